@@ -1,0 +1,147 @@
+"""The compiler pipeline: one function, read top to bottom.
+
+    kernel source ──frontend──▶ device function ──Numba typing + lowering──▶ LLVM IR
+        ──entry + link + optimize──▶ LLVM module ──NVPTX target machine──▶ PTX
+
+Each step lives in its own module; ``TILEJIT_DUMP_IR`` (later) hooks in here.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from numba.core import compiler, errors as numba_errors
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.target_extension import target_override
+
+from .errors import CompileError
+from .frontend.rewrite import BLOCK_INDEX, device_tree, materialize
+from .frontend.source import KernelSource
+from .language import intrinsics
+from .lowering.target_hooks import KernelConfig, compiling
+from .targets import nvptx
+from .targets.numba_target import TARGET_NAME, descriptor, new_flags
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """Everything a compiled kernel depends on besides the source."""
+    argtypes: tuple           # Numba types of the run-time parameters, in order
+    runtime_params: tuple     # their names
+    constexprs: tuple         # ((name, value), …) compile-time parameters
+    threads: int
+    arch: str                 # "sm_90"; "sim" type-checks only
+
+
+@dataclass
+class CompiledKernel:
+    name: str
+    spec: Specialization
+    llvm_ir: str = ""
+    ptx: str = ""
+    shared_bytes: int = 0
+    param_formats: list = field(default_factory=list)
+
+
+def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
+    name = _entry_name(ks, spec)
+    device_fn = build_device_function(ks, spec)
+    config = KernelConfig(threads=spec.threads, max_vector=_max_vector(spec))
+    with compiling(config):
+        cres = type_and_lower(ks, device_fn, spec.argtypes)
+    kernel = CompiledKernel(name, spec)
+    if spec.arch == "sim":
+        return kernel
+    context = cres.target_context
+    entry_ir = nvptx.build_entry(context, cres.fndesc, spec.argtypes, name, spec.threads)
+    modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
+    module = nvptx.link_and_optimize(modules, name, spec.arch)
+    kernel.llvm_ir = str(module)
+    kernel.ptx = nvptx.emit_ptx(module, spec.arch)
+    kernel.param_formats = param_formats(spec.argtypes)
+    return kernel
+
+
+def build_device_function(ks: KernelSource, spec: Specialization):
+    namespace = dict(ks.namespace)
+    namespace.update(dict(spec.constexprs))
+    namespace[BLOCK_INDEX] = intrinsics.block_index
+    dropped = {name for name, _ in spec.constexprs}
+    return materialize(ks, device_tree(ks, drop_params=dropped), namespace)
+
+
+@global_compiler_lock
+def type_and_lower(ks: KernelSource, device_fn, argtypes):
+    typing_context = descriptor.typing_context
+    target_context = descriptor.target_context
+    try:
+        with target_override(TARGET_NAME):
+            target_context.refresh()
+            return compiler.compile_extra(typing_context, target_context, device_fn,
+                                          args=tuple(argtypes), return_type=None,
+                                          flags=new_flags(), locals={})
+    except numba_errors.NumbaError as e:
+        raise _compile_error(ks, e) from None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
+    text = _ANSI.sub("", str(e))
+    loc = getattr(e, "loc", None)
+    lineno = getattr(loc, "line", None)
+    filename = getattr(loc, "filename", None) or ks.filename
+    # keep Numba's explanation, drop its banners and the repeated source excerpt
+    keep = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("During:", "File \"", "^", "<source", "This error may")):
+            continue
+        if stripped.startswith(("- Resolution failure", "- Of which")):
+            continue
+        if re.match(r"^\d+\s*\|", stripped) or stripped.startswith(">"):
+            continue
+        if stripped:
+            keep.append(stripped)
+    message = "\n".join(keep[:12]) or type(e).__name__
+    return CompileError(message, filename, lineno)
+
+
+def param_formats(argtypes) -> list[str]:
+    """struct format characters of the flat kernel parameters (``Launcher``'s input)."""
+    from numba.core import types
+    from .typing.types import BFloat16, GlobalTensorType, WeakFloat
+    formats = []
+    for ty in argtypes:
+        if isinstance(ty, GlobalTensorType):
+            formats += ["Q"] + ["q"] * (2 * ty.ndim)
+        elif isinstance(ty, WeakFloat) or ty == types.float64:
+            formats.append("d")
+        elif ty == types.float32:
+            formats.append("f")
+        elif ty == types.float16:
+            formats.append("e")
+        elif isinstance(ty, BFloat16):
+            formats.append("H")
+        elif ty == types.boolean:
+            formats.append("?")
+        elif isinstance(ty, types.Integer):
+            formats.append({(8, True): "b", (8, False): "B", (16, True): "h",
+                            (16, False): "H", (32, True): "i", (32, False): "I",
+                            (64, True): "q", (64, False): "Q"}[(ty.bitwidth, ty.signed)])
+        else:
+            raise CompileError(f"cannot pass a {ty} as a kernel parameter")
+    return formats
+
+
+def _max_vector(spec: Specialization) -> int:
+    from .typing.types import GlobalTensorType
+    sizes = [t.dtype.itemsize for t in spec.argtypes
+             if isinstance(t, GlobalTensorType) and t.aligned]
+    return max(1, 16 // min(sizes)) if sizes else 1
+
+
+def _entry_name(ks: KernelSource, spec: Specialization) -> str:
+    base = re.sub(r"\W", "_", ks.tree.name)
+    return f"{base}_kernel"

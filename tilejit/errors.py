@@ -1,0 +1,29 @@
+"""Errors raised by tilejit, each pointing at the kernel source that caused it."""
+from __future__ import annotations
+
+import linecache
+
+
+class CompileError(Exception):
+    """A kernel the compiler cannot accept: unsupported construct, type error, or a
+    resource the device does not have. The message quotes file, line and source."""
+
+    def __init__(self, message: str, filename: str | None = None, lineno: int | None = None):
+        self.filename = filename
+        self.lineno = lineno
+        self.bare_message = message
+        super().__init__(format_located(message, filename, lineno))
+
+
+def source_line(filename: str | None, lineno: int | None) -> str:
+    if not filename or not lineno:
+        return ""
+    return linecache.getline(filename, lineno).strip()
+
+
+def format_located(message: str, filename: str | None, lineno: int | None) -> str:
+    if not filename or not lineno:
+        return message
+    text = source_line(filename, lineno)
+    where = f'File "{filename}", line {lineno}'
+    return f"{message}\n  {where}\n    {text}" if text else f"{message}\n  {where}"

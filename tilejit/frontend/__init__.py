@@ -1,0 +1,7 @@
+"""Front end: from a decorated Python function to the three programs tilejit runs.
+
+``source.py`` parses the function and finds its launch (``with T.Kernel``);
+``rewrite.py`` derives the device program (typed by Numba), the host program (grid and
+outputs, run before each launch) and the simulator program; ``signature.py`` binds
+call arguments to parameters and describes them as types.
+"""

@@ -1,0 +1,104 @@
+"""The three programs derived from one kernel source.
+
+- device: the function Numba types and lowers. ``with T.Kernel(...) as (bx, by)``
+  becomes ``bx = block_index(0); by = block_index(1)`` followed by the block body
+  (Numba's bytecode front end rejects ``with ... as``); constexpr parameters leave the
+  signature and become globals, so Numba sees them as literals.
+- host: the statements before ``T.Kernel`` followed by ``return launch_config(...)``;
+  run in Python before every launch to size the grid.
+- sim: the device form again, with ``T.Parallel`` loops replaced by the simulator's
+  vectorised (masked) or scalar iteration (``tilejit/sim/transform.py``).
+
+All three keep the file's line numbers, so errors, tracebacks and ``breakpoint()``
+point at the user's source.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import types
+
+from .. import language as T
+from .source import KernelSource, block_index_names, kernel_call, resolve_static
+
+BLOCK_INDEX = "__tj_block_index"
+LAUNCH_CONFIG = "__tj_launch_config"
+
+
+def _located(new: ast.AST, old: ast.AST) -> ast.AST:
+    for node in ast.walk(new):
+        node.lineno = old.lineno
+        node.col_offset = old.col_offset
+        node.end_lineno = getattr(old, "end_lineno", old.lineno)
+        node.end_col_offset = getattr(old, "end_col_offset", old.col_offset)
+    return new
+
+
+def _block_index_assignments(ks: KernelSource) -> list[ast.stmt]:
+    launch = ks.launch
+    out = []
+    for axis, name in enumerate(block_index_names(ks)):
+        stmt = ast.Assign(targets=[ast.Name(name, ast.Store())],
+                          value=ast.Call(ast.Name(BLOCK_INDEX, ast.Load()),
+                                         [ast.Constant(axis)], []))
+        out.append(_located(stmt, launch.items[0].optional_vars or launch))
+    return out
+
+
+class _DeviceForms(ast.NodeTransformer):
+    """Language calls with a control-flow meaning become Python control flow:
+    ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
+    it becomes ``a if c else b``; ``T.serial/unroll/vectorized`` become ``range``."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        target = resolve_static(node.func, self.namespace)
+        if target is T.if_then_else and len(node.args) == 3 and not node.keywords:
+            cond, a, b = node.args
+            return ast.copy_location(ast.IfExp(cond, a, b), node)
+        if target in (T.serial, T.unroll, T.vectorized):
+            return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,
+                                              node.keywords), node)
+        return node
+
+
+def device_tree(ks: KernelSource, drop_params=()) -> ast.FunctionDef:
+    fdef = _DeviceForms(ks.namespace).visit(copy.deepcopy(ks.tree))
+    fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
+    fdef.args.defaults = []
+    for a in fdef.args.args:
+        a.annotation = None
+    fdef.returns = None
+    body = fdef.body
+    launch = body[ks.launch_index]
+    fdef.body = (body[:ks.launch_index] + _block_index_assignments(ks) + launch.body)
+    return fdef
+
+
+def host_tree(ks: KernelSource) -> ast.FunctionDef:
+    fdef = copy.deepcopy(ks.tree)
+    fdef.args.defaults = []
+    for a in fdef.args.args:
+        a.annotation = None
+    call = copy.deepcopy(kernel_call(ks))
+    ret = ast.Return(ast.Call(ast.Name(LAUNCH_CONFIG, ast.Load()), call.args, call.keywords))
+    fdef.body = fdef.body[:ks.launch_index] + [_located(ret, ks.launch)]
+    fdef.name = f"{ks.tree.name}__host"
+    return fdef
+
+
+def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
+                name: str | None = None) -> types.FunctionType:
+    """Compile one rewritten function definition into a function whose globals are
+    ``namespace`` (the kernel's globals and closure, plus anything injected)."""
+    module = ast.Module(body=[fdef], type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, ks.filename, "exec")
+    fn_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    fn = types.FunctionType(fn_code, namespace, name or fdef.name)
+    fn.__qualname__ = ks.func.__qualname__
+    fn.__module__ = ks.func.__module__
+    return fn

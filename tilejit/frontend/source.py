@@ -1,0 +1,172 @@
+"""Parse a kernel's source and locate its launch statement, keeping file and line."""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from ..errors import CompileError
+from .. import language as T
+
+
+@dataclass
+class KernelSource:
+    func: object
+    filename: str
+    tree: ast.FunctionDef           # decorators stripped; line numbers are the file's
+    params: list[str]
+    constexpr_params: list[str]
+    defaults: dict = field(default_factory=dict)
+    launch_index: int = -1           # index of the `with T.Kernel` statement in the body
+    namespace: dict = field(default_factory=dict)  # globals + closure values
+
+    @property
+    def launch(self) -> ast.With:
+        return self.tree.body[self.launch_index]
+
+    def error(self, message: str, node: ast.AST | None) -> CompileError:
+        return CompileError(message, self.filename, getattr(node, "lineno", None))
+
+
+def resolve_static(node: ast.AST, namespace: dict):
+    """The Python object an expression such as ``T.Parallel`` or ``tilejit.language.copy``
+    names, looked up in the kernel's globals and closure; None if it is not a plain
+    name or attribute chain, or is not found."""
+    if isinstance(node, ast.Name):
+        return namespace.get(node.id, getattr(__builtins__, node.id, None)
+                             if not isinstance(__builtins__, dict) else __builtins__.get(node.id))
+    if isinstance(node, ast.Attribute):
+        base = resolve_static(node.value, namespace)
+        return getattr(base, node.attr, None) if base is not None else None
+    return None
+
+
+def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
+    return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
+
+
+def function_namespace(func) -> dict:
+    ns = dict(func.__globals__)
+    if func.__closure__:
+        for name, cell in zip(func.__code__.co_freevars, func.__closure__):
+            try:
+                ns[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return ns
+
+
+def _is_constexpr_annotation(ann) -> bool:
+    if ann is T.constexpr:
+        return True
+    return isinstance(ann, str) and ann.split(".")[-1] == "constexpr"
+
+
+def parse_kernel(func) -> KernelSource:
+    try:
+        lines, first = inspect.getsourcelines(func)
+        filename = inspect.getsourcefile(func) or func.__code__.co_filename
+    except (OSError, TypeError) as e:
+        raise CompileError(f"cannot read the source of {func.__qualname__}: {e}; a kernel "
+                           "must be defined in a file (or a notebook cell)") from None
+    module = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(module, first - 1)
+    fdef = module.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise CompileError("@tilejit.kernel applies to a plain `def` function",
+                           filename, first)
+    fdef.decorator_list = []
+    args = fdef.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise CompileError("kernel parameters must be plain positional parameters "
+                           "(no *args, **kwargs, keyword-only or positional-only)",
+                           filename, fdef.lineno)
+    params = [a.arg for a in args.args]
+    annotations = getattr(func, "__annotations__", {})
+    constexprs = [p for p in params if _is_constexpr_annotation(annotations.get(p))]
+    sig = inspect.signature(func)
+    defaults = {k: v.default for k, v in sig.parameters.items()
+                if v.default is not inspect.Parameter.empty}
+    ks = KernelSource(func, filename, fdef, params, constexprs, defaults,
+                      namespace=function_namespace(func))
+    ks.launch_index = _find_launch(ks)
+    return ks
+
+
+def _find_launch(ks: KernelSource) -> int:
+    found = []
+    for index, stmt in enumerate(ks.tree.body):
+        if isinstance(stmt, ast.With) and any(
+                is_call_to(item.context_expr, T.Kernel, ks.namespace) for item in stmt.items):
+            found.append(index)
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.With) and node not in [ks.tree.body[i] for i in found]:
+            if any(is_call_to(item.context_expr, T.Kernel, ks.namespace) for item in node.items):
+                raise ks.error("`with T.Kernel(...)` must be a top-level statement of the "
+                               "kernel function, not nested in another statement", node)
+    if not found:
+        raise ks.error("a kernel needs one `with T.Kernel(...) as bx:` block", ks.tree)
+    if len(found) > 1:
+        raise ks.error("a kernel has exactly one `with T.Kernel(...)` block; found another",
+                       ks.tree.body[found[1]])
+    index = found[0]
+    launch = ks.tree.body[index]
+    if len(launch.items) != 1:
+        raise ks.error("`with T.Kernel(...)` takes no other context managers", launch)
+    for stmt in ks.tree.body[index + 1:]:
+        if not isinstance(stmt, ast.Return):
+            raise ks.error("only `return` may follow the `with T.Kernel(...)` block", stmt)
+    for stmt in ks.tree.body[:index]:
+        for node in ast.walk(stmt):
+            if isinstance(node, (ast.For, ast.While, ast.With, ast.Return)):
+                raise ks.error("the statements before `with T.Kernel` run on the host and "
+                               "may only compute values (no loops, with or return)", node)
+    return index
+
+
+def kernel_call(ks: KernelSource) -> ast.Call:
+    return ks.launch.items[0].context_expr
+
+
+def block_index_names(ks: KernelSource) -> list[str]:
+    """The names bound by ``as bx`` / ``as (bx, by)``; [] when there is no ``as``."""
+    target = ks.launch.items[0].optional_vars
+    ngrid = len(kernel_call(ks).args)
+    if target is None:
+        return []
+    if isinstance(target, ast.Name):
+        names = [target.id]
+    elif isinstance(target, (ast.Tuple, ast.List)) and all(
+            isinstance(e, ast.Name) for e in target.elts):
+        names = [e.id for e in target.elts]
+    else:
+        raise ks.error("`with T.Kernel(...) as` binds a name or a tuple of names", target)
+    if len(names) != ngrid:
+        raise ks.error(f"`with T.Kernel` has {ngrid} grid extent(s) but binds "
+                       f"{len(names)} block index name(s); bind one name per extent", target)
+    return names
+
+
+def expected_ranks(ks: KernelSource) -> dict[str, tuple[int, int]]:
+    """Ranks the source implies for its parameters: ``P[i, j]`` (2) and
+    ``a, b = P.shape`` (2); {name: (rank, line)} for the first such use."""
+    params = set(ks.params)
+    found: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                and node.value.id in params:
+            index = node.slice
+            if isinstance(index, ast.Tuple):
+                if any(isinstance(e, ast.Slice) for e in index.elts):
+                    continue
+                found.setdefault(node.value.id, (len(index.elts), node.lineno))
+            elif not isinstance(index, ast.Slice) and isinstance(node.ctx, (ast.Load, ast.Store)):
+                found.setdefault(node.value.id, (1, node.lineno))
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Tuple):
+            v = node.value
+            if isinstance(v, ast.Attribute) and v.attr == "shape" and isinstance(
+                    v.value, ast.Name) and v.value.id in params:
+                found.setdefault(v.value.id, (len(node.targets[0].elts), node.lineno))
+    return found

@@ -1,0 +1,115 @@
+"""``import tilejit.language as T``: the tile language.
+
+Every name here has one meaning in three places: its typing (``tilejit/typing``), its
+code generation per target (``tilejit/lowering``) and its simulation semantics, which
+is the body of the Python function below (run by the CPU simulator on numpy values).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64, int8,
+                     int16, int32, int64, uint8, uint16, uint32, uint64)
+from . import numerics as _num
+
+__all__ = [
+    "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
+    "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
+    "if_then_else", "cast", "max", "min", "abs", "infinity",
+]
+
+
+class constexpr:
+    """Annotation of a kernel parameter whose value is a compile-time constant:
+    ``def k(A, block: T.constexpr = 128)``. Each distinct value is a specialization."""
+
+
+class Kernel:
+    """``with T.Kernel(gx[, gy[, gz]], threads=N) as (bx, by, bz):`` declares the launch.
+
+    Only meaningful as the ``with`` statement of a kernel; the front end turns it into
+    the block indices (device) and the grid computation (host)."""
+
+    def __init__(self, *grid, threads=128, prelude=None):
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
+        if isinstance(threads, (tuple, list)):
+            n = 1
+            for t in threads:
+                n *= int(t)
+            threads = n
+        threads = int(threads)
+        if threads % 32 or not 32 <= threads <= 1024:
+            raise ValueError(f"T.Kernel threads: expected a multiple of 32 in [32, 1024], "
+                             f"got {threads}")
+        self.grid = tuple(int(g) for g in grid)
+        self.threads = threads
+
+    def __enter__(self):
+        raise RuntimeError("T.Kernel can only be used inside a @tilejit.kernel function")
+
+    def __exit__(self, *exc):
+        return False
+
+
+def Parallel(*extents, coalesced_width=None):
+    """``for i, j in T.Parallel(m, n):`` the iterations of an m×n tile spread over the
+    block's threads (row-major, consecutive iterations on consecutive threads).
+    Outside a kernel it iterates in row-major order."""
+    if len(extents) == 1:
+        return iter(range(int(extents[0])))
+    return itertools.product(*(range(int(e)) for e in extents))
+
+
+def serial(start, stop=None, step=1):
+    """A sequential loop, as ``range``."""
+    return range(start) if stop is None else range(start, stop, step)
+
+
+def unroll(start, stop=None, step=1):
+    """A sequential loop the compiler unrolls."""
+    return serial(start, stop, step)
+
+
+def vectorized(start, stop=None, step=1):
+    """A sequential loop the compiler may vectorize."""
+    return serial(start, stop, step)
+
+
+def ceildiv(a, b):
+    """``(a + b - 1) // b`` for non-negative integers."""
+    return (a + b - 1) // b
+
+
+def if_then_else(cond, then_value, else_value):
+    """A select: both values are computed, ``cond`` picks one (no branch)."""
+    return _num.select(cond, then_value, else_value)
+
+
+def cast(value, dtype):
+    """``value`` converted to ``dtype`` (floats round to nearest even; float to int
+    truncates toward zero)."""
+    return _num.cast(value, as_dtype(dtype))
+
+
+def max(a, b):  # noqa: A001 - TileLang's name
+    """The larger of two values; if one is NaN the other is returned (PTX ``max``)."""
+    return _num.maximum(a, b)
+
+
+def min(a, b):  # noqa: A001
+    """The smaller of two values; if one is NaN the other is returned (PTX ``min``)."""
+    return _num.minimum(a, b)
+
+
+def abs(x):  # noqa: A001
+    """Absolute value."""
+    return np.abs(x)
+
+
+def infinity(dtype):
+    """+inf of a floating dtype."""
+    return as_dtype(dtype).numpy.type(np.inf)

@@ -1,0 +1,90 @@
+"""Element types of tensors and tiles.
+
+A ``DType`` is a compile-time value: ``A.dtype`` of a kernel argument, ``T.float16``
+and the dtype strings the seeds use (``"float16"``) all name one of these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    bits: int
+    kind: str  # "float", "int", "uint", "bool"
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype used to hold values in simulation (bfloat16 is held in
+        float32 and rounded to bfloat16 precision on every store)."""
+        if self.name == "bfloat16":
+            return np.dtype(np.float32)
+        return np.dtype(self.name if self.name != "bool" else np.bool_)
+
+    def __repr__(self) -> str:
+        return f"T.{self.name}"
+
+    def __call__(self, value):
+        """``T.float32(1.0)``: a typed constant (simulation semantics: numpy scalar)."""
+        return self.numpy.type(value)
+
+
+float16 = DType("float16", 16, "float")
+bfloat16 = DType("bfloat16", 16, "float")
+float32 = DType("float32", 32, "float")
+float64 = DType("float64", 64, "float")
+int8 = DType("int8", 8, "int")
+int16 = DType("int16", 16, "int")
+int32 = DType("int32", 32, "int")
+int64 = DType("int64", 64, "int")
+uint8 = DType("uint8", 8, "uint")
+uint16 = DType("uint16", 16, "uint")
+uint32 = DType("uint32", 32, "uint")
+uint64 = DType("uint64", 64, "uint")
+bool_ = DType("bool", 8, "bool")
+
+ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64,
+              uint8, uint16, uint32, uint64, bool_)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": bfloat16,
+                 "fp16": float16, "fp32": float32, "fp64": float64})
+
+
+def as_dtype(value) -> DType:
+    """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        try:
+            return _BY_NAME[value]
+        except KeyError:
+            raise TypeError(f"unknown dtype {value!r}; expected one of "
+                            f"{', '.join(d.name for d in ALL_DTYPES)}") from None
+    name = str(value)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+        if name == "bool":
+            return bool_
+        return as_dtype(name)
+    try:
+        npd = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"cannot interpret {value!r} as a dtype") from None
+    if npd == np.bool_:
+        return bool_
+    return as_dtype(npd.name)

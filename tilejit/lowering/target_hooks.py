@@ -1,0 +1,38 @@
+"""What a lowering rule may ask about the kernel being compiled.
+
+The compiler sets the ``KernelConfig`` of the specialization being lowered; rules read
+it with ``current_kernel()``. Target-specific values (thread and block indices) come
+from the target context's methods ``thread_index(builder)`` and
+``block_index(builder, axis)``.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    threads: int           # threads per block
+    max_vector: int        # most elements one thread touches as one 16-byte access
+
+
+_CURRENT: contextvars.ContextVar[KernelConfig | None] = contextvars.ContextVar(
+    "tilejit_kernel", default=None)
+
+
+def current_kernel() -> KernelConfig:
+    config = _CURRENT.get()
+    if config is None:
+        raise RuntimeError("tile operations are lowered only while compiling a kernel")
+    return config
+
+
+@contextlib.contextmanager
+def compiling(config: KernelConfig):
+    token = _CURRENT.set(config)
+    try:
+        yield config
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,61 @@
+"""Run one launch in the simulator: every block in turn, on numpy views of the
+arguments (results written back to CPU torch tensors and bfloat16 arrays)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..frontend.rewrite import BLOCK_INDEX, device_tree, materialize
+from ..frontend.signature import as_tensor_arg
+from ..language.dtypes import bfloat16
+from . import runtime
+from .transform import SIM, simulator_tree
+
+
+def simulator_function(kernel):
+    fn = getattr(kernel, "_sim_fn", None)
+    if fn is None:
+        ks = kernel.source
+        namespace = dict(ks.namespace)
+        namespace[SIM] = runtime
+        namespace[BLOCK_INDEX] = runtime.block_index
+        fn = materialize(ks, simulator_tree(device_tree(ks), ks.namespace), namespace)
+        kernel._sim_fn = fn
+    return fn
+
+
+def _wrap(name, value):
+    tensor = as_tensor_arg(value)
+    if tensor is None:
+        return value, None
+    if tensor.is_torch:
+        obj = value
+        if tensor.dtype == bfloat16:
+            data = obj.detach().float().numpy()
+            return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
+        data = obj.detach().numpy()        # shares memory with the CPU tensor
+        return runtime.SimTensor(data, tensor.dtype, name), None
+    if tensor.dtype == bfloat16:
+        raise TypeError(f"argument {name!r}: bfloat16 arrays need torch")
+    return runtime.SimTensor(value, tensor.dtype, name), None
+
+
+def run_simulation(kernel, values, constexprs, launch):
+    fn = simulator_function(kernel)
+    args, writebacks = [], []
+    for name, value in zip(kernel.source.params, values):
+        wrapped, writeback = _wrap(name, value)
+        args.append(wrapped)
+        if writeback is not None:
+            writebacks.append(writeback)
+    gx, gy, gz = launch.grid
+    state = runtime.STATE
+    with np.errstate(all="ignore"):
+        for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+            state.block = (bx, by, bz)
+            state.mask = None
+            fn(*args)
+    for obj, data in writebacks:
+        import torch
+        obj.copy_(torch.from_numpy(data).to(obj.dtype))

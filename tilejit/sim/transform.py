@@ -1,0 +1,136 @@
+"""Rewrite a kernel's device program for the simulator.
+
+``for i, j in T.Parallel(m, n): body`` becomes one of
+- ``for i, j in parallel_vectorized(m, n): body'`` where body' runs once on whole-tile
+  index arrays: ``if``/``else`` become masked regions, names assigned inside them
+  blend with their old values, ``a if c else b`` and ``and``/``or``/``not`` become their
+  lane-wise forms;
+- ``for i, j in parallel_scalar(m, n): body`` (one iteration at a time) when the body
+  has ``while``, ``break``, ``continue`` or ``return``, or a nested loop whose bounds
+  depend on the tile's indices, which lane-wise execution cannot express.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+
+from .. import language as T
+from ..frontend.source import resolve_static
+
+SIM = "__tj_sim"
+_counter = itertools.count()
+
+
+def _call(name, args):
+    return ast.Call(ast.Attribute(ast.Name(SIM, ast.Load()), name, ast.Load()), args, [])
+
+
+def _lambda(expr):
+    return ast.Lambda(ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                    defaults=[]), expr)
+
+
+class _LaneWise(ast.NodeTransformer):
+    """The body of a vectorised T.Parallel."""
+
+    def __init__(self):
+        self.depth = 0   # how many masked regions enclose the current statement
+
+    def visit_If(self, node):
+        cond = f"__tj_cond{next(_counter)}"
+        out = [ast.copy_location(ast.Assign([ast.Name(cond, ast.Store())],
+                                            self.visit(node.test)), node)]
+        for negate, body in ((False, node.body), (True, node.orelse)):
+            if not body:
+                continue
+            self.depth += 1
+            new_body = [self.visit(s) for s in body]
+            self.depth -= 1
+            flat = []
+            for s in new_body:
+                flat.extend(s if isinstance(s, list) else [s])
+            item = ast.withitem(ast.Call(
+                ast.Attribute(ast.Name(SIM, ast.Load()), "where", ast.Load()),
+                [ast.Name(cond, ast.Load())],
+                [ast.keyword("negate", ast.Constant(negate))]), None)
+            out.append(ast.copy_location(ast.With([item], flat), body[0]))
+        return out
+
+    def _blended(self, node, target: ast.Name, value):
+        old = ast.IfExp(ast.Compare(ast.Constant(target.id), [ast.In()],
+                                    [ast.Call(ast.Name("locals", ast.Load()), [], [])]),
+                        ast.Name(target.id, ast.Load()), ast.Constant(None))
+        return ast.copy_location(ast.Assign([ast.Name(target.id, ast.Store())],
+                                            _call("blend", [old, value])), node)
+
+    def visit_Assign(self, node):
+        node = self.generic_visit(node)
+        if self.depth and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return self._blended(node, node.targets[0], node.value)
+        return node
+
+    def visit_AugAssign(self, node):
+        node = self.generic_visit(node)
+        if self.depth and isinstance(node.target, ast.Name):
+            value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
+            return self._blended(node, node.target, value)
+        return node
+
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        return ast.copy_location(_call("ifexp", [node.test, _lambda(node.body),
+                                                 _lambda(node.orelse)]), node)
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        name = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
+        expr = node.values[0]
+        for v in node.values[1:]:
+            expr = _call(name, [expr, v])
+        return ast.copy_location(expr, node)
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_call("logical_not", [node.operand]), node)
+        return node
+
+
+def _needs_scalar(loop: ast.For) -> bool:
+    lane_names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    lane_names |= {n.id for s in loop.body for n in ast.walk(s)
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if isinstance(node, (ast.While, ast.Break, ast.Continue, ast.Return)):
+            return True
+        if isinstance(node, ast.For) and any(
+                isinstance(n, ast.Name) and n.id in lane_names for n in ast.walk(node.iter)):
+            return True
+    return False
+
+
+class SimRewriter(ast.NodeTransformer):
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_For(self, node):
+        it = node.iter
+        if isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel:
+            scalar = _needs_scalar(node)
+            it.func = ast.Attribute(ast.Name(SIM, ast.Load()),
+                                    "parallel_scalar" if scalar else "parallel_vectorized",
+                                    ast.Load())
+            it.keywords = []
+            if not scalar:
+                body = []
+                lanes = _LaneWise()
+                for s in node.body:
+                    r = lanes.visit(s)
+                    body.extend(r if isinstance(r, list) else [r])
+                node.body = body
+                return node
+        return self.generic_visit(node)
+
+
+def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
+    return ast.fix_missing_locations(SimRewriter(namespace).visit(fdef))

@@ -1,0 +1,130 @@
+"""LLVM IR → PTX for one kernel specialization.
+
+The typed, lowered Numba function takes tensors as structs; the ``ptx_kernel`` entry
+built here takes them as flat parameters (data pointer, shape…, strides…), rebuilds
+the structs, and calls it. All modules are linked into one, every function but the
+entry is internalized, the optimization pipeline of the NVPTX target machine runs, and
+the target machine prints PTX.
+"""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as ll
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from ..typing.types import GlobalTensorType
+from .numba_target import TRIPLE
+
+# PTX ISA versions: 8.0 (CUDA 12.0) covers sm_80…sm_90a; Blackwell needs 8.6.
+def ptx_features(arch: str) -> str:
+    number = int(re.sub(r"[^0-9]", "", arch))
+    return "+ptx86" if number >= 100 else "+ptx80"
+
+
+_MACHINES: dict[str, ll.TargetMachine] = {}
+
+
+def target_machine(arch: str) -> ll.TargetMachine:
+    tm = _MACHINES.get(arch)
+    if tm is None:
+        target = ll.Target.from_triple(TRIPLE)
+        tm = target.create_target_machine(cpu=arch, features=ptx_features(arch), opt=3)
+        _MACHINES[arch] = tm
+    return tm
+
+
+def kernel_parameters(context, argtypes):
+    """The flat LLVM parameter types of the entry, per kernel argument."""
+    out = []
+    for ty in argtypes:
+        if isinstance(ty, GlobalTensorType):
+            out.append([context.get_value_type(ty.pointer)] + [ir.IntType(64)] * (2 * ty.ndim))
+        else:
+            out.append([context.get_value_type(ty)])
+    return out
+
+
+def build_entry(context, fndesc, argtypes, name: str, threads: int) -> str:
+    """The ``ptx_kernel`` entry as LLVM IR text."""
+    module = context.create_module("entry")
+    fnty = context.call_conv.get_function_type(types.none, argtypes)
+    inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
+    groups = kernel_parameters(context, argtypes)
+    flat = [t for g in groups for t in g]
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), flat), name)
+    entry.calling_convention = "ptx_kernel"
+    builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    values, pos = [], 0
+    for ty, group in zip(argtypes, groups):
+        params = entry.args[pos:pos + len(group)]
+        pos += len(group)
+        if isinstance(ty, GlobalTensorType):
+            values.append(_tensor_value(context, builder, ty, params))
+        else:
+            values.append(params[0])
+    context.call_conv.call_function(builder, inner, types.none, argtypes, values)
+    builder.ret_void()
+    text = str(module)
+    # launch bounds: the block size is exact, which lets ptxas budget registers
+    text = re.sub(rf'(define ptx_kernel void @"{re.escape(name)}"\([^\n]*\))',
+                  r"\1 #900", text, count=1)
+    text += f'\nattributes #900 = {{ "nvvm.maxntid"="{threads}" }}\n'
+    return text
+
+
+def _tensor_value(context, builder, ty: GlobalTensorType, params):
+    data, dims = params[0], params[1:]
+    shape, strides = dims[:ty.ndim], dims[ty.ndim:]
+    # tensor arguments are `__restrict__`, as in TileLang's generated CUDA: the
+    # iterations of a T.Parallel are independent, so accesses of different iterations
+    # may be reordered (an in-place `A[i] = f(A[i])` stays correct: within one
+    # iteration the store depends on the load)
+    data.add_attribute("noalias")
+    if ty.aligned:
+        # launch checked: data 16-byte aligned, every stride but the last a multiple of
+        # 16 bytes; say so, so LLVM may merge consecutive accesses into 16-byte ones
+        data.attributes.align = 16
+        vec = max(1, 16 // ty.dtype.itemsize)
+        assume = builder.module.declare_intrinsic("llvm.assume", (),
+                                                  ir.FunctionType(ir.VoidType(), [ir.IntType(1)]))
+        for s in strides[:-1]:
+            low = builder.and_(s, s.type(vec - 1))
+            builder.call(assume, [builder.icmp_unsigned("==", low, s.type(0))])
+    struct = cgutils.create_struct_proxy(ty)(context, builder)
+    struct.data = data
+    struct.shape = _tuple(context, builder, shape)
+    struct.strides = _tuple(context, builder, strides)
+    return struct._getvalue()
+
+
+def _tuple(context, builder, values):
+    return context.make_tuple(builder, types.UniTuple(types.int64, len(values)), list(values))
+
+
+def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str) -> ll.ModuleRef:
+    tm = target_machine(arch)
+    main = None
+    for text in ir_texts:
+        mod = ll.parse_assembly(text)
+        if main is None:
+            main = mod
+        else:
+            main.link_in(mod)
+    main.triple = TRIPLE
+    main.data_layout = str(tm.target_data)
+    for fn in main.functions:
+        if fn.name != entry_name and not fn.is_declaration:
+            fn.linkage = ll.Linkage.internal
+    for gv in main.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = ll.Linkage.internal
+    main.verify()
+    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(3))
+    pb.getModulePassManager().run(main, pb)
+    return main
+
+
+def emit_ptx(module: ll.ModuleRef, arch: str) -> str:
+    return target_machine(arch).emit_assembly(module)

@@ -1,0 +1,1 @@
+"""Numba types and typing rules of the tile language (target independent)."""

@@ -1,0 +1,200 @@
+"""Typing of the tile language: one template per language function, and the
+attributes and indexing of global tensors. Errors name the construct and what it got;
+Numba attaches the kernel's source location."""
+from __future__ import annotations
+
+import operator
+
+from numba.core import errors, types
+from numba.core.typing import signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Registry
+from numba.core.typing.typeof import typeof_impl
+
+from .. import language as T
+from ..language import intrinsics
+from ..language.dtypes import DType
+from .context import harmonize
+from .types import (DTypeType, GlobalTensorType, ParallelType, numba_type, weak_float,
+                    WeakFloat)
+
+registry = Registry()
+infer_global = registry.register_global
+infer_getattr = registry.register_attr
+
+
+@typeof_impl.register(DType)
+def _typeof_dtype(val, c):
+    return DTypeType(val)
+
+
+def _common(args, what):
+    for a in args:
+        if not isinstance(a, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{what}: expected numbers, got {a}")
+    compute, result = harmonize(tuple(args))
+    if result is None:
+        common = args[0]
+        for a in args[1:]:
+            common = types.unliteral(common)
+            if types.unliteral(a) != common:
+                from numba.core.typing.context import BaseContext  # noqa: F401
+                common = max((types.unliteral(common), types.unliteral(a)),
+                             key=lambda t: (isinstance(t, types.Float), t.bitwidth))
+        return types.unliteral(common)
+    return result
+
+
+def _literal_int(ty, what) -> int:
+    if isinstance(ty, types.IntegerLiteral):
+        return ty.literal_value
+    raise errors.TypingError(
+        f"{what} must be a compile-time integer (a literal, a T.constexpr parameter, or "
+        f"arithmetic on them), got a run-time value of type {ty}")
+
+
+@infer_global(T.Parallel)
+class ParallelTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws:
+            raise errors.TypingError(f"T.Parallel: unsupported keyword(s) {sorted(kws)}")
+        if not 1 <= len(args) <= 3:
+            raise errors.TypingError(f"T.Parallel takes 1 to 3 extents, got {len(args)}")
+        extents = tuple(_literal_int(a, f"T.Parallel extent {i}") for i, a in enumerate(args))
+        if any(e <= 0 for e in extents):
+            raise errors.TypingError(f"T.Parallel extents must be positive, got {extents}")
+        return signature(ParallelType(extents), *args)
+
+
+@infer_global(intrinsics.block_index)
+class BlockIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (axis,) = args
+        _literal_int(axis, "block axis")
+        return signature(types.int32, axis)
+
+
+@infer_global(T.ceildiv)
+class CeilDivTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or not all(isinstance(a, types.Integer) for a in args):
+            raise errors.TypingError(f"T.ceildiv expects two integers, got {args}")
+        if all(isinstance(a, types.IntegerLiteral) for a in args) and args[1].literal_value:
+            a, b = args[0].literal_value, args[1].literal_value
+            return signature(types.IntegerLiteral(-(-a // b)), types.int64, types.int64)
+        ty = _common(args, "T.ceildiv")
+        return signature(ty, ty, ty)
+
+
+@infer_global(T.if_then_else)
+class IfThenElseTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 3:
+            raise errors.TypingError("T.if_then_else(cond, a, b) takes three arguments")
+        cond, a, b = args
+        if not isinstance(cond, (types.Boolean, types.Integer)):
+            raise errors.TypingError(f"T.if_then_else: condition must be a boolean, got {cond}")
+        ty = _common((a, b), "T.if_then_else")
+        return signature(ty, types.boolean, ty, ty)
+
+
+class _BinaryMath(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or kws:
+            raise errors.TypingError(f"{self.key.__name__} takes two values, got {len(args)}")
+        ty = _common(args, f"T.{self.key.__name__}")
+        if isinstance(ty, WeakFloat):
+            ty = types.float32
+        return signature(ty, ty, ty)
+
+
+@infer_global(T.max)
+class MaxTemplate(_BinaryMath):
+    key = T.max
+
+
+@infer_global(T.min)
+class MinTemplate(_BinaryMath):
+    key = T.min
+
+
+@infer_global(T.abs)
+class AbsTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (x,) = args
+        if not isinstance(x, types.Number):
+            raise errors.TypingError(f"T.abs expects a number, got {x}")
+        ty = types.float32 if isinstance(x, WeakFloat) else types.unliteral(x)
+        return signature(ty, ty)
+
+
+@infer_global(T.cast)
+class CastTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or not isinstance(args[1], DTypeType):
+            raise errors.TypingError(f"T.cast(value, dtype): expected a value and a dtype, "
+                                     f"got {args}")
+        if not isinstance(args[0], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"T.cast: cannot convert {args[0]}")
+        return signature(numba_type(args[1].dtype), *args)
+
+
+@infer_global(T.infinity)
+class InfinityTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (d,) = args
+        if not isinstance(d, DTypeType) or not d.dtype.is_float:
+            raise errors.TypingError(f"T.infinity expects a float dtype, got {d}")
+        return signature(numba_type(d.dtype), d)
+
+
+@infer_getattr
+class GlobalTensorAttributes(AttributeTemplate):
+    key = GlobalTensorType
+
+    def resolve_shape(self, ty):
+        return types.UniTuple(types.int64, ty.ndim)
+
+    def resolve_strides(self, ty):
+        return types.UniTuple(types.int64, ty.ndim)
+
+    def resolve_dtype(self, ty):
+        return DTypeType(ty.dtype)
+
+    def resolve_ndim(self, ty):
+        return types.IntegerLiteral(ty.ndim)
+
+
+def _index_types(tensor: GlobalTensorType, index):
+    idx = index.types if isinstance(index, types.BaseTuple) else (index,)
+    for i in idx:
+        if isinstance(i, types.SliceType):
+            raise errors.TypingError(
+                f"slicing a global tensor ({tensor}) names a region, which only tile "
+                "operations such as T.copy accept; index it with one integer per dimension")
+        if not isinstance(i, (types.Integer, types.Boolean)):
+            raise errors.TypingError(f"tensor index must be an integer, got {i}")
+    if len(idx) != tensor.ndim:
+        raise errors.TypingError(f"a {tensor.ndim}-d tensor is indexed with {len(idx)} "
+                                 f"index(es); give one integer per dimension")
+    return index
+
+
+@infer_global(operator.getitem)
+class TensorGetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tensor, index = args
+        if isinstance(tensor, GlobalTensorType):
+            return signature(tensor.element, tensor, _index_types(tensor, index))
+
+
+@infer_global(operator.setitem)
+class TensorSetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tensor, index, value = args
+        if isinstance(tensor, GlobalTensorType):
+            if not isinstance(value, (types.Number, types.Boolean)):
+                raise errors.TypingError(f"cannot store a {value} into {tensor}")
+            return signature(types.none, tensor, _index_types(tensor, index), tensor.element)
+
+
+__all__ = ["registry", "weak_float"]
