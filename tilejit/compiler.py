@@ -20,6 +20,7 @@ from .frontend.source import KernelSource
 from .language import intrinsics
 from .lowering.target_hooks import KernelConfig, compiling
 from .targets import nvptx
+from .targets.numba_pipeline import TilejitCompiler
 from .targets.numba_target import TARGET_NAME, descriptor, new_flags
 
 
@@ -79,9 +80,16 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes):
             target_context.refresh()
             return compiler.compile_extra(typing_context, target_context, device_fn,
                                           args=tuple(argtypes), return_type=None,
-                                          flags=new_flags(), locals={})
+                                          flags=new_flags(), locals={},
+                                          pipeline_class=TilejitCompiler)
     except numba_errors.NumbaError as e:
         raise _compile_error(ks, e) from None
+    except CompileError:
+        raise
+    except Exception as e:  # a fault of the compiler, not of the kernel
+        raise CompileError(f"internal compiler error while compiling {ks.tree.name}: "
+                           f"{type(e).__name__}: {e}; please report it", ks.filename,
+                           ks.tree.lineno) from e
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -11,6 +11,7 @@ from .frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from .frontend.signature import (TensorArg, as_tensor_arg, is_compile_time_value,
                                  scalar_key)
 from .frontend.source import expected_ranks, parse_kernel
+from .frontend.validate import check_supported
 from .language.dtypes import as_dtype
 from .typing.types import GlobalTensorType, numba_type, weak_float
 
@@ -37,6 +38,7 @@ class KernelFunction:
         self.fast_math = fast_math
         self.debug = debug
         self.source = parse_kernel(func)
+        check_supported(self.source)
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func

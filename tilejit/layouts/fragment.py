@@ -57,7 +57,8 @@ class Fragment:
     def __post_init__(self) -> None:
         shape = (self.shape,) if is_int(self.shape) else tuple(self.shape)
         if not shape or not all(is_int(x) and x > 0 for x in shape):
-            raise ValueError(f"Fragment: expected a tuple of positive ints as shape, got {self.shape!r}")
+            raise ValueError(f"Fragment: expected a tuple of positive ints as shape, "
+                             f"got {self.shape!r}")
         object.__setattr__(self, "shape", shape)
         for what, lay in (("thread_layout", self.thread_layout), ("slot_layout", self.slot_layout)):
             if not isinstance(lay, Layout):
@@ -72,7 +73,8 @@ class Fragment:
                              f"{self.replicate}, got {self.num_threads!r}")
         if self.thread_layout.cosize > self.base_threads:
             raise ValueError(f"Fragment: expected thread ids < {self.base_threads}, got thread "
-                             f"layout {self.thread_layout} reaching {self.thread_layout.cosize - 1}")
+                             f"layout {self.thread_layout} reaching "
+                             f"{self.thread_layout.cosize - 1}")
 
     @property
     def base_threads(self) -> int:
@@ -87,10 +89,12 @@ class Fragment:
         if len(index) == 1 and isinstance(index[0], tuple):
             index = index[0]
         if len(index) != len(self.shape) or not all(is_int(x) for x in index):
-            raise IndexError(f"Fragment {self.name!r}: expected {len(self.shape)} int indices, got {index!r}")
+            raise IndexError(f"Fragment {self.name!r}: expected {len(self.shape)} int indices, "
+                             f"got {index!r}")
         for x, n in zip(index, self.shape):
             if not 0 <= x < n:
-                raise IndexError(f"Fragment {self.name!r}: index {index} out of range for shape {self.shape}")
+                raise IndexError(f"Fragment {self.name!r}: expected an index inside shape "
+                                 f"{self.shape}, got {index}")
         return index[0] if len(index) == 1 else index
 
     def thread_of(self, *index) -> int:
@@ -182,7 +186,8 @@ MMA_M16N8K16_F16_A = _mma("mma.m16n8k16.f16 A", (16, 16), ((8, 2), (2, 4, 2)),
 # B 16x8 (col, K x N): row = threadID_in_group*2 + (i & 1) + 8*(i >= 2); col = groupID
 MMA_M16N8K16_F16_B = _mma("mma.m16n8k16.f16 B", (16, 8), ((2, 4, 2), 8),
                           ((0, 1, 0), 4), ((1, 0, 2), 0))
-# C/D 16x8 (.f32 c0..c3, or two .f16x2): row = groupID + 8*(i >= 2); col = threadID_in_group*2 + (i & 1)
+# C/D 16x8 (.f32 c0..c3, or two .f16x2 for an f16 accumulator):
+#   row = groupID + 8*(i >= 2); col = threadID_in_group*2 + (i & 1)
 MMA_M16N8K16_F16_C = _mma("mma.m16n8k16 C (f32)", (16, 8), ((8, 2), (2, 4)),
                           ((4, 0), (0, 1)), ((0, 2), (1, 0)))
 
@@ -300,4 +305,5 @@ def parallel_fragment(shape, threads: int, vector: int = 1) -> Fragment:
         raise ValueError(f"parallel_fragment: expected a shape whose row-major chunks of "
                          f"{vector} over {threads} threads form a layout, got shape {dims}: {e}"
                          ) from None
-    return Fragment(dims, tl, sl, threads, name=f"parallel {dims} threads={threads} vector={vector}")
+    return Fragment(dims, tl, sl, threads,
+                    name=f"parallel {dims} threads={threads} vector={vector}")

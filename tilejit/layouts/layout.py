@@ -235,7 +235,7 @@ def make_layout(shape: IntTuple, stride: IntTuple | None = None, order: str = "c
         raise ValueError(f"make_layout: expected order 'col' or 'row', got {order!r}")
     if stride is not None:
         if order != "col":
-            raise ValueError("make_layout: expected either an explicit stride or an order, got both")
+            raise ValueError("make_layout: expected an explicit stride or an order, got both")
         return Layout(shape, stride)
     shape = _normalize(shape, "make_layout shape")
     return Layout(shape, _compact_strides(shape, row_major=(order == "row")))
@@ -282,6 +282,19 @@ def coalesce(a: Layout) -> Layout:
         else:
             modes.append((s, d))
     return _from_modes(modes)
+
+
+def _extension_modes(a: Layout) -> list[tuple[int, int]]:
+    """``coalesce(a)``'s modes, but keeping the stride with which the last mode
+    extends past ``size(a)``: ``1:4`` coalesces to ``1:0`` yet maps index 1 to 4,
+    and composition evaluates A beyond its size when B overhangs it."""
+    modes = list(coalesce(a)._leaves)
+    if a.size == 1:
+        modes = []
+    s_last, d_last = a._leaves[-1]
+    if s_last == 1 and not (modes and modes[-1][0] * modes[-1][1] == d_last):
+        modes.append((1, d_last))
+    return modes
 
 
 def _compose_mode(a: Layout, modes: list[tuple[int, int]], s: int, d: int):
@@ -331,6 +344,42 @@ def _compose_mode(a: Layout, modes: list[tuple[int, int]], s: int, d: int):
     return tuple(x for x, _ in out), tuple(y for _, y in out)
 
 
+def _check_additive(a: Layout, modes: list[tuple[int, int]], b: Layout) -> None:
+    """Composition distributes over B's modes, ``A(B0(x) + B1(y)) == A(B0(x)) + A(B1(y))``,
+    only when the sums cause no carry between A's mixed-radix digits.
+
+    Sort B's leaves by stride; each leaf's images are ``< d*s`` and the rest
+    are multiples of the next stride ``d'``.  No carry happens when some cut
+    ``q`` with ``d*s <= q`` and ``q | d'`` falls on a digit boundary of A
+    (``P_k | q | P_{k+1}``, P the prefix products of A's extents).  A single
+    mode, or B's whole image inside A's first mode, is linear: always fine.
+    """
+    leaves = sorted((d, s) for s, d in b._leaves if s > 1 and d > 0)
+    if len(modes) == 1 or len(leaves) <= 1:
+        return
+    if sum((s - 1) * d for d, s in leaves) < modes[0][0]:
+        return
+    prefix = [1]
+    for s, _ in modes[:-1]:
+        prefix.append(prefix[-1] * s)
+
+    def cut_exists(span: int, d2: int) -> bool:
+        # q must be a multiple of lcm(P_k, span) dividing gcd(P_{k+1}, d2).
+        for k, p in enumerate(prefix):
+            top = d2 if k == len(prefix) - 1 else math.gcd(prefix[k + 1], d2)
+            if top % math.lcm(p, span) == 0:
+                return True
+        return False
+
+    for (d, s), (d2, _) in zip(leaves, leaves[1:]):
+        span = d * s
+        if d2 % span == 0 and cut_exists(span, d2):
+            continue
+        raise ValueError(
+            f"composition: expected B's modes to address disjoint digit ranges of A={a} "
+            f"(strides {d} then {d2} >= a multiple of {span} on a mode boundary of A), got B={b}")
+
+
 def _by_mode(fn, a: Layout, tiler: tuple) -> Layout:
     if len(tiler) > a.rank:
         raise ValueError(f"expected a tiler of rank <= {a.rank} (the rank of {a}), "
@@ -359,7 +408,8 @@ def composition(a: Layout, b) -> Layout:
         b = Layout(b, 1)
     if not isinstance(b, Layout):
         raise ValueError(f"composition: expected a Layout, int or tuple tiler as B, got {b!r}")
-    modes = list(coalesce(a)._leaves)
+    modes = _extension_modes(a)
+    _check_additive(a, modes, b)
     leaves = [_compose_mode(a, modes, s, d) for s, d in b._leaves]
     return Layout(_unflatten(iter(x for x, _ in leaves), b.shape),  # type: ignore[arg-type]
                   _unflatten(iter(y for _, y in leaves), b.shape))  # type: ignore[arg-type]

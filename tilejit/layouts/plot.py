@@ -44,6 +44,10 @@ def plot_fragment(fragment: Fragment, path: str | os.PathLike, *, title: str | N
         for i, row in enumerate(cells):
             for j, (t, s) in enumerate(row):
                 ax.text(j, i, f"T{t}\nv{s}", ha="center", va="center", fontsize=size)
+    if max(rows, cols) <= 32:
+        ax.set_xticks(range(cols))
+        ax.set_yticks(range(rows))
+        ax.tick_params(labelsize=7)
     ax.set_xlabel("col")
     ax.set_ylabel("row")
     ax.xaxis.set_label_position("top")

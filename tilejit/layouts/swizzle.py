@@ -107,7 +107,8 @@ def swizzle_for_bytes(row_bytes: int, dtype_bytes: int = 2) -> Swizzle:
         ['Sw<1,3,3>', 'Sw<2,3,3>', 'Sw<3,3,3>']
     """
     if row_bytes not in _SWIZZLE_BITS:
-        raise ValueError(f"swizzle_for_bytes: expected row_bytes in (32, 64, 128), got {row_bytes!r}")
+        raise ValueError(f"swizzle_for_bytes: expected row_bytes in (32, 64, 128), "
+                         f"got {row_bytes!r}")
     if dtype_bytes not in (1, 2, 4, 8, 16):
         raise ValueError(f"swizzle_for_bytes: expected dtype_bytes in (1, 2, 4, 8, 16), "
                          f"got {dtype_bytes!r}")
@@ -132,7 +133,8 @@ class ComposedLayout:
             raise ValueError(f"ComposedLayout: expected (Swizzle, int, Layout), got "
                              f"({self.swizzle!r}, {self.offset!r}, {self.layout!r})")
         if not is_int(self.offset) or self.offset < 0:
-            raise ValueError(f"ComposedLayout: expected a non-negative int offset, got {self.offset!r}")
+            raise ValueError(f"ComposedLayout: expected a non-negative int offset, "
+                             f"got {self.offset!r}")
 
     def __call__(self, *coord) -> int:
         return self.swizzle(self.offset + self.layout(*coord))
@@ -171,9 +173,10 @@ def make_swizzled_layout(shape: tuple[int, int], dtype_bytes: int) -> Layout | C
         offset(r, c) = (r%8)*W + (c%W) + (c//W)*8W + (r//8)*8*cols
 
     then XORs with ``swizzle_for_bytes(atom_bytes)``, which only permutes 16 B
-    chunks inside one atom.  Rows shorter than 32 bytes (or a row count not a
-    multiple of 8) get the plain row-major layout: 16-byte rows are already
-    8 distinct bank groups per 8 rows.
+    chunks inside one atom.  A row count that is not a multiple of 8 is
+    swizzled only when a row is exactly one atom wide.  Rows shorter than
+    32 bytes get the plain row-major layout: 16-byte rows already put 8
+    consecutive rows in 8 distinct bank groups.
 
         >>> L = make_swizzled_layout((64, 64), 2); print(L)
         Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,512))
@@ -190,10 +193,15 @@ def make_swizzled_layout(shape: tuple[int, int], dtype_bytes: int) -> Layout | C
     rows, cols = shape
     row_bytes = cols * dtype_bytes
     for atom_bytes in (128, 64, 32):
+        w = atom_bytes // dtype_bytes
         if row_bytes % atom_bytes == 0 and rows % 8 == 0:
+            inner = Layout(((8, rows // 8), (w, cols // w)), ((w, 8 * cols), (1, 8 * w)))
+            break
+        if row_bytes == atom_bytes:
+            # One atom per row: row-major *is* the atom tiling, and the swizzle
+            # only permutes chunks inside a row, so any row count works.
+            inner = make_layout(shape, order="row")
             break
     else:
         return make_layout(shape, order="row")
-    w = atom_bytes // dtype_bytes
-    inner = Layout(((8, rows // 8), (w, cols // w)), ((w, 8 * cols), (1, 8 * w)))
     return ComposedLayout(swizzle_for_bytes(atom_bytes, dtype_bytes), 0, inner)

@@ -1,0 +1,142 @@
+"""SPEC's Errors: bad arguments fail before any launch, naming the parameter, the
+expected and the received; unsupported code fails with CompileError quoting the
+kernel's file, line and source text."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from elementwise_2d import scale_bias
+from vector_add import vector_add
+
+
+def a32(n=16):
+    return np.zeros(n, np.float32)
+
+
+def test_too_many_arguments():
+    with pytest.raises(TypeError, match=r"vector_add\(\) takes 4 argument"):
+        vector_add(a32(), a32(), a32(), 1024, 5)
+
+
+def test_missing_argument():
+    with pytest.raises(TypeError, match=r"missing argument 'C'"):
+        vector_add(a32(), a32())
+
+
+def test_unknown_keyword():
+    with pytest.raises(TypeError, match=r"unexpected argument 'blk'"):
+        vector_add(a32(), a32(), a32(), blk=3)
+
+
+def test_wrong_rank_names_parameter_and_line():
+    x = np.zeros(16, np.float32)  # the kernel unpacks `M, N = X.shape`
+    with pytest.raises(ValueError) as info:
+        scale_bias(x, x, x, 1.0)
+    msg = str(info.value)
+    assert "argument 'X'" in msg and "2-d" in msg and "1-d" in msg and "line" in msg
+
+
+def test_unsupported_dtype():
+    x = np.zeros(16, np.complex64)
+    with pytest.raises(TypeError, match=r"complex64"):
+        vector_add(x, x, x)
+
+
+def test_unsupported_argument_kind():
+    with pytest.raises(TypeError, match=r"argument 'B'.*list"):
+        vector_add(a32(), [1.0, 2.0], a32())
+
+
+def test_bad_threads():
+    @tilejit.kernel
+    def k(A):
+        with T.Kernel(1, threads=100) as bx:
+            A[bx] = 1
+
+    with pytest.raises(ValueError, match=r"threads.*multiple of 32.*100"):
+        k(a32())
+
+
+def test_missing_kernel_block():
+    def body(A):
+        A[0] = 1
+
+    with pytest.raises(tilejit.CompileError, match=r"with T.Kernel"):
+        tilejit.kernel(body)
+
+
+def _compile_error(fn, *args) -> str:
+    with pytest.raises(tilejit.CompileError) as info:
+        fn.compile(*args, target="cuda", arch="sm_90")
+    return str(info.value)
+
+
+def test_unsupported_syntax_quotes_line():
+    with pytest.raises(tilejit.CompileError) as info:
+        @tilejit.kernel
+        def uses_try(A):
+            with T.Kernel(1, threads=32) as bx:
+                try:  # UNSUPPORTED-TRY
+                    A[bx] = 1
+                except Exception:
+                    pass
+
+    msg = str(info.value)
+    assert __file__ in msg and "UNSUPPORTED-TRY" in msg and "try/except" in msg
+
+
+def test_type_error_quotes_line():
+    @tilejit.kernel
+    def adds_tensor(A, B):
+        with T.Kernel(1, threads=32) as bx:
+            B[bx] = A + 1.0  # TYPE-ERROR-LINE
+
+    msg = _compile_error(adds_tensor, a32(), a32())
+    assert __file__ in msg and "TYPE-ERROR-LINE" in msg
+
+
+def test_runtime_parallel_extent_is_an_error():
+    @tilejit.kernel
+    def dynamic_tile(A):
+        n = A.shape[0]
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):  # DYNAMIC-EXTENT
+                A[i] = bx
+
+    msg = _compile_error(dynamic_tile, a32())
+    assert "compile-time" in msg and "DYNAMIC-EXTENT" in msg
+
+
+def test_slicing_a_global_tensor_is_an_error():
+    @tilejit.kernel
+    def slices(A, B):
+        with T.Kernel(1, threads=32) as bx:
+            B[bx] = A[0:4]  # SLICE-LINE
+
+    msg = _compile_error(slices, a32(), a32())
+    assert "region" in msg and "SLICE-LINE" in msg
+
+
+def test_same_error_in_simulation():
+    @tilejit.kernel
+    def adds_tensor(A, B):
+        with T.Kernel(1, threads=32) as bx:
+            B[bx] = A + 1.0  # SIM-TYPE-ERROR
+
+    with pytest.raises(tilejit.CompileError, match="SIM-TYPE-ERROR"):
+        adds_tensor(a32(), a32())
+
+
+def test_target_cuda_with_host_arrays():
+    k = tilejit.kernel(target="cuda")(vector_add.func)
+    with pytest.raises(ValueError, match=r"target 'cuda' needs the tensors on a CUDA device"):
+        k(a32(), a32(), a32())
+
+
+@pytest.mark.gpu
+def test_mixed_devices():
+    import torch
+    a = torch.zeros(16, device="cuda")
+    with pytest.raises(ValueError, match=r"different devices.*'A'.*'B'"):
+        vector_add(a, torch.zeros(16), a)

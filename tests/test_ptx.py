@@ -1,0 +1,106 @@
+"""Each example kernel's PTX: the instructions it must use, and ptxas accepts it for
+sm_80 and sm_90a."""
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from ptx_examples import all_examples, example_arguments
+
+ARCHS = ["sm_80", "sm_90a"]
+EXAMPLES = list(all_examples())
+PTXAS = shutil.which("ptxas")
+F64_MATH = re.compile(r"\b(add|sub|mul|fma|div)\.[a-z.]*f64")
+
+
+def assemble(ptx: str, arch: str, tmp_path) -> str:
+    path = tmp_path / f"k_{arch}.ptx"
+    path.write_text(ptx)
+    out = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(path) + ".cubin"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stderr
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name,kernel,specs,constexprs,must", EXAMPLES,
+                         ids=[e[0] for e in EXAMPLES])
+def test_example_ptx_assembles(name, kernel, specs, constexprs, must, arch, tmp_path):
+    compiled = kernel.compile(*example_arguments(specs), target="cuda", arch=arch, **constexprs)
+    ptx = compiled.ptx
+    assert f".target {arch}" in ptx
+    assert ".entry" in ptx and ".maxntid" in ptx
+    assert not F64_MATH.search(ptx), "float64 arithmetic crept into a float32/float16 kernel"
+    for instruction in must:
+        assert instruction in ptx, f"{name}: expected {instruction} in its PTX"
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    report = assemble(ptx, arch, tmp_path)
+    spills = re.findall(r"(\d+) bytes spill stores", report)
+    assert all(int(s) == 0 for s in spills), report
+
+
+def _ptx(kernel, *args, **kw):
+    return kernel.compile(*args, target="cuda", arch="sm_90", **kw).ptx
+
+
+@tilejit.kernel
+def copy_kernel(A, B, block: T.constexpr = 1024):
+    with T.Kernel(T.ceildiv(A.shape[0], block), threads=128) as bx:
+        for i in T.Parallel(block):
+            B[bx * block + i] = A[bx * block + i]
+
+
+def test_contiguous_aligned_tensors_get_16_byte_accesses():
+    a = np.zeros(4096, np.float32)
+    ptx = _ptx(copy_kernel, a, a.copy())
+    assert "ld.global.nc.v4.b32" in ptx and "st.global.v4.b32" in ptx
+    h = np.zeros(4096, np.float16)
+    ptx = _ptx(copy_kernel, h, h.copy())
+    assert re.search(r"ld\.global\.nc\.v4\.b32|ld\.global\.nc\.v8\.b16", ptx)
+
+
+def test_strided_tensors_get_the_scalar_variant():
+    a = np.zeros(8192, np.float32)[::2]
+    ptx = _ptx(copy_kernel, a, np.zeros(4096, np.float32))
+    assert "ld.global.nc.v4" not in ptx and "ld.global.nc.b32" in ptx
+
+
+def test_misaligned_pointer_gets_the_scalar_variant():
+    a = np.zeros(4097, np.float32)[1:]
+    ptx = _ptx(copy_kernel, a, np.zeros(4096, np.float32))
+    assert "ld.global.nc.v4" not in ptx
+
+
+def test_weak_literals_keep_half_precision_math():
+    @tilejit.kernel
+    def axpy(X, Y, alpha):
+        with T.Kernel(T.ceildiv(X.shape[0], 256), threads=256) as bx:
+            for i in T.Parallel(256):
+                k = bx * 256 + i
+                if k < X.shape[0]:
+                    Y[k] = X[k] * 2.0 + alpha + 1
+
+    for dtype in (np.float16, np.float32):
+        x = np.zeros(1000, dtype)
+        ptx = _ptx(axpy, x, x.copy(), 0.5)
+        assert not F64_MATH.search(ptx)
+        assert "cvt.f64" not in ptx
+
+
+def test_float64_tensor_asks_for_float64():
+    x = np.zeros(1000, np.float64)
+    ptx = _ptx(copy_kernel, x, x.copy())
+    assert "ld.global.nc.v2.b64" in ptx or "ld.global.nc.b64" in ptx
+
+
+def test_compile_exposes_llvm_ir_and_parameters():
+    a = np.zeros(4096, np.float32)
+    compiled = copy_kernel.compile(a, a.copy(), target="cuda", arch="sm_80")
+    assert "ptx_kernel" in compiled.llvm_ir
+    assert compiled.shared_bytes == 0
+    assert ".param .u64 .ptr .align 16" in compiled.ptx

@@ -1,0 +1,36 @@
+"""Reject, before typing, Python constructs a kernel cannot contain, with the line."""
+from __future__ import annotations
+
+import ast
+
+from .source import KernelSource
+
+_UNSUPPORTED = {
+    ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",
+    ast.Yield: "yield", ast.YieldFrom: "yield from", ast.Await: "await",
+    ast.AsyncFor: "async for", ast.AsyncWith: "async with",
+    ast.Lambda: "lambda", ast.FunctionDef: "a nested def (use @T.macro)",
+    ast.ClassDef: "a class definition", ast.ListComp: "a list comprehension",
+    ast.SetComp: "a set comprehension", ast.DictComp: "a dict comprehension",
+    ast.GeneratorExp: "a generator expression", ast.Global: "global",
+    ast.Nonlocal: "nonlocal", ast.Delete: "del", ast.JoinedStr: "an f-string",
+    ast.Dict: "a dict", ast.Set: "a set", ast.List: "a list",
+    ast.Import: "import", ast.ImportFrom: "import", ast.Assert: "assert (use T.device_assert)",
+}
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED[ast.TryStar] = "try/except*"
+
+
+def check_supported(ks: KernelSource) -> None:
+    launch = ks.launch
+    for stmt in ks.tree.body:
+        for node in ast.walk(stmt):
+            what = _UNSUPPORTED.get(type(node))
+            if what is not None:
+                raise ks.error(f"unsupported in a kernel: {what}", node)
+            if isinstance(node, ast.With) and node is not launch:
+                raise ks.error("unsupported in a kernel: a `with` block other than "
+                               "`with T.Kernel(...)`", node)
+            if isinstance(node, ast.While) and node.orelse or (
+                    isinstance(node, ast.For) and node.orelse):
+                raise ks.error("unsupported in a kernel: a loop's `else` clause", node)

@@ -1,0 +1,52 @@
+"""Numba's nopython pipeline with tilejit's lowering class.
+
+``TilejitLower`` changes one thing: a binary operation typed as
+``(float32, float32) -> float16`` (half types compute in float32, by the typing
+context's rule) or ``(float64, float64) -> weak float`` runs the implementation of its
+operand types and converts the result, where Numba's own ``lower_binop`` would re-type
+the operation and lose the result type.
+"""
+from __future__ import annotations
+
+from numba.core import lowering
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import register_pass
+from numba.core.typed_passes import NativeLowering
+
+from ..typing.types import WeakFloat, is_half
+
+
+class TilejitLower(lowering.Lower):
+    def lower_binop(self, resty, expr, op):
+        signature = self.fndesc.calltypes[expr]
+        result = signature.return_type
+        if not (is_half(result) or isinstance(result, WeakFloat)):
+            return super().lower_binop(resty, expr, op)
+        context, builder = self.context, self.builder
+        fnty = context.typing_context.resolve_value_type(op)
+        compute = signature.args[0]
+        lhs = context.cast(builder, self.loadvar(expr.lhs.name), self.typeof(expr.lhs.name),
+                           signature.args[0])
+        rhs = context.cast(builder, self.loadvar(expr.rhs.name), self.typeof(expr.rhs.name),
+                           signature.args[1])
+        impl = context.get_function(fnty, signature.replace(return_type=compute))
+        value = context.cast(builder, impl(builder, (lhs, rhs)), compute, result)
+        return context.cast(builder, value, result, resty)
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class TilejitNativeLowering(NativeLowering):
+    _name = "tilejit_native_lowering"
+
+    @property
+    def lowering_class(self):
+        return TilejitLower
+
+
+class TilejitCompiler(CompilerBase):
+    def define_pipelines(self):
+        pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.passes = [((TilejitNativeLowering, desc) if cls is NativeLowering else (cls, desc))
+                     for cls, desc in pm.passes]
+        pm.finalize()
+        return [pm]
