@@ -253,10 +253,11 @@ class Launcher:
         self._pack(self._view, 0, *values)
         gx, gy, gz = grid
         bx, by, bz = block
-        # stream 0 is passed as None: the bindings' cheapest path to a NULL CUstream
+        # stream 0 goes as None (the bindings' cheapest path to a NULL CUstream); `extra` is typed
+        # void_ptr in cuda.bindings 13.x, so it must be the int 0 (None raises TypeError).
         err, = self._cu_launch(self._func, gx, gy, gz, bx, by, bz, shared_bytes, stream or None,
                                self._params_addr, 0)
-        if err:
+        if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0: no enum lookup needed
             self._on_error(err, grid, block, shared_bytes, stream)
 
     def _on_error(self, err, grid, block, shared_bytes, stream) -> None:

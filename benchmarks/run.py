@@ -1,0 +1,186 @@
+"""tilejit beside torch and Triton, in one process: `python benchmarks/run.py [NAME ...]
+--json FILE` prints a table and writes JSON (date, commit, GPU, every measurement).
+
+Benchmarks:
+  vector_add   fp32 C = A + B over 2^28 elements; bandwidth counts 12 bytes/element.
+               Also the device-to-device copy bandwidth measured in the same run.
+  launch       Python-side cost per call of a cached launch of a 1024-element add,
+               averaged over 10,000 calls: tilejit, a bare cuLaunchKernel of the same
+               PTX through cuda.bindings, torch.add, Triton.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import torch  # noqa: E402
+
+import tilejit  # noqa: E402
+import tilejit.language as T  # noqa: E402
+from tilejit.testing_support import median_ms  # noqa: E402
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+
+@tilejit.kernel
+def add_unguarded(A, B, C, block: T.constexpr = 2048):
+    with T.Kernel(A.shape[0] // block, threads=256) as bx:
+        for i in T.Parallel(block):
+            C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+
+
+if triton is not None:
+    @triton.jit
+    def triton_add(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        a = tl.load(a_ptr + offs, mask=mask)
+        b = tl.load(b_ptr + offs, mask=mask)
+        tl.store(c_ptr + offs, a + b, mask=mask)
+
+
+def bench_vector_add():
+    from vector_add import vector_add
+    n = 1 << 28
+    a = torch.randn(n, device="cuda")
+    b = torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    nbytes = 3 * 4 * n
+    rows = []
+
+    def record(name, fn, check=True, bytes_moved=nbytes):
+        c.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        if check:
+            assert torch.equal(c, a + b), f"{name}: wrong result"
+        ms = median_ms(fn)
+        rows.append({"name": name, "ms": ms, "TB/s": bytes_moved / ms / 1e9})
+
+    record("copy (torch, d2d)", lambda: c.copy_(a), check=False, bytes_moved=2 * 4 * n)
+    record("torch.add", lambda: torch.add(a, b, out=c))
+    for block in (1024, 2048, 4096):
+        record(f"tilejit guarded block={block}", lambda block=block: vector_add(a, b, c, block=block))
+    for block in (1024, 2048, 4096):
+        record(f"tilejit unguarded block={block}",
+               lambda block=block: add_unguarded(a, b, c, block=block))
+    if triton is not None:
+        for blk in (1024, 4096):
+            record(f"triton BLOCK={blk}",
+                   lambda blk=blk: triton_add[(triton.cdiv(n, blk),)](a, b, c, n, BLOCK=blk))
+    torch_bw = next(r["TB/s"] for r in rows if r["name"] == "torch.add")
+    for r in rows:
+        r["vs torch.add"] = r["TB/s"] / torch_bw
+    return rows
+
+
+def bench_launch():
+    from vector_add import vector_add
+    from cuda.bindings import driver
+    from tilejit.targets import cuda_driver
+    n = 1024
+    a = torch.randn(n, device="cuda")
+    b = torch.randn(n, device="cuda")
+    c = torch.empty_like(a)
+    calls = 10_000
+    rows = []
+
+    def per_call(name, fn):
+        for _ in range(200):
+            fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            best = min(best, (t1 - t0) / calls * 1e6)
+        rows.append({"name": name, "us/call": best})
+
+    vector_add(a, b, c)
+    handle = vector_add.compile(a, b, c)
+    module = cuda_driver.CudaModule(handle.ptx, handle.compiled.name, 0, 0)
+    launcher = cuda_driver.Launcher(module, handle.compiled.param_formats)
+    values = (a.data_ptr(), n, 1, b.data_ptr(), n, 1, c.data_ptr(), n, 1)
+    stream = torch.cuda.current_stream().cuda_stream
+    grid = ((n + 1023) // 1024, 1, 1)
+    # the floor: cuLaunchKernel with parameters packed once, outside the loop
+    import ctypes
+    import struct
+    holders = [ctypes.c_uint64(v) if i % 3 == 0 else ctypes.c_int64(v)
+               for i, v in enumerate(values)]
+    ptrs = (ctypes.c_void_p * len(holders))(*[ctypes.addressof(h) for h in holders])
+    addr = ctypes.addressof(ptrs)
+    func = module.function
+    per_call("bare cuLaunchKernel (cuda.bindings)",
+             lambda: driver.cuLaunchKernel(func, *grid, 256, 1, 1, 0, stream, addr, 0))
+    per_call("tilejit Launcher.launch (packing only)",
+             lambda: launcher.launch(grid, (256, 1, 1), 0, stream, values))
+    per_call("tilejit vector_add(a, b, c)", lambda: vector_add(a, b, c))
+    per_call("torch.add(a, b, out=c)", lambda: torch.add(a, b, out=c))
+    if triton is not None:
+        per_call("triton add", lambda: triton_add[(1,)](a, b, c, n, BLOCK=1024))
+    del struct
+    bare = rows[0]["us/call"]
+    for r in rows:
+        r["vs bare"] = r["us/call"] / bare
+    return rows
+
+
+BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch}
+
+
+def _commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
+    if not torch.cuda.is_available():
+        parser.error("the benchmarks need a CUDA GPU")
+    meta = {"date": datetime.date.today().isoformat(), "commit": _commit(),
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": getattr(triton, "__version__", None), "tilejit": tilejit.__version__}
+    results = {"meta": meta}
+    for name in names:
+        rows = BENCHMARKS[name]()
+        results[name] = rows
+        print(f"\n== {name} ({meta['gpu']}, {meta['date']}, commit {meta['commit']})")
+        keys = [k for k in rows[0] if k != "name"]
+        print(f"{'':44s}" + "".join(f"{k:>14s}" for k in keys))
+        for r in rows:
+            print(f"{r['name']:44s}" + "".join(f"{r[k]:14.3f}" for k in keys))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
