@@ -73,7 +73,8 @@ def bench_vector_add():
     record("copy (torch, d2d)", lambda: c.copy_(a), check=False, bytes_moved=2 * 4 * n)
     record("torch.add", lambda: torch.add(a, b, out=c))
     for block in (1024, 2048, 4096):
-        record(f"tilejit guarded block={block}", lambda block=block: vector_add(a, b, c, block=block))
+        record(f"tilejit guarded block={block}",
+               lambda block=block: vector_add(a, b, c, block=block))
     for block in (1024, 2048, 4096):
         record(f"tilejit unguarded block={block}",
                lambda block=block: add_unguarded(a, b, c, block=block))
@@ -146,6 +147,8 @@ BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch}
 
 
 def _commit():
+    if os.environ.get("TILEJIT_COMMIT"):
+        return os.environ["TILEJIT_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                               capture_output=True, text=True).stdout.strip() or "unknown"

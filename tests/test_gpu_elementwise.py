@@ -148,3 +148,22 @@ def test_runs_on_torch_current_stream():
         d = c * 1          # ordered after the kernel on stream s
     s.synchronize()
     torch.testing.assert_close(d, a + a, rtol=0, atol=0)
+
+
+def test_fast_path_follows_signature_and_shape_changes():
+    torch = _torch()
+    base = torch.randn(8193, device="cuda")
+    cases = [base[:4096], base[1:4097], base[:4096], base[:8192], base[1:1001]]
+    for a in cases:              # aligned, misaligned, aligned again, other sizes
+        b = torch.randn_like(a)
+        c = torch.full_like(a, float("nan"))
+        vector_add(a, b, c)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + b, rtol=0, atol=0)
+    x = torch.randn(64, 96, device="cuda")
+    bias = torch.randn(96, device="cuda")
+    for view in (x, x[:, :48], x.t().contiguous().t()):
+        y = torch.zeros(view.shape, device="cuda")
+        scale_bias(view, bias[:view.shape[1]], y, 2.0)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, view * 2.0 + bias[:view.shape[1]])

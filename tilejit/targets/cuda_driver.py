@@ -343,3 +343,16 @@ def memcpy_dtoh(array, ptr: int) -> None:
         raise ValueError("memcpy_dtoh needs a writable C-contiguous array")
     _ensure_any_context()
     _check(_drv.cuMemcpyDtoH(array.ctypes.data, ptr, array.nbytes), "cuMemcpyDtoH")
+
+
+def stream_getter(ordinal: int):
+    """A function returning the handle of the stream a launch on ``ordinal`` goes to
+    (torch's current stream when torch is loaded, else the legacy default stream 0),
+    as cheap as the installed torch allows."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return lambda: 0
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return lambda: raw(ordinal)
+    return lambda: torch.cuda.current_stream(ordinal).cuda_stream
