@@ -51,8 +51,7 @@ class KernelFunction:
         params = self.source.params
         self._nparams = len(params)
         self._const_flags = tuple(p in self.source.constexpr_params for p in params)
-        # fast path of cached launches: (signature) -> _FastEntry; see _fast_call
-        self._fast: dict = {}
+        self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
         self._env_target = os.environ.get("TILEJIT_TARGET")
 
     def __repr__(self):
@@ -168,9 +167,13 @@ class KernelFunction:
         return entry
 
     def __call__(self, *args, **kwargs):
-        values = args if (not kwargs and len(args) == self._nparams) else self._bind(args, kwargs)
-        if _fast_call(self, values):
-            return None
+        if not kwargs and len(args) == self._nparams:
+            fast = self._fast
+            if fast is not None and fast.launch(*args):
+                return None
+            values = args
+        else:
+            values = self._bind(args, kwargs)
         host, runtime, constexprs, key, device = self._classify(values)
         target = self._target_for(device)
         launch = self._host(*host)
@@ -182,8 +185,21 @@ class KernelFunction:
         loaded = self._compiled(key, runtime, constexprs, launch.threads,
                                 self._arch(device), device)
         loaded.launch(launch, runtime)
-        _remember_fast(self, values, loaded, launch, device)
+        self._remember_fast(values, loaded, launch, device)
         return None
+
+    def _remember_fast(self, values, loaded, launch, device):
+        from .fastlaunch import fast_launcher_for, param_kinds
+        if self._fast is None:
+            self._fast = fast_launcher_for(self, values)
+        fast = self._fast
+        if fast is None or len(values) != self._nparams or 0 in launch.grid:
+            return
+        if fast.kinds != param_kinds(self, values):
+            return
+        from .targets import cuda_driver
+        fast.remember(values, loaded.launcher, launch.grid, (launch.threads, 1, 1),
+                      loaded.compiled.shared_bytes, cuda_driver.stream_getter(device))
 
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
         """Compile for the arguments' types without launching. With ``target="cuda"``
@@ -257,115 +273,6 @@ class _Loaded:
         stream = cuda_driver.current_stream(self.device, torch_args)
         self.launcher.launch(grid, (launch.threads, 1, 1), self.compiled.shared_bytes,
                              stream, tuple(values))
-
-
-# -- the fast path of a cached launch ---------------------------------------------------
-# A launch whose argument signature (per torch tensor: dtype, rank, device, contiguity and
-# 16-byte alignment; per scalar: its Python type; per constexpr: its value) was seen
-# before skips binding checks, classification and the compiled-kernel lookup: one pass
-# over the arguments builds the signature and the packed parameters together. The grid
-# is cached per (shapes, strides, scalars), the host prologue being a pure function of
-# them (it may not loop, branch into with-blocks or return early: see source.py).
-
-class _FastEntry:
-    __slots__ = ("loaded", "grids", "block", "launcher", "shared", "device", "stream")
-
-    def __init__(self, loaded, device):
-        self.loaded = loaded
-        self.launcher = loaded.launcher
-        self.shared = loaded.compiled.shared_bytes
-        self.grids = {}
-        self.block = None
-        self.device = device
-        from .targets import cuda_driver
-        self.stream = cuda_driver.stream_getter(device)
-
-
-_TORCH_TENSOR = None
-
-
-def _torch_tensor_type():
-    global _TORCH_TENSOR
-    if _TORCH_TENSOR is None:
-        import sys
-        torch = sys.modules.get("torch")
-        if torch is None:
-            return None
-        _TORCH_TENSOR = torch.Tensor
-    return _TORCH_TENSOR
-
-
-def _signature(kernel, values):
-    """(signature, packed parameters, grid key), or None when an argument is not of a
-    kind the fast path handles (then the full path runs)."""
-    tensor_type = _TORCH_TENSOR or _torch_tensor_type()
-    if tensor_type is None:
-        return None
-    sig, pack, gkey = [], [], []
-    for is_const, v in zip(kernel._const_flags, values):
-        if is_const:
-            sig.append(v)
-            gkey.append(v)
-            continue
-        t = type(v)
-        if t is tensor_type or isinstance(v, tensor_type):
-            ptr = v.data_ptr()
-            shape = v.shape
-            st = v.stride()
-            device = v.get_device()
-            if device < 0:
-                return None
-            contiguous = not st or st[-1] == 1
-            aligned = False
-            if contiguous and not ptr & 15:
-                per = 16 // v.element_size()
-                aligned = all(s % per == 0 for s in st[:-1])
-            sig.append((v.dtype, len(shape), device, contiguous, aligned))
-            pack.append(ptr)
-            pack.extend(shape)
-            pack.extend(st)
-            gkey.append(shape)
-            gkey.append(st)
-        elif t is int or t is float or t is bool:
-            sig.append(t)
-            pack.append(v)
-            gkey.append(v)
-        else:
-            return None
-    return tuple(sig), pack, tuple(gkey)
-
-
-def _fast_call(kernel, values) -> bool:
-    if not kernel._fast:
-        return False
-    found = _signature(kernel, values)
-    if found is None:
-        return False
-    sig, pack, gkey = found
-    entry = kernel._fast.get(sig)
-    if entry is None:
-        return False
-    grid = entry.grids.get(gkey)
-    if grid is None:
-        return False
-    if grid[0] and grid[1] and grid[2]:
-        entry.launcher.launch(grid, entry.block, entry.shared, entry.stream(), pack)
-    return True
-
-
-def _remember_fast(kernel, values, loaded, launch, device):
-    found = _signature(kernel, values)
-    if found is None:
-        return
-    sig, _, gkey = found
-    entry = kernel._fast.get(sig)
-    if entry is None:
-        entry = kernel._fast[sig] = _FastEntry(loaded, device)
-        entry.block = (launch.threads, 1, 1)
-    if entry.loaded is loaded and entry.block[0] == launch.threads:
-        if len(entry.grids) > 4096:
-            entry.grids.clear()
-        entry.grids[gkey] = launch.grid
 
 
 def _constexpr_value(name, value):

@@ -1,0 +1,99 @@
+"""The hot path of a cached launch, generated per kernel.
+
+After the first launch on the GPU, a kernel gets a small Python function written for
+its parameter list (which parameters are torch tensors and of which rank, which are
+scalars, which are compile-time): it reads each tensor's pointer, shape, strides,
+dtype and device once, looks the whole call up in one dictionary, and launches. The key
+holds everything the compiled kernel and its grid depend on (dtypes, ranks, devices,
+16-byte alignment of the pointers, shapes, strides, scalar values and types, constexpr
+values), so a hit needs no other check; anything else returns False and the full path
+(argument checks, compilation, the host prologue) runs and records its result here.
+"""
+from __future__ import annotations
+
+_MAX_ENTRIES = 4096
+
+
+def param_kinds(kernel, values, tensor_type=None):
+    """Per parameter: ("const", 0), ("scalar", 0) or ("tensor", ndim); None if some
+    argument is of a kind the fast path does not take."""
+    if tensor_type is None:
+        import sys
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        tensor_type = torch.Tensor
+    kinds = []
+    for is_const, v in zip(kernel._const_flags, values):
+        if is_const:
+            kinds.append(("const", 0))
+        elif type(v) is tensor_type and v.is_cuda:
+            kinds.append(("tensor", v.dim()))
+        elif type(v) in (int, float, bool):
+            kinds.append(("scalar", 0))
+        else:
+            return None
+    return kinds
+
+
+def _source(kinds) -> str:
+    args = ", ".join(f"a{i}" for i in range(len(kinds)))
+    checks, reads, key, pack = [], [], [], []
+    for i, (kind, ndim) in enumerate(kinds):
+        a = f"a{i}"
+        if kind == "const":
+            key.append(a)
+        elif kind == "scalar":
+            checks.append(f"type({a}) is not type_{i}")
+            key.append(a)
+            pack.append(a)
+        else:
+            checks.append(f"type({a}) is not Tensor")
+            reads.append(f"    p{i} = {a}.data_ptr(); s{i} = {a}.shape; t{i} = {a}.stride()")
+            key += [f"{a}.dtype", f"{a}.get_device()", f"p{i} & 15", f"s{i}", f"t{i}"]
+            pack += [f"p{i}"] + [f"s{i}[{d}]" for d in range(ndim)] + [
+                f"t{i}[{d}]" for d in range(ndim)]
+    lines = [f"def launch({args}):"]
+    if checks:
+        lines.append(f"    if {' or '.join(checks)}:")
+        lines.append("        return False")
+    lines += reads
+    lines.append(f"    e = table.get(({', '.join(key)},))")
+    lines.append("    if e is None:")
+    lines.append("        return False")
+    lines.append(f"    e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},))")
+    lines.append("    return True")
+    lines.append(f"def key_of({args}):")
+    lines += reads
+    lines.append(f"    return ({', '.join(key)},)")
+    return "\n".join(lines) + "\n"
+
+
+class FastLauncher:
+    def __init__(self, kinds, tensor_type, scalar_types):
+        self.kinds = kinds
+        self.table: dict = {}
+        namespace = {"Tensor": tensor_type, "table": self.table}
+        namespace.update({f"type_{i}": t for i, t in scalar_types.items()})
+        exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), namespace)
+        self.launch = namespace["launch"]
+        self._key_of = namespace["key_of"]
+
+    def remember(self, values, launcher, grid, block, shared, stream):
+        if len(self.table) >= _MAX_ENTRIES:
+            self.table.clear()
+        self.table[self._key_of(*values)] = (launcher.launch, grid, block, shared, stream)
+
+
+def fast_launcher_for(kernel, values):
+    """A FastLauncher for calls shaped like ``values`` (None if not applicable)."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    kinds = param_kinds(kernel, values, torch.Tensor)
+    if kinds is None or not any(k == "tensor" for k, _ in kinds):
+        return None
+    scalar_types = {i: type(v) for i, ((k, _), v) in enumerate(zip(kinds, values))
+                    if k == "scalar"}
+    return FastLauncher(kinds, torch.Tensor, scalar_types)
