@@ -17,5 +17,5 @@ def scale_bias(X, bias, Y, alpha, block_M: T.constexpr = 32, block_N: T.constexp
 
 PTX_EXAMPLES = [
     (scale_bias, [((256, 256), "float32"), ((256,), "float32"), ((256, 256), "float32"),
-                  1.5], {}),
+                  1.5], {}, ["ld.global.nc.v4.b32", "st.global.v4.b32"]),
 ]

@@ -14,7 +14,7 @@ def vector_add(A, B, C, block: T.constexpr = 1024):
 
 
 @tilejit.kernel
-def relu(X, Y, block: T.constexpr = 1024):
+def relu(X, Y, block: T.constexpr = 2048):
     N = X.shape[0]
     with T.Kernel(T.ceildiv(N, block), threads=256) as bx:
         for i in T.Parallel(block):
@@ -26,6 +26,6 @@ def relu(X, Y, block: T.constexpr = 1024):
 # (kernel, example arguments as (shape, dtype) per tensor, constexprs): what CI
 # compiles to PTX and assembles with ptxas
 PTX_EXAMPLES = [
-    (vector_add, [((4096,), "float32")] * 3, {}),
-    (relu, [((4096,), "float16")] * 2, {}),
+    (vector_add, [((4096,), "float32")] * 3, {}, ["ld.global.nc.v4.b32", "st.global.v4.b32"]),
+    (relu, [((8192,), "float16")] * 2, {}, ["ld.global.nc.v4", "max.f16"]),
 ]

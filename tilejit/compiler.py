@@ -18,6 +18,7 @@ from .errors import CompileError
 from .frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from .frontend.source import KernelSource
 from .language import intrinsics
+from .passes import parallel_guards
 from .lowering.target_hooks import KernelConfig, compiling
 from .targets import nvptx
 from .targets.numba_pipeline import TilejitCompiler
@@ -63,12 +64,17 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     return kernel
 
 
+SOURCE_PASSES = (parallel_guards.version_parallel_guards,)
+
+
 def build_device_function(ks: KernelSource, spec: Specialization):
     namespace = dict(ks.namespace)
     namespace.update(dict(spec.constexprs))
     namespace[BLOCK_INDEX] = intrinsics.block_index
+    namespace.update(parallel_guards.INTRINSICS)
     dropped = {name for name, _ in spec.constexprs}
-    return materialize(ks, device_tree(ks, drop_params=dropped), namespace)
+    tree = device_tree(ks, drop_params=dropped, passes=SOURCE_PASSES)
+    return materialize(ks, tree, namespace)
 
 
 @global_compiler_lock

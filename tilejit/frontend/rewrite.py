@@ -65,7 +65,9 @@ class _DeviceForms(ast.NodeTransformer):
         return node
 
 
-def device_tree(ks: KernelSource, drop_params=()) -> ast.FunctionDef:
+def device_tree(ks: KernelSource, drop_params=(), passes=()) -> ast.FunctionDef:
+    """The device program; ``passes`` are source-level passes applied to it (the GPU
+    pipeline's, such as the parallel-guard versioning; the simulator takes none)."""
     fdef = _DeviceForms(ks.namespace).visit(copy.deepcopy(ks.tree))
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
     fdef.args.defaults = []
@@ -75,7 +77,9 @@ def device_tree(ks: KernelSource, drop_params=()) -> ast.FunctionDef:
     body = fdef.body
     launch = body[ks.launch_index]
     fdef.body = (body[:ks.launch_index] + _block_index_assignments(ks) + launch.body)
-    return fdef
+    for source_pass in passes:
+        fdef = source_pass(fdef, ks.namespace)
+    return ast.fix_missing_locations(fdef)
 
 
 def host_tree(ks: KernelSource) -> ast.FunctionDef:

@@ -53,42 +53,82 @@ def parallel_getiter(context, builder, sig, args):
     return it._getvalue()
 
 
+def _unflatten(context, builder, flat, extents, yield_type):
+    coords = []
+    rest = flat
+    for e in reversed(extents[1:]):
+        coords.append(builder.urem(rest, I32(e)))
+        rest = builder.udiv(rest, I32(e))
+    coords.append(rest)
+    coords.reverse()
+    if len(extents) == 1:
+        return coords[0]
+    return context.make_tuple(builder, yield_type, coords)
+
+
+def _total(extents) -> int:
+    total = 1
+    for e in extents:
+        total *= e
+    return total
+
+
+def _thread_step(context, builder, kernel, vec, k):
+    """The first flat index of this thread's k-th group: (k·threads + tid)·vec."""
+    tid = context.thread_index(builder)
+    group = builder.add(builder.mul(k, I32(kernel.threads), flags=["nuw", "nsw"]), tid,
+                        flags=["nuw", "nsw"])
+    return builder.mul(group, I32(vec), flags=["nuw", "nsw"])
+
+
 @lower("iternext", ParallelIterType)
 @iternext_impl(RefType.UNTRACKED)
 def parallel_iternext(context, builder, sig, args, result):
     iterty = sig.args[0]
-    extents = iterty.extents
+    extents, kind = iterty.extents, iterty.kind
     kernel = current_kernel()
     vec, steps, guarded = parallel_schedule(extents, kernel.threads, kernel.max_vector)
     it = context.make_helper(builder, iterty, value=args[0])
     j = builder.load(it.counter)
-    k = builder.udiv(j, I32(vec))
-    v = builder.urem(j, I32(vec))
-    tid = context.thread_index(builder)
-    group = builder.add(builder.mul(k, I32(kernel.threads), flags=["nuw", "nsw"]), tid,
-                        flags=["nuw", "nsw"])
-    flat = builder.add(builder.mul(group, I32(vec), flags=["nuw", "nsw"]), v,
-                       flags=["nuw", "nsw"])
-    valid = builder.icmp_unsigned("<", j, I32(steps))
-    if guarded:
-        total = 1
-        for e in extents:
-            total *= e
-        valid = builder.and_(valid, builder.icmp_unsigned("<", flat, I32(total)))
+    if kind == "parallel":
+        k, v = builder.udiv(j, I32(vec)), builder.urem(j, I32(vec))
+        value = builder.add(_thread_step(context, builder, kernel, vec, k), v,
+                            flags=["nuw", "nsw"])
+        valid = builder.icmp_unsigned("<", j, I32(steps))
+        if guarded:
+            valid = builder.and_(valid, builder.icmp_unsigned("<", value, I32(_total(extents))))
+    elif kind == "groups":
+        value = _thread_step(context, builder, kernel, vec, j)
+        valid = builder.icmp_unsigned("<", j, I32(steps // vec))
+        if guarded:
+            valid = builder.and_(valid, builder.icmp_unsigned("<", value, I32(_total(extents))))
+    elif kind == "lanes":
+        value = j
+        valid = builder.icmp_unsigned("<", j, I32(vec))
+    else:  # "ends": lanes 0 and vec-1
+        value = builder.mul(j, I32(vec - 1))
+        valid = builder.icmp_unsigned("<", j, I32(2 if vec > 1 else 1))
     result.set_valid(valid)
     with builder.if_then(valid):
-        coords = []
-        rest = flat
-        for e in reversed(extents[1:]):
-            coords.append(builder.urem(rest, I32(e)))
-            rest = builder.udiv(rest, I32(e))
-        coords.append(rest)
-        coords.reverse()
-        if len(extents) == 1:
-            result.yield_(coords[0])
+        if kind == "parallel":
+            result.yield_(_unflatten(context, builder, value, extents, iterty.yield_type))
         else:
-            result.yield_(context.make_tuple(builder, iterty.yield_type, coords))
+            result.yield_(value)
         builder.store(builder.add(j, I32(1)), it.counter)
+
+
+@lower(intrinsics.lane_index, types.int32, types.int32, types.VarArg(types.Any))
+def lane_index_impl(context, builder, sig, args):
+    extents = tuple(t.literal_value for t in sig.args[2:])
+    flat = builder.add(args[0], args[1], flags=["nuw", "nsw"])
+    return _unflatten(context, builder, flat, extents, sig.return_type)
+
+
+@lower(intrinsics.parallel_groups, types.VarArg(types.Any))
+@lower(intrinsics.group_lanes, types.VarArg(types.Any))
+@lower(intrinsics.group_ends, types.VarArg(types.Any))
+def tile_loop_value(context, builder, sig, args):
+    return context.get_dummy_value()
 
 
 @lower(intrinsics.block_index, types.IntegerLiteral)

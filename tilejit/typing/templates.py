@@ -65,6 +65,44 @@ class ParallelTemplate(AbstractTemplate):
         return signature(ParallelType(extents), *args)
 
 
+def _extents(args, what):
+    extents = tuple(_literal_int(a, f"{what} extent {i}") for i, a in enumerate(args))
+    if not 1 <= len(extents) <= 3 or any(e <= 0 for e in extents):
+        raise errors.TypingError(f"{what}: 1 to 3 positive extents, got {extents}")
+    return extents
+
+
+class _TileLoopTemplate(AbstractTemplate):
+    kind = ""
+
+    def generic(self, args, kws):
+        return signature(ParallelType(_extents(args, "T.Parallel"), self.kind), *args)
+
+
+@infer_global(intrinsics.parallel_groups)
+class ParallelGroupsTemplate(_TileLoopTemplate):
+    kind = "groups"
+
+
+@infer_global(intrinsics.group_lanes)
+class GroupLanesTemplate(_TileLoopTemplate):
+    kind = "lanes"
+
+
+@infer_global(intrinsics.group_ends)
+class GroupEndsTemplate(_TileLoopTemplate):
+    kind = "ends"
+
+
+@infer_global(intrinsics.lane_index)
+class LaneIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        group, lane, *extents = args
+        extents = _extents(extents, "T.Parallel")
+        ret = types.int32 if len(extents) == 1 else types.UniTuple(types.int32, len(extents))
+        return signature(ret, types.int32, types.int32, *args[2:])
+
+
 @infer_global(intrinsics.block_index)
 class BlockIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):

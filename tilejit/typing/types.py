@@ -119,24 +119,32 @@ class GlobalTensorType(types.Type):
 
 
 class ParallelType(types.SimpleIterableType):
-    """``T.Parallel(*extents)`` with compile-time extents."""
+    """``T.Parallel(*extents)`` with compile-time extents (kind "parallel"), or one of
+    the loops the parallel-guard pass builds from it: this thread's vector groups
+    ("groups", yielding each group's first flat index), and the lanes of a group
+    ("lanes": 0 … vec-1; "ends": 0 and vec-1)."""
 
-    def __init__(self, extents: tuple[int, ...]):
+    def __init__(self, extents: tuple[int, ...], kind: str = "parallel"):
         self.extents = extents
-        yield_type = (types.int32 if len(extents) == 1
-                      else types.UniTuple(types.int32, len(extents)))
-        super().__init__(f"Parallel{extents}", ParallelIterType(extents, yield_type))
+        self.kind = kind
+        if kind == "parallel" and len(extents) > 1:
+            yield_type = types.UniTuple(types.int32, len(extents))
+        else:
+            yield_type = types.int32
+        super().__init__(f"Parallel{extents}.{kind}",
+                         ParallelIterType(extents, yield_type, kind))
 
     @property
     def key(self):
-        return self.extents
+        return (self.extents, self.kind)
 
 
 class ParallelIterType(types.SimpleIteratorType):
-    def __init__(self, extents, yield_type):
+    def __init__(self, extents, yield_type, kind="parallel"):
         self.extents = extents
-        super().__init__(f"ParallelIter{extents}", yield_type)
+        self.kind = kind
+        super().__init__(f"ParallelIter{extents}.{kind}", yield_type)
 
     @property
     def key(self):
-        return self.extents
+        return (self.extents, self.kind)

@@ -1,0 +1,183 @@
+"""Pass: version guarded ``T.Parallel`` bodies so whole vector groups run unguarded.
+
+A T.Parallel loop gives each thread groups of ``vec`` consecutive iterations (see
+``lowering/parallel.py``); LLVM merges a group's accesses into 16-byte ones only when
+nothing branches between them. The seeds' idiom branches on every element::
+
+    for i in T.Parallel(block):
+        idx = bx * block + i
+        if idx < N:
+            C[idx] = A[idx] + B[idx]
+
+When the guard is a conjunction of comparisons between expressions affine in the
+innermost index, the set of lanes of a group that pass it is an interval, so checking
+the group's first and last lane decides the whole group. The pass rewrites the loop
+into::
+
+    for g in parallel_groups(block):                 # this thread's groups
+        full = True
+        for v in group_ends(block):                  # lanes 0 and vec-1
+            i = lane_index(g, v, block); idx = ...; full = full and (idx < N)
+        if full:
+            for v in group_lanes(block):             # vec lanes, straight-line
+                i = lane_index(g, v, block); idx = ...; C[idx] = A[idx] + B[idx]
+        else:
+            for v in group_lanes(block):
+                i = lane_index(g, v, block); idx = ...
+                if idx < N: C[idx] = A[idx] + B[idx]
+
+Applies when the body is pure assignments followed by one ``if`` without ``else``;
+otherwise the loop is left alone. The simulator runs the original loop.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from .. import language as T
+from ..frontend.source import resolve_static
+from ..language import intrinsics
+
+GROUPS = "__tj_parallel_groups"
+ENDS = "__tj_group_ends"
+LANES = "__tj_group_lanes"
+LANE_INDEX = "__tj_lane_index"
+INTRINSICS = {GROUPS: intrinsics.parallel_groups, ENDS: intrinsics.group_ends,
+              LANES: intrinsics.group_lanes, LANE_INDEX: intrinsics.lane_index}
+
+
+def _names(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _affine(node, lane: set[str]) -> bool:
+    """Affine in the lane-dependent names: +, - of affine terms, * by a lane-invariant
+    factor; anything not mentioning a lane-dependent name is a constant."""
+    if not (_names(node) & lane):
+        return True
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _affine(node.operand, lane)
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, (ast.Add, ast.Sub)):
+            return _affine(node.left, lane) and _affine(node.right, lane)
+        if isinstance(node.op, ast.Mult):
+            left_dep = bool(_names(node.left) & lane)
+            right_dep = bool(_names(node.right) & lane)
+            if left_dep and right_dep:
+                return False
+            return _affine(node.left if left_dep else node.right, lane)
+    return False
+
+
+def _interval_test(test, lane: set[str]) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return all(_interval_test(v, lane) for v in test.values)
+    if isinstance(test, ast.Compare):
+        ops_ok = all(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in test.ops)
+        return ops_ok and all(_affine(e, lane) for e in [test.left, *test.comparators])
+    return not (_names(test) & lane)
+
+
+_IMPURE = ("print", "atomic", "device_assert")
+
+
+def _pure(expr) -> bool:
+    for n in ast.walk(expr):
+        if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield)):
+            return False
+        if isinstance(n, ast.Call):
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(
+                n.func, "id", "")
+            if any(word in name for word in _IMPURE):
+                return False
+    return True
+
+
+def _split_body(loop: ast.For, innermost: str):
+    """(preamble, guard) when the body is pure assignments then one ``if`` whose test
+    is an interval in the innermost index; else None."""
+    if not loop.body:
+        return None
+    *pre, last = loop.body
+    if not isinstance(last, ast.If) or last.orelse:
+        return None
+    lane, nonaffine = {innermost}, set()
+    for stmt in pre:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and _pure(stmt.value)):
+            return None
+        name, deps = stmt.targets[0].id, _names(stmt.value)
+        if name == innermost:
+            return None
+        lane.discard(name)
+        nonaffine.discard(name)
+        if deps & nonaffine or (deps & lane and not _affine(stmt.value, lane)):
+            nonaffine.add(name)
+        elif deps & lane:
+            lane.add(name)
+    if _names(last.test) & nonaffine or not _pure(last.test):
+        return None
+    if not _interval_test(last.test, lane):
+        return None
+    return pre, last
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), args, [])
+
+
+def _lane_loop(var, iterator, extents, target, body):
+    index = ast.Assign([copy.deepcopy(target)],
+                       _call(LANE_INDEX, [ast.Name("__tj_g", ast.Load()),
+                                          ast.Name(var, ast.Load()),
+                                          *copy.deepcopy(extents)]))
+    return ast.For(ast.Name(var, ast.Store()), _call(iterator, copy.deepcopy(extents)),
+                   [index, *copy.deepcopy(body)], [])
+
+
+class _Versioner(ast.NodeTransformer):
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and not it.keywords and
+                resolve_static(it.func, self.namespace) is T.Parallel):
+            return node
+        target = node.target
+        if isinstance(target, ast.Name):
+            innermost = target.id
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            innermost = target.elts[-1].id
+        else:
+            return node
+        split = _split_body(node, innermost)
+        if split is None:
+            return node
+        pre, guard = split
+        extents = it.args
+        full = "__tj_full"
+        check = _lane_loop("__tj_v", ENDS, extents, target, pre + [ast.Assign(
+            [ast.Name(full, ast.Store())],
+            ast.BoolOp(ast.And(), [ast.Name(full, ast.Load()), copy.deepcopy(guard.test)]))])
+        fast = _lane_loop("__tj_v", LANES, extents, target, pre + guard.body)
+        slow = _lane_loop("__tj_v", LANES, extents, target, pre + [guard])
+        body = [ast.Assign([ast.Name(full, ast.Store())], ast.Constant(True)), check,
+                ast.If(ast.Name(full, ast.Load()), [fast], [slow])]
+        new = ast.For(ast.Name("__tj_g", ast.Store()), _call(GROUPS, copy.deepcopy(extents)),
+                      body, [])
+        for n in ast.walk(new):
+            if not hasattr(n, "lineno") or n.lineno is None:
+                ast.copy_location(n, node)
+        ast.fix_missing_locations(new)
+        for n in ast.walk(new):
+            if isinstance(n, (ast.stmt, ast.expr)) and getattr(n, "lineno", None) is None:
+                n.lineno = node.lineno
+        return ast.copy_location(new, node)
+
+
+def version_parallel_guards(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
+    return _Versioner(namespace).visit(fdef)
