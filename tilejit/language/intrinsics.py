@@ -16,6 +16,11 @@ def group_lanes(*extents):
     raise RuntimeError("group_lanes is only meaningful inside a compiled kernel")
 
 
+def group_lanes_reversed(*extents):
+    """Lanes vec-1 … 0 of a vector group (parallel-guard pass)."""
+    raise RuntimeError("group_lanes_reversed is only meaningful inside a compiled kernel")
+
+
 def group_ends(*extents):
     """Lanes 0 and vec-1 of a vector group (parallel-guard pass)."""
     raise RuntimeError("group_ends is only meaningful inside a compiled kernel")

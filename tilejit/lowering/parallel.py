@@ -105,6 +105,9 @@ def parallel_iternext(context, builder, sig, args, result):
     elif kind == "lanes":
         value = j
         valid = builder.icmp_unsigned("<", j, I32(vec))
+    elif kind == "lanes_reversed":
+        value = builder.sub(I32(vec - 1), j)
+        valid = builder.icmp_unsigned("<", j, I32(vec))
     else:  # "ends": lanes 0 and vec-1
         value = builder.mul(j, I32(vec - 1))
         valid = builder.icmp_unsigned("<", j, I32(2 if vec > 1 else 1))
@@ -127,6 +130,7 @@ def lane_index_impl(context, builder, sig, args):
 @lower(intrinsics.parallel_groups, types.VarArg(types.Any))
 @lower(intrinsics.group_lanes, types.VarArg(types.Any))
 @lower(intrinsics.group_ends, types.VarArg(types.Any))
+@lower(intrinsics.group_lanes_reversed, types.VarArg(types.Any))
 def tile_loop_value(context, builder, sig, args):
     return context.get_dummy_value()
 

@@ -41,9 +41,11 @@ from ..language import intrinsics
 GROUPS = "__tj_parallel_groups"
 ENDS = "__tj_group_ends"
 LANES = "__tj_group_lanes"
+LANES_REVERSED = "__tj_group_lanes_reversed"
 LANE_INDEX = "__tj_lane_index"
 INTRINSICS = {GROUPS: intrinsics.parallel_groups, ENDS: intrinsics.group_ends,
-              LANES: intrinsics.group_lanes, LANE_INDEX: intrinsics.lane_index}
+              LANES: intrinsics.group_lanes, LANES_REVERSED: intrinsics.group_lanes_reversed,
+              LANE_INDEX: intrinsics.lane_index}
 
 
 def _names(node) -> set[str]:
@@ -163,7 +165,9 @@ class _Versioner(ast.NodeTransformer):
         check = _lane_loop("__tj_v", ENDS, extents, target, pre + [ast.Assign(
             [ast.Name(full, ast.Store())],
             ast.BoolOp(ast.And(), [ast.Name(full, ast.Load()), copy.deepcopy(guard.test)]))])
-        fast = _lane_loop("__tj_v", LANES, extents, target, pre + guard.body)
+        # the fast path walks its lanes last to first, so that its code never ends like
+        # the guarded path's, which LLVM would otherwise sink into one shared tail
+        fast = _lane_loop("__tj_v", LANES_REVERSED, extents, target, pre + guard.body)
         slow = _lane_loop("__tj_v", LANES, extents, target, pre + [guard])
         body = [ast.Assign([ast.Name(full, ast.Store())], ast.Constant(True)), check,
                 ast.If(ast.Name(full, ast.Load()), [fast], [slow])]

@@ -89,6 +89,11 @@ class GroupLanesTemplate(_TileLoopTemplate):
     kind = "lanes"
 
 
+@infer_global(intrinsics.group_lanes_reversed)
+class GroupLanesReversedTemplate(_TileLoopTemplate):
+    kind = "lanes_reversed"
+
+
 @infer_global(intrinsics.group_ends)
 class GroupEndsTemplate(_TileLoopTemplate):
     kind = "ends"
