@@ -51,6 +51,12 @@ class KernelFunction:
         params = self.source.params
         self._nparams = len(params)
         self._const_flags = tuple(p in self.source.constexpr_params for p in params)
+        # the trailing parameters that have defaults, for calls that leave them out
+        first = len(params)
+        while first > 0 and params[first - 1] in self.source.defaults:
+            first -= 1
+        self._first_default = first
+        self._default_values = tuple(self.source.defaults[p] for p in params[first:])
         self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
         self._env_target = os.environ.get("TILEJIT_TARGET")
 
@@ -167,11 +173,12 @@ class KernelFunction:
         return entry
 
     def __call__(self, *args, **kwargs):
-        if not kwargs and len(args) == self._nparams:
+        if not kwargs and self._first_default <= len(args) <= self._nparams:
+            values = args + self._default_values[len(args) - self._first_default:] \
+                if len(args) < self._nparams else args
             fast = self._fast
-            if fast is not None and fast.launch(*args):
+            if fast is not None and fast.launch(*values):
                 return None
-            values = args
         else:
             values = self._bind(args, kwargs)
         host, runtime, constexprs, key, device = self._classify(values)
