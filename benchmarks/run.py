@@ -54,8 +54,9 @@ if triton is not None:
 
 def bench_vector_add():
     """Each variant is checked, then timed in 5 interleaved rounds (median of 50 runs
-    each); the table keeps each variant's best round, so a slow round of the machine
-    does not land on one variant only."""
+    each, the GPU kept busy between runs by an L2 flush so that launch latency does not
+    enter the kernel time); the table keeps each variant's best round, so a slow round
+    of the machine does not land on one variant only."""
     from vector_add import vector_add
     n = 1 << 28
     a = torch.randn(n, device="cuda")
@@ -85,7 +86,7 @@ def bench_vector_add():
     times = {name: [] for name, *_ in variants}
     for _ in range(5):
         for name, fn, _, _ in variants:
-            times[name].append(median_ms(fn, flush_l2=False))
+            times[name].append(median_ms(fn))
     rows = []
     for name, _, _, moved in variants:
         best = min(times[name])
