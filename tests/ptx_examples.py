@@ -30,3 +30,38 @@ def all_examples():
             kernel, specs, constexprs = entry[:3]
             must = entry[3] if len(entry) > 3 else ()
             yield f"{name}.{kernel.__name__}", kernel, specs, constexprs, must
+
+
+def assemble_all(archs=("sm_80", "sm_90a")) -> int:
+    """Compile every example kernel for each arch and assemble it with ptxas; print a
+    line per kernel and arch. Returns the number of failures."""
+    import shutil
+    import subprocess
+    import tempfile
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        print("ptxas is not on PATH: PTX generated but not assembled (skipped)")
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kernel, specs, constexprs, _ in all_examples():
+            for arch in archs:
+                ptx = kernel.compile(*example_arguments(specs), target="cuda", arch=arch,
+                                     **constexprs).ptx
+                if ptxas is None:
+                    continue
+                path = os.path.join(tmp, f"{name}.{arch}.ptx")
+                with open(path, "w") as f:
+                    f.write(ptx)
+                out = subprocess.run([ptxas, f"-arch={arch}", "-v", path, "-o", path + ".o"],
+                                     capture_output=True, text=True)
+                info = " ".join(line.split("info    : ")[-1] for line in out.stderr.splitlines()
+                                if "Used" in line)
+                status = "ok" if out.returncode == 0 else "FAILED\n" + out.stderr
+                failures += out.returncode != 0
+                print(f"ptxas {arch:7s} {name:32s} {status} {info}")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(EXAMPLES))
+    sys.exit(1 if assemble_all() else 0)

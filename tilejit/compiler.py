@@ -7,6 +7,7 @@ Each step lives in its own module; ``TILEJIT_DUMP_IR`` (later) hooks in here.
 """
 from __future__ import annotations
 
+import linecache
 import re
 from dataclasses import dataclass, field
 
@@ -107,9 +108,12 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
     lineno = getattr(loc, "line", None)
     filename = getattr(loc, "filename", None) or ks.filename
     # keep Numba's explanation, drop its banners and the repeated source excerpt
+    source_lines = {ln.strip() for ln in linecache.getlines(ks.filename)} - {""}
     keep = []
     for line in text.splitlines():
         stripped = line.strip()
+        if stripped in source_lines or stripped.startswith("Failed in nopython mode"):
+            continue
         if stripped.startswith(("During:", "File \"", "^", "<source", "This error may")):
             continue
         if stripped.startswith(("- Resolution failure", "- Of which")):

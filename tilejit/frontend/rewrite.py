@@ -50,8 +50,17 @@ class _DeviceForms(ast.NodeTransformer):
     ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
     it becomes ``a if c else b``; ``T.serial/unroll/vectorized`` become ``range``."""
 
-    def __init__(self, namespace):
+    def __init__(self, namespace, strip_breakpoints=True):
         self.namespace = namespace
+        self.strip_breakpoints = strip_breakpoints
+
+    def visit_Expr(self, node):
+        # breakpoint() stops the simulator; on a device it does nothing
+        call = node.value
+        if (self.strip_breakpoints and isinstance(call, ast.Call)
+                and resolve_static(call.func, self.namespace) is breakpoint):
+            return ast.copy_location(ast.Pass(), node)
+        return self.generic_visit(node)
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
@@ -65,10 +74,12 @@ class _DeviceForms(ast.NodeTransformer):
         return node
 
 
-def device_tree(ks: KernelSource, drop_params=(), passes=()) -> ast.FunctionDef:
+def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False) -> ast.FunctionDef:
     """The device program; ``passes`` are source-level passes applied to it (the GPU
-    pipeline's, such as the parallel-guard versioning; the simulator takes none)."""
-    fdef = _DeviceForms(ks.namespace).visit(copy.deepcopy(ks.tree))
+    pipeline's, such as the parallel-guard versioning; the simulator takes none, and
+    keeps ``breakpoint()``)."""
+    forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator)
+    fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
     fdef.args.defaults = []
     for a in fdef.args.args:

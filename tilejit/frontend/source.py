@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import textwrap
 from dataclasses import dataclass, field
@@ -34,8 +35,9 @@ def resolve_static(node: ast.AST, namespace: dict):
     names, looked up in the kernel's globals and closure; None if it is not a plain
     name or attribute chain, or is not found."""
     if isinstance(node, ast.Name):
-        return namespace.get(node.id, getattr(__builtins__, node.id, None)
-                             if not isinstance(__builtins__, dict) else __builtins__.get(node.id))
+        if node.id in namespace:
+            return namespace[node.id]
+        return getattr(builtins, node.id, None)
     if isinstance(node, ast.Attribute):
         base = resolve_static(node.value, namespace)
         return getattr(base, node.attr, None) if base is not None else None

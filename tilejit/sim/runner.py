@@ -20,7 +20,8 @@ def simulator_function(kernel):
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
-        fn = materialize(ks, simulator_tree(device_tree(ks), ks.namespace), namespace)
+        fn = materialize(ks, simulator_tree(device_tree(ks, simulator=True), ks.namespace),
+                         namespace)
         kernel._sim_fn = fn
     return fn
 

@@ -1,0 +1,106 @@
+"""Scalar language in kernels: casts, min/max/abs, ceildiv, strides, infinity, weak
+literals; in simulation, as PTX, and on the GPU against torch and the simulator."""
+import sys
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def mixed(X, Y, Z, lo):
+    N = X.shape[0]
+    s = X.strides[0]
+    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            k = bx * 128 + i
+            if k < N:
+                x = T.cast(X[k * s // s], T.float32)
+                y = T.min(T.max(x, lo), 2.5)
+                Y[k] = T.cast(T.abs(y) * 3, Y.dtype)
+                Z[k] = T.if_then_else(x > 0, T.infinity(T.float32), -x)
+
+
+def reference(x, lo):
+    xf = x.astype(np.float32)
+    y = np.fmin(np.fmax(xf, np.float32(lo)), np.float32(2.5))
+    return np.abs(y) * np.float32(3), np.where(xf > 0, np.float32(np.inf), -xf)
+
+
+@pytest.mark.parametrize("xdtype", ["float16", "float32", "float64", "int32"])
+@pytest.mark.parametrize("ydtype", ["float16", "int32", "float32"])
+def test_mixed_in_simulation(xdtype, ydtype):
+    x = (np.random.default_rng(3).standard_normal(300) * 4).astype(xdtype)
+    y = np.zeros(300, ydtype)
+    z = np.zeros(300, np.float32)
+    mixed(x, y, z, -1.5)
+    ry, rz = reference(x, -1.5)
+    expected = ry.astype(ydtype) if ydtype != "int32" else np.trunc(ry).astype(np.int32)
+    np.testing.assert_allclose(y.astype(np.float64), expected.astype(np.float64), rtol=1e-3)
+    np.testing.assert_array_equal(z, rz)
+
+
+def test_mixed_compiles_without_float64_math():
+    x = np.zeros(300, np.float16)
+    ptx = mixed.compile(x, x.copy(), np.zeros(300, np.float32), -1.5, target="cuda",
+                        arch="sm_90").ptx
+    assert "max.f32" in ptx and "min.f32" in ptx and "abs.f32" in ptx
+    assert "cvt.rn.f16.f32" in ptx or "cvt.rn.f16" in ptx
+
+
+def test_constant_folding_of_tile_extents():
+    @tilejit.kernel
+    def doubled(A, B: T.constexpr = 64):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(B * 2 + bx * 0 if False else B * 2):
+                A[i] = i
+
+    a = np.zeros(128, np.int32)
+    doubled(a)
+    np.testing.assert_array_equal(a, np.arange(128))
+
+
+def test_breakpoint_stops_in_the_kernel_source(monkeypatch):
+    stops = []
+
+    def hook(*args, **kwargs):
+        frame = sys._getframe(1)
+        stops.append((frame.f_code.co_filename, frame.f_lineno))
+
+    monkeypatch.setattr(sys, "breakpointhook", hook)
+
+    @tilejit.kernel
+    def stop_here(A):
+        with T.Kernel(1, threads=32) as bx:
+            breakpoint()  # BREAK-LINE
+            A[bx] = 1
+
+    a = np.zeros(1, np.int32)
+    stop_here(a)
+    assert a[0] == 1
+    filename, lineno = stops[0]
+    assert filename == __file__
+    with open(__file__) as f:
+        assert "BREAK-LINE" in f.read().splitlines()[lineno - 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("xdtype", ["float16", "bfloat16", "float32", "float64", "int32"])
+def test_mixed_on_gpu(xdtype):
+    import torch
+    x = (torch.randn(5000, device="cuda") * 4).to(getattr(torch, xdtype))
+    y = torch.zeros(5000, device="cuda", dtype=torch.float16)
+    z = torch.zeros(5000, device="cuda")
+    mixed(x, y, z, -1.5)
+    torch.cuda.synchronize()
+    xf = x.float()
+    ref_y = (torch.clamp(xf, -1.5, 2.5).abs() * 3).half()
+    ref_z = torch.where(xf > 0, torch.full_like(xf, float("inf")), -xf)
+    torch.testing.assert_close(y, ref_y, rtol=0, atol=0)
+    torch.testing.assert_close(z, ref_z, rtol=0, atol=0)
+    ys, zs = torch.zeros(5000, dtype=torch.float16), torch.zeros(5000)
+    mixed(x.cpu(), ys, zs, -1.5)
+    torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=0)
+    torch.testing.assert_close(z.cpu(), zs, rtol=0, atol=0)
