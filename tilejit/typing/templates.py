@@ -28,20 +28,16 @@ def _typeof_dtype(val, c):
 
 
 def _common(args, what):
+    """The type two or more operands meet in: the weak-scalar rules, else the widest
+    (floats before integers)."""
     for a in args:
         if not isinstance(a, (types.Number, types.Boolean)):
             raise errors.TypingError(f"{what}: expected numbers, got {a}")
-    compute, result = harmonize(tuple(args))
-    if result is None:
-        common = args[0]
-        for a in args[1:]:
-            common = types.unliteral(common)
-            if types.unliteral(a) != common:
-                from numba.core.typing.context import BaseContext  # noqa: F401
-                common = max((types.unliteral(common), types.unliteral(a)),
-                             key=lambda t: (isinstance(t, types.Float), t.bitwidth))
-        return types.unliteral(common)
-    return result
+    _, result = harmonize(tuple(args))
+    if result is not None:
+        return result
+    tys = [types.unliteral(a) for a in args]
+    return max(tys, key=lambda t: (isinstance(t, types.Float), getattr(t, "bitwidth", 1)))
 
 
 def _literal_int(ty, what) -> int:
