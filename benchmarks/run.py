@@ -7,6 +7,8 @@ Benchmarks:
   launch       Python-side cost per call of a cached launch of a 1024-element add,
                averaged over 10,000 calls: tilejit, a bare cuLaunchKernel of the same
                PTX through cuda.bindings, torch.add, Triton.
+  compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
+               hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 """
 from __future__ import annotations
 
@@ -153,7 +155,66 @@ def bench_launch():
     return rows
 
 
-BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch}
+_COMPILE_CHILD = r"""
+import os, sys, time, json
+t_start = time.perf_counter()
+import numpy as np
+gpu = os.environ.get("BENCH_GPU") == "1"
+if gpu:
+    import torch
+    a = torch.randn(1 << 20, device="cuda"); torch.cuda.synchronize()
+else:
+    a = np.zeros(1 << 20, np.float32)
+t0 = time.perf_counter()
+sys.path.insert(0, os.path.join(os.environ["BENCH_ROOT"], "examples"))
+import tilejit
+from vector_add import vector_add
+t1 = time.perf_counter()
+if gpu:
+    c = torch.empty_like(a)
+    vector_add(a, a, c)
+    torch.cuda.synchronize()
+else:
+    vector_add.compile(a, a, a.copy(), target="cuda", arch="sm_90")
+t2 = time.perf_counter()
+print(json.dumps({"import_ms": (t1 - t0) * 1e3, "first_call_ms": (t2 - t1) * 1e3,
+                  "numba_loaded": "numba" in sys.modules}))
+"""
+
+
+def _child(env_extra):
+    import tempfile  # noqa: F401
+    env = dict(os.environ, BENCH_ROOT=ROOT, PYTHONPATH=ROOT, **env_extra)
+    out = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], capture_output=True,
+                         text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_compile():
+    """Fresh processes: (1) cold: empty disk cache, import + compile (+ launch on a GPU);
+    (2) warm: the disk cache from (1), import + first launch. tilejit's own time only
+    (torch import and CUDA context creation happen before the clock starts)."""
+    import tempfile
+    gpu = "1" if torch.cuda.is_available() else "0"
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"TILEJIT_CACHE_DIR": cache, "BENCH_GPU": gpu}
+        for label in ("cold (empty disk cache)", "warm (disk cache hit)"):
+            best = None
+            for _ in range(3 if label.startswith("warm") else 1):
+                r = _child(env)
+                if best is None or r["first_call_ms"] < best["first_call_ms"]:
+                    best = r
+            rows.append({"name": f"{label}", "import ms": best["import_ms"],
+                         "first call ms": best["first_call_ms"],
+                         "total ms": best["import_ms"] + best["first_call_ms"],
+                         "numba loaded": float(best["numba_loaded"])})
+    return rows
+
+
+BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "compile": bench_compile}
 
 
 def _commit():
@@ -176,10 +237,11 @@ def main(argv=None):
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
-    if not torch.cuda.is_available():
-        parser.error("the benchmarks need a CUDA GPU")
+    if not torch.cuda.is_available() and set(names) - {"compile"}:
+        parser.error("the benchmarks other than 'compile' need a CUDA GPU")
     meta = {"date": datetime.date.today().isoformat(), "commit": _commit(),
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+            "torch": torch.__version__,
             "triton": getattr(triton, "__version__", None), "tilejit": tilejit.__version__}
     results = {"meta": meta}
     for name in names:

@@ -27,6 +27,18 @@ def _gpu_reason():
 GPU_SKIP_REASON = _gpu_reason()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_disk_cache(tmp_path_factory):
+    """Tests compile into a cache of their own, never the user's ~/.cache/tilejit."""
+    old = os.environ.get("TILEJIT_CACHE_DIR")
+    os.environ["TILEJIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("tilejit-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TILEJIT_CACHE_DIR", None)
+    else:
+        os.environ["TILEJIT_CACHE_DIR"] = old
+
+
 def pytest_collection_modifyitems(config, items):
     if GPU_SKIP_REASON is None:
         return

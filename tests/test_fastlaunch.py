@@ -35,9 +35,9 @@ def test_hit_packs_pointer_shape_strides_and_scalars():
     launcher = FakeLauncher()
     x = FakeTensor(4096, (3, 5), (5, 1))
     y = FakeTensor(8192, (5,), (1,))
-    assert fast.launch(x, 2.5, y, 64) is False              # nothing recorded yet
+    assert fast.launch(x, 2.5, y, 64) is fast.MISS           # nothing recorded yet
     fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), (128, 1, 1), 0, lambda: 7)
-    assert fast.launch(FakeTensor(4096, (3, 5), (5, 1)), 2.5, y, 64) is True
+    assert fast.launch(FakeTensor(4096, (3, 5), (5, 1)), 2.5, y, 64) is None
     assert launcher.calls == [((4, 1, 1), (128, 1, 1), 0, 7,
                                (4096, 3, 5, 5, 1, 2.5, 8192, 5, 1))]
 
@@ -60,8 +60,8 @@ def test_every_dependency_is_part_of_the_key():
         ("not a tensor", 2.5, y, 64),
     ]
     for args in misses:
-        assert fast.launch(*args) is False, args
-    assert fast.launch(FakeTensor(4096, (3, 5), (5, 1)), 2.5, y, 64) is True
+        assert fast.launch(*args) is fast.MISS, args
+    assert fast.launch(FakeTensor(4096, (3, 5), (5, 1)), 2.5, y, 64) is None
     # another pointer of the same alignment reuses the entry and passes the new pointer
-    assert fast.launch(FakeTensor(4096 + 16, (3, 5), (5, 1)), 2.5, y, 64) is True
+    assert fast.launch(FakeTensor(4096 + 16, (3, 5), (5, 1)), 2.5, y, 64) is None
     assert launcher.calls[-1][4][0] == 4112

@@ -1,81 +1,94 @@
 """The compiler pipeline: one function, read top to bottom.
 
-    kernel source ──frontend──▶ device function ──Numba typing + lowering──▶ LLVM IR
-        ──entry + link + optimize──▶ LLVM module ──NVPTX target machine──▶ PTX
+    kernel source ──frontend──▶ device program ──source passes──▶ device function
+        ──Numba typing + lowering──▶ LLVM IR ──entry + link + optimize──▶ LLVM module
+        ──NVPTX target machine──▶ PTX
 
-Each step lives in its own module; ``TILEJIT_DUMP_IR`` (later) hooks in here.
+Each step lives in its own module. ``TILEJIT_DUMP_IR=DIR`` writes the program before
+and after every step (``dump.py``); ``artifacts.load_or_compile`` puts the disk cache in
+front of this module (which is the only one that imports Numba).
 """
 from __future__ import annotations
 
 import linecache
 import re
-from dataclasses import dataclass, field
 
-from numba.core import compiler, errors as numba_errors
+from numba.core import compiler, errors as numba_errors, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.target_extension import target_override
 
+from .artifacts import CompiledKernel
+from .dump import Dumper
 from .errors import CompileError
-from .frontend.rewrite import BLOCK_INDEX, device_tree, materialize
+from .frontend.rewrite import BLOCK_INDEX, device_tree, materialize, shape_constant_name
 from .frontend.source import KernelSource
 from .language import intrinsics
-from .passes import parallel_guards
+from .language.dtypes import as_dtype
 from .lowering.target_hooks import KernelConfig, compiling
+from .passes import parallel_guards
+from .specialization import Specialization
 from .targets import nvptx
 from .targets.numba_pipeline import TilejitCompiler
 from .targets.numba_target import TARGET_NAME, descriptor, new_flags
-
-
-@dataclass(frozen=True)
-class Specialization:
-    """Everything a compiled kernel depends on besides the source."""
-    argtypes: tuple           # Numba types of the run-time parameters, in order
-    runtime_params: tuple     # their names
-    constexprs: tuple         # ((name, value), …) compile-time parameters
-    threads: int
-    arch: str                 # "sm_90"; "sim" type-checks only
-
-
-@dataclass
-class CompiledKernel:
-    name: str
-    spec: Specialization
-    llvm_ir: str = ""
-    ptx: str = ""
-    shared_bytes: int = 0
-    param_formats: list = field(default_factory=list)
-
-
-def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
-    name = _entry_name(ks, spec)
-    device_fn = build_device_function(ks, spec)
-    config = KernelConfig(threads=spec.threads, max_vector=_max_vector(spec))
-    with compiling(config):
-        cres = type_and_lower(ks, device_fn, spec.argtypes)
-    kernel = CompiledKernel(name, spec)
-    if spec.arch == "sim":
-        return kernel
-    context = cres.target_context
-    entry_ir = nvptx.build_entry(context, cres.fndesc, spec.argtypes, name, spec.threads)
-    modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
-    module = nvptx.link_and_optimize(modules, name, spec.arch)
-    kernel.llvm_ir = str(module)
-    kernel.ptx = nvptx.emit_ptx(module, spec.arch)
-    kernel.param_formats = param_formats(spec.argtypes)
-    return kernel
+from .typing.types import BFloat16, GlobalTensorType, WeakFloat, numba_type, weak_float
 
 
 SOURCE_PASSES = (parallel_guards.version_parallel_guards,)
 
 
-def build_device_function(ks: KernelSource, spec: Specialization):
+def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
+    name = _entry_name(ks, spec)
+    dump = Dumper.for_kernel(name, spec)
+    dump.text("source.py", lambda: _source_text(ks))
+    argtypes = numba_argtypes(spec)
+    device_fn = build_device_function(ks, spec, dump)
+    config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes))
+    with compiling(config):
+        cres = type_and_lower(ks, device_fn, argtypes)
+    dump.text("numba_typed.txt", _typed_ir_text(cres))
+    kernel = CompiledKernel(name)
+    if spec.arch == "sim":
+        return kernel
+    context = cres.target_context
+    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads)
+    modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
+    dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
+    module = nvptx.link_and_optimize(modules, name, spec.arch)
+    kernel.llvm_ir = str(module)
+    dump.text("llvm_optimized.ll", kernel.llvm_ir)
+    kernel.ptx = nvptx.emit_ptx(module, spec.arch)
+    dump.text("kernel.ptx", kernel.ptx)
+    kernel.param_formats = param_formats(argtypes)
+    return kernel
+
+
+def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace = dict(ks.namespace)
     namespace.update(dict(spec.constexprs))
     namespace[BLOCK_INDEX] = intrinsics.block_index
     namespace.update(parallel_guards.INTRINSICS)
+    for param, dim, value in spec.shape_constants:
+        namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
-    tree = device_tree(ks, drop_params=dropped, passes=SOURCE_PASSES)
+    entries = [(p, d) for p, d, _ in spec.shape_constants]
+    passes = SOURCE_PASSES if dump is None else tuple(
+        dump.source_pass(p) for p in SOURCE_PASSES)
+    tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
+                       shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
     return materialize(ks, tree, namespace)
+
+
+def numba_argtypes(spec: Specialization) -> tuple:
+    out = []
+    for _, desc in spec.params:
+        if desc[0] == "tensor":
+            _, dtype, ndim, contiguous, aligned = desc
+            out.append(GlobalTensorType(as_dtype(dtype), ndim, contiguous, aligned))
+        elif desc[1] == "weak_float":
+            out.append(weak_float)
+        else:
+            out.append(numba_type(as_dtype(desc[1])))
+    return tuple(out)
 
 
 @global_compiler_lock
@@ -128,8 +141,6 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
 
 def param_formats(argtypes) -> list[str]:
     """struct format characters of the flat kernel parameters (``Launcher``'s input)."""
-    from numba.core import types
-    from .typing.types import BFloat16, GlobalTensorType, WeakFloat
     formats = []
     for ty in argtypes:
         if isinstance(ty, GlobalTensorType):
@@ -153,9 +164,8 @@ def param_formats(argtypes) -> list[str]:
     return formats
 
 
-def _max_vector(spec: Specialization) -> int:
-    from .typing.types import GlobalTensorType
-    sizes = [t.dtype.itemsize for t in spec.argtypes
+def _max_vector(argtypes) -> int:
+    sizes = [t.dtype.itemsize for t in argtypes
              if isinstance(t, GlobalTensorType) and t.aligned]
     return max(1, 16 // min(sizes)) if sizes else 1
 
@@ -163,3 +173,17 @@ def _max_vector(spec: Specialization) -> int:
 def _entry_name(ks: KernelSource, spec: Specialization) -> str:
     base = re.sub(r"\W", "_", ks.tree.name)
     return f"{base}_kernel"
+
+
+def _source_text(ks: KernelSource) -> str:
+    import ast
+    return f"# {ks.filename}:{ks.tree.lineno}\n" + ast.unparse(ks.tree) + "\n"
+
+
+def _typed_ir_text(cres):
+    def text():
+        try:
+            return str(cres.type_annotation)
+        except Exception as e:  # the annotation is a debugging aid only
+            return f"(typed IR unavailable: {e})"
+    return text

@@ -3,7 +3,8 @@
 After the first launch on the GPU, a kernel gets a small Python function written for
 its parameter list (which parameters are torch tensors and of which rank, which are
 scalars, which are compile-time): it reads each tensor's pointer, shape, strides,
-dtype and device once, looks the whole call up in one dictionary, and launches. The key
+dtype and device once, looks the whole call up in one dictionary, allocates the
+kernel's T.empty outputs if it has any, and launches. The key
 holds everything the compiled kernel and its grid depend on (dtypes, ranks, devices,
 16-byte alignment of the pointers, shapes, strides, scalar values and types, constexpr
 values), so a hit needs no other check; anything else returns False and the full path
@@ -56,33 +57,45 @@ def _source(kinds) -> str:
     lines = [f"def launch({args}):"]
     if checks:
         lines.append(f"    if {' or '.join(checks)}:")
-        lines.append("        return False")
+        lines.append("        return MISS")
     lines += reads
     lines.append(f"    e = table.get(({', '.join(key)},))")
     lines.append("    if e is None:")
-    lines.append("        return False")
-    lines.append(f"    e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},))")
-    lines.append("    return True")
+    lines.append("        return MISS")
+    lines.append("    if e[5] is None:")
+    lines.append(f"        e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},))")
+    lines.append("        return None")
+    lines.append("    result, extra = e[5]()")
+    lines.append(f"    e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},) + extra)")
+    lines.append("    return result")
     lines.append(f"def key_of({args}):")
     lines += reads
     lines.append(f"    return ({', '.join(key)},)")
     return "\n".join(lines) + "\n"
 
 
+MISS = object()   # what ``launch`` returns when the full path must run
+
+
 class FastLauncher:
+    MISS = MISS
+
     def __init__(self, kinds, tensor_type, scalar_types):
         self.kinds = kinds
         self.table: dict = {}
-        namespace = {"Tensor": tensor_type, "table": self.table}
+        namespace = {"Tensor": tensor_type, "table": self.table, "MISS": MISS}
         namespace.update({f"type_{i}": t for i, t in scalar_types.items()})
         exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), namespace)
         self.launch = namespace["launch"]
         self._key_of = namespace["key_of"]
 
-    def remember(self, values, launcher, grid, block, shared, stream):
+    def remember(self, values, launcher, grid, block, shared, stream, outputs=None):
+        """Record a launch; ``outputs`` (or None) makes the call's T.empty outputs and
+        returns (the call's result, their packed parameters)."""
         if len(self.table) >= _MAX_ENTRIES:
             self.table.clear()
-        self.table[self._key_of(*values)] = (launcher.launch, grid, block, shared, stream)
+        self.table[self._key_of(*values)] = (launcher.launch, grid, block, shared, stream,
+                                             outputs)
 
 
 def fast_launcher_for(kernel, values):

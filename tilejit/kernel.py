@@ -1,31 +1,24 @@
 """``@tilejit.kernel``: binding arguments, choosing the target, the specialization
-cache, and the launch. The hot path of a cached kernel is ``KernelFunction.__call__``."""
+cache, and the launch. The hot path of a cached kernel is ``KernelFunction.__call__``
+→ ``fastlaunch``; the first call of a specialization takes the full path below.
+
+Nothing here imports Numba: the compiler is imported when a kernel is first compiled,
+so a process that finds its kernels in the disk cache never pays for it.
+"""
 from __future__ import annotations
 
 import os
 import threading
 
-from .compiler import CompiledKernel, Specialization, compile_kernel
+from . import host
 from .errors import CompileError
+from .frontend.analysis import compile_time_shapes, kernel_outputs
 from .frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
-from .frontend.signature import (TensorArg, as_tensor_arg, is_compile_time_value,
-                                 scalar_key)
+from .frontend.signature import TensorArg
 from .frontend.source import expected_ranks, parse_kernel
 from .frontend.validate import check_supported
-from .language.dtypes import as_dtype
-from .typing.types import GlobalTensorType, numba_type, weak_float
 
 _TARGETS = ("auto", "cuda", "sim", "amdgpu")
-
-
-class LaunchConfig:
-    __slots__ = ("grid", "threads")
-
-    def __init__(self, *grid, threads=128, prelude=None):
-        from .language import Kernel
-        k = Kernel(*grid, threads=threads)
-        self.grid = k.grid + (1,) * (3 - len(k.grid))
-        self.threads = k.threads
 
 
 class KernelFunction:
@@ -42,10 +35,12 @@ class KernelFunction:
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
-        self._ranks = expected_ranks(self.source)
+        self.ranks = expected_ranks(self.source)
+        self.outputs, self.returns = kernel_outputs(self.source)
+        self.shape_entries = compile_time_shapes(self.source)
         ns = dict(self.source.namespace)
-        ns[LAUNCH_CONFIG] = LaunchConfig
-        self._host = materialize(self.source, host_tree(self.source), ns)
+        ns[LAUNCH_CONFIG] = host.LaunchConfig
+        self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)
         self._cache: dict = {}
         self._lock = threading.Lock()
         params = self.source.params
@@ -85,47 +80,8 @@ class KernelFunction:
                             f"(parameters: {', '.join(params)})")
         return values
 
-    def _classify(self, values):
-        """(host values, runtime (name, value), constexprs, type key, devices)."""
-        host, runtime, constexprs, key = [], [], [], []
-        devices = {}
-        for name, value in zip(self.source.params, values):
-            if name in self.source.constexpr_params or is_compile_time_value(value):
-                if name not in self.source.constexpr_params and isinstance(value, tuple):
-                    pass
-                constexprs.append((name, _constexpr_value(name, value)))
-                host.append(value)
-                key.append(("const", name, _hashable(value)))
-                continue
-            tensor = as_tensor_arg(value)
-            if tensor is not None:
-                self._check_tensor(name, tensor)
-                devices.setdefault(tensor.device, name)
-                runtime.append((name, tensor))
-                host.append(tensor)
-                key.append(tensor.type_key())
-            else:
-                key.append(scalar_key(name, value))
-                runtime.append((name, value))
-                host.append(value)
-        if len(devices) > 1:
-            names = ", ".join(f"{n!r} on {_device_name(d)}" for d, n in devices.items())
-            raise ValueError(f"{self.__name__}(): arguments live on different devices ({names});"
-                             " move them to one device")
-        device = next(iter(devices), -1)
-        return host, runtime, tuple(constexprs), tuple(key), device
-
-    def _check_tensor(self, name, tensor: TensorArg):
-        rank = self._ranks.get(name)
-        if rank is not None and rank[0] != tensor.ndim:
-            raise ValueError(
-                f"argument {name!r}: expected a {rank[0]}-d tensor (the kernel uses {name} "
-                f"that way at line {rank[1]}), got a {tensor.ndim}-d tensor of shape "
-                f"{tuple(tensor.shape)}")
-
-    # -- targets ---------------------------------------------------------------------
-    def _target_for(self, device: int, override=None) -> str:
-        target = override or self._env_target or self.target
+    def _target_for(self, device: int) -> str:
+        target = self._env_target or self.target
         if target == "auto":
             return "cuda" if device >= 0 else "sim"
         if target == "cuda" and device < 0:
@@ -145,31 +101,37 @@ class KernelFunction:
         from .targets import cuda_driver
         return cuda_driver.device_arch(max(device, 0))
 
-    # -- compile ---------------------------------------------------------------------
-    def _specialize(self, runtime, constexprs, threads, arch) -> Specialization:
-        argtypes = []
-        for name, value in runtime:
-            if isinstance(value, TensorArg):
-                argtypes.append(GlobalTensorType(value.dtype, value.ndim,
-                                                 value.contiguous_last, value.aligned))
-            else:
-                kind = scalar_key(name, value)[1]
-                argtypes.append(weak_float if kind == "weak_float" else
-                                numba_type(as_dtype(kind)))
-        return Specialization(tuple(argtypes), tuple(n for n, _ in runtime), constexprs,
-                              threads, arch)
+    # -- the full path ---------------------------------------------------------------
+    def _prepare(self, values, target=None, arch=None):
+        """Classify the arguments, run the host program (grid, outputs) and describe
+        the specialization: (call, launch, target, spec). An explicit ``target`` skips
+        the device checks (compiling needs no device)."""
+        call = host.classify(self, values)
+        target = target or self._target_for(call.device)
+        with host.allocating_like(call.like):
+            launch = self._host(*call.host_args)
+        host.add_outputs(self, call, launch)
+        shapes = host.shape_constants(self, call, values)
+        arch = "sim" if target == "sim" else (arch or self._arch(call.device))
+        from .specialization import Specialization
+        spec = Specialization(
+            params=tuple((name, key) for (name, _), key in zip(
+                call.runtime, [k for k in call.key if k[0] != "const"])),
+            constexprs=tuple(call.constexprs), shape_constants=shapes,
+            outputs=tuple(self.outputs), threads=launch.threads, arch=arch,
+            fast_math=self.fast_math, debug=self.debug)
+        return call, launch, target, spec
 
-    def _compiled(self, key, runtime, constexprs, threads, arch, device):
-        full_key = (key, threads, arch, device)
-        entry = self._cache.get(full_key)
+    def _compiled(self, spec, device):
+        entry = self._cache.get((spec, device))
         if entry is None:
             with self._lock:
-                entry = self._cache.get(full_key)
+                entry = self._cache.get((spec, device))
                 if entry is None:
-                    spec = self._specialize(runtime, constexprs, threads, arch)
-                    compiled = compile_kernel(self.source, spec)
-                    entry = _Loaded(compiled, device) if arch != "sim" else compiled
-                    self._cache[full_key] = entry
+                    from .artifacts import load_or_compile
+                    compiled = load_or_compile(self, spec)
+                    entry = _Loaded(compiled, device) if spec.arch != "sim" else compiled
+                    self._cache[(spec, device)] = entry
         return entry
 
     def __call__(self, *args, **kwargs):
@@ -177,25 +139,32 @@ class KernelFunction:
             values = args + self._default_values[len(args) - self._first_default:] \
                 if len(args) < self._nparams else args
             fast = self._fast
-            if fast is not None and fast.launch(*values):
-                return None
+            if fast is not None:
+                result = fast.launch(*values)
+                if result is not fast.MISS:
+                    return result
         else:
             values = self._bind(args, kwargs)
-        host, runtime, constexprs, key, device = self._classify(values)
-        target = self._target_for(device)
-        launch = self._host(*host)
+        call, launch, target, spec = self._prepare(values)
         if target == "sim":
             from .sim.runner import run_simulation
-            self._compiled(key, runtime, constexprs, launch.threads, "sim", -1)
-            run_simulation(self, values, constexprs, launch)
-            return None
-        loaded = self._compiled(key, runtime, constexprs, launch.threads,
-                                self._arch(device), device)
-        loaded.launch(launch, runtime)
-        self._remember_fast(values, loaded, launch, device)
-        return None
+            self._compiled(spec, -1)
+            run_simulation(self, values, launch, spec)
+        else:
+            loaded = self._compiled(spec, call.device)
+            loaded.launch(launch, call.runtime)
+            self._remember_fast(values, loaded, launch, call)
+        return self._result(launch.outputs)
 
-    def _remember_fast(self, values, loaded, launch, device):
+    def _result(self, outputs):
+        if self.returns is None:
+            return None
+        by_name = dict(zip(self.outputs, outputs))
+        if isinstance(self.returns, str):
+            return by_name[self.returns]
+        return tuple(by_name[n] for n in self.returns)
+
+    def _remember_fast(self, values, loaded, launch, call):
         from .fastlaunch import fast_launcher_for, param_kinds
         if self._fast is None:
             self._fast = fast_launcher_for(self, values)
@@ -205,27 +174,50 @@ class KernelFunction:
         if fast.kinds != param_kinds(self, values):
             return
         from .targets import cuda_driver
+        outputs = None
+        if self.outputs:
+            outputs = _OutputMaker(self, launch.outputs)
         fast.remember(values, loaded.launcher, launch.grid, (launch.threads, 1, 1),
-                      loaded.compiled.shared_bytes, cuda_driver.stream_getter(device))
+                      loaded.compiled.shared_bytes, cuda_driver.stream_getter(call.device),
+                      outputs)
 
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
         """Compile for the arguments' types without launching. With ``target="cuda"``
         and an ``arch``, works without a GPU (numpy arrays supply the types)."""
         values = self._bind(args, kwargs)
-        host, runtime, constexprs, key, device = self._classify(values)
-        chosen = target or self.target
+        chosen = target or self._env_target or self.target
         if chosen == "auto":
-            chosen = "cuda" if device >= 0 or arch else "sim"
-        launch = self._host(*host)
-        arch = "sim" if chosen == "sim" else (arch or self._arch(device))
-        spec = self._specialize(runtime, constexprs, launch.threads, arch)
-        return CompiledKernelHandle(self, compile_kernel(self.source, spec))
+            chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
+        _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
+        from .artifacts import load_or_compile
+        return CompiledKernelHandle(self, load_or_compile(self, spec))
+
+
+class _OutputMaker:
+    """Allocates a cached launch's outputs: same shapes, dtypes and device as the
+    first call of its signature (they depend only on what the signature fixes)."""
+
+    def __init__(self, kernel, outputs):
+        import torch
+        self.specs = [(tuple(o.shape), o.dtype, o.device) for o in outputs]
+        self.empty = torch.empty
+        self.result = kernel._result
+
+    def __call__(self):
+        outs = [self.empty(shape, dtype=dtype, device=device)
+                for shape, dtype, device in self.specs]
+        extra = []
+        for o in outs:
+            extra.append(o.data_ptr())
+            extra.extend(o.shape)
+            extra.extend(o.stride())
+        return self.result(outs), tuple(extra)
 
 
 class CompiledKernelHandle:
     """What ``kernel.compile(...)`` returns: the device code and a callable."""
 
-    def __init__(self, kernel: KernelFunction, compiled: CompiledKernel):
+    def __init__(self, kernel: KernelFunction, compiled):
         self.kernel = kernel
         self.compiled = compiled
         self.ptx = compiled.ptx
@@ -254,7 +246,7 @@ class CompiledKernelHandle:
 class _Loaded:
     """A compiled kernel loaded on one device, with its launcher."""
 
-    def __init__(self, compiled: CompiledKernel, device: int):
+    def __init__(self, compiled, device: int):
         from .targets import cuda_driver
         self.compiled = compiled
         self.module = cuda_driver.CudaModule(compiled.ptx, compiled.name, max(device, 0),
@@ -262,7 +254,7 @@ class _Loaded:
         self.launcher = cuda_driver.Launcher(self.module, compiled.param_formats)
         self.device = device
 
-    def launch(self, launch: LaunchConfig, runtime):
+    def launch(self, launch: host.LaunchConfig, runtime):
         from .targets import cuda_driver
         values = []
         torch_args = False
@@ -280,29 +272,6 @@ class _Loaded:
         stream = cuda_driver.current_stream(self.device, torch_args)
         self.launcher.launch(grid, (launch.threads, 1, 1), self.compiled.shared_bytes,
                              stream, tuple(values))
-
-
-def _constexpr_value(name, value):
-    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
-        return as_dtype(value)
-    if isinstance(value, (int, float, bool, str, tuple)) or hasattr(value, "bits"):
-        return value
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
-                    f"tuple or dtype, got {type(value).__name__}")
-
-
-def _hashable(value):
-    try:
-        hash(value)
-        return (type(value).__name__, value)
-    except TypeError:
-        return (type(value).__name__, repr(value))
-
-
-def _device_name(device: int) -> str:
-    return "the host" if device < 0 else f"cuda:{device}"
 
 
 def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False):

@@ -25,6 +25,44 @@ BLOCK_INDEX = "__tj_block_index"
 LAUNCH_CONFIG = "__tj_launch_config"
 
 
+def shape_constant_name(param: str, dim: int) -> str:
+    """The global a specialized shape entry ``param.shape[dim]`` becomes."""
+    return f"__tj_shape_{param}_{dim}"
+
+
+class _SpecializeShapes(ast.NodeTransformer):
+    """``P.shape[i]`` → the specialization's constant, for the entries given."""
+
+    def __init__(self, entries):
+        self.entries = set(entries)
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        v = node.value
+        if (isinstance(v, ast.Attribute) and v.attr == "shape" and isinstance(v.value, ast.Name)
+                and isinstance(node.slice, ast.Constant)
+                and (v.value.id, node.slice.value) in self.entries):
+            return ast.copy_location(
+                ast.Name(shape_constant_name(v.value.id, node.slice.value), ast.Load()), node)
+        return node
+
+    def visit_Assign(self, node):
+        v = node.value
+        if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                and isinstance(v, ast.Attribute) and v.attr == "shape"
+                and isinstance(v.value, ast.Name)):
+            param, n = v.value.id, len(node.targets[0].elts)
+            if any((param, d) in self.entries for d in range(n)):
+                elts = [ast.Name(shape_constant_name(param, d), ast.Load())
+                        if (param, d) in self.entries else
+                        ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape",
+                                                    ast.Load()), ast.Constant(d), ast.Load())
+                        for d in range(n)]
+                node.value = ast.copy_location(ast.Tuple(elts, ast.Load()), v)
+                return node
+        return self.generic_visit(node)
+
+
 def _located(new: ast.AST, old: ast.AST) -> ast.AST:
     for node in ast.walk(new):
         node.lineno = old.lineno
@@ -74,7 +112,8 @@ class _DeviceForms(ast.NodeTransformer):
         return node
 
 
-def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False) -> ast.FunctionDef:
+def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
+                outputs=(), shape_entries=(), on_rewritten=None) -> ast.FunctionDef:
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``)."""
@@ -87,19 +126,29 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False) ->
     fdef.returns = None
     body = fdef.body
     launch = body[ks.launch_index]
-    fdef.body = (body[:ks.launch_index] + _block_index_assignments(ks) + launch.body)
+    prologue = [s for s in body[:ks.launch_index] if not (
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id in outputs)]
+    fdef.body = prologue + _block_index_assignments(ks) + launch.body
+    fdef.args.args += [ast.arg(name) for name in outputs]
+    if shape_entries:
+        fdef = _SpecializeShapes(shape_entries).visit(fdef)
+    if on_rewritten is not None:
+        on_rewritten(fdef)
     for source_pass in passes:
         fdef = source_pass(fdef, ks.namespace)
     return ast.fix_missing_locations(fdef)
 
 
-def host_tree(ks: KernelSource) -> ast.FunctionDef:
+def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
     fdef = copy.deepcopy(ks.tree)
     fdef.args.defaults = []
     for a in fdef.args.args:
         a.annotation = None
     call = copy.deepcopy(kernel_call(ks))
-    ret = ast.Return(ast.Call(ast.Name(LAUNCH_CONFIG, ast.Load()), call.args, call.keywords))
+    keywords = call.keywords + [ast.keyword("outputs", ast.Tuple(
+        [ast.Name(name, ast.Load()) for name in outputs], ast.Load()))]
+    ret = ast.Return(ast.Call(ast.Name(LAUNCH_CONFIG, ast.Load()), call.args, keywords))
     fdef.body = fdef.body[:ks.launch_index] + [_located(ret, ks.launch)]
     fdef.name = f"{ks.tree.name}__host"
     return fdef

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
+import linecache
 import textwrap
 from dataclasses import dataclass, field
 
@@ -65,16 +67,44 @@ def _is_constexpr_annotation(ann) -> bool:
     return isinstance(ann, str) and ann.split(".")[-1] == "constexpr"
 
 
-def parse_kernel(func) -> KernelSource:
+_MODULES: dict = {}
+
+
+def _function_def(func):
+    """(filename, the function's ast.FunctionDef with the file's line numbers), from
+    the whole file's syntax tree (parsed once per file version; much cheaper than
+    inspect's tokenizer), or from inspect when the file cannot be used."""
+    code = func.__code__
+    filename = code.co_filename
+    lines = linecache.getlines(filename)
+    if lines:
+        key = (filename, len(lines), hash(lines[0]), hash(lines[-1]))
+        tree = _MODULES.get(key)
+        if tree is None:
+            try:
+                tree = _MODULES[key] = ast.parse("".join(lines))
+            except SyntaxError:
+                tree = None
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and node.name == func.__name__:
+                    first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+                    if first == code.co_firstlineno:
+                        return filename, copy.deepcopy(node)
     try:
-        lines, first = inspect.getsourcelines(func)
-        filename = inspect.getsourcefile(func) or func.__code__.co_filename
+        src_lines, first = inspect.getsourcelines(func)
+        filename = inspect.getsourcefile(func) or filename
     except (OSError, TypeError) as e:
         raise CompileError(f"cannot read the source of {func.__qualname__}: {e}; a kernel "
                            "must be defined in a file (or a notebook cell)") from None
-    module = ast.parse(textwrap.dedent("".join(lines)))
+    module = ast.parse(textwrap.dedent("".join(src_lines)))
     ast.increment_lineno(module, first - 1)
-    fdef = module.body[0]
+    return filename, module.body[0]
+
+
+def parse_kernel(func) -> KernelSource:
+    filename, fdef = _function_def(func)
+    first = fdef.lineno
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("@tilejit.kernel applies to a plain `def` function",
                            filename, first)

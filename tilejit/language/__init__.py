@@ -18,7 +18,7 @@ __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
-    "if_then_else", "cast", "max", "min", "abs", "infinity",
+    "if_then_else", "cast", "max", "min", "abs", "infinity", "empty",
 ]
 
 
@@ -108,6 +108,14 @@ def min(a, b):  # noqa: A001
 def abs(x):  # noqa: A001
     """Absolute value."""
     return np.abs(x)
+
+
+def empty(shape, dtype):
+    """An output of the kernel, allocated on the host before the launch (write it before
+    ``with T.Kernel`` and ``return`` it): a tensor of the inputs' kind (torch stays
+    torch) on the inputs' device."""
+    from ..host import allocate_output
+    return allocate_output(shape, dtype)
 
 
 def infinity(dtype):

@@ -20,8 +20,8 @@ def simulator_function(kernel):
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
-        fn = materialize(ks, simulator_tree(device_tree(ks, simulator=True), ks.namespace),
-                         namespace)
+        tree = device_tree(ks, simulator=True, outputs=kernel.outputs)
+        fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
         kernel._sim_fn = fn
     return fn
 
@@ -42,10 +42,11 @@ def _wrap(name, value):
     return runtime.SimTensor(value, tensor.dtype, name), None
 
 
-def run_simulation(kernel, values, constexprs, launch):
+def run_simulation(kernel, values, launch, spec=None):
     fn = simulator_function(kernel)
     args, writebacks = [], []
-    for name, value in zip(kernel.source.params, values):
+    names = list(kernel.source.params) + list(kernel.outputs)
+    for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value)
         args.append(wrapped)
         if writeback is not None:

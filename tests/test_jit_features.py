@@ -1,0 +1,119 @@
+"""The JIT around the compiler: T.empty outputs, automatic shape specialization, IR
+dumps, compile-only use without Numba on the cache-hit path."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@tilejit.kernel
+def add_new(A, B, block: T.constexpr = 256):
+    N = A.shape[0]
+    C = T.empty((N,), A.dtype)
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            k = bx * block + i
+            if k < N:
+                C[k] = A[k] + B[k]
+    return C
+
+
+@tilejit.kernel
+def split(X):
+    M, N = X.shape
+    pos = T.empty((M, N), T.float32)
+    neg = T.empty((M, N), T.float32)
+    with T.Kernel(M, threads=32) as row:
+        for j in T.Parallel(32):
+            if j < N:
+                pos[row, j] = T.max(X[row, j], 0)
+                neg[row, j] = T.min(X[row, j], 0)
+    return pos, neg
+
+
+@tilejit.kernel
+def row_scale(X, Y):
+    M, D = X.shape
+    with T.Kernel(M, threads=64) as row:
+        for j in T.Parallel(D):          # D is a compile-time extent: specialized on it
+            Y[row, j] = X[row, j] * (j + 1)
+
+
+def test_empty_output_numpy():
+    a = np.arange(1000, dtype=np.float32)
+    c = add_new(a, a)
+    assert isinstance(c, np.ndarray) and c.dtype == np.float32 and c.shape == (1000,)
+    np.testing.assert_array_equal(c, 2 * a)
+
+
+def test_empty_outputs_torch_tuple():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(5, 20)
+    pos, neg = split(x)
+    assert isinstance(pos, torch.Tensor) and pos.shape == (5, 20)
+    torch.testing.assert_close(pos, x.clamp(min=0))
+    torch.testing.assert_close(neg, x.clamp(max=0))
+
+
+def test_empty_output_bfloat16_needs_torch():
+    torch = pytest.importorskip("torch")
+    a = torch.randn(300).to(torch.bfloat16)
+    c = add_new(a, a)
+    assert c.dtype == torch.bfloat16
+    torch.testing.assert_close(c, a + a)
+
+
+def test_empty_output_in_ptx_is_a_parameter():
+    a = np.zeros(1000, np.float32)
+    ptx = add_new.compile(a, a, target="cuda", arch="sm_90").ptx
+    assert ptx.count(".param .u64 .ptr") == 3
+
+
+def test_shape_entry_used_as_extent_specializes():
+    x = np.random.default_rng(0).standard_normal((7, 48)).astype(np.float32)
+    y = np.zeros_like(x)
+    row_scale(x, y)
+    np.testing.assert_allclose(y, x * np.arange(1, 49, dtype=np.float32))
+    assert row_scale.shape_entries == (("X", 1),)
+    a = np.zeros((3, 64), np.float32)
+    ptx64 = row_scale.compile(a, a.copy(), target="cuda", arch="sm_90").ptx
+    b = np.zeros((9, 64), np.float32)            # other rows, same D: same code
+    assert row_scale.compile(b, b.copy(), target="cuda", arch="sm_90").ptx == ptx64
+    c = np.zeros((3, 32), np.float32)            # another D: another specialization
+    assert row_scale.compile(c, c.copy(), target="cuda", arch="sm_90").ptx != ptx64
+
+
+def test_other_shape_entries_stay_runtime():
+    assert add_new.shape_entries == ()
+    a = np.zeros(1000, np.float32)
+    b = np.zeros(5000, np.float32)
+    assert add_new.compile(a, a, target="cuda", arch="sm_90").ptx == \
+        add_new.compile(b, b, target="cuda", arch="sm_90").ptx
+
+
+def test_dump_ir_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    a = np.zeros(1000, np.float32)
+    add_new.compile(a, a, target="cuda", arch="sm_80", block=128)
+    (directory,) = tmp_path.iterdir()
+    names = sorted(p.name for p in directory.iterdir())
+    assert names == ["00_source.py", "01_device_program.py",
+                     "02_after_version_parallel_guards.py", "03_numba_typed.txt",
+                     "04_llvm_lowered.ll", "05_llvm_optimized.ll", "06_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "02_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "06_kernel.ptx").read_text()
+
+
+def test_import_does_not_load_numba():
+    code = "import sys, tilejit; assert 'numba' not in sys.modules, 'numba imported'"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,110 @@
+"""What the front end learns from a kernel's source before any call.
+
+- ``kernel_outputs``: the outputs the kernel allocates with ``C = T.empty(shape,
+  dtype)`` before ``T.Kernel``, and what its final ``return`` gives back.
+- ``compile_time_shapes``: the shape entries (parameter, dimension) the program needs
+  at compile time — a ``T.Parallel`` extent or the block size computed from
+  ``A.shape[i]`` — on which each specialization is made automatically.
+"""
+from __future__ import annotations
+
+import ast
+
+from .. import language as T
+from .source import KernelSource, is_call_to, resolve_static
+
+
+def kernel_outputs(ks: KernelSource) -> tuple[list[str], tuple[str, ...] | None]:
+    """(names allocated by T.empty, in order; the names returned, or None)."""
+    outputs = []
+    for stmt in ks.tree.body[:ks.launch_index]:
+        if isinstance(stmt, ast.Assign) and is_call_to(stmt.value, T.empty, ks.namespace):
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                raise ks.error("`T.empty(...)` must be assigned to one name", stmt)
+            outputs.append(stmt.targets[0].id)
+    for node in ast.walk(ks.tree):
+        if is_call_to(node, T.empty, ks.namespace) and not any(
+                node is s.value for s in ks.tree.body[:ks.launch_index]
+                if isinstance(s, ast.Assign)):
+            raise ks.error("`T.empty(...)` allocates a kernel output: write `C = "
+                           "T.empty(shape, dtype)` before `with T.Kernel`", node)
+    returns = None
+    tail = ks.tree.body[ks.launch_index + 1:]
+    if len(tail) > 1:
+        raise ks.error("a kernel ends with at most one `return`", tail[1])
+    if tail and tail[0].value is not None:
+        value = tail[0].value
+        items = value.elts if isinstance(value, ast.Tuple) else [value]
+        names = []
+        for item in items:
+            if not (isinstance(item, ast.Name) and item.id in outputs):
+                raise ks.error("a kernel returns the outputs it allocated with T.empty "
+                               f"({', '.join(outputs) or 'none'})", item)
+            names.append(item.id)
+        returns = tuple(names) if isinstance(value, ast.Tuple) else (names[0],)
+        if not isinstance(value, ast.Tuple):
+            returns = names[0]
+    for name in outputs:
+        if name in ks.params:
+            raise ks.error(f"output {name!r} shadows a parameter", ks.tree)
+    return outputs, returns
+
+
+def _shape_entry(node, params):
+    """(param, dim) for ``P.shape[i]`` with a constant i; else None."""
+    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape" and isinstance(node.value.value, ast.Name)
+            and node.value.value.id in params and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, int)):
+        return node.value.value.id, node.slice.value
+    return None
+
+
+def _deps(expr, env, params) -> set:
+    out = set()
+    for node in ast.walk(expr):
+        entry = _shape_entry(node, params)
+        if entry is not None:
+            out.add(entry)
+        elif isinstance(node, ast.Name) and node.id in env:
+            out |= env[node.id]
+    return out
+
+
+def shape_environment(ks: KernelSource) -> dict[str, set]:
+    """For each name the kernel assigns, the shape entries its value depends on
+    (assignments taken in source order)."""
+    params = set(ks.params)
+    env: dict[str, set] = {}
+    assigns = sorted((n for n in ast.walk(ks.tree) if isinstance(n, ast.Assign)),
+                     key=lambda n: (n.lineno, n.col_offset))
+    for stmt in assigns:
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                env[target.id] = _deps(stmt.value, env, params)
+            elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Attribute) \
+                    and stmt.value.attr == "shape" and isinstance(stmt.value.value, ast.Name) \
+                    and stmt.value.value.id in params:
+                for dim, elt in enumerate(target.elts):
+                    if isinstance(elt, ast.Name):
+                        env[elt.id] = {(stmt.value.value.id, dim)}
+    return env
+
+
+def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
+    """The shape entries used where a compile-time value is needed."""
+    params = set(ks.params)
+    env = shape_environment(ks)
+    needed: set = set()
+    for node in ast.walk(ks.tree):
+        if is_call_to(node, T.Parallel, ks.namespace):
+            for arg in node.args:
+                needed |= _deps(arg, env, params)
+        if is_call_to(node, T.Kernel, ks.namespace):
+            for kw in node.keywords:
+                if kw.arg == "threads":
+                    needed |= _deps(kw.value, env, params)
+    return tuple(sorted(needed))
+
+
+__all__ = ["kernel_outputs", "compile_time_shapes", "shape_environment", "resolve_static"]

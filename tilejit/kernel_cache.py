@@ -1,0 +1,58 @@
+"""Compiled kernels on disk (``cache.py`` is the store): the key hashes the kernel's
+source and everything it calls, the specialization (argument types, constexprs, shape
+constants, threads, arch, fast_math, debug) and the compiler's versions."""
+from __future__ import annotations
+
+import functools
+import glob
+import importlib.util
+import os
+
+from . import __version__
+from .cache import DiskCache, digest, function_fingerprint
+
+_STORE = DiskCache("kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def _versions() -> tuple:
+    """tilejit's, llvmlite's and Numba's versions, read from the installed
+    distributions' metadata directories (importing importlib.metadata, or the packages,
+    would cost a cache hit tens of milliseconds)."""
+    out = [__version__]
+    for package in ("llvmlite", "numba"):
+        found = "unknown"
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            site = os.path.dirname(os.path.dirname(spec.origin))
+            dists = glob.glob(os.path.join(site, f"{package}-*.dist-info"))
+            if dists:
+                found = os.path.basename(dists[0])[len(package) + 1:-len(".dist-info")]
+        out.append(found)
+    return tuple(out)
+
+
+def key_of(kernel, spec) -> str:
+    fingerprint = getattr(kernel, "_fingerprint", None)
+    if fingerprint is None:
+        fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
+    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions())
+
+
+def load(kernel, spec):
+    from .artifacts import CompiledKernel
+    payload = _STORE.load(key_of(kernel, spec))
+    if payload is None:
+        return None
+    try:
+        return CompiledKernel(name=payload["name"], llvm_ir=payload["llvm_ir"],
+                              ptx=payload["ptx"], shared_bytes=int(payload["shared_bytes"]),
+                              param_formats=list(payload["param_formats"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def store(kernel, spec, compiled) -> None:
+    _STORE.store(key_of(kernel, spec), {
+        "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
+        "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats})

@@ -1,0 +1,40 @@
+"""What one compiled kernel depends on besides its source, as plain Python values:
+hashable (the in-memory cache key), serializable (part of the disk cache key), and
+convertible to Numba types by the compiler."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Specialization:
+    params: tuple            # ((name, ("tensor", dtype, ndim, contiguous, aligned)
+    #                          | ("scalar", kind)), …): the kernel's run-time parameters
+    constexprs: tuple        # ((name, value), …)
+    shape_constants: tuple   # ((param, dim, value), …): shape entries fixed at compile time
+    outputs: tuple           # names of the T.empty outputs (the last tensor parameters)
+    threads: int
+    arch: str                # "sm_90", …; "sim" type-checks only
+    fast_math: bool = False
+    debug: bool = False
+
+    @property
+    def runtime_params(self) -> tuple:
+        return tuple(name for name, _ in self.params)
+
+    def describe(self) -> list:
+        """A JSON-friendly description (the disk cache key hashes it)."""
+        return [list(map(_plain, self.params)), [[n, _plain(v)] for n, v in self.constexprs],
+                [list(c) for c in self.shape_constants], list(self.outputs), self.threads,
+                self.arch, self.fast_math, self.debug]
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    name = getattr(value, "name", None)
+    if name is not None and hasattr(value, "bits"):
+        return f"dtype:{name}"
+    return repr(value)
