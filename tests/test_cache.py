@@ -162,7 +162,7 @@ _WRITER = textwrap.dedent("""
 def test_concurrent_stores_of_one_key(store, tmp_path):
     script = tmp_path / "writer.py"
     script.write_text(_WRITER.format(root=ROOT))
-    start = time.time() + 1.0
+    start = time.time() + 0.7
     env = dict(os.environ, TILEJIT_CACHE_DIR=str(tmp_path))
     procs = [subprocess.Popen([sys.executable, str(script), me, str(start)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -83,13 +83,11 @@ def _describe(value, by_value: bool):
                 str(value.device)), cuda
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.strides, "cpu"), None
-    cai = getattr(value, "__cuda_array_interface__", None)
-    if isinstance(cai, dict):
-        return ("cuda_array", cai.get("typestr"), tuple(cai.get("shape", ())),
-                _plain(cai.get("strides")), "cuda"), 0
-    if hasattr(value, "__dlpack__"):
-        return ("dlpack", type(value).__name__, _plain(getattr(value, "shape", None)),
-                _plain(getattr(value, "dtype", None))), None
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
+        kind, index = getattr(value, "__dlpack_device__", lambda: (2, 0))()
+        return ("array", type(value).__name__, str(getattr(value, "dtype", None)),
+                _plain(getattr(value, "shape", None)), _plain(getattr(value, "strides", None)),
+                kind), (index if kind == 2 else None)   # 2: kDLCUDA
     if not by_value and isinstance(value, (bool, int, float)):
         return ("scalar", type(value).__name__), None
     return ("value", _plain(value)), None
@@ -125,29 +123,21 @@ def _compare(reference: list, results: list) -> str | None:
     return None
 
 
-class _Progress:
-    def __init__(self, name: str, total: int):
-        self.name, self.total = name, total
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            self.bar = None
-        else:
-            self.bar = tqdm(total=total, desc=f"autotune {name}", file=sys.stderr,
-                            leave=False)
+def _progress(name: str, total: int):
+    """An update(index, config, text) and a close(): a tqdm bar, else a stderr line each."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        def update(index, config, text):
+            print(f"tilejit.autotune {name} [{index + 1}/{total}] {config}: {text}",
+                  file=sys.stderr, flush=True)
+        return update, lambda: None
+    bar = tqdm(total=total, desc=f"autotune {name}", file=sys.stderr, leave=False)
 
-    def update(self, index: int, config: dict, ms, note: str) -> None:
-        text = f"{ms:.4f} ms" if ms is not None else note
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{config}: {text}"[:80])
-            self.bar.update(1)
-        else:
-            print(f"tilejit.autotune {self.name} [{index + 1}/{self.total}] {config}: "
-                  f"{text}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    def update(index, config, text):
+        bar.set_postfix_str(f"{config}: {text}"[:80])
+        bar.update(1)
+    return update, bar.close
 
 
 class Autotuner:
@@ -167,12 +157,11 @@ class Autotuner:
             if not isinstance(config, dict):
                 raise ValueError(f"@tilejit.autotune configs: each config is a dict of "
                                  f"constexpr values, got {config!r:.200}")
-            for name in config:
-                if name not in allowed:
-                    raise ValueError(
-                        f"@tilejit.autotune config {config!r}: {name!r} is not a constexpr "
-                        f"parameter of {kernel.__name__} (constexpr parameters: "
-                        f"{', '.join(allowed) or 'none'})")
+            for name in (n for n in config if n not in allowed):
+                raise ValueError(
+                    f"@tilejit.autotune config {config!r}: {name!r} is not a constexpr "
+                    f"parameter of {kernel.__name__} (constexpr parameters: "
+                    f"{', '.join(allowed) or 'none'})")
         params = list(source.params)
         key = [key] if isinstance(key, str) else list(key or ())
         for name in key:
@@ -309,7 +298,7 @@ class Autotuner:
 
         skippable = _skippable()
         timings, reference, reference_config = [], None, None
-        progress = _Progress(self.__name__, len(self.configs))
+        update, close = _progress(self.__name__, len(self.configs))
         try:
             for index, config in enumerate(self.configs):
                 restore()
@@ -337,9 +326,9 @@ class Autotuner:
                     warnings.warn(f"tilejit.autotune {self.__name__}: config {config} "
                                   f"skipped: {note}", AutotuneWarning, stacklevel=3)
                 timings.append((config, ms, note))
-                progress.update(index, config, ms, note)
+                update(index, config, f"{ms:.4f} ms" if ms is not None else note)
         finally:
-            progress.close()
+            close()
             restore()
         self.timings = timings
         valid = [(ms, index) for index, (_, ms, _) in enumerate(timings) if ms is not None]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 
@@ -15,17 +16,14 @@ def _count(name: str, value, minimum: int) -> int:
 
 
 def _cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+    torch = sys.modules.get("torch")   # not imported: fn launches nothing through torch
+    return torch is not None and torch.cuda.is_available()
 
 
 def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) -> float:
     """Median milliseconds of ``fn()`` over ``rep`` calls after ``warmup`` calls.
 
-    With CUDA (``cuda=None``: when torch sees a CUDA device) each call is timed with
+    With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is timed with
     CUDA events on the current stream, and a 256 MB buffer is rewritten before each so
     no call starts from a warm L2. Without (CPU, simulator), ``time.perf_counter``."""
     if not callable(fn):

@@ -18,7 +18,7 @@ __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
-    "if_then_else", "cast", "max", "min", "abs", "infinity", "empty",
+    "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
 ]
 
 
@@ -108,6 +108,24 @@ def min(a, b):  # noqa: A001
 def abs(x):  # noqa: A001
     """Absolute value."""
     return np.abs(x)
+
+
+class macro:
+    """``@T.macro`` on a plain Python function makes it a piece of kernel code that
+    kernels call: compiled inline into each kernel that uses it (in simulation, a
+    plain Python call). Its body follows the kernel language."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__wrapped__ = func
+        self.__name__ = getattr(func, "__name__", "macro")
+        self.__doc__ = getattr(func, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        return self.func(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<T.macro {self.__name__}>"
 
 
 def empty(shape, dtype):

@@ -29,6 +29,10 @@ def current_kernel() -> KernelConfig:
     return config
 
 
+def current_kernel_or_none() -> KernelConfig | None:
+    return _CURRENT.get()
+
+
 @contextlib.contextmanager
 def compiling(config: KernelConfig):
     token = _CURRENT.set(config)

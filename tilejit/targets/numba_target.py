@@ -244,10 +244,35 @@ class TilejitTargetDescriptor(TargetDescriptor):
 descriptor = TilejitTargetDescriptor(TARGET_NAME)
 
 
+class _DeviceFunctionKey:
+    """The implementation key of one compiled device function."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<device function {self.name}>"
+
+
 class TilejitDeviceDispatcher(Dispatcher):
-    """Compiles the ``@overload`` implementations Numba's builtins use, as device
-    functions of this target."""
+    """Compiles device functions of this target: the ``@overload`` implementations
+    Numba's builtins use, and ``@T.macro`` helpers. A device function has no host entry
+    point; its compile result itself is the key its implementation is registered
+    under, so that calls to it lower to a call of its LLVM function."""
     targetdescr = descriptor
+
+    def add_overload(self, cres):
+        args = tuple(cres.signature.args)
+        self.overloads[args] = cres
+        key = _DeviceFunctionKey(cres.fndesc.qualname)
+        self.__dict__.setdefault("_device_keys", {})[args] = key
+        cres.target_context.insert_user_function(key, cres.fndesc, [cres.library])
+
+    def get_overload(self, sig):
+        from numba.core import sigutils
+        args, _ = sigutils.normalize_signature(sig)
+        return self._device_keys[tuple(args)]
 
 
 def _device_jit(**options):

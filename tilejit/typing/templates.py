@@ -27,6 +27,14 @@ def _typeof_dtype(val, c):
     return DTypeType(val)
 
 
+@typeof_impl.register(T.macro)
+def _typeof_macro(val, c):
+    # a device function of the kernel being compiled; a new dispatcher per kernel
+    # compilation, since the macro's code depends on the kernel (threads, vectors)
+    from ..targets.macros import dispatcher_for
+    return types.Dispatcher(dispatcher_for(val))
+
+
 def _common(args, what):
     """The type two or more operands meet in: the weak-scalar rules, else the widest
     (floats before integers)."""
