@@ -117,3 +117,30 @@ def test_import_does_not_load_numba():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.gpu
+def test_outputs_and_specialization_on_gpu():
+    import torch
+    for n in (1000, 4096, 1000):          # the second 1000 takes the fast path
+        a = torch.randn(n, device="cuda")
+        c = add_new(a, a)
+        assert c.is_cuda and c.shape == (n,)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c, a + a, rtol=0, atol=0)
+    x = torch.randn(6, 40, device="cuda")
+    pos, neg = split(x)
+    pos2, neg2 = split(x)                 # fast path: new outputs each call
+    assert pos2.data_ptr() != pos.data_ptr()
+    torch.testing.assert_close(pos2, x.clamp(min=0))
+    torch.testing.assert_close(neg2, x.clamp(max=0))
+    for d in (48, 64, 48):
+        x = torch.randn(5, d, device="cuda")
+        y = torch.zeros_like(x)
+        row_scale(x, y)
+        torch.cuda.synchronize()
+        ref = x * torch.arange(1, d + 1, device="cuda", dtype=torch.float32)
+        torch.testing.assert_close(y, ref)
+        ys = torch.zeros(5, d)
+        row_scale(x.cpu(), ys)
+        torch.testing.assert_close(y.cpu(), ys)

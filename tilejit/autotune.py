@@ -60,18 +60,12 @@ def _skippable() -> tuple:
     return (CompileError, ValueError, CudaError)
 
 
-_DEVICE_NAMES: dict = {}
-
-
+@functools.lru_cache(maxsize=None)
 def _cuda_device_name(index: int) -> str:
-    if index not in _DEVICE_NAMES:
-        from .targets import cuda_driver
-        name = cuda_driver.device_arch(index)
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available():
-            name = f"{name}:{torch.cuda.get_device_name(index)}"
-        _DEVICE_NAMES[index] = name
-    return _DEVICE_NAMES[index]
+    from .targets import cuda_driver
+    torch = sys.modules.get("torch")
+    name = torch.cuda.get_device_name(index) if torch and torch.cuda.is_available() else "?"
+    return f"{cuda_driver.device_arch(index)}:{name}"
 
 
 def _describe(value, by_value: bool):
@@ -231,23 +225,14 @@ class Autotuner:
 
     # -- calls -------------------------------------------------------------------------
     def _launch(self, args, kwargs, config):
-        """The kernel called with every parameter positional where possible (the
-        kernel's fast path takes no keywords)."""
-        params = self._source.params
-        defaults = getattr(self._source, "defaults", None)
+        """The kernel with every parameter positional where possible: the kernel's fast
+        path takes no keywords."""
+        params, defaults = self._source.params, getattr(self._source, "defaults", None)
         if defaults is not None and len(args) <= len(params) and set(kwargs) <= set(params):
-            values = list(args)
-            for name in params[len(args):]:
-                if name in kwargs:
-                    values.append(kwargs[name])
-                elif name in config:
-                    values.append(config[name])
-                elif name in defaults:
-                    values.append(defaults[name])
-                else:
-                    break
-            else:
-                return self.kernel(*values)
+            given = {**defaults, **config, **kwargs}
+            rest = params[len(args):]
+            if all(name in given for name in rest):
+                return self.kernel(*args, *(given[name] for name in rest))
         return self.kernel(*args, **kwargs, **config)
 
     def __call__(self, *args, **kwargs):
@@ -269,10 +254,8 @@ class Autotuner:
         options = {k: kwargs.pop(k) for k in ("target", "arch") if k in kwargs}
         sig = self._signature(args, kwargs)
         config = self._best.get(sig)
-        if config is None:
-            config = self._load(sig)
-        if config is None:
-            config = self.best_config if self.best_config is not None else {}
+        config = self._load(sig) if config is None else config
+        config = (self.best_config or {}) if config is None else config
         return self.kernel.compile(*args, **kwargs, **config, **options)
 
     # -- tuning ------------------------------------------------------------------------
