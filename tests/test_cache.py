@@ -281,3 +281,11 @@ def test_fingerprint_ignores_decorators(tmp_path, monkeypatch):
     finally:
         sys.modules.pop("fp_deco_a")
         sys.modules.pop("fp_deco_b")
+
+
+def test_fingerprint_without_source():
+    namespaces = [{}, {}, {}]
+    for ns, body in zip(namespaces, ["x + 1", "x + 1", "x + 2"]):
+        exec(f"def f(x):\n    return {body}\n", ns)   # no file: bytecode and constants
+    a, b, c = (function_fingerprint(ns["f"]) for ns in namespaces)
+    assert a == b != c

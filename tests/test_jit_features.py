@@ -128,7 +128,7 @@ def test_outputs_and_specialization_on_gpu():
         assert c.is_cuda and c.shape == (n,)
         torch.cuda.synchronize()
         torch.testing.assert_close(c, a + a, rtol=0, atol=0)
-    x = torch.randn(6, 40, device="cuda")
+    x = torch.randn(6, 20, device="cuda")
     pos, neg = split(x)
     pos2, neg2 = split(x)                 # fast path: new outputs each call
     assert pos2.data_ptr() != pos.data_ptr()

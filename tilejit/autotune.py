@@ -228,7 +228,7 @@ class Autotuner:
         """The kernel with every parameter positional where possible: the kernel's fast
         path takes no keywords."""
         params, defaults = self._source.params, getattr(self._source, "defaults", None)
-        if defaults is not None and len(args) <= len(params) and set(kwargs) <= set(params):
+        if defaults is not None and set(kwargs) <= set(params[len(args):]):
             given = {**defaults, **config, **kwargs}
             rest = params[len(args):]
             if all(name in given for name in rest):

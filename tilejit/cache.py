@@ -124,7 +124,9 @@ def _unwrap(value):
 
 
 def _code_signature(code: types.CodeType):
-    consts = [_code_signature(c) if isinstance(c, types.CodeType) else repr(c)
+    # a frozenset's repr order follows string hashing, which varies between processes
+    consts = [_code_signature(c) if isinstance(c, types.CodeType) else
+              sorted(map(repr, c)) if isinstance(c, frozenset) else repr(c)
               for c in code.co_consts]
     return [code.co_code, consts, list(code.co_names)]
 
