@@ -1,4 +1,5 @@
 """@tilejit.autotune and tilejit.testing.do_bench, in the simulator (one GPU test)."""
+import sys
 import time
 
 import numpy as np
@@ -69,7 +70,8 @@ def arrays(n=300, dtype=np.float32):
     return a, b, np.zeros_like(a)
 
 
-def test_tunes_four_configs_and_computes(capsys):
+def test_tunes_four_configs_and_computes(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)   # progress as one stderr line a config
     tuned = autotune(configs=BLOCKS, warmup=1, rep=2)(add)
     a, b, c = arrays()
     tuned(a, b, c)

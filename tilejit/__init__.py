@@ -1,7 +1,10 @@
 """tilejit: TileLang's tile programming model as a Numba-style JIT that emits PTX."""
-from . import language
-from .errors import CompileError
-from .kernel import kernel
-
 __version__ = "0.1.0"
-__all__ = ["kernel", "language", "CompileError", "__version__"]
+
+from . import language  # noqa: E402
+from .autotune import autotune  # noqa: E402
+from .errors import CompileError  # noqa: E402
+from .kernel import kernel  # noqa: E402
+from . import testing  # noqa: E402
+
+__all__ = ["kernel", "autotune", "language", "testing", "CompileError", "__version__"]
