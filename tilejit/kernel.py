@@ -138,13 +138,13 @@ class KernelFunction:
         if not kwargs and self._first_default <= len(args) <= self._nparams:
             values = args + self._default_values[len(args) - self._first_default:] \
                 if len(args) < self._nparams else args
-            fast = self._fast
-            if fast is not None:
-                result = fast.launch(*values)
-                if result is not fast.MISS:
-                    return result
         else:
-            values = self._bind(args, kwargs)
+            values = tuple(self._bind(args, kwargs))
+        fast = self._fast
+        if fast is not None:
+            result = fast.launch(*values)
+            if result is not fast.MISS:
+                return result
         call, launch, target, spec = self._prepare(values)
         if target == "sim":
             from .sim.runner import run_simulation
