@@ -136,6 +136,7 @@ def bench_launch():
     per_call("tilejit Launcher.launch (packing only)",
              lambda: launcher.launch(grid, (256, 1, 1), 0, stream, values))
     per_call("tilejit vector_add(a, b, c)", lambda: vector_add(a, b, c))
+    per_call("tilejit vector_add(a, b, c, block=1024)", lambda: vector_add(a, b, c, block=1024))
     per_call("torch.add(a, b, out=c)", lambda: torch.add(a, b, out=c))
     if triton is not None:
         per_call("triton add", lambda: triton_add[(1,)](a, b, c, n, BLOCK=1024))
