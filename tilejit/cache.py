@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import inspect
 import json
 import os
 import re
-import tempfile
-import textwrap
 import threading
 import types
 import warnings
@@ -141,6 +138,14 @@ def _all_names(code: types.CodeType) -> set:
 
 def _source_text(func) -> str | None:
     """The function's source without its decorators (they are not its program)."""
+    import textwrap
+    import inspect
+    from .frontend.source import function_def_from_file
+    found = function_def_from_file(func)
+    if found is not None:
+        node = found[1]
+        node.decorator_list = []
+        return ast.unparse(node)
     try:
         text = inspect.getsource(func)
     except (OSError, TypeError):
@@ -284,6 +289,7 @@ class DiskCache:
     def store(self, key: str, payload: dict) -> None:
         """Write ``payload`` (a JSON-serializable dict) under ``key`` atomically (temp
         file + ``os.replace``). A disabled cache does nothing; an OSError is reported."""
+        import tempfile
         if not isinstance(payload, dict):
             raise TypeError(f"DiskCache.store: payload must be a dict, got "
                             f"{type(payload).__name__}")

@@ -1,7 +1,6 @@
 """Timing for tuning and benchmarks: ``do_bench``."""
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 
@@ -26,6 +25,7 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) 
     With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is timed with
     CUDA events on the current stream, and a 256 MB buffer is rewritten before each so
     no call starts from a warm L2. Without (CPU, simulator), ``time.perf_counter``."""
+    import statistics
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
     warmup = _count("warmup", warmup, 0)

@@ -70,19 +70,22 @@ def _is_constexpr_annotation(ann) -> bool:
 _MODULES: dict = {}
 
 
-def _function_def(func):
-    """(filename, the function's ast.FunctionDef with the file's line numbers), from
-    the whole file's syntax tree (parsed once per file version; much cheaper than
-    inspect's tokenizer), or from inspect when the file cannot be used."""
-    code = func.__code__
+def function_def_from_file(func):
+    """(filename, a copy of the function's ast.FunctionDef with the file's line
+    numbers) from the whole file's syntax tree, parsed once per file version (much
+    cheaper than inspect's tokenizer); None when the file does not give it."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
     filename = code.co_filename
     lines = linecache.getlines(filename)
     if lines:
-        key = (filename, len(lines), hash(lines[0]), hash(lines[-1]))
+        text = "".join(lines)
+        key = (filename, hash(text))
         tree = _MODULES.get(key)
         if tree is None:
             try:
-                tree = _MODULES[key] = ast.parse("".join(lines))
+                tree = _MODULES[key] = ast.parse(text)
             except SyntaxError:
                 tree = None
         if tree is not None:
@@ -91,6 +94,15 @@ def _function_def(func):
                     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
                     if first == code.co_firstlineno:
                         return filename, copy.deepcopy(node)
+    return None
+
+
+def _function_def(func):
+    """(filename, the function's ast.FunctionDef with the file's line numbers)."""
+    found = function_def_from_file(func)
+    if found is not None:
+        return found
+    filename = func.__code__.co_filename
     try:
         src_lines, first = inspect.getsourcelines(func)
         filename = inspect.getsourcefile(func) or filename
