@@ -6,5 +6,8 @@ from .autotune import autotune  # noqa: E402
 from .errors import CompileError  # noqa: E402
 from .kernel import kernel  # noqa: E402
 from . import testing  # noqa: E402
+from .tilelang_jit import PassConfigKey, jit  # noqa: E402
+from . import profiler  # noqa: E402
 
-__all__ = ["kernel", "autotune", "language", "testing", "CompileError", "__version__"]
+__all__ = ["kernel", "autotune", "jit", "PassConfigKey", "language", "testing", "profiler",
+           "CompileError", "__version__"]

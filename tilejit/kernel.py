@@ -22,7 +22,8 @@ _TARGETS = ("auto", "cuda", "sim", "amdgpu")
 
 
 class KernelFunction:
-    def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False):
+    def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False,
+                 source_tree=None):
         if target not in _TARGETS:
             raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
         self.func = func
@@ -30,7 +31,7 @@ class KernelFunction:
         self.arch = arch
         self.fast_math = fast_math
         self.debug = debug
-        self.source = parse_kernel(func)
+        self.source = parse_kernel(func, source_tree)
         check_supported(self.source)
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__

@@ -23,6 +23,7 @@ from .source import KernelSource, block_index_names, kernel_call, resolve_static
 
 BLOCK_INDEX = "__tj_block_index"
 LAUNCH_CONFIG = "__tj_launch_config"
+CAST = "__tj_cast"
 
 
 def shape_constant_name(param: str, dim: int) -> str:
@@ -106,6 +107,10 @@ class _DeviceForms(ast.NodeTransformer):
         if target is T.if_then_else and len(node.args) == 3 and not node.keywords:
             cond, a, b = node.args
             return ast.copy_location(ast.IfExp(cond, a, b), node)
+        if target is T.Cast and len(node.args) == 2 and not node.keywords:
+            dtype, value = node.args          # TileLang's argument order
+            return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()), [value, dtype], []),
+                                     node)
         if target in (T.serial, T.unroll, T.vectorized):
             return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,
                                               node.keywords), node)
@@ -158,6 +163,7 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
                 name: str | None = None) -> types.FunctionType:
     """Compile one rewritten function definition into a function whose globals are
     ``namespace`` (the kernel's globals and closure, plus anything injected)."""
+    namespace.setdefault(CAST, T.cast)
     module = ast.Module(body=[fdef], type_ignores=[])
     ast.fix_missing_locations(module)
     code = compile(module, ks.filename, "exec")

@@ -61,6 +61,12 @@ def function_namespace(func) -> dict:
     return ns
 
 
+def _is_constexpr_node(node) -> bool:
+    """``T.constexpr`` / ``constexpr`` written as an annotation (read from the AST)."""
+    return (isinstance(node, ast.Attribute) and node.attr == "constexpr") or (
+        isinstance(node, ast.Name) and node.id == "constexpr")
+
+
 def _is_constexpr_annotation(ann) -> bool:
     if ann is T.constexpr:
         return True
@@ -114,8 +120,10 @@ def _function_def(func):
     return filename, module.body[0]
 
 
-def parse_kernel(func) -> KernelSource:
-    filename, fdef = _function_def(func)
+def parse_kernel(func, tree=None) -> KernelSource:
+    """The kernel's source; ``tree`` = (filename, FunctionDef) gives it pre-parsed (a
+    front end that desugared it, such as ``tilejit.jit``)."""
+    filename, fdef = tree if tree is not None else _function_def(func)
     first = fdef.lineno
     if not isinstance(fdef, ast.FunctionDef):
         raise CompileError("@tilejit.kernel applies to a plain `def` function",
@@ -128,7 +136,8 @@ def parse_kernel(func) -> KernelSource:
                            filename, fdef.lineno)
     params = [a.arg for a in args.args]
     annotations = getattr(func, "__annotations__", {})
-    constexprs = [p for p in params if _is_constexpr_annotation(annotations.get(p))]
+    constexprs = [a.arg for a in args.args if _is_constexpr_annotation(annotations.get(a.arg))
+                  or (a.annotation is not None and _is_constexpr_node(a.annotation))]
     sig = inspect.signature(func)
     defaults = {k: v.default for k, v in sig.parameters.items()
                 if v.default is not inspect.Parameter.empty}

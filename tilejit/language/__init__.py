@@ -13,10 +13,12 @@ import numpy as np
 from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64, int8,
                      int16, int32, int64, uint8, uint16, uint32, uint64)
 from . import numerics as _num
+from .tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
 
 __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "Buffer", "Symbol", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
 ]
@@ -139,3 +141,11 @@ def empty(shape, dtype):
 def infinity(dtype):
     """+inf of a floating dtype."""
     return as_dtype(dtype).numpy.type(np.inf)
+
+
+def Cast(dtype, value):  # noqa: N802 - TileLang's name
+    """TileLang's spelling of ``T.cast(value, dtype)``."""
+    return cast(value, dtype)
+
+
+Serial = serial

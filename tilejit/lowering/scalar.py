@@ -67,6 +67,7 @@ def number_to_bf16(context, builder, fromty, toty, val):
     return f32_to_bf16(builder, context.cast(builder, val, fromty, types.float32))
 
 
+@lower(T.cast, types.Any, types.StringLiteral)
 @lower(T.cast, types.Any, DTypeType)
 def cast_impl(context, builder, sig, args):
     fromty = sig.args[0]
@@ -130,6 +131,7 @@ def ceildiv_impl(context, builder, sig, args):
     return builder.sdiv(num, b) if sig.args[0].signed else builder.udiv(num, b)
 
 
+@lower(T.infinity, types.StringLiteral)
 @lower(T.infinity, DTypeType)
 def infinity_impl(context, builder, sig, args):
     ty = sig.return_type

@@ -12,7 +12,7 @@ from numba.core.typing.typeof import typeof_impl
 
 from .. import language as T
 from ..language import intrinsics
-from ..language.dtypes import DType
+from ..language.dtypes import DType, as_dtype
 from .context import harmonize
 from .types import (DTypeType, GlobalTensorType, ParallelType, numba_type, weak_float,
                     WeakFloat)
@@ -174,24 +174,39 @@ class AbsTemplate(AbstractTemplate):
         return signature(ty, ty)
 
 
+def dtype_of(ty):
+    """The DType a compile-time dtype argument names (``T.float16``, ``A.dtype`` or a
+    dtype string such as ``"float16"``), or None."""
+    if isinstance(ty, DTypeType):
+        return ty.dtype
+    if isinstance(ty, types.StringLiteral):
+        try:
+            return as_dtype(ty.literal_value)
+        except TypeError:
+            return None
+    return None
+
+
 @infer_global(T.cast)
 class CastTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        if len(args) != 2 or not isinstance(args[1], DTypeType):
+        dtype = dtype_of(args[1]) if len(args) == 2 else None
+        if dtype is None:
             raise errors.TypingError(f"T.cast(value, dtype): expected a value and a dtype, "
                                      f"got {args}")
         if not isinstance(args[0], (types.Number, types.Boolean)):
             raise errors.TypingError(f"T.cast: cannot convert {args[0]}")
-        return signature(numba_type(args[1].dtype), *args)
+        return signature(numba_type(dtype), *args)
 
 
 @infer_global(T.infinity)
 class InfinityTemplate(AbstractTemplate):
     def generic(self, args, kws):
         (d,) = args
-        if not isinstance(d, DTypeType) or not d.dtype.is_float:
+        dtype = dtype_of(d)
+        if dtype is None or not dtype.is_float:
             raise errors.TypingError(f"T.infinity expects a float dtype, got {d}")
-        return signature(numba_type(d.dtype), d)
+        return signature(numba_type(dtype), d)
 
 
 @infer_getattr

@@ -1,0 +1,60 @@
+"""Names TileLang programs use besides SPEC's, for ``tilejit.jit`` (the seeds'
+front door): shape symbols and tensor annotations. They are read by the front end from
+the source (``tilejit/tilelang_jit.py``), not executed inside kernels."""
+from __future__ import annotations
+
+from .dtypes import as_dtype
+
+
+class Symbol:
+    """A named dimension: ``M = T.const("M")`` (bound to a tensor's shape, compile-time
+    where the program needs it) or ``T.dynamic("m")`` (never specialized)."""
+
+    def __init__(self, name: str, dynamic: bool = False):
+        self.name = name
+        self.dynamic = dynamic
+
+    def __repr__(self):
+        return f"T.{'dynamic' if self.dynamic else 'const'}({self.name!r})"
+
+
+def const(names: str):
+    """``M = T.const("M")`` or ``M, N = T.const("M, N")``."""
+    parts = [n.strip() for n in names.replace(" ", ",").split(",") if n.strip()]
+    symbols = tuple(Symbol(n) for n in parts)
+    return symbols[0] if len(symbols) == 1 else symbols
+
+
+def dynamic(name: str, dtype=None):
+    """``T.dynamic("m")``: a run-time dimension (never a specialization)."""
+    return Symbol(name, dynamic=True)
+
+
+symbolic = dynamic  # TileLang's deprecated name
+
+
+class _Dyn:
+    def __getitem__(self, name):
+        return dynamic(name)
+
+
+dyn = _Dyn()
+
+
+class TensorAnnotation:
+    """``A: T.Tensor((M, K), dtype)`` / ``T.Tensor[[M, K], dtype]`` / ``T.Buffer``."""
+
+    def __init__(self, shape, dtype="float32"):
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        self.dtype = as_dtype(dtype)
+
+    def __class_getitem__(cls, item):
+        shape, dtype = item
+        return cls(shape, dtype)
+
+    def __repr__(self):
+        return f"T.Tensor({self.shape}, {self.dtype})"
+
+
+Tensor = TensorAnnotation
+Buffer = TensorAnnotation
