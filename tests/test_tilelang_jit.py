@@ -167,3 +167,63 @@ def test_seed_programs_on_gpu():
     x = torch.randn(7, 50, device="cuda").half()
     y = scale_rows(x, 64)
     torch.testing.assert_close(y.cpu(), scale_rows(x.cpu(), 64))
+
+
+# the classic style (seed 004's shape, on an elementwise body)
+M_, N_ = 64, 96
+
+
+@T.prim_func
+def saxpy_kernel(
+    X: T.Buffer((M_, N_), "float32"),
+    Y: T.Buffer((M_, N_), "float32"),
+    Z: T.Buffer((M_, N_), "float32"),
+):
+    with T.Kernel(T.ceildiv(N_, 32), M_, threads=32) as (bx, by):
+        for j in T.Parallel(32):
+            Z[by, bx * 32 + j] = 2.0 * X[by, bx * 32 + j] + Y[by, bx * 32 + j]
+
+
+@tilelang.jit(out_idx=[-1])
+def scaled_copy(M, N, scale, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(M, threads=64) as row:
+            for j in T.Parallel(N):
+                B[row, j] = A[row, j] * scale
+    return main
+
+
+def test_classic_compile_and_call_with_all_tensors():
+    kernel = tilelang.compile(saxpy_kernel, target="cuda")
+    x, y = torch.randn(M_, N_), torch.randn(M_, N_)
+    z = torch.empty(M_, N_)
+    kernel(x, y, z)
+    torch.testing.assert_close(z, 2 * x + y)
+    assert ".entry saxpy_kernel_kernel" in kernel.get_kernel_source()
+
+
+def test_classic_factory_with_out_idx():
+    kernel = scaled_copy(16, 64, 0.5)
+    a = torch.randn(16, 64).half()
+    b = kernel(a)
+    torch.testing.assert_close(b, a * 0.5)
+    assert scaled_copy(16, 64, 0.5) is kernel          # cached per arguments
+    with pytest.raises(ValueError, match=r"shape\[1\] must be 64"):
+        kernel(torch.randn(16, 32).half())
+    with pytest.raises(TypeError, match="expected dtype float16"):
+        kernel(torch.randn(16, 64))
+
+
+@pytest.mark.gpu
+def test_classic_on_gpu():
+    kernel = scaled_copy(128, 256, 3.0)
+    a = torch.randn(128, 256, device="cuda").half()
+    b = kernel(a)
+    assert b.is_cuda
+    torch.testing.assert_close(b, a * 3.0)
+    k2 = tilelang.compile(saxpy_kernel, target="cuda")
+    x, y = torch.randn(M_, N_, device="cuda"), torch.randn(M_, N_, device="cuda")
+    z = torch.empty_like(x)
+    k2(x, y, z)
+    torch.testing.assert_close(z, 2 * x + y)

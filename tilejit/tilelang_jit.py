@@ -150,8 +150,10 @@ class JitFunction:
         self.verbose = verbose
         sugar = _Desugared(func)
         self.sugar = sugar
-        tj_target = {"auto": "auto", "cuda": "cuda", "sim": "sim"}.get(
+        tj_target = {"sim": "sim"}.get(
             str(target).split()[0] if target else "auto", "auto")
+        # TileLang's target names a backend; tilejit runs where the tensors live (the
+        # GPU for device tensors, the simulator for host ones), as the seeds expect
         self.kernel = KernelFunction(func, target=tj_target, source_tree=(
             sugar.filename, copy.deepcopy(sugar.fdef)))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
@@ -290,6 +292,24 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
         execution_backend=None, **options):
     """TileLang's ``@tilelang.jit`` (bare or with options)."""
     def wrap(f):
+        if _returns_prim_func(f):
+            from .tilelang_classic import ClassicJit
+            _check_pass_configs(pass_configs or {})
+            return ClassicJit(f, out_idx=out_idx, target=target)
         return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
                            verbose=verbose, execution_backend=execution_backend, **options)
     return wrap(func) if func is not None else wrap
+
+
+def _returns_prim_func(func) -> bool:
+    """The classic style: the function defines a nested ``@T.prim_func``."""
+    found = function_def_from_file(func)
+    if found is None:
+        return False
+    namespace = function_namespace(func)
+    from .frontend.source import resolve_static
+    for node in ast.walk(found[1]):
+        if isinstance(node, ast.FunctionDef) and node is not found[1] and any(
+                resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):
+            return True
+    return False

@@ -19,7 +19,7 @@ __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "Buffer", "Symbol", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
-    "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
+    "prim_func", "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
 ]
 
@@ -149,3 +149,9 @@ def Cast(dtype, value):  # noqa: N802 - TileLang's name
 
 
 Serial = serial
+
+
+def prim_func(func):
+    """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``."""
+    from ..tilelang_classic import prim_func as make
+    return make(func)

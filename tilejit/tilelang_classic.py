@@ -1,0 +1,165 @@
+"""TileLang's classic style: ``@T.prim_func`` kernels whose parameters carry their
+shapes and dtypes (``A: T.Tensor((M, K), "float16")``, evaluated when the function is
+defined), compiled by ``tilejit.compile(prim_func, out_idx=...)`` or returned by a
+factory decorated ``@tilejit.jit(out_idx=[...])``. Calling the compiled kernel checks
+each tensor against its annotation, allocates the ``out_idx`` outputs (like the first
+input: torch stays torch, on its device) and returns them."""
+from __future__ import annotations
+
+from .frontend.signature import TensorSpec, as_tensor_arg
+from .host import allocating_like, allocate_output
+from .kernel import KernelFunction
+from .language.tilelang_names import Symbol, TensorAnnotation
+
+
+class PrimFunc:
+    """What ``@T.prim_func`` returns: the kernel function and its annotations."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__name__ = func.__name__
+        self.__wrapped__ = func
+        self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
+        annotations = getattr(func, "__annotations__", {})
+        self.annotations = {}
+        for name in self.params:
+            ann = annotations.get(name)
+            if not isinstance(ann, TensorAnnotation):
+                raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
+                                f"T.Tensor/T.Buffer annotation, got {ann!r}")
+            self.annotations[name] = ann
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
+                        "@tilejit.jit factory")
+
+
+def prim_func(func):
+    return PrimFunc(func)
+
+
+class CompiledPrimFunc:
+    """A compiled T.prim_func: ``kernel(*inputs)`` with ``out_idx`` outputs allocated and
+    returned, or ``kernel(*all_tensors)``; ``get_kernel_source()`` gives the PTX."""
+
+    def __init__(self, pf: PrimFunc, out_idx=None, target="auto"):
+        self.prim = pf
+        n = len(pf.params)
+        if out_idx is None:
+            out_idx = []
+        elif isinstance(out_idx, int):
+            out_idx = [out_idx]
+        self.out_idx = sorted(i % n for i in out_idx)
+        if any(not -n <= i < n for i in (out_idx or [])):
+            raise ValueError(f"out_idx {out_idx} out of range for {n} parameters")
+        target = {"sim": "sim"}.get(
+            str(target).split()[0] if target else "auto", "auto")
+        # TileLang's target names a backend; tilejit runs where the tensors live (the
+        # GPU for device tensors, the simulator for host ones), as the seeds expect
+        self.kernel = KernelFunction(pf.func, target=target)
+
+    def _check(self, name, value, sizes):
+        ann = self.prim.annotations[name]
+        arg = as_tensor_arg(value)
+        if arg is None:
+            raise TypeError(f"argument {name!r}: expected a tensor, got {type(value).__name__}")
+        if arg.ndim != len(ann.shape):
+            raise ValueError(f"argument {name!r}: expected a {len(ann.shape)}-d tensor, got "
+                             f"shape {tuple(arg.shape)}")
+        if arg.dtype != ann.dtype:
+            raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
+                            f"{arg.dtype.name}")
+        for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
+            if isinstance(want, Symbol):
+                first = sizes.setdefault(want.name, (name, have))
+                if first[1] != have:
+                    raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                                     f"{name}.shape[{dim}] is {have}")
+            elif int(want) != have:
+                raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
+        return arg
+
+    def __call__(self, *args):
+        params = self.prim.params
+        inputs = [p for i, p in enumerate(params) if i not in self.out_idx]
+        if len(args) == len(params):
+            values = list(args)
+            outputs = []
+        elif len(args) == len(inputs):
+            sizes: dict = {}
+            like = None
+            for name, value in zip(inputs, args):
+                arg = self._check(name, value, sizes)
+                like = like or arg
+            values, outputs, it = [], [], iter(args)
+            with allocating_like(like):
+                for i, name in enumerate(params):
+                    if i in self.out_idx:
+                        ann = self.prim.annotations[name]
+                        shape = [sizes[d.name][1] if isinstance(d, Symbol) else int(d)
+                                 for d in ann.shape]
+                        out = allocate_output(shape, ann.dtype)
+                        values.append(out)
+                        outputs.append(out)
+                    else:
+                        values.append(next(it))
+        else:
+            raise TypeError(f"{self.prim.__name__}() takes the {len(inputs)} input(s) "
+                            f"{inputs} (or all {len(params)} tensors), got {len(args)}")
+        sizes = {}
+        for name, value in zip(params, values):
+            self._check(name, value, sizes)
+        self.kernel(*values)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def get_kernel_source(self, arch=None) -> str:
+        specs = []
+        for name in self.prim.params:
+            ann = self.prim.annotations[name]
+            if any(isinstance(d, Symbol) for d in ann.shape):
+                raise TypeError(f"get_kernel_source(): {name} has symbolic extents; call the "
+                                "kernel once or give concrete shapes")
+            specs.append(TensorSpec(tuple(int(d) for d in ann.shape), ann.dtype))
+        if arch is None:
+            from .targets import cuda_driver
+            arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
+        return self.kernel.compile(*specs, target="cuda", arch=arch).ptx
+
+
+def compile(func, out_idx=None, target="auto", **ignored):  # noqa: A001 - TileLang's name
+    """``tilelang.compile(prim_func, out_idx=..., target=...)``."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
+    return CompiledPrimFunc(func, out_idx=out_idx, target=target)
+
+
+class ClassicJit:
+    """``@tilejit.jit(out_idx=...)`` on a factory that returns a T.prim_func: calling
+    the factory (its arguments are all compile-time) returns the compiled kernel."""
+
+    def __init__(self, factory, out_idx=None, target="auto"):
+        self.factory = factory
+        self.out_idx = out_idx
+        self.target = target
+        self.__name__ = factory.__name__
+        self.__wrapped__ = factory
+        self._compiled: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        try:
+            key = (args, tuple(sorted(kwargs.items())))
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in self._compiled:
+            return self._compiled[key]
+        pf = self.factory(*args, **kwargs)
+        if not isinstance(pf, PrimFunc):
+            raise TypeError(f"{self.__name__}() must return a @T.prim_func, returned "
+                            f"{type(pf).__name__}")
+        compiled = CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target)
+        if key is not None:
+            self._compiled[key] = compiled
+        return compiled
