@@ -7,6 +7,7 @@ is the body of the Python function below (run by the CPU simulator on numpy valu
 from __future__ import annotations
 
 import itertools
+import math as _math_module
 
 import numpy as np
 
@@ -21,6 +22,8 @@ __all__ = [
     "Buffer", "Symbol", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
+    "ceil", "erf",
 ]
 
 
@@ -155,3 +158,96 @@ def prim_func(func):
     """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``."""
     from ..tilelang_classic import prim_func as make
     return make(func)
+
+
+# -- math functions -----------------------------------------------------------------
+# The simulation semantics: numpy in the operands' float type. Integers, booleans and
+# Python scalars compute in float32; float16 computes in float32 and rounds back, as on
+# the GPU; bfloat16, which the simulator holds in float32, is rounded on store. The GPU
+# code (``tilejit/lowering/math.py``) is within 2 ulp of the correctly rounded result.
+
+def _math_dtypes(*xs):
+    """(compute dtype, result dtype) of a math function's operands."""
+    floats = [np.asarray(x).dtype for x in xs
+              if type(x) not in (bool, int, float) and np.asarray(x).dtype.kind == "f"]
+    if not floats:
+        return np.dtype(np.float32), np.dtype(np.float32)
+    out = np.result_type(*floats)
+    return (np.dtype(np.float32) if out == np.float16 else out), out
+
+
+def _math(fn, *xs):
+    compute, out = _math_dtypes(*xs)
+    with np.errstate(all="ignore"):
+        r = np.asarray(fn(*(np.asarray(x, dtype=compute) for x in xs)))
+        r = r.astype(out, copy=False)
+    return r[()] if r.ndim == 0 else r
+
+
+def _stable_sigmoid(x):
+    e = np.exp(-np.abs(x))                 # ≤ 1: no overflow for any x
+    return np.where(x >= 0, 1, e) / (1 + e)
+
+
+_erf64 = np.frompyfunc(_math_module.erf, 1, 1)
+
+
+def exp(x):
+    """e^x."""
+    return _math(np.exp, x)
+
+
+def exp2(x):
+    """2^x."""
+    return _math(np.exp2, x)
+
+
+def log(x):
+    """Natural logarithm (−inf at 0, NaN below)."""
+    return _math(np.log, x)
+
+
+def log2(x):
+    """Base-2 logarithm."""
+    return _math(np.log2, x)
+
+
+def sqrt(x):
+    """Square root (correctly rounded)."""
+    return _math(np.sqrt, x)
+
+
+def rsqrt(x):
+    """1/sqrt(x)."""
+    return _math(lambda a: 1 / np.sqrt(a), x)
+
+
+def tanh(x):
+    """Hyperbolic tangent."""
+    return _math(np.tanh, x)
+
+
+def sigmoid(x):
+    """1/(1 + e^-x), without overflow for large |x|."""
+    return _math(_stable_sigmoid, x)
+
+
+def pow(x, y):  # noqa: A001 - TileLang's name
+    """x^y with C99's special cases (pow(x, 0) = 1, pow(1, y) = 1, NaN for a negative
+    base and a non-integer exponent, …); the operands meet as in arithmetic."""
+    return _math(np.power, x, y)
+
+
+def floor(x):
+    """Largest integer not greater than x, as a float."""
+    return _math(np.floor, x)
+
+
+def ceil(x):
+    """Smallest integer not less than x, as a float."""
+    return _math(np.ceil, x)
+
+
+def erf(x):
+    """Error function."""
+    return _math(lambda a: np.asarray(_erf64(a.astype(np.float64)), np.float64), x)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 class KernelConfig:
     threads: int           # threads per block
     max_vector: int        # most elements one thread touches as one 16-byte access
+    fast_math: bool = False  # math functions may use the hardware approximations
 
 
 _CURRENT: contextvars.ContextVar[KernelConfig | None] = contextvars.ContextVar(

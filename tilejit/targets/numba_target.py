@@ -194,8 +194,8 @@ class NVPTXTargetContext(BaseContext):
                 a == types.float32 for a in sig.args):
             inner = super().get_function(fn, sig.replace(return_type=types.float32))
 
-            def rounded(builder, args):
-                value = inner(builder, args)
+            def rounded(builder, args, loc=None):
+                value = inner(builder, args, loc) if loc is not None else inner(builder, args)
                 return self.cast(builder, value, types.float32, sig.return_type)
             return rounded
         return super().get_function(fn, sig, _firstcall)

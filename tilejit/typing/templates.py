@@ -14,8 +14,8 @@ from .. import language as T
 from ..language import intrinsics
 from ..language.dtypes import DType, as_dtype
 from .context import harmonize
-from .types import (DTypeType, GlobalTensorType, ParallelType, numba_type, weak_float,
-                    WeakFloat)
+from .types import (BFloat16, DTypeType, GlobalTensorType, ParallelType, numba_type,
+                    weak_float, WeakFloat)
 
 registry = Registry()
 infer_global = registry.register_global
@@ -257,6 +257,98 @@ class TensorSetItem(AbstractTemplate):
             if not isinstance(value, (types.Number, types.Boolean)):
                 raise errors.TypingError(f"cannot store a {value} into {tensor}")
             return signature(types.none, tensor, _index_types(tensor, index), tensor.element)
+
+
+# -- math functions ---------------------------------------------------------------------
+# T.exp … T.erf take floats: float32 and float64 compute in their own type; an integer,
+# a boolean or a weak Python scalar is converted to float32; float16 and bfloat16 are
+# passed as they are and the lowering computes in float32 and rounds the result back.
+
+def _math_result(ty):
+    if isinstance(ty, WeakFloat) or not isinstance(ty, (types.Float, BFloat16)):
+        return types.float32
+    return types.unliteral(ty)
+
+
+class _UnaryMath(AbstractTemplate):
+    def generic(self, args, kws):
+        name = f"T.{self.key.__name__}"
+        if kws or len(args) != 1:
+            raise errors.TypingError(f"{name} takes one value, got {len(args)} "
+                                     f"argument(s){' and keywords' if kws else ''}")
+        (x,) = args
+        if not isinstance(x, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{name} expects a number, got {x}")
+        ret = _math_result(x)
+        return signature(ret, ret)
+
+
+@infer_global(T.exp)
+class ExpTemplate(_UnaryMath):
+    key = T.exp
+
+
+@infer_global(T.exp2)
+class Exp2Template(_UnaryMath):
+    key = T.exp2
+
+
+@infer_global(T.log)
+class LogTemplate(_UnaryMath):
+    key = T.log
+
+
+@infer_global(T.log2)
+class Log2Template(_UnaryMath):
+    key = T.log2
+
+
+@infer_global(T.sqrt)
+class SqrtTemplate(_UnaryMath):
+    key = T.sqrt
+
+
+@infer_global(T.rsqrt)
+class RsqrtTemplate(_UnaryMath):
+    key = T.rsqrt
+
+
+@infer_global(T.tanh)
+class TanhTemplate(_UnaryMath):
+    key = T.tanh
+
+
+@infer_global(T.sigmoid)
+class SigmoidTemplate(_UnaryMath):
+    key = T.sigmoid
+
+
+@infer_global(T.floor)
+class FloorTemplate(_UnaryMath):
+    key = T.floor
+
+
+@infer_global(T.ceil)
+class CeilTemplate(_UnaryMath):
+    key = T.ceil
+
+
+@infer_global(T.erf)
+class ErfTemplate(_UnaryMath):
+    key = T.erf
+
+
+@infer_global(T.pow)
+class PowTemplate(AbstractTemplate):
+    """``T.pow(x, y)``: the operands meet by the weak-scalar rules (``T.pow(h, 2.0)``
+    on float16 stays float16), then as the unary functions."""
+
+    def generic(self, args, kws):
+        if kws or len(args) != 2:
+            raise errors.TypingError(f"T.pow takes two values, got {len(args)} "
+                                     f"argument(s){' and keywords' if kws else ''}")
+        ret = _math_result(_common(args, "T.pow"))
+        return signature(ret, ret, ret)
 
 
 __all__ = ["registry", "weak_float"]
