@@ -43,7 +43,7 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     argtypes = numba_argtypes(spec)
     device_fn = build_device_function(ks, spec, dump)
     config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
-                          fast_math=spec.fast_math)
+                          fast_math=spec.fast_math, debug=spec.debug)
     with compiling(config):
         cres = type_and_lower(ks, device_fn, argtypes)
     dump.text("numba_typed.txt", _typed_ir_text(cres))

@@ -107,6 +107,10 @@ class _DeviceForms(ast.NodeTransformer):
         if target is T.if_then_else and len(node.args) == 3 and not node.keywords:
             cond, a, b = node.args
             return ast.copy_location(ast.IfExp(cond, a, b), node)
+        if target in (T.print, T.device_assert) and node.keywords:
+            # msg= by keyword → positional (the typing templates take it second)
+            msg = [k.value for k in node.keywords if k.arg == "msg"]
+            return ast.copy_location(ast.Call(node.func, node.args[:1] + msg, []), node)
         if target is T.Cast and len(node.args) == 2 and not node.keywords:
             dtype, value = node.args          # TileLang's argument order
             return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()), [value, dtype], []),

@@ -20,7 +20,8 @@ __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "Buffer", "Symbol", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
-    "prim_func", "constexpr", "Kernel", "Parallel", "serial", "unroll", "vectorized", "ceildiv",
+    "prim_func", "device_assert", "print", "constexpr", "Kernel", "Parallel", "serial",
+    "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf",
@@ -251,3 +252,31 @@ def ceil(x):
 def erf(x):
     """Error function."""
     return _math(lambda a: np.asarray(_erf64(a.astype(np.float64)), np.float64), x)
+
+
+def device_assert(cond, msg=""):
+    """Check ``cond`` on the device in kernels compiled with ``debug=True`` (a failure
+    prints the message, the block and thread, and stops the kernel); always checked in
+    the simulator (``AssertionError`` naming the kernel's line)."""
+    ok = np.all(cond) if _sim_mask() is None else np.all(np.asarray(cond) | ~_sim_mask())
+    if not ok:
+        import linecache
+        import sys
+        frame = sys._getframe(1)
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        raise AssertionError(f"T.device_assert failed: {msg}\n  File "
+                             f"\"{frame.f_code.co_filename}\", line {frame.f_lineno}\n    {line}")
+
+
+def print(value, msg=""):  # noqa: A001 - TileLang's name
+    """Print ``value`` from the device (each thread that reaches it), prefixed by
+    ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
+    import builtins
+    mask = _sim_mask()
+    shown = value if mask is None or np.ndim(value) == 0 else np.where(mask, value, 0)
+    builtins.print(f"{msg}{shown}" if msg else shown)
+
+
+def _sim_mask():
+    from ..sim.runtime import STATE
+    return STATE.mask

@@ -53,3 +53,8 @@ def emit_bounds_check(builder, index64, extent64, what: str) -> None:
         emit_printf(builder, f"tilejit: out-of-bounds access {what}: index %lld, "
                     "extent %lld\n", [index64, extent64])
         emit_trap(builder)
+
+
+def _thread_prefix(context, builder):
+    ids = [context.block_index(builder, a) for a in range(3)] + [context.thread_index(builder)]
+    return "[block (%d, %d, %d), thread %d] ", ids

@@ -17,6 +17,7 @@ class KernelConfig:
     threads: int           # threads per block
     max_vector: int        # most elements one thread touches as one 16-byte access
     fast_math: bool = False  # math functions may use the hardware approximations
+    debug: bool = False      # bounds checks and T.device_assert on the device
 
 
 _CURRENT: contextvars.ContextVar[KernelConfig | None] = contextvars.ContextVar(

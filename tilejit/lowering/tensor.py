@@ -13,7 +13,9 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from ..typing.types import DTypeType, GlobalTensorType
+from .debug import emit_bounds_check
 from .registry import lower, lower_getattr
+from .target_hooks import current_kernel
 
 I64 = ir.IntType(64)
 
@@ -22,17 +24,29 @@ def tensor_struct(context, builder, ty, value):
     return cgutils.create_struct_proxy(ty)(context, builder, value=value)
 
 
+def _where(context) -> str:
+    loc = getattr(context, "current_loc", None)
+    if loc is None:
+        return ""
+    return f" at {loc.filename}:{loc.line}".replace("%", "%%")
+
+
 def element_pointer(context, builder, ty: GlobalTensorType, value, index_ty, index):
     tensor = tensor_struct(context, builder, ty, value)
+    checked = current_kernel().debug
     if isinstance(index_ty, types.BaseTuple):
         indices = cgutils.unpack_tuple(builder, index, len(index_ty))
         idx_tys = index_ty.types
     else:
         indices, idx_tys = [index], [index_ty]
     strides = cgutils.unpack_tuple(builder, tensor.strides, ty.ndim)
+    shape = cgutils.unpack_tuple(builder, tensor.shape, ty.ndim) if checked else None
     offset = None
     for k, (i, ity) in enumerate(zip(indices, idx_tys)):
         i64 = context.cast(builder, i, ity, types.int64)
+        if checked:
+            emit_bounds_check(builder, i64, shape[k],
+                              f"of a {ty.dtype.name} tensor, dimension {k},{_where(context)}")
         term = i64 if (k == ty.ndim - 1 and ty.contiguous) else builder.mul(
             i64, strides[k], flags=["nsw"])
         offset = term if offset is None else builder.add(offset, term, flags=["nsw"])

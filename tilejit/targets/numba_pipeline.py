@@ -17,6 +17,11 @@ from ..typing.types import WeakFloat, is_half
 
 
 class TilejitLower(lowering.Lower):
+    def lower_inst(self, inst):
+        # rules that report a source location (debug checks) read it from the context
+        self.context.current_loc = inst.loc
+        return super().lower_inst(inst)
+
     def lower_binop(self, resty, expr, op):
         signature = self.fndesc.calltypes[expr]
         result = signature.return_type

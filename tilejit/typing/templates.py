@@ -352,3 +352,28 @@ class PowTemplate(AbstractTemplate):
 
 
 __all__ = ["registry", "weak_float"]
+
+
+def _message(args, what):
+    if len(args) > 1 and not isinstance(args[1], types.StringLiteral):
+        raise errors.TypingError(f"{what}: the message must be a string literal, got {args[1]}")
+    return args[1:]
+
+
+@infer_global(T.print)
+class PrintTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError("T.print(value, msg='') takes a value and a message")
+        if not isinstance(args[0], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"T.print prints numbers, got {args[0]}")
+        return signature(types.none, types.unliteral(args[0]), *_message(args, "T.print"))
+
+
+@infer_global(T.device_assert)
+class DeviceAssertTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError("T.device_assert(cond, msg='') takes a condition and a "
+                                     "message")
+        return signature(types.none, types.boolean, *_message(args, "T.device_assert"))
