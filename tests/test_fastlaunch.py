@@ -18,11 +18,24 @@ class FakeTensor:
 
 
 class FakeLauncher:
+    """Records what the generated path packs and launches, in the shape of
+    (grid, block, shared, stream, packed values)."""
+
     def __init__(self):
         self.calls = []
+        self._packed = None
 
-    def launch(self, grid, block, shared, stream, values):
-        self.calls.append((grid, block, shared, stream, values))
+    def parts(self):
+        def pack_into(view, offset, *values):
+            self._packed = values
+
+        def cu_launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+            self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, self._packed))
+            return (0,)
+        return pack_into, None, cu_launch, "function", 1234
+
+    def _on_error(self, *args):
+        raise AssertionError(args)
 
 
 def make():
@@ -36,10 +49,21 @@ def test_hit_packs_pointer_shape_strides_and_scalars():
     x = FakeTensor(4096, (3, 5), (5, 1))
     y = FakeTensor(8192, (5,), (1,))
     assert fast.launch(x, 2.5, y, 64) is fast.MISS           # nothing recorded yet
-    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), (128, 1, 1), 0, lambda: 7)
+    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), 128, 0, (lambda s: s, 7))
     assert fast.launch(FakeTensor(4096, (3, 5), (5, 1)), 2.5, y, 64) is None
     assert launcher.calls == [((4, 1, 1), (128, 1, 1), 0, 7,
                                (4096, 3, 5, 5, 1, 2.5, 8192, 5, 1))]
+
+
+def test_outputs_are_made_and_packed_after_the_inputs():
+    fast = FastLauncher([("tensor", 1), ("const", 0)], FakeTensor, {})
+    launcher = FakeLauncher()
+    x = FakeTensor(64, (5,), (1,))
+    fast.remember((x, 8), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0),
+                  outputs=lambda: ("result", (999, 5, 1)))
+    assert fast.launch(x, 8) == "result"
+    assert launcher.calls[-1][4] == (64, 5, 1, 999, 5, 1)
+    assert launcher.calls[-1][3] is None       # stream 0 goes as None
 
 
 def test_every_dependency_is_part_of_the_key():
@@ -47,7 +71,7 @@ def test_every_dependency_is_part_of_the_key():
     launcher = FakeLauncher()
     x = FakeTensor(4096, (3, 5), (5, 1))
     y = FakeTensor(8192, (5,), (1,))
-    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), (128, 1, 1), 0, lambda: 0)
+    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), 128, 0, (lambda s: s, 0))
     misses = [
         (FakeTensor(4100, (3, 5), (5, 1)), 2.5, y, 64),          # alignment changes
         (FakeTensor(4096, (4, 5), (5, 1)), 2.5, y, 64),          # shape

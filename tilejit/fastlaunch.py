@@ -59,14 +59,22 @@ def _source(kinds) -> str:
         lines.append(f"    if {' or '.join(checks)}:")
         lines.append("        return MISS")
     lines += reads
+    # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
+    # shared bytes, stream function, its argument, kernelParams, outputs, launcher)
     lines.append(f"    e = table.get(({', '.join(key)},))")
     lines.append("    if e is None:")
     lines.append("        return MISS")
-    lines.append("    if e[5] is None:")
-    lines.append(f"        e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},))")
-    lines.append("        return None")
-    lines.append("    result, extra = e[5]()")
-    lines.append(f"    e[0](e[1], e[2], e[3], e[4](), ({', '.join(pack)},) + extra)")
+    lines.append("    if e[12] is None:")
+    lines.append("        result = None")
+    lines.append(f"        e[0](e[1], 0, {', '.join(pack)})")
+    lines.append("    else:")
+    lines.append("        result, extra = e[12]()")
+    lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra'])})")
+    lines.append("    stream = e[9](e[10])")
+    lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
+                 "e[11], 0)")
+    lines.append("    if err:")
+    lines.append("        e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), e[8], stream)")
     lines.append("    return result")
     lines.append(f"def key_of({args}):")
     lines += reads
@@ -89,13 +97,17 @@ class FastLauncher:
         self.launch = namespace["launch"]
         self._key_of = namespace["key_of"]
 
-    def remember(self, values, launcher, grid, block, shared, stream, outputs=None):
-        """Record a launch; ``outputs`` (or None) makes the call's T.empty outputs and
-        returns (the call's result, their packed parameters)."""
+    def remember(self, values, launcher, grid, threads, shared, stream, outputs=None):
+        """Record a launch. ``stream`` is (f, arg) with f(arg) the stream handle;
+        ``outputs`` (or None) makes the call's T.empty outputs and returns (the call's
+        result, their packed parameters)."""
         if len(self.table) >= _MAX_ENTRIES:
             self.table.clear()
-        self.table[self._key_of(*values)] = (launcher.launch, grid, block, shared, stream,
-                                             outputs)
+        pack, view, cu_launch, func, params = launcher.parts()
+        gx, gy, gz = grid
+        self.table[self._key_of(*values)] = (pack, view, cu_launch, func, gx, gy, gz, threads,
+                                             shared, stream[0], stream[1], params, outputs,
+                                             launcher)
 
 
 def fast_launcher_for(kernel, values):

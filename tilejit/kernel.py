@@ -178,8 +178,8 @@ class KernelFunction:
         outputs = None
         if self.outputs:
             outputs = _OutputMaker(self, launch.outputs)
-        fast.remember(values, loaded.launcher, launch.grid, (launch.threads, 1, 1),
-                      loaded.compiled.shared_bytes, cuda_driver.stream_getter(call.device),
+        fast.remember(values, loaded.launcher, launch.grid, launch.threads,
+                      loaded.compiled.shared_bytes, cuda_driver.stream_function(call.device),
                       outputs)
 
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":

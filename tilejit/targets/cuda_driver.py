@@ -248,6 +248,11 @@ class Launcher:
         self._ordinal = module.ordinal
         self._cu_launch = _drv.cuLaunchKernel
 
+    def parts(self):
+        """(pack_into, buffer view, cuLaunchKernel, function, kernelParams address): what a
+        generated launch path (``tilejit/fastlaunch.py``) calls directly."""
+        return self._pack, self._view, self._cu_launch, self._func, self._params_addr
+
     def launch(self, grid, block, shared_bytes, stream, values) -> None:
         """Hot path. ``stream`` is an int handle (0 = legacy default stream) or a CUstream."""
         self._pack(self._view, 0, *values)
@@ -349,10 +354,17 @@ def stream_getter(ordinal: int):
     """A function returning the handle of the stream a launch on ``ordinal`` goes to
     (torch's current stream when torch is loaded, else the legacy default stream 0),
     as cheap as the installed torch allows."""
+    fn, arg = stream_function(ordinal)
+    return lambda: fn(arg)
+
+
+def stream_function(ordinal: int):
+    """(f, arg) with f(arg) the stream handle ``stream_getter`` describes, without an
+    extra Python frame when torch exposes its raw-stream query."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return lambda: 0
+        return (lambda _: 0), ordinal
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return lambda: raw(ordinal)
-    return lambda: torch.cuda.current_stream(ordinal).cuda_stream
+        return raw, ordinal
+    return (lambda o: torch.cuda.current_stream(o).cuda_stream), ordinal
