@@ -8,6 +8,7 @@ import numpy as np
 
 from .frontend.signature import (TensorArg, as_tensor_arg, is_compile_time_value,
                                  scalar_key)
+from .language import launch_shape
 from .language.dtypes import DType, as_dtype, bfloat16
 
 
@@ -16,23 +17,7 @@ class LaunchConfig:
     __slots__ = ("grid", "threads", "outputs")
 
     def __init__(self, *grid, threads=128, prelude=None, outputs=()):
-        if not 1 <= len(grid) <= 3:
-            raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
-        if isinstance(threads, (tuple, list)):
-            n = 1
-            for t in threads:
-                n *= int(t)
-            threads = n
-        threads = int(threads)
-        if threads % 32 or not 32 <= threads <= 1024:
-            raise ValueError(f"T.Kernel threads: expected a multiple of 32 in [32, 1024], "
-                             f"got {threads}")
-        dims = tuple(int(g) for g in grid)
-        if any(g < 0 for g in dims):
-            raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")
-        if len(dims) > 1 and max(dims[1:]) > 65535:
-            raise ValueError(f"T.Kernel grid: the 2nd and 3rd extents are at most 65535 "
-                             f"(CUDA's limit), got {dims}")
+        dims, threads = launch_shape(grid, threads)
         self.grid = dims + (1,) * (3 - len(dims))
         self.threads = threads
         self.outputs = outputs

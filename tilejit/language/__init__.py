@@ -33,6 +33,30 @@ class constexpr:
     ``def k(A, block: T.constexpr = 128)``. Each distinct value is a specialization."""
 
 
+def launch_shape(grid, threads):
+    """(grid extents as a tuple of 1–3 ints, threads per block), checked: threads a
+    multiple of 32 in [32, 1024] (a tuple of block extents multiplies out), extents not
+    negative, the 2nd and 3rd at most 65535 (CUDA's limits)."""
+    if not 1 <= len(grid) <= 3:
+        raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
+    if isinstance(threads, (tuple, list)):
+        n = 1
+        for t in threads:
+            n *= int(t)
+        threads = n
+    threads = int(threads)
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise ValueError(f"T.Kernel threads: expected a multiple of 32 in [32, 1024], "
+                         f"got {threads}")
+    dims = tuple(int(g) for g in grid)
+    if any(g < 0 for g in dims):
+        raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")
+    if len(dims) > 1 and any(g > 65535 for g in dims[1:]):
+        raise ValueError(f"T.Kernel grid: the 2nd and 3rd extents are at most 65535 "
+                         f"(CUDA's limit), got {dims}")
+    return dims, threads
+
+
 class Kernel:
     """``with T.Kernel(gx[, gy[, gz]], threads=N) as (bx, by, bz):`` declares the launch.
 
@@ -40,19 +64,7 @@ class Kernel:
     the block indices (device) and the grid computation (host)."""
 
     def __init__(self, *grid, threads=128, prelude=None):
-        if not 1 <= len(grid) <= 3:
-            raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
-        if isinstance(threads, (tuple, list)):
-            n = 1
-            for t in threads:
-                n *= int(t)
-            threads = n
-        threads = int(threads)
-        if threads % 32 or not 32 <= threads <= 1024:
-            raise ValueError(f"T.Kernel threads: expected a multiple of 32 in [32, 1024], "
-                             f"got {threads}")
-        self.grid = tuple(int(g) for g in grid)
-        self.threads = threads
+        self.grid, self.threads = launch_shape(grid, threads)
 
     def __enter__(self):
         raise RuntimeError("T.Kernel can only be used inside a @tilejit.kernel function")
