@@ -97,6 +97,8 @@ def test_misaligned_view_uses_scalar_variant():
     vector_add(a, b, c)
     torch.cuda.synchronize()
     torch.testing.assert_close(c, a + b, rtol=0, atol=0)
+    sim = simulate(vector_add, a, b, torch.zeros(4096, device="cuda"))
+    torch.testing.assert_close(c.cpu(), sim[2], rtol=0, atol=0)
 
 
 def test_constexpr_respecialization():
@@ -107,6 +109,8 @@ def test_constexpr_respecialization():
         vector_add(a, a, c, block=block)
         torch.cuda.synchronize()
         torch.testing.assert_close(c, a + a, rtol=0, atol=0)
+        sim = simulate(vector_add, a, a, torch.zeros_like(a), block=block)
+        torch.testing.assert_close(c.cpu(), sim[2], rtol=0, atol=0)
 
 
 def test_grid_3d_and_if_then_else():
