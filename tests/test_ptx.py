@@ -104,3 +104,13 @@ def test_compile_exposes_llvm_ir_and_parameters():
     assert "ptx_kernel" in compiled.llvm_ir
     assert compiled.shared_bytes == 0
     assert ".param .u64 .ptr .align 16" in compiled.ptx
+
+
+def test_register_report_without_a_gpu_says_why():
+    from tilejit.targets.cuda_driver import cuda_available
+    if cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    a = np.zeros(4096, np.float32)
+    compiled = copy_kernel.compile(a, a.copy(), target="cuda", arch="sm_90")
+    with pytest.raises(RuntimeError, match="no CUDA device.*ptxas -v"):
+        _ = compiled.num_regs

@@ -229,7 +229,11 @@ class CompiledKernelHandle:
     def _module(self):
         if self._loaded is None:
             from .targets import cuda_driver
-            self._loaded = _Loaded(self.compiled, 0 if cuda_driver.cuda_available() else -1)
+            if not cuda_driver.cuda_available():
+                raise RuntimeError("num_regs and spills are reported by the CUDA driver when "
+                                   "it loads the kernel, and this machine has no CUDA device; "
+                                   "`ptxas -v` on .ptx gives the same figures")
+            self._loaded = _Loaded(self.compiled, 0)
         return self._loaded
 
     @property
