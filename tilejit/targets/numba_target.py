@@ -195,7 +195,7 @@ class NVPTXTargetContext(BaseContext):
             inner = super().get_function(fn, sig.replace(return_type=types.float32))
 
             def rounded(builder, args, loc=None):
-                value = inner(builder, args, loc) if loc is not None else inner(builder, args)
+                value = inner(builder, args, loc)
                 return self.cast(builder, value, types.float32, sig.return_type)
             return rounded
         return super().get_function(fn, sig, _firstcall)
