@@ -25,7 +25,9 @@ from .frontend.source import KernelSource
 from .language import intrinsics
 from .language.dtypes import as_dtype
 from .lowering.target_hooks import KernelConfig, compiling
-from .passes import parallel_guards
+from .language.dtypes import as_dtype as _as_dtype
+from .passes import barriers, layout_inference, parallel_guards, shared_memory, tile_allocation
+from .passes.context import PassContext
 from .specialization import Specialization
 from .targets import nvptx
 from .targets.numba_pipeline import TilejitCompiler
@@ -33,7 +35,23 @@ from .targets.numba_target import TARGET_NAME, descriptor, new_flags
 from .typing.types import BFloat16, GlobalTensorType, WeakFloat, numba_type, weak_float
 
 
-SOURCE_PASSES = (parallel_guards.version_parallel_guards,)
+SOURCE_PASSES = (
+    tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
+    shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
+    barriers.insert_barriers,                # block barriers for shared-memory hazards
+    parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
+)
+
+# the names the passes insert, and what they stand for
+PASS_INTRINSICS = {
+    tile_allocation.TILE: intrinsics.tile, tile_allocation.REGION: intrinsics.region,
+    tile_allocation.GEMM: intrinsics.gemm, layout_inference.FRAG_LOOP: intrinsics.frag_loop,
+    layout_inference.FRAG_INDEX: intrinsics.frag_index,
+    layout_inference.FRAG_VALID: intrinsics.frag_valid,
+    layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
+    barriers.SYNC: intrinsics.sync_threads,
+}
 
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
@@ -41,13 +59,15 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     dump = Dumper.for_kernel(name, spec)
     dump.text("source.py", lambda: _source_text(ks))
     argtypes = numba_argtypes(spec)
-    device_fn = build_device_function(ks, spec, dump)
+    device_fn, tiles = build_device_function(ks, spec, dump)
+    dump.text("tile_plan.txt", tiles.describe)
     config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
-                          fast_math=spec.fast_math, debug=spec.debug)
+                          fast_math=spec.fast_math, debug=spec.debug, tiles=tiles,
+                          arch=spec.arch)
     with compiling(config):
         cres = type_and_lower(ks, device_fn, argtypes)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
-    kernel = CompiledKernel(name)
+    kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes)
     if spec.arch == "sim":
         return kernel
     context = cres.target_context
@@ -68,15 +88,27 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace.update(dict(spec.constexprs))
     namespace[BLOCK_INDEX] = intrinsics.block_index
     namespace.update(parallel_guards.INTRINSICS)
+    namespace.update(PASS_INTRINSICS)
     for param, dim, value in spec.shape_constants:
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
-    passes = SOURCE_PASSES if dump is None else tuple(
-        dump.source_pass(p) for p in SOURCE_PASSES)
+    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch)
+    passes = [(lambda p: (lambda fdef, _ns: p(fdef, ctx)))(p) for p in SOURCE_PASSES]
+    if dump is not None:
+        passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
-    return materialize(ks, tree, namespace)
+    return materialize(ks, tree, namespace), ctx.plan
+
+
+def _named(fn, like):
+    fn.__name__ = like.__name__
+    return fn
+
+
+def _param_dtypes(spec: Specialization) -> dict:
+    return {name: _as_dtype(desc[1]) for name, desc in spec.params if desc[0] == "tensor"}
 
 
 def numba_argtypes(spec: Specialization) -> tuple:

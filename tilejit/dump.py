@@ -57,8 +57,8 @@ class Dumper:
         if self.directory is None:
             return source_pass
 
-        def run(fdef, namespace):
-            out = source_pass(fdef, namespace)
+        def run(fdef, ctx):
+            out = source_pass(fdef, ctx)
             self.text(f"after_{source_pass.__name__}.py", lambda: ast.unparse(out) + "\n")
             return out
         run.__name__ = source_pass.__name__

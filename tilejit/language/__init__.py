@@ -15,6 +15,8 @@ from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64
                      int16, int32, int64, uint8, uint16, uint32, uint64)
 from . import numerics as _num
 from .tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
+from .tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local, alloc_shared,
+                    alloc_var, annotate_layout, clear, copy, fill, gemm, use_swizzle)
 
 __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
@@ -24,7 +26,9 @@ __all__ = [
     "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
-    "ceil", "erf",
+    "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
+    "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
+    "use_swizzle",
 ]
 
 

@@ -29,3 +29,23 @@ def group_ends(*extents):
 def lane_index(group, lane, *extents):
     """The T.Parallel indices of a group's lane (parallel-guard pass)."""
     raise RuntimeError("lane_index is only meaningful inside a compiled kernel")
+
+
+# -- tiles (passes/tile_allocation.py, layout_inference.py, barriers.py) --------------
+
+def _device_only(name):
+    def stub(*args):
+        raise RuntimeError(f"{name} is only meaningful inside a compiled kernel")
+    stub.__name__ = stub.__qualname__ = name
+    return stub
+
+
+tile = _device_only("tile")                    # tile("X"): the tile the plan calls X
+region = _device_only("region")                # region(tensor, kinds, starts, ends)
+gemm = _device_only("gemm")                    # gemm(A, B, C, "g0")
+frag_loop = _device_only("frag_loop")          # the slots of this thread (a loop)
+frag_index = _device_only("frag_index")        # (lid, slot) -> tile coordinates
+frag_valid = _device_only("frag_valid")        # (lid, slot) -> whether the slot holds one
+frag_get = _device_only("frag_get")            # (F, slot) -> value
+frag_set = _device_only("frag_set")            # (F, slot, value)
+sync_threads = _device_only("sync_threads")    # a block barrier

@@ -88,9 +88,15 @@ def parallel_iternext(context, builder, sig, args, result):
     extents, kind = iterty.extents, iterty.kind
     kernel = current_kernel()
     vec, steps, guarded = parallel_schedule(extents, kernel.threads, kernel.max_vector)
+    if kind == "slots":
+        # a fragment loop: fully unrolled, so each slot index is a constant
+        context.unroll_headers.append(builder.block)
     it = context.make_helper(builder, iterty, value=args[0])
     j = builder.load(it.counter)
-    if kind == "parallel":
+    if kind == "slots":
+        value = j
+        valid = builder.icmp_unsigned("<", j, I32(extents[0]))
+    elif kind == "parallel":
         k, v = builder.udiv(j, I32(vec)), builder.urem(j, I32(vec))
         value = builder.add(_thread_step(context, builder, kernel, vec, k), v,
                             flags=["nuw", "nsw"])

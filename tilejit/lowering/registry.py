@@ -34,4 +34,4 @@ def lower_constant(ty, target: str = "common"):
 
 def load_rules():
     """Import every rule module (each registers itself)."""
-    from . import math, parallel, printing, scalar, tensor  # noqa: F401
+    from . import copy, gemm, math, parallel, printing, scalar, tensor, tiles  # noqa: F401

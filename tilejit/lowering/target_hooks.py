@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,8 @@ class KernelConfig:
     max_vector: int        # most elements one thread touches as one 16-byte access
     fast_math: bool = False  # math functions may use the hardware approximations
     debug: bool = False      # bounds checks and T.device_assert on the device
+    tiles: object = field(default=None, compare=False)   # the TilePlan (tile/plan.py)
+    arch: str = "sm_80"
 
 
 _CURRENT: contextvars.ContextVar[KernelConfig | None] = contextvars.ContextVar(

@@ -183,5 +183,5 @@ class _Versioner(ast.NodeTransformer):
         return ast.copy_location(new, node)
 
 
-def version_parallel_guards(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
-    return _Versioner(namespace).visit(fdef)
+def version_parallel_guards(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    return _Versioner(ctx.namespace).visit(fdef)

@@ -8,7 +8,9 @@ import numpy as np
 
 from ..frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from ..frontend.signature import as_tensor_arg
+from ..language import tiles
 from ..language.dtypes import bfloat16
+from ..passes.tile_allocation import REGION, rewrite_regions
 from . import runtime
 from .transform import SIM, simulator_tree
 
@@ -20,7 +22,9 @@ def simulator_function(kernel):
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
-        tree = device_tree(ks, simulator=True, outputs=kernel.outputs)
+        namespace[REGION] = tiles.region
+        regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
+        tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))
         fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
         kernel._sim_fn = fn
     return fn

@@ -8,6 +8,7 @@ the operation and lose the result type.
 """
 from __future__ import annotations
 
+from llvmlite import ir
 from numba.core import lowering
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import register_pass
@@ -17,6 +18,11 @@ from ..typing.types import WeakFloat, is_half
 
 
 class TilejitLower(lowering.Lower):
+    def lower_normal_function(self, fndesc):
+        self.context.unroll_headers = []
+        super().lower_normal_function(fndesc)
+        mark_full_unroll(self.function, self.context.unroll_headers)
+
     def lower_inst(self, inst):
         # rules that report a source location (debug checks) read it from the context
         self.context.current_loc = inst.loc
@@ -37,6 +43,27 @@ class TilejitLower(lowering.Lower):
         impl = context.get_function(fnty, signature.replace(return_type=compute))
         value = context.cast(builder, impl(builder, (lhs, rhs)), compute, result)
         return context.cast(builder, value, result, resty)
+
+
+def mark_full_unroll(function, headers) -> None:
+    """Give the loops whose header blocks are ``headers`` LLVM's
+    ``llvm.loop.unroll.full`` metadata: the branches back to a header from blocks laid
+    out after it are the loop's back edges."""
+    if not headers:
+        return
+    module = function.module
+    order = {id(b): k for k, b in enumerate(function.blocks)}
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
+    for n, header in enumerate(headers):
+        for block in function.blocks:
+            term = block.terminator
+            if (isinstance(term, ir.Branch) and not isinstance(term, ir.ConditionalBranch)
+                    and term.operands[0] is header
+                    and order.get(id(block), -1) > order.get(id(header), 0)):
+                loop_id = module.add_metadata(
+                    [option, ir.MetaDataString(module, f"tilejit.unroll.{id(term)}")])
+                loop_id.operands = (loop_id, option)
+                term.set_metadata("llvm.loop", loop_id)
 
 
 @register_pass(mutates_CFG=True, analysis_only=False)

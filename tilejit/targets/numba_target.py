@@ -24,6 +24,7 @@ from numba.core.target_extension import (GPU, dispatcher_registry, jit_registry,
 
 from ..lowering.registry import TABLES, load_rules
 from ..typing.context import TilejitTypingContext
+from ..typing.tiles import RegionType, TileType
 from ..typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelIterType,
                             ParallelType, WeakFloat, is_half)
 
@@ -63,6 +64,18 @@ def _data_models():
             super().__init__(m, t, ir.HalfType())
 
     dmm.register(ParallelIterType, ParallelIterModel)
+
+    def tile_model(m, t):
+        space = 3 if t.kind == "shared" else 0
+        return models.PrimitiveModel(m, t, ir.PointerType(m[t.element].get_data_type(), space))
+
+    class RegionModel(models.StructModel):
+        def __init__(self, m, t):
+            super().__init__(m, t, [("base", t.base),
+                                    ("starts", types.UniTuple(types.int64, len(t.kinds)))])
+
+    dmm.register(TileType, tile_model)
+    dmm.register(RegionType, RegionModel)
     dmm.register(GlobalTensorType, GlobalTensorModel)
     default_float = dmm._handlers[types.Float]
 

@@ -1,0 +1,409 @@
+"""``T.copy(src, dst)``: one lowering rule for every pair of operands.
+
+Which thread moves which element:
+- a fragment on either side: each thread moves its own slots (the fragment's layout);
+- a local tile on either side: each thread moves every element (its own array);
+- otherwise (global and shared, any mix): the copy is cut into chunks of ``vec``
+  consecutive elements along its last axis, dealt round-robin to the threads. A shared
+  side moves a chunk as one vector access (the layout keeps chunks contiguous, swizzled
+  or not); a global side does too when the tensor is contiguous and 16-byte aligned
+  (the specialization says so), the region's last start is a multiple of ``vec`` and
+  the chunk is inside the tensor; otherwise element by element.
+
+Global elements outside the tensor's run-time shape are never read (0 is copied
+instead) and never written. Values convert to the destination's dtype.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from .. import language as T
+from ..errors import CompileError
+from ..tile.addressing import Var, layout_offset
+from ..tile.regions import RegionError, copy_dims
+from ..typing.tiles import RegionType, TileType
+from ..typing.types import GlobalTensorType
+from .registry import lower
+from .tiles import emit, plan, thread_index
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+
+
+@dataclass
+class Side:
+    ty: object                 # GlobalTensorType | TileType
+    kind: str                  # global | shared | fragment | local
+    value: object              # tensor struct (global) or tile pointer
+    starts: list               # i64 per dimension
+    ranged: list | None
+    extents: tuple | None
+    tensor: object = None      # the struct proxy of a global tensor
+
+    @property
+    def ndim(self):
+        return self.ty.ndim
+
+    @property
+    def element(self):
+        return self.ty.element
+
+    @property
+    def dtype(self):
+        return self.ty.dtype
+
+
+def describe(context, builder, ty, value) -> Side:
+    if isinstance(ty, RegionType):
+        region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
+        base = describe(context, builder, ty.base, region.base)
+        base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
+        ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
+        base.ranged, base.extents = (ranged or None), None
+        return base
+    zeros = [I64(0)] * ty.ndim
+    if isinstance(ty, GlobalTensorType):
+        tensor = cgutils.create_struct_proxy(ty)(context, builder, value=value)
+        return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor)
+    return Side(ty, ty.kind, value, zeros, list(range(ty.ndim)), tuple(ty.shape))
+
+
+def _dims(side: Side, copy_coords) -> list:
+    """The side's coordinate per dimension: start + the copy coordinate it ranges over
+    (i64 for global tensors, i32 for tiles); ``copy_coords`` are i32 values or ints."""
+    it = iter(copy_coords)
+    offsets = []
+    for d in range(side.ndim):
+        off = 0
+        if d in side.ranged:
+            if side.extents[side.ranged.index(d)] != 1:
+                off = next(it)
+        offsets.append(off)
+    return offsets
+
+
+def _global_coords(builder, side, offsets):
+    out = []
+    for start, off in zip(side.starts, offsets):
+        out.append(builder.add(start, builder.zext(off, I64) if isinstance(off, ir.Value)
+                               else I64(off)))
+    return out
+
+
+def _global_pointer(builder, side, coords):
+    strides = cgutils.unpack_tuple(builder, side.tensor.strides, side.ndim)
+    offset = None
+    for d, c in enumerate(coords):
+        term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
+        offset = term if offset is None else builder.add(offset, term)
+    return builder.gep(side.tensor.data, [offset], inbounds=True)
+
+
+def _inside(builder, side, coords):
+    shape = cgutils.unpack_tuple(builder, side.tensor.shape, side.ndim)
+    ok = None
+    for c, n in zip(coords, shape):
+        b = builder.icmp_unsigned("<", c, n)
+        ok = b if ok is None else builder.and_(ok, b)
+    return ok
+
+
+def _tile_offset(builder, side, offsets):
+    t = plan().tile(side.ty.tile_name)
+    coords = []
+    for start, off in zip(side.starts, offsets):
+        s = builder.trunc(start, I32) if not (isinstance(start, ir.Constant)
+                                              and start.constant == 0) else None
+        o = off if isinstance(off, ir.Value) else I32(off)
+        coords.append(o if s is None else builder.add(s, o))
+    if side.kind == "local":
+        from ..tile.addressing import row_major
+        layout = row_major(t.shape)
+    else:
+        layout = t.layout
+    names = [Var(f"c{k}") for k in range(len(coords))]
+    return emit(builder, layout_offset(layout, names), {n.name: c for n, c in zip(names, coords)})
+
+
+def _zero(context, elem):
+    return context.get_constant(elem, 0) if not isinstance(elem, types.Boolean) else ir.IntType(1)(0)
+
+
+def load_element(context, builder, side, offsets):
+    """The element at a copy coordinate (0 outside a global tensor)."""
+    if side.kind == "global":
+        coords = _global_coords(builder, side, offsets)
+        inside = _inside(builder, side, coords)
+        with builder.if_else(inside) as (then, otherwise):
+            with then:
+                ptr = _global_pointer(builder, side, coords)
+                v = context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
+                b1 = builder.block
+            with otherwise:
+                z = _zero(context, side.element)
+                b2 = builder.block
+        phi = builder.phi(v.type)
+        phi.add_incoming(v, b1)
+        phi.add_incoming(z, b2)
+        return phi
+    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
+    return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
+
+
+def store_element(context, builder, side, offsets, value):
+    if side.kind == "global":
+        coords = _global_coords(builder, side, offsets)
+        with builder.if_then(_inside(builder, side, coords)):
+            ptr = _global_pointer(builder, side, coords)
+            context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
+        return
+    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
+    context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
+
+
+def _unflatten(builder, flat, extents):
+    coords, rest = [], flat
+    for n in reversed(extents[1:]):
+        coords.append(builder.urem(rest, I32(n)))
+        rest = builder.udiv(rest, I32(n))
+    coords.append(rest)
+    return list(reversed(coords))
+
+
+# -- per-fragment-slot copies -------------------------------------------------------------
+
+def _copy_by_fragment(context, builder, src, dst, extents):
+    frag_side = src if src.kind == "fragment" else dst
+    t = plan().tile(frag_side.ty.tile_name)
+    ix = t.indexing
+    tid = thread_index(context, builder)
+    writer = None
+    if dst.kind != "fragment" and t.layout.replicate > 1:
+        writer = builder.icmp_unsigned("<", tid, I32(t.layout.base_threads))
+    for s in range(ix.slots):
+        env = {"t": tid, "s": s}
+        tile_coords = [emit(builder, c, env) for c in ix.coords]
+        cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
+        guard = None
+        if ix.valid is not None:
+            guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+        if writer is not None:
+            guard = writer if guard is None else builder.and_(guard, writer)
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            if src.kind == "fragment":
+                v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
+            else:
+                v = load_element(context, builder, src, _dims(src, cc))
+            v = context.cast(builder, v, src.element, dst.element)
+            if dst.kind == "fragment":
+                context.pack_value(builder, dst.element, v, builder.gep(dst.value, [I32(s)]))
+            else:
+                store_element(context, builder, dst, _dims(dst, cc), v)
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+# -- every element, in every thread (local tiles) ----------------------------------------
+
+def _copy_serial(context, builder, src, dst, extents):
+    import itertools
+    for cc in itertools.product(*(range(n) for n in extents)):
+        v = load_element(context, builder, src, _dims(src, list(cc)))
+        store_element(context, builder, dst, _dims(dst, list(cc)),
+                      context.cast(builder, v, src.element, dst.element))
+
+
+# -- global/shared chunks ------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _chunks_contiguous(layout, shape, vec) -> bool:
+    """Whether every run of ``vec`` elements along the last dimension (starting at a
+    multiple of vec) is contiguous and vec-aligned in ``layout``."""
+    import itertools
+    if shape[-1] % vec:
+        return False
+    for head in itertools.product(*(range(n) for n in shape[:-1])):
+        for c in range(0, shape[-1], vec):
+            base = layout(*head, c) if head else layout(c)
+            if base % vec:
+                return False
+            for k in range(1, vec):
+                if (layout(*head, c + k) if head else layout(c + k)) != base + k:
+                    return False
+    return True
+
+
+def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
+    if vec == 1:
+        return True
+    if side.kind == "shared":
+        t = plan().tile(side.ty.tile_name)
+        last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
+        if not last or last[-1] != side.ndim - 1:
+            return False
+        starts_zero = all(isinstance(s, ir.Constant) and s.constant == 0 for s in side.starts)
+        return starts_zero and _chunks_contiguous(t.layout, t.shape, vec)
+    return True   # global: decided per chunk at run time (or element-wise)
+
+
+def _global_vectorizable(side: Side, vec: int) -> bool:
+    if vec == 1 or not (side.ty.contiguous and side.ty.aligned):
+        return False
+    last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
+    return bool(last) and last[-1] == side.ndim - 1
+
+
+def _vector_type(context, elem, vec):
+    return ir.VectorType(context.get_data_type(elem), vec)
+
+
+def _load_chunk(context, builder, side, offsets_list, vec, fast):
+    """``vec`` element values of one chunk."""
+    if side.kind == "shared":
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets_list[0])], inbounds=True)
+        if vec == 1:
+            return [context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)]
+        vt = _vector_type(context, side.element, vec)
+        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, 3)),
+                           align=vec * side.dtype.itemsize)
+        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+                for k in range(vec)]
+    if fast is None:
+        return [load_element(context, builder, side, o) for o in offsets_list]
+    # global with a vector path when the chunk is inside and aligned
+    vt = _vector_type(context, side.element, vec)
+    slot = cgutils.alloca_once(builder, vt)
+    coords = _global_coords(builder, side, offsets_list[0])
+    last = [c for c in coords]
+    last[-1] = builder.add(coords[-1], I64(vec - 1))
+    ok = builder.and_(fast, _inside(builder, side, last))
+    ok = builder.and_(ok, _inside(builder, side, coords))
+    with builder.if_else(ok, likely=True) as (then, otherwise):
+        with then:
+            ptr = _global_pointer(builder, side, coords)
+            raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                               align=vec * side.dtype.itemsize)
+            builder.store(raw, slot)
+        with otherwise:
+            raw = ir.Constant(vt, None)
+            for k, o in enumerate(offsets_list):
+                v = load_element(context, builder, side, o)
+                raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
+                                             I32(k))
+            builder.store(raw, slot)
+    raw = builder.load(slot)
+    return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+            for k in range(vec)]
+
+
+def _store_chunk(context, builder, side, offsets_list, values, vec, fast):
+    if side.kind == "shared" and vec > 1:
+        vt = _vector_type(context, side.element, vec)
+        raw = ir.Constant(vt, None)
+        for k, v in enumerate(values):
+            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets_list[0])], inbounds=True)
+        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, 3)),
+                      align=vec * side.dtype.itemsize)
+        return
+    if fast is None:
+        for o, v in zip(offsets_list, values):
+            store_element(context, builder, side, o, v)
+        return
+    vt = _vector_type(context, side.element, vec)
+    coords = _global_coords(builder, side, offsets_list[0])
+    last = list(coords)
+    last[-1] = builder.add(coords[-1], I64(vec - 1))
+    ok = builder.and_(fast, builder.and_(_inside(builder, side, coords),
+                                          _inside(builder, side, last)))
+    with builder.if_else(ok, likely=True) as (then, otherwise):
+        with then:
+            raw = ir.Constant(vt, None)
+            for k, v in enumerate(values):
+                raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
+                                             I32(k))
+            ptr = _global_pointer(builder, side, coords)
+            builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                          align=vec * side.dtype.itemsize)
+        with otherwise:
+            for o, v in zip(offsets_list, values):
+                store_element(context, builder, side, o, v)
+
+
+def _from_data(context, builder, elem, raw):
+    return context.data_model_manager[elem].from_data(builder, raw)
+
+
+def _as_data(context, builder, elem, value):
+    return context.data_model_manager[elem].as_data(builder, value)
+
+
+def _aligned_start(builder, side, vec):
+    """Run-time check that the region's last start is a multiple of vec."""
+    start = side.starts[-1]
+    if isinstance(start, ir.Constant):
+        return ir.IntType(1)(1)
+    return builder.icmp_unsigned("==", builder.and_(start, I64(vec - 1)), I64(0))
+
+
+def _copy_distributed(context, builder, src, dst, extents):
+    threads = plan().threads
+    total = math.prod(extents) if extents else 1
+    last = extents[-1] if extents else 1
+    vec = 16 // max(src.dtype.itemsize, dst.dtype.itemsize)
+    while vec > 1 and (last % vec or not _side_vector_ok(src, vec, last)
+                       or not _side_vector_ok(dst, vec, last)):
+        vec //= 2
+    fast = {}
+    for side in (src, dst):
+        if side.kind == "global" and _global_vectorizable(side, vec):
+            fast[id(side)] = _aligned_start(builder, side, vec)
+    chunks = total // vec
+    tid = thread_index(context, builder)
+    for k in range(-(-chunks // threads)):
+        chunk = builder.add(tid, I32(k * threads))
+        partial = (k + 1) * threads > chunks
+        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
+              if partial else _Null()):
+            flat = builder.mul(chunk, I32(vec))
+            cc = _unflatten(builder, flat, extents) if extents else []
+            ccs = [cc[:-1] + [builder.add(cc[-1], I32(v))] if v else cc for v in range(vec)]
+            values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs], vec,
+                                 fast.get(id(src)))
+            values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            _store_chunk(context, builder, dst, [_dims(dst, c) for c in ccs], values, vec,
+                         fast.get(id(dst)))
+
+
+@lower(T.copy, types.Any, types.Any)
+def copy_impl(context, builder, sig, args):
+    src = describe(context, builder, sig.args[0], args[0])
+    dst = describe(context, builder, sig.args[1], args[1])
+    try:
+        (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+            (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
+    except RegionError as e:
+        raise CompileError(str(e)) from None
+    kinds = {src.kind, dst.kind}
+    if "fragment" in kinds:
+        if kinds == {"fragment"} and plan().tile(src.ty.tile_name).indexing is not \
+                plan().tile(dst.ty.tile_name).indexing:
+            raise CompileError("T.copy between fragments with different layouts")
+        if "local" in kinds:
+            raise CompileError("T.copy between a fragment and a local tile is not supported")
+        _copy_by_fragment(context, builder, src, dst, extents)
+    elif "local" in kinds:
+        _copy_serial(context, builder, src, dst, extents)
+    else:
+        _copy_distributed(context, builder, src, dst, extents)
+    return context.get_dummy_value()

@@ -1,0 +1,305 @@
+"""``T.gemm`` on ``mma.sync`` (sm_80+): one rule, unrolled at compile time.
+
+Warp ``w`` of the block owns the C piece ``(wm, wn) = (w % warps_m, w // warps_m)``
+(``tile/gemm_plan.py``). For each k step of the instruction (16 for f16/bf16, 8 for tf32,
+32 for int8) the warp loads its A registers for each of its ``repeat_m`` row tiles and its
+B registers for each of its ``repeat_n`` column tiles, then issues
+``repeat_m x repeat_n`` mma instructions on the accumulator registers.
+
+Operands in shared memory are read with ``ldmatrix`` for 16-bit types (``.trans``
+where the tile is stored K-major for B or M-major for A^T: each lane supplies the
+address of one 16-byte row of an 8x8 matrix, which the swizzled layout keeps
+contiguous); tf32 and int8 operands are gathered element by element. An A operand held
+in registers (FlashAttention's second gemm) is read slot by slot: the layout pass gave
+it the layout in which each thread already holds its mma elements, and the slot of each
+register is checked here at every thread.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from llvmlite import ir
+from numba.core import types
+
+from ..errors import CompileError
+from ..language import intrinsics
+from ..layouts import mma_fragment
+from ..tile.addressing import Var, fragment_indexing, layout_offset, substitute
+from ..typing.tiles import TileType
+from .registry import lower
+from .tiles import emit, plan, thread_index
+
+I32, F32, HALF2 = ir.IntType(32), ir.FloatType(), ir.VectorType(ir.HalfType(), 2)
+
+
+def _intrinsic(builder, name, ret, argtys):
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
+    return fn
+
+
+@lru_cache(maxsize=None)
+def _register_slots(frag, gp, operand):
+    """slot[(tile index, k step, element)] of a block fragment holding the C (or A)
+    elements of every warp, the same at every thread (checked)."""
+    mma = mma_fragment(gp.instr, gp.kind, "C")
+    inv = mma.inverse()
+    slots = {}
+    if operand == "C":
+        tiles = [(rm, rn) for rm in range(gp.repeat_m) for rn in range(gp.repeat_n)]
+        steps = [0]
+        size = (16, 8)
+    else:                  # A in registers: 16 x 8 blocks of C shape over K
+        tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // 8)]
+        steps = [0]
+        size = (16, 8)
+    for (ti, tj) in tiles:
+        for step in steps:
+            for e in range(mma.slots_per_thread):
+                found = None
+                for warp in range(gp.threads // 32):
+                    wm, wn = warp % gp.warps_m, warp // gp.warps_m
+                    for lane in range(32):
+                        r, c = inv(lane, e)
+                        row = wm * gp.warp_m + ti * size[0] + r
+                        col = (wn * gp.warp_n + tj * size[1] + c) if operand == "C" else tj * 8 + c
+                        t = lane + 32 * warp
+                        if t not in frag.threads_of(row, col):
+                            raise CompileError(f"T.gemm: the {operand} fragment's layout does not "
+                                               f"give thread {t} element ({row}, {col})")
+                        s = frag.slot_of(row, col)
+                        if found is None:
+                            found = s
+                        elif s != found:
+                            raise CompileError(f"T.gemm: the {operand} fragment's layout puts "
+                                               f"one mma register at different slots")
+                slots[(ti, tj, e)] = found
+    return slots
+
+
+def _smem_offset(builder, tile, row, col):
+    names = [Var("r"), Var("c")]
+    return emit(builder, layout_offset(tile.layout, names), {"r": row, "c": col})
+
+
+def _ldmatrix(builder, base_ptr, offset, count, trans):
+    name = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.b16.p3"
+    ret = ir.LiteralStructType([I32] * count)
+    fn = _intrinsic(builder, name, ret, [ir.PointerType(ir.IntType(8), 3)])
+    ptr = builder.bitcast(builder.gep(base_ptr, [offset], inbounds=True),
+                          ir.PointerType(ir.IntType(8), 3))
+    out = builder.call(fn, [ptr])
+    return [builder.extract_value(out, k) for k in range(count)]
+
+
+def _ldmatrix_ok(tile, rows_cols_major) -> bool:
+    """16-byte rows of 8 elements stay contiguous and aligned in the tile's layout."""
+    from .copy import _chunks_contiguous
+    return tile.dtype.itemsize == 2 and _chunks_contiguous(tile.layout, tile.shape, 8)
+
+
+def _pack(context, builder, values, elem_bits):
+    """Element data values (i16/i8/i32) into one i32 register."""
+    if elem_bits == 32:
+        return values[0]
+    out = I32(0)
+    for k, v in enumerate(values):
+        x = builder.zext(builder.bitcast(v, ir.IntType(elem_bits)), I32)
+        out = builder.or_(out, builder.shl(x, I32(k * elem_bits)) if k else x)
+    return out
+
+
+def _elem_data(context, builder, tile_ty, value, kind):
+    """One element as the bits the mma register holds."""
+    if kind == "tf32":
+        fn = _intrinsic(builder, "llvm.nvvm.f2tf32.rna", I32, [F32])
+        return builder.call(fn, [value])
+    return context.data_model_manager[tile_ty.element].as_data(builder, value)
+
+
+class _Warp:
+    def __init__(self, context, builder, gp):
+        self.context, self.builder, self.gp = context, builder, gp
+        tid = thread_index(context, builder)
+        self.lane = builder.and_(tid, I32(31))
+        warp = builder.lshr(tid, I32(5))
+        self.wm = builder.urem(warp, I32(gp.warps_m)) if gp.warps_m > 1 else I32(0)
+        self.wn = builder.udiv(warp, I32(gp.warps_m)) if gp.warps_n > 1 else I32(0)
+        self.row0 = builder.mul(self.wm, I32(gp.warp_m))
+        self.col0 = builder.mul(self.wn, I32(gp.warp_n))
+
+
+def _a_registers(ctx, w, a_ty, a_ptr, kk):
+    """Per row tile rm: the A registers of k step kk."""
+    gp, builder, context = w.gp, w.builder, w.context
+    tile = plan().tile(a_ty.tile_name)
+    out = []
+    if a_ty.kind == "fragment":
+        slots = _register_slots(tile.layout, gp, "A")
+        per_reg = 4 // tile.dtype.itemsize if gp.kind != "tf32" else 1
+        n_regs = {"f16": 4, "bf16": 4, "tf32": 4, "s8": 4}[gp.kind]
+        a_mma = mma_fragment(gp.instr, gp.kind, "A")
+        # each A register's elements, as (row, col) inside the 16 x k tile -> via C blocks
+        a_ix = fragment_indexing(a_mma)
+        c_ix = fragment_indexing(mma_fragment(gp.instr, gp.kind, "C"))
+        c_slot_of = {}
+        for e in range(4):
+            rc = tuple(substitute(x, {"t": 0, "s": e}) for x in c_ix.coords)
+            c_slot_of[(rc[0].value, rc[1].value)] = e
+        for rm in range(gp.repeat_m):
+            regs = []
+            for r in range(n_regs):
+                vals = []
+                for j in range(per_reg):
+                    e = r * per_reg + j
+                    row = substitute(a_ix.coords[0], {"t": 0, "s": e}).value
+                    col = substitute(a_ix.coords[1], {"t": 0, "s": e}).value
+                    kb, c = (kk * gp.k_step + col) // 8, col % 8
+                    ce = c_slot_of[(row, c)]
+                    s = slots[(rm, kb, ce)]
+                    ptr = builder.gep(a_ptr, [I32(s)])
+                    v = context.unpack_value(builder, a_ty.element, ptr)
+                    vals.append(_elem_data(context, builder, a_ty, v, gp.kind))
+                regs.append(_pack(context, builder, vals, 32 if gp.kind == "tf32" else
+                                  8 * tile.dtype.itemsize))
+            out.append(regs)
+        return out
+    if gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile, None):
+        mi, r = builder.udiv(w.lane, I32(8)), builder.urem(w.lane, I32(8))
+        lo, hi = builder.mul(builder.urem(mi, I32(2)), I32(8)), builder.mul(builder.udiv(mi, I32(2)), I32(8))
+        for rm in range(gp.repeat_m):
+            m = builder.add(builder.add(w.row0, I32(rm * 16)), lo)
+            k = builder.add(I32(kk * 16), hi)
+            if gp.transpose_A:      # tile (K, M): rows are k
+                off = _smem_offset(builder, tile, builder.add(I32(kk * 16), builder.add(hi, r)),
+                                   builder.add(builder.add(w.row0, I32(rm * 16)), lo))
+            else:
+                off = _smem_offset(builder, tile, builder.add(m, r), k)
+            out.append(_ldmatrix(builder, a_ptr, off, 4, gp.transpose_A))
+        return out
+    return [_gather(ctx, w, a_ty, a_ptr, "A", rm, kk) for rm in range(gp.repeat_m)]
+
+
+def _b_registers(ctx, w, b_ty, b_ptr, kk):
+    """Per column tile rn: the two B registers of k step kk."""
+    gp, builder = w.gp, w.builder
+    tile = plan().tile(b_ty.tile_name)
+    if gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile, None):
+        out = []
+        r = builder.urem(w.lane, I32(8))
+        mi = builder.udiv(w.lane, I32(8))
+        for rn in range(0, gp.repeat_n, 2):
+            count = 4 if rn + 1 < gp.repeat_n else 2
+            m = mi if count == 4 else builder.urem(mi, I32(2))
+            k_half = builder.mul(builder.urem(m, I32(2)), I32(8))
+            n_half = builder.mul(builder.udiv(m, I32(2)), I32(8))
+            n0 = builder.add(builder.add(w.col0, I32(rn * 8)), n_half)
+            k0 = builder.add(I32(kk * 16), k_half)
+            if gp.transpose_B:     # tile (N, K): rows are n, plain ldmatrix
+                off = _smem_offset(builder, tile, builder.add(n0, r), k0)
+                regs = _ldmatrix(builder, b_ptr, off, count, False)
+            else:                  # tile (K, N): rows are k, transposed ldmatrix
+                off = _smem_offset(builder, tile, builder.add(k0, r), n0)
+                regs = _ldmatrix(builder, b_ptr, off, count, True)
+            out.append(regs[0:2])
+            if count == 4:
+                out.append(regs[2:4])
+        return out
+    return [_gather(ctx, w, b_ty, b_ptr, "B", rn, kk) for rn in range(gp.repeat_n)]
+
+
+def _gather(ctx, w, ty, ptr, operand, ti, kk):
+    """The registers of one instruction tile, element by element from shared memory."""
+    gp, builder, context = w.gp, w.builder, w.context
+    tile = plan().tile(ty.tile_name)
+    mma = mma_fragment(gp.instr, gp.kind, operand)
+    ix = fragment_indexing(mma)
+    bits = 32 if gp.kind == "tf32" else 8 * tile.dtype.itemsize
+    per_reg = 32 // bits
+    regs = []
+    for r in range(mma.slots_per_thread // per_reg):
+        vals = []
+        for j in range(per_reg):
+            e = r * per_reg + j
+            env = {"t": w.lane, "s": e}
+            a, b = (emit(builder, c, env) for c in ix.coords)
+            if operand == "A":      # (m, k) inside the 16 x k_step tile
+                m = builder.add(builder.add(w.row0, I32(ti * 16)), a)
+                k = builder.add(I32(kk * gp.k_step), b)
+                rc = (k, m) if gp.transpose_A else (m, k)
+            else:                   # (k, n) inside the k_step x 8 tile
+                k = builder.add(I32(kk * gp.k_step), a)
+                n = builder.add(builder.add(w.col0, I32(ti * 8)), b)
+                rc = (n, k) if gp.transpose_B else (k, n)
+            p = builder.gep(ptr, [_smem_offset(builder, tile, *rc)], inbounds=True)
+            v = context.unpack_value(builder, ty.element, p)
+            vals.append(_elem_data(context, builder, ty, v, gp.kind))
+        regs.append(_pack(context, builder, vals, bits))
+    return regs
+
+
+def _mma(builder, gp, a, b, c):
+    if gp.kind == "f16" and gp.dtypes[2] == "float16":
+        name = "llvm.nvvm.mma.m16n8k16.row.col.f16.f16"
+        ret = ir.LiteralStructType([HALF2, HALF2])
+        args = [builder.bitcast(x, HALF2) for x in a + b] + c
+        fn = _intrinsic(builder, name, ret, [HALF2] * 8)
+        out = builder.call(fn, args)
+        return [builder.extract_value(out, k) for k in range(2)]
+    if gp.kind == "f16":
+        name, aty, cty = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32", HALF2, F32
+        a, b = [builder.bitcast(x, HALF2) for x in a], [builder.bitcast(x, HALF2) for x in b]
+    elif gp.kind == "bf16":
+        name, aty, cty = "llvm.nvvm.mma.m16n8k16.row.col.bf16", I32, F32
+    elif gp.kind == "tf32":
+        name, aty, cty = "llvm.nvvm.mma.m16n8k8.row.col.tf32", I32, F32
+    else:
+        name, aty, cty = "llvm.nvvm.mma.m16n8k32.row.col.s8", I32, I32
+    fn = _intrinsic(builder, name, ir.LiteralStructType([cty] * 4), [aty] * 6 + [cty] * 4)
+    out = builder.call(fn, a + b + c)
+    return [builder.extract_value(out, k) for k in range(4)]
+
+
+@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
+def gemm_impl(context, builder, sig, args):
+    a_ty, b_ty, c_ty, gid = sig.args
+    gp, *_ = plan().gemms[gid.literal_value]
+    c_tile = plan().tile(c_ty.tile_name)
+    c_slots = _register_slots(c_tile.layout, gp, "C")
+    w = _Warp(context, builder, gp)
+    c_ptr = args[2]
+    half_acc = gp.dtypes[2] == "float16"
+    elem = context.get_data_type(c_ty.element)
+
+    def c_regs(rm, rn):
+        ptrs = [builder.gep(c_ptr, [I32(c_slots[(rm, rn, e)])]) for e in range(4)]
+        if gp.clear_accum and not hasattr(c_regs, "cleared"):
+            pass
+        vals = [builder.load(p) for p in ptrs]
+        if half_acc:
+            packed = []
+            for k in (0, 2):
+                v = ir.Constant(HALF2, None)
+                v = builder.insert_element(v, vals[k], I32(0))
+                v = builder.insert_element(v, vals[k + 1], I32(1))
+                packed.append(v)
+            return ptrs, packed
+        return ptrs, vals
+
+    if gp.clear_accum:
+        zero = ir.Constant(elem, 0)
+        for s in range(c_tile.indexing.slots):
+            builder.store(zero, builder.gep(c_ptr, [I32(s)]))
+    for kk in range(gp.K // gp.k_step):
+        a_regs = _a_registers(None, w, a_ty, args[0], kk)
+        b_regs = _b_registers(None, w, b_ty, args[1], kk)
+        for rm in range(gp.repeat_m):
+            for rn in range(gp.repeat_n):
+                ptrs, c = c_regs(rm, rn)
+                d = _mma(builder, gp, a_regs[rm], b_regs[rn], c)
+                if half_acc:
+                    d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
+                for p, v in zip(ptrs, d):
+                    builder.store(v, p)
+    return context.get_dummy_value()

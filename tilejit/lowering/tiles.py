@@ -1,0 +1,267 @@
+"""Tiles in LLVM IR: allocation, element access, regions, fragment loops, clear/fill.
+
+- A shared tile is a pointer into the kernel's one dynamic shared buffer
+  (``@__tj_smem``, addrspace 3) at the offset the planner chose; element (i, j) lives
+  at its layout's offset (swizzled for tiles ``T.gemm`` reads).
+- A fragment is this thread's array of ``slots`` values (an ``alloca`` in the entry
+  block); inside the fully unrolled fragment loops every slot index is a constant, so
+  SROA turns the array into registers.
+- A local tile is this thread's array of all its elements.
+"""
+from __future__ import annotations
+
+import operator
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from ..language import intrinsics
+from ..tile.addressing import BinOp, Const, Var, layout_offset
+from ..typing.tiles import RegionType, TileType
+from .registry import lower
+from .target_hooks import current_kernel
+
+I32 = ir.IntType(32)
+SMEM = "__tj_smem"
+
+
+def emit(builder, expr, env: dict) -> ir.Value:
+    """An addressing expression as i32 IR; ``env`` maps variable names to i32 values
+    or Python ints."""
+    if isinstance(expr, Const):
+        return I32(expr.value)
+    if isinstance(expr, Var):
+        v = env[expr.name]
+        return I32(v) if isinstance(v, int) else v
+    a, b = emit(builder, expr.a, env), emit(builder, expr.b, env)
+    op = expr.op
+    if op == "add":
+        return builder.add(a, b)
+    if op == "mul":
+        return builder.mul(a, b)
+    if op == "div":
+        return builder.udiv(a, b)
+    if op == "mod":
+        return builder.urem(a, b)
+    if op == "xor":
+        return builder.xor(a, b)
+    if op == "and":
+        return builder.and_(a, b)
+    if op == "shr":
+        return builder.lshr(a, b)
+    if op == "lt":
+        return builder.zext(builder.icmp_unsigned("<", a, b), I32)
+    raise NotImplementedError(op)
+
+
+def plan():
+    return current_kernel().tiles
+
+
+def shared_base(builder) -> ir.Value:
+    module = builder.module
+    gv = module.globals.get(SMEM)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
+        gv.linkage = "external"
+        gv.align = 16
+    return gv
+
+
+def shared_pointer(builder, tile, elem_type) -> ir.Value:
+    """The first byte of a shared tile, typed as a pointer to its elements."""
+    base = builder.gep(shared_base(builder), [I32(0), I32(tile.offset)], inbounds=True)
+    return builder.bitcast(base, ir.PointerType(elem_type, 3))
+
+
+def thread_index(context, builder) -> ir.Value:
+    return context.thread_index(builder)
+
+
+@lower(intrinsics.tile, types.StringLiteral)
+def tile_impl(context, builder, sig, args):
+    ty: TileType = sig.return_type
+    t = plan().tile(ty.tile_name)
+    elem = context.get_data_type(ty.element)
+    if ty.kind == "shared":
+        return shared_pointer(builder, t, elem)
+    count = t.indexing.slots if ty.kind == "fragment" else t.size
+    storage = cgutils.alloca_once(builder, ir.ArrayType(elem, count), name=ty.tile_name)
+    return builder.bitcast(storage, ir.PointerType(elem))
+
+
+@lower(intrinsics.region, types.Any, types.StringLiteral, types.Any, types.Any)
+def region_impl(context, builder, sig, args):
+    ty: RegionType = sig.return_type
+    region = cgutils.create_struct_proxy(ty)(context, builder)
+    region.base = args[0]
+    region.starts = args[2]
+    return region._getvalue()
+
+
+def _indices(context, builder, index_ty, index):
+    if isinstance(index_ty, types.BaseTuple):
+        values = cgutils.unpack_tuple(builder, index, len(index_ty))
+        tys = index_ty.types
+    else:
+        values, tys = [index], [index_ty]
+    return [context.cast(builder, v, t, types.int32) for v, t in zip(values, tys)]
+
+
+def element_offset(builder, ty: TileType, coords) -> ir.Value:
+    t = plan().tile(ty.tile_name)
+    layout = t.layout if ty.kind == "shared" else _row_major(t.shape)
+    names = [Var(f"c{k}") for k in range(len(coords))]
+    return emit(builder, layout_offset(layout, names), {n.name: c for n, c in zip(names, coords)})
+
+
+def _row_major(shape):
+    from ..tile.addressing import row_major
+    return row_major(shape)
+
+
+def _element_pointer(context, builder, ty, tile, index_ty, index):
+    coords = _indices(context, builder, index_ty, index)
+    if current_kernel().debug:
+        from .debug import emit_bounds_check
+        for k, (c, n) in enumerate(zip(coords, ty.shape)):
+            emit_bounds_check(builder, builder.sext(c, ir.IntType(64)), ir.IntType(64)(n),
+                              f"of {ty.kind} tile {ty.tile_name}, dimension {k}")
+    return builder.gep(tile, [element_offset(builder, ty, coords)], inbounds=True)
+
+
+@lower(operator.getitem, TileType, types.Any)
+def tile_getitem(context, builder, sig, args):
+    ty, index_ty = sig.args
+    ptr = _element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
+
+
+@lower(operator.setitem, TileType, types.Any, types.Any)
+def tile_setitem(context, builder, sig, args):
+    ty, index_ty, _ = sig.args
+    ptr = _element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    context.pack_value(builder, ty.element, args[2], ptr, align=ty.dtype.itemsize)
+    return context.get_dummy_value()
+
+
+# -- fragments ------------------------------------------------------------------------
+
+@lower(intrinsics.frag_get, TileType, types.int32)
+def frag_get_impl(context, builder, sig, args):
+    ty = sig.args[0]
+    ptr = builder.gep(args[0], [args[1]], inbounds=True)
+    return context.unpack_value(builder, ty.element, ptr)
+
+
+@lower(intrinsics.frag_set, TileType, types.int32, types.Any)
+def frag_set_impl(context, builder, sig, args):
+    ty = sig.args[0]
+    ptr = builder.gep(args[0], [args[1]], inbounds=True)
+    context.pack_value(builder, ty.element, args[2], ptr)
+    return context.get_dummy_value()
+
+
+def _loop_indexing(sig):
+    lid = sig.args[0].literal_value
+    return plan().loops[lid][1]
+
+
+@lower(intrinsics.frag_index, types.StringLiteral, types.int32)
+def frag_index_impl(context, builder, sig, args):
+    ix = _loop_indexing(sig)
+    env = {"t": thread_index(context, builder), "s": args[1]}
+    coords = [emit(builder, c, env) for c in ix.coords]
+    if len(coords) == 1:
+        return coords[0]
+    return context.make_tuple(builder, sig.return_type, coords)
+
+
+@lower(intrinsics.frag_valid, types.StringLiteral, types.int32)
+def frag_valid_impl(context, builder, sig, args):
+    ix = _loop_indexing(sig)
+    if ix.valid is None:
+        return ir.IntType(1)(1)
+    env = {"t": thread_index(context, builder), "s": args[1]}
+    return builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+
+
+# -- clear / fill -----------------------------------------------------------------------
+
+def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
+    """Every element of ``tile`` (this thread's share of it) := value."""
+    v = context.cast(builder, value, value_ty, ty.element)
+    t = plan().tile(ty.tile_name)
+    if ty.kind == "fragment":
+        for s in range(t.indexing.slots):
+            context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(s)]))
+        return
+    if ty.kind == "local":
+        for k in range(t.size):
+            context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(k)]))
+        return
+    threads = plan().threads
+    tid = thread_index(context, builder)
+    for k in range(-(-t.size // threads)):
+        flat = builder.add(tid, I32(k * threads))
+        inside = builder.icmp_unsigned("<", flat, I32(t.size))
+        with builder.if_then(inside) if (k + 1) * threads > t.size else _nullcontext():
+            coords, rest = [], flat
+            for n in reversed(t.shape[1:]):
+                coords.append(builder.urem(rest, I32(n)))
+                rest = builder.udiv(rest, I32(n))
+            coords.append(rest)
+            coords.reverse()
+            ptr = builder.gep(tile, [element_offset(builder, ty, coords)], inbounds=True)
+            context.pack_value(builder, ty.element, v, ptr, align=ty.dtype.itemsize)
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _fill_target(sig, what):
+    ty = sig.args[0]
+    if not isinstance(ty, TileType):
+        from ..errors import CompileError
+        raise CompileError(f"{what} of a region is not supported: pass the whole tile")
+    return ty
+
+
+@lower(intrinsics.sync_threads)
+def sync_impl(context, builder, sig, args):
+    fnty = ir.FunctionType(ir.VoidType(), [I32])
+    name = "llvm.nvvm.barrier.cta.sync.aligned.all"
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    builder.call(fn, [I32(0)])
+    return context.get_dummy_value()
+
+
+def _register_fill():
+    from .. import language as T
+
+    @lower(T.clear, TileType)
+    def clear_impl(context, builder, sig, args):
+        ty = _fill_target(sig, "T.clear")
+        fill_tile(context, builder, ty, args[0], types.int32, I32(0))
+        return context.get_dummy_value()
+
+    @lower(T.fill, TileType, types.Any)
+    def fill_impl(context, builder, sig, args):
+        ty = _fill_target(sig, "T.fill")
+        fill_tile(context, builder, ty, args[0], sig.args[1], args[1])
+        return context.get_dummy_value()
+
+
+_register_fill()
+__all__ = ["emit", "shared_pointer", "element_offset", "BinOp"]
+
+
+@lower(intrinsics.frag_loop, types.StringLiteral)
+def frag_loop_impl(context, builder, sig, args):
+    # the slot count lives in the type; the value carries nothing
+    return context.get_dummy_value()

@@ -1,0 +1,159 @@
+"""Pass: insert the block barriers that shared memory needs; users never write one.
+
+Every statement is summarized by the shared tiles it reads and writes: ``T.copy`` reads
+its source and writes its destination, ``T.gemm`` reads A and B, ``T.clear``/``T.fill``
+write, a ``T.Parallel`` loop (one statement: its iterations are spread over the threads)
+reads and writes what its body indexes, and any other statement what it indexes.
+Walking the program in order with the accesses made since the last barrier, a barrier
+goes before a statement that reads a tile written since (read after write) or writes a
+tile read or written since (write after read/write). Tiles that share bytes
+(``shared_memory.py``) count as one.
+
+Loops: the body is analyzed with the accesses pending at loop entry merged with those
+pending at the end of the body (the back edge), until nothing changes; that puts, for a
+copy-then-gemm body, one barrier before the gemm and one before the next iteration's
+copies. After the loop the pending set is entry ∪ body end (the loop may run 0 times).
+``if``: each branch starts from the pending set before it (a barrier needed at a
+branch's start is hoisted before the ``if``, so a barrier is never skipped by some
+threads only); the pending set after it is the union of the branches' ends.
+"""
+from __future__ import annotations
+
+import ast
+
+from .. import language as T
+from ..frontend.source import resolve_static
+from ..tile.plan import SHARED
+from .layout_inference import FRAG_LOOP
+from .shared_memory import shares_bytes
+from .tile_allocation import GEMM, REGION
+
+SYNC = "__tj_sync"
+
+
+def _sync_stmt(node):
+    return ast.copy_location(ast.Expr(ast.Call(ast.Name(SYNC, ast.Load()), [], [])), node)
+
+
+class _Access:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.shared = {n: t for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
+
+    def _tile_of(self, node):
+        if isinstance(node, ast.Name) and node.id in self.shared:
+            return node.id
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == REGION and node.args):
+            return self._tile_of(node.args[0])
+        return None
+
+    def of(self, stmt) -> tuple[set, set]:
+        reads, writes = set(), set()
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                    and node.value.id in self.shared:
+                (writes if isinstance(node.ctx, ast.Store) else reads).add(node.value.id)
+            elif isinstance(node, ast.Call):
+                fn = resolve_static(node.func, self.ctx.namespace)
+                name = node.func.id if isinstance(node.func, ast.Name) else None
+                tiles = [self._tile_of(a) for a in node.args]
+                if fn is T.copy and len(tiles) == 2:
+                    if tiles[0]:
+                        reads.add(tiles[0])
+                    if tiles[1]:
+                        writes.add(tiles[1])
+                elif name == GEMM:
+                    reads.update(t for t in tiles[:2] if t)
+                elif fn in (T.clear, T.fill) and tiles and tiles[0]:
+                    writes.add(tiles[0])
+                elif name not in (REGION,) and fn not in (T.copy,):
+                    # a tile passed to anything else (a macro): assume read and written
+                    for t in tiles:
+                        if t:
+                            reads.add(t)
+                            writes.add(t)
+        return reads, writes
+
+    def overlap(self, a: set, b: set) -> bool:
+        return any(x == y or shares_bytes(self.shared[x], self.shared[y]) for x in a for y in b)
+
+
+def _is_tile_loop(stmt, ctx) -> bool:
+    it = stmt.iter
+    if not isinstance(it, ast.Call):
+        return False
+    if isinstance(it.func, ast.Name) and it.func.id == FRAG_LOOP:
+        return True
+    return resolve_static(it.func, ctx.namespace) is T.Parallel
+
+
+class _Syncer:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.acc = _Access(ctx)
+
+    def block(self, stmts, state):
+        """(statements with barriers, pending (reads, writes) at the end)."""
+        out = []
+        reads, writes = set(state[0]), set(state[1])
+        for stmt in stmts:
+            if isinstance(stmt, (ast.For, ast.While)) and not (
+                    isinstance(stmt, ast.For) and _is_tile_loop(stmt, self.ctx)):
+                new, (reads, writes), hoist = self.loop(stmt, (reads, writes))
+                if hoist:
+                    out.append(_sync_stmt(stmt))
+                out.append(new)
+                continue
+            if isinstance(stmt, ast.If):
+                new, (reads, writes), hoist = self.branch(stmt, (reads, writes))
+                if hoist:
+                    out.append(_sync_stmt(stmt))
+                out.append(new)
+                continue
+            r, w = self.acc.of(stmt)
+            if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+                out.append(_sync_stmt(stmt))
+                reads, writes = set(), set()
+            reads |= r
+            writes |= w
+            out.append(stmt)
+        return out, (reads, writes)
+
+    def _starts_with_sync(self, stmts):
+        return bool(stmts) and isinstance(stmts[0], ast.Expr) and isinstance(
+            stmts[0].value, ast.Call) and getattr(stmts[0].value.func, "id", None) == SYNC
+
+    def loop(self, stmt, state):
+        entry = state
+        end = (set(), set())
+        for _ in range(4):
+            merged = (entry[0] | end[0], entry[1] | end[1])
+            body, new_end = self.block(stmt.body, merged)
+            if new_end == end:
+                break
+            end = new_end
+        new = ast.For if isinstance(stmt, ast.For) else ast.While
+        fields = {f: getattr(stmt, f) for f in stmt._fields}
+        fields["body"] = body
+        node = ast.copy_location(new(**fields), stmt)
+        return node, (entry[0] | end[0], entry[1] | end[1]), False
+
+    def branch(self, stmt, state):
+        hoist = False
+        body, end1 = self.block(stmt.body, state)
+        orelse, end2 = self.block(stmt.orelse, state) if stmt.orelse else ([], state)
+        if self._starts_with_sync(body) or self._starts_with_sync(orelse):
+            hoist = True
+            clean = (set(), set())
+            body, end1 = self.block(stmt.body, clean)
+            orelse, end2 = self.block(stmt.orelse, clean) if stmt.orelse else ([], clean)
+        node = ast.copy_location(ast.If(stmt.test, body, orelse), stmt)
+        return node, (end1[0] | end2[0], end1[1] | end2[1]), hoist
+
+
+def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    if not any(t.kind == SHARED for t in ctx.plan.tiles.values()):
+        return fdef
+    fdef.body, _ = _Syncer(ctx).block(fdef.body, (set(), set()))
+    return fdef

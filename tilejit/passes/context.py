@@ -1,0 +1,30 @@
+"""What every source pass receives besides the program: the kernel's namespace (globals,
+closure, constexpr values, specialized shape entries), the block size, the dtypes of
+the tensor parameters, and the tile plan the passes fill in."""
+from __future__ import annotations
+
+import ast
+import linecache
+from dataclasses import dataclass, field
+
+from ..errors import CompileError
+from ..tile.plan import TilePlan
+
+
+@dataclass
+class PassContext:
+    namespace: dict
+    filename: str = "<kernel>"
+    threads: int = 128
+    param_dtypes: dict = field(default_factory=dict)
+    plan: TilePlan = field(default_factory=TilePlan)
+    arch: str = "sim"
+
+    def error(self, message: str, node: ast.AST | int | None) -> CompileError:
+        line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)
+        return CompileError(message, self.filename, line)
+
+    def source_line(self, line: int | None) -> str:
+        if not line:
+            return ""
+        return linecache.getline(self.filename, line).strip()

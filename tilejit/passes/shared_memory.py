@@ -1,0 +1,68 @@
+"""Pass: place every shared tile in the kernel's one dynamic shared-memory buffer.
+
+Each tile is live from its allocation to the last top-level statement of the block
+that mentions it (a loop counts as one statement, so a tile used in a loop is live for
+the whole loop). Tiles are placed largest first at the lowest 16-byte-aligned offset
+that overlaps no tile live at the same time, so a dead tile's bytes are reused. The
+barrier pass treats tiles that share bytes as one buffer, so the reuse is safe.
+
+Over the device limit of the target architecture is a ``CompileError`` naming the
+bytes needed and the limit; over 48 KB the loader raises the kernel's limit
+(``CudaModule``).
+"""
+from __future__ import annotations
+
+import ast
+
+from ..tile.plan import SHARED
+
+ALIGN = 16
+# most dynamic shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_87": 166912, "sm_89": 101376,
+                "sm_90": 232448, "sm_90a": 232448, "sm_100": 232448, "sm_100a": 232448,
+                "sm_120": 101376}
+
+
+def _mentions(stmt, names) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names}
+
+
+def live_ranges(fdef: ast.FunctionDef, names) -> dict[str, tuple[int, int]]:
+    ranges: dict[str, list[int]] = {}
+    for pos, stmt in enumerate(fdef.body):
+        for n in _mentions(stmt, names):
+            r = ranges.setdefault(n, [pos, pos])
+            r[1] = pos
+    return {n: tuple(r) for n, r in ranges.items()}
+
+
+def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    plan = ctx.plan
+    shared = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
+    ranges = live_ranges(fdef, set(shared))
+    placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
+    order = sorted(shared.values(), key=lambda t: (-t.nbytes, t.line))
+    for t in order:
+        live = ranges.get(t.name, (0, len(fdef.body)))
+        size = -(-t.nbytes // ALIGN) * ALIGN
+        busy = sorted((s, e) for s, e, r in placed if not (r[1] < live[0] or live[1] < r[0]))
+        offset = 0
+        for s, e in busy:
+            if offset + size <= s:
+                break
+            offset = max(offset, e)
+        t.offset = offset
+        placed.append((offset, offset + size, live))
+    plan.shared_bytes = max((e for _, e, _ in placed), default=0)
+    limit = SHARED_LIMIT.get(ctx.arch)
+    if limit is not None and plan.shared_bytes > limit:
+        detail = ", ".join(f"{t.name} {t.nbytes} B" for t in order)
+        raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "
+                        f"{ctx.arch} allows at most {limit} bytes per block", fdef.body[0]
+                        if fdef.body else None)
+    return fdef
+
+
+def shares_bytes(a, b) -> bool:
+    """Whether two shared tiles overlap in the buffer."""
+    return a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes

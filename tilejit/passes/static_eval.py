@@ -1,0 +1,115 @@
+"""Compile-time values of kernel expressions: tile shapes, dtypes, gemm options.
+
+Evaluates literals, constexpr parameters and specialized shape entries (globals of the
+device program), ``A.dtype`` of tensor parameters, names assigned once from such values,
+arithmetic, tuples and a few pure functions (``T.ceildiv``, ``min``, ``max``, ``int``).
+Anything else raises ``NotStatic``."""
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+
+from .. import language as T
+
+
+class NotStatic(Exception):
+    pass
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
+           ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
+_PURE = (T.ceildiv, builtins.min, builtins.max, builtins.int, builtins.abs, builtins.len,
+         T.max, T.min, T.as_dtype)
+
+
+class _ParamDtype:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+class StaticEval:
+    def __init__(self, namespace: dict, param_dtypes: dict, fdef: ast.FunctionDef | None = None):
+        self.namespace = namespace
+        self.params = {name: _ParamDtype(d) for name, d in param_dtypes.items()}
+        self.env: dict = {}
+        if fdef is not None:
+            self._collect(fdef)
+
+    def _collect(self, fdef):
+        counts: dict[str, int] = {}
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                counts[node.id] = counts.get(node.id, 0) + 1
+        for stmt in fdef.body:                  # straight-line top level only
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                continue
+            target = stmt.targets[0]
+            names = [target] if isinstance(target, ast.Name) else (
+                target.elts if isinstance(target, ast.Tuple) else [])
+            if not names or not all(isinstance(n, ast.Name) and counts.get(n.id) == 1
+                                    for n in names):
+                continue
+            try:
+                value = self.value(stmt.value)
+            except NotStatic:
+                continue
+            if isinstance(target, ast.Name):
+                self.env[target.id] = value
+            elif isinstance(value, tuple) and len(value) == len(names):
+                for n, v in zip(names, value):
+                    self.env[n.id] = v
+
+    def value(self, node: ast.AST):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            if node.id in self.params:
+                return self.params[node.id]
+            if node.id in self.namespace:
+                return self.namespace[node.id]
+            if hasattr(builtins, node.id) and node.id in ("True", "False", "None"):
+                return getattr(builtins, node.id)
+            raise NotStatic(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.value(node.value)
+            if isinstance(base, _ParamDtype) and node.attr != "dtype":
+                raise NotStatic(node.attr)
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                raise NotStatic(node.attr) from None
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self.value(e) for e in node.elts)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](self.value(node.left), self.value(node.right))
+        if isinstance(node, ast.UnaryOp):
+            v = self.value(node.operand)
+            if isinstance(node.op, ast.USub):
+                return -v
+            if isinstance(node.op, ast.UAdd):
+                return v
+            if isinstance(node.op, ast.Not):
+                return not v
+        if isinstance(node, ast.Call):
+            fn = self.value(node.func)
+            if any(fn is p for p in _PURE):
+                args = [self.value(a) for a in node.args]
+                kwargs = {k.arg: self.value(k.value) for k in node.keywords}
+                return fn(*args, **kwargs)
+        if isinstance(node, ast.Subscript):
+            base = self.value(node.value)
+            if isinstance(base, tuple):
+                return base[self.value(node.slice)]
+        raise NotStatic(ast.unparse(node))
+
+    def shape(self, node: ast.AST) -> tuple[int, ...]:
+        v = self.value(node)
+        v = (v,) if isinstance(v, int) else tuple(v)
+        if not v or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            raise NotStatic(f"shape {v!r}")
+        return v

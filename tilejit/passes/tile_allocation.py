@@ -1,0 +1,206 @@
+"""Pass: find the kernel's tiles and put its tile operations into the compiler's forms.
+
+- ``X = T.alloc_shared | alloc_fragment | alloc_local(shape, dtype)`` → a ``Tile`` in
+  the plan (shape and dtype evaluated at compile time) and ``X = __tj_tile("X")``;
+  ``x = T.alloc_var(dtype, init)`` → ``x = __tj_cast(init, dtype)`` (a scalar).
+- A subscript used as an operand of a tile operation names a region:
+  ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
+  (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
+- ``T.gemm(A, B, C, transpose_A=…, policy=…, clear_accum=…)`` → ``__tj_gemm(A, B, C, "g0")``
+  with its options and warp partition in the plan (``tile/gemm_plan.py``).
+- ``T.Pipelined(n, …)`` → ``range(n)`` (until the pipeline pass schedules it).
+
+The simulator runs the region rewrite only (``rewrite_regions``).
+"""
+from __future__ import annotations
+
+import ast
+
+from .. import language as T
+from ..frontend.source import resolve_static
+from ..tile.gemm_plan import GemmPlanError, plan_gemm
+from ..tile.plan import FRAGMENT, LOCAL, SHARED, Tile
+from .static_eval import NotStatic, StaticEval
+
+TILE = "__tj_tile"
+REGION = "__tj_region"
+GEMM = "__tj_gemm"
+CAST = "__tj_cast"
+
+_ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
+# the operand positions of tile operations that may be regions
+REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,)}
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), args, [])
+
+
+def region_call(node: ast.Subscript) -> ast.Call:
+    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    kinds, starts, ends = "", [], []
+    for i in index:
+        if isinstance(i, ast.Slice):
+            if i.step is not None:
+                raise ValueError("a region's slice may not have a step")
+            kinds += "s"
+            starts.append(i.lower or ast.Constant(0))
+            ends.append(i.upper or ast.Constant(None))
+        else:
+            kinds += "p"
+            starts.append(i)
+            ends.append(ast.Constant(None))
+    out = _call(REGION, [node.value, ast.Constant(kinds), ast.Tuple(starts, ast.Load()),
+                         ast.Tuple(ends, ast.Load())])
+    return ast.copy_location(out, node)
+
+
+class _Regions(ast.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace = namespace
+        self.error = error
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        positions = REGION_OPERANDS.get(resolve_static(node.func, self.namespace))
+        if positions:
+            for p in positions:
+                if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
+                    try:
+                        node.args[p] = region_call(node.args[p])
+                    except ValueError as e:
+                        raise self.error(str(e), node) from None
+        return node
+
+
+def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None) -> ast.FunctionDef:
+    from ..errors import CompileError
+    return _Regions(namespace, error or (lambda m, n: CompileError(m))).visit(fdef)
+
+
+_GEMM_OPTIONS = ("transpose_A", "transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
+
+
+class _Tiles(ast.NodeTransformer):
+    def __init__(self, ctx, static: StaticEval):
+        self.ctx = ctx
+        self.static = static
+        self.plan = ctx.plan
+        self.gemm_count = 0
+
+    def _static(self, node, what):
+        try:
+            return self.static.value(node)
+        except NotStatic:
+            raise self.ctx.error(f"{what} must be known at compile time (literals, "
+                                 f"T.constexpr parameters, dtypes, or shapes the kernel "
+                                 f"specializes on), got `{ast.unparse(node)}`", node) from None
+
+    def visit_Assign(self, node):
+        call = node.value
+        target = resolve_static(call.func, self.ctx.namespace) if isinstance(call, ast.Call) else None
+        if target in _ALLOCS:
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                raise self.ctx.error("assign a tile allocation to one name", node)
+            return self._alloc(node, node.targets[0].id, _ALLOCS[target], call)
+        if target is T.alloc_var:
+            args = list(call.args) + [k.value for k in call.keywords]
+            dtype = args[0]
+            init = args[1] if len(args) > 1 else ast.Constant(0)
+            node.value = ast.copy_location(_call(CAST, [init, dtype]), call)
+            return node
+        return self.generic_visit(node)
+
+    def _alloc(self, node, name, kind, call):
+        what = f"T.alloc_{kind}"
+        if not call.args:
+            raise self.ctx.error(f"{what}(shape, dtype): the shape is missing", call)
+        args = {"shape": call.args[0]}
+        if len(call.args) > 1:
+            args["dtype"] = call.args[1]
+        for k in call.keywords:
+            if k.arg in ("shape", "dtype"):
+                args[k.arg] = k.value
+        if "dtype" not in args:
+            raise self.ctx.error(f"{what}(shape, dtype): the dtype is missing", call)
+        try:
+            shape = self.static.shape(args["shape"])
+        except NotStatic:
+            raise self.ctx.error(f"{what}: the shape must be positive integers known at "
+                                 f"compile time, got `{ast.unparse(args['shape'])}`", call) from None
+        try:
+            dtype = T.as_dtype(self._static(args["dtype"], f"{what}'s dtype"))
+        except TypeError as e:
+            raise self.ctx.error(f"{what}: {e}", call) from None
+        if name in self.plan.tiles:
+            raise self.ctx.error(f"tile {name!r} is allocated twice (first at line "
+                                 f"{self.plan.tiles[name].line}); give each tile its own name",
+                                 node)
+        self.plan.tiles[name] = Tile(name, kind, shape, dtype, node.lineno)
+        node.value = ast.copy_location(_call(TILE, [ast.Constant(name)]), call)
+        return node
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        target = resolve_static(node.func, self.ctx.namespace)
+        if target is T.gemm:
+            return self._gemm(node)
+        if target is T.Pipelined:
+            if not node.args:
+                raise self.ctx.error("T.Pipelined(n, num_stages=...) needs the trip count", node)
+            return ast.copy_location(_call("range", [node.args[0]]), node)
+        return node
+
+    def _gemm(self, node):
+        if len(node.args) < 3:
+            raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
+        opts = dict(zip(_GEMM_OPTIONS, node.args[3:]))
+        for k in node.keywords:
+            if k.arg not in _GEMM_OPTIONS:
+                raise self.ctx.error(f"T.gemm: unknown option {k.arg!r}; expected one of "
+                                     f"{', '.join(_GEMM_OPTIONS)}", node)
+            opts[k.arg] = k.value
+        values = {k: self._static(v, f"T.gemm's {k}") for k, v in opts.items()}
+        tiles = []
+        for role, arg in zip("ABC", node.args[:3]):
+            if not (isinstance(arg, ast.Name) and arg.id in self.plan.tiles):
+                raise self.ctx.error(f"T.gemm: operand {role} must be a tile allocated in this "
+                                     f"kernel, got `{ast.unparse(arg)}`", node)
+            tiles.append(self.plan.tiles[arg.id])
+        a, b, c = tiles
+        for role, t, kinds in (("A", a, (SHARED, FRAGMENT)), ("B", b, (SHARED,)),
+                               ("C", c, (FRAGMENT,))):
+            if t.kind not in kinds or len(t.shape) != 2:
+                raise self.ctx.error(f"T.gemm: operand {role} must be a 2-d "
+                                     f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
+                                     f"shape {t.shape}", node)
+        ta, tb = bool(values.get("transpose_A", False)), bool(values.get("transpose_B", False))
+        M, K = (a.shape[1], a.shape[0]) if ta else a.shape
+        K2, N = (b.shape[1], b.shape[0]) if tb else b.shape
+        if K != K2 or c.shape != (M, N):
+            raise self.ctx.error(f"T.gemm: shapes do not match: op(A) is {M}x{K}, op(B) is "
+                                 f"{K2}x{N}, C is {c.shape[0]}x{c.shape[1]}", node)
+        policy = values.get("policy", T.GemmWarpPolicy.Square)
+        policy = getattr(policy, "value", policy)
+        try:
+            plan = plan_gemm(M, N, K, (a.dtype.name, b.dtype.name, c.dtype.name), ta, tb,
+                             policy, self.ctx.threads, bool(values.get("clear_accum", False)))
+        except GemmPlanError as e:
+            raise self.ctx.error(str(e), node) from None
+        if a.kind == FRAGMENT and plan.kind not in ("f16", "bf16"):
+            raise self.ctx.error(f"T.gemm: an A operand in registers needs float16 or bfloat16 "
+                                 f"inputs, got {a.dtype.name}; put A in shared memory", node)
+        if a.kind == FRAGMENT and ta:
+            raise self.ctx.error("T.gemm: transpose_A is not supported for an A operand in "
+                                 "registers", node)
+        gid = f"g{self.gemm_count}"
+        self.gemm_count += 1
+        self.plan.gemms[gid] = (plan, a.name, b.name, c.name, node.lineno)
+        return ast.copy_location(_call(GEMM, node.args[:3] + [ast.Constant(gid)]), node)
+
+
+def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    ctx.plan.threads = ctx.threads
+    fdef = _Regions(ctx.namespace, ctx.error).visit(fdef)
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    return _Tiles(ctx, static).visit(fdef)

@@ -1,0 +1,3 @@
+"""What the tile passes decide about a kernel, as plain Python data (no Numba):
+the tiles it allocates (``plan``), how a ``T.gemm`` is spread over warps
+(``gemm_plan``) and how layouts turn into index arithmetic (``addressing``)."""

@@ -1,0 +1,231 @@
+"""Index arithmetic as small expression trees over the thread index ``t`` and a
+register slot ``s``: where a fragment's slot lives in its tile, where a shared tile's
+element lives in memory. The same tree is evaluated in Python (to check it against the
+layout at every index, at compile time) and emitted as LLVM IR
+(``lowering/tiles.py``), where a constant slot folds away.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..layouts import ComposedLayout, Fragment, Layout
+
+
+class Expr:
+    def __add__(self, other):
+        return _binop("add", self, other)
+
+    def __mul__(self, other):
+        return _binop("mul", self, other)
+
+    def __floordiv__(self, other):
+        return _binop("div", self, other)
+
+    def __mod__(self, other):
+        return _binop("mod", self, other)
+
+    def __xor__(self, other):
+        return _binop("xor", self, other)
+
+    def __and__(self, other):
+        return _binop("and", self, other)
+
+    def __rshift__(self, other):
+        return _binop("shr", self, other)
+
+    __radd__ = __add__
+    __rmul__ = __mul__
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+
+def const(x) -> Expr:
+    return x if isinstance(x, Expr) else Const(int(x))
+
+
+def _binop(op, a, b) -> Expr:
+    a, b = const(a), const(b)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(_APPLY[op](a.value, b.value))
+    if op == "add":
+        if isinstance(a, Const) and a.value == 0:
+            return b
+        if isinstance(b, Const) and b.value == 0:
+            return a
+    if op == "mul":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const) and x.value == 0:
+                return Const(0)
+            if isinstance(x, Const) and x.value == 1:
+                return y
+    if op == "div" and isinstance(b, Const) and b.value == 1:
+        return a
+    return BinOp(op, a, b)
+
+
+_APPLY = {
+    "add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x // y,
+    "mod": lambda x, y: x % y, "xor": lambda x, y: x ^ y, "and": lambda x, y: x & y,
+    "shr": lambda x, y: x >> y,
+}
+
+T_VAR, S_VAR = Var("t"), Var("s")
+
+
+def evaluate(e: Expr, env: dict) -> int:
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, Var):
+        return env[e.name]
+    return _APPLY[e.op](evaluate(e.a, env), evaluate(e.b, env))
+
+
+def substitute(e: Expr, env: dict) -> Expr:
+    """``e`` with the named variables replaced by constants (and folded)."""
+    if isinstance(e, Var):
+        return Const(env[e.name]) if e.name in env else e
+    if isinstance(e, Const):
+        return e
+    return _binop(e.op, substitute(e.a, env), substitute(e.b, env))
+
+
+# -- shared-memory tiles --------------------------------------------------------------
+
+def _mode_offset(coord: Expr, leaves) -> Expr:
+    out: Expr = Const(0)
+    place = 1
+    for k, (size, stride) in enumerate(leaves):
+        digit = coord // place
+        if k < len(leaves) - 1:
+            digit = digit % size
+        out = out + digit * stride
+        place *= size
+    return out
+
+
+def layout_offset(layout, coords: list[Expr]) -> Expr:
+    """The element offset ``layout(*coords)`` of a Layout or a swizzled ComposedLayout."""
+    if isinstance(layout, ComposedLayout):
+        inner = layout_offset(layout.layout, coords) + layout.offset
+        sw = layout.swizzle
+        if sw.bits == 0:
+            return inner
+        if sw.shift >= 0:
+            return inner ^ ((inner & sw.yyy_mask) >> sw.shift)
+        raise ValueError(f"unsupported swizzle {sw}")
+    assert isinstance(layout, Layout)
+    out: Expr = Const(0)
+    for mode, c in zip(layout, coords):
+        out = out + _mode_offset(const(c), mode._leaves)
+    return out
+
+
+def row_major(shape) -> Layout:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return Layout(tuple(shape), tuple(reversed(strides)))
+
+
+# -- fragments --------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class FragmentIndexing:
+    """(thread t, slot s) -> the element's tile coordinates, and whether that slot
+    holds an element at all (the last round of a parallel layout may be partial)."""
+
+    fragment: Fragment
+    coords: tuple[Expr, ...]
+    valid: Expr | None          # None: every (thread, slot) holds an element
+
+    @property
+    def slots(self) -> int:
+        return self.fragment.slots_per_thread
+
+
+def _digit_coords(frag: Fragment):
+    """Coordinates of a fragment whose thread and slot layouts share one leaf structure
+    with each leaf owned by the thread or by the slot (every mma tiling)."""
+    coords = []
+    for tm, sm in zip(frag.thread_layout, frag.slot_layout):
+        tl, sl = tm._leaves, sm._leaves
+        if [s for s, _ in tl] != [s for s, _ in sl]:
+            return None
+        out: Expr = Const(0)
+        place = 1
+        for (size, dt), (_, ds) in zip(tl, sl):
+            if dt and ds:
+                return None
+            if size > 1 and (dt or ds):
+                src, stride = (T_VAR, dt) if dt else (S_VAR, ds)
+                out = out + ((src // stride) % size) * place
+            elif size > 1:
+                return None               # a leaf neither owns: not a distribution
+            place *= size
+        coords.append(out)
+    return tuple(coords)
+
+
+@lru_cache(maxsize=None)
+def fragment_indexing(frag: Fragment, parallel_vector: int | None = None) -> FragmentIndexing:
+    """The indexing of ``frag``, checked against the layout at every (thread, slot)."""
+    if parallel_vector is not None:
+        vec, threads = parallel_vector, frag.base_threads
+        flat = (S_VAR % vec) + (T_VAR % threads + (S_VAR // vec) * threads) * vec
+        total = math.prod(frag.shape)
+        coords, rest = [], flat
+        for n in reversed(frag.shape[1:]):
+            coords.append(rest % n)
+            rest = rest // n
+        coords.append(rest)
+        coords = tuple(reversed(coords))
+        per_round = threads * vec
+        valid = None if total % per_round == 0 else BinOp("lt", flat, Const(total))
+        ix = FragmentIndexing(frag, coords, valid)
+    else:
+        coords = _digit_coords(frag)
+        if coords is None:
+            raise ValueError(f"fragment {frag.name!r}: no index formula for this layout")
+        ix = FragmentIndexing(frag, coords, None)
+    _check(ix)
+    return ix
+
+
+_APPLY["lt"] = lambda x, y: int(x < y)
+
+
+def _check(ix: FragmentIndexing) -> None:
+    frag = ix.fragment
+    inverse = frag.inverse()
+    for t in range(frag.base_threads):
+        for s in range(frag.slots_per_thread):
+            env = {"t": t, "s": s}
+            want = inverse.get(t, s)
+            ok = ix.valid is None or evaluate(ix.valid, env)
+            if want is None:
+                if ok:
+                    raise ValueError(f"fragment {frag.name!r}: thread {t} slot {s} holds "
+                                     f"nothing but the index formula says it does")
+                continue
+            got = tuple(evaluate(c, env) for c in ix.coords)
+            if not ok or got != tuple(want):
+                raise ValueError(f"fragment {frag.name!r}: index formula gives {got} for "
+                                 f"thread {t} slot {s}, the layout says {want}")

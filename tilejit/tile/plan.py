@@ -1,0 +1,63 @@
+"""The tile plan of one kernel specialization: every tile the kernel allocates, with
+the layout the passes chose for it and (for shared tiles) its place in the one dynamic
+shared-memory buffer, and every ``T.gemm`` with its warp partition.
+
+The source passes build it (``passes/tile_allocation.py``, ``layout_inference.py``,
+``shared_memory.py``); the typing and lowering rules read it through
+``current_kernel().tiles``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..language.dtypes import DType
+
+SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
+
+
+@dataclass
+class Tile:
+    name: str
+    kind: str                    # SHARED | FRAGMENT | LOCAL
+    shape: tuple[int, ...]
+    dtype: DType
+    line: int
+    layout: object = None        # shared: Layout | ComposedLayout; fragment: Fragment
+    layout_line: int | None = None   # the use that fixed the layout (for errors)
+    layout_reason: str = ""
+    offset: int = 0              # shared: byte offset in the dynamic buffer
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+@dataclass
+class TilePlan:
+    tiles: dict[str, Tile] = field(default_factory=dict)
+    gemms: dict[str, object] = field(default_factory=dict)      # id -> GemmPlan
+    loops: dict[str, object] = field(default_factory=dict)      # id -> Fragment of a loop
+    shared_bytes: int = 0
+    threads: int = 128
+
+    def tile(self, name: str) -> Tile:
+        return self.tiles[name]
+
+    def describe(self) -> str:
+        """A readable summary (``TILEJIT_DUMP_IR`` writes it)."""
+        lines = [f"threads: {self.threads}", f"dynamic shared memory: {self.shared_bytes} bytes"]
+        for t in self.tiles.values():
+            where = f" @ byte {t.offset}" if t.kind == SHARED else ""
+            lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "
+                         f"(line {t.line}): {t.layout}"
+                         + (f"  [{t.layout_reason}]" if t.layout_reason else ""))
+        for gid, g in self.gemms.items():
+            lines.append(f"gemm {gid}: {g}")
+        for lid, frag in self.loops.items():
+            lines.append(f"fragment loop {lid}: {frag.name}")
+        return "\n".join(lines) + "\n"
