@@ -7,6 +7,9 @@ Benchmarks:
   launch       Python-side cost per call of a cached launch of a 1024-element add,
                averaged over 10,000 calls: tilejit, a bare cuLaunchKernel of the same
                PTX through cuda.bindings, torch.add, Triton.
+  gemm         fp16 C = A @ B (fp32 accumulate, fp16 out) at 4096^3 and 8192^3:
+               tilejit's mma.sync GEMM (each block shape in a small grid) beside
+               torch.matmul (cuBLAS); TFLOP/s count 2·M·N·K.
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 """
@@ -162,6 +165,70 @@ def bench_launch():
     return rows
 
 
+@tilejit.kernel
+def gemm_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
+                block_K: T.constexpr = 32, threads: T.constexpr = 128,
+                num_stages: T.constexpr = 3):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, threads=128),
+                dict(block_M=128, block_N=128, block_K=64, threads=128),
+                dict(block_M=128, block_N=256, block_K=32, threads=256),
+                dict(block_M=256, block_N=128, block_K=32, threads=256),
+                dict(block_M=128, block_N=128, block_K=32, threads=256)]
+
+
+def bench_gemm(sizes=(4096, 8192)):
+    """Each variant is checked against torch, then timed in 3 interleaved rounds; the
+    table keeps each variant's best round."""
+    rows = []
+    for n in sizes:
+        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+        c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+        ref = a @ b
+        variants = [(f"torch.matmul {n}^3", lambda: torch.matmul(a, b, out=c))]
+        for cfg in GEMM_CONFIGS:
+            label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
+            variants.append((f"tilejit {label} t{cfg['threads']} {n}^3",
+                             lambda cfg=cfg: gemm_kernel(a, b, c, **cfg)))
+        ok = []
+        for name, fn in variants:
+            c.zero_()
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as e:  # a configuration that does not compile is reported
+                print(f"{name}: {type(e).__name__}: {e}")
+                continue
+            err = (c.float() - ref.float()).abs().max().item()
+            assert err < 0.05 * (1 + ref.float().abs().max().item()), f"{name}: error {err}"
+            ok.append((name, fn))
+        times = {name: [] for name, _ in ok}
+        for _ in range(3):
+            for name, fn in ok:
+                times[name].append(median_ms(fn))
+        flops = 2 * n ** 3
+        base = min(times[ok[0][0]])
+        for name, _ in ok:
+            best = min(times[name])
+            rows.append({"name": name, "ms": best, "TFLOP/s": flops / best / 1e9,
+                         "vs torch": base / best})
+    return rows
+
+
 _COMPILE_CHILD = r"""
 import os, sys, time, json
 t_start = time.perf_counter()
@@ -229,7 +296,8 @@ def bench_compile():
     return rows
 
 
-BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "compile": bench_compile}
+BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
+              "compile": bench_compile}
 
 
 def _commit():

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-MODULES = ["vector_add", "elementwise_2d"]
+MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue"]
 
 
 def example_arguments(specs):

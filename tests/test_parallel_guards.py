@@ -8,12 +8,13 @@ import pytest
 
 import tilejit
 import tilejit.language as T
+from tilejit.passes.context import PassContext
 from tilejit.passes.parallel_guards import GROUPS, version_parallel_guards
 
 
 def versioned(src: str) -> bool:
     fdef = ast.parse(textwrap.dedent(src)).body[0]
-    out = version_parallel_guards(fdef, {"T": T})
+    out = version_parallel_guards(fdef, PassContext({"T": T}))
     return GROUPS in ast.unparse(out)
 
 

@@ -130,7 +130,7 @@ def _tile_offset(builder, side, offsets):
 
 
 def _zero(context, elem):
-    return context.get_constant(elem, 0) if not isinstance(elem, types.Boolean) else ir.IntType(1)(0)
+    return ir.Constant(context.get_value_type(elem), 0)
 
 
 def load_element(context, builder, side, offsets):

@@ -21,6 +21,8 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
            ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
            ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
+_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+        ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
 _PURE = (T.ceildiv, builtins.min, builtins.max, builtins.int, builtins.abs, builtins.len,
          T.max, T.min, T.as_dtype)
 
@@ -101,6 +103,13 @@ class StaticEval:
                 args = [self.value(a) for a in node.args]
                 kwargs = {k.arg: self.value(k.value) for k in node.keywords}
                 return fn(*args, **kwargs)
+        if isinstance(node, ast.IfExp):
+            return self.value(node.body) if self.value(node.test) else self.value(node.orelse)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
+            return _CMP[type(node.ops[0])](self.value(node.left), self.value(node.comparators[0]))
+        if isinstance(node, ast.BoolOp):
+            values = [self.value(v) for v in node.values]
+            return all(values) if isinstance(node.op, ast.And) else any(values)
         if isinstance(node, ast.Subscript):
             base = self.value(node.value)
             if isinstance(base, tuple):

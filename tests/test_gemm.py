@@ -1,0 +1,154 @@
+"""T.gemm on mma.sync: every dtype pair, both transposes, each warp policy, 128 and 256
+threads, shapes that are not multiples of the block. In simulation against float64
+(torch) and, with ``-m gpu``, on the device against torch and against the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
+         block_K: T.constexpr = 32, trans_A: T.constexpr = False, trans_B: T.constexpr = False,
+         policy: T.constexpr = "Square", threads: T.constexpr = 128,
+         acc: T.constexpr = "float32"):
+    M = A.shape[1] if trans_A else A.shape[0]
+    K = A.shape[0] if trans_A else A.shape[1]
+    N = B.shape[0] if trans_B else B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), acc)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            if trans_A:
+                T.copy(A[k * block_K, by * block_M], A_s)
+            else:
+                T.copy(A[by * block_M, k * block_K], A_s)
+            if trans_B:
+                T.copy(B[bx * block_N, k * block_K], B_s)
+            else:
+                T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, policy=policy)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+gemm_sim = tilejit.kernel(gemm.func, target="sim")   # the same kernel, simulated
+
+TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+         "int8": torch.int8, "int32": torch.int32}
+PAIRS = [("float16", "float32"), ("float16", "float16"), ("bfloat16", "float32"),
+         ("float32", "float32"), ("int8", "int32")]
+
+
+def _inputs(M, N, K, dtype, trans_A, trans_B, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == "int8":
+        a = torch.randint(-8, 8, (M, K), generator=g, dtype=torch.int8)
+        b = torch.randint(-8, 8, (K, N), generator=g, dtype=torch.int8)
+    else:
+        a = torch.randn(M, K, generator=g).to(TORCH[dtype])
+        b = torch.randn(K, N, generator=g).to(TORCH[dtype])
+    A = a.t().contiguous() if trans_A else a
+    B = b.t().contiguous() if trans_B else b
+    return a, b, A.to(device), B.to(device)
+
+
+def _check(c, a, b, dtype, acc, K):
+    ref = a.double() @ b.double()
+    got = c.double().cpu()
+    if dtype == "int8":
+        assert torch.equal(got, ref), (got - ref).abs().max()
+        return
+    tol = {"float32": 1e-2, "float16": 1e-2}[acc] if dtype != "float32" else 5e-3 * K ** 0.5
+    if acc == "float16":
+        tol = 2e-2 * K ** 0.5 / 4
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-2, atol=max(tol, 1e-2))
+
+
+def _config(dtype, acc, block_K=None, **kw):
+    bk = block_K or {"int8": 64, "float32": 16}.get(dtype, 32)
+    return dict(block_K=bk, acc=acc, **kw)
+
+
+SIM_CASES = [
+    # (M, N, K, dtype, acc, options)
+    (128, 128, 64, "float16", "float32", {}),
+    (200, 150, 96, "float16", "float32", {}),
+    (100, 77, 51, "float16", "float32", {"trans_A": True}),
+    (100, 77, 51, "bfloat16", "float32", {"trans_B": True}),
+    (64, 64, 64, "float16", "float16", {"block_M": 64, "block_N": 64}),
+    (96, 80, 40, "float32", "float32", {"block_M": 64, "block_N": 64}),
+    (64, 96, 96, "int8", "int32", {"block_M": 64, "block_N": 64}),
+    (130, 130, 32, "float16", "float32", {"policy": "FullRow", "threads": 256}),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,acc,opts", SIM_CASES)
+def test_gemm_simulated(M, N, K, dtype, acc, opts):
+    a, b, A, B = _inputs(M, N, K, dtype, opts.get("trans_A", False), opts.get("trans_B", False))
+    c = torch.zeros(M, N, dtype=TORCH[acc])
+    gemm(A, B, c, **_config(dtype, acc, **opts))
+    _check(c, a, b, dtype, acc, K)
+
+
+GPU_CASES = [
+    (M, N, K, dtype, acc, opts)
+    for (dtype, acc) in PAIRS
+    for (M, N, K) in [(512, 512, 512), (384, 256, 640), (1000, 777, 513)]
+    for opts in [{}, {"trans_A": True}, {"trans_B": True}, {"trans_A": True, "trans_B": True}]
+    if not (dtype in ("float32", "int8") and opts and (M, N, K) == (384, 256, 640))
+] + [
+    (1000, 777, 513, "float16", "float32", {"policy": p, "threads": t})
+    for p in ("Square", "FullRow", "FullCol") for t in (128, 256)
+] + [
+    (512, 512, 256, "float16", "float32", {"block_M": bm, "block_N": bn, "block_K": bk,
+                                           "threads": t})
+    for bm, bn, bk, t in [(64, 64, 32, 128), (128, 256, 32, 256), (256, 128, 64, 256),
+                          (64, 128, 64, 128), (128, 64, 16, 128)]
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,dtype,acc,opts", GPU_CASES)
+def test_gemm_gpu_matches_torch_and_simulator(M, N, K, dtype, acc, opts):
+    a, b, A, B = _inputs(M, N, K, dtype, opts.get("trans_A", False), opts.get("trans_B", False),
+                         device="cuda")
+    c = torch.zeros(M, N, dtype=TORCH[acc], device="cuda")
+    cfg = _config(dtype, acc, **opts)
+    gemm(A, B, c, **cfg)
+    torch.cuda.synchronize()
+    _check(c, a, b, dtype, acc, K)
+    if M * N * K <= 256 * 1024 * 1024:
+        c_sim = torch.zeros(M, N, dtype=TORCH[acc])
+        gemm_sim(A.cpu(), B.cpu(), c_sim, **cfg)
+        tol = 0 if dtype == "int8" else 2e-2
+        np.testing.assert_allclose(c.double().cpu().numpy(), c_sim.double().numpy(),
+                                   rtol=tol, atol=tol * 5)
+
+
+def test_gemm_ptx_uses_tensor_cores_for_every_dtype():
+    for dtype, acc in PAIRS:
+        a, b, A, B = _inputs(256, 256, 256, dtype, False, False)
+        c = torch.zeros(256, 256, dtype=TORCH[acc])
+        ptx = gemm.compile(A, B, c, target="cuda", arch="sm_90", **_config(dtype, acc)).ptx
+        assert "mma.sync.aligned" in ptx, dtype
+        if dtype in ("float16", "bfloat16"):
+            assert "ldmatrix.sync.aligned" in ptx, dtype
+
+
+def test_gemm_shape_mismatch_is_a_compile_error():
+    @tilejit.kernel
+    def bad(A, B, C):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), A.dtype)
+            B_s = T.alloc_shared((16, 64), B.dtype)
+            C_f = T.alloc_fragment((64, 64), T.float32)
+            T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+    a = np.zeros((64, 32), np.float16)
+    with pytest.raises(tilejit.CompileError, match="shapes do not match"):
+        bad.compile(a, np.zeros((16, 64), np.float16), np.zeros((64, 64), np.float32),
+                    target="cuda", arch="sm_90")
