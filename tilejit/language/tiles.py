@@ -188,19 +188,24 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    from ..sim.runtime import _to_storage
     a = A.data.T if transpose_A else A.data
     b = B.data.T if transpose_B else B.data
     acc = C.dtype
-    if acc.is_int:
-        product = a.astype(np.int64) @ b.astype(np.int64)
-    else:
-        if A.dtype.name == "float32":
-            a, b = _tf32(a), _tf32(b)
-        product = a.astype(np.float32) @ b.astype(np.float32)
     if clear_accum:
         C.data[...] = 0
-    from ..sim.runtime import _to_storage
-    total = C.data.astype(product.dtype) + product
     if acc.is_int:
-        total = total.astype(np.int64).astype(np.int32)
+        total = C.data.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)
+        C.data[...] = total.astype(np.int32)
+        return
+    if A.dtype.name == "float32":
+        a, b = _tf32(a), _tf32(b)
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    if acc.name == "float16":
+        # the tensor cores round the float16 accumulator after every k-step of 16
+        total = C.data.astype(np.float32)
+        for k in range(0, a.shape[1], 16):
+            total = (total + a[:, k:k + 16] @ b[k:k + 16]).astype(np.float16).astype(np.float32)
+    else:
+        total = C.data.astype(np.float32) + a @ b
     C.data[...] = _to_storage(total, acc, C.data.dtype)

@@ -370,17 +370,35 @@ def _copy_distributed(context, builder, src, dst, extents):
             fast[id(side)] = _aligned_start(builder, side, vec)
     chunks = total // vec
     tid = thread_index(context, builder)
+    # all loads first, then all stores: the loads of every chunk are in flight together
+    # instead of one global round trip per chunk
+    staged = []
     for k in range(-(-chunks // threads)):
         chunk = builder.add(tid, I32(k * threads))
         partial = (k + 1) * threads > chunks
-        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
-              if partial else _Null()):
-            flat = builder.mul(chunk, I32(vec))
-            cc = _unflatten(builder, flat, extents) if extents else []
-            ccs = [cc[:-1] + [builder.add(cc[-1], I32(v))] if v else cc for v in range(vec)]
+        guard = builder.icmp_unsigned("<", chunk, I32(chunks)) if partial else None
+        flat = builder.mul(chunk, I32(vec))
+        cc = _unflatten(builder, flat, extents) if extents else []
+        ccs = [cc[:-1] + [builder.add(cc[-1], I32(v))] if v else cc for v in range(vec)]
+        holder = cgutils.alloca_once(builder, _vector_type(context, dst.element, vec)) \
+            if guard is not None else None
+        with (builder.if_then(guard) if guard is not None else _Null()):
             values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs], vec,
                                  fast.get(id(src)))
             values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            if holder is not None:
+                raw = ir.Constant(holder.type.pointee, None)
+                for j, v in enumerate(values):
+                    raw = builder.insert_element(raw, _as_data(context, builder, dst.element, v),
+                                                 I32(j))
+                builder.store(raw, holder)
+        staged.append((guard, ccs, values, holder))
+    for guard, ccs, values, holder in staged:
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            if holder is not None:
+                raw = builder.load(holder)
+                values = [_from_data(context, builder, dst.element,
+                                     builder.extract_element(raw, I32(j))) for j in range(vec)]
             _store_chunk(context, builder, dst, [_dims(dst, c) for c in ccs], values, vec,
                          fast.get(id(dst)))
 
