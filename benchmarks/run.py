@@ -183,26 +183,68 @@ def gemm_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
         T.copy(C_f, C[by * block_M, bx * block_N])
 
 
-GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, threads=128),
-                dict(block_M=128, block_N=128, block_K=64, threads=128),
-                dict(block_M=128, block_N=256, block_K=32, threads=256),
-                dict(block_M=256, block_N=128, block_K=32, threads=256),
-                dict(block_M=128, block_N=128, block_K=32, threads=256)]
+GEMM_CONFIGS = [dict(block_M=bm, block_N=bn, block_K=bk, threads=t, num_stages=s)
+                for bm, bn, bk, t, s in [(128, 128, 32, 128, 3), (128, 128, 32, 128, 4),
+                                         (128, 128, 64, 128, 3), (128, 256, 32, 256, 3),
+                                         (256, 128, 32, 256, 3), (128, 256, 64, 256, 3),
+                                         (128, 128, 32, 256, 4), (128, 128, 64, 256, 3)]]
+if os.environ.get("TILEJIT_GEMM_CONFIGS"):      # e.g. "128,128,32,128,3;128,256,32,256,3"
+    GEMM_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"),
+                             map(int, c.split(","))))
+                    for c in os.environ["TILEJIT_GEMM_CONFIGS"].split(";")]
+
+if triton is not None:
+    @triton.jit
+    def triton_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr, GROUP: tl.constexpr):
+        pid = tl.program_id(0)
+        grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        width = GROUP * grid_n
+        group = pid // width
+        first = group * GROUP
+        rows = tl.minimum(grid_m - first, GROUP)
+        pm = first + (pid % width) % rows
+        pn = (pid % width) // rows
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc += tl.dot(a, b)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
 
-def bench_gemm(sizes=(4096, 8192)):
+def bench_gemm(sizes=(4096, 8192), dtypes=("float16", "bfloat16")):
     """Each variant is checked against torch, then timed in 3 interleaved rounds; the
-    table keeps each variant's best round."""
+    table keeps each variant's best round. tilejit runs each block shape of a small grid
+    (block M/N/K, threads, stages); "vs torch" is against cuBLAS in the same run."""
     rows = []
-    for n in sizes:
-        a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    for dtype in dtypes:
+        for n in sizes:
+            rows += _bench_gemm_one(n, getattr(torch, dtype), dtype)
+    return rows
+
+
+def _bench_gemm_one(n, tdtype, dtype):
+    rows = []
+    if True:
+        a = torch.randn(n, n, device="cuda", dtype=tdtype)
+        b = torch.randn(n, n, device="cuda", dtype=tdtype)
+        c = torch.empty(n, n, device="cuda", dtype=tdtype)
         ref = a @ b
-        variants = [(f"torch.matmul {n}^3", lambda: torch.matmul(a, b, out=c))]
+        variants = [(f"torch.matmul {dtype} {n}^3", lambda: torch.matmul(a, b, out=c))]
+        if triton is not None:
+            for bm, bn, bk, w, s in [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4)]:
+                variants.append((f"triton {bm}x{bn}x{bk} w{w} s{s} {dtype} {n}^3",
+                                 lambda bm=bm, bn=bn, bk=bk, w=w, s=s: triton_matmul[
+                                     (triton.cdiv(n, bm) * triton.cdiv(n, bn),)](
+                                     a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, GROUP=8,
+                                     num_warps=w, num_stages=s)))
         for cfg in GEMM_CONFIGS:
             label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
-            variants.append((f"tilejit {label} t{cfg['threads']} {n}^3",
+            variants.append((f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}^3",
                              lambda cfg=cfg: gemm_kernel(a, b, c, **cfg)))
         ok = []
         for name, fn in variants:

@@ -13,7 +13,7 @@ import tilejit.language as T
 def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
          block_K: T.constexpr = 32, trans_A: T.constexpr = False, trans_B: T.constexpr = False,
          policy: T.constexpr = "Square", threads: T.constexpr = 128,
-         acc: T.constexpr = "float32"):
+         acc: T.constexpr = "float32", stages: T.constexpr = 2):
     M = A.shape[1] if trans_A else A.shape[0]
     K = A.shape[0] if trans_A else A.shape[1]
     N = B.shape[0] if trans_B else B.shape[1]
@@ -22,7 +22,7 @@ def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
         B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), B.dtype)
         C_f = T.alloc_fragment((block_M, block_N), acc)
         T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
             if trans_A:
                 T.copy(A[k * block_K, by * block_M], A_s)
             else:
@@ -83,6 +83,8 @@ SIM_CASES = [
     (96, 80, 40, "float32", "float32", {"block_M": 64, "block_N": 64}),
     (64, 96, 96, "int8", "int32", {"block_M": 64, "block_N": 64}),
     (130, 130, 32, "float16", "float32", {"policy": "FullRow", "threads": 256}),
+    (128, 128, 200, "float16", "float32", {"stages": 3}),
+    (128, 128, 32, "float16", "float32", {"stages": 4}),
 ]
 
 
@@ -108,6 +110,13 @@ GPU_CASES = [
                                            "threads": t})
     for bm, bn, bk, t in [(64, 64, 32, 128), (128, 256, 32, 256), (256, 128, 64, 256),
                           (64, 128, 64, 128), (128, 64, 16, 128)]
+] + [
+    # the software pipeline: 0 … 4 stages, fewer K steps than stages, K not a multiple
+    # of block_K, misaligned rows (the synchronous fallback of the async copies)
+    (M, N, K, dtype, "float32", {"stages": s})
+    for s in (0, 1, 2, 3, 4)
+    for (M, N, K, dtype) in [(512, 384, 1024, "float16"), (256, 256, 64, "float16"),
+                             (300, 260, 100, "bfloat16"), (256, 256, 517, "float16")]
 ]
 
 
@@ -152,3 +161,24 @@ def test_gemm_shape_mismatch_is_a_compile_error():
     with pytest.raises(tilejit.CompileError, match="shapes do not match"):
         bad.compile(a, np.zeros((16, 64), np.float16), np.zeros((64, 64), np.float32),
                     target="cuda", arch="sm_90")
+
+
+def test_pipelined_gemm_ptx_uses_cp_async_with_the_stage_count():
+    a = torch.zeros(512, 512, dtype=torch.float16)
+    c = torch.zeros(512, 512, dtype=torch.float32)
+    for stages in (2, 3, 4):
+        ptx = gemm.compile(a, a, c, target="cuda", arch="sm_80", stages=stages).ptx
+        assert "cp.async.cg.shared.global" in ptx
+        assert f"cp.async.wait_group \t{stages - 1};" in ptx or \
+            f"cp.async.wait_group {stages - 1};" in ptx
+        assert "ldmatrix.sync.aligned" in ptx and "mma.sync.aligned" in ptx
+    ptx = gemm.compile(a, a, c, target="cuda", arch="sm_80", stages=1).ptx
+    assert "cp.async" not in ptx
+
+
+def test_pipelined_shared_memory_holds_every_stage():
+    a = torch.zeros(512, 512, dtype=torch.float16)
+    c = torch.zeros(512, 512, dtype=torch.float32)
+    one = gemm.compile(a, a, c, target="cuda", arch="sm_90", stages=1).shared_bytes
+    three = gemm.compile(a, a, c, target="cuda", arch="sm_90", stages=3).shared_bytes
+    assert one == 2 * 128 * 32 * 2 and three == 3 * one

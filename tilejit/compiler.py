@@ -26,7 +26,8 @@ from .language import intrinsics
 from .language.dtypes import as_dtype
 from .lowering.target_hooks import KernelConfig, compiling
 from .language.dtypes import as_dtype as _as_dtype
-from .passes import barriers, layout_inference, parallel_guards, shared_memory, tile_allocation
+from .passes import (barriers, layout_inference, parallel_guards, pipeline, shared_memory,
+                     tile_allocation)
 from .passes.context import PassContext
 from .specialization import Specialization
 from .targets import nvptx
@@ -37,6 +38,7 @@ from .typing.types import BFloat16, GlobalTensorType, WeakFloat, numba_type, wea
 
 SOURCE_PASSES = (
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
@@ -50,7 +52,9 @@ PASS_INTRINSICS = {
     layout_inference.FRAG_INDEX: intrinsics.frag_index,
     layout_inference.FRAG_VALID: intrinsics.frag_valid,
     layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
-    barriers.SYNC: intrinsics.sync_threads,
+    barriers.SYNC: intrinsics.sync_threads, pipeline.STAGE: intrinsics.stage,
+    pipeline.COPY_ASYNC: intrinsics.copy_async, pipeline.COMMIT: intrinsics.cp_commit,
+    pipeline.WAIT: intrinsics.cp_wait,
 }
 
 

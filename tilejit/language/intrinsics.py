@@ -49,3 +49,7 @@ frag_valid = _device_only("frag_valid")        # (lid, slot) -> whether the slot
 frag_get = _device_only("frag_get")            # (F, slot) -> value
 frag_set = _device_only("frag_set")            # (F, slot, value)
 sync_threads = _device_only("sync_threads")    # a block barrier
+stage = _device_only("stage")                  # stage(tile, index): one version of a tile
+copy_async = _device_only("copy_async")        # copy_async(src, dst): cp.async copy
+cp_commit = _device_only("cp_commit")          # close this thread's group of async copies
+cp_wait = _device_only("cp_wait")              # cp_wait(n): at most n groups still pending

@@ -24,11 +24,13 @@ from numba.core import cgutils, types
 
 from .. import language as T
 from ..errors import CompileError
+from ..language import intrinsics
 from ..tile.addressing import Var, layout_offset
 from ..tile.regions import RegionError, copy_dims
 from ..typing.tiles import RegionType, TileType
 from ..typing.types import GlobalTensorType
 from .registry import lower
+from .target_hooks import current_kernel
 from .tiles import emit, plan, thread_index
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
@@ -43,6 +45,7 @@ class Side:
     ranged: list | None
     extents: tuple | None
     tensor: object = None      # the struct proxy of a global tensor
+    scalar_only: bool = False  # never the vector path (the misaligned fallback)
 
     @property
     def ndim(self):
@@ -257,7 +260,7 @@ def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
 
 
 def _global_vectorizable(side: Side, vec: int) -> bool:
-    if vec == 1 or not (side.ty.contiguous and side.ty.aligned):
+    if vec == 1 or side.scalar_only or not (side.ty.contiguous and side.ty.aligned):
         return False
     last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
     return bool(last) and last[-1] == side.ndim - 1
@@ -356,7 +359,7 @@ def _aligned_start(builder, side, vec):
     return builder.icmp_unsigned("==", builder.and_(start, I64(vec - 1)), I64(0))
 
 
-def _copy_distributed(context, builder, src, dst, extents):
+def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
     threads = plan().threads
     total = math.prod(extents) if extents else 1
     last = extents[-1] if extents else 1
@@ -370,6 +373,10 @@ def _copy_distributed(context, builder, src, dst, extents):
             fast[id(side)] = _aligned_start(builder, side, vec)
     chunks = total // vec
     tid = thread_index(context, builder)
+    if (asynchronous and id(src) in fast and dst.kind == "shared" and src.dtype == dst.dtype
+            and vec * src.dtype.itemsize in (4, 8, 16)):
+        _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast[id(src)])
+        return
     # all loads first, then all stores: the loads of every chunk are in flight together
     # instead of one global round trip per chunk
     staged = []
@@ -403,6 +410,64 @@ def _copy_distributed(context, builder, src, dst, extents):
                          fast.get(id(dst)))
 
 
+def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
+    kind = "cg" if nbytes == 16 else "ca"
+    name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}.s"
+    i8 = ir.IntType(8)
+    fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1), I32])
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    dst = builder.bitcast(smem_ptr, ir.PointerType(i8, 3))
+    src = builder.bitcast(gmem_ptr, ir.PointerType(i8, gmem_ptr.type.addrspace))
+    if gmem_ptr.type.addrspace != 1:
+        src = builder.addrspacecast(src, ir.PointerType(i8, 1))
+    builder.call(fn, [dst, src, src_bytes])
+
+
+def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
+    """global → shared with cp.async: each chunk of ``vec`` elements is one async copy of
+    4, 8 or 16 bytes; the bytes past the tensor's last column, or of a row outside it,
+    are zero-filled by the instruction (its source size operand). When the region's
+    last start is not a multiple of vec (checked once, at run time) the copy is
+    synchronous, element by element."""
+    threads = plan().threads
+    itemsize = src.dtype.itemsize
+    tid = thread_index(context, builder)
+    with builder.if_else(fast, likely=True) as (then, otherwise):
+        with then:
+            shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
+            for k in range(-(-chunks // threads)):
+                chunk = builder.add(tid, I32(k * threads))
+                partial = (k + 1) * threads > chunks
+                with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
+                      if partial else _Null()):
+                    cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+                    coords = _global_coords(builder, src, _dims(src, cc))
+                    rows_ok = None
+                    for c, n in zip(coords[:-1], shape[:-1]):
+                        b = builder.icmp_unsigned("<", c, n)
+                        rows_ok = b if rows_ok is None else builder.and_(rows_ok, b)
+                    left = builder.sub(shape[-1], coords[-1])
+                    left = builder.select(builder.icmp_signed("<", left, I64(0)), I64(0), left)
+                    left = builder.select(builder.icmp_signed(">", left, I64(vec)), I64(vec), left)
+                    if rows_ok is not None:
+                        left = builder.select(rows_ok, left, I64(0))
+                    nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
+                    inside = builder.icmp_unsigned("!=", left, I64(0))
+                    gptr = builder.select(inside, _global_pointer(builder, src, coords),
+                                          src.tensor.data)
+                    sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
+                                       inbounds=True)
+                    _cp_async(builder, sptr, gptr, vec * itemsize, nbytes)
+        with otherwise:
+            _copy_distributed(context, builder, _unfast(src), dst, extents)
+
+
+def _unfast(side):
+    """The same operand, never taking the vector path (the element-wise fallback)."""
+    import dataclasses
+    return dataclasses.replace(side, scalar_only=True)
+
+
 @lower(T.copy, types.Any, types.Any)
 def copy_impl(context, builder, sig, args):
     src = describe(context, builder, sig.args[0], args[0])
@@ -424,4 +489,46 @@ def copy_impl(context, builder, sig, args):
         _copy_serial(context, builder, src, dst, extents)
     else:
         _copy_distributed(context, builder, src, dst, extents)
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.copy_async, types.Any, types.Any)
+def copy_async_impl(context, builder, sig, args):
+    """A producer of a software pipeline: ``cp.async`` where it can, else as T.copy."""
+    src = describe(context, builder, sig.args[0], args[0])
+    dst = describe(context, builder, sig.args[1], args[1])
+    try:
+        (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+            (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
+    except RegionError as e:
+        raise CompileError(str(e)) from None
+    if src.kind == "global" and dst.kind == "shared" and current_kernel().arch != "sim" \
+            and _sm(current_kernel().arch) >= 80:
+        _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
+    else:
+        _copy_distributed(context, builder, src, dst, extents)
+    return context.get_dummy_value()
+
+
+def _sm(arch: str) -> int:
+    import re
+    digits = re.sub(r"[^0-9]", "", arch)
+    return int(digits) if digits else 0
+
+
+@lower(intrinsics.cp_commit)
+def cp_commit_impl(context, builder, sig, args):
+    fnty = ir.FunctionType(ir.VoidType(), [])
+    name = "llvm.nvvm.cp.async.commit.group"
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    builder.call(fn, [])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.cp_wait, types.IntegerLiteral)
+def cp_wait_impl(context, builder, sig, args):
+    fnty = ir.FunctionType(ir.VoidType(), [I32])
+    name = "llvm.nvvm.cp.async.wait.group"
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    builder.call(fn, [I32(sig.args[0].literal_value)])
     return context.get_dummy_value()

@@ -265,3 +265,12 @@ __all__ = ["emit", "shared_pointer", "element_offset", "BinOp"]
 def frag_loop_impl(context, builder, sig, args):
     # the slot count lives in the type; the value carries nothing
     return context.get_dummy_value()
+
+
+@lower(intrinsics.stage, TileType, types.int32)
+def stage_impl(context, builder, sig, args):
+    """Version ``index`` of a pipelined shared tile."""
+    ty = sig.args[0]
+    t = plan().tile(ty.tile_name)
+    step = I32(t.stage_bytes // t.dtype.itemsize)
+    return builder.gep(args[0], [builder.mul(args[1], step)], inbounds=True)

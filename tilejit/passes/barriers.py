@@ -26,6 +26,7 @@ from ..frontend.source import resolve_static
 from ..tile.plan import SHARED
 from .layout_inference import FRAG_LOOP
 from .shared_memory import shares_bytes
+from .pipeline import COPY_ASYNC, STAGE
 from .tile_allocation import GEMM, REGION
 
 SYNC = "__tj_sync"
@@ -44,7 +45,7 @@ class _Access:
         if isinstance(node, ast.Name) and node.id in self.shared:
             return node.id
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == REGION and node.args):
+                and node.func.id in (REGION, STAGE) and node.args):
             return self._tile_of(node.args[0])
         return None
 
@@ -58,7 +59,7 @@ class _Access:
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
                 tiles = [self._tile_of(a) for a in node.args]
-                if fn is T.copy and len(tiles) == 2:
+                if (fn is T.copy or name == COPY_ASYNC) and len(tiles) == 2:
                     if tiles[0]:
                         reads.add(tiles[0])
                     if tiles[1]:
@@ -67,7 +68,7 @@ class _Access:
                     reads.update(t for t in tiles[:2] if t)
                 elif fn in (T.clear, T.fill) and tiles and tiles[0]:
                     writes.add(tiles[0])
-                elif name not in (REGION,) and fn not in (T.copy,):
+                elif name not in (REGION, STAGE) and fn not in (T.copy,):
                     # a tile passed to anything else (a macro): assume read and written
                     for t in tiles:
                         if t:

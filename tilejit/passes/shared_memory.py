@@ -41,10 +41,10 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
     ranges = live_ranges(fdef, set(shared))
     placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
-    order = sorted(shared.values(), key=lambda t: (-t.nbytes, t.line))
+    order = sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line))
     for t in order:
         live = ranges.get(t.name, (0, len(fdef.body)))
-        size = -(-t.nbytes // ALIGN) * ALIGN
+        size = -(-t.total_bytes // ALIGN) * ALIGN
         busy = sorted((s, e) for s, e, r in placed if not (r[1] < live[0] or live[1] < r[0]))
         offset = 0
         for s, e in busy:
@@ -56,7 +56,7 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan.shared_bytes = max((e for _, e, _ in placed), default=0)
     limit = SHARED_LIMIT.get(ctx.arch)
     if limit is not None and plan.shared_bytes > limit:
-        detail = ", ".join(f"{t.name} {t.nbytes} B" for t in order)
+        detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)
         raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "
                         f"{ctx.arch} allows at most {limit} bytes per block", fdef.body[0]
                         if fdef.body else None)
@@ -65,4 +65,4 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 def shares_bytes(a, b) -> bool:
     """Whether two shared tiles overlap in the buffer."""
-    return a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+    return a.offset < b.offset + b.total_bytes and b.offset < a.offset + a.total_bytes

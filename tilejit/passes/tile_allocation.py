@@ -8,7 +8,6 @@
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
 - ``T.gemm(A, B, C, transpose_A=…, policy=…, clear_accum=…)`` → ``__tj_gemm(A, B, C, "g0")``
   with its options and warp partition in the plan (``tile/gemm_plan.py``).
-- ``T.Pipelined(n, …)`` → ``range(n)`` (until the pipeline pass schedules it).
 
 The simulator runs the region rewrite only (``rewrite_regions``).
 """
@@ -145,10 +144,6 @@ class _Tiles(ast.NodeTransformer):
         target = resolve_static(node.func, self.ctx.namespace)
         if target is T.gemm:
             return self._gemm(node)
-        if target is T.Pipelined:
-            if not node.args:
-                raise self.ctx.error("T.Pipelined(n, num_stages=...) needs the trip count", node)
-            return ast.copy_location(_call("range", [node.args[0]]), node)
         return node
 
     def _gemm(self, node):
@@ -199,8 +194,26 @@ class _Tiles(ast.NodeTransformer):
         return ast.copy_location(_call(GEMM, node.args[:3] + [ast.Constant(gid)]), node)
 
 
+class _FoldStaticIfs(ast.NodeTransformer):
+    """``if <compile-time condition>:`` keeps only the branch taken, so the tile passes
+    see the program that runs (``if trans_A: T.copy(...) else: T.copy(...)``)."""
+
+    def __init__(self, static):
+        self.static = static
+
+    def visit_If(self, node):
+        node = self.generic_visit(node)
+        try:
+            taken = self.static.value(node.test)
+        except (NotStatic, Exception):
+            return node
+        body = node.body if taken else node.orelse
+        return body or [ast.copy_location(ast.Pass(), node)]
+
+
 def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     ctx.plan.threads = ctx.threads
     fdef = _Regions(ctx.namespace, ctx.error).visit(fdef)
+    fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     return _Tiles(ctx, static).visit(fdef)

@@ -27,6 +27,8 @@ class Tile:
     layout_line: int | None = None   # the use that fixed the layout (for errors)
     layout_reason: str = ""
     offset: int = 0              # shared: byte offset in the dynamic buffer
+    stages: int = 1              # shared: versions kept by a software pipeline
+    indexing: object = None      # fragment: FragmentIndexing of its layout
 
     @property
     def size(self) -> int:
@@ -34,7 +36,17 @@ class Tile:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of one version (stage)."""
         return self.size * self.dtype.itemsize
+
+    @property
+    def stage_bytes(self) -> int:
+        """Distance between two stages: one version rounded up to 128 bytes."""
+        return -(-self.nbytes // 128) * 128
+
+    @property
+    def total_bytes(self) -> int:
+        return self.stage_bytes * self.stages if self.stages > 1 else self.nbytes
 
 
 @dataclass
@@ -53,6 +65,8 @@ class TilePlan:
         lines = [f"threads: {self.threads}", f"dynamic shared memory: {self.shared_bytes} bytes"]
         for t in self.tiles.values():
             where = f" @ byte {t.offset}" if t.kind == SHARED else ""
+            if t.stages > 1:
+                where += f" x {t.stages} stages"
             lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "
                          f"(line {t.line}): {t.layout}"
                          + (f"  [{t.layout_reason}]" if t.layout_reason else ""))

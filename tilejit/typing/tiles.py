@@ -175,6 +175,36 @@ class FragSetTemplate(AbstractTemplate):
         return signature(types.none, f, types.int32, f.element)
 
 
+@infer_global(intrinsics.stage)
+class StageTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        tile, index = args
+        if not (isinstance(tile, TileType) and tile.kind == "shared"):
+            raise errors.TypingError(f"only shared tiles have pipeline stages, got {tile}")
+        if not isinstance(index, types.Integer):
+            raise errors.TypingError(f"a stage index must be an integer, got {index}")
+        return signature(tile, tile, types.int32)
+
+
+@infer_global(intrinsics.copy_async)
+class CopyAsyncTemplate(CopyTemplate):
+    pass
+
+
+@infer_global(intrinsics.cp_commit)
+class CommitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
+@infer_global(intrinsics.cp_wait)
+class WaitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 1 or not isinstance(args[0], types.IntegerLiteral):
+            raise errors.TypingError("cp_wait takes a literal group count")
+        return signature(types.none, *args)
+
+
 @infer_global(intrinsics.sync_threads)
 class SyncTemplate(AbstractTemplate):
     def generic(self, args, kws):

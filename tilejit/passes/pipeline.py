@@ -1,0 +1,204 @@
+"""Pass: software pipelining of ``for k in T.Pipelined(n, num_stages=S)``.
+
+The loop body's producers are its top-level ``T.copy`` statements from a global tensor
+into a whole shared tile whose arguments depend only on ``k`` and values fixed before the
+loop; everything else is the consumer. With S ≥ 2 every tile a producer writes gets S
+versions (stage ``j`` holds the tile of iterations ``k ≡ j mod S``), and the loop becomes
+
+    for p in range(S - 1):                       # prologue: tiles 0 … S-2 in flight
+        if p < n:  copy_async(<producers at k = p>  → stage p)
+        cp_commit()
+    for k in range(n):                           # steady state
+        if k + S - 1 < n:  copy_async(<producers at k + S - 1> → stage (k + S - 1) % S)
+        cp_commit()
+        cp_wait(S - 1)                           # the group of iteration k has landed
+        <consumers, reading stage k % S>
+
+so while iteration k computes, the copies of k+1 … k+S-1 are in flight. The copies are
+``cp.async`` on sm_80+ (one commit group per iteration, empty past the end so the wait
+count stays exact); the barrier pass then adds the two block barriers the schedule
+needs (after the wait, so every thread's copies are visible; and before a stage is
+refilled, so no thread still reads it). ``num_stages`` 0 or 1, or a loop without
+producers, is a plain loop.
+
+``stage=[...]`` and ``order=[...]`` (one entry per top-level statement of the body) give
+the schedule explicitly: statements of stage 0 are the producers when some statement has
+a later stage, and ``order`` is the order of the statements in the steady state.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from .. import language as T
+from ..frontend.source import resolve_static
+from ..tile.plan import SHARED
+from .static_eval import NotStatic, StaticEval
+from .tile_allocation import REGION
+
+STAGE = "__tj_stage"
+COPY_ASYNC = "__tj_copy_async"
+COMMIT = "__tj_cp_commit"
+WAIT = "__tj_cp_wait"
+
+_counter = [0]
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), args, [])
+
+
+def _expr_stmt(call, like):
+    return ast.copy_location(ast.Expr(call), like)
+
+
+def _assigned(stmts) -> set[str]:
+    out = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+    return out
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, name, expr):
+        self.name, self.expr = name, expr
+
+    def visit_Name(self, node):
+        if node.id == self.name and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(copy.deepcopy(self.expr), node)
+        return node
+
+
+class _StageTiles(ast.NodeTransformer):
+    """Names of staged tiles → ``__tj_stage(tile, index)`` (loads only)."""
+
+    def __init__(self, tiles, index):
+        self.tiles, self.index = tiles, index
+
+    def visit_Name(self, node):
+        if node.id in self.tiles and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(_call(STAGE, [ast.Name(node.id, ast.Load()),
+                                                   copy.deepcopy(self.index)]), node)
+        return node
+
+
+class _Pipeliner(ast.NodeTransformer):
+    def __init__(self, ctx, static):
+        self.ctx, self.static = ctx, static
+        self.shared = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
+
+    def _producer_target(self, stmt, loop_var, varying):
+        """The shared tile a producer statement fills, or None."""
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return None
+        call = stmt.value
+        if resolve_static(call.func, self.ctx.namespace) is not T.copy or len(call.args) != 2:
+            return None
+        src, dst = call.args
+        if not (isinstance(dst, ast.Name) and dst.id in self.shared):
+            return None
+        base = src.args[0] if (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
+                               and src.func.id == REGION) else src
+        if not (isinstance(base, ast.Name) and base.id in self.ctx.param_dtypes):
+            return None
+        used = {n.id for n in ast.walk(src) if isinstance(n, ast.Name)}
+        if used & (varying - {loop_var}):
+            return None
+        return dst.id
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace)
+                is T.Pipelined):
+            return node
+        if not it.args:
+            raise self.ctx.error("T.Pipelined(n, num_stages=...) needs the trip count", node)
+        opts = dict(zip(("num_stages", "order", "stage", "group"), it.args[1:]))
+        opts.update({k.arg: k.value for k in it.keywords})
+        values = {}
+        for k, v in opts.items():
+            try:
+                values[k] = self.static.value(v)
+            except NotStatic:
+                raise self.ctx.error(f"T.Pipelined's {k} must be known at compile time, got "
+                                     f"`{ast.unparse(v)}`", node) from None
+        plain = ast.copy_location(ast.For(node.target, _call("range", [it.args[0]]), node.body,
+                                          node.orelse, None), node)
+        stages = int(values.get("num_stages", 0) or 0)
+        if stages < 2 or not isinstance(node.target, ast.Name):
+            return plain
+        loop_var = node.target.id
+        body = list(node.body)
+        varying = _assigned(body) | {loop_var}
+        stage_list, order = values.get("stage"), values.get("order")
+        for name, lst in (("stage", stage_list), ("order", order)):
+            if lst is not None and len(lst) != len(body):
+                raise self.ctx.error(f"T.Pipelined: {name}= has {len(lst)} entries, the loop body "
+                                     f"has {len(body)} statements", node)
+        targets = [self._producer_target(s, loop_var, varying) for s in body]
+        if stage_list is not None and max(stage_list) > 0:
+            for i, (s, st) in enumerate(zip(body, stage_list)):
+                if st == 0 and targets[i] is None:
+                    raise self.ctx.error(
+                        f"T.Pipelined: stage=[...] puts statement {i} (line {s.lineno}) in stage "
+                        f"0, but only a global→shared T.copy can run ahead of the compute", s)
+            is_producer = [st == 0 for st in stage_list]
+        else:
+            is_producer = [t is not None for t in targets]
+        if not any(is_producer):
+            return plain
+        producers = [s for s, p in zip(body, is_producer) if p]
+        tiles = {t for t, p in zip(targets, is_producer) if p}
+        for name in tiles:
+            t = self.ctx.plan.tiles[name]
+            t.stages = stages
+        consumers_idx = [i for i, p in enumerate(is_producer) if not p]
+        if order is not None:
+            consumers_idx.sort(key=lambda i: order[i])
+        consumers = [body[i] for i in consumers_idx]
+        _counter[0] += 1
+        n_name, p_name = f"__tj_n{_counter[0]}", f"__tj_p{_counter[0]}"
+        n_assign = ast.copy_location(ast.Assign([ast.Name(n_name, ast.Store())], it.args[0]), node)
+
+        def issue(k_expr, stage_expr):
+            out = []
+            for s in producers:
+                src, dst = s.value.args
+                src = _Substitute(loop_var, k_expr).visit(copy.deepcopy(src))
+                dst_staged = _call(STAGE, [ast.Name(dst.id, ast.Load()), stage_expr])
+                out.append(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s))
+            return out
+
+        p = ast.Name(p_name, ast.Load())
+        n = ast.Name(n_name, ast.Load())
+        prologue_if = ast.If(ast.Compare(p, [ast.Lt()], [n]),
+                             issue(p, ast.Name(p_name, ast.Load())), [])
+        prologue = ast.For(ast.Name(p_name, ast.Store()),
+                           _call("range", [ast.Constant(stages - 1)]),
+                           [ast.copy_location(prologue_if, node),
+                            _expr_stmt(_call(COMMIT, []), node)], [], None)
+        ahead = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Add(), ast.Constant(stages - 1))
+        steady_if = ast.If(ast.Compare(copy.deepcopy(ahead), [ast.Lt()], [n]),
+                           issue(ahead, ast.BinOp(copy.deepcopy(ahead), ast.Mod(),
+                                                  ast.Constant(stages))), [])
+        current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
+        staged_consumers = [_StageTiles(tiles, current).visit(copy.deepcopy(s)) for s in consumers]
+        steady = ast.For(node.target, _call("range", [n]),
+                         [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node),
+                          _expr_stmt(_call(WAIT, [ast.Constant(stages - 1)]), node)]
+                         + staged_consumers, [], None)
+        drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
+        out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]
+        for s in out:
+            ast.fix_missing_locations(ast.copy_location(s, node))
+        return out
+
+
+def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    fdef = _Pipeliner(ctx, static).visit(fdef)
+    # staged tiles must not be used outside their pipelined loop
+    return ast.fix_missing_locations(fdef)
