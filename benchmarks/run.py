@@ -168,10 +168,11 @@ def bench_launch():
 @tilejit.kernel
 def gemm_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
                 block_K: T.constexpr = 32, threads: T.constexpr = 128,
-                num_stages: T.constexpr = 3):
+                num_stages: T.constexpr = 3, panel: T.constexpr = 8):
     M, K = A.shape
     N = B.shape[1]
     with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        T.use_swizzle(panel_size=panel, enable=panel > 0)
         A_s = T.alloc_shared((block_M, block_K), A.dtype)
         B_s = T.alloc_shared((block_K, block_N), B.dtype)
         C_f = T.alloc_fragment((block_M, block_N), T.float32)

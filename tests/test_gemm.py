@@ -13,11 +13,12 @@ import tilejit.language as T
 def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
          block_K: T.constexpr = 32, trans_A: T.constexpr = False, trans_B: T.constexpr = False,
          policy: T.constexpr = "Square", threads: T.constexpr = 128,
-         acc: T.constexpr = "float32", stages: T.constexpr = 2):
+         acc: T.constexpr = "float32", stages: T.constexpr = 2, panel: T.constexpr = 3):
     M = A.shape[1] if trans_A else A.shape[0]
     K = A.shape[0] if trans_A else A.shape[1]
     N = B.shape[0] if trans_B else B.shape[1]
     with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        T.use_swizzle(panel_size=panel, enable=panel > 0)
         A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), A.dtype)
         B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), B.dtype)
         C_f = T.alloc_fragment((block_M, block_N), acc)
@@ -85,6 +86,7 @@ SIM_CASES = [
     (130, 130, 32, "float16", "float32", {"policy": "FullRow", "threads": 256}),
     (128, 128, 200, "float16", "float32", {"stages": 3}),
     (128, 128, 32, "float16", "float32", {"stages": 4}),
+    (400, 300, 64, "float16", "float32", {"block_M": 64, "block_N": 64, "panel": 0}),
 ]
 
 
@@ -117,6 +119,10 @@ GPU_CASES = [
     for s in (0, 1, 2, 3, 4)
     for (M, N, K, dtype) in [(512, 384, 1024, "float16"), (256, 256, 64, "float16"),
                              (300, 260, 100, "bfloat16"), (256, 256, 517, "float16")]
+] + [
+    # block rasterization: panels that do and do not divide the grid, both orders
+    (M, N, 256, "float16", "float32", {"block_M": 64, "block_N": 64, "panel": p})
+    for (M, N) in [(1000, 700), (640, 1280)] for p in (1, 3, 8, 0)
 ]
 
 
@@ -169,8 +175,8 @@ def test_pipelined_gemm_ptx_uses_cp_async_with_the_stage_count():
     for stages in (2, 3, 4):
         ptx = gemm.compile(a, a, c, target="cuda", arch="sm_80", stages=stages).ptx
         assert "cp.async.cg.shared.global" in ptx
-        assert f"cp.async.wait_group \t{stages - 1};" in ptx or \
-            f"cp.async.wait_group {stages - 1};" in ptx
+        assert f"cp.async.wait_group \t{stages - 2};" in ptx or \
+            f"cp.async.wait_group {stages - 2};" in ptx
         assert "ldmatrix.sync.aligned" in ptx and "mma.sync.aligned" in ptx
     ptx = gemm.compile(a, a, c, target="cuda", arch="sm_80", stages=1).ptx
     assert "cp.async" not in ptx
@@ -182,3 +188,11 @@ def test_pipelined_shared_memory_holds_every_stage():
     one = gemm.compile(a, a, c, target="cuda", arch="sm_90", stages=1).shared_bytes
     three = gemm.compile(a, a, c, target="cuda", arch="sm_90", stages=3).shared_bytes
     assert one == 2 * 128 * 32 * 2 and three == 3 * one
+
+
+def test_use_swizzle_remaps_block_indices_in_ptx():
+    a = torch.zeros(512, 512, dtype=torch.float16)
+    c = torch.zeros(512, 512, dtype=torch.float32)
+    on = gemm.compile(a, a, c, target="cuda", arch="sm_90", panel=4).ptx
+    off = gemm.compile(a, a, c, target="cuda", arch="sm_90", panel=0).ptx
+    assert "%nctaid.x" in on and "%nctaid.x" not in off

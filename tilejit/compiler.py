@@ -26,8 +26,8 @@ from .language import intrinsics
 from .language.dtypes import as_dtype
 from .lowering.target_hooks import KernelConfig, compiling
 from .language.dtypes import as_dtype as _as_dtype
-from .passes import (barriers, layout_inference, parallel_guards, pipeline, shared_memory,
-                     tile_allocation)
+from .passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
+                     shared_memory, tile_allocation)
 from .passes.context import PassContext
 from .specialization import Specialization
 from .targets import nvptx
@@ -39,6 +39,7 @@ from .typing.types import BFloat16, GlobalTensorType, WeakFloat, numba_type, wea
 SOURCE_PASSES = (
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
+    rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
@@ -54,7 +55,7 @@ PASS_INTRINSICS = {
     layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
     barriers.SYNC: intrinsics.sync_threads, pipeline.STAGE: intrinsics.stage,
     pipeline.COPY_ASYNC: intrinsics.copy_async, pipeline.COMMIT: intrinsics.cp_commit,
-    pipeline.WAIT: intrinsics.cp_wait,
+    pipeline.WAIT: intrinsics.cp_wait, rasterization.SWIZZLE_BLOCKS: intrinsics.swizzle_blocks,
 }
 
 

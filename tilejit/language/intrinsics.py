@@ -53,3 +53,4 @@ stage = _device_only("stage")                  # stage(tile, index): one version
 copy_async = _device_only("copy_async")        # copy_async(src, dst): cp.async copy
 cp_commit = _device_only("cp_commit")          # close this thread's group of async copies
 cp_wait = _device_only("cp_wait")              # cp_wait(n): at most n groups still pending
+swizzle_blocks = _device_only("swizzle_blocks")  # (panel, row order) -> (bx, by) rasterized

@@ -274,3 +274,26 @@ def stage_impl(context, builder, sig, args):
     t = plan().tile(ty.tile_name)
     step = I32(t.stage_bytes // t.dtype.itemsize)
     return builder.gep(args[0], [builder.mul(args[1], step)], inbounds=True)
+
+
+@lower(intrinsics.swizzle_blocks, types.IntegerLiteral, types.BooleanLiteral)
+def swizzle_blocks_impl(context, builder, sig, args):
+    """(bx, by) after T.use_swizzle: panels of ``panel`` block rows walked column-wise."""
+    panel = sig.args[0].literal_value
+    row = sig.args[1].literal_value
+    bx, by = context.block_index(builder, 0), context.block_index(builder, 1)
+    gx, gy = context.grid_dim(builder, 0), context.grid_dim(builder, 1)
+    if not row:
+        bx, by, gx, gy = by, bx, gy, gx
+    pid = builder.add(builder.mul(by, gx), bx)
+    width = builder.mul(I32(panel), gx)
+    group = builder.udiv(pid, width)
+    first = builder.mul(group, I32(panel))
+    left = builder.sub(gy, first)
+    rows = builder.select(builder.icmp_unsigned("<", left, I32(panel)), left, I32(panel))
+    inner = builder.urem(pid, width)
+    new_y = builder.add(first, builder.urem(inner, rows))
+    new_x = builder.udiv(inner, rows)
+    if not row:
+        new_x, new_y = new_y, new_x
+    return context.make_tuple(builder, sig.return_type, [new_x, new_y])

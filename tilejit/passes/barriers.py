@@ -42,10 +42,16 @@ class _Access:
         self.shared = {n: t for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
 
     def _tile_of(self, node):
+        """The resource an operand names: (tile, None) for a whole tile, (tile, stage
+        expression) for one version of a pipelined tile."""
         if isinstance(node, ast.Name) and node.id in self.shared:
-            return node.id
+            return (node.id, None)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in (REGION, STAGE) and node.args):
+                and node.func.id == STAGE and len(node.args) == 2):
+            inner = self._tile_of(node.args[0])
+            return inner and (inner[0], ast.unparse(node.args[1]))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == REGION and node.args):
             return self._tile_of(node.args[0])
         return None
 
@@ -54,7 +60,7 @@ class _Access:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                     and node.value.id in self.shared:
-                (writes if isinstance(node.ctx, ast.Store) else reads).add(node.value.id)
+                (writes if isinstance(node.ctx, ast.Store) else reads).add((node.value.id, None))
             elif isinstance(node, ast.Call):
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
@@ -77,7 +83,17 @@ class _Access:
         return reads, writes
 
     def overlap(self, a: set, b: set) -> bool:
-        return any(x == y or shares_bytes(self.shared[x], self.shared[y]) for x in a for y in b)
+        """Whether two access sets touch common bytes. Two stages of one pipelined tile
+        are distinct within an iteration (the pipeline pass guarantees the stage
+        expressions it writes differ, and puts its own barrier on the back edge)."""
+        for (x, xs) in a:
+            for (y, ys) in b:
+                if x == y:
+                    if xs is None or ys is None or xs == ys:
+                        return True
+                elif shares_bytes(self.shared[x], self.shared[y]):
+                    return True
+        return False
 
 
 def _is_tile_loop(stmt, ctx) -> bool:
@@ -87,6 +103,11 @@ def _is_tile_loop(stmt, ctx) -> bool:
     if isinstance(it.func, ast.Name) and it.func.id == FRAG_LOOP:
         return True
     return resolve_static(it.func, ctx.namespace) is T.Parallel
+
+
+def _is_sync(stmt) -> bool:
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == SYNC)
 
 
 class _Syncer:
@@ -111,6 +132,10 @@ class _Syncer:
                 if hoist:
                     out.append(_sync_stmt(stmt))
                 out.append(new)
+                continue
+            if _is_sync(stmt):           # a barrier the pipeline pass placed
+                reads, writes = set(), set()
+                out.append(stmt)
                 continue
             r, w = self.acc.of(stmt)
             if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):

@@ -9,17 +9,19 @@ versions (stage ``j`` holds the tile of iterations ``k ≡ j mod S``), and the l
         if p < n:  copy_async(<producers at k = p>  → stage p)
         cp_commit()
     for k in range(n):                           # steady state
+        cp_wait(S - 2)                           # this thread's copies of iteration k landed
+        sync()                                   # everyone's did; everyone finished k - 1
         if k + S - 1 < n:  copy_async(<producers at k + S - 1> → stage (k + S - 1) % S)
         cp_commit()
-        cp_wait(S - 1)                           # the group of iteration k has landed
         <consumers, reading stage k % S>
 
 so while iteration k computes, the copies of k+1 … k+S-1 are in flight. The copies are
 ``cp.async`` on sm_80+ (one commit group per iteration, empty past the end so the wait
-count stays exact); the barrier pass then adds the two block barriers the schedule
-needs (after the wait, so every thread's copies are visible; and before a stage is
-refilled, so no thread still reads it). ``num_stages`` 0 or 1, or a loop without
-producers, is a plain loop.
+count stays exact). One block barrier per iteration serves both hazards: after it,
+every thread's copies of iteration k are visible, and the stage refilled next, (k - 1)
+mod S, is no longer read by anyone. The barrier pass knows two stages of a tile are
+different memory within an iteration and adds nothing more. ``num_stages`` 0 or 1, or
+a loop without producers, is a plain loop.
 
 ``stage=[...]`` and ``order=[...]`` (one entry per top-level statement of the body) give
 the schedule explicitly: statements of stage 0 are the producers when some statement has
@@ -186,9 +188,11 @@ class _Pipeliner(ast.NodeTransformer):
                                                   ast.Constant(stages))), [])
         current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
         staged_consumers = [_StageTiles(tiles, current).visit(copy.deepcopy(s)) for s in consumers]
+        from .barriers import SYNC
         steady = ast.For(node.target, _call("range", [n]),
-                         [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node),
-                          _expr_stmt(_call(WAIT, [ast.Constant(stages - 1)]), node)]
+                         [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
+                          _expr_stmt(_call(SYNC, []), node),
+                          ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
                          + staged_consumers, [], None)
         drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
         out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]

@@ -225,6 +225,9 @@ class NVPTXTargetContext(BaseContext):
     def block_index(self, builder, axis):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])
 
+    def grid_dim(self, builder, axis):
+        return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.nctaid." + "xyz"[axis])
+
 
 class TilejitTargetOptions(cpu.CPUTargetOptions):
     def finalize(self, flags, options):

@@ -205,6 +205,15 @@ class WaitTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
+@infer_global(intrinsics.swizzle_blocks)
+class SwizzleBlocksTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not (isinstance(args[0], types.IntegerLiteral)
+                and isinstance(args[1], types.BooleanLiteral)):
+            return None
+        return signature(types.UniTuple(types.int32, 2), *args)
+
+
 @infer_global(intrinsics.sync_threads)
 class SyncTemplate(AbstractTemplate):
     def generic(self, args, kws):

@@ -1,0 +1,66 @@
+"""Pass: ``T.use_swizzle(panel_size, order="row", enable=True)``, block rasterization.
+
+The statement is replaced by a remapping of the block indices: blocks launched one
+after another (linear id ``by * gx + bx``) walk a panel of ``panel_size`` block rows
+column by column before moving on, instead of a whole row of the grid, so the A rows
+and B columns they read stay in L2 (``order="col"`` swaps the roles of x and y). The
+map is a bijection of the grid, so results never change; the simulator ignores it.
+"""
+from __future__ import annotations
+
+import ast
+
+from .. import language as T
+from ..frontend.rewrite import BLOCK_INDEX
+from ..frontend.source import resolve_static
+from .static_eval import NotStatic, StaticEval
+
+SWIZZLE_BLOCKS = "__tj_swizzle_blocks"
+
+
+def _block_names(fdef):
+    names = {}
+    for stmt in fdef.body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == BLOCK_INDEX
+                and isinstance(stmt.value.args[0], ast.Constant)):
+            names[stmt.value.args[0].value] = stmt.targets[0].id
+    return names
+
+
+class _Rasterize(ast.NodeTransformer):
+    def __init__(self, ctx, static, names):
+        self.ctx, self.static, self.names = ctx, static, names
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (isinstance(call, ast.Call)
+                and resolve_static(call.func, self.ctx.namespace) is T.use_swizzle):
+            return node
+        opts = dict(zip(("panel_size", "order", "enable"), call.args))
+        opts.update({k.arg: k.value for k in call.keywords})
+        try:
+            values = {k: self.static.value(v) for k, v in opts.items()}
+        except NotStatic:
+            raise self.ctx.error("T.use_swizzle's arguments must be known at compile time",
+                                 node) from None
+        panel = int(values.get("panel_size", 10))
+        order = values.get("order", "row")
+        if order not in ("row", "col"):
+            raise self.ctx.error(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}",
+                                 node)
+        if panel < 1 and values.get("enable", True):
+            raise self.ctx.error(f"T.use_swizzle: panel_size must be positive, got {panel}", node)
+        if not values.get("enable", True) or 0 not in self.names or 1 not in self.names:
+            return ast.copy_location(ast.Pass(), node)
+        target = ast.Tuple([ast.Name(self.names[0], ast.Store()),
+                            ast.Name(self.names[1], ast.Store())], ast.Store())
+        value = ast.Call(ast.Name(SWIZZLE_BLOCKS, ast.Load()),
+                         [ast.Constant(panel), ast.Constant(order == "row")], [])
+        return ast.copy_location(ast.Assign([target], value), node)
+
+
+def rasterize_blocks(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    return _Rasterize(ctx, static, _block_names(fdef)).visit(fdef)
