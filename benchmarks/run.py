@@ -245,7 +245,8 @@ def _bench_gemm_one(n, tdtype, dtype):
                                      num_warps=w, num_stages=s)))
         for cfg in GEMM_CONFIGS:
             label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
-            variants.append((f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}^3",
+            name = f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}^3"
+            variants.append((name,
                              lambda cfg=cfg: gemm_kernel(a, b, c, **cfg)))
         ok = []
         for name, fn in variants:

@@ -99,12 +99,17 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
     ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch)
-    passes = [(lambda p: (lambda fdef, _ns: p(fdef, ctx)))(p) for p in SOURCE_PASSES]
+    passes = [_bind(p, ctx) for p in SOURCE_PASSES]
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
     return materialize(ks, tree, namespace), ctx.plan
+
+
+def _bind(source_pass, ctx):
+    """A source pass as ``device_tree`` calls it, with this compilation's context."""
+    return lambda fdef, _namespace: source_pass(fdef, ctx)
 
 
 def _named(fn, like):

@@ -91,14 +91,19 @@ def shape_environment(ks: KernelSource) -> dict[str, set]:
     return env
 
 
+# calls whose arguments are compile-time: loop extents, tile shapes, pipeline schedules
+_COMPILE_TIME_ARGS = (T.Parallel, T.alloc_shared, T.alloc_fragment, T.alloc_local,
+                      T.Pipelined, T.use_swizzle)
+
+
 def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     """The shape entries used where a compile-time value is needed."""
     params = set(ks.params)
     env = shape_environment(ks)
     needed: set = set()
     for node in ast.walk(ks.tree):
-        if is_call_to(node, T.Parallel, ks.namespace):
-            for arg in node.args:
+        if any(is_call_to(node, f, ks.namespace) for f in _COMPILE_TIME_ARGS):
+            for arg in list(node.args) + [k.value for k in node.keywords]:
                 needed |= _deps(arg, env, params)
         if is_call_to(node, T.Kernel, ks.namespace):
             for kw in node.keywords:

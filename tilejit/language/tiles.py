@@ -78,7 +78,7 @@ class Region:
         return self.tensor.dtype
 
 
-def region(tensor, kinds, starts, ends):
+def region(tensor, kinds, starts, ends, extents=""):
     return Region(tensor, kinds, starts, ends)
 
 

@@ -27,7 +27,7 @@ from ..errors import CompileError
 from ..language import intrinsics
 from ..tile.addressing import Var, layout_offset
 from ..tile.regions import RegionError, copy_dims
-from ..typing.tiles import RegionType, TileType
+from ..typing.tiles import RegionType
 from ..typing.types import GlobalTensorType
 from .registry import lower
 from .target_hooks import current_kernel
@@ -66,7 +66,9 @@ def describe(context, builder, ty, value) -> Side:
         base = describe(context, builder, ty.base, region.base)
         base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
-        base.ranged, base.extents = (ranged or None), None
+        known = [ty.extents[d] for d in ranged] if ty.extents else []
+        base.ranged = ranged or None
+        base.extents = tuple(known) if known and all(e > 0 for e in known) else None
         return base
     zeros = [I64(0)] * ty.ndim
     if isinstance(ty, GlobalTensorType):

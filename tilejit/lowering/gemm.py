@@ -55,7 +55,7 @@ def _register_slots(frag, gp, operand):
         steps = [0]
         size = (16, 8)
     for (ti, tj) in tiles:
-        for step in steps:
+        for _step in steps:
             for e in range(mma.slots_per_thread):
                 found = None
                 for warp in range(gp.threads // 32):
@@ -167,7 +167,8 @@ def _a_registers(ctx, w, a_ty, a_ptr, kk):
         return out
     if gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile, None):
         mi, r = builder.udiv(w.lane, I32(8)), builder.urem(w.lane, I32(8))
-        lo, hi = builder.mul(builder.urem(mi, I32(2)), I32(8)), builder.mul(builder.udiv(mi, I32(2)), I32(8))
+        lo = builder.mul(builder.urem(mi, I32(2)), I32(8))
+        hi = builder.mul(builder.udiv(mi, I32(2)), I32(8))
         for rm in range(gp.repeat_m):
             m = builder.add(builder.add(w.row0, I32(rm * 16)), lo)
             k = builder.add(I32(kk * 16), hi)

@@ -90,7 +90,8 @@ def tile_impl(context, builder, sig, args):
     return builder.bitcast(storage, ir.PointerType(elem))
 
 
-@lower(intrinsics.region, types.Any, types.StringLiteral, types.Any, types.Any)
+@lower(intrinsics.region, types.Any, types.StringLiteral, types.Any, types.Any,
+       types.StringLiteral)
 def region_impl(context, builder, sig, args):
     ty: RegionType = sig.return_type
     region = cgutils.create_struct_proxy(ty)(context, builder)

@@ -12,9 +12,9 @@ A ``T.Parallel`` over a fragment's shape then iterates that fragment's layout: t
 t visits its own slots s, the loop indices are the layout's coordinates of (t, s), and
 ``F[i, j]`` reads register s:
 
-    for i, j in T.Parallel(M, N):          for __tj_s in __tj_frag_loop("L0"):
-        C[i, j] = T.max(C[i, j], 0)    →       i, j = __tj_frag_index("L0", __tj_s)
-                                               __tj_frag_set(C, __tj_s, T.max(__tj_frag_get(C, __tj_s), 0))
+    for i, j in T.Parallel(M, N):        for s in __tj_frag_loop("L0"):
+        C[i, j] = T.max(C[i, j], 0)  →       i, j = __tj_frag_index("L0", s)
+                                             __tj_frag_set(C, s, T.max(__tj_frag_get(C, s), 0))
 
 The loop is fully unrolled, so every slot is a constant and the fragment lives in
 registers. A fragment indexed any other way is a ``CompileError``.
@@ -169,14 +169,15 @@ class _RewriteLoops(ast.NodeTransformer):
 
     def visit_Assign(self, node):
         t = node.targets[0]
-        if (len(node.targets) == 1 and isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
-                and t.value.id in self.frags):
+        if (len(node.targets) == 1 and isinstance(t, ast.Subscript)
+                and isinstance(t.value, ast.Name) and t.value.id in self.frags):
             return self._store(t, self.visit(node.value), node)
         return self.generic_visit(node)
 
     def visit_AugAssign(self, node):
         t = node.target
-        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in self.frags:
+        if (isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                and t.value.id in self.frags):
             load = ast.Subscript(t.value, t.slice, ast.Load())
             ast.copy_location(load, t)
             value = ast.BinOp(self.visit(load), node.op, self.visit(node.value))
@@ -185,7 +186,8 @@ class _RewriteLoops(ast.NodeTransformer):
 
     def visit_Expr(self, node):
         call = node.value
-        if isinstance(call, ast.Call) and resolve_static(call.func, self.ctx.namespace) is T.annotate_layout:
+        if (isinstance(call, ast.Call)
+                and resolve_static(call.func, self.ctx.namespace) is T.annotate_layout):
             return ast.copy_location(ast.Pass(), node)
         return self.generic_visit(node)
 
@@ -228,7 +230,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                             f"{ctx.source_line(line)})", line)
         fixed.setdefault(name, (frag, line, reason))
 
-    for gid, (gp, a, b, c, line) in plan.gemms.items():
+    for gp, a, _b, c, line in plan.gemms.values():
         demand(c, gp.c_fragment(), line, "the accumulator of T.gemm")
         if tiles[a].kind == FRAGMENT:
             demand(a, gp.a_fragment(), line, "the A operand of T.gemm held in registers")
@@ -260,7 +262,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     members: dict[str, list[str]] = {}
     for n in frags:
         members.setdefault(groups.find(n), []).append(n)
-    for root, names in members.items():
+    for _root, names in members.items():
         shapes = {tiles[n].shape for n in names}
         if len(shapes) > 1:
             raise ctx.error(f"fragments {', '.join(names)} are used together but have shapes "
@@ -294,7 +296,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     for t in tiles.values():
         if t.kind == SHARED:
             t.layout = row_major(t.shape)
-    for gid, (gp, a, b, c, line) in plan.gemms.items():
+    for _gp, a, b, _c, line in plan.gemms.values():
         for name in (a, b):
             t = tiles[name]
             if t.kind == SHARED:

@@ -51,6 +51,16 @@ class StaticEval:
             target = stmt.targets[0]
             names = [target] if isinstance(target, ast.Name) else (
                 target.elts if isinstance(target, ast.Tuple) else [])
+            if (isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+                    and len(stmt.value.elts) == len(names)):
+                # element by element: `M, D = (Q.shape[0], <specialized D>)`
+                for n, v in zip(names, stmt.value.elts):
+                    if isinstance(n, ast.Name) and counts.get(n.id) == 1:
+                        try:
+                            self.env[n.id] = self.value(v)
+                        except NotStatic:
+                            pass
+                continue
             if not names or not all(isinstance(n, ast.Name) and counts.get(n.id) == 1
                                     for n in names):
                 continue

@@ -35,9 +35,40 @@ def _call(name, args):
     return ast.Call(ast.Name(name, ast.Load()), args, [])
 
 
-def region_call(node: ast.Subscript) -> ast.Call:
+def _slice_extent(lower, upper, static) -> int:
+    """The compile-time length of ``lower:upper``, or 0 when it is not known:
+    constant bounds, ``x : x + c`` and ``x * c : (x + 1) * c``."""
+    lower = lower or ast.Constant(0)
+    if upper is None:
+        return 0
+    def value(n):
+        return static.value(n) if static is not None else (
+            n.value if isinstance(n, ast.Constant) else None)
+    try:
+        lo, hi = value(lower), value(upper)
+        if isinstance(lo, int) and isinstance(hi, int):
+            return hi - lo
+    except NotStatic:
+        pass
+    same = lambda a, b: ast.dump(a) == ast.dump(b)  # noqa: E731
+    try:
+        if (isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add)
+                and same(upper.left, lower)):
+            return int(value(upper.right))
+        if (isinstance(lower, ast.BinOp) and isinstance(lower.op, ast.Mult)
+                and isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Mult)
+                and same(lower.right, upper.right) and isinstance(upper.left, ast.BinOp)
+                and isinstance(upper.left.op, ast.Add) and same(upper.left.left, lower.left)
+                and value(upper.left.right) == 1):
+            return int(value(lower.right))
+    except (NotStatic, TypeError, ValueError):
+        pass
+    return 0
+
+
+def region_call(node: ast.Subscript, static=None) -> ast.Call:
     index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    kinds, starts, ends = "", [], []
+    kinds, starts, ends, extents = "", [], [], []
     for i in index:
         if isinstance(i, ast.Slice):
             if i.step is not None:
@@ -45,19 +76,23 @@ def region_call(node: ast.Subscript) -> ast.Call:
             kinds += "s"
             starts.append(i.lower or ast.Constant(0))
             ends.append(i.upper or ast.Constant(None))
+            extents.append(_slice_extent(i.lower, i.upper, static))
         else:
             kinds += "p"
             starts.append(i)
             ends.append(ast.Constant(None))
+            extents.append(1)
     out = _call(REGION, [node.value, ast.Constant(kinds), ast.Tuple(starts, ast.Load()),
-                         ast.Tuple(ends, ast.Load())])
+                         ast.Tuple(ends, ast.Load()),
+                         ast.Constant(",".join(map(str, extents)))])
     return ast.copy_location(out, node)
 
 
 class _Regions(ast.NodeTransformer):
-    def __init__(self, namespace, error):
+    def __init__(self, namespace, error, static=None):
         self.namespace = namespace
         self.error = error
+        self.static = static
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
@@ -66,7 +101,7 @@ class _Regions(ast.NodeTransformer):
             for p in positions:
                 if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
                     try:
-                        node.args[p] = region_call(node.args[p])
+                        node.args[p] = region_call(node.args[p], self.static)
                     except ValueError as e:
                         raise self.error(str(e), node) from None
         return node
@@ -97,7 +132,8 @@ class _Tiles(ast.NodeTransformer):
 
     def visit_Assign(self, node):
         call = node.value
-        target = resolve_static(call.func, self.ctx.namespace) if isinstance(call, ast.Call) else None
+        target = (resolve_static(call.func, self.ctx.namespace)
+                  if isinstance(call, ast.Call) else None)
         if target in _ALLOCS:
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
                 raise self.ctx.error("assign a tile allocation to one name", node)
@@ -126,7 +162,8 @@ class _Tiles(ast.NodeTransformer):
             shape = self.static.shape(args["shape"])
         except NotStatic:
             raise self.ctx.error(f"{what}: the shape must be positive integers known at "
-                                 f"compile time, got `{ast.unparse(args['shape'])}`", call) from None
+                                 f"compile time, got `{ast.unparse(args['shape'])}`",
+                                 call) from None
         try:
             dtype = T.as_dtype(self._static(args["dtype"], f"{what}'s dtype"))
         except TypeError as e:
@@ -213,7 +250,8 @@ class _FoldStaticIfs(ast.NodeTransformer):
 
 def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     ctx.plan.threads = ctx.threads
-    fdef = _Regions(ctx.namespace, ctx.error).visit(fdef)
+    fdef = _Regions(ctx.namespace, ctx.error,
+                    StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     return _Tiles(ctx, static).visit(fdef)

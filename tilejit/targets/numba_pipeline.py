@@ -54,7 +54,7 @@ def mark_full_unroll(function, headers) -> None:
     module = function.module
     order = {id(b): k for k, b in enumerate(function.blocks)}
     option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
-    for n, header in enumerate(headers):
+    for _n, header in enumerate(headers):
         for block in function.blocks:
             term = block.terminator
             if (isinstance(term, ir.Branch) and not isinstance(term, ir.ConditionalBranch)

@@ -70,8 +70,8 @@ class TilePlan:
             lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "
                          f"(line {t.line}): {t.layout}"
                          + (f"  [{t.layout_reason}]" if t.layout_reason else ""))
-        for gid, g in self.gemms.items():
-            lines.append(f"gemm {gid}: {g}")
-        for lid, frag in self.loops.items():
+        for gid, (g, a, b, c, line) in self.gemms.items():
+            lines.append(f"gemm {gid} (line {line}): {a} x {b} -> {c}: {g}")
+        for lid, (frag, _) in self.loops.items():
             lines.append(f"fragment loop {lid}: {frag.name}")
         return "\n".join(lines) + "\n"

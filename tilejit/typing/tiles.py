@@ -33,14 +33,17 @@ class TileType(types.Type):
 
 
 class RegionType(types.Type):
-    def __init__(self, base, kinds: str):
-        self.base, self.kinds = base, kinds
+    """``kinds``: "s" (sliced) or "p" (point) per dimension; ``extents``: the
+    compile-time length of each sliced dimension, 0 where unknown."""
+
+    def __init__(self, base, kinds: str, extents: tuple = ()):
+        self.base, self.kinds, self.extents = base, kinds, tuple(extents)
         self.dtype = base.dtype
-        super().__init__(f"Region({base}, {kinds})")
+        super().__init__(f"Region({base}, {kinds}, {self.extents})")
 
     @property
     def key(self):
-        return (self.base, self.kinds)
+        return (self.base, self.kinds, self.extents)
 
 
 def _plan():
@@ -74,8 +77,9 @@ def _ints(ty, what):
 @infer_global(intrinsics.region)
 class RegionTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        base, kinds, starts, ends = args
+        base, kinds, starts, ends, extents = args
         kinds = _str(kinds, "region")
+        extents = tuple(int(e) for e in _str(extents, "region").split(","))
         if not isinstance(base, (GlobalTensorType, TileType)):
             raise errors.TypingError(f"only a tensor or a tile can be sliced into a region, "
                                      f"got {base}")
@@ -87,8 +91,8 @@ class RegionTemplate(AbstractTemplate):
                                      f"indices")
         _ints(starts, "region")
         n = len(kinds)
-        return signature(RegionType(base, kinds), base, args[1],
-                         types.UniTuple(types.int64, n), ends)
+        return signature(RegionType(base, kinds, extents), base, args[1],
+                         types.UniTuple(types.int64, n), ends, args[4])
 
 
 def _operand_ok(ty):

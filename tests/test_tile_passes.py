@@ -1,0 +1,525 @@
+"""The tile source passes at compile time (no GPU needed): where the barrier pass puts
+``__tj_sync()``, how shared memory is planned (sizes, reuse of dead tiles' bytes, the
+device limit), and the compile errors of tile programs (message and source line)."""
+import ast
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+SYNC = "__tj_sync()"
+
+
+def _f16(*shape):
+    return np.zeros(shape, np.float16)
+
+
+def _f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+def _dump(kernel, args, tmp_path, monkeypatch, arch="sm_90", **constexprs):
+    """Compile with TILEJIT_DUMP_IR; return (compiled kernel, {suffix: text})."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    compiled = kernel.compile(*args, target="cuda", arch=arch, **constexprs)
+    (directory,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    files = {}
+    for p in directory.iterdir():
+        files[p.name.split("_", 1)[1]] = p.read_text()
+    return compiled, files
+
+
+def _barriers(kernel, args, tmp_path, monkeypatch, **kw):
+    _, files = _dump(kernel, args, tmp_path, monkeypatch, **kw)
+    return files["after_insert_barriers.py"]
+
+
+def _body_lines(text):
+    """The program's statements, stripped, in order (after the def line)."""
+    return [l.strip() for l in text.splitlines()[1:] if l.strip()]
+
+
+def _line_of(kernel, marker):
+    """The file line number of the first source line of ``kernel`` containing marker."""
+    lines, start = inspect.getsourcelines(kernel.func)
+    for k, line in enumerate(lines):
+        if marker in line:
+            return start + k
+    raise AssertionError(f"{marker!r} not in the kernel's source")
+
+
+# ----------------------------------------------------------------------------- barriers
+
+@tilejit.kernel
+def mm_serial(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constexpr = 32):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        A_s = T.alloc_shared((bm, bk), A.dtype)
+        B_s = T.alloc_shared((bk, bn), B.dtype)
+        C_f = T.alloc_fragment((bm, bn), T.float32)
+        T.clear(C_f)
+        for k in T.serial(T.ceildiv(K, bk)):
+            T.copy(A[by * bm, k * bk], A_s)
+            T.copy(B[k * bk, bx * bn], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def mm_pipelined(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constexpr = 32):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        A_s = T.alloc_shared((bm, bk), A.dtype)
+        B_s = T.alloc_shared((bk, bn), B.dtype)
+        C_f = T.alloc_fragment((bm, bn), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+            T.copy(A[by * bm, k * bk], A_s)
+            T.copy(B[k * bk, bx * bn], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def no_shared(A, B, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        F = T.alloc_fragment((bm, bn), T.float32)
+        T.copy(A[by * bm, bx * bn], F)
+        for i, j in T.Parallel(bm, bn):
+            F[i, j] = F[i, j] * 2.0
+        T.copy(F, B[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def write_then_read(A, B, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), A.dtype)
+        T.copy(A[by * bm, bx * bn], S)
+        T.copy(S, B[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def read_only_after_sync(A, B, C, D, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), A.dtype)
+        F = T.alloc_fragment((bm, bn), T.float32)
+        T.copy(A[by * bm, bx * bn], S)
+        T.copy(S, F)
+        T.copy(S, B[by * bm, bx * bn])
+        for i, j in T.Parallel(bm, bn):
+            C[by * bm + i, bx * bn + j] = S[bm - 1 - i, j] * 2.0
+        T.copy(F, D[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def write_read_write(A, A2, B, B2, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), A.dtype)
+        T.copy(A[by * bm, bx * bn], S)
+        T.copy(S, B[by * bm, bx * bn])
+        T.copy(A2[by * bm, bx * bn], S)          # write after read: a second barrier
+        T.copy(S, B2[by * bm, bx * bn])           # read after write: a third
+
+
+@tilejit.kernel
+def read_in_branch(A, B, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), A.dtype)
+        T.copy(A[by * bm, bx * bn], S)
+        if bx % 2 == 0:
+            T.copy(S, B[by * bm, bx * bn])
+
+
+def _mm_args():
+    return _f16(128, 64), _f16(64, 128), _f32(128, 128)
+
+
+def test_copy_then_gemm_loop_syncs_before_gemm_and_at_loop_top(tmp_path, monkeypatch):
+    text = _barriers(mm_serial, _mm_args(), tmp_path, monkeypatch)
+    tree = ast.parse(text)
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)]
+    body = [ast.unparse(s) for s in loop.body]
+    assert body[0] == "__tj_sync()", body                     # the back edge: WAR on A_s/B_s
+    gemm = next(k for k, s in enumerate(body) if s.startswith("__tj_gemm("))
+    assert body[gemm - 1] == "__tj_sync()", body              # RAW: the copies, then the gemm
+    assert sum(s == "__tj_sync()" for s in body) == 2, body
+    copies = [k for k, s in enumerate(body) if s.startswith("T.copy(")]
+    assert len(copies) == 2 and 0 < min(copies) and max(copies) < gemm - 1
+
+
+def test_pipelined_copy_then_gemm_syncs_before_gemm_and_before_refilling(tmp_path,
+                                                                         monkeypatch):
+    """Whatever the schedule: a barrier after the last wait for the copies and before the
+    gemm (read after write), and one before the body's copies refill a stage that the
+    previous iteration's gemm read (write after read, through the back edge)."""
+    text = _barriers(mm_pipelined, _mm_args(), tmp_path, monkeypatch)
+    tree = ast.parse(text)
+    main = [n for n in ast.walk(tree) if isinstance(n, ast.For)
+            and isinstance(n.target, ast.Name) and n.target.id == "k"]
+    assert len(main) == 1, text
+    body = [ast.unparse(s) for s in main[0].body]
+    syncs = [k for k, s in enumerate(body) if s == "__tj_sync()"]
+    gemm = next(k for k, s in enumerate(body) if s.startswith("__tj_gemm("))
+    waits = [k for k, s in enumerate(body[:gemm]) if s.startswith("__tj_cp_wait(")]
+    copies = [k for k, s in enumerate(body) if "__tj_copy_async(" in s or s.startswith("T.copy(")]
+    assert copies and waits, body
+    assert any(max(waits) < k < gemm for k in syncs), body
+    assert any(k < min(copies) for k in syncs), body
+
+
+@tilejit.kernel
+def no_shared_plain(A, B, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        F = T.alloc_fragment((bm, bn), T.float32)
+        T.copy(A[by * bm, bx * bn], F)
+        T.copy(F, B[by * bm, bx * bn])
+
+
+def test_no_shared_memory_no_barrier(tmp_path, monkeypatch):
+    compiled, files = _dump(no_shared_plain, (_f32(128, 128), _f32(128, 128)), tmp_path,
+                            monkeypatch)
+    assert "__tj_sync" not in files["after_insert_barriers.py"]
+    assert "bar.sync" not in compiled.ptx
+    assert compiled.shared_bytes == 0
+
+
+def test_no_shared_memory_with_fragment_loop_no_barrier():
+    compiled = no_shared.compile(_f32(128, 128), _f32(128, 128), target="cuda", arch="sm_90")
+    assert "bar.sync" not in compiled.ptx and compiled.shared_bytes == 0
+
+
+def test_dump_ir_with_a_fragment_loop(tmp_path, monkeypatch):
+    _, files = _dump(no_shared, (_f32(128, 128), _f32(128, 128)), tmp_path, monkeypatch)
+    assert "fragment loop L0" in files["tile_plan.txt"]
+    assert "__tj_sync" not in files["after_insert_barriers.py"]
+
+
+def test_write_then_read_outside_loops_one_barrier_between(tmp_path, monkeypatch):
+    text = _barriers(write_then_read, (_f16(128, 128), _f16(128, 128)), tmp_path, monkeypatch)
+    body = _body_lines(text)
+    assert body.count(SYNC) == 1, text
+    k = body.index(SYNC)
+    assert body[k - 1].startswith("T.copy(__tj_region(A,"), text
+    assert body[k + 1].startswith("T.copy(S,"), text
+
+
+def test_read_only_uses_after_a_barrier_need_no_more(tmp_path, monkeypatch):
+    text = _barriers(read_only_after_sync, (_f16(128, 128), _f16(128, 128), _f16(128, 128),
+                                            _f32(128, 128)), tmp_path, monkeypatch)
+    body = _body_lines(text)
+    assert body.count(SYNC) == 1, text
+    k = body.index(SYNC)
+    assert body[k - 1].startswith("T.copy(__tj_region(A,"), text
+    assert body[k + 1].startswith("T.copy(S, F)"), text
+
+
+def test_write_after_read_gets_its_own_barrier(tmp_path, monkeypatch):
+    args = (_f16(128, 128),) * 4
+    text = _barriers(write_read_write, args, tmp_path, monkeypatch)
+    body = _body_lines(text)
+    assert body.count(SYNC) == 2 + 1, text
+    copies = [k for k, s in enumerate(body) if s.startswith("T.copy(")]
+    # sync between each consecutive pair of copies
+    for a, b in zip(copies, copies[1:]):
+        assert SYNC in body[a + 1:b], (a, b, text)
+
+
+def test_barrier_needed_inside_a_branch_is_hoisted_before_it(tmp_path, monkeypatch):
+    text = _barriers(read_in_branch, (_f16(128, 128), _f16(128, 128)), tmp_path, monkeypatch)
+    tree = ast.parse(text)
+    (branch,) = [n for n in ast.walk(tree) if isinstance(n, ast.If)]
+    assert "__tj_sync" not in ast.unparse(branch), text     # never skipped by some threads
+    body = _body_lines(text)
+    k = next(i for i, s in enumerate(body) if s.startswith("if "))
+    assert body[k - 1] == SYNC and body.count(SYNC) == 1, text
+
+
+# ----------------------------------------------------------------------------- shared memory
+
+@tilejit.kernel
+def three_live(A, B, C, D):
+    with T.Kernel(1, threads=128) as bx:
+        X = T.alloc_shared((64, 32), T.float16)      # 4096 B
+        Y = T.alloc_shared((7, 9), T.float32)        # 252 B -> 256
+        Z = T.alloc_shared((3, 5), T.float16)        # 30 B -> 32
+        T.copy(A[0, 0], X)
+        T.copy(B[0, 0], Y)
+        T.copy(C[0, 0], Z)
+        for i, j in T.Parallel(3, 5):
+            D[i, j] = X[i, j] + Y[i, j] + Z[i, j]
+
+
+@tilejit.kernel
+def reuse(A, B, Out1, Out2, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    """P is dead after the first T.Parallel; Q is allocated after it: Q may reuse P's
+    bytes (shapes must be multiples of the block: the loops index global directly)."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        P = T.alloc_shared((bm, bn), T.float32)
+        T.copy(A[by * bm, bx * bn], P)
+        for i, j in T.Parallel(bm, bn):
+            Out1[by * bm + i, bx * bn + j] = P[bm - 1 - i, j]
+        Q = T.alloc_shared((bm, bn), T.float32)
+        T.copy(B[by * bm, bx * bn], Q)
+        for i, j in T.Parallel(bm, bn):
+            Out2[by * bm + i, bx * bn + j] = Q[i, bn - 1 - j] * 10.0
+
+
+reuse_sim = tilejit.kernel(reuse.func, target="sim")
+
+
+@tilejit.kernel
+def too_big(A, B, rows: T.constexpr = 256):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((rows, 256), T.float32)
+        T.copy(A[0, 0], S)
+        T.copy(S, B[0, 0])
+
+
+def test_shared_bytes_is_the_sum_of_aligned_tiles_when_all_live():
+    compiled = three_live.compile(_f16(64, 32), _f32(7, 9), _f16(3, 5), _f32(3, 5),
+                                  target="cuda", arch="sm_90")
+    assert compiled.shared_bytes == 4096 + 256 + 32
+
+
+def test_shared_tiles_all_live_do_not_overlap(tmp_path, monkeypatch):
+    _, files = _dump(three_live, (_f16(64, 32), _f32(7, 9), _f16(3, 5), _f32(3, 5)),
+                     tmp_path, monkeypatch)
+    plan = files["tile_plan.txt"]
+    offsets = {}
+    for line in plan.splitlines():
+        if line.startswith("shared "):
+            name = line.split()[1].split("[")[0]
+            offsets[name] = int(line.split("@ byte ")[1].split()[0])
+    assert sorted(offsets) == ["X", "Y", "Z"]
+    spans = sorted((offsets[n], offsets[n] + s) for n, s in
+                   (("X", 4096), ("Y", 256), ("Z", 32)))
+    for (_s0, e0), (s1, _e1) in zip(spans, spans[1:]):
+        assert e0 <= s1, spans
+    assert all(o % 16 == 0 for o in offsets.values())
+
+
+def test_tiles_with_disjoint_live_ranges_share_bytes(tmp_path, monkeypatch):
+    compiled, files = _dump(reuse, (_f32(128, 128),) * 4, tmp_path, monkeypatch)
+    assert compiled.shared_bytes == 64 * 64 * 4 < 2 * 64 * 64 * 4
+    plan = files["tile_plan.txt"]
+    assert "shared P[64, 64] float32 @ byte 0" in plan, plan
+    assert "shared Q[64, 64] float32 @ byte 0" in plan, plan
+    # Q's copy overwrites P's bytes, which other threads have just read: a barrier between
+    body = _body_lines(files["after_insert_barriers.py"])
+    p_read = next(k for k, s in enumerate(body) if s.startswith("for ") and "Parallel" in s)
+    q_copy = next(k for k, s in enumerate(body) if s.startswith("T.copy(__tj_region(B,"))
+    assert p_read < q_copy and SYNC in body[p_read + 1:q_copy], body
+
+
+def test_reused_bytes_give_the_right_answer_in_simulation():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 64, generator=g), torch.randn(128, 64, generator=g)
+    out1, out2 = torch.zeros(128, 64), torch.zeros(128, 64)
+    reuse(a, b, out1, out2)
+    ref1, ref2 = torch.empty(128, 64), torch.empty(128, 64)
+    for r0 in range(0, 128, 64):
+        ref1[r0:r0 + 64] = a[r0:r0 + 64].flip(0)
+        ref2[r0:r0 + 64] = b[r0:r0 + 64].flip(1) * 10.0
+    torch.testing.assert_close(out1, ref1, rtol=0, atol=0)
+    torch.testing.assert_close(out2, ref2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_reused_bytes_give_the_right_answer_on_gpu():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(256, 192, generator=g), torch.randn(256, 192, generator=g)
+    outs = [torch.zeros(256, 192, device="cuda") for _ in range(2)]
+    reuse(a.cuda(), b.cuda(), *outs)
+    torch.cuda.synchronize()
+    outs_sim = [torch.zeros(256, 192) for _ in range(2)]
+    reuse_sim(a, b, *outs_sim)
+    for o, o_sim in zip(outs, outs_sim):
+        torch.testing.assert_close(o.cpu(), o_sim, rtol=0, atol=0)
+    torch.testing.assert_close(outs_sim[0][:64], a[:64].flip(0), rtol=0, atol=0)
+
+
+def test_over_the_shared_memory_limit_is_a_compile_error():
+    a = _f32(256, 256)
+    with pytest.raises(tilejit.CompileError) as info:
+        too_big.compile(a, a.copy(), target="cuda", arch="sm_90")
+    msg = str(info.value)
+    assert "262144" in msg and "232448" in msg and "shared memory" in msg, msg
+
+
+def test_shared_memory_limit_depends_on_the_arch():
+    a = _f32(256, 256)
+    # 200 x 256 float32 = 204800 bytes: fits sm_90, not sm_80 (166912)
+    assert too_big.compile(a, a.copy(), target="cuda", arch="sm_90",
+                           rows=200).shared_bytes == 204800
+    with pytest.raises(tilejit.CompileError, match="204800.*166912"):
+        too_big.compile(a, a.copy(), target="cuda", arch="sm_80", rows=200)
+
+
+# ----------------------------------------------------------------------------- errors
+
+@tilejit.kernel
+def frag_outside_parallel(A):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_fragment((64, 64), T.float32)
+        T.clear(F)
+        F[0, 0] = 1.0                                  # marker: outside
+        T.copy(F, A[0, 0])
+
+
+@tilejit.kernel
+def frag_wrong_indices(A):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_fragment((64, 64), T.float32)
+        T.clear(F)
+        for i, j in T.Parallel(64, 64):
+            F[i, j] = F[j, i] + 1.0                    # marker: transposed
+        T.copy(F, A[0, 0])
+
+
+@tilejit.kernel
+def frag_wrong_extents(A):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_fragment((64, 64), T.float32)
+        T.clear(F)
+        for i, j in T.Parallel(64, 32):                # marker: extents
+            F[i, j] = 1.0
+        T.copy(F, A[0, 0])
+
+
+@tilejit.kernel
+def runtime_tile_shape(A, n):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((n, 64), T.float32)         # marker: runtime shape
+        T.copy(A[0, 0], S)
+        T.copy(S, A[0, 0])
+
+
+@tilejit.kernel
+def gemm_mismatch(A, B, C):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((64, 32), T.float16)
+        B_s = T.alloc_shared((32, 64), T.float16)
+        C_f = T.alloc_fragment((64, 32), T.float32)
+        T.copy(A[0, 0], A_s)
+        T.copy(B[0, 0], B_s)
+        T.gemm(A_s, B_s, C_f)                          # marker: mismatch
+        T.copy(C_f, C[0, 0])
+
+
+@tilejit.kernel
+def two_policies(A, B, C):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((64, 32), T.float16)
+        B_s = T.alloc_shared((32, 64), T.float16)
+        C_f = T.alloc_fragment((64, 64), T.float32)
+        T.copy(A[0, 0], A_s)
+        T.copy(B[0, 0], B_s)
+        T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.Square)     # marker: first
+        T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullRow)    # marker: second
+        T.copy(C_f, C[0, 0])
+
+
+@tilejit.kernel
+def region_too_short(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((64, 64), A.dtype)
+        T.clear(S)
+        T.copy(A[0:32, 0:64], S)                       # marker: short region
+        T.copy(S, B[0, 0])
+
+
+def _compile_error(kernel, args, **kw):
+    with pytest.raises(tilejit.CompileError) as info:
+        kernel.compile(*args, target="cuda", arch="sm_90", **kw)
+    return str(info.value)
+
+
+def _assert_names_line(msg, kernel, marker):
+    line = _line_of(kernel, marker)
+    assert f"line {line}" in msg, msg
+    assert "test_tile_passes.py" in msg, msg
+
+
+def test_fragment_indexed_outside_parallel():
+    msg = _compile_error(frag_outside_parallel, (_f32(64, 64),))
+    assert "fragment 'F'" in msg and "T.Parallel" in msg, msg
+    _assert_names_line(msg, frag_outside_parallel, "marker: outside")
+    assert "F[0, 0] = 1.0" in msg, msg
+
+
+def test_fragment_outside_parallel_fails_in_simulation_too():
+    with pytest.raises(tilejit.CompileError, match="T.Parallel"):
+        frag_outside_parallel(_f32(64, 64))
+
+
+def test_fragment_indexed_with_other_indices():
+    msg = _compile_error(frag_wrong_indices, (_f32(64, 64),))
+    assert "loop's indices" in msg and "F[j, i]" in msg, msg
+    _assert_names_line(msg, frag_wrong_indices, "marker: transposed")
+
+
+def test_parallel_over_fragment_with_wrong_extents():
+    msg = _compile_error(frag_wrong_extents, (_f32(64, 64),))
+    assert "must cover its shape (64, 64)" in msg and "(64, 32)" in msg, msg
+    _assert_names_line(msg, frag_wrong_extents, "marker: extents")
+
+
+def test_tile_shape_not_known_at_compile_time():
+    msg = _compile_error(runtime_tile_shape, (_f32(64, 64), 64))
+    assert "compile time" in msg and "(n, 64)" in msg, msg
+    _assert_names_line(msg, runtime_tile_shape, "marker: runtime shape")
+
+
+def test_gemm_with_mismatched_shapes():
+    msg = _compile_error(gemm_mismatch, (_f16(64, 32), _f16(32, 64), _f32(64, 32)))
+    assert "shapes do not match" in msg and "64x32" in msg, msg
+    _assert_names_line(msg, gemm_mismatch, "marker: mismatch")
+
+
+def test_accumulator_of_two_gemms_with_different_policies():
+    msg = _compile_error(two_policies, (_f16(64, 32), _f16(32, 64), _f32(64, 64)))
+    assert "C_f" in msg and "two different layouts" in msg, msg
+    first, second = _line_of(two_policies, "marker: first"), _line_of(two_policies,
+                                                                        "marker: second")
+    assert f"line {first}" in msg and f"line {second}" in msg, msg
+    assert "GemmWarpPolicy.Square" in msg and "GemmWarpPolicy.FullRow" in msg, msg
+
+
+def test_same_policy_twice_is_fine():
+    # the control for the test above: the same warp policy twice compiles
+    @tilejit.kernel
+    def twice(A, B, C):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), T.float16)
+            B_s = T.alloc_shared((32, 64), T.float16)
+            C_f = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullRow)
+            T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(C_f, C[0, 0])
+    twice.compile(_f16(64, 32), _f16(32, 64), _f32(64, 64), target="cuda", arch="sm_90")
+
+
+def test_region_shorter_than_the_tile_is_a_compile_error():
+    msg = _compile_error(region_too_short, (_f32(64, 64), _f32(64, 64)))
+    assert "(32, 64)" in msg, msg
+
+
+def test_region_shorter_than_the_tile_fails_in_simulation():
+    with pytest.raises((ValueError, tilejit.CompileError), match="differ"):
+        region_too_short(_f32(64, 64), _f32(64, 64))
