@@ -217,11 +217,12 @@ if triton is not None:
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
 
-def bench_gemm(sizes=(4096, 8192), dtypes=("float16", "bfloat16")):
+def bench_gemm(sizes=(4096, 8192), dtypes=None):
     """Each variant is checked against torch, then timed in 3 interleaved rounds; the
     table keeps each variant's best round. tilejit runs each block shape of a small grid
     (block M/N/K, threads, stages); "vs torch" is against cuBLAS in the same run."""
     rows = []
+    dtypes = dtypes or os.environ.get("TILEJIT_GEMM_DTYPES", "float16,bfloat16").split(",")
     for dtype in dtypes:
         for n in sizes:
             rows += _bench_gemm_one(n, getattr(torch, dtype), dtype)

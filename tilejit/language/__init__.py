@@ -14,6 +14,7 @@ import numpy as np
 from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64, int8,
                      int16, int32, int64, uint8, uint16, uint32, uint64)
 from . import numerics as _num
+from .atomics import atomic_add, atomic_max, atomic_min
 from .tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
 from .tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local, alloc_shared,
                     alloc_var, annotate_layout, clear, copy, fill, gemm, use_swizzle)
@@ -28,7 +29,7 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
-    "use_swizzle",
+    "use_swizzle", "atomic_add", "atomic_max", "atomic_min",
 ]
 
 

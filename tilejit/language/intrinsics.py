@@ -54,3 +54,6 @@ copy_async = _device_only("copy_async")        # copy_async(src, dst): cp.async 
 cp_commit = _device_only("cp_commit")          # close this thread's group of async copies
 cp_wait = _device_only("cp_wait")              # cp_wait(n): at most n groups still pending
 swizzle_blocks = _device_only("swizzle_blocks")  # (panel, row order) -> (bx, by) rasterized
+atomic_add = _device_only("atomic_add")        # (tensor, index, value, return_prev, per_lane)
+atomic_max = _device_only("atomic_max")        # element atomics (language/atomics.py)
+atomic_min = _device_only("atomic_min")

@@ -292,15 +292,26 @@ def gemm_impl(context, builder, sig, args):
         zero = ir.Constant(elem, 0)
         for s in range(c_tile.indexing.slots):
             builder.store(zero, builder.gep(c_ptr, [I32(s)]))
-    for kk in range(gp.K // gp.k_step):
-        a_regs = _a_registers(None, w, a_ty, args[0], kk)
-        b_regs = _b_registers(None, w, b_ty, args[1], kk)
+    steps = gp.K // gp.k_step
+
+    def operands(kk):
+        return (_a_registers(None, w, a_ty, args[0], kk), _b_registers(None, w, b_ty, args[1], kk))
+
+    # the operands of step kk + 1 are loaded before the mma of step kk, so their shared-
+    # memory latency hides behind tensor-core work; the mma order snakes through the
+    # warp's tiles so consecutive instructions share an A or a B operand
+    current = operands(0)
+    for kk in range(steps):
+        following = operands(kk + 1) if kk + 1 < steps else None
+        a_regs, b_regs = current
         for rm in range(gp.repeat_m):
-            for rn in range(gp.repeat_n):
+            cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
+            for rn in cols:
                 ptrs, c = c_regs(rm, rn)
                 d = _mma(builder, gp, a_regs[rm], b_regs[rn], c)
                 if half_acc:
                     d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
                 for p, v in zip(ptrs, d):
                     builder.store(v, p)
+        current = following
     return context.get_dummy_value()

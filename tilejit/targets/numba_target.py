@@ -40,6 +40,9 @@ target_registry[TARGET_NAME] = TilejitCUDA
 
 ll.initialize_all_targets()
 ll.initialize_all_asmprinters()
+# shared-memory pointers (addrspace 3) in 32 bits: ldmatrix/cp.async addresses and
+# tile offsets then use 32-bit registers and arithmetic (set before any target machine)
+ll.set_option("tilejit", "--nvptx-short-ptr")
 
 
 def _data_models():
