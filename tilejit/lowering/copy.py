@@ -425,6 +425,50 @@ def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
     builder.call(fn, [dst, src, src_bytes])
 
 
+def _region_inside(builder, side, shape):
+    """Whether the whole region of a copy lies inside the tensor (a run-time check)."""
+    ok = None
+    for d, (start, n) in enumerate(zip(side.starts, shape)):
+        if d in side.ranged:
+            end = builder.add(start, I64(side.extents[side.ranged.index(d)]))
+            b = builder.icmp_signed("<=", end, n)
+        else:
+            b = builder.icmp_unsigned("<", start, n)
+        b = builder.and_(b, builder.icmp_signed(">=", start, I64(0)))
+        ok = b if ok is None else builder.and_(ok, b)
+    return ok
+
+
+def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape):
+    """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
+    inside the tensor and zero-fills the rest."""
+    threads = plan().threads
+    itemsize = src.dtype.itemsize
+    tid = thread_index(context, builder)
+    for k in range(-(-chunks // threads)):
+        chunk = builder.add(tid, I32(k * threads))
+        partial = (k + 1) * threads > chunks
+        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
+              if partial else _Null()):
+            cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+            coords = _global_coords(builder, src, _dims(src, cc))
+            rows_ok = None
+            for c, n in zip(coords[:-1], shape[:-1]):
+                b = builder.icmp_unsigned("<", c, n)
+                rows_ok = b if rows_ok is None else builder.and_(rows_ok, b)
+            left = builder.sub(shape[-1], coords[-1])
+            left = builder.select(builder.icmp_signed("<", left, I64(0)), I64(0), left)
+            left = builder.select(builder.icmp_signed(">", left, I64(vec)), I64(vec), left)
+            if rows_ok is not None:
+                left = builder.select(rows_ok, left, I64(0))
+            nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
+            inside = builder.icmp_unsigned("!=", left, I64(0))
+            gptr = builder.select(inside, _global_pointer(builder, src, coords), src.tensor.data)
+            sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
+                               inbounds=True)
+            _cp_async(builder, sptr, gptr, vec * itemsize, nbytes)
+
+
 def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
     """global → shared with cp.async: each chunk of ``vec`` elements is one async copy of
     4, 8 or 16 bytes; the bytes past the tensor's last column, or of a row outside it,
@@ -434,32 +478,28 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
     threads = plan().threads
     itemsize = src.dtype.itemsize
     tid = thread_index(context, builder)
+    shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
-            shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
-            for k in range(-(-chunks // threads)):
-                chunk = builder.add(tid, I32(k * threads))
-                partial = (k + 1) * threads > chunks
-                with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
-                      if partial else _Null()):
-                    cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-                    coords = _global_coords(builder, src, _dims(src, cc))
-                    rows_ok = None
-                    for c, n in zip(coords[:-1], shape[:-1]):
-                        b = builder.icmp_unsigned("<", c, n)
-                        rows_ok = b if rows_ok is None else builder.and_(rows_ok, b)
-                    left = builder.sub(shape[-1], coords[-1])
-                    left = builder.select(builder.icmp_signed("<", left, I64(0)), I64(0), left)
-                    left = builder.select(builder.icmp_signed(">", left, I64(vec)), I64(vec), left)
-                    if rows_ok is not None:
-                        left = builder.select(rows_ok, left, I64(0))
-                    nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
-                    inside = builder.icmp_unsigned("!=", left, I64(0))
-                    gptr = builder.select(inside, _global_pointer(builder, src, coords),
-                                          src.tensor.data)
-                    sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
-                                       inbounds=True)
-                    _cp_async(builder, sptr, gptr, vec * itemsize, nbytes)
+            # a tile wholly inside the tensor (every tile but the edges) skips the
+            # per-chunk bounds arithmetic
+            interior = _region_inside(builder, src, shape)
+            with builder.if_else(interior, likely=True) as (inner, edge):
+                with inner:
+                    for k in range(-(-chunks // threads)):
+                        chunk = builder.add(tid, I32(k * threads))
+                        partial = (k + 1) * threads > chunks
+                        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
+                              if partial else _Null()):
+                            cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+                            coords = _global_coords(builder, src, _dims(src, cc))
+                            sptr = builder.gep(dst.value,
+                                               [_tile_offset(builder, dst, _dims(dst, cc))],
+                                               inbounds=True)
+                            _cp_async(builder, sptr, _global_pointer(builder, src, coords),
+                                      vec * itemsize, I32(vec * itemsize))
+                with edge:
+                    _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape)
         with otherwise:
             _copy_distributed(context, builder, _unfast(src), dst, extents)
 
