@@ -10,6 +10,10 @@ Benchmarks:
   gemm         fp16 C = A @ B (fp32 accumulate, fp16 out) at 4096^3 and 8192^3:
                tilejit's mma.sync GEMM (each block shape in a small grid) beside
                torch.matmul (cuBLAS); TFLOP/s count 2·M·N·K.
+  reductions   fp16 16384 x 8192 rows: softmax, RMSNorm, LayerNorm (weight and bias), row
+               sum: tilejit beside torch and a Triton fused softmax, and the device-to-
+               device copy in the same run; bandwidth counts each kernel's compulsory
+               bytes (read X once, write Y once; the row sum writes M floats).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 """
@@ -274,6 +278,81 @@ def _bench_gemm_one(n, tdtype, dtype):
     return rows
 
 
+if triton is not None:
+    @triton.jit
+    def triton_softmax(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        y = e / tl.sum(e, axis=0)
+        tl.store(y_ptr + row * n_cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def bench_reductions(M=16384, N=8192):
+    """Each kernel is checked against torch, then timed in 3 interleaved rounds (best
+    round kept). "vs copy" is the bandwidth over the copy's measured in the same run."""
+    from norms import layer_norm, rms_norm
+    from row_sum import row_sum
+    from softmax import softmax
+    x = torch.randn(M, N, device="cuda", dtype=torch.float16)
+    y = torch.empty_like(x)
+    w = torch.randn(N, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, device="cuda", dtype=torch.float16)
+    s = torch.empty(M, device="cuda", dtype=torch.float32)
+    io = 2 * M * N * 2
+    variants = [("copy (torch, d2d)", lambda: y.copy_(x), io, None)]
+    ref_soft = torch.softmax(x.float(), 1)
+    ref_rms = (x.float() * torch.rsqrt(x.float().pow(2).mean(1, keepdim=True) + 1e-5) * w.float())
+    ref_ln = torch.nn.functional.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
+    ref_sum = x.float().sum(1)
+    for bm in (1, 2):
+        variants.append((f"tilejit softmax block_M={bm}", lambda bm=bm: softmax(x, y, block_M=bm),
+                         io, (y, ref_soft)))
+    variants.append(("torch softmax", lambda: torch.softmax(x, 1), io, None))
+    if triton is not None:
+        variants.append(("triton fused softmax", lambda: triton_softmax[(M,)](
+            x, y, N, BLOCK=triton.next_power_of_2(N), num_warps=8), io, (y, ref_soft)))
+    for bm in (1, 2):
+        variants.append((f"tilejit rms_norm block_M={bm}",
+                         lambda bm=bm: rms_norm(x, w, y, 1e-5, block_M=bm), io, (y, ref_rms)))
+    variants.append(("torch rms_norm", lambda: torch.nn.functional.rms_norm(
+        x, (N,), w, 1e-5), io, None))
+    for bm in (1, 2):
+        variants.append((f"tilejit layer_norm block_M={bm}",
+                         lambda bm=bm: layer_norm(x, w, b, y, 1e-5, block_M=bm), io, (y, ref_ln)))
+    variants.append(("torch layer_norm", lambda: torch.nn.functional.layer_norm(
+        x, (N,), w, b, 1e-5), io, None))
+    for bm, bn in ((4, 2048), (8, 1024), (2, 4096)):
+        variants.append((f"tilejit row_sum {bm}x{bn}",
+                         lambda bm=bm, bn=bn: row_sum(x, s, block_M=bm, block_N=bn),
+                         M * N * 2 + M * 4, (s, ref_sum)))
+    variants.append(("torch sum", lambda: torch.sum(x, 1, dtype=torch.float32), M * N * 2 + M * 4,
+                     None))
+    for name, fn, _, check in variants:
+        fn()
+        torch.cuda.synchronize()
+        if check is not None:
+            out, ref = check
+            err = (out.float() - ref).abs().max().item()
+            tol = 0.05 if "row_sum" in name else 0.02
+            assert err < tol * (1 + ref.abs().max().item()), f"{name}: error {err}"
+    times = {name: [] for name, *_ in variants}
+    for _ in range(3):
+        for name, fn, _, _ in variants:
+            times[name].append(median_ms(fn, rep=30))
+    rows = []
+    copy_bw = None
+    for name, _, moved, _ in variants:
+        best = min(times[name])
+        bw = moved / best / 1e9
+        copy_bw = copy_bw or bw
+        rows.append({"name": name, "ms": best, "TB/s": bw, "vs copy": bw / copy_bw})
+    return rows
+
+
 _COMPILE_CHILD = r"""
 import os, sys, time, json
 t_start = time.perf_counter()
@@ -342,7 +421,7 @@ def bench_compile():
 
 
 BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
-              "compile": bench_compile}
+              "reductions": bench_reductions, "compile": bench_compile}
 
 
 def _commit():

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
-MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue"]
+MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
+           "row_sum"]
 
 
 def example_arguments(specs):

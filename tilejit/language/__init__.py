@@ -16,6 +16,8 @@ from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64
 from . import numerics as _num
 from .atomics import atomic_add, atomic_max, atomic_min
 from .tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
+from .reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max, reduce_min,
+                         reduce_sum)
 from .tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local, alloc_shared,
                     alloc_var, annotate_layout, clear, copy, fill, gemm, use_swizzle)
 
@@ -29,7 +31,8 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
-    "use_swizzle", "atomic_add", "atomic_max", "atomic_min",
+    "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "reduce_abssum",
+    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
 ]
 
 

@@ -57,3 +57,6 @@ swizzle_blocks = _device_only("swizzle_blocks")  # (panel, row order) -> (bx, by
 atomic_add = _device_only("atomic_add")        # (tensor, index, value, return_prev, per_lane)
 atomic_max = _device_only("atomic_max")        # element atomics (language/atomics.py)
 atomic_min = _device_only("atomic_min")
+frag_slot = _device_only("frag_slot")          # (loop id, fragment, loop slot) -> its slot
+reduce = _device_only("reduce")                # reduce(src, dst, op, dim, clear)
+cumsum = _device_only("cumsum")                # cumsum(src, dst, dim, reverse)

@@ -187,8 +187,8 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     ix = t.indexing
     tid = thread_index(context, builder)
     writer = None
-    if dst.kind != "fragment" and t.layout.replicate > 1:
-        writer = builder.icmp_unsigned("<", tid, I32(t.layout.base_threads))
+    if dst.kind != "fragment" and ix.writer is not None:
+        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
     for s in range(ix.slots):
         env = {"t": tid, "s": s}
         tile_coords = [emit(builder, c, env) for c in ix.coords]

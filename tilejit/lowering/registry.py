@@ -35,3 +35,5 @@ def lower_constant(ty, target: str = "common"):
 def load_rules():
     """Import every rule module (each registers itself)."""
     from . import copy, gemm, math, parallel, printing, scalar, tensor, tiles  # noqa: F401
+    from . import atomics  # noqa: F401
+    from . import reductions  # noqa: F401

@@ -30,14 +30,17 @@ import ast
 from .. import language as T
 from ..frontend.source import resolve_static
 from ..layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
-from ..tile.addressing import fragment_indexing, row_major
-from ..tile.plan import FRAGMENT, SHARED
+from ..tile.addressing import S_VAR, digit_indexing, fragment_indexing, row_major, substitute
+from ..tile.digits import DigitLayout, digit_layout, reduce_layout
+from ..tile.plan import FRAGMENT, SHARED, Tile
+from .static_eval import NotStatic, StaticEval
 
 FRAG_LOOP = "__tj_frag_loop"
 FRAG_INDEX = "__tj_frag_index"
 FRAG_VALID = "__tj_frag_valid"
 FRAG_GET = "__tj_frag_get"
 FRAG_SET = "__tj_frag_set"
+FRAG_SLOT = "__tj_frag_slot"
 SLOT = "__tj_s"
 
 
@@ -74,26 +77,47 @@ def _index_names(sub: ast.Subscript):
     return [e.id if isinstance(e, ast.Name) else None for e in elts]
 
 
+def _dropped_positions(idx, loop_vars):
+    """The loop positions a fragment subscript leaves out when it uses a proper,
+    in-order subset of the loop's indices (``F[i]`` in a loop over ``i, j``); else
+    None."""
+    if None in idx or len(idx) >= len(loop_vars) or not idx:
+        return None
+    it = iter(loop_vars)
+    if not all(any(v == x for x in it) for v in idx):
+        return None
+    return tuple(k for k, v in enumerate(loop_vars) if v not in idx)
+
+
 class _Collect(ast.NodeVisitor):
     """Fragment loops, copies between fragments, and annotate_layout calls."""
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
-        self.loops: list[tuple[ast.For, list[str]]] = []
+        self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
         self.annotations: list[ast.Call] = []
 
     def visit_For(self, node):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
-            used = []
+            loop_vars = _loop_names(node.target) or []
+            full, subset = [], {}
             for sub in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-                if (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
-                        and sub.value.id in self.frags and sub.value.id not in used):
-                    used.append(sub.value.id)
-            if used:
-                self.loops.append((node, used))
+                if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+                        and sub.value.id in self.frags):
+                    continue
+                name, idx = sub.value.id, _index_names(sub)
+                dropped = _dropped_positions(idx, loop_vars)
+                if dropped and name not in full:
+                    subset.setdefault(name, (dropped, sub))
+                elif name not in full:
+                    full.append(name)
+            for name in full:
+                subset.pop(name, None)
+            if full or subset:
+                self.loops.append((node, full, subset))
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -120,7 +144,7 @@ class _RewriteLoops(ast.NodeTransformer):
             return self.generic_visit(node)
         lid, names, loop_vars = key
         outer = self.current
-        self.current = (set(names), loop_vars)
+        self.current = (set(names), loop_vars, lid)
         body = [self.visit(s) for s in node.body]
         self.current = outer
         slot = f"{SLOT}{self.counter}"
@@ -139,8 +163,18 @@ class _RewriteLoops(ast.NodeTransformer):
                        body, [], None)
         return ast.copy_location(loop, node)
 
-    def _slot(self, sub: ast.Subscript):
+    def _slot(self, sub: ast.Subscript, store=False):
         name = sub.value.id
+        if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
+                and _index_names(sub) != list(self.current[1])):
+            if store:
+                raise self.ctx.error(
+                    f"fragment {name!r} is indexed with only some of the loop's indices; it "
+                    f"can be read there, but written only in a T.Parallel over its own shape",
+                    sub)
+            return ast.Call(ast.Name(FRAG_SLOT, ast.Load()),
+                            [ast.Constant(self.current[2]), ast.Constant(name),
+                             ast.Name(f"{SLOT}{self.counter}", ast.Load())], [])
         if self.current is None or name not in self.current[0]:
             raise self.ctx.error(
                 f"fragment {name!r} is spread over the block's threads: index it only inside "
@@ -163,7 +197,7 @@ class _RewriteLoops(ast.NodeTransformer):
         return node
 
     def _store(self, target, value, node):
-        slot = self._slot(target)
+        slot = self._slot(target, store=True)
         return ast.copy_location(ast.Expr(ast.Call(ast.Name(FRAG_SET, ast.Load()),
                                                    [target.value, slot, value], [])), node)
 
@@ -239,59 +273,48 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             raise ctx.error(f"T.copy between fragments of different shapes {tiles[src].shape} "
                             f"and {tiles[dst].shape}", line)
         groups.union(src, dst)
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    derived = []          # (source fragment, target fragment, dims removed, keep, line, why)
     loop_ids = {}
-    for k, (loop, names) in enumerate(col.loops):
+    for k, (loop, full, subset) in enumerate(col.loops):
         loop_vars = _loop_names(loop.target)
+        if loop_vars is None:
+            raise ctx.error("a T.Parallel over a fragment must bind plain names", loop)
         extents = []
         for a in loop.iter.args:
             try:
-                from .static_eval import StaticEval
-                extents.append(StaticEval(ctx.namespace, ctx.param_dtypes, fdef).value(a))
-            except Exception:
+                extents.append(static.value(a))
+            except NotStatic:
                 extents.append(None)
-        for n in names:
+        for n in full:
             if tuple(extents) != tiles[n].shape:
                 raise ctx.error(f"a T.Parallel over fragment {n!r} must cover its shape "
                                 f"{tiles[n].shape}; this loop covers {tuple(extents)}", loop)
-            groups.union(n, names[0])
-        if loop_vars is None:
-            raise ctx.error("a T.Parallel over a fragment must bind plain names", loop)
-        loop_ids[id(loop)] = (f"L{k}", names, loop_vars)
-    # resolve each group's layout
-    frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
-    members: dict[str, list[str]] = {}
-    for n in frags:
-        members.setdefault(groups.find(n), []).append(n)
-    for _root, names in members.items():
-        shapes = {tiles[n].shape for n in names}
-        if len(shapes) > 1:
-            raise ctx.error(f"fragments {', '.join(names)} are used together but have shapes "
-                            f"{sorted(shapes)}", tiles[names[0]].line)
-        chosen = None
-        for n in names:
-            if n in fixed:
-                frag, line, reason = fixed[n]
-                if chosen is not None and not _same(chosen[0], frag):
-                    raise ctx.error(
-                        f"fragments {chosen[3]!r} and {n!r} are copied or looped over together "
-                        f"but need different layouts: {chosen[2]} (line {chosen[1]}: "
-                        f"{ctx.source_line(chosen[1])}) and {reason} (line {line}: "
-                        f"{ctx.source_line(line)})", line)
-                chosen = chosen or (frag, line, reason, n)
-        if chosen is not None:
-            layout, ix = chosen[0], fragment_indexing(chosen[0])
-            reason = f"{chosen[2]} at line {chosen[1]}"
-        else:
-            layout, vec = _parallel_layout(tiles[names[0]].shape,
-                                           [tiles[n].dtype for n in names], ctx.threads)
-            ix = fragment_indexing(layout, vec)
-            reason = "T.Parallel distribution"
-        for n in names:
-            tiles[n].layout, tiles[n].layout_reason = layout, reason
-            tiles[n].indexing = ix
-    for loop, names in col.loops:
-        lid, _, _ = loop_ids[id(loop)]
-        plan.loops[lid] = (tiles[names[0]].layout, tiles[names[0]].indexing)
+            groups.union(n, full[0])
+        for n, (dropped, sub) in subset.items():
+            if not full:
+                raise ctx.error(f"fragment {n!r} is indexed with only some of this loop's "
+                                f"indices; the loop must also index a fragment with all of them "
+                                f"(whose layout it then follows)", sub)
+            kept = tuple(e for j, e in enumerate(extents) if j not in dropped)
+            if kept != tiles[n].shape:
+                raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed with loop "
+                                f"indices of extents {kept}", sub)
+            derived.append((full[0], n, dropped, False, sub.lineno,
+                            f"indexed by a subset of the loop over {full[0]!r}"))
+        loop_ids[id(loop)] = (f"L{k}", full, loop_vars)
+    for src, dst, dim, line in plan.reductions:
+        if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
+            keep = len(tiles[dst].shape) == len(tiles[src].shape)
+            derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}"))
+    _resolve(ctx, tiles, groups, fixed, derived)
+    for loop, full, subset in col.loops:
+        lid = loop_ids[id(loop)][0]
+        plan.loops[lid] = (tiles[full[0]].layout, tiles[full[0]].indexing)
+        for n, (dropped, _) in subset.items():
+            red = _reduction(ctx, tiles[full[0]].layout, dropped, False, loop.lineno)
+            plan.slot_maps[(lid, n)] = red[1]
+    _plan_reduction_scratch(ctx, tiles)
     # shared tiles
     for t in tiles.values():
         if t.kind == SHARED:
@@ -331,3 +354,142 @@ def _annotate(call, ctx):
             raise ctx.error(f"T.annotate_layout: expected a layout of {tile.size} elements for "
                             f"{k.id!r}, got {layout}", call)
         tile.layout, tile.layout_reason = layout, f"T.annotate_layout at line {call.lineno}"
+
+
+def _as_digits(layout):
+    return layout if isinstance(layout, DigitLayout) else digit_layout(layout)
+
+
+def _same_layout(a, b) -> bool:
+    da, db = _as_digits(a), _as_digits(b)
+    if da is not None and db is not None:
+        return da == db
+    return a is b or (not isinstance(a, DigitLayout) and not isinstance(b, DigitLayout)
+                      and _same(a, b))
+
+
+def _reduction(ctx, layout, dims, keep, line):
+    """(layout of the reduced fragment, source slot -> reduced slot, Reduction steps)."""
+    dl = _as_digits(layout)
+    if dl is None:
+        raise ctx.error(f"cannot reduce a fragment laid out as {layout}: its layout has no "
+                        f"digit form", line)
+    slot_map, steps = S_VAR, []
+    for dim in sorted(dims, reverse=True):
+        red = reduce_layout(dl, dim, keep)
+        if red is None:
+            raise ctx.error(f"cannot reduce {layout} along dimension {dim}: the threads "
+                            f"holding a row are not a power-of-two pattern", line)
+        slot_map = substitute(red.slot_map, {}) if not steps else _compose(red.slot_map,
+                                                                           slot_map)
+        steps.append(red)
+        dl = red.result
+    return dl, slot_map, steps
+
+
+def _compose(outer, inner):
+    """outer(s) with s := inner(s)."""
+    from ..tile.addressing import BinOp, Const, Var
+    if isinstance(outer, Var):
+        return inner
+    if isinstance(outer, Const):
+        return outer
+    return BinOp(outer.op, _compose(outer.a, inner), _compose(outer.b, inner))
+
+
+def _indexing(layout, vec=None):
+    if isinstance(layout, DigitLayout):
+        return digit_indexing(layout)
+    return fragment_indexing(layout, vec)
+
+
+def _resolve(ctx, tiles, groups, fixed, derived):
+    """Each group of tied fragments gets its layout: a fixed one (gemm), one derived from
+    a resolved fragment (a reduction, a subset index), else the T.Parallel distribution."""
+    frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
+    members: dict[str, list[str]] = {}
+    for n in frags:
+        members.setdefault(groups.find(n), []).append(n)
+    chosen: dict[str, tuple] = {}        # group root -> (layout, vec, line, reason, name)
+
+    def assign(root, layout, vec, line, reason, name):
+        old = chosen.get(root)
+        if old is not None:
+            if not _same_layout(old[0], layout):
+                raise ctx.error(
+                    f"fragments {old[4]!r} and {name!r} need different layouts: {old[3]} "
+                    f"(line {old[2]}: {ctx.source_line(old[2])}) and {reason} (line {line}: "
+                    f"{ctx.source_line(line)})", line)
+            return False
+        chosen[root] = (layout, vec, line, reason, name)
+        return True
+
+    for root, names in members.items():
+        shapes = {tiles[n].shape for n in names}
+        if len(shapes) > 1:
+            raise ctx.error(f"fragments {', '.join(names)} are used together but have shapes "
+                            f"{sorted(shapes)}", tiles[names[0]].line)
+        for n in names:
+            if n in fixed:
+                frag, line, reason = fixed[n]
+                assign(root, frag, None, line, reason, n)
+    targets = {groups.find(dst) for _, dst, *_ in derived}
+    pending = [r for r in members if r not in chosen]
+    while pending:
+        progress = False
+        for src, dst, dims, keep, line, why in derived:
+            rs, rd = groups.find(src), groups.find(dst)
+            if rs in chosen and rd not in chosen:
+                layout = _reduction(ctx, chosen[rs][0], dims, keep, line)[0]
+                assign(rd, layout, None, line, why, dst)
+                progress = True
+        pending = [r for r in members if r not in chosen]
+        if progress or not pending:
+            continue
+        roots = [r for r in pending if r not in targets] or pending[:1]
+        for root in roots:
+            names = members[root]
+            layout, vec = _parallel_layout(tiles[names[0]].shape,
+                                           [tiles[n].dtype for n in names], ctx.threads)
+            assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
+        pending = [r for r in members if r not in chosen]
+    for src, dst, dims, keep, line, why in derived:       # every derivation must agree
+        rs, rd = groups.find(src), groups.find(dst)
+        want = _reduction(ctx, chosen[rs][0], dims, keep, line)[0]
+        have = chosen[rd]
+        if not _same_layout(want, have[0]):
+            raise ctx.error(
+                f"fragment {dst!r} needs two different layouts: {why} (line {line}: "
+                f"{ctx.source_line(line)}) and {have[3]} (line {have[2]}: "
+                f"{ctx.source_line(have[2])})", line)
+    for root, names in members.items():
+        layout, vec, line, reason, _ = chosen[root]
+        ix = _indexing(layout, vec)
+        for n in names:
+            tiles[n].layout, tiles[n].indexing = layout, ix
+            tiles[n].layout_reason = f"{reason} (line {line})"
+
+
+def _plan_reduction_scratch(ctx, tiles):
+    """Reductions whose rows span warps exchange partial results through shared memory:
+    a scratch tile per reduction (warp groups x reduced elements, in the compute type)."""
+    from ..language.dtypes import float32, float64, int32, int64
+    for k, (src, dst, dim, line) in enumerate(ctx.plan.reductions):
+        if tiles[src].kind != FRAGMENT or tiles[dst].kind != FRAGMENT:
+            continue
+        keep = len(tiles[dst].shape) == len(tiles[src].shape)
+        _, _, steps = _reduction(ctx, tiles[src].layout, (dim,), keep, line)
+        red = steps[0]
+        if not red.warp_digits:
+            continue
+        d = tiles[dst].dtype
+        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
+                   else int32 if d.is_int else float32)
+        name = f"__tj_red{k}"
+        size = 1
+        for e in red.result.shape:
+            size *= e
+        tiles[name] = Tile(name, SHARED, (red.warp_groups, size), compute, line,
+                           layout=row_major((red.warp_groups, size)),
+                           layout_reason="scratch of a cross-warp reduction")
+        ctx.plan.scratch[k] = name

@@ -25,10 +25,18 @@ TILE = "__tj_tile"
 REGION = "__tj_region"
 GEMM = "__tj_gemm"
 CAST = "__tj_cast"
+REDUCE = "__tj_reduce"
+CUMSUM = "__tj_cumsum"
+REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
+              T.reduce_abssum: "abssum", T.reduce_absmax: "absmax"}
+# element atomics: T.atomic_add(C[i, j], v, rp) → __tj_atomic_add(C, (i, j), v, rp, per_lane)
+ATOMICS = {T.atomic_add: "__tj_atomic_add", T.atomic_max: "__tj_atomic_max",
+           T.atomic_min: "__tj_atomic_min"}
 
 _ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
 # the operand positions of tile operations that may be regions
-REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,)}
+REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
+                   T.atomic_max: (0, 1), T.atomic_min: (0, 1)}
 
 
 def _call(name, args):
@@ -93,10 +101,24 @@ class _Regions(ast.NodeTransformer):
         self.namespace = namespace
         self.error = error
         self.static = static
+        self.parallel = 0       # how many T.Parallel loops enclose the current node
+
+    def visit_For(self, node):
+        it = node.iter
+        par = isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel
+        self.parallel += par
+        node = self.generic_visit(node)
+        self.parallel -= par
+        return node
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
-        positions = REGION_OPERANDS.get(resolve_static(node.func, self.namespace))
+        fn = resolve_static(node.func, self.namespace)
+        if fn in ATOMICS:
+            node = self._atomic(node, fn)
+            if isinstance(node.func, ast.Name) and node.func.id == ATOMICS[fn]:
+                return node
+        positions = REGION_OPERANDS.get(fn)
         if positions:
             for p in positions:
                 if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
@@ -104,6 +126,34 @@ class _Regions(ast.NodeTransformer):
                         node.args[p] = region_call(node.args[p], self.static)
                     except ValueError as e:
                         raise self.error(str(e), node) from None
+        return node
+
+
+    def _atomic(self, node, fn):
+        """The element form becomes ``__tj_atomic_*``; the region form keeps the call with
+        its operands positional (the region rewrite then applies)."""
+        name = fn.__name__
+        args = list(node.args)
+        for k in node.keywords:
+            pos = {"dst": 0, "value": 1, "return_prev": 2}.get(k.arg)
+            if pos is None or pos < len(args) and args[pos] is not None:
+                raise self.error(f"T.{name}(dst, value, return_prev=False): unexpected "
+                                 f"argument {k.arg!r}", node)
+            args += [None] * (pos + 1 - len(args))
+            args[pos] = k.value
+        if len(args) < 2 or len(args) > 3 or any(a is None for a in args):
+            raise self.error(f"T.{name}(dst, value, return_prev=False) takes a destination "
+                             f"and a value", node)
+        if len(args) == 2:
+            args.append(ast.Constant(False))
+        dst = args[0]
+        index = (dst.slice.elts if isinstance(dst, ast.Subscript)
+                 and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
+        if isinstance(dst, ast.Subscript) and not any(isinstance(i, ast.Slice) for i in index):
+            out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
+                                      ast.Constant(self.parallel > 0)])
+            return ast.copy_location(out, node)
+        node.args, node.keywords = args, []
         return node
 
 
@@ -181,7 +231,76 @@ class _Tiles(ast.NodeTransformer):
         target = resolve_static(node.func, self.ctx.namespace)
         if target is T.gemm:
             return self._gemm(node)
+        if target in REDUCTIONS:
+            return self._reduction(node, REDUCTIONS[target])
+        if target is T.cumsum:
+            return self._cumsum(node)
         return node
+
+    def _tile_arg(self, node, arg, role, what):
+        if not (isinstance(arg, ast.Name) and arg.id in self.plan.tiles):
+            raise self.ctx.error(f"{what}: {role} must be a tile allocated in this kernel, "
+                                 f"got `{ast.unparse(arg)}`", node)
+        return self.plan.tiles[arg.id]
+
+    def _options(self, node, names, defaults, what):
+        values = dict(zip(names, node.args))
+        for k in node.keywords:
+            if k.arg not in names:
+                raise self.ctx.error(f"{what}: unknown argument {k.arg!r}", node)
+            values[k.arg] = k.value
+        out = {}
+        for name in names:
+            if name in values:
+                out[name] = values[name]
+            elif name in defaults:
+                out[name] = defaults[name]
+            else:
+                raise self.ctx.error(f"{what}: missing argument {name!r}", node)
+        return out
+
+    def _reduction(self, node, op):
+        what = f"T.reduce_{op}"
+        a = self._options(node, ("src", "dst", "dim", "clear"), {"dim": ast.Constant(-1),
+                          "clear": ast.Constant(True)}, what)
+        src = self._tile_arg(node, a["src"], "src", what)
+        dst = self._tile_arg(node, a["dst"], "dst", what)
+        dim = self._static(a["dim"], f"{what}'s dim")
+        clear = bool(self._static(a["clear"], f"{what}'s clear"))
+        if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
+            raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
+                                 f"{len(src.shape)}), got {dim!r}", node)
+        dim %= len(src.shape)
+        kept = src.shape[:dim] + src.shape[dim + 1:]
+        kept1 = src.shape[:dim] + (1,) + src.shape[dim + 1:]
+        if dst.shape not in (kept, kept1) and not (not kept and dst.shape == (1,)):
+            raise self.ctx.error(f"{what}: dst {dst.name} has shape {dst.shape}; reducing "
+                                 f"{src.name} {src.shape} along dim {dim} gives {kept}", node)
+        rid = len(self.plan.reductions)
+        self.plan.reductions.append((src.name, dst.name, dim, node.lineno))
+        return ast.copy_location(_call(REDUCE, [a["src"], a["dst"], ast.Constant(op),
+                                                ast.Constant(dim), ast.Constant(clear),
+                                                ast.Constant(rid)]), node)
+
+    def _cumsum(self, node):
+        what = "T.cumsum"
+        a = self._options(node, ("src", "dst", "dim", "reverse"), {
+            "dst": ast.Constant(None), "dim": ast.Constant(-1), "reverse": ast.Constant(False)},
+            what)
+        src = self._tile_arg(node, a["src"], "src", what)
+        dst_arg = a["dst"] if not (isinstance(a["dst"], ast.Constant)
+                                  and a["dst"].value is None) else a["src"]
+        dst = self._tile_arg(node, dst_arg, "dst", what)
+        if dst.shape != src.shape:
+            raise self.ctx.error(f"{what}: dst {dst.name} {dst.shape} must have src's shape "
+                                 f"{src.shape}", node)
+        dim = self._static(a["dim"], f"{what}'s dim")
+        if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
+            raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
+                                 f"{len(src.shape)}), got {dim!r}", node)
+        reverse = bool(self._static(a["reverse"], f"{what}'s reverse"))
+        return ast.copy_location(_call(CUMSUM, [a["src"], dst_arg, ast.Constant(dim % len(
+            src.shape)), ast.Constant(reverse)]), node)
 
     def _gemm(self, node):
         if len(node.args) < 3:

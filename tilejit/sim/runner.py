@@ -10,7 +10,8 @@ from ..frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from ..frontend.signature import as_tensor_arg
 from ..language import tiles
 from ..language.dtypes import bfloat16
-from ..passes.tile_allocation import REGION, rewrite_regions
+from ..language.atomics import SIM_ELEMENT
+from ..passes.tile_allocation import ATOMICS, REGION, rewrite_regions
 from . import runtime
 from .transform import SIM, simulator_tree
 
@@ -23,6 +24,7 @@ def simulator_function(kernel):
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[REGION] = tiles.region
+        namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))
         fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)

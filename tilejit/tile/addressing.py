@@ -149,16 +149,19 @@ def row_major(shape) -> Layout:
 
 @dataclass(frozen=True, eq=False)
 class FragmentIndexing:
-    """(thread t, slot s) -> the element's tile coordinates, and whether that slot
-    holds an element at all (the last round of a parallel layout may be partial)."""
+    """(thread t, slot s) -> the element's tile coordinates; whether that slot holds an
+    element at all (the last round of a parallel layout may be partial); and, for a
+    layout that several threads hold copies of, which thread writes (one per copy)."""
 
-    fragment: Fragment
+    layout: object                  # a layouts.Fragment or a tile.digits.DigitLayout
     coords: tuple[Expr, ...]
-    valid: Expr | None          # None: every (thread, slot) holds an element
+    valid: Expr | None              # None: every (thread, slot) holds an element
+    slots: int
+    writer: Expr | None = None      # None: every element has one holder
 
     @property
-    def slots(self) -> int:
-        return self.fragment.slots_per_thread
+    def fragment(self):
+        return self.layout
 
 
 def _digit_coords(frag: Fragment):
@@ -199,14 +202,35 @@ def fragment_indexing(frag: Fragment, parallel_vector: int | None = None) -> Fra
         coords = tuple(reversed(coords))
         per_round = threads * vec
         valid = None if total % per_round == 0 else BinOp("lt", flat, Const(total))
-        ix = FragmentIndexing(frag, coords, valid)
+        ix = FragmentIndexing(frag, coords, valid, frag.slots_per_thread)
     else:
         coords = _digit_coords(frag)
         if coords is None:
             raise ValueError(f"fragment {frag.name!r}: no index formula for this layout")
-        ix = FragmentIndexing(frag, coords, None)
+        writer = None
+        if frag.replicate > 1:
+            writer = BinOp("lt", T_VAR, Const(frag.base_threads))
+        ix = FragmentIndexing(frag, coords, None, frag.slots_per_thread, writer)
     _check(ix)
     return ix
+
+
+def digit_indexing(layout) -> FragmentIndexing:
+    """The indexing of a ``tile.digits.DigitLayout`` (every slot of every thread holds an
+    element; threads differing only in bits no thread digit reads hold copies, and the
+    one with those bits 0 writes)."""
+    covered = 0
+    for digits in layout.dims:
+        for d in digits:
+            if d.src == "t":
+                covered |= (d.size - 1) * d.stride if _pow2(d.size) and _pow2(d.stride) else 0
+    free = (layout.threads - 1) & ~covered
+    writer = BinOp("lt", T_VAR & free, Const(1)) if free else None
+    return FragmentIndexing(layout, layout.coords(), None, layout.slots, writer)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
 
 
 _APPLY["lt"] = lambda x, y: int(x < y)

@@ -53,7 +53,10 @@ class Tile:
 class TilePlan:
     tiles: dict[str, Tile] = field(default_factory=dict)
     gemms: dict[str, object] = field(default_factory=dict)      # id -> GemmPlan
-    loops: dict[str, object] = field(default_factory=dict)      # id -> Fragment of a loop
+    loops: dict[str, object] = field(default_factory=dict)      # id -> (layout, indexing)
+    reductions: list = field(default_factory=list)   # (src, dst, dim, line) of T.reduce_*
+    slot_maps: dict = field(default_factory=dict)    # (loop id, fragment) -> slot Expr
+    scratch: dict = field(default_factory=dict)      # reduce dst -> shared scratch tile
     shared_bytes: int = 0
     threads: int = 128
 

@@ -84,7 +84,7 @@ def _fits(value: int, ty: types.Integer) -> bool:
 
 class TilejitTypingContext(BaseContext):
     def load_additional_registries(self):
-        from . import templates, tiles  # noqa: F401  (register the tile language)
+        from . import atomics, templates, tiles  # noqa: F401  (register the tile language)
         self.install_registry(templates.registry)
 
     def init(self):

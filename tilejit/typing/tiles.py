@@ -218,6 +218,42 @@ class SwizzleBlocksTemplate(AbstractTemplate):
         return signature(types.UniTuple(types.int32, 2), *args)
 
 
+@infer_global(intrinsics.frag_slot)
+class FragSlotTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not all(isinstance(a, types.StringLiteral) for a in args[:2]):
+            return None
+        return signature(types.int32, args[0], args[1], types.int32)
+
+
+@infer_global(intrinsics.reduce)
+class ReduceTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, op, dim, clear, rid = args
+        if not (isinstance(op, types.StringLiteral) and isinstance(dim, types.IntegerLiteral)
+                and isinstance(clear, types.BooleanLiteral)
+                and isinstance(rid, types.IntegerLiteral)):
+            return None
+        for role, t in (("src", src), ("dst", dst)):
+            if not isinstance(t, TileType):
+                raise errors.TypingError(f"T.reduce_{op.literal_value}: {role} must be a "
+                                         f"tile, got {t}")
+        return signature(types.none, *args)
+
+
+@infer_global(intrinsics.cumsum)
+class CumsumTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, dim, reverse = args
+        if not (isinstance(dim, types.IntegerLiteral)
+                and isinstance(reverse, types.BooleanLiteral)):
+            return None
+        for role, t in (("src", src), ("dst", dst)):
+            if not isinstance(t, TileType):
+                raise errors.TypingError(f"T.cumsum: {role} must be a tile, got {t}")
+        return signature(types.none, *args)
+
+
 @infer_global(intrinsics.sync_threads)
 class SyncTemplate(AbstractTemplate):
     def generic(self, args, kws):

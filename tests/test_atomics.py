@@ -1,0 +1,454 @@
+"""Atomics: T.atomic_add / atomic_max / atomic_min on global and shared elements and on
+global regions, in simulation (against float64/numpy references), in PTX (assembled with
+ptxas for sm_80 and sm_90a, `atom.`/`red.` instructions present) and, with ``-m gpu``,
+on the device against torch and against a simulator copy of the same kernel."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+PTXAS = shutil.which("ptxas")
+ARCHS = ["sm_80", "sm_90a"]
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@tilejit.kernel
+def total(A, Out, block: T.constexpr = 128):
+    """Every element of A added into Out[0, 0] (many blocks, one element)."""
+    N = A.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                T.atomic_add(Out[0, 0], A[bx * block + i])
+
+
+@tilejit.kernel
+def histogram(X, H, block: T.constexpr = 256):
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                T.atomic_add(H[X[bx * block + i]], 1)
+
+
+@tilejit.kernel
+def extremes(A, Mx, Mn, block: T.constexpr = 128):
+    N = A.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                T.atomic_max(Mx[0], A[bx * block + i])
+                T.atomic_min(Mn[0], A[bx * block + i])
+
+
+@tilejit.kernel
+def tickets(Counter, Out, block: T.constexpr = 128):
+    """Each element takes a ticket: the counter's value before its own increment."""
+    N = Out.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                Out[bx * block + i] = T.atomic_add(Counter[0], 1, return_prev=True)
+
+
+@tilejit.kernel
+def column_sums(A, S, bm: T.constexpr = 32):
+    """S[j] += A[i, j] for every row: blocks of rows collide on every column."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        for i, j in T.Parallel(bm, N):
+            if bx * bm + i < M:
+                T.atomic_add(S[j], A[bx * bm + i, j])
+
+
+@tilejit.kernel
+def add_weak_literal(H, block: T.constexpr = 128):
+    """A Python float literal added to a float16/bfloat16 element stays in its dtype."""
+    with T.Kernel(4, threads=128) as bx:
+        for i in T.Parallel(block):
+            T.atomic_add(H[i % 8], 0.5)
+
+
+@tilejit.kernel
+def shared_histogram(X, H, block: T.constexpr = 256, bins: T.constexpr = 16):
+    """A per-block histogram in shared memory, copied out: row bx of H."""
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        S = T.alloc_shared((bins,), T.int32)
+        T.clear(S)
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                T.atomic_add(S[X[bx * block + i] % bins], 1)
+        T.copy(S, H[bx, 0:bins])
+
+
+@tilejit.kernel
+def block_counter(Count, A):
+    """Outside a T.Parallel the block performs the atomic once."""
+    N = A.shape[0]
+    with T.Kernel(N, threads=128) as bx:
+        T.atomic_add(Count[0], A[bx])
+
+
+@tilejit.kernel
+def split_k(A, B, C, bm: T.constexpr = 32, bn: T.constexpr = 32, splits: T.constexpr = 4):
+    """C += A[:, part] @ B[part, :]: each split adds its partial tile (region form)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=128) as (bx, by, bz):
+        F = T.alloc_fragment((bm, bn), T.float32)
+        T.clear(F)
+        kk = K // splits
+        for i, j in T.Parallel(bm, bn):
+            for k in T.serial(kk):
+                r = by * bm + i
+                c = bx * bn + j
+                if r < M and c < N:
+                    F[i, j] += A[r, bz * kk + k] * B[bz * kk + k, c]
+        T.atomic_add(C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn], F)
+
+
+@tilejit.kernel
+def shared_region_max(A, Out, bm: T.constexpr = 16, bn: T.constexpr = 64):
+    """Every block's tile max-combined into Out (region form, a shared value)."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        S = T.alloc_shared((bm, bn), T.float32)
+        T.copy(A[bx * bm, 0], S)
+        T.atomic_max(Out[0:bm, 0:bn], S)
+
+
+total_sim = tilejit.kernel(total.func, target="sim")
+histogram_sim = tilejit.kernel(histogram.func, target="sim")
+extremes_sim = tilejit.kernel(extremes.func, target="sim")
+tickets_sim = tilejit.kernel(tickets.func, target="sim")
+column_sums_sim = tilejit.kernel(column_sums.func, target="sim")
+shared_histogram_sim = tilejit.kernel(shared_histogram.func, target="sim")
+split_k_sim = tilejit.kernel(split_k.func, target="sim")
+block_counter_sim = tilejit.kernel(block_counter.func, target="sim")
+
+
+# ----------------------------------------------------------------------------- simulated
+
+def _ints(n, lo, hi, seed=0, dtype=torch.int32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float64])
+def test_many_blocks_into_one_element_exact(dtype):
+    a = _ints(5000, -1000, 1000, dtype=dtype)        # integer-valued: float32 sums exact
+    out = torch.zeros(1, 1, dtype=dtype)
+    total(a, out)
+    assert out.item() == a.to(torch.float64).sum().item()
+
+
+def test_histogram():
+    x = _ints(10_000, 0, 37, seed=1)
+    h = torch.zeros(37, dtype=torch.int32)
+    histogram(x, h)
+    np.testing.assert_array_equal(h.numpy(), np.bincount(x.numpy(), minlength=37))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float64])
+def test_max_min_with_negative_values(dtype):
+    a = _ints(3000, -10_000, -5, seed=2, dtype=dtype)       # all negative
+    mx = torch.full((1,), -20_000, dtype=dtype)
+    mn = torch.zeros(1, dtype=dtype)
+    extremes(a, mx, mn)
+    assert mx.item() == a.max().item() and mn.item() == a.min().item()
+
+
+def test_max_min_unsigned():
+    a = torch.from_numpy(np.random.default_rng(3).integers(0, 2**32, 999, dtype=np.uint64)
+                         .astype(np.uint32).view(np.int32).copy())
+    mx = np.zeros(1, np.uint32)
+    mn = np.full(1, 2**32 - 1, np.uint32)
+    extremes(a.numpy().view(np.uint32), mx, mn)
+    assert mx[0] == a.numpy().view(np.uint32).max() and mn[0] == a.numpy().view(np.uint32).min()
+
+
+def test_float_max_ignores_nan():
+    a = torch.tensor([1.0, float("nan"), -3.0, 7.5, float("nan")])
+    mx = torch.full((1,), float("nan"))        # a NaN in memory is replaced
+    mn = torch.zeros(1)
+    extremes(a, mx, mn)
+    assert mx.item() == 7.5 and mn.item() == -3.0
+
+
+def test_return_prev_gives_every_ticket_once():
+    counter = torch.zeros(1, dtype=torch.int32)
+    out = torch.full((1000,), -1, dtype=torch.int32)
+    tickets(counter, out)
+    assert counter.item() == 1000
+    np.testing.assert_array_equal(np.sort(out.numpy()), np.arange(1000))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_adds(dtype):
+    a = _ints(64 * 48, -4, 5, seed=4, dtype=dtype).reshape(64 * 3, 16)   # small ints: exact
+    s = torch.zeros(16, dtype=dtype)
+    column_sums(a, s)
+    torch.testing.assert_close(s.to(torch.float64), a.to(torch.float64).sum(0), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_weak_literal_stays_in_the_element_dtype(dtype):
+    h = torch.zeros(8, dtype=dtype)
+    add_weak_literal(h)
+    torch.testing.assert_close(h, torch.full((8,), 32.0, dtype=dtype), rtol=0, atol=0)
+    ptx = add_weak_literal.compile(h, target="cuda", arch="sm_90a").ptx
+    suffix = "f16" if dtype == torch.float16 else "bf16"
+    assert f"atom.global.add.noftz.{suffix}" in ptx or f"red.global.add.noftz.{suffix}" in ptx
+
+
+def test_shared_memory_atomics_then_copy_out():
+    x = _ints(1000, 0, 1000, seed=5)
+    h = torch.zeros(4, 16, dtype=torch.int32)
+    shared_histogram(x, h)
+    ref = np.stack([np.bincount(x.numpy()[b * 256:(b + 1) * 256] % 16, minlength=16)
+                    for b in range(4)])
+    np.testing.assert_array_equal(h.numpy(), ref)
+
+
+def test_block_level_atomic_runs_once_per_block():
+    a = _ints(50, -9, 10, seed=6)
+    c = torch.zeros(1, dtype=torch.int32)
+    block_counter(c, a)
+    assert c.item() == a.sum().item()
+    ptx = block_counter.compile(c, a, target="cuda", arch="sm_80").ptx
+    assert "tid.x" in ptx
+
+
+@pytest.mark.parametrize("M,N,K", [(64, 64, 64), (50, 70, 32)])
+def test_region_form_split_k(M, N, K):
+    g = torch.Generator().manual_seed(7)
+    a = torch.randint(-3, 4, (M, K), generator=g).float()
+    b = torch.randint(-3, 4, (K, N), generator=g).float()
+    c = torch.ones(M, N)
+    split_k(a, b, c)
+    ref = 1 + a.double() @ b.double()
+    torch.testing.assert_close(c.double(), ref, rtol=0, atol=0)
+
+
+def test_region_form_shared_value_max():
+    g = torch.Generator().manual_seed(8)
+    a = torch.randn(70, 64, generator=g)
+    out = torch.full((16, 64), -1e30)
+    shared_region_max(a, out)
+    padded = torch.cat([a, torch.full((10, 64), -1e30)]).reshape(5, 16, 64)
+    # rows past the tensor's end are copied as 0 into the shared tile
+    padded[4, 6:] = 0.0
+    torch.testing.assert_close(out, padded.amax(0), rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- errors
+
+def _compile_error(fn, *args, match):
+    with pytest.raises(tilejit.CompileError, match=match):
+        fn.compile(*args, target="cuda", arch="sm_90")
+
+
+def test_unsupported_forms_are_compile_errors():
+    @tilejit.kernel
+    def on_fragment(A):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((128,), T.float32)
+            T.clear(F)
+            T.atomic_add(F[0], 1.0)
+            T.copy(F, A[0:128])
+
+    @tilejit.kernel
+    def on_int8(A):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                T.atomic_add(A[i], 1)
+
+    @tilejit.kernel
+    def prev_at_block_level(A, B):
+        with T.Kernel(1, threads=128) as bx:
+            B[0] = T.atomic_add(A[0], 1, return_prev=True)
+
+    @tilejit.kernel
+    def runtime_flag(A, flag):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                T.atomic_add(A[i % 2], 1, return_prev=flag > 0)
+
+    @tilejit.kernel
+    def region_prev(A):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((128,), T.float32)
+            T.clear(F)
+            T.atomic_add(A[0:128], F, return_prev=True)
+
+    @tilejit.kernel
+    def scalar_into_region(A):
+        with T.Kernel(1, threads=128) as bx:
+            T.atomic_add(A[0:128], 1.0)
+
+    f32 = torch.zeros(128)
+    _compile_error(on_fragment, f32, match="private to each thread")
+    _compile_error(on_int8, torch.zeros(128, dtype=torch.int8), match="atomics support")
+    _compile_error(prev_at_block_level, f32, f32, match="outside a T.Parallel")
+    _compile_error(runtime_flag, f32, 1, match="compile-time True or False")
+    _compile_error(region_prev, f32, match="needs an element destination")
+    _compile_error(scalar_into_region, f32, match="scalar value needs an element")
+
+
+# ----------------------------------------------------------------------------- PTX
+
+def _f32(*shape):
+    return torch.zeros(*shape)
+
+
+PTX_CASES = [
+    ("total_i32", total, (torch.zeros(1000, dtype=torch.int32),
+                          torch.zeros(1, 1, dtype=torch.int32)), ["add.u32"]),
+    ("total_f64", total, (torch.zeros(1000, dtype=torch.float64),
+                          torch.zeros(1, 1, dtype=torch.float64)), ["add.f64"]),
+    ("extremes_f32", extremes, (_f32(1000), _f32(1), _f32(1)), [".cas.b32"]),
+    ("extremes_i64", extremes, tuple(torch.zeros(n, dtype=torch.int64) for n in (999, 1, 1)),
+     ["max.s64", "min.s64"]),
+    ("tickets", tickets, (torch.zeros(1, dtype=torch.int32),
+                          torch.zeros(1000, dtype=torch.int32)), ["atom.global.add.u32"]),
+    ("column_sums_f16", column_sums, (torch.zeros(96, 16, dtype=torch.float16),
+                                      torch.zeros(16, dtype=torch.float16)), ["add.noftz.f16"]),
+    ("column_sums_bf16", column_sums, (torch.zeros(96, 16, dtype=torch.bfloat16),
+                                       torch.zeros(16, dtype=torch.bfloat16)), []),
+    ("shared_histogram", shared_histogram, (torch.zeros(1000, dtype=torch.int32),
+                                            torch.zeros(4, 16, dtype=torch.int32)),
+     ["atom.shared.add", "bar.sync"]),
+    ("split_k", split_k, (_f32(64, 64), _f32(64, 64), _f32(64, 64)), ["add.f32"]),
+    ("shared_region_max", shared_region_max, (_f32(70, 64), _f32(16, 64)), [".cas.b32"]),
+]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name,kernel,args,must", PTX_CASES, ids=[c[0] for c in PTX_CASES])
+def test_atomic_kernels_ptx_assembles(name, kernel, args, must, arch, tmp_path):
+    ptx = kernel.compile(*args, target="cuda", arch=arch).ptx
+    assert "atom." in ptx or "red." in ptx
+    for instruction in must:
+        assert instruction in ptx, f"{name}: expected {instruction} in its PTX"
+    if name == "column_sums_bf16":
+        # bf16 atomic add is native from sm_90; on sm_80 LLVM emits a CAS loop
+        assert ("add.noftz.bf16" in ptx) == (arch == "sm_90a")
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    path = tmp_path / f"{name}.ptx"
+    path.write_text(ptx)
+    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_shared_atomics_are_fenced_by_barriers():
+    ptx = shared_histogram.compile(torch.zeros(1000, dtype=torch.int32),
+                                   torch.zeros(4, 16, dtype=torch.int32), target="cuda",
+                                   arch="sm_90a").ptx
+    body = ptx[ptx.index("atom.shared"):]
+    head = ptx[:ptx.index("atom.shared")]
+    assert "bar.sync" in head and "bar.sync" in body     # after the clear, before the copy
+
+
+# ----------------------------------------------------------------------------- GPU
+
+def _gpu_check(fn_gpu, fn_sim, make_args, out_indices, rtol=0.0, atol=0.0):
+    args = make_args()
+    gpu_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+    fn_gpu(*gpu_args)
+    torch.cuda.synchronize()
+    sim_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    fn_sim(*sim_args)
+    out = []
+    for k in out_indices:
+        torch.testing.assert_close(gpu_args[k].cpu(), sim_args[k], rtol=rtol, atol=atol)
+        out.append(gpu_args[k].cpu())
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float64])
+def test_gpu_many_blocks_into_one_element(dtype):
+    a = _ints(100_000, -1000, 1000, dtype=dtype)
+    (got,) = _gpu_check(total, total_sim, lambda: [a, torch.zeros(1, 1, dtype=dtype)], [1])
+    assert got.item() == a.to(torch.float64).sum().item()
+
+
+@pytest.mark.gpu
+def test_gpu_histogram():
+    x = _ints(200_000, 0, 100, seed=1)
+    (got,) = _gpu_check(histogram, histogram_sim,
+                        lambda: [x, torch.zeros(100, dtype=torch.int32)], [1])
+    torch.testing.assert_close(got, torch.bincount(x, minlength=100).to(torch.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.float64])
+def test_gpu_max_min(dtype):
+    a = _ints(50_000, -100_000, 100_000, seed=2, dtype=dtype)
+    mx, mn = _gpu_check(extremes, extremes_sim,
+                        lambda: [a, torch.full((1,), -10**6, dtype=dtype),
+                                 torch.full((1,), 10**6, dtype=dtype)], [1, 2])
+    assert mx.item() == a.max().item() and mn.item() == a.min().item()
+
+
+@pytest.mark.gpu
+def test_gpu_float_max_ignores_nan():
+    a = torch.randn(10_000)
+    a[::7] = float("nan")
+    mx, mn = _gpu_check(extremes, extremes_sim,
+                        lambda: [a, torch.full((1,), float("nan")), torch.zeros(1)], [1, 2])
+    assert mx.item() == a.nan_to_num(-1e9).max().item()
+
+
+@pytest.mark.gpu
+def test_gpu_return_prev_tickets():
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.full((100_000,), -1, dtype=torch.int32, device="cuda")
+    tickets(counter, out)
+    torch.cuda.synchronize()
+    assert counter.item() == 100_000
+    torch.testing.assert_close(out.sort().values.cpu(), torch.arange(100_000, dtype=torch.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_half_adds(dtype):
+    a = _ints(96 * 16, -4, 5, seed=4, dtype=dtype).reshape(96, 16)
+    (got,) = _gpu_check(column_sums, column_sums_sim,
+                        lambda: [a, torch.zeros(16, dtype=dtype)], [1])
+    torch.testing.assert_close(got.double(), a.double().sum(0), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_shared_histogram():
+    x = _ints(100_000, 0, 1000, seed=5)
+    blocks = -(-100_000 // 256)
+    (got,) = _gpu_check(shared_histogram, shared_histogram_sim,
+                        lambda: [x, torch.zeros(blocks, 16, dtype=torch.int32)], [1])
+    assert got.sum().item() == 100_000
+
+
+@pytest.mark.gpu
+def test_gpu_block_counter():
+    a = _ints(5000, -9, 10, seed=6)
+    (got,) = _gpu_check(block_counter, block_counter_sim,
+                        lambda: [torch.zeros(1, dtype=torch.int32), a], [0])
+    assert got.item() == a.sum().item()
+
+
+@pytest.mark.gpu
+def test_gpu_split_k():
+    g = torch.Generator().manual_seed(7)
+    a = torch.randint(-3, 4, (200, 256), generator=g).float()
+    b = torch.randint(-3, 4, (256, 150), generator=g).float()
+    (got,) = _gpu_check(split_k, split_k_sim, lambda: [a, b, torch.zeros(200, 150)], [2])
+    torch.testing.assert_close(got.double(), a.double() @ b.double(), rtol=0, atol=0)

@@ -1,0 +1,323 @@
+"""``T.reduce_*`` and ``T.cumsum`` in LLVM IR.
+
+Reducing a fragment (any digit layout, ``tile/digits.py``) along a dimension:
+1. each thread combines its own slots that land on the same result slot;
+2. ``shfl.xor`` butterflies combine the lanes that hold the same result element (the
+   thread digits of the reduced dimension inside a warp);
+3. if warps share result elements too, each writes its partials to a shared scratch
+   tile (planned by the layout pass), a barrier, each combines every warp's partials,
+   a barrier (so the scratch may be reused);
+4. with ``clear=False`` the old value of the result is combined in, once.
+Values are converted to the compute type first (float32 for 16-bit floats, the
+destination's type otherwise). ``max``/``min`` ignore NaN (``llvm.maxnum``), their
+identity is NaN, so an all-NaN row gives NaN.
+
+Reducing a shared or local tile: each thread computes the result elements it holds
+(its slots of a fragment, its share of a shared tile, all of a local tile) with a loop
+over the reduced dimension. ``T.cumsum`` runs on shared and local tiles: a thread
+scans each row it owns, sequentially.
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from ..errors import CompileError
+from ..language import intrinsics
+from ..tile.addressing import evaluate
+from ..tile.digits import DigitLayout, digit_layout, reduce_layout
+from ..typing.tiles import TileType
+from .registry import lower
+from .tiles import element_offset, emit, plan, thread_index
+
+I32 = ir.IntType(32)
+
+
+@lower(intrinsics.frag_slot, types.StringLiteral, types.StringLiteral, types.int32)
+def frag_slot_impl(context, builder, sig, args):
+    expr = plan().slot_maps[(sig.args[0].literal_value, sig.args[1].literal_value)]
+    return emit(builder, expr, {"s": args[2]})
+
+
+def _compute_type(ty: TileType):
+    d = ty.dtype
+    if d.name == "float64":
+        return types.float64
+    if d.is_float or d.name == "bfloat16":
+        return types.float32
+    if d.name in ("int64", "uint64"):
+        return types.int64
+    return types.int32
+
+
+def _identity(op, ctype):
+    lty = ir.DoubleType() if ctype == types.float64 else (
+        ir.FloatType() if ctype == types.float32 else ir.IntType(ctype.bitwidth))
+    if op in ("sum", "abssum"):
+        return ir.Constant(lty, 0)
+    if isinstance(ctype, types.Float):
+        return ir.Constant(lty, float("nan"))
+    bits = ctype.bitwidth
+    return ir.Constant(lty, -(1 << (bits - 1)) if op == "max" else (1 << (bits - 1)) - 1) \
+        if op in ("max", "min") else ir.Constant(lty, 0)
+
+
+def _intrinsic(builder, name, ret, argtys):
+    fn = builder.module.globals.get(name)
+    return fn or ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
+
+
+def _combine(builder, op, a, b, ctype):
+    if op in ("sum", "abssum"):
+        return builder.fadd(a, b) if isinstance(ctype, types.Float) else builder.add(a, b)
+    big = op in ("max", "absmax")
+    if isinstance(ctype, types.Float):
+        name = f"llvm.{'maxnum' if big else 'minnum'}.{'f64' if ctype.bitwidth == 64 else 'f32'}"
+        return builder.call(_intrinsic(builder, name, a.type, [a.type, a.type]), [a, b])
+    cmp = builder.icmp_signed(">" if big else "<", a, b)
+    return builder.select(cmp, a, b)
+
+
+def _abs(builder, v, ctype):
+    if isinstance(ctype, types.Float):
+        name = f"llvm.fabs.{'f64' if ctype.bitwidth == 64 else 'f32'}"
+        return builder.call(_intrinsic(builder, name, v.type, [v.type]), [v])
+    neg = builder.neg(v)
+    return builder.select(builder.icmp_signed("<", v, ir.Constant(v.type, 0)), neg, v)
+
+
+def _shfl_xor(builder, v, offset):
+    fn = _intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
+    full = ir.Constant(I32, 0xFFFFFFFF)
+    bits = 64 if isinstance(v.type, ir.DoubleType) or (
+        isinstance(v.type, ir.IntType) and v.type.width == 64) else 32
+    if bits == 32:
+        x = builder.bitcast(v, I32) if not isinstance(v.type, ir.IntType) else v
+        y = builder.call(fn, [full, x, I32(offset), I32(0x1F)])
+        return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
+    i64 = ir.IntType(64)
+    x = builder.bitcast(v, i64) if not isinstance(v.type, ir.IntType) else v
+    lo = builder.trunc(x, I32)
+    hi = builder.trunc(builder.lshr(x, i64(32)), I32)
+    lo = builder.call(fn, [full, lo, I32(offset), I32(0x1F)])
+    hi = builder.call(fn, [full, hi, I32(offset), I32(0x1F)])
+    y = builder.or_(builder.zext(lo, i64), builder.shl(builder.zext(hi, i64), i64(32)))
+    return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
+
+
+def _sync(builder):
+    fn = _intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
+    builder.call(fn, [I32(0)])
+
+
+def _load_value(context, builder, ty, ptr, ctype):
+    v = context.unpack_value(builder, ty.element, ptr)
+    return context.cast(builder, v, ty.element, ctype)
+
+
+def _flat(builder, coords, shape):
+    out = None
+    for c, n in zip(coords, shape):
+        out = c if out is None else builder.add(builder.mul(out, I32(n)), c)
+    return out if out is not None else I32(0)
+
+
+def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
+    src_ty, dst_ty = sig.args[0], sig.args[1]
+    st, dt = plan().tile(src_ty.tile_name), plan().tile(dst_ty.tile_name)
+    dl = st.layout if isinstance(st.layout, DigitLayout) else digit_layout(st.layout)
+    keep = len(dt.shape) == len(st.shape)
+    red = reduce_layout(dl, dim, keep) if dl is not None else None
+    if red is None or red.result != (dt.layout if isinstance(dt.layout, DigitLayout)
+                                     else digit_layout(dt.layout)):
+        raise CompileError(f"T.reduce_{op}: fragment {dst_ty.tile_name!r} does not have the "
+                           f"layout of {src_ty.tile_name!r} reduced along dim {dim}")
+    ctype = _compute_type(dst_ty)
+    tid = thread_index(context, builder)
+    ident = _identity(op, ctype)
+    partial = [None] * dt.indexing.slots
+    for s in range(st.indexing.slots):
+        r = evaluate(red.slot_map, {"s": s})
+        v = _load_value(context, builder, src_ty, builder.gep(args[0], [I32(s)]), ctype)
+        if op in ("abssum", "absmax"):
+            v = _abs(builder, v, ctype)
+        if st.indexing.valid is not None:
+            ok = builder.icmp_unsigned("!=", emit(builder, st.indexing.valid,
+                                                  {"t": tid, "s": s}), I32(0))
+            v = builder.select(ok, v, ident)
+        partial[r] = v if partial[r] is None else _combine(builder, op, partial[r], v, ctype)
+    partial = [ident if p is None else p for p in partial]
+    for off in red.lane_offsets:
+        partial = [_combine(builder, op, p, _shfl_xor(builder, p, off), ctype) for p in partial]
+    if red.warp_digits:
+        scratch = plan().tile(plan().scratch[rid])
+        base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
+                               ir.PointerType(partial[0].type, 3))
+        group, place = I32(0), 1
+        for d in red.warp_digits:
+            digit = builder.urem(builder.udiv(tid, I32(d.stride)), I32(d.size))
+            group = builder.add(group, builder.mul(digit, I32(place)))
+            place *= d.size
+        size = math.prod(red.result.shape)
+        coords = red.result.coords()
+        flats = []
+        for r in range(len(partial)):
+            cs = [emit(builder, c, {"t": tid, "s": r}) for c in coords]
+            flats.append(_flat(builder, cs, red.result.shape))
+        for r, p in enumerate(partial):
+            idx = builder.add(builder.mul(group, I32(size)), flats[r])
+            builder.store(p, builder.gep(base, [idx]))
+        _sync(builder)
+        out = []
+        for r in range(len(partial)):
+            acc = None
+            for g in range(red.warp_groups):
+                v = builder.load(builder.gep(base, [builder.add(I32(g * size), flats[r])]))
+                acc = v if acc is None else _combine(builder, op, acc, v, ctype)
+            out.append(acc)
+        _sync(builder)
+        partial = out
+    for r, p in enumerate(partial):
+        ptr = builder.gep(args[1], [I32(r)])
+        if not clear:
+            p = _combine(builder, op, _load_value(context, builder, dst_ty, ptr, ctype), p, ctype)
+        context.pack_value(builder, dst_ty.element, context.cast(builder, p, ctype,
+                                                                 dst_ty.element), ptr)
+
+
+def _smem(builder):
+    from .tiles import shared_base
+    return shared_base(builder)
+
+
+def _owned_elements(context, builder, ty, value):
+    """(coords as i32 values, element pointer, guard or None) for each element of a
+    tile this thread writes."""
+    t = plan().tile(ty.tile_name)
+    tid = thread_index(context, builder)
+    out = []
+    if ty.kind == "fragment":
+        ix = t.indexing
+        for s in range(ix.slots):
+            env = {"t": tid, "s": s}
+            coords = [emit(builder, c, env) for c in ix.coords]
+            guard = None
+            if ix.valid is not None:
+                guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+            out.append((coords, builder.gep(value, [I32(s)]), guard))
+        return out
+    if ty.kind == "local":
+        import itertools
+        for cs in itertools.product(*(range(n) for n in t.shape)):
+            coords = [I32(c) for c in cs]
+            out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), None))
+        return out
+    threads = plan().threads
+    for k in range(-(-t.size // threads)):
+        flat = builder.add(tid, I32(k * threads))
+        guard = builder.icmp_unsigned("<", flat, I32(t.size)) if (k + 1) * threads > t.size \
+            else None
+        coords, rest = [], flat
+        for n in reversed(t.shape[1:]):
+            coords.append(builder.urem(rest, I32(n)))
+            rest = builder.udiv(rest, I32(n))
+        coords.append(rest)
+        coords.reverse()
+        out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), guard))
+    return out
+
+
+class _Null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _reduce_memory(context, builder, sig, args, op, dim, clear):
+    """src in shared or local memory: each result element by a loop over dim."""
+    src_ty, dst_ty = sig.args[0], sig.args[1]
+    st, dt = plan().tile(src_ty.tile_name), plan().tile(dst_ty.tile_name)
+    ctype = _compute_type(dst_ty)
+    n = st.shape[dim]
+    keep = len(dt.shape) == len(st.shape)
+    for coords, ptr, guard in _owned_elements(context, builder, dst_ty, args[1]):
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            kept = [c for k, c in enumerate(coords) if not (keep and k == dim)]
+            acc = cgutils.alloca_once_value(builder, _identity(op, ctype))
+            with cgutils.for_range(builder, I32(n)) as loop:
+                src_coords = kept[:dim] + [loop.index] + kept[dim:]
+                p = builder.gep(args[0], [element_offset(builder, src_ty, src_coords)])
+                v = _load_value(context, builder, src_ty, p, ctype)
+                if op in ("abssum", "absmax"):
+                    v = _abs(builder, v, ctype)
+                builder.store(_combine(builder, op, builder.load(acc), v, ctype), acc)
+            result = builder.load(acc)
+            if not clear:
+                result = _combine(builder, op, _load_value(context, builder, dst_ty, ptr, ctype),
+                                  result, ctype)
+            context.pack_value(builder, dst_ty.element,
+                               context.cast(builder, result, ctype, dst_ty.element), ptr)
+
+
+@lower(intrinsics.reduce, TileType, TileType, types.StringLiteral, types.IntegerLiteral,
+       types.BooleanLiteral, types.IntegerLiteral)
+def reduce_impl(context, builder, sig, args):
+    op = sig.args[2].literal_value
+    dim = sig.args[3].literal_value
+    clear = sig.args[4].literal_value
+    rid = sig.args[5].literal_value
+    src_ty = sig.args[0]
+    if src_ty.kind == "fragment":
+        if sig.args[1].kind != "fragment":
+            raise CompileError(f"T.reduce_{op}: reducing a fragment needs a fragment result; "
+                               f"copy the result where it should go afterwards")
+        _reduce_fragment(context, builder, sig, args, op, dim, clear, rid)
+    else:
+        _reduce_memory(context, builder, sig, args, op, dim, clear)
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.cumsum, TileType, TileType, types.IntegerLiteral, types.BooleanLiteral)
+def cumsum_impl(context, builder, sig, args):
+    src_ty, dst_ty = sig.args[0], sig.args[1]
+    dim, reverse = sig.args[2].literal_value, sig.args[3].literal_value
+    if "fragment" in (src_ty.kind, dst_ty.kind):
+        raise CompileError("T.cumsum over a fragment is not supported yet: copy it to a "
+                           "shared tile, scan that, and copy back")
+    t = plan().tile(src_ty.tile_name)
+    ctype = _compute_type(dst_ty)
+    n = t.shape[dim]
+    rows = [e for k, e in enumerate(t.shape) if k != dim]
+    total = math.prod(rows)
+    tid = thread_index(context, builder)
+    threads = plan().threads if src_ty.kind == "shared" else 1
+    for k in range(-(-total // threads)):
+        row = builder.add(tid, I32(k * threads)) if src_ty.kind == "shared" else I32(k)
+        guard = builder.icmp_unsigned("<", row, I32(total)) if (k + 1) * threads > total \
+            else None
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            head, rest = [], row
+            for e in reversed(rows[1:]):
+                head.append(builder.urem(rest, I32(e)))
+                rest = builder.udiv(rest, I32(e))
+            head.append(rest)
+            head.reverse()
+            if not rows:
+                head = []
+            acc = cgutils.alloca_once_value(builder, _identity("sum", ctype))
+            with cgutils.for_range(builder, I32(n)) as loop:
+                j = builder.sub(I32(n - 1), loop.index) if reverse else loop.index
+                coords = head[:dim] + [j] + head[dim:]
+                p = builder.gep(args[0], [element_offset(builder, src_ty, coords)])
+                x = _load_value(context, builder, src_ty, p, ctype)
+                v = builder.fadd(builder.load(acc), x) if isinstance(ctype, types.Float) \
+                    else builder.add(builder.load(acc), x)
+                builder.store(v, acc)
+                q = builder.gep(args[1], [element_offset(builder, dst_ty, coords)])
+                context.pack_value(builder, dst_ty.element,
+                                   context.cast(builder, v, ctype, dst_ty.element), q)
+    return context.get_dummy_value()
