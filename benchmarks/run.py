@@ -308,9 +308,11 @@ def bench_reductions(M=16384, N=8192):
     ref_rms = (x.float() * torch.rsqrt(x.float().pow(2).mean(1, keepdim=True) + 1e-5) * w.float())
     ref_ln = torch.nn.functional.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
     ref_sum = x.float().sum(1)
+    softmax_fast = tilejit.kernel(softmax.func, fast_math=True)
     for bm in (1, 2):
         variants.append((f"tilejit softmax block_M={bm}", lambda bm=bm: softmax(x, y, block_M=bm),
                          io, (y, ref_soft)))
+    variants.append(("tilejit softmax fast_math", lambda: softmax_fast(x, y), io, (y, ref_soft)))
     variants.append(("torch softmax", lambda: torch.softmax(x, 1), io, None))
     if triton is not None:
         variants.append(("triton fused softmax", lambda: triton_softmax[(M,)](

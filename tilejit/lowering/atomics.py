@@ -76,11 +76,11 @@ def atomic_rmw(builder, op: str, elem, ptr, value):
 def _check_replication(what):
     """A T.Parallel over a replicated fragment runs each iteration on several threads;
     an atomic there would be applied several times."""
-    for layout, _ in plan().loops.values():
-        if getattr(layout, "replicate", 1) > 1:
+    for _, indexing in plan().loops.values():
+        if indexing.writer is not None:
             raise CompileError(f"{what}: atomics in a kernel with a T.Parallel over a "
-                               f"replicated fragment (a T.gemm A operand in registers) are "
-                               f"not supported")
+                               f"replicated fragment (a T.gemm A operand in registers, or a "
+                               f"reduction's result) are not supported")
 
 
 def _element_ptr(context, builder, ty, base, index_ty, index):
@@ -156,8 +156,8 @@ def _from_fragment(context, builder, op, src, dst):
     ix = t.indexing
     tid = thread_index(context, builder)
     writer = None
-    if t.layout.replicate > 1:
-        writer = builder.icmp_unsigned("<", tid, I32(t.layout.base_threads))
+    if ix.writer is not None:        # one copy of a replicated fragment adds
+        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
     for s in range(ix.slots):
         env = {"t": tid, "s": s}
         tile_coords = [emit(builder, c, env) for c in ix.coords]

@@ -181,16 +181,66 @@ def _unflatten(builder, flat, extents):
 
 # -- per-fragment-slot copies -------------------------------------------------------------
 
+@lru_cache(maxsize=None)
+def _slot_runs(ix, threads: int, shape: tuple, max_run: int) -> tuple:
+    """(first slot, length) runs of a fragment's slots that hold consecutive elements of
+    its last dimension at every thread (aligned to the run length), so a run moves as
+    one vector access."""
+    from ..tile.addressing import evaluate
+    runs, s = [], 0
+    n = ix.slots
+    last = len(shape) - 1
+
+    def at(t, slot):
+        env = {"t": t, "s": slot}
+        ok = ix.valid is None or evaluate(ix.valid, env)
+        return tuple(evaluate(c, env) for c in ix.coords), bool(ok)
+
+    while s < n:
+        length = max_run
+        while length > 1:
+            if s % length or s + length > n:
+                length //= 2
+                continue
+            good = True
+            for t in range(threads):
+                base, ok = at(t, s)
+                if base[last] % length:
+                    good = False
+                    break
+                for k in range(1, length):
+                    c, ok_k = at(t, s + k)
+                    if ok_k != ok or c[:last] != base[:last] or c[last] != base[last] + k:
+                        good = False
+                        break
+                if not good:
+                    break
+            if good:
+                break
+            length //= 2
+        runs.append((s, length))
+        s += length
+    return tuple(runs)
+
+
 def _copy_by_fragment(context, builder, src, dst, extents):
     frag_side = src if src.kind == "fragment" else dst
+    other = dst if src.kind == "fragment" else src
     t = plan().tile(frag_side.ty.tile_name)
     ix = t.indexing
     tid = thread_index(context, builder)
     writer = None
     if dst.kind != "fragment" and ix.writer is not None:
         writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
-    for s in range(ix.slots):
-        env = {"t": tid, "s": s}
+    runs = ((s, 1) for s in range(ix.slots))
+    fast = None
+    if other.kind in ("global", "shared") and t.shape[-1] > 1:
+        max_run = max(1, 16 // other.dtype.itemsize)
+        runs = _slot_runs(ix, plan().threads, tuple(t.shape), max_run)
+        if other.kind == "global" and _global_vectorizable(other, 2):
+            fast = _aligned_start(builder, other, max(length for _, length in runs))
+    for s0, length in runs:
+        env = {"t": tid, "s": s0}
         tile_coords = [emit(builder, c, env) for c in ix.coords]
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
         guard = None
@@ -198,16 +248,33 @@ def _copy_by_fragment(context, builder, src, dst, extents):
             guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
         if writer is not None:
             guard = writer if guard is None else builder.and_(guard, writer)
+        ccs = [cc[:-1] + [builder.add(cc[-1], I32(k))] if k else cc for k in range(length)]
+        # runs narrower than 8 bytes stay scalar: the vector path's fallback code costs
+        # registers that an mma accumulator cannot spare
+        vec_ok = length * other.dtype.itemsize >= 8 and (
+            other.kind == "global" and fast is not None
+            or other.kind == "shared" and _side_vector_ok(other, length, 0))
         with (builder.if_then(guard) if guard is not None else _Null()):
             if src.kind == "fragment":
-                v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
+                values = [context.unpack_value(builder, src.element,
+                                               builder.gep(src.value, [I32(s0 + k)]))
+                          for k in range(length)]
+            elif vec_ok:
+                values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs],
+                                     length, fast)
             else:
-                v = load_element(context, builder, src, _dims(src, cc))
-            v = context.cast(builder, v, src.element, dst.element)
+                values = [load_element(context, builder, src, _dims(src, c)) for c in ccs]
+            values = [context.cast(builder, v, src.element, dst.element) for v in values]
             if dst.kind == "fragment":
-                context.pack_value(builder, dst.element, v, builder.gep(dst.value, [I32(s)]))
+                for k, v in enumerate(values):
+                    context.pack_value(builder, dst.element, v,
+                                       builder.gep(dst.value, [I32(s0 + k)]))
+            elif vec_ok:
+                _store_chunk(context, builder, dst, [_dims(dst, c) for c in ccs], values,
+                             length, fast)
             else:
-                store_element(context, builder, dst, _dims(dst, cc), v)
+                for c, v in zip(ccs, values):
+                    store_element(context, builder, dst, _dims(dst, c), v)
 
 
 class _Null:

@@ -30,7 +30,8 @@ import ast
 from .. import language as T
 from ..frontend.source import resolve_static
 from ..layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
-from ..tile.addressing import S_VAR, digit_indexing, fragment_indexing, row_major, substitute
+from ..tile.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
+                               row_major, substitute)
 from ..tile.digits import DigitLayout, digit_layout, reduce_layout
 from ..tile.plan import FRAGMENT, SHARED, Tile
 from .static_eval import NotStatic, StaticEval
@@ -77,6 +78,14 @@ def _index_names(sub: ast.Subscript):
     return [e.id if isinstance(e, ast.Name) else None for e in elts]
 
 
+def _base_name(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+        return node.args[0].id           # __tj_region(A, ...)
+    return None
+
+
 def _dropped_positions(idx, loop_vars):
     """The loop positions a fragment subscript leaves out when it uses a proper,
     in-order subset of the loop's indices (``F[i]`` in a loop over ``i, j``); else
@@ -98,6 +107,7 @@ class _Collect(ast.NodeVisitor):
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
         self.annotations: list[ast.Call] = []
+        self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
 
     def visit_For(self, node):
         it = node.iter
@@ -125,6 +135,13 @@ class _Collect(ast.NodeVisitor):
         if fn is T.copy and len(node.args) == 2 and all(
                 isinstance(a, ast.Name) and a.id in self.frags for a in node.args):
             self.copies.append((node.args[0].id, node.args[1].id, node.lineno))
+        elif fn is T.copy and len(node.args) == 2:
+            # the dtype of a tensor a fragment is copied from or to: it sets how many
+            # consecutive elements a thread holds (16-byte global accesses)
+            names = [_base_name(a) for a in node.args]
+            for frag, other in (names, names[::-1]):
+                if frag in self.frags and other in self.ctx.param_dtypes:
+                    self.partners.setdefault(frag, set()).add(self.ctx.param_dtypes[other])
         if fn is T.annotate_layout:
             self.annotations.append(node)
         self.generic_visit(node)
@@ -234,8 +251,11 @@ def _flatten(stmts):
 
 
 def _parallel_layout(shape, dtypes, threads):
-    widest = max(d.itemsize for d in dtypes)
-    vec = max(1, 16 // widest)
+    """The T.Parallel distribution, each thread holding runs of 16 bytes of the
+    narrowest dtype involved (the fragment's and those of the tensors it is copied
+    with), as many as the shape allows."""
+    narrowest = min(d.itemsize for d in dtypes)
+    vec = max(1, 16 // narrowest)
     while vec >= 1:
         if shape[-1] % vec == 0:
             try:
@@ -244,8 +264,10 @@ def _parallel_layout(shape, dtypes, threads):
             except ValueError:
                 pass
         vec //= 2
-    frag = parallel_fragment(shape, threads, 1)
-    return frag, 1
+    try:
+        return parallel_fragment(shape, threads, 1), 1
+    except ValueError:
+        return ParallelLayout(tuple(shape), threads, 1), 1
 
 
 def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
@@ -307,7 +329,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}"))
-    _resolve(ctx, tiles, groups, fixed, derived)
+    _resolve(ctx, tiles, groups, fixed, derived, col.partners)
     for loop, full, subset in col.loops:
         lid = loop_ids[id(loop)][0]
         plan.loops[lid] = (tiles[full[0]].layout, tiles[full[0]].indexing)
@@ -357,6 +379,8 @@ def _annotate(call, ctx):
 
 
 def _as_digits(layout):
+    if isinstance(layout, ParallelLayout):
+        return None
     return layout if isinstance(layout, DigitLayout) else digit_layout(layout)
 
 
@@ -364,6 +388,8 @@ def _same_layout(a, b) -> bool:
     da, db = _as_digits(a), _as_digits(b)
     if da is not None and db is not None:
         return da == db
+    if isinstance(a, ParallelLayout) or isinstance(b, ParallelLayout):
+        return a == b
     return a is b or (not isinstance(a, DigitLayout) and not isinstance(b, DigitLayout)
                       and _same(a, b))
 
@@ -403,7 +429,7 @@ def _indexing(layout, vec=None):
     return fragment_indexing(layout, vec)
 
 
-def _resolve(ctx, tiles, groups, fixed, derived):
+def _resolve(ctx, tiles, groups, fixed, derived, partners):
     """Each group of tied fragments gets its layout: a fixed one (gemm), one derived from
     a resolved fragment (a reduction, a subset index), else the T.Parallel distribution."""
     frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
@@ -449,8 +475,9 @@ def _resolve(ctx, tiles, groups, fixed, derived):
         roots = [r for r in pending if r not in targets] or pending[:1]
         for root in roots:
             names = members[root]
-            layout, vec = _parallel_layout(tiles[names[0]].shape,
-                                           [tiles[n].dtype for n in names], ctx.threads)
+            dtypes = [tiles[n].dtype for n in names]
+            dtypes += [d for n in names for d in partners.get(n, ())]
+            layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads)
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
         pending = [r for r in members if r not in chosen]
     for src, dst, dims, keep, line, why in derived:       # every derivation must agree

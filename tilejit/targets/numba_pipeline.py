@@ -22,6 +22,9 @@ class TilejitLower(lowering.Lower):
         self.context.unroll_headers = []
         super().lower_normal_function(fndesc)
         mark_full_unroll(self.function, self.context.unroll_headers)
+        # the kernel body and its helpers always inline into the entry: a call would cost
+        # the global address space of the tensor pointers and their noalias facts
+        self.function.attributes.add("alwaysinline")
 
     def lower_inst(self, inst):
         # rules that report a source location (debug checks) read it from the context

@@ -187,6 +187,32 @@ def _digit_coords(frag: Fragment):
     return tuple(coords)
 
 
+@dataclass(frozen=True)
+class ParallelLayout:
+    """The T.Parallel distribution of a shape whose row-major chunks do not form a
+    CuTe layout (``layouts.parallel_fragment`` raises): defined by its index formula,
+    flat = (s mod vec) + vec·(t + threads·(s div vec))."""
+
+    shape: tuple
+    threads: int
+    vec: int
+
+    @property
+    def slots_per_thread(self) -> int:
+        return -(-math.prod(self.shape) // (self.threads * self.vec)) * self.vec
+
+    @property
+    def base_threads(self) -> int:
+        return self.threads
+
+    @property
+    def name(self) -> str:
+        return f"parallel {self.shape} threads={self.threads} vector={self.vec}"
+
+    def __str__(self):
+        return self.name
+
+
 @lru_cache(maxsize=None)
 def fragment_indexing(frag: Fragment, parallel_vector: int | None = None) -> FragmentIndexing:
     """The indexing of ``frag``, checked against the layout at every (thread, slot)."""
@@ -203,6 +229,8 @@ def fragment_indexing(frag: Fragment, parallel_vector: int | None = None) -> Fra
         per_round = threads * vec
         valid = None if total % per_round == 0 else BinOp("lt", flat, Const(total))
         ix = FragmentIndexing(frag, coords, valid, frag.slots_per_thread)
+        if isinstance(frag, ParallelLayout):
+            return ix                   # the formula is the definition
     else:
         coords = _digit_coords(frag)
         if coords is None:

@@ -145,6 +145,8 @@ class FragLoopTemplate(AbstractTemplate):
 @infer_global(intrinsics.frag_index)
 class FragIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
+        if not isinstance(args[0], types.StringLiteral):
+            return None
         frag, _ = _plan().loops[_str(args[0], "frag_index")]
         n = len(frag.shape)
         ret = types.int32 if n == 1 else types.UniTuple(types.int32, n)
@@ -154,6 +156,8 @@ class FragIndexTemplate(AbstractTemplate):
 @infer_global(intrinsics.frag_valid)
 class FragValidTemplate(AbstractTemplate):
     def generic(self, args, kws):
+        if not isinstance(args[0], types.StringLiteral):
+            return None
         return signature(types.boolean, args[0], types.int32)
 
 

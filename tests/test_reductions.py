@@ -1,0 +1,997 @@
+"""Reductions and scans over tiles: T.reduce_sum / reduce_max / reduce_min /
+reduce_abssum / reduce_absmax over fragments (the T.Parallel layout and the mma
+accumulator layout), shared and local tiles, with the reduced dimension kept or dropped
+and clear=True/False; T.cumsum on shared and local tiles; fragments indexed by a subset
+of a T.Parallel loop's indices; the CompileErrors; the softmax / norm / row-sum examples.
+In simulation against float64 numpy/torch references; PTX for sm_80 and sm_90a assembled
+with ptxas; with ``-m gpu`` the important kernels on the device against torch (float64)
+and against the simulator."""
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+from norms import layer_norm, rms_norm
+from row_sum import row_sum
+from softmax import online_softmax, softmax
+
+PTXAS = shutil.which("ptxas")
+
+def _xf(*values):
+    """Shapes that once hit a compiler bug (a subset-indexed fragment in a loop whose
+    fragment has few slots per thread); kept as regression cases."""
+    return pytest.param(*values)
+
+
+ARCHS = ["sm_80", "sm_90a"]
+OPS = ["sum", "max", "min", "abssum", "absmax"]
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@tilejit.kernel
+def red_rows(X, Out, op: T.constexpr = "sum", dim: T.constexpr = 1, clear: T.constexpr = True,
+             keep: T.constexpr = False, bm: T.constexpr = 16, threads: T.constexpr = 128):
+    """Each block reduces bm whole rows of X (a fragment) along dim 1 into Out[:, 0]; with
+    clear=False the old Out values are loaded into the result first."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+        x = T.alloc_fragment((bm, N), T.float32)
+        r = T.alloc_fragment((bm, 1) if keep else (bm,), T.float32)
+        T.copy(X[bx * bm, 0], x)
+        if not clear:
+            if keep:
+                T.copy(Out[bx * bm, 0], r)
+            else:
+                T.copy(Out[bx * bm:(bx + 1) * bm, 0], r)
+        if op == "sum":
+            T.reduce_sum(x, r, dim=dim, clear=clear)
+        elif op == "max":
+            T.reduce_max(x, r, dim=dim, clear=clear)
+        elif op == "min":
+            T.reduce_min(x, r, dim=dim, clear=clear)
+        elif op == "abssum":
+            T.reduce_abssum(x, r, dim=dim, clear=clear)
+        else:
+            T.reduce_absmax(x, r, dim=dim, clear=clear)
+        if keep:
+            T.copy(r, Out[bx * bm, 0])
+        else:
+            T.copy(r, Out[bx * bm:(bx + 1) * bm, 0])
+
+
+@tilejit.kernel
+def red_cols(X, Out, op: T.constexpr = "sum", clear: T.constexpr = True,
+             keep: T.constexpr = False, bn: T.constexpr = 64):
+    """Each block reduces a (M, bn) column strip of X (a fragment) along dim 0 into
+    Out[0, :]."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(N, bn), threads=128) as bx:
+        x = T.alloc_fragment((M, bn), T.float32)
+        r = T.alloc_fragment((1, bn) if keep else (bn,), T.float32)
+        T.copy(X[0, bx * bn], x)
+        if not clear:
+            if keep:
+                T.copy(Out[0, bx * bn], r)
+            else:
+                T.copy(Out[0, bx * bn:(bx + 1) * bn], r)
+        if op == "sum":
+            T.reduce_sum(x, r, dim=0, clear=clear)
+        elif op == "max":
+            T.reduce_max(x, r, dim=0, clear=clear)
+        elif op == "min":
+            T.reduce_min(x, r, dim=0, clear=clear)
+        elif op == "abssum":
+            T.reduce_abssum(x, r, dim=0, clear=clear)
+        else:
+            T.reduce_absmax(x, r, dim=0, clear=clear)
+        if keep:
+            T.copy(r, Out[0, bx * bn])
+        else:
+            T.copy(r, Out[0, bx * bn:(bx + 1) * bn])
+
+
+@tilejit.kernel
+def red_vector(X, Out, n: T.constexpr = 256):
+    """A 1-d fragment reduced to a (1,) fragment."""
+    with T.Kernel(1, threads=128) as bx:
+        x = T.alloc_fragment((n,), T.float32)
+        s = T.alloc_fragment((1,), T.float32)
+        T.copy(X[0], x)
+        T.reduce_sum(x, s, dim=0)
+        T.copy(s, Out[0])
+
+
+@tilejit.kernel
+def gemm_reduce(A, B, Out, Cc, op: T.constexpr = "max", block_M: T.constexpr = 128,
+                block_N: T.constexpr = 128, block_K: T.constexpr = 32,
+                policy: T.constexpr = "Square", threads: T.constexpr = 128):
+    """C = A @ B per block in an mma accumulator; Out[:, bx] = the block's row max (or
+    sum); Cc = C minus that row statistic (a subset-indexed mma-layout fragment)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        r = T.alloc_fragment((block_M,), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f, policy=policy)
+        if op == "max":
+            T.reduce_max(C_f, r, dim=1)
+        else:
+            T.reduce_sum(C_f, r, dim=1)
+        T.copy(r, Out[by * block_M:(by + 1) * block_M, bx])
+        for i, j in T.Parallel(block_M, block_N):
+            C_f[i, j] = C_f[i, j] - r[i]
+        T.copy(C_f, Cc[by * block_M, bx * block_N])
+
+
+@tilejit.kernel
+def red_shared(X, RowSum, RowMax, ColMin, ColAbsSum, bm: T.constexpr = 32,
+               bn: T.constexpr = 64):
+    """A shared tile reduced into fragments and into shared tiles, along both dims."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), T.float32)
+        rs = T.alloc_fragment((bm,), T.float32)
+        rm = T.alloc_shared((bm,), T.float32)
+        cm = T.alloc_fragment((1, bn), T.float32)
+        ca = T.alloc_shared((1, bn), T.float32)
+        T.copy(X[by * bm, bx * bn], S)
+        T.reduce_sum(S, rs, dim=1)
+        T.reduce_max(S, rm, dim=-1)
+        T.reduce_min(S, cm, dim=0)
+        T.reduce_abssum(S, ca, dim=0)
+        T.copy(rs, RowSum[by * bm:(by + 1) * bm, bx])
+        T.copy(rm, RowMax[by * bm:(by + 1) * bm, bx])
+        T.copy(cm, ColMin[by, bx * bn])
+        T.copy(ca, ColAbsSum[by, bx * bn])
+
+
+@tilejit.kernel
+def red_local(X, RowSum, ColMax, RowAbsMax):
+    """A local (per-thread) tile reduced into local tiles."""
+    with T.Kernel(1, threads=32) as bx:
+        L = T.alloc_local((4, 8), T.float32)
+        rs = T.alloc_local((4,), T.float32)
+        cm = T.alloc_local((1, 8), T.float32)
+        ra = T.alloc_local((4, 1), T.float32)
+        for i in T.serial(4):
+            for j in T.serial(8):
+                L[i, j] = X[i, j]
+        T.reduce_sum(L, rs, dim=1)
+        T.reduce_max(L, cm, dim=0)
+        T.reduce_absmax(L, ra, dim=1)
+        T.copy(rs, RowSum[0])
+        T.copy(cm, ColMax[0, 0])
+        T.copy(ra, RowAbsMax[0, 0])
+
+
+@tilejit.kernel
+def running_max(X, Out, bm: T.constexpr = 8, bn: T.constexpr = 64):
+    """clear=False across a serial loop: the running row max over column chunks."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        x = T.alloc_fragment((bm, bn), T.float32)
+        m = T.alloc_fragment((bm,), T.float32)
+        s = T.alloc_fragment((bm,), T.float32)
+        T.fill(m, -T.infinity(T.float32))
+        T.clear(s)
+        for k in range(T.ceildiv(N, bn)):
+            T.copy(X[bx * bm, k * bn], x)
+            T.reduce_max(x, m, dim=1, clear=False)
+            T.reduce_sum(x, s, dim=1, clear=False)
+        T.copy(m, Out[bx * bm:(bx + 1) * bm, 0])
+        T.copy(s, Out[bx * bm:(bx + 1) * bm, 1])
+
+
+@tilejit.kernel
+def center_rows(X, Y, bm: T.constexpr = 4):
+    """Y = X - mean over the row, then scaled by the row's absmax (subset indices)."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        x = T.alloc_fragment((bm, N), T.float32)
+        mean = T.alloc_fragment((bm,), T.float32)
+        amax = T.alloc_fragment((bm, 1), T.float32)
+        T.copy(X[bx * bm, 0], x)
+        T.reduce_sum(x, mean, dim=1)
+        for i in T.Parallel(bm):
+            mean[i] = mean[i] / N
+        for i, j in T.Parallel(bm, N):
+            x[i, j] = x[i, j] - mean[i]
+        T.reduce_absmax(x, amax, dim=1)
+        T.copy(amax, Y[bx * bm, N])
+        T.copy(x, Y[bx * bm, 0])
+
+
+@tilejit.kernel
+def scan_shared(X, Y, dim: T.constexpr = 1, reverse: T.constexpr = False,
+                inplace: T.constexpr = True, bm: T.constexpr = 16, bn: T.constexpr = 32):
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        S = T.alloc_shared((bm, bn), X.dtype)
+        D = T.alloc_shared((bm, bn), T.float32)
+        T.copy(X[by * bm, bx * bn], S)
+        if inplace:
+            T.cumsum(S, dim=dim, reverse=reverse)
+            T.copy(S, Y[by * bm, bx * bn])
+        else:
+            T.cumsum(S, D, dim=dim, reverse=reverse)
+            T.copy(D, Y[by * bm, bx * bn])
+
+
+@tilejit.kernel
+def scan_local(X, Y, dim: T.constexpr = 1, reverse: T.constexpr = False):
+    with T.Kernel(1, threads=32) as bx:
+        L = T.alloc_local((4, 8), T.float32)
+        D = T.alloc_local((4, 8), T.float32)
+        for i in T.serial(4):
+            for j in T.serial(8):
+                L[i, j] = X[i, j]
+        T.cumsum(L, D, dim=dim, reverse=reverse)
+        for i in T.serial(4):
+            for j in T.serial(8):
+                Y[i, j] = D[i, j]
+
+
+red_rows_sim = tilejit.kernel(red_rows.func, target="sim")
+red_cols_sim = tilejit.kernel(red_cols.func, target="sim")
+gemm_reduce_sim = tilejit.kernel(gemm_reduce.func, target="sim")
+red_shared_sim = tilejit.kernel(red_shared.func, target="sim")
+running_max_sim = tilejit.kernel(running_max.func, target="sim")
+center_rows_sim = tilejit.kernel(center_rows.func, target="sim")
+scan_shared_sim = tilejit.kernel(scan_shared.func, target="sim")
+softmax_sim = tilejit.kernel(softmax.func, target="sim")
+online_softmax_sim = tilejit.kernel(online_softmax.func, target="sim")
+layer_norm_sim = tilejit.kernel(layer_norm.func, target="sim")
+rms_norm_sim = tilejit.kernel(rms_norm.func, target="sim")
+row_sum_sim = tilejit.kernel(row_sum.func, target="sim")
+
+
+# ----------------------------------------------------------------------------- references
+
+def _reduce_ref(x, op, axis, old=None):
+    x = np.asarray(x, np.float64)
+    if op in ("abssum", "absmax"):
+        x = np.abs(x)
+    f = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add, "absmax": np.fmax}[op]
+    out = f.reduce(x, axis=axis)
+    if old is not None:
+        out = f(np.asarray(old, np.float64), out)
+    return out
+
+
+def _rand(shape, seed=0, dtype=np.float32, scale=4.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def _tol(op, n):
+    return dict(rtol=1e-5, atol=1e-5 * max(n, 1) * 4) if "sum" in op else dict(rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- simulated
+
+ROW_SHAPES = [((37, 64), 16), ((5, 1), 16), ((1, 128), 16), ((100, 256), 4), ((64, 32), 32)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dim,keep", [(1, False), (1, True), (-1, False)])
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("shape,bm", ROW_SHAPES, ids=[f"{s[0]}x{s[1]}/{b}" for s, b in ROW_SHAPES])
+def test_reduce_fragment_rows(op, dim, clear, keep, shape, bm):
+    x = _rand(shape, seed=shape[0] + shape[1])
+    old = _rand((shape[0], 1), seed=7)
+    out = old.copy()
+    red_rows(x, out, op=op, dim=dim, clear=clear, keep=keep, bm=bm)
+    ref = _reduce_ref(x, op, 1, None if clear else old[:, 0])
+    np.testing.assert_allclose(out[:, 0], ref, **_tol(op, shape[1]))
+
+
+COL_SHAPES = [((32, 100), 64), ((1, 64), 64), ((8, 200), 128), ((64, 16), 16)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape,bn", COL_SHAPES, ids=[f"{s[0]}x{s[1]}/{b}" for s, b in COL_SHAPES])
+def test_reduce_fragment_columns(op, clear, keep, shape, bn):
+    x = _rand(shape, seed=3 * shape[0] + shape[1])
+    old = _rand((1, shape[1]), seed=8)
+    out = old.copy()
+    red_cols(x, out, op=op, clear=clear, keep=keep, bn=bn)
+    ref = _reduce_ref(x, op, 0, None if clear else old[0])
+    np.testing.assert_allclose(out[0], ref, **_tol(op, shape[0]))
+
+
+def test_reduce_1d_fragment_to_one_element():
+    x = _rand((256,), seed=2)
+    out = np.zeros(1, np.float32)
+    red_vector(x, out)
+    np.testing.assert_allclose(out[0], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
+
+
+def test_reduce_fragment_from_float16_input():
+    x = _rand((37, 64), seed=5, dtype=np.float16)
+    out = np.zeros((37, 1), np.float32)
+    red_rows(x, out, op="sum")
+    np.testing.assert_allclose(out[:, 0], x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-3)
+
+
+GEMM_REDUCE_CASES = [
+    # (M, N, K, op, policy, threads)
+    (200, 256, 64, op, policy, threads)
+    for op in ("max", "sum") for policy in ("Square", "FullRow") for threads in (128, 256)
+]
+
+
+def _gemm_inputs(M, N, K, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    return a.to(device), b.to(device)
+
+
+def _gemm_reduce_ref(a, b, op, block_N):
+    c = a.double().cpu() @ b.double().cpu()
+    M, N = c.shape
+    blocks = c.reshape(M, N // block_N, block_N)
+    stat = blocks.amax(2) if op == "max" else blocks.sum(2)
+    return stat, (blocks - stat[:, :, None]).reshape(M, N)
+
+
+@pytest.mark.parametrize("M,N,K,op,policy,threads", GEMM_REDUCE_CASES)
+def test_reduce_gemm_accumulator(M, N, K, op, policy, threads):
+    a, b = _gemm_inputs(M, N, K)
+    out = torch.full((M, N // 128), float("nan"))
+    cc = torch.full((M, N), float("nan"))
+    gemm_reduce(a, b, out, cc, op=op, policy=policy, threads=threads)
+    stat, centered = _gemm_reduce_ref(a, b, op, 128)
+    torch.testing.assert_close(out.double(), stat, rtol=1e-4, atol=1e-2)
+    torch.testing.assert_close(cc.double(), centered, rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("shape", [(64, 128), (100, 70), (1, 1)])
+def test_reduce_shared_tiles(shape):
+    x = _rand(shape, seed=11)
+    M, N = shape
+    gm, gn = -(-M // 32), -(-N // 64)
+    rs = np.full((gm * 32, gn), np.nan, np.float32)[:M]
+    rm, cmin, cabs = rs.copy(), np.full((gm, N), np.nan, np.float32), None
+    cabs = cmin.copy()
+    red_shared(x, rs, rm, cmin, cabs)
+    pad = np.zeros((gm * 32, gn * 64), np.float64)     # the tile reads zeros past X
+    pad[:M, :N] = x
+    tiles = pad.reshape(gm, 32, gn, 64)
+    np.testing.assert_allclose(rs, tiles.sum(3).reshape(gm * 32, gn)[:M],
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(rm, tiles.max(3).reshape(gm * 32, gn)[:M])
+    np.testing.assert_array_equal(cmin, tiles.min(1).reshape(gm, gn * 64)[:, :N])
+    np.testing.assert_allclose(cabs, np.abs(tiles).sum(1).reshape(gm, gn * 64)[:, :N],
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_reduce_local_tiles():
+    x = _rand((4, 8), seed=12)
+    rs, cm, ra = np.zeros(4, np.float32), np.zeros((1, 8), np.float32), np.zeros((4, 1),
+                                                                               np.float32)
+    red_local(x, rs, cm, ra)
+    np.testing.assert_allclose(rs, x.astype(np.float64).sum(1), rtol=1e-6, atol=1e-5)
+    np.testing.assert_array_equal(cm[0], x.max(0))
+    np.testing.assert_array_equal(ra[:, 0], np.abs(x).max(1))
+
+
+def _nan_input():
+    x = _rand((16, 64), seed=13)
+    x[0, 5] = np.nan                     # one NaN: ignored
+    x[1, ::2] = np.nan                   # half NaN: ignored
+    x[2, :] = np.nan                     # all NaN: NaN
+    x[3, 63] = np.nan
+    x[4, 0] = np.nan
+    x[5, :] = -np.inf                    # -inf row: max is -inf
+    return x
+
+
+@pytest.mark.parametrize("op", ["max", "min", "absmax"])
+@pytest.mark.parametrize("clear", [True, False])
+def test_max_min_ignore_nan(op, clear):
+    x = _nan_input()
+    old = _rand((16, 1), seed=14)
+    old[6, 0] = np.nan                   # a NaN old value: ignored too
+    out = old.copy()
+    red_rows(x, out, op=op, clear=clear, bm=16)
+    ref = _reduce_ref(x, op, 1, None if clear else old[:, 0])
+    np.testing.assert_array_equal(out[:, 0], ref)
+    assert np.isnan(out[2, 0]) == clear
+    assert not np.isnan(out[[0, 1, 3, 4], 0]).any()
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_ignore_nan_along_columns(op):
+    x = _nan_input().T.copy()            # (64, 16)
+    out = np.zeros((1, 16), np.float32)
+    red_cols(x, out, op=op, bn=16)
+    np.testing.assert_array_equal(out[0], _reduce_ref(x, op, 0))
+    assert np.isnan(out[0, 2])
+
+
+@pytest.mark.parametrize("op", ["abssum", "absmax"])
+def test_abs_reductions_of_negative_values(op):
+    x = -np.abs(_rand((37, 64), seed=15)) - 0.5
+    out = np.zeros((37, 1), np.float32)
+    red_rows(x, out, op=op)
+    ref = np.abs(x.astype(np.float64)).sum(1) if op == "abssum" else np.abs(x).max(1)
+    np.testing.assert_allclose(out[:, 0], ref, rtol=1e-5, atol=1e-4)
+    assert (out > 0).all()
+
+
+@pytest.mark.parametrize("shape", [(37, 256), (8, 64), (1, 640)])
+def test_clear_false_accumulates_over_chunks(shape):
+    x = _rand(shape, seed=16)
+    out = np.zeros((shape[0], 2), np.float32)
+    running_max(x, out)
+    np.testing.assert_array_equal(out[:, 0], x.max(1))
+    np.testing.assert_allclose(out[:, 1], x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape", [_xf((37, 64)), _xf((4, 1)), (9, 512), (64, 256)])
+def test_subset_indexed_fragment(shape):
+    x = _rand(shape, seed=17)
+    M, N = shape
+    y = np.full((M, N + 1), np.nan, np.float32)
+    center_rows(x, y)
+    xd = x.astype(np.float64)
+    c = xd - xd.mean(1, keepdims=True)
+    np.testing.assert_allclose(y[:, :N], c, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y[:, N], np.abs(c).max(1), rtol=1e-5, atol=1e-5)
+
+
+# --- cumsum
+
+def _scan_ref(x, dim, reverse, bm=None, bn=None):
+    x = np.asarray(x, np.float64)
+    if bm is None:
+        tiles = [(slice(None), slice(None))]
+    else:
+        M, N = x.shape
+        tiles = [(slice(i, i + bm), slice(j, j + bn)) for i in range(0, M, bm)
+                 for j in range(0, N, bn)]
+    out = np.empty_like(x)
+    for t in tiles:
+        v = x[t]
+        out[t] = np.flip(np.cumsum(np.flip(v, dim), dim), dim) if reverse else np.cumsum(v, dim)
+    return out
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inplace", [True, False])
+@pytest.mark.parametrize("shape", [(16, 32), (40, 70)])
+def test_cumsum_shared(dim, reverse, inplace, shape):
+    x = _rand(shape, seed=18)
+    y = np.full(shape, np.nan, np.float32)
+    scan_shared(x, y, dim=dim, reverse=reverse, inplace=inplace)
+    # edge tiles read zeros past X: they add nothing to a prefix that stays inside X
+    np.testing.assert_allclose(y, _scan_ref(x, dim % 2, reverse, 16, 32), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_local(dim, reverse):
+    x = _rand((4, 8), seed=19)
+    y = np.zeros((4, 8), np.float32)
+    scan_local(x, y, dim=dim, reverse=reverse)
+    np.testing.assert_allclose(y, _scan_ref(x, dim, reverse), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- errors
+
+def _compile(kernel, *args, **kw):
+    return kernel.compile(*args, target="cuda", arch="sm_90", **kw)
+
+
+def test_writing_subset_indexed_fragment_is_an_error():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            m = T.alloc_fragment((4,), T.float32)
+            T.copy(X[0, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(4, 64):
+                m[i] = x[i, j]
+            T.copy(m, Y[0])
+    with pytest.raises(tilejit.CompileError, match="only some of the loop's indices"):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
+
+
+def test_subset_index_without_a_full_fragment_is_an_error():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            m = T.alloc_fragment((4,), T.float32)
+            S = T.alloc_shared((4, 64), T.float32)
+            T.copy(X[0, 0], x)
+            T.reduce_max(x, m, dim=1)
+            for i, j in T.Parallel(4, 64):
+                S[i, j] = m[i]
+            T.copy(S, Y[0, 0])
+    with pytest.raises(tilejit.CompileError, match="must also index a fragment with all"):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+
+
+@pytest.mark.parametrize("dst_shape,dim", [((4, 2), 1), ((64,), 1), ((4,), 0), ((2, 64), 0)])
+def test_reduce_dst_of_wrong_shape_is_an_error(dst_shape, dim):
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            r = T.alloc_fragment(dst_shape, T.float32)
+            T.copy(X[0, 0], x)
+            T.reduce_sum(x, r, dim=dim)
+            T.clear(r)
+    pat = (re.escape(str(dst_shape)) + ".*" + re.escape("(4, 64)") + ".*"
+           + re.escape(str(((64,), (4,))[dim])))
+    with pytest.raises(tilejit.CompileError, match=pat):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+
+
+def test_reduce_dim_out_of_range_is_an_error():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            r = T.alloc_fragment((4,), T.float32)
+            T.copy(X[0, 0], x)
+            T.reduce_sum(x, r, dim=2)
+            T.copy(r, Y[0])
+    with pytest.raises(tilejit.CompileError, match="dim must be an integer"):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
+
+
+def test_reduce_fragment_into_shared_is_an_error():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            r = T.alloc_shared((4,), T.float32)
+            T.copy(X[0, 0], x)
+            T.reduce_sum(x, r, dim=1)
+            T.copy(r, Y[0])
+    with pytest.raises(tilejit.CompileError, match="needs a fragment result"):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
+
+
+def test_cumsum_of_fragment_is_an_error():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), T.float32)
+            T.copy(X[0, 0], x)
+            T.cumsum(x, dim=1)
+            T.copy(x, Y[0, 0])
+    with pytest.raises(tilejit.CompileError, match="T.cumsum over a fragment"):
+        _compile(bad, np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+
+
+# ----------------------------------------------------------------------------- examples
+
+def _x(shape, dtype=torch.float16, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype).to(device)
+
+
+def _softmax_ref(x):
+    return torch.softmax(x.double().cpu(), dim=1)
+
+
+SOFTMAX_CASES = [_xf((37, 256), 1), ((37, 256), 4), _xf((7, 1), 4), ((64, 512), 2),
+                 ((5, 1024), 1), ((37, 64), 16)]
+
+
+@pytest.mark.parametrize("shape,bm", SOFTMAX_CASES)
+def test_softmax_example(shape, bm):
+    x = _x(shape, seed=20)
+    y = torch.zeros_like(x)
+    softmax(x, y, block_M=bm)
+    torch.testing.assert_close(y.double(), _softmax_ref(x), rtol=0, atol=2e-3)
+
+
+ONLINE_CASES = [_xf((37, 1000), 2, 256), ((5, 4096), 1, 2048), _xf((9, 1), 4, 64),
+                _xf((16, 300), 4, 128), ((37, 1000), 4, 256), _xf((9, 700), 1, 512),
+                ((9, 700), 1, 1024), ((16, 300), 8, 128)]
+
+
+@pytest.mark.parametrize("shape,bm,bn", ONLINE_CASES)
+def test_online_softmax_example(shape, bm, bn):
+    x = _x(shape, seed=21) * 3
+    y = torch.zeros_like(x)
+    online_softmax(x, y, block_M=bm, block_N=bn)
+    torch.testing.assert_close(y.double(), _softmax_ref(x), rtol=0, atol=2e-3)
+
+
+def _layer_norm_ref(x, w, b):
+    return torch.nn.functional.layer_norm(x.double().cpu(), (x.shape[1],), w.double().cpu(),
+                                          b.double().cpu(), 1e-5)
+
+
+def _rms_norm_ref(x, w):
+    xd = x.double().cpu()
+    return xd * torch.rsqrt(xd.pow(2).mean(1, keepdim=True) + 1e-5) * w.double().cpu()
+
+
+NORM_CASES = [((37, 512), 4), _xf((3, 1), 2), _xf((16, 256), 1), ((10, 128), 8),
+              ((5, 1024), 1), _xf((33, 1), 64)]
+
+
+@pytest.mark.parametrize("shape,bm", NORM_CASES)
+def test_layer_norm_example(shape, bm):
+    x, w, b = _x(shape, seed=22), _x(shape[1:], seed=23), _x(shape[1:], seed=24)
+    y = torch.zeros_like(x)
+    layer_norm(x, w, b, y, 1e-5, block_M=bm)
+    torch.testing.assert_close(y.double(), _layer_norm_ref(x, w, b), rtol=0, atol=2e-2)
+
+
+@pytest.mark.parametrize("shape,bm", NORM_CASES)
+def test_rms_norm_example(shape, bm):
+    x, w = _x(shape, seed=25), _x(shape[1:], seed=26)
+    y = torch.zeros_like(x)
+    rms_norm(x, w, y, 1e-5, block_M=bm)
+    torch.testing.assert_close(y.double(), _rms_norm_ref(x, w), rtol=0, atol=2e-2)
+
+
+ROW_SUM_CASES = [((37, 5000), 4, 1024), ((1, 1), 4, 64), ((10, 300), 8, 128), ((64, 256), 4, 256)]
+
+
+@pytest.mark.parametrize("shape,bm,bn", ROW_SUM_CASES)
+def test_row_sum_example(shape, bm, bn):
+    x = _x(shape, seed=27)
+    s = torch.full((shape[0],), float("nan"))
+    row_sum(x, s, block_M=bm, block_N=bn)
+    torch.testing.assert_close(s.double(), x.double().sum(1), rtol=1e-5, atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- PTX
+
+def _f16(*shape):
+    return np.zeros(shape, np.float16)
+
+
+def _f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+# (name, kernel, arguments, constexprs, PTX must contain, must not contain)
+PTX_CASES = [
+    # one row over 128 threads: lanes and warps combine
+    ("rows_one_row_sum", red_rows, (_f32(64, 1024), _f32(64, 1)), {"bm": 1},
+     ["shfl.sync.bfly", "bar.sync"], []),
+    ("rows_one_row_max_keep_accumulate", red_rows, (_f32(64, 1024), _f32(64, 1)),
+     {"bm": 1, "op": "max", "keep": True, "clear": False}, ["shfl.sync.bfly", "bar.sync",
+                                                             "max.f32"], []),
+    # 8 lanes per row (32 columns of 4): only lanes combine
+    ("rows_in_warp_absmax", red_rows, (_f32(64, 32), _f32(64, 1)), {"bm": 32, "op": "absmax"},
+     ["shfl.sync.bfly", "abs.f32"], ["bar.sync"]),
+    # rows spread over 256 threads
+    ("rows_256_threads_min", red_rows, (_f16(64, 2048), _f32(64, 1)),
+     {"bm": 1, "op": "min", "threads": 256}, ["shfl.sync.bfly", "bar.sync", "min.f32"], []),
+    ("cols_sum", red_cols, (_f32(32, 128), _f32(1, 128)), {}, ["bar.sync"], []),
+    ("gemm_max_square", gemm_reduce, (_f16(256, 64), _f16(64, 256), _f32(256, 2),
+                                      _f32(256, 256)), {}, ["shfl.sync.bfly", "mma.sync"], []),
+    ("gemm_sum_fullrow_256", gemm_reduce, (_f16(256, 64), _f16(64, 256), _f32(256, 2),
+                                           _f32(256, 256)),
+     {"op": "sum", "policy": "FullRow", "threads": 256}, ["shfl.sync.bfly", "mma.sync"], []),
+    ("gemm_sum_square_256", gemm_reduce, (_f16(256, 64), _f16(64, 256), _f32(256, 2),
+                                          _f32(256, 256)),
+     {"op": "sum", "threads": 256}, ["shfl.sync.bfly", "mma.sync"], []),
+    ("shared", red_shared, (_f32(64, 128), _f32(64, 2), _f32(64, 2), _f32(2, 128),
+                            _f32(2, 128)), {}, ["bar.sync", "ld.shared"], ["shfl.sync"]),
+    ("local", red_local, (_f32(4, 8), _f32(4), _f32(1, 8), _f32(4, 1)), {}, [],
+     ["bar.sync", "shfl.sync"]),
+    ("running_max", running_max, (_f32(64, 512), _f32(64, 2)), {}, ["shfl.sync.bfly"], []),
+    ("center_rows", center_rows, (_f32(64, 512), _f32(64, 513)), {}, ["shfl.sync.bfly"], []),
+    ("scan_shared", scan_shared, (_f32(64, 64), _f32(64, 64)), {"reverse": True},
+     ["bar.sync", "ld.shared"], []),
+    ("scan_local", scan_local, (_f32(4, 8), _f32(4, 8)), {"dim": 0}, [], ["bar.sync"]),
+    ("softmax", softmax, (_f16(64, 4096), _f16(64, 4096)), {}, ["shfl.sync.bfly", "bar.sync"],
+     []),
+    ("online_softmax", online_softmax, (_f16(64, 8192), _f16(64, 8192)), {},
+     ["shfl.sync.bfly", "bar.sync"], []),
+    ("layer_norm", layer_norm, (_f16(64, 4096), _f16(4096), _f16(4096), _f16(64, 4096), 1e-5),
+     {}, ["shfl.sync.bfly", "bar.sync"], []),
+    ("rms_norm", rms_norm, (_f16(64, 4096), _f16(4096), _f16(64, 4096), 1e-5), {},
+     ["shfl.sync.bfly", "bar.sync"], []),
+    ("row_sum", row_sum, (_f16(64, 4096), _f32(64)), {}, ["shfl.sync.bfly", "bar.sync"], []),
+]
+
+
+def _assemble(ptx, arch, tmp_path):
+    path = tmp_path / f"k_{arch}.ptx"
+    path.write_text(ptx)
+    out = subprocess.run([PTXAS, f"-arch={arch}", "-v", str(path), "-o", str(path) + ".cubin"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stderr
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name,kernel,args,constexprs,must,must_not", PTX_CASES,
+                         ids=[c[0] for c in PTX_CASES])
+def test_reduction_ptx_assembles_without_spills(name, kernel, args, constexprs, must,
+                                                must_not, arch, tmp_path):
+    ptx = kernel.compile(*args, target="cuda", arch=arch, **constexprs).ptx
+    assert f".target {arch}" in ptx
+    for instruction in must:
+        assert instruction in ptx, f"{name}: expected {instruction} in its PTX"
+    for instruction in must_not:
+        assert instruction not in ptx, f"{name}: did not expect {instruction} in its PTX"
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    info = _assemble(ptx, arch, tmp_path)
+    spills = re.findall(r"(\d+) bytes spill stores", info)
+    assert spills and all(s == "0" for s in spills), info
+
+
+def test_cross_warp_reductions_use_shared_scratch():
+    """Square (2x2 warps at 128 threads) splits a row over two warps: a shared scratch;
+    FullRow gives each warp whole rows: none."""
+    a, b, out, cc = _f16(256, 64), _f16(64, 256), _f32(256, 2), _f32(256, 256)
+    base = 2 * (128 * 32 * 2 + 32 * 128 * 2)            # two stages of A_s and B_s
+    square = gemm_reduce.compile(a, b, out, cc, target="cuda", arch="sm_90").shared_bytes
+    full_row = gemm_reduce.compile(a, b, out, cc, target="cuda", arch="sm_90",
+                                   policy="FullRow").shared_bytes
+    assert full_row == base
+    assert square > base
+    one_row = red_rows.compile(_f32(64, 1024), _f32(64, 1), target="cuda", arch="sm_90", bm=1)
+    assert one_row.shared_bytes == 4 * 4                # 4 warps x 1 partial, float32
+    in_warp = red_rows.compile(_f32(64, 32), _f32(64, 1), target="cuda", arch="sm_90", bm=32)
+    assert in_warp.shared_bytes == 0
+
+
+# ----------------------------------------------------------------------------- GPU
+
+def _gpu_check(fn_gpu, fn_sim, make_args, out_indices, rtol, atol, **kw):
+    """Run on the device and in the simulator; compare both to each other; return the
+    device results."""
+    args = make_args()
+    gpu_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+    fn_gpu(*gpu_args, **kw)
+    torch.cuda.synchronize()
+    sim_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    fn_sim(*sim_args, **kw)
+    for k in out_indices:
+        torch.testing.assert_close(gpu_args[k].cpu(), sim_args[k], rtol=rtol, atol=atol,
+                                   equal_nan=True)
+    return [gpu_args[k].cpu() for k in out_indices]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape,bm", ROW_SHAPES + [((1000, 1024), 1), ((333, 512), 8)],
+                         ids=[f"{s[0]}x{s[1]}/{b}" for s, b in ROW_SHAPES]
+                         + ["1000x1024/1", "333x512/8"])
+def test_gpu_reduce_fragment_rows(op, clear, keep, shape, bm):
+    x = torch.from_numpy(_rand(shape, seed=shape[0] + shape[1]))
+    old = torch.from_numpy(_rand((shape[0], 1), seed=7))
+    tol = _tol(op, shape[1])
+    (got,) = _gpu_check(red_rows, red_rows_sim, lambda: [x, old.clone()], [1], op=op,
+                        clear=clear, keep=keep, bm=bm, **tol)
+    ref = _reduce_ref(x.numpy(), op, 1, None if clear else old[:, 0].numpy())
+    np.testing.assert_allclose(got[:, 0].numpy(), ref, **tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("shape,bn", COL_SHAPES, ids=[f"{s[0]}x{s[1]}/{b}" for s, b in COL_SHAPES])
+def test_gpu_reduce_fragment_columns(op, clear, keep, shape, bn):
+    x = torch.from_numpy(_rand(shape, seed=3 * shape[0] + shape[1]))
+    old = torch.from_numpy(_rand((1, shape[1]), seed=8))
+    tol = _tol(op, shape[0])
+    (got,) = _gpu_check(red_cols, red_cols_sim, lambda: [x, old.clone()], [1], op=op,
+                        clear=clear, keep=keep, bn=bn, **tol)
+    ref = _reduce_ref(x.numpy(), op, 0, None if clear else old[0].numpy())
+    np.testing.assert_allclose(got[0].numpy(), ref, **tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["max", "min", "absmax"])
+@pytest.mark.parametrize("clear", [True, False])
+def test_gpu_max_min_ignore_nan(op, clear):
+    x = torch.from_numpy(_nan_input())
+    old = torch.from_numpy(_rand((16, 1), seed=14))
+    old[6, 0] = float("nan")
+    (got,) = _gpu_check(red_rows, red_rows_sim, lambda: [x, old.clone()], [1], op=op,
+                        clear=clear, bm=16, rtol=0, atol=0)
+    np.testing.assert_array_equal(got[:, 0].numpy(),
+                                  _reduce_ref(x.numpy(), op, 1, None if clear else old[:, 0]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,op,policy,threads", GEMM_REDUCE_CASES + [
+    (1000, 1024, 512, op, policy, threads)
+    for op in ("max", "sum") for policy in ("Square", "FullRow", "FullCol")
+    for threads in (128, 256)])
+def test_gpu_reduce_gemm_accumulator(M, N, K, op, policy, threads):
+    a, b = _gemm_inputs(M, N, K, device="cuda")
+    out = torch.full((M, N // 128), float("nan"), device="cuda")
+    cc = torch.full((M, N), float("nan"), device="cuda")
+    gemm_reduce(a, b, out, cc, op=op, policy=policy, threads=threads)
+    torch.cuda.synchronize()
+    stat, centered = _gemm_reduce_ref(a, b, op, 128)
+    torch.testing.assert_close(out.double().cpu(), stat, rtol=1e-4, atol=1e-2)
+    torch.testing.assert_close(cc.double().cpu(), centered, rtol=1e-4, atol=1e-2)
+    if M * N * K <= 256 * 256 * 64 * 4:
+        out_s = torch.full((M, N // 128), float("nan"))
+        cc_s = torch.full((M, N), float("nan"))
+        gemm_reduce_sim(a.cpu(), b.cpu(), out_s, cc_s, op=op, policy=policy, threads=threads)
+        torch.testing.assert_close(out.cpu(), out_s, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(cc.cpu(), cc_s, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 128), (100, 70), (1000, 1000)])
+def test_gpu_reduce_shared_tiles(shape):
+    x = torch.from_numpy(_rand(shape, seed=11))
+    M, N = shape
+    gm, gn = -(-M // 32), -(-N // 64)
+
+    def args():
+        return [x, torch.full((M, gn), float("nan")), torch.full((M, gn), float("nan")),
+                torch.full((gm, N), float("nan")), torch.full((gm, N), float("nan"))]
+    rs, rm, cmin, cabs = _gpu_check(red_shared, red_shared_sim, args, [1, 2, 3, 4],
+                                    rtol=1e-5, atol=1e-4)
+    pad = np.zeros((gm * 32, gn * 64), np.float64)
+    pad[:M, :N] = x.numpy()
+    tiles = pad.reshape(gm, 32, gn, 64)
+    np.testing.assert_allclose(rs.numpy(),
+                               tiles.sum(3).reshape(gm * 32, gn)[:M],
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(rm.numpy(),
+                                  tiles.max(3).reshape(gm * 32, gn)[:M])
+    np.testing.assert_array_equal(cmin.numpy(), tiles.min(1).reshape(gm, gn * 64)[:, :N])
+    np.testing.assert_allclose(cabs.numpy(), np.abs(tiles).sum(1).reshape(gm, gn * 64)[:, :N],
+                               rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_reduce_and_scan_local_tiles():
+    x = torch.from_numpy(_rand((4, 8), seed=12)).cuda()
+    rs, cm, ra = torch.zeros(4, device="cuda"), torch.zeros(1, 8, device="cuda"), \
+        torch.zeros(4, 1, device="cuda")
+    red_local(x, rs, cm, ra)
+    xn = x.cpu().numpy()
+    np.testing.assert_allclose(rs.cpu().numpy(), xn.astype(np.float64).sum(1), rtol=1e-6,
+                               atol=1e-5)
+    np.testing.assert_array_equal(cm.cpu().numpy()[0], xn.max(0))
+    np.testing.assert_array_equal(ra.cpu().numpy()[:, 0], np.abs(xn).max(1))
+    for dim in (0, 1):
+        for reverse in (False, True):
+            y = torch.zeros(4, 8, device="cuda")
+            scan_local(x, y, dim=dim, reverse=reverse)
+            np.testing.assert_allclose(y.cpu().numpy(), _scan_ref(xn, dim, reverse),
+                                       rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inplace", [True, False])
+@pytest.mark.parametrize("shape", [(40, 70), (1024, 1024)])
+def test_gpu_cumsum_shared(dim, reverse, inplace, shape):
+    x = torch.from_numpy(_rand(shape, seed=18))
+    (got,) = _gpu_check(scan_shared, scan_shared_sim,
+                        lambda: [x, torch.full(shape, float("nan"))], [1], dim=dim,
+                        reverse=reverse, inplace=inplace, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got.numpy(), _scan_ref(x.numpy(), dim, reverse, 16, 32),
+                               rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(37, 256), (1000, 4096)])
+def test_gpu_clear_false_over_chunks(shape):
+    x = torch.from_numpy(_rand(shape, seed=16))
+    (got,) = _gpu_check(running_max, running_max_sim, lambda: [x, torch.zeros(shape[0], 2)],
+                        [1], rtol=1e-5, atol=1e-3)
+    np.testing.assert_array_equal(got[:, 0].numpy(), x.numpy().max(1))
+    np.testing.assert_allclose(got[:, 1].numpy(), x.double().sum(1).numpy(), rtol=1e-5,
+                               atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [_xf((37, 64)), _xf((4, 1)), (1000, 2048)])
+def test_gpu_subset_indexed_fragment(shape):
+    x = torch.from_numpy(_rand(shape, seed=17))
+    M, N = shape
+    (got,) = _gpu_check(center_rows, center_rows_sim,
+                        lambda: [x, torch.full((M, N + 1), float("nan"))], [1],
+                        rtol=1e-5, atol=1e-5)
+    xd = x.double()
+    c = xd - xd.mean(1, keepdim=True)
+    torch.testing.assert_close(got[:, :N].double(), c, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[:, N].double(), c.abs().amax(1), rtol=1e-5, atol=1e-5)
+
+
+# examples at realistic sizes against torch float64; small ones also against the simulator
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,bm", [((4096, 4096), 1), ((4096, 4096), 2), ((1000, 1024), 1),
+                                      ((37, 256), 4), _xf((7, 1), 4)])
+def test_gpu_softmax(shape, bm):
+    x = _x(shape, seed=20, device="cuda")
+    y = torch.zeros_like(x)
+    softmax(x, y, block_M=bm)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double().cpu(), _softmax_ref(x), rtol=0, atol=2e-3)
+    if shape[0] * shape[1] <= 64 * 1024:
+        ys = torch.zeros(shape, dtype=torch.float16)
+        softmax_sim(x.cpu(), ys, block_M=bm)
+        torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,bm,bn", [((4096, 4096), 1, 2048), ((1000, 10000), 1, 2048),
+                                         ((4096, 4096), 2, 1024), _xf((37, 1000), 2, 256),
+                                         ((37, 1000), 4, 256), _xf((9, 1), 4, 64)])
+def test_gpu_online_softmax(shape, bm, bn):
+    x = _x(shape, seed=21, device="cuda") * 3
+    y = torch.zeros_like(x)
+    online_softmax(x, y, block_M=bm, block_N=bn)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double().cpu(), _softmax_ref(x), rtol=0, atol=2e-3)
+    if shape[0] * shape[1] <= 64 * 1024:
+        ys = torch.zeros(shape, dtype=torch.float16)
+        online_softmax_sim(x.cpu(), ys, block_M=bm, block_N=bn)
+        torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,bm", [((4096, 4096), 1), ((4096, 4096), 4), ((37, 512), 4),
+                                      _xf((3, 1), 2), _xf((33, 1), 64)])
+def test_gpu_norms(shape, bm):
+    x, w, b = (_x(shape, seed=22, device="cuda"), _x(shape[1:], seed=23, device="cuda"),
+               _x(shape[1:], seed=24, device="cuda"))
+    y = torch.zeros_like(x)
+    layer_norm(x, w, b, y, 1e-5, block_M=bm)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double().cpu(), _layer_norm_ref(x, w, b), rtol=0, atol=2e-2)
+    small = shape[0] * shape[1] <= 64 * 1024
+    if small:
+        ys = torch.zeros(shape, dtype=torch.float16)
+        layer_norm_sim(x.cpu(), w.cpu(), b.cpu(), ys, 1e-5, block_M=bm)
+        torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=1e-2)
+    rms_norm(x, w, y, 1e-5, block_M=bm)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double().cpu(), _rms_norm_ref(x, w), rtol=0, atol=2e-2)
+    if small:
+        ys = torch.zeros(shape, dtype=torch.float16)
+        rms_norm_sim(x.cpu(), w.cpu(), ys, 1e-5, block_M=bm)
+        torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,bm,bn", [((4096, 4096), 4, 1024), ((1001, 5000), 4, 1024),
+                                         ((37, 5000), 4, 1024), ((1, 1), 4, 64)])
+def test_gpu_row_sum(shape, bm, bn):
+    x = _x(shape, seed=27, device="cuda")
+    s = torch.full((shape[0],), float("nan"), device="cuda")
+    row_sum(x, s, block_M=bm, block_N=bn)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(s.double().cpu(), x.double().cpu().sum(1), rtol=1e-5, atol=1e-2)
+    if shape[0] * shape[1] <= 256 * 1024:
+        ss = torch.full((shape[0],), float("nan"))
+        row_sum_sim(x.cpu(), ss, block_M=bm, block_N=bn)
+        torch.testing.assert_close(s.cpu(), ss, rtol=1e-5, atol=1e-3)
