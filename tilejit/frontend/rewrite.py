@@ -101,6 +101,13 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         return self.generic_visit(node)
 
+    def visit_List(self, node):
+        # a list argument (a tile shape) is a tuple to Numba
+        node = self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Tuple(node.elts, ast.Load()), node)
+        return node
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
         target = resolve_static(node.func, self.namespace)

@@ -23,8 +23,15 @@ if hasattr(ast, "TryStar"):
 
 def check_supported(ks: KernelSource) -> None:
     launch = ks.launch
+    # a list or dict written as a call's argument is a compile-time value: a tile shape
+    # `[block_M, dim]`, the mapping of T.annotate_layout
+    call_args = {id(a) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+                 for a in node.args + [k.value for k in node.keywords]
+                 if isinstance(a, (ast.List, ast.Dict))}
     for stmt in ks.tree.body:
         for node in ast.walk(stmt):
+            if id(node) in call_args:
+                continue
             what = _UNSUPPORTED.get(type(node))
             if what is not None:
                 raise ks.error(f"unsupported in a kernel: {what}", node)

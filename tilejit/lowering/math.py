@@ -710,6 +710,11 @@ def _register():
     for name, build in UNARY.items():
         lower(getattr(T, name), types.Any)(_unary_rule(build))
     lower(T.pow, types.Any, types.Any)(_pow_rule)
+    # Python's `x ** y` on floats (a scale such as `dim ** -0.5`) is T.pow
+    import operator
+    for op in (operator.pow, operator.ipow):
+        for ty in (types.float32, types.float64):
+            lower(op, ty, ty)(_pow_rule)
 
 
 _register()

@@ -298,3 +298,20 @@ def swizzle_blocks_impl(context, builder, sig, args):
     if not row:
         new_x, new_y = new_y, new_x
     return context.make_tuple(builder, sig.return_type, [new_x, new_y])
+
+
+def _register_attributes():
+    from .registry import lower_getattr
+
+    @lower_getattr(TileType, "dtype")
+    def tile_dtype(context, builder, ty, value):
+        return context.get_dummy_value()
+
+    @lower_getattr(TileType, "shape")
+    def tile_shape(context, builder, ty, value):
+        return context.make_tuple(builder, types.Tuple(tuple(types.IntegerLiteral(n)
+                                                             for n in ty.shape)),
+                                  [ir.Constant(ir.IntType(64), n) for n in ty.shape])
+
+
+_register_attributes()
