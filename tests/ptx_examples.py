@@ -8,7 +8,7 @@ import numpy as np
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
-           "row_sum", "flash_attention.flash_attn"]
+           "row_sum", "splitk_gemm", "flash_attention.flash_attn"]
 
 
 def example_arguments(specs):

@@ -196,3 +196,50 @@ def test_use_swizzle_remaps_block_indices_in_ptx():
     on = gemm.compile(a, a, c, target="cuda", arch="sm_90", panel=4).ptx
     off = gemm.compile(a, a, c, target="cuda", arch="sm_90", panel=0).ptx
     assert "%nctaid.x" in on and "%nctaid.x" not in off
+
+
+@tilejit.kernel
+def gemm_scheduled(A, B, C, block_M: T.constexpr = 64, block_N: T.constexpr = 64,
+                   block_K: T.constexpr = 32):
+    """An explicit schedule: the two copies in stage 0, the gemm in stage 1."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3, order=[0, 1, 2],
+                             stage=[0, 0, 1]):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+def test_explicit_pipeline_schedule():
+    a, b, A, B = _inputs(130, 70, 200, "float16", False, False)
+    c = torch.zeros(130, 70)
+    gemm_scheduled(A, B, c)
+    _check(c, a, b, "float16", "float32", 200)
+    ptx = gemm_scheduled.compile(A, B, c, target="cuda", arch="sm_80").ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group \t1;" in ptx
+
+
+def test_a_schedule_that_runs_compute_ahead_is_an_error():
+    @tilejit.kernel
+    def bad(A, B, C):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), A.dtype)
+            B_s = T.alloc_shared((32, 64), B.dtype)
+            C_f = T.alloc_fragment((64, 64), T.float32)
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2, stage=[0, 1, 0]):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+    a = np.zeros((64, 128), np.float16)
+    with pytest.raises(tilejit.CompileError, match="only a global→shared T.copy can run ahead"):
+        bad.compile(a, np.zeros((128, 64), np.float16), np.zeros((64, 64), np.float32),
+                    target="cuda", arch="sm_80")
