@@ -68,3 +68,35 @@ def test_flash_attention_gpu(b, s, h, d, dtype, causal):
         flashattn(*(x.cuda() for x in small), o_gpu, is_causal=causal)
         torch.cuda.synchronize()
         assert (o_gpu.float().cpu() - o_sim.float()).abs().max().item() < 1e-2
+
+
+def _gqa(b, s, h, kvh, d, dtype, layout, device="cpu", seed=1):
+    g = torch.Generator().manual_seed(seed)
+    shape = (lambda heads: (b, s, heads, d)) if layout == "bshd" else (
+        lambda heads: (b, heads, s, d))
+    q = torch.randn(*shape(h), generator=g).to(dtype).to(device)
+    k, v = (torch.randn(*shape(kvh), generator=g).to(dtype).to(device) for _ in range(2))
+    return q, k, v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout,h,kvh", [("bhsd", 2, 2), ("bhsd", 4, 1), ("bshd", 4, 2)])
+def test_flash_attention_layouts_and_gqa_simulated(layout, h, kvh, causal):
+    q, k, v = _gqa(1, 90, h, kvh, 64, torch.float16, layout)
+    o = torch.empty_like(q)
+    flashattn(q, k, v, o, is_causal=causal, layout=layout)
+    err = (o.float() - reference(q, k, v, causal, layout)).abs().max().item()
+    assert err < 2e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout,h,kvh,d", [("bhsd", 32, 32, 128), ("bhsd", 32, 8, 128),
+                                           ("bshd", 16, 4, 64)])
+def test_flash_attention_layouts_and_gqa_gpu(layout, h, kvh, d, causal):
+    q, k, v = _gqa(2, 2048, h, kvh, d, torch.float16, layout, device="cuda")
+    o = torch.empty_like(q)
+    flashattn(q, k, v, o, is_causal=causal, layout=layout)
+    torch.cuda.synchronize()
+    err = (o.float() - reference(q, k, v, causal, layout)).abs().max().item()
+    assert err < 2e-2, err

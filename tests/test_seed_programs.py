@@ -49,8 +49,182 @@ def _run_flashattn(gpu):
     assert (o.float() - ref).abs().max().item() < 2e-2
 
 
+def _close(actual, ref, tol):
+    """`actual` against a float64 reference, to `tol` relative to the reference's size."""
+    err = (actual.double() - ref).abs().max().item()
+    assert err < tol * (1 + ref.abs().max().item()), err
+
+
+def _run_matmul_dynamic_mnk(gpu):
+    import tilejit.language as T
+    from seed000_matmul_dynamic_mnk import matmul_dynamic_mnk
+    shapes = [(1024, 1024, 1024), (768, 512, 256)] if gpu else [(128, 64, 96), (64, 128, 32)]
+    for m, n, k in shapes:          # one kernel serves every shape: M, N, K are T.dynamic
+        a = torch.randn(m, k, dtype=torch.float16, device=_device(gpu))
+        b = torch.randn(k, n, dtype=torch.float16, device=_device(gpu))
+        c = matmul_dynamic_mnk(a, b, 64, 64, 32, False, False,
+                               T.float16, T.float16, T.float32, 2, 128)
+        _close(c, a.double() @ b.double(), 1e-2)
+
+
+def _run_seed001_matmul(gpu):
+    from seed001_matmul import matmul
+    m, n, k = (1024, 1024, 1024) if gpu else (128, 64, 96)
+    a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
+    b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
+    c = matmul(a, b)
+    _close(c, a.double() @ b.double(), 1e-2)
+
+
+def _run_ch08_row_sum(gpu):
+    from seed002_ch08_row_sum import tilelang_row_sum
+    m, n = (1024, 1024) if gpu else (8, 64)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
+    _close(tilelang_row_sum(x), x.double().sum(dim=-1), 1e-5)
+
+
+def _run_ch09_softmax(gpu):
+    from seed002_ch09_softmax import tilelang_softmax
+    m, n = (4096, 4096) if gpu else (8, 128)       # the 4096^2 of the seed's benchmark
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
+    _close(tilelang_softmax(x), torch.softmax(x.double(), dim=-1), 2e-3)
+
+
+def _run_ch10_matmul(gpu):
+    from seed002_ch10_matmul import tilelang_matmul
+    m, n, k = (1024, 1024, 1024) if gpu else (256, 128, 64)
+    a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
+    b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
+    compiled = tilelang_matmul.compile(M=m, N=n, K=k, block_m=128, block_n=128, block_k=32)
+    c_tilelang = compiled(a, b)
+    _close(c_tilelang, a.double() @ b.double(), 1e-2)
+    if gpu:
+        assert compiled.get_kernel_source()
+
+
+def _run_ch11_layer_norm(gpu):
+    from seed002_ch11_layer_norm import tilelang_layer_norm
+    m, n = (4096, 1024) if gpu else (8, 128)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
+    gamma = torch.randn(n, device=_device(gpu), dtype=torch.float16)
+    beta = torch.randn(n, device=_device(gpu), dtype=torch.float16)
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), gamma.double(), beta.double(), 1e-5)
+    _close(tilelang_layer_norm(x, gamma, beta), ref, 5e-3)
+
+
+def _run_ch12_rms_norm(gpu):
+    from seed002_ch12_rms_norm import tilelang_rms_norm
+    m, n = (4096, 1024) if gpu else (8, 128)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
+    w = torch.randn(n, device=_device(gpu), dtype=torch.float16)
+    xd = x.double()
+    ref = xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * w.double()
+    _close(tilelang_rms_norm(x, w), ref, 5e-3)
+
+
+def _sdpa64(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+
+
+def _run_ch13_flash_attention(gpu):
+    from seed002_ch13_flash_attention import tilelang_flash_attention
+    batch, heads, sequence, dimension = (1, 8, 1024, 64) if gpu else (1, 2, 128, 64)
+    q = torch.randn(batch, heads, sequence, dimension, device=_device(gpu), dtype=torch.float16)
+    k = torch.randn_like(q)
+    v = torch.randn_like(q)
+    kernel = tilelang_flash_attention(batch=batch, heads=heads, sequence=sequence,
+                                      dimension=dimension, block_m=64, block_n=64,
+                                      num_stages=2, threads=128)
+    output_tilelang = kernel(q, k, v)
+    _close(output_tilelang, _sdpa64(q, k, v), 2e-2)
+
+
+def _run_s05_vector_add(gpu):
+    from seed002_s05_vector_add import tilelang_vector_add
+    n = 1 << 20 if gpu else 1000                  # 1000: a ragged last block
+    a = torch.randn(n, device=_device(gpu), dtype=torch.float32)
+    b = torch.randn(n, device=_device(gpu), dtype=torch.float32)
+    kernel = tilelang_vector_add.compile(a, b, block_size=256)
+    actual = kernel(a, b)
+    torch.testing.assert_close(actual, a + b)
+    if gpu:
+        assert kernel.get_kernel_source()
+
+
+def _run_s06_row_sum(gpu):
+    from seed002_s06_row_sum import tilelang_row_sum
+    m, n = (1024, 1024) if gpu else (16, 64)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
+    kernel = tilelang_row_sum.compile(x, block_rows=1)
+    _close(kernel(x), x.double().sum(dim=-1), 1e-5)
+
+
+def _run_s07_softmax(gpu):
+    from seed002_s07_softmax import tilelang_softmax
+    m, n = (1024, 1024) if gpu else (16, 64)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
+    kernel = tilelang_softmax.compile(x, block_rows=1)
+    _close(kernel(x), torch.softmax(x.double(), dim=-1), 1e-5)
+
+
+def _run_s08_matmul(gpu):
+    from seed002_s08_matmul import tilelang_matmul
+    m, n, k = (1024, 1024, 1024) if gpu else (256, 128, 64)
+    a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
+    b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
+    kernel = tilelang_matmul.compile(a, b, block_m=128, block_n=128, block_k=32)
+    _close(kernel(a, b), a.double() @ b.double(), 1e-2)
+
+
+def _run_s09_rms_norm(gpu):
+    from seed002_s09_rms_norm import tilelang_rms_norm
+    m, n, eps = (4096, 1024, 1e-6) if gpu else (16, 64, 1e-6)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
+    weight = torch.randn(n, device=_device(gpu), dtype=torch.float32)
+    kernel = tilelang_rms_norm.compile(x, weight, block_rows=1, eps=eps)
+    xd = x.double()
+    ref = xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.double()
+    _close(kernel(x, weight), ref, 1e-5)
+
+
+def _run_s09_layer_norm(gpu):
+    from seed002_s09_layer_norm import tilelang_layer_norm
+    m, n, eps = (4096, 1024, 1e-5) if gpu else (16, 64, 1e-5)
+    x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
+    weight = torch.randn(n, device=_device(gpu), dtype=torch.float32)
+    bias = torch.randn(n, device=_device(gpu), dtype=torch.float32)
+    y = tilelang_layer_norm(x, weight, bias, block_rows=1, eps=eps)
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), weight.double(), bias.double(), eps)
+    _close(y, ref, 1e-5)
+
+
+def _run_s13_flash_attention(gpu):
+    from seed002_s13_flash_attention import tilelang_flash_attention
+    b, h, s, d = (1, 8, 1024, 64) if gpu else (1, 2, 128, 64)
+    q = torch.randn(b, h, s, d, device=_device(gpu), dtype=torch.float16)
+    k = torch.randn_like(q)
+    v = torch.randn_like(q)
+    o = tilelang_flash_attention(q, k, v, block_m=64, block_n=64, block_d=d)
+    _close(o, _sdpa64(q, k, v), 2e-2)
+
+
 PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_kernel,
-            "seed000_flashattn": _run_flashattn}
+            "seed000_flashattn": _run_flashattn,
+            "seed000_matmul_dynamic_mnk": _run_matmul_dynamic_mnk,
+            "seed001_matmul": _run_seed001_matmul,
+            "seed002_ch08_row_sum": _run_ch08_row_sum,
+            "seed002_ch09_softmax": _run_ch09_softmax,
+            "seed002_ch10_matmul": _run_ch10_matmul,
+            "seed002_ch11_layer_norm": _run_ch11_layer_norm,
+            "seed002_ch12_rms_norm": _run_ch12_rms_norm,
+            "seed002_ch13_flash_attention": _run_ch13_flash_attention,
+            "seed002_s05_vector_add": _run_s05_vector_add,
+            "seed002_s06_row_sum": _run_s06_row_sum,
+            "seed002_s07_softmax": _run_s07_softmax,
+            "seed002_s08_matmul": _run_s08_matmul,
+            "seed002_s09_rms_norm": _run_s09_rms_norm,
+            "seed002_s09_layer_norm": _run_s09_layer_norm,
+            "seed002_s13_flash_attention": _run_s13_flash_attention}
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -1,12 +1,13 @@
 """FlashAttention forward, the seeds' ``flashattn`` kernel (seed 000, FlashAttention;
 seed 002, chapter 13) written against tilejit's SPEC: bshd layout (batch, seq, heads,
-dim), causal or not, online softmax in base 2 with the log2(e)/sqrt(d) scale folded in,
-the probabilities fed to the second GEMM straight from registers, the K/V loop
-software-pipelined.
+dim) or bhsd, causal or not, grouped-query attention (K and V with fewer heads than Q),
+online softmax in base 2 with the log2(e)/sqrt(d) scale folded in, the probabilities fed
+to the second GEMM straight from registers, the K/V loop software-pipelined.
 
 Changes from the seed: `@tilejit.kernel` with constexpr block sizes instead of the
 `@T.prim_func` factory; the tail of a sequence that is not a multiple of block_N is
-masked (the seed leaves that branch out).
+masked (the seed leaves that branch out); `layout="bhsd"` and GQA (query head h reads
+K/V head h // (heads // kv_heads)).
 
     python examples/flash_attention/flash_attn.py
 """
@@ -19,8 +20,14 @@ import tilejit.language as T
 @tilejit.kernel
 def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.constexpr = 64,
               block_N: T.constexpr = 64, num_stages: T.constexpr = 2,
-              threads: T.constexpr = 128):
-    batch, seq_len, heads, dim = Q.shape
+              threads: T.constexpr = 128, layout: T.constexpr = "bshd"):
+    if layout == "bshd":
+        batch, seq_len, heads, dim = Q.shape
+        kv_heads = K.shape[2]
+    else:
+        batch, heads, seq_len, dim = Q.shape
+        kv_heads = K.shape[1]
+    group = heads // kv_heads
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(d) * log2(e)
     dtype = Q.dtype
     accum_dtype = T.float32
@@ -38,7 +45,10 @@ def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.conste
         scores_sum = T.alloc_fragment([block_M], accum_dtype)
         logsum = T.alloc_fragment([block_M], accum_dtype)
 
-        T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+        if layout == "bshd":
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_shared)
+        else:
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_shared)
         T.fill(acc_o, 0)
         T.fill(logsum, 0)
         T.fill(scores_max, -T.infinity(accum_dtype))
@@ -48,7 +58,10 @@ def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.conste
             if is_causal else T.ceildiv(seq_len, block_N))
 
         for k in T.Pipelined(loop_range, num_stages=num_stages):
-            T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+            if layout == "bshd":
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by // group, :], K_shared)
+            else:
+                T.copy(K[bz, by // group, k * block_N:(k + 1) * block_N, :], K_shared)
             if is_causal:
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.if_then_else(
@@ -77,21 +90,31 @@ def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.conste
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] *= scores_scale[i]
 
-            T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+            if layout == "bshd":
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by // group, :], V_shared)
+            else:
+                T.copy(V[bz, by // group, k * block_N:(k + 1) * block_N, :], V_shared)
             T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
         for i, j in T.Parallel(block_M, dim):
             acc_o[i, j] /= logsum[i]
         T.copy(acc_o, O_shared)
-        T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+        if layout == "bshd":
+            T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
+        else:
+            T.copy(O_shared, Output[bz, by, bx * block_M:(bx + 1) * block_M, :])
 
 
-def reference(q, k, v, causal):
-    """torch SDPA in float32 on upcast inputs (bshd → bhsd and back)."""
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q.float().transpose(1, 2), k.float().transpose(1, 2), v.float().transpose(1, 2),
-        is_causal=causal)
-    return out.transpose(1, 2)
+def reference(q, k, v, causal, layout="bshd"):
+    """torch SDPA in float32 on upcast inputs (bshd → bhsd and back; K/V heads repeated
+    for grouped-query attention)."""
+    if layout == "bshd":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = (x.repeat_interleave(group, dim=1) for x in (k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                           is_causal=causal)
+    return out.transpose(1, 2) if layout == "bshd" else out
 
 
 PTX_EXAMPLES = [
