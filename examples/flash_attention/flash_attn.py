@@ -7,7 +7,8 @@ to the second GEMM straight from registers, the K/V loop software-pipelined.
 Changes from the seed: `@tilejit.kernel` with constexpr block sizes instead of the
 `@T.prim_func` factory; the tail of a sequence that is not a multiple of block_N is
 masked (the seed leaves that branch out); `layout="bhsd"` and GQA (query head h reads
-K/V head h // (heads // kv_heads)).
+K/V head h // (heads // kv_heads)); an optional ``LSE`` tensor (batch, heads, seq) gets
+each row's log-sum-exp of the scaled scores, which a backward pass needs.
 
     python examples/flash_attention/flash_attn.py
 """
@@ -18,7 +19,8 @@ import tilejit.language as T
 
 
 @tilejit.kernel
-def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.constexpr = 64,
+def flashattn(Q, K, V, Output, LSE=None, is_causal: T.constexpr = False,
+              block_M: T.constexpr = 64,
               block_N: T.constexpr = 64, num_stages: T.constexpr = 2,
               threads: T.constexpr = 128, layout: T.constexpr = "bshd"):
     if layout == "bshd":
@@ -98,6 +100,11 @@ def flashattn(Q, K, V, Output, is_causal: T.constexpr = False, block_M: T.conste
 
         for i, j in T.Parallel(block_M, dim):
             acc_o[i, j] /= logsum[i]
+        if LSE is not None:       # the log-sum-exp of the scaled scores (natural log)
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_len:
+                    LSE[bz, by, bx * block_M + i] = (
+                        scores_max[i] * scale + T.log2(logsum[i])) * 0.6931471805599453
         T.copy(acc_o, O_shared)
         if layout == "bshd":
             T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])

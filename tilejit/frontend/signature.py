@@ -130,5 +130,7 @@ def scalar_key(name: str, value):
 
 
 def is_compile_time_value(value) -> bool:
-    return isinstance(value, (DType, str, tuple)) or (
+    """dtypes, strings, tuples and None (an optional tensor left out) specialize the
+    kernel; everything else is a run-time argument."""
+    return value is None or isinstance(value, (DType, str, tuple)) or (
         type(value).__module__ == "torch" and type(value).__name__ == "dtype")

@@ -66,6 +66,13 @@ class where:
         return False
 
 
+def may_run(cond, negate=False) -> bool:
+    """False only when a branch's condition is one scalar value that excludes it."""
+    if np.ndim(cond) == 0:
+        return bool(cond) != bool(negate)
+    return True
+
+
 def any_active() -> bool:
     return STATE.mask is None or bool(np.any(STATE.mask))
 

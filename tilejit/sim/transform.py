@@ -53,7 +53,11 @@ class _LaneWise(ast.NodeTransformer):
                 ast.Attribute(ast.Name(SIM, ast.Load()), "where", ast.Load()),
                 [ast.Name(cond, ast.Load())],
                 [ast.keyword("negate", ast.Constant(negate))]), None)
-            out.append(ast.copy_location(ast.With([item], flat), body[0]))
+            masked = ast.copy_location(ast.With([item], flat), body[0])
+            # a condition that is one value for every lane (a constexpr flag) skips the
+            # branch, as Python would: `if write_lse: LSE[i] = ...` with LSE=None
+            may_run = _call("may_run", [ast.Name(cond, ast.Load()), ast.Constant(negate)])
+            out.append(ast.copy_location(ast.If(may_run, [masked], []), body[0]))
         return out
 
     def _blended(self, node, target: ast.Name, value):
