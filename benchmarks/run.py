@@ -14,6 +14,10 @@ Benchmarks:
                sum: tilejit beside torch and a Triton fused softmax, and the device-to-
                device copy in the same run; bandwidth counts each kernel's compulsory
                bytes (read X once, write Y once; the row sum writes M floats).
+  attention    FlashAttention forward, batch 4, 32 heads, seq 4096, head dim 128, fp16,
+               causal and not: tilejit's seed kernel (a small grid of block shapes)
+               beside torch SDPA with the FLASH_ATTENTION and CUDNN_ATTENTION
+               backends; TFLOP/s count 4·b·h·s²·d (halved when causal).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 """
@@ -355,6 +359,65 @@ def bench_reductions(M=16384, N=8192):
     return rows
 
 
+ATTENTION_CONFIGS = [dict(block_M=64, block_N=64, threads=128, num_stages=2),
+                     dict(block_M=128, block_N=64, threads=256, num_stages=2),
+                     dict(block_M=128, block_N=128, threads=256, num_stages=2)]
+
+
+def bench_attention(b=4, h=32, s=4096, d=128):
+    """Each variant is checked against SDPA, then timed in 3 interleaved rounds (best
+    round kept); "vs FA2" is against the FLASH_ATTENTION backend in the same run."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "flash_attention"))
+    from flash_attn import flashattn
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    o = torch.empty_like(q)
+    rows = []
+    for causal in (False, True):
+        ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+
+        def sdpa(backend, causal=causal):
+            def run():
+                with sdpa_kernel(backend):
+                    return torch.nn.functional.scaled_dot_product_attention(
+                        qt, kt, vt, is_causal=causal)
+            return run
+        variants = [(f"torch SDPA FLASH_ATTENTION causal={causal}",
+                     sdpa(SDPBackend.FLASH_ATTENTION), False),
+                    (f"torch SDPA CUDNN_ATTENTION causal={causal}",
+                     sdpa(SDPBackend.CUDNN_ATTENTION), False)]
+        for cfg in ATTENTION_CONFIGS:
+            label = f"{cfg['block_M']}x{cfg['block_N']} t{cfg['threads']} s{cfg['num_stages']}"
+            variants.append((f"tilejit flashattn {label} causal={causal}",
+                             lambda cfg=cfg, causal=causal: flashattn(q, k, v, o,
+                                                                      is_causal=causal, **cfg),
+                             True))
+        ok = []
+        for name, fn, check in variants:
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as e:      # a configuration or backend that does not run
+                print(f"{name}: {type(e).__name__}: {e}")
+                continue
+            if check:
+                err = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
+                assert err < 2e-2, f"{name}: error {err}"
+            ok.append((name, fn))
+        times = {name: [] for name, _ in ok}
+        for _ in range(3):
+            for name, fn in ok:
+                times[name].append(median_ms(fn, rep=20))
+        flops = 4 * b * h * s * s * d / (2 if causal else 1)
+        base = min(times[ok[0][0]]) if ok and "FLASH" in ok[0][0] else None
+        for name, _ in ok:
+            best = min(times[name])
+            rows.append({"name": name, "ms": best, "TFLOP/s": flops / best / 1e9,
+                         "vs FA2": (base / best) if base else float("nan")})
+    return rows
+
+
 _COMPILE_CHILD = r"""
 import os, sys, time, json
 t_start = time.perf_counter()
@@ -423,7 +486,8 @@ def bench_compile():
 
 
 BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
-              "reductions": bench_reductions, "compile": bench_compile}
+              "reductions": bench_reductions, "attention": bench_attention,
+              "compile": bench_compile}
 
 
 def _commit():
