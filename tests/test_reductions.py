@@ -1,7 +1,7 @@
 """Reductions and scans over tiles: T.reduce_sum / reduce_max / reduce_min /
 reduce_abssum / reduce_absmax over fragments (the T.Parallel layout and the mma
 accumulator layout), shared and local tiles, with the reduced dimension kept or dropped
-and clear=True/False; T.cumsum on shared and local tiles; fragments indexed by a subset
+and clear=True/False; T.cumsum on shared, local and fragment tiles; fragments indexed by a subset
 of a T.Parallel loop's indices; the CompileErrors; the softmax / norm / row-sum examples.
 In simulation against float64 numpy/torch references; PTX for sm_80 and sm_90a assembled
 with ptxas; with ``-m gpu`` the important kernels on the device against torch (float64)
@@ -572,16 +572,54 @@ def test_reduce_fragment_into_shared_is_an_error():
         _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
 
 
-def test_cumsum_of_fragment_is_an_error():
-    @tilejit.kernel
-    def bad(X, Y):
-        with T.Kernel(1, threads=128) as bx:
-            x = T.alloc_fragment((4, 64), T.float32)
-            T.copy(X[0, 0], x)
-            T.cumsum(x, dim=1)
-            T.copy(x, Y[0, 0])
-    with pytest.raises(tilejit.CompileError, match="T.cumsum over a fragment"):
-        _compile(bad, np.zeros((4, 64), np.float32), np.zeros((4, 64), np.float32))
+@tilejit.kernel
+def scan_fragments(X, Y, bm: T.constexpr = 8, bn: T.constexpr = 64, rev: T.constexpr = False):
+    """Row scans of a fragment into another, a fragment epilogue, then an in-place column
+    scan (both go through the shared scratch of the scan)."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        x = T.alloc_fragment((bm, bn), T.float32)
+        y = T.alloc_fragment((bm, bn), T.float32)
+        T.copy(X[bx * bm, 0], x)
+        T.cumsum(x, y, dim=1, reverse=rev)
+        for i, j in T.Parallel(bm, bn):
+            y[i, j] = y[i, j] * 2.0
+        T.cumsum(y, dim=0)
+        T.copy(y, Y[bx * bm, 0])
+
+
+def _scan_reference(x, bm, rev):
+    m, n = x.shape
+    pad = -(-m // bm) * bm
+    xp = torch.zeros(pad, n, dtype=torch.float64)
+    xp[:m] = x.double()
+    c = (xp.flip(1).cumsum(1).flip(1) if rev else xp.cumsum(1)) * 2
+    return c.reshape(pad // bm, bm, n).cumsum(1).reshape(pad, n)[:m]
+
+
+@pytest.mark.parametrize("rev", [False, True])
+@pytest.mark.parametrize("m", [8, 20])
+def test_cumsum_of_fragments(m, rev):
+    x = torch.randn(m, 64)
+    y = torch.zeros(m, 64)
+    scan_fragments(x, y, rev=rev)
+    torch.testing.assert_close(y.double(), _scan_reference(x, 8, rev), rtol=1e-4, atol=1e-4)
+
+
+def test_cumsum_of_fragments_ptx():
+    ptx = scan_fragments.compile(_f32(64, 64), _f32(64, 64), target="cuda", arch="sm_90").ptx
+    assert "bar.sync" in ptx and "st.shared" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rev", [False, True])
+def test_cumsum_of_fragments_gpu(rev):
+    x = torch.randn(1000, 64, device="cuda")
+    y = torch.zeros(1000, 64, device="cuda")
+    scan_fragments(x, y, rev=rev)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double().cpu(), _scan_reference(x.cpu(), 8, rev),
+                               rtol=1e-4, atol=1e-3)
 
 
 # ----------------------------------------------------------------------------- examples

@@ -14,8 +14,8 @@ identity is NaN, so an all-NaN row gives NaN.
 
 Reducing a shared or local tile: each thread computes the result elements it holds
 (its slots of a fragment, its share of a shared tile, all of a local tile) with a loop
-over the reduced dimension. ``T.cumsum`` runs on shared and local tiles: a thread
-scans each row it owns, sequentially.
+over the reduced dimension. ``T.cumsum``: a thread scans each row it owns,
+sequentially, in shared memory (a fragment operand goes through a shared scratch tile).
 """
 from __future__ import annotations
 
@@ -281,13 +281,61 @@ def reduce_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.cumsum, TileType, TileType, types.IntegerLiteral, types.BooleanLiteral)
+@lower(intrinsics.cumsum, TileType, TileType, types.IntegerLiteral, types.BooleanLiteral,
+       types.IntegerLiteral)
 def cumsum_impl(context, builder, sig, args):
+    """A fragment operand goes through a shared scratch tile (planned by the layout
+    pass): its slots are written there, the rows are scanned in place, the result is
+    read back into the destination's slots; barriers separate the three steps."""
     src_ty, dst_ty = sig.args[0], sig.args[1]
     dim, reverse = sig.args[2].literal_value, sig.args[3].literal_value
-    if "fragment" in (src_ty.kind, dst_ty.kind):
-        raise CompileError("T.cumsum over a fragment is not supported yet: copy it to a "
-                           "shared tile, scan that, and copy back")
+    sid = sig.args[4].literal_value
+    if "local" in (src_ty.kind, dst_ty.kind) and "fragment" in (src_ty.kind, dst_ty.kind):
+        raise CompileError("T.cumsum between a fragment and a local tile is not supported")
+    if "fragment" not in (src_ty.kind, dst_ty.kind):
+        _scan_rows(context, builder, src_ty, args[0], dst_ty, args[1], dim, reverse)
+        return context.get_dummy_value()
+    scratch = plan().tile(plan().scan_scratch[sid])
+    ctype = _compute_type(dst_ty)
+    scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
+    base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
+                           ir.PointerType(context.get_data_type(scratch_ty.element), 3))
+    _sync(builder)                      # the scratch may still be read by a previous scan
+    if src_ty.kind == "fragment":
+        for coords, ptr, guard in _owned_elements(context, builder, src_ty, args[0]):
+            with (builder.if_then(guard) if guard is not None else _Null()):
+                v = _load_value(context, builder, src_ty, ptr, ctype)
+                builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty,
+                                                                   coords)]))
+        _sync(builder)
+        src_ty, src_val = scratch_ty, base
+    else:
+        src_val = args[0]
+    _scan_rows(context, builder, src_ty, src_val, scratch_ty, base, dim, reverse)
+    _sync(builder)
+    if dst_ty.kind == "fragment":
+        for coords, ptr, guard in _owned_elements(context, builder, dst_ty, args[1]):
+            with (builder.if_then(guard) if guard is not None else _Null()):
+                v = builder.load(builder.gep(base, [element_offset(builder, scratch_ty,
+                                                                   coords)]))
+                context.pack_value(builder, dst_ty.element,
+                                   context.cast(builder, v, ctype, dst_ty.element), ptr)
+    else:
+        _copy_rows(context, builder, scratch_ty, base, dst_ty, args[1], ctype)
+    return context.get_dummy_value()
+
+
+def _copy_rows(context, builder, src_ty, src, dst_ty, dst, ctype):
+    for coords, ptr, guard in _owned_elements(context, builder, dst_ty, dst):
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            v = builder.load(builder.gep(src, [element_offset(builder, src_ty, coords)]))
+            context.pack_value(builder, dst_ty.element,
+                               context.cast(builder, v, ctype, dst_ty.element), ptr)
+
+
+def _scan_rows(context, builder, src_ty, src, dst_ty, dst, dim, reverse):
+    """Inclusive scan along dim: each row by one thread (shared), or every row by every
+    thread (local)."""
     t = plan().tile(src_ty.tile_name)
     ctype = _compute_type(dst_ty)
     n = t.shape[dim]
@@ -312,12 +360,11 @@ def cumsum_impl(context, builder, sig, args):
             with cgutils.for_range(builder, I32(n)) as loop:
                 j = builder.sub(I32(n - 1), loop.index) if reverse else loop.index
                 coords = head[:dim] + [j] + head[dim:]
-                p = builder.gep(args[0], [element_offset(builder, src_ty, coords)])
+                p = builder.gep(src, [element_offset(builder, src_ty, coords)])
                 x = _load_value(context, builder, src_ty, p, ctype)
                 v = builder.fadd(builder.load(acc), x) if isinstance(ctype, types.Float) \
                     else builder.add(builder.load(acc), x)
                 builder.store(v, acc)
-                q = builder.gep(args[1], [element_offset(builder, dst_ty, coords)])
+                q = builder.gep(dst, [element_offset(builder, dst_ty, coords)])
                 context.pack_value(builder, dst_ty.element,
                                    context.cast(builder, v, ctype, dst_ty.element), q)
-    return context.get_dummy_value()

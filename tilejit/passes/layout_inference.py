@@ -520,3 +520,14 @@ def _plan_reduction_scratch(ctx, tiles):
                            layout=row_major((red.warp_groups, size)),
                            layout_reason="scratch of a cross-warp reduction")
         ctx.plan.scratch[k] = name
+    for k, (src, dst, line) in enumerate(ctx.plan.scans):
+        if FRAGMENT not in (tiles[src].kind, tiles[dst].kind):
+            continue
+        d = tiles[dst].dtype
+        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
+                   else int32 if d.is_int else float32)
+        name = f"__tj_scan{k}"
+        tiles[name] = Tile(name, SHARED, tiles[src].shape, compute, line,
+                           layout=row_major(tiles[src].shape),
+                           layout_reason="scratch of a T.cumsum over a fragment")
+        ctx.plan.scan_scratch[k] = name

@@ -299,8 +299,10 @@ class _Tiles(ast.NodeTransformer):
             raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
                                  f"{len(src.shape)}), got {dim!r}", node)
         reverse = bool(self._static(a["reverse"], f"{what}'s reverse"))
+        sid = len(self.plan.scans)
+        self.plan.scans.append((src.name, dst.name, node.lineno))
         return ast.copy_location(_call(CUMSUM, [a["src"], dst_arg, ast.Constant(dim % len(
-            src.shape)), ast.Constant(reverse)]), node)
+            src.shape)), ast.Constant(reverse), ast.Constant(sid)]), node)
 
     def _gemm(self, node):
         if len(node.args) < 3:

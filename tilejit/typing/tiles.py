@@ -248,9 +248,10 @@ class ReduceTemplate(AbstractTemplate):
 @infer_global(intrinsics.cumsum)
 class CumsumTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        src, dst, dim, reverse = args
+        src, dst, dim, reverse, sid = args
         if not (isinstance(dim, types.IntegerLiteral)
-                and isinstance(reverse, types.BooleanLiteral)):
+                and isinstance(reverse, types.BooleanLiteral)
+                and isinstance(sid, types.IntegerLiteral)):
             return None
         for role, t in (("src", src), ("dst", dst)):
             if not isinstance(t, TileType):
