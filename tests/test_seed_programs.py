@@ -220,6 +220,9 @@ def _run_s13_flash_attention(gpu):
     _close(o, _sdpa64(q, k, v), 2e-2)
 
 
+_seed_call = lambda run: (lambda gpu: run(gpu, seed_call=True))
+
+
 PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_kernel,
             "seed000_flashattn": _run_flashattn,
             "seed001_matmul": _run_seed001_matmul,
@@ -229,20 +232,20 @@ PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_
             "seed002_s07_softmax": _run_s07_softmax,
             "seed002_s08_matmul": _run_s08_matmul,
             "seed002_s09_rms_norm": _run_s09_rms_norm,
-            "seed002_s09_layer_norm": _run_s09_layer_norm}
+            "seed002_s09_layer_norm": _run_s09_layer_norm,
+            "seed000_matmul_dynamic_mnk": _run_matmul_dynamic_mnk,
+            # the seeds' own calls: fn.compile(example tensors, **params)
+            "seed002_s05_vector_add_compile": _seed_call(_run_s05_vector_add),
+            "seed002_s06_row_sum_compile": _seed_call(_run_s06_row_sum),
+            "seed002_s07_softmax_compile": _seed_call(_run_s07_softmax),
+            "seed002_s08_matmul_compile": _seed_call(_run_s08_matmul),
+            "seed002_s09_rms_norm_compile": _seed_call(_run_s09_rms_norm)}
 
-_COMPILE_WITH_TENSORS = (".compile() given example tensors (fn.compile(a, b, block_size=256)): "
-                         "tilejit binds T.const sizes from keywords only")
 _LOCAL_DTYPE = ("a body-local dtype variable (input_dtype = T.float16) used in a T.Tensor "
                 "annotation: NameError: name 'input_dtype' is not defined")
-_seed_call = lambda run: (lambda gpu: run(gpu, seed_call=True))
 
 # the seeds' programs that do not run under tilejit: name -> (runner, the feature it lacks)
 FAILING = {
-    "seed000_matmul_dynamic_mnk": (
-        _run_matmul_dynamic_mnk, CompileError,
-        "T.Pipelined over T.ceildiv(K, block_K) with K = T.dynamic('k'): CompileError "
-        "'T.dynamic symbol(s) used as compile-time extents: ['A']'"),
     "seed002_ch08_row_sum": (
         _run_ch08_row_sum, CompileError,
         "a fragment read outside T.Parallel (Y[row] = total[0]): CompileError \"fragment "
@@ -259,16 +262,6 @@ FAILING = {
         _LOCAL_DTYPE + "; then the scalar constructor T.float32(1.0): 'Invalid use of "
         "DType[float32] with parameters (weak_float)'"),
     "seed002_ch12_rms_norm": (_run_ch12_rms_norm, NameError, _LOCAL_DTYPE),
-    "seed002_s05_vector_add_compile": (_seed_call(_run_s05_vector_add), TypeError,
-        _COMPILE_WITH_TENSORS),
-    "seed002_s06_row_sum_compile": (_seed_call(_run_s06_row_sum), TypeError,
-        _COMPILE_WITH_TENSORS),
-    "seed002_s07_softmax_compile": (_seed_call(_run_s07_softmax), TypeError,
-        _COMPILE_WITH_TENSORS),
-    "seed002_s08_matmul_compile": (_seed_call(_run_s08_matmul), TypeError,
-        _COMPILE_WITH_TENSORS),
-    "seed002_s09_rms_norm_compile": (_seed_call(_run_s09_rms_norm), TypeError,
-        _COMPILE_WITH_TENSORS),
     "seed002_s13_flash_attention": (
         _run_s13_flash_attention, CompileError,
         "T.gemm(scores, v_shared, ...) with a float32 A operand and a float16 B one (the seed "

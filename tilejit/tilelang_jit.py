@@ -172,7 +172,7 @@ class JitFunction:
                     return shape[dim].id if shape[dim].id in self.sugar.symbols else None
         return None
 
-    def _bind(self, args, kwargs):
+    def _bind(self, args, kwargs, partial=False):
         if len(args) > len(self.sugar.params):
             raise TypeError(f"{self.__name__}() takes {len(self.sugar.params)} argument(s) "
                             f"({', '.join(self.sugar.params)}), got {len(args)}")
@@ -186,7 +186,7 @@ class JitFunction:
         for name, default in self.kernel.source.defaults.items():
             values.setdefault(name, default)
         missing = [p for p in self.sugar.params if p not in values]
-        if missing:
+        if missing and not partial:
             raise TypeError(f"{self.__name__}() missing argument(s) {', '.join(missing)}")
         return values
 
@@ -228,11 +228,20 @@ class JitFunction:
         self._check_annotations(values)
         return self.kernel(*[values[p] for p in self.sugar.params])
 
-    def compile(self, target=None, arch=None, **params):
+    def compile(self, *tensors, target=None, arch=None, **params):
         """TileLang's ``f.compile(M=..., N=..., **params)``: symbols' sizes and
-        compile-time parameters; returns a kernel with ``get_kernel_source()``."""
+        compile-time parameters; or ``f.compile(a, b, **params)`` with example tensors
+        whose shapes give the symbols' sizes. Returns a kernel with
+        ``get_kernel_source()``."""
         from .frontend.signature import TensorSpec
         symbols = {k: params.pop(k) for k in list(params) if k in self.sugar.symbols}
+        if tensors:
+            given = self._bind(tensors, {k: v for k, v in params.items()
+                                         if k in self.sugar.params}, partial=True)
+            sizes = self._check_annotations(given)
+            for sym, (_, size) in sizes.items():
+                symbols.setdefault(sym, size)
+            params = {k: v for k, v in params.items() if k not in self.sugar.tensors}
         env = dict(self.sugar.namespace)
         env.update(params)
         env.update(symbols)

@@ -103,7 +103,10 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     needed: set = set()
     for node in ast.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _COMPILE_TIME_ARGS):
-            for arg in list(node.args) + [k.value for k in node.keywords]:
+            args = list(node.args)
+            if is_call_to(node, T.Pipelined, ks.namespace):
+                args = args[1:]            # the trip count is a run-time value
+            for arg in args + [k.value for k in node.keywords]:
                 needed |= _deps(arg, env, params)
         if is_call_to(node, T.Kernel, ks.namespace):
             for kw in node.keywords:

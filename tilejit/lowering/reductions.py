@@ -237,6 +237,26 @@ class _Null:
         return False
 
 
+def _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch_name):
+    """A fragment whose layout has no shuffle pattern: its slots go to a shared scratch
+    tile, a barrier, then each result element is reduced from there, a barrier."""
+    from numba.core.typing import signature
+    src_ty = sig.args[0]
+    scratch = plan().tile(scratch_name)
+    scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
+    base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
+                           ir.PointerType(context.get_data_type(scratch_ty.element), 3))
+    _sync(builder)
+    for coords, ptr, guard in _owned_elements(context, builder, src_ty, args[0]):
+        with (builder.if_then(guard) if guard is not None else _Null()):
+            v = _load_value(context, builder, src_ty, ptr, scratch_ty.element)
+            builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty, coords)]))
+    _sync(builder)
+    inner = signature(sig.return_type, scratch_ty, *sig.args[1:])
+    _reduce_memory(context, builder, inner, [base] + list(args[1:]), op, dim, clear)
+    _sync(builder)
+
+
 def _reduce_memory(context, builder, sig, args, op, dim, clear):
     """src in shared or local memory: each result element by a loop over dim."""
     src_ty, dst_ty = sig.args[0], sig.args[1]
@@ -275,7 +295,11 @@ def reduce_impl(context, builder, sig, args):
         if sig.args[1].kind != "fragment":
             raise CompileError(f"T.reduce_{op}: reducing a fragment needs a fragment result; "
                                f"copy the result where it should go afterwards")
-        _reduce_fragment(context, builder, sig, args, op, dim, clear, rid)
+        scratch = plan().scratch.get(rid)
+        if scratch is not None and scratch.startswith("__tj_redmem"):
+            _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch)
+        else:
+            _reduce_fragment(context, builder, sig, args, op, dim, clear, rid)
     else:
         _reduce_memory(context, builder, sig, args, op, dim, clear)
     return context.get_dummy_value()

@@ -323,12 +323,12 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed with loop "
                                 f"indices of extents {kept}", sub)
             derived.append((full[0], n, dropped, False, sub.lineno,
-                            f"indexed by a subset of the loop over {full[0]!r}"))
+                            f"indexed by a subset of the loop over {full[0]!r}", False))
         loop_ids[id(loop)] = (f"L{k}", full, loop_vars)
     for src, dst, dim, line in plan.reductions:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
-            derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}"))
+            derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
     _resolve(ctx, tiles, groups, fixed, derived, col.partners)
     for loop, full, subset in col.loops:
         lid = loop_ids[id(loop)][0]
@@ -413,6 +413,18 @@ def _reduction(ctx, layout, dims, keep, line):
     return dl, slot_map, steps
 
 
+def _reduction_or_none(layout, dims, keep):
+    dl = _as_digits(layout)
+    for dim in sorted(dims, reverse=True):
+        if dl is None:
+            return None
+        red = reduce_layout(dl, dim, keep)
+        if red is None:
+            return None
+        dl = red.result
+    return dl
+
+
 def _compose(outer, inner):
     """outer(s) with s := inner(s)."""
     from ..tile.addressing import BinOp, Const, Var
@@ -459,14 +471,28 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners):
             if n in fixed:
                 frag, line, reason = fixed[n]
                 assign(root, frag, None, line, reason, n)
+    def derivable(src_layout, dims, keep, optional, line):
+        """The derived layout, or None for a reduction that goes through shared memory
+        (its source layout has no digit form with power-of-two thread groups)."""
+        if optional and _reduction_or_none(src_layout, dims, keep) is None:
+            return None
+        return _reduction(ctx, src_layout, dims, keep, line)[0]
+
+    derived = [d for d in derived]
     targets = {groups.find(dst) for _, dst, *_ in derived}
     pending = [r for r in members if r not in chosen]
+    dropped_edges = set()
     while pending:
         progress = False
-        for src, dst, dims, keep, line, why in derived:
+        for n, (src, dst, dims, keep, line, why, optional) in enumerate(derived):
             rs, rd = groups.find(src), groups.find(dst)
-            if rs in chosen and rd not in chosen:
-                layout = _reduction(ctx, chosen[rs][0], dims, keep, line)[0]
+            if rs in chosen and rd not in chosen and n not in dropped_edges:
+                layout = derivable(chosen[rs][0], dims, keep, optional, line)
+                if layout is None:
+                    dropped_edges.add(n)
+                    targets = {groups.find(d[1]) for m, d in enumerate(derived)
+                               if m not in dropped_edges}
+                    continue
                 assign(rd, layout, None, line, why, dst)
                 progress = True
         pending = [r for r in members if r not in chosen]
@@ -480,8 +506,10 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners):
             layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads)
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
         pending = [r for r in members if r not in chosen]
-    for src, dst, dims, keep, line, why in derived:       # every derivation must agree
+    for src, dst, dims, keep, line, why, optional in derived:   # derivations must agree
         rs, rd = groups.find(src), groups.find(dst)
+        if optional and _reduction_or_none(chosen[rs][0], dims, keep) is None:
+            continue                   # reduced through shared memory: any dst layout
         want = _reduction(ctx, chosen[rs][0], dims, keep, line)[0]
         have = chosen[rd]
         if not _same_layout(want, have[0]):
@@ -505,13 +533,21 @@ def _plan_reduction_scratch(ctx, tiles):
         if tiles[src].kind != FRAGMENT or tiles[dst].kind != FRAGMENT:
             continue
         keep = len(tiles[dst].shape) == len(tiles[src].shape)
+        d = tiles[dst].dtype
+        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
+                   else int32 if d.is_int else float32)
+        if _reduction_or_none(tiles[src].layout, (dim,), keep) is None:
+            # no shuffle pattern: the source goes to shared memory and is reduced there
+            name = f"__tj_redmem{k}"
+            tiles[name] = Tile(name, SHARED, tiles[src].shape, compute, line,
+                               layout=row_major(tiles[src].shape),
+                               layout_reason="a reduction through shared memory")
+            ctx.plan.scratch[k] = name
+            continue
         _, _, steps = _reduction(ctx, tiles[src].layout, (dim,), keep, line)
         red = steps[0]
         if not red.warp_digits:
             continue
-        d = tiles[dst].dtype
-        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
-                   else int32 if d.is_int else float32)
         name = f"__tj_red{k}"
         size = 1
         for e in red.result.shape:
