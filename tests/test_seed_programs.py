@@ -239,29 +239,16 @@ PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_
             "seed002_s06_row_sum_compile": _seed_call(_run_s06_row_sum),
             "seed002_s07_softmax_compile": _seed_call(_run_s07_softmax),
             "seed002_s08_matmul_compile": _seed_call(_run_s08_matmul),
-            "seed002_s09_rms_norm_compile": _seed_call(_run_s09_rms_norm)}
+            "seed002_s09_rms_norm_compile": _seed_call(_run_s09_rms_norm),
+            "seed002_ch08_row_sum": _run_ch08_row_sum,
+            "seed002_ch09_softmax": _run_ch09_softmax,
+            "seed002_ch10_matmul": _run_ch10_matmul,
+            "seed002_ch11_layer_norm": _run_ch11_layer_norm,
+            "seed002_ch12_rms_norm": _run_ch12_rms_norm}
 
-_LOCAL_DTYPE = ("a body-local dtype variable (input_dtype = T.float16) used in a T.Tensor "
-                "annotation: NameError: name 'input_dtype' is not defined")
 
 # the seeds' programs that do not run under tilejit: name -> (runner, the feature it lacks)
 FAILING = {
-    "seed002_ch08_row_sum": (
-        _run_ch08_row_sum, CompileError,
-        "a fragment read outside T.Parallel (Y[row] = total[0]): CompileError \"fragment "
-        "'total' is spread over the block's threads\""),
-    # with the dtypes hoisted to module level (a probe, not the seed's text) ch10 and ch12 run
-    # correctly; ch09 and ch11 then stop at a second construct, named after the first
-    "seed002_ch09_softmax": (
-        _run_ch09_softmax, NameError,
-        _LOCAL_DTYPE + "; then row_max[0] (a (1,) fragment) read inside T.Parallel(1, N): "
-        "'a T.Parallel over fragment 'row_max' must cover its shape (1,)'"),
-    "seed002_ch10_matmul": (_run_ch10_matmul, NameError, _LOCAL_DTYPE),
-    "seed002_ch11_layer_norm": (
-        _run_ch11_layer_norm, NameError,
-        _LOCAL_DTYPE + "; then the scalar constructor T.float32(1.0): 'Invalid use of "
-        "DType[float32] with parameters (weak_float)'"),
-    "seed002_ch12_rms_norm": (_run_ch12_rms_norm, NameError, _LOCAL_DTYPE),
     "seed002_s13_flash_attention": (
         _run_s13_flash_attention, CompileError,
         "T.gemm(scores, v_shared, ...) with a float32 A operand and a float16 B one (the seed "

@@ -30,7 +30,7 @@ from . import language as T
 from .errors import CompileError
 from .frontend.source import function_def_from_file, function_namespace, is_call_to
 from .kernel import KernelFunction
-from .language.dtypes import as_dtype
+from .language.dtypes import DType, as_dtype
 from .language.tilelang_names import TensorAnnotation
 
 
@@ -70,6 +70,7 @@ class _Desugared:
             if symbols is not None:
                 self.symbols.update(symbols)
                 continue
+            self._static_local(stmt)
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.value is None:
                 name = stmt.target.id
@@ -94,6 +95,22 @@ class _Desugared:
         fdef.decorator_list = []
         self.fdef = ast.fix_missing_locations(fdef)
         self.params = params
+
+    def _static_local(self, stmt):
+        """``input_dtype = T.float16`` in the body, before the annotations that use it:
+        a name bound to a constant or an attribute chain is visible to the annotations."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            return
+        if not all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load))
+                   for n in ast.walk(stmt.value)):
+            return
+        try:
+            value = eval(compile(ast.Expression(stmt.value), "<body>", "eval"), self.namespace)
+        except Exception:
+            return
+        if isinstance(value, (DType, str, int, float, bool)):
+            self.namespace[stmt.targets[0].id] = value
 
     def _symbol_statement(self, stmt):
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):

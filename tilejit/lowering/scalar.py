@@ -138,3 +138,9 @@ def infinity_impl(context, builder, sig, args):
     if isinstance(ty, BFloat16):
         return I16(0x7F80)
     return context.get_value_type(ty)(math.inf)
+
+
+@lower(DTypeType, types.Any)
+def dtype_call(context, builder, sig, args):
+    """``T.float32(x)``: x converted to the dtype."""
+    return context.cast(builder, args[0], sig.args[0], sig.return_type)

@@ -86,6 +86,28 @@ def _base_name(node):
     return None
 
 
+def _same_indices(sub, loop_vars, shape) -> bool:
+    """``F[i, j]`` with the loop's indices in order; a 0 stands for the index of an
+    extent-1 dimension (``x[0, column]`` in a loop over ``_, column``)."""
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if len(elts) != len(loop_vars):
+        return False
+    for e, v, n in zip(elts, loop_vars, shape):
+        if isinstance(e, ast.Name) and e.id == v:
+            continue
+        if isinstance(e, ast.Constant) and e.value == 0 and n == 1:
+            continue
+        return False
+    return True
+
+
+def _constant_index(sub: ast.Subscript):
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in elts):
+        return tuple(e.value for e in elts)
+    return None
+
+
 def _dropped_positions(idx, loop_vars):
     """The loop positions a fragment subscript leaves out when it uses a proper,
     in-order subset of the loop's indices (``F[i]`` in a loop over ``i, j``); else
@@ -119,6 +141,8 @@ class _Collect(ast.NodeVisitor):
                         and sub.value.id in self.frags):
                     continue
                 name, idx = sub.value.id, _index_names(sub)
+                if _constant_index(sub) is not None:
+                    continue                  # F[0]: an element every thread holds
                 dropped = _dropped_positions(idx, loop_vars)
                 if dropped and name not in full:
                     subset.setdefault(name, (dropped, sub))
@@ -180,8 +204,32 @@ class _RewriteLoops(ast.NodeTransformer):
                        body, [], None)
         return ast.copy_location(loop, node)
 
+    def _constant_slot(self, sub, consts):
+        """``F[0]`` outside a loop over F (a row max of shape (1,)): allowed when every
+        thread holds that element, at one slot."""
+        from ..tile.addressing import evaluate
+        t = self.ctx.plan.tiles[sub.value.id]
+        ix = t.indexing
+        slot = None
+        for s in range(ix.slots):
+            if tuple(evaluate(c, {"t": 0, "s": s}) for c in ix.coords) == consts:
+                slot = s
+                break
+        holds = slot is not None and all(
+            tuple(evaluate(c, {"t": th, "s": slot}) for c in ix.coords) == consts
+            for th in range(self.ctx.threads))
+        if not holds:
+            raise self.ctx.error(
+                f"fragment {sub.value.id!r} is spread over the block's threads: element "
+                f"{list(consts)} is not held by every thread, so index it inside a T.Parallel "
+                f"over its shape {t.shape}", sub)
+        return ast.Constant(slot)
+
     def _slot(self, sub: ast.Subscript, store=False):
         name = sub.value.id
+        consts = _constant_index(sub)
+        if consts is not None:
+            return self._constant_slot(sub, consts)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
                 and _index_names(sub) != list(self.current[1])):
             if store:
@@ -197,7 +245,7 @@ class _RewriteLoops(ast.NodeTransformer):
                 f"fragment {name!r} is spread over the block's threads: index it only inside "
                 f"a `for ... in T.Parallel(...)` over its shape {self.ctx.plan.tiles[name].shape}, "
                 f"with the loop's indices", sub)
-        if _index_names(sub) != list(self.current[1]):
+        if not _same_indices(sub, self.current[1], self.ctx.plan.tiles[name].shape):
             raise self.ctx.error(
                 f"fragment {name!r} must be indexed with the T.Parallel loop's indices "
                 f"[{', '.join(self.current[1])}] in order (each thread holds only its own "

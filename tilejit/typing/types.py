@@ -84,7 +84,7 @@ def is_half(ty) -> bool:
     return ty == types.float16 or isinstance(ty, BFloat16)
 
 
-class DTypeType(types.Dummy):
+class DTypeType(types.Callable, types.Dummy):
     """A compile-time dtype value."""
 
     def __init__(self, dtype: DType):
@@ -94,6 +94,19 @@ class DTypeType(types.Dummy):
     @property
     def key(self):
         return self.dtype.name
+
+    def get_call_type(self, context, args, kws):
+        """``T.float32(x)``: a typed constant or conversion, as ``T.cast(x, T.float32)``."""
+        from numba.core.typing import signature
+        if kws or len(args) != 1 or not isinstance(args[0], (types.Number, types.Boolean)):
+            return None
+        return signature(numba_type(self.dtype), args[0])
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return type(self)
 
 
 class GlobalTensorType(types.Type):
