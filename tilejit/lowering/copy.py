@@ -577,8 +577,8 @@ def _unfast(side):
     return dataclasses.replace(side, scalar_only=True)
 
 
-@lower(T.copy, types.Any, types.Any)
-def copy_impl(context, builder, sig, args):
+def operands(context, builder, sig, args):
+    """(source, destination, the copy's extents) of a copy-like operation."""
     src = describe(context, builder, sig.args[0], args[0])
     dst = describe(context, builder, sig.args[1], args[1])
     try:
@@ -586,6 +586,12 @@ def copy_impl(context, builder, sig, args):
             (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
     except RegionError as e:
         raise CompileError(str(e)) from None
+    return src, dst, extents
+
+
+@lower(T.copy, types.Any, types.Any)
+def copy_impl(context, builder, sig, args):
+    src, dst, extents = operands(context, builder, sig, args)
     kinds = {src.kind, dst.kind}
     if "fragment" in kinds:
         if kinds == {"fragment"} and plan().tile(src.ty.tile_name).indexing is not \
@@ -604,13 +610,7 @@ def copy_impl(context, builder, sig, args):
 @lower(intrinsics.copy_async, types.Any, types.Any)
 def copy_async_impl(context, builder, sig, args):
     """A producer of a software pipeline: ``cp.async`` where it can, else as T.copy."""
-    src = describe(context, builder, sig.args[0], args[0])
-    dst = describe(context, builder, sig.args[1], args[1])
-    try:
-        (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
-            (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
-    except RegionError as e:
-        raise CompileError(str(e)) from None
+    src, dst, extents = operands(context, builder, sig, args)
     if src.kind == "global" and dst.kind == "shared" and current_kernel().arch != "sim" \
             and _sm(current_kernel().arch) >= 80:
         _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
