@@ -243,3 +243,22 @@ def test_a_schedule_that_runs_compute_ahead_is_an_error():
     with pytest.raises(tilejit.CompileError, match="only a global→shared T.copy can run ahead"):
         bad.compile(a, np.zeros((128, 64), np.float16), np.zeros((64, 64), np.float32),
                     target="cuda", arch="sm_80")
+
+
+def test_a_pipelined_tile_used_after_its_loop_is_an_error():
+    @tilejit.kernel
+    def bad(A, B, C):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), A.dtype)
+            B_s = T.alloc_shared((32, 64), B.dtype)
+            C_f = T.alloc_fragment((64, 64), T.float32)
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(A_s, C[0, 0])
+    a = np.zeros((64, 128), np.float16)
+    with pytest.raises(tilejit.CompileError, match="keeps several versions"):
+        bad.compile(a, np.zeros((128, 64), np.float16), np.zeros((64, 64), np.float32),
+                    target="cuda", arch="sm_80")

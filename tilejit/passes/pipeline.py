@@ -92,6 +92,8 @@ class _Pipeliner(ast.NodeTransformer):
     def __init__(self, ctx, static):
         self.ctx, self.static = ctx, static
         self.shared = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
+        self.generated: set[int] = set()     # nodes of the loops this pass built
+        self.staged: dict[str, int] = {}     # pipelined tile -> line of its loop
 
     def _producer_target(self, stmt, loop_var, varying):
         """The shared tile a producer statement fills, or None."""
@@ -200,11 +202,22 @@ class _Pipeliner(ast.NodeTransformer):
         out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]
         for s in out:
             ast.fix_missing_locations(ast.copy_location(s, node))
+            self.generated.update(id(n) for n in ast.walk(s))
+        for name in tiles:
+            self.staged[name] = node.lineno
         return out
 
 
 def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    fdef = _Pipeliner(ctx, static).visit(fdef)
-    # staged tiles must not be used outside their pipelined loop
+    pipeliner = _Pipeliner(ctx, static)
+    fdef = pipeliner.visit(fdef)
+    # a pipelined tile holds several versions: outside its loop no version is "the" tile
+    for node in ast.walk(fdef):
+        if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in pipeliner.staged and id(node) not in pipeliner.generated):
+            raise ctx.error(f"shared tile {node.id!r} is filled by the software pipeline of "
+                            f"the loop at line {pipeliner.staged[node.id]}, which keeps "
+                            f"several versions of it; use it only inside that loop (copy "
+                            f"what you need into another tile there)", node)
     return ast.fix_missing_locations(fdef)
