@@ -34,7 +34,7 @@ from . import copy as _copy
 from .registry import lower
 from .tensor import element_pointer
 from .target_hooks import current_kernel
-from .tiles import element_offset, emit, plan, thread_index
+from .tiles import element_offset, emit, guarded, plan, rounds, thread_index, unflatten
 
 I32 = ir.IntType(32)
 
@@ -167,35 +167,22 @@ def _from_fragment(context, builder, op, src, dst):
             guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
         if writer is not None:
             guard = writer if guard is None else builder.and_(guard, writer)
-        with (builder.if_then(guard) if guard is not None else _Null()):
+        with guarded(builder, guard):
             v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
             v = context.cast(builder, v, src.element, dst.element)
             _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
 
 
 def _from_shared(context, builder, op, src, dst, extents):
-    threads = plan().threads
     total = 1
     for n in extents:
         total *= n
-    tid = thread_index(context, builder)
-    for k in range(-(-total // threads)):
-        flat = builder.add(tid, I32(k * threads))
-        partial = (k + 1) * threads > total
-        with (builder.if_then(builder.icmp_unsigned("<", flat, I32(total)))
-              if partial else _Null()):
-            cc = _copy._unflatten(builder, flat, extents) if extents else []
+    for flat, guard in rounds(context, builder, total):
+        with guarded(builder, guard):
+            cc = unflatten(builder, flat, extents)
             v = _copy.load_element(context, builder, src, _copy._dims(src, cc))
             v = context.cast(builder, v, src.element, dst.element)
             _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _register():

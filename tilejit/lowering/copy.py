@@ -31,7 +31,7 @@ from ..typing.tiles import RegionType
 from ..typing.types import GlobalTensorType
 from .registry import lower
 from .target_hooks import current_kernel
-from .tiles import emit, plan, thread_index
+from .tiles import emit, guarded, intrinsic, plan, rounds, thread_index, unflatten
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -170,15 +170,6 @@ def store_element(context, builder, side, offsets, value):
     context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
 
 
-def _unflatten(builder, flat, extents):
-    coords, rest = [], flat
-    for n in reversed(extents[1:]):
-        coords.append(builder.urem(rest, I32(n)))
-        rest = builder.udiv(rest, I32(n))
-    coords.append(rest)
-    return list(reversed(coords))
-
-
 # -- per-fragment-slot copies -------------------------------------------------------------
 
 @lru_cache(maxsize=None)
@@ -254,7 +245,7 @@ def _copy_by_fragment(context, builder, src, dst, extents):
         vec_ok = length * other.dtype.itemsize >= 8 and (
             other.kind == "global" and fast is not None
             or other.kind == "shared" and _side_vector_ok(other, length, 0))
-        with (builder.if_then(guard) if guard is not None else _Null()):
+        with guarded(builder, guard):
             if src.kind == "fragment":
                 values = [context.unpack_value(builder, src.element,
                                                builder.gep(src.value, [I32(s0 + k)]))
@@ -275,14 +266,6 @@ def _copy_by_fragment(context, builder, src, dst, extents):
             else:
                 for c, v in zip(ccs, values):
                     store_element(context, builder, dst, _dims(dst, c), v)
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 # -- every element, in every thread (local tiles) ----------------------------------------
@@ -429,7 +412,6 @@ def _aligned_start(builder, side, vec):
 
 
 def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
-    threads = plan().threads
     total = math.prod(extents) if extents else 1
     last = extents[-1] if extents else 1
     vec = 16 // max(src.dtype.itemsize, dst.dtype.itemsize)
@@ -441,7 +423,6 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
         if side.kind == "global" and _global_vectorizable(side, vec):
             fast[id(side)] = _aligned_start(builder, side, vec)
     chunks = total // vec
-    tid = thread_index(context, builder)
     if (asynchronous and id(src) in fast and dst.kind == "shared" and src.dtype == dst.dtype
             and vec * src.dtype.itemsize in (4, 8, 16)):
         _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast[id(src)])
@@ -449,16 +430,13 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
     # all loads first, then all stores: the loads of every chunk are in flight together
     # instead of one global round trip per chunk
     staged = []
-    for k in range(-(-chunks // threads)):
-        chunk = builder.add(tid, I32(k * threads))
-        partial = (k + 1) * threads > chunks
-        guard = builder.icmp_unsigned("<", chunk, I32(chunks)) if partial else None
+    for chunk, guard in rounds(context, builder, chunks):
         flat = builder.mul(chunk, I32(vec))
-        cc = _unflatten(builder, flat, extents) if extents else []
+        cc = unflatten(builder, flat, extents)
         ccs = [cc[:-1] + [builder.add(cc[-1], I32(v))] if v else cc for v in range(vec)]
         holder = cgutils.alloca_once(builder, _vector_type(context, dst.element, vec)) \
             if guard is not None else None
-        with (builder.if_then(guard) if guard is not None else _Null()):
+        with guarded(builder, guard):
             values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs], vec,
                                  fast.get(id(src)))
             values = [context.cast(builder, v, src.element, dst.element) for v in values]
@@ -470,7 +448,7 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
                 builder.store(raw, holder)
         staged.append((guard, ccs, values, holder))
     for guard, ccs, values, holder in staged:
-        with (builder.if_then(guard) if guard is not None else _Null()):
+        with guarded(builder, guard):
             if holder is not None:
                 raw = builder.load(holder)
                 values = [_from_data(context, builder, dst.element,
@@ -483,8 +461,8 @@ def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
     kind = "cg" if nbytes == 16 else "ca"
     name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}.s"
     i8 = ir.IntType(8)
-    fnty = ir.FunctionType(ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1), I32])
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    fn = intrinsic(builder, name, ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1),
+                                                  I32])
     dst = builder.bitcast(smem_ptr, ir.PointerType(i8, 3))
     src = builder.bitcast(gmem_ptr, ir.PointerType(i8, gmem_ptr.type.addrspace))
     if gmem_ptr.type.addrspace != 1:
@@ -509,15 +487,10 @@ def _region_inside(builder, side, shape):
 def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape):
     """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
     inside the tensor and zero-fills the rest."""
-    threads = plan().threads
     itemsize = src.dtype.itemsize
-    tid = thread_index(context, builder)
-    for k in range(-(-chunks // threads)):
-        chunk = builder.add(tid, I32(k * threads))
-        partial = (k + 1) * threads > chunks
-        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
-              if partial else _Null()):
-            cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+    for chunk, guard in rounds(context, builder, chunks):
+        with guarded(builder, guard):
+            cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
             coords = _global_coords(builder, src, _dims(src, cc))
             rows_ok = None
             for c, n in zip(coords[:-1], shape[:-1]):
@@ -542,9 +515,7 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
     are zero-filled by the instruction (its source size operand). When the region's
     last start is not a multiple of vec (checked once, at run time) the copy is
     synchronous, element by element."""
-    threads = plan().threads
     itemsize = src.dtype.itemsize
-    tid = thread_index(context, builder)
     shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
@@ -553,12 +524,9 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
             interior = _region_inside(builder, src, shape)
             with builder.if_else(interior, likely=True) as (inner, edge):
                 with inner:
-                    for k in range(-(-chunks // threads)):
-                        chunk = builder.add(tid, I32(k * threads))
-                        partial = (k + 1) * threads > chunks
-                        with (builder.if_then(builder.icmp_unsigned("<", chunk, I32(chunks)))
-                              if partial else _Null()):
-                            cc = _unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+                    for chunk, guard in rounds(context, builder, chunks):
+                        with guarded(builder, guard):
+                            cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
                             coords = _global_coords(builder, src, _dims(src, cc))
                             sptr = builder.gep(dst.value,
                                                [_tile_offset(builder, dst, _dims(dst, cc))],
@@ -627,17 +595,12 @@ def _sm(arch: str) -> int:
 
 @lower(intrinsics.cp_commit)
 def cp_commit_impl(context, builder, sig, args):
-    fnty = ir.FunctionType(ir.VoidType(), [])
-    name = "llvm.nvvm.cp.async.commit.group"
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
-    builder.call(fn, [])
+    builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
     return context.get_dummy_value()
 
 
 @lower(intrinsics.cp_wait, types.IntegerLiteral)
 def cp_wait_impl(context, builder, sig, args):
-    fnty = ir.FunctionType(ir.VoidType(), [I32])
-    name = "llvm.nvvm.cp.async.wait.group"
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
+    fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
     builder.call(fn, [I32(sig.args[0].literal_value)])
     return context.get_dummy_value()

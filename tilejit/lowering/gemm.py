@@ -27,16 +27,9 @@ from ..layouts import mma_fragment
 from ..tile.addressing import Var, fragment_indexing, layout_offset, substitute
 from ..typing.tiles import TileType
 from .registry import lower
-from .tiles import emit, plan, thread_index
+from .tiles import emit, intrinsic, plan, thread_index
 
 I32, F32, HALF2 = ir.IntType(32), ir.FloatType(), ir.VectorType(ir.HalfType(), 2)
-
-
-def _intrinsic(builder, name, ret, argtys):
-    fn = builder.module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
-    return fn
 
 
 @lru_cache(maxsize=None)
@@ -86,7 +79,7 @@ def _smem_offset(builder, tile, row, col):
 def _ldmatrix(builder, base_ptr, offset, count, trans):
     name = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.b16.p3"
     ret = ir.LiteralStructType([I32] * count)
-    fn = _intrinsic(builder, name, ret, [ir.PointerType(ir.IntType(8), 3)])
+    fn = intrinsic(builder, name, ret, [ir.PointerType(ir.IntType(8), 3)])
     ptr = builder.bitcast(builder.gep(base_ptr, [offset], inbounds=True),
                           ir.PointerType(ir.IntType(8), 3))
     out = builder.call(fn, [ptr])
@@ -113,7 +106,7 @@ def _pack(context, builder, values, elem_bits):
 def _elem_data(context, builder, tile_ty, value, kind):
     """One element as the bits the mma register holds."""
     if kind == "tf32":
-        fn = _intrinsic(builder, "llvm.nvvm.f2tf32.rna", I32, [F32])
+        fn = intrinsic(builder, "llvm.nvvm.f2tf32.rna", I32, [F32])
         return builder.call(fn, [value])
     return context.data_model_manager[tile_ty.element].as_data(builder, value)
 
@@ -245,7 +238,7 @@ def _mma(builder, gp, a, b, c):
         name = "llvm.nvvm.mma.m16n8k16.row.col.f16.f16"
         ret = ir.LiteralStructType([HALF2, HALF2])
         args = [builder.bitcast(x, HALF2) for x in a + b] + c
-        fn = _intrinsic(builder, name, ret, [HALF2] * 8)
+        fn = intrinsic(builder, name, ret, [HALF2] * 8)
         out = builder.call(fn, args)
         return [builder.extract_value(out, k) for k in range(2)]
     if gp.kind == "f16":
@@ -257,7 +250,7 @@ def _mma(builder, gp, a, b, c):
         name, aty, cty = "llvm.nvvm.mma.m16n8k8.row.col.tf32", I32, F32
     else:
         name, aty, cty = "llvm.nvvm.mma.m16n8k32.row.col.s8", I32, I32
-    fn = _intrinsic(builder, name, ir.LiteralStructType([cty] * 4), [aty] * 6 + [cty] * 4)
+    fn = intrinsic(builder, name, ir.LiteralStructType([cty] * 4), [aty] * 6 + [cty] * 4)
     out = builder.call(fn, a + b + c)
     return [builder.extract_value(out, k) for k in range(4)]
 

@@ -28,9 +28,12 @@ from ..errors import CompileError
 from ..language import intrinsics
 from ..tile.addressing import evaluate
 from ..tile.digits import DigitLayout, digit_layout, reduce_layout
+from ..tile.plan import compute_dtype
 from ..typing.tiles import TileType
+from ..typing.types import numba_type
 from .registry import lower
-from .tiles import element_offset, emit, plan, thread_index
+from .tiles import (block_barrier, element_offset, emit, guarded, intrinsic, owned_elements,
+                    plan, rounds, thread_index, unflatten)
 
 I32 = ir.IntType(32)
 
@@ -42,14 +45,7 @@ def frag_slot_impl(context, builder, sig, args):
 
 
 def _compute_type(ty: TileType):
-    d = ty.dtype
-    if d.name == "float64":
-        return types.float64
-    if d.is_float or d.name == "bfloat16":
-        return types.float32
-    if d.name in ("int64", "uint64"):
-        return types.int64
-    return types.int32
+    return numba_type(compute_dtype(ty.dtype))
 
 
 def _identity(op, ctype):
@@ -64,18 +60,13 @@ def _identity(op, ctype):
         if op in ("max", "min") else ir.Constant(lty, 0)
 
 
-def _intrinsic(builder, name, ret, argtys):
-    fn = builder.module.globals.get(name)
-    return fn or ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
-
-
 def _combine(builder, op, a, b, ctype):
     if op in ("sum", "abssum"):
         return builder.fadd(a, b) if isinstance(ctype, types.Float) else builder.add(a, b)
     big = op in ("max", "absmax")
     if isinstance(ctype, types.Float):
         name = f"llvm.{'maxnum' if big else 'minnum'}.{'f64' if ctype.bitwidth == 64 else 'f32'}"
-        return builder.call(_intrinsic(builder, name, a.type, [a.type, a.type]), [a, b])
+        return builder.call(intrinsic(builder, name, a.type, [a.type, a.type]), [a, b])
     cmp = builder.icmp_signed(">" if big else "<", a, b)
     return builder.select(cmp, a, b)
 
@@ -83,13 +74,13 @@ def _combine(builder, op, a, b, ctype):
 def _abs(builder, v, ctype):
     if isinstance(ctype, types.Float):
         name = f"llvm.fabs.{'f64' if ctype.bitwidth == 64 else 'f32'}"
-        return builder.call(_intrinsic(builder, name, v.type, [v.type]), [v])
+        return builder.call(intrinsic(builder, name, v.type, [v.type]), [v])
     neg = builder.neg(v)
     return builder.select(builder.icmp_signed("<", v, ir.Constant(v.type, 0)), neg, v)
 
 
 def _shfl_xor(builder, v, offset):
-    fn = _intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
+    fn = intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
     full = ir.Constant(I32, 0xFFFFFFFF)
     bits = 64 if isinstance(v.type, ir.DoubleType) or (
         isinstance(v.type, ir.IntType) and v.type.width == 64) else 32
@@ -105,11 +96,6 @@ def _shfl_xor(builder, v, offset):
     hi = builder.call(fn, [full, hi, I32(offset), I32(0x1F)])
     y = builder.or_(builder.zext(lo, i64), builder.shl(builder.zext(hi, i64), i64(32)))
     return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
-
-
-def _sync(builder):
-    fn = _intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(), [I32])
-    builder.call(fn, [I32(0)])
 
 
 def _load_value(context, builder, ty, ptr, ctype):
@@ -169,7 +155,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         for r, p in enumerate(partial):
             idx = builder.add(builder.mul(group, I32(size)), flats[r])
             builder.store(p, builder.gep(base, [idx]))
-        _sync(builder)
+        block_barrier(builder)
         out = []
         for r in range(len(partial)):
             acc = None
@@ -177,7 +163,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
                 v = builder.load(builder.gep(base, [builder.add(I32(g * size), flats[r])]))
                 acc = v if acc is None else _combine(builder, op, acc, v, ctype)
             out.append(acc)
-        _sync(builder)
+        block_barrier(builder)
         partial = out
     for r, p in enumerate(partial):
         ptr = builder.gep(args[1], [I32(r)])
@@ -192,51 +178,6 @@ def _smem(builder):
     return shared_base(builder)
 
 
-def _owned_elements(context, builder, ty, value):
-    """(coords as i32 values, element pointer, guard or None) for each element of a
-    tile this thread writes."""
-    t = plan().tile(ty.tile_name)
-    tid = thread_index(context, builder)
-    out = []
-    if ty.kind == "fragment":
-        ix = t.indexing
-        for s in range(ix.slots):
-            env = {"t": tid, "s": s}
-            coords = [emit(builder, c, env) for c in ix.coords]
-            guard = None
-            if ix.valid is not None:
-                guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
-            out.append((coords, builder.gep(value, [I32(s)]), guard))
-        return out
-    if ty.kind == "local":
-        import itertools
-        for cs in itertools.product(*(range(n) for n in t.shape)):
-            coords = [I32(c) for c in cs]
-            out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), None))
-        return out
-    threads = plan().threads
-    for k in range(-(-t.size // threads)):
-        flat = builder.add(tid, I32(k * threads))
-        guard = builder.icmp_unsigned("<", flat, I32(t.size)) if (k + 1) * threads > t.size \
-            else None
-        coords, rest = [], flat
-        for n in reversed(t.shape[1:]):
-            coords.append(builder.urem(rest, I32(n)))
-            rest = builder.udiv(rest, I32(n))
-        coords.append(rest)
-        coords.reverse()
-        out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), guard))
-    return out
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch_name):
     """A fragment whose layout has no shuffle pattern: its slots go to a shared scratch
     tile, a barrier, then each result element is reduced from there, a barrier."""
@@ -246,15 +187,15 @@ def _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch_
     scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
     base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                            ir.PointerType(context.get_data_type(scratch_ty.element), 3))
-    _sync(builder)
-    for coords, ptr, guard in _owned_elements(context, builder, src_ty, args[0]):
-        with (builder.if_then(guard) if guard is not None else _Null()):
+    block_barrier(builder)
+    for coords, ptr, guard in owned_elements(context, builder, src_ty, args[0]):
+        with guarded(builder, guard):
             v = _load_value(context, builder, src_ty, ptr, scratch_ty.element)
             builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty, coords)]))
-    _sync(builder)
+    block_barrier(builder)
     inner = signature(sig.return_type, scratch_ty, *sig.args[1:])
     _reduce_memory(context, builder, inner, [base] + list(args[1:]), op, dim, clear)
-    _sync(builder)
+    block_barrier(builder)
 
 
 def _reduce_memory(context, builder, sig, args, op, dim, clear):
@@ -264,8 +205,8 @@ def _reduce_memory(context, builder, sig, args, op, dim, clear):
     ctype = _compute_type(dst_ty)
     n = st.shape[dim]
     keep = len(dt.shape) == len(st.shape)
-    for coords, ptr, guard in _owned_elements(context, builder, dst_ty, args[1]):
-        with (builder.if_then(guard) if guard is not None else _Null()):
+    for coords, ptr, guard in owned_elements(context, builder, dst_ty, args[1]):
+        with guarded(builder, guard):
             kept = [c for k, c in enumerate(coords) if not (keep and k == dim)]
             acc = cgutils.alloca_once_value(builder, _identity(op, ctype))
             with cgutils.for_range(builder, I32(n)) as loop:
@@ -324,22 +265,22 @@ def cumsum_impl(context, builder, sig, args):
     scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
     base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                            ir.PointerType(context.get_data_type(scratch_ty.element), 3))
-    _sync(builder)                      # the scratch may still be read by a previous scan
+    block_barrier(builder)                      # the scratch may still be read by a previous scan
     if src_ty.kind == "fragment":
-        for coords, ptr, guard in _owned_elements(context, builder, src_ty, args[0]):
-            with (builder.if_then(guard) if guard is not None else _Null()):
+        for coords, ptr, guard in owned_elements(context, builder, src_ty, args[0]):
+            with guarded(builder, guard):
                 v = _load_value(context, builder, src_ty, ptr, ctype)
                 builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty,
                                                                    coords)]))
-        _sync(builder)
+        block_barrier(builder)
         src_ty, src_val = scratch_ty, base
     else:
         src_val = args[0]
     _scan_rows(context, builder, src_ty, src_val, scratch_ty, base, dim, reverse)
-    _sync(builder)
+    block_barrier(builder)
     if dst_ty.kind == "fragment":
-        for coords, ptr, guard in _owned_elements(context, builder, dst_ty, args[1]):
-            with (builder.if_then(guard) if guard is not None else _Null()):
+        for coords, ptr, guard in owned_elements(context, builder, dst_ty, args[1]):
+            with guarded(builder, guard):
                 v = builder.load(builder.gep(base, [element_offset(builder, scratch_ty,
                                                                    coords)]))
                 context.pack_value(builder, dst_ty.element,
@@ -350,8 +291,8 @@ def cumsum_impl(context, builder, sig, args):
 
 
 def _copy_rows(context, builder, src_ty, src, dst_ty, dst, ctype):
-    for coords, ptr, guard in _owned_elements(context, builder, dst_ty, dst):
-        with (builder.if_then(guard) if guard is not None else _Null()):
+    for coords, ptr, guard in owned_elements(context, builder, dst_ty, dst):
+        with guarded(builder, guard):
             v = builder.load(builder.gep(src, [element_offset(builder, src_ty, coords)]))
             context.pack_value(builder, dst_ty.element,
                                context.cast(builder, v, ctype, dst_ty.element), ptr)
@@ -365,21 +306,11 @@ def _scan_rows(context, builder, src_ty, src, dst_ty, dst, dim, reverse):
     n = t.shape[dim]
     rows = [e for k, e in enumerate(t.shape) if k != dim]
     total = math.prod(rows)
-    tid = thread_index(context, builder)
-    threads = plan().threads if src_ty.kind == "shared" else 1
-    for k in range(-(-total // threads)):
-        row = builder.add(tid, I32(k * threads)) if src_ty.kind == "shared" else I32(k)
-        guard = builder.icmp_unsigned("<", row, I32(total)) if (k + 1) * threads > total \
-            else None
-        with (builder.if_then(guard) if guard is not None else _Null()):
-            head, rest = [], row
-            for e in reversed(rows[1:]):
-                head.append(builder.urem(rest, I32(e)))
-                rest = builder.udiv(rest, I32(e))
-            head.append(rest)
-            head.reverse()
-            if not rows:
-                head = []
+    own_rows = rounds(context, builder, total) if src_ty.kind == "shared" else (
+        (I32(k), None) for k in range(total))
+    for row, guard in own_rows:
+        with guarded(builder, guard):
+            head = unflatten(builder, row, rows)
             acc = cgutils.alloca_once_value(builder, _identity("sum", ctype))
             with cgutils.for_range(builder, I32(n)) as loop:
                 j = builder.sub(I32(n - 1), loop.index) if reverse else loop.index

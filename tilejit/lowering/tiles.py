@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 
 from llvmlite import ir
@@ -56,6 +57,77 @@ def emit(builder, expr, env: dict) -> ir.Value:
 
 def plan():
     return current_kernel().tiles
+
+
+def guarded(builder, cond):
+    """``with guarded(builder, cond):`` runs the body where ``cond`` holds (always when
+    cond is None)."""
+    return builder.if_then(cond) if cond is not None else contextlib.nullcontext()
+
+
+def intrinsic(builder, name, ret, argtys):
+    """The declaration of an LLVM intrinsic in the builder's module."""
+    fn = builder.module.globals.get(name)
+    return fn or ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
+
+
+def block_barrier(builder):
+    builder.call(intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(),
+                           [I32]), [I32(0)])
+
+
+def unflatten(builder, flat, extents):
+    """Row-major coordinates (i32) of a flat index over ``extents``."""
+    if not extents:
+        return []
+    coords, rest = [], flat
+    for n in reversed(extents[1:]):
+        coords.append(builder.urem(rest, I32(n)))
+        rest = builder.udiv(rest, I32(n))
+    coords.append(rest)
+    return list(reversed(coords))
+
+
+def rounds(context, builder, count):
+    """This thread's share of ``count`` items dealt round-robin over the block:
+    (item index, guard or None) for item ``tid + k·threads``; only the last round,
+    when it is partial, needs the guard."""
+    threads = plan().threads
+    tid = thread_index(context, builder)
+    for k in range(-(-count // threads)):
+        item = builder.add(tid, I32(k * threads))
+        partial = (k + 1) * threads > count
+        yield item, builder.icmp_unsigned("<", item, I32(count)) if partial else None
+
+
+def owned_elements(context, builder, ty, value):
+    """(coords as i32 values, element pointer, guard or None) for each element of a
+    tile this thread holds: its slots of a fragment, all of a local tile, its
+    round-robin share of a shared tile."""
+    import itertools
+    t = plan().tile(ty.tile_name)
+    tid = thread_index(context, builder)
+    out = []
+    if ty.kind == "fragment":
+        ix = t.indexing
+        for s in range(ix.slots):
+            env = {"t": tid, "s": s}
+            coords = [emit(builder, c, env) for c in ix.coords]
+            guard = None
+            if ix.valid is not None:
+                guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+            out.append((coords, builder.gep(value, [I32(s)]), guard))
+        return out
+    if ty.kind == "local":
+        for cs in itertools.product(*(range(n) for n in t.shape)):
+            coords = [I32(c) for c in cs]
+            out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), None))
+        return out
+    for flat, guard in rounds(context, builder, t.size):
+        coords = unflatten(builder, flat, t.shape)
+        out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)],
+                                        inbounds=True), guard))
+    return out
 
 
 def shared_base(builder) -> ir.Value:
@@ -192,37 +264,9 @@ def frag_valid_impl(context, builder, sig, args):
 def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
     """Every element of ``tile`` (this thread's share of it) := value."""
     v = context.cast(builder, value, value_ty, ty.element)
-    t = plan().tile(ty.tile_name)
-    if ty.kind == "fragment":
-        for s in range(t.indexing.slots):
-            context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(s)]))
-        return
-    if ty.kind == "local":
-        for k in range(t.size):
-            context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(k)]))
-        return
-    threads = plan().threads
-    tid = thread_index(context, builder)
-    for k in range(-(-t.size // threads)):
-        flat = builder.add(tid, I32(k * threads))
-        inside = builder.icmp_unsigned("<", flat, I32(t.size))
-        with builder.if_then(inside) if (k + 1) * threads > t.size else _nullcontext():
-            coords, rest = [], flat
-            for n in reversed(t.shape[1:]):
-                coords.append(builder.urem(rest, I32(n)))
-                rest = builder.udiv(rest, I32(n))
-            coords.append(rest)
-            coords.reverse()
-            ptr = builder.gep(tile, [element_offset(builder, ty, coords)], inbounds=True)
+    for _, ptr, guard in owned_elements(context, builder, ty, tile):
+        with guarded(builder, guard):
             context.pack_value(builder, ty.element, v, ptr, align=ty.dtype.itemsize)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _fill_target(sig, what):
@@ -235,10 +279,7 @@ def _fill_target(sig, what):
 
 @lower(intrinsics.sync_threads)
 def sync_impl(context, builder, sig, args):
-    fnty = ir.FunctionType(ir.VoidType(), [I32])
-    name = "llvm.nvvm.barrier.cta.sync.aligned.all"
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty, name)
-    builder.call(fn, [I32(0)])
+    block_barrier(builder)
     return context.get_dummy_value()
 
 

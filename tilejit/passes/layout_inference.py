@@ -33,7 +33,7 @@ from ..layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fra
 from ..tile.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
                                row_major, substitute)
 from ..tile.digits import DigitLayout, digit_layout, reduce_layout
-from ..tile.plan import FRAGMENT, SHARED, Tile
+from ..tile.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from .static_eval import NotStatic, StaticEval
 
 FRAG_LOOP = "__tj_frag_loop"
@@ -576,14 +576,12 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners):
 def _plan_reduction_scratch(ctx, tiles):
     """Reductions whose rows span warps exchange partial results through shared memory:
     a scratch tile per reduction (warp groups x reduced elements, in the compute type)."""
-    from ..language.dtypes import float32, float64, int32, int64
     for k, (src, dst, dim, line) in enumerate(ctx.plan.reductions):
         if tiles[src].kind != FRAGMENT or tiles[dst].kind != FRAGMENT:
             continue
         keep = len(tiles[dst].shape) == len(tiles[src].shape)
         d = tiles[dst].dtype
-        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
-                   else int32 if d.is_int else float32)
+        compute = compute_dtype(d)
         if _reduction_or_none(tiles[src].layout, (dim,), keep) is None:
             # no shuffle pattern: the source goes to shared memory and is reduced there
             name = f"__tj_redmem{k}"
@@ -608,8 +606,7 @@ def _plan_reduction_scratch(ctx, tiles):
         if FRAGMENT not in (tiles[src].kind, tiles[dst].kind):
             continue
         d = tiles[dst].dtype
-        compute = (float64 if d.name == "float64" else int64 if d.name in ("int64", "uint64")
-                   else int32 if d.is_int else float32)
+        compute = compute_dtype(d)
         name = f"__tj_scan{k}"
         tiles[name] = Tile(name, SHARED, tiles[src].shape, compute, line,
                            layout=row_major(tiles[src].shape),

@@ -16,6 +16,17 @@ from ..language.dtypes import DType
 SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
 
 
+def compute_dtype(dtype: DType) -> DType:
+    """The type reductions and scans combine values in: float32 for 16- and 32-bit
+    floats, float64, int64 for 64-bit integers, int32 for the other integers."""
+    from ..language.dtypes import float32, float64, int32, int64
+    if dtype.name == "float64":
+        return float64
+    if dtype.is_float or dtype.name == "bfloat16":
+        return float32
+    return int64 if dtype.name in ("int64", "uint64") else int32
+
+
 @dataclass
 class Tile:
     name: str
