@@ -299,7 +299,7 @@ def bench_reductions(M=16384, N=8192):
     """Each kernel is checked against torch, then timed in 3 interleaved rounds (best
     round kept). "vs copy" is the bandwidth over the copy's measured in the same run."""
     from norms import layer_norm, rms_norm
-    from row_sum import row_sum
+    from row_sum import row_sum, row_sum_partials
     from softmax import softmax
     x = torch.randn(M, N, device="cuda", dtype=torch.float16)
     y = torch.empty_like(x)
@@ -313,27 +313,36 @@ def bench_reductions(M=16384, N=8192):
     ref_ln = torch.nn.functional.layer_norm(x.float(), (N,), w.float(), b.float(), 1e-5)
     ref_sum = x.float().sum(1)
     softmax_fast = tilejit.kernel(softmax.func, fast_math=True)
-    for bm in (1, 2):
-        variants.append((f"tilejit softmax block_M={bm}", lambda bm=bm: softmax(x, y, block_M=bm),
+    for bm, th in ((1, 128), (1, 256), (1, 512), (2, 256)):
+        variants.append((f"tilejit softmax block_M={bm} threads={th}",
+                         lambda bm=bm, th=th: softmax(x, y, block_M=bm, threads=th),
                          io, (y, ref_soft)))
-    variants.append(("tilejit softmax fast_math", lambda: softmax_fast(x, y), io, (y, ref_soft)))
+    variants.append(("tilejit softmax fast_math threads=256",
+                     lambda: softmax_fast(x, y, threads=256), io, (y, ref_soft)))
     variants.append(("torch softmax", lambda: torch.softmax(x, 1), io, None))
     if triton is not None:
         variants.append(("triton fused softmax", lambda: triton_softmax[(M,)](
             x, y, N, BLOCK=triton.next_power_of_2(N), num_warps=8), io, (y, ref_soft)))
-    for bm in (1, 2):
-        variants.append((f"tilejit rms_norm block_M={bm}",
-                         lambda bm=bm: rms_norm(x, w, y, 1e-5, block_M=bm), io, (y, ref_rms)))
+    for bm, th in ((1, 128), (1, 256), (1, 512), (2, 256)):
+        variants.append((f"tilejit rms_norm block_M={bm} threads={th}",
+                         lambda bm=bm, th=th: rms_norm(x, w, y, 1e-5, block_M=bm, threads=th),
+                         io, (y, ref_rms)))
     variants.append(("torch rms_norm", lambda: torch.nn.functional.rms_norm(
         x, (N,), w, 1e-5), io, None))
-    for bm in (1, 2):
-        variants.append((f"tilejit layer_norm block_M={bm}",
-                         lambda bm=bm: layer_norm(x, w, b, y, 1e-5, block_M=bm), io, (y, ref_ln)))
+    for bm, th in ((1, 128), (1, 256), (1, 512), (2, 256)):
+        variants.append((f"tilejit layer_norm block_M={bm} threads={th}",
+                         lambda bm=bm, th=th: layer_norm(x, w, b, y, 1e-5, block_M=bm, threads=th),
+                         io, (y, ref_ln)))
     variants.append(("torch layer_norm", lambda: torch.nn.functional.layer_norm(
         x, (N,), w, b, 1e-5), io, None))
-    for bm, bn in ((4, 2048), (8, 1024), (2, 4096)):
+    for bm, bn in ((4, 2048), (2, 4096)):
         variants.append((f"tilejit row_sum {bm}x{bn}",
                          lambda bm=bm, bn=bn: row_sum(x, s, block_M=bm, block_N=bn),
+                         M * N * 2 + M * 4, (s, ref_sum)))
+    for bm, bn, th in ((4, 1024, 128), (2, 2048, 256), (1, 4096, 256), (4, 2048, 256)):
+        variants.append((f"tilejit row_sum_partials {bm}x{bn} threads={th}",
+                         lambda bm=bm, bn=bn, th=th: row_sum_partials(
+                             x, s, block_M=bm, block_N=bn, threads=th),
                          M * N * 2 + M * 4, (s, ref_sum)))
     variants.append(("torch sum", lambda: torch.sum(x, 1, dtype=torch.float32), M * N * 2 + M * 4,
                      None))

@@ -13,9 +13,9 @@ import tilejit.language as T
 
 
 @tilejit.kernel
-def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1):
+def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 128):
     M, N = X.shape
-    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         d = T.alloc_fragment((block_M, N), T.float32)
         mean = T.alloc_fragment((block_M,), T.float32)
@@ -31,9 +31,9 @@ def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1):
 
 
 @tilejit.kernel
-def rms_norm(X, W, Y, eps, block_M: T.constexpr = 1):
+def rms_norm(X, W, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 128):
     M, N = X.shape
-    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         sq = T.alloc_fragment((block_M, N), T.float32)
         ms = T.alloc_fragment((block_M,), T.float32)

@@ -15,9 +15,9 @@ import tilejit.language as T
 
 
 @tilejit.kernel
-def softmax(X, Y, block_M: T.constexpr = 1):
+def softmax(X, Y, block_M: T.constexpr = 1, threads: T.constexpr = 128):
     M, N = X.shape
-    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         m = T.alloc_fragment((block_M,), T.float32)
         s = T.alloc_fragment((block_M,), T.float32)

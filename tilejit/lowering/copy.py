@@ -138,10 +138,14 @@ def _zero(context, elem):
     return ir.Constant(context.get_value_type(elem), 0)
 
 
-def load_element(context, builder, side, offsets):
-    """The element at a copy coordinate (0 outside a global tensor)."""
+def load_element(context, builder, side, offsets, checked=True):
+    """The element at a copy coordinate (0 outside a global tensor; ``checked=False``:
+    the caller knows it is inside)."""
     if side.kind == "global":
         coords = _global_coords(builder, side, offsets)
+        if not checked:
+            return context.unpack_value(builder, side.element, _global_pointer(builder, side, coords),
+                                        align=side.dtype.itemsize)
         inside = _inside(builder, side, coords)
         with builder.if_else(inside) as (then, otherwise):
             with then:
@@ -159,9 +163,13 @@ def load_element(context, builder, side, offsets):
     return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
 
 
-def store_element(context, builder, side, offsets, value):
+def store_element(context, builder, side, offsets, value, checked=True):
     if side.kind == "global":
         coords = _global_coords(builder, side, offsets)
+        if not checked:
+            context.pack_value(builder, side.element, value, _global_pointer(builder, side, coords),
+                               align=side.dtype.itemsize)
+            return
         with builder.if_then(_inside(builder, side, coords)):
             ptr = _global_pointer(builder, side, coords)
             context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
@@ -219,17 +227,38 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     other = dst if src.kind == "fragment" else src
     t = plan().tile(frag_side.ty.tile_name)
     ix = t.indexing
-    tid = thread_index(context, builder)
-    writer = None
-    if dst.kind != "fragment" and ix.writer is not None:
-        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
-    runs = ((s, 1) for s in range(ix.slots))
+    runs = tuple((s, 1) for s in range(ix.slots))
     fast = None
     if other.kind in ("global", "shared") and t.shape[-1] > 1:
         max_run = max(1, 16 // other.dtype.itemsize)
         runs = _slot_runs(ix, plan().threads, tuple(t.shape), max_run)
         if other.kind == "global" and _global_vectorizable(other, 2):
             fast = _aligned_start(builder, other, max(length for _, length in runs))
+    if fast is None or dst.kind == "global":
+        # stores check each run: straight-line unchecked stores let the schedulers
+        # hoist the epilogue's work and its addresses (an mma accumulator spills)
+        _fragment_runs(context, builder, src, dst, t, runs, fast)
+        return
+    # loads of a region wholly inside the tensor with an aligned start (every block's but
+    # the edges') move every run as one unchecked vector access, all in flight together
+    shape = cgutils.unpack_tuple(builder, other.tensor.shape, other.ndim)
+    interior = builder.and_(fast, _region_inside(builder, other, shape))
+    with builder.if_else(interior, likely=True) as (inner, edge):
+        with inner:
+            _fragment_runs(context, builder, src, dst, t, runs, True)
+        with edge:
+            _fragment_runs(context, builder, src, dst, t, runs, fast)
+
+
+def _fragment_runs(context, builder, src, dst, t, runs, fast):
+    """Each run of this thread's fragment slots to or from the other side; ``fast`` as
+    in ``_load_chunk``."""
+    other = dst if src.kind == "fragment" else src
+    ix = t.indexing
+    tid = thread_index(context, builder)
+    writer = None
+    if dst.kind != "fragment" and ix.writer is not None:
+        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
     for s0, length in runs:
         env = {"t": tid, "s": s0}
         tile_coords = [emit(builder, c, env) for c in ix.coords]
@@ -239,10 +268,10 @@ def _copy_by_fragment(context, builder, src, dst, extents):
             guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
         if writer is not None:
             guard = writer if guard is None else builder.and_(guard, writer)
-        ccs = [cc[:-1] + [builder.add(cc[-1], I32(k))] if k else cc for k in range(length)]
+        at = _element_at(builder, cc)
         # runs narrower than 8 bytes stay scalar: the vector path's fallback code costs
         # registers that an mma accumulator cannot spare
-        vec_ok = length * other.dtype.itemsize >= 8 and (
+        vec_ok = length > 1 and fast is True or length * other.dtype.itemsize >= 8 and (
             other.kind == "global" and fast is not None
             or other.kind == "shared" and _side_vector_ok(other, length, 0))
         with guarded(builder, guard):
@@ -251,21 +280,29 @@ def _copy_by_fragment(context, builder, src, dst, extents):
                                                builder.gep(src.value, [I32(s0 + k)]))
                           for k in range(length)]
             elif vec_ok:
-                values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs],
-                                     length, fast)
+                values = _load_chunk(context, builder, src, lambda k: _dims(src, at(k)), length,
+                                     fast)
             else:
-                values = [load_element(context, builder, src, _dims(src, c)) for c in ccs]
+                values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
+                          for k in range(length)]
             values = [context.cast(builder, v, src.element, dst.element) for v in values]
             if dst.kind == "fragment":
                 for k, v in enumerate(values):
                     context.pack_value(builder, dst.element, v,
                                        builder.gep(dst.value, [I32(s0 + k)]))
             elif vec_ok:
-                _store_chunk(context, builder, dst, [_dims(dst, c) for c in ccs], values,
+                _store_chunk(context, builder, dst, lambda k: _dims(dst, at(k)), values,
                              length, fast)
             else:
-                for c, v in zip(ccs, values):
-                    store_element(context, builder, dst, _dims(dst, c), v)
+                for k, v in enumerate(values):
+                    store_element(context, builder, dst, _dims(dst, at(k)), v, fast is not True)
+
+
+def _element_at(builder, cc):
+    """``k → `` the copy coordinates of the k-th element of a run starting at ``cc``,
+    built when asked for (in the fallback's block rather than ahead of the vector
+    access, where they would hold registers across it)."""
+    return lambda k: cc[:-1] + [builder.add(cc[-1], I32(k))] if k else cc
 
 
 # -- every element, in every thread (local tiles) ----------------------------------------
@@ -322,10 +359,13 @@ def _vector_type(context, elem, vec):
     return ir.VectorType(context.get_data_type(elem), vec)
 
 
-def _load_chunk(context, builder, side, offsets_list, vec, fast):
-    """``vec`` element values of one chunk."""
+def _load_chunk(context, builder, side, at, vec, fast):
+    """``vec`` element values of one chunk; ``at(k)``: the k-th element's offsets.
+    ``fast``: None (element by element), True (one unchecked vector access: the caller
+    knows the chunk is inside and aligned) or an i1 (vector when it holds and the chunk
+    is inside, else element by element)."""
     if side.kind == "shared":
-        ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets_list[0])], inbounds=True)
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
         if vec == 1:
             return [context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)]
         vt = _vector_type(context, side.element, vec)
@@ -334,11 +374,17 @@ def _load_chunk(context, builder, side, offsets_list, vec, fast):
         return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
                 for k in range(vec)]
     if fast is None:
-        return [load_element(context, builder, side, o) for o in offsets_list]
-    # global with a vector path when the chunk is inside and aligned
+        return [load_element(context, builder, side, at(k)) for k in range(vec)]
     vt = _vector_type(context, side.element, vec)
+    if fast is True:
+        ptr = _global_pointer(builder, side, _global_coords(builder, side, at(0)))
+        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                           align=vec * side.dtype.itemsize)
+        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+                for k in range(vec)]
+    # global with a vector path when the chunk is inside and aligned
     slot = cgutils.alloca_once(builder, vt)
-    coords = _global_coords(builder, side, offsets_list[0])
+    coords = _global_coords(builder, side, at(0))
     last = [c for c in coords]
     last[-1] = builder.add(coords[-1], I64(vec - 1))
     ok = builder.and_(fast, _inside(builder, side, last))
@@ -351,8 +397,8 @@ def _load_chunk(context, builder, side, offsets_list, vec, fast):
             builder.store(raw, slot)
         with otherwise:
             raw = ir.Constant(vt, None)
-            for k, o in enumerate(offsets_list):
-                v = load_element(context, builder, side, o)
+            for k in range(vec):
+                v = load_element(context, builder, side, at(k))
                 raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
                                              I32(k))
             builder.store(raw, slot)
@@ -361,38 +407,44 @@ def _load_chunk(context, builder, side, offsets_list, vec, fast):
             for k in range(vec)]
 
 
-def _store_chunk(context, builder, side, offsets_list, values, vec, fast):
+def _store_chunk(context, builder, side, at, values, vec, fast):
     if side.kind == "shared" and vec > 1:
         vt = _vector_type(context, side.element, vec)
         raw = ir.Constant(vt, None)
         for k, v in enumerate(values):
             raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
-        ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets_list[0])], inbounds=True)
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
         builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, 3)),
                       align=vec * side.dtype.itemsize)
         return
     if fast is None:
-        for o, v in zip(offsets_list, values):
-            store_element(context, builder, side, o, v)
+        for k, v in enumerate(values):
+            store_element(context, builder, side, at(k), v)
         return
     vt = _vector_type(context, side.element, vec)
-    coords = _global_coords(builder, side, offsets_list[0])
+    coords = _global_coords(builder, side, at(0))
+
+    def vector_store():
+        raw = ir.Constant(vt, None)
+        for k, v in enumerate(values):
+            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
+        ptr = _global_pointer(builder, side, coords)
+        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                      align=vec * side.dtype.itemsize)
+
+    if fast is True:
+        vector_store()
+        return
     last = list(coords)
     last[-1] = builder.add(coords[-1], I64(vec - 1))
     ok = builder.and_(fast, builder.and_(_inside(builder, side, coords),
                                           _inside(builder, side, last)))
     with builder.if_else(ok, likely=True) as (then, otherwise):
         with then:
-            raw = ir.Constant(vt, None)
-            for k, v in enumerate(values):
-                raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
-                                             I32(k))
-            ptr = _global_pointer(builder, side, coords)
-            builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
-                          align=vec * side.dtype.itemsize)
+            vector_store()
         with otherwise:
-            for o, v in zip(offsets_list, values):
-                store_element(context, builder, side, o, v)
+            for k, v in enumerate(values):
+                store_element(context, builder, side, at(k), v)
 
 
 def _from_data(context, builder, elem, raw):
@@ -427,17 +479,32 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
             and vec * src.dtype.itemsize in (4, 8, 16)):
         _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast[id(src)])
         return
-    # all loads first, then all stores: the loads of every chunk are in flight together
-    # instead of one global round trip per chunk
+    glob = src if id(src) in fast else dst if id(dst) in fast else None
+    if glob is None:
+        _chunks(context, builder, src, dst, extents, vec, chunks, {})
+        return
+    # a region wholly inside the tensor with an aligned start moves unchecked vectors
+    shape = cgutils.unpack_tuple(builder, glob.tensor.shape, glob.ndim)
+    interior = builder.and_(fast[id(glob)], _region_inside(builder, glob, shape))
+    with builder.if_else(interior, likely=True) as (inner, edge):
+        with inner:
+            _chunks(context, builder, src, dst, extents, vec, chunks, {id(glob): True})
+        with edge:
+            _chunks(context, builder, src, dst, extents, vec, chunks, fast)
+
+
+def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
+    """Every chunk of this thread's round-robin share, all loads first, then all
+    stores: the loads of every chunk are in flight together instead of one global
+    round trip per chunk. ``fast``: id(side) → as in ``_load_chunk``."""
     staged = []
     for chunk, guard in rounds(context, builder, chunks):
-        flat = builder.mul(chunk, I32(vec))
-        cc = unflatten(builder, flat, extents)
-        ccs = [cc[:-1] + [builder.add(cc[-1], I32(v))] if v else cc for v in range(vec)]
+        cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+        at = _element_at(builder, cc)
         holder = cgutils.alloca_once(builder, _vector_type(context, dst.element, vec)) \
             if guard is not None else None
         with guarded(builder, guard):
-            values = _load_chunk(context, builder, src, [_dims(src, c) for c in ccs], vec,
+            values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
                                  fast.get(id(src)))
             values = [context.cast(builder, v, src.element, dst.element) for v in values]
             if holder is not None:
@@ -446,14 +513,14 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
                     raw = builder.insert_element(raw, _as_data(context, builder, dst.element, v),
                                                  I32(j))
                 builder.store(raw, holder)
-        staged.append((guard, ccs, values, holder))
-    for guard, ccs, values, holder in staged:
+        staged.append((guard, at, values, holder))
+    for guard, at, values, holder in staged:
         with guarded(builder, guard):
             if holder is not None:
                 raw = builder.load(holder)
                 values = [_from_data(context, builder, dst.element,
                                      builder.extract_element(raw, I32(j))) for j in range(vec)]
-            _store_chunk(context, builder, dst, [_dims(dst, c) for c in ccs], values, vec,
+            _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)), values, vec,
                          fast.get(id(dst)))
 
 
