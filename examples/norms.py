@@ -1,5 +1,7 @@
 """LayerNorm and RMSNorm forward (seed 002, chapters 11 and 12): one block per
 ``block_M`` rows held in registers; the statistics are ``T.reduce_sum`` over the row.
+The weight (and bias) are copied into fragments laid out like the rows' columns, so each
+thread loads, as vectors, just the weights it multiplies.
 
     y = (x - mean) / sqrt(var + eps) * weight + bias          (layer_norm)
     y = x / sqrt(mean(x^2) + eps) * weight                   (rms_norm)
@@ -13,36 +15,43 @@ import tilejit.language as T
 
 
 @tilejit.kernel
-def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 128):
+def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 256):
     M, N = X.shape
     with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         d = T.alloc_fragment((block_M, N), T.float32)
+        w = T.alloc_fragment((N,), W.dtype)
+        b = T.alloc_fragment((N,), B.dtype)
         mean = T.alloc_fragment((block_M,), T.float32)
         var = T.alloc_fragment((block_M,), T.float32)
         T.copy(X[bx * block_M, 0], x)
         T.reduce_sum(x, mean, dim=1)
         for i, j in T.Parallel(block_M, N):
-            d[i, j] = (x[i, j] - mean[i] / N) * (x[i, j] - mean[i] / N)
+            x[i, j] = x[i, j] - mean[i] / N          # centred in place
+            d[i, j] = x[i, j] * x[i, j]
         T.reduce_sum(d, var, dim=1)
+        T.copy(W, w)        # each thread loads the weights of its own columns
+        T.copy(B, b)
         for i, j in T.Parallel(block_M, N):
-            x[i, j] = (x[i, j] - mean[i] / N) * T.rsqrt(var[i] / N + eps) * W[j] + B[j]
+            x[i, j] = x[i, j] * T.rsqrt(var[i] / N + eps) * w[j] + b[j]
         T.copy(x, Y[bx * block_M, 0])
 
 
 @tilejit.kernel
-def rms_norm(X, W, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 128):
+def rms_norm(X, W, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 256):
     M, N = X.shape
     with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         sq = T.alloc_fragment((block_M, N), T.float32)
+        w = T.alloc_fragment((N,), W.dtype)
         ms = T.alloc_fragment((block_M,), T.float32)
         T.copy(X[bx * block_M, 0], x)
+        T.copy(W, w)
         for i, j in T.Parallel(block_M, N):
             sq[i, j] = x[i, j] * x[i, j]
         T.reduce_sum(sq, ms, dim=1)
         for i, j in T.Parallel(block_M, N):
-            x[i, j] = x[i, j] * T.rsqrt(ms[i] / N + eps) * W[j]
+            x[i, j] = x[i, j] * T.rsqrt(ms[i] / N + eps) * w[j]
         T.copy(x, Y[bx * block_M, 0])
 
 

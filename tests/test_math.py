@@ -342,6 +342,47 @@ def test_ptx(dtype, arch, fast, tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+@tilejit.kernel
+def divide(X, Y, R):
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            k = bx * 128 + i
+            if k < N:
+                R[k] = X[k] / Y[k]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_fast_math_division(dtype):
+    """``/`` is IEEE division by default; with fast_math the float (and half) one is the
+    hardware's approximation, double's stays correctly rounded."""
+    x = np.ones(256, dtype)
+    accurate = divide.compile(x, x, x, target="cuda", arch="sm_90a").ptx
+    fast = tilejit.kernel(divide.func, fast_math=True).compile(
+        x, x, x, target="cuda", arch="sm_90a").ptx
+    want = "div.rn.f64" if dtype == "float64" else "div.rn.f32"
+    assert want in accurate and ".approx" not in accurate
+    if dtype == "float64":
+        assert want in fast and ".approx" not in fast
+    else:
+        assert "div.approx.f32" in fast and "div.rn" not in fast
+
+
+@pytest.mark.gpu
+def test_fast_math_division_on_gpu():
+    import torch
+    rng = np.random.default_rng(5)
+    x = torch.tensor(rng.uniform(-1e3, 1e3, 100000), dtype=torch.float32, device="cuda")
+    y = torch.tensor(rng.uniform(1e-3, 1e3, 100000) * rng.choice([-1, 1], 100000),
+                     dtype=torch.float32, device="cuda")
+    r = torch.empty_like(x)
+    tilejit.kernel(divide.func, fast_math=True)(x, y, r)
+    ref = x.double() / y.double()
+    assert bool(((r.double() - ref).abs() <= 2.5 * 2.0 ** -23 * ref.abs()).all())
+    divide(x, y, r)
+    assert torch.equal(r, x / y)              # IEEE: bit for bit
+
+
 def test_fast_math_leaves_float64_accurate():
     from llvmlite import ir
     from tilejit.lowering import math as M

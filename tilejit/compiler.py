@@ -82,7 +82,7 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
-    module = nvptx.link_and_optimize(modules, name, spec.arch)
+    module = nvptx.link_and_optimize(modules, name, spec.arch, fast_math=spec.fast_math)
     kernel.llvm_ir = str(module)
     dump.text("llvm_optimized.ll", kernel.llvm_ir)
     kernel.ptx = nvptx.emit_ptx(module, spec.arch)

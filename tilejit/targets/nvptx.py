@@ -103,11 +103,22 @@ def _tuple(context, builder, values):
     return context.make_tuple(builder, types.UniTuple(types.int64, len(values)), list(values))
 
 
-def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str) -> ll.ModuleRef:
+_FDIV_F32 = re.compile(r"= fdiv ((?:[a-z]+ )*)float ")
+
+
+def approximate_division(ir_text: str) -> str:
+    """``fast_math``: float (not double) division may be the hardware's approximation:
+    the ``afn`` flag, which NVPTX lowers to ``div.approx.f32`` (2 ulp for divisors in
+    [2^-126, 2^126]), as CUDA's ``--use_fast_math`` does."""
+    return _FDIV_F32.sub(lambda m: f"= fdiv afn {m.group(1)}float ", ir_text)
+
+
+def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str,
+                      fast_math: bool = False) -> ll.ModuleRef:
     tm = target_machine(arch)
     main = None
     for text in ir_texts:
-        mod = ll.parse_assembly(text)
+        mod = ll.parse_assembly(approximate_division(text) if fast_math else text)
         if main is None:
             main = mod
         else:
