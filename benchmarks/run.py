@@ -339,7 +339,8 @@ def bench_reductions(M=16384, N=8192):
         variants.append((f"tilejit row_sum {bm}x{bn}",
                          lambda bm=bm, bn=bn: row_sum(x, s, block_M=bm, block_N=bn),
                          M * N * 2 + M * 4, (s, ref_sum)))
-    for bm, bn, th in ((4, 1024, 128), (2, 2048, 256), (1, 4096, 256), (4, 2048, 256)):
+    for bm, bn, th in ((4, 1024, 128), (2, 2048, 256), (1, 4096, 256), (1, 8192, 256),
+                       (1, 8192, 512)):
         variants.append((f"tilejit row_sum_partials {bm}x{bn} threads={th}",
                          lambda bm=bm, bn=bn, th=th: row_sum_partials(
                              x, s, block_M=bm, block_N=bn, threads=th),

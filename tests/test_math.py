@@ -3,14 +3,16 @@
 1. simulation semantics against numpy (dtype rules, values);
 2. PTX: every function compiles for float32/float16/bfloat16/float64 and sm_80/sm_90a,
    without calls, without ``.approx`` unless ``fast_math=True`` (then with the special
-   function unit's instructions), and ptxas accepts it;
+   function unit's instructions) but for float exp and exp2's ``ex2.approx.f32`` (the
+   special function unit's 2^x, 2 ulp, as CUDA's exp2f), and ptxas accepts it;
 3. accuracy of the GPU algorithms without a GPU: the IR builders of
    ``tilejit/lowering/math.py`` compiled for the host CPU with llvmlite's MCJIT (the same
    IEEE operations and fma the GPU executes) and measured against float64 (for float32)
    and long double (for float64) references on random bit patterns, the functions'
    domains and the edge values: within 2 ulp, NaN for NaN, zeros with the right sign;
-4. on the GPU (``@pytest.mark.gpu``): the same inputs against torch's float64 functions,
-   the simulator and the host evaluation (bit for bit).
+4. on the GPU (``@pytest.mark.gpu``): the same inputs against torch's float64 functions
+   (within 2 ulp: this is where float exp and exp2 on the special function unit are
+   measured), the simulator and the host evaluation (bit for bit, but for those two).
 """
 import ctypes
 import math
@@ -323,8 +325,10 @@ def test_ptx(dtype, arch, fast, tmp_path):
     if fast and dtype != "float64":
         for instruction in SFU:
             assert instruction in ptx, f"fast math: expected {instruction}"
-    else:
+    elif dtype == "float64":
         assert approx == [], f"approximations in accurate math: {approx}"
+    else:     # float exp and exp2: the special function unit's 2^x, subnormals kept
+        assert approx == ["ex2.approx.f32"], f"approximations in accurate math: {approx}"
     if dtype == "float64":
         assert "sqrt.rn.f64" in ptx and "cvt.rmi.f64.f64" in ptx and "cvt.rpi.f64.f64" in ptx
     else:
@@ -631,6 +635,8 @@ def _half_bits(a, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_math_on_gpu(dtype):
     import torch
+
+    from tilejit.lowering import math as M
     tdt = getattr(torch, dtype)
     rng = np.random.default_rng(11)
     x64, y64 = _gpu_inputs(dtype, rng)
@@ -659,7 +665,8 @@ def test_math_on_gpu(dtype):
             h = round_to_bfloat16(h)
         h = torch.from_numpy(np.asarray(h)).to(tdt)
         same = (got == h) | (got.isnan() & h.isnan())
-        assert bool(same.all()), f"{name}: GPU and host evaluation differ at {xd[~same][:5]}"
+        if dtype == "float64" or name not in M.SFU:   # float exp, exp2: the SFU's ex2
+            assert bool(same.all()), f"{name}: GPU and host evaluation differ at {xd[~same][:5]}"
         if dtype == "float64":
             ref = reference(name, np.float64, *(a.numpy() for a in args))
             assert_ulp(name, got.numpy(), ref, 2, *(a.numpy() for a in args))

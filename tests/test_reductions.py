@@ -1033,3 +1033,48 @@ def test_gpu_row_sum(shape, bm, bn):
         ss = torch.full((shape[0],), float("nan"))
         row_sum_sim(x.cpu(), ss, block_M=bm, block_N=bn)
         torch.testing.assert_close(s.cpu(), ss, rtol=1e-5, atol=1e-3)
+
+
+@tilejit.kernel
+def _max_and_sum_wide_block(X, S, threads: T.constexpr = 512):
+    """A fragment whose layout spans fewer threads than the block (128 16-byte runs of
+    a 1024-wide row, 512 threads): the other threads hold replicas."""
+    M, N = X.shape
+    with T.Kernel(M, threads=threads) as bx:
+        x = T.alloc_fragment((1, N), T.float32)
+        m = T.alloc_fragment((1,), T.float32)
+        s = T.alloc_fragment((1,), T.float32)
+        T.copy(X[bx, 0], x)
+        T.reduce_max(x, m, dim=1)
+        T.reduce_sum(x, s, dim=1)
+        for i in T.Parallel(1):
+            S[bx, 0] = m[i]
+            S[bx, 1] = s[i]
+
+
+def test_replicas_do_not_write_reduction_partials():
+    """The threads outside a fragment layout's span hold identity partials; in the PTX
+    their stores to the cross-warp scratch are guarded (no warp of replicas may
+    overwrite the slot of the warp it aliases)."""
+    x = np.zeros((64, 1024), np.float16)
+    ptx = _max_and_sum_wide_block.compile(x, np.zeros((64, 2), np.float32),
+                                          target="cuda", arch="sm_90a").ptx
+    stores = [i for i, line in enumerate(ptx.splitlines()) if "st.shared" in line]
+    assert len(stores) == 2
+    lines = ptx.splitlines()
+    for i in stores:      # a branch (or a predicate) between the shuffles and the store
+        shfl = max(j for j in range(i) if "shfl.sync" in lines[j])
+        between = lines[shfl + 1:i + 1]
+        assert any(line.startswith("$L__") or "@%p" in line for line in between), between
+
+
+@pytest.mark.gpu
+def test_replicas_do_not_write_reduction_partials_gpu():
+    x = _x((8192, 1024), seed=23, device="cuda")
+    got = torch.zeros((8192, 2), device="cuda")
+    for _ in range(3):
+        _max_and_sum_wide_block(x, got)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(got[:, 0].cpu(), x.float().amax(1).cpu())
+        torch.testing.assert_close(got[:, 1].double().cpu(), x.double().sum(1).cpu(),
+                                   rtol=1e-5, atol=1e-3)

@@ -8,6 +8,12 @@ unchanged on any LLVM target (the tests run it on the host CPU to measure its er
 There are no calls: no libdevice, no libm. Branches are selects: every lane of a warp
 runs the same instructions.
 
+On a GPU target, float ``exp`` and ``exp2`` are the exceptions to "plain IR": they use
+the special function unit's ``ex2.approx.f32`` (subnormals kept; 2 ulp over the whole
+range, which is how CUDA's exp2f and expf compute them; measured against float64 by the
+GPU tests), exp2 directly and exp on the Cody–Waite-reduced argument (``_exp_sfu``).
+The softmax and attention kernels spend most of their arithmetic there.
+
 Accuracy (default): within 2 ulp of the correctly rounded result over the whole range,
 subnormals, ±0, ±inf and NaN included; special values follow C99 Annex F. The
 algorithms are the classic ones:
@@ -387,21 +393,44 @@ def _exp_dd(e: _E, hi, lo, double_word=False):
     return result
 
 
-def exp(builder, x, fast=False):
-    """e^x."""
+def exp(builder, x, fast=False, sfu=False):
+    """e^x. ``sfu`` (float on NVPTX): the special function unit's 2^x on the reduced
+    argument, see ``_exp_sfu``."""
     e = _E(builder, x.type)
     if fast and x.type == F32:
         return _ex2_approx(e, e.mul(x, e.f.log2e[0]))
+    if sfu and x.type == F32:
+        return _exp_sfu(e, x)
     return _exp_dd(e, x, e.c(0.0))
 
 
-def exp2(builder, x, fast=False):
+def _exp_sfu(e: _E, x):
+    """e^x in float as CUDA's expf computes it: ``k = rint(x·log2 e)``, the
+    Cody–Waite ``f = x − k·ln2`` (|f| ≤ ln2/2, exact head), ``2^(f·log2 e)`` by
+    ``ex2.approx.f32`` (|argument| ≤ 0.5: the rounding of the product adds under 0.1
+    ulp) and the exact scaling by ``2^k`` (two power-of-two multiplications, so gradual
+    underflow and overflow round once)."""
+    f = e.f
+    xc = e.clamp(x, f.exp_lo, f.exp_hi)
+    kf = e.sub(e.fma(xc, f.log2e[0], f.magic), f.magic)
+    r = e.fma(e.neg(kf), f.ln2_k[0], xc)          # exact: ln2's head has 14 bits
+    r = e.fma(e.neg(kf), f.ln2_k[1], r)
+    p = e._intrinsic("llvm.nvvm.ex2.approx.f", e.mul(r, f.log2e[0]))
+    result = _scale(e, p, e.b.fptosi(kf, I32))
+    return e.sel(e.isnan(x), x, result)
+
+
+def exp2(builder, x, fast=False, sfu=False):
     """2^x: ``k = rint(x)``, ``r = x − k`` (exact), ``2^r = exp(r·ln2)`` with the
-    product as a double word."""
+    product as a double word. ``sfu`` (float on NVPTX): ``ex2.approx.f32``, the special
+    function unit's 2^x with subnormal results (2 ulp over the whole range, as CUDA's
+    exp2f)."""
     e = _E(builder, x.type)
     f = e.f
     if fast and x.type == F32:
         return _ex2_approx(e, x)
+    if sfu and x.type == F32:
+        return e._intrinsic("llvm.nvvm.ex2.approx.f", x)
     xc = e.clamp(x, f.exp2_lo, f.exp2_hi)
     kf = e.sub(e.add(xc, f.magic), f.magic)
     r = e.sub(xc, kf)
@@ -686,10 +715,22 @@ def _in_float32(builder, ty, compute, args):
     return compute(*args)
 
 
+# float exp and exp2 on a GPU target: the special function unit (2 ulp, as CUDA's
+# expf/exp2f); the host (the accuracy tests) and double keep the software routines
+SFU = {"exp", "exp2"}
+
+
+def _sfu() -> bool:
+    config = current_kernel_or_none()
+    return config is not None and config.arch.startswith("sm_")
+
+
 def _unary_rule(build):
     def impl(context, builder, sig, args):
-        fast = _fast_math()
-        return _in_float32(builder, sig.return_type, lambda x: build(builder, x, fast=fast),
+        kw = {"fast": _fast_math()}
+        if build.__name__ in SFU:
+            kw["sfu"] = _sfu()
+        return _in_float32(builder, sig.return_type, lambda x: build(builder, x, **kw),
                            args)
     impl.__name__ = f"{build.__name__}_impl"
     return impl
