@@ -141,8 +141,8 @@ def _run_ch13_flash_attention(gpu):
 
 
 # Section 零基础教程's calling code compiles with example tensors,
-# ``fn.compile(a, b, block_size=256)``; the *_compile entries run it as written (xfail: tilejit's
-# .compile binds T.const sizes from keywords only), the others call the kernel directly.
+# ``fn.compile(a, b, block_size=256)``: the *_compile entries run that call as written (the
+# example tensors give the T.const sizes), the others call the kernel directly.
 
 def _run_s05_vector_add(gpu, seed_call=False):
     from seed002_s05_vector_add import tilelang_vector_add

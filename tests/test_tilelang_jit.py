@@ -1,5 +1,6 @@
 """TileLang's front door: the seeds' eager-style programs with only the imports
 changed (`import tilejit as tilelang`, `import tilejit.language as T`)."""
+import os
 import warnings
 
 import numpy as np
@@ -227,3 +228,252 @@ def test_classic_on_gpu():
     z = torch.empty_like(x)
     k2(x, y, z)
     torch.testing.assert_close(z, 2 * x + y)
+
+
+# -- f.compile(...): parameters not given take their defaults ---------------------------
+@tilelang.jit
+def scale(A, block_M: int = 128, factor: float = 2.0):
+    M = T.const("M")
+    A: T.Tensor((M,), T.float32)
+    C = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        for i in T.Parallel(block_M):
+            if bx * block_M + i < M:
+                C[bx * block_M + i] = A[bx * block_M + i] * factor
+    return C
+
+
+def test_compile_applies_the_defaults_of_parameters_not_given():
+    a = torch.randn(1000)
+    kernel = scale.compile(M=1000, factor=3.0)          # block_M left at its default
+    assert kernel.params == {"block_M": 128, "factor": 3.0}
+    torch.testing.assert_close(kernel(a), a * 3.0)
+    kernel = scale.compile(M=1000, block_M=256)         # factor left at its default
+    assert kernel.params == {"block_M": 256, "factor": 2.0}
+    torch.testing.assert_close(kernel(a), a * 2.0)
+    kernel = scale.compile(a, 64, 4.0)                  # an example tensor, positional params
+    assert kernel.params == {"block_M": 64, "factor": 4.0}
+    torch.testing.assert_close(kernel(a), a * 4.0)
+    with pytest.raises(TypeError, match=r"compiled scale\(\) takes the tensor\(s\) A"):
+        kernel(a, a)
+    with pytest.raises(TypeError, match="unexpected argument 'blockM'"):
+        scale.compile(M=1000, blockM=64)
+
+
+# -- classic style: T.dynamic / T.symbolic shapes are the run-time extents -------------
+@tilelang.jit(out_idx=[1])
+def dynamic_double(block=64):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=64) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] * 2.0
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def rows_plus_one(N=32, blocks=4):
+    m = T.symbolic("m")     # TileLang's deprecated name; used in the body only
+
+    @T.prim_func
+    def main(A: T.Tensor((m, N), "float32"), B: T.Tensor((m, N), "float32")):
+        with T.Kernel(blocks, threads=32) as bx:
+            for k in T.serial(T.ceildiv(m, blocks)):
+                for j in T.Parallel(N):
+                    if k * blocks + bx < m:
+                        B[k * blocks + bx, j] = A[k * blocks + bx, j] + 1.0
+    return main
+
+
+def test_classic_dynamic_symbol_is_the_tensors_runtime_extent():
+    kernel = dynamic_double()
+    for n in (100, 333):
+        a = torch.randn(n)
+        torch.testing.assert_close(kernel(a), a * 2.0)
+    assert kernel.kernel.shape_entries == ()            # one kernel for every n
+    b = torch.empty(57)
+    kernel(torch.ones(57), b)                           # all tensors given
+    torch.testing.assert_close(b, torch.full((57,), 2.0))
+    with pytest.raises(ValueError, match=r"symbol n: A has 5 but B.shape\[0\] is 6"):
+        kernel(torch.ones(5), torch.empty(6))
+
+
+def test_classic_symbol_used_only_in_the_body(monkeypatch):
+    from tilejit.language import tilelang_names
+    monkeypatch.setattr(tilelang_names, "_SYMBOLIC_WARNED", False)
+    with pytest.warns(DeprecationWarning, match="T.symbolic is deprecated"):
+        kernel = rows_plus_one()
+    for m in (5, 37):
+        a = torch.randn(m, 32)
+        torch.testing.assert_close(kernel(a), a + 1.0)
+
+
+def test_classic_dynamic_symbol_as_tile_extent_is_an_error():
+    @tilelang.jit(out_idx=[1])
+    def bad(block=64):
+        n = T.dynamic("n")
+
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] + bx
+        return main
+    with pytest.raises(tilelang.CompileError, match="dynamic symbol n is used where a "
+                                                    "compile-time extent is needed"):
+        bad()
+
+
+def test_classic_output_sized_by_a_symbol_no_input_has():
+    @tilelang.jit(out_idx=[1])
+    def fill_k():
+        k = T.dynamic("k")
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((k,), "float32")):
+            with T.Kernel(T.ceildiv(k, 32), threads=32) as bx:
+                for i in T.Parallel(32):
+                    if bx * 32 + i < k:
+                        B[bx * 32 + i] = A[0]
+        return main
+    kernel = fill_k()
+    with pytest.raises(ValueError, match=r"output 'B' \(out_idx\): symbol\(s\) k are not "
+                                         "extents of any input"):
+        kernel(torch.ones(4))
+    b = torch.zeros(40)
+    kernel(torch.full((4,), 7.0), b)
+    torch.testing.assert_close(b, torch.full((40,), 7.0))
+
+
+def test_symbolic_warns_once_that_it_is_deprecated(monkeypatch):
+    from tilejit.language import tilelang_names
+    monkeypatch.setattr(tilelang_names, "_SYMBOLIC_WARNED", False)
+    with pytest.warns(DeprecationWarning, match=r"T.symbolic is deprecated.*T.dynamic"):
+        s = T.symbolic("k")
+    assert s.dynamic and s.name == "k"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        T.symbolic("k2")                                 # once: no second warning
+    monkeypatch.setattr(tilelang_names, "_SYMBOLIC_WARNED", False)
+    with pytest.warns(DeprecationWarning) as caught:     # eager style: read from the source
+        @tilelang.jit
+        def eager_symbolic(A, block=64):
+            n = T.symbolic("n")
+            A: T.Tensor((n,), T.float32)
+            B = T.empty((n,), T.float32)
+            with T.Kernel(T.ceildiv(n, block), threads=64) as bx:
+                for i in T.Parallel(block):
+                    if bx * block + i < n:
+                        B[bx * block + i] = A[bx * block + i]
+            return B
+    assert caught[0].lineno == _line_of('n = T.symbolic("n")')
+    a = torch.randn(70)
+    torch.testing.assert_close(eager_symbolic(a), a)
+
+
+def _line_of(text):
+    with open(__file__) as f:
+        return next(n for n, line in enumerate(f, 1) if text in line)
+
+
+# -- a misspelt T. name is named, with the line of its use ------------------------------
+def test_misspelt_language_name_is_a_clear_error():
+    with pytest.raises(tilelang.CompileError) as info:
+        @tilelang.jit
+        def misspelt(A):
+            M = T.const("M")
+            A: T.Tensor((M,), T.float32)
+            C = T.empty((M,), T.float32)
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(M):
+                    C[i] = T.no_such_prim(A[i]) + bx
+            return C
+    assert info.value.bare_message.startswith("unknown name T.no_such_prim")
+    assert info.value.lineno == _line_of("C[i] = T.no_such_prim(A[i])")
+    assert "internal compiler error" not in str(info.value)
+
+    @tilelang.jit(out_idx=[1])
+    def classic_misspelt(N=64):
+        @T.prim_func
+        def main(A: T.Tensor((4, N), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(4, threads=32) as row:
+                x = T.alloc_fragment((1, N), "float32")
+                s = T.alloc_fragment((1,), "float32")
+                T.copy(A[row, 0], x)
+                T.reduce_summ(x, s, dim=1)
+                B[row] = s[0]
+        return main
+    with pytest.raises(tilelang.CompileError, match=r"unknown name T.reduce_summ: .*did you "
+                                                    r"mean T.reduce_sum") as info:
+        classic_misspelt()
+    assert info.value.lineno == _line_of("T.reduce_summ(x, s, dim=1)")
+
+
+# -- pass configs: the IR dump and fast math are honoured -------------------------------
+def test_pass_config_dump_ir_writes_each_stage(tmp_path, monkeypatch):
+    monkeypatch.delenv("TILEJIT_DUMP_IR", raising=False)
+    configs = {tilelang.PassConfigKey.TL_ENABLE_DUMP_IR: True,
+               tilelang.PassConfigKey.TL_DUMP_IR_DIR: str(tmp_path / "eager")}
+
+    @tilelang.jit(pass_configs=configs)
+    def dumped(A, block: int = 64):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        C = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, block), threads=64) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < M:
+                    C[bx * block + i] = A[bx * block + i] + 1.0
+        return C
+    dumped.compile(M=256)
+    files = [p.name for d in (tmp_path / "eager").iterdir() for p in d.iterdir()]
+    for stage in ("source.py", "device_program.py", "llvm_optimized.ll", "kernel.ptx"):
+        assert any(f.endswith(stage) for f in files), (stage, files)
+    assert "TILEJIT_DUMP_IR" not in os.environ           # set only while compiling
+
+    configs[tilelang.PassConfigKey.TL_DUMP_IR_DIR] = str(tmp_path / "classic")
+    kernel = tilelang.compile(saxpy_kernel, pass_configs=configs)
+    x = torch.randn(M_, N_)
+    z = torch.empty(M_, N_)
+    kernel(x, x, z)                                      # the simulator's compile dumps too
+    files = [p.name for d in (tmp_path / "classic").iterdir() for p in d.iterdir()]
+    assert any(f.endswith("numba_typed.txt") for f in files), files
+
+    @tilelang.jit(pass_configs={tilelang.PassConfigKey.TL_ENABLE_DUMP_IR: False})
+    def not_dumped(A):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        with T.Kernel(1, threads=32) as bx:
+            A[bx] = 1.0
+    monkeypatch.chdir(tmp_path)
+    not_dumped.compile(M=4)
+    assert not (tmp_path / "tilejit_dump_ir").exists()
+
+
+def _exp2_program(configs):
+    @tilelang.jit(pass_configs=configs)
+    def exp2_of(A):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        C = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                if bx * 128 + i < M:
+                    C[bx * 128 + i] = T.exp2(A[bx * 128 + i])
+        return C
+    return exp2_of
+
+
+def test_pass_config_fast_math_uses_approximate_instructions():
+    key = tilelang.PassConfigKey
+    fast = _exp2_program({key.TL_ENABLE_FAST_MATH: True})
+    assert "ex2.approx.ftz.f32" in fast.compile(M=1024).get_kernel_source()
+    exact = _exp2_program({})
+    assert "ex2.approx.ftz" not in exact.compile(M=1024).get_kernel_source()
+    overruled = _exp2_program({key.TL_ENABLE_FAST_MATH: True, key.TL_DISABLE_FAST_MATH: True})
+    assert fast.kernel.fast_math and not overruled.kernel.fast_math
+    a = torch.randn(300)
+    torch.testing.assert_close(fast(a), torch.exp2(a))

@@ -13,6 +13,7 @@ from .kernel import kernel  # noqa: E402
 
 _LAZY = {
     "autotune": ("tuning", "autotune"),
+    "autotuner": ("autotuner", None),
     "jit": ("tilelang_jit", "jit"),
     "PassConfigKey": ("tilelang_jit", "PassConfigKey"),
     "compile": ("tilelang_classic", "compile"),
@@ -31,5 +32,5 @@ def __getattr__(name):
     return value
 
 
-__all__ = ["kernel", "autotune", "jit", "compile", "PassConfigKey", "language", "testing",
-           "profiler", "CompileError", "__version__"]
+__all__ = ["kernel", "autotune", "autotuner", "jit", "compile", "PassConfigKey", "language",
+           "testing", "profiler", "CompileError", "__version__"]

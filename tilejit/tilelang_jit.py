@@ -23,7 +23,9 @@ Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
+import os
 import warnings
 
 from . import language as T
@@ -31,12 +33,15 @@ from .errors import CompileError
 from .frontend.source import function_def_from_file, function_namespace, is_call_to
 from .kernel import KernelFunction
 from .language.dtypes import DType, as_dtype
-from .language.tilelang_names import TensorAnnotation
+from .language.tilelang_names import TensorAnnotation, warn_symbolic
 
 
 class PassConfigKey:
-    """TileLang's pass configuration keys (accepted; the ones with a tilejit meaning
-    are honoured: the IR dump)."""
+    """TileLang's pass configuration keys. All are accepted; two have a tilejit meaning
+    and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
+    ``TILEJIT_DUMP_IR`` does, under ``TL_DUMP_IR_DIR``, else ``$TILEJIT_DUMP_IR``, else
+    ``./tilejit_dump_ir``) and ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the
+    ``.approx`` PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it)."""
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
     TL_DUMP_IR_DIR = "tl.dump_ir_dir"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
@@ -117,6 +122,8 @@ class _Desugared:
             return None
         call = stmt.value
         dynamic = any(is_call_to(call, f, self.namespace) for f in (T.dynamic, T.symbolic))
+        if is_call_to(call, T.symbolic, self.namespace):
+            warn_symbolic((self.filename, stmt.lineno))
         if isinstance(call, ast.Subscript) and isinstance(call.value, ast.Attribute) and \
                 call.value.attr == "dyn":
             dynamic = True
@@ -161,8 +168,8 @@ class JitFunction:
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
-        _check_pass_configs(pass_configs or {})
         self.pass_configs = dict(pass_configs or {})
+        fast_math, self._dump_dir = pass_config_options(self.pass_configs)
         self.out_idx = out_idx
         self.verbose = verbose
         sugar = _Desugared(func)
@@ -171,8 +178,8 @@ class JitFunction:
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        self.kernel = KernelFunction(func, target=tj_target, source_tree=(
-            sugar.filename, copy.deepcopy(sugar.fdef)))
+        self.kernel = KernelFunction(func, target=tj_target, fast_math=fast_math,
+                                     source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:
@@ -240,70 +247,90 @@ class JitFunction:
                                      f"(line {line}), got {have}")
         return sizes
 
+    @property
+    def source(self):
+        """The desugared kernel's source (what ``@tilejit.autotune`` reads)."""
+        return self.kernel.source
+
+    def _pass_configs_applied(self):
+        return dumping_ir(self._dump_dir)
+
     def __call__(self, *args, **kwargs):
         values = self._bind(args, kwargs)
         self._check_annotations(values)
-        return self.kernel(*[values[p] for p in self.sugar.params])
+        if self._dump_dir is None:
+            return self.kernel(*[values[p] for p in self.sugar.params])
+        with self._pass_configs_applied():
+            return self.kernel(*[values[p] for p in self.sugar.params])
 
-    def compile(self, *tensors, target=None, arch=None, **params):
+    def compile(self, *args, target=None, arch=None, **params):
         """TileLang's ``f.compile(M=..., N=..., **params)``: symbols' sizes and
         compile-time parameters; or ``f.compile(a, b, **params)`` with example tensors
-        whose shapes give the symbols' sizes. Returns a kernel with
-        ``get_kernel_source()``."""
+        whose shapes give the symbols' sizes. Parameters not given take their defaults.
+        Returns a kernel with ``get_kernel_source()``, called with the tensors only."""
         from .frontend.signature import TensorSpec
-        symbols = {k: params.pop(k) for k in list(params) if k in self.sugar.symbols}
-        if tensors:
-            given = self._bind(tensors, {k: v for k, v in params.items()
-                                         if k in self.sugar.params}, partial=True)
-            sizes = self._check_annotations(given)
-            for sym, (_, size) in sizes.items():
-                symbols.setdefault(sym, size)
-            params = {k: v for k, v in params.items() if k not in self.sugar.tensors}
+        symbols = {k: params.pop(k) for k in list(params)
+                   if k in self.sugar.symbols and k not in self.sugar.params}
+        given = self._bind(args, params, partial=True)
+        tensors = {k: v for k, v in given.items() if k in self.sugar.tensors}
+        settings = {k: v for k, v in given.items() if k not in self.sugar.tensors}
+        missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
+        if missing:
+            raise TypeError(f"{self.__name__}.compile(): missing compile-time argument(s) "
+                            f"{', '.join(missing)}")
+        for sym, (_, size) in self._check_annotations(given).items():
+            symbols.setdefault(sym, size)
         env = dict(self.sugar.namespace)
-        env.update(params)
+        env.update(settings)
         env.update(symbols)
-        missing = []
-        args = {}
+        unsized = []
         for name, ann, _ in self.sugar.annotations:
-            shape_nodes = _annotation_shape(ann) or []
+            if name in tensors:
+                continue
             shape = []
-            for node in shape_nodes:
+            for node in _annotation_shape(ann) or []:
                 if isinstance(node, ast.Name) and node.id in self.sugar.symbols \
                         and node.id not in symbols:
-                    missing.append(node.id)
-                    shape.append(1)
-                else:
-                    shape.append(eval(compile(ast.Expression(node), "<shape>", "eval"), env))
+                    unsized.append(node.id)
+                    continue
+                shape.append(eval(compile(ast.Expression(node), self.sugar.filename, "eval"),
+                                  env))
             dtype_node = ann.args[1] if isinstance(ann, ast.Call) and len(ann.args) > 1 else (
                 ann.slice.elts[1] if isinstance(ann, ast.Subscript) else ast.Constant("float32"))
-            dtype = eval(compile(ast.Expression(dtype_node), "<dtype>", "eval"), env)
-            args[name] = TensorSpec(tuple(shape), as_dtype(dtype))
-        if missing:
+            dtype = eval(compile(ast.Expression(dtype_node), self.sugar.filename, "eval"), env)
+            tensors[name] = TensorSpec(tuple(shape), as_dtype(dtype))
+        if unsized:
             raise TypeError(f"{self.__name__}.compile(): give the size of symbol(s) "
-                            f"{', '.join(sorted(set(missing)))}")
-        values = [args.get(p, params.get(p)) for p in self.sugar.params]
-        values = [v for v in values if v is not None]
+                            f"{', '.join(sorted(set(unsized)))} (as keywords, or example "
+                            "tensors)")
+        values = [tensors[p] if p in tensors else settings[p] for p in self.sugar.params]
         if arch is None:
             from .targets import cuda_driver
             arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
-        handle = self.kernel.compile(*values, target=target or "cuda", arch=arch)
-        return CompiledProgram(self, handle, params)
+        with self._pass_configs_applied():
+            handle = self.kernel.compile(*values, target=target or "cuda", arch=arch)
+        return CompiledProgram(self, handle, settings)
 
 
 class CompiledProgram:
     """A compiled TileLang program: ``get_kernel_source()`` gives the PTX; calling it
-    with the inputs runs it with the compile-time parameters it was compiled for."""
+    with the tensors (in parameter order) runs it with the compile-time parameters it
+    was compiled for."""
 
     def __init__(self, program: JitFunction, handle, params):
         self.program = program
         self.handle = handle
         self.params = params
+        self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
 
     def get_kernel_source(self) -> str:
         return self.handle.ptx
 
-    def __call__(self, *inputs):
-        return self.program(*inputs, **self.params)
+    def __call__(self, *tensors):
+        if len(tensors) != len(self.tensor_params):
+            raise TypeError(f"compiled {self.program.__name__}() takes the tensor(s) "
+                            f"{', '.join(self.tensor_params)}, got {len(tensors)} argument(s)")
+        return self.program(**dict(zip(self.tensor_params, tensors)), **self.params)
 
 
 def _check_pass_configs(configs):
@@ -311,7 +338,45 @@ def _check_pass_configs(configs):
         if key not in _KNOWN_PASS_CONFIGS and key not in _WARNED:
             _WARNED.add(key)
             warnings.warn(f"tilejit.jit: pass config {key!r} means nothing to tilejit; "
-                          "ignored", stacklevel=3)
+                          "ignored", stacklevel=4)
+
+
+def pass_config_options(configs) -> tuple[bool, str | None]:
+    """(fast_math, the IR dump directory or None) that TileLang's pass configs ask for;
+    unknown keys are warned about once each."""
+    if not isinstance(configs, dict):
+        raise TypeError(f"pass_configs: expected a dict of PassConfigKey values, got "
+                        f"{type(configs).__name__}")
+    _check_pass_configs(configs)
+    fast_math = bool(configs.get(PassConfigKey.TL_ENABLE_FAST_MATH, False)) and not bool(
+        configs.get(PassConfigKey.TL_DISABLE_FAST_MATH, False))
+    dump = None
+    if configs.get(PassConfigKey.TL_ENABLE_DUMP_IR):
+        dump = os.path.abspath(str(configs.get(PassConfigKey.TL_DUMP_IR_DIR)
+                                   or os.environ.get("TILEJIT_DUMP_IR") or "tilejit_dump_ir"))
+    return fast_math, dump
+
+
+@contextlib.contextmanager
+def dumping_ir(directory: str | None):
+    """While compiling, ``TILEJIT_DUMP_IR=directory`` (dump.py) and the disk cache of
+    compiled kernels bypassed, so each first compilation in the process is written out.
+    The environment is the process's: a program that compiles from several threads
+    at once should set ``TILEJIT_DUMP_IR`` itself."""
+    if directory is None:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("TILEJIT_DUMP_IR", "TILEJIT_DISABLE_CACHE")}
+    os.environ["TILEJIT_DUMP_IR"] = directory
+    os.environ["TILEJIT_DISABLE_CACHE"] = "1"
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,
@@ -320,8 +385,7 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
     def wrap(f):
         if _returns_prim_func(f):
             from .tilelang_classic import ClassicJit
-            _check_pass_configs(pass_configs or {})
-            return ClassicJit(f, out_idx=out_idx, target=target)
+            return ClassicJit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
         return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
                            verbose=verbose, execution_backend=execution_backend, **options)
     return wrap(func) if func is not None else wrap

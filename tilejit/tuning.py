@@ -21,10 +21,15 @@ class AutotuneWarning(UserWarning):
 
 
 def autotune(configs, warmup: int = 25, rep: int = 100, key=None):
-    """Decorator factory, stacked above ``@tilejit.kernel``. ``configs``: a non-empty list
-    of dicts of the kernel's constexpr parameters. ``key``: parameter names whose values
-    (not only types) also select the tuned config, e.g. a scalar size."""
+    """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
+    TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
+    kernel's constexpr parameters. ``key``: parameter names whose values (not only
+    types) also select the tuned config, e.g. a scalar size."""
     def wrap(kernel):
+        from .autotuner import for_program
+        tuned = for_program(kernel, configs, warmup, rep, key)
+        if tuned is not None:
+            return tuned
         return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key)
     return wrap
 
@@ -141,8 +146,9 @@ class Autotuner:
     def __init__(self, kernel, configs, warmup: int = 25, rep: int = 100, key=None):
         source = getattr(kernel, "source", None)
         if not hasattr(source, "constexpr_params"):
-            raise TypeError("@tilejit.autotune applies to a @tilejit.kernel (stack it "
-                            f"above @tilejit.kernel); got {kernel!r:.80}")
+            raise TypeError("@tilejit.autotune applies to a @tilejit.kernel or a "
+                            "@tilejit.jit program (stack it above @tilejit.kernel or "
+                            f"@tilejit.jit); got {kernel!r:.80}")
         if not isinstance(configs, (list, tuple)) or not configs:
             raise ValueError(f"@tilejit.autotune configs: expected a non-empty list of "
                              f"dicts, got {configs!r:.200}")

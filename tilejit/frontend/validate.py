@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import ast
+import difflib
 
-from .source import KernelSource
+from .. import language as _language
+from .source import KernelSource, resolve_static
 
 _UNSUPPORTED = {
     ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",
@@ -35,9 +37,22 @@ def check_supported(ks: KernelSource) -> None:
             what = _UNSUPPORTED.get(type(node))
             if what is not None:
                 raise ks.error(f"unsupported in a kernel: {what}", node)
+            if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
+                    and resolve_static(node.value, ks.namespace) is _language:
+                raise ks.error(_unknown_language_name(node), node)
             if isinstance(node, ast.With) and node is not launch:
                 raise ks.error("unsupported in a kernel: a `with` block other than "
                                "`with T.Kernel(...)`", node)
             if isinstance(node, ast.While) and node.orelse or (
                     isinstance(node, ast.For) and node.orelse):
                 raise ks.error("unsupported in a kernel: a loop's `else` clause", node)
+
+
+def _unknown_language_name(node: ast.Attribute) -> str:
+    """``T.no_such_prim``: the name as written, and the closest names the language has."""
+    close = difflib.get_close_matches(node.attr, [n for n in dir(_language)
+                                                  if not n.startswith("_")], n=3)
+    prefix = ast.unparse(node.value)
+    hint = f"; did you mean {', '.join(f'{prefix}.{c}' for c in close)}?" if close else ""
+    return (f"unknown name {prefix}.{node.attr}: tilejit.language has no "
+            f"{node.attr!r}{hint}")

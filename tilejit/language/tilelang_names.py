@@ -3,6 +3,8 @@ front door): shape symbols and tensor annotations. They are read by the front en
 the source (``tilejit/tilelang_jit.py``), not executed inside kernels."""
 from __future__ import annotations
 
+import warnings
+
 from .dtypes import as_dtype
 
 
@@ -30,7 +32,28 @@ def dynamic(name: str, dtype=None):
     return Symbol(name, dynamic=True)
 
 
-symbolic = dynamic  # TileLang's deprecated name
+_SYMBOLIC_WARNED = False
+
+
+def warn_symbolic(where: tuple[str, int] | None = None) -> None:
+    """TileLang deprecated ``T.symbolic`` in favour of ``T.dynamic``: say so, once per
+    process. ``where`` (file, line) is the use the eager front end read from a body."""
+    global _SYMBOLIC_WARNED
+    if _SYMBOLIC_WARNED:
+        return
+    _SYMBOLIC_WARNED = True
+    message = ("T.symbolic is deprecated (as in TileLang): use T.dynamic, which means "
+               "the same")
+    if where is None:
+        warnings.warn(message, DeprecationWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(message, DeprecationWarning, where[0], where[1])
+
+
+def symbolic(name: str, dtype=None):
+    """TileLang's deprecated name of ``T.dynamic`` (a DeprecationWarning, once)."""
+    warn_symbolic()
+    return dynamic(name, dtype)
 
 
 class _Dyn:

@@ -1,0 +1,206 @@
+"""``@tilelang.autotune(configs=...)`` stacked over ``@tilelang.jit``, in TileLang's two
+styles, with only the imports changed (``from tilelang.autotuner import autotune`` too).
+In simulation the first config that compiles is chosen; the ``gpu`` tests time every
+config on the device and check the results against torch."""
+import warnings
+
+import pytest
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.autotuner import (AutotuneWarning, ClassicAutotuner, EagerAutotuner, autotune,
+                               set_autotune_inputs)
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILEJIT_DISABLE_CACHE", raising=False)
+    return tmp_path
+
+
+# -- eager style (seed 000's form: `from tilelang.autotuner import autotune`) -----------
+def vector_add_program(A, B, block_M=128, threads=128):
+    M = T.const("M")
+    A: T.Tensor((M,), T.float32)
+    B: T.Tensor((M,), T.float32)
+    C = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+        for i in T.Parallel(block_M):
+            if bx * block_M + i < M:
+                C[bx * block_M + i] = A[bx * block_M + i] + B[bx * block_M + i]
+    return C
+
+
+EAGER_CONFIGS = [{"block_M": 64, "threads": 100},      # not a launchable block size
+                 {"block_M": 256, "threads": 256}, {"block_M": 128}]
+
+vector_add = autotune(configs=EAGER_CONFIGS, warmup=1, rep=2)(tilelang.jit(vector_add_program))
+
+
+def test_eager_program_tunes_and_runs_the_first_valid_config_in_simulation():
+    assert isinstance(vector_add, EagerAutotuner)
+    a, b = torch.randn(1000), torch.randn(1000)
+    with pytest.warns(AutotuneWarning, match=r"'threads': 100.*skipped: failed: ValueError: "
+                                             "T.Kernel threads"):
+        c = vector_add(a, b)
+    torch.testing.assert_close(c, a + b)
+    assert vector_add.best_config == EAGER_CONFIGS[1]
+    notes = [note for _, _, note in vector_add.timings]
+    assert notes[1].startswith("valid") and notes[2].startswith("not tried")
+    assert all(ms is None for _, ms, _ in vector_add.timings)      # simulation: not timed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                             # tuned: from memory
+        torch.testing.assert_close(vector_add(b, a), a + b)
+    again = autotune(configs=EAGER_CONFIGS)(tilelang.jit(vector_add_program))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                             # from the disk cache
+        torch.testing.assert_close(again(a, b), a + b)
+    assert again.best_config == EAGER_CONFIGS[1]
+    assert {note for _, _, note in again.timings} == {"from the disk cache"}
+
+
+def test_eager_autotune_checks_configs_and_calls():
+    program = tilelang.jit(vector_add_program)
+    with pytest.raises(ValueError, match=r"'blockM' is not a constexpr parameter of "
+                                         r"vector_add_program .*block_M, threads"):
+        autotune(configs=[{"blockM": 64}])(program)
+    with pytest.raises(ValueError, match="configs must be a list of dicts"):
+        autotune(configs=lambda: [{"block_M": 64}])(program)
+    with pytest.raises(TypeError, match="'block_M' is chosen by @tilejit.autotune"):
+        vector_add(torch.randn(8), torch.randn(8), block_M=64)
+
+
+def test_no_valid_config_lists_why():
+    tuned = tilelang.autotune(configs=[{"threads": 100}, {"threads": 2000}])(
+        tilelang.jit(vector_add_program))
+    with pytest.warns(AutotuneWarning):
+        with pytest.raises(RuntimeError, match=r"(?s)no config compiled.*'threads': 100.*"
+                                               r"'threads': 2000"):
+            tuned(torch.randn(8), torch.randn(8))
+
+
+# -- classic style: a factory returning a prim_func; the call returns the kernel --------
+def _matmul_configs(M, N, K):
+    return [{"block_M": 256, "block_N": 256, "block_K": 256},   # 512 KiB of shared memory
+            {"block_M": 64, "block_N": 64, "block_K": 32},
+            {"block_M": 128, "block_N": 128, "block_K": 32}]
+
+
+@tilelang.autotune(configs=_matmul_configs, warmup=2, rep=5)
+@tilelang.jit(out_idx=[-1])
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=2, threads=128):
+    dtype, accum_dtype = "float16", "float32"
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M),
+                      threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[ko * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
+def test_classic_factory_returns_the_kernel_of_the_first_valid_config_in_simulation():
+    assert isinstance(matmul, ClassicAutotuner)
+    with pytest.warns(AutotuneWarning, match=r"'block_M': 256.*skipped: failed: CompileError"):
+        kernel = matmul(128, 64, 64)
+    assert matmul.best_config == {"block_M": 64, "block_N": 64, "block_K": 32}
+    assert kernel.kernel.source.namespace["block_M"] == 64       # the factory's closure
+    a = torch.randn(128, 64, dtype=torch.float16)
+    b = torch.randn(64, 64, dtype=torch.float16)
+    c = kernel(a, b)
+    err = (c.double() - a.double() @ b.double()).abs().max().item()
+    assert err < 1e-2 * (1 + (a.double() @ b.double()).abs().max().item())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert matmul(128, 64, 64) is kernel                     # tuned: from memory
+    with pytest.raises(TypeError, match="'block_K' is chosen by @tilejit.autotune"):
+        matmul(128, 64, 64, block_K=64)
+
+
+def test_classic_autotune_checks_configs():
+    factory = tilelang.jit(out_idx=[-1])(matmul.program.factory)
+    with pytest.raises(ValueError, match=r"'block_m' is not a parameter of matmul "
+                                         r"\(parameters: M, N, K, block_M"):
+        autotune(configs=[{"block_m": 64}])(factory)
+    with pytest.raises(ValueError, match="non-empty list"):
+        autotune(configs=lambda M, N, K: [])(factory)(64, 64, 64)
+    with pytest.raises(ValueError, match="key does not apply"):
+        autotune(configs=[{"block_M": 64}], key=["M"])(factory)
+    with pytest.raises(TypeError, match=r"applies to a @tilejit.kernel or a @tilejit.jit"):
+        autotune(configs=[{"block_M": 64}])(matmul.program.factory)
+
+
+@tilelang.jit(out_idx=[1])
+def dynamic_scale(block=128, threads=128):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] * 3.0
+    return main
+
+
+def test_classic_symbolic_shapes_tune_on_the_given_inputs():
+    tuned = autotune(configs=[{"block": 96, "threads": 96}, {"block": 256}])(dynamic_scale)
+    a = torch.randn(1000)
+    with pytest.raises(TypeError, match=r"A has symbolic extent\(s\) n; give example "
+                                        "tensors"):
+        tuned()
+    with set_autotune_inputs(a):
+        kernel = tuned()
+    assert tuned.best_config == {"block": 96, "threads": 96}
+    torch.testing.assert_close(kernel(a), a * 3.0)
+    torch.testing.assert_close(kernel(a[:77]), a[:77] * 3.0)
+
+
+# -- on the device: every config timed, the fastest kept, results against torch ---------
+@pytest.mark.gpu
+def test_eager_autotune_on_gpu():
+    import torch.cuda  # noqa: F401
+    tuned = autotune(configs=[{"block_M": 256, "threads": 256}, {"block_M": 512},
+                              {"block_M": 1024, "threads": 256}], warmup=2, rep=5)(
+        tilelang.jit(vector_add_program))
+    a = torch.randn(1_000_003, device="cuda")
+    b = torch.randn_like(a)
+    torch.testing.assert_close(tuned(a, b), a + b)
+    times = [ms for _, ms, _ in tuned.timings]
+    assert all(ms is not None and ms > 0 for ms in times)
+    assert tuned.best_config == tuned.configs[times.index(min(times))]
+
+
+@pytest.mark.gpu
+def test_classic_autotune_on_gpu():
+    import torch.cuda  # noqa: F401
+    tuned = autotune(configs=_matmul_configs, warmup=2, rep=5)(matmul.program)
+    with pytest.warns(AutotuneWarning, match=r"'block_M': 256.*skipped"):
+        kernel = tuned(1024, 1024, 1024)
+    valid = [(ms, c) for c, ms, _ in tuned.timings if ms is not None]
+    assert len(valid) == 2 and tuned.best_config == min(valid, key=lambda t: t[0])[1]
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    b = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    c = kernel(a, b)
+    assert c.is_cuda
+    ref = a.double() @ b.double()
+    assert (c.double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())
+    with set_autotune_inputs(a[:512], b[:, :256]):
+        small = autotune(configs=_matmul_configs, warmup=1, rep=2)(matmul.program)
+        with pytest.warns(AutotuneWarning):
+            kernel = small(512, 256, 1024)
+    c = kernel(a[:512], b[:, :256])
+    ref = a[:512].double() @ b[:, :256].double()
+    assert (c.double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())
