@@ -144,8 +144,8 @@ def load_element(context, builder, side, offsets, checked=True):
     if side.kind == "global":
         coords = _global_coords(builder, side, offsets)
         if not checked:
-            return context.unpack_value(builder, side.element, _global_pointer(builder, side, coords),
-                                        align=side.dtype.itemsize)
+            ptr = _global_pointer(builder, side, coords)
+            return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
         inside = _inside(builder, side, coords)
         with builder.if_else(inside) as (then, otherwise):
             with then:
@@ -280,8 +280,8 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
                                                builder.gep(src.value, [I32(s0 + k)]))
                           for k in range(length)]
             elif vec_ok:
-                values = _load_chunk(context, builder, src, lambda k: _dims(src, at(k)), length,
-                                     fast)
+                values = _load_chunk(context, builder, src,
+                                     lambda k, at=at: _dims(src, at(k)), length, fast)
             else:
                 values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
                           for k in range(length)]
@@ -291,8 +291,8 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
                     context.pack_value(builder, dst.element, v,
                                        builder.gep(dst.value, [I32(s0 + k)]))
             elif vec_ok:
-                _store_chunk(context, builder, dst, lambda k: _dims(dst, at(k)), values,
-                             length, fast)
+                _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)),
+                             values, length, fast)
             else:
                 for k, v in enumerate(values):
                     store_element(context, builder, dst, _dims(dst, at(k)), v, fast is not True)
