@@ -20,6 +20,10 @@ Benchmarks:
                backends; TFLOP/s count 4·b·h·s²·d (halved when causal).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
+
+Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS and
+TILEJIT_GEMM_DTYPES (the GEMM grid), TILEJIT_BENCH_ONLY (reductions: only the variants
+whose names contain one of these comma-separated words, beside the copy).
 """
 from __future__ import annotations
 
@@ -333,6 +337,9 @@ def bench_reductions(M=16384, N=8192):
         variants.append((f"tilejit layer_norm block_M={bm} threads={th}",
                          lambda bm=bm, th=th: layer_norm(x, w, b, y, 1e-5, block_M=bm, threads=th),
                          io, (y, ref_ln)))
+    variants.append(("tilejit layer_norm block_M=1 threads=256 min_blocks_per_sm=4",
+                     lambda: layer_norm(x, w, b, y, 1e-5, threads=256, min_blocks=4),
+                     io, (y, ref_ln)))
     variants.append(("torch layer_norm", lambda: torch.nn.functional.layer_norm(
         x, (N,), w, b, 1e-5), io, None))
     for bm, bn in ((4, 2048), (2, 4096)):
@@ -347,6 +354,9 @@ def bench_reductions(M=16384, N=8192):
                          M * N * 2 + M * 4, (s, ref_sum)))
     variants.append(("torch sum", lambda: torch.sum(x, 1, dtype=torch.float32), M * N * 2 + M * 4,
                      None))
+    only = [w for w in os.environ.get("TILEJIT_BENCH_ONLY", "").split(",") if w]
+    if only:        # e.g. TILEJIT_BENCH_ONLY="layer_norm,torch layer" (the copy stays)
+        variants = variants[:1] + [v for v in variants[1:] if any(w in v[0] for w in only)]
     for name, fn, _, check in variants:
         fn()
         torch.cuda.synchronize()

@@ -15,9 +15,10 @@ import tilejit.language as T
 
 
 @tilejit.kernel
-def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 256):
+def layer_norm(X, W, B, Y, eps, block_M: T.constexpr = 1, threads: T.constexpr = 256,
+               min_blocks: T.constexpr = None):
     M, N = X.shape
-    with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+    with T.Kernel(T.ceildiv(M, block_M), threads=threads, min_blocks_per_sm=min_blocks) as bx:
         x = T.alloc_fragment((block_M, N), T.float32)
         d = T.alloc_fragment((block_M, N), T.float32)
         w = T.alloc_fragment((N,), W.dtype)

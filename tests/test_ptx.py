@@ -114,3 +114,34 @@ def test_register_report_without_a_gpu_says_why():
     compiled = copy_kernel.compile(a, a.copy(), target="cuda", arch="sm_90")
     with pytest.raises(RuntimeError, match="no CUDA device.*ptxas -v"):
         _ = compiled.num_regs
+
+
+@tilejit.kernel
+def _scaled(X, Y, blocks: T.constexpr = None):
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, 256), threads=256, min_blocks_per_sm=blocks) as bx:
+        for i in T.Parallel(256):
+            if bx * 256 + i < N:
+                Y[bx * 256 + i] = X[bx * 256 + i] * 2.0
+
+
+def test_min_blocks_per_sm_is_a_launch_bound(tmp_path):
+    x = np.zeros(1000, np.float32)
+    plain = _scaled.compile(x, x, target="cuda", arch="sm_90a").ptx
+    bound = _scaled.compile(x, x, target="cuda", arch="sm_90a", blocks=4).ptx
+    assert ".minnctapersm" not in plain
+    assert ".maxntid 256" in bound and ".minnctapersm 4" in bound
+    if PTXAS is not None:
+        assemble(bound, "sm_90a", tmp_path)
+    y = np.zeros_like(x)
+    _scaled(np.arange(1000, dtype=np.float32), y, blocks=4)      # the simulator ignores it
+    assert np.array_equal(y, 2 * np.arange(1000, dtype=np.float32))
+
+
+@pytest.mark.parametrize("blocks,message", [(0, "expected a positive int, got 0"),
+                                            (2.5, "expected a positive int, got 2.5"),
+                                            (16, "4096 threads per SM, more than the 2048")])
+def test_min_blocks_per_sm_checked(blocks, message):
+    x = np.zeros(10, np.float32)
+    with pytest.raises(ValueError, match=message):
+        _scaled(x, x.copy(), blocks=blocks)

@@ -79,7 +79,8 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     if spec.arch == "sim":
         return kernel
     context = cres.target_context
-    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads)
+    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
+                                 spec.min_blocks_per_sm)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     module = nvptx.link_and_optimize(modules, name, spec.arch, fast_math=spec.fast_math)

@@ -8,18 +8,20 @@ import numpy as np
 
 from .frontend.signature import (TensorArg, as_tensor_arg, is_compile_time_value,
                                  scalar_key)
-from .language import launch_shape
+from .language import check_min_blocks, launch_shape
 from .language.dtypes import DType, as_dtype, bfloat16
 
 
 class LaunchConfig:
-    """What the host program returns: grid (3 dims), threads, and the outputs."""
-    __slots__ = ("grid", "threads", "outputs")
+    """What the host program returns: grid (3 dims), threads, the minimum of resident
+    blocks per SM asked for (or None), and the outputs."""
+    __slots__ = ("grid", "threads", "min_blocks_per_sm", "outputs")
 
-    def __init__(self, *grid, threads=128, prelude=None, outputs=()):
+    def __init__(self, *grid, threads=128, prelude=None, outputs=(), min_blocks_per_sm=None):
         dims, threads = launch_shape(grid, threads)
         self.grid = dims + (1,) * (3 - len(dims))
         self.threads = threads
+        self.min_blocks_per_sm = check_min_blocks(min_blocks_per_sm, threads)
         self.outputs = outputs
 
 

@@ -120,7 +120,8 @@ class KernelFunction:
                 call.runtime, [k for k in call.key if k[0] != "const"])),
             constexprs=tuple(call.constexprs), shape_constants=shapes,
             outputs=tuple(self.outputs), threads=launch.threads, arch=arch,
-            fast_math=self.fast_math, debug=self.debug)
+            fast_math=self.fast_math, debug=self.debug,
+            min_blocks_per_sm=launch.min_blocks_per_sm)
         return call, launch, target, spec
 
     def _compiled(self, spec, device):

@@ -17,6 +17,7 @@ class Specialization:
     arch: str                # "sm_90", …; "sim" type-checks only
     fast_math: bool = False
     debug: bool = False
+    min_blocks_per_sm: int | None = None
 
     @property
     def runtime_params(self) -> tuple:
@@ -26,7 +27,7 @@ class Specialization:
         """A JSON-friendly description (the disk cache key hashes it)."""
         return [list(map(_plain, self.params)), [[n, _plain(v)] for n, v in self.constexprs],
                 [list(c) for c in self.shape_constants], list(self.outputs), self.threads,
-                self.arch, self.fast_math, self.debug]
+                self.arch, self.fast_math, self.debug, self.min_blocks_per_sm]
 
 
 def _plain(value):

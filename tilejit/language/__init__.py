@@ -65,14 +65,37 @@ def launch_shape(grid, threads):
     return dims, threads
 
 
+MAX_THREADS_PER_SM = 2048      # sm_80 and sm_90
+
+
+def check_min_blocks(min_blocks_per_sm, threads):
+    """``T.Kernel(..., min_blocks_per_sm=K)``: None, or K ≥ 1 blocks of ``threads``
+    that fit an SM's 2048 threads."""
+    if min_blocks_per_sm is None:
+        return None
+    if isinstance(min_blocks_per_sm, bool) or not isinstance(min_blocks_per_sm, int) \
+            or min_blocks_per_sm < 1:
+        raise ValueError(f"T.Kernel min_blocks_per_sm: expected a positive int, got "
+                         f"{min_blocks_per_sm!r}")
+    if min_blocks_per_sm * threads > MAX_THREADS_PER_SM:
+        raise ValueError(f"T.Kernel min_blocks_per_sm={min_blocks_per_sm} with threads="
+                         f"{threads}: {min_blocks_per_sm * threads} threads per SM, more "
+                         f"than the {MAX_THREADS_PER_SM} an SM holds")
+    return min_blocks_per_sm
+
+
 class Kernel:
     """``with T.Kernel(gx[, gy[, gz]], threads=N) as (bx, by, bz):`` declares the launch.
+    ``min_blocks_per_sm=K`` (CUDA's second launch bound): ptxas fits K blocks on an SM,
+    capping registers at 65536 / (K·N) per thread (spilling if it must): more blocks in
+    flight for a memory-bound kernel.
 
     Only meaningful as the ``with`` statement of a kernel; the front end turns it into
     the block indices (device) and the grid computation (host)."""
 
-    def __init__(self, *grid, threads=128, prelude=None):
+    def __init__(self, *grid, threads=128, prelude=None, min_blocks_per_sm=None):
         self.grid, self.threads = launch_shape(grid, threads)
+        self.min_blocks_per_sm = check_min_blocks(min_blocks_per_sm, self.threads)
 
     def __enter__(self):
         raise RuntimeError("T.Kernel can only be used inside a @tilejit.kernel function")

@@ -46,7 +46,8 @@ def kernel_parameters(context, argtypes):
     return out
 
 
-def build_entry(context, fndesc, argtypes, name: str, threads: int) -> str:
+def build_entry(context, fndesc, argtypes, name: str, threads: int,
+                min_blocks_per_sm: int | None = None) -> str:
     """The ``ptx_kernel`` entry as LLVM IR text."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
@@ -67,10 +68,14 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int) -> str:
     context.call_conv.call_function(builder, inner, types.none, argtypes, values)
     builder.ret_void()
     text = str(module)
-    # launch bounds: the block size is exact, which lets ptxas budget registers
+    # launch bounds: the block size is exact, which lets ptxas budget registers; with
+    # min_blocks_per_sm, .minnctapersm makes it fit that many blocks per SM
     text = re.sub(rf'(define ptx_kernel void @"{re.escape(name)}"\([^\n]*\))',
                   r"\1 #900", text, count=1)
-    text += f'\nattributes #900 = {{ "nvvm.maxntid"="{threads}" }}\n'
+    bounds = f'"nvvm.maxntid"="{threads}"'
+    if min_blocks_per_sm:
+        bounds += f' "nvvm.minctasm"="{min_blocks_per_sm}"'
+    text += f'\nattributes #900 = {{ {bounds} }}\n'
     return text
 
 
