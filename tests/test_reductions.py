@@ -1078,3 +1078,36 @@ def test_replicas_do_not_write_reduction_partials_gpu():
         torch.testing.assert_close(got[:, 0].cpu(), x.float().amax(1).cpu())
         torch.testing.assert_close(got[:, 1].double().cpu(), x.double().sum(1).cpu(),
                                    rtol=1e-5, atol=1e-3)
+
+
+# widths whose 16-byte runs leave a row on a non-power-of-two number of threads (1536
+# columns: 192 runs of 8 for 256 threads): the layout pass takes narrower runs
+
+@pytest.mark.parametrize("N", [768, 1280, 1536, 1792])
+def test_row_kernels_compile_for_awkward_widths(N, tmp_path):
+    x = np.zeros((64, N), np.float16)
+    w = np.zeros(N, np.float16)
+    for kernel, args in ((softmax, (x, x)), (rms_norm, (x, w, x, 1e-5)),
+                         (layer_norm, (x, w, w, x, 1e-5))):
+        ptx = kernel.compile(*args, target="cuda", arch="sm_90a").ptx
+        assert "shfl.sync.bfly" in ptx
+        if PTXAS is not None:
+            path = tmp_path / f"{kernel.__name__}.ptx"
+            path.write_text(ptx)
+            out = subprocess.run([PTXAS, "-arch=sm_90a", str(path), "-o", str(path) + ".o"],
+                                 capture_output=True, text=True)
+            assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N", [768, 1536])
+def test_gpu_row_kernels_awkward_widths(N):
+    x = _x((333, N), seed=29, device="cuda")
+    w = _x((N,), seed=30, device="cuda")
+    b = _x((N,), seed=31, device="cuda")
+    y = torch.zeros_like(x)
+    softmax(x, y)
+    torch.testing.assert_close(y.double().cpu(), _softmax_ref(x), rtol=0, atol=2e-3)
+    layer_norm(x, w, b, y, 1e-5)
+    ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double(), 1e-5)
+    torch.testing.assert_close(y.double(), ref, rtol=0, atol=2e-2)

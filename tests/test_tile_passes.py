@@ -523,3 +523,32 @@ def test_region_shorter_than_the_tile_is_a_compile_error():
 def test_region_shorter_than_the_tile_fails_in_simulation():
     with pytest.raises((ValueError, tilejit.CompileError), match="differ"):
         region_too_short(_f32(64, 64), _f32(64, 64))
+
+
+@tilejit.kernel
+def scale_staged_then_gemm(A, B, C):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+        A_s = T.alloc_shared((64, 32), A.dtype)
+        B_s = T.alloc_shared((32, 64), B.dtype)
+        C_f = T.alloc_fragment((64, 64), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+            T.copy(A[by * 64, k * 32], A_s)
+            T.copy(B[k * 32, bx * 64], B_s)
+            for i, j in T.Parallel(64, 32):
+                A_s[i, j] = A_s[i, j] * 2.0
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * 64, bx * 64])
+
+
+def test_element_writes_to_a_pipelined_stage_are_seen(tmp_path, monkeypatch):
+    """A consumer writing one stage of a pipelined tile element by element
+    (``__tj_stage(A_s, k % 2)[i, j] = ...``) and the gemm reading it need a barrier."""
+    text = _barriers(scale_staged_then_gemm, (_f16(128, 128), _f16(128, 128),
+                                              _f16(128, 128)), tmp_path, monkeypatch)
+    body = _body_lines(text)
+    gemm = next(k for k, s in enumerate(body) if s.startswith("__tj_gemm("))
+    write = max(k for k in range(gemm) if "__tj_stage(A_s" in body[k] and "] =" in body[k])
+    assert SYNC in body[write + 1:gemm], text

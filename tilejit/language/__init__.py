@@ -65,18 +65,21 @@ def launch_shape(grid, threads):
     return dims, threads
 
 
-MAX_THREADS_PER_SM = 2048      # sm_80 and sm_90
+MAX_THREADS_PER_SM = 2048      # sm_80 and sm_90 (sm_86/sm_89: 1536; ptxas has the last word)
 
 
 def check_min_blocks(min_blocks_per_sm, threads):
     """``T.Kernel(..., min_blocks_per_sm=K)``: None, or K ≥ 1 blocks of ``threads``
     that fit an SM's 2048 threads."""
+    import numbers
     if min_blocks_per_sm is None:
         return None
-    if isinstance(min_blocks_per_sm, bool) or not isinstance(min_blocks_per_sm, int) \
+    if isinstance(min_blocks_per_sm, bool) or not isinstance(min_blocks_per_sm,
+                                                             numbers.Integral) \
             or min_blocks_per_sm < 1:
         raise ValueError(f"T.Kernel min_blocks_per_sm: expected a positive int, got "
                          f"{min_blocks_per_sm!r}")
+    min_blocks_per_sm = int(min_blocks_per_sm)
     if min_blocks_per_sm * threads > MAX_THREADS_PER_SM:
         raise ValueError(f"T.Kernel min_blocks_per_sm={min_blocks_per_sm} with threads="
                          f"{threads}: {min_blocks_per_sm * threads} threads per SM, more "

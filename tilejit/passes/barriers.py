@@ -58,9 +58,11 @@ class _Access:
     def of(self, stmt) -> tuple[set, set]:
         reads, writes = set(), set()
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
-                    and node.value.id in self.shared:
-                (writes if isinstance(node.ctx, ast.Store) else reads).add((node.value.id, None))
+            if isinstance(node, ast.Subscript):
+                # an element of a tile, of one stage of a pipelined tile or of a region
+                tile = self._tile_of(node.value)
+                if tile:
+                    (writes if isinstance(node.ctx, ast.Store) else reads).add(tile)
             elif isinstance(node, ast.Call):
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None

@@ -298,20 +298,29 @@ def _flatten(stmts):
     return out
 
 
-def _parallel_layout(shape, dtypes, threads):
+def _parallel_layout(shape, dtypes, threads, usable=None):
     """The T.Parallel distribution, each thread holding runs of 16 bytes of the
     narrowest dtype involved (the fragment's and those of the tensors it is copied
-    with), as many as the shape allows."""
+    with), as many as the shape allows. ``usable(layout)``: narrower runs are tried
+    when the widest distribution fails it (a fragment indexed by a subset of a loop's
+    indices needs the reduced layout: with 1536 columns and 256 threads, runs of 8 leave
+    192 threads holding a row, no power of two, while runs of 2 use all 256)."""
     narrowest = min(d.itemsize for d in dtypes)
     vec = max(1, 16 // narrowest)
+    first = None
     while vec >= 1:
         if shape[-1] % vec == 0:
             try:
                 frag = parallel_fragment(shape, threads, vec)
-                return frag, vec
             except ValueError:
-                pass
+                frag = None
+            if frag is not None:
+                if usable is None or usable(frag):
+                    return frag, vec
+                first = first or (frag, vec)
         vec //= 2
+    if first is not None:
+        return first
     try:
         return parallel_fragment(shape, threads, 1), 1
     except ValueError:
@@ -551,7 +560,13 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners):
             names = members[root]
             dtypes = [tiles[n].dtype for n in names]
             dtypes += [d for n in names for d in partners.get(n, ())]
-            layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads)
+            needs = [(dims, keep) for src, _, dims, keep, _, _, optional in derived
+                     if groups.find(src) == root and not optional]
+
+            def usable(layout, needs=needs):
+                return all(_reduction_or_none(layout, d, k) is not None for d, k in needs)
+            layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads,
+                                           usable if needs else None)
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
         pending = [r for r in members if r not in chosen]
     for src, dst, dims, keep, line, why, optional in derived:   # derivations must agree
