@@ -1111,3 +1111,13 @@ def test_gpu_row_kernels_awkward_widths(N):
     layer_norm(x, w, b, y, 1e-5)
     ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double(), 1e-5)
     torch.testing.assert_close(y.double(), ref, rtol=0, atol=2e-2)
+
+
+def test_unreducible_width_is_a_clear_error():
+    x = np.zeros((64, 1000), np.float16)
+    with pytest.raises(tilejit.CompileError) as e:
+        softmax.compile(x, x, target="cuda", arch="sm_90a")
+    msg = str(e.value)
+    assert "a row of 1000 elements over 256 threads" in msg
+    assert "a multiple of the thread count or a power of two" in msg and "online_softmax" in msg
+    assert "softmax.py" in msg                 # the kernel's file and line

@@ -461,8 +461,13 @@ def _reduction(ctx, layout, dims, keep, line):
     for dim in sorted(dims, reverse=True):
         red = reduce_layout(dl, dim, keep)
         if red is None:
-            raise ctx.error(f"cannot reduce {layout} along dimension {dim}: the threads "
-                            f"holding a row are not a power-of-two pattern", line)
+            name = getattr(layout, "name", "") or str(layout)
+            raise ctx.error(f"cannot reduce the fragment laid out as {name} along dimension "
+                            f"{dim}: the threads holding one of its rows are not a "
+                            f"power-of-two group (a row of {dl.shape[dim]} elements over "
+                            f"{dl.threads} threads); give that dimension an extent that is "
+                            f"a multiple of the thread count or a power of two, or sweep the "
+                            f"row in such chunks (examples/softmax.py: online_softmax)", line)
         slot_map = substitute(red.slot_map, {}) if not steps else _compose(red.slot_map,
                                                                            slot_map)
         steps.append(red)
