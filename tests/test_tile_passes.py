@@ -552,3 +552,16 @@ def test_element_writes_to_a_pipelined_stage_are_seen(tmp_path, monkeypatch):
     gemm = next(k for k, s in enumerate(body) if s.startswith("__tj_gemm("))
     write = max(k for k in range(gemm) if "__tj_stage(A_s" in body[k] and "] =" in body[k])
     assert SYNC in body[write + 1:gemm], text
+
+
+@pytest.mark.gpu
+def test_element_writes_to_a_pipelined_stage_gpu():
+    import torch
+    a = torch.randn(512, 1024, dtype=torch.float16, device="cuda")
+    b = torch.randn(1024, 512, dtype=torch.float16, device="cuda")
+    c = torch.empty(512, 512, dtype=torch.float16, device="cuda")
+    for _ in range(3):
+        scale_staged_then_gemm(a, b, c)
+        torch.cuda.synchronize()
+        ref = (2 * a.double()) @ b.double()
+        torch.testing.assert_close(c.double(), ref, rtol=2e-2, atol=2e-1)
