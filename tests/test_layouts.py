@@ -605,3 +605,17 @@ def test_plot_fragment_without_matplotlib(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         plot_fragment(MMA_M16N8K16_F16_C, tmp_path / "x.png")
+
+
+def test_digit_indexing_writer_is_the_one_copy_that_writes():
+    """Threads of the block beyond a digit layout's span hold copies; exactly the
+    threads whose own digits rebuild their index write (powers of two or not)."""
+    from tilejit.tile.addressing import digit_indexing, evaluate
+    from tilejit.tile.digits import Digit, DigitLayout
+    for span in (64, 96):
+        layout = DigitLayout((span,), ((Digit("t", 1, span, 1),),), threads=128, slots=1)
+        writer = digit_indexing(layout).writer
+        assert [bool(evaluate(writer, {"t": t})) for t in range(128)] == \
+            [t < span for t in range(128)]
+    full = DigitLayout((128,), ((Digit("t", 1, 128, 1),),), threads=128, slots=1)
+    assert digit_indexing(full).writer is None

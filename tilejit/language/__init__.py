@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math as _math_module
+import numbers as _numbers
 
 import numpy as np
 
@@ -71,11 +72,10 @@ MAX_THREADS_PER_SM = 2048      # sm_80 and sm_90 (sm_86/sm_89: 1536; ptxas has t
 def check_min_blocks(min_blocks_per_sm, threads):
     """``T.Kernel(..., min_blocks_per_sm=K)``: None, or K ≥ 1 blocks of ``threads``
     that fit an SM's 2048 threads."""
-    import numbers
     if min_blocks_per_sm is None:
         return None
     if isinstance(min_blocks_per_sm, bool) or not isinstance(min_blocks_per_sm,
-                                                             numbers.Integral) \
+                                                             _numbers.Integral) \
             or min_blocks_per_sm < 1:
         raise ValueError(f"T.Kernel min_blocks_per_sm: expected a positive int, got "
                          f"{min_blocks_per_sm!r}")

@@ -34,7 +34,8 @@ from . import copy as _copy
 from .registry import lower
 from .tensor import element_pointer
 from .target_hooks import current_kernel
-from .tiles import element_offset, emit, guarded, plan, rounds, thread_index, unflatten
+from .tiles import (element_offset, fragment_slot, guarded, plan, rounds, thread_index,
+                    unflatten, writer_guard)
 
 I32 = ir.IntType(32)
 
@@ -155,18 +156,10 @@ def _from_fragment(context, builder, op, src, dst):
     t = plan().tile(src.ty.tile_name)
     ix = t.indexing
     tid = thread_index(context, builder)
-    writer = None
-    if ix.writer is not None:        # one copy of a replicated fragment adds
-        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
+    writer = writer_guard(builder, ix, tid)      # one copy of a replicated fragment adds
     for s in range(ix.slots):
-        env = {"t": tid, "s": s}
-        tile_coords = [emit(builder, c, env) for c in ix.coords]
+        tile_coords, guard = fragment_slot(builder, ix, tid, s, writer)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
-        guard = None
-        if ix.valid is not None:
-            guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
-        if writer is not None:
-            guard = writer if guard is None else builder.and_(guard, writer)
         with guarded(builder, guard):
             v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
             v = context.cast(builder, v, src.element, dst.element)

@@ -31,7 +31,8 @@ from ..typing.tiles import RegionType
 from ..typing.types import GlobalTensorType
 from .registry import lower
 from .target_hooks import current_kernel
-from .tiles import emit, guarded, intrinsic, plan, rounds, thread_index, unflatten
+from .tiles import (emit, fragment_slot, guarded, intrinsic, plan, rounds, thread_index,
+                    unflatten, writer_guard)
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -256,18 +257,10 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     other = dst if src.kind == "fragment" else src
     ix = t.indexing
     tid = thread_index(context, builder)
-    writer = None
-    if dst.kind != "fragment" and ix.writer is not None:
-        writer = builder.icmp_unsigned("!=", emit(builder, ix.writer, {"t": tid}), I32(0))
+    writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
     for s0, length in runs:
-        env = {"t": tid, "s": s0}
-        tile_coords = [emit(builder, c, env) for c in ix.coords]
+        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
-        guard = None
-        if ix.valid is not None:
-            guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
-        if writer is not None:
-            guard = writer if guard is None else builder.and_(guard, writer)
         at = _element_at(builder, cc)
         # runs narrower than 8 bytes stay scalar: the vector path's fallback code costs
         # registers that an mma accumulator cannot spare

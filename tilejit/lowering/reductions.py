@@ -19,6 +19,7 @@ sequentially, in shared memory (a fragment operand goes through a shared scratch
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from llvmlite import ir
@@ -26,14 +27,14 @@ from numba.core import cgutils, types
 
 from ..errors import CompileError
 from ..language import intrinsics
-from ..tile.addressing import evaluate
+from ..tile.addressing import digit_indexing, evaluate
 from ..tile.digits import DigitLayout, digit_layout, reduce_layout
 from ..tile.plan import compute_dtype
 from ..typing.tiles import TileType
 from ..typing.types import numba_type
 from .registry import lower
-from .tiles import (block_barrier, element_offset, emit, guarded, intrinsic, owned_elements,
-                    plan, rounds, thread_index, unflatten)
+from .tiles import (block_barrier, element_offset, emit, guarded, intrinsic, nonzero,
+                    owned_elements, plan, rounds, thread_index, unflatten)
 
 I32 = ir.IntType(32)
 
@@ -152,7 +153,10 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         for r in range(len(partial)):
             cs = [emit(builder, c, {"t": tid, "s": r}) for c in coords]
             flats.append(_flat(builder, cs, red.result.shape))
-        with guarded(builder, _replica_guard(builder, tid, dl)):
+        # a block wider than the layout holds replicas of its threads (identity
+        # partials): only the copy that writes stores, or it would clobber a slot
+        writer = digit_indexing(dataclasses.replace(dl, threads=plan().threads)).writer
+        with guarded(builder, nonzero(builder, writer, {"t": tid}) if writer else None):
             for r, p in enumerate(partial):
                 idx = builder.add(builder.mul(group, I32(size)), flats[r])
                 builder.store(p, builder.gep(base, [idx]))
@@ -172,25 +176,6 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
             p = _combine(builder, op, _load_value(context, builder, dst_ty, ptr, ctype), p, ctype)
         context.pack_value(builder, dst_ty.element, context.cast(builder, p, ctype,
                                                                  dst_ty.element), ptr)
-
-
-def _replica_guard(builder, tid, layout):
-    """None when every thread of the block is one of the layout's threads; else the
-    condition that this thread is (its index is the sum of its own thread digits): a
-    block with more threads than the fragment's layout spans holds replicas whose
-    identity partials must not overwrite the scratch slots of the threads they alias."""
-    digits = [d for dim in layout.dims for d in dim if d.src == "t"]
-
-    def own(t):
-        return sum(((t // d.stride) % d.size) * d.stride for d in digits)
-
-    if all(own(t) == t for t in range(plan().threads)):
-        return None
-    value = I32(0)
-    for d in digits:
-        digit = builder.urem(builder.udiv(tid, I32(d.stride)), I32(d.size))
-        value = builder.add(value, builder.mul(digit, I32(d.stride)))
-    return builder.icmp_unsigned("==", value, tid)
 
 
 def _smem(builder):

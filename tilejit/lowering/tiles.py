@@ -100,6 +100,29 @@ def rounds(context, builder, count):
         yield item, builder.icmp_unsigned("<", item, I32(count)) if partial else None
 
 
+def nonzero(builder, expr, env) -> ir.Value:
+    """An i1: the index expression ``expr`` (0/1 valued) is not 0."""
+    return builder.icmp_unsigned("!=", emit(builder, expr, env), I32(0))
+
+
+def writer_guard(builder, ix, tid):
+    """For stores out of a fragment: None when every element has one holder, else the
+    i1 that this thread is the copy of a replicated element that writes."""
+    return None if ix.writer is None else nonzero(builder, ix.writer, {"t": tid})
+
+
+def fragment_slot(builder, ix, tid, s, writer=None):
+    """(tile coordinates as i32 values, guard or None) of slot ``s`` of this thread of a
+    fragment: the guard holds where the slot is an element of the tile (and, with a
+    ``writer`` guard, where this thread writes it)."""
+    env = {"t": tid, "s": s}
+    coords = [emit(builder, c, env) for c in ix.coords]
+    guard = nonzero(builder, ix.valid, env) if ix.valid is not None else None
+    if writer is not None:
+        guard = writer if guard is None else builder.and_(guard, writer)
+    return coords, guard
+
+
 def owned_elements(context, builder, ty, value):
     """(coords as i32 values, element pointer, guard or None) for each element of a
     tile this thread holds: its slots of a fragment, all of a local tile, its
@@ -109,13 +132,8 @@ def owned_elements(context, builder, ty, value):
     tid = thread_index(context, builder)
     out = []
     if ty.kind == "fragment":
-        ix = t.indexing
-        for s in range(ix.slots):
-            env = {"t": tid, "s": s}
-            coords = [emit(builder, c, env) for c in ix.coords]
-            guard = None
-            if ix.valid is not None:
-                guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+        for s in range(t.indexing.slots):
+            coords, guard = fragment_slot(builder, t.indexing, tid, s)
             out.append((coords, builder.gep(value, [I32(s)]), guard))
         return out
     if ty.kind == "local":

@@ -247,14 +247,29 @@ def digit_indexing(layout) -> FragmentIndexing:
     """The indexing of a ``tile.digits.DigitLayout`` (every slot of every thread holds an
     element; threads differing only in bits no thread digit reads hold copies, and the
     one with those bits 0 writes)."""
-    covered = 0
-    for digits in layout.dims:
+    return FragmentIndexing(layout, layout.coords(), None, layout.slots, _writer(layout))
+
+
+def _writer(layout) -> Expr | None:
+    """None when every thread of the block holds its own elements; else the condition
+    that thread t is the one copy that writes: t is the sum of its own thread digits
+    (t & free == 0 when the digits are powers of two)."""
+    digits = [d for dim in layout.dims for d in dim if d.src == "t"]
+    own = [sum(((t // d.stride) % d.size) * d.stride for d in digits)
+           for t in range(layout.threads)]
+    if all(o == t for t, o in enumerate(own)):
+        return None
+    if all(_pow2(d.size) and _pow2(d.stride) for d in digits):
+        covered = 0
         for d in digits:
-            if d.src == "t":
-                covered |= (d.size - 1) * d.stride if _pow2(d.size) and _pow2(d.stride) else 0
-    free = (layout.threads - 1) & ~covered
-    writer = BinOp("lt", T_VAR & free, Const(1)) if free else None
-    return FragmentIndexing(layout, layout.coords(), None, layout.slots, writer)
+            covered |= (d.size - 1) * d.stride
+        return BinOp("lt", T_VAR & ((layout.threads - 1) & ~covered), Const(1))
+    if any(o > t for t, o in enumerate(own)):
+        raise ValueError(f"{layout}: overlapping thread digits")
+    expr: Expr = Const(1)
+    for d in digits:
+        expr = expr + ((T_VAR // d.stride) % d.size) * d.stride
+    return BinOp("lt", T_VAR, expr)             # t < own(t) + 1, i.e. t == own(t)
 
 
 def _pow2(x: int) -> bool:
