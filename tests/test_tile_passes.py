@@ -72,8 +72,7 @@ def mm_serial(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constex
 
 
 @tilejit.kernel
-def mm_pipelined(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constexpr = 32,
-                 stages: T.constexpr = 2):
+def mm_pipelined(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constexpr = 32):
     M, K = A.shape
     N = B.shape[1]
     with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
@@ -81,7 +80,7 @@ def mm_pipelined(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.cons
         B_s = T.alloc_shared((bk, bn), B.dtype)
         C_f = T.alloc_fragment((bm, bn), T.float32)
         T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
             T.copy(A[by * bm, k * bk], A_s)
             T.copy(B[k * bk, bx * bn], B_s)
             T.gemm(A_s, B_s, C_f)
@@ -160,35 +159,12 @@ def test_copy_then_gemm_loop_syncs_before_gemm_and_at_loop_top(tmp_path, monkeyp
     assert len(copies) == 2 and 0 < min(copies) and max(copies) < gemm - 1
 
 
-@tilejit.kernel
-def mm_pipelined_two(A, B, C, D, bm: T.constexpr = 64, bn: T.constexpr = 64,
-                     bk: T.constexpr = 32):
-    """Two consumers: the general schedule (no gemm split across the barrier)."""
-    M, K = A.shape
-    N = B.shape[1]
-    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-        A_s = T.alloc_shared((bm, bk), A.dtype)
-        B_s = T.alloc_shared((bk, bn), B.dtype)
-        C_f = T.alloc_fragment((bm, bn), T.float32)
-        D_f = T.alloc_fragment((bm, bn), T.float32)
-        T.clear(C_f)
-        T.clear(D_f)
-        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
-            T.copy(A[by * bm, k * bk], A_s)
-            T.copy(B[k * bk, bx * bn], B_s)
-            T.gemm(A_s, B_s, C_f)
-            T.gemm(A_s, B_s, D_f)
-        T.copy(C_f, C[by * bm, bx * bn])
-        T.copy(D_f, D[by * bm, bx * bn])
-
-
 def test_pipelined_copy_then_gemm_syncs_before_gemm_and_before_refilling(tmp_path,
                                                                          monkeypatch):
     """Whatever the schedule: a barrier after the last wait for the copies and before the
     gemm (read after write), and one before the body's copies refill a stage that the
     previous iteration's gemm read (write after read, through the back edge)."""
-    args = _mm_args() + (_mm_args()[2],)
-    text = _barriers(mm_pipelined_two, args, tmp_path, monkeypatch)
+    text = _barriers(mm_pipelined, _mm_args(), tmp_path, monkeypatch)
     tree = ast.parse(text)
     main = [n for n in ast.walk(tree) if isinstance(n, ast.For)
             and isinstance(n.target, ast.Name) and n.target.id == "k"]
@@ -201,32 +177,6 @@ def test_pipelined_copy_then_gemm_syncs_before_gemm_and_before_refilling(tmp_pat
     assert copies and waits, body
     assert any(max(waits) < k < gemm for k in syncs), body
     assert any(k < min(copies) for k in syncs), body
-
-
-@pytest.mark.parametrize("stages", [2, 3, 4])
-def test_pipelined_lone_gemm_runs_across_the_barrier(tmp_path, monkeypatch, stages):
-    """A loop whose only consumer is one gemm: the last k step's mma comes after the
-    barrier, behind the loads of the next tile's first k step, and the refill of the
-    stage just read follows; one barrier per iteration, none at the top."""
-    text = _barriers(mm_pipelined, _mm_args(), tmp_path, monkeypatch, stages=stages)
-    tree = ast.parse(text)
-    (main,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)
-               and isinstance(n.target, ast.Name) and n.target.id == "k"]
-    body = [ast.unparse(s) for s in main.body]
-    S = stages
-    kinds = [s.split("(")[0] if not s.startswith("if ") else "if" for s in body]
-    assert kinds == ["__tj_gemm_part", "__tj_cp_wait", "__tj_sync", "__tj_gemm_part",
-                     "__tj_gemm_part", "if", "__tj_cp_commit"], body
-    assert body[0].endswith("'steps')") and f"k % {S}" in body[0], body
-    assert body[1] == f"__tj_cp_wait({S - 2})", body
-    assert body[3].endswith("'load')") and f"(k + 1) % {S}" in body[3], body
-    assert body[4].endswith("'last')"), body
-    assert f"__tj_stage(A_s, (k + {S}) % {S})" in body[5], body
-    # before the loop: tile 0 waited for and visible before its first operands load
-    pre = text[:text.index("for k in")].splitlines()
-    load = max(i for i, line in enumerate(pre) if "'load')" in line)
-    assert any("__tj_sync()" in line for line in pre[:load]), text
-    assert f"__tj_cp_wait({S - 2})" in "\n".join(pre[:load]), text
 
 
 @tilejit.kernel

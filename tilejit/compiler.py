@@ -55,7 +55,7 @@ PASS_INTRINSICS = {
     layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
     barriers.SYNC: intrinsics.sync_threads, pipeline.STAGE: intrinsics.stage,
     pipeline.COPY_ASYNC: intrinsics.copy_async, pipeline.COMMIT: intrinsics.cp_commit,
-    pipeline.WAIT: intrinsics.cp_wait, pipeline.GEMM_PART: intrinsics.gemm_part, rasterization.SWIZZLE_BLOCKS: intrinsics.swizzle_blocks,
+    pipeline.WAIT: intrinsics.cp_wait, rasterization.SWIZZLE_BLOCKS: intrinsics.swizzle_blocks,
     **{name: getattr(intrinsics, fn.__name__) for fn, name in tile_allocation.ATOMICS.items()},
     tile_allocation.REDUCE: intrinsics.reduce, tile_allocation.CUMSUM: intrinsics.cumsum,
     layout_inference.FRAG_SLOT: intrinsics.frag_slot,

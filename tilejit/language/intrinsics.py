@@ -43,7 +43,6 @@ def _device_only(name):
 tile = _device_only("tile")                    # tile("X"): the tile the plan calls X
 region = _device_only("region")                # region(tensor, kinds, starts, ends)
 gemm = _device_only("gemm")                    # gemm(A, B, C, "g0")
-gemm_part = _device_only("gemm_part")          # gemm_part(A, B, C, "g0", ops, "load"|"steps"|"last")
 frag_loop = _device_only("frag_loop")          # the slots of this thread (a loop)
 frag_index = _device_only("frag_index")        # (lid, slot) -> tile coordinates
 frag_valid = _device_only("frag_valid")        # (lid, slot) -> whether the slot holds one

@@ -255,122 +255,56 @@ def _mma(builder, gp, a, b, c):
     return [builder.extract_value(out, k) for k in range(4)]
 
 
-class _Accumulator:
-    """The C registers of one warp's (rm, rn) tiles: loaded, passed to mma, stored."""
+@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
+def gemm_impl(context, builder, sig, args):
+    a_ty, b_ty, c_ty, gid = sig.args
+    gp, *_ = plan().gemms[gid.literal_value]
+    c_tile = plan().tile(c_ty.tile_name)
+    c_slots = _register_slots(c_tile.layout, gp, "C")
+    w = _Warp(context, builder, gp)
+    c_ptr = args[2]
+    half_acc = gp.dtypes[2] == "float16"
+    elem = context.get_data_type(c_ty.element)
 
-    def __init__(self, context, builder, gp, c_ty, c_ptr):
-        self.builder, self.gp, self.ptr = builder, gp, c_ptr
-        self.slots = _register_slots(plan().tile(c_ty.tile_name).layout, gp, "C")
-        self.half = gp.dtypes[2] == "float16"
-
-    def mma(self, rm, rn, a, b):
-        builder = self.builder
-        ptrs = [builder.gep(self.ptr, [I32(self.slots[(rm, rn, e)])]) for e in range(4)]
+    def c_regs(rm, rn):
+        ptrs = [builder.gep(c_ptr, [I32(c_slots[(rm, rn, e)])]) for e in range(4)]
+        if gp.clear_accum and not hasattr(c_regs, "cleared"):
+            pass
         vals = [builder.load(p) for p in ptrs]
-        if self.half:
+        if half_acc:
             packed = []
             for k in (0, 2):
                 v = ir.Constant(HALF2, None)
                 v = builder.insert_element(v, vals[k], I32(0))
                 v = builder.insert_element(v, vals[k + 1], I32(1))
                 packed.append(v)
-            vals = packed
-        d = _mma(builder, self.gp, a, b, vals)
-        if self.half:
-            d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
-        for p, v in zip(ptrs, d):
-            builder.store(v, p)
+            return ptrs, packed
+        return ptrs, vals
 
-
-def _step_mmas(acc, gp, operands):
-    """The repeat_m x repeat_n mma of one k step; the order snakes through the warp's
-    tiles so consecutive instructions share an A or a B operand."""
-    a_regs, b_regs = operands
-    for rm in range(gp.repeat_m):
-        cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
-        for rn in cols:
-            acc.mma(rm, rn, a_regs[rm], b_regs[rn])
-
-
-def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
-    w = _Warp(context, builder, gp)
+    if gp.clear_accum:
+        zero = ir.Constant(elem, 0)
+        for s in range(c_tile.indexing.slots):
+            builder.store(zero, builder.gep(c_ptr, [I32(s)]))
+    steps = gp.K // gp.k_step
 
     def operands(kk):
-        return _a_registers(None, w, a_ty, a_ptr, kk), _b_registers(None, w, b_ty, b_ptr, kk)
-    return operands
+        return (_a_registers(None, w, a_ty, args[0], kk), _b_registers(None, w, b_ty, args[1], kk))
 
-
-@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
-def gemm_impl(context, builder, sig, args):
-    a_ty, b_ty, c_ty, gid = sig.args
-    gp, *_ = plan().gemms[gid.literal_value]
-    c_tile = plan().tile(c_ty.tile_name)
-    if gp.clear_accum:
-        zero = ir.Constant(context.get_data_type(c_ty.element), 0)
-        for s in range(c_tile.indexing.slots):
-            builder.store(zero, builder.gep(args[2], [I32(s)]))
-    acc = _Accumulator(context, builder, gp, c_ty, args[2])
-    operands = _operand_loader(context, builder, gp, a_ty, args[0], b_ty, args[1])
     # the operands of step kk + 1 are loaded before the mma of step kk, so their shared-
-    # memory latency hides behind tensor-core work
-    steps = gp.K // gp.k_step
+    # memory latency hides behind tensor-core work; the mma order snakes through the
+    # warp's tiles so consecutive instructions share an A or a B operand
     current = operands(0)
     for kk in range(steps):
         following = operands(kk + 1) if kk + 1 < steps else None
-        _step_mmas(acc, gp, current)
+        a_regs, b_regs = current
+        for rm in range(gp.repeat_m):
+            cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
+            for rn in cols:
+                ptrs, c = c_regs(rm, rn)
+                d = _mma(builder, gp, a_regs[rm], b_regs[rn], c)
+                if half_acc:
+                    d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
+                for p, v in zip(ptrs, d):
+                    builder.store(v, p)
         current = following
-    return context.get_dummy_value()
-
-
-# --- a T.gemm split across a software pipeline's iterations (passes/pipeline.py) ------
-# ``ops`` is a local int32 tile of 2 x operand_registers(gp) slots: set 0 holds the
-# operands of step 0 (loaded ahead, across the barrier), set 1 those of the last step.
-
-def operand_registers(gp) -> int:
-    """The A and B registers of one k step of one warp."""
-    return gp.repeat_m * 4 + gp.repeat_n * 2
-
-
-def _save(builder, ops_ptr, base, operands):
-    a_regs, b_regs = operands
-    for k, reg in enumerate([r for regs in a_regs for r in regs] + [r for regs in b_regs
-                                                                    for r in regs]):
-        reg = reg if reg.type == I32 else builder.bitcast(reg, I32)
-        builder.store(reg, builder.gep(ops_ptr, [I32(base + k)]))
-
-
-def _restore(builder, gp, ops_ptr, base):
-    vals = [builder.load(builder.gep(ops_ptr, [I32(base + k)]))
-            for k in range(operand_registers(gp))]
-    a = [vals[4 * rm: 4 * rm + 4] for rm in range(gp.repeat_m)]
-    off = 4 * gp.repeat_m
-    b = [vals[off + 2 * rn: off + 2 * rn + 2] for rn in range(gp.repeat_n)]
-    return a, b
-
-
-@lower(intrinsics.gemm_part, TileType, TileType, TileType, types.StringLiteral, TileType,
-       types.StringLiteral, target="cuda")
-def gemm_part_impl(context, builder, sig, args):
-    """``part``: "load" (step 0's operands of A and B into set 0), "steps" (the mma of
-    steps 0 … K-2, step 0 from set 0, each next step loaded before the current one's mma,
-    leaving the last step's operands in set 1), "last" (the last step's mma from set 1)."""
-    a_ty, b_ty, c_ty, gid, _ops_ty, part = sig.args
-    gp, *_ = plan().gemms[gid.literal_value]
-    ops_ptr, n = args[4], operand_registers(gp)
-    part = part.literal_value
-    if part == "load":
-        operands = _operand_loader(context, builder, gp, a_ty, args[0], b_ty, args[1])
-        _save(builder, ops_ptr, 0, operands(0))
-        return context.get_dummy_value()
-    acc = _Accumulator(context, builder, gp, c_ty, args[2])
-    if part == "last":
-        _step_mmas(acc, gp, _restore(builder, gp, ops_ptr, n))
-        return context.get_dummy_value()
-    operands = _operand_loader(context, builder, gp, a_ty, args[0], b_ty, args[1])
-    current = _restore(builder, gp, ops_ptr, 0)
-    for kk in range(gp.K // gp.k_step - 1):
-        following = operands(kk + 1)
-        _step_mmas(acc, gp, current)
-        current = following
-    _save(builder, ops_ptr, n, current)
     return context.get_dummy_value()

@@ -26,7 +26,7 @@ from ..frontend.source import resolve_static
 from ..tile.plan import SHARED
 from .layout_inference import FRAG_LOOP
 from .shared_memory import shares_bytes
-from .pipeline import COPY_ASYNC, GEMM_PART, STAGE
+from .pipeline import COPY_ASYNC, STAGE
 from .tile_allocation import GEMM, REGION
 
 SYNC = "__tj_sync"
@@ -74,9 +74,6 @@ class _Access:
                         writes.add(tiles[1])
                 elif name == GEMM:
                     reads.update(t for t in tiles[:2] if t)
-                elif name == GEMM_PART:      # "load" and "steps" read A and B; "last"
-                    if node.args[5].value != "last":      # works on registers only
-                        reads.update(t for t in tiles[:2] if t)
                 elif fn in (T.clear, T.fill) and tiles and tiles[0]:
                     writes.add(tiles[0])
                 elif name not in (REGION, STAGE) and fn not in (T.copy,):

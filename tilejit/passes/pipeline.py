@@ -37,15 +37,14 @@ import copy
 
 from .. import language as T
 from ..frontend.source import resolve_static
-from ..tile.plan import LOCAL, SHARED, Tile
+from ..tile.plan import SHARED
 from .static_eval import NotStatic, StaticEval
-from .tile_allocation import GEMM, REGION, TILE
+from .tile_allocation import REGION
 
 STAGE = "__tj_stage"
 COPY_ASYNC = "__tj_copy_async"
 COMMIT = "__tj_cp_commit"
 WAIT = "__tj_cp_wait"
-GEMM_PART = "__tj_gemm_part"
 
 _counter = [0]
 
@@ -160,7 +159,6 @@ class _Pipeliner(ast.NodeTransformer):
             return plain
         producers = [s for s, p in zip(body, is_producer) if p]
         tiles = {t for t, p in zip(targets, is_producer) if p}
-        self.tiles_now = tiles
         for name in tiles:
             t = self.ctx.plan.tiles[name]
             t.stages = stages
@@ -199,93 +197,16 @@ class _Pipeliner(ast.NodeTransformer):
         refill = [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
         head = [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
                 _expr_stmt(_call(SYNC, []), node)]
-        import os
-        split = self._split_gemm(consumers, tiles) if os.environ.get(
-            "TILEJIT_EXPERIMENT_NO_GEMM_SPLIT") != "1" else None
-        if split is not None:
-            return self._finish(node, tiles, [n_assign, ast.copy_location(prologue, node)]
-                                + self._gemm_across(node, split, issue, loop_var, n, stages,
-                                                    head))
         steady = ast.For(node.target, _call("range", [n]), head + refill + staged_consumers,
                          [], None)
-        return self._finish(node, tiles, [n_assign, ast.copy_location(prologue, node),
-                                          ast.copy_location(steady, node)])
-
-    def _finish(self, node, tiles, out):
-        out = out + [_expr_stmt(_call(WAIT, [ast.Constant(0)]), node)]
+        drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
+        out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]
         for s in out:
             ast.fix_missing_locations(ast.copy_location(s, node))
             self.generated.update(id(n) for n in ast.walk(s))
         for name in tiles:
             self.staged[name] = node.lineno
         return out
-
-    def _split_gemm(self, consumers, tiles):
-        """The consumer when it is one ``T.gemm`` of two shared operands, at least one of
-        them pipelined, that accumulates (no clear_accum): its k steps can run across the
-        barrier. None otherwise."""
-        if len(consumers) != 1:
-            return None
-        stmt = consumers[0]
-        call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                and call.func.id == GEMM and len(call.args) == 4):
-            return None
-        a, b, c, gid = call.args
-        gp, a_name, b_name, _c, _line = self.ctx.plan.gemms[gid.value]
-        if gp.clear_accum or not all(isinstance(x, ast.Name) for x in (a, b, c)):
-            return None
-        if any(self.ctx.plan.tiles[t].kind != SHARED for t in (a_name, b_name)):
-            return None
-        if not ({a.id, b.id} & tiles):
-            return None
-        return call
-
-    def _gemm_across(self, node, call, issue, loop_var, n, stages, head):
-        """The steady state of a loop whose consumer is one gemm (see the module
-        docstring): the operands of the next tile's first k step are loaded right after
-        the barrier, before this tile's last k step, so the tensor cores have work while
-        the refill is issued and the first ldmatrix of the next tile is in flight."""
-        a, b, c, gid = call.args
-        gp = self.ctx.plan.gemms[gid.value][0]
-        _counter[0] += 1
-        ops = f"__tj_gops{_counter[0]}"
-        from ..language.dtypes import int32
-        from ..lowering.gemm import operand_registers
-        self.ctx.plan.tiles[ops] = Tile(ops, LOCAL, (2 * operand_registers(gp),), int32,
-                                        node.lineno)
-        k = ast.Name(loop_var, ast.Load())
-
-        def staged(tile, index):
-            if tile.id not in self.tiles_now:
-                return ast.Name(tile.id, ast.Load())
-            return _call(STAGE, [ast.Name(tile.id, ast.Load()), index])
-
-        def part(index, name):
-            return _expr_stmt(_call(GEMM_PART, [staged(a, index), staged(b, index),
-                                                ast.Name(c.id, ast.Load()), gid,
-                                                ast.Name(ops, ast.Load()),
-                                                ast.Constant(name)]), node)
-
-        S = ast.Constant(stages)
-        first_refill = ast.If(ast.Compare(ast.Constant(stages - 1), [ast.Lt()], [n]),
-                              issue(ast.Constant(stages - 1), ast.Constant(stages - 1)), [])
-        pre = [_expr_stmt(_call(TILE, [ast.Constant(ops)]), node)]
-        pre[0] = ast.copy_location(ast.Assign([ast.Name(ops, ast.Store())], pre[0].value), node)
-        pre += copy.deepcopy(head) + [ast.copy_location(first_refill, node),
-                                      _expr_stmt(_call(COMMIT, []), node),
-                                      part(ast.Constant(0), "load")]
-        ahead = ast.BinOp(k, ast.Add(), S)
-        refill = ast.If(ast.Compare(ahead, [ast.Lt()], [n]),
-                        issue(copy.deepcopy(ahead), ast.BinOp(copy.deepcopy(ahead), ast.Mod(),
-                                                              S)), [])
-        current = ast.BinOp(k, ast.Mod(), S)
-        following = ast.BinOp(ast.BinOp(k, ast.Add(), ast.Constant(1)), ast.Mod(), S)
-        body = [part(current, "steps")] + copy.deepcopy(head) + [
-            part(following, "load"), part(copy.deepcopy(current), "last"),
-            ast.copy_location(refill, node), _expr_stmt(_call(COMMIT, []), node)]
-        steady = ast.For(node.target, _call("range", [n]), body, [], None)
-        return pre + [ast.copy_location(steady, node)]
 
 
 def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:

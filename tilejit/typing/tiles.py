@@ -135,14 +135,6 @@ class GemmTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
-@infer_global(intrinsics.gemm_part)
-class GemmPartTemplate(AbstractTemplate):
-    def generic(self, args, kws):
-        _str(args[3], "gemm_part")
-        _str(args[5], "gemm_part")
-        return signature(types.none, *args)
-
-
 @infer_global(intrinsics.frag_loop)
 class FragLoopTemplate(AbstractTemplate):
     def generic(self, args, kws):
