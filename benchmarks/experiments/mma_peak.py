@@ -26,7 +26,6 @@ def ptx(chains: int, iters: int) -> str:
         f"{{%c{i}_0,%c{i}_1,%c{i}_2,%c{i}_3}}, {{%a0,%a1,%a2,%a3}}, {{%b0,%b1}}, "
         f"{{%c{i}_0,%c{i}_1,%c{i}_2,%c{i}_3}};" for i in range(chains))
     decl = "\n".join(f"    .reg .f32 %c{i}_<4>;" for i in range(chains))
-    total = " + ".join(f"%c{i}_0" for i in range(chains))
     adds = "\n".join(f"    add.f32 %s, %s, %c{i}_0;" for i in range(chains))
     return f"""
 .version 8.0

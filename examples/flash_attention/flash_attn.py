@@ -64,14 +64,18 @@ def flashattn(Q, K, V, Output, LSE=None, is_causal: T.constexpr = False,
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by // group, :], K_shared)
             else:
                 T.copy(K[bz, by // group, k * block_N:(k + 1) * block_N, :], K_shared)
-            if is_causal:
+            # only the tiles that cross the diagonal (causal) or the end of the
+            # sequence need a mask; the others start from zero
+            if is_causal and (k + 1) * block_N > bx * block_M + 1:
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.if_then_else(
                         bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc_s.dtype))
-            else:
+            elif not is_causal and (k + 1) * block_N > seq_len:
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.if_then_else(
                         k * block_N + j < seq_len, 0, -T.infinity(acc_s.dtype))
+            else:
+                T.clear(acc_s)
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True,
                    policy=T.GemmWarpPolicy.FullRow)
 

@@ -118,11 +118,24 @@ def approximate_division(ir_text: str) -> str:
     return _FDIV_F32.sub(lambda m: f"= fdiv afn {m.group(1)}float ", ir_text)
 
 
+_FP_ARITH = re.compile(r"= (fmul|fadd|fsub) ((?:[a-z]+ )*)(float|double|<\d+ x (?:float|double)>) ")
+
+
+def contract_multiply_add(ir_text: str) -> str:
+    """A product feeding an addition may become one ``fma`` (rounded once): the
+    ``contract`` flag on float and double multiplies, adds and subtracts, which is
+    what CUDA compilers do by default (nvcc's ``--fmad=true``). The math routines that
+    depend on exact products use ``llvm.fma`` explicitly."""
+    return _FP_ARITH.sub(lambda m: f"= {m.group(1)} contract {m.group(2)}{m.group(3)} "
+                         if "contract" not in m.group(2) else m.group(0), ir_text)
+
+
 def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str,
                       fast_math: bool = False) -> ll.ModuleRef:
     tm = target_machine(arch)
     main = None
     for text in ir_texts:
+        text = contract_multiply_add(text)
         mod = ll.parse_assembly(approximate_division(text) if fast_math else text)
         if main is None:
             main = mod
