@@ -64,6 +64,9 @@ from llvmlite import ir
 
 from .target_hooks import current_kernel_or_none
 
+# metadata on the routines' own arithmetic: never contracted into an fma
+EXACT = "tilejit.exact"
+
 F32, F64 = ir.FloatType(), ir.DoubleType()
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
@@ -237,14 +240,21 @@ class _E:
         return "f64" if self.f.double else "f32"
 
     # -- arithmetic (IEEE, round to nearest even; no fast-math flags) ---------------
+    # Marked exact: the routines' error analysis assumes each operation rounds once by
+    # itself, so the GPU target's multiply-add contraction (nvptx.contract_multiply_add)
+    # leaves them alone; products that should be fused use ``fma`` explicitly.
+    def _exact(self, instr):
+        instr.set_metadata(EXACT, self.b.module.add_metadata([]))
+        return instr
+
     def add(self, a, b):
-        return self.b.fadd(self.c(a), self.c(b))
+        return self._exact(self.b.fadd(self.c(a), self.c(b)))
 
     def sub(self, a, b):
-        return self.b.fsub(self.c(a), self.c(b))
+        return self._exact(self.b.fsub(self.c(a), self.c(b)))
 
     def mul(self, a, b):
-        return self.b.fmul(self.c(a), self.c(b))
+        return self._exact(self.b.fmul(self.c(a), self.c(b)))
 
     def div(self, a, b):
         return self.b.fdiv(self.c(a), self.c(b))

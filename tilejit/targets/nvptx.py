@@ -118,14 +118,16 @@ def approximate_division(ir_text: str) -> str:
     return _FDIV_F32.sub(lambda m: f"= fdiv afn {m.group(1)}float ", ir_text)
 
 
-_FP_ARITH = re.compile(r"= (fmul|fadd|fsub) ((?:[a-z]+ )*)(float|double|<\d+ x (?:float|double)>) ")
+_FP_ARITH = re.compile(r"= (fmul|fadd|fsub) ((?:[a-z]+ )*)(float|double|<\d+ x (?:float|double)>) "
+                       r"(?![^\n]*!tilejit\.exact)")
 
 
 def contract_multiply_add(ir_text: str) -> str:
     """A product feeding an addition may become one ``fma`` (rounded once): the
     ``contract`` flag on float and double multiplies, adds and subtracts, which is
-    what CUDA compilers do by default (nvcc's ``--fmad=true``). The math routines that
-    depend on exact products use ``llvm.fma`` explicitly."""
+    what CUDA compilers do by default (nvcc's ``--fmad=true``). The math routines'
+    own operations carry ``!tilejit.exact`` and keep rounding one by one (their error
+    analysis assumes it; where they want a fused product they call ``llvm.fma``)."""
     return _FP_ARITH.sub(lambda m: f"= {m.group(1)} contract {m.group(2)}{m.group(3)} "
                          if "contract" not in m.group(2) else m.group(0), ir_text)
 
