@@ -34,7 +34,8 @@ def k(X, Y, Z):
 
 x = np.arange(1000, dtype=np.float32)
 h = k.compile(x, x, x.copy(), target="cuda", arch="sm_90")
-print(json.dumps({{"numba": "numba" in sys.modules, "ptx_has_mul": "mul.f32" in h.ptx or "mul.rn.f32" in h.ptx}}))
+has_mul = "mul.f32" in h.ptx or "mul.rn.f32" in h.ptx
+print(json.dumps({{"numba": "numba" in sys.modules, "ptx_has_mul": has_mul}}))
 '''
 
 
