@@ -402,6 +402,50 @@ def test_fast_math_leaves_float64_accurate():
         assert ("approx" in str(module)) == expect_approx
 
 
+
+def test_contraction_marks_products_and_spares_exact_operations():
+    from tilejit.targets.nvptx import contract_multiply_add
+    text = "\n".join(['  %"a" = fmul float %"x", %"y"',
+                      '  %"b" = fadd float %"a", %"z", !tilejit.exact !0',
+                      '  %"c" = fsub fast double %"a", %"z"',
+                      '  %"d" = fmul contract float %"a", %"z"',
+                      '  %"e" = fdiv float %"a", %"z"'])
+    out = contract_multiply_add(text).splitlines()
+    assert out[0] == '  %"a" = fmul contract float %"x", %"y"'
+    assert out[1] == '  %"b" = fadd float %"a", %"z", !tilejit.exact !0'
+    assert out[2] == '  %"c" = fsub contract fast double %"a", %"z"'
+    assert out[3] == '  %"d" = fmul contract float %"a", %"z"'
+    assert out[4] == '  %"e" = fdiv float %"a", %"z"'
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_contraction_leaves_the_math_routines_unchanged(dtype, monkeypatch):
+    """The math functions' PTX is the same with and without multiply-add contraction
+    (their own operations are marked exact), so their GPU results stay the host's."""
+    import tilejit.targets.nvptx as nv
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    x, r = np.zeros(256, dtype), np.zeros((12, 256), dtype)
+    with_contraction = tilejit.kernel(math_all.func).compile(x, x, r, target="cuda",
+                                                             arch="sm_90").ptx
+    monkeypatch.setattr(nv, "contract_multiply_add", lambda text: text)
+    without = tilejit.kernel(math_all.func).compile(x, x, r, target="cuda", arch="sm_90").ptx
+    assert with_contraction == without
+
+
+@tilejit.kernel
+def scaled_shift(X, Y, scale):
+    with T.Kernel(T.ceildiv(X.shape[0], 256), threads=128) as bx:
+        for i in T.Parallel(256):
+            if bx * 256 + i < X.shape[0]:
+                Y[bx * 256 + i] = X[bx * 256 + i] * scale - 1.0
+
+
+def test_kernel_arithmetic_is_contracted():
+    ptx = scaled_shift.compile(np.zeros(1000, np.float32), np.zeros(1000, np.float32), 0.5,
+                               target="cuda", arch="sm_90").ptx
+    assert "fma.rn.f32" in ptx and "mul.rn.f32" not in ptx
+
+
 # ---------------------------------------------------------------------------------------
 # 3. accuracy of the GPU algorithms, run on the host
 # ---------------------------------------------------------------------------------------
