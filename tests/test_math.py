@@ -402,7 +402,6 @@ def test_fast_math_leaves_float64_accurate():
         assert ("approx" in str(module)) == expect_approx
 
 
-
 def test_contraction_marks_products_and_spares_exact_operations():
     from tilejit.targets.nvptx import contract_multiply_add
     text = "\n".join(['  %"a" = fmul float %"x", %"y"',
