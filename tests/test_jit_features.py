@@ -1,6 +1,7 @@
 """The JIT around the compiler: T.empty outputs, automatic shape specialization, IR
 dumps, compile-only use without Numba on the cache-hit path."""
 import os
+import re
 import subprocess
 import sys
 
@@ -88,6 +89,61 @@ def test_shape_entry_used_as_extent_specializes():
     assert row_scale.compile(b, b.copy(), target="cuda", arch="sm_90").ptx == ptx64
     c = np.zeros((3, 32), np.float32)            # another D: another specialization
     assert row_scale.compile(c, c.copy(), target="cuda", arch="sm_90").ptx != ptx64
+
+
+@tilejit.kernel
+def scale_columns(X, W, Y):
+    M, N = X.shape
+    with T.Kernel(M, threads=64) as row:
+        x = T.alloc_fragment((1, N), T.float32)
+        w = T.alloc_fragment((N,), T.float32)
+        T.copy(X[row, 0], x)
+        T.copy(W, w)                    # W moved whole: specialized on its length
+        for i, j in T.Parallel(1, N):
+            x[i, j] = x[i, j] * w[j]
+        T.copy(x, Y[row, 0])
+
+
+def test_whole_tensor_copy_specializes_on_the_tensors_shape():
+    assert scale_columns.whole_copies == ("W",)
+    x = np.zeros((4, 256), np.float32)
+    ptx = scale_columns.compile(x, np.zeros(256, np.float32), x.copy(), target="cuda",
+                                arch="sm_90").ptx
+    # W's length is compiled in: its copy has no edge path (no element-by-element loads)
+    assert not re.search(r"ld\.global\.nc\.b32\s", ptx) and "ld.global.nc.v4.b32" in ptx
+
+
+def test_whole_tensor_copy_of_another_extent_is_an_error_before_running():
+    x = np.zeros((4, 256), np.float32)
+    with pytest.raises(tilejit.CompileError, match=r"tensor 'W' has shape \(201,\) and tile "
+                       r"'w' has shape \(256,\)"):
+        scale_columns.compile(x, np.zeros(201, np.float32), x.copy(), target="cuda",
+                              arch="sm_90")
+    with pytest.raises(tilejit.CompileError, match="tensor 'W' has shape"):
+        scale_columns(x, np.zeros(201, np.float32), x.copy())       # simulated: the same
+
+
+def test_whole_tensor_copy_simulated():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    w = rng.standard_normal(256).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    scale_columns(x, w, y)
+    np.testing.assert_allclose(y, x * w, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_whole_tensor_copy_on_gpu():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(37, 256, device="cuda")
+    w = torch.randn(256, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    scale_columns(x, w, y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x * w)
+    y_sim = torch.full_like(x, float("nan")).cpu()
+    tilejit.kernel(scale_columns.func, target="sim")(x.cpu(), w.cpu(), y_sim)
+    torch.testing.assert_close(y.cpu(), y_sim)
 
 
 def test_other_shape_entries_stay_runtime():

@@ -80,7 +80,7 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         return kernel
     context = cres.target_context
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
-                                 spec.min_blocks_per_sm)
+                                 spec.min_blocks_per_sm, _shape_constants_by_position(spec))
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     module = nvptx.link_and_optimize(modules, name, spec.arch, fast_math=spec.fast_math)
@@ -119,6 +119,15 @@ def _bind(source_pass, ctx):
 def _named(fn, like):
     fn.__name__ = like.__name__
     return fn
+
+
+def _shape_constants_by_position(spec: Specialization) -> dict:
+    """{argument position: {dim: value}} of the shape entries compiled in."""
+    position = {name: i for i, (name, _) in enumerate(spec.params)}
+    out = {}
+    for param, dim, value in spec.shape_constants:
+        out.setdefault(position[param], {})[dim] = value
+    return out
 
 
 def _param_dtypes(spec: Specialization) -> dict:

@@ -114,11 +114,17 @@ def add_outputs(kernel, call: Call, launch: LaunchConfig):
 
 
 def shape_constants(kernel, call: Call, values) -> tuple:
-    """((param, dim, value), …) of the shape entries the kernel specializes on."""
-    if not kernel.shape_entries:
+    """((param, dim, value), …) of the shape entries the kernel specializes on: those it
+    needs at compile time, and every entry of a tensor a ``T.copy`` moves whole."""
+    if not kernel.shape_entries and not kernel.whole_copies:
         return ()
     index = {n: i for i, n in enumerate(kernel.source.params)}
     out = []
+    for param in kernel.whole_copies:
+        tensor = as_tensor_arg(values[index[param]])
+        if tensor is not None:
+            out += [(param, d, int(n)) for d, n in enumerate(tensor.shape)
+                    if (param, d) not in kernel.shape_entries]
     for param, dim in kernel.shape_entries:
         tensor = as_tensor_arg(values[index[param]])
         if tensor is None or dim >= tensor.ndim:
@@ -126,7 +132,7 @@ def shape_constants(kernel, call: Call, values) -> tuple:
                              f"compile-time extent; got {type(values[index[param]]).__name__}"
                              + (f" of rank {tensor.ndim}" if tensor is not None else ""))
         out.append((param, dim, int(tensor.shape[dim])))
-    return tuple(out)
+    return tuple(sorted(out))
 
 
 def check_rank(kernel, name, tensor: TensorArg):

@@ -12,7 +12,7 @@ import threading
 
 from . import host
 from .errors import CompileError
-from .frontend.analysis import compile_time_shapes, kernel_outputs
+from .frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
 from .frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from .frontend.signature import TensorArg
 from .frontend.source import expected_ranks, parse_kernel
@@ -39,6 +39,7 @@ class KernelFunction:
         self.ranks = expected_ranks(self.source)
         self.outputs, self.returns = kernel_outputs(self.source)
         self.shape_entries = compile_time_shapes(self.source)
+        self.whole_copies = whole_copy_shapes(self.source)
         ns = dict(self.source.namespace)
         ns[LAUNCH_CONFIG] = host.LaunchConfig
         self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)

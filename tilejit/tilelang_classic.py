@@ -110,6 +110,12 @@ class CompiledPrimFunc:
         tree, self._symbol_dims = _bind_symbols(pf, order)
         self.kernel = KernelFunction(pf.func, target=target, fast_math=fast_math,
                                      source_tree=tree)
+        # a tensor with a dynamic extent is one kernel for every size: no specializing on
+        # its shape because a T.copy moves it whole
+        self.kernel.whole_copies = tuple(
+            p for p in self.kernel.whole_copies
+            if not any(getattr(e, "dynamic", False)
+                       for e in getattr(pf.annotations.get(p), "shape", ())))
         for symbol, entry in self._symbol_dims.items():
             if symbol.dynamic and entry in self.kernel.shape_entries:
                 raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "

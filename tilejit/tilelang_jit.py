@@ -180,6 +180,11 @@ class JitFunction:
         # GPU for device tensors, the simulator for host ones), as the seeds expect
         self.kernel = KernelFunction(func, target=tj_target, fast_math=fast_math,
                                      source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)))
+        # a tensor with a dynamic extent is one kernel for every size: no specializing on
+        # its shape because a T.copy moves it whole
+        self.kernel.whole_copies = tuple(
+            p for p in self.kernel.whole_copies
+            if not any(sugar.symbols.get(self._symbol_of(p, d)) for d in range(8)))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:

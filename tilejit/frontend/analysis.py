@@ -5,6 +5,10 @@
 - ``compile_time_shapes``: the shape entries (parameter, dimension) the program needs
   at compile time — a ``T.Parallel`` extent or the block size computed from
   ``A.shape[i]`` — on which each specialization is made automatically.
+- ``whole_copy_shapes``: the tensors a ``T.copy`` moves whole
+  (``T.copy(W, w)``: a weight vector into a fragment). Specializing on them costs nothing
+  where they equal an extent already compiled in, and turns the copy's bounds checks
+  into constants: no edge path, every load in flight at once.
 """
 from __future__ import annotations
 
@@ -115,4 +119,18 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(needed))
 
 
-__all__ = ["kernel_outputs", "compile_time_shapes", "shape_environment", "resolve_static"]
+def whole_copy_shapes(ks: KernelSource) -> tuple[str, ...]:
+    """The tensor parameters named bare as a ``T.copy`` operand (every dimension of
+    their shape is specialized on; the rank is known at the call)."""
+    params = set(ks.params) - set(ks.constexpr_params)
+    out = set()
+    for node in ast.walk(ks.tree):
+        if is_call_to(node, T.copy, ks.namespace):
+            for arg in node.args[:2]:
+                if isinstance(arg, ast.Name) and arg.id in params:
+                    out.add(arg.id)
+    return tuple(sorted(out))
+
+
+__all__ = ["kernel_outputs", "compile_time_shapes", "whole_copy_shapes", "shape_environment",
+           "resolve_static"]

@@ -375,4 +375,40 @@ def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                     StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    return _Tiles(ctx, static).visit(fdef)
+    fdef = _Tiles(ctx, static).visit(fdef)
+    _check_whole_copies(fdef, ctx)
+    return fdef
+
+
+def _check_whole_copies(fdef, ctx):
+    """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
+    (``frontend/analysis.whole_copy_shapes``), so a shape other than the tile's is an
+    error here, before anything runs, as it is in the simulator."""
+    from ..frontend.rewrite import shape_constant_name
+    for node in ast.walk(fdef):
+        if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)
+                is T.copy and len(node.args) >= 2):
+            continue
+        for k, arg in enumerate(node.args[:2]):
+            other = node.args[1 - k]
+            tile = _tile_named(other, ctx)
+            if not isinstance(arg, ast.Name) or tile is None:
+                continue
+            dims = []
+            while shape_constant_name(arg.id, len(dims)) in ctx.namespace:
+                dims.append(ctx.namespace[shape_constant_name(arg.id, len(dims))])
+            if dims and tuple(dims) != tuple(tile.shape):
+                raise ctx.error(f"T.copy: tensor {arg.id!r} has shape {tuple(dims)} and tile "
+                                f"{tile.name!r} has shape {tuple(tile.shape)}: a whole tensor "
+                                f"is copied with its own extent, which must be the tile's "
+                                f"(copy a region to move part of it)", node)
+
+
+def _tile_named(node, ctx):
+    """The plan's tile an operand names (``__tj_tile("w")`` after this pass), or None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == TILE \
+            and node.args and isinstance(node.args[0], ast.Constant):
+        return ctx.plan.tiles.get(node.args[0].value)
+    if isinstance(node, ast.Name):
+        return ctx.plan.tiles.get(node.id)
+    return None

@@ -47,8 +47,11 @@ def kernel_parameters(context, argtypes):
 
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
-                min_blocks_per_sm: int | None = None) -> str:
-    """The ``ptx_kernel`` entry as LLVM IR text."""
+                min_blocks_per_sm: int | None = None, shape_constants=None) -> str:
+    """The ``ptx_kernel`` entry as LLVM IR text. ``shape_constants`` maps an argument's
+    position to ``{dim: value}``: the shape entries this specialization was compiled
+    for. The launch passes exactly those values (they are part of the specialization's
+    key), so the entry uses the constants: bounds checks against them fold away."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -58,11 +61,12 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
     entry.calling_convention = "ptx_kernel"
     builder = ir.IRBuilder(entry.append_basic_block("entry"))
     values, pos = [], 0
-    for ty, group in zip(argtypes, groups):
+    for index, (ty, group) in enumerate(zip(argtypes, groups)):
         params = entry.args[pos:pos + len(group)]
         pos += len(group)
         if isinstance(ty, GlobalTensorType):
-            values.append(_tensor_value(context, builder, ty, params))
+            known = (shape_constants or {}).get(index, {})
+            values.append(_tensor_value(context, builder, ty, params, known))
         else:
             values.append(params[0])
     context.call_conv.call_function(builder, inner, types.none, argtypes, values)
@@ -79,9 +83,10 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
     return text
 
 
-def _tensor_value(context, builder, ty: GlobalTensorType, params):
+def _tensor_value(context, builder, ty: GlobalTensorType, params, known: dict):
     data, dims = params[0], params[1:]
     shape, strides = dims[:ty.ndim], dims[ty.ndim:]
+    shape = [ir.IntType(64)(known[d]) if d in known else s for d, s in enumerate(shape)]
     # tensor arguments are `__restrict__`, as in TileLang's generated CUDA: the
     # iterations of a T.Parallel are independent, so accesses of different iterations
     # may be reordered (an in-place `A[i] = f(A[i])` stays correct: within one
