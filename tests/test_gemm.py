@@ -154,6 +154,34 @@ def test_gemm_ptx_uses_tensor_cores_for_every_dtype():
             assert "ldmatrix.sync.aligned" in ptx, dtype
 
 
+@pytest.mark.parametrize("trans_A,trans_B", [(False, False), (True, False), (False, True),
+                                             (True, True)])
+@pytest.mark.parametrize("bm,bn,bk,threads", [(128, 128, 32, 128), (256, 128, 64, 256),
+                                              (64, 64, 16, 128), (128, 64, 64, 128)])
+def test_ldmatrix_addresses_come_from_one_base_per_operand(monkeypatch, trans_A, trans_B, bm,
+                                                           bn, bk, threads):
+    """For the swizzled operand tiles the compiler picks, every ldmatrix address of a
+    T.gemm is one per-thread base moved by an XOR (or add) per column step and a
+    constant per row step, checked at compile time for every lane of every warp
+    (lowering/ldmatrix.py); the GPU tests above check the results."""
+    from tilejit.lowering import ldmatrix
+    plans = []
+    original = ldmatrix._plan
+
+    def recording(*args):
+        plans.append((args[2], original(*args)))
+        return plans[-1][1]
+    monkeypatch.setattr(ldmatrix, "_plan", recording)
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    a, b, A, B = _inputs(512, 512, 512, "float16", trans_A, trans_B)
+    c = torch.zeros(512, 512, dtype=torch.float32)
+    tilejit.kernel(gemm.func).compile(A, B, c, target="cuda", arch="sm_90", block_M=bm,
+                                      block_N=bn, block_K=bk, threads=threads,
+                                      trans_A=trans_A, trans_B=trans_B)
+    assert sorted(op for op, _ in plans) == ["A", "B"]
+    assert all(p is not None for _, p in plans), plans
+
+
 def test_gemm_shape_mismatch_is_a_compile_error():
     @tilejit.kernel
     def bad(A, B, C):

@@ -26,6 +26,7 @@ from ..language import intrinsics
 from ..layouts import mma_fragment
 from ..tile.addressing import Var, fragment_indexing, layout_offset, substitute
 from ..typing.tiles import TileType
+from .ldmatrix import LaneAddresses, b_coords, offset_expr
 from .registry import lower
 from .tiles import emit, intrinsic, plan, thread_index
 
@@ -76,17 +77,16 @@ def _smem_offset(builder, tile, row, col):
     return emit(builder, layout_offset(tile.layout, names), {"r": row, "c": col})
 
 
-def _ldmatrix(builder, base_ptr, offset, count, trans):
+def _ldmatrix(builder, ptr, count, trans):
     name = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.b16.p3"
     ret = ir.LiteralStructType([I32] * count)
     fn = intrinsic(builder, name, ret, [ir.PointerType(ir.IntType(8), 3)])
-    ptr = builder.bitcast(builder.gep(base_ptr, [offset], inbounds=True),
-                          ir.PointerType(ir.IntType(8), 3))
+    ptr = builder.bitcast(ptr, ir.PointerType(ir.IntType(8), 3))
     out = builder.call(fn, [ptr])
     return [builder.extract_value(out, k) for k in range(count)]
 
 
-def _ldmatrix_ok(tile, rows_cols_major) -> bool:
+def _ldmatrix_ok(tile) -> bool:
     """16-byte rows of 8 elements stay contiguous and aligned in the tile's layout."""
     from .copy import _chunks_contiguous
     return tile.dtype.itemsize == 2 and _chunks_contiguous(tile.layout, tile.shape, 8)
@@ -158,19 +158,9 @@ def _a_registers(ctx, w, a_ty, a_ptr, kk):
                                   8 * tile.dtype.itemsize))
             out.append(regs)
         return out
-    if gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile, None):
-        mi, r = builder.udiv(w.lane, I32(8)), builder.urem(w.lane, I32(8))
-        lo = builder.mul(builder.urem(mi, I32(2)), I32(8))
-        hi = builder.mul(builder.udiv(mi, I32(2)), I32(8))
+    if ctx is not None:          # ldmatrix: lane addresses from one base (ldmatrix.py)
         for rm in range(gp.repeat_m):
-            m = builder.add(builder.add(w.row0, I32(rm * 16)), lo)
-            k = builder.add(I32(kk * 16), hi)
-            if gp.transpose_A:      # tile (K, M): rows are k
-                off = _smem_offset(builder, tile, builder.add(I32(kk * 16), builder.add(hi, r)),
-                                   builder.add(builder.add(w.row0, I32(rm * 16)), lo))
-            else:
-                off = _smem_offset(builder, tile, builder.add(m, r), k)
-            out.append(_ldmatrix(builder, a_ptr, off, 4, gp.transpose_A))
+            out.append(_ldmatrix(builder, ctx.pointer(a_ptr, rm, kk), 4, gp.transpose_A))
         return out
     return [_gather(ctx, w, a_ty, a_ptr, "A", rm, kk) for rm in range(gp.repeat_m)]
 
@@ -179,23 +169,17 @@ def _b_registers(ctx, w, b_ty, b_ptr, kk):
     """Per column tile rn: the two B registers of k step kk."""
     gp, builder = w.gp, w.builder
     tile = plan().tile(b_ty.tile_name)
-    if gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile, None):
+    if ctx is not None:          # ldmatrix (.trans where the tile is (K, N))
         out = []
-        r = builder.urem(w.lane, I32(8))
-        mi = builder.udiv(w.lane, I32(8))
         for rn in range(0, gp.repeat_n, 2):
             count = 4 if rn + 1 < gp.repeat_n else 2
-            m = mi if count == 4 else builder.urem(mi, I32(2))
-            k_half = builder.mul(builder.urem(m, I32(2)), I32(8))
-            n_half = builder.mul(builder.udiv(m, I32(2)), I32(8))
-            n0 = builder.add(builder.add(w.col0, I32(rn * 8)), n_half)
-            k0 = builder.add(I32(kk * 16), k_half)
-            if gp.transpose_B:     # tile (N, K): rows are n, plain ldmatrix
-                off = _smem_offset(builder, tile, builder.add(n0, r), k0)
-                regs = _ldmatrix(builder, b_ptr, off, count, False)
-            else:                  # tile (K, N): rows are k, transposed ldmatrix
-                off = _smem_offset(builder, tile, builder.add(k0, r), n0)
-                regs = _ldmatrix(builder, b_ptr, off, count, True)
+            if count == 4:
+                ptr = ctx.pointer(b_ptr, rn // 2, kk)
+            else:                  # the odd last column tile: an x2 load
+                env = ctx.env
+                ptr = builder.gep(b_ptr, [emit(builder, offset_expr(
+                    tile, b_coords(gp, rn // 2, kk, count=2)), env)], inbounds=True)
+            regs = _ldmatrix(builder, ptr, count, not gp.transpose_B)
             out.append(regs[0:2])
             if count == 4:
                 out.append(regs[2:4])
@@ -255,56 +239,79 @@ def _mma(builder, gp, a, b, c):
     return [builder.extract_value(out, k) for k in range(4)]
 
 
-@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
-def gemm_impl(context, builder, sig, args):
-    a_ty, b_ty, c_ty, gid = sig.args
-    gp, *_ = plan().gemms[gid.literal_value]
-    c_tile = plan().tile(c_ty.tile_name)
-    c_slots = _register_slots(c_tile.layout, gp, "C")
-    w = _Warp(context, builder, gp)
-    c_ptr = args[2]
-    half_acc = gp.dtypes[2] == "float16"
-    elem = context.get_data_type(c_ty.element)
+class _Accumulator:
+    """The C registers of one warp's (rm, rn) tiles: loaded, passed to mma, stored."""
 
-    def c_regs(rm, rn):
-        ptrs = [builder.gep(c_ptr, [I32(c_slots[(rm, rn, e)])]) for e in range(4)]
-        if gp.clear_accum and not hasattr(c_regs, "cleared"):
-            pass
+    def __init__(self, context, builder, gp, c_ty, c_ptr):
+        self.builder, self.gp, self.ptr = builder, gp, c_ptr
+        self.slots = _register_slots(plan().tile(c_ty.tile_name).layout, gp, "C")
+        self.half = gp.dtypes[2] == "float16"
+
+    def mma(self, rm, rn, a, b):
+        builder = self.builder
+        ptrs = [builder.gep(self.ptr, [I32(self.slots[(rm, rn, e)])]) for e in range(4)]
         vals = [builder.load(p) for p in ptrs]
-        if half_acc:
+        if self.half:
             packed = []
             for k in (0, 2):
                 v = ir.Constant(HALF2, None)
                 v = builder.insert_element(v, vals[k], I32(0))
                 v = builder.insert_element(v, vals[k + 1], I32(1))
                 packed.append(v)
-            return ptrs, packed
-        return ptrs, vals
+            vals = packed
+        d = _mma(builder, self.gp, a, b, vals)
+        if self.half:
+            d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
+        for p, v in zip(ptrs, d):
+            builder.store(v, p)
 
-    if gp.clear_accum:
-        zero = ir.Constant(elem, 0)
-        for s in range(c_tile.indexing.slots):
-            builder.store(zero, builder.gep(c_ptr, [I32(s)]))
+
+def _step_mmas(acc, gp, operands):
+    """The repeat_m x repeat_n mma of one k step; the order snakes through the warp's
+    tiles so consecutive instructions share an A or a B operand."""
+    a_regs, b_regs = operands
+    for rm in range(gp.repeat_m):
+        cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
+        for rn in cols:
+            acc.mma(rm, rn, a_regs[rm], b_regs[rn])
+
+
+def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
+    """operands(kk): the A and B registers of k step kk (ldmatrix where it applies, its
+    lane addresses from one base per operand: ldmatrix.py)."""
+    w = _Warp(context, builder, gp)
+    env = {"lane": w.lane, "row0": w.row0, "col0": w.col0}
     steps = gp.K // gp.k_step
+    lanes = []
+    for ty, operand, n_i in ((a_ty, "A", gp.repeat_m), (b_ty, "B", gp.repeat_n // 2)):
+        tile = plan().tile(ty.tile_name)
+        use = (ty.kind != "fragment" and gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile))
+        lanes.append(LaneAddresses(builder, tile, gp, operand, max(n_i, 1), steps, env)
+                     if use else None)
 
     def operands(kk):
-        return (_a_registers(None, w, a_ty, args[0], kk), _b_registers(None, w, b_ty, args[1], kk))
+        return (_a_registers(lanes[0], w, a_ty, a_ptr, kk),
+                _b_registers(lanes[1], w, b_ty, b_ptr, kk))
+    return operands
 
+
+@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
+def gemm_impl(context, builder, sig, args):
+    a_ty, b_ty, c_ty, gid = sig.args
+    gp, *_ = plan().gemms[gid.literal_value]
+    c_tile = plan().tile(c_ty.tile_name)
+    if gp.clear_accum:
+        zero = ir.Constant(context.get_data_type(c_ty.element), 0)
+        for s in range(c_tile.indexing.slots):
+            builder.store(zero, builder.gep(args[2], [I32(s)]))
+    acc = _Accumulator(context, builder, gp, c_ty, args[2])
+    operands = _operand_loader(context, builder, gp, a_ty, args[0], b_ty, args[1])
     # the operands of step kk + 1 are loaded before the mma of step kk, so their shared-
-    # memory latency hides behind tensor-core work; the mma order snakes through the
-    # warp's tiles so consecutive instructions share an A or a B operand
+    # memory latency hides behind tensor-core work
+    steps = gp.K // gp.k_step
     current = operands(0)
     for kk in range(steps):
         following = operands(kk + 1) if kk + 1 < steps else None
-        a_regs, b_regs = current
-        for rm in range(gp.repeat_m):
-            cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
-            for rn in cols:
-                ptrs, c = c_regs(rm, rn)
-                d = _mma(builder, gp, a_regs[rm], b_regs[rn], c)
-                if half_acc:
-                    d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
-                for p, v in zip(ptrs, d):
-                    builder.store(v, p)
+        _step_mmas(acc, gp, current)
         current = following
     return context.get_dummy_value()
