@@ -123,6 +123,32 @@ def test_whole_tensor_copy_of_another_extent_is_an_error_before_running():
         scale_columns(x, np.zeros(201, np.float32), x.copy())       # simulated: the same
 
 
+@tilejit.kernel
+def scale_columns_2d(X, W, Y):
+    M, N = X.shape
+    with T.Kernel(M, threads=64) as row:
+        x = T.alloc_fragment((1, N), T.float32)
+        w = T.alloc_fragment((1, N), T.float32)     # W is (N,): size-1 dimensions aside
+        T.copy(X[row, 0], x)
+        T.copy(W, w)
+        for i, j in T.Parallel(1, N):
+            x[i, j] = x[i, j] * w[i, j]
+        T.copy(x, Y[row, 0])
+
+
+def test_whole_tensor_copy_pairs_extents_without_size_one_dimensions():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    w = rng.standard_normal(256).astype(np.float32)
+    y = np.zeros_like(x)
+    scale_columns_2d(x, w, y)
+    np.testing.assert_allclose(y, x * w, rtol=1e-6)
+    assert "ld.global.nc.v4.b32" in scale_columns_2d.compile(x, w, y, target="cuda",
+                                                             arch="sm_90").ptx
+    with pytest.raises(tilejit.CompileError, match="tensor 'W' has shape"):
+        scale_columns_2d(x, np.zeros(128, np.float32), y)
+
+
 def test_whole_tensor_copy_simulated():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 256)).astype(np.float32)

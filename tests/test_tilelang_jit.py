@@ -82,6 +82,27 @@ def dynamic_copy(A, block=256):
     return B
 
 
+@tilelang.jit
+def dynamic_whole_copy(A, W):
+    n = T.dynamic("n")
+    m = T.dynamic("m")
+    A: T.Tensor((n, 64), T.float32)
+    W: T.Tensor((m,), T.float32)               # dynamic: one kernel for every length
+    B = T.empty((n, 64), T.float32)
+    with T.Kernel(n, threads=64) as row:
+        w = T.alloc_fragment((64,), T.float32)
+        T.copy(W, w)
+        for j in T.Parallel(64):
+            B[row, j] = A[row, j] * w[j]
+    return B
+
+
+def test_a_tensor_with_a_dynamic_extent_is_not_specialized_for_a_whole_copy():
+    assert dynamic_whole_copy.kernel.whole_copies == ()
+    a, w = torch.randn(5, 64), torch.randn(64)
+    torch.testing.assert_close(dynamic_whole_copy(a, w), a * w)
+
+
 def test_seed_vector_add_runs_as_written():
     a, b = torch.randn(1024), torch.randn(1024)
     torch.testing.assert_close(vector_add(a, b), a + b)

@@ -182,9 +182,8 @@ class JitFunction:
                                      source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)))
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
-        self.kernel.whole_copies = tuple(
-            p for p in self.kernel.whole_copies
-            if not any(sugar.symbols.get(self._symbol_of(p, d)) for d in range(8)))
+        self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
+                                         if not self._has_dynamic_extent(p))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:
@@ -192,6 +191,16 @@ class JitFunction:
                                f"{dynamic_used}; use T.const for tile extents",
                                sugar.filename, sugar.fdef.lineno)
         self._checks = {}
+
+    def _has_dynamic_extent(self, tensor):
+        """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
+        for name, ann, _ in self.sugar.annotations:
+            if name == tensor:
+                for extent in _annotation_shape(ann) or []:
+                    if any(isinstance(n, ast.Name) and self.sugar.symbols.get(n.id)
+                           for n in ast.walk(extent)):
+                        return True
+        return False
 
     def _symbol_of(self, tensor, dim):
         for name, ann, _ in self.sugar.annotations:

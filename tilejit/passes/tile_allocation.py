@@ -382,8 +382,8 @@ def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 def _check_whole_copies(fdef, ctx):
     """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
-    (``frontend/analysis.whole_copy_shapes``), so a shape other than the tile's is an
-    error here, before anything runs, as it is in the simulator."""
+    (``frontend/analysis.whole_copy_shapes``), so extents other than the tile's (size-1
+    dimensions aside) are an error here, before anything runs, as in the simulator."""
     from ..frontend.rewrite import shape_constant_name
     for node in ast.walk(fdef):
         if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)
@@ -397,7 +397,8 @@ def _check_whole_copies(fdef, ctx):
             dims = []
             while shape_constant_name(arg.id, len(dims)) in ctx.namespace:
                 dims.append(ctx.namespace[shape_constant_name(arg.id, len(dims))])
-            if dims and tuple(dims) != tuple(tile.shape):
+            # size-1 dimensions do not count, as everywhere a copy pairs extents
+            if dims and [d for d in dims if d != 1] != [d for d in tile.shape if d != 1]:
                 raise ctx.error(f"T.copy: tensor {arg.id!r} has shape {tuple(dims)} and tile "
                                 f"{tile.name!r} has shape {tuple(tile.shape)}: a whole tensor "
                                 f"is copied with its own extent, which must be the tile's "
