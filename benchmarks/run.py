@@ -43,7 +43,7 @@ import torch  # noqa: E402
 
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
-from tilejit.testing_support import median_ms  # noqa: E402
+from tilejit.testing_support import interleaved_times  # noqa: E402
 
 try:
     import triton
@@ -100,10 +100,7 @@ def bench_vector_add():
         torch.cuda.synchronize()
         if check:
             assert torch.equal(c, ref), f"{name}: wrong result"
-    times = {name: [] for name, *_ in variants}
-    for _ in range(5):
-        for name, fn, _, _ in variants:
-            times[name].append(median_ms(fn))
+    times = interleaved_times(variants, rounds=5)
     rows = []
     for name, _, _, moved in variants:
         best = min(times[name])
@@ -274,10 +271,7 @@ def _bench_gemm_one(n, tdtype, dtype):
             err = (c.float() - ref.float()).abs().max().item()
             assert err < 0.05 * (1 + ref.float().abs().max().item()), f"{name}: error {err}"
             ok.append((name, fn))
-        times = {name: [] for name, _ in ok}
-        for _ in range(3):
-            for name, fn in ok:
-                times[name].append(median_ms(fn))
+        times = interleaved_times(ok)
         flops = 2 * n ** 3
         base = min(times[ok[0][0]])
         for name, _ in ok:
@@ -366,10 +360,7 @@ def bench_reductions(M=16384, N=8192):
             err = (out.float() - ref).abs().max().item()
             tol = 0.05 if "row_sum" in name else 0.02
             assert err < tol * (1 + ref.abs().max().item()), f"{name}: error {err}"
-    times = {name: [] for name, *_ in variants}
-    for _ in range(3):
-        for name, fn, _, _ in variants:
-            times[name].append(median_ms(fn, rep=30))
+    times = interleaved_times(variants, rep=30)
     rows = []
     copy_bw = None
     for name, _, moved, _ in variants:
@@ -441,10 +432,7 @@ def bench_attention(b=4, h=32, s=4096, d=128):
                 err = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
                 assert err < 2e-2, f"{name}: error {err}"
             ok.append((name, fn))
-        times = {name: [] for name, _ in ok}
-        for _ in range(3):
-            for name, fn in ok:
-                times[name].append(median_ms(fn, rep=20))
+        times = interleaved_times(ok, rep=20)
         flops = 4 * b * h * s * s * d / (2 if causal else 1)
         base = min(times[ok[0][0]]) if ok and "FLASH" in ok[0][0] else None
         for name, _ in ok:

@@ -23,3 +23,16 @@ def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True) -> flo
         times.append(start.elapsed_time(end))
     times.sort()
     return times[len(times) // 2]
+
+
+def interleaved_times(named_fns, rounds: int = 3, timer=None, **timer_kw) -> dict:
+    """{name: [ms of each round]}: every function timed once per round, the rounds one
+    after another, so a slow spell of the device (clocks, a neighbour) touches every
+    variant alike; a benchmark reports each name's best round. ``named_fns`` holds
+    (name, fn, …) tuples; ``timer`` defaults to ``median_ms``."""
+    timer = timer or median_ms
+    times = {entry[0]: [] for entry in named_fns}
+    for _ in range(rounds):
+        for name, fn, *_ in named_fns:
+            times[name].append(timer(fn, **timer_kw))
+    return times

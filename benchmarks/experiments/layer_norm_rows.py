@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from norms import layer_norm  # noqa: E402
-from tilejit.testing_support import median_ms  # noqa: E402
+from tilejit.testing_support import interleaved_times  # noqa: E402
 
 
 @tilejit.kernel
@@ -101,10 +101,7 @@ def main():
             err = (y.float() - ref).abs().max().item()
             assert err < 0.02 * (1 + ref.abs().max().item()), (name, err)
         ok.append((name, fn))
-    times = {name: [] for name, _ in ok}
-    for _ in range(3):
-        for name, fn in ok:
-            times[name].append(median_ms(fn))
+    times = interleaved_times(ok)
     base = min(times["copy"])
     rows = []
     for name, _ in ok:

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from norms import layer_norm, rms_norm  # noqa: E402
-from tilejit.testing_support import median_ms  # noqa: E402
+from tilejit.testing_support import interleaved_times  # noqa: E402
 
 
 @tilejit.kernel
@@ -114,10 +114,7 @@ def main():
             args = (x, w, y, 1e-5) if kern is rms_norm else (x, w, b, y, 1e-5)
             regs = kern.compile(*args, **kw).num_regs
         ok.append((name, fn, regs))
-    times = {name: [] for name, _, _ in ok}
-    for _ in range(3):
-        for name, fn, _ in ok:
-            times[name].append(median_ms(fn))
+    times = interleaved_times(ok)
     base = min(times["copy"])
     rows = []
     for name, _, regs in ok:
