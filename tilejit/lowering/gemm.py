@@ -26,7 +26,7 @@ from ..language import intrinsics
 from ..layouts import mma_fragment
 from ..tile.addressing import Var, fragment_indexing, layout_offset, substitute
 from ..typing.tiles import TileType
-from .ldmatrix import LaneAddresses, b_coords, offset_expr
+from .ldmatrix import LaneAddresses
 from .registry import lower
 from .tiles import emit, intrinsic, plan, thread_index
 
@@ -123,8 +123,9 @@ class _Warp:
         self.col0 = builder.mul(self.wn, I32(gp.warp_n))
 
 
-def _a_registers(ctx, w, a_ty, a_ptr, kk):
-    """Per row tile rm: the A registers of k step kk."""
+def _a_registers(lanes, w, a_ty, a_ptr, kk):
+    """Per row tile rm: the A registers of k step kk (``lanes``: the LaneAddresses of
+    an ldmatrix operand, None otherwise)."""
     gp, builder, context = w.gp, w.builder, w.context
     tile = plan().tile(a_ty.tile_name)
     out = []
@@ -158,36 +159,30 @@ def _a_registers(ctx, w, a_ty, a_ptr, kk):
                                   8 * tile.dtype.itemsize))
             out.append(regs)
         return out
-    if ctx is not None:          # ldmatrix: lane addresses from one base (ldmatrix.py)
+    if lanes is not None:        # ldmatrix: lane addresses from one base (ldmatrix.py)
         for rm in range(gp.repeat_m):
-            out.append(_ldmatrix(builder, ctx.pointer(a_ptr, rm, kk), 4, gp.transpose_A))
+            out.append(_ldmatrix(builder, lanes.pointer(a_ptr, rm, kk), 4, gp.transpose_A))
         return out
-    return [_gather(ctx, w, a_ty, a_ptr, "A", rm, kk) for rm in range(gp.repeat_m)]
+    return [_gather(w, a_ty, a_ptr, "A", rm, kk) for rm in range(gp.repeat_m)]
 
 
-def _b_registers(ctx, w, b_ty, b_ptr, kk):
-    """Per column tile rn: the two B registers of k step kk."""
+def _b_registers(lanes, w, b_ty, b_ptr, kk):
+    """Per column tile rn: the two B registers of k step kk (``lanes`` as for A)."""
     gp, builder = w.gp, w.builder
-    tile = plan().tile(b_ty.tile_name)
-    if ctx is not None:          # ldmatrix (.trans where the tile is (K, N))
+    if lanes is not None:        # ldmatrix (.trans where the tile is (K, N))
         out = []
         for rn in range(0, gp.repeat_n, 2):
-            count = 4 if rn + 1 < gp.repeat_n else 2
-            if count == 4:
-                ptr = ctx.pointer(b_ptr, rn // 2, kk)
-            else:                  # the odd last column tile: an x2 load
-                env = ctx.env
-                ptr = builder.gep(b_ptr, [emit(builder, offset_expr(
-                    tile, b_coords(gp, rn // 2, kk, count=2)), env)], inbounds=True)
-            regs = _ldmatrix(builder, ptr, count, not gp.transpose_B)
+            count = 4 if rn + 1 < gp.repeat_n else 2    # an odd last column tile: x2
+            regs = _ldmatrix(builder, lanes.pointer(b_ptr, rn // 2, kk, count), count,
+                             not gp.transpose_B)
             out.append(regs[0:2])
             if count == 4:
                 out.append(regs[2:4])
         return out
-    return [_gather(ctx, w, b_ty, b_ptr, "B", rn, kk) for rn in range(gp.repeat_n)]
+    return [_gather(w, b_ty, b_ptr, "B", rn, kk) for rn in range(gp.repeat_n)]
 
 
-def _gather(ctx, w, ty, ptr, operand, ti, kk):
+def _gather(w, ty, ptr, operand, ti, kk):
     """The registers of one instruction tile, element by element from shared memory."""
     gp, builder, context = w.gp, w.builder, w.context
     tile = plan().tile(ty.tile_name)

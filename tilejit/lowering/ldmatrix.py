@@ -47,19 +47,11 @@ def b_coords(gp, pair, kk, count=4):
     return (n0 + r, k0) if gp.transpose_B else (k0 + r, n0)
 
 
-def offset_expr(tile, coords):
-    return layout_offset(tile.layout, list(coords))
-
-
 @lru_cache(maxsize=None)
 def _plan(layout, gp, operand, n_i, n_kk, col_moves):
     """({col index: ("xor" | "add", constant)}, {row index: constant}) or None."""
-    class _Tile:                       # layout_offset needs only .layout
-        pass
-    tile = _Tile()
-    tile.layout = layout
     coords = a_coords if operand == "A" else b_coords
-    exprs = {(i, kk): offset_expr(tile, coords(gp, i, kk))
+    exprs = {(i, kk): layout_offset(layout, list(coords(gp, i, kk)))
              for i in range(n_i) for kk in range(n_kk)}
     envs = [{"lane": lane, "row0": (w % gp.warps_m) * gp.warp_m,
              "col0": (w // gp.warps_m) * gp.warp_n}
@@ -106,16 +98,20 @@ class LaneAddresses:
         self.plan = _plan(tile.layout, gp, operand, n_i, n_kk, self.col_moves)
         self._moved = {}
         if self.plan is not None:
-            self.base = emit(builder, offset_expr(tile, self._coords(0, 0)), env)
+            self.base = emit(builder, layout_offset(tile.layout, list(self._coords(0, 0))), env)
 
-    def _coords(self, i, kk):
-        return (a_coords if self.operand == "A" else b_coords)(self.gp, i, kk)
+    def _coords(self, i, kk, count=4):
+        if self.operand == "A":
+            return a_coords(self.gp, i, kk)
+        return b_coords(self.gp, i, kk, count)
 
-    def pointer(self, base_ptr, i, kk):
-        """The lane's address for step (i, kk): a general computation without a plan."""
+    def pointer(self, base_ptr, i, kk, count=4):
+        """The lane's address for step (i, kk) of an ldmatrix.x``count``; computed in
+        full without a plan, and for B's x2 load of an odd last column tile."""
         b = self.builder
-        if self.plan is None:
-            off = emit(b, offset_expr(self.tile, self._coords(i, kk)), self.env)
+        if self.plan is None or count != 4:
+            coords = list(self._coords(i, kk, count))
+            off = emit(b, layout_offset(self.tile.layout, coords), self.env)
             return b.gep(base_ptr, [off], inbounds=True)
         moves, rows = self.plan
         c, r = (i, kk) if self.col_moves == "i" else (kk, i)
