@@ -282,6 +282,22 @@ reuse_sim = tilejit.kernel(reuse.func, target="sim")
 
 
 @tilejit.kernel
+def reuse_allocated_first(A, B, Out1, Out2, bm: T.constexpr = 64, bn: T.constexpr = 64):
+    """As ``reuse``, with both tiles allocated at the top, as the seeds write kernels
+    (FlashAttention's O_shared): an allocation is not a use, so Q still takes P's bytes."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+        P = T.alloc_shared((bm, bn), T.float32)
+        Q = T.alloc_shared((bm, bn), T.float32)
+        T.copy(A[by * bm, bx * bn], P)
+        for i, j in T.Parallel(bm, bn):
+            Out1[by * bm + i, bx * bn + j] = P[bm - 1 - i, j]
+        T.copy(B[by * bm, bx * bn], Q)
+        for i, j in T.Parallel(bm, bn):
+            Out2[by * bm + i, bx * bn + j] = Q[i, bn - 1 - j] * 10.0
+
+
+@tilejit.kernel
 def too_big(A, B, rows: T.constexpr = 256):
     with T.Kernel(1, threads=128) as bx:
         S = T.alloc_shared((rows, 256), T.float32)
@@ -312,8 +328,9 @@ def test_shared_tiles_all_live_do_not_overlap(tmp_path, monkeypatch):
     assert all(o % 16 == 0 for o in offsets.values())
 
 
-def test_tiles_with_disjoint_live_ranges_share_bytes(tmp_path, monkeypatch):
-    compiled, files = _dump(reuse, (_f32(128, 128),) * 4, tmp_path, monkeypatch)
+@pytest.mark.parametrize("kernel", [reuse, reuse_allocated_first], ids=["late", "first"])
+def test_tiles_with_disjoint_live_ranges_share_bytes(tmp_path, monkeypatch, kernel):
+    compiled, files = _dump(kernel, (_f32(128, 128),) * 4, tmp_path, monkeypatch)
     assert compiled.shared_bytes == 64 * 64 * 4 < 2 * 64 * 64 * 4
     plan = files["tile_plan.txt"]
     assert "shared P[64, 64] float32 @ byte 0" in plan, plan
@@ -339,11 +356,12 @@ def test_reused_bytes_give_the_right_answer_in_simulation():
 
 
 @pytest.mark.gpu
-def test_reused_bytes_give_the_right_answer_on_gpu():
+@pytest.mark.parametrize("kernel", [reuse, reuse_allocated_first], ids=["late", "first"])
+def test_reused_bytes_give_the_right_answer_on_gpu(kernel):
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(256, 192, generator=g), torch.randn(256, 192, generator=g)
     outs = [torch.zeros(256, 192, device="cuda") for _ in range(2)]
-    reuse(a.cuda(), b.cuda(), *outs)
+    kernel(a.cuda(), b.cuda(), *outs)
     torch.cuda.synchronize()
     outs_sim = [torch.zeros(256, 192) for _ in range(2)]
     reuse_sim(a, b, *outs_sim)

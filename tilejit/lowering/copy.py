@@ -29,6 +29,7 @@ from ..tile.addressing import Var, layout_offset
 from ..tile.regions import RegionError, copy_dims
 from ..typing.tiles import RegionType
 from ..typing.types import GlobalTensorType
+from .chunk_addresses import ChunkAddresses, opaque, round_plan
 from .registry import lower
 from .target_hooks import current_kernel
 from .tiles import (emit, fragment_slot, guarded, intrinsic, plan, rounds, thread_index,
@@ -544,14 +545,26 @@ def _region_inside(builder, side, shape):
     return ok
 
 
-def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape):
+def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, addresses):
     """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
-    inside the tensor and zero-fills the rest."""
+    inside the tensor and zero-fills the rest. With ``addresses`` (a ChunkAddresses)
+    each round's coordinates are round 0's plus constants."""
     itemsize = src.dtype.itemsize
-    for chunk, guard in rounds(context, builder, chunks):
+    if addresses is not None:
+        first = unflatten(builder, builder.mul(thread_index(context, builder), I32(vec)), extents)
+        first = [opaque(builder, c) for c in _global_coords(builder, src, _dims(src, first))]
+    for r, (chunk, guard) in enumerate(rounds(context, builder, chunks)):
         with guarded(builder, guard):
-            cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-            coords = _global_coords(builder, src, _dims(src, cc))
+            if addresses is None:
+                cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+                coords = _global_coords(builder, src, _dims(src, cc))
+                sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
+                                   inbounds=True)
+                gptr = _global_pointer(builder, src, coords)
+            else:
+                delta = _dims(src, list(addresses.delta(r)))
+                coords = [builder.add(c, I64(k)) if k else c for c, k in zip(first, delta)]
+                sptr, gptr = addresses.pointers(r)
             rows_ok = None
             for c, n in zip(coords[:-1], shape[:-1]):
                 b = builder.icmp_unsigned("<", c, n)
@@ -563,10 +576,10 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape):
                 left = builder.select(rows_ok, left, I64(0))
             nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
             inside = builder.icmp_unsigned("!=", left, I64(0))
-            gptr = builder.select(inside, _global_pointer(builder, src, coords), src.tensor.data)
-            sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
-                               inbounds=True)
-            _cp_async(builder, sptr, gptr, vec * itemsize, nbytes)
+            data = src.tensor.data
+            if gptr.type != data.type:
+                data = builder.addrspacecast(data, gptr.type)
+            _cp_async(builder, sptr, builder.select(inside, gptr, data), vec * itemsize, nbytes)
 
 
 def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
@@ -584,19 +597,57 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
             interior = _region_inside(builder, src, shape)
             with builder.if_else(interior, likely=True) as (inner, edge):
                 with inner:
-                    for chunk, guard in rounds(context, builder, chunks):
+                    addresses = _chunk_addresses(context, builder, src, dst, extents, vec)
+                    for r, (chunk, guard) in enumerate(rounds(context, builder, chunks)):
                         with guarded(builder, guard):
-                            cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-                            coords = _global_coords(builder, src, _dims(src, cc))
-                            sptr = builder.gep(dst.value,
-                                               [_tile_offset(builder, dst, _dims(dst, cc))],
-                                               inbounds=True)
-                            _cp_async(builder, sptr, _global_pointer(builder, src, coords),
-                                      vec * itemsize, I32(vec * itemsize))
+                            if addresses is not None:
+                                sptr, gptr = addresses.pointers(r)
+                            else:
+                                sptr, gptr = _chunk_pointers(builder, src, dst, extents, vec,
+                                                             chunk)
+                            _cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
                 with edge:
-                    _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape)
+                    _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape,
+                                     _chunk_addresses(context, builder, src, dst, extents, vec))
         with otherwise:
             _copy_distributed(context, builder, _unfast(src), dst, extents)
+
+
+def _chunk_pointers(builder, src, dst, extents, vec, chunk):
+    """(shared, global) pointers of one chunk, computed from its index."""
+    cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+    coords = _global_coords(builder, src, _dims(src, cc))
+    sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
+    return sptr, _global_pointer(builder, src, coords)
+
+
+def _chunk_addresses(context, builder, src, dst, extents, vec):
+    """A ChunkAddresses for this thread's chunks of a global → shared copy, or None
+    where the layout does not decompose (see chunk_addresses.py)."""
+    if not all(isinstance(s, ir.Constant) for s in dst.starts):
+        return None
+    # which copy coordinate each tile dimension takes (None: fixed at its start)
+    sources = _dims(dst, [(i,) for i in range(len(extents))])
+    dst_dims = tuple((src_[0] if isinstance(src_, tuple) else None, start.constant)
+                     for src_, start in zip(sources, dst.starts))
+    layout = plan().tile(dst.ty.tile_name).layout
+    steps = round_plan(layout, tuple(extents), vec, plan().threads, dst_dims)
+    if steps is None:
+        return None
+    first = _chunk_pointers(builder, src, dst, extents, vec, thread_index(context, builder))
+    strides = cgutils.unpack_tuple(builder, src.tensor.strides, src.ndim)
+
+    def global_step(delta):
+        total = None
+        for d, k in enumerate(_dims(src, list(delta))):
+            if not k:
+                continue
+            unit = I64(1) if (d == src.ndim - 1 and src.ty.contiguous) else strides[d]
+            term = builder.mul(unit, I64(k)) if k != 1 else unit
+            total = term if total is None else builder.add(total, term)
+        return total if total is not None else I64(0)
+
+    return ChunkAddresses(builder, steps, first, global_step)
 
 
 def _unfast(side):

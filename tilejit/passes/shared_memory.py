@@ -1,7 +1,7 @@
 """Pass: place every shared tile in the kernel's one dynamic shared-memory buffer.
 
-Each tile is live from its allocation to the last top-level statement of the block
-that mentions it (a loop counts as one statement, so a tile used in a loop is live for
+Each tile is live from the first to the last top-level statement of the block that
+uses it (its allocation is not a use) (a loop counts as one statement, so a tile used in a loop is live for
 the whole loop). Tiles are placed largest first at the lowest 16-byte-aligned offset
 that overlaps no tile live at the same time, so a dead tile's bytes are reused. The
 barrier pass treats tiles that share bytes as one buffer, so the reuse is safe.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 
 from ..tile.plan import SHARED
+from .tile_allocation import TILE
 
 ALIGN = 16
 # most dynamic shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin)
@@ -27,9 +28,23 @@ def _mentions(stmt, names) -> set[str]:
     return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names}
 
 
+def _allocates(stmt) -> str | None:
+    """The tile name of an allocation statement ``X = __tj_tile("X")``, else None."""
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == TILE):
+        return stmt.targets[0].id
+    return None
+
+
 def live_ranges(fdef: ast.FunctionDef, names) -> dict[str, tuple[int, int]]:
+    """name → (first, last) top-level statement that uses the tile; the allocation is
+    not a use (its bytes hold nothing until written), so a tile allocated at the top and
+    first written after a loop can take the bytes of one that died in the loop."""
     ranges: dict[str, list[int]] = {}
     for pos, stmt in enumerate(fdef.body):
+        if _allocates(stmt) is not None:
+            continue
         for n in _mentions(stmt, names):
             r = ranges.setdefault(n, [pos, pos])
             r[1] = pos
