@@ -9,8 +9,9 @@ XOR of the chunk bits (the swizzle permutes the chunks of a row by the row's low
 which a whole number of 16-row steps leaves alone), in a plain one an add.
 
 So the offsets are ``move(base, c) + y[r]``: the base is computed once per thread, the
-column moves are one instruction each (loop-invariant, hoisted), and the row moves are
-constants that become the instruction's immediate offset. CUTLASS's shared-memory
+column moves are one instruction each (kept next to their loads rather than hoisted
+out of the loop, where each would hold a register), and the row moves are constants
+that become the instruction's immediate offset. CUTLASS's shared-memory
 iterators do the same by construction; here the decomposition is found from the
 layout and checked at compile time for every lane of every warp and every (row, column)
 step. A layout where it does not hold keeps the general per-address computation.
@@ -22,6 +23,7 @@ from functools import lru_cache
 from llvmlite import ir
 
 from ..tile.addressing import Var, evaluate, layout_offset
+from .chunk_addresses import opaque
 from .tiles import emit
 
 I32 = ir.IntType(32)
@@ -98,7 +100,11 @@ class LaneAddresses:
         self.plan = _plan(tile.layout, gp, operand, n_i, n_kk, self.col_moves)
         self._moved = {}
         if self.plan is not None:
-            self.base = emit(builder, layout_offset(tile.layout, list(self._coords(0, 0))), env)
+            # opaque: the column moves are then computed next to their loads, in the
+            # loop, instead of hoisted out of it as one live register each (14 in
+            # FlashAttention's 128x64 kernel, which spilled)
+            self.base = opaque(builder, emit(builder, layout_offset(
+                tile.layout, list(self._coords(0, 0))), env))
 
     def _coords(self, i, kk, count=4):
         if self.operand == "A":
