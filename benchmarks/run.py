@@ -373,13 +373,12 @@ def bench_reductions(M=16384, N=8192):
 
 # fast_math: exp2 on the special function unit (ex2.approx), as FlashAttention-2 and
 # Triton compute it; without it, T.exp2 is the 2-ulp software routine
-ATTENTION_CONFIGS = [dict(block_M=64, block_N=64, threads=128, num_stages=2, fast_math=True),
+ATTENTION_CONFIGS = [dict(block_M=128, block_N=64, threads=128, num_stages=2, fast_math=True),
                      dict(block_M=128, block_N=32, threads=128, num_stages=2, fast_math=True),
-                     dict(block_M=64, block_N=64, threads=128, num_stages=2, fast_math=False),
+                     dict(block_M=64, block_N=64, threads=128, num_stages=2, fast_math=True),
+                     dict(block_M=128, block_N=64, threads=128, num_stages=2, fast_math=False),
                      dict(block_M=128, block_N=64, threads=256, num_stages=2, fast_math=True),
-                     dict(block_M=128, block_N=64, threads=256, num_stages=3, fast_math=True),
-                     dict(block_M=128, block_N=128, threads=256, num_stages=2, fast_math=True),
-                     dict(block_M=128, block_N=64, threads=256, num_stages=2, fast_math=False)]
+                     dict(block_M=128, block_N=128, threads=256, num_stages=2, fast_math=True)]
 if os.environ.get("TILEJIT_ATTENTION_CONFIGS"):    # e.g. "128,32,128,2,1;128,64,256,2,0"
     ATTENTION_CONFIGS = [dict(zip(("block_M", "block_N", "threads", "num_stages"),
                                   map(int, c.split(",")[:4])), fast_math=c.split(",")[4] == "1")
