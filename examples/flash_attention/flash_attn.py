@@ -20,7 +20,7 @@ import tilejit.language as T
 
 @tilejit.kernel
 def flashattn(Q, K, V, Output, LSE=None, is_causal: T.constexpr = False,
-              block_M: T.constexpr = 64,
+              block_M: T.constexpr = 128,
               block_N: T.constexpr = 64, num_stages: T.constexpr = 2,
               threads: T.constexpr = 128, layout: T.constexpr = "bshd"):
     if layout == "bshd":
