@@ -1,8 +1,9 @@
 """Pass: place every shared tile in the kernel's one dynamic shared-memory buffer.
 
 Each tile is live from the first to the last top-level statement of the block that
-uses it (its allocation is not a use) (a loop counts as one statement, so a tile used in a loop is live for
-the whole loop). Tiles are placed largest first at the lowest 16-byte-aligned offset
+uses it; its allocation is not a use, and a loop counts as one statement (a tile used in
+a loop is live for the whole loop). Tiles are placed largest first at the lowest
+16-byte-aligned offset
 that overlaps no tile live at the same time, so a dead tile's bytes are reused. The
 barrier pass treats tiles that share bytes as one buffer, so the reuse is safe.
 
