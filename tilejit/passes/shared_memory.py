@@ -3,9 +3,9 @@
 Each tile is live from the first to the last top-level statement of the block that
 uses it; its allocation is not a use, and a loop counts as one statement (a tile used in
 a loop is live for the whole loop). Tiles are placed largest first at the lowest
-16-byte-aligned offset
-that overlaps no tile live at the same time, so a dead tile's bytes are reused. The
-barrier pass treats tiles that share bytes as one buffer, so the reuse is safe.
+16-byte-aligned offset that overlaps no tile live at the same time, so a dead tile's
+bytes are reused. The barrier pass treats tiles that share bytes as one buffer, so the
+reuse is safe.
 
 Over the device limit of the target architecture is a ``CompileError`` naming the
 bytes needed and the limit; over 48 KB the loader raises the kernel's limit
