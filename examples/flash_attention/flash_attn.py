@@ -6,7 +6,10 @@ to the second GEMM straight from registers, the K/V loop software-pipelined.
 
 Changes from the seed: `@tilejit.kernel` with constexpr block sizes instead of the
 `@T.prim_func` factory; the tail of a sequence that is not a multiple of block_N is
-masked (the seed leaves that branch out); `layout="bhsd"` and GQA (query head h reads
+masked (the seed leaves that branch out), and masks are applied to the scores after the
+first GEMM rather than written into its accumulator before it (the same result: the
+unmasked tiles then start the GEMM from zero, with no scores carried in registers
+through the branch); `layout="bhsd"` and GQA (query head h reads
 K/V head h // (heads // kv_heads)); an optional ``LSE`` tensor (batch, heads, seq) gets
 each row's log-sum-exp of the scaled scores, which a backward pass needs.
 
@@ -64,20 +67,19 @@ def flashattn(Q, K, V, Output, LSE=None, is_causal: T.constexpr = False,
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by // group, :], K_shared)
             else:
                 T.copy(K[bz, by // group, k * block_N:(k + 1) * block_N, :], K_shared)
-            # only the tiles that cross the diagonal (causal) or the end of the
-            # sequence need a mask; the others start from zero
-            if is_causal and (k + 1) * block_N > bx * block_M + 1:
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.if_then_else(
-                        bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc_s.dtype))
-            elif not is_causal and (k + 1) * block_N > seq_len:
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.if_then_else(
-                        k * block_N + j < seq_len, 0, -T.infinity(acc_s.dtype))
-            else:
-                T.clear(acc_s)
+            T.clear(acc_s)
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True,
                    policy=T.GemmWarpPolicy.FullRow)
+            # only the tiles that cross the diagonal (causal) or the end of the
+            # sequence need a mask, applied to the scores (the others skip it)
+            if is_causal and (k + 1) * block_N > bx * block_M + 1:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j,
+                                                 acc_s[i, j], -T.infinity(acc_s.dtype))
+            elif not is_causal and (k + 1) * block_N > seq_len:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j],
+                                                 -T.infinity(acc_s.dtype))
 
             T.copy(scores_max, scores_max_prev)
             T.fill(scores_max, -T.infinity(accum_dtype))
