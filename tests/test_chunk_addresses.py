@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tilejit
+import tilejit.language as T
 from tilejit.layouts.layout import Layout
 from tilejit.layouts.swizzle import make_swizzled_layout
 from tilejit.lowering.chunk_addresses import round_plan
@@ -66,3 +68,40 @@ def test_flash_attention_refill_takes_one_shared_base_per_copy(monkeypatch):
     count, bases = _cp_async_bases(c.ptx)
     assert count >= 32, count          # K and V, 8 chunks each, prologue and loop
     assert len(bases) <= count // 4, (count, sorted(bases))
+
+
+@tilejit.kernel
+def shifted_copy(A, Out, bm: T.constexpr = 64, bn: T.constexpr = 64, shift: T.constexpr = 32):
+    """Out's tile (bx, k) is A's tile moved up and left by ``shift``: the first row and
+    column of tiles read before the tensor's start (zeros), the last past its end."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        S = T.alloc_shared((bm, bn), A.dtype)
+        for k in T.Pipelined(T.ceildiv(N, bn), num_stages=2):
+            T.copy(A[bx * bm - shift, k * bn - shift], S)
+            T.copy(S, Out[bx * bm, k * bn])
+
+
+def _shifted_reference(a, shift):
+    ref = np.zeros_like(a)
+    ref[shift:, shift:] = a[:-shift, :-shift]
+    return ref
+
+
+def test_copy_from_before_the_tensor_start_reads_zeros_in_simulation():
+    a = np.arange(100 * 200, dtype=np.float32).reshape(100, 200).astype(np.float16)
+    out = np.full_like(a, 7)
+    tilejit.kernel(shifted_copy.func, target="sim")(a, out)
+    np.testing.assert_array_equal(out, _shifted_reference(a, 32))
+
+
+@pytest.mark.gpu
+def test_copy_from_before_the_tensor_start_reads_zeros_on_gpu():
+    """cp.async's edge path: a negative column start is outside the tensor (zero-filled),
+    not a full chunk read from before it or from the previous row."""
+    import torch
+    a = torch.arange(100 * 200, dtype=torch.float32).reshape(100, 200).half()
+    out = torch.full_like(a, 7).cuda()
+    shifted_copy(a.cuda(), out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), _shifted_reference(a.numpy(), 32))

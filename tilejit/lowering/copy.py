@@ -101,13 +101,13 @@ def _global_coords(builder, side, offsets):
     return out
 
 
-def _global_pointer(builder, side, coords):
+def _global_pointer(builder, side, coords, inbounds=True):
     strides = cgutils.unpack_tuple(builder, side.tensor.strides, side.ndim)
     offset = None
     for d, c in enumerate(coords):
         term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
         offset = term if offset is None else builder.add(offset, term)
-    return builder.gep(side.tensor.data, [offset], inbounds=True)
+    return builder.gep(side.tensor.data, [offset], inbounds=inbounds)
 
 
 def _inside(builder, side, coords):
@@ -565,15 +565,15 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
                 delta = _dims(src, list(addresses.delta(r)))
                 coords = [builder.add(c, I64(k)) if k else c for c, k in zip(first, delta)]
                 sptr, gptr = addresses.pointers(r)
-            rows_ok = None
-            for c, n in zip(coords[:-1], shape[:-1]):
+            # a chunk starts inside the tensor when every coordinate is (unsigned: a
+            # negative one is outside); it then copies what is left of its row, up to vec
+            ok = None
+            for c, n in zip(coords, shape):
                 b = builder.icmp_unsigned("<", c, n)
-                rows_ok = b if rows_ok is None else builder.and_(rows_ok, b)
+                ok = b if ok is None else builder.and_(ok, b)
             left = builder.sub(shape[-1], coords[-1])
-            left = builder.select(builder.icmp_signed("<", left, I64(0)), I64(0), left)
             left = builder.select(builder.icmp_signed(">", left, I64(vec)), I64(vec), left)
-            if rows_ok is not None:
-                left = builder.select(rows_ok, left, I64(0))
+            left = builder.select(ok, left, I64(0))
             nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
             inside = builder.icmp_unsigned("!=", left, I64(0))
             data = src.tensor.data
@@ -608,22 +608,26 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
                             _cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
                 with edge:
                     _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape,
-                                     _chunk_addresses(context, builder, src, dst, extents, vec))
+                                     _chunk_addresses(context, builder, src, dst, extents, vec,
+                                                      inside=False))
         with otherwise:
             _copy_distributed(context, builder, _unfast(src), dst, extents)
 
 
-def _chunk_pointers(builder, src, dst, extents, vec, chunk):
-    """(shared, global) pointers of one chunk, computed from its index."""
+def _chunk_pointers(builder, src, dst, extents, vec, chunk, inbounds=True):
+    """(shared, global) pointers of one chunk, computed from its index (``inbounds``:
+    the chunk is known to be inside the tensor)."""
     cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
     coords = _global_coords(builder, src, _dims(src, cc))
     sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
-    return sptr, _global_pointer(builder, src, coords)
+    return sptr, _global_pointer(builder, src, coords, inbounds)
 
 
-def _chunk_addresses(context, builder, src, dst, extents, vec):
+def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
     """A ChunkAddresses for this thread's chunks of a global → shared copy, or None
-    where the layout does not decompose (see chunk_addresses.py)."""
+    where the layout does not decompose (see chunk_addresses.py). ``inside``: every
+    chunk is inside the tensor (else round 0's pointer, the base of the others, may
+    point outside it and is formed without ``inbounds``)."""
     if not all(isinstance(s, ir.Constant) for s in dst.starts):
         return None
     # which copy coordinate each tile dimension takes (None: fixed at its start)
@@ -634,7 +638,8 @@ def _chunk_addresses(context, builder, src, dst, extents, vec):
     steps = round_plan(layout, tuple(extents), vec, plan().threads, dst_dims)
     if steps is None:
         return None
-    first = _chunk_pointers(builder, src, dst, extents, vec, thread_index(context, builder))
+    first = _chunk_pointers(builder, src, dst, extents, vec, thread_index(context, builder),
+                            inbounds=inside)
     strides = cgutils.unpack_tuple(builder, src.tensor.strides, src.ndim)
 
     def global_step(delta):
