@@ -619,3 +619,26 @@ def test_digit_indexing_writer_is_the_one_copy_that_writes():
             [t < span for t in range(128)]
     full = DigitLayout((128,), ((Digit("t", 1, 128, 1),),), threads=128, slots=1)
     assert digit_indexing(full).writer is None
+
+
+def test_fragment_index_formula_is_checked_at_every_thread_and_slot():
+    """``tile/addressing._check`` (vectorized over threads and slots) accepts the derived
+    formula of an mma fragment and rejects a wrong one, naming the first bad (t, s)."""
+    from tilejit.layouts import mma_fragment
+    from tilejit.tile.addressing import FragmentIndexing, _check, fragment_indexing
+    frag = mma_fragment("m16n8k16", "f16", "C")
+    ix = fragment_indexing(frag)
+    for t in range(32):
+        for s in range(4):
+            assert frag(*ix_coords(ix, t, s)) == (t, s)
+    wrong = FragmentIndexing(frag, tuple(reversed(ix.coords)), None, ix.slots)
+    with pytest.raises((ValueError, IndexError)):
+        _check(wrong)
+    shifted = FragmentIndexing(frag, (ix.coords[0], ix.coords[1] + 1), None, ix.slots)
+    with pytest.raises(ValueError, match="index formula gives"):
+        _check(shifted)
+
+
+def ix_coords(ix, t, s):
+    from tilejit.tile.addressing import evaluate
+    return tuple(evaluate(c, {"t": t, "s": s}) for c in ix.coords)

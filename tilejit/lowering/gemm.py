@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 from llvmlite import ir
 from numba.core import types
 
@@ -36,39 +37,37 @@ I32, F32, HALF2 = ir.IntType(32), ir.FloatType(), ir.VectorType(ir.HalfType(), 2
 @lru_cache(maxsize=None)
 def _register_slots(frag, gp, operand):
     """slot[(tile index, k step, element)] of a block fragment holding the C (or A)
-    elements of every warp, the same at every thread (checked)."""
+    elements of every warp, the same at every thread (checked, for all lanes of all
+    warps at once)."""
     mma = mma_fragment(gp.instr, gp.kind, "C")
     inv = mma.inverse()
-    slots = {}
     if operand == "C":
         tiles = [(rm, rn) for rm in range(gp.repeat_m) for rn in range(gp.repeat_n)]
-        steps = [0]
-        size = (16, 8)
     else:                  # A in registers: 16 x 8 blocks of C shape over K
         tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // 8)]
-        steps = [0]
-        size = (16, 8)
-    for (ti, tj) in tiles:
-        for _step in steps:
-            for e in range(mma.slots_per_thread):
-                found = None
-                for warp in range(gp.threads // 32):
-                    wm, wn = warp % gp.warps_m, warp // gp.warps_m
-                    for lane in range(32):
-                        r, c = inv(lane, e)
-                        row = wm * gp.warp_m + ti * size[0] + r
-                        col = (wn * gp.warp_n + tj * size[1] + c) if operand == "C" else tj * 8 + c
-                        t = lane + 32 * warp
-                        if t not in frag.threads_of(row, col):
-                            raise CompileError(f"T.gemm: the {operand} fragment's layout does not "
-                                               f"give thread {t} element ({row}, {col})")
-                        s = frag.slot_of(row, col)
-                        if found is None:
-                            found = s
-                        elif s != found:
-                            raise CompileError(f"T.gemm: the {operand} fragment's layout puts "
-                                               f"one mma register at different slots")
-                slots[(ti, tj, e)] = found
+    holder, slot_of = frag.tables()
+    warp = np.repeat(np.arange(gp.threads // 32), 32)
+    lane = np.tile(np.arange(32), gp.threads // 32)
+    thread = lane + 32 * warp
+    row0 = (warp % gp.warps_m) * gp.warp_m
+    col0 = (warp // gp.warps_m) * gp.warp_n if operand == "C" else 0
+    slots = {}
+    for e in range(mma.slots_per_thread):
+        rc = np.array([inv(x, e) for x in range(32)])[lane]
+        for (ti, tj) in tiles:
+            row, col = row0 + ti * 16 + rc[:, 0], col0 + tj * 8 + rc[:, 1]
+            k = thread - holder[row, col]
+            held = (k >= 0) & (k % frag.base_threads == 0) & (k // frag.base_threads
+                                                              < frag.replicate)
+            if not held.all():
+                i = int(np.argmin(held))
+                raise CompileError(f"T.gemm: the {operand} fragment's layout does not give "
+                                   f"thread {thread[i]} element ({row[i]}, {col[i]})")
+            s = slot_of[row, col]
+            if (s != s[0]).any():
+                raise CompileError(f"T.gemm: the {operand} fragment's layout puts one mma "
+                                   f"register at different slots")
+            slots[(ti, tj, e)] = int(s[0])
     return slots
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 from llvmlite import ir
 
 from ..tile.addressing import Var, evaluate, layout_offset
@@ -51,40 +52,38 @@ def b_coords(gp, pair, kk, count=4):
 
 @lru_cache(maxsize=None)
 def _plan(layout, gp, operand, n_i, n_kk, col_moves):
-    """({col index: ("xor" | "add", constant)}, {row index: constant}) or None."""
+    """({col index: ("xor" | "add", constant)}, {row index: constant}) or None.
+
+    Every offset is evaluated for all lanes of all warps at once (numpy arrays through
+    the index expressions)."""
     coords = a_coords if operand == "A" else b_coords
-    exprs = {(i, kk): layout_offset(layout, list(coords(gp, i, kk)))
-             for i in range(n_i) for kk in range(n_kk)}
-    envs = [{"lane": lane, "row0": (w % gp.warps_m) * gp.warp_m,
-             "col0": (w // gp.warps_m) * gp.warp_n}
-            for w in range(gp.threads // 32) for lane in range(32)]
-    values = {key: [evaluate(e, env) for env in envs] for key, e in exprs.items()}
+    warps = np.repeat(np.arange(gp.threads // 32), 32)
+    n = warps.size
+    env = {"lane": np.tile(np.arange(32), gp.threads // 32),
+           "row0": (warps % gp.warps_m) * gp.warp_m, "col0": (warps // gp.warps_m) * gp.warp_n}
+    values = {(i, kk): np.broadcast_to(evaluate(layout_offset(layout, list(coords(gp, i, kk))),
+                                                env), (n,))
+              for i in range(n_i) for kk in range(n_kk)}
     base = values[(0, 0)]
 
     def at(c, r):
         return values[(c, r) if col_moves == "i" else (r, c)]
 
     n_col, n_row = (n_i, n_kk) if col_moves == "i" else (n_kk, n_i)
-    moves = {}
+    moves, moved = {}, {}
     for c in range(n_col):
         got = at(c, 0)
-        x = got[0] ^ base[0]
-        if all(g == b ^ x for g, b in zip(got, base)):
-            moves[c] = ("xor", x)
-            continue
-        y = got[0] - base[0]
-        if all(g == b + y for g, b in zip(got, base)):
-            moves[c] = ("add", y)
-            continue
-        return None
-    rows = {}
-    for r in range(n_row):
-        rows[r] = at(0, r)[0] - base[0]
+        x, y = int(got[0] ^ base[0]), int(got[0] - base[0])
+        if np.array_equal(got, base ^ x):
+            moves[c], moved[c] = ("xor", x), base ^ x
+        elif np.array_equal(got, base + y):
+            moves[c], moved[c] = ("add", y), base + y
+        else:
+            return None
+    rows = {r: int(at(0, r)[0] - base[0]) for r in range(n_row)}
     for c in range(n_col):
-        op, k = moves[c]
-        moved = [b ^ k if op == "xor" else b + k for b in base]
         for r in range(n_row):
-            if any(g != m + rows[r] for g, m in zip(at(c, r), moved)):
+            if not np.array_equal(at(c, r), moved[c] + rows[r]):
                 return None
     return moves, rows
 

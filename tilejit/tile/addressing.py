@@ -276,23 +276,37 @@ def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-_APPLY["lt"] = lambda x, y: int(x < y)
+_APPLY["lt"] = lambda x, y: (x < y) * 1       # 0/1, for ints and numpy arrays alike
 
 
 def _check(ix: FragmentIndexing) -> None:
+    """The index formula against the layout at every (thread, slot), all at once: numpy
+    arrays of threads and slots through the expressions."""
+    import numpy as np
     frag = ix.fragment
-    inverse = frag.inverse()
-    for t in range(frag.base_threads):
-        for s in range(frag.slots_per_thread):
-            env = {"t": t, "s": s}
-            want = inverse.get(t, s)
-            ok = ix.valid is None or evaluate(ix.valid, env)
-            if want is None:
-                if ok:
-                    raise ValueError(f"fragment {frag.name!r}: thread {t} slot {s} holds "
-                                     f"nothing but the index formula says it does")
-                continue
-            got = tuple(evaluate(c, env) for c in ix.coords)
-            if not ok or got != tuple(want):
-                raise ValueError(f"fragment {frag.name!r}: index formula gives {got} for "
-                                 f"thread {t} slot {s}, the layout says {want}")
+    n_t, n_s = frag.base_threads, frag.slots_per_thread
+    holder, slot = frag.tables()
+    holder = holder % n_t
+    count = np.zeros((n_t, n_s), np.int64)
+    np.add.at(count, (holder, slot), 1)
+    if (count > 1).any():
+        frag.inverse()                      # names the two elements that collide
+    index = np.indices(frag.shape)
+    want = np.full((len(frag.shape), n_t, n_s), -1, np.int64)
+    for d in range(len(frag.shape)):
+        want[d][holder, slot] = index[d]
+    t, s = np.meshgrid(np.arange(n_t), np.arange(n_s), indexing="ij")
+    env = {"t": t, "s": s}
+    ok = (np.ones((n_t, n_s), bool) if ix.valid is None
+          else np.broadcast_to(evaluate(ix.valid, env), (n_t, n_s)) != 0)
+    got = np.stack([np.broadcast_to(evaluate(c, env), (n_t, n_s)) for c in ix.coords])
+    held = count > 0
+    bad = (~held & ok) | (held & (~ok | (got != want).any(axis=0)))
+    if bad.any():
+        ti, si = (int(x) for x in np.argwhere(bad)[0])
+        if not held[ti, si]:
+            raise ValueError(f"fragment {frag.name!r}: thread {ti} slot {si} holds "
+                             f"nothing but the index formula says it does")
+        raise ValueError(f"fragment {frag.name!r}: index formula gives "
+                         f"{tuple(int(x) for x in got[:, ti, si])} for thread {ti} slot {si}, "
+                         f"the layout says {tuple(int(x) for x in want[:, ti, si])}")
