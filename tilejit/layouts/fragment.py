@@ -109,22 +109,6 @@ class Fragment:
     def slot_of(self, *index) -> int:
         return self.slot_layout(self._coord(index))
 
-    def tables(self):
-        """``(threads, slots)``: numpy arrays of the tile's shape holding the thread (copy
-        0) and the slot of every element. A layout's offset is a sum of one term per
-        dimension, so each table is the outer sum of one vector per dimension."""
-        import numpy as np
-
-        def table(layout):
-            rank = len(self.shape)
-            out = np.zeros(self.shape, np.int64)
-            for d, n in enumerate(self.shape):
-                per = [layout(*(x if k == d else 0 for k in range(rank))) for x in range(n)]
-                out = out + np.array(per, np.int64).reshape([n if k == d else 1
-                                                             for k in range(rank)])
-            return out
-        return table(self.thread_layout), table(self.slot_layout)
-
     def __call__(self, *index) -> tuple[int, int]:
         """``(thread, slot)`` of element ``index`` (copy 0)."""
         c = self._coord(index)

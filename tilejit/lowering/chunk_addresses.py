@@ -20,6 +20,7 @@ hold keeps the per-chunk computation.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from llvmlite import ir
@@ -42,7 +43,7 @@ def round_plan(layout, extents: tuple, vec: int, threads: int, dst_dims: tuple):
 
     ``dst_dims``: for each dimension of the shared tile, ``(copy index or None, start)``
     (start a compile-time int): how a copy coordinate becomes a tile coordinate."""
-    chunks = max(1, _prod(extents) // vec)
+    chunks = max(1, math.prod(extents) // vec)
     n_rounds = -(-chunks // threads)
     if n_rounds < 2:
         return None
@@ -68,73 +69,44 @@ def round_plan(layout, extents: tuple, vec: int, threads: int, dst_dims: tuple):
     return tuple(out)
 
 
-def _prod(xs):
-    p = 1
-    for x in xs:
-        p *= x
-    return p
-
-
 class ChunkAddresses:
     """This thread's shared and global pointers for each round of a copy with a plan.
 
-    ``first``: (shared pointer, global pointer) of round 0; ``global_step(delta)``: the
-    i64 element step in the global tensor of a copy-coordinate delta."""
+    ``shared0``, ``global0``: round 0's pointers; ``coords0``: round 0's coordinates in
+    the global tensor (i64); ``byte_step(delta)``: the i64 byte step in the global
+    tensor of a copy-coordinate delta. Rounds are asked for in order."""
 
-    def __init__(self, builder, plan, first, global_step):
-        self.builder, self.plan = builder, plan
-        self.shared0, global0 = first
-        # the steps between consecutive rounds, emitted here, ahead of any round's guard
-        self._steps = {}
-        prev = tuple(0 for _ in plan[0][0])
-        for delta, _ in plan:
-            step = tuple(a - p for a, p in zip(delta, prev))
-            if step not in self._steps:
-                self._steps[step] = global_step(step)
-            prev = delta
-        self._chain = [(tuple(0 for _ in plan[0][0]), global0)]   # (delta, pointer) per round
-        self._chain_deltas = [self._chain[0][0]] + [d for d, _ in plan]
-
-    def delta(self, r):
-        """Round r's copy-coordinate delta from round 0."""
-        return self._chain_deltas[r]
+    def __init__(self, builder, plan, shared0, global0, coords0, byte_step):
+        self.builder, self.shared0, self.coords0 = builder, shared0, coords0
+        zero = tuple(0 for _ in plan[0][0])
+        self.deltas = [zero] + [d for d, _ in plan]
+        self.offsets = [0] + [o for _, o in plan]
+        # the byte step from each round to the next, emitted here, ahead of any guard
+        steps, self.steps = {}, [None]
+        for prev, d in zip(self.deltas, self.deltas[1:]):
+            step = tuple(a - p for a, p in zip(d, prev))
+            if step not in steps:
+                steps[step] = byte_step(step)
+            self.steps.append(steps[step])
+        self.globals = [global0]
 
     def pointers(self, r):
-        """(shared, global) pointers of round ``r``; rounds are asked for in order."""
-        if r == 0:
-            return self.shared0, self._chain[0][1]
+        """(shared, global) pointers of round ``r``. Each global pointer is the previous
+        one's plus a step, through an inline-asm add: a chain that depends on the loop's
+        tile start, which LLVM can neither hoist nor fold back into one invariant per
+        chunk."""
         b = self.builder
-        delta, offset = self.plan[r - 1]
-        sptr = b.gep(self.shared0, [I32(offset)], inbounds=True) if offset else self.shared0
-        # each round's global pointer is the previous one's plus the step between them:
-        # a chain that depends on the loop's tile start, so nothing is hoisted and kept
-        assert len(self._chain) == r, "rounds are asked for in order"
-        prev_delta, prev = self._chain[-1]
-        step = tuple(a - p for a, p in zip(delta, prev_delta))
-        gptr = _opaque_advance(b, prev, self._steps[step])
-        self._chain.append((delta, gptr))
-        return sptr, gptr
+        if r == len(self.globals):
+            self.globals.append(_advance(b, self.globals[-1], self.steps[r]))
+        offset = self.offsets[r]
+        shared = b.gep(self.shared0, [I32(offset)], inbounds=True) if offset else self.shared0
+        return shared, self.globals[r]
 
 
-def opaque(builder, value):
-    """``value`` through an inline-asm move: LLVM cannot see through it, so expressions
-    of it stay where they are written instead of being reassociated into one hoisted
-    loop invariant per chunk (which costs a register each across the loop)."""
-    bits = value.type.width
-    kind = {32: "b32", 64: "b64"}[bits]
-    mov = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), f"mov.{kind} $0, $1;",
-                       "=r,r" if bits == 32 else "=l,l")
-    return builder.call(mov, [value])
-
-
-def _opaque_advance(builder, ptr, step):
-    """``ptr + step`` elements, as a global-space pointer, through an inline-asm add
-    (see ``opaque``): written as a GEP, the chain is folded back into one hoisted
-    invariant per chunk."""
-    elem = ptr.type.pointee
+def _advance(builder, ptr, byte_step):
+    """``ptr + byte_step`` as a global-space pointer, the add written in inline asm."""
     if ptr.type.addrspace != 1:
-        ptr = builder.addrspacecast(ptr, ir.PointerType(elem, 1))
-    size = builder.ptrtoint(builder.gep(ir.Constant(ir.PointerType(elem), None), [I32(1)]), I64)
+        ptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
     add = ir.InlineAsm(ir.FunctionType(I64, [I64, I64]), "add.s64 $0, $1, $2;", "=l,l,l")
-    moved = builder.call(add, [builder.ptrtoint(ptr, I64), builder.mul(step, size)])
-    return builder.inttoptr(moved, ptr.type)
+    return builder.inttoptr(builder.call(add, [builder.ptrtoint(ptr, I64), byte_step]),
+                            ptr.type)

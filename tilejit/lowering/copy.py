@@ -29,11 +29,11 @@ from ..tile.addressing import Var, layout_offset
 from ..tile.regions import RegionError, copy_dims
 from ..typing.tiles import RegionType
 from ..typing.types import GlobalTensorType
-from .chunk_addresses import ChunkAddresses, opaque, round_plan
+from .chunk_addresses import ChunkAddresses, round_plan
 from .registry import lower
 from .target_hooks import current_kernel
-from .tiles import (emit, fragment_slot, guarded, intrinsic, plan, rounds, thread_index,
-                    unflatten, writer_guard)
+from .tiles import (emit, fragment_slot, guarded, intrinsic, opaque, plan, rounds,
+                    thread_index, unflatten, writer_guard)
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -101,13 +101,20 @@ def _global_coords(builder, side, offsets):
     return out
 
 
-def _global_pointer(builder, side, coords, inbounds=True):
+def _element_offset(builder, side, coords):
+    """The i64 element offset of global coordinates (each times its stride; the last
+    dimension of a contiguous tensor has stride 1)."""
     strides = cgutils.unpack_tuple(builder, side.tensor.strides, side.ndim)
     offset = None
     for d, c in enumerate(coords):
         term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
         offset = term if offset is None else builder.add(offset, term)
-    return builder.gep(side.tensor.data, [offset], inbounds=inbounds)
+    return offset
+
+
+def _global_pointer(builder, side, coords, inbounds=True):
+    return builder.gep(side.tensor.data, [_element_offset(builder, side, coords)],
+                       inbounds=inbounds)
 
 
 def _inside(builder, side, coords):
@@ -551,8 +558,7 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
     each round's coordinates are round 0's plus constants."""
     itemsize = src.dtype.itemsize
     if addresses is not None:
-        first = unflatten(builder, builder.mul(thread_index(context, builder), I32(vec)), extents)
-        first = [opaque(builder, c) for c in _global_coords(builder, src, _dims(src, first))]
+        first = [opaque(builder, c) for c in addresses.coords0]
     for r, (chunk, guard) in enumerate(rounds(context, builder, chunks)):
         with guarded(builder, guard):
             if addresses is None:
@@ -562,7 +568,7 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
                                    inbounds=True)
                 gptr = _global_pointer(builder, src, coords)
             else:
-                delta = _dims(src, list(addresses.delta(r)))
+                delta = _dims(src, list(addresses.deltas[r]))
                 coords = [builder.add(c, I64(k)) if k else c for c, k in zip(first, delta)]
                 sptr, gptr = addresses.pointers(r)
             # a chunk starts inside the tensor when every coordinate is (unsigned: a
@@ -617,10 +623,15 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
 def _chunk_pointers(builder, src, dst, extents, vec, chunk, inbounds=True):
     """(shared, global) pointers of one chunk, computed from its index (``inbounds``:
     the chunk is known to be inside the tensor)."""
+    return _chunk_place(builder, src, dst, extents, vec, chunk, inbounds)[:2]
+
+
+def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):
+    """(shared pointer, global pointer, global coordinates) of one chunk."""
     cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
     coords = _global_coords(builder, src, _dims(src, cc))
     sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
-    return sptr, _global_pointer(builder, src, coords, inbounds)
+    return sptr, _global_pointer(builder, src, coords, inbounds), coords
 
 
 def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
@@ -638,21 +649,14 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
     steps = round_plan(layout, tuple(extents), vec, plan().threads, dst_dims)
     if steps is None:
         return None
-    first = _chunk_pointers(builder, src, dst, extents, vec, thread_index(context, builder),
-                            inbounds=inside)
-    strides = cgutils.unpack_tuple(builder, src.tensor.strides, src.ndim)
+    sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec,
+                                      thread_index(context, builder), inbounds=inside)
 
-    def global_step(delta):
-        total = None
-        for d, k in enumerate(_dims(src, list(delta))):
-            if not k:
-                continue
-            unit = I64(1) if (d == src.ndim - 1 and src.ty.contiguous) else strides[d]
-            term = builder.mul(unit, I64(k)) if k != 1 else unit
-            total = term if total is None else builder.add(total, term)
-        return total if total is not None else I64(0)
+    def byte_step(delta):
+        offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])
+        return builder.mul(offset, I64(src.dtype.itemsize))
 
-    return ChunkAddresses(builder, steps, first, global_step)
+    return ChunkAddresses(builder, steps, sptr, gptr, coords, byte_step)
 
 
 def _unfast(side):

@@ -25,7 +25,8 @@ from numba.core import types
 from ..errors import CompileError
 from ..language import intrinsics
 from ..layouts import mma_fragment
-from ..tile.addressing import Var, fragment_indexing, layout_offset, substitute
+from ..tile.addressing import (Var, fragment_indexing, fragment_tables, layout_offset,
+                               substitute)
 from ..typing.tiles import TileType
 from .ldmatrix import LaneAddresses
 from .registry import lower
@@ -45,7 +46,7 @@ def _register_slots(frag, gp, operand):
         tiles = [(rm, rn) for rm in range(gp.repeat_m) for rn in range(gp.repeat_n)]
     else:                  # A in registers: 16 x 8 blocks of C shape over K
         tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // 8)]
-    holder, slot_of = frag.tables()
+    holder, slot_of = fragment_tables(frag)
     warp = np.repeat(np.arange(gp.threads // 32), 32)
     lane = np.tile(np.arange(32), gp.threads // 32)
     thread = lane + 32 * warp

@@ -24,8 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..tile.addressing import Var, evaluate, layout_offset
-from .chunk_addresses import opaque
-from .tiles import emit
+from .tiles import emit, opaque
 
 I32 = ir.IntType(32)
 LANE, ROW0, COL0 = Var("lane"), Var("row0"), Var("col0")

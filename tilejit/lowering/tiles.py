@@ -71,6 +71,16 @@ def intrinsic(builder, name, ret, argtys):
     return fn or ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
 
 
+def opaque(builder, value):
+    """``value`` through an inline-asm move: LLVM cannot see through it, so expressions
+    of it stay where they are written instead of being reassociated or hoisted out of a
+    loop as one live register each."""
+    bits = value.type.width
+    mov = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), f"mov.b{bits} $0, $1;",
+                       "=r,r" if bits == 32 else "=l,l")
+    return builder.call(mov, [value])
+
+
 def block_barrier(builder):
     builder.call(intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(),
                            [I32]), [I32(0)])

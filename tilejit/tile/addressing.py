@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from ..layouts import ComposedLayout, Fragment, Layout
 
 
@@ -279,13 +281,28 @@ def _pow2(x: int) -> bool:
 _APPLY["lt"] = lambda x, y: (x < y) * 1       # 0/1, for ints and numpy arrays alike
 
 
+def fragment_tables(frag: Fragment):
+    """``(threads, slots)``: numpy arrays of the tile's shape holding the thread (copy
+    0) and the slot of every element. A layout's offset is a sum of one term per
+    dimension, so each table is the outer sum of one vector per dimension."""
+    rank = len(frag.shape)
+
+    def table(layout):
+        out = np.zeros(frag.shape, np.int64)
+        for d, n in enumerate(frag.shape):
+            per = [layout(*(x if k == d else 0 for k in range(rank))) for x in range(n)]
+            out = out + np.array(per, np.int64).reshape([n if k == d else 1
+                                                         for k in range(rank)])
+        return out
+    return table(frag.thread_layout), table(frag.slot_layout)
+
+
 def _check(ix: FragmentIndexing) -> None:
     """The index formula against the layout at every (thread, slot), all at once: numpy
     arrays of threads and slots through the expressions."""
-    import numpy as np
     frag = ix.fragment
     n_t, n_s = frag.base_threads, frag.slots_per_thread
-    holder, slot = frag.tables()
+    holder, slot = fragment_tables(frag)
     holder = holder % n_t
     count = np.zeros((n_t, n_s), np.int64)
     np.add.at(count, (holder, slot), 1)
