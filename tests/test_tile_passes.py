@@ -583,3 +583,60 @@ def test_element_writes_to_a_pipelined_stage_gpu():
         torch.cuda.synchronize()
         ref = (2 * a.double()) @ b.double()
         torch.testing.assert_close(c.double(), ref, rtol=2e-2, atol=2e-1)
+
+
+# ------------------------------------------------------- pipeline: invariant index arithmetic
+
+@tilejit.kernel
+def grouped_rows(A, B, group: T.constexpr = 2, bm: T.constexpr = 32, bk: T.constexpr = 32):
+    """Each block sums the K tiles of row block ``by // group``: the producer's index has
+    arithmetic that does not depend on the loop."""
+    H, M, K = A.shape
+    with T.Kernel(T.ceildiv(M, bm), H * group, threads=128) as (bx, by):
+        A_s = T.alloc_shared((bm, bk), A.dtype)
+        acc = T.alloc_fragment((bm, bk), T.float32)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+            T.copy(A[by // group, bx * bm:(bx + 1) * bm, k * bk:(k + 1) * bk], A_s)
+            for i, j in T.Parallel(bm, bk):
+                acc[i, j] += A_s[i, j]
+        T.copy(acc, B[by, bx * bm:(bx + 1) * bm, :])
+
+
+grouped_rows_sim = tilejit.kernel(grouped_rows.func, target="sim")
+
+
+def test_pipelined_producer_invariant_index_arithmetic_runs_before_the_loop(tmp_path,
+                                                                            monkeypatch):
+    """``by // group`` is assigned once before the prologue; the refill inside the loop
+    (where LLVM may not hoist a division) uses the name."""
+    args = (_f16(3, 64, 96), _f32(6, 64, 32))
+    _, files = _dump(grouped_rows, args, tmp_path, monkeypatch)
+    tree = ast.parse(files["after_pipeline_loops.py"])
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)
+               and isinstance(n.target, ast.Name) and n.target.id == "k"]
+    assert not [n for n in ast.walk(loop) if isinstance(n, ast.BinOp)
+                and isinstance(n.op, ast.FloorDiv)], ast.unparse(loop)
+    before = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+              and n.lineno <= loop.lineno and "//" in ast.unparse(n.value)]
+    assert any("by // group" in s and s.startswith("__tj_inv") for s in before), before
+
+
+def test_hoisted_index_arithmetic_gives_the_right_answer_in_simulation():
+    a = np.random.default_rng(0).standard_normal((3, 64, 96)).astype(np.float16)
+    b = np.zeros((6, 64, 32), np.float32)
+    grouped_rows_sim(a, b)
+    ref = a.astype(np.float32).reshape(3, 64, 3, 32).sum(axis=2)
+    np.testing.assert_allclose(b, np.repeat(ref, 2, axis=0), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_hoisted_index_arithmetic_gives_the_right_answer_on_gpu():
+    a = torch.randn(3, 64, 96, dtype=torch.float16, device="cuda")
+    b = torch.zeros(6, 64, 32, dtype=torch.float32, device="cuda")
+    grouped_rows(a, b)
+    ref = a.float().reshape(3, 64, 3, 32).sum(dim=2).repeat_interleave(2, dim=0)
+    torch.testing.assert_close(b, ref, rtol=1e-3, atol=1e-3)
+    out = torch.zeros_like(b).cpu().numpy()
+    grouped_rows_sim(a.cpu().numpy(), out)
+    torch.testing.assert_close(b.cpu(), torch.from_numpy(out), rtol=1e-3, atol=1e-3)

@@ -26,6 +26,11 @@ up to 1.1x faster). The barrier pass knows two stages of a tile are
 different memory within an iteration and adds nothing more. ``num_stages`` 0 or 1, or
 a loop without producers, is a plain loop.
 
+The producers' index arithmetic that does not involve ``k`` (``by // group`` in
+attention's ``K[bz, k*bn:(k+1)*bn, by // group, :]``) is computed once, before the
+prologue: inside the guarded refill LLVM may not hoist it (a division could trap), and
+FlashAttention's loop carried two 64-bit divisions per iteration.
+
 ``stage=[...]`` and ``order=[...]`` (one entry per top-level statement of the body) give
 the schedule explicitly: statements of stage 0 are the producers when some statement has
 a later stage, and ``order`` is the order of the statements in the steady state.
@@ -87,6 +92,29 @@ class _StageTiles(ast.NodeTransformer):
             return ast.copy_location(_call(STAGE, [ast.Name(node.id, ast.Load()),
                                                    copy.deepcopy(self.index)]), node)
         return node
+
+
+class _HoistInvariant(ast.NodeTransformer):
+    """Replaces the arithmetic subtrees that do not use ``loop_var`` by fresh names and
+    collects their assignments (``assigns``), to be placed before the loop."""
+
+    def __init__(self, loop_var, prefix):
+        self.loop_var, self.prefix = loop_var, prefix
+        self.assigns: list[ast.Assign] = []
+        self.names: dict[str, str] = {}       # unparsed expression -> its name
+
+    def _invariant(self, node):
+        return not any(isinstance(n, ast.Name) and n.id == self.loop_var for n in ast.walk(node))
+
+    def generic_visit(self, node):
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)) and self._invariant(node):
+            key = ast.unparse(node)
+            if key not in self.names:
+                self.names[key] = f"{self.prefix}_{len(self.names)}"
+                self.assigns.append(ast.copy_location(
+                    ast.Assign([ast.Name(self.names[key], ast.Store())], node), node))
+            return ast.copy_location(ast.Name(self.names[key], ast.Load()), node)
+        return super().generic_visit(node)
 
 
 class _Pipeliner(ast.NodeTransformer):
@@ -169,6 +197,8 @@ class _Pipeliner(ast.NodeTransformer):
         _counter[0] += 1
         n_name, p_name = f"__tj_n{_counter[0]}", f"__tj_p{_counter[0]}"
         n_assign = ast.copy_location(ast.Assign([ast.Name(n_name, ast.Store())], it.args[0]), node)
+        hoist = _HoistInvariant(loop_var, f"__tj_inv{_counter[0]}")
+        producers = [_hoist_indices(s, hoist) for s in producers]
 
         def issue(k_expr, stage_expr):
             out = []
@@ -200,13 +230,25 @@ class _Pipeliner(ast.NodeTransformer):
         steady = ast.For(node.target, _call("range", [n]), head + refill + staged_consumers,
                          [], None)
         drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
-        out = [n_assign, ast.copy_location(prologue, node), ast.copy_location(steady, node), drain]
+        out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node),
+               ast.copy_location(steady, node), drain]
         for s in out:
             ast.fix_missing_locations(ast.copy_location(s, node))
             self.generated.update(id(n) for n in ast.walk(s))
         for name in tiles:
             self.staged[name] = node.lineno
         return out
+
+
+def _hoist_indices(stmt, hoist):
+    """``stmt`` (a producer ``T.copy``) with its source region's invariant index
+    arithmetic replaced by the names ``hoist`` assigns before the loop."""
+    stmt = copy.deepcopy(stmt)
+    src = stmt.value.args[0]
+    if isinstance(src, ast.Call) and isinstance(src.func, ast.Name) and src.func.id == REGION:
+        src.args[2] = hoist.visit(src.args[2])      # starts
+        src.args[3] = hoist.visit(src.args[3])      # ends
+    return stmt
 
 
 def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
