@@ -27,6 +27,9 @@ from tilejit.testing_support import interleaved_times  # noqa: E402
 SOURCE = os.path.join(ROOT, "examples", "flash_attention", "flash_attn.py")
 NO_MASK = [("            elif not is_causal and (k + 1) * block_N > seq_len:",
             "            elif False:")]
+REVERSED = [("    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):",
+             "    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx0, by, bz):\n"
+             "        bx = T.ceildiv(seq_len, block_M) - 1 - bx0")]
 # name -> (source edits, environment while compiling)
 VARIANTS = {
     "base": ([], {}),
@@ -35,7 +38,7 @@ VARIANTS = {
 for spec in os.environ.get("ATTN_VARIANTS", "").split(";"):   # "name=K=V,K=V;..."
     if spec.strip():
         name, _, env = spec.partition("=")
-        edits = NO_MASK if "nomask" in name else []
+        edits = (NO_MASK if "nomask" in name else []) + (REVERSED if "rev" in name else [])
         VARIANTS[name] = (edits, dict(kv.split(":") for kv in env.split(",") if kv))
 
 
