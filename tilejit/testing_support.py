@@ -28,11 +28,16 @@ def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True) -> flo
 def interleaved_times(named_fns, rounds: int = 3, timer=None, **timer_kw) -> dict:
     """{name: [ms of each round]}: every function timed once per round, the rounds one
     after another, so a slow spell of the device (clocks, a neighbour) touches every
-    variant alike; a benchmark reports each name's best round. ``named_fns`` holds
-    (name, fn, …) tuples; ``timer`` defaults to ``median_ms``."""
+    variant alike; a benchmark reports each name's best round. There are at least as
+    many rounds as functions, and each round rotates the order by one. ``named_fns``
+    holds (name, fn, …) tuples; ``timer`` defaults to ``median_ms``."""
     timer = timer or median_ms
     times = {entry[0]: [] for entry in named_fns}
-    for _ in range(rounds):
-        for name, fn, *_ in named_fns:
+    n = len(named_fns)
+    for r in range(max(rounds, n)):
+        # each round starts one variant later: no variant always runs right after the
+        # same neighbour (a power-hungry one, cuDNN at 580 TFLOP/s, left the next
+        # variant 5-10 % slower on the H200, 2026-11-29)
+        for name, fn, *_ in named_fns[r % n:] + named_fns[:r % n]:
             times[name].append(timer(fn, **timer_kw))
     return times
