@@ -27,9 +27,11 @@ from tilejit.testing_support import interleaved_times  # noqa: E402
 SOURCE = os.path.join(ROOT, "examples", "flash_attention", "flash_attn.py")
 NO_MASK = [("            elif not is_causal and (k + 1) * block_N > seq_len:",
             "            elif False:")]
-REVERSED = [("    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):",
-             "    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx0, by, bz):\n"
-             "        bx = T.ceildiv(seq_len, block_M) - 1 - bx0")]
+_KERNEL = ("    with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) "
+           "as (bx, by, bz):")
+# query blocks in reverse order (the longest causal blocks first)
+REVERSED = [(_KERNEL, _KERNEL.replace("(bx, by", "(bx0, by")
+             + "\n        bx = T.ceildiv(seq_len, block_M) - 1 - bx0")]
 # name -> (source edits, environment while compiling)
 VARIANTS = {
     "base": ([], {}),
