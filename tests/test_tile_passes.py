@@ -640,3 +640,59 @@ def test_hoisted_index_arithmetic_gives_the_right_answer_on_gpu():
     out = torch.zeros_like(b).cpu().numpy()
     grouped_rows_sim(a.cpu().numpy(), out)
     torch.testing.assert_close(b.cpu(), torch.from_numpy(out), rtol=1e-3, atol=1e-3)
+
+
+def test_pipeline_stage_indices_are_loop_counters_not_divisions(tmp_path, monkeypatch):
+    """k % S and (k + S - 1) % S are carried by the loop as counters: no modulo in the
+    steady loop (a 64-bit k % 3 was a chain of wide multiplies after the barrier)."""
+    _, files = _dump(mm_pipelined, _mm_args(), tmp_path, monkeypatch)
+    tree = ast.parse(files["after_pipeline_loops.py"])
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)
+               and isinstance(n.target, ast.Name) and n.target.id == "k"]
+    assert not [n for n in ast.walk(loop) if isinstance(n, ast.BinOp)
+                and isinstance(n.op, ast.Mod)], ast.unparse(loop)
+    stages = {ast.unparse(n.args[1]) for n in ast.walk(loop) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Name) and n.func.id == "__tj_stage"}
+    assert len(stages) == 2 and all(s.startswith(("__tj_cs", "__tj_rs")) for s in stages)
+
+
+@tilejit.kernel
+def rows_skipping(A, B, bm: T.constexpr = 32, bk: T.constexpr = 32):
+    """A pipelined loop whose consumer may ``continue``: the stage indices stay k % S."""
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        A_s = T.alloc_shared((bm, bk), A.dtype)
+        acc = T.alloc_fragment((bm, bk), T.float32)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+            T.copy(A[bx * bm:(bx + 1) * bm, k * bk:(k + 1) * bk], A_s)
+            if k % 2 == 1:
+                continue
+            for i, j in T.Parallel(bm, bk):
+                acc[i, j] += A_s[i, j]
+        T.copy(acc, B[bx * bm:(bx + 1) * bm, :])
+
+
+def test_pipeline_with_continue_keeps_the_modulo(tmp_path, monkeypatch):
+    _, files = _dump(rows_skipping, (_f16(64, 160), _f32(64, 32)), tmp_path, monkeypatch)
+    tree = ast.parse(files["after_pipeline_loops.py"])
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)
+               and isinstance(n.target, ast.Name) and n.target.id == "k"]
+    assert "__tj_stage(A_s, k % 3)" in ast.unparse(loop)
+
+
+@pytest.mark.gpu
+def test_pipeline_with_continue_on_gpu():
+    a = torch.randn(64, 160, dtype=torch.float16, device="cuda")
+    b = torch.zeros(64, 32, dtype=torch.float32, device="cuda")
+    rows_skipping(a, b)
+    ref = a.float().reshape(64, 5, 32)[:, 0::2].sum(dim=1)
+    torch.testing.assert_close(b, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_pipeline_with_continue_in_simulation():
+    a = np.random.default_rng(1).standard_normal((64, 160)).astype(np.float16)
+    b = np.zeros((64, 32), np.float32)
+    tilejit.kernel(rows_skipping.func, target="sim")(a, b)
+    ref = a.astype(np.float32).reshape(64, 5, 32)[:, 0::2].sum(axis=1)
+    np.testing.assert_allclose(b, ref, rtol=1e-3, atol=1e-3)

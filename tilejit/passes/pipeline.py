@@ -15,6 +15,8 @@ versions (stage ``j`` holds the tile of iterations ``k ≡ j mod S``), and the l
         cp_commit()
         <consumers, reading stage k % S>
 
+(the two stage indices are counters the loop carries, not divisions)
+
 so while iteration k computes, the copies of k+1 … k+S-1 are in flight. The copies are
 ``cp.async`` on sm_80+ (one commit group per iteration, empty past the end so the wait
 count stays exact). One block barrier per iteration serves both hazards: after it,
@@ -218,19 +220,39 @@ class _Pipeliner(ast.NodeTransformer):
                            [ast.copy_location(prologue_if, node),
                             _expr_stmt(_call(COMMIT, []), node)], [], None)
         ahead = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Add(), ast.Constant(stages - 1))
+        # the stages as counters carried by the loop (k % S and (k + S - 1) % S without
+        # a division: a 64-bit k % 3 is a chain of wide multiplies between the barrier and
+        # the first ldmatrix); a consumer that may `continue` keeps the modulo
+        counters = not any(isinstance(x, ast.Continue) for c in consumers
+                           for x in _walk_this_loop(c))
+        cs, rs = f"__tj_cs{_counter[0]}", f"__tj_rs{_counter[0]}"
+        if counters:
+            current, refill_stage = ast.Name(cs, ast.Load()), ast.Name(rs, ast.Load())
+        else:
+            current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
+            refill_stage = ast.BinOp(copy.deepcopy(ahead), ast.Mod(), ast.Constant(stages))
         steady_if = ast.If(ast.Compare(copy.deepcopy(ahead), [ast.Lt()], [n]),
-                           issue(ahead, ast.BinOp(copy.deepcopy(ahead), ast.Mod(),
-                                                  ast.Constant(stages))), [])
-        current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
+                           issue(ahead, refill_stage), [])
         staged_consumers = [_StageTiles(tiles, current).visit(copy.deepcopy(s)) for s in consumers]
+        advance, start = [], []
+        if counters:
+            def assign(name, value):
+                return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node)
+            start = [assign(cs, ast.Constant(0)), assign(rs, ast.Constant(stages - 1))]
+            advance = [assign(rs, ast.Name(cs, ast.Load())),
+                       assign(cs, ast.IfExp(
+                           ast.Compare(ast.Name(cs, ast.Load()), [ast.Lt()],
+                                       [ast.Constant(stages - 1)]),
+                           ast.BinOp(ast.Name(cs, ast.Load()), ast.Add(), ast.Constant(1)),
+                           ast.Constant(0)))]
         from .barriers import SYNC
         refill = [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
         head = [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
                 _expr_stmt(_call(SYNC, []), node)]
-        steady = ast.For(node.target, _call("range", [n]), head + refill + staged_consumers,
-                         [], None)
+        steady = ast.For(node.target, _call("range", [n]),
+                         head + refill + staged_consumers + advance, [], None)
         drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
-        out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node),
+        out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
                ast.copy_location(steady, node), drain]
         for s in out:
             ast.fix_missing_locations(ast.copy_location(s, node))
@@ -238,6 +260,14 @@ class _Pipeliner(ast.NodeTransformer):
         for name in tiles:
             self.staged[name] = node.lineno
         return out
+
+
+def _walk_this_loop(node):
+    """The nodes of ``node`` outside nested loops (whose ``continue`` is their own)."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.For, ast.While)):
+            yield from _walk_this_loop(child)
 
 
 def _hoist_indices(stmt, hoist):
