@@ -15,8 +15,6 @@ versions (stage ``j`` holds the tile of iterations ``k ≡ j mod S``), and the l
         cp_commit()
         <consumers, reading stage k % S>
 
-(the two stage indices are counters the loop carries, not divisions)
-
 so while iteration k computes, the copies of k+1 … k+S-1 are in flight. The copies are
 ``cp.async`` on sm_80+ (one commit group per iteration, empty past the end so the wait
 count stays exact). One block barrier per iteration serves both hazards: after it,
@@ -28,10 +26,14 @@ up to 1.1x faster). The barrier pass knows two stages of a tile are
 different memory within an iteration and adds nothing more. ``num_stages`` 0 or 1, or
 a loop without producers, is a plain loop.
 
-The producers' index arithmetic that does not involve ``k`` (``by // group`` in
-attention's ``K[bz, k*bn:(k+1)*bn, by // group, :]``) is computed once, before the
-prologue: inside the guarded refill LLVM may not hoist it (a division could trap), and
-FlashAttention's loop carried two 64-bit divisions per iteration.
+Two divisions are kept out of the steady state, which LLVM leaves in: the producers'
+index arithmetic that does not involve ``k`` (``by // group`` in attention's
+``K[bz, k*bn:(k+1)*bn, by // group, :]``) is computed once, before the prologue (inside
+the guarded refill LLVM may not hoist a division, which could trap; FlashAttention's
+loop carried two 64-bit divisions per iteration); and the stage indices ``k % S`` and
+``(k + S - 1) % S`` are counters the loop carries, advanced at the end of the body (a
+64-bit ``k % 3`` was a chain of wide multiplies between the barrier and the first
+ldmatrix) — unless a consumer may ``continue``, which would skip the advance.
 
 ``stage=[...]`` and ``order=[...]`` (one entry per top-level statement of the body) give
 the schedule explicitly: statements of stage 0 are the producers when some statement has
