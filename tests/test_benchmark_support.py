@@ -24,3 +24,8 @@ def test_interleaved_times_has_a_round_per_variant_at_least():
     times = interleaved_times(variants, rounds=2, timer=lambda fn: calls.append(fn()) or 1.0)
     assert [calls[4 * r] for r in range(4)] == ["a", "b", "c", "d"]
     assert all(len(v) == 4 for v in times.values())
+
+
+def test_interleaved_times_of_no_variants_is_empty():
+    """A benchmark whose every variant failed to run times nothing (no division by 0)."""
+    assert interleaved_times([], rounds=3, timer=lambda fn: 1.0) == {}

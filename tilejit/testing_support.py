@@ -34,10 +34,10 @@ def interleaved_times(named_fns, rounds: int = 3, timer=None, **timer_kw) -> dic
     timer = timer or median_ms
     times = {entry[0]: [] for entry in named_fns}
     n = len(named_fns)
-    for r in range(max(rounds, n)):
+    for r in range(max(rounds, n) if n else 0):
         # each round starts one variant later: no variant always runs right after the
-        # same neighbour (a power-hungry one, cuDNN at 580 TFLOP/s, left the next
-        # variant 5-10 % slower on the H200, 2026-11-29)
+        # same neighbour (right after cuDNN, the most power-hungry, FlashAttention measured
+        # 0.87 of FA2 causal; 0.92-0.96 rotated; H200, 2026-11-29)
         for name, fn, *_ in named_fns[r % n:] + named_fns[:r % n]:
             times[name].append(timer(fn, **timer_kw))
     return times

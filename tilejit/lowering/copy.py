@@ -609,8 +609,8 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
                             if addresses is not None:
                                 sptr, gptr = addresses.pointers(r)
                             else:
-                                sptr, gptr = _chunk_pointers(builder, src, dst, extents, vec,
-                                                             chunk)
+                                sptr, gptr, _ = _chunk_place(builder, src, dst, extents,
+                                                             vec, chunk)
                             _cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
                 with edge:
                     _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape,
@@ -620,14 +620,9 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
             _copy_distributed(context, builder, _unfast(src), dst, extents)
 
 
-def _chunk_pointers(builder, src, dst, extents, vec, chunk, inbounds=True):
-    """(shared, global) pointers of one chunk, computed from its index (``inbounds``:
-    the chunk is known to be inside the tensor)."""
-    return _chunk_place(builder, src, dst, extents, vec, chunk, inbounds)[:2]
-
-
 def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):
-    """(shared pointer, global pointer, global coordinates) of one chunk."""
+    """(shared pointer, global pointer, global coordinates) of one chunk, computed from
+    its index (``inbounds``: the chunk is known to be inside the tensor)."""
     cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
     coords = _global_coords(builder, src, _dims(src, cc))
     sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
