@@ -173,7 +173,9 @@ def test_pipelined_copy_then_gemm_syncs_before_gemm_and_before_refilling(tmp_pat
     syncs = [k for k, s in enumerate(body) if s == "__tj_sync()"]
     gemm = next(k for k, s in enumerate(body) if s.startswith("__tj_gemm("))
     waits = [k for k, s in enumerate(body[:gemm]) if s.startswith("__tj_cp_wait(")]
-    copies = [k for k, s in enumerate(body) if "__tj_copy_async(" in s or s.startswith("T.copy(")]
+    # the refill's copies: statements, or handed to the gemm (its operands past the 4th)
+    copies = [k for k, s in enumerate(body) if "__tj_copy_async(" in s or s.startswith("T.copy(")
+              or s.startswith("__tj_gemm(") and "__tj_region(" in s]
     assert copies and waits, body
     assert any(max(waits) < k < gemm for k in syncs), body
     assert any(k < min(copies) for k in syncs), body
@@ -696,3 +698,18 @@ def test_pipeline_with_continue_in_simulation():
     tilejit.kernel(rows_skipping.func, target="sim")(a, b)
     ref = a.astype(np.float32).reshape(64, 5, 32)[:, 0::2].sum(axis=1)
     np.testing.assert_allclose(b, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_pipelined_gemm_issues_the_refill_after_its_first_ldmatrix(tmp_path, monkeypatch):
+    """The steady loop's refill is handed to the gemm (its operands past the 4th: the
+    condition, then source/destination pairs), which issues it after the first k-step's
+    ldmatrix; the loop body has no refill statement of its own."""
+    _, files = _dump(mm_pipelined, _mm_args(), tmp_path, monkeypatch)
+    tree = ast.parse(files["after_pipeline_loops.py"])
+    (loop,) = [n for n in ast.walk(tree) if isinstance(n, ast.For)
+               and isinstance(n.target, ast.Name) and n.target.id == "k"]
+    (gemm,) = [n for n in ast.walk(loop) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name) and n.func.id == "__tj_gemm"]
+    assert len(gemm.args) == 5 + 4, ast.unparse(gemm)     # A, B, C, id, cond, 2 pairs
+    assert ast.unparse(gemm.args[4]).startswith("k + 1 <")
+    assert "__tj_copy_async" not in ast.unparse(loop)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from types import SimpleNamespace
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -693,7 +694,13 @@ def copy_impl(context, builder, sig, args):
 @lower(intrinsics.copy_async, types.Any, types.Any)
 def copy_async_impl(context, builder, sig, args):
     """A producer of a software pipeline: ``cp.async`` where it can, else as T.copy."""
-    src, dst, extents = operands(context, builder, sig, args)
+    return emit_copy_async(context, builder, sig.args, args)
+
+
+def emit_copy_async(context, builder, arg_types, args):
+    """``copy_async_impl`` of the (source, destination) types and values; also called by
+    a gemm that issues a pipelined loop's refill (lowering/gemm.py)."""
+    src, dst, extents = operands(context, builder, SimpleNamespace(args=arg_types), args)
     if src.kind == "global" and dst.kind == "shared" and current_kernel().arch != "sim" \
             and _sm(current_kernel().arch) >= 80:
         _copy_distributed(context, builder, src, dst, extents, asynchronous=True)

@@ -28,6 +28,7 @@ from ..layouts import mma_fragment
 from ..tile.addressing import (Var, fragment_indexing, fragment_tables, layout_offset,
                                substitute)
 from ..typing.tiles import TileType
+from .copy import emit_copy_async
 from .ldmatrix import LaneAddresses
 from .registry import lower
 from .tiles import emit, intrinsic, plan, thread_index
@@ -291,8 +292,13 @@ def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
 
 
 @lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
+@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, types.boolean,
+       types.VarArg(types.Any), target="cuda")
 def gemm_impl(context, builder, sig, args):
-    a_ty, b_ty, c_ty, gid = sig.args
+    """A gemm; with more operands (the pipeline pass's folded refill: a condition, then
+    source/destination pairs), the refill's cp.async are issued under the condition
+    after the first k-step's ldmatrix, before its mma."""
+    a_ty, b_ty, c_ty, gid = sig.args[:4]
     gp, *_ = plan().gemms[gid.literal_value]
     c_tile = plan().tile(c_ty.tile_name)
     if gp.clear_accum:
@@ -305,6 +311,10 @@ def gemm_impl(context, builder, sig, args):
     # memory latency hides behind tensor-core work
     steps = gp.K // gp.k_step
     current = operands(0)
+    if len(args) > 4:
+        with builder.if_then(args[4]):
+            for k in range(5, len(args), 2):
+                emit_copy_async(context, builder, sig.args[k:k + 2], args[k:k + 2])
     for kk in range(steps):
         following = operands(kk + 1) if kk + 1 < steps else None
         _step_mmas(acc, gp, current)

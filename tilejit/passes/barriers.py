@@ -73,7 +73,9 @@ class _Access:
                     if tiles[1]:
                         writes.add(tiles[1])
                 elif name == GEMM:
+                    # A and B; a folded refill (pipeline.py) writes its destinations
                     reads.update(t for t in tiles[:2] if t)
+                    writes.update(t for t in tiles[6::2] if t)
                 elif fn in (T.clear, T.fill) and tiles and tiles[0]:
                     writes.add(tiles[0])
                 elif name not in (REGION, STAGE) and fn not in (T.copy,):

@@ -26,6 +26,11 @@ up to 1.1x faster). The barrier pass knows two stages of a tile are
 different memory within an iteration and adds nothing more. ``num_stages`` 0 or 1, or
 a loop without producers, is a plain loop.
 
+Where the first consumer is a ``T.gemm`` on a staged tile (after ``T.clear``/``T.fill``
+only), the refill is handed to it: the gemm issues its first k-step's ldmatrix, then the
+refill's cp.async under the refill's condition, then its mma, so the loads that feed
+the first mma are not queued behind the refill (``_fold_refill``).
+
 Two divisions are kept out of the steady state, which LLVM leaves in: the producers'
 index arithmetic that does not involve ``k`` (``by // group`` in attention's
 ``K[bz, k*bn:(k+1)*bn, by // group, :]``) is computed once, before the prologue (inside
@@ -251,6 +256,10 @@ class _Pipeliner(ast.NodeTransformer):
         refill = [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
         head = [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
                 _expr_stmt(_call(SYNC, []), node)]
+        folded = (_fold_refill(staged_consumers, steady_if, tiles, self.ctx.namespace)
+                  if self.ctx.arch != "sim" else None)
+        if folded is not None:
+            refill, staged_consumers = [], folded
         steady = ast.For(node.target, _call("range", [n]),
                          head + refill + staged_consumers + advance, [], None)
         drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
@@ -262,6 +271,44 @@ class _Pipeliner(ast.NodeTransformer):
         for name in tiles:
             self.staged[name] = node.lineno
         return out
+
+
+def _fold_refill(consumers, steady_if, tiles, namespace):
+    """The consumers with the refill handed to their first ``T.gemm`` on a staged tile,
+    or None. The gemm issues its first k-step's ldmatrix, then the refill's cp.async
+    (under the refill's condition), then its mma: the loads that feed the first mma are
+    not queued behind the refill (ncu, H200: the first ldmatrix waited for the refill's
+    cp.async whose address registers they reuse). Only ``T.clear``/``T.fill`` may come
+    before that gemm (the refill then runs after them; consumers read only the current
+    stage, the refill writes another)."""
+    from .tile_allocation import GEMM
+    at = None
+    for i, stmt in enumerate(consumers):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            return None
+        if (isinstance(call.func, ast.Name) and call.func.id == GEMM and len(call.args) == 4
+                and any(_staged(a, tiles) for a in call.args[:2])):
+            at = i
+            break
+        if resolve_static(call.func, namespace) not in (T.clear, T.fill):
+            return None
+    if at is None:
+        return None
+    i = at
+    pairs = []
+    for copy_stmt in steady_if.body:
+        pairs += copy_stmt.value.args[:2]
+    gemm = copy.deepcopy(consumers[i])
+    gemm.value.args += [copy.deepcopy(steady_if.test), *copy.deepcopy(pairs)]
+    commit = _expr_stmt(_call(COMMIT, []), consumers[i])
+    return consumers[:i] + [gemm, commit] + consumers[i + 1:]
+
+
+def _staged(node, tiles):
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == STAGE and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in tiles)
 
 
 def _walk_this_loop(node):
