@@ -22,11 +22,12 @@ Benchmarks:
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 
 Timing: every variant of a benchmark runs in each of several interleaved rounds (at
-least one round per variant, each round's order rotated by one, so that no variant
-always follows the same neighbour: the attention kernel timed right after cuDNN in every
-round measured 0.87 of FA2 causal, 0.92-0.96 with the order rotated), each round a
-median of CUDA-event timings with the L2 rewritten between runs; the table keeps each
-variant's best round.
+least one round per variant, in the orders of a Williams design: over the rounds each
+variant follows every other one equally often; with a fixed or merely rotated order the
+attention kernel that always ran right after cuDNN measured 0.87-0.95 of FA2 where the
+same kernel measured 0.985 in the same session beside other neighbours), each round a
+median of CUDA-event timings with the L2 rewritten between runs after a warm-up of at
+least 25 ms; the table keeps each variant's best round.
 
 Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS and
 TILEJIT_GEMM_DTYPES (the GEMM grid), TILEJIT_BENCH_ONLY (reductions: only the variants

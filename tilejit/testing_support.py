@@ -2,14 +2,25 @@
 from __future__ import annotations
 
 
-def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True) -> float:
+def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
+              warmup_ms: float = 25.0) -> float:
     """Median milliseconds of ``fn()`` on the current CUDA stream, timed with events;
     with ``flush_l2`` an L2-sized buffer is rewritten between runs so no run starts from
-    a warm cache (needless when the data is many times the L2)."""
+    a warm cache (needless when the data is many times the L2). The warm-up runs
+    ``fn`` ``warmup`` times and at least ``warmup_ms``, so the clocks settle on this
+    kernel's power draw rather than the previous one's (a 0.2 ms GEMM's 10 runs are
+    2 ms, less than the power controller takes)."""
+    import time
+
     import torch
     cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    t0 = time.perf_counter()
     for _ in range(warmup):
         fn()
+    torch.cuda.synchronize()
+    while (time.perf_counter() - t0) * 1e3 < warmup_ms:
+        fn()
+        torch.cuda.synchronize()
     times = []
     for _ in range(rep):
         if flush_l2:
@@ -29,15 +40,38 @@ def interleaved_times(named_fns, rounds: int = 3, timer=None, **timer_kw) -> dic
     """{name: [ms of each round]}: every function timed once per round, the rounds one
     after another, so a slow spell of the device (clocks, a neighbour) touches every
     variant alike; a benchmark reports each name's best round. There are at least as
-    many rounds as functions, and each round rotates the order by one. ``named_fns``
-    holds (name, fn, …) tuples; ``timer`` defaults to ``median_ms``."""
+    many rounds as functions, in the orders of a Williams design (``round_orders``): over
+    each n rounds every variant comes first once and, for an even n, follows every other
+    variant once. ``named_fns`` holds (name, fn, …) tuples; ``timer`` defaults to
+    ``median_ms``."""
     timer = timer or median_ms
     times = {entry[0]: [] for entry in named_fns}
     n = len(named_fns)
-    for r in range(max(rounds, n) if n else 0):
-        # each round starts one variant later: no variant always runs right after the
-        # same neighbour (right after cuDNN, the most power-hungry, FlashAttention measured
-        # 0.87 of FA2 causal; 0.92-0.96 rotated; H200, 2026-11-29)
-        for name, fn, *_ in named_fns[r % n:] + named_fns[:r % n]:
+    for order in round_orders(n, max(rounds, n) if n else 0):
+        for i in order:
+            name, fn, *_ = named_fns[i]
             times[name].append(timer(fn, **timer_kw))
     return times
+
+
+def round_orders(n: int, rounds: int) -> list:
+    """The order of n variants in each round: a Williams design (0, 1, n-1, 2, n-2, …
+    shifted by the round), reversed in every other block of n rounds. A variant's
+    predecessor changes from round to round: a fixed order, or one only rotated, keeps
+    the same neighbours, and the one right after the most power-hungry variant runs at
+    lower clocks (FlashAttention: 0.87 of FA2 causal right after cuDNN in every round;
+    H200, 2026-11-29; within one run the same kernel measured 0.948 and 0.985 of FA2
+    with two different fixed neighbours)."""
+    base, lo, hi = [0], 1, n - 1
+    for i in range(1, n):
+        if i % 2:
+            base.append(lo)
+            lo += 1
+        else:
+            base.append(hi)
+            hi -= 1
+    orders = []
+    for r in range(rounds):
+        order = [(b + r) % n for b in base]
+        orders.append(order[::-1] if (r // n) % 2 else order)
+    return orders
