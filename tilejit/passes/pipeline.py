@@ -53,7 +53,7 @@ from .. import language as T
 from ..frontend.source import resolve_static
 from ..tile.plan import SHARED
 from .static_eval import NotStatic, StaticEval
-from .tile_allocation import REGION
+from .tile_allocation import GEMM, REGION
 
 STAGE = "__tj_stage"
 COPY_ASYNC = "__tj_copy_async"
@@ -281,7 +281,6 @@ def _fold_refill(consumers, steady_if, tiles, namespace):
     cp.async whose address registers they reuse). Only ``T.clear``/``T.fill`` may come
     before that gemm (the refill then runs after them; consumers read only the current
     stage, the refill writes another)."""
-    from .tile_allocation import GEMM
     at = None
     for i, stmt in enumerate(consumers):
         call = stmt.value if isinstance(stmt, ast.Expr) else None
