@@ -281,27 +281,20 @@ def _fold_refill(consumers, steady_if, tiles, namespace):
     cp.async whose address registers they reuse). Only ``T.clear``/``T.fill`` may come
     before that gemm (the refill then runs after them; consumers read only the current
     stage, the refill writes another)."""
-    at = None
     for i, stmt in enumerate(consumers):
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         if not isinstance(call, ast.Call):
             return None
         if (isinstance(call.func, ast.Name) and call.func.id == GEMM and len(call.args) == 4
                 and any(_staged(a, tiles) for a in call.args[:2])):
-            at = i
-            break
+            pairs = [arg for copy_stmt in steady_if.body for arg in copy_stmt.value.args[:2]]
+            gemm = copy.deepcopy(stmt)
+            gemm.value.args += [copy.deepcopy(steady_if.test), *copy.deepcopy(pairs)]
+            commit = _expr_stmt(_call(COMMIT, []), stmt)
+            return consumers[:i] + [gemm, commit] + consumers[i + 1:]
         if resolve_static(call.func, namespace) not in (T.clear, T.fill):
             return None
-    if at is None:
-        return None
-    i = at
-    pairs = []
-    for copy_stmt in steady_if.body:
-        pairs += copy_stmt.value.args[:2]
-    gemm = copy.deepcopy(consumers[i])
-    gemm.value.args += [copy.deepcopy(steady_if.test), *copy.deepcopy(pairs)]
-    commit = _expr_stmt(_call(COMMIT, []), consumers[i])
-    return consumers[:i] + [gemm, commit] + consumers[i + 1:]
+    return None
 
 
 def _staged(node, tiles):
