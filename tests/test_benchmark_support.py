@@ -54,3 +54,18 @@ def test_a_fixed_neighbour_does_not_repeat_in_every_round():
     orders = round_orders(6, 6)
     after_second = sum(o[o.index(2) - 1] == 1 for o in orders if o.index(2) > 0)
     assert after_second <= 1
+
+
+def test_environment_restores_what_was_there(monkeypatch):
+    """An experiment switch is set only while its variant compiles: a new key goes away
+    after the block, a changed one gets its old value back, even when the block raises."""
+    import os
+
+    from tilejit.testing_support import environment
+    monkeypatch.setenv("TJ_TEST_KEEP", "old")
+    monkeypatch.delenv("TJ_TEST_NEW", raising=False)
+    with pytest.raises(RuntimeError):
+        with environment({"TJ_TEST_KEEP": "new", "TJ_TEST_NEW": "1"}):
+            assert os.environ["TJ_TEST_KEEP"] == "new" and os.environ["TJ_TEST_NEW"] == "1"
+            raise RuntimeError
+    assert os.environ["TJ_TEST_KEEP"] == "old" and "TJ_TEST_NEW" not in os.environ

@@ -1,6 +1,9 @@
 """Timing helpers shared by the benchmarks and tests (CUDA events, median)."""
 from __future__ import annotations
 
+import contextlib
+import os
+
 
 def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
               warmup_ms: float = 25.0) -> float:
@@ -75,3 +78,19 @@ def round_orders(n: int, rounds: int) -> list:
         order = [(b + r) % n for b in base]
         orders.append(order[::-1] if (r // n) % 2 else order)
     return orders
+
+
+@contextlib.contextmanager
+def environment(env: dict):
+    """``env`` set in ``os.environ`` inside the block, the previous values restored after
+    (experiment switches read by the compiler while one variant compiles)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -22,7 +22,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TILEJIT_DISABLE_CACHE", "1")   # variants differ only in switches
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import interleaved_times  # noqa: E402
+from tilejit.testing_support import environment, interleaved_times  # noqa: E402
 
 SOURCE = os.path.join(ROOT, "examples", "flash_attention", "flash_attn.py")
 NO_MASK = [("            elif not is_causal and (k + 1) * block_N > seq_len:",
@@ -80,14 +80,9 @@ def main():
     regs = {}
     for name in names:
         kernel, env = load(name)
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
+        with environment(env):
             kernel(q, k, v, o, is_causal=causal)
             torch.cuda.synchronize()
-        finally:
-            for key, value in saved.items():
-                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
         err = (o.transpose(1, 2).float() - ref.float()).abs().max().item()
         assert err < 2e-2, f"{name}: error {err}"
         fns.append((name, lambda kernel=kernel: kernel(q, k, v, o, is_causal=causal)))

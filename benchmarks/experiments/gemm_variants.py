@@ -19,7 +19,7 @@ os.environ["TILEJIT_DISABLE_CACHE"] = "1"
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import interleaved_times  # noqa: E402
+from tilejit.testing_support import environment, interleaved_times  # noqa: E402
 
 VARIANTS = {"base": {}}
 for spec in os.environ.get("GEMM_VARIANTS", "").split(";"):
@@ -34,14 +34,9 @@ def option(args, flag, default):
 
 def compiled(gemm_kernel, env, a, b, c, cfg):
     kernel = tilejit.kernel(gemm_kernel.func)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         kernel(a, b, c, **cfg)      # compiles now, under the switches
         torch.cuda.synchronize()
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     return kernel
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from types import SimpleNamespace
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -666,10 +665,10 @@ def _unfast(side):
     return dataclasses.replace(side, scalar_only=True)
 
 
-def operands(context, builder, sig, args):
+def operands(context, builder, arg_types, args):
     """(source, destination, the copy's extents) of a copy-like operation."""
-    src = describe(context, builder, sig.args[0], args[0])
-    dst = describe(context, builder, sig.args[1], args[1])
+    src = describe(context, builder, arg_types[0], args[0])
+    dst = describe(context, builder, arg_types[1], args[1])
     try:
         (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
             (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
@@ -680,7 +679,7 @@ def operands(context, builder, sig, args):
 
 @lower(T.copy, types.Any, types.Any)
 def copy_impl(context, builder, sig, args):
-    src, dst, extents = operands(context, builder, sig, args)
+    src, dst, extents = operands(context, builder, sig.args, args)
     kinds = {src.kind, dst.kind}
     if "fragment" in kinds:
         if kinds == {"fragment"} and plan().tile(src.ty.tile_name).indexing is not \
@@ -705,7 +704,7 @@ def copy_async_impl(context, builder, sig, args):
 def emit_copy_async(context, builder, arg_types, args):
     """``copy_async_impl`` of the (source, destination) types and values; also called by
     a gemm that issues a pipelined loop's refill (lowering/gemm.py)."""
-    src, dst, extents = operands(context, builder, SimpleNamespace(args=arg_types), args)
+    src, dst, extents = operands(context, builder, arg_types, args)
     if src.kind == "global" and dst.kind == "shared" and current_kernel().arch != "sim" \
             and _sm(current_kernel().arch) >= 80:
         _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
