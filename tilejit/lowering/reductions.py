@@ -1,7 +1,10 @@
 """``T.reduce_*`` and ``T.cumsum`` in LLVM IR.
 
 Reducing a fragment (any digit layout, ``tile/digits.py``) along a dimension:
-1. each thread combines its own slots that land on the same result slot;
+1. each thread combines its own slots that land on the same result slot, pairwise (a
+   tree of depth log2 n instead of a chain of n - 1 dependent operations: the row max
+   of FlashAttention's scores is on the path from one GEMM to the next, and the
+   pairwise sum rounds less);
 2. ``shfl.xor`` butterflies combine the lanes that hold the same result element (the
    thread digits of the reduced dimension inside a warp);
 3. if warps share result elements too, each writes its partials to a shared scratch
@@ -72,6 +75,14 @@ def _combine(builder, op, a, b, ctype):
     return builder.select(cmp, a, b)
 
 
+def _combine_pairwise(builder, op, values, ctype):
+    """``values`` combined as a balanced tree: neighbours first, then their results."""
+    while len(values) > 1:
+        values = [_combine(builder, op, values[i], values[i + 1], ctype)
+                  if i + 1 < len(values) else values[i] for i in range(0, len(values), 2)]
+    return values[0]
+
+
 def _abs(builder, v, ctype):
     if isinstance(ctype, types.Float):
         name = f"llvm.fabs.{'f64' if ctype.bitwidth == 64 else 'f32'}"
@@ -124,7 +135,8 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
     ctype = _compute_type(dst_ty)
     tid = thread_index(context, builder)
     ident = _identity(op, ctype)
-    partial = [None] * dt.indexing.slots
+    owned = [[] for _ in range(dt.indexing.slots)]   # this thread's values per result slot
+    order = []
     for s in range(st.indexing.slots):
         r = evaluate(red.slot_map, {"s": s})
         v = _load_value(context, builder, src_ty, builder.gep(args[0], [I32(s)]), ctype)
@@ -134,8 +146,14 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
             ok = builder.icmp_unsigned("!=", emit(builder, st.indexing.valid,
                                                   {"t": tid, "s": s}), I32(0))
             v = builder.select(ok, v, ident)
-        partial[r] = v if partial[r] is None else _combine(builder, op, partial[r], v, ctype)
-    partial = [ident if p is None else p for p in partial]
+        owned[r].append(v)
+        order.append((r, v))
+    partial = [_combine_pairwise(builder, op, vs, ctype) if vs else ident for vs in owned]
+    if __import__("os").environ.get("TJX_NOTREE"):   # EXPERIMENT SWITCH, not for main
+        partial = [None] * len(owned)
+        for r, v in order:
+            partial[r] = v if partial[r] is None else _combine(builder, op, partial[r], v, ctype)
+        partial = [ident if p is None else p for p in partial]
     for off in red.lane_offsets:
         partial = [_combine(builder, op, p, _shfl_xor(builder, p, off), ctype) for p in partial]
     if red.warp_digits:
