@@ -17,7 +17,11 @@ _MAX_ENTRIES = 4096
 
 def param_kinds(kernel, values, tensor_type=None):
     """Per parameter: ("const", 0), ("scalar", 0) or ("tensor", ndim); None if some
-    argument is of a kind the fast path does not take."""
+    argument is of a kind the fast path does not take. An argument the kernel
+    specializes on (None for an optional tensor left out, a dtype, a string, a tuple:
+    ``is_compile_time_value``) is a "const" like a constexpr's: its value is part of
+    the key, so a later call with a tensor there misses and takes the full path."""
+    from .frontend.signature import is_compile_time_value
     if tensor_type is None:
         import sys
         torch = sys.modules.get("torch")
@@ -26,7 +30,7 @@ def param_kinds(kernel, values, tensor_type=None):
         tensor_type = torch.Tensor
     kinds = []
     for is_const, v in zip(kernel._const_flags, values):
-        if is_const:
+        if is_const or is_compile_time_value(v):
             kinds.append(("const", 0))
         elif type(v) is tensor_type and v.is_cuda:
             kinds.append(("tensor", v.dim()))

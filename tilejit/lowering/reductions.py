@@ -149,7 +149,8 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         owned[r].append(v)
         order.append((r, v))
     partial = [_combine_pairwise(builder, op, vs, ctype) if vs else ident for vs in owned]
-    if __import__("os").environ.get("TJX_NOTREE"):   # EXPERIMENT SWITCH, not for main
+    if (__import__("os").environ.get("TJX_NOTREE")   # EXPERIMENT SWITCH, not for main
+            or op in __import__("os").environ.get("TJX_CHAIN_OPS", "").split(",")):
         partial = [None] * len(owned)
         for r, v in order:
             partial[r] = v if partial[r] is None else _combine(builder, op, partial[r], v, ctype)
