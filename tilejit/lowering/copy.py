@@ -266,7 +266,7 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     in ``_load_chunk``."""
     other = dst if src.kind == "fragment" else src
     ix = t.indexing
-    tid = thread_index(context, builder)
+    tid = thread_index(context, builder, "copy")
     writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
     for s0, length in runs:
         tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer)
@@ -652,7 +652,7 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
     if steps is None:
         return None
     sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec,
-                                      thread_index(context, builder), inbounds=inside)
+                                      thread_index(context, builder, "copy2"), inbounds=inside)
 
     def byte_step(delta):
         offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])

@@ -133,7 +133,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         raise CompileError(f"T.reduce_{op}: fragment {dst_ty.tile_name!r} does not have the "
                            f"layout of {src_ty.tile_name!r} reduced along dim {dim}")
     ctype = _compute_type(dst_ty)
-    tid = thread_index(context, builder)
+    tid = thread_index(context, builder, "reduce")
     ident = _identity(op, ctype)
     owned = [[] for _ in range(dt.indexing.slots)]   # this thread's values per result slot
     order = []

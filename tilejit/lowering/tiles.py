@@ -103,7 +103,7 @@ def rounds(context, builder, count):
     (item index, guard or None) for item ``tid + k·threads``; only the last round,
     when it is partial, needs the guard."""
     threads = plan().threads
-    tid = thread_index(context, builder)
+    tid = thread_index(context, builder, "rounds")
     for k in range(-(-count // threads)):
         item = builder.add(tid, I32(k * threads))
         partial = (k + 1) * threads > count
@@ -139,7 +139,7 @@ def owned_elements(context, builder, ty, value):
     round-robin share of a shared tile."""
     import itertools
     t = plan().tile(ty.tile_name)
-    tid = thread_index(context, builder)
+    tid = thread_index(context, builder, "owned")
     out = []
     if ty.kind == "fragment":
         for s in range(t.indexing.slots):
@@ -174,7 +174,10 @@ def shared_pointer(builder, tile, elem_type) -> ir.Value:
     return builder.bitcast(base, ir.PointerType(elem_type, 3))
 
 
-def thread_index(context, builder) -> ir.Value:
+def thread_index(context, builder, site=None) -> ir.Value:
+    import os
+    if site and site in os.environ.get("TJX_TIDSITES", "").split("+"):   # EXPERIMENT
+        return context.thread_index_here(builder)
     return context.thread_index(builder)
 
 
@@ -270,8 +273,13 @@ def _loop_indexing(sig):
 
 @lower(intrinsics.frag_index, types.StringLiteral, types.int32)
 def frag_index_impl(context, builder, sig, args):
+    """The tile coordinates of a fragment loop's slot, computed where they are used, from
+    a fresh read of the thread index: from a loop-invariant read LLVM hoists every
+    coordinate out of the enclosing loop and keeps them all live through it (causal
+    FlashAttention's mask: 124 B of spills instead of 48). They cost a few integer
+    instructions to recompute."""
     ix = _loop_indexing(sig)
-    env = {"t": thread_index(context, builder), "s": args[1]}
+    env = {"t": thread_index(context, builder, "frag"), "s": args[1]}
     coords = [emit(builder, c, env) for c in ix.coords]
     if len(coords) == 1:
         return coords[0]
@@ -283,7 +291,7 @@ def frag_valid_impl(context, builder, sig, args):
     ix = _loop_indexing(sig)
     if ix.valid is None:
         return ir.IntType(1)(1)
-    env = {"t": thread_index(context, builder), "s": args[1]}
+    env = {"t": thread_index(context, builder, "frag"), "s": args[1]}
     return builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
 
 

@@ -225,6 +225,13 @@ class NVPTXTargetContext(BaseContext):
     def thread_index(self, builder):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.tid.x")
 
+    def thread_index_here(self, builder):
+        """%tid.x read where it is used: a side-effecting inline-asm move, so LLVM does
+        not hoist what is computed from it out of a loop (nor merge two reads)."""
+        asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %tid.x;", "=r",
+                           side_effect=True)
+        return builder.call(asm, [])
+
     def block_index(self, builder, axis):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])
 
