@@ -243,9 +243,7 @@ def _copy_by_fragment(context, builder, src, dst, extents):
         runs = _slot_runs(ix, plan().threads, tuple(t.shape), max_run)
         if other.kind == "global" and _global_vectorizable(other, 2):
             fast = _aligned_start(builder, other, max(length for _, length in runs))
-    # EXPERIMENT SWITCH (branch exp/epilogue-interior, not for main): TJX_NOEPI=1 keeps
-    # the per-run checks of stores, for same-process A/B timing
-    if fast is None or dst.kind == "global" and __import__("os").environ.get("TJX_NOEPI"):
+    if fast is None:
         _fragment_runs(context, builder, src, dst, t, runs, fast)
         return
     # a region wholly inside the tensor with an aligned start (every block's but the
@@ -266,7 +264,7 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     in ``_load_chunk``."""
     other = dst if src.kind == "fragment" else src
     ix = t.indexing
-    tid = thread_index(context, builder, "copy")
+    tid = thread_index(context, builder)
     writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
     for s0, length in runs:
         tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer)
@@ -651,8 +649,8 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
     steps = round_plan(layout, tuple(extents), vec, plan().threads, dst_dims)
     if steps is None:
         return None
-    sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec,
-                                      thread_index(context, builder, "copy2"), inbounds=inside)
+    tid = thread_index(context, builder, where_used=True)
+    sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec, tid, inbounds=inside)
 
     def byte_step(delta):
         offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])

@@ -115,7 +115,7 @@ def _elem_data(context, builder, tile_ty, value, kind):
 class _Warp:
     def __init__(self, context, builder, gp):
         self.context, self.builder, self.gp = context, builder, gp
-        tid = thread_index(context, builder, "gemm")
+        tid = thread_index(context, builder)
         self.lane = builder.and_(tid, I32(31))
         warp = builder.lshr(tid, I32(5))
         self.wm = builder.urem(warp, I32(gp.warps_m)) if gp.warps_m > 1 else I32(0)

@@ -133,10 +133,9 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         raise CompileError(f"T.reduce_{op}: fragment {dst_ty.tile_name!r} does not have the "
                            f"layout of {src_ty.tile_name!r} reduced along dim {dim}")
     ctype = _compute_type(dst_ty)
-    tid = thread_index(context, builder, "reduce")
+    tid = thread_index(context, builder)
     ident = _identity(op, ctype)
     owned = [[] for _ in range(dt.indexing.slots)]   # this thread's values per result slot
-    order = []
     for s in range(st.indexing.slots):
         r = evaluate(red.slot_map, {"s": s})
         v = _load_value(context, builder, src_ty, builder.gep(args[0], [I32(s)]), ctype)
@@ -147,14 +146,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
                                                   {"t": tid, "s": s}), I32(0))
             v = builder.select(ok, v, ident)
         owned[r].append(v)
-        order.append((r, v))
     partial = [_combine_pairwise(builder, op, vs, ctype) if vs else ident for vs in owned]
-    if (__import__("os").environ.get("TJX_NOTREE")   # EXPERIMENT SWITCH, not for main
-            or op in __import__("os").environ.get("TJX_CHAIN_OPS", "").split(",")):
-        partial = [None] * len(owned)
-        for r, v in order:
-            partial[r] = v if partial[r] is None else _combine(builder, op, partial[r], v, ctype)
-        partial = [ident if p is None else p for p in partial]
     for off in red.lane_offsets:
         partial = [_combine(builder, op, p, _shfl_xor(builder, p, off), ctype) for p in partial]
     if red.warp_digits:

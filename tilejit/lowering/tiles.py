@@ -103,7 +103,7 @@ def rounds(context, builder, count):
     (item index, guard or None) for item ``tid + k·threads``; only the last round,
     when it is partial, needs the guard."""
     threads = plan().threads
-    tid = thread_index(context, builder, "rounds")
+    tid = thread_index(context, builder)
     for k in range(-(-count // threads)):
         item = builder.add(tid, I32(k * threads))
         partial = (k + 1) * threads > count
@@ -139,7 +139,7 @@ def owned_elements(context, builder, ty, value):
     round-robin share of a shared tile."""
     import itertools
     t = plan().tile(ty.tile_name)
-    tid = thread_index(context, builder, "owned")
+    tid = thread_index(context, builder)
     out = []
     if ty.kind == "fragment":
         for s in range(t.indexing.slots):
@@ -174,9 +174,19 @@ def shared_pointer(builder, tile, elem_type) -> ir.Value:
     return builder.bitcast(base, ir.PointerType(elem_type, 3))
 
 
-def thread_index(context, builder, site=None) -> ir.Value:
-    import os
-    if site and site in os.environ.get("TJX_TIDSITES", "").split("+"):   # EXPERIMENT
+STARVED = 192     # of the 255 registers a thread may have
+
+
+def thread_index(context, builder, where_used=False) -> ir.Value:
+    """This thread's index in the block. ``where_used``: for values derived from it that
+    a loop would otherwise carry (a copy's chunk addresses, a fragment loop's
+    coordinates): when the kernel's tiles already take more than ``STARVED`` registers per
+    thread, the index is read where it is used, so LLVM does not hoist what is computed
+    from it out of the loop (``thread_index_here``) and the values are recomputed in each
+    iteration instead of held through it. Causal FlashAttention (244 words of fragments):
+    124 B of spills become 48, 0.971 → 1.034 of FA2; the 128×128 GEMM (128 words) keeps
+    its addresses, which recomputed cost it 3–8 % (H200, 2026-11-30)."""
+    if where_used and plan().register_words() > STARVED:
         return context.thread_index_here(builder)
     return context.thread_index(builder)
 
@@ -273,13 +283,10 @@ def _loop_indexing(sig):
 
 @lower(intrinsics.frag_index, types.StringLiteral, types.int32)
 def frag_index_impl(context, builder, sig, args):
-    """The tile coordinates of a fragment loop's slot, computed where they are used, from
-    a fresh read of the thread index: from a loop-invariant read LLVM hoists every
-    coordinate out of the enclosing loop and keeps them all live through it (causal
-    FlashAttention's mask: 124 B of spills instead of 48). They cost a few integer
-    instructions to recompute."""
+    """The tile coordinates of a fragment loop's slot (from the thread index read where
+    used in a register-starved kernel: ``thread_index``)."""
     ix = _loop_indexing(sig)
-    env = {"t": thread_index(context, builder, "frag"), "s": args[1]}
+    env = {"t": thread_index(context, builder, where_used=True), "s": args[1]}
     coords = [emit(builder, c, env) for c in ix.coords]
     if len(coords) == 1:
         return coords[0]
@@ -291,7 +298,7 @@ def frag_valid_impl(context, builder, sig, args):
     ix = _loop_indexing(sig)
     if ix.valid is None:
         return ir.IntType(1)(1)
-    env = {"t": thread_index(context, builder, "frag"), "s": args[1]}
+    env = {"t": thread_index(context, builder, where_used=True), "s": args[1]}
     return builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
 
 

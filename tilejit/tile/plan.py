@@ -76,6 +76,16 @@ class TilePlan:
     def tile(self, name: str) -> Tile:
         return self.tiles[name]
 
+    def register_words(self) -> int:
+        """32-bit registers per thread that the fragments and local tiles take."""
+        words = 0
+        for t in self.tiles.values():
+            if t.kind == FRAGMENT and t.indexing is not None:
+                words += -(-t.indexing.slots * t.dtype.itemsize // 4)
+            elif t.kind == LOCAL:
+                words += -(-t.nbytes // 4)
+        return words
+
     def describe(self) -> str:
         """A readable summary (``TILEJIT_DUMP_IR`` writes it)."""
         lines = [f"threads: {self.threads}", f"dynamic shared memory: {self.shared_bytes} bytes"]
