@@ -796,6 +796,28 @@ def test_cross_warp_reductions_use_shared_scratch():
     assert in_warp.shared_bytes == 0
 
 
+def _chain_depth_before_shuffles(ptx, opcode):
+    """The longest chain of dependent ``opcode`` instructions before the first shfl.sync
+    (dataflow on the PTX's virtual registers, each defined once)."""
+    depth = {}
+    for dst, srcs in re.findall(rf"^\s*{re.escape(opcode)}\s+(%\w+),([^;]*);",
+                                ptx[:ptx.index("shfl.sync")], re.M):
+        depth[dst] = 1 + max((depth.get(s, 0) for s in re.findall(r"%\w+", srcs)), default=0)
+    return max(depth.values(), default=0)
+
+
+@pytest.mark.parametrize("op,opcode", [("max", "max.f32"), ("sum", "add.f32")])
+def test_thread_local_reduction_is_a_balanced_tree(op, opcode):
+    """Each thread combines its own values of a row pairwise before the butterflies: with
+    FullRow at 128 threads a thread holds 32 values of each of its rows of the 128x128
+    mma accumulator, combined in a tree of depth log2 32 = 5. The slot-order chain it
+    replaces was 31 dependent max.f32 / add.f32 deep (the row max of FlashAttention's
+    scores lies between its two GEMMs)."""
+    ptx = gemm_reduce.compile(_f16(256, 64), _f16(64, 256), _f32(256, 2), _f32(256, 256),
+                              target="cuda", arch="sm_90", op=op, policy="FullRow").ptx
+    assert _chain_depth_before_shuffles(ptx, opcode) <= 5
+
+
 # ----------------------------------------------------------------------------- GPU
 
 def _gpu_check(fn_gpu, fn_sim, make_args, out_indices, rtol, atol, **kw):
