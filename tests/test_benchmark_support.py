@@ -69,3 +69,17 @@ def test_environment_restores_what_was_there(monkeypatch):
             assert os.environ["TJ_TEST_KEEP"] == "new" and os.environ["TJ_TEST_NEW"] == "1"
             raise RuntimeError
     assert os.environ["TJ_TEST_KEEP"] == "old" and "TJ_TEST_NEW" not in os.environ
+
+
+def test_write_results_records_the_commit_the_gpu_and_the_rows(tmp_path, monkeypatch):
+    import json
+
+    from tilejit.testing_support import write_results
+    monkeypatch.setenv("TILEJIT_COMMIT", "abc1234+variant")
+    path = tmp_path / "r.json"
+    write_results(str(path), [{"name": "base", "ms": 1.5}], config={"block_M": 128})
+    data = json.loads(path.read_text())
+    assert data["rows"] == [{"name": "base", "ms": 1.5}]
+    assert data["meta"]["commit"] == "abc1234+variant"
+    assert data["meta"]["config"] == {"block_M": 128}
+    assert isinstance(data["meta"]["gpu"], str) and data["meta"]["gpu"]

@@ -94,3 +94,16 @@ def environment(env: dict):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def write_results(path: str, rows: list, **meta) -> None:
+    """An experiment's JSON: ``{"meta": {"commit", "gpu", **meta}, "rows": rows}``. The
+    commit is ``TILEJIT_COMMIT`` (the device machine's copy of the tree carries no current
+    git metadata), the GPU torch's name for the current device ("none" without one)."""
+    import json
+
+    import torch
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    with open(path, "w") as f:
+        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"), "gpu": gpu,
+                            **meta}, "rows": rows}, f, indent=1)

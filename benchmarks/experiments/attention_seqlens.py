@@ -7,7 +7,6 @@ per-block overhead from a per-iteration one, which one sequence length cannot.
 
     python benchmarks/experiments/attention_seqlens.py [--json FILE] [--seqs 1024,2048,4096,8192]
 """
-import json
 import os
 import sys
 import time
@@ -18,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples", "flash_attention")]
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import interleaved_times  # noqa: E402
+from tilejit.testing_support import interleaved_times, write_results  # noqa: E402
 
 
 def option(args, flag, default):
@@ -71,9 +70,7 @@ def main():
     rows = [one(kernel, 4, 32, s, 128, causal) for causal in (False, True) for s in seqs]
     out = option(args, "--json", None)
     if out:
-        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"),
-                            "gpu": torch.cuda.get_device_name()}, "rows": rows},
-                  open(out, "w"), indent=1)
+        write_results(out, rows)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ backend in the same run. Batch 4, 32 heads, seq 4096, head dim 128, fp16, 128x64
 4 warps, 2 stages, fast_math, as ``benchmarks/run.py attention``'s first config.
 """
 import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -22,7 +21,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TILEJIT_DISABLE_CACHE", "1")   # variants differ only in switches
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import environment, interleaved_times  # noqa: E402
+from tilejit.testing_support import environment, interleaved_times, write_results  # noqa: E402,E501
 
 SOURCE = os.path.join(ROOT, "examples", "flash_attention", "flash_attn.py")
 NO_MASK = [("            elif not is_causal and (k + 1) * block_N > seq_len:",
@@ -97,9 +96,7 @@ def main():
         print(f"{name:40s} causal={causal!s:5s} {best:8.3f} ms {flops / best / 1e9:7.1f} TF "
               f"{base / best:6.3f} of FA2", flush=True)
     if out:
-        meta = {"commit": os.environ.get("TILEJIT_COMMIT", "?"),
-                "gpu": torch.cuda.get_device_name(), "regs": regs}
-        json.dump({"meta": meta, "rows": rows}, open(out, "w"), indent=1)
+        write_results(out, rows, regs=regs)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ clocks (power or thermal limits), the gap is energy per unit of work, not schedu
 ``nvidia-smi --query-gpu=... -lms 50`` samples in the background; the first 0.5 s of
 each kernel's window is dropped.
 """
-import json
 import os
 import subprocess
 import sys
@@ -21,6 +20,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "exam
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
+from tilejit.testing_support import write_results  # noqa: E402
 
 QUERY = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
 if subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv"],
@@ -111,9 +111,7 @@ def main():
                   f"{temp:4.0f} C  {tf / (clk / 1e3) if clk else 0:6.1f} TF/GHz  {reasons}",
                   flush=True)
     if out:
-        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"),
-                            "gpu": torch.cuda.get_device_name()}, "rows": results},
-                  open(out, "w"), indent=1)
+        write_results(out, results)
 
 
 if __name__ == "__main__":

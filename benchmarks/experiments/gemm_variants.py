@@ -8,7 +8,6 @@ interleaved rounds (best round kept).
 
 ``base`` compiles with no switch. The disk cache is off (variants differ only in switches).
 """
-import json
 import os
 import sys
 
@@ -19,7 +18,7 @@ os.environ["TILEJIT_DISABLE_CACHE"] = "1"
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import environment, interleaved_times  # noqa: E402
+from tilejit.testing_support import environment, interleaved_times, write_results  # noqa: E402,E501
 
 VARIANTS = {"base": {}}
 for spec in os.environ.get("GEMM_VARIANTS", "").split(";"):
@@ -79,9 +78,7 @@ def main():
         for n in sizes:
             rows += one(gemm_kernel, names, getattr(torch, dtype), n, cfg)
     if out:
-        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"), "config": cfg,
-                            "gpu": torch.cuda.get_device_name()}, "rows": rows},
-                  open(out, "w"), indent=1)
+        write_results(out, rows, config=cfg)
 
 
 if __name__ == "__main__":
