@@ -2,7 +2,8 @@
 
 The compiler sets the ``KernelConfig`` of the specialization being lowered; rules read
 it with ``current_kernel()``. Target-specific values (thread and block indices) come
-from the target context's methods ``thread_index(builder)`` and
+from the target context's methods ``thread_index(builder)``,
+``thread_index_here(builder)`` (read where used, not hoisted: ``tiles.thread_index``) and
 ``block_index(builder, axis)``.
 """
 from __future__ import annotations

@@ -184,7 +184,7 @@ def thread_index(context, builder, where_used=False) -> ir.Value:
     thread, the index is read where it is used, so LLVM does not hoist what is computed
     from it out of the loop (``thread_index_here``) and the values are recomputed in each
     iteration instead of held through it. Causal FlashAttention (244 words of fragments):
-    124 B of spills become 48, 0.971 → 1.034 of FA2; the 128×128 GEMM (128 words) keeps
+    124 B of spills become 72, 0.971 → 1.034 of FA2; the 128×128 GEMM (128 words) keeps
     its addresses, which recomputed cost it 3–8 % (H200, 2026-11-30)."""
     if where_used and plan().register_words() > STARVED:
         return context.thread_index_here(builder)
