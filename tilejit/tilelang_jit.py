@@ -34,6 +34,7 @@ from .frontend.source import function_def_from_file, function_namespace, is_call
 from .kernel import KernelFunction
 from .language.dtypes import DType, as_dtype
 from .language.tilelang_names import TensorAnnotation, warn_symbolic
+from .testing_support import environment
 
 
 class PassConfigKey:
@@ -380,17 +381,8 @@ def dumping_ir(directory: str | None):
     if directory is None:
         yield
         return
-    saved = {k: os.environ.get(k) for k in ("TILEJIT_DUMP_IR", "TILEJIT_DISABLE_CACHE")}
-    os.environ["TILEJIT_DUMP_IR"] = directory
-    os.environ["TILEJIT_DISABLE_CACHE"] = "1"
-    try:
+    with environment({"TILEJIT_DUMP_IR": directory, "TILEJIT_DISABLE_CACHE": "1"}):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,
