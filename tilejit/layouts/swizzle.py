@@ -168,9 +168,11 @@ def make_swizzled_layout(shape: tuple[int, int], dtype_bytes: int) -> Layout | C
 
     Picks the widest swizzle atom (128, 64 or 32 bytes) that divides a row, and
     tiles the atom -- 8 rows x ``W`` elements, ``W = atom_bytes / dtype_bytes`` --
-    over the tile, atoms along a row contiguous::
+    over the tile, atoms down a column contiguous (a column of atoms is rows x W
+    elements in row-major order, which is what one TMA box with the same swizzle
+    writes)::
 
-        offset(r, c) = (r%8)*W + (c%W) + (c//W)*8W + (r//8)*8*cols
+        offset(r, c) = (r%8)*W + (c%W) + (r//8)*8W + (c//W)*rows*W
 
     then XORs with ``swizzle_for_bytes(atom_bytes)``, which only permutes 16 B
     chunks inside one atom.  A row count that is not a multiple of 8 is
@@ -179,7 +181,7 @@ def make_swizzled_layout(shape: tuple[int, int], dtype_bytes: int) -> Layout | C
     consecutive rows in 8 distinct bank groups.
 
         >>> L = make_swizzled_layout((64, 64), 2); print(L)
-        Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,512))
+        Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,4096))
         >>> print(make_swizzled_layout((64, 8), 2))
         (64,8):(8,1)
     """
@@ -195,7 +197,7 @@ def make_swizzled_layout(shape: tuple[int, int], dtype_bytes: int) -> Layout | C
     for atom_bytes in (128, 64, 32):
         w = atom_bytes // dtype_bytes
         if row_bytes % atom_bytes == 0 and rows % 8 == 0:
-            inner = Layout(((8, rows // 8), (w, cols // w)), ((w, 8 * cols), (1, 8 * w)))
+            inner = Layout(((8, rows // 8), (w, cols // w)), ((w, 8 * w), (1, rows * w)))
             break
         if row_bytes == atom_bytes:
             # One atom per row: row-major *is* the atom tiling, and the swizzle
