@@ -13,6 +13,9 @@ class CompiledKernel:
     ptx: str = ""
     shared_bytes: int = 0
     param_formats: list = field(default_factory=list)
+    # per hidden tensor-map parameter (after the others): (argument position, dtype name,
+    # itemsize, box extents, swizzle bytes) (passes/tma.py, targets/tensor_maps.py)
+    tensor_maps: list = field(default_factory=list)
 
 
 def load_or_compile(kernel, spec) -> CompiledKernel:

@@ -27,13 +27,14 @@ from .language.dtypes import as_dtype
 from .lowering.target_hooks import KernelConfig, compiling
 from .language.dtypes import as_dtype as _as_dtype
 from .passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
-                     shared_memory, tile_allocation)
+                     shared_memory, tile_allocation, tma)
 from .passes.context import PassContext
 from .specialization import Specialization
 from .targets import nvptx
 from .targets.numba_pipeline import TilejitCompiler
 from .targets.numba_target import TARGET_NAME, descriptor, new_flags
-from .typing.types import BFloat16, GlobalTensorType, WeakFloat, numba_type, weak_float
+from .typing.types import (BFloat16, GlobalTensorType, TensorMapType, WeakFloat, numba_type,
+                           tensor_map, weak_float)
 
 
 SOURCE_PASSES = (
@@ -41,6 +42,7 @@ SOURCE_PASSES = (
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
+    tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
     parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
@@ -59,6 +61,8 @@ PASS_INTRINSICS = {
     **{name: getattr(intrinsics, fn.__name__) for fn, name in tile_allocation.ATOMICS.items()},
     tile_allocation.REDUCE: intrinsics.reduce, tile_allocation.CUMSUM: intrinsics.cumsum,
     layout_inference.FRAG_SLOT: intrinsics.frag_slot,
+    tma.TMA_INIT: intrinsics.tma_init, tma.TMA_LOAD: intrinsics.tma_load,
+    tma.TMA_WAIT: intrinsics.tma_wait, tma.TMA_FENCE: intrinsics.tma_fence,
 }
 
 
@@ -66,8 +70,8 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     name = _entry_name(ks, spec)
     dump = Dumper.for_kernel(name, spec)
     dump.text("source.py", lambda: _source_text(ks))
-    argtypes = numba_argtypes(spec)
     device_fn, tiles = build_device_function(ks, spec, dump)
+    argtypes = numba_argtypes(spec) + (tensor_map,) * len(tiles.tensor_maps)
     dump.text("tile_plan.txt", tiles.describe)
     config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
                           fast_math=spec.fast_math, debug=spec.debug, tiles=tiles,
@@ -89,6 +93,9 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     kernel.ptx = nvptx.emit_ptx(module, spec.arch)
     dump.text("kernel.ptx", kernel.ptx)
     kernel.param_formats = param_formats(argtypes)
+    position = {name: i for i, (name, _) in enumerate(spec.params)}
+    kernel.tensor_maps = [(position[name], box.dtype, box.itemsize, list(box.extents), box.swizzle)
+                          for name, box in tiles.tensor_maps]
     return kernel
 
 
@@ -102,7 +109,9 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
-    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch)
+    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch,
+                      params={name: ty for (name, _), ty in zip(spec.params, numba_argtypes(spec))
+                              if isinstance(ty, GlobalTensorType) and name not in spec.outputs})
     passes = [_bind(p, ctx) for p in SOURCE_PASSES]
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
@@ -201,6 +210,8 @@ def param_formats(argtypes) -> list[str]:
     for ty in argtypes:
         if isinstance(ty, GlobalTensorType):
             formats += ["Q"] + ["q"] * (2 * ty.ndim)
+        elif isinstance(ty, TensorMapType):
+            formats.append("T")
         elif isinstance(ty, WeakFloat) or ty == types.float64:
             formats.append("d")
         elif ty == types.float32:

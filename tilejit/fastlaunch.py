@@ -64,16 +64,20 @@ def _source(kinds) -> str:
         lines.append("        return MISS")
     lines += reads
     # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
-    # shared bytes, stream function, its argument, kernelParams, outputs, launcher)
+    # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps)
     lines.append(f"    e = table.get(({', '.join(key)},))")
     lines.append("    if e is None:")
     lines.append("        return MISS")
+    # TMA tensor maps (kernel.tensor_map_maker), by run-time argument position
+    runtime = [f"(p{i}, s{i}, t{i})" if kind == "tensor" else "None"
+               for i, (kind, _) in enumerate(kinds) if kind != "const"]
+    lines.append(f"    maps = e[14]({', '.join(runtime)}) if e[14] is not None else ()")
     lines.append("    if e[12] is None:")
     lines.append("        result = None")
-    lines.append(f"        e[0](e[1], 0, {', '.join(pack)})")
+    lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*maps'])})")
     lines.append("    else:")
     lines.append("        result, extra = e[12]()")
-    lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra'])})")
+    lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra', '*maps'])})")
     lines.append("    stream = e[9](e[10])")
     lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
                  "e[11], 0)")
@@ -101,17 +105,19 @@ class FastLauncher:
         self.launch = namespace["launch"]
         self._key_of = namespace["key_of"]
 
-    def remember(self, values, launcher, grid, threads, shared, stream, outputs=None):
+    def remember(self, values, launcher, grid, threads, shared, stream, outputs=None,
+                 maps=None):
         """Record a launch. ``stream`` is (f, arg) with f(arg) the stream handle;
         ``outputs`` (or None) makes the call's T.empty outputs and returns (the call's
-        result, their packed parameters)."""
+        result, their packed parameters); ``maps`` (or None) makes the TMA tensor maps
+        (``kernel.tensor_map_maker``)."""
         if len(self.table) >= _MAX_ENTRIES:
             self.table.clear()
         pack, view, cu_launch, func, params = launcher.parts()
         gx, gy, gz = grid
         self.table[self._key_of(*values)] = (pack, view, cu_launch, func, gx, gy, gz, threads,
                                              shared, stream[0], stream[1], params, outputs,
-                                             launcher)
+                                             launcher, maps)
 
 
 def fast_launcher_for(kernel, values):

@@ -182,7 +182,7 @@ class KernelFunction:
             outputs = _OutputMaker(self, launch.outputs)
         fast.remember(values, loaded.launcher, launch.grid, launch.threads,
                       loaded.compiled.shared_bytes, cuda_driver.stream_function(call.device),
-                      outputs)
+                      outputs, loaded.maps)
 
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
         """Compile for the arguments' types without launching. With ``target="cuda"``
@@ -260,6 +260,7 @@ class _Loaded:
                                              compiled.shared_bytes)
         self.launcher = cuda_driver.Launcher(self.module, compiled.param_formats)
         self.device = device
+        self.maps = tensor_map_maker(compiled.tensor_maps)
 
     def launch(self, launch: host.LaunchConfig, runtime):
         from .targets import cuda_driver
@@ -276,9 +277,28 @@ class _Loaded:
         grid = launch.grid
         if 0 in grid:
             return
+        if self.maps is not None:
+            values += self.maps(*[(v.ptr, v.shape, v.strides) if isinstance(v, TensorArg)
+                                  else None for _, v in runtime])
         stream = cuda_driver.current_stream(self.device, torch_args)
         self.launcher.launch(grid, (launch.threads, 1, 1), self.compiled.shared_bytes,
                              stream, tuple(values))
+
+
+def tensor_map_maker(tensor_maps):
+    """None, or f(*arguments) → the kernel's hidden TMA tensor-map parameters, where
+    the arguments are the run-time ones in order, each tensor as (pointer, shape,
+    strides) (``CompiledKernel.tensor_maps`` names each map's argument position)."""
+    if not tensor_maps:
+        return None
+    from .targets.tensor_maps import MAPS, Box
+    get = MAPS.get
+    wanted = tuple((position, Box(dtype, size, tuple(extents), swizzle))
+                   for position, dtype, size, extents, swizzle in tensor_maps)
+
+    def maps(*arguments):
+        return tuple(get(*arguments[position], box) for position, box in wanted)
+    return maps
 
 
 def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False):

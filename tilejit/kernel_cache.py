@@ -52,7 +52,9 @@ def key_of(kernel, spec) -> str:
     fingerprint = getattr(kernel, "_fingerprint", None)
     if fingerprint is None:
         fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
-    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions())
+    # TILEJIT_TMA=0 (passes/tma.py) compiles other code for sm_90+
+    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(),
+                  os.environ.get("TILEJIT_TMA", "1"))
 
 
 def load(kernel, spec):
@@ -63,7 +65,8 @@ def load(kernel, spec):
     try:
         return CompiledKernel(name=payload["name"], llvm_ir=payload["llvm_ir"],
                               ptx=payload["ptx"], shared_bytes=int(payload["shared_bytes"]),
-                              param_formats=list(payload["param_formats"]))
+                              param_formats=list(payload["param_formats"]),
+                              tensor_maps=[tuple(m) for m in payload.get("tensor_maps", [])])
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -71,4 +74,5 @@ def load(kernel, spec):
 def store(kernel, spec, compiled) -> None:
     _STORE.store(key_of(kernel, spec), {
         "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
-        "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats})
+        "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
+        "tensor_maps": [list(m) for m in compiled.tensor_maps]})

@@ -29,11 +29,13 @@ class TensorArg:
     @property
     def aligned(self) -> bool:
         """Data 16-byte aligned and every row start too (all strides but the last a
-        multiple of 16 bytes): the condition for 16-byte vector accesses."""
+        multiple of 16 bytes, and positive where the extent is above 1: no broadcast
+        dimension): the condition for 16-byte vector accesses and for TMA's tensor maps."""
         if not self.contiguous_last or self.ptr % VECTOR_BYTES:
             return False
         per = VECTOR_BYTES // self.dtype.itemsize
-        return all(s % per == 0 for s in self.strides[:-1])
+        return all(s % per == 0 and (s > 0 or n == 1)
+                   for s, n in zip(self.strides[:-1], self.shape[:-1]))
 
     def type_key(self):
         return ("tensor", self.dtype.name, self.ndim, self.contiguous_last, self.aligned)

@@ -37,3 +37,4 @@ def load_rules():
     from . import copy, gemm, math, parallel, printing, scalar, tensor, tiles  # noqa: F401
     from . import atomics  # noqa: F401
     from . import reductions  # noqa: F401
+    from . import tma  # noqa: F401

@@ -164,7 +164,8 @@ def shared_base(builder) -> ir.Value:
     if gv is None:
         gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
         gv.linkage = "external"
-        gv.align = 16
+        # TMA's swizzled boxes want 1024-byte aligned shared addresses (passes/tma.py)
+        gv.align = 1024 if plan().tma_copies else 16
     return gv
 
 

@@ -28,6 +28,7 @@ from .layout_inference import FRAG_LOOP
 from .shared_memory import shares_bytes
 from .pipeline import COPY_ASYNC, STAGE
 from .tile_allocation import GEMM, REGION
+from .tma import TMA_LOAD
 
 SYNC = "__tj_sync"
 
@@ -67,7 +68,7 @@ class _Access:
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
                 tiles = [self._tile_of(a) for a in node.args]
-                if (fn is T.copy or name == COPY_ASYNC) and len(tiles) == 2:
+                if (fn is T.copy and len(tiles) == 2) or name in (COPY_ASYNC, TMA_LOAD):
                     if tiles[0]:
                         reads.add(tiles[0])
                     if tiles[1]:

@@ -19,6 +19,8 @@ class PassContext:
     param_dtypes: dict = field(default_factory=dict)
     plan: TilePlan = field(default_factory=TilePlan)
     arch: str = "sim"
+    params: dict = field(default_factory=dict)      # tensor name -> GlobalTensorType
+    pipelines: list = field(default_factory=list)   # pipeline.Pipeline per pipelined loop
 
     def error(self, message: str, node: ast.AST | int | None) -> CompileError:
         line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from dataclasses import dataclass
 
 from .. import language as T
 from ..frontend.source import resolve_static
@@ -61,6 +62,18 @@ COMMIT = "__tj_cp_commit"
 WAIT = "__tj_cp_wait"
 
 _counter = [0]
+
+
+def mark(node, pid, role):
+    """Tags a statement this pass built with its loop's id and its role ("copy",
+    "commit", "wait", "drain", "prologue", "fold"), for ``passes/tma.py``, which may
+    turn the loop's cp.async schedule into TMA's after the layouts are known."""
+    node._tj_pipe = (pid, role)
+    return node
+
+
+def role_of(node):
+    return getattr(node, "_tj_pipe", None)
 
 
 def _call(name, args):
@@ -124,6 +137,21 @@ class _HoistInvariant(ast.NodeTransformer):
                     ast.Assign([ast.Name(self.names[key], ast.Store())], node), node))
             return ast.copy_location(ast.Name(self.names[key], ast.Load()), node)
         return super().generic_visit(node)
+
+
+@dataclass
+class Pipeline:
+    """One software-pipelined loop, as ``passes/tma.py`` needs it: its id (the
+    ``_tj_pipe`` tags of its statements), source line, stages, producer copies per
+    iteration, the expression of the stage iteration k reads (valid at the loop's
+    head), and whether a consumer may leave the loop early (break or return: copies
+    still in flight)."""
+    pid: int
+    line: int
+    stages: int
+    producers: int
+    current: ast.expr
+    leaves: bool
 
 
 class _Pipeliner(ast.NodeTransformer):
@@ -209,14 +237,19 @@ class _Pipeliner(ast.NodeTransformer):
         hoist = _HoistInvariant(loop_var, f"__tj_inv{_counter[0]}")
         producers = [_hoist_indices(s, hoist) for s in producers]
 
+        pid = len(self.ctx.pipelines)
+
         def issue(k_expr, stage_expr):
             out = []
             for s in producers:
                 src, dst = s.value.args
                 src = _Substitute(loop_var, k_expr).visit(copy.deepcopy(src))
                 dst_staged = _call(STAGE, [ast.Name(dst.id, ast.Load()), stage_expr])
-                out.append(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s))
+                out.append(mark(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s), pid, "copy"))
             return out
+
+        def commit():
+            return mark(_expr_stmt(_call(COMMIT, []), node), pid, "commit")
 
         p = ast.Name(p_name, ast.Load())
         n = ast.Name(n_name, ast.Load())
@@ -224,8 +257,8 @@ class _Pipeliner(ast.NodeTransformer):
                              issue(p, ast.Name(p_name, ast.Load())), [])
         prologue = ast.For(ast.Name(p_name, ast.Store()),
                            _call("range", [ast.Constant(stages - 1)]),
-                           [ast.copy_location(prologue_if, node),
-                            _expr_stmt(_call(COMMIT, []), node)], [], None)
+                           [ast.copy_location(prologue_if, node), commit()], [], None)
+        mark(prologue, pid, "prologue")
         ahead = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Add(), ast.Constant(stages - 1))
         # the stages as counters carried by the loop (k % S and (k + S - 1) % S without
         # a division: a 64-bit k % 3 is a chain of wide multiplies between the barrier and
@@ -253,16 +286,21 @@ class _Pipeliner(ast.NodeTransformer):
                            ast.BinOp(ast.Name(cs, ast.Load()), ast.Add(), ast.Constant(1)),
                            ast.Constant(0)))]
         from .barriers import SYNC
-        refill = [ast.copy_location(steady_if, node), _expr_stmt(_call(COMMIT, []), node)]
-        head = [_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node),
+        refill = [ast.copy_location(steady_if, node), commit()]
+        head = [mark(_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node), pid, "wait"),
                 _expr_stmt(_call(SYNC, []), node)]
-        folded = (_fold_refill(staged_consumers, steady_if, tiles, self.ctx.namespace)
+        folded = (_fold_refill(staged_consumers, steady_if, tiles, self.ctx.namespace, commit,
+                               pid)
                   if self.ctx.arch != "sim" else None)
         if folded is not None:
             refill, staged_consumers = [], folded
         steady = ast.For(node.target, _call("range", [n]),
                          head + refill + staged_consumers + advance, [], None)
-        drain = _expr_stmt(_call(WAIT, [ast.Constant(0)]), node)
+        drain = mark(_expr_stmt(_call(WAIT, [ast.Constant(0)]), node), pid, "drain")
+        leaves = (any(isinstance(x, ast.Break) for c in consumers for x in _walk_this_loop(c))
+                  or any(isinstance(x, ast.Return) for c in consumers for x in ast.walk(c)))
+        self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
+                                           copy.deepcopy(current), leaves))
         out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
                ast.copy_location(steady, node), drain]
         for s in out:
@@ -273,7 +311,7 @@ class _Pipeliner(ast.NodeTransformer):
         return out
 
 
-def _fold_refill(consumers, steady_if, tiles, namespace):
+def _fold_refill(consumers, steady_if, tiles, namespace, commit, pid):
     """The consumers with the refill handed to their first ``T.gemm`` on a staged tile,
     or None. The gemm issues its first k-step's ldmatrix, then the refill's cp.async
     (under the refill's condition), then its mma: the loads that feed the first mma are
@@ -290,8 +328,7 @@ def _fold_refill(consumers, steady_if, tiles, namespace):
             pairs = [arg for copy_stmt in steady_if.body for arg in copy_stmt.value.args[:2]]
             gemm = copy.deepcopy(stmt)
             gemm.value.args += [copy.deepcopy(steady_if.test), *copy.deepcopy(pairs)]
-            commit = _expr_stmt(_call(COMMIT, []), stmt)
-            return consumers[:i] + [gemm, commit] + consumers[i + 1:]
+            return consumers[:i] + [mark(gemm, pid, "fold"), commit()] + consumers[i + 1:]
         if resolve_static(call.func, namespace) not in (T.clear, T.fill):
             return None
     return None

@@ -3,9 +3,10 @@
 Each tile is live from the first to the last top-level statement of the block that
 uses it; its allocation is not a use, and a loop counts as one statement (a tile used in
 a loop is live for the whole loop). Tiles are placed largest first at the lowest
-16-byte-aligned offset that overlaps no tile live at the same time, so a dead tile's
-bytes are reused. The barrier pass treats tiles that share bytes as one buffer, so the
-reuse is safe.
+16-byte-aligned offset (1024 for a TMA destination: ``Tile.align``) that overlaps no
+tile live at the same time, so a dead tile's bytes are reused. The mbarriers of TMA
+pipelines (``passes/tma.py``) go after every tile, never reused. The barrier pass
+treats tiles that share bytes as one buffer, so the reuse is safe.
 
 Over the device limit of the target architecture is a ``CompileError`` naming the
 bytes needed and the limit; over 48 KB the loader raises the kernel's limit
@@ -66,10 +67,13 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         for s, e in busy:
             if offset + size <= s:
                 break
-            offset = max(offset, e)
+            offset = -(-max(offset, e) // t.align) * t.align
         t.offset = offset
         placed.append((offset, offset + size, live))
     plan.shared_bytes = max((e for _, e, _ in placed), default=0)
+    if plan.mbarriers:
+        plan.mbarrier_offset = -(-plan.shared_bytes // 8) * 8
+        plan.shared_bytes = plan.mbarrier_offset + 8 * plan.mbarriers
     limit = SHARED_LIMIT.get(ctx.arch)
     if limit is not None and plan.shared_bytes > limit:
         detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)

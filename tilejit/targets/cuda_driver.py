@@ -198,7 +198,9 @@ def _jit_error_log(image: bytes) -> str:
 
 # ---------------------------------------------------------------------------- launching
 _PARAM_SIZES = {"Q": 8, "q": 8, "d": 8, "i": 4, "I": 4, "f": 4,
-                "h": 2, "H": 2, "e": 2, "b": 1, "B": 1, "?": 1}
+                "h": 2, "H": 2, "e": 2, "b": 1, "B": 1, "?": 1, "T": 128}
+# kinds that are not one struct character: a TMA tensor map, 128 bytes aligned to 64
+_PARAM_FORMATS = {"T": ("128s", 64)}
 
 
 def layout_params(param_kinds) -> tuple[struct.Struct, list[int]]:
@@ -210,12 +212,13 @@ def layout_params(param_kinds) -> tuple[struct.Struct, list[int]]:
         if size is None:
             raise ValueError(f"unknown kernel parameter kind {kind!r}; "
                              f"expected one of {''.join(_PARAM_SIZES)}")
-        pad = -pos % size
+        code, align = _PARAM_FORMATS.get(kind, (kind, size))
+        pad = -pos % align
         if pad:
             fmt.append(f"{pad}x")
         pos += pad
         offsets.append(pos)
-        fmt.append(kind)
+        fmt.append(code)
         pos += size
     return struct.Struct("".join(fmt)), offsets
 
@@ -234,11 +237,13 @@ class Launcher:
         self.module = module
         self.param_kinds = list(param_kinds)
         self._struct, self.offsets = layout_params(self.param_kinds)
-        # malloc'd, so >= 16-byte aligned: every parameter is naturally aligned in host memory
-        self._buf = ctypes.create_string_buffer(max(self._struct.size, 8))
-        self._view = memoryview(self._buf).cast("B")
+        # 64-byte aligned (a tensor map's alignment): every parameter is naturally aligned
+        # in host memory
+        self._buf = ctypes.create_string_buffer(max(self._struct.size, 8) + 64)
+        shift = -ctypes.addressof(self._buf) % 64
+        self._view = memoryview(self._buf).cast("B")[shift:]
         self._pack = self._struct.pack_into
-        base = ctypes.addressof(self._buf)
+        base = ctypes.addressof(self._buf) + shift
         n = len(self.offsets)
         # kernelParams = void*[n], entry i -> parameter i. cuda.bindings takes a plain int as an
         # already-built void** (no per-call marshalling); the driver copies the values at launch.

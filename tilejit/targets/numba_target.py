@@ -26,7 +26,7 @@ from ..lowering.registry import TABLES, load_rules
 from ..typing.context import TilejitTypingContext
 from ..typing.tiles import RegionType, TileType
 from ..typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelIterType,
-                            ParallelType, WeakFloat, is_half)
+                            ParallelType, TensorMapType, WeakFloat, is_half)
 
 TRIPLE = "nvptx64-nvidia-cuda"
 TARGET_NAME = "tilejit_cuda"
@@ -51,6 +51,7 @@ def _data_models():
     dmm.register(BFloat16, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(16)))
     dmm.register(DTypeType, models.OpaqueModel)
     dmm.register(ParallelType, models.OpaqueModel)
+    dmm.register(TensorMapType, models.OpaqueModel)
 
     class ParallelIterModel(models.StructModel):
         def __init__(self, m, t):

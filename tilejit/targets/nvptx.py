@@ -14,7 +14,7 @@ import llvmlite.binding as ll
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from ..typing.types import GlobalTensorType
+from ..typing.types import GlobalTensorType, TensorMapType
 from .numba_target import TRIPLE
 
 # PTX ISA versions: 8.0 (CUDA 12.0) covers sm_80…sm_90a; Blackwell needs 8.6.
@@ -41,6 +41,8 @@ def kernel_parameters(context, argtypes):
     for ty in argtypes:
         if isinstance(ty, GlobalTensorType):
             out.append([context.get_value_type(ty.pointer)] + [ir.IntType(64)] * (2 * ty.ndim))
+        elif isinstance(ty, TensorMapType):
+            out.append([ir.PointerType(ir.IntType(8))])
         else:
             out.append([context.get_value_type(ty)])
     return out
@@ -67,6 +69,9 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
         if isinstance(ty, GlobalTensorType):
             known = (shape_constants or {}).get(index, {})
             values.append(_tensor_value(context, builder, ty, params, known))
+        elif isinstance(ty, TensorMapType):
+            params[0].name = f"tjmap{index}"
+            values.append(params[0])
         else:
             values.append(params[0])
     context.call_conv.call_function(builder, inner, types.none, argtypes, values)
@@ -80,7 +85,13 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
     if min_blocks_per_sm:
         bounds += f' "nvvm.minctasm"="{min_blocks_per_sm}"'
     text += f'\nattributes #900 = {{ {bounds} }}\n'
-    return text
+    # a TMA tensor map (passes/tma.py) is 128 bytes passed by value and read in place:
+    # `.param .align 64 .b8 [128]`, addressed through cvta.param (no local copy)
+    head, _, rest = text.partition("define ptx_kernel")
+    line, _, rest = rest.partition("\n")
+    line = re.sub(r'(?:ptr|i8\*) (%"?tjmap\d+"?)',
+                  r'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" \1', line)
+    return f"{head}define ptx_kernel{line}\n{rest}"
 
 
 def _tensor_value(context, builder, ty: GlobalTensorType, params, known: dict):

@@ -8,9 +8,8 @@ The driver wants every list innermost dimension first; tilejit's shapes are oute
 first, so the lists are reversed here. Encoding is a driver call, so maps are cached on
 everything they encode.
 
-Status (branch exp/tma): not yet used by the compiler, not yet run on a GPU. The driver
-binding's argument types are as cuda-bindings 13 declares them (lists of ``cuuint64_t``
-and ``cuuint32_t``); the rest is checked by ``tests/test_tensor_maps.py``.
+``passes/tma.py`` decides which copies use TMA and records the boxes; the launch
+(``kernel.py``, ``fastlaunch.py``) passes the maps from one ``TensorMaps`` cache.
 """
 from __future__ import annotations
 
@@ -25,6 +24,10 @@ _SWIZZLES = (0, 32, 64, 128)
 _DATA_TYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32",
                "float64": "FLOAT64", "int8": "UINT8", "uint8": "UINT8", "int32": "INT32",
                "uint32": "UINT32", "int64": "INT64", "uint64": "UINT64"}
+
+
+def data_type_supported(name: str) -> bool:
+    return name in _DATA_TYPES
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,16 @@ def encode_arguments(pointer: int, shape, strides, box: Box) -> dict:
     if pointer % 16:
         raise ValueError(f"tensor map: the tensor's address must be 16-byte aligned, got "
                          f"{pointer:#x}")
-    if strides[-1] != 1:
+    if strides[-1] != 1 and shape[-1] != 1:
         raise ValueError(f"tensor map: the innermost dimension must be contiguous, got stride "
                          f"{strides[-1]}")
-    byte_strides = [s * box.itemsize for s in strides[:-1]]
+    # a dimension of extent 1 is only ever at coordinate 0 (or outside): any stride does,
+    # and the driver wants a positive multiple of 16 bytes
+    byte_strides, span = [], shape[-1] * box.itemsize
+    for d in range(rank - 2, -1, -1):
+        s = strides[d] * box.itemsize if shape[d] != 1 else -(-max(span, 1) // 16) * 16
+        byte_strides.insert(0, s)
+        span = max(span, s * shape[d])
     for d, s in enumerate(byte_strides):
         if s % 16 or s <= 0 or s >= 1 << 40:
             raise ValueError(f"tensor map: stride of dimension {d} must be a positive multiple "
@@ -112,11 +121,16 @@ class TensorMaps:
         self._maps: OrderedDict = OrderedDict()
 
     def get(self, pointer: int, shape, strides, box: Box) -> bytes:
+        """The map of one tensor for ``box``. A tensor with no elements (a launch whose
+        loop never copies from it, such as a GEMM with K = 0) gets 128 zero bytes: the
+        driver refuses empty dimensions."""
         key = (pointer, tuple(shape), tuple(strides), box)
         found = self._maps.get(key)
         if found is not None:
             self._maps.move_to_end(key)
             return found
+        if 0 in key[1]:
+            return bytes(MAP_BYTES)
         encoded = self._encode(encode_arguments(pointer, shape, strides, box))
         if len(encoded) != MAP_BYTES:
             raise ValueError(f"tensor map: the encoder returned {len(encoded)} bytes, expected "
@@ -125,3 +139,6 @@ class TensorMaps:
         if len(self._maps) > self.capacity:
             self._maps.popitem(last=False)
         return encoded
+
+
+MAPS = TensorMaps()      # the launches' maps (kernel.py, fastlaunch.py)

@@ -40,6 +40,7 @@ class Tile:
     offset: int = 0              # shared: byte offset in the dynamic buffer
     stages: int = 1              # shared: versions kept by a software pipeline
     indexing: object = None      # fragment: FragmentIndexing of its layout
+    align: int = 16              # shared: byte alignment of its offset (TMA boxes: 1024)
 
     @property
     def size(self) -> int:
@@ -72,6 +73,10 @@ class TilePlan:
     scan_scratch: dict = field(default_factory=dict)  # scan id -> shared scratch tile
     shared_bytes: int = 0
     threads: int = 128
+    mbarriers: int = 0               # 8-byte mbarriers of TMA pipelines (passes/tma.py)
+    mbarrier_offset: int = 0         # their byte offset in the shared buffer
+    tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
+    tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
 
     def tile(self, name: str) -> Tile:
         return self.tiles[name]
@@ -96,6 +101,10 @@ class TilePlan:
             lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "
                          f"(line {t.line}): {t.layout}"
                          + (f"  [{t.layout_reason}]" if t.layout_reason else ""))
+        if self.mbarriers:
+            lines.append(f"{self.mbarriers} mbarriers @ byte {self.mbarrier_offset}")
+        for cid, c in self.tma_copies.items():
+            lines.append(f"TMA copy {cid}: {c}")
         for gid, (g, a, b, c, line) in self.gemms.items():
             lines.append(f"gemm {gid} (line {line}): {a} x {b} -> {c}: {g}")
         for lid, (frag, _) in self.loops.items():

@@ -17,7 +17,7 @@ from .. import language as T
 from ..language import intrinsics
 from ..lowering.target_hooks import current_kernel
 from .templates import infer_getattr, infer_global
-from .types import DTypeType, GlobalTensorType, ParallelType, numba_type
+from .types import DTypeType, GlobalTensorType, ParallelType, TensorMapType, numba_type
 
 
 class TileType(types.Type):
@@ -211,6 +211,39 @@ class WaitTemplate(AbstractTemplate):
         if len(args) != 1 or not isinstance(args[0], types.IntegerLiteral):
             raise errors.TypingError("cp_wait takes a literal group count")
         return signature(types.none, *args)
+
+
+@infer_global(intrinsics.tma_init)
+class TmaInitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 3 and all(isinstance(a, types.IntegerLiteral) for a in args):
+            return signature(types.none, *args)
+        raise errors.TypingError("tma_init takes three literal integers")
+
+
+@infer_global(intrinsics.tma_load)
+class TmaLoadTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, slot, tmap, cid = args
+        if not (isinstance(dst, TileType) and dst.kind == "shared"
+                and isinstance(slot, types.Integer) and isinstance(tmap, TensorMapType)
+                and isinstance(cid, types.StringLiteral)):
+            raise errors.TypingError(f"tma_load: unexpected operands {args}")
+        return signature(types.none, src, dst, types.int32, tmap, cid)
+
+
+@infer_global(intrinsics.tma_wait)
+class TmaWaitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 2 and all(isinstance(a, types.Integer) for a in args):
+            return signature(types.none, types.int32, types.int32)
+        raise errors.TypingError(f"tma_wait takes two integers, got {args}")
+
+
+@infer_global(intrinsics.tma_fence)
+class TmaFenceTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
 
 
 @infer_global(intrinsics.swizzle_blocks)

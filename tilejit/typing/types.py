@@ -131,6 +131,17 @@ class GlobalTensorType(types.Type):
         return types.CPointer(self.element, addrspace=1)
 
 
+class TensorMapType(types.Opaque):
+    """A TMA tensor map: the address of a hidden 128-byte kernel parameter
+    (``passes/tma.py``, ``targets/nvptx.build_entry``)."""
+
+    def __init__(self):
+        super().__init__("TensorMap")
+
+
+tensor_map = TensorMapType()
+
+
 class ParallelType(types.SimpleIterableType):
     """``T.Parallel(*extents)`` with compile-time extents (kind "parallel"), or one of
     the loops the parallel-guard pass builds from it: this thread's vector groups

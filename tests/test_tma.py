@@ -1,0 +1,225 @@
+"""The TMA path of software pipelines (passes/tma.py): which copies take it, what the
+kernel and its launch look like, and (``-m gpu``) results against torch and against
+the cp.async path."""
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.fastlaunch import FastLauncher
+from tilejit.frontend.signature import as_tensor_arg
+from tilejit.layouts import make_layout
+from tilejit.language.dtypes import float16
+from tilejit.layouts.swizzle import make_swizzled_layout
+from tilejit.passes.tma import tma_layout
+from tilejit.targets.cuda_driver import layout_params
+from tilejit.targets.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
+from tilejit.tile.plan import SHARED, Tile
+from test_gemm import _inputs, gemm
+
+
+def _tile(shape, layout):
+    return Tile("X", SHARED, shape, float16, 1, layout=layout)
+
+
+@pytest.mark.parametrize("shape,expected", [
+    ((128, 64), (128, 64)),        # one 128-byte atom per row
+    ((64, 128), (128, 64)),        # two atoms per row: one box per column of atoms
+    ((128, 32), (64, 32)),         # 64-byte rows: the 64-byte swizzle
+    ((32, 16), (32, 16)),          # 32-byte rows
+])
+def test_the_swizzled_layouts_are_what_a_tma_box_writes(shape, expected):
+    assert tma_layout(_tile(shape, make_swizzled_layout(shape, 2))) == expected
+
+
+def test_row_major_is_an_unswizzled_box_and_other_layouts_are_not_tma():
+    assert tma_layout(_tile((64, 8), make_layout((64, 8), order="row"))) == (0, 8)
+    padded = make_layout((64, 64), (72, 1))
+    assert tma_layout(_tile((64, 64), padded)) is None
+    # atoms along a row contiguous (the layout before TMA): not one box per atom column
+    from tilejit.layouts.layout import Layout
+    from tilejit.layouts.swizzle import ComposedLayout, swizzle_for_bytes
+    along = ComposedLayout(swizzle_for_bytes(128, 2), 0,
+                           Layout(((8, 8), (64, 2)), ((64, 1024), (1, 512))))
+    assert tma_layout(_tile((64, 128), along)) is None
+
+
+def _compiled(arch="sm_90a", dtype=np.float16, shape=(512, 512), **kw):
+    a = np.zeros(shape, dtype)
+    c = np.zeros((shape[0], shape[0]), np.float32)
+    return gemm.compile(a, np.zeros(shape[::-1], dtype), c, target="cuda", arch=arch,
+                        **kw).compiled
+
+
+def test_a_pipelined_gemm_on_sm90_loads_its_tiles_with_tma():
+    k = _compiled(stages=3, block_K=64)
+    ptx = k.ptx
+    # A 128x64 (one box), B 64x128 (two boxes, one per column of 128-byte atoms)
+    assert k.tensor_maps == [(0, "float16", 2, [128, 64], 128), (1, "float16", 2, [64, 64], 128)]
+    assert k.param_formats[-2:] == ["T", "T"]
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2
+    assert "cvta.param.u64" in ptx                   # the maps are read in place
+    # 3 boxes per iteration: the prologue (two iterations, unrolled) and the refill
+    assert ptx.count("cp.async.bulk.tensor.2d") == 9
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3      # one per stage
+    assert "mbarrier.try_wait.parity" in ptx and "fence.proxy.async" in ptx
+    assert "cp.async.cg" not in ptx and "cp.async.wait_group" not in ptx
+    assert ".extern .shared .align 1024" in ptx
+
+
+def test_tma_is_sm90_only_and_can_be_turned_off(monkeypatch):
+    assert _compiled(arch="sm_80", stages=3).tensor_maps == []
+    assert "cp.async.cg" in _compiled(arch="sm_80", stages=3).ptx
+    monkeypatch.setenv("TILEJIT_TMA", "0")
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    k = _compiled(stages=3)
+    assert k.tensor_maps == [] and "cp.async.cg" in k.ptx and "mbarrier" not in k.ptx
+
+
+def test_unaligned_or_unpipelined_copies_keep_cp_async():
+    # rows of 517 halves: not 16-byte aligned, so no tensor map can describe the tensor
+    k = _compiled(shape=(512, 517), stages=3)
+    assert k.tensor_maps == [] and "cp.async.cg" in k.ptx
+    assert _compiled(stages=1).tensor_maps == []
+
+
+@tilejit.kernel
+def gemm_early_exit(A, B, C, block: T.constexpr = 64):
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        B_s = T.alloc_shared((32, block), B.dtype)
+        C_f = T.alloc_fragment((block, block), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+            T.copy(A[by * block, k * 32], A_s)
+            T.copy(B[k * 32, bx * block], B_s)
+            T.gemm(A_s, B_s, C_f)
+            if k == 3:
+                break
+        T.copy(C_f, C[by * block, bx * block])
+
+
+def test_a_loop_that_may_leave_early_keeps_cp_async():
+    a = np.zeros((256, 256), np.float16)
+    k = gemm_early_exit.compile(a, a, np.zeros((256, 256), np.float32), target="cuda",
+                                arch="sm_90a").compiled
+    assert k.tensor_maps == [] and "cp.async.cg" in k.ptx
+
+
+def test_tensor_map_parameters_are_64_byte_aligned_in_the_launch_buffer():
+    st, offsets = layout_params(["Q", "q", "i", "T", "T"])
+    assert offsets == [0, 8, 16, 64, 192] and st.size == 320
+    assert st.format.endswith("128s128s") or "128s" in st.format
+
+
+def test_the_fast_path_packs_the_maps_of_its_tensors_last():
+    class Fake:
+        def __init__(self, ptr, shape, strides):
+            self._ptr, self.shape, self._strides = ptr, shape, strides
+            self.dtype = "f16"
+
+        def data_ptr(self):
+            return self._ptr
+
+        def stride(self):
+            return self._strides
+
+        def get_device(self):
+            return 0
+
+    packed = []
+
+    class Launcher:
+        def parts(self):
+            return (lambda view, off, *v: packed.append(v), None,
+                    lambda *a: (0,), "f", 0)
+
+    fast = FastLauncher([("tensor", 2), ("scalar", 0), ("tensor", 1)], Fake, {1: int})
+    seen = []
+
+    def maps(*runtime):
+        seen.append(runtime)
+        return (b"A" * 128,)
+    x, y = Fake(4096, (2, 8), (8, 1)), Fake(8192, (8,), (1,))
+    fast.remember((x, 3, y), Launcher(), (1, 1, 1), 32, 0, (lambda s: 0, 0), maps=maps)
+    fast.launch(x, 3, y)
+    assert seen == [((4096, (2, 8), (8, 1)), None, (8192, (8,), (1,)))]
+    assert packed[-1] == (4096, 2, 8, 8, 1, 3, 8192, 8, 1, b"A" * 128)
+
+
+def test_maps_of_empty_tensors_and_of_dimensions_of_extent_one():
+    maps = TensorMaps(encode=lambda args: bytes(MAP_BYTES))
+    assert maps.get(0, (0, 64), (64, 1), Box("float16", 2, (64, 64))) == bytes(MAP_BYTES)
+    # a dimension of extent 1 may carry any stride: the map gets a valid one
+    args = encode_arguments(0, (4, 1, 64), (64, 7, 1), Box("float16", 2, (1, 1, 64)))
+    assert args["strides"] == [128, 128]
+
+
+def test_broadcast_tensors_are_not_aligned():
+    t = torch.zeros(1, 64, dtype=torch.float16).expand(8, 64)
+    assert not as_tensor_arg(t).aligned
+    assert as_tensor_arg(torch.zeros(8, 64, dtype=torch.float16)).aligned
+
+
+# -- on the GPU -------------------------------------------------------------------
+
+@tilejit.kernel
+def gemm_twice(A, B, C, block: T.constexpr = 64, stages: T.constexpr = 3):
+    """C = 2 A B with the pipelined loop run twice per block: the mbarriers' phases
+    must carry over from one run to the next (trip counts not a multiple of stages)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        B_s = T.alloc_shared((32, block), B.dtype)
+        C_f = T.alloc_fragment((block, block), T.float32)
+        T.clear(C_f)
+        for _rep in range(2):
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=stages):
+                T.copy(A[by * block, k * 32], A_s)
+                T.copy(B[k * 32, bx * block], B_s)
+                T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block, bx * block])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K", [32, 64, 128, 160, 224])
+def test_a_pipeline_run_twice_per_block_on_the_gpu(K):
+    g = torch.Generator().manual_seed(K)
+    a = torch.randn(192, K, generator=g).half().cuda()
+    b = torch.randn(K, 136, generator=g).half().cuda()    # rows of 272 B: aligned
+    c = torch.zeros(192, 136, device="cuda")
+    gemm_twice(a, b, c)
+    torch.cuda.synchronize()
+    ref = 2 * (a.double() @ b.double())
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=1e-2)
+    assert gemm_twice.compile(a, b, c).compiled.tensor_maps
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tma_gemm_matches_cp_async_and_torch_across_calls(dtype, monkeypatch):
+    """Several calls with new tensors of one shape (the fast path's maps follow the
+    pointers) and tensors whose edges cut tiles, against torch and the cp.async path."""
+    results = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("TILEJIT_TMA", flag)
+        kernel = tilejit.kernel(gemm.func)
+        outs = []
+        for seed in range(3):
+            # rows of 1040 and 1552 bytes: aligned, so both copies can be TMA's
+            a, b, A, B = _inputs(1000, 776, 520, dtype, False, False, device="cuda", seed=seed)
+            c = torch.zeros(1000, 776, device="cuda")
+            kernel(A, B, c, stages=3)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(c.double().cpu(), a.double() @ b.double(),
+                                       rtol=1e-2, atol=1e-2)
+            outs.append(c)
+        assert bool(kernel.compile(A, B, c, stages=3).compiled.tensor_maps) == (flag == "1")
+        results[flag] = outs
+    for x, y in zip(results["1"], results["0"]):
+        torch.testing.assert_close(x, y, rtol=1e-3, atol=1e-3)

@@ -1,0 +1,258 @@
+"""Pass: software pipelines whose copies the Tensor Memory Accelerator can do (sm_90+).
+
+The pipeline pass (``pipeline.py``) schedules every pipelined loop with ``cp.async``:
+each thread copies its 16-byte chunks of every tile, and commit groups count them.
+After the layouts are known, this pass rewrites a loop whose producers all qualify to
+Hopper's TMA: per producer and iteration, thread 0 issues one ``cp.async.bulk.tensor``
+per box (a tile whose row is wider than the swizzle span is one box per column of
+swizzle atoms), and the copies of a stage complete on that stage's mbarrier:
+
+    (kernel entry)  ph = 0; init(S mbarriers, P arrivals each); sync()
+    fence.proxy.async                              # earlier generic writes of those bytes
+    for p in range(S - 1):
+        if p < n:  tma_load(<producers at k = p> → stage p, mbarrier p)
+    for k in range(n):
+        tma_wait(mbarrier k % S, parity (ph >> k % S) & 1); ph ^= 1 << k % S
+        sync()                                     # everyone finished iteration k - 1
+        if k + S - 1 < n:  tma_load(<producers at k + S - 1> → stage (k + S - 1) % S)
+        <consumers>
+
+``tma_load`` is thread 0's ``mbarrier.arrive.expect_tx`` of the tile's bytes and its
+boxes' copies; the wait is every thread's ``mbarrier.try_wait.parity``. Each stage's
+phase completes once per iteration that loads it, and every loaded iteration is waited
+on once, so ``ph`` (bit j: the parity stage j's next phase completes) stays exact
+across several runs of the loop (a pipeline inside another loop). TMA zero-fills the
+parts of a box outside the tensor and counts the whole box's bytes, so edges need no
+code. No commit groups remain, and the gemm's folded refill (``_fold_refill``) is
+unfolded: the refill is a few instructions of one thread.
+
+A producer qualifies when its source is a region of a tensor parameter that the launch
+checks to be 16-byte aligned with a contiguous last dimension (``GlobalTensorType``),
+the copy's two ranged dimensions are the tile's (the last the tensor's last), and the
+tile's layout is exactly what TMA writes: row-major, or a 32/64/128-byte swizzle with
+atoms down a column (``layouts/swizzle.make_swizzled_layout``), which this pass checks
+element by element. Anything else keeps ``cp.async``, as does a loop a consumer may
+leave early (break, return: copies would still be in flight). ``TILEJIT_TMA=0`` turns
+the pass off (measurements).
+
+The host encodes one tensor map per (tensor, box) (``targets/tensor_maps.py``); the
+kernel takes it as a hidden 128-byte parameter, ``__tj_map_<tensor>_<i>``, appended to
+its parameters (``plan.tensor_maps``).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..targets.tensor_maps import Box, data_type_supported
+from ..tile.regions import RegionError, copy_dims
+from .pipeline import COPY_ASYNC, STAGE, role_of
+from .tile_allocation import REGION
+
+TMA_LOAD = "__tj_tma_load"
+TMA_WAIT = "__tj_tma_wait"
+TMA_INIT = "__tj_tma_init"
+TMA_FENCE = "__tj_tma_fence"
+MAP_PREFIX = "__tj_map_"
+_ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}   # a box's shared address, per swizzle
+
+
+@dataclass(frozen=True)
+class TmaCopy:
+    """One producer's copy: the hidden map parameter it reads, its boxes as (byte
+    offset in the stage, offset of the box along the tensor's last dimension), the
+    bytes it lands (every box whole) and the tensor's rank."""
+    map_index: int
+    boxes: tuple
+    nbytes: int
+    rank: int
+
+    def __str__(self):
+        return (f"map {self.map_index}, {len(self.boxes)} box(es) at "
+                f"{[b[0] for b in self.boxes]}, {self.nbytes} B")
+
+
+def enabled(arch: str) -> bool:
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return bool(digits) and int(digits) >= 90 and os.environ.get("TILEJIT_TMA", "1") != "0"
+
+
+def tma_layout(tile):
+    """(swizzle bytes, box columns) when TMA writes ``tile``'s layout, else None:
+    every element's offset is compared with where a box of that swizzle puts it."""
+    if len(tile.shape) != 2:
+        return None
+    rows, cols = tile.shape
+    size = tile.dtype.itemsize
+    if rows > 256:
+        return None
+    r = np.arange(rows)[:, None]
+    c = np.arange(cols)[None, :]
+    actual = np.array([[tile.layout(i, j) for j in range(cols)] for i in range(rows)],
+                      dtype=np.int64) * size
+    for swizzle in (128, 64, 32):
+        width = swizzle // size
+        if width == 0 or cols % width or rows % 8:
+            continue
+        linear = (c // width) * rows * swizzle + r * swizzle + (c % width) * size
+        expected = linear ^ (((linear >> 7) & (swizzle // 16 - 1)) << 4)
+        if np.array_equal(actual, expected):
+            return swizzle, width
+    if (cols * size) % 16 == 0 and cols <= 256 and np.array_equal(actual, (r * cols + c) * size):
+        return 0, cols
+    return None
+
+
+def _copy_plan(ctx, call):
+    """(tensor name, Box, TmaCopy without its map) of a producer, or None."""
+    src, dst = call.args
+    if not (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
+            and src.func.id == REGION and isinstance(src.args[0], ast.Name)):
+        return None
+    ty = ctx.params.get(src.args[0].id)
+    tile = ctx.plan.tiles[dst.args[0].id]
+    if ty is None or not (ty.contiguous and ty.aligned) or ty.dtype != tile.dtype:
+        return None
+    if not data_type_supported(ty.dtype.name) or len(tile.shape) != 2:
+        return None
+    kinds, extents = src.args[1].value, src.args[4].value
+    ranged = [d for d, k in enumerate(kinds) if k == "s"]
+    known = [int(e) for e in extents.split(",")] if extents else []
+    known = [known[d] for d in ranged] if known else []
+    src_extents = tuple(known) if known and all(e > 0 for e in known) else None
+    try:
+        (s_r, s_e), _, _ = copy_dims((len(kinds), ranged or None, src_extents),
+                                     (2, [0, 1], tuple(tile.shape)))
+    except RegionError:
+        return None
+    wide = [(d, e) for d, e in zip(s_r, s_e) if e != 1]
+    if len(wide) != 2 or wide[1][0] != len(kinds) - 1 or tuple(e for _, e in wide) != tile.shape:
+        return None
+    found = tma_layout(tile)
+    if found is None:
+        return None
+    swizzle, width = found
+    rows, cols = tile.shape
+    if tile.stage_bytes % _ALIGN[swizzle]:
+        return None
+    box_extents = tuple(width if d == len(kinds) - 1 else dict(wide).get(d, 1)
+                        for d in range(len(kinds)))
+    box = Box(ty.dtype.name, ty.dtype.itemsize, box_extents, swizzle)
+    step = rows * width * ty.dtype.itemsize
+    boxes = tuple((j * step, j * width) for j in range(cols // width))
+    return src.args[0].id, box, (boxes, tile.nbytes, len(kinds), _ALIGN[swizzle])
+
+
+def _statements(fdef, pid, role):
+    return [n for n in ast.walk(fdef) if role_of(n) == (pid, role)]
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), args, [])
+
+
+class _Rewrite(ast.NodeTransformer):
+    """One pipeline's cp.async schedule → TMA's (see the module's docstring)."""
+
+    def __init__(self, pid, slot0, phase, current, copies):
+        self.pid, self.slot0, self.phase, self.current = pid, slot0, phase, current
+        self.copies = copies           # id(copy statement) or (id(fold), i) -> copy id
+
+    def _slot(self, stage):
+        return ast.BinOp(ast.Constant(self.slot0), ast.Add(), copy.deepcopy(stage))
+
+    def _load(self, src, dst, cid, like):
+        plan_ = self.copies[cid]
+        return ast.copy_location(ast.Expr(_call(TMA_LOAD, [
+            src, dst, self._slot(dst.args[1]), ast.Name(plan_[0], ast.Load()),
+            ast.Constant(cid)])), like)
+
+    def visit_Expr(self, node):
+        role = role_of(node)
+        if role is None or role[0] != self.pid:
+            return self.generic_visit(node)
+        kind = role[1]
+        if kind == "copy":
+            src, dst = node.value.args
+            return self._load(src, dst, self.copies["ids"][id(node)], node)
+        if kind in ("commit", "drain"):
+            return None
+        if kind == "wait":
+            stage = self.current
+            parity = ast.BinOp(ast.BinOp(ast.Name(self.phase, ast.Load()), ast.RShift(),
+                                         copy.deepcopy(stage)), ast.BitAnd(), ast.Constant(1))
+            flip = ast.Assign([ast.Name(self.phase, ast.Store())], ast.BinOp(
+                ast.Name(self.phase, ast.Load()), ast.BitXor(),
+                ast.BinOp(ast.Constant(1), ast.LShift(), copy.deepcopy(stage))))
+            return [ast.copy_location(ast.Expr(_call(TMA_WAIT, [self._slot(stage), parity])),
+                                      node), ast.copy_location(flip, node)]
+        if kind == "fold":
+            args = node.value.args
+            cond, pairs = args[4], args[5:]
+            node.value.args = args[:4]
+            loads = [self._load(pairs[i], pairs[i + 1], self.copies["ids"][(id(node), i)], node)
+                     for i in range(0, len(pairs), 2)]
+            return [ast.copy_location(ast.If(cond, loads, []), node), node]
+        return node
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        if role_of(node) == (self.pid, "prologue"):
+            return [ast.copy_location(ast.Expr(_call(TMA_FENCE, [])), node), node]
+        return node
+
+    def visit_If(self, node):
+        node = self.generic_visit(node)
+        if not node.body:
+            node.body = [ast.Pass()]
+        return node
+
+
+def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    if ctx.arch == "sim" or not enabled(ctx.arch) or not ctx.pipelines:
+        return fdef
+    from .barriers import SYNC
+    plan = ctx.plan
+    maps: dict = {}                 # (tensor, Box) -> hidden parameter name
+    entry = []
+    for pipe in ctx.pipelines:
+        if pipe.leaves:
+            continue
+        sites = [(id(n), n.value) for n in _statements(fdef, pipe.pid, "copy")]
+        for fold in _statements(fdef, pipe.pid, "fold"):
+            pairs = fold.value.args[5:]
+            sites += [((id(fold), i), _call(COPY_ASYNC, pairs[i:i + 2]))
+                      for i in range(0, len(pairs), 2)]
+        if not sites or not all(isinstance(call.args[1], ast.Call)
+                                and call.args[1].func.id == STAGE for _, call in sites):
+            continue
+        plans = [_copy_plan(ctx, call) for _, call in sites]
+        if not all(plans):
+            continue
+        copies = {"ids": {}}
+        for (key, call), (tensor, box, (boxes, nbytes, rank, align)) in zip(sites, plans):
+            name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
+            cid = f"t{len(plan.tma_copies)}"
+            index = list(maps).index((tensor, box))
+            plan.tma_copies[cid] = TmaCopy(index, boxes, nbytes, rank)
+            copies[cid] = (name,)
+            copies["ids"][key] = cid
+            tile = plan.tiles[call.args[1].args[0].id]
+            tile.align = max(tile.align, align)
+        slot0 = plan.mbarriers
+        plan.mbarriers += pipe.stages
+        phase = f"__tj_ph{pipe.pid}"
+        fdef = _Rewrite(pipe.pid, slot0, phase, pipe.current, copies).visit(fdef)
+        entry += [ast.Assign([ast.Name(phase, ast.Store())], ast.Constant(0)),
+                  ast.Expr(_call(TMA_INIT, [ast.Constant(slot0), ast.Constant(pipe.stages),
+                                            ast.Constant(pipe.producers)]))]
+    if not entry:
+        return fdef
+    plan.tensor_maps = [(tensor, box) for tensor, box in maps]
+    fdef.args.args += [ast.arg(name) for name in maps.values()]
+    fdef.body = entry + [ast.Expr(_call(SYNC, []))] + fdef.body
+    return ast.fix_missing_locations(fdef)
