@@ -107,8 +107,9 @@ def tma_layout(tile):
     return None
 
 
-def _copy_plan(ctx, call):
-    """(tensor name, Box, TmaCopy without its map) of a producer, or None."""
+def _copy_plan(ctx, call, layouts):
+    """(tensor name, Box, TmaCopy without its map) of a producer, or None. ``layouts``
+    caches ``tma_layout`` per tile (tens of milliseconds each)."""
     src, dst = call.args
     if not (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
             and src.func.id == REGION and isinstance(src.args[0], ast.Name)):
@@ -132,7 +133,9 @@ def _copy_plan(ctx, call):
     wide = [(d, e) for d, e in zip(s_r, s_e) if e != 1]
     if len(wide) != 2 or wide[1][0] != len(kinds) - 1 or tuple(e for _, e in wide) != tile.shape:
         return None
-    found = tma_layout(tile)
+    if tile.name not in layouts:
+        layouts[tile.name] = tma_layout(tile)
+    found = layouts[tile.name]
     if found is None:
         return None
     swizzle, width = found
@@ -218,7 +221,7 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     from .barriers import SYNC
     plan = ctx.plan
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
-    entry = []
+    entry, layouts = [], {}
     for pipe in ctx.pipelines:
         if pipe.leaves:
             continue
@@ -230,7 +233,7 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if not sites or not all(isinstance(call.args[1], ast.Call)
                                 and call.args[1].func.id == STAGE for _, call in sites):
             continue
-        plans = [_copy_plan(ctx, call) for _, call in sites]
+        plans = [_copy_plan(ctx, call, layouts) for _, call in sites]
         if not all(plans):
             continue
         copies = {"ids": {}}
