@@ -95,10 +95,28 @@ def tma_load_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.tma_wait, types.int32, types.int32, target="cuda")
+@lower(intrinsics.tma_wait, types.int32, types.int32, types.BooleanLiteral, target="cuda")
 def tma_wait_impl(context, builder, sig, args):
-    """Every thread spins until mbarrier ``slot`` completes the phase of ``parity``."""
+    """Every thread (or thread 0 alone) spins until mbarrier ``slot`` completes the phase
+    of ``parity``."""
     text = ("{ .reg .pred tjp; TJW${:uid}: mbarrier.try_wait.parity.shared::cta.b64 tjp, "
             "[$0], $1; @!tjp bra TJW${:uid}; }")
-    _asm(builder, text, "r,r", [mbarrier(builder, args[0]), args[1]])
+    bar = mbarrier(builder, args[0])
+    if sig.args[2].literal_value:
+        with builder.if_then(_thread_zero(context, builder)):
+            _asm(builder, text, "r,r", [bar, args[1]])
+    else:
+        _asm(builder, text, "r,r", [bar, args[1]])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.tma_release, types.int32, target="cuda")
+def tma_release_impl(context, builder, sig, args):
+    """This warp is done reading the stage: after a warp barrier (its lanes' reads are
+    ordered before), lane 0 arrives on the stage's empty mbarrier (release semantics)."""
+    _asm(builder, "bar.warp.sync -1;", "", [])
+    lane = builder.and_(context.thread_index(builder), I32(31))
+    with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
+        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r",
+             [mbarrier(builder, args[0])])
     return context.get_dummy_value()

@@ -65,6 +65,8 @@ class _Access:
                 if tile:
                     (writes if isinstance(node.ctx, ast.Store) else reads).add(tile)
             elif isinstance(node, ast.Call):
+                if getattr(node, "mbarrier_ordered", False):
+                    continue     # a TMA refill: its stage's mbarriers order it (tma.py)
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
                 tiles = [self._tile_of(a) for a in node.args]
@@ -99,6 +101,11 @@ class _Access:
                 elif shares_bytes(self.shared[x], self.shared[y]):
                     return True
         return False
+
+
+def shared_writes(ctx, stmt) -> set:
+    """The shared tiles a statement writes, as (tile, stage expression or None)."""
+    return _Access(ctx).of(stmt)[1]
 
 
 def _is_tile_loop(stmt, ctx) -> bool:

@@ -65,8 +65,10 @@ _counter = [0]
 
 
 def mark(node, pid, role):
-    """Tags a statement this pass built with its loop's id and its role ("copy",
-    "commit", "wait", "drain", "prologue", "fold"), for ``passes/tma.py``, which may
+    """Tags a statement this pass built with its loop's id and its role ("copy" in the
+    prologue, "refill", "commit", "wait", "sync", "drain", "prologue", "fold",
+    "advance", "steady"), for
+    ``passes/tma.py``, which may
     turn the loop's cp.async schedule into TMA's after the layouts are known."""
     node._tj_pipe = (pid, role)
     return node
@@ -144,14 +146,19 @@ class Pipeline:
     """One software-pipelined loop, as ``passes/tma.py`` needs it: its id (the
     ``_tj_pipe`` tags of its statements), source line, stages, producer copies per
     iteration, the expression of the stage iteration k reads (valid at the loop's
-    head), and whether a consumer may leave the loop early (break or return: copies
-    still in flight)."""
+    head), whether a consumer may leave the loop early (break or return: copies still
+    in flight), and whether a consumer writes a staged tile (a later TMA write of those
+    bytes would need a proxy fence)."""
     pid: int
     line: int
     stages: int
     producers: int
     current: ast.expr
     leaves: bool
+    writes_staged: bool = False
+    loop_var: str = ""               # the steady loop's variable and trip count's name
+    trip_count: str = ""
+    refill_stage: str | None = None  # the stage counter of the refill (None: k % S form)
 
 
 class _Pipeliner(ast.NodeTransformer):
@@ -239,13 +246,13 @@ class _Pipeliner(ast.NodeTransformer):
 
         pid = len(self.ctx.pipelines)
 
-        def issue(k_expr, stage_expr):
+        def issue(k_expr, stage_expr, role="copy"):
             out = []
             for s in producers:
                 src, dst = s.value.args
                 src = _Substitute(loop_var, k_expr).visit(copy.deepcopy(src))
                 dst_staged = _call(STAGE, [ast.Name(dst.id, ast.Load()), stage_expr])
-                out.append(mark(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s), pid, "copy"))
+                out.append(mark(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s), pid, role))
             return out
 
         def commit():
@@ -272,14 +279,14 @@ class _Pipeliner(ast.NodeTransformer):
             current = ast.BinOp(ast.Name(loop_var, ast.Load()), ast.Mod(), ast.Constant(stages))
             refill_stage = ast.BinOp(copy.deepcopy(ahead), ast.Mod(), ast.Constant(stages))
         steady_if = ast.If(ast.Compare(copy.deepcopy(ahead), [ast.Lt()], [n]),
-                           issue(ahead, refill_stage), [])
+                           issue(ahead, refill_stage, "refill"), [])
         staged_consumers = [_StageTiles(tiles, current).visit(copy.deepcopy(s)) for s in consumers]
         advance, start = [], []
         if counters:
             def assign(name, value):
                 return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node)
             start = [assign(cs, ast.Constant(0)), assign(rs, ast.Constant(stages - 1))]
-            advance = [assign(rs, ast.Name(cs, ast.Load())),
+            advance = [mark(assign(rs, ast.Name(cs, ast.Load())), pid, "advance"),
                        assign(cs, ast.IfExp(
                            ast.Compare(ast.Name(cs, ast.Load()), [ast.Lt()],
                                        [ast.Constant(stages - 1)]),
@@ -288,19 +295,22 @@ class _Pipeliner(ast.NodeTransformer):
         from .barriers import SYNC
         refill = [ast.copy_location(steady_if, node), commit()]
         head = [mark(_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node), pid, "wait"),
-                _expr_stmt(_call(SYNC, []), node)]
+                mark(_expr_stmt(_call(SYNC, []), node), pid, "sync")]
         folded = (_fold_refill(staged_consumers, steady_if, tiles, self.ctx.namespace, commit,
                                pid)
                   if self.ctx.arch != "sim" else None)
         if folded is not None:
             refill, staged_consumers = [], folded
-        steady = ast.For(node.target, _call("range", [n]),
-                         head + refill + staged_consumers + advance, [], None)
+        steady = mark(ast.For(node.target, _call("range", [n]),
+                              head + refill + staged_consumers + advance, [], None), pid, "steady")
         drain = mark(_expr_stmt(_call(WAIT, [ast.Constant(0)]), node), pid, "drain")
         leaves = (any(isinstance(x, ast.Break) for c in consumers for x in _walk_this_loop(c))
                   or any(isinstance(x, ast.Return) for c in consumers for x in ast.walk(c)))
+        from .barriers import shared_writes
+        writes = any(t in tiles for c in consumers for t, _ in shared_writes(self.ctx, c))
         self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
-                                           copy.deepcopy(current), leaves))
+                                           copy.deepcopy(current), leaves, writes,
+                                           loop_var, n_name, rs if counters else None))
         out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
                ast.copy_location(steady, node), drain]
         for s in out:

@@ -5,26 +5,33 @@ each thread copies its 16-byte chunks of every tile, and commit groups count the
 After the layouts are known, this pass rewrites a loop whose producers all qualify to
 Hopper's TMA: per producer and iteration, thread 0 issues one ``cp.async.bulk.tensor``
 per box (a tile whose row is wider than the swizzle span is one box per column of
-swizzle atoms), and the copies of a stage complete on that stage's mbarrier:
+swizzle atoms), and the copies of a stage complete on that stage's "full" mbarrier;
+each warp releases the stage it read on the stage's "empty" mbarrier, which thread 0
+waits on before refilling that stage (no block barrier per iteration):
 
-    (kernel entry)  ph = 0; init(S mbarriers, P arrivals each); sync()
+    (kernel entry)  ph = eph = 0; init(S full mbarriers: P arrivals; S empty: one per
+                    warp); sync()
     fence.proxy.async                              # earlier generic writes of those bytes
     for p in range(S - 1):
-        if p < n:  tma_load(<producers at k = p> → stage p, mbarrier p)
+        if p < n:  tma_load(<producers at k = p> → stage p, full p)
     for k in range(n):
-        tma_wait(mbarrier k % S, parity (ph >> k % S) & 1); ph ^= 1 << k % S
-        sync()                                     # everyone finished iteration k - 1
+        if k > 0:  thread 0 waits empty[(k - 1) % S] (parity from eph); flip its bit
+        wait full[k % S] (parity from ph); flip its bit
         if k + S - 1 < n:  tma_load(<producers at k + S - 1> → stage (k + S - 1) % S)
         <consumers>
+        release empty[k % S]                       # __syncwarp, lane 0 arrives
+    if n > 0:  thread 0 waits empty[(n - 1) % S]; flip its bit
 
 ``tma_load`` is thread 0's ``mbarrier.arrive.expect_tx`` of the tile's bytes and its
-boxes' copies; the wait is every thread's ``mbarrier.try_wait.parity``. Each stage's
-phase completes once per iteration that loads it, and every loaded iteration is waited
-on once, so ``ph`` (bit j: the parity stage j's next phase completes) stays exact
-across several runs of the loop (a pipeline inside another loop). TMA zero-fills the
-parts of a box outside the tensor and counts the whole box's bytes, so edges need no
-code. No commit groups remain, and the gemm's folded refill (``_fold_refill``) is
-unfolded: the refill is a few instructions of one thread.
+boxes' copies; the waits are ``mbarrier.try_wait.parity``. Each mbarrier completes one
+phase per iteration that loads (full) or reads (empty) its stage, and every phase is
+waited on once, so ``ph``/``eph`` (bit j: the parity stage j's next phase completes)
+stay exact across several runs of the loop (a pipeline inside another loop). A loop
+whose consumers may ``continue`` (the pipeline pass then keeps ``k % S`` instead of stage
+counters) keeps the block barrier at the head of each iteration instead of the empty
+mbarriers. TMA zero-fills the parts of a box outside the tensor and counts the whole
+box's bytes, so edges need no code. No commit groups remain, and the gemm's folded
+refill (``_fold_refill``) is unfolded: the refill is a few instructions of one thread.
 
 A producer qualifies when its source is a region of a tensor parameter that the launch
 checks to be 16-byte aligned with a contiguous last dimension (``GlobalTensorType``),
@@ -32,8 +39,9 @@ the copy's two ranged dimensions are the tile's (the last the tensor's last), an
 tile's layout is exactly what TMA writes: row-major, or a 32/64/128-byte swizzle with
 atoms down a column (``layouts/swizzle.make_swizzled_layout``), which this pass checks
 element by element. Anything else keeps ``cp.async``, as does a loop a consumer may
-leave early (break, return: copies would still be in flight). ``TILEJIT_TMA=0`` turns
-the pass off (measurements).
+leave early (break, return: copies would still be in flight) or whose consumers write
+a staged tile (TMA's later write of those bytes would need a proxy fence per
+iteration). ``TILEJIT_TMA=0`` turns the pass off (measurements).
 
 The host encodes one tensor map per (tensor, box) (``targets/tensor_maps.py``); the
 kernel takes it as a hidden 128-byte parameter, ``__tj_map_<tensor>_<i>``, appended to
@@ -57,6 +65,7 @@ TMA_LOAD = "__tj_tma_load"
 TMA_WAIT = "__tj_tma_wait"
 TMA_INIT = "__tj_tma_init"
 TMA_FENCE = "__tj_tma_fence"
+TMA_RELEASE = "__tj_tma_release"
 MAP_PREFIX = "__tj_map_"
 _ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}   # a box's shared address, per swizzle
 
@@ -158,54 +167,101 @@ def _call(name, args):
     return ast.Call(ast.Name(name, ast.Load()), args, [])
 
 
+def _name(name):
+    return ast.Name(name, ast.Load())
+
+
+def _bit(phase, stage):
+    """``(phase >> stage) & 1``: the parity the stage's mbarrier completes next."""
+    return ast.BinOp(ast.BinOp(_name(phase), ast.RShift(), copy.deepcopy(stage)), ast.BitAnd(),
+                     ast.Constant(1))
+
+
+def _flip(phase, stage):
+    """``phase ^= 1 << stage``."""
+    return ast.Assign([ast.Name(phase, ast.Store())], ast.BinOp(
+        _name(phase), ast.BitXor(), ast.BinOp(ast.Constant(1), ast.LShift(),
+                                               copy.deepcopy(stage))))
+
+
 class _Rewrite(ast.NodeTransformer):
-    """One pipeline's cp.async schedule → TMA's (see the module's docstring)."""
+    """One pipeline's cp.async schedule → TMA's (see the module's docstring). With
+    ``release`` (the stage counters of the pipeline pass), the per-iteration block
+    barrier becomes per-stage "empty" mbarriers: each warp releases the stage it read
+    at the end of the iteration, and thread 0 waits for that release before refilling
+    the stage (and once after the loop, so every release is waited on once)."""
 
-    def __init__(self, pid, slot0, phase, current, copies):
-        self.pid, self.slot0, self.phase, self.current = pid, slot0, phase, current
-        self.copies = copies           # id(copy statement) or (id(fold), i) -> copy id
+    def __init__(self, pipe, slot0, copies, release):
+        self.pipe, self.slot0, self.copies, self.release = pipe, slot0, copies, release
+        self.full, self.empty = f"__tj_ph{pipe.pid}", f"__tj_eph{pipe.pid}"
 
-    def _slot(self, stage):
-        return ast.BinOp(ast.Constant(self.slot0), ast.Add(), copy.deepcopy(stage))
+    def _slot(self, stage, empty=False):
+        first = self.slot0 + (self.pipe.stages if empty else 0)
+        return ast.BinOp(ast.Constant(first), ast.Add(), copy.deepcopy(stage))
 
-    def _load(self, src, dst, cid, like):
-        plan_ = self.copies[cid]
-        return ast.copy_location(ast.Expr(_call(TMA_LOAD, [
-            src, dst, self._slot(dst.args[1]), ast.Name(plan_[0], ast.Load()),
-            ast.Constant(cid)])), like)
+    def _load(self, src, dst, cid, like, refill=False):
+        call = _call(TMA_LOAD, [src, dst, self._slot(dst.args[1]), _name(self.copies[cid]),
+                                ast.Constant(cid)])
+        if refill and self.release:
+            # ordered by the stage's mbarriers, not by block barriers (barriers.py)
+            call.mbarrier_ordered = True
+        return ast.copy_location(ast.Expr(call), like)
+
+    def _await_release(self, stage):
+        """Thread 0 waits until every warp released ``stage``; all threads flip the bit."""
+        return [ast.Expr(_call(TMA_WAIT, [self._slot(stage, True), _bit(self.empty, stage),
+                                          ast.Constant(True)])), _flip(self.empty, stage)]
 
     def visit_Expr(self, node):
         role = role_of(node)
-        if role is None or role[0] != self.pid:
+        if role is None or role[0] != self.pipe.pid:
             return self.generic_visit(node)
         kind = role[1]
-        if kind == "copy":
+        out = node
+        if kind in ("copy", "refill"):
             src, dst = node.value.args
-            return self._load(src, dst, self.copies["ids"][id(node)], node)
-        if kind in ("commit", "drain"):
-            return None
-        if kind == "wait":
-            stage = self.current
-            parity = ast.BinOp(ast.BinOp(ast.Name(self.phase, ast.Load()), ast.RShift(),
-                                         copy.deepcopy(stage)), ast.BitAnd(), ast.Constant(1))
-            flip = ast.Assign([ast.Name(self.phase, ast.Store())], ast.BinOp(
-                ast.Name(self.phase, ast.Load()), ast.BitXor(),
-                ast.BinOp(ast.Constant(1), ast.LShift(), copy.deepcopy(stage))))
-            return [ast.copy_location(ast.Expr(_call(TMA_WAIT, [self._slot(stage), parity])),
-                                      node), ast.copy_location(flip, node)]
-        if kind == "fold":
+            out = self._load(src, dst, self.copies["ids"][id(node)], node, kind == "refill")
+        elif kind == "commit" or (kind == "sync" and self.release):
+            out = None
+        elif kind == "drain":
+            # after the loop the refill counter holds the last iteration's stage
+            last = _name(self.pipe.refill_stage)
+            out = [ast.If(ast.Compare(_name(self.pipe.trip_count), [ast.Gt()],
+                                      [ast.Constant(0)]), self._await_release(last), [])
+                   ] if self.release else None
+        elif kind == "wait":
+            stage = self.pipe.current
+            out = [ast.Expr(_call(TMA_WAIT, [self._slot(stage), _bit(self.full, stage),
+                                             ast.Constant(False)])), _flip(self.full, stage)]
+            if self.release:
+                # the refill's stage was read in iteration k - 1 (none before k = 0)
+                first = ast.Compare(_name(self.pipe.loop_var), [ast.Gt()], [ast.Constant(0)])
+                refill = _name(self.pipe.refill_stage)
+                out.insert(0, ast.If(first, self._await_release(refill), []))
+        elif kind == "fold":
             args = node.value.args
             cond, pairs = args[4], args[5:]
             node.value.args = args[:4]
-            loads = [self._load(pairs[i], pairs[i + 1], self.copies["ids"][(id(node), i)], node)
-                     for i in range(0, len(pairs), 2)]
-            return [ast.copy_location(ast.If(cond, loads, []), node), node]
+            loads = [self._load(pairs[i], pairs[i + 1], self.copies["ids"][(id(node), i)], node,
+                                True) for i in range(0, len(pairs), 2)]
+            out = [ast.If(cond, loads, []), node]
+        return [ast.copy_location(o, node) for o in out] if isinstance(out, list) else out
+
+    def visit_Assign(self, node):
+        if self.release and role_of(node) == (self.pipe.pid, "advance"):
+            release = _call(TMA_RELEASE, [self._slot(self.pipe.current, True)])
+            return [ast.copy_location(ast.Expr(release), node), node]
         return node
 
     def visit_For(self, node):
         node = self.generic_visit(node)
-        if role_of(node) == (self.pid, "prologue"):
+        if role_of(node) == (self.pipe.pid, "prologue"):
             return [ast.copy_location(ast.Expr(_call(TMA_FENCE, [])), node), node]
+        if self.release and role_of(node) == (self.pipe.pid, "steady"):
+            # without the head's barrier, one before the loop settles what came before
+            # it (barriers.py would otherwise place that barrier inside the loop)
+            from .barriers import SYNC
+            return [ast.copy_location(ast.Expr(_call(SYNC, [])), node), node]
         return node
 
     def visit_If(self, node):
@@ -223,9 +279,10 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
     entry, layouts = [], {}
     for pipe in ctx.pipelines:
-        if pipe.leaves:
+        if pipe.leaves or pipe.writes_staged:
             continue
-        sites = [(id(n), n.value) for n in _statements(fdef, pipe.pid, "copy")]
+        sites = [(id(n), n.value) for role in ("copy", "refill")
+                 for n in _statements(fdef, pipe.pid, role)]
         for fold in _statements(fdef, pipe.pid, "fold"):
             pairs = fold.value.args[5:]
             sites += [((id(fold), i), _call(COPY_ASYNC, pairs[i:i + 2]))
@@ -242,17 +299,24 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             cid = f"t{len(plan.tma_copies)}"
             index = list(maps).index((tensor, box))
             plan.tma_copies[cid] = TmaCopy(index, boxes, nbytes, rank)
-            copies[cid] = (name,)
+            copies[cid] = name
             copies["ids"][key] = cid
             tile = plan.tiles[call.args[1].args[0].id]
             tile.align = max(tile.align, align)
+        release = (pipe.refill_stage is not None and ctx.threads % 32 == 0
+                   and os.environ.get("TJX_TMA_BLOCK_BARRIER") != "1")
         slot0 = plan.mbarriers
-        plan.mbarriers += pipe.stages
-        phase = f"__tj_ph{pipe.pid}"
-        fdef = _Rewrite(pipe.pid, slot0, phase, pipe.current, copies).visit(fdef)
-        entry += [ast.Assign([ast.Name(phase, ast.Store())], ast.Constant(0)),
+        plan.mbarriers += pipe.stages * (2 if release else 1)
+        fdef = _Rewrite(pipe, slot0, copies, release).visit(fdef)
+        entry += [ast.Assign([ast.Name(f"__tj_ph{pipe.pid}", ast.Store())], ast.Constant(0)),
                   ast.Expr(_call(TMA_INIT, [ast.Constant(slot0), ast.Constant(pipe.stages),
                                             ast.Constant(pipe.producers)]))]
+        if release:
+            entry += [ast.Assign([ast.Name(f"__tj_eph{pipe.pid}", ast.Store())],
+                                 ast.Constant(0)),
+                      ast.Expr(_call(TMA_INIT, [ast.Constant(slot0 + pipe.stages),
+                                                ast.Constant(pipe.stages),
+                                                ast.Constant(ctx.threads // 32)]))]
     if not entry:
         return fdef
     plan.tensor_maps = [(tensor, box) for tensor, box in maps]

@@ -235,9 +235,18 @@ class TmaLoadTemplate(AbstractTemplate):
 @infer_global(intrinsics.tma_wait)
 class TmaWaitTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        if len(args) == 2 and all(isinstance(a, types.Integer) for a in args):
-            return signature(types.none, types.int32, types.int32)
-        raise errors.TypingError(f"tma_wait takes two integers, got {args}")
+        if (len(args) == 3 and all(isinstance(a, types.Integer) for a in args[:2])
+                and isinstance(args[2], types.BooleanLiteral)):
+            return signature(types.none, types.int32, types.int32, args[2])
+        raise errors.TypingError(f"tma_wait takes two integers and a literal bool, got {args}")
+
+
+@infer_global(intrinsics.tma_release)
+class TmaReleaseTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.Integer):
+            return signature(types.none, types.int32)
+        raise errors.TypingError(f"tma_release takes an integer, got {args}")
 
 
 @infer_global(intrinsics.tma_fence)
