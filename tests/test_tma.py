@@ -75,6 +75,22 @@ def test_a_pipelined_gemm_on_sm90_loads_its_tiles_with_tma():
     assert ".extern .shared .align 1024" in ptx
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_register_starved_attention_keeps_the_block_barrier(causal):
+    """FlashAttention's four-warp kernel (more than tile.plan.STARVED registers of
+    fragments) takes TMA with the per-iteration block barrier, not the empty mbarriers:
+    those cost it spills and 3 % (H200, 2026-11-30)."""
+    import tilejit as tj
+    from flash_attention.flash_attn import flashattn
+    q = np.zeros((4, 4096, 32, 128), np.float16)
+    k = tj.kernel(flashattn.func, fast_math=True).compile(
+        q, q, q, q, block_M=128, block_N=64, threads=128, num_stages=2, is_causal=causal,
+        target="cuda", arch="sm_90a").compiled
+    assert len(k.tensor_maps) == 2 and "cp.async.bulk.tensor.4d" in k.ptx
+    loop = k.ptx[k.ptx.index("mma.sync"):k.ptx.rindex("mma.sync")]
+    assert "bar.sync" in loop and "mbarrier.arrive.shared::cta" not in k.ptx
+
+
 def test_tma_is_sm90_only_and_can_be_turned_off(monkeypatch):
     assert _compiled(arch="sm_80", stages=3).tensor_maps == []
     assert "cp.async.cg" in _compiled(arch="sm_80", stages=3).ptx

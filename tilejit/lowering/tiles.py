@@ -18,6 +18,7 @@ from numba.core import cgutils, types
 
 from ..language import intrinsics
 from ..tile.addressing import BinOp, Const, Var, layout_offset
+from ..tile.plan import STARVED
 from ..typing.tiles import RegionType, TileType
 from .registry import lower
 from .target_hooks import current_kernel
@@ -175,7 +176,6 @@ def shared_pointer(builder, tile, elem_type) -> ir.Value:
     return builder.bitcast(base, ir.PointerType(elem_type, 3))
 
 
-STARVED = 192     # of the 255 registers a thread may have
 
 
 def thread_index(context, builder, where_used=False) -> ir.Value:

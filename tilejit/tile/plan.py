@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from ..language.dtypes import DType
 
 SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
+# 32-bit registers per thread (of 255) the tiles may take before a kernel counts as
+# register-starved (lowering/tiles.thread_index, passes/tma.py)
+STARVED = 192
 
 
 def compute_dtype(dtype: DType) -> DType:
