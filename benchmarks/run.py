@@ -206,7 +206,8 @@ GEMM_CONFIGS = [dict(block_M=bm, block_N=bn, block_K=bk, threads=t, num_stages=s
                                          (128, 256, 64, 256, 3), (128, 256, 64, 256, 4),
                                          (256, 128, 64, 256, 3), (256, 128, 64, 256, 4),
                                          (128, 256, 32, 256, 4), (128, 128, 64, 128, 3)]]
-# (the best on the H200, 2026-11-29: 256x128x64, 256 threads, 4 stages; 5-6 stages lost)
+# (the best on the H200 with TMA, 2026-11-30, 2f6e1b2: 128x256x64 t256 s3 for fp16 and for
+# bf16 8192^3, 128x128x64 t128 s3 for bf16 4096^3; before TMA 256x128x64 t256 s4)
 if os.environ.get("TILEJIT_GEMM_CONFIGS"):      # e.g. "128,128,32,128,3;128,256,32,256,3"
     GEMM_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"),
                              map(int, c.split(","))))

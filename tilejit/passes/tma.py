@@ -5,36 +5,35 @@ each thread copies its 16-byte chunks of every tile, and commit groups count the
 After the layouts are known, this pass rewrites a loop whose producers all qualify to
 Hopper's TMA: per producer and iteration, thread 0 issues one ``cp.async.bulk.tensor``
 per box (a tile whose row is wider than the swizzle span is one box per column of
-swizzle atoms), and the copies of a stage complete on that stage's "full" mbarrier;
-each warp releases the stage it read on the stage's "empty" mbarrier, which thread 0
-waits on before refilling that stage (no block barrier per iteration):
+swizzle atoms), and the copies of a stage complete on that stage's mbarrier:
 
-    (kernel entry)  ph = eph = 0; init(S full mbarriers: P arrivals; S empty: one per
-                    warp); sync()
+    (kernel entry)  ph = 0; init(S mbarriers, P arrivals each); sync()
     fence.proxy.async                              # earlier generic writes of those bytes
     for p in range(S - 1):
-        if p < n:  tma_load(<producers at k = p> → stage p, full p)
+        if p < n:  tma_load(<producers at k = p> → stage p, mbarrier p)
     for k in range(n):
-        if k > 0:  thread 0 waits empty[(k - 1) % S] (parity from eph); flip its bit
-        wait full[k % S] (parity from ph); flip its bit
+        tma_wait(mbarrier k % S, parity (ph >> k % S) & 1); ph ^= 1 << k % S
+        sync()                                     # everyone finished iteration k - 1
         if k + S - 1 < n:  tma_load(<producers at k + S - 1> → stage (k + S - 1) % S)
         <consumers>
-        release empty[k % S]                       # __syncwarp, lane 0 arrives
-    if n > 0:  thread 0 waits empty[(n - 1) % S]; flip its bit
 
 ``tma_load`` is thread 0's ``mbarrier.arrive.expect_tx`` of the tile's bytes and its
-boxes' copies; the waits are ``mbarrier.try_wait.parity``. Each mbarrier completes one
-phase per iteration that loads (full) or reads (empty) its stage, and every phase is
-waited on once, so ``ph``/``eph`` (bit j: the parity stage j's next phase completes)
-stay exact across several runs of the loop (a pipeline inside another loop). A loop
-whose consumers may ``continue`` (the pipeline pass then keeps ``k % S`` instead of
-stage counters) keeps the block barrier at the head of each iteration instead of the
-empty mbarriers, as does a register-starved kernel (``tile.plan.STARVED``):
-FlashAttention's four-warp kernel spilled more with the empty mbarriers' state and ran 3 %
-slower, the GEMM ran 4–10 % faster without the barrier (H200, results/NOTES.md, tenth
-session). TMA zero-fills the parts of a box outside the tensor and counts the whole
-box's bytes, so edges need no code. No commit groups remain, and the gemm's folded
-refill (``_fold_refill``) is unfolded: the refill is a few instructions of one thread.
+boxes' copies; the wait is every thread's ``mbarrier.try_wait.parity``. Each stage's
+phase completes once per iteration that loads it, and every loaded iteration is waited
+on once, so ``ph`` (bit j: the parity stage j's next phase completes) stays exact
+across several runs of the loop (a pipeline inside another loop). TMA zero-fills the
+parts of a box outside the tensor and counts the whole box's bytes, so edges need no
+code. No commit groups remain, and the gemm's folded refill (``_fold_refill``) is
+unfolded: the refill is a few instructions of one thread.
+
+Experiment, not kept (``TJX_TMA_RELEASE=1``): per-stage "empty" mbarriers instead of
+the block barrier (each warp's lane 0 arrives after the warp read the stage; thread 0
+waits on it before refilling the stage, and once after the loop). The GEMM ran 4–10 %
+faster, but ptxas schedules the arrive above ``ldmatrix`` of the stage it releases
+(nothing orders them: the reads' results are not used by the arrive), and 14 of 20
+bf16 128×128×32 launches came out wrong (H200, results/NOTES.md, tenth session). Loops
+whose consumers may ``continue`` and register-starved kernels (``tile.plan.STARVED``;
+FlashAttention lost 3 % with it) never take it.
 
 A producer qualifies when its source is a region of a tensor parameter that the launch
 checks to be 16-byte aligned with a contiguous last dimension (``GlobalTensorType``),
@@ -309,7 +308,7 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             tile.align = max(tile.align, align)
         release = (pipe.refill_stage is not None and ctx.threads % 32 == 0
                    and plan.register_words() <= STARVED
-                   and os.environ.get("TJX_TMA_BLOCK_BARRIER") != "1")
+                   and os.environ.get("TJX_TMA_RELEASE") == "1")
         slot0 = plan.mbarriers
         plan.mbarriers += pipe.stages * (2 if release else 1)
         fdef = _Rewrite(pipe, slot0, copies, release).visit(fdef)

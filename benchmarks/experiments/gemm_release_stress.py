@@ -1,0 +1,31 @@
+"""Repeated checks of the benchmark GEMM against cuBLAS (max |error| per launch), for a
+race that shows in some launches only:
+
+    TJX_TMA_RELEASE=1 python benchmarks/experiments/gemm_release_stress.py [REPEATS]
+"""
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks")]
+os.environ["TILEJIT_DISABLE_CACHE"] = "1"
+
+from run import gemm_kernel  # noqa: E402
+
+repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+for dtype in (torch.bfloat16, torch.float16):
+    for cfg in ((128, 128, 32, 128, 3), (128, 128, 64, 128, 3)):
+        kw = dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"), cfg))
+        a = torch.randn(4096, 4096, device="cuda", dtype=dtype)
+        b = torch.randn(4096, 4096, device="cuda", dtype=dtype)
+        ref = (a @ b).float()
+        errors = []
+        for _ in range(repeats):
+            c = torch.zeros(4096, 4096, device="cuda", dtype=dtype)
+            gemm_kernel(a, b, c, **kw)
+            torch.cuda.synchronize()
+            errors.append((c.float() - ref).abs().max().item())
+        bad = sum(e > 0.05 * (1 + ref.abs().max().item()) for e in errors)
+        print(f"{dtype} {cfg}: {bad}/{repeats} launches off; max |error| {max(errors):.3g}")
