@@ -24,7 +24,7 @@ VARIANTS = {"base": {}}
 for spec in os.environ.get("GEMM_VARIANTS", "").split(";"):
     if spec.strip():
         name, _, env = spec.partition("=")
-        VARIANTS[name] = dict(kv.split(":") for kv in env.split(",") if kv)
+        VARIANTS[name] = dict(kv.split(":", 1) for kv in env.split(",") if kv)
 
 
 def option(args, flag, default):
