@@ -125,7 +125,9 @@ def test_unaligned_or_unpipelined_copies_keep_cp_async():
 
 
 @tilejit.kernel
-def gemm_early_exit(A, B, C, block: T.constexpr = 64):
+def gemm_and(A, B, C, extra: T.constexpr = "break", block: T.constexpr = 64):
+    """A pipelined GEMM whose loop also leaves early ("break") or scales its staged A
+    tile in place ("scale")."""
     M, K = A.shape
     with T.Kernel(T.ceildiv(M, block), T.ceildiv(M, block), threads=128) as (bx, by):
         A_s = T.alloc_shared((block, 32), A.dtype)
@@ -135,41 +137,26 @@ def gemm_early_exit(A, B, C, block: T.constexpr = 64):
         for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
             T.copy(A[by * block, k * 32], A_s)
             T.copy(B[k * 32, bx * block], B_s)
+            if extra == "scale":
+                for i, j in T.Parallel(block, 32):
+                    A_s[i, j] = A_s[i, j] * 2
             T.gemm(A_s, B_s, C_f)
-            if k == 3:
-                break
+            if extra == "break":
+                if k == 3:
+                    break
         T.copy(C_f, C[by * block, bx * block])
 
 
-@tilejit.kernel
-def gemm_scaling_a(A, B, C, block: T.constexpr = 64):
-    M, K = A.shape
-    with T.Kernel(T.ceildiv(M, block), T.ceildiv(M, block), threads=128) as (bx, by):
-        A_s = T.alloc_shared((block, 32), A.dtype)
-        B_s = T.alloc_shared((32, block), B.dtype)
-        C_f = T.alloc_fragment((block, block), T.float32)
-        T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
-            T.copy(A[by * block, k * 32], A_s)
-            T.copy(B[k * 32, bx * block], B_s)
-            for i, j in T.Parallel(block, 32):
-                A_s[i, j] = A_s[i, j] * 2
-            T.gemm(A_s, B_s, C_f)
-        T.copy(C_f, C[by * block, bx * block])
-
-
-def test_a_loop_that_writes_a_staged_tile_keeps_cp_async():
+@pytest.mark.parametrize("extra", ["break", "scale"])
+def test_a_loop_that_leaves_early_or_writes_a_staged_tile_keeps_cp_async(extra):
     a = np.zeros((256, 256), np.float16)
-    k = gemm_scaling_a.compile(a, a, np.zeros((256, 256), np.float32), target="cuda",
-                               arch="sm_90a").compiled
+    k = gemm_and.compile(a, a, np.zeros((256, 256), np.float32), extra=extra, target="cuda",
+                         arch="sm_90a").compiled
     assert k.tensor_maps == [] and "cp.async.cg" in k.ptx
-
-
-def test_a_loop_that_may_leave_early_keeps_cp_async():
-    a = np.zeros((256, 256), np.float16)
-    k = gemm_early_exit.compile(a, a, np.zeros((256, 256), np.float32), target="cuda",
-                                arch="sm_90a").compiled
-    assert k.tensor_maps == [] and "cp.async.cg" in k.ptx
+    # the same loop without either takes TMA
+    plain = gemm_and.compile(a, a, np.zeros((256, 256), np.float32), extra="", target="cuda",
+                             arch="sm_90a").compiled
+    assert plain.tensor_maps
 
 
 def test_tensor_map_parameters_are_64_byte_aligned_in_the_launch_buffer():
