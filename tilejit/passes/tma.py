@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..targets.tensor_maps import Box, data_type_supported
+from ..targets.tensor_maps import MAX_RANK, Box, data_type_supported
 from ..tile.regions import RegionError, copy_dims
 from ..tile.plan import STARVED
 from .pipeline import COPY_ASYNC, STAGE, role_of
@@ -135,6 +135,8 @@ def _copy_plan(ctx, call, layouts):
     if not data_type_supported(ty.dtype.name) or len(tile.shape) != 2:
         return None
     kinds, extents = src.args[1].value, src.args[4].value
+    if len(kinds) > MAX_RANK:
+        return None
     ranged = [d for d, k in enumerate(kinds) if k == "s"]
     known = [int(e) for e in extents.split(",")] if extents else []
     known = [known[d] for d in ranged] if known else []
