@@ -37,6 +37,7 @@ def test_an_attention_key_tile_of_a_bshd_tensor():
     (0, (64, 64), (64, 1), Box("float16", 2, (64, 64), 96), "swizzle must be one of"),
     (0, (64, 64), (64, 1), Box("bool", 1, (64, 64)), "no TMA data type"),
     (0, (2,) * 6, (1,) * 6, Box("float16", 2, (1,) * 6), "rank 1..5"),
+    (0, (1 << 31, 64), (64, 1), Box("float16", 2, (64, 64)), "2\\^31-1"),
 ])
 def test_what_tma_cannot_take_is_refused_by_name(pointer, shape, strides, box, message):
     with pytest.raises(ValueError, match=message):

@@ -49,7 +49,12 @@ iteration). ``TILEJIT_TMA=0`` turns the pass off (measurements).
 
 The host encodes one tensor map per (tensor, box) (``targets/tensor_maps.py``); the
 kernel takes it as a hidden 128-byte parameter, ``__tj_map_<tensor>_<i>``, appended to
-its parameters (``plan.tensor_maps``).
+its parameters (``plan.tensor_maps``). Limits TMA has and cp.async has not: a tensor
+with no elements gets a zeroed map (right when its loop never runs, as in a GEMM with
+K = 0; a loop over an empty tensor that does run would fault, where cp.async would
+zero-fill); extents from 2^31 on are refused at launch; an input the same kernel also
+writes with ordinary stores and then reads through a pipeline would need a
+``fence.proxy.async.global`` that is not emitted.
 """
 from __future__ import annotations
 

@@ -49,6 +49,9 @@ def encode_arguments(pointer: int, shape, strides, box: Box) -> dict:
         raise ValueError(f"tensor map: expected rank 1..{MAX_RANK} with one stride and one box "
                          f"extent per dimension, got shape {tuple(shape)}, strides "
                          f"{tuple(strides)}, box {box.extents}")
+    if any(not 0 < n < 1 << 31 for n in shape):
+        raise ValueError(f"tensor map: every extent must be 1..2^31-1 (TMA's coordinates are "
+                         f"32-bit), got shape {tuple(shape)}")
     if box.dtype not in _DATA_TYPES:
         raise ValueError(f"tensor map: element type {box.dtype!r} has no TMA data type; "
                          f"expected one of {', '.join(_DATA_TYPES)}")
@@ -127,7 +130,10 @@ class TensorMaps:
         key = (pointer, tuple(shape), tuple(strides), box)
         found = self._maps.get(key)
         if found is not None:
-            self._maps.move_to_end(key)
+            try:
+                self._maps.move_to_end(key)
+            except KeyError:        # dropped by another thread meanwhile: still valid
+                pass
             return found
         if 0 in key[1]:
             return bytes(MAP_BYTES)
