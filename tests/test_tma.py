@@ -235,6 +235,28 @@ def gemm_twice(A, B, C, block: T.constexpr = 64, stages: T.constexpr = 3):
         T.copy(C_f, C[by * block, bx * block])
 
 
+def test_the_next_run_of_a_nested_pipeline_waits_for_every_warp(tmp_path, monkeypatch):
+    """A pipelined loop inside another loop: its next run's prologue overwrites stages the
+    last run's consumers may still read in other warps, so a block barrier stands between
+    them (after the proxy fence, before the first TMA load of the run)."""
+    import ast
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    a = np.zeros((192, 64), np.float16)
+    gemm_twice.compile(a, np.zeros((64, 136), np.float16), np.zeros((192, 136), np.float32),
+                       target="cuda", arch="sm_90a")
+    (directory,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    (text,) = [p.read_text() for p in directory.iterdir() if p.name.endswith("barriers.py")]
+    outer = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.For)
+                 and isinstance(n.target, ast.Name) and n.target.id == "_rep")
+    calls = sorted((n for n in ast.walk(outer) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Name) and n.func.id.startswith("__tj_")),
+                   key=lambda n: (n.lineno, n.col_offset))
+    order = [n.func.id for n in calls]                      # in program order
+    first_load = order.index("__tj_tma_load")
+    assert "__tj_sync" in order[order.index("__tj_tma_fence"):first_load], order
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("K", [32, 64, 128, 160, 224])
 def test_a_pipeline_run_twice_per_block_on_the_gpu(K):
