@@ -25,6 +25,7 @@ from numba.core import cgutils, types
 from .. import language as T
 from ..errors import CompileError
 from ..language import intrinsics
+from ..targets import sm_number
 from ..tile.addressing import Var, layout_offset
 from ..tile.regions import RegionError, copy_dims
 from ..typing.tiles import RegionType
@@ -705,18 +706,11 @@ def emit_copy_async(context, builder, arg_types, args):
     """``copy_async_impl`` of the (source, destination) types and values; also called by
     a gemm that issues a pipelined loop's refill (lowering/gemm.py)."""
     src, dst, extents = operands(context, builder, arg_types, args)
-    if src.kind == "global" and dst.kind == "shared" and current_kernel().arch != "sim" \
-            and _sm(current_kernel().arch) >= 80:
+    if src.kind == "global" and dst.kind == "shared" and sm_number(current_kernel().arch) >= 80:
         _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
     else:
         _copy_distributed(context, builder, src, dst, extents)
     return context.get_dummy_value()
-
-
-def _sm(arch: str) -> int:
-    import re
-    digits = re.sub(r"[^0-9]", "", arch)
-    return int(digits) if digits else 0
 
 
 @lower(intrinsics.cp_commit)

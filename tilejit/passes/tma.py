@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..targets import sm_number
 from ..targets.tensor_maps import MAX_RANK, Box, data_type_supported
 from ..tile.regions import RegionError, copy_dims
 from ..tile.plan import STARVED
@@ -96,8 +97,7 @@ class TmaCopy:
 
 
 def enabled(arch: str) -> bool:
-    digits = "".join(ch for ch in arch if ch.isdigit())
-    return bool(digits) and int(digits) >= 90 and os.environ.get("TILEJIT_TMA", "1") != "0"
+    return sm_number(arch) >= 90 and os.environ.get("TILEJIT_TMA", "1") != "0"
 
 
 def tma_layout(tile):
@@ -203,8 +203,10 @@ class _Rewrite(ast.NodeTransformer):
     at the end of the iteration, and thread 0 waits for that release before refilling
     the stage (and once after the loop, so every release is waited on once)."""
 
-    def __init__(self, pipe, slot0, copies, release):
-        self.pipe, self.slot0, self.copies, self.release = pipe, slot0, copies, release
+    def __init__(self, pipe, slot0, ids, map_names, release):
+        self.pipe, self.slot0, self.release = pipe, slot0, release
+        self.ids = ids                  # id(copy statement) or (id(fold), i) -> copy id
+        self.map_names = map_names      # copy id -> its tensor map's parameter
         self.full, self.empty = f"__tj_ph{pipe.pid}", f"__tj_eph{pipe.pid}"
 
     def _slot(self, stage, empty=False):
@@ -212,7 +214,7 @@ class _Rewrite(ast.NodeTransformer):
         return ast.BinOp(ast.Constant(first), ast.Add(), copy.deepcopy(stage))
 
     def _load(self, src, dst, cid, like, refill=False):
-        call = _call(TMA_LOAD, [src, dst, self._slot(dst.args[1]), _name(self.copies[cid]),
+        call = _call(TMA_LOAD, [src, dst, self._slot(dst.args[1]), _name(self.map_names[cid]),
                                 ast.Constant(cid)])
         if refill and self.release:
             # ordered by the stage's mbarriers, not by block barriers (barriers.py)
@@ -232,7 +234,7 @@ class _Rewrite(ast.NodeTransformer):
         out = node
         if kind in ("copy", "refill"):
             src, dst = node.value.args
-            out = self._load(src, dst, self.copies["ids"][id(node)], node, kind == "refill")
+            out = self._load(src, dst, self.ids[id(node)], node, kind == "refill")
         elif kind == "commit" or (kind == "sync" and self.release):
             out = None
         elif kind == "drain":
@@ -254,8 +256,8 @@ class _Rewrite(ast.NodeTransformer):
             args = node.value.args
             cond, pairs = args[4], args[5:]
             node.value.args = args[:4]
-            loads = [self._load(pairs[i], pairs[i + 1], self.copies["ids"][(id(node), i)], node,
-                                True) for i in range(0, len(pairs), 2)]
+            loads = [self._load(pairs[i], pairs[i + 1], self.ids[(id(node), i)], node, True)
+                     for i in range(0, len(pairs), 2)]
             out = [ast.If(cond, loads, []), node]
         return [ast.copy_location(o, node) for o in out] if isinstance(out, list) else out
 
@@ -305,14 +307,14 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         plans = [_copy_plan(ctx, call, layouts) for _, call in sites]
         if not all(plans):
             continue
-        copies = {"ids": {}}
+        ids, map_names = {}, {}
         for (key, call), (tensor, box, (boxes, nbytes, rank, align)) in zip(sites, plans):
             name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
             cid = f"t{len(plan.tma_copies)}"
             index = list(maps).index((tensor, box))
             plan.tma_copies[cid] = TmaCopy(index, boxes, nbytes, rank)
-            copies[cid] = name
-            copies["ids"][key] = cid
+            map_names[cid] = name
+            ids[key] = cid
             tile = plan.tiles[call.args[1].args[0].id]
             tile.align = max(tile.align, align)
         release = (pipe.refill_stage is not None and ctx.threads % 32 == 0
@@ -320,7 +322,7 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                    and os.environ.get("TJX_TMA_RELEASE") == "1")
         slot0 = plan.mbarriers
         plan.mbarriers += pipe.stages * (2 if release else 1)
-        fdef = _Rewrite(pipe, slot0, copies, release).visit(fdef)
+        fdef = _Rewrite(pipe, slot0, ids, map_names, release).visit(fdef)
         entry += [ast.Assign([ast.Name(f"__tj_ph{pipe.pid}", ast.Store())], ast.Constant(0)),
                   ast.Expr(_call(TMA_INIT, [ast.Constant(slot0), ast.Constant(pipe.stages),
                                             ast.Constant(pipe.producers)]))]

@@ -15,12 +15,12 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from ..typing.types import GlobalTensorType, TensorMapType
+from . import sm_number
 from .numba_target import TRIPLE
 
 # PTX ISA versions: 8.0 (CUDA 12.0) covers sm_80…sm_90a; Blackwell needs 8.6.
 def ptx_features(arch: str) -> str:
-    number = int(re.sub(r"[^0-9]", "", arch))
-    return "+ptx86" if number >= 100 else "+ptx80"
+    return "+ptx86" if sm_number(arch) >= 100 else "+ptx80"
 
 
 _MACHINES: dict[str, ll.TargetMachine] = {}
