@@ -200,6 +200,26 @@ def test_the_fast_path_packs_the_maps_of_its_tensors_last():
     assert packed[-1] == (4096, 2, 8, 8, 1, 3, 8192, 8, 1, b"A" * 128)
 
 
+def test_a_launch_gets_each_map_from_its_own_argument(monkeypatch):
+    """kernel.tensor_map_maker: map j encodes the argument at its position; a new
+    pointer (or shape) is a new map, the same arguments again are not re-encoded."""
+    from tilejit.kernel import tensor_map_maker
+    from tilejit.targets import tensor_maps
+    encoded = []
+
+    def encode(args):
+        encoded.append(args["address"])
+        return args["address"].to_bytes(8, "little") * 16
+    monkeypatch.setattr(tensor_maps, "MAPS", TensorMaps(encode=encode))
+    maps = tensor_map_maker([(2, "float16", 2, [64, 64], 128), (0, "float16", 2, [64, 64], 128)])
+    a, b = (4096, (128, 64), (64, 1)), (8192, (128, 64), (64, 1))
+    first = maps(a, None, b)
+    assert [m[:8] for m in first] == [(8192).to_bytes(8, "little"), (4096).to_bytes(8, "little")]
+    assert maps(a, None, b) == first and encoded == [8192, 4096]
+    maps(a, None, (12288, (128, 64), (64, 1)))
+    assert encoded == [8192, 4096, 12288]
+
+
 def test_maps_of_empty_tensors_and_of_dimensions_of_extent_one():
     maps = TensorMaps(encode=lambda args: bytes(MAP_BYTES))
     assert maps.get(0, (0, 64), (64, 1), Box("float16", 2, (64, 64))) == bytes(MAP_BYTES)
