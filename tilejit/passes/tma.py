@@ -33,7 +33,7 @@ faster, but ptxas schedules the arrive above ``ldmatrix`` of the stage it releas
 (nothing orders them: the reads' results are not used by the arrive), and 14 of 20
 bf16 128×128×32 launches came out wrong; a proxy fence before the arrive
 (``TJX_RELEASE_FENCE``) fixes that and costs more than the barrier (H200,
-results/NOTES.md, tenth session). Loops
+benchmarks/results/archive/NOTES-2026-11.md, tenth session). Loops
 whose consumers may ``continue`` and register-starved kernels (``tile.plan.STARVED``;
 FlashAttention lost 3 % with it) never take it.
 
