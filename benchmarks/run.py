@@ -51,7 +51,7 @@ import torch  # noqa: E402
 
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
-from tilejit.testing_support import interleaved_times  # noqa: E402
+from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 try:
     import triton
@@ -123,7 +123,7 @@ def bench_vector_add():
 def bench_launch():
     from vector_add import vector_add
     from cuda.bindings import driver
-    from tilejit.targets import cuda_driver
+    from tilejit.runtime import cuda_driver
     n = 1024
     a = torch.randn(n, device="cuda")
     b = torch.randn(n, device="cuda")
@@ -474,7 +474,7 @@ else:
 t2 = time.perf_counter()
 load_ms = 0.0
 if gpu:
-    from tilejit.targets import cuda_driver
+    from tilejit.runtime import cuda_driver
     handle = vector_add.compile(a, a, c)
     t3 = time.perf_counter()
     cuda_driver.CudaModule(handle.ptx, handle.compiled.name, 0, 0)

@@ -8,7 +8,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vector_add import vector_add  # noqa: E402
 
-from tilejit.targets.cuda_driver import cuda_available  # noqa: E402
+from tilejit.runtime.cuda_driver import cuda_available  # noqa: E402
 
 
 def main():

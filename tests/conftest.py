@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 def _gpu_reason():
     try:
-        from tilejit.targets.cuda_driver import cuda_available
+        from tilejit.runtime.cuda_driver import cuda_available
     except Exception as e:  # pragma: no cover
         return f"cuda driver bindings unusable: {e}"
     if not cuda_available():

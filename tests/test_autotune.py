@@ -7,7 +7,7 @@ import pytest
 
 import tilejit
 import tilejit.language as T
-from tilejit.tuning import Autotuner, AutotuneWarning, autotune
+from tilejit.tuning.autotune import Autotuner, AutotuneWarning, autotune
 from tilejit.testing import do_bench
 
 BLOCKS = [{"block": 32}, {"block": 64}, {"block": 128}, {"block": 256}]

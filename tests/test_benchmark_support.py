@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from tilejit.testing_support import interleaved_times, round_orders
+from tilejit.tuning.bench import interleaved_times, round_orders
 
 
 def test_interleaved_times_runs_every_variant_once_per_round_rotating():
@@ -61,7 +61,7 @@ def test_environment_restores_what_was_there(monkeypatch):
     after the block, a changed one gets its old value back, even when the block raises."""
     import os
 
-    from tilejit.testing_support import environment
+    from tilejit.tuning.bench import environment
     monkeypatch.setenv("TJ_TEST_KEEP", "old")
     monkeypatch.delenv("TJ_TEST_NEW", raising=False)
     with pytest.raises(RuntimeError):
@@ -74,7 +74,7 @@ def test_environment_restores_what_was_there(monkeypatch):
 def test_write_results_records_the_commit_the_gpu_and_the_rows(tmp_path, monkeypatch):
     import json
 
-    from tilejit.testing_support import write_results
+    from tilejit.tuning.bench import write_results
     monkeypatch.setenv("TILEJIT_COMMIT", "abc1234+variant")
     path = tmp_path / "r.json"
     write_results(str(path), [{"name": "base", "ms": 1.5}], config={"block_M": 128})

@@ -1,4 +1,4 @@
-"""The on-disk store (tilejit/cache.py): digests, entries, damage, concurrency, and
+"""The on-disk store (tilejit/runtime/disk_cache.py): digests, entries, damage, concurrency, and
 function fingerprints."""
 import functools
 import importlib
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tilejit import cache
-from tilejit.cache import CacheWarning, DiskCache, digest, function_fingerprint
+from tilejit.runtime import disk_cache as cache
+from tilejit.runtime.disk_cache import CacheWarning, DiskCache, digest, function_fingerprint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +32,8 @@ def test_digest_is_deterministic_and_canonical():
     assert digest("ab", "c") != digest("a", "bc")
     assert digest(0.0) != digest(-0.0)
     # a fresh interpreter computes the same digest (no hash randomization involved)
-    code = "from tilejit.cache import digest; print(digest('k', (1, 2.5), {'a': [None]}))"
+    code = ("from tilejit.runtime.disk_cache import digest; "
+            "print(digest('k', (1, 2.5), {'a': [None]}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.strip()
     assert out == digest("k", (1, 2.5), {"a": [None]})
@@ -146,7 +147,7 @@ _WRITER = textwrap.dedent("""
     import sys, time, warnings
     warnings.simplefilter("error")
     sys.path.insert(0, {root!r})
-    from tilejit.cache import DiskCache
+    from tilejit.runtime.disk_cache import DiskCache
     me, start = sys.argv[1], float(sys.argv[2])
     store = DiskCache("race")
     while time.time() < start:

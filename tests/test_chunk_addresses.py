@@ -14,7 +14,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.layouts.layout import Layout
 from tilejit.layouts.swizzle import make_swizzled_layout
-from tilejit.lowering.chunk_addresses import round_plan
+from tilejit.codegen.lowering.chunk_addresses import round_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "flash_attention"))
 

@@ -5,7 +5,7 @@ import types
 import numpy as np
 import pytest
 
-from tilejit.targets import cuda_driver as cd
+from tilejit.runtime import cuda_driver as cd
 
 ADD_ONE_PTX = r"""
 .version 8.0

@@ -1,5 +1,5 @@
 """The generated hot path: one lookup keyed on everything the launch depends on."""
-from tilejit.fastlaunch import FastLauncher
+from tilejit.runtime.fastlaunch import FastLauncher
 
 
 class FakeTensor:
@@ -98,7 +98,7 @@ def test_values_the_kernel_specializes_on_are_part_of_the_key():
     constexprs; a tensor passed there later misses."""
     from types import SimpleNamespace
 
-    from tilejit.fastlaunch import param_kinds
+    from tilejit.runtime.fastlaunch import param_kinds
 
     class CudaTensor(FakeTensor):
         is_cuda = True

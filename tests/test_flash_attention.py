@@ -14,7 +14,7 @@ import torch
 
 import tilejit
 from tilejit.language.dtypes import float16, float32
-from tilejit.tile.plan import FRAGMENT, LOCAL, SHARED, Tile, TilePlan
+from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile, TilePlan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples", "flash_attention"))

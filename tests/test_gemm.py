@@ -164,7 +164,7 @@ def test_ldmatrix_addresses_come_from_one_base_per_operand(monkeypatch, trans_A,
     T.gemm is one per-thread base moved by an XOR (or add) per column step and a
     constant per row step, checked at compile time for every lane of every warp
     (lowering/ldmatrix.py); the GPU tests above check the results."""
-    from tilejit.lowering import ldmatrix
+    from tilejit.codegen.lowering import ldmatrix
     plans = []
     original = ldmatrix._plan
 

@@ -11,38 +11,14 @@ import sys
 
 import pytest
 
-from tilejit.layouts import (
-    MMA_M16N8K8_TF32_A,
-    MMA_M16N8K8_TF32_B,
-    MMA_M16N8K8_TF32_C,
-    MMA_M16N8K16_F16_A,
-    MMA_M16N8K16_F16_B,
-    MMA_M16N8K16_F16_C,
-    MMA_M16N8K32_INT8_A,
-    MMA_M16N8K32_INT8_B,
-    MMA_M16N8K32_INT8_C,
-    ComposedLayout,
-    Fragment,
-    Layout,
-    Swizzle,
-    coalesce,
-    complement,
-    composition,
-    concat,
-    flatten,
-    left_inverse,
-    logical_divide,
-    logical_product,
-    make_layout,
-    make_swizzled_layout,
-    mma_fragment,
-    parallel_fragment,
-    plot_fragment,
-    right_inverse,
-    swizzle_for_bytes,
-    tile_fragment,
-    zipped_divide,
-)
+from tilejit.layouts import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MMA_M16N8K8_TF32_C,
+                             MMA_M16N8K16_F16_A, MMA_M16N8K16_F16_B, MMA_M16N8K16_F16_C,
+                             MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K32_INT8_C,
+                             ComposedLayout, Fragment, Layout, Swizzle, coalesce, complement,
+                             composition, concat, flatten, left_inverse, logical_divide,
+                             logical_product, make_layout, make_swizzled_layout, mma_fragment,
+                             parallel_fragment, plot_fragment, right_inverse, swizzle_for_bytes,
+                             tile_fragment, zipped_divide)
 
 # ---------------------------------------------------------------------------
 # deterministic generators of small layouts
@@ -610,8 +586,8 @@ def test_plot_fragment_without_matplotlib(monkeypatch, tmp_path):
 def test_digit_indexing_writer_is_the_one_copy_that_writes():
     """Threads of the block beyond a digit layout's span hold copies; exactly the
     threads whose own digits rebuild their index write (powers of two or not)."""
-    from tilejit.tile.addressing import digit_indexing, evaluate
-    from tilejit.tile.digits import Digit, DigitLayout
+    from tilejit.ir.addressing import digit_indexing, evaluate
+    from tilejit.ir.digits import Digit, DigitLayout
     for span in (64, 96):
         layout = DigitLayout((span,), ((Digit("t", 1, span, 1),),), threads=128, slots=1)
         writer = digit_indexing(layout).writer
@@ -625,7 +601,7 @@ def test_fragment_index_formula_is_checked_at_every_thread_and_slot():
     """``tile/addressing._check`` (vectorized over threads and slots) accepts the derived
     formula of an mma fragment and rejects a wrong one, naming the first bad (t, s)."""
     from tilejit.layouts import mma_fragment
-    from tilejit.tile.addressing import FragmentIndexing, _check, fragment_indexing
+    from tilejit.ir.addressing import FragmentIndexing, _check, fragment_indexing
     frag = mma_fragment("m16n8k16", "f16", "C")
     ix = fragment_indexing(frag)
     for t in range(32):
@@ -640,5 +616,5 @@ def test_fragment_index_formula_is_checked_at_every_thread_and_slot():
 
 
 def ix_coords(ix, t, s):
-    from tilejit.tile.addressing import evaluate
+    from tilejit.ir.addressing import evaluate
     return tuple(evaluate(c, {"t": t, "s": s}) for c in ix.coords)

@@ -389,7 +389,7 @@ def test_fast_math_division_on_gpu():
 
 def test_fast_math_leaves_float64_accurate():
     from llvmlite import ir
-    from tilejit.lowering import math as M
+    from tilejit.codegen.lowering import math as M
 
     for ty, expect_approx in ((M.F64, False), (M.F32, True)):
         module = ir.Module()
@@ -403,7 +403,7 @@ def test_fast_math_leaves_float64_accurate():
 
 
 def test_contraction_marks_products_and_spares_exact_operations():
-    from tilejit.targets.nvptx import contract_multiply_add
+    from tilejit.codegen.nvptx import contract_multiply_add
     text = "\n".join(['  %"a" = fmul float %"x", %"y"',
                       '  %"b" = fadd float %"a", %"z", !tilejit.exact !0',
                       '  %"c" = fsub fast double %"a", %"z"',
@@ -421,7 +421,7 @@ def test_contraction_marks_products_and_spares_exact_operations():
 def test_contraction_leaves_the_math_routines_unchanged(dtype, monkeypatch):
     """The math functions' PTX is the same with and without multiply-add contraction
     (their own operations are marked exact), so their GPU results stay the host's."""
-    import tilejit.targets.nvptx as nv
+    import tilejit.codegen.nvptx as nv
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
     x, r = np.zeros(256, dtype), np.zeros((12, 256), dtype)
     with_contraction = tilejit.kernel(math_all.func).compile(x, x, r, target="cuda",
@@ -449,7 +449,7 @@ def test_kernel_arithmetic_is_contracted():
 # 3. accuracy of the GPU algorithms, run on the host
 # ---------------------------------------------------------------------------------------
 class HostMath:
-    """``tilejit.lowering.math``'s IR builders compiled for this CPU: for each function
+    """``tilejit.codegen.lowering.math``'s IR builders compiled for this CPU: for each function
     a ``float f(float)`` (``double`` for float64) and an array loop over it, called with
     ctypes. Same IR as on the GPU: IEEE operations, fma, sqrt, floor, no fast-math flags
     (the host's vector units keep subnormals, as PTX without ``.ftz``)."""
@@ -457,7 +457,7 @@ class HostMath:
     def __init__(self, ty):
         import llvmlite.binding as ll
         from llvmlite import ir
-        from tilejit.lowering import math as M
+        from tilejit.codegen.lowering import math as M
 
         ll.initialize_native_target()
         ll.initialize_native_asmprinter()
@@ -514,7 +514,7 @@ _HOSTS = {}
 
 def host_math(dtype):
     if dtype not in _HOSTS:
-        from tilejit.lowering import math as M
+        from tilejit.codegen.lowering import math as M
         _HOSTS[dtype] = HostMath(M.F32 if dtype == np.float32 else M.F64)
     return _HOSTS[dtype]
 
@@ -679,7 +679,7 @@ def _half_bits(a, dtype):
 def test_math_on_gpu(dtype):
     import torch
 
-    from tilejit.lowering import math as M
+    from tilejit.codegen.lowering import math as M
     tdt = getattr(torch, dtype)
     rng = np.random.default_rng(11)
     x64, y64 = _gpu_inputs(dtype, rng)

@@ -117,7 +117,7 @@ def test_compile_exposes_llvm_ir_and_parameters():
 
 
 def test_register_report_without_a_gpu_says_why():
-    from tilejit.targets.cuda_driver import cuda_available
+    from tilejit.runtime.cuda_driver import cuda_available
     if cuda_available():
         pytest.skip("this machine has a CUDA device")
     a = np.zeros(4096, np.float32)

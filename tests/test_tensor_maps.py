@@ -1,9 +1,9 @@
-"""Tensor maps for TMA (``targets/tensor_maps.py``): the driver's arguments, innermost
+"""Tensor maps for TMA (``runtime/tensor_maps.py``): the driver's arguments, innermost
 dimension first, the cases TMA cannot take, and the cache. The driver call itself needs
 a GPU; a recording stand-in takes its place here."""
 import pytest
 
-from tilejit.targets.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
+from tilejit.runtime.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
 
 
 def test_a_gemm_operand_tile_is_listed_innermost_first():

@@ -9,15 +9,15 @@ import torch
 
 import tilejit
 import tilejit.language as T
-from tilejit.fastlaunch import FastLauncher
+from tilejit.runtime.fastlaunch import FastLauncher
 from tilejit.frontend.signature import as_tensor_arg
 from tilejit.layouts import make_layout
 from tilejit.language.dtypes import float16
 from tilejit.layouts.swizzle import make_swizzled_layout
 from tilejit.passes.tma import tma_layout
-from tilejit.targets.cuda_driver import layout_params
-from tilejit.targets.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
-from tilejit.tile.plan import SHARED, Tile
+from tilejit.runtime.cuda_driver import layout_params
+from tilejit.runtime.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
+from tilejit.ir.plan import SHARED, Tile
 from test_gemm import _inputs, gemm
 
 
@@ -203,8 +203,8 @@ def test_the_fast_path_packs_the_maps_of_its_tensors_last():
 def test_a_launch_gets_each_map_from_its_own_argument(monkeypatch):
     """kernel.tensor_map_maker: map j encodes the argument at its position; a new
     pointer (or shape) is a new map, the same arguments again are not re-encoded."""
-    from tilejit.kernel import tensor_map_maker
-    from tilejit.targets import tensor_maps
+    from tilejit.runtime.kernel import tensor_map_maker
+    from tilejit.runtime import tensor_maps
     encoded = []
 
     def encode(args):

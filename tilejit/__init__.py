@@ -7,16 +7,16 @@ import importlib
 
 __version__ = "0.1.0"
 
-from . import language  # noqa: E402
-from .errors import CompileError  # noqa: E402
-from .kernel import kernel  # noqa: E402
+from tilejit import language  # noqa: E402
+from tilejit.errors import CompileError  # noqa: E402
+from tilejit.runtime.kernel import kernel  # noqa: E402
 
 _LAZY = {
-    "autotune": ("tuning", "autotune"),
+    "autotune": ("tuning.autotune", "autotune"),
     "autotuner": ("autotuner", None),
-    "jit": ("tilelang_jit", "jit"),
-    "PassConfigKey": ("tilelang_jit", "PassConfigKey"),
-    "compile": ("tilelang_classic", "compile"),
+    "jit": ("tilelang.jit", "jit"),
+    "PassConfigKey": ("tilelang.jit", "PassConfigKey"),
+    "compile": ("tilelang.classic", "compile"),
     "testing": ("testing", None),
     "profiler": ("profiler", None),
 }

@@ -1,5 +1,7 @@
-"""TileLang's ``tilelang.profiler``: ``do_bench(fn, warmup, rep)``, the median time
-in milliseconds (``tilejit.testing.do_bench``)."""
-from .testing import do_bench
+"""``tilejit.profiler``: TileLang's ``tilelang.profiler`` module path. The module is
+``tilejit/tilelang/profiler.py``; importing this name gives that same module object."""
+import sys
 
-__all__ = ["do_bench"]
+from tilejit.tilelang import profiler as _module
+
+sys.modules[__name__] = _module

@@ -18,7 +18,7 @@ os.environ["TILEJIT_DISABLE_CACHE"] = "1"
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
-from tilejit.testing_support import environment, interleaved_times, write_results  # noqa: E402,E501
+from tilejit.tuning.bench import environment, interleaved_times, write_results  # noqa: E402,E501
 
 VARIANTS = {"base": {}}
 for spec in os.environ.get("GEMM_VARIANTS", "").split(";"):

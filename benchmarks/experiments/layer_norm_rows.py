@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from norms import layer_norm  # noqa: E402
-from tilejit.testing_support import interleaved_times  # noqa: E402
+from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 
 @tilejit.kernel

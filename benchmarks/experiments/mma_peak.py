@@ -16,7 +16,7 @@ sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
 
-from tilejit.targets import cuda_driver  # noqa: E402
+from tilejit.runtime import cuda_driver  # noqa: E402
 
 
 def ptx(chains: int, iters: int) -> str:

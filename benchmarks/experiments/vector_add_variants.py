@@ -13,8 +13,8 @@ import torch  # noqa: E402
 
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
-from tilejit.targets import cuda_driver  # noqa: E402
-from tilejit.testing_support import median_ms  # noqa: E402
+from tilejit.runtime import cuda_driver  # noqa: E402
+from tilejit.tuning.bench import median_ms  # noqa: E402
 
 
 @tilejit.kernel

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as T
-from .source import KernelSource, is_call_to, resolve_static
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, is_call_to, resolve_static
 
 
 def kernel_outputs(ks: KernelSource) -> tuple[list[str], tuple[str, ...] | None]:

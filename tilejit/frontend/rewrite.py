@@ -18,8 +18,8 @@ import ast
 import copy
 import types
 
-from .. import language as T
-from .source import KernelSource, block_index_names, kernel_call, resolve_static
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
 
 BLOCK_INDEX = "__tj_block_index"
 LAUNCH_CONFIG = "__tj_launch_config"

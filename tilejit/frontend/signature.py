@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..language.dtypes import DType, as_dtype
+from tilejit.language.dtypes import DType, as_dtype
 
 VECTOR_BYTES = 16
 
@@ -72,7 +72,7 @@ def _cuda_array(x) -> TensorArg:
         strides = tuple(reversed(strides))
     else:
         strides = tuple(s // npd.itemsize for s in strides)
-    from ..targets import cuda_driver
+    from tilejit.runtime import cuda_driver
     ptr, device = cuda_driver.tensor_pointer(x)
     return TensorArg(x, ptr, shape, strides, dtype, device, False)
 

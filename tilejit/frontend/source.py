@@ -9,8 +9,8 @@ import linecache
 import textwrap
 from dataclasses import dataclass, field
 
-from ..errors import CompileError
-from .. import language as T
+from tilejit.errors import CompileError
+from tilejit import language as T
 
 
 @dataclass

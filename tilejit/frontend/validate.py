@@ -4,8 +4,8 @@ from __future__ import annotations
 import ast
 import difflib
 
-from .. import language as _language
-from .source import KernelSource, resolve_static
+from tilejit import language as _language
+from tilejit.frontend.source import KernelSource, resolve_static
 
 _UNSUPPORTED = {
     ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",

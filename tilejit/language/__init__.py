@@ -12,15 +12,16 @@ import numbers as _numbers
 
 import numpy as np
 
-from .dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64, int8,
-                     int16, int32, int64, uint8, uint16, uint32, uint64)
-from . import numerics as _num
-from .atomics import atomic_add, atomic_max, atomic_min
-from .tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
-from .reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max, reduce_min,
-                         reduce_sum)
-from .tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local, alloc_shared,
-                    alloc_var, annotate_layout, clear, copy, fill, gemm, use_swizzle)
+from tilejit.language.dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64,
+                                     int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from tilejit.language import numerics as _num
+from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
+from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
+from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
+                                         reduce_min, reduce_sum)
+from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local,
+                                    alloc_shared, alloc_var, annotate_layout, clear, copy, fill,
+                                    gemm, use_swizzle)
 
 __all__ = [
     "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
@@ -184,7 +185,7 @@ def empty(shape, dtype):
     """An output of the kernel, allocated on the host before the launch (write it before
     ``with T.Kernel`` and ``return`` it): a tensor of the inputs' kind (torch stays
     torch) on the inputs' device."""
-    from ..host import allocate_output
+    from tilejit.runtime.host import allocate_output
     return allocate_output(shape, dtype)
 
 
@@ -203,7 +204,7 @@ Serial = serial
 
 def prim_func(func):
     """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``."""
-    from ..tilelang_classic import prim_func as make
+    from tilejit.tilelang.classic import prim_func as make
     return make(func)
 
 
@@ -324,5 +325,5 @@ def print(value, msg=""):  # noqa: A001 - TileLang's name
 
 
 def _sim_mask():
-    from ..sim.runtime import STATE
+    from tilejit.sim.runtime import STATE
     return STATE.mask

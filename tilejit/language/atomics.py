@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numerics as _num
-from .dtypes import bfloat16
+from tilejit.language import numerics as _num
+from tilejit.language.dtypes import bfloat16
 
 OPS = ("add", "max", "min")
 # the element dtypes atomics support
@@ -51,7 +51,7 @@ def _check_dtype(tensor, what):
 def _apply(op, tensor, idx, values):
     """Combine ``values`` into ``tensor.data[idx]`` one lane at a time (in lane order when
     several lanes share an element); the previous value of every lane."""
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     data, dtype = tensor.data, tensor.dtype
     n = values.shape[0]
     old_out = np.empty(n, dtype=data.dtype)
@@ -74,7 +74,7 @@ def _apply(op, tensor, idx, values):
 def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
     """The simulation of an element atomic: ``tensor[index] op= value`` on each active
     lane, once per lane."""
-    from ..sim.runtime import STATE
+    from tilejit.sim.runtime import STATE
     what = f"T.atomic_{op}"
     _check_dtype(tensor, what)
     dtype = tensor.dtype
@@ -106,7 +106,7 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
 def region_atomic(op, dst, value, return_prev=False):
     """The simulation of the region form: every element of ``value`` combined into its
     element of ``dst`` (a region, a tensor or a shared tile) once."""
-    from .tiles import _block_index, _resolve
+    from tilejit.language.tiles import _block_index, _resolve
     what = f"T.atomic_{op}"
     if return_prev:
         raise TypeError(f"{what}: return_prev=True needs an element destination, not a "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import DType, bfloat16
+from tilejit.language.dtypes import DType, bfloat16
 
 
 def round_to_bfloat16(x) -> np.ndarray:

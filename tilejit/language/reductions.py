@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import bfloat16
+from tilejit.language.dtypes import bfloat16
 
 _COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
             "absmax": np.fmax}
@@ -26,7 +26,7 @@ def _values(src, dst):
 
 
 def _reduce(op, src, dst, dim, clear):
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     dim = dim % src.data.ndim
     values = _values(src, dst)
     if op in ("abssum", "absmax"):
@@ -70,7 +70,7 @@ def reduce_absmax(src, dst, dim=-1, clear=True):
 def cumsum(src, dst=None, dim=-1, reverse=False):
     """Inclusive prefix sum of src along dim into dst (src itself when dst is None);
     ``reverse=True`` sums from the end."""
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     dst = src if dst is None else dst
     dim = dim % src.data.ndim
     values = _values(src, dst)

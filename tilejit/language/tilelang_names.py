@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import warnings
 
-from .dtypes import as_dtype
+from tilejit.language.dtypes import as_dtype
 
 
 class Symbol:

@@ -10,8 +10,8 @@ import enum
 
 import numpy as np
 
-from . import numerics as _num
-from .dtypes import as_dtype, bfloat16
+from tilejit.language import numerics as _num
+from tilejit.language.dtypes import as_dtype, bfloat16
 
 
 class GemmWarpPolicy(str, enum.Enum):
@@ -23,7 +23,7 @@ class GemmWarpPolicy(str, enum.Enum):
 
 
 def _new_tile(shape, dtype, kind):
-    from ..sim.runtime import SimTensor
+    from tilejit.sim.runtime import SimTensor
     dtype = as_dtype(dtype)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     storage = np.float32 if dtype == bfloat16 else dtype.numpy
@@ -146,7 +146,7 @@ def _block_index(start, ranged, extents, shape):
 def copy(src, dst):
     """Copy a tile or region into another, converting dtype. Elements of a global region
     outside the tensor are never read (the destination gets 0) and never written."""
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
         src, dst, "T.copy")
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
@@ -163,7 +163,7 @@ def copy(src, dst):
 
 def fill(buf, value):
     """Set every element of a tile (or region) to ``value``."""
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     t, start, ranged, ext = _operand(buf)
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
@@ -188,7 +188,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
-    from ..sim.runtime import _to_storage
+    from tilejit.sim.runtime import _to_storage
     a = A.data.T if transpose_A else A.data
     b = B.data.T if transpose_B else B.data
     acc = C.dtype

@@ -5,39 +5,16 @@
 * ``fragment`` -- thread/register distributions (mma.sync operands, T.Parallel).
 * ``plot``     -- ``plot_fragment`` (needs the optional matplotlib).
 """
-from .fragment import (
-    MMA_M16N8K8_TF32_A,
-    MMA_M16N8K8_TF32_B,
-    MMA_M16N8K8_TF32_C,
-    MMA_M16N8K16_F16_A,
-    MMA_M16N8K16_F16_B,
-    MMA_M16N8K16_F16_C,
-    MMA_M16N8K32_INT8_A,
-    MMA_M16N8K32_INT8_B,
-    MMA_M16N8K32_INT8_C,
-    WARP_SIZE,
-    Fragment,
-    FragmentInverse,
-    mma_fragment,
-    parallel_fragment,
-    tile_fragment,
-)
-from .layout import (
-    Layout,
-    coalesce,
-    complement,
-    composition,
-    concat,
-    flatten,
-    left_inverse,
-    logical_divide,
-    logical_product,
-    make_layout,
-    right_inverse,
-    zipped_divide,
-)
-from .plot import plot_fragment
-from .swizzle import ComposedLayout, Swizzle, make_swizzled_layout, swizzle_for_bytes
+from tilejit.layouts.fragment import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MMA_M16N8K8_TF32_C,
+                                      MMA_M16N8K16_F16_A, MMA_M16N8K16_F16_B, MMA_M16N8K16_F16_C,
+                                      MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B,
+                                      MMA_M16N8K32_INT8_C, WARP_SIZE, Fragment, FragmentInverse,
+                                      mma_fragment, parallel_fragment, tile_fragment)
+from tilejit.layouts.layout import (Layout, coalesce, complement, composition, concat, flatten,
+                                    left_inverse, logical_divide, logical_product, make_layout,
+                                    right_inverse, zipped_divide)
+from tilejit.layouts.plot import plot_fragment
+from tilejit.layouts.swizzle import ComposedLayout, Swizzle, make_swizzled_layout, swizzle_for_bytes
 
 __all__ = [
     "ComposedLayout", "Fragment", "FragmentInverse", "Layout", "Swizzle", "WARP_SIZE",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterator, Mapping
 
-from .layout import Layout, composition, is_int, make_layout
+from tilejit.layouts.layout import Layout, composition, is_int, make_layout
 
 WARP_SIZE = 32
 

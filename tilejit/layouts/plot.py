@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .fragment import Fragment
+from tilejit.layouts.fragment import Fragment
 
 _TEXT_CELLS = 2048  # above this many cells the labels are unreadable; colours only
 

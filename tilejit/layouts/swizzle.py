@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import Layout, is_int, make_layout
+from tilejit.layouts.layout import Layout, is_int, make_layout
 
 
 @dataclass(frozen=True)

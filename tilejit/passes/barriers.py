@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as T
-from ..frontend.source import resolve_static
-from ..tile.plan import SHARED
-from .layout_inference import FRAG_LOOP
-from .shared_memory import shares_bytes
-from .pipeline import COPY_ASYNC, STAGE
-from .tile_allocation import GEMM, REGION
-from .tma import TMA_LOAD
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.plan import SHARED
+from tilejit.passes.layout_inference import FRAG_LOOP
+from tilejit.passes.shared_memory import shares_bytes
+from tilejit.passes.pipeline import COPY_ASYNC, STAGE
+from tilejit.passes.tile_allocation import GEMM, REGION
+from tilejit.passes.tma import TMA_LOAD
 
 SYNC = "__tj_sync"
 

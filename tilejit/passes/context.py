@@ -7,8 +7,8 @@ import ast
 import linecache
 from dataclasses import dataclass, field
 
-from ..errors import CompileError
-from ..tile.plan import TilePlan
+from tilejit.errors import CompileError
+from tilejit.ir.plan import TilePlan
 
 
 @dataclass

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as T
-from ..frontend.source import resolve_static
-from ..layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
-from ..tile.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
-                               row_major, substitute)
-from ..tile.digits import DigitLayout, digit_layout, reduce_layout
-from ..tile.plan import FRAGMENT, SHARED, Tile, compute_dtype
-from .static_eval import NotStatic, StaticEval
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
+from tilejit.ir.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
+                                   row_major, substitute)
+from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
+from tilejit.passes.static_eval import NotStatic, StaticEval
 
 FRAG_LOOP = "__tj_frag_loop"
 FRAG_INDEX = "__tj_frag_index"
@@ -207,7 +207,7 @@ class _RewriteLoops(ast.NodeTransformer):
     def _constant_slot(self, sub, consts):
         """``F[0]`` outside a loop over F (a row max of shape (1,)): allowed when every
         thread holds that element, at one slot."""
-        from ..tile.addressing import evaluate
+        from tilejit.ir.addressing import evaluate
         t = self.ctx.plan.tiles[sub.value.id]
         ix = t.indexing
         slot = None
@@ -410,7 +410,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 
 def _annotate(call, ctx):
-    from .static_eval import NotStatic, StaticEval
+    from tilejit.passes.static_eval import NotStatic, StaticEval
     if len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
         raise ctx.error("T.annotate_layout({tile: layout, ...}) takes one dict", call)
     static = StaticEval(ctx.namespace, ctx.param_dtypes)
@@ -489,7 +489,7 @@ def _reduction_or_none(layout, dims, keep):
 
 def _compose(outer, inner):
     """outer(s) with s := inner(s)."""
-    from ..tile.addressing import BinOp, Const, Var
+    from tilejit.ir.addressing import BinOp, Const, Var
     if isinstance(outer, Var):
         return inner
     if isinstance(outer, Const):

@@ -34,9 +34,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from .. import language as T
-from ..frontend.source import resolve_static
-from ..language import intrinsics
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.language import intrinsics
 
 GROUPS = "__tj_parallel_groups"
 ENDS = "__tj_group_ends"

@@ -50,11 +50,11 @@ import ast
 import copy
 from dataclasses import dataclass
 
-from .. import language as T
-from ..frontend.source import resolve_static
-from ..tile.plan import SHARED
-from .static_eval import NotStatic, StaticEval
-from .tile_allocation import GEMM, REGION
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.plan import SHARED
+from tilejit.passes.static_eval import NotStatic, StaticEval
+from tilejit.passes.tile_allocation import GEMM, REGION
 
 STAGE = "__tj_stage"
 COPY_ASYNC = "__tj_copy_async"
@@ -292,7 +292,7 @@ class _Pipeliner(ast.NodeTransformer):
                                        [ast.Constant(stages - 1)]),
                            ast.BinOp(ast.Name(cs, ast.Load()), ast.Add(), ast.Constant(1)),
                            ast.Constant(0)))]
-        from .barriers import SYNC
+        from tilejit.passes.barriers import SYNC
         refill = [ast.copy_location(steady_if, node), commit()]
         head = [mark(_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node), pid, "wait"),
                 mark(_expr_stmt(_call(SYNC, []), node), pid, "sync")]
@@ -306,7 +306,7 @@ class _Pipeliner(ast.NodeTransformer):
         drain = mark(_expr_stmt(_call(WAIT, [ast.Constant(0)]), node), pid, "drain")
         leaves = (any(isinstance(x, ast.Break) for c in consumers for x in _walk_this_loop(c))
                   or any(isinstance(x, ast.Return) for c in consumers for x in ast.walk(c)))
-        from .barriers import shared_writes
+        from tilejit.passes.barriers import shared_writes
         writes = any(t in tiles for c in consumers for t, _ in shared_writes(self.ctx, c))
         self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
                                            copy.deepcopy(current), leaves, writes,

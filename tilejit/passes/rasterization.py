@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as T
-from ..frontend.rewrite import BLOCK_INDEX
-from ..frontend.source import resolve_static
-from .static_eval import NotStatic, StaticEval
+from tilejit import language as T
+from tilejit.frontend.rewrite import BLOCK_INDEX
+from tilejit.frontend.source import resolve_static
+from tilejit.passes.static_eval import NotStatic, StaticEval
 
 SWIZZLE_BLOCKS = "__tj_swizzle_blocks"
 

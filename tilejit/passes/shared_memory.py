@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import ast
 
-from ..tile.plan import SHARED
-from .tile_allocation import TILE
+from tilejit.ir.plan import SHARED
+from tilejit.passes.tile_allocation import TILE
 
 ALIGN = 16
 # most dynamic shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin)

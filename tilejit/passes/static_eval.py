@@ -10,7 +10,7 @@ import ast
 import builtins
 import operator
 
-from .. import language as T
+from tilejit import language as T
 
 
 class NotStatic(Exception):

@@ -7,7 +7,7 @@
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
 - ``T.gemm(A, B, C, transpose_A=…, policy=…, clear_accum=…)`` → ``__tj_gemm(A, B, C, "g0")``
-  with its options and warp partition in the plan (``tile/gemm_plan.py``).
+  with its options and warp partition in the plan (``ir/gemm_plan.py``).
 
 The simulator runs the region rewrite only (``rewrite_regions``).
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import ast
 
-from .. import language as T
-from ..frontend.source import resolve_static
-from ..tile.gemm_plan import GemmPlanError, plan_gemm
-from ..tile.plan import FRAGMENT, LOCAL, SHARED, Tile
-from .static_eval import NotStatic, StaticEval
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm
+from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
+from tilejit.passes.static_eval import NotStatic, StaticEval
 
 TILE = "__tj_tile"
 REGION = "__tj_region"
@@ -158,7 +158,7 @@ class _Regions(ast.NodeTransformer):
 
 
 def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None) -> ast.FunctionDef:
-    from ..errors import CompileError
+    from tilejit.errors import CompileError
     return _Regions(namespace, error or (lambda m, n: CompileError(m))).visit(fdef)
 
 
@@ -384,7 +384,7 @@ def _check_whole_copies(fdef, ctx):
     """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
     (``frontend/analysis.whole_copy_shapes``), so extents other than the tile's (size-1
     dimensions aside) are an error here, before anything runs, as in the simulator."""
-    from ..frontend.rewrite import shape_constant_name
+    from tilejit.frontend.rewrite import shape_constant_name
     for node in ast.walk(fdef):
         if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)
                 is T.copy and len(node.args) >= 2):

@@ -47,7 +47,7 @@ leave early (break, return: copies would still be in flight) or whose consumers 
 a staged tile (TMA's later write of those bytes would need a proxy fence per
 iteration). ``TILEJIT_TMA=0`` turns the pass off (measurements).
 
-The host encodes one tensor map per (tensor, box) (``targets/tensor_maps.py``); the
+The host encodes one tensor map per (tensor, box) (``runtime/tensor_maps.py``); the
 kernel takes it as a hidden 128-byte parameter, ``__tj_map_<tensor>_<i>``, appended to
 its parameters (``plan.tensor_maps``). Limits TMA has and cp.async has not: a tensor
 with no elements gets a zeroed map (right when its loop never runs, as in a GEMM with
@@ -65,12 +65,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..targets import sm_number
-from ..targets.tensor_maps import MAX_RANK, Box, data_type_supported
-from ..tile.regions import RegionError, copy_dims
-from ..tile.plan import STARVED
-from .pipeline import COPY_ASYNC, STAGE, role_of
-from .tile_allocation import REGION
+from tilejit.target import sm_number
+from tilejit.runtime.tensor_maps import MAX_RANK, Box, data_type_supported
+from tilejit.ir.regions import RegionError, copy_dims
+from tilejit.ir.plan import STARVED
+from tilejit.passes.pipeline import COPY_ASYNC, STAGE, role_of
+from tilejit.passes.tile_allocation import REGION
 
 TMA_LOAD = "__tj_tma_load"
 TMA_WAIT = "__tj_tma_wait"
@@ -274,7 +274,7 @@ class _Rewrite(ast.NodeTransformer):
         if self.release and role_of(node) == (self.pipe.pid, "steady"):
             # without the head's barrier, one before the loop settles what came before
             # it (barriers.py would otherwise place that barrier inside the loop)
-            from .barriers import SYNC
+            from tilejit.passes.barriers import SYNC
             return [ast.copy_location(ast.Expr(_call(SYNC, [])), node), node]
         return node
 
@@ -288,7 +288,7 @@ class _Rewrite(ast.NodeTransformer):
 def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if ctx.arch == "sim" or not enabled(ctx.arch) or not ctx.pipelines:
         return fdef
-    from .barriers import SYNC
+    from tilejit.passes.barriers import SYNC
     plan = ctx.plan
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
     entry, layouts = [], {}

@@ -6,14 +6,14 @@ import itertools
 
 import numpy as np
 
-from ..frontend.rewrite import BLOCK_INDEX, device_tree, materialize
-from ..frontend.signature import as_tensor_arg
-from ..language import tiles
-from ..language.dtypes import bfloat16
-from ..language.atomics import SIM_ELEMENT
-from ..passes.tile_allocation import ATOMICS, REGION, rewrite_regions
-from . import runtime
-from .transform import SIM, simulator_tree
+from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
+from tilejit.frontend.signature import as_tensor_arg
+from tilejit.language import tiles
+from tilejit.language.dtypes import bfloat16
+from tilejit.language.atomics import SIM_ELEMENT
+from tilejit.passes.tile_allocation import ATOMICS, REGION, rewrite_regions
+from tilejit.sim import runtime
+from tilejit.sim.transform import SIM, simulator_tree
 
 
 def simulator_function(kernel):

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from ..language import numerics
-from ..language.dtypes import DType, bfloat16
+from tilejit.language import numerics
+from tilejit.language.dtypes import DType, bfloat16
 
 
 class _State:

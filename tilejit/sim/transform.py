@@ -14,8 +14,8 @@ from __future__ import annotations
 import ast
 import itertools
 
-from .. import language as T
-from ..frontend.source import resolve_static
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
 
 SIM = "__tj_sim"
 _counter = itertools.count()

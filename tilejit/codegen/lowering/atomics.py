@@ -1,0 +1,189 @@
+"""Atomics in LLVM IR: ``atomicrmw`` on a global (addrspace 1) or shared (addrspace 3)
+element, ``monotonic`` (PTX ``.relaxed``) ordering.
+
+    op     float16/bfloat16/float32/float64     int32/int64     uint32/uint64
+    add    fadd                                 add             add
+    max    fmax (llvm.maxnum: NaN ignored)      max             umax
+    min    fmin (llvm.minnum: NaN ignored)      min             umin
+
+The NVPTX backend emits ``atom.add`` for f32/f64/f16 and, from sm_90, bf16 (on sm_80
+``fadd bfloat`` becomes a 32-bit compare-and-swap loop), ``atom.max/min`` for the
+integers, and a compare-and-swap loop for ``fmax``/``fmin`` (PTX has no float atomic
+max/min below sm_90's ``.bf16``/``.f16`` forms). A statement that drops the result is
+turned into ``red.`` by ptxas where it can.
+
+Element form (``__tj_atomic_*``): inside a T.Parallel every thread performs its own
+iterations' atomics; outside one (``per_lane`` False) only thread 0 of the block does.
+Region form (``T.atomic_*(region, tile)``): a fragment value is combined slot by slot
+by the threads that hold it (copy 0 of a replicated fragment only); a shared value is
+dealt element by element to the block's threads; global elements outside the tensor
+are skipped.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit import language as T
+from tilejit.errors import CompileError
+from tilejit.language import intrinsics
+from tilejit.ir.regions import RegionError, copy_dims
+from tilejit.codegen.typing.tiles import TileType
+from tilejit.codegen.typing.types import BFloat16, GlobalTensorType
+from tilejit.codegen.lowering import copy as _copy
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.tensor import element_pointer
+from tilejit.ir.kernel_config import current_kernel
+from tilejit.codegen.lowering.tiles import (element_offset, fragment_slot, guarded, plan, rounds,
+                                            thread_index, unflatten, writer_guard)
+
+I32 = ir.IntType(32)
+
+
+class _BFloatType(ir.types.Type):
+    """LLVM's ``bfloat`` (llvmlite has no such type); used only around atomicrmw."""
+
+    def __str__(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloatType)
+
+    def __hash__(self):
+        return hash("bfloat")
+
+
+BFLOAT = _BFloatType()
+
+
+def _rmw_op(op: str, elem) -> str:
+    if isinstance(elem, (types.Float, BFloat16)):
+        return {"add": "fadd", "max": "fmax", "min": "fmin"}[op]
+    if op == "add":
+        return "add"
+    return ("" if elem.signed else "u") + op
+
+
+def atomic_rmw(builder, op: str, elem, ptr, value):
+    """``atomicrmw`` of ``value`` (the element's value type) at ``ptr``; the old value."""
+    if isinstance(elem, BFloat16):
+        bf = builder.bitcast(value, BFLOAT)
+        bptr = builder.bitcast(ptr, ir.PointerType(BFLOAT, ptr.type.addrspace))
+        old = builder.atomic_rmw(_rmw_op(op, elem), bptr, bf, "monotonic")
+        return builder.bitcast(old, value.type)
+    return builder.atomic_rmw(_rmw_op(op, elem), ptr, value, "monotonic")
+
+
+def _check_replication(what):
+    """A T.Parallel over a replicated fragment runs each iteration on several threads;
+    an atomic there would be applied several times."""
+    for _, indexing in plan().loops.values():
+        if indexing.writer is not None:
+            raise CompileError(f"{what}: atomics in a kernel with a T.Parallel over a "
+                               f"replicated fragment (a T.gemm A operand in registers, or a "
+                               f"reduction's result) are not supported")
+
+
+def _element_ptr(context, builder, ty, base, index_ty, index):
+    if isinstance(ty, GlobalTensorType):
+        return element_pointer(context, builder, ty, base, index_ty, index)
+    if isinstance(index_ty, types.BaseTuple):
+        values = cgutils.unpack_tuple(builder, index, len(index_ty))
+        tys = index_ty.types
+    else:
+        values, tys = [index], [index_ty]
+    coords = [context.cast(builder, v, t, types.int32) for v, t in zip(values, tys)]
+    if current_kernel().debug:
+        from tilejit.codegen.lowering.debug import emit_bounds_check
+        for k, (c, n) in enumerate(zip(coords, ty.shape)):
+            emit_bounds_check(builder, builder.sext(c, ir.IntType(64)), ir.IntType(64)(n),
+                              f"of shared tile {ty.tile_name}, dimension {k}")
+    return builder.gep(base, [element_offset(builder, ty, coords)], inbounds=True)
+
+
+def _element_impl(op):
+    def impl(context, builder, sig, args):
+        dst_ty, index_ty, _, _, per_lane_ty = sig.args
+        _check_replication(f"T.atomic_{op}")
+        elem = dst_ty.element
+        if per_lane_ty.literal_value:
+            ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
+            old = atomic_rmw(builder, op, elem, ptr, args[2])
+        else:
+            first = builder.icmp_unsigned("==", thread_index(context, builder), I32(0))
+            with builder.if_then(first):
+                ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
+                atomic_rmw(builder, op, elem, ptr, args[2])
+            old = None
+        if sig.return_type == types.none:
+            return context.get_dummy_value()
+        return old
+    return impl
+
+
+def _atomic_store(context, builder, op, side, offsets, value):
+    """Combine ``value`` into the element of ``side`` at a copy coordinate (skipped
+    outside a global tensor)."""
+    if side.kind == "global":
+        coords = _copy._global_coords(builder, side, offsets)
+        with builder.if_then(_copy._inside(builder, side, coords)):
+            atomic_rmw(builder, op, side.element, _copy._global_pointer(builder, side, coords),
+                       value)
+        return
+    ptr = builder.gep(side.value, [_copy._tile_offset(builder, side, offsets)], inbounds=True)
+    atomic_rmw(builder, op, side.element, ptr, value)
+
+
+def _region_impl(op):
+    def impl(context, builder, sig, args):
+        what = f"T.atomic_{op}"
+        dst = _copy.describe(context, builder, sig.args[0], args[0])
+        src = _copy.describe(context, builder, sig.args[1], args[1])
+        try:
+            (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+                (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
+        except RegionError as e:
+            raise CompileError(f"{what}: {e}") from None
+        if src.kind == "fragment":
+            _from_fragment(context, builder, op, src, dst)
+        else:
+            _from_shared(context, builder, op, src, dst, extents)
+        return context.get_dummy_value()
+    return impl
+
+
+def _from_fragment(context, builder, op, src, dst):
+    t = plan().tile(src.ty.tile_name)
+    ix = t.indexing
+    tid = thread_index(context, builder)
+    writer = writer_guard(builder, ix, tid)      # one copy of a replicated fragment adds
+    for s in range(ix.slots):
+        tile_coords, guard = fragment_slot(builder, ix, tid, s, writer)
+        cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
+        with guarded(builder, guard):
+            v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
+            v = context.cast(builder, v, src.element, dst.element)
+            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
+
+
+def _from_shared(context, builder, op, src, dst, extents):
+    total = 1
+    for n in extents:
+        total *= n
+    for flat, guard in rounds(context, builder, total):
+        with guarded(builder, guard):
+            cc = unflatten(builder, flat, extents)
+            v = _copy.load_element(context, builder, src, _copy._dims(src, cc))
+            v = context.cast(builder, v, src.element, dst.element)
+            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
+
+
+def _register():
+    for op in ("add", "max", "min"):
+        lower(getattr(intrinsics, f"atomic_{op}"), types.Any, types.Any, types.Any, types.Any,
+              types.Any)(_element_impl(op))
+        lower(getattr(T, f"atomic_{op}"), types.Any, types.Any, types.Any)(_region_impl(op))
+
+
+_register()
+__all__ = ["atomic_rmw", "TileType"]

@@ -1,0 +1,726 @@
+"""``T.copy(src, dst)``: one lowering rule for every pair of operands.
+
+Which thread moves which element:
+- a fragment on either side: each thread moves its own slots (the fragment's layout);
+- a local tile on either side: each thread moves every element (its own array);
+- otherwise (global and shared, any mix): the copy is cut into chunks of ``vec``
+  consecutive elements along its last axis, dealt round-robin to the threads. A shared
+  side moves a chunk as one vector access (the layout keeps chunks contiguous, swizzled
+  or not); a global side does too when the tensor is contiguous and 16-byte aligned
+  (the specialization says so), the region's last start is a multiple of ``vec`` and
+  the chunk is inside the tensor; otherwise element by element.
+
+Global elements outside the tensor's run-time shape are never read (0 is copied
+instead) and never written. Values convert to the destination's dtype.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit import language as T
+from tilejit.errors import CompileError
+from tilejit.language import intrinsics
+from tilejit.target import sm_number
+from tilejit.ir.addressing import Var, layout_offset
+from tilejit.ir.regions import RegionError, copy_dims
+from tilejit.codegen.typing.tiles import RegionType
+from tilejit.codegen.typing.types import GlobalTensorType
+from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
+from tilejit.codegen.lowering.registry import lower
+from tilejit.ir.kernel_config import current_kernel
+from tilejit.codegen.lowering.tiles import (emit, fragment_slot, guarded, intrinsic, opaque, plan,
+                                            rounds, thread_index, unflatten, writer_guard)
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+
+
+@dataclass
+class Side:
+    ty: object                 # GlobalTensorType | TileType
+    kind: str                  # global | shared | fragment | local
+    value: object              # tensor struct (global) or tile pointer
+    starts: list               # i64 per dimension
+    ranged: list | None
+    extents: tuple | None
+    tensor: object = None      # the struct proxy of a global tensor
+    scalar_only: bool = False  # never the vector path (the misaligned fallback)
+
+    @property
+    def ndim(self):
+        return self.ty.ndim
+
+    @property
+    def element(self):
+        return self.ty.element
+
+    @property
+    def dtype(self):
+        return self.ty.dtype
+
+
+def describe(context, builder, ty, value) -> Side:
+    if isinstance(ty, RegionType):
+        region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
+        base = describe(context, builder, ty.base, region.base)
+        base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
+        ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
+        known = [ty.extents[d] for d in ranged] if ty.extents else []
+        base.ranged = ranged or None
+        base.extents = tuple(known) if known and all(e > 0 for e in known) else None
+        return base
+    zeros = [I64(0)] * ty.ndim
+    if isinstance(ty, GlobalTensorType):
+        tensor = cgutils.create_struct_proxy(ty)(context, builder, value=value)
+        return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor)
+    return Side(ty, ty.kind, value, zeros, list(range(ty.ndim)), tuple(ty.shape))
+
+
+def _dims(side: Side, copy_coords) -> list:
+    """The side's coordinate per dimension: start + the copy coordinate it ranges over
+    (i64 for global tensors, i32 for tiles); ``copy_coords`` are i32 values or ints."""
+    it = iter(copy_coords)
+    offsets = []
+    for d in range(side.ndim):
+        off = 0
+        if d in side.ranged:
+            if side.extents[side.ranged.index(d)] != 1:
+                off = next(it)
+        offsets.append(off)
+    return offsets
+
+
+def _global_coords(builder, side, offsets):
+    out = []
+    for start, off in zip(side.starts, offsets):
+        out.append(builder.add(start, builder.zext(off, I64) if isinstance(off, ir.Value)
+                               else I64(off)))
+    return out
+
+
+def _element_offset(builder, side, coords):
+    """The i64 element offset of global coordinates (each times its stride; the last
+    dimension of a contiguous tensor has stride 1)."""
+    strides = cgutils.unpack_tuple(builder, side.tensor.strides, side.ndim)
+    offset = None
+    for d, c in enumerate(coords):
+        term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
+        offset = term if offset is None else builder.add(offset, term)
+    return offset
+
+
+def _global_pointer(builder, side, coords, inbounds=True):
+    return builder.gep(side.tensor.data, [_element_offset(builder, side, coords)],
+                       inbounds=inbounds)
+
+
+def _inside(builder, side, coords):
+    shape = cgutils.unpack_tuple(builder, side.tensor.shape, side.ndim)
+    ok = None
+    for c, n in zip(coords, shape):
+        b = builder.icmp_unsigned("<", c, n)
+        ok = b if ok is None else builder.and_(ok, b)
+    return ok
+
+
+def _tile_offset(builder, side, offsets):
+    t = plan().tile(side.ty.tile_name)
+    coords = []
+    for start, off in zip(side.starts, offsets):
+        s = builder.trunc(start, I32) if not (isinstance(start, ir.Constant)
+                                              and start.constant == 0) else None
+        o = off if isinstance(off, ir.Value) else I32(off)
+        coords.append(o if s is None else builder.add(s, o))
+    if side.kind == "local":
+        from tilejit.ir.addressing import row_major
+        layout = row_major(t.shape)
+    else:
+        layout = t.layout
+    names = [Var(f"c{k}") for k in range(len(coords))]
+    return emit(builder, layout_offset(layout, names), {n.name: c for n, c in zip(names, coords)})
+
+
+def _zero(context, elem):
+    return ir.Constant(context.get_value_type(elem), 0)
+
+
+def load_element(context, builder, side, offsets, checked=True):
+    """The element at a copy coordinate (0 outside a global tensor; ``checked=False``:
+    the caller knows it is inside)."""
+    if side.kind == "global":
+        coords = _global_coords(builder, side, offsets)
+        if not checked:
+            ptr = _global_pointer(builder, side, coords)
+            return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
+        inside = _inside(builder, side, coords)
+        with builder.if_else(inside) as (then, otherwise):
+            with then:
+                ptr = _global_pointer(builder, side, coords)
+                v = context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
+                b1 = builder.block
+            with otherwise:
+                z = _zero(context, side.element)
+                b2 = builder.block
+        phi = builder.phi(v.type)
+        phi.add_incoming(v, b1)
+        phi.add_incoming(z, b2)
+        return phi
+    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
+    return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
+
+
+def store_element(context, builder, side, offsets, value, checked=True):
+    if side.kind == "global":
+        coords = _global_coords(builder, side, offsets)
+        if not checked:
+            context.pack_value(builder, side.element, value, _global_pointer(builder, side, coords),
+                               align=side.dtype.itemsize)
+            return
+        with builder.if_then(_inside(builder, side, coords)):
+            ptr = _global_pointer(builder, side, coords)
+            context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
+        return
+    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
+    context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
+
+
+# -- per-fragment-slot copies -------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _slot_runs(ix, threads: int, shape: tuple, max_run: int) -> tuple:
+    """(first slot, length) runs of a fragment's slots that hold consecutive elements of
+    its last dimension at every thread (aligned to the run length), so a run moves as
+    one vector access."""
+    from tilejit.ir.addressing import evaluate
+    runs, s = [], 0
+    n = ix.slots
+    last = len(shape) - 1
+
+    def at(t, slot):
+        env = {"t": t, "s": slot}
+        ok = ix.valid is None or evaluate(ix.valid, env)
+        return tuple(evaluate(c, env) for c in ix.coords), bool(ok)
+
+    while s < n:
+        length = max_run
+        while length > 1:
+            if s % length or s + length > n:
+                length //= 2
+                continue
+            good = True
+            for t in range(threads):
+                base, ok = at(t, s)
+                if base[last] % length:
+                    good = False
+                    break
+                for k in range(1, length):
+                    c, ok_k = at(t, s + k)
+                    if ok_k != ok or c[:last] != base[:last] or c[last] != base[last] + k:
+                        good = False
+                        break
+                if not good:
+                    break
+            if good:
+                break
+            length //= 2
+        runs.append((s, length))
+        s += length
+    return tuple(runs)
+
+
+def _copy_by_fragment(context, builder, src, dst, extents):
+    frag_side = src if src.kind == "fragment" else dst
+    other = dst if src.kind == "fragment" else src
+    t = plan().tile(frag_side.ty.tile_name)
+    ix = t.indexing
+    runs = tuple((s, 1) for s in range(ix.slots))
+    fast = None
+    if other.kind in ("global", "shared") and t.shape[-1] > 1:
+        max_run = max(1, 16 // other.dtype.itemsize)
+        runs = _slot_runs(ix, plan().threads, tuple(t.shape), max_run)
+        if other.kind == "global" and _global_vectorizable(other, 2):
+            fast = _aligned_start(builder, other, max(length for _, length in runs))
+    if fast is None:
+        _fragment_runs(context, builder, src, dst, t, runs, fast)
+        return
+    # a region wholly inside the tensor with an aligned start (every block's but the
+    # edges') moves every run as one unchecked vector access: loads all in flight
+    # together, stores without a bounds check per run (the GEMM epilogue: 236 registers,
+    # no spills, and the bias-and-ReLU example's epilogue spills are gone)
+    shape = cgutils.unpack_tuple(builder, other.tensor.shape, other.ndim)
+    interior = builder.and_(fast, _region_inside(builder, other, shape))
+    with builder.if_else(interior, likely=True) as (inner, edge):
+        with inner:
+            _fragment_runs(context, builder, src, dst, t, runs, True)
+        with edge:
+            _fragment_runs(context, builder, src, dst, t, runs, fast)
+
+
+def _fragment_runs(context, builder, src, dst, t, runs, fast):
+    """Each run of this thread's fragment slots to or from the other side; ``fast`` as
+    in ``_load_chunk``."""
+    other = dst if src.kind == "fragment" else src
+    ix = t.indexing
+    tid = thread_index(context, builder)
+    writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
+    for s0, length in runs:
+        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer)
+        cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
+        at = _element_at(builder, cc)
+        # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
+        # code costs registers that an mma accumulator cannot spare. Stored to global
+        # memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out
+        # as one store each instead of two, without the permute between them (ncu,
+        # H200: in the 128x128x64 GEMM the permute waited for the previous store to
+        # read the register it reuses; 12 % of the stall samples were in that epilogue)
+        least = 4 if dst.kind == "global" else 8
+        vec_ok = length > 1 and fast is True or length * other.dtype.itemsize >= least and (
+            other.kind == "global" and fast is not None
+            or other.kind == "shared" and _side_vector_ok(other, length, 0))
+        with guarded(builder, guard):
+            if src.kind == "fragment":
+                values = [context.unpack_value(builder, src.element,
+                                               builder.gep(src.value, [I32(s0 + k)]))
+                          for k in range(length)]
+            elif vec_ok:
+                values = _load_chunk(context, builder, src,
+                                     lambda k, at=at: _dims(src, at(k)), length, fast)
+            else:
+                values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
+                          for k in range(length)]
+            values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            if dst.kind == "fragment":
+                for k, v in enumerate(values):
+                    context.pack_value(builder, dst.element, v,
+                                       builder.gep(dst.value, [I32(s0 + k)]))
+            elif vec_ok:
+                _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)),
+                             values, length, fast)
+            else:
+                for k, v in enumerate(values):
+                    store_element(context, builder, dst, _dims(dst, at(k)), v, fast is not True)
+
+
+def _element_at(builder, cc):
+    """``k → `` the copy coordinates of the k-th element of a run starting at ``cc``,
+    built when asked for (in the fallback's block rather than ahead of the vector
+    access, where they would hold registers across it)."""
+    return lambda k: cc[:-1] + [builder.add(cc[-1], I32(k))] if k else cc
+
+
+# -- every element, in every thread (local tiles) ----------------------------------------
+
+def _copy_serial(context, builder, src, dst, extents):
+    import itertools
+    for cc in itertools.product(*(range(n) for n in extents)):
+        v = load_element(context, builder, src, _dims(src, list(cc)))
+        store_element(context, builder, dst, _dims(dst, list(cc)),
+                      context.cast(builder, v, src.element, dst.element))
+
+
+# -- global/shared chunks ------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _chunks_contiguous(layout, shape, vec) -> bool:
+    """Whether every run of ``vec`` elements along the last dimension (starting at a
+    multiple of vec) is contiguous and vec-aligned in ``layout``."""
+    import itertools
+    if shape[-1] % vec:
+        return False
+    for head in itertools.product(*(range(n) for n in shape[:-1])):
+        for c in range(0, shape[-1], vec):
+            base = layout(*head, c) if head else layout(c)
+            if base % vec:
+                return False
+            for k in range(1, vec):
+                if (layout(*head, c + k) if head else layout(c + k)) != base + k:
+                    return False
+    return True
+
+
+def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
+    if vec == 1:
+        return True
+    if side.kind == "shared":
+        t = plan().tile(side.ty.tile_name)
+        last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
+        if not last or last[-1] != side.ndim - 1:
+            return False
+        starts_zero = all(isinstance(s, ir.Constant) and s.constant == 0 for s in side.starts)
+        return starts_zero and _chunks_contiguous(t.layout, t.shape, vec)
+    return True   # global: decided per chunk at run time (or element-wise)
+
+
+def _global_vectorizable(side: Side, vec: int) -> bool:
+    if vec == 1 or side.scalar_only or not (side.ty.contiguous and side.ty.aligned):
+        return False
+    last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
+    return bool(last) and last[-1] == side.ndim - 1
+
+
+def _vector_type(context, elem, vec):
+    return ir.VectorType(context.get_data_type(elem), vec)
+
+
+def _load_chunk(context, builder, side, at, vec, fast):
+    """``vec`` element values of one chunk; ``at(k)``: the k-th element's offsets.
+    ``fast``: None (element by element), True (one unchecked vector access: the caller
+    knows the chunk is inside and aligned) or an i1 (vector when it holds and the chunk
+    is inside, else element by element)."""
+    if side.kind == "shared":
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
+        if vec == 1:
+            return [context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)]
+        vt = _vector_type(context, side.element, vec)
+        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, 3)),
+                           align=vec * side.dtype.itemsize)
+        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+                for k in range(vec)]
+    if fast is None:
+        return [load_element(context, builder, side, at(k)) for k in range(vec)]
+    vt = _vector_type(context, side.element, vec)
+    if fast is True:
+        ptr = _global_pointer(builder, side, _global_coords(builder, side, at(0)))
+        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                           align=vec * side.dtype.itemsize)
+        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+                for k in range(vec)]
+    # global with a vector path when the chunk is inside and aligned
+    slot = cgutils.alloca_once(builder, vt)
+    coords = _global_coords(builder, side, at(0))
+    last = [c for c in coords]
+    last[-1] = builder.add(coords[-1], I64(vec - 1))
+    ok = builder.and_(fast, _inside(builder, side, last))
+    ok = builder.and_(ok, _inside(builder, side, coords))
+    with builder.if_else(ok, likely=True) as (then, otherwise):
+        with then:
+            ptr = _global_pointer(builder, side, coords)
+            raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                               align=vec * side.dtype.itemsize)
+            builder.store(raw, slot)
+        with otherwise:
+            raw = ir.Constant(vt, None)
+            for k in range(vec):
+                v = load_element(context, builder, side, at(k))
+                raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
+                                             I32(k))
+            builder.store(raw, slot)
+    raw = builder.load(slot)
+    return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+            for k in range(vec)]
+
+
+def _store_chunk(context, builder, side, at, values, vec, fast):
+    if side.kind == "shared" and vec > 1:
+        vt = _vector_type(context, side.element, vec)
+        raw = ir.Constant(vt, None)
+        for k, v in enumerate(values):
+            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
+        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
+        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, 3)),
+                      align=vec * side.dtype.itemsize)
+        return
+    if fast is None:
+        for k, v in enumerate(values):
+            store_element(context, builder, side, at(k), v)
+        return
+    vt = _vector_type(context, side.element, vec)
+    coords = _global_coords(builder, side, at(0))
+
+    def vector_store():
+        raw = ir.Constant(vt, None)
+        for k, v in enumerate(values):
+            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
+        ptr = _global_pointer(builder, side, coords)
+        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                      align=vec * side.dtype.itemsize)
+
+    if fast is True:
+        vector_store()
+        return
+    last = list(coords)
+    last[-1] = builder.add(coords[-1], I64(vec - 1))
+    ok = builder.and_(fast, builder.and_(_inside(builder, side, coords),
+                                          _inside(builder, side, last)))
+    with builder.if_else(ok, likely=True) as (then, otherwise):
+        with then:
+            vector_store()
+        with otherwise:
+            for k, v in enumerate(values):
+                store_element(context, builder, side, at(k), v)
+
+
+def _from_data(context, builder, elem, raw):
+    return context.data_model_manager[elem].from_data(builder, raw)
+
+
+def _as_data(context, builder, elem, value):
+    return context.data_model_manager[elem].as_data(builder, value)
+
+
+def _aligned_start(builder, side, vec):
+    """Run-time check that the region's last start is a multiple of vec."""
+    start = side.starts[-1]
+    if isinstance(start, ir.Constant):
+        return ir.IntType(1)(1)
+    return builder.icmp_unsigned("==", builder.and_(start, I64(vec - 1)), I64(0))
+
+
+def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
+    total = math.prod(extents) if extents else 1
+    last = extents[-1] if extents else 1
+    vec = 16 // max(src.dtype.itemsize, dst.dtype.itemsize)
+    while vec > 1 and (last % vec or not _side_vector_ok(src, vec, last)
+                       or not _side_vector_ok(dst, vec, last)):
+        vec //= 2
+    fast = {}
+    for side in (src, dst):
+        if side.kind == "global" and _global_vectorizable(side, vec):
+            fast[id(side)] = _aligned_start(builder, side, vec)
+    chunks = total // vec
+    if (asynchronous and id(src) in fast and dst.kind == "shared" and src.dtype == dst.dtype
+            and vec * src.dtype.itemsize in (4, 8, 16)):
+        _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast[id(src)])
+        return
+    glob = src if id(src) in fast else dst if id(dst) in fast else None
+    if glob is None:
+        _chunks(context, builder, src, dst, extents, vec, chunks, {})
+        return
+    # a region wholly inside the tensor with an aligned start moves unchecked vectors
+    shape = cgutils.unpack_tuple(builder, glob.tensor.shape, glob.ndim)
+    interior = builder.and_(fast[id(glob)], _region_inside(builder, glob, shape))
+    with builder.if_else(interior, likely=True) as (inner, edge):
+        with inner:
+            _chunks(context, builder, src, dst, extents, vec, chunks, {id(glob): True})
+        with edge:
+            _chunks(context, builder, src, dst, extents, vec, chunks, fast)
+
+
+def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
+    """Every chunk of this thread's round-robin share, all loads first, then all
+    stores: the loads of every chunk are in flight together instead of one global
+    round trip per chunk. ``fast``: id(side) → as in ``_load_chunk``."""
+    staged = []
+    for chunk, guard in rounds(context, builder, chunks):
+        cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+        at = _element_at(builder, cc)
+        holder = cgutils.alloca_once(builder, _vector_type(context, dst.element, vec)) \
+            if guard is not None else None
+        with guarded(builder, guard):
+            values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
+                                 fast.get(id(src)))
+            values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            if holder is not None:
+                raw = ir.Constant(holder.type.pointee, None)
+                for j, v in enumerate(values):
+                    raw = builder.insert_element(raw, _as_data(context, builder, dst.element, v),
+                                                 I32(j))
+                builder.store(raw, holder)
+        staged.append((guard, at, values, holder))
+    for guard, at, values, holder in staged:
+        with guarded(builder, guard):
+            if holder is not None:
+                raw = builder.load(holder)
+                values = [_from_data(context, builder, dst.element,
+                                     builder.extract_element(raw, I32(j))) for j in range(vec)]
+            _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)), values, vec,
+                         fast.get(id(dst)))
+
+
+def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
+    kind = "cg" if nbytes == 16 else "ca"
+    name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}.s"
+    i8 = ir.IntType(8)
+    fn = intrinsic(builder, name, ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1),
+                                                  I32])
+    dst = builder.bitcast(smem_ptr, ir.PointerType(i8, 3))
+    src = builder.bitcast(gmem_ptr, ir.PointerType(i8, gmem_ptr.type.addrspace))
+    if gmem_ptr.type.addrspace != 1:
+        src = builder.addrspacecast(src, ir.PointerType(i8, 1))
+    builder.call(fn, [dst, src, src_bytes])
+
+
+def _region_inside(builder, side, shape):
+    """Whether the whole region of a copy lies inside the tensor (a run-time check)."""
+    ok = None
+    for d, (start, n) in enumerate(zip(side.starts, shape)):
+        if d in side.ranged:
+            end = builder.add(start, I64(side.extents[side.ranged.index(d)]))
+            b = builder.icmp_signed("<=", end, n)
+        else:
+            b = builder.icmp_unsigned("<", start, n)
+        b = builder.and_(b, builder.icmp_signed(">=", start, I64(0)))
+        ok = b if ok is None else builder.and_(ok, b)
+    return ok
+
+
+def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, addresses):
+    """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
+    inside the tensor and zero-fills the rest. With ``addresses`` (a ChunkAddresses)
+    each round's coordinates are round 0's plus constants."""
+    itemsize = src.dtype.itemsize
+    if addresses is not None:
+        first = [opaque(builder, c) for c in addresses.coords0]
+    for r, (chunk, guard) in enumerate(rounds(context, builder, chunks)):
+        with guarded(builder, guard):
+            if addresses is None:
+                cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+                coords = _global_coords(builder, src, _dims(src, cc))
+                sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
+                                   inbounds=True)
+                gptr = _global_pointer(builder, src, coords)
+            else:
+                delta = _dims(src, list(addresses.deltas[r]))
+                coords = [builder.add(c, I64(k)) if k else c for c, k in zip(first, delta)]
+                sptr, gptr = addresses.pointers(r)
+            # a chunk starts inside the tensor when every coordinate is (unsigned: a
+            # negative one is outside); it then copies what is left of its row, up to vec
+            ok = None
+            for c, n in zip(coords, shape):
+                b = builder.icmp_unsigned("<", c, n)
+                ok = b if ok is None else builder.and_(ok, b)
+            left = builder.sub(shape[-1], coords[-1])
+            left = builder.select(builder.icmp_signed(">", left, I64(vec)), I64(vec), left)
+            left = builder.select(ok, left, I64(0))
+            nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
+            inside = builder.icmp_unsigned("!=", left, I64(0))
+            data = src.tensor.data
+            if gptr.type != data.type:
+                data = builder.addrspacecast(data, gptr.type)
+            _cp_async(builder, sptr, builder.select(inside, gptr, data), vec * itemsize, nbytes)
+
+
+def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
+    """global → shared with cp.async: each chunk of ``vec`` elements is one async copy of
+    4, 8 or 16 bytes; the bytes past the tensor's last column, or of a row outside it,
+    are zero-filled by the instruction (its source size operand). When the region's
+    last start is not a multiple of vec (checked once, at run time) the copy is
+    synchronous, element by element."""
+    itemsize = src.dtype.itemsize
+    shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
+    with builder.if_else(fast, likely=True) as (then, otherwise):
+        with then:
+            # a tile wholly inside the tensor (every tile but the edges) skips the
+            # per-chunk bounds arithmetic
+            interior = _region_inside(builder, src, shape)
+            with builder.if_else(interior, likely=True) as (inner, edge):
+                with inner:
+                    addresses = _chunk_addresses(context, builder, src, dst, extents, vec)
+                    for r, (chunk, guard) in enumerate(rounds(context, builder, chunks)):
+                        with guarded(builder, guard):
+                            if addresses is not None:
+                                sptr, gptr = addresses.pointers(r)
+                            else:
+                                sptr, gptr, _ = _chunk_place(builder, src, dst, extents,
+                                                             vec, chunk)
+                            _cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
+                with edge:
+                    _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape,
+                                     _chunk_addresses(context, builder, src, dst, extents, vec,
+                                                      inside=False))
+        with otherwise:
+            _copy_distributed(context, builder, _unfast(src), dst, extents)
+
+
+def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):
+    """(shared pointer, global pointer, global coordinates) of one chunk, computed from
+    its index (``inbounds``: the chunk is known to be inside the tensor)."""
+    cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+    coords = _global_coords(builder, src, _dims(src, cc))
+    sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
+    return sptr, _global_pointer(builder, src, coords, inbounds), coords
+
+
+def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
+    """A ChunkAddresses for this thread's chunks of a global → shared copy, or None
+    where the layout does not decompose (see chunk_addresses.py). ``inside``: every
+    chunk is inside the tensor (else round 0's pointer, the base of the others, may
+    point outside it and is formed without ``inbounds``)."""
+    if not all(isinstance(s, ir.Constant) for s in dst.starts):
+        return None
+    # which copy coordinate each tile dimension takes (None: fixed at its start)
+    sources = _dims(dst, [(i,) for i in range(len(extents))])
+    dst_dims = tuple((src_[0] if isinstance(src_, tuple) else None, start.constant)
+                     for src_, start in zip(sources, dst.starts))
+    layout = plan().tile(dst.ty.tile_name).layout
+    steps = round_plan(layout, tuple(extents), vec, plan().threads, dst_dims)
+    if steps is None:
+        return None
+    tid = thread_index(context, builder, where_used=True)
+    sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec, tid, inbounds=inside)
+
+    def byte_step(delta):
+        offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])
+        return builder.mul(offset, I64(src.dtype.itemsize))
+
+    return ChunkAddresses(builder, steps, sptr, gptr, coords, byte_step)
+
+
+def _unfast(side):
+    """The same operand, never taking the vector path (the element-wise fallback)."""
+    import dataclasses
+    return dataclasses.replace(side, scalar_only=True)
+
+
+def operands(context, builder, arg_types, args):
+    """(source, destination, the copy's extents) of a copy-like operation."""
+    src = describe(context, builder, arg_types[0], args[0])
+    dst = describe(context, builder, arg_types[1], args[1])
+    try:
+        (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+            (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
+    except RegionError as e:
+        raise CompileError(str(e)) from None
+    return src, dst, extents
+
+
+@lower(T.copy, types.Any, types.Any)
+def copy_impl(context, builder, sig, args):
+    src, dst, extents = operands(context, builder, sig.args, args)
+    kinds = {src.kind, dst.kind}
+    if "fragment" in kinds:
+        if kinds == {"fragment"} and plan().tile(src.ty.tile_name).indexing is not \
+                plan().tile(dst.ty.tile_name).indexing:
+            raise CompileError("T.copy between fragments with different layouts")
+        if "local" in kinds:
+            raise CompileError("T.copy between a fragment and a local tile is not supported")
+        _copy_by_fragment(context, builder, src, dst, extents)
+    elif "local" in kinds:
+        _copy_serial(context, builder, src, dst, extents)
+    else:
+        _copy_distributed(context, builder, src, dst, extents)
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.copy_async, types.Any, types.Any)
+def copy_async_impl(context, builder, sig, args):
+    """A producer of a software pipeline: ``cp.async`` where it can, else as T.copy."""
+    return emit_copy_async(context, builder, sig.args, args)
+
+
+def emit_copy_async(context, builder, arg_types, args):
+    """``copy_async_impl`` of the (source, destination) types and values; also called by
+    a gemm that issues a pipelined loop's refill (lowering/gemm.py)."""
+    src, dst, extents = operands(context, builder, arg_types, args)
+    if src.kind == "global" and dst.kind == "shared" and sm_number(current_kernel().arch) >= 80:
+        _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
+    else:
+        _copy_distributed(context, builder, src, dst, extents)
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.cp_commit)
+def cp_commit_impl(context, builder, sig, args):
+    builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.cp_wait, types.IntegerLiteral)
+def cp_wait_impl(context, builder, sig, args):
+    fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
+    builder.call(fn, [I32(sig.args[0].literal_value)])
+    return context.get_dummy_value()

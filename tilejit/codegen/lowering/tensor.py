@@ -1,0 +1,91 @@
+"""Global tensors: shape/strides/dtype attributes, element load and store.
+
+A tensor argument is a struct {data: T addrspace(1)*, shape: i64[n], strides: i64[n]}
+(strides in elements). Element (i0, …) lives at data + Σ i_k·stride_k; in the
+specialization for a contiguous last dimension stride[n-1] is the constant 1, which
+lets LLVM see consecutive addresses and merge them into 16-byte vector accesses.
+"""
+from __future__ import annotations
+
+import operator
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit.codegen.typing.types import DTypeType, GlobalTensorType
+from tilejit.codegen.lowering.debug import emit_bounds_check
+from tilejit.codegen.lowering.registry import lower, lower_getattr
+from tilejit.ir.kernel_config import current_kernel
+
+I64 = ir.IntType(64)
+
+
+def tensor_struct(context, builder, ty, value):
+    return cgutils.create_struct_proxy(ty)(context, builder, value=value)
+
+
+def _where(context) -> str:
+    loc = getattr(context, "current_loc", None)
+    if loc is None:
+        return ""
+    return f" at {loc.filename}:{loc.line}".replace("%", "%%")
+
+
+def element_pointer(context, builder, ty: GlobalTensorType, value, index_ty, index):
+    tensor = tensor_struct(context, builder, ty, value)
+    checked = current_kernel().debug
+    if isinstance(index_ty, types.BaseTuple):
+        indices = cgutils.unpack_tuple(builder, index, len(index_ty))
+        idx_tys = index_ty.types
+    else:
+        indices, idx_tys = [index], [index_ty]
+    strides = cgutils.unpack_tuple(builder, tensor.strides, ty.ndim)
+    shape = cgutils.unpack_tuple(builder, tensor.shape, ty.ndim) if checked else None
+    offset = None
+    for k, (i, ity) in enumerate(zip(indices, idx_tys)):
+        i64 = context.cast(builder, i, ity, types.int64)
+        if checked:
+            emit_bounds_check(builder, i64, shape[k],
+                              f"of a {ty.dtype.name} tensor, dimension {k},{_where(context)}")
+        term = i64 if (k == ty.ndim - 1 and ty.contiguous) else builder.mul(
+            i64, strides[k], flags=["nsw"])
+        offset = term if offset is None else builder.add(offset, term, flags=["nsw"])
+    return builder.gep(tensor.data, [offset], inbounds=True)
+
+
+@lower(operator.getitem, GlobalTensorType, types.Any)
+def tensor_getitem(context, builder, sig, args):
+    ty, index_ty = sig.args
+    ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
+
+
+@lower(operator.setitem, GlobalTensorType, types.Any, types.Any)
+def tensor_setitem(context, builder, sig, args):
+    ty, index_ty, value_ty = sig.args
+    ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    context.pack_value(builder, ty.element, args[2], ptr, align=ty.dtype.itemsize)
+    return context.get_dummy_value()
+
+
+@lower_getattr(GlobalTensorType, "shape")
+def tensor_shape(context, builder, ty, value):
+    return tensor_struct(context, builder, ty, value).shape
+
+
+@lower_getattr(GlobalTensorType, "strides")
+def tensor_strides(context, builder, ty, value):
+    return tensor_struct(context, builder, ty, value).strides
+
+
+@lower_getattr(GlobalTensorType, "ndim")
+def tensor_ndim(context, builder, ty, value):
+    return I64(ty.ndim)
+
+
+@lower_getattr(GlobalTensorType, "dtype")
+def tensor_dtype(context, builder, ty, value):
+    return context.get_dummy_value()
+
+
+__all__ = ["element_pointer", "DTypeType"]

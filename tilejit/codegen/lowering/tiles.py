@@ -1,0 +1,402 @@
+"""Tiles in LLVM IR: allocation, element access, regions, fragment loops, clear/fill.
+
+- A shared tile is a pointer into the kernel's one dynamic shared buffer
+  (``@__tj_smem``, addrspace 3) at the offset the planner chose; element (i, j) lives
+  at its layout's offset (swizzled for tiles ``T.gemm`` reads).
+- A fragment is this thread's array of ``slots`` values (an ``alloca`` in the entry
+  block); inside the fully unrolled fragment loops every slot index is a constant, so
+  SROA turns the array into registers.
+- A local tile is this thread's array of all its elements.
+"""
+from __future__ import annotations
+
+import contextlib
+import operator
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit.language import intrinsics
+from tilejit.ir.addressing import BinOp, Const, Var, layout_offset
+from tilejit.ir.plan import STARVED
+from tilejit.codegen.typing.tiles import RegionType, TileType
+from tilejit.codegen.lowering.registry import lower
+from tilejit.ir.kernel_config import current_kernel
+
+I32 = ir.IntType(32)
+SMEM = "__tj_smem"
+
+
+def emit(builder, expr, env: dict) -> ir.Value:
+    """An addressing expression as i32 IR; ``env`` maps variable names to i32 values
+    or Python ints."""
+    if isinstance(expr, Const):
+        return I32(expr.value)
+    if isinstance(expr, Var):
+        v = env[expr.name]
+        return I32(v) if isinstance(v, int) else v
+    a, b = emit(builder, expr.a, env), emit(builder, expr.b, env)
+    op = expr.op
+    if op == "add":
+        return builder.add(a, b)
+    if op == "mul":
+        return builder.mul(a, b)
+    if op == "div":
+        return builder.udiv(a, b)
+    if op == "mod":
+        return builder.urem(a, b)
+    if op == "xor":
+        return builder.xor(a, b)
+    if op == "and":
+        return builder.and_(a, b)
+    if op == "shr":
+        return builder.lshr(a, b)
+    if op == "lt":
+        return builder.zext(builder.icmp_unsigned("<", a, b), I32)
+    raise NotImplementedError(op)
+
+
+def plan():
+    return current_kernel().tiles
+
+
+def guarded(builder, cond):
+    """``with guarded(builder, cond):`` runs the body where ``cond`` holds (always when
+    cond is None)."""
+    return builder.if_then(cond) if cond is not None else contextlib.nullcontext()
+
+
+def intrinsic(builder, name, ret, argtys):
+    """The declaration of an LLVM intrinsic in the builder's module."""
+    fn = builder.module.globals.get(name)
+    return fn or ir.Function(builder.module, ir.FunctionType(ret, argtys), name)
+
+
+def opaque(builder, value):
+    """``value`` through an inline-asm move: LLVM cannot see through it, so expressions
+    of it stay where they are written instead of being reassociated or hoisted out of a
+    loop as one live register each."""
+    bits = value.type.width
+    mov = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), f"mov.b{bits} $0, $1;",
+                       "=r,r" if bits == 32 else "=l,l")
+    return builder.call(mov, [value])
+
+
+def block_barrier(builder):
+    builder.call(intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(),
+                           [I32]), [I32(0)])
+
+
+def unflatten(builder, flat, extents):
+    """Row-major coordinates (i32) of a flat index over ``extents``."""
+    if not extents:
+        return []
+    coords, rest = [], flat
+    for n in reversed(extents[1:]):
+        coords.append(builder.urem(rest, I32(n)))
+        rest = builder.udiv(rest, I32(n))
+    coords.append(rest)
+    return list(reversed(coords))
+
+
+def rounds(context, builder, count):
+    """This thread's share of ``count`` items dealt round-robin over the block:
+    (item index, guard or None) for item ``tid + k·threads``; only the last round,
+    when it is partial, needs the guard."""
+    threads = plan().threads
+    tid = thread_index(context, builder)
+    for k in range(-(-count // threads)):
+        item = builder.add(tid, I32(k * threads))
+        partial = (k + 1) * threads > count
+        yield item, builder.icmp_unsigned("<", item, I32(count)) if partial else None
+
+
+def nonzero(builder, expr, env) -> ir.Value:
+    """An i1: the index expression ``expr`` (0/1 valued) is not 0."""
+    return builder.icmp_unsigned("!=", emit(builder, expr, env), I32(0))
+
+
+def writer_guard(builder, ix, tid):
+    """For stores out of a fragment: None when every element has one holder, else the
+    i1 that this thread is the copy of a replicated element that writes."""
+    return None if ix.writer is None else nonzero(builder, ix.writer, {"t": tid})
+
+
+def fragment_slot(builder, ix, tid, s, writer=None):
+    """(tile coordinates as i32 values, guard or None) of slot ``s`` of this thread of a
+    fragment: the guard holds where the slot is an element of the tile (and, with a
+    ``writer`` guard, where this thread writes it)."""
+    env = {"t": tid, "s": s}
+    coords = [emit(builder, c, env) for c in ix.coords]
+    guard = nonzero(builder, ix.valid, env) if ix.valid is not None else None
+    if writer is not None:
+        guard = writer if guard is None else builder.and_(guard, writer)
+    return coords, guard
+
+
+def owned_elements(context, builder, ty, value):
+    """(coords as i32 values, element pointer, guard or None) for each element of a
+    tile this thread holds: its slots of a fragment, all of a local tile, its
+    round-robin share of a shared tile."""
+    import itertools
+    t = plan().tile(ty.tile_name)
+    tid = thread_index(context, builder)
+    out = []
+    if ty.kind == "fragment":
+        for s in range(t.indexing.slots):
+            coords, guard = fragment_slot(builder, t.indexing, tid, s)
+            out.append((coords, builder.gep(value, [I32(s)]), guard))
+        return out
+    if ty.kind == "local":
+        for cs in itertools.product(*(range(n) for n in t.shape)):
+            coords = [I32(c) for c in cs]
+            out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)]), None))
+        return out
+    for flat, guard in rounds(context, builder, t.size):
+        coords = unflatten(builder, flat, t.shape)
+        out.append((coords, builder.gep(value, [element_offset(builder, ty, coords)],
+                                        inbounds=True), guard))
+    return out
+
+
+def shared_base(builder) -> ir.Value:
+    module = builder.module
+    gv = module.globals.get(SMEM)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
+        gv.linkage = "external"
+        # TMA's swizzled boxes want 1024-byte aligned shared addresses (passes/tma.py)
+        gv.align = 1024 if plan().tma_copies else 16
+    return gv
+
+
+def shared_pointer(builder, tile, elem_type) -> ir.Value:
+    """The first byte of a shared tile, typed as a pointer to its elements."""
+    base = builder.gep(shared_base(builder), [I32(0), I32(tile.offset)], inbounds=True)
+    return builder.bitcast(base, ir.PointerType(elem_type, 3))
+
+
+
+
+def thread_index(context, builder, where_used=False) -> ir.Value:
+    """This thread's index in the block. ``where_used``: for values derived from it that
+    a loop would otherwise carry (a copy's chunk addresses, a fragment loop's
+    coordinates): when the kernel's tiles already take more than ``STARVED`` registers per
+    thread, the index is read where it is used, so LLVM does not hoist what is computed
+    from it out of the loop (``thread_index_here``) and the values are recomputed in each
+    iteration instead of held through it. Causal FlashAttention (244 words of fragments):
+    124 B of spills become 72, 0.971 → 1.034 of FA2; the 128×128 GEMM (128 words) keeps
+    its addresses, which recomputed cost it 3–8 % (H200, 2026-11-30)."""
+    if where_used and plan().register_words() > STARVED:
+        return context.thread_index_here(builder)
+    return context.thread_index(builder)
+
+
+@lower(intrinsics.tile, types.StringLiteral)
+def tile_impl(context, builder, sig, args):
+    ty: TileType = sig.return_type
+    t = plan().tile(ty.tile_name)
+    elem = context.get_data_type(ty.element)
+    if ty.kind == "shared":
+        return shared_pointer(builder, t, elem)
+    count = t.indexing.slots if ty.kind == "fragment" else t.size
+    storage = cgutils.alloca_once(builder, ir.ArrayType(elem, count), name=ty.tile_name)
+    return builder.bitcast(storage, ir.PointerType(elem))
+
+
+@lower(intrinsics.region, types.Any, types.StringLiteral, types.Any, types.Any,
+       types.StringLiteral)
+def region_impl(context, builder, sig, args):
+    ty: RegionType = sig.return_type
+    region = cgutils.create_struct_proxy(ty)(context, builder)
+    region.base = args[0]
+    region.starts = args[2]
+    return region._getvalue()
+
+
+def _indices(context, builder, index_ty, index):
+    if isinstance(index_ty, types.BaseTuple):
+        values = cgutils.unpack_tuple(builder, index, len(index_ty))
+        tys = index_ty.types
+    else:
+        values, tys = [index], [index_ty]
+    return [context.cast(builder, v, t, types.int32) for v, t in zip(values, tys)]
+
+
+def element_offset(builder, ty: TileType, coords) -> ir.Value:
+    t = plan().tile(ty.tile_name)
+    layout = t.layout if ty.kind == "shared" else _row_major(t.shape)
+    names = [Var(f"c{k}") for k in range(len(coords))]
+    return emit(builder, layout_offset(layout, names), {n.name: c for n, c in zip(names, coords)})
+
+
+def _row_major(shape):
+    from tilejit.ir.addressing import row_major
+    return row_major(shape)
+
+
+def _element_pointer(context, builder, ty, tile, index_ty, index):
+    coords = _indices(context, builder, index_ty, index)
+    if current_kernel().debug:
+        from tilejit.codegen.lowering.debug import emit_bounds_check
+        for k, (c, n) in enumerate(zip(coords, ty.shape)):
+            emit_bounds_check(builder, builder.sext(c, ir.IntType(64)), ir.IntType(64)(n),
+                              f"of {ty.kind} tile {ty.tile_name}, dimension {k}")
+    return builder.gep(tile, [element_offset(builder, ty, coords)], inbounds=True)
+
+
+@lower(operator.getitem, TileType, types.Any)
+def tile_getitem(context, builder, sig, args):
+    ty, index_ty = sig.args
+    ptr = _element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
+
+
+@lower(operator.setitem, TileType, types.Any, types.Any)
+def tile_setitem(context, builder, sig, args):
+    ty, index_ty, _ = sig.args
+    ptr = _element_pointer(context, builder, ty, args[0], index_ty, args[1])
+    context.pack_value(builder, ty.element, args[2], ptr, align=ty.dtype.itemsize)
+    return context.get_dummy_value()
+
+
+# -- fragments ------------------------------------------------------------------------
+
+@lower(intrinsics.frag_get, TileType, types.int32)
+def frag_get_impl(context, builder, sig, args):
+    ty = sig.args[0]
+    ptr = builder.gep(args[0], [args[1]], inbounds=True)
+    return context.unpack_value(builder, ty.element, ptr)
+
+
+@lower(intrinsics.frag_set, TileType, types.int32, types.Any)
+def frag_set_impl(context, builder, sig, args):
+    ty = sig.args[0]
+    ptr = builder.gep(args[0], [args[1]], inbounds=True)
+    context.pack_value(builder, ty.element, args[2], ptr)
+    return context.get_dummy_value()
+
+
+def _loop_indexing(sig):
+    lid = sig.args[0].literal_value
+    return plan().loops[lid][1]
+
+
+@lower(intrinsics.frag_index, types.StringLiteral, types.int32)
+def frag_index_impl(context, builder, sig, args):
+    """The tile coordinates of a fragment loop's slot (from the thread index read where
+    used in a register-starved kernel: ``thread_index``)."""
+    ix = _loop_indexing(sig)
+    env = {"t": thread_index(context, builder, where_used=True), "s": args[1]}
+    coords = [emit(builder, c, env) for c in ix.coords]
+    if len(coords) == 1:
+        return coords[0]
+    return context.make_tuple(builder, sig.return_type, coords)
+
+
+@lower(intrinsics.frag_valid, types.StringLiteral, types.int32)
+def frag_valid_impl(context, builder, sig, args):
+    ix = _loop_indexing(sig)
+    if ix.valid is None:
+        return ir.IntType(1)(1)
+    env = {"t": thread_index(context, builder, where_used=True), "s": args[1]}
+    return builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
+
+
+# -- clear / fill -----------------------------------------------------------------------
+
+def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
+    """Every element of ``tile`` (this thread's share of it) := value."""
+    v = context.cast(builder, value, value_ty, ty.element)
+    for _, ptr, guard in owned_elements(context, builder, ty, tile):
+        with guarded(builder, guard):
+            context.pack_value(builder, ty.element, v, ptr, align=ty.dtype.itemsize)
+
+
+def _fill_target(sig, what):
+    ty = sig.args[0]
+    if not isinstance(ty, TileType):
+        from tilejit.errors import CompileError
+        raise CompileError(f"{what} of a region is not supported: pass the whole tile")
+    return ty
+
+
+@lower(intrinsics.sync_threads)
+def sync_impl(context, builder, sig, args):
+    block_barrier(builder)
+    return context.get_dummy_value()
+
+
+def _register_fill():
+    from tilejit import language as T
+
+    @lower(T.clear, TileType)
+    def clear_impl(context, builder, sig, args):
+        ty = _fill_target(sig, "T.clear")
+        fill_tile(context, builder, ty, args[0], types.int32, I32(0))
+        return context.get_dummy_value()
+
+    @lower(T.fill, TileType, types.Any)
+    def fill_impl(context, builder, sig, args):
+        ty = _fill_target(sig, "T.fill")
+        fill_tile(context, builder, ty, args[0], sig.args[1], args[1])
+        return context.get_dummy_value()
+
+
+_register_fill()
+__all__ = ["emit", "shared_pointer", "element_offset", "BinOp"]
+
+
+@lower(intrinsics.frag_loop, types.StringLiteral)
+def frag_loop_impl(context, builder, sig, args):
+    # the slot count lives in the type; the value carries nothing
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.stage, TileType, types.int32)
+def stage_impl(context, builder, sig, args):
+    """Version ``index`` of a pipelined shared tile."""
+    ty = sig.args[0]
+    t = plan().tile(ty.tile_name)
+    step = I32(t.stage_bytes // t.dtype.itemsize)
+    return builder.gep(args[0], [builder.mul(args[1], step)], inbounds=True)
+
+
+@lower(intrinsics.swizzle_blocks, types.IntegerLiteral, types.BooleanLiteral)
+def swizzle_blocks_impl(context, builder, sig, args):
+    """(bx, by) after T.use_swizzle: panels of ``panel`` block rows walked column-wise."""
+    panel = sig.args[0].literal_value
+    row = sig.args[1].literal_value
+    bx, by = context.block_index(builder, 0), context.block_index(builder, 1)
+    gx, gy = context.grid_dim(builder, 0), context.grid_dim(builder, 1)
+    if not row:
+        bx, by, gx, gy = by, bx, gy, gx
+    pid = builder.add(builder.mul(by, gx), bx)
+    width = builder.mul(I32(panel), gx)
+    group = builder.udiv(pid, width)
+    first = builder.mul(group, I32(panel))
+    left = builder.sub(gy, first)
+    rows = builder.select(builder.icmp_unsigned("<", left, I32(panel)), left, I32(panel))
+    inner = builder.urem(pid, width)
+    new_y = builder.add(first, builder.urem(inner, rows))
+    new_x = builder.udiv(inner, rows)
+    if not row:
+        new_x, new_y = new_y, new_x
+    return context.make_tuple(builder, sig.return_type, [new_x, new_y])
+
+
+def _register_attributes():
+    from tilejit.codegen.lowering.registry import lower_getattr
+
+    @lower_getattr(TileType, "dtype")
+    def tile_dtype(context, builder, ty, value):
+        return context.get_dummy_value()
+
+    @lower_getattr(TileType, "shape")
+    def tile_shape(context, builder, ty, value):
+        return context.make_tuple(builder, types.Tuple(tuple(types.IntegerLiteral(n)
+                                                             for n in ty.shape)),
+                                  [ir.Constant(ir.IntType(64), n) for n in ty.shape])
+
+
+_register_attributes()

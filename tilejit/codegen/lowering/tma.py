@@ -1,0 +1,129 @@
+"""Lowering of the TMA pipeline's operations (``passes/tma.py``), NVPTX only.
+
+mbarriers live in the shared buffer at ``plan().mbarrier_offset``, 8 bytes each; their
+operands, like every shared address here, are 32-bit (``--nvptx-short-ptr``). The PTX is
+inline assembly (PTX ISA 8.0, sm_90): ``mbarrier.init`` / ``arrive.expect_tx`` /
+``try_wait.parity`` on ``.shared::cta`` and ``cp.async.bulk.tensor`` completing on the
+mbarrier (``complete_tx::bytes``), whose tensor-map operand is the generic address of
+the hidden ``.param`` the entry declares (``targets/nvptx.build_entry``).
+"""
+from __future__ import annotations
+
+import os
+
+from llvmlite import ir
+from numba.core import types
+
+from tilejit.language import intrinsics
+from tilejit.codegen.typing.tiles import TileType
+from tilejit.codegen.typing.types import TensorMapType
+from tilejit.codegen.lowering.copy import operands
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.tiles import I32, plan, shared_base
+
+I64 = ir.IntType(64)
+
+
+def _asm(builder, text, constraints, args):
+    """A side-effecting, memory-clobbering PTX statement with i32/i64 operands."""
+    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    clobbers = ",~{memory}"
+    constraints = constraints + clobbers if constraints else clobbers[1:]
+    builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
+
+
+def _shared_address(builder, pointer):
+    return builder.ptrtoint(pointer, I32)
+
+
+def mbarrier(builder, slot) -> ir.Value:
+    """The 32-bit shared address of mbarrier ``slot`` (an i32 value or an int)."""
+    base = builder.ptrtoint(shared_base(builder), I32)
+    slot = I32(slot) if isinstance(slot, int) else slot
+    return builder.add(base, builder.add(I32(plan().mbarrier_offset), builder.mul(slot, I32(8))))
+
+
+def _thread_zero(context, builder):
+    return builder.icmp_unsigned("==", context.thread_index(builder), I32(0))
+
+
+@lower(intrinsics.tma_init, types.IntegerLiteral, types.IntegerLiteral, types.IntegerLiteral,
+       target="cuda")
+def tma_init_impl(context, builder, sig, args):
+    """Thread 0 initializes mbarriers first … first + count - 1 to expect ``arrivals``
+    arrivals per phase, and fences the initialization (the pass puts a block barrier
+    after it, before any thread waits)."""
+    first, count, arrivals = (t.literal_value for t in sig.args)
+    with builder.if_then(_thread_zero(context, builder)):
+        for j in range(count):
+            _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
+                 [mbarrier(builder, first + j), I32(arrivals)])
+        _asm(builder, "fence.mbarrier_init.release.cluster;", "", [])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.tma_fence, target="cuda")
+def tma_fence_impl(context, builder, sig, args):
+    """This thread's earlier shared-memory writes are ordered before later TMA writes
+    (the async proxy) of the same bytes."""
+    _asm(builder, "fence.proxy.async.shared::cta;", "", [])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.tma_load, types.Any, TileType, types.int32, TensorMapType, types.StringLiteral,
+       target="cuda")
+def tma_load_impl(context, builder, sig, args):
+    """Thread 0: expect the copy's bytes on the stage's mbarrier (one arrival), then one
+    ``cp.async.bulk.tensor`` per box at the region's start (coordinates innermost first;
+    TMA zero-fills what lies outside the tensor)."""
+    src, dst, _ = operands(context, builder, sig.args[:2], args[:2])
+    copy = plan().tma_copies[sig.args[4].literal_value]
+    bar = mbarrier(builder, args[2])
+    tensor_map = builder.ptrtoint(args[3], I64)
+    with builder.if_then(_thread_zero(context, builder)):
+        _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
+             [bar, I32(copy.nbytes)])
+        coords = [builder.trunc(s, I32) for s in reversed(src.starts)]
+        destination = _shared_address(builder, dst.value)
+        rank = copy.rank
+        places = ", ".join(f"${2 + d}" for d in range(rank))
+        text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
+                f"mbarrier::complete_tx::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
+        constraints = "r,l," + ",".join(["r"] * rank) + ",r"
+        for offset, delta in copy.boxes:
+            inner = builder.add(coords[0], I32(delta)) if delta else coords[0]
+            _asm(builder, text, constraints,
+                 [builder.add(destination, I32(offset)), tensor_map, inner, *coords[1:], bar])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.tma_wait, types.int32, types.int32, types.BooleanLiteral, target="cuda")
+def tma_wait_impl(context, builder, sig, args):
+    """Every thread (or thread 0 alone) spins until mbarrier ``slot`` completes the phase
+    of ``parity``."""
+    text = ("{ .reg .pred tjp; TJW${:uid}: mbarrier.try_wait.parity.shared::cta.b64 tjp, "
+            "[$0], $1; @!tjp bra TJW${:uid}; }")
+    bar = mbarrier(builder, args[0])
+    if sig.args[2].literal_value:
+        with builder.if_then(_thread_zero(context, builder)):
+            _asm(builder, text, "r,r", [bar, args[1]])
+    else:
+        _asm(builder, text, "r,r", [bar, args[1]])
+    return context.get_dummy_value()
+
+
+@lower(intrinsics.tma_release, types.int32, target="cuda")
+def tma_release_impl(context, builder, sig, args):
+    """This warp is done reading the stage: after a warp barrier, lane 0 arrives on the
+    stage's empty mbarrier. Only under the ``TJX_TMA_RELEASE`` experiment (passes/tma.py):
+    ptxas may schedule the arrive before the stage's ``ldmatrix`` completes;
+    ``TJX_RELEASE_FENCE`` (a PTX fence, e.g. ``fence.proxy.async.shared::cta``) goes
+    first when set."""
+    if os.environ.get("TJX_RELEASE_FENCE"):
+        _asm(builder, os.environ["TJX_RELEASE_FENCE"].rstrip(";") + ";", "", [])
+    _asm(builder, "bar.warp.sync -1;", "", [])
+    lane = builder.and_(context.thread_index(builder), I32(31))
+    with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
+        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r",
+             [mbarrier(builder, args[0])])
+    return context.get_dummy_value()

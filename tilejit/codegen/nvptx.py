@@ -1,0 +1,177 @@
+"""LLVM IR → PTX for one kernel specialization.
+
+The typed, lowered Numba function takes tensors as structs; the ``ptx_kernel`` entry
+built here takes them as flat parameters (data pointer, shape…, strides…), rebuilds
+the structs, and calls it. All modules are linked into one, every function but the
+entry is internalized, the optimization pipeline of the NVPTX target machine runs, and
+the target machine prints PTX.
+"""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as ll
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit.codegen.typing.types import GlobalTensorType, TensorMapType
+from tilejit.target import sm_number
+from tilejit.codegen.numba_target import TRIPLE
+
+# PTX ISA versions: 8.0 (CUDA 12.0) covers sm_80…sm_90a; Blackwell needs 8.6.
+def ptx_features(arch: str) -> str:
+    return "+ptx86" if sm_number(arch) >= 100 else "+ptx80"
+
+
+_MACHINES: dict[str, ll.TargetMachine] = {}
+
+
+def target_machine(arch: str) -> ll.TargetMachine:
+    tm = _MACHINES.get(arch)
+    if tm is None:
+        target = ll.Target.from_triple(TRIPLE)
+        tm = target.create_target_machine(cpu=arch, features=ptx_features(arch), opt=3)
+        _MACHINES[arch] = tm
+    return tm
+
+
+def kernel_parameters(context, argtypes):
+    """The flat LLVM parameter types of the entry, per kernel argument."""
+    out = []
+    for ty in argtypes:
+        if isinstance(ty, GlobalTensorType):
+            out.append([context.get_value_type(ty.pointer)] + [ir.IntType(64)] * (2 * ty.ndim))
+        elif isinstance(ty, TensorMapType):
+            out.append([ir.PointerType(ir.IntType(8))])
+        else:
+            out.append([context.get_value_type(ty)])
+    return out
+
+
+def build_entry(context, fndesc, argtypes, name: str, threads: int,
+                min_blocks_per_sm: int | None = None, shape_constants=None) -> str:
+    """The ``ptx_kernel`` entry as LLVM IR text. ``shape_constants`` maps an argument's
+    position to ``{dim: value}``: the shape entries this specialization was compiled
+    for. The launch passes exactly those values (they are part of the specialization's
+    key), so the entry uses the constants: bounds checks against them fold away."""
+    module = context.create_module("entry")
+    fnty = context.call_conv.get_function_type(types.none, argtypes)
+    inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
+    groups = kernel_parameters(context, argtypes)
+    flat = [t for g in groups for t in g]
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), flat), name)
+    entry.calling_convention = "ptx_kernel"
+    builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    values, pos = [], 0
+    for index, (ty, group) in enumerate(zip(argtypes, groups)):
+        params = entry.args[pos:pos + len(group)]
+        pos += len(group)
+        if isinstance(ty, GlobalTensorType):
+            known = (shape_constants or {}).get(index, {})
+            values.append(_tensor_value(context, builder, ty, params, known))
+        elif isinstance(ty, TensorMapType):
+            params[0].name = f"tjmap{index}"
+            values.append(params[0])
+        else:
+            values.append(params[0])
+    context.call_conv.call_function(builder, inner, types.none, argtypes, values)
+    builder.ret_void()
+    text = str(module)
+    # launch bounds: the block size is exact, which lets ptxas budget registers; with
+    # min_blocks_per_sm, .minnctapersm makes it fit that many blocks per SM
+    text = re.sub(rf'(define ptx_kernel void @"{re.escape(name)}"\([^\n]*\))',
+                  r"\1 #900", text, count=1)
+    bounds = f'"nvvm.maxntid"="{threads}"'
+    if min_blocks_per_sm:
+        bounds += f' "nvvm.minctasm"="{min_blocks_per_sm}"'
+    text += f'\nattributes #900 = {{ {bounds} }}\n'
+    # a TMA tensor map (passes/tma.py) is 128 bytes passed by value and read in place:
+    # `.param .align 64 .b8 [128]`, addressed through cvta.param (no local copy)
+    head, _, rest = text.partition("define ptx_kernel")
+    line, _, rest = rest.partition("\n")
+    line = re.sub(r'(?:ptr|i8\*) (%"?tjmap\d+"?)',
+                  r'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" \1', line)
+    return f"{head}define ptx_kernel{line}\n{rest}"
+
+
+def _tensor_value(context, builder, ty: GlobalTensorType, params, known: dict):
+    data, dims = params[0], params[1:]
+    shape, strides = dims[:ty.ndim], dims[ty.ndim:]
+    shape = [ir.IntType(64)(known[d]) if d in known else s for d, s in enumerate(shape)]
+    # tensor arguments are `__restrict__`, as in TileLang's generated CUDA: the
+    # iterations of a T.Parallel are independent, so accesses of different iterations
+    # may be reordered (an in-place `A[i] = f(A[i])` stays correct: within one
+    # iteration the store depends on the load)
+    data.add_attribute("noalias")
+    if ty.aligned:
+        # launch checked: data 16-byte aligned, every stride but the last a multiple of
+        # 16 bytes; say so, so LLVM may merge consecutive accesses into 16-byte ones
+        data.attributes.align = 16
+        vec = max(1, 16 // ty.dtype.itemsize)
+        assume = builder.module.declare_intrinsic("llvm.assume", (),
+                                                  ir.FunctionType(ir.VoidType(), [ir.IntType(1)]))
+        for s in strides[:-1]:
+            low = builder.and_(s, s.type(vec - 1))
+            builder.call(assume, [builder.icmp_unsigned("==", low, s.type(0))])
+    struct = cgutils.create_struct_proxy(ty)(context, builder)
+    struct.data = data
+    struct.shape = _tuple(context, builder, shape)
+    struct.strides = _tuple(context, builder, strides)
+    return struct._getvalue()
+
+
+def _tuple(context, builder, values):
+    return context.make_tuple(builder, types.UniTuple(types.int64, len(values)), list(values))
+
+
+_FDIV_F32 = re.compile(r"= fdiv ((?:[a-z]+ )*)float ")
+
+
+def approximate_division(ir_text: str) -> str:
+    """``fast_math``: float (not double) division may be the hardware's approximation:
+    the ``afn`` flag, which NVPTX lowers to ``div.approx.f32`` (2 ulp for divisors in
+    [2^-126, 2^126]), as CUDA's ``--use_fast_math`` does."""
+    return _FDIV_F32.sub(lambda m: f"= fdiv afn {m.group(1)}float ", ir_text)
+
+
+_FP_ARITH = re.compile(r"= (fmul|fadd|fsub) ((?:[a-z]+ )*)(float|double|<\d+ x (?:float|double)>) "
+                       r"(?![^\n]*!tilejit\.exact)")
+
+
+def contract_multiply_add(ir_text: str) -> str:
+    """A product feeding an addition may become one ``fma`` (rounded once): the
+    ``contract`` flag on float and double multiplies, adds and subtracts, which is
+    what CUDA compilers do by default (nvcc's ``--fmad=true``). The math routines'
+    own operations carry ``!tilejit.exact`` and keep rounding one by one (their error
+    analysis assumes it; where they want a fused product they call ``llvm.fma``)."""
+    return _FP_ARITH.sub(lambda m: f"= {m.group(1)} contract {m.group(2)}{m.group(3)} "
+                         if "contract" not in m.group(2) else m.group(0), ir_text)
+
+
+def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str,
+                      fast_math: bool = False) -> ll.ModuleRef:
+    tm = target_machine(arch)
+    main = None
+    for text in ir_texts:
+        text = contract_multiply_add(text)
+        mod = ll.parse_assembly(approximate_division(text) if fast_math else text)
+        if main is None:
+            main = mod
+        else:
+            main.link_in(mod)
+    main.triple = TRIPLE
+    main.data_layout = str(tm.target_data)
+    for fn in main.functions:
+        if fn.name != entry_name and not fn.is_declaration:
+            fn.linkage = ll.Linkage.internal
+    for gv in main.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = ll.Linkage.internal
+    main.verify()
+    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(3))
+    pb.getModulePassManager().run(main, pb)
+    return main
+
+
+def emit_ptx(module: ll.ModuleRef, arch: str) -> str:
+    return target_machine(arch).emit_assembly(module)

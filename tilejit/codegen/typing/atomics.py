@@ -1,0 +1,106 @@
+"""Typing of atomics (``language/atomics.py``).
+
+- element form ``__tj_atomic_add(dst, index, value, return_prev, per_lane)``: dst a
+  global tensor or a shared tile, one integer index per dimension, value any number
+  (converted to dst's element dtype by the signature, so the weak-scalar rules apply),
+  return_prev and per_lane compile-time booleans. Returns the element's type with
+  ``return_prev=True``, else none.
+- region form ``T.atomic_add(dst, value, return_prev)``: dst a tensor, a shared tile or
+  a region of one; value a fragment, a shared tile or a region of a shared tile.
+"""
+from __future__ import annotations
+
+from numba.core import errors, types
+from numba.core.typing import signature
+from numba.core.typing.templates import AbstractTemplate
+
+from tilejit import language as T
+from tilejit.language import intrinsics
+from tilejit.language.atomics import DTYPES
+from tilejit.codegen.typing.templates import infer_global
+from tilejit.codegen.typing.tiles import RegionType, TileType
+from tilejit.codegen.typing.types import GlobalTensorType
+
+
+def _literal_bool(ty, what):
+    if isinstance(ty, (types.BooleanLiteral, types.IntegerLiteral)):
+        return bool(ty.literal_value)
+    raise errors.TypingError(f"{what} must be a compile-time True or False, got a run-time "
+                             f"{ty}")
+
+
+def _check_base(ty, what):
+    if isinstance(ty, TileType) and ty.kind != "shared":
+        raise errors.TypingError(
+            f"{what}: the destination must be in global or shared memory; {ty.kind} tile "
+            f"{ty.tile_name!r} is private to each thread (use a shared tile)")
+    if not isinstance(ty, (GlobalTensorType, TileType)):
+        raise errors.TypingError(f"{what}: the destination must be an element or region of a "
+                                 f"tensor or shared tile, got {ty}")
+    if ty.dtype.name not in DTYPES:
+        raise errors.TypingError(f"{what}: atomics support {', '.join(DTYPES)}; the "
+                                 f"destination is {ty.dtype.name}")
+
+
+class _ElementAtomic(AbstractTemplate):
+    prefer_literal = True
+    op = ""
+
+    def generic(self, args, kws):
+        what = f"T.atomic_{self.op}"
+        dst, index, value, return_prev, per_lane = args
+        _check_base(dst, what)
+        idx = index.types if isinstance(index, types.BaseTuple) else (index,)
+        if len(idx) != dst.ndim:
+            raise errors.TypingError(f"{what}: a {dst.ndim}-d destination indexed with "
+                                     f"{len(idx)} index(es)")
+        for i in idx:
+            if not isinstance(i, (types.Integer, types.Boolean)):
+                raise errors.TypingError(f"{what}: indices must be integers, got {i}")
+        if not isinstance(value, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{what}: the value must be a number, got {value}")
+        prev = _literal_bool(return_prev, f"{what}'s return_prev")
+        lanes = _literal_bool(per_lane, what)
+        if prev and not lanes:
+            raise errors.TypingError(
+                f"{what}(..., return_prev=True) outside a T.Parallel: the block performs "
+                f"the atomic once, so there is no per-thread previous value; move it into "
+                f"a T.Parallel loop")
+        ret = dst.element if prev else types.none
+        return signature(ret, dst, index, dst.element, return_prev, per_lane)
+
+
+class _RegionAtomic(AbstractTemplate):
+    prefer_literal = True
+    op = ""
+
+    def generic(self, args, kws):
+        what = f"T.atomic_{self.op}"
+        if kws or len(args) != 3:
+            raise errors.TypingError(f"{what}(dst, value, return_prev=False) takes a "
+                                     f"destination and a value")
+        dst, value, return_prev = args
+        if _literal_bool(return_prev, f"{what}'s return_prev"):
+            raise errors.TypingError(f"{what}: return_prev=True needs an element destination "
+                                     f"(C[i, j]), not a region")
+        _check_base(dst.base if isinstance(dst, RegionType) else dst, what)
+        if isinstance(value, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{what}: a scalar value needs an element destination; "
+                                     f"index every dimension (C[i, j]), or pass a tile")
+        src = value.base if isinstance(value, RegionType) else value
+        if not (isinstance(src, TileType) and src.kind in ("shared", "fragment")):
+            raise errors.TypingError(f"{what}: the value of a region atomic must be a "
+                                     f"fragment or a shared tile (or a region of one), "
+                                     f"got {value}")
+        return signature(types.none, dst, value, return_prev)
+
+
+def _register():
+    for op in ("add", "max", "min"):
+        element = type(f"AtomicElement{op.capitalize()}", (_ElementAtomic,), {"op": op})
+        infer_global(getattr(intrinsics, f"atomic_{op}"))(element)
+        region = type(f"AtomicRegion{op.capitalize()}", (_RegionAtomic,), {"op": op})
+        infer_global(getattr(T, f"atomic_{op}"))(region)
+
+
+_register()

@@ -1,0 +1,140 @@
+"""tilejit's Numba typing context: Numba's builtin typing plus the tile language's,
+with two rules of its own applied to every numeric operation:
+
+1. weak scalars: a Python number literal (or run-time Python float) takes the dtype of
+   the typed operand it meets; float64 appears only where a float64 value asks for it;
+2. half types (float16, bfloat16) compute in float32 and round the result back.
+
+Integer literal arithmetic folds at typing time (``block_M * 2`` stays a compile-time
+constant), which is what makes tile extents such as ``T.Parallel(block_M * 2)`` legal.
+"""
+from __future__ import annotations
+
+import operator
+
+from numba.core import types
+from numba.core.typing import BaseContext, signature
+from numba.core.typing.templates import builtin_registry
+
+from tilejit.language.dtypes import DType
+from tilejit.codegen.typing.types import BFloat16, DTypeType, WeakFloat, is_half, weak_float
+
+_ARITH = {operator.add: operator.add, operator.sub: operator.sub,
+          operator.mul: operator.mul, operator.floordiv: operator.floordiv,
+          operator.mod: operator.mod, operator.lshift: operator.lshift,
+          operator.rshift: operator.rshift, operator.and_: operator.and_,
+          operator.or_: operator.or_, operator.xor: operator.xor,
+          operator.iadd: operator.add, operator.isub: operator.sub,
+          operator.imul: operator.mul, operator.ifloordiv: operator.floordiv,
+          operator.imod: operator.mod}
+_FLOAT_RESULT = {operator.truediv, operator.itruediv, operator.pow, operator.ipow}
+_COMPARE = {operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne}
+_UNARY = {operator.neg, operator.pos}
+NUMERIC_OPS = set(_ARITH) | _FLOAT_RESULT | _COMPARE | _UNARY
+
+
+def _is_weak(ty) -> bool:
+    return isinstance(ty, (WeakFloat, types.IntegerLiteral, types.BooleanLiteral))
+
+
+def _is_strong_float(ty) -> bool:
+    return (isinstance(ty, types.Float) and not isinstance(ty, WeakFloat)) or isinstance(
+        ty, BFloat16)
+
+
+def widest_float(tys):
+    """The float type of mixed strong floats: f16 + bf16 -> f32, else the widest."""
+    tys = set(tys)
+    if len(tys) == 1:
+        return tys.pop()
+    best = max(tys, key=lambda t: t.bitwidth)
+    return best if best.bitwidth > 16 else types.float32
+
+
+def harmonize(args):
+    """The operand types a numeric operation is carried out in, by the weak-scalar
+    rules; returns (compute types, result dtype or None when Numba's rules apply)."""
+    nums = [a for a in args if isinstance(a, (types.Number, types.Boolean))]
+    if len(nums) != len(args):
+        return args, None
+    strong_floats = [a for a in args if _is_strong_float(a)]
+    if strong_floats:
+        target = widest_float(strong_floats)
+    elif any(isinstance(a, WeakFloat) for a in args):
+        strong_ints = [a for a in args if isinstance(a, types.Integer) and not _is_weak(a)]
+        target = types.float32 if strong_ints else weak_float
+    else:
+        strong_ints = [types.unliteral(a) for a in args
+                       if isinstance(a, types.Integer) and not _is_weak(a)]
+        if not strong_ints or len(strong_ints) == len(args):
+            return args, None
+        target = max(strong_ints, key=lambda t: (t.bitwidth, not t.signed))
+        if any(isinstance(a, types.IntegerLiteral) and not _fits(a.literal_value, target)
+               for a in args):
+            return args, None
+    compute = types.float32 if is_half(target) else (
+        types.float64 if isinstance(target, WeakFloat) else target)
+    return tuple(compute for _ in args), target
+
+
+def _fits(value: int, ty: types.Integer) -> bool:
+    lo, hi = ty.minval, ty.maxval
+    return lo <= value <= hi
+
+
+class TilejitTypingContext(BaseContext):
+    def load_additional_registries(self):
+        from tilejit.codegen.typing import atomics, templates, tiles  # noqa: F401  (register the tile language)
+        self.install_registry(templates.registry)
+
+    def init(self):
+        super().init()
+        self.install_registry(builtin_registry)
+
+    def resolve_value_type(self, val):
+        if type(val) is float:
+            return weak_float
+        if isinstance(val, DType):
+            return DTypeType(val)
+        return super().resolve_value_type(val)
+
+    def resolve_function_type(self, func, args, kws):
+        key = getattr(func, "typing_key", None)
+        if key not in NUMERIC_OPS or kws:
+            return super().resolve_function_type(func, args, kws)
+        folded = _fold_integer_literals(key, args)
+        if folded is not None:
+            return folded
+        compute, result = harmonize(tuple(args))
+        if result is None:
+            if key not in (operator.truediv, operator.itruediv) or not all(
+                    isinstance(a, types.Integer) for a in args):
+                return super().resolve_function_type(func, args, kws)
+            # int / int: float32, or a weak float when both are literals
+            result = weak_float if all(_is_weak(a) for a in args) else types.float32
+            compute = (types.float64 if result is weak_float else types.float32,) * len(args)
+        sig = super().resolve_function_type(func, compute, kws)
+        if sig is None or key in _COMPARE or not isinstance(sig.return_type, types.Float):
+            return sig
+        if isinstance(result, types.Integer):
+            return sig
+        return signature(result, *sig.args)
+
+    def unify_pairs(self, first, second):
+        if isinstance(first, WeakFloat) and isinstance(second, (types.Float, BFloat16)):
+            return second
+        if isinstance(second, WeakFloat) and isinstance(first, (types.Float, BFloat16)):
+            return first
+        return super().unify_pairs(first, second)
+
+
+def _fold_integer_literals(key, args):
+    if key not in _ARITH or len(args) != 2:
+        return None
+    if not all(isinstance(a, types.IntegerLiteral) for a in args):
+        return None
+    a, b = (x.literal_value for x in args)
+    if key in (operator.floordiv, operator.mod, operator.ifloordiv, operator.imod) and b == 0:
+        return None
+    value = _ARITH[key](a, b)
+    return signature(types.IntegerLiteral(value), types.int64, types.int64)

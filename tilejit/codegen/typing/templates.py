@@ -1,0 +1,379 @@
+"""Typing of the tile language: one template per language function, and the
+attributes and indexing of global tensors. Errors name the construct and what it got;
+Numba attaches the kernel's source location."""
+from __future__ import annotations
+
+import operator
+
+from numba.core import errors, types
+from numba.core.typing import signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Registry
+from numba.core.typing.typeof import typeof_impl
+
+from tilejit import language as T
+from tilejit.language import intrinsics
+from tilejit.language.dtypes import DType, as_dtype
+from tilejit.codegen.typing.context import harmonize
+from tilejit.codegen.typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelType,
+                                          numba_type, weak_float, WeakFloat)
+
+registry = Registry()
+infer_global = registry.register_global
+infer_getattr = registry.register_attr
+
+
+@typeof_impl.register(DType)
+def _typeof_dtype(val, c):
+    return DTypeType(val)
+
+
+@typeof_impl.register(T.macro)
+def _typeof_macro(val, c):
+    # a device function of the kernel being compiled; a new dispatcher per kernel
+    # compilation, since the macro's code depends on the kernel (threads, vectors)
+    from tilejit.codegen.macros import dispatcher_for
+    return types.Dispatcher(dispatcher_for(val))
+
+
+def _common(args, what):
+    """The type two or more operands meet in: the weak-scalar rules, else the widest
+    (floats before integers)."""
+    for a in args:
+        if not isinstance(a, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{what}: expected numbers, got {a}")
+    _, result = harmonize(tuple(args))
+    if result is not None:
+        return result
+    tys = [types.unliteral(a) for a in args]
+    return max(tys, key=lambda t: (isinstance(t, types.Float), getattr(t, "bitwidth", 1)))
+
+
+def _literal_int(ty, what) -> int:
+    if isinstance(ty, types.IntegerLiteral):
+        return ty.literal_value
+    raise errors.TypingError(
+        f"{what} must be a compile-time integer (a literal, a T.constexpr parameter, or "
+        f"arithmetic on them), got a run-time value of type {ty}")
+
+
+@infer_global(T.Parallel)
+class ParallelTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws:
+            raise errors.TypingError(f"T.Parallel: unsupported keyword(s) {sorted(kws)}")
+        if not 1 <= len(args) <= 3:
+            raise errors.TypingError(f"T.Parallel takes 1 to 3 extents, got {len(args)}")
+        extents = tuple(_literal_int(a, f"T.Parallel extent {i}") for i, a in enumerate(args))
+        if any(e <= 0 for e in extents):
+            raise errors.TypingError(f"T.Parallel extents must be positive, got {extents}")
+        return signature(ParallelType(extents), *args)
+
+
+def _extents(args, what):
+    extents = tuple(_literal_int(a, f"{what} extent {i}") for i, a in enumerate(args))
+    if not 1 <= len(extents) <= 3 or any(e <= 0 for e in extents):
+        raise errors.TypingError(f"{what}: 1 to 3 positive extents, got {extents}")
+    return extents
+
+
+class _TileLoopTemplate(AbstractTemplate):
+    kind = ""
+
+    def generic(self, args, kws):
+        return signature(ParallelType(_extents(args, "T.Parallel"), self.kind), *args)
+
+
+@infer_global(intrinsics.parallel_groups)
+class ParallelGroupsTemplate(_TileLoopTemplate):
+    kind = "groups"
+
+
+@infer_global(intrinsics.group_lanes)
+class GroupLanesTemplate(_TileLoopTemplate):
+    kind = "lanes"
+
+
+@infer_global(intrinsics.group_lanes_reversed)
+class GroupLanesReversedTemplate(_TileLoopTemplate):
+    kind = "lanes_reversed"
+
+
+@infer_global(intrinsics.group_ends)
+class GroupEndsTemplate(_TileLoopTemplate):
+    kind = "ends"
+
+
+@infer_global(intrinsics.lane_index)
+class LaneIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        group, lane, *extents = args
+        extents = _extents(extents, "T.Parallel")
+        ret = types.int32 if len(extents) == 1 else types.UniTuple(types.int32, len(extents))
+        return signature(ret, types.int32, types.int32, *args[2:])
+
+
+@infer_global(intrinsics.block_index)
+class BlockIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (axis,) = args
+        _literal_int(axis, "block axis")
+        return signature(types.int32, axis)
+
+
+@infer_global(T.ceildiv)
+class CeilDivTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or not all(isinstance(a, types.Integer) for a in args):
+            raise errors.TypingError(f"T.ceildiv expects two integers, got {args}")
+        if all(isinstance(a, types.IntegerLiteral) for a in args) and args[1].literal_value:
+            a, b = args[0].literal_value, args[1].literal_value
+            return signature(types.IntegerLiteral(-(-a // b)), types.int64, types.int64)
+        ty = _common(args, "T.ceildiv")
+        return signature(ty, ty, ty)
+
+
+@infer_global(T.if_then_else)
+class IfThenElseTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 3:
+            raise errors.TypingError("T.if_then_else(cond, a, b) takes three arguments")
+        cond, a, b = args
+        if not isinstance(cond, (types.Boolean, types.Integer)):
+            raise errors.TypingError(f"T.if_then_else: condition must be a boolean, got {cond}")
+        ty = _common((a, b), "T.if_then_else")
+        return signature(ty, types.boolean, ty, ty)
+
+
+class _BinaryMath(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or kws:
+            raise errors.TypingError(f"{self.key.__name__} takes two values, got {len(args)}")
+        ty = _common(args, f"T.{self.key.__name__}")
+        if isinstance(ty, WeakFloat):
+            ty = types.float32
+        return signature(ty, ty, ty)
+
+
+@infer_global(T.max)
+class MaxTemplate(_BinaryMath):
+    key = T.max
+
+
+@infer_global(T.min)
+class MinTemplate(_BinaryMath):
+    key = T.min
+
+
+@infer_global(T.abs)
+class AbsTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (x,) = args
+        if not isinstance(x, types.Number):
+            raise errors.TypingError(f"T.abs expects a number, got {x}")
+        ty = types.float32 if isinstance(x, WeakFloat) else types.unliteral(x)
+        return signature(ty, ty)
+
+
+def dtype_of(ty):
+    """The DType a compile-time dtype argument names (``T.float16``, ``A.dtype`` or a
+    dtype string such as ``"float16"``), or None."""
+    if isinstance(ty, DTypeType):
+        return ty.dtype
+    if isinstance(ty, types.StringLiteral):
+        try:
+            return as_dtype(ty.literal_value)
+        except TypeError:
+            return None
+    return None
+
+
+@infer_global(T.cast)
+class CastTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        dtype = dtype_of(args[1]) if len(args) == 2 else None
+        if dtype is None:
+            raise errors.TypingError(f"T.cast(value, dtype): expected a value and a dtype, "
+                                     f"got {args}")
+        if not isinstance(args[0], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"T.cast: cannot convert {args[0]}")
+        return signature(numba_type(dtype), *args)
+
+
+@infer_global(T.infinity)
+class InfinityTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (d,) = args
+        dtype = dtype_of(d)
+        if dtype is None or not dtype.is_float:
+            raise errors.TypingError(f"T.infinity expects a float dtype, got {d}")
+        return signature(numba_type(dtype), d)
+
+
+@infer_getattr
+class GlobalTensorAttributes(AttributeTemplate):
+    key = GlobalTensorType
+
+    def resolve_shape(self, ty):
+        return types.UniTuple(types.int64, ty.ndim)
+
+    def resolve_strides(self, ty):
+        return types.UniTuple(types.int64, ty.ndim)
+
+    def resolve_dtype(self, ty):
+        return DTypeType(ty.dtype)
+
+    def resolve_ndim(self, ty):
+        return types.IntegerLiteral(ty.ndim)
+
+
+def _index_types(tensor: GlobalTensorType, index):
+    idx = index.types if isinstance(index, types.BaseTuple) else (index,)
+    for i in idx:
+        if isinstance(i, types.SliceType):
+            raise errors.TypingError(
+                f"slicing a global tensor ({tensor}) names a region, which only tile "
+                "operations such as T.copy accept; index it with one integer per dimension")
+        if not isinstance(i, (types.Integer, types.Boolean)):
+            raise errors.TypingError(f"tensor index must be an integer, got {i}")
+    if len(idx) != tensor.ndim:
+        raise errors.TypingError(f"a {tensor.ndim}-d tensor is indexed with {len(idx)} "
+                                 f"index(es); give one integer per dimension")
+    return index
+
+
+@infer_global(operator.getitem)
+class TensorGetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tensor, index = args
+        if isinstance(tensor, GlobalTensorType):
+            return signature(tensor.element, tensor, _index_types(tensor, index))
+
+
+@infer_global(operator.setitem)
+class TensorSetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tensor, index, value = args
+        if isinstance(tensor, GlobalTensorType):
+            if not isinstance(value, (types.Number, types.Boolean)):
+                raise errors.TypingError(f"cannot store a {value} into {tensor}")
+            return signature(types.none, tensor, _index_types(tensor, index), tensor.element)
+
+
+# -- math functions ---------------------------------------------------------------------
+# T.exp … T.erf take floats: float32 and float64 compute in their own type; an integer,
+# a boolean or a weak Python scalar is converted to float32; float16 and bfloat16 are
+# passed as they are and the lowering computes in float32 and rounds the result back.
+
+def _math_result(ty):
+    if isinstance(ty, WeakFloat) or not isinstance(ty, (types.Float, BFloat16)):
+        return types.float32
+    return types.unliteral(ty)
+
+
+class _UnaryMath(AbstractTemplate):
+    def generic(self, args, kws):
+        name = f"T.{self.key.__name__}"
+        if kws or len(args) != 1:
+            raise errors.TypingError(f"{name} takes one value, got {len(args)} "
+                                     f"argument(s){' and keywords' if kws else ''}")
+        (x,) = args
+        if not isinstance(x, (types.Number, types.Boolean)):
+            raise errors.TypingError(f"{name} expects a number, got {x}")
+        ret = _math_result(x)
+        return signature(ret, ret)
+
+
+@infer_global(T.exp)
+class ExpTemplate(_UnaryMath):
+    key = T.exp
+
+
+@infer_global(T.exp2)
+class Exp2Template(_UnaryMath):
+    key = T.exp2
+
+
+@infer_global(T.log)
+class LogTemplate(_UnaryMath):
+    key = T.log
+
+
+@infer_global(T.log2)
+class Log2Template(_UnaryMath):
+    key = T.log2
+
+
+@infer_global(T.sqrt)
+class SqrtTemplate(_UnaryMath):
+    key = T.sqrt
+
+
+@infer_global(T.rsqrt)
+class RsqrtTemplate(_UnaryMath):
+    key = T.rsqrt
+
+
+@infer_global(T.tanh)
+class TanhTemplate(_UnaryMath):
+    key = T.tanh
+
+
+@infer_global(T.sigmoid)
+class SigmoidTemplate(_UnaryMath):
+    key = T.sigmoid
+
+
+@infer_global(T.floor)
+class FloorTemplate(_UnaryMath):
+    key = T.floor
+
+
+@infer_global(T.ceil)
+class CeilTemplate(_UnaryMath):
+    key = T.ceil
+
+
+@infer_global(T.erf)
+class ErfTemplate(_UnaryMath):
+    key = T.erf
+
+
+@infer_global(T.pow)
+class PowTemplate(AbstractTemplate):
+    """``T.pow(x, y)``: the operands meet by the weak-scalar rules (``T.pow(h, 2.0)``
+    on float16 stays float16), then as the unary functions."""
+
+    def generic(self, args, kws):
+        if kws or len(args) != 2:
+            raise errors.TypingError(f"T.pow takes two values, got {len(args)} "
+                                     f"argument(s){' and keywords' if kws else ''}")
+        ret = _math_result(_common(args, "T.pow"))
+        return signature(ret, ret, ret)
+
+
+__all__ = ["registry", "weak_float"]
+
+
+def _message(args, what):
+    if len(args) > 1 and not isinstance(args[1], types.StringLiteral):
+        raise errors.TypingError(f"{what}: the message must be a string literal, got {args[1]}")
+    return args[1:]
+
+
+@infer_global(T.print)
+class PrintTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError("T.print(value, msg='') takes a value and a message")
+        if not isinstance(args[0], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"T.print prints numbers, got {args[0]}")
+        return signature(types.none, types.unliteral(args[0]), *_message(args, "T.print"))
+
+
+@infer_global(T.device_assert)
+class DeviceAssertTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError("T.device_assert(cond, msg='') takes a condition and a "
+                                     "message")
+        return signature(types.none, types.boolean, *_message(args, "T.device_assert"))

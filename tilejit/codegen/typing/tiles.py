@@ -1,0 +1,354 @@
+"""Types and typing of tiles, regions and tile operations.
+
+- ``TileType(kind, dtype, shape, name)``: a shared, fragment or local tile; everything
+  else about it (layout, offset) is in the kernel's tile plan under ``name``.
+- ``RegionType(base, kinds)``: ``A[r0:r1, c]`` as an operand: the base tensor or tile
+  and the start of each dimension ("s" sliced, "p" a point).
+"""
+from __future__ import annotations
+
+import operator
+
+from numba.core import errors, types
+from numba.core.typing import signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate
+
+from tilejit import language as T
+from tilejit.language import intrinsics
+from tilejit.ir.kernel_config import current_kernel
+from tilejit.codegen.typing.templates import infer_getattr, infer_global
+from tilejit.codegen.typing.types import (DTypeType, GlobalTensorType, ParallelType, TensorMapType,
+                                          numba_type)
+
+
+class TileType(types.Type):
+    def __init__(self, kind: str, dtype, shape: tuple, name: str):
+        self.kind, self.dtype, self.shape, self.tile_name = kind, dtype, tuple(shape), name
+        self.element = numba_type(dtype)
+        self.ndim = len(shape)
+        super().__init__(f"{kind.capitalize()}Tile({name}: {dtype.name}{list(shape)})")
+
+    @property
+    def key(self):
+        return (self.kind, self.dtype.name, self.shape, self.tile_name)
+
+
+class RegionType(types.Type):
+    """``kinds``: "s" (sliced) or "p" (point) per dimension; ``extents``: the
+    compile-time length of each sliced dimension, 0 where unknown."""
+
+    def __init__(self, base, kinds: str, extents: tuple = ()):
+        self.base, self.kinds, self.extents = base, kinds, tuple(extents)
+        self.dtype = base.dtype
+        super().__init__(f"Region({base}, {kinds}, {self.extents})")
+
+    @property
+    def key(self):
+        return (self.base, self.kinds, self.extents)
+
+
+def _plan():
+    plan = current_kernel().tiles
+    if plan is None:
+        raise errors.TypingError("tiles are only available inside a kernel")
+    return plan
+
+
+def _str(ty, what):
+    if not isinstance(ty, types.StringLiteral):
+        raise errors.TypingError(f"{what}: expected a string literal, got {ty}")
+    return ty.literal_value
+
+
+@infer_global(intrinsics.tile)
+class TileTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        t = _plan().tile(_str(args[0], "tile"))
+        return signature(TileType(t.kind, t.dtype, t.shape, t.name), *args)
+
+
+def _ints(ty, what):
+    tys = ty.types if isinstance(ty, types.BaseTuple) else (ty,)
+    for t in tys:
+        if not isinstance(t, types.Integer):
+            raise errors.TypingError(f"{what}: indices must be integers, got {t}")
+    return tys
+
+
+@infer_global(intrinsics.region)
+class RegionTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        base, kinds, starts, ends, extents = args
+        kinds = _str(kinds, "region")
+        extents = tuple(int(e) for e in _str(extents, "region").split(","))
+        if not isinstance(base, (GlobalTensorType, TileType)):
+            raise errors.TypingError(f"only a tensor or a tile can be sliced into a region, "
+                                     f"got {base}")
+        if isinstance(base, TileType) and base.kind == "fragment":
+            raise errors.TypingError(f"a region of fragment {base.tile_name!r} is not supported: "
+                                     f"use the whole fragment")
+        if len(kinds) != base.ndim:
+            raise errors.TypingError(f"a {base.ndim}-d {base} is indexed with {len(kinds)} "
+                                     f"indices")
+        _ints(starts, "region")
+        n = len(kinds)
+        return signature(RegionType(base, kinds, extents), base, args[1],
+                         types.UniTuple(types.int64, n), ends, args[4])
+
+
+def _operand_ok(ty):
+    return isinstance(ty, (GlobalTensorType, TileType, RegionType))
+
+
+@infer_global(T.copy)
+class CopyTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) != 2:
+            raise errors.TypingError("T.copy(src, dst) takes two operands")
+        for role, a in zip(("source", "destination"), args):
+            if not _operand_ok(a):
+                raise errors.TypingError(f"T.copy: the {role} must be a tensor, a tile or a "
+                                         f"region, got {a}")
+        return signature(types.none, *args)
+
+
+@infer_global(T.clear)
+class ClearTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 1 or not _operand_ok(args[0]):
+            raise errors.TypingError(f"T.clear(buf) takes one tile or region, got {args}")
+        return signature(types.none, *args)
+
+
+@infer_global(T.fill)
+class FillTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or not _operand_ok(args[0]) or not isinstance(
+                args[1], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"T.fill(buf, value) takes a tile and a number, got {args}")
+        return signature(types.none, args[0], args[1])
+
+
+@infer_global(intrinsics.gemm)
+class GemmTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        _str(args[3], "gemm")
+        return signature(types.none, *args)
+
+
+@infer_global(intrinsics.frag_loop)
+class FragLoopTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        _, ix = _plan().loops[_str(args[0], "frag_loop")]
+        return signature(ParallelType((ix.slots,), "slots"), *args)
+
+
+@infer_global(intrinsics.frag_index)
+class FragIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not isinstance(args[0], types.StringLiteral):
+            return None
+        frag, _ = _plan().loops[_str(args[0], "frag_index")]
+        n = len(frag.shape)
+        ret = types.int32 if n == 1 else types.UniTuple(types.int32, n)
+        return signature(ret, args[0], types.int32)
+
+
+@infer_global(intrinsics.frag_valid)
+class FragValidTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not isinstance(args[0], types.StringLiteral):
+            return None
+        return signature(types.boolean, args[0], types.int32)
+
+
+def _fragment(ty, what):
+    if not (isinstance(ty, TileType) and ty.kind == "fragment"):
+        raise errors.TypingError(f"{what}: expected a fragment, got {ty}")
+    return ty
+
+
+@infer_global(intrinsics.frag_get)
+class FragGetTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        f = _fragment(args[0], "fragment read")
+        return signature(f.element, f, types.int32)
+
+
+@infer_global(intrinsics.frag_set)
+class FragSetTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        f = _fragment(args[0], "fragment write")
+        if not isinstance(args[2], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"cannot store a {args[2]} into fragment {f.tile_name!r}")
+        return signature(types.none, f, types.int32, f.element)
+
+
+@infer_global(intrinsics.stage)
+class StageTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        tile, index = args
+        if not (isinstance(tile, TileType) and tile.kind == "shared"):
+            raise errors.TypingError(f"only shared tiles have pipeline stages, got {tile}")
+        if not isinstance(index, types.Integer):
+            raise errors.TypingError(f"a stage index must be an integer, got {index}")
+        return signature(tile, tile, types.int32)
+
+
+@infer_global(intrinsics.copy_async)
+class CopyAsyncTemplate(CopyTemplate):
+    pass
+
+
+@infer_global(intrinsics.cp_commit)
+class CommitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
+@infer_global(intrinsics.cp_wait)
+class WaitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 1 or not isinstance(args[0], types.IntegerLiteral):
+            raise errors.TypingError("cp_wait takes a literal group count")
+        return signature(types.none, *args)
+
+
+@infer_global(intrinsics.tma_init)
+class TmaInitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 3 and all(isinstance(a, types.IntegerLiteral) for a in args):
+            return signature(types.none, *args)
+        raise errors.TypingError("tma_init takes three literal integers")
+
+
+@infer_global(intrinsics.tma_load)
+class TmaLoadTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, slot, tmap, cid = args
+        if not (isinstance(dst, TileType) and dst.kind == "shared"
+                and isinstance(slot, types.Integer) and isinstance(tmap, TensorMapType)
+                and isinstance(cid, types.StringLiteral)):
+            raise errors.TypingError(f"tma_load: unexpected operands {args}")
+        return signature(types.none, src, dst, types.int32, tmap, cid)
+
+
+@infer_global(intrinsics.tma_wait)
+class TmaWaitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if (len(args) == 3 and all(isinstance(a, types.Integer) for a in args[:2])
+                and isinstance(args[2], types.BooleanLiteral)):
+            return signature(types.none, types.int32, types.int32, args[2])
+        raise errors.TypingError(f"tma_wait takes two integers and a literal bool, got {args}")
+
+
+@infer_global(intrinsics.tma_release)
+class TmaReleaseTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.Integer):
+            return signature(types.none, types.int32)
+        raise errors.TypingError(f"tma_release takes an integer, got {args}")
+
+
+@infer_global(intrinsics.tma_fence)
+class TmaFenceTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
+@infer_global(intrinsics.swizzle_blocks)
+class SwizzleBlocksTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not (isinstance(args[0], types.IntegerLiteral)
+                and isinstance(args[1], types.BooleanLiteral)):
+            return None
+        return signature(types.UniTuple(types.int32, 2), *args)
+
+
+@infer_global(intrinsics.frag_slot)
+class FragSlotTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not all(isinstance(a, types.StringLiteral) for a in args[:2]):
+            return None
+        return signature(types.int32, args[0], args[1], types.int32)
+
+
+@infer_global(intrinsics.reduce)
+class ReduceTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, op, dim, clear, rid = args
+        if not (isinstance(op, types.StringLiteral) and isinstance(dim, types.IntegerLiteral)
+                and isinstance(clear, types.BooleanLiteral)
+                and isinstance(rid, types.IntegerLiteral)):
+            return None
+        for role, t in (("src", src), ("dst", dst)):
+            if not isinstance(t, TileType):
+                raise errors.TypingError(f"T.reduce_{op.literal_value}: {role} must be a "
+                                         f"tile, got {t}")
+        return signature(types.none, *args)
+
+
+@infer_global(intrinsics.cumsum)
+class CumsumTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, dim, reverse, sid = args
+        if not (isinstance(dim, types.IntegerLiteral)
+                and isinstance(reverse, types.BooleanLiteral)
+                and isinstance(sid, types.IntegerLiteral)):
+            return None
+        for role, t in (("src", src), ("dst", dst)):
+            if not isinstance(t, TileType):
+                raise errors.TypingError(f"T.cumsum: {role} must be a tile, got {t}")
+        return signature(types.none, *args)
+
+
+@infer_global(intrinsics.sync_threads)
+class SyncTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
+def _tile_index(tile: TileType, index):
+    idx = index.types if isinstance(index, types.BaseTuple) else (index,)
+    for i in idx:
+        if isinstance(i, types.SliceType):
+            raise errors.TypingError(f"slicing tile {tile.tile_name!r} names a region, which "
+                                     f"only tile operations such as T.copy accept")
+        if not isinstance(i, (types.Integer, types.Boolean)):
+            raise errors.TypingError(f"a tile index must be an integer, got {i}")
+    if len(idx) != tile.ndim:
+        raise errors.TypingError(f"tile {tile.tile_name!r} has {tile.ndim} dimension(s), "
+                                 f"indexed with {len(idx)}")
+    if tile.kind == "fragment":
+        raise errors.TypingError(f"fragment {tile.tile_name!r} can only be indexed inside a "
+                                 f"T.Parallel over its shape")
+    return index
+
+
+@infer_global(operator.getitem)
+class TileGetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tile, index = args
+        if isinstance(tile, TileType):
+            return signature(tile.element, tile, _tile_index(tile, index))
+
+
+@infer_global(operator.setitem)
+class TileSetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        tile, index, value = args
+        if isinstance(tile, TileType):
+            if not isinstance(value, (types.Number, types.Boolean)):
+                raise errors.TypingError(f"cannot store a {value} into tile {tile.tile_name!r}")
+            return signature(types.none, tile, _tile_index(tile, index), tile.element)
+
+
+@infer_getattr
+class TileAttributes(AttributeTemplate):
+    key = TileType
+
+    def resolve_dtype(self, ty):
+        return DTypeType(ty.dtype)
+
+    def resolve_shape(self, ty):
+        return types.Tuple(tuple(types.IntegerLiteral(n) for n in ty.shape))

@@ -1,0 +1,174 @@
+"""Numba types for kernel values.
+
+- ``GlobalTensorType``: a global-memory tensor argument (data pointer, run-time shape
+  and strides in elements; the innermost stride is the constant 1 in the specialization
+  for tensors whose last dimension is contiguous).
+- ``WeakFloat`` / weak ints: Python number literals and run-time Python scalars, which
+  take the dtype of the typed value they meet (``x * 2.0`` on float16 stays float16).
+- ``BFloat16``: stored as 16 bits, computed in float32.
+- ``DTypeType``: a compile-time dtype (``A.dtype``, ``T.float32``).
+- ``ParallelType``: ``T.Parallel(m, n)``, an iterable whose iterations the block's
+  threads share.
+"""
+from __future__ import annotations
+
+from numba.core import types
+from numba.core.typeconv import Conversion
+
+from tilejit.language.dtypes import DType
+
+
+class WeakFloat(types.Float):
+    """A Python float: float64-valued, but yields to the dtype of a typed operand."""
+
+    def __init__(self):
+        types.Number.__init__(self, "weak_float")
+        self.bitwidth = 64
+
+    def cast_python_value(self, value):
+        return float(value)
+
+    def can_convert_to(self, typingctx, other):
+        if isinstance(other, (types.Float, BFloat16)):
+            return Conversion.promote
+        return None
+
+    def unify(self, typingctx, other):
+        if isinstance(other, (types.Float, BFloat16)) and not isinstance(other, WeakFloat):
+            return other
+        return None
+
+
+weak_float = WeakFloat()
+
+
+class BFloat16(types.Number):
+    """bfloat16: the upper 16 bits of an IEEE binary32."""
+
+    def __init__(self):
+        super().__init__("bfloat16")
+        self.bitwidth = 16
+
+    def can_convert_to(self, typingctx, other):
+        if isinstance(other, types.Float) and other.bitwidth >= 32:
+            return Conversion.safe
+        if isinstance(other, (types.Number,)):
+            return Conversion.unsafe
+        return None
+
+    def unify(self, typingctx, other):
+        if isinstance(other, WeakFloat):
+            return self
+        if isinstance(other, types.Float):
+            return other if other.bitwidth >= 32 else types.float32
+        return None
+
+
+bfloat16 = BFloat16()
+
+_NUMBA_OF = {
+    "float16": types.float16, "bfloat16": bfloat16, "float32": types.float32,
+    "float64": types.float64, "int8": types.int8, "int16": types.int16,
+    "int32": types.int32, "int64": types.int64, "uint8": types.uint8,
+    "uint16": types.uint16, "uint32": types.uint32, "uint64": types.uint64,
+    "bool": types.boolean,
+}
+
+
+def numba_type(dtype: DType) -> types.Type:
+    return _NUMBA_OF[dtype.name]
+
+
+def is_half(ty) -> bool:
+    """float16 and bfloat16: arithmetic on them is carried out in float32."""
+    return ty == types.float16 or isinstance(ty, BFloat16)
+
+
+class DTypeType(types.Callable, types.Dummy):
+    """A compile-time dtype value."""
+
+    def __init__(self, dtype: DType):
+        self.dtype = dtype
+        super().__init__(f"DType[{dtype.name}]")
+
+    @property
+    def key(self):
+        return self.dtype.name
+
+    def get_call_type(self, context, args, kws):
+        """``T.float32(x)``: a typed constant or conversion, as ``T.cast(x, T.float32)``."""
+        from numba.core.typing import signature
+        if kws or len(args) != 1 or not isinstance(args[0], (types.Number, types.Boolean)):
+            return None
+        return signature(numba_type(self.dtype), args[0])
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return type(self)
+
+
+class GlobalTensorType(types.Type):
+    """A tensor in global memory, passed as a kernel argument."""
+
+    def __init__(self, dtype: DType, ndim: int, contiguous: bool = False,
+                 aligned: bool = False):
+        self.dtype = dtype
+        self.ndim = ndim
+        self.contiguous = contiguous   # stride[-1] == 1, known at compile time
+        self.aligned = aligned         # data pointer 16-byte aligned
+        self.element = numba_type(dtype)
+        flags = ("C" if contiguous else "A") + ("16" if aligned else "")
+        super().__init__(f"GlobalTensor({dtype.name}, {ndim}d, {flags})")
+
+    @property
+    def key(self):
+        return (self.dtype.name, self.ndim, self.contiguous, self.aligned)
+
+    @property
+    def pointer(self):
+        return types.CPointer(self.element, addrspace=1)
+
+
+class TensorMapType(types.Opaque):
+    """A TMA tensor map: the address of a hidden 128-byte kernel parameter
+    (``passes/tma.py``, ``targets/nvptx.build_entry``)."""
+
+    def __init__(self):
+        super().__init__("TensorMap")
+
+
+tensor_map = TensorMapType()
+
+
+class ParallelType(types.SimpleIterableType):
+    """``T.Parallel(*extents)`` with compile-time extents (kind "parallel"), or one of
+    the loops the parallel-guard pass builds from it: this thread's vector groups
+    ("groups", yielding each group's first flat index), and the lanes of a group
+    ("lanes": 0 … vec-1; "ends": 0 and vec-1)."""
+
+    def __init__(self, extents: tuple[int, ...], kind: str = "parallel"):
+        self.extents = extents
+        self.kind = kind
+        if kind == "parallel" and len(extents) > 1:
+            yield_type = types.UniTuple(types.int32, len(extents))
+        else:
+            yield_type = types.int32
+        super().__init__(f"Parallel{extents}.{kind}",
+                         ParallelIterType(extents, yield_type, kind))
+
+    @property
+    def key(self):
+        return (self.extents, self.kind)
+
+
+class ParallelIterType(types.SimpleIteratorType):
+    def __init__(self, extents, yield_type, kind="parallel"):
+        self.extents = extents
+        self.kind = kind
+        super().__init__(f"ParallelIter{extents}.{kind}", yield_type)
+
+    @property
+    def key(self):
+        return (self.extents, self.kind)

@@ -1,0 +1,257 @@
+"""The compiler pipeline: one function, read top to bottom.
+
+    kernel source ──frontend──▶ device program ──source passes──▶ device function
+        ──Numba typing + lowering──▶ LLVM IR ──entry + link + optimize──▶ LLVM module
+        ──NVPTX target machine──▶ PTX
+
+Each step lives in its own module. ``TILEJIT_DUMP_IR=DIR`` writes the program before
+and after every step (``dump.py``); ``artifacts.load_or_compile`` puts the disk cache in
+front of this module (which is the only one that imports Numba).
+"""
+from __future__ import annotations
+
+import linecache
+import re
+
+from numba.core import compiler, errors as numba_errors, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.target_extension import target_override
+
+from tilejit.compiler.artifact import CompiledKernel
+from tilejit.compiler.dump import Dumper
+from tilejit.errors import CompileError
+from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize, shape_constant_name
+from tilejit.frontend.source import KernelSource
+from tilejit.language import intrinsics
+from tilejit.language.dtypes import as_dtype
+from tilejit.ir.kernel_config import KernelConfig, compiling
+from tilejit.language.dtypes import as_dtype as _as_dtype
+from tilejit.passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
+                            shared_memory, tile_allocation, tma)
+from tilejit.passes.context import PassContext
+from tilejit.compiler.specialization import Specialization
+from tilejit.codegen import nvptx
+from tilejit.codegen.numba_pipeline import TilejitCompiler
+from tilejit.codegen.numba_target import TARGET_NAME, descriptor, new_flags
+from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapType, WeakFloat,
+                                          numba_type, tensor_map, weak_float)
+
+
+SOURCE_PASSES = (
+    tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
+    rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
+    layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
+    tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
+    shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
+    barriers.insert_barriers,                # block barriers for shared-memory hazards
+    parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
+)
+
+# the names the passes insert, and what they stand for
+PASS_INTRINSICS = {
+    tile_allocation.TILE: intrinsics.tile, tile_allocation.REGION: intrinsics.region,
+    tile_allocation.GEMM: intrinsics.gemm, layout_inference.FRAG_LOOP: intrinsics.frag_loop,
+    layout_inference.FRAG_INDEX: intrinsics.frag_index,
+    layout_inference.FRAG_VALID: intrinsics.frag_valid,
+    layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
+    barriers.SYNC: intrinsics.sync_threads, pipeline.STAGE: intrinsics.stage,
+    pipeline.COPY_ASYNC: intrinsics.copy_async, pipeline.COMMIT: intrinsics.cp_commit,
+    pipeline.WAIT: intrinsics.cp_wait, rasterization.SWIZZLE_BLOCKS: intrinsics.swizzle_blocks,
+    **{name: getattr(intrinsics, fn.__name__) for fn, name in tile_allocation.ATOMICS.items()},
+    tile_allocation.REDUCE: intrinsics.reduce, tile_allocation.CUMSUM: intrinsics.cumsum,
+    layout_inference.FRAG_SLOT: intrinsics.frag_slot,
+    tma.TMA_INIT: intrinsics.tma_init, tma.TMA_LOAD: intrinsics.tma_load,
+    tma.TMA_WAIT: intrinsics.tma_wait, tma.TMA_FENCE: intrinsics.tma_fence,
+    tma.TMA_RELEASE: intrinsics.tma_release,
+}
+
+
+def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
+    name = _entry_name(ks, spec)
+    dump = Dumper.for_kernel(name, spec)
+    dump.text("source.py", lambda: _source_text(ks))
+    device_fn, tiles = build_device_function(ks, spec, dump)
+    argtypes = numba_argtypes(spec) + (tensor_map,) * len(tiles.tensor_maps)
+    dump.text("tile_plan.txt", tiles.describe)
+    config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
+                          fast_math=spec.fast_math, debug=spec.debug, tiles=tiles,
+                          arch=spec.arch)
+    with compiling(config):
+        cres = type_and_lower(ks, device_fn, argtypes)
+    dump.text("numba_typed.txt", _typed_ir_text(cres))
+    kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes)
+    if spec.arch == "sim":
+        return kernel
+    context = cres.target_context
+    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
+                                 spec.min_blocks_per_sm, _shape_constants_by_position(spec))
+    modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
+    dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
+    module = nvptx.link_and_optimize(modules, name, spec.arch, fast_math=spec.fast_math)
+    kernel.llvm_ir = str(module)
+    dump.text("llvm_optimized.ll", kernel.llvm_ir)
+    kernel.ptx = nvptx.emit_ptx(module, spec.arch)
+    dump.text("kernel.ptx", kernel.ptx)
+    kernel.param_formats = param_formats(argtypes)
+    position = {name: i for i, (name, _) in enumerate(spec.params)}
+    kernel.tensor_maps = [(position[name], box.dtype, box.itemsize, list(box.extents), box.swizzle)
+                          for name, box in tiles.tensor_maps]
+    return kernel
+
+
+def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
+    namespace = dict(ks.namespace)
+    namespace.update(dict(spec.constexprs))
+    namespace[BLOCK_INDEX] = intrinsics.block_index
+    namespace.update(parallel_guards.INTRINSICS)
+    namespace.update(PASS_INTRINSICS)
+    for param, dim, value in spec.shape_constants:
+        namespace[shape_constant_name(param, dim)] = value
+    dropped = {name for name, _ in spec.constexprs}
+    entries = [(p, d) for p, d, _ in spec.shape_constants]
+    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch,
+                      params={name: ty for (name, _), ty in zip(spec.params, numba_argtypes(spec))
+                              if isinstance(ty, GlobalTensorType) and name not in spec.outputs})
+    passes = [_bind(p, ctx) for p in SOURCE_PASSES]
+    if dump is not None:
+        passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
+    tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
+                       shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
+    return materialize(ks, tree, namespace), ctx.plan
+
+
+def _bind(source_pass, ctx):
+    """A source pass as ``device_tree`` calls it, with this compilation's context."""
+    return lambda fdef, _namespace: source_pass(fdef, ctx)
+
+
+def _named(fn, like):
+    fn.__name__ = like.__name__
+    return fn
+
+
+def _shape_constants_by_position(spec: Specialization) -> dict:
+    """{argument position: {dim: value}} of the shape entries compiled in."""
+    position = {name: i for i, (name, _) in enumerate(spec.params)}
+    out = {}
+    for param, dim, value in spec.shape_constants:
+        out.setdefault(position[param], {})[dim] = value
+    return out
+
+
+def _param_dtypes(spec: Specialization) -> dict:
+    return {name: _as_dtype(desc[1]) for name, desc in spec.params if desc[0] == "tensor"}
+
+
+def numba_argtypes(spec: Specialization) -> tuple:
+    out = []
+    for _, desc in spec.params:
+        if desc[0] == "tensor":
+            _, dtype, ndim, contiguous, aligned = desc
+            out.append(GlobalTensorType(as_dtype(dtype), ndim, contiguous, aligned))
+        elif desc[1] == "weak_float":
+            out.append(weak_float)
+        else:
+            out.append(numba_type(as_dtype(desc[1])))
+    return tuple(out)
+
+
+@global_compiler_lock
+def type_and_lower(ks: KernelSource, device_fn, argtypes):
+    typing_context = descriptor.typing_context
+    target_context = descriptor.target_context
+    try:
+        with target_override(TARGET_NAME):
+            target_context.refresh()
+            return compiler.compile_extra(typing_context, target_context, device_fn,
+                                          args=tuple(argtypes), return_type=None,
+                                          flags=new_flags(), locals={},
+                                          pipeline_class=TilejitCompiler)
+    except numba_errors.NumbaError as e:
+        raise _compile_error(ks, e) from None
+    except CompileError:
+        raise
+    except Exception as e:  # a fault of the compiler, not of the kernel
+        raise CompileError(f"internal compiler error while compiling {ks.tree.name}: "
+                           f"{type(e).__name__}: {e}; please report it", ks.filename,
+                           ks.tree.lineno) from e
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
+    text = _ANSI.sub("", str(e))
+    loc = getattr(e, "loc", None)
+    lineno = getattr(loc, "line", None)
+    filename = getattr(loc, "filename", None) or ks.filename
+    # keep Numba's explanation, drop its banners and the repeated source excerpt
+    source_lines = {ln.strip() for ln in linecache.getlines(ks.filename)} - {""}
+    keep = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in source_lines or stripped.startswith("Failed in nopython mode"):
+            continue
+        if stripped.startswith(("During:", "File \"", "^", "<source", "This error may")):
+            continue
+        if stripped.startswith(("- Resolution failure", "- Of which")):
+            continue
+        if re.match(r"^\d+\s*\|", stripped) or stripped.startswith(">"):
+            continue
+        if stripped:
+            keep.append(stripped)
+    message = "\n".join(keep[:12]) or type(e).__name__
+    return CompileError(message, filename, lineno)
+
+
+def param_formats(argtypes) -> list[str]:
+    """struct format characters of the flat kernel parameters (``Launcher``'s input)."""
+    formats = []
+    for ty in argtypes:
+        if isinstance(ty, GlobalTensorType):
+            formats += ["Q"] + ["q"] * (2 * ty.ndim)
+        elif isinstance(ty, TensorMapType):
+            formats.append("T")
+        elif isinstance(ty, WeakFloat) or ty == types.float64:
+            formats.append("d")
+        elif ty == types.float32:
+            formats.append("f")
+        elif ty == types.float16:
+            formats.append("e")
+        elif isinstance(ty, BFloat16):
+            formats.append("H")
+        elif ty == types.boolean:
+            formats.append("?")
+        elif isinstance(ty, types.Integer):
+            formats.append({(8, True): "b", (8, False): "B", (16, True): "h",
+                            (16, False): "H", (32, True): "i", (32, False): "I",
+                            (64, True): "q", (64, False): "Q"}[(ty.bitwidth, ty.signed)])
+        else:
+            raise CompileError(f"cannot pass a {ty} as a kernel parameter")
+    return formats
+
+
+def _max_vector(argtypes) -> int:
+    sizes = [t.dtype.itemsize for t in argtypes
+             if isinstance(t, GlobalTensorType) and t.aligned]
+    return max(1, 16 // min(sizes)) if sizes else 1
+
+
+def _entry_name(ks: KernelSource, spec: Specialization) -> str:
+    base = re.sub(r"\W", "_", ks.tree.name)
+    return f"{base}_kernel"
+
+
+def _source_text(ks: KernelSource) -> str:
+    import ast
+    return f"# {ks.filename}:{ks.tree.lineno}\n" + ast.unparse(ks.tree) + "\n"
+
+
+def _typed_ir_text(cres):
+    def text():
+        try:
+            return str(cres.type_annotation)
+        except Exception as e:  # the annotation is a debugging aid only
+            return f"(typed IR unavailable: {e})"
+    return text

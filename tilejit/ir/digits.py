@@ -1,0 +1,165 @@
+"""Fragments in digit form, and what reducing one along a dimension gives.
+
+Every layout tilejit builds for a fragment (the mma tilings, the ``T.Parallel``
+distribution) is a *digit layout*: each tile coordinate is a sum of digits,
+
+    coord_k = Σ ((src // stride) % size) · place        src ∈ {thread t, slot s}
+
+so each digit of the thread index and of the slot index moves one coordinate by a
+fixed amount. Reducing along dimension ``d`` then needs no search:
+
+- the result's element is held by every thread whose *kept* thread digits match, i.e.
+  the thread digits of dimension d are free (replication);
+- this thread's partial results are indexed by the slot digits of the kept
+  dimensions (renumbered compactly): ``reduced slot = Σ ((s // stride) % size) · new``;
+- the threads to combine differ only in the thread digits of dimension d: the ones
+  inside a warp (stride·size ≤ 32) are combined with ``shfl.xor`` over those lane bits,
+  the ones across warps through shared memory.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tilejit.ir.addressing import Const, Expr, S_VAR, T_VAR
+
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Digit:
+    src: str        # "t" or "s"
+    stride: int
+    size: int
+    place: int
+
+    def expr(self) -> Expr:
+        var = T_VAR if self.src == "t" else S_VAR
+        return ((var // self.stride) % self.size) * self.place
+
+
+@dataclass(frozen=True)
+class DigitLayout:
+    """A fragment layout in digit form (see the module docstring); ``name`` says where
+    it came from (it does not take part in equality)."""
+
+    shape: tuple[int, ...]
+    dims: tuple[tuple[Digit, ...], ...]
+    threads: int
+    slots: int
+    name: str = ""
+
+    def __eq__(self, other):
+        return (isinstance(other, DigitLayout) and self.shape == other.shape
+                and self.dims == other.dims and self.threads == other.threads
+                and self.slots == other.slots)
+
+    def __hash__(self):
+        return hash((self.shape, self.dims, self.threads, self.slots))
+
+    def coords(self) -> tuple[Expr, ...]:
+        out = []
+        for digits in self.dims:
+            e: Expr = Const(0)
+            for d in digits:
+                e = e + d.expr()
+            out.append(e)
+        return tuple(out)
+
+    def __str__(self):
+        return self.name or f"digit layout {self.shape}"
+
+
+def digit_layout(frag) -> DigitLayout | None:
+    """The digit form of a ``layouts.Fragment`` whose thread and slot layouts share one
+    leaf structure, each leaf owned by the thread or by the slot; None otherwise."""
+    dims = []
+    for tm, sm in zip(frag.thread_layout, frag.slot_layout):
+        tl, sl = tm._leaves, sm._leaves
+        if [s for s, _ in tl] != [s for s, _ in sl]:
+            return None
+        digits, place = [], 1
+        for (size, dt), (_, ds) in zip(tl, sl):
+            if dt and ds:
+                return None
+            if size > 1:
+                if not (dt or ds):
+                    return None
+                digits.append(Digit("t" if dt else "s", dt or ds, size, place))
+            place *= size
+        dims.append(tuple(digits))
+    return DigitLayout(tuple(frag.shape), tuple(dims), frag.num_threads,
+                       frag.slots_per_thread, frag.name)
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """How to reduce a digit layout along ``dim``."""
+
+    source: DigitLayout
+    dim: int
+    result: DigitLayout                   # the layout of the reduced fragment
+    slot_map: Expr                        # source slot -> result slot
+    lane_offsets: tuple[int, ...]         # shfl.xor offsets combining lanes
+    warp_digits: tuple[Digit, ...]        # thread digits across warps (shared memory)
+
+    @property
+    def warp_groups(self) -> int:
+        return math.prod(d.size for d in self.warp_digits)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def _split_at_warp(digits):
+    """A thread digit spanning lanes and warps as two digits, one on each side."""
+    out = []
+    for d in digits:
+        if (d.src == "t" and d.stride < WARP < d.stride * d.size and _pow2(d.stride)
+                and _pow2(d.size)):
+            inner = WARP // d.stride
+            out.append(Digit("t", d.stride, inner, d.place))
+            out.append(Digit("t", WARP, d.size // inner, d.place * inner))
+        else:
+            out.append(d)
+    return out
+
+
+def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False) -> Reduction | None:
+    """The reduction of ``src`` along ``dim`` (None when its thread digits along dim are
+    not powers of two, which shuffles cannot combine)."""
+    kept = [k for k in range(len(src.shape)) if k != dim]
+    slot_digits = sorted((d for k in kept for d in src.dims[k] if d.src == "s"),
+                         key=lambda d: d.stride)
+    new_stride, acc = {}, 1
+    for d in slot_digits:
+        new_stride[d] = acc
+        acc *= d.size
+    slot_map: Expr = Const(0)
+    for d in slot_digits:
+        slot_map = slot_map + ((S_VAR // d.stride) % d.size) * new_stride[d]
+
+    def renumber(d: Digit) -> Digit:
+        return Digit("s", new_stride[d], d.size, d.place) if d.src == "s" else d
+
+    dims = [tuple(renumber(d) for d in src.dims[k]) for k in kept]
+    shape = [src.shape[k] for k in kept]
+    if keep_dim:
+        dims.insert(dim, ())
+        shape.insert(dim, 1)
+    lane, warp = [], []
+    for d in _split_at_warp(src.dims[dim]):
+        if d.src != "t":
+            continue
+        if not (_pow2(d.stride) and _pow2(d.size)):
+            return None
+        if d.stride * d.size <= WARP:
+            lane += [d.stride << k for k in range(d.size.bit_length() - 1)]
+        elif d.stride >= WARP:
+            warp.append(d)
+        else:
+            return None
+    result = DigitLayout(tuple(shape), tuple(dims), src.threads, acc,
+                         f"{src.name} reduced along dim {dim}")
+    return Reduction(src, dim, result, slot_map, tuple(lane), tuple(warp))

@@ -1,0 +1,115 @@
+"""The tile plan of one kernel specialization: every tile the kernel allocates, with
+the layout the passes chose for it and (for shared tiles) its place in the one dynamic
+shared-memory buffer, and every ``T.gemm`` with its warp partition.
+
+The source passes build it (``passes/tile_allocation.py``, ``layout_inference.py``,
+``shared_memory.py``); the typing and lowering rules read it through
+``current_kernel().tiles``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tilejit.language.dtypes import DType
+
+SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
+# 32-bit registers per thread (of 255) the tiles may take before a kernel counts as
+# register-starved (lowering/tiles.thread_index, passes/tma.py)
+STARVED = 192
+
+
+def compute_dtype(dtype: DType) -> DType:
+    """The type reductions and scans combine values in: float32 for 16- and 32-bit
+    floats, float64, int64 for 64-bit integers, int32 for the other integers."""
+    from tilejit.language.dtypes import float32, float64, int32, int64
+    if dtype.name == "float64":
+        return float64
+    if dtype.is_float or dtype.name == "bfloat16":
+        return float32
+    return int64 if dtype.name in ("int64", "uint64") else int32
+
+
+@dataclass
+class Tile:
+    name: str
+    kind: str                    # SHARED | FRAGMENT | LOCAL
+    shape: tuple[int, ...]
+    dtype: DType
+    line: int
+    layout: object = None        # shared: Layout | ComposedLayout; fragment: Fragment
+    layout_line: int | None = None   # the use that fixed the layout (for errors)
+    layout_reason: str = ""
+    offset: int = 0              # shared: byte offset in the dynamic buffer
+    stages: int = 1              # shared: versions kept by a software pipeline
+    indexing: object = None      # fragment: FragmentIndexing of its layout
+    align: int = 16              # shared: byte alignment of its offset (TMA boxes: 1024)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one version (stage)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def stage_bytes(self) -> int:
+        """Distance between two stages: one version rounded up to 128 bytes."""
+        return -(-self.nbytes // 128) * 128
+
+    @property
+    def total_bytes(self) -> int:
+        return self.stage_bytes * self.stages if self.stages > 1 else self.nbytes
+
+
+@dataclass
+class TilePlan:
+    tiles: dict[str, Tile] = field(default_factory=dict)
+    gemms: dict[str, object] = field(default_factory=dict)      # id -> GemmPlan
+    loops: dict[str, object] = field(default_factory=dict)      # id -> (layout, indexing)
+    reductions: list = field(default_factory=list)   # (src, dst, dim, line) of T.reduce_*
+    slot_maps: dict = field(default_factory=dict)    # (loop id, fragment) -> slot Expr
+    scratch: dict = field(default_factory=dict)      # reduction id -> shared scratch tile
+    scans: list = field(default_factory=list)        # (src, dst, line) of T.cumsum
+    scan_scratch: dict = field(default_factory=dict)  # scan id -> shared scratch tile
+    shared_bytes: int = 0
+    threads: int = 128
+    mbarriers: int = 0               # 8-byte mbarriers of TMA pipelines (passes/tma.py)
+    mbarrier_offset: int = 0         # their byte offset in the shared buffer
+    tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
+    tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
+
+    def tile(self, name: str) -> Tile:
+        return self.tiles[name]
+
+    def register_words(self) -> int:
+        """32-bit registers per thread that the fragments and local tiles take."""
+        words = 0
+        for t in self.tiles.values():
+            if t.kind == FRAGMENT and t.indexing is not None:
+                words += -(-t.indexing.slots * t.dtype.itemsize // 4)
+            elif t.kind == LOCAL:
+                words += -(-t.nbytes // 4)
+        return words
+
+    def describe(self) -> str:
+        """A readable summary (``TILEJIT_DUMP_IR`` writes it)."""
+        lines = [f"threads: {self.threads}", f"dynamic shared memory: {self.shared_bytes} bytes"]
+        for t in self.tiles.values():
+            where = f" @ byte {t.offset}" if t.kind == SHARED else ""
+            if t.stages > 1:
+                where += f" x {t.stages} stages"
+            lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "
+                         f"(line {t.line}): {t.layout}"
+                         + (f"  [{t.layout_reason}]" if t.layout_reason else ""))
+        if self.mbarriers:
+            lines.append(f"{self.mbarriers} mbarriers @ byte {self.mbarrier_offset}")
+        for cid, c in self.tma_copies.items():
+            lines.append(f"TMA copy {cid}: {c}")
+        for gid, (g, a, b, c, line) in self.gemms.items():
+            lines.append(f"gemm {gid} (line {line}): {a} x {b} -> {c}: {g}")
+        for lid, (frag, _) in self.loops.items():
+            lines.append(f"fragment loop {lid}: {frag.name}")
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,10 @@
+"""The runtime: what happens when a kernel is called.
+
+``kernel.py`` is ``@tilejit.kernel`` (binding arguments, choosing the target, the
+in-memory specialization cache), ``host.py`` the argument checks and the host program,
+``runtime/fastlaunch.py`` the generated hot path of a cached launch, ``cuda_driver.py`` and
+``tensor_maps.py`` the CUDA driver, ``disk_cache.py`` and ``runtime/kernel_cache.py`` the disk
+cache in front of the compiler. Imports the compiler and the simulator only when a
+kernel is first compiled or simulated (a process whose kernels are cached never
+imports Numba).
+"""

@@ -1,0 +1,375 @@
+"""Thin, low-overhead wrapper over ``cuda.bindings.driver``: load PTX, launch kernels.
+
+No nvcc / NVRTC: PTX is JIT-compiled by the driver (cuModuleLoadData). torch is optional
+and never imported at module import time.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+
+try:  # importing the bindings does not load libcuda; that happens on the first driver call
+    from cuda.bindings import driver as _drv
+except Exception:  # pragma: no cover - depends on the environment
+    _drv = None
+
+__all__ = [
+    "CudaError", "cuda_available", "device_count", "device_arch", "device_limits",
+    "ensure_context", "CudaModule", "Launcher", "layout_params", "tensor_pointer",
+    "current_stream", "synchronize", "alloc", "free", "memcpy_htod", "memcpy_dtoh",
+]
+
+_DEFAULT_SHARED_LIMIT = 48 * 1024  # above this, dynamic smem needs an explicit per-function opt-in
+
+
+class CudaError(RuntimeError):
+    """A driver call failed; ``call`` is the call's name, ``code`` the CUresult value."""
+
+    def __init__(self, call: str, code: int, detail: str = ""):
+        self.call, self.code = call, int(code)
+        msg = f"{call} failed: {_error_name(code)}"
+        super().__init__(f"{msg} ({detail})" if detail else msg)
+
+
+def _error_name(code) -> str:
+    try:
+        err, name = _drv.cuGetErrorName(_drv.CUresult(int(code)))
+        if not err and name:
+            return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        pass
+    try:
+        return _drv.CUresult(int(code)).name
+    except Exception:
+        return f"CUresult {int(code)}"
+
+
+def _check(result, what: str):
+    """Raise CudaError if ``result[0]`` (the CUresult) is non-zero; return the remaining outputs."""
+    if result[0]:
+        raise CudaError(what, result[0])
+    if len(result) == 2:
+        return result[1]
+    return result[1:] if len(result) > 2 else None
+
+
+# ---------------------------------------------------------------------------- devices / contexts
+_available: bool | None = None
+_arch_cache: dict[int, str] = {}
+_limits_cache: dict[int, dict] = {}
+_primary: dict[int, tuple] = {}  # ordinal -> (CUcontext, int handle)
+
+
+def cuda_available() -> bool:
+    """True if the driver loads, cuInit(0) succeeds and at least one device exists. Never raises."""
+    global _available
+    if _available is None:
+        try:
+            _available = (_drv is not None and not _drv.cuInit(0)[0]
+                          and _check(_drv.cuDeviceGetCount(), "cuDeviceGetCount") > 0)
+        except Exception:  # ImportError, pathfinder's DynamicLibNotFoundError, CudaError, ...
+            _available = False
+    return _available
+
+
+def _require() -> None:
+    if not cuda_available():
+        raise RuntimeError("CUDA driver/device not available")
+
+
+def device_count() -> int:
+    return _check(_drv.cuDeviceGetCount(), "cuDeviceGetCount") if cuda_available() else 0
+
+
+def _device(ordinal: int):
+    _require()
+    return _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+
+
+def _attr(dev, name: str) -> int:
+    attr = getattr(_drv.CUdevice_attribute, "CU_DEVICE_ATTRIBUTE_" + name)
+    return _check(_drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute")
+
+
+def device_arch(ordinal: int = 0) -> str:
+    """e.g. ``"sm_90"`` for an H100/H200 (compute capability 9.0)."""
+    if ordinal not in _arch_cache:
+        dev = _device(ordinal)
+        major = _attr(dev, "COMPUTE_CAPABILITY_MAJOR")
+        _arch_cache[ordinal] = f"sm_{major}{_attr(dev, 'COMPUTE_CAPABILITY_MINOR')}"
+    return _arch_cache[ordinal]
+
+
+def device_limits(ordinal: int = 0) -> dict:
+    if ordinal not in _limits_cache:
+        dev = _device(ordinal)
+        _limits_cache[ordinal] = {
+            "max_threads_per_block": _attr(dev, "MAX_THREADS_PER_BLOCK"),
+            "max_shared_per_block": _attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK"),  # 48 KiB default
+            "max_shared_per_block_optin": _attr(dev, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            "num_sms": _attr(dev, "MULTIPROCESSOR_COUNT"),
+            "max_regs_per_block": _attr(dev, "MAX_REGISTERS_PER_BLOCK"),
+        }
+    return dict(_limits_cache[ordinal])
+
+
+def ensure_context(ordinal: int = 0):
+    """Retain the device's primary context (the one the CUDA runtime / torch use) and make it
+    current on this thread if it is not. The retain is cached (never released: process lifetime);
+    an already-current context costs one cuCtxGetCurrent."""
+    entry = _primary.get(ordinal)
+    if entry is None:
+        ctx = _check(_drv.cuDevicePrimaryCtxRetain(_device(ordinal)), "cuDevicePrimaryCtxRetain")
+        entry = _primary[ordinal] = (ctx, int(ctx))
+    cur = _check(_drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if cur is None or int(cur) != entry[1]:
+        _check(_drv.cuCtxSetCurrent(entry[0]), "cuCtxSetCurrent")
+    return entry[0]
+
+
+def synchronize(ordinal: int = 0) -> None:
+    ensure_context(ordinal)
+    _check(_drv.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+# ---------------------------------------------------------------------------- modules
+class CudaModule:
+    """A PTX module loaded into the primary context of device ``ordinal``, with one kernel."""
+
+    def __init__(self, ptx: str, kernel_name: str, ordinal: int = 0, dynamic_shared_bytes: int = 0):
+        self.ordinal = ordinal
+        self.kernel_name = kernel_name
+        self._module = None
+        ensure_context(ordinal)
+        optin = device_limits(ordinal)["max_shared_per_block_optin"]
+        if dynamic_shared_bytes > optin:
+            raise ValueError(f"kernel {kernel_name!r} needs {dynamic_shared_bytes} bytes of "
+                             f"dynamic shared memory; device {ordinal} allows at most {optin} "
+                             "per block")
+        # the driver reads PTX as a NUL-terminated C string
+        image = (ptx.encode() if isinstance(ptx, str) else bytes(ptx)).rstrip(b"\0") + b"\0"
+        err, module = _drv.cuModuleLoadData(image)
+        if err:
+            raise CudaError("cuModuleLoadData", err, _jit_error_log(image))
+        self._module = module
+        self.function = _check(_drv.cuModuleGetFunction(module, kernel_name.encode()),
+                               "cuModuleGetFunction")
+        fa = _drv.CUfunction_attribute
+        get = self._func_attr
+        self.num_regs = get(fa.CU_FUNC_ATTRIBUTE_NUM_REGS)
+        self.local_bytes = get(fa.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+        self.max_threads = get(fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+        static_shared = get(fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        if static_shared + dynamic_shared_bytes > optin:  # static + dynamic share one limit
+            raise ValueError(f"kernel {kernel_name!r} needs {static_shared} static + "
+                             f"{dynamic_shared_bytes} dynamic bytes of shared memory; device "
+                             f"{ordinal} allows at most {optin} per block")
+        if dynamic_shared_bytes > _DEFAULT_SHARED_LIMIT:
+            attr = fa.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(_drv.cuFuncSetAttribute(self.function, attr, dynamic_shared_bytes),
+                   "cuFuncSetAttribute")
+
+    def _func_attr(self, attr) -> int:
+        return _check(_drv.cuFuncGetAttribute(attr, self.function), "cuFuncGetAttribute")
+
+    def __del__(self):
+        module, self._module = getattr(self, "_module", None), None
+        if module is not None and _drv is not None:
+            try:
+                _drv.cuModuleUnload(module)
+            except Exception:  # interpreter shutdown / driver already torn down
+                pass
+
+
+def _jit_error_log(image: bytes) -> str:
+    """Re-run the load with an error-log buffer to recover ptxas' message (best effort)."""
+    try:
+        log = bytearray(8192)
+        opt = _drv.CUjit_option
+        opts = [opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        err, module = _drv.cuModuleLoadDataEx(image, 2, opts, [log, len(log)])
+        if not err:
+            _drv.cuModuleUnload(module)
+        return bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
+    except Exception:
+        return ""
+
+
+# ---------------------------------------------------------------------------- launching
+_PARAM_SIZES = {"Q": 8, "q": 8, "d": 8, "i": 4, "I": 4, "f": 4,
+                "h": 2, "H": 2, "e": 2, "b": 1, "B": 1, "?": 1, "T": 128}
+# kinds that are not one struct character: a TMA tensor map, 128 bytes aligned to 64
+_PARAM_FORMATS = {"T": ("128s", 64)}
+
+
+def layout_params(param_kinds) -> tuple[struct.Struct, list[int]]:
+    """One little-endian Struct with 'x' padding so every parameter sits at its natural alignment,
+    plus the byte offset of each parameter."""
+    fmt, offsets, pos = ["<"], [], 0
+    for kind in param_kinds:
+        size = _PARAM_SIZES.get(kind)
+        if size is None:
+            raise ValueError(f"unknown kernel parameter kind {kind!r}; "
+                             f"expected one of {''.join(_PARAM_SIZES)}")
+        code, align = _PARAM_FORMATS.get(kind, (kind, size))
+        pad = -pos % align
+        if pad:
+            fmt.append(f"{pad}x")
+        pos += pad
+        offsets.append(pos)
+        fmt.append(code)
+        pos += size
+    return struct.Struct("".join(fmt)), offsets
+
+
+class Launcher:
+    """Launches ``module.function`` with parameters packed into one persistent buffer.
+
+    Not thread-safe by design: the parameter buffer is shared. Sequential reuse is safe because
+    cuLaunchKernel copies the parameter values when it is called (not when the kernel runs).
+    """
+
+    __slots__ = ("module", "param_kinds", "offsets", "_struct", "_pack", "_buf", "_view", "_ptrs",
+                 "_params_addr", "_func", "_cu_launch", "_ordinal")
+
+    def __init__(self, module: CudaModule, param_kinds):
+        self.module = module
+        self.param_kinds = list(param_kinds)
+        self._struct, self.offsets = layout_params(self.param_kinds)
+        # 64-byte aligned (a tensor map's alignment): every parameter is naturally aligned
+        # in host memory
+        self._buf = ctypes.create_string_buffer(max(self._struct.size, 8) + 64)
+        shift = -ctypes.addressof(self._buf) % 64
+        self._view = memoryview(self._buf).cast("B")[shift:]
+        self._pack = self._struct.pack_into
+        base = ctypes.addressof(self._buf) + shift
+        n = len(self.offsets)
+        # kernelParams = void*[n], entry i -> parameter i. cuda.bindings takes a plain int as an
+        # already-built void** (no per-call marshalling); the driver copies the values at launch.
+        self._ptrs = (ctypes.c_void_p * max(n, 1))(*[base + off for off in self.offsets])
+        self._params_addr = ctypes.addressof(self._ptrs) if n else 0
+        self._func = module.function
+        self._ordinal = module.ordinal
+        self._cu_launch = _drv.cuLaunchKernel
+
+    def parts(self):
+        """(pack_into, buffer view, cuLaunchKernel, function, kernelParams address): what a
+        generated launch path (``tilejit/runtime/fastlaunch.py``) calls directly."""
+        return self._pack, self._view, self._cu_launch, self._func, self._params_addr
+
+    def launch(self, grid, block, shared_bytes, stream, values) -> None:
+        """Hot path. ``stream`` is an int handle (0 = legacy default stream) or a CUstream."""
+        self._pack(self._view, 0, *values)
+        gx, gy, gz = grid
+        bx, by, bz = block
+        # stream 0 goes as None (the bindings' cheapest path to a NULL CUstream); `extra` is typed
+        # void_ptr in cuda.bindings 13.x, so it must be the int 0 (None raises TypeError).
+        err, = self._cu_launch(self._func, gx, gy, gz, bx, by, bz, shared_bytes, stream or None,
+                               self._params_addr, 0)
+        if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0: no enum lookup needed
+            self._on_error(err, grid, block, shared_bytes, stream)
+
+    def _on_error(self, err, grid, block, shared_bytes, stream) -> None:
+        # No context / another device's context current on this thread: fix it and retry once.
+        # A launch that failed with these codes was never enqueued, so the retry cannot double-run.
+        if int(err) in (201, 400, 709):  # INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
+            ensure_context(self._ordinal)
+            gx, gy, gz = grid
+            bx, by, bz = block
+            err, = self._cu_launch(self._func, gx, gy, gz, bx, by, bz, shared_bytes, stream or None,
+                                   self._params_addr, 0)
+            if not err:
+                return
+        raise CudaError("cuLaunchKernel", err,
+                        f"kernel {getattr(self.module, 'kernel_name', '?')}, grid={tuple(grid)}, "
+                        f"block={tuple(block)}, shared={shared_bytes}")
+
+
+# ---------------------------------------------------------------------------- arguments / memory
+def tensor_pointer(x) -> tuple[int, int]:
+    """(address, device ordinal) of an array-like; ordinal is -1 for host memory."""
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        return (x.data_ptr(), x.device.index or 0) if x.is_cuda else (x.data_ptr(), -1)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        ptr = int(cai["data"][0])
+        if ptr == 0:  # empty allocation: no pointer attributes to query
+            return 0, 0
+        attr = _drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        return ptr, int(_check(_drv.cuPointerGetAttribute(attr, ptr), "cuPointerGetAttribute"))
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray):
+        return int(x.ctypes.data), -1
+    if hasattr(x, "__dlpack_device__"):
+        dev_type, dev_id = x.__dlpack_device__()
+        try:
+            import torch
+        except ImportError:
+            raise TypeError(f"{type(x).__name__}: reading a DLPack pointer needs torch") from None
+        ptr = torch.from_dlpack(x).data_ptr()
+        # DLDeviceType: 2 = kDLCUDA, 13 = kDLCUDAManaged; 1 = kDLCPU, 3 = kDLCUDAHost (pinned)
+        return ptr, (int(dev_id) if int(dev_type) in (2, 13) else -1)
+    raise TypeError(f"cannot get a device pointer from {type(x).__name__}")
+
+
+def current_stream(ordinal: int, tensors_are_torch: bool) -> int:
+    """torch's current stream on ``ordinal`` for torch arguments, else 0 (legacy default stream)."""
+    if tensors_are_torch:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            return torch.cuda.current_stream(ordinal).cuda_stream
+    return 0
+
+
+def alloc(nbytes: int, ordinal: int = 0) -> int:
+    """cuMemAlloc in device ``ordinal``'s primary context; returns the device address as an int."""
+    ensure_context(ordinal)
+    return int(_check(_drv.cuMemAlloc(max(int(nbytes), 1)), "cuMemAlloc"))
+
+
+def _ensure_any_context() -> None:
+    # with unified addressing any current context can copy to/from any device pointer
+    if not int(_check(_drv.cuCtxGetCurrent(), "cuCtxGetCurrent") or 0):
+        ensure_context(0)
+
+
+def free(ptr: int) -> None:
+    _ensure_any_context()
+    _check(_drv.cuMemFree(ptr), "cuMemFree")
+
+
+def memcpy_htod(ptr: int, array) -> None:
+    """Synchronous copy of a C-contiguous numpy array to device address ``ptr``."""
+    if not array.flags["C_CONTIGUOUS"]:
+        raise ValueError("memcpy_htod needs a C-contiguous array")
+    _ensure_any_context()
+    _check(_drv.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+
+
+def memcpy_dtoh(array, ptr: int) -> None:
+    """Synchronous copy from device address ``ptr`` into a writable C-contiguous numpy array."""
+    if not (array.flags["C_CONTIGUOUS"] and array.flags["WRITEABLE"]):
+        raise ValueError("memcpy_dtoh needs a writable C-contiguous array")
+    _ensure_any_context()
+    _check(_drv.cuMemcpyDtoH(array.ctypes.data, ptr, array.nbytes), "cuMemcpyDtoH")
+
+
+def stream_getter(ordinal: int):
+    """A function returning the handle of the stream a launch on ``ordinal`` goes to
+    (torch's current stream when torch is loaded, else the legacy default stream 0),
+    as cheap as the installed torch allows."""
+    fn, arg = stream_function(ordinal)
+    return lambda: fn(arg)
+
+
+def stream_function(ordinal: int):
+    """(f, arg) with f(arg) the stream handle ``stream_getter`` describes, without an
+    extra Python frame when torch exposes its raw-stream query."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return (lambda _: 0), ordinal
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw, ordinal
+    return (lambda o: torch.cuda.current_stream(o).cuda_stream), ordinal

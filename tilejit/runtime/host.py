@@ -1,0 +1,166 @@
+"""The host side of a launch: the arguments as the compiler sees them, the launch
+configuration the host program returns, and the outputs it allocates (``T.empty``)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tilejit.frontend.signature import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
+from tilejit.language import check_min_blocks, launch_shape
+from tilejit.language.dtypes import DType, as_dtype, bfloat16
+
+
+class LaunchConfig:
+    """What the host program returns: grid (3 dims), threads, the minimum of resident
+    blocks per SM asked for (or None), and the outputs."""
+    __slots__ = ("grid", "threads", "min_blocks_per_sm", "outputs")
+
+    def __init__(self, *grid, threads=128, prelude=None, outputs=(), min_blocks_per_sm=None):
+        dims, threads = launch_shape(grid, threads)
+        self.grid = dims + (1,) * (3 - len(dims))
+        self.threads = threads
+        self.min_blocks_per_sm = check_min_blocks(min_blocks_per_sm, threads)
+        self.outputs = outputs
+
+
+# -- outputs ------------------------------------------------------------------------
+_ALLOCATION = threading.local()
+
+
+class allocating_like:
+    """While the host program runs, ``T.empty`` allocates tensors of the same kind
+    (torch or numpy) and on the same device as ``like``."""
+
+    def __init__(self, like: TensorArg | None):
+        self.like = like
+
+    def __enter__(self):
+        self.outer = getattr(_ALLOCATION, "like", None)
+        _ALLOCATION.like = self.like
+        return self
+
+    def __exit__(self, *exc):
+        _ALLOCATION.like = self.outer
+        return False
+
+
+def allocate_output(shape, dtype):
+    """``T.empty(shape, dtype)`` in the host program."""
+    dtype = as_dtype(dtype)
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if any(s < 0 for s in shape):
+        raise ValueError(f"T.empty: negative extent in shape {shape}")
+    like = getattr(_ALLOCATION, "like", None)
+    if like is not None and like.is_torch:
+        import torch
+        tdt = torch.bool if dtype.name == "bool" else getattr(torch, dtype.name)
+        return torch.empty(shape, dtype=tdt, device=like.obj.device)
+    if dtype == bfloat16:
+        raise TypeError("T.empty: a bfloat16 output needs torch tensors as inputs "
+                        "(numpy has no bfloat16)")
+    return np.empty(shape, dtype=dtype.numpy)
+
+
+# -- arguments ----------------------------------------------------------------------
+class Call:
+    """One call's arguments, classified: compile-time values, tensors, scalars."""
+    __slots__ = ("host_args", "runtime", "constexprs", "key", "device", "like")
+
+    def __init__(self):
+        self.host_args, self.runtime, self.constexprs, self.key = [], [], [], []
+        self.device, self.like = -1, None
+
+
+def classify(kernel, values) -> Call:
+    call = Call()
+    devices = {}
+    source = kernel.source
+    for name, value in zip(source.params, values):
+        if name in source.constexpr_params or is_compile_time_value(value):
+            value = constexpr_value(name, value)
+            call.constexprs.append((name, value))
+            call.host_args.append(value)
+            call.key.append(("const", name, hashable(value)))
+            continue
+        tensor = as_tensor_arg(value)
+        if tensor is not None:
+            check_rank(kernel, name, tensor)
+            devices.setdefault(tensor.device, name)
+            call.runtime.append((name, tensor))
+            call.host_args.append(tensor)
+            call.key.append(tensor.type_key())
+            if call.like is None:
+                call.like = tensor
+        else:
+            call.key.append(scalar_key(name, value))
+            call.runtime.append((name, value))
+            call.host_args.append(value)
+    if len(devices) > 1:
+        names = ", ".join(f"{n!r} on {device_name(d)}" for d, n in devices.items())
+        raise ValueError(f"{kernel.__name__}(): arguments live on different devices ({names});"
+                         " move them to one device")
+    call.device = next(iter(devices), -1)
+    return call
+
+
+def add_outputs(kernel, call: Call, launch: LaunchConfig):
+    """Append the outputs the host program allocated to the call's run-time arguments."""
+    for name, value in zip(kernel.outputs, launch.outputs):
+        tensor = as_tensor_arg(value)
+        call.runtime.append((name, tensor))
+        call.key.append(tensor.type_key())
+
+
+def shape_constants(kernel, call: Call, values) -> tuple:
+    """((param, dim, value), …) of the shape entries the kernel specializes on: those it
+    needs at compile time, and every entry of a tensor a ``T.copy`` moves whole."""
+    if not kernel.shape_entries and not kernel.whole_copies:
+        return ()
+    index = {n: i for i, n in enumerate(kernel.source.params)}
+    out = []
+    for param in kernel.whole_copies:
+        tensor = as_tensor_arg(values[index[param]])
+        if tensor is not None:
+            out += [(param, d, int(n)) for d, n in enumerate(tensor.shape)
+                    if (param, d) not in kernel.shape_entries]
+    for param, dim in kernel.shape_entries:
+        tensor = as_tensor_arg(values[index[param]])
+        if tensor is None or dim >= tensor.ndim:
+            raise ValueError(f"argument {param!r}: the kernel reads {param}.shape[{dim}] as a "
+                             f"compile-time extent; got {type(values[index[param]]).__name__}"
+                             + (f" of rank {tensor.ndim}" if tensor is not None else ""))
+        out.append((param, dim, int(tensor.shape[dim])))
+    return tuple(sorted(out))
+
+
+def check_rank(kernel, name, tensor: TensorArg):
+    rank = kernel.ranks.get(name)
+    if rank is not None and rank[0] != tensor.ndim:
+        raise ValueError(
+            f"argument {name!r}: expected a {rank[0]}-d tensor (the kernel uses {name} "
+            f"that way at line {rank[1]}), got a {tensor.ndim}-d tensor of shape "
+            f"{tuple(tensor.shape)}")
+
+
+def constexpr_value(name, value):
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return as_dtype(value)
+    if value is None or isinstance(value, (int, float, bool, str, tuple, DType)):
+        return value
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
+                    f"tuple, dtype or None, got {type(value).__name__}")
+
+
+def hashable(value):
+    try:
+        hash(value)
+        return (type(value).__name__, value)
+    except TypeError:
+        return (type(value).__name__, repr(value))
+
+
+def device_name(device: int) -> str:
+    return "the host" if device < 0 else f"cuda:{device}"

@@ -1,0 +1,320 @@
+"""``@tilejit.kernel``: binding arguments, choosing the target, the specialization
+cache, and the launch. The hot path of a cached kernel is ``KernelFunction.__call__``
+→ ``fastlaunch``; the first call of a specialization takes the full path below.
+
+Nothing here imports Numba: the compiler is imported when a kernel is first compiled,
+so a process that finds its kernels in the disk cache never pays for it.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from tilejit.runtime import host
+from tilejit.errors import CompileError
+from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
+from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
+from tilejit.frontend.signature import TensorArg
+from tilejit.frontend.source import expected_ranks, parse_kernel
+from tilejit.frontend.validate import check_supported
+
+_TARGETS = ("auto", "cuda", "sim", "amdgpu")
+
+
+class KernelFunction:
+    def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False,
+                 source_tree=None):
+        if target not in _TARGETS:
+            raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
+        self.func = func
+        self.target = target
+        self.arch = arch
+        self.fast_math = fast_math
+        self.debug = debug
+        self.source = parse_kernel(func, source_tree)
+        check_supported(self.source)
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+        self.ranks = expected_ranks(self.source)
+        self.outputs, self.returns = kernel_outputs(self.source)
+        self.shape_entries = compile_time_shapes(self.source)
+        self.whole_copies = whole_copy_shapes(self.source)
+        ns = dict(self.source.namespace)
+        ns[LAUNCH_CONFIG] = host.LaunchConfig
+        self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        params = self.source.params
+        self._nparams = len(params)
+        self._const_flags = tuple(p in self.source.constexpr_params for p in params)
+        # the trailing parameters that have defaults, for calls that leave them out
+        first = len(params)
+        while first > 0 and params[first - 1] in self.source.defaults:
+            first -= 1
+        self._first_default = first
+        self._default_values = tuple(self.source.defaults[p] for p in params[first:])
+        self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
+        self._env_target = os.environ.get("TILEJIT_TARGET")
+
+    def __repr__(self):
+        return f"<tilejit.kernel {self.func.__qualname__}>"
+
+    # -- arguments -------------------------------------------------------------------
+    def _bind(self, args, kwargs) -> list:
+        params = self.source.params
+        if len(args) > len(params):
+            raise TypeError(f"{self.__name__}() takes {len(params)} argument(s) "
+                            f"({', '.join(params)}), got {len(args)}")
+        values = list(args)
+        for name in params[len(args):]:
+            if name in kwargs:
+                values.append(kwargs.pop(name))
+            elif name in self.source.defaults:
+                values.append(self.source.defaults[name])
+            else:
+                raise TypeError(f"{self.__name__}() missing argument {name!r} "
+                                f"(parameters: {', '.join(params)})")
+        for name in kwargs:
+            if name in params[:len(args)]:
+                raise TypeError(f"{self.__name__}() got two values for argument {name!r}")
+            raise TypeError(f"{self.__name__}() got an unexpected argument {name!r} "
+                            f"(parameters: {', '.join(params)})")
+        return values
+
+    def _target_for(self, device: int) -> str:
+        target = self._env_target or self.target
+        if target == "auto":
+            return "cuda" if device >= 0 else "sim"
+        if target == "cuda" and device < 0:
+            raise ValueError(f"{self.__name__}(): target 'cuda' needs the tensors on a CUDA "
+                             "device; they are in host memory (use target='sim' to simulate)")
+        if target == "sim" and device >= 0:
+            raise ValueError(f"{self.__name__}(): the simulator runs on host memory; the "
+                             "tensors are on a CUDA device")
+        if target == "amdgpu":
+            raise CompileError("target 'amdgpu' is not available yet: its code objects need a "
+                               "link step this build does not have")
+        return target
+
+    def _arch(self, device: int) -> str:
+        if self.arch:
+            return self.arch
+        from tilejit.runtime import cuda_driver
+        return cuda_driver.device_arch(max(device, 0))
+
+    # -- the full path ---------------------------------------------------------------
+    def _prepare(self, values, target=None, arch=None):
+        """Classify the arguments, run the host program (grid, outputs) and describe
+        the specialization: (call, launch, target, spec). An explicit ``target`` skips
+        the device checks (compiling needs no device)."""
+        call = host.classify(self, values)
+        target = target or self._target_for(call.device)
+        with host.allocating_like(call.like):
+            launch = self._host(*call.host_args)
+        host.add_outputs(self, call, launch)
+        shapes = host.shape_constants(self, call, values)
+        arch = "sim" if target == "sim" else (arch or self._arch(call.device))
+        from tilejit.compiler.specialization import Specialization
+        spec = Specialization(
+            params=tuple((name, key) for (name, _), key in zip(
+                call.runtime, [k for k in call.key if k[0] != "const"])),
+            constexprs=tuple(call.constexprs), shape_constants=shapes,
+            outputs=tuple(self.outputs), threads=launch.threads, arch=arch,
+            fast_math=self.fast_math, debug=self.debug,
+            min_blocks_per_sm=launch.min_blocks_per_sm)
+        return call, launch, target, spec
+
+    def _compiled(self, spec, device):
+        entry = self._cache.get((spec, device))
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get((spec, device))
+                if entry is None:
+                    from tilejit.compiler.artifact import load_or_compile
+                    compiled = load_or_compile(self, spec)
+                    entry = _Loaded(compiled, device) if spec.arch != "sim" else compiled
+                    self._cache[(spec, device)] = entry
+        return entry
+
+    def __call__(self, *args, **kwargs):
+        if not kwargs and self._first_default <= len(args) <= self._nparams:
+            values = args + self._default_values[len(args) - self._first_default:] \
+                if len(args) < self._nparams else args
+        else:
+            values = tuple(self._bind(args, kwargs))
+        fast = self._fast
+        if fast is not None:
+            result = fast.launch(*values)
+            if result is not fast.MISS:
+                return result
+        call, launch, target, spec = self._prepare(values)
+        if target == "sim":
+            from tilejit.sim.runner import run_simulation
+            self._compiled(spec, -1)
+            run_simulation(self, values, launch, spec)
+        else:
+            loaded = self._compiled(spec, call.device)
+            loaded.launch(launch, call.runtime)
+            self._remember_fast(values, loaded, launch, call)
+        return self._result(launch.outputs)
+
+    def _result(self, outputs):
+        if self.returns is None:
+            return None
+        by_name = dict(zip(self.outputs, outputs))
+        if isinstance(self.returns, str):
+            return by_name[self.returns]
+        return tuple(by_name[n] for n in self.returns)
+
+    def _remember_fast(self, values, loaded, launch, call):
+        from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
+        if self._fast is None:
+            self._fast = fast_launcher_for(self, values)
+        fast = self._fast
+        if fast is None or len(values) != self._nparams or 0 in launch.grid:
+            return
+        if fast.kinds != param_kinds(self, values):
+            return
+        from tilejit.runtime import cuda_driver
+        outputs = None
+        if self.outputs:
+            outputs = _OutputMaker(self, launch.outputs)
+        fast.remember(values, loaded.launcher, launch.grid, launch.threads,
+                      loaded.compiled.shared_bytes, cuda_driver.stream_function(call.device),
+                      outputs, loaded.maps)
+
+    def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
+        """Compile for the arguments' types without launching. With ``target="cuda"``
+        and an ``arch``, works without a GPU (numpy arrays supply the types)."""
+        values = self._bind(args, kwargs)
+        chosen = target or self._env_target or self.target
+        if chosen == "auto":
+            chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
+        _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
+        from tilejit.compiler.artifact import load_or_compile
+        return CompiledKernelHandle(self, load_or_compile(self, spec))
+
+
+class _OutputMaker:
+    """Allocates a cached launch's outputs: same shapes, dtypes and device as the
+    first call of its signature (they depend only on what the signature fixes)."""
+
+    def __init__(self, kernel, outputs):
+        import torch
+        self.specs = [(tuple(o.shape), o.dtype, o.device) for o in outputs]
+        self.empty = torch.empty
+        self.result = kernel._result
+
+    def __call__(self):
+        outs = [self.empty(shape, dtype=dtype, device=device)
+                for shape, dtype, device in self.specs]
+        extra = []
+        for o in outs:
+            extra.append(o.data_ptr())
+            extra.extend(o.shape)
+            extra.extend(o.stride())
+        return self.result(outs), tuple(extra)
+
+
+class CompiledKernelHandle:
+    """What ``kernel.compile(...)`` returns: the device code and a callable."""
+
+    def __init__(self, kernel: KernelFunction, compiled):
+        self.kernel = kernel
+        self.compiled = compiled
+        self.ptx = compiled.ptx
+        self.llvm_ir = compiled.llvm_ir
+        self.shared_bytes = compiled.shared_bytes
+        self._loaded = None
+
+    def _module(self):
+        if self._loaded is None:
+            from tilejit.runtime import cuda_driver
+            if not cuda_driver.cuda_available():
+                raise RuntimeError("num_regs and spills are reported by the CUDA driver when "
+                                   "it loads the kernel, and this machine has no CUDA device; "
+                                   "`ptxas -v` on .ptx gives the same figures")
+            self._loaded = _Loaded(self.compiled, 0)
+        return self._loaded
+
+    @property
+    def num_regs(self) -> int:
+        return self._module().module.num_regs
+
+    @property
+    def spills(self) -> int:
+        return self._module().module.local_bytes
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
+
+class _Loaded:
+    """A compiled kernel loaded on one device, with its launcher."""
+
+    def __init__(self, compiled, device: int):
+        from tilejit.runtime import cuda_driver
+        self.compiled = compiled
+        self.module = cuda_driver.CudaModule(compiled.ptx, compiled.name, max(device, 0),
+                                             compiled.shared_bytes)
+        self.launcher = cuda_driver.Launcher(self.module, compiled.param_formats)
+        self.device = device
+        self.maps = tensor_map_maker(compiled.tensor_maps)
+
+    def launch(self, launch: host.LaunchConfig, runtime):
+        from tilejit.runtime import cuda_driver
+        values = []
+        torch_args = False
+        for _, value in runtime:
+            if isinstance(value, TensorArg):
+                values.append(value.ptr)
+                values.extend(value.shape)
+                values.extend(value.strides)
+                torch_args = torch_args or value.is_torch
+            else:
+                values.append(value)
+        grid = launch.grid
+        if 0 in grid:
+            return
+        if self.maps is not None:
+            values += self.maps(*[(v.ptr, v.shape, v.strides) if isinstance(v, TensorArg)
+                                  else None for _, v in runtime])
+        stream = cuda_driver.current_stream(self.device, torch_args)
+        self.launcher.launch(grid, (launch.threads, 1, 1), self.compiled.shared_bytes,
+                             stream, tuple(values))
+
+
+def tensor_map_maker(tensor_maps):
+    """None, or f(*arguments) → the kernel's hidden TMA tensor-map parameters, where
+    the arguments are the run-time ones in order, each tensor as (pointer, shape,
+    strides) (``CompiledKernel.tensor_maps`` names each map's argument position)."""
+    if not tensor_maps:
+        return None
+    from tilejit.runtime.tensor_maps import MAPS, Box
+    # per map, what this kernel already got, keyed on the argument's (pointer, shape,
+    # strides) as they come: a hit is one dict lookup (the launch path of a cached
+    # kernel is the hot one), a miss asks the shared cache, which encodes
+    wanted = [(position, Box(dtype, size, tuple(extents), swizzle), {})
+              for position, dtype, size, extents, swizzle in tensor_maps]
+
+    def maps(*arguments):
+        out = []
+        for position, box, seen in wanted:
+            key = arguments[position]
+            found = seen.get(key)
+            if found is None:
+                if len(seen) >= 256:
+                    seen.clear()
+                found = seen[key] = MAPS.get(*key, box)
+            out.append(found)
+        return out
+    return maps
+
+
+def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False):
+    """Decorate a tile kernel. See SPEC: ``@tilejit.kernel`` or
+    ``@tilejit.kernel(target=..., arch=..., fast_math=..., debug=...)``."""
+    def wrap(f):
+        return KernelFunction(f, target=target, arch=arch, fast_math=fast_math, debug=debug)
+    return wrap(func) if func is not None else wrap

@@ -1,0 +1,79 @@
+"""Compiled kernels on disk (``cache.py`` is the store): the key hashes the kernel's
+source and everything it calls, the specialization (argument types, constexprs, shape
+constants, threads, arch, fast_math, debug) and the compiler's versions."""
+from __future__ import annotations
+
+import functools
+import glob
+import importlib.util
+import os
+
+from tilejit import __version__
+from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
+
+_STORE = DiskCache("kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def _versions() -> tuple:
+    """tilejit's, llvmlite's and Numba's versions, read from the installed
+    distributions' metadata directories (importing importlib.metadata, or the packages,
+    would cost a cache hit tens of milliseconds)."""
+    out = [__version__]
+    for package in ("llvmlite", "numba"):
+        found = "unknown"
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            site = os.path.dirname(os.path.dirname(spec.origin))
+            dists = glob.glob(os.path.join(site, f"{package}-*.dist-info"))
+            if dists:
+                found = os.path.basename(dists[0])[len(package) + 1:-len(".dist-info")]
+        out.append(found)
+    out.append(_compiler_sources())
+    return tuple(out)
+
+
+def _compiler_sources() -> str:
+    """The size and modification time of every module of tilejit: an edited compiler
+    (a development checkout) never reuses kernels the old one compiled. Stats only,
+    well under a millisecond."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    parts = []
+    for directory, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(directory, name))
+                parts.append(f"{os.path.relpath(os.path.join(directory, name), root)}:"
+                             f"{st.st_size}:{st.st_mtime_ns}")
+    return digest("tilejit-sources", parts)
+
+
+def key_of(kernel, spec) -> str:
+    fingerprint = getattr(kernel, "_fingerprint", None)
+    if fingerprint is None:
+        fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
+    # TILEJIT_TMA=0 and the TMA experiments (passes/tma.py) compile other code for sm_90+
+    switches = [os.environ.get(k, "") for k in ("TILEJIT_TMA", "TJX_TMA_RELEASE",
+                                                "TJX_RELEASE_FENCE")]
+    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), switches)
+
+
+def load(kernel, spec):
+    from tilejit.compiler.artifact import CompiledKernel
+    payload = _STORE.load(key_of(kernel, spec))
+    if payload is None:
+        return None
+    try:
+        return CompiledKernel(name=payload["name"], llvm_ir=payload["llvm_ir"],
+                              ptx=payload["ptx"], shared_bytes=int(payload["shared_bytes"]),
+                              param_formats=list(payload["param_formats"]),
+                              tensor_maps=[tuple(m) for m in payload.get("tensor_maps", [])])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def store(kernel, spec, compiled) -> None:
+    _STORE.store(key_of(kernel, spec), {
+        "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
+        "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
+        "tensor_maps": [list(m) for m in compiled.tensor_maps]})

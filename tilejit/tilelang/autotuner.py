@@ -1,0 +1,350 @@
+"""TileLang's ``tilelang.autotuner``: ``@autotune(configs=...)`` stacked above
+``@tilejit.jit``, in both of TileLang's styles (``from tilelang.autotuner import
+autotune`` and ``@tilelang.autotune`` both work once the imports name tilejit).
+
+- Eager style (``@tilejit.jit def f(A, B, block_M=128, ...)``): calling ``f(a, b)``
+  tunes the configs on these arguments (per argument types, shapes, strides and device,
+  as ``@tilejit.autotune`` on a ``@tilejit.kernel``: ``tuning.Autotuner``) and returns
+  what the program returns, run with the best config.
+- Classic style (``@tilejit.jit(out_idx=...)`` on a factory returning a
+  ``@T.prim_func``): calling ``matmul(M, N, K)`` tunes the configs for these factory
+  arguments and returns the compiled kernel of the best one. Inputs: those given by
+  ``with set_autotune_inputs(a, b):``, else random tensors made from the prim_func's
+  annotations (which then need static shapes, as in TileLang). ``configs`` may also be
+  a function of the factory's arguments returning the list (TileLang's form).
+
+On a GPU each config is run, its results compared with the first valid config's,
+and timed with ``tilejit.testing.do_bench`` (CUDA events); the fastest is kept in memory
+and on disk (``DiskCache("autotune")``). In simulation (no CUDA device, or tensors in
+host memory) nothing is timed: a config is valid when it compiles to PTX (for the
+device's arch, else sm_90: the launch checks, tile plan and shared memory limits) and
+the first valid config in the list is chosen, deterministically. A config that fails is
+skipped with an ``AutotuneWarning``; when none is valid a RuntimeError lists why.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import threading
+import warnings
+
+from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
+from tilejit.tuning.bench import _count, do_bench
+from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, _compare, _first_line,
+                                     _json_config, _plain, _progress, _skippable, _to_numpy,
+                                     autotune)
+
+# ``autotune`` is tuning's: it takes a @tilejit.kernel, or either style of @tilejit.jit
+__all__ = ["autotune", "set_autotune_inputs", "Autotuner", "AutotuneWarning",
+           "EagerAutotuner", "ClassicAutotuner"]
+
+SIMULATION_NOTE = "valid: compiles (simulation: not timed, the first valid config is chosen)"
+NOT_TRIED = "not tried (simulation): a config before it is valid"
+_INPUTS = threading.local()
+
+
+@contextlib.contextmanager
+def set_autotune_inputs(*tensors):
+    """``with set_autotune_inputs(a, b[, c]):`` the tensors a classic-style autotuned
+    factory runs its configs on (the inputs, or all the prim_func's tensors)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    outer = getattr(_INPUTS, "tensors", None)
+    _INPUTS.tensors = tuple(tensors)
+    try:
+        yield
+    finally:
+        _INPUTS.tensors = outer
+
+
+def _ptx_arch() -> str:
+    from tilejit.runtime import cuda_driver
+    return cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
+
+
+def _skipped(name, config, note):
+    warnings.warn(f"tilejit.autotune {name}: config {config} skipped: {note}",
+                  AutotuneWarning, stacklevel=4)
+
+
+def for_program(program, configs, warmup, rep, key):
+    """The autotuner of a ``@tilejit.jit`` program, or None for anything else."""
+    from tilejit.tilelang.classic import ClassicJit
+    from tilejit.tilelang.jit import JitFunction
+    if isinstance(program, JitFunction):
+        if callable(configs) and not isinstance(configs, (list, tuple)):
+            raise ValueError(f"@tilejit.autotune over the eager-style {program.__name__}: "
+                             "configs must be a list of dicts (a function returning them "
+                             "is the classic style's form)")
+        return EagerAutotuner(program, configs, warmup=warmup, rep=rep, key=key)
+    if isinstance(program, ClassicJit):
+        if key:
+            raise ValueError(f"@tilejit.autotune over the classic-style {program.__name__}: "
+                             "key does not apply (every factory argument selects the "
+                             "tuned config)")
+        return ClassicAutotuner(program, configs, warmup=warmup, rep=rep)
+    return None
+
+
+class EagerAutotuner(Autotuner):
+    """An eager-style ``@tilejit.jit`` program, tuned per call signature; on a GPU as
+    ``tuning.Autotuner``, in simulation the first config that compiles."""
+
+    def _tune(self, sig, args, kwargs) -> dict:
+        if sig[1] != "sim":
+            return super()._tune(sig, args, kwargs)
+        arch, skippable = _ptx_arch(), _skippable()
+        timings, chosen = [], None
+        update, close = _progress(self.__name__, len(self.configs))
+        try:
+            for index, config in enumerate(self.configs):
+                if chosen is not None:
+                    timings.append((config, None, NOT_TRIED))
+                    update(index, config, NOT_TRIED)
+                    continue
+                try:
+                    self.kernel.compile(*args, **kwargs, **config, arch=arch)
+                    chosen, note = index, SIMULATION_NOTE
+                except skippable as e:
+                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                    _skipped(self.__name__, config, note)
+                timings.append((config, None, note))
+                update(index, config, note)
+        finally:
+            close()
+        self.timings = timings
+        if chosen is None:
+            lines = "\n".join(f"  {c}: {note}" for c, _, note in timings)
+            raise RuntimeError(f"tilejit.autotune {self.__name__}: no config compiled:\n"
+                               f"{lines}")
+        config = self.configs[chosen]
+        self._best[sig] = config
+        self._store.store(self._disk_key(sig), {
+            "config": _json_config(config), "index": chosen,
+            "times_ms": [None] * len(self.configs)})
+        return config
+
+
+class ClassicAutotuner:
+    """A classic-style ``@tilejit.jit`` factory, tuned per factory arguments: calling it
+    returns the compiled kernel of the best config. ``best_config`` and ``timings``
+    ([(config, ms or None, note)]) describe the last tuning."""
+
+    def __init__(self, program, configs, warmup: int = 25, rep: int = 100):
+        self.program = program
+        self.params = list(inspect.signature(program.factory).parameters)
+        self.__name__ = program.__name__
+        self.__wrapped__ = program
+        self.warmup = _count("warmup", warmup, 0)
+        self.rep = _count("rep", rep, 1)
+        self._configs_of = configs if callable(configs) else None
+        self.configs = None if self._configs_of else self._checked(configs)
+        self.best_config: dict | None = None
+        self.timings: list = []
+        self._best: dict = {}
+        self._lock = threading.Lock()
+        self._store = DiskCache("autotune")
+        self._fingerprint = None
+
+    def __repr__(self):
+        return f"<tilejit.autotune {self.__name__} (classic)>"
+
+    def _configs_for(self, args, kwargs):
+        """TileLang's ``configs=get_configs``: called with the factory arguments it names
+        (all of them when it takes ``**kwargs``)."""
+        named = inspect.signature(self.program.factory).bind_partial(*args, **kwargs).arguments
+        params = inspect.signature(self._configs_of).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return self._configs_of(**named)
+        return self._configs_of(**{k: v for k, v in named.items() if k in params})
+
+    def _checked(self, configs) -> list:
+        if not isinstance(configs, (list, tuple)) or not configs:
+            raise ValueError(f"@tilejit.autotune configs: expected a non-empty list of "
+                             f"dicts, got {configs!r:.200}")
+        for config in configs:
+            if not isinstance(config, dict):
+                raise ValueError(f"@tilejit.autotune configs: each config is a dict of "
+                                 f"{self.__name__}'s parameters, got {config!r:.200}")
+            for name in (n for n in config if n not in self.params):
+                raise ValueError(f"@tilejit.autotune config {config!r}: {name!r} is not a "
+                                 f"parameter of {self.__name__} (parameters: "
+                                 f"{', '.join(self.params)})")
+        return [dict(c) for c in configs]
+
+    def __call__(self, *args, **kwargs):
+        configs = self.configs or self._checked(self._configs_for(args, kwargs))
+        tuned = {n for c in configs for n in c}
+        clash = [n for n in list(self.params[:len(args)]) + list(kwargs) if n in tuned]
+        if clash:
+            raise TypeError(f"{self.__name__}(): {', '.join(map(repr, clash))} is chosen by "
+                            "@tilejit.autotune from its configs; do not pass it")
+        inputs = getattr(_INPUTS, "tensors", None)
+        device = self._device(inputs)
+        key = self._key(configs, args, kwargs, inputs, device)
+        with self._lock:
+            config = self._best.get(key) or self._load(key, configs)
+            if config is None:
+                config = self._tune(configs, args, kwargs, inputs, device)
+                self._best[key] = config
+                self._store.store(key, {"config": _json_config(config),
+                                        "index": configs.index(config)})
+        self.best_config = config
+        return self.program(*args, **kwargs, **config)
+
+    # -- where and under which key ------------------------------------------------------
+    def _device(self, inputs) -> str:
+        """"sim", or "cuda:<arch>:<name>" of the device the configs run on."""
+        torch = sys.modules.get("torch")
+        if inputs:
+            on_cuda = [t for t in inputs if torch is not None and isinstance(t, torch.Tensor)
+                       and t.is_cuda]
+            if not on_cuda:
+                return "sim"
+            index = on_cuda[0].get_device()
+        else:
+            if os.environ.get("TILEJIT_TARGET") == "sim" or self.program.target == "sim":
+                return "sim"
+            try:
+                import torch
+            except ImportError:
+                return "sim"
+            if not torch.cuda.is_available():
+                return "sim"
+            index = torch.cuda.current_device()
+        from tilejit.tuning.autotune import _cuda_device_name
+        return f"cuda:{index}:{_cuda_device_name(index)}"
+
+    def _key(self, configs, args, kwargs, inputs, device) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = function_fingerprint(self.program.factory)
+        shapes = [(str(getattr(t, "dtype", "")), tuple(getattr(t, "shape", ())))
+                  for t in (inputs or ())]
+        return digest("tilejit-autotune-classic", self._fingerprint,
+                      tuple(_plain(c) for c in configs), _plain(args), _plain(kwargs),
+                      str(self.program.out_idx), device.split(":", 2)[-1], _plain(shapes))
+
+    def _load(self, key, configs) -> dict | None:
+        payload = self._store.load(key)
+        if payload is None:
+            return None
+        index = payload.get("index")
+        if (not isinstance(index, int) or not 0 <= index < len(configs)
+                or _json_config(configs[index]) != payload.get("config")):
+            return None
+        self.timings = [(c, None, "from the disk cache") for c in configs]
+        return configs[index]
+
+    # -- tuning -------------------------------------------------------------------------
+    def _tune(self, configs, args, kwargs, inputs, device) -> dict:
+        skippable = _skippable()
+        bench = _Bench(self, inputs) if device != "sim" else None
+        arch = _ptx_arch()
+        timings, chosen = [], None
+        update, close = _progress(self.__name__, len(configs))
+        try:
+            for index, config in enumerate(configs):
+                if bench is None and chosen is not None:
+                    timings.append((config, None, NOT_TRIED))
+                    update(index, config, NOT_TRIED)
+                    continue
+                ms, valid = None, False
+                try:
+                    kernel = self.program(*args, **kwargs, **config)
+                    if bench is None:
+                        kernel.get_kernel_source(arch=arch, tensors=inputs)
+                        chosen, valid, note = index, True, SIMULATION_NOTE
+                    else:
+                        ms, note = bench.run(kernel, config)
+                        valid = ms is not None
+                except skippable as e:
+                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                if not valid:
+                    _skipped(self.__name__, config, note)
+                timings.append((config, ms, note))
+                update(index, config, f"{ms:.4f} ms" if ms is not None else note)
+        finally:
+            close()
+            if bench is not None:
+                bench.restore()
+        self.timings = timings
+        if bench is not None:
+            valid = [(ms, i) for i, (_, ms, _) in enumerate(timings) if ms is not None]
+            chosen = min(valid)[1] if valid else None
+        if chosen is None:
+            lines = "\n".join(f"  {c}: {note}" for c, _, note in timings)
+            raise RuntimeError(f"tilejit.autotune {self.__name__}: no config ran "
+                               f"successfully:\n{lines}")
+        return configs[chosen]
+
+
+class _Bench:
+    """The GPU side of classic tuning: the inputs (given, or random from the first
+    kernel's annotations), each config's results checked against the first valid one's,
+    and the launch alone timed (outputs allocated once)."""
+
+    def __init__(self, tuner: ClassicAutotuner, inputs):
+        import torch
+        self.torch = torch
+        self.tuner = tuner
+        self.inputs = list(inputs) if inputs else None
+        self.originals = None
+        self.reference = self.reference_config = None
+
+    def _make_inputs(self, kernel):
+        torch, prim, out = self.torch, kernel.prim, kernel.out_idx
+        tensors = []
+        for i, name in enumerate(prim.params):
+            if i in out:
+                continue
+            ann = prim.annotations[name]
+            if any(not isinstance(d, int) for d in ann.shape):
+                raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
+                                 f"symbolic extents {ann.shape}; random inputs need static "
+                                 "shapes: give real ones with `with set_autotune_inputs(...)`")
+            dtype = torch.bool if ann.dtype.name == "bool" else getattr(torch, ann.dtype.name)
+            if dtype.is_floating_point:
+                t = torch.randn(ann.shape, device="cuda").to(dtype)
+            elif dtype == torch.bool:
+                t = torch.randint(0, 2, ann.shape, device="cuda").bool()
+            else:
+                low = 0 if ann.dtype.name.startswith("u") else -4
+                t = torch.randint(low, 5, ann.shape, device="cuda", dtype=dtype)
+            tensors.append(t)
+        return tensors
+
+    def restore(self):
+        for tensor, original in zip(self.inputs or (), self.originals or ()):
+            tensor.copy_(original)
+
+    def run(self, kernel, config):
+        """(milliseconds or None, note) of one config's kernel."""
+        torch = self.torch
+        if self.inputs is None:
+            self.inputs = self._make_inputs(kernel)
+        if self.originals is None:
+            self.originals = [t.detach().clone() for t in self.inputs]
+        self.restore()
+        params, out_idx = kernel.prim.params, kernel.out_idx
+        outputs = kernel(*self.inputs)
+        torch.cuda.synchronize()
+        if len(self.inputs) == len(params):
+            full = list(self.inputs)
+            results = [full[i] for i in out_idx] or full
+        else:
+            results = list(outputs) if isinstance(outputs, tuple) else [outputs]
+            it, produced = iter(self.inputs), iter(results)
+            full = [next(produced) if i in out_idx else next(it) for i in range(len(params))]
+        results = [_to_numpy(r) for r in results]
+        if self.reference is None:
+            self.reference, self.reference_config = results, config
+        else:
+            problem = _compare(self.reference, results)
+            if problem:
+                return None, f"results differ from config {self.reference_config}: {problem}"
+        launch = kernel.kernel
+        ms = do_bench(lambda: launch(*full), self.tuner.warmup, self.tuner.rep, cuda=True)
+        return ms, "ok"
+

@@ -1,0 +1,266 @@
+"""TileLang's classic style: ``@T.prim_func`` kernels whose parameters carry their
+shapes and dtypes (``A: T.Tensor((M, K), "float16")``, evaluated when the function is
+defined), compiled by ``tilejit.compile(prim_func, out_idx=...)`` or returned by a
+factory decorated ``@tilejit.jit(out_idx=[...])``. Calling the compiled kernel checks
+each tensor against its annotation, allocates the ``out_idx`` outputs (like the first
+input: torch stays torch, on its device) and returns them.
+
+A shape symbol (``n = T.dynamic("n")``, or the deprecated ``T.symbolic``) used in the
+body means the run-time extent of the first parameter dimension it annotates: the
+kernel's source gets ``n = A.shape[0]`` before ``T.Kernel``, as the eager style does, so
+one compiled kernel serves every ``n``; a dynamic symbol where a compile-time value is
+needed (a ``T.Parallel`` or tile extent) is a CompileError."""
+from __future__ import annotations
+
+import ast
+
+from tilejit.errors import CompileError
+from tilejit.frontend.signature import TensorSpec, as_tensor_arg
+from tilejit.frontend.source import function_def_from_file, function_namespace
+from tilejit.runtime.host import allocating_like, allocate_output
+from tilejit.runtime.kernel import KernelFunction
+from tilejit.language.tilelang_names import Symbol, TensorAnnotation
+
+
+class PrimFunc:
+    """What ``@T.prim_func`` returns: the kernel function and its annotations."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__name__ = func.__name__
+        self.__wrapped__ = func
+        self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
+        annotations = getattr(func, "__annotations__", {})
+        self.annotations = {}
+        for name in self.params:
+            ann = annotations.get(name)
+            if not isinstance(ann, TensorAnnotation):
+                raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
+                                f"T.Tensor/T.Buffer annotation, got {ann!r}")
+            self.annotations[name] = ann
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
+                        "@tilejit.jit factory")
+
+
+def prim_func(func):
+    return PrimFunc(func)
+
+
+def _bind_symbols(pf: PrimFunc, order):
+    """(the prim_func's source with ``n = A.shape[0]`` for each symbol its body uses,
+    {symbol: (parameter, dimension)}); the source is None when the body uses none."""
+    found = function_def_from_file(pf.func)
+    dims: dict = {}
+    for name in order:
+        for dim, extent in enumerate(pf.annotations[name].shape):
+            if isinstance(extent, Symbol):
+                dims.setdefault(extent, (name, dim))
+    if found is None:
+        return None, dims
+    filename, fdef = found
+    namespace = function_namespace(pf.func)
+    used = sorted({node.id for stmt in fdef.body for node in ast.walk(stmt)
+                   if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                   and isinstance(namespace.get(node.id), Symbol)})
+    if not used:
+        return None, dims
+    bindings = []
+    for name in used:
+        symbol = namespace[name]
+        if symbol not in dims:
+            line = next(node.lineno for stmt in fdef.body for node in ast.walk(stmt)
+                        if isinstance(node, ast.Name) and node.id == name)
+            raise CompileError(f"@T.prim_func {pf.__name__}: symbol {name} ({symbol!r}) is "
+                               "used in the body but is not an extent of any parameter's "
+                               "annotation", filename, line)
+        param, dim = dims[symbol]
+        read = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape", ast.Load()),
+                             ast.Constant(dim), ast.Load())
+        bindings.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], read),
+                                          fdef))
+    fdef.body = bindings + fdef.body
+    return (filename, ast.fix_missing_locations(fdef)), dims
+
+
+class CompiledPrimFunc:
+    """A compiled T.prim_func: ``kernel(*inputs)`` with ``out_idx`` outputs allocated and
+    returned, or ``kernel(*all_tensors)``; ``get_kernel_source()`` gives the PTX."""
+
+    def __init__(self, pf: PrimFunc, out_idx=None, target="auto", pass_configs=None):
+        from tilejit.tilelang.jit import pass_config_options
+        self.prim = pf
+        n = len(pf.params)
+        if out_idx is None:
+            out_idx = []
+        elif isinstance(out_idx, int):
+            out_idx = [out_idx]
+        if any(not isinstance(i, int) or not -n <= i < n for i in out_idx):
+            raise ValueError(f"out_idx {out_idx} out of range for the {n} parameters of "
+                             f"{pf.__name__}")
+        self.out_idx = sorted(i % n for i in out_idx)
+        target = {"sim": "sim"}.get(
+            str(target).split()[0] if target else "auto", "auto")
+        # TileLang's target names a backend; tilejit runs where the tensors live (the
+        # GPU for device tensors, the simulator for host ones), as the seeds expect
+        fast_math, self._dump_dir = pass_config_options(dict(pass_configs or {}))
+        order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
+            [pf.params[i] for i in self.out_idx]
+        tree, self._symbol_dims = _bind_symbols(pf, order)
+        self.kernel = KernelFunction(pf.func, target=target, fast_math=fast_math,
+                                     source_tree=tree)
+        # a tensor with a dynamic extent is one kernel for every size: no specializing on
+        # its shape because a T.copy moves it whole
+        self.kernel.whole_copies = tuple(
+            p for p in self.kernel.whole_copies
+            if not any(getattr(e, "dynamic", False)
+                       for e in getattr(pf.annotations.get(p), "shape", ())))
+        for symbol, entry in self._symbol_dims.items():
+            if symbol.dynamic and entry in self.kernel.shape_entries:
+                raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "
+                                   f"{symbol.name} is used where a compile-time extent is "
+                                   "needed (a T.Parallel or tile extent); use a constant",
+                                   self.kernel.source.filename, self.kernel.source.tree.lineno)
+
+    def _check(self, name, value, sizes):
+        ann = self.prim.annotations[name]
+        arg = as_tensor_arg(value)
+        if arg is None:
+            raise TypeError(f"argument {name!r}: expected a tensor, got {type(value).__name__}")
+        if arg.ndim != len(ann.shape):
+            raise ValueError(f"argument {name!r}: expected a {len(ann.shape)}-d tensor, got "
+                             f"shape {tuple(arg.shape)}")
+        if arg.dtype != ann.dtype:
+            raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
+                            f"{arg.dtype.name}")
+        for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
+            if isinstance(want, Symbol):
+                first = sizes.setdefault(want.name, (name, have))
+                if first[1] != have:
+                    raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                                     f"{name}.shape[{dim}] is {have}")
+            elif int(want) != have:
+                raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
+        return arg
+
+    def __call__(self, *args):
+        params = self.prim.params
+        inputs = [p for i, p in enumerate(params) if i not in self.out_idx]
+        if len(args) == len(params):
+            values = list(args)
+            outputs = []
+        elif len(args) == len(inputs):
+            sizes: dict = {}
+            like = None
+            for name, value in zip(inputs, args):
+                arg = self._check(name, value, sizes)
+                like = like or arg
+            values, outputs, it = [], [], iter(args)
+            with allocating_like(like):
+                for i, name in enumerate(params):
+                    if i in self.out_idx:
+                        ann = self.prim.annotations[name]
+                        unsized = [d.name for d in ann.shape
+                                   if isinstance(d, Symbol) and d.name not in sizes]
+                        if unsized:
+                            raise ValueError(
+                                f"output {name!r} (out_idx): symbol(s) {', '.join(unsized)} "
+                                "are not extents of any input, so its shape is unknown; "
+                                f"call with all {len(params)} tensors")
+                        shape = [sizes[d.name][1] if isinstance(d, Symbol) else int(d)
+                                 for d in ann.shape]
+                        out = allocate_output(shape, ann.dtype)
+                        values.append(out)
+                        outputs.append(out)
+                    else:
+                        values.append(next(it))
+        else:
+            raise TypeError(f"{self.prim.__name__}() takes the {len(inputs)} input(s) "
+                            f"{inputs} (or all {len(params)} tensors), got {len(args)}")
+        sizes = {}
+        for name, value in zip(params, values):
+            self._check(name, value, sizes)
+        if self._dump_dir is None:
+            self.kernel(*values)
+        else:
+            from tilejit.tilelang.jit import dumping_ir
+            with dumping_ir(self._dump_dir):
+                self.kernel(*values)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def get_kernel_source(self, arch=None, tensors=None) -> str:
+        """The PTX for the annotated shapes; symbolic extents take their sizes from
+        ``tensors`` (the inputs, or all the tensors), when given."""
+        sizes: dict = {}
+        given: dict = {}
+        if tensors is not None:
+            params = self.prim.params
+            names = params if len(tensors) == len(params) else [
+                p for i, p in enumerate(params) if i not in self.out_idx]
+            for name, value in zip(names, tensors):
+                arg = self._check(name, value, sizes)
+                given[name] = TensorSpec(arg.shape, arg.dtype)
+        specs = []
+        for name in self.prim.params:
+            if name in given:
+                specs.append(given[name])
+                continue
+            ann = self.prim.annotations[name]
+            unsized = [d.name for d in ann.shape if isinstance(d, Symbol) and d.name not in sizes]
+            if unsized:
+                raise TypeError(f"get_kernel_source(): {name} has symbolic extent(s) "
+                                f"{', '.join(unsized)}; give example tensors "
+                                "(get_kernel_source(tensors=[...])) or call the kernel")
+            specs.append(TensorSpec(tuple(sizes[d.name][1] if isinstance(d, Symbol) else int(d)
+                                          for d in ann.shape), ann.dtype))
+        if arch is None:
+            from tilejit.runtime import cuda_driver
+            arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
+        from tilejit.tilelang.jit import dumping_ir
+        with dumping_ir(self._dump_dir):
+            return self.kernel.compile(*specs, target="cuda", arch=arch).ptx
+
+
+def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 - TileLang's
+            **ignored):
+    """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
+    return CompiledPrimFunc(func, out_idx=out_idx, target=target, pass_configs=pass_configs)
+
+
+class ClassicJit:
+    """``@tilejit.jit(out_idx=...)`` on a factory that returns a T.prim_func: calling
+    the factory (its arguments are all compile-time) returns the compiled kernel."""
+
+    def __init__(self, factory, out_idx=None, target="auto", pass_configs=None):
+        from tilejit.tilelang.jit import pass_config_options
+        pass_config_options(dict(pass_configs or {}))     # checked (and warned) once here
+        self.factory = factory
+        self.out_idx = out_idx
+        self.target = target
+        self.pass_configs = dict(pass_configs or {})
+        self.__name__ = factory.__name__
+        self.__wrapped__ = factory
+        self._compiled: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        try:
+            key = (args, tuple(sorted(kwargs.items())))
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in self._compiled:
+            return self._compiled[key]
+        pf = self.factory(*args, **kwargs)
+        if not isinstance(pf, PrimFunc):
+            raise TypeError(f"{self.__name__}() must return a @T.prim_func, returned "
+                            f"{type(pf).__name__}")
+        compiled = CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target,
+                                    pass_configs=self.pass_configs)
+        if key is not None:
+            self._compiled[key] = compiled
+        return compiled

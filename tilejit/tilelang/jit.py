@@ -1,0 +1,411 @@
+"""``tilejit.jit``: TileLang's front door, for the seeds' programs as written.
+
+The eager style::
+
+    @tilejit.jit                       # import tilejit as tilelang
+    def vector_add(A, B, block_M: int = 128):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        B: T.Tensor((M,), T.float32)
+        C = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as (bx,):
+            ...
+        return C
+
+is desugared, from its source, into a ``@tilejit.kernel`` function: parameters
+annotated in the body are tensors, every other parameter is compile-time (TileLang's
+rule); ``T.const``/``T.dynamic`` symbols become reads of the first annotated tensor
+dimension that binds them (``M = A.shape[0]``), so a symbol used as a tile extent
+specializes the kernel and any other stays a run-time value; the annotations become
+checks made before the launch (rank, dtype, literal extents, one size per symbol).
+Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import os
+import warnings
+
+from tilejit import language as T
+from tilejit.errors import CompileError
+from tilejit.frontend.source import function_def_from_file, function_namespace, is_call_to
+from tilejit.runtime.kernel import KernelFunction
+from tilejit.language.dtypes import DType, as_dtype
+from tilejit.language.tilelang_names import TensorAnnotation, warn_symbolic
+from tilejit.tuning.bench import environment
+
+
+class PassConfigKey:
+    """TileLang's pass configuration keys. All are accepted; two have a tilejit meaning
+    and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
+    ``TILEJIT_DUMP_IR`` does, under ``TL_DUMP_IR_DIR``, else ``$TILEJIT_DUMP_IR``, else
+    ``./tilejit_dump_ir``) and ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the
+    ``.approx`` PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it)."""
+    TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_dir"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+
+
+_KNOWN_PASS_CONFIGS = {v for k, v in vars(PassConfigKey).items() if k.startswith("TL_")}
+_WARNED: set = set()
+
+
+class _Desugared:
+    """What the eager-style source says: tensors, symbols, annotations, the kernel."""
+
+    def __init__(self, func):
+        found = function_def_from_file(func)
+        if found is None:
+            raise CompileError(f"cannot read the source of {func.__qualname__}; a "
+                               "tilejit.jit program must be defined in a file")
+        self.filename, fdef = found
+        self.namespace = function_namespace(func)
+        self.symbols: dict[str, bool] = {}          # name -> dynamic?
+        self.annotations: list[tuple[str, ast.expr, int]] = []
+        body = []
+        bound: set[str] = set()
+        for stmt in fdef.body:
+            symbols = self._symbol_statement(stmt)
+            if symbols is not None:
+                self.symbols.update(symbols)
+                continue
+            self._static_local(stmt)
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
+                    and stmt.value is None:
+                name = stmt.target.id
+                self.annotations.append((name, stmt.annotation, stmt.lineno))
+                body += self._bind_symbols(name, stmt, bound)
+                continue
+            body.append(stmt)
+        unbound = set(self.symbols) - bound
+        if unbound:
+            raise CompileError(f"symbol(s) {', '.join(sorted(unbound))} are not the extent of "
+                               "any annotated tensor", self.filename, fdef.lineno)
+        self.tensors = [name for name, _, _ in self.annotations]
+        params = [a.arg for a in fdef.args.args]
+        for name in self.tensors:
+            if name not in params:
+                raise CompileError(f"annotated tensor {name!r} is not a parameter",
+                                   self.filename, fdef.lineno)
+        for a in fdef.args.args:
+            a.annotation = None if a.arg in self.tensors else ast.Attribute(
+                ast.Name("T", ast.Load()), "constexpr", ast.Load())
+        fdef.body = body
+        fdef.decorator_list = []
+        self.fdef = ast.fix_missing_locations(fdef)
+        self.params = params
+
+    def _static_local(self, stmt):
+        """``input_dtype = T.float16`` in the body, before the annotations that use it:
+        a name bound to a constant or an attribute chain is visible to the annotations."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            return
+        if not all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load))
+                   for n in ast.walk(stmt.value)):
+            return
+        try:
+            value = eval(compile(ast.Expression(stmt.value), "<body>", "eval"), self.namespace)
+        except Exception:
+            return
+        if isinstance(value, (DType, str, int, float, bool)):
+            self.namespace[stmt.targets[0].id] = value
+
+    def _symbol_statement(self, stmt):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return None
+        call = stmt.value
+        dynamic = any(is_call_to(call, f, self.namespace) for f in (T.dynamic, T.symbolic))
+        if is_call_to(call, T.symbolic, self.namespace):
+            warn_symbolic((self.filename, stmt.lineno))
+        if isinstance(call, ast.Subscript) and isinstance(call.value, ast.Attribute) and \
+                call.value.attr == "dyn":
+            dynamic = True
+        elif not dynamic and not is_call_to(call, T.const, self.namespace):
+            return None
+        target = stmt.targets[0]
+        names = [target.id] if isinstance(target, ast.Name) else [
+            e.id for e in getattr(target, "elts", []) if isinstance(e, ast.Name)]
+        return {n: dynamic for n in names}
+
+    def _bind_symbols(self, tensor, stmt, bound):
+        shape = _annotation_shape(stmt.annotation)
+        out = []
+        for dim, extent in enumerate(shape or ()):
+            if isinstance(extent, ast.Name) and extent.id in self.symbols \
+                    and extent.id not in bound:
+                bound.add(extent.id)
+                read = ast.Subscript(ast.Attribute(ast.Name(tensor, ast.Load()), "shape",
+                                                   ast.Load()), ast.Constant(dim), ast.Load())
+                out.append(ast.copy_location(ast.Assign([ast.Name(extent.id, ast.Store())],
+                                                        read), stmt))
+        return out
+
+
+def _annotation_shape(annotation):
+    """The shape expressions of ``T.Tensor((M, K), dt)`` or ``T.Tensor[[M, K], dt]``."""
+    if isinstance(annotation, ast.Call) and annotation.args:
+        shape = annotation.args[0]
+    elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple):
+        shape = annotation.slice.elts[0]
+    else:
+        return None
+    return shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+
+
+class JitFunction:
+    """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
+
+    def __init__(self, func, out_idx=None, target="auto", pass_configs=None, verbose=False,
+                 execution_backend=None, **ignored):
+        self.func = func
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+        self.pass_configs = dict(pass_configs or {})
+        fast_math, self._dump_dir = pass_config_options(self.pass_configs)
+        self.out_idx = out_idx
+        self.verbose = verbose
+        sugar = _Desugared(func)
+        self.sugar = sugar
+        tj_target = {"sim": "sim"}.get(
+            str(target).split()[0] if target else "auto", "auto")
+        # TileLang's target names a backend; tilejit runs where the tensors live (the
+        # GPU for device tensors, the simulator for host ones), as the seeds expect
+        self.kernel = KernelFunction(func, target=tj_target, fast_math=fast_math,
+                                     source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)))
+        # a tensor with a dynamic extent is one kernel for every size: no specializing on
+        # its shape because a T.copy moves it whole
+        self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
+                                         if not self._has_dynamic_extent(p))
+        dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
+                        and sugar.symbols[self._symbol_of(p, d)]]
+        if dynamic_used:
+            raise CompileError(f"T.dynamic symbol(s) used as compile-time extents: "
+                               f"{dynamic_used}; use T.const for tile extents",
+                               sugar.filename, sugar.fdef.lineno)
+        self._checks = {}
+
+    def _has_dynamic_extent(self, tensor):
+        """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
+        for name, ann, _ in self.sugar.annotations:
+            if name == tensor:
+                for extent in _annotation_shape(ann) or []:
+                    if any(isinstance(n, ast.Name) and self.sugar.symbols.get(n.id)
+                           for n in ast.walk(extent)):
+                        return True
+        return False
+
+    def _symbol_of(self, tensor, dim):
+        for name, ann, _ in self.sugar.annotations:
+            if name == tensor:
+                shape = _annotation_shape(ann) or []
+                if dim < len(shape) and isinstance(shape[dim], ast.Name):
+                    return shape[dim].id if shape[dim].id in self.sugar.symbols else None
+        return None
+
+    def _bind(self, args, kwargs, partial=False):
+        if len(args) > len(self.sugar.params):
+            raise TypeError(f"{self.__name__}() takes {len(self.sugar.params)} argument(s) "
+                            f"({', '.join(self.sugar.params)}), got {len(args)}")
+        values = dict(zip(self.sugar.params, args))
+        for k, v in kwargs.items():
+            if k in values:
+                raise TypeError(f"{self.__name__}() got two values for argument {k!r}")
+            if k not in self.sugar.params:
+                raise TypeError(f"{self.__name__}() got an unexpected argument {k!r}")
+            values[k] = v
+        for name, default in self.kernel.source.defaults.items():
+            values.setdefault(name, default)
+        missing = [p for p in self.sugar.params if p not in values]
+        if missing and not partial:
+            raise TypeError(f"{self.__name__}() missing argument(s) {', '.join(missing)}")
+        return values
+
+    def _check_annotations(self, values):
+        """Rank, dtype and extents of each annotated tensor, and one size per symbol."""
+        env = dict(self.sugar.namespace)
+        env.update({k: v for k, v in values.items() if k not in self.sugar.tensors})
+        for s in self.sugar.symbols:
+            env[s] = T.Symbol(s)
+        sizes: dict[str, tuple[str, int]] = {}
+        for name, ann, line in self.sugar.annotations:
+            if name not in values:
+                continue
+            spec = eval(compile(ast.Expression(ann), self.sugar.filename, "eval"), env)
+            if not isinstance(spec, TensorAnnotation):
+                raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer")
+            x = values[name]
+            shape = tuple(getattr(x, "shape", ()))
+            if len(shape) != len(spec.shape):
+                raise ValueError(f"argument {name!r}: expected a {len(spec.shape)}-d tensor "
+                                 f"(line {line}), got shape {shape}")
+            got = as_dtype(x.dtype)
+            if got != spec.dtype:
+                raise TypeError(f"argument {name!r}: expected dtype {spec.dtype.name} "
+                                f"(line {line}), got {got.name}")
+            for dim, (want, have) in enumerate(zip(spec.shape, shape)):
+                if isinstance(want, T.Symbol):
+                    first = sizes.setdefault(want.name, (name, have))
+                    if first[1] != have:
+                        raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                                         f"{name}.shape[{dim}] is {have} (line {line})")
+                elif isinstance(want, int) and want != have:
+                    raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} "
+                                     f"(line {line}), got {have}")
+        return sizes
+
+    @property
+    def source(self):
+        """The desugared kernel's source (what ``@tilejit.autotune`` reads)."""
+        return self.kernel.source
+
+    def _pass_configs_applied(self):
+        return dumping_ir(self._dump_dir)
+
+    def __call__(self, *args, **kwargs):
+        values = self._bind(args, kwargs)
+        self._check_annotations(values)
+        if self._dump_dir is None:
+            return self.kernel(*[values[p] for p in self.sugar.params])
+        with self._pass_configs_applied():
+            return self.kernel(*[values[p] for p in self.sugar.params])
+
+    def compile(self, *args, target=None, arch=None, **params):
+        """TileLang's ``f.compile(M=..., N=..., **params)``: symbols' sizes and
+        compile-time parameters; or ``f.compile(a, b, **params)`` with example tensors
+        whose shapes give the symbols' sizes. Parameters not given take their defaults.
+        Returns a kernel with ``get_kernel_source()``, called with the tensors only."""
+        from tilejit.frontend.signature import TensorSpec
+        symbols = {k: params.pop(k) for k in list(params)
+                   if k in self.sugar.symbols and k not in self.sugar.params}
+        given = self._bind(args, params, partial=True)
+        tensors = {k: v for k, v in given.items() if k in self.sugar.tensors}
+        settings = {k: v for k, v in given.items() if k not in self.sugar.tensors}
+        missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
+        if missing:
+            raise TypeError(f"{self.__name__}.compile(): missing compile-time argument(s) "
+                            f"{', '.join(missing)}")
+        for sym, (_, size) in self._check_annotations(given).items():
+            symbols.setdefault(sym, size)
+        env = dict(self.sugar.namespace)
+        env.update(settings)
+        env.update(symbols)
+        unsized = []
+        for name, ann, _ in self.sugar.annotations:
+            if name in tensors:
+                continue
+            shape = []
+            for node in _annotation_shape(ann) or []:
+                if isinstance(node, ast.Name) and node.id in self.sugar.symbols \
+                        and node.id not in symbols:
+                    unsized.append(node.id)
+                    continue
+                shape.append(eval(compile(ast.Expression(node), self.sugar.filename, "eval"),
+                                  env))
+            dtype_node = ann.args[1] if isinstance(ann, ast.Call) and len(ann.args) > 1 else (
+                ann.slice.elts[1] if isinstance(ann, ast.Subscript) else ast.Constant("float32"))
+            dtype = eval(compile(ast.Expression(dtype_node), self.sugar.filename, "eval"), env)
+            tensors[name] = TensorSpec(tuple(shape), as_dtype(dtype))
+        if unsized:
+            raise TypeError(f"{self.__name__}.compile(): give the size of symbol(s) "
+                            f"{', '.join(sorted(set(unsized)))} (as keywords, or example "
+                            "tensors)")
+        values = [tensors[p] if p in tensors else settings[p] for p in self.sugar.params]
+        if arch is None:
+            from tilejit.runtime import cuda_driver
+            arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
+        with self._pass_configs_applied():
+            handle = self.kernel.compile(*values, target=target or "cuda", arch=arch)
+        return CompiledProgram(self, handle, settings)
+
+
+class CompiledProgram:
+    """A compiled TileLang program: ``get_kernel_source()`` gives the PTX; calling it
+    with the tensors (in parameter order) runs it with the compile-time parameters it
+    was compiled for."""
+
+    def __init__(self, program: JitFunction, handle, params):
+        self.program = program
+        self.handle = handle
+        self.params = params
+        self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
+
+    def get_kernel_source(self) -> str:
+        return self.handle.ptx
+
+    def __call__(self, *tensors):
+        if len(tensors) != len(self.tensor_params):
+            raise TypeError(f"compiled {self.program.__name__}() takes the tensor(s) "
+                            f"{', '.join(self.tensor_params)}, got {len(tensors)} argument(s)")
+        return self.program(**dict(zip(self.tensor_params, tensors)), **self.params)
+
+
+def _check_pass_configs(configs):
+    for key in configs:
+        if key not in _KNOWN_PASS_CONFIGS and key not in _WARNED:
+            _WARNED.add(key)
+            warnings.warn(f"tilejit.jit: pass config {key!r} means nothing to tilejit; "
+                          "ignored", stacklevel=4)
+
+
+def pass_config_options(configs) -> tuple[bool, str | None]:
+    """(fast_math, the IR dump directory or None) that TileLang's pass configs ask for;
+    unknown keys are warned about once each."""
+    if not isinstance(configs, dict):
+        raise TypeError(f"pass_configs: expected a dict of PassConfigKey values, got "
+                        f"{type(configs).__name__}")
+    _check_pass_configs(configs)
+    fast_math = bool(configs.get(PassConfigKey.TL_ENABLE_FAST_MATH, False)) and not bool(
+        configs.get(PassConfigKey.TL_DISABLE_FAST_MATH, False))
+    dump = None
+    if configs.get(PassConfigKey.TL_ENABLE_DUMP_IR):
+        dump = os.path.abspath(str(configs.get(PassConfigKey.TL_DUMP_IR_DIR)
+                                   or os.environ.get("TILEJIT_DUMP_IR") or "tilejit_dump_ir"))
+    return fast_math, dump
+
+
+@contextlib.contextmanager
+def dumping_ir(directory: str | None):
+    """While compiling, ``TILEJIT_DUMP_IR=directory`` (dump.py) and the disk cache of
+    compiled kernels bypassed, so each first compilation in the process is written out.
+    The environment is the process's: a program that compiles from several threads
+    at once should set ``TILEJIT_DUMP_IR`` itself."""
+    if directory is None:
+        yield
+        return
+    with environment({"TILEJIT_DUMP_IR": directory, "TILEJIT_DISABLE_CACHE": "1"}):
+        yield
+
+
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,
+        execution_backend=None, **options):
+    """TileLang's ``@tilelang.jit`` (bare or with options)."""
+    def wrap(f):
+        if _returns_prim_func(f):
+            from tilejit.tilelang.classic import ClassicJit
+            return ClassicJit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
+        return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
+                           verbose=verbose, execution_backend=execution_backend, **options)
+    return wrap(func) if func is not None else wrap
+
+
+def _returns_prim_func(func) -> bool:
+    """The classic style: the function defines a nested ``@T.prim_func``."""
+    found = function_def_from_file(func)
+    if found is None:
+        return False
+    namespace = function_namespace(func)
+    from tilejit.frontend.source import resolve_static
+    for node in ast.walk(found[1]):
+        if isinstance(node, ast.FunctionDef) and node is not found[1] and any(
+                resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):
+            return True
+    return False

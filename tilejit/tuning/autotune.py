@@ -1,0 +1,334 @@
+"""``@tilejit.autotune``: pick the fastest of several constexpr configs of a kernel per
+(argument types, shapes, strides, device), check each config's results against the
+first valid one, and keep the choice in memory and on disk (``DiskCache("autotune")``)."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
+from tilejit.errors import CompileError
+from tilejit.tuning.bench import _count, do_bench
+
+
+class AutotuneWarning(UserWarning):
+    """A config was skipped: it failed to compile or launch, or its results differ."""
+
+
+def autotune(configs, warmup: int = 25, rep: int = 100, key=None):
+    """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
+    TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
+    kernel's constexpr parameters. ``key``: parameter names whose values (not only
+    types) also select the tuned config, e.g. a scalar size."""
+    def wrap(kernel):
+        from tilejit.tilelang.autotuner import for_program
+        tuned = for_program(kernel, configs, warmup, rep, key)
+        if tuned is not None:
+            return tuned
+        return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key)
+    return wrap
+
+
+def _plain(value):
+    """Hashable, digestable, JSON-friendly form of a config or argument value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
+    name, bits = getattr(value, "name", None), getattr(value, "bits", None)
+    if isinstance(name, str) and isinstance(bits, int):
+        return f"dtype:{name}"
+    return f"repr:{value!r}"
+
+
+def _json_config(config: dict) -> dict:
+    return json.loads(json.dumps({k: _plain(v) for k, v in config.items()}))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _skippable() -> tuple:
+    try:
+        from tilejit.runtime.cuda_driver import CudaError
+    except Exception:  # the driver bindings do not import
+        return (CompileError, ValueError)
+    return (CompileError, ValueError, CudaError)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_device_name(index: int) -> str:
+    from tilejit.runtime import cuda_driver
+    torch = sys.modules.get("torch")
+    name = torch.cuda.get_device_name(index) if torch and torch.cuda.is_available() else "?"
+    return f"{cuda_driver.device_arch(index)}:{name}"
+
+
+def _describe(value, by_value: bool):
+    """(descriptor, CUDA device index or None) of one argument for the tuning key."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        cuda = value.get_device() if value.is_cuda else None
+        return ("tensor", str(value.dtype), tuple(value.shape), tuple(value.stride()),
+                str(value.device)), cuda
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.strides, "cpu"), None
+    if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
+        kind, index = getattr(value, "__dlpack_device__", lambda: (2, 0))()
+        return ("array", type(value).__name__, str(getattr(value, "dtype", None)),
+                _plain(getattr(value, "shape", None)), _plain(getattr(value, "strides", None)),
+                kind), (index if kind == 2 else None)   # 2: kDLCUDA
+    if not by_value and isinstance(value, (bool, int, float)):
+        return ("scalar", type(value).__name__), None
+    return ("value", _plain(value)), None
+
+
+def _to_numpy(value):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        name = str(value.dtype).replace("torch.", "")
+        t = value.detach()
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        return name, t.cpu().numpy().copy()
+    array = np.array(value, copy=True)
+    return array.dtype.name, array
+
+
+def _compare(reference: list, results: list) -> str | None:
+    """None when ``results`` match ``reference``, else what differs."""
+    if len(reference) != len(results):
+        return f"{len(results)} results, the reference has {len(reference)}"
+    for index, ((name, ref), (_, new)) in enumerate(zip(reference, results)):
+        if ref.shape != new.shape:
+            return f"result {index} has shape {new.shape}, the reference {ref.shape}"
+        if ref.dtype.kind in "fc":
+            tol = 1e-2 if name in ("float16", "bfloat16") else 1e-4
+            close = np.isclose(new, ref, rtol=tol, atol=tol, equal_nan=True)
+        else:
+            close = new == ref
+        if not np.all(close):
+            bad = int(close.size - np.count_nonzero(close))
+            return f"result {index}: {bad} of {close.size} elements differ"
+    return None
+
+
+def _progress(name: str, total: int):
+    """An update(index, config, text) and a close(): a tqdm bar, else a stderr line each."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        def update(index, config, text):
+            print(f"tilejit.autotune {name} [{index + 1}/{total}] {config}: {text}",
+                  file=sys.stderr, flush=True)
+        return update, lambda: None
+    bar = tqdm(total=total, desc=f"autotune {name}", file=sys.stderr, leave=False)
+
+    def update(index, config, text):
+        bar.set_postfix_str(f"{config}: {text}"[:80])
+        bar.update(1)
+    return update, bar.close
+
+
+class Autotuner:
+    """An autotuned kernel: call it like the kernel. ``best_config`` is the config chosen
+    by the last call, ``timings`` the last tuning's [(config, ms or None, note)]."""
+
+    def __init__(self, kernel, configs, warmup: int = 25, rep: int = 100, key=None):
+        source = getattr(kernel, "source", None)
+        if not hasattr(source, "constexpr_params"):
+            raise TypeError("@tilejit.autotune applies to a @tilejit.kernel or a "
+                            "@tilejit.jit program (stack it above @tilejit.kernel or "
+                            f"@tilejit.jit); got {kernel!r:.80}")
+        if not isinstance(configs, (list, tuple)) or not configs:
+            raise ValueError(f"@tilejit.autotune configs: expected a non-empty list of "
+                             f"dicts, got {configs!r:.200}")
+        allowed = list(source.constexpr_params)
+        for config in configs:
+            if not isinstance(config, dict):
+                raise ValueError(f"@tilejit.autotune configs: each config is a dict of "
+                                 f"constexpr values, got {config!r:.200}")
+            for name in (n for n in config if n not in allowed):
+                raise ValueError(
+                    f"@tilejit.autotune config {config!r}: {name!r} is not a constexpr "
+                    f"parameter of {kernel.__name__} (constexpr parameters: "
+                    f"{', '.join(allowed) or 'none'})")
+        params = list(source.params)
+        key = [key] if isinstance(key, str) else list(key or ())
+        for name in key:
+            if name not in params:
+                raise ValueError(f"@tilejit.autotune key: {name!r} is not a parameter of "
+                                 f"{kernel.__name__} (parameters: {', '.join(params)})")
+        self.kernel = kernel
+        self.configs = [dict(c) for c in configs]
+        self.warmup = _count("warmup", warmup, 0)
+        self.rep = _count("rep", rep, 1)
+        self.key = tuple(key)
+        self.best_config: dict | None = None
+        self.timings: list = []
+        self.__name__ = getattr(kernel, "__name__", "kernel")
+        self.__doc__ = getattr(kernel, "__doc__", None)
+        self.__wrapped__ = kernel
+        self._source = source
+        self._tuned = {name for c in self.configs for name in c}
+        self._plain_configs = tuple(_plain(c) for c in self.configs)
+        self._best: dict = {}
+        self._lock = threading.Lock()
+        self._fingerprint = None
+        self._store = DiskCache("autotune")
+
+    def __repr__(self):
+        return f"<tilejit.autotune {self.__name__}: {len(self.configs)} configs>"
+
+    # -- the tuning key ----------------------------------------------------------------
+    def _signature(self, args, kwargs) -> tuple:
+        params = self._source.params
+        passed = list(params[:len(args)]) + list(kwargs)
+        clash = [name for name in passed if name in self._tuned]
+        if clash:
+            raise TypeError(f"{self.__name__}(): {', '.join(map(repr, clash))} is chosen by "
+                            "@tilejit.autotune from its configs; do not pass it")
+        named = dict(zip(params, args))
+        named.update(kwargs)
+        constexprs = set(self._source.constexpr_params) | set(self.key)
+        parts, device = [], None
+        for name in list(params) + sorted(set(kwargs) - set(params)):
+            if name in named:
+                desc, cuda = _describe(named[name], name in constexprs)
+                parts.append((name, desc))
+                device = cuda if device is None else device
+        if len(args) > len(params):
+            parts.append(("extra positional", len(args)))
+        return tuple(parts), ("sim" if device is None else _cuda_device_name(device))
+
+    def _disk_key(self, sig) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = function_fingerprint(self._source.func)
+        return digest("tilejit-autotune", self._fingerprint, self._plain_configs, sig)
+
+    def _load(self, sig) -> dict | None:
+        payload = self._store.load(self._disk_key(sig))
+        if payload is None:
+            return None
+        index, times = payload.get("index"), payload.get("times_ms")
+        if (not isinstance(index, int) or not 0 <= index < len(self.configs)
+                or _json_config(self.configs[index]) != payload.get("config")):
+            return None
+        config = self.configs[index]
+        if isinstance(times, list) and len(times) == len(self.configs):
+            self.timings = [(c, ms, "from the disk cache") for c, ms in zip(self.configs, times)]
+        self._best[sig] = config
+        return config
+
+    # -- calls -------------------------------------------------------------------------
+    def _launch(self, args, kwargs, config):
+        """The kernel with every parameter positional where possible: the kernel's fast
+        path takes no keywords."""
+        params, defaults = self._source.params, getattr(self._source, "defaults", None)
+        if defaults is not None and set(kwargs) <= set(params[len(args):]):
+            given = {**defaults, **config, **kwargs}
+            rest = params[len(args):]
+            if all(name in given for name in rest):
+                return self.kernel(*args, *(given[name] for name in rest))
+        return self.kernel(*args, **kwargs, **config)
+
+    def __call__(self, *args, **kwargs):
+        sig = self._signature(args, kwargs)
+        config = self._best.get(sig)
+        if config is None:
+            with self._lock:
+                config = self._best.get(sig)
+                if config is None:
+                    config = self._load(sig)
+                if config is None:
+                    config = self._tune(sig, args, kwargs)
+        self.best_config = config
+        return self._launch(args, kwargs, config)
+
+    def compile(self, *args, **kwargs):
+        """``kernel.compile`` with the best config for these arguments when one is known
+        (else the last chosen, else the kernel's defaults)."""
+        options = {k: kwargs.pop(k) for k in ("target", "arch") if k in kwargs}
+        sig = self._signature(args, kwargs)
+        config = self._best.get(sig)
+        config = self._load(sig) if config is None else config
+        config = (self.best_config or {}) if config is None else config
+        return self.kernel.compile(*args, **kwargs, **config, **options)
+
+    # -- tuning ------------------------------------------------------------------------
+    def _tune(self, sig, args, kwargs) -> dict:
+        torch = sys.modules.get("torch")
+        cuda = sig[1] != "sim"
+        arrays, seen = [], set()
+        for value in list(args) + list(kwargs.values()):
+            is_torch = torch is not None and isinstance(value, torch.Tensor)
+            if (is_torch or isinstance(value, np.ndarray)) and id(value) not in seen:
+                seen.add(id(value))
+                arrays.append(value)
+        originals = [a.copy() if isinstance(a, np.ndarray) else a.detach().clone()
+                     for a in arrays]
+
+        def restore():
+            for array, original in zip(arrays, originals):
+                if isinstance(array, np.ndarray):
+                    if array.flags.writeable:
+                        np.copyto(array, original)
+                else:
+                    array.copy_(original)
+
+        skippable = _skippable()
+        timings, reference, reference_config = [], None, None
+        update, close = _progress(self.__name__, len(self.configs))
+        try:
+            for index, config in enumerate(self.configs):
+                restore()
+                ms, note = None, None
+                try:
+                    out = self._launch(args, kwargs, config)
+                    if cuda and torch is not None:
+                        torch.cuda.synchronize()
+                    if out is not None:
+                        out = list(out) if isinstance(out, (tuple, list)) else [out]
+                    results = [_to_numpy(v) for v in (arrays if out is None else out)]
+                    if reference is None:
+                        reference, reference_config = results, config
+                    else:
+                        problem = _compare(reference, results)
+                        if problem:
+                            note = f"results differ from config {reference_config}: {problem}"
+                    if note is None:
+                        run = functools.partial(self._launch, args, kwargs, config)
+                        ms = do_bench(run, self.warmup, self.rep, cuda=cuda)
+                        note = "ok"
+                except skippable as e:
+                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                if ms is None:
+                    warnings.warn(f"tilejit.autotune {self.__name__}: config {config} "
+                                  f"skipped: {note}", AutotuneWarning, stacklevel=3)
+                timings.append((config, ms, note))
+                update(index, config, f"{ms:.4f} ms" if ms is not None else note)
+        finally:
+            close()
+            restore()
+        self.timings = timings
+        valid = [(ms, index) for index, (_, ms, _) in enumerate(timings) if ms is not None]
+        if not valid:
+            lines = "\n".join(f"  {c}: {note}" for c, _, note in timings)
+            raise RuntimeError(f"tilejit.autotune {self.__name__}: no config ran "
+                               f"successfully:\n{lines}")
+        best = min(valid)[1]
+        config = self.configs[best]
+        self._best[sig] = config
+        self._store.store(self._disk_key(sig), {
+            "config": _json_config(config), "index": best,
+            "times_ms": [ms for _, ms, _ in timings]})
+        return config

@@ -1,0 +1,154 @@
+"""Timing: ``do_bench`` (tilejit.testing, TileLang's profiler), CUDA-event medians and
+the interleaved rounds of the benchmarks."""
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+
+
+def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
+              warmup_ms: float = 25.0) -> float:
+    """Median milliseconds of ``fn()`` on the current CUDA stream, timed with events;
+    with ``flush_l2`` an L2-sized buffer is rewritten between runs so no run starts from
+    a warm cache (needless when the data is many times the L2). The warm-up runs
+    ``fn`` ``warmup`` times and at least ``warmup_ms``, so the clocks settle on this
+    kernel's power draw rather than the previous one's (a 0.2 ms GEMM's 10 runs are
+    2 ms, less than the power controller takes)."""
+    import time
+
+    import torch
+    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    while (time.perf_counter() - t0) * 1e3 < warmup_ms:
+        fn()
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(rep):
+        if flush_l2:
+            cache.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def interleaved_times(named_fns, rounds: int = 3, timer=None, **timer_kw) -> dict:
+    """{name: [ms of each round]}: every function timed once per round, the rounds one
+    after another, so a slow spell of the device (clocks, a neighbour) touches every
+    variant alike; a benchmark reports each name's best round. There are at least as
+    many rounds as functions, in the orders of a Williams design (``round_orders``): over
+    each n rounds every variant comes first once and, for an even n, follows every other
+    variant once. ``named_fns`` holds (name, fn, …) tuples; ``timer`` defaults to
+    ``median_ms``."""
+    timer = timer or median_ms
+    times = {entry[0]: [] for entry in named_fns}
+    n = len(named_fns)
+    for order in round_orders(n, max(rounds, n) if n else 0):
+        for i in order:
+            name, fn, *_ = named_fns[i]
+            times[name].append(timer(fn, **timer_kw))
+    return times
+
+
+def round_orders(n: int, rounds: int) -> list:
+    """The order of n variants in each round: a Williams design (0, 1, n-1, 2, n-2, …
+    shifted by the round), reversed in every other block of n rounds. A variant's
+    predecessor changes from round to round: a fixed order, or one only rotated, keeps
+    the same neighbours, and the one right after the most power-hungry variant runs at
+    lower clocks (FlashAttention: 0.87 of FA2 causal right after cuDNN in every round;
+    H200, 2026-11-29; in one device session the same kernel measured 0.948 of FA2 right
+    after cuDNN in 5 of 6 rounds, and 0.985 in a run without cuDNN)."""
+    base, lo, hi = [0], 1, n - 1
+    for i in range(1, n):
+        if i % 2:
+            base.append(lo)
+            lo += 1
+        else:
+            base.append(hi)
+            hi -= 1
+    orders = []
+    for r in range(rounds):
+        order = [(b + r) % n for b in base]
+        orders.append(order[::-1] if (r // n) % 2 else order)
+    return orders
+
+
+@contextlib.contextmanager
+def environment(env: dict):
+    """``env`` set in ``os.environ`` inside the block, the previous values restored after
+    (experiment switches read by the compiler while one variant compiles)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def write_results(path: str, rows: list, **meta) -> None:
+    """An experiment's JSON: ``{"meta": {"commit", "gpu", **meta}, "rows": rows}``. The
+    commit is ``TILEJIT_COMMIT`` (the device machine's copy of the tree carries no current
+    git metadata), the GPU torch's name for the current device ("none" without one)."""
+    import json
+
+    import torch
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    with open(path, "w") as f:
+        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"), "gpu": gpu,
+                            **meta}, "rows": rows}, f, indent=1)
+
+
+def _count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"do_bench: {name} is a number of calls, an int >= {minimum}; "
+                         f"got {value!r}")
+    if value < minimum:
+        raise ValueError(f"do_bench: {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _cuda_available() -> bool:
+    torch = sys.modules.get("torch")   # not imported: fn launches nothing through torch
+    return torch is not None and torch.cuda.is_available()
+
+
+def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) -> float:
+    """Median milliseconds of ``fn()`` over ``rep`` calls after ``warmup`` calls.
+
+    With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is timed with
+    CUDA events on the current stream, and a 256 MB buffer is rewritten before each so
+    no call starts from a warm L2. Without (CPU, simulator), ``time.perf_counter``."""
+    if not callable(fn):
+        raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
+    warmup = _count("warmup", warmup, 0)
+    rep = _count("rep", rep, 1)
+    if cuda is None:
+        cuda = _cuda_available()
+    if cuda:
+        import torch
+        ms = median_ms(fn, warmup=warmup, rep=rep, flush_l2=True)
+        torch.cuda.synchronize()
+        return float(ms)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(rep):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(statistics.median(times))
