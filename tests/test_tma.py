@@ -81,10 +81,7 @@ def test_a_pipelined_gemm_on_sm90_loads_its_tiles_with_tma():
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_loads_k_and_v_with_tma(causal, monkeypatch):
     """FlashAttention's K and V tiles (4-d tensors, one head and 64 keys per box) come
-    by TMA with the per-iteration block barrier, even under the empty-mbarrier
-    experiment: its fragments take more than tile.plan.STARVED registers (the
-    experiment cost it spills and 3 %, H200, 2026-11-30)."""
-    monkeypatch.setenv("TJX_TMA_RELEASE", "1")
+    by TMA with the per-iteration block barrier."""
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
     import tilejit as tj
     from flash_attention.flash_attn import flashattn
@@ -94,18 +91,6 @@ def test_attention_loads_k_and_v_with_tma(causal, monkeypatch):
         target="cuda", arch="sm_90a").compiled
     assert len(k.tensor_maps) == 2 and "cp.async.bulk.tensor.4d" in k.ptx
     assert "bar.sync" in _head_of_loop(k.ptx) and "mbarrier.arrive.shared::cta" not in k.ptx
-
-
-def test_the_empty_mbarrier_experiment_still_compiles(monkeypatch):
-    """TJX_TMA_RELEASE=1 (not kept: ptxas schedules the release above the ldmatrix of the
-    stage it releases, and bf16 128x128x32 GEMMs came out wrong on the H200): per stage
-    an empty mbarrier each warp arrives on, and no block barrier in the loop."""
-    monkeypatch.setenv("TJX_TMA_RELEASE", "1")
-    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
-    ptx = _compiled(stages=3, block_K=64).ptx
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 6
-    assert "mbarrier.arrive.shared::cta.b64" in ptx and "bar.warp.sync" in ptx
-    assert "bar.sync" not in _head_of_loop(ptx)
 
 
 def test_tma_is_sm90_only_and_can_be_turned_off(monkeypatch):

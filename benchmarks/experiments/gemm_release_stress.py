@@ -1,7 +1,12 @@
 """Repeated checks of the benchmark GEMM against cuBLAS (max |error| per launch), for a
 race that shows in some launches only:
 
-    TJX_TMA_RELEASE=1 python benchmarks/experiments/gemm_release_stress.py [REPEATS]
+    python benchmarks/experiments/gemm_release_stress.py [REPEATS]
+
+The race it was written for is the empty-mbarrier release experiment, which is not in
+the product: apply it to a scratch checkout with
+``git apply benchmarks/experiments/tma_release.patch`` (it adds ``TJX_TMA_RELEASE=1``
+and ``TJX_RELEASE_FENCE``), then run this script with ``TJX_TMA_RELEASE=1``.
 """
 import os
 import sys

@@ -63,7 +63,6 @@ PASS_INTRINSICS = {
     layout_inference.FRAG_SLOT: intrinsics.frag_slot,
     tma.TMA_INIT: intrinsics.tma_init, tma.TMA_LOAD: intrinsics.tma_load,
     tma.TMA_WAIT: intrinsics.tma_wait, tma.TMA_FENCE: intrinsics.tma_fence,
-    tma.TMA_RELEASE: intrinsics.tma_release,
 }
 
 

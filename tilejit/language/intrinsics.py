@@ -56,7 +56,6 @@ cp_wait = _device_only("cp_wait")              # cp_wait(n): at most n groups st
 tma_init = _device_only("tma_init")            # (first mbarrier, count, arrivals): thread 0
 tma_load = _device_only("tma_load")            # (src, dst stage, mbarrier, map, copy id)
 tma_wait = _device_only("tma_wait")            # (mbarrier, parity, thread 0 only): phase done
-tma_release = _device_only("tma_release")      # (mbarrier): each warp arrives once
 tma_fence = _device_only("tma_fence")          # generic-proxy shared writes → async proxy
 swizzle_blocks = _device_only("swizzle_blocks")  # (panel, row order) -> (bx, by) rasterized
 atomic_add = _device_only("atomic_add")        # (tensor, index, value, return_prev, per_lane)

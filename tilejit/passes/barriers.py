@@ -65,8 +65,6 @@ class _Access:
                 if tile:
                     (writes if isinstance(node.ctx, ast.Store) else reads).add(tile)
             elif isinstance(node, ast.Call):
-                if getattr(node, "mbarrier_ordered", False):
-                    continue     # a TMA refill: its stage's mbarriers order it (tma.py)
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
                 tiles = [self._tile_of(a) for a in node.args]

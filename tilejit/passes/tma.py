@@ -26,16 +26,15 @@ parts of a box outside the tensor and counts the whole box's bytes, so edges nee
 code. No commit groups remain, and the gemm's folded refill (``_fold_refill``) is
 unfolded: the refill is a few instructions of one thread.
 
-Experiment, not kept (``TJX_TMA_RELEASE=1``): per-stage "empty" mbarriers instead of
-the block barrier (each warp's lane 0 arrives after the warp read the stage; thread 0
-waits on it before refilling the stage, and once after the loop). The GEMM ran 4–10 %
-faster, but ptxas schedules the arrive above ``ldmatrix`` of the stage it releases
-(nothing orders them: the reads' results are not used by the arrive), and 14 of 20
-bf16 128×128×32 launches came out wrong; a proxy fence before the arrive
-(``TJX_RELEASE_FENCE``) fixes that and costs more than the barrier (H200,
-benchmarks/results/archive/NOTES-2026-11.md, tenth session). Loops
-whose consumers may ``continue`` and register-starved kernels (``tile.plan.STARVED``;
-FlashAttention lost 3 % with it) never take it.
+Measured and not kept (the patch is ``benchmarks/experiments/tma_release.patch``):
+per-stage "empty" mbarriers instead of the block barrier (each warp's lane 0 arrives
+after the warp read the stage; thread 0 waits on it before refilling the stage). The
+GEMM ran 4–10 % faster, but ptxas schedules the arrive above ``ldmatrix`` of the stage
+it releases (nothing orders them: the reads' results are not used by the arrive), and
+14 of 20 bf16 128×128×32 launches came out wrong; a proxy fence before the arrive fixes
+that and costs more than the barrier (H200, benchmarks/results/archive/NOTES-2026-11.md,
+tenth session). A stage may be released only after the reads of it have completed,
+which wgmma's ``wait_group`` provides and ``ldmatrix`` does not.
 
 A producer qualifies when its source is a region of a tensor parameter that the launch
 checks to be 16-byte aligned with a contiguous last dimension (``GlobalTensorType``),
@@ -68,7 +67,6 @@ import numpy as np
 from tilejit.target import sm_number
 from tilejit.runtime.tensor_maps import MAX_RANK, Box, data_type_supported
 from tilejit.ir.regions import RegionError, copy_dims
-from tilejit.ir.plan import STARVED
 from tilejit.passes.pipeline import COPY_ASYNC, STAGE, role_of
 from tilejit.passes.tile_allocation import REGION
 
@@ -76,7 +74,6 @@ TMA_LOAD = "__tj_tma_load"
 TMA_WAIT = "__tj_tma_wait"
 TMA_INIT = "__tj_tma_init"
 TMA_FENCE = "__tj_tma_fence"
-TMA_RELEASE = "__tj_tma_release"
 MAP_PREFIX = "__tj_map_"
 _ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}   # a box's shared address, per swizzle
 
@@ -197,34 +194,21 @@ def _flip(phase, stage):
 
 
 class _Rewrite(ast.NodeTransformer):
-    """One pipeline's cp.async schedule → TMA's (see the module's docstring). With
-    ``release`` (the stage counters of the pipeline pass), the per-iteration block
-    barrier becomes per-stage "empty" mbarriers: each warp releases the stage it read
-    at the end of the iteration, and thread 0 waits for that release before refilling
-    the stage (and once after the loop, so every release is waited on once)."""
+    """One pipeline's cp.async schedule → TMA's (see the module's docstring)."""
 
-    def __init__(self, pipe, slot0, ids, map_names, release):
-        self.pipe, self.slot0, self.release = pipe, slot0, release
+    def __init__(self, pipe, slot0, ids, map_names):
+        self.pipe, self.slot0 = pipe, slot0
         self.ids = ids                  # id(copy statement) or (id(fold), i) -> copy id
         self.map_names = map_names      # copy id -> its tensor map's parameter
-        self.full, self.empty = f"__tj_ph{pipe.pid}", f"__tj_eph{pipe.pid}"
+        self.full = f"__tj_ph{pipe.pid}"
 
-    def _slot(self, stage, empty=False):
-        first = self.slot0 + (self.pipe.stages if empty else 0)
-        return ast.BinOp(ast.Constant(first), ast.Add(), copy.deepcopy(stage))
+    def _slot(self, stage):
+        return ast.BinOp(ast.Constant(self.slot0), ast.Add(), copy.deepcopy(stage))
 
-    def _load(self, src, dst, cid, like, refill=False):
+    def _load(self, src, dst, cid, like):
         call = _call(TMA_LOAD, [src, dst, self._slot(dst.args[1]), _name(self.map_names[cid]),
                                 ast.Constant(cid)])
-        if refill and self.release:
-            # ordered by the stage's mbarriers, not by block barriers (barriers.py)
-            call.mbarrier_ordered = True
         return ast.copy_location(ast.Expr(call), like)
-
-    def _await_release(self, stage):
-        """Thread 0 waits until every warp released ``stage``; all threads flip the bit."""
-        return [ast.Expr(_call(TMA_WAIT, [self._slot(stage, True), _bit(self.empty, stage),
-                                          ast.Constant(True)])), _flip(self.empty, stage)]
 
     def visit_Expr(self, node):
         role = role_of(node)
@@ -234,48 +218,26 @@ class _Rewrite(ast.NodeTransformer):
         out = node
         if kind in ("copy", "refill"):
             src, dst = node.value.args
-            out = self._load(src, dst, self.ids[id(node)], node, kind == "refill")
-        elif kind == "commit" or (kind == "sync" and self.release):
+            out = self._load(src, dst, self.ids[id(node)], node)
+        elif kind in ("commit", "drain"):
             out = None
-        elif kind == "drain":
-            # after the loop the refill counter holds the last iteration's stage
-            last = _name(self.pipe.refill_stage)
-            out = [ast.If(ast.Compare(_name(self.pipe.trip_count), [ast.Gt()],
-                                      [ast.Constant(0)]), self._await_release(last), [])
-                   ] if self.release else None
         elif kind == "wait":
             stage = self.pipe.current
             out = [ast.Expr(_call(TMA_WAIT, [self._slot(stage), _bit(self.full, stage),
                                              ast.Constant(False)])), _flip(self.full, stage)]
-            if self.release:
-                # the refill's stage was read in iteration k - 1 (none before k = 0)
-                first = ast.Compare(_name(self.pipe.loop_var), [ast.Gt()], [ast.Constant(0)])
-                refill = _name(self.pipe.refill_stage)
-                out.insert(0, ast.If(first, self._await_release(refill), []))
         elif kind == "fold":
             args = node.value.args
             cond, pairs = args[4], args[5:]
             node.value.args = args[:4]
-            loads = [self._load(pairs[i], pairs[i + 1], self.ids[(id(node), i)], node, True)
+            loads = [self._load(pairs[i], pairs[i + 1], self.ids[(id(node), i)], node)
                      for i in range(0, len(pairs), 2)]
             out = [ast.If(cond, loads, []), node]
         return [ast.copy_location(o, node) for o in out] if isinstance(out, list) else out
-
-    def visit_Assign(self, node):
-        if self.release and role_of(node) == (self.pipe.pid, "advance"):
-            release = _call(TMA_RELEASE, [self._slot(self.pipe.current, True)])
-            return [ast.copy_location(ast.Expr(release), node), node]
-        return node
 
     def visit_For(self, node):
         node = self.generic_visit(node)
         if role_of(node) == (self.pipe.pid, "prologue"):
             return [ast.copy_location(ast.Expr(_call(TMA_FENCE, [])), node), node]
-        if self.release and role_of(node) == (self.pipe.pid, "steady"):
-            # without the head's barrier, one before the loop settles what came before
-            # it (barriers.py would otherwise place that barrier inside the loop)
-            from tilejit.passes.barriers import SYNC
-            return [ast.copy_location(ast.Expr(_call(SYNC, [])), node), node]
         return node
 
     def visit_If(self, node):
@@ -317,21 +279,12 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             ids[key] = cid
             tile = plan.tiles[call.args[1].args[0].id]
             tile.align = max(tile.align, align)
-        release = (pipe.refill_stage is not None and ctx.threads % 32 == 0
-                   and plan.register_words() <= STARVED
-                   and os.environ.get("TJX_TMA_RELEASE") == "1")
         slot0 = plan.mbarriers
-        plan.mbarriers += pipe.stages * (2 if release else 1)
-        fdef = _Rewrite(pipe, slot0, ids, map_names, release).visit(fdef)
+        plan.mbarriers += pipe.stages
+        fdef = _Rewrite(pipe, slot0, ids, map_names).visit(fdef)
         entry += [ast.Assign([ast.Name(f"__tj_ph{pipe.pid}", ast.Store())], ast.Constant(0)),
                   ast.Expr(_call(TMA_INIT, [ast.Constant(slot0), ast.Constant(pipe.stages),
                                             ast.Constant(pipe.producers)]))]
-        if release:
-            entry += [ast.Assign([ast.Name(f"__tj_eph{pipe.pid}", ast.Store())],
-                                 ast.Constant(0)),
-                      ast.Expr(_call(TMA_INIT, [ast.Constant(slot0 + pipe.stages),
-                                                ast.Constant(pipe.stages),
-                                                ast.Constant(ctx.threads // 32)]))]
     if not entry:
         return fdef
     plan.tensor_maps = [(tensor, box) for tensor, box in maps]

@@ -52,9 +52,8 @@ def key_of(kernel, spec) -> str:
     fingerprint = getattr(kernel, "_fingerprint", None)
     if fingerprint is None:
         fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
-    # TILEJIT_TMA=0 and the TMA experiments (passes/tma.py) compile other code for sm_90+
-    switches = [os.environ.get(k, "") for k in ("TILEJIT_TMA", "TJX_TMA_RELEASE",
-                                                "TJX_RELEASE_FENCE")]
+    # TILEJIT_TMA=0 compiles other code for sm_90+
+    switches = [os.environ.get("TILEJIT_TMA", "")]
     return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), switches)
 
 

@@ -9,7 +9,6 @@ the hidden ``.param`` the entry declares (``targets/nvptx.build_entry``).
 """
 from __future__ import annotations
 
-import os
 
 from llvmlite import ir
 from numba.core import types
@@ -112,18 +111,3 @@ def tma_wait_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.tma_release, types.int32, target="cuda")
-def tma_release_impl(context, builder, sig, args):
-    """This warp is done reading the stage: after a warp barrier, lane 0 arrives on the
-    stage's empty mbarrier. Only under the ``TJX_TMA_RELEASE`` experiment (passes/tma.py):
-    ptxas may schedule the arrive before the stage's ``ldmatrix`` completes;
-    ``TJX_RELEASE_FENCE`` (a PTX fence, e.g. ``fence.proxy.async.shared::cta``) goes
-    first when set."""
-    if os.environ.get("TJX_RELEASE_FENCE"):
-        _asm(builder, os.environ["TJX_RELEASE_FENCE"].rstrip(";") + ";", "", [])
-    _asm(builder, "bar.warp.sync -1;", "", [])
-    lane = builder.and_(context.thread_index(builder), I32(31))
-    with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
-        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r",
-             [mbarrier(builder, args[0])])
-    return context.get_dummy_value()

@@ -242,14 +242,6 @@ class TmaWaitTemplate(AbstractTemplate):
         raise errors.TypingError(f"tma_wait takes two integers and a literal bool, got {args}")
 
 
-@infer_global(intrinsics.tma_release)
-class TmaReleaseTemplate(AbstractTemplate):
-    def generic(self, args, kws):
-        if len(args) == 1 and isinstance(args[0], types.Integer):
-            return signature(types.none, types.int32)
-        raise errors.TypingError(f"tma_release takes an integer, got {args}")
-
-
 @infer_global(intrinsics.tma_fence)
 class TmaFenceTemplate(AbstractTemplate):
     def generic(self, args, kws):
