@@ -1,10 +1,15 @@
 """The timing helper the benchmarks share: rounds interleave the variants in the orders
 of a Williams design, so that no variant always follows the same neighbour."""
 import collections
+import os
+import sys
 
 import pytest
 
 from tilejit.tuning.bench import interleaved_times, round_orders
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks", "experiments"))
 
 
 def test_interleaved_times_runs_every_variant_once_per_round_rotating():
@@ -61,7 +66,7 @@ def test_environment_restores_what_was_there(monkeypatch):
     after the block, a changed one gets its old value back, even when the block raises."""
     import os
 
-    from tilejit.tuning.bench import environment
+    from experiment_support import environment
     monkeypatch.setenv("TJ_TEST_KEEP", "old")
     monkeypatch.delenv("TJ_TEST_NEW", raising=False)
     with pytest.raises(RuntimeError):
@@ -74,7 +79,7 @@ def test_environment_restores_what_was_there(monkeypatch):
 def test_write_results_records_the_commit_the_gpu_and_the_rows(tmp_path, monkeypatch):
     import json
 
-    from tilejit.tuning.bench import write_results
+    from experiment_support import write_results
     monkeypatch.setenv("TILEJIT_COMMIT", "abc1234+variant")
     path = tmp_path / "r.json"
     write_results(str(path), [{"name": "base", "ms": 1.5}], config={"block_M": 128})

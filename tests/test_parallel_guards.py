@@ -9,7 +9,8 @@ import pytest
 import tilejit
 import tilejit.language as T
 from tilejit.passes.context import PassContext
-from tilejit.passes.parallel_guards import GROUPS, version_parallel_guards
+from tilejit.ir.markers import GROUPS
+from tilejit.passes.parallel_guards import version_parallel_guards
 
 
 def versioned(src: str) -> bool:

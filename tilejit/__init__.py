@@ -5,11 +5,12 @@ door and the timing helpers load on first use (a process whose kernels are in th
 disk cache reaches its first launch sooner)."""
 import importlib
 
-__version__ = "0.1.0"
+from tilejit.version import __version__  # noqa: E402
 
 from tilejit import language  # noqa: E402
 from tilejit.errors import CompileError  # noqa: E402
 from tilejit.runtime.kernel import kernel  # noqa: E402
+from tilejit import sim  # noqa: E402,F401 - gives the T.* operations their Python meaning
 
 _LAZY = {
     "autotune": ("tuning.autotune", "autotune"),

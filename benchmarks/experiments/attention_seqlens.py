@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples", "flash_attention")]
 
 import tilejit  # noqa: E402
-from tilejit.tuning.bench import interleaved_times, write_results  # noqa: E402
+from experiment_support import write_results  # noqa: E402
+from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 
 def option(args, flag, default):

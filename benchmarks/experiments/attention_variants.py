@@ -21,7 +21,8 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TILEJIT_DISABLE_CACHE", "1")   # variants differ only in switches
 
 import tilejit  # noqa: E402
-from tilejit.tuning.bench import environment, interleaved_times, write_results  # noqa: E402,E501
+from experiment_support import environment, write_results  # noqa: E402
+from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 SOURCE = os.path.join(ROOT, "examples", "flash_attention", "flash_attn.py")
 NO_MASK = [("            elif not is_causal and (k + 1) * block_N > seq_len:",

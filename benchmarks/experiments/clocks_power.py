@@ -20,7 +20,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "benchmarks"), os.path.join(ROOT, "exam
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
-from tilejit.tuning.bench import write_results  # noqa: E402
+from experiment_support import write_results  # noqa: E402
 
 QUERY = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active"
 if subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv"],

@@ -4,9 +4,9 @@ race that shows in some launches only:
     python benchmarks/experiments/gemm_release_stress.py [REPEATS]
 
 The race it was written for is the empty-mbarrier release experiment, which is not in
-the product: apply it to a scratch checkout with
-``git apply benchmarks/experiments/tma_release.patch`` (it adds ``TJX_TMA_RELEASE=1``
-and ``TJX_RELEASE_FENCE``), then run this script with ``TJX_TMA_RELEASE=1``.
+the product: ``benchmarks/experiments/tma_release.patch`` applied to a checkout of
+commit 4c0cfa2 adds it (``TJX_TMA_RELEASE=1``, ``TJX_RELEASE_FENCE``); run this script
+there with ``TJX_TMA_RELEASE=1``.
 """
 import os
 import sys

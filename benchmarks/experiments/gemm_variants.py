@@ -18,7 +18,8 @@ os.environ["TILEJIT_DISABLE_CACHE"] = "1"
 import torch  # noqa: E402
 
 import tilejit  # noqa: E402
-from tilejit.tuning.bench import environment, interleaved_times, write_results  # noqa: E402,E501
+from experiment_support import environment, write_results  # noqa: E402
+from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 VARIANTS = {"base": {}}
 for spec in os.environ.get("GEMM_VARIANTS", "").split(";"):

@@ -15,23 +15,20 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from tilejit.codegen.typing.types import GlobalTensorType, TensorMapType
-from tilejit.target import sm_number
+from tilejit.target import Target
 from tilejit.codegen.numba_target import TRIPLE
 
-# PTX ISA versions: 8.0 (CUDA 12.0) covers sm_80…sm_90a; Blackwell needs 8.6.
-def ptx_features(arch: str) -> str:
-    return "+ptx86" if sm_number(arch) >= 100 else "+ptx80"
+_MACHINES: dict[Target, ll.TargetMachine] = {}
 
 
-_MACHINES: dict[str, ll.TargetMachine] = {}
-
-
-def target_machine(arch: str) -> ll.TargetMachine:
-    tm = _MACHINES.get(arch)
+def target_machine(target: Target) -> ll.TargetMachine:
+    """LLVM's NVPTX machine for the target's arch and PTX ISA version (Target.ptx_features)."""
+    tm = _MACHINES.get(target)
     if tm is None:
-        target = ll.Target.from_triple(TRIPLE)
-        tm = target.create_target_machine(cpu=arch, features=ptx_features(arch), opt=3)
-        _MACHINES[arch] = tm
+        llvm_target = ll.Target.from_triple(TRIPLE)
+        tm = llvm_target.create_target_machine(cpu=target.arch, features=target.ptx_features,
+                                               opt=3)
+        _MACHINES[target] = tm
     return tm
 
 
@@ -148,9 +145,9 @@ def contract_multiply_add(ir_text: str) -> str:
                          if "contract" not in m.group(2) else m.group(0), ir_text)
 
 
-def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str,
+def link_and_optimize(ir_texts: list[str], entry_name: str, target: Target,
                       fast_math: bool = False) -> ll.ModuleRef:
-    tm = target_machine(arch)
+    tm = target_machine(target)
     main = None
     for text in ir_texts:
         text = contract_multiply_add(text)
@@ -173,5 +170,5 @@ def link_and_optimize(ir_texts: list[str], entry_name: str, arch: str,
     return main
 
 
-def emit_ptx(module: ll.ModuleRef, arch: str) -> str:
-    return target_machine(arch).emit_assembly(module)
+def emit_ptx(module: ll.ModuleRef, target: Target) -> str:
+    return target_machine(target).emit_assembly(module)

@@ -1,5 +1,5 @@
-"""``TILEJIT_DUMP_IR=DIR``: every stage of a compilation, one file each, numbered in
-pipeline order, under DIR/<kernel>-<specialization hash>/:
+"""``CompileOptions.dump_dir`` (``TILEJIT_DUMP_IR=DIR``): every stage of a compilation,
+one file each, numbered in pipeline order, under DIR/<kernel>-<specialization hash>/:
 
     00_source.py            the kernel as written
     01_device_program.py    after the front end's rewrite (launch, constexprs, outputs)
@@ -24,7 +24,7 @@ class Dumper:
 
     @classmethod
     def for_kernel(cls, name: str, spec) -> "Dumper":
-        root = os.environ.get("TILEJIT_DUMP_IR")
+        root = spec.options.dump_dir
         if not root:
             return cls(None)
         tag = hashlib.sha256(repr(spec).encode()).hexdigest()[:10]

@@ -20,10 +20,10 @@ from numba.core.target_extension import target_override
 from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
-from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize, shape_constant_name
+from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
-from tilejit.language import intrinsics
 from tilejit.language.dtypes import as_dtype
+from tilejit.ir import markers
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.language.dtypes import as_dtype as _as_dtype
 from tilejit.passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
@@ -48,23 +48,6 @@ SOURCE_PASSES = (
     parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
 )
 
-# the names the passes insert, and what they stand for
-PASS_INTRINSICS = {
-    tile_allocation.TILE: intrinsics.tile, tile_allocation.REGION: intrinsics.region,
-    tile_allocation.GEMM: intrinsics.gemm, layout_inference.FRAG_LOOP: intrinsics.frag_loop,
-    layout_inference.FRAG_INDEX: intrinsics.frag_index,
-    layout_inference.FRAG_VALID: intrinsics.frag_valid,
-    layout_inference.FRAG_GET: intrinsics.frag_get, layout_inference.FRAG_SET: intrinsics.frag_set,
-    barriers.SYNC: intrinsics.sync_threads, pipeline.STAGE: intrinsics.stage,
-    pipeline.COPY_ASYNC: intrinsics.copy_async, pipeline.COMMIT: intrinsics.cp_commit,
-    pipeline.WAIT: intrinsics.cp_wait, rasterization.SWIZZLE_BLOCKS: intrinsics.swizzle_blocks,
-    **{name: getattr(intrinsics, fn.__name__) for fn, name in tile_allocation.ATOMICS.items()},
-    tile_allocation.REDUCE: intrinsics.reduce, tile_allocation.CUMSUM: intrinsics.cumsum,
-    layout_inference.FRAG_SLOT: intrinsics.frag_slot,
-    tma.TMA_INIT: intrinsics.tma_init, tma.TMA_LOAD: intrinsics.tma_load,
-    tma.TMA_WAIT: intrinsics.tma_wait, tma.TMA_FENCE: intrinsics.tma_fence,
-}
-
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     name = _entry_name(ks, spec)
@@ -74,23 +57,24 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     argtypes = numba_argtypes(spec) + (tensor_map,) * len(tiles.tensor_maps)
     dump.text("tile_plan.txt", tiles.describe)
     config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
-                          fast_math=spec.fast_math, debug=spec.debug, tiles=tiles,
-                          arch=spec.arch)
+                          fast_math=spec.options.fast_math, debug=spec.options.debug,
+                          tiles=tiles, target=spec.target)
     with compiling(config):
         cres = type_and_lower(ks, device_fn, argtypes)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
     kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes)
-    if spec.arch == "sim":
+    if spec.target.is_sim:
         return kernel
     context = cres.target_context
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
                                  spec.min_blocks_per_sm, _shape_constants_by_position(spec))
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
-    module = nvptx.link_and_optimize(modules, name, spec.arch, fast_math=spec.fast_math)
+    module = nvptx.link_and_optimize(modules, name, spec.target,
+                                     fast_math=spec.options.fast_math)
     kernel.llvm_ir = str(module)
     dump.text("llvm_optimized.ll", kernel.llvm_ir)
-    kernel.ptx = nvptx.emit_ptx(module, spec.arch)
+    kernel.ptx = nvptx.emit_ptx(module, spec.target)
     dump.text("kernel.ptx", kernel.ptx)
     kernel.param_formats = param_formats(argtypes)
     position = {name: i for i, (name, _) in enumerate(spec.params)}
@@ -102,14 +86,13 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
 def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace = dict(ks.namespace)
     namespace.update(dict(spec.constexprs))
-    namespace[BLOCK_INDEX] = intrinsics.block_index
-    namespace.update(parallel_guards.INTRINSICS)
-    namespace.update(PASS_INTRINSICS)
+    namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
     for param, dim, value in spec.shape_constants:
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
-    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec), arch=spec.arch,
+    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec),
+                      target=spec.target, options=spec.options,
                       params={name: ty for (name, _), ty in zip(spec.params, numba_argtypes(spec))
                               if isinstance(ty, GlobalTensorType) and name not in spec.outputs})
     passes = [_bind(p, ctx) for p in SOURCE_PASSES]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilejit.options import CompileOptions
+from tilejit.target import Target
+
 
 @dataclass(frozen=True)
 class Specialization:
@@ -14,9 +17,8 @@ class Specialization:
     shape_constants: tuple   # ((param, dim, value), …): shape entries fixed at compile time
     outputs: tuple           # names of the T.empty outputs (the last tensor parameters)
     threads: int
-    arch: str                # "sm_90", …; "sim" type-checks only
-    fast_math: bool = False
-    debug: bool = False
+    target: Target           # Target.cuda("sm_90a"), …; the simulator type-checks only
+    options: CompileOptions = CompileOptions()
     min_blocks_per_sm: int | None = None
 
     @property
@@ -27,7 +29,7 @@ class Specialization:
         """A JSON-friendly description (the disk cache key hashes it)."""
         return [list(map(_plain, self.params)), [[n, _plain(v)] for n, v in self.constexprs],
                 [list(c) for c in self.shape_constants], list(self.outputs), self.threads,
-                self.arch, self.fast_math, self.debug, self.min_blocks_per_sm]
+                self.target.describe(), self.options.key(), self.min_blocks_per_sm]
 
 
 def _plain(value):

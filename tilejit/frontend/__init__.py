@@ -2,6 +2,8 @@
 
 ``source.py`` parses the function and finds its launch (``with T.Kernel``);
 ``rewrite.py`` derives the device program (typed by Numba), the host program (grid and
-outputs, run before each launch) and the simulator program; ``signature.py`` binds
-call arguments to parameters and describes them as types.
+outputs, run before each launch) and the simulator program; ``tile_operands.py`` makes
+tile operations' subscript operands regions and element atomics their own calls (for the
+compiler and the simulator alike); ``signature.py`` binds call arguments to parameters
+and describes them as types.
 """

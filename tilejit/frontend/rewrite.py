@@ -20,10 +20,9 @@ import types
 
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
+from tilejit.ir.markers import BLOCK_INDEX, CAST
 
-BLOCK_INDEX = "__tj_block_index"
-LAUNCH_CONFIG = "__tj_launch_config"
-CAST = "__tj_cast"
+LAUNCH_CONFIG = "__tj_launch_config"     # the host program's (runtime/kernel.py binds it)
 
 
 def shape_constant_name(param: str, dim: int) -> str:

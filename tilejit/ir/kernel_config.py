@@ -12,15 +12,17 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, field
 
+from tilejit.target import Target
+
 
 @dataclass(frozen=True)
 class KernelConfig:
     threads: int           # threads per block
     max_vector: int        # most elements one thread touches as one 16-byte access
+    target: Target         # what the rules may ask of the hardware
     fast_math: bool = False  # math functions may use the hardware approximations
     debug: bool = False      # bounds checks and T.device_assert on the device
     tiles: object = field(default=None, compare=False)   # the TilePlan (ir/plan.py)
-    arch: str = "sm_80"
 
 
 _CURRENT: contextvars.ContextVar[KernelConfig | None] = contextvars.ContextVar(

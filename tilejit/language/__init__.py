@@ -1,13 +1,17 @@
 """``import tilejit.language as T``: the tile language.
 
-Every name here has one meaning in three places: its typing (``tilejit/typing``), its
-code generation per target (``tilejit/lowering``) and its simulation semantics, which
-is the body of the Python function below (run by the CPU simulator on numpy values).
+Declarations: every name here has one meaning in three places, its typing
+(``tilejit/codegen/typing``), its code generation per target (``tilejit/codegen/lowering``)
+and its simulation semantics (``tilejit/sim/semantics.py``, numpy on whole tiles). The
+compiler recognises the ``T.*`` objects themselves; an operation run as Python takes its
+meaning from ``_semantics.py``, which the simulator (device operations) and the host side
+(``T.empty``) fill when ``import tilejit`` loads them. Scalar helpers that the compiler
+also evaluates at compile time or host programs call (``T.ceildiv``, ``T.max``,
+``T.cast``, …) keep their meaning here, in ``numerics.py``.
 """
 from __future__ import annotations
 
 import itertools
-import math as _math_module
 import numbers as _numbers
 
 import numpy as np
@@ -15,7 +19,9 @@ import numpy as np
 from tilejit.language.dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64,
                                      int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 from tilejit.language import numerics as _num
+from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
+from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
 from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
                                          reduce_min, reduce_sum)
@@ -67,7 +73,8 @@ def launch_shape(grid, threads):
     return dims, threads
 
 
-MAX_THREADS_PER_SM = 2048      # sm_80 and sm_90 (sm_86/sm_89: 1536; ptxas has the last word)
+# the most threads any SM holds (Target.max_threads_per_sm; ptxas has the last word)
+from tilejit.target import MOST_THREADS_PER_SM as MAX_THREADS_PER_SM  # noqa: E402
 
 
 def check_min_blocks(min_blocks_per_sm, threads):
@@ -185,8 +192,7 @@ def empty(shape, dtype):
     """An output of the kernel, allocated on the host before the launch (write it before
     ``with T.Kernel`` and ``return`` it): a tensor of the inputs' kind (torch stays
     torch) on the inputs' device."""
-    from tilejit.runtime.host import allocate_output
-    return allocate_output(shape, dtype)
+    return meaning("empty")(shape, dtype)
 
 
 def infinity(dtype):
@@ -203,127 +209,85 @@ Serial = serial
 
 
 def prim_func(func):
-    """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``."""
-    from tilejit.tilelang.classic import prim_func as make
-    return make(func)
+    """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``
+    (compiled by ``tilejit.compile(func)`` or a ``@tilejit.jit`` factory)."""
+    return _PrimFunc(func)
 
 
 # -- math functions -----------------------------------------------------------------
-# The simulation semantics: numpy in the operands' float type. Integers, booleans and
-# Python scalars compute in float32; float16 computes in float32 and rounds back, as on
-# the GPU; bfloat16, which the simulator holds in float32, is rounded on store. The GPU
-# code (``tilejit/lowering/math.py``) is within 2 ulp of the correctly rounded result.
-
-def _math_dtypes(*xs):
-    """(compute dtype, result dtype) of a math function's operands."""
-    floats = [np.asarray(x).dtype for x in xs
-              if type(x) not in (bool, int, float) and np.asarray(x).dtype.kind == "f"]
-    if not floats:
-        return np.dtype(np.float32), np.dtype(np.float32)
-    out = np.result_type(*floats)
-    return (np.dtype(np.float32) if out == np.float16 else out), out
-
-
-def _math(fn, *xs):
-    compute, out = _math_dtypes(*xs)
-    with np.errstate(all="ignore"):
-        r = np.asarray(fn(*(np.asarray(x, dtype=compute) for x in xs)))
-        r = r.astype(out, copy=False)
-    return r[()] if r.ndim == 0 else r
-
-
-def _stable_sigmoid(x):
-    e = np.exp(-np.abs(x))                 # ≤ 1: no overflow for any x
-    return np.where(x >= 0, 1, e) / (1 + e)
-
-
-_erf64 = np.frompyfunc(_math_module.erf, 1, 1)
-
+# In the simulator (``sim/semantics.py``): numpy in the operands' float type (integers,
+# booleans and Python scalars compute in float32, float16 in float32 rounded back). The
+# GPU code (``codegen/lowering/math.py``) is within 2 ulp of the correctly rounded result.
 
 def exp(x):
     """e^x."""
-    return _math(np.exp, x)
+    return meaning("exp")(x)
 
 
 def exp2(x):
     """2^x."""
-    return _math(np.exp2, x)
+    return meaning("exp2")(x)
 
 
 def log(x):
     """Natural logarithm (−inf at 0, NaN below)."""
-    return _math(np.log, x)
+    return meaning("log")(x)
 
 
 def log2(x):
     """Base-2 logarithm."""
-    return _math(np.log2, x)
+    return meaning("log2")(x)
 
 
 def sqrt(x):
     """Square root (correctly rounded)."""
-    return _math(np.sqrt, x)
+    return meaning("sqrt")(x)
 
 
 def rsqrt(x):
     """1/sqrt(x)."""
-    return _math(lambda a: 1 / np.sqrt(a), x)
+    return meaning("rsqrt")(x)
 
 
 def tanh(x):
     """Hyperbolic tangent."""
-    return _math(np.tanh, x)
+    return meaning("tanh")(x)
 
 
 def sigmoid(x):
     """1/(1 + e^-x), without overflow for large |x|."""
-    return _math(_stable_sigmoid, x)
+    return meaning("sigmoid")(x)
 
 
 def pow(x, y):  # noqa: A001 - TileLang's name
     """x^y with C99's special cases (pow(x, 0) = 1, pow(1, y) = 1, NaN for a negative
     base and a non-integer exponent, …); the operands meet as in arithmetic."""
-    return _math(np.power, x, y)
+    return meaning("pow")(x, y)
 
 
 def floor(x):
     """Largest integer not greater than x, as a float."""
-    return _math(np.floor, x)
+    return meaning("floor")(x)
 
 
 def ceil(x):
     """Smallest integer not less than x, as a float."""
-    return _math(np.ceil, x)
+    return meaning("ceil")(x)
 
 
 def erf(x):
     """Error function."""
-    return _math(lambda a: np.asarray(_erf64(a.astype(np.float64)), np.float64), x)
+    return meaning("erf")(x)
 
 
 def device_assert(cond, msg=""):
     """Check ``cond`` on the device in kernels compiled with ``debug=True`` (a failure
     prints the message, the block and thread, and stops the kernel); always checked in
     the simulator (``AssertionError`` naming the kernel's line)."""
-    ok = np.all(cond) if _sim_mask() is None else np.all(np.asarray(cond) | ~_sim_mask())
-    if not ok:
-        import linecache
-        import sys
-        frame = sys._getframe(1)
-        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-        raise AssertionError(f"T.device_assert failed: {msg}\n  File "
-                             f"\"{frame.f_code.co_filename}\", line {frame.f_lineno}\n    {line}")
+    return meaning("device_assert")(cond, msg)
 
 
 def print(value, msg=""):  # noqa: A001 - TileLang's name
     """Print ``value`` from the device (each thread that reaches it), prefixed by
     ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
-    import builtins
-    mask = _sim_mask()
-    shown = value if mask is None or np.ndim(value) == 0 else np.where(mask, value, 0)
-    builtins.print(f"{msg}{shown}" if msg else shown)
-
-
-def _sim_mask():
-    from tilejit.sim.runtime import STATE
-    return STATE.mask
+    return meaning("print")(value, msg)

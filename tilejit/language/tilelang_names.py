@@ -1,6 +1,8 @@
 """Names TileLang programs use besides SPEC's, for ``tilejit.jit`` (the seeds'
-front door): shape symbols and tensor annotations. They are read by the front end from
-the source (``tilejit/tilelang_jit.py``), not executed inside kernels."""
+front door): shape symbols, tensor annotations and the ``@T.prim_func`` record. They are
+read by the front end from the source (``tilejit/tilelang/jit.py``) and by the classic
+door (``tilejit/tilelang/classic.py``, which compiles a ``PrimFunc``), not executed
+inside kernels."""
 from __future__ import annotations
 
 import warnings
@@ -81,3 +83,26 @@ class TensorAnnotation:
 
 Tensor = TensorAnnotation
 Buffer = TensorAnnotation
+
+
+class PrimFunc:
+    """What ``@T.prim_func`` returns: the kernel function and its annotations
+    (compiled by ``tilejit/tilelang/classic.py``)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__name__ = func.__name__
+        self.__wrapped__ = func
+        self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
+        annotations = getattr(func, "__annotations__", {})
+        self.annotations = {}
+        for name in self.params:
+            ann = annotations.get(name)
+            if not isinstance(ann, TensorAnnotation):
+                raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
+                                f"T.Tensor/T.Buffer annotation, got {ann!r}")
+            self.annotations[name] = ann
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
+                        "@tilejit.jit factory")

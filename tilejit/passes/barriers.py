@@ -23,14 +23,9 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC, TMA_LOAD
 from tilejit.ir.plan import SHARED
-from tilejit.passes.layout_inference import FRAG_LOOP
 from tilejit.passes.shared_memory import shares_bytes
-from tilejit.passes.pipeline import COPY_ASYNC, STAGE
-from tilejit.passes.tile_allocation import GEMM, REGION
-from tilejit.passes.tma import TMA_LOAD
-
-SYNC = "__tj_sync"
 
 
 def _sync_stmt(node):

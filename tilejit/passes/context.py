@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from tilejit.errors import CompileError
 from tilejit.ir.plan import TilePlan
+from tilejit.options import CompileOptions
+from tilejit.target import SIM, Target
 
 
 @dataclass
@@ -18,9 +20,17 @@ class PassContext:
     threads: int = 128
     param_dtypes: dict = field(default_factory=dict)
     plan: TilePlan = field(default_factory=TilePlan)
-    arch: str = "sim"
+    target: Target = SIM
+    options: CompileOptions = CompileOptions()
     params: dict = field(default_factory=dict)      # tensor name -> GlobalTensorType
     pipelines: list = field(default_factory=list)   # pipeline.Pipeline per pipelined loop
+    counters: dict = field(default_factory=dict)    # kind -> last number given (number())
+
+    def number(self, kind: str) -> int:
+        """The next number (1, 2, …) of generated names of this ``kind``, counted per
+        compilation: the same kernel gets the same names whatever was compiled before."""
+        self.counters[kind] = self.counters.get(kind, 0) + 1
+        return self.counters[kind]
 
     def error(self, message: str, node: ast.AST | int | None) -> CompileError:
         line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)

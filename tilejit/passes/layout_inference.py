@@ -33,15 +33,10 @@ from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parall
 from tilejit.ir.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
                                    row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.markers import FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT, FRAG_VALID
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
-FRAG_LOOP = "__tj_frag_loop"
-FRAG_INDEX = "__tj_frag_index"
-FRAG_VALID = "__tj_frag_valid"
-FRAG_GET = "__tj_frag_get"
-FRAG_SET = "__tj_frag_set"
-FRAG_SLOT = "__tj_frag_slot"
 SLOT = "__tj_s"
 
 

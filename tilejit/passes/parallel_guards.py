@@ -36,16 +36,7 @@ import copy
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.language import intrinsics
-
-GROUPS = "__tj_parallel_groups"
-ENDS = "__tj_group_ends"
-LANES = "__tj_group_lanes"
-LANES_REVERSED = "__tj_group_lanes_reversed"
-LANE_INDEX = "__tj_lane_index"
-INTRINSICS = {GROUPS: intrinsics.parallel_groups, ENDS: intrinsics.group_ends,
-              LANES: intrinsics.group_lanes, LANES_REVERSED: intrinsics.group_lanes_reversed,
-              LANE_INDEX: intrinsics.lane_index}
+from tilejit.ir.markers import ENDS, GROUPS, LANE_INDEX, LANES, LANES_REVERSED
 
 
 def _names(node) -> set[str]:

@@ -52,16 +52,9 @@ from dataclasses import dataclass
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import COMMIT, COPY_ASYNC, GEMM, REGION, STAGE, SYNC, WAIT
 from tilejit.ir.plan import SHARED
 from tilejit.passes.static_eval import NotStatic, StaticEval
-from tilejit.passes.tile_allocation import GEMM, REGION
-
-STAGE = "__tj_stage"
-COPY_ASYNC = "__tj_copy_async"
-COMMIT = "__tj_cp_commit"
-WAIT = "__tj_cp_wait"
-
-_counter = [0]
 
 
 def mark(node, pid, role):
@@ -238,10 +231,10 @@ class _Pipeliner(ast.NodeTransformer):
         if order is not None:
             consumers_idx.sort(key=lambda i: order[i])
         consumers = [body[i] for i in consumers_idx]
-        _counter[0] += 1
-        n_name, p_name = f"__tj_n{_counter[0]}", f"__tj_p{_counter[0]}"
+        seq = self.ctx.number("pipeline")    # per compilation: names the same every time
+        n_name, p_name = f"__tj_n{seq}", f"__tj_p{seq}"
         n_assign = ast.copy_location(ast.Assign([ast.Name(n_name, ast.Store())], it.args[0]), node)
-        hoist = _HoistInvariant(loop_var, f"__tj_inv{_counter[0]}")
+        hoist = _HoistInvariant(loop_var, f"__tj_inv{seq}")
         producers = [_hoist_indices(s, hoist) for s in producers]
 
         pid = len(self.ctx.pipelines)
@@ -272,7 +265,7 @@ class _Pipeliner(ast.NodeTransformer):
         # the first ldmatrix); a consumer that may `continue` keeps the modulo
         counters = not any(isinstance(x, ast.Continue) for c in consumers
                            for x in _walk_this_loop(c))
-        cs, rs = f"__tj_cs{_counter[0]}", f"__tj_rs{_counter[0]}"
+        cs, rs = f"__tj_cs{seq}", f"__tj_rs{seq}"
         if counters:
             current, refill_stage = ast.Name(cs, ast.Load()), ast.Name(rs, ast.Load())
         else:
@@ -292,13 +285,12 @@ class _Pipeliner(ast.NodeTransformer):
                                        [ast.Constant(stages - 1)]),
                            ast.BinOp(ast.Name(cs, ast.Load()), ast.Add(), ast.Constant(1)),
                            ast.Constant(0)))]
-        from tilejit.passes.barriers import SYNC
         refill = [ast.copy_location(steady_if, node), commit()]
         head = [mark(_expr_stmt(_call(WAIT, [ast.Constant(stages - 2)]), node), pid, "wait"),
                 mark(_expr_stmt(_call(SYNC, []), node), pid, "sync")]
         folded = (_fold_refill(staged_consumers, steady_if, tiles, self.ctx.namespace, commit,
                                pid)
-                  if self.ctx.arch != "sim" else None)
+                  if not self.ctx.target.is_sim else None)
         if folded is not None:
             refill, staged_consumers = [], folded
         steady = mark(ast.For(node.target, _call("range", [n]),

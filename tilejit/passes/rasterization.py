@@ -11,11 +11,9 @@ from __future__ import annotations
 import ast
 
 from tilejit import language as T
-from tilejit.frontend.rewrite import BLOCK_INDEX
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import BLOCK_INDEX, SWIZZLE_BLOCKS
 from tilejit.passes.static_eval import NotStatic, StaticEval
-
-SWIZZLE_BLOCKS = "__tj_swizzle_blocks"
 
 
 def _block_names(fdef):

@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import ast
 
+from tilejit.ir.markers import TILE
 from tilejit.ir.plan import SHARED
-from tilejit.passes.tile_allocation import TILE
 
 ALIGN = 16
-# most dynamic shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-SHARED_LIMIT = {"sm_80": 166912, "sm_86": 101376, "sm_87": 166912, "sm_89": 101376,
-                "sm_90": 232448, "sm_90a": 232448, "sm_100": 232448, "sm_100a": 232448,
-                "sm_120": 101376}
 
 
 def _mentions(stmt, names) -> set[str]:
@@ -74,11 +70,11 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if plan.mbarriers:
         plan.mbarrier_offset = -(-plan.shared_bytes // 8) * 8
         plan.shared_bytes = plan.mbarrier_offset + 8 * plan.mbarriers
-    limit = SHARED_LIMIT.get(ctx.arch)
+    limit = ctx.target.shared_limit
     if limit is not None and plan.shared_bytes > limit:
         detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)
         raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "
-                        f"{ctx.arch} allows at most {limit} bytes per block", fdef.body[0]
+                        f"{ctx.target.arch} allows at most {limit} bytes per block", fdef.body[0]
                         if fdef.body else None)
     return fdef
 

@@ -9,7 +9,8 @@
 - ``T.gemm(A, B, C, transpose_A=…, policy=…, clear_accum=…)`` → ``__tj_gemm(A, B, C, "g0")``
   with its options and warp partition in the plan (``ir/gemm_plan.py``).
 
-The simulator runs the region rewrite only (``rewrite_regions``).
+The region and element-atomic rewrite, which the simulator runs too, is
+``frontend/tile_operands.py`` (``rewrite_regions``).
 """
 from __future__ import annotations
 
@@ -17,149 +18,20 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm
+from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
-TILE = "__tj_tile"
-REGION = "__tj_region"
-GEMM = "__tj_gemm"
-CAST = "__tj_cast"
-REDUCE = "__tj_reduce"
-CUMSUM = "__tj_cumsum"
 REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
               T.reduce_abssum: "abssum", T.reduce_absmax: "absmax"}
-# element atomics: T.atomic_add(C[i, j], v, rp) → __tj_atomic_add(C, (i, j), v, rp, per_lane)
-ATOMICS = {T.atomic_add: "__tj_atomic_add", T.atomic_max: "__tj_atomic_max",
-           T.atomic_min: "__tj_atomic_min"}
 
 _ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
-# the operand positions of tile operations that may be regions
-REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
-                   T.atomic_max: (0, 1), T.atomic_min: (0, 1)}
 
 
 def _call(name, args):
     return ast.Call(ast.Name(name, ast.Load()), args, [])
-
-
-def _slice_extent(lower, upper, static) -> int:
-    """The compile-time length of ``lower:upper``, or 0 when it is not known:
-    constant bounds, ``x : x + c`` and ``x * c : (x + 1) * c``."""
-    lower = lower or ast.Constant(0)
-    if upper is None:
-        return 0
-    def value(n):
-        return static.value(n) if static is not None else (
-            n.value if isinstance(n, ast.Constant) else None)
-    try:
-        lo, hi = value(lower), value(upper)
-        if isinstance(lo, int) and isinstance(hi, int):
-            return hi - lo
-    except NotStatic:
-        pass
-    same = lambda a, b: ast.dump(a) == ast.dump(b)  # noqa: E731
-    try:
-        if (isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add)
-                and same(upper.left, lower)):
-            return int(value(upper.right))
-        if (isinstance(lower, ast.BinOp) and isinstance(lower.op, ast.Mult)
-                and isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Mult)
-                and same(lower.right, upper.right) and isinstance(upper.left, ast.BinOp)
-                and isinstance(upper.left.op, ast.Add) and same(upper.left.left, lower.left)
-                and value(upper.left.right) == 1):
-            return int(value(lower.right))
-    except (NotStatic, TypeError, ValueError):
-        pass
-    return 0
-
-
-def region_call(node: ast.Subscript, static=None) -> ast.Call:
-    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    kinds, starts, ends, extents = "", [], [], []
-    for i in index:
-        if isinstance(i, ast.Slice):
-            if i.step is not None:
-                raise ValueError("a region's slice may not have a step")
-            kinds += "s"
-            starts.append(i.lower or ast.Constant(0))
-            ends.append(i.upper or ast.Constant(None))
-            extents.append(_slice_extent(i.lower, i.upper, static))
-        else:
-            kinds += "p"
-            starts.append(i)
-            ends.append(ast.Constant(None))
-            extents.append(1)
-    out = _call(REGION, [node.value, ast.Constant(kinds), ast.Tuple(starts, ast.Load()),
-                         ast.Tuple(ends, ast.Load()),
-                         ast.Constant(",".join(map(str, extents)))])
-    return ast.copy_location(out, node)
-
-
-class _Regions(ast.NodeTransformer):
-    def __init__(self, namespace, error, static=None):
-        self.namespace = namespace
-        self.error = error
-        self.static = static
-        self.parallel = 0       # how many T.Parallel loops enclose the current node
-
-    def visit_For(self, node):
-        it = node.iter
-        par = isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel
-        self.parallel += par
-        node = self.generic_visit(node)
-        self.parallel -= par
-        return node
-
-    def visit_Call(self, node):
-        node = self.generic_visit(node)
-        fn = resolve_static(node.func, self.namespace)
-        if fn in ATOMICS:
-            node = self._atomic(node, fn)
-            if isinstance(node.func, ast.Name) and node.func.id == ATOMICS[fn]:
-                return node
-        positions = REGION_OPERANDS.get(fn)
-        if positions:
-            for p in positions:
-                if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
-                    try:
-                        node.args[p] = region_call(node.args[p], self.static)
-                    except ValueError as e:
-                        raise self.error(str(e), node) from None
-        return node
-
-
-    def _atomic(self, node, fn):
-        """The element form becomes ``__tj_atomic_*``; the region form keeps the call with
-        its operands positional (the region rewrite then applies)."""
-        name = fn.__name__
-        args = list(node.args)
-        for k in node.keywords:
-            pos = {"dst": 0, "value": 1, "return_prev": 2}.get(k.arg)
-            if pos is None or pos < len(args) and args[pos] is not None:
-                raise self.error(f"T.{name}(dst, value, return_prev=False): unexpected "
-                                 f"argument {k.arg!r}", node)
-            args += [None] * (pos + 1 - len(args))
-            args[pos] = k.value
-        if len(args) < 2 or len(args) > 3 or any(a is None for a in args):
-            raise self.error(f"T.{name}(dst, value, return_prev=False) takes a destination "
-                             f"and a value", node)
-        if len(args) == 2:
-            args.append(ast.Constant(False))
-        dst = args[0]
-        index = (dst.slice.elts if isinstance(dst, ast.Subscript)
-                 and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
-        if isinstance(dst, ast.Subscript) and not any(isinstance(i, ast.Slice) for i in index):
-            out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
-                                      ast.Constant(self.parallel > 0)])
-            return ast.copy_location(out, node)
-        node.args, node.keywords = args, []
-        return node
-
-
-def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None) -> ast.FunctionDef:
-    from tilejit.errors import CompileError
-    return _Regions(namespace, error or (lambda m, n: CompileError(m))).visit(fdef)
 
 
 _GEMM_OPTIONS = ("transpose_A", "transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
@@ -369,10 +241,20 @@ class _FoldStaticIfs(ast.NodeTransformer):
         return body or [ast.copy_location(ast.Pass(), node)]
 
 
+def _known(static: StaticEval):
+    """An expression's compile-time value, or None when it is not known."""
+    def value(node):
+        try:
+            return static.value(node)
+        except NotStatic:
+            return None
+    return value
+
+
 def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     ctx.plan.threads = ctx.threads
-    fdef = _Regions(ctx.namespace, ctx.error,
-                    StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
+    fdef = rewrite_regions(fdef, ctx.namespace, ctx.error,
+                           _known(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)))
     fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     fdef = _Tiles(ctx, static).visit(fdef)

@@ -59,21 +59,16 @@ from __future__ import annotations
 
 import ast
 import copy
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from tilejit.target import sm_number
-from tilejit.runtime.tensor_maps import MAX_RANK, Box, data_type_supported
+from tilejit.ir.tma_box import MAX_RANK, Box, data_type_supported
+from tilejit.ir.markers import (COPY_ASYNC, REGION, STAGE, SYNC, TMA_FENCE, TMA_INIT, TMA_LOAD,
+                                TMA_WAIT)
 from tilejit.ir.regions import RegionError, copy_dims
-from tilejit.passes.pipeline import COPY_ASYNC, STAGE, role_of
-from tilejit.passes.tile_allocation import REGION
+from tilejit.passes.pipeline import role_of
 
-TMA_LOAD = "__tj_tma_load"
-TMA_WAIT = "__tj_tma_wait"
-TMA_INIT = "__tj_tma_init"
-TMA_FENCE = "__tj_tma_fence"
 MAP_PREFIX = "__tj_map_"
 _ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}   # a box's shared address, per swizzle
 
@@ -91,10 +86,6 @@ class TmaCopy:
     def __str__(self):
         return (f"map {self.map_index}, {len(self.boxes)} box(es) at "
                 f"{[b[0] for b in self.boxes]}, {self.nbytes} B")
-
-
-def enabled(arch: str) -> bool:
-    return sm_number(arch) >= 90 and os.environ.get("TILEJIT_TMA", "1") != "0"
 
 
 def tma_layout(tile):
@@ -248,9 +239,8 @@ class _Rewrite(ast.NodeTransformer):
 
 
 def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    if ctx.arch == "sim" or not enabled(ctx.arch) or not ctx.pipelines:
+    if not (ctx.target.has_tma and ctx.options.tma) or not ctx.pipelines:
         return fdef
-    from tilejit.passes.barriers import SYNC
     plan = ctx.plan
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
     entry, layouts = [], {}

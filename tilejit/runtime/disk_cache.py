@@ -12,6 +12,8 @@ import threading
 import types
 import warnings
 
+from tilejit.options import cache_root
+
 _FORMAT_VERSION = 1
 _SKIPPED_MODULES = ("tilejit", "numpy", "torch", "numba", "builtins")
 _MAX_DEPTH = 8
@@ -23,15 +25,9 @@ class CacheWarning(UserWarning):
 
 
 def cache_dir() -> str | None:
-    """The cache root: None when ``TILEJIT_DISABLE_CACHE`` is set (other than "", "0",
-    "false", "no"), else ``TILEJIT_CACHE_DIR`` or ``~/.cache/tilejit``. Read on each call."""
-    disabled = os.environ.get("TILEJIT_DISABLE_CACHE", "").strip().lower()
-    if disabled not in ("", "0", "false", "no"):
-        return None
-    root = os.environ.get("TILEJIT_CACHE_DIR")
-    if root:
-        return os.path.abspath(os.path.expanduser(root))
-    return os.path.join(os.path.expanduser("~"), ".cache", "tilejit")
+    """The cache root (``options.cache_root``: TILEJIT_DISABLE_CACHE, TILEJIT_CACHE_DIR),
+    read on each call."""
+    return cache_root()
 
 
 # -- digests ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from tilejit.frontend.signature import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
-from tilejit.language import check_min_blocks, launch_shape
+from tilejit.language import _semantics, check_min_blocks, launch_shape
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
 
 
@@ -60,6 +60,10 @@ def allocate_output(shape, dtype):
         raise TypeError("T.empty: a bfloat16 output needs torch tensors as inputs "
                         "(numpy has no bfloat16)")
     return np.empty(shape, dtype=dtype.numpy)
+
+
+# what ``T.empty`` means as Python (the language declares it and imports nothing of ours)
+_semantics.install({"empty": allocate_output})
 
 
 # -- arguments ----------------------------------------------------------------------

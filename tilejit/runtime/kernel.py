@@ -7,30 +7,35 @@ so a process that finds its kernels in the disk cache never pays for it.
 """
 from __future__ import annotations
 
-import os
 import threading
 
 from tilejit.runtime import host
+from tilejit.runtime.kernel_cache import load_or_compile
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.frontend.signature import TensorArg
 from tilejit.frontend.source import expected_ranks, parse_kernel
 from tilejit.frontend.validate import check_supported
+from tilejit.options import compile_options, target_override
+from tilejit.target import DEFAULT_CUDA_ARCH, SIM, Target
 
 _TARGETS = ("auto", "cuda", "sim", "amdgpu")
 
 
 class KernelFunction:
     def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False,
-                 source_tree=None):
+                 source_tree=None, dump_dir=None):
         if target not in _TARGETS:
             raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
+        if arch is not None:
+            Target.cuda(arch)       # a clear error for a malformed arch, before anything runs
         self.func = func
         self.target = target
         self.arch = arch
         self.fast_math = fast_math
         self.debug = debug
+        self.dump_dir = dump_dir    # CompileOptions.dump_dir (the TileLang doors' pass configs)
         self.source = parse_kernel(func, source_tree)
         check_supported(self.source)
         self.__name__ = func.__name__
@@ -55,7 +60,7 @@ class KernelFunction:
         self._first_default = first
         self._default_values = tuple(self.source.defaults[p] for p in params[first:])
         self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
-        self._env_target = os.environ.get("TILEJIT_TARGET")
+        self._env_target = target_override()
 
     def __repr__(self):
         return f"<tilejit.kernel {self.func.__qualname__}>"
@@ -97,11 +102,16 @@ class KernelFunction:
                                "link step this build does not have")
         return target
 
-    def _arch(self, device: int) -> str:
-        if self.arch:
-            return self.arch
-        from tilejit.runtime import cuda_driver
-        return cuda_driver.device_arch(max(device, 0))
+    def _compile_target(self, target: str, arch: str | None, device: int) -> Target:
+        """The Target of a compilation: the simulator, or CUDA for the explicit arch, the
+        kernel's, or the device's."""
+        if target == "sim":
+            return SIM
+        arch = arch or self.arch
+        if arch is None:
+            from tilejit.runtime import cuda_driver
+            arch = cuda_driver.device_arch(max(device, 0))
+        return Target.cuda(arch)
 
     # -- the full path ---------------------------------------------------------------
     def _prepare(self, values, target=None, arch=None):
@@ -114,14 +124,15 @@ class KernelFunction:
             launch = self._host(*call.host_args)
         host.add_outputs(self, call, launch)
         shapes = host.shape_constants(self, call, values)
-        arch = "sim" if target == "sim" else (arch or self._arch(call.device))
         from tilejit.compiler.specialization import Specialization
         spec = Specialization(
             params=tuple((name, key) for (name, _), key in zip(
                 call.runtime, [k for k in call.key if k[0] != "const"])),
             constexprs=tuple(call.constexprs), shape_constants=shapes,
-            outputs=tuple(self.outputs), threads=launch.threads, arch=arch,
-            fast_math=self.fast_math, debug=self.debug,
+            outputs=tuple(self.outputs), threads=launch.threads,
+            target=self._compile_target(target, arch, call.device),
+            options=compile_options(fast_math=self.fast_math, debug=self.debug,
+                                    dump_dir=self.dump_dir),
             min_blocks_per_sm=launch.min_blocks_per_sm)
         return call, launch, target, spec
 
@@ -131,9 +142,8 @@ class KernelFunction:
             with self._lock:
                 entry = self._cache.get((spec, device))
                 if entry is None:
-                    from tilejit.compiler.artifact import load_or_compile
                     compiled = load_or_compile(self, spec)
-                    entry = _Loaded(compiled, device) if spec.arch != "sim" else compiled
+                    entry = compiled if spec.target.is_sim else _Loaded(compiled, device)
                     self._cache[(spec, device)] = entry
         return entry
 
@@ -192,7 +202,6 @@ class KernelFunction:
         if chosen == "auto":
             chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
         _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
-        from tilejit.compiler.artifact import load_or_compile
         return CompiledKernelHandle(self, load_or_compile(self, spec))
 
 
@@ -310,6 +319,13 @@ def tensor_map_maker(tensor_maps):
             out.append(found)
         return out
     return maps
+
+
+def default_arch() -> str:
+    """The arch a compile without an explicit one is for: device 0's, or
+    ``target.DEFAULT_CUDA_ARCH`` on a machine without a CUDA device."""
+    from tilejit.runtime import cuda_driver
+    return cuda_driver.device_arch(0) if cuda_driver.cuda_available() else DEFAULT_CUDA_ARCH
 
 
 def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False):

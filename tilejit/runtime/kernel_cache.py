@@ -1,6 +1,7 @@
-"""Compiled kernels on disk (``cache.py`` is the store): the key hashes the kernel's
+"""Compiled kernels on disk (``disk_cache.py`` is the store): the key hashes the kernel's
 source and everything it calls, the specialization (argument types, constexprs, shape
-constants, threads, arch, fast_math, debug) and the compiler's versions."""
+constants, threads, the target, the compile options' ``key()``) and the compiler's
+versions."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +9,7 @@ import glob
 import importlib.util
 import os
 
-from tilejit import __version__
+from tilejit.version import __version__
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
 
 _STORE = DiskCache("kernels")
@@ -52,9 +53,7 @@ def key_of(kernel, spec) -> str:
     fingerprint = getattr(kernel, "_fingerprint", None)
     if fingerprint is None:
         fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
-    # TILEJIT_TMA=0 compiles other code for sm_90+
-    switches = [os.environ.get("TILEJIT_TMA", "")]
-    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), switches)
+    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions())
 
 
 def load(kernel, spec):
@@ -76,3 +75,22 @@ def store(kernel, spec, compiled) -> None:
         "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
         "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
         "tensor_maps": [list(m) for m in compiled.tensor_maps]})
+
+
+def load_or_compile(kernel, spec):
+    """The compiled kernel from the disk cache, or compiled now (and stored). The
+    simulator's type check always runs (it is the front end's, not an artifact); a
+    compilation asked to dump its stages (``CompileOptions.dump_dir``) does not read the
+    cache, so its stages are written."""
+    # the compiler is imported here, on a miss only: a process whose kernels are all
+    # cached never imports Numba
+    if spec.target.is_sim:
+        from tilejit.compiler.pipeline import compile_kernel
+        return compile_kernel(kernel.source, spec)
+    cached = None if spec.options.dump_dir else load(kernel, spec)
+    if cached is not None:
+        return cached
+    from tilejit.compiler.pipeline import compile_kernel
+    compiled = compile_kernel(kernel.source, spec)
+    store(kernel, spec, compiled)
+    return compiled

@@ -15,30 +15,9 @@ from __future__ import annotations
 
 import ctypes
 from collections import OrderedDict
-from dataclasses import dataclass
 
-MAP_BYTES = 128
-MAX_RANK = 5
-MAX_BOX = 256
-_SWIZZLES = (0, 32, 64, 128)
-_DATA_TYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32",
-               "float64": "FLOAT64", "int8": "UINT8", "uint8": "UINT8", "int32": "INT32",
-               "uint32": "UINT32", "int64": "INT64", "uint64": "UINT64"}
-
-
-def data_type_supported(name: str) -> bool:
-    return name in _DATA_TYPES
-
-
-@dataclass(frozen=True)
-class Box:
-    """What one copy moves: ``extents`` per tensor dimension (outermost first; 1 for a
-    dimension the copy indexes with a scalar), the element type's name, and the shared
-    layout's swizzle span in bytes (0, 32, 64 or 128)."""
-    dtype: str
-    itemsize: int
-    extents: tuple
-    swizzle: int = 128
+from tilejit.ir.tma_box import (DATA_TYPES, MAP_BYTES, MAX_BOX, MAX_RANK, SWIZZLES,  # noqa: F401
+                                Box, data_type_supported)
 
 
 def encode_arguments(pointer: int, shape, strides, box: Box) -> dict:
@@ -52,9 +31,9 @@ def encode_arguments(pointer: int, shape, strides, box: Box) -> dict:
     if any(not 0 < n < 1 << 31 for n in shape):
         raise ValueError(f"tensor map: every extent must be 1..2^31-1 (TMA's coordinates are "
                          f"32-bit), got shape {tuple(shape)}")
-    if box.dtype not in _DATA_TYPES:
+    if box.dtype not in DATA_TYPES:
         raise ValueError(f"tensor map: element type {box.dtype!r} has no TMA data type; "
-                         f"expected one of {', '.join(_DATA_TYPES)}")
+                         f"expected one of {', '.join(DATA_TYPES)}")
     if pointer % 16:
         raise ValueError(f"tensor map: the tensor's address must be 16-byte aligned, got "
                          f"{pointer:#x}")
@@ -80,13 +59,13 @@ def encode_arguments(pointer: int, shape, strides, box: Box) -> dict:
     if inner % 16:
         raise ValueError(f"tensor map: the box's innermost extent must be a multiple of 16 "
                          f"bytes, got {inner}")
-    if box.swizzle not in _SWIZZLES:
-        raise ValueError(f"tensor map: swizzle must be one of {_SWIZZLES} bytes, got "
+    if box.swizzle not in SWIZZLES:
+        raise ValueError(f"tensor map: swizzle must be one of {SWIZZLES} bytes, got "
                          f"{box.swizzle}")
     if box.swizzle and inner > box.swizzle:
         raise ValueError(f"tensor map: with a {box.swizzle}-byte swizzle the box's innermost "
                          f"extent may span at most {box.swizzle} bytes, got {inner}")
-    return {"data_type": _DATA_TYPES[box.dtype], "rank": rank, "address": pointer,
+    return {"data_type": DATA_TYPES[box.dtype], "rank": rank, "address": pointer,
             "dims": [int(n) for n in reversed(shape)],
             "strides": [int(s) for s in reversed(byte_strides)],
             "box": [int(e) for e in reversed(box.extents)],

@@ -1,6 +1,24 @@
 """The CPU simulator: the executable definition of the language's semantics.
 
-``transform.py`` rewrites a kernel for whole-tile numpy execution, ``runtime.py`` holds
-the values it runs on (tensors with bounds-checked, masked access), ``runner.py`` runs
-the blocks of a launch one at a time.
+``semantics.py`` is what each ``T.*`` operation means (numpy on whole tiles, one block
+at a time), ``transform.py`` rewrites a kernel for whole-tile numpy execution,
+``runtime.py`` holds the values it runs on (tensors with bounds-checked, masked access),
+``runner.py`` runs the blocks of a launch one at a time.
+
+How the language gets these meanings without importing the simulator:
+``tilejit/language`` declares each operation once, as a function whose signature and
+documentation say what it is and whose body calls ``_semantics.meaning("copy")(…)``;
+importing this package installs ``semantics.MEANINGS`` into that table (``import
+tilejit`` does so). So ``T.copy`` stays one object, the one the compiler's passes
+recognise (``resolve_static(...) is T.copy``) and its typing is keyed on, and a
+simulated kernel reaches the simulator's meaning however it names the operation: through
+``T``, another alias of ``tilejit.language`` or a ``from … import copy``, inside an
+``@T.macro`` (a plain Python call in simulation), or from a TileLang door that runs the
+kernel eagerly. Nothing is bound per kernel. The names the front end inserts into the
+device program are bound in the simulated program's namespace instead (``runner.py``):
+``__tj_region`` to ``semantics.region``, ``__tj_atomic_*`` to ``semantics.SIM_ELEMENT``.
 """
+from tilejit.language import _semantics as _declared
+from tilejit.sim.semantics import MEANINGS as _MEANINGS
+
+_declared.install(_MEANINGS)

@@ -8,11 +8,11 @@ import numpy as np
 
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.signature import as_tensor_arg
-from tilejit.language import tiles
 from tilejit.language.dtypes import bfloat16
-from tilejit.language.atomics import SIM_ELEMENT
-from tilejit.passes.tile_allocation import ATOMICS, REGION, rewrite_regions
+from tilejit.ir.markers import ATOMICS, REGION
+from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import runtime
+from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, simulator_tree
 
 
@@ -23,7 +23,7 @@ def simulator_function(kernel):
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
-        namespace[REGION] = tiles.region
+        namespace[REGION] = region
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))

@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import sys
 import threading
 import warnings
 
+from tilejit.options import target_override
+from tilejit.runtime.kernel import default_arch
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
-from tilejit.tuning.bench import _count, do_bench
-from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, _compare, _first_line,
-                                     _json_config, _plain, _progress, _skippable, _to_numpy,
-                                     autotune)
+from tilejit.tuning.bench import check_count, do_bench
+from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, compare_results,
+                                     cuda_device_name, first_line, json_config, plain_value,
+                                     progress, skippable_errors, to_numpy)
 
 # ``autotune`` is tuning's: it takes a @tilejit.kernel, or either style of @tilejit.jit
 __all__ = ["autotune", "set_autotune_inputs", "Autotuner", "AutotuneWarning",
@@ -60,8 +61,7 @@ def set_autotune_inputs(*tensors):
 
 
 def _ptx_arch() -> str:
-    from tilejit.runtime import cuda_driver
-    return cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
+    return default_arch()
 
 
 def _skipped(name, config, note):
@@ -95,9 +95,9 @@ class EagerAutotuner(Autotuner):
     def _tune(self, sig, args, kwargs) -> dict:
         if sig[1] != "sim":
             return super()._tune(sig, args, kwargs)
-        arch, skippable = _ptx_arch(), _skippable()
+        arch, skippable = _ptx_arch(), skippable_errors()
         timings, chosen = [], None
-        update, close = _progress(self.__name__, len(self.configs))
+        update, close = progress(self.__name__, len(self.configs))
         try:
             for index, config in enumerate(self.configs):
                 if chosen is not None:
@@ -108,7 +108,7 @@ class EagerAutotuner(Autotuner):
                     self.kernel.compile(*args, **kwargs, **config, arch=arch)
                     chosen, note = index, SIMULATION_NOTE
                 except skippable as e:
-                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                    note = f"failed: {type(e).__name__}: {first_line(e)}"
                     _skipped(self.__name__, config, note)
                 timings.append((config, None, note))
                 update(index, config, note)
@@ -122,7 +122,7 @@ class EagerAutotuner(Autotuner):
         config = self.configs[chosen]
         self._best[sig] = config
         self._store.store(self._disk_key(sig), {
-            "config": _json_config(config), "index": chosen,
+            "config": json_config(config), "index": chosen,
             "times_ms": [None] * len(self.configs)})
         return config
 
@@ -137,8 +137,8 @@ class ClassicAutotuner:
         self.params = list(inspect.signature(program.factory).parameters)
         self.__name__ = program.__name__
         self.__wrapped__ = program
-        self.warmup = _count("warmup", warmup, 0)
-        self.rep = _count("rep", rep, 1)
+        self.warmup = check_count("warmup", warmup, 0)
+        self.rep = check_count("rep", rep, 1)
         self._configs_of = configs if callable(configs) else None
         self.configs = None if self._configs_of else self._checked(configs)
         self.best_config: dict | None = None
@@ -189,7 +189,7 @@ class ClassicAutotuner:
             if config is None:
                 config = self._tune(configs, args, kwargs, inputs, device)
                 self._best[key] = config
-                self._store.store(key, {"config": _json_config(config),
+                self._store.store(key, {"config": json_config(config),
                                         "index": configs.index(config)})
         self.best_config = config
         return self.program(*args, **kwargs, **config)
@@ -205,7 +205,7 @@ class ClassicAutotuner:
                 return "sim"
             index = on_cuda[0].get_device()
         else:
-            if os.environ.get("TILEJIT_TARGET") == "sim" or self.program.target == "sim":
+            if target_override() == "sim" or self.program.target == "sim":
                 return "sim"
             try:
                 import torch
@@ -214,8 +214,7 @@ class ClassicAutotuner:
             if not torch.cuda.is_available():
                 return "sim"
             index = torch.cuda.current_device()
-        from tilejit.tuning.autotune import _cuda_device_name
-        return f"cuda:{index}:{_cuda_device_name(index)}"
+        return f"cuda:{index}:{cuda_device_name(index)}"
 
     def _key(self, configs, args, kwargs, inputs, device) -> str:
         if self._fingerprint is None:
@@ -223,8 +222,9 @@ class ClassicAutotuner:
         shapes = [(str(getattr(t, "dtype", "")), tuple(getattr(t, "shape", ())))
                   for t in (inputs or ())]
         return digest("tilejit-autotune-classic", self._fingerprint,
-                      tuple(_plain(c) for c in configs), _plain(args), _plain(kwargs),
-                      str(self.program.out_idx), device.split(":", 2)[-1], _plain(shapes))
+                      tuple(plain_value(c) for c in configs), plain_value(args),
+                      plain_value(kwargs), str(self.program.out_idx),
+                      device.split(":", 2)[-1], plain_value(shapes))
 
     def _load(self, key, configs) -> dict | None:
         payload = self._store.load(key)
@@ -232,18 +232,18 @@ class ClassicAutotuner:
             return None
         index = payload.get("index")
         if (not isinstance(index, int) or not 0 <= index < len(configs)
-                or _json_config(configs[index]) != payload.get("config")):
+                or json_config(configs[index]) != payload.get("config")):
             return None
         self.timings = [(c, None, "from the disk cache") for c in configs]
         return configs[index]
 
     # -- tuning -------------------------------------------------------------------------
     def _tune(self, configs, args, kwargs, inputs, device) -> dict:
-        skippable = _skippable()
+        skippable = skippable_errors()
         bench = _Bench(self, inputs) if device != "sim" else None
         arch = _ptx_arch()
         timings, chosen = [], None
-        update, close = _progress(self.__name__, len(configs))
+        update, close = progress(self.__name__, len(configs))
         try:
             for index, config in enumerate(configs):
                 if bench is None and chosen is not None:
@@ -260,7 +260,7 @@ class ClassicAutotuner:
                         ms, note = bench.run(kernel, config)
                         valid = ms is not None
                 except skippable as e:
-                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                    note = f"failed: {type(e).__name__}: {first_line(e)}"
                 if not valid:
                     _skipped(self.__name__, config, note)
                 timings.append((config, ms, note))
@@ -337,11 +337,11 @@ class _Bench:
             results = list(outputs) if isinstance(outputs, tuple) else [outputs]
             it, produced = iter(self.inputs), iter(results)
             full = [next(produced) if i in out_idx else next(it) for i in range(len(params))]
-        results = [_to_numpy(r) for r in results]
+        results = [to_numpy(r) for r in results]
         if self.reference is None:
             self.reference, self.reference_config = results, config
         else:
-            problem = _compare(self.reference, results)
+            problem = compare_results(self.reference, results)
             if problem:
                 return None, f"results differ from config {self.reference_config}: {problem}"
         launch = kernel.kernel

@@ -18,34 +18,8 @@ from tilejit.errors import CompileError
 from tilejit.frontend.signature import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocating_like, allocate_output
-from tilejit.runtime.kernel import KernelFunction
-from tilejit.language.tilelang_names import Symbol, TensorAnnotation
-
-
-class PrimFunc:
-    """What ``@T.prim_func`` returns: the kernel function and its annotations."""
-
-    def __init__(self, func):
-        self.func = func
-        self.__name__ = func.__name__
-        self.__wrapped__ = func
-        self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
-        annotations = getattr(func, "__annotations__", {})
-        self.annotations = {}
-        for name in self.params:
-            ann = annotations.get(name)
-            if not isinstance(ann, TensorAnnotation):
-                raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
-                                f"T.Tensor/T.Buffer annotation, got {ann!r}")
-            self.annotations[name] = ann
-
-    def __call__(self, *args, **kwargs):
-        raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
-                        "@tilejit.jit factory")
-
-
-def prim_func(func):
-    return PrimFunc(func)
+from tilejit.runtime.kernel import KernelFunction, default_arch
+from tilejit.language.tilelang_names import PrimFunc, Symbol
 
 
 def _bind_symbols(pf: PrimFunc, order):
@@ -104,12 +78,12 @@ class CompiledPrimFunc:
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        fast_math, self._dump_dir = pass_config_options(dict(pass_configs or {}))
+        fast_math, dump_dir = pass_config_options(dict(pass_configs or {}))
         order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
         self.kernel = KernelFunction(pf.func, target=target, fast_math=fast_math,
-                                     source_tree=tree)
+                                     source_tree=tree, dump_dir=dump_dir)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(
@@ -181,12 +155,7 @@ class CompiledPrimFunc:
         sizes = {}
         for name, value in zip(params, values):
             self._check(name, value, sizes)
-        if self._dump_dir is None:
-            self.kernel(*values)
-        else:
-            from tilejit.tilelang.jit import dumping_ir
-            with dumping_ir(self._dump_dir):
-                self.kernel(*values)
+        self.kernel(*values)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -216,12 +185,7 @@ class CompiledPrimFunc:
                                 "(get_kernel_source(tensors=[...])) or call the kernel")
             specs.append(TensorSpec(tuple(sizes[d.name][1] if isinstance(d, Symbol) else int(d)
                                           for d in ann.shape), ann.dtype))
-        if arch is None:
-            from tilejit.runtime import cuda_driver
-            arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
-        from tilejit.tilelang.jit import dumping_ir
-        with dumping_ir(self._dump_dir):
-            return self.kernel.compile(*specs, target="cuda", arch=arch).ptx
+        return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
 
 
 def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 - TileLang's
@@ -235,6 +199,12 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
 class ClassicJit:
     """``@tilejit.jit(out_idx=...)`` on a factory that returns a T.prim_func: calling
     the factory (its arguments are all compile-time) returns the compiled kernel."""
+
+    def make_autotuner(self, configs, warmup, rep, key):
+        """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
+        # autotuner.py imports this module for the classes it tunes: imported here, on use
+        from tilejit.tilelang.autotuner import for_program
+        return for_program(self, configs, warmup, rep, key)
 
     def __init__(self, factory, out_idx=None, target="auto", pass_configs=None):
         from tilejit.tilelang.jit import pass_config_options

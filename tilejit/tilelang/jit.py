@@ -23,7 +23,6 @@ Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
 from __future__ import annotations
 
 import ast
-import contextlib
 import copy
 import os
 import warnings
@@ -31,10 +30,10 @@ import warnings
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import function_def_from_file, function_namespace, is_call_to
-from tilejit.runtime.kernel import KernelFunction
+from tilejit.runtime.kernel import KernelFunction, default_arch
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import TensorAnnotation, warn_symbolic
-from tilejit.tuning.bench import environment
+from tilejit.options import compile_options
 
 
 class PassConfigKey:
@@ -163,6 +162,12 @@ def _annotation_shape(annotation):
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
 
+    def make_autotuner(self, configs, warmup, rep, key):
+        """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
+        # autotuner.py imports this module for the classes it tunes: imported here, on use
+        from tilejit.tilelang.autotuner import for_program
+        return for_program(self, configs, warmup, rep, key)
+
     def __init__(self, func, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend=None, **ignored):
         self.func = func
@@ -170,7 +175,7 @@ class JitFunction:
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
         self.pass_configs = dict(pass_configs or {})
-        fast_math, self._dump_dir = pass_config_options(self.pass_configs)
+        fast_math, dump_dir = pass_config_options(self.pass_configs)
         self.out_idx = out_idx
         self.verbose = verbose
         sugar = _Desugared(func)
@@ -180,7 +185,8 @@ class JitFunction:
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
         self.kernel = KernelFunction(func, target=tj_target, fast_math=fast_math,
-                                     source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)))
+                                     source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)),
+                                     dump_dir=dump_dir)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
@@ -267,16 +273,10 @@ class JitFunction:
         """The desugared kernel's source (what ``@tilejit.autotune`` reads)."""
         return self.kernel.source
 
-    def _pass_configs_applied(self):
-        return dumping_ir(self._dump_dir)
-
     def __call__(self, *args, **kwargs):
         values = self._bind(args, kwargs)
         self._check_annotations(values)
-        if self._dump_dir is None:
-            return self.kernel(*[values[p] for p in self.sugar.params])
-        with self._pass_configs_applied():
-            return self.kernel(*[values[p] for p in self.sugar.params])
+        return self.kernel(*[values[p] for p in self.sugar.params])
 
     def compile(self, *args, target=None, arch=None, **params):
         """TileLang's ``f.compile(M=..., N=..., **params)``: symbols' sizes and
@@ -319,11 +319,8 @@ class JitFunction:
                             f"{', '.join(sorted(set(unsized)))} (as keywords, or example "
                             "tensors)")
         values = [tensors[p] if p in tensors else settings[p] for p in self.sugar.params]
-        if arch is None:
-            from tilejit.runtime import cuda_driver
-            arch = cuda_driver.device_arch(0) if cuda_driver.cuda_available() else "sm_90"
-        with self._pass_configs_applied():
-            handle = self.kernel.compile(*values, target=target or "cuda", arch=arch)
+        handle = self.kernel.compile(*values, target=target or "cuda",
+                                     arch=arch or default_arch())
         return CompiledProgram(self, handle, settings)
 
 
@@ -368,21 +365,8 @@ def pass_config_options(configs) -> tuple[bool, str | None]:
     dump = None
     if configs.get(PassConfigKey.TL_ENABLE_DUMP_IR):
         dump = os.path.abspath(str(configs.get(PassConfigKey.TL_DUMP_IR_DIR)
-                                   or os.environ.get("TILEJIT_DUMP_IR") or "tilejit_dump_ir"))
+                                   or compile_options().dump_dir or "tilejit_dump_ir"))
     return fast_math, dump
-
-
-@contextlib.contextmanager
-def dumping_ir(directory: str | None):
-    """While compiling, ``TILEJIT_DUMP_IR=directory`` (dump.py) and the disk cache of
-    compiled kernels bypassed, so each first compilation in the process is written out.
-    The environment is the process's: a program that compiles from several threads
-    at once should set ``TILEJIT_DUMP_IR`` itself."""
-    if directory is None:
-        yield
-        return
-    with environment({"TILEJIT_DUMP_IR": directory, "TILEJIT_DISABLE_CACHE": "1"}):
-        yield
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,

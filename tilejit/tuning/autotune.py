@@ -13,7 +13,7 @@ import numpy as np
 
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
 from tilejit.errors import CompileError
-from tilejit.tuning.bench import _count, do_bench
+from tilejit.tuning.bench import check_count, do_bench
 
 
 class AutotuneWarning(UserWarning):
@@ -26,38 +26,38 @@ def autotune(configs, warmup: int = 25, rep: int = 100, key=None):
     kernel's constexpr parameters. ``key``: parameter names whose values (not only
     types) also select the tuned config, e.g. a scalar size."""
     def wrap(kernel):
-        from tilejit.tilelang.autotuner import for_program
-        tuned = for_program(kernel, configs, warmup, rep, key)
-        if tuned is not None:
-            return tuned
+        # a program of another front door (TileLang's @tilejit.jit) says how it is tuned
+        make = getattr(kernel, "make_autotuner", None)
+        if make is not None:
+            return make(configs, warmup=warmup, rep=rep, key=key)
         return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key)
     return wrap
 
 
-def _plain(value):
+def plain_value(value):
     """Hashable, digestable, JSON-friendly form of a config or argument value."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (tuple, list)):
-        return tuple(_plain(v) for v in value)
+        return tuple(plain_value(v) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
+        return tuple(sorted((str(k), plain_value(v)) for k, v in value.items()))
     name, bits = getattr(value, "name", None), getattr(value, "bits", None)
     if isinstance(name, str) and isinstance(bits, int):
         return f"dtype:{name}"
     return f"repr:{value!r}"
 
 
-def _json_config(config: dict) -> dict:
-    return json.loads(json.dumps({k: _plain(v) for k, v in config.items()}))
+def json_config(config: dict) -> dict:
+    return json.loads(json.dumps({k: plain_value(v) for k, v in config.items()}))
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _skippable() -> tuple:
+def skippable_errors() -> tuple:
     try:
         from tilejit.runtime.cuda_driver import CudaError
     except Exception:  # the driver bindings do not import
@@ -66,7 +66,7 @@ def _skippable() -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _cuda_device_name(index: int) -> str:
+def cuda_device_name(index: int) -> str:
     from tilejit.runtime import cuda_driver
     torch = sys.modules.get("torch")
     name = torch.cuda.get_device_name(index) if torch and torch.cuda.is_available() else "?"
@@ -85,14 +85,15 @@ def _describe(value, by_value: bool):
     if hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__"):
         kind, index = getattr(value, "__dlpack_device__", lambda: (2, 0))()
         return ("array", type(value).__name__, str(getattr(value, "dtype", None)),
-                _plain(getattr(value, "shape", None)), _plain(getattr(value, "strides", None)),
+                plain_value(getattr(value, "shape", None)),
+                plain_value(getattr(value, "strides", None)),
                 kind), (index if kind == 2 else None)   # 2: kDLCUDA
     if not by_value and isinstance(value, (bool, int, float)):
         return ("scalar", type(value).__name__), None
-    return ("value", _plain(value)), None
+    return ("value", plain_value(value)), None
 
 
-def _to_numpy(value):
+def to_numpy(value):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         name = str(value.dtype).replace("torch.", "")
@@ -104,7 +105,7 @@ def _to_numpy(value):
     return array.dtype.name, array
 
 
-def _compare(reference: list, results: list) -> str | None:
+def compare_results(reference: list, results: list) -> str | None:
     """None when ``results`` match ``reference``, else what differs."""
     if len(reference) != len(results):
         return f"{len(results)} results, the reference has {len(reference)}"
@@ -122,7 +123,7 @@ def _compare(reference: list, results: list) -> str | None:
     return None
 
 
-def _progress(name: str, total: int):
+def progress(name: str, total: int):
     """An update(index, config, text) and a close(): a tqdm bar, else a stderr line each."""
     try:
         from tqdm import tqdm
@@ -170,8 +171,8 @@ class Autotuner:
                                  f"{kernel.__name__} (parameters: {', '.join(params)})")
         self.kernel = kernel
         self.configs = [dict(c) for c in configs]
-        self.warmup = _count("warmup", warmup, 0)
-        self.rep = _count("rep", rep, 1)
+        self.warmup = check_count("warmup", warmup, 0)
+        self.rep = check_count("rep", rep, 1)
         self.key = tuple(key)
         self.best_config: dict | None = None
         self.timings: list = []
@@ -180,7 +181,7 @@ class Autotuner:
         self.__wrapped__ = kernel
         self._source = source
         self._tuned = {name for c in self.configs for name in c}
-        self._plain_configs = tuple(_plain(c) for c in self.configs)
+        self._plain_configs = tuple(plain_value(c) for c in self.configs)
         self._best: dict = {}
         self._lock = threading.Lock()
         self._fingerprint = None
@@ -208,7 +209,7 @@ class Autotuner:
                 device = cuda if device is None else device
         if len(args) > len(params):
             parts.append(("extra positional", len(args)))
-        return tuple(parts), ("sim" if device is None else _cuda_device_name(device))
+        return tuple(parts), ("sim" if device is None else cuda_device_name(device))
 
     def _disk_key(self, sig) -> str:
         if self._fingerprint is None:
@@ -221,7 +222,7 @@ class Autotuner:
             return None
         index, times = payload.get("index"), payload.get("times_ms")
         if (not isinstance(index, int) or not 0 <= index < len(self.configs)
-                or _json_config(self.configs[index]) != payload.get("config")):
+                or json_config(self.configs[index]) != payload.get("config")):
             return None
         config = self.configs[index]
         if isinstance(times, list) and len(times) == len(self.configs):
@@ -285,9 +286,9 @@ class Autotuner:
                 else:
                     array.copy_(original)
 
-        skippable = _skippable()
+        skippable = skippable_errors()
         timings, reference, reference_config = [], None, None
-        update, close = _progress(self.__name__, len(self.configs))
+        update, close = progress(self.__name__, len(self.configs))
         try:
             for index, config in enumerate(self.configs):
                 restore()
@@ -298,11 +299,11 @@ class Autotuner:
                         torch.cuda.synchronize()
                     if out is not None:
                         out = list(out) if isinstance(out, (tuple, list)) else [out]
-                    results = [_to_numpy(v) for v in (arrays if out is None else out)]
+                    results = [to_numpy(v) for v in (arrays if out is None else out)]
                     if reference is None:
                         reference, reference_config = results, config
                     else:
-                        problem = _compare(reference, results)
+                        problem = compare_results(reference, results)
                         if problem:
                             note = f"results differ from config {reference_config}: {problem}"
                     if note is None:
@@ -310,7 +311,7 @@ class Autotuner:
                         ms = do_bench(run, self.warmup, self.rep, cuda=cuda)
                         note = "ok"
                 except skippable as e:
-                    note = f"failed: {type(e).__name__}: {_first_line(e)}"
+                    note = f"failed: {type(e).__name__}: {first_line(e)}"
                 if ms is None:
                     warnings.warn(f"tilejit.autotune {self.__name__}: config {config} "
                                   f"skipped: {note}", AutotuneWarning, stacklevel=3)
@@ -329,6 +330,6 @@ class Autotuner:
         config = self.configs[best]
         self._best[sig] = config
         self._store.store(self._disk_key(sig), {
-            "config": _json_config(config), "index": best,
+            "config": json_config(config), "index": best,
             "times_ms": [ms for _, ms, _ in timings]})
         return config

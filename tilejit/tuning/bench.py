@@ -2,8 +2,6 @@
 the interleaved rounds of the benchmarks."""
 from __future__ import annotations
 
-import contextlib
-import os
 import statistics
 import sys
 import time
@@ -84,36 +82,7 @@ def round_orders(n: int, rounds: int) -> list:
     return orders
 
 
-@contextlib.contextmanager
-def environment(env: dict):
-    """``env`` set in ``os.environ`` inside the block, the previous values restored after
-    (experiment switches read by the compiler while one variant compiles)."""
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def write_results(path: str, rows: list, **meta) -> None:
-    """An experiment's JSON: ``{"meta": {"commit", "gpu", **meta}, "rows": rows}``. The
-    commit is ``TILEJIT_COMMIT`` (the device machine's copy of the tree carries no current
-    git metadata), the GPU torch's name for the current device ("none" without one)."""
-    import json
-
-    import torch
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    with open(path, "w") as f:
-        json.dump({"meta": {"commit": os.environ.get("TILEJIT_COMMIT", "?"), "gpu": gpu,
-                            **meta}, "rows": rows}, f, indent=1)
-
-
-def _count(name: str, value, minimum: int) -> int:
+def check_count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"do_bench: {name} is a number of calls, an int >= {minimum}; "
                          f"got {value!r}")
@@ -135,8 +104,8 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) 
     no call starts from a warm L2. Without (CPU, simulator), ``time.perf_counter``."""
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
-    warmup = _count("warmup", warmup, 0)
-    rep = _count("rep", rep, 1)
+    warmup = check_count("warmup", warmup, 0)
+    rep = check_count("rep", rep, 1)
     if cuda is None:
         cuda = _cuda_available()
     if cuda:

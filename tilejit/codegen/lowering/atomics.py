@@ -26,7 +26,7 @@ from numba.core import cgutils, types
 
 from tilejit import language as T
 from tilejit.errors import CompileError
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import BFloat16, GlobalTensorType
@@ -180,8 +180,8 @@ def _from_shared(context, builder, op, src, dst, extents):
 
 def _register():
     for op in ("add", "max", "min"):
-        lower(getattr(intrinsics, f"atomic_{op}"), types.Any, types.Any, types.Any, types.Any,
-              types.Any)(_element_impl(op))
+        element = markers.stub(getattr(markers, f"ATOMIC_{op.upper()}"))
+        lower(element, types.Any, types.Any, types.Any, types.Any, types.Any)(_element_impl(op))
         lower(getattr(T, f"atomic_{op}"), types.Any, types.Any, types.Any)(_region_impl(op))
 
 

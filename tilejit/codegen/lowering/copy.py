@@ -24,8 +24,7 @@ from numba.core import cgutils, types
 
 from tilejit import language as T
 from tilejit.errors import CompileError
-from tilejit.language import intrinsics
-from tilejit.target import sm_number
+from tilejit.ir import markers
 from tilejit.ir.addressing import Var, layout_offset
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.codegen.typing.tiles import RegionType
@@ -696,7 +695,7 @@ def copy_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.copy_async, types.Any, types.Any)
+@lower(markers.stub(markers.COPY_ASYNC), types.Any, types.Any)
 def copy_async_impl(context, builder, sig, args):
     """A producer of a software pipeline: ``cp.async`` where it can, else as T.copy."""
     return emit_copy_async(context, builder, sig.args, args)
@@ -706,20 +705,20 @@ def emit_copy_async(context, builder, arg_types, args):
     """``copy_async_impl`` of the (source, destination) types and values; also called by
     a gemm that issues a pipelined loop's refill (lowering/gemm.py)."""
     src, dst, extents = operands(context, builder, arg_types, args)
-    if src.kind == "global" and dst.kind == "shared" and sm_number(current_kernel().arch) >= 80:
+    if src.kind == "global" and dst.kind == "shared" and current_kernel().target.has_cp_async:
         _copy_distributed(context, builder, src, dst, extents, asynchronous=True)
     else:
         _copy_distributed(context, builder, src, dst, extents)
     return context.get_dummy_value()
 
 
-@lower(intrinsics.cp_commit)
+@lower(markers.stub(markers.COMMIT))
 def cp_commit_impl(context, builder, sig, args):
     builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
     return context.get_dummy_value()
 
 
-@lower(intrinsics.cp_wait, types.IntegerLiteral)
+@lower(markers.stub(markers.WAIT), types.IntegerLiteral)
 def cp_wait_impl(context, builder, sig, args):
     fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
     builder.call(fn, [I32(sig.args[0].literal_value)])

@@ -4,6 +4,8 @@ a local buffer, each at its natural alignment) and the bounds checks of
 ``debug=True`` kernels, which print the failing access and trap."""
 from __future__ import annotations
 
+import zlib
+
 from llvmlite import ir
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -13,7 +15,8 @@ I8P = I8.as_pointer()
 def _format_string(builder, text: str):
     module = builder.module
     data = bytearray(text.encode() + b"\0")
-    name = f"__tj_fmt_{abs(hash(text)) & 0xFFFFFFFF:08x}_{len(data)}"
+    # crc32, not hash(): str hashes differ between processes (PYTHONHASHSEED)
+    name = f"__tj_fmt_{zlib.crc32(text.encode()):08x}_{len(data)}"
     gv = module.globals.get(name)
     if gv is None:
         gv = ir.GlobalVariable(module, ir.ArrayType(I8, len(data)), name, addrspace=1)

@@ -23,7 +23,7 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit.errors import CompileError
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.layouts import mma_fragment
 from tilejit.ir.addressing import Var, fragment_indexing, fragment_tables, layout_offset, substitute
 from tilejit.codegen.typing.tiles import TileType
@@ -290,8 +290,8 @@ def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
     return operands
 
 
-@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, target="cuda")
-@lower(intrinsics.gemm, TileType, TileType, TileType, types.StringLiteral, types.boolean,
+@lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, target="cuda")
+@lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, types.boolean,
        types.VarArg(types.Any), target="cuda")
 def gemm_impl(context, builder, sig, args):
     """A gemm; with more operands (the pipeline pass's folded refill: a condition, then

@@ -732,7 +732,7 @@ SFU = {"exp", "exp2"}
 
 def _sfu() -> bool:
     config = current_kernel_or_none()
-    return config is not None and config.arch.startswith("sm_")
+    return config is not None and config.target.has_special_function_unit
 
 
 def _unary_rule(build):

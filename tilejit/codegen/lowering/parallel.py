@@ -18,7 +18,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import RefType, iternext_impl
 
 from tilejit import language as T
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.codegen.typing.types import ParallelIterType, ParallelType
 from tilejit.codegen.lowering.registry import lower
 from tilejit.ir.kernel_config import current_kernel
@@ -126,22 +126,22 @@ def parallel_iternext(context, builder, sig, args, result):
         builder.store(builder.add(j, I32(1)), it.counter)
 
 
-@lower(intrinsics.lane_index, types.int32, types.int32, types.VarArg(types.Any))
+@lower(markers.stub(markers.LANE_INDEX), types.int32, types.int32, types.VarArg(types.Any))
 def lane_index_impl(context, builder, sig, args):
     extents = tuple(t.literal_value for t in sig.args[2:])
     flat = builder.add(args[0], args[1], flags=["nuw", "nsw"])
     return _unflatten(context, builder, flat, extents, sig.return_type)
 
 
-@lower(intrinsics.parallel_groups, types.VarArg(types.Any))
-@lower(intrinsics.group_lanes, types.VarArg(types.Any))
-@lower(intrinsics.group_ends, types.VarArg(types.Any))
-@lower(intrinsics.group_lanes_reversed, types.VarArg(types.Any))
+@lower(markers.stub(markers.GROUPS), types.VarArg(types.Any))
+@lower(markers.stub(markers.LANES), types.VarArg(types.Any))
+@lower(markers.stub(markers.ENDS), types.VarArg(types.Any))
+@lower(markers.stub(markers.LANES_REVERSED), types.VarArg(types.Any))
 def tile_loop_value(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.block_index, types.IntegerLiteral)
+@lower(markers.stub(markers.BLOCK_INDEX), types.IntegerLiteral)
 def block_index_impl(context, builder, sig, args):
     return context.block_index(builder, sig.args[0].literal_value)
 

@@ -29,7 +29,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from tilejit.errors import CompileError
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.ir.addressing import digit_indexing, evaluate
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.plan import compute_dtype
@@ -43,7 +43,7 @@ from tilejit.codegen.lowering.tiles import (block_barrier, element_offset, emit,
 I32 = ir.IntType(32)
 
 
-@lower(intrinsics.frag_slot, types.StringLiteral, types.StringLiteral, types.int32)
+@lower(markers.stub(markers.FRAG_SLOT), types.StringLiteral, types.StringLiteral, types.int32)
 def frag_slot_impl(context, builder, sig, args):
     expr = plan().slot_maps[(sig.args[0].literal_value, sig.args[1].literal_value)]
     return emit(builder, expr, {"s": args[2]})
@@ -241,7 +241,7 @@ def _reduce_memory(context, builder, sig, args, op, dim, clear):
                                context.cast(builder, result, ctype, dst_ty.element), ptr)
 
 
-@lower(intrinsics.reduce, TileType, TileType, types.StringLiteral, types.IntegerLiteral,
+@lower(markers.stub(markers.REDUCE), TileType, TileType, types.StringLiteral, types.IntegerLiteral,
        types.BooleanLiteral, types.IntegerLiteral)
 def reduce_impl(context, builder, sig, args):
     op = sig.args[2].literal_value
@@ -263,7 +263,7 @@ def reduce_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.cumsum, TileType, TileType, types.IntegerLiteral, types.BooleanLiteral,
+@lower(markers.stub(markers.CUMSUM), TileType, TileType, types.IntegerLiteral, types.BooleanLiteral,
        types.IntegerLiteral)
 def cumsum_impl(context, builder, sig, args):
     """A fragment operand goes through a shared scratch tile (planned by the layout

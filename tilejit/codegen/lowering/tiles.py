@@ -16,7 +16,7 @@ import operator
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.ir.addressing import BinOp, Const, Var, layout_offset
 from tilejit.ir.plan import STARVED
 from tilejit.codegen.typing.tiles import RegionType, TileType
@@ -192,7 +192,7 @@ def thread_index(context, builder, where_used=False) -> ir.Value:
     return context.thread_index(builder)
 
 
-@lower(intrinsics.tile, types.StringLiteral)
+@lower(markers.stub(markers.TILE), types.StringLiteral)
 def tile_impl(context, builder, sig, args):
     ty: TileType = sig.return_type
     t = plan().tile(ty.tile_name)
@@ -204,7 +204,7 @@ def tile_impl(context, builder, sig, args):
     return builder.bitcast(storage, ir.PointerType(elem))
 
 
-@lower(intrinsics.region, types.Any, types.StringLiteral, types.Any, types.Any,
+@lower(markers.stub(markers.REGION), types.Any, types.StringLiteral, types.Any, types.Any,
        types.StringLiteral)
 def region_impl(context, builder, sig, args):
     ty: RegionType = sig.return_type
@@ -262,14 +262,14 @@ def tile_setitem(context, builder, sig, args):
 
 # -- fragments ------------------------------------------------------------------------
 
-@lower(intrinsics.frag_get, TileType, types.int32)
+@lower(markers.stub(markers.FRAG_GET), TileType, types.int32)
 def frag_get_impl(context, builder, sig, args):
     ty = sig.args[0]
     ptr = builder.gep(args[0], [args[1]], inbounds=True)
     return context.unpack_value(builder, ty.element, ptr)
 
 
-@lower(intrinsics.frag_set, TileType, types.int32, types.Any)
+@lower(markers.stub(markers.FRAG_SET), TileType, types.int32, types.Any)
 def frag_set_impl(context, builder, sig, args):
     ty = sig.args[0]
     ptr = builder.gep(args[0], [args[1]], inbounds=True)
@@ -282,7 +282,7 @@ def _loop_indexing(sig):
     return plan().loops[lid][1]
 
 
-@lower(intrinsics.frag_index, types.StringLiteral, types.int32)
+@lower(markers.stub(markers.FRAG_INDEX), types.StringLiteral, types.int32)
 def frag_index_impl(context, builder, sig, args):
     """The tile coordinates of a fragment loop's slot (from the thread index read where
     used in a register-starved kernel: ``thread_index``)."""
@@ -294,7 +294,7 @@ def frag_index_impl(context, builder, sig, args):
     return context.make_tuple(builder, sig.return_type, coords)
 
 
-@lower(intrinsics.frag_valid, types.StringLiteral, types.int32)
+@lower(markers.stub(markers.FRAG_VALID), types.StringLiteral, types.int32)
 def frag_valid_impl(context, builder, sig, args):
     ix = _loop_indexing(sig)
     if ix.valid is None:
@@ -321,7 +321,7 @@ def _fill_target(sig, what):
     return ty
 
 
-@lower(intrinsics.sync_threads)
+@lower(markers.stub(markers.SYNC))
 def sync_impl(context, builder, sig, args):
     block_barrier(builder)
     return context.get_dummy_value()
@@ -347,13 +347,13 @@ _register_fill()
 __all__ = ["emit", "shared_pointer", "element_offset", "BinOp"]
 
 
-@lower(intrinsics.frag_loop, types.StringLiteral)
+@lower(markers.stub(markers.FRAG_LOOP), types.StringLiteral)
 def frag_loop_impl(context, builder, sig, args):
     # the slot count lives in the type; the value carries nothing
     return context.get_dummy_value()
 
 
-@lower(intrinsics.stage, TileType, types.int32)
+@lower(markers.stub(markers.STAGE), TileType, types.int32)
 def stage_impl(context, builder, sig, args):
     """Version ``index`` of a pipelined shared tile."""
     ty = sig.args[0]
@@ -362,7 +362,7 @@ def stage_impl(context, builder, sig, args):
     return builder.gep(args[0], [builder.mul(args[1], step)], inbounds=True)
 
 
-@lower(intrinsics.swizzle_blocks, types.IntegerLiteral, types.BooleanLiteral)
+@lower(markers.stub(markers.SWIZZLE_BLOCKS), types.IntegerLiteral, types.BooleanLiteral)
 def swizzle_blocks_impl(context, builder, sig, args):
     """(bx, by) after T.use_swizzle: panels of ``panel`` block rows walked column-wise."""
     panel = sig.args[0].literal_value

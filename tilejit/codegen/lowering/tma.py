@@ -13,7 +13,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import types
 
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import TensorMapType
 from tilejit.codegen.lowering.copy import operands
@@ -46,8 +46,8 @@ def _thread_zero(context, builder):
     return builder.icmp_unsigned("==", context.thread_index(builder), I32(0))
 
 
-@lower(intrinsics.tma_init, types.IntegerLiteral, types.IntegerLiteral, types.IntegerLiteral,
-       target="cuda")
+@lower(markers.stub(markers.TMA_INIT), types.IntegerLiteral, types.IntegerLiteral,
+       types.IntegerLiteral, target="cuda")
 def tma_init_impl(context, builder, sig, args):
     """Thread 0 initializes mbarriers first … first + count - 1 to expect ``arrivals``
     arrivals per phase, and fences the initialization (the pass puts a block barrier
@@ -61,7 +61,7 @@ def tma_init_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.tma_fence, target="cuda")
+@lower(markers.stub(markers.TMA_FENCE), target="cuda")
 def tma_fence_impl(context, builder, sig, args):
     """This thread's earlier shared-memory writes are ordered before later TMA writes
     (the async proxy) of the same bytes."""
@@ -69,8 +69,8 @@ def tma_fence_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.tma_load, types.Any, TileType, types.int32, TensorMapType, types.StringLiteral,
-       target="cuda")
+@lower(markers.stub(markers.TMA_LOAD), types.Any, TileType, types.int32, TensorMapType,
+       types.StringLiteral, target="cuda")
 def tma_load_impl(context, builder, sig, args):
     """Thread 0: expect the copy's bytes on the stage's mbarrier (one arrival), then one
     ``cp.async.bulk.tensor`` per box at the region's start (coordinates innermost first;
@@ -96,7 +96,8 @@ def tma_load_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(intrinsics.tma_wait, types.int32, types.int32, types.BooleanLiteral, target="cuda")
+@lower(markers.stub(markers.TMA_WAIT), types.int32, types.int32, types.BooleanLiteral,
+       target="cuda")
 def tma_wait_impl(context, builder, sig, args):
     """Every thread (or thread 0 alone) spins until mbarrier ``slot`` completes the phase
     of ``parity``."""

@@ -15,7 +15,7 @@ from numba.core.typing import signature
 from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.language.atomics import DTYPES
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import RegionType, TileType
@@ -98,7 +98,7 @@ class _RegionAtomic(AbstractTemplate):
 def _register():
     for op in ("add", "max", "min"):
         element = type(f"AtomicElement{op.capitalize()}", (_ElementAtomic,), {"op": op})
-        infer_global(getattr(intrinsics, f"atomic_{op}"))(element)
+        infer_global(markers.stub(getattr(markers, f"ATOMIC_{op.upper()}")))(element)
         region = type(f"AtomicRegion{op.capitalize()}", (_RegionAtomic,), {"op": op})
         infer_global(getattr(T, f"atomic_{op}"))(region)
 

@@ -11,7 +11,7 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Reg
 from numba.core.typing.typeof import typeof_impl
 
 from tilejit import language as T
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.codegen.typing.context import harmonize
 from tilejit.codegen.typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelType,
@@ -83,27 +83,27 @@ class _TileLoopTemplate(AbstractTemplate):
         return signature(ParallelType(_extents(args, "T.Parallel"), self.kind), *args)
 
 
-@infer_global(intrinsics.parallel_groups)
+@infer_global(markers.stub(markers.GROUPS))
 class ParallelGroupsTemplate(_TileLoopTemplate):
     kind = "groups"
 
 
-@infer_global(intrinsics.group_lanes)
+@infer_global(markers.stub(markers.LANES))
 class GroupLanesTemplate(_TileLoopTemplate):
     kind = "lanes"
 
 
-@infer_global(intrinsics.group_lanes_reversed)
+@infer_global(markers.stub(markers.LANES_REVERSED))
 class GroupLanesReversedTemplate(_TileLoopTemplate):
     kind = "lanes_reversed"
 
 
-@infer_global(intrinsics.group_ends)
+@infer_global(markers.stub(markers.ENDS))
 class GroupEndsTemplate(_TileLoopTemplate):
     kind = "ends"
 
 
-@infer_global(intrinsics.lane_index)
+@infer_global(markers.stub(markers.LANE_INDEX))
 class LaneIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
         group, lane, *extents = args
@@ -112,7 +112,7 @@ class LaneIndexTemplate(AbstractTemplate):
         return signature(ret, types.int32, types.int32, *args[2:])
 
 
-@infer_global(intrinsics.block_index)
+@infer_global(markers.stub(markers.BLOCK_INDEX))
 class BlockIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
         (axis,) = args

@@ -14,7 +14,7 @@ from numba.core.typing import signature
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate
 
 from tilejit import language as T
-from tilejit.language import intrinsics
+from tilejit.ir import markers
 from tilejit.ir.kernel_config import current_kernel
 from tilejit.codegen.typing.templates import infer_getattr, infer_global
 from tilejit.codegen.typing.types import (DTypeType, GlobalTensorType, ParallelType, TensorMapType,
@@ -60,7 +60,7 @@ def _str(ty, what):
     return ty.literal_value
 
 
-@infer_global(intrinsics.tile)
+@infer_global(markers.stub(markers.TILE))
 class TileTemplate(AbstractTemplate):
     def generic(self, args, kws):
         t = _plan().tile(_str(args[0], "tile"))
@@ -75,7 +75,7 @@ def _ints(ty, what):
     return tys
 
 
-@infer_global(intrinsics.region)
+@infer_global(markers.stub(markers.REGION))
 class RegionTemplate(AbstractTemplate):
     def generic(self, args, kws):
         base, kinds, starts, ends, extents = args
@@ -129,21 +129,21 @@ class FillTemplate(AbstractTemplate):
         return signature(types.none, args[0], args[1])
 
 
-@infer_global(intrinsics.gemm)
+@infer_global(markers.stub(markers.GEMM))
 class GemmTemplate(AbstractTemplate):
     def generic(self, args, kws):
         _str(args[3], "gemm")
         return signature(types.none, *args)
 
 
-@infer_global(intrinsics.frag_loop)
+@infer_global(markers.stub(markers.FRAG_LOOP))
 class FragLoopTemplate(AbstractTemplate):
     def generic(self, args, kws):
         _, ix = _plan().loops[_str(args[0], "frag_loop")]
         return signature(ParallelType((ix.slots,), "slots"), *args)
 
 
-@infer_global(intrinsics.frag_index)
+@infer_global(markers.stub(markers.FRAG_INDEX))
 class FragIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not isinstance(args[0], types.StringLiteral):
@@ -154,7 +154,7 @@ class FragIndexTemplate(AbstractTemplate):
         return signature(ret, args[0], types.int32)
 
 
-@infer_global(intrinsics.frag_valid)
+@infer_global(markers.stub(markers.FRAG_VALID))
 class FragValidTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not isinstance(args[0], types.StringLiteral):
@@ -168,14 +168,14 @@ def _fragment(ty, what):
     return ty
 
 
-@infer_global(intrinsics.frag_get)
+@infer_global(markers.stub(markers.FRAG_GET))
 class FragGetTemplate(AbstractTemplate):
     def generic(self, args, kws):
         f = _fragment(args[0], "fragment read")
         return signature(f.element, f, types.int32)
 
 
-@infer_global(intrinsics.frag_set)
+@infer_global(markers.stub(markers.FRAG_SET))
 class FragSetTemplate(AbstractTemplate):
     def generic(self, args, kws):
         f = _fragment(args[0], "fragment write")
@@ -184,7 +184,7 @@ class FragSetTemplate(AbstractTemplate):
         return signature(types.none, f, types.int32, f.element)
 
 
-@infer_global(intrinsics.stage)
+@infer_global(markers.stub(markers.STAGE))
 class StageTemplate(AbstractTemplate):
     def generic(self, args, kws):
         tile, index = args
@@ -195,18 +195,18 @@ class StageTemplate(AbstractTemplate):
         return signature(tile, tile, types.int32)
 
 
-@infer_global(intrinsics.copy_async)
+@infer_global(markers.stub(markers.COPY_ASYNC))
 class CopyAsyncTemplate(CopyTemplate):
     pass
 
 
-@infer_global(intrinsics.cp_commit)
+@infer_global(markers.stub(markers.COMMIT))
 class CommitTemplate(AbstractTemplate):
     def generic(self, args, kws):
         return signature(types.none)
 
 
-@infer_global(intrinsics.cp_wait)
+@infer_global(markers.stub(markers.WAIT))
 class WaitTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) != 1 or not isinstance(args[0], types.IntegerLiteral):
@@ -214,7 +214,7 @@ class WaitTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
-@infer_global(intrinsics.tma_init)
+@infer_global(markers.stub(markers.TMA_INIT))
 class TmaInitTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) == 3 and all(isinstance(a, types.IntegerLiteral) for a in args):
@@ -222,7 +222,7 @@ class TmaInitTemplate(AbstractTemplate):
         raise errors.TypingError("tma_init takes three literal integers")
 
 
-@infer_global(intrinsics.tma_load)
+@infer_global(markers.stub(markers.TMA_LOAD))
 class TmaLoadTemplate(AbstractTemplate):
     def generic(self, args, kws):
         src, dst, slot, tmap, cid = args
@@ -233,7 +233,7 @@ class TmaLoadTemplate(AbstractTemplate):
         return signature(types.none, src, dst, types.int32, tmap, cid)
 
 
-@infer_global(intrinsics.tma_wait)
+@infer_global(markers.stub(markers.TMA_WAIT))
 class TmaWaitTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if (len(args) == 3 and all(isinstance(a, types.Integer) for a in args[:2])
@@ -242,13 +242,13 @@ class TmaWaitTemplate(AbstractTemplate):
         raise errors.TypingError(f"tma_wait takes two integers and a literal bool, got {args}")
 
 
-@infer_global(intrinsics.tma_fence)
+@infer_global(markers.stub(markers.TMA_FENCE))
 class TmaFenceTemplate(AbstractTemplate):
     def generic(self, args, kws):
         return signature(types.none)
 
 
-@infer_global(intrinsics.swizzle_blocks)
+@infer_global(markers.stub(markers.SWIZZLE_BLOCKS))
 class SwizzleBlocksTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not (isinstance(args[0], types.IntegerLiteral)
@@ -257,7 +257,7 @@ class SwizzleBlocksTemplate(AbstractTemplate):
         return signature(types.UniTuple(types.int32, 2), *args)
 
 
-@infer_global(intrinsics.frag_slot)
+@infer_global(markers.stub(markers.FRAG_SLOT))
 class FragSlotTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not all(isinstance(a, types.StringLiteral) for a in args[:2]):
@@ -265,7 +265,7 @@ class FragSlotTemplate(AbstractTemplate):
         return signature(types.int32, args[0], args[1], types.int32)
 
 
-@infer_global(intrinsics.reduce)
+@infer_global(markers.stub(markers.REDUCE))
 class ReduceTemplate(AbstractTemplate):
     def generic(self, args, kws):
         src, dst, op, dim, clear, rid = args
@@ -280,7 +280,7 @@ class ReduceTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
-@infer_global(intrinsics.cumsum)
+@infer_global(markers.stub(markers.CUMSUM))
 class CumsumTemplate(AbstractTemplate):
     def generic(self, args, kws):
         src, dst, dim, reverse, sid = args
@@ -294,7 +294,7 @@ class CumsumTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
-@infer_global(intrinsics.sync_threads)
+@infer_global(markers.stub(markers.SYNC))
 class SyncTemplate(AbstractTemplate):
     def generic(self, args, kws):
         return signature(types.none)

@@ -1,0 +1,148 @@
+"""Tile operations' operands in the source, rewritten for the compiler and the simulator
+alike (``passes/tile_allocation.py`` runs it first among its rewrites, ``sim/runner.py``
+alone).
+
+- A subscript used as an operand of a tile operation names a region:
+  ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
+  (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
+- An element atomic becomes its own call: ``T.atomic_add(C[i, j], v, rp)`` →
+  ``__tj_atomic_add(C, (i, j), v, rp, per_lane)`` (``per_lane``: inside a ``T.Parallel``);
+  the region form keeps its call with positional operands.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import language as T
+from tilejit.errors import CompileError
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import ATOMICS, REGION
+
+# the operand positions of tile operations that may be regions
+REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
+                   T.atomic_max: (0, 1), T.atomic_min: (0, 1)}
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), args, [])
+
+
+def _slice_extent(lower, upper, known) -> int:
+    """The compile-time length of ``lower:upper``, or 0 when it is not known:
+    constant bounds, ``x : x + c`` and ``x * c : (x + 1) * c``."""
+    lower = lower or ast.Constant(0)
+    if upper is None:
+        return 0
+    def value(n):
+        return known(n) if known is not None else (
+            n.value if isinstance(n, ast.Constant) else None)
+    lo, hi = value(lower), value(upper)
+    if isinstance(lo, int) and isinstance(hi, int):
+        return hi - lo
+    same = lambda a, b: ast.dump(a) == ast.dump(b)  # noqa: E731
+    try:
+        if (isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add)
+                and same(upper.left, lower)):
+            return int(value(upper.right))
+        if (isinstance(lower, ast.BinOp) and isinstance(lower.op, ast.Mult)
+                and isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Mult)
+                and same(lower.right, upper.right) and isinstance(upper.left, ast.BinOp)
+                and isinstance(upper.left.op, ast.Add) and same(upper.left.left, lower.left)
+                and value(upper.left.right) == 1):
+            return int(value(lower.right))
+    except (TypeError, ValueError):
+        pass
+    return 0
+
+
+def region_call(node: ast.Subscript, known=None) -> ast.Call:
+    """``A[r0:r1, c]`` → ``__tj_region(A, "sp", (r0, c), (r1, None), "<extents>")``."""
+    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    kinds, starts, ends, extents = "", [], [], []
+    for i in index:
+        if isinstance(i, ast.Slice):
+            if i.step is not None:
+                raise ValueError("a region's slice may not have a step")
+            kinds += "s"
+            starts.append(i.lower or ast.Constant(0))
+            ends.append(i.upper or ast.Constant(None))
+            extents.append(_slice_extent(i.lower, i.upper, known))
+        else:
+            kinds += "p"
+            starts.append(i)
+            ends.append(ast.Constant(None))
+            extents.append(1)
+    out = _call(REGION, [node.value, ast.Constant(kinds), ast.Tuple(starts, ast.Load()),
+                         ast.Tuple(ends, ast.Load()),
+                         ast.Constant(",".join(map(str, extents)))])
+    return ast.copy_location(out, node)
+
+
+class _Regions(ast.NodeTransformer):
+    def __init__(self, namespace, error, known=None):
+        self.namespace = namespace
+        self.error = error
+        self.known = known
+        self.parallel = 0       # how many T.Parallel loops enclose the current node
+
+    def visit_For(self, node):
+        it = node.iter
+        par = isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel
+        self.parallel += par
+        node = self.generic_visit(node)
+        self.parallel -= par
+        return node
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        fn = resolve_static(node.func, self.namespace)
+        if fn in ATOMICS:
+            node = self._atomic(node, fn)
+            if isinstance(node.func, ast.Name) and node.func.id == ATOMICS[fn]:
+                return node
+        positions = REGION_OPERANDS.get(fn)
+        if positions:
+            for p in positions:
+                if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
+                    try:
+                        node.args[p] = region_call(node.args[p], self.known)
+                    except ValueError as e:
+                        raise self.error(str(e), node) from None
+        return node
+
+    def _atomic(self, node, fn):
+        """The element form becomes ``__tj_atomic_*``; the region form keeps the call with
+        its operands positional (the region rewrite then applies)."""
+        name = fn.__name__
+        args = list(node.args)
+        for k in node.keywords:
+            pos = {"dst": 0, "value": 1, "return_prev": 2}.get(k.arg)
+            if pos is None or pos < len(args) and args[pos] is not None:
+                raise self.error(f"T.{name}(dst, value, return_prev=False): unexpected "
+                                 f"argument {k.arg!r}", node)
+            args += [None] * (pos + 1 - len(args))
+            args[pos] = k.value
+        if len(args) < 2 or len(args) > 3 or any(a is None for a in args):
+            raise self.error(f"T.{name}(dst, value, return_prev=False) takes a destination "
+                             f"and a value", node)
+        if len(args) == 2:
+            args.append(ast.Constant(False))
+        dst = args[0]
+        index = (dst.slice.elts if isinstance(dst, ast.Subscript)
+                 and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
+        if isinstance(dst, ast.Subscript) and not any(isinstance(i, ast.Slice) for i in index):
+            out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
+                                      ast.Constant(self.parallel > 0)])
+            return ast.copy_location(out, node)
+        node.args, node.keywords = args, []
+        return node
+
+
+def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None,
+                    known=None) -> ast.FunctionDef:
+    """``fdef`` with its tile operations' subscript operands made regions and its element
+    atomics ``__tj_atomic_*`` calls. ``error(message, node)`` makes the exception to
+    raise (a ``CompileError`` without a location by default); ``known(node)`` is an
+    expression's compile-time value or None, for the extents of slices (literals only
+    without it)."""
+    return _Regions(namespace, error or (lambda m, n: CompileError(m)), known).visit(fdef)

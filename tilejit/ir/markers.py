@@ -1,0 +1,115 @@
+"""Every name the front end or a pass inserts into the device program, declared once.
+
+A marker is declared by one line here, ``TILE = _declare("__tj_tile", "tile", doc)``:
+``TILE`` is the name (a plain ``str``: a pass builds ``ast.Name(TILE, ast.Load())`` and
+tests ``node.func.id == TILE``), and ``stub(TILE)`` the function it stands for, whose
+``__name__`` is the second argument (it shows in Numba's typed IR; Numba also wants it
+reachable as ``markers.tile``, so ``_declare`` binds it there). Numba types the stub
+(``codegen/typing``) and lowers it (``codegen/lowering``); called in Python, it raises.
+``compiler/pipeline.py`` binds ``NAMESPACE`` (name → stub, every marker but ``CAST``)
+into the device program's globals before the passes run.
+
+To add one:
+
+1. declare it here: ``FOO = _declare("__tj_foo", "foo", "(args) -> what it does")``;
+2. insert it in the pass: ``ast.Call(ast.Name(FOO, ast.Load()), args, [])``;
+3. type it, ``@infer_global(markers.stub(markers.FOO))`` in ``codegen/typing/``, and
+   lower it, ``@lower(markers.stub(markers.FOO), ...)`` in ``codegen/lowering/``.
+
+Nothing else names it; a pass that needs another pass's marker imports it from here.
+
+The names are plain ``str`` on purpose: ``compile()`` rejects any other type as an AST
+identifier, and a dict with a key of a ``str`` subclass (a simulator namespace) loses
+CPython's fast path for global lookups.
+
+Generated variables (``__tj_n1``, ``__tj_s0``, ``__tj_ph0``, ``__tj_map_A_0``) are not
+markers: the pass that makes them keeps their prefix and numbers them per compilation
+(its own count, or ``PassContext.number``), never with a process-wide counter, so a
+kernel compiles to the same program whatever the process compiled before.
+"""
+from __future__ import annotations
+
+from tilejit import language as T
+
+NAMESPACE: dict[str, object] = {}      # name -> stub: what the pipeline binds
+
+
+def stub(name: str):
+    """The function a marker stands for (what Numba types and lowers)."""
+    return NAMESPACE[name]
+
+
+def _device_only(name, doc):
+    def stub(*args):
+        raise RuntimeError(f"{name} is only meaningful inside a compiled kernel")
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = doc
+    return stub
+
+
+def _declare(name: str, stub_name: str, doc: str) -> str:
+    # Numba's typing registry wants the stub reachable as ``markers.<stub_name>``
+    globals()[stub_name] = NAMESPACE[name] = _device_only(stub_name, doc)
+    return name
+
+
+# -- the front end (frontend/rewrite.py) ----------------------------------------------
+BLOCK_INDEX = _declare("__tj_block_index", "block_index",
+                       "The block's index along grid axis 0, 1 or 2 (``blockIdx.x/y/z``).")
+# T.Cast(dtype, value) and T.alloc_var → __tj_cast(value, dtype): T.cast itself, which
+# ``frontend.rewrite.materialize`` binds after the passes (the simulator's program too)
+CAST = "__tj_cast"
+
+# -- tiles (passes/tile_allocation.py) ------------------------------------------------
+TILE = _declare("__tj_tile", "tile", 'tile("X"): the tile the plan calls X')
+REGION = _declare("__tj_region", "region", "region(tensor, kinds, starts, ends)")
+GEMM = _declare("__tj_gemm", "gemm", 'gemm(A, B, C, "g0")')
+REDUCE = _declare("__tj_reduce", "reduce", "reduce(src, dst, op, dim, clear)")
+CUMSUM = _declare("__tj_cumsum", "cumsum", "cumsum(src, dst, dim, reverse)")
+# element atomics: T.atomic_add(C[i, j], v, rp) → __tj_atomic_add(C, (i, j), v, rp, per_lane)
+ATOMIC_ADD = _declare("__tj_atomic_add", "atomic_add",
+                      "(tensor, index, value, return_prev, per_lane): an element atomic")
+ATOMIC_MAX = _declare("__tj_atomic_max", "atomic_max", "as atomic_add, the maximum")
+ATOMIC_MIN = _declare("__tj_atomic_min", "atomic_min", "as atomic_add, the minimum")
+ATOMICS = {T.atomic_add: ATOMIC_ADD, T.atomic_max: ATOMIC_MAX, T.atomic_min: ATOMIC_MIN}
+
+# -- fragment loops (passes/layout_inference.py) --------------------------------------
+FRAG_LOOP = _declare("__tj_frag_loop", "frag_loop", "The slots of this thread (a loop).")
+FRAG_INDEX = _declare("__tj_frag_index", "frag_index", "(lid, slot) -> tile coordinates")
+FRAG_VALID = _declare("__tj_frag_valid", "frag_valid",
+                      "(lid, slot) -> whether the slot holds one")
+FRAG_GET = _declare("__tj_frag_get", "frag_get", "(F, slot) -> value")
+FRAG_SET = _declare("__tj_frag_set", "frag_set", "(F, slot, value)")
+FRAG_SLOT = _declare("__tj_frag_slot", "frag_slot",
+                     "(loop id, fragment, loop slot) -> its slot")
+
+# -- block barriers (passes/barriers.py) ----------------------------------------------
+SYNC = _declare("__tj_sync", "sync_threads", "A block barrier.")
+
+# -- cp.async pipelines (passes/pipeline.py) ------------------------------------------
+STAGE = _declare("__tj_stage", "stage", "stage(tile, index): one version of a tile")
+COPY_ASYNC = _declare("__tj_copy_async", "copy_async", "copy_async(src, dst): cp.async copy")
+COMMIT = _declare("__tj_cp_commit", "cp_commit", "Close this thread's group of async copies.")
+WAIT = _declare("__tj_cp_wait", "cp_wait", "cp_wait(n): at most n groups still pending")
+
+# -- TMA pipelines (passes/tma.py) ----------------------------------------------------
+TMA_INIT = _declare("__tj_tma_init", "tma_init",
+                    "(first mbarrier, count, arrivals): thread 0 initializes them")
+TMA_LOAD = _declare("__tj_tma_load", "tma_load", "(src, dst stage, mbarrier, map, copy id)")
+TMA_WAIT = _declare("__tj_tma_wait", "tma_wait", "(mbarrier, parity, thread 0 only): phase done")
+TMA_FENCE = _declare("__tj_tma_fence", "tma_fence",
+                     "Generic-proxy shared writes → the async proxy.")
+
+# -- block rasterization (passes/rasterization.py) ------------------------------------
+SWIZZLE_BLOCKS = _declare("__tj_swizzle_blocks", "swizzle_blocks",
+                          "(panel, row order) -> (bx, by) rasterized")
+
+# -- guarded T.Parallel (passes/parallel_guards.py) -----------------------------------
+GROUPS = _declare("__tj_parallel_groups", "parallel_groups",
+                  "The vector groups of a T.Parallel this thread runs.")
+LANES = _declare("__tj_group_lanes", "group_lanes", "Lanes 0 … vec-1 of a vector group.")
+LANES_REVERSED = _declare("__tj_group_lanes_reversed", "group_lanes_reversed",
+                          "Lanes vec-1 … 0 of a vector group.")
+ENDS = _declare("__tj_group_ends", "group_ends", "Lanes 0 and vec-1 of a vector group.")
+LANE_INDEX = _declare("__tj_lane_index", "lane_index",
+                      "(group, lane, *extents): the T.Parallel indices of a group's lane")

@@ -1,0 +1,67 @@
+"""Compile options as one value, and the only module that reads tilejit's environment.
+
+``CompileOptions`` holds every switch that changes what a compilation produces or
+where its stages are written. ``compile_options(...)`` builds it once per compile from
+the explicit values a kernel was given and, for what was not given, the environment:
+
+    TILEJIT_TMA=0          sm_90+ pipelines keep cp.async instead of TMA
+    TILEJIT_DUMP_IR=DIR    every compiler stage, one file each (compiler/dump.py); a dump
+                           bypasses the disk cache so each first compilation is written
+
+The disk cache's key is ``CompileOptions.key()``: every field that changes the code, so
+an option added here cannot be forgotten in the key. The run-time settings read here
+too: ``TILEJIT_TARGET`` (``sim`` forces the simulator), ``TILEJIT_DISABLE_CACHE`` and
+``TILEJIT_CACHE_DIR`` (runtime/disk_cache.py). Imports nothing from tilejit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+_FALSE = ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    fast_math: bool = False     # hardware approximations for math and float division
+    debug: bool = False         # device bounds checks and T.device_assert
+    tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
+    # where to write every stage (None: nowhere); not part of what is compiled
+    dump_dir: str | None = field(default=None, compare=False, metadata={"key": False})
+
+    def key(self) -> list:
+        """[[name, value], …] of every field that changes the generated code."""
+        return [[f.name, getattr(self, f.name)] for f in dataclasses.fields(self)
+                if f.metadata.get("key", True)]
+
+    def replace(self, **changes) -> "CompileOptions":
+        return dataclasses.replace(self, **changes)
+
+
+def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
+                    dump_dir: str | None = None) -> CompileOptions:
+    """The options of one compilation: the explicit values, the environment for the rest."""
+    if tma is None:
+        tma = os.environ.get("TILEJIT_TMA", "1").strip().lower() not in _FALSE[1:]
+    if dump_dir is None:
+        dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
+    return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma,
+                          dump_dir=dump_dir)
+
+
+def target_override() -> str | None:
+    """``TILEJIT_TARGET`` ("sim" runs every kernel in the simulator), or None."""
+    return os.environ.get("TILEJIT_TARGET") or None
+
+
+def cache_root() -> str | None:
+    """The disk cache's root: None when ``TILEJIT_DISABLE_CACHE`` is set (other than "",
+    "0", "false", "no"), else ``TILEJIT_CACHE_DIR`` or ``~/.cache/tilejit``."""
+    disabled = os.environ.get("TILEJIT_DISABLE_CACHE", "").strip().lower()
+    if disabled not in ("", "0", "false", "no"):
+        return None
+    root = os.environ.get("TILEJIT_CACHE_DIR")
+    if root:
+        return os.path.abspath(os.path.expanduser(root))
+    return os.path.join(os.path.expanduser("~"), ".cache", "tilejit")

@@ -1,0 +1,526 @@
+"""What the language's operations mean when the simulator runs them: numpy on whole
+tiles, one block at a time (``runner.py``), under the lane mask of ``runtime.py``.
+
+``tilejit/language`` declares each of these names (``T.copy``, ``T.gemm``, ``T.exp``, …)
+as a function with its signature and documentation whose body asks
+``language/_semantics.py`` for its meaning; ``MEANINGS`` below is what this package
+installs there (``sim/__init__.py``). The compiler never runs these bodies: its passes
+recognise the ``T.*`` objects themselves and its typing and lowering are keyed on them.
+
+A tile is a ``SimTensor`` holding the whole tile; a region operand (``A[r0:r1, c]``)
+arrives as a ``Region`` (the front end's region rewrite, ``__tj_region``); element
+atomics arrive as ``__tj_atomic_*`` calls bound to ``SIM_ELEMENT``.
+"""
+from __future__ import annotations
+
+import builtins
+import linecache
+import math as _math_module
+import sys
+
+import numpy as np
+
+from tilejit.language import numerics as _num
+from tilejit.language.atomics import DTYPES, OPS
+from tilejit.language.dtypes import as_dtype, bfloat16
+from tilejit.language.tiles import GemmWarpPolicy
+from tilejit.sim.runtime import STATE, SimTensor, _to_storage
+
+
+# -- tiles ----------------------------------------------------------------------------
+
+def _new_tile(shape, dtype, kind):
+    dtype = as_dtype(dtype)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    storage = np.float32 if dtype == bfloat16 else dtype.numpy
+    return SimTensor(np.zeros(shape, dtype=storage), dtype, f"{kind} tile")
+
+
+def alloc_shared(shape, dtype, scope="shared.dyn"):
+    """A tile in the block's shared memory (one per block, seen by all its threads)."""
+    return _new_tile(shape, dtype, "shared")
+
+
+def alloc_fragment(shape, dtype, scope="local.fragment"):
+    """A block-level tile spread over the threads' registers; the compiler picks which
+    thread holds which element (index it inside a ``T.Parallel`` over its shape)."""
+    return _new_tile(shape, dtype, "fragment")
+
+
+def alloc_local(shape, dtype, scope="local"):
+    """Each thread's own small array."""
+    return _new_tile(shape, dtype, "local")
+
+
+def alloc_var(dtype, init=0):
+    """Each thread's own scalar, initialised to ``init``."""
+    return _num.cast(init, as_dtype(dtype))
+
+
+class Region:
+    """``A[r0:r1, c]`` (or ``A[r0, c0]``) used as a tile operation's operand."""
+
+    def __init__(self, tensor, kinds, starts, ends):
+        self.tensor, self.kinds = tensor, kinds
+        self.starts = tuple(int(s) for s in starts)
+        self.ends = tuple(None if e is None else int(e) for e in ends)
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+
+def region(tensor, kinds, starts, ends, extents=""):
+    return Region(tensor, kinds, starts, ends)
+
+
+def _operand(x):
+    """(tensor, starts, ranged dims, known extents or None) of a tile operand."""
+    if isinstance(x, Region):
+        ranged = [d for d, k in enumerate(x.kinds) if k == "s"]
+        extents = None
+        if ranged and all(x.ends[d] is not None for d in ranged):
+            extents = tuple(x.ends[d] - x.starts[d] for d in ranged)
+        return x.tensor, list(x.starts), ranged or None, extents
+    shape = tuple(x.shape)
+    return x, [0] * len(shape), list(range(len(shape))), shape
+
+
+def _match(extents, ranged, ndim, other_extents, what):
+    """The ranged dims of an operand whose extent comes from the other operand."""
+    if ranged is None:                          # A[r0, c0]: the last dims, starting there
+        k = len(other_extents)
+        if k > ndim:
+            raise ValueError(f"{what}: a {ndim}-d region cannot hold a {other_extents} tile")
+        return list(range(ndim - k, ndim)), tuple(other_extents)
+    if extents is None:
+        squeezed = [e for e in other_extents if e != 1] if len(other_extents) != len(ranged) \
+            else list(other_extents)
+        if len(squeezed) != len(ranged):
+            raise ValueError(f"{what}: the region has {len(ranged)} sliced dimension(s), "
+                             f"the other operand's shape is {tuple(other_extents)}")
+        return ranged, tuple(squeezed)
+    return ranged, extents
+
+
+def _resolve(src, dst, what):
+    s_t, s_start, s_ranged, s_ext = _operand(src)
+    d_t, d_start, d_ranged, d_ext = _operand(dst)
+    if s_ext is None and d_ext is None:
+        raise ValueError(f"{what}: neither operand says the extent of the copy")
+    if s_ext is None:
+        s_ranged, s_ext = _match(None, s_ranged, len(s_t.shape), d_ext, what)
+    if d_ext is None:
+        d_ranged, d_ext = _match(None, d_ranged, len(d_t.shape), s_ext, what)
+    if [e for e in s_ext if e != 1] != [e for e in d_ext if e != 1]:
+        raise ValueError(f"{what}: source extent {tuple(s_ext)} and destination extent "
+                         f"{tuple(d_ext)} differ")
+    return (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext)
+
+
+def _block_index(start, ranged, extents, shape):
+    """Index arrays over the region (ranged dims in order), and which elements are
+    inside the tensor."""
+    grids = np.indices(tuple(extents), dtype=np.int64)
+    idx, inside = [], np.ones(tuple(extents), dtype=bool)
+    r = 0
+    for d, n in enumerate(shape):
+        if d in ranged:
+            i = start[d] + grids[r]
+            r += 1
+        else:
+            i = np.full(tuple(extents), start[d], dtype=np.int64)
+        inside &= (i >= 0) & (i < n)
+        idx.append(i)
+    return idx, inside
+
+
+def copy(src, dst):
+    """Copy a tile or region into another, converting dtype. Elements of a global region
+    outside the tensor are never read (the destination gets 0) and never written."""
+    (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
+        src, dst, "T.copy")
+    s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
+    d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    s_data = s_t.data
+    safe = tuple(np.where(s_in, i, 0) for i in s_idx)
+    values = np.where(s_in, s_data[safe], s_data.dtype.type(0)).reshape(-1)
+    d_flat = [i.reshape(-1) for i in d_idx]
+    keep = d_in.reshape(-1)
+    stored = _to_storage(_num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else values,
+                         d_t.dtype, d_t.data.dtype)
+    d_t.data[tuple(i[keep] for i in d_flat)] = np.asarray(stored).reshape(-1)[keep]
+
+
+def fill(buf, value):
+    """Set every element of a tile (or region) to ``value``."""
+    t, start, ranged, ext = _operand(buf)
+    if ext is None:
+        raise ValueError("T.fill: the region's extent is unknown; slice it")
+    idx, inside = _block_index(start, ranged, ext, t.shape)
+    t.data[tuple(i[inside] for i in idx)] = _to_storage(value, t.dtype, t.data.dtype)
+
+
+def clear(buf):
+    """Set every element of a tile to 0."""
+    fill(buf, 0)
+
+
+def _tf32(x):
+    """Round float32 to TensorFloat-32 (10 mantissa bits, to nearest, ties away)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    finite = np.isfinite(np.asarray(x, dtype=np.float32))
+    return np.where(finite, rounded, bits).view(np.float32)
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0):
+    """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
+    inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    a = A.data.T if transpose_A else A.data
+    b = B.data.T if transpose_B else B.data
+    acc = C.dtype
+    if clear_accum:
+        C.data[...] = 0
+    if acc.is_int:
+        total = C.data.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)
+        C.data[...] = total.astype(np.int32)
+        return
+    if A.dtype.name == "float32":
+        a, b = _tf32(a), _tf32(b)
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    if acc.name == "float16":
+        # the tensor cores round the float16 accumulator after every k-step of 16
+        total = C.data.astype(np.float32)
+        for k in range(0, a.shape[1], 16):
+            total = (total + a[:, k:k + 16] @ b[k:k + 16]).astype(np.float16).astype(np.float32)
+    else:
+        total = C.data.astype(np.float32) + a @ b
+    C.data[...] = _to_storage(total, acc, C.data.dtype)
+
+
+# -- reductions ----------------------------------------------------------------------
+
+_COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
+            "absmax": np.fmax}
+
+
+def _values(src, dst):
+    data = np.asarray(src.data)
+    target = np.float32 if dst.dtype == bfloat16 else dst.dtype.numpy
+    with np.errstate(all="ignore"):
+        return data.astype(target)
+
+
+def _reduce(op, src, dst, dim, clear):
+    dim = dim % src.data.ndim
+    values = _values(src, dst)
+    if op in ("abssum", "absmax"):
+        values = np.abs(values)
+    out = _COMBINE[op].reduce(values, axis=dim)
+    if dst.data.ndim == src.data.ndim:
+        out = np.expand_dims(out, dim)
+    if out.shape != dst.data.shape:
+        raise ValueError(f"T.reduce_{op}: dst has shape {dst.data.shape}, expected "
+                         f"{out.shape} (src {src.data.shape} without dim {dim})")
+    if not clear:
+        out = _COMBINE[op](dst.data.astype(out.dtype), out)
+    dst.data[...] = _to_storage(out, dst.dtype, dst.data.dtype)
+
+
+def reduce_sum(src, dst, dim=-1, clear=True):
+    """dst = Σ src along dim."""
+    _reduce("sum", src, dst, dim, clear)
+
+
+def reduce_max(src, dst, dim=-1, clear=True):
+    """dst = max of src along dim (NaN ignored)."""
+    _reduce("max", src, dst, dim, clear)
+
+
+def reduce_min(src, dst, dim=-1, clear=True):
+    """dst = min of src along dim (NaN ignored)."""
+    _reduce("min", src, dst, dim, clear)
+
+
+def reduce_abssum(src, dst, dim=-1, clear=True):
+    """dst = Σ |src| along dim."""
+    _reduce("abssum", src, dst, dim, clear)
+
+
+def reduce_absmax(src, dst, dim=-1, clear=True):
+    """dst = max |src| along dim."""
+    _reduce("absmax", src, dst, dim, clear)
+
+
+def cumsum(src, dst=None, dim=-1, reverse=False):
+    """Inclusive prefix sum of src along dim into dst (src itself when dst is None);
+    ``reverse=True`` sums from the end."""
+    dst = src if dst is None else dst
+    dim = dim % src.data.ndim
+    values = _values(src, dst)
+    if reverse:
+        out = np.flip(np.cumsum(np.flip(values, dim), axis=dim, dtype=values.dtype), dim)
+    else:
+        out = np.cumsum(values, axis=dim, dtype=values.dtype)
+    dst.data[...] = _to_storage(out, dst.dtype, dst.data.dtype)
+
+
+# -- atomics -------------------------------------------------------------------------
+
+def _combine(op, old, value, dtype):
+    if op == "add":
+        with np.errstate(over="ignore"):
+            return old + value
+    if op == "max":
+        return np.fmax(old, value) if dtype.is_float else np.maximum(old, value)
+    return np.fmin(old, value) if dtype.is_float else np.minimum(old, value)
+
+
+def _check_dtype(tensor, what):
+    if tensor.dtype.name not in DTYPES:
+        raise TypeError(f"{what}: atomics support {', '.join(DTYPES)}; got a "
+                        f"{tensor.dtype.name} destination")
+
+
+def _apply(op, tensor, idx, values):
+    """Combine ``values`` into ``tensor.data[idx]`` one lane at a time (in lane order when
+    several lanes share an element); the previous value of every lane."""
+    data, dtype = tensor.data, tensor.dtype
+    n = values.shape[0]
+    old_out = np.empty(n, dtype=data.dtype)
+    if n == 0:
+        return old_out
+    flat = np.ravel_multi_index(idx, data.shape)
+    remaining = np.arange(n)
+    while remaining.size:
+        # the first remaining lane of each element goes this round
+        _, first = np.unique(flat[remaining], return_index=True)
+        lanes = remaining[np.sort(first)]
+        where = tuple(i[lanes] for i in idx)
+        old = data[where]
+        old_out[lanes] = old
+        data[where] = _to_storage(_combine(op, old, values[lanes], dtype), dtype, data.dtype)
+        remaining = np.setdiff1d(remaining, lanes, assume_unique=True)
+    return old_out
+
+
+def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
+    """The simulation of an element atomic: ``tensor[index] op= value`` on each active
+    lane, once per lane."""
+    what = f"T.atomic_{op}"
+    _check_dtype(tensor, what)
+    dtype = tensor.dtype
+    idx = index if isinstance(index, tuple) else (index,)
+    if len(idx) != tensor.data.ndim:
+        raise IndexError(f"{what}: a {tensor.data.ndim}-d {tensor.name} indexed with "
+                         f"{len(idx)} index(es)")
+    mask = STATE.mask
+    shapes = [np.shape(i) for i in idx] + [np.shape(value)]
+    if mask is not None:
+        shapes.append(np.shape(mask))
+    shape = np.broadcast_shapes(*shapes)
+    active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
+    idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
+    tensor._check(idx_b, active)
+    v = _num.cast(value, dtype) if dtype != bfloat16 else _num.round_to_bfloat16(
+        np.asarray(value, dtype=np.float32))
+    v_b = np.broadcast_to(np.asarray(v, dtype=tensor.data.dtype), shape)
+    sel = active.reshape(-1)
+    old = _apply(op, tensor, tuple(i.reshape(-1)[sel] for i in idx_b), v_b.reshape(-1)[sel])
+    if not return_prev:
+        return None
+    out = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=tensor.data.dtype)
+    out[sel] = old
+    out = out.reshape(shape)
+    return out[()] if out.ndim == 0 else out
+
+
+def region_atomic(op, dst, value, return_prev=False):
+    """The simulation of the region form: every element of ``value`` combined into its
+    element of ``dst`` (a region, a tensor or a shared tile) once."""
+    what = f"T.atomic_{op}"
+    if return_prev:
+        raise TypeError(f"{what}: return_prev=True needs an element destination, not a "
+                        f"region")
+    if np.ndim(value) == 0 and not hasattr(value, "data") and not hasattr(value, "tensor"):
+        raise TypeError(f"{what}: a region destination needs a tile value; index the "
+                        f"destination (C[i, j]) to combine a scalar")
+    (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
+        value, dst, what)
+    _check_dtype(d_t, what)
+    s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
+    d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    safe = tuple(np.where(s_in, i, 0) for i in s_idx)
+    values = np.where(s_in, s_t.data[safe], s_t.data.dtype.type(0)).reshape(-1)
+    values = _num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else \
+        _num.round_to_bfloat16(values.astype(np.float32))
+    keep = d_in.reshape(-1)
+    _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
+           np.asarray(values, dtype=d_t.data.dtype)[keep])
+    return None
+
+
+def _element_form(dst):
+    # an element read outside a compiled kernel is a plain number: nothing to update
+    return np.ndim(dst) == 0 and not hasattr(dst, "data") and not hasattr(dst, "tensor")
+
+
+def _atomic(op, dst, value, return_prev):
+    if _element_form(dst):
+        raise TypeError(f"T.atomic_{op}: the destination must be an element or region of a "
+                        f"tensor or shared tile (C[i, j], C[r0:r1, c]), inside a kernel")
+    return region_atomic(op, dst, value, return_prev)
+
+
+def atomic_add(dst, value, return_prev=False):
+    """``dst += value`` atomically: ``dst`` an element (``C[i, j]``, a global tensor or a
+    shared tile) or a region (``C[r0:r1, c0:c1]``) with a tile ``value``. With
+    ``return_prev=True`` (element form) returns the element's previous value."""
+    return _atomic("add", dst, value, return_prev)
+
+
+def atomic_max(dst, value, return_prev=False):
+    """``dst = max(dst, value)`` atomically (a NaN operand is ignored, as ``T.max``)."""
+    return _atomic("max", dst, value, return_prev)
+
+
+def atomic_min(dst, value, return_prev=False):
+    """``dst = min(dst, value)`` atomically (a NaN operand is ignored, as ``T.min``)."""
+    return _atomic("min", dst, value, return_prev)
+
+
+def _element(op):
+    def fn(tensor, index, value, return_prev=False, per_lane=True):
+        return element_atomic(op, tensor, index, value, return_prev, per_lane)
+    fn.__name__ = fn.__qualname__ = f"element_atomic_{op}"
+    return fn
+
+
+# the simulator's meaning of the names the front end inserts (``__tj_atomic_add`` …)
+SIM_ELEMENT = {op: _element(op) for op in OPS}
+
+
+# -- math functions ------------------------------------------------------------------
+# numpy in the operands' float type. Integers, booleans and Python scalars compute in
+# float32; float16 computes in float32 and rounds back, as on the GPU; bfloat16, which
+# the simulator holds in float32, is rounded on store. The GPU code
+# (``codegen/lowering/math.py``) is within 2 ulp of the correctly rounded result.
+
+def _math_dtypes(*xs):
+    """(compute dtype, result dtype) of a math function's operands."""
+    floats = [np.asarray(x).dtype for x in xs
+              if type(x) not in (bool, int, float) and np.asarray(x).dtype.kind == "f"]
+    if not floats:
+        return np.dtype(np.float32), np.dtype(np.float32)
+    out = np.result_type(*floats)
+    return (np.dtype(np.float32) if out == np.float16 else out), out
+
+
+def _math(fn, *xs):
+    compute, out = _math_dtypes(*xs)
+    with np.errstate(all="ignore"):
+        r = np.asarray(fn(*(np.asarray(x, dtype=compute) for x in xs)))
+        r = r.astype(out, copy=False)
+    return r[()] if r.ndim == 0 else r
+
+
+def _stable_sigmoid(x):
+    e = np.exp(-np.abs(x))                 # ≤ 1: no overflow for any x
+    return np.where(x >= 0, 1, e) / (1 + e)
+
+
+_erf64 = np.frompyfunc(_math_module.erf, 1, 1)
+
+
+def exp(x):
+    """e^x."""
+    return _math(np.exp, x)
+
+
+def exp2(x):
+    """2^x."""
+    return _math(np.exp2, x)
+
+
+def log(x):
+    """Natural logarithm (−inf at 0, NaN below)."""
+    return _math(np.log, x)
+
+
+def log2(x):
+    """Base-2 logarithm."""
+    return _math(np.log2, x)
+
+
+def sqrt(x):
+    """Square root (correctly rounded)."""
+    return _math(np.sqrt, x)
+
+
+def rsqrt(x):
+    """1/sqrt(x)."""
+    return _math(lambda a: 1 / np.sqrt(a), x)
+
+
+def tanh(x):
+    """Hyperbolic tangent."""
+    return _math(np.tanh, x)
+
+
+def sigmoid(x):
+    """1/(1 + e^-x), without overflow for large |x|."""
+    return _math(_stable_sigmoid, x)
+
+
+def pow(x, y):  # noqa: A001 - TileLang's name
+    """x^y with C99's special cases (pow(x, 0) = 1, pow(1, y) = 1, NaN for a negative
+    base and a non-integer exponent, …); the operands meet as in arithmetic."""
+    return _math(np.power, x, y)
+
+
+def floor(x):
+    """Largest integer not greater than x, as a float."""
+    return _math(np.floor, x)
+
+
+def ceil(x):
+    """Smallest integer not less than x, as a float."""
+    return _math(np.ceil, x)
+
+
+def erf(x):
+    """Error function."""
+    return _math(lambda a: np.asarray(_erf64(a.astype(np.float64)), np.float64), x)
+
+
+# -- debugging ---------------------------------------------------------------------
+
+def device_assert(cond, msg=""):
+    """Check ``cond`` on the device in kernels compiled with ``debug=True`` (a failure
+    prints the message, the block and thread, and stops the kernel); always checked in
+    the simulator (``AssertionError`` naming the kernel's line)."""
+    ok = np.all(cond) if STATE.mask is None else np.all(np.asarray(cond) | ~STATE.mask)
+    if not ok:
+        frame = sys._getframe(2)           # the kernel's line, past T.device_assert
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        raise AssertionError(f"T.device_assert failed: {msg}\n  File "
+                             f"\"{frame.f_code.co_filename}\", line {frame.f_lineno}\n    {line}")
+
+
+def print(value, msg=""):  # noqa: A001 - TileLang's name
+    """Print ``value`` from the device (each thread that reaches it), prefixed by
+    ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
+    mask = STATE.mask
+    shown = value if mask is None or np.ndim(value) == 0 else np.where(mask, value, 0)
+    builtins.print(f"{msg}{shown}" if msg else shown)
+
+
+# the meaning of each ``T.<name>`` the language delegates (``language/_semantics.py``)
+MEANINGS = {name: globals()[name] for name in (
+    "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
+    "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
+    "cumsum", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log", "log2",
+    "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
+    "print")}
