@@ -25,7 +25,7 @@ def matmul(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
         T.copy(C_f, C[by * block_M, bx * block_N])
 
 
-# the kernels whose PTX CI assembles (tests/ptx_examples.py): (kernel, argument shapes
+# the kernels whose PTX CI assembles (tests/support/ptx_examples.py): (kernel, argument shapes
 # and dtypes, the instructions the PTX must contain)
 PTX_EXAMPLES = [
     (matmul, [((256, 256), "float16"), ((256, 256), "float16"), ((256, 256), "float32")],

@@ -5,7 +5,11 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# the examples, the helpers (support/) and the seeds' programs (programs/) import by name
+for _path in (os.path.join(ROOT, "examples"), os.path.join(TESTS, "support"),
+              os.path.join(TESTS, "programs")):
+    sys.path.insert(0, _path)
 
 
 def _gpu_reason():

@@ -28,7 +28,8 @@ class CompileOptions:
     debug: bool = False         # device bounds checks and T.device_assert
     tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
     # where to write every stage (None: nowhere); not part of what is compiled
-    dump_dir: str | None = field(default=None, compare=False, metadata={"key": False})
+    dump_dir: str | None = field(default=None, compare=False, repr=False,
+                                 metadata={"key": False})
 
     def key(self) -> list:
         """[[name, value], …] of every field that changes the generated code."""
@@ -57,9 +58,9 @@ def target_override() -> str | None:
 
 def cache_root() -> str | None:
     """The disk cache's root: None when ``TILEJIT_DISABLE_CACHE`` is set (other than "",
-    "0", "false", "no"), else ``TILEJIT_CACHE_DIR`` or ``~/.cache/tilejit``."""
+    "0", "false", "no", "off"), else ``TILEJIT_CACHE_DIR`` or ``~/.cache/tilejit``."""
     disabled = os.environ.get("TILEJIT_DISABLE_CACHE", "").strip().lower()
-    if disabled not in ("", "0", "false", "no"):
+    if disabled not in _FALSE:
         return None
     root = os.environ.get("TILEJIT_CACHE_DIR")
     if root:

@@ -6,14 +6,14 @@ loops are spread over that kernel's threads). The callee's LLVM module reaches t
 kernel as a linking library and is inlined when the kernel is optimized."""
 from __future__ import annotations
 
+from tilejit.codegen.numba_pipeline import TilejitCompiler
+from tilejit.codegen.numba_target import TilejitDeviceDispatcher
 from tilejit.ir.kernel_config import current_kernel_or_none
 
 _DISPATCHERS: dict = {}
 
 
 def dispatcher_for(macro):
-    from tilejit.codegen.numba_pipeline import TilejitCompiler
-    from tilejit.codegen.numba_target import TilejitDeviceDispatcher
     key = (id(macro), id(current_kernel_or_none()))
     entry = _DISPATCHERS.get(key)
     if entry is None or entry[0] is not macro:

@@ -4,9 +4,10 @@
         ──Numba typing + lowering──▶ LLVM IR ──entry + link + optimize──▶ LLVM module
         ──NVPTX target machine──▶ PTX
 
-Each step lives in its own module. ``TILEJIT_DUMP_IR=DIR`` writes the program before
-and after every step (``dump.py``); ``artifacts.load_or_compile`` puts the disk cache in
-front of this module (which is the only one that imports Numba).
+Each step lives in its own module. ``CompileOptions.dump_dir`` (``TILEJIT_DUMP_IR=DIR``)
+writes the program before and after every step (``dump.py``);
+``runtime/kernel_cache.load_or_compile`` puts the disk cache in front of this module.
+This module and ``codegen/`` are the only ones that import Numba and llvmlite.
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from tilejit.frontend.source import KernelSource
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.language.dtypes import as_dtype as _as_dtype
 from tilejit.passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
                             shared_memory, tile_allocation, tma)
 from tilejit.passes.context import PassContext
@@ -123,7 +123,7 @@ def _shape_constants_by_position(spec: Specialization) -> dict:
 
 
 def _param_dtypes(spec: Specialization) -> dict:
-    return {name: _as_dtype(desc[1]) for name, desc in spec.params if desc[0] == "tensor"}
+    return {name: as_dtype(desc[1]) for name, desc in spec.params if desc[0] == "tensor"}
 
 
 def numba_argtypes(spec: Specialization) -> tuple:

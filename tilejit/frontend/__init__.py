@@ -4,6 +4,6 @@
 ``rewrite.py`` derives the device program (typed by Numba), the host program (grid and
 outputs, run before each launch) and the simulator program; ``tile_operands.py`` makes
 tile operations' subscript operands regions and element atomics their own calls (for the
-compiler and the simulator alike); ``signature.py`` binds call arguments to parameters
-and describes them as types.
+compiler and the simulator alike). Binding call arguments is the runtime's
+(``runtime/arguments.py``).
 """

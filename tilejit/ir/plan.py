@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tilejit.language.dtypes import DType
+from tilejit.language.dtypes import DType, float32, float64, int32, int64
 
 SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
 # 32-bit registers per thread (of 255) the tiles may take before a kernel counts as
@@ -22,7 +22,6 @@ STARVED = 192
 def compute_dtype(dtype: DType) -> DType:
     """The type reductions and scans combine values in: float32 for 16- and 32-bit
     floats, float64, int64 for 64-bit integers, int32 for the other integers."""
-    from tilejit.language.dtypes import float32, float64, int32, int64
     if dtype.name == "float64":
         return float64
     if dtype.is_float or dtype.name == "bfloat16":

@@ -30,8 +30,8 @@ import ast
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
-from tilejit.ir.addressing import (S_VAR, ParallelLayout, digit_indexing, fragment_indexing,
-                                   row_major, substitute)
+from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
+                                   evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.markers import FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT, FRAG_VALID
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
@@ -202,7 +202,6 @@ class _RewriteLoops(ast.NodeTransformer):
     def _constant_slot(self, sub, consts):
         """``F[0]`` outside a loop over F (a row max of shape (1,)): allowed when every
         thread holds that element, at one slot."""
-        from tilejit.ir.addressing import evaluate
         t = self.ctx.plan.tiles[sub.value.id]
         ix = t.indexing
         slot = None
@@ -405,7 +404,6 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 
 def _annotate(call, ctx):
-    from tilejit.passes.static_eval import NotStatic, StaticEval
     if len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
         raise ctx.error("T.annotate_layout({tile: layout, ...}) takes one dict", call)
     static = StaticEval(ctx.namespace, ctx.param_dtypes)
@@ -484,7 +482,6 @@ def _reduction_or_none(layout, dims, keep):
 
 def _compose(outer, inner):
     """outer(s) with s := inner(s)."""
-    from tilejit.ir.addressing import BinOp, Const, Var
     if isinstance(outer, Var):
         return inner
     if isinstance(outer, Const):

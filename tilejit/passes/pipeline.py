@@ -54,6 +54,7 @@ from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import COMMIT, COPY_ASYNC, GEMM, REGION, STAGE, SYNC, WAIT
 from tilejit.ir.plan import SHARED
+from tilejit.passes.barriers import shared_writes
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -298,7 +299,6 @@ class _Pipeliner(ast.NodeTransformer):
         drain = mark(_expr_stmt(_call(WAIT, [ast.Constant(0)]), node), pid, "drain")
         leaves = (any(isinstance(x, ast.Break) for c in consumers for x in _walk_this_loop(c))
                   or any(isinstance(x, ast.Return) for c in consumers for x in ast.walk(c)))
-        from tilejit.passes.barriers import shared_writes
         writes = any(t in tiles for c in consumers for t, _ in shared_writes(self.ctx, c))
         self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
                                            copy.deepcopy(current), leaves, writes,

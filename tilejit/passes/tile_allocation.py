@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from tilejit import language as T
+from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm
@@ -266,7 +267,6 @@ def _check_whole_copies(fdef, ctx):
     """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
     (``frontend/analysis.whole_copy_shapes``), so extents other than the tile's (size-1
     dimensions aside) are an error here, before anything runs, as in the simulator."""
-    from tilejit.frontend.rewrite import shape_constant_name
     for node in ast.walk(fdef):
         if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)
                 is T.copy and len(node.args) >= 2):

@@ -12,6 +12,7 @@ import threading
 import types
 import warnings
 
+from tilejit.frontend.source import function_def_from_file
 from tilejit.options import cache_root
 
 _FORMAT_VERSION = 1
@@ -136,7 +137,6 @@ def _source_text(func) -> str | None:
     """The function's source without its decorators (they are not its program)."""
     import textwrap
     import inspect
-    from tilejit.frontend.source import function_def_from_file
     found = function_def_from_file(func)
     if found is not None:
         node = found[1]

@@ -7,10 +7,12 @@ dtype and device once, looks the whole call up in one dictionary, allocates the
 kernel's T.empty outputs if it has any, and launches. The key
 holds everything the compiled kernel and its grid depend on (dtypes, ranks, devices,
 16-byte alignment of the pointers, shapes, strides, scalar values and types, constexpr
-values), so a hit needs no other check; anything else returns False and the full path
+values), so a hit needs no other check; anything else returns ``MISS`` and the full path
 (argument checks, compilation, the host prologue) runs and records its result here.
 """
 from __future__ import annotations
+
+from tilejit.runtime.arguments import is_compile_time_value
 
 _MAX_ENTRIES = 4096
 
@@ -21,7 +23,6 @@ def param_kinds(kernel, values, tensor_type=None):
     specializes on (None for an optional tensor left out, a dtype, a string, a tuple:
     ``is_compile_time_value``) is a "const" like a constexpr's: its value is part of
     the key, so a later call with a tensor there misses and takes the full path."""
-    from tilejit.frontend.signature import is_compile_time_value
     if tensor_type is None:
         import sys
         torch = sys.modules.get("torch")

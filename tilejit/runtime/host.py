@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from tilejit.frontend.signature import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
+from tilejit.runtime.arguments import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
 from tilejit.language import _semantics, check_min_blocks, launch_shape
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
 

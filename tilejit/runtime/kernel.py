@@ -14,7 +14,8 @@ from tilejit.runtime.kernel_cache import load_or_compile
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
-from tilejit.frontend.signature import TensorArg
+from tilejit.runtime.arguments import TensorArg, as_tensor_arg
+from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
 from tilejit.frontend.source import expected_ranks, parse_kernel
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
@@ -109,6 +110,7 @@ class KernelFunction:
             return SIM
         arch = arch or self.arch
         if arch is None:
+            # the driver (cuda.bindings) only when no arch is given: the device's is read
             from tilejit.runtime import cuda_driver
             arch = cuda_driver.device_arch(max(device, 0))
         return Target.cuda(arch)
@@ -124,6 +126,8 @@ class KernelFunction:
             launch = self._host(*call.host_args)
         host.add_outputs(self, call, launch)
         shapes = host.shape_constants(self, call, values)
+        # tilejit.compiler only from a kernel's first call on: `import tilejit` loads none
+        # of it (specialization.py itself is light: options and target)
         from tilejit.compiler.specialization import Specialization
         spec = Specialization(
             params=tuple((name, key) for (name, _), key in zip(
@@ -160,9 +164,10 @@ class KernelFunction:
                 return result
         call, launch, target, spec = self._prepare(values)
         if target == "sim":
+            # the simulator's runner (and its transform) only when a kernel is simulated
             from tilejit.sim.runner import run_simulation
             self._compiled(spec, -1)
-            run_simulation(self, values, launch, spec)
+            run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)
             loaded.launch(launch, call.runtime)
@@ -178,7 +183,6 @@ class KernelFunction:
         return tuple(by_name[n] for n in self.returns)
 
     def _remember_fast(self, values, loaded, launch, call):
-        from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
         if self._fast is None:
             self._fast = fast_launcher_for(self, values)
         fast = self._fast
@@ -186,6 +190,7 @@ class KernelFunction:
             return
         if fast.kinds != param_kinds(self, values):
             return
+        # the driver (cuda.bindings) stays off `import tilejit`; loaded by now (a launch ran)
         from tilejit.runtime import cuda_driver
         outputs = None
         if self.outputs:
@@ -239,6 +244,7 @@ class CompiledKernelHandle:
 
     def _module(self):
         if self._loaded is None:
+            # the driver (cuda.bindings) only when the figures are asked for
             from tilejit.runtime import cuda_driver
             if not cuda_driver.cuda_available():
                 raise RuntimeError("num_regs and spills are reported by the CUDA driver when "
@@ -263,6 +269,7 @@ class _Loaded:
     """A compiled kernel loaded on one device, with its launcher."""
 
     def __init__(self, compiled, device: int):
+        # the driver (cuda.bindings) only when a kernel is loaded on a device
         from tilejit.runtime import cuda_driver
         self.compiled = compiled
         self.module = cuda_driver.CudaModule(compiled.ptx, compiled.name, max(device, 0),
@@ -272,6 +279,7 @@ class _Loaded:
         self.maps = tensor_map_maker(compiled.tensor_maps)
 
     def launch(self, launch: host.LaunchConfig, runtime):
+        # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__ above
         from tilejit.runtime import cuda_driver
         values = []
         torch_args = False
@@ -300,6 +308,8 @@ def tensor_map_maker(tensor_maps):
     strides) (``CompiledKernel.tensor_maps`` names each map's argument position)."""
     if not tensor_maps:
         return None
+    # only for a kernel that uses TMA; MAPS is looked up here, when a kernel is loaded,
+    # not at import (tests replace tensor_maps.MAPS)
     from tilejit.runtime.tensor_maps import MAPS, Box
     # per map, what this kernel already got, keyed on the argument's (pointer, shape,
     # strides) as they come: a hit is one dict lookup (the launch path of a cached
@@ -324,6 +334,7 @@ def tensor_map_maker(tensor_maps):
 def default_arch() -> str:
     """The arch a compile without an explicit one is for: device 0's, or
     ``target.DEFAULT_CUDA_ARCH`` on a machine without a CUDA device."""
+    # the driver (cuda.bindings) only when the default arch is asked for
     from tilejit.runtime import cuda_driver
     return cuda_driver.device_arch(0) if cuda_driver.cuda_available() else DEFAULT_CUDA_ARCH
 

@@ -38,7 +38,7 @@ def _compiler_sources() -> str:
     """The size and modification time of every module of tilejit: an edited compiler
     (a development checkout) never reuses kernels the old one compiled. Stats only,
     well under a millisecond."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tilejit/
     parts = []
     for directory, _, files in sorted(os.walk(root)):
         for name in sorted(files):
@@ -57,6 +57,8 @@ def key_of(kernel, spec) -> str:
 
 
 def load(kernel, spec):
+    # tilejit.compiler only once a kernel is first loaded or compiled: `import tilejit`
+    # loads none of it (artifact.py itself imports no Numba)
     from tilejit.compiler.artifact import CompiledKernel
     payload = _STORE.load(key_of(kernel, spec))
     if payload is None:
@@ -82,14 +84,16 @@ def load_or_compile(kernel, spec):
     simulator's type check always runs (it is the front end's, not an artifact); a
     compilation asked to dump its stages (``CompileOptions.dump_dir``) does not read the
     cache, so its stages are written."""
-    # the compiler is imported here, on a miss only: a process whose kernels are all
-    # cached never imports Numba
     if spec.target.is_sim:
+        # the compiler (Numba) only when a kernel is first simulated: its type check always
+        # runs, uncached
         from tilejit.compiler.pipeline import compile_kernel
         return compile_kernel(kernel.source, spec)
     cached = None if spec.options.dump_dir else load(kernel, spec)
     if cached is not None:
         return cached
+    # the compiler, on a cache miss only: a process whose kernels are all cached never
+    # imports Numba
     from tilejit.compiler.pipeline import compile_kernel
     compiled = compile_kernel(kernel.source, spec)
     store(kernel, spec, compiled)

@@ -76,6 +76,8 @@ def _driver_encode(args: dict) -> bytes:
     """128 bytes from the driver for ``encode_arguments``' output."""
     from cuda.bindings import driver as drv
 
+    # the driver, like cuda.bindings above, only when it encodes a map: encode_arguments
+    # and a TensorMaps with another encoder (the tests') run without cuda.bindings
     from tilejit.runtime.cuda_driver import CudaError
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t
     swizzle = ("CU_TENSOR_MAP_SWIZZLE_NONE" if not args["swizzle"]

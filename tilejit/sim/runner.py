@@ -7,7 +7,6 @@ import itertools
 import numpy as np
 
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
-from tilejit.frontend.signature import as_tensor_arg
 from tilejit.language.dtypes import bfloat16
 from tilejit.ir.markers import ATOMICS, REGION
 from tilejit.frontend.tile_operands import rewrite_regions
@@ -32,8 +31,8 @@ def simulator_function(kernel):
     return fn
 
 
-def _wrap(name, value):
-    tensor = as_tensor_arg(value)
+def _wrap(name, value, classify):
+    tensor = classify(value)
     if tensor is None:
         return value, None
     if tensor.is_torch:
@@ -48,12 +47,14 @@ def _wrap(name, value):
     return runtime.SimTensor(value, tensor.dtype, name), None
 
 
-def run_simulation(kernel, values, launch, spec=None):
+def run_simulation(kernel, values, launch, classify, spec=None):
+    """Run every block of the launch on numpy. ``classify`` is the runtime's description
+    of an argument (a ``TensorArg`` for an array, None for a scalar)."""
     fn = simulator_function(kernel)
     args, writebacks = [], []
     names = list(kernel.source.params) + list(kernel.outputs)
     for name, value in zip(names, list(values) + list(launch.outputs)):
-        wrapped, writeback = _wrap(name, value)
+        wrapped, writeback = _wrap(name, value, classify)
         args.append(wrapped)
         if writeback is not None:
             writebacks.append(writeback)

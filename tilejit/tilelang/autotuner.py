@@ -36,6 +36,8 @@ from tilejit.tuning.bench import check_count, do_bench
 from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, compare_results,
                                      cuda_device_name, first_line, json_config, plain_value,
                                      progress, skippable_errors, to_numpy)
+from tilejit.tilelang.classic import ClassicJit
+from tilejit.tilelang.jit import JitFunction
 
 # ``autotune`` is tuning's: it takes a @tilejit.kernel, or either style of @tilejit.jit
 __all__ = ["autotune", "set_autotune_inputs", "Autotuner", "AutotuneWarning",
@@ -71,8 +73,6 @@ def _skipped(name, config, note):
 
 def for_program(program, configs, warmup, rep, key):
     """The autotuner of a ``@tilejit.jit`` program, or None for anything else."""
-    from tilejit.tilelang.classic import ClassicJit
-    from tilejit.tilelang.jit import JitFunction
     if isinstance(program, JitFunction):
         if callable(configs) and not isinstance(configs, (list, tuple)):
             raise ValueError(f"@tilejit.autotune over the eager-style {program.__name__}: "

@@ -15,10 +15,11 @@ from __future__ import annotations
 import ast
 
 from tilejit.errors import CompileError
-from tilejit.frontend.signature import TensorSpec, as_tensor_arg
+from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocating_like, allocate_output
 from tilejit.runtime.kernel import KernelFunction, default_arch
+from tilejit.tilelang.jit import pass_config_options
 from tilejit.language.tilelang_names import PrimFunc, Symbol
 
 
@@ -63,7 +64,6 @@ class CompiledPrimFunc:
     returned, or ``kernel(*all_tensors)``; ``get_kernel_source()`` gives the PTX."""
 
     def __init__(self, pf: PrimFunc, out_idx=None, target="auto", pass_configs=None):
-        from tilejit.tilelang.jit import pass_config_options
         self.prim = pf
         n = len(pf.params)
         if out_idx is None:
@@ -207,7 +207,6 @@ class ClassicJit:
         return for_program(self, configs, warmup, rep, key)
 
     def __init__(self, factory, out_idx=None, target="auto", pass_configs=None):
-        from tilejit.tilelang.jit import pass_config_options
         pass_config_options(dict(pass_configs or {}))     # checked (and warned) once here
         self.factory = factory
         self.out_idx = out_idx

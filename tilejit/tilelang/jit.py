@@ -29,7 +29,9 @@ import warnings
 
 from tilejit import language as T
 from tilejit.errors import CompileError
-from tilejit.frontend.source import function_def_from_file, function_namespace, is_call_to
+from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
+                                     resolve_static)
+from tilejit.runtime.arguments import TensorSpec
 from tilejit.runtime.kernel import KernelFunction, default_arch
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import TensorAnnotation, warn_symbolic
@@ -283,7 +285,6 @@ class JitFunction:
         compile-time parameters; or ``f.compile(a, b, **params)`` with example tensors
         whose shapes give the symbols' sizes. Parameters not given take their defaults.
         Returns a kernel with ``get_kernel_source()``, called with the tensors only."""
-        from tilejit.frontend.signature import TensorSpec
         symbols = {k: params.pop(k) for k in list(params)
                    if k in self.sugar.symbols and k not in self.sugar.params}
         given = self._bind(args, params, partial=True)
@@ -374,6 +375,7 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
     """TileLang's ``@tilelang.jit`` (bare or with options)."""
     def wrap(f):
         if _returns_prim_func(f):
+            # classic.py imports this module (pass_config_options): imported here, on use
             from tilejit.tilelang.classic import ClassicJit
             return ClassicJit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
         return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
@@ -387,7 +389,6 @@ def _returns_prim_func(func) -> bool:
     if found is None:
         return False
     namespace = function_namespace(func)
-    from tilejit.frontend.source import resolve_static
     for node in ast.walk(found[1]):
         if isinstance(node, ast.FunctionDef) and node is not found[1] and any(
                 resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):

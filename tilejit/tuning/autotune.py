@@ -58,7 +58,7 @@ def first_line(error: BaseException) -> str:
 
 
 def skippable_errors() -> tuple:
-    try:
+    try:  # the driver (cuda.bindings) when a tuning run starts, not at import; may fail
         from tilejit.runtime.cuda_driver import CudaError
     except Exception:  # the driver bindings do not import
         return (CompileError, ValueError)
@@ -67,6 +67,7 @@ def skippable_errors() -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def cuda_device_name(index: int) -> str:
+    # the driver (cuda.bindings) only when a tuning result is keyed on a CUDA device
     from tilejit.runtime import cuda_driver
     torch = sys.modules.get("torch")
     name = torch.cuda.get_device_name(index) if torch and torch.cuda.is_available() else "?"

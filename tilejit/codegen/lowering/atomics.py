@@ -31,6 +31,7 @@ from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import BFloat16, GlobalTensorType
 from tilejit.codegen.lowering import copy as _copy
+from tilejit.codegen.lowering.debug import emit_bounds_check
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tensor import element_pointer
 from tilejit.ir.kernel_config import current_kernel
@@ -94,7 +95,6 @@ def _element_ptr(context, builder, ty, base, index_ty, index):
         values, tys = [index], [index_ty]
     coords = [context.cast(builder, v, t, types.int32) for v, t in zip(values, tys)]
     if current_kernel().debug:
-        from tilejit.codegen.lowering.debug import emit_bounds_check
         for k, (c, n) in enumerate(zip(coords, ty.shape)):
             emit_bounds_check(builder, builder.sext(c, ir.IntType(64)), ir.IntType(64)(n),
                               f"of shared tile {ty.tile_name}, dimension {k}")

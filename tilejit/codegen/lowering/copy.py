@@ -25,7 +25,7 @@ from numba.core import cgutils, types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir import markers
-from tilejit.ir.addressing import Var, layout_offset
+from tilejit.ir.addressing import Var, evaluate, layout_offset, row_major
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
@@ -135,7 +135,6 @@ def _tile_offset(builder, side, offsets):
         o = off if isinstance(off, ir.Value) else I32(off)
         coords.append(o if s is None else builder.add(s, o))
     if side.kind == "local":
-        from tilejit.ir.addressing import row_major
         layout = row_major(t.shape)
     else:
         layout = t.layout
@@ -194,7 +193,6 @@ def _slot_runs(ix, threads: int, shape: tuple, max_run: int) -> tuple:
     """(first slot, length) runs of a fragment's slots that hold consecutive elements of
     its last dimension at every thread (aligned to the run length), so a run moves as
     one vector access."""
-    from tilejit.ir.addressing import evaluate
     runs, s = [], 0
     n = ix.slots
     last = len(shape) - 1

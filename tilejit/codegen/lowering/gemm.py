@@ -27,7 +27,7 @@ from tilejit.ir import markers
 from tilejit.layouts import mma_fragment
 from tilejit.ir.addressing import Var, fragment_indexing, fragment_tables, layout_offset, substitute
 from tilejit.codegen.typing.tiles import TileType
-from tilejit.codegen.lowering.copy import emit_copy_async
+from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index
@@ -88,7 +88,6 @@ def _ldmatrix(builder, ptr, count, trans):
 
 def _ldmatrix_ok(tile) -> bool:
     """16-byte rows of 8 elements stay contiguous and aligned in the tile's layout."""
-    from tilejit.codegen.lowering.copy import _chunks_contiguous
     return tile.dtype.itemsize == 2 and _chunks_contiguous(tile.layout, tile.shape, 8)
 
 

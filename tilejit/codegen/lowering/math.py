@@ -57,11 +57,17 @@ errors of a few ulp (tanh: about 2^-11 relative).
 from __future__ import annotations
 
 import math
+import operator
 import struct
 from fractions import Fraction
 
 from llvmlite import ir
+from numba.core import types
 
+from tilejit import language as T
+from tilejit.codegen.typing.types import BFloat16
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.scalar import bf16_to_f32, f32_to_bf16
 from tilejit.ir.kernel_config import current_kernel_or_none
 
 # metadata on the routines' own arithmetic: never contracted into an fma
@@ -714,10 +720,6 @@ def _fast_math() -> bool:
 
 
 def _in_float32(builder, ty, compute, args):
-    from numba.core import types
-
-    from tilejit.codegen.typing.types import BFloat16
-    from tilejit.codegen.lowering.scalar import bf16_to_f32, f32_to_bf16
     if isinstance(ty, BFloat16):
         return f32_to_bf16(builder, compute(*(bf16_to_f32(builder, a) for a in args)))
     if ty == types.float16:
@@ -753,16 +755,10 @@ def _pow_rule(context, builder, sig, args):
 
 
 def _register():
-    from numba.core import types
-
-    from tilejit import language as T
-    from tilejit.codegen.lowering.registry import lower
-
     for name, build in UNARY.items():
         lower(getattr(T, name), types.Any)(_unary_rule(build))
     lower(T.pow, types.Any, types.Any)(_pow_rule)
     # Python's `x ** y` on floats (a scale such as `dim ** -0.5`) is T.pow
-    import operator
     for op in (operator.pow, operator.ipow):
         for ty in (types.float32, types.float64):
             lower(op, ty, ty)(_pow_rule)

@@ -38,7 +38,7 @@ from tilejit.codegen.typing.types import numba_type
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import (block_barrier, element_offset, emit, guarded,
                                             intrinsic, nonzero, owned_elements, plan, rounds,
-                                            thread_index, unflatten)
+                                            shared_base, thread_index, unflatten)
 
 I32 = ir.IntType(32)
 
@@ -191,7 +191,6 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
 
 
 def _smem(builder):
-    from tilejit.codegen.lowering.tiles import shared_base
     return shared_base(builder)
 
 

@@ -16,11 +16,14 @@ import operator
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from tilejit import language as T
+from tilejit.errors import CompileError
 from tilejit.ir import markers
-from tilejit.ir.addressing import BinOp, Const, Var, layout_offset
+from tilejit.ir.addressing import BinOp, Const, Var, layout_offset, row_major
 from tilejit.ir.plan import STARVED
 from tilejit.codegen.typing.tiles import RegionType, TileType
-from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.debug import emit_bounds_check
+from tilejit.codegen.lowering.registry import lower, lower_getattr
 from tilejit.ir.kernel_config import current_kernel
 
 I32 = ir.IntType(32)
@@ -231,14 +234,12 @@ def element_offset(builder, ty: TileType, coords) -> ir.Value:
 
 
 def _row_major(shape):
-    from tilejit.ir.addressing import row_major
     return row_major(shape)
 
 
 def _element_pointer(context, builder, ty, tile, index_ty, index):
     coords = _indices(context, builder, index_ty, index)
     if current_kernel().debug:
-        from tilejit.codegen.lowering.debug import emit_bounds_check
         for k, (c, n) in enumerate(zip(coords, ty.shape)):
             emit_bounds_check(builder, builder.sext(c, ir.IntType(64)), ir.IntType(64)(n),
                               f"of {ty.kind} tile {ty.tile_name}, dimension {k}")
@@ -316,7 +317,6 @@ def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
 def _fill_target(sig, what):
     ty = sig.args[0]
     if not isinstance(ty, TileType):
-        from tilejit.errors import CompileError
         raise CompileError(f"{what} of a region is not supported: pass the whole tile")
     return ty
 
@@ -328,8 +328,6 @@ def sync_impl(context, builder, sig, args):
 
 
 def _register_fill():
-    from tilejit import language as T
-
     @lower(T.clear, TileType)
     def clear_impl(context, builder, sig, args):
         ty = _fill_target(sig, "T.clear")
@@ -386,8 +384,6 @@ def swizzle_blocks_impl(context, builder, sig, args):
 
 
 def _register_attributes():
-    from tilejit.codegen.lowering.registry import lower_getattr
-
     @lower_getattr(TileType, "dtype")
     def tile_dtype(context, builder, ty, value):
         return context.get_dummy_value()

@@ -1,4 +1,4 @@
-"""Seed 002 (零基础教程, 六、示例二：Reduce Sum), tilelang_row_sum: the program as the seed writes it, imports changed to tilejit; its test_row_sum is in tests/test_seed_programs.py."""
+"""Seed 002 (零基础教程, 六、示例二：Reduce Sum), tilelang_row_sum: the program as the seed writes it, imports changed to tilejit; its test_row_sum is in tests/tilelang/test_seed_programs.py."""
 import tilejit as tilelang
 import tilejit.language as T
 

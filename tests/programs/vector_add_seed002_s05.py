@@ -1,4 +1,4 @@
-"""Seed 002 (TileLang 零基础完整开发教程, 五、示例一：向量加法), tilelang_vector_add with a required block_size: the program as the seed writes it, imports changed to tilejit; its test_vector_add (2^20 on cuda) is in tests/test_seed_programs.py."""
+"""Seed 002 (TileLang 零基础完整开发教程, 五、示例一：向量加法), tilelang_vector_add with a required block_size: the program as the seed writes it, imports changed to tilejit; its test_vector_add (2^20 on cuda) is in tests/tilelang/test_seed_programs.py."""
 from __future__ import annotations
 
 import torch

@@ -8,8 +8,8 @@ import pytest
 
 from tilejit.tuning.bench import interleaved_times, round_orders
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "benchmarks", "experiments"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks", "experiments"))
 
 
 def test_interleaved_times_runs_every_variant_once_per_round_rotating():

@@ -10,7 +10,7 @@ returns zero), the inline-asm adds and moves replaced by plain ones. Shared data
 garbage and threads do not interact, so only what depends on the thread, block and
 arguments is meaningful: exactly the addresses and source sizes.
 
-    python tests/ir_emulator.py          # the checks below, on this machine
+    python tests/support/ir_emulator.py          # the checks below, on this machine
 
 The checks: every cp.async that reads (source size > 0) reads inside its tensor, for a
 pipelined copy whose tiles start before the tensor and end past it, and for
@@ -194,7 +194,7 @@ def reads_outside(records, arrays):
 
 
 def main():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path[:0] = [root, os.path.join(root, "examples", "flash_attention"),
                     os.path.join(root, "tests")]
     os.environ["TILEJIT_DISABLE_CACHE"] = "1"

@@ -1,4 +1,4 @@
-"""Seed 002 (第十三章 FlashAttention, 13.8 教学实现), classic-style tilelang_flash_attention with out_idx and pass_configs: the program as the seed writes it, imports changed to tilejit; the 13.9 calling code is in tests/test_seed_programs.py."""
+"""Seed 002 (第十三章 FlashAttention, 13.8 教学实现), classic-style tilelang_flash_attention with out_idx and pass_configs: the program as the seed writes it, imports changed to tilejit; the 13.9 calling code is in tests/tilelang/test_seed_programs.py."""
 import tilejit as tilelang
 import tilejit.language as T
 

@@ -72,6 +72,7 @@ def _cuda_array(x) -> TensorArg:
         strides = tuple(reversed(strides))
     else:
         strides = tuple(s // npd.itemsize for s in strides)
+    # the driver (cuda.bindings) is imported by the first array that needs it
     from tilejit.runtime import cuda_driver
     ptr, device = cuda_driver.tensor_pointer(x)
     return TensorArg(x, ptr, shape, strides, dtype, device, False)

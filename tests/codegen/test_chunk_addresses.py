@@ -16,7 +16,7 @@ from tilejit.layouts.layout import Layout
 from tilejit.layouts.swizzle import make_swizzled_layout
 from tilejit.codegen.lowering.chunk_addresses import round_plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "flash_attention"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "flash_attention"))
 
 
 @pytest.mark.parametrize("rows, cols, threads", [(64, 128, 128), (128, 64, 256),

@@ -1,4 +1,4 @@
-"""Seed 001 (最小但完整的 GEMM 骨架), matmul with bracket annotations: the program as the seed writes it, imports changed to tilejit; the seed's calling code (1024x1024 on cuda) is in tests/test_seed_programs.py."""
+"""Seed 001 (最小但完整的 GEMM 骨架), matmul with bracket annotations: the program as the seed writes it, imports changed to tilejit; the seed's calling code (1024x1024 on cuda) is in tests/tilelang/test_seed_programs.py."""
 import torch
 import tilejit as tilelang
 import tilejit.language as T

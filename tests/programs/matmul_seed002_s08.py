@@ -1,4 +1,4 @@
-"""Seed 002 (零基础教程, 八、示例四：GEMM), tilelang_matmul: the program as the seed writes it, imports changed to tilejit; its test_gemm is in tests/test_seed_programs.py."""
+"""Seed 002 (零基础教程, 八、示例四：GEMM), tilelang_matmul: the program as the seed writes it, imports changed to tilejit; its test_gemm is in tests/tilelang/test_seed_programs.py."""
 import tilejit as tilelang
 import tilejit.language as T
 

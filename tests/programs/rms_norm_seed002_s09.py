@@ -1,4 +1,4 @@
-"""Seed 002 (零基础教程, 九、6. TileLang RMSNorm), tilelang_rms_norm: the program as the seed writes it, imports changed to tilejit; its test_rms_norm is in tests/test_seed_programs.py."""
+"""Seed 002 (零基础教程, 九、6. TileLang RMSNorm), tilelang_rms_norm: the program as the seed writes it, imports changed to tilejit; its test_rms_norm is in tests/tilelang/test_seed_programs.py."""
 import tilejit as tilelang
 import tilejit.language as T
 

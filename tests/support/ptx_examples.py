@@ -6,7 +6,8 @@ import sys
 
 import numpy as np
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
 MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
            "row_sum", "splitk_gemm", "flash_attention.flash_attn"]
 

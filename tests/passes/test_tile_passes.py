@@ -164,7 +164,7 @@ def test_pipelined_copy_then_gemm_syncs_before_gemm_and_before_refilling(tmp_pat
     """Whatever the schedule: a barrier after the last wait for the copies and before the
     gemm (read after write), and one before the body's copies refill a stage that the
     previous iteration's gemm read (write after read, through the back edge)."""
-    # the cp.async schedule (sm_90 takes TMA's: tests/test_tma.py)
+    # the cp.async schedule (sm_90 takes TMA's: tests/passes/test_tma.py)
     text = _barriers(mm_pipelined, _mm_args(), tmp_path, monkeypatch, arch="sm_80")
     tree = ast.parse(text)
     main = [n for n in ast.walk(tree) if isinstance(n, ast.For)

@@ -1,4 +1,4 @@
-"""Seed 002 (第十章 GEMM, 10.4 TileLang), tilelang_matmul: the program as the seed writes it, imports changed to tilejit; the 10.5 calling code (1024^3 on cuda) is in tests/test_seed_programs.py."""
+"""Seed 002 (第十章 GEMM, 10.4 TileLang), tilelang_matmul: the program as the seed writes it, imports changed to tilejit; the 10.5 calling code (1024^3 on cuda) is in tests/tilelang/test_seed_programs.py."""
 import tilejit as tilelang
 import tilejit.language as T
 

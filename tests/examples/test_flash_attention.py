@@ -16,7 +16,7 @@ import tilejit
 from tilejit.language.dtypes import float16, float32
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile, TilePlan
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "flash_attention"))
 from flash_attn import flashattn, reference  # noqa: E402
 

@@ -1,8 +1,6 @@
-"""The seeds' TileLang programs with only their imports changed (tests/seed_programs/,
+"""The seeds' TileLang programs with only their imports changed (tests/programs/,
 copied from the seeds verbatim): run in simulation and, with ``-m gpu``, on the device,
 against torch."""
-import os
-import sys
 
 import pytest
 import torch
@@ -10,7 +8,6 @@ import torch
 import tilejit
 from tilejit.errors import CompileError
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed_programs"))
 
 
 def _device(gpu):
@@ -18,7 +15,7 @@ def _device(gpu):
 
 
 def _run_matmul(gpu):
-    from seed000_matmul import matmul
+    from matmul_seed000 import matmul
     a = torch.randn(256, 128, dtype=torch.float16, device=_device(gpu))
     b = torch.randn(128, 192, dtype=torch.float16, device=_device(gpu))
     c = matmul(a, b, 128, 128, 32)
@@ -27,7 +24,7 @@ def _run_matmul(gpu):
 
 
 def _run_matmul_kernel(gpu):
-    import seed004_matmul_kernel as mod
+    import matmul_kernel_seed004 as mod
     kernel = tilejit.compile(mod.matmul_kernel, target="cuda")
     a = torch.randn(mod.M, mod.K, dtype=torch.float16, device=_device(gpu))
     b = torch.randn(mod.K, mod.N, dtype=torch.float16, device=_device(gpu))
@@ -38,7 +35,7 @@ def _run_matmul_kernel(gpu):
 
 
 def _run_flashattn(gpu):
-    from seed000_flashattn import flashattn
+    from flashattn_seed000 import flashattn
     b, s, h, d = (2, 1024, 4, 128) if gpu else (1, 128, 2, 64)
     q, k, v = (torch.randn(b, s, h, d, dtype=torch.float16, device=_device(gpu))
                for _ in range(3))
@@ -58,7 +55,7 @@ def _close(actual, ref, tol):
 
 def _run_matmul_dynamic_mnk(gpu):
     import tilejit.language as T
-    from seed000_matmul_dynamic_mnk import matmul_dynamic_mnk
+    from matmul_dynamic_mnk_seed000 import matmul_dynamic_mnk
     shapes = [(1024, 1024, 1024), (768, 512, 256)] if gpu else [(128, 64, 96), (64, 128, 32)]
     for m, n, k in shapes:          # one kernel serves every shape: M, N, K are T.dynamic
         a = torch.randn(m, k, dtype=torch.float16, device=_device(gpu))
@@ -69,7 +66,7 @@ def _run_matmul_dynamic_mnk(gpu):
 
 
 def _run_seed001_matmul(gpu):
-    from seed001_matmul import matmul
+    from matmul_seed001 import matmul
     m, n, k = (1024, 1024, 1024) if gpu else (128, 64, 96)
     a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
     b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
@@ -78,21 +75,21 @@ def _run_seed001_matmul(gpu):
 
 
 def _run_ch08_row_sum(gpu):
-    from seed002_ch08_row_sum import tilelang_row_sum
+    from row_sum_seed002_ch08 import tilelang_row_sum
     m, n = (1024, 1024) if gpu else (8, 64)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     _close(tilelang_row_sum(x), x.double().sum(dim=-1), 1e-5)
 
 
 def _run_ch09_softmax(gpu):
-    from seed002_ch09_softmax import tilelang_softmax
+    from softmax_seed002_ch09 import tilelang_softmax
     m, n = (4096, 4096) if gpu else (8, 128)       # the 4096^2 of the seed's benchmark
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
     _close(tilelang_softmax(x), torch.softmax(x.double(), dim=-1), 2e-3)
 
 
 def _run_ch10_matmul(gpu):
-    from seed002_ch10_matmul import tilelang_matmul
+    from matmul_seed002_ch10 import tilelang_matmul
     m, n, k = (1024, 1024, 1024) if gpu else (256, 128, 64)
     a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
     b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
@@ -104,7 +101,7 @@ def _run_ch10_matmul(gpu):
 
 
 def _run_ch11_layer_norm(gpu):
-    from seed002_ch11_layer_norm import tilelang_layer_norm
+    from layer_norm_seed002_ch11 import tilelang_layer_norm
     m, n = (4096, 1024) if gpu else (8, 128)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
     gamma = torch.randn(n, device=_device(gpu), dtype=torch.float16)
@@ -114,7 +111,7 @@ def _run_ch11_layer_norm(gpu):
 
 
 def _run_ch12_rms_norm(gpu):
-    from seed002_ch12_rms_norm import tilelang_rms_norm
+    from rms_norm_seed002_ch12 import tilelang_rms_norm
     m, n = (4096, 1024) if gpu else (8, 128)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float16)
     w = torch.randn(n, device=_device(gpu), dtype=torch.float16)
@@ -128,7 +125,7 @@ def _sdpa64(q, k, v):
 
 
 def _run_ch13_flash_attention(gpu):
-    from seed002_ch13_flash_attention import tilelang_flash_attention
+    from flash_attention_seed002_ch13 import tilelang_flash_attention
     batch, heads, sequence, dimension = (1, 8, 1024, 64) if gpu else (1, 2, 128, 64)
     q = torch.randn(batch, heads, sequence, dimension, device=_device(gpu), dtype=torch.float16)
     k = torch.randn_like(q)
@@ -145,7 +142,7 @@ def _run_ch13_flash_attention(gpu):
 # example tensors give the T.const sizes), the others call the kernel directly.
 
 def _run_s05_vector_add(gpu, seed_call=False):
-    from seed002_s05_vector_add import tilelang_vector_add
+    from vector_add_seed002_s05 import tilelang_vector_add
     n = 1 << 20 if gpu else 1000                  # 1000: a ragged last block
     a = torch.randn(n, device=_device(gpu), dtype=torch.float32)
     b = torch.randn(n, device=_device(gpu), dtype=torch.float32)
@@ -160,7 +157,7 @@ def _run_s05_vector_add(gpu, seed_call=False):
 
 
 def _run_s06_row_sum(gpu, seed_call=False):
-    from seed002_s06_row_sum import tilelang_row_sum
+    from row_sum_seed002_s06 import tilelang_row_sum
     m, n = (1024, 1024) if gpu else (16, 64)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     kernel = (tilelang_row_sum.compile(x, block_rows=1) if seed_call
@@ -169,7 +166,7 @@ def _run_s06_row_sum(gpu, seed_call=False):
 
 
 def _run_s07_softmax(gpu, seed_call=False):
-    from seed002_s07_softmax import tilelang_softmax
+    from softmax_seed002_s07 import tilelang_softmax
     m, n = (1024, 1024) if gpu else (16, 64)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     kernel = (tilelang_softmax.compile(x, block_rows=1) if seed_call
@@ -178,7 +175,7 @@ def _run_s07_softmax(gpu, seed_call=False):
 
 
 def _run_s08_matmul(gpu, seed_call=False):
-    from seed002_s08_matmul import tilelang_matmul
+    from matmul_seed002_s08 import tilelang_matmul
     m, n, k = (1024, 1024, 1024) if gpu else (256, 128, 64)
     a = torch.randn(m, k, device=_device(gpu), dtype=torch.float16)
     b = torch.randn(k, n, device=_device(gpu), dtype=torch.float16)
@@ -188,7 +185,7 @@ def _run_s08_matmul(gpu, seed_call=False):
 
 
 def _run_s09_rms_norm(gpu, seed_call=False):
-    from seed002_s09_rms_norm import tilelang_rms_norm
+    from rms_norm_seed002_s09 import tilelang_rms_norm
     m, n, eps = (4096, 1024, 1e-6) if gpu else (16, 64, 1e-6)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     weight = torch.randn(n, device=_device(gpu), dtype=torch.float32)
@@ -200,7 +197,7 @@ def _run_s09_rms_norm(gpu, seed_call=False):
 
 
 def _run_s09_layer_norm(gpu):
-    from seed002_s09_layer_norm import tilelang_layer_norm
+    from layer_norm_seed002_s09 import tilelang_layer_norm
     m, n, eps = (4096, 1024, 1e-5) if gpu else (16, 64, 1e-5)
     x = torch.randn(m, n, device=_device(gpu), dtype=torch.float32)
     weight = torch.randn(n, device=_device(gpu), dtype=torch.float32)
@@ -211,7 +208,7 @@ def _run_s09_layer_norm(gpu):
 
 
 def _run_s13_flash_attention(gpu):
-    from seed002_s13_flash_attention import tilelang_flash_attention
+    from flash_attention_seed002_s13 import tilelang_flash_attention
     b, h, s, d = (1, 8, 1024, 64) if gpu else (1, 2, 128, 64)
     q = torch.randn(b, h, s, d, device=_device(gpu), dtype=torch.float16)
     k = torch.randn_like(q)
@@ -223,33 +220,33 @@ def _run_s13_flash_attention(gpu):
 _seed_call = lambda run: (lambda gpu: run(gpu, seed_call=True))
 
 
-PROGRAMS = {"seed000_matmul": _run_matmul, "seed004_matmul_kernel": _run_matmul_kernel,
-            "seed000_flashattn": _run_flashattn,
-            "seed001_matmul": _run_seed001_matmul,
-            "seed002_ch13_flash_attention": _run_ch13_flash_attention,
-            "seed002_s05_vector_add": _run_s05_vector_add,
-            "seed002_s06_row_sum": _run_s06_row_sum,
-            "seed002_s07_softmax": _run_s07_softmax,
-            "seed002_s08_matmul": _run_s08_matmul,
-            "seed002_s09_rms_norm": _run_s09_rms_norm,
-            "seed002_s09_layer_norm": _run_s09_layer_norm,
-            "seed000_matmul_dynamic_mnk": _run_matmul_dynamic_mnk,
+PROGRAMS = {"matmul_seed000": _run_matmul, "matmul_kernel_seed004": _run_matmul_kernel,
+            "flashattn_seed000": _run_flashattn,
+            "matmul_seed001": _run_seed001_matmul,
+            "flash_attention_seed002_ch13": _run_ch13_flash_attention,
+            "vector_add_seed002_s05": _run_s05_vector_add,
+            "row_sum_seed002_s06": _run_s06_row_sum,
+            "softmax_seed002_s07": _run_s07_softmax,
+            "matmul_seed002_s08": _run_s08_matmul,
+            "rms_norm_seed002_s09": _run_s09_rms_norm,
+            "layer_norm_seed002_s09": _run_s09_layer_norm,
+            "matmul_dynamic_mnk_seed000": _run_matmul_dynamic_mnk,
             # the seeds' own calls: fn.compile(example tensors, **params)
             "seed002_s05_vector_add_compile": _seed_call(_run_s05_vector_add),
             "seed002_s06_row_sum_compile": _seed_call(_run_s06_row_sum),
             "seed002_s07_softmax_compile": _seed_call(_run_s07_softmax),
             "seed002_s08_matmul_compile": _seed_call(_run_s08_matmul),
             "seed002_s09_rms_norm_compile": _seed_call(_run_s09_rms_norm),
-            "seed002_ch08_row_sum": _run_ch08_row_sum,
-            "seed002_ch09_softmax": _run_ch09_softmax,
-            "seed002_ch10_matmul": _run_ch10_matmul,
-            "seed002_ch11_layer_norm": _run_ch11_layer_norm,
-            "seed002_ch12_rms_norm": _run_ch12_rms_norm}
+            "row_sum_seed002_ch08": _run_ch08_row_sum,
+            "softmax_seed002_ch09": _run_ch09_softmax,
+            "matmul_seed002_ch10": _run_ch10_matmul,
+            "layer_norm_seed002_ch11": _run_ch11_layer_norm,
+            "rms_norm_seed002_ch12": _run_ch12_rms_norm}
 
 
 # the seeds' programs that do not run under tilejit: name -> (runner, the feature it lacks)
 FAILING = {
-    "seed002_s13_flash_attention": (
+    "flash_attention_seed002_s13": (
         _run_s13_flash_attention, CompileError,
         "T.gemm(scores, v_shared, ...) with a float32 A operand and a float16 B one (the seed "
         "leaves the cast to the reader): CompileError 'no mma.sync instruction for A/B/C "

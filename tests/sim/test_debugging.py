@@ -11,7 +11,7 @@ import pytest
 import tilejit
 import tilejit.language as T
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @tilejit.kernel(debug=True)

@@ -11,7 +11,7 @@ import numpy as np
 import tilejit
 import tilejit.language as T
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 KERNEL_FILE = '''
 import numpy as np

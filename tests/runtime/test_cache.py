@@ -14,7 +14,7 @@ import pytest
 from tilejit.runtime import disk_cache as cache
 from tilejit.runtime.disk_cache import CacheWarning, DiskCache, digest, function_fingerprint
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

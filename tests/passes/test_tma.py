@@ -10,7 +10,7 @@ import torch
 import tilejit
 import tilejit.language as T
 from tilejit.runtime.fastlaunch import FastLauncher
-from tilejit.frontend.signature import as_tensor_arg
+from tilejit.runtime.arguments import as_tensor_arg
 from tilejit.layouts import make_layout
 from tilejit.language.dtypes import float16
 from tilejit.layouts.swizzle import make_swizzled_layout
