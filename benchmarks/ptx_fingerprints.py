@@ -17,8 +17,9 @@ import contextlib
 
 os.environ["TILEJIT_DISABLE_CACHE"] = "1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for sub in ("", "examples", "tests", os.path.join("tests", "programs"),
-            os.path.join("examples", "flash_attention"), "benchmarks"):
+for sub in ("", "examples", os.path.join("tests", "support"), os.path.join("tests", "programs"),
+            os.path.join("tests", "tilelang"), os.path.join("examples", "flash_attention"),
+            "benchmarks"):
     sys.path.insert(0, os.path.join(ROOT, sub))
 
 import numpy as np  # noqa: E402
