@@ -10,7 +10,9 @@ from tilejit.version import __version__  # noqa: E402
 from tilejit import language  # noqa: E402
 from tilejit.errors import CompileError  # noqa: E402
 from tilejit.runtime.kernel import kernel  # noqa: E402
-from tilejit import sim  # noqa: E402,F401 - gives the T.* operations their Python meaning
+# the simulator gives the T.* operations their Python meaning; it is imported the first
+# time one runs as Python (simulated kernels, direct calls), not by a compiled launch
+language._semantics.install_on_demand(lambda: importlib.import_module("tilejit.sim"))
 
 _LAZY = {
     "autotune": ("tuning.autotune", "autotune"),
