@@ -5,5 +5,5 @@
 outputs, run before each launch) and the simulator program; ``tile_operands.py`` makes
 tile operations' subscript operands regions and element atomics their own calls (for the
 compiler and the simulator alike). Binding call arguments is the runtime's
-(``runtime/arguments.py``).
+(``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
 """

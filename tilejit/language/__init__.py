@@ -4,10 +4,11 @@ Declarations: every name here has one meaning in three places, its typing
 (``tilejit/codegen/typing``), its code generation per target (``tilejit/codegen/lowering``)
 and its simulation semantics (``tilejit/sim/semantics.py``, numpy on whole tiles). The
 compiler recognises the ``T.*`` objects themselves; an operation run as Python takes its
-meaning from ``_semantics.py``, which the simulator (device operations) and the host side
-(``T.empty``) fill when ``import tilejit`` loads them. Scalar helpers that the compiler
-also evaluates at compile time or host programs call (``T.ceildiv``, ``T.max``,
-``T.cast``, …) keep their meaning here, in ``numerics.py``.
+meaning from ``_semantics.py``, which the host side (``T.empty``, at ``import tilejit``)
+and the simulator (device operations, when one first runs as Python) fill. Scalar
+helpers that the compiler also evaluates at compile time or host programs call
+(``T.ceildiv``, ``T.max``, ``T.cast``, …) keep their meaning here, in ``numerics.py``.
+Imports nothing from tilejit but ``target`` (the bottom floor).
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@
 * ``swizzle``  -- ``Swizzle``, ``ComposedLayout``, bank-conflict-free smem tiles.
 * ``fragment`` -- thread/register distributions (mma.sync operands, T.Parallel).
 * ``plot``     -- ``plot_fragment`` (needs the optional matplotlib).
+
+Pure algebra: imports nothing from tilejit but ``errors``.
 """
 from tilejit.layouts.fragment import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MMA_M16N8K8_TF32_C,
                                       MMA_M16N8K16_F16_A, MMA_M16N8K16_F16_B, MMA_M16N8K16_F16_C,
