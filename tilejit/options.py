@@ -52,8 +52,14 @@ def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool |
 
 
 def target_override() -> str | None:
-    """``TILEJIT_TARGET`` ("sim" runs every kernel in the simulator), or None."""
-    return os.environ.get("TILEJIT_TARGET") or None
+    """``TILEJIT_TARGET`` ("sim" runs every kernel in the simulator; "cuda", "auto"), or
+    None; anything else is a ValueError naming the variable."""
+    value = os.environ.get("TILEJIT_TARGET", "").strip()
+    if not value:
+        return None
+    if value not in ("sim", "cuda", "auto"):
+        raise ValueError(f"TILEJIT_TARGET: expected 'sim', 'cuda' or 'auto', got {value!r}")
+    return value
 
 
 def cache_root() -> str | None:

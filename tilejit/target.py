@@ -16,7 +16,16 @@ DEFAULT_CUDA_ARCH = "sm_90"     # what a compile without a device and without an
 # check a launch's min_blocks_per_sm gets before any target is known
 MOST_THREADS_PER_SM = 2048
 
-_SM = re.compile(r"sm_(\d+)([a-z]?)")
+_SM = re.compile(r"sm_(\d+)([af]?)")
+# every arch both llvmlite's NVPTX back end (LLVM 22) and CUDA 13 accept, with the PTX
+# ISA version the arch needs at least (an older one makes LLVM abort the process, not
+# raise). CUDA 13 dropped sm_70/72 and renamed sm_101 to sm_110, which LLVM 22 cannot
+# emit (it needs PTX 9.0).
+_PTX_VERSION = {**{a: "+ptx80" for a in ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90",
+                                         "sm_90a")},
+                **{a: "+ptx86" for a in ("sm_100", "sm_100a")},
+                **{a: "+ptx87" for a in ("sm_120", "sm_120a")},
+                **{a: "+ptx88" for a in ("sm_103", "sm_103a", "sm_121", "sm_121a")}}
 # most dynamic shared memory one block may use (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 _SHARED_LIMIT = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
                  120: 101376}
@@ -29,6 +38,24 @@ def sm_number(arch: str) -> int:
     return int(digits) if digits else 0
 
 
+def check_arch(arch) -> str:
+    """``arch`` if it names a CUDA arch the back end can emit, else a ValueError saying
+    what was expected, with the likely spelling ("SM_90", "90", "compute_90" → "sm_90")."""
+    if isinstance(arch, str) and arch in _PTX_VERSION:
+        return arch
+    text = str(arch).strip().lower().replace(".", "")
+    digits = re.fullmatch(r"(?:sm_?|compute_?)?(\d+)([af]?)", text)
+    hint = ""
+    if digits and f"sm_{digits[1]}{digits[2]}" in _PTX_VERSION:
+        hint = f" (did you mean {'sm_' + digits[1] + digits[2]!r}?)"
+    elif _SM.fullmatch(text):
+        hint = (" (llvmlite's NVPTX back end cannot emit it; the newest it knows are "
+                "sm_120a and sm_121a)" if sm_number(text) > 90 else
+                " (tilejit compiles for sm_75 and newer, as CUDA 13 does)")
+    raise ValueError(f"arch: expected a CUDA arch such as 'sm_80', 'sm_90a' or 'sm_120', got "
+                     f"{arch!r}{hint}; known: {', '.join(_PTX_VERSION)}")
+
+
 @dataclass(frozen=True)
 class Target:
     kind: str               # "cuda" | "sim" | "amdgpu"
@@ -37,9 +64,8 @@ class Target:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"target: expected one of {KINDS}, got {self.kind!r}")
-        if self.kind == "cuda" and not _SM.fullmatch(self.arch):
-            raise ValueError(f"target 'cuda': expected an arch like 'sm_80' or 'sm_90a', "
-                             f"got {self.arch!r}")
+        if self.kind == "cuda":
+            check_arch(self.arch)
         if self.kind == "sim" and self.arch:
             raise ValueError(f"target 'sim' takes no arch, got {self.arch!r}")
 
@@ -100,9 +126,20 @@ class Target:
 
     @property
     def shared_limit(self) -> int | None:
-        """Most dynamic shared memory per block in bytes; None where nothing limits it
-        (the simulator) or the arch is unknown to this table."""
+        """Most dynamic shared memory per block in bytes; for the simulator the most any
+        supported GPU has (what no GPU could run does not run in simulation either); None
+        where the arch is unknown to this table."""
+        if self.is_sim:
+            return max(_SHARED_LIMIT.values())
         return _SHARED_LIMIT.get(self.sm) if self.is_cuda else None
+
+    @property
+    def shared_limit_text(self) -> str:
+        """``shared_limit`` in words, for the error of a kernel over it."""
+        if self.is_sim:
+            return (f"the simulator allows at most {self.shared_limit} bytes per block (the "
+                    f"most any supported GPU has)")
+        return f"{self.arch} allows at most {self.shared_limit} bytes per block"
 
     @property
     def max_threads_per_block(self) -> int:
@@ -118,8 +155,10 @@ class Target:
 
     @property
     def ptx_features(self) -> str:
-        """The llvmlite NVPTX feature string: the PTX ISA version to emit."""
-        return "+ptx86" if self.sm >= 100 else "+ptx80"
+        """The llvmlite NVPTX feature string: the PTX ISA version to emit (the oldest one
+        the arch accepts: 8.0 up to sm_90a, 8.6 for sm_100/101, 8.7 for sm_120, 8.8 for
+        sm_103/121)."""
+        return _PTX_VERSION[self.arch]
 
 
 SIM = Target("sim")

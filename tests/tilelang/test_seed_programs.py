@@ -269,6 +269,23 @@ def test_seed_program_not_running_simulated(name):
     FAILING[name][0](gpu=False)
 
 
+def test_flashattn_seed000_non_causal_reads_acc_s_before_writing_it():
+    """Seed 000's non-causal path never initializes acc_s before T.gemm accumulates into
+    it (TileLang's own example clears it in an ``else:``): wrong results on the GPU; the
+    simulator reports the tile and the line."""
+    import flashattn_seed000
+    from tilejit.sim.runtime import UninitializedReadError
+    q, k, v = (torch.randn(1, 128, 2, 64, dtype=torch.float16) for _ in range(3))
+    kernel = flashattn_seed000.flashattn(1, 2, 128, 64, False)
+    with pytest.raises(UninitializedReadError, match=r"acc_s\[0, 0\] is read before it is "
+                                                     r"written \(fragment tile acc_s") as info:
+        kernel(q, k, v)
+    path = flashattn_seed000.__file__
+    line = next(n for n, text in enumerate(open(path), 1)
+                if "T.gemm(Q_shared, K_shared, acc_s" in text)
+    assert f'File "{path}", line {line}' in str(info.value)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_seed_program_gpu(name):

@@ -27,7 +27,7 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
-                            shared_memory, tile_allocation, tma)
+                            registers, shared_memory, tile_allocation, tma)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import nvptx
@@ -42,6 +42,7 @@ SOURCE_PASSES = (
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
+    registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards

@@ -4,6 +4,8 @@
 ``rewrite.py`` derives the device program (typed by Numba), the host program (grid and
 outputs, run before each launch) and the simulator program; ``tile_operands.py`` makes
 tile operations' subscript operands regions and element atomics their own calls (for the
-compiler and the simulator alike). Binding call arguments is the runtime's
+compiler and the simulator alike); ``references.py`` lists what a function reads by
+global or closure name (checked at a kernel's first compilation, digested by the disk
+cache). Binding call arguments is the runtime's
 (``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
 """

@@ -7,10 +7,15 @@ import copy
 import inspect
 import linecache
 import textwrap
+import threading
 from dataclasses import dataclass, field
 
 from tilejit.errors import CompileError
 from tilejit import language as T
+from tilejit.frontend.references import check_reads, current_namespace, function_reads
+
+_RESOLVING = threading.Lock()
+_MISSING = object()
 
 
 @dataclass
@@ -22,11 +27,62 @@ class KernelSource:
     constexpr_params: list[str]
     defaults: dict = field(default_factory=dict)
     launch_index: int = -1           # index of the `with T.Kernel` statement in the body
-    namespace: dict = field(default_factory=dict)  # globals + closure values
+    # globals + closure values: as at decoration until ``resolve()`` reads them again
+    namespace: dict = field(default_factory=dict)
+    resolved: bool = False
+    reads: list = field(default_factory=list)  # references.Read: what it read, resolved
 
     @property
     def launch(self) -> ast.With:
         return self.tree.body[self.launch_index]
+
+    def resolve(self, *others: dict) -> None:
+        """Read the function's globals and closure values now, once: at the kernel's
+        first compilation (its first call or ``compile()``), not at decoration, so names
+        defined below the kernel resolve. Refreshes ``namespace`` in place and each of
+        ``others`` (namespaces derived from it, such as the host program's), keeping
+        their own extra names. Raises a CompileError for an array or tensor the kernel
+        or a user function it calls reads (tilejit compiles none into a kernel)."""
+        if self.resolved:
+            return
+        with _RESOLVING:
+            if self.resolved:
+                return
+            fresh = current_namespace(self.func)
+            gone = [name for name in self.namespace if name not in fresh]
+            for ns in (self.namespace, *others):
+                for name in gone:
+                    ns.pop(name, None)
+                ns.update(fresh)
+            reads = function_reads(self.func, self.tree, self.namespace)
+            check_reads(self.func, reads, self.filename, f"kernel {self.tree.name}")
+            self.reads = reads
+            self.resolved = True
+
+    def changed_globals(self) -> list[str]:
+        """What the kernel reads (a global or closure variable, or an attribute read
+        through one: ``cfg.BLOCK``) that is bound to another value than ``resolve()``
+        found. A few lookups per name: for the slow path, not a cached launch."""
+        cells = dict(zip(self.func.__code__.co_freevars, self.func.__closure__ or ()))
+        changed = set()
+        for read in self.reads:
+            root, *attrs = read.name.split(".")
+            try:
+                now = cells[root].cell_contents if read.kind == "closure" else \
+                    self.func.__globals__[root]
+            except (KeyError, ValueError):   # deleted, or an emptied cell
+                now = _MISSING
+            if not _same(now, read.root):
+                changed.add(root)
+                continue
+            try:
+                for attr in attrs:
+                    now = getattr(now, attr)
+            except Exception:   # deleted, or a property that fails
+                now = _MISSING
+            if not _same(now, read.value):
+                changed.add(read.name)
+        return sorted(changed)
 
     def error(self, message: str, node: ast.AST | None) -> CompileError:
         return CompileError(message, self.filename, getattr(node, "lineno", None))
@@ -50,15 +106,21 @@ def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
     return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
 
 
+def _same(a, b) -> bool:
+    """The same object, or equal values of one type (a rebound ``SCALE = 3`` is)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b) and (not isinstance(a, float) or repr(a) == repr(b))   # -0.0
+    except Exception:   # an elementwise or failing comparison
+        return False
+
+
 def function_namespace(func) -> dict:
-    ns = dict(func.__globals__)
-    if func.__closure__:
-        for name, cell in zip(func.__code__.co_freevars, func.__closure__):
-            try:
-                ns[name] = cell.cell_contents
-            except ValueError:
-                pass
-    return ns
+    """``func``'s globals and closure values as they are now (a copy)."""
+    return current_namespace(func)
 
 
 def _is_constexpr_node(node) -> bool:
@@ -76,10 +138,11 @@ def _is_constexpr_annotation(ann) -> bool:
 _MODULES: dict = {}
 
 
-def function_def_from_file(func):
+def function_def_from_file(func, copy_tree: bool = True):
     """(filename, a copy of the function's ast.FunctionDef with the file's line
     numbers) from the whole file's syntax tree, parsed once per file version (much
-    cheaper than inspect's tokenizer); None when the file does not give it."""
+    cheaper than inspect's tokenizer); None when the file does not give it.
+    ``copy_tree=False`` gives the shared tree itself, for a caller that only reads it."""
     code = getattr(func, "__code__", None)
     if code is None:
         return None
@@ -99,7 +162,7 @@ def function_def_from_file(func):
                 if isinstance(node, ast.FunctionDef) and node.name == func.__name__:
                     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
                     if first == code.co_firstlineno:
-                        return filename, copy.deepcopy(node)
+                        return filename, copy.deepcopy(node) if copy_tree else node
     return None
 
 

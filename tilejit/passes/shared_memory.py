@@ -74,7 +74,7 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if limit is not None and plan.shared_bytes > limit:
         detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)
         raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "
-                        f"{ctx.target.arch} allows at most {limit} bytes per block", fdef.body[0]
+                        f"{ctx.target.shared_limit_text}", fdef.body[0]
                         if fdef.body else None)
     return fdef
 

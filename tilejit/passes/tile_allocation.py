@@ -180,6 +180,10 @@ class _Tiles(ast.NodeTransformer):
     def _gemm(self, node):
         if len(node.args) < 3:
             raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
+        target = self.ctx.target
+        if target.is_cuda and target.sm < 80:
+            raise self.ctx.error(f"T.gemm needs the tensor cores' mma.sync.m16n8k16 (sm_80 "
+                                 f"and newer); the target is {target.arch}", node)
         opts = dict(zip(_GEMM_OPTIONS, node.args[3:]))
         for k in node.keywords:
             if k.arg not in _GEMM_OPTIONS:

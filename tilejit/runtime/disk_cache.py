@@ -4,6 +4,8 @@ atomically. Knows nothing of the compiler."""
 from __future__ import annotations
 
 import ast
+import copy
+import enum
 import hashlib
 import json
 import os
@@ -12,11 +14,13 @@ import threading
 import types
 import warnings
 
+import numpy as np
+
+from tilejit.frontend.references import code_uses, function_reads, outside_uses, user_function
 from tilejit.frontend.source import function_def_from_file
 from tilejit.options import cache_root
 
 _FORMAT_VERSION = 1
-_SKIPPED_MODULES = ("tilejit", "numpy", "torch", "numba", "builtins")
 _MAX_DEPTH = 8
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
@@ -79,42 +83,78 @@ def digest(*parts) -> str:
 
 
 # -- function fingerprints -------------------------------------------------------------
-def _plain_data(value):
-    """``value`` as digestable data if it is plain data (a tilejit dtype as its name),
-    else None (not plain data)."""
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return ("data", repr(value))
-    if isinstance(value, tuple):
-        items = [_plain_data(v) for v in value]
-        return None if any(i is None for i in items) else ("tuple", items)
-    name, bits = getattr(value, "name", None), getattr(value, "bits", None)
-    if isinstance(name, str) and isinstance(bits, int):
-        return ("dtype", name)
-    return None
+class Unkeyable(TypeError):
+    """A function reads a value the fingerprint cannot hold by value (an object of a
+    class it does not know): ``function_fingerprint(..., strict=True)`` raises it."""
+
+    def __init__(self, name: str, value):
+        self.name = name
+        self.type_name = f"{type(value).__module__}.{type(value).__qualname__}"
+        super().__init__(f"{name} (a {self.type_name}) cannot be digested by value")
 
 
-def _unwrap(value):
-    """The user function behind ``value`` (through ``__wrapped__``, ``.func``, a bound
-    method's ``__func__``), or None."""
-    for _ in range(_MAX_DEPTH):
-        if isinstance(value, types.FunctionType):
-            module = getattr(value, "__module__", None) or ""
-            if module.split(".")[0] in _SKIPPED_MODULES:
-                return None
-            return value
-        inner = None
-        for attr in ("__wrapped__", "func", "__func__"):
-            try:
-                candidate = getattr(value, attr, None)
-            except Exception:  # a property that fails
-                candidate = None
-            if candidate is not None and candidate is not value:
-                inner = candidate
-                break
-        if inner is None:
-            return None
-        value = inner
-    return None
+def _named(value):
+    """(module, qualified name) of a class or a named library function, else None."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if not isinstance(name, str) or not callable(value):
+        return None
+    module = getattr(value, "__module__", None) or type(value).__module__
+    return [str(module), name]
+
+
+def _value_data(value, name: str, strict: bool, function_data, depth: int = 0):
+    """``value`` as digestable data, by value: numbers (numpy scalars by dtype and
+    bytes), strings, None, tuples, lists, dicts and sets of them, numpy arrays (dtype,
+    shape and a digest of the bytes), dtypes, enum members, modules, classes and library
+    functions by name, user functions as ``function_data(f)`` gives them, and other
+    objects by class and attributes (``vars``). Anything else (or nested too deep)
+    raises Unkeyable when ``strict``, else stands for its type."""
+    def inner(v):
+        return _value_data(v, name, strict, function_data, depth + 1)
+
+    if depth > _MAX_DEPTH:
+        if strict:
+            raise Unkeyable(name, value)
+        return ["too deep"]
+    target = user_function(value)
+    if target is not None:
+        return function_data(target)
+    if isinstance(value, np.generic):         # before float: np.float64 is one
+        return ["numpy", value.dtype.str, value.tobytes().hex()]
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        raw = repr(data.tolist()).encode() if data.dtype.hasobject else data.tobytes()
+        return ["ndarray", data.dtype.str, list(data.shape), hashlib.sha256(raw).hexdigest()]
+    if isinstance(value, np.dtype):
+        return ["np.dtype", value.str]
+    if isinstance(value, enum.Enum):
+        return ["enum", _named(type(value)), value.name, inner(value.value)]
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return ["data", type(value).__name__, repr(value)]
+    if isinstance(value, (tuple, list)):
+        return ["sequence", type(value).__qualname__, [inner(v) for v in value]]
+    if isinstance(value, dict):
+        items = sorted((digest(k), k, inner(v)) for k, v in
+                       ((inner(k), v) for k, v in value.items()))
+        return ["dict", [[k, v] for _, k, v in items]]
+    if isinstance(value, (set, frozenset)):
+        return ["set", sorted(digest(inner(v)) for v in value)]
+    dtype_name, bits = getattr(value, "name", None), getattr(value, "bits", None)
+    if isinstance(dtype_name, str) and isinstance(bits, int):     # a tilejit dtype
+        return ["dtype", dtype_name]
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__]
+    if type(value).__module__.split(".")[0] == "torch" and type(value).__name__ == "dtype":
+        return ["torch.dtype", str(value)]
+    named = _named(value)
+    if named is not None:
+        return ["named"] + named
+    attributes = getattr(value, "__dict__", None)
+    if isinstance(attributes, dict):          # e.g. a config object, T.const's symbols
+        return ["object", _named(type(value)), inner(attributes)]
+    if strict:
+        raise Unkeyable(name, value)
+    return ["object", _named(type(value))]
 
 
 def _code_signature(code: types.CodeType):
@@ -125,21 +165,13 @@ def _code_signature(code: types.CodeType):
     return [code.co_code, consts, list(code.co_names)]
 
 
-def _all_names(code: types.CodeType) -> set:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _all_names(const)
-    return names
-
-
-def _source_text(func) -> str | None:
-    """The function's source without its decorators (they are not its program)."""
+def _source_text(func, found) -> str | None:
+    """The function's source without its decorators (they are not its program);
+    ``found`` is ``function_def_from_file(func)``."""
     import textwrap
     import inspect
-    found = function_def_from_file(func)
     if found is not None:
-        node = found[1]
+        node = copy.copy(found[1])
         node.decorator_list = []
         return ast.unparse(node)
     try:
@@ -155,48 +187,61 @@ def _source_text(func) -> str | None:
     return text
 
 
-def _fingerprint_parts(func, depth: int, active: set) -> list:
-    text = _source_text(func)
+_ANALYSED: dict = {}
+
+
+def _analysis(func):
+    """(the function's program: its source text or code signature, ``outside_uses``),
+    once per code object (parsing and unparsing a large kernel takes milliseconds, and a
+    kernel's fingerprint is taken for each specialization)."""
     code = func.__code__
-    parts = [func.__qualname__, text if text is not None else _code_signature(code)]
-    referenced = []
-    globals_ = getattr(func, "__globals__", {})
-    for name in sorted(_all_names(code)):
-        if name in globals_:
-            referenced.append(("global", name, globals_[name]))
-    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-        try:
-            referenced.append(("closure", name, cell.cell_contents))
-        except ValueError:  # an empty cell
-            referenced.append(("closure", name, "<empty>"))
-    for kind, name, value in referenced:
-        data = _plain_data(value)
-        if data is not None:
-            parts.append([kind, name, data])
-            continue
-        target = _unwrap(value)
-        if target is None:
-            continue
+    key = (code.co_filename, code)
+    found = _ANALYSED.get(key)
+    if found is None:
+        tree = function_def_from_file(func, copy_tree=False)
+        text = _source_text(func, tree)
+        found = (text if text is not None else _code_signature(code),
+                 outside_uses(tree[1]) if tree is not None else code_uses(code))
+        if len(_ANALYSED) >= 1024:
+            _ANALYSED.clear()
+        _ANALYSED[key] = found
+    return found
+
+
+def _fingerprint_parts(func, depth: int, active: set, namespace, strict: bool) -> list:
+    program, uses = _analysis(func)
+    parts = [func.__qualname__, program]
+
+    def function_data(target):
         if target.__code__ in active:
-            parts.append([kind, name, "cycle", target.__qualname__])
-        elif depth >= _MAX_DEPTH:
-            parts.append([kind, name, "too deep", target.__qualname__])
-        else:
-            active.add(target.__code__)
-            parts.append([kind, name, "function",
-                          _fingerprint_parts(target, depth + 1, active)])
+            return ["cycle", target.__qualname__]
+        if depth >= _MAX_DEPTH:
+            return ["too deep", target.__qualname__]
+        active.add(target.__code__)
+        try:
+            return ["function", _fingerprint_parts(target, depth + 1, active, None, strict)]
+        finally:
             active.discard(target.__code__)
+
+    for read in function_reads(func, namespace=namespace, uses=uses):
+        parts.append([read.kind, read.name,
+                      _value_data(read.value, read.name, strict, function_data)])
     return parts
 
 
-def function_fingerprint(func) -> str:
-    """A digest of ``func``'s source and of what it refers to by global name or closure:
-    user functions (recursively, also through ``__wrapped__`` / ``.func``) and plain
-    data values. Functions of tilejit, numpy, torch, numba and builtins are skipped."""
-    target = _unwrap(func) if not isinstance(func, types.FunctionType) else func
+def function_fingerprint(func, namespace: dict | None = None, strict: bool = False) -> str:
+    """A digest of ``func``'s source and of every value it reads by global or closure
+    name, or through an attribute chain rooted at one (``cfg.BLOCK``): by value (see
+    ``_value_data``: numpy scalars and arrays included), user functions recursively
+    (also through ``__wrapped__`` / ``.func``, so ``@T.macro`` callees), library
+    functions and classes by name. ``namespace``: where ``func``'s own names are read
+    (a kernel's resolved globals; default: its globals and closure now). ``strict``:
+    raise Unkeyable for a value of a class it cannot digest, instead of keying its type."""
+    target = user_function(func) if not isinstance(func, types.FunctionType) else func
     if target is None:
         raise TypeError(f"function_fingerprint: expected a Python function, got {func!r:.80}")
-    return digest("tilejit-function", _fingerprint_parts(target, 0, {target.__code__}))
+    return digest("tilejit-function",
+                  _fingerprint_parts(target, 0, {target.__code__}, namespace, strict))
 
 
 # -- the store -------------------------------------------------------------------------

@@ -29,7 +29,7 @@ class KernelFunction:
                  source_tree=None, dump_dir=None):
         if target not in _TARGETS:
             raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
-        if arch is not None:
+        if arch is not None and target in ("auto", "cuda"):
             Target.cuda(arch)       # a clear error for a malformed arch, before anything runs
         self.func = func
         self.target = target
@@ -108,6 +108,10 @@ class KernelFunction:
         kernel's, or the device's."""
         if target == "sim":
             return SIM
+        if target == "amdgpu":
+            raise CompileError(f"{self.__name__}: target 'amdgpu' is not available yet (no "
+                               "AMDGPU lowering rules exist); compile for target='cuda' or "
+                               "run target='sim'")
         arch = arch or self.arch
         if arch is None:
             # the driver (cuda.bindings) only when no arch is given: the device's is read
@@ -120,6 +124,8 @@ class KernelFunction:
         """Classify the arguments, run the host program (grid, outputs) and describe
         the specialization: (call, launch, target, spec). An explicit ``target`` skips
         the device checks (compiling needs no device)."""
+        # globals are read at the first compilation, not at decoration (SPEC: globals)
+        self.source.resolve(self._host.__globals__)
         call = host.classify(self, values)
         target = target or self._target_for(call.device)
         with host.allocating_like(call.like):

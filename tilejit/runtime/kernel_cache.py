@@ -1,16 +1,19 @@
 """Compiled kernels on disk (``disk_cache.py`` is the store): the key hashes the kernel's
-source and everything it calls, the specialization (argument types, constexprs, shape
-constants, threads, the target, the compile options' ``key()``) and the compiler's
-versions."""
+source and everything it reads (the values of its globals and closure variables as its
+first compilation resolved them, the functions it calls), the specialization (argument
+types, constexprs, shape constants, threads, the target, the compile options' ``key()``)
+and the compiler's versions."""
 from __future__ import annotations
 
 import functools
 import glob
 import importlib.util
 import os
+import warnings
 
 from tilejit.version import __version__
-from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
+from tilejit.runtime.disk_cache import (CacheWarning, DiskCache, Unkeyable, cache_dir,
+                                        digest, function_fingerprint)
 
 _STORE = DiskCache("kernels")
 
@@ -49,18 +52,54 @@ def _compiler_sources() -> str:
     return digest("tilejit-sources", parts)
 
 
-def key_of(kernel, spec) -> str:
-    fingerprint = getattr(kernel, "_fingerprint", None)
-    if fingerprint is None:
-        fingerprint = kernel._fingerprint = function_fingerprint(kernel.source.func)
+class GlobalChangedWarning(UserWarning):
+    """A global or closure variable a kernel reads was bound to another value after the
+    kernel's first compilation, which keeps the first value."""
+
+
+def key_of(kernel, spec) -> str | None:
+    """The disk cache's key of ``kernel`` compiled for ``spec``; None when the kernel
+    reads a value the key cannot hold by value (it is then compiled in each process).
+    The fingerprint reads the kernel's own names in its resolved namespace (what the
+    compiler reads) and is computed again for each specialization, since the helpers it
+    calls read theirs when each is compiled."""
+    source = kernel.source
+    try:
+        fingerprint = function_fingerprint(source.func, namespace=source.namespace,
+                                           strict=True)
+    except Unkeyable as e:
+        if not getattr(kernel, "_told_unkeyable", False):
+            kernel._told_unkeyable = True
+            warnings.warn(
+                f"tilejit cache: kernel {source.tree.name} ({source.filename}:"
+                f"{source.tree.lineno}) reads {e.name}, a {e.type_name}, which the disk "
+                "cache cannot key by value; the kernel is compiled in each process (read "
+                "plain values, tuples, modules or classes instead to have it cached)",
+                CacheWarning, stacklevel=4)
+        return None
     return digest("tilejit-kernel", fingerprint, spec.describe(), _versions())
 
 
-def load(kernel, spec):
+def _warn_changed_globals(kernel) -> None:
+    told = kernel.__dict__.setdefault("_told_changed", set())
+    changed = [name for name in kernel.source.changed_globals() if name not in told]
+    if changed:
+        told.update(changed)
+        source = kernel.source
+        warnings.warn(
+            f"kernel {source.tree.name} ({source.filename}:{source.tree.lineno}) reads "
+            f"{', '.join(changed)}, bound to another value since its first compilation; "
+            "it keeps the values it was first compiled with (decorate the function again "
+            "to compile it with the new ones)", GlobalChangedWarning, stacklevel=4)
+
+
+def load(kernel, spec, key=None):
+    """The stored compiled kernel (``key``: ``key_of(kernel, spec)`` if known), or None."""
     # tilejit.compiler only once a kernel is first loaded or compiled: `import tilejit`
     # loads none of it (artifact.py itself imports no Numba)
     from tilejit.compiler.artifact import CompiledKernel
-    payload = _STORE.load(key_of(kernel, spec))
+    key = key or key_of(kernel, spec)
+    payload = None if key is None else _STORE.load(key)
     if payload is None:
         return None
     try:
@@ -72,8 +111,11 @@ def load(kernel, spec):
         return None
 
 
-def store(kernel, spec, compiled) -> None:
-    _STORE.store(key_of(kernel, spec), {
+def store(kernel, spec, compiled, key=None) -> None:
+    key = key or key_of(kernel, spec)
+    if key is None:
+        return
+    _STORE.store(key, {
         "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
         "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
         "tensor_maps": [list(m) for m in compiled.tensor_maps]})
@@ -83,18 +125,22 @@ def load_or_compile(kernel, spec):
     """The compiled kernel from the disk cache, or compiled now (and stored). The
     simulator's type check always runs (it is the front end's, not an artifact); a
     compilation asked to dump its stages (``CompileOptions.dump_dir``) does not read the
-    cache, so its stages are written."""
+    cache, so its stages are written. A global the kernel reads that was rebound since its
+    first compilation is reported (once per name)."""
+    _warn_changed_globals(kernel)
     if spec.target.is_sim:
         # the compiler (Numba) only when a kernel is first simulated: its type check always
         # runs, uncached
         from tilejit.compiler.pipeline import compile_kernel
         return compile_kernel(kernel.source, spec)
-    cached = None if spec.options.dump_dir else load(kernel, spec)
+    key = None if cache_dir() is None else key_of(kernel, spec)
+    cached = None if spec.options.dump_dir or key is None else load(kernel, spec, key)
     if cached is not None:
         return cached
     # the compiler, on a cache miss only: a process whose kernels are all cached never
     # imports Numba
     from tilejit.compiler.pipeline import compile_kernel
     compiled = compile_kernel(kernel.source, spec)
-    store(kernel, spec, compiled)
+    if key is not None:
+        store(kernel, spec, compiled, key)
     return compiled

@@ -1,8 +1,10 @@
 """Run one launch in the simulator: every block in turn, on numpy views of the
-arguments (results written back to CPU torch tensors and bfloat16 arrays)."""
+arguments (results written back to CPU torch tensors and bfloat16 arrays). Threads may
+simulate at once: where a launch is (``runtime.STATE``) is each thread's own."""
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
@@ -15,9 +17,17 @@ from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, simulator_tree
 
 
+_BUILDING = threading.Lock()        # one thread builds a kernel's simulated program
+
+
 def simulator_function(kernel):
     fn = getattr(kernel, "_sim_fn", None)
-    if fn is None:
+    if fn is not None:
+        return fn
+    with _BUILDING:
+        fn = getattr(kernel, "_sim_fn", None)
+        if fn is not None:
+            return fn
         ks = kernel.source
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
@@ -59,12 +69,16 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         if writeback is not None:
             writebacks.append(writeback)
     gx, gy, gz = launch.grid
-    state = runtime.STATE
-    with np.errstate(all="ignore"):
-        for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
-            state.block = (bx, by, bz)
-            state.mask = None
-            fn(*args)
+    state = runtime.STATE           # this thread's
+    outer = state.block, state.mask
+    try:
+        with np.errstate(all="ignore"):
+            for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+                state.block = (bx, by, bz)
+                state.mask = None
+                fn(*args)
+    finally:
+        state.block, state.mask = outer
     for obj, data in writebacks:
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))

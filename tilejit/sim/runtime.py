@@ -4,12 +4,22 @@ A ``T.Parallel`` body runs once for the whole tile: its indices are numpy arrays
 the tile's shape, every value computed from them is an array, and ``if``/``else`` and
 conditional expressions execute under a mask of the lanes they apply to (as a GPU's
 predicated threads do). Tensor reads and writes check bounds on the active lanes only
-and name the kernel's file and line when they fail.
+and name the kernel's file and line when they fail. Indices are 64-bit, as in the PTX.
+
+A tile remembers which of its elements have been written: reading one that nothing wrote
+(on an active lane) raises ``UninitializedReadError`` naming the tile and the kernel's
+line, where the GPU would read whatever its registers or shared memory held.
+
+Where a launch is (its block, the lane mask) is kept per thread: several threads may
+simulate kernels at once.
 """
 from __future__ import annotations
 
+import dis
 import linecache
+import os
 import sys
+import threading
 
 import numpy as np
 
@@ -17,7 +27,9 @@ from tilejit.language import numerics
 from tilejit.language.dtypes import DType, bfloat16
 
 
-class _State:
+class _State(threading.local):
+    """The running launch's place, one per thread (``threading.local``)."""
+
     def __init__(self):
         self.block = (0, 0, 0)
         self.mask = None          # boolean array over the current T.Parallel tile
@@ -26,13 +38,18 @@ class _State:
 STATE = _State()
 
 
+class UninitializedReadError(RuntimeError):
+    """A tile element read before anything wrote it (on the GPU: whatever the register
+    or the shared memory held)."""
+
+
 def block_index(axis):
     return STATE.block[axis]
 
 
 def parallel_vectorized(*extents):
     """One iteration whose indices are whole-tile index arrays."""
-    grids = np.indices(tuple(int(e) for e in extents), dtype=np.int32)
+    grids = np.indices(tuple(int(e) for e in extents), dtype=np.int64)
     yield grids[0] if len(extents) == 1 else tuple(grids)
 
 
@@ -110,10 +127,22 @@ def logical_not(a):
     return np.logical_not(a)
 
 
-def _caller_location(depth=2) -> str:
-    frame = sys._getframe(depth)
-    while frame is not None and frame.f_code.co_filename == __file__:
+# the simulator's and the language's own files: a kernel's frame is the first outside them
+_INTERNAL = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+             os.path.dirname(os.path.abspath(numerics.__file__)) + os.sep)
+
+
+def kernel_frame(depth=1):
+    """The innermost frame outside the simulator and the language (the kernel's, or its
+    macro's), from ``depth`` frames up; None if there is none."""
+    frame = sys._getframe(depth + 1)
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
         frame = frame.f_back
+    return frame
+
+
+def _caller_location(depth=2) -> str:
+    frame = kernel_frame(depth)
     if frame is None:
         return ""
     filename, lineno = frame.f_code.co_filename, frame.f_lineno
@@ -121,13 +150,73 @@ def _caller_location(depth=2) -> str:
     return f'\n  File "{filename}", line {lineno}\n    {text}'
 
 
+_STORE = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
+_ASSIGNED: dict = {}            # (code, offset of a call) -> the name its result goes to
+
+
+def assigned_name(frame) -> str | None:
+    """The name the call running in ``frame`` is assigned to (``acc_s`` in
+    ``acc_s = T.alloc_fragment(...)``), or None (a tuple target, an expression)."""
+    key = (frame.f_code, frame.f_lasti)
+    if key not in _ASSIGNED:
+        name = None
+        for ins in dis.get_instructions(frame.f_code):
+            if ins.offset > frame.f_lasti:      # the instruction after the call
+                name = ins.argval if ins.opname in _STORE else None
+                break
+        _ASSIGNED[key] = name
+    return _ASSIGNED[key]
+
+
 class SimTensor:
-    """A global tensor in simulation: a numpy array (bfloat16 held in float32)."""
+    """A global tensor or a tile in simulation: a numpy array (bfloat16 held in
+    float32). A tile (``kind`` "fragment", "shared" or "local") also has ``unwritten``:
+    True where no element has been written yet, None once all have been (and always for
+    a global tensor)."""
 
-    __slots__ = ("data", "dtype", "name")
+    __slots__ = ("data", "dtype", "name", "kind", "unwritten")
 
-    def __init__(self, data: np.ndarray, dtype: DType, name: str):
-        self.data, self.dtype, self.name = data, dtype, name
+    def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None):
+        self.data, self.dtype, self.name, self.kind = data, dtype, name, kind
+        self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
+
+    def wrote(self, idx=None):
+        """Elements ``idx`` (a tuple of index arrays or ints; None: all) are written."""
+        unwritten = self.unwritten
+        if unwritten is None:
+            return
+        if idx is None:
+            self.unwritten = None
+            return
+        unwritten[idx] = False
+        if not unwritten.any():
+            self.unwritten = None
+
+    def check_written(self, idx=None, active=None):
+        """Reading elements ``idx`` (a tuple of index arrays or ints; None: all) on the
+        lanes where ``active`` holds (None: all): ``UninitializedReadError`` naming the
+        first element nothing has written and the kernel's line."""
+        unwritten = self.unwritten
+        if unwritten is None:
+            return
+        bad = unwritten if idx is None else unwritten[idx]
+        if active is not None:
+            bad = bad & active
+        if not bad.any():
+            return
+        if idx is None:
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+        elif np.ndim(bad) == 0:
+            first = tuple(int(i) for i in idx)
+        else:
+            pos = tuple(np.argwhere(bad)[0])
+            first = tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in idx)
+        what = self.name if self.name == f"{self.kind} tile" else \
+            f"{self.kind} tile {self.name}"
+        raise UninitializedReadError(
+            f"{self.name}[{', '.join(map(str, first))}] is read before it is written "
+            f"({what}, shape {tuple(self.data.shape)}; on the GPU an element nothing wrote "
+            f"holds garbage){_caller_location(2)}")
 
     @property
     def shape(self):
@@ -169,14 +258,21 @@ class SimTensor:
             if mask is not None and not bool(mask):
                 return self.data.dtype.type(0)
             self._check(idx, None)
-            return self.data[tuple(int(i) for i in idx)]
+            key = tuple(int(i) for i in idx)
+            if self.unwritten is not None:
+                self.check_written(key)
+            return self.data[key]
         arrays = np.broadcast_arrays(*idx, *(() if mask is None else (mask,)))
         idx_b = arrays[:len(idx)]
         active = None if mask is None else arrays[-1]
         self._check(idx_b, active)
         if active is None:
+            if self.unwritten is not None:
+                self.check_written(tuple(idx_b))
             return self.data[tuple(idx_b)]
         safe = tuple(np.where(active, i, 0) for i in idx_b)
+        if self.unwritten is not None:
+            self.check_written(safe, active)
         return np.where(active, self.data[safe], self.data.dtype.type(0))
 
     def __setitem__(self, index, value):
@@ -188,16 +284,23 @@ class SimTensor:
             if mask is not None and not bool(mask):
                 return
             self._check(idx, None)
-            self.data[tuple(int(i) for i in idx)] = value
+            key = tuple(int(i) for i in idx)
+            self.data[key] = value
+            if self.unwritten is not None:
+                self.wrote(key)
             return
         arrays = np.broadcast_arrays(*idx, value, *(() if mask is None else (mask,)))
         idx_b, value_b = arrays[:len(idx)], arrays[len(idx)]
         active = None if mask is None else arrays[-1]
         self._check(idx_b, active)
         if active is None:
-            self.data[tuple(idx_b)] = value_b
+            key = tuple(idx_b)
+            self.data[key] = value_b
         else:
-            self.data[tuple(i[active] for i in idx_b)] = value_b[active]
+            key = tuple(i[active] for i in idx_b)
+            self.data[key] = value_b[active]
+        if self.unwritten is not None:
+            self.wrote(key)
 
 
 def _to_storage(value, dtype: DType, storage: np.dtype):

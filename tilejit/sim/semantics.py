@@ -7,7 +7,12 @@ as a function with its signature and documentation whose body asks
 installs there (``sim/__init__.py``). The compiler never runs these bodies: its passes
 recognise the ``T.*`` objects themselves and its typing and lowering are keyed on them.
 
-A tile is a ``SimTensor`` holding the whole tile; a region operand (``A[r0:r1, c]``)
+A tile is a ``SimTensor`` holding the whole tile, named by the variable its allocation
+is assigned to, which knows which elements have been written: each operation checks
+what it reads (``check_written``: the elements of a ``T.copy`` source that land in the
+destination, ``T.gemm``'s A and B and its C unless ``clear_accum``, a reduction's source
+and, with ``clear=False``, its destination, an atomic's destination) and records what it
+writes (``wrote``). A region operand (``A[r0:r1, c]``)
 arrives as a ``Region`` (the front end's region rewrite, ``__tj_region``); element
 atomics arrive as ``__tj_atomic_*`` calls bound to ``SIM_ELEMENT``.
 """
@@ -24,7 +29,7 @@ from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS
 from tilejit.language.dtypes import as_dtype, bfloat16
 from tilejit.language.tiles import GemmWarpPolicy
-from tilejit.sim.runtime import STATE, SimTensor, _to_storage
+from tilejit.sim.runtime import STATE, SimTensor, _to_storage, assigned_name, kernel_frame
 
 
 # -- tiles ----------------------------------------------------------------------------
@@ -33,7 +38,9 @@ def _new_tile(shape, dtype, kind):
     dtype = as_dtype(dtype)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     storage = np.float32 if dtype == bfloat16 else dtype.numpy
-    return SimTensor(np.zeros(shape, dtype=storage), dtype, f"{kind} tile")
+    frame = kernel_frame()
+    name = (assigned_name(frame) if frame is not None else None) or f"{kind} tile"
+    return SimTensor(np.zeros(shape, dtype=storage), dtype, name, kind)
 
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):
@@ -144,12 +151,16 @@ def copy(src, dst):
     d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
     s_data = s_t.data
     safe = tuple(np.where(s_in, i, 0) for i in s_idx)
+    keep = d_in.reshape(-1)
+    if s_t.unwritten is not None:     # read: the source elements that land in dst
+        s_t.check_written(tuple(i.reshape(-1) for i in safe), s_in.reshape(-1) & keep)
     values = np.where(s_in, s_data[safe], s_data.dtype.type(0)).reshape(-1)
     d_flat = [i.reshape(-1) for i in d_idx]
-    keep = d_in.reshape(-1)
     stored = _to_storage(_num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else values,
                          d_t.dtype, d_t.data.dtype)
-    d_t.data[tuple(i[keep] for i in d_flat)] = np.asarray(stored).reshape(-1)[keep]
+    written = tuple(i[keep] for i in d_flat)
+    d_t.data[written] = np.asarray(stored).reshape(-1)[keep]
+    d_t.wrote(written)
 
 
 def fill(buf, value):
@@ -158,7 +169,9 @@ def fill(buf, value):
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
     idx, inside = _block_index(start, ranged, ext, t.shape)
-    t.data[tuple(i[inside] for i in idx)] = _to_storage(value, t.dtype, t.data.dtype)
+    written = tuple(i[inside] for i in idx)
+    t.data[written] = _to_storage(value, t.dtype, t.data.dtype)
+    t.wrote(written)
 
 
 def clear(buf):
@@ -178,6 +191,11 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    A.check_written()
+    B.check_written()
+    if not clear_accum:
+        C.check_written()
+    C.wrote()
     a = A.data.T if transpose_A else A.data
     b = B.data.T if transpose_B else B.data
     acc = C.dtype
@@ -215,6 +233,9 @@ def _values(src, dst):
 
 def _reduce(op, src, dst, dim, clear):
     dim = dim % src.data.ndim
+    src.check_written()
+    if not clear:
+        dst.check_written()
     values = _values(src, dst)
     if op in ("abssum", "absmax"):
         values = np.abs(values)
@@ -227,6 +248,7 @@ def _reduce(op, src, dst, dim, clear):
     if not clear:
         out = _COMBINE[op](dst.data.astype(out.dtype), out)
     dst.data[...] = _to_storage(out, dst.dtype, dst.data.dtype)
+    dst.wrote()
 
 
 def reduce_sum(src, dst, dim=-1, clear=True):
@@ -259,12 +281,14 @@ def cumsum(src, dst=None, dim=-1, reverse=False):
     ``reverse=True`` sums from the end."""
     dst = src if dst is None else dst
     dim = dim % src.data.ndim
+    src.check_written()
     values = _values(src, dst)
     if reverse:
         out = np.flip(np.cumsum(np.flip(values, dim), axis=dim, dtype=values.dtype), dim)
     else:
         out = np.cumsum(values, axis=dim, dtype=values.dtype)
     dst.data[...] = _to_storage(out, dst.dtype, dst.data.dtype)
+    dst.wrote()
 
 
 # -- atomics -------------------------------------------------------------------------
@@ -324,6 +348,8 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
     idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
     tensor._check(idx_b, active)
+    if tensor.unwritten is not None:        # an atomic reads its destination
+        tensor.check_written(tuple(np.where(active, i, 0) for i in idx_b), active)
     v = _num.cast(value, dtype) if dtype != bfloat16 else _num.round_to_bfloat16(
         np.asarray(value, dtype=np.float32))
     v_b = np.broadcast_to(np.asarray(v, dtype=tensor.data.dtype), shape)
@@ -353,10 +379,14 @@ def region_atomic(op, dst, value, return_prev=False):
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
     d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
     safe = tuple(np.where(s_in, i, 0) for i in s_idx)
+    keep = d_in.reshape(-1)
+    if s_t.unwritten is not None:
+        s_t.check_written(tuple(i.reshape(-1) for i in safe), s_in.reshape(-1) & keep)
+    if d_t.unwritten is not None:           # an atomic reads its destination
+        d_t.check_written(tuple(np.where(d_in, i, 0) for i in d_idx), d_in)
     values = np.where(s_in, s_t.data[safe], s_t.data.dtype.type(0)).reshape(-1)
     values = _num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else \
         _num.round_to_bfloat16(values.astype(np.float32))
-    keep = d_in.reshape(-1)
     _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
            np.asarray(values, dtype=d_t.data.dtype)[keep])
     return None

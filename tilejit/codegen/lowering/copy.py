@@ -712,12 +712,16 @@ def emit_copy_async(context, builder, arg_types, args):
 
 @lower(markers.stub(markers.COMMIT))
 def cp_commit_impl(context, builder, sig, args):
-    builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+    # without cp.async (before sm_80) the pipeline's copies were synchronous: no groups
+    if current_kernel().target.has_cp_async:
+        builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []),
+                     [])
     return context.get_dummy_value()
 
 
 @lower(markers.stub(markers.WAIT), types.IntegerLiteral)
 def cp_wait_impl(context, builder, sig, args):
-    fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
-    builder.call(fn, [I32(sig.args[0].literal_value)])
+    if current_kernel().target.has_cp_async:
+        fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
+        builder.call(fn, [I32(sig.args[0].literal_value)])
     return context.get_dummy_value()
