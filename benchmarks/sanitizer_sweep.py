@@ -79,7 +79,7 @@ def entry_name(kernel) -> str:
     return re.sub(r"\W", "_", kernel.source.tree.name) + "_kernel"
 
 
-def sanitize(sanitizer: str, tool: str, name: str, kernel) -> dict:
+def sanitize(sanitizer: str, tool: str, name: str, kernel, timeout: int = 300) -> dict:
     command = [sanitizer, "--tool", tool, "--kernel-name", f"kns={entry_name(kernel)}",
                "--print-limit", "20", "--error-exitcode", "3"]
     if tool == "memcheck":
@@ -88,14 +88,19 @@ def sanitize(sanitizer: str, tool: str, name: str, kernel) -> dict:
         command += ["--racecheck-report", "all"]
     command += [sys.executable, os.path.abspath(__file__), "--run", name]
     start = time.time()
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    text = proc.stdout + proc.stderr
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
+                              timeout=timeout)
+        text, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text = f"timed out after {timeout} s\n" + (e.stdout or b"").decode(errors="replace")
+        rc = None
     summary = re.findall(r"ERROR SUMMARY: (\d+) error", text)
     errors = int(summary[-1]) if summary else None
     launched = f"launched {name}" in text
-    return {"kernel": name, "tool": tool, "errors": errors, "rc": proc.returncode,
+    return {"kernel": name, "tool": tool, "errors": errors, "rc": rc,
             "launched": launched, "seconds": round(time.time() - start, 1),
-            "clean": errors == 0 and proc.returncode == 0 and launched,
+            "clean": errors == 0 and rc == 0 and launched,
             "report": "" if errors == 0 and launched else text[-3000:]}
 
 
@@ -104,6 +109,7 @@ def main(argv=None):
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per (kernel, tool)")
     parser.add_argument("--only", default="")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -117,27 +123,35 @@ def main(argv=None):
     all_cases = {n: c for n, c in cases().items() if args.only in n}
     pairs = [(tool, name, kernel) for name, (kernel, _, _) in all_cases.items()
              for tool in args.tools.split(",")]
+    meta = {"date": datetime.date.today().isoformat(),
+            "commit": os.environ.get("TILEJIT_COMMIT", "?"),
+            "gpu": subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                  capture_output=True, text=True).stdout.strip()
+            if shutil.which("nvidia-smi") else "?",
+            "sanitizer": subprocess.run([sanitizer, "--version"], capture_output=True,
+                                        text=True).stdout.strip().splitlines()[-1:]}
+    print(f"{len(pairs)} (kernel, tool) pairs, {args.jobs} at a time", flush=True)
+    print(f"{'kernel':58s} {'tool':10s} {'errors':>6s} {'s':>6s}", flush=True)
+    results = []
+    # each row is printed and the JSON rewritten as it completes, so a run cut short by a
+    # time limit still leaves what it measured
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda p: sanitize(sanitizer, *p), pairs))
-    print(f"{'kernel':58s} {'tool':10s} {'errors':>6s} {'s':>6s}")
-    for r in results:
-        mark = "" if r["clean"] else "   <-- " + ("not launched" if not r["launched"]
-                                                  else f"rc {r['rc']}")
-        print(f"{r['kernel']:58s} {r['tool']:10s} {str(r['errors']):>6s} "
-              f"{r['seconds']:6.1f}{mark}")
+        futures = [pool.submit(sanitize, sanitizer, *p, args.timeout) for p in pairs]
+        for future in concurrent.futures.as_completed(futures):
+            r = future.result()
+            results.append(r)
+            mark = "" if r["clean"] else "   <-- " + ("not launched" if not r["launched"]
+                                                      else f"rc {r['rc']}")
+            print(f"{r['kernel']:58s} {r['tool']:10s} {str(r['errors']):>6s} "
+                  f"{r['seconds']:6.1f}{mark}", flush=True)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"meta": meta, "done": len(results), "of": len(pairs),
+                               "rows": results}, f, indent=1)
     dirty = [r for r in results if not r["clean"]]
     for r in dirty:
         print(f"\n== {r['kernel']} under {r['tool']}\n{r['report']}")
     print(f"\n{len(results) - len(dirty)} of {len(results)} (kernel, tool) pairs clean")
-    if args.json:
-        import torch
-        meta = {"date": datetime.date.today().isoformat(),
-                "commit": os.environ.get("TILEJIT_COMMIT", "?"),
-                "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
-                "sanitizer": subprocess.run([sanitizer, "--version"], capture_output=True,
-                                            text=True).stdout.strip().splitlines()[-1:]}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": results}, f, indent=1)
     return 1 if dirty else 0
 
 
