@@ -35,6 +35,7 @@ PTX_EXAMPLES = [
 
 def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    where = f"GPU ({torch.cuda.get_device_name()})" if device == "cuda" else "simulator"
     M, N, K = (1024, 1024, 512) if device == "cuda" else (256, 192, 128)
     a = torch.randn(M, K, dtype=torch.float16, device=device)
     b = torch.randn(K, N, dtype=torch.float16, device=device)
@@ -42,8 +43,10 @@ def main():
     matmul(a, b, c)
     ref = a.double() @ b.double()
     err = (c.double() - ref).abs().max().item()
-    print(f"gemm {M}x{N}x{K} fp16 on {device}: max |error| vs float64 = {err:.2e}")
-    assert err < 1e-2 * (1 + ref.abs().max().item())
+    ok = err < 1e-2 * (1 + ref.abs().max().item())
+    print(f"gemm {M}x{N}x{K} fp16 on the {where}: max |error| vs float64 = {err:.2e}, "
+          f"{'passed' if ok else 'FAILED'}")
+    assert ok
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ PTX_EXAMPLES = [
 
 def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    where = f"GPU ({torch.cuda.get_device_name()})" if device == "cuda" else "simulator"
     M, N = (1000, 4096) if device == "cuda" else (37, 512)
     x = torch.randn(M, N, device=device, dtype=torch.float16)
     w = torch.randn(N, device=device, dtype=torch.float16)
@@ -74,14 +75,18 @@ def main():
     layer_norm(x, w, b, y, 1e-5)
     ref = torch.nn.functional.layer_norm(x.double(), (N,), w.double(), b.double(), 1e-5)
     err = (y.double() - ref).abs().max().item()
-    print(f"layer_norm {M}x{N} fp16 on {device}: max |error| = {err:.2e}")
-    assert err < 2e-2
+    ok = err < 2e-2
+    print(f"layer_norm {M}x{N} fp16 on the {where}: max |error| = {err:.2e}, "
+          f"{'passed' if ok else 'FAILED'}")
+    assert ok
     rms_norm(x, w, y, 1e-5)
     xd = x.double()
     ref = xd * torch.rsqrt(xd.pow(2).mean(1, keepdim=True) + 1e-5) * w.double()
     err = (y.double() - ref).abs().max().item()
-    print(f"rms_norm {M}x{N} fp16 on {device}: max |error| = {err:.2e}")
-    assert err < 2e-2
+    ok = err < 2e-2
+    print(f"rms_norm {M}x{N} fp16 on the {where}: max |error| = {err:.2e}, "
+          f"{'passed' if ok else 'FAILED'}")
+    assert ok
 
 
 if __name__ == "__main__":

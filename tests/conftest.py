@@ -52,6 +52,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """One line for the GPU tests skipped on this machine (instead of one line each)."""
+    if GPU_SKIP_REASON is None:
+        return
+    skipped = terminalreporter.stats.get("skipped", [])
+    gpu = sum(1 for report in skipped
+              if isinstance(report.longrepr, tuple) and GPU_SKIP_REASON in report.longrepr[2])
+    if gpu:
+        terminalreporter.write_line(
+            f"{gpu} GPU test(s) skipped: {GPU_SKIP_REASON} (they run where there is a CUDA "
+            f"device; `pytest -rs` lists them)")
+    others = len(skipped) - gpu
+    if others:
+        terminalreporter.write_line(f"{others} other test(s) skipped (`pytest -rs` lists them)")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

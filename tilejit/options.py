@@ -51,6 +51,14 @@ def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool |
                           dump_dir=dump_dir)
 
 
+def dump_dir_origin(dump_dir: str) -> str:
+    """Where an IR dump directory came from, for messages: the environment variable
+    when it holds this directory, else the kernel's own setting."""
+    if os.environ.get("TILEJIT_DUMP_IR") == dump_dir:
+        return "TILEJIT_DUMP_IR"
+    return "the kernel's IR dump directory (TileLang's TL_DUMP_IR_DIR pass config)"
+
+
 def target_override() -> str | None:
     """``TILEJIT_TARGET`` ("sim" runs every kernel in the simulator; "cuda", "auto"), or
     None; anything else is a ValueError naming the variable."""

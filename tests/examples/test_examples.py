@@ -1,13 +1,16 @@
 """Every example's main(): on the GPU when there is one, else simulated; each checks
-its result against torch in float64."""
+its result in float64 and prints where it ran and that it passed."""
 import importlib
 
 import pytest
 
-EXAMPLES = ["gemm", "gemm_epilogue", "softmax", "norms", "row_sum", "splitk_gemm",
-            "flash_attention.flash_attn"]
+EXAMPLES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
+            "row_sum", "splitk_gemm", "flash_attention.flash_attn"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_example_main(name):
+def test_example_main(name, capsys):
     importlib.import_module(name).main()
+    out = capsys.readouterr().out
+    assert out and "passed" in out and "FAILED" not in out, out
+    assert "GPU (" in out or "simulator" in out, out

@@ -121,3 +121,14 @@ def test_values_the_kernel_specializes_on_are_part_of_the_key():
     assert fast.launch(x, CudaTensor(8192, (3,), (1,)), "bshd", (1, 2), 64) is fast.MISS
     assert fast.launch(x, None, "bhsd", (1, 2), 64) is fast.MISS
     assert len(launcher.calls) == 1
+
+
+def test_a_float_for_an_integer_constexpr_misses():
+    """Issue 23: 1024.0 == 1024 would hit the entry of block=1024; the full path gives
+    the same TypeError as in the simulator."""
+    fast = FastLauncher([("tensor", 1), ("const", 1)], FakeTensor, {})
+    launcher = FakeLauncher()
+    x = FakeTensor(4096, (5,), (1,))
+    fast.remember((x, 1024), launcher, (1, 1, 1), 128, 0, (lambda s: s, 7))
+    assert fast.launch(x, 1024) is None
+    assert fast.launch(x, 1024.0) is fast.MISS

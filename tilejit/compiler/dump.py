@@ -16,10 +16,22 @@ import hashlib
 import os
 import re
 
+from tilejit.options import dump_dir_origin
+
+
+def _unwritable(root: str, e: OSError) -> OSError:
+    """The error of a dump directory that cannot be written: the same kind of OSError,
+    naming the setting, the directory and the reason."""
+    error = type(e)(e.errno, f"{dump_dir_origin(root)}={root!r}: cannot write the IR dump "
+                             f"there ({e.strerror}: {e.filename!r}); set it to a writable "
+                             f"directory, or unset it")
+    return error
+
 
 class Dumper:
     def __init__(self, directory: str | None):
         self.directory = directory
+        self.root = directory
         self.count = 0
 
     @classmethod
@@ -29,10 +41,15 @@ class Dumper:
             return cls(None)
         tag = hashlib.sha256(repr(spec).encode()).hexdigest()[:10]
         directory = os.path.join(root, f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{tag}")
-        os.makedirs(directory, exist_ok=True)
-        for old in os.listdir(directory):
-            os.remove(os.path.join(directory, old))
-        return cls(directory)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            for old in os.listdir(directory):
+                os.remove(os.path.join(directory, old))
+        except OSError as e:
+            raise _unwritable(root, e) from None
+        dumper = cls(directory)
+        dumper.root = root
+        return dumper
 
     def text(self, name: str, content) -> None:
         """Write the next file; ``content`` may be a string or a function making it
@@ -43,8 +60,11 @@ class Dumper:
             content = content()
         path = os.path.join(self.directory, f"{self.count:02d}_{name}")
         self.count += 1
-        with open(path, "w") as f:
-            f.write(content)
+        try:
+            with open(path, "w") as f:
+                f.write(content)
+        except OSError as e:
+            raise _unwritable(self.root, e) from None
 
     def ast(self, name: str):
         """A callback writing a function definition as Python source."""

@@ -11,6 +11,7 @@ This module and ``codegen/`` are the only ones that import Numba and llvmlite.
 """
 from __future__ import annotations
 
+import ast
 import linecache
 import re
 
@@ -184,8 +185,51 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
             continue
         if stripped:
             keep.append(stripped)
-    message = "\n".join(keep[:12]) or type(e).__name__
+    message = "\n".join(_specific_errors(keep) or keep[:12]) or type(e).__name__
+    message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno))
     return CompileError(message, filename, lineno)
+
+
+_SPECIFIC = "Rejected as the implementation raised a specific error:"
+
+
+def _specific_errors(lines: list[str]) -> list[str]:
+    """The reasons a tilejit template gave (``TypingError: ...`` after Numba's
+    "Rejected as the implementation raised a specific error"), without Numba's list of
+    the candidates it tried; [] when there are none."""
+    out = []
+    for before, line in zip(lines, lines[1:]):
+        if before == _SPECIFIC and line.startswith("TypingError: "):
+            reason = line[len("TypingError: "):]
+            if reason not in out:
+                out.append(reason)
+    return out
+
+
+def _name_parallel_extent(message: str, ks: KernelSource, lineno) -> str:
+    """"T.Parallel extent 1 must be ..." with the extent as written: "T.Parallel extent
+    1 (`m`) must be ..."."""
+    found = re.match(r"T\.Parallel extent (\d+) ", message)
+    if found is None or lineno is None:
+        return message
+    position = int(found.group(1))
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.Call) and node.lineno == lineno and \
+                ast.unparse(node.func).split(".")[-1] == "Parallel" and \
+                position < len(node.args):
+            return message.replace(found.group(0), f"{found.group(0)}(`"
+                                   f"{ast.unparse(node.args[position])}`) ", 1)
+    return message
+
+
+def _untyped_function_hint(message: str) -> str:
+    """A plain Python function called in a kernel: say how to make it callable."""
+    found = re.search(r"Untyped global name '([^']+)': Cannot determine Numba type of "
+                      r"<class 'function'>", message)
+    if found is None:
+        return message
+    return (f"{found.group(1)} is a plain Python function, which a kernel cannot call: "
+            f"decorate it with @T.macro to inline it in the kernel\n{message}")
 
 
 def param_formats(argtypes) -> list[str]:
@@ -227,7 +271,6 @@ def _entry_name(ks: KernelSource, spec: Specialization) -> str:
 
 
 def _source_text(ks: KernelSource) -> str:
-    import ast
     return f"# {ks.filename}:{ks.tree.lineno}\n" + ast.unparse(ks.tree) + "\n"
 
 

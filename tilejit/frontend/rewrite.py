@@ -164,7 +164,8 @@ def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
     keywords = call.keywords + [ast.keyword("outputs", ast.Tuple(
         [ast.Name(name, ast.Load()) for name in outputs], ast.Load()))]
     ret = ast.Return(ast.Call(ast.Name(LAUNCH_CONFIG, ast.Load()), call.args, keywords))
-    fdef.body = fdef.body[:ks.launch_index] + [_located(ret, ks.launch)]
+    # at the `T.Kernel(...)` call's own line (the `with` statement spans its block)
+    fdef.body = fdef.body[:ks.launch_index] + [_located(ret, kernel_call(ks))]
     fdef.name = f"{ks.tree.name}__host"
     return fdef
 

@@ -286,3 +286,103 @@ def expected_ranks(ks: KernelSource) -> dict[str, tuple[int, int]]:
                     v.value, ast.Name) and v.value.id in params:
                 found.setdefault(v.value.id, (len(node.targets[0].elts), node.lineno))
     return found
+
+
+def tensor_params(ks: KernelSource) -> dict[str, int]:
+    """The parameters the source uses as tensors: indexed (``P[i]``) or asked for a
+    tensor's attribute (``P.shape``, ``P.strides``); {name: line of the first such use}.
+    A parameter the source compares with None (``P is not None``: an optional tensor)
+    is left out."""
+    params = set(ks.params)
+    optional = set()
+    found: dict[str, int] = {}
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot))
+                                                 for op in node.ops):
+            optional.update(n.id for n in [node.left, *node.comparators]
+                            if isinstance(n, ast.Name))
+        if isinstance(node, ast.Subscript) or (
+                isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")):
+            if isinstance(node.value, ast.Name) and node.value.id in params:
+                line = found.get(node.value.id)
+                if line is None or node.lineno < line:
+                    found[node.value.id] = node.lineno
+    return {name: line for name, line in found.items() if name not in optional}
+
+
+# the tile operations' destination operand: its position (and keyword)
+_DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
+                 "reduce_max": 1, "reduce_min": 1, "reduce_abssum": 1, "reduce_absmax": 1,
+                 "cumsum": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0}
+
+
+def written_params(ks: KernelSource) -> dict[str, int]:
+    """The parameters the source writes: ``P[i] = …``, ``P[i] += …``, or the
+    destination of a tile operation (``T.copy(tile, P[i, j])``); {name: first line}."""
+    params = set(ks.params)
+    found: dict[str, int] = {}
+
+    def note(node, line):
+        while isinstance(node, ast.Subscript):
+            node = node.value
+        if isinstance(node, ast.Name) and node.id in params:
+            if node.id not in found or line < found[node.id]:
+                found[node.id] = line
+
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            note(node, node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            position = _DESTINATIONS.get(name)
+            if position is None:
+                continue
+            dst = next((k.value for k in node.keywords if k.arg == "dst"), None)
+            if dst is None and name == "cumsum" and len(node.args) == 1:
+                position = 0
+            if dst is None and position < len(node.args):
+                dst = node.args[position]
+            if dst is not None:
+                note(dst, node.lineno)
+    return found
+
+
+# calls whose arguments are integer extents, and those whose first argument is a shape
+_EXTENT_CALLS = {"Parallel", "serial", "Pipelined", "unroll", "vectorized", "range", "Kernel",
+                 "ceildiv"}
+_SHAPE_CALLS = {"alloc_shared", "alloc_fragment", "alloc_local", "empty"}
+
+
+def integer_constexprs(ks: KernelSource) -> dict[str, str]:
+    """The T.constexpr parameters that must be integers, with why: they appear in an
+    extent (``T.Parallel(block)``, ``T.ceildiv(N, block)``, a tile's shape), where a
+    float never works. (An int default says nothing: ``scale: T.constexpr = 1`` may
+    take 0.5.)"""
+    out: dict[str, str] = {}
+    names = set(ks.constexpr_params)
+
+    def names_in(node):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("int", "round"):
+            return
+        if isinstance(node, ast.Name):
+            yield node.id
+        for child in ast.iter_child_nodes(node):
+            yield from names_in(child)
+    for node in ast.walk(ks.tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Attribute, ast.Name)):
+            continue
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if func in _EXTENT_CALLS:
+            extents = node.args
+        elif func in _SHAPE_CALLS and node.args:
+            shape = node.args[0]
+            extents = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+        else:
+            continue
+        for arg in extents:
+            for name in names_in(arg):
+                if name in names and name not in out:
+                    out[name] = f"the kernel uses it in an extent at line {node.lineno}"
+    return out
+

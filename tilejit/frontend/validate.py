@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import difflib
 
 from tilejit import language as _language
@@ -40,6 +41,11 @@ def check_supported(ks: KernelSource) -> None:
             if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
                     and resolve_static(node.value, ks.namespace) is _language:
                 raise ks.error(_unknown_language_name(node), node)
+            if isinstance(node, ast.Call) and \
+                    resolve_static(node.func, ks.namespace) is builtins.print:
+                raise ks.error("unsupported in a kernel: print() (use T.print(value, msg), "
+                               "which prints a number: a scalar, or one element such as "
+                               "A[i] or tile[i, j])", node)
             if isinstance(node, ast.With) and node is not launch:
                 raise ks.error("unsupported in a kernel: a `with` block other than "
                                "`with T.Kernel(...)`", node)

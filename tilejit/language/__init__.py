@@ -53,7 +53,7 @@ class constexpr:
 def launch_shape(grid, threads):
     """(grid extents as a tuple of 1–3 ints, threads per block), checked: threads a
     multiple of 32 in [32, 1024] (a tuple of block extents multiplies out), extents not
-    negative, the 2nd and 3rd at most 65535 (CUDA's limits)."""
+    negative, within CUDA's limits (``GRID_LIMITS``)."""
     if not 1 <= len(grid) <= 3:
         raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
     if isinstance(threads, (tuple, list)):
@@ -68,10 +68,15 @@ def launch_shape(grid, threads):
     dims = tuple(int(g) for g in grid)
     if any(g < 0 for g in dims):
         raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")
-    if len(dims) > 1 and any(g > 65535 for g in dims[1:]):
-        raise ValueError(f"T.Kernel grid: the 2nd and 3rd extents are at most 65535 "
-                         f"(CUDA's limit), got {dims}")
+    for axis, (g, limit) in enumerate(zip(dims, GRID_LIMITS)):
+        if g > limit:
+            raise ValueError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is {g}, above "
+                             f"CUDA's limit of {limit} blocks in that dimension (grid {dims})")
     return dims, threads
+
+
+# CUDA's largest grid: 2^31 - 1 blocks in x, 65535 in y and z
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
 
 # the most threads any SM holds (Target.max_threads_per_sm; ptxas has the last word)

@@ -30,9 +30,13 @@ def param_kinds(kernel, values, tensor_type=None):
             return None
         tensor_type = torch.Tensor
     kinds = []
-    for is_const, v in zip(kernel._const_flags, values):
+    integers = getattr(kernel, "integer_constexprs", None)
+    names = kernel.source.params if integers else [None] * len(values)
+    for name, is_const, v in zip(names, kernel._const_flags, values):
         if is_const or is_compile_time_value(v):
-            kinds.append(("const", 0))
+            # ("const", 1): a constexpr that must be an int, whose float (equal to an
+            # int, so the same key) takes the full path and its error
+            kinds.append(("const", 1 if integers and name in integers else 0))
         elif type(v) is tensor_type and v.is_cuda:
             kinds.append(("tensor", v.dim()))
         elif type(v) in (int, float, bool):
@@ -48,6 +52,8 @@ def _source(kinds) -> str:
     for i, (kind, ndim) in enumerate(kinds):
         a = f"a{i}"
         if kind == "const":
+            if ndim:
+                checks.append(f"type({a}) is float")
             key.append(a)
         elif kind == "scalar":
             checks.append(f"type({a}) is not type_{i}")

@@ -2,6 +2,8 @@
 configuration the host program returns, and the outputs it allocates (``T.empty``)."""
 from __future__ import annotations
 
+import linecache
+import re
 import threading
 
 import numpy as np
@@ -81,8 +83,11 @@ def classify(kernel, values) -> Call:
     devices = {}
     source = kernel.source
     for name, value in zip(source.params, values):
+        if name not in source.constexpr_params:
+            check_tensor_use(kernel, name, value)
         if name in source.constexpr_params or is_compile_time_value(value):
-            value = constexpr_value(name, value)
+            value = constexpr_value(name, value,
+                                    getattr(kernel, "integer_constexprs", {}).get(name))
             call.constexprs.append((name, value))
             call.host_args.append(value)
             call.key.append(("const", name, hashable(value)))
@@ -90,6 +95,7 @@ def classify(kernel, values) -> Call:
         tensor = as_tensor_arg(value)
         if tensor is not None:
             check_rank(kernel, name, tensor)
+            check_writable(kernel, name, tensor)
             devices.setdefault(tensor.device, name)
             call.runtime.append((name, tensor))
             call.host_args.append(tensor)
@@ -106,6 +112,34 @@ def classify(kernel, values) -> Call:
                          " move them to one device")
     call.device = next(iter(devices), -1)
     return call
+
+
+def run_host_program(kernel, call: Call) -> LaunchConfig:
+    """The kernel's host program (the statements before ``T.Kernel`` and the grid) on
+    the call's arguments. A division by zero there is reported at the kernel's line,
+    with the compile-time values that line reads (``block=0``)."""
+    try:
+        return kernel._host(*call.host_args)
+    except ZeroDivisionError as e:
+        raise ZeroDivisionError(_host_error(kernel, call, e, "division by zero")) from None
+
+
+def _host_error(kernel, call: Call, e: BaseException, what: str) -> str:
+    source = kernel.source
+    line = None
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is kernel._host.__code__:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if line is None:
+        return f"{kernel.__name__}(): {what} computing the launch on the host: {e}"
+    text = linecache.getline(source.filename, line).strip()
+    names = set(re.findall(r"[A-Za-z_]\w*", text))
+    values = ", ".join(f"{n}={v!r}" for n, v in call.constexprs if n in names)
+    return (f"{kernel.__name__}(): {what} computing the launch on the host, at "
+            f"{source.filename}, line {line}: `{text}`"
+            + (f" (with {values})" if values else "") + f": {e}")
 
 
 def add_outputs(kernel, call: Call, launch: LaunchConfig):
@@ -138,6 +172,32 @@ def shape_constants(kernel, call: Call, values) -> tuple:
     return tuple(sorted(out))
 
 
+def check_tensor_use(kernel, name, value):
+    """A number or None where the source uses the parameter as a tensor (indexes it,
+    reads its shape) is a TypeError naming the parameter and the use, before typing."""
+    line = getattr(kernel, "tensor_uses", {}).get(name)
+    if line is None:
+        return
+    if value is None or isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+        text = linecache.getline(kernel.source.filename, line).strip()
+        got = "None" if value is None else f"{type(value).__name__} {value!r}"
+        raise TypeError(f"argument {name!r}: expected a tensor or array (the kernel uses "
+                        f"{name} as one at line {line}: `{text}`), got {got}")
+
+
+def check_writable(kernel, name, tensor: TensorArg):
+    """A read-only numpy array where the source writes the parameter: a ValueError
+    naming the parameter and the write, before anything runs."""
+    if not isinstance(tensor.obj, np.ndarray) or tensor.obj.flags.writeable:
+        return
+    line = getattr(kernel, "written", {}).get(name)
+    if line is not None:
+        text = linecache.getline(kernel.source.filename, line).strip()
+        raise ValueError(f"argument {name!r}: the kernel writes {name} (line {line}: "
+                         f"`{text}`), got a read-only numpy array; pass a writable one "
+                         f"(numpy.array(x) copies it)")
+
+
 def check_rank(kernel, name, tensor: TensorArg):
     rank = kernel.ranks.get(name)
     if rank is not None and rank[0] != tensor.ndim:
@@ -147,15 +207,31 @@ def check_rank(kernel, name, tensor: TensorArg):
             f"{tuple(tensor.shape)}")
 
 
-def constexpr_value(name, value):
+def constexpr_value(name, value, integer: str | None = None):
+    """A compile-time argument's value, checked the same for every target: an int,
+    float, bool, str, tuple, dtype or None (a numpy scalar as its Python value); an
+    int where the kernel needs one (``integer`` says why)."""
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         return as_dtype(value)
-    if value is None or isinstance(value, (int, float, bool, str, tuple, DType)):
-        return value
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
-                    f"tuple, dtype or None, got {type(value).__name__}")
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not (value is None or isinstance(value, (int, float, bool, str, tuple, DType))):
+        array = as_tensor_arg_or_none(value) is not None
+        raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
+                        f"tuple, dtype or None, got {type(value).__name__}"
+                        + ("; a tensor or array goes to a parameter not annotated "
+                           "T.constexpr" if array else ""))
+    if integer is not None and isinstance(value, float):
+        raise TypeError(f"argument {name!r}: T.constexpr {name} must be an int ({integer}), "
+                        f"got the float {value!r}")
+    return value
+
+
+def as_tensor_arg_or_none(value):
+    try:
+        return as_tensor_arg(value)
+    except Exception:   # only asked to describe the value
+        return None
 
 
 def hashable(value):

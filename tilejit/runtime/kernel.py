@@ -16,7 +16,8 @@ from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg
 from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
-from tilejit.frontend.source import expected_ranks, parse_kernel
+from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
+                                     tensor_params, written_params)
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
 from tilejit.target import DEFAULT_CUDA_ARCH, SIM, Target
@@ -43,6 +44,9 @@ class KernelFunction:
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
         self.ranks = expected_ranks(self.source)
+        self.tensor_uses = tensor_params(self.source)
+        self.written = written_params(self.source)
+        self.integer_constexprs = integer_constexprs(self.source)
         self.outputs, self.returns = kernel_outputs(self.source)
         self.shape_entries = compile_time_shapes(self.source)
         self.whole_copies = whole_copy_shapes(self.source)
@@ -116,6 +120,11 @@ class KernelFunction:
         if arch is None:
             # the driver (cuda.bindings) only when no arch is given: the device's is read
             from tilejit.runtime import cuda_driver
+            if not cuda_driver.cuda_available():
+                raise RuntimeError(
+                    f"{self.__name__}: CUDA driver/device not available to take the arch "
+                    "from; pass arch= (e.g. arch=\"sm_90a\") to compile for CUDA without a "
+                    "device")
             arch = cuda_driver.device_arch(max(device, 0))
         return Target.cuda(arch)
 
@@ -129,7 +138,7 @@ class KernelFunction:
         call = host.classify(self, values)
         target = target or self._target_for(call.device)
         with host.allocating_like(call.like):
-            launch = self._host(*call.host_args)
+            launch = host.run_host_program(self, call)
         host.add_outputs(self, call, launch)
         shapes = host.shape_constants(self, call, values)
         # tilejit.compiler only from a kernel's first call on: `import tilejit` loads none
@@ -213,7 +222,8 @@ class KernelFunction:
         if chosen == "auto":
             chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
         _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
-        return CompiledKernelHandle(self, load_or_compile(self, spec))
+        return CompiledKernelHandle(self, load_or_compile(self, spec),
+                                    simulated=spec.target.is_sim)
 
 
 class _OutputMaker:
@@ -240,13 +250,30 @@ class _OutputMaker:
 class CompiledKernelHandle:
     """What ``kernel.compile(...)`` returns: the device code and a callable."""
 
-    def __init__(self, kernel: KernelFunction, compiled):
+    def __init__(self, kernel: KernelFunction, compiled, simulated: bool = False):
         self.kernel = kernel
         self.compiled = compiled
-        self.ptx = compiled.ptx
-        self.llvm_ir = compiled.llvm_ir
+        self.simulated = simulated
         self.shared_bytes = compiled.shared_bytes
         self._loaded = None
+
+    def _device_code(self, what: str) -> str:
+        if self.simulated:
+            name = {"ptx": "PTX", "llvm_ir": "LLVM IR"}[what]
+            raise RuntimeError(
+                f"{self.kernel.__name__}: this handle was compiled for the simulator "
+                f"(target 'sim'), which has no {name}; for PTX and LLVM IR compile for CUDA: "
+                f"{self.kernel.__name__}.compile(..., target=\"cuda\", arch=\"sm_90a\") "
+                "(works without a GPU)")
+        return getattr(self.compiled, what)
+
+    @property
+    def ptx(self) -> str:
+        return self._device_code("ptx")
+
+    @property
+    def llvm_ir(self) -> str:
+        return self._device_code("llvm_ir")
 
     def _module(self):
         if self._loaded is None:

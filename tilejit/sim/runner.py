@@ -77,6 +77,14 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                 state.block = (bx, by, bz)
                 state.mask = None
                 fn(*args)
+    except ValueError as e:
+        # a write the source does not show (through a macro) to a read-only array
+        readonly = [n for n, a in zip(names, args) if isinstance(a, runtime.SimTensor)
+                    and not a.data.flags.writeable]
+        if "read-only" not in str(e) or not readonly:
+            raise
+        raise ValueError(f"{kernel.__name__}(): the kernel writes a read-only array: "
+                         f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
         state.block, state.mask = outer
     for obj, data in writebacks:

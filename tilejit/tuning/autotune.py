@@ -58,11 +58,15 @@ def first_line(error: BaseException) -> str:
 
 
 def skippable_errors() -> tuple:
+    """What a config's run may raise and be skipped for (a tuning run fails only when
+    every config does): it does not compile, its launch is invalid, it divides by zero
+    on the host (a tile size of 0), the simulator finds it reads out of bounds."""
+    errors = (CompileError, ValueError, ZeroDivisionError, IndexError)
     try:  # the driver (cuda.bindings) when a tuning run starts, not at import; may fail
         from tilejit.runtime.cuda_driver import CudaError
     except Exception:  # the driver bindings do not import
-        return (CompileError, ValueError)
-    return (CompileError, ValueError, CudaError)
+        return errors
+    return errors + (CudaError,)
 
 
 @functools.lru_cache(maxsize=None)

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from llvmlite import ir
 from numba.core import cgutils, types
 
@@ -192,37 +194,33 @@ def store_element(context, builder, side, offsets, value, checked=True):
 def _slot_runs(ix, threads: int, shape: tuple, max_run: int) -> tuple:
     """(first slot, length) runs of a fragment's slots that hold consecutive elements of
     its last dimension at every thread (aligned to the run length), so a run moves as
-    one vector access."""
-    runs, s = [], 0
+    one vector access. The slot coordinates of every (slot, thread) are evaluated at
+    once, on numpy arrays (one symbolic evaluation per coordinate, not one per slot and
+    thread: 0.55 s of a GEMM's compile before)."""
     n = ix.slots
     last = len(shape) - 1
+    env = {"t": np.arange(threads, dtype=np.int64)[None, :],
+           "s": np.arange(n, dtype=np.int64)[:, None]}
+    coords = [np.broadcast_to(np.asarray(evaluate(c, env), dtype=np.int64), (n, threads))
+              for c in ix.coords]
+    valid = np.ones((n, threads), dtype=bool) if ix.valid is None else np.broadcast_to(
+        np.asarray(evaluate(ix.valid, env)).astype(bool), (n, threads))
 
-    def at(t, slot):
-        env = {"t": t, "s": slot}
-        ok = ix.valid is None or evaluate(ix.valid, env)
-        return tuple(evaluate(c, env) for c in ix.coords), bool(ok)
+    def consecutive(s, length) -> bool:
+        """Slots s … s+length-1 hold one aligned run of the last dimension everywhere."""
+        base = coords[last][s]
+        if (base % length).any():
+            return False
+        for k in range(1, length):
+            if ((valid[s + k] != valid[s]).any() or (coords[last][s + k] != base + k).any()
+                    or any((coords[d][s + k] != coords[d][s]).any() for d in range(last))):
+                return False
+        return True
 
+    runs, s = [], 0
     while s < n:
         length = max_run
-        while length > 1:
-            if s % length or s + length > n:
-                length //= 2
-                continue
-            good = True
-            for t in range(threads):
-                base, ok = at(t, s)
-                if base[last] % length:
-                    good = False
-                    break
-                for k in range(1, length):
-                    c, ok_k = at(t, s + k)
-                    if ok_k != ok or c[:last] != base[:last] or c[last] != base[last] + k:
-                        good = False
-                        break
-                if not good:
-                    break
-            if good:
-                break
+        while length > 1 and (s % length or s + length > n or not consecutive(s, length)):
             length //= 2
         runs.append((s, length))
         s += length

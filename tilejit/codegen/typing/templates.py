@@ -52,8 +52,9 @@ def _literal_int(ty, what) -> int:
     if isinstance(ty, types.IntegerLiteral):
         return ty.literal_value
     raise errors.TypingError(
-        f"{what} must be a compile-time integer (a literal, a T.constexpr parameter, or "
-        f"arithmetic on them), got a run-time value of type {ty}")
+        f"{what} must be a compile-time integer (a literal, a T.constexpr parameter, a "
+        f"shape entry such as A.shape[0], or arithmetic on them), got a run-time value "
+        f"of type {ty}")
 
 
 @infer_global(T.Parallel)
@@ -366,7 +367,8 @@ class PrintTemplate(AbstractTemplate):
         if kws or not 1 <= len(args) <= 2:
             raise errors.TypingError("T.print(value, msg='') takes a value and a message")
         if not isinstance(args[0], (types.Number, types.Boolean)):
-            raise errors.TypingError(f"T.print prints numbers, got {args[0]}")
+            raise errors.TypingError(f"T.print prints a number (a scalar, or one element "
+                                     f"such as A[i] or tile[i, j]), got {args[0]}")
         return signature(types.none, types.unliteral(args[0]), *_message(args, "T.print"))
 
 
