@@ -5,16 +5,42 @@ and the dtype strings the seeds use (``"float16"``) all name one of these.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 
-@dataclass(frozen=True)
-class DType:
-    name: str
-    bits: int
-    kind: str  # "float", "int", "uint", "bool"
+class DType(str):
+    """An element type. As in TileLang, a dtype is its name as a ``str``:
+    ``T.float16 == "float16"``, ``getattr(torch, T.float16)``, dicts keyed by dtype names
+    and dtype names in ``pytest.mark.parametrize`` all work; ``bits``, ``kind``,
+    ``itemsize`` and ``as_torch()`` say more. Immutable, like the string it is."""
+
+    def __new__(cls, name: str, bits: int, kind: str):  # kind: "float", "int", "uint", "bool"
+        self = super().__new__(cls, name)
+        object.__setattr__(self, "_fields", (bits, kind))
+        return self
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{self!r} is immutable")
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    @property
+    def bits(self) -> int:
+        return self._fields[0]
+
+    @property
+    def kind(self) -> str:
+        return self._fields[1]
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+    def as_torch(self):
+        """The torch dtype (TileLang's ``T.float16.as_torch()``)."""
+        import torch    # only for a caller that asks for a torch dtype
+        return getattr(torch, self.name)
 
     @property
     def itemsize(self) -> int:
@@ -38,6 +64,9 @@ class DType:
 
     def __repr__(self) -> str:
         return f"T.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
 
     def __call__(self, value):
         """``T.float32(1.0)``: a typed constant (simulation semantics: numpy scalar)."""
