@@ -22,6 +22,7 @@ _LAZY = {
     "compile": ("tilelang.classic", "compile"),
     "testing": ("testing", None),
     "profiler": ("profiler", None),
+    "TensorSupplyType": ("tilelang.profiler", "TensorSupplyType"),
 }
 
 
@@ -36,4 +37,4 @@ def __getattr__(name):
 
 
 __all__ = ["kernel", "autotune", "autotuner", "jit", "compile", "PassConfigKey", "language",
-           "testing", "profiler", "CompileError", "__version__"]
+           "testing", "profiler", "TensorSupplyType", "CompileError", "__version__"]

@@ -97,6 +97,12 @@ class CompiledPrimFunc:
                                    "needed (a T.Parallel or tile extent); use a constant",
                                    self.kernel.source.filename, self.kernel.source.tree.lineno)
 
+    def get_profiler(self, tensor_supply_type=None):
+        """TileLang's ``kernel.get_profiler(tensor_supply_type=...)`` (``profiler.py``)."""
+        # loaded when a program first asks for a profiler (nothing else imports it)
+        from tilejit.tilelang.profiler import Profiler, TensorSupplyType
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
     def _check(self, name, value, sizes):
         ann = self.prim.annotations[name]
         arg = as_tensor_arg(value)

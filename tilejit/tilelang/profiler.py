@@ -1,5 +1,134 @@
-"""TileLang's ``tilelang.profiler``: ``do_bench(fn, warmup, rep)``, the median time
-in milliseconds (``tilejit.testing.do_bench``)."""
+"""TileLang's ``tilelang.profiler``: ``do_bench(fn, warmup, rep)`` (the median time in
+milliseconds, ``tilejit.testing.do_bench``), and the ``Profiler`` that
+``kernel.get_profiler(tensor_supply_type=...)`` returns for a compiled ``@T.prim_func``:
+it makes the kernel's inputs from their annotations, runs the kernel (on the GPU for a
+CUDA machine, in the simulator otherwise), compares it with a reference program
+(``assert_allclose``) and times it (``do_bench``, ``run_once``)."""
+from __future__ import annotations
+
+import enum
+
+from tilejit.language.dtypes import as_dtype
+from tilejit.language.tilelang_names import Symbol
 from tilejit.tuning.bench import do_bench
 
-__all__ = ["do_bench"]
+__all__ = ["do_bench", "Profiler", "TensorSupplyType"]
+
+
+class TensorSupplyType(enum.Enum):
+    """How the profiler fills a kernel's inputs (TileLang's names)."""
+    Integer = 1     # integers in [-2, 2]
+    Uniform = 2     # uniform in [-1, 1)
+    Normal = 3      # normal, mean 0, standard deviation 1
+    Randn = 4       # torch.randn
+    Zero = 5
+    One = 6
+    Auto = 7        # Normal for floating-point inputs, Integer for the others
+
+
+def supply(shape, dtype, kind: TensorSupplyType, device: str):
+    """One input tensor of ``shape`` and ``dtype`` filled as ``kind`` says."""
+    import torch    # the profiler makes torch tensors; torch is only needed here
+    dtype = as_dtype(dtype)
+    tdtype = dtype.as_torch()
+    if kind is TensorSupplyType.Auto:
+        kind = TensorSupplyType.Normal if dtype.is_float else TensorSupplyType.Integer
+    if kind is TensorSupplyType.Zero:
+        return torch.zeros(shape, dtype=tdtype, device=device)
+    if kind is TensorSupplyType.One:
+        return torch.ones(shape, dtype=tdtype, device=device)
+    if kind is TensorSupplyType.Integer or not dtype.is_float:
+        low = 0 if dtype.kind in ("uint", "bool") else -2
+        high = 2 if dtype.kind == "bool" else 3
+        return torch.randint(low, high, shape, device=device).to(tdtype)
+    if kind is TensorSupplyType.Uniform:
+        return (torch.rand(shape, device=device) * 2 - 1).to(tdtype)
+    return torch.randn(shape, device=device).to(tdtype)
+
+
+class Profiler:
+    """``kernel.get_profiler()`` of a compiled ``@T.prim_func``: inputs from the
+    annotations of the parameters that are not outputs (``out_idx``)."""
+
+    def __init__(self, kernel, tensor_supply_type=TensorSupplyType.Auto):
+        if not isinstance(tensor_supply_type, TensorSupplyType):
+            raise TypeError(f"get_profiler: tensor_supply_type must be a TensorSupplyType, got "
+                            f"{tensor_supply_type!r}")
+        self.kernel = kernel
+        self.supply_type = tensor_supply_type
+        prim = kernel.prim
+        self.inputs = [p for i, p in enumerate(prim.params) if i not in kernel.out_idx]
+        self.shapes = {}
+        for name in self.inputs:
+            ann = prim.annotations[name]
+            unsized = [d.name for d in ann.shape if isinstance(d, Symbol)]
+            self.shapes[name] = None if unsized else tuple(int(d) for d in ann.shape)
+
+    def _device(self) -> str:
+        import torch    # the profiler makes torch tensors; torch is only needed here
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def input_tensors(self) -> list:
+        """Fresh inputs, one per non-output parameter."""
+        device = self._device()
+        out = []
+        for name in self.inputs:
+            shape = self.shapes[name]
+            if shape is None:
+                raise ValueError(f"get_profiler: input {name!r} has a symbolic shape; pass "
+                                 "input_tensors=[...] to say its size")
+            out.append(supply(shape, self.kernel.prim.annotations[name].dtype,
+                              self.supply_type, device))
+        return out
+
+    def _run(self, func, tensors):
+        result = (func or self.kernel)(*tensors)
+        if result is None:
+            return []
+        return list(result) if isinstance(result, (list, tuple)) else [result]
+
+    def run_once(self, func=None, input_tensors=None):
+        """Run ``func`` (default: the kernel) once on (fresh) inputs; its result."""
+        return (func or self.kernel)(*(input_tensors or self.input_tensors()))
+
+    def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2,
+                        rtol: float = 1e-2, max_mismatched_ratio: float = 0.01):
+        """Run the kernel and ``reference_program`` on the same inputs and compare every
+        output: at most ``max_mismatched_ratio`` of the elements of each may differ by
+        more than ``atol + rtol * |reference|`` (NaN where the reference is not counts as
+        a mismatch)."""
+        import torch    # the profiler makes torch tensors; torch is only needed here
+        tensors = input_tensors or self.input_tensors()
+        ours = self._run(None, tensors)
+        refs = self._run(reference_program, tensors)
+        if len(ours) != len(refs):
+            raise AssertionError(f"the kernel returned {len(ours)} output(s), the reference "
+                                 f"program {len(refs)}")
+        for k, (out, ref) in enumerate(zip(ours, refs)):
+            out = torch.as_tensor(out).detach().to("cpu", torch.float64)
+            ref = torch.as_tensor(ref).detach().to("cpu", torch.float64)
+            if out.shape != ref.shape:
+                raise AssertionError(f"output {k}: shape {tuple(out.shape)}, the reference's "
+                                     f"{tuple(ref.shape)}")
+            bad = ~torch.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+            ratio = bad.double().mean().item() if bad.numel() else 0.0
+            if ratio > max_mismatched_ratio:
+                worst = (out - ref).abs().nan_to_num(float("inf")).max().item()
+                raise AssertionError(
+                    f"output {k}: {int(bad.sum())} of {bad.numel()} elements ({ratio:.2%}) "
+                    f"differ by more than atol={atol} + rtol={rtol}·|reference| (allowed "
+                    f"{max_mismatched_ratio:.2%}); largest difference {worst:.4g}")
+
+    def do_bench(self, func=None, warmup: int = 25, rep: int = 100, n_warmup: int = 0,
+                 n_repeat: int = 0, input_tensors=None, backend: str = "event", **_):
+        """Median milliseconds of ``func`` (default: the kernel) on fixed inputs.
+        ``warmup``/``rep`` count calls here (TileLang reads them as milliseconds), and
+        ``n_warmup``/``n_repeat`` override them when given; every backend times with CUDA
+        events on a GPU (``perf_counter`` in the simulator)."""
+        if backend not in ("event", "cupti", "cudagraph"):
+            raise ValueError(f"do_bench: backend must be 'event', 'cupti' or 'cudagraph', "
+                             f"got {backend!r}")
+        tensors = input_tensors or self.input_tensors()
+        fn = func or self.kernel
+        return do_bench(lambda: fn(*tensors), warmup=n_warmup or warmup,
+                        rep=n_repeat or rep)

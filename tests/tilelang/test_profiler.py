@@ -1,0 +1,84 @@
+"""TileLang's profiler on a compiled @T.prim_func: ``kernel.get_profiler(
+tensor_supply_type=...)`` makes the inputs from the annotations, ``assert_allclose``
+compares with a reference program (and catches a wrong kernel), ``do_bench`` and
+``run_once`` run it. In the simulator here; the same calls run on the GPU there."""
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.tilelang.profiler import TensorSupplyType
+
+
+def make_matmul(M, N, K, wrong=False, dtype=T.float16, accum_dtype=T.float32):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, 32), T.ceildiv(M, 32), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((32, 32), dtype)
+            B_shared = T.alloc_shared((32, 32), dtype)
+            C_local = T.alloc_fragment((32, 32), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * 32, k * 32], A_shared)
+                T.copy(B[k * 32, bx * 32], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            if wrong:
+                for i, j in T.Parallel(32, 32):
+                    C_local[i, j] = C_local[i, j] + 1.0
+            T.copy(C_local, C[by * 32, bx * 32])
+    return tilelang.compile(gemm, out_idx=[-1])
+
+
+def reference(A, B):
+    return (A.float() @ B.float()).to(A.dtype)
+
+
+@pytest.mark.parametrize("supply", [TensorSupplyType.Normal, TensorSupplyType.Integer,
+                                    TensorSupplyType.Uniform, TensorSupplyType.Auto])
+def test_assert_allclose_against_a_reference(supply):
+    kernel = make_matmul(64, 64, 64)
+    profiler = kernel.get_profiler(tensor_supply_type=supply)
+    profiler.assert_allclose(reference, atol=1e-2, rtol=1e-2)
+
+
+def test_assert_allclose_catches_a_wrong_kernel():
+    profiler = make_matmul(64, 64, 64, wrong=True).get_profiler(tilelang.TensorSupplyType.Zero)
+    with pytest.raises(AssertionError, match=r"output 0: 4096 of 4096 elements \(100.00%\) "
+                                             r"differ by more than atol=0.01"):
+        profiler.assert_allclose(reference, atol=1e-2, rtol=1e-2)
+
+
+def test_do_bench_and_run_once():
+    kernel = make_matmul(64, 64, 64)
+    profiler = kernel.get_profiler()
+    ms = profiler.do_bench(warmup=1, rep=3)
+    assert isinstance(ms, float) and ms > 0
+    a, b = profiler.input_tensors()
+    assert a.shape == (64, 64) and a.dtype == torch.float16
+    c = profiler.run_once(input_tensors=[a, b])
+    torch.testing.assert_close(c.float(), reference(a, b).float(), rtol=1e-2, atol=1e-2)
+    assert profiler.do_bench(lambda A, B: A @ B, warmup=1, rep=2, input_tensors=[a, b]) > 0
+
+
+def test_bad_arguments_are_clear_errors():
+    kernel = make_matmul(64, 64, 64)
+    with pytest.raises(TypeError, match="tensor_supply_type must be a TensorSupplyType"):
+        kernel.get_profiler(tensor_supply_type="normal")
+    with pytest.raises(ValueError, match="backend must be 'event', 'cupti' or 'cudagraph'"):
+        kernel.get_profiler().do_bench(backend="tvm")
+
+
+def test_symbolic_shapes_need_input_tensors():
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def double(A: T.Tensor((M, 64), T.float32), B: T.Tensor((M, 64), T.float32)):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            for i, j in T.Parallel(32, 64):
+                if bx * 32 + i < M:
+                    B[bx * 32 + i, j] = A[bx * 32 + i, j] * 2.0
+    profiler = tilelang.compile(double, out_idx=[-1]).get_profiler()
+    with pytest.raises(ValueError, match="input 'A' has a symbolic shape; pass input_tensors"):
+        profiler.input_tensors()
+    profiler.assert_allclose(lambda A: A * 2, input_tensors=[torch.randn(40, 64)])
