@@ -44,7 +44,8 @@ def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool |
                     dump_dir: str | None = None) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
     if tma is None:
-        tma = os.environ.get("TILEJIT_TMA", "1").strip().lower() not in _FALSE[1:]
+        value = os.environ.get("TILEJIT_TMA", "").strip().lower()
+        tma = value == "" or value not in _FALSE
     if dump_dir is None:
         dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
     return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma,

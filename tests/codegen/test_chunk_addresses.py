@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tilejit
-import tilejit.language as T
+from kernels import shifted_copy
 from tilejit.layouts.layout import Layout
 from tilejit.layouts.swizzle import make_swizzled_layout
 from tilejit.codegen.lowering.chunk_addresses import round_plan
@@ -69,18 +69,6 @@ def test_flash_attention_refill_takes_one_shared_base_per_copy(monkeypatch):
     count, bases = _cp_async_bases(c.ptx)
     assert count >= 32, count          # K and V, 8 chunks each, prologue and loop
     assert len(bases) <= count // 4, (count, sorted(bases))
-
-
-@tilejit.kernel
-def shifted_copy(A, Out, bm: T.constexpr = 64, bn: T.constexpr = 64, shift: T.constexpr = 32):
-    """Out's tile (bx, k) is A's tile moved up and left by ``shift``: the first row and
-    column of tiles read before the tensor's start (zeros), the last past its end."""
-    M, N = A.shape
-    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
-        S = T.alloc_shared((bm, bn), A.dtype)
-        for k in T.Pipelined(T.ceildiv(N, bn), num_stages=2):
-            T.copy(A[bx * bm - shift, k * bn - shift], S)
-            T.copy(S, Out[bx * bm, k * bn])
 
 
 def _shifted_reference(a, shift):

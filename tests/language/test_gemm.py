@@ -7,54 +7,13 @@ import torch
 
 import tilejit
 import tilejit.language as T
-
-
-@tilejit.kernel
-def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
-         block_K: T.constexpr = 32, trans_A: T.constexpr = False, trans_B: T.constexpr = False,
-         policy: T.constexpr = "Square", threads: T.constexpr = 128,
-         acc: T.constexpr = "float32", stages: T.constexpr = 2, panel: T.constexpr = 3):
-    M = A.shape[1] if trans_A else A.shape[0]
-    K = A.shape[0] if trans_A else A.shape[1]
-    N = B.shape[0] if trans_B else B.shape[1]
-    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-        T.use_swizzle(panel_size=panel, enable=panel > 0)
-        A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), A.dtype)
-        B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), B.dtype)
-        C_f = T.alloc_fragment((block_M, block_N), acc)
-        T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
-            if trans_A:
-                T.copy(A[k * block_K, by * block_M], A_s)
-            else:
-                T.copy(A[by * block_M, k * block_K], A_s)
-            if trans_B:
-                T.copy(B[bx * block_N, k * block_K], B_s)
-            else:
-                T.copy(B[k * block_K, bx * block_N], B_s)
-            T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, policy=policy)
-        T.copy(C_f, C[by * block_M, bx * block_N])
-
+from kernels import TORCH, gemm
+from kernels import gemm_inputs as _inputs
 
 gemm_sim = tilejit.kernel(gemm.func, target="sim")   # the same kernel, simulated
 
-TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-         "int8": torch.int8, "int32": torch.int32}
 PAIRS = [("float16", "float32"), ("float16", "float16"), ("bfloat16", "float32"),
          ("float32", "float32"), ("int8", "int32")]
-
-
-def _inputs(M, N, K, dtype, trans_A, trans_B, device="cpu", seed=0):
-    g = torch.Generator().manual_seed(seed)
-    if dtype == "int8":
-        a = torch.randint(-8, 8, (M, K), generator=g, dtype=torch.int8)
-        b = torch.randint(-8, 8, (K, N), generator=g, dtype=torch.int8)
-    else:
-        a = torch.randn(M, K, generator=g).to(TORCH[dtype])
-        b = torch.randn(K, N, generator=g).to(TORCH[dtype])
-    A = a.t().contiguous() if trans_A else a
-    B = b.t().contiguous() if trans_B else b
-    return a, b, A.to(device), B.to(device)
 
 
 def _check(c, a, b, dtype, acc, K):

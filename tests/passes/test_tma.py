@@ -18,7 +18,8 @@ from tilejit.passes.tma import tma_layout
 from tilejit.runtime.cuda_driver import layout_params
 from tilejit.runtime.tensor_maps import MAP_BYTES, Box, TensorMaps, encode_arguments
 from tilejit.ir.plan import SHARED, Tile
-from test_gemm import _inputs, gemm
+from kernels import gemm
+from kernels import gemm_inputs as _inputs
 
 
 def _tile(shape, layout):

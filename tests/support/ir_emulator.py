@@ -200,7 +200,7 @@ def main():
     os.environ["TILEJIT_DISABLE_CACHE"] = "1"
     import tilejit
     from flash_attn import flashattn
-    from test_chunk_addresses import shifted_copy
+    from kernels import shifted_copy
     a = np.zeros((100, 200), np.float16)
     arrays = [a, np.zeros_like(a)]
     c = tilejit.kernel(shifted_copy.func).compile(*arrays, target="cuda", arch="sm_90a")

@@ -83,15 +83,19 @@ class TilePlan:
     def tile(self, name: str) -> Tile:
         return self.tiles[name]
 
-    def register_words(self) -> int:
-        """32-bit registers per thread that the fragments and local tiles take."""
-        words = 0
+    def register_shares(self) -> list:
+        """(32-bit registers per thread, tile) of each fragment and local tile."""
+        shares = []
         for t in self.tiles.values():
             if t.kind == FRAGMENT and t.indexing is not None:
-                words += -(-t.indexing.slots * t.dtype.itemsize // 4)
+                shares.append((-(-t.indexing.slots * t.dtype.itemsize // 4), t))
             elif t.kind == LOCAL:
-                words += -(-t.nbytes // 4)
-        return words
+                shares.append((-(-t.nbytes // 4), t))
+        return shares
+
+    def register_words(self) -> int:
+        """32-bit registers per thread that the fragments and local tiles take."""
+        return sum(n for n, _ in self.register_shares())
 
     def describe(self) -> str:
         """A readable summary (``TILEJIT_DUMP_IR`` writes it)."""

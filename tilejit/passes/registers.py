@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ast
 
-from tilejit.ir.plan import FRAGMENT, LOCAL
-
 # the register file per thread on every CUDA arch; the simulator uses the same
 MAX_REGISTERS = 255
 
@@ -24,13 +22,7 @@ def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     words = plan.register_words()
     if words <= limit:
         return fdef
-    shares = []
-    for t in plan.tiles.values():
-        if t.kind == FRAGMENT and t.indexing is not None:
-            shares.append((-(-t.indexing.slots * t.dtype.itemsize // 4), t))
-        elif t.kind == LOCAL:
-            shares.append((-(-t.nbytes // 4), t))
-    shares.sort(key=lambda s: -s[0])
+    shares = sorted(plan.register_shares(), key=lambda s: -s[0])
     detail = ", ".join(f"{t.name} {t.kind} {'x'.join(map(str, t.shape))} {t.dtype.name}: {n}"
                        for n, t in shares if n)
     line = min((t.line for _, t in shares if t.line), default=None)
