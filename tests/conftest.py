@@ -71,3 +71,23 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def ptxas(tmp_path):
+    """``ptxas(ptx, arch)``: assemble with CUDA's ptxas (skipped where it is not on the
+    PATH); returns its ``-v`` report (registers, spills)."""
+    import shutil
+    import subprocess
+    exe = shutil.which("ptxas")
+    if exe is None:
+        pytest.skip("ptxas is not on the PATH")
+
+    def assemble(ptx: str, arch: str) -> str:
+        path = tmp_path / f"k_{arch}.ptx"
+        path.write_text(ptx)
+        out = subprocess.run([exe, f"-arch={arch}", "-v", str(path), "-o", f"{path}.cubin"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stderr
+    return assemble

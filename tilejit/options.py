@@ -5,6 +5,8 @@ where its stages are written. ``compile_options(...)`` builds it once per compil
 the explicit values a kernel was given and, for what was not given, the environment:
 
     TILEJIT_TMA=0          sm_90+ pipelines keep cp.async instead of TMA
+    TILEJIT_WGMMA=0        sm_90a gemms keep mma.sync instead of wgmma.mma_async
+    TILEJIT_WS=0           sm_90a TMA pipelines are not warp-specialized
     TILEJIT_DUMP_IR=DIR    every compiler stage, one file each (compiler/dump.py); a dump
                            bypasses the disk cache so each first compilation is written
 
@@ -27,6 +29,8 @@ class CompileOptions:
     fast_math: bool = False     # hardware approximations for math and float division
     debug: bool = False         # device bounds checks and T.device_assert
     tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
+    wgmma: bool = True          # sm_90a: T.gemm on wgmma.mma_async where it qualifies
+    warp_specialize: bool = True  # sm_90a: TMA pipelines feeding wgmma get a producer warp
     # where to write every stage (None: nowhere); not part of what is compiled
     dump_dir: str | None = field(default=None, compare=False, repr=False,
                                  metadata={"key": False})
@@ -40,16 +44,24 @@ class CompileOptions:
         return dataclasses.replace(self, **changes)
 
 
+def _switch(name: str) -> bool:
+    """An on/off environment variable that is on unless set to a false value."""
+    value = os.environ.get(name, "").strip().lower()
+    return value == "" or value not in _FALSE
+
+
 def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
+                    wgmma: bool | None = None, warp_specialize: bool | None = None,
                     dump_dir: str | None = None) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
-    if tma is None:
-        value = os.environ.get("TILEJIT_TMA", "").strip().lower()
-        tma = value == "" or value not in _FALSE
+    tma = _switch("TILEJIT_TMA") if tma is None else bool(tma)
+    wgmma = _switch("TILEJIT_WGMMA") if wgmma is None else bool(wgmma)
+    if warp_specialize is None:
+        warp_specialize = _switch("TILEJIT_WS")
     if dump_dir is None:
         dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
-    return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma,
-                          dump_dir=dump_dir)
+    return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma, wgmma=wgmma,
+                          warp_specialize=bool(warp_specialize), dump_dir=dump_dir)
 
 
 def dump_dir_origin(dump_dir: str) -> str:

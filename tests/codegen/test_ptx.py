@@ -18,13 +18,22 @@ F64_MATH = re.compile(r"\b(add|sub|mul|fma|div)\.[a-z.]*f64")
 
 
 def must_on(arch, must):
-    """The instructions an example must use on ``arch``: on sm_90+ a pipelined copy is
-    TMA's (passes/tma.py), completing on mbarriers, instead of cp.async."""
-    if arch != "sm_90a" or "cp.async.cg.shared.global" not in must:
+    """The instructions an example must use on ``arch``: on sm_90a a pipelined copy is
+    TMA's (passes/tma.py), completing on mbarriers, instead of cp.async, and T.gemm is
+    wgmma.mma_async (its operands read through descriptors, not ldmatrix)."""
+    if arch != "sm_90a":
         return must
-    return [i for i in must if i != "cp.async.cg.shared.global"] + [
-        "cp.async.bulk.tensor", "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity",
-        "fence.proxy.async"]
+    out = []
+    for i in must:
+        if i == "cp.async.cg.shared.global":
+            out += ["cp.async.bulk.tensor", "mbarrier.arrive.expect_tx",
+                    "mbarrier.try_wait.parity", "fence.proxy.async"]
+        elif i.startswith("mma.sync.aligned"):
+            out += ["wgmma.mma_async.sync.aligned", "wgmma.fence.sync.aligned",
+                    "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned"]
+        elif not i.startswith("ldmatrix"):
+            out.append(i)
+    return out
 
 
 def assemble(ptx: str, arch: str, tmp_path) -> str:

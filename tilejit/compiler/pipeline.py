@@ -27,8 +27,8 @@ from tilejit.frontend.source import KernelSource
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (barriers, layout_inference, parallel_guards, pipeline, rasterization,
-                            registers, shared_memory, tile_allocation, tma)
+from tilejit.passes import (async_proxy, barriers, layout_inference, parallel_guards, pipeline,
+                            rasterization, registers, shared_memory, tile_allocation, tma)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import nvptx
@@ -45,6 +45,7 @@ SOURCE_PASSES = (
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
     registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
+    async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
     parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel

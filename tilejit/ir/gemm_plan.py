@@ -1,4 +1,5 @@
-"""How one ``T.gemm`` is spread over a block's warps on ``mma.sync``.
+"""How one ``T.gemm`` is spread over a block's warps: on ``mma.sync`` (sm_80+), or on
+Hopper's ``wgmma.mma_async`` (sm_90a).
 
 The block's ``W = threads / 32`` warps form a ``warps_m x warps_n`` grid (warp
 ``w = wm + warps_m * wn``); each warp owns a ``(M / warps_m) x (N / warps_n)`` piece of C,
@@ -8,9 +9,9 @@ piece as square as the divisibility rules allow.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tilejit.layouts import mma_fragment, tile_fragment
+from tilejit.layouts import Fragment, Layout, mma_fragment, tile_fragment
 
 WARP = 32
 
@@ -24,6 +25,16 @@ INSTRUCTIONS = {
 }
 
 POLICIES = ("Square", "FullRow", "FullCol")
+
+WARPGROUP = 128
+# wgmma.mma_async: (A dtype, B dtype, C dtype) -> (PTX type suffix, k per instruction).
+# Only 16-bit operands may be stored MN-major (transpose_A, or B as (K, N)); the tf32,
+# fp8 and int8 forms read both operands K-major and are not planned here yet.
+WGMMA = {
+    ("float16", "float16", "float32"): ("f32.f16.f16", 16),
+    ("float16", "float16", "float16"): ("f16.f16.f16", 16),
+    ("bfloat16", "bfloat16", "float32"): ("f32.bf16.bf16", 16),
+}
 
 
 class GemmPlanError(ValueError):
@@ -46,6 +57,20 @@ class GemmPlan:
     kind: str
     k_step: int
     clear_accum: bool = False
+    engine: str = "mma"      # "mma" (mma.sync) or "wgmma" (see with_wgmma)
+    # wgmma only: each operand's shared layout as (swizzle bytes, columns per swizzle
+    # atom, rows, columns) of the tile (ir/smem_layouts.canonical_layout), None for A
+    # in registers
+    a_smem: tuple | None = None
+    b_smem: tuple | None = None
+
+    @property
+    def warpgroups_m(self) -> int:
+        return self.warps_m // 4
+
+    @property
+    def warpgroups_n(self) -> int:
+        return self.warps_n
 
     @property
     def warp_m(self) -> int:
@@ -65,7 +90,10 @@ class GemmPlan:
 
     def c_fragment(self):
         """The accumulator's layout: warps_m x warps_n warps, each repeat_m x repeat_n
-        m16n8 accumulator tiles."""
+        m16n8 accumulator tiles (on wgmma, ``wgmma_fragment``)."""
+        if self.engine == "wgmma":
+            return wgmma_fragment(self.warpgroups_m, self.warpgroups_n, self.repeat_m,
+                                  self.repeat_n)
         return tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m,
                              self.warps_n, self.repeat_m, self.repeat_n)
 
@@ -73,13 +101,23 @@ class GemmPlan:
         """The layout an A operand held in registers must have: the accumulator layout
         of an M x K tile on warps_m warps (a m16n8kX A operand holds the same elements
         per thread as the m16n8 accumulators over its K columns), copied on each of the
-        warps_n warp columns."""
+        warps_n warp columns (on wgmma: the wgmma accumulator layout of M x K, copied on
+        each warpgroup column)."""
+        if self.engine == "wgmma":
+            base = wgmma_fragment(self.warpgroups_m, 1, self.repeat_m, self.K // 8)
+            return base.replicated(self.warps_n) if self.warps_n > 1 else base
         base = tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m, 1,
                              self.repeat_m, self.K // 8)
         return base.replicated(self.warps_n) if self.warps_n > 1 else base
 
     def __str__(self) -> str:
         t = ("A^T " if self.transpose_A else "A ") + ("B^T" if self.transpose_B else "B")
+        if self.engine == "wgmma":
+            return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy="
+                    f"{self.policy}: wgmma.m64n{self.warp_n}k{self.k_step}, "
+                    f"{self.warpgroups_m}x{self.warpgroups_n} warpgroups, each "
+                    f"{self.repeat_m} x m64 (A {'registers' if self.a_smem is None else self.a_smem}"
+                    f", B {self.b_smem})")
         return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy={self.policy}: "
                 f"mma.{self.instr}.{self.kind}, {self.warps_m}x{self.warps_n} warps, each "
                 f"{self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} tiles")
@@ -118,3 +156,81 @@ def plan_gemm(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squ
         wm, wn = min(fits, key=lambda g: (abs((M // g[0]) - (N // g[1])), -g[0]))
     return GemmPlan(M, N, K, key, bool(transpose_A), bool(transpose_B), policy, threads,
                     wm, wn, instr, kind, k_step, bool(clear_accum))
+
+
+def wgmma_fragment(groups_m: int, groups_n: int, slices: int, n_blocks: int) -> Fragment:
+    """The accumulator layout of wgmma.m64nNk*: a ``groups_m x groups_n`` grid of
+    warpgroups (warpgroup ``g = gm + groups_m * gn``), each owning ``slices`` m64 row
+    slices of ``N = 8 * n_blocks`` columns. Within a slice, warp ``w`` of the warpgroup
+    holds rows ``16 w ...`` as the m16n8 accumulator tiles of mma.sync, one per n block:
+    element ``(i0 + 16 w + 64 rm + 64 slices gm, j0 + 8 rn + 8 n_blocks gn)`` is at
+    thread ``t(i0, j0) + 32 w + 128 g`` and slot ``s(i0, j0) + 4 (rn + n_blocks rm)``,
+    i.e. register ``d[4 rn + s]`` of slice ``rm``'s instruction (PTX ISA, "Register
+    Fragments" of wgmma's D matrix)."""
+    base = mma_fragment("m16n8k16", "f16", "C")
+    t, s = base.thread_layout, base.slot_layout
+    thread = Layout(((t[0].shape, 4, slices, groups_m), (t[1].shape, n_blocks, groups_n)),
+                    ((t[0].stride, 32, 0, WARPGROUP), (t[1].stride, 0, WARPGROUP * groups_m)))
+    slot = Layout(((s[0].shape, 4, slices, groups_m), (s[1].shape, n_blocks, groups_n)),
+                  ((s[0].stride, 0, 4 * n_blocks, 0), (s[1].stride, 4, 0)))
+    return Fragment((64 * slices * groups_m, 8 * n_blocks * groups_n), thread, slot,
+                    WARPGROUP * groups_m * groups_n,
+                    name=f"wgmma C x warpgroups {groups_m}x{groups_n} x {slices} slices "
+                         f"x n{8 * n_blocks}")
+
+
+def with_wgmma(gp: GemmPlan, a_smem, b_smem) -> GemmPlan | None:
+    """``gp`` on wgmma.mma_async, or None where wgmma cannot take it (the mma.sync plan
+    stays). ``a_smem``/``b_smem``: the operands' shared layouts as ``(swizzle bytes,
+    columns per atom)`` (``ir/smem_layouts.canonical_layout``), None where the tile's
+    layout is not one wgmma reads; ``a_smem`` is ignored for A in registers
+    (``a_in_registers``)."""
+    return _wgmma(gp, a_smem, b_smem, False)
+
+
+def with_wgmma_rs(gp: GemmPlan, b_smem) -> GemmPlan | None:
+    """As ``with_wgmma``, A held in registers."""
+    return _wgmma(gp, None, b_smem, True)
+
+
+def _wgmma(gp, a_smem, b_smem, a_regs):
+    if gp.dtypes not in WGMMA or gp.threads % WARPGROUP or b_smem is None:
+        return None
+    if not a_regs and a_smem is None:
+        return None
+    _, k_step = WGMMA[gp.dtypes]
+    if gp.K % k_step:
+        return None
+    size = 2
+    for smem, mn_major in ((None if a_regs else a_smem, gp.transpose_A),
+                           (b_smem, not gp.transpose_B)):
+        if smem is None:
+            continue
+        swizzle, width = smem
+        if swizzle not in (32, 64, 128):
+            return None
+        if not mn_major and k_step * size > swizzle:
+            return None
+    groups = gp.threads // WARPGROUP
+    fits = []
+    for gm in range(1, groups + 1):
+        if groups % gm:
+            continue
+        gn = groups // gm
+        n = gp.N // gn if gp.N % gn == 0 else 0
+        if gp.M % (64 * gm) or n == 0 or n % 8 or n > 256:
+            continue
+        if not gp.transpose_B and n % b_smem[1]:
+            continue
+        fits.append((gm, gn))
+    if not fits:
+        return None
+    if gp.policy == "FullCol":
+        gm, gn = max(fits, key=lambda g: g[1])
+    else:                   # the widest instruction N is the fastest (FullRow, Square)
+        gm, gn = max(fits, key=lambda g: g[0])
+    rows_a = (gp.K, gp.M) if gp.transpose_A else (gp.M, gp.K)
+    rows_b = (gp.N, gp.K) if gp.transpose_B else (gp.K, gp.N)
+    return replace(gp, engine="wgmma", warps_m=4 * gm, warps_n=gn, k_step=k_step,
+                   instr=f"m64n{gp.N // gn}k{k_step}",
+                   a_smem=None if a_regs else (*a_smem, *rows_a), b_smem=(*b_smem, *rows_b))

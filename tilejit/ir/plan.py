@@ -79,6 +79,7 @@ class TilePlan:
     mbarrier_offset: int = 0         # their byte offset in the shared buffer
     tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
+    proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
 
     def tile(self, name: str) -> Tile:
         return self.tiles[name]

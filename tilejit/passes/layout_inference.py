@@ -34,7 +34,9 @@ from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, dig
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.markers import FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT, FRAG_VALID
+from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
+from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 SLOT = "__tj_s"
@@ -337,6 +339,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                             f"{ctx.source_line(line)})", line)
         fixed.setdefault(name, (frag, line, reason))
 
+    _shared_layouts(ctx, col)
+    _choose_gemm_engines(ctx)
     for gp, a, _b, c, line in plan.gemms.values():
         demand(c, gp.c_fragment(), line, "the accumulator of T.gemm")
         if tiles[a].kind == FRAGMENT:
@@ -388,11 +392,16 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             red = _reduction(ctx, tiles[full[0]].layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
     _plan_reduction_scratch(ctx, tiles)
-    # shared tiles
+    return _RewriteLoops(ctx, loop_ids).visit(fdef)
+
+
+def _shared_layouts(ctx, col):
+    """Row-major, swizzled where T.gemm reads the tile, or as annotated."""
+    tiles = ctx.plan.tiles
     for t in tiles.values():
         if t.kind == SHARED:
             t.layout = row_major(t.shape)
-    for _gp, a, b, _c, line in plan.gemms.values():
+    for _gp, a, b, _c, line in ctx.plan.gemms.values():
         for name in (a, b):
             t = tiles[name]
             if t.kind == SHARED:
@@ -400,7 +409,32 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 t.layout_reason = f"swizzled for T.gemm at line {line}"
     for call in col.annotations:
         _annotate(call, ctx)
-    return _RewriteLoops(ctx, loop_ids).visit(fdef)
+
+
+def _choose_gemm_engines(ctx):
+    """On a target with wgmma (sm_90a), each gemm whose shapes, dtypes and shared
+    layouts wgmma takes is re-planned onto it (``ir/gemm_plan.with_wgmma``); its shared
+    operands are then aligned to their swizzle atom (the descriptors' base offset is 0).
+    Every other gemm keeps mma.sync."""
+    if not (ctx.target.has_wgmma and ctx.options.wgmma):
+        return
+    tiles = ctx.plan.tiles
+    for gid, (gp, a, b, c, line) in list(ctx.plan.gemms.items()):
+        smem = {}
+        for name in (a, b):
+            t = tiles[name]
+            if t.kind == SHARED:
+                smem[name] = canonical_layout(t.layout, tuple(t.shape), t.dtype.itemsize)
+        if tiles[a].kind == FRAGMENT:
+            wg = with_wgmma_rs(gp, smem[b])
+        else:
+            wg = with_wgmma(gp, smem[a], smem[b])
+        if wg is None:
+            continue
+        for name in smem:
+            tiles[name].align = max(tiles[name].align, 8 * smem[name][0])
+            tiles[name].layout_reason = f"wgmma's swizzled layout for T.gemm at line {line}"
+        ctx.plan.gemms[gid] = (wg, a, b, c, line)
 
 
 def _annotate(call, ctx):

@@ -61,8 +61,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
-import numpy as np
-
+from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.ir.tma_box import MAX_RANK, Box, data_type_supported
 from tilejit.ir.markers import (COPY_ASYNC, REGION, STAGE, SYNC, TMA_FENCE, TMA_INIT, TMA_LOAD,
                                 TMA_WAIT)
@@ -89,29 +88,15 @@ class TmaCopy:
 
 
 def tma_layout(tile):
-    """(swizzle bytes, box columns) when TMA writes ``tile``'s layout, else None:
-    every element's offset is compared with where a box of that swizzle puts it."""
-    if len(tile.shape) != 2:
+    """(swizzle bytes, box columns) when TMA writes ``tile``'s layout, else None
+    (``ir/smem_layouts.canonical_layout``: every element's offset is compared with
+    where a box of that swizzle puts it; a box has at most 256 rows and columns)."""
+    if len(tile.shape) != 2 or tile.shape[0] > 256:
         return None
-    rows, cols = tile.shape
-    size = tile.dtype.itemsize
-    if rows > 256:
+    found = canonical_layout(tile.layout, tuple(tile.shape), tile.dtype.itemsize)
+    if found is None or found[1] > 256:
         return None
-    r = np.arange(rows)[:, None]
-    c = np.arange(cols)[None, :]
-    actual = np.array([[tile.layout(i, j) for j in range(cols)] for i in range(rows)],
-                      dtype=np.int64) * size
-    for swizzle in (128, 64, 32):
-        width = swizzle // size
-        if width == 0 or cols % width or rows % 8:
-            continue
-        linear = (c // width) * rows * swizzle + r * swizzle + (c % width) * size
-        expected = linear ^ (((linear >> 7) & (swizzle // 16 - 1)) << 4)
-        if np.array_equal(actual, expected):
-            return swizzle, width
-    if (cols * size) % 16 == 0 and cols <= 256 and np.array_equal(actual, (r * cols + c) * size):
-        return 0, cols
-    return None
+    return found
 
 
 def _copy_plan(ctx, call, layouts):

@@ -92,12 +92,19 @@ def _attr(dev, name: str) -> int:
     return _check(_drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute")
 
 
+# devices whose own arch-specific features (wgmma, setmaxnreg) a default compile uses
+_ARCH_SPECIFIC = {"sm_90": "sm_90a"}
+
+
 def device_arch(ordinal: int = 0) -> str:
-    """e.g. ``"sm_90"`` for an H100/H200 (compute capability 9.0)."""
+    """The arch a kernel is compiled for by default on device ``ordinal``: ``"sm_90a"``
+    for an H100/H200 (compute capability 9.0; code for it runs only on such a device,
+    which is the one asked about), ``"sm_80"`` for an A100."""
     if ordinal not in _arch_cache:
         dev = _device(ordinal)
         major = _attr(dev, "COMPUTE_CAPABILITY_MAJOR")
-        _arch_cache[ordinal] = f"sm_{major}{_attr(dev, 'COMPUTE_CAPABILITY_MINOR')}"
+        arch = f"sm_{major}{_attr(dev, 'COMPUTE_CAPABILITY_MINOR')}"
+        _arch_cache[ordinal] = _ARCH_SPECIFIC.get(arch, arch)
     return _arch_cache[ordinal]
 
 

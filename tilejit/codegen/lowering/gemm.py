@@ -1,4 +1,5 @@
-"""``T.gemm`` on ``mma.sync`` (sm_80+): one rule, unrolled at compile time.
+"""``T.gemm`` on ``mma.sync`` (sm_80+): one rule, unrolled at compile time (a gemm the
+layout pass planned on wgmma is lowered by ``wgmma.py``).
 
 Warp ``w`` of the block owns the C piece ``(wm, wn) = (w % warps_m, w // warps_m)``
 (``ir/gemm_plan.py``). For each k step of the instruction (16 for f16/bf16, 8 for tf32,
@@ -31,6 +32,7 @@ from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index
+from tilejit.codegen.lowering.wgmma import emit_wgmma_gemm
 
 I32, F32, HALF2 = ir.IntType(32), ir.FloatType(), ir.VectorType(ir.HalfType(), 2)
 
@@ -298,6 +300,8 @@ def gemm_impl(context, builder, sig, args):
     after the first k-step's ldmatrix, before its mma."""
     a_ty, b_ty, c_ty, gid = sig.args[:4]
     gp, *_ = plan().gemms[gid.literal_value]
+    if gp.engine == "wgmma":
+        return emit_wgmma_gemm(context, builder, sig, args)
     c_tile = plan().tile(c_ty.tile_name)
     if gp.clear_accum:
         zero = ir.Constant(context.get_data_type(c_ty.element), 0)

@@ -168,8 +168,10 @@ def shared_base(builder) -> ir.Value:
     if gv is None:
         gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
         gv.linkage = "external"
-        # TMA's swizzled boxes want 1024-byte aligned shared addresses (passes/tma.py)
-        gv.align = 1024 if plan().tma_copies else 16
+        # TMA's swizzled boxes and wgmma's swizzle atoms want 1024-byte aligned shared
+        # addresses (passes/tma.py, layout_inference._choose_gemm_engines)
+        aligned = plan().tma_copies or any(g[0].engine == "wgmma" for g in plan().gemms.values())
+        gv.align = 1024 if aligned else 16
     return gv
 
 
@@ -323,6 +325,10 @@ def _fill_target(sig, what):
 
 @lower(markers.stub(markers.SYNC))
 def sync_impl(context, builder, sig, args):
+    if plan().proxy_fence:          # generic writes of tiles wgmma reads (async_proxy.py)
+        fence = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
+                             "fence.proxy.async.shared::cta;", "~{memory}", side_effect=True)
+        builder.call(fence, [])
     block_barrier(builder)
     return context.get_dummy_value()
 

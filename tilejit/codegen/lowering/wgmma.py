@@ -1,0 +1,208 @@
+"""``T.gemm`` on Hopper's ``wgmma.mma_async`` (sm_90a; the plan's ``engine == "wgmma"``).
+
+A warpgroup (4 consecutive warps, 128 threads) issues one instruction for a 64 x N
+slice of C (N up to 256) and one k step; warpgroup ``g = gm + groups_m * gn`` owns the
+``slices`` m64 slices of rows ``64 * slices * gm ...`` and the columns
+``N * gn ...`` (``ir/gemm_plan.wgmma_fragment``: the accumulator registers of slice
+``rm`` are the fragment's slots ``4 * (rn + n_blocks * rm) + e``).
+
+Both shared operands are read through 64-bit matrix descriptors (PTX ISA, "Matrix
+Descriptor Format"): the start address, the leading and stride byte offsets (>> 4) and
+the swizzle mode. The layout pass only planned wgmma for tiles in the canonical
+swizzled layouts (``ir/smem_layouts.py``), given as ``(swizzle, width, rows, cols)``:
+atoms of ``width`` columns, each ``rows`` rows of ``swizzle`` bytes. A K-major operand
+(A as (M, K), B as (N, K)) steps 8-row groups by ``SBO = 8 * swizzle`` and moves along K
+inside an atom by adding bytes to the start address; an MN-major one (A^T as (K, M), B as
+(K, N), 16-bit types only: the instruction's transpose bit) steps atoms along M/N by
+``LBO = rows * swizzle`` and 8-row groups of K by ``SBO``. The start address only ever
+grows by multiples of 16 inside a 1024-byte aligned pattern, so the base offset is 0.
+
+One gemm is: the accumulator registers passed through an empty asm (so LLVM keeps
+their earlier writes above the fence), ``wgmma.fence``, the ``k steps x slices``
+instructions (the first with ``scale-d = 0`` when the gemm clears C), ``commit_group``,
+``wait_group 0``, the registers passed through again (so nothing reads them above the
+wait). A gemm therefore returns with its reads of shared memory complete, which is what
+the pipelines' stage release relies on.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tilejit.ir.gemm_plan import WGMMA
+from tilejit.codegen.lowering.copy import emit_copy_async
+from tilejit.codegen.lowering.tiles import plan, thread_index
+
+I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+HALF2 = ir.VectorType(ir.HalfType(), 2)
+_MODE = {128: 1, 64: 2, 32: 3}          # the descriptor's swizzle field
+WARPGROUP = 128
+
+
+def _asm(builder, text, constraints, args, ret=None):
+    ret = ret or ir.VoidType()
+    fnty = ir.FunctionType(ret, [a.type for a in args])
+    return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
+
+
+def _barrier_asm(builder, text):
+    _asm(builder, text, "~{memory}", [])
+
+
+def descriptor(builder, pointer, smem, mn_major: bool) -> ir.Value:
+    """The i64 descriptor of the tile at ``pointer`` (its first atom)."""
+    swizzle, _width, rows, _cols = smem
+    address = builder.ptrtoint(pointer, I32)
+    start = builder.zext(builder.and_(builder.lshr(address, I32(4)), I32(0x3FFF)), I64)
+    lbo = (rows * swizzle) >> 4 if mn_major else 1
+    sbo = (8 * swizzle) >> 4
+    return builder.or_(start, I64((lbo << 16) | (sbo << 32) | (_MODE[swizzle] << 62)))
+
+
+def operand_offset(smem, mn0: int, k0: int, itemsize: int, mn_major: bool) -> int:
+    """Byte offset of element (mn0, k0) of an operand whose swizzle atoms start there."""
+    swizzle, width, rows, _cols = smem
+    if mn_major:                    # tile rows are k, columns m or n
+        return (mn0 // width) * rows * swizzle + k0 * swizzle
+    return (k0 // width) * rows * swizzle + mn0 * swizzle + (k0 % width) * itemsize
+
+
+def _advance(builder, desc, nbytes):
+    if isinstance(nbytes, int):
+        return builder.add(desc, I64(nbytes >> 4)) if nbytes else desc
+    return builder.add(desc, builder.zext(builder.lshr(nbytes, I32(4)), I64))
+
+
+def _pass_through(builder, values, constraint):
+    """Each value through an empty asm: LLVM cannot move its uses across this point."""
+    out = []
+    for v in values:
+        fn = ir.InlineAsm(ir.FunctionType(v.type, [v.type]), "", f"={constraint},0",
+                          side_effect=True)
+        out.append(builder.call(fn, [v]))
+    return out
+
+
+class _Accumulator:
+    """The C registers of this thread's slices, as wgmma's operands: f32/s32 one value
+    per register, f16 two per register (slots e0e1, e2e3 of each n block)."""
+
+    def __init__(self, context, builder, gp, c_ty, c_ptr):
+        self.builder, self.gp, self.ptr = builder, gp, c_ptr
+        self.half = gp.dtypes[2] == "float16"
+        self.constraint = "r" if self.half or gp.dtypes[2] == "int32" else "f"
+        self.per_slice = 4 * gp.repeat_n
+
+    def load(self, rm):
+        b = self.builder
+        base = self.per_slice * rm
+        vals = [b.load(b.gep(self.ptr, [I32(base + s)])) for s in range(self.per_slice)]
+        if not self.half:
+            return vals
+        regs = []
+        for k in range(0, self.per_slice, 2):
+            v = ir.Constant(HALF2, None)
+            v = b.insert_element(v, vals[k], I32(0))
+            v = b.insert_element(v, vals[k + 1], I32(1))
+            regs.append(b.bitcast(v, I32))
+        return regs
+
+    def store(self, rm, regs):
+        b = self.builder
+        base = self.per_slice * rm
+        if self.half:
+            vals = []
+            for r in regs:
+                v = b.bitcast(r, HALF2)
+                vals += [b.extract_element(v, I32(0)), b.extract_element(v, I32(1))]
+        else:
+            vals = regs
+        for s, v in enumerate(vals):
+            b.store(v, b.gep(self.ptr, [I32(base + s)]))
+
+
+def _a_registers(context, builder, gp, a_ty, a_ptr, rm, kk):
+    """The four A registers of slice rm, k step kk, from an A fragment in the wgmma
+    accumulator layout over K (``GemmPlan.a_fragment``): C blocks 2kk and 2kk + 1."""
+    blocks = gp.K // 8
+    regs = []
+    for kb in (2 * kk, 2 * kk + 1):
+        base = 4 * (kb + blocks * rm)
+        for e in (0, 2):
+            pair = []
+            for s in (base + e, base + e + 1):
+                v = context.unpack_value(builder, a_ty.element, builder.gep(a_ptr, [I32(s)]))
+                data = context.data_model_manager[a_ty.element].as_data(builder, v)
+                pair.append(builder.zext(builder.bitcast(data, ir.IntType(16)), I32))
+            regs.append(builder.or_(pair[0], builder.shl(pair[1], I32(16))))
+    # registers a0..a3: (g, k 0-7), (g + 8, k 0-7), (g, k 8-15), (g + 8, k 8-15)
+    return regs
+
+
+def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
+    """One wgmma.mma_async of a slice: new accumulator registers."""
+    types, k = WGMMA[gp.dtypes]
+    n = gp.warp_n
+    count = len(regs)
+    outs = ", ".join(f"${i}" for i in range(count))
+    if isinstance(a, list):             # A from registers
+        a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}"
+        a_cons, nxt = ["r"] * 4, count + 4
+        tail = f"1, 1, {0 if gp.transpose_B else 1}"
+        a_args = a
+    else:
+        a_text, a_cons, nxt = f"${count}", ["l"], count + 1
+        tail = f"1, 1, {1 if gp.transpose_A else 0}, {0 if gp.transpose_B else 1}"
+        a_args = [a]
+    text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(nxt + 1) + ", 0; "
+            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
+            f"${nxt}, tjd, {tail}; }}")
+    constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"]
+                           + [str(i) for i in range(count)])
+    ret = ir.LiteralStructType([r.type for r in regs])
+    out = _asm(builder, text, constraints, a_args + [b_desc, I32(int(accumulate))] + regs, ret)
+    return [builder.extract_value(out, i) for i in range(count)]
+
+
+def emit_wgmma_gemm(context, builder, sig, args):
+    a_ty, b_ty, c_ty = sig.args[:3]
+    gp, *_ = plan().gemms[sig.args[3].literal_value]
+    acc = _Accumulator(context, builder, gp, c_ty, args[2])
+    size = 2
+    groups_m, groups_n = gp.warpgroups_m, gp.warpgroups_n
+    group = builder.lshr(thread_index(context, builder), I32(7))
+    gm = builder.urem(group, I32(groups_m)) if groups_m > 1 else None
+    gn = builder.udiv(group, I32(groups_m)) if groups_n > 1 else None
+    a_mn, b_mn = gp.transpose_A, not gp.transpose_B
+    in_registers = gp.a_smem is None
+    if not in_registers:
+        a_desc = descriptor(builder, args[0], gp.a_smem, a_mn)
+        if gm is not None:
+            step = operand_offset(gp.a_smem, 64 * gp.repeat_m, 0, size, a_mn)
+            a_desc = _advance(builder, a_desc, builder.mul(gm, I32(step)))
+    b_desc = descriptor(builder, args[1], gp.b_smem, b_mn)
+    if gn is not None:
+        step = operand_offset(gp.b_smem, gp.warp_n, 0, size, b_mn)
+        b_desc = _advance(builder, b_desc, builder.mul(gn, I32(step)))
+    regs = [_pass_through(builder, acc.load(rm), acc.constraint) for rm in range(gp.repeat_m)]
+    _barrier_asm(builder, "wgmma.fence.sync.aligned;")
+    if len(args) > 4:                   # the pipeline's folded cp.async refill
+        with builder.if_then(args[4]):
+            for k in range(5, len(args), 2):
+                emit_copy_async(context, builder, sig.args[k:k + 2], args[k:k + 2])
+    steps = gp.K // gp.k_step
+    for kk in range(steps):
+        b_k = _advance(builder, b_desc, operand_offset(gp.b_smem, 0, kk * gp.k_step, size,
+                                                       b_mn))
+        for rm in range(gp.repeat_m):
+            if in_registers:
+                a = _a_registers(context, builder, gp, a_ty, args[0], rm, kk)
+            else:
+                a = _advance(builder, a_desc, operand_offset(gp.a_smem, 64 * rm,
+                                                             kk * gp.k_step, size, a_mn))
+            regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
+                                    accumulate=not (gp.clear_accum and kk == 0))
+    _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
+    _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")
+    for rm in range(gp.repeat_m):
+        acc.store(rm, _pass_through(builder, regs[rm], acc.constraint))
+    return context.get_dummy_value()
