@@ -15,4 +15,10 @@ class CompiledKernel:
     # per hidden tensor-map parameter (after the others): (argument position, dtype name,
     # itemsize, box extents, swizzle bytes) (passes/tma.py, runtime/tensor_maps.py)
     tensor_maps: list = field(default_factory=list)
+    # threads per block at launch when the compiler added some (a warp-specialized
+    # kernel's producer warpgroup: passes/warp_specialize.py); 0: the kernel's own
+    block_threads: int = 0
+
+    def launch_threads(self, threads: int) -> int:
+        return self.block_threads or threads
 

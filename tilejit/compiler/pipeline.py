@@ -28,7 +28,8 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, layout_inference, parallel_guards, pipeline,
-                            rasterization, registers, shared_memory, tile_allocation, tma)
+                            rasterization, registers, shared_memory, tile_allocation, tma,
+                            warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import nvptx
@@ -45,6 +46,7 @@ SOURCE_PASSES = (
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
     registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
+    warp_specialize.specialize_warps,        # sm_90a: a producer warpgroup for wgmma's TMA
     async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
@@ -65,12 +67,17 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     with compiling(config):
         cres = type_and_lower(ks, device_fn, argtypes)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
-    kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes)
+    kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes,
+                            block_threads=tiles.launch_threads)
     if spec.target.is_sim:
         return kernel
     context = cres.target_context
-    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
-                                 spec.min_blocks_per_sm, _shape_constants_by_position(spec))
+    # a warp-specialized kernel launches its producer warpgroup too, one block per SM
+    # with capped registers at entry (setmaxnreg: passes/warp_specialize.py)
+    threads = tiles.launch_threads or spec.threads
+    min_blocks = 1 if tiles.launch_threads else spec.min_blocks_per_sm
+    entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
+                                 _shape_constants_by_position(spec))
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     module = nvptx.link_and_optimize(modules, name, spec.target,

@@ -100,6 +100,18 @@ TMA_WAIT = _declare("__tj_tma_wait", "tma_wait", "(mbarrier, parity, thread 0 on
 TMA_FENCE = _declare("__tj_tma_fence", "tma_fence",
                      "Generic-proxy shared writes → the async proxy.")
 
+# -- warp specialization (passes/warp_specialize.py) ----------------------------------
+WS_PRODUCER = _declare("__tj_ws_producer", "ws_producer",
+                       "() -> whether this thread is in the producer warpgroup")
+WS_LEADER = _declare("__tj_ws_leader", "ws_leader",
+                     "() -> whether this thread issues the producer's copies")
+SETMAXNREG = _declare("__tj_setmaxnreg", "setmaxnreg",
+                      "(increase, registers): this warpgroup's register budget")
+MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
+                       "(mbarrier): lane 0 of each warp arrives (the warp is done with it)")
+SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
+                          "A barrier of the consumer warpgroups only (named barrier 1).")
+
 # -- block rasterization (passes/rasterization.py) ------------------------------------
 SWIZZLE_BLOCKS = _declare("__tj_swizzle_blocks", "swizzle_blocks",
                           "(panel, row order) -> (bx, by) rasterized")

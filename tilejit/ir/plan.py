@@ -80,6 +80,11 @@ class TilePlan:
     tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
+    # warp specialization (passes/warp_specialize.py): consumer threads (0: none), the
+    # thread that issues TMA copies, the threads launched per block (0: the kernel's)
+    ws_consumers: int = 0
+    tma_issuer: int = 0
+    launch_threads: int = 0
 
     def tile(self, name: str) -> Tile:
         return self.tiles[name]

@@ -23,13 +23,18 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC, TMA_LOAD
+from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC,
+                                SYNC_CONSUMERS, TMA_LOAD)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.shared_memory import shares_bytes
 
+# the ``if`` that splits a warp-specialized kernel's roles carries this attribute
+# (passes/warp_specialize.py): its producer branch is ordered by mbarriers
+WS_ATTR = "_tj_ws"
 
-def _sync_stmt(node):
-    return ast.copy_location(ast.Expr(ast.Call(ast.Name(SYNC, ast.Load()), [], [])), node)
+
+def _sync_stmt(node, name=SYNC):
+    return ast.copy_location(ast.Expr(ast.Call(ast.Name(name, ast.Load()), [], [])), node)
 
 
 class _Access:
@@ -112,13 +117,18 @@ def _is_tile_loop(stmt, ctx) -> bool:
 
 def _is_sync(stmt) -> bool:
     return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == SYNC)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id in (SYNC, SYNC_CONSUMERS))
 
 
 class _Syncer:
-    def __init__(self, ctx):
+    def __init__(self, ctx, sync=SYNC):
         self.ctx = ctx
         self.acc = _Access(ctx)
+        self.sync = sync            # the barrier this program's threads share
+
+    def _barrier(self, node):
+        return _sync_stmt(node, self.sync)
 
     def block(self, stmts, state):
         """(statements with barriers, pending (reads, writes) at the end)."""
@@ -129,13 +139,22 @@ class _Syncer:
                     isinstance(stmt, ast.For) and _is_tile_loop(stmt, self.ctx)):
                 new, (reads, writes), hoist = self.loop(stmt, (reads, writes))
                 if hoist:
-                    out.append(_sync_stmt(stmt))
+                    out.append(self._barrier(stmt))
+                out.append(new)
+                continue
+            if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
+                # warp-specialized roles (warp_specialize.py): the producer's writes are
+                # ordered by mbarriers; the consumers share barrier 1 only
+                orelse, (reads, writes) = _Syncer(self.ctx, SYNC_CONSUMERS).block(
+                    stmt.orelse, (set(), set()))
+                new = ast.copy_location(ast.If(stmt.test, stmt.body, orelse), stmt)
+                setattr(new, WS_ATTR, True)
                 out.append(new)
                 continue
             if isinstance(stmt, ast.If):
                 new, (reads, writes), hoist = self.branch(stmt, (reads, writes))
                 if hoist:
-                    out.append(_sync_stmt(stmt))
+                    out.append(self._barrier(stmt))
                 out.append(new)
                 continue
             if _is_sync(stmt):           # a barrier the pipeline pass placed
@@ -144,7 +163,7 @@ class _Syncer:
                 continue
             r, w = self.acc.of(stmt)
             if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
-                out.append(_sync_stmt(stmt))
+                out.append(self._barrier(stmt))
                 reads, writes = set(), set()
             reads |= r
             writes |= w
@@ -153,7 +172,7 @@ class _Syncer:
 
     def _starts_with_sync(self, stmts):
         return bool(stmts) and isinstance(stmts[0], ast.Expr) and isinstance(
-            stmts[0].value, ast.Call) and getattr(stmts[0].value.func, "id", None) == SYNC
+            stmts[0].value, ast.Call) and getattr(stmts[0].value.func, "id", None) == self.sync
 
     def loop(self, stmt, state):
         entry = state

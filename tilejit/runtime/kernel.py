@@ -207,7 +207,8 @@ class KernelFunction:
         outputs = None
         if self.outputs:
             outputs = _OutputMaker(self, launch.outputs)
-        fast.remember(values, loaded.launcher, launch.grid, launch.threads,
+        fast.remember(values, loaded.launcher, launch.grid,
+                      loaded.compiled.launch_threads(launch.threads),
                       loaded.compiled.shared_bytes, cuda_driver.stream_function(call.device),
                       outputs, loaded.maps)
 
@@ -328,7 +329,8 @@ class _Loaded:
             values += self.maps(*[(v.ptr, v.shape, v.strides) if isinstance(v, TensorArg)
                                   else None for _, v in runtime])
         stream = cuda_driver.current_stream(self.device, torch_args)
-        self.launcher.launch(grid, (launch.threads, 1, 1), self.compiled.shared_bytes,
+        self.launcher.launch(grid, (self.compiled.launch_threads(launch.threads), 1, 1),
+                             self.compiled.shared_bytes,
                              stream, tuple(values))
 
 

@@ -106,7 +106,8 @@ def load(kernel, spec, key=None):
         return CompiledKernel(name=payload["name"], llvm_ir=payload["llvm_ir"],
                               ptx=payload["ptx"], shared_bytes=int(payload["shared_bytes"]),
                               param_formats=list(payload["param_formats"]),
-                              tensor_maps=[tuple(m) for m in payload.get("tensor_maps", [])])
+                              tensor_maps=[tuple(m) for m in payload.get("tensor_maps", [])],
+                              block_threads=int(payload.get("block_threads", 0)))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -118,7 +119,8 @@ def store(kernel, spec, compiled, key=None) -> None:
     _STORE.store(key, {
         "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
         "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
-        "tensor_maps": [list(m) for m in compiled.tensor_maps]})
+        "tensor_maps": [list(m) for m in compiled.tensor_maps],
+        "block_threads": compiled.block_threads})
 
 
 def load_or_compile(kernel, spec):

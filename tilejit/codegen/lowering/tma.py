@@ -46,6 +46,11 @@ def _thread_zero(context, builder):
     return builder.icmp_unsigned("==", context.thread_index(builder), I32(0))
 
 
+def _issuer(context, builder):
+    """The thread that issues TMA copies: 0, or a warp-specialized kernel's producer."""
+    return builder.icmp_unsigned("==", context.thread_index(builder), I32(plan().tma_issuer))
+
+
 @lower(markers.stub(markers.TMA_INIT), types.IntegerLiteral, types.IntegerLiteral,
        types.IntegerLiteral, target="cuda")
 def tma_init_impl(context, builder, sig, args):
@@ -79,7 +84,7 @@ def tma_load_impl(context, builder, sig, args):
     copy = plan().tma_copies[sig.args[4].literal_value]
     bar = mbarrier(builder, args[2])
     tensor_map = builder.ptrtoint(args[3], I64)
-    with builder.if_then(_thread_zero(context, builder)):
+    with builder.if_then(_issuer(context, builder)):
         _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
              [bar, I32(copy.nbytes)])
         coords = [builder.trunc(s, I32) for s in reversed(src.starts)]

@@ -248,6 +248,36 @@ class TmaFenceTemplate(AbstractTemplate):
         return signature(types.none)
 
 
+@infer_global(markers.stub(markers.WS_PRODUCER))
+@infer_global(markers.stub(markers.WS_LEADER))
+class WsRoleTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.boolean)
+
+
+@infer_global(markers.stub(markers.SETMAXNREG))
+class SetMaxNRegTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if (len(args) == 2 and isinstance(args[0], types.BooleanLiteral)
+                and isinstance(args[1], types.IntegerLiteral)):
+            return signature(types.none, *args)
+        raise errors.TypingError(f"setmaxnreg takes a literal bool and int, got {args}")
+
+
+@infer_global(markers.stub(markers.MBAR_ARRIVE))
+class MbarArriveTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.Integer):
+            return signature(types.none, types.int32)
+        raise errors.TypingError(f"mbar_arrive takes an integer, got {args}")
+
+
+@infer_global(markers.stub(markers.SYNC_CONSUMERS))
+class SyncConsumersTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
 @infer_global(markers.stub(markers.SWIZZLE_BLOCKS))
 class SwizzleBlocksTemplate(AbstractTemplate):
     def generic(self, args, kws):

@@ -1,0 +1,61 @@
+"""Lowering of warp specialization's operations (``passes/warp_specialize.py``), NVPTX.
+
+The producer warpgroup is the one after the consumers' ``plan().ws_consumers``
+threads; its first thread issues the copies (``plan().tma_issuer``). ``setmaxnreg``
+moves registers between warpgroups (sm_90a; every thread of the warpgroup executes it,
+in a kernel whose entry caps registers: ``nvvm.maxntid`` with ``nvvm.minctasm`` 1). The
+consumers synchronize among themselves on named barrier 1 (``bar.sync 1, N``), never
+on barrier 0, which would wait for the producer.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import types
+
+from tilejit.ir import markers
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.tiles import I32, plan
+from tilejit.codegen.lowering.tma import mbarrier
+
+
+def _asm(builder, text, constraints="", args=()):
+    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    constraints = (constraints + ",~{memory}") if constraints else "~{memory}"
+    builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), list(args))
+
+
+@lower(markers.stub(markers.WS_PRODUCER), target="cuda")
+def ws_producer_impl(context, builder, sig, args):
+    return builder.icmp_unsigned(">=", context.thread_index(builder), I32(plan().ws_consumers))
+
+
+@lower(markers.stub(markers.WS_LEADER), target="cuda")
+def ws_leader_impl(context, builder, sig, args):
+    return builder.icmp_unsigned("==", context.thread_index(builder), I32(plan().tma_issuer))
+
+
+@lower(markers.stub(markers.SETMAXNREG), types.BooleanLiteral, types.IntegerLiteral,
+       target="cuda")
+def setmaxnreg_impl(context, builder, sig, args):
+    way = "inc" if sig.args[0].literal_value else "dec"
+    _asm(builder, f"setmaxnreg.{way}.sync.aligned.u32 {sig.args[1].literal_value};")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.MBAR_ARRIVE), types.int32, target="cuda")
+def mbar_arrive_impl(context, builder, sig, args):
+    """Lane 0 of each warp arrives: the warp's reads of the stage have completed (its
+    wgmma ``wait_group`` came before)."""
+    lane = builder.and_(context.thread_index(builder), I32(31))
+    bar = mbarrier(builder, args[0])
+    with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
+        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.SYNC_CONSUMERS), target="cuda")
+def sync_consumers_impl(context, builder, sig, args):
+    if plan().proxy_fence:
+        _asm(builder, "fence.proxy.async.shared::cta;")
+    _asm(builder, f"bar.sync 1, {plan().ws_consumers};")
+    return context.get_dummy_value()
