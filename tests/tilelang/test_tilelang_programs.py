@@ -108,7 +108,10 @@ def test_eager_flash_attention_on_gpu():
         assert o.is_cuda
         _close(o, _sdpa(q, k, v, torch.float64), 1e-2)
     kernel = flash_attention.compile(B=1, H=8, S=1024, D=64, num_stages=2)
-    assert "mma.sync" in kernel.get_kernel_source()
+    from tilejit.runtime.cuda_driver import device_arch
+    # T.gemm is wgmma on an H100/H200 (sm_90a, the default arch there), else mma.sync
+    engine = "wgmma.mma_async" if device_arch(0) == "sm_90a" else "mma.sync"
+    assert engine in kernel.get_kernel_source()
     q, k, v = _qkv(1, 8, 1024, 64, "cuda")
     _close(kernel(q, k, v), _sdpa(q, k, v, torch.float64), 1e-2)
 
