@@ -113,11 +113,11 @@ class GemmPlan:
     def __str__(self) -> str:
         t = ("A^T " if self.transpose_A else "A ") + ("B^T" if self.transpose_B else "B")
         if self.engine == "wgmma":
+            a = "registers" if self.a_smem is None else self.a_smem
             return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy="
                     f"{self.policy}: wgmma.m64n{self.warp_n}k{self.k_step}, "
                     f"{self.warpgroups_m}x{self.warpgroups_n} warpgroups, each "
-                    f"{self.repeat_m} x m64 (A {'registers' if self.a_smem is None else self.a_smem}"
-                    f", B {self.b_smem})")
+                    f"{self.repeat_m} x m64 (A {a}, B {self.b_smem})")
         return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy={self.policy}: "
                 f"mma.{self.instr}.{self.kind}, {self.warps_m}x{self.warps_n} warps, each "
                 f"{self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} tiles")

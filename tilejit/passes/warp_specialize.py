@@ -184,7 +184,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     release = _expr(MBAR_ARRIVE, [ast.BinOp(ast.Constant(empty0), ast.Add(), current)])
     loop.body = kept[:at] + [release] + kept[at:]
 
-    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(_consumer_registers(threads))])]
+    budget = _consumer_registers(threads)
+    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])]
                 + consumer_pre + [loop] + body[i_steady + 1:])
     split = ast.If(_call(WS_PRODUCER), producer, consumer)
     setattr(split, WS_ATTR, True)
