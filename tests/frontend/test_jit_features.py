@@ -190,12 +190,13 @@ def test_dump_ir_files(tmp_path, monkeypatch):
     assert names == ["00_source.py", "01_device_program.py", "02_after_allocate_tiles.py",
                      "03_after_pipeline_loops.py", "04_after_rasterize_blocks.py",
                      "05_after_infer_layouts.py", "06_after_check_registers.py",
-                     "07_after_use_tma.py", "08_after_plan_shared_memory.py",
-                     "09_after_insert_barriers.py", "10_after_version_parallel_guards.py",
-                     "11_tile_plan.txt", "12_numba_typed.txt", "13_llvm_lowered.ll",
-                     "14_llvm_optimized.ll", "15_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "10_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "15_kernel.ptx").read_text()
+                     "07_after_use_tma.py", "08_after_specialize_warps.py",
+                     "09_after_fence_generic_writes.py", "10_after_plan_shared_memory.py",
+                     "11_after_insert_barriers.py", "12_after_version_parallel_guards.py",
+                     "13_tile_plan.txt", "14_numba_typed.txt", "15_llvm_lowered.ll",
+                     "16_llvm_optimized.ll", "17_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "12_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "17_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():
