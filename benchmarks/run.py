@@ -201,6 +201,36 @@ def gemm_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
         T.copy(C_f, C[by * block_M, bx * block_N])
 
 
+@tilejit.kernel
+def gemm_persistent_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
+                           block_K: T.constexpr = 64, threads: T.constexpr = 256,
+                           num_stages: T.constexpr = 3, sms: T.constexpr = 132):
+    """The seeds' persistent GEMM: one block per SM walks the tiles (T.Persistent, panels
+    of 8 rows for L2); on sm_90a its pipeline is warp-specialized across tiles, so the
+    producer loads the next tile while the consumers store this one."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(sms, threads=threads) as (block_id):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        for bx, by in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sms,
+                                   block_id):
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[bx * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, by * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * block_M, by * block_N])
+
+
+PERSISTENT_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, threads=256, num_stages=s)
+                      for s in (3, 4)]
+if os.environ.get("TILEJIT_GEMM_PERSISTENT") is not None:   # "" for none
+    PERSISTENT_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"),
+                                   map(int, c.split(","))))
+                          for c in os.environ["TILEJIT_GEMM_PERSISTENT"].split(";") if c]
+
 GEMM_CONFIGS = [dict(block_M=bm, block_N=bn, block_K=bk, threads=t, num_stages=s)
                 for bm, bn, bk, t, s in [(128, 128, 32, 128, 3), (128, 128, 32, 128, 4),
                                          (128, 256, 64, 256, 3), (128, 256, 64, 256, 4),
@@ -268,6 +298,13 @@ def _bench_gemm_one(n, tdtype, dtype):
             name = f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}^3"
             variants.append((name,
                              lambda cfg=cfg: gemm_kernel(a, b, c, **cfg)))
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for cfg in PERSISTENT_CONFIGS:
+            label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
+            name = (f"tilejit persistent {label} t{cfg['threads']} s{cfg['num_stages']} "
+                    f"{dtype} {n}^3")
+            variants.append((name, lambda cfg=cfg: gemm_persistent_kernel(a, b, c, sms=sms,
+                                                                          **cfg)))
         ok = []
         for name, fn in variants:
             c.zero_()

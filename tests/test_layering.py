@@ -22,7 +22,7 @@ FLOORS = [
     ("passes", "codegen", "sim"),   # source passes; typing/lowering/NVPTX; the simulator
     ("compiler",),                  # the pipeline: frontend → passes → codegen
     ("runtime",),                   # kernel object, arguments, launch, driver, caches
-    ("tuning",),                    # autotune, benchmark timers
+    ("tuning", "carver"),           # autotune, benchmark timers; the device's figures
     ("tilelang",),                  # TileLang's doors
     ("testing", "autotuner", "profiler"),  # TileLang's module paths (thin)
     ("",),                          # the package itself: tilejit/__init__.py

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tilejit
+import tilejit.language as T
 from kernels import TORCH, gemm
 from kernels import gemm_inputs as _inputs
 from tilejit.ir.gemm_plan import plan_gemm, wgmma_fragment, with_wgmma
@@ -144,3 +145,66 @@ def test_wgmma_gemm_gpu_matches_torch_and_simulator(M, N, K, dtype, acc, opts):
         c_sim = torch.zeros(M, N, dtype=TORCH[acc])
         gemm_sim(A.cpu(), B.cpu(), c_sim, **opts)
         np.testing.assert_allclose(got.numpy(), c_sim.double().numpy(), rtol=2e-2, atol=0.1)
+
+
+@tilejit.kernel
+def gemm_persistent(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
+                    block_K: T.constexpr = 64, threads: T.constexpr = 256,
+                    stages: T.constexpr = 3, sms: T.constexpr = 7, stage_c: T.constexpr = False):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(sms, threads=threads) as (block_id):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        C_s = T.alloc_shared((block_M, block_N), C.dtype)
+        for bx, by in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sms,
+                                   block_id):
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[bx * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, by * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            if stage_c:
+                T.copy(C_f, C_s)
+                T.copy(C_s, C[bx * block_M, by * block_N])
+            else:
+                T.copy(C_f, C[bx * block_M, by * block_N])
+
+
+def test_a_persistent_pipeline_is_warp_specialized_across_tiles(ptxas):
+    a = np.zeros((512, 512), np.float16)
+    for stage_c in (False, True):
+        cfg = dict(block_M=128, block_N=128, stages=4, stage_c=stage_c)
+        k = gemm_persistent.compile(a, a.copy(), a.copy(), target="cuda", arch="sm_90a",
+                                    **cfg).compiled
+        assert k.block_threads == 384 and "setmaxnreg.inc" in k.ptx
+        # the consumers' epilogue through shared memory synchronizes on barrier 1 only
+        assert ("bar.sync 1, 256;" in k.ptx) == stage_c
+        ptxas(k.ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,cfg", [
+    # rows of 16-byte multiples (TMA's condition: else cp.async, not warp-specialized)
+    (1000, 776, 520, dict(block_N=256, stages=3, sms=7)),
+    (1024, 1024, 1024, dict(block_N=128, stages=4, sms=5, stage_c=True)),
+    (700, 904, 304, dict(block_N=128, stages=2, sms=132, stage_c=True)),
+])
+def test_persistent_wgmma_gemm_gpu_matches_torch_and_simulator(M, N, K, cfg):
+    """Several tiles per block: the stage counters and mbarrier phases run on across
+    tiles; the producer loads the next tile while the consumers store this one."""
+    from tilejit.runtime.cuda_driver import device_arch
+    if device_arch(0) != "sm_90a":
+        pytest.skip("wgmma needs an sm_90 device")
+    a, b, A, B = _inputs(M, N, K, "float16", False, False, device="cuda", seed=M + K)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    assert "setmaxnreg" in gemm_persistent.compile(A, B, c, **cfg).ptx
+    gemm_persistent(A, B, c, **cfg)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    got = c.double().cpu()
+    assert ((got - ref).norm() / ref.norm()).item() < 1e-3
+    c_sim = torch.zeros(M, N, dtype=torch.float16)
+    tilejit.kernel(gemm_persistent.func, target="sim")(A.cpu(), B.cpu(), c_sim, **cfg)
+    np.testing.assert_allclose(got.numpy(), c_sim.double().numpy(), rtol=2e-2, atol=0.1)

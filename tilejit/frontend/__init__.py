@@ -6,6 +6,9 @@ outputs, run before each launch) and the simulator program; ``tile_operands.py``
 tile operations' subscript operands regions and element atomics their own calls (for the
 compiler and the simulator alike); ``references.py`` lists what a function reads by
 global or closure name (checked at a kernel's first compilation, digested by the disk
-cache). Binding call arguments is the runtime's
+cache); ``persistent.py`` rewrites ``T.Persistent`` loops and
+``T.PersistentTileScheduler`` objects into plain loops, ``host_queries.py`` makes
+``driver.get_num_sms()`` in a body a compile-time value, ``explicit_sync.py`` finds the
+mbarrier/TMA/``T.ws`` forms only the simulator runs. Binding call arguments is the runtime's
 (``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
 """

@@ -3,7 +3,11 @@
 - device: the function Numba types and lowers. ``with T.Kernel(...) as (bx, by)``
   becomes ``bx = block_index(0); by = block_index(1)`` followed by the block body
   (Numba's bytecode front end rejects ``with ... as``); constexpr parameters leave the
-  signature and become globals, so Numba sees them as literals.
+  signature and become globals, so Numba sees them as literals; ``T.Persistent`` loops
+  and ``T.PersistentTileScheduler`` objects become plain loops and variables
+  (``persistent.py``, the simulator's program too); host queries
+  (``driver.get_num_sms()``) become compile-time globals (``host_queries.py``); the
+  explicit mbarrier/TMA/``T.ws`` forms are refused (``explicit_sync.py``: simulated only).
 - host: the statements before ``T.Kernel`` followed by ``return launch_config(...)``;
   run in Python before every launch to size the grid.
 - sim: the device form again, with ``T.Parallel`` loops replaced by the simulator's
@@ -19,6 +23,9 @@ import copy
 import types
 
 from tilejit import language as T
+from tilejit.frontend.explicit_sync import reject_on_gpu
+from tilejit.frontend.host_queries import replace_host_queries
+from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
 from tilejit.ir.markers import BLOCK_INDEX, CAST
 
@@ -132,8 +139,13 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``)."""
+    if not simulator:
+        reject_on_gpu(ks.tree, ks.namespace, ks.error)
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator)
     fdef = forms.visit(copy.deepcopy(ks.tree))
+    fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
+    if not simulator:
+        fdef = replace_host_queries(fdef, ks.namespace)
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
     fdef.args.defaults = []
     for a in fdef.args.args:

@@ -6,6 +6,7 @@ import builtins
 import difflib
 
 from tilejit import language as _language
+from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
 
 _UNSUPPORTED = {
@@ -31,6 +32,10 @@ def check_supported(ks: KernelSource) -> None:
     call_args = {id(a) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
                  for a in node.args + [k.value for k in node.keywords]
                  if isinstance(a, (ast.List, ast.Dict))}
+    # T.alloc_barrier([128, 128] * stages): the arrival counts, compile-time too
+    call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+                  and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
+                  for a in node.args for n in ast.walk(a) if isinstance(n, ast.List)}
     for stmt in ks.tree.body:
         for node in ast.walk(stmt):
             if id(node) in call_args:
@@ -46,9 +51,10 @@ def check_supported(ks: KernelSource) -> None:
                 raise ks.error("unsupported in a kernel: print() (use T.print(value, msg), "
                                "which prints a number: a scalar, or one element such as "
                                "A[i] or tile[i, j])", node)
-            if isinstance(node, ast.With) and node is not launch:
+            if isinstance(node, ast.With) and node is not launch and not is_ws(node,
+                                                                              ks.namespace):
                 raise ks.error("unsupported in a kernel: a `with` block other than "
-                               "`with T.Kernel(...)`", node)
+                               "`with T.Kernel(...)` and `with T.ws(...)`", node)
             if isinstance(node, ast.While) and node.orelse or (
                     isinstance(node, ast.For) and node.orelse):
                 raise ks.error("unsupported in a kernel: a loop's `else` clause", node)

@@ -56,6 +56,9 @@ def _declare(name: str, stub_name: str, doc: str) -> str:
 # -- the front end (frontend/rewrite.py) ----------------------------------------------
 BLOCK_INDEX = _declare("__tj_block_index", "block_index",
                        "The block's index along grid axis 0, 1 or 2 (``blockIdx.x/y/z``).")
+GRID_DIM = _declare("__tj_grid_dim", "grid_dim",
+                    "The grid's extent along axis 0, 1 or 2 (``gridDim.x/y/z``): the "
+                    "workers of T.PersistentTileScheduler (frontend/persistent.py).")
 # T.Cast(dtype, value) and T.alloc_var → __tj_cast(value, dtype): T.cast itself, which
 # ``frontend.rewrite.materialize`` binds after the passes (the simulator's program too)
 CAST = "__tj_cast"

@@ -22,6 +22,9 @@ from tilejit.language.dtypes import (DType, as_dtype, bfloat16, bool_, float16, 
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
+from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
+                                     alloc_barrier, mbarrier_arrive, mbarrier_wait_parity,
+                                     tma_copy, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
 from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
@@ -42,6 +45,8 @@ __all__ = [
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
+    "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
 ]
 
 

@@ -9,36 +9,42 @@ thread only issues copies, and the kernel's own threads only compute; full and e
 mbarriers replace the block barrier:
 
     ph = 0; init(S full mbarriers, P arrivals); init(S empty, consumer warps); sync()
-    <the statements before the loop that only assign names>
     if producer():                            # threads >= T (the added warpgroup)
         setmaxnreg.dec(R_producer)
         if leader():                          # thread T
-            fence.proxy.async; eph = 0; ps = 0
-            for k in range(n):
-                if k >= S:  wait(empty[ps], (eph >> ps) & 1); eph ^= 1 << ps
-                tma_load(<producers at k> → stage ps, full[ps]); ps = (ps + 1) % S
+            fence.proxy.async; eph = (1 << S) - 1; ps = 0
+            <the name assignments and the loops/ifs that lead to the pipeline>
+                for k in range(n):
+                    wait(empty[ps], (eph >> ps) & 1); eph ^= 1 << ps
+                    tma_load(<producers at k> → stage ps, full[ps]); ps = (ps + 1) % S
     else:                                     # threads < T
-        setmaxnreg.inc(R_consumer)
-        <the other statements before the loop>
-        for k in range(n):
-            wait(full[cs], (ph >> cs) & 1); ph ^= 1 << cs
-            <consumers>                       # the gemm returns with its reads complete
-            arrive(empty[cs])                 # lane 0 of each warp
-            cs = (cs + 1) % S
-        <the statements after the loop>
+        setmaxnreg.inc(R_consumer); cs = 0
+        <the kernel's statements, the pipeline's prologue removed, and in place of the loop>
+                for k in range(n):
+                    wait(full[cs], (ph >> cs) & 1); ph ^= 1 << cs
+                    <consumers>               # the gemm returns with its reads complete
+                    arrive(empty[cs])         # lane 0 of each warp
+                    cs = (cs + 1) % S
 
 The empty barrier of a stage completes once every consumer warp has passed the gemm's
 ``wgmma.wait_group`` of that stage: the refill never overwrites bytes still being read
-(the release the previous, unkept experiment lacked: ``tma.py``). The barrier pass then
-treats the producer's branch as synchronized by the mbarriers and gives the consumers'
-branch named barriers of their own (``SYNC_CONSUMERS``); the kernel is launched with
-``T + 128`` threads and its entry caps registers (``nvvm.minctasm`` 1) so that
-``setmaxnreg`` takes effect.
+(the release the previous, unkept experiment lacked: ``tma.py``). A fresh mbarrier
+passes a wait on parity 1 (its "preceding phase"), so ``eph`` starts with every bit set
+and the first S loads do not wait. The stage counters and phases run on across runs of
+the loop: a pipeline inside ``T.Persistent``'s loop over tiles keeps its ring going from
+one tile to the next, so the producer loads the next tile while the consumers store this
+one. The barrier pass then treats the producer's branch as synchronized by the mbarriers
+and gives the consumers' branch named barriers of their own (``SYNC_CONSUMERS``); the
+kernel is launched with ``T + 128`` threads and its entry caps registers
+(``nvvm.minctasm`` 1) so that ``setmaxnreg`` takes effect.
 
-It applies to one pipelined loop at the top level of the kernel's body whose copies all
-became TMA's and whose consumers contain a gemm planned on wgmma, in a block of whole
-warpgroups with room for one more; ``TILEJIT_WS=0`` (``CompileOptions.warp_specialize``)
-turns it off. Anything else keeps ``tma.py``'s schedule.
+It applies to one pipelined loop, at the top level of the kernel's body or inside
+``for`` and ``if`` statements, whose copies all became TMA's, whose consumers contain a
+gemm planned on wgmma and cannot ``continue`` past the release, in a block of whole
+warpgroups with room for one more, when every name the producer's copy of the
+statements reads is computed there too. ``TILEJIT_WS=0``
+(``CompileOptions.warp_specialize``) turns it off. Anything else keeps ``tma.py``'s
+schedule.
 """
 from __future__ import annotations
 
@@ -105,6 +111,29 @@ def _consumer_registers(threads: int) -> int:
     return min(240, per - per % 8)
 
 
+def _path_to(body, node):
+    """[(statement list, index)] from ``body`` down to the list holding ``node``, through
+    the bodies of ``for`` and ``if`` statements; None if it is not reached that way."""
+    for i, stmt in enumerate(body):
+        if stmt is node:
+            return [(body, i)]
+        if isinstance(stmt, (ast.For, ast.If)):
+            inner = _path_to(stmt.body, node)
+            if inner is not None:
+                return [(body, i)] + inner
+    return None
+
+
+def _find(fdef, pid, role):
+    found = [n for n in ast.walk(fdef) if role_of(n) == (pid, role)]
+    return found[0] if len(found) == 1 else None
+
+
+def _names(stmts, ctx_type):
+    return {n.id for s in stmts for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
+
+
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     threads = ctx.threads
@@ -114,44 +143,28 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     pipe = ctx.pipelines[0]
     body = fdef.body
-    steady = [i for i, s in enumerate(body) if role_of(s) == (pipe.pid, "steady")]
-    prologue = [i for i, s in enumerate(body) if role_of(s) == (pipe.pid, "prologue")]
     init = [i for i, s in enumerate(body) if _is_call(s, TMA_INIT)]
-    if len(steady) != 1 or len(prologue) != 1 or len(init) != 1:
-        return fdef                 # the loop is nested, or its copies stayed cp.async
-    i_steady, i_pro = steady[0], prologue[0]
-    loop = body[i_steady]
-    loads = [s for s in ast.walk(body[i_pro]) if _is_call(s, TMA_LOAD)]
+    loop, prologue = _find(fdef, pipe.pid, "steady"), _find(fdef, pipe.pid, "prologue")
+    if len(init) != 1 or loop is None or prologue is None or pipe.refill_stage is None:
+        return fdef     # copies stayed cp.async, or a consumer may `continue` (no release)
+    path = _path_to(body, loop)
+    if path is None or path[0][1] <= init[0]:
+        return fdef
+    inner, i_steady = path[-1]
+    if prologue not in inner:
+        return fdef
+    loads = [s for s in ast.walk(prologue) if _is_call(s, TMA_LOAD)]
     if not loads or not _wgmma_gemm_in(loop.body, plan):
         return fdef
-    if pipe.refill_stage is None:
-        return fdef                 # a consumer may `continue`: it would skip its release
-    # statements before the loop: name assignments stay shared, the rest is the consumers'
-    shared, consumer_pre = [], []
-    for i, stmt in enumerate(body[:i_steady]):
-        if i in (i_pro, init[0]) or _is_call(stmt, TMA_FENCE) or _is_call(stmt, SYNC):
-            continue
-        if i < init[0]:
-            continue
-        (shared if isinstance(stmt, ast.Assign) else consumer_pre).append(stmt)
-    stored = {n.id for s in consumer_pre for n in ast.walk(s)
-              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    read = {n.id for s in shared for n in ast.walk(s)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    if stored & read:
-        return fdef                 # a name the shared statements read is computed by consumers
-    stages = pipe.stages
-    empty0 = plan.mbarriers
-    plan.mbarriers += stages
-    warps = threads // 32
-    plan.ws_consumers = threads
-    plan.tma_issuer = threads
-    plan.launch_threads = threads + WARPGROUP
     seq = ctx.number("ws")
     ps, eph, kk = f"__tj_ps{seq}", f"__tj_eph{seq}", f"__tj_pk{seq}"
+    counters = {getattr(pipe.current, "id", None), pipe.refill_stage}
+    stages = pipe.stages
+    empty0 = plan.mbarriers
 
-    # the producer: the prologue's loads with its index as k (regions) and ps (stages)
-    p_var = body[i_pro].target.id
+    # the producer: the prologue's loads with its index as k (regions) and ps (stages),
+    # each stage first waited empty (a fresh mbarrier passes a wait on parity 1)
+    p_var = prologue.target.id
     issue = []
     for load in loads:
         call = copy.deepcopy(load.value)
@@ -159,36 +172,71 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         call.args[1] = _Rename(p_var, _name(ps)).visit(call.args[1])
         call.args[2] = _Rename(p_var, _name(ps)).visit(call.args[2])
         issue.append(ast.Expr(call))
-    stage_free = ast.If(
-        ast.Compare(_name(kk), [ast.GtE()], [ast.Constant(stages)]),
-        [_expr(TMA_WAIT, [ast.BinOp(ast.Constant(empty0), ast.Add(), _name(ps)),
-                          ast.BinOp(ast.BinOp(_name(eph), ast.RShift(), _name(ps)),
-                                    ast.BitAnd(), ast.Constant(1)),
-                          ast.Constant(False)]),
-         _assign(eph, ast.BinOp(_name(eph), ast.BitXor(),
-                                ast.BinOp(ast.Constant(1), ast.LShift(), _name(ps))))], [])
+    stage_free = [
+        _expr(TMA_WAIT, [ast.BinOp(ast.Constant(empty0), ast.Add(), _name(ps)),
+                         ast.BinOp(ast.BinOp(_name(eph), ast.RShift(), _name(ps)),
+                                   ast.BitAnd(), ast.Constant(1)),
+                         ast.Constant(False)]),
+        _assign(eph, ast.BinOp(_name(eph), ast.BitXor(),
+                               ast.BinOp(ast.Constant(1), ast.LShift(), _name(ps))))]
     advance = _assign(ps, ast.IfExp(ast.Compare(_name(ps), [ast.Lt()], [ast.Constant(stages - 1)]),
                                     ast.BinOp(_name(ps), ast.Add(), ast.Constant(1)),
                                     ast.Constant(0)))
     producer_loop = ast.For(ast.Name(kk, ast.Store()), _call("range", [_name(pipe.trip_count)]),
-                            [stage_free, *issue, advance], [], None)
-    producer = [_expr(SETMAXNREG, [ast.Constant(False), ast.Constant(PRODUCER_REGISTERS)]),
-                ast.If(_call(WS_LEADER), [_expr(TMA_FENCE), _assign(eph, ast.Constant(0)),
-                                          _assign(ps, ast.Constant(0)), producer_loop], [])]
+                            stage_free + issue + [advance], [], None)
 
-    # the consumers: the steady loop without its barrier and refill, releasing the stage
+    def produce(level):
+        """The statements of path level ``level`` the producer runs: the name
+        assignments before the pipeline, and the statement that leads to it."""
+        stmts, i = path[level]
+        kept = [copy.deepcopy(st) for st in stmts[:i] if isinstance(st, ast.Assign)
+                and not (_names([st], ast.Store) & counters)]
+        if level == len(path) - 1:
+            return kept + [producer_loop]
+        lead = copy.copy(stmts[i])
+        lead.body = produce(level + 1)
+        if isinstance(lead, ast.If):
+            lead.orelse = []
+        return kept + [lead]
+
+    top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
+    path[0] = (top, path[0][1] - init[0] - 1 - sum(_is_call(st, SYNC)
+                                                      for st in body[init[0] + 1:path[0][1]]))
+    produced = produce(0)
+    # every name the producer reads is a parameter, a global, or computed by the producer
+    stored_anywhere = _names(body, ast.Store)
+    stored_by_producer = _names(produced, ast.Store)
+    if (_names(produced, ast.Load) & stored_anywhere) - stored_by_producer - counters:
+        return fdef
+    plan.mbarriers += stages
+    plan.ws_consumers = threads
+    plan.tma_issuer = threads
+    plan.launch_threads = threads + WARPGROUP
+    producer = [_expr(SETMAXNREG, [ast.Constant(False), ast.Constant(PRODUCER_REGISTERS)]),
+                ast.If(_call(WS_LEADER),
+                       [_expr(TMA_FENCE), _assign(eph, ast.Constant((1 << stages) - 1)),
+                        _assign(ps, ast.Constant(0))] + produced, [])]
+
+    # the consumers: the program without the prologue; the steady loop without its
+    # barrier and refill, releasing its stage; the stage counters run on across runs of
+    # the loop (as the producer's do)
     current = copy.deepcopy(pipe.current)
-    kept = [s for s in loop.body if not (_is_call(s, SYNC) or _only_loads(s))]
-    at = next((i for i, s in enumerate(kept) if role_of(s) == (pipe.pid, "advance")),
+    kept = [st for st in loop.body if not (_is_call(st, SYNC) or _only_loads(st))]
+    at = next((i for i, st in enumerate(kept) if role_of(st) == (pipe.pid, "advance")),
               len(kept))
     release = _expr(MBAR_ARRIVE, [ast.BinOp(ast.Constant(empty0), ast.Add(), current)])
     loop.body = kept[:at] + [release] + kept[at:]
-
+    starts = [st for st in inner if isinstance(st, ast.Assign)
+              and _names([st], ast.Store) & counters]
+    inner[:] = [st for st in inner if st is not prologue and not _is_call(st, TMA_FENCE)
+                and not any(st is x for x in starts)]
+    top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
     budget = _consumer_registers(threads)
-    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])]
-                + consumer_pre + [loop] + body[i_steady + 1:])
+    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])] + starts
+                + top)
     split = ast.If(_call(WS_PRODUCER), producer, consumer)
     setattr(split, WS_ATTR, True)
-    empty_init = _expr(TMA_INIT, [ast.Constant(empty0), ast.Constant(stages), ast.Constant(warps)])
-    fdef.body = body[:init[0] + 1] + [empty_init, _expr(SYNC)] + shared + [split]
+    empty_init = _expr(TMA_INIT, [ast.Constant(empty0), ast.Constant(stages),
+                                  ast.Constant(threads // 32)])
+    fdef.body = body[:init[0] + 1] + [empty_init, _expr(SYNC), split]
     return ast.fix_missing_locations(fdef)

@@ -13,6 +13,8 @@ from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
+from tilejit.frontend.explicit_sync import explicit_forms
+from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg
 from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
@@ -65,6 +67,8 @@ class KernelFunction:
         self._first_default = first
         self._default_values = tuple(self.source.defaults[p] for p in params[first:])
         self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
+        self._explicit_sync = None  # uses mbarriers, T.tma_copy or T.ws (simulated only)
+        self._queries = None        # host-query calls of the device program
         self._env_target = target_override()
 
     def __repr__(self):
@@ -144,13 +148,20 @@ class KernelFunction:
         spec = Specialization(
             params=tuple((name, key) for (name, _), key in zip(
                 call.runtime, [k for k in call.key if k[0] != "const"])),
-            constexprs=tuple(call.constexprs), shape_constants=shapes,
+            constexprs=tuple(call.constexprs) + self._host_queries(), shape_constants=shapes,
             outputs=tuple(self.outputs), threads=launch.threads,
             target=self._compile_target(target, arch, call.device),
             options=compile_options(fast_math=self.fast_math, debug=self.debug,
                                     dump_dir=self.dump_dir),
             min_blocks_per_sm=launch.min_blocks_per_sm)
         return call, launch, target, spec
+
+    def _host_queries(self) -> tuple:
+        """The answers to the device program's host queries (``driver.get_num_sms()``
+        in the body), compile-time values of the specialization (frontend/host_queries)."""
+        if self._queries is None:           # read after resolve(): the globals are known
+            self._queries = host_query_calls(self.source)
+        return host_query_values(self.source, self._queries) if self._queries else ()
 
     def _compiled(self, spec, device):
         entry = self._cache.get((spec, device))
@@ -178,7 +189,12 @@ class KernelFunction:
         if target == "sim":
             # the simulator's runner (and its transform) only when a kernel is simulated
             from tilejit.sim.runner import run_simulation
-            self._compiled(spec, -1)
+            if self._explicit_sync is None:     # read after _prepare resolved the globals
+                self._explicit_sync = bool(explicit_forms(self.source.tree,
+                                                          self.source.namespace))
+            if not self._explicit_sync:
+                self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging) …
+            # … not for mbarriers, T.tma_copy and T.ws, which only the simulator runs yet
             run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)

@@ -19,6 +19,8 @@ device program are bound in the simulated program's namespace instead (``runner.
 ``__tj_region`` to ``semantics.region``, ``__tj_atomic_*`` to ``semantics.SIM_ELEMENT``.
 """
 from tilejit.language import _semantics as _declared
+from tilejit.sim.roles import MEANINGS as _ROLE_MEANINGS
 from tilejit.sim.semantics import MEANINGS as _MEANINGS
 
 _declared.install(_MEANINGS)
+_declared.install(_ROLE_MEANINGS)     # mbarriers, T.tma_copy, T.ws (roles.py)

@@ -1,5 +1,6 @@
 """Run one launch in the simulator: every block in turn, on numpy views of the
-arguments (results written back to CPU torch tensors and bfloat16 arrays). Threads may
+arguments (results written back to CPU torch tensors and bfloat16 arrays); a kernel with
+``with T.ws`` roles runs each block as its warpgroup roles (``roles.py``). Threads may
 simulate at once: where a launch is (``runtime.STATE``) is each thread's own."""
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import threading
 
 import numpy as np
 
+from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.language.dtypes import bfloat16
-from tilejit.ir.markers import ATOMICS, REGION
+from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import runtime
+from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, simulator_tree
 
@@ -32,11 +35,13 @@ def simulator_function(kernel):
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
+        namespace[GRID_DIM] = runtime.grid_dim
         namespace[REGION] = region
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))
         fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
+        fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
         kernel._sim_fn = fn
     return fn
 
@@ -69,14 +74,20 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         if writeback is not None:
             writebacks.append(writeback)
     gx, gy, gz = launch.grid
+    roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
-    outer = state.block, state.mask
+    outer = state.block, state.mask, state.grid, state.threads, state.role_threads
+    state.grid, state.threads = tuple(launch.grid), launch.threads
+    state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
     try:
         with np.errstate(all="ignore"):
             for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
                 state.block = (bx, by, bz)
                 state.mask = None
-                fn(*args)
+                if roles:
+                    run_block_roles(fn, args, state.block, state.grid, launch.threads)
+                else:
+                    fn(*args)
     except ValueError as e:
         # a write the source does not show (through a macro) to a read-only array
         readonly = [n for n, a in zip(names, args) if isinstance(a, runtime.SimTensor)
@@ -86,7 +97,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         raise ValueError(f"{kernel.__name__}(): the kernel writes a read-only array: "
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
-        state.block, state.mask = outer
+        state.block, state.mask, state.grid, state.threads, state.role_threads = outer
     for obj, data in writebacks:
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))

@@ -33,6 +33,15 @@ class _State(threading.local):
     def __init__(self):
         self.block = (0, 0, 0)
         self.mask = None          # boolean array over the current T.Parallel tile
+        self.grid = (1, 1, 1)
+        self.threads = 0          # the block's threads
+        # warpgroup roles (sim/roles.py): the block's BlockRoles when the kernel has T.ws
+        # roles, this thread's role, how many threads one arrival stands for (a role's
+        # 128, or the whole block without roles), and the shared allocations it made
+        self.roles = None
+        self.role = 0
+        self.role_threads = 0
+        self.shared_seq = 0
 
 
 STATE = _State()
@@ -45,6 +54,22 @@ class UninitializedReadError(RuntimeError):
 
 def block_index(axis):
     return STATE.block[axis]
+
+
+def grid_dim(axis):
+    return STATE.grid[axis]
+
+
+def in_role(ids) -> bool:
+    """``with T.ws(*ids):`` runs in this thread's warpgroup role (``sim/roles.py``)."""
+    return STATE.roles.in_role(ids)
+
+
+def shared_object(make, what: str):
+    """A block's shared object (a shared tile, mbarriers): ``make()``, or with warpgroup
+    roles the one the first role to reach this allocation made."""
+    roles = STATE.roles
+    return make() if roles is None else roles.shared(make, what)
 
 
 def parallel_vectorized(*extents):

@@ -29,7 +29,8 @@ from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS
 from tilejit.language.dtypes import as_dtype, bfloat16
 from tilejit.language.tiles import GemmWarpPolicy
-from tilejit.sim.runtime import STATE, SimTensor, _to_storage, assigned_name, kernel_frame
+from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
+                                 assigned_name, kernel_frame, shared_object)
 
 
 # -- tiles ----------------------------------------------------------------------------
@@ -40,6 +41,9 @@ def _new_tile(shape, dtype, kind):
     storage = np.float32 if dtype == bfloat16 else dtype.numpy
     frame = kernel_frame()
     name = (assigned_name(frame) if frame is not None else None) or f"{kind} tile"
+    if kind == "shared":        # one per block, whichever warpgroup role allocates it
+        return shared_object(lambda: SimTensor(np.zeros(shape, dtype=storage), dtype, name,
+                                               kind), f"{name}: {dtype.name}{list(shape)}")
     return SimTensor(np.zeros(shape, dtype=storage), dtype, name, kind)
 
 
@@ -79,6 +83,40 @@ class Region:
 
 def region(tensor, kinds, starts, ends, extents=""):
     return Region(tensor, kinds, starts, ends)
+
+
+class _TileView(SimTensor):
+    """Some elements of a tile, seen in place (a stage ``A_s[k % 2, :, :]`` of a
+    multi-buffered tile); what it writes is written in the tile."""
+
+    __slots__ = ()
+
+    def wrote(self, idx=None):
+        if self.unwritten is not None:
+            self.unwritten[... if idx is None else idx] = False
+
+
+def tile_view(x, what):
+    """A tile operand that may be a region of a tile (``T.gemm(A_s[k % 2, :, :], …)``):
+    a tile, or a ``_TileView`` of the region's elements."""
+    if not isinstance(x, Region):
+        return x
+    t = x.tensor
+    index = []
+    for d, n in enumerate(t.shape):
+        kind = x.kinds[d] if d < len(x.kinds) else "s"
+        start = x.starts[d] if d < len(x.starts) else 0
+        end = x.ends[d] if d < len(x.ends) else None
+        stop = start + 1 if kind == "p" else (n if end is None else end)
+        if not 0 <= start < stop <= n:
+            raise IndexError(f"{what}: {t.name}[{start}:{stop}] along dimension {d} is out of "
+                             f"bounds for shape {tuple(t.shape)}{_caller_location(2)}")
+        index.append(start if kind == "p" else slice(start, stop))
+    index = tuple(index)
+    view = _TileView.__new__(_TileView)
+    view.data, view.dtype, view.name, view.kind = t.data[index], t.dtype, t.name, t.kind
+    view.unwritten = None if t.unwritten is None else t.unwritten[index]
+    return view
 
 
 def _operand(x):
@@ -191,6 +229,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    A, B, C = (tile_view(x, "T.gemm") for x in (A, B, C))
     A.check_written()
     B.check_written()
     if not clear_accum:

@@ -15,7 +15,9 @@ import ast
 import itertools
 
 from tilejit import language as T
+from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
+from tilejit.frontend.tile_operands import region_call
 
 SIM = "__tj_sim"
 _counter = itertools.count()
@@ -116,6 +118,23 @@ def _needs_scalar(loop: ast.For) -> bool:
 class SimRewriter(ast.NodeTransformer):
     def __init__(self, namespace):
         self.namespace = namespace
+
+    def visit_With(self, node):
+        # with T.ws(j, k): body  →  if __tj_sim.in_role((j, k)): body  (sim/roles.py)
+        node = self.generic_visit(node)
+        if not is_ws(node, self.namespace):
+            return node
+        ids = ast.Tuple(list(node.items[0].context_expr.args), ast.Load())
+        return ast.copy_location(ast.If(_call("in_role", [ids]), node.body, []), node)
+
+    def visit_Call(self, node):
+        # a stage of a multi-buffered tile as a T.gemm operand (T.gemm(A_s[k % 2, :, :],
+        # …), as warp-specialized kernels write it): a region, as T.copy's operands are
+        node = self.generic_visit(node)
+        if resolve_static(node.func, self.namespace) is T.gemm:
+            node.args = [region_call(a) if i < 3 and isinstance(a, ast.Subscript) else a
+                         for i, a in enumerate(node.args)]
+        return node
 
     def visit_For(self, node):
         it = node.iter

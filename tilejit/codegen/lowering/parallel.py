@@ -146,6 +146,11 @@ def block_index_impl(context, builder, sig, args):
     return context.block_index(builder, sig.args[0].literal_value)
 
 
+@lower(markers.stub(markers.GRID_DIM), types.IntegerLiteral)
+def grid_dim_impl(context, builder, sig, args):
+    return context.grid_dim(builder, sig.args[0].literal_value)
+
+
 @lower(T.Parallel, types.VarArg(types.Any))
 def parallel_value(context, builder, sig, args):
     # the extents live in the type; the value carries nothing

@@ -121,6 +121,14 @@ class BlockIndexTemplate(AbstractTemplate):
         return signature(types.int32, axis)
 
 
+@infer_global(markers.stub(markers.GRID_DIM))
+class GridDimTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (axis,) = args
+        _literal_int(axis, "grid axis")
+        return signature(types.int32, axis)
+
+
 @infer_global(T.ceildiv)
 class CeilDivTemplate(AbstractTemplate):
     def generic(self, args, kws):

@@ -1,0 +1,1 @@
+"""``tilejit.carver.arch``: the device's figures (``driver``)."""

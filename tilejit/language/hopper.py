@@ -1,0 +1,190 @@
+"""Hopper's explicit forms, as TileLang spells them: persistent tile loops
+(``T.Persistent``, ``T.PersistentTileScheduler``), mbarriers (``T.alloc_barrier``,
+``T.mbarrier_wait_parity``, ``T.mbarrier_arrive``), ``T.tma_copy`` and warpgroup roles
+(``with T.ws(k):``).
+
+Declarations. The front end rewrites the persistent forms into plain loops
+(``frontend/persistent.py``), which compile for the GPU and the simulator alike; the
+decode of a linear tile index into domain coordinates lives here (``persistent_coord``,
+``scheduler_coord``) as the definition the rewrite follows. The mbarrier, TMA and role
+forms take their meaning from the simulator (``sim/roles.py``); the GPU does not lower
+them yet (``frontend/explicit_sync.py`` refuses them with the line).
+"""
+from __future__ import annotations
+
+from tilejit.language._semantics import meaning
+
+WARPGROUP_THREADS = 128        # one T.ws role: warps 4k … 4k+3
+
+
+# -- persistent tile loops -----------------------------------------------------------
+
+def persistent_coord(tile: int, domain, group_size: int = 8) -> tuple:
+    """The domain coordinates of linear tile ``tile`` under ``T.Persistent``'s order.
+
+    One extent: the tile itself. Two extents (D0, D1): the tiles are taken panel by
+    panel, a panel being ``group_size`` consecutive values of the first coordinate (the
+    last panel may be narrower); inside a panel the first coordinate runs fastest, so
+    the blocks of one wave work on a few rows of the first coordinate and few columns
+    of the second (for a GEMM: a few A row-blocks and B column-blocks, which stay in L2)::
+
+        panel = tile // (group_size * D1)        first = panel * group_size
+        rows  = min(group_size, D0 - first)      r     = tile - panel * group_size * D1
+        (first + r % rows, r // rows)
+
+    A bijection of [0, D0·D1) onto the domain: panel p holds rows·D1 tiles and r covers
+    them once.
+    """
+    if len(domain) == 1:
+        return (tile,)
+    d0, d1 = domain
+    panel = tile // (group_size * d1)
+    first = panel * group_size
+    rows = min(group_size, d0 - first)
+    r = tile - panel * group_size * d1
+    return first + r % rows, r // rows
+
+
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802 - TileLang's name
+    """``for bx, by in T.Persistent([mb, nb], wave_size, index, group_size=8):`` the
+    tiles of a domain, taken by ``wave_size`` resident blocks: block ``index`` (in
+    ``[0, wave_size)``) gets linear tiles ``index``, ``index + wave_size``, … below
+    ``mb·nb``, each decoded by ``persistent_coord`` (panels of ``group_size`` rows of
+    the first coordinate, for L2 locality). Each tile is visited by exactly one block;
+    a block runs ``ceildiv(mb·nb, wave_size)`` waves, the last guarded.
+
+    In a kernel the front end rewrites the loop (``frontend/persistent.py``); run as
+    Python it yields block ``index``'s tiles."""
+    domain = _domain(domain)
+    total = 1
+    for d in domain:
+        total *= d
+    wave_size, index, group_size = int(wave_size), int(index), int(group_size)
+    if wave_size < 1 or group_size < 1:
+        raise ValueError(f"T.Persistent: wave_size and group_size must be positive, got "
+                         f"{wave_size} and {group_size}")
+    for tile in range(index, total, wave_size):
+        coord = persistent_coord(tile, domain, group_size)
+        yield coord[0] if len(domain) == 1 else coord
+
+
+def _domain(domain):
+    domain = tuple(int(d) for d in (domain if isinstance(domain, (tuple, list))
+                                    else (domain,)))
+    if not 1 <= len(domain) <= 2:
+        raise ValueError(f"T.Persistent: the domain has 1 or 2 extents, got {len(domain)}")
+    return domain
+
+
+def scheduler_coord(tile: int, primary: int, secondary: int, swizzle: int,
+                    column_major: bool) -> tuple:
+    """(m, n) of linear tile ``tile`` for ``T.PersistentTileScheduler``: panels of
+    ``swizzle`` values of the secondary axis (N when ``column_major``), the primary axis
+    swept in full inside a panel, one panel after another (the last may be narrower)::
+
+        group = tile // (primary * swizzle)      base = group * swizzle
+        width = max(1, min(swizzle, secondary - base))
+        in_group = tile - group * primary * swizzle
+        fast = in_group // width                 slow = base + in_group % width
+
+    (m, n) = (fast, slow) when ``column_major`` (M fastest), else (slow, fast)."""
+    group = tile // (primary * swizzle)
+    base = group * swizzle
+    width = max(1, min(swizzle, secondary - base))
+    in_group = tile - group * primary * swizzle
+    fast, slow = in_group // width, base + in_group % width
+    return (fast, slow) if column_major else (slow, fast)
+
+
+class PersistentTileScheduler:
+    """TileLang's persistent tile scheduler over an ``num_m_tiles × num_n_tiles`` grid:
+
+        sched = T.PersistentTileScheduler("sched", m_blocks, n_blocks, swizzle_size=8)
+        sched.init(block_id)
+        while sched.valid():
+            bx, by = sched.m_idx[0], sched.n_idx[0]
+            ...
+            sched.next_tile()
+
+    Worker ``w`` takes linear tiles ``w, w + num_workers, …``, decoded by
+    ``scheduler_coord``; ``sched.coord(t)`` is that decode, ``sched.current_iter[0]``
+    the number of tiles this worker has passed, ``sched.linear_idx[0]`` its linear tile.
+    ``num_workers`` defaults to the blocks the kernel launches along x (one per SM when
+    the grid is ``driver.get_num_sms()``) divided by ``cluster_size``; ``cluster_size``
+    groups M into clusters of rows, ``m_idx`` being the cluster row (add the block's
+    rank in its cluster). In a kernel the front end rewrites the object into scalar
+    variables (``frontend/persistent.py``); run as Python it is this class."""
+
+    def __init__(self, prefix, num_m_tiles, num_n_tiles, num_workers=None, swizzle_size=1,
+                 column_major=True, cluster_size=1, stateful=True):
+        if num_workers is None:
+            raise ValueError("T.PersistentTileScheduler: outside a kernel num_workers must be "
+                             "given (in a kernel it defaults to the grid's x extent)")
+        self.prefix = prefix
+        m_tiles = -(-int(num_m_tiles) // int(cluster_size))
+        self.primary, self.secondary = ((m_tiles, int(num_n_tiles)) if column_major
+                                        else (int(num_n_tiles), m_tiles))
+        self.total = m_tiles * int(num_n_tiles)
+        self.num_workers = int(num_workers)
+        self.swizzle_size = int(swizzle_size)
+        self.column_major = bool(column_major)
+        self.m_idx, self.n_idx, self.linear_idx, self.current_iter = [0], [0], [0], [0]
+
+    def coord(self, tile_id):
+        return scheduler_coord(tile_id, self.primary, self.secondary, self.swizzle_size,
+                               self.column_major)
+
+    def init(self, worker_id):
+        self.current_iter[0] = 0
+        self.linear_idx[0] = worker_id
+        self.m_idx[0], self.n_idx[0] = self.coord(worker_id)
+
+    def next_tile(self):
+        self.current_iter[0] += 1
+        self.linear_idx[0] += self.num_workers
+        self.m_idx[0], self.n_idx[0] = self.coord(self.linear_idx[0])
+
+    def valid(self):
+        return self.linear_idx[0] < self.total
+
+
+# -- mbarriers, TMA, warpgroup roles --------------------------------------------------
+
+def alloc_barrier(arrive_count):
+    """Shared-memory mbarriers: ``T.alloc_barrier(128)`` one, ``T.alloc_barrier([128] *
+    4)`` one per entry (index it: ``mbars[i]``). A barrier's phase completes when its
+    count of threads have arrived (``T.mbarrier_arrive``) and the bytes of the
+    ``T.tma_copy`` loads issued on it have landed; then the next phase starts."""
+    return meaning("alloc_barrier")(arrive_count)
+
+
+def mbarrier_wait_parity(mbarrier, parity):
+    """Wait until the phase of ``mbarrier`` with parity ``parity`` (0 or 1) has
+    completed: with the barrier in phase p (p phases completed), waiting on parity
+    ``(p - 1) & 1`` returns at once, on ``p & 1`` blocks until phase p completes."""
+    return meaning("mbarrier_wait_parity")(mbarrier, parity)
+
+
+def mbarrier_arrive(mbarrier, cta_id=None):
+    """Each thread that runs it arrives on ``mbarrier`` (``cta_id``, a peer CTA of a
+    cluster, is not supported)."""
+    return meaning("mbarrier_arrive")(mbarrier, cta_id)
+
+
+def tma_copy(src, dst, *, barrier=None, eviction_policy=None, annotations=None):
+    """A TMA copy with user-managed synchronization. A load (global → shared) issues the
+    copy with its bytes expected on ``barrier`` (required) and does not wait: wait for
+    the barrier's phase with ``T.mbarrier_wait_parity`` before reading ``dst``. Elements
+    outside the tensor land as 0."""
+    return meaning("tma_copy")(src, dst, barrier)
+
+
+def ws(*warp_group_idx):
+    """``with T.ws(k):`` (or ``T.ws(j, k)``) the block runs only in warpgroup role k,
+    the threads ``128k … 128k+127`` (warps 4k … 4k+3). Roles run concurrently and
+    synchronize through mbarriers. Only meaningful as a ``with`` statement of a kernel
+    body."""
+    return meaning("ws")(*warp_group_idx)
+
+
+WarpSpecialize = ws
