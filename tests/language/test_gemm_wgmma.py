@@ -62,10 +62,11 @@ def test_descriptor_offsets_agree_with_the_tile_layout(shape):
 def _plan(M, N, K, threads, ta=False, tb=False, dtypes=("float16", "float16", "float32"),
           policy="Square"):
     gp = plan_gemm(M, N, K, dtypes, ta, tb, policy, threads)
-    a = make_swizzled_layout((K, M) if ta else (M, K), 2)
-    b = make_swizzled_layout((N, K) if tb else (K, N), 2)
-    return with_wgmma(gp, canonical_layout(a, (K, M) if ta else (M, K), 2),
-                      canonical_layout(b, (N, K) if tb else (K, N), 2))
+    size = 1 if dtypes[0] == "int8" else 2 if dtypes[0] != "float32" else 4
+    a = make_swizzled_layout((K, M) if ta else (M, K), size)
+    b = make_swizzled_layout((N, K) if tb else (K, N), size)
+    return with_wgmma(gp, canonical_layout(a, (K, M) if ta else (M, K), size),
+                      canonical_layout(b, (N, K) if tb else (K, N), size))
 
 
 def test_warpgroups_take_the_widest_instruction():
@@ -80,7 +81,20 @@ def test_what_wgmma_cannot_take_stays_on_mma_sync():
     assert _plan(32, 128, 64, 128) is None                          # M < 64 per warpgroup
     assert _plan(96, 96, 64, 96) is None                            # not whole warpgroups
     assert _plan(64, 64, 64, 128, dtypes=("float32", "float32", "float32")) is None
+    # int8 reads both operands K-major: B stored (N, K)
     assert _plan(64, 64, 64, 128, dtypes=("int8", "int8", "int32")) is None
+    assert _plan(64, 64, 64, 128, tb=True, ta=True, dtypes=("int8", "int8", "int32")) is None
+    assert _plan(128, 128, 64, 128, tb=True, dtypes=("int8", "int8", "int32")).instr == \
+        "m64n128k32"
+
+
+def test_int8_ptx_uses_integer_wgmma(ptxas):
+    a, b, A, B = _inputs(256, 256, 256, "int8", False, True)
+    c = torch.zeros(256, 256, dtype=torch.int32)
+    ptx = gemm.compile(A, B, c, target="cuda", arch="sm_90a", block_K=64, acc="int32",
+                       trans_B=True).ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8" in ptx
+    ptxas(ptx, "sm_90a")
 
 
 def _ptx(arch, **cfg):
@@ -115,6 +129,10 @@ GPU_CASES = [
     for opts in [{}, {"trans_A": True}, {"trans_B": True}, {"trans_A": True, "trans_B": True}]
     for cfg in [dict(block_M=128, block_N=256, block_K=64, threads=256, stages=3)]
 ] + [
+    (M, N, K, "int8", "int32", dict(trans_B=True, block_M=128, block_N=bn, block_K=64,
+                                    threads=t, stages=3))
+    for (M, N, K) in [(512, 512, 512), (1000, 784, 528)] for bn, t in [(128, 128), (256, 256)]
+] + [
     (1000, 777, 513, "float16", "float32", dict(block_M=bm, block_N=bn, block_K=bk, threads=t,
                                                 stages=s, trans_B=tb))
     for bm, bn, bk, t, s in [(64, 64, 64, 128, 2), (128, 128, 64, 128, 3),
@@ -132,13 +150,21 @@ def test_wgmma_gemm_gpu_matches_torch_and_simulator(M, N, K, dtype, acc, opts):
     if device_arch(0) != "sm_90a":
         pytest.skip("wgmma needs an sm_90 device")
     ta, tb = opts.get("trans_A", False), opts.get("trans_B", False)
+    opts = dict(opts, acc=acc)
     a, b, A, B = _inputs(M, N, K, dtype, ta, tb, device="cuda", seed=M + N + K)
-    c = torch.full((M, N), float("nan"), dtype=TORCH[acc], device="cuda")
+    poison = -(2 ** 31) if acc == "int32" else float("nan")
+    c = torch.full((M, N), poison, dtype=TORCH[acc], device="cuda")
     assert "wgmma.mma_async" in gemm.compile(A, B, c, **opts).ptx
     gemm(A, B, c, **opts)
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     got = c.double().cpu()
+    if dtype == "int8":
+        assert torch.equal(got, ref)
+        c_sim = torch.zeros(M, N, dtype=torch.int32)
+        gemm_sim(A.cpu(), B.cpu(), c_sim, **opts)
+        assert torch.equal(got, c_sim.double())
+        return
     rel = ((got - ref).norm() / ref.norm()).item()
     assert rel < (3e-3 if acc == "float16" else 1e-3), rel
     if M * N * K <= 512 ** 3:

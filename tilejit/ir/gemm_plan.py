@@ -28,13 +28,17 @@ POLICIES = ("Square", "FullRow", "FullCol")
 
 WARPGROUP = 128
 # wgmma.mma_async: (A dtype, B dtype, C dtype) -> (PTX type suffix, k per instruction).
-# Only 16-bit operands may be stored MN-major (transpose_A, or B as (K, N)); the tf32,
-# fp8 and int8 forms read both operands K-major and are not planned here yet.
+# Only 16-bit operands may be stored MN-major (transpose_A, or B as (K, N)); the int8
+# form reads both from shared memory K-major (A as (M, K), B as (N, K): transpose_B).
+# float32 stays on mma.sync: wgmma reads tf32 operands from shared memory truncated,
+# where the defined rounding (the simulator's, mma.sync's cvt.rna) is to nearest.
 WGMMA = {
     ("float16", "float16", "float32"): ("f32.f16.f16", 16),
     ("float16", "float16", "float16"): ("f16.f16.f16", 16),
     ("bfloat16", "bfloat16", "float32"): ("f32.bf16.bf16", 16),
+    ("int8", "int8", "int32"): ("s32.s8.s8", 32),
 }
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "int8": 1}
 
 
 class GemmPlanError(ValueError):
@@ -201,7 +205,9 @@ def _wgmma(gp, a_smem, b_smem, a_regs):
     _, k_step = WGMMA[gp.dtypes]
     if gp.K % k_step:
         return None
-    size = 2
+    size = ITEMSIZE[gp.dtypes[0]]
+    if size != 2 and (a_regs or gp.transpose_A or not gp.transpose_B):
+        return None             # 8-bit operands: both K-major in shared memory
     for smem, mn_major in ((None if a_regs else a_smem, gp.transpose_A),
                            (b_smem, not gp.transpose_B)):
         if smem is None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from tilejit.ir.gemm_plan import WGMMA
+from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
 from tilejit.codegen.lowering.copy import emit_copy_async
 from tilejit.codegen.lowering.tiles import plan, thread_index
 
@@ -147,15 +147,17 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
     if isinstance(a, list):             # A from registers
         a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}"
         a_cons, nxt = ["r"] * 4, count + 4
-        tail = f"1, 1, {0 if gp.transpose_B else 1}"
+        tail = f", 1, 1, {0 if gp.transpose_B else 1}"
         a_args = a
     else:
         a_text, a_cons, nxt = f"${count}", ["l"], count + 1
-        tail = f"1, 1, {1 if gp.transpose_A else 0}, {0 if gp.transpose_B else 1}"
+        tail = f", 1, 1, {1 if gp.transpose_A else 0}, {0 if gp.transpose_B else 1}"
         a_args = [a]
+    if types.startswith("s32"):         # integer: no scale or transpose immediates
+        tail = ""
     text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(nxt + 1) + ", 0; "
             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
-            f"${nxt}, tjd, {tail}; }}")
+            f"${nxt}, tjd{tail}; }}")
     constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"]
                            + [str(i) for i in range(count)])
     ret = ir.LiteralStructType([r.type for r in regs])
@@ -167,7 +169,7 @@ def emit_wgmma_gemm(context, builder, sig, args):
     a_ty, b_ty, c_ty = sig.args[:3]
     gp, *_ = plan().gemms[sig.args[3].literal_value]
     acc = _Accumulator(context, builder, gp, c_ty, args[2])
-    size = 2
+    size = ITEMSIZE[gp.dtypes[0]]
     groups_m, groups_n = gp.warpgroups_m, gp.warpgroups_n
     group = builder.lshr(thread_index(context, builder), I32(7))
     gm = builder.urem(group, I32(groups_m)) if groups_m > 1 else None
