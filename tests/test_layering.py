@@ -14,7 +14,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # Floors, lowest first. A module may import modules of lower floors and of its own
 # package; packages that share a floor may not import one another.
 FLOORS = [
-    ("version", "errors", "target", "options"),  # import nothing from tilejit
+    ("version", "errors", "target", "options", "log"),  # import nothing from tilejit
     ("language",),                  # what T.* is: declarations only
     ("layouts",),                   # CuTe-style layout algebra
     ("ir",),                        # what the passes decide, as plain data; the markers
@@ -26,6 +26,7 @@ FLOORS = [
     ("tilelang",),                  # TileLang's doors
     ("testing", "autotuner", "profiler"),  # TileLang's module paths (thin)
     ("",),                          # the package itself: tilejit/__init__.py
+    ("cli", "__main__"),            # python -m tilejit
 ]
 FLOOR = {package: i for i, names in enumerate(FLOORS) for package in names}
 

@@ -26,6 +26,7 @@ from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_na
 from tilejit.frontend.source import KernelSource
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
+from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, layout_inference, parallel_guards, pipeline,
                             rasterization, registers, shared_memory, tile_allocation, tma,
@@ -56,20 +57,23 @@ SOURCE_PASSES = (
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     name = _entry_name(ks, spec)
+    stages = Stages(f"{ks.tree.name} [{spec.summary()}]")  # DEBUG log (tilejit/log.py)
     dump = Dumper.for_kernel(name, spec)
     dump.text("source.py", lambda: _source_text(ks))
-    device_fn, tiles = build_device_function(ks, spec, dump)
+    with stages.stage("front end and passes"):
+        device_fn, tiles = build_device_function(ks, spec, dump)
     argtypes = numba_argtypes(spec) + (tensor_map,) * len(tiles.tensor_maps)
     dump.text("tile_plan.txt", tiles.describe)
     config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
                           fast_math=spec.options.fast_math, debug=spec.options.debug,
                           tiles=tiles, target=spec.target)
-    with compiling(config):
+    with compiling(config), stages.stage("typing and lowering"):
         cres = type_and_lower(ks, device_fn, argtypes)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
     kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes,
                             block_threads=tiles.launch_threads)
     if spec.target.is_sim:
+        stages.report(" for the simulator")
         return kernel
     context = cres.target_context
     # a warp-specialized kernel launches its producer warpgroup too, one block per SM
@@ -80,16 +84,19 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
                                  _shape_constants_by_position(spec))
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
-    module = nvptx.link_and_optimize(modules, name, spec.target,
-                                     fast_math=spec.options.fast_math)
+    with stages.stage("LLVM link and O3"):
+        module = nvptx.link_and_optimize(modules, name, spec.target,
+                                         fast_math=spec.options.fast_math)
     kernel.llvm_ir = str(module)
     dump.text("llvm_optimized.ll", kernel.llvm_ir)
-    kernel.ptx = nvptx.emit_ptx(module, spec.target)
+    with stages.stage("PTX"):
+        kernel.ptx = nvptx.emit_ptx(module, spec.target)
     dump.text("kernel.ptx", kernel.ptx)
     kernel.param_formats = param_formats(argtypes)
     position = {name: i for i, (name, _) in enumerate(spec.params)}
     kernel.tensor_maps = [(position[name], box.dtype, box.itemsize, list(box.extents), box.swizzle)
                           for name, box in tiles.tensor_maps]
+    stages.report()
     return kernel
 
 

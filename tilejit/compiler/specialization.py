@@ -25,6 +25,11 @@ class Specialization:
     def runtime_params(self) -> tuple:
         return tuple(name for name, _ in self.params)
 
+    def summary(self) -> str:
+        """One readable line: the constexprs, the threads, the target (logs, the CLI)."""
+        values = ", ".join(f"{n}={_plain(v)}" for n, v in self.constexprs)
+        return f"{values + '; ' if values else ''}threads={self.threads}; {self.target}"
+
     def describe(self) -> list:
         """A JSON-friendly description (the disk cache key hashes it)."""
         return [list(map(_plain, self.params)), [[n, _plain(v)] for n, v in self.constexprs],

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import warnings
 
+from tilejit.log import logger
 from tilejit.version import __version__
 from tilejit.runtime.disk_cache import (CacheWarning, DiskCache, Unkeyable, cache_dir,
                                         digest, function_fingerprint)
@@ -137,8 +138,12 @@ def load_or_compile(kernel, spec):
         return compile_kernel(kernel.source, spec)
     key = None if cache_dir() is None else key_of(kernel, spec)
     cached = None if spec.options.dump_dir or key is None else load(kernel, spec, key)
+    what = kernel.source.tree.name
     if cached is not None:
+        logger.debug("disk cache hit: %s [%s] (key %s)", what, spec.summary(), key[:16])
         return cached
+    logger.debug("disk cache %s: %s [%s]", "miss" if key else "not used", what,
+                 spec.summary())
     # the compiler, on a cache miss only: a process whose kernels are all cached never
     # imports Numba
     from tilejit.compiler.pipeline import compile_kernel

@@ -1,0 +1,45 @@
+"""tilejit's log: ``logging.getLogger("tilejit")``. Nothing is printed unless the program
+configures logging; at DEBUG each compilation reports its kernel, specialization, the
+duration of each stage and whether the disk cache had it:
+
+    import logging; logging.basicConfig(level=logging.DEBUG)   # or:
+    logging.getLogger("tilejit").setLevel(logging.DEBUG)
+
+Warnings stay Python warnings (``warnings.warn``: cache, changed globals, autotune).
+Imports nothing from tilejit."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+logger = logging.getLogger("tilejit")
+logger.addHandler(logging.NullHandler())
+
+
+def debugging() -> bool:
+    return logger.isEnabledFor(logging.DEBUG)
+
+
+class Stages:
+    """Durations of a compilation's stages, reported in one DEBUG line at the end."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.times: list[tuple[str, float]] = []
+        self.start = time.perf_counter()
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times.append((name, time.perf_counter() - t0))
+
+    def report(self, suffix: str = "") -> None:
+        if not debugging():
+            return
+        total = time.perf_counter() - self.start
+        parts = ", ".join(f"{name} {1e3 * t:.1f} ms" for name, t in self.times)
+        logger.debug("compiled %s in %.1f ms (%s)%s", self.what, 1e3 * total, parts, suffix)
