@@ -25,8 +25,10 @@ FLOORS = [
     ("tuning", "carver"),           # autotune, benchmark timers; the device's figures
     ("tilelang",),                  # TileLang's doors
     ("testing", "autotuner", "profiler"),  # TileLang's module paths (thin)
+    ("torch",),                     # kernels as torch.library custom operators
     ("",),                          # the package itself: tilejit/__init__.py
-    ("cli", "__main__"),            # python -m tilejit
+    ("cli",),                       # python -m tilejit: the commands
+    ("__main__",),                  # python -m tilejit: the entry
 ]
 FLOOR = {package: i for i, names in enumerate(FLOORS) for package in names}
 

@@ -23,6 +23,7 @@ _LAZY = {
     "testing": ("testing", None),
     "profiler": ("profiler", None),
     "TensorSupplyType": ("tilelang.profiler", "TensorSupplyType"),
+    "torch": ("torch", None),
 }
 
 

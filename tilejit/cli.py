@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -23,6 +24,10 @@ import sys
 
 import numpy as np
 
+from tilejit.errors import CompileError
+from tilejit.options import cache_root
+from tilejit.runtime import kernel_cache
+from tilejit.runtime.kernel import KernelFunction
 from tilejit.version import __version__
 
 _TENSOR = re.compile(r"^([a-z0-9_]+)\[([0-9, ]*)\]$")
@@ -46,13 +51,12 @@ def _cache_files(root):
 
 
 def info() -> str:
-    from tilejit.options import cache_root
-    from tilejit.runtime import kernel_cache
     lines = [f"tilejit {__version__} (python {platform.python_version()}, "
              f"{platform.system()} {platform.machine()})"]
     versions = kernel_cache._versions()
     lines.append(f"llvmlite {versions[1]}, numba {versions[2]}")
     try:
+        # cuda-bindings may be missing or broken here: reported by info, not fatal
         from tilejit.runtime import cuda_driver
         available = cuda_driver.cuda_available()
     except Exception as e:      # cuda-bindings missing or broken: say so, do not fail
@@ -82,8 +86,6 @@ def info() -> str:
 # -- cache ------------------------------------------------------------------------------
 
 def cache_list() -> str:
-    import json
-    from tilejit.options import cache_root
     root = cache_root()
     if root is None:
         return "disk cache: disabled (TILEJIT_DISABLE_CACHE)"
@@ -103,7 +105,6 @@ def cache_list() -> str:
 
 
 def cache_clear() -> str:
-    from tilejit.options import cache_root
     root = cache_root()
     if root is None:
         return "disk cache: disabled (TILEJIT_DISABLE_CACHE); nothing to clear"
@@ -116,7 +117,6 @@ def cache_clear() -> str:
 # -- compile ----------------------------------------------------------------------------
 
 def _load_kernel(target: str):
-    from tilejit.runtime.kernel import KernelFunction
     if "::" not in target:
         raise UsageError(f"compile: expected FILE::KERNEL, got {target!r}")
     path, name = target.rsplit("::", 1)
@@ -212,7 +212,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    from tilejit.errors import CompileError
     try:
         if args.command == "info":
             print(info())

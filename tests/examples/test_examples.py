@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 EXAMPLES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
-            "row_sum", "splitk_gemm", "flash_attention.flash_attn"]
+            "row_sum", "splitk_gemm", "flash_attention.flash_attn", "torch_compile_mlp"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

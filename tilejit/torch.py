@@ -1,0 +1,113 @@
+"""tilejit kernels as PyTorch custom operators.
+
+    op = tilejit.torch.custom_op("mylib::gemm_relu", gemm_relu, constexprs={"block_K": 64})
+    y = op(a, b)                      # or torch.ops.mylib.gemm_relu(a, b)
+    torch.compile(model, fullgraph=True)   # traces through it: no graph break
+
+The operator's schema comes from the kernel: every parameter that is not a
+``T.constexpr`` is an argument (a ``Tensor``, or ``int``/``float``/``bool`` where the
+kernel annotates it so or ``scalars={"eps": float}`` says so), in order; a tensor the
+kernel writes is declared mutated
+(``Tensor(a!)``); the outputs are the ``T.empty`` tensors the kernel returns. The
+constexprs are fixed when the operator is registered (one operator per configuration).
+
+The fake ("meta") implementation, which ``torch.compile`` traces, runs only the
+kernel's host program (the statements before ``T.Kernel``) on the fake inputs, so the
+outputs' shapes and dtypes are derived from the same code that allocates them at run
+time; no kernel is compiled or launched while tracing. A kernel with a backward pass
+registers it on the returned operator: ``op.register_autograd(backward,
+setup_context=...)`` (``torch.library``).
+"""
+from __future__ import annotations
+
+import torch
+
+from tilejit.language.dtypes import as_dtype
+from tilejit.runtime import host
+from tilejit.runtime.kernel import KernelFunction
+
+_SCALARS = {int: "SymInt", float: "float", bool: "bool"}
+
+
+class _ShapeOnly:
+    """A tensor argument as the host program sees it (shape, dtype, where), without
+    reading its data: what a fake tensor can give."""
+    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "is_torch")
+
+    def __init__(self, t):
+        self.obj, self.ptr, self.is_torch = t, 0, True
+        self.shape, self.strides = tuple(t.shape), tuple(t.stride())
+        self.dtype = as_dtype(t.dtype)
+        self.device = t.device.index if t.is_cuda else -1
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+def _schema(kernel: KernelFunction, params, mutated, scalars) -> str:
+    notes = {**kernel.func.__annotations__, **scalars}
+    args = []
+    for i, p in enumerate(params):
+        kind = _SCALARS.get(notes.get(p), "Tensor")
+        if kind == "Tensor" and p in mutated:
+            kind = f"Tensor({chr(ord('a') + len([q for q in params[:i] if q in mutated]))}!)"
+        args.append(f"{kind} {p}")
+    if kernel.returns is None:
+        out = "()"
+    elif isinstance(kernel.returns, str):
+        out = "Tensor"
+    else:
+        out = "(" + ", ".join("Tensor" for _ in kernel.returns) + ")"
+    return f"({', '.join(args)}) -> {out}"
+
+
+def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = None,
+              scalars: dict | None = None, device_types=None):
+    """Register ``kernel`` as the ``torch.library`` custom operator ``name``
+    ("namespace::op") and return it (a ``torch.library.CustomOpDef``: call it, or
+    ``torch.ops.namespace.op``)."""
+    if not isinstance(kernel, KernelFunction):
+        raise TypeError(f"custom_op: expected a @tilejit.kernel, got {type(kernel).__name__}")
+    if not isinstance(name, str) or name.count("::") != 1:
+        raise ValueError(f"custom_op: expected a name 'namespace::op', got {name!r}")
+    source = kernel.source
+    constexprs = dict(constexprs or {})
+    unknown = sorted(set(constexprs) - set(source.constexpr_params))
+    if unknown:
+        raise ValueError(f"custom_op: {', '.join(unknown)} not among the kernel's "
+                         f"T.constexpr parameters ({', '.join(source.constexpr_params)})")
+    params = [p for p in source.params if p not in source.constexpr_params]
+    scalars = dict(scalars or {})
+    for p, ty in scalars.items():
+        if p not in params or ty not in _SCALARS:
+            raise ValueError(f"custom_op: scalars= maps run-time parameters "
+                             f"({', '.join(params)}) to int, float or bool; got {p!r}: {ty!r}")
+    missing = [p for p in source.constexpr_params
+               if p not in constexprs and p not in source.defaults]
+    if missing:
+        raise ValueError(f"custom_op: the constexprs {', '.join(missing)} have no default; "
+                         f"give them in constexprs=")
+    mutated = [p for p in params if p in kernel.written]
+    values = {**{p: source.defaults[p] for p in source.constexpr_params
+                 if p in source.defaults}, **constexprs}
+
+    def call(*args):
+        return kernel(*args, **constexprs)
+
+    def fake(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        bound = dict(zip(params, args))
+        host_args = []
+        for p in source.params:
+            v = values[p] if p in source.constexpr_params else bound[p]
+            host_args.append(_ShapeOnly(v) if isinstance(v, torch.Tensor) else v)
+        like = _ShapeOnly(tensors[0]) if tensors else None
+        with host.allocating_like(like):
+            launch = kernel._host(*host_args)
+        return kernel._result(list(launch.outputs))
+
+    op = torch.library.custom_op(name, call, mutates_args=mutated, schema=_schema(
+        kernel, params, mutated, scalars), device_types=device_types)
+    op.register_fake(fake)
+    return op
