@@ -24,6 +24,7 @@ _LAZY = {
     "profiler": ("profiler", None),
     "TensorSupplyType": ("tilelang.profiler", "TensorSupplyType"),
     "torch": ("torch", None),
+    "load": ("runtime.aot", "load"),
 }
 
 

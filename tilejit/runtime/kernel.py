@@ -237,7 +237,7 @@ class KernelFunction:
             chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
         _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
         return CompiledKernelHandle(self, load_or_compile(self, spec),
-                                    simulated=spec.target.is_sim)
+                                    simulated=spec.target.is_sim, spec=spec)
 
 
 class _OutputMaker:
@@ -264,10 +264,12 @@ class _OutputMaker:
 class CompiledKernelHandle:
     """What ``kernel.compile(...)`` returns: the device code and a callable."""
 
-    def __init__(self, kernel: KernelFunction, compiled, simulated: bool = False):
+    def __init__(self, kernel: KernelFunction, compiled, simulated: bool = False,
+                 spec=None):
         self.kernel = kernel
         self.compiled = compiled
         self.simulated = simulated
+        self.spec = spec            # the Specialization (save() writes it)
         self.shared_bytes = compiled.shared_bytes
         self._loaded = None
 
@@ -280,6 +282,13 @@ class CompiledKernelHandle:
                 f"{self.kernel.__name__}.compile(..., target=\"cuda\", arch=\"sm_90a\") "
                 "(works without a GPU)")
         return getattr(self.compiled, what)
+
+    def save(self, path: str) -> None:
+        """Write this kernel and specialization to ``path`` (added to what the file
+        holds); ``tilejit.load(path)`` launches it without compiling (runtime/aot.py)."""
+        # aot imports this module (a circle at load time otherwise)
+        from tilejit.runtime import aot
+        aot.save(self, path)
 
     @property
     def ptx(self) -> str:
