@@ -106,3 +106,4 @@ print("ok")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
