@@ -28,9 +28,9 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (async_proxy, barriers, layout_inference, parallel_guards, pipeline,
-                            rasterization, registers, shared_memory, tile_allocation, tma,
-                            warp_specialize)
+from tilejit.passes import (async_proxy, barriers, divisors, layout_inference, parallel_guards,
+                            pipeline, rasterization, registers, shared_memory, tile_allocation,
+                            tma, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import nvptx
@@ -42,6 +42,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    divisors.check_divisors,                 # no integer // or % by a compile-time 0
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
     layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
