@@ -188,15 +188,16 @@ def test_dump_ir_files(tmp_path, monkeypatch):
     (directory,) = tmp_path.iterdir()
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["00_source.py", "01_device_program.py", "02_after_allocate_tiles.py",
-                     "03_after_pipeline_loops.py", "04_after_rasterize_blocks.py",
-                     "05_after_infer_layouts.py", "06_after_check_registers.py",
-                     "07_after_use_tma.py", "08_after_specialize_warps.py",
-                     "09_after_fence_generic_writes.py", "10_after_plan_shared_memory.py",
-                     "11_after_insert_barriers.py", "12_after_version_parallel_guards.py",
-                     "13_tile_plan.txt", "14_numba_typed.txt", "15_llvm_lowered.ll",
-                     "16_llvm_optimized.ll", "17_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "12_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "17_kernel.ptx").read_text()
+                     "03_after_check_divisors.py",
+                     "04_after_pipeline_loops.py", "05_after_rasterize_blocks.py",
+                     "06_after_infer_layouts.py", "07_after_check_registers.py",
+                     "08_after_use_tma.py", "09_after_specialize_warps.py",
+                     "10_after_fence_generic_writes.py", "11_after_plan_shared_memory.py",
+                     "12_after_insert_barriers.py", "13_after_version_parallel_guards.py",
+                     "14_tile_plan.txt", "15_numba_typed.txt", "16_llvm_lowered.ll",
+                     "17_llvm_optimized.ll", "18_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "13_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "18_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():
