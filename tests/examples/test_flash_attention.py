@@ -238,3 +238,31 @@ def test_backward_on_the_gpu_matches_autograd_and_the_simulator(b, s, h, d, caus
         sim = _backward_case(b, s, h, d, causal, "cpu", seed=s)
         for x, y in zip(gpu, sim):
             torch.testing.assert_close(x.float(), y.float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_matches_float64_in_simulation(causal):
+    from flash_attn_varlen import flashattn_varlen, packed_inputs, reference
+    lens_q, lens_k = [40, 1, 66], [40, 7, 30]
+    q, k, v, cu_q, cu_k = packed_inputs(lens_q, lens_k, 2, 1, 32, "cpu")
+    out = torch.empty_like(q)
+    flashattn_varlen(q, k, v, cu_q, cu_k, max(lens_q), out, is_causal=causal)
+    ref = reference(q, k, v, cu_q, cu_k, causal)
+    assert (out.double() - ref).abs().max().item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_on_the_gpu_matches_float64_and_the_simulator(causal):
+    from flash_attn_varlen import flashattn_varlen, packed_inputs, reference
+    lens_q, lens_k = [300, 1, 129, 64], [300, 70, 100, 64]
+    q, k, v, cu_q, cu_k = packed_inputs(lens_q, lens_k, 8, 2, 128, "cuda", seed=7)
+    out = torch.full_like(q, float("nan"))
+    flashattn_varlen(q, k, v, cu_q, cu_k, max(lens_q), out, is_causal=causal)
+    torch.cuda.synchronize()
+    ref = reference(q.cpu(), k.cpu(), v.cpu(), cu_q.cpu(), cu_k.cpu(), causal)
+    assert (out.double().cpu() - ref).abs().max().item() < 1e-2
+    sim = torch.empty_like(q.cpu())
+    tilejit.kernel(flashattn_varlen.func, target="sim")(
+        q.cpu(), k.cpu(), v.cpu(), cu_q.cpu(), cu_k.cpu(), max(lens_q), sim, is_causal=causal)
+    torch.testing.assert_close(out.cpu().float(), sim.float(), rtol=1e-2, atol=1e-2)

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 MODULES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
            "row_sum", "splitk_gemm", "flash_attention.flash_attn",
-           "flash_attention.flash_attn_bwd"]
+           "flash_attention.flash_attn_bwd", "flash_attention.flash_attn_varlen"]
 
 
 def example_arguments(specs):
