@@ -266,3 +266,29 @@ def test_varlen_on_the_gpu_matches_float64_and_the_simulator(causal):
     tilejit.kernel(flashattn_varlen.func, target="sim")(
         q.cpu(), k.cpu(), v.cpu(), cu_q.cpu(), cu_k.cpu(), max(lens_q), sim, is_causal=causal)
     torch.testing.assert_close(out.cpu().float(), sim.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_conflicting_fragment_layouts_are_converted_through_shared_memory(tmp_path,
+                                                                          monkeypatch):
+    """block_M = block_N = 32 at 128 threads, FullRow: the scores' accumulator (2 x 2 warps)
+    and the second gemm's A operand in registers (2 warp rows, copied on 2 warp columns)
+    need different layouts; the T.copy between them goes through a shared tile."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    q = torch.zeros(1, 256, 2, 64, dtype=torch.float16)
+    for arch in ("sm_80", "sm_90a"):
+        tilejit.kernel(flashattn.func).compile(q, q, q, q.clone(), block_M=32, block_N=32,
+                                               threads=128, target="cuda", arch=arch)
+    plans = [p.read_text() for p in tmp_path.rglob("*tile_plan.txt")]
+    assert plans and all("converts 'acc_s' to the layout of 'acc_s_cast'" in p for p in plans)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_small_blocks_with_a_layout_conversion_match_torch_on_the_gpu(causal):
+    q, k, v = (torch.randn(2, 300, 4, 64, device="cuda", dtype=torch.float16)
+               for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    flashattn(q, k, v, out, is_causal=causal, block_M=32, block_N=32, threads=128)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.float(), reference(q, k, v, causal), rtol=2e-2, atol=2e-2)

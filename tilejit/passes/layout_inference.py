@@ -3,8 +3,9 @@ loops over each thread's registers.
 
 Fragments. Uses that fix a layout: the accumulator of ``T.gemm`` (its warp tiling of
 m16n8 tiles) and a ``T.gemm`` A operand held in registers. Uses that tie layouts
-together: ``T.copy`` between two fragments, and a ``T.Parallel`` loop indexing several
-fragments. Each group of tied fragments takes the one fixed layout among its members
+together: ``T.copy`` between two fragments (unless the two sides' fixed layouts differ:
+that copy goes through a shared tile instead, ``_convert_through_shared``), and a
+``T.Parallel`` loop indexing several fragments. Each group of tied fragments takes the one fixed layout among its members
 (two different ones are a ``CompileError`` naming both uses) or, if none, the
 ``T.Parallel`` distribution of its shape (``layouts.parallel_fragment``).
 
@@ -33,7 +34,8 @@ from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parall
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
-from tilejit.ir.markers import FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT, FRAG_VALID
+from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
+                                FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
@@ -125,6 +127,7 @@ class _Collect(ast.NodeVisitor):
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
+        self.copy_nodes: list[ast.Call] = []    # the T.copy call of each copy
         self.annotations: list[ast.Call] = []
         self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
 
@@ -156,6 +159,7 @@ class _Collect(ast.NodeVisitor):
         if fn is T.copy and len(node.args) == 2 and all(
                 isinstance(a, ast.Name) and a.id in self.frags for a in node.args):
             self.copies.append((node.args[0].id, node.args[1].id, node.lineno))
+            self.copy_nodes.append(node)
         elif fn is T.copy and len(node.args) == 2:
             # the dtype of a tensor a fragment is copied from or to: it sets how many
             # consecutive elements a thread holds (16-byte global accesses)
@@ -345,10 +349,14 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         demand(c, gp.c_fragment(), line, "the accumulator of T.gemm")
         if tiles[a].kind == FRAGMENT:
             demand(a, gp.a_fragment(), line, "the A operand of T.gemm held in registers")
-    for src, dst, line in col.copies:
+    conversions = []
+    for (src, dst, line), node in zip(col.copies, col.copy_nodes):
         if tiles[src].shape != tiles[dst].shape:
             raise ctx.error(f"T.copy between fragments of different shapes {tiles[src].shape} "
                             f"and {tiles[dst].shape}", line)
+        if _fixed_conflict(groups, fixed, src, dst):
+            conversions.append((src, dst, node))     # through shared memory, below
+            continue
         groups.union(src, dst)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     derived = []          # (source fragment, target fragment, dims removed, keep, line, why)
@@ -392,7 +400,63 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             red = _reduction(ctx, tiles[full[0]].layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
     _plan_reduction_scratch(ctx, tiles)
+    _convert_through_shared(ctx, fdef, conversions)
     return _RewriteLoops(ctx, loop_ids).visit(fdef)
+
+
+def _fixed_conflict(groups, fixed, src, dst) -> bool:
+    """Whether tying ``src`` and ``dst`` would give one group two different fixed layouts
+    (say a gemm's accumulator copied into another gemm's A operand held in registers,
+    whose warp tilings differ)."""
+    def fixed_of(name):
+        root = groups.find(name)
+        for member, (frag, _line, _why) in fixed.items():
+            if groups.find(member) == root:
+                return frag
+        return None
+    a, b = fixed_of(src), fixed_of(dst)
+    return a is not None and b is not None and not _same(a, b)
+
+
+def _convert_through_shared(ctx, fdef, conversions):
+    """A ``T.copy(src, dst)`` between fragments whose layouts conflict becomes
+    ``T.copy(src, S); T.copy(S, dst)`` through a new row-major shared tile ``S`` (the
+    barrier pass orders the two): each thread writes the elements it holds and reads
+    the ones it needs, which is how a layout is converted (Triton does the same). The
+    IR dump's tile plan names the tile and the line of the copy it serves."""
+    if not conversions:
+        return
+    tiles = ctx.plan.tiles
+    for k, (src, dst, node) in enumerate(conversions):
+        name = f"__tj_convert{k}"
+        t = tiles[dst]
+        tiles[name] = Tile(name, SHARED, t.shape, t.dtype, node.lineno,
+                           layout=row_major(t.shape),
+                           layout_reason=f"converts {src!r} to the layout of {dst!r} (the "
+                                         f"T.copy at line {node.lineno})")
+        parent = _statement_of(fdef, node)
+        if parent is None:
+            raise ctx.error(f"T.copy of fragment {src!r} into {dst!r}: their layouts differ "
+                            f"and the copy is not a statement of its own", node)
+        body, index = parent
+        alloc = ast.Assign([ast.Name(name, ast.Store())],
+                           ast.Call(ast.Name(TILE, ast.Load()), [ast.Constant(name)], []))
+        first = ast.Expr(ast.Call(node.func, [node.args[0], ast.Name(name, ast.Load())], []))
+        second = ast.Expr(ast.Call(node.func, [ast.Name(name, ast.Load()), node.args[1]], []))
+        new = [ast.copy_location(x, body[index]) for x in (alloc, first, second)]
+        body[index:index + 1] = [ast.fix_missing_locations(x) for x in new]
+
+
+def _statement_of(fdef, call):
+    """(statement list, index) of the expression statement that is ``call``, or None."""
+    for node in ast.walk(fdef):
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list):
+                for i, st in enumerate(stmts):
+                    if isinstance(st, ast.Expr) and st.value is call:
+                        return stmts, i
+    return None
 
 
 def _shared_layouts(ctx, col):
