@@ -7,9 +7,13 @@ Benchmarks:
   launch       Python-side cost per call of a cached launch of a 1024-element add,
                averaged over 10,000 calls: tilejit, a bare cuLaunchKernel of the same
                PTX through cuda.bindings, torch.add, Triton.
-  gemm         fp16 C = A @ B (fp32 accumulate, fp16 out) at 4096^3 and 8192^3:
-               tilejit's mma.sync GEMM (each block shape in a small grid) beside
-               torch.matmul (cuBLAS); TFLOP/s count 2·M·N·K.
+  gemm         fp16 and bf16 C = A @ B (fp32 accumulate) at 4096^3 and 8192^3:
+               tilejit's GEMM (each block shape in a small grid; wgmma with a
+               warp-specialized TMA producer on sm_90a, mma.sync elsewhere) and its
+               persistent form (T.Persistent) beside torch.matmul (cuBLAS) and Triton;
+               TFLOP/s count 2·M·N·K.
+  gemm_llm     the same on two Llama-3-70B MLP layers at 8192 tokens: 8192 x 28672
+               from K = 8192, and 8192 x 8192 from K = 28672.
   reductions   fp16 16384 x 8192 rows: softmax, RMSNorm, LayerNorm (weight and bias), row
                sum: tilejit beside torch and a Triton fused softmax, and the device-to-
                device copy in the same run; bandwidth counts each kernel's compulsory
@@ -29,8 +33,8 @@ same kernel measured 0.985 in the same session beside other neighbours), each ro
 median of CUDA-event timings with the L2 rewritten between runs after a warm-up of at
 least 25 ms; the table keeps each variant's best round.
 
-Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS and
-TILEJIT_GEMM_DTYPES (the GEMM grid), TILEJIT_BENCH_ONLY (reductions: only the variants
+Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS,
+TILEJIT_GEMM_PERSISTENT ("" for none) and TILEJIT_GEMM_DTYPES (the GEMM grid), TILEJIT_BENCH_ONLY (reductions: only the variants
 whose names contain one of these comma-separated words, beside the copy).
 """
 from __future__ import annotations
@@ -278,31 +282,42 @@ def bench_gemm(sizes=(4096, 8192), dtypes=None):
     return rows
 
 
-def _bench_gemm_one(n, tdtype, dtype):
+# two layers of a Llama-3-70B MLP at 8192 tokens: up (8192 x 28672 from 8192) and down
+LLM_SHAPES = ((8192, 28672, 8192), (8192, 8192, 28672))
+
+
+def bench_gemm_llm(dtypes=None):
+    """The GEMM benchmark on LLM layer shapes (M x N x K): ``LLM_SHAPES``."""
+    return bench_gemm(sizes=LLM_SHAPES, dtypes=dtypes)
+
+
+def _bench_gemm_one(shape, tdtype, dtype):
     rows = []
+    M, N, K = (shape, shape, shape) if isinstance(shape, int) else shape
+    n = f"{M}^3" if M == N == K else f"{M}x{N}x{K}"
     if True:
-        a = torch.randn(n, n, device="cuda", dtype=tdtype)
-        b = torch.randn(n, n, device="cuda", dtype=tdtype)
-        c = torch.empty(n, n, device="cuda", dtype=tdtype)
+        a = torch.randn(M, K, device="cuda", dtype=tdtype)
+        b = torch.randn(K, N, device="cuda", dtype=tdtype)
+        c = torch.empty(M, N, device="cuda", dtype=tdtype)
         ref = a @ b
-        variants = [(f"torch.matmul {dtype} {n}^3", lambda: torch.matmul(a, b, out=c))]
+        variants = [(f"torch.matmul {dtype} {n}", lambda: torch.matmul(a, b, out=c))]
         if triton is not None:
             for bm, bn, bk, w, s in [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4)]:
-                variants.append((f"triton {bm}x{bn}x{bk} w{w} s{s} {dtype} {n}^3",
+                variants.append((f"triton {bm}x{bn}x{bk} w{w} s{s} {dtype} {n}",
                                  lambda bm=bm, bn=bn, bk=bk, w=w, s=s: triton_matmul[
-                                     (triton.cdiv(n, bm) * triton.cdiv(n, bn),)](
-                                     a, b, c, n, n, n, BM=bm, BN=bn, BK=bk, GROUP=8,
+                                     (triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+                                     a, b, c, M, N, K, BM=bm, BN=bn, BK=bk, GROUP=8,
                                      num_warps=w, num_stages=s)))
         for cfg in GEMM_CONFIGS:
             label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
-            name = f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}^3"
+            name = f"tilejit {label} t{cfg['threads']} s{cfg['num_stages']} {dtype} {n}"
             variants.append((name,
                              lambda cfg=cfg: gemm_kernel(a, b, c, **cfg)))
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         for cfg in PERSISTENT_CONFIGS:
             label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
             name = (f"tilejit persistent {label} t{cfg['threads']} s{cfg['num_stages']} "
-                    f"{dtype} {n}^3")
+                    f"{dtype} {n}")
             variants.append((name, lambda cfg=cfg: gemm_persistent_kernel(a, b, c, sms=sms,
                                                                           **cfg)))
         ok = []
@@ -318,7 +333,7 @@ def _bench_gemm_one(n, tdtype, dtype):
             assert err < 0.05 * (1 + ref.float().abs().max().item()), f"{name}: error {err}"
             ok.append((name, fn))
         times = interleaved_times(ok)
-        flops = 2 * n ** 3
+        flops = 2 * M * N * K
         base = min(times[ok[0][0]])
         for name, _ in ok:
             best = min(times[name])
@@ -555,6 +570,7 @@ def bench_compile():
 
 
 BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
+              "gemm_llm": bench_gemm_llm,
               "reductions": bench_reductions, "attention": bench_attention,
               "compile": bench_compile}
 
