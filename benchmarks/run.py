@@ -34,7 +34,8 @@ median of CUDA-event timings with the L2 rewritten between runs after a warm-up 
 least 25 ms; the table keeps each variant's best round.
 
 Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS,
-TILEJIT_GEMM_PERSISTENT ("" for none) and TILEJIT_GEMM_DTYPES (the GEMM grid), TILEJIT_BENCH_ONLY (reductions: only the variants
+TILEJIT_GEMM_PERSISTENT ("" for none) and TILEJIT_GEMM_DTYPES (the GEMM grid),
+TILEJIT_BENCH_ONLY (reductions: only the variants
 whose names contain one of these comma-separated words, beside the copy).
 """
 from __future__ import annotations
