@@ -5,9 +5,10 @@ Fragments. Uses that fix a layout: the accumulator of ``T.gemm`` (its warp tilin
 m16n8 tiles) and a ``T.gemm`` A operand held in registers. Uses that tie layouts
 together: ``T.copy`` between two fragments (unless the two sides' fixed layouts differ:
 that copy goes through a shared tile instead, ``_convert_through_shared``), and a
-``T.Parallel`` loop indexing several fragments. Each group of tied fragments takes the one fixed layout among its members
-(two different ones are a ``CompileError`` naming both uses) or, if none, the
-``T.Parallel`` distribution of its shape (``layouts.parallel_fragment``).
+``T.Parallel`` loop indexing several fragments. Each group of tied fragments takes the
+one fixed layout among its members (two different ones are a ``CompileError`` naming
+both uses) or, if none, the ``T.Parallel`` distribution of its shape
+(``layouts.parallel_fragment``).
 
 A ``T.Parallel`` over a fragment's shape then iterates that fragment's layout: thread
 t visits its own slots s, the loop indices are the layout's coordinates of (t, s), and
