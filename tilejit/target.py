@@ -56,6 +56,18 @@ def check_arch(arch) -> str:
                      f"{arch!r}{hint}; known: {', '.join(_PTX_VERSION)}")
 
 
+# AMD Instinct archs llvmlite's AMDGPU back end (LLVM 22) compiles for, with the LDS one
+# workgroup may use
+_AMDGPU_LDS = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
+
+
+def check_amdgpu_arch(arch) -> str:
+    if isinstance(arch, str) and arch in _AMDGPU_LDS:
+        return arch
+    raise ValueError(f"arch: expected an AMDGPU arch ({', '.join(_AMDGPU_LDS)}) for target "
+                     f"'amdgpu', got {arch!r}")
+
+
 @dataclass(frozen=True)
 class Target:
     kind: str               # "cuda" | "sim" | "amdgpu"
@@ -66,12 +78,18 @@ class Target:
             raise ValueError(f"target: expected one of {KINDS}, got {self.kind!r}")
         if self.kind == "cuda":
             check_arch(self.arch)
+        if self.kind == "amdgpu":
+            check_amdgpu_arch(self.arch)
         if self.kind == "sim" and self.arch:
             raise ValueError(f"target 'sim' takes no arch, got {self.arch!r}")
 
     @classmethod
     def cuda(cls, arch: str) -> "Target":
         return cls("cuda", arch)
+
+    @classmethod
+    def amdgpu(cls, arch: str = "gfx942") -> "Target":
+        return cls("amdgpu", arch)
 
     @classmethod
     def sim(cls) -> "Target":
@@ -131,6 +149,8 @@ class Target:
         where the arch is unknown to this table."""
         if self.is_sim:
             return max(_SHARED_LIMIT.values())
+        if self.kind == "amdgpu":
+            return _AMDGPU_LDS[self.arch]
         return _SHARED_LIMIT.get(self.sm) if self.is_cuda else None
 
     @property
@@ -151,7 +171,9 @@ class Target:
 
     @property
     def max_registers_per_thread(self) -> int:
-        return 255
+        """32-bit registers a thread may hold: 255 on CUDA; 512 on CDNA 2/3 (256 vector
+        and 256 accumulation registers)."""
+        return 512 if self.kind == "amdgpu" else 255
 
     @property
     def ptx_features(self) -> str:

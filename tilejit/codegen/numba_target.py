@@ -164,6 +164,30 @@ class NVPTXCodegen(Codegen):
         return self._target_data
 
 
+AMDGPU_TRIPLE = "amdgcn-amd-amdhsa"
+
+
+class AMDGPUCodegen(NVPTXCodegen):
+    """Modules for AMDGPU: its data layout without the alloca and global address spaces
+    (``codegen/amdgpu.py`` moves the allocas to address space 5 after SROA)."""
+
+    def __init__(self):
+        tm = ll.Target.from_triple(AMDGPU_TRIPLE).create_target_machine(cpu="gfx942", opt=3)
+        self._data_layout = "-".join(p for p in str(tm.target_data).split("-")
+                                     if p not in ("A5", "G1"))
+        self._target_data = ll.create_target_data(self._data_layout)
+
+    def _create_empty_module(self, name):
+        # no triple yet: LLVM's verifier wants an amdgcn module's allocas in address
+        # space 5, which codegen/amdgpu.py arranges after SROA
+        module = ir.Module(name)
+        module.data_layout = self._data_layout
+        return module
+
+    def magic_tuple(self):
+        return (AMDGPU_TRIPLE, "gfx942", "")
+
+
 class NVPTXTargetContext(BaseContext):
     implement_powi_as_math_call = True
     strict_alignment = True
@@ -240,6 +264,36 @@ class NVPTXTargetContext(BaseContext):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.nctaid." + "xyz"[axis])
 
 
+class AMDGPUTargetContext(NVPTXTargetContext):
+    """The same lowering with AMDGPU's work-item intrinsics and its own rule table."""
+
+    @global_compiler_lock
+    def init(self):
+        self._internal_codegen = AMDGPUCodegen()
+
+    def load_additional_registries(self):
+        from numba.cpython import (builtins, iterators, numbers, rangeobj,  # noqa: F401
+                                   slicing, tupleobj)
+        from numba.misc import literal  # noqa: F401
+        load_rules()
+        self.install_registry(TABLES["common"])
+        self.install_registry(TABLES["amdgpu"])
+
+    def thread_index(self, builder):
+        return self._sreg(builder, "llvm.amdgcn.workitem.id.x")
+
+    def thread_index_here(self, builder):
+        return self.thread_index(builder)
+
+    def block_index(self, builder, axis):
+        return self._sreg(builder, "llvm.amdgcn.workgroup.id." + "xyz"[axis])
+
+    def grid_dim(self, builder, axis):
+        from tilejit.errors import CompileError   # the grid size needs the dispatch packet
+        raise CompileError("AMDGPU: the grid's extent inside a kernel (T.PersistentTileScheduler "
+                           "without num_workers) is not supported yet")
+
+
 class TilejitTargetOptions(cpu.CPUTargetOptions):
     def finalize(self, flags, options):
         super().finalize(flags, options)
@@ -269,6 +323,16 @@ class TilejitTargetDescriptor(TargetDescriptor):
 
 
 descriptor = TilejitTargetDescriptor(TARGET_NAME)
+_AMDGPU_CONTEXT = []
+
+
+def target_context_for(target):
+    """The Numba target context that lowers for ``target`` (a tilejit Target)."""
+    if target.kind != "amdgpu":
+        return descriptor.target_context
+    if not _AMDGPU_CONTEXT:
+        _AMDGPU_CONTEXT.append(AMDGPUTargetContext(descriptor.typing_context))
+    return _AMDGPU_CONTEXT[0]
 
 
 class _DeviceFunctionKey:

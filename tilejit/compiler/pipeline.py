@@ -33,9 +33,10 @@ from tilejit.passes import (async_proxy, barriers, divisors, layout_inference, p
                             tma, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
-from tilejit.codegen import nvptx
+from tilejit.codegen import amdgpu, nvptx
 from tilejit.codegen.numba_pipeline import TilejitCompiler
-from tilejit.codegen.numba_target import TARGET_NAME, descriptor, new_flags
+from tilejit.codegen.numba_target import (TARGET_NAME, descriptor, new_flags,
+                                          target_context_for)
 from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapType, WeakFloat,
                                           numba_type, tensor_map, weak_float)
 
@@ -69,7 +70,7 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
                           fast_math=spec.options.fast_math, debug=spec.options.debug,
                           tiles=tiles, target=spec.target)
     with compiling(config), stages.stage("typing and lowering"):
-        cres = type_and_lower(ks, device_fn, argtypes)
+        cres = type_and_lower(ks, device_fn, argtypes, spec.target)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
     kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes,
                             block_threads=tiles.launch_threads)
@@ -77,6 +78,8 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         stages.report(" for the simulator")
         return kernel
     context = cres.target_context
+    if spec.target.kind == "amdgpu":
+        return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages)
     # a warp-specialized kernel launches its producer warpgroup too, one block per SM
     # with capped registers at entry (setmaxnreg: passes/warp_specialize.py)
     threads = tiles.launch_threads or spec.threads
@@ -97,6 +100,26 @@ def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     position = {name: i for i, (name, _) in enumerate(spec.params)}
     kernel.tensor_maps = [(position[name], box.dtype, box.itemsize, list(box.extents), box.swizzle)
                           for name, box in tiles.tensor_maps]
+    stages.report()
+    return kernel
+
+
+def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages):
+    """The AMDGPU entry, the linked and optimized module, its assembly and the HSA code
+    object (``codegen/amdgpu.py``)."""
+    entry_ir = amdgpu.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
+                                  _shape_constants_by_position(spec))
+    modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
+    dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
+    with stages.stage("LLVM link and O3"):
+        module = amdgpu.link_and_optimize(modules, name, spec.target)
+    kernel.llvm_ir = str(module)
+    dump.text("llvm_optimized.ll", kernel.llvm_ir)
+    with stages.stage("assembly and code object"):
+        kernel.asm = amdgpu.emit_assembly(module, spec.target)
+        kernel.code_object = amdgpu.code_object(module, spec.target)
+    dump.text("kernel.s", kernel.asm)
+    kernel.param_formats = param_formats(argtypes)
     stages.report()
     return kernel
 
@@ -158,9 +181,10 @@ def numba_argtypes(spec: Specialization) -> tuple:
 
 
 @global_compiler_lock
-def type_and_lower(ks: KernelSource, device_fn, argtypes):
+def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
     typing_context = descriptor.typing_context
-    target_context = descriptor.target_context
+    target_context = target_context_for(target) if target is not None else \
+        descriptor.target_context
     try:
         with target_override(TARGET_NAME):
             target_context.refresh()

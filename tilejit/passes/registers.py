@@ -18,7 +18,7 @@ MAX_REGISTERS = 255
 
 def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
-    limit = ctx.target.max_registers_per_thread if ctx.target.is_cuda else MAX_REGISTERS
+    limit = MAX_REGISTERS if ctx.target.is_sim else ctx.target.max_registers_per_thread
     words = plan.register_words()
     if words <= limit:
         return fdef

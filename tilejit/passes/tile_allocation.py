@@ -181,6 +181,9 @@ class _Tiles(ast.NodeTransformer):
         if len(node.args) < 3:
             raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
         target = self.ctx.target
+        if target.kind == "amdgpu":
+            raise self.ctx.error(f"T.gemm is not lowered for AMDGPU yet (MFMA): the target is "
+                                 f"{target.arch}; run it in the simulator or on CUDA", node)
         if target.is_cuda and target.sm < 80:
             raise self.ctx.error(f"T.gemm needs the tensor cores' mma.sync.m16n8k16 (sm_80 "
                                  f"and newer); the target is {target.arch}", node)

@@ -11,7 +11,6 @@ import threading
 
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
-from tilejit.errors import CompileError
 from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_copy_shapes
 from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
@@ -106,7 +105,12 @@ class KernelFunction:
         if target == "sim" and device >= 0:
             raise ValueError(f"{self.__name__}(): the simulator runs on host memory; the "
                              "tensors are on a CUDA device")
-        return target          # "amdgpu" is refused by _compile_target, as for compile()
+        if target == "amdgpu":
+            raise RuntimeError(f"{self.__name__}(): launching on an AMD GPU is not supported "
+                               "yet; kernel.compile(..., target='amdgpu', arch='gfx942') "
+                               "gives the assembly (.asm) and the HSA code object "
+                               "(.code_object) without one")
+        return target
 
     def _compile_target(self, target: str, arch: str | None, device: int) -> Target:
         """The Target of a compilation: the simulator, or CUDA for the explicit arch, the
@@ -114,9 +118,7 @@ class KernelFunction:
         if target == "sim":
             return SIM
         if target == "amdgpu":
-            raise CompileError(f"{self.__name__}: target 'amdgpu' is not available yet (no "
-                               "AMDGPU lowering rules exist); compile for target='cuda' or "
-                               "run target='sim'")
+            return Target.amdgpu(arch or self.arch or "gfx942")
         arch = arch or self.arch
         if arch is None:
             # the driver (cuda.bindings) only when no arch is given: the device's is read
@@ -289,6 +291,24 @@ class CompiledKernelHandle:
         # aot imports this module (a circle at load time otherwise)
         from tilejit.runtime import aot
         aot.save(self, path)
+
+    @property
+    def asm(self) -> str:
+        """The AMDGPU assembly (target 'amdgpu')."""
+        return self._amdgpu("asm")
+
+    @property
+    def code_object(self) -> bytes:
+        """The HSA code object, an ELF shared object HIP's hipModuleLoadData takes (target
+        'amdgpu')."""
+        return self._amdgpu("code_object")
+
+    def _amdgpu(self, what):
+        if not self.compiled.code_object:
+            raise RuntimeError(f"{self.kernel.__name__}: .{what} is AMDGPU's; this handle was "
+                               "compiled for another target (compile(..., target='amdgpu', "
+                               "arch='gfx942'))")
+        return getattr(self.compiled, what)
 
     @property
     def ptx(self) -> str:

@@ -136,7 +136,8 @@ def load_or_compile(kernel, spec):
         # runs, uncached
         from tilejit.compiler.pipeline import compile_kernel
         return compile_kernel(kernel.source, spec)
-    key = None if cache_dir() is None else key_of(kernel, spec)
+    # AMDGPU code objects are not kept on disk yet (they are bytes; compiled each process)
+    key = None if cache_dir() is None or spec.target.kind == "amdgpu" else key_of(kernel, spec)
     cached = None if spec.options.dump_dir or key is None else load(kernel, spec, key)
     what = kernel.source.tree.name
     if cached is not None:

@@ -32,6 +32,7 @@ from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.ir.addressing import digit_indexing, evaluate
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.kernel_config import current_kernel
 from tilejit.ir.plan import compute_dtype
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import numba_type
@@ -92,21 +93,34 @@ def _abs(builder, v, ctype):
     return builder.select(builder.icmp_signed("<", v, ir.Constant(v.type, 0)), neg, v)
 
 
-def _shfl_xor(builder, v, offset):
+def _lane_exchange(builder, offset):
+    """f(x: i32) -> the i32 of lane ``lane ^ offset`` of this warp (NVPTX ``shfl.bfly``)
+    or wave (AMDGPU ``ds_bpermute``, whose address is the source lane times 4; the lanes
+    of a wave of 64 are consecutive threads of the block)."""
+    if current_kernel().target.kind == "amdgpu":
+        fn = intrinsic(builder, "llvm.amdgcn.ds.bpermute", I32, [I32, I32])
+        tid = builder.call(intrinsic(builder, "llvm.amdgcn.workitem.id.x", I32, []), [])
+        lane = builder.and_(tid, I32(63))
+        address = builder.shl(builder.xor(lane, I32(offset)), I32(2))
+        return lambda x: builder.call(fn, [address, x])
     fn = intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
     full = ir.Constant(I32, 0xFFFFFFFF)
+    return lambda x: builder.call(fn, [full, x, I32(offset), I32(0x1F)])
+
+
+def _shfl_xor(builder, v, offset):
+    exchange = _lane_exchange(builder, offset)
     bits = 64 if isinstance(v.type, ir.DoubleType) or (
         isinstance(v.type, ir.IntType) and v.type.width == 64) else 32
     if bits == 32:
         x = builder.bitcast(v, I32) if not isinstance(v.type, ir.IntType) else v
-        y = builder.call(fn, [full, x, I32(offset), I32(0x1F)])
+        y = exchange(x)
         return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
     i64 = ir.IntType(64)
     x = builder.bitcast(v, i64) if not isinstance(v.type, ir.IntType) else v
     lo = builder.trunc(x, I32)
     hi = builder.trunc(builder.lshr(x, i64(32)), I32)
-    lo = builder.call(fn, [full, lo, I32(offset), I32(0x1F)])
-    hi = builder.call(fn, [full, hi, I32(offset), I32(0x1F)])
+    lo, hi = exchange(lo), exchange(hi)
     y = builder.or_(builder.zext(lo, i64), builder.shl(builder.zext(hi, i64), i64(32)))
     return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
 

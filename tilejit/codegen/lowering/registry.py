@@ -13,6 +13,7 @@ from numba.core.imputils import Registry
 TABLES: dict[str, Registry] = {
     "common": Registry("tilejit.common"),
     "cuda": Registry("tilejit.cuda"),
+    "amdgpu": Registry("tilejit.amdgpu"),
 }
 
 
