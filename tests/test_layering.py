@@ -24,7 +24,7 @@ FLOORS = [
     ("runtime",),                   # kernel object, arguments, launch, driver, caches
     ("tuning", "carver"),           # autotune, benchmark timers; the device's figures
     ("tilelang",),                  # TileLang's doors
-    ("testing", "autotuner", "profiler"),  # TileLang's module paths (thin)
+    ("testing", "autotuner", "profiler", "utils"),  # TileLang's module paths (thin)
     ("torch",),                     # kernels as torch.library custom operators
     ("",),                          # the package itself: tilejit/__init__.py
     ("cli",),                       # python -m tilejit: the commands

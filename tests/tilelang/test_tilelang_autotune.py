@@ -69,8 +69,10 @@ def test_eager_autotune_checks_configs_and_calls():
         autotune(configs=[{"blockM": 64}])(program)
     with pytest.raises(ValueError, match="configs must be a list of dicts"):
         autotune(configs=lambda: [{"block_M": 64}])(program)
-    with pytest.raises(TypeError, match="'block_M' is chosen by @tilejit.autotune"):
-        vector_add(torch.randn(8), torch.randn(8), block_M=64)
+    a, b = torch.randn(300), torch.randn(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # explicit values: used, nothing tuned
+        torch.testing.assert_close(vector_add(a, b, block_M=64), a + b)
 
 
 def test_no_valid_config_lists_why():
@@ -125,8 +127,9 @@ def test_classic_factory_returns_the_kernel_of_the_first_valid_config_in_simulat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert matmul(128, 64, 64) is kernel                     # tuned: from memory
-    with pytest.raises(TypeError, match="'block_K' is chosen by @tilejit.autotune"):
-        matmul(128, 64, 64, block_K=64)
+    explicit = matmul(128, 64, 64, block_M=64, block_N=64, block_K=64)  # TileLang's rule
+    assert explicit is not kernel and explicit.kernel.source.namespace["block_K"] == 64
+    torch.testing.assert_close(explicit(a, b), c)
 
 
 def test_classic_autotune_checks_configs():
@@ -204,3 +207,11 @@ def test_classic_autotune_on_gpu():
     c = kernel(a[:512], b[:, :256])
     ref = a[:512].double() @ b[:, :256].double()
     assert (c.double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())
+
+
+def test_timeout_is_accepted_as_tilelang_spells_it():
+    eager = tilelang.autotune(configs=EAGER_CONFIGS, timeout=100)(tilelang.jit(vector_add_program))
+    assert eager.timeout == 100.0
+    classic = autotune(configs=_matmul_configs, timeout=30)(
+        tilelang.jit(out_idx=[-1])(matmul.program.factory))
+    assert classic.timeout == 30.0

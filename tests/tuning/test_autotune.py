@@ -2,6 +2,8 @@
 import sys
 import time
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -105,13 +107,56 @@ def test_unknown_and_malformed_configs():
         autotune(configs=BLOCKS)(lambda x: x)
 
 
-def test_passing_a_tuned_constexpr_is_an_error():
+def test_a_tuned_constexpr_given_explicitly_is_used_untuned():
+    # TileLang's rule: explicit values skip the tuning (the kernel's defaults for the rest)
     tuned = autotune(configs=BLOCKS)(add)
     a, b, c = arrays()
-    with pytest.raises(TypeError, match="'block' is chosen by @tilejit.autotune"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         tuned(a, b, c, block=64)
-    with pytest.raises(TypeError, match="'block' is chosen"):
+        np.testing.assert_array_equal(c, a + b)
+        c[:] = 0
         tuned(a, b, c, 64)
+        np.testing.assert_array_equal(c, a + b)
+    assert tuned.timings == [] and tuned.best_config is None
+    handle = tuned.compile(a, b, c, block=64, target="cuda", arch="sm_80")
+    assert handle.ptx
+
+
+class SlowFor(Counting):
+    """The kernel, slowed down by ``delay`` seconds a call for the configs given."""
+
+    def __init__(self, kernel, slow_blocks, delay):
+        super().__init__(kernel)
+        self.slow_blocks, self.delay = slow_blocks, delay
+
+    def __call__(self, *args, **kwargs):
+        block = kwargs.get("block", args[3] if len(args) > 3 else 128)
+        if block in self.slow_blocks:
+            time.sleep(self.delay)
+        return super().__call__(*args, **kwargs)
+
+
+def test_timeout_skips_a_config_whose_timing_takes_too_long():
+    # TileLang's timeout=: seconds one config's timing may take
+    tuned = autotune(configs=BLOCKS[:2], warmup=1, rep=20, timeout=0.5)(
+        SlowFor(add, {32}, 0.05))
+    a, b, c = arrays()
+    with pytest.warns(AutotuneWarning, match=r"'block': 32.*skipped: timed out: its 21 timed "
+                                             r"runs would take about .* more than "
+                                             r"timeout=0.5 s"):
+        tuned(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    assert tuned.best_config == {"block": 64}
+    assert tuned.timings[0][1] is None and tuned.timings[1][2] == "ok"
+
+
+def test_timeout_values():
+    for no_limit in (None, 0, -1):
+        assert autotune(configs=BLOCKS, timeout=no_limit)(add).timeout is None
+    assert autotune(configs=BLOCKS, timeout=30)(add).timeout == 30.0
+    with pytest.raises(ValueError, match="timeout: expected seconds"):
+        autotune(configs=BLOCKS, timeout="10s")
 
 
 def test_failing_config_is_skipped_with_a_warning():

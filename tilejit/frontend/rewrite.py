@@ -5,7 +5,8 @@
   (Numba's bytecode front end rejects ``with ... as``); constexpr parameters leave the
   signature and become globals, so Numba sees them as literals; ``T.Persistent`` loops
   and ``T.PersistentTileScheduler`` objects become plain loops and variables
-  (``persistent.py``, the simulator's program too); host queries
+  (``persistent.py``, the simulator's program too); ``T.get_thread_binding`` and the
+  other bindings become the thread and block indices (``thread_bindings.py``); host queries
   (``driver.get_num_sms()``) become compile-time globals (``host_queries.py``); the
   explicit mbarrier/TMA/``T.ws`` forms are refused (``explicit_sync.py``: simulated only).
 - host: the statements before ``T.Kernel`` followed by ``return launch_config(...)``;
@@ -27,7 +28,12 @@ from tilejit.frontend.explicit_sync import reject_on_gpu
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
+from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.ir.markers import BLOCK_INDEX, CAST
+
+# T.clamp(x, lo, hi) → T.min(T.max(x, lo), hi): through the call's own `T.` when it has
+# one, else these names, which ``materialize`` binds (as CAST)
+MAX, MIN = "__tj_max", "__tj_min"
 
 LAUNCH_CONFIG = "__tj_launch_config"     # the host program's (runtime/kernel.py binds it)
 
@@ -93,7 +99,9 @@ def _block_index_assignments(ks: KernelSource) -> list[ast.stmt]:
 class _DeviceForms(ast.NodeTransformer):
     """Language calls with a control-flow meaning become Python control flow:
     ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
-    it becomes ``a if c else b``; ``T.serial/unroll/vectorized`` become ``range``."""
+    it becomes ``a if c else b``; ``T.serial/unroll/vectorized`` become ``range``;
+    TileLang's ``x.astype(dtype)`` is ``T.cast(x, dtype)`` and ``T.clamp(x, lo, hi)`` is
+    ``T.min(T.max(x, lo), hi)``."""
 
     def __init__(self, namespace, strip_breakpoints=True):
         self.namespace = namespace
@@ -128,10 +136,37 @@ class _DeviceForms(ast.NodeTransformer):
             dtype, value = node.args          # TileLang's argument order
             return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()), [value, dtype], []),
                                      node)
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "astype"
+                and len(node.args) == 1 and not node.keywords):
+            # TileLang's x.astype(dtype) on a value: T.cast(x, dtype)
+            return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()),
+                                              [node.func.value, node.args[0]], []), node)
+        if target is T.clamp:
+            return self._clamp(node)
         if target in (T.serial, T.unroll, T.vectorized):
             return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,
                                               node.keywords), node)
         return node
+
+
+    def _clamp(self, node):
+        args = list(node.args)
+        names = ("dst", "min_val", "max_val")
+        for k in node.keywords:
+            if k.arg not in names or names.index(k.arg) < len(node.args):
+                return node       # left as written: the typing reports the call
+            args += [None] * (names.index(k.arg) + 1 - len(args))
+            args[names.index(k.arg)] = k.value
+        if len(args) != 3 or any(a is None for a in args):
+            return node
+        prefix = node.func.value if isinstance(node.func, ast.Attribute) else None
+
+        def fn(attr, name):
+            if prefix is not None:
+                return ast.Attribute(copy.deepcopy(prefix), attr, ast.Load())
+            return ast.Name(name, ast.Load())
+        lower = ast.Call(fn("max", MAX), [args[0], args[1]], [])
+        return ast.copy_location(ast.Call(fn("min", MIN), [lower, args[2]], []), node)
 
 
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
@@ -144,6 +179,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator)
     fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
+    fdef = rewrite_thread_bindings(fdef, ks)
     if not simulator:
         fdef = replace_host_queries(fdef, ks.namespace)
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
@@ -187,6 +223,8 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
     """Compile one rewritten function definition into a function whose globals are
     ``namespace`` (the kernel's globals and closure, plus anything injected)."""
     namespace.setdefault(CAST, T.cast)
+    namespace.setdefault(MAX, T.max)
+    namespace.setdefault(MIN, T.min)
     module = ast.Module(body=[fdef], type_ignores=[])
     ast.fix_missing_locations(module)
     code = compile(module, ks.filename, "exec")

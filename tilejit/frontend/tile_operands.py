@@ -6,8 +6,10 @@ alone).
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
 - An element atomic becomes its own call: ``T.atomic_add(C[i, j], v, rp)`` →
-  ``__tj_atomic_add(C, (i, j), v, rp, per_lane)`` (``per_lane``: inside a ``T.Parallel``);
-  the region form keeps its call with positional operands.
+  ``__tj_atomic_add(C, (i, j), v, rp, per_lane)`` (``per_lane``: inside a ``T.Parallel``,
+  or anywhere in a kernel that reads its thread index, whose statements are each
+  thread's: ``thread_bindings.py``); the region form keeps its call with positional
+  operands.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import ast
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import ATOMICS, REGION
+from tilejit.ir.markers import ATOMICS, REGION, THREAD_INDEX
 
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
@@ -84,6 +86,7 @@ class _Regions(ast.NodeTransformer):
         self.error = error
         self.known = known
         self.parallel = 0       # how many T.Parallel loops enclose the current node
+        self.per_thread = False     # the kernel reads its thread index
 
     def visit_For(self, node):
         it = node.iter
@@ -132,7 +135,7 @@ class _Regions(ast.NodeTransformer):
                  and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
         if isinstance(dst, ast.Subscript) and not any(isinstance(i, ast.Slice) for i in index):
             out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
-                                      ast.Constant(self.parallel > 0)])
+                                      ast.Constant(self.parallel > 0 or self.per_thread)])
             return ast.copy_location(out, node)
         node.args, node.keywords = args, []
         return node
@@ -145,4 +148,7 @@ def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None,
     raise (a ``CompileError`` without a location by default); ``known(node)`` is an
     expression's compile-time value or None, for the extents of slices (literals only
     without it)."""
-    return _Regions(namespace, error or (lambda m, n: CompileError(m)), known).visit(fdef)
+    regions = _Regions(namespace, error or (lambda m, n: CompileError(m)), known)
+    regions.per_thread = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                             and n.func.id == THREAD_INDEX for n in ast.walk(fdef))
+    return regions.visit(fdef)

@@ -6,6 +6,7 @@ import builtins
 import difflib
 
 from tilejit import language as _language
+from tilejit.language import compat as _compat
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
 
@@ -61,10 +62,14 @@ def check_supported(ks: KernelSource) -> None:
 
 
 def _unknown_language_name(node: ast.Attribute) -> str:
-    """``T.no_such_prim``: the name as written, and the closest names the language has."""
+    """``T.no_such_prim``: the name as written, and the closest names the language has;
+    for one of TileLang's names that tilejit does not have, that it is not supported."""
+    prefix = ast.unparse(node.value)
+    why = _compat.reason(node.attr)
+    if why is not None:
+        return _compat.message(node.attr, why, alias=prefix)
     close = difflib.get_close_matches(node.attr, [n for n in dir(_language)
                                                   if not n.startswith("_")], n=3)
-    prefix = ast.unparse(node.value)
     hint = f"; did you mean {', '.join(f'{prefix}.{c}' for c in close)}?" if close else ""
     return (f"unknown name {prefix}.{node.attr}: tilejit.language has no "
             f"{node.attr!r}{hint}")

@@ -56,6 +56,10 @@ def _declare(name: str, stub_name: str, doc: str) -> str:
 # -- the front end (frontend/rewrite.py) ----------------------------------------------
 BLOCK_INDEX = _declare("__tj_block_index", "block_index",
                        "The block's index along grid axis 0, 1 or 2 (``blockIdx.x/y/z``).")
+THREAD_INDEX = _declare("__tj_thread_index", "thread_index",
+                        "() -> this thread's index in the block (``threadIdx.x`` of the flat "
+                        "block): T.get_thread_binding and T.thread_binding "
+                        "(frontend/thread_bindings.py).")
 GRID_DIM = _declare("__tj_grid_dim", "grid_dim",
                     "The grid's extent along axis 0, 1 or 2 (``gridDim.x/y/z``): the "
                     "workers of T.PersistentTileScheduler (frontend/persistent.py).")

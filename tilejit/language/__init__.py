@@ -17,8 +17,9 @@ import numbers as _numbers
 
 import numpy as np
 
-from tilejit.language.dtypes import (DType, as_dtype, bfloat16, bool_, float16, float32, float64,
-                                     int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
+                                     float16, float32, float64, half, int8, int16, int32, int64,
+                                     long, short, tfloat32, uint, uint8, uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
@@ -27,6 +28,11 @@ from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSp
                                      tma_copy, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
+from tilejit.language.compat import not_supported as _not_supported
+from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
+                                      get_block_extents, get_thread_binding,
+                                      get_thread_bindings, get_thread_extent,
+                                      get_thread_extents, thread_binding)
 from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
                                          reduce_min, reduce_sum)
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local,
@@ -34,12 +40,14 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, a
                                     gemm, use_swizzle)
 
 __all__ = [
-    "DType", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
-    "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "Buffer", "Symbol", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
+    "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
+    "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
+    "short", "long", "uint", "tfloat32",
+    "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "print", "constexpr", "Kernel", "Parallel", "serial",
     "unroll", "vectorized", "ceildiv",
-    "if_then_else", "cast", "max", "min", "abs", "infinity", "empty", "macro",
+    "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
+    "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
@@ -47,7 +55,25 @@ __all__ = [
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
+    "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
+    "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
+    "thread_binding",
 ]
+
+
+# TileLang's ``T.dtype`` (the dtype class: ``T.dtype("float16")``, ``isinstance(x,
+# T.dtype)``) and ``T.Var`` (the class of shape symbols)
+dtype = DType
+Var = Symbol
+
+
+def __getattr__(name):
+    """``T.bool``, ``T.float``, ``T.int`` (TileLang's dtypes named as Python's builtins,
+    kept out of this module's globals), and TileLang's names tilejit does not have: an
+    error that names the feature and says it is not supported (``compat.py``)."""
+    if name in BUILTIN_NAMED:
+        return BUILTIN_NAMED[name]
+    raise _not_supported(name, "tilelang.language", __name__)
 
 
 class constexpr:
@@ -155,6 +181,12 @@ def ceildiv(a, b):
     return (a + b - 1) // b
 
 
+# TileLang's other names of these (the same objects, so the compiler knows them)
+cdiv = ceildiv
+Unroll = unroll
+Vectorized = vectorized
+
+
 def if_then_else(cond, then_value, else_value):
     """A select: both values are computed, ``cond`` picks one (no branch)."""
     return _num.select(cond, then_value, else_value)
@@ -179,6 +211,13 @@ def min(a, b):  # noqa: A001
 def abs(x):  # noqa: A001
     """Absolute value."""
     return np.abs(x)
+
+
+def clamp(dst, min_val, max_val):
+    """``dst`` limited to ``[min_val, max_val]``: ``T.min(T.max(dst, min_val), max_val)``
+    (TileLang's order: a NaN ``dst`` gives ``min_val``, as ``T.max`` ignores NaN). In a
+    kernel the front end writes it as those two calls."""
+    return _num.minimum(_num.maximum(dst, min_val), max_val)
 
 
 class macro:

@@ -12,9 +12,17 @@ class DType(str):
     """An element type. As in TileLang, a dtype is its name as a ``str``:
     ``T.float16 == "float16"``, ``getattr(torch, T.float16)``, dicts keyed by dtype names
     and dtype names in ``pytest.mark.parametrize`` all work; ``bits``, ``kind``,
-    ``itemsize`` and ``as_torch()`` say more. Immutable, like the string it is."""
+    ``itemsize`` and ``as_torch()`` say more. Immutable, like the string it is.
 
-    def __new__(cls, name: str, bits: int, kind: str):  # kind: "float", "int", "uint", "bool"
+    ``T.dtype`` is this class, as TileLang's ``T.dtype`` is its dtype class: called with
+    one value (``T.dtype("float16")``, ``T.dtype(torch.float16)``, ``T.dtype(np.int8)``)
+    it returns that dtype (``as_dtype``), ``isinstance(x, T.dtype)`` tells a dtype, and
+    ``dtype: T.dtype = T.float16`` annotates a parameter."""
+
+    def __new__(cls, name, bits: int | None = None, kind: str | None = None):
+        # kind: "float", "int", "uint", "bool"
+        if bits is None and kind is None:
+            return as_dtype(name)
         self = super().__new__(cls, name)
         object.__setattr__(self, "_fields", (bits, kind))
         return self
@@ -45,6 +53,11 @@ class DType(str):
     @property
     def itemsize(self) -> int:
         return max(1, self.bits // 8)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes per element (TileLang's ``dtype.bytes``)."""
+        return self.itemsize
 
     @property
     def is_float(self) -> bool:
@@ -91,7 +104,20 @@ ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64,
               uint8, uint16, uint32, uint64, bool_)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": bfloat16,
-                 "fp16": float16, "fp32": float32, "fp64": float64})
+                 "fp16": float16, "fp32": float32, "fp64": float64,
+                 "short": int16, "int": int32, "long": int64, "uint": uint32,
+                 # TileLang's tfloat32 is float32 storage whose gemm runs on tf32 tensor
+                 # cores; tilejit's float32 gemm already does (mma.sync .tf32, operands
+                 # rounded to nearest), so tfloat32 is float32
+                 "tfloat32": float32, "custom[tfloat32]": float32})
+
+# TileLang's other names of these dtypes
+half, double, short, long, uint = float16, float64, int16, int64, uint32
+tfloat32 = float32
+# and those that are Python builtins' names too: ``T.bool``, ``T.float``, ``T.int``
+# (``tilejit.language`` gives them through its module ``__getattr__``, so the module's
+# own code still sees Python's ``bool``, ``float`` and ``int``)
+BUILTIN_NAMED = {"bool": bool_, "float": float32, "int": int32}
 
 
 def as_dtype(value) -> DType:

@@ -12,10 +12,17 @@ from tilejit.language.dtypes import as_dtype
 
 class Symbol:
     """A named dimension: ``M = T.const("M")`` (bound to a tensor's shape, compile-time
-    where the program needs it) or ``T.dynamic("m")`` (never specialized)."""
+    where the program needs it) or ``T.dynamic("m")`` (never specialized).
 
-    def __init__(self, name: str, dynamic: bool = False):
+    ``T.Var`` is this class, as TileLang's ``T.Var`` is the class of its symbols:
+    ``isinstance(M, T.Var)`` tells a symbolic extent from a number, and
+    ``T.Var("n", T.int32)`` makes a run-time one (as ``T.dynamic("n")``)."""
+
+    def __init__(self, name: str, dtype="int32", dynamic: bool = True):
+        if not isinstance(name, str):
+            raise TypeError(f"T.Var: the name must be a str, got {name!r}")
         self.name = name
+        self.dtype = as_dtype(dtype if dtype is not None else "int32")
         self.dynamic = dynamic
 
     def __repr__(self):
@@ -25,13 +32,13 @@ class Symbol:
 def const(names: str):
     """``M = T.const("M")`` or ``M, N = T.const("M, N")``."""
     parts = [n.strip() for n in names.replace(" ", ",").split(",") if n.strip()]
-    symbols = tuple(Symbol(n) for n in parts)
+    symbols = tuple(Symbol(n, dynamic=False) for n in parts)
     return symbols[0] if len(symbols) == 1 else symbols
 
 
 def dynamic(name: str, dtype=None):
     """``T.dynamic("m")``: a run-time dimension (never a specialization)."""
-    return Symbol(name, dynamic=True)
+    return Symbol(name, dtype, dynamic=True)
 
 
 _SYMBOLIC_WARNED = False

@@ -12,12 +12,12 @@ import numpy as np
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.language.dtypes import bfloat16
-from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION
+from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION, THREAD_INDEX
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import runtime
+from tilejit.sim import runtime, threads
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
-from tilejit.sim.transform import SIM, simulator_tree
+from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_index
 
 
 _BUILDING = threading.Lock()        # one thread builds a kernel's simulated program
@@ -36,12 +36,20 @@ def simulator_function(kernel):
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
+        namespace[THREAD_INDEX] = threads.thread_index
+        namespace[THREADS] = threads
         namespace[REGION] = region
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))
+        per_thread = uses_thread_index(tree)
         fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
         fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
+        fn.per_thread = per_thread       # reads its thread index: lane-wise (threads.py)
+        if per_thread and fn.warp_roles:
+            raise threads.ThreadCodeError(
+                f"{kernel.__name__}: a kernel with `with T.ws` roles that also reads its "
+                "thread index (T.get_thread_binding) is not supported in simulation")
         kernel._sim_fn = fn
     return fn
 
@@ -76,9 +84,12 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     gx, gy, gz = launch.grid
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
-    outer = state.block, state.mask, state.grid, state.threads, state.role_threads
+    outer = (state.block, state.mask, state.grid, state.threads, state.role_threads,
+             state.lanes, state.in_parallel)
     state.grid, state.threads = tuple(launch.grid), launch.threads
     state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
+    state.lanes = launch.threads if fn.per_thread else 0
+    state.in_parallel = 0
     try:
         with np.errstate(all="ignore"):
             for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
@@ -97,7 +108,8 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         raise ValueError(f"{kernel.__name__}(): the kernel writes a read-only array: "
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
-        state.block, state.mask, state.grid, state.threads, state.role_threads = outer
+        (state.block, state.mask, state.grid, state.threads, state.role_threads,
+         state.lanes, state.in_parallel) = outer
     for obj, data in writebacks:
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))

@@ -42,6 +42,11 @@ class _State(threading.local):
         self.role = 0
         self.role_threads = 0
         self.shared_seq = 0
+        # per-thread code (sim/threads.py): the block's threads when the kernel reads its
+        # thread index (the block then runs lane-wise, one lane per thread), else 0; and
+        # how many T.Parallel loops are running
+        self.lanes = 0
+        self.in_parallel = 0
 
 
 STATE = _State()
@@ -74,17 +79,39 @@ def shared_object(make, what: str):
 
 def parallel_vectorized(*extents):
     """One iteration whose indices are whole-tile index arrays."""
+    if STATE.lanes:
+        yield from _block_loop(parallel_vectorized, extents)
+        return
     grids = np.indices(tuple(int(e) for e in extents), dtype=np.int64)
     yield grids[0] if len(extents) == 1 else tuple(grids)
 
 
 def parallel_scalar(*extents):
     """Every iteration, in row-major order, with Python int indices."""
+    if STATE.lanes:
+        yield from _block_loop(parallel_scalar, extents)
+        return
     if len(extents) == 1:
         yield from range(int(extents[0]))
         return
     for flat in np.ndindex(*(int(e) for e in extents)):
         yield flat
+
+
+def _block_loop(loop, extents):
+    """A T.Parallel in a kernel with per-thread code (``threads.py``): the block's loop,
+    which every thread must reach, its body under no thread mask."""
+    from tilejit.sim.threads import block_wide, uniform   # threads.py imports this module
+    block_wide("Parallel")
+    extents = [uniform(e, "a T.Parallel extent") for e in extents]
+    lanes, mask = STATE.lanes, STATE.mask
+    STATE.lanes, STATE.mask = 0, None
+    STATE.in_parallel += 1
+    try:
+        yield from loop(*extents)
+    finally:
+        STATE.lanes, STATE.mask = lanes, mask
+        STATE.in_parallel -= 1
 
 
 class where:
@@ -100,6 +127,9 @@ class where:
         cond = np.asarray(self.cond, dtype=bool)
         if self.negate:
             cond = ~cond
+        if self.outer is None and cond.ndim == 0 and cond:
+            STATE.mask = None           # one value that selects the branch: every lane
+            return STATE.mask
         STATE.mask = cond if self.outer is None else (self.outer & cond)
         return STATE.mask
 

@@ -31,6 +31,7 @@ from tilejit.language.dtypes import as_dtype, bfloat16
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, kernel_frame, shared_object)
+from tilejit.sim.threads import LaneTensor, block_wide, uniform
 
 
 # -- tiles ----------------------------------------------------------------------------
@@ -44,6 +45,8 @@ def _new_tile(shape, dtype, kind):
     if kind == "shared":        # one per block, whichever warpgroup role allocates it
         return shared_object(lambda: SimTensor(np.zeros(shape, dtype=storage), dtype, name,
                                                kind), f"{name}: {dtype.name}{list(shape)}")
+    if kind == "local" and STATE.lanes:     # per-thread code: each thread's own copy
+        return LaneTensor(shape, storage, dtype, name)
     return SimTensor(np.zeros(shape, dtype=storage), dtype, name, kind)
 
 
@@ -82,6 +85,10 @@ class Region:
 
 
 def region(tensor, kinds, starts, ends, extents=""):
+    if STATE.lanes:     # per-thread code: a region is the block's, one for all threads
+        starts = tuple(uniform(s, "a tile operation's region start") for s in starts)
+        ends = tuple(e if e is None else uniform(e, "a tile operation's region end")
+                     for e in ends)
     return Region(tensor, kinds, starts, ends)
 
 
@@ -203,6 +210,11 @@ def copy(src, dst):
 
 def fill(buf, value):
     """Set every element of a tile (or region) to ``value``."""
+    if isinstance(buf, LaneTensor):     # each thread's own copy, under the thread mask
+        buf.fill(value, lambda v: _to_storage(v, buf.dtype, buf.data.dtype))
+        return
+    if STATE.lanes:
+        block_wide("fill", (buf,))
     t, start, ranged, ext = _operand(buf)
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
@@ -586,6 +598,18 @@ def print(value, msg=""):  # noqa: A001 - TileLang's name
     builtins.print(f"{msg}{shown}" if msg else shown)
 
 
+def _block_wide(name, fn):
+    """``fn``, which the whole block does: in a kernel with per-thread code, checked
+    first (``threads.block_wide``)."""
+    def run(*args, **kwargs):
+        if STATE.lanes:
+            block_wide(name, args)
+        return fn(*args, **kwargs)
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
 # the meaning of each ``T.<name>`` the language delegates (``language/_semantics.py``)
 MEANINGS = {name: globals()[name] for name in (
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
@@ -593,3 +617,6 @@ MEANINGS = {name: globals()[name] for name in (
     "cumsum", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log", "log2",
     "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
     "print")}
+MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
+    "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
+    "reduce_absmax", "cumsum", "atomic_add", "atomic_max", "atomic_min")})

@@ -8,6 +8,12 @@
 - ``for i, j in parallel_scalar(m, n): body`` (one iteration at a time) when the body
   has ``while``, ``break``, ``continue`` or ``return``, or a nested loop whose bounds
   depend on the tile's indices, which lane-wise execution cannot express.
+
+A kernel that reads its thread index (the front end's ``__tj_thread_index()``, from
+``T.get_thread_binding``: ``threads.py``) runs its whole block lane-wise, one lane per
+thread: its statements outside ``T.Parallel`` loops take the same rewrite as a
+vectorised ``T.Parallel`` body, and its loop bounds, ``while`` conditions and the
+conditions of branches that leave a loop are checked to be the same in every thread.
 """
 from __future__ import annotations
 
@@ -18,8 +24,10 @@ from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_call
+from tilejit.ir.markers import THREAD_INDEX
 
 SIM = "__tj_sim"
+THREADS = "__tj_threads"        # sim/threads.py, in a kernel with per-thread code
 _counter = itertools.count()
 
 
@@ -102,6 +110,79 @@ class _LaneWise(ast.NodeTransformer):
         return node
 
 
+def _is_parallel(node, namespace) -> bool:
+    return (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)
+            and resolve_static(node.iter.func, namespace) is T.Parallel)
+
+
+def _uniform(expr, what):
+    call = ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), "uniform", ast.Load()),
+                    [expr, ast.Constant(what)], [])
+    return ast.copy_location(call, expr)
+
+
+def _leaves(body) -> bool:
+    """Whether statements leave an enclosing loop or the kernel (break, continue,
+    return), not counting those of loops nested in them."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return)):
+            return True
+        if isinstance(node, (ast.For, ast.While)):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+class _ThreadLanes(_LaneWise):
+    """The block of a kernel with per-thread code, one lane per thread
+    (``threads.py``): T.Parallel loops are left to ``SimRewriter``."""
+
+    def __init__(self, namespace):
+        super().__init__()
+        self.namespace = namespace
+
+    def visit_For(self, node):
+        if _is_parallel(node, self.namespace):
+            return node
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.args = [_uniform(self.visit(a), "a loop bound") for a in it.args]
+        node.body = self._statements(node.body)
+        node.orelse = self._statements(node.orelse)
+        return node
+
+    def visit_While(self, node):
+        node.test = _uniform(self.visit(node.test), "a while loop's condition")
+        node.body = self._statements(node.body)
+        node.orelse = self._statements(node.orelse)
+        return node
+
+    def visit_If(self, node):
+        if _leaves(node.body) or _leaves(node.orelse):
+            node.test = _uniform(self.visit(node.test),
+                                 "the condition of a branch that leaves a loop or the kernel")
+            node.body = self._statements(node.body)
+            node.orelse = self._statements(node.orelse)
+            return node
+        return super().visit_If(node)
+
+    def _statements(self, body):
+        out = []
+        for s in body:
+            r = self.visit(s)
+            out.extend(r if isinstance(r, list) else [r])
+        return out
+
+
+def uses_thread_index(fdef: ast.FunctionDef) -> bool:
+    """Whether a device program reads its thread index (``__tj_thread_index()``)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id == THREAD_INDEX for n in ast.walk(fdef))
+
+
 def _needs_scalar(loop: ast.For) -> bool:
     lane_names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
     lane_names |= {n.id for s in loop.body for n in ast.walk(s)
@@ -156,4 +237,6 @@ class SimRewriter(ast.NodeTransformer):
 
 
 def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
+    if uses_thread_index(fdef):
+        fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return ast.fix_missing_locations(SimRewriter(namespace).visit(fdef))

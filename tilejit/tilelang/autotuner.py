@@ -20,6 +20,12 @@ host memory) nothing is timed: a config is valid when it compiles to PTX (for th
 device's arch, else sm_90: the launch checks, tile plan and shared memory limits) and
 the first valid config in the list is chosen, deterministically. A config that fails is
 skipped with an ``AutotuneWarning``; when none is valid a RuntimeError lists why.
+
+As in TileLang, ``timeout=`` bounds the seconds one config's timing may take (a config
+that would take longer is skipped; nothing is timed in simulation), and a call that
+passes tuned parameters explicitly is not tuned: ``flashattn(b, h, s, d, block_M=128,
+block_N=64)`` runs (or, classic style, returns the kernel compiled) with the values given
+and the program's defaults for the others.
 """
 from __future__ import annotations
 
@@ -32,10 +38,11 @@ import warnings
 from tilejit.options import target_override
 from tilejit.runtime.kernel import default_arch
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
-from tilejit.tuning.bench import check_count, do_bench
-from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, compare_results,
-                                     cuda_device_name, first_line, json_config, plain_value,
-                                     progress, skippable_errors, to_numpy)
+from tilejit.tuning.bench import check_count
+from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check_timeout,
+                                     compare_results, cuda_device_name, first_line,
+                                     json_config, plain_value, progress, skippable_errors,
+                                     timed, to_numpy)
 from tilejit.tilelang.classic import ClassicJit
 from tilejit.tilelang.jit import JitFunction
 
@@ -71,20 +78,21 @@ def _skipped(name, config, note):
                   AutotuneWarning, stacklevel=4)
 
 
-def for_program(program, configs, warmup, rep, key):
+def for_program(program, configs, warmup, rep, key, timeout=None):
     """The autotuner of a ``@tilejit.jit`` program, or None for anything else."""
     if isinstance(program, JitFunction):
         if callable(configs) and not isinstance(configs, (list, tuple)):
             raise ValueError(f"@tilejit.autotune over the eager-style {program.__name__}: "
                              "configs must be a list of dicts (a function returning them "
                              "is the classic style's form)")
-        return EagerAutotuner(program, configs, warmup=warmup, rep=rep, key=key)
+        return EagerAutotuner(program, configs, warmup=warmup, rep=rep, key=key,
+                              timeout=timeout)
     if isinstance(program, ClassicJit):
         if key:
             raise ValueError(f"@tilejit.autotune over the classic-style {program.__name__}: "
                              "key does not apply (every factory argument selects the "
                              "tuned config)")
-        return ClassicAutotuner(program, configs, warmup=warmup, rep=rep)
+        return ClassicAutotuner(program, configs, warmup=warmup, rep=rep, timeout=timeout)
     return None
 
 
@@ -132,13 +140,14 @@ class ClassicAutotuner:
     returns the compiled kernel of the best config. ``best_config`` and ``timings``
     ([(config, ms or None, note)]) describe the last tuning."""
 
-    def __init__(self, program, configs, warmup: int = 25, rep: int = 100):
+    def __init__(self, program, configs, warmup: int = 25, rep: int = 100, timeout=None):
         self.program = program
         self.params = list(inspect.signature(program.factory).parameters)
         self.__name__ = program.__name__
         self.__wrapped__ = program
         self.warmup = check_count("warmup", warmup, 0)
         self.rep = check_count("rep", rep, 1)
+        self.timeout = check_timeout(timeout)
         self._configs_of = configs if callable(configs) else None
         self.configs = None if self._configs_of else self._checked(configs)
         self.best_config: dict | None = None
@@ -177,10 +186,10 @@ class ClassicAutotuner:
     def __call__(self, *args, **kwargs):
         configs = self.configs or self._checked(self._configs_for(args, kwargs))
         tuned = {n for c in configs for n in c}
-        clash = [n for n in list(self.params[:len(args)]) + list(kwargs) if n in tuned]
-        if clash:
-            raise TypeError(f"{self.__name__}(): {', '.join(map(repr, clash))} is chosen by "
-                            "@tilejit.autotune from its configs; do not pass it")
+        if any(n in tuned for n in list(self.params[:len(args)]) + list(kwargs)):
+            # TileLang's rule: tuned values given explicitly skip the tuning, and the
+            # factory compiles with them (its defaults for the others)
+            return self.program(*args, **kwargs)
         inputs = getattr(_INPUTS, "tensors", None)
         device = self._device(inputs)
         key = self._key(configs, args, kwargs, inputs, device)
@@ -345,6 +354,7 @@ class _Bench:
             if problem:
                 return None, f"results differ from config {self.reference_config}: {problem}"
         launch = kernel.kernel
-        ms = do_bench(lambda: launch(*full), self.tuner.warmup, self.tuner.rep, cuda=True)
-        return ms, "ok"
+        ms, why = timed(lambda: launch(*full), self.tuner.warmup, self.tuner.rep, True,
+                        self.tuner.timeout)
+        return ms, why or "ok"
 

@@ -164,11 +164,11 @@ def _annotation_shape(annotation):
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
 
-    def make_autotuner(self, configs, warmup, rep, key):
+    def make_autotuner(self, configs, warmup, rep, key, timeout=None):
         """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
         # autotuner.py imports this module for the classes it tunes: imported here, on use
         from tilejit.tilelang.autotuner import for_program
-        return for_program(self, configs, warmup, rep, key)
+        return for_program(self, configs, warmup, rep, key, timeout)
 
     def __init__(self, func, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend=None, **ignored):
@@ -242,7 +242,7 @@ class JitFunction:
         env = dict(self.sugar.namespace)
         env.update({k: v for k, v in values.items() if k not in self.sugar.tensors})
         for s in self.sugar.symbols:
-            env[s] = T.Symbol(s)
+            env[s] = T.Symbol(s, dynamic=False)
         sizes: dict[str, tuple[str, int]] = {}
         for name, ann, line in self.sugar.annotations:
             if name not in values:

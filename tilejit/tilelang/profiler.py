@@ -3,47 +3,15 @@ milliseconds, ``tilejit.testing.do_bench``), and the ``Profiler`` that
 ``kernel.get_profiler(tensor_supply_type=...)`` returns for a compiled ``@T.prim_func``:
 it makes the kernel's inputs from their annotations, runs the kernel (on the GPU for a
 CUDA machine, in the simulator otherwise), compares it with a reference program
-(``assert_allclose``) and times it (``do_bench``, ``run_once``)."""
+(``assert_allclose``) and times it (``do_bench``, ``run_once``). The inputs are filled
+as TileLang fills them (``TensorSupplyType``, ``utils.py``)."""
 from __future__ import annotations
 
-import enum
-
-from tilejit.language.dtypes import as_dtype
 from tilejit.language.tilelang_names import Symbol
+from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import do_bench
 
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
-
-
-class TensorSupplyType(enum.Enum):
-    """How the profiler fills a kernel's inputs (TileLang's names)."""
-    Integer = 1     # integers in [-2, 2]
-    Uniform = 2     # uniform in [-1, 1)
-    Normal = 3      # normal, mean 0, standard deviation 1
-    Randn = 4       # torch.randn
-    Zero = 5
-    One = 6
-    Auto = 7        # Normal for floating-point inputs, Integer for the others
-
-
-def supply(shape, dtype, kind: TensorSupplyType, device: str):
-    """One input tensor of ``shape`` and ``dtype`` filled as ``kind`` says."""
-    import torch    # the profiler makes torch tensors; torch is only needed here
-    dtype = as_dtype(dtype)
-    tdtype = dtype.as_torch()
-    if kind is TensorSupplyType.Auto:
-        kind = TensorSupplyType.Normal if dtype.is_float else TensorSupplyType.Integer
-    if kind is TensorSupplyType.Zero:
-        return torch.zeros(shape, dtype=tdtype, device=device)
-    if kind is TensorSupplyType.One:
-        return torch.ones(shape, dtype=tdtype, device=device)
-    if kind is TensorSupplyType.Integer or not dtype.is_float:
-        low = 0 if dtype.kind in ("uint", "bool") else -2
-        high = 2 if dtype.kind == "bool" else 3
-        return torch.randint(low, high, shape, device=device).to(tdtype)
-    if kind is TensorSupplyType.Uniform:
-        return (torch.rand(shape, device=device) * 2 - 1).to(tdtype)
-    return torch.randn(shape, device=device).to(tdtype)
 
 
 class Profiler:

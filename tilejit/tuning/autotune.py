@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -20,18 +22,64 @@ class AutotuneWarning(UserWarning):
     """A config was skipped: it failed to compile or launch, or its results differ."""
 
 
-def autotune(configs, warmup: int = 25, rep: int = 100, key=None):
+def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None):
     """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
     TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
     kernel's constexpr parameters. ``key``: parameter names whose values (not only
-    types) also select the tuned config, e.g. a scalar size."""
+    types) also select the tuned config, e.g. a scalar size. ``timeout``: seconds the
+    timing of one config may take (TileLang's meaning); a config that would take longer
+    is skipped with an ``AutotuneWarning`` (None, or 0 or less: no limit).
+
+    A call that passes any tuned parameter explicitly is not tuned (as in TileLang):
+    the kernel runs with the values given, its defaults for the others."""
+    timeout = check_timeout(timeout)
+
     def wrap(kernel):
         # a program of another front door (TileLang's @tilejit.jit) says how it is tuned
         make = getattr(kernel, "make_autotuner", None)
         if make is not None:
-            return make(configs, warmup=warmup, rep=rep, key=key)
-        return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key)
+            return make(configs, warmup=warmup, rep=rep, key=key, timeout=timeout)
+        return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key, timeout=timeout)
     return wrap
+
+
+def check_timeout(timeout):
+    """None (no limit) or a positive number of seconds; TileLang's 0 or less is no
+    limit."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ValueError(f"@tilejit.autotune timeout: expected seconds (a number) or None, "
+                         f"got {timeout!r}")
+    return float(timeout) if timeout > 0 else None
+
+
+def _wall(run, cuda: bool) -> float:
+    torch = sys.modules.get("torch") if cuda else None
+    start = time.perf_counter()
+    run()
+    if torch is not None:
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def timed(run, warmup: int, rep: int, cuda: bool, timeout) -> tuple:
+    """(median ms, None) of ``run``, or (None, why) when timing it takes longer than
+    ``timeout`` seconds: one run is timed first and the config skipped when the whole
+    timing would take longer, else skipped when it did."""
+    if timeout is None:
+        return do_bench(run, warmup, rep, cuda=cuda), None
+    estimate = _wall(run, cuda) * (warmup + rep)
+    if estimate > timeout:
+        return None, (f"timed out: its {warmup + rep} timed runs would take about "
+                      f"{estimate:.3g} s, more than timeout={timeout:g} s")
+    start = time.perf_counter()
+    ms = do_bench(run, warmup, rep, cuda=cuda)
+    elapsed = time.perf_counter() - start
+    if elapsed > timeout:
+        return None, (f"timed out: timing it took {elapsed:.3g} s, more than "
+                      f"timeout={timeout:g} s")
+    return ms, None
 
 
 def plain_value(value):
@@ -149,7 +197,8 @@ class Autotuner:
     """An autotuned kernel: call it like the kernel. ``best_config`` is the config chosen
     by the last call, ``timings`` the last tuning's [(config, ms or None, note)]."""
 
-    def __init__(self, kernel, configs, warmup: int = 25, rep: int = 100, key=None):
+    def __init__(self, kernel, configs, warmup: int = 25, rep: int = 100, key=None,
+                 timeout=None):
         source = getattr(kernel, "source", None)
         if not hasattr(source, "constexpr_params"):
             raise TypeError("@tilejit.autotune applies to a @tilejit.kernel or a "
@@ -178,6 +227,7 @@ class Autotuner:
         self.configs = [dict(c) for c in configs]
         self.warmup = check_count("warmup", warmup, 0)
         self.rep = check_count("rep", rep, 1)
+        self.timeout = check_timeout(timeout)
         self.key = tuple(key)
         self.best_config: dict | None = None
         self.timings: list = []
@@ -196,13 +246,13 @@ class Autotuner:
         return f"<tilejit.autotune {self.__name__}: {len(self.configs)} configs>"
 
     # -- the tuning key ----------------------------------------------------------------
+    def explicit(self, args, kwargs) -> list:
+        """The tuned parameters this call gives values for (then it is not tuned)."""
+        passed = list(self._source.params[:len(args)]) + list(kwargs)
+        return [name for name in passed if name in self._tuned]
+
     def _signature(self, args, kwargs) -> tuple:
         params = self._source.params
-        passed = list(params[:len(args)]) + list(kwargs)
-        clash = [name for name in passed if name in self._tuned]
-        if clash:
-            raise TypeError(f"{self.__name__}(): {', '.join(map(repr, clash))} is chosen by "
-                            "@tilejit.autotune from its configs; do not pass it")
         named = dict(zip(params, args))
         named.update(kwargs)
         constexprs = set(self._source.constexpr_params) | set(self.key)
@@ -248,6 +298,9 @@ class Autotuner:
         return self.kernel(*args, **kwargs, **config)
 
     def __call__(self, *args, **kwargs):
+        if self.explicit(args, kwargs):
+            # TileLang's rule: tuned values given explicitly are used as they are
+            return self.kernel(*args, **kwargs)
         sig = self._signature(args, kwargs)
         config = self._best.get(sig)
         if config is None:
@@ -264,6 +317,8 @@ class Autotuner:
         """``kernel.compile`` with the best config for these arguments when one is known
         (else the last chosen, else the kernel's defaults)."""
         options = {k: kwargs.pop(k) for k in ("target", "arch") if k in kwargs}
+        if self.explicit(args, kwargs):
+            return self.kernel.compile(*args, **kwargs, **options)
         sig = self._signature(args, kwargs)
         config = self._best.get(sig)
         config = self._load(sig) if config is None else config
@@ -313,8 +368,8 @@ class Autotuner:
                             note = f"results differ from config {reference_config}: {problem}"
                     if note is None:
                         run = functools.partial(self._launch, args, kwargs, config)
-                        ms = do_bench(run, self.warmup, self.rep, cuda=cuda)
-                        note = "ok"
+                        ms, note = timed(run, self.warmup, self.rep, cuda, self.timeout)
+                        note = note or "ok"
                 except skippable as e:
                     note = f"failed: {type(e).__name__}: {first_line(e)}"
                 if ms is None:

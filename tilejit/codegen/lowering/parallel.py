@@ -146,6 +146,11 @@ def block_index_impl(context, builder, sig, args):
     return context.block_index(builder, sig.args[0].literal_value)
 
 
+@lower(markers.stub(markers.THREAD_INDEX))
+def thread_index_impl(context, builder, sig, args):
+    return context.thread_index(builder)
+
+
 @lower(markers.stub(markers.GRID_DIM), types.IntegerLiteral)
 def grid_dim_impl(context, builder, sig, args):
     return context.grid_dim(builder, sig.args[0].literal_value)

@@ -121,6 +121,14 @@ class BlockIndexTemplate(AbstractTemplate):
         return signature(types.int32, axis)
 
 
+@infer_global(markers.stub(markers.THREAD_INDEX))
+class ThreadIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if args or kws:
+            return None
+        return signature(types.int32)
+
+
 @infer_global(markers.stub(markers.GRID_DIM))
 class GridDimTemplate(AbstractTemplate):
     def generic(self, args, kws):

@@ -1,0 +1,93 @@
+"""TileLang's public names in tilejit (``tilejit/language/compat.py``,
+``docs/tilelang-compat.md``): every name of ``tilelang.language`` and ``tilelang`` is
+either there or an error that names it and says it is not supported, where the program
+uses it (a ``CompileError`` at its line in a kernel); the page lists them all."""
+import importlib.util
+import os
+
+import pytest
+
+import tilejit
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.language import compat
+from tilejit.language.compat import NotSupportedError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "tilelang_compat", os.path.join(ROOT, "tools", "tilelang_compat.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_page_is_up_to_date():
+    with open(os.path.join(ROOT, "docs", "tilelang-compat.md")) as f:
+        assert f.read() == _generator().markdown(), \
+            "regenerate: python tools/tilelang_compat.py > docs/tilelang-compat.md"
+
+
+@pytest.mark.parametrize("name", compat.language_names())
+def test_every_language_name_is_there_or_says_it_is_not_supported(name):
+    try:
+        getattr(T, name)
+    except NotSupportedError as e:
+        assert f"T.{name} (tilelang.language.{name} in TileLang) is not supported by " \
+               f"tilejit: " in str(e) and "docs/tilelang-compat.md" in str(e)
+        assert not hasattr(T, name) and getattr(T, name, None) is None
+
+
+@pytest.mark.parametrize("name", list(compat.TILELANG))
+def test_tilelang_names_that_are_not_supported(name):
+    if name == "ir":            # tilejit.ir is tilejit's own package
+        return
+    with pytest.raises(NotSupportedError, match=rf"tilejit\.{name} \(tilelang\.{name} in "
+                                                rf"TileLang\) is not supported by tilejit"):
+        getattr(tilelang, name)
+
+
+def test_other_missing_names_stay_plain_attribute_errors():
+    for module in (T, tilelang):
+        for name in ("no_such_name", "__no_such_dunder__"):
+            with pytest.raises(AttributeError) as info:
+                getattr(module, name)
+            assert type(info.value) is AttributeError
+
+
+def test_import_from_names_the_feature():
+    with pytest.raises(ImportError, match="any_sync"):
+        exec("from tilejit.language import any_sync", {})
+
+
+def test_a_kernel_that_uses_one_is_a_compile_error_at_its_line():
+    def make():
+        @tilejit.kernel
+        def vote(X, Out):
+            with T.Kernel(1, threads=32) as bx:
+                Out[0] = T.any_sync(0xFFFFFFFF, X[0] > 0)
+        return vote
+    with pytest.raises(tilejit.CompileError) as info:
+        make()
+    e = info.value
+    assert "T.any_sync (tilelang.language.any_sync in TileLang) is not supported by " \
+           "tilejit: warp votes are not built" in str(e)
+    assert e.lineno == make.__code__.co_firstlineno + 4
+
+
+def test_an_unsupported_dtype_in_an_annotation_says_so_where_it_is_written():
+    with pytest.raises(NotSupportedError, match=r"T\.float8_e4m3fn .* fp8 dtypes are not "
+                                                r"supported"):
+        @T.prim_func
+        def main(A: T.Tensor((16,), T.float8_e4m3fn)):
+            pass
+
+
+def test_a_misspelt_name_still_gets_suggestions():
+    with pytest.raises(tilejit.CompileError, match=r"unknown name T.ceildivv.*T.ceildiv"):
+        @tilejit.kernel
+        def k(Out):
+            with T.Kernel(1, threads=32) as bx:
+                Out[0] = T.ceildivv(3, 2)

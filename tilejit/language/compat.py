@@ -1,0 +1,300 @@
+"""TileLang's public names that tilejit does not have, and the error that says so.
+
+``import tilejit.language as T`` stands for ``import tilelang.language as T``: a name
+of TileLang's language that tilejit has is an attribute of ``tilejit.language``; one it
+does not have raises ``NotSupportedError`` naming it (through the module's
+``__getattr__``), an ``AttributeError`` whose message says that the feature is
+TileLang's and not supported, where the program uses it. In a kernel the front end
+reports it as a ``CompileError`` at its line (``frontend/validate.py``). The same goes
+for ``tilejit.<name>`` standing for ``tilelang.<name>`` (``TILELANG``).
+
+The names are those of TileLang v0.1.13 (``tilelang.language.__all__``: its common and
+CUDA dialects, its dtypes, TVM's TIR operations it re-exports) and the names of TVM's TIR
+script that TileLang's own examples and tests use as ``T.<name>``.
+``docs/tilelang-compat.md`` lists every one of them, supported or not
+(``tests/language/test_compat.py`` keeps the two in step).
+"""
+from __future__ import annotations
+
+VERSION = "0.1.13"
+
+
+class NotSupportedError(AttributeError):
+    """A TileLang name tilejit does not have (an ``AttributeError``, so ``hasattr``
+    and ``getattr(T, name, default)`` keep working)."""
+
+
+def _names(text: str) -> tuple:
+    return tuple(text.split())
+
+
+# (where TileLang defines the names, the names): every public name of
+# ``tilelang.language``, supported by tilejit or not
+LANGUAGE_GROUPS = tuple((where, _names(text)) for where, text in (
+    ('tilelang.language (common)', """
+    access_ptr activemask all_of all_sync alloc_barrier alloc_fragment alloc_global
+    alloc_local alloc_reducer alloc_shared alloc_var allocate annotate_layout
+    annotate_restrict_buffers annotate_safe_value any_of any_sync async_copy
+    atomic_add atomic_addx2 atomic_addx4 atomic_load atomic_max atomic_min atomic_or
+    atomic_store ballot ballot_sync barrier_arrive barrier_wait BaseTileScheduler
+    c2d_im2col clamp clear copy cummax cumsum dynamic empty fill finalize_reducer
+    Fragment FragmentBuffer gemm gemm_sp GemmWarpPolicy get_block_binding
+    get_block_bindings get_block_extent get_block_extents get_lane_idx get_let_value
+    get_thread_binding get_thread_bindings get_thread_extent get_thread_extents
+    get_warp_idx get_warp_idx_sync has_let_value im2col import_source
+    index_to_coordinates inline Kernel KernelLaunchFrame Layout LocalBuffer
+    loop_break make_tensor make_tensor_from_addr mbarrier_arrive
+    mbarrier_arrive_expect_tx mbarrier_expect_tx mbarrier_wait_parity meta_class
+    no_set_max_nreg Parallel Persistent PersistentTileScheduler Pipelined reduce
+    reduce_absmax reduce_abssum reduce_bitand reduce_bitor reduce_bitxor reduce_max
+    reduce_min reduce_sum reshape Serial SharedBuffer shfl_down shfl_sync shfl_up
+    shfl_xor StridedTensor symbolic sync_global sync_grid sync_threads sync_warp
+    syncthreads_and syncthreads_count syncthreads_or Tensor transpose Unroll
+    use_swizzle Vectorized view warp_reduce_bitand warp_reduce_bitor warp_reduce_max
+    warp_reduce_min warp_reduce_sum
+    """),
+    ('tilelang.language (eager builder)', """
+    annotate_compile_flags annotate_pass_configs const JITFunc macro prim_func
+    PrimFunc Ref
+    """),
+    ('tilelang.language.dtypes', """
+    bool short int uint long half float double int4 int8 int16 int32 int64 int8x2
+    int16x2 int32x2 int64x2 int8x4 int16x4 int32x4 int64x4 int8x8 int16x8 int32x8
+    int64x8 int8x16 int16x16 int32x16 int64x16 int8x32 int16x32 int32x32 int64x32
+    int8x64 int16x64 int32x64 int64x64 uint8 uint16 uint32 uint64 uint8x2 uint16x2
+    uint32x2 uint64x2 uint8x4 uint16x4 uint32x4 uint64x4 uint8x8 uint16x8 uint32x8
+    uint64x8 uint8x16 uint16x16 uint32x16 uint64x16 uint8x32 uint16x32 uint32x32
+    uint64x32 uint8x64 uint16x64 uint32x64 uint64x64 float16 float32 float64
+    float16x2 float32x2 float64x2 float16x4 float32x4 float64x4 float16x8 float32x8
+    float64x8 float16x16 float32x16 float64x16 float16x32 float32x32 float64x32
+    float16x64 float32x64 float64x64 float8_e3m4 float8_e3m4x2 float8_e3m4x4
+    float8_e3m4x8 float8_e3m4x16 float8_e3m4x32 float8_e3m4x64 float8_e4m3
+    float8_e4m3x2 float8_e4m3x4 float8_e4m3x8 float8_e4m3x16 float8_e4m3x32
+    float8_e4m3x64 float8_e4m3b11fnuz float8_e4m3b11fnuzx2 float8_e4m3b11fnuzx4
+    float8_e4m3b11fnuzx8 float8_e4m3b11fnuzx16 float8_e4m3b11fnuzx32
+    float8_e4m3b11fnuzx64 float8_e4m3fn float8_e4m3fnx2 float8_e4m3fnx4
+    float8_e4m3fnx8 float8_e4m3fnx16 float8_e4m3fnx32 float8_e4m3fnx64
+    float8_e4m3fnuz float8_e4m3fnuzx2 float8_e4m3fnuzx4 float8_e4m3fnuzx8
+    float8_e4m3fnuzx16 float8_e4m3fnuzx32 float8_e4m3fnuzx64 float8_e5m2
+    float8_e5m2x2 float8_e5m2x4 float8_e5m2x8 float8_e5m2x16 float8_e5m2x32
+    float8_e5m2x64 float8_e5m2fnuz float8_e5m2fnuzx2 float8_e5m2fnuzx4
+    float8_e5m2fnuzx8 float8_e5m2fnuzx16 float8_e5m2fnuzx32 float8_e5m2fnuzx64
+    float8_e8m0fnu float8_e8m0fnux2 float8_e8m0fnux4 float8_e8m0fnux8
+    float8_e8m0fnux16 float8_e8m0fnux32 float8_e8m0fnux64 float6_e2m3fn
+    float6_e2m3fnx2 float6_e2m3fnx4 float6_e2m3fnx8 float6_e2m3fnx16
+    float6_e2m3fnx32 float6_e2m3fnx64 float6_e3m2fn float6_e3m2fnx2 float6_e3m2fnx4
+    float6_e3m2fnx8 float6_e3m2fnx16 float6_e3m2fnx32 float6_e3m2fnx64 float4_e2m1fn
+    float4_e2m1fnx2 float4_e2m1fnx4 float4_e2m1fnx8 float4_e2m1fnx16
+    float4_e2m1fnx32 float4_e2m1fnx64 float4_e2m1_unpacked bfloat16 bfloat16x2
+    tfloat32 tfloat32x2 tfloat32x4 tfloat32x8 tfloat32x16 tfloat32x32 tfloat32x64
+    dtype AnyDType get_tvm_dtype is_float4_e2m1fn is_float4_e2m1_unpacked is_float4
+    is_f8f6f4_family validate_gemm_ab_dtypes
+    """),
+    ('tilelang.language.math_intrinsics', """
+    __cos __exp __exp10 __log __log10 __log2 __sin __tan abs2 add2 fast_rcp fma2
+    ieee_add ieee_fdiv ieee_fmaf ieee_frcp ieee_frsqrt ieee_fsqrt ieee_mul ieee_sub
+    max2 min2 mul2 sub2
+    """),
+    ('tilelang.language.tir.ir (TVM TIR operations)', """
+    abs acos acosh address_of align_up Any anylist_getitem anylist_resetitem
+    anylist_setitem_call_cpacked anylist_setitem_call_packed asin asinh assume atan
+    atan2 atanh bitwise_and bitwise_not bitwise_or bitwise_xor call_cpacked
+    call_cpacked_lowered call_extern call_intrin call_llvm_intrin
+    call_llvm_pure_intrin call_packed call_packed_lowered call_pure_extern cast cdiv
+    ceil ceildiv clz copysign cos cosh create_barriers end_profile_intrinsic erf exp
+    exp10 exp2 extract_lane floor floordiv floormod fmod grid hypot if_then_else
+    infinity IntImm isfinite isinf isnan isnullptr ldexp likely log log10 log1p log2
+    lookup_param max max_value min min_value mma_fill mma_store nearbyint nextafter
+    parallel popcount pow PrimExpr ptx_arrive_barrier ptx_arrive_barrier_expect_tx
+    ptx_commit_group ptx_init_barrier_thread_count ptx_wait_group q_multiply_shift
+    q_multiply_shift_per_axis reinterpret ret round rsqrt Select serial shift_left
+    shift_right Shuffle sigmoid sin sinh sqrt start_profile_intrinsic StringImm tan
+    tanh thread_binding trunc truncdiv truncmod tvm_access_ptr tvm_bmma_sync
+    tvm_check_return tvm_fill_fragment tvm_load_matrix_sync tvm_mma_sync
+    tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape tvm_storage_sync
+    tvm_store_matrix_sync tvm_struct_get tvm_struct_set tvm_thread_allreduce
+    tvm_thread_invariant tvm_throw_last_error tvm_tuple tvm_warp_activemask
+    tvm_warp_shuffle tvm_warp_shuffle_down tvm_warp_shuffle_up
+    TVMBackendAllocWorkspace TVMBackendFreeWorkspace undef unroll vectorcombine
+    vectorhigh vectorized vectorlow vscale
+    """),
+    ("TVM's TIR script parser (re-exported by tilelang.language)", """
+    alloc_buffer Assert attr bind block block_attr Broadcast Buffer buffer_store
+    Cast comm_reducer decl_buffer dp4a Else env_thread evaluate func_attr handle
+    handle_add_byte_offset If launch_thread let match_buffer ptr Ramp reads sblock
+    sblock_alloc_buffer sblock_attr target Then thread_return tvm_call_cpacked
+    type_annotation Var While writes
+    """),
+    ('tilelang.cuda.language', """
+    alloc_cluster_barrier alloc_descriptor alloc_tmem annotate_consumer_reg_alloc
+    annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_producer_reg_dealloc
+    ClusterKernel copy_cluster create_tma_descriptor CUDASourceCodeKernel
+    deallocate_tmem dec_max_nreg disable_warp_group_reg_alloc fence_proxy_async
+    get_warp_group_idx inc_max_nreg increase_descriptor_offset ldg128 ldg256 ldg32
+    ldg64 lds128 lds32 lds64 match_all_sync match_any_sync named_barrier_arrive
+    ptx_arrive_cluster_barrier ptx_mma_sm70 set_max_nreg shuffle_elect stg128 stg256
+    stg32 stg64 sts128 sts32 sts64 tma_copy tma_gather4 tma_gather4_bytes tma_load
+    tma_load_2sm tma_scatter4 tma_store_arrive tma_store_wait
+    """),
+    ('tilelang.cuda.language.intrinsics', """
+    __ffs __fns __ldg alloc_tcgen05_instr_desc alloc_tcgen05_instruction_desc
+    alloc_tcgen05_smem_desc alloc_wgmma_desc compute_gmma_descriptor
+    compute_umma_descriptor cp_async_barrier_noinc device_assert get_ldmatrix_offset
+    get_mma_micro_size get_swizzle_layout initialize_tcgen05_descriptor
+    initialize_wgmma_descriptor make_blockscaled_gemm_layout make_mma_swizzle_layout
+    mma_gemm_blockscaled mma_store_index_map ptx_cp_async ptx_cp_async_barrier
+    ptx_cp_async_bulk ptx_ldmatrix ptx_mma ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss
+    ptx_tcgen05_mma_ss ptx_tcgen05_mma_ts ptx_wgmma_rs ptx_wgmma_sp_rs
+    ptx_wgmma_sp_ss ptx_wgmma_ss SparseTensorCoreIntrinEmitter
+    tcgen05_after_thread_sync tcgen05_before_thread_sync tcgen05_cp_warpx4
+    tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_gemm_sp tcgen05_mma
+    tcgen05_mma_arrive tcgen05_mma_blockscaled tcgen05_sf_warp_transpose
+    TCGEN05DescriptorParams TCGEN05TensorCoreIntrinEmitter TensorCoreIntrinEmitter
+    TensorCoreIntrinEmitterSM120 TensorCoreIntrinEmitterWithLadderTransform
+    wait_wgmma warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand
+    warpgroup_wait wgmma_gemm wgmma_gemm_sp wgmma_mma WGMMADescriptorParams
+    WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter
+    """),
+    ('tilelang.cuda.language.cluster', """
+    block_rank_in_cluster clc_get_first_ctaid_x clc_get_first_ctaid_y
+    clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
+    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
+    """),
+    ('tilelang.cuda.language.pdl', """
+    pdl_sync pdl_trigger
+    """),
+    ('tilelang.cuda.language.print', """
+    print
+    """),
+    ('tilelang.cuda.language.random', """
+    rng_init rng_rand rng_rand_float
+    """),
+    ('tilelang.cuda.language.tir', """
+    ptx_fence_barrier_init ptx_mma_block_scale ptx_wait_barrier
+    """),
+    ('tilelang.cuda.language.warpgroup', """
+    WarpSpecialize WarpSpecializeFrame ws
+    """),
+))
+
+# what a name that is not supported is, by where TileLang defines it
+_GROUP_REASON = {
+    "tilelang.language (common)": "not built in tilejit yet",
+    "tilelang.language (eager builder)": "a piece of TileLang's eager builder that tilejit "
+                                         "does not have",
+    "tilelang.language.dtypes": "tilejit's dtypes are float16, bfloat16, float32 (tfloat32), "
+                                "float64, (u)int8 to (u)int64 and bool: no vector, fp8, fp6, "
+                                "fp4 or int4 dtypes",
+    "tilelang.language.math_intrinsics": "TileLang's explicitly rounded and packed (x2) math "
+                                         "intrinsics are not built",
+    "tilelang.language.tir.ir (TVM TIR operations)": "a TVM TIR operation (tilejit is built "
+                                                     "without TVM)",
+    "TVM's TIR script parser (re-exported by tilelang.language)": "TVM's TIR script "
+                                                                  "(tilejit is built without "
+                                                                  "TVM)",
+}
+_CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/TMEM, "
+                "clusters, descriptors) that tilejit does not build")
+
+# names with a reason of their own
+REASONS = {
+    "any_sync": "warp votes are not built", "all_sync": "warp votes are not built",
+    "ballot": "warp votes are not built", "ballot_sync": "warp votes are not built",
+    "activemask": "warp votes are not built",
+    "shfl_sync": "warp shuffles are not built (T.reduce_* uses them)",
+    "shfl_xor": "warp shuffles are not built (T.reduce_* uses them)",
+    "shfl_up": "warp shuffles are not built (T.reduce_* uses them)",
+    "shfl_down": "warp shuffles are not built (T.reduce_* uses them)",
+    "Layout": "user layouts (T.Layout(shape, fn)) are not built; tilejit infers layouts",
+    "Fragment": "user fragment layouts are not built; tilejit infers layouts",
+    "let": "T.let is not built: assign the value to a name",
+    "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
+    "sync_threads": "tilejit inserts the block barriers shared memory needs; an explicit "
+                    "one is not built",
+    "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
+    "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
+    "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
+    "float8_e4m3fn": "fp8 dtypes are not supported",
+    "float8_e5m2": "fp8 dtypes are not supported",
+    "alloc_global": "global scratch tensors inside a kernel are not built: pass a tensor",
+    "reshape": "buffer views are not built", "view": "buffer views are not built",
+    "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
+}
+
+
+def reason(name: str) -> str | None:
+    """Why TileLang's ``tilelang.language.<name>`` is not in tilejit (None: not one of
+    TileLang's names)."""
+    if REASONS.get(name):
+        return REASONS[name]
+    for where, names in LANGUAGE_GROUPS:
+        if name in names:
+            return _GROUP_REASON.get(where, _CUDA_REASON)
+    return None
+
+
+def language_names() -> list:
+    """Every public name of TileLang's ``tilelang.language``, in group order."""
+    return [n for _, names in LANGUAGE_GROUPS for n in names]
+
+
+# TileLang's top-level ``tilelang.<name>``: those tilejit has are in
+# ``tilejit/__init__.py``'s table; these are not (``tilejit.tilelang.unsupported``)
+TILELANG = {
+    "tvm": "TVM itself (tilejit is built without TVM)",
+    "DataType": "TVM's DataType: use tilejit.language.dtype (T.dtype(x).bits)",
+    "JITKernel": "TileLang's JITKernel class: @tilejit.jit returns tilejit's kernels",
+    "par_compile": "parallel compilation of several kernels is not built",
+    "deprecated": "TileLang's deprecation decorator",
+    "build_date": "TileLang's build date",
+    "Layout": "user layouts are not built; tilejit infers layouts",
+    "Fragment": "user fragment layouts are not built; tilejit infers layouts",
+    "analysis": "TileLang's TVM analyses", "transform": "TileLang's TVM passes",
+    "engine": "TileLang's TVM lowering engine", "tools": "TileLang's tools",
+    "lower": "TileLang's TVM lowering (tilejit.compile gives the PTX)",
+    "register_cuda_postproc": "CUDA source post-processing (tilejit emits PTX, not CUDA C)",
+    "register_hip_postproc": "HIP source post-processing (no AMD target yet)",
+    "register_c_postproc": "C source post-processing (tilejit emits PTX)",
+    "ir": "TileLang's TVM IR nodes (tilejit.ir is tilejit's own compiler IR, another "
+          "module)",
+    "tileop": "TileLang's tile operators as TVM nodes",
+    "cpu": "the CPU backend (tilejit simulates on the CPU instead)",
+    "cuda": "the tilelang.cuda dialect module (its names that tilejit has are in "
+            "tilejit.language)",
+    "rocm": "the ROCm backend", "metal": "the Metal backend", "webgpu": "the WebGPU backend",
+    "env": "TileLang's environment object (tilejit reads TILEJIT_* variables)",
+    "enable_cache": "use TILEJIT_DISABLE_CACHE (or `python -m tilejit cache clear`)",
+    "disable_cache": "use TILEJIT_DISABLE_CACHE=1",
+    "is_cache_enabled": "use TILEJIT_DISABLE_CACHE",
+    "set_log_level": "use logging.getLogger('tilejit').setLevel(...)",
+    "logger": "use logging.getLogger('tilejit')",
+    "libinfo": "TileLang's shared-library lookup",
+    "get_windows_runtime_dll_dirs": "TileLang's Windows DLL lookup",
+    "prepend_dll_search_path": "TileLang's Windows DLL lookup",
+    "cache": "TileLang's kernel cache module (tilejit's is `python -m tilejit cache`)",
+    "contrib": "TileLang's compiler wrappers (nvcc, hipcc)",
+    "layout": "TileLang's layout module (user layouts are not built)",
+    "backend": "TileLang's backend registry (tilejit's targets: tilejit.target)",
+    "instrumentation": "TileLang's TVM pass instrumentation",
+    "autodd": "TileLang's delta-debugging tool",
+}
+
+
+def message(name: str, why: str, tilelang_module: str = "tilelang.language",
+            alias: str = "T") -> str:
+    return (f"{alias}.{name} ({tilelang_module}.{name} in TileLang) is not supported by "
+            f"tilejit: {why}; see docs/tilelang-compat.md")
+
+
+def not_supported(name: str, tilelang_module: str, module: str) -> AttributeError:
+    """The error for ``module.<name>`` that does not exist: ``NotSupportedError`` naming
+    it when it is one of TileLang's names, else a plain ``AttributeError``."""
+    if not (name.startswith("__") and name.endswith("__")):
+        if tilelang_module == "tilelang.language":
+            why = reason(name)
+            if why is not None:
+                return NotSupportedError(message(name, why))
+        elif name in TILELANG:
+            return NotSupportedError(message(name, TILELANG[name], "tilelang",
+                                             "tilejit"))
+    return AttributeError(f"module {module!r} has no attribute {name!r}")

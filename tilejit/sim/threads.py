@@ -1,0 +1,132 @@
+"""Per-thread code in the simulator: kernels that read their thread index
+(``T.get_thread_binding``, ``T.thread_binding``).
+
+On the GPU every statement outside a ``T.Parallel`` runs in every thread of the block;
+code that reads the thread index (``tx = T.get_thread_binding()``) computes a different
+value in each. The simulator runs such a kernel's block **lane-wise**, as it runs a
+``T.Parallel`` body: the thread index is the array of all the block's thread indices
+(``thread_index``), every value computed from it is an array over the threads, an
+``if`` on it runs under a mask of the threads it applies to, and each statement is done
+by all the threads before the next begins. That is the meaning of a program whose
+threads exchange values through shared memory only across the block barriers tilejit
+inserts (``passes/barriers.py``); a program whose threads race gets one of the GPU's
+possible outcomes.
+
+- Tile operations (``T.copy``, ``T.gemm``, reductions, ``T.Parallel`` loops) are the
+  block's: they run once, and only where every thread reaches them (``block_wide``);
+  under a branch that some threads skip they are a ``ThreadCodeError``.
+- ``T.alloc_local`` tiles are each thread's own (``LaneTensor``: one copy per thread);
+  ``T.alloc_var`` scalars are names, arrays over the threads once a thread-dependent
+  value is assigned. A per-thread tile is indexed element by element (and filled or
+  cleared); handing it to a block-wide operation is a ``ThreadCodeError``.
+- Loop bounds and ``while`` conditions must be the same in every thread (``uniform``);
+  so must the condition of an ``if`` whose branch leaves a loop (``break``,
+  ``continue``) or the kernel (``return``).
+- An element atomic outside a ``T.Parallel`` is done by every thread (as on the GPU in
+  such a kernel: ``frontend/tile_operands.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tilejit.sim.runtime import STATE, SimTensor, _caller_location
+
+
+class ThreadCodeError(RuntimeError):
+    """Per-thread code (reading the thread index) the simulator cannot run lane-wise."""
+
+
+def thread_index():
+    """The block's thread indices, one lane each (what ``%tid.x`` is in each thread)."""
+    return np.arange(STATE.lanes, dtype=np.int64)
+
+
+def _active():
+    """The active threads (a boolean array), or None when all are."""
+    mask = STATE.mask
+    if mask is None or np.ndim(mask) == 0:
+        return None if mask is None or bool(mask) else np.zeros(STATE.lanes, dtype=bool)
+    return mask
+
+
+def uniform(value, what: str):
+    """``value`` as one Python value: it must be the same in every active thread."""
+    if np.ndim(value) == 0:
+        return value.item() if isinstance(value, np.generic) else value
+    array = np.asarray(value)
+    active = _active()
+    seen = array if active is None else array[np.broadcast_to(active, array.shape)]
+    if seen.size == 0:
+        seen = array
+    first = seen.reshape(-1)[0]
+    if not np.all(seen == first):
+        raise ThreadCodeError(
+            f"{what} differs between the block's threads (it depends on the thread index); "
+            f"the simulator runs a block's threads together and needs it to be the same in "
+            f"all of them: not supported in simulation{_caller_location(2)}")
+    return first.item()
+
+
+def block_wide(name: str, args=()):
+    """Before a tile operation in a kernel that reads its thread index: every thread
+    must reach it, and its operands must be the block's tiles."""
+    active = _active()
+    if active is not None and not np.all(active):
+        raise ThreadCodeError(
+            f"T.{name} inside a branch that depends on the thread index: a tile operation "
+            f"is done by the whole block, and here only some threads reach it (not "
+            f"supported in simulation; on the GPU the other threads' share is not "
+            f"done){_caller_location(3)}")
+    for a in args:
+        t = getattr(a, "tensor", a)
+        if isinstance(t, LaneTensor):
+            raise ThreadCodeError(
+                f"T.{name} on {t.name}, a T.alloc_local tile of a kernel that reads its "
+                f"thread index: each thread has its own copy, and a tile operation is the "
+                f"block's; index it element by element (not supported in "
+                f"simulation){_caller_location(3)}")
+
+
+class LaneTensor(SimTensor):
+    """A ``T.alloc_local`` tile of a kernel with per-thread code: one copy per thread.
+    ``data`` holds them all (the thread first); indexing picks each thread's own."""
+
+    __slots__ = ()
+
+    def __init__(self, shape, storage, dtype, name):
+        super().__init__(np.zeros((STATE.lanes,) + tuple(shape), dtype=storage), dtype, name,
+                         "local")
+
+    @property
+    def shape(self):
+        return self.data.shape[1:]
+
+    @property
+    def ndim(self):
+        return self.data.ndim - 1
+
+    def _indices(self, index):
+        if STATE.in_parallel:
+            raise ThreadCodeError(
+                f"{self.name}, a T.alloc_local tile of a kernel that reads its thread "
+                f"index, used in a T.Parallel loop: each thread has its own copy, and the "
+                f"loop's iterations are spread over the threads (not supported in "
+                f"simulation){_caller_location(3)}")
+        idx = index if isinstance(index, tuple) else (index,)
+        if len(idx) != self.data.ndim - 1:
+            raise IndexError(f"{self.name}: a {self.data.ndim - 1}-d tile indexed with "
+                             f"{len(idx)} index(es){_caller_location(3)}")
+        return (thread_index(),) + idx
+
+    def fill(self, value, store):
+        """Every element of the active threads' copies."""
+        active = _active()
+        if active is None:
+            self.data[...] = store(value)
+            self.wrote()
+            return
+        self.data[active] = store(value)
+        if self.unwritten is not None:
+            self.unwritten[active] = False
+            if not self.unwritten.any():
+                self.unwritten = None

@@ -1,0 +1,157 @@
+"""Write docs/tilelang-compat.md: every public name of TileLang's ``tilelang`` and
+``tilelang.language`` (``tilejit/language/compat.py`` lists them) marked supported,
+supported with a difference, or not supported, read from tilejit itself (a name is
+supported when ``tilejit.language`` / ``tilejit`` has it).
+
+    python tools/tilelang_compat.py > docs/tilelang-compat.md
+
+``tests/language/test_compat.py`` checks that the page is this script's output."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import tilejit  # noqa: E402
+import tilejit.language as T  # noqa: E402
+from tilejit.language import compat  # noqa: E402
+
+# supported names that behave differently from TileLang's
+LANGUAGE_DIFFERENCES = {
+    "dtype": "the class of tilejit's dtypes, a `str` subclass: `T.dtype(x)` returns the "
+             "dtype `x` names (a name, a torch or numpy dtype); `bits`, `bytes`, "
+             "`itemsize`, `as_torch()`; no `lanes` or `type_code` (no vector dtypes)",
+    "tfloat32": "is `T.float32` (its name is `\"float32\"`, not `\"custom[tfloat32]\"`): "
+                "float32 storage, and a float32 `T.gemm` already runs on tf32 tensor cores "
+                "(operands rounded to nearest)",
+    "Var": "the class of tilejit's shape symbols (`isinstance(M, T.Var)` for `T.const` and "
+           "`T.dynamic` symbols); `T.Var(name, dtype)` makes a run-time extent, as "
+           "`T.dynamic`; no TIR expression arithmetic on symbols",
+    "Kernel": "`threads` a multiple of 32 in [32, 1024] (TileLang pads other counts); at "
+              "least one grid extent; no cluster dimensions",
+    "get_thread_binding": "in a kernel's `with T.Kernel` body (not in a `@T.macro`); "
+                          "dimensions 1 and 2 need `threads=(x, y[, z])` written as a tuple "
+                          "in `T.Kernel`. The simulator runs such a block lane-wise: tile "
+                          "operations under a thread-dependent branch, thread-dependent loop "
+                          "bounds and `T.alloc_local` tiles in tile operations are not "
+                          "simulated (a `ThreadCodeError`)",
+    "get_thread_bindings": "as `T.get_thread_binding`",
+    "get_thread_extent": "as `T.get_thread_binding`",
+    "get_thread_extents": "as `T.get_thread_binding`",
+    "thread_binding": "inside `with T.Kernel` only: an expression, or a loop whose body the "
+                      "threads below `stop - start` run; kernels written as TIR thread "
+                      "loops without `T.Kernel` are not supported",
+    "atomic_add": "no `memory_order=` or `use_tma=`; element and region forms (TileLang's "
+                  "`atomic_addx2/x4` are not built)",
+    "atomic_max": "no `memory_order=`", "atomic_min": "no `memory_order=`",
+    "copy": "no `coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` or "
+            "`loop_layout=` (tilejit chooses the copy's form)",
+    "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
+    "Parallel": "`coalesced_width=` accepted and ignored",
+    "alloc_barrier": "simulated only (the GPU path refuses the explicit mbarrier forms)",
+    "mbarrier_arrive": "simulated only", "mbarrier_wait_parity": "simulated only",
+    "tma_copy": "simulated only", "ws": "simulated only", "WarpSpecialize": "simulated only",
+    "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors (scalar parameters "
+                 "are not supported yet)",
+    "macro": "a `T.Kernel` inside a macro is not supported",
+    "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides",
+    "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
+    "unroll": "a sequential loop (LLVM decides the unrolling)",
+    "Unroll": "as `T.unroll`",
+    "vectorized": "a sequential loop (LLVM decides the vectorization)",
+    "Vectorized": "as `T.vectorized`",
+    "annotate_layout": "takes tilejit's layouts (`T.Layout`/`make_swizzled_layout` are not "
+                       "built)",
+    "PersistentTileScheduler": "its methods become scalar code; no clusters",
+    "symbolic": "deprecated (a `DeprecationWarning`, as in TileLang): `T.dynamic`",
+}
+TILELANG_DIFFERENCES = {
+    "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "
+           "tensors live; `execution_backend` and other TVM options are accepted and ignored",
+    "compile": "returns tilejit's compiled kernel; `get_kernel_source()` gives PTX, not CUDA C",
+    "autotune": "`configs`, `warmup`, `rep`, `timeout` (skips a config whose timing would "
+                "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
+                "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
+                "simulation picks the first config that compiles",
+    "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`",
+    "PassConfigKey": "the keys tilejit reads (fast math, dump IR) act; the others are "
+                     "accepted with a warning",
+    "carver": "`carver.arch.driver.get_num_sms()` only",
+    "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`",
+    "utils": "the tensor helpers (`TensorSupplyType`, `get_tensor_supply`, "
+             "`torch_assert_close`)",
+    "dtypes": "tilejit's dtypes module",
+    "language": "see the table below",
+}
+TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
+                      "language", "testing", "profiler", "Profiler", "TensorSupplyType",
+                      "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math"]
+
+
+def _row(name, supported, difference, why, prefix):
+    if not supported:
+        return f"| `{prefix}{name}` | not supported | {why} |"
+    if difference:
+        return f"| `{prefix}{name}` | supported, with a difference | {difference} |"
+    return f"| `{prefix}{name}` | supported | |"
+
+
+def _has(module, name) -> bool:
+    try:
+        getattr(module, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def markdown() -> str:
+    lines = [
+        "# TileLang compatibility",
+        "",
+        "<!-- generated by tools/tilelang_compat.py; tests/language/test_compat.py checks "
+        "it -->",
+        "",
+        f"Every public name of TileLang {compat.VERSION}'s `tilelang` and `tilelang.language` "
+        "(its common and CUDA dialects, its dtypes, the TVM TIR operations it re-exports, and "
+        "the names of TVM's TIR script that TileLang's own examples and tests use), as "
+        "`import tilejit as tilelang` and `import tilejit.language as T` give them: "
+        "**supported**, **supported, with a difference** (which), or **not supported**.",
+        "",
+        "A name that is not supported raises `tilejit.language.compat.NotSupportedError` (an "
+        "`AttributeError`) naming it and saying so where the program reads it; in a kernel's "
+        "body the front end reports it as a `CompileError` at its line:",
+        "",
+        "    T.any_sync (tilelang.language.any_sync in TileLang) is not supported by tilejit: "
+        "warp votes are not built; see docs/tilelang-compat.md",
+        "",
+    ]
+    names = compat.language_names()
+    supported = [n for n in names if _has(T, n)]
+    top = TILELANG_SUPPORTED + list(compat.TILELANG)
+    top_supported = [n for n in top if n not in compat.TILELANG and _has(tilejit, n)]
+    lines += [
+        f"Counts: `tilelang.language` {len(supported)} of {len(names)} names supported "
+        f"({sum(n in LANGUAGE_DIFFERENCES for n in supported)} with a difference); "
+        f"`tilelang` {len(top_supported)} of {len(top)}.",
+        "",
+        "## `tilelang`",
+        "",
+        "| name | status | notes |",
+        "|---|---|---|",
+    ]
+    for name in top:
+        lines.append(_row(name, name in top_supported, TILELANG_DIFFERENCES.get(name),
+                          compat.TILELANG.get(name, ""), "tilelang."))
+    for where, group in compat.LANGUAGE_GROUPS:
+        lines += ["", f"## `tilelang.language`: {where}", "", "| name | status | notes |",
+                  "|---|---|---|"]
+        for name in group:
+            ok = name in supported
+            lines.append(_row(name, ok, LANGUAGE_DIFFERENCES.get(name),
+                              "" if ok else compat.reason(name), "T."))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
