@@ -45,12 +45,14 @@ def test_each_arch_gets_the_ptx_version_it_needs(arch, version):
 
 
 def test_amdgpu_what_is_not_built_is_a_clear_error_not_an_abort():
-    """Elementwise kernels compile for AMDGPU (tests/codegen/test_amdgpu.py); a GEMM is a
-    CompileError at its line, not an LLVM abort."""
+    """GEMMs compile for AMDGPU on MFMA (tests/codegen/test_amdgpu_mfma.py); one whose
+    dtypes no MFMA instruction takes is a CompileError at its line, not an LLVM abort."""
     from gemm import matmul
-    a = np.zeros((64, 64), np.float16)
-    with pytest.raises(CompileError, match="T.gemm is not lowered for AMDGPU yet"):
+    a = np.zeros((64, 64), np.float64)
+    with pytest.raises(CompileError, match="no MFMA instruction on gfx942 for A/B/C dtypes "
+                                           "float64/float64/float32") as e:
         matmul.compile(a, a, np.zeros((64, 64), np.float32), target="amdgpu", arch="gfx942")
+    assert e.value.lineno is not None
 
 
 def test_tilejit_target_is_validated(monkeypatch):

@@ -120,8 +120,9 @@ def _refuse_nvptx_only(module: ll.ModuleRef, entry_name: str, target: Target) ->
     if has_asm:
         what.append("PTX inline assembly (TMA, mbarriers, printing, math approximations)")
     raise CompileError(f"{entry_name}: not lowered for AMDGPU ({target.arch}) yet: "
-                       f"{'; '.join(what)}. AMDGPU compiles elementwise kernels and copies "
-                       f"today; run this kernel in the simulator or on CUDA")
+                       f"{'; '.join(what)}. AMDGPU compiles elementwise kernels, copies, "
+                       f"reductions and T.gemm (MFMA) today; run this kernel in the simulator "
+                       f"or on CUDA")
 
 
 def _optimize(module: ll.ModuleRef, tm: ll.TargetMachine) -> None:

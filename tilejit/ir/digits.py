@@ -13,8 +13,9 @@ fixed amount. Reducing along dimension ``d`` then needs no search:
 - this thread's partial results are indexed by the slot digits of the kept
   dimensions (renumbered compactly): ``reduced slot = Σ ((s // stride) % size) · new``;
 - the threads to combine differ only in the thread digits of dimension d: the ones
-  inside a warp (stride·size ≤ 32) are combined with ``shfl.xor`` over those lane bits,
-  the ones across warps through shared memory.
+  inside a warp (stride·size ≤ 32; 64 on AMDGPU, whose waves are 64 lanes) are combined
+  with ``shfl.xor`` (``ds_bpermute``) over those lane bits, the ones across warps through
+  shared memory.
 """
 from __future__ import annotations
 
@@ -112,23 +113,25 @@ def _pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def _split_at_warp(digits):
+def _split_at_warp(digits, warp=WARP):
     """A thread digit spanning lanes and warps as two digits, one on each side."""
     out = []
     for d in digits:
-        if (d.src == "t" and d.stride < WARP < d.stride * d.size and _pow2(d.stride)
+        if (d.src == "t" and d.stride < warp < d.stride * d.size and _pow2(d.stride)
                 and _pow2(d.size)):
-            inner = WARP // d.stride
+            inner = warp // d.stride
             out.append(Digit("t", d.stride, inner, d.place))
-            out.append(Digit("t", WARP, d.size // inner, d.place * inner))
+            out.append(Digit("t", warp, d.size // inner, d.place * inner))
         else:
             out.append(d)
     return out
 
 
-def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False) -> Reduction | None:
+def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False,
+                  warp: int = WARP) -> Reduction | None:
     """The reduction of ``src`` along ``dim`` (None when its thread digits along dim are
-    not powers of two, which shuffles cannot combine)."""
+    not powers of two, which shuffles cannot combine); ``warp``: the lanes one exchange
+    reaches (the target's ``warp_size``)."""
     kept = [k for k in range(len(src.shape)) if k != dim]
     slot_digits = sorted((d for k in kept for d in src.dims[k] if d.src == "s"),
                          key=lambda d: d.stride)
@@ -148,18 +151,18 @@ def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False) -> Reducti
     if keep_dim:
         dims.insert(dim, ())
         shape.insert(dim, 1)
-    lane, warp = [], []
-    for d in _split_at_warp(src.dims[dim]):
+    lane, across = [], []
+    for d in _split_at_warp(src.dims[dim], warp):
         if d.src != "t":
             continue
         if not (_pow2(d.stride) and _pow2(d.size)):
             return None
-        if d.stride * d.size <= WARP:
+        if d.stride * d.size <= warp:
             lane += [d.stride << k for k in range(d.size.bit_length() - 1)]
-        elif d.stride >= WARP:
-            warp.append(d)
+        elif d.stride >= warp:
+            across.append(d)
         else:
             return None
     result = DigitLayout(tuple(shape), tuple(dims), src.threads, acc,
                          f"{src.name} reduced along dim {dim}")
-    return Reduction(src, dim, result, slot_map, tuple(lane), tuple(warp))
+    return Reduction(src, dim, result, slot_map, tuple(lane), tuple(across))

@@ -1,17 +1,18 @@
-"""How one ``T.gemm`` is spread over a block's warps: on ``mma.sync`` (sm_80+), or on
-Hopper's ``wgmma.mma_async`` (sm_90a).
+"""How one ``T.gemm`` is spread over a block's warps: on ``mma.sync`` (sm_80+), on
+Hopper's ``wgmma.mma_async`` (sm_90a), or on AMD's MFMA (gfx90a, gfx942: ``plan_mfma``).
 
 The block's ``W = threads / 32`` warps form a ``warps_m x warps_n`` grid (warp
 ``w = wm + warps_m * wn``); each warp owns a ``(M / warps_m) x (N / warps_n)`` piece of C,
 ``repeat_m x repeat_n`` instruction tiles of 16 x 8. The policy picks the grid:
 ``FullRow`` puts every warp along M, ``FullCol`` along N, ``Square`` makes the warp's
-piece as square as the divisibility rules allow.
+piece as square as the divisibility rules allow. On MFMA the same fields count waves of
+64 threads and the instruction tiles are 32 x 32 or 16 x 16.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tilejit.layouts import Fragment, Layout, mma_fragment, tile_fragment
+from tilejit.layouts import Fragment, Layout, mfma_fragment, mma_fragment, tile_fragment
 
 WARP = 32
 
@@ -40,6 +41,48 @@ WGMMA = {
 }
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "int8": 1}
 
+WAVE = 64
+# MFMA (AMD CDNA2 gfx90a, CDNA3 gfx942/gfx950; AMD Matrix Instruction Calculator, LLVM's
+# IntrinsicsAMDGPU.td): (A dtype, B dtype, C dtype) -> the instructions, preferred first,
+# as (M x N x K, the suffix of llvm.amdgcn.mfma.*). The 32 x 32 forms do twice the work of
+# the 16 x 16 ones per instruction on the same operand registers; a tile that does not
+# split into them takes 16 x 16. int8 differs between the two generations: gfx90a has
+# 32x32x8 / 16x16x16 (four bytes a lane), gfx942 replaced them by 32x32x16 / 16x16x32
+# (eight; LLVM cannot select the older ones there and aborts). The simulator's meanings
+# the lowering keeps: float32 operands rounded to TensorFloat-32 first (their products are
+# then exact in the f32 instruction), a float16 accumulator rounded after every 16 of K
+# (MFMA has no f16 accumulator: f32 registers, rounded in between).
+_MFMA = {
+    ("float16", "float16", "float32"): (("32x32x8", "f32.32x32x8f16"),
+                                        ("16x16x16", "f32.16x16x16f16")),
+    ("float16", "float16", "float16"): (("32x32x8", "f32.32x32x8f16"),
+                                        ("16x16x16", "f32.16x16x16f16")),
+    ("bfloat16", "bfloat16", "float32"): (("32x32x8", "f32.32x32x8bf16.1k"),
+                                          ("16x16x16", "f32.16x16x16bf16.1k")),
+    ("float32", "float32", "float32"): (("32x32x2", "f32.32x32x2f32"),
+                                        ("16x16x4", "f32.16x16x4f32")),
+}
+_MFMA_INT8 = {"gfx90a": (("32x32x8", "i32.32x32x8i8"), ("16x16x16", "i32.16x16x16i8")),
+              "gfx942": (("32x32x16", "i32.32x32x16.i8"), ("16x16x32", "i32.16x16x32.i8")),
+              "gfx950": (("32x32x16", "i32.32x32x16.i8"), ("16x16x32", "i32.16x16x32.i8"))}
+
+
+def mfma_instructions(dtypes, arch: str):
+    """The MFMA instructions of ``arch`` for these A/B/C dtypes, preferred first (empty
+    where there is none)."""
+    key = tuple(dtypes)
+    if key in _MFMA:
+        return _MFMA[key]
+    if key == ("int8", "int8", "int32"):
+        return _MFMA_INT8.get(arch, ())
+    return ()
+
+
+def mfma_dtypes(arch: str) -> list[str]:
+    """The A/B/C dtype combinations T.gemm takes on ``arch``, as text."""
+    keys = list(_MFMA) + ([("int8", "int8", "int32")] if arch in _MFMA_INT8 else [])
+    return ["/".join(k) for k in keys]
+
 
 class GemmPlanError(ValueError):
     pass
@@ -61,7 +104,7 @@ class GemmPlan:
     kind: str
     k_step: int
     clear_accum: bool = False
-    engine: str = "mma"      # "mma" (mma.sync) or "wgmma" (see with_wgmma)
+    engine: str = "mma"      # "mma" (mma.sync), "wgmma" (see with_wgmma), "mfma" (plan_mfma)
     # wgmma only: each operand's shared layout as (swizzle bytes, columns per swizzle
     # atom, rows, columns) of the tile (ir/smem_layouts.canonical_layout), None for A
     # in registers
@@ -85,19 +128,33 @@ class GemmPlan:
         return self.N // self.warps_n
 
     @property
+    def instr_mn(self) -> tuple[int, int]:
+        """M x N of one instruction's accumulator tile: 16 x 8 (mma.sync, wgmma's m16n8
+        blocks), 32 x 32 or 16 x 16 (MFMA)."""
+        if self.engine == "mfma":
+            m, n, _ = self.instr.split("x")
+            return int(m), int(n)
+        return 16, 8
+
+    @property
     def repeat_m(self) -> int:
-        return self.warp_m // 16
+        return self.warp_m // self.instr_mn[0]
 
     @property
     def repeat_n(self) -> int:
-        return self.warp_n // 8
+        return self.warp_n // self.instr_mn[1]
 
     def c_fragment(self):
         """The accumulator's layout: warps_m x warps_n warps, each repeat_m x repeat_n
-        m16n8 accumulator tiles (on wgmma, ``wgmma_fragment``)."""
+        m16n8 accumulator tiles (on wgmma, ``wgmma_fragment``; on MFMA, waves of 64 lanes
+        each holding repeat_m x repeat_n accumulators of the instruction issued with A
+        and B swapped, ``mfma_fragment(instr, "CT")``: a lane holds part of a row)."""
         if self.engine == "wgmma":
             return wgmma_fragment(self.warpgroups_m, self.warpgroups_n, self.repeat_m,
                                   self.repeat_n)
+        if self.engine == "mfma":
+            return tile_fragment(mfma_fragment(self.instr, "CT"), self.warps_m, self.warps_n,
+                                 self.repeat_m, self.repeat_n)
         return tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m,
                              self.warps_n, self.repeat_m, self.repeat_n)
 
@@ -109,6 +166,10 @@ class GemmPlan:
         each warpgroup column)."""
         if self.engine == "wgmma":
             base = wgmma_fragment(self.warpgroups_m, 1, self.repeat_m, self.K // 8)
+            return base.replicated(self.warps_n) if self.warps_n > 1 else base
+        if self.engine == "mfma":      # the swapped accumulator over K (see mfma_fragment)
+            base = tile_fragment(mfma_fragment(self.instr, "CT"), self.warps_m, 1,
+                                 self.repeat_m, self.K // self.instr_mn[1])
             return base.replicated(self.warps_n) if self.warps_n > 1 else base
         base = tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m, 1,
                              self.repeat_m, self.K // 8)
@@ -122,6 +183,11 @@ class GemmPlan:
                     f"{self.policy}: wgmma.m64n{self.warp_n}k{self.k_step}, "
                     f"{self.warpgroups_m}x{self.warpgroups_n} warpgroups, each "
                     f"{self.repeat_m} x m64 (A {a}, B {self.b_smem})")
+        if self.engine == "mfma":
+            return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy="
+                    f"{self.policy}: mfma.{self.kind}, {self.warps_m}x{self.warps_n} waves, "
+                    f"each {self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} "
+                    f"tiles")
         return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy={self.policy}: "
                 f"mma.{self.instr}.{self.kind}, {self.warps_m}x{self.warps_n} warps, each "
                 f"{self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} tiles")
@@ -152,14 +218,55 @@ def plan_gemm(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squ
         raise GemmPlanError(f"T.gemm: a {M}x{N} tile cannot be split over {warps} warps in "
                             f"16x8 instruction tiles (M must be a multiple of 16·warps_m and N "
                             f"of 8·warps_n for some warps_m·warps_n = {warps})")
-    if policy == "FullRow":
-        wm, wn = max(fits, key=lambda g: g[0])
-    elif policy == "FullCol":
-        wm, wn = max(fits, key=lambda g: g[1])
-    else:
-        wm, wn = min(fits, key=lambda g: (abs((M // g[0]) - (N // g[1])), -g[0]))
+    wm, wn = _choose_grid(fits, policy, M, N)
     return GemmPlan(M, N, K, key, bool(transpose_A), bool(transpose_B), policy, threads,
                     wm, wn, instr, kind, k_step, bool(clear_accum))
+
+
+def _choose_grid(fits, policy, M, N):
+    if policy == "FullRow":
+        return max(fits, key=lambda g: g[0])
+    if policy == "FullCol":
+        return max(fits, key=lambda g: g[1])
+    return min(fits, key=lambda g: (abs((M // g[0]) - (N // g[1])), -g[0]))
+
+
+def plan_mfma(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Square",
+              threads=256, clear_accum=False, arch="gfx942", a_in_registers=False) -> GemmPlan:
+    """The plan on AMD's MFMA for ``arch`` (engine ``"mfma"``), or GemmPlanError saying
+    what does not fit. The block's ``threads / 64`` waves form the grid (``warps_m x
+    warps_n`` count waves); each wave owns ``repeat_m x repeat_n`` instruction tiles of
+    the first instruction (32 x 32 before 16 x 16) whose tiles split the block's C over
+    some grid and whose K divides the gemm's (with A in registers, whose N does too: the
+    A fragment is the swapped accumulator over K, ``GemmPlan.a_fragment``)."""
+    key = tuple(dtypes)
+    choices = mfma_instructions(key, arch)
+    if not choices:
+        raise GemmPlanError(f"T.gemm: no MFMA instruction on {arch} for A/B/C dtypes "
+                            f"{'/'.join(key)}; supported: {', '.join(mfma_dtypes(arch))}")
+    if policy not in POLICIES:
+        raise GemmPlanError(f"T.gemm: policy must be one of {POLICIES}, got {policy!r}")
+    if threads % WAVE:
+        raise GemmPlanError(f"T.gemm on AMDGPU needs whole waves of 64 threads, the block "
+                            f"has {threads} threads")
+    waves = threads // WAVE
+    rounding = 16 if key[2] == "float16" else 1     # a float16 C: rounded every 16 of K
+    for shape, name in choices:
+        m, n, k = (int(x) for x in shape.split("x"))
+        if K % k or K % rounding or (a_in_registers and K % n):
+            continue
+        fits = [(wm, wn) for wm, wn in _grids(waves) if M % (m * wm) == 0 and N % (n * wn) == 0]
+        if fits:
+            wm, wn = _choose_grid(fits, policy, M, N)
+            return GemmPlan(M, N, K, key, bool(transpose_A), bool(transpose_B), policy,
+                            threads, wm, wn, shape, name, k, bool(clear_accum), engine="mfma")
+    tiles = " or ".join(s.rsplit("x", 1)[0] for s, _ in choices)
+    ks = " or ".join(f"{max(int(s.rsplit('x', 1)[1]), rounding)}"
+                     + (f" and {s.split('x')[1]}" if a_in_registers else "") for s, _ in choices)
+    raise GemmPlanError(f"T.gemm: a {M}x{N}x{K} gemm does not fit MFMA on {arch}: C must split "
+                        f"over the block's {waves} waves in {tiles} instruction tiles (M a "
+                        f"multiple of the tile's M·waves_m, N of its N·waves_n for some "
+                        f"waves_m·waves_n = {waves}) with K a multiple of {ks}")
 
 
 def wgmma_fragment(groups_m: int, groups_n: int, slices: int, n_blocks: int) -> Fragment:

@@ -2,7 +2,7 @@
 
 * ``layout``   -- ``Layout(shape, stride)`` and its algebra.
 * ``swizzle``  -- ``Swizzle``, ``ComposedLayout``, bank-conflict-free smem tiles.
-* ``fragment`` -- thread/register distributions (mma.sync operands, T.Parallel).
+* ``fragment`` -- thread/register distributions (mma.sync and MFMA operands, T.Parallel).
 * ``plot``     -- ``plot_fragment`` (needs the optional matplotlib).
 
 Pure algebra: imports nothing from tilejit but ``errors``.
@@ -10,8 +10,9 @@ Pure algebra: imports nothing from tilejit but ``errors``.
 from tilejit.layouts.fragment import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MMA_M16N8K8_TF32_C,
                                       MMA_M16N8K16_F16_A, MMA_M16N8K16_F16_B, MMA_M16N8K16_F16_C,
                                       MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B,
-                                      MMA_M16N8K32_INT8_C, WARP_SIZE, Fragment, FragmentInverse,
-                                      mma_fragment, parallel_fragment, tile_fragment)
+                                      MMA_M16N8K32_INT8_C, WARP_SIZE, WAVE_SIZE, Fragment,
+                                      FragmentInverse, mfma_fragment, mma_fragment,
+                                      parallel_fragment, tile_fragment)
 from tilejit.layouts.layout import (Layout, coalesce, complement, composition, concat, flatten,
                                     left_inverse, logical_divide, logical_product, make_layout,
                                     right_inverse, zipped_divide)
@@ -20,11 +21,12 @@ from tilejit.layouts.swizzle import ComposedLayout, Swizzle, make_swizzled_layou
 
 __all__ = [
     "ComposedLayout", "Fragment", "FragmentInverse", "Layout", "Swizzle", "WARP_SIZE",
+    "WAVE_SIZE",
     "MMA_M16N8K8_TF32_A", "MMA_M16N8K8_TF32_B", "MMA_M16N8K8_TF32_C",
     "MMA_M16N8K16_F16_A", "MMA_M16N8K16_F16_B", "MMA_M16N8K16_F16_C",
     "MMA_M16N8K32_INT8_A", "MMA_M16N8K32_INT8_B", "MMA_M16N8K32_INT8_C",
     "coalesce", "complement", "composition", "concat", "flatten", "left_inverse",
     "logical_divide", "logical_product", "make_layout", "make_swizzled_layout",
-    "mma_fragment", "parallel_fragment", "plot_fragment", "right_inverse",
+    "mfma_fragment", "mma_fragment", "parallel_fragment", "plot_fragment", "right_inverse",
     "swizzle_for_bytes", "tile_fragment", "zipped_divide",
 ]

@@ -3,7 +3,8 @@
 A ``Fragment`` maps every element ``(i, j)`` of a tile to ``(thread, slot)``:
 the thread whose registers hold it and the index among that thread's local
 values.  Both halves are ``Layout``s over the tile coordinate, so the MMA
-fragments of the PTX ISA are written down directly from their formulas.
+fragments of the PTX ISA (and AMD's MFMA ones, ``mfma_fragment``) are written down
+directly from their formulas.
 
 Worked example -- the m16n8k16 accumulator (PTX ISA 9.7.14.5.8, "Matrix
 Fragments for mma.m16n8k16 with floating point type"), with
@@ -238,6 +239,78 @@ def mma_fragment(instr: str, dtype: str, operand: str) -> Fragment:
     return _MMA[key][ops[operand]]
 
 
+# -- MFMA fragments: AMD CDNA2 (gfx90a) and CDNA3 (gfx942) matrix cores, one wave of 64
+# lanes per instruction. Source: AMD Matrix Instruction Calculator
+# (github.com/ROCm/amd_matrix_instruction_calculator, ``matrix_calculator.py -a cdna3 -i
+# v_mfma_f32_32x32x8_f16 -d``, "Register to matrix element mapping with no modifiers"; the
+# same formulas for cdna2 and for every instruction below). For an M x N x K instruction
+# (M = N = 32 or 16) let G = 64 / M lane groups and KL = K / G elements per lane, ``e`` the
+# element's index in the lane's A (B) operand (``2 * GPR_num + GPR_bits / 16`` for 16-bit
+# types, ``4 * GPR_num + GPR_bits / 8`` for int8, 0 for f32) and ``r`` the accumulator
+# register (``GPR_num``):
+#   A[i][k] (M x K):  i = lane % M,  k = KL * (lane // M) + e
+#   B[k][j] (K x N):  j = lane % N,  k = KL * (lane // N) + e
+#   C/D[i][j]:        j = lane % N,  i = 4 * G * (r // 4) + 4 * (lane // N) + r % 4
+# (the calculator's "(8 * floor(GPR_num / 4) % 32) + 4 * floor(lane / 32) + (GPR_num % 4)"
+# for 32 x 32, "4 * floor(lane / 16) + (GPR_num % 4)" for 16 x 16). The instructions
+# (LLVM's llvm.amdgcn.mfma.*: IntrinsicsAMDGPU.td): f16 32x32x8 / 16x16x16, bf16
+# 32x32x8_1k / 16x16x16_1k (KL = 4 everywhere), int8 32x32x8 / 16x16x16 on gfx90a (KL = 4,
+# an i32 of four bytes) and 32x32x16 / 16x16x32 on gfx942 (KL = 8, an i64), f32 32x32x2 /
+# 16x16x4 (KL = 1).
+
+WAVE_SIZE = 64
+
+
+def _mfma_fragments(m: int, k: int) -> dict[str, Fragment]:
+    g = WAVE_SIZE // m
+    kl = k // g
+    name = f"mfma {m}x{m}x{k}"
+    # A: i = i0 (lane i0), k = e + kl*g0 (slot e, lane + m*g0)
+    a = Fragment((m, k), Layout((m, (kl, g)), (1, (0, m))), Layout((m, (kl, g)), (0, (1, 0))),
+                 WAVE_SIZE, name=f"{name} A")
+    b = Fragment((k, m), Layout(((kl, g), m), ((0, m), 1)), Layout(((kl, g), m), ((1, 0), 0)),
+                 WAVE_SIZE, name=f"{name} B")
+    # C: i = r0 + 4*g0 + 4*G*r1 with r = r0 + 4*r1; j = lane % N
+    rows = (4, g, m // (4 * g)) if m > 4 * g else (4, g)
+    t_rows = (0, m, 0) if m > 4 * g else (0, m)
+    s_rows = (1, 0, 4) if m > 4 * g else (1, 0)
+    c = Fragment((m, m), Layout((rows, m), (t_rows, 1)), Layout((rows, m), (s_rows, 0)),
+                 WAVE_SIZE, name=f"{name} C")
+    # the accumulator of the instruction issued with its operands swapped (B^T as its A,
+    # A^T as its B): element (i, j) of the product is D[j][i], so lane % N is the row
+    ct = Fragment((m, m), Layout((m, (rows)), (1, (t_rows))), Layout((m, rows), (0, s_rows)),
+                  WAVE_SIZE, name=f"{name} C^T (operands swapped)")
+    return {"A": a, "B": b, "C": c, "D": c, "CT": ct}
+
+
+# (M, K) of the instruction -> its fragments
+_MFMA = {(m, k): _mfma_fragments(m, k)
+         for m, k in ((32, 8), (16, 16), (32, 16), (16, 32), (32, 2), (16, 4))}
+
+
+def mfma_fragment(shape: str, operand: str) -> Fragment:
+    """The wave fragment of one MFMA operand, ``shape`` as ``"32x32x8"`` (M x N x K):
+    ``A``, ``B``, ``C``/``D``, or ``CT``, the accumulator of the instruction issued with A
+    and B swapped (``T.gemm``'s accumulator on AMDGPU: each lane holds part of a row)::
+
+        >>> C = mfma_fragment("32x32x8", "C")
+        >>> C.slots_per_thread, C(5, 3), C(12, 3)      # (lane, register)
+        (16, (35, 1), (35, 4))
+        >>> mfma_fragment("32x32x8", "CT")(3, 12)
+        (35, 4)
+        >>> [mfma_fragment("16x16x16", "A").inverse()(17, e) for e in range(4)]
+        [(1, 4), (1, 5), (1, 6), (1, 7)]
+    """
+    dims = shape.split("x") if isinstance(shape, str) else ()
+    key = (int(dims[0]), int(dims[2])) if len(dims) == 3 and dims[0] == dims[1] and all(
+        d.isdigit() for d in dims) else None
+    if key not in _MFMA or operand not in _MFMA[key]:
+        raise ValueError(f"mfma_fragment: expected a shape in "
+                         f"{sorted(f'{m}x{m}x{k}' for m, k in _MFMA)} and operand in A/B/C/D/CT, "
+                         f"got {shape!r} and {operand!r}")
+    return _MFMA[key][operand]
+
+
 def tile_fragment(base: Fragment, warps_m: int, warps_n: int,
                   repeat_m: int = 1, repeat_n: int = 1) -> Fragment:
     """A block-level fragment: a ``warps_m x warps_n`` grid of warps, each owning
@@ -245,9 +318,9 @@ def tile_fragment(base: Fragment, warps_m: int, warps_n: int,
 
     With base tile ``M x N`` split ``i = i0 + M*rm + M*repeat_m*wm`` (same for
     j), warp ``w = wm + warps_m*wn`` (m fastest, like CuTe) and
-    ``thread = base.thread + 32*w``, ``slot = base.slot + V*(rm + repeat_m*rn)``
-    with ``V = base.slots_per_thread``.  A 128x128 f32 accumulator on 4 warps,
-    each warp a 64x64 sub-tile of 4x8 m16n8 tiles::
+    ``thread = base.thread + W*w`` (``W`` the base's threads: 32, or a wave of 64 for
+    MFMA), ``slot = base.slot + V*(rm + repeat_m*rn)`` with ``V = base.slots_per_thread``.
+    A 128x128 f32 accumulator on 4 warps, each warp a 64x64 sub-tile of 4x8 m16n8 tiles::
 
         >>> F = tile_fragment(MMA_M16N8K16_F16_C, 2, 2, 4, 8)
         >>> F.shape, F.num_threads, F.slots_per_thread

@@ -480,7 +480,13 @@ def _choose_gemm_engines(ctx):
     """On a target with wgmma (sm_90a), each gemm whose shapes, dtypes and shared
     layouts wgmma takes is re-planned onto it (``ir/gemm_plan.with_wgmma``); its shared
     operands are then aligned to their swizzle atom (the descriptors' base offset is 0).
-    Every other gemm keeps mma.sync."""
+    Every other gemm keeps mma.sync. On AMDGPU every gemm is on MFMA: planned so at tile
+    allocation (``ir/gemm_plan.plan_mfma``, where an unsupported dtype or shape is an error
+    at the gemm's line); its shared operands keep ``make_swizzled_layout``, which the
+    MFMA lowering reads element by element or in the runs the layout keeps contiguous."""
+    if ctx.target.kind == "amdgpu":
+        assert all(g[0].engine == "mfma" for g in ctx.plan.gemms.values())
+        return
     if not (ctx.target.has_wgmma and ctx.options.wgmma):
         return
     tiles = ctx.plan.tiles
@@ -551,7 +557,7 @@ def _reduction(ctx, layout, dims, keep, line):
                         f"digit form", line)
     slot_map, steps = S_VAR, []
     for dim in sorted(dims, reverse=True):
-        red = reduce_layout(dl, dim, keep)
+        red = reduce_layout(dl, dim, keep, ctx.target.warp_size)
         if red is None:
             name = getattr(layout, "name", "") or str(layout)
             raise ctx.error(f"cannot reduce the fragment laid out as {name} along dimension "

@@ -20,7 +20,7 @@ from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm
+from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm, plan_mfma
 from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -181,9 +181,6 @@ class _Tiles(ast.NodeTransformer):
         if len(node.args) < 3:
             raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
         target = self.ctx.target
-        if target.kind == "amdgpu":
-            raise self.ctx.error(f"T.gemm is not lowered for AMDGPU yet (MFMA): the target is "
-                                 f"{target.arch}; run it in the simulator or on CUDA", node)
         if target.is_cuda and target.sm < 80:
             raise self.ctx.error(f"T.gemm needs the tensor cores' mma.sync.m16n8k16 (sm_80 "
                                  f"and newer); the target is {target.arch}", node)
@@ -215,12 +212,17 @@ class _Tiles(ast.NodeTransformer):
                                  f"{K2}x{N}, C is {c.shape[0]}x{c.shape[1]}", node)
         policy = values.get("policy", T.GemmWarpPolicy.Square)
         policy = getattr(policy, "value", policy)
+        dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
+        clear = bool(values.get("clear_accum", False))
         try:
-            plan = plan_gemm(M, N, K, (a.dtype.name, b.dtype.name, c.dtype.name), ta, tb,
-                             policy, self.ctx.threads, bool(values.get("clear_accum", False)))
+            if target.kind == "amdgpu":     # AMD's matrix cores (the engine is MFMA)
+                plan = plan_mfma(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear,
+                                 target.arch, a_in_registers=a.kind == FRAGMENT)
+            else:
+                plan = plan_gemm(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear)
         except GemmPlanError as e:
             raise self.ctx.error(str(e), node) from None
-        if a.kind == FRAGMENT and plan.kind not in ("f16", "bf16"):
+        if a.kind == FRAGMENT and a.dtype.name not in ("float16", "bfloat16"):
             raise self.ctx.error(f"T.gemm: an A operand in registers needs float16 or bfloat16 "
                                  f"inputs, got {a.dtype.name}; put A in shared memory", node)
         if a.kind == FRAGMENT and ta:

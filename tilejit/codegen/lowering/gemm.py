@@ -1,5 +1,6 @@
 """``T.gemm`` on ``mma.sync`` (sm_80+): one rule, unrolled at compile time (a gemm the
-layout pass planned on wgmma is lowered by ``wgmma.py``).
+layout pass planned on wgmma is lowered by ``wgmma.py``, one planned on AMD's MFMA by
+``mfma.py``).
 
 Warp ``w`` of the block owns the C piece ``(wm, wn) = (w % warps_m, w // warps_m)``
 (``ir/gemm_plan.py``). For each k step of the instruction (16 for f16/bf16, 8 for tf32,
@@ -32,6 +33,7 @@ from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index
+from tilejit.codegen.lowering.mfma import emit_mfma_gemm
 from tilejit.codegen.lowering.wgmma import emit_wgmma_gemm
 
 I32, F32, HALF2 = ir.IntType(32), ir.FloatType(), ir.VectorType(ir.HalfType(), 2)
@@ -294,14 +296,21 @@ def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
 @lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, target="cuda")
 @lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, types.boolean,
        types.VarArg(types.Any), target="cuda")
+@lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral,
+       target="amdgpu")
+@lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, types.boolean,
+       types.VarArg(types.Any), target="amdgpu")
 def gemm_impl(context, builder, sig, args):
     """A gemm; with more operands (the pipeline pass's folded refill: a condition, then
     source/destination pairs), the refill's cp.async are issued under the condition
-    after the first k-step's ldmatrix, before its mma."""
+    after the first k-step's ldmatrix, before its mma. On AMDGPU the plan is MFMA's
+    (``mfma.py``)."""
     a_ty, b_ty, c_ty, gid = sig.args[:4]
     gp, *_ = plan().gemms[gid.literal_value]
     if gp.engine == "wgmma":
         return emit_wgmma_gemm(context, builder, sig, args)
+    if gp.engine == "mfma":
+        return emit_mfma_gemm(context, builder, sig, args)
     c_tile = plan().tile(c_ty.tile_name)
     if gp.clear_accum:
         zero = ir.Constant(context.get_data_type(c_ty.element), 0)

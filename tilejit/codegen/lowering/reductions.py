@@ -142,7 +142,8 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
     st, dt = plan().tile(src_ty.tile_name), plan().tile(dst_ty.tile_name)
     dl = st.layout if isinstance(st.layout, DigitLayout) else digit_layout(st.layout)
     keep = len(dt.shape) == len(st.shape)
-    red = reduce_layout(dl, dim, keep) if dl is not None else None
+    red = (reduce_layout(dl, dim, keep, current_kernel().target.warp_size) if dl is not None
+           else None)
     if red is None or red.result != (dt.layout if isinstance(dt.layout, DigitLayout)
                                      else digit_layout(dt.layout)):
         raise CompileError(f"T.reduce_{op}: fragment {dst_ty.tile_name!r} does not have the "
