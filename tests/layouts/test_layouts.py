@@ -17,8 +17,8 @@ from tilejit.layouts import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MMA_M16N8K8
                              ComposedLayout, Fragment, Layout, Swizzle, coalesce, complement,
                              composition, concat, flatten, left_inverse, logical_divide,
                              logical_product, make_layout, make_swizzled_layout, mma_fragment,
-                             parallel_fragment, plot_fragment, right_inverse, swizzle_for_bytes,
-                             tile_fragment, zipped_divide)
+                             offset_table, parallel_fragment, plot_fragment, right_inverse,
+                             swizzle_for_bytes, tile_fragment, zipped_divide)
 
 # ---------------------------------------------------------------------------
 # deterministic generators of small layouts
@@ -412,6 +412,36 @@ def test_unswizzled_wide_rows_conflict():
     assert not ldmatrix_conflict_free(make_layout((64, 64), order="row"), 64, 64, 2)
     with pytest.raises(ValueError, match="rows, cols"):
         make_swizzled_layout((64,), 2)
+
+
+def _table_by_calls(layout, shape):
+    return [layout(*c) for c in itertools.product(*(range(n) for n in shape))]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_offset_table_is_the_layout_at_every_coordinate(seed):
+    """offset_table (the layout evaluated on numpy arrays a mode at a time) gives what
+    calling the layout gives: flat indices for a 1-d shape, one int per mode otherwise,
+    past a mode's size too (its last leaf extends), through a swizzle and an offset."""
+    rng = random.Random(seed)
+    cases = []
+    for L in random_layouts(seed, 12):
+        cases.append((L, (L.size,)))
+        cases.append((L, (L.size + 3,)))
+        if L.rank >= 2:
+            cases.append((L, tuple(m.size + rng.randrange(2) for m in L)))
+    for rows, cols in ((64, 64), (128, 32), (8, 64), (16, 8), (128, 128), (12, 64)):
+        for itemsize in (1, 2, 4):
+            cases.append((make_swizzled_layout((rows, cols), itemsize), (rows, cols)))
+    cases.append((ComposedLayout(Swizzle(2, 0, -3), 5, Layout((8, 8), (8, 1))), (8, 8)))
+    cases.append((ComposedLayout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1))), (512,)))
+    for L, shape in cases:
+        table = offset_table(L, shape)
+        assert table.shape == shape and table.dtype.name == "int64"
+        assert table.ravel().tolist() == _table_by_calls(L, shape), (str(L), shape)
+    # anything else callable is evaluated element by element
+    table = offset_table(lambda i, j: 3 * i + j, (2, 3))
+    assert table.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import re
 import llvmlite.binding as ll
 from llvmlite import ir
 from numba.core import cgutils, types
+from numba.core.compiler_lock import global_compiler_lock
 
 from tilejit.codegen.typing.types import GlobalTensorType, TensorMapType
 from tilejit.target import Target
@@ -170,5 +171,26 @@ def link_and_optimize(ir_texts: list[str], entry_name: str, target: Target,
     return main
 
 
+# CodeGenPrepare, the first pass of LLVM's code generation, restarts its walk over the
+# function's blocks from the first one each time one of its rewrites changes the
+# dominator tree (or an instruction's place in it), unless the function has at least
+# ``-cgpp-huge-func`` blocks (default 10000): then it re-optimizes only the block it
+# changed and walks on. A kernel is one function of a few hundred blocks, walked again
+# from the top after every such rewrite: that was 60 % of code generation (FlashAttention
+# 128x64 on sm_90a: 355 ms of emit_assembly, 145 ms with the huge-function walk, perf on
+# the CPU machine). The two walks reach the same result here: the PTX of every kernel of
+# benchmarks/ptx_fingerprints.py is byte-identical. The threshold is a global option of
+# LLVM, so it is lowered only while our code generation runs (under Numba's compiler
+# lock, which Numba's own compilations take) and restored after.
+_CGP_HUGE_FUNCTION = "-cgpp-huge-func"
+_CGP_HUGE_FUNCTION_DEFAULT = 10000     # LLVM's cl::init
+
+
 def emit_ptx(module: ll.ModuleRef, target: Target) -> str:
-    return target_machine(target).emit_assembly(module)
+    tm = target_machine(target)
+    with global_compiler_lock:
+        ll.set_option("tilejit", f"{_CGP_HUGE_FUNCTION}=0")
+        try:
+            return tm.emit_assembly(module)
+        finally:
+            ll.set_option("tilejit", f"{_CGP_HUGE_FUNCTION}={_CGP_HUGE_FUNCTION_DEFAULT}")

@@ -10,7 +10,8 @@ down the tile, with bits 4..6 of each byte address XOR-ed with bits 7..9 (the sp
     address      = linear ^ (((linear >> 7) & (span / 16 - 1)) << 4)
 
 ``layouts/swizzle.make_swizzled_layout`` builds exactly these for the tiles ``T.gemm``
-reads; ``canonical_layout`` recognizes one by comparing every element's offset, so a
+reads; ``canonical_layout`` recognizes one by comparing every element's offset (the
+layout evaluated over the whole tile at once, ``layouts.offset_table``), so a
 tile laid out any other way (an annotation) is never fed to TMA or wgmma by mistake.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+
+from tilejit.layouts import offset_table
 
 
 @lru_cache(maxsize=256)
@@ -30,8 +33,7 @@ def canonical_layout(layout, shape, itemsize):
     rows, cols = shape
     r = np.arange(rows)[:, None]
     c = np.arange(cols)[None, :]
-    actual = np.array([[layout(i, j) for j in range(cols)] for i in range(rows)],
-                      dtype=np.int64) * itemsize
+    actual = offset_table(layout, (rows, cols)) * itemsize
     for swizzle in (128, 64, 32):
         width = swizzle // itemsize
         if width == 0 or cols % width or rows % 8:

@@ -15,7 +15,7 @@ from tilejit.layouts.fragment import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MM
                                       parallel_fragment, tile_fragment)
 from tilejit.layouts.layout import (Layout, coalesce, complement, composition, concat, flatten,
                                     left_inverse, logical_divide, logical_product, make_layout,
-                                    right_inverse, zipped_divide)
+                                    offset_table, right_inverse, zipped_divide)
 from tilejit.layouts.plot import plot_fragment
 from tilejit.layouts.swizzle import ComposedLayout, Swizzle, make_swizzled_layout, swizzle_for_bytes
 
@@ -27,6 +27,6 @@ __all__ = [
     "MMA_M16N8K32_INT8_A", "MMA_M16N8K32_INT8_B", "MMA_M16N8K32_INT8_C",
     "coalesce", "complement", "composition", "concat", "flatten", "left_inverse",
     "logical_divide", "logical_product", "make_layout", "make_swizzled_layout",
-    "mfma_fragment", "mma_fragment", "parallel_fragment", "plot_fragment", "right_inverse",
-    "swizzle_for_bytes", "tile_fragment", "zipped_divide",
+    "mfma_fragment", "mma_fragment", "offset_table", "parallel_fragment", "plot_fragment",
+    "right_inverse", "swizzle_for_bytes", "tile_fragment", "zipped_divide",
 ]

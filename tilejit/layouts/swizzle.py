@@ -86,6 +86,11 @@ class Swizzle:
         y = offset & self.yyy_mask
         return offset ^ (y >> self.shift if self.shift >= 0 else y << -self.shift)
 
+    def apply(self, offsets):
+        """``self(o)`` of every entry of a numpy array of non-negative offsets."""
+        y = offsets & self.yyy_mask
+        return offsets ^ (y >> self.shift if self.shift >= 0 else y << -self.shift)
+
     def __str__(self) -> str:
         return f"Sw<{self.bits},{self.base},{self.shift}>"
 
@@ -138,6 +143,11 @@ class ComposedLayout:
 
     def __call__(self, *coord) -> int:
         return self.swizzle(self.offset + self.layout(*coord))
+
+    def offset_table(self, shape: tuple[int, ...]):
+        """``self(*coord)`` for every coordinate of ``shape``, as an int64 numpy array
+        (``layout.offset_table``)."""
+        return self.swizzle.apply(self.offset + self.layout.offset_table(shape))
 
     @property
     def shape(self):

@@ -29,6 +29,7 @@ from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.ir.addressing import Var, evaluate, layout_offset, row_major
 from tilejit.ir.regions import RegionError, copy_dims
+from tilejit.layouts import offset_table
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
 from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
@@ -322,19 +323,13 @@ def _copy_serial(context, builder, src, dst, extents):
 @lru_cache(maxsize=None)
 def _chunks_contiguous(layout, shape, vec) -> bool:
     """Whether every run of ``vec`` elements along the last dimension (starting at a
-    multiple of vec) is contiguous and vec-aligned in ``layout``."""
-    import itertools
+    multiple of vec) is contiguous and vec-aligned in ``layout``: the layout evaluated
+    over the whole tile at once (``layouts.offset_table``)."""
     if shape[-1] % vec:
         return False
-    for head in itertools.product(*(range(n) for n in shape[:-1])):
-        for c in range(0, shape[-1], vec):
-            base = layout(*head, c) if head else layout(c)
-            if base % vec:
-                return False
-            for k in range(1, vec):
-                if (layout(*head, c + k) if head else layout(c + k)) != base + k:
-                    return False
-    return True
+    runs = offset_table(layout, tuple(shape)).reshape(-1, vec)
+    return bool((runs[:, 0] % vec == 0).all()
+                and (runs == runs[:, :1] + np.arange(vec, dtype=np.int64)).all())
 
 
 def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:

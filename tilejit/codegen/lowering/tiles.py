@@ -40,6 +40,10 @@ def emit(builder, expr, env: dict) -> ir.Value:
         return I32(v) if isinstance(v, int) else v
     a, b = emit(builder, expr.a, env), emit(builder, expr.b, env)
     op = expr.op
+    if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
+        folded = _fold_i32(op, a.constant, b.constant)
+        if folded is not None:
+            return I32(folded)
     if op == "add":
         return builder.add(a, b)
     if op == "mul":
@@ -57,6 +61,40 @@ def emit(builder, expr, env: dict) -> ir.Value:
     if op == "lt":
         return builder.zext(builder.icmp_unsigned("<", a, b), I32)
     raise NotImplementedError(op)
+
+
+def _fold_i32(op, a: int, b: int):
+    """``a op b`` on i32 constants as LLVM folds it (``emit``'s operations: wrapping
+    add and mul, unsigned division, remainder, shift and compare), or None where LLVM
+    would not fold it (a division by 0, a shift by 32 or more). A fragment slot's index
+    expression at a constant slot is mostly constants: folded here, they are not
+    emitted as instructions for LLVM to fold (a tenth of FlashAttention's lowered IR)."""
+    x, y = a & _MASK32, b & _MASK32
+    if op == "add":
+        r = x + y
+    elif op == "mul":
+        r = x * y
+    elif op in ("div", "mod"):
+        if y == 0:
+            return None
+        r = x // y if op == "div" else x % y
+    elif op == "xor":
+        r = x ^ y
+    elif op == "and":
+        r = x & y
+    elif op == "shr":
+        if y >= 32:
+            return None
+        r = x >> y
+    elif op == "lt":
+        r = int(x < y)
+    else:
+        return None
+    r &= _MASK32
+    return r - (1 << 32) if r >= 1 << 31 else r
+
+
+_MASK32 = (1 << 32) - 1
 
 
 def plan():

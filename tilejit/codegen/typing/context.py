@@ -11,6 +11,7 @@ constant), which is what makes tile extents such as ``T.Parallel(block_M * 2)`` 
 from __future__ import annotations
 
 import operator
+import types as pytypes
 
 from numba.core import types
 from numba.core.typing import BaseContext, signature
@@ -77,6 +78,25 @@ def harmonize(args):
     return tuple(compute for _ in args), target
 
 
+# A kernel's functions (T.copy, min, math.exp …), modules and builtin classes (range,
+# bool) have no type that Numba's typeof() knows: it tries a function or a module as a
+# buffer, for a ``_numba_type_`` and as a cffi function (importing Numba's cffi support),
+# a class against exceptions, named tuples, numpy scalars and numba.typed's containers
+# (importing numba.typed), raises, and only then finds the registered global. Looked up
+# first: the same type without ~500 failed typeof() calls per kernel (50 ms of
+# FlashAttention's compile, with the two imports). A value the lookup does not know
+# still goes through typeof().
+_GLOBALS_ONLY = (pytypes.FunctionType, pytypes.BuiltinFunctionType, pytypes.ModuleType)
+
+
+def _typed_as_global(val) -> bool:
+    """Whether typeof(val) fails (so Numba types ``val`` by its registered global)."""
+    if type(val) in _GLOBALS_ONLY:
+        return not hasattr(val, "_numba_type_")
+    return (type(val) is type and val.__module__ == "builtins"
+            and not issubclass(val, (BaseException, tuple)))
+
+
 def _fits(value: int, ty: types.Integer) -> bool:
     lo, hi = ty.minval, ty.maxval
     return lo <= value <= hi
@@ -96,6 +116,10 @@ class TilejitTypingContext(BaseContext):
             return weak_float
         if isinstance(val, DType):
             return DTypeType(val)
+        if _typed_as_global(val):
+            ty = self._get_global_type(val)
+            if ty is not None:
+                return ty
         return super().resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
