@@ -186,7 +186,7 @@ def compile_to_ptx(target: str, arch: str, signature: str, consts=(), dump=None)
             args.append(_value(entry))
     kwargs.update(_constant(c) for c in consts)
     if dump:
-        os.environ["TILEJIT_DUMP_IR"] = os.path.abspath(dump)   # this process only
+        kernel.dump_dir = os.path.abspath(dump)     # CompileOptions.dump_dir, as a value
     return kernel.compile(*args, target="cuda", arch=arch, **kwargs).ptx
 
 
