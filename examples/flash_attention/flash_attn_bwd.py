@@ -116,9 +116,12 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
         T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 
 
-def attention_backward(q, k, v, out, lse, dout, causal, block=64, threads=128):
-    """(dq, dk, dv) for bshd tensors, given the forward's output and log-sum-exp."""
-    b, s, h, _ = q.shape
+def attention_backward(q, k, v, out, lse, dout, causal, block=64, threads=None):
+    """(dq, dk, dv) for bshd tensors, given the forward's output and log-sum-exp. Head
+    dims above 64 take 256 threads: at 128 the five accumulators of a 64-row block need
+    288 registers a thread with 128 threads."""
+    b, s, h, d = q.shape
+    threads = threads or (128 if d <= 64 else 256)
     delta = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
     flashattn_bwd_preprocess(out, dout, delta, block_M=block, threads=threads)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)

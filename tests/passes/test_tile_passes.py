@@ -35,6 +35,9 @@ def _dump(kernel, args, tmp_path, monkeypatch, arch="sm_90", **constexprs):
 
 
 def _barriers(kernel, args, tmp_path, monkeypatch, **kw):
+    """The program after the barrier pass, TMA off (its stores bring their own fence and
+    barrier: tests/passes/test_tma_store.py)."""
+    monkeypatch.setenv("TILEJIT_TMA", "0")
     _, files = _dump(kernel, args, tmp_path, monkeypatch, **kw)
     return files["after_insert_barriers.py"]
 

@@ -107,6 +107,12 @@ TMA_WAIT = _declare("__tj_tma_wait", "tma_wait", "(mbarrier, parity, thread 0 on
 TMA_FENCE = _declare("__tj_tma_fence", "tma_fence",
                      "Generic-proxy shared writes → the async proxy.")
 
+# -- TMA stores (passes/tma_store.py) -------------------------------------------------
+TMA_STORE = _declare("__tj_tma_store", "tma_store",
+                     "(src tile, dst region, map, copy id): thread 0 stores the tile by TMA")
+TMA_STORE_WAIT = _declare("__tj_tma_store_wait", "tma_store_wait",
+                          "Thread 0 waits until TMA has read the tiles it stores.")
+
 # -- warp specialization (passes/warp_specialize.py) ----------------------------------
 WS_PRODUCER = _declare("__tj_ws_producer", "ws_producer",
                        "() -> whether this thread is in the producer warpgroup")

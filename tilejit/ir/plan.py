@@ -80,6 +80,7 @@ class TilePlan:
     tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
+    tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # warp specialization (passes/warp_specialize.py): consumer threads (0: none), the
     # thread that issues TMA copies, the threads launched per block (0: the kernel's)
     ws_consumers: int = 0

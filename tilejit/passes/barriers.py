@@ -7,7 +7,10 @@ reads and writes what its body indexes, and any other statement what it indexes.
 Walking the program in order with the accesses made since the last barrier, a barrier
 goes before a statement that reads a tile written since (read after write) or writes a
 tile read or written since (write after read/write). Tiles that share bytes
-(``shared_memory.py``) count as one.
+(``shared_memory.py``) count as one. A TMA store (``tma_store.py``) always gets the
+writers' proxy fence and a barrier before it, and counts as a read of its tile: the first
+barrier after it (after which the tile may be written again) is preceded by thread 0's
+wait for TMA's reads.
 
 Loops: the body is analyzed with the accesses pending at loop entry merged with those
 pending at the end of the body (the back edge), until nothing changes; that puts, for a
@@ -24,7 +27,8 @@ import ast
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC,
-                                SYNC_CONSUMERS, TMA_LOAD)
+                                SYNC_CONSUMERS, TMA_FENCE, TMA_LOAD, TMA_STORE,
+                                TMA_STORE_WAIT)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.shared_memory import shares_bytes
 
@@ -73,6 +77,8 @@ class _Access:
                         reads.add(tiles[0])
                     if tiles[1]:
                         writes.add(tiles[1])
+                elif name == TMA_STORE and tiles[0]:
+                    reads.add(tiles[0])     # by TMA, until the next barrier (tma_store.py)
                 elif name == GEMM:
                     # A and B; a folded refill (pipeline.py) writes its destinations
                     reads.update(t for t in tiles[:2] if t)
@@ -115,10 +121,13 @@ def _is_tile_loop(stmt, ctx) -> bool:
     return resolve_static(it.func, ctx.namespace) is T.Parallel
 
 
-def _is_sync(stmt) -> bool:
+def _is_call(stmt, *names) -> bool:
     return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Name)
-            and stmt.value.func.id in (SYNC, SYNC_CONSUMERS))
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in names)
+
+
+def _is_sync(stmt) -> bool:
+    return _is_call(stmt, SYNC, SYNC_CONSUMERS)
 
 
 class _Syncer:
@@ -127,8 +136,12 @@ class _Syncer:
         self.acc = _Access(ctx)
         self.sync = sync            # the barrier this program's threads share
 
-    def _barrier(self, node):
-        return _sync_stmt(node, self.sync)
+    def _barrier(self, node, reads=()):
+        """The barrier before ``node`` (a list); with ``reads`` pending that include a tile
+        a TMA store reads, thread 0 first waits for those reads."""
+        stored = self.ctx.plan.tma_stored
+        wait = [_sync_stmt(node, TMA_STORE_WAIT)] if any(t in stored for t, _ in reads) else []
+        return wait + [_sync_stmt(node, self.sync)]
 
     def block(self, stmts, state):
         """(statements with barriers, pending (reads, writes) at the end)."""
@@ -139,7 +152,7 @@ class _Syncer:
                     isinstance(stmt, ast.For) and _is_tile_loop(stmt, self.ctx)):
                 new, (reads, writes), hoist = self.loop(stmt, (reads, writes))
                 if hoist:
-                    out.append(self._barrier(stmt))
+                    out += self._barrier(stmt, reads)
                 out.append(new)
                 continue
             if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
@@ -152,18 +165,25 @@ class _Syncer:
                 out.append(new)
                 continue
             if isinstance(stmt, ast.If):
+                before = reads
                 new, (reads, writes), hoist = self.branch(stmt, (reads, writes))
                 if hoist:
-                    out.append(self._barrier(stmt))
+                    out += self._barrier(stmt, before)
                 out.append(new)
                 continue
             if _is_sync(stmt):           # a barrier the pipeline pass placed
+                out += self._barrier(stmt, reads)[:-1] + [stmt]
                 reads, writes = set(), set()
-                out.append(stmt)
+                continue
+            if _is_call(stmt, TMA_STORE):
+                # every writer's generic stores of the tile are fenced from TMA's reads
+                # (the async proxy) before the barrier that publishes them
+                out += [_sync_stmt(stmt, TMA_FENCE), *self._barrier(stmt, reads), stmt]
+                reads, writes = self.acc.of(stmt)
                 continue
             r, w = self.acc.of(stmt)
             if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
-                out.append(self._barrier(stmt))
+                out += self._barrier(stmt, reads)
                 reads, writes = set(), set()
             reads |= r
             writes |= w
@@ -171,8 +191,10 @@ class _Syncer:
         return out, (reads, writes)
 
     def _starts_with_sync(self, stmts):
-        return bool(stmts) and isinstance(stmts[0], ast.Expr) and isinstance(
-            stmts[0].value, ast.Call) and getattr(stmts[0].value.func, "id", None) == self.sync
+        """Whether the statements start with a barrier (after a TMA store's wait or fence)."""
+        while stmts and _is_call(stmts[0], TMA_STORE_WAIT, TMA_FENCE):
+            stmts = stmts[1:]
+        return bool(stmts) and _is_call(stmts[0], self.sync)
 
     def loop(self, stmt, state):
         entry = state

@@ -36,7 +36,7 @@ from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, dig
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
-                                FRAG_VALID, TILE)
+                                FRAG_VALID, REGION, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
@@ -345,6 +345,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         fixed.setdefault(name, (frag, line, reason))
 
     _shared_layouts(ctx, col)
+    _store_staging_tiles(ctx, fdef)
     _choose_gemm_engines(ctx)
     for gp, a, _b, c, line in plan.gemms.values():
         demand(c, gp.c_fragment(), line, "the accumulator of T.gemm")
@@ -474,6 +475,47 @@ def _shared_layouts(ctx, col):
                 t.layout_reason = f"swizzled for T.gemm at line {line}"
     for call in col.annotations:
         _annotate(call, ctx)
+
+
+def _store_staging_tiles(ctx, fdef):
+    """On a target with TMA, a 2-d shared tile that is only written from fragments
+    (``T.copy(C_f, C_s)``) and copied to global memory (``T.copy(C_s, C[...])``) gets the
+    swizzled layout: the accumulator layouts' 4-byte stores to a row-major tile whose
+    rows are a multiple of 128 bytes meet in one bank, and the swizzled layout is one
+    TMA reads (``passes/tma_store.py`` then stores the tile by TMA)."""
+    if not (ctx.target.has_tma and ctx.options.tma):
+        return
+    tiles = ctx.plan.tiles
+    uses: dict[str, set] = {}
+    seen = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == TILE:
+            seen.update(id(n) for n in ast.walk(node))
+        if not (isinstance(node, ast.Call) and len(node.args) == 2
+                and resolve_static(node.func, ctx.namespace) is T.copy):
+            continue
+        src, dst = node.args
+        if isinstance(dst, ast.Name) and isinstance(src, ast.Name) and dst.id in tiles and \
+                tiles[dst.id].kind == SHARED and tiles.get(src.id, None) is not None and \
+                tiles[src.id].kind == FRAGMENT:
+            uses.setdefault(dst.id, set()).add("written")
+            seen.add(id(dst))
+        elif (isinstance(src, ast.Name) and src.id in tiles and tiles[src.id].kind == SHARED
+              and isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
+              and dst.func.id == REGION and isinstance(dst.args[0], ast.Name)
+              and dst.args[0].id in ctx.params):
+            uses.setdefault(src.id, set()).add("stored")
+            seen.add(id(src))
+    for node in ast.walk(fdef):
+        if (isinstance(node, ast.Name) and node.id in uses and id(node) not in seen
+                and isinstance(node.ctx, ast.Load)):
+            uses[node.id].add("other")
+    for name, kinds in uses.items():
+        t = tiles[name]
+        if (kinds == {"written", "stored"} and len(t.shape) == 2 and not t.layout_reason
+                and t.stages <= 1):
+            t.layout = make_swizzled_layout(t.shape, t.dtype.itemsize)
+            t.layout_reason = "swizzled: written from fragments, stored by TMA"
 
 
 def _choose_gemm_engines(ctx):

@@ -103,11 +103,19 @@ def _copy_plan(ctx, call, layouts):
     """(tensor name, Box, TmaCopy without its map) of a producer, or None. ``layouts``
     caches ``tma_layout`` per tile (tens of milliseconds each)."""
     src, dst = call.args
+    return box_plan(ctx, src, ctx.plan.tiles[dst.args[0].id], layouts)
+
+
+def box_plan(ctx, region, tile, layouts):
+    """(tensor name, Box, (boxes, bytes, rank, alignment)) of a TMA copy between the
+    ``REGION`` call ``region`` of a tensor parameter and the whole shared ``tile``, or
+    None when TMA cannot do it (see the module's docstring); shared by loads and stores
+    (``tma_store.py``)."""
+    src = region
     if not (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
             and src.func.id == REGION and isinstance(src.args[0], ast.Name)):
         return None
     ty = ctx.params.get(src.args[0].id)
-    tile = ctx.plan.tiles[dst.args[0].id]
     if ty is None or not (ty.contiguous and ty.aligned) or ty.dtype != tile.dtype:
         return None
     if not data_type_supported(ty.dtype.name) or len(tile.shape) != 2:

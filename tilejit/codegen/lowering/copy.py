@@ -269,11 +269,11 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
         at = _element_at(builder, cc)
         # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
         # code costs registers that an mma accumulator cannot spare. Stored to global
-        # memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out
+        # or shared memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out
         # as one store each instead of two, without the permute between them (ncu,
         # H200: in the 128x128x64 GEMM the permute waited for the previous store to
         # read the register it reuses; 12 % of the stall samples were in that epilogue)
-        least = 4 if dst.kind == "global" else 8
+        least = 4 if dst.kind in ("global", "shared") else 8
         vec_ok = length > 1 and fast is True or length * other.dtype.itemsize >= least and (
             other.kind == "global" and fast is not None
             or other.kind == "shared" and _side_vector_ok(other, length, 0))

@@ -117,3 +117,39 @@ def tma_wait_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+
+
+@lower(markers.stub(markers.TMA_STORE), TileType, types.Any, TensorMapType,
+       types.StringLiteral, target="cuda")
+def tma_store_impl(context, builder, sig, args):
+    """Thread 0: one ``cp.async.bulk.tensor`` store per box of the tile to the region's
+    start, then ``commit_group`` (TMA clips the boxes at the tensor's edges). The barrier
+    pass put every writer's proxy fence and a barrier before it, and a ``tma_store_wait``
+    before the next barrier."""
+    src, dst, _ = operands(context, builder, sig.args[:2], args[:2])
+    copy = plan().tma_copies[sig.args[3].literal_value]
+    tensor_map = builder.ptrtoint(args[2], I64)
+    with builder.if_then(_thread_zero(context, builder)):
+        coords = [builder.trunc(s, I32) for s in reversed(dst.starts)]
+        source = _shared_address(builder, src.value)
+        rank = copy.rank
+        places = ", ".join(f"${1 + d}" for d in range(rank))
+        text = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
+                f"[$0, {{{places}}}], [${1 + rank}];")
+        constraints = "l," + ",".join(["r"] * rank) + ",r"
+        for offset, delta in copy.boxes:
+            inner = builder.add(coords[0], I32(delta)) if delta else coords[0]
+            _asm(builder, text, constraints,
+                 [tensor_map, inner, *coords[1:], builder.add(source, I32(offset))])
+        _asm(builder, "cp.async.bulk.commit_group;", "", [])
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.TMA_STORE_WAIT), target="cuda")
+def tma_store_wait_impl(context, builder, sig, args):
+    """Thread 0 waits until TMA has read the tiles it stores: before the barrier after
+    which they may be written again, and at the kernel's end (the block's shared memory
+    must outlive the reads). Nothing in flight: it returns at once."""
+    with builder.if_then(_thread_zero(context, builder)):
+        _asm(builder, "cp.async.bulk.wait_group.read 0;", "", [])
+    return context.get_dummy_value()

@@ -242,6 +242,17 @@ class TmaWaitTemplate(AbstractTemplate):
         raise errors.TypingError(f"tma_wait takes two integers and a literal bool, got {args}")
 
 
+@infer_global(markers.stub(markers.TMA_STORE))
+class TmaStoreTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        src, dst, tmap, cid = args
+        if not (isinstance(src, TileType) and src.kind == "shared"
+                and isinstance(tmap, TensorMapType) and isinstance(cid, types.StringLiteral)):
+            raise errors.TypingError(f"tma_store: unexpected operands {args}")
+        return signature(types.none, src, dst, tmap, cid)
+
+
+@infer_global(markers.stub(markers.TMA_STORE_WAIT))
 @infer_global(markers.stub(markers.TMA_FENCE))
 class TmaFenceTemplate(AbstractTemplate):
     def generic(self, args, kws):
