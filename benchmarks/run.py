@@ -210,15 +210,18 @@ def gemm_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
 def gemm_persistent_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
                            block_K: T.constexpr = 64, threads: T.constexpr = 256,
                            num_stages: T.constexpr = 3, sms: T.constexpr = 132):
-    """The seeds' persistent GEMM: one block per SM walks the tiles (T.Persistent, panels
-    of 8 rows for L2); on sm_90a its pipeline is warp-specialized across tiles, so the
-    producer loads the next tile while the consumers store this one."""
+    """The seeds' persistent GEMM (seed 000's listing): one block per SM walks the tiles
+    (T.Persistent, panels of 8 rows for L2) and stores each through a shared tile. On
+    sm_90a its pipeline is warp-specialized across tiles (the producer loads the next
+    tile while the consumers store this one) and the shared tile goes out by TMA, while
+    the consumers start the next tile."""
     M, K = A.shape
     N = B.shape[1]
     with T.Kernel(sms, threads=threads) as (block_id):
         A_s = T.alloc_shared((block_M, block_K), A.dtype)
         B_s = T.alloc_shared((block_K, block_N), B.dtype)
         C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        C_s = T.alloc_shared((block_M, block_N), C.dtype)
         for bx, by in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sms,
                                    block_id):
             T.clear(C_f)
@@ -226,11 +229,14 @@ def gemm_persistent_kernel(A, B, C, block_M: T.constexpr = 128, block_N: T.const
                 T.copy(A[bx * block_M, k * block_K], A_s)
                 T.copy(B[k * block_K, by * block_N], B_s)
                 T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[bx * block_M, by * block_N])
+            T.copy(C_f, C_s)
+            T.copy(C_s, C[bx * block_M, by * block_N])
 
 
-PERSISTENT_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, threads=256, num_stages=s)
-                      for s in (3, 4)]
+# (the 64 KiB staging tile leaves room for 3 stages of 128 x 256 x 64)
+PERSISTENT_CONFIGS = [dict(block_M=bm, block_N=bn, block_K=bk, threads=256, num_stages=s)
+                      for bm, bn, bk, s in [(128, 256, 64, 3), (256, 128, 64, 3),
+                                            (128, 256, 32, 6)]]
 if os.environ.get("TILEJIT_GEMM_PERSISTENT") is not None:   # "" for none
     PERSISTENT_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"),
                                    map(int, c.split(","))))

@@ -112,7 +112,9 @@ GPU_CASES = [
     (M, N, K, dtype, out, cfg)
     for (M, N, K) in [(512, 512, 512), (1000, 776, 520), (136, 264, 64)]
     for dtype, out in [("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32")]
-    for cfg in [dict(), dict(block_N=256, threads=256), dict(block_M=64, block_N=64, stages=2)]
+    # a 128 x 256 float32 staging tile (128 KiB) leaves room for 2 stages
+    for cfg in [dict(), dict(block_N=256, threads=256, stages=2 if out == "float32" else 3),
+                dict(block_M=64, block_N=64, stages=2)]
 ]
 
 
