@@ -101,7 +101,7 @@ def test_clamp_in_python():
 @pytest.mark.gpu
 def test_clamp_on_gpu():
     x = torch.randn(4096, 1024, device="cuda")
-    y, s = per_token_quant(x)
+    y, s = per_token_quant(x, block_M=4)    # 4 rows of 1024: 32 registers a thread each
     ref_y, ref_s = _quant_ref(x)
     torch.testing.assert_close(s, ref_s)
     assert (y == ref_y).float().mean() > 0.999
