@@ -39,7 +39,7 @@ def _paths():
 
 def cases():
     """name -> (kernel, argument specs, constexprs): the examples' PTX_EXAMPLES and the
-    benchmark GEMM's two best configs at 512^3."""
+    benchmark GEMM's two best configs and its persistent kernel at 512^3."""
     _paths()
     from ptx_examples import all_examples
     out = {}
@@ -53,6 +53,11 @@ def cases():
                  "num_stages": 3}):
         label = "bench.gemm_kernel." + "x".join(str(v) for v in cfg.values())
         out[label] = (run.gemm_kernel, [((512, 512), "float16")] * 3, cfg)
+    # the persistent kernel (warp-specialized, TMA-stored epilogue) with fewer blocks than
+    # tiles, so that blocks store a tile while loading the next
+    cfg = dict(run.PERSISTENT_CONFIGS[0], sms=3)
+    out["bench.gemm_persistent_kernel." + "x".join(str(v) for v in cfg.values())] = (
+        run.gemm_persistent_kernel, [((512, 512), "float16")] * 3, cfg)
     return out
 
 
@@ -66,8 +71,11 @@ def run_one(name: str) -> None:
         if isinstance(spec, tuple):
             shape, dtype = spec
             dtype = getattr(torch, dtype)
-            args.append(torch.randn(shape, device="cuda").to(dtype) if dtype.is_floating_point
-                        else torch.zeros(shape, device="cuda", dtype=dtype))
+            # made on the host and copied: a copy initializes the bytes for initcheck,
+            # which does not follow torch's kernels outside --kernel-name
+            host = (torch.randn(shape).to(dtype) if dtype.is_floating_point
+                    else torch.zeros(shape, dtype=dtype))
+            args.append(host.to("cuda"))
         else:
             args.append(spec)
     kernel(*args, **constexprs)
@@ -95,7 +103,9 @@ def sanitize(sanitizer: str, tool: str, name: str, kernel, timeout: int = 300) -
     except subprocess.TimeoutExpired as e:
         text = f"timed out after {timeout} s\n" + (e.stdout or b"").decode(errors="replace")
         rc = None
-    summary = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+    summary = re.findall(r"(?:ERROR SUMMARY: |RACECHECK SUMMARY: \d+ hazards? displayed \()"
+                         r"(\d+) error", text)
     errors = int(summary[-1]) if summary else None
     launched = f"launched {name}" in text
     return {"kernel": name, "tool": tool, "errors": errors, "rc": rc,
