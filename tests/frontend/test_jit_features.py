@@ -192,12 +192,13 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                      "04_after_pipeline_loops.py", "05_after_rasterize_blocks.py",
                      "06_after_infer_layouts.py", "07_after_check_registers.py",
                      "08_after_use_tma.py", "09_after_specialize_warps.py",
-                     "10_after_fence_generic_writes.py", "11_after_plan_shared_memory.py",
-                     "12_after_insert_barriers.py", "13_after_version_parallel_guards.py",
-                     "14_tile_plan.txt", "15_numba_typed.txt", "16_llvm_lowered.ll",
-                     "17_llvm_optimized.ll", "18_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "13_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "18_kernel.ptx").read_text()
+                     "10_after_stage_epilogues.py", "11_after_use_tma_stores.py",
+                     "12_after_fence_generic_writes.py", "13_after_plan_shared_memory.py",
+                     "14_after_insert_barriers.py", "15_after_version_parallel_guards.py",
+                     "16_tile_plan.txt", "17_numba_typed.txt", "18_llvm_lowered.ll",
+                     "19_llvm_optimized.ll", "20_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "15_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "20_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

@@ -175,13 +175,14 @@ def test_half_precision_c_is_stored_in_pairs():
     128 two-byte ones (H200: 4096^3 fp16 0.48 -> 0.54 of cuBLAS). Rows that are not
     16-byte aligned (an odd N) keep two-byte stores."""
     a = torch.zeros(512, 512, dtype=torch.float16)
+    # (sm_90, mma.sync: on sm_90a the wgmma accumulator goes out through shared memory)
     ptx = gemm.compile(a, a, torch.zeros(512, 512, dtype=torch.float16),
-                       target="cuda", arch="sm_90a").ptx
+                       target="cuda", arch="sm_90").ptx
     # 64 in the interior path (unchecked) and 64 in the edge path (checked per pair)
     assert ptx.count("st.global.v2.b16") == 128
     odd = torch.zeros(512, 511, dtype=torch.float16)
     ptx = gemm.compile(a, odd, torch.zeros(512, 511, dtype=torch.float16),
-                       target="cuda", arch="sm_90a").ptx
+                       target="cuda", arch="sm_90").ptx
     assert "st.global.v2.b16" not in ptx and "st.global.b16" in ptx
 
 

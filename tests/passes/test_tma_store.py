@@ -155,3 +155,116 @@ def test_tile_copy_gpu_clips_at_the_edges(M, N, dtype):
     tile_copy(x, big[:M])
     torch.cuda.synchronize()
     assert torch.equal(big[:M], x) and bool((big[M:] == 7).all())
+
+
+# -- the compiler stages a wgmma accumulator's copy to global memory (epilogue_staging.py)
+
+@tilejit.kernel
+def gemm_direct(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
+                block_K: T.constexpr = 64, threads: T.constexpr = 256,
+                stages: T.constexpr = 4, accumulate: T.constexpr = False):
+    """The GEMM as the seeds write it, the accumulator copied straight to C, or added to
+    C (which the kernel then also reads)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        if accumulate:
+            T.copy(C[by * block_M, bx * block_N], C_f)
+        else:
+            T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+@tilejit.kernel
+def gemm_direct_persistent(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
+                           block_K: T.constexpr = 64, threads: T.constexpr = 256,
+                           stages: T.constexpr = 4, sms: T.constexpr = 8):
+    """The seeds' persistent GEMM with the accumulator copied straight to C."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(sms, threads=threads) as (block_id):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        for bx, by in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sms,
+                                   block_id):
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[bx * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, by * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * block_M, by * block_N])
+
+
+def _direct(arch="sm_90a", persistent=False, **cfg):
+    a = np.zeros((1024, 1024), np.float16)
+    kernel = gemm_direct_persistent if persistent else gemm_direct
+    return kernel.compile(a, a.copy(), a.copy(), target="cuda", arch=arch, **cfg)
+
+
+def test_the_accumulator_goes_out_by_tma_in_the_stages_bytes(ptxas):
+    """Non-persistent: the staging tile takes the bytes of the stages, dead after the
+    loop, so the kernel needs no more shared memory than before (4 stages of 48 KiB and
+    8 mbarriers)."""
+    h = _direct()
+    assert h.ptx.count(STORE) == 4 and "st.global" not in h.ptx
+    assert h.shared_bytes == 4 * 48 * 1024 + 8 * 8
+    ptxas(h.ptx, "sm_90a")
+
+
+def test_a_persistent_kernel_stages_when_a_tile_fits():
+    # 3 stages (144 KiB) + the 64 KiB staging tile fit; 4 stages (192 KiB) + 64 do not
+    assert STORE in _direct(persistent=True, stages=3).ptx
+    ptx = _direct(persistent=True, stages=4).ptx
+    assert STORE not in ptx and "st.global" in ptx
+
+
+def test_what_is_not_staged():
+    assert STORE not in _direct(accumulate=True).ptx       # C is read too
+    assert STORE not in _direct(arch="sm_80", stages=3).ptx  # no wgmma, no TMA
+    assert STORE not in _direct(arch="sm_90", stages=3).ptx  # mma.sync
+
+
+def test_the_switch_turns_staging_off(monkeypatch):
+    monkeypatch.setenv("TILEJIT_TMA", "0")
+    assert STORE not in _direct().ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,kind,cfg", [
+    (1000, 776, 520, "direct", dict()),                     # staged, in the stages' bytes
+    (1000, 776, 520, "direct", dict(accumulate=True)),      # not staged: C is read
+    (136, 264, 64, "direct", dict(block_N=128, threads=128, stages=2)),
+    (1000, 776, 520, "persistent", dict(stages=3)),         # staged, its own tile
+    (1000, 776, 520, "persistent", dict(stages=4)),         # does not fit: direct
+    (2048, 2048, 256, "persistent", dict(stages=3, sms=132)),
+])
+def test_a_staged_accumulator_gpu_matches_torch_and_simulator(M, N, K, kind, cfg):
+    from tilejit.runtime.cuda_driver import device_arch
+    if device_arch(0) != "sm_90a":
+        pytest.skip("wgmma needs an sm_90 device")
+    kernel = gemm_direct_persistent if kind == "persistent" else gemm_direct
+    g = torch.Generator().manual_seed(M + N + K)
+    A = torch.randn(M, K, generator=g).half()
+    B = torch.randn(K, N, generator=g).half()
+    C0 = torch.randn(M, N, generator=g).half()
+    c = C0.cuda() if cfg.get("accumulate") else torch.full((M, N), float("nan"),
+                                                           dtype=torch.float16, device="cuda")
+    staged = STORE in kernel.compile(A.cuda(), B.cuda(), c, **cfg).ptx
+    assert staged == (not cfg.get("accumulate") and cfg.get("stages") != 4)
+    kernel(A.cuda(), B.cuda(), c, **cfg)
+    torch.cuda.synchronize()
+    ref = A.double() @ B.double() + (C0.double() if cfg.get("accumulate") else 0)
+    got = c.double().cpu()
+    assert ((got - ref).norm() / ref.norm()).item() < 2e-3
+    if M * N * K <= 1000 * 776 * 520:
+        c_sim = C0.clone() if cfg.get("accumulate") else torch.zeros(M, N, dtype=torch.float16)
+        tilejit.kernel(kernel.func, target="sim")(A, B, c_sim, **cfg)
+        np.testing.assert_allclose(got.numpy(), c_sim.double().numpy(), rtol=2e-2, atol=0.1)

@@ -31,9 +31,9 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (async_proxy, barriers, divisors, layout_inference, parallel_guards,
-                            pipeline, rasterization, registers, shared_memory, tile_allocation,
-                            tma, tma_store, warp_specialize)
+from tilejit.passes import (async_proxy, barriers, divisors, epilogue_staging, layout_inference,
+                            parallel_guards, pipeline, rasterization, registers, shared_memory,
+                            tile_allocation, tma, tma_store, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -53,6 +53,7 @@ SOURCE_PASSES = (
     registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
     warp_specialize.specialize_warps,        # sm_90a: a producer warpgroup for wgmma's TMA
+    epilogue_staging.stage_epilogues,        # sm_90a: wgmma accumulators out through shared
     tma_store.use_tma_stores,                # sm_90+: whole shared tiles stored by TMA
     async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer

@@ -114,6 +114,10 @@ TMA_STORE_WAIT = _declare("__tj_tma_store_wait", "tma_store_wait",
                           "Thread 0 waits until TMA has read the tiles it stores.")
 
 # -- warp specialization (passes/warp_specialize.py) ----------------------------------
+# the ``if`` that splits a warp-specialized kernel's roles carries this attribute: its
+# producer branch is ordered by mbarriers (barriers.py), and its consumers' statements are
+# the block's timeline for shared-memory lifetimes (shared_memory.py)
+WS_ATTR = "_tj_ws"
 WS_PRODUCER = _declare("__tj_ws_producer", "ws_producer",
                        "() -> whether this thread is in the producer warpgroup")
 WS_LEADER = _declare("__tj_ws_leader", "ws_leader",

@@ -28,13 +28,10 @@ from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC,
                                 SYNC_CONSUMERS, TMA_FENCE, TMA_LOAD, TMA_STORE,
-                                TMA_STORE_WAIT)
+                                TMA_STORE_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.shared_memory import shares_bytes
 
-# the ``if`` that splits a warp-specialized kernel's roles carries this attribute
-# (passes/warp_specialize.py): its producer branch is ordered by mbarriers
-WS_ATTR = "_tj_ws"
 
 
 def _sync_stmt(node, name=SYNC):

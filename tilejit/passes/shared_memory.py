@@ -1,8 +1,9 @@
 """Pass: place every shared tile in the kernel's one dynamic shared-memory buffer.
 
 Each tile is live from the first to the last top-level statement of the block that
-uses it; its allocation is not a use, and a loop counts as one statement (a tile used in
-a loop is live for the whole loop). Tiles are placed largest first at the lowest
+uses it (in a warp-specialized kernel, the consumers' statements: ``_timeline``); its
+allocation is not a use, and a loop counts as one statement (a tile used in a loop is
+live for the whole loop). Tiles are placed largest first at the lowest
 16-byte-aligned offset (1024 for a TMA destination: ``Tile.align``) that overlaps no
 tile live at the same time, so a dead tile's bytes are reused. The mbarriers of TMA
 pipelines (``passes/tma.py``) go after every tile, never reused. The barrier pass
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from tilejit.ir.markers import TILE
+from tilejit.ir.markers import TILE, WS_ATTR
 from tilejit.ir.plan import SHARED
 
 ALIGN = 16
@@ -35,28 +36,49 @@ def _allocates(stmt) -> str | None:
     return None
 
 
+def _timeline(fdef: ast.FunctionDef) -> tuple[list, list]:
+    """(statements in execution order, the producer branches' statements). A
+    warp-specialized kernel's split (``barriers.WS_ATTR``) counts as the consumers'
+    statements in order: its producer only writes the stages its consumers wait for and
+    read within their pipeline loop, so its uses of a tile end where the consumers' do."""
+    order, producers = [], []
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
+            order.extend(stmt.orelse)
+            producers.extend(stmt.body)
+        else:
+            order.append(stmt)
+    return order, producers
+
+
 def live_ranges(fdef: ast.FunctionDef, names) -> dict[str, tuple[int, int]]:
-    """name → (first, last) top-level statement that uses the tile; the allocation is
-    not a use (its bytes hold nothing until written), so a tile allocated at the top and
-    first written after a loop can take the bytes of one that died in the loop."""
+    """name → (first, last) statement of the timeline (``_timeline``) that uses the tile;
+    the allocation is not a use (its bytes hold nothing until written), so a tile
+    allocated at the top and first written after a loop can take the bytes of one that
+    died in the loop. A tile only a producer uses lives throughout."""
+    order, producers = _timeline(fdef)
     ranges: dict[str, list[int]] = {}
-    for pos, stmt in enumerate(fdef.body):
+    for pos, stmt in enumerate(order):
         if _allocates(stmt) is not None:
             continue
         for n in _mentions(stmt, names):
             r = ranges.setdefault(n, [pos, pos])
             r[1] = pos
+    for stmt in producers:
+        for n in _mentions(stmt, names) - set(ranges):
+            ranges[n] = [0, len(order)]
     return {n: tuple(r) for n, r in ranges.items()}
 
 
-def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    plan = ctx.plan
+def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
+    """({tile: offset}, bytes with the mbarriers) of the placement described above,
+    without changing the plan (``epilogue_staging.py`` asks whether a tile would fit)."""
     shared = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
     ranges = live_ranges(fdef, set(shared))
     placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
-    order = sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line))
-    for t in order:
-        live = ranges.get(t.name, (0, len(fdef.body)))
+    offsets = {}
+    for t in sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line)):
+        live = ranges.get(t.name, (0, 1 << 30))
         size = -(-t.total_bytes // ALIGN) * ALIGN
         busy = sorted((s, e) for s, e, r in placed if not (r[1] < live[0] or live[1] < r[0]))
         offset = 0
@@ -64,14 +86,26 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             if offset + size <= s:
                 break
             offset = -(-max(offset, e) // t.align) * t.align
-        t.offset = offset
+        offsets[t.name] = offset
         placed.append((offset, offset + size, live))
-    plan.shared_bytes = max((e for _, e, _ in placed), default=0)
+    total = max((e for _, e, _ in placed), default=0)
     if plan.mbarriers:
-        plan.mbarrier_offset = -(-plan.shared_bytes // 8) * 8
-        plan.shared_bytes = plan.mbarrier_offset + 8 * plan.mbarriers
+        total = -(-total // 8) * 8 + 8 * plan.mbarriers
+    return offsets, total
+
+
+def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    plan = ctx.plan
+    offsets, total = place(fdef, plan)
+    for name, offset in offsets.items():
+        plan.tiles[name].offset = offset
+    plan.shared_bytes = total
+    if plan.mbarriers:
+        plan.mbarrier_offset = total - 8 * plan.mbarriers
     limit = ctx.target.shared_limit
     if limit is not None and plan.shared_bytes > limit:
+        order = sorted((t for t in plan.tiles.values() if t.kind == SHARED),
+                       key=lambda t: (-t.total_bytes, t.line))
         detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)
         raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "
                         f"{ctx.target.shared_limit_text}", fdef.body[0]

@@ -52,8 +52,7 @@ import ast
 import copy
 
 from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
-                                TMA_LOAD, TMA_WAIT, WS_LEADER, WS_PRODUCER)
-from tilejit.passes.barriers import WS_ATTR
+                                TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
 
 WARPGROUP = 128
