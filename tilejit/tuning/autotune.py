@@ -16,31 +16,47 @@ import numpy as np
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
 from tilejit.errors import CompileError
 from tilejit.tuning.bench import check_count, do_bench
+from tilejit.tuning.precompile import default_workers, precompile
 
 
 class AutotuneWarning(UserWarning):
     """A config was skipped: it failed to compile or launch, or its results differ."""
 
 
-def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None):
+def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None,
+             compile_workers=None):
     """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
     TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
     kernel's constexpr parameters. ``key``: parameter names whose values (not only
     types) also select the tuned config, e.g. a scalar size. ``timeout``: seconds the
     timing of one config may take (TileLang's meaning); a config that would take longer
     is skipped with an ``AutotuneWarning`` (None, or 0 or less: no limit).
+    ``compile_workers``: processes that compile the configs before they are timed on a
+    GPU (``precompile.py``; None: the CPUs this process may use; 1: one by one).
 
     A call that passes any tuned parameter explicitly is not tuned (as in TileLang):
     the kernel runs with the values given, its defaults for the others."""
     timeout = check_timeout(timeout)
+    compile_workers = check_workers(compile_workers)
 
     def wrap(kernel):
         # a program of another front door (TileLang's @tilejit.jit) says how it is tuned
         make = getattr(kernel, "make_autotuner", None)
         if make is not None:
             return make(configs, warmup=warmup, rep=rep, key=key, timeout=timeout)
-        return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key, timeout=timeout)
+        return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key, timeout=timeout,
+                         compile_workers=compile_workers)
     return wrap
+
+
+def check_workers(workers):
+    """``compile_workers``: None (the CPUs this process may use) or a positive int."""
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"@tilejit.autotune compile_workers: expected None or a positive "
+                         f"int, got {workers!r}")
+    return workers
 
 
 def check_timeout(timeout):
@@ -198,7 +214,7 @@ class Autotuner:
     by the last call, ``timings`` the last tuning's [(config, ms or None, note)]."""
 
     def __init__(self, kernel, configs, warmup: int = 25, rep: int = 100, key=None,
-                 timeout=None):
+                 timeout=None, compile_workers=None):
         source = getattr(kernel, "source", None)
         if not hasattr(source, "constexpr_params"):
             raise TypeError("@tilejit.autotune applies to a @tilejit.kernel or a "
@@ -228,6 +244,8 @@ class Autotuner:
         self.warmup = check_count("warmup", warmup, 0)
         self.rep = check_count("rep", rep, 1)
         self.timeout = check_timeout(timeout)
+        self.compile_workers = check_workers(compile_workers)
+        self.precompiled: dict | None = None    # the last tuning's parallel compile
         self.key = tuple(key)
         self.best_config: dict | None = None
         self.timings: list = []
@@ -326,6 +344,23 @@ class Autotuner:
         return self.kernel.compile(*args, **kwargs, **config, **options)
 
     # -- tuning ------------------------------------------------------------------------
+    def _precompile(self, args, kwargs):
+        """The configs' specializations (what each config's call will look up), compiled
+        in worker processes into the disk cache (``precompile.py``) before the timing."""
+        prepare = getattr(self.kernel, "_prepare", None)
+        workers = self.compile_workers or default_workers()
+        self.precompiled = None
+        if prepare is None or workers < 2 or len(self.configs) < 2:
+            return
+        specs = []
+        for config in self.configs:
+            try:
+                values = tuple(self.kernel._bind(args, {**kwargs, **config}))
+                specs.append(prepare(values)[3])
+            except Exception:   # the config's own call reports it
+                continue
+        self.precompiled = precompile(self.kernel, specs, workers)
+
     def _tune(self, sig, args, kwargs) -> dict:
         torch = sys.modules.get("torch")
         cuda = sig[1] != "sim"
@@ -346,6 +381,8 @@ class Autotuner:
                 else:
                     array.copy_(original)
 
+        if cuda:
+            self._precompile(args, kwargs)
         skippable = skippable_errors()
         timings, reference, reference_config = [], None, None
         update, close = progress(self.__name__, len(self.configs))
