@@ -23,11 +23,9 @@ import sys
 import tempfile
 
 import llvmlite.binding as ll
-from llvmlite import ir
-from numba.core import cgutils, types
 
-from tilejit.codegen.nvptx import _tensor_value, contract_multiply_add, kernel_parameters
-from tilejit.codegen.typing.types import GlobalTensorType
+from tilejit.codegen.entry import entry_module
+from tilejit.codegen.nvptx import contract_multiply_add
 from tilejit.errors import CompileError
 from tilejit.target import Target
 
@@ -52,27 +50,9 @@ def lowering_data_layout(target: Target) -> str:
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
                 shape_constants=None) -> str:
-    """The ``amdgpu_kernel`` entry as LLVM IR text."""
-    module = context.create_module("entry")
-    fnty = context.call_conv.get_function_type(types.none, argtypes)
-    inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
-    groups = kernel_parameters(context, argtypes)
-    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [t for g in groups for t in g]),
-                        name)
-    entry.calling_convention = "amdgpu_kernel"
-    builder = ir.IRBuilder(entry.append_basic_block("entry"))
-    values, pos = [], 0
-    for index, (ty, group) in enumerate(zip(argtypes, groups)):
-        params = entry.args[pos:pos + len(group)]
-        pos += len(group)
-        if isinstance(ty, GlobalTensorType):
-            known = (shape_constants or {}).get(index, {})
-            values.append(_tensor_value(context, builder, ty, params, known))
-        else:
-            values.append(params[0])
-    context.call_conv.call_function(builder, inner, types.none, argtypes, values)
-    builder.ret_void()
-    text = str(module)
+    """The ``amdgpu_kernel`` entry as LLVM IR text (``entry.entry_module``), with its
+    work-group size."""
+    text = entry_module(context, fndesc, argtypes, name, "amdgpu_kernel", shape_constants)
     text = re.sub(rf'(define amdgpu_kernel void @"?{re.escape(name)}"?\([^\n]*\))',
                   r"\1 #901", text, count=1)
     return text + (f'\nattributes #901 = {{ "amdgpu-flat-work-group-size"="1,{threads}" '
