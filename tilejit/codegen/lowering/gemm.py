@@ -24,7 +24,6 @@ import numpy as np
 from llvmlite import ir
 from numba.core import types
 
-from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.layouts import mma_fragment
 from tilejit.ir.addressing import Var, fragment_indexing, fragment_tables, layout_offset, substitute
@@ -32,7 +31,7 @@ from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index
+from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index, uniform_slot
 from tilejit.codegen.lowering.mfma import emit_mfma_gemm
 from tilejit.codegen.lowering.wgmma import emit_wgmma_gemm
 
@@ -61,18 +60,8 @@ def _register_slots(frag, gp, operand):
         rc = np.array([inv(x, e) for x in range(32)])[lane]
         for (ti, tj) in tiles:
             row, col = row0 + ti * 16 + rc[:, 0], col0 + tj * 8 + rc[:, 1]
-            k = thread - holder[row, col]
-            held = (k >= 0) & (k % frag.base_threads == 0) & (k // frag.base_threads
-                                                              < frag.replicate)
-            if not held.all():
-                i = int(np.argmin(held))
-                raise CompileError(f"T.gemm: the {operand} fragment's layout does not give "
-                                   f"thread {thread[i]} element ({row[i]}, {col[i]})")
-            s = slot_of[row, col]
-            if (s != s[0]).any():
-                raise CompileError(f"T.gemm: the {operand} fragment's layout puts one mma "
-                                   f"register at different slots")
-            slots[(ti, tj, e)] = int(s[0])
+            slots[(ti, tj, e)] = uniform_slot(frag, (holder, slot_of), thread, row, col,
+                                              f"the {operand} fragment", "mma")
     return slots
 
 

@@ -39,7 +39,7 @@ from tilejit.errors import CompileError
 from tilejit.ir.addressing import Var, fragment_tables, layout_offset
 from tilejit.layouts import WAVE_SIZE, mfma_fragment
 from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
-from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index
+from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index, uniform_slot
 
 I32 = ir.IntType(32)
 RUN_BYTES = 16          # the widest LDS read (ds_read_b128)
@@ -81,7 +81,7 @@ def _register_slots(frag, gp, operand):
     instr = _Instr(gp)
     inst = mfma_fragment(gp.instr, "CT" if operand == "C" else "B")
     inv = inst.inverse()
-    holder, slot_of = fragment_tables(frag)
+    tables = fragment_tables(frag)
     waves = gp.threads // WAVE_SIZE
     wave = np.repeat(np.arange(waves), WAVE_SIZE)
     lane = np.tile(np.arange(WAVE_SIZE), waves)
@@ -102,18 +102,8 @@ def _register_slots(frag, gp, operand):
             rc = rc[:, ::-1]
         for ti, tj in tiles:
             row, col = row0 + ti * instr.m + rc[:, 0], col0 + tj * step + rc[:, 1]
-            k = thread - holder[row, col]
-            held = (k >= 0) & (k % frag.base_threads == 0) & (k // frag.base_threads
-                                                              < frag.replicate)
-            if not held.all():
-                i = int(np.argmin(held))
-                raise CompileError(f"T.gemm: the {operand} fragment's layout does not give "
-                                   f"thread {thread[i]} element ({row[i]}, {col[i]})")
-            s = slot_of[row, col]
-            if (s != s[0]).any():
-                raise CompileError(f"T.gemm: the {operand} fragment's layout puts one MFMA "
-                                   f"register at different slots")
-            slots[(ti, tj, e)] = int(s[0])
+            slots[(ti, tj, e)] = uniform_slot(frag, tables, thread, row, col,
+                                              f"the {operand} fragment", "MFMA")
     return slots
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import operator
 
+import numpy as np
+
 from llvmlite import ir
 from numba.core import cgutils, types
 
@@ -446,3 +448,23 @@ def _register_attributes():
 
 
 _register_attributes()
+
+
+def uniform_slot(frag, tables, thread, row, col, what: str, instruction: str) -> int:
+    """The fragment slot that holds element (row[i], col[i]) at thread[i] for every i (numpy
+    arrays: one instruction register at every lane of every warp): checked that each
+    thread holds its element and that the slot is the same everywhere. ``tables`` is
+    ``fragment_tables(frag)``; the mma.sync (gemm.py) and MFMA
+    (mfma.py) lowerings share this check."""
+    holder, slot_of = tables
+    k = thread - holder[row, col]
+    held = (k >= 0) & (k % frag.base_threads == 0) & (k // frag.base_threads < frag.replicate)
+    if not held.all():
+        i = int(np.argmin(held))
+        raise CompileError(f"T.gemm: {what}'s layout does not give thread {thread[i]} "
+                           f"element ({row[i]}, {col[i]})")
+    s = slot_of[row, col]
+    if (s != s[0]).any():
+        raise CompileError(f"T.gemm: {what}'s layout puts one {instruction} register at "
+                           f"different slots")
+    return int(s[0])
