@@ -5,8 +5,10 @@ Declarations: the GPU lowering is ``codegen/lowering/reductions.py``, the simula
 meaning ``sim/semantics.py``. ``dst`` has ``src``'s shape without ``dim`` (or with it
 kept as 1). Values are converted to ``dst``'s dtype before they are combined. With
 ``clear=False`` the result is combined with ``dst``'s previous values, once per
-element. ``reduce_max``/``reduce_min`` ignore NaN (as ``T.max``/``T.min`` and PTX
-``max``/``min`` do): the result is NaN only when every value is.
+element. ``reduce_max``/``reduce_min``/``reduce_absmax`` ignore NaN (as ``T.max``/
+``T.min`` and PTX ``max``/``min`` do): the result is NaN only when every value is; with
+``nan_propagate=True`` (TileLang's keyword) any NaN makes the result NaN (PTX
+``max.NaN``/``min.NaN``, LLVM's ``maximum``/``minimum``).
 """
 from __future__ import annotations
 
@@ -18,14 +20,14 @@ def reduce_sum(src, dst, dim=-1, clear=True):
     meaning("reduce_sum")(src, dst, dim, clear)
 
 
-def reduce_max(src, dst, dim=-1, clear=True):
-    """dst = max of src along dim (NaN ignored)."""
-    meaning("reduce_max")(src, dst, dim, clear)
+def reduce_max(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = max of src along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
+    meaning("reduce_max")(src, dst, dim, clear, nan_propagate)
 
 
-def reduce_min(src, dst, dim=-1, clear=True):
-    """dst = min of src along dim (NaN ignored)."""
-    meaning("reduce_min")(src, dst, dim, clear)
+def reduce_min(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = min of src along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
+    meaning("reduce_min")(src, dst, dim, clear, nan_propagate)
 
 
 def reduce_abssum(src, dst, dim=-1, clear=True):
@@ -33,9 +35,9 @@ def reduce_abssum(src, dst, dim=-1, clear=True):
     meaning("reduce_abssum")(src, dst, dim, clear)
 
 
-def reduce_absmax(src, dst, dim=-1, clear=True):
-    """dst = max |src| along dim."""
-    meaning("reduce_absmax")(src, dst, dim, clear)
+def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = max |src| along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
+    meaning("reduce_absmax")(src, dst, dim, clear, nan_propagate)
 
 
 def cumsum(src, dst=None, dim=-1, reverse=False):

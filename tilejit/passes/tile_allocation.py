@@ -134,8 +134,14 @@ class _Tiles(ast.NodeTransformer):
 
     def _reduction(self, node, op):
         what = f"T.reduce_{op}"
-        a = self._options(node, ("src", "dst", "dim", "clear"), {"dim": ast.Constant(-1),
-                          "clear": ast.Constant(True)}, what)
+        names, defaults = ("src", "dst", "dim", "clear"), {"dim": ast.Constant(-1),
+                                                           "clear": ast.Constant(True)}
+        if op in ("max", "min", "absmax"):      # TileLang's keyword: NaN in, NaN out
+            names += ("nan_propagate",)
+            defaults["nan_propagate"] = ast.Constant(False)
+        a = self._options(node, names, defaults, what)
+        if "nan_propagate" in a and self._static(a["nan_propagate"], f"{what}'s nan_propagate"):
+            op += "_nan"
         src = self._tile_arg(node, a["src"], "src", what)
         dst = self._tile_arg(node, a["dst"], "dst", what)
         dim = self._static(a["dim"], f"{what}'s dim")

@@ -272,7 +272,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 # -- reductions ----------------------------------------------------------------------
 
 _COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
-            "absmax": np.fmax}
+            "absmax": np.fmax, "max_nan": np.maximum, "min_nan": np.minimum,
+            "absmax_nan": np.maximum}
 
 
 def _values(src, dst):
@@ -288,7 +289,7 @@ def _reduce(op, src, dst, dim, clear):
     if not clear:
         dst.check_written()
     values = _values(src, dst)
-    if op in ("abssum", "absmax"):
+    if op.startswith("abs"):
         values = np.abs(values)
     out = _COMBINE[op].reduce(values, axis=dim)
     if dst.data.ndim == src.data.ndim:
@@ -307,14 +308,14 @@ def reduce_sum(src, dst, dim=-1, clear=True):
     _reduce("sum", src, dst, dim, clear)
 
 
-def reduce_max(src, dst, dim=-1, clear=True):
-    """dst = max of src along dim (NaN ignored)."""
-    _reduce("max", src, dst, dim, clear)
+def reduce_max(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = max of src along dim (NaN ignored, or propagated with nan_propagate)."""
+    _reduce("max_nan" if nan_propagate else "max", src, dst, dim, clear)
 
 
-def reduce_min(src, dst, dim=-1, clear=True):
-    """dst = min of src along dim (NaN ignored)."""
-    _reduce("min", src, dst, dim, clear)
+def reduce_min(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = min of src along dim (NaN ignored, or propagated with nan_propagate)."""
+    _reduce("min_nan" if nan_propagate else "min", src, dst, dim, clear)
 
 
 def reduce_abssum(src, dst, dim=-1, clear=True):
@@ -322,9 +323,9 @@ def reduce_abssum(src, dst, dim=-1, clear=True):
     _reduce("abssum", src, dst, dim, clear)
 
 
-def reduce_absmax(src, dst, dim=-1, clear=True):
-    """dst = max |src| along dim."""
-    _reduce("absmax", src, dst, dim, clear)
+def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False):
+    """dst = max |src| along dim (NaN ignored, or propagated with nan_propagate)."""
+    _reduce("absmax_nan" if nan_propagate else "absmax", src, dst, dim, clear)
 
 
 def cumsum(src, dst=None, dim=-1, reverse=False):

@@ -57,10 +57,13 @@ def _compute_type(ty: TileType):
 def _identity(op, ctype):
     lty = ir.DoubleType() if ctype == types.float64 else (
         ir.FloatType() if ctype == types.float32 else ir.IntType(ctype.bitwidth))
-    if op in ("sum", "abssum"):
+    if op in ("sum", "abssum", "absmax_nan"):
         return ir.Constant(lty, 0)
     if isinstance(ctype, types.Float):
+        if op.endswith("_nan"):         # max/minimum propagate NaN: ∓inf is the identity
+            return ir.Constant(lty, float("-inf") if op == "max_nan" else float("inf"))
         return ir.Constant(lty, float("nan"))
+    op = op.removesuffix("_nan")
     bits = ctype.bitwidth
     return ir.Constant(lty, -(1 << (bits - 1)) if op == "max" else (1 << (bits - 1)) - 1) \
         if op in ("max", "min") else ir.Constant(lty, 0)
@@ -69,9 +72,12 @@ def _identity(op, ctype):
 def _combine(builder, op, a, b, ctype):
     if op in ("sum", "abssum"):
         return builder.fadd(a, b) if isinstance(ctype, types.Float) else builder.add(a, b)
-    big = op in ("max", "absmax")
+    big = op.removesuffix("_nan") in ("max", "absmax")
     if isinstance(ctype, types.Float):
-        name = f"llvm.{'maxnum' if big else 'minnum'}.{'f64' if ctype.bitwidth == 64 else 'f32'}"
+        # maxnum/minnum ignore NaN; maximum/minimum (PTX max.NaN) propagate it
+        kind = ("maximum" if big else "minimum") if op.endswith("_nan") else (
+            "maxnum" if big else "minnum")
+        name = f"llvm.{kind}.{'f64' if ctype.bitwidth == 64 else 'f32'}"
         return builder.call(intrinsic(builder, name, a.type, [a.type, a.type]), [a, b])
     cmp = builder.icmp_signed(">" if big else "<", a, b)
     return builder.select(cmp, a, b)
@@ -155,7 +161,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
     for s in range(st.indexing.slots):
         r = evaluate(red.slot_map, {"s": s})
         v = _load_value(context, builder, src_ty, builder.gep(args[0], [I32(s)]), ctype)
-        if op in ("abssum", "absmax"):
+        if op.startswith("abs"):
             v = _abs(builder, v, ctype)
         if st.indexing.valid is not None:
             ok = builder.icmp_unsigned("!=", emit(builder, st.indexing.valid,
@@ -244,7 +250,7 @@ def _reduce_memory(context, builder, sig, args, op, dim, clear):
                 src_coords = kept[:dim] + [loop.index] + kept[dim:]
                 p = builder.gep(args[0], [element_offset(builder, src_ty, src_coords)])
                 v = _load_value(context, builder, src_ty, p, ctype)
-                if op in ("abssum", "absmax"):
+                if op.startswith("abs"):
                     v = _abs(builder, v, ctype)
                 builder.store(_combine(builder, op, builder.load(acc), v, ctype), acc)
             result = builder.load(acc)
