@@ -104,3 +104,19 @@ def test_mixed_on_gpu(xdtype):
     mixed(x.cpu(), ys, zs, -1.5)
     torch.testing.assert_close(y.cpu(), ys, rtol=0, atol=0)
     torch.testing.assert_close(z.cpu(), zs, rtol=0, atol=0)
+
+
+@tilejit.kernel
+def int_or_float_literal(X, Y, n):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            Y[i] = T.if_then_else(X[i] > 0, i * n, 0.5)
+
+
+def test_an_integer_and_a_float_literal_unify_to_float32():
+    """The branches of T.if_then_else: an int64 expression and a float literal (this was
+    an internal compiler error: numpy asked to promote 'weak_float')."""
+    x = np.where(np.arange(32) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    y = np.zeros(32, np.float32)
+    int_or_float_literal(x, y, 3)
+    np.testing.assert_array_equal(y, np.where(x > 0, np.arange(32) * 3, 0.5))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from tilejit.language.dtypes import as_dtype
+from tilejit.language.dtypes import DType, as_dtype
 
 
 class Symbol:
@@ -92,6 +92,19 @@ Tensor = TensorAnnotation
 Buffer = TensorAnnotation
 
 
+class ScalarAnnotation:
+    """``n: T.int32`` on a ``T.prim_func`` parameter: a scalar passed at each call (a
+    Python or numpy number of that kind), not a tensor."""
+    shape = ()
+    scalar = True
+
+    def __init__(self, dtype):
+        self.dtype = as_dtype(dtype)
+
+    def __repr__(self):
+        return f"T.{self.dtype.name}"
+
+
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -105,9 +118,12 @@ class PrimFunc:
         self.annotations = {}
         for name in self.params:
             ann = annotations.get(name)
-            if not isinstance(ann, TensorAnnotation):
+            if isinstance(ann, DType):
+                ann = ScalarAnnotation(ann)
+            if not isinstance(ann, (TensorAnnotation, ScalarAnnotation)):
                 raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
-                                f"T.Tensor/T.Buffer annotation, got {ann!r}")
+                                f"T.Tensor/T.Buffer annotation or a scalar dtype (T.int32), "
+                                f"got {ann!r}")
             self.annotations[name] = ann
 
     def __call__(self, *args, **kwargs):

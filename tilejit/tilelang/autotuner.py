@@ -309,6 +309,10 @@ class _Bench:
             if i in out:
                 continue
             ann = prim.annotations[name]
+            if getattr(ann, "scalar", False):
+                raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} is "
+                                f"a scalar ({ann.dtype.name}); give the inputs with "
+                                "`with set_autotune_inputs(...)`")
             if any(not isinstance(d, int) for d in ann.shape):
                 raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
                                  f"symbolic extents {ann.shape}; random inputs need static "

@@ -74,6 +74,10 @@ class CompiledPrimFunc:
             raise ValueError(f"out_idx {out_idx} out of range for the {n} parameters of "
                              f"{pf.__name__}")
         self.out_idx = sorted(i % n for i in out_idx)
+        for i in self.out_idx:
+            if getattr(pf.annotations[pf.params[i]], "scalar", False):
+                raise ValueError(f"out_idx {i}: parameter {pf.params[i]!r} of {pf.__name__} "
+                                 "is a scalar, not a tensor to allocate and return")
         target = {"sim": "sim"}.get(
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
@@ -105,6 +109,9 @@ class CompiledPrimFunc:
 
     def _check(self, name, value, sizes):
         ann = self.prim.annotations[name]
+        if getattr(ann, "scalar", False):
+            _check_scalar(name, value, ann.dtype)
+            return None
         arg = as_tensor_arg(value)
         if arg is None:
             raise TypeError(f"argument {name!r}: expected a tensor, got {type(value).__name__}")
@@ -184,6 +191,9 @@ class CompiledPrimFunc:
                 specs.append(given[name])
                 continue
             ann = self.prim.annotations[name]
+            if getattr(ann, "scalar", False):     # any value of its kind: a run-time scalar
+                specs.append(1.0 if ann.dtype.is_float else 1)
+                continue
             unsized = [d.name for d in ann.shape if isinstance(d, Symbol) and d.name not in sizes]
             if unsized:
                 raise TypeError(f"get_kernel_source(): {name} has symbolic extent(s) "
@@ -192,6 +202,18 @@ class CompiledPrimFunc:
             specs.append(TensorSpec(tuple(sizes[d.name][1] if isinstance(d, Symbol) else int(d)
                                           for d in ann.shape), ann.dtype))
         return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
+
+
+def _check_scalar(name, value, dtype):
+    """A scalar parameter's value: a Python or numpy number of the annotation's kind."""
+    import numbers
+    if isinstance(value, bool) and dtype.name != "bool":
+        value = None                        # a bool is not taken for a number here
+    ok = isinstance(value, numbers.Integral) if not dtype.is_float else isinstance(
+        value, numbers.Real)
+    if not ok:
+        raise TypeError(f"argument {name!r}: expected a {dtype.name} scalar, got "
+                        f"{type(value).__name__}")
 
 
 def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 - TileLang's

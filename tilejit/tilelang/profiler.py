@@ -45,8 +45,11 @@ class Profiler:
             if shape is None:
                 raise ValueError(f"get_profiler: input {name!r} has a symbolic shape; pass "
                                  "input_tensors=[...] to say its size")
-            out.append(supply(shape, self.kernel.prim.annotations[name].dtype,
-                              self.supply_type, device))
+            ann = self.kernel.prim.annotations[name]
+            if getattr(ann, "scalar", False):
+                raise ValueError(f"get_profiler: input {name!r} is a scalar "
+                                 f"({ann.dtype.name}); pass input_tensors=[...] with its value")
+            out.append(supply(shape, ann.dtype, self.supply_type, device))
         return out
 
     def _run(self, func, tensors):

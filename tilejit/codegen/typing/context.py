@@ -149,6 +149,11 @@ class TilejitTypingContext(BaseContext):
             return second
         if isinstance(second, WeakFloat) and isinstance(first, (types.Float, BFloat16)):
             return first
+        # a float literal meeting an integer (the branches of T.if_then_else, a variable
+        # assigned both): float32, as the arithmetic of the two gives (harmonize)
+        if {type(first), type(second)} & {WeakFloat} and any(
+                isinstance(t, types.Integer) for t in (first, second)):
+            return types.float32
         return super().unify_pairs(first, second)
 
 
