@@ -120,3 +120,25 @@ def test_an_integer_and_a_float_literal_unify_to_float32():
     y = np.zeros(32, np.float32)
     int_or_float_literal(x, y, 3)
     np.testing.assert_array_equal(y, np.where(x > 0, np.arange(32) * 3, 0.5))
+
+
+@tilejit.kernel
+def band(X, Y, lo: T.constexpr = 3, hi: T.constexpr = 20):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            if lo < i <= hi < 32:
+                Y[i] = X[i]
+            else:
+                Y[i] = 0.0
+
+
+def test_a_chained_comparison_in_a_parallel_loop():
+    """``lo < i <= hi`` per lane, in the simulator as on the GPU (was: numpy's 'truth value
+    of an array is ambiguous')."""
+    x = np.arange(1, 33, dtype=np.float32)
+    y = np.full(32, -1.0, np.float32)
+    band(x, y)
+    np.testing.assert_array_equal(y, np.where((3 < np.arange(32)) & (np.arange(32) <= 20),
+                                              x, 0.0))
+    ptx = band.compile(x, y, target="cuda", arch="sm_80").ptx
+    assert ".entry" in ptx

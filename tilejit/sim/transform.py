@@ -103,6 +103,21 @@ class _LaneWise(ast.NodeTransformer):
             expr = _call(name, [expr, v])
         return ast.copy_location(expr, node)
 
+    def visit_Compare(self, node):
+        """``a < b < c`` → ``logical_and(a < b, b < c)``: Python's chained comparison
+        takes the truth of ``a < b``, which an array of lanes has not (the GPU path
+        compares lane by lane: Numba)."""
+        node = self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        operands = [node.left] + node.comparators
+        pairs = [ast.Compare(operands[k], [op], [operands[k + 1]])
+                 for k, op in enumerate(node.ops)]
+        expr = pairs[0]
+        for pair in pairs[1:]:
+            expr = _call("logical_and", [expr, pair])
+        return ast.copy_location(ast.fix_missing_locations(expr), node)
+
     def visit_UnaryOp(self, node):
         node = self.generic_visit(node)
         if isinstance(node.op, ast.Not):
