@@ -718,3 +718,54 @@ def cp_wait_impl(context, builder, sig, args):
         fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
         builder.call(fn, [I32(sig.args[0].literal_value)])
     return context.get_dummy_value()
+
+
+# -- T.fill / T.clear of global memory -----------------------------------------------------
+
+def _fill_global(context, builder, ty, arg, value_ty, value):
+    """Every element of a global tensor (or of a region of one) := value, the elements
+    dealt round-robin to the block's threads; a region's edge past the tensor is
+    skipped (as the simulator's ``fill`` does)."""
+    side = describe(context, builder, ty, arg)
+    if side.kind != "global":
+        raise CompileError("T.fill of a region is not supported: pass the whole tile")
+    if isinstance(ty, RegionType) and side.extents is None:
+        raise CompileError("T.fill: the region's extent is unknown; slice it (as "
+                           "A[r, 0:n] with n known at compile time)")
+    v = context.cast(builder, value, value_ty, side.element)
+    tid = builder.zext(thread_index(context, builder), I64)
+    threads = I64(plan().threads)
+    if side.extents is not None:                # a region of compile-time extents
+        wide = [n for n in side.extents if n != 1]
+        total = I64(math.prod(wide))
+    else:                                       # the whole tensor, of its run-time shape
+        shape = cgutils.unpack_tuple(builder, side.tensor.shape, side.ndim)
+        total = I64(1)
+        for n in shape:
+            total = builder.mul(total, n)
+    with cgutils.for_range_slice(builder, tid, total, threads, inc=True) as (flat, _):
+        if side.extents is not None:            # i32 copy coordinates, bounds-checked
+            coords = unflatten(builder, builder.trunc(flat, I32), wide)
+            store_element(context, builder, side, _dims(side, coords), v)
+        else:                                   # i64 coordinates inside the tensor
+            coords, rest = [], flat
+            for n in reversed(shape[1:]):
+                coords.append(builder.urem(rest, n))
+                rest = builder.udiv(rest, n)
+            coords = list(reversed(coords + [rest]))
+            context.pack_value(builder, side.element, v,
+                               _global_pointer(builder, side, coords),
+                               align=side.dtype.itemsize)
+    return context.get_dummy_value()
+
+
+@lower(T.fill, GlobalTensorType, types.Any)
+@lower(T.fill, RegionType, types.Any)
+def fill_global_impl(context, builder, sig, args):
+    return _fill_global(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+
+
+@lower(T.clear, GlobalTensorType)
+@lower(T.clear, RegionType)
+def clear_global_impl(context, builder, sig, args):
+    return _fill_global(context, builder, sig.args[0], args[0], types.int32, I32(0))

@@ -1,0 +1,99 @@
+"""``T.fill``/``T.clear`` of a global tensor or a region of one (TileLang's tests fill an
+output with ``T.fill(A, T.infinity(dtype))``): the block's threads share the elements; a
+region's part past the tensor is skipped. The simulator did this and the GPU lowering had
+no rule (an internal compiler error): now both, the PTX assembled, and ``-m gpu`` checks
+the device against the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def fill_all(A, value: T.constexpr = 7.0):
+    with T.Kernel(1, threads=64):
+        T.fill(A, value)
+
+
+@tilejit.kernel
+def fill_blocks(A, block: T.constexpr = 32):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        T.fill(A[by * block:(by + 1) * block, bx * block:(bx + 1) * block], by * 100 + bx)
+
+
+@tilejit.kernel
+def clear_row(A, r):
+    with T.Kernel(1, threads=32):
+        T.clear(A[r, 0:40])
+
+
+@tilejit.kernel
+def clear_open_row(A, r):
+    with T.Kernel(1, threads=32):
+        T.clear(A[r, :])
+
+
+def _sim(kernel, *args, **kw):
+    return tilejit.kernel(kernel.func, target="sim")(*args, **kw)
+
+
+def test_in_the_simulator():
+    a = np.zeros((3, 50), np.float32)
+    fill_all(a, value=float("inf"))
+    assert np.isinf(a).all()
+    b = np.zeros((70, 45), np.float32)
+    fill_blocks(b)
+    rows, cols = np.indices(b.shape)
+    np.testing.assert_array_equal(b, (rows // 32) * 100 + cols // 32)
+    c = np.ones((4, 40), np.float16)
+    clear_row(c, 2)
+    assert (c[2] == 0).all() and (c[[0, 1, 3]] == 1).all()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_ptx_assembles(arch, ptxas):
+    for kernel, args in ((fill_all, (np.zeros((3, 50), np.float32),)),
+                         (fill_blocks, (np.zeros((70, 45), np.float32),)),
+                         (clear_row, (np.zeros((4, 40), np.float16), 1))):
+        ptx = kernel.compile(*args, target="cuda", arch=arch).ptx
+        assert "st.global" in ptx
+        ptxas(ptx, arch)
+
+
+def test_a_region_of_unknown_extent_is_refused_alike():
+    c = np.ones((4, 40), np.float16)
+    with pytest.raises(tilejit.CompileError, match="extent is unknown"):   # the GPU's check
+        clear_open_row(c, 1)
+    with pytest.raises(tilejit.CompileError, match="extent is unknown"):
+        clear_open_row.compile(c, 1, target="cuda", arch="sm_80")
+
+
+def test_a_shared_region_is_still_refused():
+    @tilejit.kernel
+    def bad(A):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((32, 32), T.float32)
+            T.fill(S[0:16, :], 1.0)
+            T.copy(S, A[0, 0])
+    with pytest.raises(tilejit.CompileError, match="whole tile"):
+        bad.compile(np.zeros((32, 32), np.float32), target="cuda", arch="sm_80")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_on_the_gpu(dtype):
+    a = torch.zeros(3, 50, device="cuda", dtype=dtype)
+    fill_all(a, value=float("inf"))
+    b = torch.full((70, 45), -1.0, device="cuda", dtype=dtype)
+    fill_blocks(b)
+    c = torch.ones(4, 40, device="cuda", dtype=dtype)
+    clear_row(c, 2)
+    torch.cuda.synchronize()
+    assert torch.isinf(a).all()
+    b_sim = torch.zeros(70, 45, dtype=dtype)
+    _sim(fill_blocks, b_sim)
+    assert torch.equal(b.cpu(), b_sim)
+    assert (c[2] == 0).all() and (c[[0, 1, 3]] == 1).all()
