@@ -52,8 +52,8 @@ LANGUAGE_DIFFERENCES = {
     "alloc_barrier": "simulated only (the GPU path refuses the explicit mbarrier forms)",
     "mbarrier_arrive": "simulated only", "mbarrier_wait_parity": "simulated only",
     "tma_copy": "simulated only", "ws": "simulated only", "WarpSpecialize": "simulated only",
-    "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors (scalar parameters "
-                 "are not supported yet)",
+    "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors or scalars (`n: "
+                 "T.int32`, passed at each call); no `T.ptr` or handle parameters",
     "macro": "a `T.Kernel` inside a macro is not supported",
     "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
@@ -78,7 +78,9 @@ TILELANG_DIFFERENCES = {
     "PassConfigKey": "the keys tilejit reads (fast math, dump IR) act; the others are "
                      "accepted with a warning",
     "carver": "`carver.arch.driver.get_num_sms()` only",
-    "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`",
+    "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, and the "
+               "decorators `requires_cuda`, `requires_cuda_compute_version[_ge/_gt/_eq/_lt/_le]`, "
+               "`requires_package`, `requires_llvm` (AMD and Metal ones skip)",
     "utils": "the tensor helpers (`TensorSupplyType`, `get_tensor_supply`, "
              "`torch_assert_close`)",
     "dtypes": "tilejit's dtypes module",
