@@ -35,6 +35,9 @@ from tilejit.language.threads import (get_block_binding, get_block_bindings, get
                                       get_thread_extents, thread_binding)
 from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
                                          reduce_min, reduce_sum)
+from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand,
+                                   warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
+                                   warp_reduce_sum)
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local,
                                     alloc_shared, alloc_var, annotate_layout, clear, copy, fill,
                                     gemm, use_swizzle)
@@ -53,6 +56,8 @@ __all__ = [
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
+    "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",

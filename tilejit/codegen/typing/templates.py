@@ -395,3 +395,47 @@ class DeviceAssertTemplate(AbstractTemplate):
             raise errors.TypingError("T.device_assert(cond, msg='') takes a condition and a "
                                      "message")
         return signature(types.none, types.boolean, *_message(args, "T.device_assert"))
+
+
+# -- warp primitives (language/warp.py) -------------------------------------------------
+
+def _warp_value(ty, what, integers_only=False):
+    """The type a warp primitive's value travels as (a literal as its plain type)."""
+    ty = types.unliteral(ty)
+    if isinstance(ty, WeakFloat):
+        ty = types.float32
+    ok = isinstance(ty, types.Integer) if integers_only else isinstance(
+        ty, (types.Integer, types.Float, BFloat16))
+    if not ok:
+        kind = "an integer" if integers_only else "a number"
+        raise errors.TypingError(f"T.{what}: expected {kind} value, got {ty}")
+    return ty
+
+
+class _WarpReduce(AbstractTemplate):
+    def generic(self, args, kws):
+        what = self.key.__name__
+        if len(args) != 1 or kws:
+            raise errors.TypingError(f"T.{what}(value) takes one value")
+        ty = _warp_value(args[0], what, integers_only=what.endswith(("bitand", "bitor")))
+        return signature(ty, ty)
+
+
+class _WarpShuffle(AbstractTemplate):
+    def generic(self, args, kws):
+        what = self.key.__name__
+        if kws or not 2 <= len(args) <= 4:
+            raise errors.TypingError(f"T.{what}(value, lane, width=32, mask=0xFFFFFFFF) takes "
+                                     f"2 to 4 positional arguments")
+        ty = _warp_value(args[0], what)
+        for a in args[1:]:
+            if not isinstance(a, types.Integer):
+                raise errors.TypingError(f"T.{what}: lane, width and mask are integers, got {a}")
+        return signature(ty, ty, *[types.int64] * (len(args) - 1))
+
+
+for _fn in (T.warp_reduce_sum, T.warp_reduce_max, T.warp_reduce_min, T.warp_reduce_bitand,
+            T.warp_reduce_bitor):
+    infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpReduce,), {}))
+for _fn in (T.shfl_xor, T.shfl_down, T.shfl_up, T.shfl_sync):
+    infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpShuffle,), {}))

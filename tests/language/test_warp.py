@@ -1,0 +1,97 @@
+"""Warp primitives (``T.warp_reduce_*``, ``T.shfl_*``) in per-thread code: in the
+simulator against numpy, in the PTX (``shfl.sync``, assembled by ptxas) and, with
+``-m gpu``, on the device against the simulator (the butterfly order makes float sums
+agree bit for bit)."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.sim.threads import ThreadCodeError
+
+
+@tilejit.kernel
+def warp_ops(X, S, M, B, XOR, DOWN, UP, BC):
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        x = X[tx]
+        S[tx] = T.warp_reduce_sum(x)
+        M[tx] = T.warp_reduce_max(x)
+        B[tx] = T.warp_reduce_bitor(T.cast(x, T.int32) & 7)
+        XOR[tx] = T.shfl_xor(x, 5)
+        DOWN[tx] = T.shfl_down(x, 3, 8)
+        UP[tx] = T.shfl_up(x, 2)
+        BC[tx] = T.shfl_sync(x, tx // 32 + 1)
+
+
+def _expected(x):
+    w = x.reshape(4, 32)
+    lane = np.arange(128)
+    seg8 = lane % 8
+    return dict(
+        S=np.repeat(w.sum(1, dtype=np.float64), 32),
+        M=np.repeat(w.max(1), 32),
+        B=np.repeat(np.bitwise_or.reduce(w.astype(np.int32) & 7, axis=1), 32),
+        XOR=x[(lane // 32) * 32 + ((lane % 32) ^ 5)],
+        DOWN=x[np.where(seg8 + 3 < 8, lane + 3, lane)],
+        UP=x[np.where(lane % 32 >= 2, lane - 2, lane)],
+        BC=x[(lane // 32) * 32 + (lane // 32 + 1)])
+
+
+def _outputs(like):
+    return {k: np.zeros(128, np.int32 if k == "B" else np.float32) for k in
+            ("S", "M", "B", "XOR", "DOWN", "UP", "BC")}
+
+
+def test_in_the_simulator():
+    x = (np.arange(128, dtype=np.float32) * 0.37) % 11
+    out = _outputs(x)
+    warp_ops(x, *out.values())
+    for k, v in _expected(x).items():
+        np.testing.assert_allclose(out[k], v, rtol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_ptx_uses_shfl_sync(arch, ptxas):
+    x = np.zeros(128, np.float32)
+    ptx = warp_ops.compile(x, *_outputs(x).values(), target="cuda", arch=arch).ptx
+    for kind in ("bfly", "down", "up", "idx"):
+        assert f"shfl.sync.{kind}.b32" in ptx, kind
+    ptxas(ptx, arch)
+
+
+@tilejit.kernel
+def half_warp(X, Y):
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding()
+        if tx % 2 == 0:
+            Y[tx] = T.warp_reduce_sum(X[tx])
+
+
+def test_a_shuffle_some_lanes_skip_is_reported():
+    with pytest.raises(ThreadCodeError, match="every lane of the warp"):
+        half_warp(np.ones(64, np.float32), np.zeros(64, np.float32))
+
+
+def test_bit_reductions_take_integers():
+    @tilejit.kernel
+    def bad(X, Y):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            Y[tx] = T.warp_reduce_bitand(X[tx])
+    with pytest.raises(tilejit.CompileError, match="integer"):
+        bad(np.ones(32, np.float32), np.zeros(32, np.float32))
+
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    x = torch.rand(128, device="cuda") * 10
+    out = {k: torch.zeros(128, device="cuda", dtype=torch.int32 if k == "B" else torch.float32)
+           for k in ("S", "M", "B", "XOR", "DOWN", "UP", "BC")}
+    warp_ops(x, *out.values())
+    torch.cuda.synchronize()
+    sim = _outputs(None)
+    tilejit.kernel(warp_ops.func, target="sim")(x.cpu().numpy(), *sim.values())
+    for k in out:
+        np.testing.assert_array_equal(out[k].cpu().numpy(), sim[k], err_msg=k)
