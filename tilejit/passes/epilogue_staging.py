@@ -14,7 +14,7 @@ so the consumers hand the tile to TMA and go on (to the next tile of a persisten
 kernel) while it drains. A copy qualifies when the region is one TMA can store (the
 tile's shape, a tensor parameter that is 16-byte aligned with a contiguous last
 dimension and a dtype TMA moves: ``tma.box_plan``), nothing else in the kernel touches
-that tensor (``tma_store._other_uses``), the kernel has no ``return``, and the placement
+that tensor (``tma_store.other_uses``), the kernel has no ``return``, and the placement
 of every shared tile with the new one (``shared_memory.place``) fits the target. A
 non-persistent kernel's staging tile takes the bytes of the pipeline's stages, dead
 after the loop; a persistent kernel needs its own. Everything else keeps the direct
@@ -32,7 +32,7 @@ from tilejit.ir.plan import FRAGMENT, SHARED, Tile
 from tilejit.layouts import make_swizzled_layout
 from tilejit.passes.shared_memory import place
 from tilejit.passes.tma import box_plan
-from tilejit.passes.tma_store import _other_uses
+from tilejit.passes.tma_store import other_uses
 
 
 def _sites(fdef, ctx, accumulators):
@@ -81,7 +81,7 @@ def stage_epilogues(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                     layout_reason=f"stages the accumulator {frag!r} for a TMA store (the "
                                   f"T.copy at line {stmt.lineno})")
         found = box_plan(ctx, region, tile, {})
-        if found is None or _other_uses(fdef, found[0], [(None, None, region)]):
+        if found is None or other_uses(fdef, found[0], [(None, None, region)]):
             continue
         tile.align = max(tile.align, found[2][3])
         call = stmt.value

@@ -28,7 +28,7 @@ reads: ``layout_inference._store_staging_tiles``).
 A copy qualifies as a TMA load's does (``tma.box_plan``: a 16-byte aligned tensor
 parameter with a contiguous last dimension, the copy's two ranged dimensions the tile's,
 the tile in a layout TMA reads), when the tile is whole (not a pipeline's stage), the
-kernel has no ``return`` (the drain must run) and nothing else in the kernel reads or
+kernel has no ``return`` (the final wait must run) and nothing else in the kernel reads or
 writes that tensor (its element accesses would need the stores complete and a global
 proxy fence). ``CompileOptions.tma`` (``TILEJIT_TMA=0``) turns this off with the loads.
 """
@@ -62,7 +62,7 @@ def _store_sites(fdef, ctx):
     return sites
 
 
-def _other_uses(fdef, tensor, sites) -> bool:
+def other_uses(fdef, tensor, sites) -> bool:
     """Whether ``tensor`` is used other than by the stores in ``sites`` and through its
     attributes (``C.shape``)."""
     allowed = {id(site[2].args[0]) for site in sites}
@@ -88,7 +88,7 @@ def use_tma_stores(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if found is None:
             continue
         tensor = found[0]
-        if _other_uses(fdef, tensor, [s for s in sites if s[2].args[0].id == tensor]):
+        if other_uses(fdef, tensor, [s for s in sites if s[2].args[0].id == tensor]):
             continue
         planned.append((stmt, tile, region, found))
     if not planned:
