@@ -27,7 +27,9 @@ LANGUAGE_DIFFERENCES = {
                 "(operands rounded to nearest)",
     "Var": "the class of tilejit's shape symbols (`isinstance(M, T.Var)` for `T.const` and "
            "`T.dynamic` symbols); `T.Var(name, dtype)` makes a run-time extent, as "
-           "`T.dynamic`; no TIR expression arithmetic on symbols",
+           "`T.dynamic`; in a `T.prim_func`'s annotations an extent may be linear in one "
+           "symbol (`n * 4`, `n + 1`: the tensor's size gives `n`); no other arithmetic on "
+           "symbols",
     "Kernel": "`threads` a multiple of 32 in [32, 1024] (TileLang pads other counts); at "
               "least one grid extent; no cluster dimensions",
     "get_thread_binding": "in a kernel's `with T.Kernel` body (not in a `@T.macro`); "

@@ -28,6 +28,74 @@ class Symbol:
     def __repr__(self):
         return f"T.{'dynamic' if self.dynamic else 'const'}({self.name!r})"
 
+    # ``n * 4``, ``n + 1``, ``3 * n - 2`` in a ``T.prim_func``'s annotations: a linear
+    # extent (``LinearExtent``) whose size gives ``n``
+    def __mul__(self, k):
+        return LinearExtent(self, 1, 0) * k
+
+    __rmul__ = __mul__
+
+    def __add__(self, k):
+        return LinearExtent(self, 1, 0) + k
+
+    __radd__ = __add__
+
+    def __sub__(self, k):
+        return LinearExtent(self, 1, 0) - k
+
+
+class LinearExtent:
+    """``a * n + b`` of a symbol ``n`` and integers ``a > 0``, ``b``: an extent of a
+    ``T.prim_func`` annotation (``T.Tensor((n * 4,), ...)``). A tensor's size ``s`` there
+    gives ``n = (s - b) / a``, which must be a whole number not below 0."""
+
+    def __init__(self, symbol: Symbol, a: int, b: int):
+        self.symbol, self.a, self.b = symbol, a, b
+
+    @property
+    def name(self):
+        return self.symbol.name
+
+    @property
+    def dynamic(self):
+        return self.symbol.dynamic
+
+    def _int(self, k, op):
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"a symbolic extent takes integers: {self!r} {op} {k!r} (only "
+                            f"a * n + b of one symbol is supported)")
+        return k
+
+    def __mul__(self, k):
+        k = self._int(k, "*")
+        if k <= 0:
+            raise TypeError(f"a symbolic extent's factor must be positive, got {k}")
+        return LinearExtent(self.symbol, self.a * k, self.b * k)
+
+    __rmul__ = __mul__
+
+    def __add__(self, k):
+        return LinearExtent(self.symbol, self.a, self.b + self._int(k, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, k):
+        return LinearExtent(self.symbol, self.a, self.b - self._int(k, "-"))
+
+    def value(self, n: int) -> int:
+        """The extent for symbol value ``n``."""
+        return self.a * n + self.b
+
+    def solve(self, size: int):
+        """The symbol's value for an extent of ``size``, or None when there is none."""
+        n, rest = divmod(size - self.b, self.a)
+        return n if rest == 0 and n >= 0 else None
+
+    def __repr__(self):
+        sign = "+" if self.b >= 0 else "-"
+        return (f"{self.a} * {self.symbol.name}" if self.a != 1 else self.symbol.name) + (
+            f" {sign} {abs(self.b)}" if self.b else "")
+
 
 def const(names: str):
     """``M = T.const("M")`` or ``M, N = T.const("M, N")``."""

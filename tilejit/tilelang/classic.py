@@ -20,18 +20,25 @@ from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocating_like, allocate_output
 from tilejit.runtime.kernel import KernelFunction, default_arch
 from tilejit.tilelang.jit import pass_config_options
-from tilejit.language.tilelang_names import PrimFunc, Symbol
+from tilejit.language.tilelang_names import LinearExtent, PrimFunc, Symbol
+
+SYMBOLIC = (Symbol, LinearExtent)
 
 
 def _bind_symbols(pf: PrimFunc, order):
     """(the prim_func's source with ``n = A.shape[0]`` for each symbol its body uses,
-    {symbol: (parameter, dimension)}); the source is None when the body uses none."""
+    {symbol: (parameter, dimension, a, b)}: the symbol is ``(shape[dim] - b) // a``, from
+    a plain extent where one has it, else from a linear one, ``a * n + b``); the source
+    is None when the body uses none."""
     found = function_def_from_file(pf.func)
     dims: dict = {}
-    for name in order:
-        for dim, extent in enumerate(pf.annotations[name].shape):
-            if isinstance(extent, Symbol):
-                dims.setdefault(extent, (name, dim))
+    for linear in (False, True):
+        for name in order:
+            for dim, extent in enumerate(pf.annotations[name].shape):
+                if isinstance(extent, Symbol) and not linear:
+                    dims.setdefault(extent, (name, dim, 1, 0))
+                elif isinstance(extent, LinearExtent) and linear:
+                    dims.setdefault(extent.symbol, (name, dim, extent.a, extent.b))
     if found is None:
         return None, dims
     filename, fdef = found
@@ -50,9 +57,12 @@ def _bind_symbols(pf: PrimFunc, order):
             raise CompileError(f"@T.prim_func {pf.__name__}: symbol {name} ({symbol!r}) is "
                                "used in the body but is not an extent of any parameter's "
                                "annotation", filename, line)
-        param, dim = dims[symbol]
+        param, dim, a, b = dims[symbol]
         read = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape", ast.Load()),
                              ast.Constant(dim), ast.Load())
+        if (a, b) != (1, 0):
+            read = ast.BinOp(ast.BinOp(read, ast.Sub(), ast.Constant(b)), ast.FloorDiv(),
+                             ast.Constant(a))
         bindings.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], read),
                                           fdef))
     fdef.body = bindings + fdef.body
@@ -95,7 +105,7 @@ class CompiledPrimFunc:
             if not any(getattr(e, "dynamic", False)
                        for e in getattr(pf.annotations.get(p), "shape", ())))
         for symbol, entry in self._symbol_dims.items():
-            if symbol.dynamic and entry in self.kernel.shape_entries:
+            if symbol.dynamic and entry[:2] in self.kernel.shape_entries:
                 raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "
                                    f"{symbol.name} is used where a compile-time extent is "
                                    "needed (a T.Parallel or tile extent); use a constant",
@@ -122,11 +132,17 @@ class CompiledPrimFunc:
             raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
                             f"{arg.dtype.name}")
         for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
-            if isinstance(want, Symbol):
-                first = sizes.setdefault(want.name, (name, have))
-                if first[1] != have:
+            if isinstance(want, SYMBOLIC):
+                value = have if isinstance(want, Symbol) else want.solve(have)
+                if value is None:
+                    raise ValueError(f"argument {name!r}: shape[{dim}] is {have}, which no "
+                                     f"{want.name} makes {want!r}")
+                first = sizes.setdefault(want.name, (name, value))
+                if first[1] != value:
+                    said = (f"is {have}" if isinstance(want, Symbol)
+                            else f"= {have} makes it {value}")
                     raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
-                                     f"{name}.shape[{dim}] is {have}")
+                                     f"{name}.shape[{dim}] {said}")
             elif int(want) != have:
                 raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
         return arg
@@ -149,14 +165,13 @@ class CompiledPrimFunc:
                     if i in self.out_idx:
                         ann = self.prim.annotations[name]
                         unsized = [d.name for d in ann.shape
-                                   if isinstance(d, Symbol) and d.name not in sizes]
+                                   if isinstance(d, SYMBOLIC) and d.name not in sizes]
                         if unsized:
                             raise ValueError(
                                 f"output {name!r} (out_idx): symbol(s) {', '.join(unsized)} "
                                 "are not extents of any input, so its shape is unknown; "
                                 f"call with all {len(params)} tensors")
-                        shape = [sizes[d.name][1] if isinstance(d, Symbol) else int(d)
-                                 for d in ann.shape]
+                        shape = [_extent(d, sizes) for d in ann.shape]
                         out = allocate_output(shape, ann.dtype)
                         values.append(out)
                         outputs.append(out)
@@ -194,14 +209,22 @@ class CompiledPrimFunc:
             if getattr(ann, "scalar", False):     # any value of its kind: a run-time scalar
                 specs.append(1.0 if ann.dtype.is_float else 1)
                 continue
-            unsized = [d.name for d in ann.shape if isinstance(d, Symbol) and d.name not in sizes]
+            unsized = [d.name for d in ann.shape if isinstance(d, SYMBOLIC) and d.name not in sizes]
             if unsized:
                 raise TypeError(f"get_kernel_source(): {name} has symbolic extent(s) "
                                 f"{', '.join(unsized)}; give example tensors "
                                 "(get_kernel_source(tensors=[...])) or call the kernel")
-            specs.append(TensorSpec(tuple(sizes[d.name][1] if isinstance(d, Symbol) else int(d)
-                                          for d in ann.shape), ann.dtype))
+            specs.append(TensorSpec(tuple(_extent(d, sizes) for d in ann.shape), ann.dtype))
         return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
+
+
+def _extent(d, sizes) -> int:
+    """An annotation's extent, its symbols' values in ``sizes`` ({name: (from, value)})."""
+    if isinstance(d, Symbol):
+        return sizes[d.name][1]
+    if isinstance(d, LinearExtent):
+        return d.value(sizes[d.name][1])
+    return int(d)
 
 
 def _check_scalar(name, value, dtype):

@@ -7,7 +7,7 @@ CUDA machine, in the simulator otherwise), compares it with a reference program
 as TileLang fills them (``TensorSupplyType``, ``utils.py``)."""
 from __future__ import annotations
 
-from tilejit.language.tilelang_names import Symbol
+from tilejit.language.tilelang_names import LinearExtent, Symbol
 from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import do_bench
 
@@ -29,7 +29,7 @@ class Profiler:
         self.shapes = {}
         for name in self.inputs:
             ann = prim.annotations[name]
-            unsized = [d.name for d in ann.shape if isinstance(d, Symbol)]
+            unsized = [d.name for d in ann.shape if isinstance(d, (Symbol, LinearExtent))]
             self.shapes[name] = None if unsized else tuple(int(d) for d in ann.shape)
 
     def _device(self) -> str:
