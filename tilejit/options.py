@@ -13,7 +13,9 @@ the explicit values a kernel was given and, for what was not given, the environm
 The disk cache's key is ``CompileOptions.key()``: every field that changes the code, so
 an option added here cannot be forgotten in the key. The run-time settings read here
 too: ``TILEJIT_TARGET`` (``sim`` forces the simulator), ``TILEJIT_DISABLE_CACHE`` and
-``TILEJIT_CACHE_DIR`` (runtime/disk_cache.py). Imports nothing from tilejit.
+``TILEJIT_CACHE_DIR`` (runtime/disk_cache.py); ``disable_cache()`` / ``enable_cache()``
+(TileLang's ``tilelang.disable_cache()``) make that choice for the process, as a value.
+Imports nothing from tilejit.
 """
 from __future__ import annotations
 
@@ -83,11 +85,35 @@ def target_override() -> str | None:
     return value
 
 
+# TileLang's ``tilelang.disable_cache()`` / ``enable_cache()``: a process-wide choice
+# that, once made, wins over TILEJIT_DISABLE_CACHE (None: the environment decides)
+_cache_choice: list = [None]
+
+
+def disable_cache() -> None:
+    """Compile without the disk cache in this process (``tilelang.disable_cache()``)."""
+    _cache_choice[0] = False
+
+
+def enable_cache() -> None:
+    """Use the disk cache in this process, whatever ``TILEJIT_DISABLE_CACHE`` says."""
+    _cache_choice[0] = True
+
+
+def is_cache_enabled() -> bool:
+    """Whether compilations read and write the disk cache."""
+    return cache_root() is not None
+
+
 def cache_root() -> str | None:
-    """The disk cache's root: None when ``TILEJIT_DISABLE_CACHE`` is set (other than "",
-    "0", "false", "no", "off"), else ``TILEJIT_CACHE_DIR`` or ``~/.cache/tilejit``."""
+    """The disk cache's root: None after ``disable_cache()``, or when
+    ``TILEJIT_DISABLE_CACHE`` is set (other than "", "0", "false", "no", "off") and
+    ``enable_cache()`` was not called; else ``TILEJIT_CACHE_DIR`` or
+    ``~/.cache/tilejit``."""
+    if _cache_choice[0] is False:
+        return None
     disabled = os.environ.get("TILEJIT_DISABLE_CACHE", "").strip().lower()
-    if disabled not in _FALSE:
+    if disabled not in _FALSE and _cache_choice[0] is not True:
         return None
     root = os.environ.get("TILEJIT_CACHE_DIR")
     if root:

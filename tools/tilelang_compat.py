@@ -90,7 +90,8 @@ TILELANG_DIFFERENCES = {
 }
 TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
-                      "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math"]
+                      "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
+                      "disable_cache", "enable_cache", "is_cache_enabled"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -118,3 +118,18 @@ def test_macro_in_simulation_and_inlined_in_ptx():
     np.testing.assert_array_equal(y, x * 3 + 1)
     ptx = uses_macro.compile(x, y, 3.0, target="cuda", arch="sm_90").ptx
     assert "call" not in ptx.split(".entry")[1]
+
+
+def test_tilelangs_cache_switches_win_over_the_environment(monkeypatch):
+    """``tilelang.disable_cache()`` / ``enable_cache()`` (TileLang's spelling): a choice
+    for the process that wins over TILEJIT_DISABLE_CACHE."""
+    import tilejit
+    from tilejit import options
+    monkeypatch.setattr(options, "_cache_choice", [None])
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    assert not tilejit.is_cache_enabled()
+    tilejit.enable_cache()
+    assert tilejit.is_cache_enabled() and options.cache_root() is not None
+    monkeypatch.delenv("TILEJIT_DISABLE_CACHE")
+    tilejit.disable_cache()
+    assert not tilejit.is_cache_enabled() and options.cache_root() is None
