@@ -25,14 +25,12 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit import language as T
-from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import REGION, TILE
+from tilejit.ir.markers import TILE
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile
 from tilejit.layouts import make_swizzled_layout
 from tilejit.passes.shared_memory import place
 from tilejit.passes.tma import box_plan
-from tilejit.passes.tma_store import other_uses
+from tilejit.passes.tma_store import copy_to_tensor, other_uses
 
 
 def _sites(fdef, ctx, accumulators):
@@ -42,18 +40,10 @@ def _sites(fdef, ctx, accumulators):
     for node in ast.walk(fdef):
         for field in ("body", "orelse"):
             stmts = getattr(node, field, None)
-            if not isinstance(stmts, list):
-                continue
-            for st in stmts:
-                if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
-                        and len(st.value.args) == 2
-                        and resolve_static(st.value.func, ctx.namespace) is T.copy):
-                    continue
-                src, dst = st.value.args
-                if (isinstance(src, ast.Name) and src.id in accumulators
-                        and isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
-                        and dst.func.id == REGION and isinstance(dst.args[0], ast.Name)):
-                    found.append((stmts, st, src.id, dst))
+            for st in stmts if isinstance(stmts, list) else ():
+                copy_site = copy_to_tensor(st.value, ctx) if isinstance(st, ast.Expr) else None
+                if copy_site is not None and copy_site[0] in accumulators:
+                    found.append((stmts, st, *copy_site))
     return found
 
 

@@ -36,11 +36,12 @@ from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, dig
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
-                                FRAG_VALID, REGION, TILE)
+                                FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.static_eval import NotStatic, StaticEval
+from tilejit.passes.tma_store import copy_to_tensor
 
 SLOT = "__tj_s"
 
@@ -491,21 +492,17 @@ def _store_staging_tiles(ctx, fdef):
     for node in ast.walk(fdef):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == TILE:
             seen.update(id(n) for n in ast.walk(node))
-        if not (isinstance(node, ast.Call) and len(node.args) == 2
-                and resolve_static(node.func, ctx.namespace) is T.copy):
-            continue
-        src, dst = node.args
-        if isinstance(dst, ast.Name) and isinstance(src, ast.Name) and dst.id in tiles and \
-                tiles[dst.id].kind == SHARED and tiles.get(src.id, None) is not None and \
-                tiles[src.id].kind == FRAGMENT:
-            uses.setdefault(dst.id, set()).add("written")
-            seen.add(id(dst))
-        elif (isinstance(src, ast.Name) and src.id in tiles and tiles[src.id].kind == SHARED
-              and isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
-              and dst.func.id == REGION and isinstance(dst.args[0], ast.Name)
-              and dst.args[0].id in ctx.params):
-            uses.setdefault(src.id, set()).add("stored")
-            seen.add(id(src))
+        stored = copy_to_tensor(node, ctx)
+        if stored is not None and tiles[stored[0]].kind == SHARED:
+            uses.setdefault(stored[0], set()).add("stored")
+            seen.add(id(node.args[0]))
+        elif (isinstance(node, ast.Call) and len(node.args) == 2
+              and resolve_static(node.func, ctx.namespace) is T.copy
+              and all(isinstance(a, ast.Name) and a.id in tiles for a in node.args)
+              and tiles[node.args[0].id].kind == FRAGMENT
+              and tiles[node.args[1].id].kind == SHARED):
+            uses.setdefault(node.args[1].id, set()).add("written")
+            seen.add(id(node.args[1]))
     for node in ast.walk(fdef):
         if (isinstance(node, ast.Name) and node.id in uses and id(node) not in seen
                 and isinstance(node.ctx, ast.Load)):

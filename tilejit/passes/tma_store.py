@@ -43,22 +43,32 @@ from tilejit.ir.plan import SHARED
 from tilejit.passes.tma import MAP_PREFIX, TmaCopy, box_plan
 
 
+def copy_to_tensor(node, ctx):
+    """(the source tile's name, the region call) when ``node`` is ``T.copy(tile, region of a
+    tensor parameter)``, else None (``tma_store.py``, ``epilogue_staging.py`` and the layout
+    pass's staging tiles look for these copies)."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 2
+            and resolve_static(node.func, ctx.namespace) is T.copy):
+        return None
+    src, dst = node.args
+    if (isinstance(src, ast.Name) and src.id in ctx.plan.tiles
+            and isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
+            and dst.func.id == REGION and isinstance(dst.args[0], ast.Name)
+            and dst.args[0].id in ctx.params):
+        return src.id, dst
+    return None
+
+
 def _store_sites(fdef, ctx):
     """(statement, tile name, region call) of each ``T.copy(shared tile, tensor region)``."""
     sites = []
     for node in ast.walk(fdef):
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        found = copy_to_tensor(node.value, ctx) if isinstance(node, ast.Expr) else None
+        if found is None:
             continue
-        call = node.value
-        if resolve_static(call.func, ctx.namespace) is not T.copy or len(call.args) != 2:
-            continue
-        src, dst = call.args
-        tile = ctx.plan.tiles.get(src.id) if isinstance(src, ast.Name) else None
-        if (tile is None or tile.kind != SHARED or tile.stages > 1
-                or not (isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
-                        and dst.func.id == REGION and isinstance(dst.args[0], ast.Name))):
-            continue
-        sites.append((node, src.id, dst))
+        tile = ctx.plan.tiles[found[0]]
+        if tile.kind == SHARED and tile.stages <= 1:
+            sites.append((node, *found))
     return sites
 
 

@@ -748,11 +748,7 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
             coords = unflatten(builder, builder.trunc(flat, I32), wide)
             store_element(context, builder, side, _dims(side, coords), v)
         else:                                   # i64 coordinates inside the tensor
-            coords, rest = [], flat
-            for n in reversed(shape[1:]):
-                coords.append(builder.urem(rest, n))
-                rest = builder.udiv(rest, n)
-            coords = list(reversed(coords + [rest]))
+            coords = unflatten(builder, flat, shape)
             context.pack_value(builder, side.element, v,
                                _global_pointer(builder, side, coords),
                                align=side.dtype.itemsize)

@@ -115,20 +115,29 @@ def _lane_exchange(builder, offset):
 
 
 def _shfl_xor(builder, v, offset):
-    exchange = _lane_exchange(builder, offset)
-    bits = 64 if isinstance(v.type, ir.DoubleType) or (
-        isinstance(v.type, ir.IntType) and v.type.width == 64) else 32
-    if bits == 32:
-        x = builder.bitcast(v, I32) if not isinstance(v.type, ir.IntType) else v
+    return exchange_value(builder, v, _lane_exchange(builder, offset))
+
+
+def exchange_value(builder, v, exchange):
+    """``v`` of another lane, given ``exchange`` (an i32 of this lane → that lane's): a
+    32-bit value as one i32, a 64-bit one as two, a 16-bit one zero-extended (also the
+    warp primitives' shuffles: ``warp.py``)."""
+    ty = v.type
+    bits = ty.width if isinstance(ty, ir.IntType) else {
+        ir.HalfType: 16, ir.DoubleType: 64}.get(type(ty), 32)
+    as_int = ir.IntType(bits)
+    x = v if isinstance(ty, ir.IntType) else builder.bitcast(v, as_int)
+    if bits == 64:
+        lo = builder.trunc(x, I32)
+        hi = builder.trunc(builder.lshr(x, as_int(32)), I32)
+        lo, hi = exchange(lo), exchange(hi)
+        y = builder.or_(builder.zext(lo, as_int), builder.shl(builder.zext(hi, as_int),
+                                                              as_int(32)))
+    elif bits < 32:
+        y = builder.trunc(exchange(builder.zext(x, I32)), as_int)
+    else:
         y = exchange(x)
-        return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
-    i64 = ir.IntType(64)
-    x = builder.bitcast(v, i64) if not isinstance(v.type, ir.IntType) else v
-    lo = builder.trunc(x, I32)
-    hi = builder.trunc(builder.lshr(x, i64(32)), I32)
-    lo, hi = exchange(lo), exchange(hi)
-    y = builder.or_(builder.zext(lo, i64), builder.shl(builder.zext(hi, i64), i64(32)))
-    return builder.bitcast(y, v.type) if not isinstance(v.type, ir.IntType) else y
+    return y if isinstance(ty, ir.IntType) else builder.bitcast(y, ty)
 
 
 def _load_value(context, builder, ty, ptr, ctype):

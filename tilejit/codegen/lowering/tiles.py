@@ -137,13 +137,15 @@ def block_barrier(builder):
 
 
 def unflatten(builder, flat, extents):
-    """Row-major coordinates (i32) of a flat index over ``extents``."""
+    """Row-major coordinates of a flat index over ``extents`` (ints or values of the
+    flat index's type, i32 or i64)."""
     if not extents:
         return []
     coords, rest = [], flat
     for n in reversed(extents[1:]):
-        coords.append(builder.urem(rest, I32(n)))
-        rest = builder.udiv(rest, I32(n))
+        n = n if isinstance(n, ir.Value) else flat.type(n)
+        coords.append(builder.urem(rest, n))
+        rest = builder.udiv(rest, n)
     coords.append(rest)
     return list(reversed(coords))
 

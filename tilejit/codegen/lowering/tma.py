@@ -74,6 +74,15 @@ def tma_fence_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+def _boxes(builder, copy, starts):
+    """(byte offset in the tile, the box's coordinates innermost first) of each box of a
+    TMA copy whose tensor region starts at ``starts`` (outermost first, i64)."""
+    coords = [builder.trunc(s, I32) for s in reversed(starts)]
+    for offset, delta in copy.boxes:
+        inner = builder.add(coords[0], I32(delta)) if delta else coords[0]
+        yield offset, [inner, *coords[1:]]
+
+
 @lower(markers.stub(markers.TMA_LOAD), types.Any, TileType, types.int32, TensorMapType,
        types.StringLiteral, target="cuda")
 def tma_load_impl(context, builder, sig, args):
@@ -87,17 +96,15 @@ def tma_load_impl(context, builder, sig, args):
     with builder.if_then(_issuer(context, builder)):
         _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
              [bar, I32(copy.nbytes)])
-        coords = [builder.trunc(s, I32) for s in reversed(src.starts)]
         destination = _shared_address(builder, dst.value)
         rank = copy.rank
         places = ", ".join(f"${2 + d}" for d in range(rank))
         text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
                 f"mbarrier::complete_tx::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
         constraints = "r,l," + ",".join(["r"] * rank) + ",r"
-        for offset, delta in copy.boxes:
-            inner = builder.add(coords[0], I32(delta)) if delta else coords[0]
+        for offset, coords in _boxes(builder, copy, src.starts):
             _asm(builder, text, constraints,
-                 [builder.add(destination, I32(offset)), tensor_map, inner, *coords[1:], bar])
+                 [builder.add(destination, I32(offset)), tensor_map, *coords, bar])
     return context.get_dummy_value()
 
 
@@ -117,8 +124,6 @@ def tma_wait_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-
-
 @lower(markers.stub(markers.TMA_STORE), TileType, types.Any, TensorMapType,
        types.StringLiteral, target="cuda")
 def tma_store_impl(context, builder, sig, args):
@@ -130,17 +135,15 @@ def tma_store_impl(context, builder, sig, args):
     copy = plan().tma_copies[sig.args[3].literal_value]
     tensor_map = builder.ptrtoint(args[2], I64)
     with builder.if_then(_thread_zero(context, builder)):
-        coords = [builder.trunc(s, I32) for s in reversed(dst.starts)]
         source = _shared_address(builder, src.value)
         rank = copy.rank
         places = ", ".join(f"${1 + d}" for d in range(rank))
         text = (f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group "
                 f"[$0, {{{places}}}], [${1 + rank}];")
         constraints = "l," + ",".join(["r"] * rank) + ",r"
-        for offset, delta in copy.boxes:
-            inner = builder.add(coords[0], I32(delta)) if delta else coords[0]
+        for offset, coords in _boxes(builder, copy, dst.starts):
             _asm(builder, text, constraints,
-                 [tensor_map, inner, *coords[1:], builder.add(source, I32(offset))])
+                 [tensor_map, *coords, builder.add(source, I32(offset))])
         _asm(builder, "cp.async.bulk.commit_group;", "", [])
     return context.get_dummy_value()
 

@@ -1,5 +1,5 @@
 """Lowering of the warp primitives (``language/warp.py``), NVPTX: ``shfl.sync`` with the
-full mask. A value of 32 bits travels as one i32, 64 bits as two, 16 bits zero-extended;
+full mask, values moved as ``reductions.exchange_value`` moves them;
 the reductions are butterflies (lane ``l`` combines with ``l ^ 16``, ``l ^ 8`` … ``l ^ 1``:
 every lane ends with the warp's result, in the order the simulator reproduces)."""
 from __future__ import annotations
@@ -10,6 +10,7 @@ from numba.core import types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir.kernel_config import current_kernel
+from tilejit.codegen.lowering.reductions import exchange_value
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import _min_max
 from tilejit.codegen.lowering.tiles import intrinsic
@@ -27,23 +28,8 @@ def _nvptx_only(what):
 def _shuffle(builder, kind, v, lane, clamp):
     """``v`` of the lane ``shfl.sync.<kind>`` names (``lane``, ``clamp``: i32)."""
     fn = intrinsic(builder, f"llvm.nvvm.shfl.sync.{kind}.i32", I32, [I32] * 4)
-
-    def one(x):
-        return builder.call(fn, [ir.Constant(I32, FULL), x, lane, clamp])
-    ty = v.type
-    bits = ty.width if isinstance(ty, ir.IntType) else {
-        ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}.get(type(ty), 32)
-    as_int = ir.IntType(bits)
-    x = v if isinstance(ty, ir.IntType) else builder.bitcast(v, as_int)
-    if bits == 64:
-        lo = one(builder.trunc(x, I32))
-        hi = one(builder.trunc(builder.lshr(x, I64(32)), I32))
-        y = builder.or_(builder.zext(lo, I64), builder.shl(builder.zext(hi, I64), I64(32)))
-    elif bits < 32:
-        y = builder.trunc(one(builder.zext(x, I32)), as_int)
-    else:
-        y = one(x)
-    return y if isinstance(ty, ir.IntType) else builder.bitcast(y, ty)
+    return exchange_value(builder, v,
+                          lambda x: builder.call(fn, [ir.Constant(I32, FULL), x, lane, clamp]))
 
 
 def _clamp(builder, kind, width):
