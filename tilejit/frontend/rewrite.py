@@ -204,16 +204,21 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
 
 
 def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
-    fdef = copy.deepcopy(ks.tree)
+    # a shallow copy with its own arguments and the statements before the launch: the
+    # kernel's body (most of the tree) is left out rather than copied
+    fdef = copy.copy(ks.tree)
+    fdef.args = copy.deepcopy(ks.tree.args)
+    fdef.decorator_list = []
     fdef.args.defaults = []
     for a in fdef.args.args:
         a.annotation = None
+    fdef.body = copy.deepcopy(ks.tree.body[:ks.launch_index])
     call = copy.deepcopy(kernel_call(ks))
     keywords = call.keywords + [ast.keyword("outputs", ast.Tuple(
         [ast.Name(name, ast.Load()) for name in outputs], ast.Load()))]
     ret = ast.Return(ast.Call(ast.Name(LAUNCH_CONFIG, ast.Load()), call.args, keywords))
     # at the `T.Kernel(...)` call's own line (the `with` statement spans its block)
-    fdef.body = fdef.body[:ks.launch_index] + [_located(ret, kernel_call(ks))]
+    fdef.body = fdef.body + [_located(ret, kernel_call(ks))]
     fdef.name = f"{ks.tree.name}__host"
     return fdef
 

@@ -6,7 +6,6 @@ and the compiler's versions."""
 from __future__ import annotations
 
 import functools
-import glob
 import importlib.util
 import os
 import warnings
@@ -21,35 +20,40 @@ _STORE = DiskCache("kernels")
 
 @functools.lru_cache(maxsize=None)
 def _versions() -> tuple:
-    """tilejit's, llvmlite's and Numba's versions, read from the installed
-    distributions' metadata directories (importing importlib.metadata, or the packages,
-    would cost a cache hit tens of milliseconds)."""
+    """tilejit's version, llvmlite's and Numba's installed files, and tilejit's sources.
+    A package is identified by the size and modification time of its ``__init__.py`` and
+    ``_version.py`` (a reinstall or an upgrade rewrites them): stats only, where reading
+    the distributions' metadata (a listing of site-packages) cost a cache hit 5-12 ms,
+    and importing the packages, or importlib.metadata, tens of milliseconds."""
     out = [__version__]
     for package in ("llvmlite", "numba"):
-        found = "unknown"
         spec = importlib.util.find_spec(package)
-        if spec is not None and spec.origin:
-            site = os.path.dirname(os.path.dirname(spec.origin))
-            dists = glob.glob(os.path.join(site, f"{package}-*.dist-info"))
-            if dists:
-                found = os.path.basename(dists[0])[len(package) + 1:-len(".dist-info")]
-        out.append(found)
+        if spec is None or not spec.origin:
+            out.append("absent")
+            continue
+        stats = []
+        for name in ("__init__.py", "_version.py"):
+            try:
+                st = os.stat(os.path.join(os.path.dirname(spec.origin), name))
+            except OSError:
+                continue
+            stats.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        out.append(f"{package}:{','.join(stats)}")
     out.append(_compiler_sources())
     return tuple(out)
 
 
 def _compiler_sources() -> str:
     """The size and modification time of every module of tilejit: an edited compiler
-    (a development checkout) never reuses kernels the old one compiled. Stats only,
-    well under a millisecond."""
+    (a development checkout) never reuses kernels the old one compiled. Stats only."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tilejit/
     parts = []
     for directory, _, files in sorted(os.walk(root)):
+        rel = directory[len(root):]
         for name in sorted(files):
             if name.endswith(".py"):
                 st = os.stat(os.path.join(directory, name))
-                parts.append(f"{os.path.relpath(os.path.join(directory, name), root)}:"
-                             f"{st.st_size}:{st.st_mtime_ns}")
+                parts.append(f"{rel}/{name}:{st.st_size}:{st.st_mtime_ns}")
     return digest("tilejit-sources", parts)
 
 
