@@ -33,7 +33,7 @@ _LAZY = {
     "carver": ("carver", None),
     "math": ("tilelang.math", None),
     # TileLang's names tilejit does not have: reading one says so (language/compat.py)
-    "tvm": ("tilelang.unsupported", "tvm"),
+    "tvm": ("tilelang.tvm", None),      # importable; its names raise (tilelang/tvm.py)
     "DataType": ("tilelang.unsupported", "DataType"),
     "JITKernel": ("tilelang.unsupported", "JITKernel"),
     "par_compile": ("tilelang.unsupported", "par_compile"),

@@ -91,3 +91,16 @@ def test_a_misspelt_name_still_gets_suggestions():
         def k(Out):
             with T.Kernel(1, threads=32) as bx:
                 Out[0] = T.ceildivv(3, 2)
+
+
+def test_tvm_imports_and_its_names_say_they_are_not_supported():
+    """`from tilelang import tvm` is the first line of many TileLang programs that never
+    use it: the import works; any name of it raises NotSupportedError."""
+    from tilejit import tvm
+    for name in ("IRModule", "target", "tir", "testing"):
+        with pytest.raises(NotSupportedError, match=rf"tvm\.{name} .* tilejit is built "
+                                                    "without TVM"):
+            getattr(tvm, name)
+    assert not hasattr(tvm, "DataType")
+    with pytest.raises(AttributeError):
+        tvm.__wrapped__

@@ -237,7 +237,6 @@ def language_names() -> list:
 # TileLang's top-level ``tilelang.<name>``: those tilejit has are in
 # ``tilejit/__init__.py``'s table; these are not (``tilejit.tilelang.unsupported``)
 TILELANG = {
-    "tvm": "TVM itself (tilejit is built without TVM)",
     "DataType": "TVM's DataType: use tilejit.language.dtype (T.dtype(x).bits)",
     "JITKernel": "TileLang's JITKernel class: @tilejit.jit returns tilejit's kernels",
     "par_compile": "parallel compilation of several kernels is not built",
