@@ -8,29 +8,7 @@ import re
 import numpy as np
 import pytest
 
-import tilejit
-import tilejit.language as T
 from kernels import gemm
-
-
-@tilejit.kernel
-def gemm_relu_each_step(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
-                        block_K: T.constexpr = 64):
-    """A pipelined gemm whose loop also reads the accumulator (clamps it at each step)."""
-    M, K = A.shape
-    N = B.shape[1]
-    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-        A_s = T.alloc_shared((block_M, block_K), A.dtype)
-        B_s = T.alloc_shared((block_K, block_N), B.dtype)
-        C_f = T.alloc_fragment((block_M, block_N), T.float32)
-        T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
-            T.copy(A[by * block_M, k * block_K], A_s)
-            T.copy(B[k * block_K, bx * block_N], B_s)
-            T.gemm(A_s, B_s, C_f)
-            for i, j in T.Parallel(block_M, block_N):
-                C_f[i, j] = T.max(C_f[i, j], 0.0)
-        T.copy(C_f, C[by * block_M, bx * block_N])
 
 
 def _compiled(arch="sm_90a", threads=256, **kw):
@@ -73,29 +51,3 @@ def test_no_specialization_without_wgmma_or_when_turned_off(arch, env, monkeypat
         monkeypatch.setenv(key, value)
     k = _compiled(arch=arch)
     assert k.block_threads == 0 and "setmaxnreg" not in k.ptx and ".maxntid 256" in k.ptx
-
-
-def test_the_consumers_keep_one_gemm_in_flight(ptxas):
-    """The k loop's gemm waits only for the gemm before it (wait_group 1) and releases
-    that one's stage; after the loop wait_group 0 completes the last one. ptxas keeps
-    the wgmma pipeline (no serialization warning)."""
-    ptx = _compiled().ptx
-    assert "wgmma.wait_group.sync.aligned 1;" in ptx
-    assert "wgmma.wait_group.sync.aligned 0;" in ptx
-    # every release arrives only after a wait_group
-    body = ptx[ptx.index("wgmma.fence.sync.aligned"):]
-    first_arrive = body.index("mbarrier.arrive.shared::cta.b64")
-    assert "wgmma.wait_group" in body[:first_arrive]
-    report = ptxas(ptx, "sm_90a")
-    assert "C7515" not in report and "serialized" not in report
-
-
-def test_a_loop_that_reads_the_accumulator_waits_for_each_gemm():
-    """Anything besides the gemm in the consumers' loop (here the accumulator is read)
-    keeps wait_group 0: the gemm's registers are final when it returns."""
-    a = np.zeros((512, 512), np.float16)
-    k = gemm_relu_each_step.compile(a, a.copy(), np.zeros((512, 512), np.float32),
-                                    target="cuda", arch="sm_90a").compiled
-    assert k.block_threads == 256       # warp-specialized all the same
-    assert "wgmma.wait_group.sync.aligned 1;" not in k.ptx
-    assert "wgmma.wait_group.sync.aligned 0;" in k.ptx

@@ -110,11 +110,6 @@ class GemmPlan:
     # in registers
     a_smem: tuple | None = None
     b_smem: tuple | None = None
-    # wgmma only: the groups of wgmma this gemm leaves in flight when it returns (its
-    # ``wait_group``): 0, its reads and writes are complete; 1, the previous gemm's are
-    # and its own still run (a warp-specialized loop that releases each stage one
-    # iteration later and waits with ``WGMMA_WAIT`` after the loop)
-    in_flight: int = 0
 
     @property
     def warpgroups_m(self) -> int:

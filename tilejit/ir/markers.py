@@ -126,8 +126,6 @@ SETMAXNREG = _declare("__tj_setmaxnreg", "setmaxnreg",
                       "(increase, registers): this warpgroup's register budget")
 MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
                        "(mbarrier): lane 0 of each warp arrives (the warp is done with it)")
-WGMMA_WAIT = _declare("__tj_wgmma_wait", "wgmma_wait",
-                      '(C, "g0"): every wgmma in flight completes; C is final after it')
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
 

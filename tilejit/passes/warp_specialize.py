@@ -50,11 +50,9 @@ from __future__ import annotations
 
 import ast
 import copy
-import dataclasses
 
 from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
-                                TMA_LOAD, TMA_WAIT, WGMMA_WAIT, WS_ATTR, WS_LEADER,
-                                WS_PRODUCER)
+                                TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
 
 WARPGROUP = 128
@@ -133,60 +131,6 @@ def _find(fdef, pid, role):
 def _names(stmts, ctx_type):
     return {n.id for s in stmts for n in ast.walk(s)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
-
-
-def _lone_gemm(stmts, plan):
-    """The consumers' one statement besides the stage wait, when it is a gemm on wgmma
-    with both operands in shared memory: a loop that may keep it in flight."""
-    work = [st for st in stmts if not (_is_call(st, TMA_WAIT) or isinstance(st, ast.Assign))]
-    if len(work) != 1 or not _is_call(work[0], GEMM):
-        return None
-    call = work[0].value
-    if len(call.args) != 4 or not isinstance(call.args[3], ast.Constant):
-        return None
-    gp = plan.gemms[call.args[3].value][0]
-    return call if gp.engine == "wgmma" and gp.a_smem is not None else None
-
-
-def _release_one_later(loop, inner, at, gemm, empty0, current, seq, plan):
-    """The consumers' loop keeps one gemm in flight (CUTLASS's mainloop): each gemm
-    waits only for the one before it (``wait_group 1``) and releases that one's stage,
-    so the tensor cores never drain between k steps; after the loop ``WGMMA_WAIT``
-    completes the last gemm, and its stage is released:
-
-        if n > 0:
-            held = 0; prev = 0
-            for k in range(n):
-                wait(full[cs]); gemm(stage cs)        # wait_group 1
-                if held: arrive(empty[prev])          # the previous gemm has completed
-                held = 1; prev = cs; cs = (cs + 1) % S
-            wgmma_wait(C); arrive(empty[prev])
-
-    A loop that may run no iteration is inside ``if n > 0`` with its wait, so that no
-    path joins another before the wait: ptxas serializes every wgmma of the kernel
-    (C7514, C7515) where a path that wrote or reads C without a gemm in flight meets
-    one with a gemm in flight. Returns False (nothing changed) for a loop that is not
-    ``range(n)``.
-    """
-    it = loop.iter
-    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
-            and it.func.id == "range" and len(it.args) == 1 and not it.keywords):
-        return False
-    gid = gemm.args[3].value
-    entry = plan.gemms[gid]
-    plan.gemms[gid] = (dataclasses.replace(entry[0], in_flight=1),) + tuple(entry[1:])
-    held, prev = f"__tj_held{seq}", f"__tj_prev{seq}"
-    release = _expr(MBAR_ARRIVE, [ast.BinOp(ast.Constant(empty0), ast.Add(), _name(prev))])
-    work = [st for st in loop.body[:at] if not _is_call(st, MBAR_ARRIVE)]
-    loop.body = (work + [ast.If(_name(held), [release], []), _assign(held, ast.Constant(1)),
-                         _assign(prev, copy.deepcopy(current))] + loop.body[at + 1:])
-    i = next(i for i, st in enumerate(inner) if st is loop)
-    ran = ast.Compare(copy.deepcopy(it.args[0]), [ast.Gt()], [ast.Constant(0)])
-    inner[i:i + 1] = [ast.If(ran, [
-        _assign(held, ast.Constant(0)), _assign(prev, ast.Constant(0)), loop,
-        _expr(WGMMA_WAIT, [copy.deepcopy(gemm.args[2]), ast.Constant(gid)]),
-        copy.deepcopy(release)], [])]
-    return True
 
 
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
@@ -285,9 +229,6 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
               and _names([st], ast.Store) & counters]
     inner[:] = [st for st in inner if st is not prologue and not _is_call(st, TMA_FENCE)
                 and not any(st is x for x in starts)]
-    gemm = _lone_gemm(kept[:at], plan)
-    if gemm is not None:
-        _release_one_later(loop, inner, at, gemm, empty0, current, seq, plan)
     top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
     budget = _consumer_registers(threads)
     consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])] + starts

@@ -27,12 +27,8 @@ the pipelines' stage release relies on.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba.core import types
 
-from tilejit.ir import markers
 from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
-from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.lowering.copy import emit_copy_async
 from tilejit.codegen.lowering.tiles import plan, thread_index
 
@@ -208,20 +204,7 @@ def emit_wgmma_gemm(context, builder, sig, args):
             regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
                                     accumulate=not (gp.clear_accum and kk == 0))
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
-    _barrier_asm(builder, f"wgmma.wait_group.sync.aligned {gp.in_flight};")
-    for rm in range(gp.repeat_m):
-        acc.store(rm, _pass_through(builder, regs[rm], acc.constraint))
-    return context.get_dummy_value()
-
-
-@lower(markers.stub(markers.WGMMA_WAIT), TileType, types.StringLiteral, target="cuda")
-def wgmma_wait_impl(context, builder, sig, args):
-    """After a loop of gemms that left one group in flight (``GemmPlan.in_flight``):
-    ``wait_group 0``, then C's registers through an empty asm, so that nothing reads
-    them above the wait."""
-    gp, *_ = plan().gemms[sig.args[1].literal_value]
-    acc = _Accumulator(context, builder, gp, sig.args[0], args[0])
     _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")
     for rm in range(gp.repeat_m):
-        acc.store(rm, _pass_through(builder, acc.load(rm), acc.constraint))
+        acc.store(rm, _pass_through(builder, regs[rm], acc.constraint))
     return context.get_dummy_value()

@@ -283,13 +283,6 @@ class MbarArriveTemplate(AbstractTemplate):
         raise errors.TypingError(f"mbar_arrive takes an integer, got {args}")
 
 
-@infer_global(markers.stub(markers.WGMMA_WAIT))
-class WgmmaWaitTemplate(AbstractTemplate):
-    def generic(self, args, kws):
-        _str(args[1], "wgmma_wait")
-        return signature(types.none, *args)
-
-
 @infer_global(markers.stub(markers.SYNC_CONSUMERS))
 class SyncConsumersTemplate(AbstractTemplate):
     def generic(self, args, kws):
