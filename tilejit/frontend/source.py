@@ -313,7 +313,7 @@ def tensor_params(ks: KernelSource) -> dict[str, int]:
 # the tile operations' destination operand: its position (and keyword)
 _DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
                  "reduce_max": 1, "reduce_min": 1, "reduce_abssum": 1, "reduce_absmax": 1,
-                 "cumsum": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0,
+                 "cumsum": 1, "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0,
                  "tma_copy": 1}
 
 
@@ -339,7 +339,7 @@ def written_params(ks: KernelSource) -> dict[str, int]:
             if position is None:
                 continue
             dst = next((k.value for k in node.keywords if k.arg == "dst"), None)
-            if dst is None and name == "cumsum" and len(node.args) == 1:
+            if dst is None and name in ("cumsum", "cummax") and len(node.args) == 1:
                 position = 0
             if dst is None and position < len(node.args):
                 dst = node.args[position]

@@ -72,7 +72,8 @@ TILE = _declare("__tj_tile", "tile", 'tile("X"): the tile the plan calls X')
 REGION = _declare("__tj_region", "region", "region(tensor, kinds, starts, ends)")
 GEMM = _declare("__tj_gemm", "gemm", 'gemm(A, B, C, "g0")')
 REDUCE = _declare("__tj_reduce", "reduce", "reduce(src, dst, op, dim, clear)")
-CUMSUM = _declare("__tj_cumsum", "cumsum", "cumsum(src, dst, dim, reverse)")
+CUMSUM = _declare("__tj_cumsum", "cumsum",
+                  'cumsum(src, dst, dim, reverse, scan id, "sum" | "max"): T.cumsum, T.cummax')
 # element atomics: T.atomic_add(C[i, j], v, rp) → __tj_atomic_add(C, (i, j), v, rp, per_lane)
 ATOMIC_ADD = _declare("__tj_atomic_add", "atomic_add",
                       "(tensor, index, value, return_prev, per_lane): an element atomic")

@@ -71,7 +71,7 @@ class TilePlan:
     reductions: list = field(default_factory=list)   # (src, dst, dim, line) of T.reduce_*
     slot_maps: dict = field(default_factory=dict)    # (loop id, fragment) -> slot Expr
     scratch: dict = field(default_factory=dict)      # reduction id -> shared scratch tile
-    scans: list = field(default_factory=list)        # (src, dst, line) of T.cumsum
+    scans: list = field(default_factory=list)        # (src, dst, line) of T.cumsum / T.cummax
     scan_scratch: dict = field(default_factory=dict)  # scan id -> shared scratch tile
     shared_bytes: int = 0
     threads: int = 128

@@ -33,8 +33,8 @@ from tilejit.language.threads import (get_block_binding, get_block_bindings, get
                                       get_block_extents, get_thread_binding,
                                       get_thread_bindings, get_thread_extent,
                                       get_thread_extents, thread_binding)
-from tilejit.language.reductions import (cumsum, reduce_abssum, reduce_absmax, reduce_max,
-                                         reduce_min, reduce_sum)
+from tilejit.language.reductions import (cummax, cumsum, reduce_abssum, reduce_absmax,
+                                         reduce_max, reduce_min, reduce_sum)
 from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand,
                                    warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
                                    warp_reduce_sum)
@@ -54,8 +54,8 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
-    "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "reduce_abssum",
-    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "cummax",
+    "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",

@@ -1,5 +1,5 @@
 """Reductions and scans over tiles: ``T.reduce_sum | reduce_max | reduce_min |
-reduce_abssum | reduce_absmax`` and ``T.cumsum``.
+reduce_abssum | reduce_absmax`` and the scans ``T.cumsum | cummax``.
 
 Declarations: the GPU lowering is ``codegen/lowering/reductions.py``, the simulator's
 meaning ``sim/semantics.py``. ``dst`` has ``src``'s shape without ``dim`` (or with it
@@ -44,3 +44,10 @@ def cumsum(src, dst=None, dim=-1, reverse=False):
     """Inclusive prefix sum of src along dim into dst (src itself when dst is None);
     ``reverse=True`` sums from the end."""
     meaning("cumsum")(src, dst, dim, reverse)
+
+
+def cummax(src, dst=None, dim=-1, reverse=False):
+    """Inclusive running maximum of src along dim into dst (src itself when dst is
+    None); ``reverse=True`` runs from the end. NaN is ignored, as by ``T.max`` and
+    ``T.reduce_max`` (a row of NaN stays NaN)."""
+    meaning("cummax")(src, dst, dim, reverse)

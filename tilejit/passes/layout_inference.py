@@ -766,5 +766,5 @@ def _plan_reduction_scratch(ctx, tiles):
         name = f"__tj_scan{k}"
         tiles[name] = Tile(name, SHARED, tiles[src].shape, compute, line,
                            layout=row_major(tiles[src].shape),
-                           layout_reason="scratch of a T.cumsum over a fragment")
+                           layout_reason="scratch of a T.cumsum/T.cummax over a fragment")
         ctx.plan.scan_scratch[k] = name

@@ -106,8 +106,8 @@ class _Tiles(ast.NodeTransformer):
             return self._gemm(node)
         if target in REDUCTIONS:
             return self._reduction(node, REDUCTIONS[target])
-        if target is T.cumsum:
-            return self._cumsum(node)
+        if target is T.cumsum or target is T.cummax:
+            return self._cumsum(node, "sum" if target is T.cumsum else "max")
         return node
 
     def _tile_arg(self, node, arg, role, what):
@@ -161,8 +161,8 @@ class _Tiles(ast.NodeTransformer):
                                                 ast.Constant(dim), ast.Constant(clear),
                                                 ast.Constant(rid)]), node)
 
-    def _cumsum(self, node):
-        what = "T.cumsum"
+    def _cumsum(self, node, op):
+        what = "T.cumsum" if op == "sum" else "T.cummax"
         a = self._options(node, ("src", "dst", "dim", "reverse"), {
             "dst": ast.Constant(None), "dim": ast.Constant(-1), "reverse": ast.Constant(False)},
             what)
@@ -181,7 +181,7 @@ class _Tiles(ast.NodeTransformer):
         sid = len(self.plan.scans)
         self.plan.scans.append((src.name, dst.name, node.lineno))
         return ast.copy_location(_call(CUMSUM, [a["src"], dst_arg, ast.Constant(dim % len(
-            src.shape)), ast.Constant(reverse), ast.Constant(sid)]), node)
+            src.shape)), ast.Constant(reverse), ast.Constant(sid), ast.Constant(op)]), node)
 
     def _gemm(self, node):
         if len(node.args) < 3:

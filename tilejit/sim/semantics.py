@@ -331,14 +331,24 @@ def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False):
 def cumsum(src, dst=None, dim=-1, reverse=False):
     """Inclusive prefix sum of src along dim into dst (src itself when dst is None);
     ``reverse=True`` sums from the end."""
+    _scan(lambda v, axis: np.cumsum(v, axis=axis, dtype=v.dtype), src, dst, dim, reverse)
+
+
+def cummax(src, dst=None, dim=-1, reverse=False):
+    """Inclusive running maximum along dim, NaN ignored (``np.fmax``, as the GPU's
+    ``llvm.maxnum``)."""
+    _scan(lambda v, axis: np.fmax.accumulate(v, axis=axis), src, dst, dim, reverse)
+
+
+def _scan(accumulate, src, dst, dim, reverse):
     dst = src if dst is None else dst
     dim = dim % src.data.ndim
     src.check_written()
     values = _values(src, dst)
     if reverse:
-        out = np.flip(np.cumsum(np.flip(values, dim), axis=dim, dtype=values.dtype), dim)
+        out = np.flip(accumulate(np.flip(values, dim), dim), dim)
     else:
-        out = np.cumsum(values, axis=dim, dtype=values.dtype)
+        out = accumulate(values, dim)
     dst.data[...] = _to_storage(out, dst.dtype, dst.data.dtype)
     dst.wrote()
 
@@ -615,9 +625,9 @@ def _block_wide(name, fn):
 MEANINGS = {name: globals()[name] for name in (
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
-    "cumsum", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log", "log2",
-    "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
+    "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log",
+    "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
     "print")}
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
-    "reduce_absmax", "cumsum", "atomic_add", "atomic_max", "atomic_min")})
+    "reduce_absmax", "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min")})

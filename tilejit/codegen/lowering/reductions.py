@@ -1,4 +1,4 @@
-"""``T.reduce_*`` and ``T.cumsum`` in LLVM IR.
+"""``T.reduce_*`` and the scans ``T.cumsum`` / ``T.cummax`` in LLVM IR.
 
 Reducing a fragment (any digit layout, ``ir/digits.py``) along a dimension:
 1. each thread combines its own slots that land on the same result slot, pairwise (a
@@ -293,18 +293,19 @@ def reduce_impl(context, builder, sig, args):
 
 
 @lower(markers.stub(markers.CUMSUM), TileType, TileType, types.IntegerLiteral, types.BooleanLiteral,
-       types.IntegerLiteral)
+       types.IntegerLiteral, types.StringLiteral)
 def cumsum_impl(context, builder, sig, args):
-    """A fragment operand goes through a shared scratch tile (planned by the layout
-    pass): its slots are written there, the rows are scanned in place, the result is
-    read back into the destination's slots; barriers separate the three steps."""
+    """T.cumsum (op "sum") and T.cummax ("max"). A fragment operand goes through a
+    shared scratch tile (planned by the layout pass): its slots are written there, the
+    rows are scanned in place, the result is read back into the destination's slots;
+    barriers separate the three steps."""
     src_ty, dst_ty = sig.args[0], sig.args[1]
     dim, reverse = sig.args[2].literal_value, sig.args[3].literal_value
-    sid = sig.args[4].literal_value
+    sid, op = sig.args[4].literal_value, sig.args[5].literal_value
     if "local" in (src_ty.kind, dst_ty.kind) and "fragment" in (src_ty.kind, dst_ty.kind):
-        raise CompileError("T.cumsum between a fragment and a local tile is not supported")
+        raise CompileError(f"T.cum{op} between a fragment and a local tile is not supported")
     if "fragment" not in (src_ty.kind, dst_ty.kind):
-        _scan_rows(context, builder, src_ty, args[0], dst_ty, args[1], dim, reverse)
+        _scan_rows(context, builder, src_ty, args[0], dst_ty, args[1], dim, reverse, op)
         return context.get_dummy_value()
     scratch = plan().tile(plan().scan_scratch[sid])
     ctype = _compute_type(dst_ty)
@@ -322,7 +323,7 @@ def cumsum_impl(context, builder, sig, args):
         src_ty, src_val = scratch_ty, base
     else:
         src_val = args[0]
-    _scan_rows(context, builder, src_ty, src_val, scratch_ty, base, dim, reverse)
+    _scan_rows(context, builder, src_ty, src_val, scratch_ty, base, dim, reverse, op)
     block_barrier(builder)
     if dst_ty.kind == "fragment":
         for coords, ptr, guard in owned_elements(context, builder, dst_ty, args[1]):
@@ -344,9 +345,9 @@ def _copy_rows(context, builder, src_ty, src, dst_ty, dst, ctype):
                                context.cast(builder, v, ctype, dst_ty.element), ptr)
 
 
-def _scan_rows(context, builder, src_ty, src, dst_ty, dst, dim, reverse):
-    """Inclusive scan along dim: each row by one thread (shared), or every row by every
-    thread (local)."""
+def _scan_rows(context, builder, src_ty, src, dst_ty, dst, dim, reverse, op):
+    """Inclusive scan (``op`` "sum" or "max") along dim: each row by one thread (shared),
+    or every row by every thread (local)."""
     t = plan().tile(src_ty.tile_name)
     ctype = _compute_type(dst_ty)
     n = t.shape[dim]
@@ -357,14 +358,13 @@ def _scan_rows(context, builder, src_ty, src, dst_ty, dst, dim, reverse):
     for row, guard in own_rows:
         with guarded(builder, guard):
             head = unflatten(builder, row, rows)
-            acc = cgutils.alloca_once_value(builder, _identity("sum", ctype))
+            acc = cgutils.alloca_once_value(builder, _identity(op, ctype))
             with cgutils.for_range(builder, I32(n)) as loop:
                 j = builder.sub(I32(n - 1), loop.index) if reverse else loop.index
                 coords = head[:dim] + [j] + head[dim:]
                 p = builder.gep(src, [element_offset(builder, src_ty, coords)])
                 x = _load_value(context, builder, src_ty, p, ctype)
-                v = builder.fadd(builder.load(acc), x) if isinstance(ctype, types.Float) \
-                    else builder.add(builder.load(acc), x)
+                v = _combine(builder, op, builder.load(acc), x, ctype)
                 builder.store(v, acc)
                 q = builder.gep(dst, [element_offset(builder, dst_ty, coords)])
                 context.pack_value(builder, dst_ty.element,

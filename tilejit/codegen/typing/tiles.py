@@ -324,14 +324,15 @@ class ReduceTemplate(AbstractTemplate):
 @infer_global(markers.stub(markers.CUMSUM))
 class CumsumTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        src, dst, dim, reverse, sid = args
+        src, dst, dim, reverse, sid, op = args
         if not (isinstance(dim, types.IntegerLiteral)
                 and isinstance(reverse, types.BooleanLiteral)
-                and isinstance(sid, types.IntegerLiteral)):
+                and isinstance(sid, types.IntegerLiteral)
+                and isinstance(op, types.StringLiteral)):
             return None
         for role, t in (("src", src), ("dst", dst)):
             if not isinstance(t, TileType):
-                raise errors.TypingError(f"T.cumsum: {role} must be a tile, got {t}")
+                raise errors.TypingError(f"T.cumsum/T.cummax: {role} must be a tile, got {t}")
         return signature(types.none, *args)
 
 
