@@ -29,6 +29,7 @@ from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
+from tilejit.language.tiles import COPY_HINTS
 from tilejit.ir.markers import BLOCK_INDEX, CAST
 
 # T.clamp(x, lo, hi) → T.min(T.max(x, lo), hi): through the call's own `T.` when it has
@@ -143,6 +144,10 @@ class _DeviceForms(ast.NodeTransformer):
                                               [node.func.value, node.args[0]], []), node)
         if target is T.clamp:
             return self._clamp(node)
+        if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
+                                                      for k in node.keywords):
+            # TileLang's lowering hints (disable_tma=, annotations=, ...): not semantics
+            return ast.copy_location(ast.Call(node.func, node.args, []), node)
         if target in (T.serial, T.unroll, T.vectorized):
             return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,
                                               node.keywords), node)

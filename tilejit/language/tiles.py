@@ -55,9 +55,18 @@ def use_swizzle(panel_size=10, order="row", enable=True):
     """Block rasterization for L2 reuse (a scheduling hint: results never change)."""
 
 
-def copy(src, dst):
+# TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
+# instructions itself: TMA, cp.async, vector width); accepted and not used
+COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "annotations",
+              "loop_layout")
+
+
+def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
+         annotations=None, loop_layout=None):
     """Copy a tile or region into another, converting dtype. Elements of a global region
-    outside the tensor are never read (the destination gets 0) and never written."""
+    outside the tensor are never read (the destination gets 0) and never written.
+    TileLang's lowering hints (``COPY_HINTS``) are accepted; tilejit chooses the copy's
+    instructions itself."""
     return meaning("copy")(src, dst)
 
 

@@ -117,7 +117,45 @@ def classify(kernel, values) -> Call:
         raise ValueError(f"{kernel.__name__}(): arguments live on different devices ({names});"
                          " move them to one device")
     call.device = next(iter(devices), -1)
+    if call.like is None and kernel.outputs:
+        call.like = placement_without_inputs(kernel)
+        call.device = call.like.device
     return call
+
+
+class _Placement:
+    """Where a kernel without tensor arguments puts its ``T.empty`` outputs (what
+    ``allocate_output`` reads of a first tensor argument otherwise)."""
+    __slots__ = ("obj", "device", "is_torch")
+
+    def __init__(self, device: int, is_torch: bool):
+        self.device, self.is_torch = device, is_torch
+        self.obj = None
+        if is_torch:
+            import torch
+            self.obj = torch.empty(0, device=f"cuda:{device}" if device >= 0 else "cpu")
+
+
+def placement_without_inputs(kernel) -> _Placement:
+    """A kernel whose only tensors are its outputs (``kernel()`` of a fill or an iota)
+    runs on the current CUDA device when its target allows one and torch and a device
+    are there, with torch outputs; else in the simulator, with torch CPU outputs when
+    torch is imported (what TileLang's kernels return) and numpy ones otherwise."""
+    import sys
+    torch = sys.modules.get("torch")
+    target = kernel._env_target or kernel.target
+    if target in ("auto", "cuda"):
+        from tilejit.runtime import cuda_driver
+        if cuda_driver.cuda_available():
+            if torch is None:
+                try:
+                    import torch
+                except ImportError:
+                    raise TypeError(f"{kernel.__name__}(): a kernel whose only tensors are "
+                                    "its T.empty outputs allocates them with torch on the "
+                                    "GPU; torch is not installed") from None
+            return _Placement(torch.cuda.current_device(), True)
+    return _Placement(-1, torch is not None)
 
 
 def run_host_program(kernel, call: Call) -> LaunchConfig:

@@ -17,7 +17,7 @@ import ast
 from tilejit.errors import CompileError
 from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
-from tilejit.runtime.host import allocating_like, allocate_output
+from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import KernelFunction, default_arch
 from tilejit.tilelang.jit import pass_config_options
 from tilejit.language.tilelang_names import LinearExtent, PrimFunc, Symbol
@@ -159,6 +159,8 @@ class CompiledPrimFunc:
             for name, value in zip(inputs, args):
                 arg = self._check(name, value, sizes)
                 like = like or arg
+            if like is None:        # outputs only: where a kernel without inputs runs
+                like = placement_without_inputs(self.kernel)
             values, outputs, it = [], [], iter(args)
             with allocating_like(like):
                 for i, name in enumerate(params):
