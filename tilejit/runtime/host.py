@@ -2,6 +2,8 @@
 configuration the host program returns, and the outputs it allocates (``T.empty``)."""
 from __future__ import annotations
 
+import sys
+
 import linecache
 import re
 import threading
@@ -141,15 +143,16 @@ def placement_without_inputs(kernel) -> _Placement:
     runs on the current CUDA device when its target allows one and torch and a device
     are there, with torch outputs; else in the simulator, with torch CPU outputs when
     torch is imported (what TileLang's kernels return) and numpy ones otherwise."""
-    import sys
     torch = sys.modules.get("torch")
     target = kernel._env_target or kernel.target
     if target in ("auto", "cuda"):
+        # the driver (cuda.bindings) stays off `import tilejit`; loaded here, for the
+        # kernels without tensor arguments only
         from tilejit.runtime import cuda_driver
         if cuda_driver.cuda_available():
             if torch is None:
                 try:
-                    import torch
+                    import torch  # noqa: F811 - torch only when the outputs need it
                 except ImportError:
                     raise TypeError(f"{kernel.__name__}(): a kernel whose only tensors are "
                                     "its T.empty outputs allocates them with torch on the "
