@@ -60,13 +60,15 @@ def main():
             c = torch.empty(n, n, device="cuda", dtype=dtype)
             ref = a @ b
             tag = f"{str(dtype)[6:]} {n}^3"
-            variants = [(f"cuBLAS {tag}", lambda: torch.matmul(a, b, out=c))]
+            variants = [(f"cuBLAS {tag}", lambda a=a, b=b, c=c: torch.matmul(a, b, out=c))]
             for g in groups:
                 variants.append((f"persistent group {g} {tag}",
-                                 lambda g=g: persistent_grouped(a, b, c, sms=sms, group=g)))
+                                 lambda g=g, a=a, b=b, c=c: persistent_grouped(
+                                     a, b, c, sms=sms, group=g)))
             for p in (8, 16):
                 variants.append((f"plain 128x256x64 s3 panel {p} {tag}",
-                                 lambda p=p: gemm_kernel(a, b, c, block_M=128, block_N=256,
+                                 lambda p=p, a=a, b=b, c=c: gemm_kernel(
+                                     a, b, c, block_M=128, block_N=256,
                                                          block_K=64, threads=256,
                                                          num_stages=3, panel=p)))
             for name, fn in variants:

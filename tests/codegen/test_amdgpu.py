@@ -90,7 +90,8 @@ def test_arch_and_launch_errors():
     with pytest.raises(ValueError, match="expected an AMDGPU arch"):
         kernel.compile(*example_arguments(specs), target="amdgpu", arch="sm_90a")
     amd = tilejit.kernel(kernel.func, target="amdgpu")
-    with pytest.raises(RuntimeError, match="launching on an AMD GPU is not supported yet"):
+    with pytest.raises(ValueError, match="target 'amdgpu' launches on the tensors' ROCm "
+                                         "device"):
         amd(*example_arguments(specs))
     with pytest.raises(RuntimeError, match="AMDGPU's"):
         _ = kernel.compile(*example_arguments(specs), target="cuda", arch="sm_80").asm

@@ -103,4 +103,4 @@ def test_tvm_imports_and_its_names_say_they_are_not_supported():
             getattr(tvm, name)
     assert not hasattr(tvm, "DataType")
     with pytest.raises(AttributeError):
-        tvm.__wrapped__
+        _ = tvm.__wrapped__

@@ -244,12 +244,25 @@ _ENGINES = []           # the JIT engines stay alive (their code is called from 
 def run_kernel(handle, args, grid, threads: int) -> None:
     """Run ``handle`` (compiled for AMDGPU from numpy ``args``) over ``grid`` (bx, by, bz
     extents) on the CPU, writing the numpy arrays in ``args`` as the GPU would."""
+    flat = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            flat += [a.ctypes.data] + list(a.shape) + [s // a.itemsize for s in a.strides]
+        else:
+            flat.append(a)
+    run_flat(handle.llvm_ir, flat, grid, threads)
+
+
+def run_flat(llvm_ir: str, flat, grid, threads: int) -> None:
+    """``run_kernel`` on the kernel's flat parameters (pointers as host addresses, shape
+    entries, strides, scalars), each a Python number or the raw bytes of one kernarg
+    (what a HIP launch packs: ``tests/support/fake_hip.py``)."""
     ll.initialize_native_target()
     ll.initialize_native_asmprinter()
     waves = _Waves(threads)
     wave_cb = _WAVE_FN(lambda tid, op: waves.wave_op(tid, op))
     barrier_cb = _BARRIER_FN(lambda tid: waves.barrier(tid))
-    text, name, ptypes = host_module(handle.llvm_ir, waves, wave_cb, barrier_cb)
+    text, name, ptypes = host_module(llvm_ir, waves, wave_cb, barrier_cb)
     target = ll.Target.from_default_triple()
     tm = target.create_target_machine(cpu=ll.get_host_cpu_name(),
                                       features=ll.get_host_cpu_features().flatten(), opt=1)
@@ -260,12 +273,8 @@ def run_kernel(handle, args, grid, threads: int) -> None:
     engine = ll.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
     _ENGINES.append((engine, wave_cb, barrier_cb))
-    flat = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            flat += [a.ctypes.data] + list(a.shape) + [s // a.itemsize for s in a.strides]
-        else:
-            flat.append(a)
+    flat = [_CTYPES[t].from_buffer_copy(v[:ctypes.sizeof(_CTYPES[t])]).value
+            if isinstance(v, (bytes, bytearray)) else v for v, t in zip(flat, ptypes)]
     if len(flat) != len(ptypes):
         raise ValueError(f"{len(flat)} flat arguments for {len(ptypes)} parameters")
     proto = ctypes.CFUNCTYPE(None, *([ctypes.c_int32] * 4 + [_CTYPES[t] for t in ptypes]))

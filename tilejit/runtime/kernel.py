@@ -7,6 +7,8 @@ so a process that finds its kernels in the disk cache never pays for it.
 """
 from __future__ import annotations
 
+import sys
+
 import threading
 
 from tilejit.runtime import host
@@ -98,18 +100,21 @@ class KernelFunction:
     def _target_for(self, device: int) -> str:
         target = self._env_target or self.target
         if target == "auto":
-            return "cuda" if device >= 0 else "sim"
+            if device < 0:
+                return "sim"
+            return "amdgpu" if rocm_tensors() else "cuda"
         if target == "cuda" and device < 0:
             raise ValueError(f"{self.__name__}(): target 'cuda' needs the tensors on a CUDA "
                              "device; they are in host memory (use target='sim' to simulate)")
         if target == "sim" and device >= 0:
             raise ValueError(f"{self.__name__}(): the simulator runs on host memory; the "
                              "tensors are on a CUDA device")
-        if target == "amdgpu":
-            raise RuntimeError(f"{self.__name__}(): launching on an AMD GPU is not supported "
-                               "yet; kernel.compile(..., target='amdgpu', arch='gfx942') "
-                               "gives the assembly (.asm) and the HSA code object "
-                               "(.code_object) without one")
+        if target == "amdgpu" and (device < 0 or not rocm_tensors()):
+            raise ValueError(f"{self.__name__}(): target 'amdgpu' launches on the tensors' "
+                             "ROCm device (a ROCm build of torch); these are not on one. "
+                             "kernel.compile(..., target='amdgpu', arch='gfx942') gives the "
+                             "assembly (.asm) and the HSA code object (.code_object) without "
+                             "one")
         return target
 
     def _compile_target(self, target: str, arch: str | None, device: int) -> Target:
@@ -118,7 +123,8 @@ class KernelFunction:
         if target == "sim":
             return SIM
         if target == "amdgpu":
-            return Target.amdgpu(arch or self.arch or "gfx942")
+            return Target.amdgpu(arch or self.arch or (rocm_arch(device) if device >= 0
+                                                       else "gfx942"))
         arch = arch or self.arch
         if arch is None:
             # the driver (cuda.bindings) only when no arch is given: the device's is read
@@ -172,7 +178,8 @@ class KernelFunction:
                 entry = self._cache.get((spec, device))
                 if entry is None:
                     compiled = load_or_compile(self, spec)
-                    entry = compiled if spec.target.is_sim else _Loaded(compiled, device)
+                    loaded = _HipLoaded if spec.target.kind == "amdgpu" else _Loaded
+                    entry = compiled if spec.target.is_sim else loaded(compiled, device)
                     self._cache[(spec, device)] = entry
         return entry
 
@@ -201,7 +208,8 @@ class KernelFunction:
         else:
             loaded = self._compiled(spec, call.device)
             loaded.launch(launch, call.runtime)
-            self._remember_fast(values, loaded, launch, call)
+            if target == "cuda":
+                self._remember_fast(values, loaded, launch, call)
         return self._result(launch.outputs)
 
     def _result(self, outputs):
@@ -377,6 +385,56 @@ class _Loaded:
         self.launcher.launch(grid, (self.compiled.launch_threads(launch.threads), 1, 1),
                              self.compiled.shared_bytes,
                              stream, tuple(values))
+
+
+class _HipLoaded:
+    """A compiled AMDGPU kernel loaded on one ROCm device through HIP's module API
+    (``hip_driver.py``), with its launcher."""
+
+    def __init__(self, compiled, device: int):
+        # HIP (ctypes on libamdhip64) only when an AMDGPU kernel is launched
+        from tilejit.runtime import hip_driver
+        self.compiled = compiled
+        self.device = device
+        self.module = hip_driver.HipModule(compiled.code_object, compiled.name, max(device, 0))
+        self.launcher = hip_driver.HipLauncher(self.module, compiled.param_formats)
+
+    def launch(self, launch: host.LaunchConfig, runtime):
+        values = []
+        stream = 0
+        for _, value in runtime:
+            if isinstance(value, TensorArg):
+                values.append(value.ptr)
+                values.extend(value.shape)
+                values.extend(value.strides)
+                if value.is_torch and not stream:
+                    stream = _torch_stream(value.obj)
+            else:
+                values.append(value)
+        if 0 in launch.grid:
+            return
+        self.launcher.launch(launch.grid, launch.threads, stream, tuple(values),
+                             self.compiled.shared_bytes)
+
+
+def _torch_stream(tensor) -> int:
+    """The current stream of a torch tensor's device (on ROCm torch, a hipStream_t)."""
+    return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+
+
+def rocm_tensors() -> bool:
+    """Whether the process's torch is a ROCm build, whose "cuda" tensors live on AMD GPUs
+    (``torch.version.hip``)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(getattr(getattr(torch, "version", None), "hip", None))
+
+
+def rocm_arch(device: int) -> str:
+    """The gfx arch of a ROCm device, from torch (``gcnArchName``, features dropped); torch
+    is loaded (``rocm_tensors``)."""
+    props = sys.modules["torch"].cuda.get_device_properties(device)
+    name = getattr(props, "gcnArchName", "") or "gfx942"
+    return name.split(":")[0]
 
 
 def tensor_map_maker(tensor_maps):
