@@ -43,6 +43,9 @@ class KernelInfo:
     sgprs: int
     max_threads: int
     wavefront: int
+    agprs: int = 0
+    vgpr_spills: int = 0
+    sgpr_spills: int = 0
 
     @property
     def explicit_args(self) -> tuple:
@@ -76,7 +79,9 @@ def kernels(code_object: bytes) -> dict:
             private_bytes=int(k.get(".private_segment_fixed_size", 0)),
             vgprs=int(k.get(".vgpr_count", 0)), sgprs=int(k.get(".sgpr_count", 0)),
             max_threads=int(k.get(".max_flat_workgroup_size", 0)),
-            wavefront=int(k.get(".wavefront_size", 64)))
+            wavefront=int(k.get(".wavefront_size", 64)), agprs=int(k.get(".agpr_count", 0)),
+            vgpr_spills=int(k.get(".vgpr_spill_count", 0)),
+            sgpr_spills=int(k.get(".sgpr_spill_count", 0)))
     return out
 
 
