@@ -107,6 +107,34 @@ class _DeviceForms(ast.NodeTransformer):
     def __init__(self, namespace, strip_breakpoints=True):
         self.namespace = namespace
         self.strip_breakpoints = strip_breakpoints
+        self.reductions = 0
+
+    # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
+    # elements before the statement, into a flag the statement reads
+    def visit_If(self, node):
+        hoisted = self._hoist_bool_reductions(node, "test")
+        node = self.generic_visit(node)
+        return hoisted + [node] if hoisted else node
+
+    def visit_Assign(self, node):
+        hoisted = self._hoist_bool_reductions(node, "value")
+        node = self.generic_visit(node)
+        return hoisted + [node] if hoisted else node
+
+    def _hoist_bool_reductions(self, stmt, field):
+        hoisted = []
+        expr = getattr(stmt, field)
+        for call in [n for n in ast.walk(expr) if isinstance(n, ast.Call)]:
+            target = resolve_static(call.func, self.namespace)
+            if target not in (T.any_of, T.all_of) or len(call.args) != 1 or call.keywords:
+                continue
+            self.reductions += 1
+            flag = f"__tj_boolred{self.reductions}"
+            hoisted += bool_reduction(call.args[0], flag, target is T.any_of,
+                                      f"__tj_boolred{self.reductions}_i")
+            setattr(stmt, field, _Replace(call, ast.Name(flag, ast.Load())).visit(
+                getattr(stmt, field)))
+        return [ast.fix_missing_locations(ast.copy_location(h, stmt)) for h in hoisted]
 
     def visit_Expr(self, node):
         # breakpoint() stops the simulator; on a device it does nothing
@@ -172,6 +200,51 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.Name(name, ast.Load())
         lower = ast.Call(fn("max", MAX), [args[0], args[1]], [])
         return ast.copy_location(ast.Call(fn("min", MIN), [lower, args[2]], []), node)
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit_Call(self, node):
+        return self.new if node is self.old else self.generic_visit(node)
+
+
+def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
+    """``flag = T.any_of(operand)`` (``all_of`` when not ``any_``) as loops:
+
+        flag = False                        # all_of: True
+        for i0 in range(lo, hi):            # per sliced dimension of X[e, lo:hi, ...]
+            if X[e, i0, ...] != 0:          # all_of: == 0
+                flag = True                 # all_of: False
+
+    A bare name is a 1-d tile or tensor, its whole extent (``X.shape[0]``)."""
+    if isinstance(operand, ast.Subscript):
+        base = operand.value
+        dims = operand.slice.elts if isinstance(operand.slice, ast.Tuple) else [operand.slice]
+    else:
+        base, dims = operand, [ast.Slice(None, None, None)]
+    index, loops = [], []
+    for d, e in enumerate(dims):
+        if isinstance(e, ast.Slice):
+            var = f"{index_prefix}{d}"
+            lo = e.lower or ast.Constant(0)
+            hi = e.upper or ast.Subscript(ast.Attribute(copy.deepcopy(base), "shape",
+                                                        ast.Load()), ast.Constant(d),
+                                          ast.Load())
+            loops.append((var, lo, hi))
+            index.append(ast.Name(var, ast.Load()))
+        else:
+            index.append(e)
+    element = ast.Subscript(copy.deepcopy(base), ast.Tuple(index, ast.Load())
+                            if len(index) > 1 else index[0], ast.Load())
+    test = ast.Compare(element, [ast.NotEq() if any_ else ast.Eq()], [ast.Constant(0)])
+    body = [ast.If(test, [ast.Assign([ast.Name(flag, ast.Store())],
+                                     ast.Constant(any_))], [])]
+    for var, lo, hi in reversed(loops):
+        body = [ast.For(ast.Name(var, ast.Store()),
+                        ast.Call(ast.Name("range", ast.Load()), [lo, hi], []), body, [])]
+    return [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(not any_))] + body
 
 
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,

@@ -38,9 +38,9 @@ from tilejit.language.reductions import (cummax, cumsum, reduce_abssum, reduce_a
 from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand,
                                    warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
                                    warp_reduce_sum)
-from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, alloc_fragment, alloc_local,
-                                    alloc_shared, alloc_var, annotate_layout, clear, copy, fill,
-                                    gemm, use_swizzle)
+from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
+                                    alloc_local, alloc_shared, alloc_var, annotate_layout,
+                                    any_of, clear, copy, fill, gemm, use_swizzle)
 
 __all__ = [
     "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
@@ -54,6 +54,7 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
+    "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "cummax",
     "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",

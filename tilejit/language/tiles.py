@@ -70,6 +70,19 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
     return meaning("copy")(src, dst)
 
 
+def any_of(buf):
+    """Whether any element of a tensor region, a shared or local tile is nonzero (true):
+    ``if T.any_of(BlockMask[by, bx, k, :]):``. In a kernel, in an ``if`` test or on the
+    right of an assignment; every thread reads every element (not a fragment)."""
+    return meaning("any_of")(buf)
+
+
+def all_of(buf):
+    """Whether every element of a tensor region, a shared or local tile is nonzero
+    (true); as ``any_of``."""
+    return meaning("all_of")(buf)
+
+
 def fill(buf, value):
     """Set every element of a tile (or region) to ``value``."""
     return meaning("fill")(buf, value)

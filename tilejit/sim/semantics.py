@@ -229,6 +229,32 @@ def clear(buf):
     fill(buf, 0)
 
 
+def _elements(buf, what):
+    """The elements of a tile, a tensor or a region of one (a region's ``:`` runs to the
+    tensor's end), as one flat array."""
+    t, start, ranged, ext = _operand(buf)
+    if ext is None:
+        ends = getattr(buf, "ends", None)
+        ext = tuple((t.shape[d] if ends is None or ends[d] is None else ends[d]) - start[d]
+                    for d in ranged)
+    if hasattr(t, "check_written"):
+        t.check_written()
+    idx, inside = _block_index(start, ranged, ext, t.shape)
+    if not inside.all():
+        raise IndexError(f"{what}: the region runs past the tensor's shape {tuple(t.shape)}")
+    return np.asarray(t.data)[tuple(idx)].ravel()
+
+
+def any_of(buf):
+    """Whether any element is nonzero."""
+    return bool(np.any(_elements(buf, "T.any_of") != 0))
+
+
+def all_of(buf):
+    """Whether every element is nonzero."""
+    return bool(np.all(_elements(buf, "T.all_of") != 0))
+
+
 def _tf32(x):
     """Round float32 to TensorFloat-32 (10 mantissa bits, to nearest, ties away)."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32)
@@ -624,6 +650,7 @@ def _block_wide(name, fn):
 # the meaning of each ``T.<name>`` the language delegates (``language/_semantics.py``)
 MEANINGS = {name: globals()[name] for name in (
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
+    "any_of", "all_of",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
     "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log",
     "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
