@@ -28,13 +28,14 @@ def kernel_parameters(context, argtypes):
 
 
 def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
-                 shape_constants=None) -> str:
+                 shape_constants=None, prologue=None) -> str:
     """LLVM IR text of the entry ``name`` (``calling_convention``: ``ptx_kernel`` or
     ``amdgpu_kernel``) calling the device function of ``fndesc``. ``shape_constants``
     maps an argument's position to ``{dim: value}``: the shape entries this
     specialization was compiled for. The launch passes exactly those values (they are
     part of the specialization's key), so the entry uses the constants: bounds checks
-    against them fold away. A tensor map parameter is named ``tjmap<i>``."""
+    against them fold away. A tensor map parameter is named ``tjmap<i>``. ``prologue``
+    (builder → None) emits code before the call (``nvptx.poison_shared``)."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -55,6 +56,8 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
             values.append(params[0])
         else:
             values.append(params[0])
+    if prologue is not None:
+        prologue(builder)
     context.call_conv.call_function(builder, inner, types.none, argtypes, values)
     builder.ret_void()
     return str(module)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 
 import llvmlite.binding as ll
+from llvmlite import ir
+from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 
 from tilejit.codegen.entry import entry_module
+from tilejit.codegen.lowering.tiles import SMEM
 from tilejit.target import Target
 from tilejit.codegen.numba_target import TRIPLE
 
@@ -32,10 +35,14 @@ def target_machine(target: Target) -> ll.TargetMachine:
 
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
-                min_blocks_per_sm: int | None = None, shape_constants=None) -> str:
+                min_blocks_per_sm: int | None = None, shape_constants=None,
+                poison_bytes: int = 0) -> str:
     """The ``ptx_kernel`` entry as LLVM IR text (``entry.entry_module``), with its launch
-    bounds and the tensor maps passed by value."""
-    text = entry_module(context, fndesc, argtypes, name, "ptx_kernel", shape_constants)
+    bounds and the tensor maps passed by value; ``poison_bytes`` of shared memory filled
+    with all-ones bits first (``poison_shared``: ``debug=True`` kernels)."""
+    prologue = (lambda b: poison_shared(b, poison_bytes, threads)) if poison_bytes else None
+    text = entry_module(context, fndesc, argtypes, name, "ptx_kernel", shape_constants,
+                        prologue)
     # launch bounds: the block size is exact, which lets ptxas budget registers; with
     # min_blocks_per_sm, .minnctapersm makes it fit that many blocks per SM
     text = re.sub(rf'(define ptx_kernel void @"{re.escape(name)}"\([^\n]*\))',
@@ -51,6 +58,32 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
     line = re.sub(r'(?:ptr|i8\*) (%"?tjmap\d+"?)',
                   r'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" \1', line)
     return f"{head}define ptx_kernel{line}\n{rest}"
+
+
+def poison_shared(builder, nbytes: int, threads: int) -> None:
+    """``debug=True``: the block's shared memory filled with all-ones bits (NaN in every
+    float type, -1 in every integer) by all its threads, then a block barrier, before the
+    kernel's body runs: a tile element read before it is written reads NaN on the GPU,
+    as the simulator reports it (SPEC: the simulator is never kinder than the GPU). The
+    fragments' slots get the same pattern where they are allocated
+    (``lowering/tiles.tile_impl``)."""
+    i32 = ir.IntType(32)
+    module = builder.module
+    smem = module.globals.get(SMEM)
+    if smem is None:
+        smem = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
+        smem.linkage = "external"
+        smem.align = 16
+    tid_fn = module.declare_intrinsic("llvm.nvvm.read.ptx.sreg.tid.x", (),
+                                      ir.FunctionType(i32, []))
+    words = builder.bitcast(smem, ir.PointerType(i32, 3))
+    tid = builder.call(tid_fn, [])
+    with cgutils.for_range_slice(builder, tid, i32((nbytes + 3) // 4), i32(threads),
+                                 inc=True) as (index, _):
+        builder.store(i32(-1), builder.gep(words, [index]))
+    barrier = module.declare_intrinsic("llvm.nvvm.barrier0", (),
+                                       ir.FunctionType(ir.VoidType(), []))
+    builder.call(barrier, [])
 
 
 _FDIV_F32 = re.compile(r"= fdiv ((?:[a-z]+ )*)float ")

@@ -122,7 +122,8 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     threads = tiles.launch_threads or spec.threads
     min_blocks = 1 if tiles.launch_threads else spec.min_blocks_per_sm
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
-                                 _shape_constants_by_position(spec))
+                                 _shape_constants_by_position(spec),
+                                 tiles.shared_bytes if spec.options.debug else 0)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):

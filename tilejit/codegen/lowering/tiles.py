@@ -254,6 +254,11 @@ def tile_impl(context, builder, sig, args):
         return shared_pointer(builder, t, elem)
     count = t.indexing.slots if ty.kind == "fragment" else t.size
     storage = cgutils.alloca_once(builder, ir.ArrayType(elem, count), name=ty.tile_name)
+    if current_kernel().debug:
+        # debug=True: every slot starts as all-ones bits (NaN, -1), as shared memory
+        # does (nvptx.poison_shared): a read before a write is visible on the GPU too
+        cgutils.memset(builder, storage, ir.IntType(64)(context.get_abi_sizeof(elem) * count),
+                       0xFF)
     return builder.bitcast(storage, ir.PointerType(elem))
 
 
