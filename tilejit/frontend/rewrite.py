@@ -108,6 +108,7 @@ class _DeviceForms(ast.NodeTransformer):
         self.namespace = namespace
         self.strip_breakpoints = strip_breakpoints
         self.reductions = 0
+        self.variables = {}     # name -> the dtype expression of its T.alloc_var
 
     # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
     # elements before the statement, into a flag the statement reads
@@ -118,8 +119,39 @@ class _DeviceForms(ast.NodeTransformer):
 
     def visit_Assign(self, node):
         hoisted = self._hoist_bool_reductions(node, "value")
+        self._typed_variable_store(node)
         node = self.generic_visit(node)
         return hoisted + [node] if hoisted else node
+
+    def visit_AugAssign(self, node):
+        # `x += v` on a T.alloc_var: x = cast(x + v, its dtype)
+        target = node.target
+        if isinstance(target, ast.Name) and target.id in self.variables:
+            value = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, node.value)
+            store = ast.Assign([ast.Name(target.id, ast.Store())], value)
+            ast.copy_location(store, node)
+            return self.visit_Assign(ast.fix_missing_locations(store))
+        return self.generic_visit(node)
+
+    def _typed_variable_store(self, node):
+        """A name made by ``T.alloc_var(dtype)`` keeps its dtype, as in TileLang: every
+        later ``name = value`` stores ``value`` converted to it (``x = A[i]`` into a
+        bfloat16 variable rounds to bfloat16)."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return
+        name = node.targets[0].id
+        value = node.value
+        if isinstance(value, ast.Call) and resolve_static(value.func, self.namespace) \
+                is T.alloc_var:
+            dtype = value.args[0] if value.args else next(
+                (k.value for k in value.keywords if k.arg == "dtype"), None)
+            if dtype is not None:
+                self.variables[name] = dtype
+            return
+        dtype = self.variables.get(name)
+        if dtype is not None:
+            node.value = ast.copy_location(
+                ast.Call(ast.Name(CAST, ast.Load()), [value, copy.deepcopy(dtype)], []), value)
 
     def _hoist_bool_reductions(self, stmt, field):
         hoisted = []
@@ -172,6 +204,13 @@ class _DeviceForms(ast.NodeTransformer):
                                               [node.func.value, node.args[0]], []), node)
         if target is T.clamp:
             return self._clamp(node)
+        if target is T.align_up and len(node.args) == 2 and not node.keywords:
+            value, alignment = node.args
+            prefix = node.func.value if isinstance(node.func, ast.Attribute) else None
+            fn = (ast.Attribute(copy.deepcopy(prefix), "ceildiv", ast.Load()) if prefix
+                  is not None else ast.Name("ceildiv", ast.Load()))
+            return ast.copy_location(ast.BinOp(ast.Call(fn, [value, alignment], []),
+                                               ast.Mult(), copy.deepcopy(alignment)), node)
         if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
                                                       for k in node.keywords):
             # TileLang's lowering hints (disable_tma=, annotations=, ...): not semantics

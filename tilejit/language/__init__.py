@@ -63,7 +63,7 @@ __all__ = [
     "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
-    "thread_binding",
+    "thread_binding", "Select", "align_up",
 ]
 
 
@@ -187,6 +187,12 @@ def ceildiv(a, b):
     return (a + b - 1) // b
 
 
+def align_up(value, alignment):
+    """``value`` rounded up to a multiple of ``alignment``: ``T.ceildiv(value, alignment)
+    * alignment``. In a kernel the front end writes it as that expression."""
+    return ceildiv(value, alignment) * alignment
+
+
 # TileLang's other names of these (the same objects, so the compiler knows them)
 cdiv = ceildiv
 Unroll = unroll
@@ -196,6 +202,9 @@ Vectorized = vectorized
 def if_then_else(cond, then_value, else_value):
     """A select: both values are computed, ``cond`` picks one (no branch)."""
     return _num.select(cond, then_value, else_value)
+
+
+Select = if_then_else       # TileLang's (TIR's) name of the same select
 
 
 def cast(value, dtype):

@@ -1,0 +1,51 @@
+"""TileLang's T.Select (the select T.if_then_else is) and T.align_up(x, a) (ceildiv(x, a)
+* a): in simulation against numpy, PTX assembled by ptxas, and with ``-m gpu`` on the
+device against the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def relu_and_align(A, B, C, block: T.constexpr = 128):
+    N = A.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            j = bx * block + i
+            if j < N:
+                B[j] = T.Select(A[j] > 0, A[j], 0.0)
+                C[j] = T.align_up(j, 32)
+
+
+def test_select_is_if_then_else():
+    assert T.Select is T.if_then_else
+
+
+def test_in_simulation():
+    a = np.random.default_rng(0).standard_normal(300).astype(np.float32)
+    b, c = np.zeros_like(a), np.zeros(300, np.int32)
+    relu_and_align(a, b, c)
+    np.testing.assert_array_equal(b, np.maximum(a, 0))
+    np.testing.assert_array_equal(c, (np.arange(300) + 31) // 32 * 32)
+    assert T.align_up(1, 32) == 32 and T.align_up(64, 32) == 64 and T.align_up(0, 8) == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx(arch, ptxas):
+    a = np.zeros(300, np.float32)
+    ptxas(relu_and_align.compile(a, a.copy(), np.zeros(300, np.int32), target="cuda",
+                                 arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    a = torch.randn(1000, device="cuda")
+    b = torch.zeros(1000, device="cuda")
+    c = torch.zeros(1000, dtype=torch.int32, device="cuda")
+    relu_and_align(a, b, c)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, torch.relu(a))
+    torch.testing.assert_close(c.cpu(), (torch.arange(1000, dtype=torch.int32) + 31) // 32 * 32)
