@@ -27,6 +27,12 @@ INSTRUCTIONS = {
 
 POLICIES = ("Square", "FullRow", "FullCol")
 
+# A/B/C dtypes no tensor-core instruction takes here, computed with one multiply-add per
+# element and k by each thread (engine "fma", TileLang's SIMT gemm): C laid out as
+# m16n8 accumulators over the warps, as mma.sync's float32 C is (any layout would do: no
+# instruction reads it)
+FMA = {("float64", "float64", "float64")}
+
 WARPGROUP = 128
 # wgmma.mma_async: (A dtype, B dtype, C dtype) -> (PTX type suffix, k per instruction).
 # Only 16-bit operands may be stored MN-major (transpose_A, or B as (K, N)); the int8
@@ -104,7 +110,8 @@ class GemmPlan:
     kind: str
     k_step: int
     clear_accum: bool = False
-    engine: str = "mma"      # "mma" (mma.sync), "wgmma" (see with_wgmma), "mfma" (plan_mfma)
+    engine: str = "mma"      # "mma" (mma.sync), "wgmma" (see with_wgmma), "mfma" (plan_mfma),
+    #                          "fma" (plan_fma: no tensor-core instruction, SIMT)
     # wgmma only: each operand's shared layout as (swizzle bytes, columns per swizzle
     # atom, rows, columns) of the tile (ir/smem_layouts.canonical_layout), None for A
     # in registers
@@ -201,8 +208,10 @@ def plan_gemm(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squ
               threads=128, clear_accum=False) -> GemmPlan:
     """The plan, or GemmPlanError saying what does not fit."""
     key = tuple(dtypes)
+    if key in FMA:
+        return plan_fma(M, N, K, key, transpose_A, transpose_B, policy, threads, clear_accum)
     if key not in INSTRUCTIONS:
-        supported = ", ".join("/".join(k) for k in INSTRUCTIONS)
+        supported = ", ".join("/".join(k) for k in sorted(INSTRUCTIONS) + sorted(FMA))
         raise GemmPlanError(f"T.gemm: no mma.sync instruction for A/B/C dtypes "
                             f"{'/'.join(key)}; supported: {supported}")
     instr, kind, k_step = INSTRUCTIONS[key]
@@ -221,6 +230,26 @@ def plan_gemm(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squ
     wm, wn = _choose_grid(fits, policy, M, N)
     return GemmPlan(M, N, K, key, bool(transpose_A), bool(transpose_B), policy, threads,
                     wm, wn, instr, kind, k_step, bool(clear_accum))
+
+
+def plan_fma(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Square",
+             threads=128, clear_accum=False) -> GemmPlan:
+    """A gemm of ``FMA``'s dtypes (engine ``"fma"``): C in the m16n8 accumulator layout
+    over ``threads`` (32-thread groups; on AMDGPU too, where nothing wave-wide reads
+    it), each thread's elements computed with multiply-adds over K from shared memory."""
+    if policy not in POLICIES:
+        raise GemmPlanError(f"T.gemm: policy must be one of {POLICIES}, got {policy!r}")
+    if threads % WARP:
+        raise GemmPlanError(f"T.gemm needs whole warps, the block has {threads} threads")
+    warps = threads // WARP
+    fits = [(wm, wn) for wm, wn in _grids(warps) if M % (16 * wm) == 0 and N % (8 * wn) == 0]
+    if not fits:
+        raise GemmPlanError(f"T.gemm: a {M}x{N} {'/'.join(dtypes)} tile cannot be split over "
+                            f"{warps} warps in 16x8 pieces (M must be a multiple of "
+                            f"16·warps_m and N of 8·warps_n for some warps_m·warps_n = {warps})")
+    wm, wn = _choose_grid(fits, policy, M, N)
+    return GemmPlan(M, N, K, tuple(dtypes), bool(transpose_A), bool(transpose_B), policy,
+                    threads, wm, wn, "m16n8k16", "f16", 1, bool(clear_accum), engine="fma")
 
 
 def _choose_grid(fits, policy, M, N):

@@ -524,7 +524,7 @@ def _choose_gemm_engines(ctx):
     at the gemm's line); its shared operands keep ``make_swizzled_layout``, which the
     MFMA lowering reads element by element or in the runs the layout keeps contiguous."""
     if ctx.target.kind == "amdgpu":
-        assert all(g[0].engine == "mfma" for g in ctx.plan.gemms.values())
+        assert all(g[0].engine in ("mfma", "fma") for g in ctx.plan.gemms.values())
         return
     if not (ctx.target.has_wgmma and ctx.options.wgmma):
         return

@@ -20,7 +20,7 @@ from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm, plan_mfma
+from tilejit.ir.gemm_plan import FMA, GemmPlanError, plan_gemm, plan_mfma
 from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -221,7 +221,7 @@ class _Tiles(ast.NodeTransformer):
         dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
         clear = bool(values.get("clear_accum", False))
         try:
-            if target.kind == "amdgpu":     # AMD's matrix cores (the engine is MFMA)
+            if target.kind == "amdgpu" and dtypes not in FMA:   # AMD's matrix cores (MFMA)
                 plan = plan_mfma(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear,
                                  target.arch, a_in_registers=a.kind == FRAGMENT)
             else:

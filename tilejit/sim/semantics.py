@@ -266,7 +266,8 @@ def _tf32(x):
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
-    inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    inputs are rounded to TensorFloat-32 first, as the tensor cores do; float64, which
+    no tensor-core instruction here takes, is multiplied and summed in float64)."""
     A, B, C = (tile_view(x, "T.gemm") for x in (A, B, C))
     A.check_written()
     B.check_written()
@@ -281,6 +282,9 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     if acc.is_int:
         total = C.data.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64)
         C.data[...] = total.astype(np.int32)
+        return
+    if acc.name == "float64":
+        C.data[...] = C.data + a.astype(np.float64) @ b.astype(np.float64)
         return
     if A.dtype.name == "float32":
         a, b = _tf32(a), _tf32(b)

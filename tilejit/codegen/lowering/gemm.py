@@ -32,6 +32,7 @@ from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index, uniform_slot
+from tilejit.codegen.lowering.fma_gemm import emit_fma_gemm
 from tilejit.codegen.lowering.mfma import emit_mfma_gemm
 from tilejit.codegen.lowering.wgmma import emit_wgmma_gemm
 
@@ -300,6 +301,8 @@ def gemm_impl(context, builder, sig, args):
         return emit_wgmma_gemm(context, builder, sig, args)
     if gp.engine == "mfma":
         return emit_mfma_gemm(context, builder, sig, args)
+    if gp.engine == "fma":
+        return emit_fma_gemm(context, builder, sig, args)
     c_tile = plan().tile(c_ty.tile_name)
     if gp.clear_accum:
         zero = ir.Constant(context.get_data_type(c_ty.element), 0)
