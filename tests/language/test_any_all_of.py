@@ -109,3 +109,25 @@ def test_on_the_gpu(mode):
     torch.cuda.synchronize()
     np.testing.assert_allclose(c.cpu().numpy(), _reference(a, b, MODES[mode](mask)),
                                rtol=0, atol=1e-3)
+
+
+def test_a_loop_condition_is_refused_at_its_line():
+    @tilejit.kernel
+    def looping(M, Y):
+        with T.Kernel(1, threads=32) as bx:
+            m = T.alloc_local((4,), "bool")
+            for i in T.serial(4):
+                m[i] = M[i]
+            n = 0
+            while T.any_of(m) and n < 3:
+                n += 1
+            Y[0] = n
+    for target in ("cuda", "sim"):
+        with pytest.raises(tilejit.CompileError, match=r"write it in an `if` test") as info:
+            if target == "cuda":
+                looping.compile(np.zeros(4, bool), np.zeros(1, np.int32), target="cuda",
+                                arch="sm_90a")
+            else:
+                tilejit.kernel(looping.func, target="sim")(np.zeros(4, bool),
+                                                            np.zeros(1, np.int32))
+        assert "while T.any_of(m)" in str(info.value)

@@ -104,9 +104,10 @@ class _DeviceForms(ast.NodeTransformer):
     TileLang's ``x.astype(dtype)`` is ``T.cast(x, dtype)`` and ``T.clamp(x, lo, hi)`` is
     ``T.min(T.max(x, lo), hi)``."""
 
-    def __init__(self, namespace, strip_breakpoints=True):
+    def __init__(self, namespace, strip_breakpoints=True, error=None):
         self.namespace = namespace
         self.strip_breakpoints = strip_breakpoints
+        self.error = error          # (message, node) -> CompileError at the kernel's line
         self.reductions = 0
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
 
@@ -202,6 +203,13 @@ class _DeviceForms(ast.NodeTransformer):
             # TileLang's x.astype(dtype) on a value: T.cast(x, dtype)
             return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()),
                                               [node.func.value, node.args[0]], []), node)
+        if target in (T.any_of, T.all_of) and self.error is not None:
+            # what _hoist_bool_reductions did not take (a while test, an argument)
+            name = "any_of" if target is T.any_of else "all_of"
+            raise self.error(f"T.{name}(x) is computed before the statement that uses it: "
+                             "write it in an `if` test or on the right of an assignment "
+                             f"(`flag = T.{name}(x)`), not in a loop condition or as an "
+                             "argument", node)
         if target is T.clamp:
             return self._clamp(node)
         if target is T.align_up and len(node.args) == 2 and not node.keywords:
@@ -293,7 +301,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     keeps ``breakpoint()``)."""
     if not simulator:
         reject_on_gpu(ks.tree, ks.namespace, ks.error)
-    forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator)
+    forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
     fdef = rewrite_thread_bindings(fdef, ks)
