@@ -13,7 +13,8 @@ the explicit values a kernel was given and, for what was not given, the environm
 The disk cache's key is ``CompileOptions.key()``: every field that changes the code, so
 an option added here cannot be forgotten in the key. The run-time settings read here
 too: ``TILEJIT_TARGET`` (``sim`` forces the simulator), ``TILEJIT_DISABLE_CACHE`` and
-``TILEJIT_CACHE_DIR`` (runtime/disk_cache.py); ``disable_cache()`` / ``enable_cache()``
+``TILEJIT_CACHE_DIR`` (runtime/disk_cache.py), ``TILEJIT_HIP_LIBRARY`` (the HIP runtime
+a ROCm launch loads); ``disable_cache()`` / ``enable_cache()``
 (TileLang's ``tilelang.disable_cache()``) make that choice for the process, as a value.
 Imports nothing from tilejit.
 """
@@ -103,6 +104,12 @@ def enable_cache() -> None:
 def is_cache_enabled() -> bool:
     """Whether compilations read and write the disk cache."""
     return cache_root() is not None
+
+
+def hip_library() -> str:
+    """The HIP runtime library a launch on ROCm loads (``runtime/hip_driver.py``):
+    ``TILEJIT_HIP_LIBRARY``, else ``libamdhip64.so`` from the loader's search path."""
+    return os.environ.get("TILEJIT_HIP_LIBRARY") or "libamdhip64.so"
 
 
 def cache_root() -> str | None:

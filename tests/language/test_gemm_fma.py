@@ -12,30 +12,13 @@ import torch
 import tilejit
 import tilejit.language as T
 from amdgpu_cpu import run_kernel
+from kernels import gemm
 
 
-@tilejit.kernel
-def mm64(A, B, C, bM: T.constexpr = 64, bN: T.constexpr = 64, bK: T.constexpr = 16,
-         ta: T.constexpr = False, tb: T.constexpr = False, threads: T.constexpr = 128):
-    M = C.shape[0]
-    N = C.shape[1]
-    K = A.shape[0] if ta else A.shape[1]
-    with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-        A_s = T.alloc_shared((bK, bM) if ta else (bM, bK), A.dtype)
-        B_s = T.alloc_shared((bN, bK) if tb else (bK, bN), B.dtype)
-        C_f = T.alloc_fragment((bM, bN), T.float64)
-        T.clear(C_f)
-        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
-            if ta:
-                T.copy(A[k * bK, by * bM], A_s)
-            else:
-                T.copy(A[by * bM, k * bK], A_s)
-            if tb:
-                T.copy(B[bx * bN, k * bK], B_s)
-            else:
-                T.copy(B[k * bK, bx * bN], B_s)
-            T.gemm(A_s, B_s, C_f, transpose_A=ta, transpose_B=tb)
-        T.copy(C_f, C[by * bM, bx * bN])
+def mm64(A, B, C, ta=False, tb=False, **kw):
+    """The shared test GEMM (tests/support/kernels.py) on float64, 64x64x16 blocks."""
+    return gemm(A, B, C, block_M=64, block_N=64, block_K=16, trans_A=ta, trans_B=tb,
+                acc="float64", **kw)
 
 
 def _case(ta, tb, M=100, N=90, K=70, seed=0):
@@ -59,7 +42,8 @@ def test_in_simulation(ta, tb):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_ptx(arch, ptxas):
     a, b, ref = _case(False, False)
-    ptx = mm64.compile(a, b, np.zeros(ref.shape), target="cuda", arch=arch).ptx
+    ptx = gemm.compile(a, b, np.zeros(ref.shape), block_M=64, block_N=64, block_K=16,
+                       acc="float64", target="cuda", arch=arch).ptx
     assert "fma.rn.f64" in ptx and "mma.sync" not in ptx and "wgmma" not in ptx
     ptxas(ptx, arch)
 
@@ -69,7 +53,9 @@ def test_the_lowering_run_on_the_cpu(ta, tb):
     """The rule is target-independent: compiled for AMDGPU, its IR run on the CPU."""
     a, b, ref = _case(ta, tb, M=70, N=72, K=40, seed=1)
     c = np.zeros(ref.shape)
-    handle = mm64.compile(a, b, c, ta=ta, tb=tb, target="amdgpu", arch="gfx942")
+    handle = gemm.compile(a, b, c, block_M=64, block_N=64, block_K=16, trans_A=ta,
+                          trans_B=tb, acc="float64", panel=0, target="amdgpu",
+                          arch="gfx942")
     run_kernel(handle, [a, b, c], (2, 2), 128)
     np.testing.assert_allclose(c, ref, rtol=0, atol=1e-12)
 

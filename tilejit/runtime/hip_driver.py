@@ -21,9 +21,9 @@ the same five functions, which runs the kernel's LLVM IR on the CPU
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
 
+from tilejit.options import hip_library
 from tilejit.runtime.hsaco import kernels
 
 HIP_LAUNCH_PARAM_BUFFER_POINTER = 0x01
@@ -52,7 +52,7 @@ def library():
     """The HIP runtime library, loaded on first use."""
     global _LIBRARY
     if _LIBRARY is None:
-        path = os.environ.get("TILEJIT_HIP_LIBRARY", "libamdhip64.so")
+        path = hip_library()
         try:
             lib = ctypes.CDLL(path)
         except OSError as e:

@@ -365,16 +365,8 @@ class _Loaded:
     def launch(self, launch: host.LaunchConfig, runtime):
         # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__ above
         from tilejit.runtime import cuda_driver
-        values = []
-        torch_args = False
-        for _, value in runtime:
-            if isinstance(value, TensorArg):
-                values.append(value.ptr)
-                values.extend(value.shape)
-                values.extend(value.strides)
-                torch_args = torch_args or value.is_torch
-            else:
-                values.append(value)
+        values, torch_tensor = flat_values(runtime)
+        torch_args = torch_tensor is not None
         grid = launch.grid
         if 0 in grid:
             return
@@ -400,26 +392,30 @@ class _HipLoaded:
         self.launcher = hip_driver.HipLauncher(self.module, compiled.param_formats)
 
     def launch(self, launch: host.LaunchConfig, runtime):
-        values = []
-        stream = 0
-        for _, value in runtime:
-            if isinstance(value, TensorArg):
-                values.append(value.ptr)
-                values.extend(value.shape)
-                values.extend(value.strides)
-                if value.is_torch and not stream:
-                    stream = _torch_stream(value.obj)
-            else:
-                values.append(value)
+        values, torch_tensor = flat_values(runtime)
         if 0 in launch.grid:
             return
+        # the current stream of the tensors' device (on ROCm torch, a hipStream_t)
+        stream = 0 if torch_tensor is None else \
+            sys.modules["torch"].cuda.current_stream(torch_tensor.device).cuda_stream
         self.launcher.launch(launch.grid, launch.threads, stream, tuple(values),
                              self.compiled.shared_bytes)
 
 
-def _torch_stream(tensor) -> int:
-    """The current stream of a torch tensor's device (on ROCm torch, a hipStream_t)."""
-    return sys.modules["torch"].cuda.current_stream(tensor.device).cuda_stream
+def flat_values(runtime) -> tuple[list, object]:
+    """The launch's flat parameter values (a tensor as its pointer, shape and strides),
+    and the first torch tensor among the arguments (None if there is none)."""
+    values, torch_tensor = [], None
+    for _, value in runtime:
+        if isinstance(value, TensorArg):
+            values.append(value.ptr)
+            values.extend(value.shape)
+            values.extend(value.strides)
+            if value.is_torch and torch_tensor is None:
+                torch_tensor = value.obj
+        else:
+            values.append(value)
+    return values, torch_tensor
 
 
 def rocm_tensors() -> bool:
