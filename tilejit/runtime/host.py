@@ -2,10 +2,9 @@
 configuration the host program returns, and the outputs it allocates (``T.empty``)."""
 from __future__ import annotations
 
-import sys
-
 import linecache
 import re
+import sys
 import threading
 
 import numpy as np

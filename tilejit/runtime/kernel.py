@@ -8,7 +8,6 @@ so a process that finds its kernels in the disk cache never pays for it.
 from __future__ import annotations
 
 import sys
-
 import threading
 
 from tilejit.runtime import host
