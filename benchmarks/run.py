@@ -14,6 +14,13 @@ Benchmarks:
                TFLOP/s count 2·M·N·K.
   gemm_llm     the same on two Llama-3-70B MLP layers at 8192 tokens: 8192 x 28672
                from K = 8192, and 8192 x 8192 from K = 28672.
+  gemm_seeds   seed 000's warp-specialized GEMM listing (T.ws roles, mbarriers, T.tma_copy;
+               its 2 stages, 256 threads) beside the automatic path on the same block
+               shape (T.Pipelined, the compiler's producer warpgroup) and torch.matmul,
+               fp16 at 4096^3 and 8192^3.
+  gemm_fp8     float8 e4m3 C = (A @ B^T) * scale in bf16 (fp32 accumulate) at 4096^3 and
+               8192^3: tilejit's persistent example (examples/gemm_fp8.py; a grid of block
+               shapes) beside torch._scaled_mm (cuBLASLt, per-tensor scales) and Triton.
   reductions   fp16 16384 x 8192 rows: softmax, RMSNorm, LayerNorm (weight and bias), row
                sum: tilejit beside torch and a Triton fused softmax, and the device-to-
                device copy in the same run; bandwidth counts each kernel's compulsory
@@ -254,7 +261,38 @@ if os.environ.get("TILEJIT_GEMM_CONFIGS"):      # e.g. "128,128,32,128,3;128,256
                              map(int, c.split(","))))
                     for c in os.environ["TILEJIT_GEMM_CONFIGS"].split(";")]
 
+# the float8 example's block shapes: (block_M, block_N, block_K, threads, stages)
+FP8_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"), c))
+               for c in [(128, 256, 128, 256, 3), (128, 256, 64, 256, 6),
+                         (256, 128, 128, 256, 3), (128, 128, 128, 256, 4)]]
+if os.environ.get("TILEJIT_FP8_CONFIGS"):      # e.g. "128,256,128,256,3;128,128,128,256,4"
+    FP8_CONFIGS = [dict(zip(("block_M", "block_N", "block_K", "threads", "num_stages"),
+                            map(int, c.split(","))))
+                   for c in os.environ["TILEJIT_FP8_CONFIGS"].split(";")]
+
 if triton is not None:
+    @triton.jit
+    def triton_matmul_nt_scaled(a_ptr, b_ptr, c_ptr, scale, M, N, K, BM: tl.constexpr,
+                                BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+        pid = tl.program_id(0)
+        grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        width = GROUP * grid_n
+        group = pid // width
+        first = group * GROUP
+        rows = tl.minimum(grid_m - first, GROUP)
+        pm = first + (pid % width) % rows
+        pn = (pid % width) // rows
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + rn[None, :] * K + (k + rk)[:, None])
+            acc += tl.dot(a, b)
+        acc = acc * scale
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
     @triton.jit
     def triton_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
                       BK: tl.constexpr, GROUP: tl.constexpr):
@@ -327,25 +365,98 @@ def _bench_gemm_one(shape, tdtype, dtype):
                     f"{dtype} {n}")
             variants.append((name, lambda cfg=cfg: gemm_persistent_kernel(a, b, c, sms=sms,
                                                                           **cfg)))
-        ok = []
-        for name, fn in variants:
-            c.zero_()
-            try:
-                fn()
-                torch.cuda.synchronize()
-            except Exception as e:  # a configuration that does not compile is reported
-                print(f"{name}: {type(e).__name__}: {e}")
-                continue
-            err = (c.float() - ref.float()).abs().max().item()
-            assert err < 0.05 * (1 + ref.float().abs().max().item()), f"{name}: error {err}"
-            ok.append((name, fn))
-        times = interleaved_times(ok)
-        flops = 2 * M * N * K
-        base = min(times[ok[0][0]])
-        for name, _ in ok:
-            best = min(times[name])
-            rows.append({"name": name, "ms": best, "TFLOP/s": flops / best / 1e9,
-                         "vs torch": base / best})
+        rows += _checked_and_timed(variants, c, ref, 2 * M * N * K)
+    return rows
+
+
+def bench_gemm_seeds(sizes=(4096, 8192), blocks=(128, 128, 64)):
+    """The T.ws listing (tests/programs/matmul_ws_seed000_cleared.py: the seed's listing
+    with its missing T.clear) against the automatic path on its block shape."""
+    return [row for n in sizes for row in _bench_seeds_one(n, *blocks)]
+
+
+def _bench_seeds_one(n, bm, bn, bk):
+    sys.path.insert(0, os.path.join(ROOT, "tests", "programs"))
+    from matmul_ws_seed000_cleared import matmul_ws_cleared
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    state = {}
+
+    def listing():      # returns its own C (T.empty): copied into c for the check only
+        out = matmul_ws_cleared(a, b, bm, bn, bk)
+        if "checked" not in state:
+            c.copy_(out)
+
+    variants = [(f"torch.matmul float16 {n}^3", lambda: torch.matmul(a, b, out=c)),
+                (f"tilejit automatic {bm}x{bn}x{bk} t128 s2 float16 {n}^3",
+                 lambda: gemm_kernel(a, b, c, block_M=bm, block_N=bn, block_K=bk, threads=128,
+                                     num_stages=2)),
+                (f"tilejit seed T.ws listing {bm}x{bn}x{bk} t256 s2 float16 {n}^3", listing)]
+    return _checked_and_timed(variants, c, a @ b, 2 * n ** 3, after_check=state)
+
+
+def bench_gemm_fp8(sizes=(4096, 8192)):
+    """float8 e4m3 GEMM, per-tensor scales folded into one scalar, bf16 out: each variant
+    checked against torch._scaled_mm, then timed as bench_gemm times its variants."""
+    return [row for n in sizes for row in _bench_fp8_one(n)]
+
+
+def _bench_fp8_one(n):
+    from gemm_fp8 import matmul_fp8
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    M = N = K = n
+    a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    scale_a = torch.full((), 0.5, device="cuda")
+    scale_b = torch.full((), 0.25, device="cuda")
+    ref = torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b,
+                           out_dtype=torch.bfloat16)
+    variants = [(f"torch._scaled_mm e4m3 {n}^3",
+                 lambda: torch._scaled_mm(a, b.t(), scale_a=scale_a, scale_b=scale_b,
+                                          out_dtype=torch.bfloat16, out=c))]
+    if triton is not None:
+        for bm, bn, bk, w, s in [(128, 256, 128, 8, 3), (128, 128, 128, 4, 4)]:
+            variants.append((f"triton {bm}x{bn}x{bk} w{w} s{s} e4m3 {n}^3",
+                             lambda bm=bm, bn=bn, bk=bk, w=w, s=s: triton_matmul_nt_scaled[
+                                 (triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+                                 a, b, c, 0.125, M, N, K, BM=bm, BN=bn, BK=bk, GROUP=8,
+                                 num_warps=w, num_stages=s)))
+    for cfg in FP8_CONFIGS:
+        label = "x".join(str(cfg[k]) for k in ("block_M", "block_N", "block_K"))
+        name = f"tilejit persistent {label} t{cfg['threads']} s{cfg['num_stages']} e4m3 {n}^3"
+        variants.append((name, lambda cfg=cfg: matmul_fp8(a, b, c, 0.125, sms=sms, **cfg)))
+    return _checked_and_timed(variants, c, ref, 2 * M * N * K, tolerance=0.02)
+
+
+def _checked_and_timed(variants, c, ref, flops, tolerance=0.05, after_check=None):
+    """Each (name, fn) run once into ``c`` and checked against ``ref`` (one that does not
+    compile is reported and left out), then all timed in interleaved rounds; a row per
+    variant with its best round, "vs torch" against the first variant. ``after_check``
+    (a dict) gets "checked" set before the timing: a variant that returns its result
+    copies it into ``c`` only for the check."""
+    ok = []
+    for name, fn in variants:
+        c.zero_()
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:  # a configuration that does not compile is reported
+            print(f"{name}: {type(e).__name__}: {e}")
+            continue
+        err = (c.float() - ref.float()).abs().max().item()
+        assert err < tolerance * (1 + ref.float().abs().max().item()), f"{name}: error {err}"
+        ok.append((name, fn))
+    if after_check is not None:
+        after_check["checked"] = True
+    times = interleaved_times(ok)
+    base = min(times[ok[0][0]])
+    rows = []
+    for name, _ in ok:
+        best = min(times[name])
+        rows.append({"name": name, "ms": best, "TFLOP/s": flops / best / 1e9,
+                     "vs torch": base / best})
     return rows
 
 
@@ -586,7 +697,8 @@ def bench_compile():
 
 
 BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
-              "gemm_llm": bench_gemm_llm,
+              "gemm_llm": bench_gemm_llm, "gemm_fp8": bench_gemm_fp8,
+              "gemm_seeds": bench_gemm_seeds,
               "reductions": bench_reductions, "attention": bench_attention,
               "compile": bench_compile}
 

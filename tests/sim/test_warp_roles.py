@@ -1,7 +1,8 @@
 """mbarriers, T.tma_copy and T.ws roles in the simulator (sim/roles.py): producer and
 consumer roles run to completion, a wait that can never complete is a DeadlockError
 naming the kernel's line (never a hang), TMA data lands when its barrier's phase
-completes, misuse names the argument; the GPU refuses these forms with the line."""
+completes, misuse names the argument; on the GPU (sm_90a) the same kernels against the
+simulator, and an error at the line before Hopper."""
 import numpy as np
 import pytest
 import torch
@@ -147,13 +148,49 @@ def test_misuse_names_the_argument(kernel, error, message):
         kernel(np.zeros((4, 8), np.float32))
 
 
-def test_the_gpu_refuses_them_with_the_line():
+def test_the_gpu_lowers_them(ptxas):
+    """sm_90a: the roles as branches on the warpgroup, the ring's waits, the producer's
+    loads issued by its first thread alone (a role of waits, copies and arrivals), the
+    consumer's arrivals once per warp."""
     a = np.zeros((5, 16), np.float32)
-    with pytest.raises(CompileError, match=r"T.alloc_barrier is not yet lowered for the GPU") \
+    ptx = ws_copy.compile(a, a, 2, 0, target="cuda", arch="sm_90a").ptx
+    for must in ("mbarrier.init.shared::cta.b64", "mbarrier.try_wait.parity",
+                 "mbarrier.expect_tx", "cp.async.bulk.tensor.2d", "bar.warp.sync"):
+        assert must in ptx, must
+    ptxas(ptx, "sm_90a")
+
+
+def test_before_hopper_they_are_an_error_at_the_line():
+    a = np.zeros((5, 16), np.float32)
+    with pytest.raises(CompileError, match=r"T.alloc_barrier needs Hopper's TMA and mbarrier "
+                                           r"waits \(sm_90 or newer\); the target is sm_80") \
             as info:
-        ws_copy.compile(a, a, 2, 0, target="cuda", arch="sm_90a")
+        ws_copy.compile(a, a, 2, 0, target="cuda", arch="sm_80")
     assert info.value.lineno == _line("bars = T.alloc_barrier([128] * (2 * stages))")
     assert info.value.filename == __file__
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_roles_on_gpu_against_the_simulator(stages):
+    a = torch.randn(37, 64, dtype=torch.float32)
+    b = torch.zeros(37, 64, device="cuda")
+    ws_copy(a.cuda(), b, stages, 0)
+    b_sim = torch.zeros(37, 64)
+    ws_copy(a, b_sim, stages, 0)
+    assert torch.equal(b.cpu(), b_sim) and torch.equal(b_sim, 2 * a)
+
+
+@pytest.mark.gpu
+def test_warp_specialized_gemm_on_gpu():
+    a = torch.randn(200, 96, dtype=torch.float16)
+    b = torch.randn(96, 136, dtype=torch.float16)
+    c = torch.zeros(200, 136, device="cuda")
+    ws_gemm(a.cuda(), b.cuda(), c, 64)
+    torch.testing.assert_close(c.cpu().double(), a.double() @ b.double(), atol=1e-3, rtol=1e-3)
+    c_sim = torch.zeros(200, 136)
+    ws_gemm(a, b, c_sim, 64)
+    torch.testing.assert_close(c.cpu(), c_sim, atol=1e-3, rtol=1e-3)
 
 
 def test_a_with_block_other_than_t_ws_is_still_refused(tmp_path):

@@ -107,10 +107,54 @@ def test_ws_gemm_simulated(M, N, K):
     _close(matmul_ws_cleared(a, b, 64, 64, 32), a.double() @ b.double(), 1e-2)
 
 
-def test_ws_gemm_is_refused_by_the_gpu_with_the_line():
+def test_ws_gemm_ptx_on_hopper(ptxas):
+    """On sm_90a the listing's own roles, mbarriers and TMA copies: wgmma in warpgroup 0,
+    the loads issued by warpgroup 1's first thread (expect_tx, no arrival), every
+    thread's arrivals, the stacked tiles as stages (tests/programs/matmul_ws_seed000)."""
+    import numpy as np
+    from matmul_ws_seed000_cleared import matmul_ws_cleared
+    a, b = np.zeros((1024, 512), np.float16), np.zeros((512, 1024), np.float16)
+    compiled = matmul_ws_cleared.compile(a, b, block_M=128, block_N=128, block_K=64,
+                                         arch="sm_90a", target="cuda")
+    ptx = compiled.get_kernel_source()
+    for must in ("wgmma.mma_async.sync.aligned.m64n128k16", "mbarrier.expect_tx",
+                 "cp.async.bulk.tensor.2d.shared::cluster.global", "mbarrier.try_wait.parity",
+                 "mbarrier.arrive.shared::cta.b64 _,", "mbarrier.init"):
+        assert must in ptx, must
+    assert "mbarrier.arrive.expect_tx" not in ptx      # the role's 128 arrivals count
+    assert compiled.handle.compiled.block_threads == 256
+    # two stages of A and B, the epilogue's staging tile (T.empty's C stored by TMA), and
+    # four mbarriers
+    assert compiled.handle.compiled.shared_bytes == 2 * 2 * 128 * 64 * 2 + 128 * 128 * 2 + 4 * 8
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+def test_ws_gemm_needs_tma_with_the_line():
     import numpy as np
     from matmul_ws_seed000_cleared import matmul_ws_cleared
     a = np.zeros((128, 64), np.float16)
-    with pytest.raises(tilejit.CompileError, match="T.alloc_barrier is not yet lowered for "
-                                                   "the GPU"):
-        matmul_ws_cleared.compile(a, a.T.copy(), block_M=64, block_N=64, block_K=32)
+    with pytest.raises(tilejit.CompileError, match=r"T.alloc_barrier needs Hopper's TMA and "
+                                                   r"mbarrier waits \(sm_90 or newer\); the "
+                                                   r"target is sm_80") as info:
+        matmul_ws_cleared.compile(a, a.T.copy(), block_M=64, block_N=64, block_K=32,
+                                  arch="sm_80", target="cuda")
+    assert "T.alloc_barrier([128, 128] * num_stages)" in str(info.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,blocks", [(1024, 1024, 512, (128, 128, 64)),
+                                          (1000, 776, 520, (128, 128, 64)),   # edges: TMA fills
+                                          (512, 384, 320, (64, 64, 32))])
+def test_ws_gemm_gpu(M, N, K, blocks):
+    """The listing on the H200 against torch in float64 and against the simulator."""
+    from matmul_ws_seed000_cleared import matmul_ws_cleared
+    a = torch.randn(M, K, dtype=torch.float16, device="cuda")
+    b = torch.randn(K, N, dtype=torch.float16, device="cuda")
+    c = matmul_ws_cleared(a, b, *blocks)
+    torch.cuda.synchronize()
+    ref = a.double().cpu() @ b.double().cpu()
+    _close(c.cpu(), ref, 1e-2)
+    if M * N * K <= 1 << 27:
+        simulated = matmul_ws_cleared(a.cpu(), b.cpu(), *blocks)
+        _close(c.cpu(), simulated.double(), 2e-3)

@@ -24,9 +24,11 @@ from numba.core.target_extension import (GPU, dispatcher_registry, jit_registry,
 
 from tilejit.codegen.lowering.registry import TABLES, load_rules
 from tilejit.codegen.typing.context import TilejitTypingContext
+from tilejit.ir.kernel_config import current_kernel_or_none
 from tilejit.codegen.typing.tiles import RegionType, TileType
-from tilejit.codegen.typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelIterType,
-                                          ParallelType, TensorMapType, WeakFloat, is_half)
+from tilejit.codegen.typing.types import (BFloat16, DTypeType, Float8, GlobalTensorType,
+                                          ParallelIterType, ParallelType, TensorMapType,
+                                          WeakFloat, is_half)
 
 TRIPLE = "nvptx64-nvidia-cuda"
 TARGET_NAME = "tilejit_cuda"
@@ -49,6 +51,7 @@ def _data_models():
     dmm = datamodel.default_manager.copy()
     dmm.register(WeakFloat, lambda m, t: models.PrimitiveModel(m, t, ir.DoubleType()))
     dmm.register(BFloat16, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(16)))
+    dmm.register(Float8, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(8)))
     dmm.register(DTypeType, models.OpaqueModel)
     dmm.register(ParallelType, models.OpaqueModel)
     dmm.register(TensorMapType, models.OpaqueModel)
@@ -248,6 +251,11 @@ class NVPTXTargetContext(BaseContext):
         return builder.call(fn, [])
 
     def thread_index(self, builder):
+        """This thread's index among the threads that share the kernel's tiles: the
+        block's, or in a kernel with ``T.ws`` roles its warpgroup's (``role_threads``)."""
+        return self._in_role(builder, self.block_thread_index(builder))
+
+    def block_thread_index(self, builder):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.tid.x")
 
     def thread_index_here(self, builder):
@@ -255,7 +263,13 @@ class NVPTXTargetContext(BaseContext):
         not hoist what is computed from it out of a loop (nor merge two reads)."""
         asm = ir.InlineAsm(ir.FunctionType(ir.IntType(32), []), "mov.u32 $0, %tid.x;", "=r",
                            side_effect=True)
-        return builder.call(asm, [])
+        return self._in_role(builder, builder.call(asm, []))
+
+    @staticmethod
+    def _in_role(builder, tid):
+        config = current_kernel_or_none()
+        roles = config.tiles.role_threads if config is not None and config.tiles else 0
+        return builder.and_(tid, ir.IntType(32)(roles - 1)) if roles else tid
 
     def block_index(self, builder, axis):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])

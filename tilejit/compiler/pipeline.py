@@ -25,15 +25,17 @@ from numba.core.target_extension import target_override
 from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
+from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, divisors, epilogue_staging, layout_inference,
                             parallel_guards, pipeline, rasterization, registers, shared_memory,
-                            tile_allocation, tma, tma_store, warp_specialize)
+                            tile_allocation, tma, tma_store, warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -46,6 +48,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
@@ -103,9 +106,9 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         device_fn, tiles = build_device_function(ks, spec, dump)
     argtypes = numba_argtypes(spec) + (tensor_map,) * len(tiles.tensor_maps)
     dump.text("tile_plan.txt", tiles.describe)
-    config = KernelConfig(threads=spec.threads, max_vector=_max_vector(argtypes),
-                          fast_math=spec.options.fast_math, debug=spec.options.debug,
-                          tiles=tiles, target=spec.target)
+    config = KernelConfig(threads=tiles.role_threads or spec.threads,
+                          max_vector=_max_vector(argtypes), fast_math=spec.options.fast_math,
+                          debug=spec.options.debug, tiles=tiles, target=spec.target)
     with compiling(config), stages.stage("typing and lowering"):
         cres = type_and_lower(ks, device_fn, argtypes, spec.target)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
@@ -170,16 +173,30 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
-    ctx = PassContext(namespace, ks.filename, spec.threads, _param_dtypes(spec),
+    threads = _role_threads(ks, spec) or spec.threads     # a T.ws kernel: one warpgroup's
+    ctx = PassContext(namespace, ks.filename, threads, _param_dtypes(spec),
                       target=spec.target, options=spec.options,
                       params={name: ty for (name, _), ty in zip(spec.params, numba_argtypes(spec))
-                              if isinstance(ty, GlobalTensorType) and name not in spec.outputs})
+                              if isinstance(ty, GlobalTensorType)})
+    if threads != spec.threads:
+        ctx.plan.role_threads, ctx.plan.launch_threads = threads, spec.threads
     passes = [_bind(p, ctx) for p in SOURCE_PASSES]
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
     return materialize(ks, tree, namespace), ctx.plan
+
+
+def _role_threads(ks: KernelSource, spec: Specialization) -> int:
+    """The threads of one warpgroup role when the kernel splits its block with ``T.ws``
+    (its tiles are planned over one role: ``passes/warp_roles.py``), else 0."""
+    if not uses_warp_roles(ks.tree, ks.namespace):
+        return 0
+    if spec.threads % WARPGROUP_THREADS:
+        raise ks.error(f"a kernel with T.ws roles runs whole warpgroups: threads must be a "
+                       f"multiple of {WARPGROUP_THREADS}, got {spec.threads}")
+    return WARPGROUP_THREADS
 
 
 def _bind(source_pass, ctx):

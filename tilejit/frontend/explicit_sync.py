@@ -2,10 +2,9 @@
 ``T.mbarrier_wait_parity``, ``T.mbarrier_arrive``, ``T.tma_copy`` and ``with T.ws(k):``.
 
 The simulator gives them their meaning (``sim/roles.py``: mbarrier phases, warpgroup
-roles run as coroutines); the GPU does not lower them yet, so the device program of a
-kernel that uses one is refused here with the line (``reject_on_gpu``, called by
-``rewrite.device_tree``), and the simulator skips the GPU compilation it otherwise runs
-first as a check (``runtime/kernel.py``).
+roles run as coroutines); ``passes/warp_roles.py`` lowers them for the GPU (sm_90+).
+The simulator skips the GPU compilation it otherwise runs first as a check
+(``runtime/kernel.py``): its ``T.ws`` roles are coroutines, not warpgroups.
 """
 from __future__ import annotations
 
@@ -39,14 +38,3 @@ def explicit_forms(tree: ast.AST, namespace) -> list[tuple[str, ast.AST]]:
 def uses_warp_roles(tree: ast.AST, namespace) -> bool:
     """Whether the kernel splits its block into ``T.ws`` roles."""
     return any(is_ws(node, namespace) for node in ast.walk(tree))
-
-
-def reject_on_gpu(tree: ast.AST, namespace, error) -> None:
-    """A CompileError at the first explicit form: not lowered for the GPU yet."""
-    found = explicit_forms(tree, namespace)
-    if found:
-        name, node = found[0]
-        raise error(f"{name} is not yet lowered for the GPU (tilejit runs it in the "
-                    "simulator: CPU tensors or target='sim'); T.Persistent, T.Pipelined and "
-                    "T.copy compile, and on sm_90 T.Pipelined copies use TMA and mbarriers by "
-                    "themselves", node)

@@ -24,7 +24,6 @@ import copy
 import types
 
 from tilejit import language as T
-from tilejit.frontend.explicit_sync import reject_on_gpu
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
@@ -299,8 +298,6 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``)."""
-    if not simulator:
-        reject_on_gpu(ks.tree, ks.namespace, ks.error)
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)

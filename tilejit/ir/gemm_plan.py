@@ -23,7 +23,11 @@ INSTRUCTIONS = {
     ("bfloat16", "bfloat16", "float32"): ("m16n8k16", "bf16", 16),
     ("float32", "float32", "float32"): ("m16n8k8", "tf32", 8),
     ("int8", "int8", "int32"): ("m16n8k32", "s8", 32),
+    # float8 (sm_89+; on sm_90a wgmma where it takes the gemm)
+    **{(a, b, "float32"): ("m16n8k32", a[7:], 32)
+       for a in ("float8_e4m3", "float8_e5m2") for b in ("float8_e4m3", "float8_e5m2")},
 }
+FLOAT8_GEMMS = {k for k in INSTRUCTIONS if k[0].startswith("float8")}
 
 POLICIES = ("Square", "FullRow", "FullCol")
 
@@ -44,8 +48,11 @@ WGMMA = {
     ("float16", "float16", "float16"): ("f16.f16.f16", 16),
     ("bfloat16", "bfloat16", "float32"): ("f32.bf16.bf16", 16),
     ("int8", "int8", "int32"): ("s32.s8.s8", 32),
+    # float8, fp32 accumulate, K-major like int8 (no transpose immediates)
+    **{(a, b, "float32"): (f"f32.{a[7:]}.{b[7:]}", 32)
+       for a in ("float8_e4m3", "float8_e5m2") for b in ("float8_e4m3", "float8_e5m2")},
 }
-ITEMSIZE = {"float16": 2, "bfloat16": 2, "int8": 1}
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "int8": 1, "float8_e4m3": 1, "float8_e5m2": 1}
 
 WAVE = 64
 # MFMA (AMD CDNA2 gfx90a, CDNA3 gfx942/gfx950; AMD Matrix Instruction Calculator, LLVM's

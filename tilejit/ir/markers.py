@@ -130,6 +130,25 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
 
+# -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------
+# the ``if`` a ``with T.ws(k):`` becomes carries ``ROLE_ATTR = k``: its body's barriers are
+# the role's named barrier, and nothing in it orders another role's accesses (mbarriers do)
+ROLE_ATTR = "_tj_role"
+WS_ROLE = _declare("__tj_ws_role", "ws_role", "() -> this thread's warpgroup: tid / 128")
+SYNC_ROLE = _declare("__tj_sync_role", "sync_role",
+                     "(role): named barrier 1 + role, over the role's 128 threads")
+MBAR_ARRIVE_ALL = _declare("__tj_mbar_arrive_all", "mbar_arrive_all",
+                           "(mbarrier, arrivals): T.mbarrier_arrive; arrivals 1: each thread "
+                           "arrives; 32: the warp's lane 0 for all; 128: the thread for its "
+                           "role")
+ROLE_LEADER = _declare("__tj_role_leader", "role_leader",
+                       "() -> whether this thread is its warpgroup role's first")
+TMA_COPY = _declare("__tj_tma_copy", "tma_copy",
+                    "(src region, dst, mbarrier): T.tma_copy until passes/tma.py plans it")
+TMA_EXPECT_LOAD = _declare("__tj_tma_expect_load", "tma_expect_load",
+                           "(src, dst, mbarrier, map, copy id): the role's first thread "
+                           "expects the bytes (no arrival) and issues the boxes")
+
 # -- block rasterization (passes/rasterization.py) ------------------------------------
 SWIZZLE_BLOCKS = _declare("__tj_swizzle_blocks", "swizzle_blocks",
                           "(panel, row order) -> (bx, by) rasterized")

@@ -43,6 +43,7 @@ class Tile:
     stages: int = 1              # shared: versions kept by a software pipeline
     indexing: object = None      # fragment: FragmentIndexing of its layout
     align: int = 16              # shared: byte alignment of its offset (TMA boxes: 1024)
+    user_staged: bool = False    # shared: stacked by the kernel (passes/staged_tiles.py)
 
     @property
     def size(self) -> int:
@@ -86,6 +87,9 @@ class TilePlan:
     ws_consumers: int = 0
     tma_issuer: int = 0
     launch_threads: int = 0
+    # a kernel's own ``T.ws`` roles (passes/warp_roles.py): the threads of one role, which
+    # the tiles are planned over (0: no roles)
+    role_threads: int = 0
 
     def tile(self, name: str) -> Tile:
         return self.tiles[name]

@@ -18,8 +18,9 @@ import numbers as _numbers
 import numpy as np
 
 from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
-                                     float16, float32, float64, half, int8, int16, int32, int64,
-                                     long, short, tfloat32, uint, uint8, uint16, uint32, uint64)
+                                     float8_e4m3, float8_e5m2, float16, float32, float64, half,
+                                     int8, int16, int32, int64, long, short, tfloat32, uint, uint8,
+                                     uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
@@ -42,10 +43,12 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     alloc_local, alloc_shared, alloc_var, annotate_layout,
                                     any_of, clear, copy, fill, gemm, use_swizzle)
 
+float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
+
 __all__ = [
     "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
-    "short", "long", "uint", "tfloat32",
+    "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "print", "constexpr", "Kernel", "Parallel", "serial",
     "unroll", "vectorized", "ceildiv",

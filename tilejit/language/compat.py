@@ -183,7 +183,8 @@ _GROUP_REASON = {
     "tilelang.language (eager builder)": "a piece of TileLang's eager builder that tilejit "
                                          "does not have",
     "tilelang.language.dtypes": "tilejit's dtypes are float16, bfloat16, float32 (tfloat32), "
-                                "float64, (u)int8 to (u)int64 and bool: no vector, fp8, fp6, "
+                                "float64, float8_e4m3 (float8_e4m3fn), float8_e5m2, (u)int8 "
+                                "to (u)int64 and bool: no vector, fnuz/e3m4/e8m0 fp8, fp6, "
                                 "fp4 or int4 dtypes",
     "tilelang.language.math_intrinsics": "TileLang's explicitly rounded and packed (x2) math "
                                          "intrinsics are not built",
@@ -210,8 +211,6 @@ REASONS = {
     "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
     "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
     "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
-    "float8_e4m3fn": "fp8 dtypes are not supported",
-    "float8_e5m2": "fp8 dtypes are not supported",
     "alloc_global": "global scratch tensors inside a kernel are not built: pass a tensor",
     "reshape": "buffer views are not built", "view": "buffer views are not built",
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",

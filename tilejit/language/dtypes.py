@@ -48,7 +48,7 @@ class DType(str):
     def as_torch(self):
         """The torch dtype (TileLang's ``T.float16.as_torch()``)."""
         import torch    # only for a caller that asks for a torch dtype
-        return getattr(torch, self.name)
+        return getattr(torch, _TORCH_NAMES.get(self.name, self.name))
 
     @property
     def itemsize(self) -> int:
@@ -68,10 +68,16 @@ class DType(str):
         return self.kind in ("int", "uint")
 
     @property
+    def held_in_float32(self) -> bool:
+        """bfloat16 and the float8 types, which numpy lacks: the simulator holds them in
+        float32, rounded to the type on every store (``numerics.cast``)."""
+        return self.name in _HELD_IN_FLOAT32
+
+    @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype used to hold values in simulation (bfloat16 is held in
-        float32 and rounded to bfloat16 precision on every store)."""
-        if self.name == "bfloat16":
+        """The numpy dtype used to hold values in simulation (``held_in_float32`` types
+        in float32)."""
+        if self.held_in_float32:
             return np.dtype(np.float32)
         return np.dtype(self.name if self.name != "bool" else np.bool_)
 
@@ -99,9 +105,18 @@ uint16 = DType("uint16", 16, "uint")
 uint32 = DType("uint32", 32, "uint")
 uint64 = DType("uint64", 64, "uint")
 bool_ = DType("bool", 8, "bool")
+# the OCP 8-bit floats of Hopper's tensor cores: e4m3 without infinities, its one NaN
+# pattern S.1111.111, largest finite 448 (torch's and ml_dtypes' float8_e4m3fn); e5m2 with
+# IEEE infinities and NaNs, largest finite 57344
+float8_e4m3 = DType("float8_e4m3", 8, "float")
+float8_e5m2 = DType("float8_e5m2", 8, "float")
+FLOAT8 = (float8_e4m3, float8_e5m2)
+_HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e5m2"))
+# torch's (and ml_dtypes') names where they differ from ours
+_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64,
-              uint8, uint16, uint32, uint64, bool_)
+              uint8, uint16, uint32, uint64, bool_, float8_e4m3, float8_e5m2)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": bfloat16,
                  "fp16": float16, "fp32": float32, "fp64": float64,
@@ -109,7 +124,8 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  # TileLang's tfloat32 is float32 storage whose gemm runs on tf32 tensor
                  # cores; tilejit's float32 gemm already does (mma.sync .tf32, operands
                  # rounded to nearest), so tfloat32 is float32
-                 "tfloat32": float32, "custom[tfloat32]": float32})
+                 "tfloat32": float32, "custom[tfloat32]": float32,
+                 "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2})
 
 # TileLang's other names of these dtypes
 half, double, short, long, uint = float16, float64, int16, int64, uint32

@@ -15,6 +15,7 @@ from __future__ import annotations
 from tilejit.language._semantics import meaning
 
 WARPGROUP_THREADS = 128        # one T.ws role: warps 4k … 4k+3
+MAX_ARRIVALS = (1 << 20) - 1    # PTX: an mbarrier's expected count is at most 2^20 - 1
 
 
 # -- persistent tile loops -----------------------------------------------------------

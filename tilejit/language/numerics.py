@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.dtypes import DType, bfloat16
+from tilejit.language.dtypes import DType, bfloat16, float8_e4m3, float8_e5m2
 
 
 def round_to_bfloat16(x) -> np.ndarray:
@@ -19,9 +19,40 @@ def round_to_bfloat16(x) -> np.ndarray:
     return out if isinstance(x, np.ndarray) else np.float32(out)
 
 
+# the largest finite value of each 8-bit float
+FLOAT8_MAX = {float8_e4m3: 448.0, float8_e5m2: 57344.0}
+
+
+def _ml_dtype(dtype: DType):
+    try:
+        import ml_dtypes    # numpy's float8 types, imported where a float8 value is made
+    except ImportError:     # pragma: no cover - a dependency of the package
+        raise ImportError(f"{dtype.name} in simulation needs the ml_dtypes package "
+                          "(pip install ml_dtypes)") from None
+    return {float8_e4m3: ml_dtypes.float8_e4m3fn, float8_e5m2: ml_dtypes.float8_e5m2}[dtype]
+
+
+def round_to_float8(x, dtype: DType) -> np.ndarray:
+    """Round values to an 8-bit float (nearest, ties to even), kept in float32, as the
+    GPU's conversion does it (PTX ``cvt.rn.satfinite``): a magnitude beyond the largest
+    finite value, infinity included, becomes that value with its sign; NaN stays NaN."""
+    a = np.asarray(x, dtype=np.float32)
+    limit = FLOAT8_MAX[dtype]
+    with np.errstate(invalid="ignore"):
+        out = np.clip(a, -limit, limit).astype(_ml_dtype(dtype)).astype(np.float32)
+    return out if isinstance(x, np.ndarray) else np.float32(out)
+
+
+def from_float8_bits(bits, dtype: DType) -> np.ndarray:
+    """The float32 values of 8-bit float codes (a uint8 array)."""
+    return np.asarray(bits, dtype=np.uint8).view(_ml_dtype(dtype)).astype(np.float32)
+
+
 def cast(value, dtype: DType):
     if dtype == bfloat16:
         return round_to_bfloat16(np.asarray(value).astype(np.float32))
+    if dtype in FLOAT8_MAX:
+        return round_to_float8(np.asarray(value).astype(np.float32), dtype)
     target = dtype.numpy
     arr = np.asarray(value)
     if dtype.is_int and arr.dtype.kind == "f":

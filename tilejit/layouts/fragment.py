@@ -222,6 +222,11 @@ _MMA = {
     ("m16n8k32", "s8"): (MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K32_INT8_C),
     ("m16n8k32", "u8"): (MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K32_INT8_C),
     ("m16n8k32", "int8"): (MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K32_INT8_C),
+    # sm_89's .e4m3/.e5m2 forms hold four 8-bit values a register as .s8 does (the f32
+    # C as the 16-bit forms' C); tilejit plans float8 gemms with them and runs them on
+    # wgmma (sm_90a)
+    ("m16n8k32", "e4m3"): (MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K16_F16_C),
+    ("m16n8k32", "e5m2"): (MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B, MMA_M16N8K16_F16_C),
 }
 
 

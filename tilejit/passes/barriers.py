@@ -26,16 +26,17 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, STAGE, SYNC,
-                                SYNC_CONSUMERS, TMA_FENCE, TMA_LOAD, TMA_STORE,
-                                TMA_STORE_WAIT, WS_ATTR)
+from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, ROLE_ATTR, STAGE, SYNC,
+                                SYNC_CONSUMERS, SYNC_ROLE, TMA_EXPECT_LOAD, TMA_FENCE,
+                                TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.shared_memory import shares_bytes
 
 
 
-def _sync_stmt(node, name=SYNC):
-    return ast.copy_location(ast.Expr(ast.Call(ast.Name(name, ast.Load()), [], [])), node)
+def _sync_stmt(node, name=SYNC, args=()):
+    return ast.copy_location(ast.Expr(ast.Call(ast.Name(name, ast.Load()),
+                                               [ast.Constant(a) for a in args], [])), node)
 
 
 class _Access:
@@ -51,6 +52,8 @@ class _Access:
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == STAGE and len(node.args) == 2):
             inner = self._tile_of(node.args[0])
+            if inner and self.shared[inner[0]].user_staged:
+                return inner            # the kernel's own stage expressions: any version
             return inner and (inner[0], ast.unparse(node.args[1]))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == REGION and node.args):
@@ -69,6 +72,8 @@ class _Access:
                 fn = resolve_static(node.func, self.ctx.namespace)
                 name = node.func.id if isinstance(node.func, ast.Name) else None
                 tiles = [self._tile_of(a) for a in node.args]
+                if name == TMA_EXPECT_LOAD:
+                    continue    # T.tma_copy: ordered by the kernel's own mbarriers
                 if (fn is T.copy and len(tiles) == 2) or name in (COPY_ASYNC, TMA_LOAD):
                     if tiles[0]:
                         reads.add(tiles[0])
@@ -124,21 +129,22 @@ def _is_call(stmt, *names) -> bool:
 
 
 def _is_sync(stmt) -> bool:
-    return _is_call(stmt, SYNC, SYNC_CONSUMERS)
+    return _is_call(stmt, SYNC, SYNC_CONSUMERS, SYNC_ROLE)
 
 
 class _Syncer:
-    def __init__(self, ctx, sync=SYNC):
+    def __init__(self, ctx, sync=SYNC, sync_args=()):
         self.ctx = ctx
         self.acc = _Access(ctx)
         self.sync = sync            # the barrier this program's threads share
+        self.sync_args = sync_args
 
     def _barrier(self, node, reads=()):
         """The barrier before ``node`` (a list); with ``reads`` pending that include a tile
         a TMA store reads, thread 0 first waits for those reads."""
         stored = self.ctx.plan.tma_stored
         wait = [_sync_stmt(node, TMA_STORE_WAIT)] if any(t in stored for t, _ in reads) else []
-        return wait + [_sync_stmt(node, self.sync)]
+        return wait + [_sync_stmt(node, self.sync, self.sync_args)]
 
     def block(self, stmts, state):
         """(statements with barriers, pending (reads, writes) at the end)."""
@@ -150,6 +156,15 @@ class _Syncer:
                 new, (reads, writes), hoist = self.loop(stmt, (reads, writes))
                 if hoist:
                     out += self._barrier(stmt, reads)
+                out.append(new)
+                continue
+            if isinstance(stmt, ast.If) and getattr(stmt, ROLE_ATTR, None) is not None:
+                # a kernel's own warpgroup role (warp_roles.py): its barriers are its named
+                # barrier; its accesses are ordered for the others by the kernel's mbarriers
+                role = getattr(stmt, ROLE_ATTR)
+                body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,)).block(stmt.body, (set(), set()))
+                new = ast.copy_location(ast.If(stmt.test, body, []), stmt)
+                setattr(new, ROLE_ATTR, role)
                 out.append(new)
                 continue
             if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):

@@ -539,6 +539,13 @@ def _choose_gemm_engines(ctx):
             wg = with_wgmma_rs(gp, smem[b])
         else:
             wg = with_wgmma(gp, smem[a], smem[b])
+        if wg is None and gp.dtypes[0].startswith("float8") and not ctx.target.has_float8_mma:
+            raise ctx.error(f"T.gemm on float8 operands runs on wgmma on {ctx.target.arch}, "
+                            f"which cannot take this {gp.M}x{gp.N}x{gp.K} gemm: it needs both "
+                            f"operands in shared memory and K-major (A as (M, K), B as (N, K) "
+                            f"with transpose_B=True), the block's threads a multiple of 128, M "
+                            f"a multiple of 64 per warpgroup, an instruction N of at most 256",
+                            line)
         if wg is None:
             continue
         for name in smem:

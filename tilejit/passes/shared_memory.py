@@ -74,7 +74,9 @@ def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
     """({tile: offset}, bytes with the mbarriers) of the placement described above,
     without changing the plan (``epilogue_staging.py`` asks whether a tile would fit)."""
     shared = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
-    ranges = live_ranges(fdef, set(shared))
+    # a kernel's own warpgroup roles run side by side, ordered by its mbarriers, not by
+    # the program's order: each tile keeps its bytes throughout
+    ranges = {} if plan.role_threads else live_ranges(fdef, set(shared))
     placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
     offsets = {}
     for t in sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line)):

@@ -20,9 +20,10 @@ from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.ir.gemm_plan import FMA, GemmPlanError, plan_gemm, plan_mfma
-from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, TILE
+from tilejit.ir.gemm_plan import FLOAT8_GEMMS, FMA, GemmPlanError, plan_gemm, plan_mfma
+from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, STAGE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
+from tilejit.passes.staged_tiles import stage_views
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
@@ -199,6 +200,9 @@ class _Tiles(ast.NodeTransformer):
         values = {k: self._static(v, f"T.gemm's {k}") for k, v in opts.items()}
         tiles = []
         for role, arg in zip("ABC", node.args[:3]):
+            if (role != "C" and isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name)
+                    and arg.func.id == STAGE):
+                arg = arg.args[0]           # one version of a stacked tile (staged_tiles.py)
             if not (isinstance(arg, ast.Name) and arg.id in self.plan.tiles):
                 raise self.ctx.error(f"T.gemm: operand {role} must be a tile allocated in this "
                                      f"kernel, got `{ast.unparse(arg)}`", node)
@@ -228,6 +232,8 @@ class _Tiles(ast.NodeTransformer):
                 plan = plan_gemm(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear)
         except GemmPlanError as e:
             raise self.ctx.error(str(e), node) from None
+        if dtypes in FLOAT8_GEMMS:
+            self._check_float8(target, node)
         if a.kind == FRAGMENT and a.dtype.name not in ("float16", "bfloat16"):
             raise self.ctx.error(f"T.gemm: an A operand in registers needs float16 or bfloat16 "
                                  f"inputs, got {a.dtype.name}; put A in shared memory", node)
@@ -238,6 +244,16 @@ class _Tiles(ast.NodeTransformer):
         self.gemm_count += 1
         self.plan.gemms[gid] = (plan, a.name, b.name, c.name, node.lineno)
         return ast.copy_location(_call(GEMM, node.args[:3] + [ast.Constant(gid)]), node)
+
+
+    def _check_float8(self, target, node):
+        """float8 gemms need sm_89's mma.sync forms or Hopper's wgmma."""
+        wgmma = target.has_wgmma and self.ctx.options.wgmma
+        if target.is_cuda and not (target.has_float8_mma or wgmma):
+            why = " with wgmma=False" if target.has_wgmma else ""
+            raise self.ctx.error(f"T.gemm on float8 operands needs float8 tensor cores: "
+                                 f"mma.sync on sm_89/sm_90 and newer, or wgmma on sm_90a; the "
+                                 f"target is {target.arch}{why}", node)
 
 
 class _FoldStaticIfs(ast.NodeTransformer):
@@ -273,7 +289,11 @@ def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                            _known(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)))
     fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    fdef, stacked = stage_views(fdef, ctx, static)
     fdef = _Tiles(ctx, static).visit(fdef)
+    for name, versions in stacked.items():
+        tile = ctx.plan.tiles[name]
+        tile.stages, tile.user_staged = versions, True
     _check_whole_copies(fdef, ctx)
     return fdef
 

@@ -63,8 +63,8 @@ from dataclasses import dataclass
 
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.ir.tma_box import MAX_RANK, Box, data_type_supported
-from tilejit.ir.markers import (COPY_ASYNC, REGION, STAGE, SYNC, TMA_FENCE, TMA_INIT, TMA_LOAD,
-                                TMA_WAIT)
+from tilejit.ir.markers import (COPY_ASYNC, REGION, STAGE, SYNC, TMA_COPY, TMA_EXPECT_LOAD,
+                                TMA_FENCE, TMA_INIT, TMA_LOAD, TMA_WAIT)
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.passes.pipeline import role_of
 
@@ -106,11 +106,12 @@ def _copy_plan(ctx, call, layouts):
     return box_plan(ctx, src, ctx.plan.tiles[dst.args[0].id], layouts)
 
 
-def box_plan(ctx, region, tile, layouts):
+def box_plan(ctx, region, tile, layouts, one_row=False):
     """(tensor name, Box, (boxes, bytes, rank, alignment)) of a TMA copy between the
     ``REGION`` call ``region`` of a tensor parameter and the whole shared ``tile``, or
     None when TMA cannot do it (see the module's docstring); shared by loads and stores
-    (``tma_store.py``)."""
+    (``tma_store.py``). ``one_row``: a (1, n) tile may take a region of one row (a
+    kernel's own ``T.tma_copy``; the pipelines keep their plans)."""
     src = region
     if not (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
             and src.func.id == REGION and isinstance(src.args[0], ast.Name)):
@@ -133,6 +134,8 @@ def box_plan(ctx, region, tile, layouts):
     except RegionError:
         return None
     wide = [(d, e) for d, e in zip(s_r, s_e) if e != 1]
+    if one_row and len(wide) == 1 and tile.shape[0] == 1:   # a (1, n) tile: one row
+        wide = [(None, 1)] + wide
     if len(wide) != 2 or wide[1][0] != len(kinds) - 1 or tuple(e for _, e in wide) != tile.shape:
         return None
     if tile.name not in layouts:
@@ -232,7 +235,12 @@ class _Rewrite(ast.NodeTransformer):
 
 
 def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    if not (ctx.target.has_tma and ctx.options.tma) or not ctx.pipelines:
+    explicit = [n for n in ast.walk(fdef) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name) and n.func.id == TMA_COPY]
+    if explicit and not ctx.target.is_sim and not ctx.options.tma:
+        raise ctx.error("T.tma_copy needs TMA, which this compilation turned off (tma=False)",
+                        explicit[0])
+    if not (ctx.target.has_tma and ctx.options.tma) or not (ctx.pipelines or explicit):
         return fdef
     plan = ctx.plan
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
@@ -268,9 +276,39 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         entry += [ast.Assign([ast.Name(f"__tj_ph{pipe.pid}", ast.Store())], ast.Constant(0)),
                   ast.Expr(_call(TMA_INIT, [ast.Constant(slot0), ast.Constant(pipe.stages),
                                             ast.Constant(pipe.producers)]))]
-    if not entry:
+    for call in explicit:
+        _plan_explicit(ctx, call, maps, layouts)
+    if not maps:
         return fdef
     plan.tensor_maps = [(tensor, box) for tensor, box in maps]
     fdef.args.args += [ast.arg(name) for name in maps.values()]
-    fdef.body = entry + [ast.Expr(_call(SYNC, []))] + fdef.body
+    if entry:
+        fdef.body = entry + [ast.Expr(_call(SYNC, []))] + fdef.body
     return ast.fix_missing_locations(fdef)
+
+
+def _plan_explicit(ctx, call, maps, layouts):
+    """A kernel's own ``T.tma_copy`` (``warp_roles.py``) → ``tma_expect_load`` with its
+    tensor map and boxes, or a CompileError saying what TMA cannot do."""
+    src, dst, bar = call.args
+    name = dst.args[0] if isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name) \
+        and dst.func.id == STAGE else dst
+    tile = ctx.plan.tiles.get(name.id) if isinstance(name, ast.Name) else None
+    if tile is None or tile.kind != "shared":
+        raise ctx.error(f"T.tma_copy: the destination must be a shared tile or one version "
+                        f"of a stacked one (X[s, :, :]), got `{ast.unparse(dst)}`", call)
+    planned = box_plan(ctx, src, tile, layouts, one_row=True)
+    if planned is None:
+        raise ctx.error(f"T.tma_copy: TMA cannot copy `{ast.unparse(src)}` into tile "
+                        f"{tile.name!r} ({tile.shape}, {tile.dtype}): the source must be a "
+                        f"region of a tensor argument with a contiguous, 16-byte aligned last "
+                        f"dimension, of the tile's dtype and shape, and the tile row-major or "
+                        f"in a swizzled layout TMA writes", call)
+    tensor, box, (boxes, nbytes, rank, align) = planned
+    plan = ctx.plan
+    map_name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
+    cid = f"t{len(plan.tma_copies)}"
+    plan.tma_copies[cid] = TmaCopy(list(maps).index((tensor, box)), boxes, nbytes, rank)
+    tile.align = max(tile.align, align)
+    call.func = ast.Name(TMA_EXPECT_LOAD, ast.Load())
+    call.args = [src, dst, bar, _name(map_name), ast.Constant(cid)]

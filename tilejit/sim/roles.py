@@ -29,11 +29,10 @@ import threading
 
 import numpy as np
 
-from tilejit.language.hopper import WARPGROUP_THREADS
+from tilejit.language.hopper import MAX_ARRIVALS, WARPGROUP_THREADS
 from tilejit.sim.runtime import STATE, _caller_location, assigned_name, kernel_frame
 from tilejit.sim.semantics import _resolve, copy
 
-MAX_ARRIVALS = (1 << 20) - 1    # PTX: an mbarrier's expected count is at most 2^20 - 1
 
 
 class DeadlockError(RuntimeError):

@@ -1,5 +1,5 @@
 """Run one launch in the simulator: every block in turn, on numpy views of the
-arguments (results written back to CPU torch tensors and bfloat16 arrays); a kernel with
+arguments (bfloat16 and float8 ones on float32 copies, written back after); a kernel with
 ``with T.ws`` roles runs each block as its warpgroup roles (``roles.py``). Threads may
 simulate at once: where a launch is (``runtime.STATE``) is each thread's own."""
 from __future__ import annotations
@@ -11,7 +11,6 @@ import numpy as np
 
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
-from tilejit.language.dtypes import bfloat16
 from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION, THREAD_INDEX
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import runtime, threads
@@ -60,13 +59,14 @@ def _wrap(name, value, classify):
         return value, None
     if tensor.is_torch:
         obj = value
-        if tensor.dtype == bfloat16:
+        if tensor.dtype.held_in_float32:   # numpy has no such type: a float32 copy
             data = obj.detach().float().numpy()
             return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
         data = obj.detach().numpy()        # shares memory with the CPU tensor
         return runtime.SimTensor(data, tensor.dtype, name), None
-    if tensor.dtype == bfloat16:
-        raise TypeError(f"argument {name!r}: bfloat16 arrays need torch")
+    if tensor.dtype.held_in_float32:       # an ml_dtypes array: a float32 copy
+        data = np.asarray(value).astype(np.float32)
+        return runtime.SimTensor(data, tensor.dtype, name), (value, data)
     return runtime.SimTensor(value, tensor.dtype, name), None
 
 
@@ -111,5 +111,8 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
          state.lanes, state.in_parallel) = outer
     for obj, data in writebacks:
+        if isinstance(obj, np.ndarray):
+            obj[...] = data.astype(obj.dtype)   # values already of the type: exact
+            continue
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))

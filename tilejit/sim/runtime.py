@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from tilejit.language import numerics
-from tilejit.language.dtypes import DType, bfloat16
+from tilejit.language.dtypes import DType
 
 
 class _State(threading.local):
@@ -224,8 +224,8 @@ def assigned_name(frame) -> str | None:
 
 
 class SimTensor:
-    """A global tensor or a tile in simulation: a numpy array (bfloat16 held in
-    float32). A tile (``kind`` "fragment", "shared" or "local") also has ``unwritten``:
+    """A global tensor or a tile in simulation: a numpy array (bfloat16 and float8
+    held in float32). A tile (``kind`` "fragment", "shared" or "local") also has ``unwritten``:
     True where no element has been written yet, None once all have been (and always for
     a global tensor)."""
 
@@ -359,8 +359,8 @@ class SimTensor:
 
 
 def _to_storage(value, dtype: DType, storage: np.dtype):
-    if dtype == bfloat16:
-        return numerics.round_to_bfloat16(np.asarray(value, dtype=np.float32))
+    if dtype.held_in_float32:       # bfloat16, float8: rounded to the type
+        return numerics.cast(np.asarray(value, dtype=np.float32), dtype)
     if dtype.is_int and np.asarray(value).dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             return np.trunc(value).astype(storage)

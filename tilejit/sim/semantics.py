@@ -27,7 +27,7 @@ import numpy as np
 
 from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS
-from tilejit.language.dtypes import as_dtype, bfloat16
+from tilejit.language.dtypes import as_dtype
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, kernel_frame, shared_object)
@@ -39,7 +39,7 @@ from tilejit.sim.threads import LaneTensor, block_wide, uniform
 def _new_tile(shape, dtype, kind):
     dtype = as_dtype(dtype)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
-    storage = np.float32 if dtype == bfloat16 else dtype.numpy
+    storage = dtype.numpy
     frame = kernel_frame()
     name = (assigned_name(frame) if frame is not None else None) or f"{kind} tile"
     if kind == "shared":        # one per block, whichever warpgroup role allocates it
@@ -201,7 +201,7 @@ def copy(src, dst):
         s_t.check_written(tuple(i.reshape(-1) for i in safe), s_in.reshape(-1) & keep)
     values = np.where(s_in, s_data[safe], s_data.dtype.type(0)).reshape(-1)
     d_flat = [i.reshape(-1) for i in d_idx]
-    stored = _to_storage(_num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else values,
+    stored = _to_storage(values if d_t.dtype.held_in_float32 else _num.cast(values, d_t.dtype),
                          d_t.dtype, d_t.data.dtype)
     written = tuple(i[keep] for i in d_flat)
     d_t.data[written] = np.asarray(stored).reshape(-1)[keep]
@@ -308,7 +308,7 @@ _COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
 
 def _values(src, dst):
     data = np.asarray(src.data)
-    target = np.float32 if dst.dtype == bfloat16 else dst.dtype.numpy
+    target = dst.dtype.numpy
     with np.errstate(all="ignore"):
         return data.astype(target)
 
@@ -442,8 +442,8 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
     tensor._check(idx_b, active)
     if tensor.unwritten is not None:        # an atomic reads its destination
         tensor.check_written(tuple(np.where(active, i, 0) for i in idx_b), active)
-    v = _num.cast(value, dtype) if dtype != bfloat16 else _num.round_to_bfloat16(
-        np.asarray(value, dtype=np.float32))
+    v = _num.cast(np.asarray(value, dtype=np.float32) if dtype.held_in_float32 else value,
+                  dtype)
     v_b = np.broadcast_to(np.asarray(v, dtype=tensor.data.dtype), shape)
     sel = active.reshape(-1)
     old = _apply(op, tensor, tuple(i.reshape(-1)[sel] for i in idx_b), v_b.reshape(-1)[sel])
@@ -477,8 +477,8 @@ def region_atomic(op, dst, value, return_prev=False):
     if d_t.unwritten is not None:           # an atomic reads its destination
         d_t.check_written(tuple(np.where(d_in, i, 0) for i in d_idx), d_in)
     values = np.where(s_in, s_t.data[safe], s_t.data.dtype.type(0)).reshape(-1)
-    values = _num.cast(values, d_t.dtype) if d_t.dtype != bfloat16 else \
-        _num.round_to_bfloat16(values.astype(np.float32))
+    values = _num.cast(values.astype(np.float32) if d_t.dtype.held_in_float32 else values,
+                       d_t.dtype)
     _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
            np.asarray(values, dtype=d_t.data.dtype)[keep])
     return None

@@ -125,7 +125,7 @@ def _a_registers(lanes, w, a_ty, a_ptr, kk):
     if a_ty.kind == "fragment":
         slots = _register_slots(tile.layout, gp, "A")
         per_reg = 4 // tile.dtype.itemsize if gp.kind != "tf32" else 1
-        n_regs = {"f16": 4, "bf16": 4, "tf32": 4, "s8": 4}[gp.kind]
+        n_regs = 4
         a_mma = mma_fragment(gp.instr, gp.kind, "A")
         # each A register's elements, as (row, col) inside the 16 x k tile -> via C blocks
         a_ix = fragment_indexing(a_mma)
@@ -220,10 +220,24 @@ def _mma(builder, gp, a, b, c):
         name, aty, cty = "llvm.nvvm.mma.m16n8k16.row.col.bf16", I32, F32
     elif gp.kind == "tf32":
         name, aty, cty = "llvm.nvvm.mma.m16n8k8.row.col.tf32", I32, F32
+    elif gp.kind in ("e4m3", "e5m2"):
+        return _mma_float8(builder, gp, a, b, c)
     else:
         name, aty, cty = "llvm.nvvm.mma.m16n8k32.row.col.s8", I32, I32
     fn = intrinsic(builder, name, ir.LiteralStructType([cty] * 4), [aty] * 6 + [cty] * 4)
     out = builder.call(fn, a + b + c)
+    return [builder.extract_value(out, k) for k in range(4)]
+
+
+def _mma_float8(builder, gp, a, b, c):
+    """sm_89's ``mma.sync.m16n8k32`` on float8 (PTX 8.4; LLVM has no intrinsic for it):
+    four A, two B registers of four 8-bit values, four f32 accumulators."""
+    ta, tb = gp.dtypes[0][7:], gp.dtypes[1][7:]
+    text = (f"mma.sync.aligned.m16n8k32.row.col.f32.{ta}.{tb}.f32 {{$0, $1, $2, $3}}, "
+            "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    fnty = ir.FunctionType(ir.LiteralStructType([F32] * 4), [I32] * 6 + [F32] * 4)
+    asm = ir.InlineAsm(fnty, text, ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
+    out = builder.call(asm, a + b + c)
     return [builder.extract_value(out, k) for k in range(4)]
 
 

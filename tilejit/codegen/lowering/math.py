@@ -65,9 +65,9 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit import language as T
-from tilejit.codegen.typing.types import BFloat16
+from tilejit.codegen.typing.types import StorageFloat
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.scalar import bf16_to_f32, f32_to_bf16
+from tilejit.codegen.lowering.scalar import from_f32, to_f32
 from tilejit.ir.kernel_config import current_kernel_or_none
 
 # metadata on the routines' own arithmetic: never contracted into an fma
@@ -720,8 +720,8 @@ def _fast_math() -> bool:
 
 
 def _in_float32(builder, ty, compute, args):
-    if isinstance(ty, BFloat16):
-        return f32_to_bf16(builder, compute(*(bf16_to_f32(builder, a) for a in args)))
+    if isinstance(ty, StorageFloat):
+        return from_f32(builder, ty, compute(*(to_f32(builder, ty, a) for a in args)))
     if ty == types.float16:
         return builder.fptrunc(compute(*(builder.fpext(a, F32) for a in args)), ir.HalfType())
     return compute(*args)

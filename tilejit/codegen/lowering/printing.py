@@ -5,7 +5,7 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit import language as T
-from tilejit.codegen.typing.types import BFloat16
+from tilejit.codegen.typing.types import StorageFloat
 from tilejit.codegen.lowering.debug import _thread_prefix, emit_printf, emit_trap
 from tilejit.codegen.lowering.registry import lower
 from tilejit.ir.kernel_config import current_kernel
@@ -19,7 +19,7 @@ def _printable(context, builder, ty, value):
         wide = builder.sext(value, ir.IntType(64)) if ty.signed else builder.zext(
             value, ir.IntType(64))
         return ("%lld" if ty.signed else "%llu"), wide
-    if isinstance(ty, (types.Float, BFloat16)):
+    if isinstance(ty, (types.Float, StorageFloat)):
         return "%g", context.cast(builder, value, ty, types.float64)
     raise NotImplementedError(f"T.print of {ty}")
 

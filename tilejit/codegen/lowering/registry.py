@@ -38,5 +38,5 @@ def load_rules():
     from tilejit.codegen.lowering import copy, gemm, math, parallel, printing, scalar, tensor, tiles  # noqa: F401
     from tilejit.codegen.lowering import atomics  # noqa: F401
     from tilejit.codegen.lowering import reductions  # noqa: F401
-    from tilejit.codegen.lowering import tma, warp_specialize  # noqa: F401
+    from tilejit.codegen.lowering import tma, warp_roles, warp_specialize  # noqa: F401
     from tilejit.codegen.lowering import warp  # noqa: F401

@@ -1,5 +1,5 @@
-"""Scalar rules: the weak float, bfloat16 conversions, casts, select, min/max, abs,
-ceildiv, typed constants."""
+"""Scalar rules: the weak float, the bfloat16 and float8 conversions, casts, select,
+min/max, abs, ceildiv, typed constants."""
 from __future__ import annotations
 
 import math
@@ -9,10 +9,10 @@ from numba.core import types
 from numba.core.imputils import impl_ret_untracked
 
 from tilejit import language as T
-from tilejit.codegen.typing.types import BFloat16, DTypeType, WeakFloat
+from tilejit.codegen.typing.types import BFloat16, DTypeType, StorageFloat, WeakFloat
 from tilejit.codegen.lowering.registry import lower, lower_cast, lower_constant
 
-I16, I32, F32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
+I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
 
 @lower_constant(WeakFloat)
@@ -49,22 +49,88 @@ def f32_to_bf16(builder, value):
     return builder.select(is_nan, I16(0x7FC0), builder.trunc(rounded, I16))
 
 
-@lower_cast(BFloat16, types.Number)
-def bf16_to_number(context, builder, fromty, toty, val):
-    return context.cast(builder, bf16_to_f32(builder, val), types.float32, toty)
+# float8 (OCP FP8, as PTX's e4m3 / e5m2): (exponent bits, mantissa bits, bias, largest
+# finite value). Conversions are integer and float32 arithmetic, so they build for every
+# target (sm_80 has no float8 conversion instruction; AMDGPU's differ).
+_FLOAT8 = {"float8_e4m3": (4, 3, 7, 448.0), "float8_e5m2": (5, 2, 15, 57344.0)}
+_NAN8 = 0x7F
 
 
-@lower_cast(BFloat16, types.Boolean)
-def bf16_to_bool(context, builder, fromty, toty, val):
-    return context.cast(builder, bf16_to_f32(builder, val), types.float32, toty)
+def _f8_to_f32(builder, name, bits):
+    """Exact: the exponent rebiased and the mantissa moved up for a normal code, the
+    mantissa scaled for a subnormal one; e4m3's 0x7F is NaN, e5m2's exponent 31 is
+    infinity (mantissa 0) or NaN. Integer arithmetic only, no half-precision libcalls."""
+    _e, m, bias, _max = _FLOAT8[name]
+    u = builder.zext(bits, I32)
+    sign = builder.shl(builder.and_(u, I32(0x80)), I32(24))
+    em = builder.and_(u, I32(0x7F))
+    normal = builder.add(builder.shl(em, I32(23 - m)), I32((127 - bias) << 23))
+    subnormal = builder.bitcast(builder.fmul(builder.uitofp(em, F32),
+                                             F32(2.0 ** (1 - bias - m))), I32)
+    magnitude = builder.select(builder.icmp_unsigned("<", em, I32(1 << m)), subnormal, normal)
+    if name == "float8_e4m3":
+        special = builder.icmp_unsigned("==", em, I32(_NAN8))
+        value = I32(0x7FC00000)
+    else:                               # exponent 31: infinity or NaN
+        special = builder.icmp_unsigned(">=", em, I32(0x7C))
+        value = builder.select(builder.icmp_unsigned("==", em, I32(0x7C)), I32(0x7F800000),
+                               I32(0x7FC00000))
+    magnitude = builder.select(special, value, magnitude)
+    return builder.bitcast(builder.or_(magnitude, sign), F32)
 
 
-@lower_cast(types.Number, BFloat16)
-@lower_cast(types.Boolean, BFloat16)
-def number_to_bf16(context, builder, fromty, toty, val):
-    if isinstance(fromty, BFloat16):
+def _f32_to_f8(builder, name, value):
+    """Round to nearest even, saturating (PTX's ``cvt.rn.satfinite``): a magnitude past
+    the largest finite value, infinity included, becomes it; NaN becomes 0x7F."""
+    _e, m, bias, largest = _FLOAT8[name]
+    bits = builder.bitcast(value, I32)
+    sign = builder.and_(builder.lshr(bits, I32(24)), I32(0x80))
+    fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
+    minnum = builder.module.declare_intrinsic("llvm.minnum", [F32],
+                                              ir.FunctionType(F32, [F32, F32]))
+    a = builder.call(minnum, [builder.call(fabs, [value]), F32(largest)])
+    abits = builder.bitcast(a, I32)
+    shift = 23 - m
+    lsb = builder.and_(builder.lshr(abits, I32(shift)), I32(1))
+    rounded = builder.add(abits, builder.add(I32((1 << (shift - 1)) - 1), lsb))
+    normal = builder.sub(builder.lshr(rounded, I32(shift)), I32((127 - bias) << m))
+    rint = builder.module.declare_intrinsic("llvm.rint", [F32])
+    scaled = builder.call(rint, [builder.fmul(a, F32(2.0 ** (bias - 1 + m)))])
+    subnormal = builder.fptoui(scaled, I32)
+    tiny = builder.fcmp_ordered("<", a, F32(2.0 ** (1 - bias)))
+    code = builder.or_(builder.select(tiny, subnormal, normal), sign)
+    is_nan = builder.fcmp_unordered("uno", value, value)
+    return builder.trunc(builder.select(is_nan, I32(_NAN8), code), I8)
+
+
+def to_f32(builder, ty, bits):
+    """The float32 value of a ``StorageFloat``'s bits (exact)."""
+    if isinstance(ty, BFloat16):
+        return bf16_to_f32(builder, bits)
+    return _f8_to_f32(builder, ty.name, bits)
+
+
+def from_f32(builder, ty, value):
+    """A float32 rounded to a ``StorageFloat``'s bits (nearest even)."""
+    if isinstance(ty, BFloat16):
+        return f32_to_bf16(builder, value)
+    return _f32_to_f8(builder, ty.name, value)
+
+
+@lower_cast(StorageFloat, types.Number)
+@lower_cast(StorageFloat, types.Boolean)
+def storage_float_to_number(context, builder, fromty, toty, val):
+    if fromty == toty:
         return val
-    return f32_to_bf16(builder, context.cast(builder, val, fromty, types.float32))
+    return context.cast(builder, to_f32(builder, fromty, val), types.float32, toty)
+
+
+@lower_cast(types.Number, StorageFloat)
+@lower_cast(types.Boolean, StorageFloat)
+def number_to_storage_float(context, builder, fromty, toty, val):
+    if fromty == toty:
+        return val
+    return from_f32(builder, toty, context.cast(builder, val, fromty, types.float32))
 
 
 @lower(T.cast, types.Any, types.StringLiteral)
@@ -90,9 +156,9 @@ def _min_max(context, builder, ty, a, b, is_max):
         fnty = ir.FunctionType(a.type, [a.type, a.type])
         fn = builder.module.declare_intrinsic(name, [a.type], fnty)
         return builder.call(fn, [a, b])
-    if isinstance(ty, BFloat16):
-        fa, fb = bf16_to_f32(builder, a), bf16_to_f32(builder, b)
-        return f32_to_bf16(builder, _min_max(context, builder, types.float32, fa, fb, is_max))
+    if isinstance(ty, StorageFloat):
+        fa, fb = to_f32(builder, ty, a), to_f32(builder, ty, b)
+        return from_f32(builder, ty, _min_max(context, builder, types.float32, fa, fb, is_max))
     signed = getattr(ty, "signed", False)
     op = (">" if is_max else "<")
     cmp = builder.icmp_signed(op, a, b) if signed else builder.icmp_unsigned(op, a, b)
@@ -116,8 +182,8 @@ def abs_impl(context, builder, sig, args):
     if isinstance(ty, types.Float):
         fn = builder.module.declare_intrinsic("llvm.fabs", [x.type])
         return builder.call(fn, [x])
-    if isinstance(ty, BFloat16):
-        return builder.and_(x, I16(0x7FFF))
+    if isinstance(ty, StorageFloat):        # clear the sign bit
+        return builder.and_(x, x.type((1 << (ty.bitwidth - 1)) - 1))
     if not ty.signed:
         return x
     neg = builder.neg(x)
@@ -135,8 +201,8 @@ def ceildiv_impl(context, builder, sig, args):
 @lower(T.infinity, DTypeType)
 def infinity_impl(context, builder, sig, args):
     ty = sig.return_type
-    if isinstance(ty, BFloat16):
-        return I16(0x7F80)
+    if isinstance(ty, StorageFloat):        # float8_e4m3 has none: its largest, 448
+        return from_f32(builder, ty, F32(math.inf))
     return context.get_value_type(ty)(math.inf)
 
 

@@ -58,7 +58,8 @@ def tma_init_impl(context, builder, sig, args):
     arrivals per phase, and fences the initialization (the pass puts a block barrier
     after it, before any thread waits)."""
     first, count, arrivals = (t.literal_value for t in sig.args)
-    with builder.if_then(_thread_zero(context, builder)):
+    block_thread = context.block_thread_index(builder)     # thread 0 of the block
+    with builder.if_then(builder.icmp_unsigned("==", block_thread, I32(0))):
         for j in range(count):
             _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
                  [mbarrier(builder, first + j), I32(arrivals)])
@@ -89,13 +90,29 @@ def tma_load_impl(context, builder, sig, args):
     """Thread 0: expect the copy's bytes on the stage's mbarrier (one arrival), then one
     ``cp.async.bulk.tensor`` per box at the region's start (coordinates innermost first;
     TMA zero-fills what lies outside the tensor)."""
+    _load(context, builder, sig, args, _issuer,
+          "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.TMA_EXPECT_LOAD), types.Any, TileType, types.int32, TensorMapType,
+       types.StringLiteral, target="cuda")
+def tma_expect_load_impl(context, builder, sig, args):
+    """``T.tma_copy``: the first thread of its warpgroup role adds the copy's bytes to the
+    mbarrier's phase without arriving (the role's ``T.mbarrier_arrive`` does), then
+    issues the boxes as ``tma_load`` does."""
+    _load(context, builder, sig, args, _thread_zero,
+          "mbarrier.expect_tx.shared::cta.b64 [$0], $1;")
+    return context.get_dummy_value()
+
+
+def _load(context, builder, sig, args, issuer, expect):
     src, dst, _ = operands(context, builder, sig.args[:2], args[:2])
     copy = plan().tma_copies[sig.args[4].literal_value]
     bar = mbarrier(builder, args[2])
     tensor_map = builder.ptrtoint(args[3], I64)
-    with builder.if_then(_issuer(context, builder)):
-        _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
-             [bar, I32(copy.nbytes)])
+    with builder.if_then(issuer(context, builder)):
+        _asm(builder, expect, "r,r", [bar, I32(copy.nbytes)])
         destination = _shared_address(builder, dst.value)
         rank = copy.rank
         places = ", ".join(f"${2 + d}" for d in range(rank))
@@ -105,7 +122,6 @@ def tma_load_impl(context, builder, sig, args):
         for offset, coords in _boxes(builder, copy, src.starts):
             _asm(builder, text, constraints,
                  [builder.add(destination, I32(offset)), tensor_map, *coords, bar])
-    return context.get_dummy_value()
 
 
 @lower(markers.stub(markers.TMA_WAIT), types.int32, types.int32, types.BooleanLiteral,

@@ -155,6 +155,8 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
         a_args = [a]
     if types.startswith("s32"):         # integer: no scale or transpose immediates
         tail = ""
+    elif "e4m3" in types or "e5m2" in types:    # float8: scales, no transpose immediates
+        tail = ", 1, 1"
     text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(nxt + 1) + ", 0; "
             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
             f"${nxt}, tjd{tail}; }}")

@@ -18,7 +18,7 @@ from numba.core.typing import BaseContext, signature
 from numba.core.typing.templates import builtin_registry
 
 from tilejit.language.dtypes import DType
-from tilejit.codegen.typing.types import BFloat16, DTypeType, WeakFloat, is_half, weak_float
+from tilejit.codegen.typing.types import DTypeType, StorageFloat, WeakFloat, is_half, weak_float
 
 _ARITH = {operator.add: operator.add, operator.sub: operator.sub,
           operator.mul: operator.mul, operator.floordiv: operator.floordiv,
@@ -40,7 +40,7 @@ def _is_weak(ty) -> bool:
 
 def _is_strong_float(ty) -> bool:
     return (isinstance(ty, types.Float) and not isinstance(ty, WeakFloat)) or isinstance(
-        ty, BFloat16)
+        ty, StorageFloat)
 
 
 def widest_float(tys):
@@ -145,9 +145,9 @@ class TilejitTypingContext(BaseContext):
         return signature(result, *sig.args)
 
     def unify_pairs(self, first, second):
-        if isinstance(first, WeakFloat) and isinstance(second, (types.Float, BFloat16)):
+        if isinstance(first, WeakFloat) and isinstance(second, (types.Float, StorageFloat)):
             return second
-        if isinstance(second, WeakFloat) and isinstance(first, (types.Float, BFloat16)):
+        if isinstance(second, WeakFloat) and isinstance(first, (types.Float, StorageFloat)):
             return first
         # a float literal meeting an integer (the branches of T.if_then_else, a variable
         # assigned both): float32, as the arithmetic of the two gives (harmonize)

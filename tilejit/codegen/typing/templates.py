@@ -14,7 +14,7 @@ from tilejit import language as T
 from tilejit.ir import markers
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.codegen.typing.context import harmonize
-from tilejit.codegen.typing.types import (BFloat16, DTypeType, GlobalTensorType, ParallelType,
+from tilejit.codegen.typing.types import (DTypeType, GlobalTensorType, ParallelType, StorageFloat,
                                           numba_type, weak_float, WeakFloat)
 
 registry = Registry()
@@ -282,7 +282,7 @@ class TensorSetItem(AbstractTemplate):
 # passed as they are and the lowering computes in float32 and rounds the result back.
 
 def _math_result(ty):
-    if isinstance(ty, WeakFloat) or not isinstance(ty, (types.Float, BFloat16)):
+    if isinstance(ty, WeakFloat) or not isinstance(ty, (types.Float, StorageFloat)):
         return types.float32
     return types.unliteral(ty)
 
@@ -405,7 +405,7 @@ def _warp_value(ty, what, integers_only=False):
     if isinstance(ty, WeakFloat):
         ty = types.float32
     ok = isinstance(ty, types.Integer) if integers_only else isinstance(
-        ty, (types.Integer, types.Float, BFloat16))
+        ty, (types.Integer, types.Float, StorageFloat))
     if not ok:
         kind = "an integer" if integers_only else "a number"
         raise errors.TypingError(f"T.{what}: expected {kind} value, got {ty}")

@@ -223,6 +223,7 @@ class TmaInitTemplate(AbstractTemplate):
 
 
 @infer_global(markers.stub(markers.TMA_LOAD))
+@infer_global(markers.stub(markers.TMA_EXPECT_LOAD))
 class TmaLoadTemplate(AbstractTemplate):
     def generic(self, args, kws):
         src, dst, slot, tmap, cid = args
@@ -261,6 +262,7 @@ class TmaFenceTemplate(AbstractTemplate):
 
 @infer_global(markers.stub(markers.WS_PRODUCER))
 @infer_global(markers.stub(markers.WS_LEADER))
+@infer_global(markers.stub(markers.ROLE_LEADER))
 class WsRoleTemplate(AbstractTemplate):
     def generic(self, args, kws):
         return signature(types.boolean)
@@ -275,6 +277,15 @@ class SetMaxNRegTemplate(AbstractTemplate):
         raise errors.TypingError(f"setmaxnreg takes a literal bool and int, got {args}")
 
 
+@infer_global(markers.stub(markers.MBAR_ARRIVE_ALL))
+class MbarArriveAllTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if (len(args) == 2 and isinstance(args[0], types.Integer)
+                and isinstance(args[1], types.IntegerLiteral)):
+            return signature(types.none, types.int32, args[1])
+        raise errors.TypingError(f"mbar_arrive_all takes an integer and a literal, got {args}")
+
+
 @infer_global(markers.stub(markers.MBAR_ARRIVE))
 class MbarArriveTemplate(AbstractTemplate):
     def generic(self, args, kws):
@@ -287,6 +298,20 @@ class MbarArriveTemplate(AbstractTemplate):
 class SyncConsumersTemplate(AbstractTemplate):
     def generic(self, args, kws):
         return signature(types.none)
+
+
+@infer_global(markers.stub(markers.SYNC_ROLE))
+class SyncRoleTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.IntegerLiteral):
+            return signature(types.none, *args)
+        raise errors.TypingError(f"sync_role takes a literal role, got {args}")
+
+
+@infer_global(markers.stub(markers.WS_ROLE))
+class WsRoleIndexTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.int32)
 
 
 @infer_global(markers.stub(markers.SWIZZLE_BLOCKS))

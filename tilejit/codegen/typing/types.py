@@ -5,7 +5,8 @@
   for tensors whose last dimension is contiguous).
 - ``WeakFloat`` / weak ints: Python number literals and run-time Python scalars, which
   take the dtype of the typed value they meet (``x * 2.0`` on float16 stays float16).
-- ``BFloat16``: stored as 16 bits, computed in float32.
+- ``StorageFloat``: ``BFloat16`` (16 bits) and ``Float8`` (e4m3, e5m2: 8 bits), stored as
+  their bits, computed in float32.
 - ``DTypeType``: a compile-time dtype (``A.dtype``, ``T.float32``).
 - ``ParallelType``: ``T.Parallel(m, n)``, an iterable whose iterations the block's
   threads share.
@@ -29,12 +30,12 @@ class WeakFloat(types.Float):
         return float(value)
 
     def can_convert_to(self, typingctx, other):
-        if isinstance(other, (types.Float, BFloat16)):
+        if isinstance(other, (types.Float, StorageFloat)):
             return Conversion.promote
         return None
 
     def unify(self, typingctx, other):
-        if isinstance(other, (types.Float, BFloat16)) and not isinstance(other, WeakFloat):
+        if isinstance(other, (types.Float, StorageFloat)) and not isinstance(other, WeakFloat):
             return other
         return None
 
@@ -42,12 +43,14 @@ class WeakFloat(types.Float):
 weak_float = WeakFloat()
 
 
-class BFloat16(types.Number):
-    """bfloat16: the upper 16 bits of an IEEE binary32."""
+class StorageFloat(types.Number):
+    """A float type LLVM has no arithmetic for: held as its bits (an integer of
+    ``bitwidth``), converted to float32 to compute and rounded back
+    (``codegen/lowering/scalar.to_f32`` / ``from_f32``)."""
 
-    def __init__(self):
-        super().__init__("bfloat16")
-        self.bitwidth = 16
+    def __init__(self, name, bitwidth):
+        super().__init__(name)
+        self.bitwidth = bitwidth
 
     def can_convert_to(self, typingctx, other):
         if isinstance(other, types.Float) and other.bitwidth >= 32:
@@ -61,17 +64,36 @@ class BFloat16(types.Number):
             return self
         if isinstance(other, types.Float):
             return other if other.bitwidth >= 32 else types.float32
+        if isinstance(other, StorageFloat):     # bf16 with fp8, e4m3 with e5m2
+            return types.float32
         return None
 
 
+class BFloat16(StorageFloat):
+    """bfloat16: the upper 16 bits of an IEEE binary32."""
+
+    def __init__(self):
+        super().__init__("bfloat16", 16)
+
+
+class Float8(StorageFloat):
+    """float8_e4m3 (no infinities, largest 448) and float8_e5m2 (the upper byte of a
+    float16): 8 bits."""
+
+    def __init__(self, name):
+        super().__init__(name, 8)
+
+
 bfloat16 = BFloat16()
+float8_e4m3 = Float8("float8_e4m3")
+float8_e5m2 = Float8("float8_e5m2")
 
 _NUMBA_OF = {
     "float16": types.float16, "bfloat16": bfloat16, "float32": types.float32,
     "float64": types.float64, "int8": types.int8, "int16": types.int16,
     "int32": types.int32, "int64": types.int64, "uint8": types.uint8,
     "uint16": types.uint16, "uint32": types.uint32, "uint64": types.uint64,
-    "bool": types.boolean,
+    "bool": types.boolean, "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2,
 }
 
 
@@ -80,8 +102,8 @@ def numba_type(dtype: DType) -> types.Type:
 
 
 def is_half(ty) -> bool:
-    """float16 and bfloat16: arithmetic on them is carried out in float32."""
-    return ty == types.float16 or isinstance(ty, BFloat16)
+    """float16, bfloat16 and float8: arithmetic on them is carried out in float32."""
+    return ty == types.float16 or isinstance(ty, StorageFloat)
 
 
 class DTypeType(types.Callable, types.Dummy):

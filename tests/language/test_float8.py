@@ -1,0 +1,166 @@
+"""float8_e4m3 and float8_e5m2: the dtypes, the simulator's rounding (ml_dtypes, saturating
+as PTX's cvt.rn.satfinite), the GPU's conversion IR run on this CPU against it for every
+code and a dense sweep of float32 values, kernels on float8 tensors."""
+import ctypes
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.language import numerics
+from tilejit.language.dtypes import as_dtype
+
+FP8 = {"float8_e4m3": (T.float8_e4m3, torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn, 448.0),
+       "float8_e5m2": (T.float8_e5m2, torch.float8_e5m2, ml_dtypes.float8_e5m2, 57344.0)}
+
+
+def test_dtype_names_and_conversions():
+    assert T.float8_e4m3fn is T.float8_e4m3 and T.float8_e4m3 == "float8_e4m3"
+    assert as_dtype(torch.float8_e4m3fn) is T.float8_e4m3
+    assert as_dtype(torch.float8_e5m2) is T.float8_e5m2
+    assert as_dtype(np.dtype(ml_dtypes.float8_e4m3fn)) is T.float8_e4m3
+    assert as_dtype("float8_e4m3fn") is T.float8_e4m3
+    assert T.float8_e4m3.as_torch() is torch.float8_e4m3fn
+    assert T.float8_e5m2.bits == 8 and T.float8_e5m2.itemsize == 1
+    assert T.float8_e4m3.held_in_float32 and not T.float16.held_in_float32
+
+
+@pytest.mark.parametrize("name", sorted(FP8))
+def test_simulator_rounding_saturates_like_the_gpu(name):
+    dtype, _, ml, largest = FP8[name]
+    x = np.array([1.0, largest * 1.1, -1e30, np.inf, -np.inf, np.nan, 0.3, -0.0], np.float32)
+    got = numerics.cast(x, dtype)
+    assert got[1] == largest and got[2] == -largest
+    assert got[3] == largest and got[4] == -largest and np.isnan(got[5])
+    assert got[6] == np.float32(np.float32(0.3).astype(ml))
+    assert np.signbit(got[7])
+
+
+class HostFloat8:
+    """``codegen/lowering/scalar``'s float8 conversion IR compiled for this CPU:
+    ``decode(uint8*, float*, n)`` and ``encode(float*, uint8*, n)``."""
+
+    def __init__(self, name):
+        import llvmlite.binding as ll
+        from llvmlite import ir
+
+        from tilejit.codegen.lowering.scalar import _f8_to_f32, _f32_to_f8
+
+        ll.initialize_native_target()
+        ll.initialize_native_asmprinter()
+        module = ir.Module("host_float8")
+        module.triple = ll.get_process_triple()
+        i8, i64, f32 = ir.IntType(8), ir.IntType(64), ir.FloatType()
+        for fname, src, dst, convert in (("decode", i8, f32, _f8_to_f32),
+                                         ("encode", f32, i8, _f32_to_f8)):
+            fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [src.as_pointer(),
+                                                                     dst.as_pointer(), i64]),
+                             fname)
+            xs, out, n = fn.args
+            entry, body, done = (fn.append_basic_block(s) for s in ("entry", "body", "done"))
+            b = ir.IRBuilder(entry)
+            b.cbranch(b.icmp_signed(">", n, i64(0)), body, done)
+            b = ir.IRBuilder(body)
+            i = b.phi(i64)
+            i.add_incoming(i64(0), entry)
+            b.store(convert(b, name, b.load(b.gep(xs, [i]))), b.gep(out, [i]))
+            nxt = b.add(i, i64(1))
+            i.add_incoming(nxt, body)
+            b.cbranch(b.icmp_signed("<", nxt, n), body, done)
+            ir.IRBuilder(done).ret_void()
+        llmod = ll.parse_assembly(str(module))
+        llmod.verify()
+        tm = ll.Target.from_default_triple().create_target_machine(opt=2)
+        self.engine = ll.create_mcjit_compiler(llmod, tm)
+        self.engine.finalize_object()
+        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+        self.decode_fn = proto(self.engine.get_function_address("decode"))
+        self.encode_fn = proto(self.engine.get_function_address("encode"))
+
+    def decode(self, codes):
+        codes = np.ascontiguousarray(codes, np.uint8)
+        out = np.empty(codes.shape, np.float32)
+        self.decode_fn(codes.ctypes.data, out.ctypes.data, codes.size)
+        return out
+
+    def encode(self, values):
+        values = np.ascontiguousarray(values, np.float32)
+        out = np.empty(values.shape, np.uint8)
+        self.encode_fn(values.ctypes.data, out.ctypes.data, values.size)
+        return out
+
+
+@pytest.mark.parametrize("name", sorted(FP8))
+def test_gpu_conversion_ir_matches_the_simulator(name):
+    dtype, _, ml, largest = FP8[name]
+    host = HostFloat8(name)
+    codes = np.arange(256, dtype=np.uint8)
+    want = numerics.from_float8_bits(codes, dtype)
+    got = host.decode(codes)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))  # ±0 too
+    # every float32 around the type's range, its halfway points and the specials
+    rng = np.random.default_rng(0)
+    finite = want[~nan & np.isfinite(want)]
+    mids = (np.sort(finite)[1:] + np.sort(finite)[:-1]) / 2
+    values = np.concatenate([
+        finite, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+        rng.standard_normal(200_000).astype(np.float32) * rng.choice([1e-3, 1, 30, 1e3], 200_000),
+        np.float32([np.inf, -np.inf, np.nan, largest * 2, -largest * 2, 1e-30, -1e-30, 0.0])])
+    values = values.astype(np.float32)
+    encoded = host.encode(values)
+    got = numerics.from_float8_bits(encoded, dtype)
+    want = numerics.cast(values, dtype)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    bad = np.flatnonzero(got[~nan].view(np.uint32) != want[~nan].view(np.uint32))
+    assert bad.size == 0, (values[~nan][bad[:5]], got[~nan][bad[:5]], want[~nan][bad[:5]])
+
+
+@tilejit.kernel
+def scale_to(A, B, s):
+    with T.Kernel(T.ceildiv(A.shape[0], 32), threads=128) as bx:
+        for i, j in T.Parallel(32, A.shape[1]):
+            B[bx * 32 + i, j] = T.cast(A[bx * 32 + i, j], T.float32) * s
+
+
+@pytest.mark.parametrize("src,dst", [("float8_e4m3", "float16"), ("float16", "float8_e4m3"),
+                                     ("float8_e5m2", "float8_e4m3"),
+                                     ("float32", "float8_e5m2")])
+def test_kernel_converts_in_simulation(src, dst):
+    tt = {"float16": torch.float16, "float32": torch.float32,
+          **{k: v[1] for k, v in FP8.items()}}
+    a = (torch.randn(64, 48) * 40).to(tt[src])
+    b = torch.empty(64, 48, dtype=tt[dst])
+    scale_to(a, b, 3.0)
+    ref = numerics.cast(a.float().numpy() * np.float32(3.0), as_dtype(dst))
+    assert np.array_equal(b.float().numpy(), np.asarray(ref, np.float32))
+
+
+def test_numpy_float8_arrays_in_simulation():
+    a = (np.random.default_rng(1).standard_normal((32, 16)) * 4).astype(ml_dtypes.float8_e4m3fn)
+    b = np.zeros((32, 16), ml_dtypes.float8_e5m2)
+    scale_to(a, b, 0.5)
+    want = numerics.cast(a.astype(np.float32) * np.float32(0.5), T.float8_e5m2)
+    assert np.array_equal(b.astype(np.float32), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src,dst", [("float8_e4m3", "float16"), ("float32", "float8_e4m3"),
+                                     ("float8_e5m2", "float8_e4m3")])
+def test_kernel_converts_on_gpu(src, dst):
+    tt = {"float16": torch.float16, "float32": torch.float32,
+          **{k: v[1] for k, v in FP8.items()}}
+    x = torch.randn(256, 96) * 100
+    x[0, :4] = torch.tensor([float("inf"), -float("inf"), 1e6, float("nan")])
+    a = x.to(tt[src]) if src not in FP8 else torch.from_numpy(
+        numerics.cast(x.numpy(), as_dtype(src))).to(tt[src])
+    b = torch.empty(256, 96, dtype=tt[dst], device="cuda")
+    scale_to(a.cuda(), b, 3.0)
+    b_sim = torch.empty(256, 96, dtype=tt[dst])
+    tilejit.kernel(scale_to.func, target="sim")(a, b_sim, 3.0)
+    assert torch.equal(b.cpu().float().nan_to_num(7.0), b_sim.float().nan_to_num(7.0))

@@ -1,0 +1,64 @@
+"""Lowering of a kernel's own warpgroup roles (``passes/warp_roles.py``), NVPTX.
+
+Role k is warpgroup k, threads ``128 k … 128 k + 127``; the tiles are planned over one
+warpgroup, and ``context.thread_index`` is the index within it. A role's statements
+synchronize among themselves on named barrier ``1 + k`` (``bar.sync 1 + k, 128``),
+never on barrier 0, which waits for the whole block. ``T.mbarrier_arrive`` is every
+thread's arrival, as the barrier counts them (``T.alloc_barrier([128, ...])``).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import types
+
+from tilejit.ir import markers
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.tiles import I32, plan
+from tilejit.codegen.lowering.tma import mbarrier
+
+ROLE_THREADS = 128
+
+
+def _asm(builder, text, constraints="", args=()):
+    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+    constraints = (constraints + ",~{memory}") if constraints else "~{memory}"
+    builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), list(args))
+
+
+@lower(markers.stub(markers.WS_ROLE), target="cuda")
+def ws_role_impl(context, builder, sig, args):
+    return builder.lshr(context.block_thread_index(builder), I32(7))
+
+
+@lower(markers.stub(markers.SYNC_ROLE), types.IntegerLiteral, target="cuda")
+def sync_role_impl(context, builder, sig, args):
+    if plan().proxy_fence:
+        _asm(builder, "fence.proxy.async.shared::cta;")
+    _asm(builder, f"bar.sync {1 + sig.args[0].literal_value}, {ROLE_THREADS};")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.MBAR_ARRIVE_ALL), types.int32, types.IntegerLiteral, target="cuda")
+def mbar_arrive_all_impl(context, builder, sig, args):
+    """``T.mbarrier_arrive``: each thread's arrival (1); the warp's, once its lanes are
+    all there, by lane 0 (32: ``bar.warp.sync`` orders their earlier accesses first); or
+    the role's by its one running thread (128: ``passes/warp_roles.py`` elected it)."""
+    count = sig.args[1].literal_value
+    bar = mbarrier(builder, args[0])
+    if count == 1:
+        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+        return context.get_dummy_value()
+    if count == 32:
+        _asm(builder, "bar.warp.sync -1;")
+        lane = builder.and_(context.thread_index(builder), I32(31))
+        with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
+            _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r",
+                 [bar, I32(32)])
+        return context.get_dummy_value()
+    _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r", [bar, I32(count)])
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.ROLE_LEADER), target="cuda")
+def role_leader_impl(context, builder, sig, args):
+    return builder.icmp_unsigned("==", context.thread_index(builder), I32(0))

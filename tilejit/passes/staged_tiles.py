@@ -1,0 +1,134 @@
+"""Part of tile allocation: shared tiles a kernel stacks itself, used one 2-d slice at a
+time, become staged tiles (the form a software pipeline gives its own tiles).
+
+Seed 000's warp-specialized GEMM keeps its ring of stages in one tile::
+
+    A_shared = T.alloc_shared((num_stages, block_M, block_K), dtype)
+    T.tma_copy(A[...], A_shared[ko % num_stages, :, :], barrier=...)
+    T.gemm(A_shared[ko % num_stages, :, :], B_shared[ko % num_stages, :, :], C_local)
+
+When every use of a shared tile of three or more dimensions indexes its first dimension
+and takes the rest whole (``X[e, :, :]``, as an element of no other form), the tile is
+allocated as ``num_stages`` versions of the rest (``Tile.stages``, each version at its own
+128-byte aligned offset and in its own layout, as the pipeline's stages are) and each use
+becomes ``__tj_stage(X, e)``: a gemm reads one version through its descriptors, TMA
+writes one version's boxes. Any other use (an element ``X[s, i, j]``, a region of part
+of a version) keeps the tile as it is written.
+
+The barrier pass takes a stage expression the kernel wrote as naming the whole tile
+(``Tile.user_staged``): unlike the pipeline's, nothing guarantees two of them differ.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import REGION, STAGE
+from tilejit.passes.static_eval import NotStatic
+
+
+def _full(node) -> bool:
+    return isinstance(node, ast.Slice) and node.lower is None and node.upper is None \
+        and node.step is None
+
+
+def _view_index(node, name, ndim):
+    """The stage expression of a use of tile ``name`` that is a whole-version view, else
+    None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id == name and isinstance(node.slice, ast.Tuple):
+        first, *rest = node.slice.elts
+        if len(rest) == ndim - 1 and not isinstance(first, ast.Slice) and all(map(_full, rest)):
+            return first
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == REGION and isinstance(node.args[0], ast.Name) \
+            and node.args[0].id == name:
+        kinds, starts, ends = node.args[1].value, node.args[2].elts, node.args[3].elts
+        if kinds == "p" + "s" * (ndim - 1) and all(
+                isinstance(s, ast.Constant) and s.value == 0 for s in starts[1:]) and all(
+                isinstance(e, ast.Constant) and e.value is None for e in ends):
+            return starts[0]
+    return None
+
+
+class _Uses(ast.NodeVisitor):
+    """Whether each candidate tile is used only as whole-version views."""
+
+    def __init__(self, candidates):
+        self.candidates = candidates     # name -> ndim
+        self.ok = {name: True for name in candidates}
+
+    def visit_Subscript(self, node):
+        self._check(node)
+
+    def visit_Call(self, node):
+        if not self._check(node):
+            self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in self.candidates and isinstance(node.ctx, ast.Load):
+            self.ok[node.id] = False        # the tile itself: a copy, a macro argument
+
+    def _check(self, node) -> bool:
+        """True when ``node`` is a view of a candidate (its index is visited)."""
+        for name, ndim in self.candidates.items():
+            index = _view_index(node, name, ndim)
+            if index is not None:
+                self.visit(index)
+                return True
+        if isinstance(node, ast.Subscript):
+            self.generic_visit(node)
+        return False
+
+
+class _Rewrite(ast.NodeTransformer):
+    def __init__(self, staged):
+        self.staged = staged            # name -> ndim
+
+    def _view(self, node):
+        for name, ndim in self.staged.items():
+            index = _view_index(node, name, ndim)
+            if index is not None:
+                call = ast.Call(ast.Name(STAGE, ast.Load()),
+                                [ast.Name(name, ast.Load()), self.visit(index)], [])
+                return ast.copy_location(call, node)
+        return None
+
+    def visit_Subscript(self, node):
+        return self._view(node) or self.generic_visit(node)
+
+    def visit_Call(self, node):
+        return self._view(node) or self.generic_visit(node)
+
+
+def stage_views(fdef: ast.FunctionDef, ctx, static) -> tuple[ast.FunctionDef, dict]:
+    """``fdef`` with the stacked shared tiles' allocations made one version and their
+    uses ``__tj_stage`` views; returns it and {tile name: number of versions}."""
+    allocs = {}
+    for node in ast.walk(fdef):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and resolve_static(node.value.func, ctx.namespace) is T.alloc_shared
+                and node.value.args):
+            continue
+        try:
+            shape = static.shape(node.value.args[0])
+        except NotStatic:
+            continue                     # tile allocation reports it
+        if len(shape) >= 3:
+            allocs[node.targets[0].id] = (node, shape)
+    if not allocs:
+        return fdef, {}
+    uses = _Uses({name: len(shape) for name, (_, shape) in allocs.items()})
+    for stmt in fdef.body:
+        uses.visit(stmt)
+    staged = {name: len(allocs[name][1]) for name, ok in uses.ok.items() if ok}
+    if not staged:
+        return fdef, {}
+    fdef = _Rewrite(staged).visit(fdef)
+    for name in staged:
+        node, shape = allocs[name]
+        node.value.args[0] = ast.copy_location(
+            ast.Tuple([ast.Constant(s) for s in shape[1:]], ast.Load()), node.value.args[0])
+    return fdef, {name: allocs[name][1][0] for name in staged}
