@@ -60,10 +60,28 @@ def test_outputs_are_made_and_packed_after_the_inputs():
     launcher = FakeLauncher()
     x = FakeTensor(64, (5,), (1,))
     fast.remember((x, 8), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0),
-                  outputs=lambda: ("result", (999, 5, 1)))
+                  outputs=lambda: ("result", (999, 5, 1), [(999, (5,), (1,))]))
     assert fast.launch(x, 8) == "result"
     assert launcher.calls[-1][4] == (64, 5, 1, 999, 5, 1)
     assert launcher.calls[-1][3] is None       # stream 0 goes as None
+
+
+def test_tensor_maps_of_outputs_follow_the_inputs():
+    """A T.empty output stored by TMA: its map is made from the output just allocated,
+    at the output's position after the inputs, and packed after everything else."""
+    fast = FastLauncher([("tensor", 1), ("const", 0)], FakeTensor, {})
+    launcher = FakeLauncher()
+    x = FakeTensor(64, (5,), (1,))
+    seen = []
+
+    def maps(*tensors):
+        seen.append(tensors)
+        return ["map_x", "map_out"]
+    fast.remember((x, 8), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0),
+                  outputs=lambda: ("result", (999, 5, 1), [(999, (5,), (1,))]), maps=maps)
+    assert fast.launch(x, 8) == "result"
+    assert seen == [((64, (5,), (1,)), (999, (5,), (1,)))]
+    assert launcher.calls[-1][4] == (64, 5, 1, 999, 5, 1, "map_x", "map_out")
 
 
 def test_every_dependency_is_part_of_the_key():

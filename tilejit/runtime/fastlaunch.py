@@ -78,12 +78,15 @@ def _source(kinds) -> str:
     # TMA tensor maps (kernel.tensor_map_maker), by run-time argument position
     runtime = [f"(p{i}, s{i}, t{i})" if kind == "tensor" else "None"
                for i, (kind, _) in enumerate(kinds) if kind != "const"]
-    lines.append(f"    maps = e[14]({', '.join(runtime)}) if e[14] is not None else ()")
+    # (the outputs' maps too: they follow the inputs, as the outputs follow them)
     lines.append("    if e[12] is None:")
     lines.append("        result = None")
+    lines.append(f"        maps = e[14]({', '.join(runtime)}) if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*maps'])})")
     lines.append("    else:")
-    lines.append("        result, extra = e[12]()")
+    lines.append("        result, extra, outs = e[12]()")
+    lines.append(f"        maps = e[14]({', '.join(runtime + ['*outs'])}) "
+                 "if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra', '*maps'])})")
     lines.append("    stream = e[9](e[10])")
     lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "

@@ -262,12 +262,14 @@ class _OutputMaker:
     def __call__(self):
         outs = [self.empty(shape, dtype=dtype, device=device)
                 for shape, dtype, device in self.specs]
-        extra = []
+        extra, tensors = [], []
         for o in outs:
-            extra.append(o.data_ptr())
-            extra.extend(o.shape)
-            extra.extend(o.stride())
-        return self.result(outs), tuple(extra)
+            pointer, shape, strides = o.data_ptr(), o.shape, o.stride()
+            extra.append(pointer)
+            extra.extend(shape)
+            extra.extend(strides)
+            tensors.append((pointer, shape, strides))   # for TMA maps of the outputs
+        return self.result(outs), tuple(extra), tensors
 
 
 class CompiledKernelHandle:
