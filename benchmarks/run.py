@@ -16,7 +16,8 @@ Benchmarks:
                from K = 8192, and 8192 x 8192 from K = 28672.
   gemm_seeds   seed 000's warp-specialized GEMM listing (T.ws roles, mbarriers, T.tma_copy;
                its 2 stages, 256 threads) beside the automatic path on the same block
-               shape (T.Pipelined, the compiler's producer warpgroup) and torch.matmul,
+               shape (T.Pipelined, the compiler's producer warpgroup), with and without
+               T.use_swizzle's block order (the listing has none), and torch.matmul,
                fp16 at 4096^3 and 8192^3.
   gemm_fp8     float8 e4m3 C = (A @ B^T) * scale in bf16 (fp32 accumulate) at 4096^3 and
                8192^3: tilejit's persistent example (examples/gemm_fp8.py; a grid of block
@@ -392,6 +393,10 @@ def _bench_seeds_one(n, bm, bn, bk):
                 (f"tilejit automatic {bm}x{bn}x{bk} t128 s2 float16 {n}^3",
                  lambda: gemm_kernel(a, b, c, block_M=bm, block_N=bn, block_K=bk, threads=128,
                                      num_stages=2)),
+                # the listing has no T.use_swizzle: the same program order of blocks
+                (f"tilejit automatic, no rasterization {bm}x{bn}x{bk} t128 s2 float16 {n}^3",
+                 lambda: gemm_kernel(a, b, c, block_M=bm, block_N=bn, block_K=bk, threads=128,
+                                     num_stages=2, panel=0)),
                 (f"tilejit seed T.ws listing {bm}x{bn}x{bk} t256 s2 float16 {n}^3", listing)]
     return _checked_and_timed(variants, c, a @ b, 2 * n ** 3, after_check=state)
 
