@@ -12,11 +12,14 @@ VECTOR_BYTES = 16
 class TensorArg:
     """One array argument as the host sees it: data pointer, shape and strides in
     elements, dtype, and where it lives (device ordinal, or -1 for host memory)."""
-    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "is_torch")
+    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "is_torch", "stream")
 
-    def __init__(self, obj, ptr, shape, strides, dtype, device, is_torch):
+    def __init__(self, obj, ptr, shape, strides, dtype, device, is_torch, stream=None):
         self.obj, self.ptr, self.shape, self.strides = obj, ptr, shape, strides
         self.dtype, self.device, self.is_torch = dtype, device, is_torch
+        # the stream the array's producer works on (__cuda_array_interface__ v3), which a
+        # launch without torch tensors uses, or None
+        self.stream = stream
 
     @property
     def ndim(self) -> int:
@@ -75,7 +78,24 @@ def _cuda_array(x) -> TensorArg:
     # the driver (cuda.bindings) is imported by the first array that needs it
     from tilejit.runtime import cuda_driver
     ptr, device = cuda_driver.tensor_pointer(x)
-    return TensorArg(x, ptr, shape, strides, dtype, device, False)
+    stream = iface.get("stream")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)
+                               or stream == 0):
+        raise ValueError(f"{type(x).__name__}.__cuda_array_interface__['stream'] must be None "
+                         f"or a nonzero int (1: the legacy default stream, 2: per-thread), got "
+                         f"{stream!r}")
+    return TensorArg(x, ptr, shape, strides, dtype, device, False, stream)
+
+
+def _dlpack_array(x) -> TensorArg:
+    """A DLPack array without torch: read from its capsule (``dlpack.py``); a host one
+    as numpy."""
+    from tilejit.runtime import dlpack
+    described = dlpack.view(x)
+    if not described.on_gpu:
+        return _numpy_array(dlpack.host_array(x))
+    return TensorArg(x, described.ptr, described.shape, described.strides, described.dtype,
+                     described.device_id, False, dlpack.LEGACY_DEFAULT_STREAM)
 
 
 class TensorSpec:
@@ -106,12 +126,28 @@ def as_tensor_arg(x):
     if hasattr(x, "__cuda_array_interface__"):
         return _cuda_array(x)
     if hasattr(x, "__dlpack__"):
-        try:
-            import torch
-        except ImportError:
-            raise TypeError(f"{type(x).__name__}: DLPack arrays need torch installed") from None
-        return _torch_tensor(torch.from_dlpack(x))
+        return _dlpack_array(x)
     return None
+
+
+def launch_stream(tensors, device: int, torch_tensor) -> tuple[int, list]:
+    """(the stream a launch uses, the other streams it must wait for): torch's current
+    stream when an argument is a torch tensor; else the first stream an array's protocol
+    names (``__cuda_array_interface__``'s ``stream``: 1 is the legacy default stream, 0
+    here; DLPack arrays were asked for the legacy one), else the legacy default stream.
+    An array whose producer is on another stream is waited for first."""
+    named = []
+    for t in tensors:
+        if t.stream is not None:
+            handle = 0 if t.stream == 1 else t.stream
+            if handle not in named:
+                named.append(handle)
+    if torch_tensor is not None:
+        from tilejit.runtime import cuda_driver
+        stream = cuda_driver.current_stream(device, True)
+    else:
+        stream = named[0] if named else 0
+    return stream, [s for s in named if s != stream]
 
 
 def scalar_key(name: str, value):

@@ -329,6 +329,17 @@ def current_stream(ordinal: int, tensors_are_torch: bool) -> int:
     return 0
 
 
+def wait_for(stream: int, others) -> None:
+    """Work later queued on ``stream`` waits for what is queued on each of ``others`` now
+    (an event recorded there; no host wait)."""
+    for other in others:
+        event = _check(_drv.cuEventCreate(_drv.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                       "cuEventCreate")
+        _check(_drv.cuEventRecord(event, other), "cuEventRecord")
+        _check(_drv.cuStreamWaitEvent(stream, event, 0), "cuStreamWaitEvent")
+        _check(_drv.cuEventDestroy(event), "cuEventDestroy")
+
+
 def alloc(nbytes: int, ordinal: int = 0) -> int:
     """cuMemAlloc in device ``ordinal``'s primary context; returns the device address as an int."""
     ensure_context(ordinal)

@@ -16,7 +16,7 @@ from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole
 from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
-from tilejit.runtime.arguments import TensorArg, as_tensor_arg
+from tilejit.runtime.arguments import TensorArg, as_tensor_arg, launch_stream
 from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
 from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
                                      tensor_params, written_params)
@@ -367,14 +367,16 @@ class _Loaded:
         # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__ above
         from tilejit.runtime import cuda_driver
         values, torch_tensor = flat_values(runtime)
-        torch_args = torch_tensor is not None
         grid = launch.grid
         if 0 in grid:
             return
         if self.maps is not None:
             values += self.maps(*[(v.ptr, v.shape, v.strides) if isinstance(v, TensorArg)
                                   else None for _, v in runtime])
-        stream = cuda_driver.current_stream(self.device, torch_args)
+        stream, others = launch_stream([v for _, v in runtime if isinstance(v, TensorArg)],
+                                       self.device, torch_tensor)
+        if others:
+            cuda_driver.wait_for(stream, others)
         self.launcher.launch(grid, (self.compiled.launch_threads(launch.threads), 1, 1),
                              self.compiled.shared_bytes,
                              stream, tuple(values))

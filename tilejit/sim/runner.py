@@ -64,10 +64,11 @@ def _wrap(name, value, classify):
             return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
         data = obj.detach().numpy()        # shares memory with the CPU tensor
         return runtime.SimTensor(data, tensor.dtype, name), None
+    array = tensor.obj if isinstance(tensor.obj, np.ndarray) else value   # a DLPack view
     if tensor.dtype.held_in_float32:       # an ml_dtypes array: a float32 copy
-        data = np.asarray(value).astype(np.float32)
-        return runtime.SimTensor(data, tensor.dtype, name), (value, data)
-    return runtime.SimTensor(value, tensor.dtype, name), None
+        data = np.asarray(array).astype(np.float32)
+        return runtime.SimTensor(data, tensor.dtype, name), (array, data)
+    return runtime.SimTensor(array, tensor.dtype, name), None
 
 
 def run_simulation(kernel, values, launch, classify, spec=None):
