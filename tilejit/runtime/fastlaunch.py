@@ -17,6 +17,12 @@ from tilejit.runtime.arguments import is_compile_time_value
 _MAX_ENTRIES = 4096
 
 
+def tensor_types(torch) -> tuple:
+    """The torch types the fast path reads as tensors: ``Tensor`` and ``nn.Parameter`` (a
+    model's weights; its plain subclass), nothing that overrides torch's functions."""
+    return (torch.Tensor, torch.nn.Parameter)
+
+
 def param_kinds(kernel, values, tensor_type=None):
     """Per parameter: ("const", 0), ("scalar", 0) or ("tensor", ndim); None if some
     argument is of a kind the fast path does not take. An argument the kernel
@@ -28,7 +34,9 @@ def param_kinds(kernel, values, tensor_type=None):
         torch = sys.modules.get("torch")
         if torch is None:
             return None
-        tensor_type = torch.Tensor
+        tensor_type = tensor_types(torch)
+    elif not isinstance(tensor_type, tuple):
+        tensor_type = (tensor_type,)
     kinds = []
     integers = getattr(kernel, "integer_constexprs", None)
     names = kernel.source.params if integers else [None] * len(values)
@@ -37,7 +45,7 @@ def param_kinds(kernel, values, tensor_type=None):
             # ("const", 1): a constexpr that must be an int, whose float (equal to an
             # int, so the same key) takes the full path and its error
             kinds.append(("const", 1 if integers and name in integers else 0))
-        elif type(v) is tensor_type and v.is_cuda:
+        elif type(v) in tensor_type and v.is_cuda:
             kinds.append(("tensor", v.dim()))
         elif type(v) in (int, float, bool):
             kinds.append(("scalar", 0))
@@ -60,7 +68,7 @@ def _source(kinds) -> str:
             key.append(a)
             pack.append(a)
         else:
-            checks.append(f"type({a}) is not Tensor")
+            checks.append(f"type({a}) not in Tensor")
             reads.append(f"    p{i} = {a}.data_ptr(); s{i} = {a}.shape; t{i} = {a}.stride()")
             key += [f"{a}.dtype", f"{a}.get_device()", f"p{i} & 15", f"s{i}", f"t{i}"]
             pack += [f"p{i}"] + [f"s{i}[{d}]" for d in range(ndim)] + [
@@ -109,7 +117,8 @@ class FastLauncher:
     def __init__(self, kinds, tensor_type, scalar_types):
         self.kinds = kinds
         self.table: dict = {}
-        namespace = {"Tensor": tensor_type, "table": self.table, "MISS": MISS}
+        types = tensor_type if isinstance(tensor_type, tuple) else (tensor_type,)
+        namespace = {"Tensor": types, "table": self.table, "MISS": MISS}
         namespace.update({f"type_{i}": t for i, t in scalar_types.items()})
         exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), namespace)
         self.launch = namespace["launch"]
@@ -136,9 +145,10 @@ def fast_launcher_for(kernel, values):
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    kinds = param_kinds(kernel, values, torch.Tensor)
+    types = tensor_types(torch)
+    kinds = param_kinds(kernel, values, types)
     if kinds is None or not any(k == "tensor" for k, _ in kinds):
         return None
     scalar_types = {i: type(v) for i, ((k, _), v) in enumerate(zip(kinds, values))
                     if k == "scalar"}
-    return FastLauncher(kinds, torch.Tensor, scalar_types)
+    return FastLauncher(kinds, types, scalar_types)
