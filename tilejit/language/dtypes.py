@@ -146,6 +146,22 @@ def as_dtype(value) -> DType:
         except KeyError:
             raise TypeError(f"unknown dtype {value!r}; expected one of "
                             f"{', '.join(d.name for d in ALL_DTYPES)}") from None
+    try:
+        return _OF_OBJECT[value]            # a torch or numpy dtype seen before
+    except (KeyError, TypeError):
+        pass
+    found = _from_object(value)
+    try:
+        _OF_OBJECT[value] = found
+    except TypeError:                       # unhashable: not kept
+        pass
+    return found
+
+
+_OF_OBJECT: dict = {}       # torch / numpy dtype objects -> DType (a launch asks per tensor)
+
+
+def _from_object(value) -> DType:
     name = str(value)
     if name.startswith("torch."):
         name = name[len("torch."):]
