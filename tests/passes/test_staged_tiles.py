@@ -1,0 +1,73 @@
+"""A shared tile the kernel stacks itself and uses one version at a time (``X[s, :, :]``)
+is allocated as stages (passes/staged_tiles.py): T.gemm and T.copy take a version; any
+other use keeps the tile as written."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def ring_gemm(A, B, C, bM: T.constexpr = 64, bN: T.constexpr = 64, bK: T.constexpr = 32,
+              S: T.constexpr = 2):
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+        A_s = T.alloc_shared((S, bM, bK), A.dtype)
+        B_s = T.alloc_shared((S, bK, bN), B.dtype)
+        C_f = T.alloc_fragment((bM, bN), T.float32)
+        T.clear(C_f)
+        for ko in T.serial(T.ceildiv(K, bK)):
+            T.copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[ko % S, :, :])
+            T.copy(B[ko * bK:(ko + 1) * bK, bx * bN:(bx + 1) * bN], B_s[ko % S, :, :])
+            T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_f)
+        T.copy(C_f, C[by * bM, bx * bN])
+
+
+@tilejit.kernel
+def element_use(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        X = T.alloc_shared((2, 8, 16), A.dtype)
+        for i, j in T.Parallel(8, 16):
+            X[1, i, j] = A[i, j]
+        for i, j in T.Parallel(8, 16):
+            B[i, j] = X[1, i, j]
+
+
+def _inputs(M, N, K):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(M, K, generator=g).half(), torch.randn(K, N, generator=g).half(),
+            torch.empty(M, N))
+
+
+def test_versions_as_gemm_and_copy_operands_in_simulation():
+    a, b, c = _inputs(200, 136, 96)
+    ring_gemm(a, b, c)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_stacked_tile_is_planned_as_stages(arch, ptxas):
+    a, b, c = _inputs(256, 256, 256)
+    compiled = ring_gemm.compile(a, b, c, target="cuda", arch=arch)
+    # two versions of each 64x32 / 32x64 fp16 tile, as a two-stage pipeline has
+    assert compiled.shared_bytes >= 2 * (64 * 32 * 2) * 2
+    ptxas(compiled.ptx, arch)
+
+
+def test_element_uses_keep_the_tile_as_written():
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    b = np.zeros_like(a)
+    element_use(a, b)
+    np.testing.assert_array_equal(a, b)
+    assert element_use.compile(a, b, target="cuda", arch="sm_80").shared_bytes == 2 * 8 * 16 * 4
+
+
+@pytest.mark.gpu
+def test_versions_on_gpu():
+    a, b, c = _inputs(200, 136, 96)
+    ring_gemm(a.cuda(), b.cuda(), out := torch.empty(200, 136, device="cuda"))
+    ring_gemm(a, b, c)
+    torch.testing.assert_close(out.cpu(), c, rtol=1e-3, atol=1e-3)
