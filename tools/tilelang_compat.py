@@ -19,6 +19,13 @@ from tilejit.language import compat  # noqa: E402
 
 # supported names that behave differently from TileLang's
 LANGUAGE_DIFFERENCES = {
+    "float8_e4m3": "the OCP e4m3 (largest 448, no infinities), torch's `float8_e4m3fn`; "
+                   "conversions to it saturate (PTX `cvt.rn.satfinite`); `T.gemm` on it runs "
+                   "on wgmma (sm_90a, K-major operands) or sm_89's mma.sync; the simulator "
+                   "holds it in float32 (ml_dtypes rounding)",
+    "float8_e4m3fn": "the same dtype as `T.float8_e4m3`",
+    "float8_e5m2": "as `T.float8_e4m3`, with e5m2's range (largest 57344); conversions "
+                   "saturate, infinities included",
     "dtype": "the class of tilejit's dtypes, a `str` subclass: `T.dtype(x)` returns the "
              "dtype `x` names (a name, a torch or numpy dtype); `bits`, `bytes`, "
              "`itemsize`, `as_torch()`; no `lanes` or `type_code` (no vector dtypes)",

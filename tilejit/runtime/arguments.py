@@ -90,7 +90,7 @@ def _cuda_array(x) -> TensorArg:
 def _dlpack_array(x) -> TensorArg:
     """A DLPack array without torch: read from its capsule (``dlpack.py``); a host one
     as numpy."""
-    from tilejit.runtime import dlpack
+    from tilejit.runtime import dlpack   # ctypes structures: only for a DLPack argument
     described = dlpack.view(x)
     if not described.on_gpu:
         return _numpy_array(dlpack.host_array(x))
@@ -143,6 +143,7 @@ def launch_stream(tensors, device: int, torch_tensor) -> tuple[int, list]:
             if handle not in named:
                 named.append(handle)
     if torch_tensor is not None:
+        # the driver (cuda.bindings) stays off `import tilejit`; loaded by a launch
         from tilejit.runtime import cuda_driver
         stream = cuda_driver.current_stream(device, True)
     else:
