@@ -24,8 +24,8 @@ LANGUAGE_DIFFERENCES = {
                    "on wgmma (sm_90a, K-major operands) or sm_89's mma.sync; the simulator "
                    "holds it in float32 (ml_dtypes rounding)",
     "float8_e4m3fn": "the same dtype as `T.float8_e4m3`",
-    "float8_e5m2": "as `T.float8_e4m3`, with e5m2's range (largest 57344); conversions "
-                   "saturate, infinities included",
+    "float8_e5m2": "as `T.float8_e4m3`, with e5m2's range (largest 57344) and infinities: "
+                   "a conversion past the largest finite value gives infinity, as torch's",
     "dtype": "the class of tilejit's dtypes, a `str` subclass: `T.dtype(x)` returns the "
              "dtype `x` names (a name, a torch or numpy dtype); `bits`, `bytes`, "
              "`itemsize`, `as_torch()`; no `lanes` or `type_code` (no vector dtypes)",

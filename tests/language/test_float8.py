@@ -28,15 +28,25 @@ def test_dtype_names_and_conversions():
     assert T.float8_e4m3.held_in_float32 and not T.float16.held_in_float32
 
 
-@pytest.mark.parametrize("name", sorted(FP8))
-def test_simulator_rounding_saturates_like_the_gpu(name):
-    dtype, _, ml, largest = FP8[name]
-    x = np.array([1.0, largest * 1.1, -1e30, np.inf, -np.inf, np.nan, 0.3, -0.0], np.float32)
-    got = numerics.cast(x, dtype)
-    assert got[1] == largest and got[2] == -largest
-    assert got[3] == largest and got[4] == -largest and np.isnan(got[5])
-    assert got[6] == np.float32(np.float32(0.3).astype(ml))
+def test_e4m3_saturates_and_e5m2_overflows_to_infinity():
+    """e4m3 has no infinity: as PTX's cvt.rn.satfinite, past 448 (infinity included) is
+    448. e5m2 has IEEE infinities: past its largest it rounds to infinity, as float16 and
+    as torch's conversion do. NaN stays NaN; ties round to even."""
+    x = np.array([1.0, 448 * 1.1, -1e30, np.inf, -np.inf, np.nan, 0.3, -0.0], np.float32)
+    got = numerics.cast(x, T.float8_e4m3)
+    assert list(got[[1, 2, 3, 4]]) == [448, -448, 448, -448] and np.isnan(got[5])
+    assert got[6] == np.float32(np.float32(0.3).astype(ml_dtypes.float8_e4m3fn))
     assert np.signbit(got[7])
+    y = np.array([57344 * 1.05, 61440, -1e30, np.inf, np.nan], np.float32)
+    got = numerics.cast(y, T.float8_e5m2)
+    assert got[0] == 57344 and got[1] == np.inf and got[2] == -np.inf
+    assert got[3] == np.inf and np.isnan(got[4])
+    want = torch.from_numpy(y).to(torch.float8_e5m2).float().numpy()
+    assert np.array_equal(got, want, equal_nan=True)       # torch agrees
+
+
+def test_infinity_of_e5m2_is_infinity():
+    assert numerics.cast(np.float32(T.infinity(T.float8_e5m2)), T.float8_e5m2) == np.inf
 
 
 class HostFloat8:

@@ -34,12 +34,16 @@ def _ml_dtype(dtype: DType):
 
 def round_to_float8(x, dtype: DType) -> np.ndarray:
     """Round values to an 8-bit float (nearest, ties to even), kept in float32, as the
-    GPU's conversion does it (PTX ``cvt.rn.satfinite``): a magnitude beyond the largest
-    finite value, infinity included, becomes that value with its sign; NaN stays NaN."""
+    GPU's conversion does it (``codegen/lowering/scalar._f32_to_f8``). e4m3 has no
+    infinity and saturates, as PTX's ``cvt.rn.satfinite`` does: a magnitude beyond 448,
+    infinity included, becomes 448 with its sign. e5m2 overflows to infinity, as float16
+    does and as torch and ml_dtypes convert. NaN stays NaN."""
     a = np.asarray(x, dtype=np.float32)
-    limit = FLOAT8_MAX[dtype]
-    with np.errstate(invalid="ignore"):
-        out = np.clip(a, -limit, limit).astype(_ml_dtype(dtype)).astype(np.float32)
+    if dtype == float8_e4m3:
+        limit = FLOAT8_MAX[dtype]
+        a = np.clip(a, -limit, limit)
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = a.astype(_ml_dtype(dtype)).astype(np.float32)
     return out if isinstance(x, np.ndarray) else np.float32(out)
 
 

@@ -80,20 +80,27 @@ def _f8_to_f32(builder, name, bits):
 
 
 def _f32_to_f8(builder, name, value):
-    """Round to nearest even, saturating (PTX's ``cvt.rn.satfinite``): a magnitude past
-    the largest finite value, infinity included, becomes it; NaN becomes 0x7F."""
+    """Round to nearest even; NaN becomes 0x7F. e4m3, which has no infinity, saturates
+    (PTX's ``cvt.rn.satfinite``: a magnitude past 448, infinity included, becomes 448);
+    e5m2 overflows to infinity as float16 does (torch's and ml_dtypes' conversion)."""
     _e, m, bias, largest = _FLOAT8[name]
     bits = builder.bitcast(value, I32)
     sign = builder.and_(builder.lshr(bits, I32(24)), I32(0x80))
     fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
-    minnum = builder.module.declare_intrinsic("llvm.minnum", [F32],
-                                              ir.FunctionType(F32, [F32, F32]))
-    a = builder.call(minnum, [builder.call(fabs, [value]), F32(largest)])
+    a = builder.call(fabs, [value])
+    if name == "float8_e4m3":
+        minnum = builder.module.declare_intrinsic("llvm.minnum", [F32],
+                                                  ir.FunctionType(F32, [F32, F32]))
+        a = builder.call(minnum, [a, F32(largest)])
     abits = builder.bitcast(a, I32)
     shift = 23 - m
     lsb = builder.and_(builder.lshr(abits, I32(shift)), I32(1))
     rounded = builder.add(abits, builder.add(I32((1 << (shift - 1)) - 1), lsb))
     normal = builder.sub(builder.lshr(rounded, I32(shift)), I32((127 - bias) << m))
+    if name == "float8_e5m2":       # past the largest finite code: infinity (0x7C)
+        umin = builder.module.declare_intrinsic("llvm.umin", [I32],
+                                                ir.FunctionType(I32, [I32, I32]))
+        normal = builder.call(umin, [normal, I32(0x7C)])
     rint = builder.module.declare_intrinsic("llvm.rint", [F32])
     scaled = builder.call(rint, [builder.fmul(a, F32(2.0 ** (bias - 1 + m)))])
     subnormal = builder.fptoui(scaled, I32)
