@@ -17,7 +17,6 @@ import gc
 import linecache
 import re
 import threading
-from types import FunctionType
 
 from numba.core import compiler, errors as numba_errors, types
 from numba.core.compiler_lock import global_compiler_lock
@@ -26,9 +25,8 @@ from numba.core.target_extension import target_override
 from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
-from tilejit import language as T
 from tilejit.frontend.explicit_sync import uses_warp_roles
-from tilejit.frontend.references import user_function
+from tilejit.frontend.helpers import helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.language.dtypes import as_dtype
@@ -172,8 +170,8 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace = dict(ks.namespace)
     namespace.update(dict(spec.constexprs))
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
-    _plain_helpers_as_macros(namespace, {n.id for n in ast.walk(ks.tree)
-                                         if isinstance(n, ast.Name)})
+    # plain helpers the kernel calls are inlined (frontend/helpers.py)
+    helpers_as_macros(namespace, {n.id for n in ast.walk(ks.tree) if isinstance(n, ast.Name)})
     for param, dim, value in spec.shape_constants:
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
@@ -191,35 +189,6 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
     return materialize(ks, tree, namespace), ctx.plan
-
-
-def _plain_helpers_as_macros(namespace: dict, names) -> None:
-    """A plain Python function of the user's that the kernel names is compiled inline, as
-    if decorated with ``@T.macro`` (TileLang runs such helpers while it builds the
-    kernel; in simulation they are ordinary calls), and so are the user functions it
-    calls in turn. Library functions are left alone."""
-    done: dict = {}
-    for name in names:
-        value = namespace.get(name)
-        if isinstance(value, FunctionType) and user_function(value) is value:
-            namespace[name] = T.macro(_inlinable(value, done))
-
-
-def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
-    """``fn`` with the user functions its globals name made macros too (a copy over a
-    copy of its globals: the module is not changed)."""
-    if fn in done:
-        return done[fn]
-    scope = dict(fn.__globals__)
-    copy_ = FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy_.__kwdefaults__, copy_.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    copy_.__module__ = fn.__module__
-    done[fn] = copy_
-    for name in fn.__code__.co_names:
-        value = scope.get(name)
-        if isinstance(value, FunctionType) and user_function(value) is value:
-            scope[name] = T.macro(_inlinable(value, done))
-    return copy_
 
 
 def _role_threads(ks: KernelSource, spec: Specialization) -> int:

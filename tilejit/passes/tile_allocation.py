@@ -23,6 +23,7 @@ from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import FLOAT8_GEMMS, FMA, GemmPlanError, plan_gemm, plan_mfma
 from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, STAGE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
+from tilejit.passes.constant_subscripts import fold_constant_subscripts
 from tilejit.passes.staged_tiles import stage_views
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
@@ -289,6 +290,7 @@ def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                            _known(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)))
     fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    fdef = fold_constant_subscripts(fdef, ctx, static)
     fdef, stacked = stage_views(fdef, ctx, static)
     fdef = _Tiles(ctx, static).visit(fdef)
     for name, versions in stacked.items():
