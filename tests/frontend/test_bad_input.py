@@ -134,6 +134,24 @@ def test_helpers_calling_helpers_are_inlined_too():
     assert "call.uni" not in calls.compile(a, target="cuda", arch="sm_90a").ptx
 
 
+def merges_options(x):
+    options = {}
+    return plus_one(x, **options)          # MERGE-LINE: a call with **, Python-only
+
+
+def test_a_helper_with_python_only_forms_is_an_error_at_its_line():
+    @tilejit.kernel
+    def calls(A):
+        with T.Kernel(1, threads=32) as bx:
+            A[bx] = merges_options(A[bx])
+
+    with pytest.raises(tilejit.CompileError, match=r"unsupported in a kernel or a helper it "
+                                                   r"calls") as info:
+        calls.compile(a32(), target="cuda", arch="sm_80")
+    assert info.value.filename == __file__
+    assert "MERGE-LINE" in str(info.value)
+
+
 # -- 5: print() and T.print of a tensor ------------------------------------------------
 def test_print_in_a_kernel_is_a_compile_error_pointing_to_t_print():
     with pytest.raises(tilejit.CompileError) as info:

@@ -252,6 +252,16 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
                                           pipeline_class=TilejitCompiler)
     except numba_errors.NumbaError as e:
         raise _compile_error(ks, e) from None
+    except numba_errors.UnsupportedBytecodeError as e:
+        # Python the kernel's code cannot hold, most often in a helper it calls (compiled
+        # inline: frontend/helpers.py); Numba names the place
+        where = re.search(r"Raised from (.+) \((\d+)\)", str(e))
+        raise CompileError(f"unsupported in a kernel or a helper it calls: {e}; a helper is "
+                           f"compiled inline as kernel code, so its tile operations (T.copy, "
+                           f"T.gemm, T.reduce_*) and Python-only forms (**kwargs, dict "
+                           f"merges) must be written in the kernel itself",
+                           where.group(1) if where else ks.filename,
+                           int(where.group(2)) if where else ks.tree.lineno) from None
     except CompileError:
         raise
     except Exception as e:  # a fault of the compiler, not of the kernel
