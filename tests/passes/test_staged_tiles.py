@@ -1,6 +1,6 @@
-"""A shared tile the kernel stacks itself and uses one version at a time (``X[s, :, :]``)
-is allocated as stages (passes/staged_tiles.py): T.gemm and T.copy take a version; any
-other use keeps the tile as written."""
+"""A shared tile the kernel stacks itself and uses one version at a time (``X[s, :, :]``,
+or an element ``X[s, i, j]``) is allocated as stages (passes/staged_tiles.py): T.gemm and
+T.copy take a version; any other use keeps the tile as written."""
 import numpy as np
 import pytest
 import torch
@@ -57,12 +57,28 @@ def test_a_stacked_tile_is_planned_as_stages(arch, ptxas):
     ptxas(compiled.ptx, arch)
 
 
-def test_element_uses_keep_the_tile_as_written():
+def test_element_uses_are_elements_of_a_version():
     a = np.arange(128, dtype=np.float32).reshape(8, 16)
     b = np.zeros_like(a)
     element_use(a, b)
     np.testing.assert_array_equal(a, b)
     assert element_use.compile(a, b, target="cuda", arch="sm_80").shared_bytes == 2 * 8 * 16 * 4
+
+
+@tilejit.kernel
+def part_of_a_version(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        X = T.alloc_shared((2, 8, 16), A.dtype)
+        T.copy(A[0:4, 0:16], X[0, 0:4, :])        # a region of part of a version
+        T.copy(X[0, 0:4, :], B[0:4, 0:16])
+
+
+def test_other_uses_keep_the_tile_as_written():
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    b = np.zeros_like(a)
+    part_of_a_version(a, b)
+    np.testing.assert_array_equal(a[:4], b[:4])
+    part_of_a_version.compile(a, b, target="cuda", arch="sm_80")
 
 
 @pytest.mark.gpu

@@ -170,6 +170,47 @@ def test_before_hopper_they_are_an_error_at_the_line():
     assert info.value.filename == __file__
 
 
+@tilejit.kernel
+def three_roles(A, B, C):
+    """One producer (role 2) feeding two consumers (roles 0 and 1) through a ring of two
+    stages; role 1 reads the stage element by element."""
+    N, D = A.shape
+    with T.Kernel(1, threads=384) as bx:
+        buf = T.alloc_shared((2, 1, D), A.dtype)
+        bars = T.alloc_barrier([128, 128, 256, 256])   # full 0-1, empty 2-3 (both roles)
+        for k in T.serial(N):
+            with T.ws(2):
+                T.mbarrier_wait_parity(bars[k % 2 + 2], ((k // 2) & 1) ^ 1)
+                T.tma_copy(A[k:k + 1, 0:D], buf[k % 2, :, :], barrier=bars[k % 2])
+                T.mbarrier_arrive(bars[k % 2])
+            with T.ws(0):
+                T.mbarrier_wait_parity(bars[k % 2], (k // 2) & 1)
+                T.copy(buf[k % 2, :, :], B[k:k + 1, 0:D])
+                T.mbarrier_arrive(bars[k % 2 + 2])
+            with T.ws(1):
+                T.mbarrier_wait_parity(bars[k % 2], (k // 2) & 1)
+                for i, j in T.Parallel(1, D):
+                    C[k + i, j] = buf[k % 2, i, j] * 3
+                T.mbarrier_arrive(bars[k % 2 + 2])
+
+
+def test_three_roles_in_simulation_and_for_hopper(ptxas):
+    a = np.arange(5 * 16, dtype=np.float32).reshape(5, 16)
+    b, c = np.zeros_like(a), np.zeros_like(a)
+    three_roles(a, b, c)
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(c, 3 * a)
+    ptxas(three_roles.compile(a, b, c, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_three_roles_on_gpu():
+    a = torch.randn(9, 64)
+    b, c = torch.zeros(9, 64, device="cuda"), torch.zeros(9, 64, device="cuda")
+    three_roles(a.cuda(), b, c)
+    assert torch.equal(b.cpu(), a) and torch.equal(c.cpu(), 3 * a)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_roles_on_gpu_against_the_simulator(stages):

@@ -8,12 +8,12 @@ Seed 000's warp-specialized GEMM keeps its ring of stages in one tile::
     T.gemm(A_shared[ko % num_stages, :, :], B_shared[ko % num_stages, :, :], C_local)
 
 When every use of a shared tile of three or more dimensions indexes its first dimension
-and takes the rest whole (``X[e, :, :]``, as an element of no other form), the tile is
+and takes the rest whole (``X[e, :, :]``) or one element of it (``X[e, i, j]``), the tile is
 allocated as ``num_stages`` versions of the rest (``Tile.stages``, each version at its own
 128-byte aligned offset and in its own layout, as the pipeline's stages are) and each use
-becomes ``__tj_stage(X, e)``: a gemm reads one version through its descriptors, TMA
-writes one version's boxes. Any other use (an element ``X[s, i, j]``, a region of part
-of a version) keeps the tile as it is written.
+becomes ``__tj_stage(X, e)`` (an element ``__tj_stage(X, e)[i, j]``): a gemm reads one
+version through its descriptors, TMA writes one version's boxes. Any other use (a region
+of part of a version, the tile itself) keeps the tile as it is written.
 
 The barrier pass takes a stage expression the kernel wrote as naming the whole tile
 (``Tile.user_staged``): unlike the pipeline's, nothing guarantees two of them differ.
@@ -52,6 +52,17 @@ def _view_index(node, name, ndim):
     return None
 
 
+def _element_index(node, name, ndim):
+    """(stage expression, the element's indices in the version) of ``X[s, i, j]``, a use
+    of one element of a version, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id == name and isinstance(node.slice, ast.Tuple) \
+            and len(node.slice.elts) == ndim \
+            and not any(isinstance(e, ast.Slice) for e in node.slice.elts):
+        return node.slice.elts[0], node.slice.elts[1:]
+    return None
+
+
 class _Uses(ast.NodeVisitor):
     """Whether each candidate tile is used only as whole-version views."""
 
@@ -77,6 +88,11 @@ class _Uses(ast.NodeVisitor):
             if index is not None:
                 self.visit(index)
                 return True
+            element = _element_index(node, name, ndim)
+            if element is not None:
+                for e in (element[0], *element[1]):
+                    self.visit(e)
+                return True
         if isinstance(node, ast.Subscript):
             self.generic_visit(node)
         return False
@@ -90,10 +106,18 @@ class _Rewrite(ast.NodeTransformer):
         for name, ndim in self.staged.items():
             index = _view_index(node, name, ndim)
             if index is not None:
-                call = ast.Call(ast.Name(STAGE, ast.Load()),
-                                [ast.Name(name, ast.Load()), self.visit(index)], [])
-                return ast.copy_location(call, node)
+                return ast.copy_location(self._stage(name, index), node)
+            element = _element_index(node, name, ndim)
+            if element is not None:            # X[s, i, j] → stage(X, s)[i, j]
+                stage, rest = element
+                indices = ast.Tuple([self.visit(e) for e in rest], ast.Load())
+                return ast.copy_location(ast.Subscript(self._stage(name, stage), indices,
+                                                       node.ctx), node)
         return None
+
+    def _stage(self, name, index):
+        return ast.Call(ast.Name(STAGE, ast.Load()), [ast.Name(name, ast.Load()),
+                                                      self.visit(index)], [])
 
     def visit_Subscript(self, node):
         return self._view(node) or self.generic_visit(node)
