@@ -43,6 +43,7 @@ least 25 ms; the table keeps each variant's best round.
 
 Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS,
 TILEJIT_GEMM_PERSISTENT ("" for none) and TILEJIT_GEMM_DTYPES (the GEMM grid),
+TILEJIT_FP8_CONFIGS (gemm_fp8's block shapes: "M,N,K,threads,stages;..."),
 TILEJIT_BENCH_ONLY (reductions: only the variants
 whose names contain one of these comma-separated words, beside the copy).
 """

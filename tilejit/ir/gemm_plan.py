@@ -222,19 +222,10 @@ def plan_gemm(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squ
         raise GemmPlanError(f"T.gemm: no mma.sync instruction for A/B/C dtypes "
                             f"{'/'.join(key)}; supported: {supported}")
     instr, kind, k_step = INSTRUCTIONS[key]
-    if policy not in POLICIES:
-        raise GemmPlanError(f"T.gemm: policy must be one of {POLICIES}, got {policy!r}")
-    if threads % WARP:
-        raise GemmPlanError(f"T.gemm needs whole warps, the block has {threads} threads")
+    _check_policy_and_warps(policy, threads)
     if K % k_step:
         raise GemmPlanError(f"T.gemm: K={K} must be a multiple of {k_step} for mma.{instr}")
-    warps = threads // WARP
-    fits = [(wm, wn) for wm, wn in _grids(warps) if M % (16 * wm) == 0 and N % (8 * wn) == 0]
-    if not fits:
-        raise GemmPlanError(f"T.gemm: a {M}x{N} tile cannot be split over {warps} warps in "
-                            f"16x8 instruction tiles (M must be a multiple of 16·warps_m and N "
-                            f"of 8·warps_n for some warps_m·warps_n = {warps})")
-    wm, wn = _choose_grid(fits, policy, M, N)
+    wm, wn = _warp_grid(M, N, threads, policy, f"a {M}x{N} tile", "instruction tiles")
     return GemmPlan(M, N, K, key, bool(transpose_A), bool(transpose_B), policy, threads,
                     wm, wn, instr, kind, k_step, bool(clear_accum))
 
@@ -244,19 +235,29 @@ def plan_fma(M, N, K, dtypes, transpose_A=False, transpose_B=False, policy="Squa
     """A gemm of ``FMA``'s dtypes (engine ``"fma"``): C in the m16n8 accumulator layout
     over ``threads`` (32-thread groups; on AMDGPU too, where nothing wave-wide reads
     it), each thread's elements computed with multiply-adds over K from shared memory."""
+    _check_policy_and_warps(policy, threads)
+    wm, wn = _warp_grid(M, N, threads, policy, f"a {M}x{N} {'/'.join(dtypes)} tile", "pieces")
+    return GemmPlan(M, N, K, tuple(dtypes), bool(transpose_A), bool(transpose_B), policy,
+                    threads, wm, wn, "m16n8k16", "f16", 1, bool(clear_accum), engine="fma")
+
+
+def _check_policy_and_warps(policy, threads):
     if policy not in POLICIES:
         raise GemmPlanError(f"T.gemm: policy must be one of {POLICIES}, got {policy!r}")
     if threads % WARP:
         raise GemmPlanError(f"T.gemm needs whole warps, the block has {threads} threads")
+
+
+def _warp_grid(M, N, threads, policy, what, unit):
+    """(warps_m, warps_n) splitting an M x N C into 16 x 8 ``unit``s over the block's
+    warps, as ``policy`` prefers, or GemmPlanError naming ``what`` cannot be split."""
     warps = threads // WARP
     fits = [(wm, wn) for wm, wn in _grids(warps) if M % (16 * wm) == 0 and N % (8 * wn) == 0]
     if not fits:
-        raise GemmPlanError(f"T.gemm: a {M}x{N} {'/'.join(dtypes)} tile cannot be split over "
-                            f"{warps} warps in 16x8 pieces (M must be a multiple of "
-                            f"16·warps_m and N of 8·warps_n for some warps_m·warps_n = {warps})")
-    wm, wn = _choose_grid(fits, policy, M, N)
-    return GemmPlan(M, N, K, tuple(dtypes), bool(transpose_A), bool(transpose_B), policy,
-                    threads, wm, wn, "m16n8k16", "f16", 1, bool(clear_accum), engine="fma")
+        raise GemmPlanError(f"T.gemm: {what} cannot be split over {warps} warps in 16x8 {unit} "
+                            f"(M must be a multiple of 16·warps_m and N of 8·warps_n for some "
+                            f"warps_m·warps_n = {warps})")
+    return _choose_grid(fits, policy, M, N)
 
 
 def _choose_grid(fits, policy, M, N):

@@ -261,15 +261,9 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if not all(plans):
             continue
         ids, map_names = {}, {}
-        for (key, call), (tensor, box, (boxes, nbytes, rank, align)) in zip(sites, plans):
-            name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
-            cid = f"t{len(plan.tma_copies)}"
-            index = list(maps).index((tensor, box))
-            plan.tma_copies[cid] = TmaCopy(index, boxes, nbytes, rank)
-            map_names[cid] = name
-            ids[key] = cid
-            tile = plan.tiles[call.args[1].args[0].id]
-            tile.align = max(tile.align, align)
+        for (key, call), planned in zip(sites, plans):
+            cid, name = _register(plan, maps, planned, plan.tiles[call.args[1].args[0].id])
+            map_names[cid], ids[key] = name, cid
         slot0 = plan.mbarriers
         plan.mbarriers += pipe.stages
         fdef = _Rewrite(pipe, slot0, ids, map_names).visit(fdef)
@@ -285,6 +279,17 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if entry:
         fdef.body = entry + [ast.Expr(_call(SYNC, []))] + fdef.body
     return ast.fix_missing_locations(fdef)
+
+
+def _register(plan, maps, planned, tile):
+    """(copy id, tensor map parameter) of a planned copy (``box_plan``) into ``tile``: its
+    TmaCopy in the plan, one map per (tensor, box), the tile aligned for the boxes."""
+    tensor, box, (boxes, nbytes, rank, align) = planned
+    name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
+    cid = f"t{len(plan.tma_copies)}"
+    plan.tma_copies[cid] = TmaCopy(list(maps).index((tensor, box)), boxes, nbytes, rank)
+    tile.align = max(tile.align, align)
+    return cid, name
 
 
 def _plan_explicit(ctx, call, maps, layouts):
@@ -304,11 +309,6 @@ def _plan_explicit(ctx, call, maps, layouts):
                         f"region of a tensor argument with a contiguous, 16-byte aligned last "
                         f"dimension, of the tile's dtype and shape, and the tile row-major or "
                         f"in a swizzled layout TMA writes", call)
-    tensor, box, (boxes, nbytes, rank, align) = planned
-    plan = ctx.plan
-    map_name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
-    cid = f"t{len(plan.tma_copies)}"
-    plan.tma_copies[cid] = TmaCopy(list(maps).index((tensor, box)), boxes, nbytes, rank)
-    tile.align = max(tile.align, align)
+    cid, map_name = _register(ctx.plan, maps, planned, tile)
     call.func = ast.Name(TMA_EXPECT_LOAD, ast.Load())
     call.args = [src, dst, bar, _name(map_name), ast.Constant(cid)]

@@ -8,21 +8,15 @@ thread's arrival, as the barrier counts them (``T.alloc_barrier([128, ...])``).
 """
 from __future__ import annotations
 
-from llvmlite import ir
 from numba.core import types
 
 from tilejit.ir import markers
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan
 from tilejit.codegen.lowering.tma import mbarrier
+from tilejit.codegen.lowering.warp_specialize import asm_statement
 
 ROLE_THREADS = 128
-
-
-def _asm(builder, text, constraints="", args=()):
-    fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
-    constraints = (constraints + ",~{memory}") if constraints else "~{memory}"
-    builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), list(args))
 
 
 @lower(markers.stub(markers.WS_ROLE), target="cuda")
@@ -33,8 +27,8 @@ def ws_role_impl(context, builder, sig, args):
 @lower(markers.stub(markers.SYNC_ROLE), types.IntegerLiteral, target="cuda")
 def sync_role_impl(context, builder, sig, args):
     if plan().proxy_fence:
-        _asm(builder, "fence.proxy.async.shared::cta;")
-    _asm(builder, f"bar.sync {1 + sig.args[0].literal_value}, {ROLE_THREADS};")
+        asm_statement(builder, "fence.proxy.async.shared::cta;")
+    asm_statement(builder, f"bar.sync {1 + sig.args[0].literal_value}, {ROLE_THREADS};")
     return context.get_dummy_value()
 
 
@@ -46,16 +40,17 @@ def mbar_arrive_all_impl(context, builder, sig, args):
     count = sig.args[1].literal_value
     bar = mbarrier(builder, args[0])
     if count == 1:
-        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+        asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
         return context.get_dummy_value()
     if count == 32:
-        _asm(builder, "bar.warp.sync -1;")
+        asm_statement(builder, "bar.warp.sync -1;")
         lane = builder.and_(context.thread_index(builder), I32(31))
         with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
-            _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r",
+            asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r",
                  [bar, I32(32)])
         return context.get_dummy_value()
-    _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r", [bar, I32(count)])
+    asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0], $1;", "r,r",
+                  [bar, I32(count)])
     return context.get_dummy_value()
 
 

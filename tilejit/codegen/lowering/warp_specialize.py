@@ -18,7 +18,8 @@ from tilejit.codegen.lowering.tiles import I32, plan
 from tilejit.codegen.lowering.tma import mbarrier
 
 
-def _asm(builder, text, constraints="", args=()):
+def asm_statement(builder, text, constraints="", args=()):
+    """A side-effecting, memory-clobbering PTX statement (``warp_roles.py`` uses it too)."""
     fnty = ir.FunctionType(ir.VoidType(), [a.type for a in args])
     constraints = (constraints + ",~{memory}") if constraints else "~{memory}"
     builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), list(args))
@@ -38,7 +39,7 @@ def ws_leader_impl(context, builder, sig, args):
        target="cuda")
 def setmaxnreg_impl(context, builder, sig, args):
     way = "inc" if sig.args[0].literal_value else "dec"
-    _asm(builder, f"setmaxnreg.{way}.sync.aligned.u32 {sig.args[1].literal_value};")
+    asm_statement(builder, f"setmaxnreg.{way}.sync.aligned.u32 {sig.args[1].literal_value};")
     return context.get_dummy_value()
 
 
@@ -49,13 +50,13 @@ def mbar_arrive_impl(context, builder, sig, args):
     lane = builder.and_(context.thread_index(builder), I32(31))
     bar = mbarrier(builder, args[0])
     with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
-        _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+        asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
     return context.get_dummy_value()
 
 
 @lower(markers.stub(markers.SYNC_CONSUMERS), target="cuda")
 def sync_consumers_impl(context, builder, sig, args):
     if plan().proxy_fence:
-        _asm(builder, "fence.proxy.async.shared::cta;")
-    _asm(builder, f"bar.sync 1, {plan().ws_consumers};")
+        asm_statement(builder, "fence.proxy.async.shared::cta;")
+    asm_statement(builder, f"bar.sync 1, {plan().ws_consumers};")
     return context.get_dummy_value()
