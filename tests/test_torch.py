@@ -1,7 +1,9 @@
 """tilejit.torch.custom_op: a kernel as a torch.library custom operator, checked on the CPU
 (the simulator runs it): the schema, torch.library.opcheck (schema, fake tensors,
 autograd registration), torch.compile(fullgraph=True) with no graph break and no
-recompilation per call, an operator that mutates its argument, and bad registrations."""
+recompilation per call, an operator that mutates its argument (its version counter
+bumped), a backward registered with torch.library.register_autograd, and bad
+registrations."""
 import pytest
 import torch
 
@@ -77,8 +79,33 @@ def test_the_operator_runs_the_kernel():
     torch.testing.assert_close(m, x.amax(1))
     y = torch.randn(300)
     ref = y * 3
+    version = y._version
     scale_op(y, 3.0)
     torch.testing.assert_close(y, ref)
+    assert y._version > version     # autograd sees the write
+    assert isinstance(add_relu_op, torch._ops.OpOverload)
+
+
+def test_a_backward_registered_with_torch_library_trains():
+    op = tjt.custom_op("tjtest::add_relu_trained", add_relu, constexprs={"block": 64})
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        g = grad * (out > 0)
+        return g, g
+
+    torch.library.register_autograd("tjtest::add_relu_trained", backward,
+                                    setup_context=setup_context)
+    a = torch.randn(300, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(300, dtype=torch.float64, requires_grad=True)
+    op(a, b).square().sum().backward()
+    a2, b2 = a.detach().requires_grad_(), b.detach().requires_grad_()
+    torch.relu(a2 + b2).square().sum().backward()
+    torch.testing.assert_close(a.grad, a2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
 
 
 def test_opcheck():
@@ -122,3 +149,5 @@ def test_bad_registrations_are_clear_errors():
         tjt.custom_op("tjtest::x", add_relu, constexprs={"blok": 1})
     with pytest.raises(TypeError, match="expected a @tilejit.kernel"):
         tjt.custom_op("tjtest::y", lambda a: a)
+    with pytest.raises(ValueError, match="registered already"):
+        tjt.custom_op("tjtest::add_relu", add_relu)
