@@ -149,6 +149,21 @@ def test_annotated_dtype_is_checked():
         vector_add(torch.randn(8).double(), torch.randn(8).double())
 
 
+def test_checks_skipped_only_for_shapes_and_settings_checked_before():
+    a, b = torch.randn(256), torch.randn(256)      # the seed's listing has no guard
+    torch.testing.assert_close(vector_add(a, b), a + b)
+    torch.testing.assert_close(vector_add(a, b), a + b)     # the checked-call path
+    with pytest.raises(ValueError, match=r"symbol M: A has 256 but B.shape\[0\] is 257"):
+        vector_add(a, torch.randn(257))
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        vector_add(a.double(), b.double())
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        vector_add(a.double(), b, block_M=[64])     # unhashable: checked every call
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        vector_add(A=a, B=b.double())
+    torch.testing.assert_close(vector_add(B=b, A=a), a + b)
+
+
 def test_dynamic_symbol_stays_runtime():
     a = np.arange(1000, dtype=np.float32)
     np.testing.assert_array_equal(dynamic_copy(a), a)

@@ -200,6 +200,7 @@ class JitFunction:
                                f"{dynamic_used}; use T.const for tile extents",
                                sugar.filename, sugar.fdef.lineno)
         self._checks = {}       # compile-time settings -> evaluated annotations
+        self._checked = {}      # _call_key of a call that passed the checks -> _argument_order
 
     def _has_dynamic_extent(self, tensor):
         """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
@@ -296,9 +297,42 @@ class JitFunction:
         return self.kernel.source
 
     def __call__(self, *args, **kwargs):
-        values = self._bind(args, kwargs)
-        self._check_annotations(values)
-        return self.kernel(*[values[p] for p in self.sugar.params])
+        key = self._call_key(args, kwargs)
+        order = self._checked.get(key) if key is not None else None
+        if order is None:
+            values = self._bind(args, kwargs)
+            self._check_annotations(values)
+            order = self._argument_order(len(args))
+            if key is not None:
+                if len(self._checked) >= 4096:      # shapes that never repeat
+                    self._checked.clear()
+                self._checked[key] = order
+        return self.kernel(*[args[i] if i >= 0 else kwargs.get(p, d) for i, p, d in order])
+
+    def _call_key(self, args, kwargs):
+        """What the checks of a call depend on: each tensor's kind, shape and dtype (not
+        its data) and every other argument's value; None where a value is unhashable. A
+        call whose key passed the checks before passes them again (they read nothing
+        else), so it skips them: they cost ~10 µs of a launch."""
+        tensors, params = self.sugar.tensors, self.sugar.params
+        key = [(type(a), tuple(a.shape), a.dtype) if i < len(params) and params[i] in tensors
+               and hasattr(a, "shape") else a for i, a in enumerate(args)]
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            key.append((k, (type(v), tuple(v.shape), v.dtype) if k in tensors
+                        and hasattr(v, "shape") else v))
+        key = tuple(key)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def _argument_order(self, npositional):
+        """Where each parameter's value comes from: (position or -1, name, default)."""
+        defaults = self.kernel.source.defaults
+        return tuple((i, p, None) if i < npositional else (-1, p, defaults.get(p))
+                     for i, p in enumerate(self.sugar.params))
 
     def compile(self, *args, target=None, arch=None, **params):
         """TileLang's ``f.compile(M=..., N=..., **params)``: symbols' sizes and
