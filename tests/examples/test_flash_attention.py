@@ -148,6 +148,65 @@ def test_flash_attention_gpu(b, s, h, d, dtype, causal):
         assert (o_gpu.float().cpu() - o_sim.float()).abs().max().item() < 1e-2
 
 
+def _loop_of(ptx):
+    """The PTX of the consumers' K/V loop: from the first wgmma to the last."""
+    return ptx[ptx.index("wgmma.mma_async"):ptx.rindex("wgmma.mma_async")]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("pingpong", ["1", "0"])
+def test_two_consumer_warpgroups_take_turns_at_the_first_gemm(pingpong, causal, tmp_path,
+                                                             monkeypatch):
+    """128x128 blocks, 256 threads on sm_90a: the consumers are two warpgroups, the
+    producer a third. Each waits for its turn (named barrier 2 + its index) before
+    QK^T and hands the turn over after it (FlashAttention-3's ping-pong;
+    TILEJIT_PINGPONG=0 turns it off), and Q, written once before the loop, gets its
+    barrier there, not in every iteration (no bar.sync 1 in the loop)."""
+    monkeypatch.setenv("TILEJIT_PINGPONG", pingpong)
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    q = np.zeros((2, 1024, 4, 128), np.float16)
+    ptx = flashattn_fast.compile(q, q, q, q, block_M=128, block_N=128, threads=256,
+                                 num_stages=2, is_causal=causal, target="cuda",
+                                 arch="sm_90a").ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx
+    loop = _loop_of(ptx)
+    assert "bar.sync 1," not in loop
+    turns = sorted(re.findall(r"bar\.(sync|arrive) %r\d+, 256;", ptx))
+    if pingpong == "1":
+        assert turns == ["arrive", "sync"]
+        assert "bar.arrive 2, 256;" in ptx and "bar.sync 2, 256;" in ptx
+    else:
+        assert turns == [] and "bar.arrive" not in ptx
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    _spill_stores(ptx, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b,s,h,d,dtype", [
+    (1, 1000, 4, 128, torch.float16),
+    (2, 2048, 2, 64, torch.bfloat16),
+])
+def test_two_warpgroups_taking_turns_on_the_gpu(b, s, h, d, dtype, causal):
+    """The ping-pong configuration (128x128 blocks, 256 threads) against float32 SDPA
+    and, on a slice, the simulator."""
+    cfg = dict(block_M=128, block_N=128, threads=256, num_stages=2, is_causal=causal)
+    q, k, v = _qkv(b, s, h, d, dtype, device="cuda")
+    o = torch.empty_like(q)
+    flashattn(q, k, v, o, **cfg)
+    torch.cuda.synchronize()
+    err = (o.float() - reference(q, k, v, causal)).abs().max().item()
+    assert err < (2e-2 if dtype == torch.float16 else 4e-2), err
+    small = [x[:1, :300, :1].cpu() for x in (q, k, v)]
+    o_sim = torch.empty_like(small[0])
+    flashattn_sim(*small, o_sim, **cfg)
+    o_gpu = torch.empty_like(small[0]).cuda()
+    flashattn(*(x.cuda() for x in small), o_gpu, **cfg)
+    torch.cuda.synchronize()
+    assert (o_gpu.float().cpu() - o_sim.float()).abs().max().item() < 2e-2
+
+
 def _gqa(b, s, h, kvh, d, dtype, layout, device="cpu", seed=1):
     g = torch.Generator().manual_seed(seed)
     shape = (lambda heads: (b, s, heads, d)) if layout == "bshd" else (

@@ -129,6 +129,10 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
                        "(mbarrier): lane 0 of each warp arrives (the warp is done with it)")
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
+PINGPONG = _declare("__tj_pingpong", "pingpong",
+                    "(step): two consumer warpgroups take turns at a gemm (named barriers "
+                    "2 and 3): 0 before the loop, 1 wait for this one's turn, 2 hand the "
+                    "turn over, 3 after the loop")
 
 # -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------
 # the ``if`` a ``with T.ws(k):`` becomes carries ``ROLE_ATTR = k``: its body's barriers are

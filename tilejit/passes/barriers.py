@@ -16,6 +16,9 @@ Loops: the body is analyzed with the accesses pending at loop entry merged with 
 pending at the end of the body (the back edge), until nothing changes; that puts, for a
 copy-then-gemm body, one barrier before the gemm and one before the next iteration's
 copies. After the loop the pending set is entry ∪ body end (the loop may run 0 times).
+Where the body analyzed from a clean entry needs fewer barriers (a tile written before
+the loop and read in every iteration, as FlashAttention's Q), one barrier goes before the
+loop instead.
 ``if``: each branch starts from the pending set before it (a barrier needed at a
 branch's start is hoisted before the ``if``, so a barrier is never skipped by some
 threads only); the pending set after it is the union of the branches' ends.
@@ -209,7 +212,23 @@ class _Syncer:
         return bool(stmts) and _is_call(stmts[0], self.sync)
 
     def loop(self, stmt, state):
-        entry = state
+        body, end = self._fixpoint(stmt, state)
+        hoist = False
+        if state[0] or state[1]:
+            # a barrier the body needs only for accesses made before the loop (a tile
+            # written once, then read in every iteration) goes before the loop, once
+            clean_body, clean_end = self._fixpoint(stmt, (set(), set()))
+            if self._barriers_in(clean_body) < self._barriers_in(body):
+                body, end, state, hoist = clean_body, clean_end, (set(), set()), True
+        new = ast.For if isinstance(stmt, ast.For) else ast.While
+        fields = {f: getattr(stmt, f) for f in stmt._fields}
+        fields["body"] = body
+        node = ast.copy_location(new(**fields), stmt)
+        return node, (state[0] | end[0], state[1] | end[1]), hoist
+
+    def _fixpoint(self, stmt, entry):
+        """The loop's body with barriers for pending ``entry`` merged with the back edge's,
+        and the pending accesses at the end of the body."""
         end = (set(), set())
         for _ in range(4):
             merged = (entry[0] | end[0], entry[1] | end[1])
@@ -217,11 +236,10 @@ class _Syncer:
             if new_end == end:
                 break
             end = new_end
-        new = ast.For if isinstance(stmt, ast.For) else ast.While
-        fields = {f: getattr(stmt, f) for f in stmt._fields}
-        fields["body"] = body
-        node = ast.copy_location(new(**fields), stmt)
-        return node, (entry[0] | end[0], entry[1] | end[1]), False
+        return body, end
+
+    def _barriers_in(self, stmts) -> int:
+        return sum(1 for s in stmts for n in ast.walk(s) if _is_call(n, self.sync))
 
     def branch(self, stmt, state):
         hoist = False

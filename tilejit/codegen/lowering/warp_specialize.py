@@ -5,7 +5,10 @@ threads; its first thread issues the copies (``plan().tma_issuer``). ``setmaxnre
 moves registers between warpgroups (sm_90a; every thread of the warpgroup executes it,
 in a kernel whose entry caps registers: ``nvvm.maxntid`` with ``nvvm.minctasm`` 1). The
 consumers synchronize among themselves on named barrier 1 (``bar.sync 1, N``), never
-on barrier 0, which would wait for the producer.
+on barrier 0, which would wait for the producer. Two consumer warpgroups that take turns
+(``PINGPONG``) use named barriers 2 (warpgroup 0's turn) and 3 (warpgroup 1's): a
+``bar.sync`` of one's own barrier waits for the other's ``bar.arrive`` on it, 256
+threads in all.
 """
 from __future__ import annotations
 
@@ -59,4 +62,29 @@ def sync_consumers_impl(context, builder, sig, args):
     if plan().proxy_fence:
         asm_statement(builder, "fence.proxy.async.shared::cta;")
     asm_statement(builder, f"bar.sync 1, {plan().ws_consumers};")
+    return context.get_dummy_value()
+
+
+PINGPONG_BARRIER = 2        # + the warpgroup whose turn it is
+
+
+@lower(markers.stub(markers.PINGPONG), types.IntegerLiteral, target="cuda")
+def pingpong_impl(context, builder, sig, args):
+    """0: warpgroup 1 gives warpgroup 0 the first turn; 1: wait for this warpgroup's
+    turn; 2: give the other its turn; 3: warpgroup 0 takes the turn warpgroup 1 gave
+    after its last gemm, so that every barrier's arrivals are matched when the loop ends."""
+    step = sig.args[0].literal_value
+    group = builder.lshr(context.block_thread_index(builder), I32(7))
+    both = 2 * 128
+    if step in (0, 3):
+        with builder.if_then(builder.icmp_unsigned("==", group, I32(1 if step == 0 else 0))):
+            op = "arrive" if step == 0 else "sync"
+            asm_statement(builder, f"bar.{op} {PINGPONG_BARRIER}, {both};")
+        return context.get_dummy_value()
+    mine = builder.add(group, I32(PINGPONG_BARRIER))
+    other = builder.sub(I32(PINGPONG_BARRIER + 1), group)
+    if step == 1:
+        asm_statement(builder, f"bar.sync $0, {both};", "r", [mine])
+    else:
+        asm_statement(builder, f"bar.arrive $0, {both};", "r", [other])
     return context.get_dummy_value()
