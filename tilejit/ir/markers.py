@@ -131,8 +131,10 @@ SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
 PINGPONG = _declare("__tj_pingpong", "pingpong",
                     "(step): two consumer warpgroups take turns at a gemm (named barriers "
-                    "2 and 3): 0 before the loop, 1 wait for this one's turn, 2 hand the "
-                    "turn over, 3 after the loop")
+                    "2 and 3): one of the PINGPONG_* steps")
+# before the loop; wait for this warpgroup's turn; hand the turn over (the gemm does, once
+# issued: GemmPlan ids in TilePlan.handover_gemms); after the loop
+PINGPONG_START, PINGPONG_WAIT, PINGPONG_HANDOVER, PINGPONG_END = range(4)
 
 # -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------
 # the ``if`` a ``with T.ws(k):`` becomes carries ``ROLE_ATTR = k``: its body's barriers are

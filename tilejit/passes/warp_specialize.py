@@ -51,8 +51,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, PINGPONG, SETMAXNREG, SYNC, TMA_FENCE,
-                                TMA_INIT, TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
+from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, PINGPONG, PINGPONG_END, PINGPONG_START,
+                                PINGPONG_WAIT, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
+                                TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
 
 WARPGROUP = 128
@@ -106,9 +107,10 @@ def _wgmma_gemm_in(stmts, plan):
 def _take_turns(loop, threads, plan) -> bool:
     """FlashAttention-3's ping-pong: with two consumer warpgroups and a loop body of two
     or more wgmma gemms (work between them: a softmax), each warpgroup waits for its turn
-    before the body's first gemm and hands the turn over after it, so one warpgroup's
-    other work overlaps the other's gemm instead of both stalling the tensor cores at
-    once. Only where that first gemm is a statement of the body itself."""
+    before the body's first gemm and hands the turn over once that gemm is issued (before
+    its wait), so the other's gemm queues behind it and one warpgroup's other work
+    overlaps the other's gemms instead of both leaving the tensor cores idle at once.
+    Only where that first gemm is a statement of the body itself."""
     gemms = [i for i, st in enumerate(loop.body) if _wgmma_gemm_in([st], plan)]
     if threads != 2 * WARPGROUP or len(gemms) < 2:
         return False
@@ -116,8 +118,8 @@ def _take_turns(loop, threads, plan) -> bool:
     if not (isinstance(first, ast.Expr) and _wgmma_gemm_in([first], plan)):
         return False
     i = gemms[0]
-    loop.body[i:i + 1] = [_expr(PINGPONG, [ast.Constant(1)]), first,
-                          _expr(PINGPONG, [ast.Constant(2)])]
+    loop.body.insert(i, _expr(PINGPONG, [ast.Constant(PINGPONG_WAIT)]))
+    plan.handover_gemms.add(first.value.args[3].value)
     return True
 
 
@@ -250,8 +252,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 and not any(st is x for x in starts)]
     if turns:
         at = next(i for i, st in enumerate(inner) if st is loop)
-        inner[at:at + 1] = [_expr(PINGPONG, [ast.Constant(0)]), loop,
-                            _expr(PINGPONG, [ast.Constant(3)])]
+        inner[at:at + 1] = [_expr(PINGPONG, [ast.Constant(PINGPONG_START)]), loop,
+                            _expr(PINGPONG, [ast.Constant(PINGPONG_END)])]
     top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
     budget = _consumer_registers(threads)
     consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])] + starts

@@ -70,21 +70,25 @@ PINGPONG_BARRIER = 2        # + the warpgroup whose turn it is
 
 @lower(markers.stub(markers.PINGPONG), types.IntegerLiteral, target="cuda")
 def pingpong_impl(context, builder, sig, args):
-    """0: warpgroup 1 gives warpgroup 0 the first turn; 1: wait for this warpgroup's
-    turn; 2: give the other its turn; 3: warpgroup 0 takes the turn warpgroup 1 gave
-    after its last gemm, so that every barrier's arrivals are matched when the loop ends."""
-    step = sig.args[0].literal_value
+    pingpong_step(context, builder, sig.args[0].literal_value)
+    return context.get_dummy_value()
+
+
+def pingpong_step(context, builder, step):
+    """START: warpgroup 1 gives warpgroup 0 the first turn; WAIT: wait for this
+    warpgroup's turn; HANDOVER: give the other its turn; END: warpgroup 0 takes the turn
+    warpgroup 1 gave after its last gemm, so that every arrival is matched when the loop
+    ends (bar.sync of 256 threads: this warpgroup's 128 and the other's arrival)."""
     group = builder.lshr(context.block_thread_index(builder), I32(7))
     both = 2 * 128
-    if step in (0, 3):
-        with builder.if_then(builder.icmp_unsigned("==", group, I32(1 if step == 0 else 0))):
-            op = "arrive" if step == 0 else "sync"
-            asm_statement(builder, f"bar.{op} {PINGPONG_BARRIER}, {both};")
-        return context.get_dummy_value()
-    mine = builder.add(group, I32(PINGPONG_BARRIER))
-    other = builder.sub(I32(PINGPONG_BARRIER + 1), group)
-    if step == 1:
+    if step in (markers.PINGPONG_START, markers.PINGPONG_END):
+        start = step == markers.PINGPONG_START
+        with builder.if_then(builder.icmp_unsigned("==", group, I32(1 if start else 0))):
+            asm_statement(builder, f"bar.{'arrive' if start else 'sync'} "
+                                   f"{PINGPONG_BARRIER}, {both};")
+    elif step == markers.PINGPONG_WAIT:
+        mine = builder.add(group, I32(PINGPONG_BARRIER))
         asm_statement(builder, f"bar.sync $0, {both};", "r", [mine])
     else:
+        other = builder.sub(I32(PINGPONG_BARRIER + 1), group)
         asm_statement(builder, f"bar.arrive $0, {both};", "r", [other])
-    return context.get_dummy_value()
