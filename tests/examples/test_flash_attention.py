@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import tilejit
+import tilejit.language as T
 from tilejit.language.dtypes import float16, float32
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile, TilePlan
 
@@ -172,14 +173,50 @@ def test_two_consumer_warpgroups_take_turns_at_the_first_gemm(pingpong, causal, 
     loop = _loop_of(ptx)
     assert "bar.sync 1," not in loop
     turns = sorted(re.findall(r"bar\.(sync|arrive) %r\d+, 256;", ptx))
-    if pingpong == "1":
-        assert turns == ["arrive", "sync"]
+    if pingpong == "1":     # waits before the loop and P·V; hand-overs after QK^T, the loop
+        assert turns == ["arrive", "arrive", "sync", "sync"]
         assert "bar.arrive 2, 256;" in ptx and "bar.sync 2, 256;" in ptx
+        assert re.search(r"wgmma.commit_group.sync.aligned;\s*// end inline asm\s*"
+                         r"// begin inline asm\s*bar.arrive %r\d+, 256;", ptx)
     else:
         assert turns == [] and "bar.arrive" not in ptx
     if PTXAS is None:
         pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
     _spill_stores(ptx, tmp_path)
+
+
+@tilejit.kernel
+def _attention_p_through_shared(Q, K, V, O, block_M: T.constexpr = 128,
+                                block_N: T.constexpr = 128):
+    batch, seq, heads, dim = Q.shape
+    with T.Kernel(T.ceildiv(seq, block_M), heads, batch, threads=256) as (bx, by, bz):
+        Q_s = T.alloc_shared([block_M, dim], Q.dtype)
+        K_s = T.alloc_shared([block_N, dim], Q.dtype)
+        V_s = T.alloc_shared([block_N, dim], Q.dtype)
+        P_s = T.alloc_shared([block_M, block_N], Q.dtype)
+        S = T.alloc_fragment([block_M, block_N], T.float32)
+        acc = T.alloc_fragment([block_M, dim], T.float32)
+        T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_s)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(seq, block_N), num_stages=2):
+            T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_s)
+            T.clear(S)
+            T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(S, P_s)
+            T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_s)
+            T.gemm(P_s, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
+        T.copy(acc, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+
+def test_no_turns_where_the_consumers_share_a_barrier_in_the_loop(monkeypatch):
+    """P through a shared tile both consumer warpgroups write and read: the loop needs
+    the consumers' barrier (named barrier 1), and a warpgroup holding its turn there
+    would wait for the other, which waits for the turn. No ping-pong."""
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    q = np.zeros((1, 512, 2, 64), np.float16)
+    ptx = _attention_p_through_shared.compile(q, q, q, q, target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg.inc" in ptx and "bar.sync 1, 256" in _loop_of(ptx)
+    assert "bar.arrive" not in ptx
 
 
 @pytest.mark.gpu

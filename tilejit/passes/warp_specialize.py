@@ -51,8 +51,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, PINGPONG, PINGPONG_END, PINGPONG_START,
-                                PINGPONG_WAIT, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
+from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
                                 TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
 
@@ -102,25 +101,6 @@ def _wgmma_gemm_in(stmts, plan):
                     and plan.gemms[node.args[3].value][0].engine == "wgmma"):
                 return True
     return False
-
-
-def _take_turns(loop, threads, plan) -> bool:
-    """FlashAttention-3's ping-pong: with two consumer warpgroups and a loop body of two
-    or more wgmma gemms (work between them: a softmax), each warpgroup waits for its turn
-    before the body's first gemm and hands the turn over once that gemm is issued (before
-    its wait), so the other's gemm queues behind it and one warpgroup's other work
-    overlaps the other's gemms instead of both leaving the tensor cores idle at once.
-    Only where that first gemm is a statement of the body itself."""
-    gemms = [i for i, st in enumerate(loop.body) if _wgmma_gemm_in([st], plan)]
-    if threads != 2 * WARPGROUP or len(gemms) < 2:
-        return False
-    first = loop.body[gemms[0]]
-    if not (isinstance(first, ast.Expr) and _wgmma_gemm_in([first], plan)):
-        return False
-    i = gemms[0]
-    loop.body.insert(i, _expr(PINGPONG, [ast.Constant(PINGPONG_WAIT)]))
-    plan.handover_gemms.add(first.value.args[3].value)
-    return True
 
 
 def _consumer_registers(threads: int) -> int:
@@ -245,15 +225,10 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
               len(kept))
     release = _expr(MBAR_ARRIVE, [ast.BinOp(ast.Constant(empty0), ast.Add(), current)])
     loop.body = kept[:at] + [release] + kept[at:]
-    turns = ctx.options.pingpong and _take_turns(loop, threads, plan)
     starts = [st for st in inner if isinstance(st, ast.Assign)
               and _names([st], ast.Store) & counters]
     inner[:] = [st for st in inner if st is not prologue and not _is_call(st, TMA_FENCE)
                 and not any(st is x for x in starts)]
-    if turns:
-        at = next(i for i, st in enumerate(inner) if st is loop)
-        inner[at:at + 1] = [_expr(PINGPONG, [ast.Constant(PINGPONG_START)]), loop,
-                            _expr(PINGPONG, [ast.Constant(PINGPONG_END)])]
     top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
     budget = _consumer_registers(threads)
     consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])] + starts
