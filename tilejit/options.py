@@ -7,7 +7,6 @@ the explicit values a kernel was given and, for what was not given, the environm
     TILEJIT_TMA=0          sm_90+ pipelines keep cp.async instead of TMA
     TILEJIT_WGMMA=0        sm_90a gemms keep mma.sync instead of wgmma.mma_async
     TILEJIT_WS=0           sm_90a TMA pipelines are not warp-specialized
-    TILEJIT_PINGPONG=0     two consumer warpgroups do not take turns at their first gemm
     TILEJIT_DUMP_IR=DIR    every compiler stage, one file each (compiler/dump.py); a dump
                            bypasses the disk cache so each first compilation is written
 
@@ -35,7 +34,6 @@ class CompileOptions:
     tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
     wgmma: bool = True          # sm_90a: T.gemm on wgmma.mma_async where it qualifies
     warp_specialize: bool = True  # sm_90a: TMA pipelines feeding wgmma get a producer warp
-    pingpong: bool = True       # sm_90a: two consumer warpgroups take turns (two gemms a step)
     # where to write every stage (None: nowhere); not part of what is compiled
     dump_dir: str | None = field(default=None, compare=False, repr=False,
                                  metadata={"key": False})
@@ -57,19 +55,16 @@ def _switch(name: str) -> bool:
 
 def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
                     wgmma: bool | None = None, warp_specialize: bool | None = None,
-                    pingpong: bool | None = None,
                     dump_dir: str | None = None) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
     tma = _switch("TILEJIT_TMA") if tma is None else bool(tma)
     wgmma = _switch("TILEJIT_WGMMA") if wgmma is None else bool(wgmma)
     if warp_specialize is None:
         warp_specialize = _switch("TILEJIT_WS")
-    pingpong = _switch("TILEJIT_PINGPONG") if pingpong is None else bool(pingpong)
     if dump_dir is None:
         dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
     return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma, wgmma=wgmma,
-                          warp_specialize=bool(warp_specialize), pingpong=pingpong,
-                          dump_dir=dump_dir)
+                          warp_specialize=bool(warp_specialize), dump_dir=dump_dir)
 
 
 def dump_dir_origin(dump_dir: str) -> str:

@@ -155,31 +155,20 @@ def _loop_of(ptx):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("pingpong", ["1", "0"])
-def test_two_consumer_warpgroups_take_turns_at_the_first_gemm(pingpong, causal, tmp_path,
-                                                             monkeypatch):
-    """128x128 blocks, 256 threads on sm_90a: the consumers are two warpgroups, the
-    producer a third. Each waits for its turn (named barrier 2 + its index) before
-    QK^T and hands the turn over after it (FlashAttention-3's ping-pong;
-    TILEJIT_PINGPONG=0 turns it off), and Q, written once before the loop, gets its
-    barrier there, not in every iteration (no bar.sync 1 in the loop)."""
-    monkeypatch.setenv("TILEJIT_PINGPONG", pingpong)
+def test_q_written_once_gets_its_barrier_before_the_loop(causal, tmp_path, monkeypatch):
+    """128x128 blocks, 256 threads on sm_90a (two consumer warpgroups and a producer):
+    Q, written once before the K/V loop and read by every QK^T, gets the consumers'
+    barrier before the loop, not in every iteration, where it held the two warpgroups in
+    step (459 -> 494 TFLOP/s at b4 h32 s4096 d128 on the H200, 2026-12-02)."""
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
     q = np.zeros((2, 1024, 4, 128), np.float16)
     ptx = flashattn_fast.compile(q, q, q, q, block_M=128, block_N=128, threads=256,
                                  num_stages=2, is_causal=causal, target="cuda",
                                  arch="sm_90a").ptx
     assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx
-    loop = _loop_of(ptx)
-    assert "bar.sync 1," not in loop
-    turns = sorted(re.findall(r"bar\.(sync|arrive) %r\d+, 256;", ptx))
-    if pingpong == "1":     # waits before the loop and P·V; hand-overs after QK^T, the loop
-        assert turns == ["arrive", "arrive", "sync", "sync"]
-        assert "bar.arrive 2, 256;" in ptx and "bar.sync 2, 256;" in ptx
-        assert re.search(r"wgmma.commit_group.sync.aligned;\s*// end inline asm\s*"
-                         r"// begin inline asm\s*bar.arrive %r\d+, 256;", ptx)
-    else:
-        assert turns == [] and "bar.arrive" not in ptx
+    assert "bar.sync 1," not in _loop_of(ptx)
+    before = ptx[:ptx.index("wgmma.mma_async")]
+    assert "bar.sync 1, 256" in before
     if PTXAS is None:
         pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
     _spill_stores(ptx, tmp_path)
@@ -208,15 +197,14 @@ def _attention_p_through_shared(Q, K, V, O, block_M: T.constexpr = 128,
         T.copy(acc, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
 
-def test_no_turns_where_the_consumers_share_a_barrier_in_the_loop(monkeypatch):
-    """P through a shared tile both consumer warpgroups write and read: the loop needs
-    the consumers' barrier (named barrier 1), and a warpgroup holding its turn there
-    would wait for the other, which waits for the turn. No ping-pong."""
+def test_a_tile_written_in_every_iteration_keeps_its_barrier_in_the_loop(monkeypatch):
+    """P through a shared tile both consumer warpgroups write and read in every step:
+    the consumers' barrier (named barrier 1) stays in the loop; only what was written
+    before the loop alone gets its barrier hoisted."""
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
     q = np.zeros((1, 512, 2, 64), np.float16)
     ptx = _attention_p_through_shared.compile(q, q, q, q, target="cuda", arch="sm_90a").ptx
     assert "setmaxnreg.inc" in ptx and "bar.sync 1, 256" in _loop_of(ptx)
-    assert "bar.arrive" not in ptx
 
 
 @pytest.mark.gpu
@@ -225,9 +213,9 @@ def test_no_turns_where_the_consumers_share_a_barrier_in_the_loop(monkeypatch):
     (1, 1000, 4, 128, torch.float16),
     (2, 2048, 2, 64, torch.bfloat16),
 ])
-def test_two_warpgroups_taking_turns_on_the_gpu(b, s, h, d, dtype, causal):
-    """The ping-pong configuration (128x128 blocks, 256 threads) against float32 SDPA
-    and, on a slice, the simulator."""
+def test_two_consumer_warpgroups_on_the_gpu(b, s, h, d, dtype, causal):
+    """The benchmark's best configuration (128x128 blocks, 256 threads: two consumer
+    warpgroups) against float32 SDPA and, on a slice, the simulator."""
     cfg = dict(block_M=128, block_N=128, threads=256, num_stages=2, is_causal=causal)
     q, k, v = _qkv(b, s, h, d, dtype, device="cuda")
     o = torch.empty_like(q)

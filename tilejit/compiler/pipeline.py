@@ -35,9 +35,8 @@ from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, divisors, epilogue_staging, layout_inference,
-                            parallel_guards, pingpong, pipeline, rasterization, registers,
-                            shared_memory, tile_allocation, tma, tma_store, warp_roles,
-                            warp_specialize)
+                            parallel_guards, pipeline, rasterization, registers, shared_memory,
+                            tile_allocation, tma, tma_store, warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -63,7 +62,6 @@ SOURCE_PASSES = (
     async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
-    pingpong.take_turns,                     # sm_90a: two consumer warpgroups alternate
     parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
 )
 

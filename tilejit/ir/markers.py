@@ -129,12 +129,6 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
                        "(mbarrier): lane 0 of each warp arrives (the warp is done with it)")
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
-PINGPONG = _declare("__tj_pingpong", "pingpong",
-                    "(step): two consumer warpgroups take turns at a gemm (named barriers "
-                    "2 and 3): one of the PINGPONG_* steps")
-# before the loop; wait for this warpgroup's turn; hand the turn over (the gemm does, once
-# issued: GemmPlan ids in TilePlan.handover_gemms); after the loop
-PINGPONG_START, PINGPONG_WAIT, PINGPONG_HANDOVER, PINGPONG_END = range(4)
 
 # -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------
 # the ``if`` a ``with T.ws(k):`` becomes carries ``ROLE_ATTR = k``: its body's barriers are

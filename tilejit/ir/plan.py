@@ -87,9 +87,6 @@ class TilePlan:
     ws_consumers: int = 0
     tma_issuer: int = 0
     launch_threads: int = 0
-    # gemms after whose instructions are issued (before their wait) a consumer warpgroup
-    # hands the turn to the other (FlashAttention-3's ping-pong)
-    handover_gemms: set = field(default_factory=set)
     # a kernel's own ``T.ws`` roles (passes/warp_roles.py): the threads of one role, which
     # the tiles are planned over (0: no roles)
     role_threads: int = 0

@@ -224,7 +224,6 @@ class _Syncer:
         fields = {f: getattr(stmt, f) for f in stmt._fields}
         fields["body"] = body
         node = ast.copy_location(new(**fields), stmt)
-        node.__dict__.update({k: v for k, v in stmt.__dict__.items() if k.startswith("_tj")})
         return node, (state[0] | end[0], state[1] | end[1]), hoist
 
     def _fixpoint(self, stmt, entry):

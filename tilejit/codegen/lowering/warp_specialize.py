@@ -5,10 +5,7 @@ threads; its first thread issues the copies (``plan().tma_issuer``). ``setmaxnre
 moves registers between warpgroups (sm_90a; every thread of the warpgroup executes it,
 in a kernel whose entry caps registers: ``nvvm.maxntid`` with ``nvvm.minctasm`` 1). The
 consumers synchronize among themselves on named barrier 1 (``bar.sync 1, N``), never
-on barrier 0, which would wait for the producer. Two consumer warpgroups that take turns
-(``PINGPONG``) use named barriers 2 (warpgroup 0's turn) and 3 (warpgroup 1's): a
-``bar.sync`` of one's own barrier waits for the other's ``bar.arrive`` on it, 256
-threads in all.
+on barrier 0, which would wait for the producer.
 """
 from __future__ import annotations
 
@@ -63,32 +60,3 @@ def sync_consumers_impl(context, builder, sig, args):
         asm_statement(builder, "fence.proxy.async.shared::cta;")
     asm_statement(builder, f"bar.sync 1, {plan().ws_consumers};")
     return context.get_dummy_value()
-
-
-PINGPONG_BARRIER = 2        # + the warpgroup whose turn it is
-
-
-@lower(markers.stub(markers.PINGPONG), types.IntegerLiteral, target="cuda")
-def pingpong_impl(context, builder, sig, args):
-    pingpong_step(context, builder, sig.args[0].literal_value)
-    return context.get_dummy_value()
-
-
-def pingpong_step(context, builder, step):
-    """START: warpgroup 1 gives warpgroup 0 the first turn; WAIT: wait for this
-    warpgroup's turn; HANDOVER: give the other its turn; END: warpgroup 0 takes the turn
-    warpgroup 1 gave after its last gemm, so that every arrival is matched when the loop
-    ends (bar.sync of 256 threads: this warpgroup's 128 and the other's arrival)."""
-    group = builder.lshr(context.block_thread_index(builder), I32(7))
-    both = 2 * 128
-    if step in (markers.PINGPONG_START, markers.PINGPONG_END):
-        start = step == markers.PINGPONG_START
-        with builder.if_then(builder.icmp_unsigned("==", group, I32(1 if start else 0))):
-            asm_statement(builder, f"bar.{'arrive' if start else 'sync'} "
-                                   f"{PINGPONG_BARRIER}, {both};")
-    elif step == markers.PINGPONG_WAIT:
-        mine = builder.add(group, I32(PINGPONG_BARRIER))
-        asm_statement(builder, f"bar.sync $0, {both};", "r", [mine])
-    else:
-        other = builder.sub(I32(PINGPONG_BARRIER + 1), group)
-        asm_statement(builder, f"bar.arrive $0, {both};", "r", [other])

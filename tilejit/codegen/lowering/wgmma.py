@@ -31,8 +31,6 @@ from llvmlite import ir
 from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
 from tilejit.codegen.lowering.copy import emit_copy_async
 from tilejit.codegen.lowering.tiles import plan, thread_index
-from tilejit.codegen.lowering.warp_specialize import pingpong_step
-from tilejit.ir.markers import PINGPONG_HANDOVER
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 HALF2 = ir.VectorType(ir.HalfType(), 2)
@@ -208,9 +206,6 @@ def emit_wgmma_gemm(context, builder, sig, args):
             regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
                                     accumulate=not (gp.clear_accum and kk == 0))
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
-    if sig.args[3].literal_value in plan().handover_gemms:
-        # issued: the other consumer warpgroup may issue its gemm while this one's runs
-        pingpong_step(context, builder, PINGPONG_HANDOVER)
     _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")
     for rm in range(gp.repeat_m):
         acc.store(rm, _pass_through(builder, regs[rm], acc.constraint))

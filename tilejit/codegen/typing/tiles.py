@@ -301,12 +301,11 @@ class SyncConsumersTemplate(AbstractTemplate):
 
 
 @infer_global(markers.stub(markers.SYNC_ROLE))
-@infer_global(markers.stub(markers.PINGPONG))
 class SyncRoleTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) == 1 and isinstance(args[0], types.IntegerLiteral):
             return signature(types.none, *args)
-        raise errors.TypingError(f"{self.key.__name__} takes a literal integer, got {args}")
+        raise errors.TypingError(f"sync_role takes a literal role, got {args}")
 
 
 @infer_global(markers.stub(markers.WS_ROLE))
