@@ -21,7 +21,9 @@ role that can run does (round-robin from it), so producers and consumers run to
 completion deterministically. Shared tiles and barriers are the block's (the roles
 share the objects the first role allocated); fragments, local tiles and scalars are each
 role's. When no role can run and some wait, the block has deadlocked: a
-``DeadlockError`` names each waiting role's line, never a hang.
+``DeadlockError`` names each waiting role's line, never a hang. The order the turns
+give may hide a race the kernel's mbarriers allow: ``races.py`` checks every shared-tile
+access against the order the arrivals and waits guarantee (``RaceError``).
 """
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ import threading
 import numpy as np
 
 from tilejit.language.hopper import MAX_ARRIVALS, WARPGROUP_THREADS
-from tilejit.sim.runtime import STATE, _caller_location, assigned_name, kernel_frame
-from tilejit.sim.semantics import _resolve, copy
+from tilejit.sim.races import Clocks, SharedRaces
+from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, assigned_name,
+                                 kernel_frame)
+from tilejit.sim.semantics import _resolve, copy, tile_view
 
 
 
@@ -48,21 +52,40 @@ class _Barrier:
     """One mbarrier: its expected count, the arrivals still pending in the current phase,
     the phases completed, and the TMA loads that land when the current phase completes."""
 
-    __slots__ = ("name", "count", "pending", "phase", "landing")
+    __slots__ = ("name", "count", "pending", "phase", "landing", "clock", "done")
 
     def __init__(self, name, count):
         self.name, self.count, self.pending, self.phase = name, count, count, 0
         self.landing = []
+        # with roles (races.py): the clock the current phase collects, and the clocks of
+        # the last completed phase of each parity
+        self.clock, self.done = None, [None, None]
 
     def passed(self, parity) -> bool:
         return (self.phase & 1) != parity
 
+    def phase_clock(self, nroles):
+        if self.clock is None:
+            self.clock = np.zeros(nroles, np.int64)
+        return self.clock
+
     def complete(self):
         landing, self.landing = self.landing, []
-        for src, dst in landing:
-            copy(src, dst)
+        quiet, STATE.quiet_races = STATE.quiet_races, True
+        try:
+            for src, dst in landing:
+                copy(src, dst)
+        finally:
+            STATE.quiet_races = quiet
+        self.done[self.phase & 1], self.clock = self.clock, None
         self.phase += 1
         self.pending = self.count
+
+    def acquire(self, parity):
+        """A wait on ``parity`` passed: the waiter learns what preceded that phase."""
+        roles, done = STATE.roles, self.done[parity]
+        if roles is not None and done is not None:
+            roles.clocks.acquire(done)
 
     def describe(self) -> str:
         return (f"{self.name} (phase {self.phase}: {self.count - self.pending} of "
@@ -146,6 +169,8 @@ def mbarrier_arrive(mbarrier, cta_id=None):
                            f"arrive at once with {b.pending} still pending in phase {b.phase} "
                            "(in the simulator a warpgroup role arrives as a whole: give the "
                            f"barrier a count of whole roles){_caller_location(2)}")
+    if STATE.roles is not None:
+        STATE.roles.clocks.release(b.phase_clock(STATE.roles.nroles))
     b.pending -= n
     if b.pending == 0:
         b.complete()
@@ -159,6 +184,7 @@ def mbarrier_wait_parity(mbarrier, parity):
         raise ValueError(f"{what}: parity: expected 0 or 1, got {parity!r}"
                          f"{_caller_location(2)}")
     if b.passed(parity):
+        b.acquire(int(parity))
         return
     location = _caller_location(2)
     roles = STATE.roles
@@ -168,6 +194,7 @@ def mbarrier_wait_parity(mbarrier, parity):
                             f"{b.describe()}, and no other warpgroup role runs in this kernel "
                             f"(it has no T.ws roles) to complete it{location}")
     roles.wait(b, int(parity), location)
+    b.acquire(int(parity))
 
 
 def tma_copy(src, dst, barrier=None):
@@ -178,7 +205,14 @@ def tma_copy(src, dst, barrier=None):
             raise TypeError(f"{what}: barrier: a load (global → shared) needs the mbarrier "
                             f"its bytes arrive on (barrier=mbars[i]), got None"
                             f"{_caller_location(2)}")
-        _barrier(barrier, what).landing.append((src, dst))
+        b = _barrier(barrier, what)
+        roles = STATE.roles
+        if roles is not None:       # the issuer writes the bytes now, as far as order goes
+            view = tile_view(dst, what)
+            if view.races is not None:
+                view.races.write(None)
+            roles.clocks.publish(b.phase_clock(roles.nroles))
+        b.landing.append((src, dst))
         return
     if s_t.kind == "shared" and d_t.kind is None:
         copy(src, dst)
@@ -206,6 +240,7 @@ class BlockRoles:
         self.objects = []                   # the block's shared objects, in order
         self.failed = None
         self.aborted = False
+        self.clocks = Clocks(nroles)        # the roles' vector clocks (races.py)
 
     # -- what the kernel's operations ask -----------------------------------------
     def in_role(self, ids) -> bool:
@@ -230,6 +265,8 @@ class BlockRoles:
                                    f"{_caller_location(3)}")
             return obj
         obj = make()
+        if isinstance(obj, SimTensor) and obj.kind == "shared":
+            obj.races = SharedRaces(self.clocks, obj.name, obj.data.shape, self.nroles)
         self.objects.append((obj, what))
         return obj
 

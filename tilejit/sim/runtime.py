@@ -47,6 +47,9 @@ class _State(threading.local):
         # how many T.Parallel loops are running
         self.lanes = 0
         self.in_parallel = 0
+        # TMA bytes landing when an mbarrier phase completes: their race checks were made
+        # when the load was issued, by its issuer (sim/races.py)
+        self.quiet_races = False
 
 
 STATE = _State()
@@ -227,16 +230,23 @@ class SimTensor:
     """A global tensor or a tile in simulation: a numpy array (bfloat16 and float8
     held in float32). A tile (``kind`` "fragment", "shared" or "local") also has ``unwritten``:
     True where no element has been written yet, None once all have been (and always for
-    a global tensor)."""
+    a global tensor). A shared tile of a kernel with warpgroup roles has ``races``, the
+    record its accesses are checked against (``sim/races.py``); its ``unwritten`` stays an
+    array, so that every access reaches ``wrote``/``check_written``."""
 
-    __slots__ = ("data", "dtype", "name", "kind", "unwritten")
+    __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None):
         self.data, self.dtype, self.name, self.kind = data, dtype, name, kind
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
+        self.races = None
 
     def wrote(self, idx=None):
         """Elements ``idx`` (a tuple of index arrays or ints; None: all) are written."""
+        if self.races is not None:
+            self.races.write(idx)
+            self.unwritten[... if idx is None else idx] = False
+            return
         unwritten = self.unwritten
         if unwritten is None:
             return
@@ -251,6 +261,8 @@ class SimTensor:
         """Reading elements ``idx`` (a tuple of index arrays or ints; None: all) on the
         lanes where ``active`` holds (None: all): ``UninitializedReadError`` naming the
         first element nothing has written and the kernel's line."""
+        if self.races is not None:
+            self.races.read(idx, active)
         unwritten = self.unwritten
         if unwritten is None:
             return

@@ -99,6 +99,8 @@ class _TileView(SimTensor):
     __slots__ = ()
 
     def wrote(self, idx=None):
+        if self.races is not None:
+            self.races.write(idx)
         if self.unwritten is not None:
             self.unwritten[... if idx is None else idx] = False
 
@@ -123,6 +125,7 @@ def tile_view(x, what):
     view = _TileView.__new__(_TileView)
     view.data, view.dtype, view.name, view.kind = t.data[index], t.dtype, t.name, t.kind
     view.unwritten = None if t.unwritten is None else t.unwritten[index]
+    view.races = None if t.races is None else t.races.view(index)
     return view
 
 

@@ -1,0 +1,100 @@
+"""Races between warpgroup roles on shared tiles, found by the simulator (sim/races.py):
+an access no mbarrier arrival and wait orders after another role's conflicting access
+is a RaceError naming the tile, both roles and both lines, whatever order the
+simulator's turns happened to run them in; a correctly synchronized ring of stages,
+and the seed's T.ws GEMM listing, are not reported."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.sim.races import RaceError
+
+
+def _line(text):
+    return next(n for n, src in enumerate(open(__file__), 1) if text in src)
+
+
+@tilejit.kernel
+def ring(A, B, stages: T.constexpr, early_release: T.constexpr):
+    """Role 1 loads rows of A into a ring of shared stages, role 0 doubles them into B;
+    with early_release the consumer frees its stage before reading it."""
+    N, D = A.shape
+    with T.Kernel(1, threads=256) as bx:
+        buf = T.alloc_shared((stages, 1, D), A.dtype)
+        out = T.alloc_fragment((1, D), A.dtype)
+        bars = T.alloc_barrier([128] * (2 * stages))       # full 0..s-1, empty s..2s-1
+        for k in T.serial(N):
+            st = k % stages
+            with T.ws(1):
+                T.mbarrier_wait_parity(bars[st + stages], ((k // stages) & 1) ^ 1)
+                T.tma_copy(A[k:k + 1, 0:D], buf[st, :, :], barrier=bars[st])  # producer's load
+                T.mbarrier_arrive(bars[st])
+            with T.ws(0):
+                T.mbarrier_wait_parity(bars[k % stages], (k // stages) & 1)
+                if early_release:
+                    T.mbarrier_arrive(bars[k % stages + stages])
+                T.copy(buf[st, :, :], out)      # the consumer's read
+                for i, j in T.Parallel(1, D):
+                    out[i, j] = out[i, j] * 2
+                T.copy(out, B[k:k + 1, 0:D])
+                if not early_release:
+                    T.mbarrier_arrive(bars[k % stages + stages])
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_a_synchronized_ring_has_no_race(stages):
+    a = np.arange(7 * 16, dtype=np.float32).reshape(7, 16)
+    b = np.zeros_like(a)
+    ring(a, b, stages, 0)
+    np.testing.assert_array_equal(b, 2 * a)
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_stage_released_before_it_is_read_races_with_its_refill(stages):
+    """The consumer arrives on the stage's empty barrier before reading it: the
+    producer's next load into that stage is ordered after the arrival only, not after
+    the read (the simulator's turns ran the read first: the data came out right)."""
+    a = np.arange(6 * 16, dtype=np.float32).reshape(6, 16)
+    b = np.zeros_like(a)
+    with pytest.raises(RaceError) as info:
+        ring(a, b, stages, 1)
+    message = str(info.value)
+    assert message.startswith("race on shared tile buf[0, 0, 0]: warpgroup role 1 writes it "
+                              f'here\n  File "{__file__}", line {_line("# producer" + chr(39))}')
+    assert (f'while role 0 read it here\n  File "{__file__}", '
+            f'line {_line("# the consumer" + chr(39))}') in message
+    assert "no mbarrier arrival and wait orders the two" in message
+
+
+@tilejit.kernel
+def handoff(A, B, wait: T.constexpr):
+    """Role 0 writes a shared tile with threads' stores, role 1 reads it: ordered only
+    by role 0's arrival and role 1's wait."""
+    N = A.shape[0]
+    with T.Kernel(1, threads=256) as bx:
+        s = T.alloc_shared((N,), A.dtype)
+        bar = T.alloc_barrier(128)
+        with T.ws(0):
+            for i in T.Parallel(N):
+                s[i] = A[i] + 1                         # role 0 writes
+            T.mbarrier_arrive(bar)
+        with T.ws(1):
+            if wait:
+                T.mbarrier_wait_parity(bar, 0)
+            for i in T.Parallel(N):
+                B[i] = s[i]                             # role 1 reads
+
+
+def test_a_handoff_through_shared_memory_needs_the_wait():
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros_like(a)
+    handoff(a, b, 1)
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(RaceError) as info:
+        handoff(a, np.zeros_like(a), 0)
+    message = str(info.value)
+    assert "race on shared tile s[0]: warpgroup role 1 reads it here" in message
+    assert f'line {_line("# role 1 reads")}' in message
+    assert f'while role 0 written it here\n  File "{__file__}", line {_line("# role 0 writes")}' \
+        in message or f'line {_line("# role 0 writes")}' in message

@@ -1,0 +1,182 @@
+"""Races between warpgroup roles on shared tiles, found in simulation.
+
+In a kernel with ``with T.ws(k):`` roles the kernel orders the roles' shared-memory
+accesses itself, with mbarriers (the compiler's barriers order only the threads of one
+role). Two accesses of one element by different roles, one a write, that no chain of
+mbarrier arrivals and waits orders are a race: on the GPU the read sees either value,
+or a TMA load overwrites a stage a consumer is still reading. The simulator runs the
+roles in turns (``roles.py``), in an order that may hide the race, so it checks the
+order the kernel's synchronization guarantees instead, with vector clocks:
+
+- each role r has a clock ``C_r`` (one count per role); its accesses happen at epoch
+  ``C_r[r]``;
+- an arrival on an mbarrier joins ``C_r`` into the barrier's current phase, then
+  advances ``C_r[r]``; a TMA load joins its issuer's clock too (its bytes complete the
+  phase);
+- a wait that passes a phase joins that phase's clock into the waiter's.
+
+Role s knows role r's accesses up to epoch ``C_s[r]``. Each element of a shared tile
+keeps its last writer (role, epoch, line) and, per role, the epoch and line of its last
+read. A read by s of an element role r wrote at an epoch s does not know, a write over
+an unknown write, or a write over an unknown read is a ``RaceError`` naming the tile, the
+element, both roles and both lines. A TMA load's bytes are the issuer's write at the
+issue (``T.tma_copy``), though they land when the phase completes.
+"""
+from __future__ import annotations
+
+import linecache
+
+import numpy as np
+
+from tilejit.sim.runtime import STATE, kernel_frame
+
+
+class RaceError(RuntimeError):
+    """Two warpgroup roles access one shared-tile element, one of them writing, with no
+    mbarrier arrival and wait ordering them (on the GPU: either order, or both at once)."""
+
+
+class Clocks:
+    """The roles' vector clocks and the lines their accesses were made at."""
+
+    def __init__(self, nroles: int):
+        self.of = [np.zeros(nroles, np.int64) for _ in range(nroles)]
+        for r in range(nroles):
+            self.of[r][r] = 1
+        self.lines = [None]          # location id -> (filename, line)
+        self._ids = {}
+
+    def location(self) -> int:
+        frame = kernel_frame(1)
+        key = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+        if key not in self._ids:
+            self._ids[key] = len(self.lines)
+            self.lines.append(key)
+        return self._ids[key]
+
+    def describe(self, loc: int) -> str:
+        key = self.lines[loc]
+        if key is None:
+            return ""
+        filename, lineno = key
+        return f'\n  File "{filename}", line {lineno}\n    {linecache.getline(filename, lineno).strip()}'
+
+    # -- synchronization ------------------------------------------------------------
+    def release(self, into: np.ndarray) -> None:
+        """This role's clock joined into ``into`` (a barrier phase's), then advanced."""
+        mine = self.of[STATE.role]
+        np.maximum(into, mine, out=into)
+        mine[STATE.role] += 1
+
+    def publish(self, into: np.ndarray) -> None:
+        """A TMA load issued now: its issuer's clock joined into the phase it completes."""
+        np.maximum(into, self.of[STATE.role], out=into)
+
+    def acquire(self, clock: np.ndarray) -> None:
+        mine = self.of[STATE.role]
+        np.maximum(mine, clock, out=mine)
+
+
+class SharedRaces:
+    """The happens-before record of one shared tile's elements (or, for a stage
+    ``A_s[k % 2, :, :]``, a view of the tile's record)."""
+
+    __slots__ = ("clocks", "name", "w_role", "w_epoch", "w_loc", "r_epoch", "r_loc",
+                 "origin")
+
+    def __init__(self, clocks: Clocks, name: str, shape=None, nroles=0, arrays=None,
+                 origin=None):
+        self.clocks, self.name = clocks, name
+        if arrays is None:
+            arrays = (np.full(shape, -1, np.int8), np.zeros(shape, np.int64),
+                      np.zeros(shape, np.int32), np.zeros((nroles,) + tuple(shape), np.int64),
+                      np.zeros((nroles,) + tuple(shape), np.int32))
+        self.w_role, self.w_epoch, self.w_loc, self.r_epoch, self.r_loc = arrays
+        # per dimension of the tile: the element a view fixes (int) or where its range
+        # starts (slice), to name an element of a view by its place in the tile
+        self.origin = origin or tuple(slice(0, None) for _ in self.w_role.shape)
+
+    def view(self, index) -> "SharedRaces":
+        every = (slice(None),) + index
+        origin, rest = [], iter(index)
+        for o in self.origin:
+            if isinstance(o, slice):
+                i = next(rest)
+                o = (o.start + i) if not isinstance(i, slice) else \
+                    slice(o.start + (i.start or 0), None)
+            origin.append(o)
+        return SharedRaces(self.clocks, self.name, arrays=(
+            self.w_role[index], self.w_epoch[index], self.w_loc[index], self.r_epoch[every],
+            self.r_loc[every]), origin=tuple(origin))
+
+    def _in_tile(self, element):
+        """A view's element as the tile's."""
+        rest = iter(element)
+        return tuple(o if not isinstance(o, slice) else o.start + int(next(rest))
+                     for o in self.origin)
+
+    def read(self, idx=None, active=None) -> None:
+        if STATE.quiet_races:
+            return
+        me, clock = STATE.role, self.clocks.of[STATE.role]
+        sel = _selection(idx, active, self.w_role.shape)
+        writer = self.w_role[sel]
+        unknown = (writer >= 0) & (writer != me) & (self.w_epoch[sel] > clock[np.maximum(writer, 0)])
+        if unknown.any():
+            self._report("reads", "written", sel, unknown, writer, self.w_loc[sel])
+        loc = self.clocks.location()
+        self.r_epoch[me][sel] = clock[me]
+        self.r_loc[me][sel] = loc
+
+    def write(self, idx=None) -> None:
+        if STATE.quiet_races:
+            return
+        me, clock = STATE.role, self.clocks.of[STATE.role]
+        sel = _selection(idx, None, self.w_role.shape)
+        writer = self.w_role[sel]
+        unknown = (writer >= 0) & (writer != me) & (self.w_epoch[sel] > clock[np.maximum(writer, 0)])
+        if unknown.any():
+            self._report("writes", "written", sel, unknown, writer, self.w_loc[sel])
+        for q in range(len(clock)):
+            if q != me:
+                unknown = self.r_epoch[q][sel] > clock[q]
+                if np.any(unknown):
+                    self._report("writes", "read", sel, unknown,
+                                 np.full(np.shape(unknown), q), self.r_loc[q][sel])
+        self.w_role[sel] = me
+        self.w_epoch[sel] = clock[me]
+        self.w_loc[sel] = self.clocks.location()
+
+    def _report(self, does, done, sel, unknown, who, locs):
+        pos = tuple(np.argwhere(np.atleast_1d(unknown))[0]) if np.ndim(unknown) else ()
+        element = self._in_tile(_element(sel, pos, self.w_role.shape))
+        other = int(np.atleast_1d(who)[pos] if np.ndim(who) else who)
+        loc = int(np.atleast_1d(locs)[pos] if np.ndim(locs) else locs)
+        me = STATE.role
+        raise RaceError(
+            f"race on shared tile {self.name}{list(element)}: warpgroup role {me} {does} it "
+            f"here{self.clocks.describe(self.clocks.location())}\nwhile role {other} {done} it "
+            f"here{self.clocks.describe(loc)}\nand no mbarrier arrival and wait orders the two "
+            f"(on the GPU the accesses may happen in either order): role {me} must wait on a "
+            f"phase role {other} completes after its access, or the other way round")
+
+
+def _selection(idx, active, shape):
+    """What numpy indexes with: everything, an element, or the active lanes' elements."""
+    if idx is None:
+        return ... if active is None else np.nonzero(active)
+    if active is None:
+        return idx
+    bshape = np.broadcast_shapes(np.shape(active), *(np.shape(i) for i in idx))
+    mask = np.broadcast_to(active, bshape)
+    return tuple(np.broadcast_to(i, bshape)[mask] for i in idx)
+
+
+def _element(sel, pos, shape):
+    """The element of ``shape`` that position ``pos`` of the selection ``sel`` is."""
+    if sel is Ellipsis:
+        return tuple(int(p) for p in pos)
+    if all(np.ndim(i) == 0 for i in sel):
+        return tuple(int(i) for i in sel)
+    arrays = np.broadcast_arrays(*[np.asarray(i) for i in sel])
+    return tuple(int(np.atleast_1d(a)[pos] if a.ndim else a) for a in arrays)
