@@ -19,6 +19,12 @@ from tilejit.language import compat  # noqa: E402
 
 # supported names that behave differently from TileLang's
 LANGUAGE_DIFFERENCES = {
+    "alloc_reducer": "a fragment; each `T.Parallel` loop that folds into it (`r[i] += x`, "
+                     "`r[i] = T.max/T.min(r[i], x)`) gets a tile of its own, reduced into "
+                     "`r` after the loop, so `r` holds the reduced values before "
+                     "`T.finalize_reducer` too; `replication` is not used",
+    "finalize_reducer": "checks `batch` only: the reducer holds its reduced values from the "
+                        "end of the folding loop",
     "float8_e4m3": "the OCP e4m3 (largest 448, no infinities), torch's `float8_e4m3fn`; "
                    "conversions to it saturate (PTX `cvt.rn.satfinite`); `T.gemm` on it runs "
                    "on wgmma (sm_90a, K-major operands) or sm_89's mma.sync; the simulator "

@@ -29,6 +29,7 @@ from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.helpers import helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
+from tilejit import language
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
@@ -170,6 +171,7 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace = dict(ks.namespace)
     namespace.update(dict(spec.constexprs))
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
+    namespace[markers.LANGUAGE] = language
     # plain helpers the kernel calls are inlined (frontend/helpers.py)
     helpers_as_macros(namespace, {n.id for n in ast.walk(ks.tree) if isinstance(n, ast.Name)})
     for param, dim, value in spec.shape_constants:

@@ -29,7 +29,8 @@ from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.language.tiles import COPY_HINTS
-from tilejit.ir.markers import BLOCK_INDEX, CAST
+from tilejit.frontend.reducers import rewrite_reducers
+from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
 
 # T.clamp(x, lo, hi) → T.min(T.max(x, lo), hi): through the call's own `T.` when it has
 # one, else these names, which ``materialize`` binds (as CAST)
@@ -302,6 +303,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
     fdef = rewrite_thread_bindings(fdef, ks)
+    fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:
         fdef = replace_host_queries(fdef, ks.namespace)
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
@@ -350,6 +352,7 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
     """Compile one rewritten function definition into a function whose globals are
     ``namespace`` (the kernel's globals and closure, plus anything injected)."""
     namespace.setdefault(CAST, T.cast)
+    namespace.setdefault(LANGUAGE, T)
     namespace.setdefault(MAX, T.max)
     namespace.setdefault(MIN, T.min)
     module = ast.Module(body=[fdef], type_ignores=[])

@@ -66,6 +66,9 @@ GRID_DIM = _declare("__tj_grid_dim", "grid_dim",
 # T.Cast(dtype, value) and T.alloc_var → __tj_cast(value, dtype): T.cast itself, which
 # ``frontend.rewrite.materialize`` binds after the passes (the simulator's program too)
 CAST = "__tj_cast"
+# tilejit.language under a name of its own, for tile operations the front end writes
+# (frontend/reducers.py): bound like CAST, and in the passes' namespace
+LANGUAGE = "__tj_language"
 
 # -- tiles (passes/tile_allocation.py) ------------------------------------------------
 TILE = _declare("__tj_tile", "tile", 'tile("X"): the tile the plan calls X')

@@ -40,8 +40,9 @@ from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp
                                    warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
                                    warp_reduce_sum)
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
-                                    alloc_local, alloc_shared, alloc_var, annotate_layout,
-                                    any_of, clear, copy, fill, gemm, use_swizzle)
+                                    alloc_local, alloc_reducer, alloc_shared, alloc_var,
+                                    annotate_layout, any_of, clear, copy, fill,
+                                    finalize_reducer, gemm, use_swizzle)
 
 float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
 
@@ -56,7 +57,8 @@ __all__ = [
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
-    "alloc_shared", "alloc_var", "annotate_layout", "clear", "copy", "fill", "gemm",
+    "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer",
+    "annotate_layout", "clear", "copy", "fill", "gemm",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "cummax",
     "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",

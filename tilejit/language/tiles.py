@@ -36,6 +36,24 @@ def alloc_local(shape, dtype, scope="local"):
     return meaning("alloc_local")(shape, dtype, scope)
 
 
+def alloc_reducer(shape, dtype, op="sum", replication="all"):
+    """A fragment a ``T.Parallel`` loop folds values into from many iterations
+    (``r[i] += x``; ``r[i] = T.max(r[i], x)`` for op "max", ``T.min`` for "min"), then
+    ``T.finalize_reducer(r)``: the front end gives each such loop a tile of its own and
+    reduces it into ``r`` (``frontend/reducers.py``); ``replication`` is TileLang's layout
+    hint, not used."""
+    raise TypeError("T.alloc_reducer is rewritten by the front end: use it in a kernel's "
+                    "body, not in a @T.macro called from Python or outside a kernel")
+
+
+def finalize_reducer(reducer, batch=1):
+    """Every thread's copy of ``reducer`` holds the reduced values (in tilejit they do
+    once the folding loop ends: only ``batch`` is checked, an int >= 1 dividing the
+    reducer's elements)."""
+    raise TypeError("T.finalize_reducer is rewritten by the front end: use it in a "
+                    "kernel's body")
+
+
 def alloc_var(dtype, init=0):
     """Each thread's own scalar, initialised to ``init``."""
     return meaning("alloc_var")(dtype, init)

@@ -59,7 +59,8 @@ class Clocks:
         if key is None:
             return ""
         filename, lineno = key
-        return f'\n  File "{filename}", line {lineno}\n    {linecache.getline(filename, lineno).strip()}'
+        text = linecache.getline(filename, lineno).strip()
+        return f'\n  File "{filename}", line {lineno}\n    {text}'
 
     # -- synchronization ------------------------------------------------------------
     def release(self, into: np.ndarray) -> None:
@@ -121,7 +122,8 @@ class SharedRaces:
         me, clock = STATE.role, self.clocks.of[STATE.role]
         sel = _selection(idx, active, self.w_role.shape)
         writer = self.w_role[sel]
-        unknown = (writer >= 0) & (writer != me) & (self.w_epoch[sel] > clock[np.maximum(writer, 0)])
+        unknown = (writer >= 0) & (writer != me) & (
+            self.w_epoch[sel] > clock[np.maximum(writer, 0)])
         if unknown.any():
             self._report("reads", "written", sel, unknown, writer, self.w_loc[sel])
         loc = self.clocks.location()
@@ -134,7 +136,8 @@ class SharedRaces:
         me, clock = STATE.role, self.clocks.of[STATE.role]
         sel = _selection(idx, None, self.w_role.shape)
         writer = self.w_role[sel]
-        unknown = (writer >= 0) & (writer != me) & (self.w_epoch[sel] > clock[np.maximum(writer, 0)])
+        unknown = (writer >= 0) & (writer != me) & (
+            self.w_epoch[sel] > clock[np.maximum(writer, 0)])
         if unknown.any():
             self._report("writes", "written", sel, unknown, writer, self.w_loc[sel])
         for q in range(len(clock)):

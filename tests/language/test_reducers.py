@@ -1,0 +1,213 @@
+"""TileLang's reducers (T.alloc_reducer, T.finalize_reducer; frontend/reducers.py): a
+T.Parallel loop folds many iterations into one element (sum, max, min), in the
+simulator against torch, with TileLang's own patterns (the fold in a branch of a
+compile-time `if`, a reducer allocated inside a pipelined loop, finalize in a branch, the
+v1 syntax without `replication`); bad folds and batches are errors at the line; the PTX
+is assembled for sm_80 and sm_90a; on the GPU against torch and the simulator."""
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+PTXAS = shutil.which("ptxas")
+
+
+def _line(text):
+    return next(n for n, src in enumerate(open(__file__), 1) if text in src)
+
+
+def row_reduce(block_M, block_N, dtype, op, threads=256):
+    @T.prim_func
+    def kernel(A: T.Tensor((block_M, block_N), dtype), B: T.Tensor((block_M,), dtype)):
+        with T.Kernel(1, threads=threads):
+            acc = T.alloc_reducer(block_M, dtype, op=op, replication="all")
+            T.clear(acc) if op == "sum" else T.fill(acc, A[0, 0])
+            A_frag = T.alloc_fragment((block_M, block_N), dtype)
+            T.copy(A, A_frag)
+            for i, j in T.Parallel(block_M, block_N):
+                if op == "sum":
+                    acc[i] += A_frag[i, j]
+                elif op == "max":
+                    acc[i] = T.max(acc[i], A_frag[i, j])
+                else:
+                    acc[i] = T.min(A_frag[i, j], acc[i])
+            T.finalize_reducer(acc)
+            T.copy(acc, B)
+    return kernel
+
+
+def _reference(a, op):
+    return {"sum": a.sum(1), "max": a.amax(1), "min": a.amin(1)}[op]
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("M,N", [(128, 64), (64, 128)])
+def test_a_fold_over_a_parallel_loop_is_the_rows_reduction(op, M, N):
+    a = torch.randn(M, N)
+    b = tilejit.compile(row_reduce(M, N, "float32", op), out_idx=-1)(a)
+    torch.testing.assert_close(b, _reference(a, op), atol=1e-5, rtol=1e-5)
+
+
+def log_sum_exp(K, BLOCK_K):
+
+    @T.prim_func
+    def kernel(A: T.Tensor((K,), T.float32), B: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=128):
+            a_shared = T.alloc_shared((BLOCK_K,), T.float32)
+            a_frag = T.alloc_fragment((BLOCK_K,), T.float32)
+            # (TileLang's test holds these in (1,) fragments; tilejit spreads a fragment
+            # over the threads, so each thread keeps its own copy)
+            running_max = T.alloc_local((1,), T.float32)
+            running_sum = T.alloc_local((1,), T.float32)
+            running_max[0] = -T.infinity(T.float32)
+            running_sum[0] = 0.0
+            for k in T.Pipelined(T.ceildiv(K, BLOCK_K), num_stages=2):
+                T.copy(A[k * BLOCK_K], a_shared)
+                T.copy(a_shared, a_frag)
+                new_max = T.alloc_reducer((1,), T.float32, op="max", replication="all")
+                T.fill(new_max, running_max[0])
+                for i in T.Parallel(BLOCK_K):
+                    new_max[0] = T.max(new_max[0], a_frag[i])
+                T.finalize_reducer(new_max)
+                new_sum = T.alloc_reducer((1,), T.float32, replication="all")
+                T.fill(new_sum, 0.0)
+                for i in T.Parallel(BLOCK_K):
+                    new_sum[0] += T.exp(a_frag[i] - new_max[0])
+                T.finalize_reducer(new_sum)
+                running_sum[0] = T.exp(running_max[0] - new_max[0]) * running_sum[0] + \
+                    new_sum[0]
+                running_max[0] = new_max[0]
+            for i in T.Parallel(1):
+                B[i] = T.log(running_sum[0]) + running_max[0]
+
+    return kernel
+
+
+def test_a_reducer_allocated_in_a_pipelined_loop_gives_log_sum_exp():
+    a = torch.randn(512)
+    b = tilejit.compile(log_sum_exp(512, 128), out_idx=-1)(a)
+    torch.testing.assert_close(b, torch.logsumexp(a, 0).reshape(1), atol=1e-5, rtol=1e-5)
+
+
+def test_the_v1_syntax_and_a_finalize_in_one_branch():
+    BLOCK, K = 64, 8
+
+    @T.prim_func
+    def kernel(G: T.Tensor((BLOCK, K), T.float32), S: T.Tensor((2,), T.int32),
+               O: T.Tensor((2, BLOCK, K), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            g = T.alloc_fragment((BLOCK, K), T.float32)
+            out = T.alloc_fragment((BLOCK, K), T.float32)
+            total = T.alloc_reducer((BLOCK,), T.float32)       # op "sum", no replication
+            T.copy(G, g)
+            T.clear(total)
+            if S[bx] > 0:
+                for i, j in T.Parallel(BLOCK, K):
+                    total[i] += g[i, j] * g[i, j]
+                T.finalize_reducer(total)
+            for i, j in T.Parallel(BLOCK, K):
+                out[i, j] = g[i, j] - total[i]
+            T.copy(out, O[bx, :, :])
+
+    g = torch.randn(BLOCK, K)
+    o = tilejit.compile(kernel, out_idx=-1)(g, torch.tensor([-1, 1], dtype=torch.int32))
+    torch.testing.assert_close(o[0], g)
+    torch.testing.assert_close(o[1], g - (g * g).sum(1, keepdim=True), atol=1e-5, rtol=1e-5)
+
+
+def bad(form):
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128):
+            r = T.alloc_reducer((64,), T.float32, op="max")
+            f = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, f)
+            T.fill(r, -T.infinity(T.float32))
+            for i, j in T.Parallel(64, 64):
+                if form == 1:
+                    r[i] += f[i, j]                                  # sum into a max
+                elif form == 2:
+                    r[j] = T.max(r[j], f[i, j])                      # fold over i: fine
+                elif form == 3:
+                    r[i] = f[i, j]                                   # a plain write
+                else:
+                    r[i] = T.max(r[i], f[i, j])
+            T.finalize_reducer(r)
+            T.copy(r, B)
+    return kernel
+
+
+@pytest.mark.parametrize("form,message,line", [
+    (1, r"r: a reducer of op 'max' folds with \+=", "# sum into a max"),
+    (3, r"r: a reducer's element is written in a T.Parallel loop only by folding into it",
+     "# a plain write"),
+])
+def test_a_write_that_is_not_the_reducers_fold_is_an_error_at_its_line(form, message, line):
+    with pytest.raises(CompileError, match=message) as info:
+        tilejit.compile(bad(form), out_idx=-1)(torch.ones(64, 64))
+    assert f"line {_line(line)}" in str(info.value)
+
+
+def test_a_fold_over_the_first_dimension():
+    a = torch.randn(64, 64)
+    torch.testing.assert_close(tilejit.compile(bad(2), out_idx=-1)(a), a.amax(0))
+
+
+@pytest.mark.parametrize("batch,message", [
+    (0, "batch must be >= 1, got 0"), (128, "batch 128 exceeds total output elements 64"),
+    (3, "batch 3 must evenly divide the 64 output elements")])
+def test_a_bad_batch_is_an_error_at_the_finalize(batch, message):
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 8), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128):
+            r = T.alloc_reducer(64, T.float32, op="sum")
+            f = T.alloc_fragment((64, 8), T.float32)
+            T.copy(A, f)
+            T.clear(r)
+            for i, j in T.Parallel(64, 8):
+                r[i] += f[i, j]
+            T.finalize_reducer(r, batch=batch)
+            T.copy(r, B)
+
+    with pytest.raises(CompileError, match=message):
+        tilejit.compile(kernel, out_idx=-1)(torch.ones(64, 8))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("op", ["sum", "max", "log_sum_exp"])
+def test_the_ptx_assembles(op, arch, tmp_path):
+    kernel = log_sum_exp(512, 128) if op == "log_sum_exp" else row_reduce(128, 64, "float32", op)
+    ptx = tilejit.compile(kernel, out_idx=-1, target="cuda").get_kernel_source(arch=arch)
+    assert "shfl.sync.bfly" in ptx          # the fold's reduction across the threads
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    path = tmp_path / "k.ptx"
+    path.write_text(ptx)
+    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.gpu
+def test_log_sum_exp_on_the_gpu():
+    a = torch.randn(512)
+    b = tilejit.compile(log_sum_exp(512, 128), out_idx=-1)(a.cuda())
+    torch.testing.assert_close(b.cpu(), torch.logsumexp(a, 0).reshape(1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_on_the_gpu_against_torch_and_the_simulator(op, dtype):
+    a = torch.randn(128, 64, dtype=getattr(torch, dtype))
+    gpu = tilejit.compile(row_reduce(128, 64, dtype, op), out_idx=-1)(a.cuda())
+    sim = tilejit.compile(row_reduce(128, 64, dtype, op), out_idx=-1)(a)
+    ref = _reference(a.double(), op)
+    tol = 1e-4 if dtype == "float32" else 3e-2
+    torch.testing.assert_close(gpu.cpu().double(), ref, atol=tol, rtol=tol)
+    torch.testing.assert_close(gpu.cpu(), sim, atol=tol, rtol=tol)

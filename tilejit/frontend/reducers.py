@@ -1,0 +1,267 @@
+"""TileLang's reducers, rewritten into fragments and tile reductions.
+
+``r = T.alloc_reducer(shape, dtype, op="sum")`` is a fragment that a ``T.Parallel`` loop
+folds values into from many iterations at once (``r[i] += A_f[i, j]``, or
+``r[i] = T.max(r[i], x)`` for op "max", ``T.min`` for "min"), where an ordinary fragment
+would let one iteration's write win; ``T.finalize_reducer(r)`` then makes every
+thread's copy the reduced value. tilejit gives the fold its own tile and reduces it:
+
+    r = T.alloc_fragment(shape, dtype)
+    ...
+    __tj_fold<k> = T.alloc_fragment((M, N), dtype)      # the loop's extents
+    for i, j in T.Parallel(M, N):
+        __tj_fold<k>[i, j] = <identity of op>            # 0, -inf, +inf
+        ...                                              # the body, each fold of r into
+        __tj_fold<k>[i, j] = __tj_fold<k>[i, j] + x      # __tj_fold<k> instead
+    T.reduce_<op>(__tj_fold<k>, r, dim=1, clear=False)   # over the loop dims r's index lacks
+
+so ``r`` holds the reduced values from then on (what finalize gives; a read of ``r``
+between the loop and the finalize, a thread's partial value in TileLang, reads the
+reduced one here) and ``T.finalize_reducer(r, batch=b)`` only checks ``b``. A fold must
+index ``r`` with loop variables in the loop's order, reducing one of its dimensions, or
+with constants, reducing a one-dimensional loop; anything else is a ``CompileError`` at
+the line. The simulator and the GPU run the rewritten program.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import language as T
+from tilejit.frontend.source import is_call_to, resolve_static
+from tilejit.ir.markers import LANGUAGE
+
+_REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min"}
+
+
+def _kwarg(call, name, position, default=None):
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return call.args[position] if len(call.args) > position else default
+
+
+def _identity(op, dtype):
+    if op == "sum":
+        return ast.Constant(0.0)
+    inf = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "infinity", ast.Load()),
+                   [copy.deepcopy(dtype)], [])
+    return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf
+
+
+class _Reducers(ast.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace, self.error = namespace, error
+        self.reducers = {}      # name -> (op, dtype node, shape node)
+        self.count = 0
+
+    # -- allocation and finalize ----------------------------------------------------
+    def visit_Assign(self, node):
+        if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and is_call_to(node.value, T.alloc_reducer, self.namespace)):
+            call = node.value
+            op_node = _kwarg(call, "op", 2, ast.Constant("sum"))
+            op = resolve_static(op_node, self.namespace) if not isinstance(
+                op_node, ast.Constant) else op_node.value
+            if op not in _REDUCE:
+                raise self.error(f"T.alloc_reducer: op: expected one of "
+                                 f"{', '.join(map(repr, _REDUCE))}, got {ast.unparse(op_node)}",
+                                 node)
+            shape, dtype = _kwarg(call, "shape", 0), _kwarg(call, "dtype", 1)
+            if shape is None or dtype is None:
+                raise self.error("T.alloc_reducer(shape, dtype, op=...): shape and dtype "
+                                 "are required", node)
+            self.reducers[node.targets[0].id] = (op, dtype, shape)
+            new = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_fragment",
+                                         ast.Load()), [shape, dtype], [])
+            return ast.copy_location(ast.Assign(node.targets, new), node)
+        return self.generic_visit(node)
+
+    def visit_Expr(self, node):
+        if is_call_to(node.value, T.finalize_reducer, self.namespace):
+            call = node.value
+            target = call.args[0] if call.args else None
+            if not (isinstance(target, ast.Name) and target.id in self.reducers):
+                raise self.error("T.finalize_reducer: expected a reducer of T.alloc_reducer, "
+                                 f"got {ast.unparse(target) if target else 'nothing'}", node)
+            self._check_batch(call, node)
+            return ast.copy_location(ast.Pass(), node)
+        return self.generic_visit(node)
+
+    def _check_batch(self, call, node):
+        batch = _kwarg(call, "batch", 1)
+        if batch is None:
+            return
+        value = batch.value if isinstance(batch, ast.Constant) else resolve_static(
+            batch, self.namespace)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return
+        if value < 1:
+            raise self.error(f"T.finalize_reducer: batch must be >= 1, got {value}", node)
+        shape = self.reducers[call.args[0].id][2]
+        extents = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+        sizes = [e.value if isinstance(e, ast.Constant) else resolve_static(e, self.namespace)
+                 for e in extents]
+        if all(isinstance(s, int) for s in sizes):
+            total = 1
+            for s in sizes:
+                total *= s
+            if value > total:
+                raise self.error(f"T.finalize_reducer: batch {value} exceeds total output "
+                                 f"elements {total}", node)
+            if total % value:
+                raise self.error(f"T.finalize_reducer: batch {value} must evenly divide "
+                                 f"the {total} output elements", node)
+
+    # -- folds in T.Parallel loops ----------------------------------------------------
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        if not (is_call_to(node.iter, T.Parallel, self.namespace) and self.reducers):
+            return node
+        target = node.target
+        names = [t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+                 if isinstance(t, ast.Name)]
+        folds = {}
+        node.body = self._folds(node.body, names, folds)
+        if not folds:
+            return node
+        out = []
+        for name, (fold, op, _) in folds.items():
+            dtype = self.reducers[name][1]
+            extents = ast.Tuple([copy.deepcopy(a) for a in node.iter.args], ast.Load())
+            out.append(ast.Assign([ast.Name(fold, ast.Store())], ast.Call(
+                ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_fragment", ast.Load()),
+                [extents, copy.deepcopy(dtype)], [])))
+            init = ast.Assign([self._element(fold, names, ast.Store)],
+                              _identity(op, dtype))
+            node.body.insert(0, init)
+        out.append(node)
+        for name, (fold, op, dims) in folds.items():
+            for dim in dims:
+                out.append(ast.Expr(ast.Call(
+                    ast.Attribute(ast.Name(LANGUAGE, ast.Load()), _REDUCE[op], ast.Load()),
+                    [ast.Name(fold, ast.Load()), ast.Name(name, ast.Load())],
+                    [ast.keyword("dim", ast.Constant(dim)),
+                     ast.keyword("clear", ast.Constant(False))])))
+        return [ast.copy_location(s, node) for s in out]
+
+    @staticmethod
+    def _element(fold, names, ctx):
+        index = ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()) \
+            if len(names) > 1 else ast.Name(names[0], ast.Load())
+        return ast.Subscript(ast.Name(fold, ast.Load()), index, ctx())
+
+    def _folds(self, body, names, folds):
+        """The statements with each fold of a reducer into the loop's fold tile."""
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                known = self._static_truth(stmt.test)
+                if known is not None:       # `if op == "sum":` of the kernel's closure
+                    out += self._folds(stmt.body if known else stmt.orelse, names, folds)
+                    continue
+                stmt.body = self._folds(stmt.body, names, folds)
+                stmt.orelse = self._folds(stmt.orelse, names, folds)
+                out.append(stmt)
+                continue
+            fold = self._fold_of(stmt)
+            if fold is None:
+                out.append(stmt)
+                continue
+            name, index, op, value = fold
+            dims = self._reduced_dims(index, names, stmt)
+            if name not in folds:
+                folds[name] = (f"__tj_fold{self.count}", op, dims)
+                self.count += 1
+            tile = folds[name][0]
+            acc = self._element(tile, names, ast.Load)
+            new = ast.BinOp(acc, ast.Add(), value) if op == "sum" else ast.Call(
+                ast.Attribute(ast.Name(LANGUAGE, ast.Load()), op, ast.Load()), [acc, value], [])
+            out.append(ast.copy_location(
+                ast.Assign([self._element(tile, names, ast.Store)], new), stmt))
+        return out
+
+    def _static_truth(self, test):
+        """The truth of a condition made of constants and names of the kernel's globals
+        and closure that the kernel does not assign; None if it is not one."""
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+        if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
+                                  ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
+                   for n in ast.walk(test)):
+            return None
+        if names & self.assigned or not names <= set(self.namespace):
+            return None
+        try:
+            value = eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
+                         {"__builtins__": {}}, {n: self.namespace[n] for n in names})
+        except Exception:       # noqa: BLE001 - not a compile-time condition after all
+            return None
+        return bool(value) if isinstance(value, (bool, int, str)) else None
+
+    def _fold_of(self, stmt):
+        """(reducer, its index, op, folded value) of ``r[i] += x`` / ``r[i] = r[i] + x`` /
+        ``r[i] = T.max(r[i], x)`` (either order) / ``T.min``; None for other statements."""
+        def reducer_element(node):
+            return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                    and node.value.id in self.reducers)
+
+        if isinstance(stmt, ast.AugAssign) and reducer_element(stmt.target):
+            name = stmt.target.value.id
+            if not isinstance(stmt.op, ast.Add) or self.reducers[name][0] != "sum":
+                raise self.error(f"{name}: a reducer of op {self.reducers[name][0]!r} folds "
+                                 f"with {'+=' if isinstance(stmt.op, ast.Add) else 'that'}; "
+                                 "use r[i] += x (sum) or r[i] = T.max/T.min(r[i], x)", stmt)
+            return name, stmt.target.slice, "sum", stmt.value
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and reducer_element(stmt.targets[0])):
+            return None
+        target, value = stmt.targets[0], stmt.value
+        name, same = target.value.id, ast.dump(target.slice)
+        op = self.reducers[name][0]
+
+        def is_self(node):
+            return reducer_element(node) and node.value.id == name and \
+                ast.dump(node.slice) == same
+
+        if (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and op == "sum"
+                and (is_self(value.left) or is_self(value.right))):
+            return name, target.slice, op, value.right if is_self(value.left) else value.left
+        if isinstance(value, ast.Call) and len(value.args) == 2 and op in ("max", "min") and \
+                resolve_static(value.func, self.namespace) is getattr(T, op):
+            a, b = value.args
+            if is_self(a) or is_self(b):
+                return name, target.slice, op, b if is_self(a) else a
+        raise self.error(f"{name}: a reducer's element is written in a T.Parallel loop only "
+                         f"by folding into it: r[i] += x (op 'sum') or r[i] = "
+                         f"T.{'max' if op == 'sum' else op}(r[i], x) (op {op!r})", stmt)
+
+    def _reduced_dims(self, index, names, stmt):
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        used = [i.id for i in items if isinstance(i, ast.Name) and i.id in names]
+        others = [i for i in items if not (isinstance(i, ast.Name) and i.id in names)]
+        if any(not isinstance(i, ast.Constant) for i in others):
+            raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
+                             f"variables or constants, got [{ast.unparse(index)}]", stmt)
+        if used != [n for n in names if n in used]:
+            raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
+                             "variables in the loop's order", stmt)
+        dims = [d for d, n in enumerate(names) if n not in used]
+        if len(dims) != 1 or (others and len(names) != 1):
+            raise self.error(f"a fold into a reducer reduces one dimension of its T.Parallel "
+                             f"loop here (the loop has {len(names)}, the reducer's index "
+                             f"[{ast.unparse(index)}] leaves {len(dims)})", stmt)
+        return dims[::-1]
+
+
+def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef:
+    """``fdef`` with TileLang's reducers as fragments, their folds reduced after each
+    loop and ``T.finalize_reducer`` checked and dropped; ``error(message, node)`` makes
+    the CompileError to raise."""
+    if not any(isinstance(n, ast.Call) and resolve_static(n.func, namespace)
+               is T.alloc_reducer for n in ast.walk(fdef)):
+        return fdef
+    namespace.setdefault(LANGUAGE, T)
+    reducers = _Reducers(namespace, error)
+    reducers.assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
+    return ast.fix_missing_locations(reducers.visit(fdef))
