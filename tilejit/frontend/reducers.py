@@ -257,11 +257,15 @@ def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef
     """``fdef`` with TileLang's reducers as fragments, their folds reduced after each
     loop and ``T.finalize_reducer`` checked and dropped; ``error(message, node)`` makes
     the CompileError to raise."""
-    if not any(isinstance(n, ast.Call) and resolve_static(n.func, namespace)
-               is T.alloc_reducer for n in ast.walk(fdef)):
+    if not uses_reducers(fdef, namespace):
         return fdef
     namespace.setdefault(LANGUAGE, T)
     reducers = _Reducers(namespace, error)
     reducers.assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
                          and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
     return ast.fix_missing_locations(reducers.visit(fdef))
+
+
+def uses_reducers(tree, namespace) -> bool:
+    return any(isinstance(n, ast.Call) and resolve_static(n.func, namespace)
+               is T.alloc_reducer for n in ast.walk(tree))

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import ast
+import copy
 import builtins
 import difflib
 
 from tilejit import language as _language
+from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
@@ -28,6 +30,9 @@ if hasattr(ast, "TryStar"):
 
 def check_supported(ks: KernelSource) -> None:
     launch = ks.launch
+    # reducers: folds and finalize batches checked when the kernel is made, as TileLang does
+    if uses_reducers(ks.tree, ks.namespace):
+        rewrite_reducers(copy.deepcopy(ks.tree), dict(ks.namespace), ks.error)
     # a list or dict written as a call's argument is a compile-time value: a tile shape
     # `[block_M, dim]`, the mapping of T.annotate_layout
     call_args = {id(a) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
