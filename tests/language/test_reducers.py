@@ -158,6 +158,38 @@ def test_a_write_that_is_not_the_reducers_fold_is_an_error_at_its_line(form, mes
     assert f"line {_line(line)}" in str(info.value)
 
 
+def misuse(form):
+    @T.prim_func
+    def kernel(A: T.Tensor((64, 8), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128):
+            r = T.alloc_reducer((64,), T.float32, op="sum")
+            f = T.alloc_fragment((64, 8), T.float32)
+            g = T.alloc_fragment((64, 8), T.float32)
+            T.copy(A, f)
+            T.clear(r)
+            for i, j in T.Parallel(64, 8):
+                if form == 1:
+                    for t in T.serial(2):
+                        r[i] += f[i, j] * t                          # in a nested loop
+                else:
+                    r[i] += f[i, j]
+                    g[i, j] = r[i]                               # read while folding
+            T.finalize_reducer(r)
+            T.copy(r, B)
+    return kernel
+
+
+@pytest.mark.parametrize("form,message,line", [
+    (1, "r: a reducer is folded into by a statement of the T.Parallel loop's body itself",
+     "# in a nested loop"),
+    (2, "r: read in the T.Parallel loop that folds into it", "# read while folding"),
+])
+def test_a_fold_in_a_nested_loop_or_a_read_while_folding_is_an_error(form, message, line):
+    with pytest.raises(CompileError, match=message) as info:
+        tilejit.compile(misuse(form), out_idx=-1)
+    assert f"line {_line(line)}" in str(info.value)
+
+
 def test_a_fold_over_the_first_dimension():
     a = torch.randn(64, 64)
     torch.testing.assert_close(tilejit.compile(bad(2), out_idx=-1)(a), a.amax(0))

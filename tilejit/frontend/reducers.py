@@ -123,6 +123,7 @@ class _Reducers(ast.NodeTransformer):
                  if isinstance(t, ast.Name)]
         folds = {}
         node.body = self._folds(node.body, names, folds)
+        self._check_rest(node.body, folds)
         if not folds:
             return node
         out = []
@@ -144,6 +145,25 @@ class _Reducers(ast.NodeTransformer):
                     [ast.keyword("dim", ast.Constant(dim)),
                      ast.keyword("clear", ast.Constant(False))])))
         return [ast.copy_location(s, node) for s in out]
+
+    def _check_rest(self, body, folds):
+        """What is left of a T.Parallel body after its folds: no other write into a
+        reducer (one in a nested loop would be lost), no read of a reducer it folds into
+        (each iteration would see the value before the loop)."""
+        for stmt in body:
+            for n in ast.walk(stmt):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if \
+                    isinstance(n, ast.AugAssign) else []
+                for t in targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) \
+                            and t.value.id in self.reducers:
+                        raise self.error(f"{t.value.id}: a reducer is folded into by a "
+                                         "statement of the T.Parallel loop's body itself "
+                                         "(not inside a nested loop)", n)
+                if isinstance(n, ast.Name) and n.id in folds:
+                    raise self.error(f"{n.id}: read in the T.Parallel loop that folds into "
+                                     "it (its value there is the one before the loop); "
+                                     "read it after the loop", stmt)
 
     @staticmethod
     def _element(fold, names, ctx):
