@@ -68,3 +68,19 @@ def test_the_gpu_gives_nan_in_debug_mode():
     tilejit.kernel(accumulate_without_clear.func, debug=True)(a, b)
     torch.cuda.synchronize()
     assert torch.isnan(b).all()
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
+def test_amdgpu_debug_kernels_fill_lds_then_barrier(arch):
+    """The same fill on AMDGPU: every work-item writes -1 words of LDS (ds_write), then
+    s_barrier, before the body; without debug the assembly has none of it."""
+    a = np.zeros(256, np.float32)
+
+    def asm(debug):
+        return tilejit.kernel(accumulate_without_clear.func, debug=debug).compile(
+            a, a.copy(), target="amdgpu", arch=arch).asm
+    plain, debug = asm(False), asm(True)
+    fill = re.search(r"v_mov_b32_e32 (v\d+), -1\n\s*ds_write_b32 v\d+, \1\n", debug)
+    assert fill and "s_barrier" in debug[fill.end():]
+    assert not re.search(r"ds_write_b32", plain)
+    assert debug.count("s_barrier") == plain.count("s_barrier") + 1

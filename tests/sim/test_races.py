@@ -98,3 +98,29 @@ def test_a_handoff_through_shared_memory_needs_the_wait():
     assert f'line {_line("# role 1 reads")}' in message
     assert f'while role 0 written it here\n  File "{__file__}", line {_line("# role 0 writes")}' \
         in message or f'line {_line("# role 0 writes")}' in message
+
+
+@tilejit.kernel
+def block_then_role(A, B):
+    with T.Kernel(1, threads=256) as bx:
+        s = T.alloc_shared((128,), A.dtype)
+        f = T.alloc_fragment((128,), A.dtype)
+        bar = T.alloc_barrier(128)
+        T.copy(A[0:128], s)             # the block's statement: every role runs it
+        with T.ws(0):
+            T.copy(s, f)
+            T.copy(f, B[0:128])
+        with T.ws(1):
+            T.mbarrier_arrive(bar)
+
+
+def test_the_blocks_own_statements_are_ordered_by_the_compilers_barrier():
+    """A shared tile written by the block's statements (outside the roles) and read in a
+    role: no race in the simulator, and on the GPU a block barrier between the two (the
+    copy is every role's; the role reads what other threads wrote)."""
+    a = np.arange(128, dtype=np.float32)
+    b = np.zeros_like(a)
+    block_then_role(a, b)
+    np.testing.assert_array_equal(b, a)
+    ptx = block_then_role.compile(a, b, target="cuda", arch="sm_90a").ptx
+    assert ptx.count("bar.sync \t0;") == 2       # after the mbarrier init, after the copy

@@ -24,7 +24,9 @@ import tempfile
 
 import llvmlite.binding as ll
 
-from tilejit.codegen.entry import entry_module
+from llvmlite import ir
+
+from tilejit.codegen.entry import entry_module, poison_shared
 from tilejit.codegen.nvptx import contract_multiply_add
 from tilejit.errors import CompileError
 from tilejit.target import Target
@@ -49,14 +51,28 @@ def lowering_data_layout(target: Target) -> str:
 
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
-                shape_constants=None) -> str:
+                shape_constants=None, poison_bytes: int = 0) -> str:
     """The ``amdgpu_kernel`` entry as LLVM IR text (``entry.entry_module``), with its
-    work-group size."""
-    text = entry_module(context, fndesc, argtypes, name, "amdgpu_kernel", shape_constants)
+    work-group size; ``poison_bytes`` of LDS filled with all-ones bits first
+    (``debug=True`` kernels, as on CUDA)."""
+    prologue = (lambda b: poison_lds(b, poison_bytes, threads)) if poison_bytes else None
+    text = entry_module(context, fndesc, argtypes, name, "amdgpu_kernel", shape_constants,
+                        prologue)
     text = re.sub(rf'(define amdgpu_kernel void @"?{re.escape(name)}"?\([^\n]*\))',
                   r"\1 #901", text, count=1)
     return text + (f'\nattributes #901 = {{ "amdgpu-flat-work-group-size"="1,{threads}" '
                    f'"uniform-work-group-size"="true" }}\n')
+
+
+def poison_lds(builder, nbytes: int, threads: int) -> None:
+    """``entry.poison_shared`` with the work-item id and ``s_barrier``, the workgroup's
+    memory ordered around it (as the tile program's block barrier)."""
+    def barrier(b):
+        b.fence("release", "workgroup")
+        b.call(b.module.declare_intrinsic("llvm.amdgcn.s.barrier", (),
+                                          ir.FunctionType(ir.VoidType(), [])), [])
+        b.fence("acquire", "workgroup")
+    poison_shared(builder, nbytes, threads, "llvm.amdgcn.workitem.id.x", barrier)
 
 
 _ALLOCA = re.compile(r'^(\s*)(%"[^"]+"|%[\w.$-]+) = alloca (.*?)(, align \d+)?$', re.M)

@@ -35,7 +35,7 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
     specialization was compiled for. The launch passes exactly those values (they are
     part of the specialization's key), so the entry uses the constants: bounds checks
     against them fold away. A tensor map parameter is named ``tjmap<i>``. ``prologue``
-    (builder → None) emits code before the call (``nvptx.poison_shared``)."""
+    (builder → None) emits code before the call (``poison_shared``)."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -91,3 +91,28 @@ def tensor_value(context, builder, ty: GlobalTensorType, params, known: dict):
 
 def _tuple(context, builder, values):
     return context.make_tuple(builder, types.UniTuple(types.int64, len(values)), list(values))
+
+
+def poison_shared(builder, nbytes: int, threads: int, thread_index: str, barrier) -> None:
+    """``debug=True``: the block's shared memory (``@__tj_smem``, address space 3)
+    filled with all-ones bits (NaN in every float type, -1 in every integer) by all its
+    threads, then ``barrier(builder)``, before the kernel's body runs: a tile element read
+    before it is written reads NaN on the GPU, as the simulator reports it (SPEC: the
+    simulator is never kinder than the GPU). ``thread_index`` names the target's
+    intrinsic for the thread's index in the block. The fragments' slots get the same
+    pattern where they are allocated (``lowering/tiles.tile_impl``)."""
+    from tilejit.codegen.lowering.tiles import SMEM
+    i32 = ir.IntType(32)
+    module = builder.module
+    smem = module.globals.get(SMEM)
+    if smem is None:
+        smem = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
+        smem.linkage = "external"
+        smem.align = 16
+    tid_fn = module.declare_intrinsic(thread_index, (), ir.FunctionType(i32, []))
+    words = builder.bitcast(smem, ir.PointerType(i32, 3))
+    tid = builder.call(tid_fn, [])
+    with cgutils.for_range_slice(builder, tid, i32((nbytes + 3) // 4), i32(threads),
+                                 inc=True) as (index, _):
+        builder.store(i32(-1), builder.gep(words, [index]))
+    barrier(builder)

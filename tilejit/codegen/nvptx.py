@@ -12,11 +12,10 @@ import re
 
 import llvmlite.binding as ll
 from llvmlite import ir
-from numba.core import cgutils
 from numba.core.compiler_lock import global_compiler_lock
 
 from tilejit.codegen.entry import entry_module
-from tilejit.codegen.lowering.tiles import SMEM
+from tilejit.codegen.entry import poison_shared as fill_shared
 from tilejit.target import Target
 from tilejit.codegen.numba_target import TRIPLE
 
@@ -61,29 +60,11 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
 
 
 def poison_shared(builder, nbytes: int, threads: int) -> None:
-    """``debug=True``: the block's shared memory filled with all-ones bits (NaN in every
-    float type, -1 in every integer) by all its threads, then a block barrier, before the
-    kernel's body runs: a tile element read before it is written reads NaN on the GPU,
-    as the simulator reports it (SPEC: the simulator is never kinder than the GPU). The
-    fragments' slots get the same pattern where they are allocated
-    (``lowering/tiles.tile_impl``)."""
-    i32 = ir.IntType(32)
-    module = builder.module
-    smem = module.globals.get(SMEM)
-    if smem is None:
-        smem = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), SMEM, addrspace=3)
-        smem.linkage = "external"
-        smem.align = 16
-    tid_fn = module.declare_intrinsic("llvm.nvvm.read.ptx.sreg.tid.x", (),
-                                      ir.FunctionType(i32, []))
-    words = builder.bitcast(smem, ir.PointerType(i32, 3))
-    tid = builder.call(tid_fn, [])
-    with cgutils.for_range_slice(builder, tid, i32((nbytes + 3) // 4), i32(threads),
-                                 inc=True) as (index, _):
-        builder.store(i32(-1), builder.gep(words, [index]))
-    barrier = module.declare_intrinsic("llvm.nvvm.barrier0", (),
-                                       ir.FunctionType(ir.VoidType(), []))
-    builder.call(barrier, [])
+    """``entry.poison_shared`` with %tid.x and ``bar.sync 0``."""
+    def barrier(b):
+        b.call(b.module.declare_intrinsic("llvm.nvvm.barrier0", (),
+                                          ir.FunctionType(ir.VoidType(), [])), [])
+    fill_shared(builder, nbytes, threads, "llvm.nvvm.read.ptx.sreg.tid.x", barrier)
 
 
 _FDIV_F32 = re.compile(r"= fdiv ((?:[a-z]+ )*)float ")

@@ -151,7 +151,8 @@ def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages):
     """The AMDGPU entry, the linked and optimized module, its assembly and the HSA code
     object (``codegen/amdgpu.py``)."""
     entry_ir = amdgpu.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
-                                  _shape_constants_by_position(spec))
+                                  _shape_constants_by_position(spec),
+                                  kernel.shared_bytes if spec.options.debug else 0)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):

@@ -19,6 +19,9 @@ copies. After the loop the pending set is entry ∪ body end (the loop may run 0
 Where the body analyzed from a clean entry needs fewer barriers (a tile written before
 the loop and read in every iteration, as FlashAttention's Q), one barrier goes before the
 loop instead.
+A kernel's own ``T.ws`` role (``ROLE_ATTR``) synchronizes inside on its named barrier;
+its accesses, against the block's statements around it (which every role runs), get a
+block barrier where they conflict.
 ``if``: each branch starts from the pending set before it (a barrier needed at a
 branch's start is hoisted before the ``if``, so a barrier is never skipped by some
 threads only); the pending set after it is the union of the branches' ends.
@@ -163,9 +166,22 @@ class _Syncer:
                 continue
             if isinstance(stmt, ast.If) and getattr(stmt, ROLE_ATTR, None) is not None:
                 # a kernel's own warpgroup role (warp_roles.py): its barriers are its named
-                # barrier; its accesses are ordered for the others by the kernel's mbarriers
+                # barrier; its accesses are ordered for the other roles by the kernel's
+                # mbarriers. The block's own statements around it run in every role: one
+                # that conflicts with the role's accesses gets a block barrier between
+                # them (all the block's threads reach it, outside the role's branch)
                 role = getattr(stmt, ROLE_ATTR)
                 body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,)).block(stmt.body, (set(), set()))
+                r, w = set(), set()
+                for inner in stmt.body:
+                    ir_, iw = self.acc.of(inner)
+                    r |= ir_
+                    w |= iw
+                if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+                    out += self._barrier(stmt, reads)
+                    reads, writes = set(), set()
+                reads |= r
+                writes |= w
                 new = ast.copy_location(ast.If(stmt.test, body, []), stmt)
                 setattr(new, ROLE_ATTR, role)
                 out.append(new)

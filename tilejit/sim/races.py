@@ -20,7 +20,9 @@ keeps its last writer (role, epoch, line) and, per role, the epoch and line of i
 read. A read by s of an element role r wrote at an epoch s does not know, a write over
 an unknown write, or a write over an unknown read is a ``RaceError`` naming the tile, the
 element, both roles and both lines. A TMA load's bytes are the issuer's write at the
-issue (``T.tma_copy``), though they land when the phase completes.
+issue (``T.tma_copy``), though they land when the phase completes. Only accesses inside
+``with T.ws`` bodies are checked: the statements outside them run in every role, and the
+compiler's barriers order them with the role bodies (``passes/barriers.py``).
 """
 from __future__ import annotations
 
@@ -117,7 +119,7 @@ class SharedRaces:
                      for o in self.origin)
 
     def read(self, idx=None, active=None) -> None:
-        if STATE.quiet_races:
+        if STATE.quiet_races or not STATE.role_depth:
             return
         me, clock = STATE.role, self.clocks.of[STATE.role]
         sel = _selection(idx, active, self.w_role.shape)
@@ -131,7 +133,7 @@ class SharedRaces:
         self.r_loc[me][sel] = loc
 
     def write(self, idx=None) -> None:
-        if STATE.quiet_races:
+        if STATE.quiet_races or not STATE.role_depth:
             return
         me, clock = STATE.role, self.clocks.of[STATE.role]
         sel = _selection(idx, None, self.w_role.shape)

@@ -50,6 +50,7 @@ class _State(threading.local):
         # TMA bytes landing when an mbarrier phase completes: their race checks were made
         # when the load was issued, by its issuer (sim/races.py)
         self.quiet_races = False
+        self.role_depth = 0       # inside how many `with T.ws` bodies (role_body)
 
 
 STATE = _State()
@@ -71,6 +72,19 @@ def grid_dim(axis):
 def in_role(ids) -> bool:
     """``with T.ws(*ids):`` runs in this thread's warpgroup role (``sim/roles.py``)."""
     return STATE.roles.in_role(ids)
+
+
+class role_body:     # noqa: N801 - used as `with __tj_sim.role_body():`
+    """Inside a ``with T.ws`` body: where shared-tile accesses are checked for races
+    between roles (``sim/races.py``); the block's own statements are ordered by the
+    compiler's barriers."""
+
+    def __enter__(self):
+        STATE.role_depth += 1
+
+    def __exit__(self, *exc):
+        STATE.role_depth -= 1
+        return False
 
 
 def shared_object(make, what: str):

@@ -216,12 +216,14 @@ class SimRewriter(ast.NodeTransformer):
         self.namespace = namespace
 
     def visit_With(self, node):
-        # with T.ws(j, k): body  →  if __tj_sim.in_role((j, k)): body  (sim/roles.py)
+        # with T.ws(j, k): body  →  if __tj_sim.in_role((j, k)):
+        #                               with __tj_sim.role_body(): body   (sim/roles.py)
         node = self.generic_visit(node)
         if not is_ws(node, self.namespace):
             return node
         ids = ast.Tuple(list(node.items[0].context_expr.args), ast.Load())
-        return ast.copy_location(ast.If(_call("in_role", [ids]), node.body, []), node)
+        inner = ast.With([ast.withitem(_call("role_body", []), None)], node.body)
+        return ast.copy_location(ast.If(_call("in_role", [ids]), [inner], []), node)
 
     def visit_Call(self, node):
         # a stage of a multi-buffered tile as a T.gemm operand (T.gemm(A_s[k % 2, :, :],
