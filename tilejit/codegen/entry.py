@@ -11,6 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from tilejit.codegen.lowering.tiles import SMEM
 from tilejit.codegen.typing.types import GlobalTensorType, TensorMapType
 
 
@@ -101,7 +102,6 @@ def poison_shared(builder, nbytes: int, threads: int, thread_index: str, barrier
     simulator is never kinder than the GPU). ``thread_index`` names the target's
     intrinsic for the thread's index in the block. The fragments' slots get the same
     pattern where they are allocated (``lowering/tiles.tile_impl``)."""
-    from tilejit.codegen.lowering.tiles import SMEM
     i32 = ir.IntType(32)
     module = builder.module
     smem = module.globals.get(SMEM)
