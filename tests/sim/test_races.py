@@ -124,3 +124,17 @@ def test_the_blocks_own_statements_are_ordered_by_the_compilers_barrier():
     np.testing.assert_array_equal(b, a)
     ptx = block_then_role.compile(a, b, target="cuda", arch="sm_90a").ptx
     assert ptx.count("bar.sync \t0;") == 2       # after the mbarrier init, after the copy
+
+
+@pytest.mark.gpu
+def test_the_blocks_statement_and_a_role_on_the_gpu():
+    """block_then_role on sm_90a: the role reads what the block's copy wrote (with the
+    block barrier the barrier pass now places between them), against the simulator."""
+    import torch
+    a = torch.arange(128, dtype=torch.float32)
+    b = torch.zeros_like(a).cuda()
+    block_then_role(a.cuda(), b)
+    torch.cuda.synchronize()
+    sim = torch.zeros_like(a)
+    block_then_role(a, sim)
+    assert torch.equal(b.cpu(), a) and torch.equal(sim, a)
