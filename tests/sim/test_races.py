@@ -138,3 +138,41 @@ def test_the_blocks_statement_and_a_role_on_the_gpu():
     sim = torch.zeros_like(a)
     block_then_role(a, sim)
     assert torch.equal(b.cpu(), a) and torch.equal(sim, a)
+
+
+@tilejit.kernel
+def shifted(A, B, form: T.constexpr):
+    N = A.shape[0]
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((N + 1,), A.dtype)
+        for i in T.Parallel(N + 1):
+            s[i] = A[i % N]
+        for i in T.Parallel(N):
+            if form == 0:
+                s[i] = s[i] * 2                 # each iteration its own element
+            elif form == 1:
+                s[i] = s[i + 1] * 2             # reads its neighbour's element
+            else:
+                s[0] = A[i]                     # every iteration writes element 0
+        for i in T.Parallel(N):
+            B[i] = s[i + 1] + s[i]              # a later loop: ordered by a barrier
+
+
+def test_iterations_of_a_parallel_loop_that_share_a_shared_element_race():
+    """A T.Parallel loop's iterations run on different threads with no barrier between
+    them: an element one iteration writes and another reads or writes is a race (the
+    simulator's vectorized run would give the old values, the GPU either). Each
+    iteration on its own element, or the accesses in separate loops, is not."""
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros_like(a)
+    shifted(a, b, 0)
+    s = np.append(a, a[0]) * np.append(np.full(64, 2, np.float32), 1)
+    np.testing.assert_array_equal(b, s[1:] + s[:-1])
+    with pytest.raises(RaceError, match=r"race on shared tile s\[\d+\]: an iteration of a "
+                                        r"T.Parallel loop (reads|writes) it and it is "
+                                        r"(written|read) by another iteration") as info:
+        shifted(a, np.zeros_like(a), 1)
+    assert f'line {_line("reads its neighbour")}' in str(info.value)
+    with pytest.raises(RaceError, match=r"s\[0\].*written by another iteration") as info:
+        shifted(a, np.zeros_like(a), 2)
+    assert f'line {_line("every iteration writes")}' in str(info.value)

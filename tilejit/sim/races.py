@@ -185,3 +185,109 @@ def _element(sel, pos, shape):
         return tuple(int(i) for i in sel)
     arrays = np.broadcast_arrays(*[np.asarray(i) for i in sel])
     return tuple(int(np.atleast_1d(a)[pos] if a.ndim else a) for a in arrays)
+
+
+# -- races between the iterations of one T.Parallel loop --------------------------------
+
+class ParallelLoop:
+    """The T.Parallel loop running (``runtime.parallel_vectorized`` / ``parallel_scalar``):
+    its iterations are spread over the block's threads with no barrier between them, so
+    two iterations that touch one shared-tile element, one of them writing, race on the
+    GPU (whichever threads the compiler gives them). ``lane`` is the running iteration
+    in the scalar form (None in the vectorized one, where ``grid`` numbers them)."""
+
+    __slots__ = ("epoch", "shape", "grid", "lane")
+    count = 0
+
+    def __init__(self, shape):
+        ParallelLoop.count += 1
+        self.epoch = ParallelLoop.count
+        self.shape = tuple(int(e) for e in shape)
+        self.grid = None
+        self.lane = None
+
+    def lanes(self, shape):
+        """The iteration of each position of an access of ``shape`` (vectorized form), or
+        None where the access does not line up with the loop's iterations."""
+        if self.lane is not None:
+            return np.full(shape, self.lane, np.int64)
+        if self.grid is None:
+            self.grid = np.arange(int(np.prod(self.shape)), dtype=np.int64).reshape(self.shape)
+        try:
+            return np.broadcast_to(self.grid, np.broadcast_shapes(shape, self.shape))
+        except ValueError:
+            return None
+
+
+class IterationRaces:
+    """One shared tile's accesses in the running T.Parallel loop: per element, the
+    iteration that wrote it (-1: none) and the one that read it (-1: none, -2: several)."""
+
+    __slots__ = ("epoch", "wrote", "read")
+
+    def __init__(self):
+        self.epoch = 0
+
+    def access(self, tile, idx, active, write: bool):
+        loop = STATE.parallel
+        if loop is None or STATE.quiet_races:
+            return
+        if self.epoch != loop.epoch:
+            self.epoch = loop.epoch
+            self.wrote = np.full(tile.data.shape, -1, np.int64)
+            self.read = np.full(tile.data.shape, -1, np.int64)
+        shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
+                                    np.shape(active) if active is not None else ())
+        lanes = loop.lanes(shape)
+        if lanes is None:
+            return
+        full = lanes.shape
+        idx = tuple(np.broadcast_to(i, full) for i in idx)
+        if active is not None:
+            keep = np.broadcast_to(active, full)
+            idx = tuple(i[keep] for i in idx)
+            lanes = lanes[keep]
+        else:
+            idx = tuple(i.reshape(-1) for i in idx)
+            lanes = lanes.reshape(-1)
+        if lanes.size == 0:
+            return
+        wrote = self.wrote[idx]
+        other_write = (wrote >= 0) & (wrote != lanes)
+        if write:
+            read = self.read[idx]
+            other_read = (read == -2) | ((read >= 0) & (read != lanes))
+            # one element written by two iterations of this access
+            order = np.lexsort((lanes,) + tuple(idx))
+            flat = np.ravel_multi_index(idx, tile.data.shape)[order]
+            same = (flat[1:] == flat[:-1]) & (lanes[order][1:] != lanes[order][:-1])
+            if other_write.any() or other_read.any() or same.any():
+                what = ("written by another iteration" if other_write.any() or same.any()
+                        else "read by another iteration")
+                pos = int(np.argmax(other_write | other_read)) if (
+                    other_write.any() or other_read.any()) else int(order[1:][same][0])
+                self._report(tile, idx, pos, "writes", what)
+            self.wrote[idx] = lanes
+        else:
+            if other_write.any():
+                self._report(tile, idx, int(np.argmax(other_write)), "reads",
+                             "written by another iteration")
+            read = self.read[idx]
+            self.read[idx] = np.where((read == -1) | (read == lanes), lanes, -2)
+
+    @staticmethod
+    def _report(tile, idx, pos, does, what):
+        element = [int(i[pos]) for i in idx]
+        raise RaceError(
+            f"race on shared tile {tile.name}{element}: an iteration of a T.Parallel loop "
+            f"{does} it and it is {what} of the same loop{_location()}\n(the loop's "
+            f"iterations run on different threads with no barrier between them; split the "
+            f"loop in two, or write and read the tile in separate statements)")
+
+
+def _location():
+    frame = kernel_frame(1)
+    if frame is None:
+        return ""
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f'\n  File "{frame.f_code.co_filename}", line {frame.f_lineno}\n    {text}'

@@ -51,6 +51,7 @@ class _State(threading.local):
         # when the load was issued, by its issuer (sim/races.py)
         self.quiet_races = False
         self.role_depth = 0       # inside how many `with T.ws` bodies (role_body)
+        self.parallel = None      # the T.Parallel loop running (races.ParallelLoop)
 
 
 STATE = _State()
@@ -100,7 +101,11 @@ def parallel_vectorized(*extents):
         yield from _block_loop(parallel_vectorized, extents)
         return
     grids = np.indices(tuple(int(e) for e in extents), dtype=np.int64)
-    yield grids[0] if len(extents) == 1 else tuple(grids)
+    outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
+    try:
+        yield grids[0] if len(extents) == 1 else tuple(grids)
+    finally:
+        STATE.parallel = outer
 
 
 def parallel_scalar(*extents):
@@ -108,11 +113,24 @@ def parallel_scalar(*extents):
     if STATE.lanes:
         yield from _block_loop(parallel_scalar, extents)
         return
-    if len(extents) == 1:
-        yield from range(int(extents[0]))
-        return
-    for flat in np.ndindex(*(int(e) for e in extents)):
-        yield flat
+    outer, loop = STATE.parallel, _parallel_loop(extents)
+    STATE.parallel = loop
+    try:
+        for lane, flat in enumerate(np.ndindex(*(int(e) for e in extents))):
+            loop.lane = lane
+            yield flat[0] if len(extents) == 1 else flat
+    finally:
+        STATE.parallel = outer
+
+
+def _iteration_races():
+    from tilejit.sim.races import IterationRaces    # races.py imports this module
+    return IterationRaces()
+
+
+def _parallel_loop(extents):
+    from tilejit.sim.races import ParallelLoop     # races.py imports this module
+    return ParallelLoop(extents)
 
 
 def _block_loop(loop, extents):
@@ -248,12 +266,13 @@ class SimTensor:
     record its accesses are checked against (``sim/races.py``); its ``unwritten`` stays an
     array, so that every access reaches ``wrote``/``check_written``."""
 
-    __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races")
+    __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None):
         self.data, self.dtype, self.name, self.kind = data, dtype, name, kind
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
+        self.iterations = _iteration_races() if kind == "shared" else None
 
     def wrote(self, idx=None):
         """Elements ``idx`` (a tuple of index arrays or ints; None: all) are written."""
@@ -340,6 +359,8 @@ class SimTensor:
                 return self.data.dtype.type(0)
             self._check(idx, None)
             key = tuple(int(i) for i in idx)
+            if self.iterations is not None and STATE.parallel is not None:
+                self.iterations.access(self, key, None, write=False)
             if self.unwritten is not None:
                 self.check_written(key)
             return self.data[key]
@@ -347,6 +368,8 @@ class SimTensor:
         idx_b = arrays[:len(idx)]
         active = None if mask is None else arrays[-1]
         self._check(idx_b, active)
+        if self.iterations is not None and STATE.parallel is not None:
+            self.iterations.access(self, tuple(idx_b), active, write=False)
         if active is None:
             if self.unwritten is not None:
                 self.check_written(tuple(idx_b))
@@ -366,6 +389,8 @@ class SimTensor:
                 return
             self._check(idx, None)
             key = tuple(int(i) for i in idx)
+            if self.iterations is not None and STATE.parallel is not None:
+                self.iterations.access(self, key, None, write=True)
             self.data[key] = value
             if self.unwritten is not None:
                 self.wrote(key)
@@ -374,6 +399,8 @@ class SimTensor:
         idx_b, value_b = arrays[:len(idx)], arrays[len(idx)]
         active = None if mask is None else arrays[-1]
         self._check(idx_b, active)
+        if self.iterations is not None and STATE.parallel is not None:
+            self.iterations.access(self, tuple(idx_b), active, write=True)
         if active is None:
             key = tuple(idx_b)
             self.data[key] = value_b

@@ -126,6 +126,7 @@ def tile_view(x, what):
     view.data, view.dtype, view.name, view.kind = t.data[index], t.dtype, t.name, t.kind
     view.unwritten = None if t.unwritten is None else t.unwritten[index]
     view.races = None if t.races is None else t.races.view(index)
+    view.iterations = None      # a region operand: read or written whole, not per iteration
     return view
 
 
