@@ -9,44 +9,21 @@ import pytest
 import tilejit
 import tilejit.language as T
 from tilejit.sim.races import RaceError
+import test_warp_roles                  # its producer/consumer ring, ws_copy
+
+ws_copy = test_warp_roles.ws_copy
+ROLES = test_warp_roles.__file__
 
 
-def _line(text):
-    return next(n for n, src in enumerate(open(__file__), 1) if text in src)
-
-
-@tilejit.kernel
-def ring(A, B, stages: T.constexpr, early_release: T.constexpr):
-    """Role 1 loads rows of A into a ring of shared stages, role 0 doubles them into B;
-    with early_release the consumer frees its stage before reading it."""
-    N, D = A.shape
-    with T.Kernel(1, threads=256) as bx:
-        buf = T.alloc_shared((stages, 1, D), A.dtype)
-        out = T.alloc_fragment((1, D), A.dtype)
-        bars = T.alloc_barrier([128] * (2 * stages))       # full 0..s-1, empty s..2s-1
-        for k in T.serial(N):
-            st = k % stages
-            with T.ws(1):
-                T.mbarrier_wait_parity(bars[st + stages], ((k // stages) & 1) ^ 1)
-                T.tma_copy(A[k:k + 1, 0:D], buf[st, :, :], barrier=bars[st])  # producer's load
-                T.mbarrier_arrive(bars[st])
-            with T.ws(0):
-                T.mbarrier_wait_parity(bars[k % stages], (k // stages) & 1)
-                if early_release:
-                    T.mbarrier_arrive(bars[k % stages + stages])
-                T.copy(buf[st, :, :], out)      # the consumer's read
-                for i, j in T.Parallel(1, D):
-                    out[i, j] = out[i, j] * 2
-                T.copy(out, B[k:k + 1, 0:D])
-                if not early_release:
-                    T.mbarrier_arrive(bars[k % stages + stages])
+def _line(text, path=__file__):
+    return next(n for n, src in enumerate(open(path), 1) if text in src)
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_a_synchronized_ring_has_no_race(stages):
     a = np.arange(7 * 16, dtype=np.float32).reshape(7, 16)
     b = np.zeros_like(a)
-    ring(a, b, stages, 0)
+    ws_copy(a, b, stages, 0)
     np.testing.assert_array_equal(b, 2 * a)
 
 
@@ -58,12 +35,12 @@ def test_a_stage_released_before_it_is_read_races_with_its_refill(stages):
     a = np.arange(6 * 16, dtype=np.float32).reshape(6, 16)
     b = np.zeros_like(a)
     with pytest.raises(RaceError) as info:
-        ring(a, b, stages, 1)
+        ws_copy(a, b, stages, 0, 1)
     message = str(info.value)
     assert message.startswith("race on shared tile buf[0, 0, 0]: warpgroup role 1 writes it "
-                              f'here\n  File "{__file__}", line {_line("# producer" + chr(39))}')
-    assert (f'while role 0 read it here\n  File "{__file__}", '
-            f'line {_line("# the consumer" + chr(39))}') in message
+                              f'here\n  File "{ROLES}", line {_line("T.tma_copy(A[k:", ROLES)}')
+    assert (f'while role 0 read it here\n  File "{ROLES}", '
+            f'line {_line("T.copy(buf[k % stages", ROLES)}') in message
     assert "no mbarrier arrival and wait orders the two" in message
 
 

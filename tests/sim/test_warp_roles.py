@@ -18,8 +18,11 @@ def _line(text):
 
 
 @tilejit.kernel
-def ws_copy(A, B, stages: T.constexpr, wrong_parity: T.constexpr):
-    """Role 1 loads rows of A into a ring of shared stages, role 0 doubles them into B."""
+def ws_copy(A, B, stages: T.constexpr, wrong_parity: T.constexpr,
+            early_release: T.constexpr = 0):
+    """Role 1 loads rows of A into a ring of shared stages, role 0 doubles them into B;
+    with early_release the consumer frees its stage before reading it (a race:
+    tests/sim/test_races.py)."""
     N, D = A.shape
     with T.Kernel(1, threads=256) as bx:
         buf = T.alloc_shared((stages, 1, D), A.dtype)
@@ -33,11 +36,14 @@ def ws_copy(A, B, stages: T.constexpr, wrong_parity: T.constexpr):
                 T.mbarrier_arrive(bars[k % stages])
             with T.ws(0):
                 T.mbarrier_wait_parity(bars[k % stages], (k // stages) & 1)  # consumer
+                if early_release:
+                    T.mbarrier_arrive(bars[k % stages + stages])
                 T.copy(buf[k % stages, :, :], out)
                 for i, j in T.Parallel(1, D):
                     out[i, j] = out[i, j] * 2
                 T.copy(out, B[k:k + 1, 0:D])
-                T.mbarrier_arrive(bars[k % stages + stages])
+                if not early_release:
+                    T.mbarrier_arrive(bars[k % stages + stages])
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3])

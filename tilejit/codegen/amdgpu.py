@@ -24,9 +24,8 @@ import tempfile
 
 import llvmlite.binding as ll
 
-from llvmlite import ir
-
 from tilejit.codegen.entry import entry_module, poison_shared
+from tilejit.codegen.lowering.tiles import workgroup_barrier
 from tilejit.codegen.nvptx import contract_multiply_add
 from tilejit.errors import CompileError
 from tilejit.target import Target
@@ -65,14 +64,9 @@ def build_entry(context, fndesc, argtypes, name: str, threads: int,
 
 
 def poison_lds(builder, nbytes: int, threads: int) -> None:
-    """``entry.poison_shared`` with the work-item id and ``s_barrier``, the workgroup's
-    memory ordered around it (as the tile program's block barrier)."""
-    def barrier(b):
-        b.fence("release", "workgroup")
-        b.call(b.module.declare_intrinsic("llvm.amdgcn.s.barrier", (),
-                                          ir.FunctionType(ir.VoidType(), [])), [])
-        b.fence("acquire", "workgroup")
-    poison_shared(builder, nbytes, threads, "llvm.amdgcn.workitem.id.x", barrier)
+    """``entry.poison_shared`` with the work-item id and the tile program's block
+    barrier (``lowering/tiles.workgroup_barrier``)."""
+    poison_shared(builder, nbytes, threads, "llvm.amdgcn.workitem.id.x", workgroup_barrier)
 
 
 _ALLOCA = re.compile(r'^(\s*)(%"[^"]+"|%[\w.$-]+) = alloca (.*?)(, align \d+)?$', re.M)

@@ -26,11 +26,9 @@ compiler's barriers order them with the role bodies (``passes/barriers.py``).
 """
 from __future__ import annotations
 
-import linecache
-
 import numpy as np
 
-from tilejit.sim.runtime import STATE, kernel_frame
+from tilejit.sim.runtime import STATE, _caller_location, format_location, kernel_frame
 
 
 class RaceError(RuntimeError):
@@ -58,11 +56,7 @@ class Clocks:
 
     def describe(self, loc: int) -> str:
         key = self.lines[loc]
-        if key is None:
-            return ""
-        filename, lineno = key
-        text = linecache.getline(filename, lineno).strip()
-        return f'\n  File "{filename}", line {lineno}\n    {text}'
+        return "" if key is None else format_location(*key)
 
     # -- synchronization ------------------------------------------------------------
     def release(self, into: np.ndarray) -> None:
@@ -280,14 +274,6 @@ class IterationRaces:
         element = [int(i[pos]) for i in idx]
         raise RaceError(
             f"race on shared tile {tile.name}{element}: an iteration of a T.Parallel loop "
-            f"{does} it and it is {what} of the same loop{_location()}\n(the loop's "
+            f"{does} it and it is {what} of the same loop{_caller_location(1)}\n(the loop's "
             f"iterations run on different threads with no barrier between them; split the "
             f"loop in two, or write and read the tile in separate statements)")
-
-
-def _location():
-    frame = kernel_frame(1)
-    if frame is None:
-        return ""
-    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f'\n  File "{frame.f_code.co_filename}", line {frame.f_lineno}\n    {text}'

@@ -235,7 +235,11 @@ def _caller_location(depth=2) -> str:
     frame = kernel_frame(depth)
     if frame is None:
         return ""
-    filename, lineno = frame.f_code.co_filename, frame.f_lineno
+    return format_location(frame.f_code.co_filename, frame.f_lineno)
+
+
+def format_location(filename: str, lineno: int) -> str:
+    """A kernel's line as errors quote it: file, line and source text."""
     text = linecache.getline(filename, lineno).strip()
     return f'\n  File "{filename}", line {lineno}\n    {text}'
 

@@ -201,6 +201,9 @@ class JitFunction:
                                sugar.filename, sugar.fdef.lineno)
         self._checks = {}       # compile-time settings -> evaluated annotations
         self._checked = {}      # _call_key of a call that passed the checks -> _argument_order
+        self._tensor_names = frozenset(sugar.tensors)
+        self._tensor_positions = frozenset(i for i, p in enumerate(sugar.params)
+                                           if p in self._tensor_names)
 
     def _has_dynamic_extent(self, tensor):
         """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
@@ -314,9 +317,9 @@ class JitFunction:
         its data) and every other argument's value; None where a value is unhashable. A
         call whose key passed the checks before passes them again (they read nothing
         else), so it skips them: they cost ~10 µs of a launch."""
-        tensors, params = self.sugar.tensors, self.sugar.params
-        key = [(type(a), tuple(a.shape), a.dtype) if i < len(params) and params[i] in tensors
-               and hasattr(a, "shape") else a for i, a in enumerate(args)]
+        tensors, positions = self._tensor_names, self._tensor_positions
+        key = [(type(a), tuple(a.shape), a.dtype) if i in positions and hasattr(a, "shape")
+               else a for i, a in enumerate(args)]
         for k in sorted(kwargs):
             v = kwargs[k]
             key.append((k, (type(v), tuple(v.shape), v.dtype) if k in tensors

@@ -125,12 +125,17 @@ def opaque(builder, value):
     return builder.call(mov, [value])
 
 
+def workgroup_barrier(builder):
+    """AMDGPU: s_barrier with the workgroup's memory ordered around it (as HIP's
+    __syncthreads)."""
+    builder.fence("release", "workgroup")
+    builder.call(intrinsic(builder, "llvm.amdgcn.s.barrier", ir.VoidType(), []), [])
+    builder.fence("acquire", "workgroup")
+
+
 def block_barrier(builder):
     if current_kernel().target.kind == "amdgpu":
-        # s_barrier with the workgroup's memory ordered around it (as HIP's __syncthreads)
-        builder.fence("release", "workgroup")
-        builder.call(intrinsic(builder, "llvm.amdgcn.s.barrier", ir.VoidType(), []), [])
-        builder.fence("acquire", "workgroup")
+        workgroup_barrier(builder)
         return
     builder.call(intrinsic(builder, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(),
                            [I32]), [I32(0)])
