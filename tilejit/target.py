@@ -146,6 +146,14 @@ class Target:
         return self.arch == "sm_90a"
 
     @property
+    def has_packed_half_conversion(self) -> bool:
+        """Two float32 rounded to float16 or bfloat16 and packed into one register by one
+        instruction (``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``, sm_80+): an ALU
+        instruction where the scalar conversions are one each on the quarter-rate pipe
+        that exp2 also needs."""
+        return self.is_cuda and self.sm >= 80
+
+    @property
     def has_special_function_unit(self) -> bool:
         """Float exp/exp2 on the SFU (``ex2.approx``) rather than software routines."""
         return self.is_cuda

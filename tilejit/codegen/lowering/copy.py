@@ -34,6 +34,7 @@ from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
 from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
 from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.scalar import cast_values
 from tilejit.ir.kernel_config import current_kernel
 from tilejit.codegen.lowering.tiles import (emit, fragment_slot, guarded, intrinsic, opaque, plan,
                                             rounds, thread_index, unflatten, writer_guard)
@@ -234,6 +235,9 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     t = plan().tile(frag_side.ty.tile_name)
     ix = t.indexing
     runs = tuple((s, 1) for s in range(ix.slots))
+    if other.kind == "fragment" and ix.valid is None:
+        # the same slots of both: in pairs, for the packed narrowing conversion
+        runs = tuple((s, min(2, ix.slots - s)) for s in range(0, ix.slots, 2))
     fast = None
     if other.kind in ("global", "shared") and t.shape[-1] > 1:
         max_run = max(1, 16 // other.dtype.itemsize)
@@ -288,7 +292,7 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
             else:
                 values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
                           for k in range(length)]
-            values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            values = cast_values(context, builder, values, src.element, dst.element)
             if dst.kind == "fragment":
                 for k, v in enumerate(values):
                     context.pack_value(builder, dst.element, v,
@@ -503,7 +507,7 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
         with guarded(builder, guard):
             values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
                                  fast.get(id(src)))
-            values = [context.cast(builder, v, src.element, dst.element) for v in values]
+            values = cast_values(context, builder, values, src.element, dst.element)
             if holder is not None:
                 raw = ir.Constant(holder.type.pointee, None)
                 for j, v in enumerate(values):

@@ -11,6 +11,7 @@ from numba.core.imputils import impl_ret_untracked
 from tilejit import language as T
 from tilejit.codegen.typing.types import BFloat16, DTypeType, StorageFloat, WeakFloat
 from tilejit.codegen.lowering.registry import lower, lower_cast, lower_constant
+from tilejit.ir.kernel_config import current_kernel_or_none
 
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
@@ -122,6 +123,40 @@ def from_f32(builder, ty, value):
     if isinstance(ty, BFloat16):
         return f32_to_bf16(builder, value)
     return _f32_to_f8(builder, ty.name, value)
+
+
+def cast_values(context, builder, values, fromty, toty) -> list:
+    """``values`` (consecutive elements) each cast from ``fromty`` to ``toty``. float32
+    narrowed to float16 or bfloat16 goes two at a time where the target packs two
+    conversions into one instruction: ``cvt.rn.f16x2.f32`` instead of a ``cvt.rn.f16.f32``
+    per element, then a permute to pair the halves. The scalar form is a F2F each, on the
+    quarter-rate pipe exp2 runs on: in FlashAttention's P = cast(S) as many as the exp2s
+    themselves (ncu, H200). Same rounding (to nearest even) either way."""
+    config = current_kernel_or_none()
+    narrow = (fromty == types.float32 and (toty == types.float16 or isinstance(toty, BFloat16))
+              and config is not None and config.target.has_packed_half_conversion)
+    if not narrow or len(values) < 2:
+        return [context.cast(builder, v, fromty, toty) for v in values]
+    out = []
+    for k in range(0, len(values) - 1, 2):
+        out += _packed_narrow(builder, toty, values[k], values[k + 1])
+    if len(values) % 2:
+        out.append(context.cast(builder, values[-1], fromty, toty))
+    return out
+
+
+def _packed_narrow(builder, toty, lo, hi) -> list:
+    if toty == types.float16:          # LLVM's NVPTX back end selects cvt.rn.f16x2.f32
+        pair = ir.VectorType(F32, 2)(ir.Undefined)
+        pair = builder.insert_element(builder.insert_element(pair, lo, I32(0)), hi, I32(1))
+        halves = builder.fptrunc(pair, ir.VectorType(ir.HalfType(), 2))
+        return [builder.extract_element(halves, I32(k)) for k in range(2)]
+    # bfloat16 is i16 bits here (llvmlite has no bfloat type): the instruction itself,
+    # ``d = {a, b}`` with a in the upper half
+    fnty = ir.FunctionType(I32, [F32, F32])
+    bits = builder.asm(fnty, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
+                       side_effect=False)
+    return [builder.trunc(bits, I16), builder.trunc(builder.lshr(bits, I32(16)), I16)]
 
 
 @lower_cast(StorageFloat, types.Number)
