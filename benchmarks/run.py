@@ -26,8 +26,8 @@ Benchmarks:
                sum: tilejit beside torch and a Triton fused softmax, and the device-to-
                device copy in the same run; bandwidth counts each kernel's compulsory
                bytes (read X once, write Y once; the row sum writes M floats).
-  attention    FlashAttention forward, batch 4, 32 heads, seq 4096, head dim 128, fp16,
-               causal and not: tilejit's seed kernel (a small grid of block shapes)
+  attention    FlashAttention forward, batch 4, 32 heads, seq 4096, head dim 128, fp16
+               and bf16, causal and not: tilejit's seed kernel (a few block shapes)
                beside torch SDPA with the FLASH_ATTENTION and CUDNN_ATTENTION
                backends; TFLOP/s count 4·b·h·s²·d (halved when causal).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
@@ -559,8 +559,6 @@ def bench_reductions(M=16384, N=8192):
 # fast_math: exp2 on the special function unit (ex2.approx), as FlashAttention-2 and
 # Triton compute it; without it, T.exp2 is the 2-ulp software routine
 ATTENTION_CONFIGS = [dict(block_M=128, block_N=64, threads=128, num_stages=2, fast_math=True),
-                     dict(block_M=128, block_N=32, threads=128, num_stages=2, fast_math=True),
-                     dict(block_M=64, block_N=64, threads=128, num_stages=2, fast_math=True),
                      dict(block_M=128, block_N=64, threads=128, num_stages=2, fast_math=False),
                      dict(block_M=128, block_N=64, threads=256, num_stages=2, fast_math=True),
                      dict(block_M=128, block_N=128, threads=256, num_stages=2, fast_math=True)]
@@ -571,15 +569,24 @@ if os.environ.get("TILEJIT_ATTENTION_CONFIGS"):    # e.g. "128,32,128,2,1;128,64
 
 
 def bench_attention(b=4, h=32, s=4096, d=128):
-    """Each variant is checked against SDPA, then timed in 3 interleaved rounds (best
-    round kept); "vs FA2" is against the FLASH_ATTENTION backend in the same run."""
+    """fp16 and bf16, causal and not: each variant is checked against SDPA, then timed in
+    3 interleaved rounds (best round kept); "vs FA2" is against the FLASH_ATTENTION
+    backend in the same run, "vs cuDNN" against CUDNN_ATTENTION."""
     sys.path.insert(0, os.path.join(ROOT, "examples", "flash_attention"))
     from flash_attn import flashattn
     flashattn_fast = tilejit.kernel(flashattn.func, fast_math=True)
+    rows = []
+    for dtype in (torch.float16, torch.bfloat16):
+        rows += _attention_rows(flashattn, flashattn_fast, dtype, b, h, s, d)
+    return rows
+
+
+def _attention_rows(flashattn, flashattn_fast, dtype, b, h, s, d):
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     o = torch.empty_like(q)
+    tag = str(dtype).replace("torch.", "")
     rows = []
     for causal in (False, True):
         ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
@@ -590,9 +597,9 @@ def bench_attention(b=4, h=32, s=4096, d=128):
                     return torch.nn.functional.scaled_dot_product_attention(
                         qt, kt, vt, is_causal=causal)
             return run
-        variants = [(f"torch SDPA FLASH_ATTENTION causal={causal}",
+        variants = [(f"torch SDPA FLASH_ATTENTION {tag} causal={causal}",
                      sdpa(SDPBackend.FLASH_ATTENTION), False),
-                    (f"torch SDPA CUDNN_ATTENTION causal={causal}",
+                    (f"torch SDPA CUDNN_ATTENTION {tag} causal={causal}",
                      sdpa(SDPBackend.CUDNN_ATTENTION), False)]
         for cfg in ATTENTION_CONFIGS:
             cfg = dict(cfg)
@@ -600,7 +607,7 @@ def bench_attention(b=4, h=32, s=4096, d=128):
             label = (f"{cfg['block_M']}x{cfg['block_N']} t{cfg['threads']} s{cfg['num_stages']}"
                      + (" fast_math" if fast else ""))
             kernel = flashattn_fast if fast else flashattn
-            variants.append((f"tilejit flashattn {label} causal={causal}",
+            variants.append((f"tilejit flashattn {label} {tag} causal={causal}",
                              lambda cfg=cfg, causal=causal, kernel=kernel: kernel(
                                  q, k, v, o, is_causal=causal, **cfg),
                              True))
@@ -619,10 +626,12 @@ def bench_attention(b=4, h=32, s=4096, d=128):
         times = interleaved_times(ok, rep=20)
         flops = 4 * b * h * s * s * d / (2 if causal else 1)
         base = min(times[ok[0][0]]) if ok and "FLASH" in ok[0][0] else None
+        cudnn = [min(t) for n, t in times.items() if "CUDNN" in n]
         for name, _ in ok:
             best = min(times[name])
             rows.append({"name": name, "ms": best, "TFLOP/s": flops / best / 1e9,
-                         "vs FA2": (base / best) if base else float("nan")})
+                         "vs FA2": (base / best) if base else float("nan"),
+                         "vs cuDNN": (cudnn[0] / best) if cudnn else float("nan")})
     return rows
 
 

@@ -146,17 +146,18 @@ def cast_values(context, builder, values, fromty, toty) -> list:
 
 
 def _packed_narrow(builder, toty, lo, hi) -> list:
-    if toty == types.float16:          # LLVM's NVPTX back end selects cvt.rn.f16x2.f32
-        pair = ir.VectorType(F32, 2)(ir.Undefined)
-        pair = builder.insert_element(builder.insert_element(pair, lo, I32(0)), hi, I32(1))
-        halves = builder.fptrunc(pair, ir.VectorType(ir.HalfType(), 2))
-        return [builder.extract_element(halves, I32(k)) for k in range(2)]
-    # bfloat16 is i16 bits here (llvmlite has no bfloat type): the instruction itself,
-    # ``d = {a, b}`` with a in the upper half
+    """The instruction itself, ``d = {a, b}`` with a in the upper half (LLVM selects
+    cvt.rn.f16x2.f32 for a vector fptrunc, but splits it again where the halves are used
+    apart, as in a store per element); bfloat16 is i16 bits here (llvmlite has no bfloat
+    type)."""
+    name = "f16x2" if toty == types.float16 else "bf16x2"
     fnty = ir.FunctionType(I32, [F32, F32])
-    bits = builder.asm(fnty, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
+    bits = builder.asm(fnty, f"cvt.rn.{name}.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
                        side_effect=False)
-    return [builder.trunc(bits, I16), builder.trunc(builder.lshr(bits, I32(16)), I16)]
+    halves = [builder.trunc(bits, I16), builder.trunc(builder.lshr(bits, I32(16)), I16)]
+    if toty == types.float16:
+        halves = [builder.bitcast(h, ir.HalfType()) for h in halves]
+    return halves
 
 
 @lower_cast(StorageFloat, types.Number)
