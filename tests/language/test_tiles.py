@@ -436,7 +436,7 @@ PTX_CASES = [
     ("row_dot", row_dot, (_f32(70, 8), _f32(8), _f32(70)), {},
      ["fma.rn.f32"], ["bar.sync"]),             # x * w + acc: one fma (contracted)
     ("epilogue", epilogue, (_f32(128, 128), _f32(128), _f16(128, 128), 0.5), {},
-     ["max.f32", "cvt.rn.f16.f32"], ["bar.sync", ".shared"]),
+     ["max.f32", "cvt.rn.f16x2.f32"], ["bar.sync", ".shared"]),
     ("two_loops", two_loops, (_f32(128, 64), _f32(128, 64)), {}, ["bar.sync"], []),
 ]
 
