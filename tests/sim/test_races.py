@@ -153,3 +153,66 @@ def test_iterations_of_a_parallel_loop_that_share_a_shared_element_race():
     with pytest.raises(RaceError, match=r"s\[0\].*written by another iteration") as info:
         shifted(a, np.zeros_like(a), 2)
     assert f'line {_line("every iteration writes")}' in str(info.value)
+
+
+@tilejit.kernel
+def per_thread(A, B, form: T.constexpr):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((129,), A.dtype)
+        tx = T.get_thread_binding()
+        s[tx] = A[tx]
+        s[128] = 0                              # every thread stores one value: no race
+        if form == 0:
+            v = s[tx + 1]                       # read, then write in the next statement
+            s[tx] = v
+        elif form == 1:
+            s[tx] = s[tx + 1]                   # read a neighbour's element and write
+        elif form == 2:
+            s[tx // 2] = A[tx]                  # two threads write each element
+        else:
+            if tx < 64:
+                s[tx] = s[tx + 64]              # the elements read are not written
+        B[tx] = s[tx]
+
+
+def test_threads_that_share_a_shared_element_in_one_statement_race():
+    """Per-thread code (T.get_thread_binding): the block's threads run each statement
+    together, so an element one thread writes and another reads or writes in the same
+    statement is a race: no barrier can come between a statement's read and its write,
+    and the simulator's lanes (all reads, then all writes) would hide it. Across two
+    statements the compiler's barrier orders them; an element every thread stores the
+    same value to, or a branch whose threads touch disjoint elements, is not reported."""
+    a = np.arange(128, dtype=np.float32)
+    b = np.zeros_like(a)
+    per_thread(a, b, 0)
+    np.testing.assert_array_equal(b, np.append(a[1:], 0))
+    ptx = per_thread.compile(a, b, 0, target="cuda", arch="sm_90a").ptx
+    after_read = ptx[ptx.index("ld.shared"):]
+    assert "bar.sync" in after_read[:after_read.index("st.shared")]
+    with pytest.raises(RaceError, match=r"race on shared tile s\[1\]: a thread writes it "
+                                        r"and it is read by another thread in the same "
+                                        r"statement") as info:
+        per_thread(a, np.zeros_like(a), 1)
+    assert f'line {_line("read a neighbour")}' in str(info.value)
+    assert "no barrier can come between" in str(info.value)
+    with pytest.raises(RaceError, match=r"s\[0\]: a thread writes it and it is written by "
+                                        r"another thread") as info:
+        per_thread(a, np.zeros_like(a), 2)
+    assert f'line {_line("two threads write each")}' in str(info.value)
+    b = np.zeros_like(a)
+    per_thread(a, b, 3)
+    np.testing.assert_array_equal(b, np.concatenate([a[64:], a[64:]]))
+
+
+@pytest.mark.gpu
+def test_per_thread_reads_then_writes_on_the_gpu():
+    """per_thread's race-free forms on the GPU, against the simulator."""
+    import torch
+    a = torch.arange(128, dtype=torch.float32)
+    for form in (0, 3):
+        b = torch.zeros_like(a).cuda()
+        per_thread(a.cuda(), b, form)
+        torch.cuda.synchronize()
+        sim = torch.zeros_like(a)
+        per_thread(a, sim, form)
+        assert torch.equal(b.cpu(), sim)

@@ -191,7 +191,12 @@ class ParallelLoop:
     in the scalar form (None in the vectorized one, where ``grid`` numbers them)."""
 
     __slots__ = ("epoch", "shape", "grid", "lane")
-    count = 0
+    count = 0           # epochs, shared with ThreadStep
+    who = "an iteration of a T.Parallel loop"
+    other = "another iteration of the same loop"
+    advice = ("the loop's iterations run on different threads with no barrier between "
+              "them; split the loop in two, or write and read the tile in separate "
+              "statements")
 
     def __init__(self, shape):
         ParallelLoop.count += 1
@@ -211,6 +216,34 @@ class ParallelLoop:
             return np.broadcast_to(self.grid, np.broadcast_shapes(shape, self.shape))
         except ValueError:
             return None
+
+
+class ThreadStep:
+    """One statement of per-thread code (a kernel that reads its thread index, run
+    lane-wise: ``threads.py``) that indexes a shared tile by a thread-dependent index:
+    every thread does it at once, so an element one thread writes and another reads or
+    writes in the same statement is a race on the GPU (no barrier can separate the two
+    halves of one statement), whatever order the simulator's lanes take. Accesses at an
+    index that is the same in every thread are not checked (all threads storing one
+    value to one place is how such kernels set a flag)."""
+
+    __slots__ = ("epoch", "threads")
+    who = "a thread"
+    other = "another thread in the same statement"
+    advice = ("the block's threads run the statement at the same time and no barrier can "
+              "come between its read and its write; read into a T.alloc_var or a "
+              "fragment first, then write in a second statement (tilejit puts a block "
+              "barrier between the two)")
+
+    def __init__(self, threads: int):
+        ParallelLoop.count += 1
+        self.epoch = ParallelLoop.count
+        self.threads = threads
+
+    def lanes(self, shape):
+        if not shape or shape[-1] != self.threads:
+            return None
+        return np.broadcast_to(np.arange(self.threads, dtype=np.int64), shape)
 
 
 class IterationRaces:
@@ -260,20 +293,19 @@ class IterationRaces:
                         else "read by another iteration")
                 pos = int(np.argmax(other_write | other_read)) if (
                     other_write.any() or other_read.any()) else int(order[1:][same][0])
-                self._report(tile, idx, pos, "writes", what)
+                self._report(loop, tile, idx, pos, "writes", what)
             self.wrote[idx] = lanes
         else:
             if other_write.any():
-                self._report(tile, idx, int(np.argmax(other_write)), "reads",
+                self._report(loop, tile, idx, int(np.argmax(other_write)), "reads",
                              "written by another iteration")
             read = self.read[idx]
             self.read[idx] = np.where((read == -1) | (read == lanes), lanes, -2)
 
     @staticmethod
-    def _report(tile, idx, pos, does, what):
+    def _report(loop, tile, idx, pos, does, what):
         element = [int(i[pos]) for i in idx]
+        what = what.replace("another iteration", loop.other)
         raise RaceError(
-            f"race on shared tile {tile.name}{element}: an iteration of a T.Parallel loop "
-            f"{does} it and it is {what} of the same loop{_caller_location(1)}\n(the loop's "
-            f"iterations run on different threads with no barrier between them; split the "
-            f"loop in two, or write and read the tile in separate statements)")
+            f"race on shared tile {tile.name}{element}: {loop.who} {does} it and it is "
+            f"{what}{_caller_location(1)}\n({loop.advice})")

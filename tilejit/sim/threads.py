@@ -24,8 +24,14 @@ possible outcomes.
   ``continue``) or the kernel (``return``).
 - An element atomic outside a ``T.Parallel`` is done by every thread (as on the GPU in
   such a kernel: ``frontend/tile_operands.py``).
+- A statement that indexes a shared tile at a thread-dependent index is one step
+  (``step``): an element that one thread writes and another reads or writes in the same
+  statement (``S[tx] = S[tx + 1]``) is a ``RaceError``, since no barrier can come between
+  the halves of one statement; the lanes' order would hide it.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -65,6 +71,18 @@ def uniform(value, what: str):
             f"the simulator runs a block's threads together and needs it to be the same in "
             f"all of them: not supported in simulation{_caller_location(2)}")
     return first.item()
+
+
+@contextmanager
+def step():
+    """One statement of per-thread code that indexes a tile: its shared-tile accesses at
+    thread-dependent indices are checked for races between threads (``races.ThreadStep``)."""
+    from tilejit.sim.races import ThreadStep        # races.py imports runtime, as we do
+    outer, STATE.parallel = STATE.parallel, ThreadStep(STATE.lanes)
+    try:
+        yield
+    finally:
+        STATE.parallel = outer
 
 
 def block_wide(name: str, args=()):

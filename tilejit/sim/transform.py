@@ -191,6 +191,21 @@ class _ThreadLanes(_LaneWise):
             out.extend(r if isinstance(r, list) else [r])
         return out
 
+    def visit_Assign(self, node):
+        return _step(node, super().visit_Assign(node))
+
+    def visit_AugAssign(self, node):
+        return _step(node, super().visit_AugAssign(node))
+
+
+def _step(original, node):
+    """``with __tj_threads.step(): node`` where the assignment indexes something (a
+    shared tile's races between threads are checked per statement: ``threads.step``)."""
+    if not any(isinstance(n, ast.Subscript) for n in ast.walk(original)):
+        return node
+    call = ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), "step", ast.Load()), [], [])
+    return ast.copy_location(ast.With([ast.withitem(call, None)], [node]), original)
+
 
 def uses_thread_index(fdef: ast.FunctionDef) -> bool:
     """Whether a device program reads its thread index (``__tj_thread_index()``)."""
