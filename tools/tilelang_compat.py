@@ -43,7 +43,8 @@ LANGUAGE_DIFFERENCES = {
            "`T.dynamic`; in a `T.prim_func`'s annotations an extent may be linear in one "
            "symbol (`n * 4`, `n + 1`: the tensor's size gives `n`); no other arithmetic on "
            "symbols",
-    "Kernel": "`threads` a multiple of 32 in [32, 1024] (TileLang pads other counts); at "
+    "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
+              "T.gemm and the warp shuffles are a compile error (they need whole warps); at "
               "least one grid extent; no cluster dimensions",
     "get_thread_binding": "in a kernel's `with T.Kernel` body (not in a `@T.macro`); "
                           "dimensions 1 and 2 need `threads=(x, y[, z])` written as a tuple "

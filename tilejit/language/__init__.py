@@ -93,9 +93,11 @@ class constexpr:
 
 
 def launch_shape(grid, threads):
-    """(grid extents as a tuple of 1–3 ints, threads per block), checked: threads a
-    multiple of 32 in [32, 1024] (a tuple of block extents multiplies out), extents not
-    negative, within CUDA's limits (``GRID_LIMITS``)."""
+    """(grid extents as a tuple of 1–3 ints, threads per block), checked: threads in
+    [1, 1024] (a tuple of block extents multiplies out; any count, as TileLang and CUDA
+    allow: the last warp of a count that is not a multiple of 32 is partial, and what
+    needs whole warps says so when it compiles), extents not negative, within CUDA's
+    limits (``GRID_LIMITS``)."""
     if not 1 <= len(grid) <= 3:
         raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
     if isinstance(threads, (tuple, list)):
@@ -104,9 +106,8 @@ def launch_shape(grid, threads):
             n *= int(t)
         threads = n
     threads = int(threads)
-    if threads % 32 or not 32 <= threads <= 1024:
-        raise ValueError(f"T.Kernel threads: expected a multiple of 32 in [32, 1024], "
-                         f"got {threads}")
+    if not 1 <= threads <= 1024:
+        raise ValueError(f"T.Kernel threads: expected a count in [1, 1024], got {threads}")
     dims = tuple(int(g) for g in grid)
     if any(g < 0 for g in dims):
         raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")

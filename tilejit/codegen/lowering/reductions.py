@@ -110,8 +110,23 @@ def _lane_exchange(builder, offset):
         address = builder.shl(builder.xor(lane, I32(offset)), I32(2))
         return lambda x: builder.call(fn, [address, x])
     fn = intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
-    full = ir.Constant(I32, 0xFFFFFFFF)
-    return lambda x: builder.call(fn, [full, x, I32(offset), I32(0x1F)])
+    mask = _present_lanes(builder)
+    return lambda x: builder.call(fn, [mask, x, I32(offset), I32(0x1F)])
+
+
+def _present_lanes(builder) -> ir.Value:
+    """``shfl.sync``'s member mask: the whole warp, or in the last warp of a block whose
+    thread count is not a multiple of 32 the lanes it has (a mask naming a lane that does
+    not exist is undefined behaviour; the partners of a reduction's exchanges are threads
+    of the block, ``ir/digits.reduce_layout``)."""
+    threads = plan().launch_threads or plan().threads
+    if threads % 32 == 0:
+        return ir.Constant(I32, 0xFFFFFFFF)
+    if threads < 32:
+        return ir.Constant(I32, (1 << threads) - 1)
+    tid = builder.call(intrinsic(builder, "llvm.nvvm.read.ptx.sreg.tid.x", I32, []), [])
+    last = builder.icmp_unsigned(">=", tid, I32(threads // 32 * 32))
+    return builder.select(last, I32((1 << threads % 32) - 1), I32(0xFFFFFFFF))
 
 
 def _shfl_xor(builder, v, offset):

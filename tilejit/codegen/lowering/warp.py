@@ -20,9 +20,14 @@ FULL = 0xFFFFFFFF
 
 
 def _nvptx_only(what):
-    if current_kernel().target.kind == "amdgpu":
+    config = current_kernel()
+    if config.target.kind == "amdgpu":
         raise CompileError(f"T.{what}: warp shuffles are built for CUDA only (on AMDGPU a "
                            f"wave is 64 lanes; not built yet)")
+    threads = config.tiles.launch_threads or config.tiles.threads
+    if threads % 32:
+        raise CompileError(f"T.{what} needs whole warps (its mask names all 32 lanes), and "
+                           f"the block has {threads} threads: use a multiple of 32")
 
 
 def _shuffle(builder, kind, v, lane, clamp):

@@ -1,0 +1,125 @@
+"""A block of any thread count in [1, 1024], as TileLang and CUDA allow: ``threads=1``
+for scalar code, and counts that are not a multiple of 32, whose last warp is partial.
+A reduction across threads exchanges values only among the lanes the warp has (the
+shuffle's member mask); what needs whole warps (T.gemm, the warp shuffles) says so when
+it compiles, in simulation too. In simulation, PTX assembled by ptxas, and with
+``-m gpu`` on the device against the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def scalar(A):
+    with T.Kernel(1, threads=1) as _:
+        A[0] = T.ceildiv(A[1], 32)
+        A[2] = A[0] + A[1]
+
+
+@tilejit.kernel
+def row_max(A, B, threads: T.constexpr = 16):
+    with T.Kernel(1, threads=threads) as _:
+        f = T.alloc_fragment((8, 16), "float32")
+        r = T.alloc_fragment((8,), "float32")
+        T.copy(A, f)
+        T.reduce_max(f, r, dim=1)
+        T.copy(r, B)
+
+
+@tilejit.kernel
+def lane_swap(A, B):
+    with T.Kernel(1, threads=16) as _:
+        tx = T.get_thread_binding()
+        B[tx] = T.shfl_xor(A[tx], 1)
+
+
+@tilejit.kernel
+def small_gemm(A, B, C):
+    with T.Kernel(1, threads=16) as _:
+        a = T.alloc_shared((16, 16), "float16")
+        b = T.alloc_shared((16, 16), "float16")
+        c = T.alloc_fragment((16, 16), "float32")
+        T.copy(A, a)
+        T.copy(B, b)
+        T.clear(c)
+        T.gemm(a, b, c)
+        T.copy(c, C)
+
+
+THREADS = [1, 16, 48, 100]
+
+
+def test_one_thread():
+    a = np.array([0, 100, 0], np.int32)
+    scalar(a)
+    np.testing.assert_array_equal(a, [4, 100, 104])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_one_thread_ptx(arch, ptxas):
+    ptx = scalar.compile(np.zeros(3, np.int32), target="cuda", arch=arch).ptx
+    assert ".maxntid 1" in ptx
+    ptxas(ptx, arch)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_a_reduction_over_a_partial_warp(threads):
+    x = np.random.default_rng(threads).standard_normal((8, 16)).astype(np.float32)
+    y = np.zeros(8, np.float32)
+    row_max(x, y, threads)
+    np.testing.assert_array_equal(y, x.max(1))
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_the_shuffles_name_only_the_lanes_the_warp_has(threads, ptxas):
+    """16 threads: the mask is the 16 lanes (65535); 48 and 100: a mask chosen per warp
+    (the last one partial), so no constant mask in the shuffles."""
+    x, y = np.zeros((8, 16), np.float32), np.zeros(8, np.float32)
+    ptx = row_max.compile(x, y, threads, target="cuda", arch="sm_90a").ptx
+    shuffles = [line for line in ptx.splitlines() if "shfl.sync" in line]
+    masks = {line.split(",")[-1].strip(" ;") for line in shuffles}
+    if threads == 16:
+        assert shuffles and masks == {"65535"}
+    elif threads > 32:
+        assert shuffles and not any(m.isdigit() for m in masks)
+    assert "-1;" not in " ".join(shuffles)          # never the full mask
+    ptxas(ptx, "sm_90a")
+
+
+def test_what_needs_whole_warps_says_so():
+    a = np.zeros(16, np.float32)
+    with pytest.raises(tilejit.CompileError, match=r"T.shfl_xor needs whole warps .* 16 "
+                                                   r"threads"):
+        lane_swap(a, a.copy())                      # in simulation too
+    h = np.zeros((16, 16), np.float16)
+    with pytest.raises(tilejit.CompileError, match=r"T.gemm needs whole warps, the block "
+                                                   r"has 16 threads"):
+        small_gemm.compile(h, h, np.zeros((16, 16), np.float32), target="cuda",
+                           arch="sm_80")
+
+
+def test_counts_outside_1_to_1024_are_an_error():
+    for bad in (0, 1025):
+        with pytest.raises(ValueError, match=r"T.Kernel threads: expected a count in "
+                                             r"\[1, 1024\], got " + str(bad)):
+            T.launch_shape((1,), bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", THREADS)
+def test_on_the_gpu(threads):
+    x = torch.randn(8, 16)
+    y = torch.zeros(8, device="cuda")
+    row_max(x.cuda(), y, threads)
+    torch.cuda.synchronize()
+    sim = torch.zeros(8)
+    row_max(x, sim, threads)
+    assert torch.equal(y.cpu(), sim) and torch.equal(sim, x.max(1).values)
+    a = torch.tensor([0, 100, 0], dtype=torch.int32)
+    g = a.cuda()
+    scalar(g)
+    scalar(a)
+    assert torch.equal(g.cpu(), a)
