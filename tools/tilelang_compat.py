@@ -70,7 +70,9 @@ LANGUAGE_DIFFERENCES = {
     "tma_copy": "simulated only", "ws": "simulated only", "WarpSpecialize": "simulated only",
     "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors or scalars (`n: "
                  "T.int32`, passed at each call); no `T.ptr` or handle parameters",
-    "macro": "a `T.Kernel` inside a macro is not supported",
+    "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
+             "statement (or `return macro(...)`) with names or constants as arguments, "
+             "the macro in the kernel's file",
     "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
     "unroll": "a sequential loop (LLVM decides the unrolling)",

@@ -313,9 +313,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef.returns = None
     body = fdef.body
     launch = body[ks.launch_index]
+    # the host's asserts (shapes, dtypes) are the host program's
     prologue = [s for s in body[:ks.launch_index] if not (
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-        and s.targets[0].id in outputs)]
+        and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
     fdef.body = prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:

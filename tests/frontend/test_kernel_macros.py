@@ -1,0 +1,136 @@
+"""A kernel whose ``with T.Kernel`` block is in a ``@T.macro`` or plain helper it calls
+(TileLang programs compose kernels so: ``frontend/kernel_macros.py``): the helper's body
+stands in for the call, its parameters renamed to the call's arguments. In simulation,
+PTX assembled by ptxas, and with ``-m gpu`` on the device against the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+BLOCK = 64
+
+
+@T.macro
+def scaled_copy(A, B, scale=2.0):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, BLOCK), T.ceildiv(N, BLOCK), threads=128) as (bx, by):
+        for i, j in T.Parallel(BLOCK, BLOCK):
+            if bx * BLOCK + i < M and by * BLOCK + j < N:
+                B[bx * BLOCK + i, by * BLOCK + j] = A[bx * BLOCK + i, by * BLOCK + j] * scale
+
+
+def through(X, Y):                      # a plain helper that calls the macro
+    scaled_copy(X, Y, scale=3.0)
+
+
+@tilejit.kernel
+def doubled(A, B):
+    scaled_copy(A, B)
+
+
+@tilejit.kernel
+def tripled(A, B):
+    through(A, B)
+
+
+def test_the_macro_holds_the_launch():
+    a = np.random.default_rng(0).standard_normal((100, 130)).astype(np.float32)
+    b = np.zeros_like(a)
+    doubled(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+    tripled(a, b)
+    np.testing.assert_array_equal(b, a * 3)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx(arch, ptxas):
+    a = np.zeros((100, 130), np.float32)
+    for kernel in (doubled, tripled):
+        ptxas(kernel.compile(a, a.copy(), target="cuda", arch=arch).ptx, arch)
+
+
+@T.macro
+def negated(A):
+    M, N = A.shape
+    assert M % 2 == 0, f"M must be even, got {M}"      # host code: checked on the host
+    B = T.empty((M, N), A.dtype)
+    with T.Kernel(M, threads=32) as bx:
+        for j in T.serial(N):
+            B[bx, j] = -A[bx, j]
+    return B
+
+
+@tilejit.kernel
+def negate(A):
+    return negated(A)
+
+
+def test_the_macro_returns_the_kernels_output_and_asserts_on_the_host():
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(negate(a), -a)
+    with pytest.raises(AssertionError, match="M must be even, got 3"):
+        negate(np.zeros((3, 3), np.float32))
+    ptx = negate.compile(a, target="cuda", arch="sm_90a").ptx
+    assert "neg.f32" in ptx
+
+
+@T.macro
+def assigns_a_parameter(A, B):
+    A = B
+    with T.Kernel(1, threads=32) as bx:
+        A[bx] = 1.0
+
+
+def _closure_macro():
+    hidden = 4.0
+
+    @T.macro
+    def uses_hidden(A):
+        with T.Kernel(1, threads=32) as bx:
+            A[bx] = hidden
+    return uses_hidden
+
+
+uses_hidden = _closure_macro()
+
+
+def _line(text):
+    return next(n for n, src in enumerate(open(__file__), 1) if text in src)
+
+
+def test_what_cannot_be_inlined_is_an_error_at_the_call():
+    """Raised when the kernel is defined, at the call's line."""
+    with pytest.raises(tilejit.CompileError, match=r"it assigns its parameter\(s\) A") as e:
+        @tilejit.kernel
+        def bad_assign(A, B):
+            assigns_a_parameter(A, B)
+    assert f"line {_line('            assigns_a_parameter(A, B)')}" in str(e.value)
+    with pytest.raises(tilejit.CompileError, match=r"argument scale is `1.0 \+ 1.0`; pass a "
+                                                   r"name or a constant") as e:
+        @tilejit.kernel
+        def bad_argument(A, B):
+            scaled_copy(A, B, 1.0 + 1.0)
+    assert "the kernel's `with T.Kernel` block is in scaled_copy(), called here" in str(e.value)
+    with pytest.raises(tilejit.CompileError, match=r"it uses 'hidden', which means something "
+                                                   r"else \(or nothing\) in the kernel"):
+        @tilejit.kernel
+        def bad_name(A):
+            uses_hidden(A)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    a = torch.randn(100, 130)
+    for kernel, scale in ((doubled, 2), (tripled, 3)):
+        b = torch.zeros(100, 130, device="cuda")
+        kernel(a.cuda(), b)
+        torch.cuda.synchronize()
+        sim = torch.zeros(100, 130)
+        kernel(a, sim)
+        assert torch.equal(b.cpu(), sim) and torch.equal(sim, a * scale)
+    out = negate(a[:4].cuda())
+    assert out.is_cuda and torch.equal(out.cpu(), -a[:4])
+    with pytest.raises(AssertionError, match="M must be even"):
+        negate(a[:3].cuda())

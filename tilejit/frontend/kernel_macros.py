@@ -1,0 +1,148 @@
+"""A kernel whose ``with T.Kernel`` block is written in a ``@T.macro`` (or a plain helper)
+that the kernel calls, as TileLang programs compose kernels:
+
+    @T.macro
+    def copy_impl(A, B):
+        M, N = A.shape
+        with T.Kernel(T.ceildiv(M, 128), T.ceildiv(N, 128), threads=128) as (bx, by):
+            T.copy(A[bx * 128, by * 128], B[bx * 128, by * 128])
+
+    @tilejit.kernel
+    def copy(A, B):
+        copy_impl(A, B)
+
+The call statement (or ``return helper(...)``, the helper's own last statement being the
+``return`` of the kernel's outputs) is replaced by the helper's body, its parameters renamed to the
+call's arguments (names or constants), before the kernel's launch is looked for. The
+helper must be in the kernel's file (errors quote its lines there), must not assign its
+parameters, and every other name it uses must mean the same object in the kernel's
+namespace (the kernel's globals and closure are what the compiler resolves and watches
+for changes); anything else is a ``CompileError`` at the call (when the kernel is defined).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import language as T
+from tilejit.frontend.references import current_namespace
+
+_DEPTH = 8          # helpers holding the launch that call one another
+
+
+def _launches(stmts) -> bool:
+    return any(isinstance(s, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and _is_kernel(i.context_expr.func)
+        for i in s.items) for s in stmts)
+
+
+def _is_kernel(func) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "Kernel") or (
+        isinstance(func, ast.Name) and func.id == "Kernel")
+
+
+def _helper_function(obj):
+    if isinstance(obj, T.macro):
+        return obj.func
+    return obj if callable(obj) and hasattr(obj, "__code__") else None
+
+
+def inline_kernel_macros(ks, function_def_from_file, resolve_static) -> None:
+    """``ks.tree``'s top-level calls of helpers that hold the ``with T.Kernel`` block,
+    replaced by the helpers' bodies (in place), when the kernel has no launch of its own."""
+    for _ in range(_DEPTH):
+        if _launches(ks.tree.body):
+            return
+        for index, stmt in enumerate(ks.tree.body):
+            if not (isinstance(stmt, (ast.Expr, ast.Return)) and isinstance(stmt.value,
+                                                                             ast.Call)):
+                continue
+            fn = _helper_function(resolve_static(stmt.value.func, ks.namespace))
+            found = fn is not None and function_def_from_file(fn)
+            if not found or not _holds_launch(found[1], fn, function_def_from_file,
+                                              resolve_static, _DEPTH):
+                continue
+            ks.tree.body[index:index + 1] = _inlined(ks, stmt, fn, *found, resolve_static)
+            break
+        else:
+            return
+
+
+def _holds_launch(fdef, fn, function_def_from_file, resolve_static, depth) -> bool:
+    """Whether a helper's body holds the launch, itself or through a helper it calls."""
+    if _launches(fdef.body):
+        return True
+    if depth == 0:
+        return False
+    namespace = current_namespace(fn)
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            inner = _helper_function(resolve_static(stmt.value.func, namespace))
+            found = inner is not None and function_def_from_file(inner)
+            if found and _holds_launch(found[1], inner, function_def_from_file,
+                                       resolve_static, depth - 1):
+                return True
+    return False
+
+
+def _inlined(ks, stmt, fn, filename, fdef, resolve_static) -> list:
+    call = stmt.value
+    name = fdef.name
+
+    def error(msg):
+        return ks.error(f"the kernel's `with T.Kernel` block is in {name}(), called here: "
+                        f"{msg}", stmt)
+
+    if filename != ks.filename:
+        raise error(f"{name} is defined in {filename}; a helper that holds the launch must be "
+                    f"in the kernel's file")
+    params = [a.arg for a in fdef.args.args]
+    if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or \
+            any(isinstance(a, ast.Starred) for a in call.args):
+        raise error("its parameters must be plain positional ones")
+    bound = dict(zip(params, call.args))
+    for kw in call.keywords:
+        if kw.arg not in params or kw.arg in bound:
+            raise error(f"unexpected or repeated argument {kw.arg!r}")
+        bound[kw.arg] = kw.value
+    defaults = fdef.args.defaults
+    for p, d in zip(params[len(params) - len(defaults):], defaults):
+        bound.setdefault(p, d)
+    missing = [p for p in params if p not in bound]
+    if missing:
+        raise error(f"missing argument(s) {', '.join(missing)}")
+    for p, value in bound.items():
+        if not isinstance(value, (ast.Name, ast.Constant)):
+            raise error(f"argument {p} is `{ast.unparse(value)}`; pass a name or a constant")
+    assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)}
+    if assigned & set(params):
+        raise error(f"it assigns its parameter(s) {', '.join(sorted(assigned & set(params)))}")
+    own = current_namespace(fn)
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
+                n.id not in assigned and n.id not in params and n.id in own:
+            if resolve_static(n, ks.namespace) is not own[n.id]:
+                raise error(f"it uses {n.id!r}, which means something else (or nothing) in "
+                            f"the kernel; pass it as an argument or define it where the "
+                            f"kernel sees it")
+    body = [s for s in fdef.body if not (
+        s is fdef.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    returns = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Return)]
+    if any(r is not body[-1] for r in returns):
+        raise error("its only `return` may be its last statement (the kernel's outputs)")
+    if returns and isinstance(stmt, ast.Expr):
+        body = body[:-1]                # the kernel does not return what the helper does
+    renamed = _Rename(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
+    return renamed.body
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, bound):
+        self.bound = bound
+
+    def visit_Name(self, node):
+        value = self.bound.get(node.id)
+        if value is None or not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.copy_location(copy.deepcopy(value), node)
