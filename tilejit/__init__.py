@@ -8,7 +8,7 @@ import importlib
 from tilejit.version import __version__  # noqa: E402
 
 from tilejit import language  # noqa: E402
-from tilejit.errors import CompileError  # noqa: E402
+from tilejit.errors import AssumptionError, CompileError  # noqa: E402
 from tilejit.runtime.kernel import kernel  # noqa: E402
 # the simulator gives the T.* operations their Python meaning; it is imported the first
 # time one runs as Python (simulated kernels, direct calls), not by a compiled launch
@@ -84,4 +84,5 @@ def __getattr__(name):
 
 
 __all__ = ["kernel", "autotune", "autotuner", "jit", "compile", "PassConfigKey", "language",
-           "testing", "profiler", "TensorSupplyType", "CompileError", "__version__"]
+           "testing", "profiler", "TensorSupplyType", "CompileError", "AssumptionError",
+           "__version__"]

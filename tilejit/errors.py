@@ -15,6 +15,12 @@ class CompileError(Exception):
         super().__init__(format_located(message, filename, lineno))
 
 
+class AssumptionError(AssertionError, RuntimeError):
+    """A ``T.assume`` that does not hold: found by the simulator, or on the host before a
+    launch for a condition of the arguments' values and shapes only. An AssertionError,
+    and the RuntimeError TileLang raises for an assumption it checks at a launch."""
+
+
 def source_line(filename: str | None, lineno: int | None) -> str:
     if not filename or not lineno:
         return ""

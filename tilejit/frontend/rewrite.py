@@ -24,6 +24,8 @@ import copy
 import types
 
 from tilejit import language as T
+from tilejit.errors import AssumptionError
+from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
@@ -37,6 +39,7 @@ from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
 MAX, MIN = "__tj_max", "__tj_min"
 
 LAUNCH_CONFIG = "__tj_launch_config"     # the host program's (runtime/kernel.py binds it)
+ASSUMPTION_ERROR = "__tj_AssumptionError"  # the host program's (materialize binds it)
 
 
 def shape_constant_name(param: str, dim: int) -> str:
@@ -337,7 +340,8 @@ def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
     fdef.args.defaults = []
     for a in fdef.args.args:
         a.annotation = None
-    fdef.body = copy.deepcopy(ks.tree.body[:ks.launch_index])
+    fdef.body = [RaiseAssumptions(ASSUMPTION_ERROR).visit(s)
+                 for s in copy.deepcopy(ks.tree.body[:ks.launch_index])]
     call = copy.deepcopy(kernel_call(ks))
     keywords = call.keywords + [ast.keyword("outputs", ast.Tuple(
         [ast.Name(name, ast.Load()) for name in outputs], ast.Load()))]
@@ -353,6 +357,7 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
     """Compile one rewritten function definition into a function whose globals are
     ``namespace`` (the kernel's globals and closure, plus anything injected)."""
     namespace.setdefault(CAST, T.cast)
+    namespace.setdefault(ASSUMPTION_ERROR, AssumptionError)
     namespace.setdefault(LANGUAGE, T)
     namespace.setdefault(MAX, T.max)
     namespace.setdefault(MIN, T.min)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from tilejit.errors import CompileError
 from tilejit import language as T
+from tilejit.frontend.assumptions import hoist_host_assumptions
 from tilejit.frontend.kernel_macros import inline_kernel_macros
 from tilejit.frontend.references import check_reads, current_namespace, function_reads
 
@@ -209,6 +210,7 @@ def parse_kernel(func, tree=None) -> KernelSource:
                       namespace=function_namespace(func))
     inline_kernel_macros(ks, function_def_from_file, resolve_static)
     ks.launch_index = _find_launch(ks)
+    hoist_host_assumptions(ks, resolve_static)
     return ks
 
 

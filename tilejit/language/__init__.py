@@ -51,7 +51,7 @@ __all__ = [
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
-    "prim_func", "device_assert", "print", "constexpr", "Kernel", "Parallel", "serial",
+    "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
     "unroll", "vectorized", "ceildiv",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
     "Unroll", "Vectorized",
@@ -349,6 +349,14 @@ def ceil(x):
 def erf(x):
     """Error function."""
     return meaning("erf")(x)
+
+
+def assume(cond):
+    """A fact the compiler may rely on (TileLang's ``T.assume(N % 16 == 0)``): given to
+    LLVM (``llvm.assume``) on the GPU, where a false one is undefined behaviour; checked
+    by the simulator, and on the GPU too in kernels compiled with ``debug=True`` (as
+    ``T.device_assert``)."""
+    return meaning("assume")(cond)
 
 
 def device_assert(cond, msg=""):

@@ -73,7 +73,7 @@ def _interval_test(test, lane: set[str]) -> bool:
     return not (_names(test) & lane)
 
 
-_IMPURE = ("print", "atomic", "device_assert")
+_IMPURE = ("print", "atomic", "device_assert", "assume")
 
 
 def _pure(expr) -> bool:

@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 
+from tilejit.errors import AssumptionError
 from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS
 from tilejit.language.dtypes import as_dtype
@@ -635,6 +636,18 @@ def device_assert(cond, msg=""):
                              f"\"{frame.f_code.co_filename}\", line {frame.f_lineno}\n    {line}")
 
 
+def assume(cond):
+    """``T.assume``: false in any active lane is an ``AssertionError`` at the kernel's
+    line (on the GPU the compiler relies on it: undefined behaviour)."""
+    ok = np.all(cond) if STATE.mask is None else np.all(np.asarray(cond) | ~STATE.mask)
+    if not ok:
+        frame = sys._getframe(2)           # the kernel's line, past T.assume
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        raise AssumptionError(f"T.assume: the condition is false here (on the GPU the "
+                             f"compiler relies on it: undefined behaviour)\n  File "
+                             f"\"{frame.f_code.co_filename}\", line {frame.f_lineno}\n    {line}")
+
+
 def print(value, msg=""):  # noqa: A001 - TileLang's name
     """Print ``value`` from the device (each thread that reaches it), prefixed by
     ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
@@ -662,7 +675,7 @@ MEANINGS = {name: globals()[name] for name in (
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
     "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log",
     "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
-    "print")}
+    "assume", "print")}
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
     "reduce_absmax", "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min")})

@@ -39,14 +39,30 @@ def print_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+@lower(T.assume, types.boolean)
+def assume_impl(context, builder, sig, args):
+    """``llvm.assume``; with ``debug=True`` checked as ``T.device_assert`` instead."""
+    if current_kernel().debug:
+        _check(context, builder, args[0], f"T.assume is false at {_where(context)}")
+        return context.get_dummy_value()
+    fn = builder.module.declare_intrinsic("llvm.assume", (), ir.FunctionType(
+        ir.VoidType(), [ir.IntType(1)]))
+    builder.call(fn, [args[0]])
+    return context.get_dummy_value()
+
+
 @lower(T.device_assert, types.boolean)
 @lower(T.device_assert, types.boolean, types.StringLiteral)
 def device_assert_impl(context, builder, sig, args):
     if current_kernel().debug:
         msg = sig.args[1].literal_value.replace("%", "%%") if len(sig.args) > 1 else ""
-        with builder.if_then(builder.not_(args[0]), likely=False):
-            prefix, ids = _thread_prefix(context, builder)
-            emit_printf(builder, f"{prefix}T.device_assert failed at {_where(context)}: "
-                        f"{msg}\n", ids)
-            emit_trap(builder)
+        _check(context, builder, args[0], f"T.device_assert failed at {_where(context)}: {msg}")
     return context.get_dummy_value()
+
+
+def _check(context, builder, cond, text):
+    """Where ``cond`` is false: print ``text`` with the block and thread, and trap."""
+    with builder.if_then(builder.not_(cond), likely=False):
+        prefix, ids = _thread_prefix(context, builder)
+        emit_printf(builder, f"{prefix}{text}\n", ids)
+        emit_trap(builder)

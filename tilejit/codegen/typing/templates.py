@@ -397,6 +397,14 @@ class DeviceAssertTemplate(AbstractTemplate):
         return signature(types.none, types.boolean, *_message(args, "T.device_assert"))
 
 
+@infer_global(T.assume)
+class AssumeTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) != 1:
+            raise errors.TypingError("T.assume(cond) takes one condition")
+        return signature(types.none, types.boolean)
+
+
 # -- warp primitives (language/warp.py) -------------------------------------------------
 
 def _warp_value(ty, what, integers_only=False):
