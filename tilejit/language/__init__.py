@@ -52,7 +52,7 @@ __all__ = [
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
-    "unroll", "vectorized", "ceildiv",
+    "unroll", "vectorized", "ceildiv", "reinterpret",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
@@ -217,6 +217,13 @@ def cast(value, dtype):
     """``value`` converted to ``dtype`` (floats round to nearest even; float to int
     truncates toward zero)."""
     return _num.cast(value, as_dtype(dtype))
+
+
+def reinterpret(value, dtype):
+    """``value``'s bits as ``dtype`` of the same width (``T.reinterpret(x, T.uint32)`` for
+    a float32 ``x``): a bitcast, no conversion. Integers and float16/32/64; bfloat16 and
+    float8 are not (a ``TypeError``, a ``CompileError`` in a kernel)."""
+    return _num.reinterpret(value, as_dtype(dtype))
 
 
 def max(a, b):  # noqa: A001 - TileLang's name

@@ -66,6 +66,22 @@ def cast(value, dtype: DType):
     return out if isinstance(value, np.ndarray) else out[()]
 
 
+def reinterpret(value, dtype: DType):
+    """The bits of a typed value (a numpy scalar or array) as ``dtype``, of the same width."""
+    if dtype == bfloat16 or dtype in FLOAT8_MAX:
+        raise TypeError(f"T.reinterpret: to {dtype.name} is not supported (integers and "
+                        f"float16/32/64)")
+    arr = np.asarray(value)
+    if not isinstance(value, (np.ndarray, np.generic)) or arr.dtype.kind not in "iuf":
+        raise TypeError(f"T.reinterpret: expected a typed value (an element, or a "
+                        f"T.cast), got {value!r}")
+    if arr.dtype.itemsize != dtype.itemsize:
+        raise TypeError(f"T.reinterpret: {arr.dtype} ({arr.dtype.itemsize * 8} bits) as "
+                        f"{dtype.name} ({dtype.itemsize * 8} bits): the widths differ")
+    out = np.ascontiguousarray(arr).view(dtype.numpy)
+    return out if isinstance(value, np.ndarray) else out[()]
+
+
 def select(cond, a, b):
     if isinstance(cond, (bool, np.bool_)) and np.ndim(a) == 0 and np.ndim(b) == 0:
         return a if cond else b

@@ -186,6 +186,12 @@ def cast_impl(context, builder, sig, args):
     return impl_ret_untracked(context, builder, toty, context.cast(builder, value, fromty, toty))
 
 
+@lower(T.reinterpret, types.Number, types.StringLiteral)
+@lower(T.reinterpret, types.Number, DTypeType)
+def reinterpret_impl(context, builder, sig, args):
+    return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+
+
 @lower(T.if_then_else, types.boolean, types.Any, types.Any)
 def if_then_else_impl(context, builder, sig, args):
     cond, a, b = args

@@ -216,6 +216,22 @@ class CastTemplate(AbstractTemplate):
         return signature(numba_type(dtype), *args)
 
 
+@infer_global(T.reinterpret)
+class ReinterpretTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        dtype = dtype_of(args[1]) if len(args) == 2 and not kws else None
+        if dtype is None:
+            raise errors.TypingError(f"T.reinterpret(value, dtype): expected a value and a "
+                                     f"dtype, got {args}")
+        value, to = args[0], numba_type(dtype)
+        ok = (types.Integer, types.Float)
+        if not isinstance(value, ok) or not isinstance(to, ok) or \
+                getattr(value, "bitwidth", 0) != getattr(to, "bitwidth", 0):
+            raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: a bitcast "
+                                     f"needs integers or float16/32/64 of the same width")
+        return signature(to, *args)
+
+
 @infer_global(T.infinity)
 class InfinityTemplate(AbstractTemplate):
     def generic(self, args, kws):
