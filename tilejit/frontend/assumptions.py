@@ -16,13 +16,14 @@ import ast
 import copy
 
 from tilejit import language as T
+from tilejit.frontend.source import resolve_static
 
 ASSUME = "Assume: "
 _PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp,
          ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
 
 
-def hoist_host_assumptions(ks, resolve_static) -> None:
+def hoist_host_assumptions(ks) -> None:
     """Each host-evaluable top-level ``T.assume`` of the block, asserted before the launch
     too (``ks.tree`` and ``ks.launch_index`` updated in place)."""
     launch = ks.tree.body[ks.launch_index]

@@ -26,6 +26,7 @@ import copy
 
 from tilejit import language as T
 from tilejit.frontend.references import current_namespace
+from tilejit.frontend.source import SubstituteLoads, function_def_from_file, resolve_static
 
 _DEPTH = 8          # helpers holding the launch that call one another
 
@@ -47,7 +48,7 @@ def _helper_function(obj):
     return obj if callable(obj) and hasattr(obj, "__code__") else None
 
 
-def inline_kernel_macros(ks, function_def_from_file, resolve_static) -> None:
+def inline_kernel_macros(ks) -> None:
     """``ks.tree``'s top-level calls of helpers that hold the ``with T.Kernel`` block,
     replaced by the helpers' bodies (in place), when the kernel has no launch of its own."""
     for _ in range(_DEPTH):
@@ -59,16 +60,15 @@ def inline_kernel_macros(ks, function_def_from_file, resolve_static) -> None:
                 continue
             fn = _helper_function(resolve_static(stmt.value.func, ks.namespace))
             found = fn is not None and function_def_from_file(fn)
-            if not found or not _holds_launch(found[1], fn, function_def_from_file,
-                                              resolve_static, _DEPTH):
+            if not found or not _holds_launch(found[1], fn, _DEPTH):
                 continue
-            ks.tree.body[index:index + 1] = _inlined(ks, stmt, fn, *found, resolve_static)
+            ks.tree.body[index:index + 1] = _inlined(ks, stmt, fn, *found)
             break
         else:
             return
 
 
-def _holds_launch(fdef, fn, function_def_from_file, resolve_static, depth) -> bool:
+def _holds_launch(fdef, fn, depth) -> bool:
     """Whether a helper's body holds the launch, itself or through a helper it calls."""
     if _launches(fdef.body):
         return True
@@ -79,13 +79,12 @@ def _holds_launch(fdef, fn, function_def_from_file, resolve_static, depth) -> bo
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             inner = _helper_function(resolve_static(stmt.value.func, namespace))
             found = inner is not None and function_def_from_file(inner)
-            if found and _holds_launch(found[1], inner, function_def_from_file,
-                                       resolve_static, depth - 1):
+            if found and _holds_launch(found[1], inner, depth - 1):
                 return True
     return False
 
 
-def _inlined(ks, stmt, fn, filename, fdef, resolve_static) -> list:
+def _inlined(ks, stmt, fn, filename, fdef) -> list:
     call = stmt.value
     name = fdef.name
 
@@ -133,16 +132,5 @@ def _inlined(ks, stmt, fn, filename, fdef, resolve_static) -> list:
         raise error("its only `return` may be its last statement (the kernel's outputs)")
     if returns and isinstance(stmt, ast.Expr):
         body = body[:-1]                # the kernel does not return what the helper does
-    renamed = _Rename(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
+    renamed = SubstituteLoads(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
     return renamed.body
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, bound):
-        self.bound = bound
-
-    def visit_Name(self, node):
-        value = self.bound.get(node.id)
-        if value is None or not isinstance(node.ctx, ast.Load):
-            return node
-        return ast.copy_location(copy.deepcopy(value), node)

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 
 from tilejit.errors import CompileError
 from tilejit import language as T
-from tilejit.frontend.assumptions import hoist_host_assumptions
-from tilejit.frontend.kernel_macros import inline_kernel_macros
 from tilejit.frontend.references import check_reads, current_namespace, function_reads
 
 _RESOLVING = threading.Lock()
@@ -102,6 +100,20 @@ def resolve_static(node: ast.AST, namespace: dict):
         base = resolve_static(node.value, namespace)
         return getattr(base, node.attr, None) if base is not None else None
     return None
+
+
+class SubstituteLoads(ast.NodeTransformer):
+    """Each load of a name in ``exprs`` ({name: expression}) replaced by a copy of its
+    expression (stores are left alone)."""
+
+    def __init__(self, exprs: dict):
+        self.exprs = exprs
+
+    def visit_Name(self, node):
+        expr = self.exprs.get(node.id)
+        if expr is None or not isinstance(node.ctx, ast.Load):
+            return node
+        return ast.copy_location(copy.deepcopy(expr), node)
 
 
 def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
@@ -208,9 +220,12 @@ def parse_kernel(func, tree=None) -> KernelSource:
                 if v.default is not inspect.Parameter.empty}
     ks = KernelSource(func, filename, fdef, params, constexprs, defaults,
                       namespace=function_namespace(func))
-    inline_kernel_macros(ks, function_def_from_file, resolve_static)
+    # the two import this module (its source reading helpers): a circle broken here
+    from tilejit.frontend.assumptions import hoist_host_assumptions
+    from tilejit.frontend.kernel_macros import inline_kernel_macros  # (the same circle)
+    inline_kernel_macros(ks)
     ks.launch_index = _find_launch(ks)
-    hoist_host_assumptions(ks, resolve_static)
+    hoist_host_assumptions(ks)
     return ks
 
 

@@ -91,6 +91,11 @@ class TilePlan:
     # the tiles are planned over (0: no roles)
     role_threads: int = 0
 
+    @property
+    def block_threads(self) -> int:
+        """The threads launched per block (a warp-specialized kernel's producer too)."""
+        return self.launch_threads or self.threads
+
     def tile(self, name: str) -> Tile:
         return self.tiles[name]
 

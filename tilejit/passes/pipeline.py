@@ -51,7 +51,7 @@ import copy
 from dataclasses import dataclass
 
 from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import SubstituteLoads, resolve_static
 from tilejit.ir.markers import COMMIT, COPY_ASYNC, GEMM, REGION, STAGE, SYNC, WAIT
 from tilejit.ir.plan import SHARED
 from tilejit.passes.barriers import shared_writes
@@ -87,16 +87,6 @@ def _assigned(stmts) -> set[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
     return out
-
-
-class _Substitute(ast.NodeTransformer):
-    def __init__(self, name, expr):
-        self.name, self.expr = name, expr
-
-    def visit_Name(self, node):
-        if node.id == self.name and isinstance(node.ctx, ast.Load):
-            return ast.copy_location(copy.deepcopy(self.expr), node)
-        return node
 
 
 class _StageTiles(ast.NodeTransformer):
@@ -244,7 +234,7 @@ class _Pipeliner(ast.NodeTransformer):
             out = []
             for s in producers:
                 src, dst = s.value.args
-                src = _Substitute(loop_var, k_expr).visit(copy.deepcopy(src))
+                src = SubstituteLoads({loop_var: k_expr}).visit(copy.deepcopy(src))
                 dst_staged = _call(STAGE, [ast.Name(dst.id, ast.Load()), stage_expr])
                 out.append(mark(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s), pid, role))
             return out

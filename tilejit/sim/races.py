@@ -115,13 +115,8 @@ class SharedRaces:
     def read(self, idx=None, active=None) -> None:
         if STATE.quiet_races or not STATE.role_depth:
             return
-        me, clock = STATE.role, self.clocks.of[STATE.role]
-        sel = _selection(idx, active, self.w_role.shape)
-        writer = self.w_role[sel]
-        unknown = (writer >= 0) & (writer != me) & (
-            self.w_epoch[sel] > clock[np.maximum(writer, 0)])
-        if unknown.any():
-            self._report("reads", "written", sel, unknown, writer, self.w_loc[sel])
+        me, clock, sel = self._after_writes("reads", _selection(idx, active,
+                                                                self.w_role.shape))
         loc = self.clocks.location()
         self.r_epoch[me][sel] = clock[me]
         self.r_loc[me][sel] = loc
@@ -129,13 +124,8 @@ class SharedRaces:
     def write(self, idx=None) -> None:
         if STATE.quiet_races or not STATE.role_depth:
             return
-        me, clock = STATE.role, self.clocks.of[STATE.role]
-        sel = _selection(idx, None, self.w_role.shape)
-        writer = self.w_role[sel]
-        unknown = (writer >= 0) & (writer != me) & (
-            self.w_epoch[sel] > clock[np.maximum(writer, 0)])
-        if unknown.any():
-            self._report("writes", "written", sel, unknown, writer, self.w_loc[sel])
+        me, clock, sel = self._after_writes("writes", _selection(idx, None,
+                                                                 self.w_role.shape))
         for q in range(len(clock)):
             if q != me:
                 unknown = self.r_epoch[q][sel] > clock[q]
@@ -145,6 +135,17 @@ class SharedRaces:
         self.w_role[sel] = me
         self.w_epoch[sel] = clock[me]
         self.w_loc[sel] = self.clocks.location()
+
+    def _after_writes(self, does, sel):
+        """(role, its clock, ``sel``) once every other role's last write of the elements
+        ``sel`` picks is ordered before this access; else a RaceError."""
+        me, clock = STATE.role, self.clocks.of[STATE.role]
+        writer = self.w_role[sel]
+        unknown = (writer >= 0) & (writer != me) & (
+            self.w_epoch[sel] > clock[np.maximum(writer, 0)])
+        if unknown.any():
+            self._report(does, "written", sel, unknown, writer, self.w_loc[sel])
+        return me, clock, sel
 
     def _report(self, does, done, sel, unknown, who, locs):
         pos = tuple(np.argwhere(np.atleast_1d(unknown))[0]) if np.ndim(unknown) else ()

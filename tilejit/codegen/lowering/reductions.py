@@ -119,7 +119,7 @@ def _present_lanes(builder) -> ir.Value:
     thread count is not a multiple of 32 the lanes it has (a mask naming a lane that does
     not exist is undefined behaviour; the partners of a reduction's exchanges are threads
     of the block, ``ir/digits.reduce_layout``)."""
-    threads = plan().launch_threads or plan().threads
+    threads = plan().block_threads
     if threads % 32 == 0:
         return ir.Constant(I32, 0xFFFFFFFF)
     if threads < 32:

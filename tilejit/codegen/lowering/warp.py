@@ -19,12 +19,12 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 FULL = 0xFFFFFFFF
 
 
-def _nvptx_only(what):
+def _whole_cuda_warps(what):
     config = current_kernel()
     if config.target.kind == "amdgpu":
         raise CompileError(f"T.{what}: warp shuffles are built for CUDA only (on AMDGPU a "
                            f"wave is 64 lanes; not built yet)")
-    threads = config.tiles.launch_threads or config.tiles.threads
+    threads = config.tiles.block_threads
     if threads % 32:
         raise CompileError(f"T.{what} needs whole warps (its mask names all 32 lanes), and "
                            f"the block has {threads} threads: use a multiple of 32")
@@ -59,7 +59,7 @@ def _register_reductions():
 
         @lower(fn, types.Any)
         def impl(context, builder, sig, args, name=name):
-            _nvptx_only(f"warp_reduce_{name}")
+            _whole_cuda_warps(f"warp_reduce_{name}")
             ty, v = sig.args[0], args[0]
             clamp = I32(0x1F)
             for offset in (16, 8, 4, 2, 1):
@@ -72,7 +72,7 @@ def _register_shuffles():
     kinds = {T.shfl_xor: "bfly", T.shfl_down: "down", T.shfl_up: "up", T.shfl_sync: "idx"}
     for fn, kind in kinds.items():
         def impl(context, builder, sig, args, kind=kind, fn=fn):
-            _nvptx_only(fn.__name__)
+            _whole_cuda_warps(fn.__name__)
             lane = builder.trunc(args[1], I32)
             width = args[2] if len(args) > 2 else I64(32)
             return _shuffle(builder, kind, args[0], lane, _clamp(builder, kind, width))
