@@ -35,7 +35,7 @@ from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (async_proxy, barriers, divisors, epilogue_staging, layout_inference,
+from tilejit.passes import (async_proxy, barriers, clear_folding, divisors, epilogue_staging, layout_inference,
                             parallel_guards, pipeline, rasterization, registers, shared_memory,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
@@ -50,6 +50,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies

@@ -18,7 +18,8 @@ inside an atom by adding bytes to the start address; an MN-major one (A^T as (K,
 grows by multiples of 16 inside a 1024-byte aligned pattern, so the base offset is 0.
 
 One gemm is: the accumulator registers passed through an empty asm (so LLVM keeps
-their earlier writes above the fence), ``wgmma.fence``, the ``k steps x slices``
+their earlier writes above the fence; a gemm that clears C passes undefined registers
+instead, which its first ``scale-d = 0`` step does not read), ``wgmma.fence``, the ``k steps x slices``
 instructions (the first with ``scale-d = 0`` when the gemm clears C), ``commit_group``,
 ``wait_group 0``, the registers passed through again (so nothing reads them above the
 wait). A gemm therefore returns with its reads of shared memory complete, which is what
@@ -91,6 +92,7 @@ class _Accumulator:
         self.half = gp.dtypes[2] == "float16"
         self.constraint = "r" if self.half or gp.dtypes[2] == "int32" else "f"
         self.per_slice = 4 * gp.repeat_n
+        self.registers = self.per_slice // 2 if self.half else self.per_slice
 
     def load(self, rm):
         b = self.builder
@@ -139,10 +141,13 @@ def _a_registers(context, builder, gp, a_ty, a_ptr, rm, kk):
 
 
 def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
-    """One wgmma.mma_async of a slice: new accumulator registers."""
+    """One wgmma.mma_async of a slice: new accumulator registers. With ``accumulate``
+    false (``scale-d = 0``) ``regs`` is None: the registers are outputs only, so no
+    instruction defines them before the asynchronous write (LLVM would materialize
+    undefined inputs as zeros)."""
     types, k = WGMMA[gp.dtypes]
     n = gp.warp_n
-    count = len(regs)
+    count = acc.registers
     outs = ", ".join(f"${i}" for i in range(count))
     if isinstance(a, list):             # A from registers
         a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}"
@@ -160,10 +165,11 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
     text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(nxt + 1) + ", 0; "
             f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
             f"${nxt}, tjd{tail}; }}")
-    constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"]
-                           + [str(i) for i in range(count)])
-    ret = ir.LiteralStructType([r.type for r in regs])
-    out = _asm(builder, text, constraints, a_args + [b_desc, I32(int(accumulate))] + regs, ret)
+    tied = [str(i) for i in range(count)] if regs is not None else []
+    constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"] + tied)
+    ret = ir.LiteralStructType([F32 if acc.constraint == "f" else I32] * count)
+    out = _asm(builder, text, constraints,
+               a_args + [b_desc, I32(int(accumulate))] + (regs or []), ret)
     return [builder.extract_value(out, i) for i in range(count)]
 
 
@@ -187,7 +193,11 @@ def emit_wgmma_gemm(context, builder, sig, args):
     if gn is not None:
         step = operand_offset(gp.b_smem, gp.warp_n, 0, size, b_mn)
         b_desc = _advance(builder, b_desc, builder.mul(gn, I32(step)))
-    regs = [_pass_through(builder, acc.load(rm), acc.constraint) for rm in range(gp.repeat_m)]
+    if gp.clear_accum:      # scale-d = 0 on the first step: the old values are not read
+        regs = [None] * gp.repeat_m
+    else:
+        regs = [_pass_through(builder, acc.load(rm), acc.constraint)
+                for rm in range(gp.repeat_m)]
     _barrier_asm(builder, "wgmma.fence.sync.aligned;")
     if len(args) > 4:                   # the pipeline's folded cp.async refill
         with builder.if_then(args[4]):
