@@ -35,9 +35,10 @@ from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (async_proxy, barriers, clear_folding, divisors, epilogue_staging, layout_inference,
-                            parallel_guards, pipeline, rasterization, registers, shared_memory,
-                            tile_allocation, tma, tma_store, warp_roles, warp_specialize)
+from tilejit.passes import (async_proxy, barriers, clear_folding, divisors, epilogue_staging,
+                            layout_inference, parallel_guards, pipeline, rasterization,
+                            registers, shared_memory, tile_allocation, tma, tma_store,
+                            warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx

@@ -18,9 +18,9 @@ inside an atom by adding bytes to the start address; an MN-major one (A^T as (K,
 grows by multiples of 16 inside a 1024-byte aligned pattern, so the base offset is 0.
 
 One gemm is: the accumulator registers passed through an empty asm (so LLVM keeps
-their earlier writes above the fence; a gemm that clears C passes undefined registers
-instead, which its first ``scale-d = 0`` step does not read), ``wgmma.fence``, the ``k steps x slices``
-instructions (the first with ``scale-d = 0`` when the gemm clears C), ``commit_group``,
+their earlier writes above the fence; a gemm that clears C passes none: its first step,
+``scale-d = 0``, does not read them and they are its outputs only), ``wgmma.fence``, the
+``k steps x slices`` instructions, ``commit_group``,
 ``wait_group 0``, the registers passed through again (so nothing reads them above the
 wait). A gemm therefore returns with its reads of shared memory complete, which is what
 the pipelines' stage release relies on.
