@@ -111,18 +111,18 @@ def main():
                 torch.cuda.synchronize()
                 err = (out.float() - reference(*small, causal)).abs().max().item()
                 assert err < 4e-2, (s, dtype, causal, err)
-                fns = [("grid 128x128", lambda cfg=cfg: fast(q, k, v, o, **cfg))]
+                t = (q, k, v, o)
+                fns = [("grid 128x128", lambda cfg=cfg, t=t: fast(*t, **cfg))]
                 for group in (0, 8):
                     fns.append((f"persistent group={group or 'm_blocks'}",
-                                lambda cfg=cfg, g=group: flashattn_persistent(
-                                    q, k, v, o, sms=sms, group=g, **cfg)))
+                                lambda cfg=cfg, g=group, t=t: flashattn_persistent(
+                                    *t, sms=sms, group=g, **cfg)))
 
-                def cudnn(causal=causal):
+                def cudnn(causal=causal, t=(qt, kt, vt)):
                     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                        torch.nn.functional.scaled_dot_product_attention(
-                            qt, kt, vt, is_causal=causal)
+                        torch.nn.functional.scaled_dot_product_attention(*t, is_causal=causal)
                 fns.append(("cudnn", cudnn))
-                for name, fn in fns:
+                for _, fn in fns:
                     fn()
                 torch.cuda.synchronize()
                 ref = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt,

@@ -62,7 +62,8 @@ def inline_kernel_macros(ks) -> None:
             found = fn is not None and function_def_from_file(fn)
             if not found or not _holds_launch(found[1], fn, _DEPTH):
                 continue
-            ks.tree.body[index:index + 1] = _inlined(ks, stmt, fn, *found)
+            ks.tree.body[index:index + 1] = inline_call(
+                ks, stmt, fn, *found, "the kernel's `with T.Kernel` block is in")
             break
         else:
             return
@@ -84,17 +85,19 @@ def _holds_launch(fdef, fn, depth) -> bool:
     return False
 
 
-def _inlined(ks, stmt, fn, filename, fdef) -> list:
+def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
+    """The statements of helper ``fn`` (``fdef``, parsed from ``filename``) that replace
+    the call statement ``stmt``: its parameters renamed to the call's arguments. ``what``
+    begins the errors' message ("<what> name(), called here: ...")."""
     call = stmt.value
     name = fdef.name
 
     def error(msg):
-        return ks.error(f"the kernel's `with T.Kernel` block is in {name}(), called here: "
-                        f"{msg}", stmt)
+        return ks.error(f"{what} {name}(), called here: {msg}", stmt)
 
     if filename != ks.filename:
-        raise error(f"{name} is defined in {filename}; a helper that holds the launch must be "
-                    f"in the kernel's file")
+        raise error(f"{name} is defined in {filename}; a helper inlined into the kernel must "
+                    f"be in the kernel's file")
     params = [a.arg for a in fdef.args.args]
     if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or \
             any(isinstance(a, ast.Starred) for a in call.args):

@@ -223,7 +223,9 @@ def parse_kernel(func, tree=None) -> KernelSource:
     # the two import this module (its source reading helpers): a circle broken here
     from tilejit.frontend.assumptions import hoist_host_assumptions
     from tilejit.frontend.kernel_macros import inline_kernel_macros  # (the same circle)
+    from tilejit.frontend.tile_helpers import inline_tile_helpers    # (the same circle)
     inline_kernel_macros(ks)
+    inline_tile_helpers(ks)
     ks.launch_index = _find_launch(ks)
     hoist_host_assumptions(ks)
     return ks

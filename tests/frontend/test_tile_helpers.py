@@ -1,0 +1,100 @@
+"""Helpers that hold tile operations, as TileLang programs write them
+(frontend/tile_helpers.py): inlined into the kernel, their ``**kwargs`` built from
+compile-time values passed as keywords, their own names kept apart from the kernel's.
+In simulation, the PTX for sm_80 and sm_90a through ptxas, and on the device against
+torch and the simulator."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+def _reduce(T, op, src, dst, rows, dim, scale=1):
+    kwargs = {} if op == "max" else {"clear": True}
+    if op == "sum":
+        T.reduce_sum(src, dst, dim=dim, **kwargs)
+    elif op == "max":
+        T.reduce_max(src, dst, dim=dim, **kwargs)
+    _scaled(dst, rows, scale)
+
+
+def _scaled(x, rows, scale):
+    tmp = T.alloc_fragment((rows,), T.float32)     # a name the kernel also uses
+    T.copy(x, tmp)
+    for i in T.Parallel(rows):
+        x[i] = tmp[i] * scale
+
+
+def _make(op, scale):
+    @tilejit.kernel
+    def rows(A, B, C):
+        M, N = A.shape
+        with T.Kernel(1, threads=128):
+            src = T.alloc_fragment((M, N), A.dtype)
+            dst = T.alloc_fragment((M,), A.dtype)
+            tmp = T.alloc_fragment((M,), A.dtype)
+            T.copy(A, src)
+            _reduce(T, op, src, dst, M, dim=1, scale=scale)
+            for i in T.Parallel(M):
+                tmp[i] = dst[i] + 1
+            T.copy(dst, B)
+            T.copy(tmp, C)
+    return rows
+
+
+def _inputs(lib=np):
+    a = np.random.default_rng(2).standard_normal((64, 96)).astype(np.float32)
+    return a, np.zeros(64, np.float32), np.zeros(64, np.float32)
+
+
+def _expected(a, op, scale):
+    r = (a.astype(np.float64).sum(1) if op == "sum" else a.max(1)) * scale
+    return r, r + 1
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_helper_with_tile_operations_in_simulation(op):
+    a, b, c = _inputs()
+    _make(op, 2.0)(a, b, c)
+    want_b, want_c = _expected(a, op, 2.0)
+    np.testing.assert_allclose(b, want_b, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(c, want_c, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_the_helper_is_compiled_into_the_kernel(op, arch, ptxas):
+    ptx = _make(op, 2.0).compile(*_inputs(), target="cuda", arch=arch).ptx
+    assert ("max.f32" in ptx) == (op == "max")      # the op the compile-time `if` chose
+    ptxas(ptx, arch)
+
+
+def test_an_argument_must_be_a_name_or_a_constant():
+    """Reported when the kernel is defined, at the call."""
+    with pytest.raises(tilejit.CompileError, match=r"a helper with tile operations, _reduce\(\), "
+                                                   r"called here: argument dim is `0 \+ 1`"):
+        @tilejit.kernel
+        def bad(A, B, C):
+            M, N = A.shape
+            with T.Kernel(1, threads=128):
+                src = T.alloc_fragment((M, N), A.dtype)
+                dst = T.alloc_fragment((M,), A.dtype)
+                T.copy(A, src)
+                _reduce(T, "sum", src, dst, M, dim=0 + 1)
+                T.copy(dst, B)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_on_the_gpu(op):
+    a, b, c = _inputs()
+    dev = [torch.from_numpy(x).cuda() for x in (a, b, c)]
+    kernel = _make(op, 0.5)
+    kernel(*dev)
+    kernel(a, b, c)
+    want_b, want_c = _expected(a, op, 0.5)
+    np.testing.assert_allclose(dev[1].cpu().numpy(), want_b, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dev[2].cpu().numpy(), want_c, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dev[1].cpu().numpy(), b, rtol=1e-6, atol=1e-5)

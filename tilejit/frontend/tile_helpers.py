@@ -1,0 +1,179 @@
+"""Helpers that hold tile operations, inlined into the kernel's syntax tree.
+
+A plain helper (or ``@T.macro``) that a kernel calls is otherwise compiled from its
+bytecode as a device function (``codegen/macros.py``): scalar code only, since the tile
+passes work on the kernel's source. TileLang programs also put tile operations in
+helpers, with the options of the operation chosen in Python::
+
+    def _reduce(T, op, src, dst, dim, batch=1):
+        kwargs = {} if batch == 1 else {"batch": batch}
+        if op == "sum":
+            T.reduce_sum(src, dst, dim=dim, **kwargs)
+        elif op == "max":
+            T.reduce_max(src, dst, dim=dim, **kwargs)
+
+    with T.Kernel(1, threads=128):
+        ...
+        _reduce(T, op, src, dst, dim=1)
+
+A call statement of such a helper (one whose body names a tile operation of
+``tilejit.language``, or passes ``**`` a dict, itself or through a helper it calls) is
+replaced by the helper's body, as ``kernel_macros.inline_call`` does for a helper holding
+the launch (same rules: the helper in the kernel's file, arguments names or constants,
+parameters not assigned). The names the body assigns are renamed apart from the
+kernel's (``<name>__<helper><n>``), and a dict the body builds from compile-time values
+only to pass it as ``**kwargs`` is evaluated here and passed as keywords. The ``if``s on
+the now constant arguments (``op == "sum"``) are folded by the tile passes as any other
+compile-time ``if``. In simulation the helper is an ordinary Python call.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+
+from tilejit import language as T
+from tilejit.frontend.helpers import is_helper
+from tilejit.frontend.kernel_macros import inline_call
+from tilejit.frontend.references import current_namespace
+from tilejit.frontend.source import function_def_from_file, resolve_static
+
+_DEPTH = 8
+_TILE_OPS = {getattr(T, name) for name in (
+    "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
+    "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
+    "cumsum", "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "Parallel",
+    "Pipelined", "annotate_layout", "atomic_add", "atomic_max", "atomic_min",
+    "all_of", "any_of") if hasattr(T, name)}
+
+
+def inline_tile_helpers(ks) -> None:
+    """Every call statement in ``ks.tree`` of a helper that holds tile operations,
+    replaced by the helper's body (in place)."""
+    _Inliner(ks).run(ks.tree, _DEPTH)
+
+
+class _Inliner:
+    def __init__(self, ks):
+        self.ks = ks
+        self.count = 0
+
+    def run(self, node, depth):
+        for stmts in _statement_lists(node):
+            out = []
+            for stmt in stmts:
+                body = self._inline(stmt, depth) if depth else None
+                out.extend(body if body is not None else [stmt])
+            stmts[:] = out
+
+    def _inline(self, stmt, depth):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return None
+        fn = _helper(resolve_static(stmt.value.func, self.ks.namespace))
+        found = fn is not None and function_def_from_file(fn)
+        if not found or not self._holds_tile_ops(found[1], fn, depth):
+            return None
+        body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
+        self.count += 1
+        module = ast.Module(body=body, type_ignores=[])
+        _rename_locals(module, f"__{found[1].name}{self.count}")
+        _expand_static_kwargs(module, self.ks)
+        self.run(module, depth - 1)
+        return module.body
+
+    def _holds_tile_ops(self, fdef, fn, depth) -> bool:
+        namespace = {**current_namespace(fn), "T": T}
+        for node in ast.walk(fdef):
+            if not isinstance(node, ast.Call):
+                continue
+            if any(k.arg is None for k in node.keywords):
+                return True
+            if resolve_static(node.func, namespace) in _TILE_OPS:
+                return True
+            if depth > 1 and isinstance(node.func, ast.Name):
+                inner = _helper(resolve_static(node.func, namespace))
+                found = inner is not None and function_def_from_file(inner)
+                if found and self._holds_tile_ops(found[1], inner, depth - 1):
+                    return True
+        return False
+
+
+def _helper(obj):
+    if isinstance(obj, T.macro):
+        obj = obj.func
+    return obj if is_helper(obj) else None
+
+
+def _statement_lists(node):
+    for sub in ast.walk(node):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(sub, field, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                yield stmts
+
+
+def _rename_locals(module, suffix):
+    """The names the inlined body assigns, renamed apart from the kernel's."""
+    stored = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)}
+    for n in ast.walk(module):
+        if isinstance(n, ast.Name) and n.id in stored:
+            n.id = n.id + suffix
+
+
+def _expand_static_kwargs(module, ks):
+    """``kw = <dict of compile-time values>`` used only as ``f(..., **kw)``: the
+    assignment dropped and its items passed as keywords."""
+    uses = {}
+    for n in ast.walk(module):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            uses.setdefault(n.id, []).append(n)
+    starred = {k.value.id for c in ast.walk(module) if isinstance(c, ast.Call)
+               for k in c.keywords if k.arg is None and isinstance(k.value, ast.Name)}
+    values = {}
+    for stmts in _statement_lists(module):
+        for stmt in list(stmts):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)):
+                continue
+            name = stmt.targets[0].id
+            if name not in starred or name in values or \
+                    len(uses.get(name, [])) != _starred_uses(module, name):
+                continue
+            value = _static_dict(stmt.value, ks.namespace)
+            if value is not None:
+                values[name] = value
+                stmts.remove(stmt)
+    for call in ast.walk(module):
+        if isinstance(call, ast.Call):
+            keywords = []
+            for k in call.keywords:
+                if k.arg is None and isinstance(k.value, ast.Name) and k.value.id in values:
+                    keywords += [ast.keyword(key, ast.Constant(v))
+                                 for key, v in values[k.value.id].items()]
+                else:
+                    keywords.append(k)
+            call.keywords = keywords
+
+
+def _starred_uses(module, name):
+    return sum(1 for c in ast.walk(module) if isinstance(c, ast.Call) for k in c.keywords
+               if k.arg is None and isinstance(k.value, ast.Name) and k.value.id == name)
+
+
+def _static_dict(expr, namespace):
+    """The dict ``expr`` gives when every name in it is a compile-time value of the
+    kernel's namespace and its items are plain constants; else None."""
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    if any(n not in namespace and not hasattr(builtins, n) for n in names):
+        return None
+    try:
+        value = eval(compile(ast.Expression(expr), "<kwargs>", "eval"),    # noqa: S307
+                     {"__builtins__": builtins}, {n: namespace[n] for n in names
+                                                  if n in namespace})
+    except Exception:           # not evaluable here: left to the compiler's own errors
+        return None
+    if isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() and
+                                       isinstance(v, (bool, int, float, str, type(None)))
+                                       for k, v in value.items()):
+        return value
+    return None
