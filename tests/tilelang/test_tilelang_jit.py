@@ -513,3 +513,49 @@ def test_pass_config_fast_math_uses_approximate_instructions():
     assert fast.kernel.fast_math and not overruled.kernel.fast_math
     a = torch.randn(300)
     torch.testing.assert_close(fast(a), torch.exp2(a))
+
+
+def _gemm_program(configs):
+    @tilelang.jit(pass_configs=configs)
+    def gemm(A, B):
+        M = T.const("M")
+        N = T.const("N")
+        K = T.const("K")
+        A: T.Tensor((M, K), T.float16)
+        B: T.Tensor((K, N), T.float16)
+        C = T.empty((M, N), T.float32)
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 64), T.float16)
+            B_s = T.alloc_shared((64, 128), T.float16)
+            C_f = T.alloc_fragment((128, 128), T.float32)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 64), num_stages=3):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+        return C
+    return gemm
+
+
+@pytest.mark.parametrize("key,absent", [
+    (None, set()),
+    # warp specialization splits TMA pipelines that feed wgmma: it goes with either
+    ("TL_DISABLE_TMA_LOWER", {"cp.async.bulk.tensor", "setmaxnreg"}),
+    ("TL_DISABLE_WGMMA", {"wgmma.mma_async", "setmaxnreg"}),
+    ("TL_DISABLE_WARP_SPECIALIZED", {"setmaxnreg"}),
+])
+def test_pass_configs_turn_off_tma_wgmma_and_warp_specialization(key, absent, monkeypatch):
+    """TileLang's switches map to CompileOptions (tma, wgmma, warp_specialize); its checks'
+    switches (TL_DISABLE_DATA_RACE_CHECK, ...) are accepted without a warning."""
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    configs = {tilelang.PassConfigKey.TL_DISABLE_DATA_RACE_CHECK: True,
+               tilelang.PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: True}
+    if key:
+        configs[getattr(tilelang.PassConfigKey, key)] = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        program = _gemm_program(configs)
+    ptx = program.compile(M=512, N=512, K=512, arch="sm_90a").get_kernel_source()
+    for instruction in ("cp.async.bulk.tensor", "wgmma.mma_async", "setmaxnreg"):
+        assert (instruction in ptx) == (instruction not in absent), instruction

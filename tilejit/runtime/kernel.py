@@ -29,7 +29,7 @@ _TARGETS = ("auto", "cuda", "sim", "amdgpu")
 
 class KernelFunction:
     def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False,
-                 source_tree=None, dump_dir=None):
+                 source_tree=None, dump_dir=None, switches=None):
         if target not in _TARGETS:
             raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
         if arch is not None and target in ("auto", "cuda"):
@@ -40,6 +40,8 @@ class KernelFunction:
         self.fast_math = fast_math
         self.debug = debug
         self.dump_dir = dump_dir    # CompileOptions.dump_dir (the TileLang doors' pass configs)
+        # CompileOptions' tma / wgmma / warp_specialize turned off by TileLang's pass configs
+        self.switches = dict(switches or {})
         self.source = parse_kernel(func, source_tree)
         check_supported(self.source)
         self.__name__ = func.__name__
@@ -159,7 +161,7 @@ class KernelFunction:
             outputs=tuple(self.outputs), threads=launch.threads,
             target=self._compile_target(target, arch, call.device),
             options=compile_options(fast_math=self.fast_math, debug=self.debug,
-                                    dump_dir=self.dump_dir),
+                                    dump_dir=self.dump_dir, **self.switches),
             min_blocks_per_sm=launch.min_blocks_per_sm)
         return call, launch, target, spec
 

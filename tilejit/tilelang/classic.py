@@ -92,12 +92,11 @@ class CompiledPrimFunc:
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        fast_math, dump_dir = pass_config_options(dict(pass_configs or {}))
+        options = pass_config_options(dict(pass_configs or {}))
         order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
-        self.kernel = KernelFunction(pf.func, target=target, fast_math=fast_math,
-                                     source_tree=tree, dump_dir=dump_dir)
+        self.kernel = KernelFunction(pf.func, target=target, source_tree=tree, **options)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(

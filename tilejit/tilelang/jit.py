@@ -39,22 +39,48 @@ from tilejit.options import compile_options
 
 
 class PassConfigKey:
-    """TileLang's pass configuration keys. All are accepted; two have a tilejit meaning
+    """TileLang's pass configuration keys. All are accepted; these have a tilejit meaning
     and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
     ``TILEJIT_DUMP_IR`` does, under ``TL_DUMP_IR_DIR``, else ``$TILEJIT_DUMP_IR``, else
-    ``./tilejit_dump_ir``) and ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the
-    ``.approx`` PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it)."""
+    ``./tilejit_dump_ir``), ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the ``.approx``
+    PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it), ``TL_DISABLE_TMA_LOWER``,
+    ``TL_DISABLE_WGMMA`` and ``TL_DISABLE_WARP_SPECIALIZED`` (``CompileOptions.tma``,
+    ``wgmma``, ``warp_specialize`` off). The others tune TileLang's own TVM passes; they
+    are accepted and change nothing."""
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
     TL_DUMP_IR_DIR = "tl.dump_ir_dir"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
     TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    # TileLang's checks and TVM pass tuning: accepted, no effect in tilejit
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+    TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
+    TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_ENABLE_REDUCER_PLAN_VERBOSE = "tl.enable_reducer_plan_verbose"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
+    TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_SHUFFLE_ELECT = "tl.disable_shuffle_elect"
+    TL_DISABLE_LOOP_UNSWITCHING = "tl.disable_loop_unswitching"
+    TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
+    TIR_DISABLE_VECTORIZE = "tirx.disable_vectorize"
+    TIR_DISABLE_CSE = "tirx.disable_cse_tir"
+    TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
+    TIR_ENABLE_DEBUG = "tirx.enable_debug"
 
 
-_KNOWN_PASS_CONFIGS = {v for k, v in vars(PassConfigKey).items() if k.startswith("TL_")}
+_KNOWN_PASS_CONFIGS = {v for k, v in vars(PassConfigKey).items()
+                       if k.startswith(("TL_", "TIR_"))}
 _WARNED: set = set()
 
 
@@ -177,7 +203,7 @@ class JitFunction:
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
         self.pass_configs = dict(pass_configs or {})
-        fast_math, dump_dir = pass_config_options(self.pass_configs)
+        options = pass_config_options(self.pass_configs)
         self.out_idx = out_idx
         self.verbose = verbose
         sugar = _Desugared(func)
@@ -186,9 +212,9 @@ class JitFunction:
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        self.kernel = KernelFunction(func, target=tj_target, fast_math=fast_math,
+        self.kernel = KernelFunction(func, target=tj_target,
                                      source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)),
-                                     dump_dir=dump_dir)
+                                     **options)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
@@ -411,9 +437,10 @@ def _check_pass_configs(configs):
                           "ignored", stacklevel=4)
 
 
-def pass_config_options(configs) -> tuple[bool, str | None]:
-    """(fast_math, the IR dump directory or None) that TileLang's pass configs ask for;
-    unknown keys are warned about once each."""
+def pass_config_options(configs) -> dict:
+    """The ``KernelFunction`` options TileLang's pass configs ask for: ``fast_math``,
+    ``dump_dir`` (the IR dump directory or None) and ``switches`` (CompileOptions turned
+    off); unknown keys are warned about once each."""
     if not isinstance(configs, dict):
         raise TypeError(f"pass_configs: expected a dict of PassConfigKey values, got "
                         f"{type(configs).__name__}")
@@ -424,7 +451,10 @@ def pass_config_options(configs) -> tuple[bool, str | None]:
     if configs.get(PassConfigKey.TL_ENABLE_DUMP_IR):
         dump = os.path.abspath(str(configs.get(PassConfigKey.TL_DUMP_IR_DIR)
                                    or compile_options().dump_dir or "tilejit_dump_ir"))
-    return fast_math, dump
+    switches = {option: False for key, option in (
+        (PassConfigKey.TL_DISABLE_TMA_LOWER, "tma"), (PassConfigKey.TL_DISABLE_WGMMA, "wgmma"),
+        (PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "warp_specialize")) if configs.get(key)}
+    return {"fast_math": fast_math, "dump_dir": dump, "switches": switches}
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,
