@@ -1145,3 +1145,29 @@ def test_unreducible_width_is_a_clear_error():
     assert "a row of 1000 elements over 256 threads" in msg
     assert "a multiple of the thread count or a power of two" in msg and "online_softmax" in msg
     assert "softmax.py" in msg                 # the kernel's file and line
+
+
+@tilejit.kernel
+def _batched_sum(X, Out, batch: T.constexpr = 2):
+    M, N = X.shape
+    with T.Kernel(1, threads=128) as bx:
+        x = T.alloc_fragment((M, N), T.float32)
+        r = T.alloc_fragment((M,), T.float32)
+        T.copy(X, x)
+        T.reduce_sum(x, r, dim=1, batch=batch)
+        T.copy(r, Out)
+
+
+def test_tilelang_batch_is_accepted_and_checked(ptxas):
+    """``batch=`` (TileLang's all-reduce barrier tuning) changes nothing; it must be a
+    positive integer, in simulation and when compiling."""
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    _batched_sum(x, out, batch=4)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    ptxas(_batched_sum.compile(x, out, target="cuda", arch="sm_90a", batch=4).ptx, "sm_90a")
+    for run in (lambda: _batched_sum.compile(x, out, target="cuda", arch="sm_90a", batch=0),
+                lambda: _batched_sum(x, out, batch=0)):
+        with pytest.raises(tilejit.CompileError, match=r"T.reduce_sum: batch must be a "
+                                                       r"positive integer, got 0"):
+            run()

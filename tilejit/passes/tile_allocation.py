@@ -137,11 +137,17 @@ class _Tiles(ast.NodeTransformer):
     def _reduction(self, node, op):
         what = f"T.reduce_{op}"
         names, defaults = ("src", "dst", "dim", "clear"), {"dim": ast.Constant(-1),
-                                                           "clear": ast.Constant(True)}
+                                                           "clear": ast.Constant(True),
+                                                           "batch": ast.Constant(1)}
         if op in ("max", "min", "absmax"):      # TileLang's keyword: NaN in, NaN out
             names += ("nan_propagate",)
             defaults["nan_propagate"] = ast.Constant(False)
+        names += ("batch",)                     # TileLang's barrier tuning: checked only
         a = self._options(node, names, defaults, what)
+        batch = self._static(a["batch"], f"{what}'s batch")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise self.ctx.error(f"{what}: batch must be a positive integer, got {batch!r}",
+                                 node)
         if "nan_propagate" in a and self._static(a["nan_propagate"], f"{what}'s nan_propagate"):
             op += "_nan"
         src = self._tile_arg(node, a["src"], "src", what)
