@@ -24,7 +24,15 @@ LANGUAGE_DIFFERENCES = {
                      "`r` after the loop, so `r` holds the reduced values before "
                      "`T.finalize_reducer` too; `replication` is not used",
     "finalize_reducer": "checks `batch` only: the reducer holds its reduced values from the "
-                        "end of the folding loop",
+                        "end of the folding loop; with `dst` (reducer v2) they are copied "
+                        "into `dst`",
+    "reducer_init": "fills the reducer with `init` (or the op's identity), so `init` counts "
+                    "once per output; the epoch rules (init before updates, one finalize in "
+                    "the same block, no other reads or stores while open) are compile errors",
+    "reducer_update": "the fold `r[i] += x` / `T.max` / `T.min` of the reducer's op, in a "
+                      "`T.Parallel` loop; ops sum, max and min (no bitwise ops)",
+    "reduce_sum": "`batch` is checked (a positive integer) and has no effect: a reduction "
+                  "across threads is warp shuffles",
     "float8_e4m3": "the OCP e4m3 (largest 448, no infinities), torch's `float8_e4m3fn`; "
                    "conversions to it saturate (PTX `cvt.rn.satfinite`); `T.gemm` on it runs "
                    "on wgmma (sm_90a, K-major operands) or sm_89's mma.sync; the simulator "

@@ -1,4 +1,6 @@
-"""TileLang's reducers (T.alloc_reducer, T.finalize_reducer; frontend/reducers.py): a
+"""TileLang's reducers (T.alloc_reducer, T.finalize_reducer; frontend/reducers.py; the v2
+epoch T.reducer_init / T.reducer_update / T.finalize_reducer(r, dst) and its rules,
+frontend/reducer_epochs.py): a
 T.Parallel loop folds many iterations into one element (sum, max, min), in the
 simulator against torch, with TileLang's own patterns (the fold in a branch of a
 compile-time `if`, a reducer allocated inside a pipelined loop, finalize in a branch, the
@@ -248,3 +250,164 @@ def test_on_the_gpu_against_torch_and_the_simulator(op, dtype):
     tol = 1e-4 if dtype == "float32" else 3e-2
     torch.testing.assert_close(gpu.cpu().double(), ref, atol=tol, rtol=tol)
     torch.testing.assert_close(gpu.cpu(), sim, atol=tol, rtol=tol)
+
+
+# -- TileLang's reducer v2: T.reducer_init / T.reducer_update / T.finalize_reducer(r, dst)
+def tiled_row_reduce(M, K, block_K, op, init=None, threads=128):
+    """Rows of A (M, K) reduced over serial column tiles into one reducer: the epoch
+    (init, updates from every tile, finalize into a fragment of its own) spans the loop;
+    ``init`` is counted once per row."""
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), T.float32), B: T.Tensor((M,), T.float32)):
+        with T.Kernel(1, threads=threads):
+            acc = T.alloc_reducer((M,), T.float32, op=op)
+            T.reducer_init(acc, init)
+            tile = T.alloc_fragment((M, block_K), T.float32)
+            for k in T.serial(T.ceildiv(K, block_K)):
+                T.copy(A[0, k * block_K], tile)
+                for i, j in T.Parallel(M, block_K):
+                    T.reducer_update(acc[i], tile[i, j])
+            out = T.alloc_fragment((M,), T.float32)
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+    return kernel
+
+
+def _v2_reference(a, op, init):
+    r = _reference(a.double(), op)
+    if init is None:
+        return r
+    return r + init if op == "sum" else torch.maximum(r, torch.full_like(r, init)) \
+        if op == "max" else torch.minimum(r, torch.full_like(r, init))
+
+
+@pytest.mark.parametrize("op,init", [("sum", None), ("sum", 100.0), ("max", None),
+                                     ("max", 3.5), ("min", None)])
+def test_reducer_v2_epoch_across_serial_tiles(op, init):
+    a = torch.randn(32, 512)
+    b = tilejit.compile(tiled_row_reduce(32, 512, 128, op, init), out_idx=-1)(a)
+    torch.testing.assert_close(b.double(), _v2_reference(a, op, init), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_reducer_v2_ptx_assembles(arch, tmp_path):
+    ptx = tilejit.compile(tiled_row_reduce(32, 512, 128, "sum", 1.0), out_idx=-1,
+                          target="cuda").get_kernel_source(arch=arch)
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
+    path = tmp_path / "k.ptx"
+    path.write_text(ptx)
+    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op,init", [("sum", 100.0), ("max", None), ("min", -0.5)])
+def test_reducer_v2_on_the_gpu_against_torch_and_the_simulator(op, init):
+    a = torch.randn(32, 512)
+    kernel = tilejit.compile(tiled_row_reduce(32, 512, 128, op, init), out_idx=-1)
+    gpu, sim = kernel(a.cuda()), kernel(a)
+    torch.testing.assert_close(gpu.cpu().double(), _v2_reference(a, op, init), atol=1e-4,
+                               rtol=1e-5)
+    torch.testing.assert_close(gpu.cpu(), sim, atol=1e-5, rtol=1e-5)
+
+
+def online_log_sum_exp(K, block_K):
+    """log Σ exp over serial tiles, the running max and sum held in (1,) fragments used at
+    constant indices only (every thread holds them), each tile's max and sum from a
+    reducer epoch (the max's seeded with the running max)."""
+    @T.prim_func
+    def kernel(A: T.Tensor((K,), T.float32), B: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=128):
+            a_frag = T.alloc_fragment((block_K,), T.float32)
+            run_max = T.alloc_fragment((1,), T.float32)
+            run_sum = T.alloc_fragment((1,), T.float32)
+            run_max[0] = -T.infinity(T.float32)
+            run_sum[0] = 0.0
+            for k in T.serial(T.ceildiv(K, block_K)):
+                T.copy(A[k * block_K], a_frag)
+                tile_max = T.alloc_reducer((1,), T.float32, op="max")
+                T.reducer_init(tile_max, run_max[0])
+                for i in T.Parallel(block_K):
+                    T.reducer_update(tile_max[0], a_frag[i])
+                m = T.alloc_fragment((1,), T.float32)
+                T.finalize_reducer(tile_max, m)
+                tile_sum = T.alloc_reducer((1,), T.float32, op="sum")
+                T.reducer_init(tile_sum)
+                for i in T.Parallel(block_K):
+                    T.reducer_update(tile_sum[0], T.exp(a_frag[i] - m[0]))
+                s = T.alloc_fragment((1,), T.float32)
+                T.finalize_reducer(tile_sum, s)
+                run_sum[0] = T.exp(run_max[0] - m[0]) * run_sum[0] + s[0]
+                run_max[0] = m[0]
+            if T.get_thread_binding() == 0:
+                B[0] = T.log(run_sum[0]) + run_max[0]
+    return kernel
+
+
+def test_fragments_used_at_constant_indices_are_held_by_every_thread(tmp_path):
+    a = torch.randn(512)
+    kernel = tilejit.compile(online_log_sum_exp(512, 128), out_idx=-1)
+    torch.testing.assert_close(kernel(a), torch.logsumexp(a, 0).reshape(1), atol=1e-5,
+                               rtol=1e-5)
+    ptx = tilejit.compile(online_log_sum_exp(512, 128), out_idx=-1,
+                          target="cuda").get_kernel_source(arch="sm_90a")
+    if PTXAS is not None:
+        path = tmp_path / "k.ptx"
+        path.write_text(ptx)
+        r = subprocess.run([PTXAS, "-arch=sm_90a", str(path), "-o", str(tmp_path / "k.o")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+_EPOCH = '''
+@T.prim_func
+def kernel(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=128):
+        src = T.alloc_fragment((64, 64), T.float32)
+        T.copy(A, src)
+        acc = T.alloc_reducer((64,), T.float32, op="sum")
+        out = T.alloc_fragment((64,), T.float32)
+        {body}
+        T.copy(out, B)
+'''
+_INIT = "T.reducer_init(acc)"
+_UPDATE = "for i, j in T.Parallel(64, 64):\n            T.reducer_update(acc[i], src[i, j])"
+_FINAL = "T.finalize_reducer(acc, out)"
+
+
+@pytest.mark.parametrize("body,message", [
+    ([_UPDATE, _FINAL], "acc: T.reducer_update outside the reducer's epoch"),
+    ([_INIT, _UPDATE], "acc: T.reducer_init opens an epoch that no T.finalize_reducer closes"),
+    ([_INIT, _INIT, _UPDATE, _FINAL], "acc: T.reducer_init of a reducer whose epoch is "
+                                      "already open"),
+    ([_INIT, "T.reducer_update(acc[0], src[0, 0])", _FINAL],
+     "acc: T.reducer_update must be inside a T.Parallel loop"),
+    ([_INIT, _UPDATE, "out[0] = acc[0]", _FINAL], "acc: read while its epoch is open"),
+    ([_INIT, "acc[0] = 1.0", _UPDATE, _FINAL], "acc: a store into a reducer whose epoch is open"),
+    ([_INIT, "T.clear(acc)", _UPDATE, _FINAL], "acc: T.clear of a reducer"),
+    ([_INIT, _UPDATE, "for k in T.serial(1):\n            " + _FINAL],
+     "acc: T.finalize_reducer in another block of statements"),
+])
+def test_a_broken_reducer_epoch_is_an_error_at_its_line(body, message, tmp_path):
+    source = _EPOCH.format(body="\n        ".join(body))
+    path = tmp_path / "epoch_kernel.py"
+    path.write_text("import tilejit.language as T\n" + source)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("epoch_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(CompileError, match=message) as info:
+        spec.loader.exec_module(module)
+        tilejit.compile(module.kernel, out_idx=-1)(torch.zeros(64, 64))
+    assert "epoch_kernel.py" in str(info.value)
+
+
+@pytest.mark.gpu
+def test_online_log_sum_exp_on_the_gpu():
+    a = torch.randn(1024)
+    kernel = tilejit.compile(online_log_sum_exp(1024, 128), out_idx=-1)
+    gpu, sim = kernel(a.cuda()), kernel(a)
+    torch.testing.assert_close(gpu.cpu(), torch.logsumexp(a.double(), 0).reshape(1).float(),
+                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpu.cpu(), sim, atol=1e-5, rtol=1e-5)

@@ -17,7 +17,11 @@ thread's copy the reduced value. tilejit gives the fold its own tile and reduces
 
 so ``r`` holds the reduced values from then on (what finalize gives; a read of ``r``
 between the loop and the finalize, a thread's partial value in TileLang, reads the
-reduced one here) and ``T.finalize_reducer(r, batch=b)`` only checks ``b``. A fold must
+reduced one here) and ``T.finalize_reducer(r, batch=b)`` only checks ``b``. TileLang's
+reducer v2 spells the same: ``T.reducer_init(r, init=None)`` is ``T.fill(r, init)`` (the
+op's identity without ``init``: the starting value counts once per output),
+``T.reducer_update(r[i], x)`` in a ``T.Parallel`` loop is the fold ``r[i] += x`` /
+``T.max`` / ``T.min``, and ``T.finalize_reducer(r, dst)`` is ``T.copy(r, dst)``. A fold must
 index ``r`` with loop variables in the loop's order, reducing one of its dimensions, or
 with constants, reducing a one-dimensional loop; anything else is a ``CompileError`` at
 the line. The simulator and the GPU run the rewritten program.
@@ -28,6 +32,7 @@ import ast
 import copy
 
 from tilejit import language as T
+from tilejit.frontend.reducer_epochs import check_reducer_epochs
 from tilejit.frontend.source import is_call_to, resolve_static
 from tilejit.ir.markers import LANGUAGE
 
@@ -64,9 +69,10 @@ class _Reducers(ast.NodeTransformer):
             op = resolve_static(op_node, self.namespace) if not isinstance(
                 op_node, ast.Constant) else op_node.value
             if op not in _REDUCE:
+                given = ast.unparse(op_node) + ("" if isinstance(op_node, ast.Constant)
+                                                else f" = {op!r}")
                 raise self.error(f"T.alloc_reducer: op: expected one of "
-                                 f"{', '.join(map(repr, _REDUCE))}, got {ast.unparse(op_node)}",
-                                 node)
+                                 f"{', '.join(map(repr, _REDUCE))}, got {given}", node)
             shape, dtype = _kwarg(call, "shape", 0), _kwarg(call, "dtype", 1)
             if shape is None or dtype is None:
                 raise self.error("T.alloc_reducer(shape, dtype, op=...): shape and dtype "
@@ -80,13 +86,39 @@ class _Reducers(ast.NodeTransformer):
     def visit_Expr(self, node):
         if is_call_to(node.value, T.finalize_reducer, self.namespace):
             call = node.value
-            target = call.args[0] if call.args else None
-            if not (isinstance(target, ast.Name) and target.id in self.reducers):
-                raise self.error("T.finalize_reducer: expected a reducer of T.alloc_reducer, "
-                                 f"got {ast.unparse(target) if target else 'nothing'}", node)
+            name = self._reducer_arg(call, "T.finalize_reducer", node)
             self._check_batch(call, node)
-            return ast.copy_location(ast.Pass(), node)
+            dst = _kwarg(call, "dst", 1)
+            if dst is None or (isinstance(dst, ast.Constant) and dst.value is None) or (
+                    isinstance(dst, ast.Constant) and isinstance(dst.value, int)
+                    and not any(k.arg == "dst" for k in call.keywords)):
+                return ast.copy_location(ast.Pass(), node)    # v1: in place
+            return ast.copy_location(ast.Expr(self._language("copy", [
+                ast.Name(name, ast.Load()), dst])), node)      # v2: into dst
+        if is_call_to(node.value, T.reducer_init, self.namespace):
+            call = node.value
+            name = self._reducer_arg(call, "T.reducer_init", node)
+            op, dtype, _ = self.reducers[name]
+            init = _kwarg(call, "init", 1)
+            none = init is None or (isinstance(init, ast.Constant) and init.value is None) or (
+                isinstance(init, ast.Name) and init.id in self.namespace and init.id not in
+                self.assigned and self.namespace[init.id] is None)
+            value = _identity(op, dtype) if none else init
+            return ast.copy_location(ast.Expr(self._language("fill", [
+                ast.Name(name, ast.Load()), value])), node)
         return self.generic_visit(node)
+
+    def _reducer_arg(self, call, what, node):
+        target = call.args[0] if call.args else None
+        if not (isinstance(target, ast.Name) and target.id in self.reducers):
+            raise self.error(f"{what}: expected a reducer of T.alloc_reducer, got "
+                             f"{ast.unparse(target) if target else 'nothing'}", node)
+        return target.id
+
+    @staticmethod
+    def _language(name, args):
+        return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()),
+                        args, [])
 
     def _check_batch(self, call, node):
         batch = _kwarg(call, "batch", 1)
@@ -225,6 +257,14 @@ class _Reducers(ast.NodeTransformer):
             return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                     and node.value.id in self.reducers)
 
+        if isinstance(stmt, ast.Expr) and is_call_to(stmt.value, T.reducer_update,
+                                                     self.namespace):
+            call = stmt.value
+            if len(call.args) != 2 or not reducer_element(call.args[0]):
+                raise self.error("T.reducer_update(acc[i], value): the first argument is an "
+                                 "element of a reducer of T.alloc_reducer", stmt)
+            name = call.args[0].value.id
+            return name, call.args[0].slice, self.reducers[name][0], call.args[1]
         if isinstance(stmt, ast.AugAssign) and reducer_element(stmt.target):
             name = stmt.target.value.id
             if not isinstance(stmt.op, ast.Add) or self.reducers[name][0] != "sum":
@@ -280,6 +320,7 @@ def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef
     if not uses_reducers(fdef, namespace):
         return fdef
     namespace.setdefault(LANGUAGE, T)
+    check_reducer_epochs(fdef, namespace, error)
     reducers = _Reducers(namespace, error)
     reducers.assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
                          and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}

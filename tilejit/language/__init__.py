@@ -42,7 +42,8 @@ from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
                                     annotate_layout, any_of, clear, copy, fill,
-                                    finalize_reducer, gemm, use_swizzle)
+                                    finalize_reducer, gemm, reducer_init, reducer_update,
+                                    use_swizzle)
 
 float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
 
@@ -57,7 +58,8 @@ __all__ = [
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
-    "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer",
+    "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
+    "reducer_update",
     "annotate_layout", "clear", "copy", "fill", "gemm",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "cumsum", "cummax",

@@ -47,7 +47,8 @@ LANGUAGE_GROUPS = tuple((where, _names(text)) for where, text in (
     mbarrier_arrive_expect_tx mbarrier_expect_tx mbarrier_wait_parity meta_class
     no_set_max_nreg Parallel Persistent PersistentTileScheduler Pipelined reduce
     reduce_absmax reduce_abssum reduce_bitand reduce_bitor reduce_bitxor reduce_max
-    reduce_min reduce_sum reshape Serial SharedBuffer shfl_down shfl_sync shfl_up
+    reduce_min reduce_sum reducer_init reducer_update reshape Serial SharedBuffer
+    shfl_down shfl_sync shfl_up
     shfl_xor StridedTensor symbolic sync_global sync_grid sync_threads sync_warp
     syncthreads_and syncthreads_count syncthreads_or Tensor transpose Unroll
     use_swizzle Vectorized view warp_reduce_bitand warp_reduce_bitor warp_reduce_max

@@ -46,10 +46,26 @@ def alloc_reducer(shape, dtype, op="sum", replication="all"):
                     "body, not in a @T.macro called from Python or outside a kernel")
 
 
-def finalize_reducer(reducer, batch=1):
+def reducer_init(reducer, init=None):
+    """Open a reducer's epoch (TileLang's reducer v2): the reduction starts from the
+    identity of its op (0, -inf, +inf), or as if ``init`` were one more contribution,
+    combined once into every output (the front end fills the reducer with it)."""
+    raise TypeError("T.reducer_init is rewritten by the front end: use it in a kernel's "
+                    "body")
+
+
+def reducer_update(target, value):
+    """Fold ``value`` into the reducer element ``target`` (``acc[i]``, written in place)
+    from a ``T.Parallel`` loop, once per logical iteration: ``acc[i] += value`` for op
+    "sum", ``acc[i] = T.max(acc[i], value)`` / ``T.min`` for "max" / "min"."""
+    raise TypeError("T.reducer_update is rewritten by the front end: use it in a "
+                    "T.Parallel loop of a kernel's body")
+
+
+def finalize_reducer(reducer, dst=None, batch=1):
     """Every thread's copy of ``reducer`` holds the reduced values (in tilejit they do
     once the folding loop ends: only ``batch`` is checked, an int >= 1 dividing the
-    reducer's elements)."""
+    reducer's elements); with ``dst`` (reducer v2) they are copied into that fragment."""
     raise TypeError("T.finalize_reducer is rewritten by the front end: use it in a "
                     "kernel's body")
 

@@ -395,7 +395,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
-    _resolve(ctx, tiles, groups, fixed, derived, col.partners)
+    _resolve(ctx, tiles, groups, fixed, derived, col.partners, _scalar_fragments(fdef, ctx))
     for loop, full, subset in col.loops:
         lid = loop_ids[id(loop)][0]
         plan.loops[lid] = (tiles[full[0]].layout, tiles[full[0]].indexing)
@@ -646,9 +646,41 @@ def _indexing(layout, vec=None):
     return fragment_indexing(layout, vec)
 
 
-def _resolve(ctx, tiles, groups, fixed, derived, partners):
+def _scalar_fragments(fdef, ctx) -> set:
+    """Fragments used only element by element at constant indices (``m[0] = -inf``,
+    ``x = m[0] * 2``) and set by ``T.fill``/``T.clear``: TileLang gives each thread the
+    whole of such a (small) fragment, as a local variable every thread computes alike."""
+    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
+             and len(t.shape) >= 1 and _size(t.shape) <= _SCALAR_FRAGMENT_MAX}
+    allowed = set()               # ids of the Name nodes of allowed uses
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id in frags and _constant_index(node) is not None:
+            allowed.add(id(node.value))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                and resolve_static(node.func, ctx.namespace) in (T.fill, T.clear):
+            allowed.add(id(node.args[0]))
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
+                and not isinstance(node.ctx, ast.Store):
+            frags.discard(node.id)
+    return frags
+
+
+_SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
+
+
+def _size(shape):
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
+def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
     """Each group of tied fragments gets its layout: a fixed one (gemm), one derived from
-    a resolved fragment (a reduction, a subset index), else the T.Parallel distribution."""
+    a resolved fragment (a reduction, a subset index), else the T.Parallel distribution
+    (``scalars``, fragments used only at constant indices: every thread holds all)."""
     frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
     members: dict[str, list[str]] = {}
     for n in frags:
@@ -713,6 +745,11 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners):
 
             def usable(layout, needs=needs):
                 return all(_reduction_or_none(layout, d, k) is not None for d, k in needs)
+            if all(n in scalars for n in names) and not needs:
+                layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
+                assign(root, layout, 1, tiles[names[0]].line,
+                       "used at constant indices only: every thread holds it", names[0])
+                continue
             layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads,
                                            usable if needs else None)
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
