@@ -142,3 +142,40 @@ def test_a_chained_comparison_in_a_parallel_loop():
                                               x, 0.0))
     ptx = band.compile(x, y, target="cuda", arch="sm_80").ptx
     assert ".entry" in ptx
+
+
+# T.clamp met outside the front end's rewrite: in a function picked from a dict at a
+# compile-time key, compiled from its bytecode (TileLang's tests hold ops this way)
+_OPS = {"clamp": lambda a, lo, hi: T.clamp(a, lo, hi), "max": lambda a, lo, hi: T.max(a, lo)}
+
+
+@tilejit.kernel
+def picked_op(X, Y, lo: T.float32, hi: T.float32, op: T.constexpr = "clamp"):
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < N:
+                Y[bx * 128 + i] = _OPS[op](X[bx * 128 + i], lo, hi)
+
+
+def test_clamp_in_a_function_from_a_dict(ptxas):
+    x = np.array([-3.0, -0.5, 0.0, 0.25, 2.0, np.nan, -np.inf, np.inf] * 20, np.float32)
+    y = np.zeros_like(x)
+    picked_op(x, y, -1.0, 1.0)
+    want = np.minimum(np.maximum(np.nan_to_num(x, nan=-1.0), -1.0), 1.0)   # NaN → lo
+    np.testing.assert_array_equal(y, want)
+    ptx = picked_op.compile(x, y, -1.0, 1.0, target="cuda", arch="sm_90a").ptx
+    assert "max.f32" in ptx and "min.f32" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_clamp_in_a_function_from_a_dict_on_the_gpu():
+    import torch
+    x = torch.tensor([-3.0, -0.5, 0.0, 0.25, 2.0, float("nan"), -float("inf")] * 30)
+    y = torch.zeros_like(x)
+    picked_op(x.cuda(), y_gpu := y.cuda(), -1.0, 1.0)
+    picked_op(x, y, -1.0, 1.0)
+    torch.testing.assert_close(y_gpu.cpu(), y, rtol=0, atol=0)
+    torch.testing.assert_close(y, torch.clamp(torch.nan_to_num(x, nan=-1.0), -1.0, 1.0),
+                               rtol=0, atol=0)

@@ -224,6 +224,15 @@ def min_impl(context, builder, sig, args):
     return _min_max(context, builder, sig.return_type, *args, False)
 
 
+@lower(T.clamp, types.Any, types.Any, types.Any)
+def clamp_impl(context, builder, sig, args):
+    """``T.min(T.max(x, lo), hi)``, TileLang's order (a NaN x gives lo)."""
+    x, lo, hi = args
+    ty = sig.return_type
+    return _min_max(context, builder, ty, _min_max(context, builder, ty, x, lo, True), hi,
+                    False)
+
+
 @lower(T.abs, types.Any)
 def abs_impl(context, builder, sig, args):
     (x,) = args

@@ -181,6 +181,20 @@ class MinTemplate(_BinaryMath):
     key = T.min
 
 
+@infer_global(T.clamp)
+class ClampTemplate(AbstractTemplate):
+    """``T.clamp(x, lo, hi)`` met outside the front end's rewrite (a helper compiled from
+    its bytecode, a function picked from a dict): ``T.min(T.max(x, lo), hi)``."""
+    def generic(self, args, kws):
+        if len(args) != 3 or kws:
+            raise errors.TypingError(f"T.clamp takes three values (x, min_val, max_val), "
+                                     f"got {len(args)}")
+        ty = _common(args, "T.clamp")
+        if isinstance(ty, WeakFloat):
+            ty = types.float32
+        return signature(ty, ty, ty, ty)
+
+
 @infer_global(T.abs)
 class AbsTemplate(AbstractTemplate):
     def generic(self, args, kws):
