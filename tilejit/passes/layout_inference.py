@@ -329,9 +329,53 @@ def _parallel_layout(shape, dtypes, threads, usable=None):
         return ParallelLayout(tuple(shape), threads, 1), 1
 
 
+def _widen_unit_loops(fdef, ctx):
+    """``for j in T.Parallel(N): F[0, j] = ...`` with F of shape (1, N) (TileLang's
+    style): the loop gets the unit dimension too, ``for u, j in T.Parallel(1, N)``, so F
+    is indexed by all of the loop's indices (its 0 standing for the extent-1 index);
+    fragments indexed ``[j]`` in it are then a subset of the loop's indices."""
+    frags = {n: t.shape for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
+    count = 0
+    for loop in ast.walk(fdef):
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and
+                resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
+            continue
+        loop_vars = _loop_names(loop.target)
+        if not loop_vars or len(loop.iter.args) != len(loop_vars) or loop.iter.keywords:
+            continue
+        units = None
+        for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+                    and sub.value.id in frags):
+                continue
+            shape = frags[sub.value.id]
+            elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            if len(elts) <= len(loop_vars) or len(elts) != len(shape):
+                continue
+            names = [e.id for e in elts if isinstance(e, ast.Name)]
+            zeros = [k for k, e in enumerate(elts) if isinstance(e, ast.Constant)
+                     and e.value == 0 and shape[k] == 1]
+            if names == loop_vars and len(names) + len(zeros) == len(elts):
+                units = zeros
+                break
+        if units is None:
+            continue
+        targets = list(loop.target.elts) if isinstance(loop.target, ast.Tuple) else \
+            [loop.target]
+        args = list(loop.iter.args)
+        for k in units:
+            targets.insert(k, ast.Name(f"__tj_unit{count}", ast.Store()))
+            args.insert(k, ast.Constant(1))
+            count += 1
+        loop.target = ast.copy_location(ast.Tuple(targets, ast.Store()), loop.target)
+        loop.iter.args = args
+    return ast.fix_missing_locations(fdef)
+
+
 def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     tiles = plan.tiles
+    fdef = _widen_unit_loops(fdef, ctx)
     col = _Collect(ctx)
     col.visit(fdef)
     groups = _Groups()
