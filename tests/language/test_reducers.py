@@ -411,3 +411,44 @@ def test_online_log_sum_exp_on_the_gpu():
     torch.testing.assert_close(gpu.cpu(), torch.logsumexp(a.double(), 0).reshape(1).float(),
                                atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(gpu.cpu(), sim, atol=1e-5, rtol=1e-5)
+
+
+def bitwise_reducer(M, K, op):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), T.int32), B: T.Tensor((M,), T.int32)):
+        with T.Kernel(1, threads=128):
+            src = T.alloc_fragment((M, K), T.int32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((M,), T.int32, op=op)
+            T.reducer_init(acc)
+            for i, k in T.Parallel(M, K):
+                T.reducer_update(acc[i], src[i, k])
+            out = T.alloc_fragment((M,), T.int32)
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+    return kernel
+
+
+@pytest.mark.parametrize("op", ["bitand", "bitor", "bitxor"])
+def test_a_bitwise_reducer(op):
+    a = torch.randint(-2**31, 2**31 - 1, (16, 64), dtype=torch.int32)
+    b = tilejit.compile(bitwise_reducer(16, 64, op), out_idx=-1)(a)
+    want = a[:, 0].clone()
+    for k in range(1, 64):
+        want = {"bitand": want & a[:, k], "bitor": want | a[:, k], "bitxor": want ^ a[:, k]}[op]
+    torch.testing.assert_close(b, want, rtol=0, atol=0)
+
+
+def test_a_bitwise_reducer_of_floats_is_an_error():
+    @T.prim_func
+    def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+        with T.Kernel(1, threads=32):
+            acc = T.alloc_reducer((1,), T.float32, op="bitand")
+            T.reducer_init(acc)
+            for i in T.Parallel(8):
+                T.reducer_update(acc[0], A[i])
+            out = T.alloc_fragment((1,), T.float32)
+            T.finalize_reducer(acc, out)
+            T.copy(out, B)
+    with pytest.raises(CompileError, match="op 'bitand' is bitwise and needs an integer dtype"):
+        tilejit.compile(kernel, out_idx=-1)(torch.zeros(8))

@@ -1171,3 +1171,62 @@ def test_tilelang_batch_is_accepted_and_checked(ptxas):
         with pytest.raises(tilejit.CompileError, match=r"T.reduce_sum: batch must be a "
                                                        r"positive integer, got 0"):
             run()
+
+
+@tilejit.kernel
+def _bitwise_rows(A, B, op: T.constexpr = "bitxor"):
+    M, N = A.shape
+    with T.Kernel(1, threads=128) as bx:
+        a = T.alloc_fragment((M, N), A.dtype)
+        r = T.alloc_fragment((M,), A.dtype)
+        T.copy(A, a)
+        if op == "bitand":
+            T.reduce_bitand(a, r, dim=1)
+        elif op == "bitor":
+            T.reduce_bitor(a, r, dim=1)
+        else:
+            T.reduce_bitxor(a, r, dim=1)
+        T.copy(r, B)
+
+
+_BITWISE = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+
+
+def _bit_input(dtype=np.int32):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(11)
+    return rng.integers(info.min, info.max, (32, 256), dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("op", sorted(_BITWISE))
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+def test_bitwise_reductions_in_simulation(op, dtype):
+    a = _bit_input(dtype)
+    b = np.zeros(32, dtype)
+    _bitwise_rows(a, b, op=op)
+    np.testing.assert_array_equal(b, _BITWISE[op].reduce(a, axis=1))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("op", sorted(_BITWISE))
+def test_bitwise_reductions_ptx(op, arch, ptxas):
+    a = _bit_input()
+    ptx = _bitwise_rows.compile(a, np.zeros(32, np.int32), op=op, target="cuda", arch=arch).ptx
+    assert {"bitand": "and.b32", "bitor": "or.b32", "bitxor": "xor.b32"}[op] in ptx
+    ptxas(ptx, arch)
+
+
+def test_a_bitwise_reduction_of_floats_is_an_error():
+    a = np.zeros((32, 256), np.float32)
+    with pytest.raises(tilejit.CompileError, match=r"T.reduce_bitxor: a bitwise reduction "
+                                                   r"needs integer tiles, got a float32"):
+        _bitwise_rows.compile(a, np.zeros(32, np.float32), target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", sorted(_BITWISE))
+def test_bitwise_reductions_on_the_gpu(op):
+    a = _bit_input()
+    out = torch.zeros(32, dtype=torch.int32, device="cuda")
+    _bitwise_rows(torch.from_numpy(a).cuda(), out, op=op)
+    np.testing.assert_array_equal(out.cpu().numpy(), _BITWISE[op].reduce(a, axis=1))

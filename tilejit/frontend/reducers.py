@@ -36,7 +36,9 @@ from tilejit.frontend.reducer_epochs import check_reducer_epochs
 from tilejit.frontend.source import is_call_to, resolve_static
 from tilejit.ir.markers import LANGUAGE
 
-_REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min"}
+_REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min",
+           "bitand": "reduce_bitand", "bitor": "reduce_bitor", "bitxor": "reduce_bitxor"}
+_BITWISE = {"bitand": ast.BitAnd, "bitor": ast.BitOr, "bitxor": ast.BitXor}
 
 
 def _kwarg(call, name, position, default=None):
@@ -49,6 +51,8 @@ def _kwarg(call, name, position, default=None):
 def _identity(op, dtype):
     if op == "sum":
         return ast.Constant(0.0)
+    if op in _BITWISE:
+        return ast.Constant(-1 if op == "bitand" else 0)
     inf = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "infinity", ast.Load()),
                    [copy.deepcopy(dtype)], [])
     return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf
@@ -74,6 +78,12 @@ class _Reducers(ast.NodeTransformer):
                 raise self.error(f"T.alloc_reducer: op: expected one of "
                                  f"{', '.join(map(repr, _REDUCE))}, got {given}", node)
             shape, dtype = _kwarg(call, "shape", 0), _kwarg(call, "dtype", 1)
+            if op in _BITWISE:
+                named = resolve_static(dtype, self.namespace) if dtype is not None else None
+                named = dtype.value if isinstance(dtype, ast.Constant) else named
+                if named is not None and not str(named).startswith(("int", "uint")):
+                    raise self.error(f"T.alloc_reducer: op {op!r} is bitwise and needs an "
+                                     f"integer dtype, got {named}", node)
             if shape is None or dtype is None:
                 raise self.error("T.alloc_reducer(shape, dtype, op=...): shape and dtype "
                                  "are required", node)
@@ -227,8 +237,11 @@ class _Reducers(ast.NodeTransformer):
                 self.count += 1
             tile = folds[name][0]
             acc = self._element(tile, names, ast.Load)
-            new = ast.BinOp(acc, ast.Add(), value) if op == "sum" else ast.Call(
-                ast.Attribute(ast.Name(LANGUAGE, ast.Load()), op, ast.Load()), [acc, value], [])
+            if op in ("sum", *_BITWISE):
+                new = ast.BinOp(acc, ast.Add() if op == "sum" else _BITWISE[op](), value)
+            else:
+                new = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), op, ast.Load()),
+                               [acc, value], [])
             out.append(ast.copy_location(
                 ast.Assign([self._element(tile, names, ast.Store)], new), stmt))
         return out
@@ -267,7 +280,10 @@ class _Reducers(ast.NodeTransformer):
             return name, call.args[0].slice, self.reducers[name][0], call.args[1]
         if isinstance(stmt, ast.AugAssign) and reducer_element(stmt.target):
             name = stmt.target.value.id
-            if not isinstance(stmt.op, ast.Add) or self.reducers[name][0] != "sum":
+            op = self.reducers[name][0]
+            if op in _BITWISE and isinstance(stmt.op, _BITWISE[op]):
+                return name, stmt.target.slice, op, stmt.value
+            if not isinstance(stmt.op, ast.Add) or op != "sum":
                 raise self.error(f"{name}: a reducer of op {self.reducers[name][0]!r} folds "
                                  f"with {'+=' if isinstance(stmt.op, ast.Add) else 'that'}; "
                                  "use r[i] += x (sum) or r[i] = T.max/T.min(r[i], x)", stmt)

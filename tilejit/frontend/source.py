@@ -334,7 +334,8 @@ def tensor_params(ks: KernelSource) -> dict[str, int]:
 # the tile operations' destination operand: its position (and keyword)
 _DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
                  "reduce_max": 1, "reduce_min": 1, "reduce_abssum": 1, "reduce_absmax": 1,
-                 "cumsum": 1, "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0,
+                 "reduce_bitand": 1, "reduce_bitor": 1, "reduce_bitxor": 1, "cumsum": 1,
+                 "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0,
                  "tma_copy": 1}
 
 

@@ -1,5 +1,6 @@
 """Reductions and scans over tiles: ``T.reduce_sum | reduce_max | reduce_min |
-reduce_abssum | reduce_absmax`` and the scans ``T.cumsum | cummax``.
+reduce_abssum | reduce_absmax | reduce_bitand | reduce_bitor | reduce_bitxor`` (the
+bitwise ones on integer tiles) and the scans ``T.cumsum | cummax``.
 
 Declarations: the GPU lowering is ``codegen/lowering/reductions.py``, the simulator's
 meaning ``sim/semantics.py``. ``dst`` has ``src``'s shape without ``dim`` (or with it
@@ -51,6 +52,24 @@ def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False, batch=1):
     """dst = max |src| along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
     _batch(batch)
     meaning("reduce_absmax")(src, dst, dim, clear, nan_propagate)
+
+
+def reduce_bitand(src, dst, dim=-1, clear=True, batch=1):
+    """dst = src[0] & src[1] & ... along dim (integer tiles)."""
+    _batch(batch)
+    meaning("reduce_bitand")(src, dst, dim, clear)
+
+
+def reduce_bitor(src, dst, dim=-1, clear=True, batch=1):
+    """dst = src[0] | src[1] | ... along dim (integer tiles)."""
+    _batch(batch)
+    meaning("reduce_bitor")(src, dst, dim, clear)
+
+
+def reduce_bitxor(src, dst, dim=-1, clear=True, batch=1):
+    """dst = src[0] ^ src[1] ^ ... along dim (integer tiles)."""
+    _batch(batch)
+    meaning("reduce_bitxor")(src, dst, dim, clear)
 
 
 def cumsum(src, dst=None, dim=-1, reverse=False):

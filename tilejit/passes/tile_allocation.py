@@ -28,7 +28,8 @@ from tilejit.passes.staged_tiles import stage_views
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
-              T.reduce_abssum: "abssum", T.reduce_absmax: "absmax"}
+              T.reduce_abssum: "abssum", T.reduce_absmax: "absmax",
+              T.reduce_bitand: "bitand", T.reduce_bitor: "bitor", T.reduce_bitxor: "bitxor"}
 
 _ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
 
@@ -154,6 +155,11 @@ class _Tiles(ast.NodeTransformer):
         dst = self._tile_arg(node, a["dst"], "dst", what)
         dim = self._static(a["dim"], f"{what}'s dim")
         clear = bool(self._static(a["clear"], f"{what}'s clear"))
+        if op.startswith("bit") and not all(t.dtype.name.startswith(("int", "uint"))
+                                            for t in (src, dst)):
+            raise self.ctx.error(f"{what}: a bitwise reduction needs integer tiles, got "
+                                 f"{src.name} {src.dtype.name} and {dst.name} "
+                                 f"{dst.dtype.name}", node)
         if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
             raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
                                  f"{len(src.shape)}), got {dim!r}", node)
@@ -182,6 +188,11 @@ class _Tiles(ast.NodeTransformer):
             raise self.ctx.error(f"{what}: dst {dst.name} {dst.shape} must have src's shape "
                                  f"{src.shape}", node)
         dim = self._static(a["dim"], f"{what}'s dim")
+        if op.startswith("bit") and not all(t.dtype.name.startswith(("int", "uint"))
+                                            for t in (src, dst)):
+            raise self.ctx.error(f"{what}: a bitwise reduction needs integer tiles, got "
+                                 f"{src.name} {src.dtype.name} and {dst.name} "
+                                 f"{dst.dtype.name}", node)
         if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
             raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
                                  f"{len(src.shape)}), got {dim!r}", node)

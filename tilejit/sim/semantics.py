@@ -308,7 +308,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 
 _COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
             "absmax": np.fmax, "max_nan": np.maximum, "min_nan": np.minimum,
-            "absmax_nan": np.maximum}
+            "absmax_nan": np.maximum, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
+            "bitxor": np.bitwise_xor}
 
 
 def _values(src, dst):
@@ -361,6 +362,21 @@ def reduce_abssum(src, dst, dim=-1, clear=True):
 def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False):
     """dst = max |src| along dim (NaN ignored, or propagated with nan_propagate)."""
     _reduce("absmax_nan" if nan_propagate else "absmax", src, dst, dim, clear)
+
+
+def reduce_bitand(src, dst, dim=-1, clear=True):
+    """dst = & of src along dim (integers)."""
+    _reduce("bitand", src, dst, dim, clear)
+
+
+def reduce_bitor(src, dst, dim=-1, clear=True):
+    """dst = | of src along dim (integers)."""
+    _reduce("bitor", src, dst, dim, clear)
+
+
+def reduce_bitxor(src, dst, dim=-1, clear=True):
+    """dst = ^ of src along dim (integers)."""
+    _reduce("bitxor", src, dst, dim, clear)
 
 
 def cumsum(src, dst=None, dim=-1, reverse=False):
@@ -673,9 +689,10 @@ MEANINGS = {name: globals()[name] for name in (
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
     "any_of", "all_of",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
-    "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min", "exp", "exp2", "log",
-    "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
+    "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
+    "atomic_max", "atomic_min", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
     "assume", "print")}
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
-    "reduce_absmax", "cumsum", "cummax", "atomic_add", "atomic_max", "atomic_min")})
+    "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax",
+    "atomic_add", "atomic_max", "atomic_min")})

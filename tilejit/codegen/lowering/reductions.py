@@ -57,8 +57,10 @@ def _compute_type(ty: TileType):
 def _identity(op, ctype):
     lty = ir.DoubleType() if ctype == types.float64 else (
         ir.FloatType() if ctype == types.float32 else ir.IntType(ctype.bitwidth))
-    if op in ("sum", "abssum", "absmax_nan"):
+    if op in ("sum", "abssum", "absmax_nan", "bitor", "bitxor"):
         return ir.Constant(lty, 0)
+    if op == "bitand":
+        return ir.Constant(lty, -1)
     if isinstance(ctype, types.Float):
         if op.endswith("_nan"):         # max/minimum propagate NaN: ∓inf is the identity
             return ir.Constant(lty, float("-inf") if op == "max_nan" else float("inf"))
@@ -69,9 +71,14 @@ def _identity(op, ctype):
         if op in ("max", "min") else ir.Constant(lty, 0)
 
 
+_BITWISE = {"bitand": "and_", "bitor": "or_", "bitxor": "xor"}
+
+
 def _combine(builder, op, a, b, ctype):
     if op in ("sum", "abssum"):
         return builder.fadd(a, b) if isinstance(ctype, types.Float) else builder.add(a, b)
+    if op in _BITWISE:
+        return getattr(builder, _BITWISE[op])(a, b)
     big = op.removesuffix("_nan") in ("max", "absmax")
     if isinstance(ctype, types.Float):
         # maxnum/minnum ignore NaN; maximum/minimum (PTX max.NaN) propagate it
