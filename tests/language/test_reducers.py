@@ -6,17 +6,12 @@ simulator against torch, with TileLang's own patterns (the fold in a branch of a
 compile-time `if`, a reducer allocated inside a pipelined loop, finalize in a branch, the
 v1 syntax without `replication`); bad folds and batches are errors at the line; the PTX
 is assembled for sm_80 and sm_90a; on the GPU against torch and the simulator."""
-import shutil
-import subprocess
-
 import pytest
 import torch
 
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
-
-PTXAS = shutil.which("ptxas")
 
 
 def _line(text):
@@ -219,17 +214,11 @@ def test_a_bad_batch_is_an_error_at_the_finalize(batch, message):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("op", ["sum", "max", "log_sum_exp"])
-def test_the_ptx_assembles(op, arch, tmp_path):
+def test_the_ptx_assembles(op, arch, ptxas):
     kernel = log_sum_exp(512, 128) if op == "log_sum_exp" else row_reduce(128, 64, "float32", op)
     ptx = tilejit.compile(kernel, out_idx=-1, target="cuda").get_kernel_source(arch=arch)
     assert "shfl.sync.bfly" in ptx          # the fold's reduction across the threads
-    if PTXAS is None:
-        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
-    path = tmp_path / "k.ptx"
-    path.write_text(ptx)
-    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    ptxas(ptx, arch)
 
 
 @pytest.mark.gpu
@@ -290,16 +279,9 @@ def test_reducer_v2_epoch_across_serial_tiles(op, init):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_reducer_v2_ptx_assembles(arch, tmp_path):
-    ptx = tilejit.compile(tiled_row_reduce(32, 512, 128, "sum", 1.0), out_idx=-1,
-                          target="cuda").get_kernel_source(arch=arch)
-    if PTXAS is None:
-        pytest.skip("ptxas is not on PATH: PTX generated and checked, not assembled")
-    path = tmp_path / "k.ptx"
-    path.write_text(ptx)
-    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+def test_reducer_v2_ptx_assembles(arch, ptxas):
+    ptxas(tilejit.compile(tiled_row_reduce(32, 512, 128, "sum", 1.0), out_idx=-1,
+                          target="cuda").get_kernel_source(arch=arch), arch)
 
 
 @pytest.mark.gpu
@@ -346,19 +328,14 @@ def online_log_sum_exp(K, block_K):
     return kernel
 
 
-def test_fragments_used_at_constant_indices_are_held_by_every_thread(tmp_path):
+def test_fragments_used_at_constant_indices_are_held_by_every_thread(ptxas):
     a = torch.randn(512)
     kernel = tilejit.compile(online_log_sum_exp(512, 128), out_idx=-1)
     torch.testing.assert_close(kernel(a), torch.logsumexp(a, 0).reshape(1), atol=1e-5,
                                rtol=1e-5)
     ptx = tilejit.compile(online_log_sum_exp(512, 128), out_idx=-1,
                           target="cuda").get_kernel_source(arch="sm_90a")
-    if PTXAS is not None:
-        path = tmp_path / "k.ptx"
-        path.write_text(ptx)
-        r = subprocess.run([PTXAS, "-arch=sm_90a", str(path), "-o", str(tmp_path / "k.o")],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+    ptxas(ptx, "sm_90a")
 
 
 _EPOCH = '''
