@@ -16,8 +16,9 @@ helpers, with the options of the operation chosen in Python::
         ...
         _reduce(T, op, src, dst, dim=1)
 
-A call statement of such a helper (one whose body names a tile operation of
-``tilejit.language``, or passes ``**`` a dict, itself or through a helper it calls) is
+A call statement of such a helper (one whose body names a tile operation that only the
+tile passes lower, ``T.copy``, ``T.gemm``, ``T.reduce_*``, an allocation of a shared or
+fragment tile, ..., or passes ``**`` a dict, itself or through a helper it calls) is
 replaced by the helper's body, as ``kernel_macros.inline_call`` does for a helper holding
 the launch (same rules: the helper in the kernel's file, arguments names or constants,
 parameters not assigned). The names the body assigns are renamed apart from the
@@ -38,12 +39,14 @@ from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import function_def_from_file, resolve_static
 
 _DEPTH = 8
+# the tile operations only the tile passes lower: a helper that uses one cannot be a
+# device function (T.Parallel loops, element atomics and scalars can, and stay one)
 _TILE_OPS = {getattr(T, name) for name in (
     "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
-    "cumsum", "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "Parallel",
-    "Pipelined", "annotate_layout", "atomic_add", "atomic_max", "atomic_min",
-    "all_of", "any_of") if hasattr(T, name)}
+    "cumsum", "cummax", "alloc_shared", "alloc_fragment", "annotate_layout", "all_of",
+    "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer")
+    if hasattr(T, name)}
 
 
 def inline_tile_helpers(ks) -> None:
