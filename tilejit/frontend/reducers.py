@@ -48,13 +48,31 @@ def _kwarg(call, name, position, default=None):
     return call.args[position] if len(call.args) > position else default
 
 
+def _language(name, args):
+    """``__tj_language.<name>(*args)``: a tile operation the rewrite writes."""
+    return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()), args, [])
+
+
+def _finalize_forms(call):
+    """(dst or None, batch or None) of ``T.finalize_reducer``: TileLang's v2 form is
+    ``(r, dst, batch)``, the v1 form ``(r, batch)`` (an integer in second place)."""
+    keywords = {k.arg: k.value for k in call.keywords}
+    second = call.args[1] if len(call.args) > 1 else None
+    v1 = isinstance(second, ast.Constant) and isinstance(second.value, int)
+    dst = keywords.get("dst", None if v1 else second)
+    if isinstance(dst, ast.Constant) and dst.value is None:
+        dst = None
+    batch = keywords.get("batch", second if v1 else
+                         (call.args[2] if len(call.args) > 2 else None))
+    return dst, batch
+
+
 def _identity(op, dtype):
     if op == "sum":
         return ast.Constant(0.0)
     if op in _BITWISE:
         return ast.Constant(-1 if op == "bitand" else 0)
-    inf = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "infinity", ast.Load()),
-                   [copy.deepcopy(dtype)], [])
+    inf = _language("infinity", [copy.deepcopy(dtype)])
     return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf
 
 
@@ -88,8 +106,7 @@ class _Reducers(ast.NodeTransformer):
                 raise self.error("T.alloc_reducer(shape, dtype, op=...): shape and dtype "
                                  "are required", node)
             self.reducers[node.targets[0].id] = (op, dtype, shape)
-            new = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_fragment",
-                                         ast.Load()), [shape, dtype], [])
+            new = _language("alloc_fragment", [shape, dtype])
             return ast.copy_location(ast.Assign(node.targets, new), node)
         return self.generic_visit(node)
 
@@ -97,13 +114,11 @@ class _Reducers(ast.NodeTransformer):
         if is_call_to(node.value, T.finalize_reducer, self.namespace):
             call = node.value
             name = self._reducer_arg(call, "T.finalize_reducer", node)
-            self._check_batch(call, node)
-            dst = _kwarg(call, "dst", 1)
-            if dst is None or (isinstance(dst, ast.Constant) and dst.value is None) or (
-                    isinstance(dst, ast.Constant) and isinstance(dst.value, int)
-                    and not any(k.arg == "dst" for k in call.keywords)):
+            dst, batch = _finalize_forms(call)
+            self._check_batch(name, batch, node)
+            if dst is None:
                 return ast.copy_location(ast.Pass(), node)    # v1: in place
-            return ast.copy_location(ast.Expr(self._language("copy", [
+            return ast.copy_location(ast.Expr(_language("copy", [
                 ast.Name(name, ast.Load()), dst])), node)      # v2: into dst
         if is_call_to(node.value, T.reducer_init, self.namespace):
             call = node.value
@@ -114,7 +129,7 @@ class _Reducers(ast.NodeTransformer):
                 isinstance(init, ast.Name) and init.id in self.namespace and init.id not in
                 self.assigned and self.namespace[init.id] is None)
             value = _identity(op, dtype) if none else init
-            return ast.copy_location(ast.Expr(self._language("fill", [
+            return ast.copy_location(ast.Expr(_language("fill", [
                 ast.Name(name, ast.Load()), value])), node)
         return self.generic_visit(node)
 
@@ -125,13 +140,7 @@ class _Reducers(ast.NodeTransformer):
                              f"{ast.unparse(target) if target else 'nothing'}", node)
         return target.id
 
-    @staticmethod
-    def _language(name, args):
-        return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()),
-                        args, [])
-
-    def _check_batch(self, call, node):
-        batch = _kwarg(call, "batch", 1)
+    def _check_batch(self, name, batch, node):
         if batch is None:
             return
         value = batch.value if isinstance(batch, ast.Constant) else resolve_static(
@@ -140,7 +149,7 @@ class _Reducers(ast.NodeTransformer):
             return
         if value < 1:
             raise self.error(f"T.finalize_reducer: batch must be >= 1, got {value}", node)
-        shape = self.reducers[call.args[0].id][2]
+        shape = self.reducers[name][2]
         extents = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
         sizes = [e.value if isinstance(e, ast.Constant) else resolve_static(e, self.namespace)
                  for e in extents]
@@ -172,20 +181,19 @@ class _Reducers(ast.NodeTransformer):
         for name, (fold, op, _) in folds.items():
             dtype = self.reducers[name][1]
             extents = ast.Tuple([copy.deepcopy(a) for a in node.iter.args], ast.Load())
-            out.append(ast.Assign([ast.Name(fold, ast.Store())], ast.Call(
-                ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_fragment", ast.Load()),
-                [extents, copy.deepcopy(dtype)], [])))
+            out.append(ast.Assign([ast.Name(fold, ast.Store())],
+                                  _language("alloc_fragment", [extents, copy.deepcopy(dtype)])))
             init = ast.Assign([self._element(fold, names, ast.Store)],
                               _identity(op, dtype))
             node.body.insert(0, init)
         out.append(node)
         for name, (fold, op, dims) in folds.items():
             for dim in dims:
-                out.append(ast.Expr(ast.Call(
-                    ast.Attribute(ast.Name(LANGUAGE, ast.Load()), _REDUCE[op], ast.Load()),
-                    [ast.Name(fold, ast.Load()), ast.Name(name, ast.Load())],
-                    [ast.keyword("dim", ast.Constant(dim)),
-                     ast.keyword("clear", ast.Constant(False))])))
+                reduce = _language(_REDUCE[op], [ast.Name(fold, ast.Load()),
+                                                 ast.Name(name, ast.Load())])
+                reduce.keywords = [ast.keyword("dim", ast.Constant(dim)),
+                                   ast.keyword("clear", ast.Constant(False))]
+                out.append(ast.Expr(reduce))
         return [ast.copy_location(s, node) for s in out]
 
     def _check_rest(self, body, folds):
@@ -240,8 +248,7 @@ class _Reducers(ast.NodeTransformer):
             if op in ("sum", *_BITWISE):
                 new = ast.BinOp(acc, ast.Add() if op == "sum" else _BITWISE[op](), value)
             else:
-                new = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), op, ast.Load()),
-                               [acc, value], [])
+                new = _language(op, [acc, value])
             out.append(ast.copy_location(
                 ast.Assign([self._element(tile, names, ast.Store)], new), stmt))
         return out

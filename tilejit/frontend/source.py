@@ -116,6 +116,16 @@ class SubstituteLoads(ast.NodeTransformer):
         return ast.copy_location(copy.deepcopy(expr), node)
 
 
+def statement_lists(tree: ast.AST):
+    """Every non-empty list of statements in ``tree`` (bodies, ``else`` and ``finally``
+    branches), for a rewrite that works on neighbouring statements in place."""
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                yield stmts
+
+
 def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
     return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
 

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections import Counter
 
 from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.kernel_macros import inline_call
 from tilejit.frontend.references import current_namespace
-from tilejit.frontend.source import function_def_from_file, resolve_static
+from tilejit.frontend.source import (function_def_from_file, resolve_static,
+                                     statement_lists)
 
 _DEPTH = 8
 # the tile operations only the tile passes lower: a helper that uses one cannot be a
@@ -61,7 +63,7 @@ class _Inliner:
         self.count = 0
 
     def run(self, node, depth):
-        for stmts in _statement_lists(node):
+        for stmts in statement_lists(node):
             out = []
             for stmt in stmts:
                 body = self._inline(stmt, depth) if depth else None
@@ -106,14 +108,6 @@ def _helper(obj):
     return obj if is_helper(obj) else None
 
 
-def _statement_lists(node):
-    for sub in ast.walk(node):
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(sub, field, None)
-            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
-                yield stmts
-
-
 def _rename_locals(module, suffix):
     """The names the inlined body assigns, renamed apart from the kernel's."""
     stored = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)
@@ -126,21 +120,18 @@ def _rename_locals(module, suffix):
 def _expand_static_kwargs(module, ks):
     """``kw = <dict of compile-time values>`` used only as ``f(..., **kw)``: the
     assignment dropped and its items passed as keywords."""
-    uses = {}
-    for n in ast.walk(module):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            uses.setdefault(n.id, []).append(n)
-    starred = {k.value.id for c in ast.walk(module) if isinstance(c, ast.Call)
-               for k in c.keywords if k.arg is None and isinstance(k.value, ast.Name)}
+    loads = Counter(n.id for n in ast.walk(module)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    starred = Counter(k.value.id for c in ast.walk(module) if isinstance(c, ast.Call)
+                      for k in c.keywords if k.arg is None and isinstance(k.value, ast.Name))
     values = {}
-    for stmts in _statement_lists(module):
+    for stmts in statement_lists(module):
         for stmt in list(stmts):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name)):
                 continue
             name = stmt.targets[0].id
-            if name not in starred or name in values or \
-                    len(uses.get(name, [])) != _starred_uses(module, name):
+            if not starred[name] or name in values or loads[name] != starred[name]:
                 continue
             value = _static_dict(stmt.value, ks.namespace)
             if value is not None:
@@ -156,11 +147,6 @@ def _expand_static_kwargs(module, ks):
                 else:
                     keywords.append(k)
             call.keywords = keywords
-
-
-def _starred_uses(module, name):
-    return sum(1 for c in ast.walk(module) if isinstance(c, ast.Call) for k in c.keywords
-               if k.arg is None and isinstance(k.value, ast.Name) and k.value.id == name)
 
 
 def _static_dict(expr, namespace):

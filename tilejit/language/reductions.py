@@ -11,64 +11,51 @@ element. ``reduce_max``/``reduce_min``/``reduce_absmax`` ignore NaN (as ``T.max`
 ``nan_propagate=True`` (TileLang's keyword) any NaN makes the result NaN (PTX
 ``max.NaN``/``min.NaN``, LLVM's ``maximum``/``minimum``). ``batch`` (TileLang's: how many
 outputs one of its shared-memory all-reduces combines, a barrier-count tuning) is
-accepted and must be a positive integer; it changes nothing here, where a reduction
-across threads is warp shuffles.
+accepted and checked at compile time (a positive integer); it changes nothing here,
+where a reduction across threads is warp shuffles.
 """
 from __future__ import annotations
 
 from tilejit.language._semantics import meaning
 
 
-def _batch(batch):
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch: expected a positive integer, got {batch!r}")
-
-
 def reduce_sum(src, dst, dim=-1, clear=True, batch=1):
     """dst = Σ src along dim."""
-    _batch(batch)
     meaning("reduce_sum")(src, dst, dim, clear)
 
 
 def reduce_max(src, dst, dim=-1, clear=True, nan_propagate=False, batch=1):
     """dst = max of src along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
-    _batch(batch)
     meaning("reduce_max")(src, dst, dim, clear, nan_propagate)
 
 
 def reduce_min(src, dst, dim=-1, clear=True, nan_propagate=False, batch=1):
     """dst = min of src along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
-    _batch(batch)
     meaning("reduce_min")(src, dst, dim, clear, nan_propagate)
 
 
 def reduce_abssum(src, dst, dim=-1, clear=True, batch=1):
     """dst = Σ |src| along dim."""
-    _batch(batch)
     meaning("reduce_abssum")(src, dst, dim, clear)
 
 
 def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False, batch=1):
     """dst = max |src| along dim (NaN ignored; any NaN gives NaN with ``nan_propagate``)."""
-    _batch(batch)
     meaning("reduce_absmax")(src, dst, dim, clear, nan_propagate)
 
 
 def reduce_bitand(src, dst, dim=-1, clear=True, batch=1):
     """dst = src[0] & src[1] & ... along dim (integer tiles)."""
-    _batch(batch)
     meaning("reduce_bitand")(src, dst, dim, clear)
 
 
 def reduce_bitor(src, dst, dim=-1, clear=True, batch=1):
     """dst = src[0] | src[1] | ... along dim (integer tiles)."""
-    _batch(batch)
     meaning("reduce_bitor")(src, dst, dim, clear)
 
 
 def reduce_bitxor(src, dst, dim=-1, clear=True, batch=1):
     """dst = src[0] ^ src[1] ^ ... along dim (integer tiles)."""
-    _batch(batch)
     meaning("reduce_bitxor")(src, dst, dim, clear)
 
 

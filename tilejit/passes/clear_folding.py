@@ -22,16 +22,14 @@ import ast
 import dataclasses
 
 from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import resolve_static, statement_lists
 from tilejit.ir.markers import GEMM, TILE
 
 
 def fold_clears_into_gemms(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    for node in ast.walk(fdef):
-        for field in ("body", "orelse", "finalbody"):
-            stmts = getattr(node, field, None)
-            if isinstance(stmts, list) and len(stmts) > 1:
-                setattr(node, field, _fold(stmts, ctx))
+    for stmts in statement_lists(fdef):
+        if len(stmts) > 1:
+            stmts[:] = _fold(stmts, ctx)
     return fdef
 
 

@@ -28,6 +28,7 @@ explicitly; other shared tiles are row-major.
 from __future__ import annotations
 
 import ast
+import math
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
@@ -695,7 +696,7 @@ def _scalar_fragments(fdef, ctx) -> set:
     ``x = m[0] * 2``) and set by ``T.fill``/``T.clear``: TileLang gives each thread the
     whole of such a (small) fragment, as a local variable every thread computes alike."""
     frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
-             and len(t.shape) >= 1 and _size(t.shape) <= _SCALAR_FRAGMENT_MAX}
+             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
     allowed = set()               # ids of the Name nodes of allowed uses
     for node in ast.walk(fdef):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
@@ -712,13 +713,6 @@ def _scalar_fragments(fdef, ctx) -> set:
 
 
 _SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
-
-
-def _size(shape):
-    n = 1
-    for e in shape:
-        n *= e
-    return n
 
 
 def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):

@@ -188,11 +188,6 @@ class _Tiles(ast.NodeTransformer):
             raise self.ctx.error(f"{what}: dst {dst.name} {dst.shape} must have src's shape "
                                  f"{src.shape}", node)
         dim = self._static(a["dim"], f"{what}'s dim")
-        if op.startswith("bit") and not all(t.dtype.name.startswith(("int", "uint"))
-                                            for t in (src, dst)):
-            raise self.ctx.error(f"{what}: a bitwise reduction needs integer tiles, got "
-                                 f"{src.name} {src.dtype.name} and {dst.name} "
-                                 f"{dst.dtype.name}", node)
         if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
             raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
                                  f"{len(src.shape)}), got {dim!r}", node)
