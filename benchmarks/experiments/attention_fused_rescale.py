@@ -1,5 +1,6 @@
-"""EXPERIMENT (prepared 2026-12-02, not yet run on a GPU): does interleaving the
-exponentials with O's rescale close FlashAttention's gap to cuDNN?
+"""EXPERIMENT (run 2026-12-02 at 2d242b3; not kept, see results/archive/NOTES-2026-12.md,
+"Nineteenth session"): does interleaving the exponentials with O's rescale close
+FlashAttention's gap to cuDNN?
 
 ncu beside cuDNN (`results/profiles/2026-12-02_h200_ncu_flashattn_vs_cudnn_c48751a.md`)
 put our extra stalls on MUFU.EX2 ("wait", "mio"): ptxas issues the exponentials two in
