@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -111,9 +112,43 @@ def test_fragments_beyond_the_register_file_are_a_compile_error(target):
     kw = dict(target="cuda", arch="sm_90a") if target == "cuda" else dict(target="sim")
     with pytest.raises(CompileError, match=r"need 8192 32-bit registers per thread \(F "
                                            r"fragment 1024x1024 float32: 8192\); a thread "
-                                           r"has at most 255") as e:
+                                           r"has at most 255 registers, and tilejit spills "
+                                           r"at most 2048 words") as e:
         too_big.compile(a, a.copy(), **kw)
     assert "test_targets.py" in str(e.value)
+
+
+@tilejit.kernel
+def row_sums_one_warp(A, B):
+    """A 128x128 float32 fragment at 32 threads: 512 words a thread, as TileLang's own
+    reduction tests write it."""
+    with T.Kernel(1, threads=32) as bx:
+        F = T.alloc_fragment((128, 128), T.float32)
+        S = T.alloc_fragment((128,), T.float32)
+        T.copy(A[0:128, 0:128], F)
+        T.reduce_sum(F, S, dim=1)
+        T.copy(S, B[0:128])
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "sim"])
+def test_fragments_past_the_register_file_spill_with_a_warning(target, ptxas):
+    """640 words a thread: compiled (ptxas spills), with a warning naming each tile's share
+    and the line; the simulator warns the same and computes the sums."""
+    from tilejit.passes.registers import RegisterSpillWarning
+    a = np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)
+    b = np.zeros(128, np.float32)
+    with pytest.warns(RegisterSpillWarning, match=r"need 640 32-bit registers per thread "
+                      r"\(F fragment 128x128 float32: 512, S fragment 128 float32: 128\); "
+                      r"a thread has 255: the rest is spilled to local memory") as w:
+        if target == "sim":
+            tilejit.kernel(row_sums_one_warp.func, target="sim")(a, b)
+        else:
+            ptx = row_sums_one_warp.compile(a, b, target="cuda", arch=target).ptx
+    assert "test_targets.py" in str(w[0].message)
+    if target == "sim":
+        np.testing.assert_allclose(b, a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    else:
+        ptxas(ptx, target)
 
 
 def test_every_known_arch_compiles_without_aborting(tmp_path):
@@ -149,3 +184,19 @@ def test_every_known_arch_compiles_without_aborting(tmp_path):
             r = subprocess.run([ptxas, f"-arch={arch}", path, "-o", path + ".o"],
                                capture_output=True, text=True)
             assert r.returncode == 0, f"{name} {arch}: {r.stderr}"
+
+
+@pytest.mark.gpu
+def test_spilled_fragments_on_the_gpu_against_the_simulator():
+    import torch
+    from tilejit.passes.registers import RegisterSpillWarning
+    a = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+    b = torch.zeros(128, device="cuda")
+    sim = np.zeros(128, np.float32)
+    with warnings.catch_warnings():      # warned at compile time only: a cache hit is quiet
+        warnings.simplefilter("ignore", RegisterSpillWarning)
+        row_sums_one_warp(torch.from_numpy(a).cuda(), b)
+        tilejit.kernel(row_sums_one_warp.func, target="sim")(a, sim)
+    np.testing.assert_allclose(b.cpu().numpy(), a.astype(np.float64).sum(1), rtol=1e-5,
+                               atol=1e-4)
+    np.testing.assert_allclose(b.cpu().numpy(), sim, rtol=1e-5, atol=1e-5)

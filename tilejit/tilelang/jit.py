@@ -34,8 +34,10 @@ from tilejit.frontend.source import (function_def_from_file, function_namespace,
 from tilejit.runtime.arguments import TensorSpec
 from tilejit.runtime.kernel import KernelFunction, default_arch
 from tilejit.language.dtypes import DType, as_dtype
-from tilejit.language.tilelang_names import TensorAnnotation, warn_symbolic
+from tilejit.language.tilelang_names import LinearExtent, TensorAnnotation, warn_symbolic
 from tilejit.options import compile_options
+from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
+                                            derived_extents, symbol_bindings)
 
 
 class PassConfigKey:
@@ -97,20 +99,24 @@ class _Desugared:
         self.symbols: dict[str, bool] = {}          # name -> dynamic?
         self.annotations: list[tuple[str, ast.expr, int]] = []
         body = []
-        bound: set[str] = set()
+        prologue = Prologue()
         for stmt in fdef.body:
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
                 self.symbols.update(symbols)
+                for name in symbols:
+                    prologue.values.pop(name, None)
                 continue
             self._static_local(stmt)
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.value is None:
-                name = stmt.target.id
-                self.annotations.append((name, stmt.annotation, stmt.lineno))
-                body += self._bind_symbols(name, stmt, bound)
+                self.annotations.append((stmt.target.id, prologue.substitute(stmt.annotation),
+                                         stmt.lineno))
                 continue
+            prologue.follow(stmt)
             body.append(stmt)
+        bindings, bound = symbol_bindings(self.annotations, self.symbols)
+        body[:0] = bindings
         unbound = set(self.symbols) - bound
         if unbound:
             raise CompileError(f"symbol(s) {', '.join(sorted(unbound))} are not the extent of "
@@ -162,30 +168,6 @@ class _Desugared:
             e.id for e in getattr(target, "elts", []) if isinstance(e, ast.Name)]
         return {n: dynamic for n in names}
 
-    def _bind_symbols(self, tensor, stmt, bound):
-        shape = _annotation_shape(stmt.annotation)
-        out = []
-        for dim, extent in enumerate(shape or ()):
-            if isinstance(extent, ast.Name) and extent.id in self.symbols \
-                    and extent.id not in bound:
-                bound.add(extent.id)
-                read = ast.Subscript(ast.Attribute(ast.Name(tensor, ast.Load()), "shape",
-                                                   ast.Load()), ast.Constant(dim), ast.Load())
-                out.append(ast.copy_location(ast.Assign([ast.Name(extent.id, ast.Store())],
-                                                        read), stmt))
-        return out
-
-
-def _annotation_shape(annotation):
-    """The shape expressions of ``T.Tensor((M, K), dt)`` or ``T.Tensor[[M, K], dt]``."""
-    if isinstance(annotation, ast.Call) and annotation.args:
-        shape = annotation.args[0]
-    elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple):
-        shape = annotation.slice.elts[0]
-    else:
-        return None
-    return shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
-
 
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
@@ -235,7 +217,7 @@ class JitFunction:
         """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
         for name, ann, _ in self.sugar.annotations:
             if name == tensor:
-                for extent in _annotation_shape(ann) or []:
+                for extent in annotation_shape(ann) or []:
                     if any(isinstance(n, ast.Name) and self.sugar.symbols.get(n.id)
                            for n in ast.walk(extent)):
                         return True
@@ -244,7 +226,7 @@ class JitFunction:
     def _symbol_of(self, tensor, dim):
         for name, ann, _ in self.sugar.annotations:
             if name == tensor:
-                shape = _annotation_shape(ann) or []
+                shape = annotation_shape(ann) or []
                 if dim < len(shape) and isinstance(shape[dim], ast.Name):
                     return shape[dim].id if shape[dim].id in self.sugar.symbols else None
         return None
@@ -288,7 +270,10 @@ class JitFunction:
             env[s] = T.Symbol(s, dynamic=False)
         specs = []
         for name, ann, line in self.sugar.annotations:
-            spec = eval(compile(ast.Expression(ann), self.sugar.filename, "eval"), env)
+            try:
+                spec = eval(compile(ast.Expression(ann), self.sugar.filename, "eval"), env)
+            except TypeError:       # arithmetic on symbols: T.ceildiv(K, 128)
+                spec = derived_extents(ann, env, self.sugar.filename)
             if not isinstance(spec, TensorAnnotation):
                 raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer")
             specs.append((name, spec, line))
@@ -297,6 +282,7 @@ class JitFunction:
     def _check_annotations(self, values):
         """Rank, dtype and extents of each annotated tensor, and one size per symbol."""
         sizes: dict[str, tuple[str, int]] = {}
+        derived = []
         for name, spec, line in self._annotation_specs(values):
             if name not in values:
                 continue
@@ -318,6 +304,24 @@ class JitFunction:
                 elif isinstance(want, int) and want != have:
                     raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} "
                                      f"(line {line}), got {have}")
+                elif isinstance(want, (DerivedExtent, LinearExtent)):
+                    derived.append((name, dim, want, have, line))
+        if derived:
+            env = dict(self.sugar.namespace)
+            env.update((k, v) for k, v in values.items() if k not in self._tensor_names)
+            env.update((sym, size) for sym, (_, size) in sizes.items())
+            for name, dim, want, have, line in derived:
+                expected = want.value(env) if isinstance(want, DerivedExtent) else (
+                    want.value(env[want.name]) if want.name in env else None)
+                if expected is not None and expected != have:
+                    raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} = "
+                                     f"{expected} (line {line}), got {have}")
+        if all(name in values for name in self.sugar.tensors):
+            unsized = sorted(set(self.sugar.symbols) - set(sizes))
+            if unsized:
+                raise CompileError(f"symbol(s) {', '.join(unsized)} are not the extent of any "
+                                   f"annotated tensor for these compile-time values",
+                                   self.sugar.filename, self.sugar.fdef.lineno)
         return sizes
 
     @property
@@ -387,7 +391,7 @@ class JitFunction:
             if name in tensors:
                 continue
             shape = []
-            for node in _annotation_shape(ann) or []:
+            for node in annotation_shape(ann) or []:
                 if isinstance(node, ast.Name) and node.id in self.sugar.symbols \
                         and node.id not in symbols:
                     unsized.append(node.id)

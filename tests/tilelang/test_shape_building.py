@@ -1,0 +1,94 @@
+"""Eager-style programs that build their tensors' shapes before annotating them, as
+TileLang's examples do (DeepGEMM's `A_shape = (M, K)`, the grouped GEMM's
+`B_shape = [...] if not trans_b else [...]`, the convolution's `KH, KW = K, K`), and
+that use a symbol before the annotation that binds it."""
+import numpy as np
+import pytest
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+torch = pytest.importorskip("torch")
+
+
+@tilelang.jit
+def scaled(A, S, trans, block=32, dtype=T.float32):
+    M, K = T.const("M, K")
+    KA, KB = K, K
+    col_tiles = T.ceildiv(K, block)                 # a symbol before its annotation
+    A_shape = (M, KA) if not trans else (KB, M)
+    S_shape = (T.ceildiv(K, block),)                # arithmetic on a symbol
+    A: T.Tensor(A_shape, dtype)
+    S: T.Tensor(S_shape, T.float32)
+    out = T.empty((M, K), dtype)
+    with T.Kernel(T.ceildiv(M, block), col_tiles, threads=128) as (bx, by):
+        for i, j in T.Parallel(block, block):
+            r, c = bx * block + i, by * block + j
+            if r < M and c < K:
+                if trans:
+                    out[r, c] = A[c, r] * S[by]
+                else:
+                    out[r, c] = A[r, c] * S[by]
+    return out
+
+
+@tilelang.jit
+def rows_only_when_wide(A, wide):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N) if wide else (M, 4), T.float32)
+    out = T.empty((M,), T.float32)
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.serial(M):
+            out[i] = A[i, 0]
+    return out
+
+
+def _inputs(rng, m=70, k=100, block=32):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    s = rng.standard_normal(-(-k // block)).astype(np.float32)
+    return a, s, a.astype(np.float64) * np.repeat(s.astype(np.float64), block)[:k]
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_shapes_built_in_variables_and_a_conditional_shape(trans):
+    a, s, ref = _inputs(np.random.default_rng(0))
+    out = scaled(np.ascontiguousarray(a.T) if trans else a, s, trans)
+    assert out.shape == (70, 100)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_an_extent_computed_from_a_symbol_is_checked_at_the_call():
+    a, _, _ = _inputs(np.random.default_rng(1))
+    with pytest.raises(ValueError, match=r"argument 'S': shape\[0\] must be "
+                                         r"T.ceildiv\(K, block\) = 4 \(line \d+\), got 5"):
+        scaled(a, np.zeros(5, np.float32), False)
+
+
+def test_a_symbol_bound_by_an_alias_is_one_size():
+    a, s, _ = _inputs(np.random.default_rng(2))
+    with pytest.raises(ValueError, match=r"argument 'A': expected a 2-d tensor"):
+        scaled(a[0], s, False)
+    square = np.zeros((100, 100), np.float32)
+    out = scaled(square, np.ones(4, np.float32), True)          # (KB, M) = (100, 100)
+    assert out.shape == (100, 100)
+
+
+def test_a_symbol_no_annotation_binds_for_these_values_is_an_error():
+    a = np.ones((8, 4), np.float32)
+    np.testing.assert_array_equal(rows_only_when_wide(np.ones((8, 6), np.float32), True),
+                                  np.ones(8, np.float32))
+    with pytest.raises(CompileError, match=r"symbol\(s\) N are not the extent of any "
+                                           r"annotated tensor for these compile-time values"):
+        rows_only_when_wide(a, False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trans", [False, True])
+def test_on_the_gpu_against_torch_and_the_simulator(trans):
+    a, s, ref = _inputs(np.random.default_rng(3), m=300, k=200)
+    host = np.ascontiguousarray(a.T) if trans else a
+    got = scaled(torch.from_numpy(host).cuda(), torch.from_numpy(s).cuda(), trans)
+    sim = scaled(host, s, trans)
+    np.testing.assert_allclose(got.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got.cpu().numpy(), sim, rtol=0, atol=0)

@@ -1,0 +1,172 @@
+"""Shapes of an eager-style program's tensors, as its source builds them.
+
+TileLang programs build a tensor's shape before the annotation that uses it::
+
+    M, N, K = T.const("M, N, K")
+    KH, KW = K, K
+    A_shape = (M, K)
+    B_shape = [G, K, N] if not trans_b else [G, N, K]
+    A: T.Tensor(A_shape, dtype)
+    B: T.Tensor(B_shape, dtype)
+
+``Prologue`` follows the function body's top-level assignments and substitutes them
+into each annotation, so the annotation names only parameters, globals and symbols (it is
+evaluated on the host before each launch, where the body's locals do not exist).
+``annotation_shape`` splits a shape into its extents (a conditional shape into
+conditional extents), and ``symbol_bindings`` reads each symbol from the first tensor
+dimension that is the symbol itself (``K = A.shape[1]``; under a condition,
+``N = B.shape[2] if not trans_b else B.shape[1]``); those statements go at the top of
+the kernel's body, where every later statement may use the symbols.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+
+class Prologue:
+    """The values of the body's top-level names so far, as expressions."""
+
+    def __init__(self):
+        self.values: dict[str, ast.expr] = {}
+
+    def substitute(self, expr: ast.expr) -> ast.expr:
+        values = self.values
+
+        class Replace(ast.NodeTransformer):
+            def visit_Name(self, node):
+                if isinstance(node.ctx, ast.Load) and node.id in values:
+                    return copy.deepcopy(values[node.id])
+                return node
+
+        return ast.fix_missing_locations(Replace().visit(copy.deepcopy(expr)))
+
+    def follow(self, stmt: ast.stmt):
+        """Remember what a top-level statement binds: ``x = e`` and ``a, b = e1, e2`` by
+        value; a name bound any other way (a loop, a branch, ``+=``) is forgotten."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target, value = stmt.targets[0], stmt.value
+            if isinstance(target, ast.Name):
+                self.values[target.id] = self.substitute(value)
+                return
+            if isinstance(target, (ast.Tuple, ast.List)) and \
+                    isinstance(value, (ast.Tuple, ast.List)) and \
+                    len(target.elts) == len(value.elts) and \
+                    all(isinstance(t, ast.Name) for t in target.elts):
+                new = [self.substitute(v) for v in value.elts]
+                for t, v in zip(target.elts, new):
+                    self.values[t.id] = v
+                return
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.values.pop(node.id, None)
+
+
+def annotation_shape(annotation):
+    """The extents of ``T.Tensor(shape, dt)`` or ``T.Tensor[shape, dt]``: a tuple or list
+    of expressions; a conditional shape (``s1 if c else s2`` of equal ranks) gives
+    conditional extents (``s1[i] if c else s2[i]``). None when the rank is not written."""
+    if isinstance(annotation, ast.Call) and annotation.args:
+        shape = annotation.args[0]
+    elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple):
+        shape = annotation.slice.elts[0]
+    else:
+        return None
+    return _extents(shape)
+
+
+def _extents(shape):
+    if isinstance(shape, (ast.Tuple, ast.List)):
+        return list(shape.elts)
+    if isinstance(shape, ast.IfExp):
+        body, orelse = _extents(shape.body), _extents(shape.orelse)
+        if body is not None and orelse is not None and len(body) == len(orelse):
+            return [ast.IfExp(shape.test, b, o) for b, o in zip(body, orelse)]
+        return None
+    return [shape]
+
+
+def _occurrences(extent, symbols, conditions=()):
+    """(symbol, conditions) for each way the extent is a symbol itself: ``K``, or ``K``
+    on one side of a conditional extent (with the test and the side taken)."""
+    if isinstance(extent, ast.Name) and extent.id in symbols:
+        yield extent.id, conditions
+    elif isinstance(extent, ast.IfExp):
+        yield from _occurrences(extent.body, symbols, conditions + ((extent.test, True),))
+        yield from _occurrences(extent.orelse, symbols, conditions + ((extent.test, False),))
+
+
+def _condition(conditions):
+    tests = [copy.deepcopy(t) if taken else ast.UnaryOp(ast.Not(), copy.deepcopy(t))
+             for t, taken in conditions]
+    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+
+
+def symbol_bindings(annotations, symbols) -> tuple[list[ast.stmt], set[str]]:
+    """``sym = tensor.shape[d]`` for each symbol some annotated extent is: the first such
+    dimension, or a chain of conditional reads ending in an unconditional one (the last
+    candidate's read: which symbols a given set of compile-time values leaves unbound
+    is checked on the host, where the annotations are evaluated). Returns the
+    statements and the symbols bound."""
+    found: dict[str, list] = {}
+    for tensor, annotation, line in annotations:
+        for dim, extent in enumerate(annotation_shape(annotation) or ()):
+            for sym, conditions in _occurrences(extent, symbols):
+                found.setdefault(sym, []).append((conditions, tensor, dim, line))
+    statements = []
+    for sym, candidates in found.items():
+        expr = None
+        for conditions, tensor, dim, _ in reversed(candidates):
+            read = ast.Subscript(ast.Attribute(ast.Name(tensor, ast.Load()), "shape",
+                                               ast.Load()), ast.Constant(dim), ast.Load())
+            expr = read if expr is None or not conditions else ast.IfExp(
+                _condition(conditions), read, expr)
+        line = candidates[0][3]
+        stmt = ast.Assign([ast.Name(sym, ast.Store())], expr)
+        for node in ast.walk(stmt):
+            node.lineno = node.end_lineno = line
+            node.col_offset = node.end_col_offset = 0
+        statements.append(stmt)
+    return statements, set(found)
+
+
+class DerivedExtent:
+    """An annotated extent computed from symbols (``T.ceildiv(K, 128)``): checked once
+    the symbols have their sizes."""
+
+    def __init__(self, expr: ast.expr, filename: str):
+        self.text = ast.unparse(expr)
+        self.code = compile(ast.Expression(expr), filename, "eval")
+
+    def value(self, env):
+        """The extent with the symbols' sizes in ``env``; None where one is unsized."""
+        try:
+            return eval(self.code, env)
+        except NameError:
+            return None
+
+    def __repr__(self):
+        return self.text
+
+
+def derived_extents(annotation, env, filename):
+    """The annotation evaluated with each extent that does not evaluate with the symbols
+    as symbols (arithmetic other than ``a * n + b``) kept as a ``DerivedExtent``."""
+    shape = annotation_shape(annotation)
+    if shape is None:
+        raise TypeError(f"cannot evaluate the annotation {ast.unparse(annotation)}")
+    extents = []
+    for extent in shape:
+        try:
+            extents.append(eval(compile(ast.Expression(extent), filename, "eval"), env))
+        except TypeError:
+            extents.append(DerivedExtent(extent, filename))
+    annotation = copy.deepcopy(annotation)
+    hole = ast.Name("__tilejit_shape__", ast.Load())
+    if isinstance(annotation, ast.Call):
+        annotation.args[0] = hole
+    else:
+        annotation.slice.elts[0] = hole
+    ast.fix_missing_locations(annotation)
+    return eval(compile(ast.Expression(annotation), filename, "eval"),
+                dict(env, __tilejit_shape__=tuple(extents)))
