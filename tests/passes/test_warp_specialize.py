@@ -7,7 +7,10 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
+import tilejit
+import tilejit.language as T
 from kernels import gemm
 
 
@@ -51,3 +54,57 @@ def test_no_specialization_without_wgmma_or_when_turned_off(arch, env, monkeypat
         monkeypatch.setenv(key, value)
     k = _compiled(arch=arch)
     assert k.block_threads == 0 and "setmaxnreg" not in k.ptx and ".maxntid 256" in k.ptx
+
+
+@tilejit.kernel
+def gemm_fixed_registers(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 256,
+                         block_K: T.constexpr = 64, spelling: T.constexpr = "no_set_max_nreg"):
+    """The warp-specialized GEMM with TileLang's switch that keeps the launch's
+    registers (``T.no_set_max_nreg()`` or ``T.disable_warp_group_reg_alloc()``)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+        if spelling == "no_set_max_nreg":
+            T.no_set_max_nreg()
+        else:
+            T.disable_warp_group_reg_alloc()
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+def _fixed_inputs(device="cpu"):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 192, generator=g).half()
+    b = torch.randn(192, 512, generator=g).half()
+    return a.to(device), b.to(device), torch.zeros(256, 512, device=device)
+
+
+@pytest.mark.parametrize("spelling", ["no_set_max_nreg", "disable_warp_group_reg_alloc"])
+def test_no_set_max_nreg_keeps_the_launched_registers(spelling, ptxas):
+    a, b, c = (x.numpy() for x in _fixed_inputs())
+    k = gemm_fixed_registers.compile(a, b, c, spelling=spelling, target="cuda",
+                                     arch="sm_90a").compiled
+    assert k.block_threads == 384 and "mbarrier.arrive" in k.ptx   # still specialized
+    assert "setmaxnreg" not in k.ptx
+    ptxas(k.ptx, "sm_90a")
+    gemm_fixed_registers(a, b, c, spelling=spelling)                # the simulator
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_no_set_max_nreg_on_the_gpu_against_torch_and_the_simulator():
+    a, b, c = _fixed_inputs("cuda")
+    gemm_fixed_registers(a, b, c)
+    sim = np.zeros((256, 512), np.float32)
+    gemm_fixed_registers(a.cpu().numpy(), b.cpu().numpy(), sim)
+    ref = a.double().cpu() @ b.double().cpu()
+    torch.testing.assert_close(c.cpu().double(), ref, rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(c.cpu().numpy(), sim, rtol=1e-5, atol=1e-4)

@@ -222,6 +222,9 @@ class _DeviceForms(ast.NodeTransformer):
                   is not None else ast.Name("ceildiv", ast.Load()))
             return ast.copy_location(ast.BinOp(ast.Call(fn, [value, alignment], []),
                                                ast.Mult(), copy.deepcopy(alignment)), node)
+        if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
+            op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
+            return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)
         if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
                                                       for k in node.keywords):
             # TileLang's lowering hints (disable_tma=, annotations=, ...): not semantics

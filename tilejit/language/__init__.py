@@ -43,7 +43,8 @@ from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
                                     annotate_layout, any_of, clear, copy, fill,
-                                    finalize_reducer, gemm, reducer_init, reducer_update,
+                                    disable_warp_group_reg_alloc, finalize_reducer, gemm,
+                                    no_set_max_nreg, reducer_init, reducer_update,
                                     use_swizzle)
 
 float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
@@ -72,7 +73,8 @@ __all__ = [
     "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
-    "thread_binding", "Select", "align_up",
+    "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
+    "disable_warp_group_reg_alloc",
 ]
 
 
@@ -195,6 +197,18 @@ def vectorized(start, stop=None, step=1):
 def ceildiv(a, b):
     """``(a + b - 1) // b`` for non-negative integers."""
     return (a + b - 1) // b
+
+
+def floordiv(a, b):
+    """``a // b`` rounded toward minus infinity (TVM's ``floordiv``: Python's ``//``, not
+    C's truncation). In a kernel the front end writes it as ``a // b``."""
+    return a // b
+
+
+def floormod(a, b):
+    """``a - floordiv(a, b) * b``, the sign of ``b`` (TVM's ``floormod``: Python's ``%``).
+    In a kernel the front end writes it as ``a % b``."""
+    return a % b
 
 
 def align_up(value, alignment):

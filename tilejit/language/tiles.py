@@ -89,6 +89,15 @@ def use_swizzle(panel_size=10, order="row", enable=True):
     """Block rasterization for L2 reuse (a scheduling hint: results never change)."""
 
 
+def no_set_max_nreg():
+    """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
+    them from the producer warpgroup to the consumers (a scheduling hint: results never
+    change). TileLang also spells it ``T.disable_warp_group_reg_alloc()``."""
+
+
+disable_warp_group_reg_alloc = no_set_max_nreg
+
+
 # TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
 # instructions itself: TMA, cp.async, vector width); accepted and not used
 COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "annotations",

@@ -42,7 +42,9 @@ It applies to one pipelined loop, at the top level of the kernel's body or insid
 ``for`` and ``if`` statements, whose copies all became TMA's, whose consumers contain a
 gemm planned on wgmma and cannot ``continue`` past the release, in a block of whole
 warpgroups with room for one more, when every name the producer's copy of the
-statements reads is computed there too. ``TILEJIT_WS=0``
+statements reads is computed there too. ``T.no_set_max_nreg()`` (TileLang's
+``T.disable_warp_group_reg_alloc()``) in the kernel keeps the registers as launched: no
+``setmaxnreg``. ``TILEJIT_WS=0``
 (``CompileOptions.warp_specialize``) turns it off. Anything else keeps ``tma.py``'s
 schedule.
 """
@@ -51,6 +53,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
                                 TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
@@ -133,7 +137,28 @@ def _names(stmts, ctx_type):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
 
 
+class _RegisterHints(ast.NodeTransformer):
+    """Takes out ``T.no_set_max_nreg()`` / ``T.disable_warp_group_reg_alloc()``
+    statements, counting them."""
+
+    def __init__(self, ctx):
+        self.ctx, self.found = ctx, 0
+
+    def visit_Expr(self, node):
+        call = node.value
+        if isinstance(call, ast.Call) and \
+                resolve_static(call.func, self.ctx.namespace) is T.no_set_max_nreg:
+            if call.args or call.keywords:
+                raise self.ctx.error("T.no_set_max_nreg() takes no arguments", node)
+            self.found += 1
+            return ast.copy_location(ast.Pass(), node)
+        return node
+
+
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    hints = _RegisterHints(ctx)
+    fdef = hints.visit(fdef)
+    keep_registers = hints.found > 0
     plan = ctx.plan
     threads = ctx.threads
     if not (ctx.target.has_wgmma and ctx.options.warp_specialize and plan.tma_copies):
@@ -211,7 +236,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan.ws_consumers = threads
     plan.tma_issuer = threads
     plan.launch_threads = threads + WARPGROUP
-    producer = [_expr(SETMAXNREG, [ast.Constant(False), ast.Constant(PRODUCER_REGISTERS)]),
+    producer = [_expr(SETMAXNREG, [ast.Constant(False), ast.Constant(PRODUCER_REGISTERS)])][
+        keep_registers:] + [
                 ast.If(_call(WS_LEADER),
                        [_expr(TMA_FENCE), _assign(eph, ast.Constant((1 << stages) - 1)),
                         _assign(ps, ast.Constant(0))] + produced, [])]
@@ -231,8 +257,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 and not any(st is x for x in starts)]
     top = [st for st in body[init[0] + 1:] if not _is_call(st, SYNC)]
     budget = _consumer_registers(threads)
-    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])] + starts
-                + top)
+    consumer = ([_expr(SETMAXNREG, [ast.Constant(True), ast.Constant(budget)])][keep_registers:]
+                + starts + top)
     split = ast.If(_call(WS_PRODUCER), producer, consumer)
     setattr(split, WS_ATTR, True)
     empty_init = _expr(TMA_INIT, [ast.Constant(empty0), ast.Constant(stages),
