@@ -192,7 +192,8 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
-                       shape_entries=entries, on_rewritten=dump and dump.ast("device_program"))
+                       shape_entries=entries, on_rewritten=dump and dump.ast("device_program"),
+                       namespace=namespace)
     return materialize(ks, tree, namespace), ctx.plan
 
 

@@ -32,6 +32,8 @@ from tilejit.frontend.source import KernelSource, block_index_names, kernel_call
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.reducers import rewrite_reducers
+from tilejit.frontend.static_prologue import fold_static_prologue
+from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
 
 # T.clamp(x, lo, hi) → T.min(T.max(x, lo), hi): through the call's own `T.` when it has
@@ -300,11 +302,21 @@ def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
     return [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(not any_))] + body
 
 
+def _flat(statements) -> list:
+    out = []
+    for s in statements:
+        out += s if isinstance(s, list) else [s]
+    return out
+
+
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
-                outputs=(), shape_entries=(), on_rewritten=None) -> ast.FunctionDef:
+                outputs=(), shape_entries=(), on_rewritten=None,
+                namespace=None) -> ast.FunctionDef:
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
-    keeps ``breakpoint()``)."""
+    keeps ``breakpoint()``). With ``namespace`` (the compiled program's globals, the
+    constexprs among them) the prologue's compile-time assignments are folded
+    (``static_prologue.py``)."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
@@ -323,6 +335,11 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     prologue = [s for s in body[:ks.launch_index] if not (
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
         and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
+    if namespace is not None:
+        if shape_entries:
+            prologue = _flat(_SpecializeShapes(shape_entries).visit(s) for s in prologue)
+        prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
+                                        ks.error)
     fdef.body = prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:

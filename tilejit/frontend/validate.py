@@ -11,8 +11,9 @@ from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
+from tilejit.frontend.static_prologue import is_prologue_value
 
-_UNSUPPORTED = {
+UNSUPPORTED = {
     ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",
     ast.Yield: "yield", ast.YieldFrom: "yield from", ast.Await: "await",
     ast.AsyncFor: "async for", ast.AsyncWith: "async with",
@@ -25,7 +26,7 @@ _UNSUPPORTED = {
     ast.Import: "import", ast.ImportFrom: "import", ast.Assert: "assert (use T.device_assert)",
 }
 if hasattr(ast, "TryStar"):
-    _UNSUPPORTED[ast.TryStar] = "try/except*"
+    UNSUPPORTED[ast.TryStar] = "try/except*"
 
 
 def check_supported(ks: KernelSource) -> None:
@@ -42,13 +43,17 @@ def check_supported(ks: KernelSource) -> None:
     call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
                   for a in node.args for n in ast.walk(a) if isinstance(n, ast.List)}
+    # a value computed before `with T.Kernel(...)`: folded at compile time where it can be
+    # (static_prologue.py), which reports what stays unsupported
+    call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
+                  if is_prologue_value(stmt) for n in ast.walk(stmt.value)}
     for index, stmt in enumerate(ks.tree.body):
         if isinstance(stmt, ast.Assert) and index < ks.launch_index:
             continue    # host code (its message may be an f-string): rewrite.device_tree drops it
         for node in ast.walk(stmt):
-            if id(node) in call_args:
+            if id(node) in call_args and type(node) in UNSUPPORTED:
                 continue
-            what = _UNSUPPORTED.get(type(node))
+            what = UNSUPPORTED.get(type(node))
             if what is not None:
                 raise ks.error(f"unsupported in a kernel: {what}", node)
             if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \

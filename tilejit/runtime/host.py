@@ -255,12 +255,14 @@ def check_rank(kernel, name, tensor: TensorArg):
 
 def constexpr_value(name, value, integer: str | None = None):
     """A compile-time argument's value, checked the same for every target: an int,
-    float, bool, str, tuple, dtype or None (a numpy scalar as its Python value); an
-    int where the kernel needs one (``integer`` says why)."""
+    float, bool, str, tuple, dtype or None (a numpy scalar as its Python value, a list as
+    a tuple); an int where the kernel needs one (``integer`` says why)."""
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         return as_dtype(value)
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, list):         # TileLang's programs pass lists: a tuple here
+        value = _frozen(value)
     if not (value is None or isinstance(value, (int, float, bool, str, tuple, DType))):
         array = as_tensor_arg_or_none(value) is not None
         raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
@@ -271,6 +273,13 @@ def constexpr_value(name, value, integer: str | None = None):
         raise TypeError(f"argument {name!r}: T.constexpr {name} must be an int ({integer}), "
                         f"got the float {value!r}")
     return value
+
+
+def _frozen(value):
+    """A list (of lists) of plain values as a tuple (of tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def as_tensor_arg_or_none(value):

@@ -1,0 +1,114 @@
+"""The statements before ``with T.Kernel(...)`` that compute compile-time values.
+
+TileLang runs a program's prologue in Python while it builds the kernel, so programs
+write ordinary Python there::
+
+    num_stages = 2
+    mbarrier_list = [128, 128] * num_stages
+    total_m_blocks = sum(ceildiv(size, block_M) for size in batch_sizes_list)
+    q_shape = [batch, seq_len, heads, dim]
+
+In tilejit the prologue runs twice: on the host (``rewrite.host_tree``: plain Python,
+before each launch) and in the device program, which Numba types. There a list, a
+comprehension or a call to a Python function cannot be compiled; but a prologue
+assignment whose value depends only on compile-time values (the constexpr parameters,
+globals, constants, earlier such assignments) has one value for the whole
+specialization. ``fold_static_prologue`` computes it and writes it into the device
+program as a constant (a list as a tuple); a value of another kind (a dtype, a
+function) becomes a global of the device program. What still is not compilable after
+that is reported as before, at its line (``validate.UNSUPPORTED``).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import numbers
+
+
+def is_prologue_value(stmt: ast.stmt) -> bool:
+    """An assignment of one name: what the folding may compute."""
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name))
+
+
+def _constant(value):
+    """The AST of a number, string, bool, None or (nested) tuple/list of them; None when
+    the value is of another kind."""
+    if value is None or type(value) in (bool, str):      # not a dtype (a str subclass)
+        return ast.Constant(value)
+    if isinstance(value, str):
+        return None
+    if isinstance(value, numbers.Integral):
+        return ast.Constant(int(value))
+    if isinstance(value, numbers.Real):
+        return ast.Constant(float(value))
+    if isinstance(value, (tuple, list)):
+        elts = [_constant(v) for v in value]
+        if any(e is None for e in elts):
+            return None
+        return ast.Tuple(elts, ast.Load())
+    return None
+
+
+def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
+                         unsupported: dict, error) -> list:
+    """The prologue with each compile-time assignment folded (see the module's text);
+    ``namespace`` (the device program's globals) gains the values that are not
+    constants. ``error(message, node)`` makes the error for what stays unsupported."""
+    assigned: dict[str, int] = {}
+    for node in ast.walk(ast.Module(prologue + body_after, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned[node.id] = assigned.get(node.id, 0) + 1
+    env = dict(namespace)
+    runtime: set[str] = set()        # names the prologue computes from run-time values
+    out = []
+    for stmt in prologue:
+        if is_prologue_value(stmt):
+            name = stmt.targets[0].id
+            value, ok = _evaluate(stmt.value, env, runtime)
+            if ok:
+                env[name] = value
+                constant = _constant(value)
+                if constant is not None:
+                    out.append(ast.copy_location(
+                        ast.Assign([ast.Name(name, ast.Store())], constant), stmt))
+                    continue
+                if assigned.get(name) == 1:      # bound once: a global of the program
+                    namespace[name] = value
+                    continue
+            else:
+                runtime.add(name)
+        else:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    runtime.add(node.id)
+        for node in ast.walk(stmt):
+            what = unsupported.get(type(node))
+            if what is not None:
+                raise error(f"unsupported in a kernel: {what} (a statement before `with "
+                            f"T.Kernel(...)` may use one when it depends only on compile-time "
+                            f"values: the constexpr parameters, globals and constants)", node)
+        out.append(stmt)
+    return out
+
+
+def _evaluate(expr, env, runtime):
+    """(value, True) when ``expr`` reads only names with compile-time values."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and (
+                node.id in runtime or node.id not in env and not _builtin(node.id)):
+            bound_inside = any(isinstance(n, (ast.comprehension,)) and
+                               any(isinstance(t, ast.Name) and t.id == node.id
+                                   for t in ast.walk(n.target))
+                               for n in ast.walk(expr))
+            if not bound_inside:
+                return None, False
+    try:
+        return eval(compile(ast.Expression(expr), "<prologue>", "eval"), env), True
+    except Exception:
+        return None, False
+
+
+def _builtin(name: str) -> bool:
+    """The names a compile-time value may use without binding them (len, sum, range)."""
+    return hasattr(builtins, name)
