@@ -82,3 +82,32 @@ def test_symbolic_shapes_need_input_tensors():
     with pytest.raises(ValueError, match="input 'A' has a symbolic shape; pass input_tensors"):
         profiler.input_tensors()
     profiler.assert_allclose(lambda A: A * 2, input_tensors=[torch.randn(40, 64)])
+
+
+@tilelang.jit
+def row_scale(X, scale, blk_m=8):
+    """An eager-style program compiled as TileLang's norm example compiles its kernel:
+    ``row_scale.compile(M=..., N=..., blk_m=...)`` then ``.get_profiler()``."""
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float32)
+    Y = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+        for i, j in T.Parallel(blk_m, N):
+            Y[bx * blk_m + i, j] = X[bx * blk_m + i, j] * scale
+    return Y
+
+
+def test_an_eager_programs_compiled_kernel_has_a_profiler():
+    kernel = row_scale.compile(M=64, N=32, scale=3.0, blk_m=8)
+    profiler = kernel.get_profiler(TensorSupplyType.Normal)
+    profiler.assert_allclose(lambda x: x * 3.0, atol=1e-6, rtol=1e-6)
+    with pytest.raises(AssertionError, match="differ by more than"):
+        profiler.assert_allclose(lambda x: x * 2.0, atol=1e-6, rtol=1e-6)
+    (x,) = profiler.input_tensors()
+    assert tuple(x.shape) == (64, 32) and x.dtype == torch.float32
+    assert profiler.do_bench(n_warmup=1, n_repeat=2) > 0
+
+
+def test_get_kernel_source_on_the_program_takes_the_compile_arguments():
+    ptx = row_scale.get_kernel_source(M=64, N=32, scale=3.0, blk_m=8)
+    assert ".entry" in ptx and ".maxntid 128" in ptx

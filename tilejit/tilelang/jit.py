@@ -409,22 +409,37 @@ class JitFunction:
         values = [tensors[p] if p in tensors else settings[p] for p in self.sugar.params]
         handle = self.kernel.compile(*values, target=target or "cuda",
                                      arch=arch or default_arch())
-        return CompiledProgram(self, handle, settings)
+        return CompiledProgram(self, handle, settings, tensors)
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The PTX for these compile-time values and symbol sizes (``.compile``'s
+        arguments), as TileLang's ``tl_gemm.get_kernel_source(M=..., block_N=...)``."""
+        return self.compile(*args, **kwargs).get_kernel_source()
 
 
 class CompiledProgram:
     """A compiled TileLang program: ``get_kernel_source()`` gives the PTX; calling it
     with the tensors (in parameter order) runs it with the compile-time parameters it
-    was compiled for."""
+    was compiled for; ``get_profiler()`` makes its inputs from the compiled shapes."""
 
-    def __init__(self, program: JitFunction, handle, params):
+    def __init__(self, program: JitFunction, handle, params, tensors=None):
         self.program = program
         self.handle = handle
         self.params = params
         self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
+        self.tensors = tensors or {}
 
     def get_kernel_source(self) -> str:
         return self.handle.ptx
+
+    def get_profiler(self, tensor_supply_type=None):
+        """TileLang's profiler (``tilelang/profiler.py``) over this program's tensors."""
+        # profiler.py is TileLang's module (it imports torch where it makes tensors): on use
+        from tilejit.tilelang.profiler import Profiler
+        from tilejit.tilelang.utils import TensorSupplyType
+        inputs = [(name, tuple(self.tensors[name].shape), as_dtype(self.tensors[name].dtype),
+                   False) for name in self.tensor_params]
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, inputs=inputs)
 
     def __call__(self, *tensors):
         if len(tensors) != len(self.tensor_params):

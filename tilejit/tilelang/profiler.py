@@ -14,23 +14,36 @@ from tilejit.tuning.bench import do_bench
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
 
 
-class Profiler:
-    """``kernel.get_profiler()`` of a compiled ``@T.prim_func``: inputs from the
-    annotations of the parameters that are not outputs (``out_idx``)."""
+def prim_func_inputs(kernel) -> list:
+    """(name, shape or None where symbolic, dtype, scalar?) of each parameter of a
+    compiled ``@T.prim_func`` that is not an output (``out_idx``)."""
+    prim = kernel.prim
+    out = []
+    for i, name in enumerate(prim.params):
+        if i in kernel.out_idx:
+            continue
+        ann = prim.annotations[name]
+        unsized = [d for d in ann.shape if isinstance(d, (Symbol, LinearExtent))]
+        out.append((name, None if unsized else tuple(int(d) for d in ann.shape), ann.dtype,
+                    getattr(ann, "scalar", False)))
+    return out
 
-    def __init__(self, kernel, tensor_supply_type=TensorSupplyType.Auto):
+
+class Profiler:
+    """``kernel.get_profiler()`` of a compiled program: its inputs are made from
+    ``inputs``, (name, shape or None, dtype, scalar?) of each parameter the kernel is
+    called with (a ``@T.prim_func``'s from its annotations, ``prim_func_inputs``)."""
+
+    def __init__(self, kernel, tensor_supply_type=TensorSupplyType.Auto, inputs=None):
         if not isinstance(tensor_supply_type, TensorSupplyType):
             raise TypeError(f"get_profiler: tensor_supply_type must be a TensorSupplyType, got "
                             f"{tensor_supply_type!r}")
         self.kernel = kernel
         self.supply_type = tensor_supply_type
-        prim = kernel.prim
-        self.inputs = [p for i, p in enumerate(prim.params) if i not in kernel.out_idx]
-        self.shapes = {}
-        for name in self.inputs:
-            ann = prim.annotations[name]
-            unsized = [d.name for d in ann.shape if isinstance(d, (Symbol, LinearExtent))]
-            self.shapes[name] = None if unsized else tuple(int(d) for d in ann.shape)
+        described = prim_func_inputs(kernel) if inputs is None else inputs
+        self.inputs = [name for name, _, _, _ in described]
+        self.shapes = {name: shape for name, shape, _, _ in described}
+        self._kinds = {name: (dtype, scalar) for name, _, dtype, scalar in described}
 
     def _device(self) -> str:
         import torch    # the profiler makes torch tensors; torch is only needed here
@@ -45,11 +58,11 @@ class Profiler:
             if shape is None:
                 raise ValueError(f"get_profiler: input {name!r} has a symbolic shape; pass "
                                  "input_tensors=[...] to say its size")
-            ann = self.kernel.prim.annotations[name]
-            if getattr(ann, "scalar", False):
+            dtype, scalar = self._kinds[name]
+            if scalar:
                 raise ValueError(f"get_profiler: input {name!r} is a scalar "
-                                 f"({ann.dtype.name}); pass input_tensors=[...] with its value")
-            out.append(supply(shape, ann.dtype, self.supply_type, device))
+                                 f"({dtype.name}); pass input_tensors=[...] with its value")
+            out.append(supply(shape, dtype, self.supply_type, device))
         return out
 
     def _run(self, func, tensors):
