@@ -115,6 +115,26 @@ def split_k(A, B, C, bm: T.constexpr = 32, bn: T.constexpr = 32, splits: T.const
 
 
 @tilejit.kernel
+def split_k_gemm(A, B, C, bm: T.constexpr = 64, bn: T.constexpr = 64, bk: T.constexpr = 32,
+                 splits: T.constexpr = 4):
+    """TileLang's split-K GEMM: each split's tensor-core partial tile added at its corner
+    (``T.atomic_add(C[by * bm, bx * bn], C_f)``: the region takes the tile's shape)."""
+    M, K = A.shape
+    N = B.shape[1]
+    part = K // splits
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=128) as (bx, by, bz):
+        A_s = T.alloc_shared((bm, bk), A.dtype)
+        B_s = T.alloc_shared((bk, bn), B.dtype)
+        C_f = T.alloc_fragment((bm, bn), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(part, bk), num_stages=2):
+            T.copy(A[by * bm, bz * part + k * bk], A_s)
+            T.copy(B[bz * part + k * bk, bx * bn], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.atomic_add(C[by * bm, bx * bn], C_f)
+
+
+@tilejit.kernel
 def shared_region_max(A, Out, bm: T.constexpr = 16, bn: T.constexpr = 64):
     """Every block's tile max-combined into Out (region form, a shared value)."""
     M, N = A.shape
@@ -131,6 +151,7 @@ tickets_sim = tilejit.kernel(tickets.func, target="sim")
 column_sums_sim = tilejit.kernel(column_sums.func, target="sim")
 shared_histogram_sim = tilejit.kernel(shared_histogram.func, target="sim")
 split_k_sim = tilejit.kernel(split_k.func, target="sim")
+split_k_gemm_sim = tilejit.kernel(split_k_gemm.func, target="sim")
 block_counter_sim = tilejit.kernel(block_counter.func, target="sim")
 
 
@@ -237,6 +258,20 @@ def test_region_form_split_k(M, N, K):
     torch.testing.assert_close(c.double(), ref, rtol=0, atol=0)
 
 
+def _gemm_operands(M, N, K, seed=9):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randint(-3, 4, (M, K), generator=g).half()
+    b = torch.randint(-3, 4, (K, N), generator=g).half()
+    return a, b
+
+
+def test_corner_form_with_a_tile_value_is_a_region_of_its_shape():
+    a, b = _gemm_operands(100, 90, 256)            # partial blocks at the bottom and right
+    c = torch.full((100, 90), 2.0)
+    split_k_gemm(a, b, c)
+    torch.testing.assert_close(c.double(), 2 + a.double() @ b.double(), rtol=0, atol=0)
+
+
 def test_region_form_shared_value_max():
     g = torch.Generator().manual_seed(8)
     a = torch.randn(70, 64, generator=g)
@@ -327,6 +362,9 @@ PTX_CASES = [
      ["atom.shared.add", "bar.sync"]),
     ("split_k", split_k, (_f32(64, 64), _f32(64, 64), _f32(64, 64)), ["add.f32"]),
     ("shared_region_max", shared_region_max, (_f32(70, 64), _f32(16, 64)), [".cas.b32"]),
+    ("split_k_gemm", split_k_gemm, (torch.zeros(128, 256, dtype=torch.float16),
+                                    torch.zeros(256, 128, dtype=torch.float16), _f32(128, 128)),
+     ["add.f32"]),
 ]
 
 
@@ -451,4 +489,12 @@ def test_gpu_split_k():
     a = torch.randint(-3, 4, (200, 256), generator=g).float()
     b = torch.randint(-3, 4, (256, 150), generator=g).float()
     (got,) = _gpu_check(split_k, split_k_sim, lambda: [a, b, torch.zeros(200, 150)], [2])
+    torch.testing.assert_close(got.double(), a.double() @ b.double(), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_split_k_gemm_corner_form():
+    a, b = _gemm_operands(300, 200, 512, seed=10)
+    (got,) = _gpu_check(split_k_gemm, split_k_gemm_sim,
+                        lambda: [a, b, torch.zeros(300, 200)], [2])
     torch.testing.assert_close(got.double(), a.double() @ b.double(), rtol=0, atol=0)

@@ -9,7 +9,8 @@ alone).
   ``__tj_atomic_add(C, (i, j), v, rp, per_lane)`` (``per_lane``: inside a ``T.Parallel``,
   or anywhere in a kernel that reads its thread index, whose statements are each
   thread's: ``thread_bindings.py``); the region form keeps its call with positional
-  operands.
+  operands. With a tile as the value, ``C[i, j]`` is the corner of a region of the
+  tile's shape (``T.atomic_add(C[by * 128, bx * 128], C_local)``, as ``T.copy`` reads it).
 """
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ class _Regions(ast.NodeTransformer):
         self.known = known
         self.parallel = 0       # how many T.Parallel loops enclose the current node
         self.per_thread = False     # the kernel reads its thread index
+        self.tiles = set()      # the names of tiles the kernel allocates
 
     def visit_For(self, node):
         it = node.iter
@@ -133,7 +135,9 @@ class _Regions(ast.NodeTransformer):
         dst = args[0]
         index = (dst.slice.elts if isinstance(dst, ast.Subscript)
                  and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
-        if isinstance(dst, ast.Subscript) and not any(isinstance(i, ast.Slice) for i in index):
+        tile_value = isinstance(args[1], ast.Name) and args[1].id in self.tiles
+        if isinstance(dst, ast.Subscript) and not tile_value \
+                and not any(isinstance(i, ast.Slice) for i in index):
             out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
                                       ast.Constant(self.parallel > 0 or self.per_thread)])
             return ast.copy_location(out, node)
@@ -151,4 +155,9 @@ def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None,
     regions = _Regions(namespace, error or (lambda m, n: CompileError(m)), known)
     regions.per_thread = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                              and n.func.id == THREAD_INDEX for n in ast.walk(fdef))
+    allocations = (T.alloc_fragment, T.alloc_shared, T.alloc_local)
+    regions.tiles = {n.targets[0].id for n in ast.walk(fdef) if isinstance(n, ast.Assign)
+                     and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                     and isinstance(n.value, ast.Call)
+                     and resolve_static(n.value.func, namespace) in allocations}
     return regions.visit(fdef)
