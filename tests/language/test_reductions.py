@@ -1092,6 +1092,20 @@ def test_replicas_do_not_write_reduction_partials():
         assert any(line.startswith("$L__") or "@%p" in line for line in between), between
 
 
+def test_reductions_one_after_another_share_one_scratch():
+    """The max and the sum each exchange 4 warps' partials (16 bytes): one scratch tile
+    of 16 bytes serves both (each reduction ends with a barrier after its reads); the
+    results in the simulator, and on the GPU in the test below."""
+    x = _x((64, 1024), seed=24)
+    compiled = _max_and_sum_wide_block.compile(x.numpy(), np.zeros((64, 2), np.float32),
+                                               target="cuda", arch="sm_90a")
+    assert compiled.shared_bytes == 16
+    got = torch.zeros((64, 2))
+    _max_and_sum_wide_block(x, got)
+    torch.testing.assert_close(got[:, 0], x.float().amax(1))
+    torch.testing.assert_close(got[:, 1].double(), x.double().sum(1), rtol=1e-5, atol=1e-3)
+
+
 @pytest.mark.gpu
 def test_replicas_do_not_write_reduction_partials_gpu():
     x = _x((8192, 1024), seed=23, device="cuda")

@@ -812,8 +812,15 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
 
 
 def _plan_reduction_scratch(ctx, tiles):
-    """Reductions whose rows span warps exchange partial results through shared memory:
-    a scratch tile per reduction (warp groups x reduced elements, in the compute type)."""
+    """Reductions whose rows span warps exchange partial results through shared memory
+    (warp groups x reduced elements, in the compute type). Each such reduction begins
+    by writing its scratch and ends with a block barrier after its last read of it
+    (``lowering/reductions.py``), so one after another they may share one scratch tile,
+    ``__tj_red``, as large as the largest needs: two of MLA's row reductions no longer
+    take 2 KiB each. A kernel with ``T.ws`` roles, whose roles may reduce at the same
+    time, keeps a scratch per reduction."""
+    shared_scratch = not ctx.plan.role_threads
+    largest = None          # (bytes, compute dtype, line) of the shared scratch
     for k, (src, dst, dim, line) in enumerate(ctx.plan.reductions):
         if tiles[src].kind != FRAGMENT or tiles[dst].kind != FRAGMENT:
             continue
@@ -832,14 +839,24 @@ def _plan_reduction_scratch(ctx, tiles):
         red = steps[0]
         if not red.warp_digits:
             continue
+        size = math.prod(red.result.shape)
+        if shared_scratch:
+            nbytes = red.warp_groups * size * compute.itemsize
+            if largest is None or nbytes > largest[0]:
+                largest = (nbytes, compute, line)
+            ctx.plan.scratch[k] = "__tj_red"
+            continue
         name = f"__tj_red{k}"
-        size = 1
-        for e in red.result.shape:
-            size *= e
         tiles[name] = Tile(name, SHARED, (red.warp_groups, size), compute, line,
                            layout=row_major((red.warp_groups, size)),
                            layout_reason="scratch of a cross-warp reduction")
         ctx.plan.scratch[k] = name
+    if largest is not None:
+        nbytes, compute, line = largest
+        count = nbytes // compute.itemsize
+        tiles["__tj_red"] = Tile("__tj_red", SHARED, (count,), compute, line,
+                                 layout=row_major((count,)),
+                                 layout_reason="scratch of the cross-warp reductions")
     for k, (src, dst, line) in enumerate(ctx.plan.scans):
         if FRAGMENT not in (tiles[src].kind, tiles[dst].kind):
             continue
