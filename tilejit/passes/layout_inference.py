@@ -28,6 +28,7 @@ explicitly; other shared tiles are row-major.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 
 from tilejit import language as T
@@ -180,6 +181,7 @@ class _RewriteLoops(ast.NodeTransformer):
         self.ctx = ctx
         self.loop_ids = loop_ids          # id(For node) -> (loop id, fragment names)
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
+        self.whole = set()          # scalar fragments (_scalar_fragments): held whole
         self.current: set[str] | None = None
         self.counter = 0
 
@@ -208,6 +210,26 @@ class _RewriteLoops(ast.NodeTransformer):
                        body, [], None)
         return ast.copy_location(loop, node)
 
+    def _whole_slot(self, sub):
+        """``F[k]`` of a fragment every thread holds whole, at a computed index: slot s
+        holds the element s in row-major order (checked), so the slot is the flat
+        index."""
+        t = self.ctx.plan.tiles[sub.value.id]
+        ix = t.indexing
+        order = list(itertools.product(*(range(e) for e in t.shape)))
+        if ix.slots != len(order) or any(
+                tuple(evaluate(c, {"t": th, "s": s}) for c in ix.coords) != order[s]
+                for th in range(self.ctx.threads) for s in range(ix.slots)):
+            raise self.ctx.error(
+                f"fragment {sub.value.id!r}: an element at a computed index, "
+                f"`{ast.unparse(sub)}`, needs a fragment every thread holds in order", sub)
+        elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        flat = None
+        for e, extent in zip(elts, t.shape):
+            flat = e if flat is None else ast.BinOp(
+                ast.BinOp(flat, ast.Mult(), ast.Constant(extent)), ast.Add(), e)
+        return flat
+
     def _constant_slot(self, sub, consts):
         """``F[0]`` outside a loop over F (a row max of shape (1,)): allowed when every
         thread holds that element, at one slot."""
@@ -233,6 +255,8 @@ class _RewriteLoops(ast.NodeTransformer):
         consts = _constant_index(sub)
         if consts is not None:
             return self._constant_slot(sub, consts)
+        if name in self.whole and (self.current is None or name not in self.current[0]):
+            return self._whole_slot(sub)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
                 and _index_names(sub) != list(self.current[1])):
             if store:
@@ -440,7 +464,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
-    _resolve(ctx, tiles, groups, fixed, derived, col.partners, _scalar_fragments(fdef, ctx))
+    scalars = _scalar_fragments(fdef, ctx)
+    _resolve(ctx, tiles, groups, fixed, derived, col.partners, scalars)
     for loop, full, subset in col.loops:
         lid = loop_ids[id(loop)][0]
         plan.loops[lid] = (tiles[full[0]].layout, tiles[full[0]].indexing)
@@ -449,7 +474,9 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             plan.slot_maps[(lid, n)] = red[1]
     _plan_reduction_scratch(ctx, tiles)
     _convert_through_shared(ctx, fdef, conversions)
-    return _RewriteLoops(ctx, loop_ids).visit(fdef)
+    rewrite = _RewriteLoops(ctx, loop_ids)
+    rewrite.whole = scalars
+    return rewrite.visit(fdef)
 
 
 def _fixed_conflict(groups, fixed, src, dst) -> bool:
@@ -691,20 +718,39 @@ def _indexing(layout, vec=None):
     return fragment_indexing(layout, vec)
 
 
+def _is_parallel(loop: ast.For, ctx) -> bool:
+    it = loop.iter
+    return isinstance(it, ast.Call) and resolve_static(it.func, ctx.namespace) is T.Parallel
+
+
 def _scalar_fragments(fdef, ctx) -> set:
-    """Fragments used only element by element at constant indices (``m[0] = -inf``,
-    ``x = m[0] * 2``) and set by ``T.fill``/``T.clear``: TileLang gives each thread the
-    whole of such a (small) fragment, as a local variable every thread computes alike."""
+    """Small fragments used only element by element at indices every thread computes
+    alike (``m[0] = -inf``, ``x = m[0] * 2``, a block mask's ``mask[k]`` in a serial
+    loop; an index with a T.Parallel loop's variable is not one, and a store at a
+    computed index is made outside T.Parallel loops), set by ``T.fill``/``T.clear`` or
+    copied whole (``T.copy(Mask[bx, 0], mask)``): TileLang gives each thread the whole of
+    such a fragment, as a local array every thread computes alike."""
     frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
              and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
+    parallel_vars = {n.id for loop in ast.walk(fdef) if isinstance(loop, ast.For)
+                     and _is_parallel(loop, ctx) for n in ast.walk(loop.target)
+                     if isinstance(n, ast.Name)}
+    in_parallel = {id(n) for loop in ast.walk(fdef) if isinstance(loop, ast.For)
+                   and _is_parallel(loop, ctx) for n in ast.walk(loop)}
     allowed = set()               # ids of the Name nodes of allowed uses
     for node in ast.walk(fdef):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
-                node.value.id in frags and _constant_index(node) is not None:
+                node.value.id in frags and (_constant_index(node) is not None or (
+                    not {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
+                    & parallel_vars and (isinstance(node.ctx, ast.Load)
+                                         or id(node) not in in_parallel))):
             allowed.add(id(node.value))
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
                 and resolve_static(node.func, ctx.namespace) in (T.fill, T.clear):
             allowed.add(id(node.args[0]))
+        elif isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace) is T.copy \
+                and len(node.args) == 2:
+            allowed.update(id(a) for a in node.args if isinstance(a, ast.Name))
     for node in ast.walk(fdef):
         if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
                 and not isinstance(node.ctx, ast.Store):
