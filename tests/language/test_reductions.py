@@ -1244,3 +1244,44 @@ def test_bitwise_reductions_on_the_gpu(op):
     out = torch.zeros(32, dtype=torch.int32, device="cuda")
     _bitwise_rows(torch.from_numpy(a).cuda(), out, op=op)
     np.testing.assert_array_equal(out.cpu().numpy(), _BITWISE[op].reduce(a, axis=1))
+
+
+@tilejit.kernel
+def row_sums_into_shared(X, Out, clear: T.constexpr = True):
+    """TileLang's fragment-to-shared reduction (its test_reduce's "f2s" cases): the sums
+    land in a shared tile; with clear=False they add to what it holds."""
+    M, N = X.shape
+    with T.Kernel(1, threads=128) as bx:
+        x = T.alloc_fragment((M, N), T.float32)
+        s = T.alloc_shared((M,), T.float32)
+        T.copy(X, x)
+        if not clear:
+            for i in T.Parallel(M):
+                s[i] = 1.0
+        T.reduce_sum(x, s, dim=1, clear=clear)
+        T.copy(s, Out)
+
+
+@pytest.mark.parametrize("clear", [True, False])
+def test_a_fragment_reduced_into_a_shared_tile(clear, ptxas):
+    x = _x((32, 64), dtype=torch.float32, seed=31)
+    out = torch.zeros(32)
+    row_sums_into_shared(x, out, clear=clear)
+    torch.testing.assert_close(out.double(), x.double().sum(1) + (0 if clear else 1),
+                               rtol=1e-5, atol=1e-5)
+    for arch in ARCHS:
+        ptxas(row_sums_into_shared.compile(x.numpy(), out.numpy(), clear=clear,
+                                           target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("clear", [True, False])
+def test_a_fragment_reduced_into_a_shared_tile_gpu(clear):
+    x = _x((32, 64), dtype=torch.float32, seed=32)
+    got = torch.zeros(32, device="cuda")
+    row_sums_into_shared(x.cuda(), got, clear=clear)
+    sim = torch.zeros(32)
+    row_sums_into_shared(x, sim, clear=clear)
+    torch.testing.assert_close(got.cpu().double(), x.double().sum(1) + (0 if clear else 1),
+                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), sim, rtol=1e-6, atol=1e-6)

@@ -21,7 +21,7 @@ from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import FLOAT8_GEMMS, FMA, GemmPlanError, plan_gemm, plan_mfma
-from tilejit.ir.markers import CAST, CUMSUM, GEMM, REDUCE, STAGE, TILE
+from tilejit.ir.markers import CAST, CUMSUM, GEMM, LANGUAGE, REDUCE, STAGE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
 from tilejit.passes.constant_subscripts import fold_constant_subscripts
 from tilejit.passes.staged_tiles import stage_views
@@ -101,6 +101,41 @@ class _Tiles(ast.NodeTransformer):
         self.plan.tiles[name] = Tile(name, kind, shape, dtype, node.lineno)
         node.value = ast.copy_location(_call(TILE, [ast.Constant(name)]), call)
         return node
+
+    def visit_Expr(self, node):
+        node = self.generic_visit(node)
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == REDUCE):
+            return node
+        src, dst = (self.plan.tiles[a.id] for a in call.args[:2])
+        if src.kind != FRAGMENT or dst.kind == FRAGMENT:
+            return node
+        return self._reduce_through_fragment(node, call, src, dst)
+
+    def _reduce_through_fragment(self, node, call, src, dst):
+        """``T.reduce_*(fragment, shared_or_local, ...)``, which TileLang allows: the
+        reduction goes into a new fragment of the destination's shape, which is then
+        copied there (after the destination's values are copied in, for clear=False)."""
+        rid = call.args[5].value
+        tmp = f"__tj_reduced{rid}"
+        self.plan.tiles[tmp] = Tile(tmp, FRAGMENT, dst.shape, dst.dtype, node.lineno)
+        s, _, dim, line = self.plan.reductions[rid]
+        self.plan.reductions[rid] = (s, tmp, dim, line)
+        dst_name = call.args[1]
+        call.args[1] = ast.Name(tmp, ast.Load())
+        out = [ast.Assign([ast.Name(tmp, ast.Store())], _call(TILE, [ast.Constant(tmp)]))]
+        if not call.args[4].value:          # clear=False: the destination's values first
+            out.append(ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
+                                                       ast.Load()),
+                                         [ast.Name(dst_name.id, ast.Load()),
+                                          ast.Name(tmp, ast.Load())], [])))
+        out.append(node)
+        out.append(ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
+                                                   ast.Load()),
+                                     [ast.Name(tmp, ast.Load()),
+                                      ast.Name(dst_name.id, ast.Load())], [])))
+        return [ast.copy_location(s, node) for s in out]
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
