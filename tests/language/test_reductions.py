@@ -1284,4 +1284,5 @@ def test_a_fragment_reduced_into_a_shared_tile_gpu(clear):
     row_sums_into_shared(x, sim, clear=clear)
     torch.testing.assert_close(got.cpu().double(), x.double().sum(1) + (0 if clear else 1),
                                rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(got.cpu(), sim, rtol=1e-6, atol=1e-6)
+    # float32 sums of 64 terms, added in another order on the GPU than in numpy
+    torch.testing.assert_close(got.cpu(), sim, rtol=1e-5, atol=1e-5)

@@ -171,3 +171,18 @@ def test_parameters_take_the_fast_path_as_tensors():
     fast = FastLauncher([("tensor", 1)], (CudaTensor, torch.nn.Parameter), {})
     assert fast.launch(object()) is fast.MISS
 
+
+
+def test_a_compile_time_list_takes_the_full_path():
+    """TileLang's programs pass lists as compile-time values (a grouped GEMM's batch
+    sizes): a list cannot key the table, so such a call is neither remembered nor looked
+    up (it runs the full path each time), and the calls before it keep theirs."""
+    fast = FastLauncher([("tensor", 1), ("const", 0)], FakeTensor, {})
+    launcher = FakeLauncher()
+    x = FakeTensor(64, (5,), (1,))
+    fast.remember((x, [1, 2]), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0))
+    assert fast.table == {}
+    assert fast.launch(x, [1, 2]) is fast.MISS
+    fast.remember((x, (1, 2)), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0))
+    assert fast.launch(x, (1, 2)) is None and len(launcher.calls) == 1
+    assert fast.launch(x, [1, 2]) is fast.MISS

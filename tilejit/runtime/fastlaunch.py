@@ -80,7 +80,11 @@ def _source(kinds) -> str:
     lines += reads
     # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
     # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps)
-    lines.append(f"    e = table.get(({', '.join(key)},))")
+    # (a compile-time value that cannot be a key, a list, takes the full path)
+    lines.append("    try:")
+    lines.append(f"        e = table.get(({', '.join(key)},))")
+    lines.append("    except TypeError:")
+    lines.append("        return MISS")
     lines.append("    if e is None:")
     lines.append("        return MISS")
     # TMA tensor maps (kernel.tensor_map_maker), by run-time argument position
@@ -130,11 +134,16 @@ class FastLauncher:
         ``outputs`` (or None) makes the call's T.empty outputs and returns (the call's
         result, their packed parameters); ``maps`` (or None) makes the TMA tensor maps
         (``kernel.tensor_map_maker``)."""
+        try:
+            key = self._key_of(*values)
+            hash(key)
+        except TypeError:       # a compile-time value that cannot be a key: not remembered
+            return
         if len(self.table) >= _MAX_ENTRIES:
             self.table.clear()
         pack, view, cu_launch, func, params = launcher.parts()
         gx, gy, gz = grid
-        self.table[self._key_of(*values)] = (pack, view, cu_launch, func, gx, gy, gz, threads,
+        self.table[key] = (pack, view, cu_launch, func, gx, gy, gz, threads,
                                              shared, stream[0], stream[1], params, outputs,
                                              launcher, maps)
 
