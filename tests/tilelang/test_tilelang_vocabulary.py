@@ -196,3 +196,11 @@ def test_vocabulary_programs_on_gpu():
     torch.testing.assert_close(masked_fill(x, mask, value=-1.0),
                                torch.where(mask, x, torch.full_like(x, -1.0)))
     torch.testing.assert_close(doubled()(x), x * 2)
+
+
+def test_barrier_wait_and_arrive_are_the_mbarrier_operations():
+    """TileLang's sugar (its builtin.py): T.barrier_wait(b, parity) is
+    T.mbarrier_wait_parity, T.barrier_arrive(b) is T.mbarrier_arrive; the front end
+    recognizes them by identity, so every rule of the T.ws forms applies to them."""
+    assert T.barrier_wait is T.mbarrier_wait_parity
+    assert T.barrier_arrive is T.mbarrier_arrive

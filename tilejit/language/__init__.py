@@ -25,7 +25,8 @@ from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
 from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
-                                     alloc_barrier, mbarrier_arrive, mbarrier_wait_parity,
+                                     alloc_barrier, barrier_arrive, barrier_wait,
+                                     mbarrier_arrive, mbarrier_wait_parity,
                                      tma_copy, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
@@ -70,7 +71,8 @@ __all__ = [
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
-    "mbarrier_arrive", "mbarrier_wait_parity", "tma_copy", "ws",
+    "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
+    "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",

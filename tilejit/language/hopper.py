@@ -172,6 +172,11 @@ def mbarrier_arrive(mbarrier, cta_id=None):
     return meaning("mbarrier_arrive")(mbarrier, cta_id)
 
 
+# TileLang's sugar for the two (its ``T.barrier_wait`` / ``T.barrier_arrive``)
+barrier_wait = mbarrier_wait_parity
+barrier_arrive = mbarrier_arrive
+
+
 def tma_copy(src, dst, *, barrier=None, eviction_policy=None, annotations=None):
     """A TMA copy with user-managed synchronization. A load (global → shared) issues the
     copy with its bytes expected on ``barrier`` (required) and does not wait: wait for
