@@ -559,19 +559,6 @@ def test_reduce_dim_out_of_range_is_an_error():
         _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
 
 
-def test_reduce_fragment_into_shared_is_an_error():
-    @tilejit.kernel
-    def bad(X, Y):
-        with T.Kernel(1, threads=128) as bx:
-            x = T.alloc_fragment((4, 64), T.float32)
-            r = T.alloc_shared((4,), T.float32)
-            T.copy(X[0, 0], x)
-            T.reduce_sum(x, r, dim=1)
-            T.copy(r, Y[0])
-    with pytest.raises(tilejit.CompileError, match="needs a fragment result"):
-        _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
-
-
 @tilejit.kernel
 def scan_fragments(X, Y, bm: T.constexpr = 8, bn: T.constexpr = 64, rev: T.constexpr = False):
     """Row scans of a fragment into another, a fragment epilogue, then an in-place column

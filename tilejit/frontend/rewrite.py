@@ -224,6 +224,8 @@ class _DeviceForms(ast.NodeTransformer):
                   is not None else ast.Name("ceildiv", ast.Load()))
             return ast.copy_location(ast.BinOp(ast.Call(fn, [value, alignment], []),
                                                ast.Mult(), copy.deepcopy(alignment)), node)
+        if target in (T.reshape, T.view):
+            return self._view(node, target)
         if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
             op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
             return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)
@@ -236,6 +238,26 @@ class _DeviceForms(ast.NodeTransformer):
                                               node.keywords), node)
         return node
 
+
+    def _view(self, node, target):
+        """T.view(A, shape, dtype=...) with positional arguments, as the typing takes them,
+        and called as ``__tj_language.view_of`` (the same function: Numba rejects any
+        attribute named ``view`` on what is not a numpy array)."""
+        func = node.func
+        if target is T.view:
+            func = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "view_of", ast.Load())
+        if not node.keywords:
+            return ast.copy_location(ast.Call(func, node.args, []), node)
+        names = ("buffer", "shape") + (("dtype",) if target is T.view else ())
+        args = list(node.args) + [None] * (len(names) - len(node.args))
+        for k in node.keywords:
+            if k.arg not in names or args[names.index(k.arg)] is not None:
+                return node              # left as written: the typing reports the call
+            args[names.index(k.arg)] = k.value
+        while args and args[-1] is None:
+            args.pop()
+        args = [a if a is not None else ast.Constant(None) for a in args]
+        return ast.copy_location(ast.Call(func, args, []), node)
 
     def _clamp(self, node):
         args = list(node.args)

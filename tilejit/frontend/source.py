@@ -349,15 +349,40 @@ _DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
                  "tma_copy": 1}
 
 
+def viewed_params(ks: KernelSource) -> dict[str, int]:
+    """The parameters the source takes a view of (``V = T.reshape(P, …)`` or
+    ``T.view(P, …)``), which must be contiguous; {name: first line}."""
+    found: dict[str, int] = {}
+    for _view, param, line in _views(ks):
+        found.setdefault(param, line)
+    return found
+
+
+def _views(ks: KernelSource):
+    """(view name, parameter, line) of each ``V = T.reshape | T.view(P, …)``."""
+    params = set(ks.params)
+    for node in ast.walk(ks.tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Attribute) and \
+                node.value.func.attr in ("reshape", "view") and node.value.args and \
+                isinstance(node.value.args[0], ast.Name) and node.value.args[0].id in params:
+            yield node.targets[0].id, node.value.args[0].id, node.lineno
+
+
 def written_params(ks: KernelSource) -> dict[str, int]:
     """The parameters the source writes: ``P[i] = …``, ``P[i] += …``, or the
-    destination of a tile operation (``T.copy(tile, P[i, j])``); {name: first line}."""
+    destination of a tile operation (``T.copy(tile, P[i, j])``), directly or through a
+    view of it; {name: first line}."""
     params = set(ks.params)
+    aliases = {view: param for view, param, _ in _views(ks)}
     found: dict[str, int] = {}
 
     def note(node, line):
         while isinstance(node, ast.Subscript):
             node = node.value
+        if isinstance(node, ast.Name) and node.id in aliases:
+            node = ast.Name(aliases[node.id], ast.Load())
         if isinstance(node, ast.Name) and node.id in params:
             if node.id not in found or line < found[node.id]:
                 found[node.id] = line

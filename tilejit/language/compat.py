@@ -213,7 +213,7 @@ REASONS = {
     "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
     "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
     "alloc_global": "global scratch tensors inside a kernel are not built: pass a tensor",
-    "reshape": "buffer views are not built", "view": "buffer views are not built",
+
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
 }
 

@@ -89,6 +89,24 @@ def use_swizzle(panel_size=10, order="row", enable=True):
     """Block rasterization for L2 reuse (a scheduling hint: results never change)."""
 
 
+def reshape(buffer, shape):
+    """A view of a global tensor (a tensor parameter of the kernel) with another shape:
+    the same elements in row-major order. The tensor must be contiguous (checked before
+    the launch) and hold as many elements as the shape (checked in simulation). Views of
+    tiles are not supported."""
+    return meaning("reshape")(buffer, shape)
+
+
+def view(buffer, shape=None, dtype=None):
+    """``T.reshape`` that may also read the bytes as another ``dtype`` (integers and
+    float16/32/64): the shape counts elements of the new dtype."""
+    return meaning("view")(buffer, shape, dtype)
+
+
+# what a kernel's T.view calls become (frontend/rewrite.py): the same function
+view_of = view
+
+
 def no_set_max_nreg():
     """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
     them from the producer warpgroup to the consumers (a scheduling hint: results never

@@ -103,6 +103,7 @@ def classify(kernel, values) -> Call:
         if tensor is not None:
             check_rank(kernel, name, tensor)
             check_writable(kernel, name, tensor)
+            check_viewable(kernel, name, tensor)
             devices.setdefault(tensor.device, name)
             call.runtime.append((name, tensor))
             call.host_args.append(tensor)
@@ -242,6 +243,25 @@ def check_writable(kernel, name, tensor: TensorArg):
         raise ValueError(f"argument {name!r}: the kernel writes {name} (line {line}: "
                          f"`{text}`), got a read-only numpy array; pass a writable one "
                          f"(numpy.array(x) copies it)")
+
+
+def check_viewable(kernel, name, tensor: TensorArg):
+    """A tensor the source takes a view of (``T.reshape``/``T.view``) must hold its
+    elements in row-major order: a ValueError naming the parameter and the view."""
+    line = getattr(kernel, "viewed", {}).get(name)
+    if line is None:
+        return
+    expected, acc = [], 1
+    for n in reversed(tuple(tensor.shape)):
+        expected.append(acc)
+        acc *= n
+    if any(n != 1 and s != e for n, s, e in zip(tensor.shape, tensor.strides,
+                                                expected[::-1])):
+        text = linecache.getline(kernel.source.filename, line).strip()
+        raise ValueError(f"argument {name!r}: the kernel views {name} with another shape "
+                         f"(line {line}: `{text}`), which needs a contiguous tensor; got "
+                         f"strides {tuple(tensor.strides)} for shape {tuple(tensor.shape)} "
+                         f"(.contiguous() copies it)")
 
 
 def check_rank(kernel, name, tensor: TensorArg):

@@ -19,7 +19,7 @@ from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg, launch_stream
 from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
 from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
-                                     tensor_params, written_params)
+                                     tensor_params, viewed_params, written_params)
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
 from tilejit.target import DEFAULT_CUDA_ARCH, SIM, Target
@@ -50,6 +50,7 @@ class KernelFunction:
         self.ranks = expected_ranks(self.source)
         self.tensor_uses = tensor_params(self.source)
         self.written = written_params(self.source)
+        self.viewed = viewed_params(self.source)
         self.integer_constexprs = integer_constexprs(self.source)
         self.outputs, self.returns = kernel_outputs(self.source)
         self.shape_entries = compile_time_shapes(self.source)

@@ -32,6 +32,7 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, kernel_frame, shared_object)
+from tilejit.sim import views
 from tilejit.sim.threads import LaneTensor, block_wide, uniform
 
 
@@ -692,6 +693,7 @@ MEANINGS = {name: globals()[name] for name in (
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
     "atomic_max", "atomic_min", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
     "sigmoid", "pow", "floor", "ceil", "erf", "device_assert", "assume", "print")}
+MEANINGS.update(reshape=views.reshape, view=views.view)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
     "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax",

@@ -12,6 +12,7 @@ import operator
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from tilejit import language as T
 from tilejit.codegen.typing.types import DTypeType, GlobalTensorType
 from tilejit.codegen.lowering.debug import emit_bounds_check
 from tilejit.codegen.lowering.registry import lower, lower_getattr
@@ -89,3 +90,32 @@ def tensor_dtype(context, builder, ty, value):
 
 
 __all__ = ["element_pointer", "DTypeType"]
+
+
+@lower(T.reshape, GlobalTensorType, types.BaseTuple)
+@lower(T.view, GlobalTensorType, types.Any)
+@lower(T.view, GlobalTensorType, types.Any, types.Any)
+def view_impl(context, builder, sig, args):
+    """A view: the same data pointer (as the new element type), the shape given (for
+    ``T.view`` without one, the last extent scaled by the element sizes) and row-major
+    strides."""
+    src_ty, out_ty = sig.args[0], sig.return_type
+    src = tensor_struct(context, builder, src_ty, args[0])
+    out = cgutils.create_struct_proxy(out_ty)(context, builder)
+    out.data = builder.bitcast(src.data, context.get_value_type(out_ty.pointer))
+    if isinstance(sig.args[1], types.NoneType):
+        dims = cgutils.unpack_tuple(builder, src.shape, src_ty.ndim)
+        scale = (src_ty.dtype.itemsize, out_ty.dtype.itemsize)
+        dims[-1] = builder.udiv(builder.mul(dims[-1], I64(scale[0])), I64(scale[1]))
+    else:
+        dims = [context.cast(builder, v, t, types.int64) for v, t in
+                zip(cgutils.unpack_tuple(builder, args[1], len(sig.args[1].types)),
+                    sig.args[1].types)]
+    strides, acc = [], I64(1)
+    for d in reversed(dims):
+        strides.append(acc)
+        acc = builder.mul(acc, d)
+    tup = types.UniTuple(types.int64, out_ty.ndim)
+    out.shape = context.make_tuple(builder, tup, dims)
+    out.strides = context.make_tuple(builder, tup, strides[::-1])
+    return out._getvalue()

@@ -246,6 +246,52 @@ class ReinterpretTemplate(AbstractTemplate):
         return signature(to, *args)
 
 
+class _ViewTemplate(AbstractTemplate):
+    """``T.reshape(A, shape)`` / ``T.view(A, shape, dtype)`` of a global tensor: a
+    contiguous global tensor of the shape's rank (the host checks that A is contiguous)."""
+    what = "T.reshape"
+
+    def generic(self, args, kws):
+        what = self.what
+        if kws or not 2 <= len(args) <= (3 if what == "T.view" else 2):
+            raise errors.TypingError(f"{what}(buffer, shape{', dtype' * (what == 'T.view')})"
+                                     f": got {args} {kws or ''}")
+        src, shape = args[0], args[1]
+        if not isinstance(src, GlobalTensorType):
+            raise errors.TypingError(f"{what}: expected a global tensor (a tensor parameter "
+                                     f"of the kernel), got {src}; views of tiles are not "
+                                     f"supported")
+        dtype = src.dtype
+        if len(args) == 3 and not isinstance(args[2], types.NoneType):
+            dtype = dtype_of(args[2])
+            ok = ("int", "uint", "float")
+            if dtype is None or any(d.held_in_float32 or not d.name.startswith(ok)
+                                    for d in (dtype, src.dtype)):
+                raise errors.TypingError(f"{what}: a view as another dtype takes integers "
+                                         f"and float16/32/64, got {src.dtype.name} as "
+                                         f"{args[2]}")
+        if isinstance(shape, types.NoneType):
+            ndim = src.ndim
+        elif isinstance(shape, types.BaseTuple) and shape.types and all(
+                isinstance(t, types.Integer) for t in shape.types):
+            ndim = len(shape.types)
+        else:
+            raise errors.TypingError(f"{what}: the shape must be a tuple of integers, "
+                                     f"got {shape}")
+        return signature(GlobalTensorType(dtype, ndim, contiguous=True, aligned=src.aligned),
+                         *args)
+
+
+@infer_global(T.reshape)
+class ReshapeTemplate(_ViewTemplate):
+    what = "T.reshape"
+
+
+@infer_global(T.view)
+class ViewTemplate(_ViewTemplate):
+    what = "T.view"
+
+
 @infer_global(T.infinity)
 class InfinityTemplate(AbstractTemplate):
     def generic(self, args, kws):

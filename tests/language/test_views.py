@@ -1,0 +1,118 @@
+"""T.reshape and T.view of global tensors, as TileLang's programs take them (a flat
+tensor viewed as rows, fp16 pairs read as int32 words): in simulation against numpy,
+the PTX assembled by ptxas, bad inputs as clear errors, and with ``-m gpu`` against torch
+and the simulator."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+
+@tilejit.kernel
+def rows_of_flat(A, B, rows: T.constexpr = 32, bm: T.constexpr = 8):
+    """A is flat (rows * N,): viewed as (rows, N), each block copies bm rows of it into B
+    through a shared tile."""
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(rows, bm), threads=128) as bx:
+        A2 = T.reshape(A, (rows, N))
+        S = T.alloc_shared((bm, N), A.dtype)
+        T.copy(A2[bx * bm, 0], S)
+        T.copy(S, B[bx * bm, 0])
+
+
+@tilejit.kernel
+def halves_as_words(A, B, bm: T.constexpr = 8):
+    """Each pair of float16 of A read as one int32 (T.view with a dtype)."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        W = T.view(A, (M, N // 2), dtype=T.int32)
+        for i, j in T.Parallel(bm, N // 2):
+            if bx * bm + i < M:
+                B[bx * bm + i, j] = W[bx * bm + i, j]
+
+
+@tilejit.kernel
+def fill_through_a_view(A, value: T.constexpr = 3.0):
+    """Writes through a view are writes to the tensor."""
+    n = A.shape[0] * A.shape[1]
+    with T.Kernel(1, threads=128) as bx:
+        F = T.reshape(A, (n,))
+        for i in T.Parallel(n):
+            F[i] = value
+
+
+@tilejit.kernel
+def view_of_a_tile(A):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((8, 8), T.float32)
+        V = T.reshape(S, (64,))
+        T.copy(A[0:64], V)
+
+
+def test_reshape_of_a_flat_tensor():
+    a = np.arange(32 * 64, dtype=np.float32)
+    b = np.zeros((32, 64), np.float32)
+    rows_of_flat(a, b)
+    np.testing.assert_array_equal(b, a.reshape(32, 64))
+
+
+def test_view_as_another_dtype_is_bit_exact():
+    h = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float16)
+    w = np.zeros((20, 32), np.int32)
+    halves_as_words(h, w)
+    np.testing.assert_array_equal(w, h.view(np.int32))
+
+
+def test_writes_through_a_view_reach_the_tensor():
+    a = np.zeros((4, 16), np.float32)
+    fill_through_a_view(a)
+    assert (a == 3.0).all()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx(arch, ptxas):
+    a, b = np.zeros(32 * 64, np.float32), np.zeros((32, 64), np.float32)
+    ptxas(rows_of_flat.compile(a, b, target="cuda", arch=arch).ptx, arch)
+    h, w = np.zeros((20, 64), np.float16), np.zeros((20, 32), np.int32)
+    ptxas(halves_as_words.compile(h, w, target="cuda", arch=arch).ptx, arch)
+
+
+def test_a_tensor_that_is_not_contiguous_is_refused_before_the_launch():
+    h = np.zeros((20, 128), np.float16)[:, ::2]
+    with pytest.raises(ValueError, match=r"argument 'A': the kernel views A with another "
+                                         r"shape \(line \d+: `W = T.view\(A, \(M, N // 2\), "
+                                         r"dtype=T.int32\)`\), which needs a contiguous"):
+        halves_as_words(h, np.zeros((20, 32), np.int32))
+
+
+def test_a_view_of_a_tile_is_a_compile_error():
+    with pytest.raises(CompileError, match="T.reshape: expected a global tensor .* views of "
+                                           "tiles are not supported"):
+        view_of_a_tile.compile(np.zeros(64, np.float32), target="cuda", arch="sm_90a")
+
+
+def test_a_shape_with_another_element_count_is_an_error_in_simulation():
+    with pytest.raises(ValueError, match=r"T.reshape: A has 2048 elements of float32; the "
+                                         r"shape \(32, 65\) has 2080"):
+        rows_of_flat(np.zeros(2048, np.float32), np.zeros((32, 65), np.float32))
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_against_torch_and_the_simulator():
+    import torch
+    a = torch.arange(32 * 64, dtype=torch.float32)
+    b = torch.zeros(32, 64, device="cuda")
+    rows_of_flat(a.cuda(), b)
+    torch.testing.assert_close(b.cpu(), a.reshape(32, 64), rtol=0, atol=0)
+    h = torch.randn(300, 64).half()
+    w = torch.zeros(300, 32, dtype=torch.int32, device="cuda")
+    halves_as_words(h.cuda(), w)
+    torch.testing.assert_close(w.cpu(), h.view(torch.int32), rtol=0, atol=0)
+    sim = np.zeros((300, 32), np.int32)
+    halves_as_words(h.numpy(), sim)
+    np.testing.assert_array_equal(w.cpu().numpy(), sim)
+    f = torch.zeros(4, 16, device="cuda")
+    fill_through_a_view(f)
+    assert (f == 3.0).all().item()

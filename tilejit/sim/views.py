@@ -1,0 +1,48 @@
+"""``T.reshape`` and ``T.view`` in simulation: a view of a global tensor's numpy array.
+
+A view shares the tensor's elements (writes through it are writes to the tensor), so
+the tensor must be contiguous; the element count (the byte count, for a view as another
+dtype) must be the same. bfloat16 and float8 tensors are held as float32 copies here,
+whose bits are not theirs: a view between dtypes of those is not supported."""
+from __future__ import annotations
+
+import math
+
+from tilejit.language.dtypes import as_dtype
+from tilejit.sim.runtime import SimTensor
+
+
+def reshape(buffer, shape):
+    return _view(buffer, shape, None, "T.reshape")
+
+
+def view(buffer, shape=None, dtype=None):
+    return _view(buffer, shape, dtype, "T.view")
+
+
+def _view(buffer, shape, dtype, what):
+    if not isinstance(buffer, SimTensor) or buffer.kind is not None:
+        raise TypeError(f"{what}: expected a global tensor (a tensor parameter of the "
+                        f"kernel), got {getattr(buffer, 'kind', None) or type(buffer).__name__}"
+                        f"; views of tiles are not supported")
+    data = buffer.data
+    if not data.flags.c_contiguous:
+        raise ValueError(f"{what}: {buffer.name} is not contiguous (strides "
+                         f"{tuple(s // data.itemsize for s in data.strides)} for shape "
+                         f"{data.shape}); a view needs its elements in row-major order")
+    to = buffer.dtype if dtype is None else as_dtype(dtype)
+    if to != buffer.dtype:
+        if buffer.dtype.held_in_float32 or to.held_in_float32:
+            raise TypeError(f"{what}: a view of {buffer.name} ({buffer.dtype.name}) as "
+                            f"{to.name}: bfloat16 and float8 bits are not viewed as another "
+                            f"dtype")
+        flat = data.reshape(-1)
+        if flat.nbytes % to.itemsize:
+            raise ValueError(f"{what}: {buffer.name}'s {flat.nbytes} bytes are not a whole "
+                             f"number of {to.name} elements")
+        data = flat.view(to.numpy)
+    shape = data.shape if shape is None else tuple(int(s) for s in shape)
+    if math.prod(shape) != data.size:
+        raise ValueError(f"{what}: {buffer.name} has {data.size} elements of {to.name}; the "
+                         f"shape {shape} has {math.prod(shape)}")
+    return SimTensor(data.reshape(shape), to, buffer.name)
