@@ -46,7 +46,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     annotate_layout, any_of, clear, copy, fill,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
                                     no_set_max_nreg, reducer_init, reducer_update, reshape,
-                                    use_swizzle, view)
+                                    sync_threads, use_swizzle, view)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 
 float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
@@ -77,7 +77,7 @@ __all__ = [
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
-    "disable_warp_group_reg_alloc", "reshape", "view",
+    "disable_warp_group_reg_alloc", "reshape", "view", "sync_threads",
 ]
 
 

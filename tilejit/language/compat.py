@@ -207,8 +207,6 @@ REASONS = {
     "Fragment": "user fragment layouts are not built; tilejit infers layouts",
     "let": "T.let is not built: assign the value to a name",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
-    "sync_threads": "tilejit inserts the block barriers shared memory needs; an explicit "
-                    "one is not built",
     "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
     "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
     "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",

@@ -68,3 +68,4 @@ def thread_binding(start, stop=None, thread=None, annotations=None):
     "blockIdx.x", … for the block's index): TileLang's TIR binding, as an expression or
     a ``for`` loop over ``[start, stop)``."""
     _in_kernel_only("thread_binding")
+

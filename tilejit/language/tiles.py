@@ -107,6 +107,16 @@ def view(buffer, shape=None, dtype=None):
 view_of = view
 
 
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A barrier of the block: ``__syncthreads()``. tilejit inserts the barriers shared
+    memory needs by itself; an explicit one orders what the analysis cannot see (per-
+    thread code's own protocols). Every thread must reach it (a ``CompileError`` inside a
+    branch or loop that depends on the thread index); named barriers (``barrier_id``,
+    ``arrive_count``) are not supported. In a warp-specialized kernel it is the barrier
+    of the threads that run it."""
+    return meaning("sync_threads")(barrier_id, arrive_count)
+
+
 def no_set_max_nreg():
     """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
     them from the producer warpgroup to the consumers (a scheduling hint: results never

@@ -33,7 +33,7 @@ import ast
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, ROLE_ATTR, STAGE, SYNC,
-                                SYNC_CONSUMERS, SYNC_ROLE, TMA_EXPECT_LOAD, TMA_FENCE,
+                                SYNC_CONSUMERS, SYNC_ROLE, THREAD_INDEX, TMA_EXPECT_LOAD, TMA_FENCE,
                                 TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.shared_memory import shares_bytes
@@ -202,6 +202,10 @@ class _Syncer:
                     out += self._barrier(stmt, before)
                 out.append(new)
                 continue
+            if _is_call(stmt, _USER_SYNC):      # T.sync_threads(): this program's barrier
+                out += self._barrier(stmt, reads)
+                reads, writes = set(), set()
+                continue
             if _is_sync(stmt):           # a barrier the pipeline pass placed
                 out += self._barrier(stmt, reads)[:-1] + [stmt]
                 reads, writes = set(), set()
@@ -270,8 +274,88 @@ class _Syncer:
         return node, (end1[0] | end2[0], end1[1] | end2[1]), hoist
 
 
+# what a T.sync_threads() statement is until the walk gives it the barrier of the
+# threads that run it (the block's, the consumer warpgroups', a role's)
+_USER_SYNC = "__tj_user_sync"
+
+
+class _UserSyncs(ast.NodeTransformer):
+    """``T.sync_threads()`` statements, checked: every thread of the block must reach one,
+    so not inside a branch or loop whose test depends on the thread index (names computed
+    from it, ``thread_bindings.py``, count too); named barriers are not supported."""
+
+    def __init__(self, ctx, fdef):
+        self.ctx = ctx
+        self.divergent = 0
+        self.found = 0
+        tainted: set[str] = set()
+        changed = True
+        while changed:                   # names computed from the thread index
+            changed = False
+            for node in ast.walk(fdef):
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                        node.value is not None and self._depends(node.value, tainted):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name) and n.id not in tainted:
+                                tainted.add(n.id)
+                                changed = True
+        self.tainted = tainted
+
+    @staticmethod
+    def _depends(expr, tainted) -> bool:
+        return any(isinstance(n, ast.Name) and (n.id in tainted or n.id == THREAD_INDEX)
+                   for n in ast.walk(expr))
+
+    def _visit_branching(self, node, test):
+        diverges = self._depends(test, self.tainted)
+        self.divergent += diverges
+        node = self.generic_visit(node)
+        self.divergent -= diverges
+        return node
+
+    def visit_If(self, node):
+        return self._visit_branching(node, node.test)
+
+    def visit_While(self, node):
+        return self._visit_branching(node, node.test)
+
+    def visit_For(self, node):
+        return self._visit_branching(node, node.iter)
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (isinstance(call, ast.Call)
+                and resolve_static(call.func, self.ctx.namespace) is T.sync_threads):
+            return node
+        if call.args or call.keywords:
+            raise self.ctx.error("T.sync_threads(barrier_id, arrive_count): named barriers "
+                                 "are not supported; T.sync_threads() synchronizes the block",
+                                 node)
+        if self.divergent:
+            raise self.ctx.error("T.sync_threads() inside a branch or loop that depends on "
+                                 "the thread index: every thread of the block must reach it",
+                                 node)
+        self.found += 1
+        return _sync_stmt(node, _USER_SYNC)
+
+
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    users = _UserSyncs(ctx, fdef)
+    fdef = users.visit(fdef)
     if not any(t.kind == SHARED for t in ctx.plan.tiles.values()):
+        if users.found:                  # no shared tile: the block's barrier, as asked
+            fdef = _Rename(_USER_SYNC, SYNC).visit(fdef)
         return fdef
     fdef.body, _ = _Syncer(ctx).block(fdef.body, (set(), set()))
     return fdef
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old \
+            else node

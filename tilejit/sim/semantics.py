@@ -693,8 +693,16 @@ MEANINGS = {name: globals()[name] for name in (
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
     "atomic_max", "atomic_min", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
     "sigmoid", "pow", "floor", "ceil", "erf", "device_assert", "assume", "print")}
-MEANINGS.update(reshape=views.reshape, view=views.view)
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A block barrier: the simulator runs a block's threads in step, so nothing to wait
+    for; every thread must reach it (checked where the code is per-thread)."""
+    if barrier_id is not None or arrive_count is not None:
+        raise TypeError("T.sync_threads(barrier_id, arrive_count): named barriers are not "
+                        "supported; T.sync_threads() synchronizes the block")
+
+
+MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
     "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax",
-    "atomic_add", "atomic_max", "atomic_min")})
+    "atomic_add", "atomic_max", "atomic_min", "sync_threads")})

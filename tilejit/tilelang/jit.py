@@ -436,7 +436,7 @@ class CompiledProgram:
         """TileLang's profiler (``tilelang/profiler.py``) over this program's tensors."""
         # profiler.py is TileLang's module (it imports torch where it makes tensors): on use
         from tilejit.tilelang.profiler import Profiler
-        from tilejit.tilelang.utils import TensorSupplyType
+        from tilejit.tilelang.utils import TensorSupplyType  # its supply types, on use too
         inputs = [(name, tuple(self.tensors[name].shape), as_dtype(self.tensors[name].dtype),
                    False) for name in self.tensor_params]
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, inputs=inputs)
