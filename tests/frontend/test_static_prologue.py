@@ -76,3 +76,29 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     sim = grouped_rows(a, [100, 150, 50])
     np.testing.assert_allclose(got.cpu().numpy(), _reference(a, [100]), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got.cpu().numpy(), sim)
+
+
+n_rows = 8          # a module global with the name of a run-time parameter below
+
+
+@tilejit.kernel
+def half_of_a_runtime_value(A, n_rows):
+    half = n_rows // 2
+    with T.Kernel(1, threads=32) as bx:
+        A[0] = half
+
+
+def test_a_run_time_parameter_is_not_folded_from_a_global_of_its_name():
+    a = np.zeros(1, np.float32)
+    half_of_a_runtime_value(a, 20)
+    assert a[0] == 10
+    ptx = half_of_a_runtime_value.compile(a, 20, target="cuda", arch="sm_90a").ptx
+    assert "0f40800000" not in ptx          # 4.0: the global's 8 // 2, folded
+
+
+@pytest.mark.gpu
+def test_a_run_time_parameter_on_the_gpu():
+    import torch
+    a = torch.zeros(1, device="cuda")
+    half_of_a_runtime_value(a, 20)
+    assert a.item() == 10

@@ -90,3 +90,42 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     sim = np.zeros(4096, np.float32)
     reverse_in_shared(a.numpy(), sim)
     np.testing.assert_array_equal(b.cpu().numpy(), sim)
+
+
+@tilejit.kernel
+def barrier_after_a_divergent_continue(A):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding()
+        for k in T.serial(4):
+            if tx >= 32 + k:
+                continue
+            A[tx] = A[tx] + 1.0
+            T.sync_threads()
+
+
+@tilejit.kernel
+def barrier_in_a_per_thread_loop(A):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding()
+        for _j in T.serial(tx // 32 + 1):
+            T.sync_threads()
+        A[tx] = 1.0
+
+
+@tilejit.kernel
+def barrier_in_a_parallel_loop(A):
+    with T.Kernel(1, threads=64) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        for i in T.Parallel(64):
+            S[i] = A[i]
+            T.sync_threads()
+        T.copy(S, A)
+
+
+@pytest.mark.parametrize("kernel,match", [
+    (barrier_after_a_divergent_continue, "depends on the thread index"),
+    (barrier_in_a_per_thread_loop, "depends on the thread index"),
+    (barrier_in_a_parallel_loop, "inside a T.Parallel loop")])
+def test_barriers_not_every_thread_reaches_are_errors(kernel, match):
+    with pytest.raises(CompileError, match=match):
+        kernel.compile(np.zeros(64, np.float32), target="cuda", arch="sm_90a")

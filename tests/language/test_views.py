@@ -116,3 +116,51 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     f = torch.zeros(4, 16, device="cuda")
     fill_through_a_view(f)
     assert (f == 3.0).all().item()
+
+
+@tilejit.kernel
+def rows_of_ten(A, B):
+    """A view whose rows (40 bytes) do not start on 16 bytes: no 16-byte accesses."""
+    with T.Kernel(1, threads=128) as bx:
+        V = T.reshape(A, (32, 10))
+        for i, j in T.Parallel(32, 10):
+            B[i, j] = V[i, j]
+
+
+@tilejit.kernel
+def inline_view(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((8, 16), T.float32)
+        T.copy(T.reshape(A, (8, 16))[0, 0], S)
+        T.copy(S, B[0, 0])
+
+
+def test_a_views_rows_are_not_assumed_aligned(ptxas):
+    a, b = np.arange(320, dtype=np.float32), np.zeros((32, 10), np.float32)
+    rows_of_ten(a, b)
+    np.testing.assert_array_equal(b, a.reshape(32, 10))
+    ptx = rows_of_ten.compile(a, b, target="cuda", arch="sm_90a").ptx
+    assert ".v4." not in ptx and ".v2." not in ptx
+    ptxas(ptx, "sm_90a")
+
+
+def test_a_view_written_in_place_is_checked_too():
+    strided = np.zeros(256, np.float32)[::2]
+    with pytest.raises(ValueError, match=r"argument 'A': the kernel views A with another "
+                                         r"shape \(line \d+: `T.copy\(T.reshape\(A, "):
+        inline_view(strided, np.zeros((8, 16), np.float32))
+    a = np.arange(128, dtype=np.float32)
+    b = np.zeros((8, 16), np.float32)
+    inline_view(a, b)
+    np.testing.assert_array_equal(b, a.reshape(8, 16))
+
+
+def test_a_view_as_a_dtype_of_another_size_needs_its_shape():
+    @tilejit.kernel
+    def no_shape(A, B):
+        with T.Kernel(1, threads=128) as bx:
+            W = T.view(A, dtype=T.int32)
+            B[0, 0] = W[0, 0]
+    h, w = np.zeros((4, 8), np.float16), np.zeros((4, 4), np.int32)
+    with pytest.raises(CompileError, match="another size\\) needs its shape"):
+        no_shape.compile(h, w, target="cuda", arch="sm_90a")

@@ -361,7 +361,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         if shape_entries:
             prologue = _flat(_SpecializeShapes(shape_entries).visit(s) for s in prologue)
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
-                                        ks.error)
+                                        ks.error, [a.arg for a in fdef.args.args] +
+                                        list(outputs))
     fdef.body = prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:

@@ -359,15 +359,31 @@ def viewed_params(ks: KernelSource) -> dict[str, int]:
 
 
 def _views(ks: KernelSource):
-    """(view name, parameter, line) of each ``V = T.reshape | T.view(P, …)``."""
+    """(view name or None, parameter, line) of each ``T.reshape | T.view(P, …)`` call,
+    assigned (``V = …``) or written in place, of a parameter or of a view of one."""
     params = set(ks.params)
-    for node in ast.walk(ks.tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call) \
-                and isinstance(node.value.func, ast.Attribute) and \
-                node.value.func.attr in ("reshape", "view") and node.value.args and \
-                isinstance(node.value.args[0], ast.Name) and node.value.args[0].id in params:
-            yield node.targets[0].id, node.value.args[0].id, node.lineno
+    aliases: dict[str, str] = {}
+    found = []
+    calls = sorted((n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ("reshape", "view", "view_of")),
+                   key=lambda n: (n.lineno, n.col_offset))
+    targets = {id(n.value): n.targets[0].id for n in ast.walk(ks.tree)
+               if isinstance(n, ast.Assign) and len(n.targets) == 1
+               and isinstance(n.targets[0], ast.Name)}
+    for call in calls:
+        buffer = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "buffer"), None)
+        if not isinstance(buffer, ast.Name):
+            continue
+        param = buffer.id if buffer.id in params else aliases.get(buffer.id)
+        if param is None:
+            continue
+        view = targets.get(id(call))
+        if view is not None:
+            aliases[view] = param
+        found.append((view, param, call.lineno))
+    return found
 
 
 def written_params(ks: KernelSource) -> dict[str, int]:
@@ -375,12 +391,15 @@ def written_params(ks: KernelSource) -> dict[str, int]:
     destination of a tile operation (``T.copy(tile, P[i, j])``), directly or through a
     view of it; {name: first line}."""
     params = set(ks.params)
-    aliases = {view: param for view, param, _ in _views(ks)}
+    aliases = {view: param for view, param, _ in _views(ks) if view is not None}
     found: dict[str, int] = {}
 
     def note(node, line):
         while isinstance(node, ast.Subscript):
             node = node.value
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("reshape", "view", "view_of") and node.args:
+            node = node.args[0]                  # a view written in place
         if isinstance(node, ast.Name) and node.id in aliases:
             node = ast.Name(aliases[node.id], ast.Load())
         if isinstance(node, ast.Name) and node.id in params:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import numbers
 
 
 def is_prologue_value(stmt: ast.stmt) -> bool:
@@ -34,14 +33,10 @@ def is_prologue_value(stmt: ast.stmt) -> bool:
 def _constant(value):
     """The AST of a number, string, bool, None or (nested) tuple/list of them; None when
     the value is of another kind."""
-    if value is None or type(value) in (bool, str):      # not a dtype (a str subclass)
+    # exact types only: a dtype is a str subclass, and a numpy scalar keeps its dtype as
+    # a global of the program (an int constant would be int64)
+    if value is None or type(value) in (bool, str, int, float):
         return ast.Constant(value)
-    if isinstance(value, str):
-        return None
-    if isinstance(value, numbers.Integral):
-        return ast.Constant(int(value))
-    if isinstance(value, numbers.Real):
-        return ast.Constant(float(value))
     if isinstance(value, (tuple, list)):
         elts = [_constant(v) for v in value]
         if any(e is None for e in elts):
@@ -51,16 +46,18 @@ def _constant(value):
 
 
 def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
-                         unsupported: dict, error) -> list:
+                         unsupported: dict, error, runtime_params=()) -> list:
     """The prologue with each compile-time assignment folded (see the module's text);
     ``namespace`` (the device program's globals) gains the values that are not
-    constants. ``error(message, node)`` makes the error for what stays unsupported."""
+    constants. ``runtime_params`` are the program's run-time parameters (never
+    compile-time, whatever global shares a name with them). ``error(message, node)``
+    makes the error for what stays unsupported."""
     assigned: dict[str, int] = {}
     for node in ast.walk(ast.Module(prologue + body_after, [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             assigned[node.id] = assigned.get(node.id, 0) + 1
-    env = dict(namespace)
-    runtime: set[str] = set()        # names the prologue computes from run-time values
+    runtime: set[str] = set(runtime_params)   # names with run-time values
+    env = {k: v for k, v in namespace.items() if k not in runtime}
     out = []
     for stmt in prologue:
         if is_prologue_value(stmt):

@@ -99,7 +99,9 @@ def reshape(buffer, shape):
 
 def view(buffer, shape=None, dtype=None):
     """``T.reshape`` that may also read the bytes as another ``dtype`` (integers and
-    float16/32/64): the shape counts elements of the new dtype."""
+    float16/32/64): the shape counts elements of the new dtype (and may be left out for
+    a dtype of the same size). The shape must hold as many bytes as the tensor: the
+    simulator checks it; the GPU reads what the shape says."""
     return meaning("view")(buffer, shape, dtype)
 
 

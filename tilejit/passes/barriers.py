@@ -296,12 +296,34 @@ class _UserSyncs(ast.NodeTransformer):
                 if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
                         node.value is not None and self._depends(node.value, tainted):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for t in targets:
-                        for n in ast.walk(t):
-                            if isinstance(n, ast.Name) and n.id not in tainted:
-                                tainted.add(n.id)
-                                changed = True
+                elif isinstance(node, ast.For) and self._depends(node.iter, tainted):
+                    targets = [node.target]      # a loop variable of a per-thread range
+                else:
+                    continue
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and n.id not in tainted:
+                            tainted.add(n.id)
+                            changed = True
         self.tainted = tainted
+        # a `return` some threads take leaves the others alone at every later barrier
+        self.divergent += any(self._escapes(node, ast.Return) for node in ast.walk(fdef)
+                              if isinstance(node, ast.If))
+
+    def _escapes(self, node, kinds) -> bool:
+        """Whether ``node``, an ``if`` with a thread-dependent test, holds a ``kinds``
+        statement (break/continue of the loop around it, or a return)."""
+        if not self._depends(node.test, self.tainted):
+            return False
+        stack = list(node.body) + list(node.orelse)
+        while stack:
+            st = stack.pop()
+            if isinstance(st, kinds):
+                return True
+            if isinstance(st, (ast.For, ast.While)) and kinds != ast.Return:
+                continue                 # its own break/continue leave that loop only
+            stack += [c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt)]
+        return False
 
     @staticmethod
     def _depends(expr, tainted) -> bool:
@@ -319,10 +341,29 @@ class _UserSyncs(ast.NodeTransformer):
         return self._visit_branching(node, node.test)
 
     def visit_While(self, node):
-        return self._visit_branching(node, node.test)
+        return self._visit_loop(node, node.test)
 
     def visit_For(self, node):
-        return self._visit_branching(node, node.iter)
+        it = node.iter
+        if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel \
+                and any(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and
+                        resolve_static(n.value.func, self.ctx.namespace) is T.sync_threads
+                        for n in ast.walk(node)):
+            raise self.ctx.error("T.sync_threads() inside a T.Parallel loop: the loop's "
+                                 "iterations are spread over the threads; put the barrier "
+                                 "before or after the loop", node)
+        return self._visit_loop(node, node.iter)
+
+    def _visit_loop(self, node, test):
+        """A loop whose trip count depends on the thread index, or whose body some
+        threads leave early (a break or continue under a thread-dependent test): no
+        barrier inside it is reached by every thread."""
+        early = any(self._escapes(n, (ast.Break, ast.Continue)) for n in ast.walk(node)
+                    if isinstance(n, ast.If))
+        self.divergent += early
+        node = self._visit_branching(node, test)
+        self.divergent -= early
+        return node
 
     def visit_Expr(self, node):
         call = node.value

@@ -114,9 +114,13 @@ class _Tiles(ast.NodeTransformer):
         return self._reduce_through_fragment(node, call, src, dst)
 
     def _reduce_through_fragment(self, node, call, src, dst):
-        """``T.reduce_*(fragment, shared_or_local, ...)``, which TileLang allows: the
-        reduction goes into a new fragment of the destination's shape, which is then
-        copied there (after the destination's values are copied in, for clear=False)."""
+        """``T.reduce_*(fragment, shared, ...)``, which TileLang allows: the reduction goes
+        into a new fragment of the destination's shape, which is then copied there (after
+        the destination's values are copied in, for clear=False)."""
+        if dst.kind == LOCAL:
+            raise self.ctx.error(f"T.reduce_*: a fragment ({src.name}) reduced into a local "
+                                 f"tile ({dst.name}) is not supported; reduce into a fragment "
+                                 f"or a shared tile", node)
         rid = call.args[5].value
         tmp = f"__tj_reduced{rid}"
         self.plan.tiles[tmp] = Tile(tmp, FRAGMENT, dst.shape, dst.dtype, node.lineno)

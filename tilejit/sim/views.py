@@ -31,6 +31,11 @@ def _view(buffer, shape, dtype, what):
                          f"{tuple(s // data.itemsize for s in data.strides)} for shape "
                          f"{data.shape}); a view needs its elements in row-major order")
     to = buffer.dtype if dtype is None else as_dtype(dtype)
+    if shape is None and to.itemsize != buffer.dtype.itemsize:
+        raise TypeError(f"{what}: a view of {buffer.name} ({buffer.dtype.name}) as "
+                        f"{to.name} (another size) needs its shape")
+    if shape is None:
+        shape = data.shape
     if to != buffer.dtype:
         if buffer.dtype.held_in_float32 or to.held_in_float32:
             raise TypeError(f"{what}: a view of {buffer.name} ({buffer.dtype.name}) as "
@@ -41,7 +46,7 @@ def _view(buffer, shape, dtype, what):
             raise ValueError(f"{what}: {buffer.name}'s {flat.nbytes} bytes are not a whole "
                              f"number of {to.name} elements")
         data = flat.view(to.numpy)
-    shape = data.shape if shape is None else tuple(int(s) for s in shape)
+    shape = tuple(int(s) for s in shape)
     if math.prod(shape) != data.size:
         raise ValueError(f"{what}: {buffer.name} has {data.size} elements of {to.name}; the "
                          f"shape {shape} has {math.prod(shape)}")

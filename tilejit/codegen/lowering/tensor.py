@@ -97,16 +97,14 @@ __all__ = ["element_pointer", "DTypeType"]
 @lower(T.view, GlobalTensorType, types.Any, types.Any)
 def view_impl(context, builder, sig, args):
     """A view: the same data pointer (as the new element type), the shape given (for
-    ``T.view`` without one, the last extent scaled by the element sizes) and row-major
+    ``T.view`` without one, a dtype of the same size, the tensor's) and row-major
     strides."""
     src_ty, out_ty = sig.args[0], sig.return_type
     src = tensor_struct(context, builder, src_ty, args[0])
     out = cgutils.create_struct_proxy(out_ty)(context, builder)
     out.data = builder.bitcast(src.data, context.get_value_type(out_ty.pointer))
-    if isinstance(sig.args[1], types.NoneType):
+    if isinstance(sig.args[1], types.NoneType):         # the same shape (same itemsize)
         dims = cgutils.unpack_tuple(builder, src.shape, src_ty.ndim)
-        scale = (src_ty.dtype.itemsize, out_ty.dtype.itemsize)
-        dims[-1] = builder.udiv(builder.mul(dims[-1], I64(scale[0])), I64(scale[1]))
     else:
         dims = [context.cast(builder, v, t, types.int64) for v, t in
                 zip(cgutils.unpack_tuple(builder, args[1], len(sig.args[1].types)),

@@ -271,6 +271,9 @@ class _ViewTemplate(AbstractTemplate):
                                          f"and float16/32/64, got {src.dtype.name} as "
                                          f"{args[2]}")
         if isinstance(shape, types.NoneType):
+            if dtype.itemsize != src.dtype.itemsize:
+                raise errors.TypingError(f"{what}: a view of {src.dtype.name} as "
+                                         f"{dtype.name} (another size) needs its shape")
             ndim = src.ndim
         elif isinstance(shape, types.BaseTuple) and shape.types and all(
                 isinstance(t, types.Integer) for t in shape.types):
@@ -278,8 +281,8 @@ class _ViewTemplate(AbstractTemplate):
         else:
             raise errors.TypingError(f"{what}: the shape must be a tuple of integers, "
                                      f"got {shape}")
-        return signature(GlobalTensorType(dtype, ndim, contiguous=True, aligned=src.aligned),
-                         *args)
+        # not `aligned`: that promises 16-byte rows, and a view's rows are its own
+        return signature(GlobalTensorType(dtype, ndim, contiguous=True), *args)
 
 
 @infer_global(T.reshape)
