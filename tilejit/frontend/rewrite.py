@@ -28,7 +28,8 @@ from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.persistent import rewrite_persistent
-from tilejit.frontend.source import KernelSource, block_index_names, kernel_call, resolve_static
+from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
+                                     kernel_call, resolve_static)
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.reducers import rewrite_reducers
@@ -324,13 +325,6 @@ def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
     return [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(not any_))] + body
 
 
-def _flat(statements) -> list:
-    out = []
-    for s in statements:
-        out += s if isinstance(s, list) else [s]
-    return out
-
-
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                 outputs=(), shape_entries=(), on_rewritten=None,
                 namespace=None) -> ast.FunctionDef:
@@ -359,7 +353,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
     if namespace is not None:
         if shape_entries:
-            prologue = _flat(_SpecializeShapes(shape_entries).visit(s) for s in prologue)
+            specialize = _SpecializeShapes(shape_entries)
+            prologue = flatten_statements(specialize.visit(s) for s in prologue)
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
                                         ks.error, [a.arg for a in fdef.args.args] +
                                         list(outputs))

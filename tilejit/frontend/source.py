@@ -126,6 +126,15 @@ def statement_lists(tree: ast.AST):
                 yield stmts
 
 
+def flatten_statements(statements) -> list:
+    """Statements with the lists a ``NodeTransformer`` returned for one of them spliced
+    in."""
+    out = []
+    for s in statements:
+        out.extend(s if isinstance(s, list) else [s])
+    return out
+
+
 def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
     return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
 
@@ -358,15 +367,18 @@ def viewed_params(ks: KernelSource) -> dict[str, int]:
     return found
 
 
+def _is_view(node, namespace) -> bool:
+    return isinstance(node, ast.Call) and resolve_static(node.func, namespace) in (
+        T.reshape, T.view)
+
+
 def _views(ks: KernelSource):
     """(view name or None, parameter, line) of each ``T.reshape | T.view(P, …)`` call,
     assigned (``V = …``) or written in place, of a parameter or of a view of one."""
     params = set(ks.params)
     aliases: dict[str, str] = {}
     found = []
-    calls = sorted((n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
-                    and isinstance(n.func, ast.Attribute)
-                    and n.func.attr in ("reshape", "view", "view_of")),
+    calls = sorted((n for n in ast.walk(ks.tree) if _is_view(n, ks.namespace)),
                    key=lambda n: (n.lineno, n.col_offset))
     targets = {id(n.value): n.targets[0].id for n in ast.walk(ks.tree)
                if isinstance(n, ast.Assign) and len(n.targets) == 1
@@ -397,8 +409,7 @@ def written_params(ks: KernelSource) -> dict[str, int]:
     def note(node, line):
         while isinstance(node, ast.Subscript):
             node = node.value
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in ("reshape", "view", "view_of") and node.args:
+        if _is_view(node, ks.namespace) and node.args:
             node = node.args[0]                  # a view written in place
         if isinstance(node, ast.Name) and node.id in aliases:
             node = ast.Name(aliases[node.id], ast.Load())

@@ -284,10 +284,10 @@ class _UserSyncs(ast.NodeTransformer):
     so not inside a branch or loop whose test depends on the thread index (names computed
     from it, ``thread_bindings.py``, count too); named barriers are not supported."""
 
-    def __init__(self, ctx, fdef):
+    def __init__(self, ctx, fdef, marker):
         self.ctx = ctx
+        self.marker = marker            # what each becomes
         self.divergent = 0
-        self.found = 0
         tainted: set[str] = set()
         changed = True
         while changed:                   # names computed from the thread index
@@ -378,25 +378,16 @@ class _UserSyncs(ast.NodeTransformer):
             raise self.ctx.error("T.sync_threads() inside a branch or loop that depends on "
                                  "the thread index: every thread of the block must reach it",
                                  node)
-        self.found += 1
-        return _sync_stmt(node, _USER_SYNC)
+        return _sync_stmt(node, self.marker)
 
 
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    users = _UserSyncs(ctx, fdef)
-    fdef = users.visit(fdef)
-    if not any(t.kind == SHARED for t in ctx.plan.tiles.values()):
-        if users.found:                  # no shared tile: the block's barrier, as asked
-            fdef = _Rename(_USER_SYNC, SYNC).visit(fdef)
+    shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
+    if any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace) is T.sync_threads
+           for n in ast.walk(fdef)):
+        # with no shared tile there is no walk: the block's barrier, as asked
+        fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC).visit(fdef)
+    if not shared:
         return fdef
     fdef.body, _ = _Syncer(ctx).block(fdef.body, (set(), set()))
     return fdef
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, old, new):
-        self.old, self.new = old, new
-
-    def visit_Name(self, node):
-        return ast.copy_location(ast.Name(self.new, node.ctx), node) if node.id == self.old \
-            else node

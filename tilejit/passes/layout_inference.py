@@ -32,7 +32,7 @@ import itertools
 import math
 
 from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
@@ -200,7 +200,7 @@ class _RewriteLoops(ast.NodeTransformer):
                             if len(loop_vars) > 1 else ast.Name(loop_vars[0], ast.Store())],
                            ast.Call(ast.Name(FRAG_INDEX, ast.Load()),
                                     [ast.Constant(lid), ast.Name(slot, ast.Load())], []))
-        body = [ast.copy_location(index, node)] + _flatten(body)
+        body = [ast.copy_location(index, node)] + flatten_statements(body)
         if self.ctx.plan.loops[lid][1].valid is not None:
             test = ast.Call(ast.Name(FRAG_VALID, ast.Load()),
                             [ast.Constant(lid), ast.Name(slot, ast.Load())], [])
@@ -316,13 +316,6 @@ class _RewriteLoops(ast.NodeTransformer):
                 and resolve_static(call.func, self.ctx.namespace) is T.annotate_layout):
             return ast.copy_location(ast.Pass(), node)
         return self.generic_visit(node)
-
-
-def _flatten(stmts):
-    out = []
-    for s in stmts:
-        out.extend(s if isinstance(s, list) else [s])
-    return out
 
 
 def _parallel_layout(shape, dtypes, threads, usable=None):

@@ -128,17 +128,14 @@ class _Tiles(ast.NodeTransformer):
         self.plan.reductions[rid] = (s, tmp, dim, line)
         dst_name = call.args[1]
         call.args[1] = ast.Name(tmp, ast.Load())
+        def copy(a, b):
+            return ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
+                                                   ast.Load()),
+                                     [ast.Name(a, ast.Load()), ast.Name(b, ast.Load())], []))
         out = [ast.Assign([ast.Name(tmp, ast.Store())], _call(TILE, [ast.Constant(tmp)]))]
         if not call.args[4].value:          # clear=False: the destination's values first
-            out.append(ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
-                                                       ast.Load()),
-                                         [ast.Name(dst_name.id, ast.Load()),
-                                          ast.Name(tmp, ast.Load())], [])))
-        out.append(node)
-        out.append(ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
-                                                   ast.Load()),
-                                     [ast.Name(tmp, ast.Load()),
-                                      ast.Name(dst_name.id, ast.Load())], [])))
+            out.append(copy(dst_name.id, tmp))
+        out += [node, copy(tmp, dst_name.id)]
         return [ast.copy_location(s, node) for s in out]
 
     def visit_Call(self, node):
