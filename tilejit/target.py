@@ -135,6 +135,12 @@ class Target:
         return self.sm >= 90
 
     @property
+    def has_clusters(self) -> bool:
+        """Thread block clusters: ``%cluster_ctarank``, multicast TMA, ``barrier.cluster``
+        (sm_90+)."""
+        return self.is_cuda and self.sm >= 90
+
+    @property
     def has_float8_mma(self) -> bool:
         """``mma.sync.m16n8k32`` on float8 e4m3/e5m2: sm_89 (Ada) and newer, in PTX 8.4
         or later (so not sm_90a here, whose float8 gemms are on wgmma)."""

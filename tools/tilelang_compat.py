@@ -90,6 +90,12 @@ LANGUAGE_DIFFERENCES = {
     "annotate_layout": "takes tilejit's layouts (`T.Layout`/`make_swizzled_layout` are not "
                        "built)",
     "PersistentTileScheduler": "its methods become scalar code; no clusters",
+    "ClusterKernel": "at most 8 blocks per cluster; each grid extent a multiple of the "
+                     "cluster's; sm_90 and newer",
+    "copy_cluster": "global → shared multicast (`cluster_mask=`) only, every block of the mask "
+                    "naming the same region (the simulator checks); multicast by TMA in a "
+                    "warp-specialized wgmma pipeline on sm_90a, a copy per block elsewhere; "
+                    "no `dst_block=`/`remote_barrier=`",
     "symbolic": "deprecated (a `DeprecationWarning`, as in TileLang): `T.dynamic`",
 }
 TILELANG_DIFFERENCES = {

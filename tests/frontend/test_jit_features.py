@@ -187,19 +187,20 @@ def test_dump_ir_files(tmp_path, monkeypatch):
     add_new.compile(a, a, target="cuda", arch="sm_80", block=128)
     (directory,) = tmp_path.iterdir()
     names = sorted(p.name for p in directory.iterdir())
-    assert names == ["00_source.py", "01_device_program.py", "02_after_allocate_tiles.py",
-                     "03_after_fold_clears_into_gemms.py",
-                     "04_after_lower_warp_roles.py", "05_after_check_divisors.py",
-                     "06_after_pipeline_loops.py", "07_after_rasterize_blocks.py",
-                     "08_after_infer_layouts.py", "09_after_check_registers.py",
-                     "10_after_use_tma.py", "11_after_specialize_warps.py",
-                     "12_after_stage_epilogues.py", "13_after_use_tma_stores.py",
-                     "14_after_fence_generic_writes.py", "15_after_plan_shared_memory.py",
-                     "16_after_insert_barriers.py", "17_after_version_parallel_guards.py",
-                     "18_tile_plan.txt", "19_numba_typed.txt", "20_llvm_lowered.ll",
-                     "21_llvm_optimized.ll", "22_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "17_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "22_kernel.ptx").read_text()
+    assert names == ["00_source.py", "01_device_program.py",
+                     "02_after_lower_cluster_forms.py", "03_after_allocate_tiles.py",
+                     "04_after_fold_clears_into_gemms.py", "05_after_lower_warp_roles.py",
+                     "06_after_check_divisors.py", "07_after_pipeline_loops.py",
+                     "08_after_rasterize_blocks.py", "09_after_infer_layouts.py",
+                     "10_after_check_registers.py", "11_after_use_tma.py",
+                     "12_after_specialize_warps.py", "13_after_stage_epilogues.py",
+                     "14_after_use_tma_stores.py", "15_after_fence_generic_writes.py",
+                     "16_after_plan_shared_memory.py", "17_after_insert_barriers.py",
+                     "18_after_version_parallel_guards.py", "19_tile_plan.txt",
+                     "20_numba_typed.txt", "21_llvm_lowered.ll", "22_llvm_optimized.ll",
+                     "23_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "18_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "23_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

@@ -35,8 +35,9 @@ from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
-from tilejit.passes import (async_proxy, barriers, clear_folding, divisors, epilogue_staging,
-                            layout_inference, parallel_guards, pipeline, rasterization,
+from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
+                            epilogue_staging, layout_inference, parallel_guards, pipeline,
+                            rasterization,
                             registers, shared_memory, tile_allocation, tma, tma_store,
                             warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
@@ -50,6 +51,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 
 SOURCE_PASSES = (
+    clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
@@ -188,6 +190,7 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
                               if isinstance(ty, GlobalTensorType)})
     if threads != spec.threads:
         ctx.plan.role_threads, ctx.plan.launch_threads = threads, spec.threads
+    ctx.plan.cluster = spec.cluster
     passes = [_bind(p, ctx) for p in SOURCE_PASSES]
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]

@@ -20,6 +20,7 @@ class Specialization:
     target: Target           # Target.cuda("sm_90a"), …; the simulator type-checks only
     options: CompileOptions = CompileOptions()
     min_blocks_per_sm: int | None = None
+    cluster: tuple = (1, 1, 1)   # T.ClusterKernel's cluster_dims
 
     @property
     def runtime_params(self) -> tuple:
@@ -28,13 +29,15 @@ class Specialization:
     def summary(self) -> str:
         """One readable line: the constexprs, the threads, the target (logs, the CLI)."""
         values = ", ".join(f"{n}={_plain(v)}" for n, v in self.constexprs)
-        return f"{values + '; ' if values else ''}threads={self.threads}; {self.target}"
+        cluster = f"; cluster={self.cluster}" if self.cluster != (1, 1, 1) else ""
+        return f"{values + '; ' if values else ''}threads={self.threads}{cluster}; {self.target}"
 
     def describe(self) -> list:
         """A JSON-friendly description (the disk cache key hashes it)."""
         return [list(map(_plain, self.params)), [[n, _plain(v)] for n, v in self.constexprs],
                 [list(c) for c in self.shape_constants], list(self.outputs), self.threads,
-                self.target.describe(), self.options.key(), self.min_blocks_per_sm]
+                self.target.describe(), self.options.key(), self.min_blocks_per_sm] + (
+            [list(self.cluster)] if self.cluster != (1, 1, 1) else [])
 
 
 def _plain(value):

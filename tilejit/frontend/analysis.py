@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, is_call_to, resolve_static
+from tilejit.frontend.source import KernelSource, is_call_to, is_launch, resolve_static
 
 
 def kernel_outputs(ks: KernelSource) -> tuple[list[str], tuple[str, ...] | None]:
@@ -112,9 +112,9 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
                 args = args[1:]            # the trip count is a run-time value
             for arg in args + [k.value for k in node.keywords]:
                 needed |= _deps(arg, env, params)
-        if is_call_to(node, T.Kernel, ks.namespace):
+        if is_launch(node, ks.namespace):
             for kw in node.keywords:
-                if kw.arg == "threads":
+                if kw.arg in ("threads", "cluster_dims"):
                     needed |= _deps(kw.value, env, params)
     return tuple(sorted(needed))
 

@@ -38,8 +38,11 @@ def _launches(stmts) -> bool:
 
 
 def _is_kernel(func) -> bool:
-    return (isinstance(func, ast.Attribute) and func.attr == "Kernel") or (
-        isinstance(func, ast.Name) and func.id == "Kernel")
+    return (isinstance(func, ast.Attribute) and func.attr in _LAUNCHES) or (
+        isinstance(func, ast.Name) and func.id in _LAUNCHES)
+
+
+_LAUNCHES = ("Kernel", "ClusterKernel")
 
 
 def _helper_function(obj):

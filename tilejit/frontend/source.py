@@ -139,6 +139,12 @@ def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
     return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
 
 
+def is_launch(node: ast.AST, namespace: dict) -> bool:
+    """A ``T.Kernel(...)`` or ``T.ClusterKernel(...)`` call: a kernel's launch."""
+    return isinstance(node, ast.Call) and resolve_static(node.func, namespace) in (
+        T.Kernel, T.ClusterKernel)
+
+
 def _same(a, b) -> bool:
     """The same object, or equal values of one type (a rebound ``SCALE = 3`` is)."""
     if a is b:
@@ -254,11 +260,11 @@ def _find_launch(ks: KernelSource) -> int:
     found = []
     for index, stmt in enumerate(ks.tree.body):
         if isinstance(stmt, ast.With) and any(
-                is_call_to(item.context_expr, T.Kernel, ks.namespace) for item in stmt.items):
+                is_launch(item.context_expr, ks.namespace) for item in stmt.items):
             found.append(index)
     for node in ast.walk(ks.tree):
         if isinstance(node, ast.With) and node not in [ks.tree.body[i] for i in found]:
-            if any(is_call_to(item.context_expr, T.Kernel, ks.namespace) for item in node.items):
+            if any(is_launch(item.context_expr, ks.namespace) for item in node.items):
                 raise ks.error("`with T.Kernel(...)` must be a top-level statement of the "
                                "kernel function, not nested in another statement", node)
     if not found:

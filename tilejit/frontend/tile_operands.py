@@ -23,7 +23,8 @@ from tilejit.ir.markers import ATOMICS, REGION, THREAD_INDEX
 
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
-                   T.atomic_max: (0, 1), T.atomic_min: (0, 1), T.tma_copy: (0, 1)}
+                   T.atomic_max: (0, 1), T.atomic_min: (0, 1), T.tma_copy: (0, 1),
+                   T.copy_cluster: (0, 1)}
 
 
 def _call(name, args):

@@ -133,6 +133,13 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
 
+# -- thread block clusters (passes/clusters.py) ---------------------------------------
+CLUSTER_RANK = _declare("__tj_cluster_rank", "cluster_rank",
+                        "() -> this block's rank in its cluster (T.block_rank_in_cluster)")
+CLUSTER_SYNC = _declare("__tj_cluster_sync", "cluster_sync",
+                        "A barrier of every thread of every block of the cluster.")
+MULTICAST_ATTR = "_tj_multicast"    # a T.copy_cluster's mask, on its T.copy call
+
 # -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------
 # the ``if`` a ``with T.ws(k):`` becomes carries ``ROLE_ATTR = k``: its body's barriers are
 # the role's named barrier, and nothing in it orders another role's accesses (mbarriers do)

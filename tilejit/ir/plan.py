@@ -90,6 +90,15 @@ class TilePlan:
     # a kernel's own ``T.ws`` roles (passes/warp_roles.py): the threads of one role, which
     # the tiles are planned over (0: no roles)
     role_threads: int = 0
+    # thread block clusters (passes/clusters.py): T.ClusterKernel's dims, and whether the
+    # warp-specialized pipeline multicasts its loads (its stages released to every block
+    # of the cluster, the kernel's start and end cluster barriers)
+    cluster: tuple = (1, 1, 1)
+    multicast: bool = False
+
+    @property
+    def cluster_blocks(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     @property
     def block_threads(self) -> int:

@@ -24,6 +24,8 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
+from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
+                                      cluster_shape, copy_cluster)
 from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
                                      alloc_barrier, barrier_arrive, barrier_wait,
                                      mbarrier_arrive, mbarrier_wait_parity,
@@ -78,6 +80,7 @@ __all__ = [
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "disable_warp_group_reg_alloc", "reshape", "view", "sync_threads",
+    "ClusterKernel", "block_rank_in_cluster", "copy_cluster",
 ]
 
 
@@ -171,6 +174,20 @@ class Kernel:
 
     def __exit__(self, *exc):
         return False
+
+
+class ClusterKernel(Kernel):
+    """``with T.ClusterKernel(gx[, gy[, gz]], threads=N, cluster_dims=(cx, cy, cz)) as
+    (bx, by, bz):`` a launch whose blocks run in clusters of ``cx·cy·cz`` (at most 8;
+    sm_90+): ``T.block_rank_in_cluster()`` and multicast loads (``T.copy_cluster``,
+    ``language/cluster.py``). Each grid extent must be a multiple of the cluster's."""
+
+    def __init__(self, *grid, threads=128, cluster_dims=1, prelude=None,
+                 min_blocks_per_sm=None):
+        super().__init__(*grid, threads=threads, prelude=prelude,
+                         min_blocks_per_sm=min_blocks_per_sm)
+        self.cluster_dims = cluster_shape(cluster_dims)
+        check_cluster_grid(self.grid + (1,) * (3 - len(self.grid)), self.cluster_dims)
 
 
 def Parallel(*extents, coalesced_width=None):

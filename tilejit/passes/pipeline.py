@@ -52,7 +52,8 @@ from dataclasses import dataclass
 
 from tilejit import language as T
 from tilejit.frontend.source import SubstituteLoads, resolve_static
-from tilejit.ir.markers import COMMIT, COPY_ASYNC, GEMM, REGION, STAGE, SYNC, WAIT
+from tilejit.ir.markers import (COMMIT, COPY_ASYNC, GEMM, MULTICAST_ATTR, REGION, STAGE, SYNC,
+                                WAIT)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.barriers import shared_writes
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -236,7 +237,10 @@ class _Pipeliner(ast.NodeTransformer):
                 src, dst = s.value.args
                 src = SubstituteLoads({loop_var: k_expr}).visit(copy.deepcopy(src))
                 dst_staged = _call(STAGE, [ast.Name(dst.id, ast.Load()), stage_expr])
-                out.append(mark(_expr_stmt(_call(COPY_ASYNC, [src, dst_staged]), s), pid, role))
+                issued = _call(COPY_ASYNC, [src, dst_staged])
+                if hasattr(s.value, MULTICAST_ATTR):        # T.copy_cluster's mask
+                    setattr(issued, MULTICAST_ATTR, getattr(s.value, MULTICAST_ATTR))
+                out.append(mark(_expr_stmt(issued, s), pid, role))
             return out
 
         def commit():

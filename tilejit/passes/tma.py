@@ -63,8 +63,8 @@ from dataclasses import dataclass
 
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.ir.tma_box import MAX_RANK, Box, data_type_supported
-from tilejit.ir.markers import (COPY_ASYNC, REGION, STAGE, SYNC, TMA_COPY, TMA_EXPECT_LOAD,
-                                TMA_FENCE, TMA_INIT, TMA_LOAD, TMA_WAIT)
+from tilejit.ir.markers import (COPY_ASYNC, MULTICAST_ATTR, REGION, STAGE, SYNC, TMA_COPY,
+                                TMA_EXPECT_LOAD, TMA_FENCE, TMA_INIT, TMA_LOAD, TMA_WAIT)
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.passes.pipeline import role_of
 
@@ -81,10 +81,12 @@ class TmaCopy:
     boxes: tuple
     nbytes: int
     rank: int
+    multicast: int = 0      # T.copy_cluster's mask (issued once for it when plan.multicast)
 
     def __str__(self):
+        mask = f", multicast {self.multicast:#b}" if self.multicast else ""
         return (f"map {self.map_index}, {len(self.boxes)} box(es) at "
-                f"{[b[0] for b in self.boxes]}, {self.nbytes} B")
+                f"{[b[0] for b in self.boxes]}, {self.nbytes} B{mask}")
 
 
 def tma_layout(tile):
@@ -262,7 +264,8 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             continue
         ids, map_names = {}, {}
         for (key, call), planned in zip(sites, plans):
-            cid, name = _register(plan, maps, planned, plan.tiles[call.args[1].args[0].id])
+            cid, name = _register(plan, maps, planned, plan.tiles[call.args[1].args[0].id],
+                                  getattr(call, MULTICAST_ATTR, 0))
             map_names[cid], ids[key] = name, cid
         slot0 = plan.mbarriers
         plan.mbarriers += pipe.stages
@@ -281,13 +284,14 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     return ast.fix_missing_locations(fdef)
 
 
-def _register(plan, maps, planned, tile):
+def _register(plan, maps, planned, tile, multicast=0):
     """(copy id, tensor map parameter) of a planned copy (``box_plan``) into ``tile``: its
     TmaCopy in the plan, one map per (tensor, box), the tile aligned for the boxes."""
     tensor, box, (boxes, nbytes, rank, align) = planned
     name = maps.setdefault((tensor, box), f"{MAP_PREFIX}{tensor}_{len(maps)}")
     cid = f"t{len(plan.tma_copies)}"
-    plan.tma_copies[cid] = TmaCopy(list(maps).index((tensor, box)), boxes, nbytes, rank)
+    plan.tma_copies[cid] = TmaCopy(list(maps).index((tensor, box)), boxes, nbytes, rank,
+                                   multicast)
     tile.align = max(tile.align, align)
     return cid, name
 

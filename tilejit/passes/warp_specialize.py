@@ -55,8 +55,8 @@ import copy
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import (GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE, TMA_INIT,
-                                TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
+from tilejit.ir.markers import (CLUSTER_SYNC, GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE,
+                                TMA_INIT, TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.passes.pipeline import role_of
 
 WARPGROUP = 128
@@ -232,6 +232,7 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     stored_by_producer = _names(produced, ast.Store)
     if (_names(produced, ast.Load) & stored_anywhere) - stored_by_producer - counters:
         return fdef
+    multicast = _multicast(fdef, plan, loads)
     plan.mbarriers += stages
     plan.ws_consumers = threads
     plan.tma_issuer = threads
@@ -261,7 +262,27 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 + starts + top)
     split = ast.If(_call(WS_PRODUCER), producer, consumer)
     setattr(split, WS_ATTR, True)
+    # with multicast loads, every consumer warp of the cluster releases each block's stage
+    releases = threads // 32 * (plan.cluster_blocks if multicast else 1)
     empty_init = _expr(TMA_INIT, [ast.Constant(empty0), ast.Constant(stages),
-                                  ast.Constant(threads // 32)])
+                                  ast.Constant(releases)])
     fdef.body = body[:init[0] + 1] + [empty_init, _expr(SYNC), split]
+    if multicast:
+        # the peers' mbarriers are initialized before any load lands in them, and no
+        # block exits while a peer may still write its stages or arrive on its mbarriers
+        fdef.body[-1:-1] = [_expr(CLUSTER_SYNC)]
+        fdef.body.append(_expr(CLUSTER_SYNC))
     return ast.fix_missing_locations(fdef)
+
+
+def _multicast(fdef, plan, loads) -> bool:
+    """Whether the pipeline issues its ``T.copy_cluster`` loads once for the cluster
+    (``plan.multicast``): when every such load's mask is the whole cluster (so every block
+    runs the same pipeline steps, which the simulator checks) and the kernel has no
+    ``return`` (each block must reach the cluster barrier at its end). Otherwise each
+    block loads its own copy, the same bytes."""
+    full = (1 << plan.cluster_blocks) - 1
+    masks = {plan.tma_copies[load.value.args[4].value].multicast for load in loads} - {0}
+    plan.multicast = (plan.cluster_blocks > 1 and masks == {full}
+                      and not any(isinstance(n, ast.Return) for n in ast.walk(fdef)))
+    return plan.multicast

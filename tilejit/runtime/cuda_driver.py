@@ -238,7 +238,7 @@ class Launcher:
     """
 
     __slots__ = ("module", "param_kinds", "offsets", "_struct", "_pack", "_buf", "_view", "_ptrs",
-                 "_params_addr", "_func", "_cu_launch", "_ordinal")
+                 "_params_addr", "_func", "_cu_launch", "_ordinal", "_cluster_launches")
 
     def __init__(self, module: CudaModule, param_kinds):
         self.module = module
@@ -259,6 +259,7 @@ class Launcher:
         self._func = module.function
         self._ordinal = module.ordinal
         self._cu_launch = _drv.cuLaunchKernel
+        self._cluster_launches = {}
 
     def parts(self):
         """(pack_into, buffer view, cuLaunchKernel, function, kernelParams address): what a
@@ -277,6 +278,24 @@ class Launcher:
         if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0: no enum lookup needed
             self._on_error(err, grid, block, shared_bytes, stream)
 
+    def launch_cluster(self, grid, block, shared_bytes, stream, values, cluster) -> None:
+        """A launch in thread block clusters of ``cluster`` (3 dims; ``T.ClusterKernel``)."""
+        self._pack(self._view, 0, *values)
+        gx, gy, gz = grid
+        bx, by, bz = block
+        self.cluster_launch(cluster)(self._func, gx, gy, gz, bx, by, bz, shared_bytes, stream,
+                                     self._params_addr, 0)
+
+    def cluster_launch(self, cluster):
+        """A function taking ``cuLaunchKernel``'s arguments that launches in clusters of
+        ``cluster``: ``cuLaunchKernelEx`` with the cluster-dimension attribute, its
+        configuration built once per geometry (the fast path calls it as it calls
+        ``cuLaunchKernel``). It raises on an error rather than returning it."""
+        found = self._cluster_launches.get(cluster)
+        if found is None:
+            found = self._cluster_launches[cluster] = _cluster_launcher(self, tuple(cluster))
+        return found
+
     def _on_error(self, err, grid, block, shared_bytes, stream) -> None:
         # No context / another device's context current on this thread: fix it and retry once.
         # A launch that failed with these codes was never enqueued, so the retry cannot double-run.
@@ -291,6 +310,37 @@ class Launcher:
         raise CudaError("cuLaunchKernel", err,
                         f"kernel {getattr(self.module, 'kernel_name', '?')}, grid={tuple(grid)}, "
                         f"block={tuple(block)}, shared={shared_bytes}")
+
+
+def _cluster_launcher(launcher, cluster):
+    configs = {}
+
+    def launch(func, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra):
+        config = configs.get((gx, gy, gz, bx, by, bz, shared_bytes))
+        if config is None:
+            config = _drv.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
+            config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
+            config.sharedMemBytes = shared_bytes
+            attribute = _drv.CUlaunchAttribute()
+            attribute.id = _drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            dims = attribute.value.clusterDim
+            dims.x, dims.y, dims.z = cluster
+            config.attrs = [attribute]
+            config.numAttrs = 1
+            configs[(gx, gy, gz, bx, by, bz, shared_bytes)] = config
+        config.hStream = stream or 0
+        err, = _drv.cuLaunchKernelEx(config, func, params, extra)
+        if err and int(err) in (201, 400, 709):     # no or another context: as launch()
+            ensure_context(launcher._ordinal)
+            err, = _drv.cuLaunchKernelEx(config, func, params, extra)
+        if err:
+            raise CudaError("cuLaunchKernelEx", err,
+                            f"kernel {getattr(launcher.module, 'kernel_name', '?')}, grid="
+                            f"{(gx, gy, gz)}, block={(bx, by, bz)}, cluster={cluster}, "
+                            f"shared={shared_bytes}")
+        return (err,)
+    return launch
 
 
 # ---------------------------------------------------------------------------- arguments / memory

@@ -129,11 +129,12 @@ class FastLauncher:
         self._key_of = namespace["key_of"]
 
     def remember(self, values, launcher, grid, threads, shared, stream, outputs=None,
-                 maps=None):
+                 maps=None, cluster=(1, 1, 1)):
         """Record a launch. ``stream`` is (f, arg) with f(arg) the stream handle;
         ``outputs`` (or None) makes the call's T.empty outputs and returns (the call's
         result, their packed parameters); ``maps`` (or None) makes the TMA tensor maps
-        (``kernel.tensor_map_maker``)."""
+        (``kernel.tensor_map_maker``); a ``cluster`` launch goes through the launcher's
+        ``cluster_launch`` in place of ``cuLaunchKernel``."""
         try:
             key = self._key_of(*values)
             hash(key)
@@ -142,6 +143,8 @@ class FastLauncher:
         if len(self.table) >= _MAX_ENTRIES:
             self.table.clear()
         pack, view, cu_launch, func, params = launcher.parts()
+        if cluster != (1, 1, 1):
+            cu_launch = launcher.cluster_launch(cluster)
         gx, gy, gz = grid
         self.table[key] = (pack, view, cu_launch, func, gx, gy, gz, threads,
                                              shared, stream[0], stream[1], params, outputs,

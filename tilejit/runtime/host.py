@@ -10,20 +10,25 @@ import threading
 import numpy as np
 
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
-from tilejit.language import _semantics, check_min_blocks, launch_shape
+from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, cluster_shape,
+                              launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
 
 
 class LaunchConfig:
     """What the host program returns: grid (3 dims), threads, the minimum of resident
-    blocks per SM asked for (or None), and the outputs."""
-    __slots__ = ("grid", "threads", "min_blocks_per_sm", "outputs")
+    blocks per SM asked for (or None), the cluster's dims ((1, 1, 1): no clusters;
+    ``T.ClusterKernel``) and the outputs."""
+    __slots__ = ("grid", "threads", "min_blocks_per_sm", "cluster", "outputs")
 
-    def __init__(self, *grid, threads=128, prelude=None, outputs=(), min_blocks_per_sm=None):
+    def __init__(self, *grid, threads=128, prelude=None, outputs=(), min_blocks_per_sm=None,
+                 cluster_dims=1):
         dims, threads = launch_shape(grid, threads)
         self.grid = dims + (1,) * (3 - len(dims))
         self.threads = threads
         self.min_blocks_per_sm = check_min_blocks(min_blocks_per_sm, threads)
+        self.cluster = cluster_shape(cluster_dims)
+        check_cluster_grid(self.grid, self.cluster)
         self.outputs = outputs
 
 

@@ -163,7 +163,7 @@ class KernelFunction:
             target=self._compile_target(target, arch, call.device),
             options=compile_options(fast_math=self.fast_math, debug=self.debug,
                                     dump_dir=self.dump_dir, **self.switches),
-            min_blocks_per_sm=launch.min_blocks_per_sm)
+            min_blocks_per_sm=launch.min_blocks_per_sm, cluster=launch.cluster)
         return call, launch, target, spec
 
     def _host_queries(self) -> tuple:
@@ -238,7 +238,7 @@ class KernelFunction:
         fast.remember(values, loaded.launcher, launch.grid,
                       loaded.compiled.launch_threads(launch.threads),
                       loaded.compiled.shared_bytes, cuda_driver.stream_function(call.device),
-                      outputs, loaded.maps)
+                      outputs, loaded.maps, launch.cluster)
 
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
         """Compile for the arguments' types without launching. With ``target="cuda"``
@@ -380,9 +380,12 @@ class _Loaded:
                                        self.device, torch_tensor)
         if others:
             cuda_driver.wait_for(stream, others)
-        self.launcher.launch(grid, (self.compiled.launch_threads(launch.threads), 1, 1),
-                             self.compiled.shared_bytes,
-                             stream, tuple(values))
+        block = (self.compiled.launch_threads(launch.threads), 1, 1)
+        if launch.cluster != (1, 1, 1):
+            self.launcher.launch_cluster(grid, block, self.compiled.shared_bytes, stream,
+                                         tuple(values), launch.cluster)
+            return
+        self.launcher.launch(grid, block, self.compiled.shared_bytes, stream, tuple(values))
 
 
 class _HipLoaded:

@@ -19,6 +19,7 @@ device program are bound in the simulated program's namespace instead (``runner.
 ``__tj_region`` to ``semantics.region``, ``__tj_atomic_*`` to ``semantics.SIM_ELEMENT``.
 """
 from tilejit.language import _semantics as _declared
+from tilejit.sim.cluster import MEANINGS as _CLUSTER_MEANINGS
 from tilejit.sim.roles import MEANINGS as _ROLE_MEANINGS
 from tilejit.sim.semantics import MEANINGS as _MEANINGS
 from tilejit.sim.warp import MEANINGS as _WARP_MEANINGS
@@ -26,3 +27,4 @@ from tilejit.sim.warp import MEANINGS as _WARP_MEANINGS
 _declared.install(_MEANINGS)
 _declared.install(_ROLE_MEANINGS)     # mbarriers, T.tma_copy, T.ws (roles.py)
 _declared.install(_WARP_MEANINGS)     # warp shuffles and reductions (warp.py)
+_declared.install(_CLUSTER_MEANINGS)  # cluster ranks, multicast copies (cluster.py)

@@ -14,6 +14,7 @@ from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION, THREAD_INDEX
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import runtime, threads
+from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_index
@@ -86,8 +87,9 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
     outer = (state.block, state.mask, state.grid, state.threads, state.role_threads,
-             state.lanes, state.in_parallel)
+             state.lanes, state.in_parallel, state.cluster, state.multicasts)
     state.grid, state.threads = tuple(launch.grid), launch.threads
+    state.cluster, state.multicasts = launch.cluster, {}
     state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
@@ -100,6 +102,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                     run_block_roles(fn, args, state.block, state.grid, launch.threads)
                 else:
                     fn(*args)
+        check_multicasts_complete(state.multicasts)
     except ValueError as e:
         # a write the source does not show (through a macro) to a read-only array
         readonly = [n for n, a in zip(names, args) if isinstance(a, runtime.SimTensor)
@@ -110,7 +113,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
-         state.lanes, state.in_parallel) = outer
+         state.lanes, state.in_parallel, state.cluster, state.multicasts) = outer
     for obj, data in writebacks:
         if isinstance(obj, np.ndarray):
             obj[...] = data.astype(obj.dtype)   # values already of the type: exact

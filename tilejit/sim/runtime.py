@@ -34,6 +34,8 @@ class _State(threading.local):
         self.block = (0, 0, 0)
         self.mask = None          # boolean array over the current T.Parallel tile
         self.grid = (1, 1, 1)
+        self.cluster = (1, 1, 1)  # T.ClusterKernel's cluster_dims
+        self.multicasts = {}      # T.copy_cluster's regions (sim/cluster.py)
         self.threads = 0          # the block's threads
         # warpgroup roles (sim/roles.py): the block's BlockRoles when the kernel has T.ws
         # roles, this thread's role, how many threads one arrival stands for (a role's

@@ -39,4 +39,4 @@ def load_rules():
     from tilejit.codegen.lowering import atomics  # noqa: F401
     from tilejit.codegen.lowering import reductions  # noqa: F401
     from tilejit.codegen.lowering import tma, warp_roles, warp_specialize  # noqa: F401
-    from tilejit.codegen.lowering import warp  # noqa: F401
+    from tilejit.codegen.lowering import cluster, warp  # noqa: F401

@@ -19,6 +19,7 @@ from tilejit.codegen.typing.types import TensorMapType
 from tilejit.codegen.lowering.copy import operands
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan, shared_base
+from tilejit.codegen.lowering.cluster import cluster_rank
 
 I64 = ir.IntType(64)
 
@@ -119,9 +120,32 @@ def _load(context, builder, sig, args, issuer, expect):
         text = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile."
                 f"mbarrier::complete_tx::bytes [$0], [$1, {{{places}}}], [${2 + rank}];")
         constraints = "r,l," + ",".join(["r"] * rank) + ",r"
+        if copy.multicast and plan().multicast:
+            _multicast_boxes(builder, copy, src.starts, destination, tensor_map, bar)
+            return
         for offset, coords in _boxes(builder, copy, src.starts):
             _asm(builder, text, constraints,
                  [builder.add(destination, I32(offset)), tensor_map, *coords, bar])
+
+
+def _multicast_boxes(builder, copy, starts, destination, tensor_map, bar):
+    """The boxes of a ``T.copy_cluster`` load, each issued by one block of its mask (in
+    turn: box i by the mask's i-th rank, modulo) into the same offsets of every block of
+    the mask, completing on each one's mbarrier at this one's offset. Every block of the
+    mask expected the whole copy's bytes."""
+    ranks = [r for r in range(copy.multicast.bit_length()) if copy.multicast >> r & 1]
+    rank = cluster_rank(builder)
+    places = ", ".join(f"${2 + d}" for d in range(copy.rank))
+    text = (f"cp.async.bulk.tensor.{copy.rank}d.shared::cluster.global.tile."
+            f"mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{{places}}}], "
+            f"[${2 + copy.rank}], ${3 + copy.rank};")
+    constraints = "r,l," + ",".join(["r"] * copy.rank) + ",r,h"
+    mask = ir.Constant(ir.IntType(16), copy.multicast)
+    for i, (offset, coords) in enumerate(_boxes(builder, copy, starts)):
+        mine = builder.icmp_unsigned("==", rank, I32(ranks[i % len(ranks)]))
+        with builder.if_then(mine):
+            _asm(builder, text, constraints,
+                 [builder.add(destination, I32(offset)), tensor_map, *coords, bar, mask])
 
 
 @lower(markers.stub(markers.TMA_WAIT), types.int32, types.int32, types.BooleanLiteral,

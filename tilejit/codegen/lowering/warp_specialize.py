@@ -50,7 +50,13 @@ def mbar_arrive_impl(context, builder, sig, args):
     lane = builder.and_(context.thread_index(builder), I32(31))
     bar = mbarrier(builder, args[0])
     with builder.if_then(builder.icmp_unsigned("==", lane, I32(0))):
-        asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+        if not plan().multicast:
+            asm_statement(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+        else:       # multicast loads: the stage is released in every block of the cluster
+            for rank in range(plan().cluster_blocks):
+                asm_statement(builder, "{ .reg .b32 tjra; mapa.shared::cluster.u32 tjra, $0, $1; "
+                              "mbarrier.arrive.shared::cluster.b64 _, [tjra]; }",
+                              "r,r", [bar, I32(rank)])
     return context.get_dummy_value()
 
 

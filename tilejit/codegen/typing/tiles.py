@@ -367,6 +367,20 @@ class SyncTemplate(AbstractTemplate):
         return signature(types.none)
 
 
+@infer_global(markers.stub(markers.CLUSTER_SYNC))
+class ClusterSyncTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none)
+
+
+@infer_global(markers.stub(markers.CLUSTER_RANK))
+class ClusterRankTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if args or kws:
+            return None
+        return signature(types.int32)
+
+
 def _tile_index(tile: TileType, index):
     idx = index.types if isinstance(index, types.BaseTuple) else (index,)
     for i in idx:

@@ -1,0 +1,87 @@
+"""Thread block clusters in the simulator: ``T.block_rank_in_cluster()`` and the
+multicast contract of ``T.copy_cluster`` (``language/cluster.py``).
+
+The blocks of a launch run one after another, x fastest, so within a cluster a lower
+rank always runs before a higher one. Each block of a copy's mask records the regions
+it names, in order, per (cluster, mask); the lowest rank of the mask is the one whose
+copies the GPU may send to all of them, so every other rank's k-th region must be the
+issuer's k-th: a different region, or a copy the issuer never made (or one it made that
+a rank of its mask never asks for: checked when the launch ends), is an error here,
+where the GPU would deliver the issuer's bytes or wait forever.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tilejit.language.cluster import check_cluster_mask
+from tilejit.sim import semantics
+from tilejit.sim.runtime import STATE
+
+
+def cluster_rank(block, cluster) -> int:
+    (bx, by, bz), (cx, cy, cz) = block, cluster
+    return bx % cx + (by % cy) * cx + (bz % cz) * cx * cy
+
+
+def block_rank_in_cluster():
+    return cluster_rank(STATE.block, STATE.cluster)
+
+
+def _region_text(tensor, starts, extents) -> str:
+    return f"{tensor.name}[{', '.join(f'{int(s)}:{int(s) + e}' for s, e in zip(starts, extents))}]"
+
+
+def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
+    if dst_block is not None or remote_barrier is not None:
+        raise NotImplementedError("T.copy_cluster(dst_block=..., remote_barrier=...): copies "
+                                  "into a peer block's shared memory are not built; "
+                                  "cluster_mask= (a multicast load) is")
+    cluster = STATE.cluster
+    blocks = cluster[0] * cluster[1] * cluster[2]
+    mask = check_cluster_mask(cluster_mask, blocks)
+    rank = cluster_rank(STATE.block, cluster)
+    if mask >> rank & 1:
+        (s_t, s_start, s_ranged, s_ext), _ = semantics._resolve(src, dst, "T.copy_cluster")
+        extents = [1] * len(s_t.shape)
+        for d, e in zip(s_ranged, s_ext):
+            extents[d] = int(e)
+        region = (id(s_t), tuple(int(np.asarray(s)) for s in s_start), tuple(extents))
+        text = _region_text(s_t, region[1], extents)
+        key = (tuple(b // c for b, c in zip(STATE.block, cluster)), mask)
+        ranks = STATE.multicasts.setdefault(key, {})
+        mine = ranks.setdefault(rank, [])
+        issuer = (mask & -mask).bit_length() - 1
+        if rank != issuer:
+            theirs = ranks.get(issuer, [])
+            k = len(mine)
+            if k >= len(theirs):
+                raise ValueError(
+                    f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
+                    f"of its cluster) makes copy {k + 1} ({text}), but rank {issuer}, whose "
+                    f"copies the mask's blocks receive, made {len(theirs)}")
+            if theirs[k][0] != region:
+                raise ValueError(
+                    f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
+                    f"of its cluster) asks for {text} in copy {k + 1}, but rank {issuer} "
+                    f"copies {theirs[k][1]} to every block of the mask; they must name the "
+                    f"same region")
+        mine.append((region, text))
+    semantics.copy(src, dst)
+
+
+def check_multicasts_complete(multicasts) -> None:
+    """When the launch ends: every rank of a mask asked for all the issuer's copies."""
+    for (cluster, mask), ranks in multicasts.items():
+        issuer = (mask & -mask).bit_length() - 1
+        made = len(ranks.get(issuer, []))
+        for rank in range(mask.bit_length()):
+            if mask >> rank & 1 and len(ranks.get(rank, [])) != made:
+                raise ValueError(
+                    f"T.copy_cluster(cluster_mask={mask:#b}): in cluster {cluster}, rank "
+                    f"{issuer} copied {made} region(s) to the mask's blocks, but rank {rank} "
+                    f"asked for {len(ranks.get(rank, []))}; every block of the mask must make "
+                    f"the same copies")
+
+
+MEANINGS = {"block_rank_in_cluster": block_rank_in_cluster,
+            "copy_cluster": semantics._block_wide("copy_cluster", copy_cluster)}
