@@ -34,6 +34,10 @@ class CompileOptions:
     tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
     wgmma: bool = True          # sm_90a: T.gemm on wgmma.mma_async where it qualifies
     warp_specialize: bool = True  # sm_90a: TMA pipelines feeding wgmma get a producer warp
+    # TileLang's safe memory access (its doors' default): a global tensor's element read
+    # outside the tensor gives 0 and such a write is dropped, where tilejit's own door
+    # reports it (passes/safe_memory.py)
+    safe_memory: bool = False
     # where to write every stage (None: nowhere); not part of what is compiled
     dump_dir: str | None = field(default=None, compare=False, repr=False,
                                  metadata={"key": False})
@@ -55,7 +59,7 @@ def _switch(name: str) -> bool:
 
 def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
                     wgmma: bool | None = None, warp_specialize: bool | None = None,
-                    dump_dir: str | None = None) -> CompileOptions:
+                    dump_dir: str | None = None, safe_memory: bool = False) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
     tma = _switch("TILEJIT_TMA") if tma is None else bool(tma)
     wgmma = _switch("TILEJIT_WGMMA") if wgmma is None else bool(wgmma)
@@ -64,7 +68,8 @@ def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool |
     if dump_dir is None:
         dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
     return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma, wgmma=wgmma,
-                          warp_specialize=bool(warp_specialize), dump_dir=dump_dir)
+                          warp_specialize=bool(warp_specialize), dump_dir=dump_dir,
+                          safe_memory=bool(safe_memory))
 
 
 def dump_dir_origin(dump_dir: str) -> str:

@@ -96,6 +96,11 @@ LANGUAGE_DIFFERENCES = {
                     "naming the same region (the simulator checks); multicast by TMA in a "
                     "warp-specialized wgmma pipeline on sm_90a, a copy per block elsewhere; "
                     "no `dst_block=`/`remote_barrier=`",
+    "cluster_sync": "the simulator runs a cluster's blocks one after another, lower ranks "
+                    "first: data handed through a global tensor from a higher rank to a "
+                    "lower one across the barrier is not seen there",
+    "cluster_arrive": "as `T.cluster_sync`", "cluster_arrive_relaxed": "as `T.cluster_sync`",
+    "cluster_wait": "as `T.cluster_sync`",
     "symbolic": "deprecated (a `DeprecationWarning`, as in TileLang): `T.dynamic`",
 }
 TILELANG_DIFFERENCES = {
@@ -107,7 +112,8 @@ TILELANG_DIFFERENCES = {
                 "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
                 "simulation picks the first config that compiles",
     "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`",
-    "PassConfigKey": "the keys tilejit reads (fast math, dump IR) act; the others are "
+    "PassConfigKey": "the keys tilejit reads (fast math, dump IR, TMA/wgmma/warp "
+                     "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",
     "carver": "`carver.arch.driver.get_num_sms()` only",
     "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, and the "

@@ -226,3 +226,47 @@ def test_copy_cluster_on_gpu_against_simulator():
     copy_rows(A, B, C)
     np.testing.assert_allclose(C.cpu().numpy(), _rows_ref(A.cpu().numpy(), B.cpu().numpy()),
                                rtol=1e-6)
+
+
+def _barriers(A, relaxed: T.constexpr = False):
+    n, = A.shape
+    with T.ClusterKernel(n, threads=64, cluster_dims=4) as bx:
+        if relaxed:
+            T.cluster_arrive_relaxed()
+        else:
+            T.cluster_arrive()
+        T.cluster_wait()
+        rank = T.block_rank_in_cluster()
+        if T.get_thread_binding() == 0:
+            A[bx] = rank
+        T.cluster_sync()
+
+
+barriers = tilejit.kernel(_barriers)
+
+
+def test_cluster_barrier_simulated():
+    A = np.full(16, -1, np.int32)
+    barriers(A)
+    np.testing.assert_array_equal(A, np.arange(16) % 4)
+
+
+@pytest.mark.parametrize("relaxed", [False, True])
+def test_cluster_barrier_ptx(relaxed, ptxas):
+    ptx = barriers.compile(np.zeros(16, np.int32), target="cuda", arch="sm_90a",
+                           relaxed=relaxed).ptx
+    arrive = "barrier.cluster.arrive.relaxed;" if relaxed else "barrier.cluster.arrive.release;"
+    assert arrive in ptx and ptx.count("barrier.cluster.wait.acquire;") == 2
+    ptxas(ptx, "sm_90a")
+
+
+def test_cluster_barrier_before_sm90_is_a_compile_error():
+    with pytest.raises(CompileError, match="sm_90 or newer"):
+        barriers.compile(np.zeros(16, np.int32), target="cuda", arch="sm_80")
+
+
+@pytest.mark.gpu
+def test_cluster_barrier_on_gpu():
+    A = torch.full((128,), -1, dtype=torch.int32, device="cuda")
+    barriers(A)
+    assert torch.equal(A.cpu(), torch.arange(128, dtype=torch.int32) % 4)

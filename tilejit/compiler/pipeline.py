@@ -37,9 +37,8 @@ from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
                             epilogue_staging, layout_inference, parallel_guards, pipeline,
-                            rasterization,
-                            registers, shared_memory, tile_allocation, tma, tma_store,
-                            warp_roles, warp_specialize)
+                            rasterization, registers, safe_memory, shared_memory,
+                            tile_allocation, tma, tma_store, warp_roles, warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -53,6 +52,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0

@@ -138,6 +138,10 @@ CLUSTER_RANK = _declare("__tj_cluster_rank", "cluster_rank",
                         "() -> this block's rank in its cluster (T.block_rank_in_cluster)")
 CLUSTER_SYNC = _declare("__tj_cluster_sync", "cluster_sync",
                         "A barrier of every thread of every block of the cluster.")
+CLUSTER_ARRIVE = _declare("__tj_cluster_arrive", "cluster_arrive",
+                          "(relaxed): this thread arrives at the cluster barrier")
+CLUSTER_WAIT = _declare("__tj_cluster_wait", "cluster_wait",
+                        "This thread waits for the cluster barrier's arrivals.")
 MULTICAST_ATTR = "_tj_multicast"    # a T.copy_cluster's mask, on its T.copy call
 
 # -- the kernel's own warpgroup roles (passes/warp_roles.py) --------------------------

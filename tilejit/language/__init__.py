@@ -25,7 +25,8 @@ from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import atomic_add, atomic_max, atomic_min
 from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
-                                      cluster_shape, copy_cluster)
+                                      cluster_arrive, cluster_arrive_relaxed, cluster_shape,
+                                      cluster_sync, cluster_wait, copy_cluster)
 from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
                                      alloc_barrier, barrier_arrive, barrier_wait,
                                      mbarrier_arrive, mbarrier_wait_parity,
@@ -80,7 +81,8 @@ __all__ = [
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "disable_warp_group_reg_alloc", "reshape", "view", "sync_threads",
-    "ClusterKernel", "block_rank_in_cluster", "copy_cluster",
+    "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
+    "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",
 ]
 
 

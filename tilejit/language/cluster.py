@@ -1,6 +1,7 @@
 """Thread block clusters (sm_90+), as TileLang spells them: ``T.ClusterKernel``,
-``T.block_rank_in_cluster()`` and multicast loads, ``T.copy_cluster(src, dst,
-cluster_mask=m)``.
+``T.block_rank_in_cluster()``, the cluster barrier (``T.cluster_sync()``, or its halves
+``T.cluster_arrive()`` / ``T.cluster_wait()``) and multicast loads,
+``T.copy_cluster(src, dst, cluster_mask=m)``.
 
 A cluster is ``cluster_dims`` consecutive blocks of the grid (x fastest) that the GPU
 runs at once on one GPU processing cluster; one TMA load can land in the shared memory
@@ -73,3 +74,25 @@ def copy_cluster(src, dst, *, cluster_mask=None, dst_block=None, remote_barrier=
     copy of a shared tile into a peer block's (``dst_block=``, ``remote_barrier=``) is
     not built."""
     return meaning("copy_cluster")(src, dst, cluster_mask, dst_block, remote_barrier)
+
+
+def cluster_arrive():
+    """This thread arrives at the cluster barrier (release: its earlier writes are
+    visible to the cluster's threads that wait after it)."""
+    return meaning("cluster_barrier")("arrive")
+
+
+def cluster_arrive_relaxed():
+    """``T.cluster_arrive`` without the release ordering."""
+    return meaning("cluster_barrier")("arrive_relaxed")
+
+
+def cluster_wait():
+    """Wait until every thread of every block of the cluster has arrived (acquire)."""
+    return meaning("cluster_barrier")("wait")
+
+
+def cluster_sync():
+    """``T.cluster_arrive()`` then ``T.cluster_wait()``: a barrier of every thread of every
+    block of the cluster (a block barrier too)."""
+    return meaning("cluster_barrier")("sync")

@@ -1,7 +1,9 @@
 """Pass: the cluster forms of a ``T.ClusterKernel`` (``language/cluster.py``).
 
 - ``T.block_rank_in_cluster()`` becomes ``cluster_rank()`` (``%cluster_ctarank``; 0 in
-  a kernel without clusters).
+  a kernel without clusters); ``T.cluster_sync()``, ``T.cluster_arrive()``,
+  ``T.cluster_arrive_relaxed()`` and ``T.cluster_wait()`` the cluster barrier's
+  ``barrier.cluster`` instructions.
 - ``T.copy_cluster(src, dst, cluster_mask=m)`` becomes ``T.copy(src, dst)`` carrying
   ``m`` (the attribute ``MULTICAST_ATTR``): every block of the mask names the same region
   (the contract the simulator checks), so a block's own copy is always right, and the
@@ -18,9 +20,16 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import CLUSTER_RANK, LANGUAGE, MULTICAST_ATTR
+from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_RANK, CLUSTER_SYNC, CLUSTER_WAIT,
+                                LANGUAGE, MULTICAST_ATTR)
 from tilejit.language.cluster import check_cluster_mask
 from tilejit.passes.static_eval import NotStatic, StaticEval
+
+
+# the cluster barrier's forms: (marker, its literal arguments)
+_BARRIERS = {T.cluster_sync: (CLUSTER_SYNC, ()), T.cluster_wait: (CLUSTER_WAIT, ()),
+             T.cluster_arrive: (CLUSTER_ARRIVE, (False,)),
+             T.cluster_arrive_relaxed: (CLUSTER_ARRIVE, (True,))}
 
 
 class _Rewrite(ast.NodeTransformer):
@@ -37,6 +46,17 @@ class _Rewrite(ast.NodeTransformer):
             return ast.copy_location(ast.Call(ast.Name(CLUSTER_RANK, ast.Load()), [], []), node)
         if fn is T.copy_cluster:
             return self._copy(node)
+        barrier = _BARRIERS.get(fn)
+        if barrier is not None:
+            if node.args or node.keywords:
+                raise self.ctx.error(f"T.{fn.__name__}() takes no arguments", node)
+            if not self.ctx.target.is_sim and not self.ctx.target.has_clusters:
+                raise self.ctx.error(f"T.{fn.__name__}: the cluster barrier needs sm_90 or "
+                                     f"newer; this kernel is compiled for {self.ctx.target}",
+                                     node)
+            name, args = barrier
+            return ast.copy_location(ast.Call(ast.Name(name, ast.Load()),
+                                              [ast.Constant(a) for a in args], []), node)
         return node
 
     def _copy(self, node):

@@ -83,5 +83,14 @@ def check_multicasts_complete(multicasts) -> None:
                     f"the same copies")
 
 
-MEANINGS = {"block_rank_in_cluster": block_rank_in_cluster,
+def cluster_barrier(kind):
+    """The cluster barrier orders nothing here beyond the blocks' own order: the blocks
+    run one after another (lower ranks first), and blocks of a cluster share no memory
+    but the global tensors. A program that hands data through a global tensor from a
+    higher rank to a lower one across the barrier computes differently here than on the
+    GPU (and one that races across it is not reported)."""
+    return None
+
+
+MEANINGS = {"block_rank_in_cluster": block_rank_in_cluster, "cluster_barrier": cluster_barrier,
             "copy_cluster": semantics._block_wide("copy_cluster", copy_cluster)}

@@ -87,9 +87,11 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
     outer = (state.block, state.mask, state.grid, state.threads, state.role_threads,
-             state.lanes, state.in_parallel, state.cluster, state.multicasts)
+             state.lanes, state.in_parallel, state.cluster, state.multicasts,
+             state.safe_memory)
     state.grid, state.threads = tuple(launch.grid), launch.threads
     state.cluster, state.multicasts = launch.cluster, {}
+    state.safe_memory = bool(spec is not None and spec.options.safe_memory)
     state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
@@ -113,7 +115,8 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
-         state.lanes, state.in_parallel, state.cluster, state.multicasts) = outer
+         state.lanes, state.in_parallel, state.cluster, state.multicasts,
+         state.safe_memory) = outer
     for obj, data in writebacks:
         if isinstance(obj, np.ndarray):
             obj[...] = data.astype(obj.dtype)   # values already of the type: exact

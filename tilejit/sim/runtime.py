@@ -36,6 +36,7 @@ class _State(threading.local):
         self.grid = (1, 1, 1)
         self.cluster = (1, 1, 1)  # T.ClusterKernel's cluster_dims
         self.multicasts = {}      # T.copy_cluster's regions (sim/cluster.py)
+        self.safe_memory = False  # TileLang's masking of global accesses outside a tensor
         self.threads = 0          # the block's threads
         # warpgroup roles (sim/roles.py): the block's BlockRoles when the kernel has T.ws
         # roles, this thread's role, how many threads one arrival stands for (a role's
@@ -357,9 +358,21 @@ class SimTensor:
             raise IndexError(f"{self.name}[{', '.join(map(str, first))}] is out of bounds "
                              f"for shape {tuple(self.data.shape)}{_caller_location(3)}")
 
+    def _mask(self, idx):
+        """The lanes that access the tensor: the T.Parallel mask, and with TileLang's
+        safe memory access (``CompileOptions.safe_memory``) only the elements inside a
+        global tensor (``passes/safe_memory.py``): the others read 0 and write nothing."""
+        mask = STATE.mask
+        if self.kind is not None or not STATE.safe_memory:
+            return mask
+        inside = True
+        for i, n in zip(idx, self.data.shape):
+            inside = inside & (np.asarray(i) >= 0) & (np.asarray(i) < n)
+        return inside if mask is None else mask & inside
+
     def __getitem__(self, index):
         idx = self._indices(index)
-        mask = STATE.mask
+        mask = self._mask(idx)
         if all(np.ndim(i) == 0 for i in idx) and (mask is None or np.ndim(mask) == 0):
             if mask is not None and not bool(mask):
                 return self.data.dtype.type(0)
@@ -387,7 +400,7 @@ class SimTensor:
 
     def __setitem__(self, index, value):
         idx = self._indices(index)
-        mask = STATE.mask
+        mask = self._mask(idx)
         value = _to_storage(value, self.dtype, self.data.dtype)
         if all(np.ndim(i) == 0 for i in idx) and np.ndim(value) == 0 and (
                 mask is None or np.ndim(mask) == 0):

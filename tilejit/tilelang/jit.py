@@ -47,8 +47,9 @@ class PassConfigKey:
     ``./tilejit_dump_ir``), ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the ``.approx``
     PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it), ``TL_DISABLE_TMA_LOWER``,
     ``TL_DISABLE_WGMMA`` and ``TL_DISABLE_WARP_SPECIALIZED`` (``CompileOptions.tma``,
-    ``wgmma``, ``warp_specialize`` off). The others tune TileLang's own TVM passes; they
-    are accepted and change nothing."""
+    ``wgmma``, ``warp_specialize`` off), ``TL_DISABLE_SAFE_MEMORY_ACCESS`` (global reads and
+    writes outside a tensor are no longer masked: ``CompileOptions.safe_memory``). The
+    others tune TileLang's own TVM passes; they are accepted and change nothing."""
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
     TL_DUMP_IR_DIR = "tl.dump_ir_dir"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
@@ -473,6 +474,8 @@ def pass_config_options(configs) -> dict:
     switches = {option: False for key, option in (
         (PassConfigKey.TL_DISABLE_TMA_LOWER, "tma"), (PassConfigKey.TL_DISABLE_WGMMA, "wgmma"),
         (PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "warp_specialize")) if configs.get(key)}
+    # TileLang's programs rely on its safe memory access unless they turn it off
+    switches["safe_memory"] = not configs.get(PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS)
     return {"fast_math": fast_math, "dump_dir": dump, "switches": switches}
 
 

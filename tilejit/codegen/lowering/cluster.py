@@ -7,6 +7,7 @@ kernel without clusters has rank 0 (AMDGPU has none).
 from __future__ import annotations
 
 from llvmlite import ir
+from numba.core import types
 
 from tilejit.ir import markers
 from tilejit.codegen.lowering.registry import lower
@@ -31,9 +32,25 @@ def cluster_rank_amdgpu_impl(context, builder, sig, args):
     return I32(0)
 
 
+def _asm(builder, text):
+    fnty = ir.FunctionType(ir.VoidType(), [])
+    builder.call(ir.InlineAsm(fnty, text, "~{memory}", side_effect=True), [])
+
+
 @lower(markers.stub(markers.CLUSTER_SYNC), target="cuda")
 def cluster_sync_impl(context, builder, sig, args):
-    fnty = ir.FunctionType(ir.VoidType(), [])
-    builder.call(ir.InlineAsm(fnty, "barrier.cluster.arrive.release; barrier.cluster.wait.acquire;",
-                              "~{memory}", side_effect=True), [])
+    _asm(builder, "barrier.cluster.arrive.release; barrier.cluster.wait.acquire;")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.CLUSTER_ARRIVE), types.BooleanLiteral, target="cuda")
+def cluster_arrive_impl(context, builder, sig, args):
+    relaxed = sig.args[0].literal_value
+    _asm(builder, f"barrier.cluster.arrive.{'relaxed' if relaxed else 'release'};")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.CLUSTER_WAIT), target="cuda")
+def cluster_wait_impl(context, builder, sig, args):
+    _asm(builder, "barrier.cluster.wait.acquire;")
     return context.get_dummy_value()

@@ -368,9 +368,20 @@ class SyncTemplate(AbstractTemplate):
 
 
 @infer_global(markers.stub(markers.CLUSTER_SYNC))
+@infer_global(markers.stub(markers.CLUSTER_WAIT))
 class ClusterSyncTemplate(AbstractTemplate):
     def generic(self, args, kws):
+        if args or kws:
+            return None
         return signature(types.none)
+
+
+@infer_global(markers.stub(markers.CLUSTER_ARRIVE))
+class ClusterArriveTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.BooleanLiteral):
+            return signature(types.none, *args)
+        return None
 
 
 @infer_global(markers.stub(markers.CLUSTER_RANK))

@@ -1,0 +1,90 @@
+"""TileLang's safe memory access: in the programs its doors compile, an element of a
+global tensor read outside the tensor gives 0 and a write outside is dropped, on the GPU
+(passes/safe_memory.py) and in the simulator alike; tilejit's own door keeps reporting
+such an access; ``TL_DISABLE_SAFE_MEMORY_ACCESS`` turns the masking off."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.tilelang.jit import PassConfigKey
+
+
+def past_the_edge(M, N, block=128):
+    """Each block of columns runs whole: the last one reads and writes past N (TileLang's
+    grouped GEMM stores its tiles this way); row 0 also reads its neighbour's index."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float32), idx: T.Tensor((N,), T.int32),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), M, threads=block) as (bx, by):
+            for j in T.Parallel(block):
+                C[by, bx * block + j] = A[by, bx * block + j] * 2 + A[by, idx[bx * block + j]]
+    return main
+
+
+def _reference(a, idx):
+    gathered = np.where((idx >= 0) & (idx < a.shape[1]), a[:, np.clip(idx, 0, a.shape[1] - 1)],
+                        0)
+    return a * 2 + gathered
+
+
+def _inputs(M=5, N=200, seed=0):
+    g = np.random.default_rng(seed)
+    a = g.standard_normal((M, N)).astype(np.float32)
+    idx = g.integers(-20, N + 20, N).astype(np.int32)      # some indices outside A
+    return a, idx
+
+
+def test_simulated_reads_outside_give_zero_and_writes_are_dropped():
+    a, idx = _inputs()
+    c = np.full_like(a, 7.0)
+    tilelang.compile(past_the_edge(5, 200), target="sim")(torch.from_numpy(a),
+                                                          torch.from_numpy(idx),
+                                                          torch.from_numpy(c))
+    np.testing.assert_allclose(c, _reference(a, idx), rtol=1e-6)
+
+
+def test_tilejit_kernels_still_report_the_access():
+    @tilejit.kernel
+    def k(A, C, block: T.constexpr = 128):
+        n, = A.shape
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i]
+
+    with pytest.raises(IndexError, match="out of bounds"):
+        k(np.zeros(200, np.float32), np.zeros(200, np.float32))
+
+
+def test_the_pass_config_turns_it_off():
+    a, idx = _inputs()
+    kernel = tilelang.compile(past_the_edge(5, 200), target="sim", pass_configs={
+        PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True})
+    with pytest.raises(IndexError, match="out of bounds"):
+        kernel(torch.from_numpy(a), torch.from_numpy(idx), torch.zeros(5, 200))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_guards_are_in_the_ptx(arch, ptxas):
+    ptx = tilelang.compile(past_the_edge(5, 200)).get_kernel_source(arch=arch)
+    ptxas(ptx, arch)
+    plain = tilelang.compile(past_the_edge(5, 200), pass_configs={
+        PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True}).get_kernel_source(arch=arch)
+    assert ptx.count("setp.") > plain.count("setp.")
+    assert "f64" not in ptx         # the 0 of a masked read has the tensor's type
+
+
+@pytest.mark.gpu
+def test_on_gpu_against_simulator_and_numpy():
+    a, idx = _inputs(7, 300, seed=1)
+    c = torch.full((7, 300), 7.0, device="cuda")
+    tilelang.compile(past_the_edge(7, 300))(torch.from_numpy(a).cuda(),
+                                            torch.from_numpy(idx).cuda(), c)
+    want = _reference(a, idx)
+    np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-6)
+    c_sim = torch.full((7, 300), 7.0)
+    tilelang.compile(past_the_edge(7, 300), target="sim")(torch.from_numpy(a),
+                                                          torch.from_numpy(idx), c_sim)
+    np.testing.assert_array_equal(c.cpu().numpy(), c_sim.numpy())

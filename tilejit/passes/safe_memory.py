@@ -1,0 +1,92 @@
+"""Pass: TileLang's safe memory access, for the programs its doors compile
+(``CompileOptions.safe_memory``; off for ``tilejit.kernel``, whose out-of-bounds
+accesses the simulator and ``debug=True`` report).
+
+TileLang guards every element access of a global tensor whose indices it cannot prove
+inside the tensor (its ``LegalizeSafeMemoryAccess``): a read outside gives 0, a write
+outside is dropped, so a program may let a tile run past a tensor's edge
+(``C[m, by * 128 + j] = ...`` for the last column block) as its grouped GEMM does. Here
+
+    A[i, j]             (a read)  →  (A[i, j] if 0 <= i < A.shape[0] and 0 <= j < A.shape[1]
+                                       else __tj_cast(0, "<A's dtype>"))
+    A[i, j] = v         (a write) →  if <the same test>: A[i, j] = v      (and A[i, j] += v)
+
+for every tensor parameter's element access with a non-constant index (a constant index
+is left as written, as TileLang leaves it); the read is lazy (the load runs only inside
+the tensor). Tile copies (``T.copy`` of regions) already clip at the edges. The
+simulator follows the option (``sim/runtime.SimTensor``: reads outside give 0, writes
+outside are dropped, where it otherwise raises).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit.ir.markers import CAST
+
+
+def _indices(node: ast.Subscript) -> list:
+    return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+
+
+class _Guard(ast.NodeTransformer):
+    def __init__(self, tensors: dict):
+        self.tensors = tensors      # name -> dtype name
+
+    def _tensor(self, node) -> str | None:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                and node.value.id in self.tensors:
+            return node.value.id
+        return None
+
+    def _inside(self, node: ast.Subscript):
+        """The test that ``node``'s indices lie inside its tensor, or None when they are
+        all constants (or a slice: not an element access)."""
+        name, indices = node.value.id, _indices(node)
+        if any(isinstance(i, ast.Slice) for i in indices):
+            return None
+        tests = []
+        for d, index in enumerate(indices):
+            if isinstance(index, ast.Constant):
+                continue
+            extent = ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "shape", ast.Load()),
+                                   ast.Constant(d), ast.Load())
+            tests.append(ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()],
+                                     [copy.deepcopy(index), extent]))
+        if not tests:
+            return None
+        return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        name = self._tensor(node)
+        if name is None or not isinstance(node.ctx, ast.Load):
+            return node
+        test = self._inside(node)
+        if test is None:
+            return node
+        zero = ast.Call(ast.Name(CAST, ast.Load()),
+                        [ast.Constant(0), ast.Constant(self.tensors[name])], [])
+        return ast.copy_location(ast.IfExp(test, node, zero), node)
+
+    def _store(self, node, target):
+        node = self.generic_visit(node)
+        test = self._inside(target) if self._tensor(target) else None
+        if test is None:
+            return node
+        return ast.copy_location(ast.If(test, [node], []), node)
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1:
+            return self._store(node, node.targets[0])
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        return self._store(node, node.target)
+
+
+def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    if not ctx.options.safe_memory:
+        return fdef
+    tensors = {name: ty.dtype.name for name, ty in ctx.params.items()}
+    return ast.fix_missing_locations(_Guard(tensors).visit(fdef))
