@@ -102,3 +102,28 @@ def test_a_run_time_parameter_on_the_gpu():
     a = torch.zeros(1, device="cuda")
     half_of_a_runtime_value(a, 20)
     assert a.item() == 10
+
+
+@tilejit.kernel
+def bounds_of(A, sizes: T.constexpr):
+    offsets = [0] + sizes           # a list passed as a compile-time value stays a list here
+    ends = sizes + [0]
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.serial(4):
+            A[i] = offsets[i] * 10 + ends[i]
+
+
+def test_a_compile_time_list_concatenates_with_lists():
+    a = np.zeros(4, np.int32)
+    bounds_of(a, [1, 2, 3])
+    assert a.tolist() == [1, 12, 23, 30]
+    ptx = bounds_of.compile(a, [1, 2, 3], target="cuda", arch="sm_90a").ptx
+    assert ".entry" in ptx
+
+
+@pytest.mark.gpu
+def test_a_compile_time_list_on_the_gpu():
+    import torch
+    a = torch.zeros(4, dtype=torch.int32, device="cuda")
+    bounds_of(a, [1, 2, 3])
+    assert a.tolist() == [1, 12, 23, 30]

@@ -36,9 +36,10 @@ from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
-                            epilogue_staging, layout_inference, parallel_guards, pipeline,
-                            rasterization, registers, safe_memory, shared_memory,
-                            tile_allocation, tma, tma_store, warp_roles, warp_specialize)
+                            epilogue_staging, global_copies, layout_inference,
+                            parallel_guards, pipeline, rasterization, registers, safe_memory,
+                            shared_memory, tile_allocation, tma, tma_store, warp_roles,
+                            warp_specialize)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -51,6 +52,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
+    global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
@@ -173,7 +175,10 @@ def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages):
 
 
 def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
-    namespace = dict(ks.namespace)
+    # a list of numbers the kernel reads from its globals or closure (a shape built on
+    # the host, as TileLang programs pass one to T.view) is a constant tuple in the
+    # device program: the device cannot change the host's list
+    namespace = {name: _frozen_list(value) for name, value in ks.namespace.items()}
     namespace.update(dict(spec.constexprs))
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
     namespace[markers.LANGUAGE] = language
@@ -198,6 +203,13 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"),
                        namespace=namespace)
     return materialize(ks, tree, namespace), ctx.plan
+
+
+def _frozen_list(value):
+    if isinstance(value, list) and all(
+            isinstance(v, (int, float, bool)) and not isinstance(v, type) for v in value):
+        return tuple(value)
+    return value
 
 
 def _role_threads(ks: KernelSource, spec: Specialization) -> int:

@@ -300,9 +300,29 @@ def constexpr_value(name, value, integer: str | None = None):
     return value
 
 
+class FrozenList(tuple):
+    """A list passed as a compile-time value: a tuple (hashable, so a specialization's
+    key) that still concatenates with lists as the list did (``sizes + [0]``,
+    ``[0] + sizes``)."""
+    __slots__ = ()
+
+    def __add__(self, other):
+        if isinstance(other, (list, tuple)):
+            return FrozenList(tuple(self) + tuple(other))
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, (list, tuple)):
+            return FrozenList(tuple(other) + tuple(self))
+        return NotImplemented
+
+
 def _frozen(value):
-    """A list (of lists) of plain values as a tuple (of tuples)."""
-    if isinstance(value, (list, tuple)):
+    """A list (of lists) of plain values as a FrozenList (of FrozenLists); a tuple's
+    items frozen likewise."""
+    if isinstance(value, list):
+        return FrozenList(_frozen(v) for v in value)
+    if isinstance(value, tuple):
         return tuple(_frozen(v) for v in value)
     return value.item() if isinstance(value, np.generic) else value
 

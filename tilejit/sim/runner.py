@@ -78,6 +78,9 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     fn = simulator_function(kernel)
     args, writebacks = [], []
     names = list(kernel.source.params) + list(kernel.outputs)
+    # compile-time values as the compiler sees them (a list as a FrozenList)
+    constexprs = dict(spec.constexprs) if spec is not None else {}
+    values = [constexprs.get(name, value) for name, value in zip(names, values)]
     for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value, classify)
         args.append(wrapped)
