@@ -39,7 +39,10 @@ variant follows every other one equally often; with a fixed or merely rotated or
 attention kernel that always ran right after cuDNN measured 0.87-0.95 of FA2 where the
 same kernel measured 0.985 in the same session beside other neighbours), each round a
 median of CUDA-event timings with the L2 rewritten between runs after a warm-up of at
-least 25 ms; the table keeps each variant's best round.
+least 25 ms, the timed rounds after one untimed round of every variant (the first
+variant timed after the checks and compiles ran at clocks no later one saw: 6-10 %
+faster at 4096^3, so a best-round table favoured whichever variant was listed first;
+tuning/bench.interleaved_times); the table keeps each variant's best round.
 
 Environment: TILEJIT_COMMIT (the commit recorded), TILEJIT_GEMM_CONFIGS,
 TILEJIT_GEMM_PERSISTENT ("" for none) and TILEJIT_GEMM_DTYPES (the GEMM grid),

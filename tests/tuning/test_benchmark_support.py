@@ -20,7 +20,7 @@ def test_interleaved_times_runs_every_variant_once_per_round_rotating():
         return float(len(calls) * rep)
 
     variants = [("a", lambda: "a", "extra"), ("b", lambda: "b", "extra")]
-    times = interleaved_times(variants, rounds=3, timer=timer, rep=2)
+    times = interleaved_times(variants, rounds=3, timer=timer, warm_round=False, rep=2)
     assert calls == ["a", "b", "b", "a", "b", "a"]
     assert times == {"a": [2.0, 8.0, 12.0], "b": [4.0, 6.0, 10.0]}
 
@@ -30,9 +30,24 @@ def test_interleaved_times_has_a_round_per_variant_at_least():
     always follows the same neighbour."""
     calls = []
     variants = [(name, lambda name=name: name) for name in "abcd"]
-    times = interleaved_times(variants, rounds=2, timer=lambda fn: calls.append(fn()) or 1.0)
+    times = interleaved_times(variants, rounds=2, timer=lambda fn: calls.append(fn()) or 1.0,
+                              warm_round=False)
     assert [calls[4 * r] for r in range(4)] == ["a", "b", "c", "d"]
     assert all(len(v) == 4 for v in times.values())
+
+
+def test_a_warm_round_is_run_and_not_reported():
+    """The first variant timed after the device sat idle runs at clocks no later one
+    sees: one untimed round of every variant comes first."""
+    calls = []
+
+    def timer(fn):
+        calls.append(fn())
+        return float(len(calls))
+
+    times = interleaved_times([("a", lambda: "a"), ("b", lambda: "b")], rounds=2, timer=timer)
+    assert calls == ["a", "b", "a", "b", "b", "a"]
+    assert times == {"a": [3.0, 6.0], "b": [4.0, 5.0]}
 
 
 def test_interleaved_times_of_no_variants_is_empty():
