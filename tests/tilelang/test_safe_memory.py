@@ -76,6 +76,34 @@ def test_the_guards_are_in_the_ptx(arch, ptxas):
     assert "f64" not in ptx         # the 0 of a masked read has the tensor's type
 
 
+def atomics_past_the_edge(N, block=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), C: T.Tensor((N,), T.float32),
+             D: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                T.atomic_add(C[bx * block + i], A[bx * block + i])
+                D[bx * block + i] = T.atomic_add(C[bx * block + i], 1.0, return_prev=True)
+    return main
+
+
+def test_element_atomics_outside_are_dropped():
+    a = torch.randn(300)
+    c, d = torch.zeros(300), torch.zeros(300)
+    tilelang.compile(atomics_past_the_edge(300), target="sim")(a, c, d)
+    torch.testing.assert_close(d, a)
+    torch.testing.assert_close(c, a + 1)
+
+
+@pytest.mark.gpu
+def test_element_atomics_on_gpu():
+    a = torch.randn(300)
+    c, d = torch.zeros(300, device="cuda"), torch.zeros(300, device="cuda")
+    tilelang.compile(atomics_past_the_edge(300))(a.cuda(), c, d)
+    torch.testing.assert_close(d.cpu(), a)
+    torch.testing.assert_close(c.cpu(), a + 1)
+
+
 @pytest.mark.gpu
 def test_on_gpu_against_simulator_and_numpy():
     a, idx = _inputs(7, 300, seed=1)

@@ -10,6 +10,8 @@ outside is dropped, so a program may let a tile run past a tensor's edge
     A[i, j]             (a read)  →  (A[i, j] if 0 <= i < A.shape[0] and 0 <= j < A.shape[1]
                                        else __tj_cast(0, "<A's dtype>"))
     A[i, j] = v         (a write) →  if <the same test>: A[i, j] = v      (and A[i, j] += v)
+    T.atomic_add(A[i, j], v)      →  if <the same test>: <the atomic>  (its previous value,
+                                     when read, 0 outside)
 
 for every tensor parameter's element access with a non-constant index (a constant index
 is left as written, as TileLang leaves it); the read is lazy (the load runs only inside
@@ -22,7 +24,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit.ir.markers import CAST
+from tilejit.ir.markers import ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, CAST
+
+_ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN)
 
 
 def _indices(node: ast.Subscript) -> list:
@@ -75,6 +79,33 @@ class _Guard(ast.NodeTransformer):
         if test is None:
             return node
         return ast.copy_location(ast.If(test, [node], []), node)
+
+    def _atomic(self, node):
+        """An element atomic (``__tj_atomic_*(tensor, (i, j), value, …)``) of a tensor
+        parameter: its test, or None."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in _ATOMICS and node.args
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in self.tensors
+                and isinstance(node.args[1], ast.Tuple)):
+            return None
+        element = ast.Subscript(node.args[0], ast.Tuple(node.args[1].elts, ast.Load()),
+                                ast.Load())
+        return self._inside(element)
+
+    def visit_Expr(self, node):       # an atomic as a statement: under an `if`
+        if self._atomic(node.value) is None:
+            return self.generic_visit(node)
+        node.value = self.generic_visit(node.value)
+        return ast.copy_location(ast.If(self._atomic(node.value), [node], []), node)
+
+    def visit_Call(self, node):       # an atomic whose previous value is read: a 0 outside
+        node = self.generic_visit(node)
+        test = self._atomic(node)
+        if test is None:
+            return node
+        zero = ast.Call(ast.Name(CAST, ast.Load()),
+                        [ast.Constant(0), ast.Constant(self.tensors[node.args[0].id])], [])
+        return ast.copy_location(ast.IfExp(test, node, zero), node)
 
     def visit_Assign(self, node):
         if len(node.targets) == 1:

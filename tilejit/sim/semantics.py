@@ -454,7 +454,7 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
     if len(idx) != tensor.data.ndim:
         raise IndexError(f"{what}: a {tensor.data.ndim}-d {tensor.name} indexed with "
                          f"{len(idx)} index(es)")
-    mask = STATE.mask
+    mask = tensor._mask(idx)        # the lanes, and with safe memory the elements inside
     shapes = [np.shape(i) for i in idx] + [np.shape(value)]
     if mask is not None:
         shapes.append(np.shape(mask))
