@@ -81,7 +81,7 @@ __all__ = [
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "disable_warp_group_reg_alloc", "reshape", "view", "sync_threads",
-    "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
+    "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",
 ]
 
@@ -310,6 +310,13 @@ def empty(shape, dtype):
     """An output of the kernel, allocated on the host before the launch (write it before
     ``with T.Kernel`` and ``return`` it): a tensor of the inputs' kind (torch stays
     torch) on the inputs' device."""
+    return meaning("empty")(shape, dtype)
+
+
+def alloc_global(shape, dtype, scope="global"):
+    """A global scratch tensor the kernel's launches share (``X = T.alloc_global(shape,
+    dtype)`` before the first ``with T.Kernel``; ``runtime/sequence.py``): allocated as
+    ``T.empty`` allocates, at each call, and not returned."""
     return meaning("empty")(shape, dtype)
 
 

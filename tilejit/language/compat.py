@@ -210,7 +210,6 @@ REASONS = {
     "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
     "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
     "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
-    "alloc_global": "global scratch tensors inside a kernel are not built: pass a tensor",
 
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
 }

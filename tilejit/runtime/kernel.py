@@ -18,6 +18,7 @@ from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg, launch_stream
 from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
+from tilejit.runtime.sequence import KernelSequence, is_sequence
 from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
                                      tensor_params, viewed_params, written_params)
 from tilejit.frontend.validate import check_supported
@@ -483,5 +484,13 @@ def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False)
     """Decorate a tile kernel. See SPEC: ``@tilejit.kernel`` or
     ``@tilejit.kernel(target=..., arch=..., fast_math=..., debug=...)``."""
     def wrap(f):
-        return KernelFunction(f, target=target, arch=arch, fast_math=fast_math, debug=debug)
+        return kernel_function(f, target=target, arch=arch, fast_math=fast_math, debug=debug)
     return wrap(func) if func is not None else wrap
+
+
+def kernel_function(func, source_tree=None, **options):
+    """A ``KernelFunction``, or a ``KernelSequence`` for a function of several launches or
+    with global scratch tensors (``runtime/sequence.py``)."""
+    if is_sequence(func, source_tree):
+        return KernelSequence(func, source_tree=source_tree, **options)
+    return KernelFunction(func, source_tree=source_tree, **options)

@@ -18,7 +18,7 @@ from tilejit.errors import CompileError
 from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
-from tilejit.runtime.kernel import KernelFunction, default_arch
+from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.jit import pass_config_options
 from tilejit.language.tilelang_names import LinearExtent, PrimFunc, Symbol
 
@@ -96,7 +96,7 @@ class CompiledPrimFunc:
         order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
-        self.kernel = KernelFunction(pf.func, target=target, source_tree=tree, **options)
+        self.kernel = kernel_function(pf.func, target=target, source_tree=tree, **options)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(
