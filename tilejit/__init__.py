@@ -29,13 +29,13 @@ _LAZY = {
     "cdiv": ("tilelang.math", "cdiv"),
     "next_power_of_2": ("tilelang.math", "next_power_of_2"),
     "Profiler": ("tilelang.profiler", "Profiler"),
+    "JITKernel": ("tilelang.jit", "JITKernel"),
     "dtypes": ("language.dtypes", None),
     "carver": ("carver", None),
     "math": ("tilelang.math", None),
     # TileLang's names tilejit does not have: reading one says so (language/compat.py)
     "tvm": ("tilelang.tvm", None),      # importable; its names raise (tilelang/tvm.py)
     "DataType": ("tilelang.unsupported", "DataType"),
-    "JITKernel": ("tilelang.unsupported", "JITKernel"),
     "par_compile": ("tilelang.unsupported", "par_compile"),
     "deprecated": ("tilelang.unsupported", "deprecated"),
     "build_date": ("tilelang.unsupported", "build_date"),

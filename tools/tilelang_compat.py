@@ -116,6 +116,9 @@ TILELANG_DIFFERENCES = {
                      "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",
     "carver": "`carver.arch.driver.get_num_sms()` only",
+    "JITKernel": "a class for `isinstance` and annotations: what `tilejit.compile` and an "
+                 "eager program's `.compile(...)` return are its subclasses; not constructed "
+                 "directly",
     "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, and the "
                "decorators `requires_cuda`, `requires_cuda_compute_version[_ge/_gt/_eq/_lt/_le]`, "
                "`requires_package`, `requires_llvm` (AMD and Metal ones skip)",
@@ -127,7 +130,7 @@ TILELANG_DIFFERENCES = {
 TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
-                      "disable_cache", "enable_cache", "is_cache_enabled"]
+                      "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -123,3 +123,36 @@ def test_on_gpu_against_torch_and_simulator():
     kernel = tilelang.compile(split_combine(64, 256), out_idx=-1)
     y = torch.rand(64, 256, device="cuda")
     torch.testing.assert_close(kernel(y), y.sum(dim=1), rtol=1e-5, atol=1e-4)
+    z = torch.rand(9, 300, device="cuda")
+    torch.testing.assert_close(eager_two_launches(z), z - z.mean(dim=1, keepdim=True))
+
+
+@tilelang.jit
+def eager_two_launches(A, block=32):
+    """TileLang's eager style (its fused MoE's form): the annotations in the body, an
+    output returned, two launches."""
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float32)
+    row = T.alloc_global([M], T.float32)
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(M, threads=32) as bx:
+        acc = T.alloc_var(T.float32)
+        acc = 0.0
+        for j in T.serial(N):
+            acc += A[bx, j]
+        row[bx] = acc
+    with T.Kernel(T.ceildiv(N, block), M, threads=block) as (bx, by):
+        for j in T.Parallel(block):
+            if bx * block + j < N:
+                B[by, bx * block + j] = A[by, bx * block + j] - row[by] / N
+    return B
+
+
+def test_tilelang_eager_style():
+    a = torch.rand(5, 70)
+    torch.testing.assert_close(eager_two_launches(a), a - a.mean(dim=1, keepdim=True))
+
+
+def test_tilejit_jit_kernel_is_the_compiled_kernels_class():
+    assert isinstance(tilelang.compile(split_combine(8, 64), out_idx=-1), tilelang.JITKernel)
+    assert not isinstance(two_pass_sum, tilelang.JITKernel)

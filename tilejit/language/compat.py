@@ -235,7 +235,6 @@ def language_names() -> list:
 # ``tilejit/__init__.py``'s table; these are not (``tilejit.tilelang.unsupported``)
 TILELANG = {
     "DataType": "TVM's DataType: use tilejit.language.dtype (T.dtype(x).bits)",
-    "JITKernel": "TileLang's JITKernel class: @tilejit.jit returns tilejit's kernels",
     "par_compile": "parallel compilation of several kernels is not built",
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",

@@ -19,7 +19,7 @@ from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
-from tilejit.tilelang.jit import pass_config_options
+from tilejit.tilelang.jit import JITKernel, pass_config_options
 from tilejit.language.tilelang_names import LinearExtent, PrimFunc, Symbol
 
 SYMBOLIC = (Symbol, LinearExtent)
@@ -285,3 +285,6 @@ class ClassicJit:
         if key is not None:
             self._compiled[key] = compiled
         return compiled
+
+
+JITKernel.register(CompiledPrimFunc)

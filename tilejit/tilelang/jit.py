@@ -22,6 +22,8 @@ Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
 """
 from __future__ import annotations
 
+import abc
+
 import ast
 import copy
 import os
@@ -32,12 +34,18 @@ from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
 from tilejit.runtime.arguments import TensorSpec
-from tilejit.runtime.kernel import KernelFunction, default_arch
+from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import LinearExtent, TensorAnnotation, warn_symbolic
 from tilejit.options import compile_options
 from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
                                             derived_extents, symbol_bindings)
+
+
+class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
+    """TileLang's class of compiled kernels, for ``isinstance`` and annotations: what
+    ``tilelang.compile`` (``classic.CompiledPrimFunc``) and an eager program's
+    ``.compile(...)`` (``CompiledProgram``) return are its (virtual) subclasses."""
 
 
 class PassConfigKey:
@@ -195,9 +203,9 @@ class JitFunction:
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        self.kernel = KernelFunction(func, target=tj_target,
-                                     source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)),
-                                     **options)
+        self.kernel = kernel_function(func, target=tj_target,
+                                      source_tree=(sugar.filename, copy.deepcopy(sugar.fdef)),
+                                      **options)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
@@ -503,3 +511,6 @@ def _returns_prim_func(func) -> bool:
                 resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):
             return True
     return False
+
+
+JITKernel.register(CompiledProgram)
