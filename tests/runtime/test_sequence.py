@@ -156,3 +156,16 @@ def test_tilelang_eager_style():
 def test_tilejit_jit_kernel_is_the_compiled_kernels_class():
     assert isinstance(tilelang.compile(split_combine(8, 64), out_idx=-1), tilelang.JITKernel)
     assert not isinstance(two_pass_sum, tilelang.JITKernel)
+
+
+def test_launches_alike_in_threads_and_parameters_are_cached_apart():
+    """The disk cache keys a kernel by its function's source and specialization; the two
+    launches of split_combine share both (32 threads, the same parameters), so the key
+    holds the launch's index too (a GPU run before it had the second launch load the
+    first one's PTX)."""
+    kernel = tilelang.compile(split_combine(16, 64), out_idx=-1).kernel
+    a, out = np.zeros((16, 64), np.float32), np.zeros(16, np.float32)
+    for _ in range(2):                      # the second time from the disk cache
+        first, second = kernel.compile(a, out, target="cuda", arch="sm_90a").handles
+        assert first.ptx != second.ptx
+        assert second.ptx.count("ld.global") > 0 and first.ptx.count("st.global") > 0

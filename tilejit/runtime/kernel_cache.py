@@ -82,7 +82,11 @@ def key_of(kernel, spec) -> str | None:
                 "plain values, tuples, modules or classes instead to have it cached)",
                 CacheWarning, stacklevel=4)
         return None
-    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions())
+    # one launch of a kernel of several (runtime/sequence.py): the same function's source,
+    # another program
+    variant = getattr(kernel, "launch_index", None)
+    extra = [] if variant is None else [["launch", variant]]
+    return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), *extra)
 
 
 def _warn_changed_globals(kernel) -> None:

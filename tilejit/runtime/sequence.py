@@ -99,12 +99,16 @@ class KernelSequence:
         self.defaults = {p: signature[p].default for p in self.params if p in signature
                          and signature[p].default is not inspect.Parameter.empty}
         self.stages = []
-        for i in launches:
+        for k, i in enumerate(launches):
             sub = copy.deepcopy(fdef)
             sub.body = copy.deepcopy(kept) + [copy.deepcopy(body[i])]
             sub.args.args = [ast.arg(n) for n in self.scratch] + sub.args.args
             sub.args.defaults = []
-            self.stages.append(KernelFunction(func, source_tree=(filename, sub), **options))
+            stage = KernelFunction(func, source_tree=(filename, sub), **options)
+            # the disk cache keys a kernel by its function's source: the launches of one
+            # function are told apart by their index (runtime/kernel_cache.key_of)
+            stage.launch_index = k
+            self.stages.append(stage)
         self._allocate = self._allocator(filename, fdef, prologue, namespace)
         ret = body[-1] if isinstance(body[-1], ast.Return) else None
         self.returns = None
