@@ -190,18 +190,19 @@ def test_dump_ir_files(tmp_path, monkeypatch):
     assert names == ["00_source.py", "01_device_program.py",
                      "02_after_lower_cluster_forms.py", "03_after_expand_global_copies.py",
                      "04_after_allocate_tiles.py", "05_after_guard_global_accesses.py",
-                     "06_after_fold_clears_into_gemms.py", "07_after_lower_warp_roles.py",
-                     "08_after_check_divisors.py", "09_after_pipeline_loops.py",
-                     "10_after_rasterize_blocks.py", "11_after_infer_layouts.py",
-                     "12_after_check_registers.py", "13_after_use_tma.py",
-                     "14_after_specialize_warps.py", "15_after_stage_epilogues.py",
-                     "16_after_use_tma_stores.py", "17_after_fence_generic_writes.py",
-                     "18_after_plan_shared_memory.py", "19_after_insert_barriers.py",
-                     "20_after_version_parallel_guards.py", "21_tile_plan.txt",
-                     "22_numba_typed.txt", "23_llvm_lowered.ll", "24_llvm_optimized.ll",
-                     "25_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "20_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "25_kernel.ptx").read_text()
+                     "06_after_expand_fragment_region_copies.py",
+                     "07_after_fold_clears_into_gemms.py", "08_after_lower_warp_roles.py",
+                     "09_after_check_divisors.py", "10_after_pipeline_loops.py",
+                     "11_after_rasterize_blocks.py", "12_after_infer_layouts.py",
+                     "13_after_check_registers.py", "14_after_use_tma.py",
+                     "15_after_specialize_warps.py", "16_after_stage_epilogues.py",
+                     "17_after_use_tma_stores.py", "18_after_fence_generic_writes.py",
+                     "19_after_plan_shared_memory.py", "20_after_insert_barriers.py",
+                     "21_after_version_parallel_guards.py", "22_tile_plan.txt",
+                     "23_numba_typed.txt", "24_llvm_lowered.ll", "25_llvm_optimized.ll",
+                     "26_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "21_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "26_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():
