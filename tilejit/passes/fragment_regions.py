@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import ast
 
-from tilejit import language as T
-from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import LANGUAGE, REGION
+from tilejit.ir.markers import REGION
 from tilejit.ir.plan import FRAGMENT, SHARED
+from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -57,11 +56,10 @@ class _Copies(ast.NodeTransformer):
         return bounds
 
     def visit_Expr(self, node):
-        call = node.value
-        if not (isinstance(call, ast.Call) and resolve_static(call.func, self.ctx.namespace)
-                is T.copy and len(call.args) == 2 and not call.keywords):
+        operands = copy_operands(node, self.ctx.namespace)
+        if operands is None:
             return node
-        src, dst = call.args
+        src, dst = operands
         if _region(src) and self._tile(src.args[0], FRAGMENT) and self._tile(dst, SHARED):
             region, tile, to_fragment = src, self._tile(dst, SHARED), False
         elif _region(dst) and self._tile(dst.args[0], FRAGMENT) and self._tile(src, SHARED):
@@ -83,9 +81,9 @@ class _Copies(ast.NodeTransformer):
                  for n, (a, b) in zip(names, bounds) if b - a != 1]
         pad = iter(inner)
         tile_index = [next(pad) if int(e) != 1 else ast.Constant(0) for e in tile.shape]
-        f_elem = ast.Subscript(ast.Name(fragment.name, ast.Load()), _index(
+        f_elem = ast.Subscript(ast.Name(fragment.name, ast.Load()), index(
             [ast.Name(n, ast.Load()) for n in names]), ast.Load())
-        t_elem = ast.Subscript(ast.Name(tile.name, ast.Load()), _index(tile_index),
+        t_elem = ast.Subscript(ast.Name(tile.name, ast.Load()), index(tile_index),
                                ast.Load())
         if to_fragment:
             f_elem.ctx = ast.Store()
@@ -95,16 +93,7 @@ class _Copies(ast.NodeTransformer):
             store = ast.Assign([t_elem], f_elem)
         body = [ast.If(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
                        [store], [])] if tests else [store]
-        target = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
-                  ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
-        loop = ast.For(target, ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()),
-                                                      "Parallel", ast.Load()),
-                                        [ast.Constant(e) for e in shape], []), body, [], None)
-        return ast.copy_location(loop, node)
-
-
-def _index(elts):
-    return elts[0] if len(elts) == 1 else ast.Tuple(elts, ast.Load())
+        return ast.copy_location(parallel_loop(names, list(shape), body), node)
 
 
 def expand_fragment_region_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:

@@ -18,7 +18,7 @@ import ast
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import LANGUAGE
+from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -51,11 +51,10 @@ class _Copies(ast.NodeTransformer):
         self.shapes[name] = value
 
     def visit_Expr(self, node):
-        call = node.value
-        if not (isinstance(call, ast.Call) and resolve_static(call.func, self.ctx.namespace)
-                is T.copy and len(call.args) == 2 and not call.keywords):
+        operands = copy_operands(node, self.ctx.namespace)
+        if operands is None:
             return node
-        src, dst = call.args
+        src, dst = operands
         if not all(isinstance(x, ast.Name) and self.shapes.get(x.id) for x in (src, dst)):
             return node
         s_shape, d_shape = self.shapes[src.id], self.shapes[dst.id]
@@ -66,22 +65,15 @@ class _Copies(ast.NodeTransformer):
         seq = self.ctx.number("global_copy")
         names = [f"__tj_gc{seq}_{d}" for d in range(max(len(extents), 1))]
 
-        def index(shape):
+        def element(name, shape, ctx):
             it = iter(names)
-            elts = [ast.Name(next(it), ast.Load()) if e != 1 else ast.Constant(0)
-                    for e in shape]
-            return elts[0] if len(elts) == 1 else ast.Tuple(elts, ast.Load())
+            return ast.Subscript(ast.Name(name, ast.Load()), index(
+                [ast.Name(next(it), ast.Load()) if e != 1 else ast.Constant(0)
+                 for e in shape]), ctx)
 
-        store = ast.Assign([ast.Subscript(ast.Name(dst.id, ast.Load()), index(d_shape),
-                                          ast.Store())],
-                           ast.Subscript(ast.Name(src.id, ast.Load()), index(s_shape),
-                                         ast.Load()))
-        target = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
-                  ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
-        parallel = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "Parallel",
-                                          ast.Load()),
-                            [ast.Constant(e) for e in (extents or [1])], [])
-        return ast.copy_location(ast.For(target, parallel, [store], [], None), node)
+        store = ast.Assign([element(dst.id, d_shape, ast.Store())],
+                           element(src.id, s_shape, ast.Load()))
+        return ast.copy_location(parallel_loop(names, extents or [1], [store]), node)
 
 
 def expand_global_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:

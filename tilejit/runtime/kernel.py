@@ -30,7 +30,7 @@ _TARGETS = ("auto", "cuda", "sim", "amdgpu")
 
 class KernelFunction:
     def __init__(self, func, target="auto", arch=None, fast_math=False, debug=False,
-                 source_tree=None, dump_dir=None, switches=None):
+                 source_tree=None, dump_dir=None, switches=None, launch_index=None):
         if target not in _TARGETS:
             raise ValueError(f"@tilejit.kernel target: expected one of {_TARGETS}, got {target!r}")
         if arch is not None and target in ("auto", "cuda"):
@@ -43,6 +43,9 @@ class KernelFunction:
         self.dump_dir = dump_dir    # CompileOptions.dump_dir (the TileLang doors' pass configs)
         # CompileOptions' tma / wgmma / warp_specialize turned off by TileLang's pass configs
         self.switches = dict(switches or {})
+        # which launch of a kernel of several this is (runtime/sequence.py): the launches
+        # share their function's source, which the disk cache keys (kernel_cache.key_of)
+        self.launch_index = launch_index
         self.source = parse_kernel(func, source_tree)
         check_supported(self.source)
         self.__name__ = func.__name__

@@ -84,7 +84,7 @@ def key_of(kernel, spec) -> str | None:
         return None
     # one launch of a kernel of several (runtime/sequence.py): the same function's source,
     # another program
-    variant = getattr(kernel, "launch_index", None)
+    variant = kernel.launch_index
     extra = [] if variant is None else [["launch", variant]]
     return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), *extra)
 

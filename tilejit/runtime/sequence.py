@@ -104,11 +104,8 @@ class KernelSequence:
             sub.body = copy.deepcopy(kept) + [copy.deepcopy(body[i])]
             sub.args.args = [ast.arg(n) for n in self.scratch] + sub.args.args
             sub.args.defaults = []
-            stage = KernelFunction(func, source_tree=(filename, sub), **options)
-            # the disk cache keys a kernel by its function's source: the launches of one
-            # function are told apart by their index (runtime/kernel_cache.key_of)
-            stage.launch_index = k
-            self.stages.append(stage)
+            self.stages.append(KernelFunction(func, source_tree=(filename, sub),
+                                              launch_index=k, **options))
         self._allocate = self._allocator(filename, fdef, prologue, namespace)
         ret = body[-1] if isinstance(body[-1], ast.Return) else None
         self.returns = None

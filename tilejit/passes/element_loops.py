@@ -1,0 +1,33 @@
+"""What the passes that turn a tile operation into the element loop it means share
+(``global_copies.py``, ``fragment_regions.py``): recognising a plain ``T.copy(src, dst)``
+statement and building ``for i, j in T.Parallel(e0, e1): <body>``."""
+from __future__ import annotations
+
+import ast
+
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import LANGUAGE
+
+
+def copy_operands(stmt: ast.Expr, namespace: dict):
+    """(src, dst) of a statement ``T.copy(src, dst)`` with no options, else None."""
+    call = stmt.value
+    if isinstance(call, ast.Call) and resolve_static(call.func, namespace) is T.copy \
+            and len(call.args) == 2 and not call.keywords:
+        return tuple(call.args)
+    return None
+
+
+def index(elts: list) -> ast.expr:
+    """A subscript's index: the one expression, or their tuple."""
+    return elts[0] if len(elts) == 1 else ast.Tuple(elts, ast.Load())
+
+
+def parallel_loop(names: list, extents: list, body: list) -> ast.For:
+    """``for <names> in T.Parallel(<extents>): <body>``."""
+    target = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
+              ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
+    parallel = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "Parallel", ast.Load()),
+                        [ast.Constant(e) for e in extents], [])
+    return ast.For(target, parallel, body, [], None)
