@@ -27,8 +27,8 @@ def test_a_wgmma_pipeline_gets_a_producer_warpgroup(ptxas):
     ptx = k.ptx
     assert k.block_threads == 384
     assert ".maxntid 384" in ptx and ".minnctapersm 1" in ptx
-    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx
-    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in ptx
     # S full mbarriers (two TMA arrivals each) and S empty ones (one per consumer warp)
     assert ptx.count("mbarrier.init.shared::cta.b64") == 6
     assert "mbarrier.arrive.shared::cta.b64" in ptx
