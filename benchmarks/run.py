@@ -30,6 +30,9 @@ Benchmarks:
                and bf16, causal and not: tilejit's seed kernel (a few block shapes)
                beside torch SDPA with the FLASH_ATTENTION and CUDNN_ATTENTION
                backends; TFLOP/s count 4·b·h·s²·d (halved when causal).
+  attention_bwd  the FlashAttention backward example beside SDPA's backward (FA2 and
+               cuDNN backends), same shapes; TFLOP/s count 2.5 x the forward's
+               (benchmarks/attention_bwd.py).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
 
@@ -69,6 +72,9 @@ import torch  # noqa: E402
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from tilejit.tuning.bench import interleaved_times  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attention_bwd import bench_attention_bwd  # noqa: E402
 
 try:
     import triton
@@ -720,7 +726,7 @@ BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": be
               "gemm_llm": bench_gemm_llm, "gemm_fp8": bench_gemm_fp8,
               "gemm_seeds": bench_gemm_seeds,
               "reductions": bench_reductions, "attention": bench_attention,
-              "compile": bench_compile}
+              "attention_bwd": bench_attention_bwd, "compile": bench_compile}
 
 
 def _commit():

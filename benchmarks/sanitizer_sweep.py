@@ -58,6 +58,17 @@ def cases():
     cfg = dict(run.PERSISTENT_CONFIGS[0], sms=3)
     out["bench.gemm_persistent_kernel." + "x".join(str(v) for v in cfg.values())] = (
         run.gemm_persistent_kernel, [((512, 512), "float16")] * 3, cfg)
+    # the attention benchmark's warp-specialized configurations (two and three consumer
+    # warpgroups), a length no block shape divides
+    import tilejit
+    from flash_attn import flashattn
+    fast = tilejit.kernel(flashattn.func, fast_math=True)
+    for config in run.ATTENTION_CONFIGS[1:]:
+        for causal in (False, True):
+            cfg = {k: v for k, v in config.items() if k != "fast_math"}
+            cfg["is_causal"] = causal
+            label = "bench.flashattn." + "x".join(str(v) for v in cfg.values())
+            out[label] = (fast, [((1, 500, 2, 128), "float16")] * 4, cfg)
     return out
 
 
