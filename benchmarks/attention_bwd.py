@@ -9,15 +9,17 @@ log-sum-exp. TFLOP/s count the backward's five products, 2.5 x the forward's
 4·b·h·s²·d (halved when causal), as FlashAttention reports them. Every variant's
 gradients are checked against SDPA's before timing.
 """
+import functools
 import os
 import sys
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# (block, threads) of attention_backward: 64-row blocks at 256 threads hold the five
-# accumulators of head dim 128 in registers
-BWD_CONFIGS = [(64, 256)]
+# (block_M query rows, block_N keys, threads, num_stages) of attention_backward: 256
+# threads hold the five accumulators of head dim 128 in registers; one stage is the loop
+# over the query blocks unpipelined (the example's schedule before 2026-12-02)
+BWD_CONFIGS = [(64, 64, 256, 1), (64, 64, 256, 2), (64, 128, 256, 2)]
 
 
 def bench_attention_bwd(b=4, h=32, s=4096, d=128):
@@ -59,12 +61,10 @@ def _rows(flashattn, attention_backward, dtype, causal, b, h, s, d):
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
     flashattn(q, k, v, out, lse, is_causal=causal)
-    for block, threads in BWD_CONFIGS:
-        name = f"tilejit flashattn_bwd {block}x{block} t{threads} {tag}"
-
-        def run(block=block, threads=threads):
-            return attention_backward(q, k, v, out, lse, dout, causal, block=block,
-                                      threads=threads)
+    for bm, bn, threads, stages in BWD_CONFIGS:
+        name = f"tilejit flashattn_bwd {bm}x{bn} t{threads} s{stages} {tag}"
+        run = functools.partial(attention_backward, q, k, v, out, lse, dout, causal,
+                                block_M=bm, block_N=bn, threads=threads, num_stages=stages)
         grads[name] = run()
         variants.append((name, run))
     torch.cuda.synchronize()

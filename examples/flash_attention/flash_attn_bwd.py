@@ -52,9 +52,11 @@ def flashattn_bwd_preprocess(Out, dO, Delta, block_M: T.constexpr = 64,
 @tilejit.kernel
 def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = False,
                   block_M: T.constexpr = 64, block_N: T.constexpr = 64,
-                  threads: T.constexpr = 128):
-    """dK, dV (Q's dtype) for this block of keys; dQ (float32, zeroed by the caller)
-    accumulated with atomics."""
+                  threads: T.constexpr = 128, num_stages: T.constexpr = 2):
+    """dK, dV (Q's dtype) for this block of block_N keys; dQ (float32, zeroed by the
+    caller) accumulated with atomics. The loop over the block_M-row query blocks is
+    software-pipelined: the next blocks' Q, dO, LSE and Delta load while this one
+    computes."""
     batch, seq_len, heads, dim = Q.shape
     sm_scale = (1.0 / dim) ** 0.5
     scale = sm_scale * LOG2E            # exp(x * sm_scale) = exp2(x * scale)
@@ -81,7 +83,7 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
         T.clear(dk)
         # causal: the query blocks that reach this block of keys
         first = (bx * block_N) // block_M if is_causal else 0
-        for i in T.serial(first, T.ceildiv(seq_len, block_M)):
+        for i in T.Pipelined(first, T.ceildiv(seq_len, block_M), num_stages=num_stages):
             T.copy(Q[bz, i * block_M:(i + 1) * block_M, by, :], Q_shared)
             T.copy(dO[bz, i * block_M:(i + 1) * block_M, by, :], dO_shared)
             T.copy(LSE[bz, by, i * block_M:(i + 1) * block_M], lse_shared)
@@ -116,18 +118,19 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
         T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 
 
-def attention_backward(q, k, v, out, lse, dout, causal, block=64, threads=None):
-    """(dq, dk, dv) for bshd tensors, given the forward's output and log-sum-exp. Head
-    dims above 64 take 256 threads: at 128 the five accumulators of a 64-row block need
-    288 registers a thread with 128 threads."""
+def attention_backward(q, k, v, out, lse, dout, causal, block_M=64, block_N=64,
+                       threads=None, num_stages=2):
+    """(dq, dk, dv) for bshd tensors, given the forward's output and log-sum-exp;
+    block_M query rows by block_N keys. Head dims above 64 take 256 threads: at 128 the
+    five accumulators of a 64 x 64 block need 288 registers a thread with 128 threads."""
     b, s, h, d = q.shape
     threads = threads or (128 if d <= 64 else 256)
     delta = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
-    flashattn_bwd_preprocess(out, dout, delta, block_M=block, threads=threads)
+    flashattn_bwd_preprocess(out, dout, delta, block_M=block_M, threads=threads)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    flashattn_bwd(q, k, v, dout, lse, delta, dq, dk, dv, is_causal=causal, block_M=block,
-                  block_N=block, threads=threads)
+    flashattn_bwd(q, k, v, dout, lse, delta, dq, dk, dv, is_causal=causal, block_M=block_M,
+                  block_N=block_N, threads=threads, num_stages=num_stages)
     return dq.to(q.dtype), dk, dv
 
 

@@ -107,10 +107,12 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     needed: set = set()
     for node in ast.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _COMPILE_TIME_ARGS):
-            args = list(node.args)
+            args, keywords = list(node.args), node.keywords
             if is_call_to(node, T.Pipelined, ks.namespace):
-                args = args[1:]            # the trip count is a run-time value
-            for arg in args + [k.value for k in node.keywords]:
+                # the start and stop (the trip count) are run-time values
+                args = args[2:]
+                keywords = [k for k in keywords if k.arg not in ("start", "stop")]
+            for arg in args + [k.value for k in keywords]:
                 needed |= _deps(arg, env, params)
         if is_launch(node, ks.namespace):
             for kw in node.keywords:

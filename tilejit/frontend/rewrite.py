@@ -27,6 +27,7 @@ from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.host_queries import replace_host_queries
+from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
                                      kernel_call, resolve_static)
@@ -335,6 +336,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     (``static_prologue.py``)."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
+    fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
     fdef = rewrite_thread_bindings(fdef, ks)
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)

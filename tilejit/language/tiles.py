@@ -75,10 +75,12 @@ def alloc_var(dtype, init=0):
     return meaning("alloc_var")(dtype, init)
 
 
-def Pipelined(n, num_stages=0, order=None, stage=None, group=None, sync=None):  # noqa: N802
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,  # noqa: N802
+              group=None, annotations=None):
     """``for k in T.Pipelined(n, num_stages=s):`` a loop whose shared-memory copies for
-    later iterations may overlap this iteration's compute. Same results as ``range(n)``."""
-    return range(int(n))
+    later iterations may overlap this iteration's compute. Same results as ``range(n)``;
+    ``T.Pipelined(start, stop, ...)`` as ``range(start, stop)`` (TileLang's signature)."""
+    return range(int(start)) if stop is None else range(int(start), int(stop))
 
 
 def annotate_layout(layouts):
