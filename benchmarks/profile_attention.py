@@ -5,7 +5,9 @@
         python benchmarks/profile_attention.py 128 64 256 2 [causal] [fast_math]
 
 Arguments: block_M block_N threads num_stages, then the words ``causal`` and
-``fast_math`` when wanted; the shape is the benchmark's (b4 h32 s4096 d128 fp16).
+``fast_math`` when wanted; the shape is the benchmark's (b4 h32 s4096 d128 fp16). With
+the word ``backward``, the backward example's kernels (``attention_backward``; profile
+``-k regex:flashattn_bwd_kernel``) with those block sizes instead.
 """
 import os
 import sys
@@ -28,6 +30,16 @@ def main():
                for _ in range(3))
     o = torch.empty_like(q)
     cfg = dict(block_M=bm, block_N=bn, threads=threads, num_stages=stages, is_causal=causal)
+    if "backward" in sys.argv:
+        from flash_attn_bwd import attention_backward
+        lse = torch.empty(4, 32, 4096, dtype=torch.float32, device="cuda")
+        flashattn(q, k, v, o, lse, is_causal=causal)
+        for _ in range(4):
+            attention_backward(q, k, v, o, lse, q, causal, block_M=bm, block_N=bn,
+                               threads=threads, num_stages=stages)
+        torch.cuda.synchronize()
+        print(f"flashattn_bwd {bm}x{bn} t{threads} s{stages} causal={causal}")
+        return
     for _ in range(4):
         kernel(q, k, v, o, **cfg)
     torch.cuda.synchronize()
