@@ -1,10 +1,14 @@
 """``python -m tilejit``: info, the disk cache, compiling a kernel to PTX without a GPU."""
 import os
+import platform
+import re
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 
+import tilejit
 from tilejit.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,11 +21,58 @@ def _run(*args, cache):
     return out.returncode, out.stdout, out.stderr
 
 
-def test_info_lists_versions_devices_and_the_cache(tmp_path):
+def _installed(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def test_info_lists_versions_the_driver_devices_and_the_cache(tmp_path):
     rc, out, err = _run("info", cache=tmp_path)
     assert rc == 0, err
-    assert out.startswith("tilejit ") and "llvmlite" in out and "numba" in out
-    assert "CUDA" in out and f"disk cache: {tmp_path}" in out
+    lines = out.splitlines()
+    assert lines[0] == f"tilejit {tilejit.__version__}"
+    assert lines[1].startswith(f"Python {platform.python_version()} (")
+    # real versions (importlib.metadata), not file fingerprints
+    for name in ("numba", "llvmlite", "torch"):
+        version = _installed(name)
+        assert re.fullmatch(r"\d+\.\d+(\.\d+)?\S*", version), version
+        assert f"{name} {version}" in lines, out
+    bindings = _installed("cuda-bindings")
+    if bindings == "not installed":
+        bindings = _installed("cuda-python")
+    assert f"cuda-bindings {bindings}" in lines, out
+    driver = next(line for line in lines if line.startswith("CUDA driver: "))
+    from tilejit.runtime import cuda_driver
+    version = cuda_driver.driver_version()
+    assert driver == "CUDA driver: " + (f"{version[0]}.{version[1]}" if version
+                                        else "no driver")
+    assert re.fullmatch(r"CUDA driver: (\d+\.\d+|no driver)", driver)
+    if cuda_driver.cuda_available():
+        assert f"CUDA devices: {cuda_driver.device_count()}" in lines
+        assert f"{cuda_driver.device_name(0)}, default arch {cuda_driver.device_arch(0)}" \
+            in out
+    else:
+        assert "CUDA devices: none" in out and "simulator" in out
+    assert f"disk cache: {tmp_path} (0 files, 0.0 MB)" in lines
+    assert ":__init__.py:" not in out      # no stat fingerprints
+
+
+def test_info_says_what_is_missing(monkeypatch, tmp_path):
+    from tilejit import cli
+    from tilejit.runtime import cuda_driver
+    monkeypatch.setenv("TILEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "_DISTRIBUTIONS", cli._DISTRIBUTIONS +
+                        (("nothing", ("tilejit-no-such-distribution",)),))
+    monkeypatch.setattr(cuda_driver, "driver_version", lambda: None)
+    monkeypatch.setattr(cuda_driver, "cuda_available", lambda: False)
+    lines = cli.info().splitlines()
+    assert "nothing not installed" in lines
+    assert "CUDA driver: no driver" in lines
+    assert any(line.startswith("CUDA devices: none (no CUDA driver)") for line in lines)
+    assert cli.installed_version("tilejit-no-such-distribution", "numba") == \
+        metadata.version("numba")
 
 
 def test_compile_writes_ptx_and_the_cache_lists_and_clears_it(tmp_path):

@@ -1,9 +1,9 @@
 """tilejit.torch.custom_op: a kernel as a torch.library custom operator, checked on the CPU
 (the simulator runs it): the schema, torch.library.opcheck (schema, fake tensors,
 autograd registration), torch.compile(fullgraph=True) with no graph break and no
-recompilation per call, an operator that mutates its argument (its version counter
-bumped), a backward registered with torch.library.register_autograd, and bad
-registrations."""
+recompilation per call nor per input size (dynamic shapes), an operator that mutates its
+argument (its version counter bumped), a backward registered with
+torch.library.register_autograd, and bad registrations."""
 import pytest
 import torch
 
@@ -140,6 +140,48 @@ def test_torch_compile_traces_through_with_no_graph_break_or_recompile():
         a, b, x = torch.randn(512), torch.randn(512), torch.randn(16, 8)
         torch.testing.assert_close(compiled(a, b, x), model(a, b, x))
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_dynamic_shapes_compile_once_for_every_size():
+    """The fake implementation keeps symbolic sizes symbolic (``T.empty``'s shape, the
+    grid not computed): one graph for every size, where specializing on each size
+    recompiled per call and failed at the recompile limit under fullgraph=True."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def model(a, b, x):
+        h = add_relu_op(a * 2, b) + 1
+        s, m = sums_op(x)
+        y = h.clone()
+        scale_op(y, 0.5)
+        return h, s - m, y
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, dynamic=True, fullgraph=True, backend=counter)
+    for n, rows, cols in [(100, 3, 5), (257, 17, 4), (512, 8, 8), (1000, 33, 2),
+                          (1500, 5, 9)]:
+        a, b, x = torch.randn(n), torch.randn(n), torch.randn(rows, cols)
+        for got, want in zip(compiled(a, b, x), model(a, b, x)):
+            torch.testing.assert_close(got, want)
+    assert counter.frame_count == 1
+
+
+def test_automatic_dynamic_shapes_stop_recompiling_after_the_second_size():
+    """torch.compile's default (dynamic=None) compiles the first size static, the second
+    with dynamic sizes, and that graph for every size after: ten sizes under
+    fullgraph=True stay below the recompile limit (8)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def model(a, b):
+        return add_relu_op(a, b) * 3
+
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend=counter)
+    for n in range(100, 1100, 100):
+        a, b = torch.randn(n), torch.randn(n)
+        torch.testing.assert_close(compiled(a, b), model(a, b))
+    assert counter.frame_count == 2
 
 
 def test_bad_registrations_are_clear_errors():

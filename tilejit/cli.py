@@ -26,7 +26,6 @@ import numpy as np
 
 from tilejit.errors import CompileError
 from tilejit.options import cache_root
-from tilejit.runtime import kernel_cache
 from tilejit.runtime.kernel import KernelFunction
 from tilejit.version import __version__
 
@@ -50,29 +49,50 @@ def _cache_files(root):
     return out
 
 
+# what ``info`` reports the versions of: (label, distribution names tried in order);
+# the CUDA bindings ship as cuda-bindings (cuda-python 12.6+ is a meta-package of it)
+# and as cuda-python before that
+_DISTRIBUTIONS = (("numba", ("numba",)), ("llvmlite", ("llvmlite",)),
+                  ("cuda-bindings", ("cuda-bindings", "cuda-python")), ("torch", ("torch",)))
+
+
+def installed_version(*distributions: str) -> str:
+    """The installed version of the first of ``distributions`` found (importlib.metadata:
+    nothing is imported), or ``"not installed"``."""
+    from importlib import metadata
+    for name in distributions:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
 def info() -> str:
-    lines = [f"tilejit {__version__} (python {platform.python_version()}, "
+    lines = [f"tilejit {__version__}",
+             f"Python {platform.python_version()} ({platform.python_implementation()}, "
              f"{platform.system()} {platform.machine()})"]
-    versions = kernel_cache._versions()
-    lines.append(f"llvmlite {versions[1]}, numba {versions[2]}")
+    lines += [f"{label} {installed_version(*names)}" for label, names in _DISTRIBUTIONS]
     try:
         # cuda-bindings may be missing or broken here: reported by info, not fatal
         from tilejit.runtime import cuda_driver
+        version = cuda_driver.driver_version()
         available = cuda_driver.cuda_available()
     except Exception as e:      # cuda-bindings missing or broken: say so, do not fail
-        available, reason = False, f"{type(e).__name__}: {e}"
+        version, available, reason = None, False, f"{type(e).__name__}: {e}"
     else:
-        reason = "no CUDA driver or device found"
+        reason = "no CUDA driver" if version is None else "cuInit found no device"
+    lines.append("CUDA driver: " + (f"{version[0]}.{version[1]}" if version else "no driver"))
     if available:
         count = cuda_driver.device_count()
         lines.append(f"CUDA devices: {count}")
         for i in range(count):
             limits = cuda_driver.device_limits(i)
-            lines.append(f"  device {i}: default arch {cuda_driver.device_arch(i)}, "
-                         f"{limits['num_sms']} SMs, shared memory per block up to "
-                         f"{limits['max_shared_per_block_optin']} B")
+            lines.append(f"  device {i}: {cuda_driver.device_name(i)}, default arch "
+                         f"{cuda_driver.device_arch(i)}, {limits['num_sms']} SMs, shared "
+                         f"memory per block up to {limits['max_shared_per_block_optin']} B")
     else:
-        lines.append(f"CUDA: none ({reason}); kernels run in the simulator")
+        lines.append(f"CUDA devices: none ({reason}); kernels run in the simulator")
     root = cache_root()
     if root is None:
         lines.append("disk cache: disabled (TILEJIT_DISABLE_CACHE)")

@@ -1,9 +1,23 @@
 """tilejit's log: ``logging.getLogger("tilejit")``. Nothing is printed unless the program
 configures logging; at DEBUG each compilation reports its kernel, specialization, the
-duration of each stage and whether the disk cache had it:
+duration of each stage and whether the disk cache had it. Turn DEBUG on for tilejit's
+logger alone, either with a handler of its own:
 
-    import logging; logging.basicConfig(level=logging.DEBUG)   # or:
+    import logging
+    log = logging.getLogger("tilejit")
+    log.addHandler(logging.StreamHandler())
+    log.setLevel(logging.DEBUG)
+
+or with the root's handler, the root kept at WARNING:
+
+    logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tilejit").setLevel(logging.DEBUG)
+
+Not ``logging.basicConfig(level=logging.DEBUG)``: that turns on DEBUG for every library,
+and Numba's loggers (``numba.core.ssa``, ``numba.core.byteflow``, which tilejit's
+compiles go through) write about two thousand lines for a small kernel's compilation.
+And not ``setLevel(DEBUG)`` alone: with no handler on the root either, the records reach
+only the ``NullHandler`` below and nothing is printed.
 
 Warnings stay Python warnings (``warnings.warn``: cache, changed globals, autotune).
 Imports nothing from tilejit."""

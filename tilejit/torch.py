@@ -14,7 +14,10 @@ constexprs are fixed when the operator is registered (one operator per configura
 The fake ("meta") implementation, which ``torch.compile`` traces, runs only the
 kernel's host program (the statements before ``T.Kernel``) on the fake inputs, so the
 outputs' shapes and dtypes are derived from the same code that allocates them at run
-time; no kernel is compiled or launched while tracing.
+time; no kernel is compiled or launched while tracing. It keeps symbolic sizes symbolic
+(``T.empty``'s extents stay ``torch.SymInt``, the launch grid is not computed), so
+``torch.compile(dynamic=True)``, or the default's automatic dynamic shapes from the second
+size on, compiles one graph for every input size rather than one per size.
 
 The operator is defined through ``torch.library.Library`` with the kernel registered for
 the backends themselves (CPU runs the simulator), so a call crosses PyTorch's dispatcher
@@ -117,7 +120,7 @@ def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = No
             v = values[p] if p in source.constexpr_params else bound[p]
             host_args.append(_ShapeOnly(v) if isinstance(v, torch.Tensor) else v)
         like = _ShapeOnly(tensors[0]) if tensors else None
-        with host.allocating_like(like):
+        with host.allocating_like(like, shapes_only=True):
             launch = kernel._host(*host_args)
         return kernel._result(list(launch.outputs))
 

@@ -121,6 +121,27 @@ def device_limits(ordinal: int = 0) -> dict:
     return dict(_limits_cache[ordinal])
 
 
+def driver_version() -> tuple[int, int] | None:
+    """The installed CUDA driver's version as (major, minor), from ``cuDriverGetVersion``
+    (12080 is 12.8: the newest CUDA the driver supports); None when there is no driver
+    (or no bindings). Needs no device and no ``cuInit``. Never raises."""
+    if _drv is None:
+        return None
+    try:
+        version = _check(_drv.cuDriverGetVersion(), "cuDriverGetVersion")
+    except Exception:   # pathfinder's DynamicLibNotFoundError (no libcuda), CudaError, ...
+        return None
+    return int(version) // 1000, int(version) % 1000 // 10
+
+
+def device_name(ordinal: int = 0) -> str:
+    """The device's name as the driver reports it (``cuDeviceGetName``)."""
+    name = _check(_drv.cuDeviceGetName(256, _device(ordinal)), "cuDeviceGetName")
+    if isinstance(name, bytes):
+        name = name.split(b"\0", 1)[0].decode(errors="replace")
+    return str(name).strip()
+
+
 def ensure_context(ordinal: int = 0):
     """Retain the device's primary context (the one the CUDA runtime / torch use) and make it
     current on this thread if it is not. The retain is cached (never released: process lifetime);

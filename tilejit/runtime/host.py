@@ -23,13 +23,19 @@ class LaunchConfig:
 
     def __init__(self, *grid, threads=128, prelude=None, outputs=(), min_blocks_per_sm=None,
                  cluster_dims=1):
+        self.outputs = outputs
+        if getattr(_ALLOCATION, "shapes_only", False):
+            # the outputs are all a shape-only run wants (a fake implementation while
+            # torch.compile traces): the grid, whose extents may be symbolic sizes, is
+            # not made ints, which would specialize the trace on each one's value
+            self.grid = self.threads = self.min_blocks_per_sm = self.cluster = None
+            return
         dims, threads = launch_shape(grid, threads)
         self.grid = dims + (1,) * (3 - len(dims))
         self.threads = threads
         self.min_blocks_per_sm = check_min_blocks(min_blocks_per_sm, threads)
         self.cluster = cluster_shape(cluster_dims)
         check_cluster_grid(self.grid, self.cluster)
-        self.outputs = outputs
 
 
 # -- outputs ------------------------------------------------------------------------
@@ -38,26 +44,41 @@ _ALLOCATION = threading.local()
 
 class allocating_like:
     """While the host program runs, ``T.empty`` allocates tensors of the same kind
-    (torch or numpy) and on the same device as ``like``."""
+    (torch or numpy) and on the same device as ``like``. ``shapes_only``: the run wants
+    the outputs alone (tilejit.torch's fake implementation): the launch's grid is not
+    computed (``LaunchConfig.grid`` is None) and symbolic sizes (``torch.SymInt``) stay
+    symbolic, so tracing with dynamic shapes does not specialize on them."""
 
-    def __init__(self, like: TensorArg | None):
+    def __init__(self, like: TensorArg | None, shapes_only: bool = False):
         self.like = like
+        self.shapes_only = shapes_only
 
     def __enter__(self):
-        self.outer = getattr(_ALLOCATION, "like", None)
-        _ALLOCATION.like = self.like
+        self.outer = (getattr(_ALLOCATION, "like", None),
+                      getattr(_ALLOCATION, "shapes_only", False))
+        _ALLOCATION.like, _ALLOCATION.shapes_only = self.like, self.shapes_only
         return self
 
     def __exit__(self, *exc):
-        _ALLOCATION.like = self.outer
+        _ALLOCATION.like, _ALLOCATION.shapes_only = self.outer
         return False
+
+
+def _extent(n):
+    """An extent of ``T.empty``'s shape as an int; a symbolic size (``torch.SymInt``,
+    while torch.compile traces with dynamic shapes) as it is: ``int()`` of it would
+    specialize the trace on its value, one recompilation per size."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(n, torch.SymInt):
+        return n
+    return int(n)
 
 
 def allocate_output(shape, dtype):
     """``T.empty(shape, dtype)`` in the host program."""
     dtype = as_dtype(dtype)
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    if any(s < 0 for s in shape):
+    shape = tuple(_extent(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if any(isinstance(s, int) and s < 0 for s in shape):
         raise ValueError(f"T.empty: negative extent in shape {shape}")
     like = getattr(_ALLOCATION, "like", None)
     if like is not None and like.is_torch:
