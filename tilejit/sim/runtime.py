@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from tilejit.errors import CompileError
 from tilejit.language import numerics
 from tilejit.language.dtypes import DType
 
@@ -401,6 +402,8 @@ class SimTensor:
     def __setitem__(self, index, value):
         idx = self._indices(index)
         mask = self._mask(idx)
+        if self.dtype.is_int:
+            _check_float_to_int_store(self, value)
         value = _to_storage(value, self.dtype, self.data.dtype)
         if all(np.ndim(i) == 0 for i in idx) and np.ndim(value) == 0 and (
                 mask is None or np.ndim(mask) == 0):
@@ -428,6 +431,41 @@ class SimTensor:
             self.data[key] = value_b[active]
         if self.unwritten is not None:
             self.wrote(key)
+
+
+# what an element store's error calls the tensor or tile (the compiler's words too)
+_STORE_WHAT = {None: "tensor", "shared": "shared tile", "fragment": "fragment",
+               "local": "local tile"}
+
+
+def float_to_int_message(target: str | None, what: str, dtype: str, value_dtype: str) -> str:
+    """Word for word ``codegen/typing/templates.float_to_int_message`` (the simulator does
+    not import the compiler)."""
+    article = "an" if dtype[0] in "aeiou" else "a"
+    into = f"{target!r}, {article} {dtype} {what}" if target else f"{article} {dtype} {what}"
+    return (f"cannot store a {value_dtype} value into {into}: a float is not converted to an "
+            f"integer implicitly; write T.cast(value, \"{dtype}\") to convert it (toward zero)")
+
+
+def _check_float_to_int_store(tensor: SimTensor, value) -> None:
+    """A typed float stored into an integer element: the compiler's ``CompileError``
+    (``codegen/typing/templates.check_float_to_int_store``), which a simulated kernel
+    meets first in typing; this is what catches it in a kernel the simulator runs untyped
+    (mbarriers, T.tma_copy, T.ws). A typed float here is a float16 or float32 numpy value
+    (bfloat16 and float8 are held in float32); a Python float is weak and converts, and so
+    does a float64 array, which in simulation is also what lanes of weak floats under a
+    mask become (``blend``, ``ifexp``), which the compiler accepts."""
+    dtype = getattr(value, "dtype", None)
+    if not isinstance(value, (np.ndarray, np.generic)) or dtype.kind != "f" or \
+            dtype.itemsize >= 8:
+        return
+    frame = kernel_frame(2)
+    name = None if tensor.name == f"{tensor.kind} tile" else tensor.name
+    raise CompileError(
+        float_to_int_message(name, _STORE_WHAT.get(tensor.kind, "tensor"), tensor.dtype.name,
+                             dtype.name),
+        frame.f_code.co_filename if frame is not None else None,
+        frame.f_lineno if frame is not None else None)
 
 
 def _to_storage(value, dtype: DType, storage: np.dtype):

@@ -4,8 +4,9 @@ Numba attaches the kernel's source location."""
 from __future__ import annotations
 
 import operator
+import sys
 
-from numba.core import errors, types
+from numba.core import errors, typeinfer, types
 from numba.core.typing import signature
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Registry
 from numba.core.typing.typeof import typeof_impl
@@ -352,7 +353,56 @@ class TensorSetItem(AbstractTemplate):
         if isinstance(tensor, GlobalTensorType):
             if not isinstance(value, (types.Number, types.Boolean)):
                 raise errors.TypingError(f"cannot store a {value} into {tensor}")
+            check_float_to_int_store(None, "tensor", tensor.dtype, value)
             return signature(types.none, tensor, _index_types(tensor, index), tensor.element)
+
+
+# -- element stores of floats into integers ---------------------------------------------
+# A float with a dtype of its own (a tensor or tile element, a T.cast, arithmetic on them)
+# stored into an integer tensor or tile element is an error, not a silent truncation: the
+# kernel converts it with T.cast. A weak Python float (a literal, a run-time Python float,
+# a float constexpr) converts as T.cast would. The simulator raises the same message for
+# what it stores (``sim/runtime.float_to_int_message``, kept word for word).
+
+def is_typed_float(ty) -> bool:
+    """A float that has a dtype of its own (float16/32/64, bfloat16, float8), not a weak
+    Python float."""
+    return isinstance(ty, StorageFloat) or (
+        isinstance(ty, types.Float) and not isinstance(ty, WeakFloat))
+
+
+def float_to_int_message(target: str | None, what: str, dtype: str, value_dtype: str) -> str:
+    """``what``: "tensor", "shared tile", "fragment" or "local tile"."""
+    article = "an" if dtype[0] in "aeiou" else "a"
+    into = f"{target!r}, {article} {dtype} {what}" if target else f"{article} {dtype} {what}"
+    return (f"cannot store a {value_dtype} value into {into}: a float is not converted to an "
+            f"integer implicitly; write T.cast(value, \"{dtype}\") to convert it (toward zero)")
+
+
+def check_float_to_int_store(target: str | None, what: str, dtype: DType, value) -> None:
+    """``target``: the tile's name; None for a tensor, whose name is looked up (only when
+    the store is refused: the lookup walks the typing's frames)."""
+    if dtype.is_int and is_typed_float(value):
+        target = target if target is not None else store_target_name()
+        raise errors.TypingError(float_to_int_message(target, what, dtype.name,
+                                                      str(types.unliteral(value))))
+
+
+def store_target_name() -> str | None:
+    """The variable the store being typed writes (``C`` in ``C[i] = x``), read from
+    Numba's setitem constraint a few frames up (a template is not told it); None for a
+    temporary or where there is none."""
+    constraints = (typeinfer.SetItemConstraint, typeinfer.StaticSetItemConstraint)
+    frame = sys._getframe(1)
+    for _ in range(40):
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "__call__" else None
+        if isinstance(owner, constraints):
+            name = owner.target.unversioned_name
+            return None if name.startswith("$") else name
+        frame = frame.f_back
+    return None
 
 
 # -- math functions ---------------------------------------------------------------------

@@ -16,7 +16,8 @@ from numba.core.typing.templates import AbstractTemplate, AttributeTemplate
 from tilejit import language as T
 from tilejit.ir import markers
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.typing.templates import infer_getattr, infer_global
+from tilejit.codegen.typing.templates import (check_float_to_int_store, infer_getattr,
+                                              infer_global)
 from tilejit.codegen.typing.types import (DTypeType, GlobalTensorType, ParallelType, TensorMapType,
                                           numba_type)
 
@@ -31,6 +32,10 @@ class TileType(types.Type):
     @property
     def key(self):
         return (self.kind, self.dtype.name, self.shape, self.tile_name)
+
+
+# how a store's error names a tile (check_float_to_int_store; the simulator's words too)
+_TILE_WHAT = {"shared": "shared tile", "fragment": "fragment", "local": "local tile"}
 
 
 class RegionType(types.Type):
@@ -181,6 +186,7 @@ class FragSetTemplate(AbstractTemplate):
         f = _fragment(args[0], "fragment write")
         if not isinstance(args[2], (types.Number, types.Boolean)):
             raise errors.TypingError(f"cannot store a {args[2]} into fragment {f.tile_name!r}")
+        check_float_to_int_store(f.tile_name, _TILE_WHAT[f.kind], f.dtype, args[2])
         return signature(types.none, f, types.int32, f.element)
 
 
@@ -424,7 +430,9 @@ class TileSetItem(AbstractTemplate):
         if isinstance(tile, TileType):
             if not isinstance(value, (types.Number, types.Boolean)):
                 raise errors.TypingError(f"cannot store a {value} into tile {tile.tile_name!r}")
-            return signature(types.none, tile, _tile_index(tile, index), tile.element)
+            index = _tile_index(tile, index)
+            check_float_to_int_store(tile.tile_name, _TILE_WHAT[tile.kind], tile.dtype, value)
+            return signature(types.none, tile, index, tile.element)
 
 
 @infer_getattr
