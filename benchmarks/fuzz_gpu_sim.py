@@ -1,190 +1,866 @@
-"""GPU ≡ simulator, measured: the examples' kernels on random shapes (non-multiples of
-their blocks included) and random data, each case run on the GPU and in the simulator
-from the same inputs, every output compared.
+"""GPU ≡ simulator ≡ torch, measured: every example kernel and every seed program
+(tests/programs/) on random shapes (non-multiples of the blocks included), random dtypes
+and random configurations, each case run on the GPU and in the simulator from the same
+inputs and every output compared with the simulator's AND with a float64 torch reference.
 
-    python benchmarks/fuzz_gpu_sim.py [--cases N] [--seed S] [--only WORD] [--json FILE]
-                                      [--sim-only]
+    python benchmarks/fuzz_gpu_sim.py [--cases N] [--seed S] [--only WORD ...] [--json FILE]
+                                      [--jobs J] [--sim-only] [--small]
+                                      [--replay KERNEL:SEED ...]
 
-Each kernel's parameters are written over named dimensions (``DIMS``: a GEMM's A is
-(M, K), B (K, N), ...); a case draws each dimension from [lo, hi] (``RANGES``), so the
-shapes stay consistent and land off the block sizes. Inputs are standard normal (scaled
-where a kernel sums many of them), outputs start as zeros in both runs. A case is:
-``ok`` (max |gpu − sim| within the dtype's tolerance, relative to the largest |sim|),
-``mismatch`` (beyond it: a bug), ``rejected`` (both runs raised the same kind of clear
-error: an unsupported shape), or ``diverged`` (only one raised: a bug). The generator's
-seed of every case is recorded, so each one can be replayed alone.
+The GPU run: ``python benchmarks/fuzz_gpu_sim.py --seed 7 --json FILE``. Its defaults, 20
+cases of each of the 38 kernels (741 cases: the fixed-shape seed004 GEMM runs once) over 8
+worker processes sharing the GPU, took 61 s on an H200 with a cold compile cache
+(2026-12-02, ``--seed 11``: 741 of 741 ok); keep a run under ~150 s there (``--cases 40``,
+by extrapolation, is about the most). The compiles and the simulator dominate, so the
+shapes stay small (a few hundred rows, attention up to 300 keys); ``--jobs`` spreads the
+cases over processes.
+``--sim-only`` (no GPU) compares the simulator with the references; with ``--small``
+(every range a quarter) that is what CI runs (``tests/test_fuzz_harness.py``).
 
-``--sim-only`` runs the simulator only (no GPU): what CI does to keep the generator and
-the tables working (``tests/test_fuzz_harness.py``).
+A case is drawn from its own seed (recorded, so ``--replay KERNEL:SEED`` runs it alone):
+first the dtype (of the kernel's supported ones), then a configuration (constexprs: block
+sizes, threads, stages, causal, layout, ... from the kernel's valid set, which is the
+values its own tests and examples run; a configuration may fix a dimension the kernel
+holds in registers whole), then a variant (what is not a constexpr: an optional output, a
+transposed input, the seed's own calling style), then each named dimension from its range
+(``_targets``). Inputs are standard normal (torch generator seeded with the case seed + 1),
+outputs start as zeros in both runs. Errors are max |x − y| / (1 + max |y|) over each
+output, y the simulator's or the reference's; the limit is the case dtype's (``TOLERANCE``:
+one table). A case is ``ok`` (every comparison within it), ``mismatch`` (one beyond it:
+a bug), ``rejected`` (both runs raised the same kind of error), ``diverged`` (only one
+raised: a bug) or ``skipped`` (the GPU lacks what the kernel needs: float8 tensor cores
+before sm_89, clusters and TMA before sm_90). The JSON has every case (kernel, seed,
+sizes, dtype, config, variant, errors, status) and per kernel the cases tried and the
+counts of each status. The exit status is 1 when a case mismatched or diverged.
+
+Not fuzzed (``EXCLUDED``): the seed listings that are wrong as written (the simulator
+reports them: tests/tilelang/) and the one tilejit does not compile.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
+import time
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), os.path.join(ROOT, "tests", "support")]
+PATHS = [ROOT, os.path.join(ROOT, "examples"), os.path.join(ROOT, "tests", "support"),
+         os.path.join(ROOT, "tests", "programs")]
+sys.path[:0] = [p for p in PATHS if p not in sys.path]
 
-import tilejit  # noqa: E402
-from ptx_examples import all_examples  # noqa: E402
+# max |x - y| / (1 + max |y|) allowed, y the simulator's output or the float64 reference,
+# by the dtype of the case's data. float8 (gemm_fp8, bfloat16 C): wgmma's float8 products
+# are exact but its accumulator keeps about 14 bits between its k32 instructions
+# (tests/language/test_gemm_float8.py), so the limit is that test's bound,
+# (K/32 + 1) * 2^-13 * max sum|a*b| * |scale|, plus a bfloat16 ulp of max |C| (2^-7: the
+# GPU and the simulator each round C once), over 1 + max |C|: computed per case
+# (float8_tolerance).
+TOLERANCE = {"float16": 2e-2, "bfloat16": 4e-2, "float32": 2e-3,
+             "float8": "(K/32 + 1) * 2^-13 * max|A|.|B|^T * |scale| + 2^-7 * max|C|, "
+                       "over 1 + max|C|"}
 
-# each parameter's shape over named dimensions (a scalar parameter keeps the example's
-# value); kernels whose inputs carry indices (varlen's cu_seqlens) are not fuzzed: random
-# indices would read out of bounds
-DIMS = {
-    "vector_add.vector_add": [("N",), ("N",), ("N",)],
-    "vector_add.relu": [("N",), ("N",)],
-    "elementwise_2d.scale_bias": [("M", "N"), ("N",), ("M", "N"), None],
-    "gemm.matmul": [("M", "K"), ("K", "N"), ("M", "N")],
-    "gemm_epilogue.matmul_bias_relu": [("M", "K"), ("K", "N"), ("N",), ("M", "N")],
-    "softmax.softmax": [("M", "N"), ("M", "N")],
-    "softmax.online_softmax": [("M", "N"), ("M", "N")],
-    "norms.layer_norm": [("M", "N"), ("N",), ("N",), ("M", "N"), None],
-    "norms.rms_norm": [("M", "N"), ("N",), ("M", "N"), None],
-    "row_sum.row_sum": [("M", "N"), ("M",)],
-    "row_sum.row_sum_partials": [("M", "N"), ("M",)],
-    "splitk_gemm.splitk_gemm": [("M", "K"), ("K", "N"), ("M", "N")],
-    "flash_attention.flash_attn.flashattn": [("B", "S", "H", "D")] * 4,
-    "flash_attention.flash_attn_bwd.flashattn_bwd_preprocess":
-        [("B", "S", "H", "D")] * 2 + [("B", "H", "S")],
+# the seed programs not fuzzed, and why (every file of tests/programs/ is a target or here)
+EXCLUDED = {
+    "matmul_ws_seed000": "the listing never clears C_local before its first T.gemm: "
+                         "garbage on the GPU, an UninitializedReadError in the simulator "
+                         "(tests/tilelang/test_seed_hopper_programs.py); fuzzed as "
+                         "matmul_ws_seed000_cleared",
+    "flash_attention_seed002_s13": "T.gemm with a float32 A and a float16 B operand: a "
+                                   "CompileError in tilejit (xfail in "
+                                   "tests/tilelang/test_seed_programs.py)",
 }
-# the range of each dimension: lo..hi (D, a head dimension the kernel is written for,
-# stays the example's)
-RANGES = {"N": (1, 5000), "M": (1, 300), "K": (1, 700), "B": (1, 2), "S": (1, 600),
-          "H": (1, 3)}
-FIXED = {"D"}
-# kernels that hold a whole row in one fragment reduce it across the block: its length is
-# one the reduction can lay out (a multiple of the block's threads); drawn from these
-CHOICES = {name: {"N": [256, 512, 768, 1024, 2048, 3072, 4096]}
-           for name in ("softmax.softmax", "norms.layer_norm", "norms.rms_norm")}
-# max |gpu - sim| allowed, relative to 1 + max |sim|, by output dtype
-TOLERANCE = {"float16": 2e-2, "bfloat16": 4e-2, "float32": 2e-3, "float64": 1e-9}
+# what is fuzzed of a program only in part: flashattn_seed000's non-causal path reads acc_s
+# before writing it (the simulator reports it), so only is_causal=True is drawn;
+# flash_attention_seed002_ch13 does not mask keys past the sequence, so its length is a
+# multiple of block_n
 
 
-def cases(count: int, seed: int, only=None):
-    """(kernel name, kernel, case seed, args spec, constexprs, written parameters) of
-    every case: the shapes drawn, each parameter as (shape, dtype) or a scalar."""
-    for name, kernel, specs, constexprs, _ in all_examples():
-        dims = DIMS.get(name)
-        if dims is None or (only and not any(w in name for w in only)):
-            continue
-        tag = f"{name}{sorted(constexprs.items())}"
-        for i in range(count):
-            case_seed = (seed * 1_000_003 + zlib.crc32(tag.encode()) + i) % 2 ** 32
-            rng = np.random.default_rng(case_seed)
-            sizes = {}
-            for spec, names in zip(specs, dims):
-                if names is None:
-                    continue
-                for d, n in zip(spec[0], names):
-                    if n in FIXED:
-                        sizes[n] = d
-                    elif n in CHOICES.get(name, {}) and n not in sizes:
-                        sizes[n] = int(rng.choice(CHOICES[name][n]))
-                    elif n not in sizes:
-                        lo, hi = RANGES[n]
-                        sizes[n] = int(rng.integers(lo, hi + 1))
-            args = [spec if names is None else (tuple(sizes[n] for n in names), spec[1])
-                    for spec, names in zip(specs, dims)]
-            yield name, kernel, case_seed, args, constexprs, sizes
+# ------------------------------------------------------------------------ the targets
+
+@dataclass
+class Target:
+    """A kernel to fuzz. ``make(s, dtype, cfg, var, g)`` builds the inputs on the host
+    (tensors and scalars, outputs as zeros) for the sizes ``s``; ``run(x, cfg, var)`` calls
+    the kernel on them (on the GPU or in the simulator: where the tensors are) and returns
+    its outputs; ``reference(x, s, dtype, cfg, var)`` the same outputs in float64 (None:
+    no reference). ``dims``: name -> (lo, hi[, step]) or a list of choices; ``configs`` a
+    list of constexpr dicts, or {dtype: list}; a config key naming a dimension fixes it."""
+    name: str
+    source: str                 # "example" or "seed program"
+    make: object
+    run: object
+    reference: object
+    dims: dict
+    dtypes: tuple = ("float16",)
+    configs: object = (dict(),)
+    variants: tuple = (dict(),)
+    needs: tuple | None = None  # (major, minor) compute capability the GPU run needs
+    tolerance: object = None    # (x, s, outputs) -> limit, instead of TOLERANCE[dtype]
+    more: object = None         # (rng, s, small) -> more sizes (varlen's lengths)
+    max_cases: int | None = None
+    cost: int = 1               # how long a case takes, roughly (the largest start first)
+    covers: tuple = ()          # the example kernels it runs, where not the one it is named
+
+    def kernels(self) -> tuple:
+        return self.covers or (self.name,)
 
 
-def _inputs(args, case_seed, written, device, torch):
-    rng = np.random.default_rng(case_seed + 1)
+def _torch():
+    import torch
+    return torch
+
+
+def _dt(name):
+    torch = _torch()
+    return {"float8_e4m3": torch.float8_e4m3fn}.get(name) or getattr(torch, name)
+
+
+def _randn(g, shape, dtype, scale=1.0):
+    torch = _torch()
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(_dt(dtype))
+
+
+def _zeros(shape, dtype):
+    torch = _torch()
+    return torch.zeros(*shape, dtype=_dt(dtype))
+
+
+def _d(t):
+    return t.double().cpu()
+
+
+def _call(kernel, *outputs):
+    """run() of a kernel that writes into its arguments: all of ``x`` in order."""
+    def run(x, cfg, var):
+        kernel(*x.values(), **cfg)
+        return [x[o] for o in outputs]
+    return run
+
+
+def _gemm_blocks(blocks, stages=None, keys=("block_M", "block_N", "block_K")):
     out = []
-    for k, spec in enumerate(args):
-        if not isinstance(spec, tuple):
-            out.append(spec)
-            continue
-        shape, dtype = spec
-        if k in written:
-            data = np.zeros(shape, np.float64)
-        else:
-            data = rng.standard_normal(shape)
-        t = torch.from_numpy(data).to(getattr(torch, dtype))
-        out.append(t.to(device) if device != "cpu" else t)
+    for b in blocks:
+        cfg = dict(zip(keys, b))
+        for s in (stages or [None]):
+            out.append(dict(cfg, num_stages=s) if s is not None else cfg)
     return out
 
 
-def run_case(kernel, args, constexprs, case_seed, sim_only, torch):
-    params = kernel.source.params
-    written = {k for k, p in enumerate(params[:len(args)]) if p in kernel.written}
-    sim_kernel = tilejit.kernel(kernel.func, target="sim")
-    results = {}
-    for where in (("sim",) if sim_only else ("sim", "gpu")):
-        values = _inputs(args, case_seed, written, "cuda" if where == "gpu" else "cpu",
-                         torch)
-        try:
-            (sim_kernel if where == "sim" else kernel)(*values, **constexprs)
-            if where == "gpu":
-                torch.cuda.synchronize()
-            results[where] = [values[k].double().cpu() for k in sorted(written)]
-        except Exception as e:          # a rejected shape is a clear error in both runs
-            results[where] = e
-    if sim_only:
-        r = results["sim"]
-        return ({"status": "sim ok"} if not isinstance(r, Exception) else
-                {"status": "rejected", "error": f"{type(r).__name__}: {str(r)[:200]}"})
-    sim, gpu = results["sim"], results["gpu"]
-    if isinstance(sim, Exception) or isinstance(gpu, Exception):
-        if isinstance(sim, Exception) and isinstance(gpu, Exception) and \
-                type(sim) is type(gpu):
-            return {"status": "rejected", "error": f"{type(sim).__name__}: {str(sim)[:200]}"}
-        return {"status": "diverged", "sim": repr(sim)[:300], "gpu": repr(gpu)[:300]}
-    worst, bound = 0.0, 0.0
-    for k, s, g in zip(sorted(written), sim, gpu):
-        dtype = args[k][1]
-        scale = 1.0 + float(s.abs().max()) if s.numel() else 1.0
-        both_nan = s.isnan() & g.isnan()
-        diff = (s - g).abs()
-        diff[both_nan] = 0
-        if diff.isnan().any():
-            return {"status": "mismatch", "max_error": "nan", "output": k}
-        err = float(diff.max()) / scale if s.numel() else 0.0
-        worst = max(worst, err)
-        bound = max(bound, TOLERANCE[dtype])
-        if err > TOLERANCE[dtype]:
-            return {"status": "mismatch", "max_error": err, "output": k}
-    return {"status": "ok", "max_error": worst, "tolerance": bound}
+# tests/language/test_gemm.py's block shapes at 128 threads (float32: block_K 16)
+GEMM_BLOCKS = [(128, 128, 32), (64, 64, 32), (64, 128, 64), (128, 64, 16)]
+GEMM_BLOCKS_F32 = [(128, 128, 16), (64, 64, 16)]
+# (N, block_M) of tests/language/test_reductions.py's softmax and norm cases, and the
+# whole rows of 256-thread blocks the first GPU run drew
+SOFTMAX_ROWS = [(256, 1), (256, 4), (1, 4), (512, 2), (1024, 1), (64, 16), (2048, 1),
+                (4096, 1)]
+NORM_ROWS = [(512, 4), (1, 2), (256, 1), (128, 8), (1024, 1), (1, 64), (768, 1), (3072, 1)]
+ONLINE_BLOCKS = [(2, 256), (1, 2048), (4, 64), (4, 128), (4, 256), (1, 512), (1, 1024),
+                 (8, 128)]
+ROW_SUM_BLOCKS = [(4, 1024), (4, 64), (8, 128), (4, 256)]
+# flash_attn.py's tested configurations: its defaults, 64x64 (the backward's forward),
+# 32x32 (a layout conversion), two and three consumer warpgroups
+ATTENTION = [{}, {"block_M": 64, "block_N": 64}, {"block_M": 32, "block_N": 32, "threads": 128},
+             {"block_M": 128, "block_N": 128, "threads": 256, "num_stages": 2},
+             {"block_M": 192, "block_N": 96, "threads": 384, "num_stages": 2}]
+# whole rows of the seeds' 128/256-thread programs: their tests' lengths and the powers
+# of two between
+SEED_ROWS = [64, 128, 256, 512, 1024]
+CALLS = ({"call": "direct"}, {"call": "compile"})     # f(x, **p) or f.compile(x, **p)(x)
+
+
+def _bshd_to_bhsd(layout, *xs):
+    return [x.transpose(1, 2) if layout == "bshd" else x for x in xs]
+
+
+def _attention_lse(q, k, causal, layout):
+    """The log-sum-exp of the scaled scores, (batch, heads, seq), in float64."""
+    q, k = _bshd_to_bhsd(layout, q.double(), k.double())
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n = q.shape[2]
+        s = s.masked_fill(_torch().ones(n, n, dtype=_torch().bool).triu(1), float("-inf"))
+    return _torch().logsumexp(s, -1)
+
+
+def _sdpa64(q, k, v, causal=False):
+    """bhsd attention in float64."""
+    return _torch().nn.functional.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), is_causal=causal)
+
+
+def _layer_norm64(x, w, b, eps):
+    return _torch().nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(),
+                                             b.double(), eps)
+
+
+def _rms_norm64(x, w, eps):
+    xd = x.double()
+    return xd * _torch().rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+def float8_tolerance(x, s, outputs):
+    """TOLERANCE['float8'] for this case: wgmma's accumulation bound (K/32 + 1) * 2^-13
+    of sum|a*b| (test_gemm_float8.assert_wgmma_accumulation) plus a bfloat16 ulp."""
+    a, b, scale = x["A"].double(), x["B"].double(), abs(x["scale"])
+    want = (a @ b.T) * scale
+    magnitude = (a.abs() @ b.abs().T) * scale
+    big = float(want.abs().max()) if want.numel() else 0.0
+    bound = (s["K"] / 32 + 1) * 2.0 ** -13 * (float(magnitude.max()) if want.numel() else 0)
+    return (bound + 2.0 ** -7 * big + 1e-6) / (1 + big)
+
+
+def _targets():
+    torch = _torch()
+    import tilejit
+    import tilejit.language as T
+    import elementwise_2d
+    import gemm
+    import gemm_epilogue
+    import gemm_fp8
+    import gemm_multicast
+    import norms
+    import row_sum
+    import softmax
+    import splitk_gemm
+    import vector_add
+    from flash_attention import flash_attn, flash_attn_bwd, flash_attn_varlen
+
+    targets = []
+
+    def add(name, source="example", **kw):
+        targets.append(Target(name=name, source=source, **kw))
+
+    # -- the examples ------------------------------------------------------------------
+    add("vector_add.vector_add",
+        make=lambda s, t, c, v, g: {"A": _randn(g, (s["N"],), t), "B": _randn(g, (s["N"],), t),
+                                    "C": _zeros((s["N"],), t)},
+        run=_call(vector_add.vector_add, "C"),
+        reference=lambda x, s, t, c, v: [_d(x["A"]) + _d(x["B"])],
+        dims={"N": (1, 5000)}, dtypes=("float16", "bfloat16", "float32"),
+        configs=[{"block": b} for b in (256, 512, 1024, 2048)])
+    add("vector_add.relu",
+        make=lambda s, t, c, v, g: {"X": _randn(g, (s["N"],), t), "Y": _zeros((s["N"],), t)},
+        run=_call(vector_add.relu, "Y"),
+        reference=lambda x, s, t, c, v: [_d(x["X"]).clamp(min=0)],
+        dims={"N": (1, 5000)}, dtypes=("float16", "bfloat16", "float32"))
+
+    def scale_bias_make(s, t, c, v, g):
+        x = _randn(g, (s["N"], s["M"]), t).T if v["transposed"] else _randn(g, (s["M"], s["N"]), t)
+        return {"X": x, "bias": _randn(g, (s["N"],), t), "Y": _zeros((s["M"], s["N"]), t),
+                "alpha": round(float(torch.randn(1, generator=g)) * 2, 3)}
+    add("elementwise_2d.scale_bias", make=scale_bias_make,
+        run=_call(elementwise_2d.scale_bias, "Y"),
+        reference=lambda x, s, t, c, v: [_d(x["X"]) * x["alpha"] + _d(x["bias"])],
+        dims={"M": (1, 300), "N": (1, 700)}, dtypes=("float32",),
+        variants=({"transposed": False}, {"transposed": True}))
+
+    def gemm_make(c_dtype=None, bias=False):
+        def make(s, t, c, v, g):
+            x = {"A": _randn(g, (s["M"], s["K"]), t), "B": _randn(g, (s["K"], s["N"]), t)}
+            if bias:
+                x["bias"] = _randn(g, (s["N"],), "float32")
+            x["C"] = _zeros((s["M"], s["N"]), c_dtype or t)
+            return x
+        return make
+
+    gemm_dims = {"M": (1, 300), "N": (1, 300), "K": (1, 700)}
+    stages = [0, 1, 2, 3, 4]
+    add("gemm.matmul", make=gemm_make("float32"), run=_call(gemm.matmul, "C"),
+        reference=lambda x, s, t, c, v: [_d(x["A"]) @ _d(x["B"])],
+        dims=gemm_dims, dtypes=("float16", "bfloat16", "float32"),
+        configs={"float16": _gemm_blocks(GEMM_BLOCKS, stages),
+                 "bfloat16": _gemm_blocks(GEMM_BLOCKS, stages),
+                 "float32": _gemm_blocks(GEMM_BLOCKS_F32, [2, 3])}, cost=2)
+    add("gemm_epilogue.matmul_bias_relu", make=gemm_make(bias=True),
+        run=_call(gemm_epilogue.matmul_bias_relu, "C"),
+        reference=lambda x, s, t, c, v: [(_d(x["A"]) @ _d(x["B"]) + _d(x["bias"])).clamp(min=0)],
+        dims=gemm_dims, dtypes=("float16", "bfloat16"), configs=_gemm_blocks(GEMM_BLOCKS),
+        cost=2)
+
+    def rows_make(scale=1.0):
+        def make(s, t, c, v, g):
+            return {"X": _randn(g, (s["M"], s["N"]), t, scale), "Y": _zeros((s["M"], s["N"]), t)}
+        return make
+
+    softmax_ref = lambda x, s, t, c, v: [torch.softmax(_d(x["X"]), dim=1)]  # noqa: E731
+    add("softmax.softmax", make=rows_make(), run=_call(softmax.softmax, "Y"),
+        reference=softmax_ref, dims={"M": (1, 300), "N": [256]},
+        dtypes=("float16", "bfloat16", "float32"),
+        configs=[{"N": n, "block_M": bm} for n, bm in SOFTMAX_ROWS])
+    add("softmax.online_softmax", make=rows_make(3.0), run=_call(softmax.online_softmax, "Y"),
+        reference=softmax_ref, dims={"M": (1, 300), "N": (1, 5000)},
+        dtypes=("float16", "bfloat16", "float32"),
+        configs=[{"block_M": bm, "block_N": bn} for bm, bn in ONLINE_BLOCKS])
+
+    def norm_make(bias):
+        def make(s, t, c, v, g):
+            m, n = s["M"], s["N"]
+            x = {"X": _randn(g, (m, n), t), "W": _randn(g, (n,), t)}
+            if bias:
+                x["B"] = _randn(g, (n,), t)
+            x["Y"] = _zeros((m, n), t)
+            x["eps"] = 1e-5
+            return x
+        return make
+
+    norm_configs = [{"N": n, "block_M": bm} for n, bm in NORM_ROWS]
+    add("norms.layer_norm", make=norm_make(True), run=_call(norms.layer_norm, "Y"),
+        reference=lambda x, s, t, c, v: [_layer_norm64(x["X"], x["W"], x["B"], x["eps"])],
+        dims={"M": (1, 300), "N": [256]}, dtypes=("float16", "bfloat16", "float32"),
+        configs=norm_configs)
+    add("norms.rms_norm", make=norm_make(False), run=_call(norms.rms_norm, "Y"),
+        reference=lambda x, s, t, c, v: [_rms_norm64(x["X"], x["W"], x["eps"])],
+        dims={"M": (1, 300), "N": [256]}, dtypes=("float16", "bfloat16", "float32"),
+        configs=norm_configs)
+
+    def row_sum_make(s, t, c, v, g):
+        return {"X": _randn(g, (s["M"], s["N"]), t), "S": _zeros((s["M"],), "float32")}
+
+    row_sum_configs = [{"block_M": bm, "block_N": bn} for bm, bn in ROW_SUM_BLOCKS]
+    for kernel in (row_sum.row_sum, row_sum.row_sum_partials):
+        add(f"row_sum.{kernel.__name__}", make=row_sum_make, run=_call(kernel, "S"),
+            reference=lambda x, s, t, c, v: [_d(x["X"]).sum(1)],
+            dims={"M": (1, 300), "N": (1, 5000)}, dtypes=("float16", "bfloat16", "float32"),
+            configs=row_sum_configs)
+    add("splitk_gemm.splitk_gemm", make=gemm_make("float32"),
+        run=_call(splitk_gemm.splitk_gemm, "C"),
+        reference=lambda x, s, t, c, v: [_d(x["A"]) @ _d(x["B"])],
+        dims={"M": (1, 300), "N": (1, 300), "K": (1, 1500)}, dtypes=("float16", "bfloat16"),
+        configs=[{"splits": n} for n in (1, 2, 4, 8)], cost=2)
+
+    # attention: heads = kv_heads * group (grouped-query attention when group > 1)
+    attention_dims = {"B": (1, 2), "S": (1, 300), "KVH": (1, 2), "G": [1, 2, 4], "D": [64, 128]}
+
+    def attention_make(s, t, c, v, g):
+        b, n, h, kvh, d = s["B"], s["S"], s["KVH"] * s["G"], s["KVH"], s["D"]
+        shape = (lambda heads: (b, n, heads, d)) if c["layout"] == "bshd" else (
+            lambda heads: (b, heads, n, d))
+        x = {"Q": _randn(g, shape(h), t), "K": _randn(g, shape(kvh), t),
+             "V": _randn(g, shape(kvh), t), "Output": _zeros(shape(h), t)}
+        if v["lse"]:
+            x["LSE"] = _zeros((b, h, n), "float32")
+        return x
+
+    def attention_run(x, cfg, var):
+        flash_attn.flashattn(*x.values(), **cfg)
+        return [x["Output"]] + ([x["LSE"]] if var["lse"] else [])
+
+    def attention_ref(x, s, t, c, v):
+        out = flash_attn.reference(x["Q"], x["K"], x["V"], c["is_causal"], c["layout"])
+        lse = [_attention_lse(x["Q"], x["K"], c["is_causal"], c["layout"])] if v["lse"] else []
+        return [out.double()] + lse
+
+    add("flash_attention.flash_attn.flashattn", make=attention_make, run=attention_run,
+        reference=attention_ref, dims=attention_dims, dtypes=("float16", "bfloat16"),
+        configs=[dict(cfg, is_causal=causal, layout=layout) for cfg in ATTENTION
+                 for causal in (False, True) for layout in ("bshd", "bhsd")],
+        variants=({"lse": False}, {"lse": True}), cost=3)
+
+    def preprocess_make(s, t, c, v, g):
+        b, n, h, d = s["B"], s["S"], s["H"], s["D"]
+        return {"Out": _randn(g, (b, n, h, d), t), "dO": _randn(g, (b, n, h, d), t),
+                "Delta": _zeros((b, h, n), "float32")}
+
+    add("flash_attention.flash_attn_bwd.flashattn_bwd_preprocess", make=preprocess_make,
+        run=_call(flash_attn_bwd.flashattn_bwd_preprocess, "Delta"),
+        reference=lambda x, s, t, c, v: [(_d(x["Out"]) * _d(x["dO"])).sum(-1).transpose(1, 2)],
+        dims={"B": (1, 2), "S": (1, 600), "H": (1, 3), "D": [64, 128]},
+        dtypes=("float16", "bfloat16"),
+        configs=[{"block_M": 64, "threads": 128}, {"block_M": 64, "threads": 256}])
+
+    def backward_make(s, t, c, v, g):
+        b, n, h, d = s["B"], s["S"], s["H"], s["D"]
+        q, k, val, dout = (_randn(g, (b, n, h, d), t) for _ in range(4))
+        # the forward's output and log-sum-exp, in float64 (the forward is fuzzed above)
+        out = _sdpa64(*_bshd_to_bhsd("bshd", q, k, val), causal=c["causal"]).transpose(1, 2)
+        lse = _attention_lse(q, k, c["causal"], "bshd").float()
+        return {"q": q, "k": k, "v": val, "out": out.to(_dt(t)), "lse": lse, "dout": dout}
+
+    def backward_run(x, cfg, var):
+        return list(flash_attn_bwd.attention_backward(*x.values(), **cfg))
+
+    add("flash_attention.flash_attn_bwd.attention_backward",
+        covers=("flash_attention.flash_attn_bwd.flashattn_bwd",
+                "flash_attention.flash_attn_bwd.flashattn_bwd_preprocess"),
+        make=backward_make, run=backward_run,
+        reference=lambda x, s, t, c, v: list(flash_attn_bwd.reference_grads(
+            x["q"], x["k"], x["v"], x["dout"], c["causal"])),
+        dims={"B": (1, 2), "S": (1, 200), "H": (1, 2), "D": [32, 64, 128]},
+        dtypes=("float16", "bfloat16"), configs=[{"causal": False}, {"causal": True}], cost=4)
+
+    def varlen_more(rng, s, small):
+        hi = 50 if small else 200
+        return {"lens_q": [int(n) for n in rng.integers(1, hi + 1, s["batch"])],
+                "lens_k": [int(n) for n in rng.integers(1, hi + 1, s["batch"])]}
+
+    def varlen_make(s, t, c, v, g):
+        h, kvh, d = s["KVH"] * s["G"], s["KVH"], s["D"]
+        cu_q = torch.tensor([0] + list(np.cumsum(s["lens_q"])), dtype=torch.int32)
+        cu_k = torch.tensor([0] + list(np.cumsum(s["lens_k"])), dtype=torch.int32)
+        return {"Q": _randn(g, (int(cu_q[-1]), h, d), t),
+                "K": _randn(g, (int(cu_k[-1]), kvh, d), t),
+                "V": _randn(g, (int(cu_k[-1]), kvh, d), t), "cu_seqlens_q": cu_q,
+                "cu_seqlens_k": cu_k, "max_seqlen_q": max(s["lens_q"]),
+                "Output": _zeros((int(cu_q[-1]), h, d), t)}
+
+    add("flash_attention.flash_attn_varlen.flashattn_varlen", make=varlen_make,
+        run=_call(flash_attn_varlen.flashattn_varlen, "Output"),
+        reference=lambda x, s, t, c, v: [flash_attn_varlen.reference(
+            x["Q"], x["K"], x["V"], x["cu_seqlens_q"], x["cu_seqlens_k"], c["is_causal"])],
+        dims={"batch": (1, 4), "KVH": (1, 2), "G": [1, 2, 4], "D": [32, 64, 128]},
+        more=varlen_more, dtypes=("float16", "bfloat16"),
+        configs=[{"is_causal": False}, {"is_causal": True}], cost=3)
+
+    def fp8_make(s, t, c, v, g):
+        return {"A": _randn(g, (s["M"], s["K"]), v["A"]), "B": _randn(g, (s["N"], s["K"]),
+                                                                        "float8_e4m3"),
+                "C": _zeros((s["M"], s["N"]), "bfloat16"), "scale": v["scale"]}
+
+    add("gemm_fp8.matmul_fp8", make=fp8_make, run=_call(gemm_fp8.matmul_fp8, "C"),
+        reference=lambda x, s, t, c, v: [(_d(x["A"]) @ _d(x["B"]).T) * x["scale"]],
+        dims={"M": (1, 300), "N": (1, 300), "K": (1, 512)}, dtypes=("float8",),
+        configs=[{"sms": n} for n in (3, 8, 16)],
+        variants=tuple({"A": a, "scale": sc} for a in ("float8_e4m3", "float8_e5m2")
+                       for sc in (0.25, 1.0)),
+        needs=(8, 9), tolerance=float8_tolerance, cost=3)
+
+    add("gemm_multicast.matmul_multicast", make=gemm_make(),
+        run=_call(gemm_multicast.matmul_multicast, "C"),
+        reference=lambda x, s, t, c, v: [_d(x["A"]) @ _d(x["B"])],
+        dims={"M": (1, 400), "N": (1, 600), "K": (1, 300)}, dtypes=("float16", "bfloat16"),
+        configs=[{"cluster": n, "sms": 8, "block_K": bk} for n in (2, 4) for bk in (32, 64)],
+        needs=(9, 0), cost=3)
+
+    # -- the seeds' programs (tests/programs/, TileLang style) --------------------------
+    def ab(s, t, c, v, g):
+        return {"A": _randn(g, (s["M"], s["K"]), t), "B": _randn(g, (s["K"], s["N"]), t)}
+
+    matmul_ref = lambda x, s, t, c, v: [_d(x["A"]) @ _d(x["B"])]  # noqa: E731
+    tdtype = {"float16": T.float16, "bfloat16": T.bfloat16, "float32": T.float32}
+
+    def seed(name, **kw):
+        add(name, source="seed program", **kw)
+
+    def eager(fn, *names, sizes=None):
+        """run() of an eager program: fn(*tensors, **cfg), or, for the compile variant,
+        fn.compile(*tensors, **cfg)(*tensors) (the seeds' own calling code)."""
+        def run(x, cfg, var):
+            tensors = [x[n] for n in names]
+            if var.get("call") == "compile":
+                return [fn.compile(*tensors, **cfg)(*tensors)]
+            if var.get("call") == "compile_sizes":
+                return [fn.compile(**dict(sizes(x), **cfg))(*tensors)]
+            return [fn(*tensors, **cfg)]
+        return run
+
+    import matmul_seed000
+    seed("matmul_seed000", make=ab,
+         run=lambda x, c, v: [matmul_seed000.matmul(x["A"], x["B"], *c["blocks"],
+                                                    dtype=tdtype[c["dtype"]])],
+         reference=matmul_ref, dims=gemm_dims, dtypes=("float16", "bfloat16"),
+         configs={t: [{"blocks": b, "dtype": t} for b in ((128, 128, 32), (64, 64, 32))]
+                  for t in ("float16", "bfloat16")}, cost=2)
+
+    import matmul_kernel_seed004 as seed004
+
+    def seed004_run(x, cfg, var):
+        c = torch.zeros(seed004.M, seed004.N, dtype=torch.float16, device=x["A"].device)
+        tilejit.compile(seed004.matmul_kernel, target="cuda")(x["A"], x["B"], c)
+        return [c]
+    seed("matmul_kernel_seed004", make=ab, run=seed004_run, reference=matmul_ref,
+         dims={"M": [seed004.M], "N": [seed004.N], "K": [seed004.K]}, max_cases=1, cost=4)
+
+    import flashattn_seed000
+
+    def bshd_qkv(s, t, c, v, g):
+        return {n: _randn(g, (s["B"], s["S"], s["H"], s["D"]), t) for n in "qkv"}
+
+    def bhsd_qkv(s, t, c, v, g):
+        return {n: _randn(g, (s["B"], s["H"], s["S"], s["D"]), t) for n in "qkv"}
+
+    seed("flashattn_seed000", make=bshd_qkv,
+         run=lambda x, c, v: [flashattn_seed000.flashattn(
+             *(lambda q: (q.shape[0], q.shape[2], q.shape[1], q.shape[3]))(x["q"]), True,
+             **c)(x["q"], x["k"], x["v"])],
+         reference=lambda x, s, t, c, v: [_sdpa64(*_bshd_to_bhsd(
+             "bshd", x["q"], x["k"], x["v"]), causal=True).transpose(1, 2)],
+         dims={"B": (1, 2), "S": (1, 300), "H": (1, 3), "D": [64, 128]},
+         configs=[{"num_stages": 1}, {"num_stages": 2}], cost=3)
+
+    import matmul_seed001
+    seed("matmul_seed001", make=ab, run=eager(matmul_seed001.matmul, "A", "B"),
+         reference=matmul_ref, dims=gemm_dims,
+         configs=[{"BM": 64, "BN": 64, "BK": 32}, {"BM": 128, "BN": 128, "BK": 32}], cost=2)
+
+    import flash_attention_seed002_ch13 as ch13
+    seed("flash_attention_seed002_ch13", make=bhsd_qkv,
+         run=lambda x, c, v: [ch13.tilelang_flash_attention(
+             *(lambda q: dict(batch=q.shape[0], heads=q.shape[1], sequence=q.shape[2],
+                              dimension=q.shape[3]))(x["q"]).values(), **c)(
+             x["q"], x["k"], x["v"])],
+         reference=lambda x, s, t, c, v: [_sdpa64(x["q"], x["k"], x["v"])],
+         dims={"B": (1, 2), "H": (1, 3), "S": (64, 320, 64), "D": [64, 128]},
+         configs=[{"block_m": 64, "block_n": 64, "num_stages": 2, "threads": 128}], cost=3)
+
+    import vector_add_seed002_s05 as s05
+    seed("vector_add_seed002_s05",
+         make=lambda s, t, c, v, g: {"A": _randn(g, (s["N"],), t), "B": _randn(g, (s["N"],), t)},
+         run=eager(s05.tilelang_vector_add, "A", "B"),
+         reference=lambda x, s, t, c, v: [_d(x["A"]) + _d(x["B"])],
+         dims={"N": (1, 5000)}, dtypes=("float32",), configs=[{"block_size": 256}],
+         variants=CALLS)
+
+    def x_only(s, t, c, v, g):
+        return {"X": _randn(g, (s["M"], s["N"]), t)}
+
+    def x_weight(bias):
+        def make(s, t, c, v, g):
+            x = {"X": _randn(g, (s["M"], s["N"]), t), "W": _randn(g, (s["N"],), t)}
+            if bias:
+                x["B"] = _randn(g, (s["N"],), t)
+            return x
+        return make
+
+    sum_ref = lambda x, s, t, c, v: [_d(x["X"]).sum(-1)]                    # noqa: E731
+    softmax_ref = lambda x, s, t, c, v: [torch.softmax(_d(x["X"]), dim=-1)]  # noqa: E731
+    rows = {"M": (1, 300), "N": SEED_ROWS}
+    import row_sum_seed002_s06 as s06
+    import softmax_seed002_s07 as s07
+    import matmul_seed002_s08 as s08
+    import rms_norm_seed002_s09 as s09_rms
+    import layer_norm_seed002_s09 as s09_ln
+    seed("row_sum_seed002_s06", make=x_only, run=eager(s06.tilelang_row_sum, "X"),
+         reference=sum_ref, dims=rows, dtypes=("float32",), configs=[{"block_rows": 1}],
+         variants=CALLS)
+    seed("softmax_seed002_s07", make=x_only, run=eager(s07.tilelang_softmax, "X"),
+         reference=softmax_ref, dims=rows, dtypes=("float32",), configs=[{"block_rows": 1}],
+         variants=CALLS)
+    seed("matmul_seed002_s08", make=ab, run=eager(s08.tilelang_matmul, "A", "B"),
+         reference=matmul_ref, dims=gemm_dims,
+         configs=[{"block_m": 128, "block_n": 128, "block_k": 32}], variants=CALLS, cost=2)
+    seed("rms_norm_seed002_s09", make=x_weight(False),
+         run=eager(s09_rms.tilelang_rms_norm, "X", "W"),
+         reference=lambda x, s, t, c, v: [_rms_norm64(x["X"], x["W"], c["eps"])],
+         dims=rows, dtypes=("float32",), configs=[{"block_rows": 1, "eps": 1e-6}],
+         variants=CALLS)
+    seed("layer_norm_seed002_s09", make=x_weight(True),
+         run=eager(s09_ln.tilelang_layer_norm, "X", "W", "B"),
+         reference=lambda x, s, t, c, v: [_layer_norm64(x["X"], x["W"], x["B"], c["eps"])],
+         dims=rows, dtypes=("float32",), configs=[{"block_rows": 1, "eps": 1e-5}])
+
+    import matmul_dynamic_mnk_seed000 as dynamic
+    seed("matmul_dynamic_mnk_seed000", make=ab,
+         run=lambda x, c, v: [dynamic.matmul_dynamic_mnk(
+             x["A"], x["B"], 64, 64, 32, False, False, tdtype[c["dtype"]], tdtype[c["dtype"]],
+             T.float32, 2, 128)],
+         reference=matmul_ref, dims=gemm_dims, dtypes=("float16", "bfloat16"),
+         configs={t: [{"dtype": t}] for t in ("float16", "bfloat16")}, cost=2)
+
+    import row_sum_seed002_ch08 as ch08
+    import softmax_seed002_ch09 as ch09
+    import matmul_seed002_ch10 as ch10
+    import layer_norm_seed002_ch11 as ch11
+    import rms_norm_seed002_ch12 as ch12
+    seed("row_sum_seed002_ch08", make=x_only, run=eager(ch08.tilelang_row_sum, "X"),
+         reference=sum_ref, dims=rows, dtypes=("float32",))
+    seed("softmax_seed002_ch09", make=x_only, run=eager(ch09.tilelang_softmax, "X"),
+         reference=softmax_ref, dims={"M": (1, 300), "N": SEED_ROWS[1:] + [2048, 4096]})
+    seed("matmul_seed002_ch10", make=ab,
+         run=eager(ch10.tilelang_matmul, "A", "B", sizes=lambda x: dict(
+             M=x["A"].shape[0], N=x["B"].shape[1], K=x["A"].shape[1])),
+         reference=matmul_ref, dims=gemm_dims,
+         configs=[{"block_m": 128, "block_n": 128, "block_k": 32}],
+         variants=({"call": "direct"}, {"call": "compile_sizes"}), cost=2)
+    seed("layer_norm_seed002_ch11", make=x_weight(True),
+         run=eager(ch11.tilelang_layer_norm, "X", "W", "B"),
+         reference=lambda x, s, t, c, v: [_layer_norm64(x["X"], x["W"], x["B"], 1e-5)],
+         dims={"M": (1, 300), "N": SEED_ROWS[1:]})
+    seed("rms_norm_seed002_ch12", make=x_weight(False),
+         run=eager(ch12.tilelang_rms_norm, "X", "W"),
+         reference=lambda x, s, t, c, v: [_rms_norm64(x["X"], x["W"], 1e-6)],
+         dims={"M": (1, 300), "N": SEED_ROWS[1:]})
+
+    import matmul_persistent_seed000 as persistent
+    import matmul_persistent_seed000_eager as persistent_eager
+    persistent_configs = [{"block_M": 64, "block_N": 64, "block_K": 32, "threads": 128,
+                           "num_stages": 2},
+                          {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 128,
+                           "num_stages": 3}]
+    seed("matmul_persistent_seed000", make=ab,
+         run=lambda x, c, v: [persistent.matmul_persistent(
+             x["A"].shape[0], x["B"].shape[1], x["A"].shape[1], *c.values())(x["A"], x["B"])],
+         reference=matmul_ref, dims=gemm_dims, configs=persistent_configs, cost=2)
+    seed("matmul_persistent_seed000_eager", make=ab,
+         run=eager(persistent_eager.matmul_persistent, "A", "B"), reference=matmul_ref,
+         dims=gemm_dims, configs=persistent_configs, cost=2)
+
+    import matmul_ws_seed000_cleared as ws
+    seed("matmul_ws_seed000_cleared", make=ab, run=eager(ws.matmul_ws_cleared, "A", "B"),
+         reference=matmul_ref,
+         # T.tma_copy: rows of A and B 16-byte aligned (K and N multiples of 8)
+         dims={"M": (1, 300), "N": (8, 304, 8), "K": (8, 704, 8)},
+         configs=[{"block_M": 128, "block_N": 128, "block_K": 64},
+                  {"block_M": 64, "block_N": 64, "block_K": 32}], needs=(9, 0), cost=2)
+    return targets
+
+
+_TARGETS = None
+
+
+def targets():
+    """Every kernel fuzzed, in a fixed order (imports the examples and programs once)."""
+    global _TARGETS
+    if _TARGETS is None:
+        _TARGETS = {t.name: t for t in _targets()}
+    return _TARGETS
+
+
+# ------------------------------------------------------------------------ the cases
+
+def case_seed(seed: int, name: str, i: int) -> int:
+    return (seed * 1_000_003 + zlib.crc32(name.encode()) + i) % 2 ** 32
+
+
+def draw(target: Target, seed: int, small: bool = False) -> dict:
+    """The case of ``seed``: dtype, config, variant and sizes, drawn in that order."""
+    rng = np.random.default_rng(seed)
+    dtype = target.dtypes[int(rng.integers(len(target.dtypes)))]
+    configs = target.configs[dtype] if isinstance(target.configs, dict) else target.configs
+    config = dict(configs[int(rng.integers(len(configs)))])
+    variant = dict(target.variants[int(rng.integers(len(target.variants)))])
+    sizes = {}
+    for name, spec in target.dims.items():
+        if name in config:
+            sizes[name] = config.pop(name)
+        elif isinstance(spec, list):
+            sizes[name] = int(spec[int(rng.integers(len(spec)))])
+        else:
+            lo, hi, step = (*spec, 1)[:3]
+            if small:
+                hi = max(lo, lo + (hi - lo) // 4 // step * step)
+            sizes[name] = lo + step * int(rng.integers((hi - lo) // step + 1))
+    if target.more is not None:
+        sizes.update(target.more(rng, sizes, small))
+    return {"kernel": target.name, "source": target.source, "seed": seed, "dtype": dtype,
+            "config": config, "variant": variant, "sizes": sizes}
+
+
+def cases(count: int, seed: int, only=None, small: bool = False):
+    """Every case of a run: ``count`` per kernel (fewer where a kernel has fixed shapes),
+    each drawn from its own seed."""
+    out = []
+    for name, target in targets().items():
+        if only and not any(w in name for w in only):
+            continue
+        for i in range(min(count, target.max_cases or count)):
+            out.append(draw(target, case_seed(seed, name, i), small))
+    return out
+
+
+# ------------------------------------------------------------------------ comparing
+
+def max_error(x, y) -> float:
+    """max |x - y| / (1 + max |y|): NaN in both, or equal infinities, count as equal; a
+    NaN in one only, or another shape, is an infinite error."""
+    x, y = _d(x), _d(y)
+    if x.shape != y.shape:
+        return math.inf
+    if not x.numel():
+        return 0.0
+    diff = (x - y).abs()
+    diff[(x.isnan() & y.isnan()) | (x == y)] = 0
+    if diff.isnan().any():
+        return math.inf
+    finite = y[y.isfinite()]
+    return float(diff.max()) / (1 + (float(finite.abs().max()) if finite.numel() else 0.0))
+
+
+def _worst(xs, ys) -> float:
+    if len(xs) != len(ys):
+        return math.inf
+    return max((max_error(x, y) for x, y in zip(xs, ys)), default=0.0)
+
+
+def _on(x: dict, device: str) -> dict:
+    """Copies of the case's tensors on ``device`` (the host inputs stay untouched)."""
+    torch = _torch()
+    return {k: (v.to(device) if device != "cpu" else v.clone()) if isinstance(v, torch.Tensor)
+            else v for k, v in x.items()}
+
+
+def _outcome(target, x, case, device):
+    """(outputs on the host, None) or (None, the exception)."""
+    torch = _torch()
+    try:
+        out = target.run(_on(x, device), case["config"], case["variant"])
+        if device != "cpu":
+            torch.cuda.synchronize()
+        return [o.detach().cpu() for o in out], None
+    except Exception as e:              # noqa: BLE001 - every failure is recorded
+        return None, e
+
+
+def _json_float(v):
+    return v if v is None or math.isfinite(v) else "inf"
+
+
+def run_case(case: dict, sim_only: bool, capability=None) -> dict:
+    """Run one case (as ``draw`` made it) and return its record."""
+    torch = _torch()
+    target = targets()[case["kernel"]]
+    row = dict(case)
+    if not sim_only and target.needs and capability is not None \
+            and tuple(capability) < target.needs:
+        row.update(status="skipped", why=f"needs sm_{target.needs[0]}{target.needs[1]}")
+        return row
+    start = time.perf_counter()
+    g = torch.Generator().manual_seed(case["seed"] + 1)
+    x = target.make(case["sizes"], case["dtype"], case["config"], case["variant"], g)
+    sim, sim_error = _outcome(target, x, case, "cpu")
+    gpu, gpu_error = (None, None) if sim_only else _outcome(target, x, case, "cuda")
+    row["time_s"] = round(time.perf_counter() - start, 2)
+    errors = [e for e in (sim_error, gpu_error) if e is not None]
+    if errors:
+        if sim_only or (sim_error is not None and gpu_error is not None
+                        and type(sim_error) is type(gpu_error)):
+            e = errors[0]
+            row.update(status="rejected", error=f"{type(e).__name__}: {str(e)[:300]}")
+        else:
+            row.update(status="diverged", sim=repr(sim_error)[:300] if sim_error else "ran",
+                       gpu=repr(gpu_error)[:300] if gpu_error else "ran")
+        return row
+    limit = (target.tolerance(x, case["sizes"], sim) if target.tolerance
+             else TOLERANCE[case["dtype"]])
+    ref = target.reference(x, case["sizes"], case["dtype"], case["config"], case["variant"])
+    found = {"sim_vs_ref": _worst(sim, ref) if ref is not None else None}
+    if not sim_only:
+        found["gpu_vs_sim"] = _worst(gpu, sim)
+        found["gpu_vs_ref"] = _worst(gpu, ref) if ref is not None else None
+    bad = [k for k, v in found.items() if v is not None and not v <= limit]
+    row.update(status="mismatch" if bad else "ok", tolerance=limit,
+               errors={k: _json_float(v) for k, v in found.items()})
+    if bad:
+        row["beyond"] = bad
+    return row
+
+
+def _line(row) -> str:
+    errs = " ".join(f"{k}={v:.1e}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in row.get("errors", {}).items())
+    extra = row.get("error") or row.get("why") or (
+        f"sim: {row['sim']} gpu: {row['gpu']}" if row["status"] == "diverged" else "")
+    return (f"{row['status']:8s} {row['kernel']} {row['dtype']} {row['config'] or ''}"
+            f"{row['variant'] or ''} {row['sizes']} seed={row['seed']} {errs}"
+            f"{' (' + extra[:160] + ')' if extra else ''}")
+
+
+def _run_chunk(args):
+    """A worker's share (one case): the record, printed as it is made."""
+    case, sim_only, capability = args
+    row = run_case(case, sim_only, capability)
+    print(_line(row), flush=True)
+    return row
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _worker_init():
+    sys.path[:0] = [p for p in PATHS if p not in sys.path]
+    _torch().set_num_threads(1)
+
+
+STATUSES = ("ok", "mismatch", "diverged", "rejected", "skipped")
+
+
+def summary(rows) -> dict:
+    """Per kernel: its source, the cases tried (not skipped) and each status's count."""
+    out = {}
+    for row in rows:
+        k = out.setdefault(row["kernel"], dict({"source": row["source"], "tried": 0},
+                                               **dict.fromkeys(STATUSES, 0)))
+        k[row["status"]] += 1
+        k["tried"] += row["status"] != "skipped"
+    return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--only", nargs="*")
+    p.add_argument("--cases", type=int, default=20, help="cases per kernel (default 20)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--only", nargs="*", help="kernels whose name contains one of these")
+    p.add_argument("--replay", nargs="*", metavar="KERNEL:SEED",
+                   help="run these cases alone (a record's kernel and seed)")
     p.add_argument("--json")
-    p.add_argument("--sim-only", action="store_true")
+    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="worker processes (default min(8, CPUs)); 1 runs in this process")
+    p.add_argument("--sim-only", action="store_true",
+                   help="no GPU: the simulator against the references")
+    p.add_argument("--small", action="store_true", help="every range a quarter (CI)")
     a = p.parse_args(argv)
-    import torch
+    torch = _torch()
     if not a.sim_only and not torch.cuda.is_available():
         p.error("no CUDA device: run with --sim-only")
-    rows, counts = [], {}
-    for name, kernel, case_seed, args, constexprs, sizes in cases(a.cases, a.seed, a.only):
-        r = run_case(kernel, args, constexprs, case_seed, a.sim_only, torch)
-        r.update(kernel=name, constexprs=constexprs, seed=case_seed, sizes=sizes)
-        rows.append(r)
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-        print(f"{r['status']:9s} {name} {constexprs or ''} {sizes} seed={case_seed}"
-              + (f" max_error={r['max_error']:.2e}" if isinstance(r.get("max_error"), float)
-                 else "") + (f" ({r.get('error', '')[:100]})" if "error" in r else ""),
-              flush=True)
-    print("totals:", counts)
+    capability = None if a.sim_only else torch.cuda.get_device_capability()
+    if a.replay:
+        todo = []
+        for spec in a.replay:
+            name, _, s = spec.rpartition(":")
+            if name not in targets():
+                p.error(f"--replay: no kernel {name!r}")
+            todo.append(draw(targets()[name], int(s), a.small))
+    else:
+        todo = cases(a.cases, a.seed, a.only, a.small)
+    start = time.perf_counter()
+    jobs = max(1, min(a.jobs, len(todo)))
+    if jobs == 1:
+        rows = [_run_chunk((c, a.sim_only, capability)) for c in todo]
+    else:
+        import concurrent.futures
+        import multiprocessing
+        for var in THREAD_VARIABLES:         # the workers share the CPUs: one thread each
+            os.environ.setdefault(var, "1")
+        # the longest cases first, so that no worker is left with them at the end
+        order = sorted(range(len(todo)), key=lambda i: -targets()[todo[i]["kernel"]].cost)
+        with concurrent.futures.ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init) as pool:
+            done = list(pool.map(_run_chunk, [(todo[i], a.sim_only, capability)
+                                              for i in order]))
+        rows = [None] * len(todo)
+        for i, row in zip(order, done):
+            rows[i] = row
+    wall = time.perf_counter() - start
+    per_kernel = summary(rows)
+    totals = {}
+    for row in rows:
+        totals[row["status"]] = totals.get(row["status"], 0) + 1
+    print(f"totals: {totals} ({len(per_kernel)} kernels, {wall:.0f} s)")
     if a.json:
-        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+        gpu = torch.cuda.get_device_name() if not a.sim_only else "none (simulator only)"
         with open(a.json, "w") as f:
             json.dump({"meta": {"date": datetime.date.today().isoformat(), "gpu": gpu,
+                                "capability": capability,
                                 "commit": os.environ.get("TILEJIT_COMMIT", "?"),
                                 "seed": a.seed, "cases per kernel": a.cases,
-                                "sim only": a.sim_only},
-                       "totals": counts, "cases": rows}, f, indent=1)
-    bad = counts.get("mismatch", 0) + counts.get("diverged", 0)
+                                "sim only": a.sim_only, "small": a.small, "jobs": jobs,
+                                "wall_s": round(wall, 1), "torch": torch.__version__,
+                                "error": "max|x - y| / (1 + max|y|), y the simulator's "
+                                         "or the float64 reference's",
+                                "tolerance": TOLERANCE, "excluded": EXCLUDED},
+                       "kernels": len(per_kernel),
+                       "cases tried": sum(k["tried"] for k in per_kernel.values()),
+                       "totals": totals,
+                       "per_kernel": per_kernel, "cases": rows}, f, indent=1)
+    bad = totals.get("mismatch", 0) + totals.get("diverged", 0)
     return 1 if bad else 0
 
 
