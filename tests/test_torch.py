@@ -193,3 +193,42 @@ def test_bad_registrations_are_clear_errors():
         tjt.custom_op("tjtest::y", lambda a: a)
     with pytest.raises(ValueError, match="registered already"):
         tjt.custom_op("tjtest::add_relu", add_relu)
+
+
+@tilejit.kernel
+def axpy_into(X, Y, Out, Extra=None, alpha: float = 1.0, block: T.constexpr = 128):
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            j = bx * block + i
+            if j < N:
+                Out[j] = alpha * X[j] + Y[j]
+
+
+def test_outputs_allocated_by_the_operator_make_it_functional():
+    """outputs=: a written argument becomes a result the operator allocates, so the
+    operator is functional and takes a backward; a tensor defaulting to None is
+    optional."""
+    op = tjt.custom_op("tjtest::axpy_into", axpy_into, scalars={"alpha": float},
+                       outputs={"Out": lambda X, **_: torch.empty_like(X)})
+    assert str(op._schema) == \
+        "tjtest::axpy_into(Tensor X, Tensor Y, Tensor? Extra=None, float alpha=1.) -> Tensor"
+    x, y = torch.randn(300, dtype=torch.float64), torch.randn(300, dtype=torch.float64)
+    torch.testing.assert_close(op(x, y, None, 2.0), 2 * x + y)
+
+    def backward(ctx, grad):
+        return grad * ctx.alpha, grad, None, None
+
+    def setup_context(ctx, inputs, output):
+        ctx.alpha = inputs[3]
+    torch.library.register_autograd("tjtest::axpy_into", backward,
+                                    setup_context=setup_context)
+    x.requires_grad_()
+    op(x, y, None, 3.0).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 3.0))
+    torch.library.opcheck(op, (torch.randn(50), torch.randn(50), None, 0.5))
+
+
+def test_outputs_must_name_tensor_parameters():
+    with pytest.raises(ValueError, match="outputs= maps tensor parameters"):
+        tjt.custom_op("tjtest::axpy_bad", axpy_into, outputs={"Z": torch.empty_like})

@@ -27,6 +27,14 @@ in-place layer's one duty, bumping a mutated tensor's version counter, is done h
 is returned is the operator itself (``torch.ops.namespace.op.default``); a kernel with a
 backward pass registers it with ``torch.library.register_autograd("namespace::op",
 backward, setup_context=...)``.
+
+A kernel that writes its results into arguments (``flashattn(Q, K, V, Output, LSE)``)
+is a mutating operator, which PyTorch gives no backward. ``outputs={"Output": alloc,
+...}`` makes those arguments outputs instead: the operator allocates each with
+``alloc(**arguments)`` (the operator's own arguments by name, e.g. ``lambda Q, **_:
+torch.empty_like(Q)``; fake tensors while tracing), launches the kernel on them, and
+returns them, in ``outputs``' order, before the ``T.empty`` results. A tensor parameter
+whose default is None (``LSE=None``) is an optional argument (``Tensor? LSE=None``).
 """
 from __future__ import annotations
 
@@ -57,28 +65,38 @@ class _ShapeOnly:
         return len(self.shape)
 
 
-def _schema(kernel: KernelFunction, params, mutated, scalars) -> str:
+def _schema(kernel: KernelFunction, params, mutated, scalars, n_outputs) -> str:
     notes = {**kernel.func.__annotations__, **scalars}
-    args = []
+    defaults = kernel.source.defaults
+    kinds, given = [], []
     for i, p in enumerate(params):
         kind = _SCALARS.get(notes.get(p), "Tensor")
         if kind == "Tensor" and p in mutated:
             kind = f"Tensor({chr(ord('a') + len([q for q in params[:i] if q in mutated]))}!)"
-        args.append(f"{kind} {p}")
-    if kernel.returns is None:
-        out = "()"
-    elif isinstance(kernel.returns, str):
-        out = "Tensor"
-    else:
-        out = "(" + ", ".join("Tensor" for _ in kernel.returns) + ")"
+        default = defaults.get(p, ...)
+        if kind.startswith("Tensor") and default is None:
+            kind, given = kind + "?", given + ["None"]       # an optional tensor
+        elif kind != "Tensor" and type(default) in (int, float, bool):
+            given.append(repr(default))
+        else:
+            given.append(None)
+        kinds.append(kind)
+    # defaults only on the trailing parameters that all have one (the schema's rule)
+    last = max((i for i, g in enumerate(given) if g is None), default=-1)
+    args = [f"{k} {p}" + (f"={g}" if i > last else "")
+            for i, (k, p, g) in enumerate(zip(kinds, params, given))]
+    n = n_outputs + (0 if kernel.returns is None else
+                     1 if isinstance(kernel.returns, str) else len(kernel.returns))
+    out = "()" if n == 0 else "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
     return f"({', '.join(args)}) -> {out}"
 
 
 def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = None,
-              scalars: dict | None = None, device_types=None):
+              scalars: dict | None = None, outputs: dict | None = None, device_types=None):
     """Register ``kernel`` as the PyTorch operator ``name`` ("namespace::op") for the
     ``device_types`` given ("cpu", "cuda"; both by default) and return it (the
-    ``torch._ops.OpOverload`` ``torch.ops.namespace.op.default``: call it)."""
+    ``torch._ops.OpOverload`` ``torch.ops.namespace.op.default``: call it). ``outputs``:
+    written tensor parameters the operator allocates (``{param: alloc}``) and returns."""
     if not isinstance(kernel, KernelFunction):
         raise TypeError(f"custom_op: expected a @tilejit.kernel, got {type(kernel).__name__}")
     if not isinstance(name, str) or name.count("::") != 1:
@@ -100,21 +118,40 @@ def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = No
     if missing:
         raise ValueError(f"custom_op: the constexprs {', '.join(missing)} have no default; "
                          f"give them in constexprs=")
-    mutated = [p for p in params if p in kernel.written]
+    outputs = dict(outputs or {})
+    for p, alloc in outputs.items():
+        if p not in params or p in scalars or not callable(alloc):
+            raise ValueError(f"custom_op: outputs= maps tensor parameters ({', '.join(params)})"
+                             f" to functions that allocate them; got {p!r}: {alloc!r}")
+    arguments = [p for p in params if p not in outputs]
+    mutated = [p for p in arguments if p in kernel.written]
     values = {**{p: source.defaults[p] for p in source.constexpr_params
                  if p in source.defaults}, **constexprs}
 
-    written = [i for i, p in enumerate(params) if p in mutated]
+    written = [i for i, p in enumerate(arguments) if p in mutated]
+
+    def bind(args):
+        """The kernel's run-time arguments: the operator's, then the allocated outputs."""
+        bound = dict(zip(arguments, args))
+        made = {p: alloc(**bound) for p, alloc in outputs.items()}
+        return {**bound, **made}, list(made.values())
+
+    def results(made, out):
+        if not outputs:
+            return out
+        rest = [] if out is None else [out] if isinstance(kernel.returns, str) else list(out)
+        return (made + rest)[0] if len(made) + len(rest) == 1 else tuple(made + rest)
 
     def call(*args):
-        out = kernel(*args, **constexprs)
+        bound, made = bind(args)
+        out = kernel(*(bound[p] for p in params), **constexprs)
         for i in written:       # what ADInplaceOrView would do for a mutating operator
             torch.autograd.graph.increment_version(args[i])
-        return out
+        return results(made, out)
 
     def fake(*args):
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        bound = dict(zip(params, args))
+        bound, made = bind(args)
+        tensors = [a for a in bound.values() if isinstance(a, torch.Tensor)]
         host_args = []
         for p in source.params:
             v = values[p] if p in source.constexpr_params else bound[p]
@@ -122,12 +159,12 @@ def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = No
         like = _ShapeOnly(tensors[0]) if tensors else None
         with host.allocating_like(like, shapes_only=True):
             launch = kernel._host(*host_args)
-        return kernel._result(list(launch.outputs))
+        return results(made, kernel._result(list(launch.outputs)))
 
     namespace, opname = name.split("::")
     lib = torch.library.Library(namespace, "FRAGMENT")
     try:
-        lib.define(opname + _schema(kernel, params, mutated, scalars))
+        lib.define(opname + _schema(kernel, arguments, mutated, scalars, len(outputs)))
     except RuntimeError as e:
         raise ValueError(f"custom_op: {name!r} cannot be defined (is it registered "
                          f"already?): {str(e).splitlines()[0]}") from None

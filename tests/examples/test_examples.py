@@ -6,7 +6,8 @@ import pytest
 
 EXAMPLES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
             "row_sum", "splitk_gemm", "flash_attention.flash_attn", "torch_compile_mlp",
-            "flash_attention.flash_attn_bwd", "flash_attention.flash_attn_varlen"]
+            "flash_attention.flash_attn_bwd", "flash_attention.flash_attn_varlen",
+            "flash_attention.flash_attn_op"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -468,3 +468,62 @@ def test_small_blocks_with_a_layout_conversion_match_torch_on_the_gpu(causal):
     flashattn(q, k, v, out, is_causal=causal, block_M=32, block_N=32, threads=128)
     torch.cuda.synchronize()
     torch.testing.assert_close(out.float(), reference(q, k, v, causal), rtol=2e-2, atol=2e-2)
+
+
+def _op_step(b, s, h, d, causal, device):
+    """flash_attention (the operator example) forward and backward under
+    torch.compile(fullgraph=True): one graph, no break; gradients against float64."""
+    from flash_attention.flash_attn_op import flash_attention
+    from flash_attn_bwd import reference_grads
+    g = torch.Generator().manual_seed(s)
+    q, k, v = (torch.randn(b, s, h, d, generator=g).half().to(device).requires_grad_()
+               for _ in range(3))
+    dout = torch.randn(b, s, h, d, generator=g).half().to(device)
+
+    def step(q, k, v):
+        return flash_attention(q, k, v, causal)
+    explain = torch._dynamo.explain(step)(q, k, v)
+    assert explain.graph_count == 1 and explain.graph_break_count == 0
+    torch.compile(step, fullgraph=True, backend="aot_eager")(q, k, v).backward(dout)
+    for got, ref in zip((q.grad, k.grad, v.grad), reference_grads(q, k, v, dout, causal)):
+        assert ((got.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_attention_operator_trains_under_torch_compile_in_simulation(causal):
+    _op_step(1, 80, 2, 32, causal, "cpu")
+
+
+def test_the_attention_operator_passes_opcheck():
+    from flash_attention.flash_attn_op import FLASH_ATTENTION
+    q, k, v = (torch.randn(1, 70, 2, 32).half().requires_grad_() for _ in range(3))
+    torch.library.opcheck(FLASH_ATTENTION[True], (q, k, v),
+                          test_utils=("test_schema", "test_faketensor",
+                                      "test_autograd_registration"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_attention_operator_trains_under_torch_compile_on_the_gpu(causal):
+    _op_step(2, 1000, 4, 128, causal, "cuda")
+
+
+@pytest.mark.gpu
+def test_the_attention_operator_replays_in_a_cuda_graph():
+    """Captured once, new data copied into the same inputs, replayed: equal to eager."""
+    from flash_attention.flash_attn_op import flash_attention
+    q, k, v = (torch.randn(2, 512, 4, 128, device="cuda", dtype=torch.float16)
+               for _ in range(3))
+    for _ in range(2):                  # compile and warm up outside the capture
+        flash_attention(q, k, v, True)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attention(q, k, v, True)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        for x in (q, k, v):
+            x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, flash_attention(q, k, v, True), rtol=0, atol=0)
