@@ -16,7 +16,6 @@ DEFAULT_CUDA_ARCH = "sm_90"     # what a compile without a device and without an
 # check a launch's min_blocks_per_sm gets before any target is known
 MOST_THREADS_PER_SM = 2048
 
-_SM = re.compile(r"sm_(\d+)([af]?)")
 # every arch both llvmlite's NVPTX back end (LLVM 22) and CUDA 13 accept, with the PTX
 # ISA version the arch needs at least (an older one makes LLVM abort the process, not
 # raise). CUDA 13 dropped sm_70/72 and renamed sm_101 to sm_110, which LLVM 22 cannot
@@ -50,12 +49,39 @@ def check_arch(arch) -> str:
     hint = ""
     if digits and f"sm_{digits[1]}{digits[2]}" in _PTX_VERSION:
         hint = f" (did you mean {'sm_' + digits[1] + digits[2]!r}?)"
-    elif _SM.fullmatch(text):
-        hint = (" (llvmlite's NVPTX back end cannot emit it; the newest it knows are "
-                "sm_120a and sm_121a)" if sm_number(text) > 90 else
-                " (tilejit compiles for sm_75 and newer, as CUDA 13 does)")
+    elif digits:            # sm_110, SM_110, 110, compute_110
+        hint = (f" ({_unemitted_hint(f'sm_{digits[1]}{digits[2]}')})" if int(digits[1]) >= 75
+                else " (tilejit compiles for sm_75 and newer, as CUDA 13 does)")
     raise ValueError(f"arch: expected a CUDA arch such as 'sm_80', 'sm_90a' or 'sm_120', got "
                      f"{arch!r}{hint}; known: {', '.join(_PTX_VERSION)}")
+
+
+def _unemitted_hint(arch: str) -> str:
+    """Why a well-formed arch of sm_75 or newer is not accepted, with the archs the back
+    end emits nearest to it and the one to pass instead: the nearest older one without a
+    suffix, whose PTX the CUDA driver compiles for any newer GPU."""
+    number = sm_number(arch)
+    suffix = arch[len(f"sm_{number}"):]
+
+    def named(n):
+        return sorted(a for a in _PTX_VERSION if sm_number(a) == n)   # sm_90, sm_90a
+    if named(number):       # sm_100f, sm_89a: a suffix this number does not take here
+        plain, *specific = named(number)
+        return (f"llvmlite's NVPTX back end cannot emit it: of sm_{number} it emits "
+                f"{' and '.join(named(number))}, not the {suffix!r} variant; pass "
+                f"arch={(specific or [plain])[0]!r}" +
+                (f" (or {plain!r}, without the arch-specific features)" if specific else ""))
+    numbers = sorted({sm_number(a) for a in _PTX_VERSION})
+    below = max(n for n in numbers if n < number)
+    above = [n for n in numbers if n > number]
+    newest = max(_PTX_VERSION.values())         # "+ptx88"
+    where = (f"the nearest are {' and '.join(named(below))} below and "
+             f"{' and '.join(named(above[0]))} above" if above else
+             f"the newest are {' and '.join(named(below))}")
+    return (f"llvmlite's NVPTX back end cannot emit it: of the archs it emits (PTX ISA up "
+            f"to {newest[4]}.{newest[5:]}), {where}; for a GPU of compute capability "
+            f"{number // 10}.{number % 10} pass arch='sm_{below}', whose PTX the CUDA driver "
+            f"compiles for newer GPUs")
 
 
 # AMD Instinct archs llvmlite's AMDGPU back end (LLVM 22) compiles for, with the LDS one

@@ -26,7 +26,7 @@ from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
 from tilejit.frontend.explicit_sync import uses_warp_roles
-from tilejit.frontend.helpers import helpers_as_macros
+from tilejit.frontend.helpers import helper_problem, helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit import language
@@ -286,7 +286,11 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
                            int(where.group(2)) if where else ks.tree.lineno) from None
     except CompileError:
         raise
-    except Exception as e:  # a fault of the compiler, not of the kernel
+    except Exception as e:  # a fault of the compiler, not of the kernel …
+        # … unless a helper the kernel calls holds what kernel code cannot (try/except)
+        problem = helper_problem(device_fn)
+        if problem is not None:
+            raise problem from None
         raise CompileError(f"internal compiler error while compiling {ks.tree.name}: "
                            f"{type(e).__name__}: {e}; please report it", ks.filename,
                            ks.tree.lineno) from e
@@ -316,7 +320,7 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
         if stripped:
             keep.append(stripped)
     message = "\n".join(_specific_errors(keep) or keep[:12]) or type(e).__name__
-    message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno))
+    message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno), ks)
     return CompileError(message, filename, lineno)
 
 
@@ -352,14 +356,21 @@ def _name_parallel_extent(message: str, ks: KernelSource, lineno) -> str:
     return message
 
 
-def _untyped_function_hint(message: str) -> str:
-    """A plain Python function called in a kernel: say how to make it callable."""
+def _untyped_function_hint(message: str, ks: KernelSource) -> str:
+    """A Python function the kernel cannot call: the helpers of the user's are inlined
+    (frontend/helpers.py), so this is a library's (tilejit's, numpy's, torch's, …) that
+    is no kernel function; say so."""
     found = re.search(r"Untyped global name '([^']+)': Cannot determine Numba type of "
                       r"<class 'function'>", message)
     if found is None:
         return message
-    return (f"{found.group(1)} is a plain Python function, which a kernel cannot call: "
-            f"decorate it with @T.macro to inline it in the kernel\n{message}")
+    name = found.group(1)
+    module = getattr(ks.namespace.get(name), "__module__", None)
+    owner = f"a function of {module}" if module else "a library's function"
+    return (f"{name} is {owner}, which a kernel cannot call: kernel code calls the tile "
+            f"language (T.*), math functions and helper functions of your own (plain "
+            f"functions and @T.macro, inlined); call it on the host before the kernel and "
+            f"pass the result as an argument\n{message}")
 
 
 def param_formats(argtypes) -> list[str]:

@@ -8,9 +8,11 @@ container at a compile-time index: ``passes/constant_subscripts.py``) becomes a
 helper is an ordinary call."""
 from __future__ import annotations
 
+import ast
 from types import FunctionType
 
 from tilejit import language as T
+from tilejit.errors import CompileError
 from tilejit.frontend.references import user_function
 
 
@@ -43,3 +45,63 @@ def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
         if is_helper(scope.get(name)):
             scope[name] = T.macro(_inlinable(scope[name], done))
     return copy_
+
+
+# what Numba cannot compile in an inlined helper and fails on without saying where
+_NOT_INLINABLE = {ast.Try: "try/except", ast.Yield: "yield", ast.YieldFrom: "yield from",
+                  ast.Await: "await"}
+if hasattr(ast, "TryStar"):
+    _NOT_INLINABLE[ast.TryStar] = "try/except*"
+
+
+def helper_problem(fn: FunctionType) -> CompileError | None:
+    """The first construct of a helper ``fn`` (the device program) calls, directly or
+    through other helpers and macros, that kernel code cannot hold (try/except, a
+    ``**kwargs`` parameter, print(), …), as a CompileError at its line; None when there
+    is none. For a compilation that failed inside Numba without saying where."""
+    # breaking a circle: source.py imports tile_helpers.py, which imports this module
+    from tilejit.frontend.source import function_def_from_file
+    seen = {fn.__code__}
+    pending = [fn]
+    while pending and len(seen) < 64:
+        caller = pending.pop()
+        for name in sorted(_code_names(caller.__code__)):
+            value = caller.__globals__.get(name)
+            target = value.func if isinstance(value, T.macro) else value
+            if not is_helper(target) or target.__code__ in seen:
+                continue
+            seen.add(target.__code__)
+            pending.append(target)
+            found = function_def_from_file(target, copy_tree=False)
+            if found is None:
+                continue
+            filename, fdef = found
+            what, line = _not_inlinable(fdef)
+            if what is not None:
+                return CompileError(f"unsupported in {target.__qualname__}(), a helper the "
+                                    f"kernel calls: {what}; a helper is compiled inline as "
+                                    "kernel code, which cannot hold it", filename, line)
+    return None
+
+
+def _not_inlinable(fdef: ast.FunctionDef):
+    if fdef.args.kwarg is not None:
+        return f"a **{fdef.args.kwarg.arg} parameter", fdef.lineno
+    for stmt in fdef.body:
+        for node in ast.walk(stmt):
+            what = _NOT_INLINABLE.get(type(node))
+            if what is not None:
+                return what, node.lineno
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id == "print":
+                return ("print() (use T.print(value, msg), which prints a number)",
+                        node.lineno)
+    return None, None
+
+
+def _code_names(code) -> set:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names

@@ -26,6 +26,7 @@ import types
 from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
+from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.persistent import rewrite_persistent
@@ -332,7 +333,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``). With ``namespace`` (the compiled program's globals, the
-    constexprs among them) the prologue's compile-time assignments are folded
+    constexprs among them) attribute chains through objects become globals of it
+    (``attribute_chains.py``) and the prologue's compile-time assignments are folded
     (``static_prologue.py``)."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
@@ -342,6 +344,9 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:
         fdef = replace_host_queries(fdef, ks.namespace)
+    if namespace is not None:
+        # `cfg.BLOCK` through an object: a global of the program (attribute_chains.py)
+        fdef = fold_attribute_chains(fdef, namespace, ks.error)
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
     fdef.args.defaults = []
     for a in fdef.args.args:
