@@ -377,3 +377,28 @@ def test_unkeyable_kernel_compiles_uncached(monkeypatch, tmp_path):
         ptx = k.compile(x, x.copy(), target="cuda", arch="sm_90a").ptx
     assert ".entry" in ptx
     assert not (tmp_path / "kernels").exists()     # nothing stored under a wrong key
+
+
+def test_a_changed_attribute_chain_is_read_by_the_next_specialization():
+    """An attribute read through a global (cfg.SCALE) is read when each specialization is
+    compiled: the warning says the compiled ones keep the old value, the new one reads
+    the new (a plain global would be kept: see above)."""
+    import types
+    cfg = types.SimpleNamespace(SCALE=3.0)
+
+    @tilejit.kernel
+    def k(X, Y):
+        N = X.shape[0]
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                j = bx * 128 + i
+                if j < N:
+                    Y[j] = X[j] * cfg.SCALE
+
+    x = np.ones(300, np.float32)
+    assert "0f40400000" in k.compile(x, x.copy(), target="cuda", arch="sm_90a").ptx
+    cfg.SCALE = 5.0
+    with pytest.warns(GlobalChangedWarning, match="cfg.SCALE, changed since its first "
+                      "compilation: the specializations compiled before keep the old value"):
+        ptx = k.compile(x, x.copy(), target="cuda", arch="sm_80").ptx
+    assert "0f40A00000" in ptx

@@ -95,11 +95,19 @@ def _warn_changed_globals(kernel) -> None:
     if changed:
         told.update(changed)
         source = kernel.source
-        warnings.warn(
-            f"kernel {source.tree.name} ({source.filename}:{source.tree.lineno}) reads "
-            f"{', '.join(changed)}, bound to another value since its first compilation; "
-            "it keeps the values it was first compiled with (decorate the function again "
-            "to compile it with the new ones)", GlobalChangedWarning, stacklevel=4)
+        names = [n for n in changed if "." not in n]
+        chains = [n for n in changed if "." in n]
+        said = []
+        if names:
+            said.append(f"reads {', '.join(names)}, bound to another value since its first "
+                        "compilation; it keeps the values it was first compiled with "
+                        "(decorate the function again to compile it with the new ones)")
+        if chains:      # an attribute read through a global is read per specialization
+            said.append(f"reads {', '.join(chains)}, changed since its first compilation: "
+                        "the specializations compiled before keep the old value, this one "
+                        "and later ones read the new")
+        warnings.warn(f"kernel {source.tree.name} ({source.filename}:{source.tree.lineno}) "
+                      + "; and ".join(said), GlobalChangedWarning, stacklevel=4)
 
 
 def load(kernel, spec, key=None):
