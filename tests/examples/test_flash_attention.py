@@ -217,9 +217,14 @@ def test_two_consumer_warpgroups_on_the_gpu(b, s, h, d, dtype, causal):
     """The benchmark's best configuration (128x128 blocks, 256 threads: two consumer
     warpgroups) against float32 SDPA and, on a slice, the simulator."""
     cfg = dict(block_M=128, block_N=128, threads=256, num_stages=2, is_causal=causal)
-    q, k, v = _qkv(b, s, h, d, dtype, device="cuda")
+    _against_sdpa_and_the_simulator(flashattn, cfg, b, s, h, d, dtype, causal, seed=0)
+
+
+def _against_sdpa_and_the_simulator(kernel, cfg, b, s, h, d, dtype, causal, seed):
+    """On the GPU against float32 SDPA; on a 300-long slice against the simulator."""
+    q, k, v = _qkv(b, s, h, d, dtype, device="cuda", seed=seed)
     o = torch.empty_like(q)
-    flashattn(q, k, v, o, **cfg)
+    kernel(q, k, v, o, **cfg)
     torch.cuda.synchronize()
     err = (o.float() - reference(q, k, v, causal)).abs().max().item()
     assert err < (2e-2 if dtype == torch.float16 else 4e-2), err
@@ -227,7 +232,7 @@ def test_two_consumer_warpgroups_on_the_gpu(b, s, h, d, dtype, causal):
     o_sim = torch.empty_like(small[0])
     flashattn_sim(*small, o_sim, **cfg)
     o_gpu = torch.empty_like(small[0]).cuda()
-    flashattn(*(x.cuda() for x in small), o_gpu, **cfg)
+    kernel(*(x.cuda() for x in small), o_gpu, **cfg)
     torch.cuda.synchronize()
     assert (o_gpu.float().cpu() - o_sim.float()).abs().max().item() < 2e-2
 
@@ -274,19 +279,8 @@ def test_three_consumer_warpgroups_on_the_gpu(b, s, h, d, dtype, causal):
     """192x96 blocks, three consumer warpgroups: against float32 SDPA and, on a slice
     whose length is not a multiple of 192, the simulator."""
     cfg = dict(THREE_CONSUMERS, is_causal=causal)
-    q, k, v = _qkv(b, s, h, d, dtype, device="cuda", seed=s)
-    o = torch.empty_like(q)
-    flashattn_fast(q, k, v, o, **cfg)
-    torch.cuda.synchronize()
-    err = (o.float() - reference(q, k, v, causal)).abs().max().item()
-    assert err < (2e-2 if dtype == torch.float16 else 4e-2), err
-    small = [x[:1, :300, :1].cpu() for x in (q, k, v)]
-    o_sim = torch.empty_like(small[0])
-    flashattn_sim(*small, o_sim, **cfg)
-    o_gpu = torch.empty_like(small[0]).cuda()
-    flashattn_fast(*(x.cuda() for x in small), o_gpu, **cfg)
-    torch.cuda.synchronize()
-    assert (o_gpu.float().cpu() - o_sim.float()).abs().max().item() < 2e-2
+    _against_sdpa_and_the_simulator(flashattn_fast, cfg, b, s, h, d, dtype, causal, seed=s)
+
 
 def _gqa(b, s, h, kvh, d, dtype, layout, device="cpu", seed=1):
     g = torch.Generator().manual_seed(seed)
