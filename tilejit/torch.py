@@ -143,8 +143,11 @@ def custom_op(name: str, kernel: KernelFunction, *, constexprs: dict | None = No
         return (made + rest)[0] if len(made) + len(rest) == 1 else tuple(made + rest)
 
     def call(*args):
-        bound, made = bind(args)
-        out = kernel(*(bound[p] for p in params), **constexprs)
+        if outputs:
+            bound, made = bind(args)
+            out = kernel(*(bound[p] for p in params), **constexprs)
+        else:               # the common case: the arguments are the kernel's, as given
+            made, out = [], kernel(*args, **constexprs)
         for i in written:       # what ADInplaceOrView would do for a mutating operator
             torch.autograd.graph.increment_version(args[i])
         return results(made, out)
