@@ -21,6 +21,26 @@ t visits its own slots s, the loop indices are the layout's coordinates of (t, s
 The loop is fully unrolled, so every slot is a constant and the fragment lives in
 registers. A fragment indexed any other way is a ``CompileError``.
 
+A ``T.Parallel`` over part of a fragment (issue 27): ``F[k, j]`` in a loop over ``j``,
+where the positions that are not the loop's indices (all of them, in order) are fixed
+within the loop (a serial loop's variable, a constant; no loop index, nothing the body
+assigns), as TileLang's decode combine writes ``lse_local[k, j]``. The rule: the loop
+iterates a layout L of its own shape (a stand-in fragment ``__tj_part<k>``, tied to the
+loop's other fragments as a fragment over its whole shape would be), and F holds, in
+every thread, L's elements for every value of the fixed positions: F's layout is L with
+each fixed dimension added as one slot digit above L's slots (``_expand``: slot
+``s + L.slots·c``, c the fixed indices numbered row-major), so ``F[k, j]`` is slot
+``s + L.slots·k`` of the thread that holds j, and a ``T.reduce`` of F over a fixed
+dimension is per thread, giving L. The two derive from each other (``_expand``,
+``_restrict``: L is F's layout at fixed values of those positions, which only slot
+digits may move); when neither is fixed, L is the ``T.Parallel`` distribution of the
+loop's shape and F follows. A fragment whose layout spreads a fixed dimension over
+threads (a gemm accumulator indexed ``C[i, j]`` in a serial loop over i), or indexed in
+part along different dimensions, is a ``CompileError`` naming both uses. With the
+enclosing loop unrolled (a compile-time trip count, small bodies) every slot is again a
+constant; otherwise the slot is computed and the fragment lives in local memory, as in
+TileLang.
+
 Shared tiles read by ``T.gemm`` get the bank-conflict-free swizzled layout
 (``layouts.make_swizzled_layout``); ``T.annotate_layout({tile: layout})`` sets one
 explicitly; other shared tiles are row-major.
@@ -36,7 +56,7 @@ from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
-from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.digits import Digit, DigitLayout, digit_layout, reduce_layout
 from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
@@ -123,6 +143,25 @@ def _dropped_positions(idx, loop_vars):
     return tuple(k for k, v in enumerate(loop_vars) if v not in idx)
 
 
+def _partial_positions(sub, loop_vars, varying):
+    """The positions of a fragment subscript that are fixed within the loop when it indexes
+    part of the fragment (``F[k, j]`` in a loop over ``j``, k from a serial loop or a
+    constant): its other positions are the loop's indices, all of them, in order; the fixed
+    ones name none of ``varying`` (the loop's indices and the names its body assigns).
+    None for any other subscript."""
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if len(elts) <= len(loop_vars):
+        return None
+    names = [e.id if isinstance(e, ast.Name) and e.id in loop_vars else None for e in elts]
+    if [n for n in names if n is not None] != list(loop_vars):
+        return None
+    fixed = tuple(k for k, n in enumerate(names) if n is None)
+    for k in fixed:
+        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
+            return None
+    return fixed
+
+
 class _Collect(ast.NodeVisitor):
     """Fragment loops, copies between fragments, and annotate_layout calls."""
 
@@ -139,8 +178,11 @@ class _Collect(ast.NodeVisitor):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
             loop_vars = _loop_names(node.target) or []
-            full, subset = [], {}
-            for sub in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            body = ast.Module(body=node.body, type_ignores=[])
+            varying = set(loop_vars) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
+                                        and isinstance(n.ctx, ast.Store)}
+            full, subset, partial = [], {}, {}
+            for sub in ast.walk(body):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
                     continue
@@ -148,14 +190,18 @@ class _Collect(ast.NodeVisitor):
                 if _constant_index(sub) is not None:
                     continue                  # F[0]: an element every thread holds
                 dropped = _dropped_positions(idx, loop_vars)
+                fixed = _partial_positions(sub, loop_vars, varying) if loop_vars else None
                 if dropped and name not in full:
                     subset.setdefault(name, (dropped, sub))
+                elif fixed is not None and name not in full:
+                    partial.setdefault(name, []).append((fixed, sub))
                 elif name not in full:
                     full.append(name)
             for name in full:
                 subset.pop(name, None)
-            if full or subset:
-                self.loops.append((node, full, subset))
+                partial.pop(name, None)
+            if full or subset or partial:
+                self.loops.append((node, full, subset, partial))
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -182,6 +228,7 @@ class _RewriteLoops(ast.NodeTransformer):
         self.loop_ids = loop_ids          # id(For node) -> (loop id, fragment names)
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
         self.whole = set()          # scalar fragments (_scalar_fragments): held whole
+        self.partial = {}           # (loop id, fragment) -> slot stride of each fixed position
         self.current: set[str] | None = None
         self.counter = 0
 
@@ -250,6 +297,29 @@ class _RewriteLoops(ast.NodeTransformer):
                 f"over its shape {t.shape}", sub)
         return ast.Constant(slot)
 
+    def _partial_slot(self, sub):
+        """``F[k, j]`` in a loop over ``j``: the slot of ``F[0, j]`` (a map of the loop's
+        slot) plus each fixed index times its slot stride (``_partial_slots``)."""
+        lid, name = self.current[2], sub.value.id
+        strides = self.partial[(lid, name)]
+        elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        loop_vars = list(self.current[1])
+        if [e.id for k, e in enumerate(elts) if k not in strides
+                and isinstance(e, ast.Name)] != loop_vars or len(elts) - len(strides) != len(
+                    loop_vars):
+            raise self.ctx.error(
+                f"fragment {name!r} is indexed in part in this loop: index it with the loop's "
+                f"indices [{', '.join(loop_vars)}] in order at the same positions everywhere "
+                f"in the loop, got `{ast.unparse(sub)}`", sub)
+        slot = ast.Call(ast.Name(FRAG_SLOT, ast.Load()),
+                        [ast.Constant(lid), ast.Constant(name),
+                         ast.Name(f"{SLOT}{self.counter}", ast.Load())], [])
+        for k, stride in strides.items():
+            if stride:
+                slot = ast.BinOp(slot, ast.Add(),
+                                 ast.BinOp(elts[k], ast.Mult(), ast.Constant(stride)))
+        return slot
+
     def _slot(self, sub: ast.Subscript, store=False):
         name = sub.value.id
         consts = _constant_index(sub)
@@ -257,6 +327,8 @@ class _RewriteLoops(ast.NodeTransformer):
             return self._constant_slot(sub, consts)
         if name in self.whole and (self.current is None or name not in self.current[0]):
             return self._whole_slot(sub)
+        if self.current is not None and (self.current[2], name) in self.partial:
+            return self._partial_slot(sub)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
                 and _index_names(sub) != list(self.current[1])):
             if store:
@@ -374,9 +446,10 @@ def _widen_unit_loops(fdef, ctx):
             zeros = [k for k, e in enumerate(elts) if isinstance(e, ast.Constant)
                      and e.value == 0 and shape[k] == 1]
             if names == loop_vars and len(names) + len(zeros) == len(elts):
-                units = zeros
-                break
-        if units is None:
+                units = zeros if units is None or units == zeros else False
+            elif units is not False:
+                units = False       # F[k, j] of a larger F: the loop is over part of F
+        if not units:
             continue
         targets = list(loop.target.elts) if isinstance(loop.target, ast.Tuple) else \
             [loop.target]
@@ -426,7 +499,10 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     derived = []          # (source fragment, target fragment, dims removed, keep, line, why)
     loop_ids = {}
-    for k, (loop, full, subset) in enumerate(col.loops):
+    views = dict(tiles)          # the tiles, and a stand-in for each loop over part of one
+    leads = {}                   # id(loop) -> the fragment whose layout the loop iterates
+    partial_uses = {}            # (loop id, fragment) -> the fixed positions
+    for k, (loop, full, subset, partial) in enumerate(col.loops):
         loop_vars = _loop_names(loop.target)
         if loop_vars is None:
             raise ctx.error("a T.Parallel over a fragment must bind plain names", loop)
@@ -439,10 +515,45 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         for n in full:
             if tuple(extents) != tiles[n].shape:
                 raise ctx.error(f"a T.Parallel over fragment {n!r} must cover its shape "
-                                f"{tiles[n].shape}; this loop covers {tuple(extents)}", loop)
+                                f"{tiles[n].shape}; this loop covers {tuple(extents)} (a loop "
+                                f"over part of it indexes it with all of the loop's indices, in "
+                                f"order, and indices that do not change within the loop: "
+                                f"`F[k, j]` in a loop over j, k a serial loop's variable)", loop)
             groups.union(n, full[0])
+        lead = full[0] if full else None
+        if partial:
+            # a stand-in fragment of the loop's shape: the loop iterates its layout, and
+            # each fragment indexed in part holds, per thread, that layout's elements for
+            # every value of its fixed positions (_expand / _restrict)
+            lead_name = f"__tj_part{k}"
+            first = next(iter(partial))
+            views[lead_name] = Tile(lead_name, FRAGMENT, tuple(extents), tiles[first].dtype,
+                                    loop.lineno)
+            col.partners[lead_name] = set(col.partners.get(first, ()))
+            if lead is not None:
+                groups.union(lead_name, lead)
+            lead = lead_name
+            for n, uses in partial.items():
+                held = uses[0][0]
+                for other, sub in uses:
+                    if other != held:
+                        raise ctx.error(f"fragment {n!r} is indexed in part at different "
+                                        f"positions in one T.Parallel: `{ast.unparse(uses[0][1])}`"
+                                        f" and `{ast.unparse(sub)}`", sub)
+                sub = uses[0][1]
+                kept = tuple(e for j, e in enumerate(tiles[n].shape) if j not in held)
+                if kept != tuple(extents):
+                    raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed "
+                                    f"`{ast.unparse(sub)}` in a T.Parallel over extents "
+                                    f"{tuple(extents)}; the loop must cover the dimensions it "
+                                    f"indexes ({kept})", sub)
+                why = (f"indexed in part, `{ast.unparse(sub)}`, in the T.Parallel at line "
+                       f"{loop.lineno}")
+                derived.append((lead_name, n, held, _EXPAND, sub.lineno, why, False))
+                derived.append((n, lead_name, held, _RESTRICT, sub.lineno, why, False))
+                partial_uses[(f"L{k}", n)] = held
         for n, (dropped, sub) in subset.items():
-            if not full:
+            if lead is None:
                 raise ctx.error(f"fragment {n!r} is indexed with only some of this loop's "
                                 f"indices; the loop must also index a fragment with all of them "
                                 f"(whose layout it then follows)", sub)
@@ -450,25 +561,35 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             if kept != tiles[n].shape:
                 raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed with loop "
                                 f"indices of extents {kept}", sub)
-            derived.append((full[0], n, dropped, False, sub.lineno,
-                            f"indexed by a subset of the loop over {full[0]!r}", False))
+            derived.append((lead, n, dropped, False, sub.lineno,
+                            f"indexed by a subset of the loop over {lead!r}", False))
+        leads[id(loop)] = lead
         loop_ids[id(loop)] = (f"L{k}", full, loop_vars)
     for src, dst, dim, line in plan.reductions:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
     scalars = _scalar_fragments(fdef, ctx)
-    _resolve(ctx, tiles, groups, fixed, derived, col.partners, scalars)
-    for loop, full, subset in col.loops:
+    _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
+    partial_slots = {}
+    for loop, _full, subset, partial in col.loops:
         lid = loop_ids[id(loop)][0]
-        plan.loops[lid] = (tiles[full[0]].layout, tiles[full[0]].indexing)
+        lead = views[leads[id(loop)]]
+        plan.loops[lid] = (lead.layout, lead.indexing)
         for n, (dropped, _) in subset.items():
-            red = _reduction(ctx, tiles[full[0]].layout, dropped, False, loop.lineno)
+            red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
+        for n in partial:
+            slot_map, strides = _partial_slots(ctx, tiles[n], partial_uses[(lid, n)],
+                                               loop.lineno)
+            _check_partial(ctx, tiles[n], lead.indexing, slot_map, strides, loop.lineno)
+            plan.slot_maps[(lid, n)] = slot_map
+            partial_slots[(lid, n)] = strides
     _plan_reduction_scratch(ctx, tiles)
     _convert_through_shared(ctx, fdef, conversions)
     rewrite = _RewriteLoops(ctx, loop_ids)
     rewrite.whole = scalars
+    rewrite.partial = partial_slots
     return rewrite.visit(fdef)
 
 
@@ -684,6 +805,125 @@ def _reduction(ctx, layout, dims, keep, line):
     return dl, slot_map, steps
 
 
+_EXPAND, _RESTRICT = "expand", "restrict"      # derivations between a loop and a part
+
+
+def _expand(layout, fixed, shape):
+    """The layout of a fragment of ``shape`` that a T.Parallel loop laid out as ``layout``
+    indexes in part (its positions ``fixed`` do not vary in the loop): each thread holds
+    the loop layout's elements for every value of the fixed positions, in slots
+    ``s + slots·c`` (c the row-major number of the fixed positions' values). None when
+    ``layout`` has no digit form or its slots are not numbered compactly."""
+    dl = _as_digits(layout)
+    if dl is None or not _compact_slots(dl):
+        return None
+    strides, acc = {}, dl.slots
+    for k in reversed(fixed):
+        strides[k] = acc
+        acc *= shape[k]
+    kept = iter(dl.dims)
+    dims = tuple(((Digit("s", strides[k], shape[k], 1),) if shape[k] > 1 else ())
+                 if k in strides else next(kept) for k in range(len(shape)))
+    return DigitLayout(tuple(shape), dims, dl.threads, acc,
+                       f"{dl.name or 'layout'} held per thread along dims {list(fixed)}")
+
+
+def _compact_slots(dl) -> bool:
+    acc = 1
+    for d in sorted((d for dim in dl.dims for d in dim if d.src == "s"), key=lambda d: d.stride):
+        if d.stride != acc:
+            return False
+        acc *= d.size
+    return acc == dl.slots
+
+
+def _restrict(layout, fixed):
+    """The layout of a loop over part of a fragment laid out as ``layout``: its
+    elements at fixed values of the positions ``fixed``, which only slot digits may
+    move (else None: some of those elements are held by other threads)."""
+    dl = _as_digits(layout)
+    if dl is None or any(d.src != "s" for k in fixed for d in dl.dims[k]):
+        return None
+    return _reduction_or_none(dl, fixed, False)
+
+
+def _derived_or_none(layout, dims, keep, shape):
+    if keep == _EXPAND:
+        return _expand(layout, dims, shape)
+    if keep == _RESTRICT:
+        return _restrict(layout, dims)
+    return _reduction_or_none(layout, dims, keep)
+
+
+def _part_layout(ctx, layout, fixed, kind, shape, line, frag, why, origin):
+    """``_expand`` or ``_restrict``, or a CompileError naming the fragment ``frag``, the
+    use ``why`` and where ``layout`` came from (``origin``)."""
+    out = _derived_or_none(layout, fixed, kind, shape)
+    if out is not None:
+        return out
+    layout = getattr(layout, "name", "") or layout
+    if kind == _EXPAND:
+        raise ctx.error(f"fragment {frag!r} is {why}; that loop is laid out as {layout} "
+                        f"({origin}), which cannot be extended to the whole fragment (it needs "
+                        f"a digit form with compactly numbered slots)", line)
+    raise ctx.error(f"fragment {frag!r} is {why}: a loop over part of a fragment needs the "
+                    f"dimension(s) it fixes, {list(fixed)}, held in each thread's registers, but "
+                    f"{frag!r} is laid out as {layout!s} ({origin}), which spreads them over "
+                    f"threads", line)
+
+
+def _partial_slots(ctx, tile, fixed, line):
+    """(slot of ``tile[..c.., j]`` for c = 0 as an Expr of the loop's slot s, the slot
+    stride of each fixed position): the loop iterates ``_restrict(tile.layout)``, whose
+    slots number the kept slot digits of the tile compactly."""
+    dl = _as_digits(tile.layout)
+    strides = {}
+    for k in fixed:
+        digits = dl.dims[k]
+        if not digits:
+            strides[k] = 0
+        elif len(digits) == 1 and digits[0].place == 1 and digits[0].size == tile.shape[k]:
+            strides[k] = digits[0].stride
+        else:
+            raise ctx.error(f"fragment {tile.name!r} is indexed in part along dimension {k}, "
+                            f"which its layout {tile.layout} does not hold as one run of "
+                            f"slots", line)
+    kept = sorted((d for k in range(len(tile.shape)) if k not in fixed for d in dl.dims[k]
+                   if d.src == "s"), key=lambda d: d.stride)
+    expr, acc = Const(0), 1
+    for d in kept:
+        expr = expr + ((S_VAR // acc) % d.size) * d.stride
+        acc *= d.size
+    return expr, strides
+
+
+def _check_partial(ctx, tile, loop_ix, slot_map, strides, line):
+    """Every thread's slot of ``tile[..c.., j]`` holds that element, for each (t, s) of
+    the loop and each value c of the fixed positions (0, 1 and the last where there are
+    more than four: the slot is linear in c)."""
+    ix = tile.indexing
+    fixed = sorted(strides)
+    values = [range(tile.shape[k]) if tile.shape[k] <= 4 else (0, 1, tile.shape[k] - 1)
+              for k in fixed]
+    for t in range(ctx.threads):
+        for s in range(loop_ix.slots):
+            env = {"t": t, "s": s}
+            if loop_ix.valid is not None and not evaluate(loop_ix.valid, env):
+                continue
+            here = [evaluate(c, env) for c in loop_ix.coords]
+            base = evaluate(slot_map, env)
+            for cs in itertools.product(*values):
+                slot = base + sum(c * strides[k] for c, k in zip(cs, fixed))
+                want = list(here)
+                for k, c in zip(fixed, cs):
+                    want.insert(k, c)
+                got = [evaluate(c, {"t": t, "s": slot}) for c in ix.coords]
+                if not 0 <= slot < ix.slots or got != want:
+                    raise ctx.error(f"internal: fragment {tile.name!r} indexed in part: thread "
+                                    f"{t} expects {want} at slot {slot}, which holds {got}",
+                                    line)
+
+
 def _reduction_or_none(layout, dims, keep):
     dl = _as_digits(layout)
     for dim in sorted(dims, reverse=True):
@@ -769,12 +1009,18 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
         if old is not None:
             if not _same_layout(old[0], layout):
                 raise ctx.error(
-                    f"fragments {old[4]!r} and {name!r} need different layouts: {old[3]} "
+                    f"fragments {shown(old[4])} and {shown(name)} need different layouts: "
+                    f"{old[3]} "
                     f"(line {old[2]}: {ctx.source_line(old[2])}) and {reason} (line {line}: "
                     f"{ctx.source_line(line)})", line)
             return False
         chosen[root] = (layout, vec, line, reason, name)
         return True
+
+    def shown(name):
+        if name.startswith("__tj_part"):     # the stand-in of a loop over part of one
+            return f"(the T.Parallel at line {tiles[name].line})"
+        return repr(name)
 
     for root, names in members.items():
         shapes = {tiles[n].shape for n in names}
@@ -785,9 +1031,14 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
             if n in fixed:
                 frag, line, reason = fixed[n]
                 assign(root, frag, None, line, reason, n)
-    def derivable(src_layout, dims, keep, optional, line):
+    def derivable(src_layout, dims, keep, optional, line, dst=None, why="", src=None):
         """The derived layout, or None for a reduction that goes through shared memory
         (its source layout has no digit form with power-of-two thread groups)."""
+        if keep in (_EXPAND, _RESTRICT):
+            _, _, at, reason, _ = chosen[groups.find(src)]
+            origin = f"{reason}, line {at}: {ctx.source_line(at)}"
+            return _part_layout(ctx, src_layout, dims, keep, tiles[dst].shape, line,
+                                dst if keep == _EXPAND else src, why, origin)
         if optional and _reduction_or_none(src_layout, dims, keep) is None:
             return None
         return _reduction(ctx, src_layout, dims, keep, line)[0]
@@ -801,27 +1052,32 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
         for n, (src, dst, dims, keep, line, why, optional) in enumerate(derived):
             rs, rd = groups.find(src), groups.find(dst)
             if rs in chosen and rd not in chosen and n not in dropped_edges:
-                layout = derivable(chosen[rs][0], dims, keep, optional, line)
+                layout = derivable(chosen[rs][0], dims, keep, optional, line, dst, why, src)
                 if layout is None:
                     dropped_edges.add(n)
                     targets = {groups.find(d[1]) for m, d in enumerate(derived)
                                if m not in dropped_edges}
                     continue
-                assign(rd, layout, None, line, why, dst)
+                assign(rd, layout, None, line, why, src if keep == _RESTRICT else dst)
                 progress = True
         pending = [r for r in members if r not in chosen]
         if progress or not pending:
             continue
-        roots = [r for r in pending if r not in targets] or pending[:1]
+        # a loop over part of a fragment and that fragment derive from each other: the
+        # loop's layout is chosen first (a T.Parallel distribution of its own shape)
+        roots = [r for r in pending if r not in targets] or [
+            r for r in pending if any(k == _EXPAND and groups.find(s) == r
+                                      for s, _, _, k, *_ in derived)][:1] or pending[:1]
         for root in roots:
             names = members[root]
             dtypes = [tiles[n].dtype for n in names]
             dtypes += [d for n in names for d in partners.get(n, ())]
-            needs = [(dims, keep) for src, _, dims, keep, _, _, optional in derived
-                     if groups.find(src) == root and not optional]
+            needs = [(dims, keep, tiles[dst].shape) for src, dst, dims, keep, _, _, optional
+                     in derived if groups.find(src) == root and not optional]
 
             def usable(layout, needs=needs):
-                return all(_reduction_or_none(layout, d, k) is not None for d, k in needs)
+                return all(_derived_or_none(layout, d, k, shape) is not None
+                           for d, k, shape in needs)
             if all(n in scalars for n in names) and not needs:
                 layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
                 assign(root, layout, 1, tiles[names[0]].line,
@@ -835,11 +1091,12 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
         rs, rd = groups.find(src), groups.find(dst)
         if optional and _reduction_or_none(chosen[rs][0], dims, keep) is None:
             continue                   # reduced through shared memory: any dst layout
-        want = _reduction(ctx, chosen[rs][0], dims, keep, line)[0]
+        want = derivable(chosen[rs][0], dims, keep, False, line, dst, why, src)
         have = chosen[rd]
         if not _same_layout(want, have[0]):
             raise ctx.error(
-                f"fragment {dst!r} needs two different layouts: {why} (line {line}: "
+                f"fragment {src if keep == _RESTRICT else dst!r} needs two different layouts: "
+                f"{why} (line {line}: "
                 f"{ctx.source_line(line)}) and {have[3]} (line {have[2]}: "
                 f"{ctx.source_line(have[2])})", line)
     for root, names in members.items():

@@ -36,8 +36,9 @@ from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import cast_values
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.lowering.tiles import (emit, fragment_slot, guarded, intrinsic, opaque, plan,
-                                            rounds, thread_index, unflatten, writer_guard)
+from tilejit.codegen.lowering.tiles import (SlotMemo, emit, fragment_slot, guarded, intrinsic,
+                                            opaque, plan, rounds, thread_index, unflatten,
+                                            writer_guard)
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -52,6 +53,12 @@ class Side:
     extents: tuple | None
     tensor: object = None      # the struct proxy of a global tensor
     scalar_only: bool = False  # never the vector path (the misaligned fallback)
+    # a global tensor's data pointer, shape and strides, read from its struct once where
+    # the copy begins (``describe``: every use is after it in the copy's code) instead
+    # of a load and an extractvalue per dimension at each use
+    data: object = None
+    shape: list | None = None
+    strides: list | None = None
 
     @property
     def ndim(self):
@@ -79,7 +86,10 @@ def describe(context, builder, ty, value) -> Side:
     zeros = [I64(0)] * ty.ndim
     if isinstance(ty, GlobalTensorType):
         tensor = cgutils.create_struct_proxy(ty)(context, builder, value=value)
-        return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor)
+        return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor,
+                    data=tensor.data,
+                    shape=cgutils.unpack_tuple(builder, tensor.shape, ty.ndim),
+                    strides=cgutils.unpack_tuple(builder, tensor.strides, ty.ndim))
     return Side(ty, ty.kind, value, zeros, list(range(ty.ndim)), tuple(ty.shape))
 
 
@@ -100,6 +110,9 @@ def _dims(side: Side, copy_coords) -> list:
 def _global_coords(builder, side, offsets):
     out = []
     for start, off in zip(side.starts, offsets):
+        if isinstance(off, int) and off == 0:      # start + 0: start, as LLVM folds it
+            out.append(start)
+            continue
         out.append(builder.add(start, builder.zext(off, I64) if isinstance(off, ir.Value)
                                else I64(off)))
     return out
@@ -108,7 +121,7 @@ def _global_coords(builder, side, offsets):
 def _element_offset(builder, side, coords):
     """The i64 element offset of global coordinates (each times its stride; the last
     dimension of a contiguous tensor has stride 1)."""
-    strides = cgutils.unpack_tuple(builder, side.tensor.strides, side.ndim)
+    strides = side.strides
     offset = None
     for d, c in enumerate(coords):
         term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
@@ -117,12 +130,12 @@ def _element_offset(builder, side, coords):
 
 
 def _global_pointer(builder, side, coords, inbounds=True):
-    return builder.gep(side.tensor.data, [_element_offset(builder, side, coords)],
+    return builder.gep(side.data, [_element_offset(builder, side, coords)],
                        inbounds=inbounds)
 
 
 def _inside(builder, side, coords):
-    shape = cgutils.unpack_tuple(builder, side.tensor.shape, side.ndim)
+    shape = side.shape
     ok = None
     for c, n in zip(coords, shape):
         b = builder.icmp_unsigned("<", c, n)
@@ -259,7 +272,7 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     # edges') moves every run as one unchecked vector access: loads all in flight
     # together, stores without a bounds check per run (the GEMM epilogue: 236 registers,
     # no spills, and the bias-and-ReLU example's epilogue spills are gone)
-    shape = cgutils.unpack_tuple(builder, other.tensor.shape, other.ndim)
+    shape = other.shape
     interior = builder.and_(fast, _region_inside(builder, other, shape))
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
@@ -275,8 +288,9 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     ix = t.indexing
     tid = thread_index(context, builder)
     writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
+    memo = SlotMemo()     # each run's code follows the previous one's: values dominate
     for s0, length in runs:
-        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer)
+        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
         at = _element_at(builder, cc)
         # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
@@ -493,7 +507,7 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
         _chunks(context, builder, src, dst, extents, vec, chunks, {})
         return
     # a region wholly inside the tensor with an aligned start moves unchecked vectors
-    shape = cgutils.unpack_tuple(builder, glob.tensor.shape, glob.ndim)
+    shape = glob.shape
     interior = builder.and_(fast[id(glob)], _region_inside(builder, glob, shape))
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
@@ -590,7 +604,7 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
             left = builder.select(ok, left, I64(0))
             nbytes = builder.trunc(builder.mul(left, I64(itemsize)), I32)
             inside = builder.icmp_unsigned("!=", left, I64(0))
-            data = src.tensor.data
+            data = src.data
             if gptr.type != data.type:
                 data = builder.addrspacecast(data, gptr.type)
             _cp_async(builder, sptr, builder.select(inside, gptr, data), vec * itemsize, nbytes)
@@ -603,7 +617,7 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
     last start is not a multiple of vec (checked once, at run time) the copy is
     synchronous, element by element."""
     itemsize = src.dtype.itemsize
-    shape = cgutils.unpack_tuple(builder, src.tensor.shape, src.ndim)
+    shape = src.shape
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
             # a tile wholly inside the tensor (every tile but the edges) skips the
@@ -751,7 +765,7 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
         wide = [n for n in side.extents if n != 1]
         total = I64(math.prod(wide))
     else:                                       # the whole tensor, of its run-time shape
-        shape = cgutils.unpack_tuple(builder, side.tensor.shape, side.ndim)
+        shape = side.shape
         total = I64(1)
         for n in shape:
             total = builder.mul(total, n)

@@ -32,20 +32,43 @@ I32 = ir.IntType(32)
 SMEM = "__tj_smem"
 
 
-def emit(builder, expr, env: dict) -> ir.Value:
+def emit(builder, expr, env: dict, memo: SlotMemo | None = None) -> ir.Value:
     """An addressing expression as i32 IR; ``env`` maps variable names to i32 values
-    or Python ints."""
+    or Python ints. ``memo``: a ``SlotMemo`` that reuses the values of subexpressions
+    free of its slot variable, emitted for an earlier slot."""
+    if memo is not None:
+        return memo.emit(builder, expr, env)
+    return _emit(builder, expr, env, {})
+
+
+def _emit(builder, expr, env: dict, seen: dict) -> ir.Value:
+    """``emit``, each subexpression object once: a swizzled layout's offset reads its
+    unswizzled offset twice (``o ^ ((o & 448) >> 3)``), one subtree, emitted once
+    (``seen``: id(expr) → (expr, value)) rather than twice for LLVM's CSE to merge."""
     if isinstance(expr, Const):
         return I32(expr.value)
     if isinstance(expr, Var):
         v = env[expr.name]
         return I32(v) if isinstance(v, int) else v
-    a, b = emit(builder, expr.a, env), emit(builder, expr.b, env)
-    op = expr.op
-    if isinstance(a, ir.Constant) and isinstance(b, ir.Constant):
-        folded = _fold_i32(op, a.constant, b.constant)
-        if folded is not None:
-            return I32(folded)
+    hit = seen.get(id(expr))
+    if hit is not None and hit[0] is expr:
+        return hit[1]
+    value = _emit_op(builder, expr.op, _emit(builder, expr.a, env, seen),
+                     _emit(builder, expr.b, env, seen))
+    seen[id(expr)] = (expr, value)
+    return value
+
+
+def _emit_op(builder, op, a, b) -> ir.Value:
+    if isinstance(a, ir.Constant):
+        if isinstance(b, ir.Constant):
+            folded = _fold_i32(op, a.constant, b.constant)
+            if folded is not None:
+                return I32(folded)
+        elif a.constant == _IDENTITY.get(op):      # 0 + x, 1 * x: x, as LLVM folds it
+            return b
+    elif isinstance(b, ir.Constant) and b.constant == _IDENTITY.get(op):
+        return a
     if op == "add":
         return builder.add(a, b)
     if op == "mul":
@@ -63,6 +86,46 @@ def emit(builder, expr, env: dict) -> ir.Value:
     if op == "lt":
         return builder.zext(builder.icmp_unsigned("<", a, b), I32)
     raise NotImplementedError(op)
+
+
+class SlotMemo:
+    """``emit`` for one fragment's slots, one after another: a subexpression that does
+    not read the slot variable (the thread's part of a slot's coordinates, ``t // 4 %
+    8``) has the same value at every slot and is emitted once, at the first, instead of
+    once a slot for LLVM's CSE to merge (most of the lowered IR of an accumulator's
+    epilogue). The values must dominate where they are reused: one memo serves a
+    straight run of slots in one function, each slot's code after the previous one's
+    (``_fragment_runs``, ``owned_elements``), never across the arms of a branch."""
+
+    def __init__(self, slot_var: str = "s"):
+        self.slot_var = slot_var
+        self.values: dict[int, tuple] = {}       # id(expr): (expr, value), free of s
+        self.slot_values: dict[int, tuple] = {}  # id(expr): (expr, env, value), reads s
+
+    def emit(self, builder, expr, env: dict) -> ir.Value:
+        return self._emit(builder, expr, env)[0]
+
+    def _emit(self, builder, expr, env):
+        """(value, whether it reads the slot variable)."""
+        if isinstance(expr, Const):
+            return I32(expr.value), False
+        if isinstance(expr, Var):
+            v = env[expr.name]
+            return (I32(v) if isinstance(v, int) else v), expr.name == self.slot_var
+        hit = self.values.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1], False
+        hit = self.slot_values.get(id(expr))
+        if hit is not None and hit[0] is expr and hit[1] is env:
+            return hit[2], True
+        (a, ra), (b, rb) = self._emit(builder, expr.a, env), self._emit(builder, expr.b, env)
+        value = _emit_op(builder, expr.op, a, b)
+        reads = ra or rb
+        if not reads:
+            self.values[id(expr)] = (expr, value)
+        else:           # this slot's only (emit's ``seen``)
+            self.slot_values[id(expr)] = (expr, env, value)
+        return value, reads
 
 
 def _fold_i32(op, a: int, b: int):
@@ -97,6 +160,7 @@ def _fold_i32(op, a: int, b: int):
 
 
 _MASK32 = (1 << 32) - 1
+_IDENTITY = {"add": 0, "mul": 1}    # x op identity == identity op x == x
 
 
 def plan():
@@ -178,13 +242,15 @@ def writer_guard(builder, ix, tid):
     return None if ix.writer is None else nonzero(builder, ix.writer, {"t": tid})
 
 
-def fragment_slot(builder, ix, tid, s, writer=None):
+def fragment_slot(builder, ix, tid, s, writer=None, memo: SlotMemo | None = None):
     """(tile coordinates as i32 values, guard or None) of slot ``s`` of this thread of a
     fragment: the guard holds where the slot is an element of the tile (and, with a
-    ``writer`` guard, where this thread writes it)."""
+    ``writer`` guard, where this thread writes it). ``memo``: one ``SlotMemo`` for the
+    slots of a straight run (``emit``)."""
     env = {"t": tid, "s": s}
-    coords = [emit(builder, c, env) for c in ix.coords]
-    guard = nonzero(builder, ix.valid, env) if ix.valid is not None else None
+    coords = [emit(builder, c, env, memo) for c in ix.coords]
+    guard = builder.icmp_unsigned("!=", emit(builder, ix.valid, env, memo), I32(0)) \
+        if ix.valid is not None else None
     if writer is not None:
         guard = writer if guard is None else builder.and_(guard, writer)
     return coords, guard
@@ -199,8 +265,9 @@ def owned_elements(context, builder, ty, value):
     tid = thread_index(context, builder)
     out = []
     if ty.kind == "fragment":
+        memo = SlotMemo()
         for s in range(t.indexing.slots):
-            coords, guard = fragment_slot(builder, t.indexing, tid, s)
+            coords, guard = fragment_slot(builder, t.indexing, tid, s, memo=memo)
             out.append((coords, builder.gep(value, [I32(s)]), guard))
         return out
     if ty.kind == "local":
