@@ -906,10 +906,14 @@ def _check_partial(ctx, tile, loop_ix, slot_map, strides, line):
     values = [range(tile.shape[k]) if tile.shape[k] <= 4 else (0, 1, tile.shape[k] - 1)
               for k in fixed]
     for t in range(ctx.threads):
-        for s in range(loop_ix.slots):
+        runs = [s for s in range(loop_ix.slots)
+                if loop_ix.valid is None or evaluate(loop_ix.valid, {"t": t, "s": s})]
+        if not runs and (ix.valid is None or any(evaluate(ix.valid, {"t": t, "s": s})
+                                                 for s in range(ix.slots))):
+            raise ctx.error(f"internal: fragment {tile.name!r} indexed in part: thread {t} "
+                            f"holds elements of it but the loop leaves the thread out", line)
+        for s in runs:
             env = {"t": t, "s": s}
-            if loop_ix.valid is not None and not evaluate(loop_ix.valid, env):
-                continue
             here = [evaluate(c, env) for c in loop_ix.coords]
             base = evaluate(slot_map, env)
             for cs in itertools.product(*values):
@@ -1085,6 +1089,12 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
                 continue
             layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads,
                                            usable if needs else None)
+            if any(n.startswith("__tj_part") for n in names):
+                # the fragments a loop over part of them derive their layouts from its
+                # digit form, where threads beyond the elements hold replicas: the loop
+                # runs in the same form, so that the replicas are written too (the
+                # distribution's own form leaves those threads out)
+                layout = _as_digits(layout) or layout
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
         pending = [r for r in members if r not in chosen]
     for src, dst, dims, keep, line, why, optional in derived:   # derivations must agree
