@@ -20,9 +20,11 @@ MOST_THREADS_PER_SM = 2048
 # ISA version the arch needs at least (an older one makes LLVM abort the process, not
 # raise). CUDA 13 dropped sm_70/72 and renamed sm_101 to sm_110, which LLVM 22 cannot
 # emit (it needs PTX 9.0).
-# (sm_89 and sm_90 take 8.4, the first with mma.sync on float8; sm_90a keeps 8.0, which
-# drivers from 525 load, and runs float8 on wgmma)
-_PTX_VERSION = {**{a: "+ptx80" for a in ("sm_75", "sm_80", "sm_86", "sm_87", "sm_90a")},
+# (sm_89 and sm_90 take 8.4, the first with mma.sync on float8; sm_90a takes 8.1, the
+# first with vector reductions (red.global.add.v4.f32), which drivers from 530 load, and
+# runs float8 on wgmma. Its PTX is otherwise the same as 8.0's, .version aside)
+_PTX_VERSION = {**{a: "+ptx80" for a in ("sm_75", "sm_80", "sm_86", "sm_87")},
+                "sm_90a": "+ptx81",
                 **{a: "+ptx84" for a in ("sm_89", "sm_90")},
                 **{a: "+ptx86" for a in ("sm_100", "sm_100a")},
                 **{a: "+ptx87" for a in ("sm_120", "sm_120a")},
@@ -171,6 +173,11 @@ class Target:
         """``mma.sync.m16n8k32`` on float8 e4m3/e5m2: sm_89 (Ada) and newer, in PTX 8.4
         or later (so not sm_90a here, whose float8 gemms are on wgmma)."""
         return self.is_cuda and self.sm >= 89 and self.ptx_features >= "+ptx84"
+
+    @property
+    def has_vector_red(self) -> bool:
+        """``red.global.add.v2/v4.f32``: one atomic add of 8 or 16 bytes (sm_90+, PTX 8.1+)."""
+        return self.is_cuda and self.sm >= 90 and self.ptx_features >= "+ptx81"
 
     @property
     def has_wgmma(self) -> bool:

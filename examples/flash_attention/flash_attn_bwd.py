@@ -102,18 +102,16 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
             T.gemm(pT_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
             T.clear(dpT)
             T.gemm(V_shared, dO_shared, dpT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            # dS^T, scaled by sm_scale here once for both dK and dQ
             for n, m in T.Parallel(block_N, block_M):
-                dpT[n, m] = qkT[n, m] * (dpT[n, m] - delta_shared[m])
+                dpT[n, m] = qkT[n, m] * (dpT[n, m] - delta_shared[m]) * sm_scale
             T.copy(dpT, dsT_cast)
             T.gemm(dsT_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
             T.copy(dsT_cast, dsT_shared)
             T.clear(dq)
             T.gemm(dsT_shared, K_shared, dq, transpose_A=True)
-            for m, d in T.Parallel(block_M, dim):
-                if i * block_M + m < seq_len:
-                    T.atomic_add(dQ[bz, i * block_M + m, by, d], dq[m, d] * sm_scale)
-        for n, d in T.Parallel(block_N, dim):
-            dk[n, d] = dk[n, d] * sm_scale
+            # rows past the sequence's end are skipped
+            T.atomic_add(dQ[bz, i * block_M:(i + 1) * block_M, by, :], dq)
         T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
         T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 

@@ -387,6 +387,18 @@ def test_atomic_kernels_ptx_assembles(name, kernel, args, must, arch, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_region_adds_of_float32_are_vector_reductions_on_hopper(arch):
+    """A float32 fragment added into a contiguous region: runs of consecutive slots as
+    one red.global.add.v2/v4.f32 each where the region lies inside the tensor (sm_90+),
+    element by element at the edges and on sm_80."""
+    a, b = _gemm_operands(128, 128, 256)
+    ptx = split_k_gemm.compile(a, b, _f32(128, 128), target="cuda", arch=arch).ptx
+    vector = [line for line in ptx.splitlines() if "red.global.add.v" in line]
+    assert bool(vector) == (arch == "sm_90a")
+    assert "add.f32" in ptx.replace("red.global.add.v", "")     # the edges' scalar adds
+
+
 def test_shared_atomics_are_fenced_by_barriers():
     ptx = shared_histogram.compile(torch.zeros(1000, dtype=torch.int32),
                                    torch.zeros(4, 16, dtype=torch.int32), target="cuda",

@@ -35,8 +35,9 @@ from tilejit.codegen.lowering.debug import emit_bounds_check
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tensor import element_pointer
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.lowering.tiles import (element_offset, fragment_slot, guarded, plan, rounds,
-                                            thread_index, unflatten, writer_guard)
+from tilejit.codegen.lowering.tiles import (SlotMemo, element_offset, fragment_slot, guarded,
+                                            plan, rounds, thread_index, unflatten,
+                                            writer_guard)
 
 I32 = ir.IntType(32)
 
@@ -154,16 +155,68 @@ def _region_impl(op):
 
 def _from_fragment(context, builder, op, src, dst):
     t = plan().tile(src.ty.tile_name)
+    width = _vector_red_width(op, dst, t)
+    if width == 1:
+        _fragment_slots(context, builder, op, src, dst, t, None)
+        return
+    # a region wholly inside the tensor with an aligned start (every block's but the
+    # edges') adds each run of consecutive slots with one vector reduction; the edges
+    # add element by element, each checked
+    runs = _copy._slot_runs(t.indexing, plan().threads, tuple(t.shape), width)
+    interior = builder.and_(_copy._aligned_start(builder, dst, max(n for _, n in runs)),
+                            _copy._region_inside(builder, dst, dst.shape))
+    with builder.if_else(interior, likely=True) as (inner, edge):
+        with inner:
+            _fragment_slots(context, builder, op, src, dst, t, runs)
+        with edge:
+            _fragment_slots(context, builder, op, src, dst, t, None)
+
+
+def _fragment_slots(context, builder, op, src, dst, t, runs):
+    """This thread's slots combined into ``dst``: one atomic per slot (``runs`` None,
+    global elements outside the tensor skipped), or one unchecked vector reduction per
+    run of slots."""
     ix = t.indexing
     tid = thread_index(context, builder)
     writer = writer_guard(builder, ix, tid)      # one copy of a replicated fragment adds
-    for s in range(ix.slots):
-        tile_coords, guard = fragment_slot(builder, ix, tid, s, writer)
+    memo = SlotMemo()
+    for s0, length in runs or tuple((s, 1) for s in range(ix.slots)):
+        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
         with guarded(builder, guard):
-            v = context.unpack_value(builder, src.element, builder.gep(src.value, [I32(s)]))
-            v = context.cast(builder, v, src.element, dst.element)
-            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
+            values = [context.cast(builder, context.unpack_value(
+                builder, src.element, builder.gep(src.value, [I32(s0 + k)])),
+                src.element, dst.element) for k in range(length)]
+            if runs is None:
+                _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), values[0])
+            else:
+                _red_vector(builder, dst, _copy._dims(dst, cc), values)
+
+
+def _vector_red_width(op, dst, t) -> int:
+    """Slots per ``red.global.add.v*.f32`` for a fragment added into a global region: up
+    to 4 (16 bytes) where the target has vector reductions and the region's last
+    dimension is the tensor's contiguous one, else 1 (an atomic per element)."""
+    if (op != "add" or dst.kind != "global" or str(dst.dtype) != "float32"
+            or t.shape[-1] < 2 or not current_kernel().target.has_vector_red
+            or not _copy._global_vectorizable(dst, 2)):
+        return 1
+    return 4
+
+
+def _red_vector(builder, dst, offsets, values):
+    """``red.global.add.v{n}.f32`` of ``values`` at consecutive elements (n of 1 is a
+    scalar ``red``)."""
+    n = len(values)
+    ptr = _copy._global_pointer(builder, dst, _copy._global_coords(builder, dst, offsets))
+    address = builder.ptrtoint(ptr, ir.IntType(64))     # a global address, no cvta
+    vec = f".v{n}" if n > 1 else ""
+    regs = ", ".join(f"${k + 1}" for k in range(n))
+    regs = f"{{{regs}}}" if n > 1 else regs
+    fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64)] + [ir.FloatType()] * n)
+    asm = ir.InlineAsm(fnty, f"red.global.add{vec}.f32 [$0], {regs};",
+                       ",".join(["l"] + ["f"] * n) + ",~{memory}", side_effect=True)
+    builder.call(asm, [address] + values)
 
 
 def _from_shared(context, builder, op, src, dst, extents):
