@@ -17,9 +17,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (block_M query rows, block_N keys, threads, num_stages) of attention_backward: 256
-# threads hold the five accumulators of head dim 128 in registers; one stage is the loop
-# over the query blocks unpipelined (the example's schedule before 2026-12-02)
-BWD_CONFIGS = [(64, 64, 256, 1), (64, 64, 256, 2), (64, 128, 256, 2)]
+# threads hold the five accumulators of head dim 128 in registers. 64 x 128 spills 368 B
+# a thread (ptxas, sm_90a); 32-query blocks halve the per-iteration tiles (16 B spilled;
+# dQ's product on mma.sync: wgmma needs 64 rows a warpgroup); 32 x 64 at 128 threads
+# runs two blocks an SM
+BWD_CONFIGS = [(64, 128, 256, 2), (32, 128, 256, 2), (32, 128, 256, 3), (32, 64, 128, 2)]
 
 
 def bench_attention_bwd(b=4, h=32, s=4096, d=128):
