@@ -3,13 +3,17 @@
 
     element   T.atomic_add(dQ[.., m, .., d], dq[m, d] * sm_scale) in a T.Parallel: one
               scalar atomic per element (the example before 2026-12-02's 22nd session;
-              its text is passed as a file: ELEMENT_FILE)
+              its text is passed as a file: ELEMENT_FILE, e.g. from
+              `git show 01ffd34:examples/flash_attention/flash_attn_bwd.py`)
     region    T.atomic_add(dQ[region], dq), sm_scale folded into dS: one scalar atomic
               per element (Target.has_vector_red forced off while it compiles)
     vector    the same text, red.global.add.v2/v4.f32 per run of slots
 
     TILEJIT_DISABLE_CACHE=1 python benchmarks/experiments/attention_bwd_atomics.py \
         ELEMENT_FILE [--json FILE]
+
+Measured 2026-12-02 at 8fcb21c (the vector form kept):
+../results/attention/2026-12-02_h200_attention_bwd_atomics_ab_8fcb21c.json
 """
 import importlib.util
 import os
