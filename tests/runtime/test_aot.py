@@ -74,6 +74,28 @@ assert "numba" not in [m.split(".")[0] for m in sys.modules if sys.modules[m] is
     assert lines[1].startswith("refused:")
 
 
+def test_without_a_device_the_file_holds_ptx_only_and_says_why(tmp_path, monkeypatch):
+    from tilejit.runtime import cuda_driver
+    monkeypatch.setattr(cuda_driver, "cuda_available", lambda: False)
+    path = tmp_path / "axpb.tjk"
+    _save(path)
+    [entry] = json.loads(path.read_text())["specializations"]
+    assert entry["compiled"]["cubin"] is None
+    assert entry["compiled"]["cubin_note"] == "saved without a CUDA device: PTX only"
+    assert tilejit.load(str(path)).cubins == [None]
+
+
+def test_on_a_device_of_another_arch_the_file_holds_ptx_only(tmp_path, monkeypatch):
+    from tilejit.runtime import cuda_driver
+    monkeypatch.setattr(cuda_driver, "cuda_available", lambda: True)
+    monkeypatch.setattr(cuda_driver, "device_arch", lambda ordinal=0: "sm_80")
+    path = tmp_path / "axpb.tjk"
+    _save(path)                                     # an sm_90a kernel
+    [entry] = json.loads(path.read_text())["specializations"]
+    assert entry["compiled"]["cubin"] is None
+    assert "saved on a sm_80 device, the kernel is for sm_90a" in entry["compiled"]["cubin_note"]
+
+
 def test_what_cannot_be_saved_or_loaded_is_a_clear_error(tmp_path):
     x = np.zeros(64, np.float32)
     with pytest.raises(ValueError, match="compile for CUDA first"):
@@ -107,3 +129,41 @@ print("ok")
                          env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
+
+
+@pytest.mark.gpu
+def test_a_cubin_saved_on_the_gpu_is_loaded_without_compiling(tmp_path):
+    """Saved on the GPU, the file holds the driver's cubin for the device's arch; a process
+    without Numba or llvmlite loads the cubin (not the PTX) and gets the right result; a
+    file whose cubin is for another arch falls back to its PTX."""
+    import torch
+    from tilejit.runtime import cuda_driver
+    path = tmp_path / "axpb.tjk"
+    x = torch.randn(100_000, device="cuda")
+    axpb.compile(x, torch.empty_like(x), 0.25, arch=None).save(str(path))
+    manifest = json.loads(path.read_text())
+    [entry] = manifest["specializations"]
+    arch = cuda_driver.device_arch(0)
+    assert entry["compiled"]["cubin_arch"] == arch and manifest["arch"] == arch
+    other = tmp_path / "other.tjk"
+    entry["compiled"]["cubin_arch"] = "sm_80" if arch != "sm_80" else "sm_90a"
+    other.write_text(json.dumps(manifest))
+    code = f"""
+import sys
+sys.modules["numba"] = None
+sys.modules["llvmlite"] = None
+import torch, tilejit
+for path in ({str(path)!r}, {str(other)!r}):
+    k = tilejit.load(path)
+    x = torch.randn(100_000, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    k(x, y, 0.25)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x * 3 + 0.25)
+    [loaded] = k._cache.values()
+    print(loaded.image)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cubin", "ptx"]

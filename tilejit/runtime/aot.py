@@ -10,17 +10,22 @@ process that has neither Numba nor llvmlite.
 The file (JSON) holds the kernel's source text (the function, its lines where they were),
 the plain values and modules it reads, and per saved specialization: its description
 (argument types, constexprs, shapes it was specialized on, threads, arch, options) and
-the compiled artifact (PTX, parameter formats, tensor maps, shared memory, threads).
-``load`` rebuilds the kernel from its source, without compiling it: its host program
-(grid, ``T.empty`` outputs) runs as Python, and a call whose specialization was saved
-launches the saved PTX; any other call is a ValueError saying which specializations the
-file has. Several ``save`` calls to one file add specializations.
+the compiled artifact (PTX, parameter formats, tensor maps, shared memory, threads),
+and a cubin where the saving process has a CUDA device of the kernel's arch: the
+driver's own JIT of the PTX (``cuda_driver.link_cubin``), stored in base64 with the arch
+it runs on (``cubin_arch``; where there is none, ``cubin_note`` says why). ``load``
+rebuilds the kernel from its source, without compiling it: its host program (grid,
+``T.empty`` outputs) runs as Python, and a call whose specialization was saved launches
+the saved cubin on a device of its arch and the saved PTX elsewhere; any other call is a
+ValueError saying which specializations the file has. Several ``save`` calls to one
+file add specializations.
 
 A saved kernel is Python source that ``load`` executes: load only files you trust.
 Kernels that read functions (a ``@T.macro``, a helper) cannot be saved yet.
 """
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import linecache
@@ -93,6 +98,7 @@ def save(handle, path: str) -> None:
                           "param_formats": compiled.param_formats,
                           "tensor_maps": [list(m) for m in compiled.tensor_maps],
                           "block_threads": compiled.block_threads}}
+    entry["compiled"].update(_cubin(compiled.ptx, spec.target.arch))
     manifest = None
     if os.path.exists(path):
         manifest = _read(path)
@@ -111,6 +117,20 @@ def save(handle, path: str) -> None:
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(tmp, path)
+
+
+def _cubin(ptx: str, arch: str) -> dict:
+    """``{"cubin": base64, "cubin_arch": arch}`` from the driver's JIT of ``ptx`` on
+    device 0 when it is of ``arch``, else ``{"cubin": None, "cubin_note": why}``."""
+    from tilejit.runtime import cuda_driver
+    if not cuda_driver.cuda_available():
+        return {"cubin": None, "cubin_note": "saved without a CUDA device: PTX only"}
+    device_arch = cuda_driver.device_arch(0)
+    if device_arch != arch:
+        return {"cubin": None, "cubin_note": f"saved on a {device_arch} device, the kernel "
+                                             f"is for {arch}: PTX only"}
+    cubin = cuda_driver.link_cubin(ptx, 0)
+    return {"cubin": base64.b64encode(cubin).decode(), "cubin_arch": arch}
 
 
 def _read(path):
@@ -145,7 +165,8 @@ def load(path: str):
             c["name"], ptx=c["ptx"], shared_bytes=c["shared_bytes"],
             param_formats=c["param_formats"],
             tensor_maps=[tuple(m) for m in c["tensor_maps"]],
-            block_threads=c["block_threads"]))
+            block_threads=c["block_threads"]),
+            (base64.b64decode(c["cubin"]), c["cubin_arch"]) if c.get("cubin") else None)
 
     class SavedKernel(KernelFunction):
         """A kernel loaded from a file: launches its saved specializations only."""
@@ -153,7 +174,7 @@ def load(path: str):
         def _compiled(self, spec, device):
             found = saved.get(json.dumps(spec.describe(), sort_keys=True))
             if found is None or spec.target.is_sim:
-                have = "; ".join(f"[{summary}]" for summary, _ in saved.values())
+                have = "; ".join(f"[{summary}]" for summary, _, _ in saved.values())
                 raise ValueError(
                     f"{self.__name__} (loaded from {path}): this call needs "
                     f"[{spec.summary()}], which was not saved (saved: {have}); a saved "
@@ -161,13 +182,26 @@ def load(path: str):
                     "ranks and alignment and the same constexprs")
             entry = self._cache.get((spec, device))
             if entry is None:
-                entry = self._cache.setdefault((spec, device), _Loaded(found[1], device))
+                entry = self._cache.setdefault((spec, device), _Loaded(
+                    found[1], device, _cubin_for(found[2], device)))
             return entry
 
         @property
         def saved(self):
             """(summary, CompiledKernel) of each saved specialization."""
-            return list(saved.values())
+            return [(summary, compiled) for summary, compiled, _ in saved.values()]
+
+        @property
+        def cubins(self):
+            """The arch of each saved specialization's cubin (None: PTX only)."""
+            return [cubin[1] if cubin else None for _, _, cubin in saved.values()]
+
+    def _cubin_for(cubin, device):
+        """The saved cubin when ``device`` is of its arch, else None (the PTX is loaded)."""
+        from tilejit.runtime import cuda_driver
+        if cubin is None or cuda_driver.device_arch(max(device, 0)) != cubin[1]:
+            return None
+        return cubin[0]
 
     return SavedKernel(func, target="cuda", arch=manifest["arch"],
                        fast_math=manifest["fast_math"], debug=manifest["debug"])

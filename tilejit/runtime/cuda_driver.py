@@ -163,9 +163,11 @@ def synchronize(ordinal: int = 0) -> None:
 
 # ---------------------------------------------------------------------------- modules
 class CudaModule:
-    """A PTX module loaded into the primary context of device ``ordinal``, with one kernel."""
+    """A PTX module (or a cubin from ``link_cubin``) loaded into the primary context of
+    device ``ordinal``, with one kernel."""
 
-    def __init__(self, ptx: str, kernel_name: str, ordinal: int = 0, dynamic_shared_bytes: int = 0):
+    def __init__(self, ptx: str | bytes, kernel_name: str, ordinal: int = 0,
+                 dynamic_shared_bytes: int = 0):
         self.ordinal = ordinal
         self.kernel_name = kernel_name
         self._module = None
@@ -175,8 +177,9 @@ class CudaModule:
             raise ValueError(f"kernel {kernel_name!r} needs {dynamic_shared_bytes} bytes of "
                              f"dynamic shared memory; device {ordinal} allows at most {optin} "
                              "per block")
-        # the driver reads PTX as a NUL-terminated C string
-        image = (ptx.encode() if isinstance(ptx, str) else bytes(ptx)).rstrip(b"\0") + b"\0"
+        # the driver reads PTX as a NUL-terminated C string; a cubin (ELF) as it is
+        image = ptx if is_cubin(ptx) else (
+            (ptx.encode() if isinstance(ptx, str) else bytes(ptx)).rstrip(b"\0") + b"\0")
         err, module = _drv.cuModuleLoadData(image)
         if err:
             raise CudaError("cuModuleLoadData", err, _jit_error_log(image))
@@ -208,6 +211,31 @@ class CudaModule:
                 _drv.cuModuleUnload(module)
             except Exception:  # interpreter shutdown / driver already torn down
                 pass
+
+
+def is_cubin(image) -> bool:
+    """Whether ``image`` is a cubin (an ELF image), not PTX text."""
+    return isinstance(image, (bytes, bytearray)) and bytes(image[:4]) == b"\x7fELF"
+
+
+def link_cubin(ptx: str, ordinal: int = 0) -> bytes:
+    """The driver's JIT of ``ptx`` for device ``ordinal``: a cubin that a device of the
+    same arch loads without compiling (cuLinkCreate, cuLinkAddData, cuLinkComplete)."""
+    ensure_context(ordinal)
+    state = _check(_drv.cuLinkCreate(0, [], []), "cuLinkCreate")
+    try:
+        text = ptx.encode().rstrip(b"\0") + b"\0"
+        err, = _drv.cuLinkAddData(state, _drv.CUjitInputType.CU_JIT_INPUT_PTX, text,
+                                  len(text), b"kernel.ptx", 0, [], [])
+        if err:
+            raise CudaError("cuLinkAddData", err, _jit_error_log(text))
+        err, out, size = _drv.cuLinkComplete(state)
+        if err:
+            raise CudaError("cuLinkComplete", err)
+        address = out.getPtr() if hasattr(out, "getPtr") else int(out)
+        return ctypes.string_at(address, size)     # copied before the state is destroyed
+    finally:
+        _drv.cuLinkDestroy(state)
 
 
 def _jit_error_log(image: bytes) -> str:

@@ -360,12 +360,15 @@ class CompiledKernelHandle:
 class _Loaded:
     """A compiled kernel loaded on one device, with its launcher."""
 
-    def __init__(self, compiled, device: int):
+    def __init__(self, compiled, device: int, image: bytes | None = None):
         # the driver (cuda.bindings) only when a kernel is loaded on a device
         from tilejit.runtime import cuda_driver
         self.compiled = compiled
-        self.module = cuda_driver.CudaModule(compiled.ptx, compiled.name, max(device, 0),
-                                             compiled.shared_bytes)
+        # ``image``: a cubin of the kernel for this device's arch (a saved kernel's), loaded
+        # instead of the PTX, which the driver would compile
+        self.image = "cubin" if image else "ptx"
+        self.module = cuda_driver.CudaModule(image or compiled.ptx, compiled.name,
+                                             max(device, 0), compiled.shared_bytes)
         self.launcher = cuda_driver.Launcher(self.module, compiled.param_formats)
         self.device = device
         self.maps = tensor_map_maker(compiled.tensor_maps)
