@@ -86,11 +86,10 @@ def allocate_output(shape, dtype):
         tdt = torch.bool if dtype.name == "bool" else getattr(torch, dtype.name)
         return torch.empty(shape, dtype=tdt, device=like.obj.device)
     if like is not None and like.device >= 0:
-        raise TypeError(f"T.empty: a kernel's outputs are allocated like its first tensor "
-                        f"argument, here a CUDA array that is not a torch tensor "
-                        f"({type(like.obj).__name__}); tilejit allocates CUDA outputs "
-                        f"with torch only: pass torch tensors, or allocate the output and "
-                        f"pass it as an argument")
+        # a CUDA array that is not a torch tensor (CuPy, Numba, JAX): memory of tilejit's
+        # own, handed on by __cuda_array_interface__ and __dlpack__, torch not imported
+        from tilejit.runtime.device_array import DeviceArray
+        return DeviceArray(shape, dtype, like.device)
     if dtype == bfloat16:
         raise TypeError("T.empty: a bfloat16 output needs torch tensors as inputs "
                         "(numpy has no bfloat16)")
