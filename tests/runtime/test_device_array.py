@@ -2,7 +2,6 @@
 called with CUDA arrays that are not torch tensors, handed on by
 __cuda_array_interface__ and DLPack. The allocation is faked on the CPU; with ``-m gpu``
 a process without torch runs a kernel on them."""
-import ctypes
 import os
 import subprocess
 import sys
@@ -52,7 +51,7 @@ def test_the_consumer_s_deleter_lets_the_array_go(fake_memory):
 
 def test_bfloat16_has_no_cuda_array_interface(fake_memory):
     with pytest.raises(AttributeError, match="cannot describe bfloat16.*use __dlpack__"):
-        DeviceArray((4,), "bfloat16").__cuda_array_interface__
+        _ = DeviceArray((4,), "bfloat16").__cuda_array_interface__
     assert not hasattr(DeviceArray((4,), "bfloat16"), "__cuda_array_interface__")
 
 

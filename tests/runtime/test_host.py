@@ -1,5 +1,4 @@
 """The host side of a launch (runtime/host.py): where T.empty outputs are allocated."""
-import pytest
 
 
 def test_outputs_for_cuda_arrays_of_other_libraries_are_device_arrays(monkeypatch):
