@@ -52,8 +52,8 @@ LANGUAGE_DIFFERENCES = {
            "symbol (`n * 4`, `n + 1`: the tensor's size gives `n`); no other arithmetic on "
            "symbols",
     "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
-              "T.gemm and the warp shuffles are a compile error (they need whole warps); at "
-              "least one grid extent; no cluster dimensions",
+              "T.gemm and the warp shuffles are a compile error (they need whole warps); "
+              "no grid extent is one block; no cluster dimensions",
     "get_thread_binding": "in a kernel's `with T.Kernel` body (not in a `@T.macro`); "
                           "dimensions 1 and 2 need `threads=(x, y[, z])` written as a tuple "
                           "in `T.Kernel`. The simulator runs such a block lane-wise: tile "

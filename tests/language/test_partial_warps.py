@@ -108,6 +108,33 @@ def test_counts_outside_1_to_1024_are_an_error():
             T.launch_shape((1,), bad)
 
 
+@tilejit.kernel
+def one_block(A):
+    """``T.Kernel`` with no grid extent: one block, as in TileLang."""
+    with T.Kernel(threads=48):
+        for i in T.Parallel(48):
+            A[i] = A[i] * 2 + i
+
+
+def test_no_grid_extent_is_one_block():
+    a = np.arange(48, dtype=np.float32)
+    one_block(a)
+    np.testing.assert_array_equal(a, np.arange(48) * 3)
+    assert T.launch_shape((), 32) == ((1,), 32)
+    with pytest.raises(ValueError, match="T.Kernel takes 1 to 3 grid extents, got 4"):
+        T.launch_shape((1, 1, 1, 1), 32)
+
+
+@pytest.mark.gpu
+def test_no_grid_extent_on_the_gpu():
+    a = torch.arange(48, dtype=torch.float32)
+    g = a.cuda()
+    one_block(g)
+    torch.cuda.synchronize()
+    one_block(a)
+    assert torch.equal(g.cpu(), a) and torch.equal(a, torch.arange(48.0) * 3)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("threads", THREADS)
 def test_on_the_gpu(threads):

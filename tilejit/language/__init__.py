@@ -111,9 +111,11 @@ def launch_shape(grid, threads):
     [1, 1024] (a tuple of block extents multiplies out; any count, as TileLang and CUDA
     allow: the last warp of a count that is not a multiple of 32 is partial, and what
     needs whole warps says so when it compiles), extents not negative, within CUDA's
-    limits (``GRID_LIMITS``)."""
-    if not 1 <= len(grid) <= 3:
+    limits (``GRID_LIMITS``). No extent at all (``T.Kernel(threads=128)``) is one block, as
+    in TileLang."""
+    if len(grid) > 3:
         raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
+    grid = tuple(grid) or (1,)
     if isinstance(threads, (tuple, list)):
         n = 1
         for t in threads:
