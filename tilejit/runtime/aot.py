@@ -122,7 +122,7 @@ def save(handle, path: str) -> None:
 def _cubin(ptx: str, arch: str) -> dict:
     """``{"cubin": base64, "cubin_arch": arch}`` from the driver's JIT of ``ptx`` on
     device 0 when it is of ``arch``, else ``{"cubin": None, "cubin_note": why}``."""
-    from tilejit.runtime import cuda_driver
+    from tilejit.runtime import cuda_driver     # the driver only when a kernel is saved
     if not cuda_driver.cuda_available():
         return {"cubin": None, "cubin_note": "saved without a CUDA device: PTX only"}
     device_arch = cuda_driver.device_arch(0)
@@ -198,7 +198,7 @@ def load(path: str):
 
     def _cubin_for(cubin, device):
         """The saved cubin when ``device`` is of its arch, else None (the PTX is loaded)."""
-        from tilejit.runtime import cuda_driver
+        from tilejit.runtime import cuda_driver     # the driver only once a kernel launches
         if cubin is None or cuda_driver.device_arch(max(device, 0)) != cubin[1]:
             return None
         return cubin[0]

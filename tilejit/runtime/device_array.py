@@ -34,7 +34,7 @@ class DeviceArray:
     """``shape`` elements of ``dtype``, row-major, in the memory of CUDA device ``device``."""
 
     def __init__(self, shape, dtype, device: int = 0):
-        from tilejit.runtime import cuda_driver
+        from tilejit.runtime import cuda_driver    # the driver only when memory is used
         self.dtype = as_dtype(dtype)
         self.shape = tuple(int(n) for n in shape)
         if any(n < 0 for n in self.shape):
@@ -45,7 +45,7 @@ class DeviceArray:
 
     @classmethod
     def from_numpy(cls, array: np.ndarray, device: int = 0) -> "DeviceArray":
-        from tilejit.runtime import cuda_driver
+        from tilejit.runtime import cuda_driver    # the driver only when memory is used
         array = np.ascontiguousarray(array)
         out = cls(array.shape, array.dtype.name, device)
         if array.nbytes:
@@ -76,7 +76,7 @@ class DeviceArray:
     def numpy(self) -> np.ndarray:
         """A host copy (synchronous; bfloat16/float8 come back as their raw bits: numpy
         has no such dtypes)."""
-        from tilejit.runtime import cuda_driver
+        from tilejit.runtime import cuda_driver    # the driver only when memory is used
         host_dtype = self.dtype.numpy if not self.dtype.held_in_float32 else \
             np.dtype(f"uint{self.dtype.itemsize * 8}")
         out = np.empty(self.shape, host_dtype)
@@ -111,7 +111,7 @@ class DeviceArray:
         ptr, self.ptr = getattr(self, "ptr", 0), 0
         if ptr:
             try:
-                from tilejit.runtime import cuda_driver
+                from tilejit.runtime import cuda_driver    # the driver only when memory is used
                 cuda_driver.free(ptr)
             except Exception:       # interpreter shutdown / the driver already torn down
                 pass
