@@ -66,9 +66,10 @@ LANGUAGE_DIFFERENCES = {
     "thread_binding": "inside `with T.Kernel` only: an expression, or a loop whose body the "
                       "threads below `stop - start` run; kernels written as TIR thread "
                       "loops without `T.Kernel` are not supported",
-    "atomic_add": "no `memory_order=` or `use_tma=`; element and region forms (TileLang's "
+    "atomic_add": "no `use_tma=`; `memory_order=` by fences around a relaxed atomic; "
+                  "element and region forms (TileLang's "
                   "`atomic_addx2/x4` are not built)",
-    "atomic_max": "no `memory_order=`", "atomic_min": "no `memory_order=`",
+    "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
     "copy": "no `coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` or "
             "`loop_layout=` (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",

@@ -5,11 +5,12 @@ alone).
 - A subscript used as an operand of a tile operation names a region:
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
-- An element atomic becomes its own call: ``T.atomic_add(C[i, j], v, rp)`` →
-  ``__tj_atomic_add(C, (i, j), v, rp, per_lane)`` (``per_lane``: inside a ``T.Parallel``,
-  or anywhere in a kernel that reads its thread index, whose statements are each
-  thread's: ``thread_bindings.py``); the region form keeps its call with positional
-  operands. With a tile as the value, ``C[i, j]`` is the corner of a region of the
+- An element atomic becomes its own call: ``T.atomic_add(C[i, j], v, mo, rp)`` →
+  ``__tj_atomic_add(C, (i, j), v, rp, per_lane, mo)`` (``per_lane``: inside a
+  ``T.Parallel``, or anywhere in a kernel that reads its thread index, whose statements
+  are each thread's: ``thread_bindings.py``; ``mo``, the memory order, a constant None or
+  string, checked here); the region form keeps its call with its four operands
+  positional. With a tile as the value, ``C[i, j]`` is the corner of a region of the
   tile's shape (``T.atomic_add(C[by * 128, bx * 128], C_local)``, as ``T.copy`` reads it).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ATOMICS, REGION, THREAD_INDEX
+from tilejit.language.atomics import SIGNATURE, memory_order_error
 
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
@@ -118,32 +120,65 @@ class _Regions(ast.NodeTransformer):
 
     def _atomic(self, node, fn):
         """The element form becomes ``__tj_atomic_*``; the region form keeps the call with
-        its operands positional (the region rewrite then applies)."""
+        its four operands positional, ``(dst, value, memory_order, return_prev)`` (the
+        region rewrite then applies)."""
         name = fn.__name__
+        sig = f"T.{name}{SIGNATURE}"
         args = list(node.args)
         for k in node.keywords:
-            pos = {"dst": 0, "value": 1, "return_prev": 2}.get(k.arg)
+            pos = {"dst": 0, "value": 1, "memory_order": 2, "return_prev": 3}.get(k.arg)
             if pos is None or pos < len(args) and args[pos] is not None:
-                raise self.error(f"T.{name}(dst, value, return_prev=False): unexpected "
-                                 f"argument {k.arg!r}", node)
+                raise self.error(f"{sig}: unexpected argument {k.arg!r}", node)
             args += [None] * (pos + 1 - len(args))
             args[pos] = k.value
-        if len(args) < 2 or len(args) > 3 or any(a is None for a in args):
-            raise self.error(f"T.{name}(dst, value, return_prev=False) takes a destination "
-                             f"and a value", node)
-        if len(args) == 2:
-            args.append(ast.Constant(False))
+        if len(args) < 2 or len(args) > 4 or args[0] is None or args[1] is None:
+            raise self.error(f"{sig} takes a destination and a value", node)
+        args += [None] * (4 - len(args))
+        args[2] = self._memory_order(name[7:], args[2], node)
+        if args[3] is None:
+            args[3] = ast.Constant(False)
         dst = args[0]
         index = (dst.slice.elts if isinstance(dst, ast.Subscript)
                  and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
         tile_value = isinstance(args[1], ast.Name) and args[1].id in self.tiles
         if isinstance(dst, ast.Subscript) and not tile_value \
                 and not any(isinstance(i, ast.Slice) for i in index):
-            out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[2],
-                                      ast.Constant(self.parallel > 0 or self.per_thread)])
+            out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[3],
+                                      ast.Constant(self.parallel > 0 or self.per_thread),
+                                      args[2]])
             return ast.copy_location(out, node)
         node.args, node.keywords = args, []
         return node
+
+    def _memory_order(self, op, expr, node):
+        """``memory_order`` as a constant: None or one of ``MEMORY_ORDERS``, a literal or a
+        compile-time value (a constexpr parameter, a global). Without ``known`` (the
+        simulator) an expression it cannot resolve stays, for the simulator to check."""
+        if expr is None:
+            return ast.Constant(None)
+        if isinstance(expr, ast.Constant):
+            value = expr.value
+        elif isinstance(expr, ast.Name) and expr.id in self.namespace:
+            value = self.namespace[expr.id]
+        else:
+            value = self.known(expr) if self.known is not None else None
+            if value is None:
+                value = resolve_static(expr, self.namespace)
+            if value is None and self.known is None:
+                return expr
+            if value is None:
+                value = _Unparsed(f"the run-time expression `{ast.unparse(expr)}`")
+        message = memory_order_error(op, value)
+        if message is not None:
+            raise self.error(message, node)
+        return ast.copy_location(ast.Constant(value), expr)
+
+
+class _Unparsed(str):
+    """A description shown as it is in an error message (its repr is itself)."""
+
+    def __repr__(self):
+        return str(self)
 
 
 def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None,

@@ -77,9 +77,11 @@ GEMM = _declare("__tj_gemm", "gemm", 'gemm(A, B, C, "g0")')
 REDUCE = _declare("__tj_reduce", "reduce", "reduce(src, dst, op, dim, clear)")
 CUMSUM = _declare("__tj_cumsum", "cumsum",
                   'cumsum(src, dst, dim, reverse, scan id, "sum" | "max"): T.cumsum, T.cummax')
-# element atomics: T.atomic_add(C[i, j], v, rp) → __tj_atomic_add(C, (i, j), v, rp, per_lane)
+# element atomics: T.atomic_add(C[i, j], v, mo, rp)
+#   → __tj_atomic_add(C, (i, j), v, rp, per_lane, mo)   (mo: None or a memory order string)
 ATOMIC_ADD = _declare("__tj_atomic_add", "atomic_add",
-                      "(tensor, index, value, return_prev, per_lane): an element atomic")
+                      "(tensor, index, value, return_prev, per_lane, memory_order): an "
+                      "element atomic")
 ATOMIC_MAX = _declare("__tj_atomic_max", "atomic_max", "as atomic_add, the maximum")
 ATOMIC_MIN = _declare("__tj_atomic_min", "atomic_min", "as atomic_add, the minimum")
 ATOMICS = {T.atomic_add: ATOMIC_ADD, T.atomic_max: ATOMIC_MAX, T.atomic_min: ATOMIC_MIN}

@@ -1,10 +1,11 @@
-"""Atomics: ``T.atomic_add | atomic_max | atomic_min(dst, value, return_prev=False)``.
+"""Atomics: ``T.atomic_add | atomic_max | atomic_min(dst, value, memory_order=None,
+return_prev=False)``, TileLang's signature.
 
 Two forms (the front end tells them apart in the source, ``frontend/tile_operands.py``):
 
 - element: ``dst`` is one element, ``C[i, j]`` of a global tensor or ``S[i]`` of a shared
   tile. The front end rewrites the call to ``__tj_atomic_add(C, (i, j), v, return_prev,
-  per_lane)`` (simulated by ``element_atomic`` in ``sim/semantics.py``). Inside a
+  per_lane, memory_order)`` (simulated by ``element_atomic`` in ``sim/semantics.py``). Inside a
   ``T.Parallel`` each iteration performs its atomic once; outside one, the block
   performs it once (thread 0 on the GPU), and ``return_prev=True`` is then a compile
   error.
@@ -21,6 +22,12 @@ this atomic. When several lanes of one ``T.Parallel`` hit the same element the G
 orders them arbitrarily; the simulator applies them in row-major lane order, so its
 previous values are one of the orders the GPU may produce, and its final values equal
 the GPU's exactly for integers, max and min (for float adds, up to rounding order).
+
+``memory_order`` is TileLang's: None (relaxed, the default), ``"relaxed"``, ``"consume"``,
+``"acquire"``, ``"release"``, ``"acq_rel"`` or ``"seq_cst"``, a compile-time string (any
+other value is a compile error). On the GPU it orders the atomic with the thread's
+other memory accesses at GPU scope (``codegen/lowering/atomics.py``); the simulator runs
+atomics one after another, which every order allows.
 """
 from __future__ import annotations
 
@@ -29,23 +36,37 @@ from tilejit.language._semantics import meaning
 OPS = ("add", "max", "min")
 # the element dtypes atomics support
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+# TileLang's memory orders (None: relaxed)
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+SIGNATURE = "(dst, value, memory_order=None, return_prev=False)"
 
 
-def atomic_add(dst, value, return_prev=False):
+def memory_order_error(op: str, order) -> str | None:
+    """Why ``order`` is not a memory order of ``T.atomic_<op>``, or None when it is one."""
+    if order is None or (isinstance(order, str) and order in MEMORY_ORDERS):
+        return None
+    expected = ", ".join(repr(o) for o in MEMORY_ORDERS)
+    return (f"T.atomic_{op}{SIGNATURE}: memory_order must be None or one of {expected} "
+            f"(a compile-time string); got {order!r}")
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False):
     """``dst += value`` atomically: ``dst`` an element (``C[i, j]``, a global tensor or a
     shared tile) or a region (``C[r0:r1, c0:c1]``) with a tile ``value``. With
-    ``return_prev=True`` (element form) returns the element's previous value."""
-    return meaning("atomic_add")(dst, value, return_prev)
+    ``return_prev=True`` (element form) returns the element's previous value.
+    ``memory_order``: None (relaxed), "relaxed", "consume", "acquire", "release",
+    "acq_rel" or "seq_cst", as in TileLang."""
+    return meaning("atomic_add")(dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst, value, return_prev=False):
+def atomic_max(dst, value, memory_order=None, return_prev=False):
     """``dst = max(dst, value)`` atomically (a NaN operand is ignored, as ``T.max``)."""
-    return meaning("atomic_max")(dst, value, return_prev)
+    return meaning("atomic_max")(dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value, return_prev=False):
+def atomic_min(dst, value, memory_order=None, return_prev=False):
     """``dst = min(dst, value)`` atomically (a NaN operand is ignored, as ``T.min``)."""
-    return meaning("atomic_min")(dst, value, return_prev)
+    return meaning("atomic_min")(dst, value, memory_order, return_prev)
 
 
 FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min}

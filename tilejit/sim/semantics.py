@@ -25,9 +25,9 @@ import sys
 
 import numpy as np
 
-from tilejit.errors import AssumptionError
+from tilejit.errors import AssumptionError, CompileError
 from tilejit.language import numerics as _num
-from tilejit.language.atomics import DTYPES, OPS
+from tilejit.language.atomics import DTYPES, OPS, memory_order_error
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
@@ -444,10 +444,20 @@ def _apply(op, tensor, idx, values):
     return old_out
 
 
-def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
+def _check_memory_order(op, memory_order):
+    """The simulator runs atomics one after another, which every memory order allows; it
+    checks the order as the compiler does."""
+    message = memory_order_error(op, memory_order)
+    if message is not None:
+        raise CompileError(message)
+
+
+def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
+                   memory_order=None):
     """The simulation of an element atomic: ``tensor[index] op= value`` on each active
     lane, once per lane."""
     what = f"T.atomic_{op}"
+    _check_memory_order(op, memory_order)
     _check_dtype(tensor, what)
     dtype = tensor.dtype
     idx = index if isinstance(index, tuple) else (index,)
@@ -477,10 +487,11 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True):
     return out[()] if out.ndim == 0 else out
 
 
-def region_atomic(op, dst, value, return_prev=False):
+def region_atomic(op, dst, value, return_prev=False, memory_order=None):
     """The simulation of the region form: every element of ``value`` combined into its
     element of ``dst`` (a region, a tensor or a shared tile) once."""
     what = f"T.atomic_{op}"
+    _check_memory_order(op, memory_order)
     if return_prev:
         raise TypeError(f"{what}: return_prev=True needs an element destination, not a "
                         f"region")
@@ -511,33 +522,33 @@ def _element_form(dst):
     return np.ndim(dst) == 0 and not hasattr(dst, "data") and not hasattr(dst, "tensor")
 
 
-def _atomic(op, dst, value, return_prev):
+def _atomic(op, dst, value, memory_order, return_prev):
     if _element_form(dst):
         raise TypeError(f"T.atomic_{op}: the destination must be an element or region of a "
                         f"tensor or shared tile (C[i, j], C[r0:r1, c]), inside a kernel")
-    return region_atomic(op, dst, value, return_prev)
+    return region_atomic(op, dst, value, return_prev, memory_order)
 
 
-def atomic_add(dst, value, return_prev=False):
+def atomic_add(dst, value, memory_order=None, return_prev=False):
     """``dst += value`` atomically: ``dst`` an element (``C[i, j]``, a global tensor or a
     shared tile) or a region (``C[r0:r1, c0:c1]``) with a tile ``value``. With
     ``return_prev=True`` (element form) returns the element's previous value."""
-    return _atomic("add", dst, value, return_prev)
+    return _atomic("add", dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst, value, return_prev=False):
+def atomic_max(dst, value, memory_order=None, return_prev=False):
     """``dst = max(dst, value)`` atomically (a NaN operand is ignored, as ``T.max``)."""
-    return _atomic("max", dst, value, return_prev)
+    return _atomic("max", dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value, return_prev=False):
+def atomic_min(dst, value, memory_order=None, return_prev=False):
     """``dst = min(dst, value)`` atomically (a NaN operand is ignored, as ``T.min``)."""
-    return _atomic("min", dst, value, return_prev)
+    return _atomic("min", dst, value, memory_order, return_prev)
 
 
 def _element(op):
-    def fn(tensor, index, value, return_prev=False, per_lane=True):
-        return element_atomic(op, tensor, index, value, return_prev, per_lane)
+    def fn(tensor, index, value, return_prev=False, per_lane=True, memory_order=None):
+        return element_atomic(op, tensor, index, value, return_prev, per_lane, memory_order)
     fn.__name__ = fn.__qualname__ = f"element_atomic_{op}"
     return fn
 

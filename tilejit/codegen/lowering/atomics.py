@@ -1,5 +1,18 @@
 """Atomics in LLVM IR: ``atomicrmw`` on a global (addrspace 1) or shared (addrspace 3)
-element, ``monotonic`` (PTX ``.relaxed``) ordering.
+element, ``monotonic`` (PTX ``.relaxed``) ordering by default.
+
+``memory_order`` (TileLang's): None and ``"relaxed"`` are today's ``monotonic``
+atomicrmw, unchanged (no syncscope: PTX ``atom.global.add.u32``, relaxed at GPU
+scope). The others become an atomicrmw of that LLVM ordering at
+``syncscope("device")`` (consume as acquire), and, because the NVPTX backend of the
+LLVM we build with drops the ordering of an ``atomicrmw`` (it emits the plain
+``atom.``; it honours ``cmpxchg``'s and ``fence``'s), the PTX memory model's fence
+mapping around it: a release fence before (``fence.acq_rel.gpu``; ``fence.sc.gpu``
+for seq_cst) for release, acq_rel and seq_cst, an acquire fence after
+(``fence.acq_rel.gpu``) for consume, acquire, acq_rel and seq_cst. The compare-and-swap
+loops LLVM expands (float max/min, bf16 adds on sm_80) carry the ordering
+(``atom.acquire.gpu.global.cas``…). The vector ``red.global.add.v*.f32`` of region adds
+is used for relaxed adds only.
 
     op     float16/bfloat16/float32/float64     int32/int64     uint32/uint64
     add    fadd                                 add             add
@@ -66,14 +79,45 @@ def _rmw_op(op: str, elem) -> str:
     return ("" if elem.signed else "u") + op
 
 
-def atomic_rmw(builder, op: str, elem, ptr, value):
-    """``atomicrmw`` of ``value`` (the element's value type) at ``ptr``; the old value."""
+# TileLang's memory orders → LLVM's atomicrmw ordering (None: relaxed)
+LLVM_ORDERING = {None: "monotonic", "relaxed": "monotonic", "consume": "acquire",
+                 "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
+                 "seq_cst": "seq_cst"}
+SCOPE = "device"        # LLVM's syncscope for the GPU: PTX .gpu
+
+
+def _fences(order):
+    """(the fence before, the fence after) an atomic of ``order``: LLVM orderings or None."""
+    ordering = LLVM_ORDERING[order]
+    before = {"release": "release", "acq_rel": "release", "seq_cst": "seq_cst"}.get(ordering)
+    after = "acquire" if ordering in ("acquire", "acq_rel", "seq_cst") else None
+    return before, after
+
+
+def memory_order_of(ty):
+    """The memory order a typed ``memory_order`` operand holds: None or its string."""
+    return getattr(ty, "literal_value", None)
+
+
+def atomic_rmw(builder, op: str, elem, ptr, value, order=None):
+    """``atomicrmw`` of ``value`` (the element's value type) at ``ptr`` with TileLang's
+    memory ``order``; the old value."""
+    ordering = LLVM_ORDERING[order]
+    if ordering != "monotonic":
+        ordering = f'syncscope("{SCOPE}") {ordering}'
+    before, after = _fences(order)
+    if before:
+        builder.fence(before, SCOPE)
     if isinstance(elem, BFloat16):
         bf = builder.bitcast(value, BFLOAT)
         bptr = builder.bitcast(ptr, ir.PointerType(BFLOAT, ptr.type.addrspace))
-        old = builder.atomic_rmw(_rmw_op(op, elem), bptr, bf, "monotonic")
-        return builder.bitcast(old, value.type)
-    return builder.atomic_rmw(_rmw_op(op, elem), ptr, value, "monotonic")
+        old = builder.bitcast(builder.atomic_rmw(_rmw_op(op, elem), bptr, bf, ordering),
+                              value.type)
+    else:
+        old = builder.atomic_rmw(_rmw_op(op, elem), ptr, value, ordering)
+    if after:
+        builder.fence(after, SCOPE)
+    return old
 
 
 def _check_replication(what):
@@ -104,17 +148,18 @@ def _element_ptr(context, builder, ty, base, index_ty, index):
 
 def _element_impl(op):
     def impl(context, builder, sig, args):
-        dst_ty, index_ty, _, _, per_lane_ty = sig.args
+        dst_ty, index_ty, _, _, per_lane_ty, order_ty = sig.args
         _check_replication(f"T.atomic_{op}")
         elem = dst_ty.element
+        order = memory_order_of(order_ty)
         if per_lane_ty.literal_value:
             ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
-            old = atomic_rmw(builder, op, elem, ptr, args[2])
+            old = atomic_rmw(builder, op, elem, ptr, args[2], order)
         else:
             first = builder.icmp_unsigned("==", thread_index(context, builder), I32(0))
             with builder.if_then(first):
                 ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
-                atomic_rmw(builder, op, elem, ptr, args[2])
+                atomic_rmw(builder, op, elem, ptr, args[2], order)
             old = None
         if sig.return_type == types.none:
             return context.get_dummy_value()
@@ -122,17 +167,17 @@ def _element_impl(op):
     return impl
 
 
-def _atomic_store(context, builder, op, side, offsets, value):
+def _atomic_store(context, builder, op, side, offsets, value, order=None):
     """Combine ``value`` into the element of ``side`` at a copy coordinate (skipped
     outside a global tensor)."""
     if side.kind == "global":
         coords = _copy._global_coords(builder, side, offsets)
         with builder.if_then(_copy._inside(builder, side, coords)):
             atomic_rmw(builder, op, side.element, _copy._global_pointer(builder, side, coords),
-                       value)
+                       value, order)
         return
     ptr = builder.gep(side.value, [_copy._tile_offset(builder, side, offsets)], inbounds=True)
-    atomic_rmw(builder, op, side.element, ptr, value)
+    atomic_rmw(builder, op, side.element, ptr, value, order)
 
 
 def _region_impl(op):
@@ -145,19 +190,20 @@ def _region_impl(op):
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
         except RegionError as e:
             raise CompileError(f"{what}: {e}") from None
+        order = memory_order_of(sig.args[2])
         if src.kind == "fragment":
-            _from_fragment(context, builder, op, src, dst)
+            _from_fragment(context, builder, op, src, dst, order)
         else:
-            _from_shared(context, builder, op, src, dst, extents)
+            _from_shared(context, builder, op, src, dst, extents, order)
         return context.get_dummy_value()
     return impl
 
 
-def _from_fragment(context, builder, op, src, dst):
+def _from_fragment(context, builder, op, src, dst, order):
     t = plan().tile(src.ty.tile_name)
-    width = _vector_red_width(op, dst, t)
+    width = _vector_red_width(op, dst, t, order)
     if width == 1:
-        _fragment_slots(context, builder, op, src, dst, t, None)
+        _fragment_slots(context, builder, op, src, dst, t, None, order)
         return
     # a region wholly inside the tensor with an aligned start (every block's but the
     # edges') adds each run of consecutive slots with one vector reduction; the edges
@@ -172,7 +218,7 @@ def _from_fragment(context, builder, op, src, dst):
             _fragment_slots(context, builder, op, src, dst, t, None)
 
 
-def _fragment_slots(context, builder, op, src, dst, t, runs):
+def _fragment_slots(context, builder, op, src, dst, t, runs, order=None):
     """This thread's slots combined into ``dst``: one atomic per slot (``runs`` None,
     global elements outside the tensor skipped), or one unchecked vector reduction per
     run of slots."""
@@ -188,16 +234,19 @@ def _fragment_slots(context, builder, op, src, dst, t, runs):
                 builder, src.element, builder.gep(src.value, [I32(s0 + k)])),
                 src.element, dst.element) for k in range(length)]
             if runs is None:
-                _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), values[0])
+                _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), values[0],
+                              order)
             else:
                 _red_vector(builder, dst, _copy._dims(dst, cc), values)
 
 
-def _vector_red_width(op, dst, t) -> int:
+def _vector_red_width(op, dst, t, order=None) -> int:
     """Slots per ``red.global.add.v*.f32`` for a fragment added into a global region: up
-    to 4 (16 bytes) where the target has vector reductions and the region's last
-    dimension is the tensor's contiguous one, else 1 (an atomic per element)."""
-    if (op != "add" or dst.kind != "global" or str(dst.dtype) != "float32"
+    to 4 (16 bytes) where the target has vector reductions, the add is relaxed and the
+    region's last dimension is the tensor's contiguous one, else 1 (an atomic per
+    element)."""
+    if (op != "add" or LLVM_ORDERING[order] != "monotonic" or dst.kind != "global"
+            or str(dst.dtype) != "float32"
             or t.shape[-1] < 2 or not current_kernel().target.has_vector_red
             or not _copy._global_vectorizable(dst, 2)):
         return 1
@@ -219,7 +268,7 @@ def _red_vector(builder, dst, offsets, values):
     builder.call(asm, [address] + values)
 
 
-def _from_shared(context, builder, op, src, dst, extents):
+def _from_shared(context, builder, op, src, dst, extents, order):
     total = 1
     for n in extents:
         total *= n
@@ -228,14 +277,14 @@ def _from_shared(context, builder, op, src, dst, extents):
             cc = unflatten(builder, flat, extents)
             v = _copy.load_element(context, builder, src, _copy._dims(src, cc))
             v = context.cast(builder, v, src.element, dst.element)
-            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v)
+            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v, order)
 
 
 def _register():
     for op in ("add", "max", "min"):
         element = markers.stub(getattr(markers, f"ATOMIC_{op.upper()}"))
-        lower(element, types.Any, types.Any, types.Any, types.Any, types.Any)(_element_impl(op))
-        lower(getattr(T, f"atomic_{op}"), types.Any, types.Any, types.Any)(_region_impl(op))
+        lower(element, *[types.Any] * 6)(_element_impl(op))
+        lower(getattr(T, f"atomic_{op}"), *[types.Any] * 4)(_region_impl(op))
 
 
 _register()

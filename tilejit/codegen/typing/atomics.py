@@ -1,12 +1,16 @@
 """Typing of atomics (``language/atomics.py``).
 
-- element form ``__tj_atomic_add(dst, index, value, return_prev, per_lane)``: dst a
-  global tensor or a shared tile, one integer index per dimension, value any number
-  (converted to dst's element dtype by the signature, so the weak-scalar rules apply),
-  return_prev and per_lane compile-time booleans. Returns the element's type with
-  ``return_prev=True``, else none.
-- region form ``T.atomic_add(dst, value, return_prev)``: dst a tensor, a shared tile or
-  a region of one; value a fragment, a shared tile or a region of a shared tile.
+- element form ``__tj_atomic_add(dst, index, value, return_prev, per_lane,
+  memory_order)``: dst a global tensor or a shared tile, one integer index per
+  dimension, value any number (converted to dst's element dtype by the signature, so
+  the weak-scalar rules apply), return_prev and per_lane compile-time booleans. Returns
+  the element's type with ``return_prev=True``, else none.
+- region form ``T.atomic_add(dst, value, memory_order, return_prev)``: dst a tensor, a
+  shared tile or a region of one; value a fragment, a shared tile or a region of a
+  shared tile.
+
+``memory_order`` is a constant None or string (``frontend/tile_operands.py`` checks it;
+checked again here).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
-from tilejit.language.atomics import DTYPES
+from tilejit.language.atomics import DTYPES, SIGNATURE, memory_order_error
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import RegionType, TileType
 from tilejit.codegen.typing.types import GlobalTensorType
@@ -27,6 +31,17 @@ def _literal_bool(ty, what):
         return bool(ty.literal_value)
     raise errors.TypingError(f"{what} must be a compile-time True or False, got a run-time "
                              f"{ty}")
+
+
+def literal_memory_order(ty, op):
+    """The memory order a typed ``memory_order`` operand holds: None or its string."""
+    if isinstance(ty, (types.NoneType, types.Omitted)) or ty is types.none:
+        return None
+    order = ty.literal_value if isinstance(ty, types.StringLiteral) else ty
+    message = memory_order_error(op, order)
+    if message is not None:
+        raise errors.TypingError(message)
+    return order
 
 
 def _check_base(ty, what):
@@ -48,7 +63,10 @@ class _ElementAtomic(AbstractTemplate):
 
     def generic(self, args, kws):
         what = f"T.atomic_{self.op}"
-        dst, index, value, return_prev, per_lane = args
+        if kws or len(args) != 6:
+            raise errors.TypingError(f"{what}{SIGNATURE} takes a destination and a value")
+        dst, index, value, return_prev, per_lane, order = args
+        literal_memory_order(order, self.op)
         _check_base(dst, what)
         idx = index.types if isinstance(index, types.BaseTuple) else (index,)
         if len(idx) != dst.ndim:
@@ -67,7 +85,7 @@ class _ElementAtomic(AbstractTemplate):
                 f"the atomic once, so there is no per-thread previous value; move it into "
                 f"a T.Parallel loop")
         ret = dst.element if prev else types.none
-        return signature(ret, dst, index, dst.element, return_prev, per_lane)
+        return signature(ret, dst, index, dst.element, return_prev, per_lane, order)
 
 
 class _RegionAtomic(AbstractTemplate):
@@ -76,10 +94,10 @@ class _RegionAtomic(AbstractTemplate):
 
     def generic(self, args, kws):
         what = f"T.atomic_{self.op}"
-        if kws or len(args) != 3:
-            raise errors.TypingError(f"{what}(dst, value, return_prev=False) takes a "
-                                     f"destination and a value")
-        dst, value, return_prev = args
+        if kws or len(args) != 4:
+            raise errors.TypingError(f"{what}{SIGNATURE} takes a destination and a value")
+        dst, value, order, return_prev = args
+        literal_memory_order(order, self.op)
         if _literal_bool(return_prev, f"{what}'s return_prev"):
             raise errors.TypingError(f"{what}: return_prev=True needs an element destination "
                                      f"(C[i, j]), not a region")
@@ -92,7 +110,7 @@ class _RegionAtomic(AbstractTemplate):
             raise errors.TypingError(f"{what}: the value of a region atomic must be a "
                                      f"fragment or a shared tile (or a region of one), "
                                      f"got {value}")
-        return signature(types.none, dst, value, return_prev)
+        return signature(types.none, dst, value, order, return_prev)
 
 
 def _register():

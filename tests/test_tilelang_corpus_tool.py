@@ -1,0 +1,88 @@
+"""tools/tilelang_corpus.py: its import rewriting, output parsing and message grouping
+(pure functions: no TileLang mirror, no pytest subprocess)."""
+import importlib.util
+import os
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools",
+                     "tilelang_corpus.py")
+_spec = importlib.util.spec_from_file_location("tilelang_corpus", _PATH)
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+
+# tilejit's top-level modules and tilejit.tilelang's, as the tool reads them
+MODULES = (frozenset({"language", "testing", "utils", "profiler", "autotuner", "carver"}),
+           frozenset({"jit", "math", "tvm", "utils", "profiler"}))
+
+
+def rewrite(src):
+    return corpus.rewrite_imports(src, MODULES)
+
+
+def test_plain_imports():
+    assert rewrite("import tilelang\n") == "import tilejit as tilelang\n"
+    assert rewrite("import tilelang as tl\n") == "import tilejit as tl\n"
+    assert rewrite("import tilelang.language as T\n") == "import tilejit.language as T\n"
+
+
+def test_submodule_import_binds_tilelang():
+    out = rewrite("import tilelang.testing\n")
+    assert out == "import tilejit.testing, tilejit as tilelang\n"
+    namespace = {}
+    exec(out, namespace)
+    assert namespace["tilelang"].testing is namespace["tilejit"].testing
+
+
+def test_from_imports_and_frontend_modules():
+    src = ("from tilelang import tvm as tvm\n"
+           "from tilelang.language import Kernel\n"
+           "from tilelang.jit import JITKernel\n"
+           "from tilelang.utils.tensor import map_torch_type\n"
+           "from tilelang.layout import make_swizzled_layout\n")
+    assert rewrite(src) == ("from tilejit import tvm as tvm\n"
+                            "from tilejit.language import Kernel\n"
+                            "from tilejit.tilelang.jit import JITKernel\n"
+                            "from tilejit.utils.tensor import map_torch_type\n"
+                            "from tilejit.layout import make_swizzled_layout\n")
+
+
+def test_other_lines_left_alone():
+    src = ("import os, torch\n"
+           "    import tilelang.language as T  # indented\n"
+           "x = tilelang.compile(f)  # import tilelang\n"
+           "s = 'from tilelang import jit'\n"
+           "import tilelangx\n"
+           "from tilelang.jit import (\n    JITKernel,\n)\r\n")
+    out = rewrite(src)
+    lines = out.splitlines(keepends=True)
+    assert lines[0] == "import os, torch\n"
+    assert lines[1] == "    import tilejit.language as T  # indented\n"
+    assert lines[2:5] == src.splitlines(keepends=True)[2:5]
+    assert lines[5] == "from tilejit.tilelang.jit import (\n"
+    assert out.endswith(")\r\n") and len(lines) == len(src.splitlines())
+
+
+def test_mixed_import_list():
+    assert rewrite("import torch, tilelang.testing as tt, tilelang\n") == \
+        "import torch, tilejit.testing as tt, tilejit as tilelang\n"
+
+
+def test_parse_and_group():
+    out = "\n".join([
+        "t.py::test_a PASSED                     [ 25%]",
+        "t.py::test_b SKIPPED (needs a CUDA device) [ 50%]",
+        "t.py::test_c[4-8] FAILED                [ 75%]",
+        "t.py::test_d FAILED                     [100%]",
+        "=== short test summary info ===",
+        "PASSED t.py::test_a",
+        "FAILED t.py::test_c[4-8] - ValueError: bad shape 4 for 'A'",
+        "FAILED t.py::test_d - ValueError: bad shape 16 for 'B'",
+    ])
+    cases = {c["id"]: c for c in corpus.parse_pytest_output(out)}
+    assert {k: c["outcome"] for k, c in cases.items()} == {
+        "t.py::test_a": "passed", "t.py::test_b": "skipped", "t.py::test_c[4-8]": "failed",
+        "t.py::test_d": "failed"}
+    assert cases["t.py::test_b"]["message"] == "needs a CUDA device"
+    assert cases["t.py::test_d"]["message"] == "ValueError: bad shape 16 for 'B'"
+    (key, count, _, example), = corpus.groups(list(cases.values()))
+    assert key == "ValueError: bad shape N for '…'" and count == 2
+    assert example == "t.py::test_c[4-8]"
