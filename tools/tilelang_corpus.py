@@ -13,7 +13,7 @@ a table of outcomes per test file, then the first line of each failure's excepti
 by a normalized message (numbers and quoted names replaced), most frequent first.
 Nothing of TileLang is stored in this repository: the files are read at run time.
 
-    python tools/tilelang_corpus.py --mirror /work/.mirror/tile-ai+tilelang/repo \\
+    python tools/tilelang_corpus.py --mirror PATH/TO/TILELANG.git \\
         [--only language/ --only kernel/] [--timeout 120] [--jobs 2] [--json out.json]
 
 ``--only`` keeps the test files whose path (under ``testing/python/``) contains one of
