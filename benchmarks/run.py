@@ -176,6 +176,12 @@ def bench_launch():
     func = module.function
     per_call("bare cuLaunchKernel (cuda.bindings)",
              lambda: driver.cuLaunchKernel(func, *grid, 256, 1, 1, 0, stream, addr, 0))
+    c_launch, c_func, c_params = cuda_driver.c_launch_kernel(), ctypes.c_void_p(int(func)), \
+        ctypes.c_void_p(addr)
+    c_stream = ctypes.c_void_p(stream) if stream else None
+    if c_launch is not None:
+        per_call("bare cuLaunchKernel (ctypes, as tilejit's hot path calls it)",
+                 lambda: c_launch(c_func, *grid, 256, 1, 1, 0, c_stream, c_params, None))
     per_call("tilejit Launcher.launch (packing only)",
              lambda: launcher.launch(grid, (256, 1, 1), 0, stream, values))
     per_call("tilejit vector_add(a, b, c)", lambda: vector_add(a, b, c))

@@ -1,4 +1,5 @@
 """The generated hot path: one lookup keyed on everything the launch depends on."""
+import ctypes
 from types import SimpleNamespace
 
 import pytest
@@ -34,8 +35,12 @@ class FakeLauncher:
             self._packed = values
 
         def cu_launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-            self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, self._packed))
-            return (0,)
+            # (as libcuda's through ctypes: the stream a pointer object or None, an int
+            # CUresult back)
+            assert stream is None or isinstance(stream, ctypes.c_void_p), stream
+            self.calls.append(((gx, gy, gz), (bx, by, bz), shared,
+                               stream and stream.value, self._packed))
+            return 0
         return pack_into, None, cu_launch, "function", 1234
 
     def _on_error(self, *args):
@@ -186,3 +191,56 @@ def test_a_compile_time_list_takes_the_full_path():
     fast.remember((x, (1, 2)), launcher, (1, 1, 1), 32, 0, (lambda s: None, 0))
     assert fast.launch(x, (1, 2)) is None and len(launcher.calls) == 1
     assert fast.launch(x, [1, 2]) is fast.MISS
+
+
+def test_the_entry_binds_as_the_kernel_and_falls_back_on_a_miss():
+    """Once a kernel has a hot path, its call *is* the generated entry: the kernel's own
+    parameter names and defaults (here ones the generated code also uses: ``table``,
+    ``e``, ``a1``), keywords bound by Python, and anything it does not hold or cannot
+    bind handed to the kernel's full path with what the call gave."""
+    from tilejit.runtime.fastlaunch import MISSING
+    missed = []
+    kernel = SimpleNamespace(
+        __name__="k", source=SimpleNamespace(params=["a1", "table", "e", "block"],
+                                             defaults={"block": 64}),
+        _call_missed=lambda values, extra, kw: missed.append((values, extra, kw)) or "full")
+    fast = FastLauncher([("tensor", 2), ("scalar", 0), ("tensor", 1), ("const", 0)],
+                        FakeTensor, {1: float})
+    entry = fast.entry(kernel)
+    launcher = FakeLauncher()
+    x = FakeTensor(4096, (3, 5), (5, 1))
+    y = FakeTensor(8192, (5,), (1,))
+    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), 128, 0, (lambda s: s, 7))
+    assert entry(x, 2.5, y) is None                       # the default filled in
+    assert entry(e=y, a1=x, table=2.5) is None            # keywords
+    assert [c[4] for c in launcher.calls] == [(4096, 3, 5, 5, 1, 2.5, 8192, 5, 1)] * 2
+    assert missed == []
+    assert entry(x, 2.5, y, 128) == "full"                # not in the table
+    assert missed[-1] == ((x, 2.5, y, 128), (), None)
+    assert entry(x, 2.5) == "full"                        # e left out
+    assert missed[-1] == ((x, 2.5, MISSING, 64), (), None)
+    assert entry(x, 2.5, y, 64, 1) == "full"              # one too many
+    assert missed[-1] == ((x, 2.5, y, 64), (1,), {})
+    assert entry(x, 2.5, y, blk=1) == "full"              # an unknown keyword
+    assert missed[-1] == ((x, 2.5, y, 64), (), {"blk": 1})
+    assert len(launcher.calls) == 2
+
+
+def test_a_kernel_with_a_hot_path_keeps_its_argument_errors():
+    """The full path behind the entry raises the kernel's own errors for calls the entry
+    could not bind."""
+    import tilejit
+    import tilejit.language as T
+    from tilejit.runtime.fastlaunch import MISSING
+
+    @tilejit.kernel
+    def copy(A, B, block: T.constexpr = 64):
+        with T.Kernel(T.ceildiv(A.shape[0], block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i]
+    with pytest.raises(TypeError, match="missing argument 'B'"):
+        copy._call_missed((1, MISSING, 64), (), None)
+    with pytest.raises(TypeError, match="unexpected argument 'blk'"):
+        copy._call_missed((1, 2, 64), (), {"blk": 3})
+    with pytest.raises(TypeError, match="takes 3 argument"):
+        copy._call_missed((1, 2, 64), (5,), {})

@@ -12,6 +12,8 @@ values), so a hit needs no other check; anything else returns ``MISS`` and the f
 """
 from __future__ import annotations
 
+from ctypes import c_void_p
+
 from tilejit.runtime.arguments import is_compile_time_value
 
 _MAX_ENTRIES = 4096
@@ -54,44 +56,57 @@ def param_kinds(kernel, values, tensor_type=None):
     return kinds
 
 
-def _source(kinds) -> str:
-    args = ", ".join(f"a{i}" for i in range(len(kinds)))
+def _pieces(kinds):
+    """(type checks, tensor reads, key items, packed values) of the generated code over
+    arguments a0, a1, ... (Every global it reads is spelled ``_tj_``: the entry function's
+    parameters are the kernel's own names, which may be ``table``.)"""
     checks, reads, key, pack = [], [], [], []
     for i, (kind, ndim) in enumerate(kinds):
         a = f"a{i}"
         if kind == "const":
             if ndim:
-                checks.append(f"type({a}) is float")
+                checks.append(f"_tj_type({a}) is float")
             key.append(a)
         elif kind == "scalar":
-            checks.append(f"type({a}) is not type_{i}")
+            checks.append(f"_tj_type({a}) is not _tj_type_{i}")
             key.append(a)
             pack.append(a)
         else:
-            checks.append(f"type({a}) not in Tensor")
+            checks.append(f"_tj_type({a}) not in _tj_Tensor")
             reads.append(f"    p{i} = {a}.data_ptr(); s{i} = {a}.shape; t{i} = {a}.stride()")
             key += [f"{a}.dtype", f"{a}.get_device()", f"p{i} & 15", f"s{i}", f"t{i}"]
             pack += [f"p{i}"] + [f"s{i}[{d}]" for d in range(ndim)] + [
                 f"t{i}[{d}]" for d in range(ndim)]
-    lines = [f"def launch({args}):"]
+    return checks, reads, key, pack
+
+
+def _body(kinds, miss: str) -> list[str]:
+    """The lines of the hot path over arguments a0, a1, ...; ``miss`` is the expression it
+    returns when the call is not in the table."""
+    checks, reads, key, pack = _pieces(kinds)
+    lines = []
     if checks:
         lines.append(f"    if {' or '.join(checks)}:")
-        lines.append("        return MISS")
+        lines.append(f"        return {miss}")
     lines += reads
     # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
-    # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps)
+    # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps,
+    # neither outputs nor maps)
     # (a compile-time value that cannot be a key, a list, takes the full path)
     lines.append("    try:")
-    lines.append(f"        e = table.get(({', '.join(key)},))")
+    lines.append(f"        e = _tj_table.get(({', '.join(key)},))")
     lines.append("    except TypeError:")
-    lines.append("        return MISS")
+    lines.append(f"        return {miss}")
     lines.append("    if e is None:")
-    lines.append("        return MISS")
+    lines.append(f"        return {miss}")
     # TMA tensor maps (kernel.tensor_map_maker), by run-time argument position
     runtime = [f"(p{i}, s{i}, t{i})" if kind == "tensor" else "None"
                for i, (kind, _) in enumerate(kinds) if kind != "const"]
     # (the outputs' maps too: they follow the inputs, as the outputs follow them)
-    lines.append("    if e[12] is None:")
+    lines.append("    if e[15]:")       # no outputs, no tensor maps: the common case
+    lines.append("        result = None")
+    lines.append(f"        e[0](e[1], 0, {', '.join(pack)})")
+    lines.append("    elif e[12] is None:")
     lines.append("        result = None")
     lines.append(f"        maps = e[14]({', '.join(runtime)}) if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*maps'])})")
@@ -100,19 +115,47 @@ def _source(kinds) -> str:
     lines.append(f"        maps = e[14]({', '.join(runtime + ['*outs'])}) "
                  "if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra', '*maps'])})")
+    # (the stream as a pointer object: ctypes passes a bare int as a 32-bit C int)
     lines.append("    stream = e[9](e[10])")
-    lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
-                 "e[11], 0)")
+    lines.append("    err = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], "
+                 "_tj_VP(stream) if stream else None, e[11], None)")
     lines.append("    if err:")
     lines.append("        e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), e[8], stream)")
     lines.append("    return result")
-    lines.append(f"def key_of({args}):")
-    lines += reads
-    lines.append(f"    return ({', '.join(key)},)")
+    return lines
+
+
+def _source(kinds) -> str:
+    """``launch(a0, a1, ...)``, which returns MISS when the call is not in the table, and
+    ``key_of(a0, a1, ...)``."""
+    args = ", ".join(f"a{i}" for i in range(len(kinds)))
+    _, reads, key, _ = _pieces(kinds)
+    lines = [f"def launch({args}):"] + _body(kinds, "_tj_MISS")
+    lines += [f"def key_of({args}):"] + reads + [f"    return ({', '.join(key)},)"]
+    return "\n".join(lines) + "\n"
+
+
+def _entry_source(kinds, params, has_default) -> str:
+    """``entry``: the kernel's call itself, with its parameters' names and defaults (a
+    parameter without one defaults to ``_tj_M``). A call the table does not hold, or that
+    binds its arguments wrongly, goes to ``_tj_miss(values, extra positionals, unknown
+    keywords)``, the kernel's full path with its errors."""
+    names = ", ".join(params)
+    signature = ", ".join(f"{p}=_tj_d{i}" if has_default[i] else f"{p}=_tj_M"
+                          for i, p in enumerate(params))
+    values = f"({names},)"
+    lines = [f"def entry({signature}, *_tj_rest, **_tj_kw):",
+             "    if _tj_rest or _tj_kw:",
+             f"        return _tj_miss({values}, _tj_rest, _tj_kw)",
+             f"    {', '.join(f'a{i}' for i in range(len(params)))}, = {values}"]
+    # (the misses pass a0, a1, ...: a later local, e.g. ``e``, may be a parameter's name)
+    args = ", ".join(f"a{i}" for i in range(len(params)))
+    lines += _body(kinds, f"_tj_miss(({args},), (), None)")
     return "\n".join(lines) + "\n"
 
 
 MISS = object()   # what ``launch`` returns when the full path must run
+MISSING = object()  # an argument the call left out, in the generated entry
 
 
 class FastLauncher:
@@ -122,11 +165,28 @@ class FastLauncher:
         self.kinds = kinds
         self.table: dict = {}
         types = tensor_type if isinstance(tensor_type, tuple) else (tensor_type,)
-        namespace = {"Tensor": types, "table": self.table, "MISS": MISS}
-        namespace.update({f"type_{i}": t for i, t in scalar_types.items()})
-        exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), namespace)
-        self.launch = namespace["launch"]
-        self._key_of = namespace["key_of"]
+        self._namespace = {"_tj_Tensor": types, "_tj_table": self.table, "_tj_MISS": MISS,
+                           "_tj_VP": c_void_p, "_tj_type": type}
+        self._namespace.update({f"_tj_type_{i}": t for i, t in scalar_types.items()})
+        exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), self._namespace)
+        self.launch = self._namespace["launch"]
+        self._key_of = self._namespace["key_of"]
+
+    def entry(self, kernel):
+        """The function a call of ``kernel`` runs once it has a hot path: its parameters
+        by name, defaults included, then this launcher's lookup; a miss, or a call that
+        binds wrongly, goes to ``kernel._call_missed``."""
+        params = list(kernel.source.params)
+        if any(p.startswith("_tj_") for p in params) or len(params) != len(self.kinds):
+            return kernel._call_full            # (a name of the generated code's own)
+        defaults = kernel.source.defaults
+        namespace = dict(self._namespace, _tj_M=MISSING, _tj_miss=kernel._call_missed)
+        namespace.update({f"_tj_d{i}": defaults[p] for i, p in enumerate(params)
+                          if p in defaults})
+        source = _entry_source(self.kinds, params, [p in defaults for p in params])
+        exec(compile(source, f"<tilejit fast launch of {kernel.__name__}>", "exec"),
+             namespace)
+        return namespace["entry"]
 
     def remember(self, values, launcher, grid, threads, shared, stream, outputs=None,
                  maps=None, cluster=(1, 1, 1)):
@@ -147,8 +207,8 @@ class FastLauncher:
             cu_launch = launcher.cluster_launch(cluster)
         gx, gy, gz = grid
         self.table[key] = (pack, view, cu_launch, func, gx, gy, gz, threads,
-                                             shared, stream[0], stream[1], params, outputs,
-                                             launcher, maps)
+                           shared, stream[0], stream[1], params, outputs, launcher, maps,
+                           outputs is None and maps is None)
 
 
 def fast_launcher_for(kernel, values):

@@ -1,6 +1,7 @@
 """``@tilejit.kernel``: binding arguments, choosing the target, the specialization
-cache, and the launch. The hot path of a cached kernel is ``KernelFunction.__call__``
-→ ``fastlaunch``; the first call of a specialization takes the full path below.
+cache, and the launch. A cached kernel's call runs the function ``fastlaunch`` generated
+for it (``KernelFunction.__call__`` is that function once it exists); the first call of a
+specialization takes the full path below.
 
 Nothing here imports Numba: the compiler is imported when a kernel is first compiled,
 so a process that finds its kernels in the disk cache never pays for it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from operator import attrgetter
 
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
@@ -17,7 +19,7 @@ from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg, launch_stream
-from tilejit.runtime.fastlaunch import fast_launcher_for, param_kinds
+from tilejit.runtime.fastlaunch import MISSING, fast_launcher_for, param_kinds
 from tilejit.runtime.sequence import KernelSequence, is_sequence
 from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
                                      tensor_params, viewed_params, written_params)
@@ -74,6 +76,7 @@ class KernelFunction:
         self._first_default = first
         self._default_values = tuple(self.source.defaults[p] for p in params[first:])
         self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
+        self._call = self._call_full
         self._explicit_sync = None  # uses mbarriers, T.tma_copy or T.ws (simulated only)
         self._queries = None        # host-query calls of the device program
         self._env_target = target_override()
@@ -189,17 +192,34 @@ class KernelFunction:
                     self._cache[(spec, device)] = entry
         return entry
 
-    def __call__(self, *args, **kwargs):
+    # A call goes to ``self._call``: this class's ``_call_full`` until a launch on the GPU
+    # generated the kernel's hot path (fastlaunch.py), then that function itself, with the
+    # kernel's own parameters, which falls back to ``_call_bound`` on anything it does not
+    # know. (Python looks ``__call__`` up on the class; a property lets each kernel have
+    # its own, without a wrapper's frame.)
+    __call__ = property(attrgetter("_call"))
+
+    def _call_full(self, *args, **kwargs):
         if not kwargs and self._first_default <= len(args) <= self._nparams:
             values = args + self._default_values[len(args) - self._first_default:] \
                 if len(args) < self._nparams else args
         else:
             values = tuple(self._bind(args, kwargs))
-        fast = self._fast
-        if fast is not None:
-            result = fast.launch(*values)
-            if result is not fast.MISS:
-                return result
+        return self._call_bound(values)
+
+    def _call_missed(self, values, extra, keywords):
+        """The generated entry's way back (fastlaunch.FastLauncher.entry): ``values`` one
+        per parameter, ``MISSING`` where the call gave none; ``extra`` positionals and
+        unknown ``keywords`` the entry could not bind. Wrong calls get ``_bind``'s errors."""
+        if extra or keywords or any(v is MISSING for v in values):
+            if extra:
+                self._bind(values + extra, {})        # raises: too many arguments
+            given = {p: v for p, v in zip(self.source.params, values) if v is not MISSING}
+            self._bind((), dict(given, **(keywords or {})))     # raises
+        return self._call_bound(values)
+
+    def _call_bound(self, values):
+        """The full path of a call whose arguments are bound, one value per parameter."""
         call, launch, target, spec = self._prepare(values)
         if target == "sim":
             # the simulator's runner (and its transform) only when a kernel is simulated
@@ -229,6 +249,8 @@ class KernelFunction:
     def _remember_fast(self, values, loaded, launch, call):
         if self._fast is None:
             self._fast = fast_launcher_for(self, values)
+            if self._fast is not None:
+                self._call = self._fast.entry(self)
         fast = self._fast
         if fast is None or len(values) != self._nparams or 0 in launch.grid:
             return
