@@ -35,6 +35,11 @@ Benchmarks:
                (benchmarks/attention_bwd.py).
   compile      fresh processes: a cold compile (empty disk cache) and a disk-cache
                hit, from `import tilejit` to the first launch (or PTX, without a GPU).
+  autotune     @tilejit.autotune over 16 GEMM block shapes (4096^3 fp16): the compile
+               phase (worker processes) and the timing phase, against one worker
+               (benchmarks/tuning.py).
+  carver       the carver's top 3 beside a hand-written grid, same process: the GEMM at
+               4096^3 fp16 and FlashAttention b4 h32 s4096 d128 fp16 (benchmarks/tuning.py).
 
 Timing: every variant of a benchmark runs in each of several interleaved rounds (at
 least one round per variant, in the orders of a Williams design: over the rounds each
@@ -75,6 +80,7 @@ from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_bwd import bench_attention_bwd  # noqa: E402
+from tuning import bench_autotune, bench_carver  # noqa: E402
 
 try:
     import triton
@@ -732,7 +738,8 @@ BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": be
               "gemm_llm": bench_gemm_llm, "gemm_fp8": bench_gemm_fp8,
               "gemm_seeds": bench_gemm_seeds,
               "reductions": bench_reductions, "attention": bench_attention,
-              "attention_bwd": bench_attention_bwd, "compile": bench_compile}
+              "attention_bwd": bench_attention_bwd, "compile": bench_compile,
+              "autotune": bench_autotune, "carver": bench_carver}
 
 
 def _commit():

@@ -103,3 +103,66 @@ def test_codegen_walk_gives_the_default_walks_ptx():
     ours = nvptx.emit_ptx(ll.parse_assembly(text), target)
     default = nvptx.target_machine(target).emit_assembly(ll.parse_assembly(text))
     assert ours == default
+
+
+def test_numba_inliners_run_only_where_something_may_be_inlined():
+    """Numba's ``inline_inlinables`` and ``inline_overloads`` passes are skipped for IR
+    that cannot reach a function jitted or overloaded with ``inline=``: a kernel's
+    compile then never imports Numba's inliner (15–20 ms of a fresh process)."""
+    import numba
+    from numba.core.compiler import run_frontend
+
+    from tilejit.codegen.numba_pipeline import _inlinables, _inline_template
+
+    @numba.njit(inline="always")
+    def helper(x):
+        return x + 1
+
+    @numba.njit
+    def plain(x):
+        return x + 1
+
+    def calls_inline(x):
+        return helper(x)
+
+    def calls_plain(x):
+        return plain(x) + math.floor(x)
+
+    assert _inlinables(run_frontend(calls_inline))
+    assert not _inlinables(run_frontend(calls_plain))
+
+    from numba.core.cpu import InlineOptions
+
+    class Template:
+        _inline = InlineOptions("always")
+        _inline_overloads = {(numba.types.int64,): {}}
+
+    class Never(Template):
+        _inline = InlineOptions("never")
+
+    class Untyped(Template):
+        _inline_overloads = {}
+    assert _inline_template(Template)
+    assert not _inline_template(Never) and not _inline_template(Untyped)
+    assert not _inline_template(object())
+
+
+def test_a_kernel_compile_does_not_import_numbas_inliner(tmp_path):
+    import subprocess
+    import sys
+    code = (
+        "import sys, numpy as np, tilejit, tilejit.language as T\n"
+        "@tilejit.kernel\n"
+        "def add(A, B, block: T.constexpr = 256):\n"
+        "    with T.Kernel(T.ceildiv(A.shape[0], block), threads=block) as bx:\n"
+        "        for i in T.Parallel(block):\n"
+        "            B[bx * block + i] = A[bx * block + i] + 1\n"
+        "a = np.zeros(1024, np.float32)\n"
+        "add.compile(a, a.copy(), target='cuda', arch='sm_90a')\n"
+        "print('numba.core.inline_closurecall' in sys.modules)\n")
+    path = tmp_path / "kernel.py"
+    path.write_text(code)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         env={**__import__("os").environ, "TILEJIT_DISABLE_CACHE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

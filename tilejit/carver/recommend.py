@@ -125,6 +125,12 @@ class MatmulTemplate:
         self.arch = arch
         return self
 
+    def get_hardware_aware_configs(self, arch: CUDA | None = None, topk: int = 10):
+        """TileLang's name for ``recommend_hints`` (with the arch given here)."""
+        if arch is not None:
+            self.arch = arch
+        return self.recommend_hints(topk)
+
     def _bytes(self, dtype) -> int:
         name = getattr(dtype, "name", None) or str(dtype)
         if name not in _BYTES:

@@ -1,5 +1,5 @@
-"""Numba's nopython pipeline with tilejit's lowering class, and its closure inliner run
-only where there is something to inline.
+"""Numba's nopython pipeline with tilejit's lowering class, and its two inliners (closures,
+functions jitted with ``inline=``) run only where there is something to inline.
 
 ``TilejitLower`` changes one thing: a binary operation typed as
 ``(float32, float32) -> float16`` (half types compute in float32, by the typing
@@ -16,8 +16,11 @@ from numba.core import ir as nir
 from numba.core import lowering, postproc
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import register_pass
-from numba.core.typed_passes import NativeLowering
-from numba.core.untyped_passes import InlineClosureLikes, fixup_var_define_in_scope
+from numba.core import types
+from numba.core.ir_utils import is_operator_or_getitem
+from numba.core.typed_passes import InlineOverloads, NativeLowering
+from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables,
+                                       fixup_var_define_in_scope)
 
 from tilejit.codegen.typing.types import WeakFloat, is_half
 
@@ -114,7 +117,99 @@ class TilejitInlineClosureLikes(InlineClosureLikes):
         return True
 
 
-_REPLACED = {NativeLowering: TilejitNativeLowering, InlineClosureLikes: TilejitInlineClosureLikes}
+def _inlinables(func_ir) -> bool:
+    """Whether a call in the IR may reach a function jitted with Numba's ``inline=``
+    option (a global, a closure variable, or an attribute of a global module): what
+    Numba's ``inline_inlinables`` pass looks for at every call."""
+    for block in func_ir.blocks.values():
+        for inst in block.body:
+            value = getattr(inst, "value", None)
+            if isinstance(value, (nir.Global, nir.FreeVar)):
+                found = value.value
+            elif isinstance(value, nir.Expr) and value.op == "getattr":
+                try:
+                    base = func_ir.get_definition(value.value)
+                except Exception:   # several definitions: the pass cannot resolve it either
+                    continue
+                # (an Expr's attributes raise KeyError: ask for a Global's only)
+                if not isinstance(base, (nir.Global, nir.FreeVar)):
+                    continue
+                found = getattr(base.value, value.attr, None)
+            else:
+                continue
+            try:
+                options = getattr(found, "targetoptions", None)
+            except Exception:       # an object whose __getattr__ raises something else
+                options = None
+            if isinstance(options, dict) and options.get("inline", "never") != "never":
+                return True
+    return False
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class TilejitInlineInlinables(InlineInlinables):
+    """Numba's ``inline_inlinables``, skipped where no call can reach a function jitted
+    with ``inline=`` (its walk resolves every call's definition: 15 ms of a 128x128 GEMM's
+    compile and of FlashAttention's on the CPU machine)."""
+    _name = "tilejit_inline_inlinables"
+
+    def run_pass(self, state):
+        if _inlinables(state.func_ir):
+            return super().run_pass(state)
+        return True
+
+
+def _inline_template(template) -> bool:
+    """Whether a typing template is an ``@overload`` (or ``@overload_method`` /
+    ``@overload_attribute``) with ``inline=`` other than never that was typed here."""
+    inline = getattr(template, "_inline", None)
+    return (inline is not None and not inline.is_never_inline
+            and bool(getattr(template, "_inline_overloads", None)))
+
+
+def _inline_overloads(state) -> bool:
+    """Whether an expression of the typed IR resolves to a template that
+    ``inline_overloads`` could inline (the calls, operators and attributes it looks at)."""
+    typemap, typing = state.typemap, state.typingctx
+    for block in state.func_ir.blocks.values():
+        for inst in block.body:
+            expr = getattr(inst, "value", None)
+            if not isinstance(inst, nir.Assign) or not isinstance(expr, nir.Expr):
+                continue
+            if expr.op == "call":
+                fnty = typemap.get(expr.func.name)
+            elif is_operator_or_getitem(expr):
+                fnty = typing.resolve_value_type(expr.fn)
+            elif expr.op == "getattr" and expr.value.name in typemap:
+                found = typing.find_matching_getattr_template(
+                    types.unliteral(typemap[expr.value.name]), expr.attr)
+                if found and _inline_template(found["template"]):
+                    return True
+                continue
+            else:
+                continue
+            templates = list(getattr(fnty, "templates", None) or ())
+            templates.append(getattr(fnty, "template", None))
+            if any(_inline_template(t) for t in templates if t is not None):
+                return True
+    return False
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class TilejitInlineOverloads(InlineOverloads):
+    """Numba's ``inline_overloads``, skipped where no expression resolves to an overload
+    typed with ``inline=``: its scan is ~2 ms, but it imports Numba's inliner
+    (``inline_closurecall``), 15–20 ms of a fresh process's first compile."""
+    _name = "tilejit_inline_overloads"
+
+    def run_pass(self, state):
+        if _inline_overloads(state):
+            return super().run_pass(state)
+        return True
+
+
+_REPLACED = {NativeLowering: TilejitNativeLowering, InlineClosureLikes: TilejitInlineClosureLikes,
+             InlineInlinables: TilejitInlineInlinables, InlineOverloads: TilejitInlineOverloads}
 
 
 class TilejitCompiler(CompilerBase):
