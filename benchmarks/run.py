@@ -182,12 +182,6 @@ def bench_launch():
     func = module.function
     per_call("bare cuLaunchKernel (cuda.bindings)",
              lambda: driver.cuLaunchKernel(func, *grid, 256, 1, 1, 0, stream, addr, 0))
-    c_launch, c_func, c_params = cuda_driver.c_launch_kernel(), ctypes.c_void_p(int(func)), \
-        ctypes.c_void_p(addr)
-    c_stream = ctypes.c_void_p(stream) if stream else None
-    if c_launch is not None:
-        per_call("bare cuLaunchKernel (ctypes, as tilejit's hot path calls it)",
-                 lambda: c_launch(c_func, *grid, 256, 1, 1, 0, c_stream, c_params, None))
     per_call("tilejit Launcher.launch (packing only)",
              lambda: launcher.launch(grid, (256, 1, 1), 0, stream, values))
     per_call("tilejit vector_add(a, b, c)", lambda: vector_add(a, b, c))
@@ -773,13 +767,17 @@ def main(argv=None):
         rows = BENCHMARKS[name]()
         results[name] = rows
         print(f"\n== {name} ({meta['gpu']}, {meta['date']}, commit {meta['commit']})")
-        keys = [k for k in rows[0] if k != "name"]
+        keys = list(dict.fromkeys(k for r in rows for k in r if k != "name"))
         print(f"{'':44s}" + "".join(f"{k:>14s}" for k in keys))
         for r in rows:
-            print(f"{r['name']:44s}" + "".join(f"{r[k]:14.3f}" for k in keys))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+            print(f"{r['name']:44s}" + "".join(_cell(r.get(k, "")) for k in keys))
+        if args.json:       # after each benchmark: a later one that fails loses nothing
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+
+
+def _cell(value) -> str:
+    return f"{value:14.3f}" if isinstance(value, (int, float)) else f"  {value}"
 
 
 if __name__ == "__main__":

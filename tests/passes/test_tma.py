@@ -197,7 +197,7 @@ def test_the_fast_path_packs_the_maps_of_its_tensors_last():
     class Launcher:
         def parts(self):
             return (lambda view, off, *v: packed.append(v), None,
-                    lambda *a: 0, "f", 0)
+                    lambda *a: (0,), "f", 0)
 
     fast = FastLauncher([("tensor", 2), ("scalar", 0), ("tensor", 1)], Fake, {1: int})
     seen = []

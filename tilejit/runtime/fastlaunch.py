@@ -12,8 +12,6 @@ values), so a hit needs no other check; anything else returns ``MISS`` and the f
 """
 from __future__ import annotations
 
-from ctypes import c_void_p
-
 from tilejit.runtime.arguments import is_compile_time_value
 
 _MAX_ENTRIES = 4096
@@ -115,10 +113,10 @@ def _body(kinds, miss: str) -> list[str]:
     lines.append(f"        maps = e[14]({', '.join(runtime + ['*outs'])}) "
                  "if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra', '*maps'])})")
-    # (the stream as a pointer object: ctypes passes a bare int as a 32-bit C int)
+    # (stream 0 goes as None: the bindings' cheapest path to the NULL stream)
     lines.append("    stream = e[9](e[10])")
-    lines.append("    err = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], "
-                 "_tj_VP(stream) if stream else None, e[11], None)")
+    lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
+                 "e[11], 0)")
     lines.append("    if err:")
     lines.append("        e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), e[8], stream)")
     lines.append("    return result")
@@ -166,7 +164,7 @@ class FastLauncher:
         self.table: dict = {}
         types = tensor_type if isinstance(tensor_type, tuple) else (tensor_type,)
         self._namespace = {"_tj_Tensor": types, "_tj_table": self.table, "_tj_MISS": MISS,
-                           "_tj_VP": c_void_p, "_tj_type": type}
+                           "_tj_type": type}
         self._namespace.update({f"_tj_type_{i}": t for i, t in scalar_types.items()})
         exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), self._namespace)
         self.launch = self._namespace["launch"]

@@ -42,7 +42,7 @@ from tilejit.tuning.bench import check_count
 from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check_timeout,
                                      compare_results, cuda_device_name, first_line,
                                      json_config, plain_value, progress, skippable_errors,
-                                     timed, to_numpy)
+                                     timed, snapshot)
 from tilejit.tilelang.classic import ClassicJit
 from tilejit.tilelang.jit import JitFunction
 
@@ -350,7 +350,7 @@ class _Bench:
             results = list(outputs) if isinstance(outputs, tuple) else [outputs]
             it, produced = iter(self.inputs), iter(results)
             full = [next(produced) if i in out_idx else next(it) for i in range(len(params))]
-        results = [to_numpy(r) for r in results]
+        results = [snapshot(r) for r in results]
         if self.reference is None:
             self.reference, self.reference_config = results, config
         else:
