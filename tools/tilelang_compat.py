@@ -116,7 +116,10 @@ TILELANG_DIFFERENCES = {
     "PassConfigKey": "the keys tilejit reads (fast math, dump IR, TMA/wgmma/warp "
                      "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",
-    "carver": "`carver.arch.driver.get_num_sms()` only",
+    "carver": "`carver.arch.driver` (`get_num_sms()`, the device limits), `carver.arch.CUDA` "
+              "and the templates `MatmulTemplate`, `FlashAttentionTemplate`, "
+              "`ElementwiseTemplate`, `GeneralReductionTemplate` (`recommend_hints`, "
+              "`get_hardware_aware_configs`) with tilejit's own search, not TVM's roller",
     "JITKernel": "a class for `isinstance` and annotations: what `tilejit.compile` and an "
                  "eager program's `.compile(...)` return are its subclasses; not constructed "
                  "directly",
