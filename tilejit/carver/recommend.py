@@ -18,14 +18,21 @@ The search, one GEMM-like kernel at a time:
 - **constraints**: shared memory ``stages · (bM · bK + bK · bN) · in_bytes`` within the
   per-block limit, and the register proxy ``2 · bM · bN · acc_bits / 32`` within the
   register file (65536 32-bit registers per SM on CUDA);
-- **objective**: ``(traffic + 1) · num_wave``, where ``traffic`` is the DRAM bytes of one
-  output tile (its A and B panels and its C tile) and ``num_wave`` the waves of blocks
-  over the SMs, ``ceil(grid / (blocks_per_SM · SMs))``, with ``blocks_per_SM`` the least
-  of the shared-memory and register sides and 4 (the SM's scheduler partitions);
+- **objective**: ``(traffic + 1) · num_wave``, where ``traffic`` is the DRAM bytes of the
+  output tiles one SM holds at once (``blocks_per_SM`` tiles, each its A and B panels and
+  its C tile) and ``num_wave`` the waves of blocks over the SMs,
+  ``ceil(grid / (blocks_per_SM · SMs))``, with ``blocks_per_SM`` the least of the
+  shared-memory and register sides and 4 (the SM's scheduler partitions). The product is
+  what the seeds make of it: the DRAM bytes each SM moves over the kernel. (Counting one
+  tile's bytes whatever the SM holds, as the seeds' formula reads when one block fills
+  an SM, ranked two 128 × 128 blocks an SM above one 128 × 256 block: the carver's top 3
+  at 4096³ fp16 then ran at 0.777 of the best of a hand-written grid on the H200,
+  2026-12-03; the same tile area per SM, the larger tile reads a quarter fewer bytes.)
 - **stages**: the deepest (2 … 4) that keeps ``blocks_per_SM`` at its target: 1 for a
   tile of 128 × 256 or more, else 2.
 
-Ties go to the config with warps nearest the 4 partitions, then the larger ``block_K``.
+Ties go to the config with warps nearest the 4 partitions, then the one with more of K
+in flight (``stages · block_K``), then the deeper pipeline.
 """
 from __future__ import annotations
 
@@ -92,7 +99,7 @@ class Hint:
     threads: int
     num_stages: int
     score: float
-    traffic: int
+    traffic: int            # the DRAM bytes of one output tile
     num_wave: int
     blocks_per_sm: int
     smem_bytes: int
@@ -181,11 +188,11 @@ class MatmulTemplate:
                     grid = math.ceil(self.M / bm) * math.ceil(self.N / bn)
                     waves = math.ceil(grid / (per_sm * arch.num_sms))
                     traffic = (bm * self.K + self.K * bn) * a_bytes + bm * bn * c_bytes
-                    score = (traffic + 1) * waves
+                    score = (traffic * per_sm + 1) * waves
                     config = dict(block_M=bm, block_N=bn, block_K=bk, threads=threads,
                                   num_stages=stages)
                     hints.append(Hint(bm, bn, bk, threads, stages, score, traffic, waves,
                                       per_sm, smem, config))
         hints.sort(key=lambda h: (h.score, abs(h.threads // 32 - arch.sm_partition),
-                                  -h.block_K))
+                                  -h.num_stages * h.block_K, -h.num_stages))
         return hints[:topk]

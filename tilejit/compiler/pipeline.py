@@ -39,7 +39,7 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             epilogue_staging, fragment_regions, global_copies, layout_inference,
                             parallel_guards, pipeline, rasterization, registers, safe_memory,
                             shared_memory, tile_allocation, tma, tma_store, warp_roles,
-                            warp_specialize)
+                            warp_specialize, wgmma_waits)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -70,6 +70,7 @@ SOURCE_PASSES = (
     async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads
     shared_memory.plan_shared_memory,        # offsets in the dynamic shared buffer
     barriers.insert_barriers,                # block barriers for shared-memory hazards
+    wgmma_waits.defer_wgmma_waits,           # sm_90a: wgmma waits where the results are needed
     parallel_guards.version_parallel_guards,  # 16-byte groups for guarded T.Parallel
 )
 

@@ -119,6 +119,11 @@ TMA_STORE = _declare("__tj_tma_store", "tma_store",
 TMA_STORE_WAIT = _declare("__tj_tma_store_wait", "tma_store_wait",
                           "Thread 0 waits until TMA has read the tiles it stores.")
 
+# -- wgmma waits after the statements that do not need them (passes/wgmma_waits.py) --
+WGMMA_WAIT = _declare("__tj_wgmma_wait", "wgmma_wait",
+                      "(gemm id, ...): wait for the deferred wgmma gemms and hand their "
+                      "accumulators back")
+
 # -- warp specialization (passes/warp_specialize.py) ----------------------------------
 # the ``if`` that splits a warp-specialized kernel's roles carries this attribute: its
 # producer branch is ordered by mbarriers (barriers.py), and its consumers' statements are

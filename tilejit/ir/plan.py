@@ -82,6 +82,10 @@ class TilePlan:
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
+    # wgmma gemms whose wait comes later, at a __tj_wgmma_wait (passes/wgmma_waits.py), and,
+    # while the kernel is lowered, each one's accumulator registers until that wait
+    deferred_waits: set = field(default_factory=set)
+    wgmma_pending: dict = field(default_factory=dict, compare=False, repr=False)
     # warp specialization (passes/warp_specialize.py): consumer threads (0: none), the
     # thread that issues TMA copies, the threads launched per block (0: the kernel's)
     ws_consumers: int = 0

@@ -28,9 +28,12 @@ the pipelines' stage release relies on.
 from __future__ import annotations
 
 from llvmlite import ir
+from numba.core import types
 
+from tilejit.ir import markers
 from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
 from tilejit.codegen.lowering.copy import emit_copy_async
+from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import plan, thread_index
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -216,7 +219,24 @@ def emit_wgmma_gemm(context, builder, sig, args):
             regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
                                     accumulate=not (gp.clear_accum and kk == 0))
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
+    gid = sig.args[3].literal_value
+    if gid in plan().deferred_waits:    # its __tj_wgmma_wait hands the registers back
+        plan().wgmma_pending[gid] = (acc, regs)
+        return context.get_dummy_value()
     _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")
     for rm in range(gp.repeat_m):
         acc.store(rm, _pass_through(builder, regs[rm], acc.constraint))
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.WGMMA_WAIT), types.VarArg(types.Any), target="cuda")
+def wgmma_wait_impl(context, builder, sig, args):
+    """The deferred gemms' wait (passes/wgmma_waits.py): ``wait_group 0``, then each
+    one's accumulator registers through an empty asm (nothing reads them above the wait)
+    into its fragment."""
+    _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")
+    for ty in sig.args:
+        acc, regs = plan().wgmma_pending.pop(ty.literal_value)
+        for rm, values in enumerate(regs):
+            acc.store(rm, _pass_through(builder, values, acc.constraint))
     return context.get_dummy_value()

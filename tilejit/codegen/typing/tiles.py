@@ -259,6 +259,13 @@ class TmaStoreTemplate(AbstractTemplate):
         return signature(types.none, src, dst, tmap, cid)
 
 
+@infer_global(markers.stub(markers.WGMMA_WAIT))
+class WgmmaWaitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if args and all(isinstance(a, types.StringLiteral) for a in args):
+            return signature(types.none, *args)
+
+
 @infer_global(markers.stub(markers.TMA_STORE_WAIT))
 @infer_global(markers.stub(markers.TMA_FENCE))
 class TmaFenceTemplate(AbstractTemplate):
