@@ -289,16 +289,10 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     tid = thread_index(context, builder)
     writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
     memo = SlotMemo()     # each run's code follows the previous one's: values dominate
-    both = src.kind == dst.kind == "fragment"    # slot to slot: no coordinates needed
     for s0, length in runs:
-        if both:
-            guard = None if ix.valid is None else builder.icmp_unsigned(
-                "!=", emit(builder, ix.valid, {"t": tid, "s": s0}, memo), I32(0))
-            at = None
-        else:
-            tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
-            cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
-            at = _element_at(builder, cc)
+        tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
+        cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
+        at = _element_at(builder, cc)
         # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
         # code costs registers that an mma accumulator cannot spare. Stored to global
         # or shared memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out

@@ -436,20 +436,6 @@ def frag_valid_impl(context, builder, sig, args):
 def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
     """Every element of ``tile`` (this thread's share of it) := value."""
     v = context.cast(builder, value, value_ty, ty.element)
-    t = plan().tile(ty.tile_name)
-    if ty.kind == "fragment":
-        # every slot, guarded where it may not be an element of the tile: no coordinates
-        # (owned_elements' ~9 instructions a slot, which LLVM then deleted: 700 of a
-        # 128 x 128 GEMM's 4,600 lowered instructions)
-        tid = thread_index(context, builder) if t.indexing.valid is not None else None
-        memo = SlotMemo()
-        for s in range(t.indexing.slots):
-            guard = None if tid is None else builder.icmp_unsigned(
-                "!=", emit(builder, t.indexing.valid, {"t": tid, "s": s}, memo), I32(0))
-            with guarded(builder, guard):
-                context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(s)]),
-                                   align=ty.dtype.itemsize)
-        return
     for _, ptr, guard in owned_elements(context, builder, ty, tile):
         with guarded(builder, guard):
             context.pack_value(builder, ty.element, v, ptr, align=ty.dtype.itemsize)
