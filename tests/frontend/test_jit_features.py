@@ -198,11 +198,11 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                      "15_after_specialize_warps.py", "16_after_stage_epilogues.py",
                      "17_after_use_tma_stores.py", "18_after_fence_generic_writes.py",
                      "19_after_plan_shared_memory.py", "20_after_insert_barriers.py",
-                     "21_after_version_parallel_guards.py", "22_tile_plan.txt",
-                     "23_numba_typed.txt", "24_llvm_lowered.ll", "25_llvm_optimized.ll",
-                     "26_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "21_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "26_kernel.ptx").read_text()
+                     "21_after_defer_wgmma_waits.py", "22_after_version_parallel_guards.py",
+                     "23_tile_plan.txt", "24_numba_typed.txt", "25_llvm_lowered.ll",
+                     "26_llvm_optimized.ll", "27_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "22_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "27_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():
