@@ -70,6 +70,11 @@ LANGUAGE_DIFFERENCES = {
                   "element and region forms (TileLang's "
                   "`atomic_addx2/x4` are not built)",
     "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
+    "atomic_load": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
+                   "`memory_order=` by fences around a relaxed load",
+    "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
+                    "`memory_order=` by fences around a relaxed store; outside a T.Parallel "
+                    "the block stores once",
     "copy": "no `coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` or "
             "`loop_layout=` (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",

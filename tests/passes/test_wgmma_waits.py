@@ -126,3 +126,17 @@ def test_the_attention_backward_overlaps_dk_with_the_dq_product(tmp_path, monkey
     assert "mma.sync" in events[last_commit:]
     assert events[-1] == "wgmma.wait_group"
     ptxas(ptx, "sm_90a")
+
+
+def test_a_gemm_at_two_sites_keeps_its_wait():
+    """A pass that copies a statement list (a peeled iteration) leaves one gemm id at two
+    sites: deferring it would mark both, and only one would get the wait."""
+    program, deferred = _run("""
+        def k():
+            __tj_gemm(A, B, C, 'g0')
+            T.copy(D, S)
+            for i in range(n):
+                __tj_gemm(A, B, C, 'g0')
+                T.copy(D, S)
+        """)
+    assert not deferred and "__tj_wgmma_wait" not in program

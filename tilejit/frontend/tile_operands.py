@@ -118,10 +118,49 @@ class _Regions(ast.NodeTransformer):
                         raise self.error(str(e), node) from None
         return node
 
+    def _load_store(self, node, fn):
+        """``T.atomic_load(src, memory_order)`` and ``T.atomic_store(dst, value,
+        memory_order)``: an element of a tensor or shared tile, the order "seq_cst" unless
+        given; as the element form of the other atomics, the load with every thread
+        reading and returning the value."""
+        name = fn.__name__
+        load = name == "atomic_load"
+        params = ("src", "memory_order") if load else ("dst", "value", "memory_order")
+        sig = f"T.{name}({', '.join(params[:-1])}, memory_order=\"seq_cst\")"
+        args = list(node.args)
+        for k in node.keywords:
+            pos = params.index(k.arg) if k.arg in params else None
+            if pos is None or pos < len(args) and args[pos] is not None:
+                raise self.error(f"{sig}: unexpected argument {k.arg!r}", node)
+            args += [None] * (pos + 1 - len(args))
+            args[pos] = k.value
+        required = len(params) - 1
+        if len(args) > len(params) or len(args) < required \
+                or any(a is None for a in args[:required]):
+            raise self.error(f"{sig} takes {'an element' if load else 'an element and a value'}"
+                             f" (and a memory order)", node)
+        args += [None] * (len(params) - len(args))
+        order = args[-1] if args[-1] is not None else ast.Constant("seq_cst")
+        order = self._memory_order(name[7:], order, node)
+        dst = args[0]
+        index = (dst.slice.elts if isinstance(dst, ast.Subscript)
+                 and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
+        if not isinstance(dst, ast.Subscript) or any(isinstance(i, ast.Slice) for i in index):
+            raise self.error(f"{sig}: the {params[0]} must be one element of a tensor or a "
+                             f"shared tile (F[i], F[i, j]), got `{ast.unparse(dst)}`", node)
+        value = ast.Constant(0) if load else args[1]
+        out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), value,
+                                  ast.Constant(load),
+                                  ast.Constant(load or self.parallel > 0 or self.per_thread),
+                                  order])
+        return ast.copy_location(out, node)
+
     def _atomic(self, node, fn):
         """The element form becomes ``__tj_atomic_*``; the region form keeps the call with
         its four operands positional, ``(dst, value, memory_order, return_prev)`` (the
         region rewrite then applies)."""
+        if fn in (T.atomic_load, T.atomic_store):
+            return self._load_store(node, fn)
         name = fn.__name__
         sig = f"T.{name}{SIGNATURE}"
         args = list(node.args)

@@ -1,5 +1,6 @@
 """Atomics: ``T.atomic_add | atomic_max | atomic_min(dst, value, memory_order=None,
-return_prev=False)``, TileLang's signature.
+return_prev=False)``, TileLang's signature; ``T.atomic_load(src, memory_order="seq_cst")``
+and ``T.atomic_store(dst, value, memory_order="seq_cst")`` on one element.
 
 Two forms (the front end tells them apart in the source, ``frontend/tile_operands.py``):
 
@@ -46,7 +47,9 @@ def memory_order_error(op: str, order) -> str | None:
     if order is None or (isinstance(order, str) and order in MEMORY_ORDERS):
         return None
     expected = ", ".join(repr(o) for o in MEMORY_ORDERS)
-    return (f"T.atomic_{op}{SIGNATURE}: memory_order must be None or one of {expected} "
+    signature = {"load": '(src, memory_order="seq_cst")',
+                 "store": '(dst, value, memory_order="seq_cst")'}.get(op, SIGNATURE)
+    return (f"T.atomic_{op}{signature}: memory_order must be None or one of {expected} "
             f"(a compile-time string); got {order!r}")
 
 
@@ -69,6 +72,25 @@ def atomic_min(dst, value, memory_order=None, return_prev=False):
     return meaning("atomic_min")(dst, value, memory_order, return_prev)
 
 
-FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min}
+def atomic_load(src, memory_order="seq_cst"):
+    """The value of the element ``src`` (``F[i]`` of a global tensor or a shared tile),
+    read atomically with TileLang's ``memory_order`` (default ``"seq_cst"``): every
+    thread that runs it reads (a flag another block sets, spun on with
+    ``while T.atomic_load(F[0], memory_order="acquire") == 0``). 32- and 64-bit dtypes."""
+    return meaning("atomic_load")(src, memory_order)
 
-__all__ = ["atomic_add", "atomic_max", "atomic_min"]
+
+def atomic_store(dst, value, memory_order="seq_cst"):
+    """``dst = value`` atomically for the element ``dst``, with TileLang's
+    ``memory_order`` (default ``"seq_cst"``). Inside a ``T.Parallel`` every iteration
+    stores; outside one the block stores once, as the other element atomics.
+    32- and 64-bit dtypes."""
+    return meaning("atomic_store")(dst, value, memory_order)
+
+
+FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min,
+             "load": atomic_load, "store": atomic_store}
+# atomic_load and atomic_store: element form only, whole 32- or 64-bit words
+WORD_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+
+__all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store"]

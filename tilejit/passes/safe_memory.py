@@ -24,9 +24,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit.ir.markers import ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, CAST
+from tilejit.ir.markers import ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_STORE, CAST
 
-_ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN)
+_ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_LOAD, ATOMIC_STORE)
 
 
 def _indices(node: ast.Subscript) -> list:

@@ -50,6 +50,14 @@ def defer_wgmma_waits(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     wgmma = {gid for gid, (gp, *_rest) in plan.gemms.items() if gp.engine == "wgmma"}
     if not wgmma or ctx.target.is_sim:
         return fdef
+    # a gemm whose call a pass copied (one id at two sites) keeps its wait: the id marks
+    # every site deferred, and only one would get the wait
+    sites: dict[str, int] = {}
+    for node in ast.walk(fdef):
+        gid = _gemm_id(node) if isinstance(node, ast.Call) else None
+        if gid is not None:
+            sites[gid] = sites.get(gid, 0) + 1
+    wgmma = {gid for gid in wgmma if sites.get(gid) == 1}
     _Lists(ctx, wgmma).visit_lists(fdef, fdef.body, parents=[])
     return fdef
 

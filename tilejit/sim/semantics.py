@@ -27,7 +27,7 @@ import numpy as np
 
 from tilejit.errors import AssumptionError, CompileError
 from tilejit.language import numerics as _num
-from tilejit.language.atomics import DTYPES, OPS, memory_order_error
+from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_error
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
@@ -459,6 +459,10 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     what = f"T.atomic_{op}"
     _check_memory_order(op, memory_order)
     _check_dtype(tensor, what)
+    if op in ("load", "store") and tensor.dtype.name not in WORD_DTYPES:
+        raise TypeError(f"{what}: {', '.join(WORD_DTYPES)} elements; the "
+                        f"{'source' if op == 'load' else 'destination'} is "
+                        f"{tensor.dtype.name}")
     dtype = tensor.dtype
     idx = index if isinstance(index, tuple) else (index,)
     if len(idx) != tensor.data.ndim:
@@ -472,13 +476,22 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
     idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
     tensor._check(idx_b, active)
-    if tensor.unwritten is not None:        # an atomic reads its destination
+    if tensor.unwritten is not None and op != "store":   # an atomic reads its destination
         tensor.check_written(tuple(np.where(active, i, 0) for i in idx_b), active)
     v = _num.cast(np.asarray(value, dtype=np.float32) if dtype.held_in_float32 else value,
                   dtype)
     v_b = np.broadcast_to(np.asarray(v, dtype=tensor.data.dtype), shape)
     sel = active.reshape(-1)
-    old = _apply(op, tensor, tuple(i.reshape(-1)[sel] for i in idx_b), v_b.reshape(-1)[sel])
+    where = tuple(i.reshape(-1)[sel] for i in idx_b)
+    if op == "load":
+        old = tensor.data[where]
+    elif op == "store":         # lanes storing to one element: the last in lane order
+        old = None
+        tensor.data[where] = v_b.reshape(-1)[sel]
+        if tensor.unwritten is not None:
+            tensor.unwritten[where] = False
+    else:
+        old = _apply(op, tensor, where, v_b.reshape(-1)[sel])
     if not return_prev:
         return None
     out = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=tensor.data.dtype)
@@ -554,7 +567,19 @@ def _element(op):
 
 
 # the simulator's meaning of the names the front end inserts (``__tj_atomic_add`` …)
-SIM_ELEMENT = {op: _element(op) for op in OPS}
+SIM_ELEMENT = {op: _element(op) for op in OPS + ("load", "store")}
+
+
+def atomic_load(src, memory_order="seq_cst"):
+    """An element's value, read atomically (the front end rewrites the element form)."""
+    raise TypeError("T.atomic_load: the source must be one element of a tensor or shared "
+                    "tile (F[i], F[i, j]), inside a kernel")
+
+
+def atomic_store(dst, value, memory_order="seq_cst"):
+    """An element written atomically (the front end rewrites the element form)."""
+    raise TypeError("T.atomic_store: the destination must be one element of a tensor or "
+                    "shared tile (F[i], F[i, j]), inside a kernel")
 
 
 # -- math functions ------------------------------------------------------------------
@@ -702,8 +727,9 @@ MEANINGS = {name: globals()[name] for name in (
     "any_of", "all_of",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
-    "atomic_max", "atomic_min", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
-    "sigmoid", "pow", "floor", "ceil", "erf", "device_assert", "assume", "print")}
+    "atomic_max", "atomic_min", "atomic_load", "atomic_store", "exp", "exp2", "log", "log2",
+    "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
+    "assume", "print")}
 def sync_threads(barrier_id=None, arrive_count=None):
     """A block barrier: the simulator runs a block's threads in step, so nothing to wait
     for; every thread must reach it (checked where the code is per-thread)."""

@@ -146,20 +146,51 @@ def _element_ptr(context, builder, ty, base, index_ty, index):
     return builder.gep(base, [element_offset(builder, ty, coords)], inbounds=True)
 
 
+def atomic_load_store(builder, op: str, ptr, value=None, order=None):
+    """``T.atomic_load`` (``op`` "load": the value) or ``T.atomic_store`` of ``value`` at
+    ``ptr``: a relaxed atomic access (PTX ``ld/st.relaxed``) with the fences of
+    ``order`` around it, as the read-modify-write atomics are ordered."""
+    before, after = _fences(order)
+    if before:
+        builder.fence(before, SCOPE)
+    if op == "load":
+        out = builder.load_atomic(ptr, "monotonic", _width(ptr))
+    else:
+        if value.type != ptr.type.pointee:
+            value = builder.bitcast(value, ptr.type.pointee)
+        builder.store_atomic(value, ptr, "monotonic", _width(ptr))
+        out = None
+    if after:
+        builder.fence(after, SCOPE)
+    return out
+
+
+def _width(ptr) -> int:
+    """The byte size of a 32- or 64-bit element (the alignment of its atomic access)."""
+    pointee = ptr.type.pointee
+    return 8 if getattr(pointee, "width", 32) == 64 or isinstance(pointee, ir.DoubleType) else 4
+
+
 def _element_impl(op):
     def impl(context, builder, sig, args):
         dst_ty, index_ty, _, _, per_lane_ty, order_ty = sig.args
         _check_replication(f"T.atomic_{op}")
         elem = dst_ty.element
         order = memory_order_of(order_ty)
+        if op in ("load", "store"):
+            def access(ptr):
+                return atomic_load_store(builder, op, ptr, args[2], order)
+        else:
+            def access(ptr):
+                return atomic_rmw(builder, op, elem, ptr, args[2], order)
         if per_lane_ty.literal_value:
             ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
-            old = atomic_rmw(builder, op, elem, ptr, args[2], order)
+            old = access(ptr)
         else:
             first = builder.icmp_unsigned("==", thread_index(context, builder), I32(0))
             with builder.if_then(first):
                 ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
-                atomic_rmw(builder, op, elem, ptr, args[2], order)
+                access(ptr)
             old = None
         if sig.return_type == types.none:
             return context.get_dummy_value()
@@ -281,6 +312,9 @@ def _from_shared(context, builder, op, src, dst, extents, order):
 
 
 def _register():
+    for op in ("load", "store"):
+        element = markers.stub(getattr(markers, f"ATOMIC_{op.upper()}"))
+        lower(element, *[types.Any] * 6)(_element_impl(op))
     for op in ("add", "max", "min"):
         element = markers.stub(getattr(markers, f"ATOMIC_{op.upper()}"))
         lower(element, *[types.Any] * 6)(_element_impl(op))

@@ -221,6 +221,9 @@ def emit_wgmma_gemm(context, builder, sig, args):
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
     gid = sig.args[3].literal_value
     if gid in plan().deferred_waits:    # its __tj_wgmma_wait hands the registers back
+        if gid in plan().wgmma_pending:
+            raise AssertionError(f"internal error: deferred wgmma gemm {gid} lowered twice "
+                                 f"before its wait")
         plan().wgmma_pending[gid] = (acc, regs)
         return context.get_dummy_value()
     _barrier_asm(builder, "wgmma.wait_group.sync.aligned 0;")

@@ -20,7 +20,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
-from tilejit.language.atomics import DTYPES, SIGNATURE, memory_order_error
+from tilejit.language.atomics import DTYPES, SIGNATURE, WORD_DTYPES, memory_order_error
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import RegionType, TileType
 from tilejit.codegen.typing.types import GlobalTensorType
@@ -113,7 +113,23 @@ class _RegionAtomic(AbstractTemplate):
         return signature(types.none, dst, value, order, return_prev)
 
 
+class _ElementLoadStore(_ElementAtomic):
+    """``__tj_atomic_load`` / ``__tj_atomic_store``: as the element atomics, on whole
+    32- or 64-bit words."""
+
+    def generic(self, args, kws):
+        sig = super().generic(args, kws)
+        if sig is not None and args[0].dtype.name not in WORD_DTYPES:
+            raise errors.TypingError(
+                f"T.atomic_{self.op}: {', '.join(WORD_DTYPES)} elements; the "
+                f"{'source' if self.op == 'load' else 'destination'} is {args[0].dtype.name}")
+        return sig
+
+
 def _register():
+    for op in ("load", "store"):
+        element = type(f"AtomicElement{op.capitalize()}", (_ElementLoadStore,), {"op": op})
+        infer_global(markers.stub(getattr(markers, f"ATOMIC_{op.upper()}")))(element)
     for op in ("add", "max", "min"):
         element = type(f"AtomicElement{op.capitalize()}", (_ElementAtomic,), {"op": op})
         infer_global(markers.stub(getattr(markers, f"ATOMIC_{op.upper()}")))(element)

@@ -1,0 +1,166 @@
+"""T.atomic_load(src, memory_order="seq_cst") and T.atomic_store(dst, value,
+memory_order="seq_cst"), TileLang's signatures: one element of a tensor or shared tile,
+32- and 64-bit dtypes; the simulator's values, the PTX's relaxed accesses between the
+memory order's fences (assembled by ptxas), the errors, and the GPU against the
+simulator and numpy."""
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+ORDERS = [None, "relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst"]
+PTXAS = shutil.which("ptxas")
+
+
+@tilejit.kernel
+def publish(X, F, Y, order: T.constexpr = "seq_cst", block: T.constexpr = 128):
+    """F = 2 X element by element (stores), Y = F + 1 (loads), then the block stores its
+    index into F's first element of its block, once."""
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                T.atomic_store(F[bx * block + i], X[bx * block + i] * 2, memory_order=order)
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                Y[bx * block + i] = T.atomic_load(F[bx * block + i], memory_order=order) + 1
+        T.atomic_store(F[bx * block], bx)
+
+
+@tilejit.kernel
+def shared_round_trip(X, Y, block: T.constexpr = 64):
+    """Through a shared tile: atomic stores, a barrier, atomic loads of the neighbour."""
+    with T.Kernel(1, threads=block) as bx:
+        S = T.alloc_shared((block,), X.dtype)
+        for i in T.Parallel(block):
+            T.atomic_store(S[i], X[i], memory_order="release")
+        T.sync_threads()
+        for i in T.Parallel(block):
+            Y[i] = T.atomic_load(S[(i + 1) % block], memory_order="acquire")
+
+
+def _expected(x, block=128):
+    f = 2 * x
+    y = f + 1
+    f[::block] = np.arange(len(x[::block]), dtype=x.dtype)
+    return f, y
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64, np.uint32])
+def test_stores_and_loads_in_simulation(order, dtype):
+    x = np.arange(300).astype(dtype)
+    f, y = np.zeros_like(x), np.zeros_like(x)
+    publish(x, f, y, order=order)
+    want_f, want_y = _expected(x)
+    np.testing.assert_array_equal(f, want_f)
+    np.testing.assert_array_equal(y, want_y)
+
+
+def test_a_shared_tile_in_simulation():
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    shared_round_trip(x, y)
+    np.testing.assert_array_equal(y, np.roll(x, -1))
+
+
+def _events(ptx):
+    return [line.split()[0].rstrip(";") for line in ptx.splitlines()
+            if re.match(r"\s*(ld\.relaxed|st\.relaxed|fence|membar)\.", line)]
+
+
+# (before, after) the relaxed access, as for the read-modify-write atomics
+FENCES = {None: (None, None), "relaxed": (None, None),
+          "consume": (None, "fence.acq_rel.gpu"), "acquire": (None, "fence.acq_rel.gpu"),
+          "release": ("fence.acq_rel.gpu", None),
+          "acq_rel": ("fence.acq_rel.gpu", "fence.acq_rel.gpu"),
+          "seq_cst": ("fence.sc.gpu", "fence.acq_rel.gpu")}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("order", ORDERS)
+def test_ptx_orders_each_access_with_fences(order, arch, tmp_path):
+    x = np.zeros(1024, np.int32)
+    ptx = publish.compile(x, x.copy(), x.copy(), order=order, target="cuda", arch=arch).ptx
+    before, after = FENCES[order]
+    store = [e for e in (before, "st.relaxed.sys.global.b32", after) if e]
+    load = [e for e in (before, "ld.relaxed.sys.global.b32", after) if e]
+    last = ["fence.sc.gpu", "st.relaxed.sys.global.b32", "fence.acq_rel.gpu"]   # seq_cst
+    assert _events(ptx) == store + load + last
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH")
+    path = tmp_path / "k.ptx"
+    path.write_text(ptx)
+    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_tensor_stored_atomically_is_not_read_through_the_read_only_cache():
+    """F is written (atomic_store): its plain reads must not use ld.global.nc."""
+    @tilejit.kernel
+    def stored_then_read(F, Y):
+        with T.Kernel(1, threads=128) as bx:
+            T.atomic_store(F[0], 1)
+            for i in T.Parallel(128):
+                Y[i] = F[i]
+    f = np.zeros(128, np.int32)
+    ptx = stored_then_read.compile(f, f.copy(), target="cuda", arch="sm_90a").ptx
+    assert "ld.global.nc" not in ptx
+
+
+@pytest.mark.parametrize("call, message", [
+    ("T.atomic_load(F[0:4])", "one element"),
+    ("T.atomic_store(F, 1)", "one element"),
+    ("T.atomic_store(F[0])", "takes an element and a value"),
+    ("T.atomic_load(F[0], memory_order='strong')", "memory_order must be"),
+    ("T.atomic_load(F[0], order='acquire')", "unexpected argument 'order'"),
+])
+def test_bad_calls_are_compile_errors(call, message, tmp_path):
+    source = (f"import tilejit, tilejit.language as T\n"
+              f"@tilejit.kernel\n"
+              f"def k(F):\n"
+              f"    with T.Kernel(1, threads=32) as bx:\n"
+              f"        {call}\n")
+    path = tmp_path / "bad.py"
+    path.write_text(source)
+    namespace = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    with pytest.raises(tilejit.CompileError, match=message):
+        namespace["k"](np.zeros(8, np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int8])
+def test_narrow_dtypes_are_errors_here_and_on_the_gpu(dtype):
+    x = np.arange(128).astype(dtype)
+    with pytest.raises((TypeError, tilejit.CompileError), match="32- |float32, float64"):
+        publish(x, np.zeros_like(x), np.zeros_like(x))
+    with pytest.raises(tilejit.CompileError, match="float32, float64"):
+        publish.compile(x, x.copy(), x.copy(), target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["relaxed", "acquire", "release", "seq_cst"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float64])
+def test_gpu_matches_the_simulator_and_numpy(order, dtype):
+    x = torch.arange(100_003, dtype=dtype)
+    f, y = torch.zeros_like(x, device="cuda"), torch.zeros_like(x, device="cuda")
+    publish(x.cuda(), f, y, order=order)
+    torch.cuda.synchronize()
+    fs, ys = np.zeros(x.shape, x.numpy().dtype), np.zeros(x.shape, x.numpy().dtype)
+    publish(x.numpy(), fs, ys, order=order)
+    want_f, want_y = _expected(x.numpy())
+    np.testing.assert_array_equal(f.cpu().numpy(), want_f)
+    np.testing.assert_array_equal(y.cpu().numpy(), want_y)
+    np.testing.assert_array_equal(fs, want_f)
+    np.testing.assert_array_equal(ys, want_y)
+    xs = torch.arange(64, dtype=torch.float32)
+    out = torch.zeros(64, device="cuda")
+    shared_round_trip(xs.cuda(), out)
+    torch.testing.assert_close(out.cpu(), torch.roll(xs, -1))
