@@ -67,9 +67,12 @@ LANGUAGE_DIFFERENCES = {
                       "threads below `stop - start` run; kernels written as TIR thread "
                       "loops without `T.Kernel` are not supported",
     "atomic_add": "no `use_tma=`; `memory_order=` by fences around a relaxed atomic; "
-                  "element and region forms (TileLang's "
-                  "`atomic_addx2/x4` are not built)",
+                  "element and region forms",
     "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
+    "atomic_addx2": "two consecutive elements as two element atomics (no vector atomic "
+                    "yet); no `return_prev`",
+    "atomic_addx4": "four consecutive elements as four element atomics (no vector atomic "
+                    "yet); no `return_prev`",
     "atomic_load": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
                    "`memory_order=` by fences around a relaxed load",
     "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "

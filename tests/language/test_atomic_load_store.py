@@ -164,3 +164,64 @@ def test_gpu_matches_the_simulator_and_numpy(order, dtype):
     out = torch.zeros(64, device="cuda")
     shared_round_trip(xs.cuda(), out)
     torch.testing.assert_close(out.cpu(), torch.roll(xs, -1))
+
+
+# ----------------------------------------------------------------- T.atomic_addx2 / x4
+
+@tilejit.kernel
+def pair_adds(A, B, block: T.constexpr = 64):
+    """B += A through pairs from a shared tile, then + 1 in quads (a scalar value)."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+        S = T.alloc_shared((block, N), A.dtype)
+        T.copy(A[bx * block, 0], S)
+        for i, j in T.Parallel(block, N // 2):
+            T.atomic_addx2(B[bx * block + i, j * 2], S[i, j * 2])
+        for i, j in T.Parallel(block, N // 4):
+            T.atomic_addx4(B[bx * block + i, j * 4], 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_pair_and_quad_adds_in_simulation(dtype):
+    a = (np.random.default_rng(2).standard_normal((128, 32)) * 8).astype(dtype)
+    b = np.ones_like(a)
+    pair_adds(a, b)
+    np.testing.assert_allclose(b.astype(np.float64), a.astype(np.float64) + 2, rtol=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_pair_adds_are_element_atomics_in_the_ptx(arch, tmp_path):
+    a = np.zeros((128, 32), np.float32)
+    ptx = pair_adds.compile(a, a.copy(), target="cuda", arch=arch).ptx
+    # each thread: 8 pairs and 4 quads, unrolled, each element its own add: 32
+    assert len(re.findall(r"(?:red|atom)\.global\.add\.f32", ptx)) == 32
+    if PTXAS is None:
+        pytest.skip("ptxas is not on PATH")
+    path = tmp_path / "k.ptx"
+    path.write_text(ptx)
+    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("call, message", [
+    ("T.atomic_addx2(F, F)", "first of 2 consecutive elements"),
+    ("T.atomic_addx2(F[0:2], F[2])", "not a slice"),
+    ("T.atomic_addx4(F[0], F[4], True)", "return_prev=True is not supported"),
+    ("T.atomic_addx2(F[0])", "takes a destination and a value"),
+])
+def test_bad_pair_calls_are_compile_errors(call, message, tmp_path):
+    test_bad_calls_are_compile_errors(call, message, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_gpu_pair_adds_match_the_simulator(dtype):
+    a = (torch.randn(1000, 64) * 8).to(dtype)
+    b = torch.ones(1000, 64, dtype=dtype, device="cuda")
+    pair_adds(a.cuda(), b)
+    torch.cuda.synchronize()
+    bs = np.ones((1000, 64), a.numpy().dtype)
+    pair_adds(a.numpy(), bs)
+    torch.testing.assert_close(b.cpu(), torch.from_numpy(bs))
+    torch.testing.assert_close(b.cpu().double(), a.double() + 2, rtol=2e-3, atol=2e-3)

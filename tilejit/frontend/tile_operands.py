@@ -101,6 +101,59 @@ class _Regions(ast.NodeTransformer):
         self.parallel -= par
         return node
 
+    def visit_Expr(self, node):
+        call = node.value
+        fn = resolve_static(call.func, self.namespace) if isinstance(call, ast.Call) else None
+        if fn in (T.atomic_addx2, T.atomic_addx4):
+            return [ast.copy_location(ast.Expr(self._atomic(self.generic_visit(c),
+                                                            T.atomic_add)), node)
+                    for c in self._pair_atomic(call, fn)]
+        return self.generic_visit(node)
+
+    def _pair_atomic(self, node, fn):
+        """``T.atomic_addx2(D[.., n], V[.., m])`` → ``T.atomic_add(D[.., n + k], V[.., m +
+        k])`` for k = 0, 1 (x4: 0 … 3): TileLang's pair (quad) atomic, element by element
+        (its own fallback when a vector atomic does not apply); a scalar value is added to
+        each element."""
+        name = fn.__name__
+        width = 2 if name == "atomic_addx2" else 4
+        sig = f"T.{name}(dst, value, return_prev=False)"
+        args = list(node.args)
+        for k in node.keywords:
+            pos = {"dst": 0, "value": 1, "return_prev": 2}.get(k.arg)
+            if pos is None or pos < len(args):
+                raise self.error(f"{sig}: unexpected argument {k.arg!r}", node)
+            args += [None] * (pos + 1 - len(args))
+            args[pos] = k.value
+        if len(args) < 2 or len(args) > 3 or args[0] is None or args[1] is None:
+            raise self.error(f"{sig} takes a destination and a value", node)
+        if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value is False):
+            raise self.error(f"{sig}: return_prev=True is not supported by tilejit (the "
+                             f"previous {width} values as one vector)", node)
+
+        def shifted(sub, k):
+            index = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            if any(isinstance(i, ast.Slice) for i in index):
+                raise self.error(f"{sig}: index the first of the {width} elements "
+                                 f"(D[i, j]), not a slice", node)
+            last = ast.BinOp(index[-1], ast.Add(), ast.Constant(k)) if k else index[-1]
+            new = list(index[:-1]) + [last]
+            return ast.Subscript(sub.value, ast.Tuple(new, ast.Load()) if len(new) > 1
+                                 else new[0], ast.Load())
+
+        dst, value = args[0], args[1]
+        if not isinstance(dst, ast.Subscript):
+            raise self.error(f"{sig}: the destination is the first of {width} consecutive "
+                             f"elements of a tensor or shared tile (D[i, j]), got "
+                             f"`{ast.unparse(dst)}`", node)
+        if isinstance(value, ast.Name) and value.id in self.tiles:
+            raise self.error(f"{sig}: the value is the first of {width} elements (V[i, j]) "
+                             f"or a scalar, not the whole tile {value.id!r}", node)
+        # (the calls' func is the original's: _atomic rewrites them by the function given)
+        return [ast.fix_missing_locations(ast.copy_location(ast.Call(
+            node.func, [shifted(dst, k), shifted(value, k) if isinstance(value, ast.Subscript)
+                        else value], []), node)) for k in range(width)]
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
         fn = resolve_static(node.func, self.namespace)

@@ -23,8 +23,8 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
                                      uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
-from tilejit.language.atomics import (atomic_add, atomic_load, atomic_max, atomic_min,
-                                      atomic_store)
+from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
+                                      atomic_max, atomic_min, atomic_store)
 from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
                                       cluster_arrive, cluster_arrive_relaxed, cluster_shape,
                                       cluster_sync, cluster_wait, copy_cluster)
@@ -71,6 +71,7 @@ __all__ = [
     "annotate_layout", "clear", "copy", "fill", "gemm",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
+    "atomic_addx2", "atomic_addx4",
     "cumsum", "cummax",
     "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor",

@@ -88,9 +88,22 @@ def atomic_store(dst, value, memory_order="seq_cst"):
     return meaning("atomic_store")(dst, value, memory_order)
 
 
+def atomic_addx2(dst, value, return_prev=False):
+    """``dst`` and the element after it along the last dimension += ``value`` and the
+    element after it (or ``value`` twice, for a scalar), as two element atomics:
+    TileLang's pair atomic (``T.atomic_addx2(C[m, n], C_shared[i, 2 * j])``)."""
+    return meaning("atomic_addx2")(dst, value, return_prev)
+
+
+def atomic_addx4(dst, value, return_prev=False):
+    """As ``atomic_addx2``, four consecutive elements."""
+    return meaning("atomic_addx4")(dst, value, return_prev)
+
+
 FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min,
              "load": atomic_load, "store": atomic_store}
 # atomic_load and atomic_store: element form only, whole 32- or 64-bit words
 WORD_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 
-__all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store"]
+__all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
+           "atomic_addx2", "atomic_addx4"]
