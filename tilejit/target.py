@@ -175,6 +175,13 @@ class Target:
         return self.is_cuda and self.sm >= 89 and self.ptx_features >= "+ptx84"
 
     @property
+    def device_scope(self) -> str:
+        """LLVM's ``syncscope`` of the whole device, for ordered atomics and fences:
+        ``"device"`` on NVPTX (PTX ``.gpu``), ``"agent"`` on AMDGPU (which has no
+        "device" scope: LLVM stops the process on one)."""
+        return "agent" if self.kind == "amdgpu" else "device"
+
+    @property
     def has_vector_red(self) -> bool:
         """``red.global.add.v2/v4.f32``: one atomic add of 8 or 16 bytes (sm_90+, PTX 8.1+)."""
         return self.is_cuda and self.sm >= 90 and self.ptx_features >= "+ptx81"

@@ -225,3 +225,29 @@ def test_gpu_pair_adds_match_the_simulator(dtype):
     pair_adds(a.numpy(), bs)
     torch.testing.assert_close(b.cpu(), torch.from_numpy(bs))
     torch.testing.assert_close(b.cpu().double(), a.double() + 2, rtol=2e-3, atol=2e-3)
+
+
+def test_ordered_atomics_compile_for_amdgpu_at_agent_scope(tmp_path):
+    """AMDGPU has no "device" syncscope: LLVM stopped the whole process on one (an
+    acquire T.atomic_add, or any T.atomic_store, compiled for gfx90a). The scope is the
+    target's (``Target.device_scope``: "agent" there). Run in a child: a regression
+    would end the process, not raise."""
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {here!r})\n"
+        "from test_atomic_load_store import publish\n"
+        "from test_atomic_memory_order import extremes_sum\n"
+        "x = np.zeros(1024, np.int32)\n"
+        "a = publish.compile(x, x.copy(), x.copy(), target='amdgpu', arch='gfx90a')\n"
+        "b = extremes_sum.compile(x, x[:1].copy(), x[:1].copy(), x[:1].copy(),\n"
+        "                         order='acquire', target='amdgpu', arch='gfx90a')\n"
+        "ir = a.compiled.llvm_ir + b.compiled.llvm_ir\n"
+        "print('agent' if 'syncscope(\"agent\")' in ir and 'syncscope(\"device\")' not in ir"
+        " else 'scope?')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "TILEJIT_DISABLE_CACHE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("agent"), out.stdout

@@ -83,7 +83,11 @@ def _rmw_op(op: str, elem) -> str:
 LLVM_ORDERING = {None: "monotonic", "relaxed": "monotonic", "consume": "acquire",
                  "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
                  "seq_cst": "seq_cst"}
-SCOPE = "device"        # LLVM's syncscope for the GPU: PTX .gpu
+
+
+def _scope() -> str:
+    """The device's syncscope (``Target.device_scope``: PTX ``.gpu``, AMDGPU's agent)."""
+    return current_kernel().target.device_scope
 
 
 def _fences(order):
@@ -104,10 +108,10 @@ def atomic_rmw(builder, op: str, elem, ptr, value, order=None):
     memory ``order``; the old value."""
     ordering = LLVM_ORDERING[order]
     if ordering != "monotonic":
-        ordering = f'syncscope("{SCOPE}") {ordering}'
+        ordering = f'syncscope("{_scope()}") {ordering}'
     before, after = _fences(order)
     if before:
-        builder.fence(before, SCOPE)
+        builder.fence(before, _scope())
     if isinstance(elem, BFloat16):
         bf = builder.bitcast(value, BFLOAT)
         bptr = builder.bitcast(ptr, ir.PointerType(BFLOAT, ptr.type.addrspace))
@@ -116,7 +120,7 @@ def atomic_rmw(builder, op: str, elem, ptr, value, order=None):
     else:
         old = builder.atomic_rmw(_rmw_op(op, elem), ptr, value, ordering)
     if after:
-        builder.fence(after, SCOPE)
+        builder.fence(after, _scope())
     return old
 
 
@@ -152,7 +156,7 @@ def atomic_load_store(builder, op: str, ptr, value=None, order=None):
     ``order`` around it, as the read-modify-write atomics are ordered."""
     before, after = _fences(order)
     if before:
-        builder.fence(before, SCOPE)
+        builder.fence(before, _scope())
     if op == "load":
         out = builder.load_atomic(ptr, "monotonic", _width(ptr))
     else:
@@ -161,7 +165,7 @@ def atomic_load_store(builder, op: str, ptr, value=None, order=None):
         builder.store_atomic(value, ptr, "monotonic", _width(ptr))
         out = None
     if after:
-        builder.fence(after, SCOPE)
+        builder.fence(after, _scope())
     return out
 
 
