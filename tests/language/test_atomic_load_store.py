@@ -4,7 +4,6 @@ memory_order="seq_cst"), TileLang's signatures: one element of a tensor or share
 memory order's fences (assembled by ptxas), the errors, and the GPU against the
 simulator and numpy."""
 import re
-import shutil
 import subprocess
 
 import numpy as np
@@ -15,7 +14,6 @@ import tilejit
 import tilejit.language as T
 
 ORDERS = [None, "relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst"]
-PTXAS = shutil.which("ptxas")
 
 
 @tilejit.kernel
@@ -85,7 +83,7 @@ FENCES = {None: (None, None), "relaxed": (None, None),
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_ptx_orders_each_access_with_fences(order, arch, tmp_path):
+def test_ptx_orders_each_access_with_fences(order, arch, ptxas):
     x = np.zeros(1024, np.int32)
     ptx = publish.compile(x, x.copy(), x.copy(), order=order, target="cuda", arch=arch).ptx
     before, after = FENCES[order]
@@ -93,13 +91,7 @@ def test_ptx_orders_each_access_with_fences(order, arch, tmp_path):
     load = [e for e in (before, "ld.relaxed.sys.global.b32", after) if e]
     last = ["fence.sc.gpu", "st.relaxed.sys.global.b32", "fence.acq_rel.gpu"]   # seq_cst
     assert _events(ptx) == store + load + last
-    if PTXAS is None:
-        pytest.skip("ptxas is not on PATH")
-    path = tmp_path / "k.ptx"
-    path.write_text(ptx)
-    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    ptxas(ptx, arch)
 
 
 def test_a_tensor_stored_atomically_is_not_read_through_the_read_only_cache():
@@ -190,18 +182,12 @@ def test_pair_and_quad_adds_in_simulation(dtype):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_pair_adds_are_element_atomics_in_the_ptx(arch, tmp_path):
+def test_pair_adds_are_element_atomics_in_the_ptx(arch, ptxas):
     a = np.zeros((128, 32), np.float32)
     ptx = pair_adds.compile(a, a.copy(), target="cuda", arch=arch).ptx
     # each thread: 8 pairs and 4 quads, unrolled, each element its own add: 32
     assert len(re.findall(r"(?:red|atom)\.global\.add\.f32", ptx)) == 32
-    if PTXAS is None:
-        pytest.skip("ptxas is not on PATH")
-    path = tmp_path / "k.ptx"
-    path.write_text(ptx)
-    r = subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    ptxas(ptx, arch)
 
 
 @pytest.mark.parametrize("call, message", [

@@ -116,8 +116,34 @@ def _candidates(extent: int, granule: int, cap: int = 256) -> list[int]:
     return sorted(out)
 
 
+def dtype_bytes(template: str, dtype) -> int:
+    """The bytes of an element of ``dtype`` (a name or a dtype object); a ValueError
+    naming the template for a dtype it does not know."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    if name not in _BYTES:
+        raise ValueError(f"{template}: unknown dtype {dtype!r}; expected one of "
+                         f"{', '.join(_BYTES)}")
+    return _BYTES[name]
+
+
+class Template:
+    """What every template has: ``with_arch`` and TileLang's
+    ``get_hardware_aware_configs`` over its ``recommend_hints``."""
+    arch: CUDA | None = None
+
+    def with_arch(self, arch: CUDA):
+        self.arch = arch
+        return self
+
+    def get_hardware_aware_configs(self, arch: CUDA | None = None, topk: int = 10):
+        """TileLang's name for ``recommend_hints`` (with the arch given here)."""
+        if arch is not None:
+            self.arch = arch
+        return self.recommend_hints(topk)
+
+
 @dataclass
-class MatmulTemplate:
+class MatmulTemplate(Template):
     """C[M, N] = A[M, K] @ B[K, N] with the given dtypes (the GEMM kernels of
     ``benchmarks/run.py`` and ``examples/gemm.py`` take these configs)."""
     M: int
@@ -128,31 +154,15 @@ class MatmulTemplate:
     accum_dtype: str = "float32"
     arch: CUDA | None = None
 
-    def with_arch(self, arch: CUDA) -> "MatmulTemplate":
-        self.arch = arch
-        return self
-
-    def get_hardware_aware_configs(self, arch: CUDA | None = None, topk: int = 10):
-        """TileLang's name for ``recommend_hints`` (with the arch given here)."""
-        if arch is not None:
-            self.arch = arch
-        return self.recommend_hints(topk)
-
-    def _bytes(self, dtype) -> int:
-        name = getattr(dtype, "name", None) or str(dtype)
-        if name not in _BYTES:
-            raise ValueError(f"MatmulTemplate: unknown dtype {dtype!r}; expected one of "
-                             f"{', '.join(_BYTES)}")
-        return _BYTES[name]
-
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         arch = self.arch or CUDA()
         for name in ("M", "N", "K"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MatmulTemplate: {name} must be a positive int, got {value!r}")
-        a_bytes, c_bytes = self._bytes(self.in_dtype), self._bytes(self.out_dtype)
-        acc_bits = 8 * self._bytes(self.accum_dtype)
+        a_bytes, c_bytes = dtype_bytes("MatmulTemplate", self.in_dtype), \
+            dtype_bytes("MatmulTemplate", self.out_dtype)
+        acc_bits = 8 * dtype_bytes("MatmulTemplate", self.accum_dtype)
         wgmma = arch.target.has_wgmma
         m_granule = 64 if wgmma else 16
         k_min = max(16, 128 // a_bytes)

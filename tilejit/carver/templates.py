@@ -29,18 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tilejit.carver.recommend import _BYTES, CUDA, Hint, _candidates
+from tilejit.carver.recommend import CUDA, Hint, Template, _candidates, dtype_bytes
 
 _THREADS_PER_SM = 2048      # resident threads per SM (sm_80 … sm_90)
 _BLOCKS_PER_SM = 32         # resident blocks per SM
-
-
-def _bytes(template: str, dtype) -> int:
-    name = getattr(dtype, "name", None) or str(dtype)
-    if name not in _BYTES:
-        raise ValueError(f"{template}: unknown dtype {dtype!r}; expected one of "
-                         f"{', '.join(_BYTES)}")
-    return _BYTES[name]
 
 
 def _positive(template: str, **values) -> None:
@@ -49,22 +41,8 @@ def _positive(template: str, **values) -> None:
             raise ValueError(f"{template}: {name} must be a positive int, got {value!r}")
 
 
-class _Template:
-    """``with_arch`` and TileLang's ``get_hardware_aware_configs`` over ``recommend_hints``."""
-    arch: CUDA | None = None
-
-    def with_arch(self, arch: CUDA):
-        self.arch = arch
-        return self
-
-    def get_hardware_aware_configs(self, arch: CUDA | None = None, topk: int = 10):
-        if arch is not None:
-            self.arch = arch
-        return self.recommend_hints(topk)
-
-
 @dataclass
-class FlashAttentionTemplate(_Template):
+class FlashAttentionTemplate(Template):
     """softmax(Q·Kᵀ)·V over ``batch_size · num_heads`` heads of ``seq_length`` queries and
     ``seq_kv_length`` keys of ``head_dim``."""
     batch_size: int = 1
@@ -84,7 +62,7 @@ class FlashAttentionTemplate(_Template):
                   head_dim=self.head_dim, seq_length=self.seq_length,
                   seq_kv_length=self.seq_kv_length)
         arch = self.arch or CUDA()
-        in_bytes, out_bytes = _bytes(name, self.in_dtype), _bytes(name, self.out_dtype)
+        in_bytes, out_bytes = dtype_bytes(name, self.in_dtype), dtype_bytes(name, self.out_dtype)
         d, wgmma = self.head_dim, arch.target.has_wgmma
         heads = self.batch_size * self.num_heads
         hints = []
@@ -121,7 +99,7 @@ class FlashAttentionTemplate(_Template):
 
 
 @dataclass
-class ElementwiseTemplate(_Template):
+class ElementwiseTemplate(Template):
     """An elementwise kernel over ``shape`` reading ``inputs`` and writing ``outputs``
     arrays of ``dtype``, ``threads`` to a block; the config is its ``block``."""
     shape: tuple = (1,)
@@ -136,7 +114,7 @@ class ElementwiseTemplate(_Template):
         shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
         _positive(name, threads=self.threads, **{f"shape[{i}]": s for i, s in enumerate(shape)})
         arch = self.arch or CUDA()
-        size, nbytes = math.prod(shape), _bytes(name, self.dtype)
+        size, nbytes = math.prod(shape), dtype_bytes(name, self.dtype)
         vector = max(1, 16 // nbytes)       # a 16-byte access per thread
         per_sm = min(_THREADS_PER_SM // self.threads, _BLOCKS_PER_SM)
         hints = []
@@ -155,7 +133,7 @@ class ElementwiseTemplate(_Template):
 
 
 @dataclass
-class GeneralReductionTemplate(_Template):
+class GeneralReductionTemplate(Template):
     """Rows of ``shape = (M, N)`` reduced along N, each row read and written once
     (``structure`` "SR": spatial, reduced — TileLang's spelling; the only one here)."""
     structure: str = "SR"
@@ -171,7 +149,7 @@ class GeneralReductionTemplate(_Template):
         M, N = self.shape
         _positive(name, M=M, N=N)
         arch = self.arch or CUDA()
-        nbytes = _bytes(name, self.dtype)
+        nbytes = dtype_bytes(name, self.dtype)
         hints = []
         for bm in _candidates(M, 1, cap=8):
             for threads in (128, 256, 512, 1024):
