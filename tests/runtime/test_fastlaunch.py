@@ -239,3 +239,126 @@ def test_a_kernel_with_a_hot_path_keeps_its_argument_errors():
         copy._call_missed((1, 2, 64), (), {"blk": 3})
     with pytest.raises(TypeError, match="takes 3 argument"):
         copy._call_missed((1, 2, 64), (5,), {})
+
+
+# --------------------------------------------------------------------------------------
+# the monomorphic path: torch's C++ check of the tensors in place of the key
+
+
+def _torch_launcher(kinds, scalar_types=None):
+    import torch
+
+    from tilejit.runtime.fastlaunch import tensor_guard_factory
+    factory = tensor_guard_factory(torch)
+    assert factory is not None, "this torch's TensorGuards failed the self-test"
+    return FastLauncher(kinds, torch.Tensor, scalar_types or {}, factory)
+
+
+def test_the_entry_used_first_is_checked_in_cpp_and_packs_its_shapes():
+    import torch
+    fast = _torch_launcher([("tensor", 2), ("scalar", 0), ("tensor", 1), ("const", 0)],
+                           {1: float})
+    launcher = FakeLauncher()
+    x, y = torch.zeros(3, 5), torch.zeros(7)
+    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), 128, 0, (lambda s: s, 7))
+    entry = fast._mono[0][1]
+    assert entry is next(iter(fast.table.values()))
+    x2, y2 = torch.ones(3, 5), torch.ones(7)           # other tensors, alike
+    assert fast.launch(x2, 2.5, y2, 64) is None
+    assert launcher.calls[-1] == ((4, 1, 1), (128, 1, 1), 0, 7,
+                                  (x2.data_ptr(), 3, 5, 5, 1, 2.5, y2.data_ptr(), 7, 1))
+
+
+def test_the_monomorphic_path_misses_whatever_the_key_would():
+    """Each change the table's key sees makes the C++ check (or the conditions beside
+    it) fail; the call then goes to the table, where it misses."""
+    import torch
+    fast = _torch_launcher([("tensor", 2), ("scalar", 0), ("tensor", 1), ("const", 0)],
+                           {1: float})
+    launcher = FakeLauncher()
+    x, y = torch.zeros(3, 5), torch.zeros(7)
+    fast.remember((x, 2.5, y, 64), launcher, (4, 1, 1), 128, 0, (lambda s: s, 7))
+    misses = [
+        (torch.zeros(3 * 5 + 1)[1:].view(3, 5), 2.5, y, 64),    # 4-byte aligned
+        (torch.zeros(4, 5), 2.5, y, 64),                         # shape
+        (torch.zeros(5, 3).t(), 2.5, y, 64),                     # strides
+        (torch.zeros(3, 5, dtype=torch.float64), 2.5, y, 64),    # dtype
+        (x, 3.5, y, 64),                                         # scalar value
+        (x, 2, y, 64),                                           # scalar type
+        (x, 2.5, y, 128),                                        # compile-time value
+        (x, 2.5, torch.zeros(8)[::2].clone()[:3], 64),          # the other tensor
+    ]
+    for args in misses:
+        assert fast.launch(*args) is fast.MISS, args
+    assert len(launcher.calls) == 0
+    # what the check rejects and the key does not hold (autograd) goes to the table
+    z = torch.zeros(3, 5, requires_grad=True)
+    assert fast.launch(z, 2.5, y, 64) is None and launcher.calls[-1][-1][0] == z.data_ptr()
+
+
+def test_two_signatures_in_turn_stay_correct_and_the_repeated_one_becomes_monomorphic():
+    import torch
+    fast = _torch_launcher([("tensor", 1)])
+    launcher = FakeLauncher()
+    a, b = torch.zeros(8), torch.zeros(16)
+    fast.remember((a,), launcher, (1, 1, 1), 32, 0, (lambda s: s, 0))
+    fast.remember((b,), launcher, (2, 1, 1), 32, 0, (lambda s: s, 0))
+    assert fast._mono[0][2:] == (8, 1)                  # the first remembered
+    for t, blocks in [(b, 2), (a, 1), (b, 2), (a, 1)]:  # in turn: the table serves
+        assert fast.launch(t) is None
+        assert launcher.calls[-1][0] == (blocks, 1, 1)
+        assert launcher.calls[-1][-1] == (t.data_ptr(), t.shape[0], 1)
+    assert fast._mono[0][2:] == (8, 1)
+    fast.launch(b)
+    fast.launch(b)                                      # twice in a row: b's entry
+    assert fast._mono[0][2:] == (16, 1)
+    assert fast.launch(a) is None and launcher.calls[-1][0] == (1, 1, 1)
+
+
+def test_without_a_guard_factory_only_the_table_serves():
+    fast = make()
+    assert "m = _tj_mono" not in fast._namespace["launch"].__code__.co_names
+    assert fast._mono[0][0].__name__ == "_never"
+
+
+@pytest.mark.gpu
+def test_gpu_monomorphic_launches_match_torch_through_changes_of_signature():
+    """On the GPU: calls alike take the monomorphic path (installed at the first launch);
+    a call of another shape, dtype, alignment or stride goes to the table or the full
+    path, and every result is right."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import tilejit
+    import tilejit.language as T
+
+    @tilejit.kernel
+    def scaled_add(A, B, C, alpha: float, block: T.constexpr = 256):
+        n, = A.shape
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    C[bx * block + i] = A[bx * block + i] * alpha + B[bx * block + i]
+
+    def check(a, b, alpha):
+        c = torch.empty_like(a)
+        scaled_add(a, b, c, alpha)
+        torch.testing.assert_close(c, a * alpha + b)
+
+    dev = "cuda"
+    a, b = torch.randn(1000, device=dev), torch.randn(1000, device=dev)
+    check(a, b, 2.0)
+    assert scaled_add._fast is not None and scaled_add._fast._mono[0][0].__name__ != "_never"
+    for _ in range(3):
+        check(torch.randn(1000, device=dev), torch.randn(1000, device=dev), 2.0)
+    check(a, b, 3.0)                                           # scalar value
+    check(torch.randn(777, device=dev), torch.randn(777, device=dev), 2.0)   # shape
+    check(a.half(), b.half(), 2.0)                             # dtype
+    big = torch.randn(1001, device=dev)
+    check(big[1:], b, 2.0)                                     # 4-byte aligned pointer
+    check(torch.randn(2000, device=dev)[::2], b, 2.0)          # strides
+    check(torch.randn(1000, device=dev, requires_grad=True).detach(), b, 2.0)
+    for _ in range(3):
+        check(torch.randn(777, device=dev), torch.randn(777, device=dev), 2.0)
+    assert scaled_add._fast._mono[0][2:4] == (777, 1)          # the repeated one
+    check(a, b, 2.0)

@@ -9,6 +9,12 @@ holds everything the compiled kernel and its grid depend on (dtypes, ranks, devi
 16-byte alignment of the pointers, shapes, strides, scalar values and types, constexpr
 values), so a hit needs no other check; anything else returns ``MISS`` and the full path
 (argument checks, compilation, the host prologue) runs and records its result here.
+
+Before the lookup, the entry a kernel is called with over and over (the first one
+recorded, later any entry the table serves twice in a row) is tried without a key: torch's
+own C++ check of the tensors (``tensor_guard_factory``), the pointers' alignment and the
+scalars' values; on a hit the call reads one attribute per tensor, its pointer, and packs
+the entry's shapes and strides.
 """
 from __future__ import annotations
 
@@ -55,10 +61,10 @@ def param_kinds(kernel, values, tensor_type=None):
 
 
 def _pieces(kinds):
-    """(type checks, tensor reads, key items, packed values) of the generated code over
-    arguments a0, a1, ... (Every global it reads is spelled ``_tj_``: the entry function's
-    parameters are the kernel's own names, which may be ``table``.)"""
-    checks, reads, key, pack = [], [], [], []
+    """(type checks, pointer reads, shape reads, key items, packed values) of the generated
+    code over arguments a0, a1, ... (Every global it reads is spelled ``_tj_``: the entry
+    function's parameters are the kernel's own names, which may be ``table``.)"""
+    checks, pointers, shapes, key, pack = [], [], [], [], []
     for i, (kind, ndim) in enumerate(kinds):
         a = f"a{i}"
         if kind == "const":
@@ -71,22 +77,79 @@ def _pieces(kinds):
             pack.append(a)
         else:
             checks.append(f"_tj_type({a}) not in _tj_Tensor")
-            reads.append(f"    p{i} = {a}.data_ptr(); s{i} = {a}.shape; t{i} = {a}.stride()")
+            pointers.append(f"p{i} = {a}.data_ptr()")
+            shapes.append(f"s{i} = {a}.shape; t{i} = {a}.stride()")
             key += [f"{a}.dtype", f"{a}.get_device()", f"p{i} & 15", f"s{i}", f"t{i}"]
             pack += [f"p{i}"] + [f"s{i}[{d}]" for d in range(ndim)] + [
                 f"t{i}[{d}]" for d in range(ndim)]
-    return checks, reads, key, pack
+    return checks, pointers, shapes, key, pack
 
 
-def _body(kinds, miss: str) -> list[str]:
+def _monomorphic(kinds):
+    """(condition, packed values) of the monomorphic path: the last entry used twice in a
+    row, held in ``m = (check, entry, value, ...)``. ``check`` is torch's C++ check of
+    the tensors' dtype, device, dispatch keys, sizes and strides (``guard_factory``); the
+    scalars and compile-time values must equal the entry's, the pointers be 16-byte
+    aligned as its key says; the shapes and strides it packs are the entry's own (equal,
+    by the check), so a hit reads one attribute per tensor: its pointer."""
+    tensors = [f"a{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor"]
+    conditions = [f"m[0]({', '.join(tensors)})"]
+    pointers = " | ".join(f"p{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor")
+    conditions.append(f"not ({pointers}) & 15")
+    pack, slot = [], 2
+    for i, (kind, ndim) in enumerate(kinds):
+        if kind == "tensor":
+            pack += [f"p{i}"] + [f"m[{slot + d}]" for d in range(2 * ndim)]
+            slot += 2 * ndim
+        else:
+            conditions.append(f"a{i} == m[{slot}]")
+            slot += 1
+            if kind == "scalar":
+                pack.append(f"a{i}")
+    return conditions, pack
+
+
+def _monomorphic_values(kinds, values) -> list:
+    """The ``m[2:]`` of ``_monomorphic`` for the call ``values``."""
+    out = []
+    for (kind, _), v in zip(kinds, values):
+        if kind == "tensor":
+            out += list(v.shape) + list(v.stride())
+        else:
+            out.append(v)
+    return out
+
+
+def _launch_lines(indent: str) -> list[str]:
+    """Launch the entry ``e`` whose parameters are packed."""
+    # (stream 0 goes as None: the bindings' cheapest path to the NULL stream)
+    return [f"{indent}stream = e[9](e[10])",
+            f"{indent}err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
+            "e[11], 0)",
+            f"{indent}if err:",
+            f"{indent}    e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), e[8], stream)"]
+
+
+def _body(kinds, miss: str, mono: bool) -> list[str]:
     """The lines of the hot path over arguments a0, a1, ...; ``miss`` is the expression it
-    returns when the call is not in the table."""
-    checks, reads, key, pack = _pieces(kinds)
+    returns when the call is not in the table; ``mono``: with the monomorphic path."""
+    checks, pointers, shapes, key, pack = _pieces(kinds)
+    args = ", ".join(f"a{i}" for i in range(len(kinds)))
     lines = []
     if checks:
         lines.append(f"    if {' or '.join(checks)}:")
         lines.append(f"        return {miss}")
-    lines += reads
+    lines += [f"    {line}" for line in pointers]
+    if mono:
+        conditions, mono_pack = _monomorphic(kinds)
+        lines.append("    m = _tj_mono[0]")
+        lines.append(f"    if {' and '.join(conditions)}:")
+        lines.append("        e = m[1]")
+        lines.append("        _tj_last[0] = None")       # (so a turn of two is no repeat)
+        lines.append(f"        e[0](e[1], 0, {', '.join(mono_pack)})")
+        lines += _launch_lines("        ")
+        lines.append("        return None")
+    lines += [f"    {line}" for line in shapes]
     # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
     # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps,
     # neither outputs nor maps)
@@ -104,6 +167,10 @@ def _body(kinds, miss: str) -> list[str]:
     lines.append("    if e[15]:")       # no outputs, no tensor maps: the common case
     lines.append("        result = None")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack)})")
+    if mono:    # the same entry twice in a row: it becomes the monomorphic one
+        lines.append("        if e is _tj_last[0]:")
+        lines.append(f"            _tj_install(e, ({args},))")
+        lines.append("        _tj_last[0] = e")
     lines.append("    elif e[12] is None:")
     lines.append("        result = None")
     lines.append(f"        maps = e[14]({', '.join(runtime)}) if e[14] is not None else ()")
@@ -113,27 +180,23 @@ def _body(kinds, miss: str) -> list[str]:
     lines.append(f"        maps = e[14]({', '.join(runtime + ['*outs'])}) "
                  "if e[14] is not None else ()")
     lines.append(f"        e[0](e[1], 0, {', '.join(pack + ['*extra', '*maps'])})")
-    # (stream 0 goes as None: the bindings' cheapest path to the NULL stream)
-    lines.append("    stream = e[9](e[10])")
-    lines.append("    err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
-                 "e[11], 0)")
-    lines.append("    if err:")
-    lines.append("        e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), e[8], stream)")
+    lines += _launch_lines("    ")
     lines.append("    return result")
     return lines
 
 
-def _source(kinds) -> str:
+def _source(kinds, mono: bool) -> str:
     """``launch(a0, a1, ...)``, which returns MISS when the call is not in the table, and
     ``key_of(a0, a1, ...)``."""
     args = ", ".join(f"a{i}" for i in range(len(kinds)))
-    _, reads, key, _ = _pieces(kinds)
-    lines = [f"def launch({args}):"] + _body(kinds, "_tj_MISS")
-    lines += [f"def key_of({args}):"] + reads + [f"    return ({', '.join(key)},)"]
+    _, pointers, shapes, key, _ = _pieces(kinds)
+    lines = [f"def launch({args}):"] + _body(kinds, "_tj_MISS", mono)
+    lines += [f"def key_of({args}):"] + [f"    {line}" for line in pointers + shapes]
+    lines += [f"    return ({', '.join(key)},)"]
     return "\n".join(lines) + "\n"
 
 
-def _entry_source(kinds, params, has_default) -> str:
+def _entry_source(kinds, params, has_default, mono: bool) -> str:
     """``entry``: the kernel's call itself, with its parameters' names and defaults (a
     parameter without one defaults to ``_tj_M``). A call the table does not hold, or that
     binds its arguments wrongly, goes to ``_tj_miss(values, extra positionals, unknown
@@ -148,7 +211,7 @@ def _entry_source(kinds, params, has_default) -> str:
              f"    {', '.join(f'a{i}' for i in range(len(params)))}, = {values}"]
     # (the misses pass a0, a1, ...: a later local, e.g. ``e``, may be a parameter's name)
     args = ", ".join(f"a{i}" for i in range(len(params)))
-    lines += _body(kinds, f"_tj_miss(({args},), (), None)")
+    lines += _body(kinds, f"_tj_miss(({args},), (), None)", mono)
     return "\n".join(lines) + "\n"
 
 
@@ -156,19 +219,35 @@ MISS = object()   # what ``launch`` returns when the full path must run
 MISSING = object()  # an argument the call left out, in the generated entry
 
 
+def _never(*tensors):
+    return False
+
+
 class FastLauncher:
+    """The generated hot path of one kernel's calls shaped like ``kinds``. With a
+    ``guard_factory`` (``tensor_guard_factory``: tensors -> a check of tensors like them),
+    the last entry used twice in a row is also held as the monomorphic one, checked in C++
+    without building a key (``_monomorphic``)."""
     MISS = MISS
 
-    def __init__(self, kinds, tensor_type, scalar_types):
+    def __init__(self, kinds, tensor_type, scalar_types, guard_factory=None):
         self.kinds = kinds
         self.table: dict = {}
+        self._guard_factory = guard_factory
+        self._mono = [(_never,)]         # (check, entry, values ...): see _monomorphic
         types = tensor_type if isinstance(tensor_type, tuple) else (tensor_type,)
         self._namespace = {"_tj_Tensor": types, "_tj_table": self.table, "_tj_MISS": MISS,
-                           "_tj_type": type}
+                           "_tj_type": type, "_tj_mono": self._mono, "_tj_last": [None],
+                           "_tj_install": self._install}
         self._namespace.update({f"_tj_type_{i}": t for i, t in scalar_types.items()})
-        exec(compile(_source(kinds), "<tilejit fast launch>", "exec"), self._namespace)
+        exec(compile(_source(kinds, self._monomorphic_path), "<tilejit fast launch>",
+                     "exec"), self._namespace)
         self.launch = self._namespace["launch"]
         self._key_of = self._namespace["key_of"]
+
+    @property
+    def _monomorphic_path(self) -> bool:
+        return self._guard_factory is not None
 
     def entry(self, kernel):
         """The function a call of ``kernel`` runs once it has a hot path: its parameters
@@ -181,7 +260,8 @@ class FastLauncher:
         namespace = dict(self._namespace, _tj_M=MISSING, _tj_miss=kernel._call_missed)
         namespace.update({f"_tj_d{i}": defaults[p] for i, p in enumerate(params)
                           if p in defaults})
-        source = _entry_source(self.kinds, params, [p in defaults for p in params])
+        source = _entry_source(self.kinds, params, [p in defaults for p in params],
+                               self._monomorphic_path)
         exec(compile(source, f"<tilejit fast launch of {kernel.__name__}>", "exec"),
              namespace)
         return namespace["entry"]
@@ -204,9 +284,62 @@ class FastLauncher:
         if cluster != (1, 1, 1):
             cu_launch = launcher.cluster_launch(cluster)
         gx, gy, gz = grid
-        self.table[key] = (pack, view, cu_launch, func, gx, gy, gz, threads,
-                           shared, stream[0], stream[1], params, outputs, launcher, maps,
-                           outputs is None and maps is None)
+        entry = (pack, view, cu_launch, func, gx, gy, gz, threads, shared, stream[0],
+                 stream[1], params, outputs, launcher, maps, outputs is None and maps is None)
+        self.table[key] = entry
+        if self._mono[0][0] is _never and entry[15]:     # the first: monomorphic at once
+            self._install(entry, values)
+
+    def _install(self, entry, values):
+        """Make ``entry`` the monomorphic one for calls like ``values`` (tensors 16-byte
+        aligned; otherwise, or if the check cannot be made, the table alone serves)."""
+        tensors = [v for (kind, _), v in zip(self.kinds, values) if kind == "tensor"]
+        try:
+            if any(t.data_ptr() & 15 for t in tensors):
+                return
+            check = self._guard_factory(tensors)
+            if not check(*tensors):
+                return
+        except Exception:       # (a torch whose check behaves otherwise: the table serves)
+            return
+        self._mono[0] = (check, entry, *_monomorphic_values(self.kinds, values))
+
+
+_GUARDS = []    # [the factory or None], once per process
+
+
+def tensor_guard_factory(torch):
+    """tensors -> a function checking that tensors passed to it have the same dtypes,
+    devices, dispatch keys (so CUDA-ness), sizes and strides (and ``requires_grad``,
+    which the table's key leaves out: such a call goes to the table): torch's own C++
+    check, the one ``torch.compile``'s guards run
+    (``torch._C._dynamo.guards.TensorGuards`` with every size and stride static). None
+    when this torch has none, or it fails a self-test of what it must reject."""
+    if not _GUARDS:
+        _GUARDS.append(_make_guard_factory(torch))
+    return _GUARDS[0]
+
+
+def _make_guard_factory(torch):
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+    except Exception:
+        return None
+
+    def factory(tensors):
+        return TensorGuards(*tensors,
+                            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                            dynamic_dims_strides=[list(t.stride()) for t in tensors]).check
+    try:
+        x = torch.zeros(4, 6)
+        check = factory([x, x])
+        others = [torch.zeros(4, 7), torch.zeros(4, 6, dtype=torch.float64),
+                  torch.zeros(6, 4).t(), torch.zeros(4, 6, 2)[..., 0]]
+        if not check(x, torch.zeros(4, 6)) or any(check(x, o) for o in others):
+            return None
+    except Exception:
+        return None
+    return factory
 
 
 def fast_launcher_for(kernel, values):
@@ -221,4 +354,4 @@ def fast_launcher_for(kernel, values):
         return None
     scalar_types = {i: type(v) for i, ((k, _), v) in enumerate(zip(kinds, values))
                     if k == "scalar"}
-    return FastLauncher(kinds, types, scalar_types)
+    return FastLauncher(kinds, types, scalar_types, tensor_guard_factory(torch))
