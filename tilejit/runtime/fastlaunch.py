@@ -86,27 +86,30 @@ def _pieces(kinds):
 
 
 def _monomorphic(kinds):
-    """(condition, packed values) of the monomorphic path: the last entry used twice in a
-    row, held in ``m = (check, entry, value, ...)``. ``check`` is torch's C++ check of
-    the tensors' dtype, device, dispatch keys, sizes and strides (``guard_factory``); the
-    scalars and compile-time values must equal the entry's, the pointers be 16-byte
-    aligned as its key says; the shapes and strides it packs are the entry's own (equal,
-    by the check), so a hit reads one attribute per tensor: its pointer."""
+    """(conditions, pointer conditions, packed values) of the monomorphic path: the entry
+    held in ``m = (check, entry, value, ...)``. ``check`` is torch's C++ check of the
+    tensors' Python types, dtypes, devices, dispatch keys, sizes and strides
+    (``guard_factory``); the scalars and compile-time values must have the entry's types
+    and values, the pointers be 16-byte aligned as its key says; the shapes and strides it
+    packs are the entry's own (equal, by the check), so a hit reads one attribute per
+    tensor: its pointer."""
     tensors = [f"a{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor"]
     conditions = [f"m[0]({', '.join(tensors)})"]
     pointers = " | ".join(f"p{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor")
-    conditions.append(f"not ({pointers}) & 15")
     pack, slot = [], 2
     for i, (kind, ndim) in enumerate(kinds):
         if kind == "tensor":
             pack += [f"p{i}"] + [f"m[{slot + d}]" for d in range(2 * ndim)]
             slot += 2 * ndim
-        else:
-            conditions.append(f"a{i} == m[{slot}]")
-            slot += 1
-            if kind == "scalar":
-                pack.append(f"a{i}")
-    return conditions, pack
+            continue
+        if kind == "scalar":
+            conditions.append(f"_tj_type(a{i}) is _tj_type_{i}")
+            pack.append(f"a{i}")
+        elif ndim:                      # an integer constexpr: its float takes the full path
+            conditions.append(f"_tj_type(a{i}) is not float")
+        conditions.append(f"a{i} == m[{slot}]")
+        slot += 1
+    return conditions, f"not ({pointers}) & 15", pack
 
 
 def _monomorphic_values(kinds, values) -> list:
@@ -136,19 +139,21 @@ def _body(kinds, miss: str, mono: bool) -> list[str]:
     checks, pointers, shapes, key, pack = _pieces(kinds)
     args = ", ".join(f"a{i}" for i in range(len(kinds)))
     lines = []
+    if mono:            # (before the type checks: torch's check includes the tensors')
+        conditions, aligned, mono_pack = _monomorphic(kinds)
+        lines.append("    m = _tj_mono[0]")
+        lines.append(f"    if {' and '.join(conditions)}:")
+        lines += [f"        {line}" for line in pointers]
+        lines.append(f"        if {aligned}:")
+        lines.append("            e = m[1]")
+        lines.append("            _tj_last[0] = None")   # (so a turn of two is no repeat)
+        lines.append(f"            e[0](e[1], 0, {', '.join(mono_pack)})")
+        lines += _launch_lines("            ")
+        lines.append("            return None")
     if checks:
         lines.append(f"    if {' or '.join(checks)}:")
         lines.append(f"        return {miss}")
     lines += [f"    {line}" for line in pointers]
-    if mono:
-        conditions, mono_pack = _monomorphic(kinds)
-        lines.append("    m = _tj_mono[0]")
-        lines.append(f"    if {' and '.join(conditions)}:")
-        lines.append("        e = m[1]")
-        lines.append("        _tj_last[0] = None")       # (so a turn of two is no repeat)
-        lines.append(f"        e[0](e[1], 0, {', '.join(mono_pack)})")
-        lines += _launch_lines("        ")
-        lines.append("        return None")
     lines += [f"    {line}" for line in shapes]
     # the entry: (pack_into, view, cuLaunchKernel, function, gx, gy, gz, threads,
     # shared bytes, stream function, its argument, kernelParams, outputs, launcher, maps,
