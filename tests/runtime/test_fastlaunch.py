@@ -303,15 +303,15 @@ def test_two_signatures_in_turn_stay_correct_and_the_repeated_one_becomes_monomo
     a, b = torch.zeros(8), torch.zeros(16)
     fast.remember((a,), launcher, (1, 1, 1), 32, 0, (lambda s: s, 0))
     fast.remember((b,), launcher, (2, 1, 1), 32, 0, (lambda s: s, 0))
-    assert fast._mono[0][2:] == (8, 1)                  # the first remembered
+    assert fast._mono[0][3:] == (8, 1)                  # the first remembered
     for t, blocks in [(b, 2), (a, 1), (b, 2), (a, 1)]:  # in turn: the table serves
         assert fast.launch(t) is None
         assert launcher.calls[-1][0] == (blocks, 1, 1)
         assert launcher.calls[-1][-1] == (t.data_ptr(), t.shape[0], 1)
-    assert fast._mono[0][2:] == (8, 1)
+    assert fast._mono[0][3:] == (8, 1)
     fast.launch(b)
     fast.launch(b)                                      # twice in a row: b's entry
-    assert fast._mono[0][2:] == (16, 1)
+    assert fast._mono[0][3:] == (16, 1)
     assert fast.launch(a) is None and launcher.calls[-1][0] == (1, 1, 1)
 
 
@@ -360,5 +360,32 @@ def test_gpu_monomorphic_launches_match_torch_through_changes_of_signature():
     check(torch.randn(1000, device=dev, requires_grad=True).detach(), b, 2.0)
     for _ in range(3):
         check(torch.randn(777, device=dev), torch.randn(777, device=dev), 2.0)
-    assert scaled_add._fast._mono[0][2:4] == (777, 1)          # the repeated one
+    assert scaled_add._fast._mono[0][3:5] == (777, 1)          # the repeated one
     check(a, b, 2.0)
+
+
+def test_the_monomorphic_launch_is_configured_once_per_stream():
+    """On the stream it was installed on, the monomorphic path calls cuLaunchKernelEx
+    with a configuration made once; on any other stream, cuLaunchKernel as before."""
+    import torch
+
+    class ConfiguredLauncher(FakeLauncher):
+        def configured_launch(self, grid, block, shared, stream):
+            config = ("config", grid, block, shared, stream)
+
+            def launch_ex(cfg, func, params, extra):
+                self.calls.append(("ex", cfg, func, params, self._packed))
+                return (0,)
+            return launch_ex, config
+
+    fast = _torch_launcher([("tensor", 1)])
+    launcher = ConfiguredLauncher()
+    current = [7]
+    a = torch.zeros(8)
+    fast.remember((a,), launcher, (3, 1, 1), 64, 128, (lambda s: current[0], None))
+    fast.launch(a)
+    assert launcher.calls[-1] == ("ex", ("config", (3, 1, 1), (64, 1, 1), 128, 7),
+                                  "function", 1234, (a.data_ptr(), 8, 1))
+    current[0] = 9
+    fast.launch(a)
+    assert launcher.calls[-1] == ((3, 1, 1), (64, 1, 1), 128, 9, (a.data_ptr(), 8, 1))

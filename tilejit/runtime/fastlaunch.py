@@ -96,7 +96,7 @@ def _monomorphic(kinds):
     tensors = [f"a{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor"]
     conditions = [f"m[0]({', '.join(tensors)})"]
     pointers = " | ".join(f"p{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor")
-    pack, slot = [], 2
+    pack, slot = [], 3
     for i, (kind, ndim) in enumerate(kinds):
         if kind == "tensor":
             pack += [f"p{i}"] + [f"m[{slot + d}]" for d in range(2 * ndim)]
@@ -113,7 +113,7 @@ def _monomorphic(kinds):
 
 
 def _monomorphic_values(kinds, values) -> list:
-    """The ``m[2:]`` of ``_monomorphic`` for the call ``values``."""
+    """The ``m[3:]`` of ``_monomorphic`` for the call ``values``."""
     out = []
     for (kind, _), v in zip(kinds, values):
         if kind == "tensor":
@@ -123,10 +123,10 @@ def _monomorphic_values(kinds, values) -> list:
     return out
 
 
-def _launch_lines(indent: str) -> list[str]:
+def _launch_lines(indent: str, read_stream: bool = True) -> list[str]:
     """Launch the entry ``e`` whose parameters are packed."""
     # (stream 0 goes as None: the bindings' cheapest path to the NULL stream)
-    return [f"{indent}stream = e[9](e[10])",
+    return [f"{indent}stream = e[9](e[10])"] * read_stream + [
             f"{indent}err, = e[2](e[3], e[4], e[5], e[6], e[7], 1, 1, e[8], stream or None, "
             "e[11], 0)",
             f"{indent}if err:",
@@ -148,7 +148,16 @@ def _body(kinds, miss: str, mono: bool) -> list[str]:
         lines.append("            e = m[1]")
         lines.append("            _tj_last[0] = None")   # (so a turn of two is no repeat)
         lines.append(f"            e[0](e[1], 0, {', '.join(mono_pack)})")
-        lines += _launch_lines("            ")
+        # on the install's stream: cuLaunchKernelEx with its configuration (m[2])
+        lines.append("            stream = e[9](e[10])")
+        lines.append("            c = m[2]")
+        lines.append("            if stream == c[0]:")
+        lines.append("                err, = c[1](c[2], e[3], e[11], 0)")
+        lines.append("                if err:")
+        lines.append("                    e[13]._on_error(err, (e[4], e[5], e[6]), (e[7], 1, 1), "
+                     "e[8], stream)")
+        lines.append("                return None")
+        lines += _launch_lines("            ", read_stream=False)
         lines.append("            return None")
     if checks:
         lines.append(f"    if {' or '.join(checks)}:")
@@ -289,8 +298,14 @@ class FastLauncher:
         if cluster != (1, 1, 1):
             cu_launch = launcher.cluster_launch(cluster)
         gx, gy, gz = grid
+        # (16: stream -> (cuLaunchKernelEx, configuration), for the monomorphic path)
+        configured = None
+        if cluster == (1, 1, 1) and hasattr(launcher, "configured_launch"):
+            def configured(s, launcher=launcher, grid=tuple(grid), block=(threads, 1, 1)):
+                return launcher.configured_launch(grid, block, shared, s)
         entry = (pack, view, cu_launch, func, gx, gy, gz, threads, shared, stream[0],
-                 stream[1], params, outputs, launcher, maps, outputs is None and maps is None)
+                 stream[1], params, outputs, launcher, maps, outputs is None and maps is None,
+                 configured)
         self.table[key] = entry
         if self._mono[0][0] is _never and entry[15]:     # the first: monomorphic at once
             self._install(entry, values)
@@ -307,7 +322,11 @@ class FastLauncher:
                 return
         except Exception:       # (a torch whose check behaves otherwise: the table serves)
             return
-        self._mono[0] = (check, entry, *_monomorphic_values(self.kinds, values))
+        configured = (object(), None, None)        # (a stream no call has: cuLaunchKernel)
+        if entry[16] is not None:
+            stream = entry[9](entry[10])
+            configured = (stream, *entry[16](stream))
+        self._mono[0] = (check, entry, configured, *_monomorphic_values(self.kinds, values))
 
 
 _GUARDS = []    # [the factory or None], once per process
