@@ -90,9 +90,9 @@ def _monomorphic(kinds):
     held in ``m = (check, entry, (stream, cuLaunchKernelEx, configuration), value,
     ...)``. ``check`` is torch's C++ check of the tensors' Python types, dtypes,
     devices, dispatch keys, sizes and strides (``guard_factory``); the scalars and
-    compile-time values must have the entry's types and values, the pointers be 16-byte aligned as its key says; the shapes and strides it
-    packs are the entry's own (equal, by the check), so a hit reads one attribute per
-    tensor: its pointer."""
+    compile-time values must have the entry's types and values, the pointers be 16-byte
+    aligned as its key says; the shapes and strides it packs are the entry's own (equal,
+    by the check), so a hit reads one attribute per tensor: its pointer."""
     tensors = [f"a{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor"]
     conditions = [f"m[0]({', '.join(tensors)})"]
     pointers = " | ".join(f"p{i}" for i, (kind, _) in enumerate(kinds) if kind == "tensor")
