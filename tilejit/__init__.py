@@ -35,11 +35,11 @@ _LAZY = {
     "math": ("tilelang.math", None),
     # TileLang's names tilejit does not have: reading one says so (language/compat.py)
     "tvm": ("tilelang.tvm", None),      # importable; its names raise (tilelang/tvm.py)
-    "DataType": ("tilelang.unsupported", "DataType"),
+    "DataType": ("language", "dtype"),      # TVM's DataType(x).bits: tilejit's dtype class
     "par_compile": ("tilelang.unsupported", "par_compile"),
     "deprecated": ("tilelang.unsupported", "deprecated"),
     "build_date": ("tilelang.unsupported", "build_date"),
-    "Layout": ("tilelang.unsupported", "Layout"),
+    "Layout": ("tilelang.layout", "Layout"),
     "Fragment": ("tilelang.unsupported", "Fragment"),
     "analysis": ("tilelang.unsupported", "analysis"),
     "transform": ("tilelang.unsupported", "transform"),
@@ -66,7 +66,7 @@ _LAZY = {
     "prepend_dll_search_path": ("tilelang.unsupported", "prepend_dll_search_path"),
     "cache": ("tilelang.unsupported", "cache"),
     "contrib": ("tilelang.unsupported", "contrib"),
-    "layout": ("tilelang.unsupported", "layout"),
+    "layout": ("tilelang.layout", None),
     "backend": ("tilelang.unsupported", "backend"),
     "instrumentation": ("tilelang.unsupported", "instrumentation"),
     "autodd": ("tilelang.unsupported", "autodd"),

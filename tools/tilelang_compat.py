@@ -96,8 +96,17 @@ LANGUAGE_DIFFERENCES = {
     "Unroll": "as `T.unroll`",
     "vectorized": "a sequential loop (LLVM decides the vectorization)",
     "Vectorized": "as `T.vectorized`",
-    "annotate_layout": "takes tilejit's layouts (`T.Layout`/`make_swizzled_layout` are not "
-                       "built)",
+    "annotate_layout": "shared tiles only (fragments' layouts are inferred); a `T.Layout` "
+                       "equal to a swizzle tilejit knows takes its place (ldmatrix, TMA, "
+                       "wgmma read it), any other bijection is addressed through its "
+                       "function and a `T.gemm` reading it runs on mma.sync; tilejit's own "
+                       "`tilejit.layouts` are taken too",
+    "Layout": "`forward_fn` built from Python's arithmetic and bit operators on the indices, a "
+              "bijection onto the tile's elements (checked by the compiler and the "
+              "simulator); `inverse`, `repeat` and `index` (TVM expressions) are not built",
+    "get_swizzle_layout": "TileLang's current form: `(column atom, row, column)`, "
+                          "`swizzle_bytes=` 32, 64 or 128",
+    "make_mma_swizzle_layout": "as TileLang's, on `get_swizzle_layout`",
     "PersistentTileScheduler": "its methods become scalar code; no clusters",
     "ClusterKernel": "at most 8 blocks per cluster; each grid extent a multiple of the "
                      "cluster's; sm_90 and newer",
@@ -138,11 +147,18 @@ TILELANG_DIFFERENCES = {
              "`torch_assert_close`)",
     "dtypes": "tilejit's dtypes module",
     "language": "see the table below",
+    "layout": "`Layout`, `make_swizzled_layout` (row-major where TileLang pads rows), "
+              "`make_full/half/quarter_bank_swizzled_layout`, `make_linear_layout`, "
+              "`get_swizzle_layout`, `make_mma_swizzle_layout`; no `Fragment`, "
+              "`make_volta/wgmma/tcgen05mma_swizzled_layout`",
+    "Layout": "as `T.Layout`",
+    "DataType": "tilejit's dtype class (`DataType(x).bits`, `.bytes`); no lanes",
 }
 TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
-                      "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel"]
+                      "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",
+                      "layout", "Layout", "DataType"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -43,6 +43,12 @@ def check_supported(ks: KernelSource) -> None:
     call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
                   for a in node.args for n in ast.walk(a) if isinstance(n, ast.List)}
+    # a layout (T.annotate_layout's dict, a T.Layout): a compile-time value, evaluated as
+    # Python (passes/user_layouts.py), so its function may be a lambda
+    call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+                  and resolve_static(node.func, ks.namespace) in (_language.annotate_layout,
+                                                                 _language.Layout)
+                  for a in node.args + [k.value for k in node.keywords] for n in ast.walk(a)}
     # a value computed before `with T.Kernel(...)`: folded at compile time where it can be
     # (static_prologue.py), which reports what stays unsupported
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]

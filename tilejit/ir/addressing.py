@@ -37,8 +37,36 @@ class Expr:
     def __rshift__(self, other):
         return _binop("shr", self, other)
 
+    def __sub__(self, other):
+        return _binop("sub", self, other)
+
+    def __lshift__(self, other):
+        return _binop("shl", self, other)
+
+    def __or__(self, other):
+        return _binop("or", self, other)
+
+    # the reflected forms: ``8 * i``, ``64 - j`` in a user's T.Layout function
+    def __rsub__(self, other):
+        return _binop("sub", other, self)
+
+    def __rfloordiv__(self, other):
+        return _binop("div", other, self)
+
+    def __rmod__(self, other):
+        return _binop("mod", other, self)
+
+    def __rlshift__(self, other):
+        return _binop("shl", other, self)
+
+    def __rrshift__(self, other):
+        return _binop("shr", other, self)
+
     __radd__ = __add__
     __rmul__ = __mul__
+    __rxor__ = __xor__
+    __rand__ = __and__
+    __ror__ = __or__
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,13 +107,16 @@ def _binop(op, a, b) -> Expr:
                 return y
     if op == "div" and isinstance(b, Const) and b.value == 1:
         return a
+    if op in ("sub", "shl", "or") and isinstance(b, Const) and b.value == 0:
+        return a
     return BinOp(op, a, b)
 
 
 _APPLY = {
     "add": lambda x, y: x + y, "mul": lambda x, y: x * y, "div": lambda x, y: x // y,
     "mod": lambda x, y: x % y, "xor": lambda x, y: x ^ y, "and": lambda x, y: x & y,
-    "shr": lambda x, y: x >> y,
+    "shr": lambda x, y: x >> y, "sub": lambda x, y: x - y, "shl": lambda x, y: x << y,
+    "or": lambda x, y: x | y,
 }
 
 T_VAR, S_VAR = Var("t"), Var("s")
@@ -123,7 +154,11 @@ def _mode_offset(coord: Expr, leaves) -> Expr:
 
 
 def layout_offset(layout, coords: list[Expr]) -> Expr:
-    """The element offset ``layout(*coords)`` of a Layout or a swizzled ComposedLayout."""
+    """The element offset ``layout(*coords)`` of a Layout, a swizzled ComposedLayout, or
+    a user's ``T.Layout`` (``ir/function_layout.FunctionLayout``, its ``offset_expr``)."""
+    offset_expr = getattr(layout, "offset_expr", None)
+    if offset_expr is not None:
+        return offset_expr(coords)
     if isinstance(layout, ComposedLayout):
         inner = layout_offset(layout.layout, coords) + layout.offset
         sw = layout.swizzle

@@ -203,13 +203,11 @@ REASONS = {
     "any_sync": "warp votes are not built", "all_sync": "warp votes are not built",
     "ballot": "warp votes are not built", "ballot_sync": "warp votes are not built",
     "activemask": "warp votes are not built",
-    "Layout": "user layouts (T.Layout(shape, fn)) are not built; tilejit infers layouts",
-    "Fragment": "user fragment layouts are not built; tilejit infers layouts",
+    "Fragment": "user fragment layouts are not built: tilejit infers every fragment's "
+                "layout (T.Layout annotates shared tiles)",
     "let": "T.let is not built: assign the value to a name",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
     "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
-    "get_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
-    "make_mma_swizzle_layout": "swizzled layouts are chosen by tilejit, not built by hand",
 
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
 }
@@ -234,12 +232,11 @@ def language_names() -> list:
 # TileLang's top-level ``tilelang.<name>``: those tilejit has are in
 # ``tilejit/__init__.py``'s table; these are not (``tilejit.tilelang.unsupported``)
 TILELANG = {
-    "DataType": "TVM's DataType: use tilejit.language.dtype (T.dtype(x).bits)",
     "par_compile": "parallel compilation of several kernels is not built",
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",
-    "Layout": "user layouts are not built; tilejit infers layouts",
-    "Fragment": "user fragment layouts are not built; tilejit infers layouts",
+    "Fragment": "user fragment layouts are not built: tilejit infers every fragment's "
+                "layout (tilejit.Layout annotates shared tiles)",
     "analysis": "TileLang's TVM analyses", "transform": "TileLang's TVM passes",
     "engine": "TileLang's TVM lowering engine", "tools": "TileLang's tools",
     "lower": "TileLang's TVM lowering (tilejit.compile gives the PTX)",
@@ -261,7 +258,6 @@ TILELANG = {
     "prepend_dll_search_path": "TileLang's Windows DLL lookup",
     "cache": "TileLang's kernel cache module (tilejit's is `python -m tilejit cache`)",
     "contrib": "TileLang's compiler wrappers (nvcc, hipcc)",
-    "layout": "TileLang's layout module (user layouts are not built)",
     "backend": "TileLang's backend registry (tilejit's targets: tilejit.target)",
     "instrumentation": "TileLang's TVM pass instrumentation",
     "autodd": "TileLang's delta-debugging tool",

@@ -84,7 +84,12 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
 
 
 def annotate_layout(layouts):
-    """``T.annotate_layout({tile: layout})``: give shared tiles a layout of your choice."""
+    """``T.annotate_layout({tile: layout})``: give shared tiles a layout of your choice, a
+    ``T.Layout`` (``language/layout.py``) or one of tilejit's layouts. Values do not
+    depend on it; a layout that is not a bijection onto the tile's elements is an error
+    (a ``CompileError`` when the kernel compiles, a ``LayoutError`` when it runs as
+    Python)."""
+    return meaning("annotate_layout")(layouts)
 
 
 def use_swizzle(panel_size=10, order="row", enable=True):

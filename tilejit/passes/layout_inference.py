@@ -53,7 +53,7 @@ import math
 
 from tilejit import language as T
 from tilejit.frontend.source import flatten_statements, resolve_static
-from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, parallel_fragment
+from tilejit.layouts import make_swizzled_layout, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import Digit, DigitLayout, digit_layout, reduce_layout
@@ -64,6 +64,7 @@ from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
+from tilejit.passes.user_layouts import AnnotationScope, annotated_layout
 
 SLOT = "__tj_s"
 
@@ -480,7 +481,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                             f"{ctx.source_line(line)})", line)
         fixed.setdefault(name, (frag, line, reason))
 
-    _shared_layouts(ctx, col)
+    _shared_layouts(ctx, col, fdef)
     _store_staging_tiles(ctx, fdef)
     _choose_gemm_engines(ctx)
     for gp, a, _b, c, line in plan.gemms.values():
@@ -648,7 +649,7 @@ def _statement_of(fdef, call):
     return None
 
 
-def _shared_layouts(ctx, col):
+def _shared_layouts(ctx, col, fdef):
     """Row-major, swizzled where T.gemm reads the tile, or as annotated."""
     tiles = ctx.plan.tiles
     for t in tiles.values():
@@ -660,8 +661,9 @@ def _shared_layouts(ctx, col):
             if t.kind == SHARED:
                 t.layout = make_swizzled_layout(t.shape, t.dtype.itemsize)
                 t.layout_reason = f"swizzled for T.gemm at line {line}"
+    scope = AnnotationScope(ctx, fdef) if col.annotations else None
     for call in col.annotations:
-        _annotate(call, ctx)
+        _annotate(call, ctx, scope)
 
 
 def _store_staging_tiles(ctx, fdef):
@@ -740,29 +742,18 @@ def _choose_gemm_engines(ctx):
         ctx.plan.gemms[gid] = (wg, a, b, c, line)
 
 
-def _annotate(call, ctx):
+def _annotate(call, ctx, scope):
+    """Each tile's layout from ``T.annotate_layout({tile: layout})`` (``user_layouts.py``)."""
     if len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
         raise ctx.error("T.annotate_layout({tile: layout, ...}) takes one dict", call)
-    static = StaticEval(ctx.namespace, ctx.param_dtypes)
     for k, v in zip(call.args[0].keys, call.args[0].values):
         if not (isinstance(k, ast.Name) and k.id in ctx.plan.tiles
                 and ctx.plan.tiles[k.id].kind == SHARED):
             raise ctx.error(f"T.annotate_layout: keys must be shared tiles, got "
                             f"`{ast.unparse(k)}`", call)
         tile = ctx.plan.tiles[k.id]
-        if (isinstance(v, ast.Call) and v.args and isinstance(v.args[0], ast.Name)
-                and v.args[0].id == k.id):
-            layout = make_swizzled_layout(tile.shape, tile.dtype.itemsize)
-        else:
-            try:
-                layout = static.value(v)
-            except NotStatic:
-                raise ctx.error(f"T.annotate_layout: the layout of {k.id!r} must be known at "
-                                f"compile time, got `{ast.unparse(v)}`", call) from None
-        if not isinstance(layout, (Layout, ComposedLayout)) or layout.size != tile.size:
-            raise ctx.error(f"T.annotate_layout: expected a layout of {tile.size} elements for "
-                            f"{k.id!r}, got {layout}", call)
-        tile.layout, tile.layout_reason = layout, f"T.annotate_layout at line {call.lineno}"
+        tile.layout, tile.layout_reason = annotated_layout(ctx, scope, k.id, tile, v,
+                                                           call.lineno)
 
 
 def _as_digits(layout):

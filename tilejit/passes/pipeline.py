@@ -360,9 +360,14 @@ def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     pipeliner = _Pipeliner(ctx, static)
     fdef = pipeliner.visit(fdef)
     # a pipelined tile holds several versions: outside its loop no version is "the" tile
+    # (T.annotate_layout names the tile for the layout each version has: user_layouts.py)
+    annotations = {id(n) for call in ast.walk(fdef) if isinstance(call, ast.Call)
+                   and resolve_static(call.func, ctx.namespace) is T.annotate_layout
+                   for n in ast.walk(call)}
     for node in ast.walk(fdef):
         if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-                and node.id in pipeliner.staged and id(node) not in pipeliner.generated):
+                and node.id in pipeliner.staged and id(node) not in pipeliner.generated
+                and id(node) not in annotations):
             raise ctx.error(f"shared tile {node.id!r} is filled by the software pipeline of "
                             f"the loop at line {pipeliner.staged[node.id]}, which keeps "
                             f"several versions of it; use it only inside that loop (copy "

@@ -29,6 +29,7 @@ from tilejit.errors import AssumptionError, CompileError
 from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_error
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, kernel_frame, shared_object)
@@ -738,7 +739,22 @@ def sync_threads(barrier_id=None, arrive_count=None):
                         "supported; T.sync_threads() synchronizes the block")
 
 
-MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads)
+def annotate_layout(layouts):
+    """``T.annotate_layout``: the simulator holds tiles in logical order, so a layout
+    changes no value; a ``T.Layout`` must still be one the tile can have (its shape, a
+    bijection onto its elements: ``LayoutError`` naming the tile otherwise), as the
+    compiler checks."""
+    if not isinstance(layouts, dict):
+        raise TypeError(f"T.annotate_layout: expected a dict {{tile: layout}}, got "
+                        f"{type(layouts).__name__}")
+    for tile, layout in layouts.items():
+        if isinstance(layout, UserLayout):
+            name = getattr(tile, "name", "the tile")
+            layout.check(getattr(tile, "shape", None), repr(name))
+
+
+MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads,
+                annotate_layout=annotate_layout)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
     "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
     "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax",

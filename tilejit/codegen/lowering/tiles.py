@@ -83,6 +83,12 @@ def _emit_op(builder, op, a, b) -> ir.Value:
         return builder.and_(a, b)
     if op == "shr":
         return builder.lshr(a, b)
+    if op == "sub":
+        return builder.sub(a, b)
+    if op == "shl":
+        return builder.shl(a, b)
+    if op == "or":
+        return builder.or_(a, b)
     if op == "lt":
         return builder.zext(builder.icmp_unsigned("<", a, b), I32)
     raise NotImplementedError(op)
@@ -151,6 +157,14 @@ def _fold_i32(op, a: int, b: int):
         if y >= 32:
             return None
         r = x >> y
+    elif op == "sub":
+        r = x - y
+    elif op == "shl":
+        if y >= 32:
+            return None
+        r = x << y
+    elif op == "or":
+        r = x | y
     elif op == "lt":
         r = int(x < y)
     else:

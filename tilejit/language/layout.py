@@ -1,0 +1,360 @@
+"""TileLang's user layouts: ``T.Layout(shape, forward_fn)`` and the swizzle helpers
+(``tilelang.layout``'s ``make_swizzled_layout``, ``make_full/half/quarter_bank_swizzled_layout``,
+``make_linear_layout``; ``T.get_swizzle_layout``, ``T.make_mma_swizzle_layout``).
+
+A layout maps each logical index ``(i, j, ...)`` of a tile of ``shape`` to a physical
+index: ``forward_fn(i, j, ...)`` returns one expression or a list of them, built from
+Python arithmetic on the indices (``+ - * // % ^ & | << >>``). A list ``[o0, ..., ok]``
+is a physical index of an ``output shape`` (each extent one past the largest value of
+its expression), stored row-major; the layout of a tile must be a bijection onto its
+``size`` elements. Worked example, the 64-byte swizzle of a 16x32 float16 tile (16-byte
+vectors of 8 elements, four per row, the vector index XOR-ed with bits 1..2 of the row)::
+
+    >>> L = make_half_bank_swizzled_layout(16, 32, 16)
+    >>> L.get_output_shape()             # (column atom, row, element in the atom)
+    (1, 16, 32)
+    >>> [L.offset(r, 0) for r in range(4)]
+    [0, 32, 72, 104]
+    >>> L.check((16, 32))                # a bijection onto the tile's 512 elements
+
+The functions are evaluated with numpy arrays of all the indices at once (the offsets
+of every element, ``offsets``), by the compiler with symbolic indices (the addressing
+code, ``ir/function_layout.py``), and by ``get_swizzle_layout`` on whatever its caller
+gives it; the definitions here use only operators, so one definition serves all three.
+Imports nothing from tilejit but the language's dtypes.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from tilejit.language.dtypes import as_dtype
+
+
+class LayoutError(ValueError):
+    """A layout that is not one a tile can have: the argument, what was expected, and
+    what was received."""
+
+
+def _shape(shape, what: str) -> tuple:
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        out = None
+    if not out or any(s <= 0 for s in out) or any(
+            isinstance(s, bool) for s in shape):
+        raise LayoutError(f"{what}: expected a non-empty list of positive extents, "
+                          f"got {shape!r}")
+    return out
+
+
+def _arity(fn):
+    """(least, most) positional arguments ``fn`` takes (most None: ``*args``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0, None
+    least = most = 0
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            most = None
+        elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            least += p.default is p.empty
+            most = None if most is None else most + 1
+    return least, most
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+class Layout:
+    """``T.Layout(shape, forward_fn)``: TileLang's layout of a tile (``tilelang.layout.Layout``).
+
+    ``forward_fn`` takes one index per dimension of ``shape`` and returns the physical
+    index, one expression or a list (a multi-dimensional physical index, stored
+    row-major over ``get_output_shape()``). ``T.annotate_layout({tile: layout})`` gives
+    a shared tile this layout; the compiler then addresses the tile through it."""
+
+    def __init__(self, shape, forward_fn):
+        self._shape = _shape(shape, "T.Layout shape")
+        if not callable(forward_fn):
+            raise LayoutError(f"T.Layout forward_fn: expected a function of the "
+                              f"{len(self._shape)} indices, got {forward_fn!r}")
+        least, most = _arity(forward_fn)
+        n = len(self._shape)
+        if n < least or (most is not None and n > most):
+            takes = f"{least}" if least == most else (
+                f"{least} or more" if most is None else f"{least} to {most}")
+            raise LayoutError(
+                f"T.Layout forward_fn: expected a function of {n} indices (one per "
+                f"dimension of shape {list(self._shape)}), got {_name(forward_fn)} taking "
+                f"{takes}")
+        self.forward_fn = forward_fn
+        self._outputs = None
+
+    # -- TileLang's methods ----------------------------------------------------------
+
+    def get_input_shape(self) -> tuple:
+        return self._shape
+
+    def get_output_shape(self) -> tuple:
+        """One past the largest value of each output expression over the whole shape."""
+        return tuple(int(o.max()) + 1 for o in self._evaluated())
+
+    def get_forward_index(self):
+        return self.forward_fn
+
+    def map_forward_index(self, indices) -> list:
+        """The physical index (a list, one entry per output dimension) of ``indices``."""
+        return list(self.forward(*indices))
+
+    def __call__(self, *indices) -> list:
+        return self.map_forward_index(indices)
+
+    def is_equal(self, other) -> bool:
+        """The same map: equal input shapes and equal offsets at every index."""
+        return (isinstance(other, Layout) and other._shape == self._shape
+                and np.array_equal(self.offsets(), other.offsets()))
+
+    def __repr__(self) -> str:
+        return f"T.Layout({list(self._shape)}, {_name(self.forward_fn)})"
+
+    # -- evaluation ------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    def forward(self, *indices) -> tuple:
+        """``forward_fn(*indices)`` as a tuple (a single expression is a 1-tuple)."""
+        out = self.forward_fn(*indices)
+        if isinstance(out, (list, tuple)):
+            if not out:
+                raise LayoutError(f"T.Layout forward_fn: expected a physical index (an "
+                                  f"expression or a list of them), got {out!r}")
+            return tuple(out)
+        return (out,)
+
+    def _evaluated(self) -> tuple:
+        """Each output expression over the whole shape, int64 arrays of ``shape``."""
+        if self._outputs is None:
+            grid = tuple(np.indices(self._shape, dtype=np.int64))
+            try:
+                outs = self.forward(*grid)
+                outs = tuple(np.broadcast_to(np.asarray(o), self._shape) for o in outs)
+            except LayoutError:
+                raise
+            except Exception as e:       # the user's function, whatever it raised
+                raise LayoutError(
+                    f"T.Layout forward_fn {_name(self.forward_fn)} could not be evaluated "
+                    f"on the indices of shape {list(self._shape)}: {type(e).__name__}: {e} "
+                    f"(a layout is built from + - * // % ^ & | << >> on the indices)"
+                ) from None
+            for o in outs:
+                if not np.issubdtype(o.dtype, np.integer):
+                    raise LayoutError(
+                        f"T.Layout forward_fn {_name(self.forward_fn)}: expected integer "
+                        f"physical indices, got values of type {o.dtype}")
+            self._outputs = tuple(o.astype(np.int64) for o in outs)
+        return self._outputs
+
+    def offsets(self):
+        """The flat physical index of every element (int64, of the input shape): the
+        outputs stored row-major over the output shape."""
+        outs = self._evaluated()
+        for k, o in enumerate(outs):
+            if (o < 0).any():
+                at = tuple(int(x) for x in np.argwhere(o < 0)[0])
+                raise LayoutError(
+                    f"T.Layout forward_fn {_name(self.forward_fn)}: physical index out of "
+                    f"range: output {k} at index {list(at)} is {int(o[at])}, expected a "
+                    f"value >= 0")
+        flat = np.zeros(self._shape, dtype=np.int64)
+        for o, extent in zip(outs, self.get_output_shape()):
+            flat = flat * extent + o
+        return flat
+
+    def offset(self, *index) -> int:
+        """The flat physical index of one element."""
+        return int(self.offsets()[tuple(index)])
+
+    def check(self, shape=None, name: str = "the tile") -> None:
+        """A ``LayoutError`` unless this layout maps ``shape`` (the tile's; default its
+        own input shape) one to one onto ``[0, size)``."""
+        fn = _name(self.forward_fn)
+        if shape is not None and tuple(int(s) for s in shape) != self._shape:
+            raise LayoutError(f"T.annotate_layout: the layout of {name} has input shape "
+                              f"{list(self._shape)}, expected the tile's shape "
+                              f"{[int(s) for s in shape]}")
+        flat = self.offsets()
+        size = self.size
+        if (flat >= size).any():
+            at = tuple(int(x) for x in np.argwhere(flat >= size)[0])
+            raise LayoutError(
+                f"T.Layout forward_fn {fn} for {name}: physical index out of range: index "
+                f"{list(at)} maps to {int(flat[at])} (output shape "
+                f"{list(self.get_output_shape())}), expected a value in [0, {size}) (the "
+                f"tile's {size} elements)")
+        order = np.argsort(flat, axis=None, kind="stable")
+        ranked = flat.reshape(-1)[order]
+        same = np.nonzero(ranked[1:] == ranked[:-1])[0]
+        if same.size:
+            a, b = (np.unravel_index(order[k], self._shape) for k in (same[0], same[0] + 1))
+            raise LayoutError(
+                f"T.Layout forward_fn {fn} for {name}: not a bijection: indices "
+                f"{[int(x) for x in a]} and {[int(x) for x in b]} both map to physical "
+                f"index {int(ranked[same[0]])}; expected each of the {size} elements at its "
+                f"own index in [0, {size})")
+
+
+class Fragment:
+    """TileLang's ``tilelang.layout.Fragment``: user fragment layouts are not built
+    (tilejit infers every fragment's layout). The name imports; constructing one says
+    so (``T.Fragment`` is not in the language: ``language/compat.py``)."""
+
+    def __init__(self, *args, **kwargs):
+        raise LayoutError(
+            "tilejit.layout.Fragment (tilelang.layout.Fragment in TileLang) is not supported "
+            "by tilejit: user fragment layouts are not built, tilejit infers every "
+            "fragment's layout (T.annotate_layout takes shared tiles' T.Layout); see "
+            "docs/tilelang-compat.md")
+
+
+# -- the swizzles ------------------------------------------------------------------------
+#
+# Shared memory is 32 banks of 4 bytes: a 128-byte line touches each once, eight 16-byte
+# vectors. A swizzle of ``vectors`` = 8, 4 or 2 vectors (128, 64 or 32 bytes: full, half,
+# quarter bank) cuts a tile's columns into atoms that wide, stacks each atom's rows
+# (``(column atom, row, element)``, row-major), and XORs the vector index inside a row
+# with bits of the row number, so the eight rows of an ldmatrix phase (8 x 16 bytes) sit
+# in eight different vector slots. These are CuTe's SW128/64/32 layouts, the ones TMA and
+# wgmma read (``ir/smem_layouts.py``).
+
+def _swizzled(row, col, elem_bits: int, vectors: int):
+    """(column atom, row, swizzled column in the atom) of ``vectors`` 16-byte vectors."""
+    per_vector = 128 // elem_bits
+    vec, inner = col // per_vector, col % per_vector
+    atom, c = vec // vectors, vec % vectors
+    return atom, row, (c ^ ((row % 8) // (8 // vectors))) * per_vector + inner
+
+
+def _bits(dtype) -> int:
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        return dtype
+    return as_dtype(dtype).bits
+
+
+def get_swizzle_layout(row_idx, col_idx, row_size, dtype, swizzle_bytes=None):
+    """TileLang's ``get_swizzle_layout``: the physical index ``(column atom, row,
+    column)`` of element ``(row_idx, col_idx)`` of a tile with rows of ``row_size``
+    elements of ``dtype``, swizzled over ``swizzle_bytes`` (default: the row's bytes, at
+    most 128). The row must be a multiple of 32 bytes."""
+    bits = _bits(dtype)
+    row_bytes = bits * int(row_size) // 8
+    if row_bytes % 32:
+        raise LayoutError(f"get_swizzle_layout row_size: expected rows of a multiple of 32 "
+                          f"bytes, got {row_size} elements of {bits} bits ({row_bytes} "
+                          f"bytes)")
+    swizzle_bytes = min(128, row_bytes) if swizzle_bytes is None else int(swizzle_bytes)
+    if swizzle_bytes not in (32, 64, 128):
+        raise LayoutError(f"get_swizzle_layout swizzle_bytes: expected 32, 64 or 128, got "
+                          f"{swizzle_bytes}")
+    return _swizzled(row_idx, col_idx, bits, swizzle_bytes // 16)
+
+
+def _buffer_info(args, what: str):
+    """(rows, columns, element bits, leading extents) from a buffer or from ``(stride,
+    continuous, element_size)``."""
+    if len(args) == 1:
+        buf = args[0]
+        shape = _shape(getattr(buf, "shape", ()), f"{what} buffer shape")
+        if len(shape) < 2:
+            raise LayoutError(f"{what}: expected a buffer of 2 or more dimensions, got "
+                              f"shape {list(shape)}")
+        return shape[-2], shape[-1], as_dtype(buf.dtype).bits, shape[:-2]
+    if len(args) == 3:
+        stride, continuous, bits = (int(a) for a in args)
+        return stride, continuous, bits, ()
+    raise LayoutError(f"{what}: expected a buffer or (stride, continuous, element_size), "
+                      f"got {len(args)} arguments")
+
+
+def _expand(lead, rows, cols, fn2d, name):
+    """A layout of ``lead + (rows, cols)`` whose leading indices are outermost."""
+    def forward(*idx):
+        return [*idx[:-2], *fn2d(idx[-2], idx[-1])]
+    forward.__name__ = name
+    return Layout([*lead, rows, cols], forward)
+
+
+def _bank_swizzled(args, vectors: int, name: str):
+    rows, cols, bits, lead = _buffer_info(args, name)
+    per_vector = 128 // bits
+    if rows % 8 or cols % (per_vector * vectors):
+        raise LayoutError(
+            f"{name}: expected a multiple of 8 rows and of {per_vector * vectors} columns "
+            f"({vectors} vectors of 16 bytes of {bits}-bit elements), got a {rows}x{cols} "
+            f"tile")
+    return _expand(lead, rows, cols, lambda i, j: _swizzled(i, j, bits, vectors), name)
+
+
+def make_full_bank_swizzled_layout(*args):
+    """The 128-byte swizzle of a buffer (or of ``(stride, continuous, element_size)``)."""
+    return _bank_swizzled(args, 8, "make_full_bank_swizzled_layout")
+
+
+def make_half_bank_swizzled_layout(*args):
+    """The 64-byte swizzle of a buffer (or of ``(stride, continuous, element_size)``)."""
+    return _bank_swizzled(args, 4, "make_half_bank_swizzled_layout")
+
+
+def make_quarter_bank_swizzled_layout(*args):
+    """The 32-byte swizzle of a buffer (or of ``(stride, continuous, element_size)``)."""
+    return _bank_swizzled(args, 2, "make_quarter_bank_swizzled_layout")
+
+
+def make_linear_layout(*args):
+    """Row-major: a buffer, or ``(stride, continuous)``."""
+    if len(args) == 2:
+        return Layout([int(args[0]), int(args[1])], _identity)
+    if len(args) != 1:
+        raise LayoutError(f"make_linear_layout: expected a buffer or (stride, continuous), "
+                          f"got {len(args)} arguments")
+    return Layout(_shape(args[0].shape, "make_linear_layout buffer shape"), _identity)
+
+
+def _identity(*idx):
+    return list(idx)
+
+
+def make_swizzled_layout(buffer, k_major: bool = True, allow_pad: bool = True):
+    """TileLang's ``make_swizzled_layout``: the widest bank swizzle a buffer's rows take
+    (128, 64 bytes; 32 bytes too with ``allow_pad=False``, TileLang's Hopper choice), else
+    row-major. Where TileLang pads rows (``allow_pad``, and its float64 and K-outer int8
+    layouts) tilejit keeps them row-major: a tile's layout here is a bijection onto its
+    elements."""
+    rows, cols, bits, lead = _buffer_info((buffer,), "make_swizzled_layout")
+    per_vector = 128 // bits if bits <= 128 else 0
+    choices = (8, 4) if allow_pad else (8, 4, 2)
+    for vectors in choices:
+        if per_vector and rows % 8 == 0 and cols % (per_vector * vectors) == 0:
+            return _expand(lead, rows, cols, lambda i, j, v=vectors: _swizzled(i, j, bits, v),
+                           "make_swizzled_layout")
+    return Layout([*lead, rows, cols], _identity)
+
+
+def make_mma_swizzle_layout(shared_buf, is_smooth: bool = False):
+    """TileLang's ``make_mma_swizzle_layout``: ``get_swizzle_layout`` on the last two
+    dimensions of a buffer whose rows are a multiple of 64 bytes, else (or ``is_smooth``)
+    the identity."""
+    shape = _shape(shared_buf.shape, "make_mma_swizzle_layout buffer shape")
+    bits = as_dtype(shared_buf.dtype).bits
+    if is_smooth or shape[-1] * bits % 512 or len(shape) < 2:
+        return Layout(shape, _identity)
+
+    def mma_swizzle(*idx):
+        return [*idx[:-2], *get_swizzle_layout(idx[-2], idx[-1], shape[-1], bits)]
+    return Layout(shape, mma_swizzle)

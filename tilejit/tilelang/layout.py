@@ -1,0 +1,33 @@
+"""TileLang's ``tilelang.layout`` (``import tilelang.layout`` becomes this module, as
+``tilejit.layout``): ``Layout``, ``Fragment`` and the shared-memory swizzles, defined in
+``language/layout.py``. TileLang's ``make_volta/wgmma/tcgen05mma_swizzled_layout`` and
+``make_metadata_layout`` are not built (reading one says so)."""
+from __future__ import annotations
+
+from tilejit.language.compat import NotSupportedError
+from tilejit.language.layout import (Fragment, Layout, LayoutError, get_swizzle_layout,
+                                     make_full_bank_swizzled_layout,
+                                     make_half_bank_swizzled_layout, make_linear_layout,
+                                     make_mma_swizzle_layout, make_quarter_bank_swizzled_layout,
+                                     make_swizzled_layout)
+
+__all__ = ["Fragment", "Layout", "LayoutError", "get_swizzle_layout",
+           "make_full_bank_swizzled_layout", "make_half_bank_swizzled_layout",
+           "make_linear_layout", "make_mma_swizzle_layout", "make_quarter_bank_swizzled_layout",
+           "make_swizzled_layout"]
+
+_NOT_BUILT = {
+    "make_volta_swizzled_layout": "Volta's mma layouts (tilejit targets sm_80 and newer)",
+    "make_wgmma_swizzled_layout": "use make_swizzled_layout(buffer, allow_pad=False): "
+                                  "tilejit recognizes the swizzles wgmma reads",
+    "make_tcgen05mma_swizzled_layout": "Blackwell's tcgen05 is not built",
+    "make_metadata_layout": "sparse gemm (T.gemm_sp) is not built",
+}
+
+
+def __getattr__(name):
+    if name in _NOT_BUILT:
+        raise NotSupportedError(
+            f"tilejit.layout.{name} (tilelang.layout.{name} in TileLang) is not supported by "
+            f"tilejit: {_NOT_BUILT[name]}; see docs/tilelang-compat.md")
+    raise AttributeError(f"module 'tilejit.layout' has no attribute {name!r}")
