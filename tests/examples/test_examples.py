@@ -4,8 +4,9 @@ import importlib
 
 import pytest
 
-EXAMPLES = ["vector_add", "elementwise_2d", "gemm", "gemm_epilogue", "softmax", "norms",
-            "row_sum", "splitk_gemm", "flash_attention.flash_attn", "torch_compile_block",
+EXAMPLES = ["vector_add", "elementwise_2d", "gemm", "gemm_intrinsics", "gemm_epilogue",
+            "softmax", "norms", "row_sum", "splitk_gemm", "flash_attention.flash_attn",
+            "torch_compile_block",
             "flash_attention.flash_attn_bwd", "flash_attention.flash_attn_varlen",
             "flash_attention.flash_attn_op"]
 

@@ -141,6 +141,8 @@ def _through_module_or_library(values) -> bool:
         if isinstance(value, types.ModuleType):
             continue
         owner = value if isinstance(value, type) else type(value)
+        if getattr(owner, "compile_time_fields", False):
+            return False        # a library object read as the user's (the MMA emitter)
         module = (getattr(owner, "__module__", None) or "").split(".")[0]
         return module in LIBRARY_MODULES and module != "builtins"
     return True

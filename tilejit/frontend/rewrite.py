@@ -5,7 +5,8 @@
   (Numba's bytecode front end rejects ``with ... as``); constexpr parameters leave the
   signature and become globals, so Numba sees them as literals; ``T.Persistent`` loops
   and ``T.PersistentTileScheduler`` objects become plain loops and variables
-  (``persistent.py``, the simulator's program too); ``T.get_thread_binding`` and the
+  (``persistent.py``, the simulator's program too); ``TensorCoreIntrinEmitter``'s
+  methods become per-thread code (``mma_emitter_calls.py``); ``T.get_thread_binding`` and the
   other bindings become the thread and block indices (``thread_bindings.py``); host queries
   (``driver.get_num_sms()``) become compile-time globals (``host_queries.py``); the
   explicit mbarrier/TMA/``T.ws`` forms are refused (``explicit_sync.py``: simulated only).
@@ -28,6 +29,7 @@ from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
+from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
 from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
@@ -338,6 +340,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     (``static_prologue.py``)."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
+    fdef = expand_emitter_calls(fdef, ks.namespace, ks.error)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
     fdef = rewrite_thread_bindings(fdef, ks)

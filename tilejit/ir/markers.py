@@ -70,6 +70,20 @@ CAST = "__tj_cast"
 # (frontend/reducers.py): bound like CAST, and in the passes' namespace
 LANGUAGE = "__tj_language"
 
+# -- TensorCoreIntrinEmitter's methods (frontend/mma_emitter_calls.py) ---------------
+# the simulator binds its own meanings (sim/mma.py)
+LDMATRIX = _declare("__tj_ldmatrix", "ldmatrix",
+                    "(local, offset, shared, row, col, count, trans): ldmatrix.x<count> of "
+                    "the warp, this lane's row address shared[row, col], its registers into "
+                    "local[offset ...]")
+MMA_SYNC = _declare("__tj_mma_sync", "mma_sync",
+                    "(C local, offset, A local, offset, B local, offset): one mma.sync "
+                    "m16n8k16 (k32 for int8) of the warp on registers held in local arrays")
+# a statement attribute: consecutive statements with the same value store disjoint
+# elements of the same tiles, each element by one thread (TensorCoreIntrinEmitter's
+# stmatrix), so passes/barriers.py puts no barrier between them
+DISJOINT_STORES_ATTR = "_tj_disjoint_stores"
+
 # -- tiles (passes/tile_allocation.py) ------------------------------------------------
 TILE = _declare("__tj_tile", "tile", 'tile("X"): the tile the plan calls X')
 REGION = _declare("__tj_region", "region", "region(tensor, kinds, starts, ends)")

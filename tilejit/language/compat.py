@@ -207,7 +207,6 @@ REASONS = {
                 "layout (T.Layout annotates shared tiles)",
     "let": "T.let is not built: assign the value to a name",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
-    "TensorCoreIntrinEmitter": "the hand-written MMA path is not built: use T.gemm",
 
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
 }

@@ -32,7 +32,8 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import (COPY_ASYNC, FRAG_LOOP, GEMM, REGION, ROLE_ATTR, STAGE, SYNC,
+from tilejit.ir.markers import (COPY_ASYNC, DISJOINT_STORES_ATTR, FRAG_LOOP, GEMM, LDMATRIX,
+                                REGION, ROLE_ATTR, STAGE, SYNC,
                                 SYNC_CONSUMERS, SYNC_ROLE, THREAD_INDEX, TMA_EXPECT_LOAD, TMA_FENCE,
                                 TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
@@ -87,6 +88,8 @@ class _Access:
                         writes.add(tiles[1])
                 elif name == TMA_STORE and tiles[0]:
                     reads.add(tiles[0])     # by TMA, until the next barrier (tma_store.py)
+                elif name == LDMATRIX and tiles[2]:
+                    reads.add(tiles[2])     # TensorCoreIntrinEmitter's loads
                 elif name == GEMM:
                     # A and B; a folded refill (pipeline.py) writes its destinations
                     reads.update(t for t in tiles[:2] if t)
@@ -157,6 +160,17 @@ class _Syncer:
         out = []
         reads, writes = set(state[0]), set(state[1])
         for stmt in stmts:
+            # a run of stores of disjoint elements (DISJOINT_STORES_ATTR)
+            this_group = getattr(stmt, DISJOINT_STORES_ATTR, None)
+            if this_group is not None and out and getattr(out[-1], DISJOINT_STORES_ATTR,
+                                                          None) == this_group:
+                # the run's first statement was checked: the rest store other elements of
+                # the same tiles, each by one thread, and need no barrier between them
+                r, w = self.acc.of(stmt)
+                reads |= r
+                writes |= w
+                out.append(stmt)
+                continue
             if isinstance(stmt, (ast.For, ast.While)) and not (
                     isinstance(stmt, ast.For) and _is_tile_loop(stmt, self.ctx)):
                 new, (reads, writes), hoist = self.loop(stmt, (reads, writes))

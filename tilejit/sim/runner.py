@@ -11,9 +11,9 @@ import numpy as np
 
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
-from tilejit.ir.markers import ATOMICS, GRID_DIM, REGION, THREAD_INDEX
+from tilejit.ir.markers import ATOMICS, GRID_DIM, LDMATRIX, MMA_SYNC, REGION, THREAD_INDEX
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import runtime, threads
+from tilejit.sim import mma, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
@@ -39,6 +39,8 @@ def simulator_function(kernel):
         namespace[THREAD_INDEX] = threads.thread_index
         namespace[THREADS] = threads
         namespace[REGION] = region
+        namespace[LDMATRIX] = mma.ldmatrix          # TensorCoreIntrinEmitter's code
+        namespace[MMA_SYNC] = mma.mma_sync
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))

@@ -104,7 +104,7 @@ def _fits(value: int, ty: types.Integer) -> bool:
 
 class TilejitTypingContext(BaseContext):
     def load_additional_registries(self):
-        from tilejit.codegen.typing import atomics, templates, tiles  # noqa: F401  (register the tile language)
+        from tilejit.codegen.typing import atomics, mma, templates, tiles  # noqa: F401  (register the tile language)
         self.install_registry(templates.registry)
 
     def init(self):

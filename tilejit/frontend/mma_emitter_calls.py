@@ -1,0 +1,263 @@
+"""``TensorCoreIntrinEmitter``'s methods in a kernel's body, expanded into per-thread code
+(``language/mma_emitter.py``), for the GPU and the simulator alike.
+
+``E.ldmatrix_a(A_local, A_shared, ki)`` (E a global or closure value that is an emitter)
+becomes, per row tile ``i`` of the warp, one ``__tj_ldmatrix(A_local, i * local_size_a,
+A_shared, row, col, 4, trans)`` whose ``row, col`` is this lane's row address: lane ``L``
+of ``ldmatrix.x4`` addresses row ``L % 8`` of 8 x 8 matrix ``q = L // 8`` (PTX ISA
+"Warp-level matrix load instruction: ldmatrix"), and matrix ``q`` lands in registers
+``q`` of every lane. The A fragment's register ``q`` (a_{2q}, a_{2q+1}) covers rows ``8·(q
+% 2)`` and k ``8·(q // 2)`` of the 16 x 16 tile (16 bytes of k per matrix row: 16 int8),
+B's register ``q`` of a 16-column tile k ``8·(q % 2)`` and columns ``8·(q // 2)``
+(PTX "Matrix Fragments for mma.m16n8k16"). An operand stored the other way round (A as
+(K, M), B as (K, N)) is read with ``.trans``, its lanes addressing rows of k.
+
+``E.mma(A, B, C)`` becomes ``__tj_mma_sync`` per (row tile, 16 x 8 column half);
+``E.stmatrix(C_local, C)`` the stores of each accumulator to its (row, col) of PTX's C
+fragment. The thread index is ``thread_binding=`` where given, else
+``__tj_thread_index()`` (which makes the simulator run the block lane-wise).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import DISJOINT_STORES_ATTR, LDMATRIX, MMA_SYNC, THREAD_INDEX
+from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
+
+_METHODS = ("ldmatrix_a", "ldmatrix_b", "mma", "stmatrix")
+_ALLOCS = (T.alloc_shared, T.alloc_fragment, T.alloc_local)
+_TX, _KI, _RK = "__tj_mma_tx", "__tj_mma_ki", "__tj_mma_rk"
+
+
+def expand_emitter_calls(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
+    """``fdef`` with each statement calling an emitter's method replaced by its code;
+    ``error(message, node)`` makes the CompileError at the kernel's line."""
+    if not any(isinstance(v, TensorCoreIntrinEmitter) for v in namespace.values()):
+        return fdef
+    return _Expand(fdef, namespace, error).visit(fdef)
+
+
+class _Expand(ast.NodeTransformer):
+    def __init__(self, fdef, namespace, error):
+        self.namespace, self.error = namespace, error
+        self.ranks = _tile_ranks(fdef, namespace)
+        self.stores = 0         # the stmatrix calls expanded: one run of stores each
+
+    def _emitter_call(self, node):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return None
+        emitter = resolve_static(node.func.value, self.namespace)
+        if not isinstance(emitter, TensorCoreIntrinEmitter):
+            return None
+        return emitter
+
+    def visit_Expr(self, node):
+        emitter = self._emitter_call(node.value)
+        if emitter is None:
+            return self.generic_visit(node)
+        call = node.value
+        method = call.func.attr
+        if method not in _METHODS:
+            raise self.error(f"TensorCoreIntrinEmitter.{method} is not built in a kernel "
+                             f"(the emitter's kernel methods are {', '.join(_METHODS)})",
+                             node)
+        try:
+            bound = inspect.signature(getattr(TensorCoreIntrinEmitter, method)).bind(
+                emitter, *call.args, **{k.arg: k.value for k in call.keywords})
+        except TypeError as e:
+            raise self.error(f"TensorCoreIntrinEmitter.{method}: {e}", node) from None
+        args = dict(bound.arguments)
+        del args["self"]
+        out = getattr(self, "_" + method)(emitter, node, args)
+        for stmt in out:
+            _locate(stmt, node)
+        return out
+
+    def visit_Call(self, node):
+        emitter = self._emitter_call(node)
+        if emitter is not None and node.func.attr in _METHODS:
+            raise self.error(f"TensorCoreIntrinEmitter.{node.func.attr}(...) is a statement "
+                             "of its own (it returns nothing)", node)
+        return self.generic_visit(node)
+
+    # -- the thread's position ------------------------------------------------------------
+    @staticmethod
+    def _tx(args):
+        binding = args.get("thread_binding")
+        if binding is None or (isinstance(binding, ast.Constant) and binding.value is None):
+            return ast.Call(ast.Name(THREAD_INDEX, ast.Load()), [], [])
+        return binding
+
+    @staticmethod
+    def _warp(e):
+        """(lane, warp_m, warp_n) as source text over ``_TX``."""
+        lane = f"({_TX} % 32)"
+        if e.is_m_first:
+            warp_n = f"({_TX} // 32 % {e.block_col_warps})"
+            warp_m = f"({_TX} // {32 * e.block_col_warps} % {e.block_row_warps})"
+        else:
+            warp_m = f"({_TX} // 32 % {e.block_row_warps})"
+            warp_n = f"({_TX} // {32 * e.block_row_warps} % {e.block_col_warps})"
+        return lane, warp_m, warp_n
+
+    def _subs(self, args):
+        return {_TX: self._tx(args), _KI: args["ki"], _RK: args.get("rk", ast.Constant(0))}
+
+    # -- the methods ------------------------------------------------------------------
+    def _ldmatrix_a(self, e, node, args):
+        lane, warp_m, _ = self._warp(e)
+        per_row = 16 // (1 if e.a_dtype == "int8" else 2)         # elements in 16 bytes
+        k0 = f"({_RK} * {e.chunk} + {_KI} * {e.micro_size_k})"
+        out = []
+        for i in range(e.warp_rows):
+            m0 = f"({warp_m} * {e.warp_row_tiles} + {i * 16})"
+            if e.a_transposed:      # (K, M): lanes address rows of k, .trans
+                row = f"{k0} + {lane} // 16 * {per_row} + {lane} % 8"
+                col = f"{m0} + {lane} // 8 % 2 * 8"
+            else:
+                row = f"{m0} + {lane} % 16"
+                col = f"{k0} + {lane} // 16 * {per_row}"
+            out.append(self._ldmatrix_stmt(args["A_local_buf"], i * e.local_size_a,
+                                           args["A_shared_buf"], row, col, 4, e.a_transposed,
+                                           args))
+        return out
+
+    def _ldmatrix_b(self, e, node, args):
+        lane, _, warp_n = self._warp(e)
+        per_row = 16 // (1 if e.b_dtype == "int8" else 2)
+        k0 = f"({_RK} * {e.chunk} + {_KI} * {e.micro_size_k})"
+        count = 4 if e.n_dim == 16 else 2
+        out = []
+        for j in range(e.warp_cols):
+            n0 = f"({warp_n} * {e.warp_col_tiles} + {j * e.n_dim})"
+            n_half = f"{lane} // 16 * 8" if count == 4 else "0"
+            if e.b_transposed:      # (N, K): lanes address rows of n
+                row = f"{n0} + {n_half} + {lane} % 8"
+                col = f"{k0} + {lane} // 8 % 2 * {per_row}"
+            else:                   # (K, N): rows of k, .trans
+                row = f"{k0} + {lane} % 16"
+                col = f"{n0} + {n_half}"
+            out.append(self._ldmatrix_stmt(args["B_local_buf"], j * e.local_size_b,
+                                           args["B_shared_buf"], row, col, count,
+                                           not e.b_transposed, args))
+        return out
+
+    def _ldmatrix_stmt(self, local, offset, shared, row, col, count, trans, args):
+        subs = self._subs(args)
+        call = ast.Call(ast.Name(LDMATRIX, ast.Load()), [
+            copy.deepcopy(local), ast.Constant(offset), copy.deepcopy(shared),
+            _expr(row, subs), _expr(col, subs), ast.Constant(count), ast.Constant(trans)], [])
+        return ast.Expr(call)
+
+    def _mma(self, e, node, args):
+        k_inner = args.get("k_inner")
+        if k_inner is not None and not (isinstance(k_inner, ast.Constant)
+                                        and k_inner.value == 0):
+            raise self.error("TensorCoreIntrinEmitter.mma: k_inner offsets fragment operands, "
+                             "which are not built; the operands are T.alloc_local arrays "
+                             f"(got k_inner={ast.unparse(k_inner)})", node)
+        a, b, c = args["A_local_buf"], args["B_local_buf"], args["C_local_buf"]
+        halves = 2 if e.n_dim == 16 else 1
+        out = []
+        for i in range(e.warp_rows):
+            for j in range(e.warp_cols):
+                for h in range(halves):
+                    c_off = (i * e.warp_cols + j) * e.local_size_out + h * e.local_size_out // 2
+                    b_off = j * e.local_size_b + h * e.local_size_b // 2
+                    out.append(ast.Expr(ast.Call(ast.Name(MMA_SYNC, ast.Load()), [
+                        copy.deepcopy(c), ast.Constant(c_off), copy.deepcopy(a),
+                        ast.Constant(i * e.local_size_a), copy.deepcopy(b),
+                        ast.Constant(b_off)], [])))
+        return out
+
+    def _stmatrix(self, e, node, args):
+        local, dst = args["C_local_buf"], args["C_buf"]
+        pid_m, pid_n = args.get("pid_m"), args.get("pid_n")
+        to_tensor = pid_m is not None and pid_n is not None
+        if (pid_m is None) != (pid_n is None):
+            raise self.error("TensorCoreIntrinEmitter.stmatrix: give both pid_m and pid_n "
+                             "(a tensor's block tile) or neither (a shared tile)", node)
+        rank = 2 if to_tensor else self.ranks.get(getattr(dst, "id", None))
+        if rank not in (2, 4):
+            what = ast.unparse(dst)
+            got = f"a {rank}-d tile" if rank else "not a tile allocated in this kernel"
+            raise self.error(f"TensorCoreIntrinEmitter.stmatrix: C_buf must be a tile shaped "
+                             f"(M // 16, N // {e.n_dim}, 16, {e.n_dim}) or (M, N), or a "
+                             f"tensor with pid_m= and pid_n=; {what} is {got}", node)
+        lane, warp_m, warp_n = self._warp(e)
+        self.stores += 1
+        subs = {_TX: self._tx(args), "__tj_pid_m": pid_m, "__tj_pid_n": pid_n}
+        rows_per_block = e.block_row_warps * e.warp_rows
+        cols_per_block = e.block_col_warps * e.warp_cols
+        out = []
+        for i in range(e.warp_rows):
+            for j in range(e.warp_cols):
+                ti, tj = f"({warp_m} * {e.warp_rows} + {i})", f"({warp_n} * {e.warp_cols} + {j})"
+                if to_tensor:
+                    ti = f"(__tj_pid_m * {rows_per_block} + {ti})"
+                    tj = f"(__tj_pid_n * {cols_per_block} + {tj})"
+                for s in range(e.local_size_out):
+                    # PTX's C fragment: c0, c1 at row groupID, c2, c3 at groupID + 8, columns
+                    # 2 * threadID_in_group + (s & 1), the second 16 x 8 half 8 further
+                    row = f"{8 * (s % 4 // 2)} + {lane} // 4"
+                    col = f"{8 * (s // 4) + s % 2} + {lane} % 4 * 2"
+                    if rank == 4:
+                        index = f"{ti}, {tj}, {row}, {col}"
+                    else:
+                        index = f"{ti} * 16 + {row}, {tj} * {e.n_dim} + {col}"
+                    target = ast.Subscript(copy.deepcopy(dst), _expr(f"({index})", subs),
+                                           ast.Store())
+                    value = ast.Subscript(copy.deepcopy(local), ast.Constant(
+                        (i * e.warp_cols + j) * e.local_size_out + s), ast.Load())
+                    store = ast.Assign([target], value)
+                    setattr(store, DISJOINT_STORES_ATTR, self.stores)
+                    out.append(store)
+        return out
+
+
+def _expr(text: str, subs: dict) -> ast.expr:
+    tree = ast.parse(text, mode="eval").body
+    return _Substitute(subs).visit(tree)
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, subs):
+        self.subs = subs
+
+    def visit_Name(self, node):
+        if node.id in self.subs:
+            return copy.deepcopy(self.subs[node.id])
+        return node
+
+
+def _locate(stmt, like):
+    for n in ast.walk(stmt):
+        if "lineno" in n._attributes:
+            n.lineno, n.end_lineno = like.lineno, like.end_lineno
+            n.col_offset, n.end_col_offset = like.col_offset, like.end_col_offset
+
+
+def _tile_ranks(fdef, namespace) -> dict:
+    """{name: rank} of the tiles the kernel allocates with a shape whose length is known
+    from the source: a tuple or list written out, or a compile-time global or closure
+    value (an int is a 1-d shape)."""
+    ranks = {}
+    for node in ast.walk(fdef):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                and node.value.args and resolve_static(node.value.func, namespace) in _ALLOCS):
+            continue
+        shape = node.value.args[0]
+        if isinstance(shape, (ast.Tuple, ast.List)):
+            ranks[node.targets[0].id] = len(shape.elts)
+            continue
+        value = resolve_static(shape, namespace)
+        if isinstance(value, (tuple, list)):
+            ranks[node.targets[0].id] = len(value)
+        elif isinstance(value, int):
+            ranks[node.targets[0].id] = 1
+    return ranks
