@@ -193,16 +193,17 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                      "06_after_expand_fragment_region_copies.py",
                      "07_after_fold_clears_into_gemms.py", "08_after_lower_warp_roles.py",
                      "09_after_check_divisors.py", "10_after_pipeline_loops.py",
-                     "11_after_rasterize_blocks.py", "12_after_infer_layouts.py",
-                     "13_after_check_registers.py", "14_after_use_tma.py",
-                     "15_after_specialize_warps.py", "16_after_stage_epilogues.py",
-                     "17_after_use_tma_stores.py", "18_after_fence_generic_writes.py",
-                     "19_after_plan_shared_memory.py", "20_after_insert_barriers.py",
-                     "21_after_defer_wgmma_waits.py", "22_after_version_parallel_guards.py",
-                     "23_tile_plan.txt", "24_numba_typed.txt", "25_llvm_lowered.ll",
-                     "26_llvm_optimized.ll", "27_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "22_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "27_kernel.ptx").read_text()
+                     "11_after_rasterize_blocks.py", "12_after_choose_operand_layouts.py",
+                     "13_after_convert_fragment_layouts.py", "14_after_infer_layouts.py",
+                     "15_after_check_registers.py", "16_after_use_tma.py",
+                     "17_after_specialize_warps.py", "18_after_stage_epilogues.py",
+                     "19_after_use_tma_stores.py", "20_after_fence_generic_writes.py",
+                     "21_after_plan_shared_memory.py", "22_after_insert_barriers.py",
+                     "23_after_defer_wgmma_waits.py", "24_after_version_parallel_guards.py",
+                     "25_tile_plan.txt", "26_numba_typed.txt", "27_llvm_lowered.ll",
+                     "28_llvm_optimized.ll", "29_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "24_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "29_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

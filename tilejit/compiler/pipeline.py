@@ -36,10 +36,10 @@ from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
-                            epilogue_staging, fragment_regions, global_copies, layout_inference,
-                            parallel_guards, pipeline, rasterization, registers, safe_memory,
-                            shared_memory, tile_allocation, tma, tma_store, warp_roles,
-                            warp_specialize, wgmma_waits)
+                            epilogue_staging, fragment_regions, global_copies, layout_conversion,
+                            layout_inference, parallel_guards, pipeline, rasterization,
+                            registers, safe_memory, shared_memory, tile_allocation, tma,
+                            tma_store, warp_roles, warp_specialize, wgmma_waits)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -61,7 +61,9 @@ SOURCE_PASSES = (
     divisors.check_divisors,                 # no integer // or % by a compile-time 0
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
-    layout_inference.infer_layouts,          # fragment and shared layouts; fragment loops
+    layout_inference.choose_operand_layouts,  # shared layouts, gemm engines (fixed layouts)
+    layout_conversion.convert_fragment_layouts,  # fixed layouts that meet: through shared
+    layout_inference.infer_layouts,          # fragment layouts; fragment loops
     registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
     warp_specialize.specialize_warps,        # sm_90a: a producer warpgroup for wgmma's TMA

@@ -116,6 +116,12 @@ FRAG_SET = _declare("__tj_frag_set", "frag_set", "(F, slot, value)")
 FRAG_SLOT = _declare("__tj_frag_slot", "frag_slot",
                      "(loop id, fragment, loop slot) -> its slot")
 
+# -- layout conversions (passes/layout_conversion.py) ---------------------------------
+CONVERT_LAYOUT = _declare("__tj_convert_layout", "convert_layout",
+                          '("src", "dst", "scratch", "src layout -> dst layout"): where a '
+                          "fragment's data moves to another fragment's layout through a "
+                          "shared scratch tile (the copies that follow it); no code")
+
 # -- block barriers (passes/barriers.py) ----------------------------------------------
 SYNC = _declare("__tj_sync", "sync_threads", "A block barrier.")
 

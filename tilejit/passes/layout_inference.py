@@ -1,14 +1,19 @@
 """Pass: choose every tile's layout, and turn ``T.Parallel`` loops over fragments into
 loops over each thread's registers.
 
+Two steps of the pipeline live here. ``choose_operand_layouts`` runs first: shared tiles'
+layouts and each gemm's engine (mma.sync, wgmma, MFMA), which fix the layouts of the
+fragments the gemms use (``fixed_fragment_layouts``). ``passes/layout_conversion.py``
+then converts, through shared memory, the data flows that join two fragments whose
+fixed layouts differ, and ``infer_layouts`` lays out every fragment.
+
 Fragments. Uses that fix a layout: the accumulator of ``T.gemm`` (its warp tiling of
 m16n8 tiles) and a ``T.gemm`` A operand held in registers. Uses that tie layouts
-together: ``T.copy`` between two fragments (unless the two sides' fixed layouts differ:
-that copy goes through a shared tile instead, ``_convert_through_shared``), and a
-``T.Parallel`` loop indexing several fragments. Each group of tied fragments takes the
-one fixed layout among its members (two different ones are a ``CompileError`` naming
-both uses) or, if none, the ``T.Parallel`` distribution of its shape
-(``layouts.parallel_fragment``).
+together: ``T.copy`` between two fragments and a ``T.Parallel`` loop indexing several
+fragments (where two fixed layouts would meet, the conversion pass has already cut the
+tie). Each group of tied fragments takes the one fixed layout among its members (two
+different ones are a ``CompileError`` naming both uses) or, if none, the ``T.Parallel``
+distribution of its shape (``layouts.parallel_fragment``).
 
 A ``T.Parallel`` over a fragment's shape then iterates that fragment's layout: thread
 t visits its own slots s, the loop indices are the layout's coordinates of (t, s), and
@@ -69,7 +74,8 @@ from tilejit.passes.user_layouts import AnnotationScope, annotated_layout
 SLOT = "__tj_s"
 
 
-def _same(f, g) -> bool:
+def same_fragment(f, g) -> bool:
+    """Whether two register fragment layouts are the same (threads, slots, replicas)."""
     return (f.shape == g.shape and f.thread_layout == g.thread_layout
             and f.slot_layout == g.slot_layout and f.num_threads == g.num_threads
             and f.replicate == g.replicate)
@@ -164,15 +170,13 @@ def _partial_positions(sub, loop_vars, varying):
 
 
 class _Collect(ast.NodeVisitor):
-    """Fragment loops, copies between fragments, and annotate_layout calls."""
+    """Fragment loops and copies between fragments."""
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
-        self.copy_nodes: list[ast.Call] = []    # the T.copy call of each copy
-        self.annotations: list[ast.Call] = []
         self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
 
     def visit_For(self, node):
@@ -210,7 +214,6 @@ class _Collect(ast.NodeVisitor):
         if fn is T.copy and len(node.args) == 2 and all(
                 isinstance(a, ast.Name) and a.id in self.frags for a in node.args):
             self.copies.append((node.args[0].id, node.args[1].id, node.lineno))
-            self.copy_nodes.append(node)
         elif fn is T.copy and len(node.args) == 2:
             # the dtype of a tensor a fragment is copied from or to: it sets how many
             # consecutive elements a thread holds (16-byte global accesses)
@@ -218,8 +221,6 @@ class _Collect(ast.NodeVisitor):
             for frag, other in (names, names[::-1]):
                 if frag in self.frags and other in self.ctx.param_dtypes:
                     self.partners.setdefault(frag, set()).add(self.ctx.param_dtypes[other])
-        if fn is T.annotate_layout:
-            self.annotations.append(node)
         self.generic_visit(node)
 
 
@@ -464,6 +465,37 @@ def _widen_unit_loops(fdef, ctx):
     return ast.fix_missing_locations(fdef)
 
 
+def choose_operand_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    """The first step: shared tiles' layouts (row-major; swizzled where T.gemm reads them
+    or a TMA store writes them out; ``T.annotate_layout``) and each gemm's engine, which
+    fix the layouts of the gemm's fragments (``fixed_fragment_layouts``)."""
+    annotations = [n for n in ast.walk(fdef) if isinstance(n, ast.Call)
+                   and resolve_static(n.func, ctx.namespace) is T.annotate_layout]
+    _shared_layouts(ctx, annotations, fdef)
+    _store_staging_tiles(ctx, fdef)
+    _choose_gemm_engines(ctx)
+    return fdef
+
+
+def fixed_fragment_layouts(ctx) -> dict[str, tuple]:
+    """fragment -> (layout, line, reason) for each fragment a gemm fixes the layout of:
+    its accumulator, its A operand held in registers. A fragment two gemms want in two
+    different layouts is a ``CompileError`` naming both."""
+    fixed: dict[str, tuple] = {}
+    for gp, a, _b, c, line in ctx.plan.gemms.values():
+        demands = [(c, gp.c_fragment(), "the accumulator of T.gemm")]
+        if ctx.plan.tiles[a].kind == FRAGMENT:
+            demands.append((a, gp.a_fragment(), "the A operand of T.gemm held in registers"))
+        for name, frag, reason in demands:
+            old = fixed.get(name)
+            if old is not None and not same_fragment(old[0], frag):
+                raise ctx.error(f"fragment {name!r} needs two different layouts: {old[2]} (line "
+                                f"{old[1]}: {ctx.source_line(old[1])}) and {reason} (line "
+                                f"{line}: {ctx.source_line(line)})", line)
+            fixed.setdefault(name, (frag, line, reason))
+    return fixed
+
+
 def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     tiles = plan.tiles
@@ -471,31 +503,11 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     col = _Collect(ctx)
     col.visit(fdef)
     groups = _Groups()
-    fixed: dict[str, tuple] = {}          # fragment -> (Fragment, line, reason)
-
-    def demand(name, frag, line, reason):
-        old = fixed.get(name)
-        if old is not None and not _same(old[0], frag):
-            raise ctx.error(f"fragment {name!r} needs two different layouts: {old[2]} (line "
-                            f"{old[1]}: {ctx.source_line(old[1])}) and {reason} (line {line}: "
-                            f"{ctx.source_line(line)})", line)
-        fixed.setdefault(name, (frag, line, reason))
-
-    _shared_layouts(ctx, col, fdef)
-    _store_staging_tiles(ctx, fdef)
-    _choose_gemm_engines(ctx)
-    for gp, a, _b, c, line in plan.gemms.values():
-        demand(c, gp.c_fragment(), line, "the accumulator of T.gemm")
-        if tiles[a].kind == FRAGMENT:
-            demand(a, gp.a_fragment(), line, "the A operand of T.gemm held in registers")
-    conversions = []
-    for (src, dst, line), node in zip(col.copies, col.copy_nodes):
+    fixed = fixed_fragment_layouts(ctx)
+    for src, dst, line in col.copies:
         if tiles[src].shape != tiles[dst].shape:
             raise ctx.error(f"T.copy between fragments of different shapes {tiles[src].shape} "
                             f"and {tiles[dst].shape}", line)
-        if _fixed_conflict(groups, fixed, src, dst):
-            conversions.append((src, dst, node))     # through shared memory, below
-            continue
         groups.union(src, dst)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     derived = []          # (source fragment, target fragment, dims removed, keep, line, why)
@@ -587,69 +599,13 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             plan.slot_maps[(lid, n)] = slot_map
             partial_slots[(lid, n)] = strides
     _plan_reduction_scratch(ctx, tiles)
-    _convert_through_shared(ctx, fdef, conversions)
     rewrite = _RewriteLoops(ctx, loop_ids)
     rewrite.whole = scalars
     rewrite.partial = partial_slots
     return rewrite.visit(fdef)
 
 
-def _fixed_conflict(groups, fixed, src, dst) -> bool:
-    """Whether tying ``src`` and ``dst`` would give one group two different fixed layouts
-    (say a gemm's accumulator copied into another gemm's A operand held in registers,
-    whose warp tilings differ)."""
-    def fixed_of(name):
-        root = groups.find(name)
-        for member, (frag, _line, _why) in fixed.items():
-            if groups.find(member) == root:
-                return frag
-        return None
-    a, b = fixed_of(src), fixed_of(dst)
-    return a is not None and b is not None and not _same(a, b)
-
-
-def _convert_through_shared(ctx, fdef, conversions):
-    """A ``T.copy(src, dst)`` between fragments whose layouts conflict becomes
-    ``T.copy(src, S); T.copy(S, dst)`` through a new row-major shared tile ``S`` (the
-    barrier pass orders the two): each thread writes the elements it holds and reads
-    the ones it needs, which is how a layout is converted (Triton does the same). The
-    IR dump's tile plan names the tile and the line of the copy it serves."""
-    if not conversions:
-        return
-    tiles = ctx.plan.tiles
-    for k, (src, dst, node) in enumerate(conversions):
-        name = f"__tj_convert{k}"
-        t = tiles[dst]
-        tiles[name] = Tile(name, SHARED, t.shape, t.dtype, node.lineno,
-                           layout=row_major(t.shape),
-                           layout_reason=f"converts {src!r} to the layout of {dst!r} (the "
-                                         f"T.copy at line {node.lineno})")
-        parent = _statement_of(fdef, node)
-        if parent is None:
-            raise ctx.error(f"T.copy of fragment {src!r} into {dst!r}: their layouts differ "
-                            f"and the copy is not a statement of its own", node)
-        body, index = parent
-        alloc = ast.Assign([ast.Name(name, ast.Store())],
-                           ast.Call(ast.Name(TILE, ast.Load()), [ast.Constant(name)], []))
-        first = ast.Expr(ast.Call(node.func, [node.args[0], ast.Name(name, ast.Load())], []))
-        second = ast.Expr(ast.Call(node.func, [ast.Name(name, ast.Load()), node.args[1]], []))
-        new = [ast.copy_location(x, body[index]) for x in (alloc, first, second)]
-        body[index:index + 1] = [ast.fix_missing_locations(x) for x in new]
-
-
-def _statement_of(fdef, call):
-    """(statement list, index) of the expression statement that is ``call``, or None."""
-    for node in ast.walk(fdef):
-        for field in ("body", "orelse"):
-            stmts = getattr(node, field, None)
-            if isinstance(stmts, list):
-                for i, st in enumerate(stmts):
-                    if isinstance(st, ast.Expr) and st.value is call:
-                        return stmts, i
-    return None
-
-
-def _shared_layouts(ctx, col, fdef):
+def _shared_layouts(ctx, annotations, fdef):
     """Row-major, swizzled where T.gemm reads the tile, or as annotated."""
     tiles = ctx.plan.tiles
     for t in tiles.values():
@@ -661,8 +617,8 @@ def _shared_layouts(ctx, col, fdef):
             if t.kind == SHARED:
                 t.layout = make_swizzled_layout(t.shape, t.dtype.itemsize)
                 t.layout_reason = f"swizzled for T.gemm at line {line}"
-    scope = AnnotationScope(ctx, fdef) if col.annotations else None
-    for call in col.annotations:
+    scope = AnnotationScope(ctx, fdef) if annotations else None
+    for call in annotations:
         _annotate(call, ctx, scope)
 
 
@@ -762,14 +718,16 @@ def _as_digits(layout):
     return layout if isinstance(layout, DigitLayout) else digit_layout(layout)
 
 
-def _same_layout(a, b) -> bool:
+def same_layout(a, b) -> bool:
+    """Whether two fragment layouts put every element in the same thread and slot (their
+    digit forms compared where both have one)."""
     da, db = _as_digits(a), _as_digits(b)
     if da is not None and db is not None:
         return da == db
     if isinstance(a, ParallelLayout) or isinstance(b, ParallelLayout):
         return a == b
     return a is b or (not isinstance(a, DigitLayout) and not isinstance(b, DigitLayout)
-                      and _same(a, b))
+                      and same_fragment(a, b))
 
 
 def _reduction(ctx, layout, dims, keep, line):
@@ -1002,7 +960,7 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
     def assign(root, layout, vec, line, reason, name):
         old = chosen.get(root)
         if old is not None:
-            if not _same_layout(old[0], layout):
+            if not same_layout(old[0], layout):
                 raise ctx.error(
                     f"fragments {shown(old[4])} and {shown(name)} need different layouts: "
                     f"{old[3]} "
@@ -1094,7 +1052,7 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
             continue                   # reduced through shared memory: any dst layout
         want = derivable(chosen[rs][0], dims, keep, False, line, dst, why, src)
         have = chosen[rd]
-        if not _same_layout(want, have[0]):
+        if not same_layout(want, have[0]):
             raise ctx.error(
                 f"fragment {src if keep == _RESTRICT else dst!r} needs two different layouts: "
                 f"{why} (line {line}: "

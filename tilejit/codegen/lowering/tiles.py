@@ -462,6 +462,13 @@ def _fill_target(sig, what):
     return ty
 
 
+@lower(markers.stub(markers.CONVERT_LAYOUT), *(types.StringLiteral,) * 4)
+def convert_layout_impl(context, builder, sig, args):
+    """The IR dump's mark of a layout conversion (passes/layout_conversion.py): the
+    copies through shared memory that follow it do the work."""
+    return context.get_dummy_value()
+
+
 @lower(markers.stub(markers.SYNC))
 def sync_impl(context, builder, sig, args):
     if plan().proxy_fence:          # generic writes of tiles wgmma reads (async_proxy.py)

@@ -374,6 +374,13 @@ class CumsumTemplate(AbstractTemplate):
         return signature(types.none, *args)
 
 
+@infer_global(markers.stub(markers.CONVERT_LAYOUT))
+class ConvertLayoutTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 4 and all(isinstance(a, types.StringLiteral) for a in args):
+            return signature(types.none, *args)
+
+
 @infer_global(markers.stub(markers.SYNC))
 class SyncTemplate(AbstractTemplate):
     def generic(self, args, kws):
