@@ -90,21 +90,28 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
             T.copy(Delta[bz, by, i * block_M:(i + 1) * block_M], delta_shared)
             T.clear(qkT)
             T.gemm(K_shared, Q_shared, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-            # P^T[n, m] = exp(S[m, n] - LSE[m]), zero where m is masked (causal, the tail)
-            for n, m in T.Parallel(block_N, block_M):
-                row = i * block_M + m
-                keep = row < seq_len
-                if is_causal:
-                    keep = keep and bx * block_N + n <= row
-                qkT[n, m] = T.if_then_else(
-                    keep, T.exp2(qkT[n, m] * scale - lse_shared[m] * LOG2E), 0.0)
+            # P^T[n, m] = exp(S[m, n] - LSE[m]), zero where m is masked (causal, the tail);
+            # only the blocks on the diagonal or past the sequence's end test each element
+            if (i + 1) * block_M <= seq_len and (
+                    not is_causal or i * block_M >= (bx + 1) * block_N - 1):
+                for n, m in T.Parallel(block_N, block_M):
+                    qkT[n, m] = T.exp2(qkT[n, m] * scale - lse_shared[m] * LOG2E)
+            else:
+                for n, m in T.Parallel(block_N, block_M):
+                    row = i * block_M + m
+                    keep = row < seq_len
+                    if is_causal:
+                        keep = keep and bx * block_N + n <= row
+                    qkT[n, m] = T.if_then_else(
+                        keep, T.exp2(qkT[n, m] * scale - lse_shared[m] * LOG2E), 0.0)
             T.copy(qkT, pT_cast)
             T.gemm(pT_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
             T.clear(dpT)
             T.gemm(V_shared, dO_shared, dpT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-            # dS^T, scaled by sm_scale here once for both dK and dQ
+            # dS^T, scaled by sm_scale here once for both dK and dQ (written so that the
+            # scaling and the subtraction are one fused multiply-add)
             for n, m in T.Parallel(block_N, block_M):
-                dpT[n, m] = qkT[n, m] * (dpT[n, m] - delta_shared[m]) * sm_scale
+                dpT[n, m] = qkT[n, m] * (dpT[n, m] * sm_scale - delta_shared[m] * sm_scale)
             T.copy(dpT, dsT_cast)
             T.gemm(dsT_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
             T.copy(dsT_cast, dsT_shared)
