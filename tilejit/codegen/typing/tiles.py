@@ -40,16 +40,23 @@ _TILE_WHAT = {"shared": "shared tile", "fragment": "fragment", "local": "local t
 
 class RegionType(types.Type):
     """``kinds``: "s" (sliced) or "p" (point) per dimension; ``extents``: the
-    compile-time length of each sliced dimension, 0 where unknown."""
+    compile-time length of each sliced dimension, 0 where unknown; ``static_starts``:
+    the start of each dimension where it is an integer literal, else None (None when
+    none is)."""
 
-    def __init__(self, base, kinds: str, extents: tuple = ()):
+    def __init__(self, base, kinds: str, extents: tuple = (), static_starts=None):
         self.base, self.kinds, self.extents = base, kinds, tuple(extents)
+        if static_starts is not None and all(s is None for s in static_starts):
+            static_starts = None
+        self.static_starts = None if static_starts is None else tuple(static_starts)
         self.dtype = base.dtype
-        super().__init__(f"Region({base}, {kinds}, {self.extents})")
+        known = "" if self.static_starts is None else ", " + ",".join(
+            "?" if s is None else str(s) for s in self.static_starts)
+        super().__init__(f"Region({base}, {kinds}, {self.extents}{known})")
 
     @property
     def key(self):
-        return (self.base, self.kinds, self.extents)
+        return (self.base, self.kinds, self.extents, self.static_starts)
 
 
 def _plan():
@@ -95,9 +102,9 @@ class RegionTemplate(AbstractTemplate):
         if len(kinds) != base.ndim:
             raise errors.TypingError(f"a {base.ndim}-d {base} is indexed with {len(kinds)} "
                                      f"indices")
-        _ints(starts, "region")
+        known = tuple(getattr(t, "literal_value", None) for t in _ints(starts, "region"))
         n = len(kinds)
-        return signature(RegionType(base, kinds, extents), base, args[1],
+        return signature(RegionType(base, kinds, extents, known), base, args[1],
                          types.UniTuple(types.int64, n), ends, args[4])
 
 

@@ -132,21 +132,43 @@ class DTypeType(types.Callable, types.Dummy):
 
 
 class GlobalTensorType(types.Type):
-    """A tensor in global memory, passed as a kernel argument."""
+    """A tensor in global memory, passed as a kernel argument. ``static_shape``: the
+    shape entries the specialization fixed (``Specialization.shape_constants``), None
+    per unknown entry; None when none is known. The lowering reads them to leave out
+    code a known shape makes dead (a copy's per-element tail path, ``lowering/copy.py``);
+    the values it computes with are still the struct's, which the entry fills with the
+    same constants (``entry.tensor_value``)."""
 
     def __init__(self, dtype: DType, ndim: int, contiguous: bool = False,
-                 aligned: bool = False):
+                 aligned: bool = False, static_shape: tuple | None = None):
         self.dtype = dtype
         self.ndim = ndim
         self.contiguous = contiguous   # stride[-1] == 1, known at compile time
         self.aligned = aligned         # data pointer 16-byte aligned
+        if static_shape is not None and all(n is None for n in static_shape):
+            static_shape = None
+        self.static_shape = None if static_shape is None else tuple(static_shape)
         self.element = numba_type(dtype)
         flags = ("C" if contiguous else "A") + ("16" if aligned else "")
-        super().__init__(f"GlobalTensor({dtype.name}, {ndim}d, {flags})")
+        known = "" if self.static_shape is None else ", " + "x".join(
+            "?" if n is None else str(n) for n in self.static_shape)
+        super().__init__(f"GlobalTensor({dtype.name}, {ndim}d, {flags}{known})")
 
     @property
     def key(self):
-        return (self.dtype.name, self.ndim, self.contiguous, self.aligned)
+        return (self.dtype.name, self.ndim, self.contiguous, self.aligned, self.static_shape)
+
+    def unify(self, typingctx, other):
+        """Two tensors that differ only in what is known of their shapes (one variable
+        bound to either): the entries both know alike."""
+        if isinstance(other, GlobalTensorType) and (
+                other.dtype, other.ndim, other.contiguous, other.aligned) == (
+                self.dtype, self.ndim, self.contiguous, self.aligned):
+            mine = self.static_shape or (None,) * self.ndim
+            theirs = other.static_shape or (None,) * other.ndim
+            return GlobalTensorType(self.dtype, self.ndim, self.contiguous, self.aligned,
+                                    tuple(a if a == b else None for a, b in zip(mine, theirs)))
+        return None
 
     @property
     def pointer(self):
