@@ -4,7 +4,8 @@ The tool reads TileLang's test files (``testing/python/**/test_*.py``) from a gi
 TileLang given on the command line, rewrites only their ``tilelang`` imports to tilejit's
 (``import tilelang`` -> ``import tilejit as tilelang``, ``import tilelang.language as T`` ->
 ``import tilejit.language as T``, ``from tilelang.jit import X`` -> ``from
-tilejit.tilelang.jit import X``, ...; nothing else is edited), writes the copies into a
+tilejit.tilelang.jit import X``, ``from tvm import X`` -> ``from tilejit.tilelang.tvm
+import X``, ...; nothing else is edited), writes the copies into a
 temporary directory (with ``testing/conftest.py`` and ``examples/``, which tests import,
 rewritten the same way) and runs each file in its own ``pytest -v -rA`` process (``-v`` so
 skipped cases are named too) in tilejit's simulator (``TILEJIT_TARGET=sim``,
@@ -14,7 +15,11 @@ by a normalized message (numbers and quoted names replaced), most frequent first
 Nothing of TileLang is stored in this repository: the files are read at run time.
 
     python tools/tilelang_corpus.py --mirror PATH/TO/TILELANG.git \\
-        [--only language/ --only kernel/] [--timeout 120] [--jobs 2] [--json out.json]
+        [--only language/ --only kernel/] [--timeout 120] [--jobs 2] [--json out.json] \\
+        [--target sim|cuda] [--examples]
+
+``--target cuda`` runs the tests on the GPU as a user would (nothing hidden);
+``--examples`` adds the ``test_*.py`` files of TileLang's ``examples/``.
 
 ``--only`` keeps the test files whose path (under ``testing/python/``) contains one of
 the substrings. A mirror may be a bare git repository (read at ``--rev``, default HEAD) or
@@ -72,6 +77,9 @@ def map_module(dotted: str, modules: tuple[frozenset, frozenset] | None = None) 
 
 _MOD = r"tilelang(?:\.\w+)*"
 _FROM_RE = re.compile(rf"^(\s*from\s+)({_MOD})(\s+import\b.*)$")
+# ``from tvm import DataType``: TileLang's programs reach its bundled TVM after ``from
+# tilelang import tvm``; here that module is tilejit's (``tilejit/tilelang/tvm.py``)
+_FROM_TVM_RE = re.compile(r"^(\s*from\s+)tvm(\s+import\b.*)$")
 _IMPORT_RE = re.compile(r"^(\s*import\s+)(.*)$")
 _ALIAS_RE = re.compile(rf"^\s*({_MOD})(?:\s+as\s+(\w+))?\s*$")
 
@@ -118,6 +126,10 @@ def rewrite_imports(source: str, modules: tuple[frozenset, frozenset] | None = N
         m = _FROM_RE.match(body)
         if m:
             lines[i] = m.group(1) + map_module(m.group(2), modules) + m.group(3) + end
+            continue
+        m = _FROM_TVM_RE.match(body)
+        if m:
+            lines[i] = m.group(1) + "tilejit.tilelang.tvm" + m.group(2) + end
             continue
         m = _IMPORT_RE.match(body)
         if m and "tilelang" in m.group(2):
@@ -199,10 +211,11 @@ def parse_pytest_output(text: str) -> list[dict]:
     return list(cases.values())
 
 
-def run_file(tmp: str, path: str, timeout: float) -> dict:
-    """Run one rewritten test file under pytest; its cases, time and status."""
-    env = dict(os.environ, TILEJIT_TARGET="sim", CUDA_VISIBLE_DEVICES="", CI="1",
-               COLUMNS="400", PYTHONDONTWRITEBYTECODE="1",
+def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
+    """Run one rewritten test file under pytest; its cases, time and status. ``target``
+    "sim": tilejit's simulator with CUDA hidden; "cuda": the GPU, as a user runs them."""
+    hidden = {"TILEJIT_TARGET": "sim", "CUDA_VISIBLE_DEVICES": ""} if target == "sim" else {}
+    env = dict(os.environ, **hidden, CI="1", COLUMNS="400", PYTHONDONTWRITEBYTECODE="1",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                           if p))
     cmd = [sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider",
@@ -296,12 +309,18 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="test files run at once")
     ap.add_argument("--json", help="write every case and the summary to this file")
     ap.add_argument("--top", type=int, default=40, help="failure groups printed")
+    ap.add_argument("--target", choices=("sim", "cuda"), default="sim",
+                    help="sim: the simulator, CUDA hidden; cuda: on the GPU")
+    ap.add_argument("--examples", action="store_true",
+                    help="also run the test_*.py files of TileLang's examples/")
     args = ap.parse_args(argv)
 
     paths, read = list_files(args.mirror, args.rev)
-    tests = [p for p in paths if p.startswith(TESTS_DIR + "/") and p.endswith(".py")
+    roots = (TESTS_DIR + "/",) + (("examples/",) if args.examples else ())
+    tests = [p for p in paths if p.startswith(roots) and p.endswith(".py")
              and os.path.basename(p).startswith("test_")
-             and (not args.only or any(s in p[len(TESTS_DIR) + 1:] for s in args.only))]
+             and (not args.only or any(s in p.split("/", 2)[-1] if p.startswith(TESTS_DIR)
+                                       else s in p for s in args.only))]
     if not tests:
         print("no test files matched", file=sys.stderr)
         return 2
@@ -317,7 +336,8 @@ def main(argv=None) -> int:
                     f.write(rewrite_imports(read(path), modules))
         results = []
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            futures = [pool.submit(run_file, tmp, p, args.timeout) for p in tests]
+            futures = [pool.submit(run_file, tmp, p, args.timeout, args.target)
+                       for p in tests]
             for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 r = fut.result()
                 results.append(r)
