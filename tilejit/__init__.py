@@ -40,7 +40,7 @@ _LAZY = {
     "deprecated": ("tilelang.unsupported", "deprecated"),
     "build_date": ("tilelang.unsupported", "build_date"),
     "Layout": ("tilelang.layout", "Layout"),
-    "Fragment": ("tilelang.unsupported", "Fragment"),
+    "Fragment": ("tilelang.layout", "Fragment"),
     "analysis": ("tilelang.unsupported", "analysis"),
     "transform": ("tilelang.unsupported", "transform"),
     "engine": ("tilelang.unsupported", "engine"),

@@ -96,11 +96,23 @@ LANGUAGE_DIFFERENCES = {
     "Unroll": "as `T.unroll`",
     "vectorized": "a sequential loop (LLVM decides the vectorization)",
     "Vectorized": "as `T.vectorized`",
-    "annotate_layout": "shared tiles only (fragments' layouts are inferred); a `T.Layout` "
-                       "equal to a swizzle tilejit knows takes its place (ldmatrix, TMA, "
-                       "wgmma read it), any other bijection is addressed through its "
-                       "function and a `T.gemm` reading it runs on mma.sync; tilejit's own "
-                       "`tilejit.layouts` are taken too",
+    "annotate_layout": "a `T.Layout` for a shared tile: one equal to a swizzle tilejit knows "
+                       "takes its place (ldmatrix, TMA, wgmma read it), any other bijection "
+                       "is addressed through its function and a `T.gemm` reading it runs on "
+                       "mma.sync; tilejit's own `tilejit.layouts` are taken too. A "
+                       "`T.Fragment` for a fragment (see `Fragment`)",
+    "Fragment": "`forward_thread_fn` (with `replicate`'s `rep`) and `forward_index_fn`, or "
+                "`forward_fn` giving `(thread, index)`; no index function: each element's "
+                "rank in its thread, row-major; `repeat`, `replicate`, `get_thread_size`, "
+                "`map_forward_thread`, `is_equal`. Thread and local index must be sums of "
+                "mixed-radix digits of each index (TileLang's fragments are), element 0 on "
+                "thread 0 at index 0, local indices dense; threads below the kernel's, one "
+                "element per (thread, index) (checked by the compiler and the simulator). A "
+                "`T.gemm` accumulator's annotation must be the gemm's own layout (else a "
+                "`CompileError`); `T.copy`/`T.Parallel` to a fragment of another fixed layout "
+                "go through shared memory; fragments indexed by hand with the thread index "
+                "are not built; `condense_rep_var`, `inverse`, `thread`/`index` (TVM "
+                "expressions) are not built",
     "Layout": "`forward_fn` built from Python's arithmetic and bit operators on the indices, a "
               "bijection onto the tile's elements (checked by the compiler and the "
               "simulator); `inverse`, `repeat` and `index` (TVM expressions) are not built",
@@ -149,16 +161,17 @@ TILELANG_DIFFERENCES = {
     "language": "see the table below",
     "layout": "`Layout`, `make_swizzled_layout` (row-major where TileLang pads rows), "
               "`make_full/half/quarter_bank_swizzled_layout`, `make_linear_layout`, "
-              "`get_swizzle_layout`, `make_mma_swizzle_layout`; no `Fragment`, "
+              "`get_swizzle_layout`, `make_mma_swizzle_layout`, `Fragment`; no "
               "`make_volta/wgmma/tcgen05mma_swizzled_layout`",
     "Layout": "as `T.Layout`",
+    "Fragment": "as `T.Fragment`",
     "DataType": "tilejit's dtype class (`DataType(x).bits`, `.bytes`); no lanes",
 }
 TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
                       "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",
-                      "layout", "Layout", "DataType"]
+                      "layout", "Layout", "DataType", "Fragment"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -47,7 +47,8 @@ def check_supported(ks: KernelSource) -> None:
     # Python (passes/user_layouts.py), so its function may be a lambda
     call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) in (_language.annotate_layout,
-                                                                 _language.Layout)
+                                                                 _language.Layout,
+                                                                 _language.Fragment)
                   for a in node.args + [k.value for k in node.keywords] for n in ast.walk(a)}
     # a value computed before `with T.Kernel(...)`: folded at compile time where it can be
     # (static_prologue.py), which reports what stays unsupported

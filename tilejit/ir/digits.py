@@ -166,3 +166,21 @@ def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False,
     result = DigitLayout(tuple(shape), tuple(dims), src.threads, acc,
                          f"{src.name} reduced along dim {dim}")
     return Reduction(src, dim, result, slot_map, tuple(lane), tuple(across))
+
+
+def merged_digits(layout: DigitLayout) -> DigitLayout:
+    """``layout`` with each run of adjacent digits of one source that continue each other
+    (the next's stride and place those of the previous times its size) as one digit: the
+    same map, in a form two layouts equal as maps share."""
+    dims = []
+    for digits in layout.dims:
+        out: list[Digit] = []
+        for d in digits:
+            p = out[-1] if out else None
+            if p is not None and p.src == d.src and p.stride * p.size == d.stride \
+                    and p.place * p.size == d.place:
+                out[-1] = Digit(p.src, p.stride, p.size * d.size, p.place)
+            else:
+                out.append(d)
+        dims.append(tuple(out))
+    return DigitLayout(layout.shape, tuple(dims), layout.threads, layout.slots, layout.name)

@@ -82,6 +82,8 @@ class TilePlan:
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
+    # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
+    user_fragments: dict = field(default_factory=dict)
     # wgmma gemms whose wait comes later, at a __tj_wgmma_wait (passes/wgmma_waits.py), and,
     # while the kernel is lowered, each one's accumulator registers until that wait
     deferred_waits: set = field(default_factory=set)

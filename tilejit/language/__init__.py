@@ -53,6 +53,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     sync_threads, use_swizzle, view)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
+from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 
 float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
@@ -89,7 +90,7 @@ __all__ = [
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",
     "TensorCoreIntrinEmitter",
-    "Layout", "get_swizzle_layout", "make_mma_swizzle_layout",
+    "Layout", "Fragment", "get_swizzle_layout", "make_mma_swizzle_layout",
 ]
 
 

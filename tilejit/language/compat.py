@@ -203,8 +203,6 @@ REASONS = {
     "any_sync": "warp votes are not built", "all_sync": "warp votes are not built",
     "ballot": "warp votes are not built", "ballot_sync": "warp votes are not built",
     "activemask": "warp votes are not built",
-    "Fragment": "user fragment layouts are not built: tilejit infers every fragment's "
-                "layout (T.Layout annotates shared tiles)",
     "let": "T.let is not built: assign the value to a name",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
 
@@ -234,8 +232,6 @@ TILELANG = {
     "par_compile": "parallel compilation of several kernels is not built",
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",
-    "Fragment": "user fragment layouts are not built: tilejit infers every fragment's "
-                "layout (tilejit.Layout annotates shared tiles)",
     "analysis": "TileLang's TVM analyses", "transform": "TileLang's TVM passes",
     "engine": "TileLang's TVM lowering engine", "tools": "TileLang's tools",
     "lower": "TileLang's TVM lowering (tilejit.compile gives the PTX)",

@@ -210,19 +210,6 @@ class Layout:
                 f"own index in [0, {size})")
 
 
-class Fragment:
-    """TileLang's ``tilelang.layout.Fragment``: user fragment layouts are not built
-    (tilejit infers every fragment's layout). The name imports; constructing one says
-    so (``T.Fragment`` is not in the language: ``language/compat.py``)."""
-
-    def __init__(self, *args, **kwargs):
-        raise LayoutError(
-            "tilejit.layout.Fragment (tilelang.layout.Fragment in TileLang) is not supported "
-            "by tilejit: user fragment layouts are not built, tilejit infers every "
-            "fragment's layout (T.annotate_layout takes shared tiles' T.Layout); see "
-            "docs/tilelang-compat.md")
-
-
 # -- the swizzles ------------------------------------------------------------------------
 #
 # Shared memory is 32 banks of 4 bytes: a 128-byte line touches each once, eight 16-byte

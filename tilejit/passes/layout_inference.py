@@ -61,7 +61,7 @@ from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import make_swizzled_layout, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
-from tilejit.ir.digits import Digit, DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.digits import Digit, DigitLayout, digit_layout, merged_digits, reduce_layout
 from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
@@ -69,6 +69,7 @@ from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
+from tilejit.passes.user_fragments import annotated_fragment
 from tilejit.passes.user_layouts import AnnotationScope, annotated_layout
 
 SLOT = "__tj_s"
@@ -482,17 +483,29 @@ def fixed_fragment_layouts(ctx) -> dict[str, tuple]:
     its accumulator, its A operand held in registers. A fragment two gemms want in two
     different layouts is a ``CompileError`` naming both."""
     fixed: dict[str, tuple] = {}
+    users = ctx.plan.user_fragments       # T.Fragment annotations (user_fragments.py)
     for gp, a, _b, c, line in ctx.plan.gemms.values():
         demands = [(c, gp.c_fragment(), "the accumulator of T.gemm")]
         if ctx.plan.tiles[a].kind == FRAGMENT:
             demands.append((a, gp.a_fragment(), "the A operand of T.gemm held in registers"))
         for name, frag, reason in demands:
+            user = users.get(name)
+            if user is not None and name not in fixed:
+                if not same_layout(user[0], frag):
+                    raise ctx.error(f"fragment {name!r} needs two different layouts: "
+                                    f"{user[2]} (line {user[1]}: "
+                                    f"{ctx.source_line(user[1])}) and {reason} (line {line}: "
+                                    f"{ctx.source_line(line)}); annotate the gemm's own "
+                                    f"layout, or let the gemm write another fragment and "
+                                    f"T.copy it into this one", line)
             old = fixed.get(name)
             if old is not None and not same_fragment(old[0], frag):
                 raise ctx.error(f"fragment {name!r} needs two different layouts: {old[2]} (line "
                                 f"{old[1]}: {ctx.source_line(old[1])}) and {reason} (line "
                                 f"{line}: {ctx.source_line(line)})", line)
             fixed.setdefault(name, (frag, line, reason))
+    for name, user in users.items():          # equal to a gemm's: the gemm's layout
+        fixed.setdefault(name, user)
     return fixed
 
 
@@ -582,7 +595,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
-    scalars = _scalar_fragments(fdef, ctx)
+    scalars = _scalar_fragments(fdef, ctx) - set(plan.user_fragments)
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
     partial_slots = {}
     for loop, _full, subset, partial in col.loops:
@@ -703,11 +716,14 @@ def _annotate(call, ctx, scope):
     if len(call.args) != 1 or not isinstance(call.args[0], ast.Dict):
         raise ctx.error("T.annotate_layout({tile: layout, ...}) takes one dict", call)
     for k, v in zip(call.args[0].keys, call.args[0].values):
-        if not (isinstance(k, ast.Name) and k.id in ctx.plan.tiles
-                and ctx.plan.tiles[k.id].kind == SHARED):
-            raise ctx.error(f"T.annotate_layout: keys must be shared tiles, got "
+        tile = ctx.plan.tiles.get(k.id) if isinstance(k, ast.Name) else None
+        if tile is not None and tile.kind == FRAGMENT:
+            ctx.plan.user_fragments[k.id] = annotated_fragment(ctx, scope, k.id, tile, v,
+                                                               call.lineno)
+            continue
+        if tile is None or tile.kind != SHARED:
+            raise ctx.error(f"T.annotate_layout: keys must be shared or fragment tiles, got "
                             f"`{ast.unparse(k)}`", call)
-        tile = ctx.plan.tiles[k.id]
         tile.layout, tile.layout_reason = annotated_layout(ctx, scope, k.id, tile, v,
                                                            call.lineno)
 
@@ -723,7 +739,7 @@ def same_layout(a, b) -> bool:
     digit forms compared where both have one)."""
     da, db = _as_digits(a), _as_digits(b)
     if da is not None and db is not None:
-        return da == db
+        return da == db or merged_digits(da) == merged_digits(db)
     if isinstance(a, ParallelLayout) or isinstance(b, ParallelLayout):
         return a == b
     return a is b or (not isinstance(a, DigitLayout) and not isinstance(b, DigitLayout)

@@ -23,6 +23,7 @@ from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.addressing import row_major
 from tilejit.ir.function_layout import FunctionLayout
+from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.layout import LayoutError
 from tilejit.layouts import ComposedLayout, Layout, make_swizzled_layout, swizzle_for_bytes
@@ -82,17 +83,27 @@ class AnnotationScope:
 _ALLOCATIONS = (T.alloc_shared, T.alloc_fragment, T.alloc_local, T.alloc_var)
 
 
-def annotated_layout(ctx, scope, name, tile, value_node, line):
-    """(the tile's layout, why) for the annotation ``{name: value_node}``; a
-    ``CompileError`` at ``line`` when the value is not a layout of this tile."""
+def annotation_value(ctx, scope, name, value_node, line):
+    """The value of ``{name: value_node}`` evaluated at compile time; a ``CompileError``
+    at ``line`` when it cannot be."""
     try:
-        layout = scope.value(value_node)
+        return scope.value(value_node)
     except LayoutError as e:
         raise ctx.error(str(e), line) from None
     except Exception as e:       # the user's code, whatever it raised
         raise ctx.error(f"T.annotate_layout: the layout of {name!r}, "
                         f"`{ast.unparse(value_node)}`, must be known at compile time: "
                         f"{type(e).__name__}: {e}", line) from None
+
+
+def annotated_layout(ctx, scope, name, tile, value_node, line):
+    """(the tile's layout, why) for the annotation ``{name: value_node}``; a
+    ``CompileError`` at ``line`` when the value is not a layout of this tile."""
+    layout = annotation_value(ctx, scope, name, value_node, line)
+    if isinstance(layout, UserFragment):
+        raise ctx.error(f"T.annotate_layout: {name!r} is a shared tile, got a T.Fragment "
+                        f"(`{ast.unparse(value_node)}`); a T.Fragment lays out a "
+                        f"T.alloc_fragment tile, a shared tile takes a T.Layout", line)
     where = f"T.annotate_layout at line {line}"
     if isinstance(layout, (Layout, ComposedLayout)):
         if layout.size != tile.size:

@@ -29,6 +29,7 @@ from tilejit.errors import AssumptionError, CompileError
 from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_error
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
@@ -743,13 +744,19 @@ def annotate_layout(layouts):
     """``T.annotate_layout``: the simulator holds tiles in logical order, so a layout
     changes no value; a ``T.Layout`` must still be one the tile can have (its shape, a
     bijection onto its elements: ``LayoutError`` naming the tile otherwise), as the
-    compiler checks."""
+    compiler checks, and a ``T.Fragment`` one the fragment can have in this block (its
+    shape, threads below the block's, one element per thread and local index).
+    Fragments are logical tiles here: the compiler lets no code reach a fragment's
+    elements but through tile operations and ``T.Parallel`` loops, whose values do not
+    depend on where the elements are held."""
     if not isinstance(layouts, dict):
         raise TypeError(f"T.annotate_layout: expected a dict {{tile: layout}}, got "
                         f"{type(layouts).__name__}")
     for tile, layout in layouts.items():
-        if isinstance(layout, UserLayout):
-            name = getattr(tile, "name", "the tile")
+        name = getattr(tile, "name", "the tile")
+        if isinstance(layout, UserFragment):
+            layout.check(getattr(tile, "shape", None), repr(name), STATE.threads or None)
+        elif isinstance(layout, UserLayout):
             layout.check(getattr(tile, "shape", None), repr(name))
 
 

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from tilejit.language.compat import NotSupportedError
-from tilejit.language.layout import (Fragment, Layout, LayoutError, get_swizzle_layout,
+from tilejit.language.fragment_layout import Fragment
+from tilejit.language.layout import (Layout, LayoutError, get_swizzle_layout,
                                      make_full_bank_swizzled_layout,
                                      make_half_bank_swizzled_layout, make_linear_layout,
                                      make_mma_swizzle_layout, make_quarter_bank_swizzled_layout,
