@@ -86,3 +86,12 @@ def test_parse_and_group():
     (key, count, _, example), = corpus.groups(list(cases.values()))
     assert key == "ValueError: bad shape N for '…'" and count == 2
     assert example == "t.py::test_c[4-8]"
+
+
+def test_from_tvm_imports_become_tilejit_s_tvm_module():
+    src = "from tvm import DataType\nimport tvm\nfrom tvm.tirx import IndexMap\n"
+    assert rewrite(src) == ("from tilejit.tilelang.tvm import DataType\nimport tvm\n"
+                            "from tvm.tirx import IndexMap\n")
+    namespace = {}
+    exec(rewrite("from tvm import DataType\n"), namespace)
+    assert namespace["DataType"]("float16").bits == 16

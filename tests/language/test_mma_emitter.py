@@ -135,8 +135,6 @@ def test_thread_binding_and_store_map():
     (dict(a_dtype="bfloat16", b_dtype="bfloat16", accum_dtype="float16"),
      ["accum_dtype", "float32", "got float16"]),
     (dict(accum_dtype="nope"), ["accum_dtype", "must be a dtype", "'nope'"]),
-    (dict(a_dtype="int8", b_dtype="int8", accum_dtype="int32", chunk=32),
-     ["b_transposed=True", "got a_transposed=False, b_transposed=False"]),
     (dict(a_transposed=1), ["a_transposed", "True or False", "got 1"]),
 ])
 def test_static_checks_name_argument_expected_and_received(kwargs, words):
@@ -171,6 +169,12 @@ SIM_CASES = [
                                              a_transposed=True, b_transposed=False,
                                              warp_row_tiles=64)),
     (64, 64, 128, "int8", "int32", dict(chunk=64)),
+    # int8 that ldmatrix cannot transpose: element loads into the fragments
+    (64, 64, 128, "int8", "int32", dict(chunk=64, a_transposed=True)),
+    (64, 64, 64, "int8", "int32", dict(chunk=32, b_transposed=False)),
+    (64, 48, 64, "int8", "int32", dict(chunk=32, a_transposed=True, b_transposed=False,
+                                       block_row_warps=1, block_col_warps=2,
+                                       warp_row_tiles=64, warp_col_tiles=24)),
 ]
 
 
@@ -269,6 +273,9 @@ PTX_CASES = [
       "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"]),
     ("int8", "int32", dict(chunk=64), ["ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                                        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"]),
+    # int8 A as (K, M), B as (K, N): element loads (ldmatrix's .trans moves 16-bit elements)
+    ("int8", "int32", dict(chunk=64, a_transposed=True, b_transposed=False),
+     ["ld.shared.b8", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"]),
 ]
 
 
@@ -287,6 +294,8 @@ def test_ptx_uses_ldmatrix_and_mma_sync_and_assembles(dtype, accum, opts, instru
         for ins in instructions:
             assert ins in ptx, (arch, ins)
         assert "wgmma" not in ptx
+        if dtype == "int8" and opts.get("a_transposed") and not opts.get("b_transposed"):
+            assert "ldmatrix" not in ptx
         report = ptxas(ptx, arch)
         assert "0 bytes stack frame" in report, report     # the local arrays in registers
 
@@ -409,6 +418,9 @@ GPU_CASES = [
                                               warp_row_tiles=32, warp_col_tiles=24,
                                               a_transposed=True, b_transposed=False)),
     (128, 128, 256, "int8", "int32", dict(chunk=64)),
+    (128, 128, 256, "int8", "int32", dict(chunk=64, a_transposed=True)),
+    (128, 96, 128, "int8", "int32", dict(chunk=32, a_transposed=True, b_transposed=False,
+                                         warp_col_tiles=48)),
 ]
 
 

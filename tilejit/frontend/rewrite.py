@@ -331,16 +331,19 @@ def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
 
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                 outputs=(), shape_entries=(), on_rewritten=None,
-                namespace=None) -> ast.FunctionDef:
+                namespace=None, constants=None) -> ast.FunctionDef:
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``). With ``namespace`` (the compiled program's globals, the
     constexprs among them) attribute chains through objects become globals of it
     (``attribute_chains.py``) and the prologue's compile-time assignments are folded
-    (``static_prologue.py``)."""
+    (``static_prologue.py``). ``constants``: the compile-time values the simulator's
+    program is built for, where it depends on them (an emitter built in the prologue:
+    ``mma_emitter_calls.py``); the compiled program reads them from ``namespace``."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     fdef = forms.visit(copy.deepcopy(ks.tree))
-    fdef = expand_emitter_calls(fdef, ks.namespace, ks.error)
+    fdef = expand_emitter_calls(fdef, ks.namespace, ks.error,
+                                namespace if constants is None else constants)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
     fdef = rewrite_thread_bindings(fdef, ks)

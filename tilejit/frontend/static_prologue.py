@@ -15,7 +15,9 @@ assignment whose value depends only on compile-time values (the constexpr parame
 globals, constants, earlier such assignments) has one value for the whole
 specialization. ``fold_static_prologue`` computes it and writes it into the device
 program as a constant (a list as a tuple); a value of another kind (a dtype, a
-function) becomes a global of the device program. What still is not compilable after
+function) becomes a global of the device program. A chained assignment of a constant
+(``micro_size_x = micro_size_y = 16``) folds name by name, and an ``if`` whose test is a
+compile-time value is replaced by the branch it takes. What still is not compilable after
 that is reported as before, at its line (``validate.UNSUPPORTED``).
 """
 from __future__ import annotations
@@ -59,7 +61,24 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
     runtime: set[str] = set(runtime_params)   # names with run-time values
     env = {k: v for k, v in namespace.items() if k not in runtime}
     out = []
-    for stmt in prologue:
+    pending = list(prologue)
+    while pending:
+        stmt = pending.pop(0)
+        if isinstance(stmt, ast.If):
+            # `if out_dtype == T.int32: micro_size_k = 32`: a compile-time test takes its
+            # branch, whose statements fold as the prologue's own
+            taken, ok = _evaluate(stmt.test, env, runtime)
+            if ok:
+                pending[:0] = stmt.body if taken else stmt.orelse
+                continue
+        if _is_chained(stmt):
+            # `micro_size_x = micro_size_y = micro_size_k = 16`: one assignment per name
+            value, ok = _evaluate(stmt.value, env, runtime)
+            if ok and _constant(value) is not None:
+                pending[:0] = [ast.fix_missing_locations(ast.copy_location(
+                    ast.Assign([ast.Name(t.id, ast.Store())], _constant(value)), stmt))
+                               for t in stmt.targets]
+                continue
         if is_prologue_value(stmt):
             name = stmt.targets[0].id
             value, ok = _evaluate(stmt.value, env, runtime)
@@ -87,6 +106,11 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
                             f"values: the constexpr parameters, globals and constants)", node)
         out.append(stmt)
     return out
+
+
+def _is_chained(stmt) -> bool:
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) > 1
+            and all(isinstance(t, ast.Name) for t in stmt.targets))
 
 
 def _evaluate(expr, env, runtime):

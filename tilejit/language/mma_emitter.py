@@ -6,6 +6,7 @@ and the micro tiles; its methods, called in a kernel's body, are expanded by the
 (``frontend/mma_emitter_calls.py``) into per-thread code over ``T.alloc_local`` arrays:
 
     mma_emitter.ldmatrix_a(A_local, A_shared, ki)   # ldmatrix.x4 (.trans for A^T) per row tile
+                                                    # (int8 A^T, B as (K, N): element loads)
     mma_emitter.ldmatrix_b(B_local, B_shared, ki)   # ldmatrix.x4 / .x2 per column tile
     mma_emitter.mma(A_local, B_local, C_local)      # mma.sync.aligned.m16n8k16 (k32 int8)
     mma_emitter.stmatrix(C_local, C_shared)         # per-thread stores, (M/16, N/16, 16, n) or 2-d
@@ -69,8 +70,8 @@ class TensorCoreIntrinEmitter:
 
     ``a_dtype``/``b_dtype``: float16, bfloat16 or int8 (the same); ``accum_dtype``: float32
     (or float16 for float16 operands), int32 for int8. ``a_transposed``: A stored (K, M);
-    ``b_transposed``: B stored (N, K) (int8 needs A as (M, K) and B as (N, K): ldmatrix
-    transposes 16-bit elements only). ``warp_row_tiles`` a multiple of 16,
+    ``b_transposed``: B stored (N, K) (int8 A as (K, M) or B as (K, N) is read element by
+    element: ldmatrix transposes 16-bit elements only). ``warp_row_tiles`` a multiple of 16,
     ``warp_col_tiles`` of 8 (n_dim 16 when it is a multiple of 16, else 8), ``chunk`` (the
     block's K) of ``micro_size_k``."""
 
@@ -103,11 +104,6 @@ class TensorCoreIntrinEmitter:
             if not isinstance(value, bool):
                 raise ValueError(f"TensorCoreIntrinEmitter: {name} must be True or False, "
                                  f"got {value!r}")
-        if self.a_dtype == "int8" and (a_transposed or not b_transposed):
-            raise ValueError("TensorCoreIntrinEmitter: int8 operands need a_transposed=False "
-                             "and b_transposed=True (ldmatrix transposes 16-bit elements "
-                             f"only), got a_transposed={a_transposed}, "
-                             f"b_transposed={b_transposed}")
         self.a_transposed, self.b_transposed = a_transposed, b_transposed
         self.block_row_warps = _positive_int(block_row_warps, "block_row_warps")
         self.block_col_warps = _positive_int(block_col_warps, "block_col_warps")
@@ -198,3 +194,37 @@ def get_mma_micro_size(dtype):
     """(micro_size_x, micro_size_y, micro_size_k) of the mma for operands of ``dtype``."""
     name = _dtype_name(dtype, "dtype")
     return 16, 16, 32 if as_dtype(name).itemsize == 1 else 16
+
+
+def get_ldmatrix_offset(matrix, row_idx, col_idx, stride=None, dtype="float16",
+                        transposed=False):
+    """TileLang's ``get_ldmatrix_offset``: (row, col) in the 16 x k_bytes tile of operand
+    ``matrix`` ("A" or "B") that element ``col_idx`` of lane ``row_idx`` of an ldmatrix.x4
+    reads (``stride`` is unused, as in TileLang). 16-bit: lane ``L`` addresses row ``L %
+    16`` of k half ``L // 16`` (``.trans``: rows ``8·(L // 16) + L % 8``, columns ``8·(L %
+    16 // 8)``); 8-bit and 32-bit only for A as (M, K) and B as (N, K) (ldmatrix does not
+    transpose them), 32 and 4 elements a lane; sub-byte columns scaled by the packing.
+    Ints, numpy arrays or expressions alike."""
+    if matrix not in ("A", "B"):
+        raise ValueError(f"get_ldmatrix_offset matrix: must be 'A' or 'B', got {matrix!r}")
+    bits = as_dtype(dtype).bits if not isinstance(dtype, int) else dtype
+    lane, local = row_idx, col_idx
+    if bits == 16:
+        if transposed:
+            return 8 * (lane // 16) + lane % 8, 8 * (lane % 16 // 8) + local % 8
+        return lane % 16, 8 * (lane // 16) + local % 8
+    if bits not in (32, 8, 4):
+        raise ValueError(f"get_ldmatrix_offset dtype: must be 32, 16, 8 or 4 bits wide, got "
+                         f"{dtype!r} ({bits} bits)")
+    if not ((matrix == "B" and transposed) or (matrix == "A" and not transposed)):
+        raise ValueError(f"get_ldmatrix_offset: {bits}-bit operands are read without .trans "
+                         "only (A not transposed, B transposed), got matrix "
+                         f"{matrix!r}, transposed={transposed}")
+    if bits == 32:
+        if matrix == "A":
+            return lane % 16, lane // 16 * 4 + local % 4
+        return lane // 16 * 8 + lane % 8, lane % 16 // 8 * 4 + local % 4
+    pack = 8 // bits
+    if matrix == "A":
+        return lane % 16, (local + lane // 16 * 16) * pack
+    return lane // 16 * 8 + lane % 8, (local + 16 * (lane % 16 // 8)) * pack

@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from tilejit.frontend.explicit_sync import uses_warp_roles
+from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.ir.markers import ATOMICS, GRID_DIM, LDMATRIX, MMA_SYNC, REGION, THREAD_INDEX
 from tilejit.frontend.tile_operands import rewrite_regions
@@ -23,15 +24,32 @@ from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_inde
 _BUILDING = threading.Lock()        # one thread builds a kernel's simulated program
 
 
-def simulator_function(kernel):
+def simulator_function(kernel, constexprs=None):
+    """The kernel's simulated program, built once; once per set of ``constexprs`` for a
+    kernel that builds a ``TensorCoreIntrinEmitter`` in its prologue (the emitter's code,
+    expanded in the front end, depends on them)."""
     fn = getattr(kernel, "_sim_fn", None)
     if fn is not None:
         return fn
+    per_spec = getattr(kernel, "_sim_fns", None)
+    key = None
+    if per_spec is not None:
+        key = _constexpr_key(constexprs)
+        fn = per_spec.get(key)
+        if fn is not None:
+            return fn
     with _BUILDING:
         fn = getattr(kernel, "_sim_fn", None)
         if fn is not None:
             return fn
         ks = kernel.source
+        constants = None
+        if builds_emitter_in_prologue(ks.tree, ks.namespace):
+            per_spec = kernel.__dict__.setdefault("_sim_fns", {})
+            key = _constexpr_key(constexprs)
+            if key in per_spec:
+                return per_spec[key]
+            constants = dict(constexprs or {})
         namespace = dict(ks.namespace)
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
@@ -43,7 +61,8 @@ def simulator_function(kernel):
         namespace[MMA_SYNC] = mma.mma_sync
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
-        tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,))
+        tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,),
+                           constants=constants)
         per_thread = uses_thread_index(tree)
         fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
         fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
@@ -52,8 +71,20 @@ def simulator_function(kernel):
             raise threads.ThreadCodeError(
                 f"{kernel.__name__}: a kernel with `with T.ws` roles that also reads its "
                 "thread index (T.get_thread_binding) is not supported in simulation")
-        kernel._sim_fn = fn
+        if constants is not None:
+            per_spec[key] = fn
+        else:
+            kernel._sim_fn = fn
     return fn
+
+
+def _constexpr_key(constexprs):
+    items = tuple(sorted((constexprs or {}).items()))
+    try:
+        hash(items)
+    except TypeError:       # an unhashable value: by its text
+        items = repr(items)
+    return items
 
 
 def _wrap(name, value, classify):
@@ -77,11 +108,11 @@ def _wrap(name, value, classify):
 def run_simulation(kernel, values, launch, classify, spec=None):
     """Run every block of the launch on numpy. ``classify`` is the runtime's description
     of an argument (a ``TensorArg`` for an array, None for a scalar)."""
-    fn = simulator_function(kernel)
-    args, writebacks = [], []
-    names = list(kernel.source.params) + list(kernel.outputs)
     # compile-time values as the compiler sees them (a list as a FrozenList)
     constexprs = dict(spec.constexprs) if spec is not None else {}
+    fn = simulator_function(kernel, constexprs)
+    args, writebacks = [], []
+    names = list(kernel.source.params) + list(kernel.outputs)
     values = [constexprs.get(name, value) for name, value in zip(names, values)]
     for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value, classify)

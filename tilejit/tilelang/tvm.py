@@ -1,12 +1,15 @@
 """``from tilelang import tvm``: most of TileLang's programs and tests import TVM through
 TileLang on their first line, and many never use it. The import works here; reading any
 of its names raises ``NotSupportedError`` naming it (tilejit is built without TVM), so a
-program that uses TVM's IR stops at that line with the reason, not at its imports."""
+program that uses TVM's IR stops at that line with the reason, not at its imports. The one
+exception is ``DataType`` (``from tvm import DataType``; ``DataType(dtype).bits``), which is
+tilejit's dtype class, as ``tilejit.DataType``."""
 from __future__ import annotations
 
 from tilejit.language.compat import NotSupportedError
+from tilejit.language.dtypes import DType as DataType
 
-__all__: list = []
+__all__ = ["DataType"]
 
 
 def __getattr__(name):

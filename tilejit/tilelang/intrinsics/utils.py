@@ -1,5 +1,8 @@
 """TileLang's ``tilelang.intrinsics.utils``: the MMA helpers tilejit has
-(``tilejit/language/mma_emitter.py``)."""
-from tilejit.language.mma_emitter import get_mma_micro_size, mma_store_index_map
+(``tilejit/language/mma_emitter.py``, ``tilejit/language/layout.py``)."""
+from tilejit.language.layout import get_swizzle_layout, make_mma_swizzle_layout
+from tilejit.language.mma_emitter import (get_ldmatrix_offset, get_mma_micro_size,
+                                          mma_store_index_map)
 
-__all__ = ["get_mma_micro_size", "mma_store_index_map"]
+__all__ = ["get_ldmatrix_offset", "get_mma_micro_size", "get_swizzle_layout",
+           "make_mma_swizzle_layout", "mma_store_index_map"]
