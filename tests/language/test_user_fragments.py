@@ -330,7 +330,7 @@ def test_copy_and_elementwise_through_a_user_fragment_gpu(layout):
     x64 = x.double()
     torch.testing.assert_close(y.double(), x64 * 2 + x64 * x64, rtol=1e-5, atol=1e-5)
     sim = torch.zeros(8, 128)
-    elementwise.simulate(x.cpu(), sim, layout=layout)
+    elementwise(x.cpu(), sim, layout=layout)       # CPU tensors: the simulator
     torch.testing.assert_close(y.cpu(), sim, rtol=1e-6, atol=1e-6)
 
 
@@ -343,7 +343,7 @@ def test_reduction_of_a_user_fragment_gpu(layout):
     torch.cuda.synchronize()
     torch.testing.assert_close(y.double(), x.double().sum(dim=1), rtol=1e-5, atol=1e-5)
     sim = torch.zeros(8)
-    row_sum.simulate(x.cpu(), sim, layout=layout)
+    row_sum(x.cpu(), sim, layout=layout)           # CPU tensors: the simulator
     torch.testing.assert_close(y.cpu(), sim, rtol=1e-5, atol=1e-5)
 
 
@@ -356,5 +356,5 @@ def test_gemm_accumulator_with_a_user_fragment_gpu(annotate):
     torch.cuda.synchronize()
     torch.testing.assert_close(c.double().cpu(), torch.from_numpy(ref), rtol=1e-3, atol=1e-3)
     sim = torch.zeros(16, 32)
-    gemm_acc.simulate(a, b, sim, annotate=annotate)
+    gemm_acc(a, b, sim, annotate=annotate)         # CPU tensors: the simulator
     torch.testing.assert_close(c.cpu(), sim, rtol=1e-5, atol=1e-5)
