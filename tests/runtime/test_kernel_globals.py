@@ -207,6 +207,28 @@ def test_fingerprint_tells_numpy_scalars_apart_by_dtype_and_value():
     assert function_fingerprint(make(np.float32(3))) == prints[4]
 
 
+def test_fingerprint_of_a_bound_method_holds_its_object():
+    """A kernel that reads ``emitter.ldmatrix_b`` (a closure's TensorCoreIntrinEmitter)
+    depends on the emitter's fields, not only on the method's code: two emitters that
+    differ in ``b_transposed`` had one disk-cache key, and on the H200 the second kernel
+    loaded the first one's PTX (2026-12-03: its B registers came from a non-transposed
+    ldmatrix)."""
+    class Config:
+        def __init__(self, flag):
+            self.flag = flag
+
+        def scale(self, x):
+            return x * 2 if self.flag else x
+
+    def make(config):
+        def f(x):
+            return config.scale(x)
+        return f
+
+    prints = [function_fingerprint(make(Config(flag))) for flag in (True, False, True)]
+    assert prints[0] != prints[1] and prints[0] == prints[2]
+
+
 # -- arrays are not constants ----------------------------------------------------------
 ARRAYS = '''
 import json, sys

@@ -106,7 +106,8 @@ def _value_data(value, name: str, strict: bool, function_data, depth: int = 0):
     """``value`` as digestable data, by value: numbers (numpy scalars by dtype and
     bytes), strings, None, tuples, lists, dicts and sets of them, numpy arrays (dtype,
     shape and a digest of the bytes), dtypes, enum members, modules, classes and library
-    functions by name, user functions as ``function_data(f)`` gives them, and other
+    functions by name, user functions as ``function_data(f)`` gives them, bound methods
+    by their object and their function, and other
     objects by class and attributes (``vars``). Anything else (or nested too deep)
     raises Unkeyable when ``strict``, else stands for its type."""
     def inner(v):
@@ -116,6 +117,10 @@ def _value_data(value, name: str, strict: bool, function_data, depth: int = 0):
         if strict:
             raise Unkeyable(name, value)
         return ["too deep"]
+    if isinstance(value, types.MethodType):
+        # a bound method read through an attribute chain (``emitter.mma``): what it
+        # does depends on its object too, not only on its function's code
+        return ["method", inner(value.__self__), inner(value.__func__)]
     target = user_function(value)
     if target is not None:
         return function_data(target)
