@@ -44,7 +44,7 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.addressing import row_major
 from tilejit.ir.markers import CONVERT_LAYOUT, LANGUAGE, TILE
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile
-from tilejit.passes.layout_inference import fixed_fragment_layouts, same_layout
+from tilejit.passes.layout_inference import UnionFind, fixed_fragment_layouts, same_layout
 
 SCRATCH = "__tj_convert"
 
@@ -95,20 +95,13 @@ def convert_fragment_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     return ast.fix_missing_locations(fdef)
 
 
-class _FixedGroups:
-    """Fragments tied by data flows (union-find); a group's fixed layout is its member's,
-    kept with that member, its line and the use that fixes it."""
+class _FixedGroups(UnionFind):
+    """Fragments tied by data flows; a group's fixed layout is its member's, kept with
+    that member, its line and the use that fixes it."""
 
     def __init__(self, fixed):
-        self.parent: dict[str, str] = {}
+        super().__init__()
         self.fixed = {n: (frag, n, line, reason) for n, (frag, line, reason) in fixed.items()}
-
-    def find(self, x):
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
 
     def origin(self, name):
         return self.fixed.get(self.find(name))

@@ -82,7 +82,9 @@ def same_fragment(f, g) -> bool:
             and f.replicate == g.replicate)
 
 
-class _Groups:
+class UnionFind:
+    """Names tied together (path-halving union-find)."""
+
     def __init__(self):
         self.parent: dict[str, str] = {}
 
@@ -515,7 +517,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     fdef = _widen_unit_loops(fdef, ctx)
     col = _Collect(ctx)
     col.visit(fdef)
-    groups = _Groups()
+    groups = UnionFind()
     fixed = fixed_fragment_layouts(ctx)
     for src, dst, line in col.copies:
         if tiles[src].shape != tiles[dst].shape:

@@ -59,6 +59,12 @@ def _emit(builder, expr, env: dict, seen: dict) -> ir.Value:
     return value
 
 
+# the i32 operations of address arithmetic, by the IRBuilder method that emits each
+# (unsigned: index arithmetic is unsigned on the GPU)
+_I32_BUILDERS = {"add": "add", "mul": "mul", "div": "udiv", "mod": "urem", "xor": "xor",
+                 "and": "and_", "shr": "lshr", "sub": "sub", "shl": "shl", "or": "or_"}
+
+
 def _emit_op(builder, op, a, b) -> ir.Value:
     if isinstance(a, ir.Constant):
         if isinstance(b, ir.Constant):
@@ -69,26 +75,9 @@ def _emit_op(builder, op, a, b) -> ir.Value:
             return b
     elif isinstance(b, ir.Constant) and b.constant == _IDENTITY.get(op):
         return a
-    if op == "add":
-        return builder.add(a, b)
-    if op == "mul":
-        return builder.mul(a, b)
-    if op == "div":
-        return builder.udiv(a, b)
-    if op == "mod":
-        return builder.urem(a, b)
-    if op == "xor":
-        return builder.xor(a, b)
-    if op == "and":
-        return builder.and_(a, b)
-    if op == "shr":
-        return builder.lshr(a, b)
-    if op == "sub":
-        return builder.sub(a, b)
-    if op == "shl":
-        return builder.shl(a, b)
-    if op == "or":
-        return builder.or_(a, b)
+    method = _I32_BUILDERS.get(op)
+    if method is not None:
+        return getattr(builder, method)(a, b)
     if op == "lt":
         return builder.zext(builder.icmp_unsigned("<", a, b), I32)
     raise NotImplementedError(op)
