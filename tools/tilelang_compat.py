@@ -17,7 +17,12 @@ import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from tilejit.language import compat  # noqa: E402
 
+# the explicit synchronization forms (frontend/explicit_sync.py)
+_EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA, warpgroup "
+                  "roles); the simulator runs the roles as coroutines")
+
 # supported names that behave differently from TileLang's
+
 LANGUAGE_DIFFERENCES = {
     "alloc_reducer": "a fragment; each `T.Parallel` loop that folds into it (`r[i] += x`, "
                      "`r[i] = T.max/T.min(r[i], x)`) gets a tile of its own, reduced into "
@@ -78,13 +83,13 @@ LANGUAGE_DIFFERENCES = {
     "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
                     "`memory_order=` by fences around a relaxed store; outside a T.Parallel "
                     "the block stores once",
-    "copy": "no `coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` or "
-            "`loop_layout=` (tilejit chooses the copy's form)",
+    "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
+            "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
     "Parallel": "`coalesced_width=` accepted and ignored",
-    "alloc_barrier": "simulated only (the GPU path refuses the explicit mbarrier forms)",
-    "mbarrier_arrive": "simulated only", "mbarrier_wait_parity": "simulated only",
-    "tma_copy": "simulated only", "ws": "simulated only", "WarpSpecialize": "simulated only",
+    "alloc_barrier": _EXPLICIT_SYNC, "mbarrier_arrive": _EXPLICIT_SYNC,
+    "mbarrier_wait_parity": _EXPLICIT_SYNC, "tma_copy": _EXPLICIT_SYNC, "ws": _EXPLICIT_SYNC,
+    "WarpSpecialize": _EXPLICIT_SYNC,
     "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors or scalars (`n: "
                  "T.int32`, passed at each call); no `T.ptr` or handle parameters",
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "

@@ -10,6 +10,6 @@ cache); ``attribute_chains.py`` folds the chains it reads through objects (``cfg
 to their values before typing; ``persistent.py`` rewrites ``T.Persistent`` loops and
 ``T.PersistentTileScheduler`` objects into plain loops, ``host_queries.py`` makes
 ``driver.get_num_sms()`` in a body a compile-time value, ``explicit_sync.py`` finds the
-mbarrier/TMA/``T.ws`` forms only the simulator runs. Binding call arguments is the runtime's
-(``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
+mbarrier/TMA/``T.ws`` forms (lowered by ``passes/warp_roles.py`` for sm_90+). Binding
+call arguments is the runtime's (``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
 """

@@ -9,7 +9,7 @@
   methods become per-thread code (``mma_emitter_calls.py``); ``T.get_thread_binding`` and the
   other bindings become the thread and block indices (``thread_bindings.py``); host queries
   (``driver.get_num_sms()``) become compile-time globals (``host_queries.py``); the
-  explicit mbarrier/TMA/``T.ws`` forms are refused (``explicit_sync.py``: simulated only).
+  explicit mbarrier/TMA/``T.ws`` forms are left to ``passes/warp_roles.py`` (sm_90+).
 - host: the statements before ``T.Kernel`` followed by ``return launch_config(...)``;
   run in Python before every launch to size the grid.
 - sim: the device form again, with ``T.Parallel`` loops replaced by the simulator's

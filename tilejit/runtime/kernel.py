@@ -77,7 +77,7 @@ class KernelFunction:
         self._default_values = tuple(self.source.defaults[p] for p in params[first:])
         self._fast = None   # the generated hot path of cached launches (fastlaunch.py)
         self._call = self._call_full
-        self._explicit_sync = None  # uses mbarriers, T.tma_copy or T.ws (simulated only)
+        self._explicit_sync = None  # uses mbarriers, T.tma_copy or T.ws (explicit_sync)
         self._queries = None        # host-query calls of the device program
         self._env_target = target_override()
 
@@ -229,7 +229,8 @@ class KernelFunction:
                                                           self.source.namespace))
             if not self._explicit_sync:
                 self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging) …
-            # … not for mbarriers, T.tma_copy and T.ws, which only the simulator runs yet
+            # … not for mbarriers, T.tma_copy and T.ws (the simulator runs T.ws roles as
+            # coroutines, the GPU as warpgroups: passes/warp_roles.py)
             run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)
