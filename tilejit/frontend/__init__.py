@@ -11,5 +11,6 @@ to their values before typing; ``persistent.py`` rewrites ``T.Persistent`` loops
 ``T.PersistentTileScheduler`` objects into plain loops, ``host_queries.py`` makes
 ``driver.get_num_sms()`` in a body a compile-time value, ``explicit_sync.py`` finds the
 mbarrier/TMA/``T.ws`` forms (lowered by ``passes/warp_roles.py`` for sm_90+). Binding
-call arguments is the runtime's (``runtime/arguments.py``). May import ``language``, ``ir``, ``target``, ``errors``.
+call arguments is the runtime's (``runtime/arguments.py``). May import ``language``,
+``ir``, ``target``, ``errors``.
 """
