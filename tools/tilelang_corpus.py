@@ -16,9 +16,10 @@ Nothing of TileLang is stored in this repository: the files are read at run time
 
     python tools/tilelang_corpus.py --mirror PATH/TO/TILELANG.git \\
         [--only language/ --only kernel/] [--timeout 120] [--jobs 2] [--json out.json] \\
-        [--target sim|cuda] [--examples]
+        [--target sim|sim-gpu|cuda] [--examples]
 
 ``--target cuda`` runs the tests on the GPU as a user would (nothing hidden);
+``--target sim-gpu`` runs them in the simulator on a GPU machine (CUDA tensors allowed);
 ``--examples`` adds the ``test_*.py`` files of TileLang's ``examples/``.
 
 ``--only`` keeps the test files whose path (under ``testing/python/``) contains one of
@@ -213,8 +214,11 @@ def parse_pytest_output(text: str) -> list[dict]:
 
 def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     """Run one rewritten test file under pytest; its cases, time and status. ``target``
-    "sim": tilejit's simulator with CUDA hidden; "cuda": the GPU, as a user runs them."""
-    hidden = {"TILEJIT_TARGET": "sim", "CUDA_VISIBLE_DEVICES": ""} if target == "sim" else {}
+    "sim": tilejit's simulator with CUDA hidden; "sim-gpu": the simulator on a GPU
+    machine (the tests' CUDA tensors simulated on host copies); "cuda": the GPU, as a
+    user runs them."""
+    hidden = {"sim": {"TILEJIT_TARGET": "sim", "CUDA_VISIBLE_DEVICES": ""},
+              "sim-gpu": {"TILEJIT_TARGET": "sim"}}.get(target, {})
     env = dict(os.environ, **hidden, CI="1", COLUMNS="400", PYTHONDONTWRITEBYTECODE="1",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                           if p))
@@ -309,8 +313,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="test files run at once")
     ap.add_argument("--json", help="write every case and the summary to this file")
     ap.add_argument("--top", type=int, default=40, help="failure groups printed")
-    ap.add_argument("--target", choices=("sim", "cuda"), default="sim",
-                    help="sim: the simulator, CUDA hidden; cuda: on the GPU")
+    ap.add_argument("--target", choices=("sim", "sim-gpu", "cuda"), default="sim",
+                    help="sim: the simulator, CUDA hidden; sim-gpu: the simulator with "
+                         "the GPU's tensors; cuda: on the GPU")
     ap.add_argument("--examples", action="store_true",
                     help="also run the test_*.py files of TileLang's examples/")
     args = ap.parse_args(argv)

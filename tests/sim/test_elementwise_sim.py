@@ -194,3 +194,26 @@ def test_simulator_speed_2_20():
     t = time.perf_counter()
     vector_add(a, a, c)
     assert time.perf_counter() - t < 1.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_simulator_takes_gpu_tensors(dtype):
+    """TILEJIT_TARGET=sim on a GPU machine, as TileLang's tests are run in the simulator
+    there: CUDA tensors are simulated on host copies and the outputs written back (a
+    bfloat16 one through its float32 copy); the same numbers as the GPU's launch."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import importlib
+    softmax = importlib.import_module("softmax").softmax
+    simulated = tilejit.kernel(softmax.func, target="sim")
+    x = torch.randn(37, 1024, device="cuda").to(getattr(torch, dtype))
+    y_sim, y_gpu = torch.empty_like(x), torch.empty_like(x)
+    simulated(x, y_sim)
+    softmax(x, y_gpu)
+    torch.cuda.synchronize()
+    assert y_sim.device.type == "cuda"
+    ref = torch.softmax(x.double(), dim=1)
+    tol = 1e-5 if dtype == "float32" else 1e-2
+    torch.testing.assert_close(y_sim.double(), ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(y_sim, y_gpu, rtol=tol, atol=tol)

@@ -93,6 +93,11 @@ def _wrap(name, value, classify):
         return value, None
     if tensor.is_torch:
         obj = value
+        if obj.device.type != "cpu":       # a GPU tensor (TILEJIT_TARGET=sim on a GPU
+            # machine): simulated on a host copy, written back after the launch
+            host = obj.detach().float() if tensor.dtype.held_in_float32 else obj.detach()
+            data = host.cpu().numpy()
+            return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
         if tensor.dtype.held_in_float32:   # numpy has no such type: a float32 copy
             data = obj.detach().float().numpy()
             return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
