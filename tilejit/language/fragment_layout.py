@@ -29,21 +29,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.layout import Layout, LayoutError, _arity, _name, _shape
+from tilejit.language.layout import (Layout, LayoutError, _arity, _name, _shape,
+                                     evaluate_user_function)
 
 
 def _evaluate(fn, what: str, shape, args):
-    """``fn(*args)`` (numpy index arrays), a ``LayoutError`` naming ``what`` when the
-    user's function fails on them."""
-    try:
-        return fn(*args)
-    except LayoutError:
-        raise
-    except Exception as e:       # the user's function, whatever it raised
-        raise LayoutError(
-            f"{what} {_name(fn)} could not be evaluated on the indices of shape "
-            f"{list(shape)}: {type(e).__name__}: {e} (a layout is built from "
-            f"+ - * // % ^ & | << >> on the indices)") from None
+    return evaluate_user_function(fn, f"{what} {_name(fn)}", shape, args)
 
 
 def _integers(value, shape, what: str):

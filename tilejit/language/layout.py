@@ -66,6 +66,20 @@ def _arity(fn):
     return least, most
 
 
+def evaluate_user_function(fn, what: str, shape, args):
+    """``fn(*args)`` (numpy index arrays), a ``LayoutError`` naming ``what`` when the
+    user's function fails on them."""
+    try:
+        return fn(*args)
+    except LayoutError:
+        raise
+    except Exception as e:       # the user's function, whatever it raised
+        raise LayoutError(
+            f"{what} could not be evaluated on the indices of shape {list(shape)}: "
+            f"{type(e).__name__}: {e} (a layout is built from + - * // % ^ & | << >> on "
+            f"the indices)") from None
+
+
 def _name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
@@ -142,17 +156,10 @@ class Layout:
         """Each output expression over the whole shape, int64 arrays of ``shape``."""
         if self._outputs is None:
             grid = tuple(np.indices(self._shape, dtype=np.int64))
-            try:
-                outs = self.forward(*grid)
-                outs = tuple(np.broadcast_to(np.asarray(o), self._shape) for o in outs)
-            except LayoutError:
-                raise
-            except Exception as e:       # the user's function, whatever it raised
-                raise LayoutError(
-                    f"T.Layout forward_fn {_name(self.forward_fn)} could not be evaluated "
-                    f"on the indices of shape {list(self._shape)}: {type(e).__name__}: {e} "
-                    f"(a layout is built from + - * // % ^ & | << >> on the indices)"
-                ) from None
+            outs = evaluate_user_function(
+                lambda *g: tuple(np.broadcast_to(np.asarray(o), self._shape)
+                                 for o in self.forward(*g)),
+                f"T.Layout forward_fn {_name(self.forward_fn)}", self._shape, grid)
             for o in outs:
                 if not np.issubdtype(o.dtype, np.integer):
                     raise LayoutError(
