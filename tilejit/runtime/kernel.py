@@ -115,9 +115,8 @@ class KernelFunction:
         if target == "cuda" and device < 0:
             raise ValueError(f"{self.__name__}(): target 'cuda' needs the tensors on a CUDA "
                              "device; they are in host memory (use target='sim' to simulate)")
-        if target == "sim" and device >= 0:
-            raise ValueError(f"{self.__name__}(): the simulator runs on host memory; the "
-                             "tensors are on a CUDA device")
+        # target 'sim' with CUDA tensors: simulated on host copies, written back
+        # (sim/runner._wrap)
         if target == "amdgpu" and (device < 0 or not rocm_tensors()):
             raise ValueError(f"{self.__name__}(): target 'amdgpu' launches on the tensors' "
                              "ROCm device (a ROCm build of torch); these are not on one. "
