@@ -390,7 +390,7 @@ def _vector_type(context, elem, vec):
     return ir.VectorType(context.get_data_type(elem), vec)
 
 
-def _load_chunk(context, builder, side, at, vec, fast):
+def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
     """``vec`` element values of one chunk; ``at(k)``: the k-th element's offsets.
     ``fast``: None (element by element), True (one unchecked vector access: the caller
     knows the chunk is inside and aligned) or an i1 (vector when it holds and the chunk
@@ -427,18 +427,19 @@ def _load_chunk(context, builder, side, at, vec, fast):
                                align=vec * side.dtype.itemsize)
             builder.store(raw, slot)
         with otherwise:
-            raw = ir.Constant(vt, None)
-            for k in range(vec):
-                v = load_element(context, builder, side, at(k))
-                raw = builder.insert_element(raw, _as_data(context, builder, side.element, v),
-                                             I32(k))
+            raw = ir.Constant(vt, None)     # zeros
+            if not (known_edges and _chunk_all_or_none(side, vec)):
+                for k in range(vec):
+                    v = load_element(context, builder, side, at(k))
+                    raw = builder.insert_element(
+                        raw, _as_data(context, builder, side.element, v), I32(k))
             builder.store(raw, slot)
     raw = builder.load(slot)
     return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
             for k in range(vec)]
 
 
-def _store_chunk(context, builder, side, at, values, vec, fast):
+def _store_chunk(context, builder, side, at, values, vec, fast, known_edges=False):
     if side.kind == "shared" and vec > 1:
         vt = _vector_type(context, side.element, vec)
         raw = ir.Constant(vt, None)
@@ -470,6 +471,10 @@ def _store_chunk(context, builder, side, at, values, vec, fast):
     last[-1] = builder.add(coords[-1], I64(vec - 1))
     ok = builder.and_(fast, builder.and_(_inside(builder, side, coords),
                                           _inside(builder, side, last)))
+    if known_edges and _chunk_all_or_none(side, vec):     # outside: nothing to store
+        with builder.if_then(ok, likely=True):
+            vector_store()
+        return
     with builder.if_else(ok, likely=True) as (then, otherwise):
         with then:
             vector_store()
@@ -504,6 +509,16 @@ def _known_aligned(side, vec) -> bool:
         return start.constant % vec == 0
     known = side.static_starts[-1] if side.static_starts else None
     return known is not None and known % vec == 0
+
+
+def _chunk_all_or_none(side, vec) -> bool:
+    """Whether each chunk of ``vec`` elements of a global side is known at compile time
+    to lie wholly inside the tensor or wholly outside it, so the element-by-element path
+    of a chunk crossing the tensor's last edge is never taken: the region's last start
+    and the tensor's last extent (a shape entry of the specialization) are multiples of
+    vec, and the chunk's elements share every other coordinate."""
+    n = side.static_shape[-1] if side.static_shape else None
+    return n is not None and n % vec == 0 and _known_aligned(side, vec)
 
 
 def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
@@ -548,7 +563,7 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
             if guard is not None else None
         with guarded(builder, guard):
             values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
-                                 fast.get(id(src)))
+                                 fast.get(id(src)), known_edges=True)
             values = cast_values(context, builder, values, src.element, dst.element)
             if holder is not None:
                 raw = ir.Constant(holder.type.pointee, None)
@@ -564,7 +579,7 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
                 values = [_from_data(context, builder, dst.element,
                                      builder.extract_element(raw, I32(j))) for j in range(vec)]
             _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)), values, vec,
-                         fast.get(id(dst)))
+                         fast.get(id(dst)), known_edges=True)
 
 
 def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
