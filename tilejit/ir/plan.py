@@ -44,6 +44,9 @@ class Tile:
     indexing: object = None      # fragment: FragmentIndexing of its layout
     align: int = 16              # shared: byte alignment of its offset (TMA boxes: 1024)
     user_staged: bool = False    # shared: stacked by the kernel (passes/staged_tiles.py)
+    # ``T.reshape`` / ``T.view`` of a tile: the tile whose storage it names (never a view
+    # itself: a view of a view names the first tile), else None
+    view_of: str | None = None
 
     @property
     def size(self) -> int:
@@ -114,10 +117,25 @@ class TilePlan:
     def tile(self, name: str) -> Tile:
         return self.tiles[name]
 
+    def storage_of(self, name: str) -> str:
+        """The tile whose storage ``name`` uses: itself, or the tile it is a view of."""
+        return self.tiles[name].view_of or name
+
+    def aliases(self, name: str) -> set[str]:
+        """Every tile naming the storage ``name`` uses (it, its base, the base's views)."""
+        root = self.storage_of(name)
+        return {n for n, t in self.tiles.items() if n == root or t.view_of == root}
+
+    def viewed(self, name: str) -> bool:
+        """Whether ``name`` is a view of a tile or has views."""
+        return len(self.aliases(name)) > 1
+
     def register_shares(self) -> list:
         """(32-bit registers per thread, tile) of each fragment and local tile."""
         shares = []
         for t in self.tiles.values():
+            if t.view_of:
+                continue                 # a view's registers are its base's
             if t.kind == FRAGMENT and t.indexing is not None:
                 shares.append((-(-t.indexing.slots * t.dtype.itemsize // 4), t))
             elif t.kind == LOCAL:
@@ -133,6 +151,8 @@ class TilePlan:
         lines = [f"threads: {self.threads}", f"dynamic shared memory: {self.shared_bytes} bytes"]
         for t in self.tiles.values():
             where = f" @ byte {t.offset}" if t.kind == SHARED else ""
+            if t.view_of:
+                where += f" (a view of {t.view_of})"
             if t.stages > 1:
                 where += f" x {t.stages} stages"
             lines.append(f"{t.kind} {t.name}{list(t.shape)} {t.dtype.name}{where} "

@@ -25,6 +25,9 @@ def fence_generic_writes(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             operands.update(n for n in (a, b) if gp.a_smem is not None or n == b)
     if not operands:
         return fdef
+    # a view (T.reshape / T.view) of an operand, or the tile an operand views, writes the
+    # operand's bytes too
+    operands = set().union(*(plan.aliases(n) for n in operands))
     allowed = set()                 # ids of the Name nodes inside gemm and TMA-load calls
     for node in ast.walk(fdef):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)

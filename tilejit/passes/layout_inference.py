@@ -56,9 +56,11 @@ import ast
 import itertools
 import math
 
+import numpy as np
+
 from tilejit import language as T
 from tilejit.frontend.source import flatten_statements, resolve_static
-from tilejit.layouts import make_swizzled_layout, parallel_fragment
+from tilejit.layouts import make_swizzled_layout, offset_table, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import Digit, DigitLayout, digit_layout, merged_digits, reduce_layout
@@ -635,6 +637,41 @@ def _shared_layouts(ctx, annotations, fdef):
     scope = AnnotationScope(ctx, fdef) if annotations else None
     for call in annotations:
         _annotate(call, ctx, scope)
+    _viewed_shared_layouts(ctx)
+
+
+def _viewed_shared_layouts(ctx):
+    """A shared tile with views (``T.reshape`` / ``T.view``) and its views are row-major:
+    a view renumbers the elements row-major, which a swizzle of either name would not
+    keep. A gemm reading one takes the row-major tile (mma.sync's ldmatrix, wgmma's
+    no-swizzle descriptor); a layout the kernel annotates, or pipeline stages, are an
+    error."""
+    tiles = ctx.plan.tiles
+    for t in tiles.values():
+        if t.kind != SHARED or not t.view_of:
+            continue
+        base = tiles[t.view_of]
+        for u in (base, *(v for v in tiles.values() if v.view_of == base.name)):
+            if u.stages > 1:
+                raise ctx.error(f"{'T.view' if u is t else 'T.reshape'}: {u.name!r} is staged by "
+                                f"T.Pipelined ({u.stages} versions) and has views: a view of "
+                                f"a pipelined shared tile is not supported; copy into a tile "
+                                f"allocated outside the pipelined loop's copies", t.line)
+            if u.layout_reason.startswith("T.annotate_layout") and not _is_row_major(u):
+                raise ctx.error(f"T.annotate_layout: {u.name!r} has views (T.reshape / T.view "
+                                f"at line {t.line}), which read it row-major; a tile with "
+                                f"views keeps the row-major layout", t.line)
+            u.layout = row_major(u.shape)
+            u.layout_reason = (f"row-major: viewed as {t.name} at line {t.line}" if u is base
+                               else f"row-major: a view of {base.name}")
+
+
+def _is_row_major(tile) -> bool:
+    try:
+        table = offset_table(tile.layout, tuple(tile.shape))
+    except Exception:               # a user's function layout: compared by its offsets only
+        return False
+    return bool((np.asarray(table).reshape(-1) == np.arange(tile.size)).all())
 
 
 def _store_staging_tiles(ctx, fdef):

@@ -5,7 +5,9 @@ uses it (in a warp-specialized kernel, the consumers' statements: ``_timeline``)
 allocation is not a use, and a loop counts as one statement (a tile used in a loop is
 live for the whole loop). Tiles are placed largest first at the lowest
 16-byte-aligned offset (1024 for a TMA destination: ``Tile.align``) that overlaps no
-tile live at the same time, so a dead tile's bytes are reused. The mbarriers of TMA
+tile live at the same time, so a dead tile's bytes are reused. A view of a tile
+(``T.reshape`` / ``T.view``, ``Tile.view_of``) takes its base's offset; the base lives
+while either is used and is aligned for both. The mbarriers of TMA
 pipelines (``passes/tma.py``) go after every tile, never reused. The barrier pass
 treats tiles that share bytes as one buffer, so the reuse is safe.
 
@@ -73,23 +75,33 @@ def live_ranges(fdef: ast.FunctionDef, names) -> dict[str, tuple[int, int]]:
 def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
     """({tile: offset}, bytes with the mbarriers) of the placement described above,
     without changing the plan (``epilogue_staging.py`` asks whether a tile would fit)."""
-    shared = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
+    everything = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
+    # a view (T.reshape / T.view) takes its base's bytes: the base lives while either does
+    shared = {n: t for n, t in everything.items() if not t.view_of}
     # a kernel's own warpgroup roles run side by side, ordered by its mbarriers, not by
     # the program's order: each tile keeps its bytes throughout
-    ranges = {} if plan.role_threads else live_ranges(fdef, set(shared))
+    ranges = {} if plan.role_threads else live_ranges(fdef, set(everything))
+    for n, t in everything.items():
+        if t.view_of and n in ranges:
+            mine, base = ranges[n], ranges.get(t.view_of, ranges[n])
+            ranges[t.view_of] = (min(mine[0], base[0]), max(mine[1], base[1]))
     placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
     offsets = {}
     for t in sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line)):
         live = ranges.get(t.name, (0, 1 << 30))
         size = -(-t.total_bytes // ALIGN) * ALIGN
+        align = max(v.align for v in everything.values() if v is t or v.view_of == t.name)
         busy = sorted((s, e) for s, e, r in placed if not (r[1] < live[0] or live[1] < r[0]))
         offset = 0
         for s, e in busy:
             if offset + size <= s:
                 break
-            offset = -(-max(offset, e) // t.align) * t.align
+            offset = -(-max(offset, e) // align) * align
         offsets[t.name] = offset
         placed.append((offset, offset + size, live))
+    for n, t in everything.items():
+        if t.view_of:
+            offsets[n] = offsets[t.view_of]
     total = max((e for _, e, _ in placed), default=0)
     if plan.mbarriers:
         total = -(-total // 8) * 8 + 8 * plan.mbarriers
@@ -106,7 +118,7 @@ def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         plan.mbarrier_offset = total - 8 * plan.mbarriers
     limit = ctx.target.shared_limit
     if limit is not None and plan.shared_bytes > limit:
-        order = sorted((t for t in plan.tiles.values() if t.kind == SHARED),
+        order = sorted((t for t in plan.tiles.values() if t.kind == SHARED and not t.view_of),
                        key=lambda t: (-t.total_bytes, t.line))
         detail = ", ".join(f"{t.name} {t.total_bytes} B" for t in order)
         raise ctx.error(f"the kernel needs {plan.shared_bytes} bytes of shared memory ({detail}); "

@@ -15,6 +15,7 @@ The region and element-atomic rewrite, which the simulator runs too, is
 from __future__ import annotations
 
 import ast
+import math
 
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
@@ -64,6 +65,11 @@ class _Tiles(ast.NodeTransformer):
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
                 raise self.ctx.error("assign a tile allocation to one name", node)
             return self._alloc(node, node.targets[0].id, _ALLOCS[target], call)
+        if target in (T.reshape, T.view) and _names_tile(call, self.plan):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                raise self.ctx.error("assign a view of a tile to one name "
+                                     "(`V = T.reshape(S, shape)`)", node)
+            return self._view(node, node.targets[0].id, target, call)
         if target is T.alloc_var:
             args = list(call.args) + [k.value for k in call.keywords]
             dtype = args[0]
@@ -99,6 +105,70 @@ class _Tiles(ast.NodeTransformer):
                                  f"{self.plan.tiles[name].line}); give each tile its own name",
                                  node)
         self.plan.tiles[name] = Tile(name, kind, shape, dtype, node.lineno)
+        node.value = ast.copy_location(_call(TILE, [ast.Constant(name)]), call)
+        return node
+
+    def _view(self, node, name, target, call):
+        """``V = T.reshape(S, shape)`` / ``T.view(S, shape, dtype)`` of a tile: a tile of
+        its own shape and dtype naming S's storage (``Tile.view_of``), row-major over the
+        same elements (the same bytes, for another dtype)."""
+        what = "T.reshape" if target is T.reshape else "T.view"
+        args = list(call.args)
+        if call.keywords or not 1 <= len(args) <= (2 if target is T.reshape else 3):
+            raise self.ctx.error(f"{what}(buffer, shape{', dtype' * (target is T.view)}): got "
+                                 f"`{ast.unparse(call)}`", call)
+        base = self.plan.tiles[args[0].id]
+        root = self.plan.tiles[base.view_of] if base.view_of else base
+        if base.kind != SHARED:
+            # a fragment's view would keep each element in its thread and slot, with the
+            # base's layout composed with the row-major renumbering; not built yet
+            raise self.ctx.error(
+                f"{what}: argument `buffer`: expected a shared tile or a global tensor, got the "
+                f"{base.kind} tile {base.name!r} ({base.dtype.name}{list(base.shape)}): views "
+                f"of {base.kind} tiles are not supported; copy it into a shared tile and view "
+                f"that (`T.copy({base.name}, S); V = {what}(S, shape)`)", call)
+        dtype = base.dtype
+        if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value is None):
+            try:
+                dtype = T.as_dtype(self._static(args[2], f"{what}'s dtype"))
+            except TypeError as e:
+                raise self.ctx.error(f"{what}: {e}", call) from None
+            if dtype != base.dtype and any(
+                    d.held_in_float32 or not d.name.startswith(("int", "uint", "float"))
+                    for d in (dtype, base.dtype)):
+                raise self.ctx.error(f"{what}: argument `dtype`: a view as another dtype takes "
+                                     f"integers and float16/32/64, got {base.name} "
+                                     f"({base.dtype.name}) as {dtype.name}", call)
+        shape_node = args[1] if len(args) > 1 else None
+        if shape_node is None or (isinstance(shape_node, ast.Constant)
+                                  and shape_node.value is None):
+            if dtype.itemsize != base.dtype.itemsize:
+                raise self.ctx.error(f"{what}: argument `shape`: a view of {base.name} "
+                                     f"({base.dtype.name}) as {dtype.name} (another size) "
+                                     f"needs its shape", call)
+            shape = tuple(base.shape)
+        else:
+            try:
+                shape = self.static.shape(shape_node)
+            except NotStatic:
+                raise self.ctx.error(f"{what}: argument `shape`: expected positive integers "
+                                     f"known at compile time, got `{ast.unparse(shape_node)}`",
+                                     call) from None
+        have, want = base.nbytes, math.prod(shape) * dtype.itemsize
+        if have != want:
+            unit = (f"{math.prod(shape)} elements" if dtype == base.dtype else
+                    f"{want} bytes ({math.prod(shape)} x {dtype.name})")
+            held = (f"{base.size} elements" if dtype == base.dtype else f"{have} bytes")
+            raise self.ctx.error(f"{what}: argument `shape`: expected a shape holding the "
+                                 f"{held} of {base.name} ({base.dtype.name}"
+                                 f"{list(base.shape)}), got {tuple(shape)}, which holds {unit}",
+                                 call)
+        if name in self.plan.tiles:
+            raise self.ctx.error(f"tile {name!r} is allocated twice (first at line "
+                                 f"{self.plan.tiles[name].line}); give each tile its own name",
+                                 node)
+        self.plan.tiles[name] = Tile(name, base.kind, shape, dtype, node.lineno,
+                                     view_of=root.name)
         node.value = ast.copy_location(_call(TILE, [ast.Constant(name)]), call)
         return node
 
@@ -320,6 +390,11 @@ class _FoldStaticIfs(ast.NodeTransformer):
             return node
         body = node.body if taken else node.orelse
         return body or [ast.copy_location(ast.Pass(), node)]
+
+
+def _names_tile(call, plan) -> bool:
+    """Whether a ``T.reshape`` / ``T.view`` call's buffer is a tile of the plan."""
+    return bool(call.args) and isinstance(call.args[0], ast.Name) and call.args[0].id in plan.tiles
 
 
 def _known(static: StaticEval):

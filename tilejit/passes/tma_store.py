@@ -94,6 +94,8 @@ def use_tma_stores(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     layouts: dict = {}
     planned = []
     for stmt, tile, region in sites:
+        if plan.viewed(tile):
+            continue        # its views' generic writes are not ordered by the store's fence
         found = box_plan(ctx, region, plan.tiles[tile], layouts)
         if found is None:
             continue

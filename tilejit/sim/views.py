@@ -1,9 +1,15 @@
-"""``T.reshape`` and ``T.view`` in simulation: a view of a global tensor's numpy array.
+"""``T.reshape`` and ``T.view`` in simulation: a view of a global tensor's or a tile's
+numpy array.
 
 A view shares the tensor's elements (writes through it are writes to the tensor), so
 the tensor must be contiguous; the element count (the byte count, for a view as another
 dtype) must be the same. bfloat16 and float8 tensors are held as float32 copies here,
-whose bits are not theirs: a view between dtypes of those is not supported."""
+whose bits are not theirs: a view between dtypes of those is not supported. A view of a
+tile is a tile of the same kind sharing its record of unwritten elements (for a view as
+another dtype, whose elements straddle the tile's, that record is dropped from both: no
+read through either is then reported as uninitialized). The compiler's checks of tile
+views (``passes/tile_allocation.py``: a view of a fragment, a view as another dtype of
+a fragment) run before the simulation, as they run for the GPU."""
 from __future__ import annotations
 
 import math
@@ -21,10 +27,9 @@ def view(buffer, shape=None, dtype=None):
 
 
 def _view(buffer, shape, dtype, what):
-    if not isinstance(buffer, SimTensor) or buffer.kind is not None:
+    if not isinstance(buffer, SimTensor):
         raise TypeError(f"{what}: expected a global tensor (a tensor parameter of the "
-                        f"kernel), got {getattr(buffer, 'kind', None) or type(buffer).__name__}"
-                        f"; views of tiles are not supported")
+                        f"kernel) or a tile, got {type(buffer).__name__}")
     data = buffer.data
     if not data.flags.c_contiguous:
         raise ValueError(f"{what}: {buffer.name} is not contiguous (strides "
@@ -50,4 +55,14 @@ def _view(buffer, shape, dtype, what):
     if math.prod(shape) != data.size:
         raise ValueError(f"{what}: {buffer.name} has {data.size} elements of {to.name}; the "
                          f"shape {shape} has {math.prod(shape)}")
-    return SimTensor(data.reshape(shape), to, buffer.name)
+    if buffer.kind is None:
+        return SimTensor(data.reshape(shape), to, buffer.name)
+    out = SimTensor(data.reshape(shape), to, buffer.name, buffer.kind)
+    if to != buffer.dtype:
+        buffer.unwritten = out.unwritten = None
+    elif buffer.unwritten is None:
+        out.unwritten = None
+    else:
+        out.unwritten = buffer.unwritten.reshape(shape)      # a view: shared
+    out.races = buffer.races if out.data.shape == data.shape else None
+    return out

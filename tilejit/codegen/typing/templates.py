@@ -260,8 +260,9 @@ class _ViewTemplate(AbstractTemplate):
         src, shape = args[0], args[1]
         if not isinstance(src, GlobalTensorType):
             raise errors.TypingError(f"{what}: expected a global tensor (a tensor parameter "
-                                     f"of the kernel), got {src}; views of tiles are not "
-                                     f"supported")
+                                     f"of the kernel), got {src}; a view of a tile is "
+                                     f"assigned to a name of its own (`V = {what}(S, "
+                                     f"shape)`)")
         dtype = src.dtype
         if len(args) == 3 and not isinstance(args[2], types.NoneType):
             dtype = dtype_of(args[2])
