@@ -97,18 +97,27 @@ def use_swizzle(panel_size=10, order="row", enable=True):
 
 
 def reshape(buffer, shape):
-    """A view of a global tensor (a tensor parameter of the kernel) with another shape:
-    the same elements in row-major order. The tensor must be contiguous (checked before
-    the launch) and hold as many elements as the shape (checked in simulation). Views of
-    tiles are not supported."""
+    """A view with another shape: the same elements in row-major order, under a new name.
+
+    Of a global tensor (a tensor parameter of the kernel): the tensor must be contiguous
+    (checked before the launch) and hold as many elements as the shape (checked in
+    simulation). Of a shared tile (``V = T.reshape(S, (n,))``, assigned to a name): the
+    same shared memory, reads and writes through either name alias (the compiler orders
+    them with barriers); the shape must hold the tile's element count (a
+    ``CompileError`` otherwise), and a tile with views is row-major (not swizzled, not
+    staged by ``T.Pipelined``). Views of fragments and local tiles are not supported (a
+    ``CompileError``): copy the fragment into a shared tile and view that."""
     return meaning("reshape")(buffer, shape)
 
 
 def view(buffer, shape=None, dtype=None):
     """``T.reshape`` that may also read the bytes as another ``dtype`` (integers and
     float16/32/64): the shape counts elements of the new dtype (and may be left out for
-    a dtype of the same size). The shape must hold as many bytes as the tensor: the
-    simulator checks it; the GPU reads what the shape says."""
+    a dtype of the same size). Of a global tensor, the shape must hold as many bytes as
+    the tensor: the simulator checks it; the GPU reads what the shape says. Of a shared
+    tile (``W = T.view(S, shape=[m, n], dtype=T.int32)``), the same bytes of shared
+    memory as another dtype and shape, which must hold exactly the tile's bytes (a
+    ``CompileError`` otherwise); as for ``T.reshape``, the tile is then row-major."""
     return meaning("view")(buffer, shape, dtype)
 
 

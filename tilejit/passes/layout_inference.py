@@ -653,7 +653,7 @@ def _viewed_shared_layouts(ctx):
         base = tiles[t.view_of]
         for u in (base, *(v for v in tiles.values() if v.view_of == base.name)):
             if u.stages > 1:
-                raise ctx.error(f"{'T.view' if u is t else 'T.reshape'}: {u.name!r} is staged by "
+                raise ctx.error(f"T.reshape / T.view: {u.name!r} is staged by "
                                 f"T.Pipelined ({u.stages} versions) and has views: a view of "
                                 f"a pipelined shared tile is not supported; copy into a tile "
                                 f"allocated outside the pipelined loop's copies", t.line)

@@ -3,6 +3,9 @@
 - ``X = T.alloc_shared | alloc_fragment | alloc_local(shape, dtype)`` → a ``Tile`` in
   the plan (shape and dtype evaluated at compile time) and ``X = __tj_tile("X")``;
   ``x = T.alloc_var(dtype, init)`` → ``x = __tj_cast(init, dtype)`` (a scalar).
+- ``V = T.reshape(S, shape)`` / ``T.view(S, shape, dtype)`` of a shared tile → a ``Tile``
+  with ``view_of`` S (the same bytes: ``shared_memory.py`` gives it S's offset) and
+  ``V = __tj_tile("V")``; a view of a fragment or local tile is a ``CompileError``.
 - A subscript used as an operand of a tile operation names a region:
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
