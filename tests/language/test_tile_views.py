@@ -2,8 +2,8 @@
 shared buffer under two names (flat and 2-D, float16 pairs read as int32 words, float32
 read as float16 halves), reads and writes through either name aliasing, in simulation
 against numpy, the PTX assembled by ptxas, bad views as clear errors (in simulation
-too), and with ``-m gpu`` against torch and the simulator. Views of fragments are not
-built: a CompileError says so."""
+too), and with ``-m gpu`` against torch and the simulator. Views of fragments:
+``test_fragment_views.py``."""
 import numpy as np
 import pytest
 
@@ -242,16 +242,13 @@ def test_bfloat16_bits_are_not_viewed():
         bf16_bits.compile(a, b, target="cuda", arch="sm_90a")
 
 
-@pytest.mark.parametrize("target", ["cuda", "sim"])
-def test_a_view_of_a_fragment_is_a_clear_compile_error(target):
-    a, b = np.zeros((16, 64), np.float32), np.zeros((16, 8), np.float32)
-    run = (lambda: fragment_reshape.compile(a, b, target="cuda", arch="sm_90a")) \
-        if target == "cuda" else (lambda: fragment_reshape(a, b))
-    with pytest.raises(CompileError, match=r"T.reshape: argument `buffer`: expected a shared "
-                                           r"tile or a global tensor, got the fragment tile "
-                                           r"'s' \(float32\[16, 64\]\): views of fragment tiles "
-                                           r"are not supported; copy it into a shared tile"):
-        run()
+def test_a_view_of_a_fragment_shares_its_registers():
+    """Views of fragments are built (tests/language/test_fragment_views.py has more)."""
+    a = np.random.default_rng(5).standard_normal((16, 64)).astype(np.float32)
+    b = np.zeros((16, 8), np.float32)
+    fragment_reshape(a, b)
+    np.testing.assert_array_equal(b, a.reshape(16, 8, 8).max(-1))
+    assert "shfl.sync.bfly" in fragment_reshape.compile(a, b, target="cuda", arch="sm_90a").ptx
 
 
 def test_a_viewed_tile_keeps_row_major_against_an_annotated_swizzle():

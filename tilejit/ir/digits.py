@@ -184,3 +184,68 @@ def merged_digits(layout: DigitLayout) -> DigitLayout:
                 out.append(d)
         dims.append(tuple(out))
     return DigitLayout(layout.shape, tuple(dims), layout.threads, layout.slots, layout.name)
+
+
+class ReshapeError(ValueError):
+    """A fragment layout that no digit layout of the new shape expresses (the reason)."""
+
+
+def reshape_layout(src: DigitLayout, shape, name: str = "") -> DigitLayout:
+    """``src`` seen through a row-major renumbering as a fragment of ``shape`` (the same
+    element count): element ``x`` of the new shape is ``src``'s element at the same
+    row-major flat index, held by the same thread in the same slot (``T.reshape`` of a
+    fragment).
+
+    Over the flat index each digit of ``src`` moves ``place·R_k`` (``R_k`` the row-major
+    stride of its dimension). A new dimension m covers the flat range ``[B_m, B_m·n_m)``
+    (``B_m`` its row-major stride): a digit inside one range is a digit of that dimension
+    (its flat place a multiple of ``B_m``); a digit that crosses ``B_{m-1}`` splits there
+    when the crossing is a whole number of its steps ``q = B_{m-1} / place`` dividing its
+    size: ``v mod q`` stays below, ``v div q`` (stride·q) goes on above. Merging
+    dimensions never crosses a boundary; a split the digits cannot follow raises
+    ``ReshapeError`` saying which digit it cuts. With ``src`` of shape (16, 64), four
+    registers of consecutive columns and 16 threads along the row (``s mod 4`` at place
+    1, ``t mod 16`` at place 4), the shape (16, 8, 8) splits the thread digit at 8:
+    ``t mod 2`` at place 4 of the last dimension, ``(t div 2) mod 8`` at place 1 of the
+    middle one."""
+    shape = tuple(int(n) for n in shape)
+    if math.prod(shape) != math.prod(src.shape):
+        raise ReshapeError(f"the shape {shape} holds {math.prod(shape)} elements, the "
+                           f"fragment {math.prod(src.shape)}")
+    old_strides = _row_major_strides(src.shape)
+    strides = _row_major_strides(shape)
+    bounds = [math.prod(shape[m:]) for m in range(len(shape))]     # B_{m-1}: dim m's end
+    dims: list[list[Digit]] = [[] for _ in shape]
+    for k, digits in enumerate(src.dims):
+        for d in digits:
+            stride, size, place = d.stride, d.size, d.place * old_strides[k]
+            while size > 1:
+                m = next(m for m in range(len(shape)) if strides[m] <= place < bounds[m])
+                if place % strides[m]:
+                    raise ReshapeError(
+                        f"{_digit_words(d.src, size, place)} starts at flat element {place}, "
+                        f"not on a multiple of {strides[m]}, where dimension {m} of the new "
+                        f"shape steps")
+                if place * size <= bounds[m]:
+                    dims[m].append(Digit(d.src, stride, size, place // strides[m]))
+                    break
+                q, rem = divmod(bounds[m], place)
+                if rem or size % q:
+                    raise ReshapeError(
+                        f"{_digit_words(d.src, size, place)} is cut at flat element "
+                        f"{bounds[m]}, where dimension {m} of the new shape ends, which is "
+                        f"not after a whole number of its steps dividing {size}")
+                dims[m].append(Digit(d.src, stride, q, place // strides[m]))
+                stride, size, place = stride * q, size // q, bounds[m]
+    out = tuple(tuple(sorted(ds, key=lambda d: d.place)) for ds in dims)
+    return DigitLayout(shape, out, src.threads, src.slots,
+                       name or f"{src.name or 'layout'} reshaped to {shape}")
+
+
+def _row_major_strides(shape) -> list[int]:
+    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+
+def _digit_words(src: str, size: int, place: int) -> str:
+    who = "consecutive threads" if src == "t" else "one thread's consecutive registers"
+    return f"a run of {size} elements {place} apart in the flat order, held by {who},"

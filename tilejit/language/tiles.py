@@ -105,8 +105,13 @@ def reshape(buffer, shape):
     same shared memory, reads and writes through either name alias (the compiler orders
     them with barriers); the shape must hold the tile's element count (a
     ``CompileError`` otherwise), and a tile with views is row-major (not swizzled, not
-    staged by ``T.Pipelined``). Views of fragments and local tiles are not supported (a
-    ``CompileError``): copy the fragment into a shared tile and view that."""
+    staged by ``T.Pipelined``). Of a fragment (``s3 = T.reshape(s, (n, q, h))``): the same
+    registers, each element kept in the thread and register that hold it, so the view's
+    layout is the fragment's renumbered row-major; reads and writes through either name
+    alias, and T.Parallel loops and reductions (``T.reduce_sum(s3, r, dim=-1)``) run over
+    the view. Merging dimensions always works; a split must fall on a boundary of the
+    layout's thread and register runs (else a ``CompileError`` naming the tiles, the
+    shapes and the run it cuts). Of a local tile: the same per-thread array."""
     return meaning("reshape")(buffer, shape)
 
 
@@ -117,7 +122,8 @@ def view(buffer, shape=None, dtype=None):
     the tensor: the simulator checks it; the GPU reads what the shape says. Of a shared
     tile (``W = T.view(S, shape=[m, n], dtype=T.int32)``), the same bytes of shared
     memory as another dtype and shape, which must hold exactly the tile's bytes (a
-    ``CompileError`` otherwise); as for ``T.reshape``, the tile is then row-major."""
+    ``CompileError`` otherwise); as for ``T.reshape``, the tile is then row-major. Of a
+    fragment or local tile, in its own dtype only: ``T.reshape``."""
     return meaning("view")(buffer, shape, dtype)
 
 

@@ -63,7 +63,8 @@ from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import make_swizzled_layout, offset_table, parallel_fragment
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
-from tilejit.ir.digits import Digit, DigitLayout, digit_layout, merged_digits, reduce_layout
+from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, merged_digits,
+                               reduce_layout, reshape_layout)
 from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
@@ -599,8 +600,18 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         if tiles[src].kind == FRAGMENT and tiles[dst].kind == FRAGMENT:
             keep = len(tiles[dst].shape) == len(tiles[src].shape)
             derived.append((src, dst, (dim,), keep, line, f"T.reduce of {src!r}", True))
-    scalars = _scalar_fragments(fdef, ctx) - set(plan.user_fragments)
+    viewed = set()
+    for t in list(tiles.values()):
+        if t.kind == FRAGMENT and t.view_of:
+            # T.reshape of a fragment: each layout is the other's through the row-major
+            # renumbering (ir/digits.reshape_layout), whichever is chosen first
+            why = f"a view of {t.view_of!r} (T.reshape at line {t.line})"
+            derived.append((t.view_of, t.name, None, _RESHAPE, t.line, why, False))
+            derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
+            viewed |= {t.name, t.view_of}
+    scalars = _scalar_fragments(fdef, ctx) - set(plan.user_fragments) - viewed
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
+    _check_fragment_views(ctx, tiles)
     partial_slots = {}
     for loop, _full, subset, partial in col.loops:
         lid = loop_ids[id(loop)][0]
@@ -810,6 +821,51 @@ def _reduction(ctx, layout, dims, keep, line):
 
 
 _EXPAND, _RESTRICT = "expand", "restrict"      # derivations between a loop and a part
+_RESHAPE = "reshape"                            # between a fragment and its view
+
+
+def _reshaped(ctx, layout, src, dst, line, origin):
+    """The layout of fragment ``dst``, a view of ``src`` (or ``src`` of ``dst``) laid out
+    as ``layout`` (``ir/digits.reshape_layout``), or a CompileError naming both tiles,
+    their shapes, where the layout came from (``origin``) and the digit the new shape
+    cuts."""
+    base, view = (src, dst) if dst.view_of == src.name else (dst, src)
+    head = (f"T.reshape of fragment {base.name!r} ({base.dtype.name}{list(base.shape)}) as "
+            f"{view.name!r} ({list(view.shape)})")
+    name = getattr(layout, "name", "") or str(layout)
+    dl = _as_digits(layout)
+    if dl is None:
+        raise ctx.error(f"{head}: {src.name!r} is laid out as {name} ({origin}), which has no "
+                        f"digit form (threads and registers each stepping along the "
+                        f"dimensions), so its elements cannot be renumbered in place; give "
+                        f"the fragment a shape that the block's threads divide evenly", line)
+    try:
+        return reshape_layout(dl, dst.shape)
+    except ReshapeError as e:
+        raise ctx.error(f"{head}: {src.name!r} is laid out as {name} ({origin}); a view keeps "
+                        f"every element in the thread and register that hold it, and in the "
+                        f"shape {list(dst.shape)} {e}. Reshape along that layout's boundaries "
+                        f"(merging dimensions always works), or copy the fragment into a "
+                        f"shared tile and view that", line) from None
+
+
+def _check_fragment_views(ctx, tiles):
+    """Every thread finds each element of a fragment's view at the slot where the
+    fragment holds the element of the same row-major flat index (over all threads and
+    slots, with numpy): the view shares the fragment's registers."""
+    for v in tiles.values():
+        if v.kind != FRAGMENT or not v.view_of:
+            continue
+        b = tiles[v.view_of]
+        t, s = np.meshgrid(np.arange(ctx.threads), np.arange(b.indexing.slots), indexing="ij")
+        env = {"t": t, "s": s}
+        same = _flat_indices(b.indexing, b.shape, env) == _flat_indices(v.indexing, v.shape, env)
+        if b.indexing.valid is not None:
+            same |= np.broadcast_to(evaluate(b.indexing.valid, env), t.shape) == 0
+        if b.indexing.slots != v.indexing.slots or not same.all():
+            raise ctx.error(f"internal: T.reshape of fragment {b.name!r} as {v.name!r}: the "
+                            f"view's layout ({v.layout}) does not keep the fragment's "
+                            f"elements where {b.layout} holds them", v.line)
 
 
 def _expand(layout, fixed, shape):
@@ -851,7 +907,21 @@ def _restrict(layout, fixed):
     return _reduction_or_none(dl, fixed, False)
 
 
+def _flat_indices(ix, shape, env):
+    """The row-major flat index of the element each (t, s) of ``env`` holds."""
+    out = np.zeros_like(env["t"])
+    for c, n in zip(ix.coords, shape):
+        out = out * n + np.broadcast_to(evaluate(c, env), env["t"].shape)
+    return out
+
+
 def _derived_or_none(layout, dims, keep, shape):
+    if keep == _RESHAPE:
+        dl = _as_digits(layout)
+        try:
+            return None if dl is None else reshape_layout(dl, shape)
+        except ReshapeError:
+            return None
     if keep == _EXPAND:
         return _expand(layout, dims, shape)
     if keep == _RESTRICT:
@@ -1042,6 +1112,10 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
     def derivable(src_layout, dims, keep, optional, line, dst=None, why="", src=None):
         """The derived layout, or None for a reduction that goes through shared memory
         (its source layout has no digit form with power-of-two thread groups)."""
+        if keep == _RESHAPE:
+            _, _, at, reason, _ = chosen[groups.find(src)]
+            return _reshaped(ctx, src_layout, tiles[src], tiles[dst], line,
+                             f"{reason}, line {at}: {ctx.source_line(at)}")
         if keep in (_EXPAND, _RESTRICT):
             _, _, at, reason, _ = chosen[groups.find(src)]
             origin = f"{reason}, line {at}: {ctx.source_line(at)}"
@@ -1053,6 +1127,7 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
 
     derived = [d for d in derived]
     targets = {groups.find(dst) for _, dst, *_ in derived}
+    viewed_bases = {t.view_of for t in tiles.values() if t.kind == FRAGMENT and t.view_of}
     pending = [r for r in members if r not in chosen]
     dropped_edges = set()
     while pending:
@@ -1093,11 +1168,13 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
                 continue
             layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads,
                                            usable if needs else None)
-            if any(n.startswith("__tj_part") for n in names):
+            if any(n.startswith("__tj_part") or tiles[n].view_of or n in viewed_bases
+                   for n in names):
                 # the fragments a loop over part of them derive their layouts from its
                 # digit form, where threads beyond the elements hold replicas: the loop
                 # runs in the same form, so that the replicas are written too (the
-                # distribution's own form leaves those threads out)
+                # distribution's own form leaves those threads out); a fragment and its
+                # views (T.reshape) number their slots alike in that form
                 layout = _as_digits(layout) or layout
             assign(root, layout, vec, tiles[names[0]].line, "T.Parallel distribution", names[0])
         pending = [r for r in members if r not in chosen]
@@ -1107,6 +1184,13 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
             continue                   # reduced through shared memory: any dst layout
         want = derivable(chosen[rs][0], dims, keep, False, line, dst, why, src)
         have = chosen[rd]
+        if keep == _RESHAPE and not same_layout(want, have[0]):
+            raise ctx.error(
+                f"fragment {dst!r} needs two different layouts: {why}, which keeps each "
+                f"element where {src!r} holds it ({chosen[rs][3]}, line {chosen[rs][2]}: "
+                f"{ctx.source_line(chosen[rs][2])}), and {have[3]} (line {have[2]}: "
+                f"{ctx.source_line(have[2])}); a view shares its fragment's registers, so "
+                f"the two must agree", line)
         if not same_layout(want, have[0]):
             raise ctx.error(
                 f"fragment {src if keep == _RESTRICT else dst!r} needs two different layouts: "

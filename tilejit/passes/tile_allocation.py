@@ -3,9 +3,11 @@
 - ``X = T.alloc_shared | alloc_fragment | alloc_local(shape, dtype)`` → a ``Tile`` in
   the plan (shape and dtype evaluated at compile time) and ``X = __tj_tile("X")``;
   ``x = T.alloc_var(dtype, init)`` → ``x = __tj_cast(init, dtype)`` (a scalar).
-- ``V = T.reshape(S, shape)`` / ``T.view(S, shape, dtype)`` of a shared tile → a ``Tile``
-  with ``view_of`` S (the same bytes: ``shared_memory.py`` gives it S's offset) and
-  ``V = __tj_tile("V")``; a view of a fragment or local tile is a ``CompileError``.
+- ``V = T.reshape(S, shape)`` / ``T.view(S, shape, dtype)`` of a tile → a ``Tile`` with
+  ``view_of`` S and ``V = __tj_tile("V")``: of a shared tile the same bytes
+  (``shared_memory.py`` gives it S's offset); of a fragment or local tile the same
+  registers (``lowering/tiles.tile_impl``; a fragment's view is laid out by
+  ``layout_inference``), in the tile's own dtype.
 - A subscript used as an operand of a tile operation names a region:
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
@@ -122,14 +124,6 @@ class _Tiles(ast.NodeTransformer):
                                  f"`{ast.unparse(call)}`", call)
         base = self.plan.tiles[args[0].id]
         root = self.plan.tiles[base.view_of] if base.view_of else base
-        if base.kind != SHARED:
-            # a fragment's view would keep each element in its thread and slot, with the
-            # base's layout composed with the row-major renumbering; not built yet
-            raise self.ctx.error(
-                f"{what}: argument `buffer`: expected a shared tile or a global tensor, got the "
-                f"{base.kind} tile {base.name!r} ({base.dtype.name}{list(base.shape)}): views "
-                f"of {base.kind} tiles are not supported; copy it into a shared tile and view "
-                f"that (`T.copy({base.name}, S); V = {what}(S, shape)`)", call)
         dtype = base.dtype
         if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value is None):
             try:
@@ -142,6 +136,13 @@ class _Tiles(ast.NodeTransformer):
                 raise self.ctx.error(f"{what}: argument `dtype`: a view as another dtype takes "
                                      f"integers and float16/32/64, got {base.name} "
                                      f"({base.dtype.name}) as {dtype.name}", call)
+        if base.kind != SHARED and dtype != base.dtype:
+            # a fragment's or local tile's view shares its registers, element for element
+            raise self.ctx.error(
+                f"{what}: argument `dtype`: a view of the {base.kind} tile {base.name!r} "
+                f"({base.dtype.name}{list(base.shape)}) keeps its dtype (its elements are "
+                f"registers), got {dtype.name}; view a shared tile as another dtype "
+                f"(`T.copy({base.name}, S); V = {what}(S, shape, dtype)`)", call)
         shape_node = args[1] if len(args) > 1 else None
         if shape_node is None or (isinstance(shape_node, ast.Constant)
                                   and shape_node.value is None):

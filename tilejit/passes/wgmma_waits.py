@@ -102,12 +102,18 @@ def _tile_of(node) -> str | None:
 
 
 class _Pending:
+    """A gemm's tiles, each with its views (``T.reshape``/``T.view``) and their base:
+    a statement naming any of them touches the tile."""
+
     def __init__(self, gid, call, plan):
         self.gid = gid
-        self.acc = _tile_of(call.args[2])
-        self.reads = {t for t in (_tile_of(call.args[0]), _tile_of(call.args[1])) if t}
+        def named(t):
+            return plan.aliases(t) if t in plan.tiles else {t}
+        self.acc = named(_tile_of(call.args[2]))
+        reads = {t for t in (_tile_of(call.args[0]), _tile_of(call.args[1])) if t}
+        self.reads = set().union(*map(named, reads))
         self.shared = {t for t in self.reads if plan.tiles[t].kind == SHARED}
-        self.tiles = self.reads | {self.acc}
+        self.tiles = self.reads | self.acc
 
 
 class _Lists:
@@ -160,13 +166,13 @@ class _Lists:
             return False        # (see the docstring: overlapping two wgmma gemms lost)
         if _gemm_id(call) is not None:
             other = _Pending(_gemm_id(call), call, self.ctx.plan)
-            if other.acc in p.tiles or p.acc in other.reads:
+            if other.acc & p.tiles or p.acc & other.reads:
                 return False
             refills = set().union(*map(_names, call.args[4:])) if len(call.args) > 4 else set()
             return not refills & p.tiles
         name = _t_function(call, self.ctx)
         if name == "copy" and len(call.args) == 2:
-            return not (_names(call.args[0]) & {p.acc} or _names(call.args[1]) & p.tiles)
+            return not (_names(call.args[0]) & p.acc or _names(call.args[1]) & p.tiles)
         if name in _ALLOWED_T:
             return not _names(call) & p.tiles
         if isinstance(stmt, ast.For) and _marker(stmt.iter if isinstance(stmt.iter, ast.Call)

@@ -292,6 +292,7 @@ class SimTensor:
         if unwritten is None:
             return
         if idx is None:
+            unwritten[...] = False     # in place: a view of the tile (T.reshape) shares it
             self.unwritten = None
             return
         unwritten[idx] = False

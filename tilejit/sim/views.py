@@ -16,6 +16,7 @@ import math
 
 from tilejit.language.dtypes import as_dtype
 from tilejit.sim.runtime import SimTensor
+from tilejit.sim.threads import LaneTensor
 
 
 def reshape(buffer, shape):
@@ -52,17 +53,23 @@ def _view(buffer, shape, dtype, what):
                              f"number of {to.name} elements")
         data = flat.view(to.numpy)
     shape = tuple(int(s) for s in shape)
-    if math.prod(shape) != data.size:
-        raise ValueError(f"{what}: {buffer.name} has {data.size} elements of {to.name}; the "
-                         f"shape {shape} has {math.prod(shape)}")
+    # a local tile of per-thread code holds one copy per thread (the thread first)
+    lanes = data.shape[:1] if isinstance(buffer, LaneTensor) else ()
+    if math.prod(shape) != data.size // math.prod(lanes):
+        raise ValueError(f"{what}: {buffer.name} has {data.size // math.prod(lanes)} elements "
+                         f"of {to.name}; the shape {shape} has {math.prod(shape)}")
     if buffer.kind is None:
         return SimTensor(data.reshape(shape), to, buffer.name)
-    out = SimTensor(data.reshape(shape), to, buffer.name, buffer.kind)
+    if lanes:
+        out = LaneTensor.__new__(LaneTensor)
+        SimTensor.__init__(out, data.reshape(lanes + shape), to, buffer.name, buffer.kind)
+    else:
+        out = SimTensor(data.reshape(shape), to, buffer.name, buffer.kind)
     if to != buffer.dtype:
         buffer.unwritten = out.unwritten = None
     elif buffer.unwritten is None:
         out.unwritten = None
     else:
-        out.unwritten = buffer.unwritten.reshape(shape)      # a view: shared
+        out.unwritten = buffer.unwritten.reshape(lanes + shape)      # a view: shared
     out.races = buffer.races if out.data.shape == data.shape else None
     return out

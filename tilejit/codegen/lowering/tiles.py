@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import weakref
 
 import numpy as np
 
@@ -327,14 +328,28 @@ def tile_impl(context, builder, sig, args):
     elem = context.get_data_type(ty.element)
     if ty.kind == "shared":
         return shared_pointer(builder, t, elem)
-    count = t.indexing.slots if ty.kind == "fragment" else t.size
-    storage = cgutils.alloca_once(builder, ir.ArrayType(elem, count), name=ty.tile_name)
-    if current_kernel().debug:
-        # debug=True: every slot starts as all-ones bits (NaN, -1), as shared memory
-        # does (nvptx.poison_shared): a read before a write is visible on the GPU too
-        cgutils.memset(builder, storage, ir.IntType(64)(context.get_abi_sizeof(elem) * count),
-                       0xFF)
+    # a view (T.reshape) of a fragment or local tile is its tile's registers: slot s of
+    # the view holds what slot s of the tile holds (passes/layout_inference.py), and a
+    # local tile is row-major under either name; one alloca per function for both
+    root = t.view_of or t.name
+    storages = _REGISTER_TILES.setdefault(builder.function, {}) if plan().viewed(root) else {}
+    storage = storages.get(root)
+    if storage is None:
+        base = plan().tile(root)
+        count = base.indexing.slots if ty.kind == "fragment" else base.size
+        storage = cgutils.alloca_once(builder, ir.ArrayType(elem, count), name=root)
+        storages[root] = storage
+        if current_kernel().debug:
+            # debug=True: every slot starts as all-ones bits (NaN, -1), as shared memory
+            # does (nvptx.poison_shared): a read before a write is visible on the GPU too
+            cgutils.memset(builder, storage,
+                           ir.IntType(64)(context.get_abi_sizeof(elem) * count), 0xFF)
     return builder.bitcast(storage, ir.PointerType(elem))
+
+
+# ir.Function -> {tile with views: its alloca}: a fragment or local tile and its views
+# share one
+_REGISTER_TILES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @lower(markers.stub(markers.REGION), types.Any, types.StringLiteral, types.Any, types.Any,
