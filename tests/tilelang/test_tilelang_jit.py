@@ -559,3 +559,47 @@ def test_pass_configs_turn_off_tma_wgmma_and_warp_specialization(key, absent, mo
     ptx = program.compile(M=512, N=512, K=512, arch="sm_90a").get_kernel_source()
     for instruction in ("cp.async.bulk.tensor", "wgmma.mma_async", "setmaxnreg"):
         assert (instruction in ptx) == (instruction not in absent), instruction
+
+
+# TileLang's tests write the tensors' annotations in the signature of a @tilelang.jit
+# function, with no nested T.prim_func
+@tilelang.jit
+def scale_by_factor(A: T.Tensor((16, 32), T.float32), B: T.Tensor((16, 32), "float32"),
+               factor: float = 2.0):
+    with T.Kernel(16, threads=32) as bx:
+        tx = T.get_thread_binding()
+        B[bx, tx] = A[bx, tx] * factor
+
+
+@tilelang.jit
+def signature_symbols(A: T.Tensor((M_, N_), T.float16)):
+    M_, N_ = T.const("M_, N_")
+    B = T.empty((M_, N_), T.float16)
+    with T.Kernel(M_, threads=32) as bx:
+        for j in T.Parallel(N_):
+            B[bx, j] = A[bx, j] + A[bx, j]
+    return B
+
+
+def test_tensors_annotated_in_the_signature():
+    a = torch.randn(16, 32)
+    b = torch.empty(16, 32)
+    scale_by_factor(a, b)
+    torch.testing.assert_close(b, a * 2)
+    scale_by_factor(a, b, 3.0)
+    torch.testing.assert_close(b, a * 3)
+    x = torch.randn(8, 48).half()
+    torch.testing.assert_close(signature_symbols(x), x + x)
+    with pytest.raises((TypeError, ValueError), match="A"):
+        scale_by_factor(torch.randn(16, 16), b)          # not the annotated shape
+
+
+@pytest.mark.gpu
+def test_tensors_annotated_in_the_signature_on_gpu():
+    a = torch.randn(16, 32, device="cuda")
+    b = torch.empty_like(a)
+    scale_by_factor(a, b)
+    b_sim = torch.empty(16, 32)
+    scale_by_factor(a.cpu(), b_sim)
+    torch.testing.assert_close(b, a * 2)
+    torch.testing.assert_close(b.cpu(), b_sim)

@@ -109,6 +109,11 @@ class _Desugared:
         self.annotations: list[tuple[str, ast.expr, int]] = []
         body = []
         prologue = Prologue()
+        # ``def f(A: T.Tensor((M, N), dtype), ...)``: a tensor annotated in the signature,
+        # as one annotated at the top of the body
+        for a in fdef.args.args:
+            if self._is_tensor_annotation(a.annotation):
+                self.annotations.append((a.arg, a.annotation, a.lineno))
         for stmt in fdef.body:
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
@@ -143,6 +148,16 @@ class _Desugared:
         fdef.decorator_list = []
         self.fdef = ast.fix_missing_locations(fdef)
         self.params = params
+
+    def _is_tensor_annotation(self, annotation) -> bool:
+        """``T.Tensor(shape, dtype)`` / ``T.Tensor[shape, dtype]`` / ``T.Buffer(...)``."""
+        if isinstance(annotation, ast.Call):
+            head = annotation.func
+        elif isinstance(annotation, ast.Subscript):
+            head = annotation.value
+        else:
+            return False
+        return resolve_static(head, self.namespace) is TensorAnnotation
 
     def _static_local(self, stmt):
         """``input_dtype = T.float16`` in the body, before the annotations that use it:
