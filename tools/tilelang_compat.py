@@ -212,8 +212,8 @@ def markdown() -> str:
         "`AttributeError`) naming it and saying so where the program reads it; in a kernel's "
         "body the front end reports it as a `CompileError` at its line:",
         "",
-        "    T.any_sync (tilelang.language.any_sync in TileLang) is not supported by tilejit: "
-        "warp votes are not built; see docs/tilelang-compat.md",
+        "    T.match_any_sync (tilelang.language.match_any_sync in TileLang) is not supported "
+        "by tilejit: warp matches (match.sync) are not built; see docs/tilelang-compat.md",
         "",
     ]
     names = compat.language_names()

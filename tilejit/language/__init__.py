@@ -45,6 +45,9 @@ from tilejit.language.reductions import (cummax, cumsum, reduce_abssum, reduce_a
 from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand,
                                    warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
                                    warp_reduce_sum)
+from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballot_sync,
+                                   syncthreads_and, syncthreads_count, syncthreads_or)
+from tilejit.language.warp import __ffs, __fns
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
                                     annotate_layout, any_of, clear, copy, fill,
@@ -80,6 +83,8 @@ __all__ = [
     "reduce_bitand", "reduce_bitor", "reduce_bitxor",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
+    "any_sync", "all_sync", "ballot_sync", "ballot", "activemask", "syncthreads_count",
+    "syncthreads_and", "syncthreads_or", "__ffs", "__fns",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
     "ws",

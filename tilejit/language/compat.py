@@ -200,9 +200,8 @@ _CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/T
 
 # names with a reason of their own
 REASONS = {
-    "any_sync": "warp votes are not built", "all_sync": "warp votes are not built",
-    "ballot": "warp votes are not built", "ballot_sync": "warp votes are not built",
-    "activemask": "warp votes are not built",
+    "match_any_sync": "warp matches (match.sync) are not built",
+    "match_all_sync": "warp matches (match.sync) are not built",
     "let": "T.let is not built: assign the value to a name",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
 

@@ -3,10 +3,16 @@ bitor(value)`` (every lane of the warp gets the reduction of the warp's 32 value
 ``T.shfl_xor | shfl_down | shfl_up(value, delta, width=32)``, ``T.shfl_sync(value,
 src_lane, width=32)`` (a lane reads the value of another lane of its ``width``-lane
 segment; ``shfl_down``/``shfl_up`` past the segment's end keep the lane's own value),
-as TileLang spells them.
+as TileLang spells them; the votes ``T.any_sync | all_sync | ballot_sync(predicate,
+mask=0xFFFFFFFF)``, ``T.ballot(predicate)``, ``T.activemask()``, the block barriers
+that reduce a predicate ``T.syncthreads_count | syncthreads_and | syncthreads_or
+(predicate)`` and the bit searches ``T.__ffs(value)``, ``T.__fns(mask, base, offset)``.
 
 Every lane of the warp must reach the call (the full mask): under a branch that some
-lanes of a warp skip the GPU's result is undefined, and the simulator reports it.
+lanes of a warp skip the GPU's result is undefined, and the simulator reports it. A
+vote's lanes are those of its mask: each lane that calls it must be in its mask, and
+every lane of the mask must call it (with the same mask). A predicate block barrier is
+reached by every thread of the block, as ``T.sync_threads()``.
 Declarations: the GPU lowering is ``codegen/lowering/warp.py`` (``shfl.sync``, a
 butterfly for the reductions), the simulator's meaning ``sim/warp.py``.
 """
@@ -60,3 +66,64 @@ def shfl_up(value, delta, width=32, mask=FULL_MASK):
 def shfl_sync(value, src_lane, width=32, mask=FULL_MASK):
     """The value of lane ``src_lane`` (mod ``width``) of the lane's segment."""
     return meaning("shfl_sync")(value, src_lane, width, mask)
+
+
+def any_sync(predicate, mask=FULL_MASK):
+    """Non-zero (int32 1) in the lanes of ``mask`` when any of them has a non-zero integer
+    or boolean ``predicate`` (PTX ``vote.sync.any.pred``), else 0."""
+    return meaning("any_sync")(predicate, mask)
+
+
+def all_sync(predicate, mask=FULL_MASK):
+    """Non-zero (int32 1) when every lane of ``mask`` has a non-zero ``predicate``
+    (``vote.sync.all.pred``), else 0."""
+    return meaning("all_sync")(predicate, mask)
+
+
+def ballot_sync(predicate, mask=FULL_MASK):
+    """A uint64 whose bit ``n`` is set when lane ``n`` of the warp is in ``mask`` and its
+    ``predicate`` is non-zero (``vote.sync.ballot.b32``, zero-extended: the upper 32 bits
+    are 0)."""
+    return meaning("ballot_sync")(predicate, mask)
+
+
+def ballot(predicate):
+    """``T.ballot_sync(predicate)`` over the whole warp."""
+    return meaning("ballot")(predicate)
+
+
+def activemask():
+    """A uint64 whose bit ``n`` is set when lane ``n`` of the warp runs this call
+    (``activemask.b32``, zero-extended)."""
+    return meaning("activemask")()
+
+
+def syncthreads_count(predicate):
+    """A block barrier that returns (int32) how many of the block's threads have a
+    non-zero ``predicate`` (``bar.red.popc.u32``)."""
+    return meaning("syncthreads_count")(predicate)
+
+
+def syncthreads_and(predicate):
+    """A block barrier that returns non-zero (int32 1) when every thread of the block has
+    a non-zero ``predicate`` (``bar.red.and.pred``), else 0."""
+    return meaning("syncthreads_and")(predicate)
+
+
+def syncthreads_or(predicate):
+    """A block barrier that returns non-zero (int32 1) when some thread of the block has
+    a non-zero ``predicate`` (``bar.red.or.pred``), else 0."""
+    return meaning("syncthreads_or")(predicate)
+
+
+def __ffs(value):
+    """The one-based position (int32) of the lowest set bit of an integer ``value``, 0
+    when it is 0 (CUDA's ``__ffs``/``__ffsll``)."""
+    return meaning("__ffs")(value)
+
+
+def __fns(mask, base, offset):
+    """The position (uint32) of the ``offset``-th set bit of the 32-bit ``mask`` counted
+    from bit ``base`` upwards (``offset`` > 0) or downwards (< 0); with ``offset`` 0,
+    ``base`` when that bit is set; 0xFFFFFFFF when there is none (PTX ``fns.b32``)."""
+    return meaning("__fns")(mask, base, offset)

@@ -359,14 +359,27 @@ class _UserSyncs(ast.NodeTransformer):
 
     def visit_For(self, node):
         it = node.iter
-        if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel \
-                and any(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and
-                        resolve_static(n.value.func, self.ctx.namespace) is T.sync_threads
-                        for n in ast.walk(node)):
-            raise self.ctx.error("T.sync_threads() inside a T.Parallel loop: the loop's "
-                                 "iterations are spread over the threads; put the barrier "
-                                 "before or after the loop", node)
+        if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and \
+                        resolve_static(n.value.func, self.ctx.namespace) is T.sync_threads:
+                    raise self.ctx.error("T.sync_threads() inside a T.Parallel loop: the "
+                                         "loop's iterations are spread over the threads; "
+                                         "put the barrier before or after the loop", node)
+                if isinstance(n, ast.Call) and _predicate_barrier(n, self.ctx):
+                    name = _predicate_barrier(n, self.ctx)
+                    raise self.ctx.error(f"T.{name}() inside a T.Parallel loop: the loop's "
+                                         f"iterations are spread over the threads; put the "
+                                         f"barrier before or after the loop", n)
         return self._visit_loop(node, node.iter)
+
+    def visit_Call(self, node):
+        name = _predicate_barrier(node, self.ctx)
+        if name and self.divergent:
+            raise self.ctx.error(f"T.{name}() inside a branch or loop that depends on the "
+                                 f"thread index: it is a block barrier, and every thread of "
+                                 f"the block must reach it", node)
+        return self.generic_visit(node)
 
     def _visit_loop(self, node, test):
         """A loop whose trip count depends on the thread index, or whose body some
@@ -383,7 +396,7 @@ class _UserSyncs(ast.NodeTransformer):
         call = node.value
         if not (isinstance(call, ast.Call)
                 and resolve_static(call.func, self.ctx.namespace) is T.sync_threads):
-            return node
+            return self.generic_visit(node)
         if call.args or call.keywords:
             raise self.ctx.error("T.sync_threads(barrier_id, arrive_count): named barriers "
                                  "are not supported; T.sync_threads() synchronizes the block",
@@ -395,9 +408,21 @@ class _UserSyncs(ast.NodeTransformer):
         return _sync_stmt(node, self.marker)
 
 
+# the block barriers that reduce a predicate (language/warp.py): checked as T.sync_threads
+# is, and left in place (an expression; the walk below orders shared memory by itself)
+_PREDICATE_BARRIERS = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
+
+
+def _predicate_barrier(call: ast.Call, ctx) -> str | None:
+    """The name of the predicate block barrier ``call`` calls, else None."""
+    fn = resolve_static(call.func, ctx.namespace)
+    return next((n for n in _PREDICATE_BARRIERS if fn is getattr(T, n)), None)
+
+
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
-    if any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace) is T.sync_threads
+    if any(isinstance(n, ast.Call) and (resolve_static(n.func, ctx.namespace) is T.sync_threads
+                                        or _predicate_barrier(n, ctx))
            for n in ast.walk(fdef)):
         # with no shared tile there is no walk: the block's barrier, as asked
         fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC).visit(fdef)

@@ -7,6 +7,14 @@ lane ``l ^ 16``, then ``l ^ 8`` … ``l ^ 1``), so floating-point sums agree wit
 device bit for bit. In a kernel that does not, every thread holds the same value, and
 the primitives act on 32 copies of it. A primitive under a branch that some threads skip
 is a ``ThreadCodeError``: on the GPU the skipped lanes' values are undefined.
+
+The votes (``T.any_sync``, ``T.all_sync``, ``T.ballot_sync``) run over the lanes of
+their mask, as ``vote.sync`` does: a lane whose mask does not name it, or a lane of some
+calling lane's mask that does not call the vote with the same mask, is a
+``ThreadCodeError`` (undefined on the GPU); bits of lanes outside the mask are 0 in a
+ballot. ``T.activemask()`` names the lanes of the warp that run it (those of the
+branches taken: the largest set the GPU may report). The predicate block barriers
+(``T.syncthreads_count|and|or``) must be reached by every thread of the block.
 """
 from __future__ import annotations
 
@@ -80,6 +88,68 @@ def _idx(lane, d, w):
     return (lane // w) * w + d % w
 
 
+FULL = 0xFFFFFFFF
+
+
+def _predicate(value, name):
+    """A vote's predicate as booleans; a float one is a ``TypeError``, as in TileLang."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biu":
+        raise TypeError(f"T.{name} requires an integer or boolean predicate, but got "
+                        f"{array.dtype}")
+    return array != 0
+
+
+def _block(value, name):
+    """``value`` over the block's threads (all of them when the kernel does not read its
+    thread index), the active threads and whether the result is the same in all."""
+    lanes = STATE.lanes or STATE.threads or WARP
+    active = _active() if STATE.lanes else None
+    active = np.ones(lanes, dtype=bool) if active is None else np.broadcast_to(active, (lanes,))
+    return np.broadcast_to(value, (lanes,)), active, STATE.lanes == 0
+
+
+def _members(masks, active, name):
+    """The lanes each active lane's vote runs over (a boolean array: lane × lane of its
+    warp), checked as ``vote.sync`` requires."""
+    lanes = masks.shape[0]
+    bits = ((masks[:, None] >> np.arange(WARP)) & 1).astype(bool)
+    lane = np.arange(lanes)
+    for t in np.flatnonzero(active):
+        mask, base = int(masks[t]), t - t % WARP
+        if not bits[t, t % WARP]:
+            raise ThreadCodeError(
+                f"T.{name}: lane {t % WARP} of warp {t // WARP} calls it with mask "
+                f"{mask:#010x}, which does not name the lane (undefined on the GPU)"
+                f"{_caller_location(3)}")
+        for m in base + np.flatnonzero(bits[t]):
+            if m >= lanes or not active[m] or int(masks[m]) != mask:
+                what = ("does not exist" if m >= lanes else "does not call it" if not
+                        active[m] else f"calls it with mask {int(masks[m]):#010x}")
+                raise ThreadCodeError(
+                    f"T.{name}: lane {t % WARP} of warp {t // WARP} calls it with mask "
+                    f"{mask:#010x}, and lane {m % WARP}, which the mask names, {what}: "
+                    f"every lane of the mask must call it with the same mask (undefined "
+                    f"on the GPU){_caller_location(3)}")
+    return bits, lane - lane % WARP
+
+
+def _vote(name, reduce, dtype):
+    def vote(predicate, mask=FULL):
+        p, active, uniform = _block(_predicate(predicate, name), name)
+        masks = np.broadcast_to(np.asarray(mask, dtype=np.int64) & FULL, p.shape)
+        bits, base = _members(masks, active, name)
+        warp_p = p[np.minimum(base[:, None] + np.arange(WARP), p.shape[0] - 1)]
+        out = np.where(active, reduce(bits, warp_p & bits), 0).astype(dtype)
+        return out[0] if uniform else out
+    vote.__name__ = name
+    return vote
+
+
+def _ballot_bits(bits, chosen):
+    return (chosen.astype(np.uint64) << np.arange(WARP, dtype=np.uint64)).sum(1, np.uint64)
+
+
 MEANINGS = {
     "warp_reduce_sum": _butterfly("sum", np.add),
     "warp_reduce_max": _butterfly("max", np.fmax),
@@ -90,4 +160,81 @@ MEANINGS = {
     "shfl_down": _shuffle("shfl_down", _down),
     "shfl_up": _shuffle("shfl_up", _up),
     "shfl_sync": _shuffle("shfl_sync", _idx),
+    "any_sync": _vote("any_sync", lambda bits, p: p.any(1), np.int32),
+    "all_sync": _vote("all_sync", lambda bits, p: (p == bits).all(1), np.int32),
+    "ballot_sync": _vote("ballot_sync", _ballot_bits, np.uint64),
 }
+
+
+def ballot(predicate):
+    """``T.ballot_sync`` with the full mask."""
+    return MEANINGS["ballot_sync"](_predicate(predicate, "ballot"))
+
+
+def activemask():
+    """The lanes of each warp that run the call, as a uint64."""
+    _, active, uniform = _block(0, "activemask")
+    lanes = active.shape[0]
+    if lanes % WARP:
+        raise ThreadCodeError(f"T.activemask needs whole warps, and the block has {lanes} "
+                              f"threads{_caller_location(2)}")
+    warps = active.reshape(-1, WARP).astype(np.uint64) << np.arange(WARP, dtype=np.uint64)
+    out = np.repeat(warps.sum(1, np.uint64), WARP)
+    out = np.where(active, out, np.uint64(0)).astype(np.uint64)
+    return out[0] if uniform else out
+
+
+def _predicate_barrier(name, reduce):
+    def barrier(predicate):
+        p, active, uniform = _block(_predicate(predicate, name), name)
+        if not np.all(active):
+            raise ThreadCodeError(
+                f"T.{name} inside a branch that depends on the thread index: it is a block "
+                f"barrier, and every thread of the block must reach it{_caller_location(2)}")
+        out = np.full(p.shape, reduce(p), dtype=np.int32)
+        return out[0] if uniform else out
+    barrier.__name__ = name
+    return barrier
+
+
+def _ffs(value):
+    x = np.asarray(value)
+    if x.dtype.kind not in "biu":
+        raise TypeError(f"T.__ffs: expected an integer, got {x.dtype}")
+    x = x.astype(np.int64).astype(np.uint64)       # the lowest set bit survives widening
+    out = np.zeros(x.shape, dtype=np.int32)
+    for b in range(63, -1, -1):
+        out = np.where((x >> np.uint64(b)) & np.uint64(1), np.int32(b + 1), out)
+    return out.astype(np.int32)[()] if out.ndim == 0 else out.astype(np.int32)
+
+
+def _fns_one(mask, base, offset):
+    """PTX ``fns.b32`` for one lane: the ``|offset|``-th set bit of ``mask`` from bit
+    ``base`` (up for offset > 0, down for offset < 0; offset 0: ``base`` itself if set)."""
+    mask, base, offset = int(mask) & FULL, int(base) & FULL, int(np.int32(np.int64(offset)))
+    if offset == 0:
+        return base if base < 32 and mask >> base & 1 else FULL
+    step, count, pos = (1 if offset > 0 else -1), abs(offset), base
+    while 0 <= pos < 32:
+        if mask >> pos & 1:
+            count -= 1
+            if count == 0:
+                return pos
+        pos += step
+    return FULL
+
+
+def _fns(mask, base, offset):
+    for v in (mask, base, offset):
+        if np.asarray(v).dtype.kind not in "biu":
+            raise TypeError(f"T.__fns: expected integers, got {np.asarray(v).dtype}")
+    out = np.vectorize(_fns_one, otypes=[np.uint32])(mask, base, offset)
+    return out[()] if out.ndim == 0 else out
+
+
+MEANINGS.update(
+    ballot=ballot, activemask=activemask,
+    syncthreads_count=_predicate_barrier("syncthreads_count", lambda p: np.count_nonzero(p)),
+    syncthreads_and=_predicate_barrier("syncthreads_and", lambda p: int(np.all(p))),
+    syncthreads_or=_predicate_barrier("syncthreads_or", lambda p: int(np.any(p))),
+    __ffs=_ffs, __fns=_fns)

@@ -19,10 +19,10 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 FULL = 0xFFFFFFFF
 
 
-def _whole_cuda_warps(what):
+def _whole_cuda_warps(what, kind="warp shuffles"):
     config = current_kernel()
     if config.target.kind == "amdgpu":
-        raise CompileError(f"T.{what}: warp shuffles are built for CUDA only (on AMDGPU a "
+        raise CompileError(f"T.{what}: {kind} are built for CUDA only (on AMDGPU a "
                            f"wave is 64 lanes; not built yet)")
     threads = config.tiles.block_threads
     if threads % 32:
@@ -82,3 +82,94 @@ def _register_shuffles():
 
 _register_reductions()
 _register_shuffles()
+
+
+# --- votes and predicate barriers (PTX ISA: "vote.sync", "activemask", "bar.red",
+# "fns"); a vote's result is the same in every lane of its mask
+
+I1 = ir.IntType(1)
+
+
+def _cuda_only(what, kind):
+    if current_kernel().target.kind == "amdgpu":
+        raise CompileError(f"T.{what}: {kind} are built for CUDA only (on AMDGPU a wave is "
+                           f"64 lanes; not built yet)")
+
+
+def _truth(builder, ty, value):
+    """A predicate (integer or boolean) as an i1."""
+    if isinstance(ty, types.Boolean):
+        return value if value.type == I1 else builder.trunc(value, I1)
+    return builder.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
+
+
+def _mask(builder, sig, args):
+    return builder.trunc(args[1], I32) if len(args) > 1 else I32(FULL)
+
+
+def _register_votes():
+    for fn, mode in ((T.any_sync, "any"), (T.all_sync, "all")):
+        def impl(context, builder, sig, args, mode=mode, fn=fn):
+            _whole_cuda_warps(fn.__name__, "warp votes")
+            vote = intrinsic(builder, f"llvm.nvvm.vote.{mode}.sync", I1, [I32, I1])
+            bit = builder.call(vote, [_mask(builder, sig, args),
+                                      _truth(builder, sig.args[0], args[0])])
+            return builder.zext(bit, I32)
+        lower(fn, types.Any)(impl)
+        lower(fn, types.Any, types.Any)(impl)
+
+    def ballot(context, builder, sig, args, name="ballot_sync"):
+        _whole_cuda_warps(name, "warp votes")
+        vote = intrinsic(builder, "llvm.nvvm.vote.ballot.sync", I32, [I32, I1])
+        bits = builder.call(vote, [_mask(builder, sig, args),
+                                   _truth(builder, sig.args[0], args[0])])
+        return builder.zext(bits, I64)
+    lower(T.ballot_sync, types.Any)(ballot)
+    lower(T.ballot_sync, types.Any, types.Any)(ballot)
+    lower(T.ballot, types.Any)(lambda c, b, s, a: ballot(c, b, s, a, "ballot"))
+
+    @lower(T.activemask)
+    def activemask(context, builder, sig, args):
+        _whole_cuda_warps("activemask", "warp votes")
+        return builder.zext(builder.call(intrinsic(builder, "llvm.nvvm.activemask", I32, []),
+                                         []), I64)
+
+
+def _register_predicate_barriers():
+    # barrier 0, the block's, all its threads (bar.red.{popc,and,or} 0, p)
+    for fn, op, ret in ((T.syncthreads_count, "popc", I32), (T.syncthreads_and, "and", I1),
+                        (T.syncthreads_or, "or", I1)):
+        @lower(fn, types.Any)
+        def impl(context, builder, sig, args, fn=fn, op=op, ret=ret):
+            _cuda_only(fn.__name__, "predicate block barriers")
+            bar = intrinsic(builder, f"llvm.nvvm.barrier.cta.red.{op}.aligned.all", ret,
+                            [I32, I1])
+            out = builder.call(bar, [I32(0), _truth(builder, sig.args[0], args[0])])
+            return out if ret == I32 else builder.zext(out, I32)
+
+
+def _register_bit_searches():
+    @lower(T.__ffs, types.Any)
+    def ffs(context, builder, sig, args):
+        v = args[0]
+        if v.type == I1:
+            v = builder.zext(v, I32)
+        cttz = intrinsic(builder, f"llvm.cttz.i{v.type.width}", v.type, [v.type, I1])
+        first = builder.add(builder.call(cttz, [v, ir.Constant(I1, 1)]), ir.Constant(v.type, 1))
+        zero = builder.icmp_unsigned("==", v, ir.Constant(v.type, 0))
+        first = builder.select(zero, ir.Constant(v.type, 0), first)
+        width = v.type.width
+        return first if width == 32 else (builder.trunc(first, I32) if width > 32 else
+                                          builder.zext(first, I32))
+
+    @lower(T.__fns, types.Any, types.Any, types.Any)
+    def fns(context, builder, sig, args):
+        _cuda_only("__fns", "PTX's bit searches")
+        fnty = ir.FunctionType(I32, [I32] * 3)
+        asm = ir.InlineAsm(fnty, "fns.b32 $0, $1, $2, $3;", "=r,r,r,r")
+        return builder.call(asm, [builder.trunc(a, I32) for a in args])
+
+
+_register_votes()
+_register_predicate_barriers()
+_register_bit_searches()

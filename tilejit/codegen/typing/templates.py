@@ -577,3 +577,78 @@ for _fn in (T.warp_reduce_sum, T.warp_reduce_max, T.warp_reduce_min, T.warp_redu
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpReduce,), {}))
 for _fn in (T.shfl_xor, T.shfl_down, T.shfl_up, T.shfl_sync):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpShuffle,), {}))
+
+
+def _vote_predicate(ty, what):
+    """A vote's or predicate barrier's predicate: an integer or a boolean, as TileLang
+    requires (a float would be truncated)."""
+    ty = types.unliteral(ty)
+    if not isinstance(ty, (types.Integer, types.Boolean)):
+        raise errors.TypingError(f"T.{what} requires an integer or boolean predicate, but "
+                                 f"got {ty}")
+    return ty
+
+
+class _WarpVote(AbstractTemplate):
+    """``T.any_sync|all_sync(p, mask)`` → int32, ``T.ballot_sync(p, mask)`` → uint64."""
+
+    def generic(self, args, kws):
+        what = self.key.__name__
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError(f"T.{what}(predicate, mask=0xFFFFFFFF) takes 1 or 2 "
+                                     f"positional arguments")
+        pred = _vote_predicate(args[0], what)
+        if len(args) == 2 and not isinstance(args[1], types.Integer):
+            raise errors.TypingError(f"T.{what}: the mask is an integer, got {args[1]}")
+        result = types.uint64 if what == "ballot_sync" else types.int32
+        return signature(result, pred, *[types.int64] * (len(args) - 1))
+
+
+class _PredicateOp(AbstractTemplate):
+    """``T.ballot(p)`` → uint64; ``T.syncthreads_count|and|or(p)`` → int32."""
+
+    def generic(self, args, kws):
+        what = self.key.__name__
+        if kws or len(args) != 1:
+            raise errors.TypingError(f"T.{what}(predicate) takes one predicate")
+        result = types.uint64 if what == "ballot" else types.int32
+        return signature(result, _vote_predicate(args[0], what))
+
+
+@infer_global(T.activemask)
+class _ActiveMask(AbstractTemplate):
+    def generic(self, args, kws):
+        if args or kws:
+            raise errors.TypingError("T.activemask() takes no arguments")
+        return signature(types.uint64)
+
+
+def _bit_operand(ty, what):
+    ty = types.unliteral(ty)
+    if not isinstance(ty, (types.Integer, types.Boolean)):
+        raise errors.TypingError(f"T.{what}: expected an integer, got {ty}")
+    return ty
+
+
+@infer_global(T.__ffs)
+class _FindFirstSet(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) != 1:
+            raise errors.TypingError("T.__ffs(value) takes one integer")
+        return signature(types.int32, _bit_operand(args[0], "__ffs"))
+
+
+@infer_global(T.__fns)
+class _FindNthSet(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) != 3:
+            raise errors.TypingError("T.__fns(mask, base, offset) takes three integers")
+        for a in args:
+            _bit_operand(a, "__fns")
+        return signature(types.uint32, types.int64, types.int64, types.int64)
+
+
+for _fn in (T.any_sync, T.all_sync, T.ballot_sync):
+    infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpVote,), {}))
+for _fn in (T.ballot, T.syncthreads_count, T.syncthreads_and, T.syncthreads_or):
+    infer_global(_fn)(type(f"{_fn.__name__}_template", (_PredicateOp,), {}))
