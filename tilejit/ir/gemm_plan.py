@@ -124,6 +124,11 @@ class GemmPlan:
     # in registers
     a_smem: tuple | None = None
     b_smem: tuple | None = None
+    # an operand that is a region of a shared tile (T.gemm(A_s[:, 32:], ...),
+    # frontend/gemm_operands.py): the (row, col) of the region's first element in its
+    # tile, which the lowering adds to every address; (0, 0) for a whole tile
+    a_origin: tuple[int, int] = (0, 0)
+    b_origin: tuple[int, int] = (0, 0)
 
     @property
     def warpgroups_m(self) -> int:
@@ -191,6 +196,9 @@ class GemmPlan:
 
     def __str__(self) -> str:
         t = ("A^T " if self.transpose_A else "A ") + ("B^T" if self.transpose_B else "B")
+        for name, origin in (("A", self.a_origin), ("B", self.b_origin)):
+            if origin != (0, 0):
+                t += f" ({name} at {origin})"
         if self.engine == "wgmma":
             a = "registers" if self.a_smem is None else self.a_smem
             return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy="
@@ -327,21 +335,34 @@ def wgmma_fragment(groups_m: int, groups_n: int, slices: int, n_blocks: int) -> 
                          f"x n{8 * n_blocks}")
 
 
-def with_wgmma(gp: GemmPlan, a_smem, b_smem) -> GemmPlan | None:
+def with_wgmma(gp: GemmPlan, a_smem, b_smem, a_shape=None, b_shape=None) -> GemmPlan | None:
     """``gp`` on wgmma.mma_async, or None where wgmma cannot take it (the mma.sync plan
     stays). ``a_smem``/``b_smem``: the operands' shared layouts as ``(swizzle bytes,
     columns per atom)`` (``ir/smem_layouts.canonical_layout``), None where the tile's
     layout is not one wgmma reads; ``a_smem`` is ignored for A in registers
-    (``a_in_registers``)."""
-    return _wgmma(gp, a_smem, b_smem, False)
+    (``a_in_registers``). ``a_shape``/``b_shape``: the tiles' shapes where an operand
+    is a region of its tile (the gemm's operand shapes otherwise)."""
+    return _wgmma(gp, a_smem, b_smem, False, a_shape, b_shape)
 
 
-def with_wgmma_rs(gp: GemmPlan, b_smem) -> GemmPlan | None:
+def with_wgmma_rs(gp: GemmPlan, b_smem, b_shape=None) -> GemmPlan | None:
     """As ``with_wgmma``, A held in registers."""
-    return _wgmma(gp, None, b_smem, True)
+    return _wgmma(gp, None, b_smem, True, None, b_shape)
 
 
-def _wgmma(gp, a_smem, b_smem, a_regs):
+def _atom_aligned(origin, mn_major: bool, width: int, k_step: int) -> bool:
+    """Whether a region starting at ``origin`` (row, col) of its tile keeps a wgmma
+    descriptor valid: its start is the start of an 8-row group of the swizzle pattern
+    (so the base offset stays 0 and SBO/LBO keep the tile's strides) and, along the
+    atom's columns, on an atom boundary (MN-major) or on a k step inside the atom
+    (K-major: the same start-address move the k steps make)."""
+    row, col = origin
+    if mn_major:                        # rows are k, columns m or n
+        return row % 8 == 0 and col % width == 0
+    return row % 8 == 0 and col % k_step == 0
+
+
+def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
     if gp.dtypes not in WGMMA or gp.threads % WARPGROUP or b_smem is None:
         return None
     if not a_regs and a_smem is None:
@@ -352,14 +373,16 @@ def _wgmma(gp, a_smem, b_smem, a_regs):
     size = ITEMSIZE[gp.dtypes[0]]
     if size != 2 and (a_regs or gp.transpose_A or not gp.transpose_B):
         return None             # 8-bit operands: both K-major in shared memory
-    for smem, mn_major in ((None if a_regs else a_smem, gp.transpose_A),
-                           (b_smem, not gp.transpose_B)):
+    for smem, mn_major, origin in ((None if a_regs else a_smem, gp.transpose_A, gp.a_origin),
+                                   (b_smem, not gp.transpose_B, gp.b_origin)):
         if smem is None:
             continue
         swizzle, width = smem
         if swizzle not in (32, 64, 128):
             return None
         if not mn_major and k_step * size > swizzle:
+            return None
+        if not _atom_aligned(origin, mn_major, width, k_step):
             return None
     groups = gp.threads // WARPGROUP
     fits = []
@@ -379,8 +402,8 @@ def _wgmma(gp, a_smem, b_smem, a_regs):
         gm, gn = max(fits, key=lambda g: g[1])
     else:                   # the widest instruction N is the fastest (FullRow, Square)
         gm, gn = max(fits, key=lambda g: g[0])
-    rows_a = (gp.K, gp.M) if gp.transpose_A else (gp.M, gp.K)
-    rows_b = (gp.N, gp.K) if gp.transpose_B else (gp.K, gp.N)
+    rows_a = tuple(a_shape or ((gp.K, gp.M) if gp.transpose_A else (gp.M, gp.K)))
+    rows_b = tuple(b_shape or ((gp.N, gp.K) if gp.transpose_B else (gp.K, gp.N)))
     return replace(gp, engine="wgmma", warps_m=4 * gm, warps_n=gn, k_step=k_step,
                    instr=f"m64n{gp.N // gn}k{k_step}",
                    a_smem=None if a_regs else (*a_smem, *rows_a), b_smem=(*b_smem, *rows_b))

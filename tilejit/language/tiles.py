@@ -191,6 +191,16 @@ def clear(buf):
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
-    inputs are rounded to TensorFloat-32 first, as the tensor cores do)."""
+    inputs are rounded to TensorFloat-32 first, as the tensor cores do).
+
+    A and B are shared tiles (A may be a fragment: the operand in registers), or
+    rectangular regions of 2-d shared tiles with compile-time bounds, read through the
+    tile's own layout: ``T.gemm(A_shared[:, block_K:], B_shared[0:block_K, :], C)``,
+    ``T.gemm(Q_shared[:, :D], KV_shared, acc, transpose_B=True)``. A region's extents
+    must be the gemm's (op(A) is M x K, op(B) K x N, C M x N), else a ``CompileError``
+    naming the operand, the expected and the received. On sm_90a a region runs on wgmma
+    where it starts on its tile's swizzle atom (else on mma.sync). C is a whole
+    fragment; a region of a fragment, or bounds that move at run time, are a
+    ``CompileError``."""
     return meaning("gemm")(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
                            wg_wait)

@@ -742,10 +742,11 @@ def _choose_gemm_engines(ctx):
             t = tiles[name]
             if t.kind == SHARED:
                 smem[name] = canonical_layout(t.layout, tuple(t.shape), t.dtype.itemsize)
+        # the tiles' shapes: an operand may be a region of its tile (gp.a_origin)
         if tiles[a].kind == FRAGMENT:
-            wg = with_wgmma_rs(gp, smem[b])
+            wg = with_wgmma_rs(gp, smem[b], tiles[b].shape)
         else:
-            wg = with_wgmma(gp, smem[a], smem[b])
+            wg = with_wgmma(gp, smem[a], smem[b], tiles[a].shape, tiles[b].shape)
         if wg is None and gp.dtypes[0].startswith("float8") and not ctx.target.has_float8_mma:
             raise ctx.error(f"T.gemm on float8 operands runs on wgmma on {ctx.target.arch}, "
                             f"which cannot take this {gp.M}x{gp.N}x{gp.K} gemm: it needs both "

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
+from tilejit.frontend.gemm_operands import (GemmOperand, dynamic_bound_error, form_error,
+                                             region_errors, shape_error)
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import FLOAT8_GEMMS, FMA, GemmPlanError, plan_gemm, plan_mfma
@@ -321,16 +324,11 @@ class _Tiles(ast.NodeTransformer):
                                      f"{', '.join(_GEMM_OPTIONS)}", node)
             opts[k.arg] = k.value
         values = {k: self._static(v, f"T.gemm's {k}") for k, v in opts.items()}
-        tiles = []
-        for role, arg in zip("ABC", node.args[:3]):
-            if (role != "C" and isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name)
-                    and arg.func.id == STAGE):
-                arg = arg.args[0]           # one version of a stacked tile (staged_tiles.py)
-            if not (isinstance(arg, ast.Name) and arg.id in self.plan.tiles):
-                raise self.ctx.error(f"T.gemm: operand {role} must be a tile allocated in this "
-                                     f"kernel, got `{ast.unparse(arg)}`", node)
-            tiles.append(self.plan.tiles[arg.id])
-        a, b, c = tiles
+        operands, args = [], list(node.args[:3])
+        for i, role in enumerate("ABC"):
+            op, args[i] = self._gemm_operand(node, role, args[i])
+            operands.append(op)
+        a, b, c = (self.plan.tiles[op.name] for op in operands)
         for role, t, kinds in (("A", a, (SHARED, FRAGMENT)), ("B", b, (SHARED,)),
                                ("C", c, (FRAGMENT,))):
             if t.kind not in kinds or len(t.shape) != 2:
@@ -338,11 +336,12 @@ class _Tiles(ast.NodeTransformer):
                                      f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
                                      f"shape {t.shape}", node)
         ta, tb = bool(values.get("transpose_A", False)), bool(values.get("transpose_B", False))
-        M, K = (a.shape[1], a.shape[0]) if ta else a.shape
-        K2, N = (b.shape[1], b.shape[0]) if tb else b.shape
-        if K != K2 or c.shape != (M, N):
-            raise self.ctx.error(f"T.gemm: shapes do not match: op(A) is {M}x{K}, op(B) is "
-                                 f"{K2}x{N}, C is {c.shape[0]}x{c.shape[1]}", node)
+        message = shape_error(*operands, ta, tb)
+        if message:
+            raise self.ctx.error(message, node)
+        op_a = operands[0].extents
+        M, K = (op_a[1], op_a[0]) if ta else op_a
+        N = c.shape[1]
         policy = values.get("policy", T.GemmWarpPolicy.Square)
         policy = getattr(policy, "value", policy)
         dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
@@ -363,10 +362,60 @@ class _Tiles(ast.NodeTransformer):
         if a.kind == FRAGMENT and ta:
             raise self.ctx.error("T.gemm: transpose_A is not supported for an A operand in "
                                  "registers", node)
+        if not (operands[0].whole and operands[1].whole):
+            if target.kind == "amdgpu" and plan.engine == "mfma":
+                raise self.ctx.error("T.gemm: a region of a shared tile as an operand is not "
+                                     "supported on AMDGPU (MFMA); copy it into a tile of its "
+                                     "own", node)
+            plan = replace(plan, a_origin=operands[0].origin, b_origin=operands[1].origin)
         gid = f"g{self.gemm_count}"
         self.gemm_count += 1
         self.plan.gemms[gid] = (plan, a.name, b.name, c.name, node.lineno)
-        return ast.copy_location(_call(GEMM, node.args[:3] + [ast.Constant(gid)]), node)
+        return ast.copy_location(_call(GEMM, args + [ast.Constant(gid)]), node)
+
+    def _gemm_operand(self, node, role, arg):
+        """(GemmOperand, the argument naming its tile) of one operand: a tile, one version
+        of a stacked tile (``staged_tiles.py``), or a region of a tile
+        (``frontend/gemm_operands.py``), which becomes its tile (the plan keeps the
+        region's origin)."""
+        if (role != "C" and isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name)
+                and arg.func.id == STAGE):
+            tile = self.plan.tiles[arg.args[0].id]     # one version of a stacked tile
+            return GemmOperand(role, tile.name, tile.kind, tuple(tile.shape)), arg
+        if isinstance(arg, ast.Name) and arg.id in self.plan.tiles:
+            tile = self.plan.tiles[arg.id]
+            return GemmOperand(role, tile.name, tile.kind, tuple(tile.shape)), arg
+        if not (isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name)
+                and arg.value.id in self.plan.tiles):
+            raise self.ctx.error(f"T.gemm: operand {role} must be a tile allocated in this "
+                                 f"kernel or a region of one, got `{ast.unparse(arg)}`", node)
+        tile, text = self.plan.tiles[arg.value.id], ast.unparse(arg)
+        index = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
+        kinds = "".join("s" if isinstance(i, ast.Slice) else "p" for i in index)
+        message = form_error(role, text, tile.shape, kinds)
+        if message:
+            raise self.ctx.error(message, node)
+        box = []
+        for i, n in zip(index, tile.shape):
+            if i.step is not None:
+                raise self.ctx.error(f"T.gemm: operand {role} `{text}`: a region's slice "
+                                     f"may not have a step", node)
+            bounds = []
+            for which, bound, default in (("start", i.lower, 0), ("end", i.upper, n)):
+                try:
+                    v = default if bound is None else self.static.value(bound)
+                except NotStatic:
+                    v = None
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise self.ctx.error(dynamic_bound_error(role, text, which,
+                                                             ast.unparse(bound)), node)
+                bounds.append(v)
+            box.append(tuple(bounds))
+        op = GemmOperand(role, tile.name, tile.kind, tuple(tile.shape), tuple(box))
+        message = region_errors(op)
+        if message:
+            raise self.ctx.error(message, node)
+        return op, ast.copy_location(ast.Name(tile.name, ast.Load()), arg)
 
 
     def _check_float8(self, target, node):

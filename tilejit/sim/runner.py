@@ -13,6 +13,8 @@ from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.ir.markers import ATOMICS, GRID_DIM, LDMATRIX, MMA_SYNC, REGION, THREAD_INDEX
+from tilejit.errors import CompileError
+from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import mma, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
@@ -60,7 +62,11 @@ def simulator_function(kernel, constexprs=None):
         namespace[LDMATRIX] = mma.ldmatrix          # TensorCoreIntrinEmitter's code
         namespace[MMA_SYNC] = mma.mma_sync
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
-        regions = lambda fdef, ns: rewrite_regions(fdef, ns)  # noqa: E731
+        def regions(fdef, ns):
+            # a T.gemm region's bounds are compile-time values, as the compiler requires
+            check_static_bounds(fdef, ns, ks.constexpr_params,
+                                lambda m, n: CompileError(m, ks.filename, n.lineno))
+            return rewrite_regions(fdef, ns)
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,),
                            constants=constants)
         per_thread = uses_thread_index(tree)

@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 from tilejit.errors import AssumptionError, CompileError
+from tilejit.frontend.gemm_operands import GemmOperand, form_error, region_errors, shape_error
 from tilejit.language import numerics as _num
 from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_error
 from tilejit.language.dtypes import as_dtype
@@ -271,11 +272,55 @@ def _tf32(x):
     return np.where(finite, rounded, bits).view(np.float32)
 
 
+def _gemm_operand(role, x):
+    """The operand as ``frontend/gemm_operands.py`` checks it (raises its message)."""
+    if not isinstance(x, Region):
+        return GemmOperand(role, x.name, getattr(x, "kind", "global"), tuple(x.data.shape))
+    t = x.tensor
+    shape = tuple(t.data.shape)
+    kinds = x.kinds + "s" * (len(shape) - len(x.kinds))
+    starts = x.starts + (0,) * (len(shape) - len(x.starts))
+    ends = x.ends + (None,) * (len(shape) - len(x.ends))
+    box = tuple((a, n if e is None else e) for a, e, n in zip(starts, ends, shape))
+    if len(shape) >= 3 and kinds == "p" + "s" * (len(shape) - 1) and box[1:] == tuple(
+            (0, n) for n in shape[1:]):       # one version of a stacked tile
+        return GemmOperand(role, t.name, getattr(t, "kind", "global"), shape[1:])
+    index = (f"{a}:{b}" if k == "s" else str(a) for k, (a, b) in zip(kinds, box))
+    text = f"{t.name}[{', '.join(index)}]"
+    message = form_error(role, text, shape, kinds)
+    if message is None:
+        op = GemmOperand(role, t.name, getattr(t, "kind", "global"), shape, box)
+        message = region_errors(op)
+    if message is not None:
+        _gemm_error(message)
+    return op
+
+
+def _gemm_error(message):
+    frame = kernel_frame(1)
+    raise CompileError(message, *((frame.f_code.co_filename, frame.f_lineno)
+                                  if frame is not None else ()))
+
+
+def _check_gemm_operands(A, B, C, transpose_A, transpose_B):
+    """T.gemm's operands checked as the compiler checks them (a region of a shared tile
+    as A or B; ``frontend/gemm_operands.py``)."""
+    if not any(isinstance(x, Region) for x in (A, B, C)):
+        return
+    ops = [_gemm_operand(role, x) for role, x in zip("ABC", (A, B, C))]
+    if any(len(op.extents) != 2 for op in ops):
+        return                          # the general checks below report it
+    message = shape_error(*ops, transpose_A, transpose_B)
+    if message is not None:
+        _gemm_error(message)
+
+
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do; float64, which
     no tensor-core instruction here takes, is multiplied and summed in float64)."""
+    _check_gemm_operands(A, B, C, bool(transpose_A), bool(transpose_B))
     A, B, C = (tile_view(x, "T.gemm") for x in (A, B, C))
     A.check_written()
     B.check_written()

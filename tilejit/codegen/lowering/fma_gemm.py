@@ -35,7 +35,10 @@ def emit_fma_gemm(context, builder, sig, args):
     fma = intrinsic(builder, f"llvm.fma.{'f64' if isinstance(ety, ir.DoubleType) else 'f32'}",
                     ety, [ety, ety, ety])
 
-    def operand(ty, ptr, row, col):
+    def operand(ty, ptr, row, col, origin):
+        r0, c0 = origin                 # a region operand's first element in its tile
+        row = builder.add(row, I32(r0)) if r0 else row
+        col = builder.add(col, I32(c0)) if c0 else col
         p = builder.gep(ptr, [element_offset(builder, ty, [row, col])])
         v = context.unpack_value(builder, ty.element, p)
         return context.cast(builder, v, ty.element, c_ty.element)
@@ -46,10 +49,10 @@ def emit_fma_gemm(context, builder, sig, args):
             acc = cgutils.alloca_once_value(builder, start)
             with cgutils.for_range(builder, I32(gp.K)) as loop:
                 k = loop.index
-                a = operand(a_ty, args[0], k, i) if gp.transpose_A else \
-                    operand(a_ty, args[0], i, k)
-                b = operand(b_ty, args[1], j, k) if gp.transpose_B else \
-                    operand(b_ty, args[1], k, j)
+                a = operand(a_ty, args[0], *((k, i) if gp.transpose_A else (i, k)),
+                            gp.a_origin)
+                b = operand(b_ty, args[1], *((j, k) if gp.transpose_B else (k, j)),
+                            gp.b_origin)
                 builder.store(builder.call(fma, [a, b, builder.load(acc)]), acc)
             builder.store(builder.load(acc), ptr)
     return context.get_dummy_value()

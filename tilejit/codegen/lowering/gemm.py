@@ -198,6 +198,8 @@ def _gather(w, ty, ptr, operand, ti, kk):
                 k = builder.add(I32(kk * gp.k_step), a)
                 n = builder.add(builder.add(w.col0, I32(ti * 8)), b)
                 rc = (n, k) if gp.transpose_B else (k, n)
+            origin = gp.a_origin if operand == "A" else gp.b_origin
+            rc = [builder.add(x, I32(o)) if o else x for x, o in zip(rc, origin)]
             p = builder.gep(ptr, [_smem_offset(builder, tile, *rc)], inbounds=True)
             v = context.unpack_value(builder, ty.element, p)
             vals.append(_elem_data(context, builder, ty, v, gp.kind))
@@ -287,7 +289,10 @@ def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
     lanes = []
     for ty, operand, n_i in ((a_ty, "A", gp.repeat_m), (b_ty, "B", gp.repeat_n // 2)):
         tile = plan().tile(ty.tile_name)
-        use = (ty.kind != "fragment" and gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile))
+        origin = gp.a_origin if operand == "A" else gp.b_origin
+        # a region's 16-byte rows stay aligned where its first column is on one
+        use = (ty.kind != "fragment" and gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile)
+               and origin[1] % 8 == 0)
         lanes.append(LaneAddresses(builder, tile, gp, operand, max(n_i, 1), steps, env)
                      if use else None)
 

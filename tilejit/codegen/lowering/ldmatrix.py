@@ -31,12 +31,19 @@ LANE, ROW0, COL0 = Var("lane"), Var("row0"), Var("col0")
 
 
 def a_coords(gp, rm, kk):
-    """(row, col) in the A tile of this lane's 16-byte row for ldmatrix.x4 (rm, kk)."""
+    """(row, col) in the A tile of this lane's 16-byte row for ldmatrix.x4 (rm, kk) (a
+    region operand's origin added)."""
     mi, r = LANE // 8, LANE % 8
     lo, hi = (mi % 2) * 8, (mi // 2) * 8
     if gp.transpose_A:                   # tile (K, M): rows are k, .trans
-        return kk * 16 + hi + r, ROW0 + rm * 16 + lo
-    return ROW0 + rm * 16 + lo + r, kk * 16 + hi
+        return _at(gp.a_origin, kk * 16 + hi + r, ROW0 + rm * 16 + lo)
+    return _at(gp.a_origin, ROW0 + rm * 16 + lo + r, kk * 16 + hi)
+
+
+def _at(origin, row, col):
+    """(row, col) of a gemm operand moved to its region's origin in the tile."""
+    r0, c0 = origin
+    return (row + r0 if r0 else row), (col + c0 if c0 else col)
 
 
 def b_coords(gp, pair, kk, count=4):
@@ -46,7 +53,7 @@ def b_coords(gp, pair, kk, count=4):
     k_half, n_half = (m % 2) * 8, (m // 2) * 8
     n0 = COL0 + pair * 16 + n_half
     k0 = kk * 16 + k_half
-    return (n0 + r, k0) if gp.transpose_B else (k0 + r, n0)
+    return _at(gp.b_origin, *((n0 + r, k0) if gp.transpose_B else (k0 + r, n0)))
 
 
 @lru_cache(maxsize=None)

@@ -207,15 +207,18 @@ def emit_wgmma_gemm(context, builder, sig, args):
             for k in range(5, len(args), 2):
                 emit_copy_async(context, builder, sig.args[k:k + 2], args[k:k + 2])
     steps = gp.K // gp.k_step
+    # a region operand: its origin (ir/gemm_plan._atom_aligned) as (mn, k) in the tile
+    a_mn0, a_k0 = gp.a_origin[::-1] if a_mn else gp.a_origin
+    b_mn0, b_k0 = gp.b_origin[::-1] if b_mn else gp.b_origin
     for kk in range(steps):
-        b_k = _advance(builder, b_desc, operand_offset(gp.b_smem, 0, kk * gp.k_step, size,
-                                                       b_mn))
+        b_k = _advance(builder, b_desc, operand_offset(gp.b_smem, b_mn0, b_k0 + kk * gp.k_step,
+                                                       size, b_mn))
         for rm in range(gp.repeat_m):
             if in_registers:
                 a = _a_registers(context, builder, gp, a_ty, args[0], rm, kk)
             else:
-                a = _advance(builder, a_desc, operand_offset(gp.a_smem, 64 * rm,
-                                                             kk * gp.k_step, size, a_mn))
+                a = _advance(builder, a_desc, operand_offset(gp.a_smem, a_mn0 + 64 * rm,
+                                                             a_k0 + kk * gp.k_step, size, a_mn))
             regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
                                     accumulate=not (gp.clear_accum and kk == 0))
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
