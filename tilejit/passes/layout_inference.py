@@ -178,9 +178,10 @@ def _partial_positions(sub, loop_vars, varying):
 class _Collect(ast.NodeVisitor):
     """Fragment loops and copies between fragments."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, whole=frozenset()):
         self.ctx = ctx
-        self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
+        # a fragment every thread holds whole is read at any index: no loop's layout
+        self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT} - set(whole)
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
         self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
@@ -518,7 +519,9 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     tiles = plan.tiles
     fdef = _widen_unit_loops(fdef, ctx)
-    col = _Collect(ctx)
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    gathered = _gathered_fragments(fdef, ctx, static)
+    col = _Collect(ctx, gathered)
     col.visit(fdef)
     groups = UnionFind()
     fixed = fixed_fragment_layouts(ctx)
@@ -527,7 +530,6 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             raise ctx.error(f"T.copy between fragments of different shapes {tiles[src].shape} "
                             f"and {tiles[dst].shape}", line)
         groups.union(src, dst)
-    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     derived = []          # (source fragment, target fragment, dims removed, keep, line, why)
     loop_ids = {}
     views = dict(tiles)          # the tiles, and a stand-in for each loop over part of one
@@ -609,7 +611,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((t.view_of, t.name, None, _RESHAPE, t.line, why, False))
             derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
             viewed |= {t.name, t.view_of}
-    scalars = _scalar_fragments(fdef, ctx) - set(plan.user_fragments) - viewed
+    scalars = (_scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
@@ -1071,6 +1073,59 @@ def _scalar_fragments(fdef, ctx) -> set:
 
 
 _SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
+
+
+def _gathered_fragments(fdef, ctx, static) -> frozenset:
+    """Small fragments a T.Parallel reads at indices that are not its own (``a[k, i]`` in
+    a loop over ``(i, j)`` with k a serial loop's variable, ``A[i, j // 32]``), which no
+    distribution over that loop can hold, and that no T.Parallel writes: as TileLang
+    replicates them, every thread holds the whole fragment (set by ``T.copy``,
+    ``T.fill``/``T.clear`` or stores outside T.Parallel loops) and reads any element.
+    Only fragments the loop's own layout cannot follow are taken (the shape differs
+    from the loop's extents), so a kernel that compiled before keeps its layouts."""
+    tiles = ctx.plan.tiles
+    small = {n for n, t in tiles.items() if t.kind == FRAGMENT and t.shape
+             and math.prod(t.shape) <= _GATHERED_FRAGMENT_MAX and not t.view_of}
+    small -= set(ctx.plan.user_fragments)
+    if not small:
+        return frozenset()
+    wanted, written = set(), set()
+    for loop in ast.walk(fdef):
+        if not (isinstance(loop, ast.For) and _is_parallel(loop, ctx)):
+            continue
+        loop_vars = _loop_names(loop.target) or []
+        try:
+            extents = tuple(static.value(a) for a in loop.iter.args)
+        except NotStatic:
+            extents = None
+        varying = set(loop_vars) | {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+                                    and isinstance(n.ctx, ast.Store)}
+        for sub in ast.walk(loop):
+            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+                    and sub.value.id in small):
+                continue
+            name = sub.value.id
+            if not isinstance(sub.ctx, ast.Load):
+                written.add(name)
+                continue
+            # what _Collect makes of it: a use by all of the loop's indices (the shape
+            # must then be the loop's), by some (a reduction's rows), or in part
+            if _constant_index(sub) is not None or \
+                    _dropped_positions(_index_names(sub), loop_vars) or \
+                    (loop_vars and _partial_positions(sub, loop_vars, varying) is not None):
+                continue
+            if extents is not None and extents != tiles[name].shape and \
+                    _index_names(sub) != list(loop_vars):
+                wanted.add(name)
+    for node in ast.walk(fdef):             # every other use: a whole copy, fill, or element
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in wanted and resolve_static(
+                    node.func, ctx.namespace) not in (T.copy, T.fill, T.clear):
+            written.add(node.args[0].id)
+    return frozenset(wanted - written)
+
+
+_GATHERED_FRAGMENT_MAX = 64      # elements a thread holds whole to read any of them
 
 
 def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
