@@ -603,3 +603,29 @@ def test_tensors_annotated_in_the_signature_on_gpu():
     scale_by_factor(a.cpu(), b_sim)
     torch.testing.assert_close(b, a * 2)
     torch.testing.assert_close(b.cpu(), b_sim)
+
+
+# TileLang's DeepSeek examples check their settings with asserts inside the host code's
+# `if` blocks, before the kernel
+@tilelang.jit
+def replicate_heads(O, head_kv=128, dtype=T.float32):
+    B, S = T.const("B, S")
+    O: T.Tensor([B, S], dtype)
+    if head_kv > 64:
+        assert head_kv % 64 == 0, f"head_kv should be a multiple of 64, got {head_kv}"
+        rep = head_kv // 64
+    else:
+        rep = 1
+    D = T.empty([B, S], dtype)
+    with T.Kernel(B, threads=64) as bx:
+        for j in T.Parallel(S):
+            D[bx, j] = O[bx, j] * rep
+    return D
+
+
+def test_asserts_in_the_host_codes_if_blocks_are_checked_by_the_host():
+    x = torch.randn(4, 64)
+    torch.testing.assert_close(replicate_heads(x), x * 2)
+    torch.testing.assert_close(replicate_heads(x, head_kv=32), x)
+    with pytest.raises(AssertionError, match="multiple of 64, got 96"):
+        replicate_heads(x, head_kv=96)

@@ -329,6 +329,24 @@ def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
     return [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(not any_))] + body
 
 
+class _DropAsserts(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return None
+
+    def generic_visit(self, node):
+        node = super().generic_visit(node)
+        if isinstance(getattr(node, "body", None), list) and not node.body:
+            node.body = [ast.copy_location(ast.Pass(), node)]     # a block left empty
+        return node
+
+
+def _without_asserts(stmt):
+    """A host statement without the asserts nested in it (the host program checks them)."""
+    if not any(isinstance(n, ast.Assert) for n in ast.walk(stmt)):
+        return stmt
+    return ast.fix_missing_locations(_DropAsserts().visit(copy.deepcopy(stmt)))
+
+
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                 outputs=(), shape_entries=(), on_rewritten=None,
                 namespace=None, constants=None) -> ast.FunctionDef:
@@ -360,8 +378,9 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef.returns = None
     body = fdef.body
     launch = body[ks.launch_index]
-    # the host's asserts (shapes, dtypes) are the host program's
-    prologue = [s for s in body[:ks.launch_index] if not (
+    # the host's asserts (shapes, dtypes), also those in its `if` blocks, are the host
+    # program's
+    prologue = [_without_asserts(s) for s in body[:ks.launch_index] if not (
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
         and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
     if namespace is not None:

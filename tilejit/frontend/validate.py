@@ -55,9 +55,13 @@ def check_supported(ks: KernelSource) -> None:
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
                   if is_prologue_value(stmt) for n in ast.walk(stmt.value)}
     for index, stmt in enumerate(ks.tree.body):
-        if isinstance(stmt, ast.Assert) and index < ks.launch_index:
-            continue    # host code (its message may be an f-string): rewrite.device_tree drops it
+        # host code's asserts, at the top or in its `if` blocks (their messages may be
+        # f-strings): the host program checks them; rewrite.device_tree drops them
+        host_asserts = {id(n) for a in ast.walk(stmt) if isinstance(a, ast.Assert)
+                        for n in ast.walk(a)} if index < ks.launch_index else set()
         for node in ast.walk(stmt):
+            if id(node) in host_asserts:
+                continue
             if id(node) in call_args and type(node) in UNSUPPORTED:
                 continue
             what = UNSUPPORTED.get(type(node))
