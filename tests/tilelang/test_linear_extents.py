@@ -66,11 +66,3 @@ def test_two_extents_of_one_symbol_must_agree_and_size_an_output():
     assert b.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0]
     with pytest.raises(ValueError, match="symbol n"):
         kernel(torch.zeros(5), torch.zeros(9))
-
-
-def test_only_linear_extents_of_one_symbol():
-    n, m = T.dynamic("n"), T.dynamic("m")
-    with pytest.raises(TypeError, match="a \\* n \\+ b"):
-        n * m
-    with pytest.raises(TypeError, match="positive"):
-        n * 0

@@ -5,18 +5,111 @@ door (``tilejit/tilelang/classic.py``, which compiles a ``PrimFunc``), not execu
 inside kernels."""
 from __future__ import annotations
 
+import ast
 import warnings
 
 from tilejit.language.dtypes import DType, as_dtype
 
 
-class Symbol:
+class SymbolicInt:
+    """Integer arithmetic on shape symbols, as TileLang programs write it outside the
+    kernel body (``T.ceildiv(m, block_M)``, ``m // 2``, ``n * k``, ``m % 4``, ``m - 1``,
+    ``m < 128``): the result is a ``SymbolicExpr`` (a ``LinearExtent`` while it stays
+    ``a * n + b`` of one symbol with ``a > 0``, the form a tensor's size solves), whose
+    value is known once its symbols' values are (``evaluate``). Python cannot branch on it
+    or use it as an ``int``: that is a TypeError naming the symbol."""
+
+    def symbols(self) -> list:
+        raise NotImplementedError
+
+    def evaluate(self, env: dict) -> int:
+        """The value for symbol values ``env`` ({symbol name: int})."""
+        raise NotImplementedError
+
+    def to_ast(self, read):
+        """This expression as Python source, each symbol ``s`` written ``read(s)``."""
+        raise NotImplementedError
+
+    def _names(self) -> str:
+        return ", ".join(dict.fromkeys(s.name for s in self.symbols()))
+
+    def _other(self, k, op):
+        if isinstance(k, SymbolicInt) or (isinstance(k, int) and not isinstance(k, bool)):
+            return k
+        raise TypeError(f"shape symbol {self._names()}: {self} {op} {k!r} is not supported "
+                        "(a symbol combines with integers and other symbols: + - * // % "
+                        "and comparisons)")
+
+    def _op(self, op, k, reflected=False):
+        k = self._other(k, op)
+        return SymbolicExpr(op, (k, self) if reflected else (self, k))
+
+    def __add__(self, k):
+        return self._op("+", k)
+
+    def __radd__(self, k):
+        return self._op("+", k, True)
+
+    def __sub__(self, k):
+        return self._op("-", k)
+
+    def __rsub__(self, k):
+        return self._op("-", k, True)
+
+    def __mul__(self, k):
+        return self._op("*", k)
+
+    def __rmul__(self, k):
+        return self._op("*", k, True)
+
+    def __floordiv__(self, k):
+        return self._op("//", k)
+
+    def __rfloordiv__(self, k):
+        return self._op("//", k, True)
+
+    def __mod__(self, k):
+        return self._op("%", k)
+
+    def __rmod__(self, k):
+        return self._op("%", k, True)
+
+    def __neg__(self):
+        return SymbolicExpr("-", (0, self))
+
+    def __lt__(self, k):
+        return self._op("<", k)
+
+    def __le__(self, k):
+        return self._op("<=", k)
+
+    def __gt__(self, k):
+        return self._op(">", k)
+
+    def __ge__(self, k):
+        return self._op(">=", k)
+
+    def __truediv__(self, k):
+        raise TypeError(f"shape symbol {self._names()}: {self} / {k!r} is not an integer; "
+                        "use // or T.ceildiv")
+
+    __rtruediv__ = __truediv__
+
+    def __index__(self):
+        raise TypeError(f"shape symbol {self._names()}: {self} has no value before the "
+                        "kernel runs (a T.dynamic size); it cannot be used as a Python int")
+
+    __int__ = __index__
+
+
+class Symbol(SymbolicInt):
     """A named dimension: ``M = T.const("M")`` (bound to a tensor's shape, compile-time
     where the program needs it) or ``T.dynamic("m")`` (never specialized).
 
     ``T.Var`` is this class, as TileLang's ``T.Var`` is the class of its symbols:
     ``isinstance(M, T.Var)`` tells a symbolic extent from a number, and
-    ``T.Var("n", T.int32)`` makes a run-time one (as ``T.dynamic("n")``)."""
+    ``T.Var("n", T.int32)`` makes a run-time one (as ``T.dynamic("n")``). Arithmetic on
+    it is a ``SymbolicExpr`` (``SymbolicInt``)."""
 
     def __init__(self, name: str, dtype="int32", dynamic: bool = True):
         if not isinstance(name, str):
@@ -28,29 +121,81 @@ class Symbol:
     def __repr__(self):
         return f"T.{'dynamic' if self.dynamic else 'const'}({self.name!r})"
 
-    # ``n * 4``, ``n + 1``, ``3 * n - 2`` in a ``T.prim_func``'s annotations: a linear
-    # extent (``LinearExtent``) whose size gives ``n``
-    def __mul__(self, k):
-        return LinearExtent(self, 1, 0) * k
+    def __str__(self):
+        return self.name
 
-    __rmul__ = __mul__
+    def symbols(self):
+        return [self]
 
-    def __add__(self, k):
-        return LinearExtent(self, 1, 0) + k
+    def evaluate(self, env):
+        if self.name not in env:
+            raise ValueError(f"shape symbol {self.name} has no value (known: "
+                             f"{', '.join(env) or 'none'})")
+        return int(env[self.name])
 
-    __radd__ = __add__
+    def to_ast(self, read):
+        return read(self)
 
-    def __sub__(self, k):
-        return LinearExtent(self, 1, 0) - k
+    # ``n * 4``, ``n + 1``, ``3 * n - 2``: a linear extent (``LinearExtent``) whose size
+    # gives ``n``
+    def _op(self, op, k, reflected=False):
+        return LinearExtent(self, 1, 0)._op(op, k, reflected)
 
 
-class LinearExtent:
+_EVAL = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+         "//": lambda a, b: a // b, "%": lambda a, b: a % b, "<": lambda a, b: a < b,
+         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_AST = {"+": ast.Add, "-": ast.Sub, "*": ast.Mult, "//": ast.FloorDiv, "%": ast.Mod}
+_AST_CMP = {"<": ast.Lt, "<=": ast.LtE, ">": ast.Gt, ">=": ast.GtE}
+
+
+class SymbolicExpr(SymbolicInt):
+    """``left op right`` over shape symbols and integers (``op`` one of + - * // % < <= >
+    >=). In a ``T.prim_func``'s annotation it is an extent checked once its symbols are
+    known (from other extents); a closure value of the kernel body is computed there from
+    the tensors' sizes (``tilelang/classic.py``)."""
+
+    def __init__(self, op: str, args: tuple):
+        self.op, self.args = op, args
+
+    @property
+    def dynamic(self):
+        return any(s.dynamic for s in self.symbols())
+
+    def symbols(self):
+        return [s for a in self.args if isinstance(a, SymbolicInt) for s in a.symbols()]
+
+    def evaluate(self, env):
+        left, right = (a.evaluate(env) if isinstance(a, SymbolicInt) else a for a in self.args)
+        return _EVAL[self.op](left, right)
+
+    def to_ast(self, read):
+        left, right = (a.to_ast(read) if isinstance(a, SymbolicInt) else ast.Constant(a)
+                       for a in self.args)
+        if self.op in _AST_CMP:
+            return ast.Compare(left, [_AST_CMP[self.op]()], [right])
+        return ast.BinOp(left, _AST[self.op](), right)
+
+    def __bool__(self):
+        raise TypeError(f"shape symbol {self._names()}: whether {self} holds is known only "
+                        "when the kernel runs; Python cannot branch on it (use T.if_then_else "
+                        "or an if inside the kernel)")
+
+    def __repr__(self):
+        left, right = (f"({a!r})" if isinstance(a, SymbolicExpr) else
+                       (a.name if isinstance(a, Symbol) else repr(a)) for a in self.args)
+        return f"{left} {self.op} {right}"
+
+
+class LinearExtent(SymbolicExpr):
     """``a * n + b`` of a symbol ``n`` and integers ``a > 0``, ``b``: an extent of a
     ``T.prim_func`` annotation (``T.Tensor((n * 4,), ...)``). A tensor's size ``s`` there
     gives ``n = (s - b) / a``, which must be a whole number not below 0."""
 
     def __init__(self, symbol: Symbol, a: int, b: int):
         self.symbol, self.a, self.b = symbol, a, b
+        product = symbol if a == 1 else SymbolicExpr("*", (a, symbol))
+        super().__init__("+" if b >= 0 else "-", (product, abs(b)))
 
     @property
     def name(self):
@@ -60,27 +205,20 @@ class LinearExtent:
     def dynamic(self):
         return self.symbol.dynamic
 
-    def _int(self, k, op):
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"a symbolic extent takes integers: {self!r} {op} {k!r} (only "
-                            f"a * n + b of one symbol is supported)")
-        return k
+    def _op(self, op, k, reflected=False):
+        if isinstance(k, int) and not isinstance(k, bool):
+            if op == "+":
+                return LinearExtent(self.symbol, self.a, self.b + k)
+            if op == "-" and not reflected:
+                return LinearExtent(self.symbol, self.a, self.b - k)
+            if op == "*" and k > 0:
+                return LinearExtent(self.symbol, self.a * k, self.b * k)
+        if (self.a, self.b) == (1, 0):      # the bare symbol in a wider expression
+            return SymbolicInt._op(self.symbol, op, k, reflected)
+        return SymbolicInt._op(self, op, k, reflected)
 
-    def __mul__(self, k):
-        k = self._int(k, "*")
-        if k <= 0:
-            raise TypeError(f"a symbolic extent's factor must be positive, got {k}")
-        return LinearExtent(self.symbol, self.a * k, self.b * k)
-
-    __rmul__ = __mul__
-
-    def __add__(self, k):
-        return LinearExtent(self.symbol, self.a, self.b + self._int(k, "+"))
-
-    __radd__ = __add__
-
-    def __sub__(self, k):
-        return LinearExtent(self.symbol, self.a, self.b - self._int(k, "-"))
+    def symbols(self):
+        return [self.symbol]
 
     def value(self, n: int) -> int:
         """The extent for symbol value ``n``."""
@@ -95,6 +233,10 @@ class LinearExtent:
         sign = "+" if self.b >= 0 else "-"
         return (f"{self.a} * {self.symbol.name}" if self.a != 1 else self.symbol.name) + (
             f" {sign} {abs(self.b)}" if self.b else "")
+
+
+# what a ``T.prim_func`` annotation extent or a closure value may be besides an int
+SYMBOLIC = (SymbolicInt,)
 
 
 def const(names: str):

@@ -11,6 +11,7 @@ import builtins
 import operator
 
 from tilejit import language as T
+from tilejit.language.tilelang_names import SYMBOLIC
 
 
 class NotStatic(Exception):
@@ -37,6 +38,7 @@ class StaticEval:
         self.namespace = namespace
         self.params = {name: _ParamDtype(d) for name, d in param_dtypes.items()}
         self.env: dict = {}
+        self.assigned: set[str] = set()     # names the body binds: they hide the namespace's
         if fdef is not None:
             self._collect(fdef)
 
@@ -45,6 +47,7 @@ class StaticEval:
         for node in ast.walk(fdef):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
+        self.assigned = set(counts)
         for stmt in fdef.body:                  # straight-line top level only
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                 continue
@@ -82,8 +85,11 @@ class StaticEval:
                 return self.env[node.id]
             if node.id in self.params:
                 return self.params[node.id]
-            if node.id in self.namespace:
-                return self.namespace[node.id]
+            if node.id in self.namespace and node.id not in self.assigned:
+                value = self.namespace[node.id]
+                if isinstance(value, SYMBOLIC):     # a shape symbol: known when it runs
+                    raise NotStatic(node.id)
+                return value
             if hasattr(builtins, node.id) and node.id in ("True", "False", "None"):
                 return getattr(builtins, node.id)
             raise NotStatic(node.id)

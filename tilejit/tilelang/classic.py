@@ -20,16 +20,16 @@ from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.jit import JITKernel, pass_config_options
-from tilejit.language.tilelang_names import LinearExtent, PrimFunc, Symbol
-
-SYMBOLIC = (Symbol, LinearExtent)
+from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
+                                             SymbolicInt)
 
 
 def _bind_symbols(pf: PrimFunc, order):
     """(the prim_func's source with ``n = A.shape[0]`` for each symbol its body uses,
     {symbol: (parameter, dimension, a, b)}: the symbol is ``(shape[dim] - b) // a``, from
     a plain extent where one has it, else from a linear one, ``a * n + b``); the source
-    is None when the body uses none."""
+    is None when the body uses none. A closure value computed from symbols
+    (``grid = T.ceildiv(m, 128)``) is computed at the top of the body from the sizes."""
     found = function_def_from_file(pf.func)
     dims: dict = {}
     for linear in (False, True):
@@ -45,26 +45,34 @@ def _bind_symbols(pf: PrimFunc, order):
     namespace = function_namespace(pf.func)
     used = sorted({node.id for stmt in fdef.body for node in ast.walk(stmt)
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-                   and isinstance(namespace.get(node.id), Symbol)})
+                   and isinstance(namespace.get(node.id), SymbolicInt)})
     if not used:
         return None, dims
+
+    def line_of(name):
+        return next(node.lineno for stmt in fdef.body for node in ast.walk(stmt)
+                    if isinstance(node, ast.Name) and node.id == name)
+
     bindings = []
     for name in used:
-        symbol = namespace[name]
-        if symbol not in dims:
-            line = next(node.lineno for stmt in fdef.body for node in ast.walk(stmt)
-                        if isinstance(node, ast.Name) and node.id == name)
-            raise CompileError(f"@T.prim_func {pf.__name__}: symbol {name} ({symbol!r}) is "
-                               "used in the body but is not an extent of any parameter's "
-                               "annotation", filename, line)
-        param, dim, a, b = dims[symbol]
-        read = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape", ast.Load()),
-                             ast.Constant(dim), ast.Load())
-        if (a, b) != (1, 0):
-            read = ast.BinOp(ast.BinOp(read, ast.Sub(), ast.Constant(b)), ast.FloorDiv(),
-                             ast.Constant(a))
-        bindings.append(ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], read),
-                                          fdef))
+        value = namespace[name]
+
+        def read(symbol, name=name, value=value):
+            if symbol not in dims:
+                raise CompileError(
+                    f"@T.prim_func {pf.__name__}: symbol {symbol.name} ({symbol!r}) is used "
+                    f"in the body{'' if value is symbol else f' (in {name} = {value!r})'} "
+                    "but is not an extent of any parameter's annotation (an extent n or "
+                    "a * n + b gives n; one such as n // 2 does not)", filename, line_of(name))
+            param, dim, a, b = dims[symbol]
+            expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape",
+                                               ast.Load()), ast.Constant(dim), ast.Load())
+            if (a, b) != (1, 0):
+                expr = ast.BinOp(ast.BinOp(expr, ast.Sub(), ast.Constant(b)), ast.FloorDiv(),
+                                 ast.Constant(a))
+            return expr
+        bindings.append(ast.copy_location(
+            ast.Assign([ast.Name(name, ast.Store())], value.to_ast(read)), fdef))
     fdef.body = bindings + fdef.body
     return (filename, ast.fix_missing_locations(fdef)), dims
 
@@ -117,6 +125,10 @@ class CompiledPrimFunc:
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
 
     def _check(self, name, value, sizes):
+        """The tensor ``value`` for parameter ``name`` against its annotation; a symbol's
+        size goes into ``sizes`` ({symbol name: (parameter, value)}), an extent computed
+        from symbols (``m // 2``) is checked once they are known (``sizes['']``, then
+        ``_check_computed``)."""
         ann = self.prim.annotations[name]
         if getattr(ann, "scalar", False):
             _check_scalar(name, value, ann.dtype)
@@ -131,7 +143,7 @@ class CompiledPrimFunc:
             raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
                             f"{arg.dtype.name}")
         for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
-            if isinstance(want, SYMBOLIC):
+            if isinstance(want, (Symbol, LinearExtent)):
                 value = have if isinstance(want, Symbol) else want.solve(have)
                 if value is None:
                     raise ValueError(f"argument {name!r}: shape[{dim}] is {have}, which no "
@@ -142,9 +154,20 @@ class CompiledPrimFunc:
                             else f"= {have} makes it {value}")
                     raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
                                      f"{name}.shape[{dim}] {said}")
+            elif isinstance(want, SYMBOLIC):
+                sizes.setdefault("", []).append((name, dim, want, have))
             elif int(want) != have:
                 raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
         return arg
+
+    @staticmethod
+    def _check_computed(sizes):
+        """The extents computed from symbols (``m // 2``), once every tensor is seen."""
+        for name, dim, want, have in sizes.pop("", []):
+            expected = _extent(want, sizes, name)
+            if expected != have:
+                raise ValueError(f"argument {name!r}: shape[{dim}] must be {want!r} = "
+                                 f"{expected}, got {have}")
 
     def __call__(self, *args):
         params = self.prim.params
@@ -158,6 +181,7 @@ class CompiledPrimFunc:
             for name, value in zip(inputs, args):
                 arg = self._check(name, value, sizes)
                 like = like or arg
+            self._check_computed(sizes)
             if like is None:        # outputs only: where a kernel without inputs runs
                 like = placement_without_inputs(self.kernel)
             values, outputs, it = [], [], iter(args)
@@ -165,8 +189,7 @@ class CompiledPrimFunc:
                 for i, name in enumerate(params):
                     if i in self.out_idx:
                         ann = self.prim.annotations[name]
-                        unsized = [d.name for d in ann.shape
-                                   if isinstance(d, SYMBOLIC) and d.name not in sizes]
+                        unsized = _unknown_symbols(ann.shape, sizes)
                         if unsized:
                             raise ValueError(
                                 f"output {name!r} (out_idx): symbol(s) {', '.join(unsized)} "
@@ -184,6 +207,7 @@ class CompiledPrimFunc:
         sizes = {}
         for name, value in zip(params, values):
             self._check(name, value, sizes)
+        self._check_computed(sizes)
         self.kernel(*values)
         if not outputs:
             return None
@@ -201,6 +225,7 @@ class CompiledPrimFunc:
             for name, value in zip(names, tensors):
                 arg = self._check(name, value, sizes)
                 given[name] = TensorSpec(arg.shape, arg.dtype)
+            self._check_computed(sizes)
         specs = []
         for name in self.prim.params:
             if name in given:
@@ -210,7 +235,7 @@ class CompiledPrimFunc:
             if getattr(ann, "scalar", False):     # any value of its kind: a run-time scalar
                 specs.append(1.0 if ann.dtype.is_float else 1)
                 continue
-            unsized = [d.name for d in ann.shape if isinstance(d, SYMBOLIC) and d.name not in sizes]
+            unsized = _unknown_symbols(ann.shape, sizes)
             if unsized:
                 raise TypeError(f"get_kernel_source(): {name} has symbolic extent(s) "
                                 f"{', '.join(unsized)}; give example tensors "
@@ -219,13 +244,22 @@ class CompiledPrimFunc:
         return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
 
 
-def _extent(d, sizes) -> int:
+def _extent(d, sizes, name=None) -> int:
     """An annotation's extent, its symbols' values in ``sizes`` ({name: (from, value)})."""
-    if isinstance(d, Symbol):
-        return sizes[d.name][1]
-    if isinstance(d, LinearExtent):
-        return d.value(sizes[d.name][1])
+    if isinstance(d, SymbolicInt):
+        missing = _unknown_symbols((d,), sizes)
+        if missing:
+            raise ValueError(f"{'argument ' + repr(name) + ': ' if name else ''}the extent "
+                             f"{d!r} needs symbol(s) {', '.join(missing)}, which no tensor's "
+                             "extent n or a * n + b gives")
+        return d.evaluate({k: v[1] for k, v in sizes.items() if k})
     return int(d)
+
+
+def _unknown_symbols(shape, sizes) -> list[str]:
+    """The names of the symbols of ``shape``'s extents that ``sizes`` has no value for."""
+    return list(dict.fromkeys(s.name for d in shape if isinstance(d, SymbolicInt)
+                              for s in d.symbols() if s.name not in sizes))
 
 
 def _check_scalar(name, value, dtype):

@@ -39,7 +39,8 @@ from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import LinearExtent, TensorAnnotation, warn_symbolic
 from tilejit.options import compile_options
 from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
-                                            derived_extents, symbol_bindings)
+                                            derived_extents, has_computed_extents,
+                                            symbol_bindings)
 
 
 class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
@@ -296,7 +297,9 @@ class JitFunction:
         for name, ann, line in self.sugar.annotations:
             try:
                 spec = eval(compile(ast.Expression(ann), self.sugar.filename, "eval"), env)
-            except TypeError:       # arithmetic on symbols: T.ceildiv(K, 128)
+            except TypeError:
+                spec = None
+            if spec is None or has_computed_extents(spec):     # T.ceildiv(K, 128)
                 spec = derived_extents(ann, env, self.sugar.filename)
             if not isinstance(spec, TensorAnnotation):
                 raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer")

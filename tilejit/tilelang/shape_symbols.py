@@ -23,6 +23,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit.language.tilelang_names import LinearExtent, Symbol, SymbolicInt
+
 
 class Prologue:
     """The values of the body's top-level names so far, as expressions."""
@@ -149,6 +151,16 @@ class DerivedExtent:
         return self.text
 
 
+def _computed(extent) -> bool:
+    """Whether an evaluated extent is arithmetic on symbols other than ``a * n + b``."""
+    return isinstance(extent, SymbolicInt) and not isinstance(extent, (Symbol, LinearExtent))
+
+
+def has_computed_extents(spec) -> bool:
+    """Whether an evaluated annotation has an extent ``derived_extents`` keeps as source."""
+    return any(_computed(d) for d in getattr(spec, "shape", ()))
+
+
 def derived_extents(annotation, env, filename):
     """The annotation evaluated with each extent that does not evaluate with the symbols
     as symbols (arithmetic other than ``a * n + b``) kept as a ``DerivedExtent``."""
@@ -158,9 +170,12 @@ def derived_extents(annotation, env, filename):
     extents = []
     for extent in shape:
         try:
-            extents.append(eval(compile(ast.Expression(extent), filename, "eval"), env))
+            value = eval(compile(ast.Expression(extent), filename, "eval"), env)
         except TypeError:
-            extents.append(DerivedExtent(extent, filename))
+            value = None
+        if value is None or _computed(value):
+            value = DerivedExtent(extent, filename)
+        extents.append(value)
     annotation = copy.deepcopy(annotation)
     hole = ast.Name("__tilejit_shape__", ast.Load())
     if isinstance(annotation, ast.Call):

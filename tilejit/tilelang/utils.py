@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.tilelang_names import SymbolicInt
 
 __all__ = ["TensorSupplyType", "get_tensor_supply", "supply", "torch_assert_close"]
 
@@ -83,7 +84,7 @@ def get_tensor_supply(supply_type: TensorSupplyType = TensorSupplyType.Integer):
         if shape is None or dtype is None:
             raise TypeError(f"get_tensor_supply: a parameter has a shape and a dtype; got "
                             f"{param!r}")
-        if any(not isinstance(d, int) and not hasattr(d, "__index__") for d in shape):
+        if any(isinstance(d, SymbolicInt) or not hasattr(d, "__index__") for d in shape):
             raise ValueError(f"get_tensor_supply: the shape {tuple(shape)} has symbolic "
                              "extents; random tensors need a static shape")
         return supply(shape, dtype, supply_type)
