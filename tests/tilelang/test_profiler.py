@@ -79,9 +79,55 @@ def test_symbolic_shapes_need_input_tensors():
                 if bx * 32 + i < M:
                     B[bx * 32 + i, j] = A[bx * 32 + i, j] * 2.0
     profiler = tilelang.compile(double, out_idx=[-1]).get_profiler()
-    with pytest.raises(ValueError, match="input 'A' has a symbolic shape; pass input_tensors"):
+    with pytest.raises(ValueError, match=r"input 'A' has a symbolic shape \(M, 64\); give the "
+                                         r"size of M with dynamic_symbolic_constraints="
+                                         r"\{'M': ...\} or pass input_tensors"):
         profiler.input_tensors()
     profiler.assert_allclose(lambda A: A * 2, input_tensors=[torch.randn(40, 64)])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("sizes", [{"m": 64}, {"m": 96, "n": 32}])
+def test_do_bench_sizes_dynamic_symbols_by_name(dtype, sizes):
+    M, N = T.dynamic("m"), (T.dynamic("n") if "n" in sizes else 64)
+    profiler = make_matmul(M, N, 64, dtype=dtype).get_profiler(TensorSupplyType.Normal)
+    assert profiler.do_bench(n_warmup=1, n_repeat=1, dynamic_symbolic_constraints=sizes) > 0
+    a, b = profiler.input_tensors(dynamic_symbolic_constraints=sizes)
+    assert tuple(a.shape) == (sizes["m"], 64) and tuple(b.shape) == (64, sizes.get("n", 64))
+    assert a.dtype == T.dtype(dtype).as_torch()
+    profiler.assert_allclose(reference, input_tensors=[a, b], atol=1e-2, rtol=1e-2)
+    # input_tensors win over the constraints, as in TileLang
+    c = torch.randn(32, 64).to(a.dtype)
+    assert profiler.do_bench(n_warmup=1, n_repeat=1, input_tensors=[c, b],
+                             dynamic_symbolic_constraints={"m": 4096}) > 0
+
+
+def test_computed_extents_take_the_constraints_and_missing_ones_are_named():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def halves(A: T.Tensor((m,), "float32"), B: T.Tensor((m // 2,), "float32")):
+        with T.Kernel(T.ceildiv(m // 2, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < m // 2:
+                    B[bx * 32 + i] = A[2 * (bx * 32 + i)]
+
+    profiler = tilelang.compile(halves, out_idx=[1]).get_profiler()
+    (a,) = profiler.input_tensors(dynamic_symbolic_constraints={"m": 70})
+    assert tuple(a.shape) == (70,)
+    assert tuple(profiler.run_once(input_tensors=[a]).shape) == (35,)
+    with pytest.raises(ValueError, match=r"variable\(s\) 'm' of input 'A' not in "
+                                         r"dynamic_symbolic_constraints \(given: 'wrong'\)"):
+        profiler.do_bench(dynamic_symbolic_constraints={"wrong": 256})
+
+
+def test_func_is_the_kernel_and_the_profiler_calls_it():
+    kernel = make_matmul(64, 64, 64)
+    profiler = kernel.get_profiler()
+    assert profiler.func is kernel
+    a, b = profiler.input_tensors()
+    torch.testing.assert_close(profiler(a, b), kernel(a, b))
+    assert profiler.do_bench(profiler.func, n_warmup=1, n_repeat=1) > 0
 
 
 @tilelang.jit
@@ -106,6 +152,20 @@ def test_an_eager_programs_compiled_kernel_has_a_profiler():
     (x,) = profiler.input_tensors()
     assert tuple(x.shape) == (64, 32) and x.dtype == torch.float32
     assert profiler.do_bench(n_warmup=1, n_repeat=2) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_do_bench_sizes_dynamic_symbols_by_name(dtype):
+    profiler = make_matmul(T.dynamic("m"), T.dynamic("n"), 64, dtype=dtype).get_profiler(
+        TensorSupplyType.Normal)
+    sizes = {"m": 256, "n": 128}
+    assert profiler.do_bench(dynamic_symbolic_constraints=sizes) > 0
+    a, b = profiler.input_tensors(dynamic_symbolic_constraints=sizes)
+    assert a.is_cuda and tuple(a.shape) == (256, 64) and tuple(b.shape) == (64, 128)
+    profiler.assert_allclose(reference, input_tensors=[a, b], atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(profiler.func(a, b).cpu().float(),
+                               profiler.func(a.cpu(), b.cpu()).float(), rtol=1e-2, atol=1e-2)
 
 
 def test_get_kernel_source_on_the_program_takes_the_compile_arguments():

@@ -4,10 +4,13 @@ milliseconds, ``tilejit.testing.do_bench``), and the ``Profiler`` that
 it makes the kernel's inputs from their annotations, runs the kernel (on the GPU for a
 CUDA machine, in the simulator otherwise), compares it with a reference program
 (``assert_allclose``) and times it (``do_bench``, ``run_once``). The inputs are filled
-as TileLang fills them (``TensorSupplyType``, ``utils.py``)."""
+as TileLang fills them (``TensorSupplyType``, ``utils.py``). An input with a symbolic
+extent (``T.dynamic("m")``, or ``m // 2``) gets its size from
+``dynamic_symbolic_constraints={"m": 1024}`` (by the symbol's name) or is passed in
+``input_tensors``."""
 from __future__ import annotations
 
-from tilejit.language.tilelang_names import LinearExtent, Symbol
+from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import do_bench
 
@@ -15,24 +18,25 @@ __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
 
 
 def prim_func_inputs(kernel) -> list:
-    """(name, shape or None where symbolic, dtype, scalar?) of each parameter of a
-    compiled ``@T.prim_func`` that is not an output (``out_idx``)."""
+    """(name, shape, dtype, scalar?) of each parameter of a compiled ``@T.prim_func`` that
+    is not an output (``out_idx``); a shape's extents are ints or symbolic
+    (``SymbolicInt``)."""
     prim = kernel.prim
     out = []
     for i, name in enumerate(prim.params):
         if i in kernel.out_idx:
             continue
         ann = prim.annotations[name]
-        unsized = [d for d in ann.shape if isinstance(d, (Symbol, LinearExtent))]
-        out.append((name, None if unsized else tuple(int(d) for d in ann.shape), ann.dtype,
-                    getattr(ann, "scalar", False)))
+        out.append((name, tuple(d if isinstance(d, SymbolicInt) else int(d)
+                                for d in ann.shape), ann.dtype, getattr(ann, "scalar", False)))
     return out
 
 
 class Profiler:
     """``kernel.get_profiler()`` of a compiled program: its inputs are made from
-    ``inputs``, (name, shape or None, dtype, scalar?) of each parameter the kernel is
-    called with (a ``@T.prim_func``'s from its annotations, ``prim_func_inputs``)."""
+    ``inputs``, (name, shape, dtype, scalar?) of each parameter the kernel is called with
+    (a ``@T.prim_func``'s from its annotations, ``prim_func_inputs``). ``func`` is the
+    kernel, and calling the profiler calls it, as in TileLang."""
 
     def __init__(self, kernel, tensor_supply_type=TensorSupplyType.Auto, inputs=None):
         if not isinstance(tensor_supply_type, TensorSupplyType):
@@ -49,19 +53,56 @@ class Profiler:
         import torch    # the profiler makes torch tensors; torch is only needed here
         return "cuda" if torch.cuda.is_available() else "cpu"
 
-    def input_tensors(self) -> list:
-        """Fresh inputs, one per non-output parameter."""
+    @property
+    def func(self):
+        """The compiled kernel the profiler runs (TileLang's ``profiler.func``)."""
+        return self.kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
+    def _shape(self, name, constraints):
+        """``name``'s shape, each symbolic extent evaluated with ``constraints``."""
+        shape = self.shapes[name]
+        symbols = list(dict.fromkeys(s.name for d in shape if isinstance(d, SymbolicInt)
+                                     for s in d.symbols()))
+        if not symbols:
+            return shape
+        if constraints is None:
+            raise ValueError(f"get_profiler: input {name!r} has a symbolic shape "
+                             f"({', '.join(map(str, shape))}); give the size of "
+                             f"{', '.join(symbols)} with dynamic_symbolic_constraints="
+                             f"{{{', '.join(repr(s) + ': ...' for s in symbols)}}} or pass "
+                             "input_tensors=[...]")
+        missing = [s for s in symbols if s not in constraints]
+        if missing:
+            raise ValueError(f"get_profiler: dynamic symbolic variable(s) "
+                             f"{', '.join(map(repr, missing))} of input {name!r} not in "
+                             f"dynamic_symbolic_constraints (given: "
+                             f"{', '.join(map(repr, constraints)) or 'none'})")
+        bad = {k: v for k, v in constraints.items()
+               if isinstance(v, bool) or not isinstance(v, int) or v < 0}
+        if bad:
+            raise ValueError(f"get_profiler: dynamic_symbolic_constraints must give "
+                             f"non-negative ints, got {bad}")
+        out = tuple(d.evaluate(constraints) if isinstance(d, SymbolicInt) else d
+                    for d in shape)
+        if any(d < 0 for d in out):
+            raise ValueError(f"get_profiler: input {name!r}: dynamic_symbolic_constraints "
+                             f"{constraints} give the shape {out}")
+        return out
+
+    def input_tensors(self, dynamic_symbolic_constraints: dict | None = None) -> list:
+        """Fresh inputs, one per non-output parameter; symbolic extents take their symbols'
+        sizes from ``dynamic_symbolic_constraints`` ({symbol name: int})."""
         device = self._device()
         out = []
         for name in self.inputs:
-            shape = self.shapes[name]
-            if shape is None:
-                raise ValueError(f"get_profiler: input {name!r} has a symbolic shape; pass "
-                                 "input_tensors=[...] to say its size")
             dtype, scalar = self._kinds[name]
             if scalar:
                 raise ValueError(f"get_profiler: input {name!r} is a scalar "
                                  f"({dtype.name}); pass input_tensors=[...] with its value")
+            shape = self._shape(name, dynamic_symbolic_constraints)
             out.append(supply(shape, dtype, self.supply_type, device))
         return out
 
@@ -104,15 +145,19 @@ class Profiler:
                     f"{max_mismatched_ratio:.2%}); largest difference {worst:.4g}")
 
     def do_bench(self, func=None, warmup: int = 25, rep: int = 100, n_warmup: int = 0,
-                 n_repeat: int = 0, input_tensors=None, backend: str = "event", **_):
-        """Median milliseconds of ``func`` (default: the kernel) on fixed inputs.
-        ``warmup``/``rep`` count calls here (TileLang reads them as milliseconds), and
-        ``n_warmup``/``n_repeat`` override them when given; every backend times with CUDA
-        events on a GPU (``perf_counter`` in the simulator)."""
+                 n_repeat: int = 0, input_tensors=None, backend: str = "event",
+                 dynamic_symbolic_constraints: dict | None = None, **_):
+        """Median milliseconds of ``func`` (default: the kernel) on fixed inputs
+        (``input_tensors``, else made with ``dynamic_symbolic_constraints`` giving the
+        symbols' sizes). ``warmup``/``rep`` count calls here (TileLang reads them as
+        milliseconds), and ``n_warmup``/``n_repeat`` override them when given; every
+        backend times with CUDA events on a GPU (``perf_counter`` in the simulator);
+        ``quantiles``, ``return_mode``, ``device`` and ``early_stop_baseline`` are
+        accepted and not used."""
         if backend not in ("event", "cupti", "cudagraph"):
             raise ValueError(f"do_bench: backend must be 'event', 'cupti' or 'cudagraph', "
                              f"got {backend!r}")
-        tensors = input_tensors or self.input_tensors()
+        tensors = input_tensors or self.input_tensors(dynamic_symbolic_constraints)
         fn = func or self.kernel
         return do_bench(lambda: fn(*tensors), warmup=n_warmup or warmup,
                         rep=n_repeat or rep)
