@@ -67,6 +67,7 @@ _LAZY = {
     "cache": ("tilelang.unsupported", "cache"),
     "contrib": ("tilelang.unsupported", "contrib"),
     "layout": ("tilelang.layout", None),
+    "_ffi_api": ("tilelang._ffi_api", None),   # its Layout_* functions only
     "backend": ("tilelang.unsupported", "backend"),
     "instrumentation": ("tilelang.unsupported", "instrumentation"),
     "autodd": ("tilelang.unsupported", "autodd"),

@@ -109,7 +109,9 @@ LANGUAGE_DIFFERENCES = {
     "Fragment": "`forward_thread_fn` (with `replicate`'s `rep`) and `forward_index_fn`, or "
                 "`forward_fn` giving `(thread, index)`; no index function: each element's "
                 "rank in its thread, row-major; `repeat`, `replicate`, `get_thread_size`, "
-                "`map_forward_thread`, `is_equal`. Thread and local index must be sums of "
+                "`map_forward_thread`, `is_equal` (fragments of different shapes are unequal; "
+                "TileLang calls them equal), `expand` (a `Layout` of the local index). Thread "
+                "and local index must be sums of "
                 "mixed-radix digits of each index (TileLang's fragments are), element 0 on "
                 "thread 0 at index 0, local indices dense; threads below the kernel's, one "
                 "element per (thread, index) (checked by the compiler and the simulator). A "
@@ -120,7 +122,14 @@ LANGUAGE_DIFFERENCES = {
                 "expressions) are not built",
     "Layout": "`forward_fn` built from Python's arithmetic and bit operators on the indices, a "
               "bijection onto the tile's elements (checked by the compiler and the "
-              "simulator); `inverse`, `repeat` and `index` (TVM expressions) are not built",
+              "simulator); `expand`, `repeat(dim, factor)`, `inverse` (by table: an annotated "
+              "tile takes it only where it equals a layout tilejit knows), `is_equal` "
+              "(equal values at every index where TileLang compares expressions), "
+              "`get_input/output_shape`, `map_forward_index`/`__call__`; where TileLang "
+              "returns TVM objects: `get_forward_index` the function, "
+              "`get_linearized_forward_index` an `IndexFunction` (callable, `==` over the "
+              "shape), `get_forward_vars` `(name, extent)` pairs; `==` is identity, as "
+              "TileLang's; `index`, `reshape` are not built",
     "get_swizzle_layout": "TileLang's current form: `(column atom, row, column)`, "
                           "`swizzle_bytes=` 32, 64 or 128",
     "make_mma_swizzle_layout": "as TileLang's, on `get_swizzle_layout`",
@@ -166,8 +175,12 @@ TILELANG_DIFFERENCES = {
     "language": "see the table below",
     "layout": "`Layout`, `make_swizzled_layout` (row-major where TileLang pads rows), "
               "`make_full/half/quarter_bank_swizzled_layout`, `make_linear_layout`, "
-              "`get_swizzle_layout`, `make_mma_swizzle_layout`, `Fragment`; no "
-              "`make_volta/wgmma/tcgen05mma_swizzled_layout`",
+              "`get_swizzle_layout`, `make_mma_swizzle_layout`, `Fragment`, the submodules "
+              "`layout`, `fragment`, `swizzle`; no "
+              "`make_volta/wgmma/tcgen05mma_swizzled_layout`. For TileLang's layout tests: "
+              "`tilelang._ffi_api`'s `Layout_*` functions (the methods), `tvm.tirx.decl_buffer`"
+              "/`const`, `tvm.arith.Analyzer().can_prove_equal` on ints and "
+              "`IndexFunction`s (compared at every index)",
     "Layout": "as `T.Layout`",
     "Fragment": "as `T.Fragment`",
     "DataType": "tilejit's dtype class (`DataType(x).bits`, `.bytes`); no lanes",

@@ -177,11 +177,13 @@ class Fragment(Layout):
         return int(self.thread_table()[tuple(int(x) for x in indices) + (int(rep),)])
 
     def is_equal(self, other) -> bool:
-        """The same placement: shapes, replicas, threads and flat local indices equal."""
+        """The same placement: shapes, replicas, threads, local index shapes and local
+        indices equal (TileLang compares the expressions structurally, and calls fragments
+        of different shapes equal, a broadcast its layout inference allows)."""
         return (isinstance(other, Fragment) and other._shape == self._shape
                 and other.replicate_size == self.replicate_size
                 and np.array_equal(self.thread_table(), other.thread_table())
-                and np.array_equal(self.offsets(), other.offsets()))
+                and Layout.is_equal(self, other))
 
     def repeat(self, repeats, repeat_on_thread: bool = False, lower_dim_first: bool = True):
         """The layout tiled ``repeats[d]`` times along each dimension: copy ``c``
@@ -240,6 +242,13 @@ class Fragment(Layout):
             return own + (rep // r) * threads
         return Fragment(self._shape, forward_thread_fn=thread, replicate=r * replicate,
                         forward_index_fn=self.forward_fn)
+
+    def inverse(self):
+        """TileLang's ``Fragment.inverse`` ((thread, local index) -> element) is not built."""
+        from tilejit.language.compat import NotSupportedError
+        raise NotSupportedError("T.Fragment.inverse (a map from (thread, local index) to the "
+                                "element) is not supported by tilejit: read thread_table() "
+                                "and offsets(); see docs/tilelang-compat.md")
 
     def _index_shown(self) -> str:
         if self._index_what.startswith("T.Fragment's"):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,6 +85,39 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
+class ForwardVar(NamedTuple):
+    """An input dimension of a layout: TileLang's ``IterVar`` ``name`` over ``[0, extent)``."""
+    name: str
+    extent: int
+
+
+class IndexFunction:
+    """An index computed from a layout's input indices (where TileLang returns a
+    ``PrimExpr`` over the layout's variables): callable on ints or numpy arrays, and equal
+    (``==``) to another over the same ``shape`` when equal at every index of it."""
+
+    def __init__(self, shape, fn):
+        self.shape, self.fn = tuple(shape), fn
+
+    def __call__(self, *indices):
+        return self.fn(*indices)
+
+    def values(self):
+        """The value at every index of ``shape`` (int64, of ``shape``)."""
+        grid = tuple(np.indices(self.shape, dtype=np.int64))
+        return np.broadcast_to(np.asarray(self.fn(*grid), dtype=np.int64), self.shape)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, IndexFunction):
+            return NotImplemented
+        return self.shape == other.shape and np.array_equal(self.values(), other.values())
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"IndexFunction({list(self.shape)}, {_name(self.fn)})"
+
+
 class Layout:
     """``T.Layout(shape, forward_fn)``: TileLang's layout of a tile (``tilelang.layout.Layout``).
 
@@ -119,7 +153,27 @@ class Layout:
         return tuple(int(o.max()) + 1 for o in self._evaluated())
 
     def get_forward_index(self):
+        """The forward function (TileLang returns its index expressions, ``PrimExpr``s)."""
         return self.forward_fn
+
+    def get_forward_vars(self) -> tuple:
+        """One ``ForwardVar(name, extent)`` per input dimension (TileLang's ``IterVar``s
+        ``i0, i1, ...`` over ``[0, extent)``)."""
+        return tuple(ForwardVar(f"i{k}", n) for k, n in enumerate(self._shape))
+
+    def get_linearized_forward_index(self) -> IndexFunction:
+        """The physical index stored row-major over ``get_output_shape()``, as a function
+        of the input indices (TileLang: one ``PrimExpr``). Comparable by ``==`` (equal at
+        every index of the input shape) and callable on ints or numpy arrays."""
+        extents = self.get_output_shape()
+
+        def linearized(*idx):
+            flat = 0
+            for o, extent in zip(self.forward(*idx), extents):
+                flat = flat * extent + o
+            return flat
+        linearized.__name__ = f"linearized {_name(self.forward_fn)}"
+        return IndexFunction(self._shape, linearized)
 
     def map_forward_index(self, indices) -> list:
         """The physical index (a list, one entry per output dimension) of ``indices``."""
@@ -129,9 +183,100 @@ class Layout:
         return self.map_forward_index(indices)
 
     def is_equal(self, other) -> bool:
-        """The same map: equal input shapes and equal offsets at every index."""
-        return (isinstance(other, Layout) and other._shape == self._shape
-                and np.array_equal(self.offsets(), other.offsets()))
+        """The same map: equal input shapes, equal output shapes and equal outputs at
+        every index (TileLang compares the output expressions structurally)."""
+        if not isinstance(other, Layout) or other._shape != self._shape:
+            return False
+        mine, theirs = self._evaluated(), other._evaluated()
+        return (self.get_output_shape() == other.get_output_shape()
+                and all(np.array_equal(a, b) for a, b in zip(mine, theirs)))
+
+    def expand(self, leading_shape) -> Layout:
+        """This layout under new leading dimensions: input shape ``leading_shape +
+        get_input_shape()``, index ``(*lead, *rest)`` mapped to ``[*lead, *self(*rest)]``
+        (a stack of tiles of this layout). An empty ``leading_shape`` returns ``self``."""
+        if isinstance(leading_shape, (int, np.integer)) and not isinstance(leading_shape, bool):
+            leading_shape = [leading_shape]
+        if not isinstance(leading_shape, (list, tuple)):
+            raise TypeError(f"Layout.expand leading_shape: expected an int or a list of "
+                            f"ints, got {type(leading_shape).__name__} {leading_shape!r}")
+        if not leading_shape:
+            return self
+        for k, extent in enumerate(leading_shape):
+            if isinstance(extent, bool) or not isinstance(extent, (int, np.integer)):
+                raise TypeError(f"Layout.expand leading_shape[{k}]: expected an int, got "
+                                f"{type(extent).__name__} {extent!r}")
+            if extent <= 0:
+                raise LayoutError(f"Layout.expand leading_shape[{k}]: expected an extent "
+                                  f"> 0, got {extent}")
+        lead, inner = len(leading_shape), self.forward
+
+        def expanded(*idx):
+            return [*idx[:lead], *inner(*idx[lead:])]
+        expanded.__name__ = f"{_name(self.forward_fn)} expanded"
+        return Layout([*leading_shape, *self._shape], expanded)
+
+    def repeat(self, dim: int, factor: int) -> Layout:
+        """This layout tiled ``factor`` times along input dimension ``dim`` (negative
+        counts from the end): index ``i`` of that dimension maps to ``[i // extent,
+        *self(..., i % extent, ...)]``, a new leading output for the copy. ``factor`` 1
+        returns ``self``."""
+        for arg, value in (("dim", dim), ("factor", factor)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"Layout.repeat {arg}: expected an int, got "
+                                f"{type(value).__name__} {value!r}")
+        if factor < 1:
+            raise LayoutError(f"Layout.repeat factor: expected an int >= 1, got {factor}")
+        if factor == 1:
+            return self
+        n = len(self._shape)
+        if not -n <= dim < n:
+            raise LayoutError(f"Layout.repeat dim: expected a dimension in [{-n}, {n}) of "
+                              f"input shape {list(self._shape)}, got {dim}")
+        dim, inner = int(dim) % n, self.forward
+        extent = self._shape[dim]
+
+        def repeated(*idx):
+            own = list(idx)
+            own[dim] = idx[dim] % extent
+            return [idx[dim] // extent, *inner(*own)]
+        repeated.__name__ = f"{_name(self.forward_fn)} repeated"
+        shape = list(self._shape)
+        shape[dim] *= int(factor)
+        return Layout(shape, repeated)
+
+    def inverse(self) -> Layout:
+        """The inverse map: input shape ``get_output_shape()``, each physical index mapped
+        to the list of input indices stored there. The layout must be a bijection of its
+        input shape onto its output shape (a ``LayoutError`` otherwise). Evaluated by
+        table, on ints or numpy arrays."""
+        out_shape = self.get_output_shape()
+        if math.prod(out_shape) != self.size:
+            raise LayoutError(
+                f"Layout.inverse: expected a bijection of input shape {list(self._shape)} "
+                f"onto its output shape, got output shape {list(out_shape)} of "
+                f"{math.prod(out_shape)} elements for {self.size} inputs")
+        self.check()
+        table = np.empty((self.size, len(self._shape)), dtype=np.int64)
+        table[self.offsets().reshape(-1)] = np.indices(self._shape).reshape(
+            len(self._shape), -1).T
+
+        def inverse(*out):
+            flat = 0
+            for o, extent in zip(out, out_shape):
+                if not isinstance(o, (int, np.integer, np.ndarray)):
+                    raise LayoutError(
+                        f"Layout.inverse of {_name(self.forward_fn)} is evaluated by table, "
+                        f"on int or numpy indices, got {type(o).__name__} (an annotated "
+                        f"tile takes an inverse only where it equals row-major or a "
+                        f"swizzle)")
+                flat = flat * extent + o
+            found = table[flat]
+            if found.ndim == 1:
+                return [int(x) for x in found]
+            return [found[..., k] for k in range(len(self._shape))]
+        inverse.__name__ = f"{_name(self.forward_fn)} inverse"
+        return Layout(out_shape, inverse)
 
     def __repr__(self) -> str:
         return f"T.Layout({list(self._shape)}, {_name(self.forward_fn)})"

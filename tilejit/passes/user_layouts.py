@@ -121,7 +121,11 @@ def annotated_layout(ctx, scope, name, tile, value_node, line):
     if known is not None:
         return known, f"{where} ({what})"
     fl = FunctionLayout(layout)
-    problem = fl.check_unsigned()
+    try:
+        problem = fl.check_unsigned()
+    except LayoutError as e:        # a function not of index expressions (Layout.inverse)
+        raise ctx.error(f"T.annotate_layout: the layout of {name!r} cannot be computed on "
+                        f"the GPU: {e}", line) from None
     if problem is not None:
         raise ctx.error(
             f"T.annotate_layout: the layout of {name!r} cannot be computed on the GPU: "

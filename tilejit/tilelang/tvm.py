@@ -1,15 +1,81 @@
 """``from tilelang import tvm``: most of TileLang's programs and tests import TVM through
 TileLang on their first line, and many never use it. The import works here; reading any
 of its names raises ``NotSupportedError`` naming it (tilejit is built without TVM), so a
-program that uses TVM's IR stops at that line with the reason, not at its imports. The one
-exception is ``DataType`` (``from tvm import DataType``; ``DataType(dtype).bits``), which is
-tilejit's dtype class, as ``tilejit.DataType``."""
+program that uses TVM's IR stops at that line with the reason, not at its imports. The
+exceptions: ``DataType`` (``from tvm import DataType``; ``DataType(dtype).bits``), which is
+tilejit's dtype class, as ``tilejit.DataType``; ``tirx.decl_buffer`` (a buffer of a shape and
+dtype, what tilelang.layout's swizzles read) and ``tirx.const`` (the int or float itself);
+``arith.Analyzer().can_prove_equal`` on ints and on the index functions tilejit's layouts
+return where TileLang returns a ``PrimExpr`` (equal at every index of their shape)."""
 from __future__ import annotations
+
+import types
+
+import numpy as np
 
 from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType as DataType
+from tilejit.language.dtypes import as_dtype
+from tilejit.language.layout import IndexFunction
 
-__all__ = ["DataType"]
+__all__ = ["DataType", "arith", "tirx"]
+
+
+def _not_supported(module: str, name: str):
+    return NotSupportedError(
+        f"tvm.{module}{name} (TVM, which TileLang programs import as `from tilelang import "
+        f"tvm`) is not supported by tilejit: tilejit is built without TVM; the import works, "
+        f"its IR, targets and passes do not; see docs/tilelang-compat.md")
+
+
+class _Namespace(types.ModuleType):
+    """A TVM submodule of which tilejit has a few names; the others raise."""
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise _not_supported(f"{self.__name__.rpartition('.')[2]}.", name)
+
+
+class Buffer(types.SimpleNamespace):
+    """``tirx.decl_buffer``'s buffer: ``shape``, ``dtype``, ``name``, ``scope``."""
+
+
+def decl_buffer(shape, dtype="float32", name="buffer", scope="global", **_):
+    return Buffer(shape=tuple(int(s) for s in shape), dtype=str(as_dtype(dtype)), name=name,
+                  scope=scope)
+
+
+def const(value, dtype=None):
+    return value
+
+
+class Analyzer:
+    """``tvm.arith.Analyzer``: ``can_prove_equal`` only."""
+
+    def can_prove_equal(self, lhs, rhs) -> bool:
+        """``lhs == rhs`` at every index: ints, or ``IndexFunction``s over one shape (a
+        proof over the finite domain)."""
+        for side, value in (("lhs", lhs), ("rhs", rhs)):
+            if not isinstance(value, (int, np.integer, IndexFunction)) or isinstance(
+                    value, bool):
+                raise TypeError(f"tvm.arith.Analyzer.can_prove_equal {side}: expected an int "
+                                f"or a layout's index function, got {type(value).__name__}")
+        if isinstance(lhs, IndexFunction) and isinstance(rhs, IndexFunction):
+            return lhs == rhs
+        if isinstance(lhs, IndexFunction) or isinstance(rhs, IndexFunction):
+            fn, value = (lhs, rhs) if isinstance(lhs, IndexFunction) else (rhs, lhs)
+            return bool((fn.values() == value).all())
+        return int(lhs) == int(rhs)
+
+    def __getattr__(self, name):
+        raise _not_supported("arith.Analyzer.", name)
+
+
+tirx = _Namespace("tvm.tirx")
+tirx.decl_buffer, tirx.const, tirx.Buffer = decl_buffer, const, Buffer
+arith = _Namespace("tvm.arith")
+arith.Analyzer = Analyzer
 
 
 def __getattr__(name):

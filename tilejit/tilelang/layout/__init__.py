@@ -1,7 +1,8 @@
-"""TileLang's ``tilelang.layout`` (``import tilelang.layout`` becomes this module, as
+"""TileLang's ``tilelang.layout`` (``import tilelang.layout`` becomes this package, as
 ``tilejit.layout``): ``Layout``, ``Fragment`` and the shared-memory swizzles, defined in
-``language/layout.py``. TileLang's ``make_volta/wgmma/tcgen05mma_swizzled_layout`` and
-``make_metadata_layout`` are not built (reading one says so)."""
+``language/layout.py`` and ``language/fragment_layout.py``, with TileLang's submodules
+``layout``, ``fragment`` and ``swizzle``. TileLang's ``make_volta/wgmma/tcgen05mma_swizzled_layout``
+and ``make_metadata_layout`` are not built (reading one says so)."""
 from __future__ import annotations
 
 from tilejit.language.compat import NotSupportedError
@@ -26,9 +27,15 @@ _NOT_BUILT = {
 }
 
 
-def __getattr__(name):
+def not_built(module: str, name: str):
+    """The error reading TileLang's ``module.name`` gives here (``module`` under
+    ``layout``)."""
     if name in _NOT_BUILT:
-        raise NotSupportedError(
-            f"tilejit.layout.{name} (tilelang.layout.{name} in TileLang) is not supported by "
-            f"tilejit: {_NOT_BUILT[name]}; see docs/tilelang-compat.md")
-    raise AttributeError(f"module 'tilejit.layout' has no attribute {name!r}")
+        return NotSupportedError(
+            f"tilejit.{module}.{name} (tilelang.{module}.{name} in TileLang) is not supported "
+            f"by tilejit: {_NOT_BUILT[name]}; see docs/tilelang-compat.md")
+    return AttributeError(f"module 'tilejit.{module}' has no attribute {name!r}")
+
+
+def __getattr__(name):
+    raise not_built("layout", name)
