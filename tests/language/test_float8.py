@@ -18,7 +18,8 @@ FP8 = {"float8_e4m3": (T.float8_e4m3, torch.float8_e4m3fn, ml_dtypes.float8_e4m3
 
 
 def test_dtype_names_and_conversions():
-    assert T.float8_e4m3fn is T.float8_e4m3 and T.float8_e4m3 == "float8_e4m3"
+    assert T.float8_e4m3 == "float8_e4m3" and T.float8_e4m3fn == "float8_e4m3fn"
+    assert as_dtype(T.float8_e4m3fn) is T.float8_e4m3 and T.float8_e4m3fn.held_in_float32
     assert as_dtype(torch.float8_e4m3fn) is T.float8_e4m3
     assert as_dtype(torch.float8_e5m2) is T.float8_e5m2
     assert as_dtype(np.dtype(ml_dtypes.float8_e4m3fn)) is T.float8_e4m3
@@ -174,3 +175,35 @@ def test_kernel_converts_on_gpu(src, dst):
     b_sim = torch.empty(256, 96, dtype=tt[dst])
     tilejit.kernel(scale_to.func, target="sim")(a, b_sim, 3.0)
     assert torch.equal(b.cpu().float().nan_to_num(7.0), b_sim.float().nan_to_num(7.0))
+
+
+def test_tilelangs_float8_e4m3fn_is_a_str_of_torchs_name_and_a_t_empty_output():
+    """TileLang's `getattr(torch, T.float8_e4m3fn)` and `T.empty(..., T.float8_e4m3fn)`
+    on torch tensors (TileLang's per-token fp8 cast example)."""
+    torch = pytest.importorskip("torch")
+    import tilejit as tilelang
+    assert T.float8_e4m3fn == "float8_e4m3fn"
+    assert getattr(torch, T.float8_e4m3fn) is torch.float8_e4m3fn
+    assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn
+    assert T.dtype(T.float8_e4m3fn) is T.float8_e4m3
+    assert {"float8_e4m3fn": 1}[T.float8_e4m3fn] == 1
+
+    @tilelang.jit
+    def to_fp8(X, blk_m=16):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M, N), T.float8_e4m3fn)
+        with T.Kernel(T.ceildiv(M, blk_m), threads=128) as row:
+            y = T.alloc_fragment((blk_m, N), T.float32)
+            y8 = T.alloc_fragment((blk_m, N), T.float8_e4m3fn)
+            T.copy(X[row * blk_m, 0], y)
+            for i, j in T.Parallel(blk_m, N):
+                y[i, j] = T.clamp(y[i, j], -448.0, 448.0)
+            T.copy(y, y8)
+            T.copy(y8, Y[row * blk_m, 0])
+        return Y
+
+    x = torch.randn(32, 64) * 100
+    y = to_fp8(x)
+    assert y.dtype == torch.float8_e4m3fn
+    assert torch.equal(y.float(), x.clamp(-448, 448).to(torch.float8_e4m3fn).float())

@@ -17,6 +17,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+
 SHARED, FRAGMENT = "shared", "fragment"
 
 
@@ -131,9 +134,6 @@ def check_static_bounds(fdef, namespace, constexprs, error) -> None:
     bound may read literals, ``T.constexpr`` parameters and names from outside the
     kernel, never a name the kernel binds (a loop index, a block index, a variable) or
     another parameter. ``error(message, node)`` makes the exception to raise."""
-    from tilejit import language as T
-    from tilejit.frontend.source import resolve_static
-
     params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
     bound = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)}

@@ -18,9 +18,9 @@ import numbers as _numbers
 import numpy as np
 
 from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
-                                     float8_e4m3, float8_e5m2, float16, float32, float64, half,
-                                     int8, int16, int32, int64, long, short, tfloat32, uint, uint8,
-                                     uint16, uint32, uint64)
+                                     float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32,
+                                     float64, half, int8, int16, int32, int64, long, short,
+                                     tfloat32, uint, uint8, uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
@@ -59,7 +59,6 @@ from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
 from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 
-float8_e4m3fn = float8_e4m3     # torch's name of TileLang's float8_e4m3
 
 __all__ = [
     "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
@@ -207,10 +206,14 @@ class ClusterKernel(Kernel):
         check_cluster_grid(self.grid + (1,) * (3 - len(self.grid)), self.cluster_dims)
 
 
-def Parallel(*extents, coalesced_width=None):
+def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None,
+             annotations=None):
     """``for i, j in T.Parallel(m, n):`` the iterations of an m×n tile spread over the
     block's threads (row-major, consecutive iterations on consecutive threads).
-    Outside a kernel it iterates in row-major order."""
+    Outside a kernel it iterates in row-major order. ``loop_layout=`` (TileLang's
+    thread/vector mapping of the loop, a ``T.Fragment``), ``coalesced_width=``,
+    ``prefer_async=`` and ``annotations=`` are scheduling hints tilejit accepts and does
+    not use: the loop's results are the same (docs/tilelang-compat.md)."""
     if len(extents) == 1:
         return iter(range(int(extents[0])))
     return itertools.product(*(range(int(e)) for e in extents))

@@ -71,7 +71,8 @@ class DType(str):
     def held_in_float32(self) -> bool:
         """bfloat16 and the float8 types, which numpy lacks: the simulator holds them in
         float32, rounded to the type on every store (``numerics.cast``)."""
-        return self.name in _HELD_IN_FLOAT32
+        return self.name in _HELD_IN_FLOAT32 or (self.name in _ALIAS_NAMES
+                                                 and as_dtype(self).held_in_float32)
 
     @property
     def numpy(self) -> np.dtype:
@@ -127,6 +128,11 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  "tfloat32": float32, "custom[tfloat32]": float32,
                  "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2})
 
+# TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
+# ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
+float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
+_ALIAS_NAMES = frozenset((float8_e4m3fn.name,))
+
 # TileLang's other names of these dtypes
 half, double, short, long, uint = float16, float64, int16, int64, uint32
 tfloat32 = float32
@@ -139,7 +145,8 @@ BUILTIN_NAMED = {"bool": bool_, "float": float32, "int": int32}
 def as_dtype(value) -> DType:
     """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
     if isinstance(value, DType):
-        return value
+        # an alias spelled as TileLang spells it (float8_e4m3fn): the dtype it names
+        return value if value.name not in _ALIAS_NAMES else _BY_NAME[value.name]
     if isinstance(value, str):
         try:
             return _BY_NAME[value]

@@ -13,6 +13,7 @@ from tilejit.runtime.arguments import TensorArg, as_tensor_arg, is_compile_time_
 from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, cluster_shape,
                               launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
+from tilejit.language.layout import Layout
 
 
 class LaunchConfig:
@@ -83,8 +84,7 @@ def allocate_output(shape, dtype):
     like = getattr(_ALLOCATION, "like", None)
     if like is not None and like.is_torch:
         import torch
-        tdt = torch.bool if dtype.name == "bool" else getattr(torch, dtype.name)
-        return torch.empty(shape, dtype=tdt, device=like.obj.device)
+        return torch.empty(shape, dtype=dtype.as_torch(), device=like.obj.device)
     if like is not None and like.device >= 0:
         # a CUDA array that is not a torch tensor (CuPy, Numba, JAX): memory of tilejit's
         # own, handed on by __cuda_array_interface__ and __dlpack__, torch not imported
@@ -300,7 +300,7 @@ def check_rank(kernel, name, tensor: TensorArg):
 
 def constexpr_value(name, value, integer: str | None = None):
     """A compile-time argument's value, checked the same for every target: an int,
-    float, bool, str, tuple, dtype or None (a numpy scalar as its Python value, a list as
+    float, bool, str, tuple, dtype, layout (``T.Fragment`` for ``loop_layout=``) or None (a numpy scalar as its Python value, a list as
     a tuple); an int where the kernel needs one (``integer`` says why)."""
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         return as_dtype(value)
@@ -308,10 +308,11 @@ def constexpr_value(name, value, integer: str | None = None):
         value = value.item()
     if isinstance(value, list):         # TileLang's programs pass lists: a tuple here
         value = _frozen(value)
-    if not (value is None or isinstance(value, (int, float, bool, str, tuple, DType))):
+    if not (value is None or isinstance(value, (int, float, bool, str, tuple, DType, Layout))):
         array = as_tensor_arg_or_none(value) is not None
         raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
-                        f"tuple, dtype or None, got {type(value).__name__}"
+                        f"tuple, dtype, T.Layout/T.Fragment or None, got "
+                        f"{type(value).__name__}"
                         + ("; a tensor or array goes to a parameter not annotated "
                            "T.constexpr" if array else ""))
     if integer is not None and isinstance(value, float):

@@ -317,7 +317,7 @@ class _Bench:
                 raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
                                  f"symbolic extents {ann.shape}; random inputs need static "
                                  "shapes: give real ones with `with set_autotune_inputs(...)`")
-            dtype = torch.bool if ann.dtype.name == "bool" else getattr(torch, ann.dtype.name)
+            dtype = ann.dtype.as_torch()
             if dtype.is_floating_point:
                 t = torch.randn(ann.shape, device="cuda").to(dtype)
             elif dtype == torch.bool:
