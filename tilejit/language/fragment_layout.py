@@ -245,6 +245,7 @@ class Fragment(Layout):
 
     def inverse(self):
         """TileLang's ``Fragment.inverse`` ((thread, local index) -> element) is not built."""
+        # compat.py reads tilejit.language, which imports this module: on use
         from tilejit.language.compat import NotSupportedError
         raise NotSupportedError("T.Fragment.inverse (a map from (thread, local index) to the "
                                 "element) is not supported by tilejit: read thread_table() "
