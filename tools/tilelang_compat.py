@@ -53,9 +53,13 @@ LANGUAGE_DIFFERENCES = {
                 "(operands rounded to nearest)",
     "Var": "the class of tilejit's shape symbols (`isinstance(M, T.Var)` for `T.const` and "
            "`T.dynamic` symbols); `T.Var(name, dtype)` makes a run-time extent, as "
-           "`T.dynamic`; in a `T.prim_func`'s annotations an extent may be linear in one "
-           "symbol (`n * 4`, `n + 1`: the tensor's size gives `n`); no other arithmetic on "
-           "symbols",
+           "`T.dynamic`. Symbols take `+ - * // %` and comparisons with ints and other "
+           "symbols (`T.ceildiv(m, 128)`): in a `T.prim_func`'s annotations an extent linear "
+           "in one symbol (`n * 4`, `n + 1`) gives `n` from the tensor's size, other extents "
+           "(`m // 2`) are checked once their symbols are known; a closure value computed "
+           "from symbols is computed in the kernel from the tensors' sizes. Python cannot "
+           "branch on a symbol, divide it with `/` or use it as an `int` (a TypeError naming "
+           "it)",
     "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
               "T.gemm and the warp shuffles are a compile error (they need whole warps); "
               "no grid extent is one block; no cluster dimensions",
@@ -86,7 +90,10 @@ LANGUAGE_DIFFERENCES = {
     "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
             "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
-    "Parallel": "`coalesced_width=` accepted and ignored",
+    "Parallel": "`loop_layout=` (a `T.Fragment`), `coalesced_width=`, `prefer_async=` and "
+                "`annotations=` are accepted as scheduling hints and not used: tilejit lays "
+                "the loop out itself (the results are the same, the PTX that of the loop "
+                "without them); a `T.Fragment` may be a compile-time argument",
     "alloc_barrier": _EXPLICIT_SYNC, "mbarrier_arrive": _EXPLICIT_SYNC,
     "mbarrier_wait_parity": _EXPLICIT_SYNC, "tma_copy": _EXPLICIT_SYNC, "ws": _EXPLICIT_SYNC,
     "WarpSpecialize": _EXPLICIT_SYNC,
@@ -155,7 +162,10 @@ TILELANG_DIFFERENCES = {
                 "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
                 "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
                 "simulation picks the first config that compiles",
-    "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`",
+    "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`; `func` (the kernel), "
+                "`assert_allclose`, `do_bench` (`dynamic_symbolic_constraints={'m': ...}` "
+                "sizes symbolic inputs by symbol name; `quantiles`, `return_mode`, `device` "
+                "are accepted and not used), `run_once`, `input_tensors`",
     "PassConfigKey": "the keys tilejit reads (fast math, dump IR, TMA/wgmma/warp "
                      "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",

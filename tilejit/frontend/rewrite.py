@@ -41,6 +41,10 @@ from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
 
+# T.Parallel's keywords: TileLang's hints of how to schedule the loop (the keyword
+# arguments of ``T.Parallel``)
+PARALLEL_HINTS = ("coalesced_width", "loop_layout", "prefer_async", "annotations")
+
 # T.clamp(x, lo, hi) → T.min(T.max(x, lo), hi): through the call's own `T.` when it has
 # one, else these names, which ``materialize`` binds (as CAST)
 MAX, MIN = "__tj_max", "__tj_min"
@@ -237,6 +241,11 @@ class _DeviceForms(ast.NodeTransformer):
         if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
                                                       for k in node.keywords):
             # TileLang's lowering hints (disable_tma=, annotations=, ...): not semantics
+            return ast.copy_location(ast.Call(node.func, node.args, []), node)
+        if target is T.Parallel and node.keywords and all(k.arg in PARALLEL_HINTS
+                                                          for k in node.keywords):
+            # TileLang's scheduling hints (loop_layout=, coalesced_width=): tilejit lays
+            # the loop out itself and the iterations' results do not depend on it
             return ast.copy_location(ast.Call(node.func, node.args, []), node)
         if target in (T.serial, T.unroll, T.vectorized):
             return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,

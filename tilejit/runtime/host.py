@@ -300,7 +300,8 @@ def check_rank(kernel, name, tensor: TensorArg):
 
 def constexpr_value(name, value, integer: str | None = None):
     """A compile-time argument's value, checked the same for every target: an int,
-    float, bool, str, tuple, dtype, layout (``T.Fragment`` for ``loop_layout=``) or None (a numpy scalar as its Python value, a list as
+    float, bool, str, tuple, dtype, layout (``T.Fragment`` for ``loop_layout=``) or None
+    (a numpy scalar as its Python value, a list as
     a tuple); an int where the kernel needs one (``integer`` says why)."""
     if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
         return as_dtype(value)
