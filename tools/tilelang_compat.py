@@ -90,6 +90,8 @@ LANGUAGE_DIFFERENCES = {
     "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
             "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
+    "let": "the statement `T.let(v, value)` (after `v = T.int32()`) is the assignment "
+           "`v = value`; the expression form `T.let(v, value, body)` is not built",
     "Parallel": "`loop_layout=` (a `T.Fragment`), `coalesced_width=`, `prefer_async=` and "
                 "`annotations=` are accepted as scheduling hints and not used: tilejit lays "
                 "the loop out itself (the results are the same, the PTX that of the loop "

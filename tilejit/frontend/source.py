@@ -249,6 +249,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.assumptions import hoist_host_assumptions
     from tilejit.frontend.kernel_macros import inline_kernel_macros  # (the same circle)
     from tilejit.frontend.tile_helpers import inline_tile_helpers    # (the same circle)
+    from tilejit.frontend.let_bindings import rewrite_let_bindings   # (the same circle)
+    rewrite_let_bindings(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
     ks.launch_index = _find_launch(ks)

@@ -50,7 +50,7 @@ from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballo
 from tilejit.language.warp import __ffs, __fns
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
-                                    annotate_layout, any_of, clear, copy, fill,
+                                    annotate_layout, any_of, clear, copy, fill, let,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
                                     no_set_max_nreg, reducer_init, reducer_update, reshape,
                                     sync_threads, use_swizzle, view)
@@ -73,7 +73,7 @@ __all__ = [
     "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",
-    "annotate_layout", "clear", "copy", "fill", "gemm",
+    "annotate_layout", "clear", "copy", "fill", "gemm", "let",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
     "atomic_addx2", "atomic_addx4",

@@ -204,3 +204,13 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     ``CompileError``."""
     return meaning("gemm")(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
                            wg_wait)
+
+
+def let(var, value, body=None):
+    """TileLang's ``T.let(v, value)`` after ``v = T.int32()``: in a kernel, the statement
+    is the assignment ``v = value`` (``frontend/let_bindings.py`` rewrites it before
+    anything else reads the kernel). The expression form ``T.let(v, value, body)`` is not
+    built (a ``CompileError`` at its line); called as Python, outside a kernel, it
+    says so."""
+    raise TypeError("T.let binds a name inside a kernel (`T.let(v, value)` is `v = value` "
+                    "there); its expression form T.let(v, value, body) is not built")

@@ -140,8 +140,13 @@ def _operand(x):
     if isinstance(x, Region):
         ranged = [d for d, k in enumerate(x.kinds) if k == "s"]
         extents = None
-        if ranged and all(x.ends[d] is not None for d in ranged):
-            extents = tuple(x.ends[d] - x.starts[d] for d in ranged)
+        ends = list(x.ends)
+        if getattr(x.tensor, "kind", None) is not None:
+            # `S[:, k:]` of a tile (as the compiler's typing): to the tile's end
+            ends = [x.tensor.shape[d] if e is None and d in ranged else e
+                    for d, e in enumerate(ends)]
+        if ranged and all(ends[d] is not None for d in ranged):
+            extents = tuple(ends[d] - x.starts[d] for d in ranged)
         return x.tensor, list(x.starts), ranged or None, extents
     shape = tuple(x.shape)
     return x, [0] * len(shape), list(range(len(shape))), shape

@@ -104,6 +104,15 @@ class RegionTemplate(AbstractTemplate):
                                      f"indices")
         known = tuple(getattr(t, "literal_value", None) for t in _ints(starts, "region"))
         n = len(kinds)
+        if isinstance(base, TileType) and 0 in extents:
+            # `S[:, k:]` of a tile: a slice to the end whose start is known has the rest
+            # of the tile's extent
+            stops = ends.types if isinstance(ends, types.BaseTuple) else (ends,)
+            extents = tuple(
+                base.shape[d] - known[d] if e == 0 and kinds[d] == "s" and d < len(stops)
+                and isinstance(stops[d], types.NoneType) and known[d] is not None
+                and 0 <= known[d] < base.shape[d] else e
+                for d, e in enumerate(extents))
         return signature(RegionType(base, kinds, extents, known), base, args[1],
                          types.UniTuple(types.int64, n), ends, args[4])
 

@@ -1,0 +1,74 @@
+"""TileLang's ``v = T.int32(); T.let(v, value)`` and names bound to a region of a shared
+tile (``X_shared = A_shared[:block_M, :block_K]``), as its alias test writes a GEMM
+(frontend/let_bindings.py)."""
+import numpy as np
+import pytest
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+torch = pytest.importorskip("torch")
+
+
+def matmul(M, N, K, block_M, block_N, block_K, dtype=T.float16, accum_dtype=T.float32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype),
+             C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, 2 * block_K), dtype)
+            B_shared = T.alloc_shared((block_N, block_K), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            X_shared = A_shared[:block_M, block_K:]      # the second half of A_shared
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=0):
+                offset = T.int32()
+                T.let(offset, ko * block_K)
+                T.copy(A[by * block_M, offset], X_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared[:block_N, :block_K])
+                T.gemm(X_shared, B_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(128, 96, generator=g).half(), torch.randn(64, 96, generator=g).half())
+
+
+def test_let_and_a_named_region_in_simulation():
+    kernel = tilelang.compile(matmul(128, 64, 96, 64, 64, 32), out_idx=[2])
+    a, b = _inputs()
+    c = kernel(a, b)
+    ref = a.double() @ b.double().T
+    torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_ptx_assembles(arch, ptxas):
+    program = matmul(128, 64, 96, 64, 64, 32)
+    kernel = tilelang.compile(program, out_idx=[2], target="cuda")
+    a, b = (x.numpy() for x in _inputs())
+    ptx = kernel.kernel.compile(a, b, np.zeros((128, 64), np.float16), target="cuda",
+                                arch=arch).ptx
+    ptxas(ptx, arch)
+
+
+def test_the_expression_form_of_let_is_not_supported():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            v = T.int32()
+            A[0] = T.let(v, 1, v + 1)
+    with pytest.raises(CompileError, match="T.let"):
+        tilelang.compile(main)(torch.zeros(32))
+
+
+@pytest.mark.gpu
+def test_let_and_a_named_region_on_the_gpu():
+    kernel = tilelang.compile(matmul(128, 64, 96, 64, 64, 32), out_idx=[2])
+    a, b = _inputs(1)
+    c = kernel(a.cuda(), b.cuda())
+    torch.testing.assert_close(c.cpu().double(), a.double() @ b.double().T,
+                               rtol=1e-2, atol=5e-2)
+    torch.testing.assert_close(c.cpu(), kernel(a, b), rtol=1e-3, atol=1e-3)
