@@ -1,6 +1,8 @@
 """TileLang's ``v = T.int32(); T.let(v, value)`` and names bound to a region of a shared
 tile (``X_shared = A_shared[:block_M, :block_K]``), as its alias test writes a GEMM
 (frontend/let_bindings.py)."""
+import math
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,26 @@ def test_let_and_a_named_region_on_the_gpu():
     torch.testing.assert_close(c.cpu().double(), a.double() @ b.double().T,
                                rtol=1e-2, atol=5e-2)
     torch.testing.assert_close(c.cpu(), kernel(a, b), rtol=1e-3, atol=1e-3)
+
+
+def _split_scores(heads, max_seqlen_kv, block_N):
+    @T.prim_func
+    def main(S: T.Tensor((heads, math.ceil(max_seqlen_kv / block_N)), "float32"),
+             Out: T.Tensor((heads,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            # a shape of Python's math on compile-time values, as TileLang's flash-decoding
+            # example sizes its split scores
+            S_shared = T.alloc_shared([heads, math.ceil(max_seqlen_kv / block_N)], "float32")
+            total = T.alloc_fragment([heads], "float32")
+            T.copy(S, S_shared)
+            T.reduce_sum(S_shared, total, dim=1)
+            T.copy(total, Out)
+    return main
+
+
+def test_a_tile_shape_from_pythons_math():
+    kernel = tilelang.compile(_split_scores(4, 100, 32))
+    s = torch.randn(4, 4)
+    out = torch.empty(4)
+    kernel(s, out)
+    torch.testing.assert_close(out, s.sum(1), rtol=1e-5, atol=1e-5)

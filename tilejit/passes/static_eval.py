@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 import operator
 
 from tilejit import language as T
@@ -25,7 +26,9 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
 _PURE = (T.ceildiv, builtins.min, builtins.max, builtins.int, builtins.abs, builtins.len,
-         T.max, T.min, T.as_dtype)
+         builtins.round, builtins.float, builtins.pow, T.max, T.min, T.as_dtype,
+         # Python's math on compile-time values (a shape `math.ceil(max_seqlen / block_N)`)
+         math.ceil, math.floor, math.log2, math.log, math.sqrt, math.prod, math.gcd)
 
 
 class _ParamDtype:
