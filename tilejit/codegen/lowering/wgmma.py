@@ -170,10 +170,23 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
             f"${nxt}, tjd{tail}; }}")
     tied = [str(i) for i in range(count)] if regs is not None else []
     constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"] + tied)
-    ret = ir.LiteralStructType([F32 if acc.constraint == "f" else I32] * count)
+    ret = _accumulator_struct(builder, F32 if acc.constraint == "f" else I32, count)
     out = _asm(builder, text, constraints,
                a_args + [b_desc, I32(int(accumulate))] + (regs or []), ret)
     return [builder.extract_value(out, i) for i in range(count)]
+
+
+def _accumulator_struct(builder, element, count):
+    """The wgmma's result, ``count`` registers, as a named struct type
+    (``%"tj.wgmma.f32x64"``): each of its ``count`` extractvalues then names the type in
+    a few characters instead of spelling ``{float, float, ...}`` out (over a third of
+    FlashAttention's lowered IR text, which is built, printed and parsed again). Types
+    do not reach the PTX."""
+    name = f"tj.wgmma.{'f32' if element == F32 else 'i32'}x{count}"
+    struct = builder.module.context.get_identified_type(name)
+    if struct.is_opaque:
+        struct.set_body(*([element] * count))
+    return struct
 
 
 def emit_wgmma_gemm(context, builder, sig, args):
