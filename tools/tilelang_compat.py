@@ -70,6 +70,22 @@ LANGUAGE_DIFFERENCES = {
                           "bounds and `T.alloc_local` tiles in tile operations are not "
                           "simulated (a `ThreadCodeError`)",
     "get_thread_bindings": "as `T.get_thread_binding`",
+    "attr": "only the thread all-reduce idiom: `with T.attr(T.comm_reducer(lambda x, y: "
+            "<expr>, [identity]), \"reduce_scope\", ...): T.evaluate(T.tvm_thread_allreduce("
+            "T.uint32(1), value, cond, result, *thread_vars, dtype=\"handle\"))`, one value, "
+            "thread variables bound by `T.get_thread_binding(d)`; rewritten into a shared "
+            "scratch, barriers and a sequential fold (`frontend/thread_allreduce.py`); any "
+            "other use is a compile error at its line",
+    "comm_reducer": "only the thread all-reduce idiom (see `T.attr`): one value, "
+                    "`lambda x, y: <expr>` (or a lambda passed in) and `[identity]` written "
+                    "`T.cast(v, dtype)` or `dtype(v)`",
+    "tvm_thread_allreduce": "only the thread all-reduce idiom (see `T.attr`): "
+                            "`T.uint32(1)` (one value), every thread of a group gets the "
+                            "result, folded in thread order in the identity's dtype",
+    "evaluate": "only the thread all-reduce idiom (see `T.attr`)",
+    "reinterpret": "a bitcast between integer and float dtypes of one width; "
+                   "`T.reinterpret(T.uint64(0), dtype=\"handle\")` only as the thread "
+                   "all-reduce idiom's `reduce_scope` value (see `T.attr`)",
     "get_thread_extent": "as `T.get_thread_binding`",
     "get_thread_extents": "as `T.get_thread_binding`",
     "thread_binding": "inside `with T.Kernel` only: an expression, or a loop whose body the "

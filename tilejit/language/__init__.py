@@ -48,6 +48,7 @@ from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp
 from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballot_sync,
                                    syncthreads_and, syncthreads_count, syncthreads_or)
 from tilejit.language.warp import __ffs, __fns
+from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
                                     annotate_layout, any_of, clear, copy, fill, let,
@@ -67,6 +68,7 @@ __all__ = [
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
     "unroll", "vectorized", "ceildiv", "reinterpret",
+    "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",

@@ -1,0 +1,291 @@
+"""TVM's thread all-reduce idiom (TileLang's GEMV examples), rewritten on the kernel's
+tree into shared memory and barriers (``source.parse_kernel``, after the launch is found):
+
+    with T.attr(T.comm_reducer(lambda x, y: x + y, [T.cast(0, dtype)]),
+                "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+        T.evaluate(T.tvm_thread_allreduce(T.uint32(1), value, cond, result, tk,
+                                          dtype="handle"))
+
+becomes, with ``S = T.alloc_shared((x * y * z,), dtype)`` at the top of the launch's body
+(one element per thread of the block, ``threads=(x, y, z)``) and ``t`` the thread's
+linear index ``(tz * y + ty) * x + tx``:
+
+    S[t] = value                        # T.if_then_else(cond, value, identity) unless True
+    T.sync_threads()
+    result = identity
+    for r in T.serial(y):               # one loop per reduced dimension (here tk's, 1)
+        result = fn(result, S[(tz * y + r) * x + tx])
+    T.sync_threads()                    # S is read before another all-reduce writes it
+
+``fn``'s body is inlined with ``x``, ``y`` its two arguments. Every thread of a group (the
+threads whose indices differ only along the reduced dimensions) folds the same values in
+the same order, so all get the same result, in ``dtype`` after each step (torch's order
+for integers; for floats the sequential order). Only this shape is built: one value, a
+reducer ``lambda x, y: <expr>`` with one identity (``T.cast(v, dtype)`` or
+``dtype(v)``), thread variables bound by ``T.get_thread_binding(d)``. Any other use of
+``T.attr``, ``T.comm_reducer``, ``T.tvm_thread_allreduce`` or ``T.evaluate`` in a kernel
+is a CompileError at its line."""
+from __future__ import annotations
+
+import ast
+import copy
+import linecache
+
+from tilejit import language as T
+from tilejit.frontend.source import (KernelSource, SubstituteLoads, kernel_call,
+                                     resolve_static)
+from tilejit.language.dtypes import DType
+from tilejit.language.thread_allreduce import IDIOM
+
+_TVM_NAMES = {T.attr: "T.attr", T.comm_reducer: "T.comm_reducer",
+              T.tvm_thread_allreduce: "T.tvm_thread_allreduce", T.evaluate: "T.evaluate"}
+
+
+def _is(node, func, namespace) -> bool:
+    return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is func
+
+
+def _t(module, name, *args):
+    """``T.<name>(*args)``, ``module`` the expression the kernel names the language by."""
+    return ast.Call(ast.Attribute(copy.deepcopy(module), name, ast.Load()), list(args), [])
+
+
+def _thread_variables(tree, namespace) -> dict:
+    """{name: dimension} of the names bound once, by ``name = T.get_thread_binding(d)``."""
+    stores, found = {}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and \
+                _is(node.value, T.get_thread_binding, namespace):
+            dim = _binding_dim(node.value)
+            if dim is not None:
+                found[node.targets[0].id] = dim
+    return {name: dim for name, dim in found.items() if stores.get(name) == 1}
+
+
+def _lambda_source(func):
+    """The ``ast.Lambda`` a Python lambda was made from (read from its file), or None."""
+    code = getattr(func, "__code__", None)
+    if code is None or getattr(func, "__name__", None) != "<lambda>":
+        return None
+    lines = linecache.getlines(code.co_filename)
+    try:
+        module = ast.parse("".join(lines))
+    except SyntaxError:
+        return None
+    names = code.co_varnames[:code.co_argcount]
+    found = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)
+             and n.lineno == code.co_firstlineno and tuple(a.arg for a in n.args.args) == names]
+    if len(found) > 1:
+        # several on the line: the one whose body holds the code's first position
+        spots = {(p[0], p[2]) for p in code.co_positions() if p[0] is not None}
+        found = [n for n in found if (n.body.lineno, n.body.col_offset) in spots] or found
+    return found[0] if len(found) == 1 else None
+
+
+def _binding_dim(call):
+    if call.keywords or len(call.args) > 1:
+        return None
+    if not call.args:
+        return 0
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and type(arg.value) is int and 0 <= arg.value < 3:
+        return arg.value
+    return None
+
+
+class _AllReduces(ast.NodeTransformer):
+    def __init__(self, ks: KernelSource):
+        self.ks = ks
+        self.namespace = ks.namespace
+        self.bindings = _thread_variables(ks.tree, ks.namespace)
+        threads = next((k.value for k in kernel_call(ks).keywords if k.arg == "threads"), None)
+        self.ndims = len(threads.elts) if isinstance(threads, (ast.Tuple, ast.List)) else 1
+        self.scratch = []           # the shared allocations, for the launch's body
+
+    def error(self, message, node):
+        return self.ks.error(message, node)
+
+    def visit_With(self, node):
+        if len(node.items) == 1 and _is(node.items[0].context_expr, T.attr, self.namespace):
+            return self.rewrite(node)
+        return self.generic_visit(node)
+
+    # -- the idiom's parts --------------------------------------------------------------
+    def reducer(self, attr: ast.Call):
+        """(the lambda, the identity expression, its dtype expression)."""
+        if len(attr.args) != 3 or attr.keywords or \
+                not _is(attr.args[0], T.comm_reducer, self.namespace) or \
+                not (isinstance(attr.args[1], ast.Constant) and
+                     attr.args[1].value == "reduce_scope"):
+            raise self.error("T.attr is supported only as the thread all-reduce's "
+                             f"\"reduce_scope\", {IDIOM}", attr)
+        reducer = attr.args[0]
+        fn, ident = (reducer.args + [None, None])[:2]
+        if fn is not None and not isinstance(fn, ast.Lambda):
+            # a lambda the kernel's closure holds (TileLang's issue 2628 passes one in)
+            fn = _lambda_source(resolve_static(fn, self.namespace)) or fn
+        if len(reducer.args) != 2 or reducer.keywords or not isinstance(fn, ast.Lambda) or \
+                len(fn.args.args) != 2 or fn.args.vararg or fn.args.kwarg or \
+                fn.args.kwonlyargs or fn.args.defaults or \
+                not isinstance(ident, (ast.List, ast.Tuple)) or len(ident.elts) != 1:
+            raise self.error("T.comm_reducer: only a reducer of one value is built, "
+                             "T.comm_reducer(lambda x, y: <expression>, [identity]), got "
+                             f"{ast.unparse(reducer)}", reducer)
+        identity = ident.elts[0]
+        if _is(identity, T.cast, self.namespace) and len(identity.args) == 2:
+            dtype = identity.args[1]
+        elif isinstance(identity, ast.Call) and len(identity.args) == 1 and \
+                isinstance(identity.func, (ast.Name, ast.Attribute)) and \
+                isinstance(resolve_static(identity.func, self.namespace), (DType, type(None))):
+            # ``T.float32(0)``, or ``dtype(0)`` with dtype a parameter: T.cast(0, dtype)
+            dtype = identity.func
+            identity = self.t("cast", identity.args[0], dtype)
+        else:
+            raise self.error("T.comm_reducer: the identity must name its dtype, "
+                             "T.cast(value, dtype) or dtype(value) (the reduction's dtype), "
+                             f"got {ast.unparse(identity)}", identity)
+        return fn, identity, dtype
+
+    def allreduce(self, node: ast.With):
+        """(value, cond or None, result, [dimension of each reduced thread variable])."""
+        stmt = node.body[0] if len(node.body) == 1 else None
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not _is(call, T.evaluate, self.namespace) or len(call.args) != 1 or \
+                not _is(call.args[0], T.tvm_thread_allreduce, self.namespace):
+            raise self.error("the body of `with T.attr(T.comm_reducer(...), "
+                             "\"reduce_scope\", ...)` must be the one statement "
+                             "T.evaluate(T.tvm_thread_allreduce(...))",
+                             stmt if stmt is not None else node)
+        reduce = call.args[0]
+        args = reduce.args
+        for k in reduce.keywords:
+            if k.arg != "dtype":
+                raise self.error(f"T.tvm_thread_allreduce: unexpected keyword {k.arg}=", reduce)
+        count = args[0] if args else None
+        if isinstance(count, ast.Call) and len(count.args) == 1 and \
+                isinstance(resolve_static(count.func, self.namespace), DType):
+            count = count.args[0]
+        if not (isinstance(count, ast.Constant) and type(count.value) is int):
+            raise self.error("T.tvm_thread_allreduce: the first argument is the number of "
+                             "values, T.uint32(1)", reduce)
+        if count.value != 1:
+            raise self.error(f"T.tvm_thread_allreduce of {count.value} values: only one "
+                             "value is built (T.uint32(1), value, cond, result, "
+                             "*thread_vars)", reduce)
+        if len(args) < 5:
+            raise self.error("T.tvm_thread_allreduce(T.uint32(1), value, cond, result, "
+                             "*thread_vars): a value, a condition, a result and at least "
+                             "one thread variable", reduce)
+        value, cond, result = args[1:4]
+        if not isinstance(result, (ast.Subscript, ast.Name)):
+            raise self.error("T.tvm_thread_allreduce: the result must be an element "
+                             f"(result[0]) or a name, got {ast.unparse(result)}", result)
+        if isinstance(cond, ast.Constant) and cond.value is True:
+            cond = None
+        dims = []
+        for var in args[4:]:
+            dim = self.bindings.get(var.id) if isinstance(var, ast.Name) else (
+                _binding_dim(var) if _is(var, T.get_thread_binding, self.namespace) else None)
+            if dim is None:
+                raise self.error("T.tvm_thread_allreduce: a thread variable must be a name "
+                                 "bound once by T.get_thread_binding(d) (d written as 0, 1 "
+                                 f"or 2), got {ast.unparse(var)}", var)
+            if dim in dims:
+                raise self.error(f"T.tvm_thread_allreduce: thread dimension {dim} named "
+                                 "twice", var)
+            if dim >= self.ndims:
+                raise self.error(f"T.tvm_thread_allreduce: thread dimension {dim} is not "
+                                 "one of T.Kernel's threads= (written as a tuple "
+                                 "threads=(x, y[, z]) for dimensions 1 and 2)", var)
+            dims.append(dim)
+        return value, cond, result, dims
+
+    # -- the rewrite ----------------------------------------------------------------------
+    def t(self, name, *args):
+        return _t(self.module, name, *args)
+
+    def linear(self, index):
+        """The linear thread index of the thread at ``index`` (one expression a dimension),
+        x fastest."""
+        flat = index[self.ndims - 1]
+        for d in range(self.ndims - 2, -1, -1):
+            flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), self.t("get_thread_extent",
+                                                             ast.Constant(d))),
+                             ast.Add(), index[d])
+        return flat
+
+    def rewrite(self, node: ast.With):
+        attr = node.items[0].context_expr
+        if not isinstance(attr.func, ast.Attribute):
+            raise self.error("write the thread all-reduce's T.attr as an attribute of the "
+                             "language module (T.attr)", attr)
+        self.module = attr.func.value
+        fn, identity, dtype = self.reducer(attr)
+        identity = ast.copy_location(identity, attr)
+        value, cond, result, dims = self.allreduce(node)
+        n = len(self.scratch)
+        buf = f"__tj_allreduce{n}"
+        size = self.t("get_thread_extent", ast.Constant(0))
+        for d in range(1, self.ndims):
+            size = ast.BinOp(size, ast.Mult(), self.t("get_thread_extent", ast.Constant(d)))
+        alloc = ast.Assign([ast.Name(buf, ast.Store())],
+                           self.t("alloc_shared", ast.Tuple([size], ast.Load()),
+                              copy.deepcopy(dtype)))
+        self.scratch.append(ast.copy_location(alloc, node))
+        mine = [self.t("get_thread_binding", ast.Constant(d)) for d in range(self.ndims)]
+        stored = value if cond is None else self.t("if_then_else", cond, value,
+                                               copy.deepcopy(identity))
+        store = ast.Assign([ast.Subscript(ast.Name(buf, ast.Load()), self.linear(mine),
+                                          ast.Store())], stored)
+        target = copy.deepcopy(result)
+        target.ctx = ast.Store()
+
+        def load_result():
+            load = copy.deepcopy(result)
+            load.ctx = ast.Load()
+            return load
+        others = list(mine)
+        for d in dims:
+            others[d] = ast.Name(f"{buf}_r{d}", ast.Load())
+        element = ast.Subscript(ast.Name(buf, ast.Load()), self.linear(others), ast.Load())
+        x, y = (a.arg for a in fn.args.args)
+        folded = SubstituteLoads({x: load_result(), y: element}).visit(copy.deepcopy(fn.body))
+        fold: ast.stmt = ast.Assign([copy.deepcopy(target)], folded)
+        for d in reversed(dims):
+            fold = ast.For(ast.Name(f"{buf}_r{d}", ast.Store()),
+                           self.t("serial", self.t("get_thread_extent", ast.Constant(d))),
+                           [fold], [])
+        stmts = [store, ast.Expr(self.t("sync_threads")),
+                 ast.Assign([target], copy.deepcopy(identity)), fold,
+                 ast.Expr(self.t("sync_threads"))]
+        for stmt in stmts:
+            ast.copy_location(stmt, node)
+        return stmts
+
+
+class _Leftovers(ast.NodeVisitor):
+    def __init__(self, ks):
+        self.ks = ks
+
+    def visit_Attribute(self, node):
+        what = _TVM_NAMES.get(resolve_static(node, self.ks.namespace))
+        if what is not None:
+            raise self.ks.error(f"{what} is supported only in TVM's thread all-reduce, "
+                                f"{IDIOM}", node)
+        self.generic_visit(node)
+
+    visit_Name = visit_Attribute
+
+
+def rewrite_thread_allreduce(ks: KernelSource) -> None:
+    if not any(_is(node, T.attr, ks.namespace) for node in ast.walk(ks.tree)):
+        _Leftovers(ks).visit(ks.tree)
+        return
+    rewriter = _AllReduces(ks)
+    launch = rewriter.visit(ks.launch)
+    launch.body[:0] = rewriter.scratch
+    ks.tree = ast.fix_missing_locations(ks.tree)
+    _Leftovers(ks).visit(ks.tree)
