@@ -1,24 +1,42 @@
-"""Pass: ``T.copy`` between a region of a fragment and a whole shared tile, as TileLang's
-decode kernels write ``T.copy(acc_o[:valid_block_H, :], O_shared)``.
+"""Pass: tile operations on a rectangular region of a fragment, as TileLang writes them:
+``T.clear(C_local[:block_M, :block_K])``, ``T.fill(F[0:16, :], v)``,
+``T.copy(acc_o[:valid_block_H, :], O_shared)``, ``T.copy(A_shared[k, :], F[:, 0:32])``,
+``T.copy(F[0:8, :], C[by * 8, 0])`` (issue 27).
 
-A fragment's elements are spread over the block's threads by its layout, so a copy of
-part of it is the loop over the whole fragment with the part selected:
+A fragment's elements are spread over the block's threads by its layout, so an operation
+on part of it is the loop over the whole fragment with the part selected; each thread
+touches only the elements it holds that fall inside, and the fragment keeps its layout
+whatever it is:
 
     T.copy(F[r0:r1, c0:c1], S)  →  for i, j in T.Parallel(*F.shape):
                                        if r0 <= i < r1 and c0 <= j < c1:
                                            S[i - r0, j - c0] = F[i, j]
+    T.fill(F[r0:r1, :], v)      →  for i, j in T.Parallel(*F.shape):
+                                       if r0 <= i < r1:
+                                           F[i, j] = v
 
-(and ``T.copy(S, F[r0:r1, c0:c1])`` the other way), which the layout pass maps onto the
-fragment's layout as any loop over it. A pinned dimension (``F[k, :]``) is one value of
-its index. The bounds must be known at compile time and the shared tile's shape must be
-the region's (dimensions of extent 1 set aside); anything else keeps the copy as written
-(the copy planner then says it needs the whole fragment).
+(``T.clear`` is the fill with 0; ``T.copy(X, F[...])`` the other way), which the layout
+pass maps onto the fragment's layout as any loop over it. A pinned dimension (``F[k, :]``)
+is one value of its index. The other operand of a copy is a shared tile or a tensor
+parameter, whole or a region of it (its starts may move at run time); its elements pair
+with the fragment region's as ``T.copy`` pairs them (dimensions of extent 1 set aside, a
+region given by its corner takes the fragment region's extents in its last dimensions).
+A tensor's elements outside the tensor are never written and read as 0, as any tile copy
+clips at a tensor's edges. A region that is the whole fragment is the fragment.
+
+The fragment region's bounds must be compile-time values inside the fragment; a region of
+a fragment in any other form is a ``CompileError`` here (before the simulator runs, so
+both targets refuse it alike). ``T.gemm`` takes its accumulator whole
+(``frontend/gemm_operands.py``).
 """
 from __future__ import annotations
 
 import ast
+import copy
 
-from tilejit.ir.markers import REGION
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import CAST, REGION
 from tilejit.ir.plan import FRAGMENT, SHARED
 from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -29,72 +47,241 @@ def _region(node):
             and node.func.id == REGION and isinstance(node.args[0], ast.Name))
 
 
-class _Copies(ast.NodeTransformer):
+def _name(node):
+    return node.args[0].id if _region(node) else node.id if isinstance(node, ast.Name) \
+        else None
+
+
+def _source(region) -> str:
+    """A region as the kernel wrote it: ``F[0:n, :]``."""
+    def bound(e):
+        return "" if isinstance(e, ast.Constant) and e.value in (None, 0) else ast.unparse(e)
+    return ast.unparse(region.args[0]) + "[" + ", ".join(
+        ast.unparse(s) if k == "p" else f"{bound(s)}:{bound(e) if e.value is not None else ''}"
+        if isinstance(e, ast.Constant) else f"{bound(s)}:{ast.unparse(e)}"
+        for k, s, e in zip(region.args[1].value, region.args[2].elts, region.args[3].elts)) + "]"
+
+
+def _add(a: ast.expr, b: ast.expr) -> ast.expr:
+    if isinstance(b, ast.Constant) and b.value == 0:
+        return a
+    if isinstance(a, ast.Constant) and a.value == 0:
+        return b
+    return ast.BinOp(a, ast.Add(), b)
+
+
+class _FragmentRegions(ast.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
 
-    def _tile(self, node, kind):
-        tile = self.ctx.plan.tiles.get(node.id) if isinstance(node, ast.Name) else None
-        return tile if tile is not None and tile.kind == kind else None
+    def _fragment_region(self, node):
+        """The fragment a region operand slices, or None."""
+        if not _region(node):
+            return None
+        tile = self.ctx.plan.tiles.get(node.args[0].id)
+        return tile if tile is not None and tile.kind == FRAGMENT else None
 
-    def _bounds(self, region, shape):
-        """[(start, stop) per dimension of the fragment] of a region, or None."""
+    def _bounds(self, region, fragment, stmt):
+        """[(kind, start, stop) per dimension of the fragment] of a region of it."""
         kinds = region.args[1].value
+        shape = tuple(int(e) for e in fragment.shape)
+        text = _source(region)
+        if len(kinds) != len(shape):
+            raise self.ctx.error(f"`{text}`: fragment {fragment.name!r} of shape {shape} is "
+                                 f"indexed with {len(kinds)} indices", stmt)
         try:
             starts = self.static.value(region.args[2])
             ends = self.static.value(region.args[3])
         except NotStatic:
-            return None
+            raise self.ctx.error(
+                f"`{text}`: a region of fragment {fragment.name!r} needs bounds known at "
+                f"compile time (literals, T.constexpr parameters, shapes); a region that "
+                f"moves at run time is not supported (loop over the fragment with "
+                f"T.Parallel and select the elements)", stmt) from None
         bounds = []
         for d, (kind, n) in enumerate(zip(kinds, shape)):
             start = 0 if starts[d] is None else int(starts[d])
-            stop = (start + 1 if kind == "p" else n if ends[d] is None else int(ends[d]))
+            stop = start + 1 if kind == "p" else n if ends[d] is None else int(ends[d])
             if not 0 <= start < stop <= n:
-                return None
-            bounds.append((start, stop))
+                raise self.ctx.error(f"`{text}`: the region is outside fragment "
+                                     f"{fragment.name!r} of shape {shape} (dimension {d}: "
+                                     f"{start}:{stop})", stmt)
+            bounds.append((kind, start, stop))
         return bounds
 
-    def visit_Expr(self, node):
-        operands = copy_operands(node, self.ctx.namespace)
-        if operands is None:
-            return node
-        src, dst = operands
-        if _region(src) and self._tile(src.args[0], FRAGMENT) and self._tile(dst, SHARED):
-            region, tile, to_fragment = src, self._tile(dst, SHARED), False
-        elif _region(dst) and self._tile(dst.args[0], FRAGMENT) and self._tile(src, SHARED):
-            region, tile, to_fragment = dst, self._tile(src, SHARED), True
+    @staticmethod
+    def _whole(bounds, fragment):
+        return all(k == "s" and a == 0 and b == int(n)
+                   for (k, a, b), n in zip(bounds, fragment.shape))
+
+    def _other(self, node, frag_ext, stmt):
+        """(name, kind, [start expr per dim], [ranged dims], extents per ranged dim,
+        tensor dtype or None) of a copy's other operand."""
+        name = _name(node)
+        tile = self.ctx.plan.tiles.get(name) if name else None
+        tensor = self.ctx.params.get(name) if name else None
+        if tile is not None and tile.kind != SHARED or tile is None and tensor is None:
+            what = f"a {tile.kind} tile" if tile is not None else f"`{ast.unparse(node)}`"
+            raise self.ctx.error(f"T.copy between a region of a fragment and {what} is not "
+                                 f"supported: the other operand must be a shared tile or a "
+                                 f"tensor, whole or a region of it", stmt)
+        if tile is not None:
+            shape = [int(e) for e in tile.shape]
         else:
-            return node
-        fragment = self.ctx.plan.tiles[region.args[0].id]
-        shape = tuple(int(e) for e in fragment.shape)
-        bounds = self._bounds(region, shape)
-        if bounds is None or [b - a for a, b in bounds if b - a != 1] != [
-                int(e) for e in tile.shape if int(e) != 1]:
-            return node
+            shape = list(tensor.static_shape or [None] * tensor.ndim)
+        if not _region(node):
+            if None in shape:
+                raise self.ctx.error(f"T.copy with a region of a fragment: tensor {name!r} "
+                                     f"has a shape not known at compile time; give its "
+                                     f"region (`{name}[r0:r1, c0:c1]`)", stmt)
+            return (name, tile, [ast.Constant(0)] * len(shape), list(range(len(shape))),
+                    shape, tensor)
+        kinds = node.args[1].value
+        starts = list(node.args[2].elts)
+        ends = list(node.args[3].elts)
+        ranged = [d for d, k in enumerate(kinds) if k == "s"]
+        extents = []
+        for d in ranged:
+            try:
+                a = self.static.value(starts[d])
+                b = self.static.value(ends[d])
+                if b is None and shape[d] is not None and tile is not None:
+                    b = shape[d]
+                extents.append(int(b) - int(a) if b is not None else None)
+            except (NotStatic, TypeError, ValueError):
+                e = int(node.args[4].value.split(",")[d] or 0)
+                extents.append(e or None)
+        if not ranged:                      # a corner: the last dims, from there on
+            if len(frag_ext) > len(kinds):
+                raise self.ctx.error(f"T.copy: a {len(kinds)}-d region cannot hold a "
+                                     f"{tuple(frag_ext)} region of a fragment", stmt)
+            ranged = list(range(len(kinds) - len(frag_ext), len(kinds)))
+            extents = list(frag_ext)
+        elif None in extents:
+            squeezed = [e for e in frag_ext if e != 1] if len(frag_ext) != len(ranged) \
+                else list(frag_ext)
+            if len(squeezed) != len(ranged):
+                raise self.ctx.error(f"T.copy: the region `{ast.unparse(node)}` has "
+                                     f"{len(ranged)} sliced dimension(s), the fragment "
+                                     f"region's shape is {tuple(frag_ext)}", stmt)
+            extents = squeezed
+        return name, tile, starts, ranged, extents, tensor
+
+    def _loop(self, fragment, bounds, body_of):
+        """The loop over the whole fragment, the region selected; ``body_of(names)`` is
+        the region's element statement."""
+        shape = [int(e) for e in fragment.shape]
         seq = self.ctx.number("fragment_region")
         names = [f"__tj_fr{seq}_{d}" for d in range(len(shape))]
         tests = [ast.Compare(ast.Constant(a), [ast.LtE(), ast.Lt()],
                              [ast.Name(n, ast.Load()), ast.Constant(b)])
-                 for n, (a, b), e in zip(names, bounds, shape) if (a, b) != (0, e)]
-        inner = [ast.BinOp(ast.Name(n, ast.Load()), ast.Sub(), ast.Constant(a))
-                 for n, (a, b) in zip(names, bounds) if b - a != 1]
-        pad = iter(inner)
-        tile_index = [next(pad) if int(e) != 1 else ast.Constant(0) for e in tile.shape]
-        f_elem = ast.Subscript(ast.Name(fragment.name, ast.Load()), index(
-            [ast.Name(n, ast.Load()) for n in names]), ast.Load())
-        t_elem = ast.Subscript(ast.Name(tile.name, ast.Load()), index(tile_index),
-                               ast.Load())
-        if to_fragment:
-            f_elem.ctx = ast.Store()
-            store = ast.Assign([f_elem], t_elem)
+                 if b - a > 1 else
+                 ast.Compare(ast.Name(n, ast.Load()), [ast.Eq()], [ast.Constant(a)])
+                 for n, (_, a, b), e in zip(names, bounds, shape) if (a, b) != (0, e)]
+        body = body_of(names)
+        if tests:
+            body = [ast.If(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
+                           body, [])]
+        return parallel_loop(names, shape, body)
+
+    @staticmethod
+    def _element(name, names, ctx):
+        return ast.Subscript(ast.Name(name, ast.Load()),
+                             index([ast.Name(n, ast.Load()) for n in names]
+                                   if names and isinstance(names[0], str) else names), ctx)
+
+    def _fill(self, stmt, region, value):
+        fragment = self._fragment_region(region)
+        bounds = self._bounds(region, fragment, stmt)
+        if self._whole(bounds, fragment):
+            return None
+        return self._loop(fragment, bounds, lambda names: [ast.Assign(
+            [self._element(fragment.name, names, ast.Store())], copy.deepcopy(value))])
+
+    def _copy(self, stmt, region, other, to_fragment):
+        fragment = self._fragment_region(region)
+        bounds = self._bounds(region, fragment, stmt)
+        if self._whole(bounds, fragment):
+            return None
+        ranged_f = [(d, a, b) for d, (k, a, b) in enumerate(bounds) if k == "s"]
+        frag_ext = [b - a for _, a, b in ranged_f]
+        name, tile, starts, ranged, extents, tensor = self._other(other, frag_ext, stmt)
+        if [e for e in frag_ext if e != 1] != [e for e in extents if e != 1]:
+            raise self.ctx.error(f"T.copy: the fragment region's extent {tuple(frag_ext)} "
+                                 f"and the other operand's {tuple(extents)} differ", stmt)
+        f_pos = [d for (d, _, _), e in zip(ranged_f, frag_ext) if e != 1]
+        f_start = {d: a for d, a, _ in ranged_f}
+        o_pos = iter([d for d, e in zip(ranged, extents) if e != 1])
+        pairs = {next(o_pos): d for d in f_pos}
+
+        def body(names):
+            idx = [copy.deepcopy(s) for s in starts]
+            for od, fd in pairs.items():
+                off = ast.BinOp(ast.Name(names[fd], ast.Load()), ast.Sub(),
+                                ast.Constant(f_start[fd])) if f_start[fd] else \
+                    ast.Name(names[fd], ast.Load())
+                idx[od] = _add(idx[od], off)
+            f_elem = self._element(fragment.name, names, ast.Load())
+            o_elem = self._element(name, idx, ast.Load())
+            inside = None
+            if tensor is not None:      # a tensor's edges clip the copy
+                tests = [ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()], [
+                    copy.deepcopy(i), ast.Subscript(ast.Attribute(
+                        ast.Name(name, ast.Load()), "shape", ast.Load()),
+                        ast.Constant(d), ast.Load())]) for d, i in enumerate(idx)]
+                inside = ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0]
+            if to_fragment:
+                f_elem.ctx = ast.Store()
+                if inside is not None:
+                    zero = ast.Call(ast.Name(CAST, ast.Load()),
+                                    [ast.Constant(0), ast.Constant(tensor.dtype.name)], [])
+                    o_elem = ast.IfExp(inside, o_elem, zero)
+                return [ast.Assign([f_elem], o_elem)]
+            o_elem.ctx = ast.Store()
+            store = ast.Assign([o_elem], f_elem)
+            return [ast.If(inside, [store], [])] if inside is not None else [store]
+
+        return self._loop(fragment, bounds, body)
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not isinstance(call, ast.Call) or call.keywords:
+            return node
+        fn = resolve_static(call.func, self.ctx.namespace)
+        out = None
+        if fn is T.clear and len(call.args) == 1 and self._fragment_region(call.args[0]):
+            out = self._fill(node, call.args[0], ast.Constant(0))
+            whole = 0
+        elif fn is T.fill and len(call.args) == 2 and self._fragment_region(call.args[0]):
+            out = self._fill(node, call.args[0], call.args[1])
+            whole = 0
+        elif copy_operands(node, self.ctx.namespace) is not None:
+            src, dst = call.args
+            if self._fragment_region(src) and not (
+                    self._fragment_region(dst) or self._tile_is(dst, FRAGMENT)):
+                out, whole = self._copy(node, src, dst, False), 0
+            elif self._fragment_region(dst) and not self._tile_is(src, FRAGMENT):
+                out, whole = self._copy(node, dst, src, True), 1
+            elif self._fragment_region(src) or self._fragment_region(dst):
+                raise self.ctx.error(
+                    "T.copy between a region of a fragment and a fragment is not supported: "
+                    "copy whole fragments, or loop over them with T.Parallel", node)
+            else:
+                return node
         else:
-            t_elem.ctx = ast.Store()
-            store = ast.Assign([t_elem], f_elem)
-        body = [ast.If(ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0],
-                       [store], [])] if tests else [store]
-        return ast.copy_location(parallel_loop(names, list(shape), body), node)
+            return node
+        if out is None:             # the whole fragment: the operation as written on it
+            call.args[whole] = ast.copy_location(
+                ast.Name(call.args[whole].args[0].id, ast.Load()), call.args[whole])
+            return node
+        return ast.copy_location(out, node)
+
+    def _tile_is(self, node, kind):
+        name = _name(node)
+        tile = self.ctx.plan.tiles.get(name) if name else None
+        return tile is not None and tile.kind == kind
 
 
 def expand_fragment_region_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    return ast.fix_missing_locations(_Copies(ctx, fdef).visit(fdef))
+    return ast.fix_missing_locations(_FragmentRegions(ctx, fdef).visit(fdef))

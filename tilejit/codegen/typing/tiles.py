@@ -97,8 +97,11 @@ class RegionTemplate(AbstractTemplate):
             raise errors.TypingError(f"only a tensor or a tile can be sliced into a region, "
                                      f"got {base}")
         if isinstance(base, TileType) and base.kind == "fragment":
-            raise errors.TypingError(f"a region of fragment {base.tile_name!r} is not supported: "
-                                     f"use the whole fragment")
+            # T.clear, T.fill and T.copy on a fragment region are element loops by now
+            # (passes/fragment_regions.py); any other operation takes fragments whole
+            raise errors.TypingError(f"a region of fragment {base.tile_name!r} is not supported "
+                                     f"here: use the whole fragment (T.clear, T.fill and "
+                                     f"T.copy take a region of a fragment)")
         if len(kinds) != base.ndim:
             raise errors.TypingError(f"a {base.ndim}-d {base} is indexed with {len(kinds)} "
                                      f"indices")
