@@ -271,7 +271,8 @@ class _Leftovers(ast.NodeVisitor):
         self.ks = ks
 
     def visit_Attribute(self, node):
-        what = _TVM_NAMES.get(resolve_static(node, self.ks.namespace))
+        found = resolve_static(node, self.ks.namespace)
+        what = next((name for f, name in _TVM_NAMES.items() if f is found), None)
         if what is not None:
             raise self.ks.error(f"{what} is supported only in TVM's thread all-reduce, "
                                 f"{IDIOM}", node)
