@@ -271,6 +271,9 @@ class _Leftovers(ast.NodeVisitor):
         self.ks = ks
 
     def visit_Attribute(self, node):
+        if (node.attr if isinstance(node, ast.Attribute) else node.id) not in _SPELLINGS:
+            self.generic_visit(node)
+            return
         found = resolve_static(node, self.ks.namespace)
         what = next((name for f, name in _TVM_NAMES.items() if f is found), None)
         if what is not None:
@@ -281,7 +284,15 @@ class _Leftovers(ast.NodeVisitor):
     visit_Name = visit_Attribute
 
 
+# the names the idiom's functions go by (T.attr, or `from ... import attr`): a kernel
+# spelling none of them is left as it is without resolving any of its names
+_SPELLINGS = frozenset(name.split(".")[-1] for name in _TVM_NAMES.values())
+
+
 def rewrite_thread_allreduce(ks: KernelSource) -> None:
+    if not any(isinstance(n, ast.Attribute) and n.attr in _SPELLINGS
+               or isinstance(n, ast.Name) and n.id in _SPELLINGS for n in ast.walk(ks.tree)):
+        return
     if not any(_is(node, T.attr, ks.namespace) for node in ast.walk(ks.tree)):
         _Leftovers(ks).visit(ks.tree)
         return
