@@ -214,7 +214,8 @@ def test_a_region_outside_the_fragment_is_a_compile_error(target):
 
 @pytest.mark.parametrize("target", ["cuda", "sim"])
 def test_a_copy_between_a_region_and_a_fragment_is_a_compile_error(target):
-    with pytest.raises(CompileError, match="between a region of a fragment and a fragment"):
+    with pytest.raises(CompileError, match=r"T.copy between `F\[:16, :\]` and fragment 'G': "
+                                           r"the region's sliced dimensions must be whole"):
         _run(fragment_to_fragment, _f32((32, 64), (32, 64)), target)
 
 
@@ -290,3 +291,53 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     c = torch.zeros(128, 128, device="cuda", dtype=torch.float16)
     alias(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
     torch.testing.assert_close(c.cpu().double(), _f64(a) @ _f64(b).T, rtol=1e-2, atol=1e-2)
+
+
+@tilejit.kernel
+def rows_of_a_fragment(L, O, P):
+    """TileLang's flash-decoding combine: `T.copy(lse_local[k, :], split)` in a pipelined
+    loop (k moves at run time), and the reverse, a row of a fragment written whole."""
+    with T.Kernel(1, threads=128) as bx:
+        lse_local = T.alloc_fragment((4, 64), T.float32)
+        split = T.alloc_fragment((64,), T.float32)
+        acc = T.alloc_fragment((64,), T.float32)
+        back = T.alloc_fragment((4, 64), T.float32)
+        T.copy(L, lse_local)
+        T.clear(acc)
+        for k in T.Pipelined(4):
+            T.copy(lse_local[k, :], split)
+            for i in T.Parallel(64):
+                acc[i] += split[i] * (k + 1)
+                split[i] = split[i] * 2
+            T.copy(split, back[k, :])
+        T.copy(acc, O)
+        T.copy(back, P)
+
+
+def _rows_reference(lv):
+    return (lv * np.arange(1, 5, dtype=np.float32)[:, None]).sum(0), lv * 2
+
+
+def test_a_row_of_a_fragment_copied_to_and_from_a_fragment():
+    lv = np.random.default_rng(5).standard_normal((4, 64)).astype(np.float32)
+    o, p = np.zeros(64, np.float32), np.zeros((4, 64), np.float32)
+    rows_of_a_fragment(lv, o, p)
+    ref_o, ref_p = _rows_reference(lv)
+    np.testing.assert_allclose(o, ref_o, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(p, ref_p)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_rows_of_a_fragment_assemble(arch, ptxas):
+    lv, o, p = _f32((4, 64), (64,), (4, 64))
+    ptxas(rows_of_a_fragment.compile(lv, o, p, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_rows_of_a_fragment_on_the_gpu():
+    lv = torch.randn(4, 64)
+    o, p = torch.zeros(64, device="cuda"), torch.zeros(4, 64, device="cuda")
+    rows_of_a_fragment(lv.cuda(), o, p)
+    ref_o, ref_p = _rows_reference(lv.numpy())
+    torch.testing.assert_close(o.cpu(), torch.from_numpy(ref_o), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(p.cpu(), torch.from_numpy(ref_p), rtol=0, atol=0)

@@ -263,6 +263,10 @@ class _FragmentRegions(ast.NodeTransformer):
                 out, whole = self._copy(node, src, dst, False), 0
             elif self._fragment_region(dst) and not self._tile_is(src, FRAGMENT):
                 out, whole = self._copy(node, dst, src, True), 1
+            elif self._fragment_region(src) and self._tile_is(dst, FRAGMENT):
+                return ast.copy_location(self._rows(node, src, dst.id, False), node)
+            elif self._fragment_region(dst) and self._tile_is(src, FRAGMENT):
+                return ast.copy_location(self._rows(node, dst, src.id, True), node)
             elif self._fragment_region(src) or self._fragment_region(dst):
                 raise self.ctx.error(
                     "T.copy between a region of a fragment and a fragment is not supported: "
@@ -276,6 +280,46 @@ class _FragmentRegions(ast.NodeTransformer):
                 ast.Name(call.args[whole].args[0].id, ast.Load()), call.args[whole])
             return node
         return ast.copy_location(out, node)
+
+    def _rows(self, stmt, region, other, to_region):
+        """``T.copy(F[k, :], G)`` (or the reverse) with G a whole fragment: fixed indices
+        (which may move at run time, a pipelined loop's ``k``) and whole dimensions,
+        those G's shape in order: ``for i in T.Parallel(*G.shape): G[i] = F[k, i]``, the
+        loop over part of F that layout inference already follows (TileLang's
+        flash-decoding combine). Any other region is not supported."""
+        fragment = self._fragment_region(region)
+        kinds = region.args[1].value
+        starts, ends = region.args[2].elts, region.args[3].elts
+        g_shape = [int(e) for e in self.ctx.plan.tiles[other].shape]
+        whole = []
+        for d, (kind, start, end) in enumerate(zip(kinds, starts, ends)):
+            if kind == "s":
+                try:
+                    a = self.static.value(start)
+                    b = self.static.value(end)
+                except NotStatic:
+                    a = b = -1
+                if (a or 0) != 0 or b not in (None, int(fragment.shape[d])):
+                    raise self.ctx.error(
+                        f"T.copy between `{_source(region)}` and fragment {other!r}: the "
+                        f"region's sliced dimensions must be whole (a fixed index and whole "
+                        f"dimensions, as `F[k, :]`); copy whole fragments, or loop over "
+                        f"them with T.Parallel", stmt)
+                whole.append(int(fragment.shape[d]))
+        if [e for e in whole if e != 1] != [e for e in g_shape if e != 1] or \
+                len(whole) != len(g_shape):
+            raise self.ctx.error(f"T.copy: `{_source(region)}` has extents {tuple(whole)}, "
+                                 f"fragment {other!r} {tuple(g_shape)}", stmt)
+        seq = self.ctx.number("fragment_rows")
+        names = [f"__tj_frr{seq}_{d}" for d in range(len(g_shape))]
+        it = iter(names)
+        f_idx = [copy.deepcopy(s) if k == "p" else ast.Name(next(it), ast.Load())
+                 for k, s in zip(kinds, starts)]
+        f_elem = self._element(fragment.name, f_idx, ast.Load())
+        g_elem = self._element(other, names, ast.Load())
+        target, value = (f_elem, g_elem) if to_region else (g_elem, f_elem)
+        target.ctx = ast.Store()
+        return parallel_loop(names, g_shape, [ast.Assign([target], value)])
 
     def _tile_is(self, node, kind):
         name = _name(node)
