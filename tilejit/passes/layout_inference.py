@@ -70,6 +70,10 @@ from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
+from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
+                                                index_names, loop_names,
+                                                partial_positions)
+from tilejit.passes.whole_fragments import gathered_fragments, scalar_fragments
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
 from tilejit.passes.user_fragments import annotated_fragment
@@ -102,16 +106,6 @@ class UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
-def _loop_names(target) -> list[str] | None:
-    elts = target.elts if isinstance(target, ast.Tuple) else [target]
-    if not all(isinstance(e, ast.Name) for e in elts):
-        return None
-    return [e.id for e in elts]
-
-
-def _index_names(sub: ast.Subscript):
-    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-    return [e.id if isinstance(e, ast.Name) else None for e in elts]
 
 
 def _base_name(node):
@@ -137,42 +131,7 @@ def _same_indices(sub, loop_vars, shape) -> bool:
     return True
 
 
-def _constant_index(sub: ast.Subscript):
-    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-    if all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in elts):
-        return tuple(e.value for e in elts)
-    return None
 
-
-def _dropped_positions(idx, loop_vars):
-    """The loop positions a fragment subscript leaves out when it uses a proper,
-    in-order subset of the loop's indices (``F[i]`` in a loop over ``i, j``); else
-    None."""
-    if None in idx or len(idx) >= len(loop_vars) or not idx:
-        return None
-    it = iter(loop_vars)
-    if not all(any(v == x for x in it) for v in idx):
-        return None
-    return tuple(k for k, v in enumerate(loop_vars) if v not in idx)
-
-
-def _partial_positions(sub, loop_vars, varying):
-    """The positions of a fragment subscript that are fixed within the loop when it indexes
-    part of the fragment (``F[k, j]`` in a loop over ``j``, k from a serial loop or a
-    constant): its other positions are the loop's indices, all of them, in order; the fixed
-    ones name none of ``varying`` (the loop's indices and the names its body assigns).
-    None for any other subscript."""
-    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-    if len(elts) <= len(loop_vars):
-        return None
-    names = [e.id if isinstance(e, ast.Name) and e.id in loop_vars else None for e in elts]
-    if [n for n in names if n is not None] != list(loop_vars):
-        return None
-    fixed = tuple(k for k, n in enumerate(names) if n is None)
-    for k in fixed:
-        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
-            return None
-    return fixed
 
 
 class _Collect(ast.NodeVisitor):
@@ -189,7 +148,7 @@ class _Collect(ast.NodeVisitor):
     def visit_For(self, node):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
-            loop_vars = _loop_names(node.target) or []
+            loop_vars = loop_names(node.target) or []
             body = ast.Module(body=node.body, type_ignores=[])
             varying = set(loop_vars) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
                                         and isinstance(n.ctx, ast.Store)}
@@ -198,11 +157,11 @@ class _Collect(ast.NodeVisitor):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
                     continue
-                name, idx = sub.value.id, _index_names(sub)
-                if _constant_index(sub) is not None:
+                name, idx = sub.value.id, index_names(sub)
+                if constant_index(sub) is not None:
                     continue                  # F[0]: an element every thread holds
-                dropped = _dropped_positions(idx, loop_vars)
-                fixed = _partial_positions(sub, loop_vars, varying) if loop_vars else None
+                dropped = dropped_positions(idx, loop_vars)
+                fixed = partial_positions(sub, loop_vars, varying) if loop_vars else None
                 if dropped and name not in full:
                     subset.setdefault(name, (dropped, sub))
                 elif fixed is not None and name not in full:
@@ -331,7 +290,7 @@ class _RewriteLoops(ast.NodeTransformer):
 
     def _slot(self, sub: ast.Subscript, store=False):
         name = sub.value.id
-        consts = _constant_index(sub)
+        consts = constant_index(sub)
         if consts is not None:
             return self._constant_slot(sub, consts)
         if name in self.whole and (self.current is None or name not in self.current[0]):
@@ -339,7 +298,7 @@ class _RewriteLoops(ast.NodeTransformer):
         if self.current is not None and (self.current[2], name) in self.partial:
             return self._partial_slot(sub)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
-                and _index_names(sub) != list(self.current[1])):
+                and index_names(sub) != list(self.current[1])):
             if store:
                 raise self.ctx.error(
                     f"fragment {name!r} is indexed with only some of the loop's indices; it "
@@ -439,7 +398,7 @@ def _widen_unit_loops(fdef, ctx):
         if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and
                 resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
             continue
-        loop_vars = _loop_names(loop.target)
+        loop_vars = loop_names(loop.target)
         if not loop_vars or len(loop.iter.args) != len(loop_vars) or loop.iter.keywords:
             continue
         units = None
@@ -520,7 +479,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tiles = plan.tiles
     fdef = _widen_unit_loops(fdef, ctx)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    gathered = _gathered_fragments(fdef, ctx, static)
+    gathered = gathered_fragments(fdef, ctx, static)
     col = _Collect(ctx, gathered)
     col.visit(fdef)
     groups = UnionFind()
@@ -536,7 +495,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     leads = {}                   # id(loop) -> the fragment whose layout the loop iterates
     partial_uses = {}            # (loop id, fragment) -> the fixed positions
     for k, (loop, full, subset, partial) in enumerate(col.loops):
-        loop_vars = _loop_names(loop.target)
+        loop_vars = loop_names(loop.target)
         if loop_vars is None:
             raise ctx.error("a T.Parallel over a fragment must bind plain names", loop)
         extents = []
@@ -611,7 +570,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((t.view_of, t.name, None, _RESHAPE, t.line, why, False))
             derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
             viewed |= {t.name, t.view_of}
-    scalars = (_scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
+    scalars = (scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
@@ -1032,100 +991,7 @@ def _indexing(layout, vec=None):
     return fragment_indexing(layout, vec)
 
 
-def _is_parallel(loop: ast.For, ctx) -> bool:
-    it = loop.iter
-    return isinstance(it, ast.Call) and resolve_static(it.func, ctx.namespace) is T.Parallel
 
-
-def _scalar_fragments(fdef, ctx) -> set:
-    """Small fragments used only element by element at indices every thread computes
-    alike (``m[0] = -inf``, ``x = m[0] * 2``, a block mask's ``mask[k]`` in a serial
-    loop; an index with a T.Parallel loop's variable is not one, and a store at a
-    computed index is made outside T.Parallel loops), set by ``T.fill``/``T.clear`` or
-    copied whole (``T.copy(Mask[bx, 0], mask)``): TileLang gives each thread the whole of
-    such a fragment, as a local array every thread computes alike."""
-    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
-             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
-    parallel_vars = {n.id for loop in ast.walk(fdef) if isinstance(loop, ast.For)
-                     and _is_parallel(loop, ctx) for n in ast.walk(loop.target)
-                     if isinstance(n, ast.Name)}
-    in_parallel = {id(n) for loop in ast.walk(fdef) if isinstance(loop, ast.For)
-                   and _is_parallel(loop, ctx) for n in ast.walk(loop)}
-    allowed = set()               # ids of the Name nodes of allowed uses
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
-                node.value.id in frags and (_constant_index(node) is not None or (
-                    not {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
-                    & parallel_vars and (isinstance(node.ctx, ast.Load)
-                                         or id(node) not in in_parallel))):
-            allowed.add(id(node.value))
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
-                and resolve_static(node.func, ctx.namespace) in (T.fill, T.clear):
-            allowed.add(id(node.args[0]))
-        elif isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace) is T.copy \
-                and len(node.args) == 2:
-            allowed.update(id(a) for a in node.args if isinstance(a, ast.Name))
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
-                and not isinstance(node.ctx, ast.Store):
-            frags.discard(node.id)
-    return frags
-
-
-_SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
-
-
-def _gathered_fragments(fdef, ctx, static) -> frozenset:
-    """Small fragments a T.Parallel reads at indices that are not its own (``a[k, i]`` in
-    a loop over ``(i, j)`` with k a serial loop's variable, ``A[i, j // 32]``), which no
-    distribution over that loop can hold, and that no T.Parallel writes: as TileLang
-    replicates them, every thread holds the whole fragment (set by ``T.copy``,
-    ``T.fill``/``T.clear`` or stores outside T.Parallel loops) and reads any element.
-    Only fragments the loop's own layout cannot follow are taken (the shape differs
-    from the loop's extents), so a kernel that compiled before keeps its layouts."""
-    tiles = ctx.plan.tiles
-    small = {n for n, t in tiles.items() if t.kind == FRAGMENT and t.shape
-             and math.prod(t.shape) <= _GATHERED_FRAGMENT_MAX and not t.view_of}
-    small -= set(ctx.plan.user_fragments)
-    if not small:
-        return frozenset()
-    wanted, written = set(), set()
-    for loop in ast.walk(fdef):
-        if not (isinstance(loop, ast.For) and _is_parallel(loop, ctx)):
-            continue
-        loop_vars = _loop_names(loop.target) or []
-        try:
-            extents = tuple(static.value(a) for a in loop.iter.args)
-        except NotStatic:
-            extents = None
-        varying = set(loop_vars) | {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
-                                    and isinstance(n.ctx, ast.Store)}
-        for sub in ast.walk(loop):
-            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
-                    and sub.value.id in small):
-                continue
-            name = sub.value.id
-            if not isinstance(sub.ctx, ast.Load):
-                written.add(name)
-                continue
-            # what _Collect makes of it: a use by all of the loop's indices (the shape
-            # must then be the loop's), by some (a reduction's rows), or in part
-            if _constant_index(sub) is not None or \
-                    _dropped_positions(_index_names(sub), loop_vars) or \
-                    (loop_vars and _partial_positions(sub, loop_vars, varying) is not None):
-                continue
-            if extents is not None and extents != tiles[name].shape and \
-                    _index_names(sub) != list(loop_vars):
-                wanted.add(name)
-    for node in ast.walk(fdef):             # every other use: a whole copy, fill, or element
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id in wanted and resolve_static(
-                    node.func, ctx.namespace) not in (T.copy, T.fill, T.clear):
-            written.add(node.args[0].id)
-    return frozenset(wanted - written)
-
-
-_GATHERED_FRAGMENT_MAX = 64      # elements a thread holds whole to read any of them
 
 
 def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):

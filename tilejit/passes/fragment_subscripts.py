@@ -1,0 +1,65 @@
+"""Reading a fragment's subscripts inside ``T.Parallel`` loops: which of the loop's
+indices a subscript uses, and how (all of them in order, a subset, or in part with fixed
+positions). Shared by layout inference (``layout_inference.py``) and the whole-fragment
+rules (``whole_fragments.py``)."""
+from __future__ import annotations
+
+import ast
+
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+
+
+def loop_names(target) -> list[str] | None:
+    elts = target.elts if isinstance(target, ast.Tuple) else [target]
+    if not all(isinstance(e, ast.Name) for e in elts):
+        return None
+    return [e.id for e in elts]
+
+
+def index_names(sub: ast.Subscript):
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    return [e.id if isinstance(e, ast.Name) else None for e in elts]
+
+
+def constant_index(sub: ast.Subscript):
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in elts):
+        return tuple(e.value for e in elts)
+    return None
+
+
+def dropped_positions(idx, loop_vars):
+    """The loop positions a fragment subscript leaves out when it uses a proper,
+    in-order subset of the loop's indices (``F[i]`` in a loop over ``i, j``); else
+    None."""
+    if None in idx or len(idx) >= len(loop_vars) or not idx:
+        return None
+    it = iter(loop_vars)
+    if not all(any(v == x for x in it) for v in idx):
+        return None
+    return tuple(k for k, v in enumerate(loop_vars) if v not in idx)
+
+
+def partial_positions(sub, loop_vars, varying):
+    """The positions of a fragment subscript that are fixed within the loop when it indexes
+    part of the fragment (``F[k, j]`` in a loop over ``j``, k from a serial loop or a
+    constant): its other positions are the loop's indices, all of them, in order; the fixed
+    ones name none of ``varying`` (the loop's indices and the names its body assigns).
+    None for any other subscript."""
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if len(elts) <= len(loop_vars):
+        return None
+    names = [e.id if isinstance(e, ast.Name) and e.id in loop_vars else None for e in elts]
+    if [n for n in names if n is not None] != list(loop_vars):
+        return None
+    fixed = tuple(k for k, n in enumerate(names) if n is None)
+    for k in fixed:
+        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
+            return None
+    return fixed
+
+
+def is_parallel(loop: ast.For, ctx) -> bool:
+    it = loop.iter
+    return isinstance(it, ast.Call) and resolve_static(it.func, ctx.namespace) is T.Parallel

@@ -1,0 +1,107 @@
+"""Fragments every thread holds whole (layout inference, ``layout_inference.py``):
+small ones used only at indices every thread computes alike (TileLang's (1,)-shaped
+running values, block masks), and small ones a ``T.Parallel`` reads at indices not its
+own (TileLang replicates them)."""
+from __future__ import annotations
+
+import ast
+import math
+
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.plan import FRAGMENT
+from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
+                                                index_names, is_parallel, loop_names,
+                                                partial_positions)
+from tilejit.passes.static_eval import NotStatic
+
+
+def scalar_fragments(fdef, ctx) -> set:
+    """Small fragments used only element by element at indices every thread computes
+    alike (``m[0] = -inf``, ``x = m[0] * 2``, a block mask's ``mask[k]`` in a serial
+    loop; an index with a T.Parallel loop's variable is not one, and a store at a
+    computed index is made outside T.Parallel loops), set by ``T.fill``/``T.clear`` or
+    copied whole (``T.copy(Mask[bx, 0], mask)``): TileLang gives each thread the whole of
+    such a fragment, as a local array every thread computes alike."""
+    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
+             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
+    parallel_vars = {n.id for loop in ast.walk(fdef) if isinstance(loop, ast.For)
+                     and is_parallel(loop, ctx) for n in ast.walk(loop.target)
+                     if isinstance(n, ast.Name)}
+    in_parallel = {id(n) for loop in ast.walk(fdef) if isinstance(loop, ast.For)
+                   and is_parallel(loop, ctx) for n in ast.walk(loop)}
+    allowed = set()               # ids of the Name nodes of allowed uses
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id in frags and (constant_index(node) is not None or (
+                    not {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
+                    & parallel_vars and (isinstance(node.ctx, ast.Load)
+                                         or id(node) not in in_parallel))):
+            allowed.add(id(node.value))
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                and resolve_static(node.func, ctx.namespace) in (T.fill, T.clear):
+            allowed.add(id(node.args[0]))
+        elif isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace) is T.copy \
+                and len(node.args) == 2:
+            allowed.update(id(a) for a in node.args if isinstance(a, ast.Name))
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
+                and not isinstance(node.ctx, ast.Store):
+            frags.discard(node.id)
+    return frags
+
+
+_SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
+
+
+def gathered_fragments(fdef, ctx, static) -> frozenset:
+    """Small fragments a T.Parallel reads at indices that are not its own (``a[k, i]`` in
+    a loop over ``(i, j)`` with k a serial loop's variable, ``A[i, j // 32]``), which no
+    distribution over that loop can hold, and that no T.Parallel writes: as TileLang
+    replicates them, every thread holds the whole fragment (set by ``T.copy``,
+    ``T.fill``/``T.clear`` or stores outside T.Parallel loops) and reads any element.
+    Only fragments the loop's own layout cannot follow are taken (the shape differs
+    from the loop's extents), so a kernel that compiled before keeps its layouts."""
+    tiles = ctx.plan.tiles
+    small = {n for n, t in tiles.items() if t.kind == FRAGMENT and t.shape
+             and math.prod(t.shape) <= _GATHERED_FRAGMENT_MAX and not t.view_of}
+    small -= set(ctx.plan.user_fragments)
+    if not small:
+        return frozenset()
+    wanted, written = set(), set()
+    for loop in ast.walk(fdef):
+        if not (isinstance(loop, ast.For) and is_parallel(loop, ctx)):
+            continue
+        loop_vars = loop_names(loop.target) or []
+        try:
+            extents = tuple(static.value(a) for a in loop.iter.args)
+        except NotStatic:
+            extents = None
+        varying = set(loop_vars) | {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+                                    and isinstance(n.ctx, ast.Store)}
+        for sub in ast.walk(loop):
+            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+                    and sub.value.id in small):
+                continue
+            name = sub.value.id
+            if not isinstance(sub.ctx, ast.Load):
+                written.add(name)
+                continue
+            # what _Collect makes of it: a use by all of the loop's indices (the shape
+            # must then be the loop's), by some (a reduction's rows), or in part
+            if constant_index(sub) is not None or \
+                    dropped_positions(index_names(sub), loop_vars) or \
+                    (loop_vars and partial_positions(sub, loop_vars, varying) is not None):
+                continue
+            if extents is not None and extents != tiles[name].shape and \
+                    index_names(sub) != list(loop_vars):
+                wanted.add(name)
+    for node in ast.walk(fdef):             # every other use: a whole copy, fill, or element
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in wanted and resolve_static(
+                    node.func, ctx.namespace) not in (T.copy, T.fill, T.clear):
+            written.add(node.args[0].id)
+    return frozenset(wanted - written)
+
+
+_GATHERED_FRAGMENT_MAX = 64      # elements a thread holds whole to read any of them
