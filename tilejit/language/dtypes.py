@@ -71,8 +71,7 @@ class DType(str):
     def held_in_float32(self) -> bool:
         """bfloat16 and the float8 types, which numpy lacks: the simulator holds them in
         float32, rounded to the type on every store (``numerics.cast``)."""
-        return self.name in _HELD_IN_FLOAT32 or (self.name in _ALIAS_NAMES
-                                                 and as_dtype(self).held_in_float32)
+        return self.name in _HELD_IN_FLOAT32
 
     @property
     def numpy(self) -> np.dtype:
@@ -112,7 +111,7 @@ bool_ = DType("bool", 8, "bool")
 float8_e4m3 = DType("float8_e4m3", 8, "float")
 float8_e5m2 = DType("float8_e5m2", 8, "float")
 FLOAT8 = (float8_e4m3, float8_e5m2)
-_HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e5m2"))
+_HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"))
 # torch's (and ml_dtypes') names where they differ from ours
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
 
@@ -131,7 +130,6 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
 float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
-_ALIAS_NAMES = frozenset((float8_e4m3fn.name,))
 
 # TileLang's other names of these dtypes
 half, double, short, long, uint = float16, float64, int16, int64, uint32
@@ -145,8 +143,8 @@ BUILTIN_NAMED = {"bool": bool_, "float": float32, "int": int32}
 def as_dtype(value) -> DType:
     """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
     if isinstance(value, DType):
-        # an alias spelled as TileLang spells it (float8_e4m3fn): the dtype it names
-        return value if value.name not in _ALIAS_NAMES else _BY_NAME[value.name]
+        # TileLang's spelling float8_e4m3fn: the dtype it names
+        return value if value is not float8_e4m3fn else float8_e4m3
     if isinstance(value, str):
         try:
             return _BY_NAME[value]
