@@ -303,6 +303,12 @@ def _error_args():
             np.zeros((64, 64), np.float32))
 
 
+def _region_error_args():
+    """A (64, 64) A, a (32, 64) B and a (64, 64) C: the error kernels' arguments."""
+    return (np.zeros((64, 64), np.float16), np.zeros((32, 64), np.float16),
+            np.zeros((64, 64), np.float32))
+
+
 def _runs(kernel, args, target):
     if target == "cuda":
         return lambda: kernel.compile(*args, target="cuda", arch="sm_80")
@@ -320,8 +326,7 @@ def test_a_b_region_of_the_wrong_extent_names_expected_and_received(target):
 
 @pytest.mark.parametrize("target", ["cuda", "sim"])
 def test_an_a_region_of_the_wrong_rows_names_expected_and_received(target):
-    args = (np.zeros((64, 64), np.float16), np.zeros((32, 64), np.float16),
-            np.zeros((64, 64), np.float32))
+    args = _region_error_args()
     with pytest.raises(CompileError, match=r"T.gemm: operand A `A_shared\[0:32, 32:64\]`: "
                                            r"expected a 64x32 region \(M x K; M = 64 from C, "
                                            r"K = 32 from B\), got 32x32") as e:
@@ -331,8 +336,7 @@ def test_an_a_region_of_the_wrong_rows_names_expected_and_received(target):
 
 @pytest.mark.parametrize("target", ["cuda", "sim"])
 def test_a_region_moving_at_run_time_is_a_clear_compile_error(target):
-    args = (np.zeros((64, 64), np.float16), np.zeros((32, 64), np.float16),
-            np.zeros((64, 64), np.float32))
+    args = _region_error_args()
     with pytest.raises(CompileError, match=r"T.gemm: operand A `A_shared\[:, k \* 32:k \* 32 "
                                            r"\+ 32\]`: the region's start `k \* 32` must be "
                                            r"known at compile time"):
@@ -341,8 +345,7 @@ def test_a_region_moving_at_run_time_is_a_clear_compile_error(target):
 
 @pytest.mark.parametrize("target", ["cuda", "sim"])
 def test_a_region_of_a_fragment_is_a_clear_compile_error(target):
-    args = (np.zeros((64, 64), np.float16), np.zeros((32, 64), np.float16),
-            np.zeros((64, 64), np.float32))
+    args = _region_error_args()
     with pytest.raises(CompileError, match=r"T.gemm: operand A `A_local\[0:64, 32:64\]`: a "
                                            r"region of a fragment tile is not supported as a "
                                            r"gemm operand"):
@@ -351,8 +354,7 @@ def test_a_region_of_a_fragment_is_a_clear_compile_error(target):
 
 @pytest.mark.parametrize("target", ["cuda", "sim"])
 def test_a_region_outside_its_tile_is_a_clear_compile_error(target):
-    args = (np.zeros((64, 64), np.float16), np.zeros((32, 64), np.float16),
-            np.zeros((64, 64), np.float32))
+    args = _region_error_args()
     with pytest.raises(CompileError, match=r"T.gemm: operand A `A_shared\[0:64, 48:80\]`: the "
                                            r"region is outside tile A_shared of shape "
                                            r"\(64, 64\)"):
