@@ -106,9 +106,29 @@ class _Aliases(ast.NodeTransformer):
         return node
 
 
+def _wanted(tree) -> tuple[bool, bool]:
+    """(whether the kernel spells ``T.let`` or calls something with no arguments, a
+    dtype's declaration among them; whether it binds a name to a sliced subscript): one
+    walk, so a kernel with neither (most) costs no rewrite, on the disk-cache-hit path
+    too (every decoration parses its kernel)."""
+    lets = aliases = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "let" or (
+                isinstance(node, ast.Call) and not node.args and not node.keywords
+                and isinstance(node.func, ast.Attribute)):
+            lets = True
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) and any(
+                isinstance(e, ast.Slice) for e in ast.walk(node.value.slice)):
+            aliases = True
+    return lets, aliases
+
+
 def rewrite_let_bindings(ks: KernelSource) -> None:
-    tree = _Lets(ks.namespace, ks.error).visit(ks.tree)
-    aliases = _region_aliases(tree, ks.namespace)
-    if aliases:
-        tree = _Aliases(aliases).visit(tree)
+    lets, aliases = _wanted(ks.tree)
+    if not (lets or aliases):
+        return
+    tree = _Lets(ks.namespace, ks.error).visit(ks.tree) if lets else ks.tree
+    found = _region_aliases(tree, ks.namespace) if aliases else {}
+    if found:
+        tree = _Aliases(found).visit(tree)
     ks.tree = ast.fix_missing_locations(tree)
