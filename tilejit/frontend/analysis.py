@@ -122,17 +122,44 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
 
 
 def whole_copy_shapes(ks: KernelSource) -> tuple[str, ...]:
-    """The tensor parameters named bare as a ``T.copy`` operand (every dimension of
-    their shape is specialized on; the rank is known at the call)."""
+    """The tensor parameters named bare as a ``T.copy`` operand, copied region to region
+    with another tensor, or laid out by ``T.annotate_layout`` (every dimension of their
+    shape is specialized on; the rank is known at the call)."""
     params = set(ks.params) - set(ks.constexpr_params)
     out = set()
     for node in ast.walk(ks.tree):
         if is_call_to(node, T.copy, ks.namespace):
-            for arg in node.args[:2]:
-                if isinstance(arg, ast.Name) and arg.id in params:
-                    out.add(arg.id)
+            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+            # a copy between two tensors' regions: an open slice runs to the tensor's edge
+            named = [a.value.id if isinstance(a, ast.Subscript) and isinstance(
+                a.value, ast.Name) else None for a in node.args[:2]]
+            if len(named) == 2 and all(n in params for n in named):
+                out.update(named)
+        elif _laid_out(node, ks.namespace):
+            out.update(k.id for k in node.args[0].keys if isinstance(k, ast.Name)
+                       and k.id in params)
     return tuple(sorted(out))
 
 
-__all__ = ["kernel_outputs", "compile_time_shapes", "whole_copy_shapes", "shape_environment",
-           "resolve_static"]
+def _laid_out(node, namespace) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "annotate_layout"
+            and is_call_to(node, T.annotate_layout, namespace) and node.args
+            and isinstance(node.args[0], ast.Dict))
+
+
+def laid_out_params(ks: KernelSource) -> dict[str, int]:
+    """The tensor parameters a ``T.annotate_layout({P: layout})`` lays out
+    (``passes/global_layouts.py``), which must be contiguous; {name: line}."""
+    params = set(ks.params) - set(ks.constexpr_params)
+    out: dict[str, int] = {}
+    for node in ast.walk(ks.tree):
+        if _laid_out(node, ks.namespace):
+            for k in node.args[0].keys:
+                if isinstance(k, ast.Name) and k.id in params:
+                    out.setdefault(k.id, node.lineno)
+    return out
+
+
+__all__ = ["kernel_outputs", "compile_time_shapes", "whole_copy_shapes", "laid_out_params",
+           "shape_environment", "resolve_static"]

@@ -217,7 +217,12 @@ class _Regions(ast.NodeTransformer):
         name = fn.__name__
         sig = f"T.{name}{SIGNATURE}"
         args = list(node.args)
+        # TileLang's use_tma=True asks for the region's sum by a TMA reduction: how the
+        # elements are added, not what they become
         for k in node.keywords:
+            if k.arg == "use_tma":
+                self._flag(f"T.{name}: use_tma", k.value, node)
+        for k in [k for k in node.keywords if k.arg != "use_tma"]:
             pos = {"dst": 0, "value": 1, "memory_order": 2, "return_prev": 3}.get(k.arg)
             if pos is None or pos < len(args) and args[pos] is not None:
                 raise self.error(f"{sig}: unexpected argument {k.arg!r}", node)
@@ -264,6 +269,21 @@ class _Regions(ast.NodeTransformer):
         if message is not None:
             raise self.error(message, node)
         return ast.copy_location(ast.Constant(value), expr)
+
+    def _flag(self, what, expr, node):
+        """A keyword that must be a compile-time True or False (a literal, a global or
+        closure name, what ``known`` resolves); in the simulator's front end (no
+        ``known``) an expression it cannot resolve is left alone."""
+        if isinstance(expr, ast.Constant):
+            value = expr.value
+        elif isinstance(expr, ast.Name) and expr.id in self.namespace:
+            value = self.namespace[expr.id]
+        else:
+            value = self.known(expr) if self.known is not None else None
+            if value is None and self.known is None:
+                return
+        if not isinstance(value, bool):
+            raise self.error(f"{what} must be True or False, got `{ast.unparse(expr)}`", node)
 
 
 class _Unparsed(str):

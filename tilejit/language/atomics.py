@@ -53,12 +53,13 @@ def memory_order_error(op: str, order) -> str | None:
             f"(a compile-time string); got {order!r}")
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False):
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """``dst += value`` atomically: ``dst`` an element (``C[i, j]``, a global tensor or a
     shared tile) or a region (``C[r0:r1, c0:c1]``) with a tile ``value``. With
     ``return_prev=True`` (element form) returns the element's previous value.
     ``memory_order``: None (relaxed), "relaxed", "consume", "acquire", "release",
-    "acq_rel" or "seq_cst", as in TileLang."""
+    "acq_rel" or "seq_cst", as in TileLang. ``use_tma``: TileLang's request for a TMA
+    reduction of a region; the sums are the same, and tilejit adds by atomics."""
     return meaning("atomic_add")(dst, value, memory_order, return_prev)
 
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from tilejit import language as T
 from tilejit.frontend.source import SubstituteLoads, resolve_static
 from tilejit.ir.markers import (COMMIT, COPY_ASYNC, GEMM, MULTICAST_ATTR, REGION, STAGE, SYNC,
-                                WAIT)
+                                TILE, WAIT)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.barriers import shared_writes
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -195,7 +195,10 @@ class _Pipeliner(ast.NodeTransformer):
         if stages < 2 or not isinstance(node.target, ast.Name):
             return plain
         loop_var = node.target.id
-        body = list(node.body)
+        # tiles allocated in the body (TileLang allocates them once, for the block) are
+        # named before the loop, where its prologue already fills them
+        allocs = [s for s in node.body if _is_allocation(s)]
+        body = [s for s in node.body if not _is_allocation(s)]
         varying = _assigned(body) | {loop_var}
         stage_list, order = values.get("stage"), values.get("order")
         for name, lst in (("stage", stage_list), ("order", order)):
@@ -297,7 +300,7 @@ class _Pipeliner(ast.NodeTransformer):
         self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
                                            copy.deepcopy(current), leaves, writes,
                                            loop_var, n_name, rs if counters else None))
-        out = [n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
+        out = [*allocs, n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
                ast.copy_location(steady, node), drain]
         for s in out:
             ast.fix_missing_locations(ast.copy_location(s, node))
@@ -305,6 +308,12 @@ class _Pipeliner(ast.NodeTransformer):
         for name in tiles:
             self.staged[name] = node.lineno
         return out
+
+
+def _is_allocation(stmt) -> bool:
+    """``X = __tj_tile("X")``: a tile named where the kernel allocated it."""
+    return (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == TILE)
 
 
 def _fold_refill(consumers, steady_if, tiles, namespace, commit, pid):

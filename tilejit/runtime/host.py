@@ -271,8 +271,9 @@ def check_writable(kernel, name, tensor: TensorArg):
 
 
 def check_viewable(kernel, name, tensor: TensorArg):
-    """A tensor the source takes a view of (``T.reshape``/``T.view``) must hold its
-    elements in row-major order: a ValueError naming the parameter and the view."""
+    """A tensor the source takes a view of (``T.reshape``/``T.view``) or lays out
+    (``T.annotate_layout``) must hold its elements in row-major order: a ValueError
+    naming the parameter and the view."""
     line = getattr(kernel, "viewed", {}).get(name)
     if line is None:
         return
@@ -283,7 +284,9 @@ def check_viewable(kernel, name, tensor: TensorArg):
     if any(n != 1 and s != e for n, s, e in zip(tensor.shape, tensor.strides,
                                                 expected[::-1])):
         text = linecache.getline(kernel.source.filename, line).strip()
-        raise ValueError(f"argument {name!r}: the kernel views {name} with another shape "
+        how = ("lays out {name} by T.annotate_layout" if getattr(kernel, "laid_out", {}).get(
+            name) == line else "views {name} with another shape").format(name=name)
+        raise ValueError(f"argument {name!r}: the kernel {how} "
                          f"(line {line}: `{text}`), which needs a contiguous tensor; got "
                          f"strides {tuple(tensor.strides)} for shape {tuple(tensor.shape)} "
                          f"(.contiguous() copies it)")

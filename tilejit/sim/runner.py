@@ -142,6 +142,8 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
+    state.laid_out = {}
+    done = False
     try:
         with np.errstate(all="ignore"):
             for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
@@ -152,6 +154,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                 else:
                     fn(*args)
         check_multicasts_complete(state.multicasts)
+        done = True
     except ValueError as e:
         # a write the source does not show (through a macro) to a read-only array
         readonly = [n for n, a in zip(names, args) if isinstance(a, runtime.SimTensor)
@@ -161,6 +164,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         raise ValueError(f"{kernel.__name__}(): the kernel writes a read-only array: "
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
+        runtime.restore_laid_out(write_back=done)
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
          state.lanes, state.in_parallel, state.cluster, state.multicasts,
          state.safe_memory) = outer

@@ -38,6 +38,7 @@ class _State(threading.local):
         self.cluster = (1, 1, 1)  # T.ClusterKernel's cluster_dims
         self.multicasts = {}      # T.copy_cluster's regions (sim/cluster.py)
         self.safe_memory = False  # TileLang's masking of global accesses outside a tensor
+        self.laid_out = {}        # tensors T.annotate_layout lays out: lay_out_global
         self.threads = 0          # the block's threads
         # warpgroup roles (sim/roles.py): the block's BlockRoles when the kernel has T.ws
         # roles, this thread's role, how many threads one arrival stands for (a role's
@@ -64,6 +65,33 @@ STATE = _State()
 class UninitializedReadError(RuntimeError):
     """A tile element read before anything wrote it (on the GPU: whatever the register
     or the shared memory held)."""
+
+
+def lay_out_global(tensor: SimTensor, layout) -> None:
+    """``T.annotate_layout({G: layout})`` of a global tensor (``passes/global_layouts.py``
+    on the GPU): element ``G[i]`` lives at the flat position ``layout``'s function gives.
+    The launch works on the elements gathered in logical order; ``restore_laid_out``
+    scatters them back to their places when it ends. Every block must give the tensor
+    the same layout."""
+    entry = STATE.laid_out.get(id(tensor))
+    if entry is not None:
+        if entry[1] is not layout and not layout.is_equal(entry[1]):
+            raise ValueError(f"T.annotate_layout: tensor {tensor.name!r} is given two "
+                             f"different layouts in one launch")
+        return
+    physical = tensor.data
+    where = np.unravel_index(layout.offsets(), physical.shape)
+    tensor.data = physical[where]
+    STATE.laid_out[id(tensor)] = (tensor, layout, physical, where)
+
+
+def restore_laid_out(write_back: bool) -> None:
+    """The end of a launch: each laid-out tensor's elements back at their places."""
+    for tensor, _layout, physical, where in STATE.laid_out.values():
+        if write_back:
+            physical[where] = tensor.data
+        tensor.data = physical
+    STATE.laid_out = {}
 
 
 def block_index(axis):

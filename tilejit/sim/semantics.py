@@ -34,7 +34,7 @@ from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.tiles import GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
-                                 assigned_name, kernel_frame, shared_object)
+                                 assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
 from tilejit.sim.threads import LaneTensor, block_wide, uniform
 
@@ -169,9 +169,21 @@ def _match(extents, ranged, ndim, other_extents, what):
     return ranged, extents
 
 
+def _to_tensor_end(x, ranged):
+    """The extents of a region of a global tensor whose open slices run to its edge."""
+    if not isinstance(x, Region) or ranged is None or getattr(x.tensor, "kind", 1) is not None:
+        return None
+    return tuple((x.tensor.shape[d] if x.ends[d] is None else x.ends[d]) - x.starts[d]
+                 for d in ranged)
+
+
 def _resolve(src, dst, what):
     s_t, s_start, s_ranged, s_ext = _operand(src)
     d_t, d_start, d_ranged, d_ext = _operand(dst)
+    if s_ext is None and d_ext is None:
+        # two regions of tensors: a slice to the end (`G[r0:r1, :]`) runs to the tensor's
+        # edge, as the compiler reads it from the compile-time shape
+        s_ext = _to_tensor_end(src, s_ranged)
     if s_ext is None and d_ext is None:
         raise ValueError(f"{what}: neither operand says the extent of the copy")
     if s_ext is None:
@@ -794,8 +806,10 @@ def annotate_layout(layouts):
     """``T.annotate_layout``: the simulator holds tiles in logical order, so a layout
     changes no value; a ``T.Layout`` must still be one the tile can have (its shape, a
     bijection onto its elements: ``LayoutError`` naming the tile otherwise), as the
-    compiler checks, and a ``T.Fragment`` one the fragment can have in this block (its
-    shape, threads below the block's, one element per thread and local index).
+    compiler checks; a ``T.Fragment`` one the fragment can have in this block (its
+    shape, threads below the block's, one element per thread and local index). A global
+    tensor's layout says where the host finds each element, so the launch runs on its
+    elements gathered in logical order (``runtime.lay_out_global``).
     Fragments are logical tiles here: the compiler lets no code reach a fragment's
     elements but through tile operations and ``T.Parallel`` loops, whose values do not
     depend on where the elements are held."""
@@ -808,6 +822,8 @@ def annotate_layout(layouts):
             layout.check(getattr(tile, "shape", None), repr(name), STATE.threads or None)
         elif isinstance(layout, UserLayout):
             layout.check(getattr(tile, "shape", None), repr(name))
+            if isinstance(tile, SimTensor) and tile.kind is None:     # a global tensor
+                lay_out_global(tile, layout)
 
 
 MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads,

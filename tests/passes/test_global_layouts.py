@@ -1,0 +1,180 @@
+"""``T.annotate_layout`` on a global tensor, as TileLang's FlashAttention backward lays
+out its dQ accumulator (passes/global_layouts.py; sim/runtime.lay_out_global): the host
+sees the elements where the layout puts them, every kernel annotating the tensor alike
+sees them in logical order; and T.copy between two tensors' regions."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.errors import CompileError
+from tilejit.language.layout import LayoutError
+
+BLOCK = 32
+
+
+def dq_layout(dQ):
+    # TileLang's make_dq_layout in two dimensions: the 8x8 MMA fragment's elements together
+    return T.Layout(dQ.shape, lambda l, d: [l // 8, d // 8, d % 2, 4 * (l % 8) + (d % 8) // 2])
+
+
+def accumulate(L, D):
+    """dQ += 2 X through the layout: once by element atomics, once by a region's."""
+    @T.prim_func
+    def main(dQ: T.Tensor((L, D), "float32"), X: T.Tensor((L, D), "float32")):
+        with T.Kernel(T.ceildiv(L, BLOCK), threads=128) as bx:
+            f = T.alloc_fragment((BLOCK, D), "float32")
+            T.annotate_layout({dQ: dq_layout(dQ)})
+            T.copy(X[bx * BLOCK:(bx + 1) * BLOCK, :], f)
+            for i, j in T.Parallel(BLOCK, D):
+                T.atomic_add(dQ[bx * BLOCK + i, j], f[i, j])
+            T.atomic_add(dQ[bx * BLOCK:(bx + 1) * BLOCK, :], f)
+    return main
+
+
+def postprocess(L, D):
+    """Y = dQ in logical order, as float16 (TileLang's flashattn_bwd_postprocess)."""
+    @T.prim_func
+    def main(dQ: T.Tensor((L, D), "float32"), Y: T.Tensor((L, D), "float16")):
+        with T.Kernel(T.ceildiv(L, BLOCK), threads=128) as bx:
+            T.annotate_layout({dQ: dq_layout(dQ)})
+            T.copy(dQ[bx * BLOCK:(bx + 1) * BLOCK, :], Y[bx * BLOCK:(bx + 1) * BLOCK, :])
+    return main
+
+
+def scale_into_shared(L, D):
+    """Y = 3 * dQ read through the layout into a shared tile and a fragment."""
+    @T.prim_func
+    def main(dQ: T.Tensor((L, D), "float32"), Y: T.Tensor((L, D), "float32")):
+        with T.Kernel(T.ceildiv(L, BLOCK), threads=128) as bx:
+            s = T.alloc_shared((BLOCK, D), "float32")
+            f = T.alloc_fragment((BLOCK, D), "float32")
+            T.annotate_layout({dQ: dq_layout(dQ)})
+            T.copy(dQ[bx * BLOCK:(bx + 1) * BLOCK, :], s)
+            T.copy(s, f)
+            for i, j in T.Parallel(BLOCK, D):
+                f[i, j] = f[i, j] * 3
+            T.copy(f, Y[bx * BLOCK:(bx + 1) * BLOCK, :])
+    return main
+
+
+def physical(dQ, L, D):
+    """The tensor's elements in logical order, read at the layout's flat positions."""
+    offsets = torch.from_numpy(dq_layout(dQ).offsets())
+    return dQ.reshape(-1)[offsets]
+
+
+def test_the_host_sees_the_layout_and_the_postprocess_reads_it_back():
+    L, D = 64, 32
+    x = torch.randn(L, D)
+    dq = torch.zeros(L, D)
+    tilelang.compile(accumulate(L, D), target="sim")(dq, x)
+    torch.testing.assert_close(physical(dq, L, D), 2 * x)
+    assert not torch.allclose(dq, 2 * x)            # the host order is not the logical one
+    y = torch.empty(L, D, dtype=torch.float16)
+    tilelang.compile(postprocess(L, D), target="sim")(dq, y)
+    torch.testing.assert_close(y, (2 * x).half())
+
+
+def test_a_read_into_shared_memory_goes_through_the_layout():
+    L, D = 64, 32
+    x = torch.randn(L, D)
+    dq = torch.zeros(L, D)
+    dq.reshape(-1)[torch.from_numpy(dq_layout(dq).offsets())] = x
+    y = torch.empty(L, D)
+    tilelang.compile(scale_into_shared(L, D), target="sim")(dq, y)
+    torch.testing.assert_close(y, 3 * x)
+
+
+def test_a_tensor_with_a_tail_block_keeps_every_write_inside():
+    # 40 rows: the last block runs past the edge; nothing outside may land in the tensor
+    L, D = 40, 16
+    x = torch.randn(L, D)
+    dq = torch.zeros(L, D)
+    tilelang.compile(accumulate(L, D), target="sim")(dq, x)
+    torch.testing.assert_close(physical(dq, L, D), 2 * x)
+
+
+def test_a_layout_that_is_not_a_bijection_is_refused_on_both_targets():
+    def bad(dQ):
+        return T.Layout(dQ.shape, lambda l, d: [l // 2, d])
+
+    @T.prim_func
+    def main(dQ: T.Tensor((16, 8), "float32"), X: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=128):
+            T.annotate_layout({dQ: bad(dQ)})
+            for i, j in T.Parallel(16, 8):
+                dQ[i, j] = X[i, j]
+
+    with pytest.raises(CompileError, match="not a bijection"):
+        tilelang.compile(main).get_kernel_source(arch="sm_90a")
+    with pytest.raises((CompileError, LayoutError), match="not a bijection"):
+        tilelang.compile(main, target="sim")(torch.zeros(16, 8), torch.zeros(16, 8))
+
+
+def test_a_tensor_that_is_not_contiguous_is_refused_at_the_call():
+    L, D = 64, 32
+    dq = torch.zeros(D, L).t()
+    with pytest.raises(ValueError, match="argument 'dQ'.*contiguous"):
+        tilelang.compile(accumulate(L, D), target="sim")(dq, torch.zeros(L, D))
+
+
+def test_a_laid_out_tensor_in_another_tile_operation_is_a_compile_error():
+    @T.prim_func
+    def main(dQ: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=128):
+            T.annotate_layout({dQ: dq_layout(dQ)})
+            T.fill(dQ[0:16, 0:8], 1.0)
+
+    with pytest.raises(CompileError, match="supported in T.copy and T.atomic_add"):
+        tilelang.compile(main).get_kernel_source(arch="sm_90a")
+
+
+def region_to_region(L, D):
+    @T.prim_func
+    def main(A: T.Tensor((L, D), "float32"), B: T.Tensor((L, D), "float16")):
+        with T.Kernel(T.ceildiv(L, BLOCK), threads=128) as bx:
+            T.copy(A[bx * BLOCK:(bx + 1) * BLOCK, :], B[bx * BLOCK:(bx + 1) * BLOCK, :])
+    return main
+
+
+def test_a_copy_between_two_tensors_regions_runs_to_their_edges():
+    a = torch.randn(40, 24)
+    b = torch.zeros(40, 24, dtype=torch.float16)
+    tilelang.compile(region_to_region(40, 24), target="sim")(a, b)
+    torch.testing.assert_close(b, a.half())
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("program", [accumulate, postprocess, scale_into_shared,
+                                     region_to_region])
+def test_the_ptx_assembles(program, arch, ptxas):
+    ptx = tilelang.compile(program(64, 32)).get_kernel_source(arch=arch)
+    if program is accumulate:
+        assert "red.global.add.f32" in ptx or "atom.global.add.f32" in ptx
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("L", [64, 40])
+def test_on_gpu_against_torch_and_simulator(L):
+    D = 32
+    x = torch.randn(L, D)
+    got = {}
+    for target in ("cuda", "sim"):
+        dev = "cuda" if target == "cuda" else "cpu"
+        dq = torch.zeros(L, D, device=dev)
+        tilelang.compile(accumulate(L, D), target=target)(dq, x.to(dev))
+        y = torch.empty(L, D, dtype=torch.float16, device=dev)
+        tilelang.compile(postprocess(L, D), target=target)(dq, y)
+        z = torch.empty(L, D, device=dev)
+        tilelang.compile(scale_into_shared(L, D), target=target)(dq, z)
+        got[target] = (dq.cpu(), y.cpu(), z.cpu())
+    ref = 2 * x.double()
+    torch.testing.assert_close(physical(got["cuda"][0], L, D).double(), ref)
+    torch.testing.assert_close(got["cuda"][1].double(), ref.half().double())
+    torch.testing.assert_close(got["cuda"][2].double(), 3 * ref)
+    for a, b in zip(got["cuda"], got["sim"]):
+        torch.testing.assert_close(a, b)
+    np.testing.assert_array_equal(got["cuda"][0].numpy(), got["sim"][0].numpy())

@@ -1,0 +1,396 @@
+"""Pass: ``T.annotate_layout({G: T.Layout(G.shape, fn)})`` on a global tensor ``G``, as
+TileLang's FlashAttention backward lays out its float32 ``dQ`` accumulator so that the
+atomics of one MMA fragment land side by side (``make_dq_layout``), and its post-process
+kernel reads it back with the same annotation.
+
+The annotation says where each element of ``G`` lives in the tensor's memory: element
+``G[i0, .., in]`` is stored at flat position ``fn(i0, .., in)`` taken row-major over the
+layout's output shape. The host sees that order; every kernel that annotates ``G`` with
+the same layout sees the logical one. So every access of ``G`` in the kernel goes
+through the function, on a flat view of the tensor:
+
+    G[i, j]                        →  G_flat[<fn(i, j), linearized>]
+    __tj_atomic_add(G, (i, j), v)  →  __tj_atomic_add(G_flat, (<...>,), v)
+    T.copy(G[r0:r1, c], X)         →  for a, b in T.Parallel(r1 - r0, ...):   (element
+    T.atomic_add(G[r0:r1, :], F)        loops over the region, clipped at G's and the
+                                         other tensor's edges as any tile copy is)
+
+The element loops are written over logical indices first, so the tensor's edges are
+tested on the logical index (``passes/safe_memory.py`` has already guarded the kernel's
+own element accesses the same way); only then does the flat index replace it, so an index
+past an edge can never reach another element's storage. The layout must be a bijection
+of the tensor's elements (checked over the whole compile-time shape, as for tiles); the
+tensor must be contiguous (the runtime checks it at the call, as for ``T.reshape``). The
+simulator follows the same definition (``sim/semantics.annotate_layout``: the launch
+works on the elements gathered in logical order, scattered back at its end).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import math
+
+from tilejit import language as T
+from tilejit.frontend.rewrite import shape_constant_name
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import ATOMICS, CAST, LANGUAGE, REGION
+from tilejit.language.fragment_layout import Fragment as UserFragment
+from tilejit.language.layout import Layout as UserLayout
+from tilejit.language.layout import LayoutError
+from tilejit.passes.element_loops import copy_operands, index, parallel_loop
+from tilejit.passes.static_eval import NotStatic, StaticEval
+from tilejit.passes.user_layouts import AnnotationScope, annotation_value
+
+_ELEMENT_ATOMICS = frozenset(ATOMICS.values())
+_REGION_ATOMICS = {fn: ATOMICS[fn] for fn in (T.atomic_add, T.atomic_max, T.atomic_min)}
+
+
+class GlobalBuffer:
+    """What a tensor parameter's name means while its annotation is evaluated."""
+
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
+
+    def __repr__(self):
+        return f"<tensor {self.name}: {self.dtype}{list(self.shape)}>"
+
+
+class _Index:
+    """An index expression under construction: ``fn`` called on these builds its AST."""
+
+    def __init__(self, node):
+        self.node = node
+
+    @staticmethod
+    def _of(x):
+        if isinstance(x, _Index):
+            return copy.deepcopy(x.node)
+        if isinstance(x, int) and not isinstance(x, bool):
+            return ast.Constant(x)
+        raise TypeError(f"an index expression takes integers, got {x!r}")
+
+    def _bin(self, op, other, flip=False):
+        a, b = self._of(self), self._of(other)
+        return _Index(ast.BinOp(b, op, a) if flip else ast.BinOp(a, op, b))
+
+    def __add__(self, o): return self._bin(ast.Add(), o)
+    def __radd__(self, o): return self._bin(ast.Add(), o, True)
+    def __sub__(self, o): return self._bin(ast.Sub(), o)
+    def __rsub__(self, o): return self._bin(ast.Sub(), o, True)
+    def __mul__(self, o): return self._bin(ast.Mult(), o)
+    def __rmul__(self, o): return self._bin(ast.Mult(), o, True)
+    def __floordiv__(self, o): return self._bin(ast.FloorDiv(), o)
+    def __rfloordiv__(self, o): return self._bin(ast.FloorDiv(), o, True)
+    def __mod__(self, o): return self._bin(ast.Mod(), o)
+    def __rmod__(self, o): return self._bin(ast.Mod(), o, True)
+    def __neg__(self): return _Index(ast.UnaryOp(ast.USub(), self._of(self)))
+
+
+class _Annotated:
+    """A tensor parameter laid out by an annotation: its flat view's name and the flat
+    index of logical indices."""
+
+    def __init__(self, name, layout, shape, flat_name, line):
+        self.name, self.layout, self.shape, self.flat_name = name, layout, shape, flat_name
+        self.line = line
+        out = layout.get_output_shape()
+        self.strides = [math.prod(out[k + 1:]) for k in range(len(out))]
+
+    def flat(self, indices, error):
+        try:
+            outs = self.layout.forward(*(_Index(copy.deepcopy(i)) for i in indices))
+            terms = [_Index._of(o) for o in outs]
+        except (TypeError, ArithmeticError) as e:
+            raise error(f"T.annotate_layout of tensor {self.name!r} (line {self.line}): its "
+                        f"forward function must compute each physical index from the "
+                        f"logical ones with + - * // %: {e}") from None
+        total = None
+        for term, stride in zip(terms, self.strides):
+            if isinstance(term, ast.Constant) and term.value == 0:
+                continue
+            if stride != 1:
+                term = ast.BinOp(term, ast.Mult(), ast.Constant(stride))
+            total = term if total is None else ast.BinOp(total, ast.Add(), term)
+        return total if total is not None else ast.Constant(0)
+
+
+def _annotations(fdef, namespace):
+    return [s for s in ast.walk(fdef) if isinstance(s, ast.Expr) and isinstance(
+        s.value, ast.Call) and resolve_static(s.value.func, namespace) is T.annotate_layout
+        and len(s.value.args) == 1 and isinstance(s.value.args[0], ast.Dict)]
+
+
+def _region(node):
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == REGION and isinstance(node.args[0], ast.Name))
+
+
+class _Rewrite(ast.NodeTransformer):
+    def __init__(self, ctx, fdef, annotated: dict):
+        self.ctx = ctx
+        self.annotated = annotated
+        self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+
+    # -- the region forms: element loops over logical indices --------------------------
+
+    def _operand(self, node, stmt):
+        """(name, starts, [(dim, extent)] ranged, tile or None, tensor type or None)."""
+        name = node.args[0].id if _region(node) else node.id if isinstance(
+            node, ast.Name) else None
+        tile = self.ctx.plan.tiles.get(name) if name else None
+        tensor = self.ctx.params.get(name) if name else None
+        if tile is None and tensor is None:
+            raise self.ctx.error(f"`{ast.unparse(node)}`: expected a tile or a tensor beside "
+                                 f"a tensor laid out by T.annotate_layout", stmt)
+        shape = list(tile.shape) if tile is not None else [
+            self.ctx.namespace.get(shape_constant_name(name, d)) for d in range(tensor.ndim)]
+        if not _region(node):
+            if None in shape:
+                raise self.ctx.error(f"`{name}`: its shape is not known at compile time; "
+                                     f"give the region (`{name}[r0:r1, ...]`)", stmt)
+            return name, [ast.Constant(0)] * len(shape), list(enumerate(
+                int(e) for e in shape)), tile, tensor
+        kinds, starts, ends = node.args[1].value, node.args[2].elts, node.args[3].elts
+        known = node.args[4].value.split(",")
+        ranged = []
+        for d, kind in enumerate(kinds):
+            if kind != "s":
+                continue
+            extent = int(known[d] or 0)
+            if not extent:
+                try:
+                    a = self.static.value(starts[d])
+                    b = self.static.value(ends[d])
+                    extent = int(shape[d] if b is None else b) - int(a)
+                except (NotStatic, TypeError, ValueError):
+                    extent = 0
+            ranged.append((d, extent if extent > 0 else None))
+        return name, list(starts), ranged, tile, tensor
+
+    def _resolve(self, op, other, stmt):
+        """``op`` with the extents it does not know taken from ``other``'s, in order."""
+        name, starts, ranged, tile, tensor = op
+        if all(e is not None for _, e in ranged):
+            return op
+        known = [e for _, e in other[2]]
+        if len(known) != len(ranged):
+            known = [e for e in known if e != 1]
+        if len(known) != len(ranged) or None in known:
+            raise self.ctx.error(f"`{ast.unparse(stmt)}`: the extents of the region of "
+                                 f"{name!r} must be known at compile time", stmt)
+        return name, starts, [(d, e) for (d, _), e in zip(ranged, known)], tile, tensor
+
+    def _loop(self, stmt, a, b, body_of):
+        """The element loop pairing operands ``a`` and ``b`` (as ``_operand`` gives them);
+        ``body_of(a_elem, b_elem, inside)`` the statements of one element."""
+        a, b = self._resolve(a, b, stmt), self._resolve(b, a, stmt)
+        a_ext = [e for _, e in a[2] if e != 1]
+        b_ext = [e for _, e in b[2] if e != 1]
+        if a_ext != b_ext:
+            raise self.ctx.error(f"`{ast.unparse(stmt)}`: the operands' extents "
+                                 f"{tuple(a_ext)} and {tuple(b_ext)} differ", stmt)
+        seq = self.ctx.number("global_layout")
+        names = [f"__tj_gl{seq}_{k}" for k in range(max(len(a_ext), 1))]
+        tests = []
+
+        def element(op):
+            name, starts, ranged, tile, tensor = op
+            idx = [copy.deepcopy(s) for s in starts]
+            it = iter(names)
+            for d, e in ranged:
+                if e != 1:
+                    var = ast.Name(next(it), ast.Load())
+                    idx[d] = var if isinstance(idx[d], ast.Constant) and idx[d].value == 0 \
+                        else ast.BinOp(idx[d], ast.Add(), var)
+            if tensor is not None:
+                for d, i in enumerate(idx):
+                    if not isinstance(i, ast.Constant):
+                        tests.append(ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()], [
+                            copy.deepcopy(i), ast.Subscript(ast.Attribute(
+                                ast.Name(name, ast.Load()), "shape", ast.Load()),
+                                ast.Constant(d), ast.Load())]))
+            return ast.Subscript(ast.Name(name, ast.Load()), index(idx), ast.Load())
+
+        a_elem, b_elem = element(a), element(b)
+        inside = (ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0]) if tests \
+            else None
+        return ast.copy_location(parallel_loop(names, a_ext or [1],
+                                               body_of(a_elem, b_elem, inside)), stmt)
+
+    def _copy(self, stmt, src, dst):
+        s, d = self._operand(src, stmt), self._operand(dst, stmt)
+
+        def body(s_elem, d_elem, inside):
+            d_elem.ctx = ast.Store()
+            if inside is None:
+                return [ast.Assign([d_elem], s_elem)]
+            if d[3] is not None:             # into a tile: 0 outside the tensor
+                zero = ast.Call(ast.Name(CAST, ast.Load()),
+                                [ast.Constant(0), ast.Constant(s[4].dtype.name)], [])
+                return [ast.Assign([d_elem], ast.IfExp(inside, s_elem, zero))]
+            return [ast.If(inside, [ast.Assign([d_elem], s_elem)], [])]
+        return self._loop(stmt, s, d, body)
+
+    def _atomic(self, stmt, fn, call):
+        dst, value = call.args[0], call.args[1]
+        memory_order, return_prev = call.args[2], call.args[3]
+        if not (isinstance(value, ast.Name) or _region(value)):
+            raise self.ctx.error(f"T.{fn.__name__} on a region of {ast.unparse(dst)}: the "
+                                 f"value must be a tile or a region of one", stmt)
+        if not (isinstance(return_prev, ast.Constant) and return_prev.value is False):
+            raise self.ctx.error(f"T.{fn.__name__} on a region of {ast.unparse(dst)} cannot "
+                                 f"return the previous values", stmt)
+        marker = _REGION_ATOMICS[fn]
+
+        def body(d_elem, v_elem, inside):
+            atom = ast.Expr(ast.Call(ast.Name(marker, ast.Load()), [
+                d_elem.value, d_elem.slice if isinstance(d_elem.slice, ast.Tuple)
+                else ast.Tuple([d_elem.slice], ast.Load()), v_elem, ast.Constant(False),
+                ast.Constant(True), copy.deepcopy(memory_order)], []))
+            return [ast.If(inside, [atom], [])] if inside is not None else [atom]
+        return self._loop(stmt, self._operand(dst, stmt), self._operand(value, stmt), body)
+
+    def _mentions(self, node):
+        return any(isinstance(n, ast.Name) and n.id in self.annotated for n in ast.walk(node))
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not isinstance(call, ast.Call) or not (
+                self._mentions(call) or _tensor_copy(copy_operands(node, self.ctx.namespace),
+                                                     self.ctx.params)):
+            return self.generic_visit(node)
+        fn = resolve_static(call.func, self.ctx.namespace)
+        ops = copy_operands(node, self.ctx.namespace)
+        if ops is not None and (any(self._whole_or_region(x) for x in ops)
+                                or _tensor_copy(ops, self.ctx.params)):
+            return self.generic_visit(self._copy(node, *ops))
+        if fn in _REGION_ATOMICS and len(call.args) == 4 and self._whole_or_region(
+                call.args[0]):
+            return self.generic_visit(self._atomic(node, fn, call))
+        return self.generic_visit(node)
+
+    def _whole_or_region(self, node):
+        return (_region(node) and node.args[0].id in self.annotated) or (
+            isinstance(node, ast.Name) and node.id in self.annotated)
+
+    # -- the element forms: through the flat view -------------------------------------
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        g = self.annotated.get(node.value.id) if isinstance(node.value, ast.Name) else None
+        if g is None:
+            return node
+        indices = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(i, ast.Slice) for i in indices) or len(indices) != len(g.shape):
+            raise self.ctx.error(f"`{ast.unparse(node)}`: tensor {g.name!r} is laid out by "
+                                 f"T.annotate_layout (line {g.line}); index one element "
+                                 f"with all {len(g.shape)} indices, or copy a region of it "
+                                 f"with T.copy / T.atomic_add", node)
+        flat = g.flat(indices, lambda m: self.ctx.error(m, node))
+        return ast.copy_location(ast.Subscript(ast.Name(g.flat_name, ast.Load()), flat,
+                                               node.ctx), node)
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _ELEMENT_ATOMICS and \
+                isinstance(node.args[0], ast.Name) and node.args[0].id in self.annotated:
+            g = self.annotated[node.args[0].id]
+            flat = g.flat(node.args[1].elts, lambda m: self.ctx.error(m, node))
+            node.args[0] = ast.Name(g.flat_name, ast.Load())
+            node.args[1] = ast.Tuple([flat], ast.Load())
+            return node
+        if _region(node) and node.args[0].id in self.annotated:
+            raise self.ctx.error(f"`{ast.unparse(node)}`: a region of tensor "
+                                 f"{node.args[0].id!r}, which T.annotate_layout lays out, "
+                                 f"is supported in T.copy and T.atomic_add", node)
+        return node
+
+
+
+def _check_other_uses(fdef, annotated, ctx):
+    """A laid-out tensor's name is left only in ``G.shape`` (and its flat view's
+    definition): any other use (a tile operation the pass does not expand) is an error."""
+    for node in ast.walk(fdef):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and child.id in annotated and not (
+                    isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
+                raise ctx.error(f"`{ast.unparse(node)}`: tensor {child.id!r} is laid out by "
+                                f"T.annotate_layout (line {annotated[child.id].line}); it "
+                                f"may be indexed one element at a time or copied with "
+                                f"T.copy / T.atomic_add, not used here", node)
+
+
+def _tensor_copy(ops, params) -> bool:
+    """Whether a copy's two operands are both tensors (whole or regions)."""
+    return ops is not None and all(
+        (x.args[0].id if _region(x) else x.id if isinstance(x, ast.Name) else None) in params
+        for x in ops)
+
+
+def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    statements = _annotations(fdef, ctx.namespace)
+    if not any(isinstance(k, ast.Name) and k.id in ctx.params
+               for s in statements for k in s.value.args[0].keys) and not any(
+            isinstance(s, ast.Expr) and _tensor_copy(copy_operands(s, ctx.namespace),
+                                                     ctx.params) for s in ast.walk(fdef)):
+        return fdef
+    scope = AnnotationScope(ctx, fdef)
+    annotated: dict = {}
+    for stmt in statements:
+        dict_node = stmt.value.args[0]
+        keep = []
+        for k, v in zip(dict_node.keys, dict_node.values):
+            if not (isinstance(k, ast.Name) and k.id in ctx.params):
+                keep.append((k, v))
+                continue
+            annotated[k.id] = _layout(ctx, scope, k.id, v, stmt.lineno, annotated.get(k.id))
+        dict_node.keys, dict_node.values = [k for k, _ in keep], [v for _, v in keep]
+    fdef = _Rewrite(ctx, fdef, annotated).visit(fdef)
+    _check_other_uses(fdef, annotated, ctx)
+    views = [ast.Assign([ast.Name(g.flat_name, ast.Store())], ast.Call(
+        ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "reshape", ast.Load()),
+        [ast.Name(g.name, ast.Load()), ast.Tuple([ast.Constant(math.prod(g.shape))],
+                                                ast.Load())], []))
+             for g in annotated.values()]
+    fdef.body = views + [s for s in fdef.body if not _emptied(s, ctx.namespace)]
+    _drop_emptied(fdef, ctx.namespace)
+    return ast.fix_missing_locations(fdef)
+
+
+def _emptied(stmt, namespace) -> bool:
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and resolve_static(stmt.value.func, namespace) is T.annotate_layout
+            and isinstance(stmt.value.args[0], ast.Dict) and not stmt.value.args[0].keys)
+
+
+def _drop_emptied(fdef, namespace):
+    for node in ast.walk(fdef):
+        for field in ("body", "orelse"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and node is not fdef:
+                kept = [s for s in body if not _emptied(s, namespace)]
+                setattr(node, field, kept or [ast.Pass()])
+
+
+def _layout(ctx, scope, name, value_node, line, before):
+    tensor = ctx.params[name]
+    shape = [ctx.namespace.get(shape_constant_name(name, d)) for d in range(tensor.ndim)]
+    if not all(isinstance(n, int) for n in shape):
+        raise ctx.error(f"T.annotate_layout of tensor {name!r}: its shape must be known at "
+                        f"compile time (give it in the tensor's annotation)", line)
+    scope.scope[name] = GlobalBuffer(name, shape, tensor.dtype)
+    layout = annotation_value(ctx, scope, name, value_node, line)
+    if isinstance(layout, UserFragment) or not isinstance(layout, UserLayout):
+        raise ctx.error(f"T.annotate_layout: tensor {name!r} takes a T.Layout, got "
+                        f"{layout!r} (`{ast.unparse(value_node)}`)", line)
+    try:
+        layout.check(shape, repr(name))
+    except LayoutError as e:
+        raise ctx.error(str(e), line) from None
+    if before is not None:
+        if before.layout is not layout and not layout.is_equal(before.layout):
+            raise ctx.error(f"T.annotate_layout: tensor {name!r} is given two different "
+                            f"layouts (lines {before.line} and {line})", line)
+        return before
+    return _Annotated(name, layout, tuple(int(s) for s in shape),
+                      f"__tj_laid_out_{name}", line)
