@@ -161,5 +161,45 @@ def laid_out_params(ks: KernelSource) -> dict[str, int]:
     return out
 
 
-__all__ = ["kernel_outputs", "compile_time_shapes", "whole_copy_shapes", "laid_out_params",
-           "shape_environment", "resolve_static"]
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _settled(test, namespace):
+    """The truth of an ``if`` test made of compile-time values (``with_bias``, ``not
+    has_sink``, ``window is None``), or None when it is not one."""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if any(not isinstance(namespace.get(n, ...), _PLAIN) for n in names) or any(
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
+        return None
+    try:
+        return bool(eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
+                         {"__builtins__": {}}, {n: namespace[n] for n in names}))
+    except Exception:       # not settled at compile time
+        return None
+
+
+def unread_params(ks: KernelSource) -> frozenset:
+    """The parameters the kernel never mentions once its compile-time branches are
+    settled (``if with_bias:`` with ``with_bias`` False): a TileLang program may pass
+    None for such a tensor (``tilelang.jit``'s null pointer)."""
+    used = set()
+
+    def visit(node):
+        if isinstance(node, ast.If):
+            truth = _settled(node.test, ks.namespace)
+            if truth is not None:
+                for stmt in node.body if truth else node.orelse:
+                    visit(stmt)
+                return
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in ks.tree.body:
+        visit(stmt)
+    return frozenset(p for p in ks.params if p not in used)
+
+
+__all__ = ["kernel_outputs", "unread_params", "compile_time_shapes", "whole_copy_shapes",
+           "laid_out_params", "shape_environment", "resolve_static"]

@@ -544,11 +544,21 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 derived.append((lead_name, n, held, _EXPAND, sub.lineno, why, False))
                 derived.append((n, lead_name, held, _RESTRICT, sub.lineno, why, False))
                 partial_uses[(f"L{k}", n)] = held
+        if lead is None and subset:
+            # no fragment has all the loop's indices (a loop over a shared tile reading a
+            # row fragment, TileLang's flash-decoding `S_shared[h, k] = ... / logsum[h]`):
+            # the loop follows a stand-in of its shape in which each thread holding
+            # element h of such a fragment takes every k (_expand)
+            lead = f"__tj_part{k}"
+            first = next(iter(subset))
+            views[lead] = Tile(lead, FRAGMENT, tuple(extents), tiles[first].dtype, loop.lineno)
+            col.partners[lead] = set(col.partners.get(first, ()))
+            for n, (dropped, sub) in subset.items():
+                derived.append((n, lead, dropped, _EXPAND, sub.lineno,
+                                f"the layout of a T.Parallel at line {loop.lineno} that reads "
+                                f"`{ast.unparse(sub)}` and no fragment with all its indices",
+                                False))
         for n, (dropped, sub) in subset.items():
-            if lead is None:
-                raise ctx.error(f"fragment {n!r} is indexed with only some of this loop's "
-                                f"indices; the loop must also index a fragment with all of them "
-                                f"(whose layout it then follows)", sub)
             kept = tuple(e for j, e in enumerate(extents) if j not in dropped)
             if kept != tiles[n].shape:
                 raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed with loop "

@@ -9,7 +9,8 @@ import threading
 
 import numpy as np
 
-from tilejit.runtime.arguments import TensorArg, as_tensor_arg, is_compile_time_value, scalar_key
+from tilejit.runtime.arguments import (TensorArg, TensorSpec, as_tensor_arg, is_compile_time_value,
+                                       scalar_key)
 from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, cluster_shape,
                               launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
@@ -82,6 +83,8 @@ def allocate_output(shape, dtype):
     if any(isinstance(s, int) and s < 0 for s in shape):
         raise ValueError(f"T.empty: negative extent in shape {shape}")
     like = getattr(_ALLOCATION, "like", None)
+    if like is not None and isinstance(like.obj, TensorSpec):
+        return TensorSpec(shape, dtype)     # compiling from shapes: no data to hold
     if like is not None and like.is_torch:
         import torch
         return torch.empty(shape, dtype=dtype.as_torch(), device=like.obj.device)

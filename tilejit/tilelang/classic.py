@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from tilejit.errors import CompileError
+from tilejit.frontend.analysis import unread_params
 from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
@@ -133,6 +136,8 @@ class CompiledPrimFunc:
         if getattr(ann, "scalar", False):
             _check_scalar(name, value, ann.dtype)
             return None
+        if value is None and name in self._unread():
+            return None         # TileLang's null pointer: the kernel never reads it
         arg = as_tensor_arg(value)
         if arg is None:
             raise TypeError(f"argument {name!r}: expected a tensor, got {type(value).__name__}")
@@ -159,6 +164,31 @@ class CompiledPrimFunc:
             elif int(want) != have:
                 raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
         return arg
+
+    def _unread(self) -> frozenset:
+        """The parameters the kernel never reads once its compile-time branches are
+        settled, which may be passed as None."""
+        unread = getattr(self, "_unread_params", None)
+        if unread is None:
+            unread = self._unread_params = unread_params(self.kernel.source)
+        return unread
+
+    def _null_pointers(self, values, sizes):
+        """None for an unread tensor as a tensor of its shape that holds no memory of its
+        own (one element, broadcast), where the other tensors live."""
+        like = next((a for a in map(as_tensor_arg, values) if a is not None), None)
+        out = []
+        for name, value in zip(self.prim.params, values):
+            if value is None:
+                ann = self.prim.annotations[name]
+                shape = [1 if _unknown_symbols((d,), sizes) else _extent(d, sizes)
+                         for d in ann.shape]
+                with allocating_like(like):
+                    value = allocate_output([1] * len(shape), ann.dtype)
+                value = value.expand(*shape) if hasattr(value, "expand") else \
+                    np.broadcast_to(value, shape)
+            out.append(value)
+        return out
 
     @staticmethod
     def _check_computed(sizes):
@@ -208,6 +238,8 @@ class CompiledPrimFunc:
         for name, value in zip(params, values):
             self._check(name, value, sizes)
         self._check_computed(sizes)
+        if any(v is None for v in values):
+            values = self._null_pointers(values, sizes)
         self.kernel(*values)
         if not outputs:
             return None
