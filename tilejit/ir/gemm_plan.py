@@ -190,7 +190,10 @@ class GemmPlan:
             base = tile_fragment(mfma_fragment(self.instr, "CT"), self.warps_m, 1,
                                  self.repeat_m, self.K // self.instr_mn[1])
             return base.replicated(self.warps_n) if self.warps_n > 1 else base
-        base = tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m, 1,
+        # tf32's m16n8k8 A operand is not the accumulator's layout (a thread holds
+        # columns t and t + 4, not 2t and 2t + 1): its own fragment, tiled over K
+        role = "A" if self.kind == "tf32" else "C"
+        base = tile_fragment(mma_fragment(self.instr, self.kind, role), self.warps_m, 1,
                              self.repeat_m, self.K // 8)
         return base.replicated(self.warps_n) if self.warps_n > 1 else base
 

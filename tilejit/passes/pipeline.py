@@ -196,9 +196,10 @@ class _Pipeliner(ast.NodeTransformer):
             return plain
         loop_var = node.target.id
         # tiles allocated in the body (TileLang allocates them once, for the block) are
-        # named before the loop, where its prologue already fills them
-        allocs = [s for s in node.body if _is_allocation(s)]
-        body = [s for s in node.body if not _is_allocation(s)]
+        # named before the loop, where its prologue already fills them, and so are their
+        # layout annotations (declarations of the block's tiles, not loop statements)
+        allocs = [s for s in node.body if _is_declaration(s, self.ctx.namespace)]
+        body = [s for s in node.body if not _is_declaration(s, self.ctx.namespace)]
         varying = _assigned(body) | {loop_var}
         stage_list, order = values.get("stage"), values.get("order")
         for name, lst in (("stage", stage_list), ("order", order)):
@@ -310,10 +311,15 @@ class _Pipeliner(ast.NodeTransformer):
         return out
 
 
-def _is_allocation(stmt) -> bool:
-    """``X = __tj_tile("X")``: a tile named where the kernel allocated it."""
-    return (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == TILE)
+def _is_declaration(stmt, namespace) -> bool:
+    """``X = __tj_tile("X")`` (a tile named where the kernel allocated it) or
+    ``T.annotate_layout({...})``."""
+    if not (isinstance(stmt, (ast.Assign, ast.Expr)) and isinstance(stmt.value, ast.Call)):
+        return False
+    func = stmt.value.func
+    if isinstance(stmt, ast.Assign):
+        return isinstance(func, ast.Name) and func.id == TILE
+    return resolve_static(func, namespace) is T.annotate_layout
 
 
 def _fold_refill(consumers, steady_if, tiles, namespace, commit, pid):

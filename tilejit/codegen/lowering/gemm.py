@@ -44,7 +44,9 @@ def _register_slots(frag, gp, operand):
     """slot[(tile index, k step, element)] of a block fragment holding the C (or A)
     elements of every warp, the same at every thread (checked, for all lanes of all
     warps at once)."""
-    mma = mma_fragment(gp.instr, gp.kind, "C")
+    # tf32's A operand has a layout of its own (GemmPlan.a_fragment); the others' are
+    # the accumulator's over K
+    mma = mma_fragment(gp.instr, gp.kind, "A" if operand == "A" and gp.kind == "tf32" else "C")
     inv = mma.inverse()
     if operand == "C":
         tiles = [(rm, rn) for rm in range(gp.repeat_m) for rn in range(gp.repeat_n)]
@@ -122,6 +124,18 @@ def _a_registers(lanes, w, a_ty, a_ptr, kk):
     gp, builder, context = w.gp, w.builder, w.context
     tile = plan().tile(a_ty.tile_name)
     out = []
+    if a_ty.kind == "fragment" and gp.kind == "tf32":
+        # held in the m16n8k8 A layout itself: register e of k step kk is slot e there
+        slots = _register_slots(tile.layout, gp, "A")
+        for rm in range(gp.repeat_m):
+            regs = []
+            for e in range(4):
+                v = context.unpack_value(builder, a_ty.element,
+                                         builder.gep(a_ptr, [I32(slots[(rm, kk, e)])]))
+                regs.append(_pack(context, builder, [_elem_data(context, builder, a_ty, v,
+                                                                gp.kind)], 32))
+            out.append(regs)
+        return out
     if a_ty.kind == "fragment":
         slots = _register_slots(tile.layout, gp, "A")
         per_reg = 4 // tile.dtype.itemsize if gp.kind != "tf32" else 1
