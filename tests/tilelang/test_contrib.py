@@ -26,6 +26,16 @@ def test_the_compilers_are_named_as_not_supported():
         nvcc.compile_cuda  # noqa: B018 (reading the name is what raises)
 
 
+def test_the_source_post_processing_hooks_import_and_refuse_to_register():
+    # TileLang's GDN examples import them (unused); registering one has no source to act on
+    from tilejit.tilelang.engine.callback import (register_cuda_postproc_callback,
+                                                  register_hip_postproc_callback)
+    with pytest.raises(NotSupportedError, match="register_cuda_postproc_callback.*without any CUDA"):
+        register_cuda_postproc_callback(lambda code, target: code)
+    with pytest.raises(NotSupportedError, match="register_hip_postproc_callback"):
+        register_hip_postproc_callback(lambda code, target: code)
+
+
 @pytest.mark.gpu
 def test_compute_version_of_the_device():
     assert float(nvcc.get_target_compute_version()) >= 8.0

@@ -39,8 +39,9 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             epilogue_staging, fragment_regions, global_copies, global_layouts,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
-                            registers, safe_memory, shared_memory, tile_allocation, tma,
-                            tma_store, warp_roles, warp_specialize, wgmma_waits)
+                            registers, safe_memory, shared_memory, thread_branches,
+                            tile_allocation, tma, tma_store, warp_roles, warp_specialize,
+                            wgmma_waits)
 from tilejit.passes.context import PassContext
 from tilejit.compiler.specialization import Specialization
 from tilejit.codegen import amdgpu, nvptx
@@ -53,6 +54,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
+    thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked

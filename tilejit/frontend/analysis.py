@@ -164,7 +164,7 @@ def laid_out_params(ks: KernelSource) -> dict[str, int]:
 _PLAIN = (bool, int, float, str, type(None))
 
 
-def _settled(test, namespace):
+def settled(test, namespace):
     """The truth of an ``if`` test made of compile-time values (``with_bias``, ``not
     has_sink``, ``window is None``), or None when it is not one."""
     names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
@@ -186,7 +186,7 @@ def unread_params(ks: KernelSource) -> frozenset:
 
     def visit(node):
         if isinstance(node, ast.If):
-            truth = _settled(node.test, ks.namespace)
+            truth = settled(node.test, ks.namespace)
             if truth is not None:
                 for stmt in node.body if truth else node.orelse:
                     visit(stmt)

@@ -1,0 +1,48 @@
+"""A tile operation under a branch that only some of the block's threads take is refused
+before anything runs, on both targets (passes/thread_branches.py; the simulator's own
+check is sim/threads.block_wide), as TileLang's mask tests write it; a branch every
+thread takes is left alone."""
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+
+def masked(lo, hi, copy=False, threads=256):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=threads):
+            S = T.alloc_shared((64, 64), "float16")
+            tx = T.get_thread_binding(0)
+            if tx >= lo and tx < hi:
+                if copy:
+                    T.copy(A, S)
+                else:
+                    for i, k in T.Parallel(64, 64):
+                        S[i, k] = A[i, k]
+            T.copy(S, B)
+    return main
+
+
+@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("target", ["cuda", "sim"])
+def test_some_threads_only_is_refused(copy, target):
+    kernel = tilelang.compile(masked(128, 256, copy), out_idx=[1], target=target)
+    op = "copy" if copy else "Parallel"
+    with pytest.raises(CompileError, match=rf"T.{op} inside a branch that depends on the "
+                                           rf"thread index \(`if tx >= lo and tx < hi`: "
+                                           rf"threads 128…255 of the block's 256\)"):
+        if target == "cuda":
+            kernel.get_kernel_source(arch="sm_90a")
+        else:
+            kernel(torch.randn(64, 64, dtype=torch.float16))
+
+
+def test_a_branch_every_thread_takes_is_left_alone(ptxas):
+    a = torch.randn(64, 64, dtype=torch.float16)
+    out = tilelang.compile(masked(0, 256), out_idx=[1], target="sim")(a)
+    assert torch.equal(out, a)
+    ptxas(tilelang.compile(masked(0, 256), out_idx=[1]).get_kernel_source(arch="sm_90a"),
+          "sm_90a")

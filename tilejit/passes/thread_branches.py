@@ -1,0 +1,109 @@
+"""Pass (a check): a tile operation inside a branch that only some of the block's threads
+take, ``if tx < 128: T.copy(A[...], S)`` with ``tx = T.get_thread_binding()``.
+
+A tile operation is the block's: the compiler spreads its elements over every thread, so
+under such a branch the other threads' share would silently not be done. TileLang maps
+the operation onto the threads of the range instead; tilejit does not (its warpgroup
+roles, ``with T.ws(k):``, do), and the simulator refuses the form at run time
+(``sim/threads.block_wide``). This pass refuses it at compile time where the branch's
+test is a comparison of the thread index with compile-time values, evaluated for each
+thread of the block: a test that some threads pass and others fail is a CompileError
+naming the operation, the test and the threads that take it. A test that every thread
+passes (``if tx < 256`` in a block of 256) is left alone, as in the simulator.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import language as T
+from tilejit.frontend.analysis import settled
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import THREAD_INDEX
+
+_TILE_OPS = {T.copy: "copy", T.fill: "fill", T.clear: "clear", T.gemm: "gemm",
+             T.reduce_sum: "reduce_sum", T.reduce_max: "reduce_max",
+             T.reduce_min: "reduce_min", T.reduce_abssum: "reduce_abssum",
+             T.reduce_absmax: "reduce_absmax", T.cumsum: "cumsum"}
+
+
+def _thread_names(fdef) -> set:
+    """Names assigned the block's thread index along x: ``tx = T.get_thread_binding()``
+    (the front end's ``__tj_thread_index(0)``)."""
+    out = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and isinstance(
+                node.value.func, ast.Name) and node.value.func.id == THREAD_INDEX and all(
+                isinstance(a, ast.Constant) and a.value in (0, None) for a in node.value.args):
+            out.add(node.targets[0].id)
+    return out
+
+
+def _tile_op(stmts, namespace):
+    """The first tile operation (its name) among ``stmts`` and what they contain, the
+    branches of compile-time ``if``s (``if copy:``) that are not taken left out."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            truth = settled(stmt.test, namespace)
+            inner = [stmt.body, stmt.orelse] if truth is None else [
+                stmt.body if truth else stmt.orelse]
+            for block in inner:
+                op = _tile_op(block, namespace)
+                if op is not None:
+                    return op
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
+                    resolve_static(node.iter.func, namespace) is T.Parallel:
+                return "Parallel"
+            if isinstance(node, ast.Call):
+                fn = resolve_static(node.func, namespace)
+                if fn in _TILE_OPS:
+                    return _TILE_OPS[fn]
+    return None
+
+
+def _takers(test, names, threads, namespace):
+    """The threads for which ``test`` holds, or None when it is not a comparison of the
+    thread index with compile-time values."""
+    used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not used & names or any(isinstance(n, (ast.Call, ast.Subscript, ast.Attribute))
+                               for n in ast.walk(test)):
+        return None
+    env = {}
+    for n in used - names:
+        value = namespace.get(n)
+        if not isinstance(value, (int, float, bool)):
+            return None
+        env[n] = value
+    code = compile(ast.Expression(test), "<test>", "eval")
+    try:
+        return [t for t in range(threads)
+                if eval(code, {"__builtins__": {}}, {**env, **{n: t for n in names}})]  # noqa: S307
+    except Exception:       # not a plain comparison: left to the simulator
+        return None
+
+
+def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    names = _thread_names(fdef)
+    if not names:
+        return fdef
+    threads = ctx.plan.launch_threads or ctx.threads
+    for node in ast.walk(fdef):
+        if not isinstance(node, ast.If):
+            continue
+        op = _tile_op(node.body, ctx.namespace) or _tile_op(node.orelse, ctx.namespace)
+        if op is None:
+            continue
+        takers = _takers(node.test, names, threads, ctx.namespace)
+        if takers is None or len(takers) in (0, threads):
+            continue
+        span = (f"{takers[0]}…{takers[-1]}" if takers == list(range(takers[0], takers[-1] + 1))
+                else f"{len(takers)} of them")
+        raise ctx.error(f"T.{op} inside a branch that depends on the thread index "
+                        f"(`if {ast.unparse(node.test)}`: threads {span} of the block's "
+                        f"{threads}): a tile operation is done by the whole block, and here "
+                        f"only some threads reach it, so the others' share would not be "
+                        f"done; split the block with warpgroup roles (`with T.ws(k):`) or "
+                        f"move the operation out of the branch", node)
+    return fdef
