@@ -30,7 +30,7 @@ def test_the_source_post_processing_hooks_import_and_refuse_to_register():
     # TileLang's GDN examples import them (unused); registering one has no source to act on
     from tilejit.tilelang.engine.callback import (register_cuda_postproc_callback,
                                                   register_hip_postproc_callback)
-    with pytest.raises(NotSupportedError, match="register_cuda_postproc_callback.*without any CUDA"):
+    with pytest.raises(NotSupportedError, match="cuda_postproc_callback.*without any CUDA"):
         register_cuda_postproc_callback(lambda code, target: code)
     with pytest.raises(NotSupportedError, match="register_hip_postproc_callback"):
         register_hip_postproc_callback(lambda code, target: code)
