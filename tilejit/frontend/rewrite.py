@@ -238,6 +238,8 @@ class _DeviceForms(ast.NodeTransformer):
         if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
             op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
             return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)
+        if target is T.copy and any(k.arg in ("src", "dst") for k in node.keywords):
+            node = _copy_operands_positional(node)
         if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
                                                       for k in node.keywords):
             # TileLang's lowering hints (disable_tma=, annotations=, ...): not semantics
@@ -448,3 +450,19 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
     fn.__qualname__ = ks.func.__qualname__
     fn.__module__ = ks.func.__module__
     return fn
+
+
+def _copy_operands_positional(node: ast.Call) -> ast.Call:
+    """``T.copy(src, dst=X)`` (TileLang's keywords for the operands) with the operands
+    positional, as the passes and the typing read them; a call that gives an operand
+    twice is left as written (the typing then names it)."""
+    args = list(node.args)
+    rest = []
+    for pos, name in enumerate(("src", "dst")):
+        given = [k for k in node.keywords if k.arg == name]
+        if given:
+            if len(args) != pos:
+                return node
+            args.append(given[0].value)
+    rest = [k for k in node.keywords if k.arg not in ("src", "dst")]
+    return ast.copy_location(ast.Call(node.func, args, rest), node)
