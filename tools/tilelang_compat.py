@@ -130,7 +130,9 @@ LANGUAGE_DIFFERENCES = {
                        "takes its place (ldmatrix, TMA, wgmma read it), any other bijection "
                        "is addressed through its function and a `T.gemm` reading it runs on "
                        "mma.sync; tilejit's own `tilejit.layouts` are taken too. A "
-                       "`T.Fragment` for a fragment (see `Fragment`)",
+                       "`T.Fragment` for a fragment (see `Fragment`). A `T.Layout` for a "
+                       "tensor parameter says where the host finds each element: its "
+                       "accesses go through the function (TileLang's dQ layout)",
     "Fragment": "`forward_thread_fn` (with `replicate`'s `rep`) and `forward_index_fn`, or "
                 "`forward_fn` giving `(thread, index)`; no index function: each element's "
                 "rank in its thread, row-major; `repeat`, `replicate`, `get_thread_size`, "

@@ -50,3 +50,15 @@ def test_on_gpu_against_torch_and_simulator():
     add_bias(96, 16, with_bias=False)(a, sim, None)
     torch.testing.assert_close(c.cpu().double(), 2 * a.double())
     torch.testing.assert_close(c.cpu(), sim)
+
+
+def test_compile_and_par_compile_of_a_factory():
+    # TileLang's kernel.compile() and kernel.par_compile(configs)
+    k = add_bias.compile(64, 16, with_bias=False)
+    assert k is add_bias(64, 16, with_bias=False)
+    kernels = add_bias.par_compile([(64, 16), {"M": 32, "N": 8, "with_bias": False}])
+    for (m, n), kernel in zip([(64, 16), (32, 8)], kernels):
+        a, c = torch.randn(m, n), torch.zeros(m, n)
+        kernel(a, c, None)
+        torch.testing.assert_close(c, 2 * a)
+    assert add_bias.par_compile([("bad",)], ignore_error=True) == [None]

@@ -200,6 +200,11 @@ class _DeviceForms(ast.NodeTransformer):
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
+        if isinstance(node.func, ast.Call):
+            # getattr(T, "reduce_" + op)(...) with op a compile-time string: T.reduce_max
+            attribute = _static_getattr(node.func, self.namespace)
+            if attribute is not None:
+                node.func = attribute
         target = resolve_static(node.func, self.namespace)
         if target is T.if_then_else and len(node.args) == 3 and not node.keywords:
             cond, a, b = node.args
@@ -466,3 +471,26 @@ def _copy_operands_positional(node: ast.Call) -> ast.Call:
             args.append(given[0].value)
     rest = [k for k in node.keywords if k.arg not in ("src", "dst")]
     return ast.copy_location(ast.Call(node.func, args, rest), node)
+
+
+def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
+    """``getattr(obj, name)`` as ``obj.<name>`` when ``obj`` is a compile-time value (a
+    module, ``T``) and ``name`` a string made of literals and compile-time strings."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "getattr"
+            and namespace.get("getattr", getattr) is getattr and len(call.args) == 2
+            and not call.keywords and resolve_static(call.args[0], namespace) is not None):
+        return None
+    expr = call.args[1]
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    if any(not isinstance(namespace.get(n), str) for n in names) or not all(
+            isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.Add, ast.Load, ast.JoinedStr,
+                           ast.FormattedValue)) for n in ast.walk(expr)):
+        return None
+    try:
+        name = eval(compile(ast.Expression(expr), "<getattr>", "eval"),  # noqa: S307
+                    {"__builtins__": {}}, {n: namespace[n] for n in names})
+    except Exception:       # not a compile-time string: left as written
+        return None
+    if not isinstance(name, str) or not name.isidentifier():
+        return None
+    return ast.copy_location(ast.Attribute(copy.deepcopy(call.args[0]), name, ast.Load()), call)

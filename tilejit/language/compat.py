@@ -230,8 +230,12 @@ TILELANG = {
     "par_compile": "parallel compilation of several kernels is not built",
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",
-    "analysis": "TileLang's TVM analyses", "transform": "TileLang's TVM passes",
-    "engine": "TileLang's TVM lowering engine", "tools": "TileLang's tools",
+    "analysis": "TileLang's TVM analyses",
+    "transform": "TileLang's TVM passes (`tilejit.tilelang.transform` has its "
+                 "`simplify_prim_func`, which changes no result, and `PassConfigKey`)",
+    "engine": "TileLang's TVM lowering engine (`tilejit.tilelang.engine.callback`'s "
+              "source post-processing hooks import, and refuse to register)",
+    "tools": "TileLang's tools",
     "lower": "TileLang's TVM lowering (tilejit.compile gives the PTX)",
     "register_cuda_postproc": "CUDA source post-processing (tilejit emits PTX, not CUDA C)",
     "register_hip_postproc": "HIP source post-processing (no AMD target yet)",

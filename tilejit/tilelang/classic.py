@@ -352,5 +352,27 @@ class ClassicJit:
             self._compiled[key] = compiled
         return compiled
 
+    def compile(self, *args, **kwargs):
+        """TileLang's ``kernel.compile(*args)``: the program for these compile-time
+        arguments (the same as calling the factory)."""
+        return self(*args, **kwargs)
+
+    def par_compile(self, configs, num_workers=None, ignore_error=False):
+        """TileLang's ``kernel.par_compile(configs)``: the program for each config (a tuple
+        of the factory's positional arguments, or a dict of keywords), in order. Each is
+        built here and its device code compiled at its first call or
+        ``get_kernel_source()``, one after another (``@tilejit.autotune`` is where configs
+        compile in parallel processes); with ``ignore_error``, a config whose program
+        fails to build gives None instead of raising."""
+        out = []
+        for config in configs:
+            try:
+                out.append(self(**config) if isinstance(config, dict) else self(*config))
+            except Exception:
+                if not ignore_error:
+                    raise
+                out.append(None)
+        return out
+
 
 JITKernel.register(CompiledPrimFunc)
