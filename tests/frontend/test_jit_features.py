@@ -192,19 +192,20 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                      "05_after_allocate_tiles.py", "06_after_guard_global_accesses.py",
                      "07_after_lay_out_global_tensors.py",
                      "08_after_expand_fragment_region_copies.py",
-                     "09_after_fold_clears_into_gemms.py", "10_after_lower_warp_roles.py",
-                     "11_after_check_divisors.py", "12_after_pipeline_loops.py",
-                     "13_after_rasterize_blocks.py", "14_after_choose_operand_layouts.py",
-                     "15_after_convert_fragment_layouts.py", "16_after_infer_layouts.py",
-                     "17_after_check_registers.py", "18_after_use_tma.py",
-                     "19_after_specialize_warps.py", "20_after_stage_epilogues.py",
-                     "21_after_use_tma_stores.py", "22_after_fence_generic_writes.py",
-                     "23_after_plan_shared_memory.py", "24_after_insert_barriers.py",
-                     "25_after_defer_wgmma_waits.py", "26_after_version_parallel_guards.py",
-                     "27_tile_plan.txt", "28_numba_typed.txt", "29_llvm_lowered.ll",
-                     "30_llvm_optimized.ll", "31_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "26_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "31_kernel.ptx").read_text()
+                     "09_after_transpose_fragments.py", "10_after_fold_clears_into_gemms.py",
+                     "11_after_lower_warp_roles.py", "12_after_check_divisors.py",
+                     "13_after_pipeline_loops.py", "14_after_rasterize_blocks.py",
+                     "15_after_choose_operand_layouts.py",
+                     "16_after_convert_fragment_layouts.py", "17_after_infer_layouts.py",
+                     "18_after_check_registers.py", "19_after_use_tma.py",
+                     "20_after_specialize_warps.py", "21_after_stage_epilogues.py",
+                     "22_after_use_tma_stores.py", "23_after_fence_generic_writes.py",
+                     "24_after_plan_shared_memory.py", "25_after_insert_barriers.py",
+                     "26_after_defer_wgmma_waits.py", "27_after_version_parallel_guards.py",
+                     "28_tile_plan.txt", "29_numba_typed.txt", "30_llvm_lowered.ll",
+                     "31_llvm_optimized.ll", "32_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "27_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "32_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

@@ -36,7 +36,8 @@ from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
-                            epilogue_staging, fragment_regions, global_copies, global_layouts,
+                            epilogue_staging, fragment_regions, fragment_transposes,
+                            global_copies, global_layouts,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
                             registers, safe_memory, shared_memory, thread_branches,
@@ -60,6 +61,7 @@ SOURCE_PASSES = (
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     global_layouts.lay_out_global_tensors,   # T.annotate_layout of a tensor: flat accesses
     fragment_regions.expand_fragment_region_copies,  # T.copy(F[a:b, :], S) → a loop
+    fragment_transposes.transpose_fragments,  # F_t[j, i] = F[i, j]: through shared memory
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0

@@ -183,12 +183,38 @@ class _DeviceForms(ast.NodeTransformer):
                 getattr(stmt, field)))
         return [ast.fix_missing_locations(ast.copy_location(h, stmt)) for h in hoisted]
 
+    def visit_For(self, node):
+        # for i, j in T.grid(m, n): nested range loops, the last index innermost
+        it = node.iter
+        names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        if (isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.grid
+                and not it.keywords and len(it.args) == len(names) and len(names) > 0
+                and all(isinstance(n, ast.Name) for n in names) and not node.orelse):
+            body = node.body
+            for name, extent in reversed(list(zip(names, it.args))):
+                body = [ast.copy_location(ast.For(
+                    ast.Name(name.id, ast.Store()),
+                    ast.Call(ast.Name("range", ast.Load()), [extent], []), body, [], None),
+                    node)]
+            return self.generic_visit(ast.fix_missing_locations(body[0]))
+        return self.generic_visit(node)
+
     def visit_Expr(self, node):
         # breakpoint() stops the simulator; on a device it does nothing
         call = node.value
         if (self.strip_breakpoints and isinstance(call, ast.Call)
                 and resolve_static(call.func, self.namespace) is breakpoint):
             return ast.copy_location(ast.Pass(), node)
+        # T.clear(v) / T.fill(v, x) of a T.alloc_var: v = 0 / v = x, in its dtype
+        if (isinstance(call, ast.Call) and not call.keywords and call.args
+                and isinstance(call.args[0], ast.Name) and call.args[0].id in self.variables):
+            fn = resolve_static(call.func, self.namespace)
+            value = (ast.Constant(0) if fn is T.clear and len(call.args) == 1 else
+                     call.args[1] if fn is T.fill and len(call.args) == 2 else None)
+            if value is not None:
+                store = ast.copy_location(
+                    ast.Assign([ast.Name(call.args[0].id, ast.Store())], value), node)
+                return self.visit_Assign(ast.fix_missing_locations(store))
         return self.generic_visit(node)
 
     def visit_List(self, node):

@@ -67,6 +67,7 @@ __all__ = [
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
+    "grid",
     "unroll", "vectorized", "ceildiv", "reinterpret",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
@@ -224,6 +225,12 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None
 def serial(start, stop=None, step=1):
     """A sequential loop, as ``range``."""
     return range(start) if stop is None else range(start, stop, step)
+
+
+def grid(*extents):
+    """TileLang's ``for i, j in T.grid(m, n)``: nested sequential loops, the last index
+    fastest (the front end writes them as nested ``range`` loops)."""
+    return itertools.product(*(range(e) for e in extents))
 
 
 def unroll(start, stop=None, step=1):

@@ -30,13 +30,15 @@ import ast
 import copy
 import math
 
+import numpy as np
+
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ATOMICS, CAST, LANGUAGE, REGION
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
-from tilejit.language.layout import LayoutError
+from tilejit.language.layout import LayoutError, evaluate_user_function
 from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.user_layouts import AnnotationScope, annotation_value
@@ -90,11 +92,10 @@ class _Annotated:
     """A tensor parameter laid out by an annotation: its flat view's name and the flat
     index of logical indices."""
 
-    def __init__(self, name, layout, shape, flat_name, line):
+    def __init__(self, name, layout, shape, out_shape, flat_name, line):
         self.name, self.layout, self.shape, self.flat_name = name, layout, shape, flat_name
         self.line = line
-        out = layout.get_output_shape()
-        self.strides = [math.prod(out[k + 1:]) for k in range(len(out))]
+        self.strides = [math.prod(out_shape[k + 1:]) for k in range(len(out_shape))]
 
     def flat(self, indices, error):
         try:
@@ -384,7 +385,7 @@ def _layout(ctx, scope, name, value_node, line, before):
         raise ctx.error(f"T.annotate_layout: tensor {name!r} takes a T.Layout, got "
                         f"{layout!r} (`{ast.unparse(value_node)}`)", line)
     try:
-        layout.check(shape, repr(name))
+        out_shape = checked_output_shape(layout, tuple(int(n) for n in shape), repr(name))
     except LayoutError as e:
         raise ctx.error(str(e), line) from None
     if before is not None:
@@ -392,5 +393,77 @@ def _layout(ctx, scope, name, value_node, line, before):
             raise ctx.error(f"T.annotate_layout: tensor {name!r} is given two different "
                             f"layouts (lines {before.line} and {line})", line)
         return before
-    return _Annotated(name, layout, tuple(int(s) for s in shape),
+    return _Annotated(name, layout, tuple(int(s) for s in shape), out_shape,
                       f"__tj_laid_out_{name}", line)
+
+
+_CHUNK = 1 << 20          # elements evaluated at a time: a tensor's domain can be large
+
+
+def _outputs(layout, shape, lo, hi, what):
+    coords = np.unravel_index(np.arange(lo, hi, dtype=np.int64), shape)
+    outs = evaluate_user_function(lambda *c: layout.forward(*c), what, shape, coords)
+    outs = [np.broadcast_to(np.asarray(o), coords[0].shape) for o in outs]
+    for o in outs:
+        if not np.issubdtype(o.dtype, np.integer):
+            raise LayoutError(f"{what}: expected integer physical indices, got values of "
+                              f"type {o.dtype}")
+    return coords, outs
+
+
+def _flat(layout, shape, lo, hi, strides, what):
+    coords, outs = _outputs(layout, shape, lo, hi, what)
+    return coords, sum(o.astype(np.int64) * st for o, st in zip(outs, strides))
+
+
+def _raise_duplicate(layout, shape, numel, strides, what):
+    taken = np.zeros(numel, dtype=bool)
+    for lo in range(0, numel, _CHUNK):
+        coords, flat = _flat(layout, shape, lo, min(lo + _CHUNK, numel), strides, what)
+        order = np.argsort(flat, kind="stable")
+        twice = np.nonzero(flat[order][1:] == flat[order][:-1])[0]
+        again = np.nonzero(taken[flat])[0]
+        if twice.size or again.size:
+            k = int(order[twice[0] + 1]) if twice.size else int(again[0])
+            raise LayoutError(f"{what}: not a bijection: index {[int(c[k]) for c in coords]} "
+                              f"maps to physical index {int(flat[k])}, which another element "
+                              f"already has; expected each of the {numel} elements at its "
+                              f"own index in [0, {numel})")
+        taken[flat] = True
+
+
+def checked_output_shape(layout, shape, name) -> tuple:
+    """The layout's output shape over a tensor of ``shape``, after checking that it maps
+    the tensor's elements one to one onto ``[0, numel)`` (``T.Layout.check``'s test,
+    evaluated a chunk of the domain at a time, with a bitmap of the positions taken)."""
+    what = f"T.Layout forward_fn for {name}"
+    if tuple(layout.get_input_shape()) != shape:
+        raise LayoutError(f"T.annotate_layout: the layout of {name} has input shape "
+                          f"{list(layout.get_input_shape())}, expected the tensor's shape "
+                          f"{list(shape)}")
+    numel = math.prod(shape)
+    most = None
+    for lo in range(0, numel, _CHUNK):
+        coords, outs = _outputs(layout, shape, lo, min(lo + _CHUNK, numel), what)
+        for k, o in enumerate(outs):
+            if (o < 0).any():
+                at = [int(c[np.argmax(o < 0)]) for c in coords]
+                raise LayoutError(f"{what}: physical index out of range: output {k} at index "
+                                  f"{at} is negative, expected a value >= 0")
+        chunk_most = [int(o.max()) for o in outs]
+        most = chunk_most if most is None else [max(a, b) for a, b in zip(most, chunk_most)]
+    out_shape = tuple(m + 1 for m in most)
+    strides = [math.prod(out_shape[k + 1:]) for k in range(len(out_shape))]
+    taken = np.zeros(numel, dtype=bool)
+    for lo in range(0, numel, _CHUNK):
+        coords, flat = _flat(layout, shape, lo, min(lo + _CHUNK, numel), strides, what)
+        if (flat >= numel).any():
+            k = int(np.argmax(flat >= numel))
+            raise LayoutError(f"{what}: physical index out of range: index "
+                              f"{[int(c[k]) for c in coords]} maps to {int(flat[k])} (output "
+                              f"shape {list(out_shape)}), expected a value in [0, {numel}) "
+                              f"(the tensor's {numel} elements)")
+        taken[flat] = True
+    if np.count_nonzero(taken) != numel:       # some position taken twice: find one
+        _raise_duplicate(layout, shape, numel, strides, what)
+    return out_shape
