@@ -62,3 +62,20 @@ def test_on_gpu_against_torch_and_simulator(threads):
     torch.testing.assert_close(c.cpu().double(), rc, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(b.cpu(), sb)
     torch.testing.assert_close(c.cpu(), sc, atol=1e-5, rtol=1e-5)
+
+
+def test_a_transposed_write_under_a_branch_is_left_to_the_layout_pass():
+    # the scratch would copy back elements the branch skipped: not rewritten, refused
+    @T.prim_func
+    def main(A: T.Tensor((16, 32), "float32"), B: T.Tensor((32, 16), "float32")):
+        with T.Kernel(1, threads=128):
+            F = T.alloc_fragment((16, 32), "float32")
+            Ft = T.alloc_fragment((32, 16), "float32")
+            T.copy(A, F)
+            T.fill(Ft, 7.0)
+            for i, k in T.Parallel(16, 32):
+                if i < 4:
+                    Ft[k, i] = F[i, k]
+            T.copy(Ft, B)
+    with pytest.raises(tilelang.CompileError, match="must cover its shape"):
+        tilelang.compile(main).get_kernel_source(arch="sm_90a")

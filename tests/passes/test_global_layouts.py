@@ -178,3 +178,40 @@ def test_on_gpu_against_torch_and_simulator(L):
     for a, b in zip(got["cuda"], got["sim"]):
         torch.testing.assert_close(a, b)
     np.testing.assert_array_equal(got["cuda"][0].numpy(), got["sim"][0].numpy())
+
+
+def test_an_access_before_the_annotation_is_a_compile_error():
+    @T.prim_func
+    def main(G: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(16, 16):
+                Y[i, j] = G[i, j]
+            T.annotate_layout({G: T.Layout(G.shape, lambda i, j: [j, i])})
+    with pytest.raises(CompileError, match="'G' is accessed at line .* before its "
+                                           "T.annotate_layout"):
+        tilelang.compile(main).get_kernel_source(arch="sm_90a")
+
+
+def test_an_annotation_inside_a_branch_is_a_compile_error():
+    @T.prim_func
+    def main(G: T.Tensor((16, 16), "float32"), flag: T.int32):
+        with T.Kernel(1, threads=128):
+            if flag > 0:
+                T.annotate_layout({G: T.Layout(G.shape, lambda i, j: [j, i])})
+            for i, j in T.Parallel(16, 16):
+                G[i, j] = 1.0
+    with pytest.raises(CompileError, match="must be a statement of the kernel's body"):
+        tilelang.compile(main).get_kernel_source(arch="sm_90a")
+
+
+def test_a_tensor_to_tensor_copy_by_keyword():
+    a = torch.randn(40, 24)
+    b = torch.zeros(40, 24, dtype=torch.float16)
+
+    @T.prim_func
+    def main(A: T.Tensor((40, 24), "float32"), B: T.Tensor((40, 24), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            T.copy(A[bx * 32:(bx + 1) * 32, :], dst=B[bx * 32:(bx + 1) * 32, :])
+    tilelang.compile(main, target="sim")(a, b)
+    torch.testing.assert_close(b, a.half())
+    assert ".entry" in tilelang.compile(main).get_kernel_source(arch="sm_90a")

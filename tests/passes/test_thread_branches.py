@@ -46,3 +46,22 @@ def test_a_branch_every_thread_takes_is_left_alone(ptxas):
     assert torch.equal(out, a)
     ptxas(tilelang.compile(masked(0, 256), out_idx=[1]).get_kernel_source(arch="sm_90a"),
           "sm_90a")
+
+
+def test_threads_given_as_a_tuple_of_the_program():
+    # threads=(64, 2) through a closure name: tx is the index along x, 0..63, so
+    # `tx < 64` is every thread's branch
+    threads = (64, 2)
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float32"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=threads):
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((32, 32), "float32")
+            if tx < 64:
+                T.copy(A, S)
+            T.copy(S, C)
+    a, c = torch.randn(32, 32), torch.zeros(32, 32)
+    tilelang.compile(main, target="sim")(a, c)
+    assert torch.equal(a, c)
+    assert ".entry" in tilelang.compile(main).get_kernel_source(arch="sm_90a")

@@ -129,16 +129,25 @@ def whole_copy_shapes(ks: KernelSource) -> tuple[str, ...]:
     out = set()
     for node in ast.walk(ks.tree):
         if is_call_to(node, T.copy, ks.namespace):
-            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+            operands = copy_operand_nodes(node)
+            out.update(a.id for a in operands if isinstance(a, ast.Name) and a.id in params)
             # a copy between two tensors' regions: an open slice runs to the tensor's edge
             named = [a.value.id if isinstance(a, ast.Subscript) and isinstance(
-                a.value, ast.Name) else None for a in node.args[:2]]
+                a.value, ast.Name) else None for a in operands]
             if len(named) == 2 and all(n in params for n in named):
                 out.update(named)
         elif _laid_out(node, ks.namespace):
             out.update(k.id for k in node.args[0].keys if isinstance(k, ast.Name)
                        and k.id in params)
     return tuple(sorted(out))
+
+
+def copy_operand_nodes(call: ast.Call) -> list:
+    """A ``T.copy`` call's operands, positional or by keyword (``src=``, ``dst=``)."""
+    operands = list(call.args[:2])
+    for name in ("src", "dst")[len(operands):]:
+        operands += [k.value for k in call.keywords if k.arg == name]
+    return operands
 
 
 def _laid_out(node, namespace) -> bool:

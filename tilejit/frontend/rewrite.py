@@ -488,7 +488,6 @@ def _copy_operands_positional(node: ast.Call) -> ast.Call:
     positional, as the passes and the typing read them; a call that gives an operand
     twice is left as written (the typing then names it)."""
     args = list(node.args)
-    rest = []
     for pos, name in enumerate(("src", "dst")):
         given = [k for k in node.keywords if k.arg == name]
         if given:

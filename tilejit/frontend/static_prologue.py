@@ -16,7 +16,9 @@ globals, constants, earlier such assignments) has one value for the whole
 specialization. ``fold_static_prologue`` computes it and writes it into the device
 program as a constant (a list as a tuple); a value of another kind (a dtype, a
 function) becomes a global of the device program. A chained assignment of a constant
-(``micro_size_x = micro_size_y = 16``) folds name by name, and an ``if`` whose test is a
+(``micro_size_x = micro_size_y = 16``) and a tuple unpacked name by name (``batch, seq_len,
+heads, dim = Q.shape`` once its compile-time entries are specialized) fold name by name,
+and an ``if`` whose test is a
 compile-time value is replaced by the branch it takes. What still is not compilable after
 that is reported as before, at its line (``validate.UNSUPPORTED``).
 """
@@ -71,6 +73,14 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             if ok:
                 pending[:0] = stmt.body if taken else stmt.orelse
                 continue
+        if _is_unpacking(stmt):
+            # `batch, seq_len, heads, dim = (Q.shape[0], ..., <dim's compile-time value>)`
+            # (a shape unpacked, its compile-time entries specialized): one assignment per
+            # name, so the compile-time ones fold and what is computed from them too
+            pending[:0] = [ast.fix_missing_locations(ast.copy_location(
+                ast.Assign([ast.Name(t.id, ast.Store())], v), stmt))
+                for t, v in zip(stmt.targets[0].elts, stmt.value.elts)]
+            continue
         if _is_chained(stmt):
             # `micro_size_x = micro_size_y = micro_size_k = 16`: one assignment per name
             value, ok = _evaluate(stmt.value, env, runtime)
@@ -106,6 +116,18 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
                             f"values: the constexpr parameters, globals and constants)", node)
         out.append(stmt)
     return out
+
+
+def _is_unpacking(stmt) -> bool:
+    """``a, b = (x, y)`` whose values read none of the names it assigns."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+            and len(stmt.targets[0].elts) == len(stmt.value.elts)
+            and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
+        return False
+    names = {t.id for t in stmt.targets[0].elts}
+    return len(names) == len(stmt.targets[0].elts) and not any(
+        isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.value))
 
 
 def _is_chained(stmt) -> bool:

@@ -39,6 +39,11 @@ def _binop(a, op, b):
     return ast.BinOp(a, op, b)
 
 
+def _int_tuple(value) -> bool:
+    return isinstance(value, (tuple, list)) and 1 <= len(value) <= 3 and all(
+        isinstance(n, int) and not isinstance(n, bool) for n in value)
+
+
 class _Bindings(ast.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
@@ -50,6 +55,10 @@ class _Bindings(ast.NodeTransformer):
             self.dims, self.flat = [ast.Constant(128)], True
         elif isinstance(threads, (ast.Tuple, ast.List)):
             self.dims, self.flat = list(threads.elts), len(threads.elts) == 1
+        elif isinstance(threads, ast.Name) and _int_tuple(ks.namespace.get(threads.id)):
+            # threads=threads, a tuple of the program's (a closure's or a global's)
+            value = ks.namespace[threads.id]
+            self.dims, self.flat = [ast.Constant(int(n)) for n in value], len(value) == 1
         else:
             # a name or an expression: one number (a tuple's parts are not known here)
             self.dims, self.flat, self.written = [threads], True, False

@@ -65,6 +65,9 @@ class _Transposes(ast.NodeTransformer):
         tiles = self.ctx.plan.tiles
         uses: dict = {}         # fragment -> {"store"/"load": permutation}, "plain"
         updated = {id(s.target) for s in ast.walk(node) if isinstance(s, ast.AugAssign)}
+        # a store the scratch can take: a statement of the loop body itself (under an
+        # `if`, the elements it skips would be copied back from an unwritten scratch)
+        direct = {id(t) for s in node.body if isinstance(s, ast.Assign) for t in s.targets}
         for sub in ast.walk(node):
             if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)):
                 continue
@@ -72,8 +75,9 @@ class _Transposes(ast.NodeTransformer):
             if tile is None or tile.kind != FRAGMENT:
                 continue
             perm = _permuted(sub, loop_vars, tiles)
-            kind = "plain" if perm is None or id(sub) in updated else (
-                "store" if isinstance(sub.ctx, ast.Store) else "load")
+            store = isinstance(sub.ctx, ast.Store)
+            kind = "plain" if perm is None or id(sub) in updated or (
+                store and id(sub) not in direct) else ("store" if store else "load")
             uses.setdefault(sub.value.id, {}).setdefault(kind, set()).add(perm)
         before, after = [], []
         for name, kinds in uses.items():

@@ -337,6 +337,7 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     scope = AnnotationScope(ctx, fdef)
     annotated: dict = {}
+    top = {id(s): i for i, s in enumerate(fdef.body)}
     for stmt in statements:
         dict_node = stmt.value.args[0]
         keep = []
@@ -344,6 +345,7 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             if not (isinstance(k, ast.Name) and k.id in ctx.params):
                 keep.append((k, v))
                 continue
+            _check_placement(ctx, fdef, top.get(id(stmt)), stmt, k.id)
             annotated[k.id] = _layout(ctx, scope, k.id, v, stmt.lineno, annotated.get(k.id))
         dict_node.keys, dict_node.values = [k for k, _ in keep], [v for _, v in keep]
     fdef = _Rewrite(ctx, fdef, annotated).visit(fdef)
@@ -356,6 +358,26 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     fdef.body = views + [s for s in fdef.body if not _emptied(s, ctx.namespace)]
     _drop_emptied(fdef, ctx.namespace)
     return ast.fix_missing_locations(fdef)
+
+
+def _check_placement(ctx, fdef, index, stmt, name):
+    """A tensor's layout holds for the whole kernel, as the simulator applies it from
+    the statement on: the annotation must be a statement of the kernel's body (not in a
+    loop or a branch) before any access of the tensor."""
+    if index is None:
+        raise ctx.error(f"T.annotate_layout of tensor {name!r} must be a statement of the "
+                        f"kernel's body, not inside a loop or a branch: the layout says where "
+                        f"every element of {name!r} is, for the whole kernel", stmt)
+    for earlier in fdef.body[:index]:
+        for node in ast.walk(earlier):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Name) and child.id == name and not (
+                        isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
+                    raise ctx.error(f"tensor {name!r} is accessed at line "
+                                    f"{getattr(node, 'lineno', '?')} before its "
+                                    f"T.annotate_layout at line {stmt.lineno}: the layout "
+                                    f"holds for every access, so annotate the tensor first",
+                                    node)
 
 
 def _emptied(stmt, namespace) -> bool:

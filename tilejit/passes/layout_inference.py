@@ -544,9 +544,10 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 derived.append((lead_name, n, held, _EXPAND, sub.lineno, why, False))
                 derived.append((n, lead_name, held, _RESTRICT, sub.lineno, why, False))
                 partial_uses[(f"L{k}", n)] = held
-        if lead is None and subset:
-            # no fragment has all the loop's indices (a loop over a shared tile reading a
-            # row fragment, TileLang's flash-decoding `S_shared[h, k] = ... / logsum[h]`):
+        if lead is None and subset and len({tuple(d) for d, _ in subset.values()}) == 1:
+            # no fragment has all the loop's indices (a loop over a shared tile reading
+            # row fragments, TileLang's flash-decoding `S_shared[h, k] = ... / logsum[h]`;
+            # all of them indexed by the same indices):
             # the loop follows a stand-in of its shape in which each thread holding
             # element h of such a fragment takes every k (_expand)
             lead = f"__tj_part{k}"
@@ -559,6 +560,11 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                 f"`{ast.unparse(sub)}` and no fragment with all its indices",
                                 False))
         for n, (dropped, sub) in subset.items():
+            if lead is None:
+                raise ctx.error(f"fragment {n!r} is indexed with only some of this loop's "
+                                f"indices; the loop must also index a fragment with all of them "
+                                f"(whose layout it then follows), or index every such "
+                                f"fragment with the same indices", sub)
             kept = tuple(e for j, e in enumerate(extents) if j not in dropped)
             if kept != tiles[n].shape:
                 raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed with loop "

@@ -26,17 +26,26 @@ _TILE_OPS = {T.copy: "copy", T.fill: "fill", T.clear: "clear", T.gemm: "gemm",
              T.reduce_absmax: "reduce_absmax", T.cumsum: "cumsum"}
 
 
-def _thread_names(fdef) -> set:
-    """Names assigned the block's thread index along x: ``tx = T.get_thread_binding()``
-    (the front end's ``__tj_thread_index(0)``)."""
-    out = set()
+def _thread_names(fdef) -> dict:
+    """{name: its value} of the names assigned once from the block's thread index
+    (``tx = T.get_thread_binding()``, the front end's ``__tj_thread_index()``, with
+    ``% x`` or ``// x % y`` in a block of several dimensions) and constants only."""
+    out, stores = {}, {}
     for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
-                node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and isinstance(
-                node.value.func, ast.Name) and node.value.func.id == THREAD_INDEX and all(
-                isinstance(a, ast.Constant) and a.value in (0, None) for a in node.value.args):
-            out.add(node.targets[0].id)
-    return out
+                node.targets[0], ast.Name) and _of_thread_index(node.value):
+            out[node.targets[0].id] = node.value
+    return {n: v for n, v in out.items() if stores.get(n) == 1}
+
+
+def _of_thread_index(expr) -> bool:
+    calls = [n for n in ast.walk(expr) if isinstance(n, ast.Call)]
+    return bool(calls) and all(isinstance(c.func, ast.Name) and c.func.id == THREAD_INDEX
+                               and not c.args for c in calls) and all(
+        isinstance(n, (ast.Call, ast.Name, ast.Constant, ast.BinOp, ast.operator, ast.Load))
+        for n in ast.walk(expr))
 
 
 def _tile_op(stmts, namespace):
@@ -65,21 +74,29 @@ def _tile_op(stmts, namespace):
 
 def _takers(test, names, threads, namespace):
     """The threads for which ``test`` holds, or None when it is not a comparison of the
-    thread index with compile-time values."""
+    thread index (``names``: {name: its value}) with compile-time values."""
     used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-    if not used & names or any(isinstance(n, (ast.Call, ast.Subscript, ast.Attribute))
-                               for n in ast.walk(test)):
+    if not used & set(names) or any(isinstance(n, (ast.Call, ast.Subscript, ast.Attribute))
+                                    for n in ast.walk(test)):
         return None
     env = {}
-    for n in used - names:
+    for n in used - set(names):
         value = namespace.get(n)
         if not isinstance(value, (int, float, bool)):
             return None
         env[n] = value
     code = compile(ast.Expression(test), "<test>", "eval")
+    values = {n: compile(ast.Expression(v), "<thread index>", "eval") for n, v in names.items()
+              if n in used}
     try:
-        return [t for t in range(threads)
-                if eval(code, {"__builtins__": {}}, {**env, **{n: t for n in names}})]  # noqa: S307
+        takers = []
+        for t in range(threads):
+            index = {THREAD_INDEX: lambda t=t: t}
+            local = {**env, **{n: eval(v, {"__builtins__": {}}, index)  # noqa: S307
+                               for n, v in values.items()}}
+            if eval(code, {"__builtins__": {}}, local):                   # noqa: S307
+                takers.append(t)
+        return takers
     except Exception:       # not a plain comparison: left to the simulator
         return None
 

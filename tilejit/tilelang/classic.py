@@ -368,7 +368,7 @@ class ClassicJit:
         for config in configs:
             try:
                 out.append(self(**config) if isinstance(config, dict) else self(*config))
-            except Exception:
+            except (CompileError, TypeError, ValueError):
                 if not ignore_error:
                     raise
                 out.append(None)
