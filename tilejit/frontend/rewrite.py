@@ -205,6 +205,10 @@ class _DeviceForms(ast.NodeTransformer):
         if (self.strip_breakpoints and isinstance(call, ast.Call)
                 and resolve_static(call.func, self.namespace) is breakpoint):
             return ast.copy_location(ast.Pass(), node)
+        if (isinstance(call, ast.Call) and resolve_static(call.func, self.namespace) is T.dp4a
+                and len(call.args) == 3 and not call.keywords
+                and all(isinstance(a, ast.Subscript) for a in call.args)):
+            return self.generic_visit(_dp4a_loop(call, node))
         # T.clear(v) / T.fill(v, x) of a T.alloc_var: v = 0 / v = x, in its dtype
         if (isinstance(call, ast.Call) and not call.keywords and call.args
                 and isinstance(call.args[0], ast.Name) and call.args[0].id in self.variables):
@@ -519,3 +523,29 @@ def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
     if not isinstance(name, str) or not name.isidentifier():
         return None
     return ast.copy_location(ast.Attribute(copy.deepcopy(call.args[0]), name, ast.Load()), call)
+
+
+def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> ast.For:
+    """``T.dp4a(A[i, k], B[j, k], C[n])`` as ``for t in range(4): C[n] = C[n] +
+    int32(A[i, k + t]) * int32(B[j, k + t])``."""
+    a, b, c = call.args
+    t = f"__tj_dp4a_{stmt.lineno}_{stmt.col_offset}"
+
+    def shifted(sub):
+        sub = copy.deepcopy(sub)
+        elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        elts[-1] = ast.BinOp(elts[-1], ast.Add(), ast.Name(t, ast.Load()))
+        sub.slice = ast.Tuple(elts, ast.Load()) if len(elts) > 1 else elts[0]
+        return sub
+
+    def int32(x):
+        return ast.Call(ast.Name(CAST, ast.Load()), [x, ast.Constant("int32")], [])
+
+    target = copy.deepcopy(c)
+    target.ctx = ast.Store()
+    value = ast.BinOp(copy.deepcopy(c), ast.Add(),
+                      ast.BinOp(int32(shifted(a)), ast.Mult(), int32(shifted(b))))
+    loop = ast.For(ast.Name(t, ast.Store()), ast.Call(ast.Name("range", ast.Load()),
+                                                       [ast.Constant(4)], []),
+                   [ast.Assign([target], value)], [], None)
+    return ast.fix_missing_locations(ast.copy_location(loop, stmt))

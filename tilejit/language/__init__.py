@@ -67,7 +67,7 @@ __all__ = [
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
-    "grid",
+    "grid", "dp4a",
     "unroll", "vectorized", "ceildiv", "reinterpret",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
@@ -284,6 +284,14 @@ def cast(value, dtype):
     """``value`` converted to ``dtype`` (floats round to nearest even; float to int
     truncates toward zero)."""
     return _num.cast(value, as_dtype(dtype))
+
+
+def dp4a(a, b, c):
+    """TileLang's ``T.dp4a(A[i, k], B[j, k], C[n])``: ``C[n] += A[i, k + t] * B[j, k + t]``
+    for t = 0…3, the products of the int8 elements summed in int32. In a kernel the front
+    end writes the four multiply-adds (frontend/rewrite.py), for the simulator and the GPU
+    alike; LLVM, not a ``dp4a`` instruction, does the arithmetic."""
+    raise RuntimeError("T.dp4a(a, b, c) is used inside a kernel")
 
 
 def reinterpret(value, dtype):
