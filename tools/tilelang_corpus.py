@@ -244,6 +244,9 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
                       "message": f"pytest exited {proc.returncode}: {tail[0][:160]}"})
     for case in cases:
         case["file"] = path
+        if case.get("message"):       # paths of this machine's: relative to the checkouts
+            case["message"] = case["message"].replace(ROOT + os.sep, "").replace(
+                tmp.rstrip(os.sep) + os.sep, "<corpus copy>/")
     return {"file": path, "cases": cases, "seconds": round(time.monotonic() - start, 1),
             "returncode": proc.returncode, "timed_out": timed_out}
 
