@@ -5,8 +5,9 @@
 - ``compile_time_shapes``: the shape entries (parameter, dimension) the program needs
   at compile time — a ``T.Parallel`` extent or the block size computed from
   ``A.shape[i]`` — on which each specialization is made automatically.
-- ``whole_copy_shapes``: the tensors a ``T.copy`` moves whole
-  (``T.copy(W, w)``: a weight vector into a fragment). Specializing on them costs nothing
+- ``whole_shape_params``: the tensors a ``T.copy`` moves whole
+  (``T.copy(W, w)``: a weight vector into a fragment), or copies region to region with
+  another tensor, or ``T.annotate_layout`` lays out. Specializing on them costs nothing
   where they equal an extent already compiled in, and turns the copy's bounds checks
   into constants: no edge path, every load in flight at once.
 """
@@ -121,12 +122,15 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(needed))
 
 
-def whole_copy_shapes(ks: KernelSource) -> tuple[str, ...]:
-    """The tensor parameters named bare as a ``T.copy`` operand, copied region to region
-    with another tensor, or laid out by ``T.annotate_layout`` (every dimension of their
-    shape is specialized on; the rank is known at the call)."""
+def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
+    """(the tensor parameters named bare as a ``T.copy`` operand, copied region to region
+    with another tensor, or laid out by ``T.annotate_layout``: every dimension of their
+    shape is specialized on, the rank being known at the call; {each laid-out parameter:
+    the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
+    from one walk of the kernel (it runs at every decoration)."""
     params = set(ks.params) - set(ks.constexpr_params)
     out = set()
+    laid_out: dict[str, int] = {}
     for node in ast.walk(ks.tree):
         if is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
@@ -137,9 +141,11 @@ def whole_copy_shapes(ks: KernelSource) -> tuple[str, ...]:
             if len(named) == 2 and all(n in params for n in named):
                 out.update(named)
         elif _laid_out(node, ks.namespace):
-            out.update(k.id for k in node.args[0].keys if isinstance(k, ast.Name)
-                       and k.id in params)
-    return tuple(sorted(out))
+            for k in node.args[0].keys:
+                if isinstance(k, ast.Name) and k.id in params:
+                    out.add(k.id)
+                    laid_out.setdefault(k.id, node.lineno)
+    return tuple(sorted(out)), laid_out
 
 
 def copy_operand_nodes(call: ast.Call) -> list:
@@ -157,34 +163,29 @@ def _laid_out(node, namespace) -> bool:
             and isinstance(node.args[0], ast.Dict))
 
 
-def laid_out_params(ks: KernelSource) -> dict[str, int]:
-    """The tensor parameters a ``T.annotate_layout({P: layout})`` lays out
-    (``passes/global_layouts.py``), which must be contiguous; {name: line}."""
-    params = set(ks.params) - set(ks.constexpr_params)
-    out: dict[str, int] = {}
-    for node in ast.walk(ks.tree):
-        if _laid_out(node, ks.namespace):
-            for k in node.args[0].keys:
-                if isinstance(k, ast.Name) and k.id in params:
-                    out.setdefault(k.id, node.lineno)
-    return out
-
-
 _PLAIN = (bool, int, float, str, type(None))
+
+
+def plain_value(expr, namespace, kinds=_PLAIN):
+    """(value, True) of an expression of literals and names bound to plain values
+    (``kinds``) with no calls, attributes or subscripts (``not has_sink``, ``"reduce_" +
+    op``); (None, False) when it is not one."""
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    if any(not isinstance(namespace.get(n, ...), kinds) for n in names) or any(
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(expr)):
+        return None, False
+    try:
+        return eval(compile(ast.Expression(expr), "<compile-time value>", "eval"),  # noqa: S307
+                    {"__builtins__": {}}, {n: namespace[n] for n in names}), True
+    except Exception:       # not a compile-time value
+        return None, False
 
 
 def settled(test, namespace):
     """The truth of an ``if`` test made of compile-time values (``with_bias``, ``not
     has_sink``, ``window is None``), or None when it is not one."""
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-    if any(not isinstance(namespace.get(n, ...), _PLAIN) for n in names) or any(
-            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(test)):
-        return None
-    try:
-        return bool(eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
-                         {"__builtins__": {}}, {n: namespace[n] for n in names}))
-    except Exception:       # not settled at compile time
-        return None
+    value, ok = plain_value(test, namespace)
+    return bool(value) if ok else None
 
 
 def unread_params(ks: KernelSource) -> frozenset:
@@ -210,5 +211,5 @@ def unread_params(ks: KernelSource) -> frozenset:
     return frozenset(p for p in ks.params if p not in used)
 
 
-__all__ = ["kernel_outputs", "unread_params", "compile_time_shapes", "whole_copy_shapes",
-           "laid_out_params", "shape_environment", "resolve_static"]
+__all__ = ["kernel_outputs", "unread_params", "plain_value", "settled", "compile_time_shapes",
+           "whole_shape_params", "shape_environment", "resolve_static"]

@@ -27,6 +27,7 @@ import types
 from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
+from tilejit.frontend.analysis import plain_value
 from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
@@ -200,19 +201,19 @@ class _DeviceForms(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Expr(self, node):
-        # breakpoint() stops the simulator; on a device it does nothing
         call = node.value
-        if (self.strip_breakpoints and isinstance(call, ast.Call)
-                and resolve_static(call.func, self.namespace) is breakpoint):
+        if not isinstance(call, ast.Call):
+            return self.generic_visit(node)
+        fn = resolve_static(call.func, self.namespace)
+        # breakpoint() stops the simulator; on a device it does nothing
+        if self.strip_breakpoints and fn is breakpoint:
             return ast.copy_location(ast.Pass(), node)
-        if (isinstance(call, ast.Call) and resolve_static(call.func, self.namespace) is T.dp4a
-                and len(call.args) == 3 and not call.keywords
-                and all(isinstance(a, ast.Subscript) for a in call.args)):
+        if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
+                isinstance(a, ast.Subscript) for a in call.args):
             return self.generic_visit(_dp4a_loop(call, node))
         # T.clear(v) / T.fill(v, x) of a T.alloc_var: v = 0 / v = x, in its dtype
-        if (isinstance(call, ast.Call) and not call.keywords and call.args
+        if (fn in (T.clear, T.fill) and not call.keywords and call.args
                 and isinstance(call.args[0], ast.Name) and call.args[0].id in self.variables):
-            fn = resolve_static(call.func, self.namespace)
             value = (ast.Constant(0) if fn is T.clear and len(call.args) == 1 else
                      call.args[1] if fn is T.fill and len(call.args) == 2 else None)
             if value is not None:
@@ -509,18 +510,8 @@ def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
             and namespace.get("getattr", getattr) is getattr and len(call.args) == 2
             and not call.keywords and resolve_static(call.args[0], namespace) is not None):
         return None
-    expr = call.args[1]
-    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-    if any(not isinstance(namespace.get(n), str) for n in names) or not all(
-            isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.Add, ast.Load, ast.JoinedStr,
-                           ast.FormattedValue)) for n in ast.walk(expr)):
-        return None
-    try:
-        name = eval(compile(ast.Expression(expr), "<getattr>", "eval"),  # noqa: S307
-                    {"__builtins__": {}}, {n: namespace[n] for n in names})
-    except Exception:       # not a compile-time string: left as written
-        return None
-    if not isinstance(name, str) or not name.isidentifier():
+    name, ok = plain_value(call.args[1], namespace, (str,))
+    if not ok or not isinstance(name, str) or not name.isidentifier():
         return None
     return ast.copy_location(ast.Attribute(copy.deepcopy(call.args[0]), name, ast.Load()), call)
 

@@ -142,6 +142,7 @@ class Layout:
                 f"{takes}")
         self.forward_fn = forward_fn
         self._outputs = None
+        self._bijective = False
 
     # -- TileLang's methods ----------------------------------------------------------
 
@@ -341,6 +342,8 @@ class Layout:
             raise LayoutError(f"T.annotate_layout: the layout of {name} has input shape "
                               f"{list(self._shape)}, expected the tile's shape "
                               f"{[int(s) for s in shape]}")
+        if self._bijective:     # checked once (the simulator asks at every block)
+            return
         flat = self.offsets()
         size = self.size
         if (flat >= size).any():
@@ -360,6 +363,7 @@ class Layout:
                 f"{[int(x) for x in a]} and {[int(x) for x in b]} both map to physical "
                 f"index {int(ranked[same[0]])}; expected each of the {size} elements at its "
                 f"own index in [0, {size})")
+        self._bijective = True
 
 
 # -- the swizzles ------------------------------------------------------------------------

@@ -150,6 +150,14 @@ def no_set_max_nreg():
 disable_warp_group_reg_alloc = no_set_max_nreg
 
 
+# the operations the whole block does together (their elements spread over every thread,
+# or a barrier): every thread must reach them, which the simulator checks as they run
+# (sim/semantics.py) and the compiler under branches on the thread index
+# (passes/thread_branches.py); T.Parallel loops too
+BLOCK_WIDE = ("copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
+              "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
+              "cummax", "atomic_add", "atomic_max", "atomic_min", "sync_threads")
+
 # TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
 # instructions itself: TMA, cp.async, vector width); accepted and not used
 COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "annotations",

@@ -7,7 +7,7 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import LANGUAGE
+from tilejit.ir.markers import LANGUAGE, REGION
 
 
 def copy_operands(stmt: ast.Expr, namespace: dict):
@@ -17,6 +17,13 @@ def copy_operands(stmt: ast.Expr, namespace: dict):
             and len(call.args) == 2 and not call.keywords:
         return tuple(call.args)
     return None
+
+
+def is_region(node) -> bool:
+    """``__tj_region(X, kinds, starts, ends, extents)``: a region operand of a named tile or
+    tensor, as the front end writes ``X[r0:r1, c]``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == REGION and isinstance(node.args[0], ast.Name))
 
 
 def index(elts: list) -> ast.expr:

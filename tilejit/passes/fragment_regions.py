@@ -36,19 +36,14 @@ import copy
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import CAST, REGION
+from tilejit.ir.markers import CAST
 from tilejit.ir.plan import FRAGMENT, SHARED
-from tilejit.passes.element_loops import copy_operands, index, parallel_loop
+from tilejit.passes.element_loops import copy_operands, index, is_region, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
-def _region(node):
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == REGION and isinstance(node.args[0], ast.Name))
-
-
 def _name(node):
-    return node.args[0].id if _region(node) else node.id if isinstance(node, ast.Name) \
+    return node.args[0].id if is_region(node) else node.id if isinstance(node, ast.Name) \
         else None
 
 
@@ -77,7 +72,7 @@ class _FragmentRegions(ast.NodeTransformer):
 
     def _fragment_region(self, node):
         """The fragment a region operand slices, or None."""
-        if not _region(node):
+        if not is_region(node):
             return None
         tile = self.ctx.plan.tiles.get(node.args[0].id)
         return tile if tile is not None and tile.kind == FRAGMENT else None
@@ -130,7 +125,7 @@ class _FragmentRegions(ast.NodeTransformer):
             shape = [int(e) for e in tile.shape]
         else:
             shape = list(tensor.static_shape or [None] * tensor.ndim)
-        if not _region(node):
+        if not is_region(node):
             if None in shape:
                 raise self.ctx.error(f"T.copy with a region of a fragment: tensor {name!r} "
                                      f"has a shape not known at compile time; give its "

@@ -35,11 +35,11 @@ import numpy as np
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import ATOMICS, CAST, LANGUAGE, REGION
+from tilejit.ir.markers import ATOMICS, CAST, LANGUAGE
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.layout import LayoutError, evaluate_user_function
-from tilejit.passes.element_loops import copy_operands, index, parallel_loop
+from tilejit.passes.element_loops import copy_operands, index, is_region, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.user_layouts import AnnotationScope, annotation_value
 
@@ -121,11 +121,6 @@ def _annotations(fdef, namespace):
         and len(s.value.args) == 1 and isinstance(s.value.args[0], ast.Dict)]
 
 
-def _region(node):
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == REGION and isinstance(node.args[0], ast.Name))
-
-
 class _Rewrite(ast.NodeTransformer):
     def __init__(self, ctx, fdef, annotated: dict):
         self.ctx = ctx
@@ -136,7 +131,7 @@ class _Rewrite(ast.NodeTransformer):
 
     def _operand(self, node, stmt):
         """(name, starts, [(dim, extent)] ranged, tile or None, tensor type or None)."""
-        name = node.args[0].id if _region(node) else node.id if isinstance(
+        name = node.args[0].id if is_region(node) else node.id if isinstance(
             node, ast.Name) else None
         tile = self.ctx.plan.tiles.get(name) if name else None
         tensor = self.ctx.params.get(name) if name else None
@@ -145,7 +140,7 @@ class _Rewrite(ast.NodeTransformer):
                                  f"a tensor laid out by T.annotate_layout", stmt)
         shape = list(tile.shape) if tile is not None else [
             self.ctx.namespace.get(shape_constant_name(name, d)) for d in range(tensor.ndim)]
-        if not _region(node):
+        if not is_region(node):
             if None in shape:
                 raise self.ctx.error(f"`{name}`: its shape is not known at compile time; "
                                      f"give the region (`{name}[r0:r1, ...]`)", stmt)
@@ -235,7 +230,7 @@ class _Rewrite(ast.NodeTransformer):
     def _atomic(self, stmt, fn, call):
         dst, value = call.args[0], call.args[1]
         memory_order, return_prev = call.args[2], call.args[3]
-        if not (isinstance(value, ast.Name) or _region(value)):
+        if not (isinstance(value, ast.Name) or is_region(value)):
             raise self.ctx.error(f"T.{fn.__name__} on a region of {ast.unparse(dst)}: the "
                                  f"value must be a tile or a region of one", stmt)
         if not (isinstance(return_prev, ast.Constant) and return_prev.value is False):
@@ -251,27 +246,22 @@ class _Rewrite(ast.NodeTransformer):
             return [ast.If(inside, [atom], [])] if inside is not None else [atom]
         return self._loop(stmt, self._operand(dst, stmt), self._operand(value, stmt), body)
 
-    def _mentions(self, node):
-        return any(isinstance(n, ast.Name) and n.id in self.annotated for n in ast.walk(node))
-
     def visit_Expr(self, node):
         call = node.value
-        if not isinstance(call, ast.Call) or not (
-                self._mentions(call) or _tensor_copy(copy_operands(node, self.ctx.namespace),
-                                                     self.ctx.params)):
+        if not isinstance(call, ast.Call):
             return self.generic_visit(node)
-        fn = resolve_static(call.func, self.ctx.namespace)
         ops = copy_operands(node, self.ctx.namespace)
         if ops is not None and (any(self._whole_or_region(x) for x in ops)
                                 or _tensor_copy(ops, self.ctx.params)):
             return self.generic_visit(self._copy(node, *ops))
-        if fn in _REGION_ATOMICS and len(call.args) == 4 and self._whole_or_region(
-                call.args[0]):
-            return self.generic_visit(self._atomic(node, fn, call))
+        if len(call.args) == 4 and self._whole_or_region(call.args[0]):
+            fn = resolve_static(call.func, self.ctx.namespace)
+            if fn in _REGION_ATOMICS:
+                return self.generic_visit(self._atomic(node, fn, call))
         return self.generic_visit(node)
 
     def _whole_or_region(self, node):
-        return (_region(node) and node.args[0].id in self.annotated) or (
+        return (is_region(node) and node.args[0].id in self.annotated) or (
             isinstance(node, ast.Name) and node.id in self.annotated)
 
     # -- the element forms: through the flat view -------------------------------------
@@ -300,7 +290,7 @@ class _Rewrite(ast.NodeTransformer):
             node.args[0] = ast.Name(g.flat_name, ast.Load())
             node.args[1] = ast.Tuple([flat], ast.Load())
             return node
-        if _region(node) and node.args[0].id in self.annotated:
+        if is_region(node) and node.args[0].id in self.annotated:
             raise self.ctx.error(f"`{ast.unparse(node)}`: a region of tensor "
                                  f"{node.args[0].id!r}, which T.annotate_layout lays out, "
                                  f"is supported in T.copy and T.atomic_add", node)
@@ -308,23 +298,30 @@ class _Rewrite(ast.NodeTransformer):
 
 
 
+def _accesses(tree, names):
+    """(node, name) of each use of ``names`` in ``tree`` other than ``X.shape`` /
+    ``X.dtype``: what reads or writes the tensor's elements."""
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Name) and child.id in names and not (
+                    isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
+                yield node, child.id
+
+
 def _check_other_uses(fdef, annotated, ctx):
     """A laid-out tensor's name is left only in ``G.shape`` (and its flat view's
     definition): any other use (a tile operation the pass does not expand) is an error."""
-    for node in ast.walk(fdef):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.Name) and child.id in annotated and not (
-                    isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
-                raise ctx.error(f"`{ast.unparse(node)}`: tensor {child.id!r} is laid out by "
-                                f"T.annotate_layout (line {annotated[child.id].line}); it "
-                                f"may be indexed one element at a time or copied with "
-                                f"T.copy / T.atomic_add, not used here", node)
+    for node, name in _accesses(fdef, annotated):
+        raise ctx.error(f"`{ast.unparse(node)}`: tensor {name!r} is laid out by "
+                        f"T.annotate_layout (line {annotated[name].line}); it may be indexed "
+                        f"one element at a time or copied with T.copy / T.atomic_add, not "
+                        f"used here", node)
 
 
 def _tensor_copy(ops, params) -> bool:
     """Whether a copy's two operands are both tensors (whole or regions)."""
     return ops is not None and all(
-        (x.args[0].id if _region(x) else x.id if isinstance(x, ast.Name) else None) in params
+        (x.args[0].id if is_region(x) else x.id if isinstance(x, ast.Name) else None) in params
         for x in ops)
 
 
@@ -355,8 +352,8 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         [ast.Name(g.name, ast.Load()), ast.Tuple([ast.Constant(math.prod(g.shape))],
                                                 ast.Load())], []))
              for g in annotated.values()]
+    # (an annotation of a tensor is a statement of the body: _check_placement)
     fdef.body = views + [s for s in fdef.body if not _emptied(s, ctx.namespace)]
-    _drop_emptied(fdef, ctx.namespace)
     return ast.fix_missing_locations(fdef)
 
 
@@ -368,31 +365,16 @@ def _check_placement(ctx, fdef, index, stmt, name):
         raise ctx.error(f"T.annotate_layout of tensor {name!r} must be a statement of the "
                         f"kernel's body, not inside a loop or a branch: the layout says where "
                         f"every element of {name!r} is, for the whole kernel", stmt)
-    for earlier in fdef.body[:index]:
-        for node in ast.walk(earlier):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.Name) and child.id == name and not (
-                        isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
-                    raise ctx.error(f"tensor {name!r} is accessed at line "
-                                    f"{getattr(node, 'lineno', '?')} before its "
-                                    f"T.annotate_layout at line {stmt.lineno}: the layout "
-                                    f"holds for every access, so annotate the tensor first",
-                                    node)
+    for node, _ in _accesses(ast.Module(fdef.body[:index], []), {name}):
+        raise ctx.error(f"tensor {name!r} is accessed at line {getattr(node, 'lineno', '?')} "
+                        f"before its T.annotate_layout at line {stmt.lineno}: the layout "
+                        f"holds for every access, so annotate the tensor first", node)
 
 
 def _emptied(stmt, namespace) -> bool:
     return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
             and resolve_static(stmt.value.func, namespace) is T.annotate_layout
             and isinstance(stmt.value.args[0], ast.Dict) and not stmt.value.args[0].keys)
-
-
-def _drop_emptied(fdef, namespace):
-    for node in ast.walk(fdef):
-        for field in ("body", "orelse"):
-            body = getattr(node, field, None)
-            if isinstance(body, list) and node is not fdef:
-                kept = [s for s in body if not _emptied(s, namespace)]
-                setattr(node, field, kept or [ast.Pass()])
 
 
 def _layout(ctx, scope, name, value_node, line, before):

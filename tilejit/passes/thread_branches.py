@@ -19,11 +19,9 @@ from tilejit import language as T
 from tilejit.frontend.analysis import settled
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import THREAD_INDEX
+from tilejit.language.tiles import BLOCK_WIDE
 
-_TILE_OPS = {T.copy: "copy", T.fill: "fill", T.clear: "clear", T.gemm: "gemm",
-             T.reduce_sum: "reduce_sum", T.reduce_max: "reduce_max",
-             T.reduce_min: "reduce_min", T.reduce_abssum: "reduce_abssum",
-             T.reduce_absmax: "reduce_absmax", T.cumsum: "cumsum"}
+_TILE_OPS = {getattr(T, name): name for name in BLOCK_WIDE}
 
 
 def _thread_names(fdef) -> dict:

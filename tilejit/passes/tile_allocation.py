@@ -480,7 +480,7 @@ def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 def _check_whole_copies(fdef, ctx):
     """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
-    (``frontend/analysis.whole_copy_shapes``), so extents other than the tile's (size-1
+    (``frontend/analysis.whole_shape_params``), so extents other than the tile's (size-1
     dimensions aside) are an error here, before anything runs, as in the simulator."""
     for node in ast.walk(fdef):
         if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)

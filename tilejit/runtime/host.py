@@ -83,11 +83,11 @@ def allocate_output(shape, dtype):
     if any(isinstance(s, int) and s < 0 for s in shape):
         raise ValueError(f"T.empty: negative extent in shape {shape}")
     like = getattr(_ALLOCATION, "like", None)
-    if like is not None and isinstance(like.obj, TensorSpec):
-        return TensorSpec(shape, dtype)     # compiling from shapes: no data to hold
     if like is not None and like.is_torch:
         import torch
         return torch.empty(shape, dtype=dtype.as_torch(), device=like.obj.device)
+    if like is not None and isinstance(like.obj, TensorSpec):
+        return TensorSpec(shape, dtype)     # compiling from shapes: no data to hold
     if like is not None and like.device >= 0:
         # a CUDA array that is not a torch tensor (CuPy, Numba, JAX): memory of tilejit's
         # own, handed on by __cuda_array_interface__ and __dlpack__, torch not imported

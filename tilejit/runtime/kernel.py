@@ -14,8 +14,7 @@ from operator import attrgetter
 
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
-from tilejit.frontend.analysis import (compile_time_shapes, kernel_outputs, laid_out_params,
-                                       whole_copy_shapes)
+from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_shape_params
 from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
@@ -57,13 +56,12 @@ class KernelFunction:
         self.ranks = expected_ranks(self.source)
         self.tensor_uses = tensor_params(self.source)
         self.written = written_params(self.source)
+        self.whole_copies, self.laid_out = whole_shape_params(self.source)
         # addressed as a flat array: views, and tensors laid out by T.annotate_layout
-        self.laid_out = laid_out_params(self.source)
         self.viewed = {**self.laid_out, **viewed_params(self.source)}
         self.integer_constexprs = integer_constexprs(self.source)
         self.outputs, self.returns = kernel_outputs(self.source)
         self.shape_entries = compile_time_shapes(self.source)
-        self.whole_copies = whole_copy_shapes(self.source)
         ns = dict(self.source.namespace)
         ns[LAUNCH_CONFIG] = host.LaunchConfig
         self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)

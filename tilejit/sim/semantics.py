@@ -32,7 +32,7 @@ from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_erro
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
-from tilejit.language.tiles import GemmWarpPolicy
+from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
@@ -828,7 +828,4 @@ def annotate_layout(layouts):
 
 MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads,
                 annotate_layout=annotate_layout)
-MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in (
-    "copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
-    "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax",
-    "atomic_add", "atomic_max", "atomic_min", "sync_threads")})
+MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE})
