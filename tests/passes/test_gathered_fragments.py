@@ -2,12 +2,15 @@
 (``a_local[k, i]`` in a loop over ``(i, j)``, k a serial loop's variable): every thread
 holds the whole fragment, as TileLang replicates it (passes/layout_inference.py,
 ``_gathered_fragments``)."""
+import warnings
+
 import numpy as np
 import pytest
 
 import tilejit as tilelang
 import tilejit.language as T
 from tilejit.errors import CompileError
+from tilejit.passes.registers import RegisterSpillWarning
 
 torch = pytest.importorskip("torch")
 
@@ -79,6 +82,50 @@ def reads_past_the_end(s):
     return y
 
 
+@tilelang.jit
+def wide_lookup(table, b):
+    """TileLang issue 1374: B[i, j] += A_local[i, j // 32] with A_local (16, 14) int32,
+    224 elements held whole by each of 128 threads (spilled past the registers)."""
+    table: T.Tensor((16, 14), T.int32)
+    b: T.Tensor((16, 448), T.int32)
+    with T.Kernel(1, threads=128) as bx:
+        a_local = T.alloc_fragment((16, 14), T.int32)
+        T.copy(table, a_local)
+        for i, j in T.Parallel(16, 448):
+            b[i, j] += a_local[i, j // 32]
+
+
+@tilelang.jit
+def serial_row_sum(q):
+    """A serial loop along a gemm accumulator's row inside a T.Parallel over rows:
+    TileLang refuses it too (its issue 2393), pointing at T.reduce_sum."""
+    q: T.Tensor((64, 64), T.float16)
+    out = T.empty((64,), T.float32)
+    with T.Kernel(1, threads=128) as bx:
+        qs = T.alloc_shared((64, 64), T.float16)
+        acc = T.alloc_fragment((64, 64), T.float32)
+        s = T.alloc_fragment((64,), T.float32)
+        T.copy(q, qs)
+        T.clear(acc)
+        T.gemm(qs, qs, acc, transpose_B=True)
+        T.fill(s, 0.0)
+        for i in T.Parallel(64):
+            for j in T.serial(64):
+                s[i] += acc[i, j]
+        T.copy(s, out)
+    return out
+
+
+def _wide_inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(-1000, 1000, (16, 14), generator=g, dtype=torch.int32),
+            torch.randint(-1000, 1000, (16, 448), generator=g, dtype=torch.int32))
+
+
+def _wide_reference(table, b):
+    return b + table[:, torch.arange(448) // 32]
+
+
 def _mix_inputs(seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(HC, HC, generator=g), torch.randn(HC, HB, generator=g),
@@ -100,6 +147,19 @@ def test_a_fragment_read_at_a_computed_index():
     assert torch.equal(y, ref)
 
 
+def test_a_fragment_of_224_elements_read_at_a_computed_index():
+    table, b = _wide_inputs()
+    want = _wide_reference(table, b)
+    wide_lookup(table, b)
+    assert torch.equal(b, want)
+
+
+def test_a_serial_walk_along_a_distributed_fragment_names_reduce_sum():
+    with pytest.raises(CompileError, match=r"`acc\[i, j\]` indexes the thread-distributed "
+                       r"fragment 'acc'.*T.reduce_sum"):
+        serial_row_sum.compile(np.zeros((64, 64), np.float16), target="cuda", arch="sm_90a")
+
+
 def test_a_gathered_fragment_written_in_a_parallel_loop_is_an_error():
     with pytest.raises(CompileError, match="a_local"):
         writes_a_gathered_fragment(torch.randn(4, 4))
@@ -118,6 +178,10 @@ def test_the_ptx_assembles(arch, ptxas):
     ptxas(ptx, arch)
     table, idx = np.zeros((4, 4), np.int32), np.zeros((4, 128), np.int32)
     ptxas(lookup.compile(table, idx, target="cuda", arch=arch).get_kernel_source(), arch)
+    table, b = (t.numpy() for t in _wide_inputs())
+    with warnings.catch_warnings():      # 224 + the loop's registers: spilled (warned)
+        warnings.simplefilter("ignore", RegisterSpillWarning)
+        ptxas(wide_lookup.compile(table, b, target="cuda", arch=arch).get_kernel_source(), arch)
 
 
 @pytest.mark.gpu
@@ -131,3 +195,11 @@ def test_gathered_fragments_on_the_gpu_against_torch_and_the_simulator():
     table = torch.arange(16, dtype=torch.int32).reshape(4, 4)
     idx = torch.randint(0, 100, (4, 128), dtype=torch.int32)
     assert torch.equal(lookup(table.cuda(), idx.cuda()).cpu(), lookup(table, idx))
+    table, b = _wide_inputs(2)
+    want = _wide_reference(table, b)
+    b_gpu = b.cuda()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RegisterSpillWarning)
+        wide_lookup(table.cuda(), b_gpu)
+    wide_lookup(table, b)
+    assert torch.equal(b_gpu.cpu(), want) and torch.equal(b, want)

@@ -73,7 +73,9 @@ from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
                                                 index_names, loop_names,
                                                 partial_positions)
-from tilejit.passes.whole_fragments import gathered_fragments, scalar_fragments
+from tilejit.passes.prefix_loops import widen_prefix_loops
+from tilejit.passes.whole_fragments import (GATHERED_FRAGMENT_MAX, gathered_fragments,
+                                            scalar_fragments)
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
 from tilejit.passes.user_fragments import annotated_fragment
@@ -387,6 +389,34 @@ def _parallel_layout(shape, dtypes, threads, usable=None):
         return ParallelLayout(tuple(shape), threads, 1), 1
 
 
+def _foreign_index_error(ctx, loop, loop_vars, tile):
+    """The error for a fragment a T.Parallel reads at an index that is not the loop's own
+    (``acc[i, j]`` with j a serial loop's variable, ``A[i, j // 32]`` of a large
+    fragment), where there is one: such an element may be held by another thread."""
+    for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+                and sub.value.id == tile.name) or index_names(sub) == list(loop_vars):
+            continue
+        elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        if len(elts) < len(loop_vars):
+            continue
+        whole = (f"; a fragment of at most {GATHERED_FRAGMENT_MAX} elements that no T.Parallel "
+                 f"writes is held whole by every thread and may be read at any index "
+                 f"({tile.name!r} has {math.prod(tile.shape)})"
+                 if isinstance(sub.ctx, ast.Load) else "")
+        raise ctx.error(
+            f"`{ast.unparse(sub)}` indexes the thread-distributed fragment {tile.name!r} "
+            f"(shape {tile.shape}) at an index that is not the T.Parallel's own "
+            f"(T.Parallel({', '.join(_extents_text(loop))}) over {', '.join(loop_vars)}): each "
+            f"thread holds only the elements its iterations of a loop over the whole fragment "
+            f"would give it. To sum or take the maximum along a dimension use T.reduce_sum / "
+            f"T.reduce_max{whole}; otherwise go through a shared tile", sub)
+
+
+def _extents_text(loop):
+    return [ast.unparse(a) for a in loop.iter.args]
+
+
 def _widen_unit_loops(fdef, ctx):
     """``for j in T.Parallel(N): F[0, j] = ...`` with F of shape (1, N) (TileLang's
     style): the loop gets the unit dimension too, ``for u, j in T.Parallel(1, N)``, so F
@@ -479,6 +509,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tiles = plan.tiles
     fdef = _widen_unit_loops(fdef, ctx)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    fdef = widen_prefix_loops(fdef, ctx, static)
     gathered = gathered_fragments(fdef, ctx, static)
     col = _Collect(ctx, gathered)
     col.visit(fdef)
@@ -506,6 +537,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 extents.append(None)
         for n in full:
             if tuple(extents) != tiles[n].shape:
+                _foreign_index_error(ctx, loop, loop_vars, tiles[n])
                 raise ctx.error(f"a T.Parallel over fragment {n!r} must cover its shape "
                                 f"{tiles[n].shape}; this loop covers {tuple(extents)} (a loop "
                                 f"over part of it indexes it with all of the loop's indices, in "

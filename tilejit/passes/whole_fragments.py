@@ -64,7 +64,7 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
     from the loop's extents), so a kernel that compiled before keeps its layouts."""
     tiles = ctx.plan.tiles
     small = {n for n, t in tiles.items() if t.kind == FRAGMENT and t.shape
-             and math.prod(t.shape) <= _GATHERED_FRAGMENT_MAX and not t.view_of}
+             and math.prod(t.shape) <= GATHERED_FRAGMENT_MAX and not t.view_of}
     small -= set(ctx.plan.user_fragments)
     if not small:
         return frozenset()
@@ -104,4 +104,7 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
     return frozenset(wanted - written)
 
 
-_GATHERED_FRAGMENT_MAX = 64      # elements a thread holds whole to read any of them
+# elements a thread holds whole to read any of them: TileLang's issue 1374 reads a (16, 14)
+# int32 fragment at [i, j // 32]; past the registers a thread has, check_registers warns
+# of the spill (or refuses past its limit)
+GATHERED_FRAGMENT_MAX = 256
