@@ -122,6 +122,9 @@ LANGUAGE_DIFFERENCES = {
              "the macro in the kernel's file",
     "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
+    "sin": "float32 and the half types (computed in float32), within 1 ulp over the whole "
+           "range; float64 is not supported", "cos": "as `T.sin`", "tan": "as `T.sin`",
+    "popcount": "the count as an int32", "clz": "the count as an int32",
     "unroll": "a sequential loop (LLVM decides the unrolling)",
     "Unroll": "as `T.unroll`",
     "vectorized": "a sequential loop (LLVM decides the vectorization)",

@@ -41,6 +41,7 @@ from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
+from tilejit.language import scalar_math as _scalar_math
 
 # T.Parallel's keywords: TileLang's hints of how to schedule the loop (the keyword
 # arguments of ``T.Parallel``)
@@ -271,6 +272,16 @@ class _DeviceForms(ast.NodeTransformer):
                                                ast.Mult(), copy.deepcopy(alignment)), node)
         if target in (T.reshape, T.view):
             return self._view(node, target)
+        if getattr(target, "__module__", None) == _scalar_math.__name__:
+            bit_op = _scalar_math.OPERATORS.get(target.__name__)
+            if bit_op is not None and len(node.args) == 2 and not node.keywords:
+                return ast.copy_location(ast.BinOp(node.args[0], getattr(ast, bit_op)(),
+                                                   node.args[1]), node)
+            if target is T.bitwise_not and len(node.args) == 1 and not node.keywords:
+                return ast.copy_location(ast.UnaryOp(ast.Invert(), node.args[0]), node)
+            if target is T.round and node.keywords:
+                mode = [k.value for k in node.keywords if k.arg == "rounding_mode"]
+                return ast.copy_location(ast.Call(node.func, node.args[:1] + mode, []), node)
         if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
             op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
             return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)

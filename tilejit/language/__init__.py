@@ -57,6 +57,11 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     sync_threads, use_swizzle, view)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
+from tilejit.language import scalar_math as _scalar_math
+from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
+    bitwise_and, bitwise_not, bitwise_or, bitwise_xor, clz, copysign, cos, exp10, isfinite,
+    isinf, isnan, log10, log1p, nearbyint, popcount, round, shift_left, shift_right, sin,
+    tan, trunc)
 from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 
@@ -73,7 +78,8 @@ __all__ = [
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
-    "ceil", "erf", "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
+    "ceil", "erf", *_scalar_math.NAMES,
+    "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",
     "annotate_layout", "clear", "copy", "fill", "gemm", "let",

@@ -41,3 +41,4 @@ def load_rules():
     from tilejit.codegen.lowering import tma, warp_roles, warp_specialize  # noqa: F401
     from tilejit.codegen.lowering import cluster, warp  # noqa: F401
     from tilejit.codegen.lowering import mma_sync  # noqa: F401
+    from tilejit.codegen.lowering import scalar_math  # noqa: F401

@@ -104,7 +104,9 @@ def _fits(value: int, ty: types.Integer) -> bool:
 
 class TilejitTypingContext(BaseContext):
     def load_additional_registries(self):
-        from tilejit.codegen.typing import atomics, mma, templates, tiles  # noqa: F401  (register the tile language)
+        # register the tile language
+        from tilejit.codegen.typing import atomics, mma, templates, tiles  # noqa: F401
+        from tilejit.codegen.typing import scalar_math  # noqa: F401
         self.install_registry(templates.registry)
 
     def init(self):
