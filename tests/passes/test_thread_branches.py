@@ -1,7 +1,8 @@
-"""A tile operation under a branch that only some of the block's threads take is refused
-before anything runs, on both targets (passes/thread_branches.py; the simulator's own
-check is sim/threads.block_wide), as TileLang's mask tests write it; a branch every
-thread takes is left alone."""
+"""A tile operation under a branch that only some of the block's threads take: done by
+them where they are a contiguous range and the operation is on shared tiles and tensors
+(tests/passes/test_thread_ranges.py), else refused before anything runs, on both targets
+(passes/thread_branches.py; the simulator's own check is sim/threads.block_wide); a
+branch every thread takes is left alone."""
 import pytest
 import torch
 
@@ -10,13 +11,13 @@ import tilejit.language as T
 from tilejit.errors import CompileError
 
 
-def masked(lo, hi, copy=False, threads=256):
+def masked(lo, hi, copy=False, threads=256, every_other=False):
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
         with T.Kernel(1, threads=threads):
             S = T.alloc_shared((64, 64), "float16")
             tx = T.get_thread_binding(0)
-            if tx >= lo and tx < hi:
+            if tx >= lo and tx < hi and (tx % 2 == 0 or not every_other):
                 if copy:
                     T.copy(A, S)
                 else:
@@ -28,16 +29,28 @@ def masked(lo, hi, copy=False, threads=256):
 
 @pytest.mark.parametrize("copy", [False, True])
 @pytest.mark.parametrize("target", ["cuda", "sim"])
-def test_some_threads_only_is_refused(copy, target):
-    kernel = tilelang.compile(masked(128, 256, copy), out_idx=[1], target=target)
+def test_threads_that_are_not_a_range_are_refused(copy, target):
+    kernel = tilelang.compile(masked(128, 256, copy, every_other=True), out_idx=[1],
+                              target=target)
     op = "copy" if copy else "Parallel"
-    with pytest.raises(CompileError, match=rf"T.{op} inside a branch that depends on the "
-                                           rf"thread index \(`if tx >= lo and tx < hi`: "
-                                           rf"threads 128…255 of the block's 256\)"):
+    message = (rf"T.{op} inside a branch that depends on the thread index \(`if tx >= lo "
+               rf"and tx < hi and \(tx % 2 == 0 or not every_other\)`: threads 64 of them "
+               rf"of the block's 256\)" if target == "cuda" else
+               rf"T.{op} inside a branch that depends on the thread index")
+    with pytest.raises(CompileError, match=message):
         if target == "cuda":
             kernel.get_kernel_source(arch="sm_90a")
         else:
             kernel(torch.randn(64, 64, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_range_of_threads_does_the_operation(copy, ptxas):
+    a = torch.randn(64, 64, dtype=torch.float16)
+    out = tilelang.compile(masked(128, 256, copy), out_idx=[1], target="sim")(a)
+    assert torch.equal(out, a)
+    ptxas(tilelang.compile(masked(128, 256, copy), out_idx=[1]).get_kernel_source(
+        arch="sm_90a"), "sm_90a")
 
 
 def test_a_branch_every_thread_takes_is_left_alone(ptxas):

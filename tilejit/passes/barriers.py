@@ -25,6 +25,10 @@ block barrier where they conflict.
 ``if``: each branch starts from the pending set before it (a barrier needed at a
 branch's start is hoisted before the ``if``, so a barrier is never skipped by some
 threads only); the pending set after it is the union of the branches' ends.
+An ``if`` whose test depends on the thread index, or a loop whose range does, holding
+per-thread code only (``if tx < 128:`` and scalar stores): no barrier goes inside (the
+threads that skip it would never reach it); its accesses count as one statement's, so
+the barrier goes before or after it.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from tilejit.ir.markers import (COPY_ASYNC, DISJOINT_STORES_ATTR, FRAG_LOOP, GEM
                                 SYNC_CONSUMERS, SYNC_ROLE, THREAD_INDEX, TMA_EXPECT_LOAD, TMA_FENCE,
                                 TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
+from tilejit.language.tiles import BLOCK_WIDE
 from tilejit.passes.shared_memory import shares_bytes
 
 
@@ -44,6 +49,65 @@ from tilejit.passes.shared_memory import shares_bytes
 def _sync_stmt(node, name=SYNC, args=()):
     return ast.copy_location(ast.Expr(ast.Call(ast.Name(name, ast.Load()),
                                                [ast.Constant(a) for a in args], [])), node)
+
+
+def _depends(expr, tainted) -> bool:
+    return any(isinstance(n, ast.Name) and (n.id in tainted or n.id == THREAD_INDEX)
+               for n in ast.walk(expr))
+
+
+def thread_dependent_names(fdef) -> set[str]:
+    """The names computed from the thread index (``thread_bindings.py``'s
+    ``__tj_thread_index()``), directly or through other such names, and the loop
+    variables of ranges that depend on it."""
+    tainted: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(fdef):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                    node.value is not None and _depends(node.value, tainted):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.For) and _depends(node.iter, tainted):
+                targets = [node.target]      # a loop variable of a per-thread range
+            else:
+                continue
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in tainted:
+                        tainted.add(n.id)
+                        changed = True
+    return tainted
+
+
+_BLOCK_WIDE_OPS = tuple(getattr(T, name) for name in BLOCK_WIDE) + (T.Parallel, T.fill,
+                                                                    T.clear)
+
+
+def _per_thread(stmt, tainted, namespace) -> bool:
+    """A branch whose test depends on the thread index (or a loop whose range or test
+    does) holding per-thread code only: no tile operation, no T.Parallel, none of the
+    compiler's block-wide forms. No barrier can go inside it (the threads that skip it
+    would never reach one): its shared-memory accesses count as one statement's."""
+    if isinstance(stmt, ast.If):
+        test = stmt.test
+    elif isinstance(stmt, ast.While):
+        test = stmt.test
+    elif isinstance(stmt, ast.For):
+        test = stmt.iter
+    else:
+        return False
+    if not _depends(test, tainted):
+        return False
+    for node in ast.walk(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id.startswith("__tj_") and not (
+                node.func.id == THREAD_INDEX or node.func.id.startswith("__tj_atomic_")):
+            return False
+        if resolve_static(node.func, namespace) in _BLOCK_WIDE_OPS:
+            return False
+    return True
 
 
 class _Access:
@@ -142,9 +206,10 @@ def _is_sync(stmt) -> bool:
 
 
 class _Syncer:
-    def __init__(self, ctx, sync=SYNC, sync_args=()):
+    def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset()):
         self.ctx = ctx
         self.acc = _Access(ctx)
+        self.tainted = tainted      # names computed from the thread index
         self.sync = sync            # the barrier this program's threads share
         self.sync_args = sync_args
 
@@ -171,6 +236,15 @@ class _Syncer:
                 writes |= w
                 out.append(stmt)
                 continue
+            if _per_thread(stmt, self.tainted, self.ctx.namespace):
+                r, w = self.acc.of(stmt)
+                if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+                    out += self._barrier(stmt, reads)
+                    reads, writes = set(), set()
+                reads |= r
+                writes |= w
+                out.append(stmt)
+                continue
             if isinstance(stmt, (ast.For, ast.While)) and not (
                     isinstance(stmt, ast.For) and _is_tile_loop(stmt, self.ctx)):
                 new, (reads, writes), hoist = self.loop(stmt, (reads, writes))
@@ -185,7 +259,8 @@ class _Syncer:
                 # that conflicts with the role's accesses gets a block barrier between
                 # them (all the block's threads reach it, outside the role's branch)
                 role = getattr(stmt, ROLE_ATTR)
-                body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,)).block(stmt.body, (set(), set()))
+                body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,), self.tainted).block(
+                    stmt.body, (set(), set()))
                 r, w = set(), set()
                 for inner in stmt.body:
                     ir_, iw = self.acc.of(inner)
@@ -203,8 +278,8 @@ class _Syncer:
             if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
                 # warp-specialized roles (warp_specialize.py): the producer's writes are
                 # ordered by mbarriers; the consumers share barrier 1 only
-                orelse, (reads, writes) = _Syncer(self.ctx, SYNC_CONSUMERS).block(
-                    stmt.orelse, (set(), set()))
+                consumers = _Syncer(self.ctx, SYNC_CONSUMERS, (), self.tainted)
+                orelse, (reads, writes) = consumers.block(stmt.orelse, (set(), set()))
                 new = ast.copy_location(ast.If(stmt.test, stmt.body, orelse), stmt)
                 setattr(new, WS_ATTR, True)
                 out.append(new)
@@ -302,24 +377,7 @@ class _UserSyncs(ast.NodeTransformer):
         self.ctx = ctx
         self.marker = marker            # what each becomes
         self.divergent = 0
-        tainted: set[str] = set()
-        changed = True
-        while changed:                   # names computed from the thread index
-            changed = False
-            for node in ast.walk(fdef):
-                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
-                        node.value is not None and self._depends(node.value, tainted):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                elif isinstance(node, ast.For) and self._depends(node.iter, tainted):
-                    targets = [node.target]      # a loop variable of a per-thread range
-                else:
-                    continue
-                for t in targets:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and n.id not in tainted:
-                            tainted.add(n.id)
-                            changed = True
-        self.tainted = tainted
+        self.tainted = thread_dependent_names(fdef)
         # a `return` some threads take leaves the others alone at every later barrier
         self.divergent += any(self._escapes(node, ast.Return) for node in ast.walk(fdef)
                               if isinstance(node, ast.If))
@@ -341,8 +399,7 @@ class _UserSyncs(ast.NodeTransformer):
 
     @staticmethod
     def _depends(expr, tainted) -> bool:
-        return any(isinstance(n, ast.Name) and (n.id in tainted or n.id == THREAD_INDEX)
-                   for n in ast.walk(expr))
+        return _depends(expr, tainted)
 
     def _visit_branching(self, node, test):
         diverges = self._depends(test, self.tainted)
@@ -428,5 +485,6 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC).visit(fdef)
     if not shared:
         return fdef
-    fdef.body, _ = _Syncer(ctx).block(fdef.body, (set(), set()))
+    fdef.body, _ = _Syncer(ctx, tainted=thread_dependent_names(fdef)).block(fdef.body,
+                                                                         (set(), set()))
     return fdef

@@ -1,15 +1,17 @@
-"""Pass (a check): a tile operation inside a branch that only some of the block's threads
-take, ``if tx < 128: T.copy(A[...], S)`` with ``tx = T.get_thread_binding()``.
+"""Pass: a tile operation inside a branch that only some of the block's threads take,
+``if tx < 128: T.copy(A[...], S)`` with ``tx = T.get_thread_binding()``.
 
 A tile operation is the block's: the compiler spreads its elements over every thread, so
 under such a branch the other threads' share would silently not be done. TileLang maps
-the operation onto the threads of the range instead; tilejit does not (its warpgroup
-roles, ``with T.ws(k):``, do), and the simulator refuses the form at run time
-(``sim/threads.block_wide``). This pass refuses it at compile time where the branch's
-test is a comparison of the thread index with compile-time values, evaluated for each
-thread of the block: a test that some threads pass and others fail is a CompileError
-naming the operation, the test and the threads that take it. A test that every thread
-passes (``if tx < 256`` in a block of 256) is left alone, as in the simulator.
+the operation onto the threads of the range instead. Where the branch's test is a
+comparison of the thread index with compile-time values (evaluated here for each thread
+of the block) that a contiguous range of threads passes, its ``T.copy``, ``T.fill``,
+``T.clear`` and ``T.Parallel`` on shared tiles and tensors are done by those threads
+(``thread_ranges.py``; the ``else`` branch likewise by the rest, when they are a range);
+any other tile operation there (on a fragment, a gemm, a reduction) is a CompileError
+naming the operation, the test and the threads that take it, as the simulator refuses it
+(``sim/threads.block_wide``). A test that every thread passes (``if tx < 256`` in a
+block of 256) is left alone.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from tilejit.frontend.analysis import settled
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import THREAD_INDEX
 from tilejit.language.tiles import BLOCK_WIDE
+from tilejit.passes.thread_ranges import partition
 
-_TILE_OPS = {getattr(T, name): name for name in BLOCK_WIDE}
+_TILE_OPS = {getattr(T, name): name for name in BLOCK_WIDE + ("fill", "clear")}
 
 
 def _thread_names(fdef) -> dict:
@@ -104,21 +107,42 @@ def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not names:
         return fdef
     threads = ctx.plan.launch_threads or ctx.threads
-    for node in ast.walk(fdef):
-        if not isinstance(node, ast.If):
-            continue
-        op = _tile_op(node.body, ctx.namespace) or _tile_op(node.orelse, ctx.namespace)
-        if op is None:
-            continue
-        takers = _takers(node.test, names, threads, ctx.namespace)
-        if takers is None or len(takers) in (0, threads):
-            continue
+    _Branches(ctx, fdef, names, threads).visit(fdef)
+    return fdef
+
+
+class _Branches(ast.NodeVisitor):
+    def __init__(self, ctx, fdef, names, threads):
+        self.ctx, self.fdef, self.names, self.threads = ctx, fdef, names, threads
+
+    def visit_If(self, node):
+        op = _tile_op(node.body, self.ctx.namespace) or _tile_op(node.orelse,
+                                                                   self.ctx.namespace)
+        takers = None if op is None else _takers(node.test, self.names, self.threads,
+                                                  self.ctx.namespace)
+        if takers is None or len(takers) in (0, self.threads):
+            self.generic_visit(node)
+            return
+        everyone = range(self.threads)
+        for field, mine in (("body", takers), ("orelse", sorted(set(everyone) - set(takers)))):
+            stmts = getattr(node, field)
+            if not stmts or _tile_op(stmts, self.ctx.namespace) is None:
+                continue
+            lo, hi = mine[0], mine[-1] + 1
+            new = partition(self.ctx, self.fdef, stmts, lo, hi) \
+                if mine == list(range(lo, hi)) else None
+            if new is None or _tile_op(new, self.ctx.namespace) is not None:
+                self._refuse(node, _tile_op(stmts, self.ctx.namespace), mine)
+            setattr(node, field, new)
+
+    def _refuse(self, node, op, takers):
         span = (f"{takers[0]}…{takers[-1]}" if takers == list(range(takers[0], takers[-1] + 1))
                 else f"{len(takers)} of them")
-        raise ctx.error(f"T.{op} inside a branch that depends on the thread index "
-                        f"(`if {ast.unparse(node.test)}`: threads {span} of the block's "
-                        f"{threads}): a tile operation is done by the whole block, and here "
-                        f"only some threads reach it, so the others' share would not be "
-                        f"done; split the block with warpgroup roles (`with T.ws(k):`) or "
-                        f"move the operation out of the branch", node)
-    return fdef
+        raise self.ctx.error(
+            f"T.{op} inside a branch that depends on the thread index (`if "
+            f"{ast.unparse(node.test)}`: threads {span} of the block's {self.threads}): "
+            f"tilejit does a T.copy, T.fill, T.clear or T.Parallel on shared tiles and "
+            f"tensors with the threads of a range of them, but not this one (a fragment's "
+            f"layout spreads it over the whole block; a gemm or a reduction is the "
+            f"block's); split the block with warpgroup roles (`with T.ws(k):`) or move the "
+            f"operation out of the branch", node)

@@ -14,7 +14,10 @@ possible outcomes.
 
 - Tile operations (``T.copy``, ``T.gemm``, reductions, ``T.Parallel`` loops) are the
   block's: they run once, and only where every thread reaches them (``block_wide``);
-  under a branch that some threads skip they are a ``ThreadCodeError``.
+  under a branch that some threads skip they are a ``ThreadCodeError``, but for a
+  ``T.copy``, ``T.fill`` / ``T.clear`` or ``T.Parallel`` on shared tiles and tensors
+  under a branch that a contiguous range of threads takes: those threads do it (as
+  TileLang maps it onto them; ``passes/thread_ranges.py``), once.
 - ``T.alloc_local`` tiles are each thread's own (``LaneTensor``: one copy per thread);
   ``T.alloc_var`` scalars are names, arrays over the threads once a thread-dependent
   value is assigned. A per-thread tile is indexed element by element (and filled or
@@ -85,11 +88,26 @@ def step():
         STATE.parallel = outer
 
 
+# what a range of the block's threads may do by itself (``passes/thread_ranges.py``)
+RANGE_OPS = ("copy", "fill", "Parallel")
+
+
+def _a_range(active) -> bool:
+    """Whether the active threads are one contiguous range of the block's."""
+    on = np.flatnonzero(active)
+    return on.size > 0 and on[-1] - on[0] + 1 == on.size
+
+
 def block_wide(name: str, args=()):
     """Before a tile operation in a kernel that reads its thread index: every thread
-    must reach it, and its operands must be the block's tiles."""
+    must reach it (or, for a T.copy, T.fill / T.clear or T.Parallel on shared tiles and
+    tensors, a contiguous range of them: then those threads do all of it, once), and its
+    operands must be the block's tiles."""
     active = _active()
-    if active is not None and not np.all(active):
+    if active is not None and not np.all(active) and not (
+            name in RANGE_OPS and _a_range(active) and not any(
+                getattr(getattr(a, "tensor", a), "kind", None) in ("fragment", "local")
+                for a in args)):
         raise ThreadCodeError(
             f"T.{name} inside a branch that depends on the thread index: a tile operation "
             f"is done by the whole block, and here only some threads reach it (not "
