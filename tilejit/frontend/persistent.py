@@ -17,7 +17,8 @@
 
 (``P`` is ``__tj_persistN``, G the group size): the decode of
 ``language/hopper.persistent_coord``, a bijection of the tiles onto the domain, in panels
-of G values of the first coordinate for L2 locality. One extent: ``bx = P_tile``. The
+of G values of the first coordinate for L2 locality. One extent: ``bx = P_tile``. More
+than two: the second coordinate of that decode is the row-major number of the rest. The
 loops and the guard are ordinary ones, so a ``T.Pipelined`` loop in the body is
 pipelined as anywhere else (its stage parities and hoisted indices live inside the wave
 loop). The wave count is ``ceildiv(total, wave_size)`` (TileLang rounds it up further;
@@ -149,10 +150,9 @@ class _PersistentForms(ast.NodeTransformer):
         args = _bind(T.Persistent, node.iter, self.error, "T.Persistent(domain, wave_size, "
                      "index, group_size=8)")
         domain = args["domain"]
-        if not isinstance(domain, (ast.List, ast.Tuple)) or not 1 <= len(domain.elts) <= 2:
-            raise self.error("T.Persistent: domain must be a list of 1 or 2 extents written in "
-                             f"the call ([m_blocks, n_blocks]), got `{ast.unparse(domain)}`",
-                             node)
+        if not isinstance(domain, (ast.List, ast.Tuple)) or not domain.elts:
+            raise self.error("T.Persistent: domain must be a list of extents written in the "
+                             f"call ([m_blocks, n_blocks]), got `{ast.unparse(domain)}`", node)
         dims = len(domain.elts)
         names = node.target.elts if isinstance(node.target, (ast.Tuple, ast.List)) \
             else [node.target]
@@ -177,9 +177,25 @@ class _PersistentForms(ast.NodeTransformer):
             decode = _template("__T0__ = {P}_tile", prefix, {"__T0__": names[0]})
             d1 = ast.Constant(1)
         else:
+            # more than two extents: the panels of the first over the rest's row-major
+            # number, which is then split into the rest's coordinates
+            rest = names[1] if dims == 2 else ast.Name(f"{prefix}_rest", ast.Load())
             decode = _template(_DECODE_2D, prefix, {"__GROUP__": group, "__T0__": names[0],
-                                                    "__T1__": names[1]})
+                                                    "__T1__": rest})
             d1 = domain.elts[1]
+            for k in range(2, dims):
+                d1 = ast.BinOp(d1, ast.Mult(), domain.elts[k])
+            for k in range(1, dims) if dims > 2 else ():
+                value = ast.Name(f"{prefix}_rest", ast.Load())
+                inner = None
+                for e in domain.elts[k + 1:]:
+                    inner = copy.deepcopy(e) if inner is None else ast.BinOp(
+                        inner, ast.Mult(), copy.deepcopy(e))
+                if inner is not None:
+                    value = ast.BinOp(value, ast.FloorDiv(), inner)
+                if k > 1:
+                    value = ast.BinOp(value, ast.Mod(), copy.deepcopy(domain.elts[k]))
+                decode.append(ast.Assign([ast.Name(names[k].id, ast.Store())], value))
         out = pre + _template(_WAVES, prefix,
                               {"__D0__": domain.elts[0], "__D1__": d1,
                                "__WAVE__": args["wave_size"], "__INDEX__": args["index"]},

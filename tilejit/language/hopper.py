@@ -38,12 +38,21 @@ def persistent_coord(tile: int, domain, group_size: int = 8) -> tuple:
     """
     if len(domain) == 1:
         return (tile,)
-    d0, d1 = domain
+    d0, d1 = domain[0], 1
+    for d in domain[1:]:
+        d1 *= d
     panel = tile // (group_size * d1)
     first = panel * group_size
     rows = min(group_size, d0 - first)
     r = tile - panel * group_size * d1
-    return first + r % rows, r // rows
+    rest = r // rows
+    coords = [first + r % rows]
+    for k in range(1, len(domain)):        # more than two extents: the rest row-major
+        inner = 1
+        for d in domain[k + 1:]:
+            inner *= d
+        coords.append(rest // inner % domain[k] if k > 1 else rest // inner)
+    return tuple(coords)
 
 
 def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802 - TileLang's name
@@ -72,8 +81,8 @@ def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802 - TileLang
 def _domain(domain):
     domain = tuple(int(d) for d in (domain if isinstance(domain, (tuple, list))
                                     else (domain,)))
-    if not 1 <= len(domain) <= 2:
-        raise ValueError(f"T.Persistent: the domain has 1 or 2 extents, got {len(domain)}")
+    if not domain:
+        raise ValueError("T.Persistent: the domain needs at least one extent")
     return domain
 
 

@@ -283,6 +283,14 @@ class _Dyn:
 dyn = _Dyn()
 
 
+def _names_a_dtype(value) -> bool:
+    try:
+        as_dtype(value)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return not isinstance(value, int)
+
+
 class TensorAnnotation:
     """``A: T.Tensor((M, K), dtype)`` / ``T.Tensor[[M, K], dtype]`` / ``T.Buffer``."""
 
@@ -291,8 +299,12 @@ class TensorAnnotation:
         self.dtype = as_dtype(dtype)
 
     def __class_getitem__(cls, item):
-        shape, dtype = item
-        return cls(shape, dtype)
+        """``T.Tensor[shape, dtype]``, or ``T.Tensor[shape]`` (float32, as TileLang's
+        default): a pair whose second entry names a dtype is (shape, dtype)."""
+        if isinstance(item, tuple) and len(item) == 2 and not isinstance(item[0], int) \
+                and _names_a_dtype(item[1]):
+            return cls(*item)
+        return cls(item)
 
     def __repr__(self):
         return f"T.Tensor({self.shape}, {self.dtype})"
