@@ -629,3 +629,14 @@ def test_asserts_in_the_host_codes_if_blocks_are_checked_by_the_host():
     torch.testing.assert_close(replicate_heads(x, head_kv=32), x)
     with pytest.raises(AssertionError, match="multiple of 64, got 96"):
         replicate_heads(x, head_kv=96)
+
+
+def test_tensor_subscript_forms_and_the_default_dtype():
+    """``T.Tensor[shape]`` (float32, TileLang's default; its issue 1728 writes
+    ``T.Tensor[(num_tokens,)]``), ``T.Tensor[shape, dtype]``, a shape with a symbol."""
+    n = T.dynamic("n")
+    assert T.Tensor[(n,)].shape == (n,) and T.Tensor[(n,)].dtype == T.float32
+    assert T.Tensor[(128, 64)].shape == (128, 64)
+    assert T.Tensor[(n, 2)].shape == (n, 2) and T.Tensor[(n, 2)].dtype == T.float32
+    assert T.Tensor[[n, 4], "float16"].dtype == T.float16
+    assert T.Tensor[(8,), T.int32].shape == (8,) and T.Tensor[(8,), T.int32].dtype == T.int32
