@@ -3,6 +3,8 @@ them where they are a contiguous range and the operation is on shared tiles and 
 (tests/passes/test_thread_ranges.py), else refused before anything runs, on both targets
 (passes/thread_branches.py; the simulator's own check is sim/threads.block_wide); a
 branch every thread takes is left alone."""
+import ast
+
 import pytest
 import torch
 
@@ -45,12 +47,45 @@ def test_threads_that_are_not_a_range_are_refused(copy, target):
 
 
 @pytest.mark.parametrize("copy", [False, True])
-def test_a_range_of_threads_does_the_operation(copy, ptxas):
+def test_a_range_of_threads_does_the_operation(copy, ptxas, tmp_path, monkeypatch):
     a = torch.randn(64, 64, dtype=torch.float16)
     out = tilelang.compile(masked(128, 256, copy), out_idx=[1], target="sim")(a)
     assert torch.equal(out, a)
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
     ptxas(tilelang.compile(masked(128, 256, copy), out_idx=[1]).get_kernel_source(
         arch="sm_90a"), "sm_90a")
+    # TileLang's door guards the element loop's global reads (a cast in the branch):
+    # still per-thread code, with no block barrier inside the branch
+    (program,) = tmp_path.glob("*/*after_insert_barriers.py")
+    tree = ast.parse(program.read_text())
+    (branch,) = [n for n in ast.walk(tree) if isinstance(n, ast.If)
+                 and ast.unparse(n.test).startswith("tx >= lo")]
+    assert "__tj_sync" not in ast.unparse(branch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("copy", [False, True])
+@pytest.mark.parametrize("lo,hi", [(0, 128), (128, 256)])
+def test_a_range_of_threads_on_the_gpu(copy, lo, hi):
+    """TileLang's mask tests' shapes: float16, 128 x 128 tiles, 256 threads."""
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(8, 8, threads=256) as (bx, by):
+            S = T.alloc_shared((128, 128), "float16")
+            tx = T.get_thread_binding(0)
+            if tx >= lo and tx < hi:
+                if copy:
+                    T.copy(A[by * 128, bx * 128], S)
+                else:
+                    for i, k in T.Parallel(128, 128):
+                        S[i, k] = A[by * 128 + i, bx * 128 + k]
+            T.copy(S, B[by * 128, bx * 128])
+
+    kernel = tilelang.compile(main, out_idx=[1],
+                              pass_configs={"tl.disable_warp_specialized": True})
+    a = torch.randn(1024, 1024, dtype=torch.float16, device="cuda")
+    assert torch.equal(kernel(a), a)
 
 
 def test_a_branch_every_thread_takes_is_left_alone(ptxas):

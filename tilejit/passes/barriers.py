@@ -36,10 +36,14 @@ import ast
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import (COPY_ASYNC, DISJOINT_STORES_ATTR, FRAG_LOOP, GEMM, LDMATRIX,
-                                REGION, ROLE_ATTR, STAGE, SYNC,
-                                SYNC_CONSUMERS, SYNC_ROLE, THREAD_INDEX, TMA_EXPECT_LOAD, TMA_FENCE,
-                                TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, WS_ATTR)
+from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
+                                CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
+                                FRAG_LOOP, GEMM, GROUPS, LDMATRIX, MBAR_ARRIVE,
+                                MBAR_ARRIVE_ALL, MMA_SYNC, REDUCE, REGION, ROLE_ATTR,
+                                SETMAXNREG, STAGE, SYNC, SYNC_CONSUMERS, SYNC_ROLE,
+                                THREAD_INDEX, TMA_COPY, TMA_EXPECT_LOAD, TMA_FENCE, TMA_INIT,
+                                TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, TMA_WAIT, WAIT,
+                                WGMMA_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.language.tiles import BLOCK_WIDE
 from tilejit.passes.shared_memory import shares_bytes
@@ -80,6 +84,14 @@ def thread_dependent_names(fdef) -> set[str]:
     return tainted
 
 
+# the compiler's forms that the block (or a warpgroup) does together: a branch holding
+# one is not per-thread code (any other marker, a cast or a tile's pointer, is a value)
+_BLOCK_WIDE_FORMS = frozenset((GEMM, REDUCE, CUMSUM, FRAG_LOOP, CONVERT_LAYOUT, SYNC,
+                               SYNC_CONSUMERS, SYNC_ROLE, COPY_ASYNC, COMMIT, WAIT, LDMATRIX,
+                               MMA_SYNC, TMA_INIT, TMA_LOAD, TMA_WAIT, TMA_FENCE, TMA_STORE,
+                               TMA_STORE_WAIT, TMA_COPY, TMA_EXPECT_LOAD, WGMMA_WAIT,
+                               MBAR_ARRIVE, MBAR_ARRIVE_ALL, SETMAXNREG, CLUSTER_SYNC,
+                               CLUSTER_ARRIVE, CLUSTER_WAIT, GROUPS))
 _BLOCK_WIDE_OPS = tuple(getattr(T, name) for name in BLOCK_WIDE) + (T.Parallel, T.fill,
                                                                     T.clear)
 
@@ -102,8 +114,7 @@ def _per_thread(stmt, tainted, namespace) -> bool:
     for node in ast.walk(stmt):
         if not isinstance(node, ast.Call):
             continue
-        if isinstance(node.func, ast.Name) and node.func.id.startswith("__tj_") and not (
-                node.func.id == THREAD_INDEX or node.func.id.startswith("__tj_atomic_")):
+        if isinstance(node.func, ast.Name) and node.func.id in _BLOCK_WIDE_FORMS:
             return False
         if resolve_static(node.func, namespace) in _BLOCK_WIDE_OPS:
             return False
