@@ -46,9 +46,19 @@ from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check
 from tilejit.tilelang.classic import ClassicJit
 from tilejit.tilelang.jit import JitFunction
 
+from tilejit.tilelang import autotuner_class as param
+from tilejit.tilelang.autotuner_class import (AutoTuner, AutotuneResult, CompileArgs,
+                                              ProfileArgs)
+
+# TileLang's ``tilelang.autotuner.param`` (CompileArgs, ProfileArgs, AutotuneResult), by
+# both of this module's names (``tilejit.autotuner`` is this module too)
+sys.modules[__name__ + ".param"] = param
+sys.modules["tilejit.autotuner.param"] = param
+
 # ``autotune`` is tuning's: it takes a @tilejit.kernel, or either style of @tilejit.jit
 __all__ = ["autotune", "set_autotune_inputs", "Autotuner", "AutotuneWarning",
-           "EagerAutotuner", "ClassicAutotuner"]
+           "EagerAutotuner", "ClassicAutotuner", "AutoTuner", "AutotuneResult",
+           "CompileArgs", "ProfileArgs", "param"]
 
 SIMULATION_NOTE = "valid: compiles (simulation: not timed, the first valid config is chosen)"
 NOT_TRIED = "not tried (simulation): a config before it is valid"
