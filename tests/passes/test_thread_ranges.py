@@ -34,6 +34,9 @@ def _kernel(form):
                 if tx >= 128 and tx < 256:
                     for i, k in T.Parallel(block_M, block_N):
                         A_shared[i, k] = A[by * block_M + i, bx * block_N + k] * 2
+            elif form == "direct":
+                if T.get_thread_binding(0) < 64:
+                    T.copy(A[by * block_M, bx * block_N], A_shared)
             elif form == "else":
                 if tx < 64:
                     T.fill(A_shared, 1)
@@ -43,7 +46,7 @@ def _kernel(form):
     return masked
 
 
-FORMS = ("copy", "copy_range", "parallel", "parallel_range", "else")
+FORMS = ("copy", "copy_range", "parallel", "parallel_range", "direct", "else")
 KERNELS = {f: _kernel(f) for f in FORMS}
 
 
@@ -76,7 +79,7 @@ def test_ptx_assembles_with_no_barrier_inside_the_branch(form, arch, ptxas, tmp_
     (program,) = tmp_path.glob("*/*after_insert_barriers.py")
     tree = ast.parse(program.read_text())
     branches = [n for n in ast.walk(tree) if isinstance(n, ast.If)
-                and "tx" in ast.unparse(n.test)]
+                and ("tx" in ast.unparse(n.test) or "__tj_thread_index" in ast.unparse(n.test))]
     assert branches
     for branch in branches:
         assert "__tj_sync" not in ast.unparse(branch), ast.unparse(branch)

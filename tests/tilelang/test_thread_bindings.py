@@ -222,7 +222,7 @@ def test_tile_operations_and_per_thread_code_assemble(arch, ptxas):
 def copy_in_a_branch(X, Out):
     with T.Kernel(1, threads=128) as bx:
         S = T.alloc_shared((128,), T.float32)
-        if T.get_thread_binding() < 32:
+        if T.get_thread_binding() % 2 == 0:       # not a range of threads
             T.copy(X[0:128], S)
         T.copy(S, Out[0:128])
 
@@ -247,15 +247,24 @@ def local_tile_in_a_copy(X, Out):
 
 
 @pytest.mark.parametrize("kernel, match", [
-    (copy_in_a_branch, "T.copy inside a branch that depends on the thread index"),
     (thread_dependent_trip_count, "a loop bound differs between the block's threads"),
     (local_tile_in_a_copy, "T.copy on L, a T.alloc_local tile"),
 ])
 def test_what_the_simulator_cannot_run_lane_wise(kernel, match):
+    # (a T.copy under `if T.get_thread_binding() < 32`, a range, is done by those
+    # threads: tests/passes/test_thread_ranges.py)
     x = np.ones(128, np.float32)
     out = np.zeros(128, np.float32)
     with pytest.raises(ThreadCodeError, match=match):
         kernel(x, out)
+
+
+def test_a_tile_operation_under_threads_that_are_not_a_range_is_refused():
+    x = np.ones(128, np.float32)
+    with pytest.raises(tilejit.CompileError, match=r"T.copy inside a branch that depends on "
+                       r"the thread index \(`if T.get_thread_binding\(\) % 2 == 0`: "
+                       r"threads 64 of them"):
+        copy_in_a_branch(x, np.zeros(128, np.float32))
 
 
 def test_a_uniform_loop_bound_computed_from_the_thread_index_runs():

@@ -215,3 +215,46 @@ def test_timeout_is_accepted_as_tilelang_spells_it():
     classic = autotune(configs=_matmul_configs, timeout=30)(
         tilelang.jit(out_idx=[-1])(matmul.program.factory))
     assert classic.timeout == 30.0
+
+
+@tilelang.autotune(configs=[{"threads": 128}, {"threads": 256}], warmup=1, rep=1, timeout=60)
+@tilelang.jit
+def add_scalar(N: int = 4096, BLOCK_N: int = 512, threads: int = 128):
+    @T.prim_func
+    def kernel(A: T.Tensor((N,), T.float32), s: T.float32):
+        with T.Kernel(T.ceildiv(N, BLOCK_N), threads=threads) as pid_n:
+            A_local = T.alloc_fragment((BLOCK_N,), T.float32)
+            T.copy(A[pid_n * BLOCK_N], A_local)
+            for i in T.Parallel(BLOCK_N):
+                A_local[i] += s
+            T.copy(A_local, A[pid_n * BLOCK_N])
+    return kernel
+
+
+def test_scalar_inputs_given_with_set_autotune_inputs_in_simulation():
+    import torch
+    from tilejit.autotuner import set_autotune_inputs
+    with set_autotune_inputs(torch.randn(4096), 0.5):
+        kernel = add_scalar()
+    a = torch.randn(4096)
+    before = a.clone()
+    kernel(a, 0.25)
+    torch.testing.assert_close(a, before + 0.25)
+
+
+@pytest.mark.gpu
+def test_scalar_inputs_on_the_gpu():
+    """TileLang's scalar-input autotune test: a scalar among the tuning inputs stays as
+    given (only tensors are restored between configs); without inputs, a ValueError
+    that names set_autotune_inputs."""
+    import torch
+    from tilejit.autotuner import set_autotune_inputs
+    tune_a = torch.randn(4096, device="cuda")
+    with set_autotune_inputs(tune_a, 0.1):
+        kernel = add_scalar()
+    a = torch.randn(4096, device="cuda")
+    before = a.clone()
+    kernel(a, 0.1)
+    torch.testing.assert_close(a, before + 0.1, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="set_autotune_inputs"):
+        add_scalar(N=2048)

@@ -16,6 +16,7 @@ block of 256) is left alone.
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import language as T
 from tilejit.frontend.analysis import settled
@@ -73,9 +74,30 @@ def _tile_op(stmts, namespace):
     return None
 
 
+_TID = "__tj_tid"
+
+
+def _test_text(ctx, node) -> str:
+    """The branch's test as the kernel writes it (``if T.get_thread_binding() < 32``),
+    the line's comment and colon left out."""
+    line = ctx.source_line(node.lineno).split("#")[0].strip().rstrip(":").strip()
+    return line if line.startswith(("if ", "elif ")) else f"if {ast.unparse(node.test)}"
+
+
+class _IndexCalls(ast.NodeTransformer):
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id == THREAD_INDEX and not node.args:
+            return ast.copy_location(ast.Name(_TID, ast.Load()), node)
+        return self.generic_visit(node)
+
+
 def _takers(test, names, threads, namespace):
     """The threads for which ``test`` holds, or None when it is not a comparison of the
     thread index (``names``: {name: its value}) with compile-time values."""
+    # `T.get_thread_binding() < 32` written in the test itself: the index as a name
+    test = _IndexCalls().visit(copy.deepcopy(test))
+    names = {**names, _TID: ast.fix_missing_locations(ast.Expression(
+        ast.Call(ast.Name(THREAD_INDEX, ast.Load()), [], []))).body}
     used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     if not used & set(names) or any(isinstance(n, (ast.Call, ast.Subscript, ast.Attribute))
                                     for n in ast.walk(test)):
@@ -104,7 +126,8 @@ def _takers(test, names, threads, namespace):
 
 def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     names = _thread_names(fdef)
-    if not names:
+    if not names and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                             and n.func.id == THREAD_INDEX for n in ast.walk(fdef)):
         return fdef
     threads = ctx.plan.launch_threads or ctx.threads
     _Branches(ctx, fdef, names, threads).visit(fdef)
@@ -139,8 +162,9 @@ class _Branches(ast.NodeVisitor):
         span = (f"{takers[0]}…{takers[-1]}" if takers == list(range(takers[0], takers[-1] + 1))
                 else f"{len(takers)} of them")
         raise self.ctx.error(
-            f"T.{op} inside a branch that depends on the thread index (`if "
-            f"{ast.unparse(node.test)}`: threads {span} of the block's {self.threads}): "
+            f"T.{op} inside a branch that depends on the thread index "
+            f"(`{_test_text(self.ctx, node)}`: threads {span} of the block's "
+            f"{self.threads}): "
             f"tilejit does a T.copy, T.fill, T.clear or T.Parallel on shared tiles and "
             f"tensors with the threads of a range of them, but not this one (a fragment's "
             f"layout spreads it over the whole block; a gemm or a reduction is the "

@@ -320,9 +320,9 @@ class _Bench:
                 continue
             ann = prim.annotations[name]
             if getattr(ann, "scalar", False):
-                raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} is "
-                                f"a scalar ({ann.dtype.name}); give the inputs with "
-                                "`with set_autotune_inputs(...)`")
+                raise ValueError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} "
+                                 f"is a scalar ({ann.dtype.name}); give the inputs with "
+                                 "`with set_autotune_inputs(...)`")
             if any(not isinstance(d, int) for d in ann.shape):
                 raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
                                  f"symbolic extents {ann.shape}; random inputs need static "
@@ -340,15 +340,17 @@ class _Bench:
 
     def restore(self):
         for tensor, original in zip(self.inputs or (), self.originals or ()):
-            tensor.copy_(original)
+            if original is not None:
+                tensor.copy_(original)
 
     def run(self, kernel, config):
         """(milliseconds or None, note) of one config's kernel."""
         torch = self.torch
         if self.inputs is None:
             self.inputs = self._make_inputs(kernel)
-        if self.originals is None:
-            self.originals = [t.detach().clone() for t in self.inputs]
+        if self.originals is None:        # scalars among the inputs stay as given
+            self.originals = [t.detach().clone() if isinstance(t, torch.Tensor) else None
+                              for t in self.inputs]
         self.restore()
         params, out_idx = kernel.prim.params, kernel.out_idx
         outputs = kernel(*self.inputs)

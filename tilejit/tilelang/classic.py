@@ -255,6 +255,8 @@ class CompiledPrimFunc:
             names = params if len(tensors) == len(params) else [
                 p for i, p in enumerate(params) if i not in self.out_idx]
             for name, value in zip(names, tensors):
+                if getattr(self.prim.annotations[name], "scalar", False):
+                    continue                      # a scalar: any value of its kind below
                 arg = self._check(name, value, sizes)
                 given[name] = TensorSpec(arg.shape, arg.dtype)
             self._check_computed(sizes)
