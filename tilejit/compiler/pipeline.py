@@ -37,6 +37,7 @@ from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
                             epilogue_staging, fragment_regions, fragment_transposes,
+                            transposes,
                             global_copies, global_layouts,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
@@ -58,6 +59,7 @@ SOURCE_PASSES = (
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    transposes.expand_transposes,            # T.transpose(S, S_t) → an element loop
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     global_layouts.lay_out_global_tensors,   # T.annotate_layout of a tensor: flat accesses
     fragment_regions.expand_fragment_region_copies,  # T.copy(F[a:b, :], S) → a loop

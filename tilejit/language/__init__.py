@@ -54,7 +54,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     annotate_layout, any_of, clear, copy, fill, let,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
                                     no_set_max_nreg, reducer_init, reducer_update, reshape,
-                                    sync_threads, use_swizzle, view)
+                                    sync_threads, transpose, use_swizzle, view)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
 from tilejit.language import scalar_math as _scalar_math
@@ -82,7 +82,7 @@ __all__ = [
     "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",
-    "annotate_layout", "clear", "copy", "fill", "gemm", "let",
+    "annotate_layout", "clear", "copy", "fill", "gemm", "let", "transpose",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
     "atomic_addx2", "atomic_addx4",

@@ -156,7 +156,8 @@ disable_warp_group_reg_alloc = no_set_max_nreg
 # (passes/thread_branches.py); T.Parallel loops too
 BLOCK_WIDE = ("copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
               "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
-              "cummax", "atomic_add", "atomic_max", "atomic_min", "sync_threads")
+              "cummax", "atomic_add", "atomic_max", "atomic_min", "sync_threads",
+              "transpose")
 
 # TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
 # instructions itself: TMA, cp.async, vector width); accepted and not used
@@ -171,6 +172,12 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
     TileLang's lowering hints (``COPY_HINTS``) are accepted; tilejit chooses the copy's
     instructions itself."""
     return meaning("copy")(src, dst)
+
+
+def transpose(src, dst, annotations=None):
+    """``dst[j, i] = src[i, j]`` for two whole 2-d tiles (src (M, N), dst (N, M)),
+    converting dtype; TileLang's shared-memory transpose (fragments work too)."""
+    return meaning("transpose")(src, dst)
 
 
 def any_of(buf):

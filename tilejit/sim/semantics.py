@@ -234,6 +234,25 @@ def copy(src, dst):
     d_t.wrote(written)
 
 
+def transpose(src, dst):
+    """``dst[j, i] = src[i, j]`` of two whole 2-d tiles, converting dtype."""
+    for t, what in ((src, "src"), (dst, "dst")):
+        if getattr(t, "kind", None) is None or len(t.shape) != 2:
+            raise ValueError(f"T.transpose: {what} must be a whole 2-d tile (shared or "
+                             f"fragment), got {getattr(t, 'name', t)!r}")
+    if tuple(dst.shape) != tuple(src.shape)[::-1]:
+        raise ValueError(f"T.transpose: dst's shape {tuple(dst.shape)} must be src's "
+                         f"{tuple(src.shape)} reversed")
+    rows, cols = np.indices(tuple(src.shape))
+    if src.unwritten is not None:
+        src.check_written((rows.ravel(), cols.ravel()), np.ones(rows.size, bool))
+    values = src.data.T
+    stored = _to_storage(values if dst.dtype.held_in_float32 else _num.cast(values, dst.dtype),
+                         dst.dtype, dst.data.dtype)
+    dst.data[...] = stored
+    dst.wrote((cols.T.ravel(), rows.T.ravel()))
+
+
 def fill(buf, value):
     """Set every element of a tile (or region) to ``value``."""
     if isinstance(buf, LaneTensor):     # each thread's own copy, under the thread mask
@@ -788,7 +807,7 @@ def _block_wide(name, fn):
 # the meaning of each ``T.<name>`` the language delegates (``language/_semantics.py``)
 MEANINGS = {name: globals()[name] for name in (
     "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "copy", "fill", "clear",
-    "any_of", "all_of",
+    "any_of", "all_of", "transpose",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
     "atomic_max", "atomic_min", "atomic_load", "atomic_store", "exp", "exp2", "log", "log2",
