@@ -83,6 +83,20 @@ def test_no_valid_config_is_an_error_naming_each():
             _tuner(configs=[bad]).run()
 
 
+def test_a_configs_own_pass_configs_and_the_supply_type():
+    """TileLang's per-config pass configs (compile options, not arguments of the
+    factory) and ``supply_type``."""
+    from tilejit import PassConfigKey, TensorSupplyType
+    configs = [dict(CONFIGS[0], pass_configs={PassConfigKey.TL_DISABLE_WARP_SPECIALIZED:
+                                              True})]
+    result = (AutoTuner.from_kernel(kernel=matmul_factory(128, 128, 128), configs=configs)
+              .set_compile_args(out_idx=[-1], pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER:
+                                                            True})
+              .set_profile_args(supply_type=TensorSupplyType.Integer, skip_check=True)
+              .run(warmup=1, rep=2))
+    assert result.config == configs[0] and result.kernel is not None
+
+
 def test_configs_must_be_dicts():
     with pytest.raises(ValueError, match="non-empty list of dicts"):
         _tuner(configs=[]).run()

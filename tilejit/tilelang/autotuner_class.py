@@ -8,8 +8,9 @@ records of ``tilelang.autotuner.param``.
     result.latency, result.config, result.ref_latency, result.kernel
 
 ``factory(**config)`` returns a ``@T.prim_func``; each config's is compiled with the
-compile arguments (``tilejit.compile``), run on the inputs (``supply_prog(params)``,
-else random tensors made from the prim_func's annotations), its outputs checked against
+compile arguments (``tilejit.compile``; a config's own ``"pass_configs"`` entry over
+them), run on the inputs (``supply_prog(params)``, else tensors made from the
+prim_func's annotations as ``supply_type`` says, else random), its outputs checked against
 ``ref_prog(*inputs)`` (``rtol``, ``atol``, at most ``max_mismatched_ratio`` of the
 elements off; ``manual_check_prog(outputs, reference)`` instead where given;
 ``skip_check`` leaves them unchecked) and its launch timed (CUDA events, ``warmup`` and
@@ -61,10 +62,12 @@ class CompileArgs:
     def __hash__(self):
         return _hash_fields(self)
 
-    def compile_program(self, program):
+    def compile_program(self, program, pass_configs=None):
+        """``program`` compiled; a config's own ``pass_configs`` over these."""
         from tilejit.tilelang.classic import compile as compile_prim  # the door, on use
+        merged = {**(self.pass_configs or {}), **(pass_configs or {})}
         return compile_prim(program, out_idx=self.out_idx, target=self.target,
-                            pass_configs=self.pass_configs)
+                            pass_configs=merged or None)
 
 
 @dataclass(frozen=True)
@@ -187,8 +190,12 @@ class AutoTuner:
         best, timings = None, []
         for config in configs:
             try:
-                program = self.fn(**config)
-                kernel = self.compile_args.compile_program(program)
+                # TileLang's per-config "pass_configs" entry: compile options, not an
+                # argument of fn
+                args = {k: v for k, v in config.items() if k != "pass_configs"}
+                program = self.fn(**args)
+                kernel = self.compile_args.compile_program(program,
+                                                           config.get("pass_configs"))
                 if bench is None:
                     kernel.get_kernel_source(arch=default_arch())
                     ms, note = None, "compiles (simulation: not timed)"
@@ -246,10 +253,14 @@ class _Profile:
         self.reference = None
 
     def _make_inputs(self, kernel):
+        params = [kernel.prim.annotations[n] for i, n in enumerate(kernel.prim.params)
+                  if i not in kernel.out_idx]
         if self.args.supply_prog is not None:
-            params = [kernel.prim.annotations[n] for i, n in enumerate(kernel.prim.params)
-                      if i not in kernel.out_idx]
             return list(self.args.supply_prog(params))
+        if self.args.supply_type is not None:
+            from tilejit.tilelang.utils import get_tensor_supply  # torch's helpers, on use
+            supply = get_tensor_supply(self.args.supply_type)
+            return [supply(p) for p in params]
         from tilejit.tilelang.autotuner import _Bench     # the classic tuner's inputs
         shim = type("Tuner", (), {"__name__": kernel.prim.__name__})()
         return _Bench(shim, None)._make_inputs(kernel)
