@@ -147,6 +147,7 @@ def test_runs_on_torch_current_stream():
     a = torch.randn(1 << 20, device="cuda")
     c = torch.zeros_like(a)
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())      # a and c are made on the default stream
     with torch.cuda.stream(s):
         vector_add(a, a, c)
         d = c * 1          # ordered after the kernel on stream s
