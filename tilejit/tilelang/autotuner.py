@@ -278,6 +278,8 @@ class ClassicAutotuner:
                     else:
                         ms, note = bench.run(kernel, config)
                         valid = ms is not None
+                except MissingInputsError:
+                    raise                     # the tuning's inputs, not this config
                 except skippable as e:
                     note = f"failed: {type(e).__name__}: {first_line(e)}"
                 if not valid:
@@ -297,6 +299,11 @@ class ClassicAutotuner:
             raise RuntimeError(f"tilejit.autotune {self.__name__}: no config ran "
                                f"successfully:\n{lines}")
         return configs[chosen]
+
+
+class MissingInputsError(ValueError):
+    """The tuning cannot make its inputs (a scalar input with none given): no config can
+    run, so it is raised, not a config's failure to skip."""
 
 
 class _Bench:
@@ -320,9 +327,9 @@ class _Bench:
                 continue
             ann = prim.annotations[name]
             if getattr(ann, "scalar", False):
-                raise ValueError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} "
-                                 f"is a scalar ({ann.dtype.name}); give the inputs with "
-                                 "`with set_autotune_inputs(...)`")
+                raise MissingInputsError(
+                    f"tilejit.autotune {self.tuner.__name__}: input {name!r} is a scalar "
+                    f"({ann.dtype.name}); give the inputs with `with set_autotune_inputs(...)`")
             if any(not isinstance(d, int) for d in ann.shape):
                 raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
                                  f"symbolic extents {ann.shape}; random inputs need static "
