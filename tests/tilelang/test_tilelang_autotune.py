@@ -258,3 +258,72 @@ def test_scalar_inputs_on_the_gpu():
     torch.testing.assert_close(a, before + 0.1, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="set_autotune_inputs"):
         add_scalar(N=2048)
+
+
+def _profiled_matmul(**profile):
+    @tilelang.autotune(configs=[{"block_M": 64, "block_N": 64, "block_K": 32},
+                                {"block_M": 64, "block_N": 64, "block_K": 64}],
+                       warmup=1, rep=2, **profile)
+    @tilelang.jit(out_idx=[-1])
+    def mm(M, N, K, block_M=64, block_N=64, block_K=32, wrong_k64=False):
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                 C: T.Tensor((M, N), "float16")):
+            with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (
+                    bx, by):
+                A_s = T.alloc_shared((block_M, block_K), "float16")
+                B_s = T.alloc_shared((block_K, block_N), "float16")
+                C_l = T.alloc_fragment((block_M, block_N), "float32")
+                T.clear(C_l)
+                for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=1):
+                    T.copy(A[by * block_M, ko * block_K], A_s)
+                    T.copy(B[ko * block_K, bx * block_N], B_s)
+                    T.gemm(A_s, B_s, C_l)
+                if wrong_k64 and block_K == 64:
+                    for i, j in T.Parallel(block_M, block_N):
+                        C_l[i, j] = C_l[i, j] * 2
+                T.copy(C_l, C[by * block_M, bx * block_N])
+        return main
+    return mm
+
+
+def test_tilelang_profile_options_of_autotune():
+    """TileLang's @autotune options (skip_check, supply_type, ref_prog, ...,
+    cache_input_tensors, do_not_specialize) on a classic factory; elsewhere a TypeError
+    naming them; an unknown option a TypeError listing the known ones."""
+    mm = _profiled_matmul(skip_check=True, supply_type=tilelang.TensorSupplyType.Integer,
+                          cache_input_tensors=True, do_not_specialize=["N", "K"])
+    kernel = mm(128, 64, 64)
+    assert mm.best_config["block_K"] == 32 and kernel is not None
+    # N and K do not select the tuned config: the same key, the kernel compiled for them
+    key = lambda *a: mm._key(mm.configs, a, {}, None, "sim")   # noqa: E731
+    assert key(128, 64, 64) == key(128, 256, 512) != key(256, 64, 64)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*supply_tipe"):
+        tilelang.autotune(configs=[{}], supply_tipe=1)
+    with pytest.raises(TypeError, match="skip_check apply to a classic-style"):
+        tilelang.autotune(configs=[{"block": 1}], skip_check=True)(scale_rows_native)
+
+
+@tilelang.kernel
+def scale_rows_native(X, Y, block: T.constexpr = 64):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(block):
+            Y[i] = X[i]
+
+
+@pytest.mark.gpu
+def test_tilelang_profile_options_on_the_gpu():
+    """ref_prog checks each config (a wrong one skipped, with the reason); supply_type
+    makes the inputs; skip_check leaves a wrong config in the running."""
+    ref = lambda A, B: (A.float() @ B.float()).half()   # noqa: E731
+    mm = _profiled_matmul(ref_prog=ref, supply_type=tilelang.TensorSupplyType.Integer)
+    with pytest.warns(AutotuneWarning, match="differ from the reference"):
+        kernel = mm(256, 256, 256, wrong_k64=True)
+    assert mm.best_config["block_K"] == 32
+    a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), rtol=2e-2,
+                               atol=2e-2)
+    timed_both = _profiled_matmul(skip_check=True)
+    timed_both(256, 256, 256, wrong_k64=True)
+    assert all(ms is not None for _, ms, _ in timed_both.timings)

@@ -48,7 +48,7 @@ from tilejit.tilelang.jit import JitFunction
 
 from tilejit.tilelang import autotuner_class as param
 from tilejit.tilelang.autotuner_class import (AutoTuner, AutotuneResult, CompileArgs,
-                                              ProfileArgs)
+                                              ProfileArgs, check_outputs)
 
 # TileLang's ``tilelang.autotuner.param`` (CompileArgs, ProfileArgs, AutotuneResult), by
 # both of this module's names (``tilejit.autotuner`` is this module too)
@@ -88,9 +88,13 @@ def _skipped(name, config, note):
                   AutotuneWarning, stacklevel=4)
 
 
-def for_program(program, configs, warmup, rep, key, timeout=None):
+def for_program(program, configs, warmup, rep, key, timeout=None, **profile):
     """The autotuner of a ``@tilejit.jit`` program, or None for anything else."""
     if isinstance(program, JitFunction):
+        if {k for k in profile if k != "cache_input_tensors"}:
+            raise TypeError(f"@tilejit.autotune over the eager-style {program.__name__}: "
+                            f"{', '.join(sorted(profile))} apply to the classic style (a "
+                            f"factory returning a @T.prim_func)")
         if callable(configs) and not isinstance(configs, (list, tuple)):
             raise ValueError(f"@tilejit.autotune over the eager-style {program.__name__}: "
                              "configs must be a list of dicts (a function returning them "
@@ -102,7 +106,8 @@ def for_program(program, configs, warmup, rep, key, timeout=None):
             raise ValueError(f"@tilejit.autotune over the classic-style {program.__name__}: "
                              "key does not apply (every factory argument selects the "
                              "tuned config)")
-        return ClassicAutotuner(program, configs, warmup=warmup, rep=rep, timeout=timeout)
+        return ClassicAutotuner(program, configs, warmup=warmup, rep=rep, timeout=timeout,
+                                **profile)
     return None
 
 
@@ -150,8 +155,13 @@ class ClassicAutotuner:
     returns the compiled kernel of the best config. ``best_config`` and ``timings``
     ([(config, ms or None, note)]) describe the last tuning."""
 
-    def __init__(self, program, configs, warmup: int = 25, rep: int = 100, timeout=None):
+    def __init__(self, program, configs, warmup: int = 25, rep: int = 100, timeout=None,
+                 do_not_specialize=(), **profile):
         self.program = program
+        # TileLang's run-and-check options (ProfileArgs); cache_input_tensors: the
+        # inputs are made once per tuning anyway
+        self.profile = ProfileArgs(**profile)
+        self.do_not_specialize = tuple(do_not_specialize or ())
         self.params = list(inspect.signature(program.factory).parameters)
         self.__name__ = program.__name__
         self.__wrapped__ = program
@@ -240,9 +250,11 @@ class ClassicAutotuner:
             self._fingerprint = function_fingerprint(self.program.factory)
         shapes = [(str(getattr(t, "dtype", "")), tuple(getattr(t, "shape", ())))
                   for t in (inputs or ())]
+        named = inspect.signature(self.program.factory).bind_partial(*args, **kwargs).arguments
+        selecting = {k: v for k, v in named.items() if k not in self.do_not_specialize}
         return digest("tilejit-autotune-classic", self._fingerprint,
-                      tuple(plain_value(c) for c in configs), plain_value(args),
-                      plain_value(kwargs), str(self.program.out_idx),
+                      tuple(plain_value(c) for c in configs), plain_value(selecting),
+                      str(self.program.out_idx),
                       device.split(":", 2)[-1], plain_value(shapes))
 
     def _load(self, key, configs) -> dict | None:
@@ -321,6 +333,14 @@ class _Bench:
 
     def _make_inputs(self, kernel):
         torch, prim, out = self.torch, kernel.prim, kernel.out_idx
+        profile = getattr(self.tuner, "profile", None)
+        params = [prim.annotations[n] for i, n in enumerate(prim.params) if i not in out]
+        if profile is not None and profile.supply_prog is not None:
+            return list(profile.supply_prog(params))
+        if profile is not None and profile.supply_type is not None:
+            from tilejit.tilelang.utils import get_tensor_supply  # torch's helpers, on use
+            supply = get_tensor_supply(profile.supply_type)
+            return [supply(p) for p in params]
         tensors = []
         for i, name in enumerate(prim.params):
             if i in out:
@@ -369,13 +389,23 @@ class _Bench:
             results = list(outputs) if isinstance(outputs, tuple) else [outputs]
             it, produced = iter(self.inputs), iter(results)
             full = [next(produced) if i in out_idx else next(it) for i in range(len(params))]
-        results = [snapshot(r) for r in results]
-        if self.reference is None:
-            self.reference, self.reference_config = results, config
-        else:
-            problem = compare_results(self.reference, results)
-            if problem:
-                return None, f"results differ from config {self.reference_config}: {problem}"
+        profile = self.tuner.profile
+        if profile.ref_prog is not None or profile.manual_check_prog is not None:
+            if not profile.skip_check:
+                inputs = [t for i, t in enumerate(full) if i not in out_idx]
+                problem, self.ref_outputs = check_outputs(profile, inputs, results,
+                                                          getattr(self, "ref_outputs", None))
+                if problem:
+                    return None, f"results differ from the reference: {problem}"
+        elif not profile.skip_check:
+            results = [snapshot(r) for r in results]
+            if self.reference is None:
+                self.reference, self.reference_config = results, config
+            else:
+                problem = compare_results(self.reference, results)
+                if problem:
+                    return None, (f"results differ from config {self.reference_config}: "
+                                  f"{problem}")
         launch = kernel.kernel
         ms, why = timed(lambda: launch(*full), self.tuner.warmup, self.tuner.rep, True,
                         self.tuner.timeout)

@@ -282,32 +282,9 @@ class _Profile:
         return ms, (f"skipped: {why}" if why else "ok")
 
     def _check(self, outputs) -> str | None:
-        args = self.args
-        if args.ref_prog is None and args.manual_check_prog is None:
-            return None
-        if self.reference is None and args.ref_prog is not None:
-            ref = args.ref_prog(*self.inputs)
-            self.reference = [ref] if not isinstance(ref, (tuple, list)) else list(ref)
-        if args.manual_check_prog is not None:
-            try:
-                args.manual_check_prog(outputs, self.reference)
-            except AssertionError as e:
-                return first_line(e)
-            return None
-        torch = self.torch
-        for index, (got, want) in enumerate(zip(outputs, self.reference)):
-            got, want = snapshot(got)[1], snapshot(want)[1]
-            got = torch.as_tensor(got).double()
-            want = torch.as_tensor(want).to(got.device).double()
-            if got.shape != want.shape:
-                return f"output {index} has shape {tuple(got.shape)}, expected " \
-                       f"{tuple(want.shape)}"
-            off = ~torch.isclose(got, want, rtol=args.rtol, atol=args.atol, equal_nan=True)
-            ratio = off.double().mean().item()
-            if ratio > args.max_mismatched_ratio:
-                return (f"output {index}: {ratio:.2%} of the elements differ beyond rtol "
-                        f"{args.rtol}, atol {args.atol}")
-        return None
+        problem, self.reference = check_outputs(self.args, self.inputs, outputs,
+                                                self.reference)
+        return problem
 
     def reference_latency(self) -> float | None:
         if self.args.ref_prog is None or self.inputs is None:
@@ -315,3 +292,34 @@ class _Profile:
         ms, _ = timed(lambda: self.args.ref_prog(*self.inputs), self.warmup, self.rep, True,
                       self.timeout)
         return ms
+
+
+def check_outputs(args: ProfileArgs, inputs, outputs, reference):
+    """(None or what differs, the reference outputs): ``outputs`` against
+    ``args.ref_prog(*inputs)`` (computed once: ``reference`` is what a previous call
+    returned) within rtol/atol, at most ``max_mismatched_ratio`` of the elements off, or
+    as ``manual_check_prog(outputs, reference)`` judges (an AssertionError: differ)."""
+    if args.ref_prog is None and args.manual_check_prog is None:
+        return None, reference
+    if reference is None and args.ref_prog is not None:
+        ref = args.ref_prog(*inputs)
+        reference = [ref] if not isinstance(ref, (tuple, list)) else list(ref)
+    if args.manual_check_prog is not None:
+        try:
+            args.manual_check_prog(outputs, reference)
+        except AssertionError as e:
+            return first_line(e), reference
+        return None, reference
+    import torch     # the tensors compared are torch's (a GPU run)
+    for index, (got, want) in enumerate(zip(outputs, reference)):
+        got = torch.as_tensor(snapshot(got)[1]).double()
+        want = torch.as_tensor(snapshot(want)[1]).to(got.device).double()
+        if got.shape != want.shape:
+            return (f"output {index} has shape {tuple(got.shape)}, expected "
+                    f"{tuple(want.shape)}"), reference
+        off = ~torch.isclose(got, want, rtol=args.rtol, atol=args.atol, equal_nan=True)
+        ratio = off.double().mean().item()
+        if ratio > args.max_mismatched_ratio:
+            return (f"output {index}: {ratio:.2%} of the elements differ beyond rtol "
+                    f"{args.rtol}, atol {args.atol}"), reference
+    return None, reference

@@ -320,11 +320,11 @@ class ClassicJit:
     """``@tilejit.jit(out_idx=...)`` on a factory that returns a T.prim_func: calling
     the factory (its arguments are all compile-time) returns the compiled kernel."""
 
-    def make_autotuner(self, configs, warmup, rep, key, timeout=None):
+    def make_autotuner(self, configs, warmup, rep, key, timeout=None, **profile):
         """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
         # autotuner.py imports this module for the classes it tunes: imported here, on use
         from tilejit.tilelang.autotuner import for_program
-        return for_program(self, configs, warmup, rep, key, timeout)
+        return for_program(self, configs, warmup, rep, key, timeout, **profile)
 
     def __init__(self, factory, out_idx=None, target="auto", pass_configs=None):
         pass_config_options(dict(pass_configs or {}))     # checked (and warned) once here

@@ -197,11 +197,11 @@ class _Desugared:
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
 
-    def make_autotuner(self, configs, warmup, rep, key, timeout=None):
+    def make_autotuner(self, configs, warmup, rep, key, timeout=None, **profile):
         """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
         # autotuner.py imports this module for the classes it tunes: imported here, on use
         from tilejit.tilelang.autotuner import for_program
-        return for_program(self, configs, warmup, rep, key, timeout)
+        return for_program(self, configs, warmup, rep, key, timeout, **profile)
 
     def __init__(self, func, out_idx=None, target="auto", pass_configs=None, verbose=False,
                  execution_backend=None, **ignored):

@@ -23,8 +23,15 @@ class AutotuneWarning(UserWarning):
     """A config was skipped: it failed to compile or launch, or its results differ."""
 
 
+# TileLang's options of @autotune that say how configs are run and checked; the
+# classic style (a factory returning a @T.prim_func) takes them (tilelang/autotuner.py)
+PROFILE_OPTIONS = ("supply_type", "supply_prog", "ref_prog", "rtol", "atol",
+                   "max_mismatched_ratio", "skip_check", "manual_check_prog",
+                   "cache_input_tensors", "do_not_specialize")
+
+
 def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None,
-             compile_workers=None):
+             compile_workers=None, **profile):
     """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
     TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
     kernel's constexpr parameters. ``key``: parameter names whose values (not only
@@ -38,12 +45,21 @@ def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None,
     the kernel runs with the values given, its defaults for the others."""
     timeout = check_timeout(timeout)
     compile_workers = check_workers(compile_workers)
+    unknown = sorted(set(profile) - set(PROFILE_OPTIONS))
+    if unknown:
+        raise TypeError(f"autotune() got unexpected keyword argument(s) {', '.join(unknown)}"
+                        f" (its options: warmup, rep, key, timeout, compile_workers, "
+                        f"{', '.join(PROFILE_OPTIONS)})")
 
     def wrap(kernel):
         # a program of another front door (TileLang's @tilejit.jit) says how it is tuned
         make = getattr(kernel, "make_autotuner", None)
         if make is not None:
-            return make(configs, warmup=warmup, rep=rep, key=key, timeout=timeout)
+            return make(configs, warmup=warmup, rep=rep, key=key, timeout=timeout, **profile)
+        if {k for k in profile if k != "cache_input_tensors"}:
+            raise TypeError(f"@tilejit.autotune {getattr(kernel, '__name__', kernel)}: "
+                            f"{', '.join(sorted(profile))} apply to a classic-style "
+                            f"@tilejit.jit factory (returning a @T.prim_func), not here")
         return Autotuner(kernel, configs, warmup=warmup, rep=rep, key=key, timeout=timeout,
                          compile_workers=compile_workers)
     return wrap
