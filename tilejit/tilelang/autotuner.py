@@ -218,8 +218,9 @@ class ClassicAutotuner:
             if config is None:
                 config = self._tune(configs, args, kwargs, inputs, device)
                 self._best[key] = config
-                self._store.store(key, {"config": json_config(config),
-                                        "index": configs.index(config)})
+                if not self._callbacks():
+                    self._store.store(key, {"config": json_config(config),
+                                            "index": configs.index(config)})
         self.best_config = config
         return self.program(*args, **kwargs, **config)
 
@@ -252,12 +253,22 @@ class ClassicAutotuner:
                   for t in (inputs or ())]
         named = inspect.signature(self.program.factory).bind_partial(*args, **kwargs).arguments
         selecting = {k: v for k, v in named.items() if k not in self.do_not_specialize}
+        p = self.profile
+        checks = (p.skip_check, repr(p.supply_type), p.rtol, p.atol, p.max_mismatched_ratio)
         return digest("tilejit-autotune-classic", self._fingerprint,
                       tuple(plain_value(c) for c in configs), plain_value(selecting),
-                      str(self.program.out_idx),
+                      plain_value(checks), str(self.program.out_idx),
                       device.split(":", 2)[-1], plain_value(shapes))
 
+    def _callbacks(self) -> bool:
+        """A profile callback (ref_prog, supply_prog, manual_check_prog) takes part: its
+        behaviour has no identity a disk key can hold, so nothing is stored or loaded."""
+        p = self.profile
+        return any(cb is not None for cb in (p.ref_prog, p.supply_prog, p.manual_check_prog))
+
     def _load(self, key, configs) -> dict | None:
+        if self._callbacks():
+            return None
         payload = self._store.load(key)
         if payload is None:
             return None
