@@ -44,10 +44,11 @@ def fill_through_a_view(A, value: T.constexpr = 3.0):
 
 
 @tilejit.kernel
-def view_of_a_tile_in_place(A):
+def view_of_a_tile_in_place(A, B):
     with T.Kernel(1, threads=128) as bx:
         S = T.alloc_shared((8, 8), T.float32)
         T.copy(A[0:64], T.reshape(S, (64,)))
+        T.copy(S, B)
 
 
 def test_reshape_of_a_flat_tensor():
@@ -86,11 +87,12 @@ def test_a_tensor_that_is_not_contiguous_is_refused_before_the_launch():
         halves_as_words(h, np.zeros((20, 32), np.int32))
 
 
-def test_a_view_of_a_tile_written_in_place_is_a_compile_error():
-    # views of tiles are assigned to a name (tests/language/test_tile_views.py)
-    with pytest.raises(CompileError, match=r"T.reshape: expected a global tensor .* a view of "
-                                           r"a tile is assigned to a name of its own"):
-        view_of_a_tile_in_place.compile(np.zeros(64, np.float32), target="cuda", arch="sm_90a")
+def test_a_view_of_a_tile_written_in_the_call(ptxas):
+    # the front end names it before the call (tests/frontend/test_inline_views.py)
+    a, b = np.arange(64, dtype=np.float32), np.zeros((8, 8), np.float32)
+    view_of_a_tile_in_place(a, b)
+    np.testing.assert_array_equal(b, a.reshape(8, 8))
+    ptxas(view_of_a_tile_in_place.compile(a, b, target="cuda", arch="sm_90a").ptx, "sm_90a")
 
 
 def test_a_shape_with_another_element_count_is_an_error_in_simulation():

@@ -113,6 +113,13 @@ def _block_index_assignments(ks: KernelSource) -> list[ast.stmt]:
     return out
 
 
+# tile operations whose operands may be views written in the call
+_VIEW_OPERAND_OPS = tuple(getattr(T, name) for name in (
+    "copy", "fill", "clear", "cumsum", "cummax", "reduce_sum", "reduce_max", "reduce_min",
+    "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
+    "gemm", "transpose"))
+
+
 class _DeviceForms(ast.NodeTransformer):
     """Language calls with a control-flow meaning become Python control flow:
     ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
@@ -125,6 +132,7 @@ class _DeviceForms(ast.NodeTransformer):
         self.strip_breakpoints = strip_breakpoints
         self.error = error          # (message, node) -> CompileError at the kernel's line
         self.reductions = 0
+        self.inline_views = 0   # views written inside a tile operation's call, named
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
 
     # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
@@ -212,6 +220,20 @@ class _DeviceForms(ast.NodeTransformer):
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
                 isinstance(a, ast.Subscript) for a in call.args):
             return self.generic_visit(_dp4a_loop(call, node))
+        # a view made in a tile operation's call, T.cumsum(T.view(S, (1, n)), dim=1)
+        # (TileLang's issue 1001): a named view first, as the tile passes take views
+        views = [k for k, a in enumerate(call.args) if isinstance(a, ast.Call) and
+                 resolve_static(a.func, self.namespace) in (T.view, T.reshape)]
+        if views and fn in _VIEW_OPERAND_OPS:
+            out = []
+            for k in views:
+                name = f"__tj_inline_view{self.inline_views}"
+                self.inline_views += 1
+                out.append(ast.copy_location(
+                    ast.Assign([ast.Name(name, ast.Store())], call.args[k]), node))
+                call.args[k] = ast.copy_location(ast.Name(name, ast.Load()), call.args[k])
+            out.append(node)
+            return [self.visit(ast.fix_missing_locations(s)) for s in out]
         # T.clear(v) / T.fill(v, x) of a T.alloc_var: v = 0 / v = x, in its dtype
         if (fn in (T.clear, T.fill) and not call.keywords and call.args
                 and isinstance(call.args[0], ast.Name) and call.args[0].id in self.variables):
