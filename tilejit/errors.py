@@ -33,3 +33,8 @@ def format_located(message: str, filename: str | None, lineno: int | None) -> st
     text = source_line(filename, lineno)
     where = f'File "{filename}", line {lineno}'
     return f"{message}\n  {where}\n    {text}" if text else f"{message}\n  {where}"
+
+
+class LayoutCompileError(CompileError, ValueError):
+    """A layout annotation a tile cannot have (``T.annotate_layout``): a CompileError
+    naming the kernel's line, and a ValueError as TileLang raises it."""

@@ -130,9 +130,10 @@ LANGUAGE_DIFFERENCES = {
     "vectorized": "a sequential loop (LLVM decides the vectorization)",
     "Vectorized": "as `T.vectorized`",
     "annotate_layout": "a `T.Layout` for a shared tile: one equal to a swizzle tilejit knows "
-                       "takes its place (ldmatrix, TMA, wgmma read it), any other bijection "
-                       "is addressed through its function and a `T.gemm` reading it runs on "
-                       "mma.sync; tilejit's own `tilejit.layouts` are taken too. A "
+                       "takes its place (ldmatrix, TMA, wgmma read it), any other injective "
+                       "map is addressed through its function (the tile's storage grows to "
+                       "the indices it reaches) and a `T.gemm` reading it runs on mma.sync; "
+                       "tilejit's own `tilejit.layouts` are taken too. A "
                        "`T.Fragment` for a fragment (see `Fragment`). A `T.Layout` for a "
                        "tensor parameter says where the host finds each element: its "
                        "accesses go through the function (TileLang's dQ layout)",

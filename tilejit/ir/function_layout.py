@@ -39,7 +39,9 @@ class FunctionLayout:
 
     @property
     def cosize(self) -> int:
-        return self.user.size
+        """The elements of storage it spans: past the size for an injective layout that
+        grows the tile (``lambda i: i * 2``)."""
+        return max(self.user.size, int(self._table.max()) + 1 if self._table.size else 0)
 
     @property
     def rank(self) -> int:

@@ -54,8 +54,12 @@ class Tile:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of one version (stage)."""
-        return self.size * self.dtype.itemsize
+        """Bytes of one version (stage): its elements, or the storage its layout spans
+        where that is more (an injective T.Layout that grows the tile)."""
+        elements = self.size
+        if self.kind == SHARED:
+            elements = max(elements, getattr(self.layout, "cosize", elements) or elements)
+        return elements * self.dtype.itemsize
 
     @property
     def stage_bytes(self) -> int:

@@ -143,6 +143,7 @@ class Layout:
         self.forward_fn = forward_fn
         self._outputs = None
         self._bijective = False
+        self._injective = False
 
     # -- TileLang's methods ----------------------------------------------------------
 
@@ -334,18 +335,35 @@ class Layout:
         """The flat physical index of one element."""
         return int(self.offsets()[tuple(index)])
 
-    def check(self, shape=None, name: str = "the tile") -> None:
+    def check(self, shape=None, name: str = "the tile", injective: bool = False) -> None:
         """A ``LayoutError`` unless this layout maps ``shape`` (the tile's; default its
-        own input shape) one to one onto ``[0, size)``."""
+        own input shape) one to one onto ``[0, size)``; with ``injective`` (a shared
+        tile's layout, as TileLang allows) onto distinct indices that may run past the
+        tile's size (``lambda i: i * 2``: the tile's storage grows to hold them)."""
         fn = _name(self.forward_fn)
         if shape is not None and tuple(int(s) for s in shape) != self._shape:
             raise LayoutError(f"T.annotate_layout: the layout of {name} has input shape "
                               f"{list(self._shape)}, expected the tile's shape "
                               f"{[int(s) for s in shape]}")
-        if self._bijective:     # checked once (the simulator asks at every block)
-            return
+        if self._bijective or (injective and self._injective):
+            return              # checked once (the simulator asks at every block)
         flat = self.offsets()
         size = self.size
+        if injective:
+            order = np.argsort(flat, axis=None, kind="stable")
+            ranked = flat.reshape(-1)[order]
+            same = np.nonzero(ranked[1:] == ranked[:-1])[0]
+            if same.size:
+                a, b = (np.unravel_index(order[k], self._shape) for k in (same[0],
+                                                                          same[0] + 1))
+                raise LayoutError(
+                    f"T.annotate_layout: the layout of shared buffer `{name.strip(chr(39))}` "
+                    f"(forward_fn {fn}) must be injective: indices {[int(x) for x in a]} and "
+                    f"{[int(x) for x in b]} both map to physical coordinates "
+                    f"{int(ranked[same[0]])}")
+            self._injective = True
+            self._bijective = bool(flat.max() < size) if flat.size else True
+            return
         if (flat >= size).any():
             at = tuple(int(x) for x in np.argwhere(flat >= size)[0])
             raise LayoutError(

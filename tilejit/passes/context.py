@@ -7,7 +7,7 @@ import ast
 import linecache
 from dataclasses import dataclass, field
 
-from tilejit.errors import CompileError
+from tilejit.errors import CompileError, LayoutCompileError
 from tilejit.ir.plan import TilePlan
 from tilejit.options import CompileOptions
 from tilejit.target import SIM, Target
@@ -35,6 +35,12 @@ class PassContext:
     def error(self, message: str, node: ast.AST | int | None) -> CompileError:
         line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)
         return CompileError(message, self.filename, line)
+
+    def layout_error(self, message: str, node) -> CompileError:
+        """A CompileError that is also a ValueError: a layout the tile cannot have is a
+        bad value (TileLang raises ValueError for it)."""
+        line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)
+        return LayoutCompileError(message, self.filename, line)
 
     def source_line(self, line: int | None) -> str:
         if not line:

@@ -114,9 +114,9 @@ def annotated_layout(ctx, scope, name, tile, value_node, line):
         raise ctx.error(f"T.annotate_layout: expected a T.Layout for {name!r}, got "
                         f"{layout!r} (`{ast.unparse(value_node)}`)", line)
     try:
-        layout.check(tile.shape, repr(name))
+        layout.check(tile.shape, repr(name), injective=True)
     except LayoutError as e:
-        raise ctx.error(str(e), line) from None
+        raise ctx.layout_error(str(e), line) from None
     known, what = known_layout(layout.offsets(), tuple(tile.shape), tile.dtype.itemsize)
     if known is not None:
         return known, f"{where} ({what})"

@@ -840,7 +840,10 @@ def annotate_layout(layouts):
         if isinstance(layout, UserFragment):
             layout.check(getattr(tile, "shape", None), repr(name), STATE.threads or None)
         elif isinstance(layout, UserLayout):
-            layout.check(getattr(tile, "shape", None), repr(name))
+            # a shared tile's may be injective only (storage past its size), as the
+            # compiler takes it; a tensor's is a bijection (the host finds each element)
+            layout.check(getattr(tile, "shape", None), repr(name),
+                         injective=getattr(tile, "kind", None) == "shared")
             if isinstance(tile, SimTensor) and tile.kind is None:     # a global tensor
                 lay_out_global(tile, layout)
 
