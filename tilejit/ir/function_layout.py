@@ -39,6 +39,10 @@ class FunctionLayout:
 
     @property
     def cosize(self) -> int:
+        return self.storage_elements
+
+    @property
+    def storage_elements(self) -> int:
         """The elements of storage it spans: past the size for an injective layout that
         grows the tile (``lambda i: i * 2``)."""
         return max(self.user.size, int(self._table.max()) + 1 if self._table.size else 0)

@@ -58,7 +58,8 @@ class Tile:
         where that is more (an injective T.Layout that grows the tile)."""
         elements = self.size
         if self.kind == SHARED:
-            elements = max(elements, getattr(self.layout, "cosize", elements) or elements)
+            # only a kernel's own function layout may span more (ir/function_layout.py)
+            elements = max(elements, getattr(self.layout, "storage_elements", elements))
         return elements * self.dtype.itemsize
 
     @property
