@@ -115,3 +115,25 @@ def test_gpu_matches_simulator_and_numpy(form):
     KERNELS[form](torch.from_numpy(a).cuda(), b)
     np.testing.assert_array_equal(b.cpu().numpy(), b_sim)
     np.testing.assert_array_equal(b_sim, want)
+
+
+@tilejit.kernel
+def parallel_on_a_fragment_under_a_range(A, B):
+    with T.Kernel(1, threads=256) as bx:
+        F = T.alloc_fragment((64, 64), T.float32)
+        T.copy(A, F)
+        tx = T.get_thread_binding(0)
+        if tx < 128:
+            for i, j in T.Parallel(64, 64):
+                F[i, j] = F[i, j] * 2
+        T.copy(F, B)
+
+
+def test_a_parallel_on_a_fragment_under_a_range_is_an_error_on_both_targets():
+    a = np.ones((64, 64), np.float32)
+    with pytest.raises(CompileError, match=r"T.Parallel inside a branch .* threads 0…127"):
+        parallel_on_a_fragment_under_a_range.compile(a, a.copy(), target="cuda",
+                                                     arch="sm_90a")
+    with pytest.raises(Exception, match=r"T.Parallel inside a branch that depends on the "
+                                        r"thread index"):
+        parallel_on_a_fragment_under_a_range(a, a.copy())

@@ -57,6 +57,9 @@ class _State(threading.local):
         self.quiet_races = False
         self.role_depth = 0       # inside how many `with T.ws` bodies (role_body)
         self.parallel = None      # the T.Parallel loop running (races.ParallelLoop)
+        # a T.Parallel a range of the block's threads runs by itself (under `if tx < 128`,
+        # threads.py): it may not reach a fragment, which the whole block holds
+        self.range_loop = False
 
 
 STATE = _State()
@@ -171,13 +174,15 @@ def _block_loop(loop, extents):
     from tilejit.sim.threads import block_wide, uniform   # threads.py imports this module
     block_wide("Parallel")
     extents = [uniform(e, "a T.Parallel extent") for e in extents]
-    lanes, mask = STATE.lanes, STATE.mask
+    lanes, mask, ranged = STATE.lanes, STATE.mask, STATE.range_loop
+    partial = mask is not None and np.ndim(mask) > 0 and not np.all(mask)
     STATE.lanes, STATE.mask = 0, None
+    STATE.range_loop = ranged or bool(partial)
     STATE.in_parallel += 1
     try:
         yield from loop(*extents)
     finally:
-        STATE.lanes, STATE.mask = lanes, mask
+        STATE.lanes, STATE.mask, STATE.range_loop = lanes, mask, ranged
         STATE.in_parallel -= 1
 
 
@@ -375,6 +380,13 @@ class SimTensor:
         return idx
 
     def _check(self, idx, active):
+        if STATE.range_loop and self.kind in ("fragment", "local"):
+            from tilejit.sim.threads import ThreadCodeError  # threads.py imports this module
+            raise ThreadCodeError(
+                f"T.Parallel inside a branch that depends on the thread index reaches the "
+                f"{self.kind} {self.name}: a range of threads does a T.Parallel on shared "
+                f"tiles and tensors by itself, not on a {self.kind}, which the whole block "
+                f"holds{_caller_location(3)}")
         shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
                                     np.shape(active) if active is not None else ())
         bad = np.zeros(shape, dtype=bool)
