@@ -63,3 +63,29 @@ def partial_positions(sub, loop_vars, varying):
 def is_parallel(loop: ast.For, ctx) -> bool:
     it = loop.iter
     return isinstance(it, ast.Call) and resolve_static(it.func, ctx.namespace) is T.Parallel
+
+
+def mixed_positions(sub, loop_vars, varying):
+    """``(fixed positions, dropped loop positions)`` of a subscript that indexes a
+    fragment with some of the loop's indices, in order, and values fixed within the loop
+    at its other positions (``b[k, j]`` in a loop over ``(i, j)``, k a serial loop's
+    variable: TileLang's DeepSeek mHC); else None."""
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    names = [e.id if isinstance(e, ast.Name) and e.id in loop_vars else None for e in elts]
+    used = [n for n in names if n is not None]
+    if not used or len(used) >= len(loop_vars) or len(set(used)) != len(used):
+        return None
+    it = iter(loop_vars)
+    if not all(any(v == x for x in it) for v in used):
+        return None
+    fixed = tuple(k for k, n in enumerate(names) if n is None)
+    if not fixed:
+        return None
+    for k in fixed:
+        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
+            return None
+    dropped = tuple(k for k, v in enumerate(loop_vars) if v not in used)
+    if fixed == dropped and len(elts) == len(loop_vars) and all(
+            isinstance(elts[k], ast.Constant) and elts[k].value == 0 for k in fixed):
+        return None     # F[0, j] in a loop over (u, j): the unit dimension's own index
+    return fixed, dropped

@@ -71,6 +71,7 @@ from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
+                                                mixed_positions,
                                                 index_names, loop_names,
                                                 partial_positions)
 from tilejit.passes.prefix_loops import widen_prefix_loops
@@ -146,6 +147,8 @@ class _Collect(ast.NodeVisitor):
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
         self.copies: list[tuple[str, str, int]] = []
         self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
+        # id(loop) -> {fragment: [((fixed positions, dropped loop positions), subscript)]}
+        self.mixed: dict[int, dict] = {}
 
     def visit_For(self, node):
         it = node.iter
@@ -155,6 +158,7 @@ class _Collect(ast.NodeVisitor):
             varying = set(loop_vars) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
                                         and isinstance(n.ctx, ast.Store)}
             full, subset, partial = [], {}, {}
+            dependent = _dependent_names(body, loop_vars)
             for sub in ast.walk(body):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
@@ -164,16 +168,22 @@ class _Collect(ast.NodeVisitor):
                     continue                  # F[0]: an element every thread holds
                 dropped = dropped_positions(idx, loop_vars)
                 fixed = partial_positions(sub, loop_vars, varying) if loop_vars else None
+                mixed = mixed_positions(sub, loop_vars, dependent) if loop_vars else None
                 if dropped and name not in full:
                     subset.setdefault(name, (dropped, sub))
                 elif fixed is not None and name not in full:
                     partial.setdefault(name, []).append((fixed, sub))
+                elif mixed is not None and name not in full:
+                    self.mixed.setdefault(id(node), {}).setdefault(name, []).append(
+                        (mixed, sub))
                 elif name not in full:
                     full.append(name)
+            mixed = self.mixed.get(id(node), {})
             for name in full:
                 subset.pop(name, None)
                 partial.pop(name, None)
-            if full or subset or partial:
+                mixed.pop(name, None)
+            if full or subset or partial or mixed:
                 self.loops.append((node, full, subset, partial))
         self.generic_visit(node)
 
@@ -192,6 +202,34 @@ class _Collect(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _dependent_names(body, loop_vars) -> set:
+    """The loop's indices and the names its body computes from them (a serial loop's
+    variable over a range of its own is not one: ``b[k, j]`` with ``for k in
+    T.serial(n)`` inside the T.Parallel holds every k in each thread)."""
+    dependent = set(loop_vars)
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(body):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                    node.value is not None:
+                source, targets = node.value, (node.targets if isinstance(node, ast.Assign)
+                                               else [node.target])
+            elif isinstance(node, ast.For):
+                source, targets = node.iter, [node.target]
+            else:
+                continue
+            if not any(isinstance(n, ast.Name) and n.id in dependent
+                       for n in ast.walk(source)):
+                continue
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in dependent:
+                        dependent.add(n.id)
+                        changed = True
+    return dependent
+
+
 class _RewriteLoops(ast.NodeTransformer):
     def __init__(self, ctx, loop_ids):
         self.ctx = ctx
@@ -199,6 +237,7 @@ class _RewriteLoops(ast.NodeTransformer):
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
         self.whole = set()          # scalar fragments (_scalar_fragments): held whole
         self.partial = {}           # (loop id, fragment) -> slot stride of each fixed position
+        self.partial_names = {}     # (loop id, fragment) -> the loop indices it is indexed by
         self.current: set[str] | None = None
         self.counter = 0
 
@@ -273,7 +312,7 @@ class _RewriteLoops(ast.NodeTransformer):
         lid, name = self.current[2], sub.value.id
         strides = self.partial[(lid, name)]
         elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-        loop_vars = list(self.current[1])
+        loop_vars = self.partial_names.get((lid, name), list(self.current[1]))
         if [e.id for k, e in enumerate(elts) if k not in strides
                 and isinstance(e, ast.Name)] != loop_vars or len(elts) - len(strides) != len(
                     loop_vars):
@@ -525,6 +564,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     views = dict(tiles)          # the tiles, and a stand-in for each loop over part of one
     leads = {}                   # id(loop) -> the fragment whose layout the loop iterates
     partial_uses = {}            # (loop id, fragment) -> the fixed positions
+    mixed_uses = {}              # (loop id, fragment) -> (fixed positions, dropped loop dims)
     for k, (loop, full, subset, partial) in enumerate(col.loops):
         loop_vars = loop_names(loop.target)
         if loop_vars is None:
@@ -603,6 +643,27 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                 f"indices of extents {kept}", sub)
             derived.append((lead, n, dropped, False, sub.lineno,
                             f"indexed by a subset of the loop over {lead!r}", False))
+        for n, uses in col.mixed.get(id(loop), {}).items():
+            # b[k, j] in a loop over (i, j): the loop's layout without i (each thread
+            # holding a j of it, as a reduction's result), then every k held in slots
+            (held, dropped), sub = uses[0]
+            if lead is None or any(u != uses[0][0] for u, _ in uses):
+                raise ctx.error(f"fragment {n!r} is indexed in part (`{ast.unparse(sub)}`) in "
+                                f"a T.Parallel that indexes no fragment with all its indices, "
+                                f"or in two ways", sub)
+            kept = tuple(e for j, e in enumerate(extents) if j not in dropped)
+            if tuple(e for j, e in enumerate(tiles[n].shape) if j not in held) != kept:
+                raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed "
+                                f"`{ast.unparse(sub)}` in a T.Parallel over extents "
+                                f"{tuple(extents)}: its loop-indexed dimensions must be the "
+                                f"loop's ({kept})", sub)
+            row = f"__tj_mixed{k}_{n}"
+            views[row] = Tile(row, FRAGMENT, kept, tiles[n].dtype, loop.lineno)
+            why = (f"indexed `{ast.unparse(sub)}` (a subset of the loop's indices and fixed "
+                   f"positions) in the T.Parallel at line {loop.lineno}")
+            derived.append((lead, row, dropped, False, sub.lineno, why, False))
+            derived.append((row, n, held, _EXPAND, sub.lineno, why, False))
+            mixed_uses[(f"L{k}", n)] = (held, dropped)
         leads[id(loop)] = lead
         loop_ids[id(loop)] = (f"L{k}", full, loop_vars)
     for src, dst, dim, line in plan.reductions:
@@ -622,6 +683,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
+    partial_names = {}           # (loop id, fragment) -> the loop indices of a mixed use
     for loop, _full, subset, partial in col.loops:
         lid = loop_ids[id(loop)][0]
         lead = views[leads[id(loop)]]
@@ -629,6 +691,17 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         for n, (dropped, _) in subset.items():
             red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
+        for n in col.mixed.get(id(loop), {}):
+            held, dropped = mixed_uses[(lid, n)]
+            red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
+            kept_slot, strides = _partial_slots(ctx, tiles[n], held, loop.lineno)
+            slot_map = _compose(kept_slot, red[1])
+            _check_partial(ctx, tiles[n], lead.indexing, slot_map, strides, loop.lineno,
+                           dropped)
+            plan.slot_maps[(lid, n)] = slot_map
+            partial_slots[(lid, n)] = strides
+            partial_names[(lid, n)] = [v for j, v in enumerate(loop_ids[id(loop)][2])
+                                       if j not in dropped]
         for n in partial:
             slot_map, strides = _partial_slots(ctx, tiles[n], partial_uses[(lid, n)],
                                                loop.lineno)
@@ -639,6 +712,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     rewrite = _RewriteLoops(ctx, loop_ids)
     rewrite.whole = scalars
     rewrite.partial = partial_slots
+    rewrite.partial_names = partial_names
     return rewrite.visit(fdef)
 
 
@@ -981,7 +1055,7 @@ def _partial_slots(ctx, tile, fixed, line):
     return expr, strides
 
 
-def _check_partial(ctx, tile, loop_ix, slot_map, strides, line):
+def _check_partial(ctx, tile, loop_ix, slot_map, strides, line, dropped=()):
     """Every thread's slot of ``tile[..c.., j]`` holds that element, for each (t, s) of
     the loop and each value c of the fixed positions (0, 1 and the last where there are
     more than four: the slot is linear in c)."""
@@ -998,7 +1072,8 @@ def _check_partial(ctx, tile, loop_ix, slot_map, strides, line):
                             f"holds elements of it but the loop leaves the thread out", line)
         for s in runs:
             env = {"t": t, "s": s}
-            here = [evaluate(c, env) for c in loop_ix.coords]
+            here = [evaluate(c, env) for j, c in enumerate(loop_ix.coords)
+                    if j not in dropped]
             base = evaluate(slot_map, env)
             for cs in itertools.product(*values):
                 slot = base + sum(c * strides[k] for c, k in zip(cs, fixed))
