@@ -45,6 +45,7 @@ from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMM
                                 TMA_LOAD, TMA_STORE, TMA_STORE_WAIT, TMA_WAIT, WAIT,
                                 WGMMA_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
+from tilejit.passes.dependence import dependent_names, reads_any
 from tilejit.language.tiles import BLOCK_WIDE
 from tilejit.passes.shared_memory import shares_bytes
 
@@ -56,32 +57,14 @@ def _sync_stmt(node, name=SYNC, args=()):
 
 
 def _depends(expr, tainted) -> bool:
-    return any(isinstance(n, ast.Name) and (n.id in tainted or n.id == THREAD_INDEX)
-               for n in ast.walk(expr))
+    return reads_any(expr, tainted) or reads_any(expr, (THREAD_INDEX,))
 
 
 def thread_dependent_names(fdef) -> set[str]:
     """The names computed from the thread index (``thread_bindings.py``'s
     ``__tj_thread_index()``), directly or through other such names, and the loop
     variables of ranges that depend on it."""
-    tainted: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for node in ast.walk(fdef):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
-                    node.value is not None and _depends(node.value, tainted):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            elif isinstance(node, ast.For) and _depends(node.iter, tainted):
-                targets = [node.target]      # a loop variable of a per-thread range
-            else:
-                continue
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name) and n.id not in tainted:
-                        tainted.add(n.id)
-                        changed = True
-    return tainted
+    return dependent_names(fdef, {THREAD_INDEX}) - {THREAD_INDEX}
 
 
 # the compiler's forms that the block (or a warpgroup) does together: a branch holding

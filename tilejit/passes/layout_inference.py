@@ -74,6 +74,7 @@ from tilejit.passes.fragment_subscripts import (constant_index, dropped_position
                                                 mixed_positions,
                                                 index_names, loop_names,
                                                 partial_positions)
+from tilejit.passes.dependence import dependent_names
 from tilejit.passes.prefix_loops import widen_prefix_loops
 from tilejit.passes.whole_fragments import (GATHERED_FRAGMENT_MAX, gathered_fragments,
                                             scalar_fragments)
@@ -158,7 +159,9 @@ class _Collect(ast.NodeVisitor):
             varying = set(loop_vars) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
                                         and isinstance(n.ctx, ast.Store)}
             full, subset, partial = [], {}, {}
-            dependent = _dependent_names(body, loop_vars)
+            # a serial loop's variable over a range of its own is not one of these:
+            # b[k, j] with `for k in T.serial(n)` inside holds every k in each thread
+            dependent = dependent_names(body, loop_vars)
             for sub in ast.walk(body):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
@@ -200,34 +203,6 @@ class _Collect(ast.NodeVisitor):
                 if frag in self.frags and other in self.ctx.param_dtypes:
                     self.partners.setdefault(frag, set()).add(self.ctx.param_dtypes[other])
         self.generic_visit(node)
-
-
-def _dependent_names(body, loop_vars) -> set:
-    """The loop's indices and the names its body computes from them (a serial loop's
-    variable over a range of its own is not one: ``b[k, j]`` with ``for k in
-    T.serial(n)`` inside the T.Parallel holds every k in each thread)."""
-    dependent = set(loop_vars)
-    changed = True
-    while changed:
-        changed = False
-        for node in ast.walk(body):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
-                    node.value is not None:
-                source, targets = node.value, (node.targets if isinstance(node, ast.Assign)
-                                               else [node.target])
-            elif isinstance(node, ast.For):
-                source, targets = node.iter, [node.target]
-            else:
-                continue
-            if not any(isinstance(n, ast.Name) and n.id in dependent
-                       for n in ast.walk(source)):
-                continue
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name) and n.id not in dependent:
-                        dependent.add(n.id)
-                        changed = True
-    return dependent
 
 
 class _RewriteLoops(ast.NodeTransformer):

@@ -1,0 +1,38 @@
+"""Which names of a program are computed from given ones: assignments and loop
+targets whose value (or range) reads a name already dependent, to a fixpoint. The
+barrier pass asks for the names computed from the thread index, layout inference for
+those computed from a T.Parallel's indices."""
+from __future__ import annotations
+
+import ast
+
+
+def reads_any(expr, names) -> bool:
+    """Whether ``expr`` reads one of ``names``."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+
+
+def dependent_names(tree, seeds) -> set[str]:
+    """``seeds`` and the names ``tree`` computes from them, directly or through other
+    such names (a loop variable of a range that reads one counts)."""
+    dependent = set(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                    node.value is not None:
+                source = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.For):
+                source, targets = node.iter, [node.target]
+            else:
+                continue
+            if not reads_any(source, dependent):
+                continue
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in dependent:
+                        dependent.add(n.id)
+                        changed = True
+    return dependent
