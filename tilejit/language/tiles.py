@@ -158,6 +158,9 @@ BLOCK_WIDE = ("copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_
               "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
               "cummax", "atomic_add", "atomic_max", "atomic_min", "sync_threads",
               "transpose")
+# the tile operations a block does together: those, and the fills (which the simulator
+# lets a per-thread tile take, element by element)
+TILE_OPERATIONS = BLOCK_WIDE + ("fill", "clear")
 
 # TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
 # instructions itself: TMA, cp.async, vector width); accepted and not used

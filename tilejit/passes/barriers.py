@@ -46,7 +46,7 @@ from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMM
                                 WGMMA_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.dependence import dependent_names, reads_any
-from tilejit.language.tiles import BLOCK_WIDE
+from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit.passes.shared_memory import shares_bytes
 
 
@@ -75,8 +75,7 @@ _BLOCK_WIDE_FORMS = frozenset((GEMM, REDUCE, CUMSUM, FRAG_LOOP, CONVERT_LAYOUT, 
                                TMA_STORE_WAIT, TMA_COPY, TMA_EXPECT_LOAD, WGMMA_WAIT,
                                MBAR_ARRIVE, MBAR_ARRIVE_ALL, SETMAXNREG, CLUSTER_SYNC,
                                CLUSTER_ARRIVE, CLUSTER_WAIT, GROUPS))
-_BLOCK_WIDE_OPS = tuple(getattr(T, name) for name in BLOCK_WIDE) + (T.Parallel, T.fill,
-                                                                    T.clear)
+_BLOCK_WIDE_OPS = tuple(getattr(T, name) for name in TILE_OPERATIONS) + (T.Parallel,)
 
 
 def _per_thread(stmt, tainted, namespace) -> bool:
@@ -367,11 +366,11 @@ class _UserSyncs(ast.NodeTransformer):
     so not inside a branch or loop whose test depends on the thread index (names computed
     from it, ``thread_bindings.py``, count too); named barriers are not supported."""
 
-    def __init__(self, ctx, fdef, marker):
+    def __init__(self, ctx, fdef, marker, tainted):
         self.ctx = ctx
         self.marker = marker            # what each becomes
         self.divergent = 0
-        self.tainted = thread_dependent_names(fdef)
+        self.tainted = tainted          # names computed from the thread index
         # a `return` some threads take leaves the others alone at every later barrier
         self.divergent += any(self._escapes(node, ast.Return) for node in ast.walk(fdef)
                               if isinstance(node, ast.If))
@@ -379,7 +378,7 @@ class _UserSyncs(ast.NodeTransformer):
     def _escapes(self, node, kinds) -> bool:
         """Whether ``node``, an ``if`` with a thread-dependent test, holds a ``kinds``
         statement (break/continue of the loop around it, or a return)."""
-        if not self._depends(node.test, self.tainted):
+        if not _depends(node.test, self.tainted):
             return False
         stack = list(node.body) + list(node.orelse)
         while stack:
@@ -391,12 +390,8 @@ class _UserSyncs(ast.NodeTransformer):
             stack += [c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt)]
         return False
 
-    @staticmethod
-    def _depends(expr, tainted) -> bool:
-        return _depends(expr, tainted)
-
     def _visit_branching(self, node, test):
-        diverges = self._depends(test, self.tainted)
+        diverges = _depends(test, self.tainted)
         self.divergent += diverges
         node = self.generic_visit(node)
         self.divergent -= diverges
@@ -472,13 +467,16 @@ def _predicate_barrier(call: ast.Call, ctx) -> str | None:
 
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
-    if any(isinstance(n, ast.Call) and (resolve_static(n.func, ctx.namespace) is T.sync_threads
-                                        or _predicate_barrier(n, ctx))
-           for n in ast.walk(fdef)):
+    syncs = any(isinstance(n, ast.Call) and (resolve_static(n.func, ctx.namespace)
+                                             is T.sync_threads or _predicate_barrier(n, ctx))
+                for n in ast.walk(fdef))
+    if not (shared or syncs):
+        return fdef
+    tainted = thread_dependent_names(fdef)      # one walk for both
+    if syncs:
         # with no shared tile there is no walk: the block's barrier, as asked
-        fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC).visit(fdef)
+        fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC, tainted).visit(fdef)
     if not shared:
         return fdef
-    fdef.body, _ = _Syncer(ctx, tainted=thread_dependent_names(fdef)).block(fdef.body,
-                                                                         (set(), set()))
+    fdef.body, _ = _Syncer(ctx, tainted=tainted).block(fdef.body, (set(), set()))
     return fdef

@@ -22,10 +22,10 @@ from tilejit import language as T
 from tilejit.frontend.analysis import settled
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import THREAD_INDEX
-from tilejit.language.tiles import BLOCK_WIDE
+from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit.passes.thread_ranges import partition
 
-_TILE_OPS = {getattr(T, name): name for name in BLOCK_WIDE + ("fill", "clear")}
+_TILE_OPS = {getattr(T, name): name for name in TILE_OPERATIONS}
 
 
 def _thread_names(fdef) -> dict:
