@@ -136,6 +136,16 @@ def gemv_allreduce(A, B, BLOCK_N: int, reduce_threads: int, dtype: T.dtype = T.f
     return C
 
 
+def tree(a, op):
+    """The fold the rewrite promises, in a's dtype: widths halve, element r taking
+    r + half (rounded up), i.e. for a power of two the butterfly of warp shuffles."""
+    v = list(a)
+    while len(v) > 1:
+        half = (len(v) + 1) // 2
+        v = [op(v[r], v[r + half]) if r + half < len(v) else v[r] for r in range(half)]
+    return v[0]
+
+
 def _check_x(dt, vals, op, identity, ref, device="cpu"):
     dtype = getattr(torch, dt)
     a = torch.tensor(vals).to(dtype).to(device)
@@ -153,7 +163,24 @@ def test_sum_over_threadidx_x(dt):
 @pytest.mark.parametrize("dt", DTYPES)
 def test_product_over_threadidx_x(dt):
     vals = [3.0, 8.0, 5.0, 2.0, 7.0, 6.0, 4.0, 6.0] if dt == "bfloat16" else INT_VALS
-    _check_x(dt, vals, lambda x, y: x * y, 1, torch.prod)
+    _check_x(dt, vals, lambda x, y: x * y, 1, lambda a: tree(a, torch.mul))
+
+
+def test_bfloat16_product_rounds_as_the_butterfly_does():
+    """TileLang's issue 2628: eight bfloat16 values' product is 241920, 241664 in
+    bfloat16 when rounded once (torch's float accumulation) and through the butterfly;
+    the sequential order gives 242688."""
+    vals = [3.0, 8.0, 5.0, 2.0, 7.0, 6.0, 4.0, 6.0]
+    a = torch.tensor(vals).bfloat16()
+    got = reduce_x(8, "bfloat16", lambda x, y: x * y, 1)(a)
+    assert (got == 241664).all(), got
+    assert torch.prod(a.float()).bfloat16() == 241664
+
+
+def test_a_group_not_a_power_of_two_folds_as_a_tree():
+    a = torch.tensor([1.5, 3.0, 5.0, 7.0, 9.0, 11.0]).bfloat16()
+    got = reduce_x(6, "bfloat16", lambda x, y: x * y, 1)(a)
+    assert (got == tree(a, torch.mul)).all(), (got, tree(a, torch.mul))
 
 
 def test_sum_over_a_block_of_more_than_one_warp():
@@ -293,7 +320,7 @@ def test_thread_allreduce_assembles(arch, ptxas):
 def test_thread_allreduce_on_gpu(dt):
     vals = [3.0, 8.0, 5.0, 2.0, 7.0, 6.0, 4.0, 6.0] if dt == "bfloat16" else INT_VALS
     _check_x(dt, vals, lambda x, y: x + y, 0, torch.sum, device="cuda")
-    _check_x(dt, vals, lambda x, y: x * y, 1, torch.prod, device="cuda")
+    _check_x(dt, vals, lambda x, y: x * y, 1, lambda a: tree(a, torch.mul), device="cuda")
     if dt != "bfloat16":
         dtype = getattr(torch, dt)
         a = torch.randint(-3, 4, (32, 4)).to(dtype)

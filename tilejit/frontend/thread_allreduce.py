@@ -12,15 +12,23 @@ linear index ``(tz * y + ty) * x + tx``:
 
     S[t] = value                        # T.if_then_else(cond, value, identity) unless True
     T.sync_threads()
-    result = identity
-    for r in T.serial(y):               # one loop per reduced dimension (here tk's, 1)
-        result = fn(result, S[(tz * y + r) * x + tx])
+    for r in T.serial(n):               # n: the reduced dimensions' threads (here y's)
+        V[r] = S[(tz * y + r) * x + tx]  # V = T.alloc_local((n,), dtype), also at the top
+    w = n
+    while w > 1:                        # a tree: the widths halve
+        h = (w + 1) // 2
+        for r in T.serial(w - h):
+            V[r] = fn(V[r], V[r + h])
+        w = h
+    result = V[0]
     T.sync_threads()                    # S is read before another all-reduce writes it
 
 ``fn``'s body is inlined with ``x``, ``y`` its two arguments. Every thread of a group (the
 threads whose indices differ only along the reduced dimensions) folds the same values in
-the same order, so all get the same result, in ``dtype`` after each step (torch's order
-for integers; for floats the sequential order). Only this shape is built: one value, a
+the same order, so all get the same result, in ``dtype`` after each step. For a group of a
+power of two the tree is the butterfly TileLang's warp shuffles compute (lane ``i`` with
+``i ^ h``, ``h`` halving), which for floats rounds as they do (a bfloat16 product of eight
+values differs from the sequential order's). Only this shape is built: one value, a
 reducer ``lambda x, y: <expr>`` with one identity (``T.cast(v, dtype)`` or
 ``dtype(v)``), thread variables bound by ``T.get_thread_binding(d)``. Any other use of
 ``T.attr``, ``T.comm_reducer``, ``T.tvm_thread_allreduce`` or ``T.evaluate`` in a kernel
@@ -243,23 +251,54 @@ class _AllReduces(ast.NodeTransformer):
         target = copy.deepcopy(result)
         target.ctx = ast.Store()
 
-        def load_result():
-            load = copy.deepcopy(result)
-            load.ctx = ast.Load()
-            return load
+        # each thread's group (its reduced dimensions' threads, x fastest) copied from S
+        # into a local array, then folded as a tree: the widths halve, element r taking
+        # r + half (rounded up), which for a power-of-two group is the butterfly of
+        # TileLang's warp shuffles, so every thread gets the same result
+        group = [self.t("get_thread_extent", ast.Constant(d)) for d in dims]
+        size = group[0]
+        for extent in group[1:]:
+            size = ast.BinOp(size, ast.Mult(), extent)
+        tree, r = f"{buf}_tree", f"{buf}_r"
+        self.scratch.append(ast.copy_location(ast.Assign(
+            [ast.Name(tree, ast.Store())],
+            self.t("alloc_local", ast.Tuple([size], ast.Load()), copy.deepcopy(dtype))), node))
         others = list(mine)
-        for d in dims:
-            others[d] = ast.Name(f"{buf}_r{d}", ast.Load())
+        stride: ast.expr = ast.Constant(1)
+        for d, extent in zip(dims, group):
+            index = ast.BinOp(ast.Name(r, ast.Load()), ast.FloorDiv(), stride)
+            others[d] = ast.BinOp(index, ast.Mod(), copy.deepcopy(extent))
+            stride = ast.BinOp(stride, ast.Mult(), copy.deepcopy(extent))
         element = ast.Subscript(ast.Name(buf, ast.Load()), self.linear(others), ast.Load())
+
+        def slot(index):
+            return ast.Subscript(ast.Name(tree, ast.Load()), index, ast.Load())
+        gather = ast.For(ast.Name(r, ast.Store()), self.t("serial", copy.deepcopy(size)),
+                         [ast.Assign([ast.Subscript(ast.Name(tree, ast.Load()),
+                                                    ast.Name(r, ast.Load()), ast.Store())],
+                                     element)], [])
+        width, half = f"{buf}_width", f"{buf}_half"
         x, y = (a.arg for a in fn.args.args)
-        folded = SubstituteLoads({x: load_result(), y: element}).visit(copy.deepcopy(fn.body))
-        fold: ast.stmt = ast.Assign([copy.deepcopy(target)], folded)
-        for d in reversed(dims):
-            fold = ast.For(ast.Name(f"{buf}_r{d}", ast.Store()),
-                           self.t("serial", self.t("get_thread_extent", ast.Constant(d))),
-                           [fold], [])
-        stmts = [store, ast.Expr(self.t("sync_threads")),
-                 ast.Assign([target], copy.deepcopy(identity)), fold,
+        folded = SubstituteLoads({
+            x: slot(ast.Name(r, ast.Load())),
+            y: slot(ast.BinOp(ast.Name(r, ast.Load()), ast.Add(), ast.Name(half, ast.Load())))
+        }).visit(copy.deepcopy(fn.body))
+        level = ast.For(
+            ast.Name(r, ast.Store()),
+            self.t("serial", ast.BinOp(ast.Name(width, ast.Load()), ast.Sub(),
+                                       ast.Name(half, ast.Load()))),
+            [ast.Assign([ast.Subscript(ast.Name(tree, ast.Load()), ast.Name(r, ast.Load()),
+                                       ast.Store())], folded)], [])
+        halve = ast.While(
+            ast.Compare(ast.Name(width, ast.Load()), [ast.Gt()], [ast.Constant(1)]),
+            [ast.Assign([ast.Name(half, ast.Store())], ast.BinOp(
+                ast.BinOp(ast.Name(width, ast.Load()), ast.Add(), ast.Constant(1)),
+                ast.FloorDiv(), ast.Constant(2))),
+             level,
+             ast.Assign([ast.Name(width, ast.Store())], ast.Name(half, ast.Load()))], [])
+        stmts = [store, ast.Expr(self.t("sync_threads")), gather,
+                 ast.Assign([ast.Name(width, ast.Store())], copy.deepcopy(size)), halve,
+                 ast.Assign([target], slot(ast.Constant(0))),
                  ast.Expr(self.t("sync_threads"))]
         for stmt in stmts:
             ast.copy_location(stmt, node)
