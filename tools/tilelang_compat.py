@@ -24,6 +24,10 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 # supported names that behave differently from TileLang's
 
 LANGUAGE_DIFFERENCES = {
+    "print": "a buffer prints as `msg[i, j] = value` lines (the block and thread before them "
+             "on the GPU); a global tensor from one thread (TileLang: every thread); a "
+             "parameter needs a `T.Tensor` annotation to print whole; the simulator reports "
+             "an uninitialized tile printed",
     "alloc_reducer": "a fragment; each `T.Parallel` loop that folds into it (`r[i] += x`, "
                      "`r[i] = T.max/T.min(r[i], x)`) gets a tile of its own, reduced into "
                      "`r` after the loop, so `r` holds the reduced values before "

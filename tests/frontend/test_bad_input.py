@@ -175,19 +175,16 @@ def test_print_before_the_launch_is_the_same_error():
                 A[bx] = 1.0
 
 
-@pytest.mark.parametrize("what", ["A", "s"])
-def test_t_print_of_a_tensor_or_tile_is_a_clear_error(what):
+def test_t_print_of_an_unannotated_tensor_is_a_clear_error():
+    """A tile or an annotated tensor prints element by element (test_print_buffers.py);
+    a parameter without a T.Tensor annotation has no shape to print by."""
     @tilejit.kernel
-    def t_prints(A, which: T.constexpr = "A"):
+    def t_prints(A):
         with T.Kernel(1, threads=32) as bx:
-            s = T.alloc_shared((32,), T.float32)
-            if which == "A":
-                T.print(A)  # T-PRINT
-            else:
-                T.print(s)  # T-PRINT
+            T.print(A)  # T-PRINT
             A[bx] = 1.0
 
-    e = both(t_prints, a32(), which=what)
+    e = both(t_prints, a32())
     msg = str(e)
     assert msg.startswith("T.print prints a number (a scalar, or one element such as A[i]")
     assert "T-PRINT" in msg and "No implementation" not in msg

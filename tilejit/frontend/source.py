@@ -251,11 +251,13 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.tile_helpers import inline_tile_helpers    # (the same circle)
     from tilejit.frontend.let_bindings import rewrite_let_bindings   # (the same circle)
     from tilejit.frontend.thread_allreduce import rewrite_thread_allreduce  # (the same circle)
+    from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     rewrite_let_bindings(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
     ks.launch_index = _find_launch(ks)
     rewrite_thread_allreduce(ks)
+    rewrite_prints(ks)
     hoist_host_assumptions(ks)
     return ks
 

@@ -463,5 +463,14 @@ def device_assert(cond, msg=""):
 
 def print(value, msg=""):  # noqa: A001 - TileLang's name
     """Print ``value`` from the device (each thread that reaches it), prefixed by
-    ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
+    ``msg``; in the simulator, Python's print of the value (a whole tile at once). A string
+    alone is printed as a message. TileLang's full form, ``T.print(obj=None, msg="",
+    warp_group_id=0, warp_id=0)`` with a tile or tensor for ``obj``, is rewritten when the
+    kernel is parsed (``frontend/print_buffers.py``) into ``T.print_at`` of each element."""
     return meaning("print")(value, msg)
+
+
+def print_at(value, msg, lane, *index):
+    """One element of a buffer, printed as ``msg[index] = value`` by the block's thread
+    ``lane`` (every thread for -1): what ``T.print(buffer)`` becomes."""
+    return meaning("print_at")(value, msg, lane, *index)

@@ -792,6 +792,21 @@ def print(value, msg=""):  # noqa: A001 - TileLang's name
     builtins.print(f"{msg}{shown}" if msg else shown)
 
 
+def print_at(value, msg, lane, *index):
+    """``msg[index] = value``, once for the block (thread ``lane``'s value where the
+    element differs between threads), or every thread's for ``lane`` -1."""
+    where = ", ".join(str(int(i)) for i in np.asarray(index).reshape(len(index), -1)[:, 0])
+    if np.ndim(value) == 0:
+        builtins.print(f"{msg}[{where}] = {value}")
+    elif lane >= 0:
+        builtins.print(f"{msg}[{where}] = {np.asarray(value).reshape(-1)[lane]}")
+    else:
+        mask = STATE.mask
+        for t, v in enumerate(np.asarray(value).reshape(-1)):
+            if mask is None or np.asarray(mask).reshape(-1)[t]:
+                builtins.print(f"[thread {t}] {msg}[{where}] = {v}")
+
+
 def _block_wide(name, fn):
     """``fn``, which the whole block does: in a kernel with per-thread code, checked
     first (``threads.block_wide``)."""
@@ -812,7 +827,7 @@ MEANINGS = {name: globals()[name] for name in (
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
     "atomic_max", "atomic_min", "atomic_load", "atomic_store", "exp", "exp2", "log", "log2",
     "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
-    "assume", "print")}
+    "assume", "print", "print_at")}
 def sync_threads(barrier_id=None, arrive_count=None):
     """A block barrier: the simulator runs a block's threads in step, so nothing to wait
     for; every thread must reach it (checked where the code is per-thread)."""

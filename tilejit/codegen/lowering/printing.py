@@ -39,6 +39,36 @@ def print_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+@lower(T.print, types.StringLiteral)
+def print_message_impl(context, builder, sig, args):
+    prefix, ids = _thread_prefix(context, builder)
+    emit_printf(builder, f"{prefix}{sig.args[0].literal_value.replace('%', '%%')}\n", ids)
+    return context.get_dummy_value()
+
+
+@lower(T.print_at, types.VarArg(types.Any))
+def print_at_impl(context, builder, sig, args):
+    """``msg[i, j] = value`` from the thread ``lane`` of the block (every thread for -1)."""
+    msg = sig.args[1].literal_value.replace("%", "%%")
+    lane = sig.args[2].literal_value
+    conv, value = _printable(context, builder, sig.args[0], args[0])
+    index = [v if v.type.width == 64 else builder.sext(v, ir.IntType(64)) if t.signed
+             else builder.zext(v, ir.IntType(64)) for t, v in zip(sig.args[3:], args[3:])]
+    where = ", ".join(["%lld"] * len(index))
+
+    def emit():
+        prefix, ids = _thread_prefix(context, builder)
+        emit_printf(builder, f"{prefix}{msg}[{where}] = {conv}\n", ids + index + [value])
+    if lane < 0:
+        emit()
+    else:
+        thread = context.thread_index(builder)
+        with builder.if_then(builder.icmp_unsigned("==", thread,
+                                                   ir.Constant(thread.type, lane))):
+            emit()
+    return context.get_dummy_value()
+
+
 @lower(T.assume, types.boolean)
 def assume_impl(context, builder, sig, args):
     """``llvm.assume``; with ``debug=True`` checked as ``T.device_assert`` instead."""

@@ -512,10 +512,27 @@ class PrintTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if kws or not 1 <= len(args) <= 2:
             raise errors.TypingError("T.print(value, msg='') takes a value and a message")
+        if len(args) == 1 and isinstance(args[0], types.StringLiteral):
+            return signature(types.none, args[0])           # a message alone
         if not isinstance(args[0], (types.Number, types.Boolean)):
             raise errors.TypingError(f"T.print prints a number (a scalar, or one element "
                                      f"such as A[i] or tile[i, j]), got {args[0]}")
         return signature(types.none, types.unliteral(args[0]), *_message(args, "T.print"))
+
+
+@infer_global(T.print_at)
+class PrintAtTemplate(AbstractTemplate):
+    """``T.print_at(element, msg, lane, *index)`` (what T.print of a buffer becomes)."""
+
+    def generic(self, args, kws):
+        if kws or len(args) < 3 or not isinstance(args[0], (types.Number, types.Boolean)) \
+                or not isinstance(args[1], types.StringLiteral) or \
+                not isinstance(args[2], types.IntegerLiteral) or \
+                not all(isinstance(a, types.Integer) for a in args[3:]):
+            raise errors.TypingError(f"T.print_at(element, msg, lane, *index) takes a number, "
+                                     f"a string, a constant and integers, got {args}")
+        return signature(types.none, types.unliteral(args[0]), args[1], args[2],
+                         *(types.unliteral(a) for a in args[3:]))
 
 
 @infer_global(T.device_assert)
