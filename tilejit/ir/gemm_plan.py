@@ -265,7 +265,8 @@ def _warp_grid(M, N, threads, policy, what, unit):
     warps = threads // WARP
     fits = [(wm, wn) for wm, wn in _grids(warps) if M % (16 * wm) == 0 and N % (8 * wn) == 0]
     if not fits:
-        raise GemmPlanError(f"T.gemm: {what} cannot be split over {warps} warps in 16x8 {unit} "
+        raise GemmPlanError(f"T.gemm: No valid warp partition: {what} cannot be split over "
+                            f"{warps} warps in 16x8 {unit} "
                             f"(M must be a multiple of 16·warps_m and N of 8·warps_n for some "
                             f"warps_m·warps_n = {warps})")
     return _choose_grid(fits, policy, M, N)

@@ -279,6 +279,21 @@ class KernelFunction:
                                     simulated=spec.target.is_sim, spec=spec)
 
 
+    def check(self, *args, target=None, arch=None, **kwargs) -> None:
+        """The front end alone for the arguments' types (the tile program's passes: tiles,
+        layouts, gemm plans, barriers; no Numba, no LLVM): raises at once what compiling
+        would raise from them. ``tilejit.compile`` of a ``T.prim_func`` whose shapes are
+        all static calls it, where TileLang compiles."""
+        values = self._bind(args, kwargs)
+        chosen = target or self._env_target or self.target
+        if chosen == "auto":
+            chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
+        _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
+        # tilejit.compiler only when asked for (as a compile loads it)
+        from tilejit.compiler.pipeline import build_device_function
+        build_device_function(self.source, spec)
+
+
 class _OutputMaker:
     """Allocates a cached launch's outputs: same shapes, dtypes and device as the
     first call of its signature (they depend only on what the signature fixes)."""

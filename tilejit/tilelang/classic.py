@@ -22,6 +22,7 @@ from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
+from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.jit import JITKernel, pass_config_options
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
                                              SymbolicInt)
@@ -120,6 +121,25 @@ class CompiledPrimFunc:
                                    f"{symbol.name} is used where a compile-time extent is "
                                    "needed (a T.Parallel or tile extent); use a constant",
                                    self.kernel.source.filename, self.kernel.source.tree.lineno)
+
+    def _check_now(self, target: str) -> None:
+        """TileLang compiles at ``tilejit.compile``: with every shape static, the front end
+        runs now (``kernel.check``), so a program it refuses (a T.gemm no warp partition
+        covers, a shared layout that is not injective) fails here, not at the first call.
+        For the GPU when the target says CUDA or a CUDA device is present, else for the
+        simulator."""
+        if isinstance(self.kernel, KernelSequence):
+            return              # several launches (and their scratch): at the first call
+        specs = self._specs(None, strict=False)
+        if specs is None:
+            return
+        if target == "sim":
+            self.kernel.check(*specs, target="sim")
+            return
+        arch = None
+        if target == "cuda" or _cuda_present():
+            arch = default_arch()
+        self.kernel.check(*specs, target="cuda" if arch else "sim", arch=arch)
 
     def get_profiler(self, tensor_supply_type=None):
         """TileLang's ``kernel.get_profiler(tensor_supply_type=...)`` (``profiler.py``)."""
@@ -248,6 +268,12 @@ class CompiledPrimFunc:
     def get_kernel_source(self, arch=None, tensors=None) -> str:
         """The PTX for the annotated shapes; symbolic extents take their sizes from
         ``tensors`` (the inputs, or all the tensors), when given."""
+        specs = self._specs(tensors)
+        return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
+
+    def _specs(self, tensors=None, strict=True):
+        """A TensorSpec (or a scalar of its kind) for each parameter, from the annotations
+        and ``tensors``; with a symbolic extent unknown, a TypeError (``strict``) or None."""
         sizes: dict = {}
         given: dict = {}
         if tensors is not None:
@@ -271,11 +297,19 @@ class CompiledPrimFunc:
                 continue
             unsized = _unknown_symbols(ann.shape, sizes)
             if unsized:
+                if not strict:
+                    return None
                 raise TypeError(f"get_kernel_source(): {name} has symbolic extent(s) "
                                 f"{', '.join(unsized)}; give example tensors "
                                 "(get_kernel_source(tensors=[...])) or call the kernel")
             specs.append(TensorSpec(tuple(_extent(d, sizes) for d in ann.shape), ann.dtype))
-        return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
+        return specs
+
+
+def _cuda_present() -> bool:
+    # the driver (cuda.bindings) only when asked (as default_arch loads it)
+    from tilejit.runtime import cuda_driver
+    return cuda_driver.cuda_available()
 
 
 def _extent(d, sizes, name=None) -> int:
@@ -313,7 +347,10 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``."""
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
-    return CompiledPrimFunc(func, out_idx=out_idx, target=target, pass_configs=pass_configs)
+    compiled = CompiledPrimFunc(func, out_idx=out_idx, target=target,
+                                pass_configs=pass_configs)
+    compiled._check_now(str(target).split()[0] if target else "auto")
+    return compiled
 
 
 class ClassicJit:

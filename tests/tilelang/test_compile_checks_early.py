@@ -1,0 +1,96 @@
+"""``tilejit.compile(prim_func)`` with every shape static runs the front end at once, as
+TileLang compiles there: a T.gemm no warp partition covers (TileLang's issue 2537) and a
+shared layout that is not injective (issue 2632) fail at ``compile``, not at the first
+call; a program with a symbolic extent is checked at its first call, as before; a good
+program compiles and runs."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.language import GemmWarpPolicy
+from tilejit.tilelang.layout import Layout
+
+
+def matmul(M, N, K, threads, policy=GemmWarpPolicy.Square):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, 1, threads=threads):
+            A_shared = T.alloc_shared((M, K), "float16")
+            B_shared = T.alloc_shared((K, N), "float16")
+            C_frag = T.alloc_fragment((M, N), "float32")
+            T.clear(C_frag)
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            T.gemm(A_shared, B_shared, C_frag, policy=policy)  # THE-GEMM
+            T.copy(C_frag, C)
+    return main
+
+
+@pytest.mark.parametrize("target", ["auto", "cuda"])
+@pytest.mark.parametrize("M, N, threads", [(16, 104, 384), (288, 8, 544), (16, 16, 224)])
+def test_a_gemm_no_warp_partition_covers_fails_at_compile(M, N, threads, target):
+    with pytest.raises(tilejit.CompileError, match="No valid warp partition") as e:
+        tilejit.compile(matmul(M, N, 32, threads), out_idx=[2], target=target)
+    assert "THE-GEMM" in str(e.value)
+
+
+def roundtrip(fwd, n=128):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "int32"), Out: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=n):
+            s = T.alloc_shared((n,), "int32")
+            T.annotate_layout({s: Layout((n,), fwd)})
+            for i in T.Parallel(n):
+                s[i] = A[i]
+            for i in T.Parallel(n):
+                Out[i] = s[i]
+    return main
+
+
+@pytest.mark.parametrize("fwd", [lambda i: i % 64, lambda i: i * 0])
+def test_a_shared_layout_that_is_not_injective_fails_at_compile(fwd):
+    with pytest.raises(ValueError, match=r"shared buffer `s`.*must be injective.*both map"):
+        tilejit.compile(roundtrip(fwd), out_idx=[1], target="cuda")
+
+
+def test_good_programs_compile_and_run():
+    kernel = tilejit.compile(roundtrip(lambda i: i * 2), out_idx=[1])
+    a = np.arange(128, dtype=np.int32)
+    np.testing.assert_array_equal(kernel(a), a)
+    kernel = tilejit.compile(matmul(64, 64, 32, 128), out_idx=[2])
+    a = torch.randint(-2, 3, (64, 32)).half()
+    b = torch.randint(-2, 3, (32, 64)).half()
+    torch.testing.assert_close(torch.as_tensor(kernel(a, b)), a.float() @ b.float())
+
+
+def test_a_symbolic_extent_is_checked_at_the_first_call():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def bad(A: T.Tensor((n, 32), "float16"), C: T.Tensor((n, 104), "float32")):
+        with T.Kernel(1, threads=384):
+            A_shared = T.alloc_shared((16, 32), "float16")
+            B_shared = T.alloc_shared((32, 104), "float16")
+            C_frag = T.alloc_fragment((16, 104), "float32")
+            T.clear(A_shared)
+            T.clear(B_shared)
+            T.clear(C_frag)
+            T.gemm(A_shared, B_shared, C_frag)
+            T.copy(C_frag, C[0:16, :])
+
+    kernel = tilejit.compile(bad, out_idx=[1])          # nothing to check it with yet
+    with pytest.raises(tilejit.CompileError, match="No valid warp partition"):
+        kernel(np.zeros((16, 32), np.float16))
+
+
+@pytest.mark.gpu
+def test_early_checks_on_gpu():
+    with pytest.raises(tilejit.CompileError, match="No valid warp partition"):
+        tilejit.compile(matmul(16, 104, 32, 384), out_idx=[2])
+    kernel = tilejit.compile(matmul(64, 64, 32, 128), out_idx=[2])
+    a = torch.randint(-2, 3, (64, 32), device="cuda").half()
+    b = torch.randint(-2, 3, (32, 64), device="cuda").half()
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float())
