@@ -23,7 +23,7 @@ from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.runtime.sequence import KernelSequence
-from tilejit.tilelang.jit import JITKernel, pass_config_options
+from tilejit.tilelang.jit import JITKernel, KernelConveniences, pass_config_options
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
                                              SymbolicInt)
 
@@ -81,7 +81,7 @@ def _bind_symbols(pf: PrimFunc, order):
     return (filename, ast.fix_missing_locations(fdef)), dims
 
 
-class CompiledPrimFunc:
+class CompiledPrimFunc(KernelConveniences):
     """A compiled T.prim_func: ``kernel(*inputs)`` with ``out_idx`` outputs allocated and
     returned, or ``kernel(*all_tensors)``; ``get_kernel_source()`` gives the PTX."""
 
@@ -265,9 +265,10 @@ class CompiledPrimFunc:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def get_kernel_source(self, arch=None, tensors=None) -> str:
+    def get_kernel_source(self, arch=None, tensors=None, kernel_only=True) -> str:
         """The PTX for the annotated shapes; symbolic extents take their sizes from
-        ``tensors`` (the inputs, or all the tensors), when given."""
+        ``tensors`` (the inputs, or all the tensors), when given. ``kernel_only`` is
+        TileLang's: the PTX holds only the kernel."""
         specs = self._specs(tensors)
         return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
 

@@ -444,7 +444,27 @@ class JitFunction:
         return self.compile(*args, **kwargs).get_kernel_source()
 
 
-class CompiledProgram:
+class KernelConveniences:
+    """What TileLang's JITKernel offers beside calling it, over ``get_profiler()`` and
+    ``get_kernel_source()``."""
+
+    def run_once(self, func=None):
+        """Run the kernel (or ``func``) once on inputs the profiler makes; its result."""
+        return self.get_profiler().run_once(func)
+
+    def show_source(self, which: str = "kernel") -> None:
+        """Print the kernel's PTX (``which="kernel"``); tilejit has no host source (the
+        launch is Python), so "host" and "both" say so."""
+        if which not in ("kernel", "host", "both"):
+            raise ValueError(f"show_source: `which` must be 'kernel', 'host' or 'both', got "
+                             f"{which!r}")
+        if which in ("kernel", "both"):
+            print(self.get_kernel_source())
+        if which in ("host", "both"):
+            print("// tilejit launches from Python (cuda.bindings); no host source")
+
+
+class CompiledProgram(KernelConveniences):
     """A compiled TileLang program: ``get_kernel_source()`` gives the PTX; calling it
     with the tensors (in parameter order) runs it with the compile-time parameters it
     was compiled for; ``get_profiler()`` makes its inputs from the compiled shapes."""
@@ -456,7 +476,8 @@ class CompiledProgram:
         self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
         self.tensors = tensors or {}
 
-    def get_kernel_source(self) -> str:
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        """The PTX (only the kernel's: ``kernel_only`` is TileLang's, always so here)."""
         return self.handle.ptx
 
     def get_profiler(self, tensor_supply_type=None):

@@ -1,0 +1,58 @@
+"""TileLang's JITKernel conveniences on tilejit's compiled kernels: ``run_once()`` (the
+kernel on inputs the profiler makes), ``show_source()`` and ``get_kernel_source(
+kernel_only=True)``, for ``tilejit.compile`` of a T.prim_func and for a ``@tilejit.jit``
+program."""
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+def scale(n=256, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2
+    return main
+
+
+def test_run_once_runs_the_kernel_on_profiler_inputs():
+    kernel = tilejit.compile(scale(), out_idx=[1])
+    out = kernel.run_once()
+    assert tuple(out.shape) == (256,)
+    seen = []
+    kernel.run_once(lambda a: seen.append(tuple(a.shape)))
+    assert seen == [(256,)]
+
+
+@tilejit.jit
+def doubled(A, n: int = 256):
+    A: T.Tensor((n,), T.float32)
+    B = T.empty((n,), T.float32)
+    with T.Kernel(n // 128, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[bx * 128 + i] = A[bx * 128 + i] * 2
+    return B
+
+
+def test_show_source_and_kernel_only(capsys):
+    kernel = tilejit.compile(scale(), out_idx=[1])
+    ptx = kernel.get_kernel_source(arch="sm_90a", kernel_only=True)
+    assert ".entry" in ptx
+    program = doubled.compile(n=256)
+    assert program.get_kernel_source(kernel_only=True) == program.get_kernel_source()
+    program.show_source()
+    assert ".entry" in capsys.readouterr().out
+    program.show_source("host")
+    assert "no host source" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="`which` must be"):
+        program.show_source("device")
+
+
+@pytest.mark.gpu
+def test_run_once_on_gpu():
+    out = tilejit.compile(scale(), out_idx=[1]).run_once()
+    assert out.is_cuda and tuple(out.shape) == (256,)
+    assert torch.isfinite(out).all()
