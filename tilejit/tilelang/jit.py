@@ -89,6 +89,36 @@ class PassConfigKey:
     TIR_DISABLE_CSE = "tirx.disable_cse_tir"
     TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
     TIR_ENABLE_DEBUG = "tirx.enable_debug"
+    # the rest of TileLang's keys (its simplifier's, its printing and profiling of passes)
+    TL_SIMPLIFY = "tl.Simplify"
+    TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
+    TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS = "convert_boolean_to_and_of_ors"
+    TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES = "apply_constraints_to_boolean_branches"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL = "propagate_knowns_to_prove_conditional"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS = (
+        "propagate_knowns_to_simplify_expressions")
+    TL_SIMPLIFY_ENABLE_LET_INLINE = "enable_simplify_let_inline"
+    TL_EMIT_LINE_DIRECTIVES = "tl.emit_line_directives"
+    TL_LAYOUT_COST_MODEL = "tl.layout_cost_model"
+    TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
+    TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE = "tl.loop_unswitching_allow_non_trivial_else"
+    TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
+    TL_FORCE_LET_INLINE = "tl.force_let_inline"
+    TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
+    TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
+    TIR_ENABLE_EQUIV_TERMS_IN_CSE = "tir.enable_equiv_terms_in_cse_tir"
+    TIR_SIMPLIFY = "tirx.Simplify"
+    TIR_DISABLE_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
+    TIR_USE_ASYNC_COPY = "tirx.use_async_copy"
+    TIR_ADD_LOWER_PASS = "tirx.add_lower_pass"
+    TIR_NOALIAS = "tirx.noalias"
+    CUDA_KERNELS_OUTPUT_DIR = "cuda.kernels_output_dir"
+    TL_PASS_PROFILE = "tl.pass_profile"
+    TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
 
 
 _KNOWN_PASS_CONFIGS = {v for k, v in vars(PassConfigKey).items()
