@@ -114,3 +114,50 @@ def test_threads_given_as_a_tuple_of_the_program():
     tilelang.compile(main, target="sim")(a, c)
     assert torch.equal(a, c)
     assert ".entry" in tilelang.compile(main).get_kernel_source(arch="sm_90a")
+
+
+def exchanging(lo, hi, threads=256, scale=False):
+    """The range's threads copy A into S and S (transposed, so every element crosses
+    threads) into B inside their branch: a barrier of those threads goes between."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=threads):
+            S = T.alloc_shared((64, 64), "float32")
+            tx = T.get_thread_binding(0)
+            if tx >= lo and tx < hi:
+                T.copy(A, S)
+                for i, j in T.Parallel(64, 64):
+                    B[i, j] = S[j, i] * (2 if scale else 1)
+    return main
+
+
+def test_threads_of_a_range_exchanging_data_get_their_named_barrier(ptxas, tmp_path,
+                                                                      monkeypatch):
+    a = torch.randn(64, 64)
+    out = tilelang.compile(exchanging(128, 256), out_idx=[1], target="sim")(a)
+    assert torch.equal(out, a.T)
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    ptx = tilelang.compile(exchanging(128, 256), out_idx=[1]).get_kernel_source(arch="sm_90a")
+    assert "bar.sync 15, 128;" in ptx
+    ptxas(ptx, "sm_90a")
+    (program,) = tmp_path.glob("*/*after_insert_barriers.py")
+    (branch,) = [n for n in ast.walk(ast.parse(program.read_text())) if isinstance(n, ast.If)
+                 and ast.unparse(n.test).startswith("tx >= lo")]
+    body = [ast.unparse(s) for s in branch.body]
+    assert len(body) == 3 and body[1] == "__tj_sync_range(15, 128)", body
+
+
+def test_a_range_that_is_not_whole_warps_cannot_exchange_data_inside():
+    with pytest.raises(CompileError, match=r"threads 100…255 exchange data through 'S'.*"
+                                           r"multiples of 32"):
+        tilelang.compile(exchanging(100, 256), out_idx=[1], target="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lo,hi", [(0, 128), (128, 256), (32, 96)])
+def test_threads_of_a_range_exchanging_data_on_the_gpu(lo, hi):
+    kernel = tilelang.compile(exchanging(lo, hi, scale=True), out_idx=[1])
+    a = torch.randn(64, 64, device="cuda")
+    for _ in range(20):
+        assert torch.equal(kernel(a), a.T * 2)

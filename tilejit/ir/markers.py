@@ -166,6 +166,10 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
 
+SYNC_RANGE = _declare("__tj_sync_range", "sync_range",
+                      "(barrier, threads): a named barrier of the threads of a range, which a "
+                      "branch's tile operations share (passes/thread_ranges.py)")
+
 # -- thread block clusters (passes/clusters.py) ---------------------------------------
 CLUSTER_RANK = _declare("__tj_cluster_rank", "cluster_rank",
                         "() -> this block's rank in its cluster (T.block_rank_in_cluster)")

@@ -15,7 +15,11 @@ taking every ``(hi − lo)``-th element (a trip count every thread shares):
 A ``T.copy`` reads a global region's elements only inside the tensor (0 outside) and
 writes only those inside, as everywhere. The branch then holds per-thread code only:
 ``barriers.py`` puts the barrier that orders its writes before the block's later reads
-after the branch, where every thread reaches it. Operations on fragments, gemms and
+after the branch, where every thread reaches it. Inside the branch, a statement that
+reads a tile (or tensor) an earlier one wrote, or writes one it read or wrote, where
+either is such an operation (its elements spread over the range's threads), gets a named
+barrier of the range's threads before it (``bar.sync id, hi − lo``, ids 15 down to 9);
+the range must then be whole warps. Operations on fragments, gemms and
 reductions under such a branch stay errors (``thread_branches.py``): a fragment's layout
 spreads it over the whole block.
 """
@@ -28,7 +32,7 @@ import math
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_call
-from tilejit.ir.markers import REGION, THREAD_INDEX
+from tilejit.ir.markers import REGION, SYNC_RANGE, THREAD_INDEX
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 _ALLOCS = {T.alloc_shared: "shared", T.alloc_fragment: "fragment", T.alloc_local: "local",
@@ -67,6 +71,7 @@ class _Ranges:
                         shape = None
                 self.tiles[node.targets[0].id] = (kind, shape)
         self.count = 0
+        self.barrier = None             # this branch's named barrier, once one is needed
 
     # -- operands --------------------------------------------------------------------
     def _operand(self, node):
@@ -237,10 +242,81 @@ class _Ranges:
 
     # -- the branch ------------------------------------------------------------------
     def rewrite(self, stmts, lo, hi):
+        """The statements with their tile operations done by threads lo … hi − 1, and a
+        named barrier of those threads before one that reads what an earlier one wrote
+        (or writes what it read or wrote), where either is a tile operation: its elements
+        are spread over the range's threads, so other threads' (module docstring)."""
         out = []
-        for stmt in stmts:
-            out.append(self._statement(stmt, lo, hi))
+        ops = ([set(), set()], [set(), set()])     # (reads, writes) since the barrier:
+        for stmt in stmts:                         # of tile operations, of the rest
+            new = self._statement(stmt, lo, hi)
+            r, w = self._touches(stmt)
+            op = new is not stmt or self._holds_op(stmt)
+            (orr, ow), (pr, pw) = ops
+            if (r & (ow | (pw if op else set()))) or \
+                    (w & (orr | ow | ((pr | pw) if op else set()))):
+                out.append(self._range_barrier(lo, hi, stmt, sorted((r | w) & (orr | ow | pw))))
+                ops = ([set(), set()], [set(), set()])
+            mine = ops[0 if op else 1]
+            mine[0] |= r
+            mine[1] |= w
+            out.append(new)
         return out
+
+    def _holds_op(self, stmt) -> bool:
+        return any(isinstance(n, ast.Call) and resolve_static(n.func, self.ctx.namespace) in (
+            T.copy, T.fill, T.clear, T.Parallel) for n in ast.walk(stmt))
+
+    def _touches(self, stmt) -> tuple[set, set]:
+        """(read, written) shared tiles and tensors a statement names: a T.copy's source
+        and destination, a T.fill's target, an element store's tile, every other mention
+        a read."""
+        shared = {n for n, (kind, _) in self.tiles.items() if kind == "shared"}
+        memory = shared | set(self.ctx.params)
+        reads, writes = set(), set()
+
+        def root(node):
+            while isinstance(node, (ast.Subscript, ast.Call)) and not (
+                    isinstance(node, ast.Call) and not node.args):
+                node = node.value if isinstance(node, ast.Subscript) else node.args[0]
+            return node.id if isinstance(node, ast.Name) else None
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call):
+                fn = resolve_static(node.func, self.ctx.namespace)
+                if fn is T.copy and len(node.args) >= 2:
+                    writes.add(root(node.args[1]))
+                elif fn in (T.fill, T.clear) and node.args:
+                    writes.add(root(node.args[0]))
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(target, ast.Subscript):
+                        writes.add(root(target))
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)
+        return reads & memory, writes & memory
+
+    def _range_barrier(self, lo, hi, stmt, tiles):
+        """``bar.sync id, hi − lo``: a named barrier (ids 15 down to 9, one per branch;
+        1 + k are the warpgroup roles') of whole warps only."""
+        what = ", ".join(f"'{t}'" for t in tiles)
+        if lo % 32 or (hi - lo) % 32:
+            raise self.ctx.error(
+                f"threads {lo}…{hi - 1} exchange data through {what} inside this branch, "
+                f"which needs a barrier of those threads alone, and a named barrier counts "
+                f"whole warps: make the branch's range start and end at multiples of 32, "
+                f"or move the operation out of the branch", stmt)
+        if self.ctx.target.kind == "amdgpu":
+            raise self.ctx.error(
+                f"threads {lo}…{hi - 1} exchange data through {what} inside this branch, "
+                f"which needs a barrier of those threads alone: not built for AMDGPU (its "
+                f"barrier is the block's); move the operation out of the branch", stmt)
+        if self.barrier is None:
+            self.barrier = 16 - self.ctx.number("range barrier")
+            if self.barrier < 9:
+                raise self.ctx.error("more than 7 branches of thread ranges exchange data "
+                                     "inside them: named barriers 9…15 are spent", stmt)
+        return ast.copy_location(ast.Expr(ast.Call(
+            _name(SYNC_RANGE), [_c(self.barrier), _c(hi - lo)], [])), stmt)
 
     def _statement(self, stmt, lo, hi):
         if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \

@@ -32,6 +32,15 @@ def sync_role_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+@lower(markers.stub(markers.SYNC_RANGE), types.IntegerLiteral, types.IntegerLiteral,
+       target="cuda")
+def sync_range_impl(context, builder, sig, args):
+    """The named barrier of a range of threads (``passes/thread_ranges.py``)."""
+    barrier, threads = (a.literal_value for a in sig.args)
+    asm_statement(builder, f"bar.sync {barrier}, {threads};")
+    return context.get_dummy_value()
+
+
 @lower(markers.stub(markers.MBAR_ARRIVE_ALL), types.int32, types.IntegerLiteral, target="cuda")
 def mbar_arrive_all_impl(context, builder, sig, args):
     """``T.mbarrier_arrive``: each thread's arrival (1); the warp's, once its lanes are

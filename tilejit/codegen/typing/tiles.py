@@ -340,6 +340,15 @@ class SyncRoleTemplate(AbstractTemplate):
         raise errors.TypingError(f"sync_role takes a literal role, got {args}")
 
 
+@infer_global(markers.stub(markers.SYNC_RANGE))
+class SyncRangeTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 2 and all(isinstance(a, types.IntegerLiteral) for a in args):
+            return signature(types.none, *args)
+        raise errors.TypingError(f"sync_range takes a literal barrier and thread count, got "
+                                 f"{args}")
+
+
 @infer_global(markers.stub(markers.WS_ROLE))
 class WsRoleIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
