@@ -270,25 +270,25 @@ class KernelFunction:
     def compile(self, *args, target=None, arch=None, **kwargs) -> "CompiledKernelHandle":
         """Compile for the arguments' types without launching. With ``target="cuda"``
         and an ``arch``, works without a GPU (numpy arrays supply the types)."""
+        spec = self._spec_without_launch(args, kwargs, target, arch)
+        return CompiledKernelHandle(self, load_or_compile(self, spec),
+                                    simulated=spec.target.is_sim, spec=spec)
+
+    def _spec_without_launch(self, args, kwargs, target, arch):
+        """The specialization ``compile`` and ``check`` work on: for ``target`` (the
+        kernel's own, or where the arguments live; CUDA when an ``arch`` is given)."""
         values = self._bind(args, kwargs)
         chosen = target or self._env_target or self.target
         if chosen == "auto":
             chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
-        _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
-        return CompiledKernelHandle(self, load_or_compile(self, spec),
-                                    simulated=spec.target.is_sim, spec=spec)
-
+        return self._prepare(values, target=chosen, arch=arch)[3]
 
     def check(self, *args, target=None, arch=None, **kwargs) -> None:
         """The front end alone for the arguments' types (the tile program's passes: tiles,
         layouts, gemm plans, barriers; no Numba, no LLVM): raises at once what compiling
         would raise from them. ``tilejit.compile`` of a ``T.prim_func`` whose shapes are
         all static calls it, where TileLang compiles."""
-        values = self._bind(args, kwargs)
-        chosen = target or self._env_target or self.target
-        if chosen == "auto":
-            chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
-        _, _, _, spec = self._prepare(values, target=chosen, arch=arch)
+        spec = self._spec_without_launch(args, kwargs, target, arch)
         # tilejit.compiler only when asked for (as a compile loads it)
         from tilejit.compiler.pipeline import build_device_function
         build_device_function(self.source, spec)

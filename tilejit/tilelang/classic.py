@@ -133,13 +133,10 @@ class CompiledPrimFunc(KernelConveniences):
         specs = self._specs(None, strict=False)
         if specs is None:
             return
-        if target == "sim":
+        if target != "sim" and (target == "cuda" or _cuda_present()):
+            self.kernel.check(*specs, target="cuda", arch=default_arch())
+        else:
             self.kernel.check(*specs, target="sim")
-            return
-        arch = None
-        if target == "cuda" or _cuda_present():
-            arch = default_arch()
-        self.kernel.check(*specs, target="cuda" if arch else "sim", arch=arch)
 
     def get_profiler(self, tensor_supply_type=None):
         """TileLang's ``kernel.get_profiler(tensor_supply_type=...)`` (``profiler.py``)."""

@@ -52,9 +52,9 @@ def print_at_impl(context, builder, sig, args):
     msg = sig.args[1].literal_value.replace("%", "%%")
     lane = sig.args[2].literal_value
     conv, value = _printable(context, builder, sig.args[0], args[0])
-    index = [v if v.type.width == 64 else builder.sext(v, ir.IntType(64)) if t.signed
-             else builder.zext(v, ir.IntType(64)) for t, v in zip(sig.args[3:], args[3:])]
-    where = ", ".join(["%lld"] * len(index))
+    shown = [_printable(context, builder, t, v) for t, v in zip(sig.args[3:], args[3:])]
+    index = [v for _, v in shown]
+    where = ", ".join(conversion for conversion, _ in shown)
 
     def emit():
         prefix, ids = _thread_prefix(context, builder)

@@ -171,26 +171,25 @@ def _check(x):
         raise TypeError(f"tilejit trig: float expected, got {x.type}")
 
 
-def sin(builder, x, fast=False):
+def _sin_or_cos(builder, x, fast, cosine):
     _check(x)
     f = _E(builder, F32)
     if fast:
-        return f._intrinsic("llvm.nvvm.sin.approx.f", x)
+        return f._intrinsic(f"llvm.nvvm.{'cos' if cosine else 'sin'}.approx.f", x)
     d = _E(builder, F64)
     r, q = _reduce(builder, x)
     s, c = _sin_cos_poly(d, r)
-    return _finish(f, x, _quadrant(d, q, [s, c, d.neg(s), d.neg(c)]), keep_zero=True)
+    # quadrant q of the reduced argument: sin is s, c, -s, -c; cos is c, -s, -c, s
+    values = [c, d.neg(s), d.neg(c), s] if cosine else [s, c, d.neg(s), d.neg(c)]
+    return _finish(f, x, _quadrant(d, q, values), keep_zero=not cosine)
+
+
+def sin(builder, x, fast=False):
+    return _sin_or_cos(builder, x, fast, cosine=False)
 
 
 def cos(builder, x, fast=False):
-    _check(x)
-    f = _E(builder, F32)
-    if fast:
-        return f._intrinsic("llvm.nvvm.cos.approx.f", x)
-    d = _E(builder, F64)
-    r, q = _reduce(builder, x)
-    s, c = _sin_cos_poly(d, r)
-    return _finish(f, x, _quadrant(d, q, [c, d.neg(s), d.neg(c), s]), keep_zero=False)
+    return _sin_or_cos(builder, x, fast, cosine=True)
 
 
 def tan(builder, x, fast=False):
