@@ -94,3 +94,25 @@ def test_early_checks_on_gpu():
     a = torch.randint(-2, 3, (64, 32), device="cuda").half()
     b = torch.randint(-2, 3, (32, 64), device="cuda").half()
     torch.testing.assert_close(kernel(a, b), a.float() @ b.float())
+
+
+# -- the target's arch, and keywords tilejit.compile does not take ------------------------------
+@pytest.mark.parametrize("target, arch", [
+    ("cuda -arch=sm_80", "sm_80"), ("cuda -arch sm_86", "sm_86"),
+    ({"kind": "cuda", "arch": "sm_90a"}, "sm_90a")])
+def test_an_arch_named_by_the_target_is_the_one_compiled_for(target, arch, ptxas):
+    kernel = tilejit.compile(matmul(64, 64, 32, 128), target=target)
+    ptx = kernel.get_kernel_source()
+    assert f".target {arch}" in ptx
+    ptxas(ptx, arch)
+
+
+def test_compile_names_a_keyword_it_does_not_take():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) 'arch'.*"
+                                        r"target=\"cuda -arch=sm_80\""):
+        tilejit.compile(matmul(64, 64, 32, 128), arch="sm_80")
+    with pytest.raises(ValueError, match="expected a CUDA arch.*got 'sm_8'"):
+        tilejit.compile(matmul(64, 64, 32, 128), target="cuda -arch=sm_8")
+    # TileLang's keywords that choose its host code are taken
+    tilejit.compile(matmul(64, 64, 32, 128), execution_backend="cython", verbose=True,
+                    target_host=None, compile_flags=["-O3"])

@@ -99,6 +99,52 @@ def test_t_bool_kernel_assembles(ptxas):
         ptxas(masked_fill.compile(N=256, value=-1.0, arch=arch).get_kernel_source(), arch)
 
 
+# -- torch dtypes where TileLang takes a dtype ---------------------------------------------
+def cast_iota(dtype, vec: int):
+    """``A[i] = i + 1`` cast to ``dtype``, a torch dtype the kernel reads by closure (TileLang's
+    vectorize tests parametrize over torch dtypes this way)."""
+    @T.prim_func
+    def main(A: T.Tensor[(64,), dtype]):
+        with T.Kernel(1, threads=64):
+            staged = T.alloc_shared((64,), dtype)
+            T.copy(A, staged)
+            for i in T.vectorized(vec):
+                staged[i] = T.cast(i + 1, dtype)
+            T.copy(staged, A)
+    return main
+
+
+TORCH_DTYPES = [torch.uint8, torch.int8, torch.int64, torch.float16, torch.bfloat16,
+                torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+def test_torch_dtypes_read_by_the_kernel_body(dtype):
+    a = torch.zeros(64, dtype=dtype)
+    tilelang.compile(cast_iota(dtype, 4), target="sim")(a)
+    expect = torch.zeros(64, dtype=dtype)
+    expect[:4] = torch.arange(1, 5).to(dtype)
+    assert torch.equal(a.float(), expect.float())
+
+
+def test_torch_dtypes_read_by_the_kernel_body_assemble(ptxas):
+    for dtype, arch in ((torch.uint8, "sm_80"), (torch.bfloat16, "sm_80"),
+                        (torch.uint8, "sm_90a"), (torch.float8_e4m3fn, "sm_90a")):
+        kernel = tilelang.compile(cast_iota(dtype, 4), target=f"cuda -arch={arch}")
+        ptxas(kernel.get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", TORCH_DTYPES, ids=str)
+def test_torch_dtypes_read_by_the_kernel_body_on_gpu(dtype):
+    a = torch.zeros(64, dtype=dtype, device="cuda")
+    tilelang.compile(cast_iota(dtype, 8))(a)
+    sim = torch.zeros(64, dtype=dtype)
+    tilelang.compile(cast_iota(dtype, 8), target="sim")(sim)
+    assert torch.equal(a.cpu().float(), sim.float())
+    assert torch.equal(a[:8].cpu().float(), torch.arange(1, 9).to(dtype).float())
+
+
 # -- T.tfloat32: float32 storage, tf32 gemm ------------------------------------------------
 @tilelang.jit(out_idx=[2])
 def tf32_matmul(M, N, K, block_M=64, block_N=64, block_K=32):

@@ -34,7 +34,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import as_macro, is_helper
 from tilejit.frontend.references import LIBRARY_MODULES, current_namespace, user_function
-from tilejit.language.dtypes import as_dtype
+from tilejit.language.dtypes import as_dtype, is_torch_dtype
 
 PREFIX = "__tj_attr_"
 
@@ -163,15 +163,11 @@ def _foldable(value) -> bool:
         return True
     if isinstance(value, (tuple, list)):
         return all(_foldable(v) for v in value)
-    return _torch_dtype(value)
-
-
-def _torch_dtype(value) -> bool:
-    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+    return is_torch_dtype(value)
 
 
 def _converted(value):
-    if _torch_dtype(value):
+    if is_torch_dtype(value):
         return as_dtype(value)
     return _frozen(value)
 

@@ -166,6 +166,11 @@ def as_dtype(value) -> DType:
 _OF_OBJECT: dict = {}       # torch / numpy dtype objects -> DType (a launch asks per tensor)
 
 
+def is_torch_dtype(value) -> bool:
+    """Whether ``value`` is a torch dtype (``torch.float16``), without importing torch."""
+    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+
+
 def _from_object(value) -> DType:
     name = str(value)
     if name.startswith("torch."):

@@ -22,6 +22,7 @@ from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
+from tilejit.target import Target
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.jit import JITKernel, KernelConveniences, pass_config_options
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
@@ -100,11 +101,12 @@ class CompiledPrimFunc(KernelConveniences):
             if getattr(pf.annotations[pf.params[i]], "scalar", False):
                 raise ValueError(f"out_idx {i}: parameter {pf.params[i]!r} of {pf.__name__} "
                                  "is a scalar, not a tensor to allocate and return")
-        target = {"sim": "sim"}.get(
-            str(target).split()[0] if target else "auto", "auto")
+        target, arch = target_and_arch(target)
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
         options = pass_config_options(dict(pass_configs or {}))
+        if arch is not None:
+            options["arch"] = arch
         order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
@@ -134,7 +136,7 @@ class CompiledPrimFunc(KernelConveniences):
         if specs is None:
             return
         if target != "sim" and (target == "cuda" or _cuda_present()):
-            self.kernel.check(*specs, target="cuda", arch=default_arch())
+            self.kernel.check(*specs, target="cuda", arch=self._arch())
         else:
             self.kernel.check(*specs, target="sim")
 
@@ -267,7 +269,11 @@ class CompiledPrimFunc(KernelConveniences):
         ``tensors`` (the inputs, or all the tensors), when given. ``kernel_only`` is
         TileLang's: the PTX holds only the kernel."""
         specs = self._specs(tensors)
-        return self.kernel.compile(*specs, target="cuda", arch=arch or default_arch()).ptx
+        return self.kernel.compile(*specs, target="cuda", arch=arch or self._arch()).ptx
+
+    def _arch(self) -> str:
+        """The arch the target names (``"cuda -arch=sm_80"``), else the device's."""
+        return getattr(self.kernel, "arch", None) or default_arch()
 
     def _specs(self, tensors=None, strict=True):
         """A TensorSpec (or a scalar of its kind) for each parameter, from the annotations
@@ -340,15 +346,48 @@ def _check_scalar(name, value, dtype):
                         f"{type(value).__name__}")
 
 
+# TileLang's other keywords of compile(): they choose its host code and C++ compiler
+_COMPILE_KEYWORDS_WITHOUT_EFFECT = ("execution_backend", "target_host", "verbose",
+                                    "compile_flags")
+
+
 def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 - TileLang's
-            **ignored):
-    """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``."""
+            **keywords):
+    """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``; the
+    target may name an arch as TileLang's do (``"cuda -arch=sm_80"``,
+    ``{"kind": "cuda", "arch": "sm_80"}``)."""
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
+    unknown = [k for k in keywords if k not in _COMPILE_KEYWORDS_WITHOUT_EFFECT]
+    if unknown:
+        raise TypeError(f"tilejit.compile() got unexpected keyword argument(s) "
+                        f"{', '.join(map(repr, unknown))}; it takes out_idx, target, "
+                        f"pass_configs and TileLang's {', '.join(_COMPILE_KEYWORDS_WITHOUT_EFFECT)}"
+                        " (an arch goes in the target: target=\"cuda -arch=sm_80\")")
     compiled = CompiledPrimFunc(func, out_idx=out_idx, target=target,
                                 pass_configs=pass_configs)
-    compiled._check_now(str(target).split()[0] if target else "auto")
+    compiled._check_now(target_and_arch(target)[0])
     return compiled
+
+
+def target_and_arch(target) -> tuple[str, str | None]:
+    """TileLang's target as ("sim" or "auto", arch or None): a name (``"cuda"``, ``"auto"``,
+    ``"sim"``), a target string with ``-arch=sm_XX``, or a dict with ``"kind"`` and
+    ``"arch"``. Other backends' names run where the tensors live, as ``"auto"``."""
+    if isinstance(target, dict):
+        kind, arch = target.get("kind", "auto"), target.get("arch")
+    else:
+        words = str(target or "auto").split()
+        kind, arch = (words or ["auto"])[0], None
+        for i, word in enumerate(words[1:], 1):
+            if word.startswith("-arch="):
+                arch = word[len("-arch="):]
+            elif word == "-arch" and i + 1 < len(words):
+                arch = words[i + 1]
+    kind = "sim" if kind == "sim" else "auto"
+    if arch is not None and kind == "auto":
+        Target.cuda(arch)        # a malformed arch: a clear error now
+    return kind, arch
 
 
 class ClassicJit:

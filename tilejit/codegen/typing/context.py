@@ -17,7 +17,7 @@ from numba.core import types
 from numba.core.typing import BaseContext, signature
 from numba.core.typing.templates import builtin_registry
 
-from tilejit.language.dtypes import DType
+from tilejit.language.dtypes import DType, as_dtype, is_torch_dtype
 from tilejit.codegen.typing.types import DTypeType, StorageFloat, WeakFloat, is_half, weak_float
 
 _ARITH = {operator.add: operator.add, operator.sub: operator.sub,
@@ -118,6 +118,8 @@ class TilejitTypingContext(BaseContext):
             return weak_float
         if isinstance(val, DType):
             return DTypeType(val)
+        if is_torch_dtype(val):         # a global or closure dtype = torch.uint8
+            return DTypeType(as_dtype(val))
         if _typed_as_global(val):
             ty = self._get_global_type(val)
             if ty is not None:
