@@ -62,6 +62,10 @@ from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
     bitwise_and, bitwise_not, bitwise_or, bitwise_xor, clz, copysign, cos, exp10, isfinite,
     isinf, isnan, log10, log1p, nearbyint, popcount, round, shift_left, shift_right, sin,
     tan, trunc)
+from tilejit.language import math_intrinsics as _math_intrinsics
+from tilejit.language.math_intrinsics import (  # noqa: F401  (T.<name>)
+    __cos, __exp, __exp10, __log, __log10, __log2, __sin, __tan, ieee_add, ieee_fdiv,
+    ieee_fmaf, ieee_frcp, ieee_frsqrt, ieee_fsqrt, ieee_mul, ieee_sub)
 from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 
@@ -78,7 +82,7 @@ __all__ = [
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
-    "ceil", "erf", *_scalar_math.NAMES,
+    "ceil", "erf", *_scalar_math.NAMES, *_math_intrinsics.NAMES,
     "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",

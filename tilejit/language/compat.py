@@ -187,8 +187,8 @@ _GROUP_REASON = {
                                 "float64, float8_e4m3 (float8_e4m3fn), float8_e5m2, (u)int8 "
                                 "to (u)int64 and bool: no vector, fnuz/e3m4/e8m0 fp8, fp6, "
                                 "fp4 or int4 dtypes",
-    "tilelang.language.math_intrinsics": "TileLang's explicitly rounded and packed (x2) math "
-                                         "intrinsics are not built",
+    "tilelang.language.math_intrinsics": "TileLang's packed (x2) math intrinsics are not "
+                                         "built (they take its vector dtypes)",
     "tilelang.language.tir.ir (TVM TIR operations)": "a TVM TIR operation (tilejit is built "
                                                      "without TVM)",
     "TVM's TIR script parser (re-exported by tilelang.language)": "TVM's TIR script "

@@ -20,6 +20,7 @@ device program are bound in the simulated program's namespace instead (``runner.
 """
 from tilejit.language import _semantics as _declared
 from tilejit.sim.cluster import MEANINGS as _CLUSTER_MEANINGS
+from tilejit.sim.math_intrinsics import MEANINGS as _MATH_INTRINSIC_MEANINGS
 from tilejit.sim.roles import MEANINGS as _ROLE_MEANINGS
 from tilejit.sim.scalar_math import MEANINGS as _SCALAR_MATH_MEANINGS
 from tilejit.sim.semantics import MEANINGS as _MEANINGS
@@ -30,3 +31,4 @@ _declared.install(_ROLE_MEANINGS)     # mbarriers, T.tma_copy, T.ws (roles.py)
 _declared.install(_WARP_MEANINGS)     # warp shuffles and reductions (warp.py)
 _declared.install(_CLUSTER_MEANINGS)  # cluster ranks, multicast copies (cluster.py)
 _declared.install(_SCALAR_MATH_MEANINGS)  # trigonometry, rounding, bit counts (scalar_math.py)
+_declared.install(_MATH_INTRINSIC_MEANINGS)  # IEEE-rounded and fast math (math_intrinsics.py)

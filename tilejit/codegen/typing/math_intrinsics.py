@@ -1,0 +1,90 @@
+"""Typing of ``language/math_intrinsics.py``: the IEEE-rounded operations (their rounding
+mode a string literal; float16 and bfloat16 only ``"rn"``) and the fast functions (its
+lowering: ``codegen/lowering/math_intrinsics.py``). Each takes float16, bfloat16,
+float32 or float64 values (a Python float takes its partner's type, or float32), as
+TileLang's do, and returns their type."""
+from __future__ import annotations
+
+from numba.core import errors, types
+from numba.core.typing import signature
+from numba.core.typing.templates import AbstractTemplate
+
+from tilejit import language as T
+from tilejit.language.math_intrinsics import (FAST_UNARY, HALF_TYPES, IEEE_DTYPES, IEEE_OPS,
+                                              IEEE_ROUNDING_MODES, half_mode_message)
+from tilejit.codegen.typing.templates import _common, infer_global
+from tilejit.codegen.typing.types import WeakFloat
+
+TRIG = ("__sin", "__cos", "__tan")
+
+
+def float_operands(name: str, args) -> types.Type:
+    """The values' common type, one of float16/bfloat16/float32/float64; a TypingError
+    naming the first other type."""
+    for a in args:
+        ty = types.unliteral(a)
+        if isinstance(ty, WeakFloat):
+            continue
+        if getattr(ty, "name", None) not in IEEE_DTYPES:
+            raise errors.TypingError(f"T.{name} only supports floating-point inputs, but got "
+                                     f"{ty} (float16, bfloat16, float32 or float64)")
+    ty = types.unliteral(_common(args, f"T.{name}"))
+    return types.float32 if isinstance(ty, WeakFloat) else ty
+
+
+class _Rounded(AbstractTemplate):
+    """``T.ieee_<op>(values..., rounding_mode="rn")``."""
+
+    def generic(self, args, kws):
+        name = self.key.__name__
+        n = IEEE_OPS[name]
+        if kws or len(args) not in (n, n + 1):
+            raise errors.TypingError(f"T.{name} takes {n} value(s) and a rounding mode, got "
+                                     f"{len(args)} argument(s){' and keywords' if kws else ''}")
+        values, mode = args[:n], (args[n] if len(args) > n else None)
+        if mode is not None and not (isinstance(mode, types.StringLiteral)
+                                     and mode.literal_value in IEEE_ROUNDING_MODES):
+            raise errors.TypingError(f"T.{name}: Invalid rounding mode {mode}; expected one of "
+                                     f"{', '.join(IEEE_ROUNDING_MODES)}, written in the call")
+        ty = float_operands(name, values)
+        if ty.name in HALF_TYPES and mode is not None and mode.literal_value != "rn":
+            raise errors.TypingError(half_mode_message(name, ty.name, mode.literal_value))
+        return signature(ty, *([ty] * n), *([mode] if mode is not None else []))
+
+
+class _RoundedRsqrt(AbstractTemplate):
+    key = T.ieee_frsqrt
+
+    def generic(self, args, kws):
+        if kws or len(args) != 1:
+            raise errors.TypingError("T.ieee_frsqrt takes one value")
+        ty = float_operands("ieee_frsqrt", args)
+        if ty == types.float64:
+            raise errors.TypingError("T.ieee_frsqrt: frsqrt is not supported for float64 "
+                                     "(float32, float16 and bfloat16 are)")
+        return signature(ty, ty)
+
+
+class _Fast(AbstractTemplate):
+    def generic(self, args, kws):
+        name = self.key.__name__
+        if kws or len(args) != 1:
+            raise errors.TypingError(f"T.{name} takes one value")
+        ty = float_operands(name, args)
+        if name in TRIG and ty == types.float64:
+            raise errors.TypingError(f"T.{name}: float64 is not supported (float32, float16 "
+                                     "and bfloat16 are)")
+        return signature(ty, ty)
+
+
+def _register():
+    for name in IEEE_OPS:
+        fn = getattr(T, name)
+        infer_global(fn)(type(f"{name.title()}Template", (_Rounded,), {"key": fn}))
+    infer_global(T.ieee_frsqrt)(_RoundedRsqrt)
+    for name in FAST_UNARY:
+        fn = getattr(T, name)
+        infer_global(fn)(type(f"Fast{name.strip('_').title()}Template", (_Fast,), {"key": fn}))
+
+
+_register()
