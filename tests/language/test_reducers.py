@@ -176,15 +176,77 @@ def misuse(form):
     return kernel
 
 
-@pytest.mark.parametrize("form,message,line", [
-    (1, "r: a reducer is folded into by a statement of the T.Parallel loop's body itself",
-     "# in a nested loop"),
-    (2, "r: read in the T.Parallel loop that folds into it", "# read while folding"),
-])
-def test_a_fold_in_a_nested_loop_or_a_read_while_folding_is_an_error(form, message, line):
-    with pytest.raises(CompileError, match=message) as info:
-        tilejit.compile(misuse(form), out_idx=-1)
-    assert f"line {_line(line)}" in str(info.value)
+def test_a_read_while_folding_is_an_error():
+    with pytest.raises(CompileError, match="r: read in the T.Parallel loop that folds into "
+                                           "it") as info:
+        tilejit.compile(misuse(2), out_idx=-1)
+    assert f"line {_line('# read while folding')}" in str(info.value)
+
+
+def test_a_fold_in_a_serial_loop_of_the_parallel_body_counts_each_iteration():
+    a = torch.randn(64, 8)
+    b = tilejit.compile(misuse(1), out_idx=-1)(a)       # r[i] = Σ_j Σ_t f[i, j]·t
+    torch.testing.assert_close(b.double(), a.double().sum(1), atol=1e-5, rtol=1e-5)
+
+
+def local_complete(M, K, op="sum", init=None):
+    """TileLang's local-complete reducer plan: each T.Parallel iteration folds into its own
+    element (no reduction across iterations): over a serial loop of K values
+    (``T.reducer_update`` in ``T.Parallel(M) { T.serial(K) }``), and once each over
+    ``T.Parallel(M, K)`` (a copy)."""
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), T.float32), B: T.Tensor((M,), T.float32),
+               C: T.Tensor((M, K), T.float32)):
+        with T.Kernel(1, threads=128):
+            src = T.alloc_fragment((M, K), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((M,), T.float32, op=op)
+            T.reducer_init(acc, init)
+            for i in T.Parallel(M):
+                for k in T.serial(K):
+                    T.reducer_update(acc[i], src[i, k])
+            result = T.alloc_fragment((M,), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+            copied = T.alloc_reducer((M, K), T.float32, op="sum")
+            T.reducer_init(copied)
+            for i, k in T.Parallel(M, K):
+                T.reducer_update(copied[i, k], src[i, k])
+            moved = T.alloc_fragment((M, K), T.float32)
+            T.finalize_reducer(copied, moved)
+            T.copy(moved, C)
+    return kernel
+
+
+def _local_complete_reference(a, op, init):
+    return _v2_reference(a, op, init), a
+
+
+@pytest.mark.parametrize("op,init", [("sum", None), ("sum", 5.0), ("max", None)])
+def test_local_complete_folds_into_each_element(op, init):
+    a = torch.randn(16, 8)
+    b, c = tilejit.compile(local_complete(16, 8, op=op, init=init), out_idx=[1, 2])(a)
+    want_b, want_c = _local_complete_reference(a, op, init)
+    torch.testing.assert_close(b.double(), want_b, atol=1e-5, rtol=1e-5)
+    assert torch.equal(c, want_c)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_local_complete_ptx_assembles(arch, ptxas):
+    ptxas(tilejit.compile(local_complete(16, 8), out_idx=[1, 2],
+                          target="cuda").get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op,init", [("sum", 5.0), ("max", None)])
+def test_local_complete_on_the_gpu_against_torch_and_the_simulator(op, init):
+    a = torch.randn(16, 8)
+    kernel = tilejit.compile(local_complete(16, 8, op=op, init=init), out_idx=[1, 2])
+    (gb, gc), (sb, sc) = kernel(a.cuda()), kernel(a)
+    want_b, want_c = _local_complete_reference(a, op, init)
+    torch.testing.assert_close(gb.cpu().double(), want_b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gb.cpu(), sb, atol=1e-6, rtol=1e-6)
+    assert torch.equal(gc.cpu(), want_c) and torch.equal(sc, want_c)
 
 
 def test_a_fold_over_the_first_dimension():
@@ -355,17 +417,22 @@ _FINAL = "T.finalize_reducer(acc, out)"
 
 
 @pytest.mark.parametrize("body,message", [
-    ([_UPDATE, _FINAL], "acc: T.reducer_update outside the reducer's epoch"),
-    ([_INIT, _UPDATE], "acc: T.reducer_init opens an epoch that no T.finalize_reducer closes"),
-    ([_INIT, _INIT, _UPDATE, _FINAL], "acc: T.reducer_init of a reducer whose epoch is "
-                                      "already open"),
+    ([_UPDATE, _FINAL], "acc: T.reducer_update before T.reducer_init"),
+    ([_INIT, _UPDATE], "acc: never finalized: T.reducer_init opens an epoch that no "
+                       "T.finalize_reducer closes"),
+    ([_INIT, _INIT, _UPDATE, _FINAL], "acc: double T.reducer_init: its epoch is already open"),
     ([_INIT, "T.reducer_update(acc[0], src[0, 0])", _FINAL],
-     "acc: T.reducer_update must be inside a T.Parallel loop"),
-    ([_INIT, _UPDATE, "out[0] = acc[0]", _FINAL], "acc: read while its epoch is open"),
-    ([_INIT, "acc[0] = 1.0", _UPDATE, _FINAL], "acc: a store into a reducer whose epoch is open"),
+     "acc: T.reducer_update outside any T.Parallel loop"),
+    ([_INIT, _UPDATE, "out[0] = acc[0]", _FINAL], "acc: illegal read of reducer while its "
+                                                  "epoch is open"),
+    ([_INIT, "acc[0] = 1.0", _UPDATE, _FINAL], "acc: illegal store to reducer while its "
+                                               "epoch is open"),
     ([_INIT, "T.clear(acc)", _UPDATE, _FINAL], "acc: T.clear of a reducer"),
+    (["T.reducer_init(acc, T.float16(1.0))", _UPDATE, _FINAL],
+     r"T.reducer_init: the starting value T.float16\(1.0\) is float16, which does not "
+     r"match reducer 'acc' of float32"),
     ([_INIT, _UPDATE, "for k in T.serial(1):\n            " + _FINAL],
-     "acc: T.finalize_reducer in another block of statements"),
+     "acc: T.finalize_reducer not in the scope of its T.reducer_init"),
 ])
 def test_a_broken_reducer_epoch_is_an_error_at_its_line(body, message, tmp_path):
     source = _EPOCH.format(body="\n        ".join(body))

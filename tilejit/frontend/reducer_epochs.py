@@ -26,8 +26,8 @@ def check_reducer_epochs(fdef: ast.FunctionDef, namespace, error) -> None:
     epochs = _Epochs(namespace, error)
     epochs.block(fdef.body, (), False)
     for name, (stmt, _scope) in epochs.open.items():
-        raise error(f"{name}: T.reducer_init opens an epoch that no T.finalize_reducer "
-                    f"closes", stmt)
+        raise error(f"{name}: never finalized: T.reducer_init opens an epoch that no "
+                    f"T.finalize_reducer closes", stmt)
 
 
 class _Epochs:
@@ -50,9 +50,9 @@ class _Epochs:
         if init is not None and init.args and isinstance(init.args[0], ast.Name):
             name = init.args[0].id
             if name in self.open:
-                raise self.error(f"{name}: T.reducer_init of a reducer whose epoch is "
-                                 f"already open (line {self.open[name][0].lineno}); close it "
-                                 f"with T.finalize_reducer first", stmt)
+                raise self.error(f"{name}: double T.reducer_init: its epoch is already open "
+                                 f"(line {self.open[name][0].lineno}); close it with "
+                                 f"T.finalize_reducer first", stmt)
             self._reads(init.args[1:], stmt)
             self.open[name] = (stmt, scope)
             self.v2.add(name)
@@ -63,11 +63,12 @@ class _Epochs:
             name = target.value.id if isinstance(target, ast.Subscript) and \
                 isinstance(target.value, ast.Name) else None
             if name is not None and name not in self.open:
-                raise self.error(f"{name}: T.reducer_update outside the reducer's epoch; "
-                                 f"open it with T.reducer_init first", stmt)
+                raise self.error(f"{name}: T.reducer_update before T.reducer_init (outside "
+                                 f"the reducer's epoch); open it with T.reducer_init first", stmt)
             if not parallel:
-                raise self.error(f"{name}: T.reducer_update must be inside a T.Parallel loop "
-                                 f"(each of its iterations contributes once)", stmt)
+                raise self.error(f"{name}: T.reducer_update outside any T.Parallel loop: it "
+                                 f"must be inside one (each of its iterations contributes "
+                                 f"once)", stmt)
             if target is not None:
                 self._reads([target.slice], stmt)
             self._reads(update.args[1:], stmt)
@@ -77,9 +78,9 @@ class _Epochs:
             name = final.args[0].id
             if name in self.open:
                 if self.open[name][1] != scope:
-                    raise self.error(f"{name}: T.finalize_reducer in another block of "
-                                     f"statements (loop or branch) than its T.reducer_init "
-                                     f"(line {self.open[name][0].lineno})", stmt)
+                    raise self.error(f"{name}: T.finalize_reducer not in the scope of its "
+                                     f"T.reducer_init (line {self.open[name][0].lineno}): "
+                                     f"it is in another block of statements (loop or branch)", stmt)
                 del self.open[name]
             return
         for fn in (T.clear, T.fill):
@@ -103,8 +104,8 @@ class _Epochs:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
                     isinstance(node.value, ast.Name) and node.value.id in self.open:
-                raise self.error(f"{node.value.id}: a store into a reducer whose epoch is "
-                                 f"open; contribute with T.reducer_update", stmt)
+                raise self.error(f"{node.value.id}: illegal store to reducer while its "
+                                 f"epoch is open; contribute with T.reducer_update", stmt)
         self._reads([stmt], stmt)
 
     def _reads(self, exprs, stmt):
@@ -112,5 +113,6 @@ class _Epochs:
             for node in ast.walk(expr):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                         node.id in self.open:
-                    raise self.error(f"{node.id}: read while its epoch is open (its values "
-                                     f"are partial until T.finalize_reducer)", stmt)
+                    raise self.error(f"{node.id}: illegal read of reducer while its epoch is "
+                                     f"open (its values are partial until "
+                                     f"T.finalize_reducer)", stmt)

@@ -23,8 +23,11 @@ op's identity without ``init``: the starting value counts once per output),
 ``T.reducer_update(r[i], x)`` in a ``T.Parallel`` loop is the fold ``r[i] += x`` /
 ``T.max`` / ``T.min``, and ``T.finalize_reducer(r, dst)`` is ``T.copy(r, dst)``. A fold must
 index ``r`` with loop variables in the loop's order, reducing one of its dimensions, or
-with constants, reducing a one-dimensional loop; anything else is a ``CompileError`` at
-the line. The simulator and the GPU run the rewritten program.
+with constants, reducing a one-dimensional loop; or with every loop variable, when each
+iteration folds into its own element (TileLang's local-complete plan: ``r[i] += x``
+straight into ``r``, no fold tile); anything else is a
+``CompileError`` at the line. Folds inside a serial loop of the ``T.Parallel`` body
+accumulate once per its iteration. The simulator and the GPU run the rewritten program.
 """
 from __future__ import annotations
 
@@ -128,10 +131,28 @@ class _Reducers(ast.NodeTransformer):
             none = init is None or (isinstance(init, ast.Constant) and init.value is None) or (
                 isinstance(init, ast.Name) and init.id in self.namespace and init.id not in
                 self.assigned and self.namespace[init.id] is None)
+            if not none:
+                self._check_init_dtype(name, dtype, init, node)
             value = _identity(op, dtype) if none else init
             return ast.copy_location(ast.Expr(_language("fill", [
                 ast.Name(name, ast.Load()), value])), node)
         return self.generic_visit(node)
+
+    def _check_init_dtype(self, name, dtype_node, init, node):
+        """A starting value written as a cast to a dtype (``T.float16(1.0)``) must be of
+        the reducer's dtype, as TileLang requires; a number converts."""
+        if not isinstance(init, ast.Call):
+            return
+        given = resolve_static(init.func, self.namespace)
+        wanted = dtype_node.value if isinstance(dtype_node, ast.Constant) else \
+            resolve_static(dtype_node, self.namespace)
+        if not isinstance(given, T.DType) or wanted is None:
+            return
+        if given != T.as_dtype(wanted):
+            raise self.error(f"T.reducer_init: the starting value {ast.unparse(init)} is "
+                             f"{given}, which does not match reducer {name!r} of "
+                             f"{T.as_dtype(wanted)}; pass a number or a "
+                             f"{T.as_dtype(wanted)} value", node)
 
     def _reducer_arg(self, call, what, node):
         target = call.args[0] if call.args else None
@@ -205,6 +226,8 @@ class _Reducers(ast.NodeTransformer):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if \
                     isinstance(n, ast.AugAssign) else []
                 for t in targets:
+                    if getattr(n, "tj_direct_fold", False):
+                        continue
                     if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) \
                             and t.value.id in self.reducers:
                         raise self.error(f"{t.value.id}: a reducer is folded into by a "
@@ -234,12 +257,23 @@ class _Reducers(ast.NodeTransformer):
                 stmt.orelse = self._folds(stmt.orelse, names, folds)
                 out.append(stmt)
                 continue
+            if isinstance(stmt, ast.For) and not is_call_to(stmt.iter, T.Parallel,
+                                                            self.namespace):
+                # a serial loop in the T.Parallel body: its folds accumulate per iteration
+                stmt.body = self._folds(stmt.body, names, folds)
+                out.append(stmt)
+                continue
             fold = self._fold_of(stmt)
             if fold is None:
                 out.append(stmt)
                 continue
             name, index, op, value = fold
             dims = self._reduced_dims(index, names, stmt)
+            if not dims:
+                # every iteration folds into its own element (TileLang's local-complete
+                # plan): the reducer itself, no fold tile and no reduction
+                out.append(ast.copy_location(self._direct_fold(name, index, op, value), stmt))
+                continue
             if name not in folds:
                 folds[name] = (f"__tj_fold{self.count}", op, dims)
                 self.count += 1
@@ -252,6 +286,18 @@ class _Reducers(ast.NodeTransformer):
             out.append(ast.copy_location(
                 ast.Assign([self._element(tile, names, ast.Store)], new), stmt))
         return out
+
+    def _direct_fold(self, name, index, op, value):
+        def element(ctx):
+            return ast.Subscript(ast.Name(name, ast.Load()), copy.deepcopy(index), ctx())
+        if op in ("sum", *_BITWISE):
+            new = ast.BinOp(element(ast.Load), ast.Add() if op == "sum" else _BITWISE[op](),
+                            value)
+        else:
+            new = _language(op, [element(ast.Load), value])
+        stmt = ast.Assign([element(ast.Store)], new)
+        stmt.tj_direct_fold = True
+        return stmt
 
     def _static_truth(self, test):
         """The truth of a condition made of constants and names of the kernel's globals
@@ -329,6 +375,8 @@ class _Reducers(ast.NodeTransformer):
             raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
                              "variables in the loop's order", stmt)
         dims = [d for d, n in enumerate(names) if n not in used]
+        if not dims:
+            return []       # each iteration its own element
         if len(dims) != 1 or (others and len(names) != 1):
             raise self.error(f"a fold into a reducer reduces one dimension of its T.Parallel "
                              f"loop here (the loop has {len(names)}, the reducer's index "
