@@ -108,3 +108,70 @@ def test_no_set_max_nreg_on_the_gpu_against_torch_and_the_simulator():
     ref = a.double().cpu() @ b.double().cpu()
     torch.testing.assert_close(c.cpu().double(), ref, rtol=1e-3, atol=1e-2)
     np.testing.assert_allclose(c.cpu().numpy(), sim, rtol=1e-5, atol=1e-4)
+
+
+# -- a reduction across warps inside the consumers (TileLang's MLA decode example hung) ----
+def row_softmax_sums(block_H=64, block_N=64, dim=128, n_blocks=16):
+    """Per row of Q·Kᵀ over ``n_blocks`` pipelined key blocks: the running max of each
+    block's scores and Σ exp2(s − max). With ``FullCol`` the 8 warps split the columns, so
+    each row's max and sum cross warps through shared memory, inside the consumers of a
+    warp-specialized pipeline longer than its stages."""
+    @T.prim_func
+    def main(Q: T.Tensor((block_H, dim), "float16"),
+             K: T.Tensor((block_N * n_blocks, dim), "float16"),
+             Out: T.Tensor((block_H,), "float32")):
+        with T.Kernel(1, threads=256):
+            Q_s = T.alloc_shared((block_H, dim), "float16")
+            K_s = T.alloc_shared((block_N, dim), "float16")
+            s = T.alloc_fragment((block_H, block_N), "float32")
+            m = T.alloc_fragment((block_H,), "float32")
+            total = T.alloc_fragment((block_H,), "float32")
+            part = T.alloc_fragment((block_H,), "float32")
+            T.copy(Q, Q_s)
+            T.fill(total, 0)
+            for k in T.Pipelined(n_blocks, num_stages=2):
+                T.copy(K[k * block_N, 0], K_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                T.reduce_max(s, m, dim=1)
+                for i, j in T.Parallel(block_H, block_N):
+                    s[i, j] = T.exp2((s[i, j] - m[i]) * 0.0625)
+                T.reduce_sum(s, part, dim=1)
+                for i in T.Parallel(block_H):
+                    total[i] += part[i]
+            T.copy(total, Out)
+    return main
+
+
+def _row_softmax_sums_reference(q, k, block_N=64):
+    s = (q.double() @ k.double().T).reshape(q.shape[0], -1, block_N)
+    return torch.exp2((s - s.amax(-1, keepdim=True)) * 0.0625).sum(-1).sum(-1)
+
+
+def test_a_reduction_inside_the_consumers_waits_for_the_consumers_only(ptxas):
+    ptx = tilejit.compile(row_softmax_sums(), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "setmaxnreg.inc" in ptx              # warp-specialized
+    consumers = ptx[ptx.index("setmaxnreg.inc"):]
+    # every barrier of the consumers (the reductions' exchanges included) is named
+    # barrier 1 of their 256 threads: barrier 0 would wait for the producer
+    barriers = re.findall(r"(?:bar|barrier)\.sync\s+(\d+)(?:,\s*(\d+))?;", consumers)
+    assert len(barriers) >= 4 and set(barriers) == {("1", "256")}, barriers
+    ptxas(ptx, "sm_90a")
+
+
+def test_a_reduction_inside_the_consumers_simulated():
+    q, k = torch.randn(64, 128).half(), torch.randn(64 * 16, 128).half()
+    out = tilejit.compile(row_softmax_sums(), out_idx=-1, target="sim")(q, k)
+    torch.testing.assert_close(out.double(), _row_softmax_sums_reference(q, k), rtol=2e-3,
+                               atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_a_reduction_inside_the_consumers_on_the_gpu():
+    q, k = torch.randn(64, 128).half(), torch.randn(64 * 16, 128).half()
+    kernel = tilejit.compile(row_softmax_sums(), out_idx=-1)
+    out = kernel(q.cuda(), k.cuda())
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.cpu().double(), _row_softmax_sums_reference(q, k),
+                               rtol=2e-3, atol=1e-2)
+    torch.testing.assert_close(out.cpu(), kernel(q, k), rtol=1e-4, atol=1e-3)

@@ -37,7 +37,7 @@ from tilejit.ir.plan import compute_dtype
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import numba_type
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.tiles import (block_barrier, element_offset, emit, guarded,
+from tilejit.codegen.lowering.tiles import (tile_threads_barrier, element_offset, emit, guarded,
                                             intrinsic, nonzero, owned_elements, plan, rounds,
                                             shared_base, thread_index, unflatten)
 
@@ -224,7 +224,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
             for r, p in enumerate(partial):
                 idx = builder.add(builder.mul(group, I32(size)), flats[r])
                 builder.store(p, builder.gep(base, [idx]))
-        block_barrier(builder)
+        tile_threads_barrier(builder)
         out = []
         for r in range(len(partial)):
             acc = None
@@ -232,7 +232,7 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
                 v = builder.load(builder.gep(base, [builder.add(I32(g * size), flats[r])]))
                 acc = v if acc is None else _combine(builder, op, acc, v, ctype)
             out.append(acc)
-        block_barrier(builder)
+        tile_threads_barrier(builder)
         partial = out
     for r, p in enumerate(partial):
         ptr = builder.gep(args[1], [I32(r)])
@@ -255,15 +255,15 @@ def _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch_
     scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
     base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                            ir.PointerType(context.get_data_type(scratch_ty.element), 3))
-    block_barrier(builder)
+    tile_threads_barrier(builder)
     for coords, ptr, guard in owned_elements(context, builder, src_ty, args[0]):
         with guarded(builder, guard):
             v = _load_value(context, builder, src_ty, ptr, scratch_ty.element)
             builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty, coords)]))
-    block_barrier(builder)
+    tile_threads_barrier(builder)
     inner = signature(sig.return_type, scratch_ty, *sig.args[1:])
     _reduce_memory(context, builder, inner, [base] + list(args[1:]), op, dim, clear)
-    block_barrier(builder)
+    tile_threads_barrier(builder)
 
 
 def _reduce_memory(context, builder, sig, args, op, dim, clear):
@@ -334,19 +334,19 @@ def cumsum_impl(context, builder, sig, args):
     scratch_ty = TileType("shared", scratch.dtype, scratch.shape, scratch.name)
     base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                            ir.PointerType(context.get_data_type(scratch_ty.element), 3))
-    block_barrier(builder)                      # the scratch may still be read by a previous scan
+    tile_threads_barrier(builder)       # the scratch may still be read by a previous scan
     if src_ty.kind == "fragment":
         for coords, ptr, guard in owned_elements(context, builder, src_ty, args[0]):
             with guarded(builder, guard):
                 v = _load_value(context, builder, src_ty, ptr, ctype)
                 builder.store(v, builder.gep(base, [element_offset(builder, scratch_ty,
                                                                    coords)]))
-        block_barrier(builder)
+        tile_threads_barrier(builder)
         src_ty, src_val = scratch_ty, base
     else:
         src_val = args[0]
     _scan_rows(context, builder, src_ty, src_val, scratch_ty, base, dim, reverse, op)
-    block_barrier(builder)
+    tile_threads_barrier(builder)
     if dst_ty.kind == "fragment":
         for coords, ptr, guard in owned_elements(context, builder, dst_ty, args[1]):
             with guarded(builder, guard):

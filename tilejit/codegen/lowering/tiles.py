@@ -209,6 +209,20 @@ def block_barrier(builder):
                            [I32]), [I32(0)])
 
 
+def tile_threads_barrier(builder):
+    """A barrier among the threads that run the tile operations, inside one (a
+    reduction's exchange through shared memory): the block's, or in a warp-specialized
+    kernel the consumers' named barrier 1 (``bar.sync 1, N``). Barrier 0 there would also
+    wait for the producer warpgroup, which waits for the consumers to release a stage: a
+    deadlock once the pipeline is longer than its stages."""
+    consumers = plan().ws_consumers
+    if not consumers or current_kernel().target.kind == "amdgpu":
+        block_barrier(builder)
+        return
+    builder.call(intrinsic(builder, "llvm.nvvm.barrier.sync.cnt", ir.VoidType(), [I32, I32]),
+                 [I32(1), I32(consumers)])
+
+
 def unflatten(builder, flat, extents):
     """Row-major coordinates of a flat index over ``extents`` (ints or values of the
     flat index's type, i32 or i64)."""
