@@ -200,8 +200,6 @@ _CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/T
 
 # names with a reason of their own
 REASONS = {
-    "match_any_sync": "warp matches (match.sync) are not built",
-    "match_all_sync": "warp matches (match.sync) are not built",
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
 
     "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",

@@ -4,7 +4,8 @@ bitor(value)`` (every lane of the warp gets the reduction of the warp's 32 value
 src_lane, width=32)`` (a lane reads the value of another lane of its ``width``-lane
 segment; ``shfl_down``/``shfl_up`` past the segment's end keep the lane's own value),
 as TileLang spells them; the votes ``T.any_sync | all_sync | ballot_sync(predicate,
-mask=0xFFFFFFFF)``, ``T.ballot(predicate)``, ``T.activemask()``, the block barriers
+mask=0xFFFFFFFF)``, ``T.ballot(predicate)``, ``T.activemask()``, the matches
+``T.match_any_sync | match_all_sync(value, mask=0xFFFFFFFF)``, the block barriers
 that reduce a predicate ``T.syncthreads_count | syncthreads_and | syncthreads_or
 (predicate)`` and the bit searches ``T.__ffs(value)``, ``T.__fns(mask, base, offset)``.
 
@@ -90,6 +91,19 @@ def ballot_sync(predicate, mask=FULL_MASK):
 def ballot(predicate):
     """``T.ballot_sync(predicate)`` over the whole warp."""
     return meaning("ballot")(predicate)
+
+
+def match_any_sync(value, mask=FULL_MASK):
+    """A uint32 whose bit ``n`` is set when lane ``n`` is in ``mask`` and its ``value``
+    equals this lane's (``match.any.sync``; an integer or float value of 32 or 64 bits,
+    compared bit for bit)."""
+    return meaning("match_any_sync")(value, mask)
+
+
+def match_all_sync(value, mask=FULL_MASK):
+    """``mask`` (a uint32) when every lane of ``mask`` has the same ``value``, else 0
+    (``match.all.sync``; TileLang drops its predicate output: it is ``result != 0``)."""
+    return meaning("match_all_sync")(value, mask)
 
 
 def activemask():

@@ -12,9 +12,12 @@ The votes (``T.any_sync``, ``T.all_sync``, ``T.ballot_sync``) run over the lanes
 their mask, as ``vote.sync`` does: a lane whose mask does not name it, or a lane of some
 calling lane's mask that does not call the vote with the same mask, is a
 ``ThreadCodeError`` (undefined on the GPU); bits of lanes outside the mask are 0 in a
-ballot. ``T.activemask()`` names the lanes of the warp that run it (those of the
-branches taken: the largest set the GPU may report). The predicate block barriers
-(``T.syncthreads_count|and|or``) must be reached by every thread of the block.
+ballot. The matches (``T.match_any_sync``, ``T.match_all_sync``) run over their mask in
+the same way and compare the lanes' values bit for bit (a float's bits, so NaNs of the
+same bits match and 0.0 does not match -0.0). ``T.activemask()`` names the lanes of the
+warp that run it (those of the branches taken: the largest set the GPU may report). The
+predicate block barriers (``T.syncthreads_count|and|or``) must be reached by every thread
+of the block.
 """
 from __future__ import annotations
 
@@ -164,6 +167,41 @@ MEANINGS = {
     "all_sync": _vote("all_sync", lambda bits, p: (p == bits).all(1), np.int32),
     "ballot_sync": _vote("ballot_sync", _ballot_bits, np.uint64),
 }
+
+
+def _match_bits(value, name):
+    """The bits of a match's value: an integer or float of 32 or 64 bits."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf" or array.dtype.itemsize not in (4, 8):
+        if type(value) is int:
+            array = np.asarray(value, np.int64 if not -2**31 <= value < 2**31 else np.int32)
+        elif type(value) is float:
+            array = np.asarray(value, np.float32)
+        else:
+            raise TypeError(f"T.{name} takes an integer or float of 32 or 64 bits, got "
+                            f"{array.dtype}")
+    return array.view(f"u{array.dtype.itemsize}")
+
+
+def _match(name, all_lanes):
+    def match(value, mask=FULL):
+        v, active, uniform = _block(_match_bits(value, name), name)
+        masks = np.broadcast_to(np.asarray(mask, dtype=np.int64) & FULL, v.shape)
+        bits, base = _members(masks, active, name)
+        lanes = np.minimum(base[:, None] + np.arange(WARP), v.shape[0] - 1)
+        same = (v[lanes] == v[:, None]) & bits
+        if all_lanes:
+            out = np.where((same == bits).all(1), masks, 0)
+        else:
+            out = (same.astype(np.uint64) << np.arange(WARP, dtype=np.uint64)).sum(1, np.uint64)
+        out = np.where(active, out, 0).astype(np.uint32)
+        return out[0] if uniform else out
+    match.__name__ = name
+    return match
+
+
+MEANINGS["match_any_sync"] = _match("match_any_sync", all_lanes=False)
+MEANINGS["match_all_sync"] = _match("match_all_sync", all_lanes=True)
 
 
 def ballot(predicate):

@@ -128,6 +128,25 @@ def _register_votes():
     lower(T.ballot_sync, types.Any, types.Any)(ballot)
     lower(T.ballot, types.Any)(lambda c, b, s, a: ballot(c, b, s, a, "ballot"))
 
+    for fn, mode in ((T.match_any_sync, "any"), (T.match_all_sync, "all")):
+        def match(context, builder, sig, args, mode=mode, fn=fn):
+            _whole_cuda_warps(fn.__name__, "warp matches")
+            value = args[0]
+            if isinstance(value.type, (ir.FloatType, ir.DoubleType)):
+                value = builder.bitcast(value, ir.IntType(
+                    64 if isinstance(value.type, ir.DoubleType) else 32))
+            width = value.type.width
+            mask = _mask(builder, sig, args)
+            if mode == "any":
+                found = intrinsic(builder, f"llvm.nvvm.match.any.sync.i{width}", I32,
+                                  [I32, value.type])
+                return builder.call(found, [mask, value])
+            found = intrinsic(builder, f"llvm.nvvm.match.all.sync.i{width}p",
+                              ir.LiteralStructType([I32, I1]), [I32, value.type])
+            return builder.extract_value(builder.call(found, [mask, value]), 0)
+        lower(fn, types.Any)(match)
+        lower(fn, types.Any, types.Any)(match)
+
     @lower(T.activemask)
     def activemask(context, builder, sig, args):
         _whole_cuda_warps("activemask", "warp votes")

@@ -632,6 +632,29 @@ class _PredicateOp(AbstractTemplate):
         return signature(result, _vote_predicate(args[0], what))
 
 
+class _WarpMatch(AbstractTemplate):
+    """``T.match_any_sync|match_all_sync(value, mask)`` → uint32; the value an integer or
+    float of 32 or 64 bits."""
+
+    def generic(self, args, kws):
+        what = self.key.__name__
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError(f"T.{what}(value, mask=0xFFFFFFFF) takes 1 or 2 "
+                                     f"positional arguments")
+        value = types.unliteral(args[0])
+        if isinstance(value, types.Integer) and value.bitwidth < 32:
+            value = types.int32
+        if isinstance(value, WeakFloat):
+            value = types.float32
+        if not (isinstance(value, (types.Integer, types.Float))
+                and value.bitwidth in (32, 64)):
+            raise errors.TypingError(f"T.{what} takes an integer or float of 32 or 64 bits, "
+                                     f"got {args[0]}")
+        if len(args) == 2 and not isinstance(args[1], types.Integer):
+            raise errors.TypingError(f"T.{what}: the mask is an integer, got {args[1]}")
+        return signature(types.uint32, value, *[types.int64] * (len(args) - 1))
+
+
 @infer_global(T.activemask)
 class _ActiveMask(AbstractTemplate):
     def generic(self, args, kws):
@@ -667,5 +690,7 @@ class _FindNthSet(AbstractTemplate):
 
 for _fn in (T.any_sync, T.all_sync, T.ballot_sync):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpVote,), {}))
+for _fn in (T.match_any_sync, T.match_all_sync):
+    infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpMatch,), {}))
 for _fn in (T.ballot, T.syncthreads_count, T.syncthreads_and, T.syncthreads_or):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_PredicateOp,), {}))
