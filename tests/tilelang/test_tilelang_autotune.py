@@ -327,3 +327,50 @@ def test_tilelang_profile_options_on_the_gpu():
     timed_both = _profiled_matmul(skip_check=True)
     timed_both(256, 256, 256, wrong_k64=True)
     assert all(ms is not None for _, ms, _ in timed_both.timings)
+
+
+# -- a config's own pass_configs (TileLang's per-config compile options) -------------------
+_WS = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+
+
+def _configs_with_pass_configs():
+    return [{"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3,
+             "pass_configs": {_WS: True}},
+            {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3}]
+
+
+def test_a_configs_pass_configs_compile_that_config():
+    tuned = autotune(configs=_configs_with_pass_configs(), warmup=1, rep=2)(matmul.program)
+    kernel = tuned(256, 256, 256, __return_kernel=True)        # TileLang's keyword, taken
+    assert tuned.best_config == _configs_with_pass_configs()[0]
+    # the first config turns warp specialization off; the second (the program's own
+    # options) keeps it: the PTX on sm_90a tells them apart
+    assert "setmaxnreg" not in kernel.get_kernel_source(arch="sm_90a")
+    plain = matmul.program(256, 256, 256, block_M=64, block_N=64, block_K=32, num_stages=3)
+    assert "setmaxnreg" in plain.get_kernel_source(arch="sm_90a")
+    a = torch.randn(256, 256, dtype=torch.float16)
+    b = torch.randn(256, 256, dtype=torch.float16)
+    torch.testing.assert_close(kernel(a, b), plain(a, b))
+    # one program per set of extra options, kept
+    assert matmul.program.with_pass_configs({_WS: True}) is \
+        matmul.program.with_pass_configs({_WS: True})
+    assert matmul.program.with_pass_configs({}) is matmul.program
+
+
+def test_a_configs_pass_configs_must_be_a_dict():
+    bad = [{"block_M": 64, "pass_configs": [_WS]}]
+    with pytest.raises(ValueError, match="pass_configs: expected a dict of PassConfigKey "
+                                         "values, got list"):
+        autotune(configs=bad)(matmul.program)(128, 128, 128)
+
+
+@pytest.mark.gpu
+def test_a_configs_pass_configs_on_the_gpu():
+    tuned = autotune(configs=_configs_with_pass_configs(), warmup=1, rep=3)(matmul.program)
+    a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    with set_autotune_inputs(a, b):
+        kernel = tuned(512, 512, 512)
+    assert all(ms is not None for _, ms, _ in tuned.timings)
+    ref = a.double() @ b.double()
+    assert (kernel(a, b).double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())

@@ -11,7 +11,9 @@ autotune`` and ``@tilelang.autotune`` both work once the imports name tilejit).
   arguments and returns the compiled kernel of the best one. Inputs: those given by
   ``with set_autotune_inputs(a, b):``, else random tensors made from the prim_func's
   annotations (which then need static shapes, as in TileLang). ``configs`` may also be
-  a function of the factory's arguments returning the list (TileLang's form).
+  a function of the factory's arguments returning the list (TileLang's form), and a
+  config may carry its own ``"pass_configs"`` (compile options over the program's:
+  ``{"block_M": 128, "pass_configs": {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}}``).
 
 On a GPU each config is run, its results compared with the first valid config's,
 and timed with ``tilejit.testing.do_bench`` (CUDA events); the fastest is kept in memory
@@ -44,7 +46,7 @@ from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check
                                      json_config, plain_value, progress, skippable_errors,
                                      timed, snapshot)
 from tilejit.tilelang.classic import ClassicJit
-from tilejit.tilelang.jit import JitFunction
+from tilejit.tilelang.jit import JitFunction, pass_config_options
 
 from tilejit.tilelang import autotuner_class as param
 from tilejit.tilelang.autotuner_class import (AutoTuner, AutotuneResult, CompileArgs,
@@ -197,15 +199,22 @@ class ClassicAutotuner:
             if not isinstance(config, dict):
                 raise ValueError(f"@tilejit.autotune configs: each config is a dict of "
                                  f"{self.__name__}'s parameters, got {config!r:.200}")
-            for name in (n for n in config if n not in self.params):
+            extra = config.get("pass_configs", {})
+            if not isinstance(extra, dict):
+                raise ValueError(f"@tilejit.autotune config {config!r:.200}: pass_configs: "
+                                 f"expected a dict of PassConfigKey values, got "
+                                 f"{type(extra).__name__}")
+            pass_config_options(dict(extra))       # unknown keys: as @tilejit.jit's
+            for name in (n for n in config if n not in self.params and n != "pass_configs"):
                 raise ValueError(f"@tilejit.autotune config {config!r}: {name!r} is not a "
                                  f"parameter of {self.__name__} (parameters: "
                                  f"{', '.join(self.params)})")
         return [dict(c) for c in configs]
 
     def __call__(self, *args, **kwargs):
+        kwargs.pop("__return_kernel", None)     # TileLang's; the kernel is what returns
         configs = self.configs or self._checked(self._configs_for(args, kwargs))
-        tuned = {n for c in configs for n in c}
+        tuned = {n for c in configs for n in c if n != "pass_configs"}
         if any(n in tuned for n in list(self.params[:len(args)]) + list(kwargs)):
             # TileLang's rule: tuned values given explicitly skip the tuning, and the
             # factory compiles with them (its defaults for the others)
@@ -222,7 +231,14 @@ class ClassicAutotuner:
                     self._store.store(key, {"config": json_config(config),
                                             "index": configs.index(config)})
         self.best_config = config
-        return self.program(*args, **kwargs, **config)
+        return self._run(config, args, kwargs)
+
+    def _run(self, config, args, kwargs):
+        """The program of ``config``: its parameters, and its own ``"pass_configs"`` (a
+        TileLang config may carry them) over the program's."""
+        params = {k: v for k, v in config.items() if k != "pass_configs"}
+        return self.program.with_pass_configs(config.get("pass_configs"))(
+            *args, **kwargs, **params)
 
     # -- where and under which key ------------------------------------------------------
     def _device(self, inputs) -> str:
@@ -294,7 +310,7 @@ class ClassicAutotuner:
                     continue
                 ms, valid = None, False
                 try:
-                    kernel = self.program(*args, **kwargs, **config)
+                    kernel = self._run(config, args, kwargs)
                     if bench is None:
                         kernel.get_kernel_source(arch=arch, tensors=inputs)
                         chosen, valid, note = index, True, SIMULATION_NOTE

@@ -433,6 +433,22 @@ class ClassicJit:
         arguments (the same as calling the factory)."""
         return self(*args, **kwargs)
 
+    def with_pass_configs(self, pass_configs) -> "ClassicJit":
+        """This program with ``pass_configs`` over its own (an autotune config's
+        ``"pass_configs"`` entry); the same program when there are none. Each set of
+        extra configs is one program, kept, with its own compiled kernels."""
+        if not pass_configs:
+            return self
+        if not isinstance(pass_configs, dict):
+            raise TypeError(f"{self.__name__}: pass_configs: expected a dict of "
+                            f"PassConfigKey values, got {type(pass_configs).__name__}")
+        key = tuple(sorted((str(k), repr(v)) for k, v in pass_configs.items()))
+        variants = self.__dict__.setdefault("_variants", {})
+        if key not in variants:
+            variants[key] = ClassicJit(self.factory, out_idx=self.out_idx, target=self.target,
+                                       pass_configs={**self.pass_configs, **pass_configs})
+        return variants[key]
+
     def par_compile(self, configs, num_workers=None, ignore_error=False):
         """TileLang's ``kernel.par_compile(configs)``: the program for each config (a tuple
         of the factory's positional arguments, or a dict of keywords), in order. Each is
