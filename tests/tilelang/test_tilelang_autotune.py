@@ -374,3 +374,23 @@ def test_a_configs_pass_configs_on_the_gpu():
     assert all(ms is not None for _, ms, _ in tuned.timings)
     ref = a.double() @ b.double()
     assert (kernel(a, b).double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())
+
+
+def test_do_not_specialize_reuses_the_config_and_builds_for_the_call():
+    tuned = autotune(configs=_matmul_configs, do_not_specialize=["K"])(matmul.program)
+    with pytest.warns(AutotuneWarning):
+        first = tuned(128, 64, 64)
+    assert len(tuned._tuner_cache) == 1                    # TileLang's attribute
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # not tuned again
+        second = tuned(128, 64, K=128)
+    assert len(tuned._tuner_cache) == 1 and second is not first
+    a = torch.randn(128, 128, dtype=torch.float16)
+    b = torch.randn(128, 64, dtype=torch.float16)
+    ref = a.double() @ b.double()                           # built for K = 128
+    assert (second(a, b).double() - ref).abs().max().item() < 1e-2 * (1 + ref.abs().max().item())
+    with pytest.warns(AutotuneWarning):
+        tuned(256, 64, 64)                                  # M is specialized on
+    assert len(tuned._tuner_cache) == 2
+    tuned(128, 64, 64, block_M=64, block_N=64, block_K=32)  # explicit: a key of its own
+    assert len(tuned._tuner_cache) == 3

@@ -15,6 +15,10 @@ autotune`` and ``@tilelang.autotune`` both work once the imports name tilejit).
   config may carry its own ``"pass_configs"`` (compile options over the program's:
   ``{"block_M": 128, "pass_configs": {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}}``).
 
+``do_not_specialize=["N", ...]``: calls that differ only in those factory arguments reuse
+the config tuned first (``_tuner_cache``, as TileLang names it, holds one per call key);
+the program is still built for each call's own arguments.
+
 On a GPU each config is run, its results compared with the first valid config's,
 and timed with ``tilejit.testing.do_bench`` (CUDA events); the fastest is kept in memory
 and on disk (``DiskCache("autotune")``). In simulation (no CUDA device, or tensors in
@@ -175,6 +179,11 @@ class ClassicAutotuner:
         self.best_config: dict | None = None
         self.timings: list = []
         self._best: dict = {}
+        # TileLang's ``_tuner_cache``: per call (the factory's arguments, those named by
+        # ``do_not_specialize`` left out), the config it runs with; a call with the same
+        # key reuses it without looking for inputs or the disk cache (the program is
+        # still built for the call's own arguments)
+        self._tuner_cache: dict = {}
         self._lock = threading.Lock()
         self._store = DiskCache("autotune")
         self._fingerprint = None
@@ -213,11 +222,16 @@ class ClassicAutotuner:
 
     def __call__(self, *args, **kwargs):
         kwargs.pop("__return_kernel", None)     # TileLang's; the kernel is what returns
+        call = self._call_key(args, kwargs)
+        if call is not None and call in self._tuner_cache:
+            return self._run(self._tuner_cache[call], args, kwargs)
         configs = self.configs or self._checked(self._configs_for(args, kwargs))
         tuned = {n for c in configs for n in c if n != "pass_configs"}
         if any(n in tuned for n in list(self.params[:len(args)]) + list(kwargs)):
             # TileLang's rule: tuned values given explicitly skip the tuning, and the
             # factory compiles with them (its defaults for the others)
+            if call is not None:
+                self._tuner_cache[call] = {}
             return self.program(*args, **kwargs)
         inputs = getattr(_INPUTS, "tensors", None)
         device = self._device(inputs)
@@ -231,7 +245,25 @@ class ClassicAutotuner:
                     self._store.store(key, {"config": json_config(config),
                                             "index": configs.index(config)})
         self.best_config = config
+        if call is not None:
+            self._tuner_cache[call] = config
         return self._run(config, args, kwargs)
+
+    def _call_key(self, args, kwargs):
+        """The call's key in ``_tuner_cache``: its factory arguments by name (defaults
+        applied), less ``do_not_specialize``'s; None when they cannot key a dict."""
+        try:
+            bound = inspect.signature(self.program.factory).bind(*args, **kwargs)
+        except TypeError:
+            return None                     # the factory's own error, at the call
+        bound.apply_defaults()
+        key = tuple(sorted((k, v) for k, v in bound.arguments.items()
+                           if k not in self.do_not_specialize))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def _run(self, config, args, kwargs):
         """The program of ``config``: its parameters, and its own ``"pass_configs"`` (a
