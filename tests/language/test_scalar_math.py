@@ -7,7 +7,6 @@ isfinite, copysign, popcount, clz and the bit operations (language/scalar_math.p
 3. PTX for float32, float16 and bfloat16 on sm_80 and sm_90a, assembled by ptxas;
 4. on the GPU: against torch's float64 functions and the simulator.
 """
-import ctypes
 import re
 
 import numpy as np
@@ -16,6 +15,7 @@ import pytest
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
+from host_math import HostRoutines, ulps as _ulps
 
 ARCHS = ("sm_80", "sm_90a")
 ROWS = ("sin", "cos", "tan", "exp10", "log10", "log1p", "trunc", "nearbyint", "round_even",
@@ -131,67 +131,11 @@ def test_an_unknown_rounding_mode_is_an_error():
 
 # -- 2. the GPU routines on the host -------------------------------------------------------
 
-class _Host:
-    """``build(builder, x)`` for each name compiled for this CPU, with an array loop."""
-
-    def __init__(self, builds, ty):
-        import llvmlite.binding as ll
-        from llvmlite import ir
-        ll.initialize_native_target()
-        ll.initialize_native_asmprinter()
-        module = ir.Module("host_scalar_math")
-        module.triple = ll.get_process_triple()
-        i64, ptr = ir.IntType(64), ty.as_pointer()
-        for name, build in builds.items():
-            f = ir.Function(module, ir.FunctionType(ty, [ty]), f"m_{name}")
-            b = ir.IRBuilder(f.append_basic_block())
-            b.ret(build(b, f.args[0]))
-            loop = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64]),
-                               f"a_{name}")
-            xs, out, n = loop.args
-            entry, body, done = (loop.append_basic_block(s) for s in ("e", "b", "d"))
-            b = ir.IRBuilder(entry)
-            b.cbranch(b.icmp_signed(">", n, i64(0)), body, done)
-            b = ir.IRBuilder(body)
-            i = b.phi(i64)
-            i.add_incoming(i64(0), entry)
-            b.store(b.call(f, [b.load(b.gep(xs, [i]))]), b.gep(out, [i]))
-            nxt = b.add(i, i64(1))
-            i.add_incoming(nxt, body)
-            b.cbranch(b.icmp_signed("<", nxt, n), body, done)
-            ir.IRBuilder(done).ret_void()
-        llmod = ll.parse_assembly(str(module))
-        llmod.verify()
-        tm = ll.Target.from_default_triple().create_target_machine(opt=2)
-        self.engine = ll.create_mcjit_compiler(llmod, tm)
-        self.engine.finalize_object()
-        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-        self.fns = {n: proto(self.engine.get_function_address(f"a_{n}")) for n in builds}
-        self.dtype = np.float32 if str(ty) == "float" else np.float64
-
-    def __call__(self, name, x):
-        x = np.ascontiguousarray(x, self.dtype)
-        out = np.empty_like(x)
-        self.fns[name](x.ctypes.data, out.ctypes.data, x.size)
-        return out
-
-
-def _ulps(got, ref):
-    """Distance in float32 ulps of ``got`` from the float64 ``ref`` (0 where ``got`` is
-    ``ref`` rounded to float32, infinities and NaN included)."""
-    with np.errstate(all="ignore"):
-        ref32 = ref.astype(np.float32)
-        spacing = np.spacing(np.abs(ref32)).astype(np.float64)
-        d = np.abs(got.astype(np.float64) - ref) / spacing
-    same = (got == ref32) | (np.isnan(got) & np.isnan(ref))
-    return np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
-
-
 @pytest.fixture(scope="module")
 def host():
     from tilejit.codegen.lowering import math as M
     from tilejit.codegen.lowering.scalar_math import FLOAT_UNARY
-    return _Host(FLOAT_UNARY, M.F32)
+    return HostRoutines(FLOAT_UNARY, M.F32)
 
 
 def _trig_inputs():

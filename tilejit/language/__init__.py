@@ -60,9 +60,9 @@ from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.v
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
-    bitwise_and, bitwise_not, bitwise_or, bitwise_xor, clz, copysign, cos, exp10, isfinite,
-    isinf, isnan, log10, log1p, nearbyint, popcount, round, shift_left, shift_right, sin,
-    tan, trunc)
+    acos, acosh, asin, asinh, atan, atan2, atanh, bitwise_and, bitwise_not, bitwise_or,
+    bitwise_xor, clz, copysign, cos, cosh, exp10, hypot, isfinite, isinf, isnan, log10,
+    log1p, nearbyint, popcount, round, shift_left, shift_right, sin, sinh, tan, trunc)
 from tilejit.language import math_intrinsics as _math_intrinsics
 from tilejit.language.math_intrinsics import (  # noqa: F401  (T.<name>)
     __cos, __exp, __exp10, __log, __log10, __log2, __sin, __tan, ieee_add, ieee_fdiv,

@@ -1,5 +1,6 @@
 """More of TileLang's scalar math (its TIR operations): trigonometry, exp10 / log10 /
-log1p, rounding, classification, sign transfer and bit operations.
+log1p, the hyperbolic and inverse trigonometric functions, atan2 and hypot, rounding,
+classification, sign transfer and bit operations.
 
 The simulator's meanings are in ``sim/scalar_math.py``; the GPU code in
 ``codegen/lowering/trig.py`` (sin, cos, tan) and ``codegen/lowering/scalar_math.py``.
@@ -59,6 +60,58 @@ def round(x, rounding_mode="ties-to-even"):  # noqa: A001 - TileLang's name
     """x rounded to the nearest integer, as a float: ties to even (TileLang's default)
     or ``"ties-away-from-zero"`` (C's ``round``)."""
     return meaning("round")(x, rounding_mode)
+
+
+def sinh(x):
+    """Hyperbolic sine (float32 and the half types, computed in float64: within an ulp)."""
+    return meaning("sinh")(x)
+
+
+def cosh(x):
+    """Hyperbolic cosine; as ``T.sinh``."""
+    return meaning("cosh")(x)
+
+
+def asin(x):
+    """Arcsine, in [−π/2, π/2]; NaN outside [−1, 1]. As ``T.sinh``."""
+    return meaning("asin")(x)
+
+
+def acos(x):
+    """Arccosine, in [0, π]; NaN outside [−1, 1]. As ``T.sinh``."""
+    return meaning("acos")(x)
+
+
+def atan(x):
+    """Arctangent, in [−π/2, π/2]. As ``T.sinh``."""
+    return meaning("atan")(x)
+
+
+def asinh(x):
+    """Inverse hyperbolic sine. As ``T.sinh``."""
+    return meaning("asinh")(x)
+
+
+def acosh(x):
+    """Inverse hyperbolic cosine; NaN below 1. As ``T.sinh``."""
+    return meaning("acosh")(x)
+
+
+def atanh(x):
+    """Inverse hyperbolic tangent; ±inf at ±1, NaN outside [−1, 1]. As ``T.sinh``."""
+    return meaning("atanh")(x)
+
+
+def atan2(y, x):
+    """The angle of the point (x, y), in [−π, π], with C99's special cases (signed zeros
+    and infinities). As ``T.sinh``."""
+    return meaning("atan2")(y, x)
+
+
+def hypot(x, y):
+    """√(x² + y²) without overflow or underflow in between (inf when either is infinite).
+    As ``T.sinh``."""
+    return meaning("hypot")(x, y)
 
 
 def isnan(x):
@@ -121,11 +174,15 @@ def shift_right(a, n):
     return a >> n
 
 
-FLOAT_UNARY = ("sin", "cos", "tan", "exp10", "log10", "log1p", "trunc", "nearbyint")
+# computed in float64 for float32 (float64 operands refused)
+ELEMENTARY = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
+ELEMENTARY_BINARY = ("atan2", "hypot")
+FLOAT_UNARY = ("sin", "cos", "tan", "exp10", "log10", "log1p", "trunc", "nearbyint",
+               *ELEMENTARY)
 CLASSIFY = ("isnan", "isinf", "isfinite")
 BIT_COUNTS = ("popcount", "clz")
 # the front end's spelling of each bit operation: T.<name>(a, b) -> a <op> b
 OPERATORS = {"bitwise_and": "BitAnd", "bitwise_or": "BitOr", "bitwise_xor": "BitXor",
              "shift_left": "LShift", "shift_right": "RShift"}
-NAMES = FLOAT_UNARY + CLASSIFY + BIT_COUNTS + ("round", "copysign", "bitwise_not",
-                                               *OPERATORS)
+NAMES = FLOAT_UNARY + CLASSIFY + BIT_COUNTS + ELEMENTARY_BINARY + (
+    "round", "copysign", "bitwise_not", *OPERATORS)

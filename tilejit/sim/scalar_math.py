@@ -1,11 +1,12 @@
 """What ``language/scalar_math.py``'s functions mean in the simulator: numpy, in the
 operands' type as ``semantics._math`` computes (float16 in float32, rounded back).
 
-sin, cos and tan are computed in float64 and rounded to float32, then to the operand's
-type: the GPU computes them in double arithmetic after an exact reduction and rounds
-the same way, so the two agree to the last bit but for the rare result that falls on a
-rounding boundary of float64's. They take float32 and the half types; float64 is a
-``TypeError`` here as it is a compile error on the GPU.
+sin, cos and tan (and the hyperbolic and inverse trigonometric functions, atan2 and
+hypot) are computed in float64 and rounded to float32, then to the operand's type: the
+GPU computes them in double arithmetic (after an exact reduction, for the trigonometry)
+and rounds the same way, so the two agree to the last bit but for the rare result that
+falls on a rounding boundary of float64's. They take float32 and the half types; float64
+is a ``TypeError`` here as it is a compile error on the GPU.
 """
 from __future__ import annotations
 
@@ -74,7 +75,28 @@ def _classify(fn):
     return run
 
 
+def _in_double(name, fn):
+    """float32 and the half types computed in float64 and rounded to float32, then to
+    the operand's type, as the GPU does; float64 a ``TypeError`` as on the GPU."""
+    def run(*xs):
+        compute, out = _math_dtypes(*xs)
+        if compute == np.float64:
+            raise TypeError(f"T.{name}: float64 is not supported (float32, float16 and "
+                            f"bfloat16 are)")
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(*(np.asarray(x, dtype=np.float64) for x in xs)))
+            r = r.astype(np.float32).astype(out)
+        return r[()] if r.ndim == 0 else r
+    run.__name__ = name
+    return run
+
+
+_ELEMENTARY = {"sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
+               "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
+               "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot}
+
 MEANINGS = {
+    **{name: _in_double(name, fn) for name, fn in _ELEMENTARY.items()},
     "sin": _trig("sin", np.sin), "cos": _trig("cos", np.cos), "tan": _trig("tan", np.tan),
     "exp10": lambda x: _math(lambda a: np.power(a.dtype.type(10), a), x),
     "log10": lambda x: _math(np.log10, x),

@@ -42,4 +42,4 @@ def load_rules():
     from tilejit.codegen.lowering import cluster, warp  # noqa: F401
     from tilejit.codegen.lowering import mma_sync  # noqa: F401
     from tilejit.codegen.lowering import scalar_math  # noqa: F401
-    from tilejit.codegen.lowering import math_intrinsics  # noqa: F401
+    from tilejit.codegen.lowering import elementary, math_intrinsics  # noqa: F401

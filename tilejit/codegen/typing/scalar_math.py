@@ -8,14 +8,16 @@ from numba.core.typing import signature
 from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
-from tilejit.language.scalar_math import BIT_COUNTS, CLASSIFY, FLOAT_UNARY, ROUNDING_MODES
+from tilejit.language.scalar_math import (BIT_COUNTS, CLASSIFY, ELEMENTARY,
+                                          ELEMENTARY_BINARY, FLOAT_UNARY, ROUNDING_MODES)
 from tilejit.codegen.typing.templates import _common, _math_result, _UnaryMath, infer_global
 
-TRIG = ("sin", "cos", "tan")
+# computed in float64 for float32: float64 itself is not built
+NO_DOUBLE = ("sin", "cos", "tan", *ELEMENTARY, *ELEMENTARY_BINARY)
 
 
 def _no_double(name, ty):
-    if name in TRIG and ty == types.float64:
+    if name in NO_DOUBLE and ty == types.float64:
         raise errors.TypingError(f"T.{name}: float64 is not supported (float32, float16 and "
                                  f"bfloat16 are)")
     return ty
@@ -73,7 +75,21 @@ class CopysignTemplate(AbstractTemplate):
         return signature(ret, ret, ret)
 
 
+class _ElementaryBinary(AbstractTemplate):
+    """``T.atan2(y, x)`` and ``T.hypot(x, y)``: two values of their common float type."""
+
+    def generic(self, args, kws):
+        name = self.key.__name__
+        if kws or len(args) != 2:
+            raise errors.TypingError(f"T.{name} takes two values, got {len(args)}")
+        ret = _no_double(name, _math_result(_common(args, f"T.{name}")))
+        return signature(ret, ret, ret)
+
+
 def _register():
+    for name in ELEMENTARY_BINARY:
+        fn = getattr(T, name)
+        infer_global(fn)(type(f"{name.title()}Template", (_ElementaryBinary,), {"key": fn}))
     for names, base in ((FLOAT_UNARY, _FloatUnary), (CLASSIFY, _Classify),
                         (BIT_COUNTS, _BitCount)):
         for name in names:
