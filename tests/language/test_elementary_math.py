@@ -1,10 +1,10 @@
-"""T.sinh, cosh, asin, acos, atan, asinh, acosh, atanh, atan2 and hypot
+"""T.sinh, cosh, asin, acos, atan, asinh, acosh, atanh, atan2, hypot and fmod
 (language/scalar_math.py, codegen/lowering/elementary.py).
 
 1. simulation against numpy's float64 functions, and float64 refused on both targets;
 2. accuracy of the GPU routines without a GPU: the IR builders compiled for this CPU
-   (tests/support/host_math.py) against float64, within an ulp, special values
-   included;
+   (tests/support/host_math.py) against float64, within an ulp (fmod: bit for bit),
+   special values included;
 3. PTX for float32, float16 and bfloat16 on sm_80 and sm_90a, assembled by ptxas;
 4. on the GPU: against float64 references and the simulator.
 """
@@ -19,7 +19,8 @@ from host_math import HostRoutines, ulps
 UNARY = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
 NUMPY = {"sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
          "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
-         "atan2": np.arctan2, "hypot": np.hypot}
+         "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod}
+ROWS = UNARY + ("atan2", "hypot", "fmod")
 
 
 @tilejit.kernel
@@ -40,12 +41,14 @@ def elementary(X, Y, R):
                 R[7, k] = T.atanh(x)
                 R[8, k] = T.atan2(Y[k], x)
                 R[9, k] = T.hypot(x, Y[k])
+                R[10, k] = T.fmod(x, Y[k])
 
 
 def _reference(x, y):
     with np.errstate(all="ignore"):
         xd, yd = x.astype(np.float64), y.astype(np.float64)
-        return np.array([NUMPY[n](xd) for n in UNARY] + [np.arctan2(yd, xd), np.hypot(xd, yd)])
+        return np.array([NUMPY[n](xd) for n in UNARY] + [np.arctan2(yd, xd), np.hypot(xd, yd),
+                                                           np.fmod(xd, yd)])
 
 
 def _inputs(n=1000, seed=0):
@@ -59,17 +62,17 @@ def _inputs(n=1000, seed=0):
 
 def test_simulation_against_float64():
     x, y = _inputs()
-    r = np.zeros((10, x.size), np.float32)
+    r = np.zeros((len(ROWS), x.size), np.float32)
     tilejit.kernel(elementary.func, target="sim")(x, y, r)
     ref = _reference(x, y)
-    for row, name in enumerate(UNARY + ("atan2", "hypot")):
+    for row, name in enumerate(ROWS):
         assert (ulps(r[row], ref[row]) <= 1.0).all(), name
 
 
 @pytest.mark.parametrize("target", ["sim", "cuda"])
 def test_float64_is_refused_on_both_targets(target):
     x = np.zeros(128, np.float64)
-    r = np.zeros((10, 128), np.float64)
+    r = np.zeros((len(ROWS), 128), np.float64)
     with pytest.raises((CompileError, TypeError), match="T.sinh: float64 is not supported"):
         if target == "sim":
             tilejit.kernel(elementary.func, target="sim")(x, x, r)
@@ -136,6 +139,24 @@ def test_two_argument_functions_within_an_ulp_and_c99s_special_cases(host, name)
         assert (np.signbit(got[zeros]) == np.signbit(ref[zeros])).all()
 
 
+def test_fmod_is_exact(host):
+    rng = np.random.default_rng(2)
+    with np.errstate(all="ignore"):
+        bits = rng.integers(0, 2 ** 32, 100000, dtype=np.uint64).astype(np.uint32)
+        x = bits.view(np.float32).copy()
+        y = rng.permutation(x)
+        specials = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 3.4e38,
+                               1e-45, 2.5, -7.0])
+        sx, sy = (a.reshape(-1) for a in np.meshgrid(specials, specials))
+        x = np.concatenate([x, sx, rng.uniform(-100, 100, 5000).astype(np.float32)])
+        y = np.concatenate([y, sy, rng.uniform(-3, 3, 5000).astype(np.float32)])
+        ref = np.fmod(x, y)
+    got = host[1]("fmod", x, y)
+    same = (got.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(got) & np.isnan(ref))
+    bad = np.flatnonzero(~same)[:4]
+    assert same.all(), list(zip(x[bad], y[bad], got[bad], ref[bad]))
+
+
 # -- 3. PTX --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
@@ -143,10 +164,10 @@ def test_ptx_assembles(dtype, arch, ptxas):
     if dtype == "bfloat16":
         import torch
         x = torch.zeros(256, dtype=torch.bfloat16)
-        args = (x, x.clone(), torch.zeros((10, 256), dtype=torch.bfloat16))
+        args = (x, x.clone(), torch.zeros((len(ROWS), 256), dtype=torch.bfloat16))
     else:
         x = np.zeros(256, dtype)
-        args = (x, x.copy(), np.zeros((10, 256), dtype))
+        args = (x, x.copy(), np.zeros((len(ROWS), 256), dtype))
     ptx = elementary.compile(*args, target="cuda", arch=arch).ptx
     assert "sqrt.rn.f64" in ptx and "div.rn.f64" in ptx
     ptxas(ptx, arch)
@@ -160,9 +181,9 @@ def test_gpu_against_float64_and_the_simulator(dtype):
     x, y = _inputs(2000, seed=5)
     tdt = getattr(torch, dtype)
     tx, ty = torch.from_numpy(x).to(tdt), torch.from_numpy(y).to(tdt)
-    out = torch.zeros((10, x.size), dtype=tdt, device="cuda")
+    out = torch.zeros((len(ROWS), x.size), dtype=tdt, device="cuda")
     elementary(tx.cuda(), ty.cuda(), out)
-    sim = torch.zeros((10, x.size), dtype=tdt)
+    sim = torch.zeros((len(ROWS), x.size), dtype=tdt)
     tilejit.kernel(elementary.func, target="sim")(tx, ty, sim)
     ref = _reference(tx.float().numpy(), ty.float().numpy())
     got = out.cpu().float().numpy()

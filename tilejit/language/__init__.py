@@ -61,7 +61,7 @@ from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
     acos, acosh, asin, asinh, atan, atan2, atanh, bitwise_and, bitwise_not, bitwise_or,
-    bitwise_xor, clz, copysign, cos, cosh, exp10, hypot, isfinite, isinf, isnan, log10,
+    bitwise_xor, clz, copysign, cos, cosh, exp10, fmod, hypot, isfinite, isinf, isnan, log10,
     log1p, nearbyint, popcount, round, shift_left, shift_right, sin, sinh, tan, trunc)
 from tilejit.language import math_intrinsics as _math_intrinsics
 from tilejit.language.math_intrinsics import (  # noqa: F401  (T.<name>)

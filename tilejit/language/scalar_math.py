@@ -114,6 +114,12 @@ def hypot(x, y):
     return meaning("hypot")(x, y)
 
 
+def fmod(x, y):
+    """The remainder of x / y with the quotient truncated, exact, with x's sign (C's
+    fmod); NaN for y = 0 or an infinite x. As ``T.sinh``."""
+    return meaning("fmod")(x, y)
+
+
 def isnan(x):
     """True for a NaN."""
     return meaning("isnan")(x)
@@ -176,7 +182,7 @@ def shift_right(a, n):
 
 # computed in float64 for float32 (float64 operands refused)
 ELEMENTARY = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
-ELEMENTARY_BINARY = ("atan2", "hypot")
+ELEMENTARY_BINARY = ("atan2", "hypot", "fmod")
 FLOAT_UNARY = ("sin", "cos", "tan", "exp10", "log10", "log1p", "trunc", "nearbyint",
                *ELEMENTARY)
 CLASSIFY = ("isnan", "isinf", "isfinite")

@@ -93,7 +93,8 @@ def _in_double(name, fn):
 
 _ELEMENTARY = {"sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
                "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
-               "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot}
+               "atanh": np.arctanh, "atan2": np.arctan2, "hypot": np.hypot,
+               "fmod": np.fmod}
 
 MEANINGS = {
     **{name: _in_double(name, fn) for name, fn in _ELEMENTARY.items()},

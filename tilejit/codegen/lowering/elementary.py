@@ -1,5 +1,6 @@
 """The hyperbolic and inverse trigonometric functions (``T.sinh``, ``cosh``, ``asin``,
-``acos``, ``atan``, ``asinh``, ``acosh``, ``atanh``, ``atan2``, ``hypot``) as LLVM IR.
+``acos``, ``atan``, ``asinh``, ``acosh``, ``atanh``, ``atan2``), ``hypot`` and ``fmod``
+as LLVM IR.
 
 float32 (and the half types, through float32) is computed in float64 with the double
 routines of ``math.py`` and ``scalar_math.py`` and rounded once to float: within an ulp
@@ -15,6 +16,7 @@ the typing, as for ``T.sin``.
 - asinh: ``log1p(a + a²/(1 + √(1 + a²)))``; acosh: ``log1p(t + √(t(t + 2)))`` with
   t = x − 1 (exact); atanh: ``log1p(2x/(1 − x))/2``.
 - hypot: ``√(x² + y²)`` (the squares exact in double, no overflow).
+- fmod: exact (C's fmod), by a short loop of exact reductions in double.
 """
 from __future__ import annotations
 
@@ -142,9 +144,48 @@ def hypot(builder, x, y, fast=False):
     return _single(builder, d.sel(either_inf, math.inf, r))  # inf even with a NaN
 
 
+def fmod(builder, x, y, fast=False):
+    """C's fmod, exact: |x| reduced by multiples of |y| scaled by 2^k in double, each
+    step's quotient under 2^28 so that ``q·d`` (28 + 24 bits) and ``r − q·d`` are exact
+    (a quotient rounded up one is taken back by adding d); at most a dozen steps across
+    float's exponent range. NaN for y = 0, x infinite or a NaN; x itself where |x| < |y|."""
+    d = _E(builder, F64)
+    i64 = d.f.ity
+    xd, yd = _double(builder, x), _double(builder, y)
+    ax, ay = d.fabs(xd), d.fabs(yd)
+
+    def exponent(v):
+        return builder.and_(builder.lshr(d.bits(v), i64(52)), i64(0x7FF))
+
+    entry = builder.block
+    loop = builder.append_basic_block("fmod.loop")
+    done = builder.append_basic_block("fmod.done")
+    builder.cbranch(d.ge(ax, ay), loop, done)               # false for NaN operands
+    builder.position_at_end(loop)
+    r = builder.phi(F64)
+    r.add_incoming(ax, entry)
+    k = builder.sub(builder.sub(exponent(r), exponent(ay)), i64(26))
+    k = builder.select(builder.icmp_signed("<", k, i64(0)), i64(0), k)
+    scaled = d.from_bits(builder.add(d.bits(ay), builder.shl(k, i64(52))))   # ay·2^k
+    q = d._intrinsic("llvm.trunc.f64", d.div(r, scaled))
+    rest = d.fma(d.neg(q), scaled, r)
+    rest = d.sel(d.lt(rest, 0.0), d.add(rest, scaled), rest)
+    r.add_incoming(rest, loop)
+    tail = builder.block
+    builder.cbranch(d.ge(rest, ay), loop, done)
+    builder.position_at_end(done)
+    result = builder.phi(F64)
+    result.add_incoming(ax, entry)
+    result.add_incoming(rest, tail)
+    out = d.copysign(result, xd)
+    bad = builder.or_(builder.or_(d.eq(ay, 0.0), d.eq(ax, math.inf)),
+                      builder.or_(d.isnan(xd), d.isnan(yd)))
+    return _single(builder, d.sel(bad, d.c(math.nan), out))
+
+
 UNARY = {"sinh": sinh, "cosh": cosh, "atan": atan, "asin": asin, "acos": acos,
          "asinh": asinh, "acosh": acosh, "atanh": atanh}
-BINARY = {"atan2": atan2, "hypot": hypot}
+BINARY = {"atan2": atan2, "hypot": hypot, "fmod": fmod}
 
 
 def _register():
