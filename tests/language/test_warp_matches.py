@@ -1,8 +1,8 @@
-"""Warp matches (``T.match_any_sync``, ``T.match_all_sync``) in per-thread code, as
-TileLang writes them: in the simulator against numpy (several warps, masks, 32- and
-64-bit integers and floats compared bit for bit), their errors, the PTX (``match.any.sync``
-and ``match.all.sync``, assembled by ptxas) and, with ``-m gpu``, on the device against
-numpy and the simulator."""
+"""Warp matches (``T.match_any_sync``, ``T.match_all_sync``) and ``T.sync_warp`` in
+per-thread code, as TileLang writes them: in the simulator against numpy (several warps,
+masks, 32- and 64-bit integers and floats compared bit for bit), their errors, the PTX
+(``match.any.sync``, ``match.all.sync``, ``bar.warp.sync``, assembled by ptxas) and, with
+``-m gpu``, on the device against numpy and the simulator."""
 import numpy as np
 import pytest
 
@@ -135,3 +135,53 @@ def test_on_the_gpu(dtype):
     for k, want in _expected(v, f).items():
         np.testing.assert_array_equal(out[k].cpu().numpy(), want.astype(np.int64), err_msg=k)
         np.testing.assert_array_equal(sim[k], want.astype(np.int64), err_msg=k)
+
+
+# -- T.sync_warp ---------------------------------------------------------------------------
+@tilejit.kernel
+def warp_exchange(X, Y):
+    """Each lane writes its value to shared memory, the warp synchronizes, and each lane
+    reads its neighbour's (the protocol __syncwarp orders)."""
+    with T.Kernel(1, threads=64):
+        S = T.alloc_shared((64,), "float32")
+        tx = T.get_thread_binding()
+        S[tx] = X[tx]
+        T.sync_warp()
+        Y[tx] = S[(tx // 32) * 32 + (tx + 1) % 32]
+        T.sync_warp(0xFFFFFFFF)
+
+
+def _exchanged(x):
+    return np.concatenate([np.roll(x[:32], -1), np.roll(x[32:], -1)])
+
+
+def test_sync_warp_in_the_simulator_and_the_ptx(ptxas):
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    tilejit.kernel(warp_exchange.func, target="sim")(x, y)
+    np.testing.assert_array_equal(y, _exchanged(x))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = warp_exchange.compile(x, y, target="cuda", arch=arch).ptx
+        assert "bar.warp.sync" in ptx
+        ptxas(ptx, arch)
+
+
+@tilejit.kernel
+def sync_warp_outside_its_mask(X):
+    with T.Kernel(1, threads=32):
+        T.sync_warp(0x0000FFFF)
+
+
+def test_sync_warp_names_a_lane_outside_its_mask():
+    with pytest.raises(ThreadCodeError, match="T.sync_warp: lane 16 of warp 0 calls it with "
+                                              "mask 0x0000ffff, which does not name the lane"):
+        tilejit.kernel(sync_warp_outside_its_mask.func, target="sim")(np.zeros(1, np.int32))
+
+
+@pytest.mark.gpu
+def test_sync_warp_on_the_gpu():
+    import torch
+    x = torch.randn(64, device="cuda")
+    y = torch.zeros(64, device="cuda")
+    warp_exchange(x, y)
+    np.testing.assert_array_equal(y.cpu().numpy(), _exchanged(x.cpu().numpy()))

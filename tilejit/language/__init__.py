@@ -46,8 +46,8 @@ from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp
                                    warp_reduce_bitor, warp_reduce_max, warp_reduce_min,
                                    warp_reduce_sum)
 from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballot_sync,
-                                   match_all_sync, match_any_sync, syncthreads_and,
-                                   syncthreads_count, syncthreads_or)
+                                   match_all_sync, match_any_sync, sync_warp,
+                                   syncthreads_and, syncthreads_count, syncthreads_or)
 from tilejit.language.warp import __ffs, __fns
 from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
@@ -97,7 +97,7 @@ __all__ = [
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "any_sync", "all_sync", "ballot_sync", "ballot", "activemask", "match_any_sync",
-    "match_all_sync", "syncthreads_count",
+    "match_all_sync", "sync_warp", "syncthreads_count",
     "syncthreads_and", "syncthreads_or", "__ffs", "__fns",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",

@@ -5,7 +5,8 @@ src_lane, width=32)`` (a lane reads the value of another lane of its ``width``-l
 segment; ``shfl_down``/``shfl_up`` past the segment's end keep the lane's own value),
 as TileLang spells them; the votes ``T.any_sync | all_sync | ballot_sync(predicate,
 mask=0xFFFFFFFF)``, ``T.ballot(predicate)``, ``T.activemask()``, the matches
-``T.match_any_sync | match_all_sync(value, mask=0xFFFFFFFF)``, the block barriers
+``T.match_any_sync | match_all_sync(value, mask=0xFFFFFFFF)``, ``T.sync_warp(mask)``, the
+block barriers
 that reduce a predicate ``T.syncthreads_count | syncthreads_and | syncthreads_or
 (predicate)`` and the bit searches ``T.__ffs(value)``, ``T.__fns(mask, base, offset)``.
 
@@ -110,6 +111,13 @@ def activemask():
     """A uint64 whose bit ``n`` is set when lane ``n`` of the warp runs this call
     (``activemask.b32``, zero-extended)."""
     return meaning("activemask")()
+
+
+def sync_warp(mask=FULL_MASK):
+    """``__syncwarp(mask)``: the lanes of ``mask`` wait for each other, and their memory
+    accesses before it are seen by each other after it (``bar.warp.sync``). Each lane that
+    calls it must be in its mask, and every lane of the mask must call it."""
+    return meaning("sync_warp")(mask)
 
 
 def syncthreads_count(predicate):

@@ -200,6 +200,14 @@ def _match(name, all_lanes):
     return match
 
 
+def sync_warp(mask=FULL):
+    """``__syncwarp``: its lanes checked as a vote's; the simulated lanes run in step."""
+    _, active, _ = _block(0, "sync_warp")
+    _members(np.broadcast_to(np.asarray(mask, dtype=np.int64) & FULL, active.shape), active,
+             "sync_warp")
+
+
+MEANINGS["sync_warp"] = sync_warp
 MEANINGS["match_any_sync"] = _match("match_any_sync", all_lanes=False)
 MEANINGS["match_all_sync"] = _match("match_all_sync", all_lanes=True)
 

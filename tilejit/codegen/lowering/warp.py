@@ -147,6 +147,14 @@ def _register_votes():
         lower(fn, types.Any)(match)
         lower(fn, types.Any, types.Any)(match)
 
+    def sync_warp(context, builder, sig, args):
+        _whole_cuda_warps("sync_warp", "warp barriers")
+        mask = builder.trunc(args[0], I32) if args else I32(FULL)
+        builder.call(intrinsic(builder, "llvm.nvvm.bar.warp.sync", ir.VoidType(), [I32]), [mask])
+        return context.get_dummy_value()
+    lower(T.sync_warp)(sync_warp)
+    lower(T.sync_warp, types.Any)(sync_warp)
+
     @lower(T.activemask)
     def activemask(context, builder, sig, args):
         _whole_cuda_warps("activemask", "warp votes")

@@ -655,6 +655,15 @@ class _WarpMatch(AbstractTemplate):
         return signature(types.uint32, value, *[types.int64] * (len(args) - 1))
 
 
+@infer_global(T.sync_warp)
+class _SyncWarp(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) > 1 or (args and not isinstance(args[0], types.Integer)):
+            raise errors.TypingError(f"T.sync_warp(mask=0xFFFFFFFF) takes an integer mask, "
+                                     f"got {args}")
+        return signature(types.none, *[types.int64] * len(args))
+
+
 @infer_global(T.activemask)
 class _ActiveMask(AbstractTemplate):
     def generic(self, args, kws):
