@@ -116,3 +116,37 @@ def test_compile_names_a_keyword_it_does_not_take():
     # TileLang's keywords that choose its host code are taken
     tilejit.compile(matmul(64, 64, 32, 128), execution_backend="cython", verbose=True,
                     target_host=None, compile_flags=["-O3"])
+
+
+# -- get_kernel_source() of a program with T.dynamic extents, without tensors ----------------
+def dynamic_rows(block=128):
+    n = T.dynamic("n")
+    m = T.const("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    B[bx * block + i] = A[bx * block + i] * 2.0
+
+    @T.prim_func
+    def specialized(A: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                if i < m:
+                    A[i] = 0.0
+    return main, specialized
+
+
+def test_a_dynamic_extent_needs_no_example_tensor_for_the_source(ptxas):
+    main, specialized = dynamic_rows()
+    kernel = tilejit.compile(main, target="cuda -arch=sm_90a")
+    ptx = kernel.get_kernel_source()            # TileLang's: the one kernel for every n
+    for n in (17, 1000, 4096):
+        a = torch.zeros(n)
+        assert kernel.get_kernel_source(tensors=[a, a]) == ptx
+    ptxas(ptx, "sm_90a")
+    # a symbol the program specializes on still needs its size
+    with pytest.raises(TypeError, match=r"A has symbolic extent\(s\) m; give example tensors"):
+        tilejit.compile(specialized, target="cuda -arch=sm_90a").get_kernel_source()

@@ -344,6 +344,8 @@ class ClassicAutotuner:
                 try:
                     kernel = self._run(config, args, kwargs)
                     if bench is None:
+                        # the sizes the GPU's timing would need, also in simulation
+                        kernel._specs(inputs, placeholders=False)
                         kernel.get_kernel_source(arch=arch, tensors=inputs)
                         chosen, valid, note = index, True, SIMULATION_NOTE
                     else:

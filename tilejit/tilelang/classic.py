@@ -275,9 +275,11 @@ class CompiledPrimFunc(KernelConveniences):
         """The arch the target names (``"cuda -arch=sm_80"``), else the device's."""
         return getattr(self.kernel, "arch", None) or default_arch()
 
-    def _specs(self, tensors=None, strict=True):
+    def _specs(self, tensors=None, strict=True, placeholders=True):
         """A TensorSpec (or a scalar of its kind) for each parameter, from the annotations
-        and ``tensors``; with a symbolic extent unknown, a TypeError (``strict``) or None."""
+        and ``tensors``; a T.dynamic extent no tensor gives takes a placeholder size (the
+        code is the same for every size; not with ``placeholders=False``); another
+        symbolic extent unknown: a TypeError (``strict``) or None."""
         sizes: dict = {}
         given: dict = {}
         if tensors is not None:
@@ -300,6 +302,13 @@ class CompiledPrimFunc(KernelConveniences):
                 specs.append(1.0 if ann.dtype.is_float else 1)
                 continue
             unsized = _unknown_symbols(ann.shape, sizes)
+            if unsized and strict and placeholders and all(_is_dynamic(ann.shape, n)
+                                                           for n in unsized):
+                # a T.dynamic extent is a run-time value, never specialized on: any size
+                # gives the same device code
+                for n in unsized:
+                    sizes[n] = ("a placeholder", DYNAMIC_PLACEHOLDER)
+                unsized = []
             if unsized:
                 if not strict:
                     return None
@@ -326,6 +335,16 @@ def _extent(d, sizes, name=None) -> int:
                              "extent n or a * n + b gives")
         return d.evaluate({k: v[1] for k, v in sizes.items() if k})
     return int(d)
+
+
+# the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()):
+# the code is the same for every size
+DYNAMIC_PLACEHOLDER = 1024
+
+
+def _is_dynamic(shape, name) -> bool:
+    return any(s.name == name and s.dynamic for d in shape if isinstance(d, SymbolicInt)
+               for s in d.symbols())
 
 
 def _unknown_symbols(shape, sizes) -> list[str]:
