@@ -6,14 +6,17 @@ tree before anything else reads it (``source.parse_kernel``):
   form (``T.let(v, value, body)``) stays not supported, with its error at the line.
 - ``X = A_shared[:block_M, :block_K]`` names a region of a tile (a buffer region in
   TileLang): where X is bound once and used only as an operand (``T.copy(.., X)``,
-  ``T.gemm(X, ..)``, ``T.clear(X)``), each use is the region itself."""
+  ``T.gemm(X, ..)``, ``T.clear(X)``), each use is the region itself.
+- ``scan = T.cumsum if op == "cumsum" else T.cummax`` (the test made of compile-time
+  names) or ``scan = T.cumsum`` names a function of the language: where every binding
+  of the name names the same function, each use is that function."""
 from __future__ import annotations
 
 import ast
 import copy
 
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, resolve_static
+from tilejit.frontend.source import KernelSource, assigned_names, resolve_static, static_truth
 from tilejit.language.dtypes import DType
 
 
@@ -106,6 +109,66 @@ class _Aliases(ast.NodeTransformer):
         return node
 
 
+def _language_function(node, namespace, assigned):
+    """The expression of the language function ``node`` names (through conditional
+    expressions with compile-time tests), or None."""
+    if isinstance(node, ast.IfExp):
+        truth = static_truth(node.test, namespace, assigned)
+        if truth is None:
+            return None
+        return _language_function(node.body if truth else node.orelse, namespace, assigned)
+    if not isinstance(node, (ast.Attribute, ast.Name)):
+        return None
+    value = resolve_static(node, namespace)
+    if callable(value) and getattr(value, "__module__", "").startswith("tilejit.language") \
+            and not isinstance(value, type) and getattr(T, getattr(value, "__name__", ""),
+                                                        None) is value:
+        return node
+    return None
+
+
+def _function_aliases(tree, namespace) -> dict:
+    """{name: (its bindings, the function's expression)} for a name bound only to one
+    function of the language (every binding a plain ``name = <expr>``)."""
+    assigned = assigned_names(tree)
+    bindings: dict = {}
+    stores: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            bindings.setdefault(node.targets[0].id, []).append(node)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    found = {}
+    for name, nodes in bindings.items():
+        # every store of the name one of these bindings (no loop target, tuple or
+        # augmented assignment besides)
+        if stores.get(name) != len(nodes):
+            continue
+        exprs = [_language_function(n.value, namespace, assigned) for n in nodes]
+        if any(e is None for e in exprs):
+            continue
+        if len({id(resolve_static(e, namespace)) for e in exprs}) == 1:
+            found[name] = (nodes, exprs[0])
+    return found
+
+
+class _FunctionAliases(ast.NodeTransformer):
+    def __init__(self, aliases):
+        self.aliases = aliases
+        self.bindings = {id(n) for nodes, _ in aliases.values() for n in nodes}
+
+    def visit_Assign(self, node):
+        if id(node) in self.bindings:
+            return ast.copy_location(ast.Pass(), node)
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id in self.aliases and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(copy.deepcopy(self.aliases[node.id][1]), node)
+        return node
+
+
 def _wanted(tree) -> tuple[bool, bool]:
     """(whether the kernel spells ``T.let`` or calls something with no arguments, a
     dtype's declaration among them; whether it binds a name to a sliced subscript): one
@@ -123,7 +186,22 @@ def _wanted(tree) -> tuple[bool, bool]:
     return lets, aliases
 
 
+def _binds_functions(tree, namespace) -> bool:
+    """Whether some assignment's value is a conditional expression or a plain attribute
+    chain naming a function of the language (one walk)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.IfExp, ast.Attribute)):
+            value = node.value.body if isinstance(node.value, ast.IfExp) else node.value
+            if isinstance(value, ast.Attribute) and callable(resolve_static(value, namespace)):
+                return True
+    return False
+
+
 def rewrite_let_bindings(ks: KernelSource) -> None:
+    if _binds_functions(ks.tree, ks.namespace):
+        found = _function_aliases(ks.tree, ks.namespace)
+        if found:
+            ks.tree = ast.fix_missing_locations(_FunctionAliases(found).visit(ks.tree))
     lets, aliases = _wanted(ks.tree)
     if not (lets or aliases):
         return

@@ -36,7 +36,7 @@ import copy
 
 from tilejit import language as T
 from tilejit.frontend.reducer_epochs import check_reducer_epochs
-from tilejit.frontend.source import is_call_to, resolve_static
+from tilejit.frontend.source import assigned_names, is_call_to, resolve_static, static_truth
 from tilejit.ir.markers import LANGUAGE
 
 _REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min",
@@ -300,21 +300,7 @@ class _Reducers(ast.NodeTransformer):
         return stmt
 
     def _static_truth(self, test):
-        """The truth of a condition made of constants and names of the kernel's globals
-        and closure that the kernel does not assign; None if it is not one."""
-        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-        if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
-                                  ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
-                   for n in ast.walk(test)):
-            return None
-        if names & self.assigned or not names <= set(self.namespace):
-            return None
-        try:
-            value = eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
-                         {"__builtins__": {}}, {n: self.namespace[n] for n in names})
-        except Exception:       # noqa: BLE001 - not a compile-time condition after all
-            return None
-        return bool(value) if isinstance(value, (bool, int, str)) else None
+        return static_truth(test, self.namespace, self.assigned)
 
     def _fold_of(self, stmt):
         """(reducer, its index, op, folded value) of ``r[i] += x`` / ``r[i] = r[i] + x`` /
@@ -393,8 +379,7 @@ def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef
     namespace.setdefault(LANGUAGE, T)
     check_reducer_epochs(fdef, namespace, error)
     reducers = _Reducers(namespace, error)
-    reducers.assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
-                         and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
+    reducers.assigned = assigned_names(fdef)
     return ast.fix_missing_locations(reducers.visit(fdef))
 
 

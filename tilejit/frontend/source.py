@@ -102,6 +102,30 @@ def resolve_static(node: ast.AST, namespace: dict):
     return None
 
 
+def assigned_names(fdef: ast.FunctionDef) -> set:
+    """The names a kernel assigns anywhere, and its parameters."""
+    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
+
+
+def static_truth(test: ast.AST, namespace: dict, assigned: set):
+    """The truth of a condition made of constants and names of the kernel's globals and
+    closure that the kernel does not assign (``op == "sum"``); None if it is not one."""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
+                              ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
+               for n in ast.walk(test)):
+        return None
+    if names & assigned or not names <= set(namespace):
+        return None
+    try:
+        value = eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
+                     {"__builtins__": {}}, {n: namespace[n] for n in names})
+    except Exception:       # noqa: BLE001 - not a compile-time condition after all
+        return None
+    return bool(value) if isinstance(value, (bool, int, str)) else None
+
+
 class SubstituteLoads(ast.NodeTransformer):
     """Each load of a name in ``exprs`` ({name: expression}) replaced by a copy of its
     expression (stores are left alone)."""

@@ -26,7 +26,10 @@ from tilejit.language.atomics import SIGNATURE, memory_order_error
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
                    T.atomic_max: (0, 1), T.atomic_min: (0, 1), T.tma_copy: (0, 1),
-                   T.copy_cluster: (0, 1)}
+                   T.copy_cluster: (0, 1), T.cumsum: (0, 1), T.cummax: (0, 1)}
+# the operands that may be regions, given by keyword (TileLang's scans: ``src=``, ``dst=``;
+# on the GPU ``passes/tile_allocation.py`` scans a region in a tile of its own first)
+REGION_KEYWORDS = {T.cumsum: ("src", "dst"), T.cummax: ("src", "dst")}
 
 
 def _call(name, args):
@@ -165,11 +168,17 @@ class _Regions(ast.NodeTransformer):
         if positions:
             for p in positions:
                 if p < len(node.args) and isinstance(node.args[p], ast.Subscript):
-                    try:
-                        node.args[p] = region_call(node.args[p], self.known)
-                    except ValueError as e:
-                        raise self.error(str(e), node) from None
+                    node.args[p] = self._region(node.args[p], node)
+            for k in node.keywords:
+                if k.arg in REGION_KEYWORDS.get(fn, ()) and isinstance(k.value, ast.Subscript):
+                    k.value = self._region(k.value, node)
         return node
+
+    def _region(self, subscript, node):
+        try:
+            return region_call(subscript, self.known)
+        except ValueError as e:
+            raise self.error(str(e), node) from None
 
     def _load_store(self, node, fn):
         """``T.atomic_load(src, memory_order)`` and ``T.atomic_store(dst, value,

@@ -430,6 +430,108 @@ class _Tiles(ast.NodeTransformer):
                                  f"target is {target.arch}{why}", node)
 
 
+class _ScanRegions(ast.NodeTransformer):
+    """``T.cumsum(src=S[r0:r1, c0:c1], dst=D[...], dim, reverse)`` (TileLang's scans of
+    regions of shared tiles, out of place or not, ``T.cummax`` alike): the region copied
+    into a shared tile of its own, scanned there, and copied to the destination region (or
+    back). Before the region rewrite, which then makes the copies' subscripts regions."""
+
+    def __init__(self, fdef, ctx, static):
+        self.ctx, self.static = ctx, static
+        self.tiles = {}
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
+                kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
+                if kind is not None and len(node.value.args) >= 2:
+                    self.tiles[node.targets[0].id] = (kind, node.value.args[0],
+                                                      node.value.args[1])
+
+    def visit_Expr(self, node):
+        call = node.value
+        fn = resolve_static(call.func, self.ctx.namespace) if isinstance(call, ast.Call) \
+            else None
+        if fn is not T.cumsum and fn is not T.cummax:
+            return node
+        what = f"T.{fn.__name__}"
+        names = ("src", "dst", "dim", "reverse")
+        values = dict(zip(names, call.args))
+        values.update({k.arg: k.value for k in call.keywords if k.arg in names})
+        src, dst = values.get("src"), values.get("dst")
+        if isinstance(dst, ast.Constant) and dst.value is None:
+            dst = None
+        if not any(isinstance(a, ast.Subscript) for a in (src, dst)):
+            return node
+        src_shape, dtype = self._region(node, src, "src", what)
+        if dst is not None:
+            dst_shape, _ = self._region(node, dst, "dst", what)
+            if dst_shape != src_shape:
+                raise self.ctx.error(f"{what}: the dst region {dst_shape} must have the src "
+                                     f"region's shape {src_shape}", node)
+        tmp = f"__tj_scan_region{node.lineno}_{node.col_offset}"
+
+        def language(name, args, keywords=()):
+            return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()),
+                            args, list(keywords))
+        self.ctx.namespace.setdefault(LANGUAGE, T)
+        out = [ast.Assign([ast.Name(tmp, ast.Store())], language("alloc_shared", [
+                   ast.Tuple([ast.Constant(n) for n in src_shape], ast.Load()), dtype])),
+               ast.Expr(language("copy", [src, ast.Name(tmp, ast.Load())])),
+               ast.Expr(language(fn.__name__, [ast.Name(tmp, ast.Load())], [
+                   ast.keyword(k, values[k]) for k in ("dim", "reverse") if k in values])),
+               ast.Expr(language("copy", [ast.Name(tmp, ast.Load()), dst or src]))]
+        return [ast.copy_location(stmt, node) for stmt in out]
+
+    def _region(self, node, arg, role, what):
+        """(shape, dtype expression) of a scan's operand: a whole tile, or a region of a
+        shared tile given by slices with compile-time bounds."""
+        base = arg.value if isinstance(arg, ast.Subscript) else arg
+        if not (isinstance(base, ast.Name) and base.id in self.tiles):
+            raise self.ctx.error(f"{what}: {role} must be a tile allocated in this kernel, "
+                                 f"or a region of one, got `{ast.unparse(arg)}`", node)
+        kind, shape_node, dtype = self.tiles[base.id]
+        try:
+            shape = self.static.shape(shape_node)
+        except NotStatic:
+            raise self.ctx.error(f"{what}: the shape of {base.id} must be known at compile "
+                                 f"time", node) from None
+        if not isinstance(arg, ast.Subscript):
+            return tuple(shape), dtype
+        if kind != SHARED:
+            raise self.ctx.error(f"{what}: {role}: a region of a {kind} tile is not "
+                                 f"supported (a region of a shared tile is)", node)
+        index = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
+        if len(index) != len(shape) or not all(isinstance(i, ast.Slice) and i.step is None
+                                               for i in index):
+            raise self.ctx.error(f"{what}: {role} `{ast.unparse(arg)}`: a region is a slice "
+                                 f"of every dimension of {base.id} {tuple(shape)}", node)
+        extents = []
+        for i, extent in zip(index, shape):
+            try:
+                lo = 0 if i.lower is None else self.static.value(i.lower)
+                hi = extent if i.upper is None else self.static.value(i.upper)
+            except NotStatic:
+                raise self.ctx.error(f"{what}: {role} `{ast.unparse(arg)}`: its bounds must "
+                                     f"be known at compile time", node) from None
+            if not 0 <= lo < hi <= extent:
+                raise self.ctx.error(f"{what}: {role} `{ast.unparse(arg)}` is not inside "
+                                     f"{base.id} {tuple(shape)}", node)
+            extents.append(hi - lo)
+        return tuple(extents), dtype
+
+
+def _scan_regions(fdef, ctx):
+    """``_ScanRegions`` where a scan takes a subscript (one walk otherwise)."""
+    scans = (T.cumsum, T.cummax)
+    if not any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace) in scans
+               and any(isinstance(a, ast.Subscript) for a in n.args + [k.value for k in
+                                                                      n.keywords])
+               for n in ast.walk(fdef)):
+        return fdef
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    return ast.fix_missing_locations(_ScanRegions(fdef, ctx, static).visit(fdef))
+
+
 class _FoldStaticIfs(ast.NodeTransformer):
     """``if <compile-time condition>:`` keeps only the branch taken, so the tile passes
     see the program that runs (``if trans_A: T.copy(...) else: T.copy(...)``)."""
@@ -464,9 +566,12 @@ def _known(static: StaticEval):
 
 def allocate_tiles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     ctx.plan.threads = ctx.threads
+    # the branch a compile-time condition takes, first: the passes see the program that
+    # runs (a scan's regions in a branch not taken need not fit)
+    fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
+    fdef = _scan_regions(fdef, ctx)
     fdef = rewrite_regions(fdef, ctx.namespace, ctx.error,
                            _known(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)))
-    fdef = _FoldStaticIfs(StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     fdef = fold_constant_subscripts(fdef, ctx, static)
     fdef, stacked = stage_views(fdef, ctx, static)

@@ -476,7 +476,8 @@ def cummax(src, dst=None, dim=-1, reverse=False):
 
 
 def _scan(accumulate, src, dst, dim, reverse):
-    dst = src if dst is None else dst
+    src = tile_view(src, "a scan's src")         # a region of a shared tile, in place
+    dst = src if dst is None else tile_view(dst, "a scan's dst")
     dim = dim % src.data.ndim
     src.check_written()
     values = _values(src, dst)
