@@ -312,3 +312,28 @@ def test_frsqrt_on_gpu_equals_the_simulator():
     tilejit.compile(main, target="sim")(x, sim)
     assert torch.equal(out.cpu(), sim)
     torch.testing.assert_close(out.cpu().double(), x.double().rsqrt(), rtol=1e-7, atol=0)
+
+
+# -- AMDGPU (compile-verified): round to nearest through plain IEEE operations -------------
+@tilejit.kernel
+def _amdgpu_math(X, Y, R):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            R[0, i] = T.ieee_add(X[i], Y[i], "rn")
+            R[1, i] = T.ieee_fdiv(X[i], Y[i])
+            R[2, i] = T.__exp(X[i]) + T.ieee_frsqrt(X[i])
+
+
+@tilejit.kernel
+def _amdgpu_directed(X, Y, R):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            R[0, i] = T.ieee_add(X[i], Y[i], "rz")
+
+
+def test_amdgpu_takes_round_to_nearest_and_names_the_directed_modes():
+    x, r = np.zeros(64, np.float32), np.zeros((3, 64), np.float32)
+    assert _amdgpu_math.compile(x, x, r, target="amdgpu", arch="gfx942").asm
+    with pytest.raises(CompileError, match="T.ieee_add: rounding mode 'rz' needs NVIDIA's "
+                                           "rounded instructions; on AMDGPU only 'rn'"):
+        _amdgpu_directed.compile(x, x, r[:1], target="amdgpu", arch="gfx942")
