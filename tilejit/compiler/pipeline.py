@@ -143,7 +143,7 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     # a warp-specialized kernel launches its producer warpgroup too, one block per SM
     # with capped registers at entry (setmaxnreg: passes/warp_specialize.py)
     threads = tiles.launch_threads or spec.threads
-    min_blocks = 1 if tiles.launch_threads else spec.min_blocks_per_sm
+    min_blocks = 1 if tiles.launch_threads or tiles.user_setmaxnreg else spec.min_blocks_per_sm
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
                                  _shape_constants_by_position(spec),
                                  tiles.shared_bytes if spec.options.debug else 0)

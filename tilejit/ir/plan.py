@@ -99,6 +99,9 @@ class TilePlan:
     # warp specialization (passes/warp_specialize.py): consumer threads (0: none), the
     # thread that issues TMA copies, the threads launched per block (0: the kernel's)
     ws_consumers: int = 0
+    # the kernel sets its warpgroups' registers itself (T.set_max_nreg): launched one block
+    # per SM as a warp-specialized one is, so that setmaxnreg takes effect
+    user_setmaxnreg: bool = False
     tma_issuer: int = 0
     launch_threads: int = 0
     # a kernel's own ``T.ws`` roles (passes/warp_roles.py): the threads of one role, which

@@ -150,6 +150,37 @@ def no_set_max_nreg():
 disable_warp_group_reg_alloc = no_set_max_nreg
 
 
+def set_max_nreg(reg_count, is_inc):
+    """``setmaxnreg``: the registers per thread of the warpgroup that runs it become
+    ``reg_count`` (a multiple of 8 in [24, 256]), raised (``is_inc`` 1) or lowered (0):
+    hand-written warp specialization (sm_90a; every thread of a warpgroup runs it, and the
+    kernel is then launched one block per SM). A kernel that uses it is not warp-
+    specialized by the compiler (``passes/warp_specialize.py``): it manages its warpgroups
+    itself."""
+    return meaning("set_max_nreg")(reg_count, is_inc)
+
+
+def inc_max_nreg(reg_count):
+    """``T.set_max_nreg(reg_count, 1)``."""
+    return meaning("set_max_nreg")(reg_count, 1)
+
+
+def dec_max_nreg(reg_count):
+    """``T.set_max_nreg(reg_count, 0)``."""
+    return meaning("set_max_nreg")(reg_count, 0)
+
+
+def check_max_nreg(reg_count, is_inc) -> str | None:
+    """Why ``T.set_max_nreg(reg_count, is_inc)`` is wrong, or None."""
+    if isinstance(reg_count, bool) or not isinstance(reg_count, int) or \
+            not 24 <= reg_count <= 256 or reg_count % 8:
+        return (f"T.set_max_nreg: reg_count must be a multiple of 8 in [24, 256] known at "
+                f"compile time, got {reg_count!r}")
+    if is_inc not in (0, 1):
+        return f"T.set_max_nreg: is_inc must be 1 (raise) or 0 (lower), got {is_inc!r}"
+    return None
+
+
 # the operations the whole block does together (their elements spread over every thread,
 # or a barrier): every thread must reach them, which the simulator checks as they run
 # (sim/semantics.py) and the compiler under branches on the thread index

@@ -57,7 +57,9 @@ from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_SYNC, GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE,
                                 TMA_INIT, TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
+from tilejit.language.tiles import check_max_nreg
 from tilejit.passes.pipeline import role_of
+from tilejit.passes.static_eval import NotStatic, StaticEval
 
 WARPGROUP = 128
 # the producer's thread only issues TMA copies: 24 registers (FlashAttention-3's figure)
@@ -140,29 +142,70 @@ def _names(stmts, ctx_type):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
 
 
+_USER_SETMAXNREG = {T.set_max_nreg: None, T.inc_max_nreg: 1, T.dec_max_nreg: 0}
+
+
 class _RegisterHints(ast.NodeTransformer):
     """Takes out ``T.no_set_max_nreg()`` / ``T.disable_warp_group_reg_alloc()``
-    statements, counting them."""
+    statements, counting them, and makes the kernel's own ``T.set_max_nreg(n, inc)`` /
+    ``T.inc_max_nreg(n)`` / ``T.dec_max_nreg(n)`` the ``setmaxnreg`` marker (sm_90a; a
+    no-op in simulation), noting that the kernel sets registers itself."""
 
-    def __init__(self, ctx):
-        self.ctx, self.found = ctx, 0
+    def __init__(self, ctx, fdef):
+        self.ctx, self.found, self.user = ctx, 0, False
+        self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+
+    def _value(self, node):
+        try:
+            return self.static.value(node)
+        except NotStatic:
+            return ast.unparse(node)          # named in the error as written
 
     def visit_Expr(self, node):
         call = node.value
-        if isinstance(call, ast.Call) and \
-                resolve_static(call.func, self.ctx.namespace) is T.no_set_max_nreg:
+        fn = resolve_static(call.func, self.ctx.namespace) if isinstance(call, ast.Call) \
+            else None
+        if fn is T.no_set_max_nreg:
             if call.args or call.keywords:
                 raise self.ctx.error("T.no_set_max_nreg() takes no arguments", node)
             self.found += 1
             return ast.copy_location(ast.Pass(), node)
+        if fn in _USER_SETMAXNREG:
+            return self._set_max_nreg(node, call, fn)
         return node
+
+    def _set_max_nreg(self, node, call, fn):
+        fixed = _USER_SETMAXNREG[fn]
+        params = ("reg_count",) if fixed is not None else ("reg_count", "is_inc")
+        values = dict(zip(params, call.args))
+        values.update({k.arg: k.value for k in call.keywords})
+        if set(values) != set(params):
+            raise self.ctx.error(f"T.{fn.__name__}({', '.join(params)}) takes "
+                                 f"{' and '.join(params)}", node)
+        literal = {k: self._value(v) for k, v in values.items()}
+        is_inc = fixed if fixed is not None else literal["is_inc"]
+        problem = check_max_nreg(literal["reg_count"], is_inc)
+        if problem:
+            raise self.ctx.error(problem, node)
+        target = self.ctx.target
+        if target.is_sim:
+            return ast.copy_location(ast.Pass(), node)
+        if not target.has_wgmma:
+            raise self.ctx.error(f"T.{fn.__name__}: setmaxnreg needs sm_90a; the target is "
+                                 f"{target.arch}", node)
+        self.user = True
+        return ast.copy_location(_expr(SETMAXNREG, [ast.Constant(bool(is_inc)),
+                                                    ast.Constant(literal["reg_count"])]), node)
 
 
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    hints = _RegisterHints(ctx)
+    hints = _RegisterHints(ctx, fdef)
     fdef = hints.visit(fdef)
     keep_registers = hints.found > 0
     plan = ctx.plan
+    if hints.user:
+        plan.user_setmaxnreg = True       # hand-written warp specialization: left alone
+        return fdef
     threads = ctx.threads
     if not (ctx.target.has_wgmma and ctx.options.warp_specialize and plan.tma_copies):
         return fdef

@@ -32,11 +32,11 @@ from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_erro
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
-from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy
+from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy, check_max_nreg
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
-from tilejit.sim.threads import LaneTensor, block_wide, uniform
+from tilejit.sim.threads import LaneTensor, ThreadCodeError, _active, block_wide, uniform
 
 
 # -- tiles ----------------------------------------------------------------------------
@@ -837,6 +837,21 @@ def sync_threads(barrier_id=None, arrive_count=None):
                         "supported; T.sync_threads() synchronizes the block")
 
 
+def set_max_nreg(reg_count, is_inc):
+    """``setmaxnreg``: no value changes; its arguments checked, and in per-thread code
+    every thread of a warpgroup that runs it runs it (``.sync.aligned``)."""
+    problem = check_max_nreg(reg_count, is_inc)
+    if problem:
+        raise ValueError(problem)
+    active = _active() if STATE.lanes else None
+    if active is not None:
+        groups = np.asarray(active).reshape(-1, 128) if active.size % 128 == 0 else None
+        if groups is None or (groups.any(1) & ~groups.all(1)).any():
+            raise ThreadCodeError(f"T.set_max_nreg runs in part of a warpgroup: every thread "
+                                  f"of a warpgroup that runs it must run it (setmaxnreg is "
+                                  f"warpgroup-wide){_caller_location(2)}")
+
+
 def annotate_layout(layouts):
     """``T.annotate_layout``: the simulator holds tiles in logical order, so a layout
     changes no value; a ``T.Layout`` must still be one the tile can have (its shape, a
@@ -865,5 +880,6 @@ def annotate_layout(layouts):
 
 
 MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads,
+                set_max_nreg=set_max_nreg,
                 annotate_layout=annotate_layout)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE})

@@ -1,0 +1,89 @@
+"""A kernel's own ``T.set_max_nreg(n, is_inc)`` / ``T.inc_max_nreg(n)`` /
+``T.dec_max_nreg(n)`` (hand-written warp specialization): ``setmaxnreg`` on sm_90a with
+the kernel launched one block per SM (``.minnctapersm 1``) and not warp-specialized by
+the compiler; a no-op in the simulator, which checks that whole warpgroups run it; bad
+register counts, partial warpgroups and other targets refused on both."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+from tilejit.sim.threads import ThreadCodeError
+
+
+@tilejit.kernel
+def roles(A, B, lower: T.constexpr = 40, raise_to: T.constexpr = 232):
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        if tx < 128:
+            T.dec_max_nreg(lower)
+            B[tx] = A[tx] * 2.0
+        else:
+            T.set_max_nreg(raise_to, 1)
+            B[tx] = A[tx] + 1.0
+
+
+def _expected(a):
+    return np.where(np.arange(256) < 128, a * 2.0, a + 1.0).astype(np.float32)
+
+
+def test_the_registers_move_between_warpgroups_on_sm_90a(ptxas):
+    a = np.arange(256, dtype=np.float32)
+    ptx = roles.compile(a, a.copy(), target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    assert ".maxntid 256" in ptx and ".minnctapersm 1" in ptx
+    report = ptxas(ptx, "sm_90a")
+    assert "setmaxnreg" not in report                   # not ignored by ptxas
+
+
+def test_simulated_it_changes_no_value():
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros(256, np.float32)
+    tilejit.kernel(roles.func, target="sim")(a, b)
+    np.testing.assert_array_equal(b, _expected(a))
+
+
+@tilejit.kernel
+def half_a_warpgroup(A, B):
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        if tx < 64:
+            T.inc_max_nreg(232)
+        B[tx] = A[tx]
+
+
+@pytest.mark.parametrize("lower, raise_to, message", [
+    (20, 232, r"reg_count must be a multiple of 8 in \[24, 256\] known at compile time, "
+              r"got 20"),
+    (40, 260, r"got 260"), (44, 232, r"got 44")])
+def test_bad_register_counts_are_refused_on_both_targets(lower, raise_to, message):
+    a = np.zeros(256, np.float32)
+    with pytest.raises(CompileError, match=message):
+        roles.compile(a, a.copy(), lower=lower, raise_to=raise_to, target="cuda",
+                      arch="sm_90a")
+    with pytest.raises((CompileError, ValueError), match=message):
+        tilejit.kernel(roles.func, target="sim")(a, a.copy(), lower=lower, raise_to=raise_to)
+
+
+def test_part_of_a_warpgroup_is_reported_in_the_simulator():
+    a = np.zeros(256, np.float32)
+    with pytest.raises(ThreadCodeError, match="T.set_max_nreg runs in part of a warpgroup"):
+        tilejit.kernel(half_a_warpgroup.func, target="sim")(a, a.copy())
+
+
+def test_another_target_is_refused():
+    a = np.zeros(256, np.float32)
+    with pytest.raises(CompileError, match="T.dec_max_nreg: setmaxnreg needs sm_90a; the "
+                                           "target is sm_80"):
+        roles.compile(a, a.copy(), target="cuda", arch="sm_80")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    import torch
+    a = torch.arange(256, dtype=torch.float32, device="cuda")
+    b = torch.zeros(256, device="cuda")
+    roles(a, b)
+    np.testing.assert_array_equal(b.cpu().numpy(), _expected(a.cpu().numpy()))
