@@ -10,7 +10,7 @@ import tilejit.language as T
 M, N, K = 16, 16, 32
 
 
-def dp4a_gemm():
+def dp4a_gemm(in_dtype="int8", acc_dtype="int32"):
     @T.prim_func
     def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((N, K), "int8"),
              C: T.Tensor((M, N), "int32")):
@@ -18,9 +18,9 @@ def dp4a_gemm():
             tid = T.get_thread_binding()
             i = tid // N
             j = tid % N
-            acc = T.alloc_local((1,), "int32")
-            a = T.alloc_local((K,), "int8")
-            b = T.alloc_local((K,), "int8")
+            acc = T.alloc_local((1,), acc_dtype)
+            a = T.alloc_local((K,), in_dtype)
+            b = T.alloc_local((K,), in_dtype)
             acc[0] = 0
             for k in T.serial(K):
                 a[k] = A[i, k]
@@ -55,3 +55,19 @@ def test_on_gpu_against_torch():
     c = torch.zeros(M, N, dtype=torch.int32, device="cuda")
     tilelang.compile(dp4a_gemm())(a.cuda(), b.cuda(), c)
     assert torch.equal(c.cpu(), reference(a, b))
+
+
+@pytest.mark.parametrize("in_dtype, acc_dtype, got", [
+    ("float16", "int32", "float16 and float16 into int32"),
+    ("uint8", "int32", "uint8 and uint8 into int32"),
+    ("int8", "float32", "int8 and int8 into float32")])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_other_dtypes_are_refused_at_the_line(in_dtype, acc_dtype, got, target):
+    """TileLang refuses them (its issue 2600); a float or unsigned dp4a would otherwise
+    compute something else than the instruction."""
+    a = torch.zeros(M, K, dtype=torch.int8)
+    with pytest.raises(tilelang.CompileError, match=rf"T.dp4a requires int8 A and B and an "
+                                                    rf"int32 accumulator C .* got {got}") as e:
+        kernel = tilelang.compile(dp4a_gemm(in_dtype, acc_dtype), out_idx=-1, target=target)
+        kernel(a, a) if target == "sim" else kernel.get_kernel_source()
+    assert "test_dp4a.py" in str(e.value)

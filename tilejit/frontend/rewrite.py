@@ -40,7 +40,7 @@ from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
-from tilejit.ir.markers import BLOCK_INDEX, CAST, LANGUAGE
+from tilejit.ir.markers import BLOCK_INDEX, CAST, DP4A_OPERANDS, LANGUAGE
 from tilejit.language import scalar_math as _scalar_math
 
 # T.Parallel's keywords: TileLang's hints of how to schedule the loop (the keyword
@@ -219,7 +219,7 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
                 isinstance(a, ast.Subscript) for a in call.args):
-            return self.generic_visit(_dp4a_loop(call, node))
+            return [self.generic_visit(s) for s in _dp4a_loop(call, node)]
         # a view made in a tile operation's call, T.cumsum(T.view(S, (1, n)), dim=1)
         # (TileLang's issue 1001): a named view first, as the tile passes take views
         views = [k for k, a in enumerate(call.args) if isinstance(a, ast.Call) and
@@ -549,9 +549,10 @@ def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
     return ast.copy_location(ast.Attribute(copy.deepcopy(call.args[0]), name, ast.Load()), call)
 
 
-def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> ast.For:
+def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:
     """``T.dp4a(A[i, k], B[j, k], C[n])`` as ``for t in range(4): C[n] = C[n] +
-    int32(A[i, k + t]) * int32(B[j, k + t])``."""
+    int32(A[i, k + t]) * int32(B[j, k + t])``, after a check of the operands' dtypes
+    (int8, int8, int32: a CompileError at the line otherwise, as TileLang refuses them)."""
     a, b, c = call.args
     t = f"__tj_dp4a_{stmt.lineno}_{stmt.col_offset}"
 
@@ -572,4 +573,6 @@ def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> ast.For:
     loop = ast.For(ast.Name(t, ast.Store()), ast.Call(ast.Name("range", ast.Load()),
                                                        [ast.Constant(4)], []),
                    [ast.Assign([target], value)], [], None)
-    return ast.fix_missing_locations(ast.copy_location(loop, stmt))
+    check = ast.Expr(ast.Call(ast.Name(DP4A_OPERANDS, ast.Load()),
+                              [copy.deepcopy(x) for x in (a, b, c)], []))
+    return [ast.fix_missing_locations(ast.copy_location(s, stmt)) for s in (check, loop)]

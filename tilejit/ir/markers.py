@@ -63,6 +63,11 @@ THREAD_INDEX = _declare("__tj_thread_index", "thread_index",
 GRID_DIM = _declare("__tj_grid_dim", "grid_dim",
                     "The grid's extent along axis 0, 1 or 2 (``gridDim.x/y/z``): the "
                     "workers of T.PersistentTileScheduler (frontend/persistent.py).")
+DP4A_OPERANDS = _declare("__tj_dp4a_operands", "dp4a_operands",
+                         "(a, b, c): T.dp4a's operands checked: int8 A and B, an int32 "
+                         "accumulator (frontend/rewrite._dp4a_loop)")
+DP4A_MESSAGE = ("T.dp4a requires int8 A and B and an int32 accumulator C (dp4a: four "
+                "int8 products summed into int32), got {} and {} into {}")
 # T.Cast(dtype, value) and T.alloc_var → __tj_cast(value, dtype): T.cast itself, which
 # ``frontend.rewrite.materialize`` binds after the passes (the simulator's program too)
 CAST = "__tj_cast"

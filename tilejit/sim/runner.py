@@ -12,7 +12,8 @@ import numpy as np
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
-from tilejit.ir.markers import ATOMICS, GRID_DIM, LDMATRIX, MMA_SYNC, REGION, THREAD_INDEX
+from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
+                                MMA_SYNC, REGION, THREAD_INDEX)
 from tilejit.errors import CompileError
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
@@ -57,6 +58,7 @@ def simulator_function(kernel, constexprs=None):
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
         namespace[THREAD_INDEX] = threads.thread_index
+        namespace[DP4A_OPERANDS] = _dp4a_operands
         namespace[THREADS] = threads
         namespace[REGION] = region
         namespace[LDMATRIX] = mma.ldmatrix          # TensorCoreIntrinEmitter's code
@@ -174,3 +176,13 @@ def run_simulation(kernel, values, launch, classify, spec=None):
             continue
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))
+
+
+def _dp4a_operands(a, b, c):
+    """T.dp4a's operands, checked as the compiler's typing checks them."""
+    got = [np.asarray(x).dtype for x in (a, b, c)]
+    if got != [np.dtype(np.int8), np.dtype(np.int8), np.dtype(np.int32)]:
+        frame = runtime.kernel_frame(1)
+        raise CompileError(DP4A_MESSAGE.format(*got),
+                           frame.f_code.co_filename if frame is not None else None,
+                           frame.f_lineno if frame is not None else None)

@@ -340,6 +340,15 @@ class SyncRoleTemplate(AbstractTemplate):
         raise errors.TypingError(f"sync_role takes a literal role, got {args}")
 
 
+@infer_global(markers.stub(markers.DP4A_OPERANDS))
+class Dp4aOperandsTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 3 and [types.unliteral(a) for a in args] == [types.int8, types.int8,
+                                                                      types.int32]:
+            return signature(types.none, *args)
+        raise errors.TypingError(markers.DP4A_MESSAGE.format(*args))
+
+
 @infer_global(markers.stub(markers.SYNC_RANGE))
 class SyncRangeTemplate(AbstractTemplate):
     def generic(self, args, kws):
