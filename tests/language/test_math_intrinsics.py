@@ -337,3 +337,28 @@ def test_amdgpu_takes_round_to_nearest_and_names_the_directed_modes():
     with pytest.raises(CompileError, match="T.ieee_add: rounding mode 'rz' needs NVIDIA's "
                                            "rounded instructions; on AMDGPU only 'rn'"):
         _amdgpu_directed.compile(x, x, r[:1], target="amdgpu", arch="gfx942")
+
+
+def test_the_rounding_mode_by_keyword_and_no_contraction_on_amdgpu():
+    @tilejit.kernel
+    def mul_add(X, Y, Z, R):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                R[i] = T.ieee_add(T.ieee_mul(X[i], Y[i], rounding_mode="rn"), Z[i],
+                                  rounding_mode="rz")
+    x = np.zeros(64, np.float32)
+    ptx = mul_add.compile(x, x, x, x, target="cuda", arch="sm_90a").ptx
+    assert "mul.rn.f32" in ptx and "add.rz.f32" in ptx and "fma" not in ptx
+
+    @tilejit.kernel
+    def mul_add_rn(X, Y, Z, R):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                R[i] = T.ieee_add(T.ieee_mul(X[i], Y[i]), Z[i], rounding_mode="rn")
+    asm = mul_add_rn.compile(x, x, x, x, target="amdgpu", arch="gfx942").asm
+    assert "v_mul_f32" in asm and "v_add_f32" in asm and "v_fma" not in asm
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(64).astype(np.float32) for _ in range(3))
+    out = np.zeros(64, np.float32)
+    tilejit.kernel(mul_add_rn.func, target="sim")(a, b, c, out)
+    np.testing.assert_array_equal(out, (a * b) + c)          # two roundings

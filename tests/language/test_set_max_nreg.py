@@ -87,3 +87,15 @@ def test_on_the_gpu():
     b = torch.zeros(256, device="cuda")
     roles(a, b)
     np.testing.assert_array_equal(b.cpu().numpy(), _expected(a.cpu().numpy()))
+
+
+def test_tilejit_compile_for_cuda_checks_it_at_once():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.dec_max_nreg(40)
+            A[tx] = 1.0
+    with pytest.raises(CompileError, match="setmaxnreg needs sm_90a; the target is sm_80"):
+        tilejit.compile(main, target="cuda -arch=sm_80")       # no device needed

@@ -185,3 +185,19 @@ def test_sync_warp_on_the_gpu():
     y = torch.zeros(64, device="cuda")
     warp_exchange(x, y)
     np.testing.assert_array_equal(y.cpu().numpy(), _exchanged(x.cpu().numpy()))
+
+
+@tilejit.kernel
+def narrow_matches(V, OUT):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        OUT[tx] = T.match_any_sync(V[tx])
+
+
+def test_narrow_integers_are_widened_on_both_targets(ptxas):
+    v = (np.arange(32) % 3 - 1).astype(np.int8)
+    out = np.zeros(32, np.int64)
+    tilejit.kernel(narrow_matches.func, target="sim")(v, out)
+    np.testing.assert_array_equal(out, _expected(np.tile(v.astype(np.int32), 4),
+                                                 _floats())["ANY"][:32].astype(np.int64))
+    ptxas(narrow_matches.compile(v, out, target="cuda", arch="sm_90a").ptx, "sm_90a")

@@ -175,3 +175,49 @@ def test_a_reduction_inside_the_consumers_on_the_gpu():
     torch.testing.assert_close(out.cpu().double(), _row_softmax_sums_reference(q, k),
                                rtol=2e-3, atol=1e-2)
     torch.testing.assert_close(out.cpu(), kernel(q, k), rtol=1e-4, atol=1e-3)
+
+
+# -- a reduction inside a kernel's own T.ws role --------------------------------------------
+@tilejit.kernel
+def role_reduction(A, B, stages: T.constexpr = 2):
+    N, R, D = A.shape
+    with T.Kernel(1, threads=256):
+        buf = T.alloc_shared((stages, R, D), A.dtype)
+        out = T.alloc_fragment((R, D), A.dtype)
+        red = T.alloc_fragment((D,), A.dtype)
+        bars = T.alloc_barrier([128] * (2 * stages))
+        for k in T.serial(N):
+            with T.ws(1):
+                T.mbarrier_wait_parity(bars[k % stages + stages], ((k // stages) & 1) ^ 1)
+                T.tma_copy(A[k, 0:R, 0:D], buf[k % stages, :, :], barrier=bars[k % stages])
+                T.mbarrier_arrive(bars[k % stages])
+            with T.ws(0):
+                T.mbarrier_wait_parity(bars[k % stages], (k // stages) & 1)
+                T.copy(buf[k % stages, :, :], out)
+                T.mbarrier_arrive(bars[k % stages + stages])
+                T.reduce_sum(out, red, dim=0)
+                T.copy(red, B[k, 0:D])
+
+
+def test_a_reduction_inside_a_role_waits_for_its_role_only(ptxas):
+    # (a review's finding: the exchange between warps waited on barrier 0, which the
+    # other role, spinning on its mbarrier, never reaches: the MLA example's hang)
+    a = np.random.default_rng(0).random((6, 128, 16)).astype(np.float32)
+    b = np.zeros((6, 16), np.float32)
+    tilejit.kernel(role_reduction.func, target="sim")(a, b)
+    np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
+    ptx = role_reduction.compile(a, b, target="cuda", arch="sm_90a").ptx
+    body = ptx[ptx.index("mbarrier.try_wait"):]
+    barriers = re.findall(r"(?:bar|barrier)\.sync\s+(\w+)(?:,\s*(\d+))?;", body)
+    assert barriers and all(count == "128" for _, count in barriers), barriers
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_a_reduction_inside_a_role_on_the_gpu():
+    import torch
+    a = torch.rand(12, 128, 16, device="cuda")
+    b = torch.zeros(12, 16, device="cuda")
+    role_reduction(a, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, a.sum(1), rtol=1e-5, atol=1e-5)

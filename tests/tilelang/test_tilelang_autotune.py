@@ -394,3 +394,18 @@ def test_do_not_specialize_reuses_the_config_and_builds_for_the_call():
     assert len(tuned._tuner_cache) == 2
     tuned(128, 64, 64, block_M=64, block_N=64, block_K=32)  # explicit: a key of its own
     assert len(tuned._tuner_cache) == 3
+
+
+def test_explicit_values_equal_to_the_defaults_never_share_the_tuned_entry():
+    # (a review's finding: the key filled in defaults, so an explicit call and a tuning
+    # call were one entry, and the tuned config met the explicit values)
+    tuned = autotune(configs=_matmul_configs)(matmul.program)
+    explicit = tuned(128, 64, 64, block_M=128, block_N=128)        # the defaults, given
+    assert explicit.kernel.source.namespace["block_M"] == 128
+    with pytest.warns(AutotuneWarning):
+        kernel = tuned(128, 64, 64)                                 # still tuned
+    assert tuned.best_config == {"block_M": 64, "block_N": 64, "block_K": 32}
+    assert kernel.kernel.source.namespace["block_M"] == 64
+    again = tuned(128, 64, 64, block_M=128, block_N=128)           # after the tuning
+    assert again.kernel.source.namespace["block_M"] == 128
+    assert tuned(128, 64, 64, 128, 128).kernel.source.namespace["block_M"] == 128

@@ -250,3 +250,16 @@ def test_barrier_wait_and_arrive_are_the_mbarrier_operations():
     recognizes them by identity, so every rule of the T.ws forms applies to them."""
     assert T.barrier_wait is T.mbarrier_wait_parity
     assert T.barrier_arrive is T.mbarrier_arrive
+
+
+def test_a_torch_dtype_tilejit_lacks_is_named():
+    dtype = torch.complex64
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                A[i] = T.cast(A[i], dtype)
+    with pytest.raises(tilelang.CompileError, match="torch.complex64 is not a dtype tilejit "
+                                                    "has: unknown dtype 'complex64'"):
+        tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()

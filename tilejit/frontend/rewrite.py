@@ -42,6 +42,7 @@ from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, DP4A_OPERANDS, LANGUAGE
 from tilejit.language import scalar_math as _scalar_math
+from tilejit.language import math_intrinsics as _math_intrinsics
 
 # T.Parallel's keywords: TileLang's hints of how to schedule the loop (the keyword
 # arguments of ``T.Parallel``)
@@ -304,6 +305,11 @@ class _DeviceForms(ast.NodeTransformer):
             if target is T.round and node.keywords:
                 mode = [k.value for k in node.keywords if k.arg == "rounding_mode"]
                 return ast.copy_location(ast.Call(node.func, node.args[:1] + mode, []), node)
+        if getattr(target, "__module__", None) == _math_intrinsics.__name__ and \
+                node.keywords and all(k.arg == "rounding_mode" for k in node.keywords):
+            # T.ieee_add(a, b, rounding_mode="rz"): the mode positional, as typed
+            return ast.copy_location(ast.Call(node.func, node.args + [
+                k.value for k in node.keywords], []), node)
         if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
             op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
             return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)

@@ -172,6 +172,8 @@ MEANINGS = {
 def _match_bits(value, name):
     """The bits of a match's value: an integer or float of 32 or 64 bits."""
     array = np.asarray(value)
+    if array.dtype.kind in "iub" and array.dtype.itemsize < 4:
+        array = array.astype(np.int32)      # as the compiler widens it (sign or zero)
     if array.dtype.kind not in "iuf" or array.dtype.itemsize not in (4, 8):
         if type(value) is int:
             array = np.asarray(value, np.int64 if not -2**31 <= value < 2**31 else np.int32)

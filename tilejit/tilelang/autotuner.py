@@ -222,19 +222,22 @@ class ClassicAutotuner:
 
     def __call__(self, *args, **kwargs):
         kwargs.pop("__return_kernel", None)     # TileLang's; the kernel is what returns
-        call = self._call_key(args, kwargs)
-        if call is not None and call in self._tuner_cache:
-            return self._run(self._tuner_cache[call], args, kwargs)
         configs = self.configs or self._checked(self._configs_for(args, kwargs))
         tuned = {n for c in configs for n in c if n != "pass_configs"}
-        if any(n in tuned for n in list(self.params[:len(args)]) + list(kwargs)):
-            # TileLang's rule: tuned values given explicitly skip the tuning, and the
-            # factory compiles with them (its defaults for the others)
-            if call is not None:
-                self._tuner_cache[call] = {}
-            return self.program(*args, **kwargs)
+        given = list(self.params[:len(args)]) + list(kwargs)
         inputs = getattr(_INPUTS, "tensors", None)
         device = self._device(inputs)
+        call = self._call_key(args, kwargs, device)
+        if any(n in tuned for n in given):
+            # TileLang's rule: tuned values given explicitly skip the tuning, and the
+            # factory compiles with them (its defaults for the others); the call is
+            # recorded, never read back (its values are the call's own)
+            if call is not None:
+                self._tuner_cache.setdefault(("explicit",) + call, {})
+            return self.program(*args, **kwargs)
+        if call is not None and call in self._tuner_cache:
+            self.best_config = self._tuner_cache[call]
+            return self._run(self.best_config, args, kwargs)
         key = self._key(configs, args, kwargs, inputs, device)
         with self._lock:
             config = self._best.get(key) or self._load(key, configs)
@@ -249,16 +252,17 @@ class ClassicAutotuner:
             self._tuner_cache[call] = config
         return self._run(config, args, kwargs)
 
-    def _call_key(self, args, kwargs):
+    def _call_key(self, args, kwargs, device):
         """The call's key in ``_tuner_cache``: its factory arguments by name (defaults
-        applied), less ``do_not_specialize``'s; None when they cannot key a dict."""
+        applied), less ``do_not_specialize``'s, and where the configs run; None when they
+        cannot key a dict."""
         try:
             bound = inspect.signature(self.program.factory).bind(*args, **kwargs)
         except TypeError:
             return None                     # the factory's own error, at the call
         bound.apply_defaults()
-        key = tuple(sorted((k, v) for k, v in bound.arguments.items()
-                           if k not in self.do_not_specialize))
+        key = (device,) + tuple(sorted((k, v) for k, v in bound.arguments.items()
+                                       if k not in self.do_not_specialize))
         try:
             hash(key)
         except TypeError:

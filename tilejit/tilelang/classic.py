@@ -304,8 +304,8 @@ class CompiledPrimFunc(KernelConveniences):
             unsized = _unknown_symbols(ann.shape, sizes)
             if unsized and strict and placeholders and all(_is_dynamic(ann.shape, n)
                                                            for n in unsized):
-                # a T.dynamic extent is a run-time value, never specialized on: any size
-                # gives the same device code
+                # a T.dynamic extent is a run-time value, never specialized on: the
+                # placeholder gives the kernel of aligned sizes (DYNAMIC_PLACEHOLDER)
                 for n in unsized:
                     sizes[n] = ("a placeholder", DYNAMIC_PLACEHOLDER)
                 unsized = []
@@ -337,8 +337,10 @@ def _extent(d, sizes, name=None) -> int:
     return int(d)
 
 
-# the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()):
-# the code is the same for every size
+# the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()): the
+# kernel is the same for every size but for the alignment of rows (a size that leaves a
+# tensor's rows off 16 bytes compiles a variant without vector accesses); this one keeps
+# them aligned
 DYNAMIC_PLACEHOLDER = 1024
 
 
@@ -385,7 +387,10 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
                         " (an arch goes in the target: target=\"cuda -arch=sm_80\")")
     compiled = CompiledPrimFunc(func, out_idx=out_idx, target=target,
                                 pass_configs=pass_configs)
-    compiled._check_now(target_and_arch(target)[0])
+    named = target.get("kind") if isinstance(target, dict) else \
+        (str(target).split() or ["auto"])[0]
+    # "cuda" (with an arch or not) checks the GPU's front end even without a device
+    compiled._check_now(named if named in ("sim", "cuda") else "auto")
     return compiled
 
 

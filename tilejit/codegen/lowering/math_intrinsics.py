@@ -22,7 +22,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.language.math_intrinsics import FAST_UNARY, IEEE_OPS
 from tilejit.ir.kernel_config import current_kernel_or_none
-from tilejit.codegen.lowering.math import F32, F64, _in_float32, exp, log, log2
+from tilejit.codegen.lowering.math import F32, F64, _E, _in_float32, exp, log, log2
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar_math import exp10, log10
 from tilejit.codegen.lowering.tiles import intrinsic
@@ -57,17 +57,20 @@ def _rounded(builder, name: str, mode: str, values):
 
 
 def _plain(builder, name, values):
-    """IEEE operations rounded to nearest (no fast-math flags: never contracted)."""
+    """IEEE operations rounded to nearest, each marked exact so that the target's
+    multiply-add contraction (``contract_multiply_add``) leaves it alone: ``ieee_mul``
+    then ``ieee_add`` stay two roundings."""
     ty = values[0].type
+    e = _E(builder, ty)
     op = _OPS[name]
     if op == "add":
-        return builder.fadd(*values)
+        return e._exact(builder.fadd(*values))
     if op == "mul":
-        return builder.fmul(*values)
+        return e._exact(builder.fmul(*values))
     if op == "div":
-        return builder.fdiv(*values)
+        return e._exact(builder.fdiv(*values))
     if op == "rcp":
-        return builder.fdiv(ir.Constant(ty, 1.0), values[0])
+        return e._exact(builder.fdiv(ir.Constant(ty, 1.0), values[0]))
     suffix = "f32" if ty == F32 else "f64"
     fn = intrinsic(builder, f"llvm.{op}.{suffix}", ty, [ty] * len(values))
     return builder.call(fn, values)

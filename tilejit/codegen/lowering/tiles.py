@@ -211,16 +211,24 @@ def block_barrier(builder):
 
 def tile_threads_barrier(builder):
     """A barrier among the threads that run the tile operations, inside one (a
-    reduction's exchange through shared memory): the block's, or in a warp-specialized
-    kernel the consumers' named barrier 1 (``bar.sync 1, N``). Barrier 0 there would also
-    wait for the producer warpgroup, which waits for the consumers to release a stage: a
-    deadlock once the pipeline is longer than its stages."""
-    consumers = plan().ws_consumers
-    if not consumers or current_kernel().target.kind == "amdgpu":
+    reduction's exchange through shared memory): the block's; in a warp-specialized
+    kernel the consumers' named barrier 1 (``bar.sync 1, N``); in a kernel with its own
+    ``T.ws`` roles the role's, ``1 + k`` of its warpgroup k (as ``warp_roles.py``'s
+    barriers). Barrier 0 there would also wait for the other warpgroups, which may be
+    waiting for these to release a stage: a deadlock once the pipeline is longer than its
+    stages (TileLang's MLA decode example hung so)."""
+    tiles = plan()
+    if current_kernel().target.kind == "amdgpu" or not (tiles.ws_consumers or
+                                                       tiles.role_threads):
         block_barrier(builder)
         return
-    builder.call(intrinsic(builder, "llvm.nvvm.barrier.sync.cnt", ir.VoidType(), [I32, I32]),
-                 [I32(1), I32(consumers)])
+    sync = intrinsic(builder, "llvm.nvvm.barrier.sync.cnt", ir.VoidType(), [I32, I32])
+    if tiles.ws_consumers:
+        builder.call(sync, [I32(1), I32(tiles.ws_consumers)])
+        return
+    tid = builder.call(intrinsic(builder, "llvm.nvvm.read.ptx.sreg.tid.x", I32, []), [])
+    role = builder.udiv(tid, I32(tiles.role_threads))
+    builder.call(sync, [builder.add(role, I32(1)), I32(tiles.role_threads)])
 
 
 def unflatten(builder, flat, extents):

@@ -14,6 +14,7 @@ import operator
 import types as pytypes
 
 from numba.core import types
+from numba.core.errors import TypingError
 from numba.core.typing import BaseContext, signature
 from numba.core.typing.templates import builtin_registry
 
@@ -119,7 +120,10 @@ class TilejitTypingContext(BaseContext):
         if isinstance(val, DType):
             return DTypeType(val)
         if is_torch_dtype(val):         # a global or closure dtype = torch.uint8
-            return DTypeType(as_dtype(val))
+            try:
+                return DTypeType(as_dtype(val))
+            except TypeError as e:
+                raise TypingError(f"{val} is not a dtype tilejit has: {e}") from None
         if _typed_as_global(val):
             ty = self._get_global_type(val)
             if ty is not None:
