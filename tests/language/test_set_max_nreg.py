@@ -99,3 +99,26 @@ def test_tilejit_compile_for_cuda_checks_it_at_once():
             A[tx] = 1.0
     with pytest.raises(CompileError, match="setmaxnreg needs sm_90a; the target is sm_80"):
         tilejit.compile(main, target="cuda -arch=sm_80")       # no device needed
+
+
+@tilejit.kernel
+def annotated_roles(A, B):
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        if tx >= 128:
+            T.annotate_producer_reg_dealloc()
+            B[tx] = A[tx] + 1.0
+        else:
+            T.annotate_consumer_reg_alloc(232)
+            B[tx] = A[tx] * 2.0
+
+
+def test_tilelangs_register_annotations_are_the_same_instructions(ptxas):
+    a = np.arange(256, dtype=np.float32)
+    ptx = annotated_roles.compile(a, a.copy(), target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in ptx        # its default
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    ptxas(ptx, "sm_90a")
+    b = np.zeros(256, np.float32)
+    tilejit.kernel(annotated_roles.func, target="sim")(a, b)
+    np.testing.assert_array_equal(b, np.where(np.arange(256) >= 128, a + 1.0, a * 2.0))

@@ -56,6 +56,8 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
                                     no_set_max_nreg, reducer_init, reducer_update, reshape,
                                     set_max_nreg, inc_max_nreg, dec_max_nreg,
+                                    annotate_producer_reg_dealloc,
+                                    annotate_consumer_reg_alloc,
                                     sync_threads, transpose, use_swizzle, view)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
@@ -106,7 +108,8 @@ __all__ = [
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
-    "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "disable_warp_group_reg_alloc", "reshape",
+    "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
+    "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "view", "sync_threads",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",

@@ -170,6 +170,18 @@ def dec_max_nreg(reg_count):
     return meaning("set_max_nreg")(reg_count, 0)
 
 
+def annotate_producer_reg_dealloc(reg_count=24):
+    """TileLang's mark of a producer warpgroup's branch: its registers lowered to
+    ``reg_count`` there (``T.dec_max_nreg(reg_count)``)."""
+    return meaning("set_max_nreg")(reg_count, 0)
+
+
+def annotate_consumer_reg_alloc(reg_count=240):
+    """TileLang's mark of a consumer warpgroup's branch: its registers raised to
+    ``reg_count`` there (``T.inc_max_nreg(reg_count)``)."""
+    return meaning("set_max_nreg")(reg_count, 1)
+
+
 def check_max_nreg(reg_count, is_inc) -> str | None:
     """Why ``T.set_max_nreg(reg_count, is_inc)`` is wrong, or None."""
     if isinstance(reg_count, bool) or not isinstance(reg_count, int) or \

@@ -142,7 +142,10 @@ def _names(stmts, ctx_type):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
 
 
-_USER_SETMAXNREG = {T.set_max_nreg: None, T.inc_max_nreg: 1, T.dec_max_nreg: 0}
+# the kernel's own register counts: (the fixed is_inc or None, the default count or None)
+_USER_SETMAXNREG = {T.set_max_nreg: (None, None), T.inc_max_nreg: (1, None),
+                    T.dec_max_nreg: (0, None), T.annotate_consumer_reg_alloc: (1, 240),
+                    T.annotate_producer_reg_dealloc: (0, 24)}
 
 
 class _RegisterHints(ast.NodeTransformer):
@@ -175,10 +178,12 @@ class _RegisterHints(ast.NodeTransformer):
         return node
 
     def _set_max_nreg(self, node, call, fn):
-        fixed = _USER_SETMAXNREG[fn]
+        fixed, default = _USER_SETMAXNREG[fn]
         params = ("reg_count",) if fixed is not None else ("reg_count", "is_inc")
         values = dict(zip(params, call.args))
         values.update({k.arg: k.value for k in call.keywords})
+        if default is not None:
+            values.setdefault("reg_count", ast.Constant(default))
         if set(values) != set(params):
             raise self.ctx.error(f"T.{fn.__name__}({', '.join(params)}) takes "
                                  f"{' and '.join(params)}", node)
