@@ -263,3 +263,10 @@ def test_a_torch_dtype_tilejit_lacks_is_named():
     with pytest.raises(tilelang.CompileError, match="torch.complex64 is not a dtype tilejit "
                                                     "has: unknown dtype 'complex64'"):
         tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def test_dtype_calls_make_typed_values_and_declarations():
+    assert T.int32(0x7FFFFFFF) == 2 ** 31 - 1 and T.int32(-2 ** 31).dtype == np.int32
+    assert T.uint64(0xFFFFFFFFFFFFFFFF) == 2 ** 64 - 1
+    a = T.uint32()                                  # TileLang's declaration: zero here
+    assert a.dtype == np.uint32 and a == 0 and (a & 0xFFFFFFFF) == 0

@@ -87,8 +87,10 @@ class DType(str):
     def __str__(self) -> str:
         return self.name
 
-    def __call__(self, value):
-        """``T.float32(1.0)``: a typed constant (simulation semantics: numpy scalar)."""
+    def __call__(self, value=0):
+        """``T.float32(1.0)``: a typed constant (simulation semantics: numpy scalar);
+        ``T.int32()``, TileLang's declaration of a variable of the dtype, is its zero (as
+        ``v = T.int32()`` is in a kernel until it is bound)."""
         return self.numpy.type(value)
 
 
