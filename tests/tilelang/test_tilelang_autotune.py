@@ -409,3 +409,14 @@ def test_explicit_values_equal_to_the_defaults_never_share_the_tuned_entry():
     again = tuned(128, 64, 64, block_M=128, block_N=128)           # after the tuning
     assert again.kernel.source.namespace["block_M"] == 128
     assert tuned(128, 64, 64, 128, 128).kernel.source.namespace["block_M"] == 128
+
+
+def test_a_cached_config_outside_this_calls_list_is_tuned_again():
+    def configs_of(M, N, K):                      # the list depends on K, not specialized
+        return [{"block_M": 64, "block_N": 64, "block_K": 32}] if K < 128 else \
+            [{"block_M": 32, "block_N": 32, "block_K": 64}]
+    tuned = autotune(configs=configs_of, do_not_specialize=["K"])(matmul.program)
+    tuned(128, 64, 64)
+    assert tuned.best_config == {"block_M": 64, "block_N": 64, "block_K": 32}
+    tuned(128, 64, 256)                           # same key, another list: tuned again
+    assert tuned.best_config == {"block_M": 32, "block_N": 32, "block_K": 64}

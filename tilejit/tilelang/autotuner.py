@@ -235,7 +235,9 @@ class ClassicAutotuner:
             if call is not None:
                 self._tuner_cache.setdefault(("explicit",) + call, {})
             return self.program(*args, **kwargs)
-        if call is not None and call in self._tuner_cache:
+        if call is not None and self._tuner_cache.get(call) in configs:
+            # (a config list made per call, which a do_not_specialize argument may change,
+            # has to still hold it)
             self.best_config = self._tuner_cache[call]
             return self._run(self.best_config, args, kwargs)
         key = self._key(configs, args, kwargs, inputs, device)
