@@ -14,7 +14,6 @@
    (within 2 ulp: this is where float exp and exp2 on the special function unit are
    measured), the simulator and the host evaluation (bit for bit, but for those two).
 """
-import ctypes
 import math
 import re
 import shutil
@@ -26,6 +25,7 @@ import pytest
 import tilejit
 import tilejit.language as T
 from tilejit.language.numerics import round_to_bfloat16
+from host_math import HostRoutines
 
 UNARY = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "floor", "ceil",
          "erf")
@@ -449,64 +449,19 @@ def test_kernel_arithmetic_is_contracted():
 # 3. accuracy of the GPU algorithms, run on the host
 # ---------------------------------------------------------------------------------------
 class HostMath:
-    """``tilejit.codegen.lowering.math``'s IR builders compiled for this CPU: for each function
-    a ``float f(float)`` (``double`` for float64) and an array loop over it, called with
-    ctypes. Same IR as on the GPU: IEEE operations, fma, sqrt, floor, no fast-math flags
-    (the host's vector units keep subnormals, as PTX without ``.ftz``)."""
+    """``tilejit.codegen.lowering.math``'s IR builders compiled for this CPU
+    (``host_math.HostRoutines``): the unary functions and pow, ``float f(float)``
+    (``double`` for float64) with an array loop, called with ctypes. Same IR as on the GPU:
+    IEEE operations, fma, sqrt, floor, no fast-math flags (the host's vector units keep
+    subnormals, as PTX without ``.ftz``)."""
 
     def __init__(self, ty):
-        import llvmlite.binding as ll
-        from llvmlite import ir
         from tilejit.codegen.lowering import math as M
-
-        ll.initialize_native_target()
-        ll.initialize_native_asmprinter()
-        self.dtype = np.float32 if ty == M.F32 else np.float64
-        module = ir.Module("host_math")
-        module.triple = ll.get_process_triple()
-        i64, ptr = ir.IntType(64), ty.as_pointer()
-        for name in FUNCS:
-            build = M.BINARY.get(name) or M.UNARY[name]
-            nargs = 2 if name in M.BINARY else 1
-            f = ir.Function(module, ir.FunctionType(ty, [ty] * nargs), f"math_{name}")
-            b = ir.IRBuilder(f.append_basic_block())
-            b.ret(build(b, *f.args))
-            loop_fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64]),
-                                  f"array_{name}")
-            xs, ys, out, n = loop_fn.args
-            entry, body, done = (loop_fn.append_basic_block(s) for s in ("entry", "body", "done"))
-            b = ir.IRBuilder(entry)
-            b.cbranch(b.icmp_signed(">", n, i64(0)), body, done)
-            b = ir.IRBuilder(body)
-            i = b.phi(i64)
-            i.add_incoming(i64(0), entry)
-            args = [b.load(b.gep(xs, [i]))]
-            if nargs == 2:
-                args.append(b.load(b.gep(ys, [i])))
-            b.store(b.call(f, args), b.gep(out, [i]))
-            nxt = b.add(i, i64(1))
-            i.add_incoming(nxt, body)
-            b.cbranch(b.icmp_signed("<", nxt, n), body, done)
-            ir.IRBuilder(done).ret_void()
-        llmod = ll.parse_assembly(str(module))
-        llmod.verify()
-        tm = ll.Target.from_default_triple().create_target_machine(
-            cpu=ll.get_host_cpu_name(), features=ll.get_host_cpu_features().flatten(), opt=3)
-        pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(3))
-        pb.getModulePassManager().run(llmod, pb)
-        self.engine = ll.create_mcjit_compiler(llmod, tm)
-        self.engine.finalize_object()
-        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                 ctypes.c_int64)
-        self.fns = {name: proto(self.engine.get_function_address(f"array_{name}"))
-                    for name in FUNCS}
+        self.unary = HostRoutines({n: M.UNARY[n] for n in FUNCS if n in M.UNARY}, ty)
+        self.binary = HostRoutines(M.BINARY, ty, arity=2)
 
     def __call__(self, name, x, y=None):
-        x = np.ascontiguousarray(x, self.dtype)
-        y = x if y is None else np.ascontiguousarray(y, self.dtype)
-        out = np.empty_like(x)
-        self.fns[name](x.ctypes.data, y.ctypes.data, out.ctypes.data, x.size)
-        return out
+        return self.unary(name, x) if y is None else self.binary(name, x, y)
 
 
 _HOSTS = {}
