@@ -183,6 +183,17 @@ LANGUAGE_DIFFERENCES = {
     "cluster_arrive": "as `T.cluster_sync`", "cluster_arrive_relaxed": "as `T.cluster_sync`",
     "cluster_wait": "as `T.cluster_sync`",
     "symbolic": "deprecated (a `DeprecationWarning`, as in TileLang): `T.dynamic`",
+    "sync_threads": "`T.sync_threads()` every thread must reach (a `CompileError` under a "
+                    "thread-dependent branch); `T.sync_threads(id, count)`: named barriers "
+                    "1…15 not used by tilejit in the kernel (NVPTX only); the simulator "
+                    "counts the threads reaching each (whole warps) in per-thread code, "
+                    "whole warpgroup roles between `T.ws` roles",
+    "named_barrier_arrive": "simulated between `T.ws` warpgroup roles only (a role arrives "
+                            "as its 128 threads); in per-thread code a `ThreadCodeError` in "
+                            "the simulator",
+    "wgmma_gemm": "`T.gemm`: wgmma on sm_90a where the operands allow, else mma.sync (not an "
+                  "error); it waits where the products are first needed",
+    "wait_wgmma": "a no-op: every gemm waits where its products are first needed",
 }
 TILELANG_DIFFERENCES = {
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "

@@ -218,6 +218,8 @@ class _DeviceForms(ast.NodeTransformer):
         # breakpoint() stops the simulator; on a device it does nothing
         if self.strip_breakpoints and fn is breakpoint:
             return ast.copy_location(ast.Pass(), node)
+        if fn is T.wait_wgmma:          # the gemms wait where their products are needed
+            return ast.copy_location(ast.Pass(), node)
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
                 isinstance(a, ast.Subscript) for a in call.args):
             return [self.generic_visit(s) for s in _dp4a_loop(call, node)]
@@ -261,6 +263,11 @@ class _DeviceForms(ast.NodeTransformer):
             if attribute is not None:
                 node.func = attribute
         target = resolve_static(node.func, self.namespace)
+        if target is T.wgmma_gemm:      # T.gemm, which waits where the products are needed
+            node.keywords = [k for k in node.keywords if k.arg != "annotations"]
+            node.func = ast.copy_location(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "gemm",
+                                                        ast.Load()), node.func)
+            return node
         if target is T.if_then_else and len(node.args) == 3 and not node.keywords:
             cond, a, b = node.args
             return ast.copy_location(ast.IfExp(cond, a, b), node)

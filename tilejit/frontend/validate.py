@@ -42,7 +42,8 @@ def check_supported(ks: KernelSource) -> None:
     # T.alloc_barrier([128, 128] * stages): the arrival counts, compile-time too
     call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
-                  for a in node.args for n in ast.walk(a) if isinstance(n, ast.List)}
+                  for a in node.args + [k.value for k in node.keywords]
+                  for n in ast.walk(a) if isinstance(n, ast.List)}
     # a layout (T.annotate_layout's dict, a T.Layout): a compile-time value, evaluated as
     # Python (passes/user_layouts.py), so its function may be a lambda
     call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)

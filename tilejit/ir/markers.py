@@ -175,6 +175,13 @@ SYNC_RANGE = _declare("__tj_sync_range", "sync_range",
                       "(barrier, threads): a named barrier of the threads of a range, which a "
                       "branch's tile operations share (passes/thread_ranges.py)")
 
+SYNC_NAMED = _declare("__tj_sync_named", "sync_named",
+                      "(barrier, threads): the kernel's T.sync_threads(barrier_id, "
+                      "arrive_count), a named barrier some threads may reach alone")
+ARRIVE_NAMED = _declare("__tj_arrive_named", "arrive_named",
+                        "(barrier, threads): T.named_barrier_arrive, an arrival that does "
+                        "not wait")
+
 # -- thread block clusters (passes/clusters.py) ---------------------------------------
 CLUSTER_RANK = _declare("__tj_cluster_rank", "cluster_rank",
                         "() -> this block's rank in its cluster (T.block_rank_in_cluster)")

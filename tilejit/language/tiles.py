@@ -135,10 +135,27 @@ def sync_threads(barrier_id=None, arrive_count=None):
     """A barrier of the block: ``__syncthreads()``. tilejit inserts the barriers shared
     memory needs by itself; an explicit one orders what the analysis cannot see (per-
     thread code's own protocols). Every thread must reach it (a ``CompileError`` inside a
-    branch or loop that depends on the thread index); named barriers (``barrier_id``,
-    ``arrive_count``) are not supported. In a warp-specialized kernel it is the barrier
-    of the threads that run it."""
+    branch or loop that depends on the thread index). In a warp-specialized kernel it is
+    the barrier of the threads that run it.
+
+    ``T.sync_threads(barrier_id, arrive_count)``: named barrier ``barrier_id`` (1…15;
+    ``bar.sync``) of ``arrive_count`` threads (whole warps; the block's threads when left
+    out), which may be reached by some threads only (``if tx < 256:``), and waits until
+    ``arrive_count`` threads have arrived: those that sync there and those that
+    ``T.named_barrier_arrive`` it. Barriers tilejit itself uses in the kernel (a
+    warpgroup role's ``1 + k``, the consumers' 1, a thread range's 15 down) may not be
+    named. The simulator checks that the threads reaching it are ``arrive_count`` whole
+    warps (``ThreadCodeError``: on the GPU a hang)."""
     return meaning("sync_threads")(barrier_id, arrive_count)
+
+
+def named_barrier_arrive(barrier_id, arrive_count):
+    """Arrive at named barrier ``barrier_id`` (1…15) of ``arrive_count`` threads without
+    waiting (``bar.arrive``): the producer's half of a protocol whose consumers
+    ``T.sync_threads(barrier_id, arrive_count)``. What the arriving threads wrote before
+    is visible to the consumers after their wait. In the simulator: between a kernel's
+    ``T.ws`` warpgroup roles (a role arrives as its 128 threads)."""
+    return meaning("named_barrier_arrive")(barrier_id, arrive_count)
 
 
 def no_set_max_nreg():
@@ -190,6 +207,32 @@ def check_max_nreg(reg_count, is_inc) -> str | None:
                 f"compile time, got {reg_count!r}")
     if is_inc not in (0, 1):
         return f"T.set_max_nreg: is_inc must be 1 (raise) or 0 (lower), got {is_inc!r}"
+    return None
+
+
+NAMED_BARRIERS = 16      # bar.sync's ids: 0 is the block's (__syncthreads), 1…15 named
+
+
+def check_named_barrier(what: str, barrier_id, arrive_count, block_threads: int) -> str | None:
+    """Why a named barrier's ``barrier_id`` / ``arrive_count`` (ints, or None where not
+    known before the kernel runs) are wrong in a block of ``block_threads``, or None. Id 0
+    is the block's own barrier: only ``T.sync_threads(0)`` of every thread may name it."""
+    if barrier_id is not None:
+        if isinstance(barrier_id, bool) or not isinstance(barrier_id, int) or \
+                not 0 <= barrier_id < NAMED_BARRIERS:
+            return (f"{what}: barrier_id must be an int in [1, {NAMED_BARRIERS - 1}] (named "
+                    f"barriers; 0 is the block's), got {barrier_id!r}")
+    if arrive_count is not None:
+        if isinstance(arrive_count, bool) or not isinstance(arrive_count, int) or \
+                arrive_count <= 0 or arrive_count % 32 or arrive_count > block_threads:
+            return (f"{what}: arrive_count must be a multiple of 32 (a named barrier counts "
+                    f"whole warps) in [32, {block_threads}] (the block's threads), got "
+                    f"{arrive_count!r}")
+    if barrier_id == 0 and (what.startswith("T.named_barrier_arrive") or (
+            arrive_count is not None and arrive_count != block_threads)):
+        return (f"{what}: barrier 0 is the block's own (T.sync_threads()), which every one "
+                f"of its {block_threads} threads reaches; name a barrier in [1, "
+                f"{NAMED_BARRIERS - 1}]")
     return None
 
 
@@ -265,6 +308,24 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     ``CompileError``."""
     return meaning("gemm")(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
                            wg_wait)
+
+
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+               clear_accum=False, annotations=None):
+    """TileLang's explicit Hopper gemm, issued without waiting: in tilejit it is
+    ``T.gemm`` (the front end renames it), which runs on wgmma on sm_90a wherever the
+    operands allow and waits for the products where they are first needed
+    (``passes/wgmma_waits.py``), so ``T.wait_wgmma(n)`` has nothing left to wait for.
+    Unlike TileLang, a gemm wgmma cannot take runs on mma.sync instead of failing to
+    compile."""
+    return gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum)
+
+
+def wait_wgmma(id):
+    """TileLang's wait for all but ``id`` wgmma groups: a no-op in tilejit, whose gemms
+    (``T.gemm``, ``T.wgmma_gemm``) wait for their products where they are needed."""
+    if isinstance(id, bool) or not isinstance(id, int) or id < 0:
+        raise TypeError(f"T.wait_wgmma(id): id must be a non-negative int, got {id!r}")
 
 
 def let(var, value, body=None):

@@ -21,7 +21,8 @@ the loop and read in every iteration, as FlashAttention's Q), one barrier goes b
 loop instead.
 A kernel's own ``T.ws`` role (``ROLE_ATTR``) synchronizes inside on its named barrier;
 its accesses, against the block's statements around it (which every role runs), get a
-block barrier where they conflict.
+block barrier where they conflict; against another role's, none: the kernel orders
+those itself (mbarriers, named barriers: ``named_barriers.py``).
 ``if``: each branch starts from the pending set before it (a barrier needed at a
 branch's start is hoisted before the ``if``, so a barrier is never skipped by some
 threads only); the pending set after it is the union of the branches' ends.
@@ -46,6 +47,7 @@ from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMM
                                 WGMMA_WAIT, WS_ATTR)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.dependence import dependent_names, reads_any
+from tilejit.passes.named_barriers import NamedBarriers
 from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit.passes.shared_memory import shares_bytes
 
@@ -60,11 +62,12 @@ def _depends(expr, tainted) -> bool:
     return reads_any(expr, tainted) or reads_any(expr, (THREAD_INDEX,))
 
 
-def thread_dependent_names(fdef) -> set[str]:
+def thread_dependent_names(fdef, memory=frozenset()) -> set[str]:
     """The names computed from the thread index (``thread_bindings.py``'s
     ``__tj_thread_index()``), directly or through other such names, and the loop
-    variables of ranges that depend on it."""
-    return dependent_names(fdef, {THREAD_INDEX}) - {THREAD_INDEX}
+    variables of ranges that depend on it; an element of a shared tile or tensor
+    (``memory``) that a thread-dependent value is stored into is read alike by all."""
+    return dependent_names(fdef, {THREAD_INDEX}, memory) - {THREAD_INDEX}
 
 
 # the compiler's forms that the block (or a warpgroup) does together: a branch holding
@@ -164,9 +167,13 @@ class _Access:
     def overlap(self, a: set, b: set) -> bool:
         """Whether two access sets touch common bytes. Two stages of one pipelined tile
         are distinct within an iteration (the pipeline pass guarantees the stage
-        expressions it writes differ, and puts its own barrier on the back edge)."""
-        for (x, xs) in a:
-            for (y, ys) in b:
+        expressions it writes differ, and puts its own barrier on the back edge). The
+        accesses of two different ``T.ws`` roles (tagged with the role, a third item) are
+        ordered by the kernel's own protocol, its mbarriers or named barriers."""
+        for (x, xs, *xr) in a:
+            for (y, ys, *yr) in b:
+                if xr and yr and xr != yr:
+                    continue
                 if x == y:
                     if xs is None or ys is None or xs == ys:
                         return True
@@ -210,7 +217,7 @@ class _Syncer:
         """The barrier before ``node`` (a list); with ``reads`` pending that include a tile
         a TMA store reads, thread 0 first waits for those reads."""
         stored = self.ctx.plan.tma_stored
-        wait = [_sync_stmt(node, TMA_STORE_WAIT)] if any(t in stored for t, _ in reads) else []
+        wait = [_sync_stmt(node, TMA_STORE_WAIT)] if any(t in stored for t, *_ in reads) else []
         return wait + [_sync_stmt(node, self.sync, self.sync_args)]
 
     def block(self, stmts, state):
@@ -248,17 +255,18 @@ class _Syncer:
             if isinstance(stmt, ast.If) and getattr(stmt, ROLE_ATTR, None) is not None:
                 # a kernel's own warpgroup role (warp_roles.py): its barriers are its named
                 # barrier; its accesses are ordered for the other roles by the kernel's
-                # mbarriers. The block's own statements around it run in every role: one
-                # that conflicts with the role's accesses gets a block barrier between
-                # them (all the block's threads reach it, outside the role's branch)
+                # mbarriers or named barriers (tagged with the role: `overlap`). The
+                # block's own statements around it run in every role: one that conflicts
+                # with the role's accesses gets a block barrier between them (all the
+                # block's threads reach it, outside the role's branch)
                 role = getattr(stmt, ROLE_ATTR)
                 body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,), self.tainted).block(
                     stmt.body, (set(), set()))
                 r, w = set(), set()
                 for inner in stmt.body:
                     ir_, iw = self.acc.of(inner)
-                    r |= ir_
-                    w |= iw
+                    r |= {(*a, role) for a in ir_}
+                    w |= {(*a, role) for a in iw}
                 if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
                     out += self._barrier(stmt, reads)
                     reads, writes = set(), set()
@@ -364,7 +372,9 @@ _USER_SYNC = "__tj_user_sync"
 class _UserSyncs(ast.NodeTransformer):
     """``T.sync_threads()`` statements, checked: every thread of the block must reach one,
     so not inside a branch or loop whose test depends on the thread index (names computed
-    from it, ``thread_bindings.py``, count too); named barriers are not supported."""
+    from it, ``thread_bindings.py``, count too). Named barriers (``T.sync_threads(id,
+    count)``, ``T.named_barrier_arrive``) may be reached by some threads only:
+    ``named_barriers.py``."""
 
     def __init__(self, ctx, fdef, marker, tainted):
         self.ctx = ctx
@@ -374,6 +384,7 @@ class _UserSyncs(ast.NodeTransformer):
         # a `return` some threads take leaves the others alone at every later barrier
         self.divergent += any(self._escapes(node, ast.Return) for node in ast.walk(fdef)
                               if isinstance(node, ast.If))
+        self.named = NamedBarriers(ctx, fdef)
 
     def _escapes(self, node, kinds) -> bool:
         """Whether ``node``, an ``if`` with a thread-dependent test, holds a ``kinds``
@@ -407,9 +418,10 @@ class _UserSyncs(ast.NodeTransformer):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
             for n in ast.walk(node):
-                if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and \
-                        resolve_static(n.value.func, self.ctx.namespace) is T.sync_threads:
-                    raise self.ctx.error("T.sync_threads() inside a T.Parallel loop: the "
+                fn = resolve_static(n.value.func, self.ctx.namespace) if isinstance(
+                    n, ast.Expr) and isinstance(n.value, ast.Call) else None
+                if fn in (T.sync_threads, T.named_barrier_arrive):
+                    raise self.ctx.error(f"T.{fn.__name__}() inside a T.Parallel loop: the "
                                          "loop's iterations are spread over the threads; "
                                          "put the barrier before or after the loop", node)
                 if isinstance(n, ast.Call) and _predicate_barrier(n, self.ctx):
@@ -440,13 +452,13 @@ class _UserSyncs(ast.NodeTransformer):
 
     def visit_Expr(self, node):
         call = node.value
-        if not (isinstance(call, ast.Call)
-                and resolve_static(call.func, self.ctx.namespace) is T.sync_threads):
+        fn = resolve_static(call.func, self.ctx.namespace) if isinstance(call, ast.Call) \
+            else None
+        if fn is T.named_barrier_arrive or (fn is T.sync_threads and (call.args or
+                                                                      call.keywords)):
+            return self.named.statement(node, call, fn)
+        if fn is not T.sync_threads:
             return self.generic_visit(node)
-        if call.args or call.keywords:
-            raise self.ctx.error("T.sync_threads(barrier_id, arrive_count): named barriers "
-                                 "are not supported; T.sync_threads() synchronizes the block",
-                                 node)
         if self.divergent:
             raise self.ctx.error("T.sync_threads() inside a branch or loop that depends on "
                                  "the thread index: every thread of the block must reach it",
@@ -467,15 +479,18 @@ def _predicate_barrier(call: ast.Call, ctx) -> str | None:
 
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
-    syncs = any(isinstance(n, ast.Call) and (resolve_static(n.func, ctx.namespace)
-                                             is T.sync_threads or _predicate_barrier(n, ctx))
-                for n in ast.walk(fdef))
+    syncs = any(isinstance(n, ast.Call) and (
+        resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive)
+        or _predicate_barrier(n, ctx)) for n in ast.walk(fdef))
     if not (shared or syncs):
         return fdef
-    tainted = thread_dependent_names(fdef)      # one walk for both
+    memory = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED} | set(ctx.params)
+    tainted = thread_dependent_names(fdef, memory)      # one walk for both
     if syncs:
         # with no shared tile there is no walk: the block's barrier, as asked
-        fdef = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC, tainted).visit(fdef)
+        users = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC, tainted)
+        fdef = users.visit(fdef)
+        users.named.check_ids(fdef)
     if not shared:
         return fdef
     fdef.body, _ = _Syncer(ctx, tainted=tainted).block(fdef.body, (set(), set()))

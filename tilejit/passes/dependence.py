@@ -12,9 +12,13 @@ def reads_any(expr, names) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
 
-def dependent_names(tree, seeds) -> set[str]:
+def dependent_names(tree, seeds, memory=frozenset()) -> set[str]:
     """``seeds`` and the names ``tree`` computes from them, directly or through other
-    such names (a loop variable of a range that reads one counts)."""
+    such names (a loop variable of a range that reads one counts). A store into an
+    element of a ``memory`` name (a shared tile, a tensor: ``S[tx] = v``) does not make
+    the name one: every thread that reads one element reads the same value (the barriers
+    order the store first); a store into any other name's element (a thread's own local
+    tile) does."""
     dependent = set(seeds)
     changed = True
     while changed:
@@ -31,6 +35,9 @@ def dependent_names(tree, seeds) -> set[str]:
             if not reads_any(source, dependent):
                 continue
             for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                        t.value.id in memory:
+                    continue
                 for n in ast.walk(t):
                     if isinstance(n, ast.Name) and n.id not in dependent:
                         dependent.add(n.id)

@@ -127,8 +127,12 @@ class StaticEval:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
             return _CMP[type(node.ops[0])](self.value(node.left), self.value(node.comparators[0]))
         if isinstance(node, ast.BoolOp):
-            values = [self.value(v) for v in node.values]
-            return all(values) if isinstance(node.op, ast.And) else any(values)
+            # Python's: the first operand that settles it (``a or b`` is a value, not a bool)
+            for v in node.values[:-1]:
+                value = self.value(v)
+                if bool(value) != isinstance(node.op, ast.And):
+                    return value
+            return self.value(node.values[-1])
         if isinstance(node, ast.Subscript):
             base = self.value(node.value)
             if isinstance(base, tuple):

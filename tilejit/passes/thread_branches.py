@@ -69,8 +69,9 @@ def _tile_op(stmts, namespace):
                 return "Parallel"
             if isinstance(node, ast.Call):
                 fn = resolve_static(node.func, namespace)
-                if fn in _TILE_OPS:
-                    return _TILE_OPS[fn]
+                if fn in _TILE_OPS and not (fn is T.sync_threads and
+                                            (node.args or node.keywords)):
+                    return _TILE_OPS[fn]        # a named barrier is some threads' own
     return None
 
 

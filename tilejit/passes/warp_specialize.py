@@ -58,6 +58,7 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_SYNC, GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE,
                                 TMA_INIT, TMA_LOAD, TMA_WAIT, WS_ATTR, WS_LEADER, WS_PRODUCER)
 from tilejit.language.tiles import check_max_nreg
+from tilejit.passes.named_barriers import uses_named_barriers
 from tilejit.passes.pipeline import role_of
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
@@ -214,6 +215,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     threads = ctx.threads
     if not (ctx.target.has_wgmma and ctx.options.warp_specialize and plan.tma_copies):
         return fdef
+    if uses_named_barriers(fdef, ctx.namespace):
+        return fdef     # the kernel's own protocol counts the threads it launched
     if threads % WARPGROUP or threads + WARPGROUP > 1024 or len(ctx.pipelines) != 1:
         return fdef
     pipe = ctx.pipelines[0]

@@ -241,6 +241,7 @@ class BlockRoles:
         self.failed = None
         self.aborted = False
         self.clocks = Clocks(nroles)        # the roles' vector clocks (races.py)
+        self.named_barriers = {}            # id: _Barrier (named_barriers.py)
 
     # -- what the kernel's operations ask -----------------------------------------
     def in_role(self, ids) -> bool:
@@ -305,8 +306,8 @@ class BlockRoles:
 
     def _deadlock(self) -> str:
         lines = [f"deadlock in {self.kernel}, block {self.block}: every warpgroup role waits "
-                 "on an mbarrier phase that no role can complete (on the GPU the kernel would "
-                 "hang)"]
+                 "on a barrier phase (an mbarrier's or a named barrier's) that no role can "
+                 "complete (on the GPU the kernel would hang)"]
         for j in range(self.nroles):
             who = f"role {j} (threads {j * WARPGROUP_THREADS}-{(j + 1) * WARPGROUP_THREADS - 1})"
             if self.done[j]:

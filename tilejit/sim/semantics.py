@@ -261,6 +261,8 @@ def fill(buf, value):
     if STATE.lanes:
         block_wide("fill", (buf,))
     t, start, ranged, ext = _operand(buf)
+    if ranged is None:                  # one element, T.fill(S[i], v)
+        ranged, ext = [], ()
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
     idx, inside = _block_index(start, ranged, ext, t.shape)
@@ -831,10 +833,18 @@ MEANINGS = {name: globals()[name] for name in (
     "assume", "print", "print_at")}
 def sync_threads(barrier_id=None, arrive_count=None):
     """A block barrier: the simulator runs a block's threads in step, so nothing to wait
-    for; every thread must reach it (checked where the code is per-thread)."""
+    for; every thread must reach it (checked where the code is per-thread). With
+    ``barrier_id``: a named barrier (``named_barriers.py``)."""
     if barrier_id is not None or arrive_count is not None:
-        raise TypeError("T.sync_threads(barrier_id, arrive_count): named barriers are not "
-                        "supported; T.sync_threads() synchronizes the block")
+        from tilejit.sim.named_barriers import sync_threads_named   # it imports roles.py
+        return sync_threads_named(barrier_id, arrive_count)
+    if STATE.lanes:
+        block_wide("sync_threads")
+
+
+def named_barrier_arrive(barrier_id, arrive_count):
+    from tilejit.sim.named_barriers import named_barrier_arrive as arrive
+    return arrive(barrier_id, arrive_count)
 
 
 def set_max_nreg(reg_count, is_inc):
@@ -879,7 +889,9 @@ def annotate_layout(layouts):
                 lay_out_global(tile, layout)
 
 
-MEANINGS.update(reshape=views.reshape, view=views.view, sync_threads=sync_threads,
-                set_max_nreg=set_max_nreg,
+MEANINGS.update(reshape=views.reshape, view=views.view, set_max_nreg=set_max_nreg,
                 annotate_layout=annotate_layout)
-MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE})
+MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE
+                 if name != "sync_threads"})
+# checked by itself: a named barrier is some threads' own
+MEANINGS.update(sync_threads=sync_threads, named_barrier_arrive=named_barrier_arrive)

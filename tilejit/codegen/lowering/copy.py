@@ -788,12 +788,16 @@ def cp_wait_impl(context, builder, sig, args):
 # -- T.fill / T.clear of global memory -----------------------------------------------------
 
 def _fill_global(context, builder, ty, arg, value_ty, value):
-    """Every element of a global tensor (or of a region of one) := value, the elements
-    dealt round-robin to the block's threads; a region's edge past the tensor is
-    skipped (as the simulator's ``fill`` does)."""
+    """Every element of a global tensor (or of a region of one, or of a region of a
+    shared tile: ``T.fill(S[0], 0)``) := value, the elements dealt round-robin to the
+    block's threads; a region's edge past the tensor is skipped (as the simulator's
+    ``fill`` does)."""
     side = describe(context, builder, ty, arg)
-    if side.kind != "global":
-        raise CompileError("T.fill of a region is not supported: pass the whole tile")
+    if side.kind not in ("global", "shared"):
+        raise CompileError(f"T.fill of a region of a {side.kind} tile is not supported: "
+                           f"pass the whole tile")
+    if isinstance(ty, RegionType) and not side.ranged:
+        side.extents, side.ranged = (), []      # one element: T.fill(S[i], v)
     if isinstance(ty, RegionType) and side.extents is None:
         raise CompileError("T.fill: the region's extent is unknown; slice it (as "
                            "A[r, 0:n] with n known at compile time)")

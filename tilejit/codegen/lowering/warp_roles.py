@@ -41,6 +41,24 @@ def sync_range_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+def _named_barrier(instruction):
+    def impl(context, builder, sig, args):
+        """The kernel's named barrier (``passes/barriers.py``): ``barrier.sync`` /
+        ``barrier.arrive`` without ``.aligned``, as the threads of a warp may reach it
+        from different branches."""
+        barrier, threads = (context.cast(builder, v, t, types.int32)
+                            for v, t in zip(args, sig.args))
+        asm_statement(builder, f"{instruction} $0, $1;", "r,r", [barrier, threads])
+        return context.get_dummy_value()
+    return impl
+
+
+lower(markers.stub(markers.SYNC_NAMED), types.Integer, types.Integer,
+      target="cuda")(_named_barrier("barrier.sync"))
+lower(markers.stub(markers.ARRIVE_NAMED), types.Integer, types.Integer,
+      target="cuda")(_named_barrier("barrier.arrive"))
+
+
 @lower(markers.stub(markers.MBAR_ARRIVE_ALL), types.int32, types.IntegerLiteral, target="cuda")
 def mbar_arrive_all_impl(context, builder, sig, args):
     """``T.mbarrier_arrive``: each thread's arrival (1); the warp's, once its lanes are

@@ -358,6 +358,17 @@ class SyncRangeTemplate(AbstractTemplate):
                                  f"{args}")
 
 
+@infer_global(markers.stub(markers.SYNC_NAMED))
+@infer_global(markers.stub(markers.ARRIVE_NAMED))
+class NamedBarrierTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 2 and all(isinstance(types.unliteral(a), types.Integer)
+                                  for a in args):
+            return signature(types.none, *args)
+        raise errors.TypingError(f"a named barrier's id and thread count are integers, got "
+                                 f"{', '.join(map(str, args))}")
+
+
 @infer_global(markers.stub(markers.WS_ROLE))
 class WsRoleIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):

@@ -1,0 +1,147 @@
+"""Named barriers in the simulator: ``T.sync_threads(barrier_id, arrive_count)`` and
+``T.named_barrier_arrive(barrier_id, arrive_count)``.
+
+On the GPU named barrier ``id`` completes when ``arrive_count`` threads have arrived,
+those that wait (``bar.sync``) and those that only arrive (``bar.arrive``); the waiters
+then go on, seeing what every arriving thread wrote before it arrived.
+
+- **Between ``T.ws`` warpgroup roles** (``roles.py``) a named barrier is a barrier of the
+  block's like an mbarrier whose phases count arrivals: a role arrives as its 128
+  threads, and a ``T.sync_threads`` waits for the phase it arrived in to complete (the
+  other roles take their turns meanwhile). When no role can go on, the ``DeadlockError``
+  names the barrier and each role's line, as for mbarriers.
+- **In per-thread code** (``threads.py``: the block runs lane-wise, all its threads
+  statement by statement) only ``T.sync_threads`` is meaningful, and each barrier id
+  must be reached by exactly ``arrive_count`` threads, in whole warps: then it completes
+  where the simulator already has them together. Any other number would hang on the GPU
+  (fewer) or be undefined (more): a ``ThreadCodeError``. An arrival that does not wait
+  (``T.named_barrier_arrive``) orders threads that run different statements at once,
+  which lane-wise execution cannot: it is a ``ThreadCodeError`` there, not modelled.
+- **In the block's own code** every thread reaches it: ``arrive_count`` must be the
+  block's threads.
+
+The ids and counts are checked as the compiler checks constants
+(``tiles.check_named_barrier``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tilejit.language.hopper import WARPGROUP_THREADS
+from tilejit.language.tiles import check_named_barrier
+from tilejit.sim.roles import _Barrier
+from tilejit.sim.runtime import STATE, _caller_location
+from tilejit.sim.threads import ThreadCodeError, _active
+
+
+def _plain(value, what):
+    if isinstance(value, (np.integer, np.bool_)) or (np.ndim(value) == 0 and
+                                                     isinstance(value, np.ndarray)):
+        return value.item()
+    return value
+
+
+def _check(what, barrier_id, arrive_count):
+    block = STATE.threads
+    ids = np.asarray(barrier_id)
+    for b in (np.unique(ids).tolist() if ids.ndim else [_plain(barrier_id, what)]):
+        problem = check_named_barrier(what, b, _plain(arrive_count, what), block)
+        if problem:
+            raise ValueError(problem + _caller_location(3))
+    if arrive_count is None:
+        return block
+    if np.ndim(arrive_count):
+        raise ThreadCodeError(f"{what}: arrive_count differs between the block's threads; "
+                              f"the simulator needs it the same in every thread: not "
+                              f"supported in simulation{_caller_location(3)}")
+    return int(_plain(arrive_count, what))
+
+
+def sync_threads_named(barrier_id, arrive_count=None):
+    what = f"T.sync_threads({barrier_id!r}, {arrive_count!r})"
+    count = _check(what, barrier_id, arrive_count)
+    if STATE.roles is not None:
+        _role_arrival(what, barrier_id, count, wait=True)
+    elif STATE.lanes:
+        _lanes_arrival(what, barrier_id, count)
+    elif count != STATE.threads:
+        raise ThreadCodeError(f"{what}: every one of the block's {STATE.threads} threads "
+                              f"reaches it, and it expects {count} (on the GPU: undefined)"
+                              f"{_caller_location(2)}")
+
+
+def named_barrier_arrive(barrier_id, arrive_count):
+    what = f"T.named_barrier_arrive({barrier_id!r}, {arrive_count!r})"
+    count = _check(what, barrier_id, arrive_count)
+    if STATE.roles is not None:
+        _role_arrival(what, barrier_id, count, wait=False)
+        return
+    raise ThreadCodeError(f"{what}: an arrival that does not wait is modelled between a "
+                          f"kernel's T.ws warpgroup roles only (the simulator runs the "
+                          f"block's other threads statement by statement together): not "
+                          f"supported in simulation{_caller_location(2)}")
+
+
+def _lanes_arrival(what, barrier_id, count):
+    """Per-thread code: the threads at this statement, grouped by id, are ``count``
+    whole warps each."""
+    lanes = STATE.lanes
+    active = _active()
+    active = np.ones(lanes, bool) if active is None else np.asarray(active, bool)
+    ids = np.broadcast_to(np.asarray(barrier_id), (lanes,))
+    for b in np.unique(ids[active]).tolist():
+        group = active & (ids == b)
+        n = int(group.sum())
+        warps = group.reshape(-1, 32) if lanes % 32 == 0 else group[None]
+        partial = (warps.any(1) & ~warps.all(1)).nonzero()[0]
+        if partial.size:
+            raise ThreadCodeError(f"{what}: warp {int(partial[0])} reaches named barrier {b} "
+                                  f"with only some of its threads; a named barrier counts "
+                                  f"whole warps{_caller_location(3)}")
+        if n != count:
+            first = int(np.flatnonzero(group)[0])
+            raise ThreadCodeError(f"{what}: {n} threads (from thread {first}) reach named "
+                                  f"barrier {b}, which waits for {count}: on the GPU "
+                                  f"{'they wait forever' if n < count else 'undefined'}"
+                                  f"{_caller_location(3)}")
+
+
+def _role_arrival(what, barrier_id, count, wait):
+    """Between warpgroup roles: the role arrives as its threads; a sync waits for the
+    phase to complete."""
+    if np.ndim(barrier_id):
+        raise ThreadCodeError(f"{what}: barrier_id differs between a role's threads: not "
+                              f"supported in simulation{_caller_location(3)}")
+    active = _active() if STATE.lanes else None
+    if active is not None and not np.all(active):
+        raise ThreadCodeError(f"{what}: some threads of warpgroup role {STATE.role} reach it "
+                              f"and others do not; the simulator has a role arrive as a "
+                              f"whole: not supported in simulation{_caller_location(3)}")
+    if count % WARPGROUP_THREADS:
+        raise ThreadCodeError(f"{what}: in the simulator a warpgroup role arrives as its "
+                              f"{WARPGROUP_THREADS} threads; give the barrier a count of whole "
+                              f"roles: not supported in simulation{_caller_location(3)}")
+    roles, b_id = STATE.roles, int(_plain(barrier_id, what))
+    named = roles.named_barriers
+    b = named.get(b_id)
+    if b is None or (b.pending == b.count and b.count != count):
+        b = named[b_id] = _Barrier(f"named barrier {b_id}", count) if b is None else b
+        b.count = b.pending = count
+    elif b.count != count:
+        raise ThreadCodeError(f"{what}: named barrier {b_id} is waiting for {b.count} "
+                              f"arrivals in this phase; this arrival counts {count} "
+                              f"(on the GPU: undefined){_caller_location(3)}")
+    if WARPGROUP_THREADS > b.pending:
+        raise ThreadCodeError(f"{what}: named barrier {b_id} has {b.pending} of its {count} "
+                              f"arrivals left in this phase, and warpgroup role {STATE.role} "
+                              f"arrives as {WARPGROUP_THREADS} (on the GPU: undefined)"
+                              f"{_caller_location(3)}")
+    roles.clocks.release(b.phase_clock(roles.nroles))
+    parity = b.phase & 1
+    b.pending -= WARPGROUP_THREADS
+    if b.pending == 0:
+        b.complete()
+    if wait:
+        if not b.passed(parity):
+            roles.wait(b, parity, _caller_location(3))
+        b.acquire(parity)
