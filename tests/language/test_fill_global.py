@@ -71,15 +71,36 @@ def test_a_region_of_unknown_extent_is_refused_alike():
         clear_open_row.compile(c, 1, target="cuda", arch="sm_80")
 
 
-def test_a_shared_region_is_still_refused():
-    @tilejit.kernel
-    def bad(A):
-        with T.Kernel(1, threads=32):
-            S = T.alloc_shared((32, 32), T.float32)
-            T.fill(S[0:16, :], 1.0)
-            T.copy(S, A[0, 0])
-    with pytest.raises(tilejit.CompileError, match="whole tile"):
-        bad.compile(np.zeros((32, 32), np.float32), target="cuda", arch="sm_80")
+@tilejit.kernel
+def fill_shared_parts(A):
+    with T.Kernel(1, threads=32):
+        S = T.alloc_shared((32, 32), T.float32)
+        T.fill(S, 0.0)
+        T.fill(S[0:16, :], 1.0)         # a region of a shared tile
+        T.fill(S[20, 3], 2.0)           # one element (TileLang's T.fill(buf[i], v))
+        T.copy(S, A[0, 0])
+
+
+def _shared_parts_expected():
+    e = np.zeros((32, 32), np.float32)
+    e[:16] = 1.0
+    e[20, 3] = 2.0
+    return e
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_region_or_an_element_of_a_shared_tile(ptxas, arch):
+    a = np.zeros((32, 32), np.float32)
+    tilejit.kernel(fill_shared_parts.func, target="sim")(a)
+    np.testing.assert_array_equal(a, _shared_parts_expected())
+    ptxas(fill_shared_parts.compile(a, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_region_or_an_element_of_a_shared_tile_on_the_gpu():
+    a = torch.full((32, 32), 5.0, device="cuda")
+    fill_shared_parts(a)
+    np.testing.assert_array_equal(a.cpu().numpy(), _shared_parts_expected())
 
 
 @pytest.mark.gpu

@@ -44,7 +44,7 @@ def barrier_in_a_divergent_branch(A):
 @tilejit.kernel
 def named_barrier(A):
     with T.Kernel(1, threads=64) as bx:
-        T.sync_threads(3, 64)
+        T.sync_threads(3, 48)
         A[0] = 1.0
 
 
@@ -75,7 +75,8 @@ def test_a_barrier_some_threads_skip_is_an_error():
     assert "T.sync_threads()" in str(e.value)
     with pytest.raises(CompileError, match="depends on the thread index"):
         barrier_in_a_divergent_branch(np.zeros(64, np.float32))     # the simulator too
-    with pytest.raises(CompileError, match="named barriers are not supported"):
+    # a named barrier may be reached by some threads (test_named_barriers.py), in warps
+    with pytest.raises(CompileError, match=r"arrive_count must be a multiple of 32"):
         named_barrier.compile(np.zeros(64, np.float32), target="cuda", arch="sm_90a")
 
 

@@ -843,7 +843,7 @@ def sync_threads(barrier_id=None, arrive_count=None):
 
 
 def named_barrier_arrive(barrier_id, arrive_count):
-    from tilejit.sim.named_barriers import named_barrier_arrive as arrive
+    from tilejit.sim.named_barriers import named_barrier_arrive as arrive  # imports roles.py
     return arrive(barrier_id, arrive_count)
 
 
