@@ -126,7 +126,8 @@ LANGUAGE_DIFFERENCES = {
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",
-    "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides",
+    "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides; in a "
+              "kernel's body `T.Tensor(shape, dtype, X.data)` is `T.view(X, shape, dtype)`",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
     "sin": "float32 and the half types (computed in float32), within 1 ulp over the whole "
            "range; float64 is not supported", "cos": "as `T.sin`", "tan": "as `T.sin`",
@@ -194,6 +195,10 @@ LANGUAGE_DIFFERENCES = {
     "wgmma_gemm": "`T.gemm`: wgmma on sm_90a where the operands allow, else mma.sync (not an "
                   "error); it waits where the products are first needed",
     "wait_wgmma": "a no-op: every gemm waits where its products are first needed",
+    "im2col": "a `T.Parallel` loop of ordinary loads into `col` (a whole shared tile), not "
+              "TMA's im2col mode; zeros past the last image and the last filter tap too; "
+              "`eviction_policy`, `annotations` not used",
+    "c2d_im2col": "as `T.im2col` (deprecated, with a `DeprecationWarning`)",
 }
 TILELANG_DIFFERENCES = {
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "

@@ -41,6 +41,7 @@ from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, DP4A_OPERANDS, LANGUAGE
+from tilejit.frontend.im2col import im2col_loop
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language import math_intrinsics as _math_intrinsics
 
@@ -220,6 +221,8 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         if fn is T.wait_wgmma:          # the gemms wait where their products are needed
             return ast.copy_location(ast.Pass(), node)
+        if fn in (T.im2col, T.c2d_im2col):  # a T.Parallel loop over the column tile
+            return self.visit(im2col_loop(call, node, self._language_name(call), self.error))
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
                 isinstance(a, ast.Subscript) for a in call.args):
             return [self.generic_visit(s) for s in _dp4a_loop(call, node)]
@@ -248,6 +251,13 @@ class _DeviceForms(ast.NodeTransformer):
                 return self.visit_Assign(ast.fix_missing_locations(store))
         return self.generic_visit(node)
 
+    def _language_name(self, call) -> str:
+        """How the kernel's source names ``tilejit.language`` (``T`` in ``T.im2col``), for
+        code written in its place."""
+        if isinstance(call.func, ast.Attribute):
+            return ast.unparse(call.func.value)
+        return next((name for name, value in self.namespace.items() if value is T), "T")
+
     def visit_List(self, node):
         # a list argument (a tile shape) is a tuple to Numba
         node = self.generic_visit(node)
@@ -275,6 +285,14 @@ class _DeviceForms(ast.NodeTransformer):
             # msg= by keyword → positional (the typing templates take it second)
             msg = [k.value for k in node.keywords if k.arg == "msg"]
             return ast.copy_location(ast.Call(node.func, node.args[:1] + msg, []), node)
+        if target in (T.Tensor, T.Buffer) and _over_data(node):
+            # T.Tensor(shape, dtype, X.data) in the body: X's elements in another shape
+            # (and dtype), TileLang's way to flatten a tensor: T.view(X, shape, dtype)
+            shape, dtype, data = (node.args + [k.value for k in node.keywords])[:3]
+            view = ast.copy_location(ast.Call(ast.Attribute(
+                ast.Name(LANGUAGE, ast.Load()), "view_of", ast.Load()),
+                [data.value, shape, dtype], []), node)
+            return self._view(view, T.view)
         if target is T.Cast and len(node.args) == 2 and not node.keywords:
             dtype, value = node.args          # TileLang's argument order
             return ast.copy_location(ast.Call(ast.Name(CAST, ast.Load()), [value, dtype], []),
@@ -560,6 +578,15 @@ def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
     if not ok or not isinstance(name, str) or not name.isidentifier():
         return None
     return ast.copy_location(ast.Attribute(copy.deepcopy(call.args[0]), name, ast.Load()), call)
+
+
+def _over_data(call: ast.Call) -> bool:
+    """``T.Tensor(shape, dtype, X.data)``: three arguments (by position or as shape=,
+    dtype=, data=), the third a tensor's ``.data``."""
+    args = list(call.args) + [k.value for k in call.keywords
+                              if k.arg in ("shape", "dtype", "data")]
+    return len(args) == 3 and len(call.keywords) <= 3 and isinstance(args[2], ast.Attribute) \
+        and args[2].attr == "data"
 
 
 def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:

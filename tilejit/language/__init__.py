@@ -62,6 +62,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
+from tilejit.language.convolution import c2d_im2col, im2col
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
     acos, acosh, asin, asinh, atan, atan2, atanh, bitwise_and, bitwise_not, bitwise_or,
@@ -111,7 +112,8 @@ __all__ = [
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
-    "view", "sync_threads", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma",
+    "view", "sync_threads", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma", "im2col",
+    "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",
     "TensorCoreIntrinEmitter",
