@@ -41,7 +41,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             global_copies, global_layouts,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
-                            registers, safe_memory, shared_memory, thread_branches,
+                            registers, safe_memory, shared_memory, split_indices,
+                            thread_branches,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
                             wgmma_waits)
 from tilejit.passes.context import PassContext
@@ -58,6 +59,7 @@ SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
+    split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     transposes.expand_transposes,            # T.transpose(S, S_t) → an element loop
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked

@@ -36,7 +36,11 @@ every thread, L's elements for every value of the fixed positions: F's layout is
 each fixed dimension added as one slot digit above L's slots (``_expand``: slot
 ``s + L.slots·c``, c the fixed indices numbered row-major), so ``F[k, j]`` is slot
 ``s + L.slots·k`` of the thread that holds j, and a ``T.reduce`` of F over a fixed
-dimension is per thread, giving L. The two derive from each other (``_expand``,
+dimension is per thread, giving L (where F's layout is fixed, by a gemm, a fixed
+dimension may be held in any slot digits of each thread: index c is slot
+``Σ ((c // place) % size) · stride`` over its digits, ``fixed_slot``; a dimension split
+by ``F[i, X * n + j]`` is one, through a view: ``split_indices.py``). The two derive from
+each other (``_expand``,
 ``_restrict``: L is F's layout at fixed values of those positions, which only slot
 digits may move); when neither is fixed, L is the ``T.Parallel`` distribution of the
 loop's shape and F follows. A fragment whose layout spreads a fixed dimension over
@@ -298,10 +302,9 @@ class _RewriteLoops(ast.NodeTransformer):
         slot = ast.Call(ast.Name(FRAG_SLOT, ast.Load()),
                         [ast.Constant(lid), ast.Constant(name),
                          ast.Name(f"{SLOT}{self.counter}", ast.Load())], [])
-        for k, stride in strides.items():
-            if stride:
-                slot = ast.BinOp(slot, ast.Add(),
-                                 ast.BinOp(elts[k], ast.Mult(), ast.Constant(stride)))
+        for k, digits in strides.items():
+            if digits:
+                slot = ast.BinOp(slot, ast.Add(), fixed_slot(elts[k], digits))
         return slot
 
     def _slot(self, sub: ast.Subscript, store=False):
@@ -1007,20 +1010,18 @@ def _part_layout(ctx, layout, fixed, kind, shape, line, frag, why, origin):
 
 def _partial_slots(ctx, tile, fixed, line):
     """(slot of ``tile[..c.., j]`` for c = 0 as an Expr of the loop's slot s, the slot
-    stride of each fixed position): the loop iterates ``_restrict(tile.layout)``, whose
-    slots number the kept slot digits of the tile compactly."""
+    digits of each fixed position, ``(place, size, stride)``: ``fixed_slot``): the loop
+    iterates ``_restrict(tile.layout)``, whose slots number the kept slot digits of the
+    tile compactly."""
     dl = _as_digits(tile.layout)
     strides = {}
     for k in fixed:
         digits = dl.dims[k]
-        if not digits:
-            strides[k] = 0
-        elif len(digits) == 1 and digits[0].place == 1 and digits[0].size == tile.shape[k]:
-            strides[k] = digits[0].stride
-        else:
+        if any(d.src != "s" for d in digits):
             raise ctx.error(f"fragment {tile.name!r} is indexed in part along dimension {k}, "
-                            f"which its layout {tile.layout} does not hold as one run of "
-                            f"slots", line)
+                            f"which its layout {tile.layout} spreads over threads", line)
+        # index c of the dimension is in slot digits: sum of ((c // place) % size) * stride
+        strides[k] = tuple((d.place, d.size, d.stride) for d in digits)
     kept = sorted((d for k in range(len(tile.shape)) if k not in fixed for d in dl.dims[k]
                    if d.src == "s"), key=lambda d: d.stride)
     expr, acc = Const(0), 1
@@ -1030,14 +1031,36 @@ def _partial_slots(ctx, tile, fixed, line):
     return expr, strides
 
 
+def fixed_slot(c, digits):
+    """The slot offset of index ``c`` of a dimension held in slot ``digits`` (``(place,
+    size, stride)`` each: ``_partial_slots``); ``c`` an int or an ast expression."""
+    if isinstance(c, int):
+        return sum((c // place) % size * stride for place, size, stride in digits)
+    out = None
+    for place, size, stride in digits:
+        term = c if place == 1 else ast.BinOp(c, ast.FloorDiv(), ast.Constant(place))
+        if len(digits) > 1:         # one digit holds the whole (bounded) index
+            term = ast.BinOp(term, ast.Mod(), ast.Constant(size))
+        term = ast.BinOp(term, ast.Mult(), ast.Constant(stride))
+        out = term if out is None else ast.BinOp(out, ast.Add(), term)
+    return out
+
+
+def _check_values(digits, extent):
+    """Indices that exercise each slot digit of a fixed dimension: 0, 1, the last, and
+    each digit's place times 1 and its size − 1 (its digit terms are independent)."""
+    values = {0, min(1, extent - 1), extent - 1}
+    for place, size, _ in digits:
+        values |= {place * m for m in (1, size - 1) if place * m < extent}
+    return sorted(values) if extent > 8 else range(extent)
+
+
 def _check_partial(ctx, tile, loop_ix, slot_map, strides, line, dropped=()):
     """Every thread's slot of ``tile[..c.., j]`` holds that element, for each (t, s) of
-    the loop and each value c of the fixed positions (0, 1 and the last where there are
-    more than four: the slot is linear in c)."""
+    the loop and each value c of the fixed positions (``_check_values``)."""
     ix = tile.indexing
     fixed = sorted(strides)
-    values = [range(tile.shape[k]) if tile.shape[k] <= 4 else (0, 1, tile.shape[k] - 1)
-              for k in fixed]
+    values = [_check_values(strides[k], tile.shape[k]) for k in fixed]
     for t in range(ctx.threads):
         runs = [s for s in range(loop_ix.slots)
                 if loop_ix.valid is None or evaluate(loop_ix.valid, {"t": t, "s": s})]
@@ -1051,7 +1074,7 @@ def _check_partial(ctx, tile, loop_ix, slot_map, strides, line, dropped=()):
                     if j not in dropped]
             base = evaluate(slot_map, env)
             for cs in itertools.product(*values):
-                slot = base + sum(c * strides[k] for c, k in zip(cs, fixed))
+                slot = base + sum(fixed_slot(c, strides[k]) for c, k in zip(cs, fixed))
                 want = list(here)
                 for k, c in zip(fixed, cs):
                     want.insert(k, c)

@@ -1,0 +1,103 @@
+"""A fragment indexed in a ``T.Parallel`` loop at ``X * n + j`` (DeepSeek mHC's
+``x_frag[i, jj * 4 + j]``, ``passes/split_indices.py``): through a view splitting the
+dimension, whose fixed part the layout holds in slot digits of each thread, also where
+a gemm's register operand fixes the layout (digits not one run of slots). The simulator
+and the GPU compute the same sums; an index that is not a whole split is reported as
+before."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+
+@tilejit.kernel
+def chunked_squares(X, Fn, O, S, step: T.constexpr = 4, extent: T.constexpr = 4):
+    """S[i, j] = sum over jj of X[i, jj*step + j]^2 while X's fragment is also the A
+    operand (in registers) of a tf32 gemm that gives O."""
+    with T.Kernel(1, threads=128):
+        xs = T.alloc_shared((32, 256), T.float32)
+        fs = T.alloc_shared((256, 32), T.float32)
+        xf = T.alloc_fragment((32, 256), T.float32)
+        of = T.alloc_fragment((32, 32), T.float32)
+        sq = T.alloc_fragment((32, 4), T.float32)
+        T.copy(X, xs)
+        T.copy(Fn, fs)
+        T.copy(xs, xf)
+        T.clear(sq)
+        for jj in T.serial(256 // step):
+            for i, j in T.Parallel(32, extent):
+                sq[i, j] += xf[i, jj * step + j] * xf[i, step * jj + j]
+        T.clear(of)
+        T.gemm(xf, fs, of)
+        T.copy(of, O)
+        T.copy(sq, S)
+
+
+@tilejit.kernel
+def row_chunks(A, B):
+    """B[i, j] = max over r of A[r * 8 + i, j]: rows split, the fragment a T.Parallel's."""
+    with T.Kernel(1, threads=64):
+        af = T.alloc_fragment((64, 16), T.float32)
+        bf = T.alloc_fragment((8, 16), T.float32)
+        T.copy(A, af)
+        T.fill(bf, -T.infinity(T.float32))
+        for r in T.serial(8):
+            for i, j in T.Parallel(8, 16):
+                bf[i, j] = T.max(bf[i, j], af[r * 8 + i, j])
+        T.copy(bf, B)
+
+
+def _operands():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((32, 256)).astype(np.float32),
+            rng.standard_normal((256, 32)).astype(np.float32))
+
+
+def test_the_simulator_sums_the_chunks():
+    x, f = _operands()
+    o, s = np.zeros((32, 32), np.float32), np.zeros((32, 4), np.float32)
+    tilejit.kernel(chunked_squares.func, target="sim")(x, f, o, s)
+    np.testing.assert_allclose(s, (x.astype(np.float64) ** 2).reshape(32, 64, 4).sum(1),
+                               rtol=1e-5)
+    a = np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32)
+    b = np.zeros((8, 16), np.float32)
+    tilejit.kernel(row_chunks.func, target="sim")(a, b)
+    np.testing.assert_array_equal(b, a.reshape(8, 8, 16).max(0))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx_assembles(ptxas, arch):
+    x, f = _operands()
+    ptx = chunked_squares.compile(x, f, np.zeros((32, 32), np.float32),
+                                  np.zeros((32, 4), np.float32), target="cuda", arch=arch).ptx
+    ptxas(ptx, arch)
+    a = np.zeros((64, 16), np.float32)
+    ptxas(row_chunks.compile(a, np.zeros((8, 16), np.float32), target="cuda", arch=arch).ptx,
+          arch)
+
+
+def test_an_index_that_is_not_a_whole_split_is_reported():
+    x, f = _operands()
+    with pytest.raises(CompileError, match=r"`xf\[i, jj \* step \+ j\]` indexes the "
+                                           r"thread-distributed fragment 'xf'"):
+        chunked_squares.compile(x, f, np.zeros((32, 32), np.float32),
+                                np.zeros((32, 4), np.float32), step=8, extent=4,
+                                target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_against_the_simulator():
+    import torch
+    x, f = _operands()
+    o, s = torch.zeros(32, 32, device="cuda"), torch.zeros(32, 4, device="cuda")
+    chunked_squares(torch.from_numpy(x).cuda(), torch.from_numpy(f).cuda(), o, s)
+    so, ss = np.zeros((32, 32), np.float32), np.zeros((32, 4), np.float32)
+    tilejit.kernel(chunked_squares.func, target="sim")(x, f, so, ss)
+    np.testing.assert_allclose(s.cpu().numpy(), ss, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(o.cpu().numpy(), so, rtol=1e-5, atol=1e-4)
+    a = torch.randn(64, 16, device="cuda")
+    b = torch.zeros(8, 16, device="cuda")
+    row_chunks(a, b)
+    torch.testing.assert_close(b, a.view(8, 8, 16).amax(0), rtol=0, atol=0)
