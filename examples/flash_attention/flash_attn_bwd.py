@@ -56,12 +56,26 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
     """dK, dV (Q's dtype) for this block of block_N keys; dQ (float32, zeroed by the
     caller) accumulated with atomics. The loop over the block_M-row query blocks is
     software-pipelined: the next blocks' Q, dO, LSE and Delta load while this one
-    computes."""
+    computes. Causal, the blocks are launched heaviest first within groups of four
+    (head, batch) pairs (see the kernel's body)."""
     batch, seq_len, heads, dim = Q.shape
     sm_scale = (1.0 / dim) ** 0.5
     scale = sm_scale * LOG2E            # exp(x * sm_scale) = exp2(x * scale)
     dtype = Q.dtype
-    with T.Kernel(T.ceildiv(seq_len, block_N), heads, batch, threads=threads) as (bx, by, bz):
+    nb = T.ceildiv(seq_len, block_N)
+    with T.Kernel(nb, heads, batch, threads=threads) as (bx, by, bz):
+        if is_causal and (heads * batch) % 4 == 0:
+            # causal: a block of keys reaches the query blocks from the diagonal on, so
+            # the first blocks do the most; launched in the usual order the last wave
+            # holds heavy blocks and its SMs finish late. The launch order is taken in
+            # groups of four (head, batch) pairs (one wave of blocks, sharing Q and dO in
+            # L2), heaviest key blocks first within a group
+            lin = bx + nb * (by + heads * bz)
+            w = lin % (4 * nb)
+            pair = lin // (4 * nb) * 4 + w % 4
+            bx = w // 4
+            by = pair % heads
+            bz = pair // heads
         K_shared = T.alloc_shared([block_N, dim], dtype)
         V_shared = T.alloc_shared([block_N, dim], dtype)
         Q_shared = T.alloc_shared([block_M, dim], dtype)

@@ -363,9 +363,15 @@ def test_backward_matches_float64_autograd_in_simulation(causal):
     _backward_case(1, 70, 2, 32, causal, "cpu")
 
 
+def test_backward_causal_heavy_blocks_first_in_simulation():
+    """Causal with (head, batch) pairs in groups of four: the key blocks launched
+    heaviest first within each group (two groups here) still cover every block once."""
+    _backward_case(2, 150, 4, 32, True, "cpu")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("b,s,h,d,causal", [(2, 1000, 4, 64, False), (1, 257, 2, 128, True),
-                                            (2, 512, 3, 64, True)])
+                                            (2, 512, 3, 64, True), (2, 520, 4, 64, True)])
 def test_backward_on_the_gpu_matches_autograd_and_the_simulator(b, s, h, d, causal):
     gpu = _backward_case(b, s, h, d, causal, "cuda", seed=s)
     if s <= 300:
