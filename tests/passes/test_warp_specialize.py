@@ -221,3 +221,69 @@ def test_a_reduction_inside_a_role_on_the_gpu():
     role_reduction(a, b)
     torch.cuda.synchronize()
     torch.testing.assert_close(b, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+@tilejit.kernel
+def gemm_serpentine(A, B, C, impure: T.constexpr = 0, block_M: T.constexpr = 128,
+                    block_N: T.constexpr = 128, block_K: T.constexpr = 64,
+                    threads: T.constexpr = 256, stages: T.constexpr = 3):
+    """Odd rows of blocks walk the columns backwards: the block index is remapped under
+    an ``if`` before the pipeline, which the producer warpgroup must run too (it loads
+    the remapped tiles); ``impure``: the ``if`` also clears a tile, so the producer
+    cannot run it and the kernel is not warp-specialized."""
+    M, K = A.shape
+    N = B.shape[1]
+    nbx = T.ceildiv(N, block_N)
+    with T.Kernel(nbx, T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        if by % 2 == 1:
+            bx = nbx - 1 - bx
+            if impure:
+                T.clear(C_f)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+def test_a_remap_of_the_block_index_before_the_pipeline_is_the_producers_too(tmp_path,
+                                                                             monkeypatch):
+    """The producer used to run only the plain assignments before the pipeline: a block
+    index changed under an ``if`` was the consumers' alone, and the producer loaded other
+    tiles than the consumers waited for (a hang on the GPU)."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    a = np.zeros((512, 512), np.float16)
+    k = gemm_serpentine.compile(a, a.copy(), np.zeros((512, 512), np.float32),
+                                target="cuda", arch="sm_90a").compiled
+    assert k.block_threads == 384                       # warp-specialized
+    after = next(tmp_path.glob("*/*_after_specialize_warps.py")).read_text()
+    producer = after[after.index("if __tj_ws_producer():"):after.index("    else:")]
+    assert "if by % 2 == 1:" in producer and "bx = nbx - 1 - bx" in producer
+    impure = gemm_serpentine.compile(a, a.copy(), np.zeros((512, 512), np.float32),
+                                     impure=1, target="cuda", arch="sm_90a").compiled
+    assert impure.block_threads == 0                    # not specialized: still correct
+
+
+def test_the_remapped_gemm_in_the_simulator():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 128)).astype(np.float16)
+    b = rng.standard_normal((128, 384)).astype(np.float16)
+    c = np.zeros((256, 384), np.float32)
+    tilejit.kernel(gemm_serpentine.func, target="sim")(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3,
+                               atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impure", [0, 1])
+def test_the_remapped_gemm_on_the_gpu(impure):
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 640, device="cuda", dtype=torch.float16)
+    c = torch.zeros(512, 640, device="cuda")
+    gemm_serpentine(a, b, c, impure=impure)
+    torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-3, atol=1e-2)

@@ -204,6 +204,26 @@ class _RegisterHints(ast.NodeTransformer):
                                                     ast.Constant(literal["reg_count"])]), node)
 
 
+def _scalar_if(st) -> bool:
+    """An ``if`` whose branches only assign names (no tile, no call but pure ones)."""
+    if not isinstance(st, ast.If):
+        return False
+    for node in ast.walk(st):
+        if isinstance(node, ast.stmt) and not isinstance(node, (ast.If, ast.Assign)):
+            return False
+        if isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name)
+                                                    for t in node.targets):
+            return False
+        if isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Attribute) and node.func.attr in _PURE_CALLS):
+            return False
+    return True
+
+
+# what a remap of the block's indices may call (T.ceildiv(n, b), T.min, T.max)
+_PURE_CALLS = frozenset(("ceildiv", "min", "max"))
+
+
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     hints = _RegisterHints(ctx, fdef)
     fdef = hints.visit(fdef)
@@ -263,12 +283,21 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     producer_loop = ast.For(ast.Name(kk, ast.Store()), _call("range", [_name(pipe.trip_count)]),
                             stage_free + issue + [advance], [], None)
 
+    dropped = []        # statements before the pipeline the producer does not run
+
     def produce(level):
         """The statements of path level ``level`` the producer runs: the name
-        assignments before the pipeline, and the statement that leads to it."""
+        assignments before the pipeline (also under an ``if`` of name assignments only,
+        as a block-index remap: ``if causal: bx = nb - 1 - bx``), and the statement
+        that leads to it."""
         stmts, i = path[level]
-        kept = [copy.deepcopy(st) for st in stmts[:i] if isinstance(st, ast.Assign)
-                and not (_names([st], ast.Store) & counters)]
+        kept = []
+        for st in stmts[:i]:
+            if (isinstance(st, ast.Assign) or _scalar_if(st)) and not (
+                    _names([st], ast.Store) & counters):
+                kept.append(copy.deepcopy(st))
+            else:
+                dropped.append(st)
         if level == len(path) - 1:
             return kept + [producer_loop]
         lead = copy.copy(stmts[i])
@@ -281,10 +310,14 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     path[0] = (top, path[0][1] - init[0] - 1 - sum(_is_call(st, SYNC)
                                                       for st in body[init[0] + 1:path[0][1]]))
     produced = produce(0)
-    # every name the producer reads is a parameter, a global, or computed by the producer
+    # every name the producer reads is a parameter, a global, or computed by the producer,
+    # and no statement it leaves out changes one (else its loads would differ from the
+    # consumers' and the two wait on each other forever)
     stored_anywhere = _names(body, ast.Store)
     stored_by_producer = _names(produced, ast.Store)
-    if (_names(produced, ast.Load) & stored_anywhere) - stored_by_producer - counters:
+    reads = _names(produced, ast.Load)
+    if (reads & stored_anywhere) - stored_by_producer - counters or \
+            reads & _names(dropped, ast.Store) - counters:
         return fdef
     multicast = _multicast(fdef, plan, loads)
     plan.mbarriers += stages
