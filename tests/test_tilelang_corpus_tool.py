@@ -95,3 +95,13 @@ def test_from_tvm_imports_become_tilejit_s_tvm_module():
     namespace = {}
     exec(rewrite("from tvm import DataType\n"), namespace)
     assert namespace["DataType"]("float16").bits == 16
+
+
+def test_a_file_without_tests_has_no_cases_and_a_crash_is_an_error(tmp_path):
+    run_file = corpus.run_file
+    (tmp_path / "test_helpers.py").write_text("def helper():\n    return 1\n")
+    (tmp_path / "test_broken.py").write_text("import no_such_module_anywhere\n")
+    empty = run_file(str(tmp_path), "test_helpers.py", 120)
+    assert empty["returncode"] == 5 and empty["cases"] == []
+    broken = run_file(str(tmp_path), "test_broken.py", 120)
+    assert [c["outcome"] for c in broken["cases"]] == ["error"]
