@@ -118,3 +118,26 @@ def test_on_the_gpu(dtype):
     _sim(fill_blocks, b_sim)
     assert torch.equal(b.cpu(), b_sim)
     assert (c[2] == 0).all() and (c[[0, 1, 3]] == 1).all()
+
+
+@tilejit.kernel
+def fill_past_the_tile(A, r):
+    with T.Kernel(1, threads=128):
+        S = T.alloc_shared((32, 32), T.float32)
+        S2 = T.alloc_shared((32, 32), T.float32)
+        T.fill(S, 0.0)
+        T.fill(S2, 0.0)
+        T.fill(S[r:r + 16, :], 1.0)     # r = 24: rows 32…39 lie past S
+        T.copy(S2, A[0, 0])
+
+
+def test_a_shared_region_past_its_tile_is_reported_and_guarded(ptxas):
+    a = np.full((32, 32), 5.0, np.float32)
+    with pytest.raises(IndexError, match=r"T.fill: the region of shared tile S starting at "
+                                         r"\(24, 0\) runs past its shape \(32, 32\)"):
+        tilejit.kernel(fill_past_the_tile.func, target="sim")(a, 24)
+    tilejit.kernel(fill_past_the_tile.func, target="sim")(a, 16)
+    assert (a == 0).all()
+    # on the GPU the part past the tile is skipped (a compare before each store)
+    ptx = fill_past_the_tile.compile(a, 24, target="cuda", arch="sm_80").ptx
+    ptxas(ptx, "sm_80")

@@ -120,3 +120,31 @@ def test_on_the_gpu_against_torch_and_the_simulator(case):
     tilejit.kernel(conv.func, target="sim")(x, w, sim, K, S, D, P)
     np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(out.cpu().numpy(), sim, rtol=1e-5, atol=1e-4)
+
+
+def test_any_name_of_the_language_and_the_flattening_by_keywords():
+    """The loop is written with the kernel's own name of the language module (here `tl`),
+    whatever the tensors are called; T.Tensor(shape=, dtype=, data=) by keyword."""
+    import tilejit.language as tl
+
+    @tilejit.kernel
+    def conv_tl(INPUT, weight, out):
+        N, H, W, C = INPUT.shape
+        F = weight.shape[3]
+        with tl.Kernel(1, tl.ceildiv(out.shape[0], 64), threads=128) as (bx, by):
+            col = tl.alloc_shared((64, 32), INPUT.dtype)
+            w_s = tl.alloc_shared((32, 64), INPUT.dtype)
+            acc = tl.alloc_fragment((64, 64), tl.float32)
+            w_flat = tl.Tensor(dtype=INPUT.dtype, shape=(9 * C, F), data=weight.data)
+            tl.clear(acc)
+            for k in tl.serial(tl.ceildiv(9 * C, 32)):
+                tl.im2col(INPUT, col, by, k, 3, 1, 1, 1)
+                tl.copy(w_flat[k * 32, 0], w_s)
+                tl.gemm(col, w_s, acc)
+            tl.copy(acc, out[by * 64, 0])
+    case = (1, 6, 6, 8, 64, 3, 1, 1, 1)
+    x, w, ref = _operands(case)
+    out = np.zeros(ref.shape, np.float32)
+    tilejit.kernel(conv_tl.func, target="sim")(x, w, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+

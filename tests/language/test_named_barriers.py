@@ -185,3 +185,78 @@ def test_on_the_gpu_against_the_simulator():
     sim = np.zeros((64, 128), np.float32)
     tilejit.kernel(handoff.func, target="sim")(x.cpu().numpy(), sim)
     np.testing.assert_array_equal(y.cpu().numpy(), sim)
+
+
+@tilejit.kernel
+def two_groups_one_id(A, B, same_id: T.constexpr = 1):
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((256,), T.float32)
+        if tx < 128:
+            S[tx] = A[tx]
+            T.sync_threads(1, 128)
+            B[tx] = S[127 - tx]
+        else:
+            S[tx] = A[tx] * 2
+            T.sync_threads(1 if same_id else 2, 128)       # the second group
+            B[tx] = S[383 - tx]
+
+
+def test_two_groups_on_one_id_are_reported_by_the_simulator():
+    """On the GPU both groups arrive at barrier 1 at once and complete each other's
+    phase; each group needs its own id (or a barrier of the block between them)."""
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros(256, np.float32)
+    with pytest.raises(ThreadCodeError, match=r"threads from 128 sync on named barrier 1, "
+                                              r"which other threads \(from 0\) used") as info:
+        tilejit.kernel(two_groups_one_id.func, target="sim")(a, b)
+    assert f"line {_line('# the second group')}" in str(info.value)
+    tilejit.kernel(two_groups_one_id.func, target="sim")(a, b, same_id=0)
+    np.testing.assert_array_equal(b, np.concatenate([a[127::-1], 2 * a[:127:-1]]))
+
+
+@tilejit.kernel
+def phases_run_ahead(B):
+    with T.Kernel(1, threads=384):
+        with T.ws(0):
+            T.sync_threads(4, 256)          # released by phase 0
+            B[0] = 1.0
+        with T.ws(1):
+            T.named_barrier_arrive(4, 256)  # phase 0, with role 0
+            T.named_barrier_arrive(4, 256)  # phase 1, with role 2
+        with T.ws(2):
+            T.named_barrier_arrive(4, 256)
+
+
+def test_a_waiter_is_released_even_when_later_phases_complete_first():
+    b = np.zeros(384, np.float32)
+    tilejit.kernel(phases_run_ahead.func, target="sim")(b)
+    assert b[0] == 1.0
+
+
+@tilejit.kernel
+def branch_on_memory(A, B, read_global: T.constexpr = 0):
+    """A value read back from shared memory at a uniform index is the same in every
+    thread (a barrier orders the store first), so a branch on it may hold a barrier; one
+    read from a global tensor another thread just wrote is not ordered by any barrier."""
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((128,), T.int32)
+        S[tx] = tx
+        if read_global:
+            B[tx] = tx
+        v = B[0] if read_global else S[127]
+        if v > 64:
+            T.sync_threads()
+        A[tx] = S[(tx + 1) % 128]
+
+
+def test_a_branch_on_a_shared_value_is_uniform_and_on_a_global_one_is_not():
+    a = np.zeros(128, np.int32)
+    b = np.zeros(128, np.int32)
+    tilejit.kernel(branch_on_memory.func, target="sim")(a, b)
+    np.testing.assert_array_equal(a, (np.arange(128) + 1) % 128)
+    branch_on_memory.compile(a, b, target="cuda", arch="sm_80")
+    with pytest.raises(CompileError, match=r"T.sync_threads\(\) inside a branch or loop "
+                                           r"that depends on the thread index"):
+        branch_on_memory.compile(a, b, read_global=1, target="cuda", arch="sm_80")

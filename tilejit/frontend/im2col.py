@@ -8,18 +8,19 @@ unknown."""
 from __future__ import annotations
 
 import ast
+import copy
 
 _PARAMS = ("img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad",
            "eviction_policy", "annotations")
 _REQUIRED = _PARAMS[:8]
 
 _LOOP = """
-for {i}, {j} in T.Parallel({col}.shape[0], {col}.shape[1]):
-    {col}[{i}, {j}] = T.if_then_else(
+for {i}, {j} in __tj_lang__.Parallel({col}.shape[0], {col}.shape[1]):
+    {col}[{i}, {j}] = __tj_lang__.if_then_else(
         ({m}) // ({ohw}) < {img}.shape[0] and ({k}) < ({kernel}) * ({kernel}) * {img}.shape[3]
         and 0 <= ({h}) and ({h}) < {img}.shape[1] and 0 <= ({w}) and ({w}) < {img}.shape[2],
         {img}[({m}) // ({ohw}), {h}, {w}, ({k}) % {img}.shape[3]],
-        T.cast(0, {img}.dtype))
+        __tj_lang__.cast(0, {img}.dtype))
 """
 
 
@@ -54,9 +55,19 @@ def im2col_loop(call: ast.Call, stmt: ast.stmt, language: str, error) -> ast.For
     h = f"({m}) % ({oh} * {ow}) // {ow} * {S} + ({k}) // ({K} * {img}.shape[3]) * {D} - {P}"
     w = f"({m}) % {ow} * {S} + ({k}) // {img}.shape[3] % {K} * {D} - {P}"
     text = _LOOP.format(i=i, j=j, col=col, img=img, m=m, k=k, h=h, w=w, kernel=K,
-                        ohw=f"{oh} * {ow}").replace("T.", f"{language}.")
-    loop = ast.parse(text).body[0]
+                        ohw=f"{oh} * {ow}")
+    loop = _Language(ast.parse(language, mode="eval").body).visit(ast.parse(text).body[0])
     for node in ast.walk(loop):
         if hasattr(node, "lineno"):
             ast.copy_location(node, stmt)
     return ast.fix_missing_locations(loop)
+
+
+class _Language(ast.NodeTransformer):
+    """The template's ``__tj_lang__`` as the kernel's own name of the language module."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def visit_Name(self, node):
+        return copy.deepcopy(self.expr) if node.id == "__tj_lang__" else node

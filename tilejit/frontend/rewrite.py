@@ -288,7 +288,9 @@ class _DeviceForms(ast.NodeTransformer):
         if target in (T.Tensor, T.Buffer) and _over_data(node):
             # T.Tensor(shape, dtype, X.data) in the body: X's elements in another shape
             # (and dtype), TileLang's way to flatten a tensor: T.view(X, shape, dtype)
-            shape, dtype, data = (node.args + [k.value for k in node.keywords])[:3]
+            given = dict(zip(("shape", "dtype", "data"), node.args))
+            given.update({k.arg: k.value for k in node.keywords})
+            shape, dtype, data = given["shape"], given["dtype"], given["data"]
             view = ast.copy_location(ast.Call(ast.Attribute(
                 ast.Name(LANGUAGE, ast.Load()), "view_of", ast.Load()),
                 [data.value, shape, dtype], []), node)
@@ -581,12 +583,16 @@ def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
 
 
 def _over_data(call: ast.Call) -> bool:
-    """``T.Tensor(shape, dtype, X.data)``: three arguments (by position or as shape=,
-    dtype=, data=), the third a tensor's ``.data``."""
-    args = list(call.args) + [k.value for k in call.keywords
-                              if k.arg in ("shape", "dtype", "data")]
-    return len(args) == 3 and len(call.keywords) <= 3 and isinstance(args[2], ast.Attribute) \
-        and args[2].attr == "data"
+    """``T.Tensor(shape, dtype, X.data)``: shape, dtype and data, by position or by name
+    (nothing else), the data a tensor's ``.data``."""
+    given = dict(zip(("shape", "dtype", "data"), call.args))
+    for k in call.keywords:
+        if k.arg not in ("shape", "dtype", "data") or k.arg in given:
+            return False
+        given[k.arg] = k.value
+    data = given.get("data")
+    return len(call.args) <= 3 and set(given) == {"shape", "dtype", "data"} and \
+        isinstance(data, ast.Attribute) and data.attr == "data"
 
 
 def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:

@@ -34,6 +34,7 @@ the barrier goes before or after it.
 from __future__ import annotations
 
 import ast
+import collections
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
@@ -66,7 +67,8 @@ def thread_dependent_names(fdef, memory=frozenset()) -> set[str]:
     """The names computed from the thread index (``thread_bindings.py``'s
     ``__tj_thread_index()``), directly or through other such names, and the loop
     variables of ranges that depend on it; an element of a shared tile or tensor
-    (``memory``) that a thread-dependent value is stored into is read alike by all."""
+    (``memory``: shared tiles) that a thread-dependent value is stored into is read
+    alike by all."""
     return dependent_names(fdef, {THREAD_INDEX}, memory) - {THREAD_INDEX}
 
 
@@ -484,7 +486,12 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         or _predicate_barrier(n, ctx)) for n in ast.walk(fdef))
     if not (shared or syncs):
         return fdef
-    memory = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED} | set(ctx.params)
+    # shared tiles bound once (their allocation): a thread-dependent store into one is
+    # ordered before other threads' reads by the barriers this pass inserts; a global
+    # tensor's stores are not, and a reused name may be a thread's own tile
+    stores = collections.Counter(n.id for n in ast.walk(fdef)
+                                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    memory = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED and stores[n] <= 1}
     tainted = thread_dependent_names(fdef, memory)      # one walk for both
     if syncs:
         # with no shared tile there is no walk: the block's barrier, as asked

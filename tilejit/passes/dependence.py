@@ -15,10 +15,10 @@ def reads_any(expr, names) -> bool:
 def dependent_names(tree, seeds, memory=frozenset()) -> set[str]:
     """``seeds`` and the names ``tree`` computes from them, directly or through other
     such names (a loop variable of a range that reads one counts). A store into an
-    element of a ``memory`` name (a shared tile, a tensor: ``S[tx] = v``) does not make
-    the name one: every thread that reads one element reads the same value (the barriers
-    order the store first); a store into any other name's element (a thread's own local
-    tile) does."""
+    element of a ``memory`` name (a shared tile the barriers order: ``S[tx] = v``) does
+    not make the name one: every thread that reads one element reads the same value; a
+    store into any other name's element (a thread's own local tile, a global tensor
+    whose stores no barrier orders) does."""
     dependent = set(seeds)
     changed = True
     while changed:

@@ -13,7 +13,11 @@ then go on, seeing what every arriving thread wrote before it arrived.
 - **In per-thread code** (``threads.py``: the block runs lane-wise, all its threads
   statement by statement) only ``T.sync_threads`` is meaningful, and each barrier id
   must be reached by exactly ``arrive_count`` threads, in whole warps: then it completes
-  where the simulator already has them together. Any other number would hang on the GPU
+  where the simulator already has them together. The threads that use an id must be the
+  same until the block's next ``T.sync_threads()`` (two groups on one id at once mix their
+  arrivals on the GPU): a ``ThreadCodeError`` otherwise (the barriers tilejit inserts
+  itself are not seen here, so an id handed to another group needs ``T.sync_threads()``
+  between the two). Any other number would hang on the GPU
   (fewer) or be undefined (more): a ``ThreadCodeError``. An arrival that does not wait
   (``T.named_barrier_arrive``) orders threads that run different statements at once,
   which lane-wise execution cannot: it is a ``ThreadCodeError`` there, not modelled.
@@ -82,15 +86,38 @@ def named_barrier_arrive(barrier_id, arrive_count):
                           f"supported in simulation{_caller_location(2)}")
 
 
+def _users() -> dict:
+    """{id: the threads that last synced on it} since the block's last barrier of all
+    its threads (``T.sync_threads()``; the runner starts each block with none)."""
+    return STATE.named_users
+
+
+def block_barrier() -> None:
+    """A barrier of every thread of the block: a named barrier's next users start anew."""
+    _users().clear()
+
+
 def _lanes_arrival(what, barrier_id, count):
     """Per-thread code: the threads at this statement, grouped by id, are ``count``
-    whole warps each."""
+    whole warps each, and the same threads that last used the id (another group using
+    it before a barrier of the whole block would mix its arrivals with theirs on the
+    GPU, where the two groups run at once)."""
     lanes = STATE.lanes
     active = _active()
     active = np.ones(lanes, bool) if active is None else np.asarray(active, bool)
     ids = np.broadcast_to(np.asarray(barrier_id), (lanes,))
+    users = _users()
     for b in np.unique(ids[active]).tolist():
         group = active & (ids == b)
+        before = users.get(b)
+        if before is not None and not np.array_equal(before, group):
+            first, other = int(np.flatnonzero(group)[0]), int(np.flatnonzero(before)[0])
+            raise ThreadCodeError(f"{what}: threads from {first} sync on named barrier {b}, "
+                                  f"which other threads (from {other}) used since the block's "
+                                  f"last barrier of all its threads: on the GPU the two "
+                                  f"groups' arrivals mix in one phase; give each group its "
+                                  f"own id{_caller_location(3)}")
+        users[b] = group
         n = int(group.sum())
         warps = group.reshape(-1, 32) if lanes % 32 == 0 else group[None]
         partial = (warps.any(1) & ~warps.all(1)).nonzero()[0]
@@ -137,11 +164,27 @@ def _role_arrival(what, barrier_id, count, wait):
                               f"arrives as {WARPGROUP_THREADS} (on the GPU: undefined)"
                               f"{_caller_location(3)}")
     roles.clocks.release(b.phase_clock(roles.nroles))
-    parity = b.phase & 1
+    phase = b.phase
     b.pending -= WARPGROUP_THREADS
     if b.pending == 0:
         b.complete()
     if wait:
-        if not b.passed(parity):
-            roles.wait(b, parity, _caller_location(3))
-        b.acquire(parity)
+        # released when the phase it arrived in completes, however many more complete
+        # before it runs again (a named barrier wakes its waiters; no parity to miss)
+        if b.phase <= phase:
+            roles.wait(_PhaseDone(b, phase), phase & 1, _caller_location(3))
+        b.acquire(phase & 1)
+
+
+class _PhaseDone:
+    """What a role waits on at a named barrier: phase ``phase`` of ``barrier`` completed
+    (``roles.BlockRoles.wait`` asks ``passed``; its deadlock report ``describe``)."""
+
+    def __init__(self, barrier, phase):
+        self.barrier, self.phase = barrier, phase
+
+    def passed(self, parity) -> bool:
+        return self.barrier.phase > self.phase
+
+    def describe(self) -> str:
+        return self.barrier.describe()

@@ -151,6 +151,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
             for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
                 state.block = (bx, by, bz)
                 state.mask = None
+                state.named_users = {}
                 if roles:
                     run_block_roles(fn, args, state.block, state.grid, launch.threads)
                 else:

@@ -60,6 +60,9 @@ class _State(threading.local):
         # a T.Parallel a range of the block's threads runs by itself (under `if tx < 128`,
         # threads.py): it may not reach a fragment, which the whole block holds
         self.range_loop = False
+        # named barriers in per-thread code: the threads that last synced on each id
+        # since the block's last barrier of all its threads (sim/named_barriers.py)
+        self.named_users = {}
 
 
 STATE = _State()

@@ -266,6 +266,12 @@ def fill(buf, value):
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
     idx, inside = _block_index(start, ranged, ext, t.shape)
+    if getattr(t, "kind", None) == "shared" and not inside.all():
+        # the GPU skips these (as a tensor's edge) but a region of a tile is the
+        # kernel's own arithmetic: a region past its tile is a mistake
+        raise IndexError(f"T.fill: the region of shared tile {t.name} starting at "
+                         f"{tuple(int(x) for x in start)} runs past its shape "
+                         f"{tuple(t.shape)}{_caller_location(2)}")
     written = tuple(i[inside] for i in idx)
     t.data[written] = _to_storage(value, t.dtype, t.data.dtype)
     t.wrote(written)
@@ -840,6 +846,8 @@ def sync_threads(barrier_id=None, arrive_count=None):
         return sync_threads_named(barrier_id, arrive_count)
     if STATE.lanes:
         block_wide("sync_threads")
+    from tilejit.sim.named_barriers import block_barrier   # it imports roles.py
+    block_barrier()
 
 
 def named_barrier_arrive(barrier_id, arrive_count):

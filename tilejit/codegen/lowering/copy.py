@@ -151,6 +151,16 @@ def _inside(builder, side, coords):
     return ok
 
 
+def _inside_tile(builder, side, offsets):
+    """Whether start + offset lies inside the tile in every dimension."""
+    ok = ir.Constant(ir.IntType(1), 1)
+    for start, off, n in zip(side.starts, offsets, plan().tile(side.ty.tile_name).shape):
+        o = off if isinstance(off, ir.Value) else I32(off)
+        c = builder.add(builder.trunc(start, I32), o)
+        ok = builder.and_(ok, builder.icmp_unsigned("<", c, I32(n)))
+    return ok
+
+
 def _tile_offset(builder, side, offsets):
     t = plan().tile(side.ty.tile_name)
     coords = []
@@ -813,7 +823,14 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
         for n in shape:
             total = builder.mul(total, n)
     with cgutils.for_range_slice(builder, tid, total, threads, inc=True) as (flat, _):
-        if side.extents is not None:            # i32 copy coordinates, bounds-checked
+        if side.extents is not None and side.kind == "shared":
+            # a region of a shared tile: what lies past the tile is skipped, as the
+            # global edge is (the simulator reports it)
+            coords = unflatten(builder, builder.trunc(flat, I32), wide)
+            offsets = _dims(side, coords)
+            with builder.if_then(_inside_tile(builder, side, offsets)):
+                store_element(context, builder, side, offsets, v)
+        elif side.extents is not None:          # i32 copy coordinates, bounds-checked
             coords = unflatten(builder, builder.trunc(flat, I32), wide)
             store_element(context, builder, side, _dims(side, coords), v)
         else:                                   # i64 coordinates inside the tensor

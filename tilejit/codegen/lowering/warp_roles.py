@@ -48,6 +48,8 @@ def _named_barrier(instruction):
         from different branches."""
         barrier, threads = (context.cast(builder, v, t, types.int32)
                             for v, t in zip(args, sig.args))
+        if plan().proxy_fence:      # generic writes wgmma may read next (async_proxy.py)
+            asm_statement(builder, "fence.proxy.async.shared::cta;")
         asm_statement(builder, f"{instruction} $0, $1;", "r,r", [barrier, threads])
         return context.get_dummy_value()
     return impl
