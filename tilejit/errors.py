@@ -38,3 +38,10 @@ def format_located(message: str, filename: str | None, lineno: int | None) -> st
 class LayoutCompileError(CompileError, ValueError):
     """A layout annotation a tile cannot have (``T.annotate_layout``): a CompileError
     naming the kernel's line, and a ValueError as TileLang raises it."""
+
+
+class ValueCompileError(CompileError, ValueError):
+    """A value the kernel's source gives that its dtype cannot hold (``T.alloc_var(
+    T.float32, init=1e300)``): a CompileError naming the line, and the ValueError TileLang
+    raises when the program is defined."""
+

@@ -57,3 +57,45 @@ def test_on_the_gpu():
     want_b, want_c = _reference(a.cpu().numpy())
     np.testing.assert_array_equal(b.cpu().numpy(), want_b)
     np.testing.assert_array_equal(c.cpu().numpy(), want_c)
+
+
+@pytest.mark.parametrize("dtype, init, message", [
+    ("float32", "1e300", r"T.alloc_var\(float32, init=1e\+300\): 1e\+300 exceeds maximum of "
+                         r"float32 \(3.4028234663852886e\+38\)"),
+    ("float16", "-70000.0", r"70000.0 exceeds maximum of float16 \(65504.0\)"),
+    ("int8", "200", r"200 is outside int8's range \[-128, 127\]"),
+    ("int32", "2.5", r"an integer dtype takes a whole number, got 2.5"),
+])
+def test_an_initializer_its_dtype_cannot_hold_is_an_error_when_the_program_is_defined(
+        tmp_path, dtype, init, message):
+    """TileLang raises a ValueError as the program is defined; tilejit's is also a
+    CompileError at the line (a float32 infinity or a wrapped integer otherwise)."""
+    import importlib.util
+    path = tmp_path / "init_kernel.py"
+    path.write_text(
+        "import tilejit.language as T\n\n\n"
+        "@T.prim_func\n"
+        f"def kernel(A: T.Tensor((1,), '{dtype}')):\n"
+        "    with T.Kernel(1):\n"
+        f"        value = T.alloc_var(T.{dtype}, init={init})\n"
+        "        A[0] = value\n")
+    spec = importlib.util.spec_from_file_location("init_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(ValueError, match=message) as info:
+        spec.loader.exec_module(module)
+    assert isinstance(info.value, tilejit.CompileError) and "line 7" in str(info.value)
+
+
+def test_representable_initializers_and_infinities_are_kept():
+    @T.prim_func
+    def kernel(A: T.Tensor((3,), "float32")):
+        with T.Kernel(1):
+            a = T.alloc_var(T.float32, init=3.4e38)
+            b = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+            c = T.alloc_var(T.int8, init=-128)
+            A[0] = a
+            A[1] = b
+            A[2] = c
+    out = np.zeros(3, np.float32)
+    tilejit.compile(kernel, target="sim")(out)
+    assert out[0] == np.float32(3.4e38) and out[1] == -np.inf and out[2] == -128

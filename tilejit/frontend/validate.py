@@ -5,13 +5,21 @@ import ast
 import copy
 import builtins
 import difflib
+import inspect
+import math
+import textwrap
+
+import numpy as np
 
 from tilejit import language as _language
 from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
+from tilejit.language import tilelang_names as _tilelang_names
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.frontend.static_prologue import is_prologue_value
+from tilejit.errors import ValueCompileError
+from tilejit.language.dtypes import as_dtype
 
 UNSUPPORTED = {
     ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",
@@ -55,6 +63,7 @@ def check_supported(ks: KernelSource) -> None:
     # (static_prologue.py), which reports what stays unsupported
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
                   if is_prologue_value(stmt) for n in ast.walk(stmt.value)}
+    _check_initializers(ks.tree, ks.namespace, ks.filename)
     for index, stmt in enumerate(ks.tree.body):
         # host code's asserts, at the top or in its `if` blocks (their messages may be
         # f-strings): the host program checks them; rewrite.device_tree drops them
@@ -85,6 +94,84 @@ def check_supported(ks: KernelSource) -> None:
                 raise ks.error("unsupported in a kernel: a loop's `else` clause", node)
 
 
+def check_definition(func) -> None:
+    """What TileLang reports as a program is defined (``@T.prim_func``), before anything
+    compiles: an initializer its dtype cannot hold. Nothing when the source cannot be
+    read (the compile reports that)."""
+    try:
+        lines, first = inspect.getsourcelines(func)
+        filename = inspect.getsourcefile(func)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    ast.increment_lineno(tree, first - 1)
+    namespace = dict(func.__globals__)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:          # a closure variable not bound yet
+            pass
+    _check_initializers(tree, namespace, filename)
+
+
+def _check_initializers(tree, namespace, filename) -> None:
+    """``T.alloc_var(dtype, init=v)`` with a literal ``v`` the dtype cannot hold is an
+    error when the program is defined (TileLang's ValueError), never a silent infinity
+    or wrapped integer."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and
+                resolve_static(node.func, namespace) is _language.alloc_var):
+            continue
+        given = dict(zip(("dtype", "init"), node.args))
+        given.update({k.arg: k.value for k in node.keywords})
+        value = _literal_number(given.get("init"))
+        if value is None or "dtype" not in given:
+            continue
+        dtype = resolve_static(given["dtype"], namespace)
+        if isinstance(given["dtype"], ast.Constant):
+            dtype = given["dtype"].value
+        try:
+            dtype = as_dtype(dtype)
+        except (TypeError, ValueError, KeyError):
+            continue
+        problem = _unrepresentable(value, dtype)
+        if problem:
+            raise ValueCompileError(f"T.alloc_var({dtype.name}, init={value!r}): {problem}",
+                                    filename, node.lineno)
+
+
+def _literal_number(node):
+    """The value of ``1e300`` / ``-5`` / ``True`` written in the source, else None."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign = -1 if isinstance(node.op, ast.USub) else 1
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
+            not isinstance(node.value, bool):
+        return sign * node.value
+    return None
+
+
+def _unrepresentable(value, dtype) -> str | None:
+    if dtype.is_float and math.isfinite(value):
+        finfo = _FLOAT_MAX.get(dtype.name)
+        if finfo is not None and abs(value) > finfo:
+            return (f"{abs(value)!r} exceeds maximum of {dtype.name} ({finfo!r}); write "
+                    f"T.infinity({dtype.name}) for an infinity")
+    if dtype.is_int:
+        info = np.iinfo(dtype.numpy)
+        if not float(value).is_integer():
+            return f"an integer dtype takes a whole number, got {value!r}"
+        if not info.min <= value <= info.max:
+            return f"{value!r} is outside {dtype.name}'s range [{info.min}, {info.max}]"
+    return None
+
+
+# the largest finite value of each float dtype (bfloat16's: 0x7F7F)
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+              "float32": 3.4028234663852886e38, "float8_e4m3": 448.0, "float8_e5m2": 57344.0}
+
+
 def _unknown_language_name(node: ast.Attribute) -> str:
     """``T.no_such_prim``: the name as written, and the closest names the language has;
     for one of TileLang's names that tilejit does not have, that it is not supported."""
@@ -97,3 +184,7 @@ def _unknown_language_name(node: ast.Attribute) -> str:
     hint = f"; did you mean {', '.join(f'{prefix}.{c}' for c in close)}?" if close else ""
     return (f"unknown name {prefix}.{node.attr}: tilejit.language has no "
             f"{node.attr!r}{hint}")
+
+
+_tilelang_names.DEFINITION_CHECKS.append(check_definition)
+

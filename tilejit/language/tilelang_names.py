@@ -327,6 +327,11 @@ class ScalarAnnotation:
         return f"T.{self.dtype.name}"
 
 
+# checks of a program as ``@T.prim_func`` defines it, registered by the front end (which
+# reads the source; ``frontend/validate.check_definition``)
+DEFINITION_CHECKS: list = []
+
+
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -347,6 +352,8 @@ class PrimFunc:
                                 f"T.Tensor/T.Buffer annotation or a scalar dtype (T.int32), "
                                 f"got {ann!r}")
             self.annotations[name] = ann
+        for check in DEFINITION_CHECKS:     # what TileLang reports as it is defined
+            check(func)
 
     def __call__(self, *args, **kwargs):
         raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
