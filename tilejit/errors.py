@@ -45,3 +45,9 @@ class ValueCompileError(CompileError, ValueError):
     T.float32, init=1e300)``): a CompileError naming the line, and the ValueError TileLang
     raises when the program is defined."""
 
+
+class ViewCompileError(CompileError, AssertionError):
+    """A view or reshape of a tensor to a shape that does not hold its bytes, found as
+    ``@T.prim_func`` defines the program: a CompileError naming the line, and the
+    AssertionError TileLang raises there."""
+

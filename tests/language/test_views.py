@@ -166,3 +166,33 @@ def test_a_view_as_a_dtype_of_another_size_needs_its_shape():
     h, w = np.zeros((4, 8), np.float16), np.zeros((4, 4), np.int32)
     with pytest.raises(CompileError, match="another size\\) needs its shape"):
         no_shape.compile(h, w, target="cuda", arch="sm_90a")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("T.reshape(A, [N // M, M + 1])", r"A holds 1024 float32 elements \(4096 bytes\); the "
+                                      r"shape \[32, 33\] of float32 holds 1056 \(4224 bytes\)"),
+    ("T.view(A, [N // M, M], dtype=T.float16)", r"the shape \[32, 32\] of float16 holds "
+                                                r"1024 \(2048 bytes\)"),
+    (None, None),
+])
+def test_a_view_that_does_not_hold_the_tensor_is_an_error_when_defined(tmp_path, body,
+                                                                       message):
+    """TileLang raises an AssertionError as the program is defined; tilejit's is also a
+    CompileError at the line. A view that holds the bytes (float32 as twice as many
+    float16) is defined as usual."""
+    import importlib.util
+    path = tmp_path / "view_kernel.py"
+    path.write_text(
+        "import tilejit.language as T\n\nN, M = 1024, 32\n\n\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N // M, M), T.float32)):\n"
+        "    with T.Kernel(1):\n"
+        f"        V = {body or 'T.view(A, [N // M, 2 * M], dtype=T.float16)'}\n")
+    spec = importlib.util.spec_from_file_location("view_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    if body is None:
+        spec.loader.exec_module(module)
+        return
+    with pytest.raises(AssertionError, match=message) as info:
+        spec.loader.exec_module(module)
+    assert isinstance(info.value, tilejit.CompileError) and "line 9" in str(info.value)

@@ -18,7 +18,7 @@ from tilejit.language import tilelang_names as _tilelang_names
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.frontend.static_prologue import is_prologue_value
-from tilejit.errors import ValueCompileError
+from tilejit.errors import ValueCompileError, ViewCompileError
 from tilejit.language.dtypes import as_dtype
 
 UNSUPPORTED = {
@@ -112,6 +112,7 @@ def check_definition(func) -> None:
         except ValueError:          # a closure variable not bound yet
             pass
     _check_initializers(tree, namespace, filename)
+    _check_views(tree, namespace, filename, getattr(func, "__annotations__", {}))
 
 
 def _check_initializers(tree, namespace, filename) -> None:
@@ -138,6 +139,71 @@ def _check_initializers(tree, namespace, filename) -> None:
         if problem:
             raise ValueCompileError(f"T.alloc_var({dtype.name}, init={value!r}): {problem}",
                                     filename, node.lineno)
+
+
+def _check_views(tree, namespace, filename, annotations) -> None:
+    """``T.view(A, shape, dtype)`` / ``T.reshape(A, shape)`` of a parameter annotated with
+    a shape and dtype known as the program is defined, to a shape known then: the bytes
+    must be the tensor's (TileLang's AssertionError), else an error at the line."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        fn = resolve_static(node.func, namespace)
+        if fn not in (_language.view, _language.reshape):
+            continue
+        given = dict(zip(("buffer", "shape", "dtype"), node.args))
+        given.update({k.arg: k.value for k in node.keywords})
+        src = given.get("buffer")
+        ann = annotations.get(src.id) if isinstance(src, ast.Name) else None
+        shape = _static_ints(given.get("shape"), namespace)
+        if ann is None or shape is None or not hasattr(ann, "shape"):
+            continue
+        have = _static_ints(ast.Tuple([ast.Constant(d) if isinstance(d, int) else d
+                                       for d in ann.shape], ast.Load()), namespace)
+        if have is None:
+            continue
+        to = given.get("dtype")
+        to = ann.dtype if to is None or (isinstance(to, ast.Constant) and to.value is None) \
+            else resolve_static(to, namespace) if not isinstance(to, ast.Constant) else to.value
+        try:
+            to = as_dtype(to)
+        except (TypeError, ValueError, KeyError):
+            continue
+        held, asked = math.prod(have) * ann.dtype.bits, math.prod(shape) * to.bits
+        if held != asked:
+            what = ast.unparse(node)
+            raise ViewCompileError(
+                f"{what}: {src.id} holds {math.prod(have)} {ann.dtype.name} elements "
+                f"({held // 8} bytes); the shape {list(shape)} of {to.name} holds "
+                f"{math.prod(shape)} ({asked // 8} bytes)", filename, node.lineno)
+
+
+def _static_ints(node, namespace):
+    """A shape written with integers, names bound to integers and + - * // %, else None."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out = [_static_int(e, namespace) for e in node.elts]
+        return None if any(v is None for v in out) else tuple(out)
+    return None
+
+
+def _static_int(node, namespace):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
+            not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = namespace.get(node.id)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, tuple(_INT_OPS)):
+        a, b = _static_int(node.left, namespace), _static_int(node.right, namespace)
+        if a is None or b is None or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and not b):
+            return None
+        return _INT_OPS[type(node.op)](a, b)
+    return None
+
+
+_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+            ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
+            ast.Mod: lambda a, b: a % b}
 
 
 def _literal_number(node):
