@@ -46,8 +46,8 @@ class ValueCompileError(CompileError, ValueError):
     raises when the program is defined."""
 
 
-class ViewCompileError(CompileError, AssertionError):
-    """A view or reshape of a tensor to a shape that does not hold its bytes, found as
-    ``@T.prim_func`` defines the program: a CompileError naming the line, and the
-    AssertionError TileLang raises there."""
+class DefinitionError(CompileError, AssertionError):
+    """A program TileLang refuses with an assertion as ``@T.prim_func`` defines it (a
+    view to a shape that does not hold the tensor's bytes, a bitwise reducer of floats):
+    a CompileError naming the line, and that AssertionError."""
 

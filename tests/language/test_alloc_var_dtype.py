@@ -99,3 +99,23 @@ def test_representable_initializers_and_infinities_are_kept():
     out = np.zeros(3, np.float32)
     tilejit.compile(kernel, target="sim")(out)
     assert out[0] == np.float32(3.4e38) and out[1] == -np.inf and out[2] == -128
+
+
+def test_a_bitwise_reducer_of_floats_is_an_error_when_defined(tmp_path):
+    """TileLang asserts that bitand/bitor/bitxor reducers hold integers as the program is
+    defined; tilejit's is also a CompileError at the line."""
+    import importlib.util
+    path = tmp_path / "reducer_kernel.py"
+    path.write_text(
+        "import tilejit.language as T\n\n\n"
+        "@T.prim_func\n"
+        "def kernel(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):\n"
+        "    with T.Kernel(1, threads=32):\n"
+        "        acc = T.alloc_reducer((1,), T.float32, op='bitand')\n"
+        "        T.reducer_init(acc)\n")
+    spec = importlib.util.spec_from_file_location("reducer_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(AssertionError, match=r"T.alloc_reducer\(op='bitand'\) folds bits: it "
+                                             r"needs an integer dtype, got float32") as info:
+        spec.loader.exec_module(module)
+    assert isinstance(info.value, tilejit.CompileError) and "line 7" in str(info.value)

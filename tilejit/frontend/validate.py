@@ -18,7 +18,7 @@ from tilejit.language import tilelang_names as _tilelang_names
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.frontend.static_prologue import is_prologue_value
-from tilejit.errors import ValueCompileError, ViewCompileError
+from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.dtypes import as_dtype
 
 UNSUPPORTED = {
@@ -113,6 +113,7 @@ def check_definition(func) -> None:
             pass
     _check_initializers(tree, namespace, filename)
     _check_views(tree, namespace, filename, getattr(func, "__annotations__", {}))
+    _check_reducers(tree, namespace, filename)
 
 
 def _check_initializers(tree, namespace, filename) -> None:
@@ -172,10 +173,33 @@ def _check_views(tree, namespace, filename, annotations) -> None:
         held, asked = math.prod(have) * ann.dtype.bits, math.prod(shape) * to.bits
         if held != asked:
             what = ast.unparse(node)
-            raise ViewCompileError(
+            raise DefinitionError(
                 f"{what}: {src.id} holds {math.prod(have)} {ann.dtype.name} elements "
                 f"({held // 8} bytes); the shape {list(shape)} of {to.name} holds "
                 f"{math.prod(shape)} ({asked // 8} bytes)", filename, node.lineno)
+
+
+def _check_reducers(tree, namespace, filename) -> None:
+    """``T.alloc_reducer(shape, dtype, op="bitand" | "bitor" | "bitxor")`` folds bits: an
+    integer dtype only."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and
+                resolve_static(node.func, namespace) is _language.alloc_reducer):
+            continue
+        given = dict(zip(("shape", "dtype", "op"), node.args))
+        given.update({k.arg: k.value for k in node.keywords})
+        op, dtype = given.get("op"), given.get("dtype")
+        if not (isinstance(op, ast.Constant) and op.value in ("bitand", "bitor", "bitxor")):
+            continue
+        dtype = dtype.value if isinstance(dtype, ast.Constant) else \
+            resolve_static(dtype, namespace)
+        try:
+            dtype = as_dtype(dtype)
+        except (TypeError, ValueError, KeyError):
+            continue
+        if not dtype.is_int:
+            raise DefinitionError(f"T.alloc_reducer(op={op.value!r}) folds bits: it needs an "
+                                  f"integer dtype, got {dtype.name}", filename, node.lineno)
 
 
 def _static_ints(node, namespace):
