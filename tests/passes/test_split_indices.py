@@ -101,3 +101,26 @@ def test_on_the_gpu_against_the_simulator():
     b = torch.zeros(8, 16, device="cuda")
     row_chunks(a, b)
     torch.testing.assert_close(b, a.view(8, 8, 16).amax(0), rtol=0, atol=0)
+
+
+@tilejit.kernel
+def split_inside_the_iteration(X, O):
+    with T.Kernel(1, threads=128):
+        xf = T.alloc_fragment((32, 64), T.float32)
+        sq = T.alloc_fragment((32, 4), T.float32)
+        T.copy(X, xf)
+        T.clear(sq)
+        for i, j in T.Parallel(32, 4):
+            for jj in T.serial(16):              # the serial loop inside: not a split
+                sq[i, j] += xf[i, jj * 4 + j]
+        T.copy(sq, O)
+
+
+def test_an_error_through_the_split_names_it_as_a_reshape_of_the_fragment():
+    x = np.zeros((32, 64), np.float32)
+    with pytest.raises(CompileError) as info:
+        split_inside_the_iteration.compile(x, np.zeros((32, 4), np.float32), target="cuda",
+                                           arch="sm_90a")
+    message = str(info.value)
+    assert "fragment 'xf.reshape(32, 16, 4)'" in message and "__tj_" not in message
+    assert "sq[i, j] += xf[i, jj * 4 + j]" in message        # the line as written

@@ -25,6 +25,8 @@ class PassContext:
     params: dict = field(default_factory=dict)      # tensor name -> GlobalTensorType
     pipelines: list = field(default_factory=list)   # pipeline.Pipeline per pipelined loop
     counters: dict = field(default_factory=dict)    # kind -> last number given (number())
+    # names the passes made, as errors should show them (a split view: split_indices.py)
+    shown_names: dict = field(default_factory=dict)
 
     def number(self, kind: str) -> int:
         """The next number (1, 2, …) of generated names of this ``kind``, counted per
@@ -34,13 +36,18 @@ class PassContext:
 
     def error(self, message: str, node: ast.AST | int | None) -> CompileError:
         line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)
-        return CompileError(message, self.filename, line)
+        return CompileError(self._shown(message), self.filename, line)
 
     def layout_error(self, message: str, node) -> CompileError:
         """A CompileError that is also a ValueError: a layout the tile cannot have is a
         bad value (TileLang raises ValueError for it)."""
         line = node if isinstance(node, int) or node is None else getattr(node, "lineno", None)
-        return LayoutCompileError(message, self.filename, line)
+        return LayoutCompileError(self._shown(message), self.filename, line)
+
+    def _shown(self, message: str) -> str:
+        for made, shown in self.shown_names.items():
+            message = message.replace(made, shown)
+        return message
 
     def source_line(self, line: int | None) -> str:
         if not line:

@@ -58,6 +58,9 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 key = (sub.value.id, p, n)
                 if key not in views:
                     views[key] = f"__tj_split_{sub.value.id}_{p}_{n}"
+                    # errors name it as the reshape it is (the line quoted is the user's)
+                    ctx.shown_names[views[key]] = _shown(sub.value.id, fragments, p, n,
+                                                         static)
                 sub.value = ast.Name(views[key], ast.Load())
                 new = elts[:p] + [fixed, ast.Name(var, ast.Load())] + elts[p + 1:]
                 sub.slice = ast.Tuple(new, ast.Load())
@@ -73,6 +76,18 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                              ast.Tuple(dims, ast.Load())], []))
         _insert_after(fdef, alloc, ast.fix_missing_locations(ast.copy_location(stmt, alloc)))
     return fdef
+
+
+def _shown(name, fragments, p, n, static) -> str:
+    """``F.reshape(32, 64, 4)``: how errors show the view of F split at dimension p."""
+    dims = []
+    for k, e in enumerate(fragments[name][1]):
+        try:
+            v = static.value(e)
+        except NotStatic:
+            v = "…"
+        dims += [v // n if isinstance(v, int) else "…", n] if k == p else [v]
+    return f"{name}.reshape({', '.join(map(str, dims))})"
 
 
 def _language(func):
