@@ -71,3 +71,30 @@ def test_other_dtypes_are_refused_at_the_line(in_dtype, acc_dtype, got, target):
         kernel = tilelang.compile(dp4a_gemm(in_dtype, acc_dtype), out_idx=-1, target=target)
         kernel(a, a) if target == "sim" else kernel.get_kernel_source()
     assert "test_dp4a.py" in str(e.value)
+
+
+@pytest.mark.parametrize("dtypes", [("float16", "float16", "int32"), ("int8", "int8", "float32"),
+                                    ("uint8", "uint8", "int32"), ("int8", "float16", "int32")])
+def test_wrong_dtypes_are_an_error_when_the_program_is_defined(tmp_path, dtypes):
+    """TileLang's ValueError as @T.prim_func defines the program (its issue 2600), for
+    operands whose dtypes are known then; right ones define as usual."""
+    import importlib.util
+    for case in (dtypes, ("int8", "int8", "int32")):
+        path = tmp_path / f"dp4a_{'_'.join(case)}.py"
+        path.write_text(
+            "import tilejit.language as T\n\n\n"
+            "@T.prim_func\n"
+            f"def kernel(A: T.Tensor((4,), '{case[0]}'), B: T.Tensor((4,), '{case[1]}'),\n"
+            f"           C: T.Tensor((1,), '{case[2]}')):\n"
+            "    with T.Kernel(1, threads=32):\n"
+            "        T.dp4a(A[0], B[0], C[0])\n")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        if case != dtypes:
+            spec.loader.exec_module(module)
+            continue
+        with pytest.raises(ValueError, match=r"T.dp4a requires int8 A and B and an int32 "
+                                             r"accumulator C .* got " + ", ".join(case[:2])
+                           .replace(", ", " and ") + f" into {case[2]}") as info:
+            spec.loader.exec_module(module)
+        assert isinstance(info.value, tilelang.CompileError) and "line 8" in str(info.value)

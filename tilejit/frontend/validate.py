@@ -20,6 +20,7 @@ from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.frontend.static_prologue import is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.dtypes import as_dtype
+from tilejit.ir.markers import DP4A_MESSAGE
 
 UNSUPPORTED = {
     ast.Try: "try/except", ast.Raise: "raise (use T.device_assert)",
@@ -114,6 +115,7 @@ def check_definition(func) -> None:
     _check_initializers(tree, namespace, filename)
     _check_views(tree, namespace, filename, getattr(func, "__annotations__", {}))
     _check_reducers(tree, namespace, filename)
+    _check_dp4a(tree, namespace, filename, getattr(func, "__annotations__", {}))
 
 
 def _check_initializers(tree, namespace, filename) -> None:
@@ -200,6 +202,43 @@ def _check_reducers(tree, namespace, filename) -> None:
         if not dtype.is_int:
             raise DefinitionError(f"T.alloc_reducer(op={op.value!r}) folds bits: it needs an "
                                   f"integer dtype, got {dtype.name}", filename, node.lineno)
+
+
+def _check_dp4a(tree, namespace, filename, annotations) -> None:
+    """``T.dp4a(A, B, C)`` on operands whose dtypes are known as the program is defined
+    (parameters, their elements, tiles allocated with a dtype): int8, int8 into int32,
+    TileLang's ValueError otherwise (the compiler's typing checks the rest)."""
+    allocated = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and \
+                len(node.value.args) >= 2 and resolve_static(node.value.func, namespace) in (
+                    _language.alloc_local, _language.alloc_shared, _language.alloc_fragment):
+            allocated[node.targets[0].id] = node.value.args[1]
+
+    def dtype_of(arg):
+        base = arg.value if isinstance(arg, ast.Subscript) else arg
+        if not isinstance(base, ast.Name):
+            return None
+        if base.id in annotations and hasattr(annotations[base.id], "dtype"):
+            return annotations[base.id].dtype
+        expr = allocated.get(base.id)
+        if expr is None:
+            return None
+        value = expr.value if isinstance(expr, ast.Constant) else resolve_static(expr,
+                                                                                  namespace)
+        try:
+            return as_dtype(value)
+        except (TypeError, ValueError, KeyError):
+            return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) == 3 and \
+                resolve_static(node.func, namespace) is _language.dp4a:
+            got = [dtype_of(a) for a in node.args]
+            if None not in got and [g.name for g in got] != ["int8", "int8", "int32"]:
+                raise ValueCompileError(DP4A_MESSAGE.format(*(g.name for g in got)),
+                                        filename, node.lineno)
 
 
 def _static_ints(node, namespace):
