@@ -11,16 +11,17 @@ then go on, seeing what every arriving thread wrote before it arrived.
   other roles take their turns meanwhile). When no role can go on, the ``DeadlockError``
   names the barrier and each role's line, as for mbarriers.
 - **In per-thread code** (``threads.py``: the block runs lane-wise, all its threads
-  statement by statement) only ``T.sync_threads`` is meaningful, and each barrier id
-  must be reached by exactly ``arrive_count`` threads, in whole warps: then it completes
-  where the simulator already has them together. The threads that use an id must be the
-  same until the block's next ``T.sync_threads()`` (two groups on one id at once mix their
-  arrivals on the GPU): a ``ThreadCodeError`` otherwise (the barriers tilejit inserts
-  itself are not seen here, so an id handed to another group needs ``T.sync_threads()``
-  between the two). Any other number would hang on the GPU
-  (fewer) or be undefined (more): a ``ThreadCodeError``. An arrival that does not wait
-  (``T.named_barrier_arrive``) orders threads that run different statements at once,
-  which lane-wise execution cannot: it is a ``ThreadCodeError`` there, not modelled.
+  statement by statement) only ``T.sync_threads`` is meaningful. Each barrier id must be
+  reached by exactly ``arrive_count`` threads, in whole warps: then it completes where the
+  simulator already has them together. Fewer would wait forever on the GPU, more is
+  undefined: a ``ThreadCodeError`` (so is a barrier that the threads of two branches
+  complete together, which runs on the GPU but is not modelled: the simulator runs one
+  branch's threads at a time). The threads that use an id must stay the same until the
+  block's next ``T.sync_threads()``: two groups on one id at once mix their arrivals on
+  the GPU (the barriers tilejit inserts itself are not seen here, so an id handed to
+  another group needs ``T.sync_threads()`` between the two). An arrival that does not
+  wait (``T.named_barrier_arrive``) orders threads that run different statements at once,
+  which lane-wise execution cannot: a ``ThreadCodeError`` there, not modelled.
 - **In the block's own code** every thread reaches it: ``arrive_count`` must be the
   block's threads.
 
@@ -127,9 +128,11 @@ def _lanes_arrival(what, barrier_id, count):
                                   f"whole warps{_caller_location(3)}")
         if n != count:
             first = int(np.flatnonzero(group)[0])
+            why = ("on the GPU they wait forever unless other threads arrive from another "
+                   "branch at the same time, which the simulator, running a branch's threads "
+                   "together, does not model" if n < count else "on the GPU: undefined")
             raise ThreadCodeError(f"{what}: {n} threads (from thread {first}) reach named "
-                                  f"barrier {b}, which waits for {count}: on the GPU "
-                                  f"{'they wait forever' if n < count else 'undefined'}"
+                                  f"barrier {b}, which waits for {count}: {why}"
                                   f"{_caller_location(3)}")
 
 
