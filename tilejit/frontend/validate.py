@@ -200,7 +200,7 @@ def _check_reducers(tree, namespace, filename) -> None:
         except (TypeError, ValueError, KeyError):
             continue
         if not dtype.is_int:
-            raise DefinitionError(f"T.alloc_reducer(op={op.value!r}) folds bits: it needs an "
+            raise DefinitionError(f"T.alloc_reducer: op {op.value!r} is bitwise and needs an "
                                   f"integer dtype, got {dtype.name}", filename, node.lineno)
 
 
