@@ -199,6 +199,9 @@ LANGUAGE_DIFFERENCES = {
               "TMA's im2col mode; zeros past the last image and the last filter tap too; "
               "`eviction_policy`, `annotations` not used",
     "c2d_im2col": "as `T.im2col` (deprecated, with a `DeprecationWarning`)",
+    "float8_e8m0fnu": "a storage dtype (MX scales): casts round as torch converts (the "
+                      "sign dropped, the exponent rounded up from half a mantissa, past "
+                      "2^127 NaN); not a gemm operand; its vector forms are not built",
 }
 TILELANG_DIFFERENCES = {
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "

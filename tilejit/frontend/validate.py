@@ -298,7 +298,8 @@ def _unrepresentable(value, dtype) -> str | None:
 
 # the largest finite value of each float dtype (bfloat16's: 0x7F7F)
 _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-              "float32": 3.4028234663852886e38, "float8_e4m3": 448.0, "float8_e5m2": 57344.0}
+              "float32": 3.4028234663852886e38, "float8_e4m3": 448.0, "float8_e5m2": 57344.0,
+              "float8_e8m0fnu": 2.0 ** 127}
 
 
 def _unknown_language_name(node: ast.Attribute) -> str:

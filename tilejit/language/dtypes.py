@@ -113,12 +113,16 @@ bool_ = DType("bool", 8, "bool")
 float8_e4m3 = DType("float8_e4m3", 8, "float")
 float8_e5m2 = DType("float8_e5m2", 8, "float")
 FLOAT8 = (float8_e4m3, float8_e5m2)
-_HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"))
+# OCP MX's scale: 8 exponent bits, no sign, no mantissa: 2^(e - 127), 0xFF NaN, no zero
+# (torch's float8_e8m0fnu; a storage dtype: tilejit's gemms do not take it)
+float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
+_HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+                              "float8_e8m0fnu"))
 # torch's (and ml_dtypes') names where they differ from ours
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64,
-              uint8, uint16, uint32, uint64, bool_, float8_e4m3, float8_e5m2)
+              uint8, uint16, uint32, uint64, bool_, float8_e4m3, float8_e5m2, float8_e8m0fnu)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": bfloat16,
                  "fp16": float16, "fp32": float32, "fp64": float64,
@@ -127,7 +131,8 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  # cores; tilejit's float32 gemm already does (mma.sync .tf32, operands
                  # rounded to nearest), so tfloat32 is float32
                  "tfloat32": float32, "custom[tfloat32]": float32,
-                 "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2})
+                 "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2,
+                 "e8m0": float8_e8m0fnu})
 
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.dtypes import DType, bfloat16, float8_e4m3, float8_e5m2
+from tilejit.language.dtypes import DType, bfloat16, float8_e4m3, float8_e5m2, float8_e8m0fnu
 
 
 def round_to_bfloat16(x) -> np.ndarray:
@@ -20,7 +20,25 @@ def round_to_bfloat16(x) -> np.ndarray:
 
 
 # the largest finite value of each 8-bit float
-FLOAT8_MAX = {float8_e4m3: 448.0, float8_e5m2: 57344.0}
+FLOAT8_MAX = {float8_e4m3: 448.0, float8_e5m2: 57344.0, float8_e8m0fnu: 2.0 ** 127}
+
+
+def _round_to_e8m0(a: np.ndarray) -> np.ndarray:
+    """float32 → float8_e8m0fnu's code, as torch converts: the magnitude's exponent (the
+    sign is dropped), one up where the mantissa is past a half (at a half too, but for a
+    subnormal: 2^-127 itself stays); the smallest code is 2^-127 (there is no zero); past
+    2^127, infinity and NaN are the NaN code 0xFF."""
+    bits = np.abs(a).view(np.uint32).astype(np.uint32)
+    e, m = bits >> 23, bits & 0x7FFFFF
+    up = (m > 0x400000) | ((m == 0x400000) & (e > 0))
+    return np.minimum(e + up, 255).astype(np.uint8)
+
+
+def _e8m0_values(codes) -> np.ndarray:
+    codes = np.asarray(codes, dtype=np.uint8)
+    with np.errstate(over="ignore"):
+        values = np.ldexp(np.float32(1), codes.astype(np.int32) - 127).astype(np.float32)
+    return np.where(codes == 255, np.float32(np.nan), values)
 
 
 def _ml_dtype(dtype: DType):
@@ -39,6 +57,9 @@ def round_to_float8(x, dtype: DType) -> np.ndarray:
     infinity included, becomes 448 with its sign. e5m2 overflows to infinity, as float16
     does and as torch and ml_dtypes convert. NaN stays NaN."""
     a = np.asarray(x, dtype=np.float32)
+    if dtype == float8_e8m0fnu:
+        out = _e8m0_values(_round_to_e8m0(np.asarray(a, dtype=np.float32)))
+        return out if isinstance(x, np.ndarray) else np.float32(out)
     if dtype == float8_e4m3:
         limit = FLOAT8_MAX[dtype]
         a = np.clip(a, -limit, limit)
@@ -49,6 +70,8 @@ def round_to_float8(x, dtype: DType) -> np.ndarray:
 
 def from_float8_bits(bits, dtype: DType) -> np.ndarray:
     """The float32 values of 8-bit float codes (a uint8 array)."""
+    if dtype == float8_e8m0fnu:
+        return _e8m0_values(bits)
     return np.asarray(bits, dtype=np.uint8).view(_ml_dtype(dtype)).astype(np.float32)
 
 

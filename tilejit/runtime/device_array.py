@@ -27,7 +27,7 @@ from tilejit.language.dtypes import as_dtype
 from tilejit.runtime import dlpack
 
 _DL_CODES = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
-_DL_NAMED = {"float8_e4m3": (10, 8), "float8_e5m2": (12, 8)}
+_DL_NAMED = {"float8_e4m3": (10, 8), "float8_e5m2": (12, 8), "float8_e8m0fnu": (14, 8)}
 
 
 class DeviceArray:

@@ -20,7 +20,8 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 # DLPack's stream numbers for CUDA: 1 the legacy default stream, 2 the per-thread one
 LEGACY_DEFAULT_STREAM = 1
 _CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool",
-          10: "float8_e4m3", 12: "float8_e5m2"}      # (kDLFloat8_e4m3fn, kDLFloat8_e5m2)
+          10: "float8_e4m3", 12: "float8_e5m2",      # (kDLFloat8_e4m3fn, kDLFloat8_e5m2)
+          14: "float8_e8m0fnu"}                      # (kDLFloat8_e8m0fnu)
 
 
 class _Device(ctypes.Structure):
@@ -60,7 +61,7 @@ class DLPackView:
         if code is None or tensor.dtype.lanes != 1:
             raise TypeError(f"DLPack dtype code {tensor.dtype.code} with {tensor.dtype.lanes} "
                             f"lanes is not a tilejit dtype")
-        name = code if code in ("bool", "float8_e4m3", "float8_e5m2") else \
+        name = code if code in ("bool", "float8_e4m3", "float8_e5m2", "float8_e8m0fnu") else \
             f"{code}{tensor.dtype.bits}"
         self.dtype = as_dtype(name)
         self.capsule = capsule

@@ -57,10 +57,38 @@ _FLOAT8 = {"float8_e4m3": (4, 3, 7, 448.0), "float8_e5m2": (5, 2, 15, 57344.0)}
 _NAN8 = 0x7F
 
 
+def _e8m0_to_f32(builder, bits):
+    """float8_e8m0fnu: 2^(code - 127) is float32's exponent field, but code 0 (2^-127, a
+    float32 subnormal: 0x00400000) and 0xFF (NaN)."""
+    u = builder.zext(bits, I32)
+    value = builder.shl(u, I32(23))
+    value = builder.select(builder.icmp_unsigned("==", u, I32(0)), I32(0x00400000), value)
+    value = builder.select(builder.icmp_unsigned("==", u, I32(0xFF)), I32(0x7FC00000), value)
+    return builder.bitcast(value, F32)
+
+
+def _f32_to_e8m0(builder, value):
+    """float32 → float8_e8m0fnu as torch converts (``language/numerics._round_to_e8m0``):
+    the magnitude's exponent, one up past a half of the mantissa (at a half too, but for
+    a subnormal); past 2^127, infinity and NaN the code 0xFF."""
+    bits = builder.and_(builder.bitcast(value, I32), I32(0x7FFFFFFF))
+    e = builder.lshr(bits, I32(23))
+    m = builder.and_(bits, I32(0x7FFFFF))
+    up = builder.or_(builder.icmp_unsigned(">", m, I32(0x400000)),
+                     builder.and_(builder.icmp_unsigned("==", m, I32(0x400000)),
+                                  builder.icmp_unsigned(">", e, I32(0))))
+    code = builder.add(e, builder.zext(up, I32))
+    umin = builder.module.declare_intrinsic("llvm.umin", [I32],
+                                            ir.FunctionType(I32, [I32, I32]))
+    return builder.trunc(builder.call(umin, [code, I32(0xFF)]), I8)
+
+
 def _f8_to_f32(builder, name, bits):
     """Exact: the exponent rebiased and the mantissa moved up for a normal code, the
     mantissa scaled for a subnormal one; e4m3's 0x7F is NaN, e5m2's exponent 31 is
     infinity (mantissa 0) or NaN. Integer arithmetic only, no half-precision libcalls."""
+    if name == "float8_e8m0fnu":
+        return _e8m0_to_f32(builder, bits)
     _e, m, bias, _max = _FLOAT8[name]
     u = builder.zext(bits, I32)
     sign = builder.shl(builder.and_(u, I32(0x80)), I32(24))
@@ -84,6 +112,8 @@ def _f32_to_f8(builder, name, value):
     """Round to nearest even; NaN becomes 0x7F. e4m3, which has no infinity, saturates
     (PTX's ``cvt.rn.satfinite``: a magnitude past 448, infinity included, becomes 448);
     e5m2 overflows to infinity as float16 does (torch's and ml_dtypes' conversion)."""
+    if name == "float8_e8m0fnu":
+        return _f32_to_e8m0(builder, value)
     _e, m, bias, largest = _FLOAT8[name]
     bits = builder.bitcast(value, I32)
     sign = builder.and_(builder.lshr(bits, I32(24)), I32(0x80))

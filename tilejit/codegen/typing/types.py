@@ -87,6 +87,7 @@ class Float8(StorageFloat):
 bfloat16 = BFloat16()
 float8_e4m3 = Float8("float8_e4m3")
 float8_e5m2 = Float8("float8_e5m2")
+float8_e8m0fnu = Float8("float8_e8m0fnu")     # an exponent only (MX scales)
 
 _NUMBA_OF = {
     "float16": types.float16, "bfloat16": bfloat16, "float32": types.float32,
@@ -94,6 +95,7 @@ _NUMBA_OF = {
     "int32": types.int32, "int64": types.int64, "uint8": types.uint8,
     "uint16": types.uint16, "uint32": types.uint32, "uint64": types.uint64,
     "bool": types.boolean, "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2,
+    "float8_e8m0fnu": float8_e8m0fnu,
 }
 
 
