@@ -196,3 +196,20 @@ def test_a_view_that_does_not_hold_the_tensor_is_an_error_when_defined(tmp_path,
     with pytest.raises(AssertionError, match=message) as info:
         spec.loader.exec_module(module)
     assert isinstance(info.value, tilejit.CompileError) and "line 9" in str(info.value)
+
+
+def test_a_parameter_name_bound_again_in_the_body_is_not_checked_as_the_parameter(tmp_path):
+    """The definition-time check reads a parameter's annotation only where the body never
+    binds the name to something else (here a shared tile of another shape)."""
+    import importlib.util
+    path = tmp_path / "rebound_kernel.py"
+    path.write_text(
+        "import tilejit.language as T\n\n\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((1024,), T.float32), B: T.Tensor((32, 33), T.float32)):\n"
+        "    with T.Kernel(1, threads=128):\n"
+        "        A = T.alloc_shared((32 * 33,), T.float32)\n"
+        "        V = T.reshape(A, [32, 33])\n"
+        "        T.copy(V, B)\n")
+    spec = importlib.util.spec_from_file_location("rebound_kernel", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))     # no error

@@ -113,9 +113,14 @@ def check_definition(func) -> None:
         except ValueError:          # a closure variable not bound yet
             pass
     _check_initializers(tree, namespace, filename)
-    _check_views(tree, namespace, filename, getattr(func, "__annotations__", {}))
+    # the parameters' annotations, where the body never binds the name to something else
+    rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Store)}
+    annotations = {k: v for k, v in getattr(func, "__annotations__", {}).items()
+                   if k not in rebound}
+    _check_views(tree, namespace, filename, annotations)
     _check_reducers(tree, namespace, filename)
-    _check_dp4a(tree, namespace, filename, getattr(func, "__annotations__", {}))
+    _check_dp4a(tree, namespace, filename, annotations)
 
 
 def _check_initializers(tree, namespace, filename) -> None:
