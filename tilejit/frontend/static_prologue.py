@@ -69,7 +69,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
         if isinstance(stmt, ast.If):
             # `if out_dtype == T.int32: micro_size_k = 32`: a compile-time test takes its
             # branch, whose statements fold as the prologue's own
-            taken, ok = _evaluate(stmt.test, env, runtime)
+            taken, ok = evaluate_static(stmt.test, env, runtime)
             if ok:
                 pending[:0] = stmt.body if taken else stmt.orelse
                 continue
@@ -83,7 +83,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             continue
         if _is_chained(stmt):
             # `micro_size_x = micro_size_y = micro_size_k = 16`: one assignment per name
-            value, ok = _evaluate(stmt.value, env, runtime)
+            value, ok = evaluate_static(stmt.value, env, runtime)
             if ok and _constant(value) is not None:
                 pending[:0] = [ast.fix_missing_locations(ast.copy_location(
                     ast.Assign([ast.Name(t.id, ast.Store())], _constant(value)), stmt))
@@ -91,7 +91,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
                 continue
         if is_prologue_value(stmt):
             name = stmt.targets[0].id
-            value, ok = _evaluate(stmt.value, env, runtime)
+            value, ok = evaluate_static(stmt.value, env, runtime)
             if ok:
                 env[name] = value
                 constant = _constant(value)
@@ -135,7 +135,7 @@ def _is_chained(stmt) -> bool:
             and all(isinstance(t, ast.Name) for t in stmt.targets))
 
 
-def _evaluate(expr, env, runtime):
+def evaluate_static(expr, env, runtime):
     """(value, True) when ``expr`` reads only names with compile-time values."""
     for node in ast.walk(expr):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and (

@@ -5,9 +5,7 @@ import ast
 import copy
 import builtins
 import difflib
-import inspect
 import math
-import textwrap
 
 import numpy as np
 
@@ -16,8 +14,9 @@ from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
 from tilejit.language import tilelang_names as _tilelang_names
 from tilejit.frontend.explicit_sync import is_ws
-from tilejit.frontend.source import KernelSource, resolve_static
-from tilejit.frontend.static_prologue import is_prologue_value
+from tilejit.frontend.source import (KernelSource, function_def_from_file,
+                                     function_namespace, resolve_static)
+from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir.markers import DP4A_MESSAGE
@@ -97,21 +96,14 @@ def check_supported(ks: KernelSource) -> None:
 
 def check_definition(func) -> None:
     """What TileLang reports as a program is defined (``@T.prim_func``), before anything
-    compiles: an initializer its dtype cannot hold. Nothing when the source cannot be
-    read (the compile reports that)."""
-    try:
-        lines, first = inspect.getsourcelines(func)
-        filename = inspect.getsourcefile(func)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    compiles: an initializer its dtype cannot hold, a view that does not hold its
+    tensor, a bitwise reducer of floats, ``T.dp4a`` of wrong dtypes. Nothing when the
+    source cannot be read (the compile reports that)."""
+    found = function_def_from_file(func, copy_tree=False)
+    if found is None:
         return
-    ast.increment_lineno(tree, first - 1)
-    namespace = dict(func.__globals__)
-    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
-        try:
-            namespace[name] = cell.cell_contents
-        except ValueError:          # a closure variable not bound yet
-            pass
+    filename, tree = found
+    namespace = function_namespace(func)
     _check_initializers(tree, namespace, filename)
     # the parameters' annotations, where the body never binds the name to something else
     rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
@@ -166,9 +158,8 @@ def _check_views(tree, namespace, filename, annotations) -> None:
         shape = _static_ints(given.get("shape"), namespace)
         if ann is None or shape is None or not hasattr(ann, "shape"):
             continue
-        have = _static_ints(ast.Tuple([ast.Constant(d) if isinstance(d, int) else d
-                                       for d in ann.shape], ast.Load()), namespace)
-        if have is None:
+        have = ann.shape
+        if not all(_plain_int(d) for d in have):     # a T.dynamic extent
             continue
         to = given.get("dtype")
         to = ann.dtype if to is None or (isinstance(to, ast.Constant) and to.value is None) \
@@ -247,31 +238,16 @@ def _check_dp4a(tree, namespace, filename, annotations) -> None:
 
 
 def _static_ints(node, namespace):
-    """A shape written with integers, names bound to integers and + - * // %, else None."""
-    if isinstance(node, (ast.List, ast.Tuple)):
-        out = [_static_int(e, namespace) for e in node.elts]
-        return None if any(v is None for v in out) else tuple(out)
-    return None
+    """A shape written with names and values known as the program is defined (its
+    globals and closure: ``[N // M, M + 1]``), as a tuple of ints; else None."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    value, ok = evaluate_static(node, dict(namespace), frozenset())
+    return tuple(value) if ok and all(_plain_int(v) for v in value) else None
 
 
-def _static_int(node, namespace):
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
-            not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.Name):
-        v = namespace.get(node.id)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, tuple(_INT_OPS)):
-        a, b = _static_int(node.left, namespace), _static_int(node.right, namespace)
-        if a is None or b is None or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and not b):
-            return None
-        return _INT_OPS[type(node.op)](a, b)
-    return None
-
-
-_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-            ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
-            ast.Mod: lambda a, b: a % b}
+def _plain_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _literal_number(node):
