@@ -22,7 +22,8 @@ import ast
 import copy
 
 from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import resolve_static, statement_lists
+from tilejit.ir.markers import LANGUAGE
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -69,12 +70,13 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         alloc, shape = fragments[name]
         dims = [copy.deepcopy(e) for e in shape]
         dims[p:p + 1] = [ast.BinOp(dims[p], ast.FloorDiv(), ast.Constant(n)), ast.Constant(n)]
-        reshape = ast.Attribute(copy.deepcopy(_language(alloc.value.func)), "reshape",
-                                ast.Load())
+        reshape = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "reshape", ast.Load())
         stmt = ast.Assign([ast.Name(view, ast.Store())],
                           ast.Call(reshape, [ast.Name(name, ast.Load()),
                                              ast.Tuple(dims, ast.Load())], []))
-        _insert_after(fdef, alloc, ast.fix_missing_locations(ast.copy_location(stmt, alloc)))
+        block = next(b for b in statement_lists(fdef) if alloc in b)
+        block.insert(block.index(alloc) + 1,
+                     ast.fix_missing_locations(ast.copy_location(stmt, alloc)))
     return fdef
 
 
@@ -88,11 +90,6 @@ def _shown(name, fragments, p, n, static) -> str:
             v = "…"
         dims += [v // n if isinstance(v, int) else "…", n] if k == p else [v]
     return f"{name}.reshape({', '.join(map(str, dims))})"
-
-
-def _language(func):
-    """The expression naming the language module in ``T.alloc_fragment``."""
-    return func.value if isinstance(func, ast.Attribute) else ast.Name("T", ast.Load())
 
 
 def _fragment_allocations(fdef, ctx) -> dict:
@@ -131,12 +128,3 @@ def _split(index, extents, loop_names, static):
             if isinstance(n, int) and n > 1 and n == extent:
                 return fixed, var.id, n
     return None
-
-
-def _insert_after(fdef, target, stmt) -> None:
-    for node in ast.walk(fdef):
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and target in block:
-                block.insert(block.index(target) + 1, stmt)
-                return
