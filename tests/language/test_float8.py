@@ -1,7 +1,7 @@
 """float8_e4m3 and float8_e5m2: the dtypes, the simulator's rounding (ml_dtypes, saturating
 as PTX's cvt.rn.satfinite), the GPU's conversion IR run on this CPU against it for every
 code and a dense sweep of float32 values, kernels on float8 tensors."""
-import ctypes
+import functools
 
 import ml_dtypes
 import numpy as np
@@ -51,57 +51,19 @@ def test_infinity_of_e5m2_is_infinity():
 
 
 class HostFloat8:
-    """``codegen/lowering/scalar``'s float8 conversion IR compiled for this CPU:
-    ``decode(uint8*, float*, n)`` and ``encode(float*, uint8*, n)``."""
+    """``codegen/lowering/scalar``'s float8 conversion IR compiled for this CPU
+    (``host_math.HostRoutines``): ``decode(codes)`` and ``encode(values)``."""
 
     def __init__(self, name):
-        import llvmlite.binding as ll
         from llvmlite import ir
 
+        from host_math import HostRoutines
         from tilejit.codegen.lowering.scalar import _f8_to_f32, _f32_to_f8
-
-        ll.initialize_native_target()
-        ll.initialize_native_asmprinter()
-        module = ir.Module("host_float8")
-        module.triple = ll.get_process_triple()
-        i8, i64, f32 = ir.IntType(8), ir.IntType(64), ir.FloatType()
-        for fname, src, dst, convert in (("decode", i8, f32, _f8_to_f32),
-                                         ("encode", f32, i8, _f32_to_f8)):
-            fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [src.as_pointer(),
-                                                                     dst.as_pointer(), i64]),
-                             fname)
-            xs, out, n = fn.args
-            entry, body, done = (fn.append_basic_block(s) for s in ("entry", "body", "done"))
-            b = ir.IRBuilder(entry)
-            b.cbranch(b.icmp_signed(">", n, i64(0)), body, done)
-            b = ir.IRBuilder(body)
-            i = b.phi(i64)
-            i.add_incoming(i64(0), entry)
-            b.store(convert(b, name, b.load(b.gep(xs, [i]))), b.gep(out, [i]))
-            nxt = b.add(i, i64(1))
-            i.add_incoming(nxt, body)
-            b.cbranch(b.icmp_signed("<", nxt, n), body, done)
-            ir.IRBuilder(done).ret_void()
-        llmod = ll.parse_assembly(str(module))
-        llmod.verify()
-        tm = ll.Target.from_default_triple().create_target_machine(opt=2)
-        self.engine = ll.create_mcjit_compiler(llmod, tm)
-        self.engine.finalize_object()
-        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-        self.decode_fn = proto(self.engine.get_function_address("decode"))
-        self.encode_fn = proto(self.engine.get_function_address("encode"))
-
-    def decode(self, codes):
-        codes = np.ascontiguousarray(codes, np.uint8)
-        out = np.empty(codes.shape, np.float32)
-        self.decode_fn(codes.ctypes.data, out.ctypes.data, codes.size)
-        return out
-
-    def encode(self, values):
-        values = np.ascontiguousarray(values, np.float32)
-        out = np.empty(values.shape, np.uint8)
-        self.encode_fn(values.ctypes.data, out.ctypes.data, values.size)
-        return out
+        i8, f32 = ir.IntType(8), ir.FloatType()
+        self.decode = functools.partial(HostRoutines(
+            {"decode": lambda b, x: _f8_to_f32(b, name, x)}, i8, out_ty=f32), "decode")
+        self.encode = functools.partial(HostRoutines(
+            {"encode": lambda b, x: _f32_to_f8(b, name, x)}, f32, out_ty=i8), "encode")
 
 
 @pytest.mark.parametrize("name", sorted(FP8))
