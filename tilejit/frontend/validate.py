@@ -12,7 +12,7 @@ import numpy as np
 from tilejit import language as _language
 from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
-from tilejit.language import tilelang_names as _tilelang_names
+from tilejit.language import _semantics
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import (KernelSource, function_def_from_file,
                                      function_namespace, resolve_static)
@@ -297,5 +297,5 @@ def _unknown_language_name(node: ast.Attribute) -> str:
             f"{node.attr!r}{hint}")
 
 
-_tilelang_names.DEFINITION_CHECKS.append(check_definition)
+_semantics.install({"prim_func": check_definition})  # what @T.prim_func runs as Python
 

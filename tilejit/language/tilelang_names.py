@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import warnings
 
+from tilejit.language._semantics import meaning
 from tilejit.language.dtypes import DType, as_dtype
 
 
@@ -327,11 +328,6 @@ class ScalarAnnotation:
         return f"T.{self.dtype.name}"
 
 
-# checks of a program as ``@T.prim_func`` defines it, registered by the front end (which
-# reads the source; ``frontend/validate.check_definition``)
-DEFINITION_CHECKS: list = []
-
-
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -352,8 +348,9 @@ class PrimFunc:
                                 f"T.Tensor/T.Buffer annotation or a scalar dtype (T.int32), "
                                 f"got {ann!r}")
             self.annotations[name] = ann
-        for check in DEFINITION_CHECKS:     # what TileLang reports as it is defined
-            check(func)
+        # what TileLang reports as the program is defined: the front end's check, which
+        # reads the source (``frontend/validate.check_definition``)
+        meaning("prim_func")(func)
 
     def __call__(self, *args, **kwargs):
         raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "
