@@ -39,7 +39,8 @@ from tilejit.sim.runtime import STATE, _caller_location
 from tilejit.sim.threads import ThreadCodeError, _active
 
 
-def _plain(value, what):
+def _plain(value):
+    """A numpy scalar (or 0-d array) as its Python value; anything else as it is."""
     if isinstance(value, (np.integer, np.bool_)) or (np.ndim(value) == 0 and
                                                      isinstance(value, np.ndarray)):
         return value.item()
@@ -49,8 +50,8 @@ def _plain(value, what):
 def _check(what, barrier_id, arrive_count):
     block = STATE.threads
     ids = np.asarray(barrier_id)
-    for b in (np.unique(ids).tolist() if ids.ndim else [_plain(barrier_id, what)]):
-        problem = check_named_barrier(what, b, _plain(arrive_count, what), block)
+    for b in (np.unique(ids).tolist() if ids.ndim else [_plain(barrier_id)]):
+        problem = check_named_barrier(what, b, _plain(arrive_count), block)
         if problem:
             raise ValueError(problem + _caller_location(3))
     if arrive_count is None:
@@ -59,7 +60,7 @@ def _check(what, barrier_id, arrive_count):
         raise ThreadCodeError(f"{what}: arrive_count differs between the block's threads; "
                               f"the simulator needs it the same in every thread: not "
                               f"supported in simulation{_caller_location(3)}")
-    return int(_plain(arrive_count, what))
+    return int(_plain(arrive_count))
 
 
 def sync_threads_named(barrier_id, arrive_count=None):
@@ -151,7 +152,7 @@ def _role_arrival(what, barrier_id, count, wait):
         raise ThreadCodeError(f"{what}: in the simulator a warpgroup role arrives as its "
                               f"{WARPGROUP_THREADS} threads; give the barrier a count of whole "
                               f"roles: not supported in simulation{_caller_location(3)}")
-    roles, b_id = STATE.roles, int(_plain(barrier_id, what))
+    roles, b_id = STATE.roles, int(_plain(barrier_id))
     named = roles.named_barriers
     b = named.get(b_id)
     if b is None or (b.pending == b.count and b.count != count):
