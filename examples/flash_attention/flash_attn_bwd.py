@@ -137,13 +137,17 @@ def flashattn_bwd(Q, K, V, dO, LSE, Delta, dQ, dK, dV, is_causal: T.constexpr = 
         T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 
 
-def attention_backward(q, k, v, out, lse, dout, causal, block_M=64, block_N=64,
+def attention_backward(q, k, v, out, lse, dout, causal, block_M=64, block_N=None,
                        threads=None, num_stages=2):
     """(dq, dk, dv) for bshd tensors, given the forward's output and log-sum-exp;
     block_M query rows by block_N keys. Head dims above 64 take 256 threads: at 128 the
-    five accumulators of a 64 x 64 block need 288 registers a thread with 128 threads."""
+    five accumulators of a 64 x 64 block need 288 registers a thread with 128 threads.
+    At head dim 128 the key blocks are 128 long (64 x 128 at 256 threads was the fastest
+    of benchmarks/attention_bwd.py's shapes on the H200, 1.07-1.11x FA2's backward at
+    b4 h32 s4096, though ptxas spills ~350 bytes a thread); 64 at the others."""
     b, s, h, d = q.shape
     threads = threads or (128 if d <= 64 else 256)
+    block_N = block_N or (128 if d == 128 else 64)
     delta = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
     flashattn_bwd_preprocess(out, dout, delta, block_M=block_M, threads=threads)
     dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
