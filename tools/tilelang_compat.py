@@ -126,8 +126,12 @@ LANGUAGE_DIFFERENCES = {
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",
-    "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; no strides; in a "
-              "kernel's body `T.Tensor(shape, dtype, X.data)` is `T.view(X, shape, dtype)`",
+    "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; it takes a tensor "
+              "of any strides (TileLang's wants contiguous ones); in a kernel's body "
+              "`T.Tensor(shape, dtype, X.data)` is `T.view(X, shape, dtype)`",
+    "StridedTensor": "on a `@T.prim_func` parameter (in a `@tilejit.jit` signature it is "
+                     "an error: use `T.Tensor`, which takes any strides); a dimension of "
+                     "extent 1 may have any stride",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
     "sin": "float32 and the half types (computed in float32), within 1 ulp over the whole "
            "range; float64 is not supported", "cos": "as `T.sin`", "tan": "as `T.sin`",

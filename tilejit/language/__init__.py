@@ -34,7 +34,8 @@ from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSp
                                      mbarrier_arrive, mbarrier_wait_parity,
                                      tma_copy, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
-from tilejit.language.tilelang_names import Buffer, Symbol, Tensor, const, dyn, dynamic, symbolic
+from tilejit.language.tilelang_names import (Buffer, StridedTensor, Symbol, Tensor, const, dyn,
+                                             dynamic, symbolic)
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_thread_binding,
@@ -82,7 +83,8 @@ __all__ = [
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "float8_e8m0fnu",
-    "Buffer", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic", "Cast", "Serial",
+    "Buffer", "StridedTensor", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic",
+    "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
     "grid", "dp4a",
     "unroll", "vectorized", "ceildiv", "reinterpret",

@@ -315,6 +315,35 @@ Tensor = TensorAnnotation
 Buffer = TensorAnnotation
 
 
+class StridedTensorAnnotation(TensorAnnotation):
+    """``A: T.StridedTensor((M, N), (ld, 1), dtype)`` / ``T.StridedTensor[shape, strides,
+    dtype]``: a tensor whose strides (in elements) the call checks: a number is the stride
+    the tensor must have, a symbol (``T.dynamic("ld")``) takes the tensor's stride and may
+    be used in the body. tilejit reads every tensor's strides at run time (a ``T.Tensor``
+    takes any strides too); a dimension of extent 1 may have any stride."""
+
+    def __init__(self, shape, strides, dtype="float32"):
+        super().__init__(shape, dtype)
+        self.strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+        if len(self.strides) != len(self.shape):
+            raise TypeError(f"T.StridedTensor: {len(self.shape)} extents {self.shape} but "
+                            f"{len(self.strides)} strides {self.strides}; give one stride "
+                            "per dimension")
+
+    def __class_getitem__(cls, item):
+        """``T.StridedTensor[shape, strides]`` (float32) or ``[shape, strides, dtype]``."""
+        if not isinstance(item, tuple) or len(item) not in (2, 3):
+            raise TypeError("T.StridedTensor[shape, strides, dtype]: expected 2 or 3 entries, "
+                            f"got {item!r}")
+        return cls(*item)
+
+    def __repr__(self):
+        return f"T.StridedTensor({self.shape}, {self.strides}, {self.dtype})"
+
+
+StridedTensor = StridedTensorAnnotation
+
+
 class ScalarAnnotation:
     """``n: T.int32`` on a ``T.prim_func`` parameter: a scalar passed at each call (a
     Python or numpy number of that kind), not a tensor."""

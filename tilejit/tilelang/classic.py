@@ -31,19 +31,21 @@ from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, S
 
 def _bind_symbols(pf: PrimFunc, order):
     """(the prim_func's source with ``n = A.shape[0]`` for each symbol its body uses,
-    {symbol: (parameter, dimension, a, b)}: the symbol is ``(shape[dim] - b) // a``, from
-    a plain extent where one has it, else from a linear one, ``a * n + b``); the source
-    is None when the body uses none. A closure value computed from symbols
+    {symbol: (parameter, dimension, a, b, "shape" or "strides")}: the symbol is
+    ``(shape[dim] - b) // a``, from a plain extent where one has it, else from a linear
+    one, ``a * n + b``, else from a ``T.StridedTensor``'s stride the same ways); the
+    source is None when the body uses none. A closure value computed from symbols
     (``grid = T.ceildiv(m, 128)``) is computed at the top of the body from the sizes."""
     found = function_def_from_file(pf.func)
     dims: dict = {}
-    for linear in (False, True):
-        for name in order:
-            for dim, extent in enumerate(pf.annotations[name].shape):
-                if isinstance(extent, Symbol) and not linear:
-                    dims.setdefault(extent, (name, dim, 1, 0))
-                elif isinstance(extent, LinearExtent) and linear:
-                    dims.setdefault(extent.symbol, (name, dim, extent.a, extent.b))
+    for what in ("shape", "strides"):
+        for linear in (False, True):
+            for name in order:
+                for dim, extent in enumerate(getattr(pf.annotations[name], what, ())):
+                    if isinstance(extent, Symbol) and not linear:
+                        dims.setdefault(extent, (name, dim, 1, 0, what))
+                    elif isinstance(extent, LinearExtent) and linear:
+                        dims.setdefault(extent.symbol, (name, dim, extent.a, extent.b, what))
     if found is None:
         return None, dims
     filename, fdef = found
@@ -69,8 +71,8 @@ def _bind_symbols(pf: PrimFunc, order):
                     f"in the body{'' if value is symbol else f' (in {name} = {value!r})'} "
                     "but is not an extent of any parameter's annotation (an extent n or "
                     "a * n + b gives n; one such as n // 2 does not)", filename, line_of(name))
-            param, dim, a, b = dims[symbol]
-            expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), "shape",
+            param, dim, a, b, what = dims[symbol]
+            expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), what,
                                                ast.Load()), ast.Constant(dim), ast.Load())
             if (a, b) != (1, 0):
                 expr = ast.BinOp(ast.BinOp(expr, ast.Sub(), ast.Constant(b)), ast.FloorDiv(),
@@ -118,7 +120,7 @@ class CompiledPrimFunc(KernelConveniences):
             if not any(getattr(e, "dynamic", False)
                        for e in getattr(pf.annotations.get(p), "shape", ())))
         for symbol, entry in self._symbol_dims.items():
-            if symbol.dynamic and entry[:2] in self.kernel.shape_entries:
+            if symbol.dynamic and entry[4] == "shape" and entry[:2] in self.kernel.shape_entries:
                 raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "
                                    f"{symbol.name} is used where a compile-time extent is "
                                    "needed (a T.Parallel or tile extent); use a constant",
@@ -167,21 +169,10 @@ class CompiledPrimFunc(KernelConveniences):
             raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
                             f"{arg.dtype.name}")
         for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
-            if isinstance(want, (Symbol, LinearExtent)):
-                value = have if isinstance(want, Symbol) else want.solve(have)
-                if value is None:
-                    raise ValueError(f"argument {name!r}: shape[{dim}] is {have}, which no "
-                                     f"{want.name} makes {want!r}")
-                first = sizes.setdefault(want.name, (name, value))
-                if first[1] != value:
-                    said = (f"is {have}" if isinstance(want, Symbol)
-                            else f"= {have} makes it {value}")
-                    raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
-                                     f"{name}.shape[{dim}] {said}")
-            elif isinstance(want, SYMBOLIC):
-                sizes.setdefault("", []).append((name, dim, want, have))
-            elif int(want) != have:
-                raise ValueError(f"argument {name!r}: shape[{dim}] must be {want}, got {have}")
+            _match(name, "shape", dim, want, have, sizes)
+        for dim, want in enumerate(getattr(ann, "strides", ())):
+            if arg.shape[dim] != 1:     # a dimension of one element: any stride
+                _match(name, "strides", dim, want, arg.strides[dim], sizes)
         return arg
 
     def _unread(self) -> frozenset:
@@ -211,11 +202,12 @@ class CompiledPrimFunc(KernelConveniences):
 
     @staticmethod
     def _check_computed(sizes):
-        """The extents computed from symbols (``m // 2``), once every tensor is seen."""
-        for name, dim, want, have in sizes.pop("", []):
+        """The extents and strides computed from symbols (``m // 2``), once every tensor
+        is seen."""
+        for name, what, dim, want, have in sizes.pop("", []):
             expected = _extent(want, sizes, name)
             if expected != have:
-                raise ValueError(f"argument {name!r}: shape[{dim}] must be {want!r} = "
+                raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want!r} = "
                                  f"{expected}, got {have}")
 
     def __call__(self, *args):
@@ -246,6 +238,8 @@ class CompiledPrimFunc(KernelConveniences):
                                 f"call with all {len(params)} tensors")
                         shape = [_extent(d, sizes) for d in ann.shape]
                         out = allocate_output(shape, ann.dtype)
+                        if getattr(ann, "strides", None) is not None:
+                            out = _with_strides(out, name, ann, sizes)
                         values.append(out)
                         outputs.append(out)
                     else:
@@ -317,6 +311,50 @@ class CompiledPrimFunc(KernelConveniences):
                                 "(get_kernel_source(tensors=[...])) or call the kernel")
             specs.append(TensorSpec(tuple(_extent(d, sizes) for d in ann.shape), ann.dtype))
         return specs
+
+
+def _with_strides(out, name, ann, sizes):
+    """An ``out_idx`` output annotated ``T.StridedTensor``: ``out`` (row-major) where its
+    strides are the annotation's, else a view with them into new memory of the extent
+    they reach."""
+    missing = _unknown_symbols(ann.strides, sizes)
+    if missing:
+        raise ValueError(f"output {name!r} (out_idx): stride symbol(s) {', '.join(missing)} "
+                         "are not extents or strides of any input, so its strides are "
+                         "unknown; call with all the tensors")
+    strides = [_extent(s, sizes) for s in ann.strides]
+    shape = list(out.shape)
+    row_major = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    if all(n == 1 or s == r for n, s, r in zip(shape, strides, row_major)):
+        return out
+    if min(strides) < 0 or not hasattr(out, "as_strided") and not isinstance(out, np.ndarray):
+        raise ValueError(f"output {name!r} (out_idx): T.StridedTensor strides {tuple(strides)} "
+                         "need a torch or numpy output with nonnegative strides; pass it in")
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+    base = allocate_output([span], ann.dtype)
+    if hasattr(base, "as_strided"):
+        return base.as_strided(shape, strides)
+    return np.lib.stride_tricks.as_strided(base, shape, [s * base.itemsize for s in strides])
+
+
+def _match(name, what, dim, want, have, sizes) -> None:
+    """One extent (``what`` "shape") or stride ("strides") ``have`` of argument ``name``
+    against its annotation's ``want``: a symbol's value goes into ``sizes``, an expression
+    of symbols waits for ``_check_computed``, a number must be equal."""
+    if isinstance(want, (Symbol, LinearExtent)):
+        value = have if isinstance(want, Symbol) else want.solve(have)
+        if value is None:
+            raise ValueError(f"argument {name!r}: {what}[{dim}] is {have}, which no "
+                             f"{want.name} makes {want!r}")
+        first = sizes.setdefault(want.name, (name, value))
+        if first[1] != value:
+            said = f"is {have}" if isinstance(want, Symbol) else f"= {have} makes it {value}"
+            raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                             f"{name}.{what}[{dim}] {said}")
+    elif isinstance(want, SYMBOLIC):
+        sizes.setdefault("", []).append((name, what, dim, want, have))
+    elif int(want) != have:
+        raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want}, got {have}")
 
 
 def _cuda_present() -> bool:

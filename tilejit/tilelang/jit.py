@@ -36,7 +36,8 @@ from tilejit.frontend.source import (function_def_from_file, function_namespace,
 from tilejit.runtime.arguments import TensorSpec
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
-from tilejit.language.tilelang_names import LinearExtent, TensorAnnotation, warn_symbolic
+from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
+                                             TensorAnnotation, warn_symbolic)
 from tilejit.options import compile_options
 from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
                                             derived_extents, has_computed_extents,
@@ -188,7 +189,13 @@ class _Desugared:
             head = annotation.value
         else:
             return False
-        return resolve_static(head, self.namespace) is TensorAnnotation
+        kind = resolve_static(head, self.namespace)
+        if kind is StridedTensorAnnotation:
+            raise CompileError("T.StridedTensor annotates a @T.prim_func parameter "
+                               "(tilejit.compile); in a @tilejit.jit function's signature it "
+                               "is not supported: use T.Tensor, which takes any strides",
+                               self.filename, annotation.lineno)
+        return kind is TensorAnnotation
 
     def _static_local(self, stmt):
         """``input_dtype = T.float16`` in the body, before the annotations that use it:
