@@ -129,6 +129,9 @@ LANGUAGE_DIFFERENCES = {
     "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; it takes a tensor "
               "of any strides (TileLang's wants contiguous ones); in a kernel's body "
               "`T.Tensor(shape, dtype, X.data)` is `T.view(X, shape, dtype)`",
+    "index_to_coordinates": "in a kernel the shape is a tuple written in the call or one "
+                            "of numbers the program holds (not a tensor's `.shape`); a "
+                            "tuple of the coordinates (TileLang: a list)",
     "StridedTensor": "on a `@T.prim_func` parameter (in a `@tilejit.jit` signature it is "
                      "an error: use `T.Tensor`, which takes any strides); a dimension of "
                      "extent 1 may have any stride",

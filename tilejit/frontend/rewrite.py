@@ -313,6 +313,8 @@ class _DeviceForms(ast.NodeTransformer):
                              "argument", node)
         if target is T.clamp:
             return self._clamp(node)
+        if target is T.index_to_coordinates:
+            return self._coordinates(node)
         if target is T.align_up and len(node.args) == 2 and not node.keywords:
             value, alignment = node.args
             prefix = node.func.value if isinstance(node.func, ast.Attribute) else None
@@ -376,6 +378,41 @@ class _DeviceForms(ast.NodeTransformer):
             args.pop()
         args = [a if a is not None else ast.Constant(None) for a in args]
         return ast.copy_location(ast.Call(func, args, []), node)
+
+    def _coordinates(self, node):
+        """``T.index_to_coordinates(index, shape)`` → a tuple of ``index // s_last //
+        … % s_k``, one per dimension, for a shape written as a tuple in the call or held
+        by the program (a tuple of numbers)."""
+        args = list(node.args) + [k.value for k in node.keywords]
+        names = [k.arg for k in node.keywords]
+        if len(args) != 2 or any(n not in ("index", "shape") for n in names) or (
+                len(node.args) == 1 and names != ["shape"]):
+            return node         # left as written: the typing reports the call
+        index, shape = args
+        if isinstance(shape, (ast.Tuple, ast.List)):
+            extents = list(shape.elts)
+        else:
+            value = self._static(shape)
+            if not (isinstance(value, (tuple, list)) and value and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value)):
+                if self.error is None:
+                    return node
+                raise self.error("T.index_to_coordinates(index, shape): the shape is a "
+                                 "tuple written in the call or a tuple of numbers the "
+                                 f"program holds, got {ast.unparse(shape)}", node)
+            extents = [ast.Constant(v) for v in value]
+        coordinates, rest = [], index
+        for extent in reversed(extents):
+            coordinates.append(ast.BinOp(copy.deepcopy(rest), ast.Mod(), copy.deepcopy(extent)))
+            rest = ast.BinOp(rest, ast.FloorDiv(), copy.deepcopy(extent))
+        return ast.copy_location(ast.Tuple(coordinates[::-1], ast.Load()), node)
+
+    def _static(self, node):
+        """The value a name or attribute chain holds in the program, else None."""
+        try:
+            return resolve_static(node, self.namespace)
+        except Exception:       # not a static chain
+            return None
 
     def _clamp(self, node):
         args = list(node.args)

@@ -13,6 +13,9 @@ the thread index along each of T.Kernel's dimensions is computed from the flat o
   and 2 need the tuple written in ``T.Kernel(..., threads=(x, y))`` (a CompileError).
 - ``T.get_block_binding(d)`` → ``__tj_block_index(d)``; ``T.get_block_extent(d)`` →
   ``__tj_grid_dim(d)``.
+- ``T.get_lane_idx(ws)`` → ``t % ws``, ``T.get_warp_idx(ws)`` (and ``_sync``) → ``t // ws``,
+  ``T.get_warp_group_idx(ws, n)`` → ``t // (ws * n)`` (n 4 by default), of the flat
+  thread index; ``ws`` not given is the target's warp size, ``__tj_warp_size()``.
 - ``T.thread_binding(start, stop, thread="threadIdx.y")`` → ``start + <index along y>``
   (``"blockIdx.y"``: the block's index); as a loop, ``for tx in T.thread_binding(...):
   body`` → ``tx = start + <index>`` and ``if tx < stop: body``.
@@ -27,7 +30,7 @@ import ast
 import copy
 
 from tilejit.frontend.source import KernelSource, kernel_call, resolve_static
-from tilejit.ir.markers import BLOCK_INDEX, GRID_DIM, THREAD_INDEX
+from tilejit.ir.markers import BLOCK_INDEX, GRID_DIM, THREAD_INDEX, WARP_SIZE
 from tilejit.language import threads as TH
 
 
@@ -167,6 +170,8 @@ class _Bindings(ast.NodeTransformer):
         name = fn.__name__
         if fn is TH.thread_binding:
             return ast.copy_location(self._binding(node)[2], node)
+        if name in _WARP_INDICES:
+            return ast.copy_location(self._warp_index(name, node), node)
         if name.endswith("s"):      # the plural forms take no argument
             if node.args or node.keywords:
                 raise self.error(f"T.{name}() takes no arguments", node)
@@ -186,6 +191,37 @@ class _Bindings(ast.NodeTransformer):
             self._multi(dim, node)
         return ast.copy_location(getattr(self, name.replace("get_", "_one_"))(dim), node)
 
+    def _warp_index(self, name, node):
+        """``T.get_lane_idx(warp_size)``: the linear thread index modulo the warp size;
+        ``T.get_warp_idx(_sync)(warp_size)``: divided by it; ``T.get_warp_group_idx(
+        warp_size, warps_per_group)``: divided by their product (4 warps by default)."""
+        params = _WARP_INDICES[name]
+        if len(node.args) > len(params):
+            raise self.error(f"T.{name}({', '.join(params)}) takes at most {len(params)} "
+                             f"argument(s), got {len(node.args)}", node)
+        given = dict(zip(params, node.args))
+        for k in node.keywords:
+            if k.arg not in params or k.arg in given:
+                raise self.error(f"T.{name}: unexpected argument {k.arg!r} (it takes "
+                                 f"{', '.join(params)})", node)
+            given[k.arg] = k.value
+        given = {k: v for k, v in given.items() if not self._none(v)}
+        size = given.get("warp_size", _call(WARP_SIZE))
+        t = _call(THREAD_INDEX)
+        if name == "get_lane_idx":
+            return _binop(t, ast.Mod(), size)
+        if name == "get_warp_group_idx":
+            size = _binop(size, ast.Mult(), given.get("warps_per_group", ast.Constant(4)))
+        return _binop(t, ast.FloorDiv(), size)
+
+    def _none(self, node) -> bool:
+        """Whether an argument is None: written so, or a name the program holds None in
+        (a factory's ``warp_size=None``)."""
+        if isinstance(node, ast.Constant):
+            return node.value is None
+        return isinstance(node, (ast.Name, ast.Attribute)) and resolve_static(
+            node, self.ks.namespace) is None and _holds(node, self.ks.namespace)
+
     def _one_thread_binding(self, dim):
         return self.thread_index(dim)
 
@@ -197,6 +233,18 @@ class _Bindings(ast.NodeTransformer):
 
     def _one_block_extent(self, dim):
         return _call(GRID_DIM, [ast.Constant(dim)])
+
+
+def _holds(node, namespace) -> bool:
+    """Whether the name (the chain's head) is one the program holds at all."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in namespace
+
+
+_WARP_INDICES = {"get_lane_idx": ("warp_size",), "get_warp_idx": ("warp_size",),
+                 "get_warp_idx_sync": ("warp_size",),
+                 "get_warp_group_idx": ("warp_size", "warps_per_group")}
 
 
 def uses_bindings(ks: KernelSource) -> bool:

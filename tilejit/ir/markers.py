@@ -60,6 +60,9 @@ THREAD_INDEX = _declare("__tj_thread_index", "thread_index",
                         "() -> this thread's index in the block (``threadIdx.x`` of the flat "
                         "block): T.get_thread_binding and T.thread_binding "
                         "(frontend/thread_bindings.py).")
+WARP_SIZE = _declare("__tj_warp_size", "warp_size",
+                     "() -> the target's warp size (32; 64 on AMDGPU; the simulator's 32): "
+                     "T.get_lane_idx and the warp indices (frontend/thread_bindings.py).")
 GRID_DIM = _declare("__tj_grid_dim", "grid_dim",
                     "The grid's extent along axis 0, 1 or 2 (``gridDim.x/y/z``): the "
                     "workers of T.PersistentTileScheduler (frontend/persistent.py).")

@@ -38,7 +38,8 @@ from tilejit.language.tilelang_names import (Buffer, StridedTensor, Symbol, Tens
                                              dynamic, symbolic)
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
-                                      get_block_extents, get_thread_binding,
+                                      get_block_extents, get_lane_idx, get_warp_group_idx,
+                                      get_warp_idx, get_warp_idx_sync, get_thread_binding,
                                       get_thread_bindings, get_thread_extent,
                                       get_thread_extents, thread_binding)
 from tilejit.language.reductions import (cummax, cumsum, reduce_abssum, reduce_absmax,
@@ -112,6 +113,8 @@ __all__ = [
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
     "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
+    "get_lane_idx", "get_warp_idx", "get_warp_idx_sync", "get_warp_group_idx",
+    "index_to_coordinates",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
@@ -270,6 +273,18 @@ def vectorized(start, stop=None, step=1):
 def ceildiv(a, b):
     """``(a + b - 1) // b`` for non-negative integers."""
     return (a + b - 1) // b
+
+
+def index_to_coordinates(index, shape):
+    """The coordinates of the flat row-major ``index`` in ``shape`` (TileLang's
+    ``T.index_to_coordinates``): from the last dimension, ``index % extent`` and then
+    ``index //= extent``. In a kernel the front end writes it out as those expressions;
+    ``shape`` is a tuple written in the call or one the program holds."""
+    coordinates = []
+    for extent in reversed(tuple(shape)):
+        coordinates.append(index % extent)
+        index = index // extent
+    return coordinates[::-1]
 
 
 def floordiv(a, b):

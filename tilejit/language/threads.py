@@ -7,7 +7,9 @@ does, as an expression (``tx = T.thread_binding(0, 128, thread="threadIdx.x")``)
 loop (``for tx in T.thread_binding(0, 128, thread="threadIdx.x"): ...``, its body run by
 the threads whose index is below ``stop - start``). ``T.get_block_binding(dim)`` is
 the block's index (as the names ``with T.Kernel(...) as (bx, by)`` binds), and the
-``*_extent`` forms the launch's sizes.
+``*_extent`` forms the launch's sizes. ``T.get_lane_idx()``, ``T.get_warp_idx()`` (and
+``_sync``) and ``T.get_warp_group_idx()`` split the block's linear thread index by the
+warp size (the target's: 32, 64 on AMDGPU; the simulator's 32) or the one given.
 
 They are declarations: the front end rewrites them in a kernel's body
 (``frontend/thread_bindings.py``); called as Python they raise.
@@ -61,6 +63,28 @@ def get_block_extent(dim: int = 0):
 def get_block_extents():
     """The grid's extent along each dimension T.Kernel gives."""
     _in_kernel_only("get_block_extents")
+
+
+def get_lane_idx(warp_size=None):
+    """This thread's lane: its linear index in the block modulo ``warp_size`` (the
+    target's warp size when not given)."""
+    _in_kernel_only("get_lane_idx")
+
+
+def get_warp_idx(warp_size=None):
+    """This thread's warp: its linear index in the block divided by ``warp_size``."""
+    _in_kernel_only("get_warp_idx")
+
+
+def get_warp_idx_sync(warp_size=None):
+    """``T.get_warp_idx`` (TileLang's form for converged warps; the same index)."""
+    _in_kernel_only("get_warp_idx_sync")
+
+
+def get_warp_group_idx(warp_size=None, warps_per_group=None):
+    """This thread's warp group: its linear index in the block divided by ``warp_size *
+    warps_per_group`` (4 warps when not given: Hopper's warpgroup of 128 threads)."""
+    _in_kernel_only("get_warp_group_idx")
 
 
 def thread_binding(start, stop=None, thread=None, annotations=None):

@@ -13,7 +13,7 @@ from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
-                                MMA_SYNC, REGION, THREAD_INDEX)
+                                MMA_SYNC, REGION, THREAD_INDEX, WARP_SIZE)
 from tilejit.errors import CompileError
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
@@ -58,6 +58,7 @@ def simulator_function(kernel, constexprs=None):
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
         namespace[THREAD_INDEX] = threads.thread_index
+        namespace[WARP_SIZE] = _warp_size
         namespace[DP4A_OPERANDS] = _dp4a_operands
         namespace[THREADS] = threads
         namespace[REGION] = region
@@ -177,6 +178,11 @@ def run_simulation(kernel, values, launch, classify, spec=None):
             continue
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))
+
+
+def _warp_size():
+    """The simulator's warp: 32 threads, as its warp shuffles and votes have."""
+    return 32
 
 
 def _dp4a_operands(a, b, c):

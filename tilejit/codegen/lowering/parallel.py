@@ -151,6 +151,11 @@ def thread_index_impl(context, builder, sig, args):
     return context.thread_index(builder)
 
 
+@lower(markers.stub(markers.WARP_SIZE))
+def warp_size_impl(context, builder, sig, args):
+    return context.get_constant(types.int32, current_kernel().target.warp_size)
+
+
 @lower(markers.stub(markers.GRID_DIM), types.IntegerLiteral)
 def grid_dim_impl(context, builder, sig, args):
     return context.grid_dim(builder, sig.args[0].literal_value)

@@ -130,6 +130,14 @@ class ThreadIndexTemplate(AbstractTemplate):
         return signature(types.int32)
 
 
+@infer_global(markers.stub(markers.WARP_SIZE))
+class WarpSizeTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if args or kws:
+            return None
+        return signature(types.int32)
+
+
 @infer_global(markers.stub(markers.GRID_DIM))
 class GridDimTemplate(AbstractTemplate):
     def generic(self, args, kws):
