@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit.errors import ValueCompileError
 from tilejit import language as T
 from tilejit.frontend.reducer_epochs import check_reducer_epochs
 from tilejit.frontend.source import assigned_names, is_call_to, resolve_static, static_truth
@@ -168,8 +169,9 @@ class _Reducers(ast.NodeTransformer):
             batch, self.namespace)
         if not isinstance(value, int) or isinstance(value, bool):
             return
-        if value < 1:
-            raise self.error(f"T.finalize_reducer: batch must be >= 1, got {value}", node)
+        if value < 1:       # TileLang's ValueError too
+            e = self.error(f"T.finalize_reducer: batch must be >= 1, got {value}", node)
+            raise ValueCompileError(e.bare_message, e.filename, e.lineno)
         shape = self.reducers[name][2]
         extents = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
         sizes = [e.value if isinstance(e, ast.Constant) else resolve_static(e, self.namespace)
