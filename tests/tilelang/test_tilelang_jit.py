@@ -640,3 +640,8 @@ def test_tensor_subscript_forms_and_the_default_dtype():
     assert T.Tensor[(n, 2)].shape == (n, 2) and T.Tensor[(n, 2)].dtype == T.float32
     assert T.Tensor[[n, 4], "float16"].dtype == T.float16
     assert T.Tensor[(8,), T.int32].shape == (8,) and T.Tensor[(8,), T.int32].dtype == T.int32
+    # a one-dimensional shape written as its extent, then a dtype (TileLang's int64
+    # fill test: `T.Tensor[n, dtype]`); two numbers stay a shape
+    assert T.Tensor[1024, T.bfloat16].shape == (1024,)
+    assert T.Tensor[1024, "bfloat16"].dtype == T.bfloat16
+    assert T.Tensor[n, T.int8].shape == (n,) and T.Tensor[128, 64].shape == (128, 64)

@@ -301,9 +301,9 @@ class TensorAnnotation:
 
     def __class_getitem__(cls, item):
         """``T.Tensor[shape, dtype]``, or ``T.Tensor[shape]`` (float32, as TileLang's
-        default): a pair whose second entry names a dtype is (shape, dtype)."""
-        if isinstance(item, tuple) and len(item) == 2 and not isinstance(item[0], int) \
-                and _names_a_dtype(item[1]):
+        default): a pair whose second entry names a dtype is (shape, dtype), also for a
+        one-dimensional shape written as its extent (``T.Tensor[n, "bfloat16"]``)."""
+        if isinstance(item, tuple) and len(item) == 2 and _names_a_dtype(item[1]):
             return cls(*item)
         return cls(item)
 
