@@ -132,6 +132,10 @@ LANGUAGE_DIFFERENCES = {
     "index_to_coordinates": "in a kernel the shape is a tuple written in the call or one "
                             "of numbers the program holds (not a tensor's `.shape`); a "
                             "tuple of the coordinates (TileLang: a list)",
+    "annotate_safe_value": "one value per tensor in a kernel (TileLang scopes it to the "
+                           "enclosing block), written before the tensor's first use and "
+                           "not under a loop or a run-time condition; the copies from the "
+                           "tensor run as element loops (no TMA or cp.async)",
     "StridedTensor": "on a `@T.prim_func` parameter (in a `@tilejit.jit` signature it is "
                      "an error: use `T.Tensor`, which takes any strides); a dimension of "
                      "extent 1 may have any stride",

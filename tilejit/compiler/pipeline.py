@@ -41,7 +41,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             global_copies, global_layouts,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
-                            registers, safe_memory, shared_memory, split_indices,
+                            registers, safe_memory, safe_values, shared_memory,
+                            split_indices,
                             thread_branches,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
                             wgmma_waits)
@@ -61,6 +62,7 @@ SOURCE_PASSES = (
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    safe_values.expand_safe_value_copies,    # T.annotate_safe_value: copies from A → loops
     transposes.expand_transposes,            # T.transpose(S, S_t) → an element loop
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     global_layouts.lay_out_global_tensors,   # T.annotate_layout of a tensor: flat accesses

@@ -122,6 +122,17 @@ _VIEW_OPERAND_OPS = tuple(getattr(T, name) for name in (
     "gemm", "transpose"))
 
 
+def _element_copy(call) -> bool:
+    """``T.copy(A[i, j], B[k, l])``: two elements (subscripts without slices), no
+    options."""
+    def element(node):
+        if not isinstance(node, ast.Subscript):
+            return False
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return not any(isinstance(p, ast.Slice) for p in parts)
+    return len(call.args) == 2 and not call.keywords and all(map(element, call.args))
+
+
 class _DeviceForms(ast.NodeTransformer):
     """Language calls with a control-flow meaning become Python control flow:
     ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
@@ -136,6 +147,7 @@ class _DeviceForms(ast.NodeTransformer):
         self.reductions = 0
         self.inline_views = 0   # views written inside a tile operation's call, named
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
+        self.parallel = 0       # T.Parallel loops around the statement visited
 
     # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
     # elements before the statement, into a flag the statement reads
@@ -209,7 +221,13 @@ class _DeviceForms(ast.NodeTransformer):
                     ast.Call(ast.Name("range", ast.Load()), [extent], []), body, [], None),
                     node)]
             return self.generic_visit(ast.fix_missing_locations(body[0]))
-        return self.generic_visit(node)
+        parallel = isinstance(it, ast.Call) and resolve_static(
+            it.func, self.namespace) is T.Parallel
+        self.parallel += parallel
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.parallel -= parallel
 
     def visit_Expr(self, node):
         call = node.value
@@ -221,6 +239,11 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         if fn is T.wait_wgmma:          # the gemms wait where their products are needed
             return ast.copy_location(ast.Pass(), node)
+        if fn is T.copy and self.parallel and _element_copy(call):
+            # T.copy(A[i, j], B[i, j]) in a T.Parallel: each iteration's one element
+            store = ast.Assign([ast.Subscript(call.args[1].value, call.args[1].slice,
+                                              ast.Store())], call.args[0])
+            return self.visit_Assign(ast.fix_missing_locations(ast.copy_location(store, node)))
         if fn in (T.im2col, T.c2d_im2col):  # a T.Parallel loop over the column tile
             return self.visit(im2col_loop(call, node, self._language_name(call), self.error))
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(

@@ -55,7 +55,8 @@ from tilejit.language.warp import __ffs, __fns
 from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
-                                    annotate_layout, any_of, clear, copy, fill, let,
+                                    annotate_layout, annotate_safe_value, any_of, clear,
+                                    copy, fill, let,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
                                     no_set_max_nreg, reducer_init, reducer_update, reshape,
                                     set_max_nreg, inc_max_nreg, dec_max_nreg,
@@ -97,7 +98,7 @@ __all__ = [
     "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",
-    "annotate_layout", "clear", "copy", "fill", "gemm", "let", "transpose",
+    "annotate_layout", "annotate_safe_value", "clear", "copy", "fill", "gemm", "let", "transpose",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
     "atomic_addx2", "atomic_addx4",

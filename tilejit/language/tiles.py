@@ -92,6 +92,14 @@ def annotate_layout(layouts):
     return meaning("annotate_layout")(layouts)
 
 
+def annotate_safe_value(safe_value_map):
+    """``T.annotate_safe_value({A: v})``: elements outside global tensor A read as ``v``
+    (not 0): element reads and the tile copies from it (``T.copy(A[...], S)`` pads S
+    with v past A's edges). One value per tensor in a kernel; compiled, the copies from
+    A become element loops (``passes/safe_values.py``)."""
+    return meaning("annotate_safe_value")(safe_value_map)
+
+
 def use_swizzle(panel_size=10, order="row", enable=True):
     """Block rasterization for L2 reuse (a scheduling hint: results never change)."""
 

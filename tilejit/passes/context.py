@@ -27,6 +27,8 @@ class PassContext:
     counters: dict = field(default_factory=dict)    # kind -> last number given (number())
     # names the passes made, as errors should show them (a split view: split_indices.py)
     shown_names: dict = field(default_factory=dict)
+    # T.annotate_safe_value: tensor name -> (value expression, line) (safe_values.py)
+    safe_values: dict = field(default_factory=dict)
 
     def number(self, kind: str) -> int:
         """The next number (1, 2, …) of generated names of this ``kind``, counted per

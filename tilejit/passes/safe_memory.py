@@ -18,6 +18,10 @@ is left as written, as TileLang leaves it); the read is lazy (the load runs only
 the tensor). Tile copies (``T.copy`` of regions) already clip at the edges. The
 simulator follows the option (``sim/runtime.SimTensor``: reads outside give 0, writes
 outside are dropped, where it otherwise raises).
+
+A tensor with a ``T.annotate_safe_value`` (``safe_values.py``) reads as that value
+outside it, not 0, and its reads are guarded also where safe memory access is off
+(its writes then are not: the simulator reports them outside the tensor).
 """
 from __future__ import annotations
 
@@ -34,8 +38,17 @@ def _indices(node: ast.Subscript) -> list:
 
 
 class _Guard(ast.NodeTransformer):
-    def __init__(self, tensors: dict):
+    def __init__(self, tensors: dict, values: dict, writes: bool):
         self.tensors = tensors      # name -> dtype name
+        self.values = values        # name -> the T.annotate_safe_value expression
+        self.writes = writes        # writes and atomics guarded too (safe memory access)
+
+    def _outside(self, name):
+        """What an element outside tensor ``name`` reads as: its safe value, else 0."""
+        value = self.values.get(name)
+        return ast.Call(ast.Name(CAST, ast.Load()),
+                        [copy.deepcopy(value) if value is not None else ast.Constant(0),
+                         ast.Constant(self.tensors[name])], [])
 
     def _tensor(self, node) -> str | None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
@@ -69,13 +82,11 @@ class _Guard(ast.NodeTransformer):
         test = self._inside(node)
         if test is None:
             return node
-        zero = ast.Call(ast.Name(CAST, ast.Load()),
-                        [ast.Constant(0), ast.Constant(self.tensors[name])], [])
-        return ast.copy_location(ast.IfExp(test, node, zero), node)
+        return ast.copy_location(ast.IfExp(test, node, self._outside(name)), node)
 
     def _store(self, node, target):
         node = self.generic_visit(node)
-        test = self._inside(target) if self._tensor(target) else None
+        test = self._inside(target) if self.writes and self._tensor(target) else None
         if test is None:
             return node
         return ast.copy_location(ast.If(test, [node], []), node)
@@ -93,19 +104,17 @@ class _Guard(ast.NodeTransformer):
         return self._inside(element)
 
     def visit_Expr(self, node):       # an atomic as a statement: under an `if`
-        if self._atomic(node.value) is None:
+        if not self.writes or self._atomic(node.value) is None:
             return self.generic_visit(node)
         node.value = self.generic_visit(node.value)
         return ast.copy_location(ast.If(self._atomic(node.value), [node], []), node)
 
     def visit_Call(self, node):       # an atomic whose previous value is read: a 0 outside
         node = self.generic_visit(node)
-        test = self._atomic(node)
+        test = self._atomic(node) if self.writes else None
         if test is None:
             return node
-        zero = ast.Call(ast.Name(CAST, ast.Load()),
-                        [ast.Constant(0), ast.Constant(self.tensors[node.args[0].id])], [])
-        return ast.copy_location(ast.IfExp(test, node, zero), node)
+        return ast.copy_location(ast.IfExp(test, node, self._outside(node.args[0].id)), node)
 
     def visit_Assign(self, node):
         if len(node.targets) == 1:
@@ -117,7 +126,10 @@ class _Guard(ast.NodeTransformer):
 
 
 def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    if not ctx.options.safe_memory:
+    values = {name: value for name, (value, _line) in ctx.safe_values.items()}
+    if not ctx.options.safe_memory and not values:
         return fdef
-    tensors = {name: ty.dtype.name for name, ty in ctx.params.items()}
-    return ast.fix_missing_locations(_Guard(tensors).visit(fdef))
+    tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
+               if ctx.options.safe_memory or name in values}
+    guard = _Guard(tensors, values, writes=ctx.options.safe_memory)
+    return ast.fix_missing_locations(guard.visit(fdef))

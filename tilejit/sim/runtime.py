@@ -310,13 +310,23 @@ class SimTensor:
     record its accesses are checked against (``sim/races.py``); its ``unwritten`` stays an
     array, so that every access reaches ``wrote``/``check_written``."""
 
-    __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations")
+    __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations",
+                 "safe_value")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None):
         self.data, self.dtype, self.name, self.kind = data, dtype, name, kind
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
         self.iterations = _iteration_races() if kind == "shared" else None
+        # a global tensor's T.annotate_safe_value: what its elements outside it read as
+        self.safe_value = None
+
+    def outside(self):
+        """What an element outside this global tensor reads as: its
+        ``T.annotate_safe_value``, else 0 (TileLang's safe memory access)."""
+        if self.safe_value is None:
+            return self.data.dtype.type(0)
+        return _to_storage(self.safe_value, self.dtype, self.data.dtype)
 
     def wrote(self, idx=None):
         """Elements ``idx`` (a tuple of index arrays or ints; None: all) are written."""
@@ -403,12 +413,14 @@ class SimTensor:
             raise IndexError(f"{self.name}[{', '.join(map(str, first))}] is out of bounds "
                              f"for shape {tuple(self.data.shape)}{_caller_location(3)}")
 
-    def _mask(self, idx):
+    def _mask(self, idx, write=False):
         """The lanes that access the tensor: the T.Parallel mask, and with TileLang's
         safe memory access (``CompileOptions.safe_memory``) only the elements inside a
-        global tensor (``passes/safe_memory.py``): the others read 0 and write nothing."""
+        global tensor (``passes/safe_memory.py``): the others read 0 (or the tensor's
+        ``T.annotate_safe_value``, also without safe memory access) and write nothing."""
         mask = STATE.mask
-        if self.kind is not None or not STATE.safe_memory:
+        if self.kind is not None or not (STATE.safe_memory or (
+                self.safe_value is not None and not write)):
             return mask
         inside = True
         for i, n in zip(idx, self.data.shape):
@@ -420,7 +432,7 @@ class SimTensor:
         mask = self._mask(idx)
         if all(np.ndim(i) == 0 for i in idx) and (mask is None or np.ndim(mask) == 0):
             if mask is not None and not bool(mask):
-                return self.data.dtype.type(0)
+                return self.outside() if self.kind is None else self.data.dtype.type(0)
             self._check(idx, None)
             key = tuple(int(i) for i in idx)
             if self.iterations is not None and STATE.parallel is not None:
@@ -441,11 +453,12 @@ class SimTensor:
         safe = tuple(np.where(active, i, 0) for i in idx_b)
         if self.unwritten is not None:
             self.check_written(safe, active)
-        return np.where(active, self.data[safe], self.data.dtype.type(0))
+        return np.where(active, self.data[safe],
+                        self.outside() if self.kind is None else self.data.dtype.type(0))
 
     def __setitem__(self, index, value):
         idx = self._indices(index)
-        mask = self._mask(idx)
+        mask = self._mask(idx, write=True)
         if self.dtype.is_int:
             _check_float_to_int_store(self, value)
         value = _to_storage(value, self.dtype, self.data.dtype)

@@ -215,7 +215,8 @@ def _block_index(start, ranged, extents, shape):
 
 def copy(src, dst):
     """Copy a tile or region into another, converting dtype. Elements of a global region
-    outside the tensor are never read (the destination gets 0) and never written."""
+    outside the tensor are never read (the destination gets 0, or the tensor's
+    ``T.annotate_safe_value``) and never written."""
     (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
         src, dst, "T.copy")
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
@@ -225,7 +226,8 @@ def copy(src, dst):
     keep = d_in.reshape(-1)
     if s_t.unwritten is not None:     # read: the source elements that land in dst
         s_t.check_written(tuple(i.reshape(-1) for i in safe), s_in.reshape(-1) & keep)
-    values = np.where(s_in, s_data[safe], s_data.dtype.type(0)).reshape(-1)
+    outside = s_t.outside() if getattr(s_t, "kind", 0) is None else s_data.dtype.type(0)
+    values = np.where(s_in, s_data[safe], outside).reshape(-1)
     d_flat = [i.reshape(-1) for i in d_idx]
     stored = _to_storage(values if d_t.dtype.held_in_float32 else _num.cast(values, d_t.dtype),
                          d_t.dtype, d_t.data.dtype)
@@ -897,8 +899,21 @@ def annotate_layout(layouts):
                 lay_out_global(tile, layout)
 
 
+def annotate_safe_value(values):
+    """``T.annotate_safe_value({A: v})``: the elements outside global tensor A read as v
+    from here on in this launch (element reads and tile copies)."""
+    if not isinstance(values, dict):
+        raise TypeError(f"T.annotate_safe_value: expected a dict {{tensor: value}}, got "
+                        f"{type(values).__name__}")
+    for tensor, value in values.items():
+        if not (isinstance(tensor, SimTensor) and tensor.kind is None):
+            raise TypeError(f"T.annotate_safe_value: the keys are tensor parameters of the "
+                            f"kernel, got {getattr(tensor, 'name', tensor)!r}")
+        tensor.safe_value = value
+
+
 MEANINGS.update(reshape=views.reshape, view=views.view, set_max_nreg=set_max_nreg,
-                annotate_layout=annotate_layout)
+                annotate_layout=annotate_layout, annotate_safe_value=annotate_safe_value)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE
                  if name != "sync_threads"})
 # checked by itself: a named barrier is some threads' own

@@ -1,0 +1,179 @@
+"""TileLang's ``T.annotate_safe_value({A: v})``: the elements outside tensor A read as v,
+in element reads and in tile copies from A (a copy pads its destination with v past A's
+edges), written as TileLang's own tests write it: dtype strings, ``tilejit.compile`` with
+``out_idx``."""
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+def shifted_rows(M, N, block_M, block_N, dtype="float16", pad_value=0):
+    """B[i] = A[i - 10]: the first ten rows read above A."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_N), dtype)
+            T.annotate_safe_value({A: pad_value})
+            for i, j in T.Parallel(block_M, block_N):
+                A_shared[i, j] = A[by * block_M + i - 10, bx * block_N + j]
+            for i, j in T.Parallel(block_M, block_N):
+                B[by * block_M + i, bx * block_N + j] = A_shared[i, j]
+    return main
+
+
+def padded_copy(M, N, pM, pN, bM=32, bN=32, src="float32", dst="float32", pad=None,
+                through_tiles=False):
+    """B (pM x pN) = A (M x N) padded: a region copy global to global, or by its corner
+    into a shared tile, then a fragment, then B."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), src), B: T.Tensor((pM, pN), dst)):
+        with T.Kernel(T.ceildiv(pN, bN), T.ceildiv(pM, bM), threads=128) as (bx, by):
+            S = T.alloc_shared((bM, bN), src)
+            F = T.alloc_fragment((bM, bN), src)
+            if pad is not None:
+                T.annotate_safe_value({A: pad})
+            if through_tiles:
+                T.copy(A[by * bM, bx * bN], S)
+                T.copy(S, F)
+                T.copy(F, B[by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN])
+            else:
+                T.copy(A[by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN],
+                       B[by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN])
+    return main
+
+
+def elementwise(M, N, pM, pN, pad=-99):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((pM, pN), "float32")):
+        with T.Kernel(1, threads=128):
+            T.annotate_safe_value({A: pad})
+            for i, j in T.Parallel(pM, pN):
+                T.copy(A[i, j], B[i, j])
+    return main
+
+
+def _padded_reference(a, shape, pad, dtype):
+    ref = torch.full(shape, 0.0 if pad is None else float(pad), dtype=dtype, device=a.device)
+    ref[:a.shape[0], :a.shape[1]] = a.to(dtype)
+    return ref
+
+
+@pytest.mark.parametrize("pad_value", [0, 10])
+def test_element_reads_outside_read_the_value(pad_value):
+    kernel = tilejit.compile(shifted_rows(64, 64, 32, 32, pad_value=pad_value), out_idx=[1])
+    a = torch.randn(64, 64).half()
+    ref = torch.full_like(a, pad_value)
+    ref[10:] = a[:-10]
+    torch.testing.assert_close(kernel(a), ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("pad,src,dst,through_tiles", [
+    (-99, "float32", "float32", False), (None, "float32", "float32", False),
+    (-99, "float32", "float16", False), (-99, "float32", "float16", True),
+    (7, "float16", "float32", True)])
+def test_tile_copies_pad_with_the_value(pad, src, dst, through_tiles):
+    kernel = tilejit.compile(padded_copy(70, 75, 96, 96, src=src, dst=dst, pad=pad,
+                                         through_tiles=through_tiles), out_idx=[1])
+    a = torch.randn(70, 75).to(getattr(torch, src))
+    torch.testing.assert_close(kernel(a), _padded_reference(a, (96, 96), pad,
+                                                            getattr(torch, dst)))
+
+
+def test_elementwise_copies_read_the_value():
+    kernel = tilejit.compile(elementwise(70, 75, 96, 96), out_idx=[1])
+    a = torch.randn(70, 75)
+    torch.testing.assert_close(kernel(a), _padded_reference(a, (96, 96), -99, torch.float32))
+
+
+def test_without_safe_memory_access_only_the_annotated_reads_are_guarded():
+    """A kernel of tilejit's own (no safe memory access): the annotated tensor reads as
+    its value outside; a write outside a tensor is still reported."""
+    @tilejit.kernel
+    def shift(A, B, n: T.constexpr):
+        with T.Kernel(1, threads=128):
+            T.annotate_safe_value({A: -1.0})
+            for i in T.Parallel(n):
+                B[i] = A[i - 3]
+    a, b = torch.randn(64), torch.zeros(64)
+    shift(a, b, 64)
+    torch.testing.assert_close(b[3:], a[:-3], rtol=0, atol=0)
+    assert b[:3].tolist() == [-1.0] * 3
+
+    @tilejit.kernel
+    def spill(A, B, n: T.constexpr):
+        with T.Kernel(1, threads=128):
+            T.annotate_safe_value({A: 0.0})
+            for i in T.Parallel(n):
+                B[i + 1] = A[i]
+    with pytest.raises(IndexError, match="out of bounds"):
+        spill(a, b, 64)
+
+
+def _kernel_with(body, tmp_path):
+    """A kernel of ``body``'s lines, in a file of its own (tilejit reads the source)."""
+    import importlib.util
+    path = tmp_path / "safe_value_kernel.py"
+    path.write_text("import tilejit.language as T\n\n\n@T.prim_func\n"
+                    "def main(A: T.Tensor((64,), 'float32'), B: T.Tensor((64,), 'float32')):\n"
+                    "    with T.Kernel(1, threads=64):\n"
+                    + "".join(f"        {line}\n" for line in body))
+    spec = importlib.util.spec_from_file_location("safe_value_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+@pytest.mark.parametrize("body,message", [
+    (["for k in T.serial(2):", "    T.annotate_safe_value({A: k})",
+      "for i in T.Parallel(64):", "    B[i] = A[i - 1]"], "under a loop or a run-time"),
+    (["for i in T.Parallel(64):", "    B[i] = A[i - 1]", "T.annotate_safe_value({A: 1.0})"],
+     "A is used before it"),
+    (["T.annotate_safe_value({A: 1.0})", "T.annotate_safe_value({A: 2.0})",
+      "for i in T.Parallel(64):", "    B[i] = A[i - 1]"], "already has the safe value"),
+    (["s = T.alloc_shared((64,), 'float32')", "T.annotate_safe_value({s: 1.0})",
+      "for i in T.Parallel(64):", "    B[i] = A[i - 1]"], "keys are tensor parameters"),
+])
+def test_annotations_tilejit_cannot_honour_are_compile_errors(body, message, tmp_path):
+    kernel = _kernel_with(body, tmp_path)
+    with pytest.raises(tilejit.CompileError, match=message):
+        tilejit.compile(kernel)(torch.zeros(64), torch.zeros(64))
+
+
+def test_the_ptx_assembles_and_the_padded_copy_is_an_element_loop(ptxas):
+    kernel = tilejit.compile(padded_copy(70, 75, 96, 96, pad=-99, through_tiles=True),
+                             out_idx=[1])
+    plain = tilejit.compile(padded_copy(70, 75, 96, 96, pad=None, through_tiles=True),
+                            out_idx=[1])
+    for arch in ("sm_80", "sm_90a"):
+        ptx = kernel.get_kernel_source(arch=arch)
+        ptxas(ptx, arch)
+        assert "0fC2C60000" in ptx                  # -99.0f, the padding
+        assert "cp.async" not in ptx                # no zero-filling copy for A
+        plain_ptx = plain.get_kernel_source(arch=arch)
+        ptxas(plain_ptx, arch)
+        assert "0fC2C60000" not in plain_ptx
+
+
+@pytest.mark.gpu
+def test_gpu_matches_torch_and_the_simulator():
+    a = torch.randn(64, 64, device="cuda").half()
+    kernel = tilejit.compile(shifted_rows(64, 64, 32, 32, pad_value=10), out_idx=[1])
+    gpu = kernel(a)
+    torch.testing.assert_close(gpu.cpu(), kernel(a.cpu()), rtol=0, atol=0)
+    assert gpu[:10].eq(10).all() and torch.equal(gpu[10:], a[:-10])
+    for pad, src, dst, through_tiles in [(-99, "float32", "float16", True),
+                                        (-99, "float32", "float32", False),
+                                        (None, "float32", "float32", True),
+                                        (7, "float16", "float32", True)]:
+        kernel = tilejit.compile(padded_copy(70, 75, 96, 96, src=src, dst=dst, pad=pad,
+                                             through_tiles=through_tiles), out_idx=[1])
+        x = torch.randn(70, 75, device="cuda").to(getattr(torch, src))
+        gpu = kernel(x)
+        torch.testing.assert_close(gpu, _padded_reference(x, (96, 96), pad,
+                                                          getattr(torch, dst)))
+        torch.testing.assert_close(gpu.cpu(), kernel(x.cpu()), rtol=0, atol=0)
+    kernel = tilejit.compile(elementwise(70, 75, 96, 96), out_idx=[1])
+    x = torch.randn(70, 75, device="cuda")
+    torch.testing.assert_close(kernel(x), _padded_reference(x, (96, 96), -99, torch.float32))
