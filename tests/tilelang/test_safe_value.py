@@ -177,3 +177,121 @@ def test_gpu_matches_torch_and_the_simulator():
     kernel = tilejit.compile(elementwise(70, 75, 96, 96), out_idx=[1])
     x = torch.randn(70, 75, device="cuda")
     torch.testing.assert_close(kernel(x), _padded_reference(x, (96, 96), -99, torch.float32))
+
+
+# -- the review's cases: pairing, destinations, evaluation, dtype ------------------------
+def corner_into_a_column(M=64, bM=32, pad=-5.0):
+    """T.copy(A[r, c], S) with S of shape (bM, 1): a column of A (the corner takes S's
+    extents, (bM, 1), in its last dimensions)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, 4), "float32"), B: T.Tensor((M + 16, 1), "float32")):
+        with T.Kernel(T.ceildiv(M + 16, bM), threads=128) as bx:
+            S = T.alloc_shared((bM, 1), "float32")
+            T.annotate_safe_value({A: pad})
+            T.copy(A[bx * bM, 1], S)
+            T.copy(S, B[bx * bM:(bx + 1) * bM, 0:1])
+    return main
+
+
+def halves_into_open_slices(M=64, N=32, bM=32, pad=-5.0):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M + 32, N), "float32")):
+        with T.Kernel(T.ceildiv(M + 32, bM), threads=128) as bx:
+            S = T.alloc_shared((bM, N), "float32")
+            T.annotate_safe_value({A: pad})
+            T.copy(A[bx * bM:(bx + 1) * bM, 0:16], S[:, 0:16])
+            T.copy(A[bx * bM:(bx + 1) * bM, 16:32], S[:, 16:])
+            T.copy(S, B[bx * bM:(bx + 1) * bM, 0:N])
+    return main
+
+
+def staged_destination(M=64, N=32, bM=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((2, bM, N), "float32")
+            T.annotate_safe_value({A: -5.0})
+            for k in T.serial(M // bM):
+                T.copy(A[k * bM - 3:(k + 1) * bM - 3, 0:N], S[k % 2, :, :])
+                T.copy(S[k % 2, :, :], B[k * bM:(k + 1) * bM, 0:N])
+    return main
+
+
+def value_then_changed():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            v = T.alloc_var("float32")
+            v = 1.0
+            T.annotate_safe_value({A: v})
+            v = 2.0
+            for i in T.Parallel(32):
+                B[i] = A[i - 4]
+    return main
+
+
+@tilejit.kernel
+def shifted_copy(A, B, n: T.constexpr):
+    with T.Kernel(1, threads=128):
+        T.annotate_safe_value({A: -1.0})
+        T.copy(A[0:n], B[4:n + 4])
+
+
+def _device_program(kernel, tensors, tmp_path, monkeypatch):
+    """The device program after the guard pass, for sm_90a."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    kernel.compile(*tensors, target="cuda", arch="sm_90a")
+    (guarded,) = tmp_path.glob("*/*_after_guard_global_accesses.py")
+    return guarded.read_text()
+
+
+def test_a_corner_takes_the_other_operands_extents_unit_dimensions_included():
+    a = torch.arange(256.0).reshape(64, 4)
+    out = tilejit.compile(corner_into_a_column(), out_idx=[1])(a)
+    torch.testing.assert_close(out[:64, 0], a[:, 1], rtol=0, atol=0)
+    assert out[64:].eq(-5).all()
+
+
+def test_open_slices_of_a_tile_take_the_tiles_extent():
+    a = torch.randn(64, 32)
+    out = tilejit.compile(halves_into_open_slices(), out_idx=[1])(a)
+    torch.testing.assert_close(out[:64], a, rtol=0, atol=0)
+    assert out[64:].eq(-5).all()
+
+
+def test_a_copy_into_a_stage_of_a_stacked_tile_is_a_clear_error():
+    with pytest.raises(tilejit.CompileError, match="a stage of a stacked tile is not"):
+        tilejit.compile(staged_destination(), out_idx=[1])(torch.randn(64, 32))
+
+
+def test_the_value_is_evaluated_where_the_annotation_is():
+    out = tilejit.compile(value_then_changed(), out_idx=[1])(torch.arange(32.0))
+    assert out[:4].tolist() == [1.0] * 4 and out[4:].tolist() == list(range(28))
+
+
+def test_the_padding_is_converted_to_the_destinations_dtype_once():
+    """float16 source, float32 destination: 70000 fits float32, not float16 (TileLang
+    converts the value to the destination's dtype)."""
+    kernel = tilejit.compile(padded_copy(70, 75, 96, 96, src="float16", dst="float32",
+                                         pad=70000), out_idx=[1])
+    out = kernel(torch.randn(70, 75).half())
+    assert out[80, 80].item() == 70000.0
+
+
+def test_an_expanded_copy_never_writes_past_the_destination_tensor(tmp_path, monkeypatch):
+    a, b = torch.randn(64), torch.zeros(64)
+    shifted_copy(a, b, 64)
+    torch.testing.assert_close(b[4:], a[:60], rtol=0, atol=0)
+    program = _device_program(shifted_copy, (a, b, 64), tmp_path, monkeypatch)
+    assert "if 0 <= 4 + __tj_sv1_0 < B.shape[0]:" in program
+
+
+def test_an_element_copy_with_options_in_a_parallel_loop_is_the_assignment():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                T.copy(A[i], B[i], disable_tma=True)
+    a = torch.randn(32)
+    torch.testing.assert_close(tilejit.compile(main, out_idx=[1])(a), a, rtol=0, atol=0)

@@ -130,3 +130,74 @@ def test_gpu_matches_numpy_and_the_simulator(threads, warp_size, warps_per_group
     b = torch.zeros(SHAPE, device="cuda")
     tilejit.compile(unflatten())(a, b)
     torch.testing.assert_close(b, a.reshape(SHAPE), rtol=0, atol=0)
+
+
+class _Config:
+    warp_size = 16
+
+
+config = _Config()
+shadowed = None
+
+
+def lane_with(kind):
+    """A kernel writing each thread's lane (or warp group) with the warp size ``kind``
+    names (one kernel per kind: the front end reads every branch of a kernel)."""
+    if kind == "typo":
+        @T.prim_func
+        def main(out: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                out[T.get_thread_binding()] = T.get_lane_idx(config.wrap_size)
+    elif kind == "shadowed":
+        @T.prim_func
+        def main(out: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                shadowed = 16
+                out[T.get_thread_binding()] = T.get_lane_idx(shadowed)
+    elif kind == "attribute":
+        @T.prim_func
+        def main(out: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                out[T.get_thread_binding()] = T.get_lane_idx(config.warp_size)
+    else:
+        @T.prim_func
+        def main(out: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                out[T.get_thread_binding()] = T.get_warp_group_idx(warps_per_group=1)
+    return main
+
+
+def test_a_warp_size_is_none_only_where_the_program_holds_none():
+    for kind in ("shadowed", "attribute"):
+        out = torch.zeros(64, dtype=torch.int32)
+        tilejit.compile(lane_with(kind))(out)
+        np.testing.assert_array_equal(out.numpy(), np.arange(64) % 16)
+    with pytest.raises(tilejit.CompileError, match="no attribute 'wrap_size'"):
+        tilejit.compile(lane_with("typo"))(torch.zeros(64, dtype=torch.int32))
+
+
+def test_warps_per_group_needs_the_warp_size():
+    with pytest.raises(ValueError, match="warps_per_group needs warp_size"):
+        tilejit.compile(lane_with("group"))(torch.zeros(64, dtype=torch.int32))
+
+
+def test_the_thread_index_in_a_parallel_loop_is_not_simulated():
+    @T.prim_func
+    def main(out: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                out[i] = T.get_lane_idx()
+    with pytest.raises(RuntimeError, match="read inside a T.Parallel loop"):
+        tilejit.compile(main)(torch.zeros(64, dtype=torch.int32))
+
+
+def test_index_to_coordinates_by_keyword():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=32):
+            for t in T.Parallel(32):
+                i, j = T.index_to_coordinates(shape=(4, 8), index=t)
+                B[i, j] = A[t]
+    a, b = torch.randn(32), torch.zeros(4, 8)
+    tilejit.compile(main)(a, b)
+    torch.testing.assert_close(b, a.reshape(4, 8), rtol=0, atol=0)

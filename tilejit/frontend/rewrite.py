@@ -123,14 +123,14 @@ _VIEW_OPERAND_OPS = tuple(getattr(T, name) for name in (
 
 
 def _element_copy(call) -> bool:
-    """``T.copy(A[i, j], B[k, l])``: two elements (subscripts without slices), no
-    options."""
+    """``T.copy(A[i, j], B[k, l])``: two elements (subscripts without slices); options
+    such as ``disable_tma=True`` mean nothing for one element."""
     def element(node):
         if not isinstance(node, ast.Subscript):
             return False
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         return not any(isinstance(p, ast.Slice) for p in parts)
-    return len(call.args) == 2 and not call.keywords and all(map(element, call.args))
+    return len(call.args) == 2 and all(map(element, call.args))
 
 
 class _DeviceForms(ast.NodeTransformer):
@@ -406,12 +406,14 @@ class _DeviceForms(ast.NodeTransformer):
         """``T.index_to_coordinates(index, shape)`` → a tuple of ``index // s_last //
         … % s_k``, one per dimension, for a shape written as a tuple in the call or held
         by the program (a tuple of numbers)."""
-        args = list(node.args) + [k.value for k in node.keywords]
-        names = [k.arg for k in node.keywords]
-        if len(args) != 2 or any(n not in ("index", "shape") for n in names) or (
-                len(node.args) == 1 and names != ["shape"]):
-            return node         # left as written: the typing reports the call
-        index, shape = args
+        given = dict(zip(("index", "shape"), node.args))
+        for k in node.keywords:
+            if k.arg not in ("index", "shape") or k.arg in given:
+                return node     # left as written: the typing reports the call
+            given[k.arg] = k.value
+        if len(node.args) > 2 or set(given) != {"index", "shape"}:
+            return node
+        index, shape = given["index"], given["shape"]
         if isinstance(shape, (ast.Tuple, ast.List)):
             extents = list(shape.elts)
         else:

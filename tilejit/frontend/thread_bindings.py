@@ -29,7 +29,9 @@ from __future__ import annotations
 import ast
 import copy
 
-from tilejit.frontend.source import KernelSource, kernel_call, resolve_static
+from tilejit.frontend.source import (KernelSource, assigned_names, kernel_call,
+                                     resolve_static)
+from tilejit.errors import ValueCompileError
 from tilejit.ir.markers import BLOCK_INDEX, GRID_DIM, THREAD_INDEX, WARP_SIZE
 from tilejit.language import threads as TH
 
@@ -206,6 +208,10 @@ class _Bindings(ast.NodeTransformer):
                                  f"{', '.join(params)})", node)
             given[k.arg] = k.value
         given = {k: v for k, v in given.items() if not self._none(v)}
+        if "warps_per_group" in given and "warp_size" not in given:
+            e = self.error(f"T.{name}: warps_per_group needs warp_size (TileLang's rule)",
+                           node)
+            raise ValueCompileError(e.bare_message, e.filename, e.lineno)   # TileLang's too
         size = given.get("warp_size", _call(WARP_SIZE))
         t = _call(THREAD_INDEX)
         if name == "get_lane_idx":
@@ -215,12 +221,20 @@ class _Bindings(ast.NodeTransformer):
         return _binop(t, ast.FloorDiv(), size)
 
     def _none(self, node) -> bool:
-        """Whether an argument is None: written so, or a name the program holds None in
-        (a factory's ``warp_size=None``)."""
+        """Whether an argument is None: written so, or a name (or attribute) the program
+        holds None in (a factory's ``warp_size=None``) that the kernel does not assign."""
         if isinstance(node, ast.Constant):
             return node.value is None
-        return isinstance(node, (ast.Name, ast.Attribute)) and resolve_static(
-            node, self.ks.namespace) is None and _holds(node, self.ks.namespace)
+        namespace = self.ks.namespace
+        if isinstance(node, ast.Name):
+            return node.id in namespace and namespace[node.id] is None and \
+                node.id not in assigned_names(self.ks.tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Name,
+                                                                       ast.Attribute)):
+            base = resolve_static(node.value, namespace)
+            return base is not None and hasattr(base, node.attr) and \
+                getattr(base, node.attr) is None
+        return False
 
     def _one_thread_binding(self, dim):
         return self.thread_index(dim)
@@ -233,13 +247,6 @@ class _Bindings(ast.NodeTransformer):
 
     def _one_block_extent(self, dim):
         return _call(GRID_DIM, [ast.Constant(dim)])
-
-
-def _holds(node, namespace) -> bool:
-    """Whether the name (the chain's head) is one the program holds at all."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name) and node.id in namespace
 
 
 _WARP_INDICES = {"get_lane_idx": ("warp_size",), "get_warp_idx": ("warp_size",),

@@ -325,8 +325,8 @@ class StridedTensorAnnotation(TensorAnnotation):
     def __init__(self, shape, strides, dtype="float32"):
         super().__init__(shape, dtype)
         self.strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
-        if len(self.strides) != len(self.shape):
-            raise TypeError(f"T.StridedTensor: {len(self.shape)} extents {self.shape} but "
+        if len(self.strides) != len(self.shape):      # TileLang's ValueError
+            raise ValueError(f"T.StridedTensor: {len(self.shape)} extents {self.shape} but "
                             f"{len(self.strides)} strides {self.strides}; give one stride "
                             "per dimension")
 

@@ -77,7 +77,8 @@ class _Guard(ast.NodeTransformer):
     def visit_Subscript(self, node):
         node = self.generic_visit(node)
         name = self._tensor(node)
-        if name is None or not isinstance(node.ctx, ast.Load):
+        if name is None or not isinstance(node.ctx, ast.Load) or getattr(
+                node, "_tj_guarded", False):        # guarded already (safe_values.py)
             return node
         test = self._inside(node)
         if test is None:

@@ -226,11 +226,15 @@ def copy(src, dst):
     keep = d_in.reshape(-1)
     if s_t.unwritten is not None:     # read: the source elements that land in dst
         s_t.check_written(tuple(i.reshape(-1) for i in safe), s_in.reshape(-1) & keep)
-    outside = s_t.outside() if getattr(s_t, "kind", 0) is None else s_data.dtype.type(0)
-    values = np.where(s_in, s_data[safe], outside).reshape(-1)
+    def stored_as_dst(v):
+        return _to_storage(v if d_t.dtype.held_in_float32 else _num.cast(v, d_t.dtype),
+                           d_t.dtype, d_t.data.dtype)
+    values = np.where(s_in, s_data[safe], s_data.dtype.type(0)).reshape(-1)
     d_flat = [i.reshape(-1) for i in d_idx]
-    stored = _to_storage(values if d_t.dtype.held_in_float32 else _num.cast(values, d_t.dtype),
-                         d_t.dtype, d_t.data.dtype)
+    stored = stored_as_dst(values)
+    pad = getattr(s_t, "safe_value", None) if getattr(s_t, "kind", 0) is None else None
+    if pad is not None:     # T.annotate_safe_value: the value in dst's dtype, as TileLang pads
+        stored = np.where(s_in.reshape(-1), stored, stored_as_dst(np.asarray(pad, np.float64)))
     written = tuple(i[keep] for i in d_flat)
     d_t.data[written] = np.asarray(stored).reshape(-1)[keep]
     d_t.wrote(written)

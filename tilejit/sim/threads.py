@@ -47,6 +47,12 @@ class ThreadCodeError(RuntimeError):
 
 def thread_index():
     """The block's thread indices, one lane each (what ``%tid.x`` is in each thread)."""
+    if STATE.in_parallel:
+        raise ThreadCodeError(
+            f"the thread index (T.get_thread_binding, T.get_lane_idx, ...) read inside a "
+            f"T.Parallel loop: which thread runs an iteration is the compiler's layout's "
+            f"choice (not supported in simulation); read it outside the loop, or index "
+            f"by the loop's variables{_caller_location(2)}")
     return np.arange(STATE.lanes, dtype=np.int64)
 
 

@@ -38,12 +38,15 @@ def _bind_symbols(pf: PrimFunc, order):
     (``grid = T.ceildiv(m, 128)``) is computed at the top of the body from the sizes."""
     found = function_def_from_file(pf.func)
     dims: dict = {}
+    strided: dict = {}      # symbol -> every (parameter, dimension) whose stride it is
     for what in ("shape", "strides"):
         for linear in (False, True):
             for name in order:
                 for dim, extent in enumerate(getattr(pf.annotations[name], what, ())):
                     if isinstance(extent, Symbol) and not linear:
                         dims.setdefault(extent, (name, dim, 1, 0, what))
+                        if what == "strides":
+                            strided.setdefault(extent, []).append((name, dim))
                     elif isinstance(extent, LinearExtent) and linear:
                         dims.setdefault(extent.symbol, (name, dim, extent.a, extent.b, what))
     if found is None:
@@ -72,6 +75,8 @@ def _bind_symbols(pf: PrimFunc, order):
                     "but is not an extent of any parameter's annotation (an extent n or "
                     "a * n + b gives n; one such as n // 2 does not)", filename, line_of(name))
             param, dim, a, b, what = dims[symbol]
+            if what == "strides":
+                return _stride_read(strided[symbol])
             expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), what,
                                                ast.Load()), ast.Constant(dim), ast.Load())
             if (a, b) != (1, 0):
@@ -82,6 +87,20 @@ def _bind_symbols(pf: PrimFunc, order):
             ast.Assign([ast.Name(name, ast.Store())], value.to_ast(read)), fdef))
     fdef.body = bindings + fdef.body
     return (filename, ast.fix_missing_locations(fdef)), dims
+
+
+def _stride_read(candidates) -> ast.expr:
+    """A stride symbol's value in the body: the stride of the first of its dimensions
+    that holds more than one element (a dimension of one element may have any stride, and
+    the call checks only the others), the last one's otherwise."""
+    def read(param, dim, what):
+        return ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), what, ast.Load()),
+                             ast.Constant(dim), ast.Load())
+    expr = read(*candidates[-1], "strides")
+    for param, dim in reversed(candidates[:-1]):
+        test = ast.Compare(read(param, dim, "shape"), [ast.NotEq()], [ast.Constant(1)])
+        expr = ast.IfExp(test, read(param, dim, "strides"), expr)
+    return expr
 
 
 class CompiledPrimFunc(KernelConveniences):
@@ -317,14 +336,19 @@ def _with_strides(out, name, ann, sizes):
     """An ``out_idx`` output annotated ``T.StridedTensor``: ``out`` (row-major) where its
     strides are the annotation's, else a view with them into new memory of the extent
     they reach."""
-    missing = _unknown_symbols(ann.strides, sizes)
-    if missing:
-        raise ValueError(f"output {name!r} (out_idx): stride symbol(s) {', '.join(missing)} "
-                         "are not extents or strides of any input, so its strides are "
-                         "unknown; call with all the tensors")
-    strides = [_extent(s, sizes) for s in ann.strides]
     shape = list(out.shape)
     row_major = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    missing = [s for s, n in zip(ann.strides, shape)
+               if n != 1 and _unknown_symbols((s,), sizes)]
+    if missing:
+        names = ", ".join(dict.fromkeys(n for s in missing for n in _unknown_symbols((s,),
+                                                                                 sizes)))
+        raise ValueError(f"output {name!r} (out_idx): stride symbol(s) {names} are not "
+                         "extents or strides of any input, so its strides are unknown; "
+                         "call with all the tensors")
+    # a dimension of one element: any stride (its symbol may be unknown)
+    strides = [r if n == 1 and _unknown_symbols((s,), sizes) else _extent(s, sizes)
+               for s, n, r in zip(ann.strides, shape, row_major)]
     if all(n == 1 or s == r for n, s, r in zip(shape, strides, row_major)):
         return out
     if min(strides) < 0 or not hasattr(out, "as_strided") and not isinstance(out, np.ndarray):
