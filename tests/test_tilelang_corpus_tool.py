@@ -105,3 +105,41 @@ def test_a_file_without_tests_has_no_cases_and_a_crash_is_an_error(tmp_path):
     assert empty["returncode"] == 5 and empty["cases"] == []
     broken = run_file(str(tmp_path), "test_broken.py", 120)
     assert [c["outcome"] for c in broken["cases"]] == ["error"]
+
+
+def test_stopping_the_tool_stops_its_workers(tmp_path):
+    """An outer `timeout` (SIGTERM) stops the tool and every pytest worker it started:
+    none goes on running (they loaded the GPU's host once, 2026-12-04)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    tests = tmp_path / "mirror" / "testing" / "python"
+    tests.mkdir(parents=True)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    for k in range(3):
+        (tests / f"test_sleep{k}.py").write_text(
+            "import os, time\n\n\ndef test_sleep():\n"
+            f"    open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n"
+            "    time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, _PATH, "--mirror", str(tmp_path / "mirror"),
+                             "--jobs", "2", "--timeout", "300"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = [int(p.name) for p in pids.iterdir()]
+    assert len(started) == 2, "the workers did not start"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    alive = []
+    for pid in started + [int(p.name) for p in pids.iterdir()]:
+        try:
+            os.kill(pid, 0)
+            alive.append(pid)
+        except ProcessLookupError:
+            pass
+    assert not alive, f"workers still running: {alive}"
+    assert len(list(pids.iterdir())) == 2, "a worker started after the tool was stopped"

@@ -33,9 +33,11 @@ import concurrent.futures
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -212,6 +214,28 @@ def parse_pytest_output(text: str) -> list[dict]:
     return list(cases.values())
 
 
+# the pytest processes running now, each the leader of its own process group; stopping
+# the tool (SIGTERM, SIGINT: an outer `timeout`, Ctrl-C) stops them and starts no more,
+# so no worker outlives the tool (they went on loading the GPU's host, 2026-12-04)
+_WORKERS: set = set()
+_WORKERS_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def stop_workers(signum=None, frame=None):
+    """Kill every running worker's process group; with a signal, exit as it asks."""
+    _STOPPING.set()
+    with _WORKERS_LOCK:
+        procs = list(_WORKERS)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if signum is not None:
+        raise SystemExit(128 + signum)
+
+
 def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     """Run one rewritten test file under pytest; its cases, time and status. ``target``
     "sim": tilejit's simulator with CUDA hidden; "sim-gpu": the simulator on a GPU
@@ -225,8 +249,13 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     cmd = [sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider",
            "--color=no", path]
     start = time.monotonic()
+    if _STOPPING.is_set():                           # the tool is stopping: start nothing
+        return {"file": path, "cases": [], "seconds": 0.0, "returncode": None,
+                "timed_out": False}
     proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    with _WORKERS_LOCK:
+        _WORKERS.add(proc)
     try:
         out, _ = proc.communicate(timeout=timeout)
         timed_out = False
@@ -234,6 +263,9 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
         os.killpg(proc.pid, 9)                       # the pytest process and its children
         out, _ = proc.communicate()
         timed_out = True
+    finally:
+        with _WORKERS_LOCK:
+            _WORKERS.discard(proc)
     cases = parse_pytest_output(out)
     if timed_out:
         cases.append({"id": f"{path}::<timeout>", "outcome": "error",
@@ -336,6 +368,8 @@ def main(argv=None) -> int:
         return 2
     modules = tilejit_modules()
     start = time.monotonic()
+    for sig in (signal.SIGTERM, signal.SIGINT):     # no worker outlives the tool
+        signal.signal(sig, stop_workers)
     with tempfile.TemporaryDirectory(prefix="tilelang_corpus_") as tmp:
         # every .py under testing/ and examples/ (helpers the tests import), rewritten
         for path in paths:
