@@ -47,3 +47,34 @@ def test_an_unknown_keyword_is_an_error():
     with pytest.raises((tilejit.CompileError, TypeError)):
         bad.compile(np.zeros((8, 8), np.float32), np.zeros((8, 8), np.float32),
                     target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def pipelined_sum(A, B, hinted: T.constexpr = True):
+    with T.Kernel(1, threads=128):
+        S = T.alloc_shared((4, 32), A.dtype)
+        F = T.alloc_fragment((4, 32), "float32")
+        T.clear(F)
+        if hinted:
+            for k in T.Pipelined(4, num_stages=2, annotations={"software_pipeline": 1}):
+                T.copy(A[k * 4, 0], S)
+                for i, j in T.Parallel(4, 32):
+                    F[i, j] += S[i, j]
+        else:
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[k * 4, 0], S)
+                for i, j in T.Parallel(4, 32):
+                    F[i, j] += S[i, j]
+        T.copy(F, B)
+
+
+def test_a_pipelined_loops_annotations_change_nothing():
+    """``T.Pipelined(..., annotations={...})``: a dict written in the call, TileLang's
+    hint to its lowering, accepted and ignored."""
+    a = np.random.default_rng(1).standard_normal((16, 32)).astype(np.float32)
+    b = np.zeros((4, 32), np.float32)
+    pipelined_sum(a, b)
+    np.testing.assert_allclose(b, a.reshape(4, 4, 32).sum(0), rtol=1e-6)
+    plain = pipelined_sum.compile(a, b, hinted=False, target="cuda", arch="sm_90a").ptx
+    hinted = pipelined_sum.compile(a, b, hinted=True, target="cuda", arch="sm_90a").ptx
+    assert plain == hinted

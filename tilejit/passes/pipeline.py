@@ -182,6 +182,8 @@ class _Pipeliner(ast.NodeTransformer):
             raise self.ctx.error("T.Pipelined(n, num_stages=...) needs the trip count", node)
         opts = dict(zip(("num_stages", "order", "stage", "group"), it.args[1:]))
         opts.update({k.arg: k.value for k in it.keywords})
+        # TileLang's loop annotations (hints to its lowering) mean nothing here
+        opts.pop("annotations", None)
         values = {}
         for k, v in opts.items():
             try:
