@@ -134,12 +134,14 @@ def test_stopping_the_tool_stops_its_workers(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     time.sleep(0.5)
-    alive = []
-    for pid in started + [int(p.name) for p in pids.iterdir()]:
+    def running(pid):
+        """Alive and not a zombie (a killed process its parent, here init, has not yet
+        reaped)."""
         try:
-            os.kill(pid, 0)
-            alive.append(pid)
-        except ProcessLookupError:
-            pass
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+    alive = [pid for pid in started if running(pid)]
     assert not alive, f"workers still running: {alive}"
     assert len(list(pids.iterdir())) == 2, "a worker started after the tool was stopped"

@@ -246,6 +246,7 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     env = dict(os.environ, **hidden, CI="1", COLUMNS="400", PYTHONDONTWRITEBYTECODE="1",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                           if p))
+    env.pop("PYTEST_ADDOPTS", None)     # one process per file (not the caller's xdist)
     cmd = [sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider",
            "--color=no", path]
     start = time.monotonic()
