@@ -295,3 +295,19 @@ def test_an_element_copy_with_options_in_a_parallel_loop_is_the_assignment():
                 T.copy(A[i], B[i], disable_tma=True)
     a = torch.randn(32)
     torch.testing.assert_close(tilejit.compile(main, out_idx=[1])(a), a, rtol=0, atol=0)
+
+
+def test_an_element_copy_outside_a_parallel_loop_copies_one_element():
+    """``T.copy(A[3], B[5])`` in the block's code: one element in the simulator, as the
+    compiler copies it (the simulator asked for an extent before)."""
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.copy(A[3], B[5])
+    a, b = torch.arange(32.0), torch.zeros(32)
+    kernel = tilejit.compile(main)
+    kernel(a, b)
+    assert b[5].item() == 3.0 and b.count_nonzero().item() == 1
+    ptx = kernel.get_kernel_source(arch="sm_90a").splitlines()
+    assert any("ld.global" in line and "+12]" in line for line in ptx)     # A[3]
+    assert any("st.global" in line and "+20]" in line for line in ptx)     # B[5]

@@ -180,6 +180,10 @@ def _to_tensor_end(x, ranged):
 def _resolve(src, dst, what):
     s_t, s_start, s_ranged, s_ext = _operand(src)
     d_t, d_start, d_ranged, d_ext = _operand(dst)
+    if s_ranged is None and d_ranged is None and s_ext is None and d_ext is None and \
+            len(s_start) == len(s_t.shape) and len(d_start) == len(d_t.shape):
+        # T.copy(A[i, j], B[k, l]): one element (as the compiler copies it)
+        return (s_t, s_start, [], ()), (d_t, d_start, [], ())
     if s_ext is None and d_ext is None:
         # two regions of tensors: a slice to the end (`G[r0:r1, :]`) runs to the tensor's
         # edge, as the compiler reads it from the compile-time shape
