@@ -123,11 +123,13 @@ def test_stopping_the_tool_stops_its_workers(tmp_path):
             "import os, time\n\n\ndef test_sleep():\n"
             f"    open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n"
             "    time.sleep(120)\n")
+    (tests / "test_fast.py").write_text("def test_fast():\n    pass\n")
+    report = tmp_path / "report.json"
     proc = subprocess.Popen([sys.executable, _PATH, "--mirror", str(tmp_path / "mirror"),
-                             "--jobs", "2", "--timeout", "300"],
+                             "--jobs", "2", "--timeout", "300", "--json", str(report)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:     # two sleep
         time.sleep(0.2)
     started = [int(p.name) for p in pids.iterdir()]
     assert len(started) == 2, "the workers did not start"
@@ -145,3 +147,7 @@ def test_stopping_the_tool_stops_its_workers(tmp_path):
     alive = [pid for pid in started if running(pid)]
     assert not alive, f"workers still running: {alive}"
     assert len(list(pids.iterdir())) == 2, "a worker started after the tool was stopped"
+    # the files that finished before the stop are still reported
+    import json
+    finished = json.loads(report.read_text())["files"]
+    assert [r["file"] for r in finished if r["cases"]] in ([], ["testing/python/test_fast.py"])

@@ -224,8 +224,8 @@ _STOPPING = threading.Event()
 
 def stop_workers(signum=None, frame=None):
     """Kill every running worker's process group; with a signal, exit as it asks."""
-    _STOPPING.set()
-    with _WORKERS_LOCK:
+    with _WORKERS_LOCK:         # (a worker starts under this lock: none slips past)
+        _STOPPING.set()
         procs = list(_WORKERS)
     for proc in procs:
         try:
@@ -250,12 +250,12 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     cmd = [sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider",
            "--color=no", path]
     start = time.monotonic()
-    if _STOPPING.is_set():                           # the tool is stopping: start nothing
-        return {"file": path, "cases": [], "seconds": 0.0, "returncode": None,
-                "timed_out": False}
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     with _WORKERS_LOCK:
+        if _STOPPING.is_set():                       # the tool is stopping: start nothing
+            return {"file": path, "cases": [], "seconds": 0.0, "returncode": None,
+                    "timed_out": False}
+        proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
         _WORKERS.add(proc)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -341,6 +341,29 @@ def report(results, top: int, out=sys.stdout) -> None:
         print(f"{count:>5}  {key[:150]}\n       e.g. {example}", file=out)
 
 
+def _run_all(args, paths, read, tests, modules, results: list) -> None:
+    """Every test file under pytest, ``args.jobs`` at a time, each one's result appended
+    to ``results`` as it finishes (what a stopped tool still reports)."""
+    with tempfile.TemporaryDirectory(prefix="tilelang_corpus_") as tmp:
+        # every .py under testing/ and examples/ (helpers the tests import), rewritten
+        for path in paths:
+            if path.endswith(".py"):
+                dest = os.path.join(tmp, path)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "w", encoding="utf-8") as f:
+                    f.write(rewrite_imports(read(path), modules))
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            futures = [pool.submit(run_file, tmp, p, args.timeout, args.target)
+                       for p in tests]
+            for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+                r = fut.result()
+                results.append(r)
+                n = counts(r["cases"])
+                print(f"[{i}/{len(tests)}] {r['file']}: {n['passed']} passed, "
+                      f"{n['failed'] + n['error']} failed, {n['skipped']} skipped "
+                      f"({r['seconds']} s)", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mirror", required=True, help="TileLang's git mirror or checkout")
@@ -369,27 +392,17 @@ def main(argv=None) -> int:
         return 2
     modules = tilejit_modules()
     start = time.monotonic()
-    for sig in (signal.SIGTERM, signal.SIGINT):     # no worker outlives the tool
-        signal.signal(sig, stop_workers)
-    with tempfile.TemporaryDirectory(prefix="tilelang_corpus_") as tmp:
-        # every .py under testing/ and examples/ (helpers the tests import), rewritten
-        for path in paths:
-            if path.endswith(".py"):
-                dest = os.path.join(tmp, path)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                with open(dest, "w", encoding="utf-8") as f:
-                    f.write(rewrite_imports(read(path), modules))
-        results = []
-        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            futures = [pool.submit(run_file, tmp, p, args.timeout, args.target)
-                       for p in tests]
-            for i, fut in enumerate(concurrent.futures.as_completed(futures), 1):
-                r = fut.result()
-                results.append(r)
-                n = counts(r["cases"])
-                print(f"[{i}/{len(tests)}] {r['file']}: {n['passed']} passed, "
-                      f"{n['failed'] + n['error']} failed, {n['skipped']} skipped "
-                      f"({r['seconds']} s)", file=sys.stderr, flush=True)
+    _STOPPING.clear()
+    handlers = {sig: signal.signal(sig, stop_workers)   # no worker outlives the tool
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    results, stopped = [], None
+    try:
+        _run_all(args, paths, read, tests, modules, results)
+    except SystemExit as stop:                  # the files that finished are reported
+        stopped = stop.code
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     results.sort(key=lambda r: r["file"])
     elapsed = time.monotonic() - start
     report(results, args.top)
@@ -403,6 +416,9 @@ def main(argv=None) -> int:
                               for k, n, m, e in groups(cases)]}
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"summary": summary, "files": results}, f, indent=1)
+    if stopped is not None:
+        print(f"stopped after {len(results)} of {len(tests)} files", file=sys.stderr)
+        return stopped
     return 0
 
 

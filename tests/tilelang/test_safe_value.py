@@ -311,3 +311,101 @@ def test_an_element_copy_outside_a_parallel_loop_copies_one_element():
     ptx = kernel.get_kernel_source(arch="sm_90a").splitlines()
     assert any("ld.global" in line and "+12]" in line for line in ptx)     # A[3]
     assert any("st.global" in line and "+20]" in line for line in ptx)     # B[5]
+
+
+# -- the second review's cases ------------------------------------------------------------
+def batched_rows(pad=-5.0):
+    """A region with a point before its slices: A[bz, r0:r1, :] into a tile."""
+    @T.prim_func
+    def main(A: T.Tensor((2, 50, 32), "float32"), B: T.Tensor((2, 64, 32), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, bz):
+            S = T.alloc_shared((32, 32), "float32")
+            T.annotate_safe_value({A: pad})
+            T.copy(A[bz, bx * 32:(bx + 1) * 32, :], S)
+            T.copy(S, B[bz, bx * 32:(bx + 1) * 32, :])
+    return main
+
+
+def row_into_a_tile_row(pad=-5.0):
+    """T.copy(A[bx, 0], S[1, 0:32]): the corner takes the slice's 32 elements."""
+    @T.prim_func
+    def main(A: T.Tensor((2, 20), "float32"), B: T.Tensor((2, 32), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            S = T.alloc_shared((2, 32), "float32")
+            T.annotate_safe_value({A: pad})
+            T.copy(A[bx, 0], S[1, 0:32])
+            T.copy(S[1, 0:32], B[bx, 0:32])
+    return main
+
+
+def closed_rows(pad=-5.0):
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float32"), B: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            T.annotate_safe_value({A: pad})
+            T.copy(A[0:32, :], B[0:32, :])
+    return main
+
+
+@tilejit.kernel
+def in_a_role(A, B):
+    with T.Kernel(1, threads=256):
+        with T.ws(1):
+            T.annotate_safe_value({A: -1.0})
+        with T.ws(0):
+            for i in T.Parallel(64):
+                B[i] = A[i - 3]
+
+
+@tilejit.kernel
+def reads_itself(A, B):
+    with T.Kernel(1, threads=64):
+        T.annotate_safe_value({A: A[0]})
+        for i in T.Parallel(64):
+            B[i] = A[i - 3]
+
+
+def test_a_point_before_the_slices_counts_as_one_dimension():
+    a = torch.randn(2, 50, 32)
+    out = tilejit.compile(batched_rows(), out_idx=[1])(a)
+    torch.testing.assert_close(out[:, :50], a, rtol=0, atol=0)
+    assert out[:, 50:].eq(-5).all()
+    a = torch.randn(2, 20)
+    out = tilejit.compile(row_into_a_tile_row(), out_idx=[1])(a)
+    torch.testing.assert_close(out[:, :20], a, rtol=0, atol=0)
+    assert out[:, 20:].eq(-5).all()
+
+
+def test_a_closed_slice_keeps_its_extent(tmp_path, monkeypatch):
+    a, b = torch.randn(64, 32), torch.full((64, 32), 7.0)
+    kernel = tilejit.compile(closed_rows())
+    kernel(a, b)
+    torch.testing.assert_close(b[:32], a[:32], rtol=0, atol=0)
+    assert b[32:].eq(7).all()
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    kernel.get_kernel_source(arch="sm_90a")
+    (program,) = tmp_path.glob("*/*_after_expand_safe_value_copies.py")
+    assert "Parallel(32, 32)" in program.read_text()
+
+
+def test_an_annotation_in_a_warp_role_or_reading_its_tensor_is_refused():
+    a, b = torch.arange(64.0), torch.zeros(64)
+    with pytest.raises(tilejit.CompileError, match="under a loop or a run-time condition"):
+        in_a_role.compile(a, b, target="cuda", arch="sm_90a")
+    with pytest.raises(IndexError, match="out of bounds"):     # the simulator: role 0
+        in_a_role(a, b)                                        # reads before role 1 ran
+    with pytest.raises(tilejit.CompileError, match="the safe value of A reads A"):
+        reads_itself(a, b)
+
+
+def test_an_element_copy_from_an_annotated_tensor():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.annotate_safe_value({A: -5.0})
+            T.copy(A[3], B[5])
+            T.copy(A[40], B[6])
+    a, b = torch.arange(32.0), torch.zeros(32)
+    tilejit.compile(main)(a, b)
+    assert b[5].item() == 3.0 and b[6].item() == -5.0

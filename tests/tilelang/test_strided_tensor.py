@@ -192,3 +192,15 @@ def test_an_output_of_one_row_needs_no_stride():
         a = torch.randn(rows, 12)[:, :8]
         out = kernel(a)
         assert out.shape == (rows, 8) and torch.equal(out, a)
+
+
+def test_a_stride_written_as_a_multiple_of_a_symbol():
+    s = T.dynamic("s")
+
+    @T.prim_func
+    def main(A: T.StridedTensor((4, 8), (2 * s, 1), "float32"), L: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            L[0] = s
+    out = torch.zeros(1, dtype=torch.int32)
+    tilejit.compile(main)(torch.randn(4, 16)[:, :8], out)
+    assert out.item() == 8

@@ -72,9 +72,9 @@ class _Collect:
             for name in ("body", "orelse", "finalbody"):
                 inner = getattr(stmt, name, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    # a `with` body runs when the statement does; a loop's maybe not
-                    self.block(inner, when if isinstance(stmt, ast.With) or when == "never"
-                               else "maybe")
+                    # a loop's body or a `with` block's (a T.ws role: some threads)
+                    # may not run
+                    self.block(inner, "never" if when == "never" else "maybe")
         if kept != stmts:
             stmts[:] = kept or [ast.copy_location(ast.Pass(), stmts[0])]
 
@@ -111,6 +111,10 @@ class _Collect:
                 raise ctx.error(f"T.annotate_safe_value: {key.id} is used before it (line "
                                 f"{self.seen[key.id]}); write the annotation before the "
                                 f"kernel's first use of {key.id}", call)
+            if any(isinstance(n, ast.Name) and n.id == key.id for n in ast.walk(value)):
+                raise ctx.error(f"T.annotate_safe_value: the safe value of {key.id} reads "
+                                f"{key.id} (`{ast.unparse(value)}`); read it into a variable "
+                                "first", call)
             before = self.sources.get(key.id)
             if before is not None:
                 raise ctx.error(f"T.annotate_safe_value: {key.id} already has the safe value "
@@ -128,9 +132,10 @@ class _Operand:
     start of each dimension, the ranged (sliced) dimensions (None: given by its corner)
     and their extents (None where the region does not say them)."""
 
-    def __init__(self, name, starts, ranged, extents, tensor):
+    def __init__(self, name, starts, ranged, extents, tensor, sizes=None):
         self.name, self.starts, self.ranged, self.extents = name, starts, ranged, extents
         self.tensor = tensor        # a tensor parameter (its stores clip at its edges)
+        self.sizes = sizes          # each ranged dimension's known extent, or None
 
 
 class _Copies(ast.NodeTransformer):
@@ -173,16 +178,17 @@ class _Copies(ast.NodeTransformer):
             ends = node.args[3].elts
             ranged = [d for d, k in enumerate(kinds) if k == "s"]
             shape = self._shape(name, call)
+            sizes = [int(e) for e in node.args[4].value.split(",")]    # one per dimension
             extents = []
-            for d, size in zip(ranged, (int(e) for e in node.args[4].value.split(","))):
-                end = ends[d]
+            for d in ranged:
+                size, end = sizes[d], ends[d]
                 if not size and isinstance(end, ast.Constant) and end.value is None and \
                         name in ctx.plan.tiles and isinstance(starts[d], ast.Constant):
                     size = shape[d] - starts[d].value       # `S[:, k:]`: to the tile's end
                 extents.append(size or None)
             known = ranged and all(extents)
             return _Operand(name, starts, ranged or None, tuple(extents) if known else None,
-                            name in ctx.params)
+                            name in ctx.params, extents)
         if isinstance(node, ast.Name):
             shape = self._shape(node.id, call)
             if shape is None:
@@ -195,12 +201,20 @@ class _Copies(ast.NodeTransformer):
                         "a tensor (a stage of a stacked tile is not supported)", call)
 
     def _to_end(self, op: _Operand, call):
-        """A tensor region's open slices run to the tensor's edge (both operands silent)."""
+        """A tensor region's open slices run to the tensor's edge (both operands silent):
+        its extents, the known ones as they are, an open slice's from a constant start to
+        the compile-time shape; None where one stays unknown."""
         shape = self._shape(op.name, call) if op.tensor else None
         if op.ranged is None or shape is None:
             return None
-        return None if not all(isinstance(op.starts[d], ast.Constant) for d in op.ranged) \
-            else tuple(shape[d] - op.starts[d].value for d in op.ranged)
+        extents = []
+        for d, size in zip(op.ranged, op.sizes):
+            if size is None and isinstance(op.starts[d], ast.Constant):
+                size = shape[d] - op.starts[d].value
+            if size is None:
+                return None
+            extents.append(size)
+        return tuple(extents)
 
     def _match(self, op: _Operand, ndim, other, call):
         """The ranged dims and extents of an operand whose extent comes from the other's."""
@@ -219,6 +233,8 @@ class _Copies(ast.NodeTransformer):
     def _loop(self, src_node, dst_node, call):
         ctx = self.ctx
         src, dst = self._operand(src_node, call), self._operand(dst_node, call)
+        if src.ranged is None and dst.ranged is None:   # T.copy(A[i], B[j]): one element
+            src.ranged, src.extents, dst.ranged, dst.extents = [], (), [], ()
         if src.extents is None and dst.extents is None:
             src.extents = self._to_end(src, call)
         if src.extents is None and dst.extents is None:

@@ -75,7 +75,7 @@ def _bind_symbols(pf: PrimFunc, order):
                     "but is not an extent of any parameter's annotation (an extent n or "
                     "a * n + b gives n; one such as n // 2 does not)", filename, line_of(name))
             param, dim, a, b, what = dims[symbol]
-            if what == "strides":
+            if what == "strides" and symbol in strided:   # a plain symbol (not a * n + b)
                 return _stride_read(strided[symbol])
             expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), what,
                                                ast.Load()), ast.Constant(dim), ast.Load())
