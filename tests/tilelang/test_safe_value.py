@@ -177,6 +177,13 @@ def test_gpu_matches_torch_and_the_simulator():
     kernel = tilejit.compile(elementwise(70, 75, 96, 96), out_idx=[1])
     x = torch.randn(70, 75, device="cuda")
     torch.testing.assert_close(kernel(x), _padded_reference(x, (96, 96), -99, torch.float32))
+    # a point before the slices (the second review's case)
+    kernel = tilejit.compile(batched_rows(), out_idx=[1])
+    x = torch.randn(2, 50, 32, device="cuda")
+    gpu = kernel(x)
+    torch.testing.assert_close(gpu[:, :50], x, rtol=0, atol=0)
+    assert gpu[:, 50:].eq(-5).all()
+    torch.testing.assert_close(gpu.cpu(), kernel(x.cpu()), rtol=0, atol=0)
 
 
 # -- the review's cases: pairing, destinations, evaluation, dtype ------------------------
