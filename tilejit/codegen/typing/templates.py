@@ -122,20 +122,18 @@ class BlockIndexTemplate(AbstractTemplate):
         return signature(types.int32, axis)
 
 
-@infer_global(markers.stub(markers.THREAD_INDEX))
-class ThreadIndexTemplate(AbstractTemplate):
+class _Int32Query(AbstractTemplate):
+    """A marker of no arguments whose value is an int32: the thread index, the warp
+    size."""
+
     def generic(self, args, kws):
         if args or kws:
             return None
         return signature(types.int32)
 
 
-@infer_global(markers.stub(markers.WARP_SIZE))
-class WarpSizeTemplate(AbstractTemplate):
-    def generic(self, args, kws):
-        if args or kws:
-            return None
-        return signature(types.int32)
+for _marker in (markers.THREAD_INDEX, markers.WARP_SIZE):
+    infer_global(markers.stub(_marker))(type(f"{_marker}_template", (_Int32Query,), {}))
 
 
 @infer_global(markers.stub(markers.GRID_DIM))
