@@ -298,6 +298,16 @@ def markdown() -> str:
         "    T.match_any_sync (tilelang.language.match_any_sync in TileLang) is not supported "
         "by tilejit: warp matches (match.sync) are not built; see docs/tilelang-compat.md",
         "",
+        "`from tilelang import tvm` (TVM, which tilejit is built without) imports; reading "
+        "its names raises the same error, except `tvm.DataType` (tilejit's dtype class), "
+        "`tvm.arith.Analyzer().can_prove_equal` (on ints and layouts' index functions), "
+        "`tvm.tirx.decl_buffer` and the expression builders TileLang's dequantizing helpers "
+        "use: `tirx.const`, `tirx.reinterpret(dtype, x)`, `tirx.Cast`, `tirx.Select` and "
+        "`tirx.PrimExpr` (for annotations), with a value's `x.dtype` and `x.astype(dtype)`. "
+        "A helper computes as the kernel does: bitwise operations and shifts in C's types "
+        "(int32 at least), the rest of its integer arithmetic in 64 bits, so "
+        "`tirx.reinterpret` first cuts an integer to the width of its dtype.",
+        "",
     ]
     names = compat.language_names()
     supported = [n for n in names if _has(T, n)]

@@ -22,6 +22,7 @@ from numba.core.typed_passes import InlineOverloads, NativeLowering
 from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables,
                                        fixup_var_define_in_scope)
 
+from tilejit.codegen.typing.context import BITWISE as C_BITWISE
 from tilejit.codegen.typing.types import WeakFloat, is_half
 
 
@@ -42,9 +43,19 @@ class TilejitLower(lowering.Lower):
     def lower_binop(self, resty, expr, op):
         signature = self.fndesc.calltypes[expr]
         result = signature.return_type
+        context, builder = self.context, self.builder
+        if op in C_BITWISE and isinstance(result, types.Integer) and \
+                signature.args == (result, result):
+            # the typing's C types (typing/context._c_bitwise), which Numba's own
+            # lowering would re-derive from its templates (64 bits)
+            lhs = context.cast(builder, self.loadvar(expr.lhs.name),
+                               self.typeof(expr.lhs.name), result)
+            rhs = context.cast(builder, self.loadvar(expr.rhs.name),
+                               self.typeof(expr.rhs.name), result)
+            value = context.get_function(op, signature)(builder, (lhs, rhs))
+            return context.cast(builder, value, result, resty)
         if not (is_half(result) or isinstance(result, WeakFloat)):
             return super().lower_binop(resty, expr, op)
-        context, builder = self.context, self.builder
         fnty = context.typing_context.resolve_value_type(op)
         compute = signature.args[0]
         lhs = context.cast(builder, self.loadvar(expr.lhs.name), self.typeof(expr.lhs.name),

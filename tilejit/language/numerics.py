@@ -91,10 +91,19 @@ def cast(value, dtype: DType):
 
 def reinterpret(value, dtype: DType):
     """The bits of a typed value (a numpy scalar or array) as ``dtype``, of the same width."""
-    if dtype == bfloat16 or dtype in FLOAT8_MAX:
-        raise TypeError(f"T.reinterpret: to {dtype.name} is not supported (integers and "
-                        f"float16/32/64)")
     arr = np.asarray(value)
+    if dtype == bfloat16 or dtype in FLOAT8_MAX:
+        # held in float32 here: an integer of the width gives its bits' value; the
+        # simulator cannot tell such a value from a float32 to take its bits back
+        if arr.dtype.kind not in "iu" or arr.dtype.itemsize != dtype.itemsize:
+            raise TypeError(f"T.reinterpret: to {dtype.name} takes an integer of "
+                            f"{dtype.itemsize * 8} bits, got {arr.dtype}")
+        bits = arr.astype(np.uint8 if dtype.itemsize == 1 else np.uint16)
+        if dtype == bfloat16:
+            out = (bits.astype(np.uint32) << 16).view(np.float32)
+        else:
+            out = from_float8_bits(bits, dtype)
+        return out if isinstance(value, np.ndarray) else out[()]
     if not isinstance(value, (np.ndarray, np.generic)) or arr.dtype.kind not in "iuf":
         raise TypeError(f"T.reinterpret: expected a typed value (an element, or a "
                         f"T.cast), got {value!r}")

@@ -60,6 +60,31 @@ def partial_positions(sub, loop_vars, varying):
     return fixed
 
 
+def quotient_positions(sub, loop_vars, value):
+    """``{position: c}`` of a subscript that indexes a fragment with the loop's indices in
+    order, some of them floor-divided by a compile-time integer ``c`` > 1 (``B[i, j // 2]``
+    in a loop over ``(i, j)``: two 4-bit values a byte, TileLang's dequantizing GEMMs);
+    else None. ``value(expr)``: the compile-time value of an expression, or raises."""
+    elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    if len(elts) != len(loop_vars):
+        return None
+    out = {}
+    for k, (e, v) in enumerate(zip(elts, loop_vars)):
+        if isinstance(e, ast.Name) and e.id == v:
+            continue
+        if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.FloorDiv)
+                and isinstance(e.left, ast.Name) and e.left.id == v):
+            return None
+        try:
+            c = value(e.right)
+        except Exception:       # noqa: BLE001 - not a compile-time value
+            return None
+        if not isinstance(c, int) or isinstance(c, bool) or c < 2:
+            return None
+        out[k] = c
+    return out or None
+
+
 def is_parallel(loop: ast.For, ctx) -> bool:
     it = loop.iter
     return isinstance(it, ast.Call) and resolve_static(it.func, ctx.namespace) is T.Parallel

@@ -75,6 +75,7 @@ from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
+                                                quotient_positions,
                                                 mixed_positions,
                                                 index_names, loop_names,
                                                 partial_positions)
@@ -145,8 +146,9 @@ def _same_indices(sub, loop_vars, shape) -> bool:
 class _Collect(ast.NodeVisitor):
     """Fragment loops and copies between fragments."""
 
-    def __init__(self, ctx, whole=frozenset()):
+    def __init__(self, ctx, whole=frozenset(), static=None):
         self.ctx = ctx
+        self.static = static
         # a fragment every thread holds whole is read at any index: no loop's layout
         self.frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT} - set(whole)
         self.loops: list = []     # (loop, fragments indexed by all its indices, subset uses)
@@ -154,6 +156,8 @@ class _Collect(ast.NodeVisitor):
         self.partners: dict[str, set] = {}   # fragment -> dtypes of tensors copied with it
         # id(loop) -> {fragment: [((fixed positions, dropped loop positions), subscript)]}
         self.mixed: dict[int, dict] = {}
+        # id(loop) -> {fragment: ({position: divisor}, subscript)}: ``B[i, j // 2]``
+        self.quotients: dict[int, dict] = {}
 
     def visit_For(self, node):
         it = node.iter
@@ -183,16 +187,27 @@ class _Collect(ast.NodeVisitor):
                 elif mixed is not None and name not in full:
                     self.mixed.setdefault(id(node), {}).setdefault(name, []).append(
                         (mixed, sub))
+                elif (quot := self._quotient(sub, loop_vars)) is not None and \
+                        name not in full:
+                    self.quotients.setdefault(id(node), {}).setdefault(name, []).append(
+                        (quot, sub))
                 elif name not in full:
                     full.append(name)
             mixed = self.mixed.get(id(node), {})
+            quotients = self.quotients.get(id(node), {})
             for name in full:
                 subset.pop(name, None)
                 partial.pop(name, None)
                 mixed.pop(name, None)
-            if full or subset or partial or mixed:
+                quotients.pop(name, None)
+            if full or subset or partial or mixed or quotients:
                 self.loops.append((node, full, subset, partial))
         self.generic_visit(node)
+
+    def _quotient(self, sub, loop_vars):
+        if self.static is None or not loop_vars or isinstance(sub.ctx, ast.Store):
+            return None
+        return quotient_positions(sub, loop_vars, self.static.value)
 
     def visit_Call(self, node):
         fn = resolve_static(node.func, self.ctx.namespace)
@@ -528,7 +543,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     fdef = widen_prefix_loops(fdef, ctx, static)
     gathered = gathered_fragments(fdef, ctx, static)
-    col = _Collect(ctx, gathered)
+    col = _Collect(ctx, gathered, static)
     col.visit(fdef)
     groups = UnionFind()
     fixed = fixed_fragment_layouts(ctx)
@@ -542,6 +557,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     views = dict(tiles)          # the tiles, and a stand-in for each loop over part of one
     leads = {}                   # id(loop) -> the fragment whose layout the loop iterates
     partial_uses = {}            # (loop id, fragment) -> the fixed positions
+    quotient_views = {}          # (loop id, fragment) -> (stand-in, its dropped dims)
     mixed_uses = {}              # (loop id, fragment) -> (fixed positions, dropped loop dims)
     for k, (loop, full, subset, partial) in enumerate(col.loops):
         loop_vars = loop_names(loop.target)
@@ -642,6 +658,9 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((lead, row, dropped, False, sub.lineno, why, False))
             derived.append((row, n, held, _EXPAND, sub.lineno, why, False))
             mixed_uses[(f"L{k}", n)] = (held, dropped)
+        for n, uses in col.quotients.get(id(loop), {}).items():
+            quotient_views[(f"L{k}", n)] = _quotient_view(ctx, views, derived, k, n, uses,
+                                                          lead, extents, loop)
         leads[id(loop)] = lead
         loop_ids[id(loop)] = (f"L{k}", full, loop_vars)
     for src, dst, dim, line in plan.reductions:
@@ -680,6 +699,10 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             partial_slots[(lid, n)] = strides
             partial_names[(lid, n)] = [v for j, v in enumerate(loop_ids[id(loop)][2])
                                        if j not in dropped]
+        for (qlid, n), (stand, dropped) in quotient_views.items():
+            if qlid == lid:
+                red = _reduction(ctx, views[stand].layout, dropped, False, loop.lineno)
+                plan.slot_maps[(lid, n)] = red[1]
         for n in partial:
             slot_map, strides = _partial_slots(ctx, tiles[n], partial_uses[(lid, n)],
                                                loop.lineno)
@@ -692,6 +715,50 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     rewrite.partial = partial_slots
     rewrite.partial_names = partial_names
     return rewrite.visit(fdef)
+
+
+def _quotient_view(ctx, views, derived, k, n, uses, lead, extents, loop):
+    """``B[i, j // c]`` in the T.Parallel ``loop`` (its k-th) over ``extents`` laid out as
+    ``lead``: B's element ``(i, q)`` is wanted by the iterations ``(i, c·q + r)``, r < c.
+    The loop's layout seen with each divided dimension split in two (``(i, q, r)``, a
+    row-major reshape, ``ir/digits.reshape_layout``) and reduced along the ``r`` parts
+    (``reduce_layout``) holds B in the thread of each of those iterations, each element
+    once per thread: B takes that layout (threads whose ``r`` digits differ hold
+    replicas), and the loop reads B at that reduction's slot map. Returns (the stand-in's
+    name, the reshaped dimensions B leaves out)."""
+    tiles = ctx.plan.tiles
+    (quot, sub), rest = uses[0], uses[1:]
+    for other, osub in rest:
+        if other != quot:
+            raise ctx.error(f"fragment {n!r} is indexed in two ways in one T.Parallel: "
+                            f"`{ast.unparse(sub)}` and `{ast.unparse(osub)}`", osub)
+    if lead is None:
+        raise ctx.error(f"fragment {n!r} is indexed `{ast.unparse(sub)}` in a T.Parallel "
+                        f"that indexes no fragment with all its indices, whose layout it "
+                        f"would follow", sub)
+    shape, dropped, want = [], [], []
+    for j, e in enumerate(extents):
+        c = quot.get(j)
+        if c is None:
+            shape.append(e)
+            want.append(e)
+            continue
+        if e is None or e % c:
+            raise ctx.error(f"fragment {n!r} is indexed `{ast.unparse(sub)}`: the loop's "
+                            f"extent {e} along that index is not a multiple of {c}", sub)
+        shape += [e // c, c]
+        dropped.append(len(shape) - 1)
+        want.append(e // c)
+    if tuple(want) != tiles[n].shape:
+        raise ctx.error(f"fragment {n!r} of shape {tiles[n].shape} is indexed "
+                        f"`{ast.unparse(sub)}` in a T.Parallel over extents {tuple(extents)}, "
+                        f"which gives the shape {tuple(want)}", sub)
+    stand = f"__tj_part_q{k}_{n}"
+    views[stand] = Tile(stand, FRAGMENT, tuple(shape), tiles[n].dtype, loop.lineno)
+    why = f"indexed `{ast.unparse(sub)}` in the T.Parallel at line {loop.lineno}"
+    derived.append((lead, stand, None, _RESHAPE, sub.lineno, why, False))
+    derived.append((stand, n, tuple(dropped), False, sub.lineno, why, False))
+    return stand, tuple(dropped)
 
 
 def _shared_layouts(ctx, annotations, fdef):
@@ -909,6 +976,22 @@ def _reshaped(ctx, layout, src, dst, line, origin):
                         f"shape {list(dst.shape)} {e}. Reshape along that layout's boundaries "
                         f"(merging dimensions always works), or copy the fragment into a "
                         f"shared tile and view that", line) from None
+
+
+def _divided(ctx, layout, shape, line, why, origin):
+    """The layout of a loop seen with a divided dimension split in two (``_quotient_view``),
+    or a CompileError saying where the loop's layout cannot be split."""
+    name = getattr(layout, "name", "") or str(layout)
+    dl = _as_digits(layout)
+    try:
+        if dl is None:
+            raise ReshapeError("the layout has no digit form")
+        return reshape_layout(dl, shape)
+    except ReshapeError as e:
+        raise ctx.error(f"a fragment {why}: the loop is laid out as {name} ({origin}), and "
+                        f"its elements cannot be grouped by that quotient ({e}); make the "
+                        f"divisor a power of two, or copy the fragment into a shared tile and "
+                        f"read that", line) from None
 
 
 def _check_fragment_views(ctx, tiles):
@@ -1157,8 +1240,10 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
         (its source layout has no digit form with power-of-two thread groups)."""
         if keep == _RESHAPE:
             _, _, at, reason, _ = chosen[groups.find(src)]
-            return _reshaped(ctx, src_layout, tiles[src], tiles[dst], line,
-                             f"{reason}, line {at}: {ctx.source_line(at)}")
+            origin = f"{reason}, line {at}: {ctx.source_line(at)}"
+            if dst.startswith("__tj_part_q"):
+                return _divided(ctx, src_layout, tiles[dst].shape, line, why, origin)
+            return _reshaped(ctx, src_layout, tiles[src], tiles[dst], line, origin)
         if keep in (_EXPAND, _RESTRICT):
             _, _, at, reason, _ = chosen[groups.find(src)]
             origin = f"{reason}, line {at}: {ctx.source_line(at)}"

@@ -4,7 +4,9 @@ of its names raises ``NotSupportedError`` naming it (tilejit is built without TV
 program that uses TVM's IR stops at that line with the reason, not at its imports. The
 exceptions: ``DataType`` (``from tvm import DataType``; ``DataType(dtype).bits``), which is
 tilejit's dtype class, as ``tilejit.DataType``; ``tirx.decl_buffer`` (a buffer of a shape and
-dtype, what tilelang.layout's swizzles read) and ``tirx.const`` (the int or float itself);
+dtype, what tilelang.layout's swizzles read); the expression builders that TileLang's
+dequantizing helpers use, ``tirx.const``, ``tirx.reinterpret``, ``tirx.Cast``,
+``tirx.Select`` and ``tirx.PrimExpr`` (``language/tir_exprs.py``); and
 ``arith.Analyzer().can_prove_equal`` on ints and on the index functions tilejit's layouts
 return where TileLang returns a ``PrimExpr`` (equal at every index of their shape)."""
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType as DataType
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.layout import IndexFunction
+from tilejit.language.tir_exprs import Cast, PrimExpr, Select, const, reinterpret
 
 __all__ = ["DataType", "arith", "tirx"]
 
@@ -46,10 +49,6 @@ def decl_buffer(shape, dtype="float32", name="buffer", scope="global", **_):
                   scope=scope)
 
 
-def const(value, dtype=None):
-    return value
-
-
 class Analyzer:
     """``tvm.arith.Analyzer``: ``can_prove_equal`` only."""
 
@@ -73,7 +72,8 @@ class Analyzer:
 
 
 tirx = _Namespace("tvm.tirx")
-tirx.decl_buffer, tirx.const, tirx.Buffer = decl_buffer, const, Buffer
+tirx.decl_buffer, tirx.Buffer, tirx.PrimExpr = decl_buffer, Buffer, PrimExpr
+tirx.const, tirx.reinterpret, tirx.Cast, tirx.Select = const, reinterpret, Cast, Select
 arith = _Namespace("tvm.arith")
 arith.Analyzer = Analyzer
 

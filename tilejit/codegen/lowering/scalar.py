@@ -3,14 +3,17 @@ min/max, abs, ceildiv, typed constants."""
 from __future__ import annotations
 
 import math
+import operator
 
 from llvmlite import ir
 from numba.core import types
 from numba.core.imputils import impl_ret_untracked
 
 from tilejit import language as T
+from tilejit.language import tir_exprs
 from tilejit.codegen.typing.types import BFloat16, DTypeType, StorageFloat, WeakFloat
-from tilejit.codegen.lowering.registry import lower, lower_cast, lower_constant
+from tilejit.codegen.lowering.registry import (lower, lower_cast, lower_constant,
+                                               lower_getattr)
 from tilejit.ir.kernel_config import current_kernel_or_none
 
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
@@ -298,3 +301,66 @@ def infinity_impl(context, builder, sig, args):
 def dtype_call(context, builder, sig, args):
     """``T.float32(x)``: x converted to the dtype."""
     return context.cast(builder, args[0], sig.args[0], sig.return_type)
+
+
+@lower("number.astype", types.Number, types.StringLiteral)
+@lower("number.astype", types.Number, DTypeType)
+@lower("number.astype", types.Boolean, types.StringLiteral)
+@lower("number.astype", types.Boolean, DTypeType)
+def astype_impl(context, builder, sig, args):
+    """TIR's ``x.astype(dtype)`` in a helper: ``T.cast(x, dtype)``."""
+    return context.cast(builder, args[0], sig.args[0], sig.return_type)
+
+
+@lower_getattr(types.Number, "dtype")
+@lower_getattr(types.Boolean, "dtype")
+def number_dtype(context, builder, ty, val):
+    return context.get_dummy_value()
+
+
+@lower(operator.eq, DTypeType, DTypeType)
+@lower(operator.eq, DTypeType, types.StringLiteral)
+@lower(operator.eq, types.StringLiteral, DTypeType)
+@lower(operator.ne, DTypeType, DTypeType)
+@lower(operator.ne, DTypeType, types.StringLiteral)
+@lower(operator.ne, types.StringLiteral, DTypeType)
+def dtype_compare(context, builder, sig, args):
+    """Two dtypes compared: the typing's literal answer."""
+    return ir.Constant(ir.IntType(1), int(sig.return_type.literal_value))
+
+
+@lower(tir_exprs.const, types.Any)
+@lower(tir_exprs.const, types.Any, types.NoneType)
+@lower(tir_exprs.const, types.Any, types.Omitted)
+def tir_const_plain(context, builder, sig, args):
+    return context.cast(builder, args[0], sig.args[0], sig.return_type)
+
+
+@lower(tir_exprs.const, types.Any, types.StringLiteral)
+@lower(tir_exprs.const, types.Any, DTypeType)
+def tir_const(context, builder, sig, args):
+    return context.cast(builder, args[0], sig.args[0], sig.return_type)
+
+
+@lower(tir_exprs.Cast, types.StringLiteral, types.Any)
+@lower(tir_exprs.Cast, DTypeType, types.Any)
+def tir_cast(context, builder, sig, args):
+    return context.cast(builder, args[1], sig.args[1], sig.return_type)
+
+
+@lower(tir_exprs.Select, types.Any, types.Any, types.Any)
+def tir_select(context, builder, sig, args):
+    impl = context.get_function(T.if_then_else, sig)
+    return impl(builder, args)
+
+
+@lower(tir_exprs.reinterpret, types.StringLiteral, types.Number)
+@lower(tir_exprs.reinterpret, DTypeType, types.Number)
+def tir_reinterpret(context, builder, sig, args):
+    """An integer cut or zero-extended to the dtype's width, then its bits."""
+    value, ty, bits = args[1], types.unliteral(sig.args[1]), sig.return_type.bitwidth
+    if isinstance(ty, types.Integer) and ty.bitwidth != bits:
+        width = ir.IntType(bits)
+        value = (builder.trunc(value, width) if ty.bitwidth > bits
+                 else builder.zext(value, width))
+    return builder.bitcast(value, context.get_value_type(sig.return_type))

@@ -137,6 +137,10 @@ class TilejitTypingContext(BaseContext):
         folded = _fold_integer_literals(key, args)
         if folded is not None:
             return folded
+        if key in BITWISE:
+            sig = _c_bitwise(key, tuple(args))
+            if sig is not None:
+                return sig
         compute, result = harmonize(tuple(args))
         if result is None:
             if key not in (operator.truediv, operator.itruediv) or not all(
@@ -163,6 +167,47 @@ class TilejitTypingContext(BaseContext):
                 isinstance(t, types.Integer) for t in (first, second)):
             return types.float32
         return super().unify_pairs(first, second)
+
+
+BITWISE = {operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift}
+
+
+def _promoted(ty) -> types.Integer:
+    """C's integer promotion: narrower than 32 bits computes as int32."""
+    ty = types.unliteral(ty)
+    return types.int32 if ty.bitwidth < 32 else ty
+
+
+def _c_bitwise(key, args):
+    """Bitwise operations and shifts on typed integers in C's types (TileLang's, whose
+    kernels are C++): each operand promoted to at least int32, a shift in its left
+    operand's type, ``& | ^`` in the usual arithmetic conversion of the two (a literal
+    takes the other's type). Numba's rule (64 bits) gives the same values except where a
+    left shift passes the type's width: C drops those bits, and the sign-extension idiom
+    ``(x << 28) >> 28`` of int32 helpers relies on it. None where Numba's rules stay (a
+    literal on the left of a shift, non-integers, a literal that does not fit)."""
+    if len(args) != 2 or not all(isinstance(a, types.Integer) for a in args):
+        return None
+    strong = [_promoted(a) for a in args if not _is_weak(a)]
+    if not strong:
+        return None
+    if key in (operator.lshift, operator.rshift):
+        if _is_weak(args[0]):
+            return None
+        ty = _promoted(args[0])
+    elif len(strong) == 1 or strong[0] == strong[1]:
+        ty = strong[0]
+    else:
+        a, b = strong
+        if a.signed == b.signed:
+            ty = max(strong, key=lambda t: t.bitwidth)
+        else:
+            u, s = (a, b) if not a.signed else (b, a)
+            ty = u if u.bitwidth >= s.bitwidth else s
+    if any(isinstance(a, types.IntegerLiteral) and not _fits(a.literal_value, ty)
+           for a in args):
+        return None
+    return signature(ty, ty, ty)
 
 
 def _fold_integer_literals(key, args):

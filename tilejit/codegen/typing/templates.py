@@ -8,14 +8,17 @@ import sys
 
 from numba.core import errors, typeinfer, types
 from numba.core.typing import signature
-from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Registry
+from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, Registry,
+                                         bound_function)
 from numba.core.typing.typeof import typeof_impl
 
 from tilejit import language as T
 from tilejit.ir import markers
+from tilejit.language import tir_exprs
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.codegen.typing.context import harmonize
-from tilejit.codegen.typing.types import (DTypeType, GlobalTensorType, ParallelType, StorageFloat,
+from tilejit.codegen.typing.types import (NUMBA_OF, DTypeType, GlobalTensorType, ParallelType,
+                                          StorageFloat,
                                           numba_type, weak_float, WeakFloat)
 
 registry = Registry()
@@ -244,13 +247,21 @@ class ReinterpretTemplate(AbstractTemplate):
         if dtype is None:
             raise errors.TypingError(f"T.reinterpret(value, dtype): expected a value and a "
                                      f"dtype, got {args}")
-        value, to = args[0], numba_type(dtype)
-        ok = (types.Integer, types.Float)
-        if not isinstance(value, ok) or not isinstance(to, ok) or \
-                getattr(value, "bitwidth", 0) != getattr(to, "bitwidth", 0):
-            raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: a bitcast "
-                                     f"needs integers or float16/32/64 of the same width")
-        return signature(to, *args)
+        _check_bitcast(types.unliteral(args[0]), numba_type(dtype), dtype)
+        return signature(numba_type(dtype), *args)
+
+
+def _check_bitcast(value, to, dtype):
+    """A bitcast of ``value`` to ``to`` (of ``dtype``): integers and float16/32/64 of the
+    same width, or an integer to bfloat16 / a float8 of its width."""
+    ok = (types.Integer, types.Float)
+    if isinstance(to, StorageFloat) and isinstance(value, types.Integer):
+        ok = (types.Integer, StorageFloat)
+    if not isinstance(value, ok) or not isinstance(to, ok) or \
+            getattr(value, "bitwidth", 0) != getattr(to, "bitwidth", 0):
+        raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: a bitcast "
+                                 f"needs integers or float16/32/64 of the same width (or "
+                                 f"an integer to bfloat16 or a float8 of its width)")
 
 
 class _ViewTemplate(AbstractTemplate):
@@ -709,3 +720,100 @@ for _fn in (T.match_any_sync, T.match_all_sync):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_WarpMatch,), {}))
 for _fn in (T.ballot, T.syncthreads_count, T.syncthreads_and, T.syncthreads_or):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_PredicateOp,), {}))
+
+
+_DTYPE_OF_NUMBA = {ty: as_dtype(name) for name, ty in NUMBA_OF.items()}
+
+
+def dtype_of_number(ty) -> DType | None:
+    """The DType of a scalar Numba type (``x.dtype`` of a value), or None."""
+    return _DTYPE_OF_NUMBA.get(types.unliteral(ty))
+
+
+@infer_getattr
+class NumberAttributes(AttributeTemplate):
+    """TileLang's (TIR's) ``x.dtype`` and ``x.astype(dtype)`` of a value, in the helpers a
+    kernel calls (TileLang's dequantizing examples build their bit manipulations in such
+    helpers; in the kernel's own body the front end writes ``x.astype(d)`` as
+    ``T.cast(x, d)``)."""
+    key = types.Number
+
+    def resolve_dtype(self, ty):
+        dtype = dtype_of_number(ty)
+        return None if dtype is None else DTypeType(dtype)
+
+    @bound_function("number.astype")
+    def resolve_astype(self, ty, args, kws):
+        dtype = dtype_of(args[0]) if len(args) == 1 and not kws else None
+        if dtype is None:
+            raise errors.TypingError(f"x.astype(dtype): expected one dtype, got {args}")
+        return signature(numba_type(dtype), *args)
+
+
+@infer_getattr
+class BooleanAttributes(NumberAttributes):
+    key = types.Boolean
+
+
+class _DTypeCompare(AbstractTemplate):
+    """``x.dtype == T.uint8`` / ``dtype != "float16"``: known at compile time."""
+
+    def generic(self, args, kws):
+        if kws or len(args) != 2:
+            return None
+        a, b = (dtype_of(t) for t in args)
+        if a is None or b is None or not any(isinstance(t, DTypeType) for t in args):
+            return None
+        same = a == b
+        return signature(types.BooleanLiteral(same if self.key is operator.eq else not same),
+                         *args)
+
+
+infer_global(operator.eq)(type("DTypeEq", (_DTypeCompare,), {"key": operator.eq}))
+infer_global(operator.ne)(type("DTypeNe", (_DTypeCompare,), {"key": operator.ne}))
+
+
+@infer_global(tir_exprs.const)
+class TirConstTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        args = list(args) + ([kws.pop("dtype")] if "dtype" in kws else [])
+        if kws or not 1 <= len(args) <= 2:
+            raise errors.TypingError(f"tirx.const(value, dtype): got {args} {kws or ''}")
+        if len(args) == 1 or isinstance(args[1], (types.NoneType, types.Omitted)):
+            return signature(types.unliteral(args[0]), *args)
+        dtype = dtype_of(args[1])
+        if dtype is None or not isinstance(args[0], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"tirx.const(value, dtype): expected a number and a "
+                                     f"dtype, got {args}")
+        return signature(numba_type(dtype), *args)
+
+
+@infer_global(tir_exprs.Cast)
+class TirCastTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        dtype = dtype_of(args[0]) if len(args) == 2 and not kws else None
+        if dtype is None or not isinstance(args[1], (types.Number, types.Boolean)):
+            raise errors.TypingError(f"tirx.Cast(dtype, value): got {args}")
+        return signature(numba_type(dtype), *args)
+
+
+@infer_global(tir_exprs.Select)
+class TirSelectTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if kws or len(args) != 3:
+            raise errors.TypingError(f"tirx.Select(cond, a, b): got {args}")
+        return self.context.resolve_function_type(T.if_then_else, args, {})
+
+
+@infer_global(tir_exprs.reinterpret)
+class TirReinterpretTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        dtype = dtype_of(args[0]) if len(args) == 2 and not kws else None
+        if dtype is None:
+            raise errors.TypingError(f"tirx.reinterpret(dtype, value): expected a dtype and "
+                                     f"a value, got {args}")
+        value, to = types.unliteral(args[1]), numba_type(dtype)
+        if isinstance(value, types.Integer):
+            value = numba_type(tir_exprs.unsigned_of(dtype))
+        _check_bitcast(value, to, dtype)
+        return signature(to, *args)

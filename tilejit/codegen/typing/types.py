@@ -99,6 +99,9 @@ _NUMBA_OF = {
 }
 
 
+NUMBA_OF = _NUMBA_OF     # dtype name -> Numba type
+
+
 def numba_type(dtype: DType) -> types.Type:
     return _NUMBA_OF[dtype.name]
 

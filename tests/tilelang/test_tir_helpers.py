@@ -1,0 +1,190 @@
+"""Helpers that build a value with TIR's expression vocabulary (``from tvm import tirx``:
+``tirx.const``, ``tirx.reinterpret``, ``tirx.Cast``, ``tirx.Select``, ``x.astype(d)``,
+``x.dtype``), called from a ``T.Parallel`` that reads a packed fragment at ``j // 2``:
+how TileLang's dequantizing GEMMs unpack 4-bit weights. Written as a TileLang user
+writes them (dtype names, ``tilejit.compile`` with ``out_idx``)."""
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.tilelang.tvm import tirx
+
+from packed_nibbles import (e2m1_to_bfloat16, e2m1_to_half, int4_to_int8,
+                            int4_to_int8_by_int32_shifts)
+
+
+def unpack(N, K, block_N, block_K, out_dtype, kind, threads=128):
+    """C (N x K) = the 4-bit values packed two a byte in B (N x K/2), block by block
+    through shared memory and a packed fragment read at ``j // 2``."""
+    @T.prim_func
+    def main(B: T.Tensor((N, K // 2), "uint8"), S: T.Tensor((N,), "uint8"),
+             C: T.Tensor((N, K), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            B_shared = T.alloc_shared((block_N, block_K // 2), "uint8")
+            B_local = T.alloc_fragment((block_N, block_K // 2), "uint8")
+            D = T.alloc_fragment((block_N, block_K), out_dtype)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=1):
+                T.copy(B[bx * block_N, k * block_K // 2], B_shared)
+                T.copy(B_shared, B_local)
+                for i, j in T.Parallel(block_N, block_K):
+                    if kind == "half":
+                        D[i, j] = e2m1_to_half(B_local[i, j // 2], j % 2, dtype=out_dtype)
+                    elif kind == "bf16":
+                        D[i, j] = e2m1_to_bfloat16(B_local[i, j // 2], j % 2,
+                                                   S[bx * block_N + i], out_dtype)
+                    elif kind == "int8":
+                        D[i, j] = int4_to_int8(B_local[i, j // 2], j % 2)
+                    else:
+                        D[i, j] = int4_to_int8_by_int32_shifts(B_local[i, j // 2], j % 2)
+                T.copy(D, C[bx * block_N, k * block_K])
+    return main
+
+
+def reference(b, s, kind):
+    """The unpacked values, computed from the nibbles' meaning (float64)."""
+    nib = torch.stack((b & 15, b >> 4), dim=-1).reshape(b.shape[0], -1).to(torch.int64)
+    if kind in ("int8", "int8_c"):
+        return torch.where(nib >= 8, nib - 16, nib).to(torch.int8)
+    sign = torch.where(nib >= 8, -1.0, 1.0).double()
+    e, m = (nib & 6) >> 1, (nib & 1).double()
+    value = sign * torch.pow(2.0, (e - 1).double()) * (1 + m / 2)  # e == 0: as if normal
+    if kind == "bf16":
+        value = value * torch.pow(2.0, s.double())[:, None]
+        return value.to(torch.bfloat16)
+    return value.to(torch.float16)
+
+
+CASES = [("half", "float16"), ("bf16", "bfloat16"), ("int8", "int8"), ("int8_c", "int8")]
+
+
+def _inputs(N, K, device="cpu"):
+    g = torch.Generator().manual_seed(5)
+    b = torch.randint(0, 256, (N, K // 2), generator=g, dtype=torch.uint8)
+    s = torch.randint(0, 6, (N,), generator=g, dtype=torch.uint8)
+    return b.to(device), s.to(device)
+
+
+@pytest.mark.parametrize("kind, dtype", CASES)
+@pytest.mark.parametrize("threads", [128, 256])
+def test_simulator_unpacks_as_the_reference(kind, dtype, threads):
+    N, K = 64, 96
+    kernel = tilejit.compile(unpack(N, K, 32, 32, dtype, kind, threads), out_idx=[2])
+    b, s = _inputs(N, K)
+    out = kernel(b, s)
+    ref = reference(b, s, kind)
+    assert out.dtype == ref.dtype
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("kind, dtype", CASES)
+def test_the_ptx_assembles(kind, dtype, ptxas):
+    kernel = tilejit.compile(unpack(64, 96, 32, 32, dtype, kind), out_idx=[2])
+    for arch in ("sm_80", "sm_90a"):
+        ptx = kernel.get_kernel_source(arch=arch)
+        ptxas(ptx, arch)
+        assert "trap" not in ptx          # the helper's asserts are decided when compiling
+
+
+def test_replicas_where_two_threads_read_one_byte(ptxas):
+    """16 x 16 values over 256 threads: one value a thread, so the two threads of a byte
+    each hold a replica of it."""
+    kernel = tilejit.compile(unpack(64, 96, 16, 16, "float16", "half", 256), out_idx=[2])
+    b, s = _inputs(64, 96)
+    assert torch.equal(kernel(b, s), reference(b, s, "half"))
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+def group_scaled_gemm(M, N, K, group, threads=128):
+    """C = (A @ B) * S[:, j // group]: the accumulator (laid out for the tensor cores,
+    two adjacent columns a thread) scaled by a fragment of per-group scales read at
+    ``j // group``; groups of 4 span two threads, which then hold replicas of a scale."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             S: T.Tensor((M, N // group), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads):
+            A_shared = T.alloc_shared((M, K), "float16")
+            B_shared = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            S_local = T.alloc_fragment((M, N // group), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            T.copy(S, S_local)
+            T.clear(acc)
+            T.gemm(A_shared, B_shared, acc)
+            for i, j in T.Parallel(M, N):
+                acc[i, j] = acc[i, j] * S_local[i, j // group]
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("group", [2, 4, 8])
+def test_group_scales_read_by_the_accumulator_layout(group, ptxas):
+    M = N = K = 64
+    kernel = tilejit.compile(group_scaled_gemm(M, N, K, group), out_idx=[3])
+    g = torch.Generator().manual_seed(group)
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    s = torch.rand(M, N // group, generator=g) + 0.5
+    ref = (a.double() @ b.double()) * s.double().repeat_interleave(group, dim=1)
+    torch.testing.assert_close(kernel(a, b, s).double(), ref, rtol=1e-3, atol=1e-3)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+def _divided_by(c, N=32, K=32, packed=16):
+    @T.prim_func
+    def main(B: T.Tensor((N, packed), "uint8"), C: T.Tensor((N, K), "uint8")):
+        with T.Kernel(1, threads=128):
+            B_local = T.alloc_fragment((N, packed), "uint8")
+            D = T.alloc_fragment((N, K), "uint8")
+            T.copy(B, B_local)
+            for i, j in T.Parallel(N, K):
+                D[i, j] = B_local[i, j // c]
+            T.copy(D, C)
+    return main
+
+
+@pytest.mark.parametrize("c, K, packed, message", [
+    (3, 32, 16, "not a multiple of 3"),
+    (4, 32, 16, r"which gives the shape \(32, 8\)"),
+    (3, 96, 32, "cannot be grouped by that quotient"),
+])
+def test_a_quotient_the_fragment_cannot_follow_is_a_compile_error(c, K, packed, message):
+    with pytest.raises(tilejit.CompileError, match=message):
+        tilejit.compile(_divided_by(c, K=K, packed=packed),
+                        out_idx=[1]).get_kernel_source(arch="sm_90a")
+
+
+def test_tir_helpers_outside_a_kernel():
+    import numpy as np
+    assert tirx.const(3, "uint16").dtype == np.uint16 and tirx.const(7) == 7
+    assert tirx.reinterpret("float16", np.uint32(0x3C00)) == np.float16(1.0)
+    assert tirx.reinterpret("bfloat16", np.uint16(0x3F80)) == np.float32(1.0)
+    assert tirx.Select(np.bool_(False), np.int32(1), np.int32(2)) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("group", [2, 4])
+def test_gpu_group_scales_match_the_simulator(group):
+    M = N = K = 64
+    kernel = tilejit.compile(group_scaled_gemm(M, N, K, group), out_idx=[3])
+    a = torch.randn(M, K, device="cuda").half()
+    b = torch.randn(K, N, device="cuda").half()
+    s = torch.rand(M, N // group, device="cuda") + 0.5
+    ref = (a.double() @ b.double()) * s.double().repeat_interleave(group, dim=1)
+    gpu = kernel(a, b, s)
+    torch.testing.assert_close(gpu.double(), ref, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(gpu.cpu(), kernel(a.cpu(), b.cpu(), s.cpu()), rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, dtype", CASES)
+def test_gpu_matches_the_reference_and_the_simulator(kind, dtype):
+    N, K = 128, 256
+    kernel = tilejit.compile(unpack(N, K, 64, 64, dtype, kind), out_idx=[2])
+    b, s = _inputs(N, K, "cuda")
+    gpu = kernel(b, s)
+    assert torch.equal(gpu.cpu(), reference(b.cpu(), s.cpu(), kind))
+    assert torch.equal(gpu.cpu(), kernel(b.cpu(), s.cpu()))
