@@ -24,6 +24,13 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 # supported names that behave differently from TileLang's
 
 LANGUAGE_DIFFERENCES = {
+    "make_tensor": "`T.make_tensor(ptr, shape, dtype, strides=None)` of a `T.ptr` parameter or "
+                   "a pointer table's element; its copies are element loads (no cp.async or "
+                   "TMA); the simulator reads host memory at the address (checked to be "
+                   "mapped; not bfloat16 or float8)",
+    "ptr": "a `T.ptr` parameter takes a tensor (its data pointer; the kernel runs where it "
+           "lives) or an int address; `T.Tensor([G], T.ptr)` is an int64 tensor of "
+           "addresses",
     "print": "a buffer prints as `msg[i, j] = value` lines (the block and thread before them "
              "on the GPU); a global tensor from one thread (TileLang: every thread); a "
              "parameter needs a `T.Tensor` annotation to print whole; the simulator reports "
@@ -121,8 +128,9 @@ LANGUAGE_DIFFERENCES = {
     "alloc_barrier": _EXPLICIT_SYNC, "mbarrier_arrive": _EXPLICIT_SYNC,
     "mbarrier_wait_parity": _EXPLICIT_SYNC, "tma_copy": _EXPLICIT_SYNC, "ws": _EXPLICIT_SYNC,
     "WarpSpecialize": _EXPLICIT_SYNC,
-    "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors or scalars (`n: "
-                 "T.int32`, passed at each call); no `T.ptr` or handle parameters",
+    "prim_func": "parameters are `T.Tensor`/`T.Buffer` annotated tensors, scalars (`n: "
+                 "T.int32`, passed at each call) or `T.ptr` addresses; no handle "
+                 "parameters",
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",

@@ -20,8 +20,8 @@ import numpy as np
 from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
                                      float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
                                      float16, float32,
-                                     float64, half, int8, int16, int32, int64, long, short,
-                                     tfloat32, uint, uint8, uint16, uint32, uint64)
+                                     float64, half, int8, int16, int32, int64, long, ptr,
+                                     short, tfloat32, uint, uint8, uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
@@ -58,7 +58,8 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     annotate_layout, annotate_safe_value, any_of, clear,
                                     copy, fill, let,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
-                                    no_set_max_nreg, reducer_init, reducer_update, reshape,
+                                    make_tensor, no_set_max_nreg, reducer_init,
+                                    reducer_update, reshape,
                                     set_max_nreg, inc_max_nreg, dec_max_nreg,
                                     annotate_producer_reg_dealloc,
                                     annotate_consumer_reg_alloc,
@@ -120,6 +121,7 @@ __all__ = [
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
+    "make_tensor", "ptr",
     "view", "sync_threads", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma", "im2col",
     "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",

@@ -137,6 +137,10 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
 float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
+# TileLang's T.ptr: an address. As a parameter annotation, a pointer argument (a tensor,
+# whose data pointer is passed, or an address); as a dtype (a table of pointers,
+# ``T.Tensor([G], T.ptr)``), int64, which it equals
+ptr = DType("int64", 64, "int")
 
 # TileLang's other names of these dtypes
 half, double, short, long, uint = float16, float64, int16, int64, uint32
@@ -149,6 +153,8 @@ BUILTIN_NAMED = {"bool": bool_, "float": float32, "int": int32}
 
 def as_dtype(value) -> DType:
     """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
+    if value is ptr:
+        return int64
     if isinstance(value, DType):
         # TileLang's spelling float8_e4m3fn: the dtype it names
         return value if value is not float8_e4m3fn else float8_e4m3

@@ -9,7 +9,7 @@ import ast
 import warnings
 
 from tilejit.language._semantics import meaning
-from tilejit.language.dtypes import DType, as_dtype
+from tilejit.language.dtypes import DType, as_dtype, ptr
 
 
 class SymbolicInt:
@@ -357,6 +357,19 @@ class ScalarAnnotation:
         return f"T.{self.dtype.name}"
 
 
+class PointerAnnotation(ScalarAnnotation):
+    """``a_ptr: T.ptr`` on a ``T.prim_func`` parameter: an address, given as a tensor
+    (its data pointer is passed, and its device says where the kernel runs) or as an int
+    (``tensor.data_ptr()``); ``T.make_tensor(a_ptr, shape, dtype)`` reads memory there."""
+    pointer = True
+
+    def __init__(self):
+        super().__init__("int64")
+
+    def __repr__(self):
+        return "T.ptr"
+
+
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -370,7 +383,9 @@ class PrimFunc:
         self.annotations = {}
         for name in self.params:
             ann = annotations.get(name)
-            if isinstance(ann, DType):
+            if ann is ptr:
+                ann = PointerAnnotation()
+            elif isinstance(ann, DType):
                 ann = ScalarAnnotation(ann)
             if not isinstance(ann, (TensorAnnotation, ScalarAnnotation)):
                 raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "

@@ -139,6 +139,16 @@ def view(buffer, shape=None, dtype=None):
 view_of = view
 
 
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """A global tensor of ``shape`` and ``dtype`` at the address ``ptr`` (a ``T.ptr``
+    parameter, or an element of a pointer table ``T.Tensor([G], T.ptr)``): row-major, or
+    with ``strides`` (in elements). Nothing checks the address on the GPU (a wrong one is
+    the driver's illegal-address error); the simulator needs host memory there, inside
+    this process's mappings (else a ``ValueError``), and does not take bfloat16 or float8
+    (held in float32 there)."""
+    return meaning("make_tensor")(ptr, shape, dtype, strides)
+
+
 def sync_threads(barrier_id=None, arrive_count=None):
     """A barrier of the block: ``__syncthreads()``. tilejit inserts the barriers shared
     memory needs by itself; an explicit one orders what the analysis cannot see (per-

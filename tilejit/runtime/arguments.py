@@ -114,6 +114,16 @@ class TensorSpec:
         return TensorArg(self, 0, self.shape, tuple(reversed(strides)), self.dtype, -1, False)
 
 
+class DevicePointer(int):
+    """A ``T.ptr`` argument given as a tensor: its address, an int64 scalar to the
+    kernel, and the device it lives on (``device``), where the kernel then runs."""
+
+    def __new__(cls, address: int, device: int):
+        self = super().__new__(cls, address)
+        self.device = device
+        return self
+
+
 def as_tensor_arg(x):
     """A TensorArg for an array argument, or None if ``x`` is not an array."""
     if isinstance(x, TensorSpec):

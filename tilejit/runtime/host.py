@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from tilejit.runtime.arguments import (TensorArg, TensorSpec, as_tensor_arg, is_compile_time_value,
-                                       scalar_key)
+from tilejit.runtime.arguments import (DevicePointer, TensorArg, TensorSpec, as_tensor_arg,
+                                       is_compile_time_value, scalar_key)
 from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, cluster_shape,
                               launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
@@ -142,6 +142,8 @@ def classify(kernel, values) -> Call:
             call.key.append(scalar_key(name, value))
             call.runtime.append((name, value))
             call.host_args.append(value)
+            if isinstance(value, DevicePointer):      # a T.ptr argument given as a tensor
+                devices.setdefault(value.device, name)
     if len(devices) > 1:
         names = ", ".join(f"{n!r} on {device_name(d)}" for d, n in devices.items())
         raise ValueError(f"{kernel.__name__}(): arguments live on different devices ({names});"

@@ -920,7 +920,8 @@ def annotate_safe_value(values):
         tensor.safe_value = value
 
 
-MEANINGS.update(reshape=views.reshape, view=views.view, set_max_nreg=set_max_nreg,
+MEANINGS.update(reshape=views.reshape, view=views.view, make_tensor=views.make_tensor,
+                set_max_nreg=set_max_nreg,
                 annotate_layout=annotate_layout, annotate_safe_value=annotate_safe_value)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE
                  if name != "sync_threads"})

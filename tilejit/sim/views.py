@@ -12,7 +12,10 @@ views (``passes/tile_allocation.py``: a view of a fragment, a view as another dt
 a fragment) run before the simulation, as they run for the GPU."""
 from __future__ import annotations
 
+import ctypes
 import math
+
+import numpy as np
 
 from tilejit.language.dtypes import as_dtype
 from tilejit.sim.runtime import SimTensor
@@ -73,3 +76,82 @@ def _view(buffer, shape, dtype, what):
         out.unwritten = buffer.unwritten.reshape(lanes + shape)      # a view: shared
     out.races = buffer.races if out.data.shape == data.shape else None
     return out
+
+
+def _mapped(address: int, nbytes: int) -> bool:
+    """Whether [address, address + nbytes) lies in one readable and writable mapping of
+    this process (Linux's /proc/self/maps; elsewhere nothing can be checked: False)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                span, perms = line.split()[:2]
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                if lo <= address and address + nbytes <= hi:
+                    return perms.startswith("rw")
+    except OSError:
+        return False
+    return False
+
+
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """``T.make_tensor`` in simulation: a tensor over this process's memory at ``ptr``
+    (a host tensor's data pointer), read when the kernel first touches its elements (a
+    launch's host program, which computes the grid, makes it too) and checked then to
+    lie inside a writable mapping, so that a wrong address is an error, not a crash."""
+    dtype = as_dtype(dtype)
+    if dtype.held_in_float32:
+        raise TypeError(f"T.make_tensor: {dtype.name} in the simulator, which holds it in "
+                        f"float32, is not supported (its bits are not at the address)")
+    try:
+        address = int(ptr)
+    except (TypeError, ValueError):
+        raise TypeError(f"T.make_tensor: argument `ptr`: expected an address (a T.ptr "
+                        f"parameter or a pointer table's element), got {ptr!r}") from None
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if strides is None:
+        strides, acc = [], 1
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= n
+        strides = strides[::-1]
+    strides = tuple(int(s) for s in (strides if isinstance(strides, (tuple, list))
+                                     else (strides,)))
+    if len(strides) != len(shape) or any(s < 0 for s in strides) or any(n < 0 for n in shape):
+        raise ValueError(f"T.make_tensor: shape {shape} with strides {strides}")
+    return AddressTensor(address, shape, strides, dtype)
+
+
+class AddressTensor(SimTensor):
+    """A global tensor of ``T.make_tensor``: the memory at its address, mapped on first
+    use of ``data``."""
+    __slots__ = ("address", "_shape", "_strides", "_data")
+
+    def __init__(self, address, shape, strides, dtype):
+        self.address, self._shape, self._strides, self._data = address, shape, strides, None
+        super().__init__(None, dtype, f"T.make_tensor({address:#x})")
+
+    @property
+    def data(self):
+        if self._data is None:
+            self._data = _at_address(self.address, self._shape, self._strides, self.dtype)
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._data = value
+
+
+def _at_address(address, shape, strides, dtype):
+    span = (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * dtype.itemsize \
+        if all(shape) else 0
+    if span and not _mapped(address, span):
+        raise ValueError(f"T.make_tensor: the {span} bytes at address {address:#x} are not "
+                         f"in this process's memory: the simulator reads host tensors "
+                         f"(tensor.data_ptr() of a CPU tensor); a CUDA tensor's address "
+                         f"is the GPU's")
+    if not span:
+        return np.zeros(shape, dtype.numpy)
+    buf = (ctypes.c_char * span).from_address(address)
+    flat = np.frombuffer(buf, dtype=dtype.numpy, count=span // dtype.itemsize)
+    return np.lib.stride_tricks.as_strided(
+        flat, shape, tuple(s * dtype.itemsize for s in strides), writeable=True)

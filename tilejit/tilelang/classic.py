@@ -13,12 +13,13 @@ needed (a ``T.Parallel`` or tile extent) is a CompileError."""
 from __future__ import annotations
 
 import ast
+import numbers
 
 import numpy as np
 
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import unread_params
-from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
+from tilejit.runtime.arguments import DevicePointer, TensorSpec, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
@@ -173,6 +174,9 @@ class CompiledPrimFunc(KernelConveniences):
         from symbols (``m // 2``) is checked once they are known (``sizes['']``, then
         ``_check_computed``)."""
         ann = self.prim.annotations[name]
+        if getattr(ann, "pointer", False):
+            _pointer(name, value)
+            return None
         if getattr(ann, "scalar", False):
             _check_scalar(name, value, ann.dtype)
             return None
@@ -272,6 +276,8 @@ class CompiledPrimFunc(KernelConveniences):
         self._check_computed(sizes)
         if any(v is None for v in values):
             values = self._null_pointers(values, sizes)
+        values = [_pointer(name, v) if getattr(self.prim.annotations[name], "pointer", False)
+                  else v for name, v in zip(params, values)]
         self.kernel(*values)
         if not outputs:
             return None
@@ -417,9 +423,20 @@ def _unknown_symbols(shape, sizes) -> list[str]:
                               for s in d.symbols() if s.name not in sizes))
 
 
+def _pointer(name, value):
+    """A ``T.ptr`` argument's address: a tensor's data pointer (a ``DevicePointer``, which
+    tells where it lives) or an int."""
+    arg = as_tensor_arg(value)
+    if arg is not None:
+        return DevicePointer(arg.ptr, arg.device)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError(f"argument {name!r}: expected a tensor or an address (an int, "
+                    f"tensor.data_ptr()) for a T.ptr parameter, got {type(value).__name__}")
+
+
 def _check_scalar(name, value, dtype):
     """A scalar parameter's value: a Python or numpy number of the annotation's kind."""
-    import numbers
     if isinstance(value, bool) and dtype.name != "bool":
         value = None                        # a bool is not taken for a number here
     ok = isinstance(value, numbers.Integral) if not dtype.is_float else isinstance(

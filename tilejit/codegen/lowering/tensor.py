@@ -117,3 +117,32 @@ def view_impl(context, builder, sig, args):
     out.shape = context.make_tuple(builder, tup, dims)
     out.strides = context.make_tuple(builder, tup, strides[::-1])
     return out._getvalue()
+
+
+@lower(T.make_tensor, types.Integer, types.BaseTuple)
+@lower(T.make_tensor, types.Integer, types.BaseTuple, types.Any)
+@lower(T.make_tensor, types.Integer, types.BaseTuple, types.Any, types.Any)
+def make_tensor_impl(context, builder, sig, args):
+    """A tensor at an address: the integer as a global pointer, the shape given, the
+    strides given or row-major."""
+    out_ty = sig.return_type
+    out = cgutils.create_struct_proxy(out_ty)(context, builder)
+    address = context.cast(builder, args[0], sig.args[0], types.int64)
+    out.data = builder.inttoptr(address, context.get_value_type(out_ty.pointer))
+    dims = [context.cast(builder, v, t, types.int64) for v, t in
+            zip(cgutils.unpack_tuple(builder, args[1], len(sig.args[1].types)),
+                sig.args[1].types)]
+    if len(sig.args) == 4 and isinstance(sig.args[3], types.BaseTuple):
+        strides = [context.cast(builder, v, t, types.int64) for v, t in
+                   zip(cgutils.unpack_tuple(builder, args[3], len(sig.args[3].types)),
+                       sig.args[3].types)]
+    else:
+        strides, acc = [], I64(1)
+        for d in reversed(dims):
+            strides.append(acc)
+            acc = builder.mul(acc, d)
+        strides = strides[::-1]
+    tup = types.UniTuple(types.int64, out_ty.ndim)
+    out.shape = context.make_tuple(builder, tup, dims)
+    out.strides = context.make_tuple(builder, tup, strides)
+    return out._getvalue()

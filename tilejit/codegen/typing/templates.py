@@ -304,6 +304,44 @@ class _ViewTemplate(AbstractTemplate):
         return signature(GlobalTensorType(dtype, ndim, contiguous=True), *args)
 
 
+@infer_global(T.make_tensor)
+class MakeTensorTemplate(AbstractTemplate):
+    """``T.make_tensor(ptr, shape, dtype, strides)``: a global tensor at an address (an
+    integer), row-major (contiguous) unless strides are given."""
+
+    def generic(self, args, kws):
+        names = ("ptr", "shape", "dtype", "strides")
+        given = dict(zip(names, args))
+        for k, v in kws.items():
+            if k not in names or k in given:
+                raise errors.TypingError(f"T.make_tensor(ptr, shape, dtype, strides): "
+                                         f"unexpected or repeated argument {k!r}")
+            given[k] = v
+        ptr, shape = given.get("ptr"), given.get("shape")
+        if not isinstance(ptr, types.Integer):
+            raise errors.TypingError(f"T.make_tensor: argument `ptr`: expected an address "
+                                     f"(a T.ptr parameter or a pointer table's element), "
+                                     f"got {ptr}")
+        if not (isinstance(shape, types.BaseTuple) and shape.types and all(
+                isinstance(t, types.Integer) for t in shape.types)):
+            raise errors.TypingError(f"T.make_tensor: argument `shape`: expected a tuple of "
+                                     f"integers, got {shape}")
+        dtype = dtype_of(given["dtype"]) if "dtype" in given else as_dtype("float32")
+        if dtype is None:
+            raise errors.TypingError(f"T.make_tensor: argument `dtype`: expected a dtype, "
+                                     f"got {given['dtype']}")
+        strides = given.get("strides")
+        if strides is not None and not isinstance(strides, (types.NoneType, types.Omitted)):
+            if not (isinstance(strides, types.BaseTuple) and len(strides.types) == len(
+                    shape.types) and all(isinstance(t, types.Integer) for t in strides.types)):
+                raise errors.TypingError(f"T.make_tensor: argument `strides`: expected "
+                                         f"{len(shape.types)} integers, got {strides}")
+            out = GlobalTensorType(dtype, len(shape.types))
+        else:
+            out = GlobalTensorType(dtype, len(shape.types), contiguous=True)
+        return signature(out, *[given[n] for n in names if n in given])
+
+
 @infer_global(T.reshape)
 class ReshapeTemplate(_ViewTemplate):
     what = "T.reshape"
