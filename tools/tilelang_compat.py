@@ -144,9 +144,10 @@ LANGUAGE_DIFFERENCES = {
                            "enclosing block), written before the tensor's first use and "
                            "not under a loop or a run-time condition; the copies from the "
                            "tensor run as element loops (no TMA or cp.async)",
-    "StridedTensor": "on a `@T.prim_func` parameter (in a `@tilejit.jit` signature it is "
-                     "an error: use `T.Tensor`, which takes any strides); a dimension of "
-                     "extent 1 may have any stride",
+    "StridedTensor": "on a `@T.prim_func` parameter, or annotating a `@tilejit.jit` "
+                     "program's tensor (its signature or body); a stride symbol takes the "
+                     "tensor's stride at run time (it is not a compile-time value); a "
+                     "dimension of extent 1 may have any stride",
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
     "sin": "float32 and the half types (computed in float32), within 1 ulp over the whole "
            "range; float64 is not supported", "cos": "as `T.sin`", "tan": "as `T.sin`",

@@ -436,6 +436,26 @@ def tensor_pointer(x) -> tuple[int, int]:
     raise TypeError(f"cannot get a device pointer from {type(x).__name__}")
 
 
+def address_device(address: int) -> int:
+    """The device ordinal of memory the driver allocated at ``address``, or -1 when the
+    driver does not know the address (host memory, or no CUDA at all). Never raises."""
+    if not address or not cuda_available():
+        return -1
+    try:
+        _ensure_any_context()       # the query needs a current context (any, with UVA)
+        attr = _drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        err, ordinal = _drv.cuPointerGetAttribute(attr, address)
+        if err:
+            return -1
+        kind = _drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        err, memory = _drv.cuPointerGetAttribute(kind, address)
+        if err or int(memory) != int(_drv.CUmemorytype.CU_MEMORYTYPE_DEVICE):
+            return -1
+        return int(ordinal)
+    except Exception:       # noqa: BLE001 - an address the driver cannot classify: host
+        return -1
+
+
 def current_stream(ordinal: int, tensors_are_torch: bool) -> int:
     """torch's current stream on ``ordinal`` for torch arguments, else 0 (legacy default stream)."""
     if tensors_are_torch:

@@ -430,7 +430,11 @@ def _pointer(name, value):
     if arg is not None:
         return DevicePointer(arg.ptr, arg.device)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
+        # an address given as an int (``tensor.data_ptr()``): where the driver says it
+        # was allocated, else host memory (the simulator). Loaded for such a call only
+        from tilejit.runtime import cuda_driver
+        device = cuda_driver.address_device(int(value))
+        return DevicePointer(int(value), device) if device >= 0 else int(value)
     raise TypeError(f"argument {name!r}: expected a tensor or an address (an int, "
                     f"tensor.data_ptr()) for a T.ptr parameter, got {type(value).__name__}")
 

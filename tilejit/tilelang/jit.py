@@ -40,6 +40,7 @@ from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotati
                                              TensorAnnotation, warn_symbolic)
 from tilejit.options import compile_options
 from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
+                                            annotation_strides,
                                             derived_extents, has_computed_extents,
                                             symbol_bindings)
 
@@ -190,12 +191,7 @@ class _Desugared:
         else:
             return False
         kind = resolve_static(head, self.namespace)
-        if kind is StridedTensorAnnotation:
-            raise CompileError("T.StridedTensor annotates a @T.prim_func parameter "
-                               "(tilejit.compile); in a @tilejit.jit function's signature it "
-                               "is not supported: use T.Tensor, which takes any strides",
-                               self.filename, annotation.lineno)
-        return kind is TensorAnnotation
+        return kind in (TensorAnnotation, StridedTensorAnnotation)
 
     def _static_local(self, stmt):
         """``input_dtype = T.float16`` in the body, before the annotations that use it:
@@ -274,6 +270,9 @@ class JitFunction:
         self._tensor_names = frozenset(sugar.tensors)
         self._tensor_positions = frozenset(i for i, p in enumerate(sugar.params)
                                            if p in self._tensor_names)
+        # a T.StridedTensor's checks read strides: they are part of a call's key then
+        self._strided = any(annotation_strides(ann) is not None
+                            for _, ann, _ in sugar.annotations)
 
     def _has_dynamic_extent(self, tensor):
         """Whether an extent of the tensor's annotation mentions a T.dynamic symbol."""
@@ -370,6 +369,18 @@ class JitFunction:
                                      f"(line {line}), got {have}")
                 elif isinstance(want, (DerivedExtent, LinearExtent)):
                     derived.append((name, dim, want, have, line))
+            for dim, want in enumerate(getattr(spec, "strides", ())):
+                if shape[dim] == 1:     # a dimension of one element: any stride
+                    continue
+                have = _stride(x, dim)
+                if isinstance(want, T.Symbol):
+                    first = sizes.setdefault(want.name, (name, have))
+                    if first[1] != have:
+                        raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                                         f"{name}.strides[{dim}] is {have} (line {line})")
+                elif isinstance(want, int) and want != have:
+                    raise ValueError(f"argument {name!r}: strides[{dim}] must be {want} "
+                                     f"(line {line}), got {have}")
         if derived:
             env = dict(self.sugar.namespace)
             env.update((k, v) for k, v in values.items() if k not in self._tensor_names)
@@ -418,6 +429,10 @@ class JitFunction:
             v = kwargs[k]
             key.append((k, (type(v), tuple(v.shape), v.dtype) if k in tensors
                         and hasattr(v, "shape") else v))
+        if self._strided:
+            key += [tuple(_stride(a, d) for d in range(len(a.shape)))
+                    for a in list(args) + [kwargs[k] for k in sorted(kwargs)]
+                    if hasattr(a, "shape") and hasattr(a, "dtype")]
         key = tuple(key)
         try:
             hash(key)
@@ -531,6 +546,13 @@ class CompiledProgram(KernelConveniences):
             raise TypeError(f"compiled {self.program.__name__}() takes the tensor(s) "
                             f"{', '.join(self.tensor_params)}, got {len(tensors)} argument(s)")
         return self.program(**dict(zip(self.tensor_params, tensors)), **self.params)
+
+
+def _stride(x, dim) -> int:
+    """A tensor's or array's stride along ``dim``, in elements."""
+    if callable(getattr(x, "stride", None)):
+        return int(x.stride(dim))
+    return int(x.strides[dim]) // int(x.itemsize)
 
 
 def _check_pass_configs(configs):

@@ -77,6 +77,19 @@ def annotation_shape(annotation):
     return _extents(shape)
 
 
+def annotation_strides(annotation):
+    """The strides of ``T.StridedTensor(shape, strides, dt)`` or ``T.StridedTensor[shape,
+    strides, dt]`` (a list of expressions), or None."""
+    if isinstance(annotation, ast.Call) and len(annotation.args) >= 2:
+        strides = annotation.args[1]
+    elif isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple) \
+            and len(annotation.slice.elts) >= 2:
+        strides = annotation.slice.elts[1]
+    else:
+        return None
+    return _extents(strides)
+
+
 def _extents(shape):
     if isinstance(shape, (ast.Tuple, ast.List)):
         return list(shape.elts)
@@ -114,12 +127,21 @@ def symbol_bindings(annotations, symbols) -> tuple[list[ast.stmt], set[str]]:
     for tensor, annotation, line in annotations:
         for dim, extent in enumerate(annotation_shape(annotation) or ()):
             for sym, conditions in _occurrences(extent, symbols):
-                found.setdefault(sym, []).append((conditions, tensor, dim, line))
+                found.setdefault(sym, []).append((conditions, tensor, dim, line, "shape"))
+    # a symbol only a T.StridedTensor's strides name: that stride (read after the shapes)
+    strided: dict[str, list] = {}
+    for tensor, annotation, line in annotations:
+        for dim, stride in enumerate(annotation_strides(annotation) or ()):
+            for sym, conditions in _occurrences(stride, symbols):
+                if sym not in found:
+                    strided.setdefault(sym, []).append((conditions, tensor, dim, line,
+                                                        "strides"))
+    found.update(strided)
     statements = []
     for sym, candidates in found.items():
         expr = None
-        for conditions, tensor, dim, _ in reversed(candidates):
-            read = ast.Subscript(ast.Attribute(ast.Name(tensor, ast.Load()), "shape",
+        for conditions, tensor, dim, _, what in reversed(candidates):
+            read = ast.Subscript(ast.Attribute(ast.Name(tensor, ast.Load()), what,
                                                ast.Load()), ast.Constant(dim), ast.Load())
             expr = read if expr is None or not conditions else ast.IfExp(
                 _condition(conditions), read, expr)
