@@ -20,7 +20,7 @@ import numpy as np
 from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
                                      float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
                                      float16, float32,
-                                     float64, half, int8, int16, int32, int64, long, ptr,
+                                     float64, half, int4, int8, int16, int32, int64, long, ptr,
                                      short, tfloat32, uint, uint8, uint16, uint32, uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
@@ -121,7 +121,7 @@ __all__ = [
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
-    "make_tensor", "ptr",
+    "make_tensor", "ptr", "int4",
     "view", "sync_threads", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma", "im2col",
     "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",

@@ -137,6 +137,8 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
 float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
+# TileLang's T.int4: named (programs compare dtypes with it), not a dtype of any tensor
+int4 = DType("int4", 4, "int")
 # TileLang's T.ptr: an address. As a parameter annotation, a pointer argument (a tensor,
 # whose data pointer is passed, or an address); as a dtype (a table of pointers,
 # ``T.Tensor([G], T.ptr)``), int64, which it equals
@@ -155,6 +157,10 @@ def as_dtype(value) -> DType:
     """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
     if value is ptr:
         return int64
+    if value is int4:
+        raise TypeError("int4 (4-bit integers) is a dtype name tilejit has but no tensor or "
+                        "tile can hold: pack two values a byte in a uint8/int8 tensor and "
+                        "unpack them (x >> 4, x & 15)")
     if isinstance(value, DType):
         # TileLang's spelling float8_e4m3fn: the dtype it names
         return value if value is not float8_e4m3fn else float8_e4m3
