@@ -31,6 +31,36 @@ def dp4a_gemm(in_dtype="int8", acc_dtype="int32"):
     return main
 
 
+def gemv_either_way(in_dtype):
+    """T.dp4a only where the operands are int8, as TileLang's dequantizing GEMV writes it:
+    a branch on a compile-time flag, the other branch a plain multiply-add."""
+    use_dp4a = in_dtype == "int8"
+
+    @T.prim_func
+    def main(A: T.Tensor((K,), in_dtype), B: T.Tensor((K,), in_dtype),
+             C: T.Tensor((1,), "int32" if use_dp4a else in_dtype)):
+        with T.Kernel(1, threads=32):
+            acc = T.alloc_local((1,), "int32" if use_dp4a else in_dtype)
+            acc[0] = 0
+            if use_dp4a:
+                for k in T.serial(K // 4):
+                    T.dp4a(A[k * 4], B[k * 4], acc[0])
+            else:
+                for k in T.serial(K):
+                    acc[0] += A[k] * B[k]
+            C[0] = acc[0]
+    return main
+
+
+@pytest.mark.parametrize("in_dtype", ["int8", "float16"])
+def test_a_branch_a_compile_time_flag_leaves_out_is_not_checked(in_dtype, ptxas):
+    kernel = tilelang.compile(gemv_either_way(in_dtype), out_idx=-1)
+    a = torch.arange(K).to(getattr(torch, in_dtype)) % 4
+    out = kernel(a, a)
+    assert out.item() == int((a.long() * a.long()).sum())
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
 def reference(a, b):
     return (a.long() @ b.long().T).int()
 
@@ -98,3 +128,15 @@ def test_wrong_dtypes_are_an_error_when_the_program_is_defined(tmp_path, dtypes)
                            .replace(", ", " and ") + f" into {case[2]}") as info:
             spec.loader.exec_module(module)
         assert isinstance(info.value, tilelang.CompileError) and "line 8" in str(info.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_dtype", ["int8", "float16"])
+def test_on_gpu_a_branch_left_out_and_a_float16_accumulator(in_dtype):
+    """The float16 case accumulates ``acc[0] += A[k] * B[k]`` in a float16 local (an
+    in-place operator on a half type, which stopped the compiler before)."""
+    kernel = tilelang.compile(gemv_either_way(in_dtype), out_idx=-1)
+    a = (torch.arange(K) % 4).to(getattr(torch, in_dtype))
+    gpu = kernel(a.cuda(), a.cuda())
+    assert torch.equal(gpu.cpu(), kernel(a, a))
+    assert gpu.item() == int((a.long() * a.long()).sum())

@@ -56,13 +56,14 @@ class TilejitLower(lowering.Lower):
             return context.cast(builder, value, result, resty)
         if not (is_half(result) or isinstance(result, WeakFloat)):
             return super().lower_binop(resty, expr, op)
-        fnty = context.typing_context.resolve_value_type(op)
         compute = signature.args[0]
         lhs = context.cast(builder, self.loadvar(expr.lhs.name), self.typeof(expr.lhs.name),
                            signature.args[0])
         rhs = context.cast(builder, self.loadvar(expr.rhs.name), self.typeof(expr.rhs.name),
                            signature.args[1])
-        impl = context.get_function(fnty, signature.replace(return_type=compute))
+        # by the operator itself: an in-place operator on a number arrives as its
+        # copying operator (Numba's immutable_fn), whose typing never saw these types
+        impl = context.get_function(op, signature.replace(return_type=compute))
         value = context.cast(builder, impl(builder, (lhs, rhs)), compute, result)
         return context.cast(builder, value, result, resty)
 

@@ -15,7 +15,7 @@ from tilejit.language import compat as _compat
 from tilejit.language import _semantics
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import (KernelSource, function_def_from_file,
-                                     function_namespace, resolve_static)
+                                     function_namespace, resolve_static, static_truth)
 from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.dtypes import as_dtype
@@ -223,18 +223,38 @@ def _check_dp4a(tree, namespace, filename, annotations) -> None:
             return None
         value = expr.value if isinstance(expr, ast.Constant) else resolve_static(expr,
                                                                                   namespace)
+        if value is None:
+            return None
         try:
             return as_dtype(value)
         except (TypeError, ValueError, KeyError):
             return None
 
-    for node in ast.walk(tree):
+    for node in _live_nodes(tree, namespace):
         if isinstance(node, ast.Call) and len(node.args) == 3 and \
                 resolve_static(node.func, namespace) is _language.dp4a:
             got = [dtype_of(a) for a in node.args]
             if None not in got and [g.name for g in got] != ["int8", "int8", "int32"]:
                 raise ValueCompileError(DP4A_MESSAGE.format(*(g.name for g in got)),
                                         filename, node.lineno)
+
+
+def _live_nodes(tree, namespace):
+    """The nodes of ``tree`` but those of branches a compile-time condition leaves out
+    (``if use_dp4a:`` with ``use_dp4a`` False in the closure): TileLang never builds
+    them, so their operations are not checked."""
+    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If):
+            truth = static_truth(node.test, namespace, assigned)
+            if truth is not None:
+                stack.extend(node.body if truth else node.orelse)
+                continue
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _static_ints(node, namespace):
