@@ -47,3 +47,14 @@ def int4_to_int8_by_int32_shifts(val, pos):
     top of an int32 and shifted back (the bits shifted past bit 31 are dropped)."""
     nib = (val >> (pos.astype(T.int32) * tirx.const(4, T.int32))) & tirx.const(15, T.int32)
     return tirx.Cast(T.int8, (nib << tirx.const(28, T.int32)) >> tirx.const(28, T.int32))
+
+
+def plus_three(x):
+    """``tirx.const`` with no dtype is the value itself (a literal stays weak), with a
+    dtype by keyword the value in it."""
+    return x + tirx.const(3) + tirx.const(0, dtype="int8")
+
+
+def dtype_of_value(x):
+    """``x.dtype`` of the value: refused for bfloat16 (the simulator holds it in float32)."""
+    return x if x.dtype == T.bfloat16 else x

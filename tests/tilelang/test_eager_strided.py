@@ -42,6 +42,30 @@ def copy_out(A):
     return B
 
 
+@tilejit.jit
+def computed_stride_copy(A, B):
+    N, M = T.const("N, M")
+    A: T.StridedTensor[[N, M], [M * 2, 2], T.float32]
+    B: T.Tensor[[N, M], T.float32]
+    copy_tiles(A, B)
+
+
+def test_a_stride_symbol_on_a_dimension_of_one_element():
+    a = torch.randn(64, 2)[:, :1]
+    b = torch.zeros(64, 2)[:, :1]
+    strided_copy(a, b)
+    assert torch.equal(a, b)
+
+
+def test_computed_strides_are_checked():
+    x = torch.randn(64, 64)
+    out = torch.zeros(64, 32)
+    computed_stride_copy(x[:, ::2], out)
+    assert torch.equal(out, x[:, ::2])
+    with pytest.raises(ValueError, match=r"strides\[0\] must be 2 \* M = 32 .*got 40"):
+        computed_stride_copy(torch.randn(64, 40)[:, :32:2], torch.zeros(64, 16))
+
+
 def _views(device="cpu"):
     a = torch.randn(64, 2, 128, 2, device=device)
     b = torch.zeros(64, 2, 128, 2, device=device)

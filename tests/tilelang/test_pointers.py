@@ -77,6 +77,29 @@ def grouped_gemm(sizes, N, K, block_M, block_N, block_K, dtype="float16"):
     return main
 
 
+def by_keywords(kind):
+    """T.make_tensor with its dtype, shape and strides given by keyword."""
+    @T.prim_func
+    def main(p: T.ptr, C: T.Tensor((8,), "float32")):
+        if kind == "dtype":
+            X = T.make_tensor(p, (8,), dtype="float32")
+        else:
+            X = T.make_tensor(p, shape=(4,), dtype="float32", strides=(2,))
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                C[i] = X[i % 4] if kind == "strides" else X[i]
+    return main
+
+
+@pytest.mark.parametrize("kind", ["dtype", "strides"])
+def test_make_tensor_by_keywords(kind, ptxas):
+    kernel = tilejit.compile(by_keywords(kind), out_idx=[1])
+    x = torch.arange(8, dtype=torch.float32)
+    want = x if kind == "dtype" else x[::2].repeat(2)
+    assert torch.equal(kernel(x), want)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
 def _table(tensors, device):
     return torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
 

@@ -10,8 +10,8 @@ import tilejit
 import tilejit.language as T
 from tilejit.tilelang.tvm import tirx
 
-from packed_nibbles import (e2m1_to_bfloat16, e2m1_to_half, int4_to_int8,
-                            int4_to_int8_by_int32_shifts)
+from packed_nibbles import (dtype_of_value, e2m1_to_bfloat16, e2m1_to_half, int4_to_int8,
+                            int4_to_int8_by_int32_shifts, plus_three)
 
 
 def unpack(N, K, block_N, block_K, out_dtype, kind, threads=128):
@@ -86,9 +86,10 @@ def test_the_ptx_assembles(kind, dtype, ptxas):
         assert "trap" not in ptx          # the helper's asserts are decided when compiling
 
 
-def test_replicas_where_two_threads_read_one_byte(ptxas):
-    """16 x 16 values over 256 threads: one value a thread, so the two threads of a byte
-    each hold a replica of it."""
+def test_a_small_packed_fragment_is_held_whole(ptxas):
+    """16 x 8 bytes (at most 256 elements) read at j // 2 are held whole by every thread,
+    as TileLang replicates such fragments (the replicas of a larger one: the group-scale
+    test below)."""
     kernel = tilejit.compile(unpack(64, 96, 16, 16, "float16", "half", 256), out_idx=[2])
     b, s = _inputs(64, 96)
     assert torch.equal(kernel(b, s), reference(b, s, "half"))
@@ -154,6 +155,42 @@ def test_a_quotient_the_fragment_cannot_follow_is_a_compile_error(c, K, packed, 
     with pytest.raises(tilejit.CompileError, match=message):
         tilejit.compile(_divided_by(c, K=K, packed=packed),
                         out_idx=[1]).get_kernel_source(arch="sm_90a")
+
+
+def _elementwise(fn, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((8,), dtype), C: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                C[i] = fn(A[i])
+    return main
+
+
+def test_const_without_a_dtype_is_weak_and_with_one_by_keyword(ptxas):
+    kernel = tilejit.compile(_elementwise(plus_three, "int8"), out_idx=[1])
+    a = torch.tensor([127, 1, -128, 0, 5, 6, 7, 8], dtype=torch.int8)
+    assert kernel(a).tolist() == [-126, 4, -125, 3, 8, 9, 10, 11]
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+def test_dtype_of_a_bfloat16_value_is_a_clear_error():
+    kernel = tilejit.compile(_elementwise(dtype_of_value, "bfloat16"), out_idx=[1])
+    with pytest.raises(tilejit.CompileError, match="x.dtype of a bfloat16 value"):
+        kernel.get_kernel_source(arch="sm_90a")
+
+
+def _cast_to(dtype):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), C: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                C[i] = T.cast(A[i], dtype)
+    return main
+
+
+def test_a_cast_to_int4_says_no_value_holds_it():
+    with pytest.raises(tilejit.CompileError, match="no tensor or tile can hold"):
+        tilejit.compile(_cast_to(T.int4), out_idx=[1]).get_kernel_source(arch="sm_90a")
 
 
 def test_tir_helpers_outside_a_kernel():

@@ -10,6 +10,7 @@ the operation and lose the result type.
 from __future__ import annotations
 
 import functools
+import operator
 
 from llvmlite import ir
 from numba.core import ir as nir
@@ -45,14 +46,17 @@ class TilejitLower(lowering.Lower):
         result = signature.return_type
         context, builder = self.context, self.builder
         if op in C_BITWISE and isinstance(result, types.Integer) and \
-                signature.args == (result, result):
-            # the typing's C types (typing/context._c_bitwise), which Numba's own
-            # lowering would re-derive from its templates (64 bits)
+                result.bitwidth <= 32 and signature.args == (result, result):
+            # the typing's C types (typing/context._c_bitwise: 32 bits; Numba's own are
+            # 64), which Numba's lowering would re-derive from its templates
             lhs = context.cast(builder, self.loadvar(expr.lhs.name),
                                self.typeof(expr.lhs.name), result)
             rhs = context.cast(builder, self.loadvar(expr.rhs.name),
                                self.typeof(expr.rhs.name), result)
-            value = context.get_function(op, signature)(builder, (lhs, rhs))
+            if op in (operator.lshift, operator.rshift):
+                value = _shift(builder, op, lhs, rhs, result.signed)
+            else:
+                value = context.get_function(op, signature)(builder, (lhs, rhs))
             return context.cast(builder, value, result, resty)
         if not (is_half(result) or isinstance(result, WeakFloat)):
             return super().lower_binop(resty, expr, op)
@@ -66,6 +70,19 @@ class TilejitLower(lowering.Lower):
         impl = context.get_function(op, signature.replace(return_type=compute))
         value = context.cast(builder, impl(builder, (lhs, rhs)), compute, result)
         return context.cast(builder, value, result, resty)
+
+
+def _shift(builder, op, x, n, signed):
+    """A shift whose count may reach the type's width (LLVM leaves that undefined): as
+    PTX's shl/shr, which clamp the count, and numpy do it: 0 for a left shift or an
+    unsigned right shift, the sign for a signed right shift."""
+    width = x.type.width
+    big = builder.icmp_unsigned(">=", n, ir.Constant(x.type, width))
+    if op is operator.rshift and signed:
+        count = builder.select(big, ir.Constant(x.type, width - 1), n)
+        return builder.ashr(x, count)
+    shifted = builder.shl(x, n) if op is operator.lshift else builder.lshr(x, n)
+    return builder.select(big, ir.Constant(x.type, 0), shifted)
 
 
 def mark_full_unroll(function, headers) -> None:

@@ -347,6 +347,9 @@ class _DeviceForms(ast.NodeTransformer):
                                                ast.Mult(), copy.deepcopy(alignment)), node)
         if target in (T.reshape, T.view):
             return self._view(node, target)
+        if target is T.make_tensor and node.keywords:
+            return self._positional(node, ("ptr", "shape", "dtype", "strides"),
+                                    (ast.Constant("float32"), ast.Constant(None)))
         if getattr(target, "__module__", None) == _scalar_math.__name__:
             bit_op = _scalar_math.OPERATORS.get(target.__name__)
             if bit_op is not None and len(node.args) == 2 and not node.keywords:
@@ -381,6 +384,22 @@ class _DeviceForms(ast.NodeTransformer):
                                               node.keywords), node)
         return node
 
+
+    def _positional(self, node, names, defaults):
+        """A call with its keywords as positional arguments, the missing trailing ones
+        their defaults (the typing takes positional arguments); left as written where a
+        keyword is unknown, repeated, or leaves a required argument out."""
+        args = list(node.args) + [None] * (len(names) - len(node.args))
+        for k in node.keywords:
+            if k.arg not in names or args[names.index(k.arg)] is not None:
+                return node
+            args[names.index(k.arg)] = k.value
+        first_default = len(names) - len(defaults)
+        if any(a is None for a in args[:first_default]):
+            return node
+        args = [a if a is not None else copy.deepcopy(defaults[i - first_default])
+                for i, a in enumerate(args)]
+        return ast.copy_location(ast.Call(node.func, args, []), node)
 
     def _view(self, node, target):
         """T.view(A, shape, dtype=...) with positional arguments, as the typing takes them,

@@ -989,9 +989,10 @@ def _divided(ctx, layout, shape, line, why, origin):
         return reshape_layout(dl, shape)
     except ReshapeError as e:
         raise ctx.error(f"a fragment {why}: the loop is laid out as {name} ({origin}), and "
-                        f"its elements cannot be grouped by that quotient ({e}); make the "
-                        f"divisor a power of two, or copy the fragment into a shared tile and "
-                        f"read that", line) from None
+                        f"its elements cannot be grouped by that quotient ({e}); the divisor "
+                        f"must split the layout's runs of threads and registers along that "
+                        f"index evenly (power-of-two extents and divisors always do), or copy "
+                        f"the fragment into a shared tile and read that", line) from None
 
 
 def _check_fragment_views(ctx, tiles):

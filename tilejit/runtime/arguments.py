@@ -116,11 +116,12 @@ class TensorSpec:
 
 class DevicePointer(int):
     """A ``T.ptr`` argument given as a tensor: its address, an int64 scalar to the
-    kernel, and the device it lives on (``device``), where the kernel then runs."""
+    kernel, the device it lives on (``device``), where the kernel then runs, and the
+    torch tensor it came from, if one (``torch``: the launch takes torch's stream)."""
 
-    def __new__(cls, address: int, device: int):
+    def __new__(cls, address: int, device: int, torch=None):
         self = super().__new__(cls, address)
-        self.device = device
+        self.device, self.torch = device, torch
         return self
 
 

@@ -469,6 +469,8 @@ def flat_values(runtime) -> tuple[list, object]:
                 torch_tensor = value.obj
         else:
             values.append(value)
+            if torch_tensor is None and getattr(value, "torch", None) is not None:
+                torch_tensor = value.torch      # a T.ptr argument given as a torch tensor
     return values, torch_tensor
 
 

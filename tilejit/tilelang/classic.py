@@ -428,7 +428,7 @@ def _pointer(name, value):
     tells where it lives) or an int."""
     arg = as_tensor_arg(value)
     if arg is not None:
-        return DevicePointer(arg.ptr, arg.device)
+        return DevicePointer(arg.ptr, arg.device, arg.obj if arg.is_torch else None)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         # an address given as an int (``tensor.data_ptr()``): where the driver says it
         # was allocated, else host memory (the simulator). Loaded for such a call only

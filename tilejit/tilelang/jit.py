@@ -345,6 +345,7 @@ class JitFunction:
     def _check_annotations(self, values):
         """Rank, dtype and extents of each annotated tensor, and one size per symbol."""
         sizes: dict[str, tuple[str, int]] = {}
+        loose: dict[str, tuple[str, int]] = {}  # stride symbols seen on extent-1 dims only
         derived = []
         for name, spec, line in self._annotation_specs(values):
             if name not in values:
@@ -368,12 +369,16 @@ class JitFunction:
                     raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} "
                                      f"(line {line}), got {have}")
                 elif isinstance(want, (DerivedExtent, LinearExtent)):
-                    derived.append((name, dim, want, have, line))
+                    derived.append((name, dim, want, have, line, "shape"))
             for dim, want in enumerate(getattr(spec, "strides", ())):
-                if shape[dim] == 1:     # a dimension of one element: any stride
-                    continue
                 have = _stride(x, dim)
-                if isinstance(want, T.Symbol):
+                if shape[dim] == 1:     # a dimension of one element: any stride
+                    if isinstance(want, T.Symbol):
+                        loose.setdefault(want.name, (name, have))
+                    continue
+                if isinstance(want, (DerivedExtent, LinearExtent)):
+                    derived.append((name, dim, want, have, line, "strides"))
+                elif isinstance(want, T.Symbol):
                     first = sizes.setdefault(want.name, (name, have))
                     if first[1] != have:
                         raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
@@ -381,15 +386,17 @@ class JitFunction:
                 elif isinstance(want, int) and want != have:
                     raise ValueError(f"argument {name!r}: strides[{dim}] must be {want} "
                                      f"(line {line}), got {have}")
+        for sym, first in loose.items():        # any stride does there: the first
+            sizes.setdefault(sym, first)
         if derived:
             env = dict(self.sugar.namespace)
             env.update((k, v) for k, v in values.items() if k not in self._tensor_names)
             env.update((sym, size) for sym, (_, size) in sizes.items())
-            for name, dim, want, have, line in derived:
+            for name, dim, want, have, line, what in derived:
                 expected = want.value(env) if isinstance(want, DerivedExtent) else (
                     want.value(env[want.name]) if want.name in env else None)
                 if expected is not None and expected != have:
-                    raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} = "
+                    raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want} = "
                                      f"{expected} (line {line}), got {have}")
         if all(name in values for name in self.sugar.tensors):
             unsized = sorted(set(self.sugar.symbols) - set(sizes))

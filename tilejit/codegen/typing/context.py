@@ -132,15 +132,15 @@ class TilejitTypingContext(BaseContext):
 
     def resolve_function_type(self, func, args, kws):
         key = getattr(func, "typing_key", None)
+        if _INPLACE_BITWISE.get(key, key) in BITWISE and not kws:
+            sig = _c_bitwise(_INPLACE_BITWISE.get(key, key), tuple(args))
+            if sig is not None:
+                return sig
         if key not in NUMERIC_OPS or kws:
             return super().resolve_function_type(func, args, kws)
         folded = _fold_integer_literals(key, args)
         if folded is not None:
             return folded
-        if key in BITWISE:
-            sig = _c_bitwise(key, tuple(args))
-            if sig is not None:
-                return sig
         compute, result = harmonize(tuple(args))
         if result is None:
             if key not in (operator.truediv, operator.itruediv) or not all(
@@ -170,6 +170,11 @@ class TilejitTypingContext(BaseContext):
 
 
 BITWISE = {operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift}
+# ``x <<= n`` and the like: typed as their copying operators here (the lowering of an
+# in-place operator on a number is the copying operator's)
+_INPLACE_BITWISE = {operator.iand: operator.and_, operator.ior: operator.or_,
+                    operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+                    operator.irshift: operator.rshift}
 
 
 def _promoted(ty) -> types.Integer:
@@ -180,30 +185,20 @@ def _promoted(ty) -> types.Integer:
 
 def _c_bitwise(key, args):
     """Bitwise operations and shifts on typed integers in C's types (TileLang's, whose
-    kernels are C++): each operand promoted to at least int32, a shift in its left
-    operand's type, ``& | ^`` in the usual arithmetic conversion of the two (a literal
-    takes the other's type). Numba's rule (64 bits) gives the same values except where a
-    left shift passes the type's width: C drops those bits, and the sign-extension idiom
-    ``(x << 28) >> 28`` of int32 helpers relies on it. None where Numba's rules stay (a
-    literal on the left of a shift, non-integers, a literal that does not fit)."""
+    kernels are C++, and the simulator's numpy, where they agree): each operand promoted
+    to at least int32, a shift in its left operand's type (a literal on the left takes
+    the right operand's), ``& | ^`` in the type both share (a literal takes the other's
+    type). Numba's rule (64 bits) gives the same values except where a left shift passes
+    the type's width: C drops those bits, and the sign-extension idiom ``(x << 28) >> 28``
+    of int32 helpers relies on it. None where Numba's rules stay: operands of different
+    signedness or width (numpy widens those), 64-bit ones (Numba's rule already computes
+    in their type), booleans, a literal that does not fit, two literals."""
     if len(args) != 2 or not all(isinstance(a, types.Integer) for a in args):
         return None
     strong = [_promoted(a) for a in args if not _is_weak(a)]
-    if not strong:
-        return None
-    if key in (operator.lshift, operator.rshift):
-        if _is_weak(args[0]):
-            return None
-        ty = _promoted(args[0])
-    elif len(strong) == 1 or strong[0] == strong[1]:
-        ty = strong[0]
-    else:
-        a, b = strong
-        if a.signed == b.signed:
-            ty = max(strong, key=lambda t: t.bitwidth)
-        else:
-            u, s = (a, b) if not a.signed else (b, a)
-            ty = u if u.bitwidth >= s.bitwidth else s
+    if not strong or len(set(strong)) > 1 or strong[0].bitwidth > 32:
+        return None         # 64-bit operands: Numba's own rule is already theirs
+    ty = strong[0]
     if any(isinstance(a, types.IntegerLiteral) and not _fits(a.literal_value, ty)
            for a in args):
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 import sys
 
-from numba.core import errors, typeinfer, types
+from numba.core import errors, typeinfer, types, utils
 from numba.core.typing import signature
 from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, Registry,
                                          bound_function)
@@ -217,7 +217,20 @@ class AbsTemplate(AbstractTemplate):
 
 def dtype_of(ty):
     """The DType a compile-time dtype argument names (``T.float16``, ``A.dtype`` or a
-    dtype string such as ``"float16"``), or None."""
+    dtype string such as ``"float16"``), or None. A dtype no value can have (``T.int4``)
+    is a TypingError saying so."""
+    dtype = named_dtype(ty)
+    if dtype is not None and dtype.name not in NUMBA_OF:
+        try:
+            as_dtype(dtype)
+        except TypeError as e:
+            raise errors.TypingError(str(e)) from None
+        raise errors.TypingError(f"{dtype.name}: no value in a kernel has this dtype")
+    return dtype
+
+
+def named_dtype(ty):
+    """``dtype_of`` without its check: the dtype a compile-time argument names."""
     if isinstance(ty, DTypeType):
         return ty.dtype
     if isinstance(ty, types.StringLiteral):
@@ -311,12 +324,11 @@ class MakeTensorTemplate(AbstractTemplate):
 
     def generic(self, args, kws):
         names = ("ptr", "shape", "dtype", "strides")
+        if kws or not 2 <= len(args) <= 4:
+            raise errors.TypingError(f"T.make_tensor(ptr, shape, dtype, strides): got "
+                                     f"{args} {kws or ''} (keywords are taken in the "
+                                     f"kernel's body, not in a helper it calls)")
         given = dict(zip(names, args))
-        for k, v in kws.items():
-            if k not in names or k in given:
-                raise errors.TypingError(f"T.make_tensor(ptr, shape, dtype, strides): "
-                                         f"unexpected or repeated argument {k!r}")
-            given[k] = v
         ptr, shape = given.get("ptr"), given.get("shape")
         if not isinstance(ptr, types.Integer):
             raise errors.TypingError(f"T.make_tensor: argument `ptr`: expected an address "
@@ -778,6 +790,11 @@ class NumberAttributes(AttributeTemplate):
 
     def resolve_dtype(self, ty):
         dtype = dtype_of_number(ty)
+        if dtype is not None and dtype.held_in_float32:
+            # the simulator holds these in float32: it could not give the same answer
+            raise errors.TypingError(f"x.dtype of a {dtype.name} value: not supported (the "
+                                     f"simulator holds {dtype.name} values in float32); "
+                                     f"compare the dtype the kernel was given instead")
         return None if dtype is None else DTypeType(dtype)
 
     @bound_function("number.astype")
@@ -799,7 +816,7 @@ class _DTypeCompare(AbstractTemplate):
     def generic(self, args, kws):
         if kws or len(args) != 2:
             return None
-        a, b = (dtype_of(t) for t in args)
+        a, b = (named_dtype(t) for t in args)
         if a is None or b is None or not any(isinstance(t, DTypeType) for t in args):
             return None
         same = a == b
@@ -813,17 +830,24 @@ infer_global(operator.ne)(type("DTypeNe", (_DTypeCompare,), {"key": operator.ne}
 
 @infer_global(tir_exprs.const)
 class TirConstTemplate(AbstractTemplate):
+    """``tirx.const(value)`` is the value itself (a literal stays weak, as in the
+    simulator); ``tirx.const(value, dtype)`` (dtype also by keyword) the value in it."""
+
     def generic(self, args, kws):
-        args = list(args) + ([kws.pop("dtype")] if "dtype" in kws else [])
-        if kws or not 1 <= len(args) <= 2:
+        if set(kws) - {"dtype"} or not 1 <= len(args) + len(kws) <= 2 or (
+                "dtype" in kws and len(args) != 1):
             raise errors.TypingError(f"tirx.const(value, dtype): got {args} {kws or ''}")
-        if len(args) == 1 or isinstance(args[1], (types.NoneType, types.Omitted)):
-            return signature(types.unliteral(args[0]), *args)
-        dtype = dtype_of(args[1])
-        if dtype is None or not isinstance(args[0], (types.Number, types.Boolean)):
-            raise errors.TypingError(f"tirx.const(value, dtype): expected a number and a "
-                                     f"dtype, got {args}")
-        return signature(numba_type(dtype), *args)
+        given = list(args) + [kws["dtype"]] if kws else list(args)
+        pysig = utils.pysignature(tir_exprs.const)
+        if len(given) == 1 or isinstance(given[1], (types.NoneType, types.Omitted)):
+            sig = signature(given[0], *given)
+        else:
+            dtype = dtype_of(given[1])
+            if dtype is None or not isinstance(given[0], (types.Number, types.Boolean)):
+                raise errors.TypingError(f"tirx.const(value, dtype): expected a number and a "
+                                         f"dtype, got {given}")
+            sig = signature(numba_type(dtype), *given)
+        return sig.replace(pysig=pysig) if kws else sig
 
 
 @infer_global(tir_exprs.Cast)

@@ -1,0 +1,75 @@
+"""Bitwise operations and shifts on typed integers in C's types (TileLang's kernels are
+C++): at least int32, a shift in its left operand's type, the bits a left shift pushes
+past the type's width dropped; a shift count at or past the width gives 0 (the sign for
+a signed right shift), as PTX's clamped shifts and the simulator's numpy do; the in-place
+forms (``x <<= n``) alike. The simulator and the GPU agree on each."""
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+N = 16
+
+
+def shifts(kind):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int32"),
+             C: T.Tensor((N,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N):
+                if kind == "shl":
+                    C[i] = A[i] << B[i]
+                elif kind == "shr":
+                    C[i] = A[i] >> B[i]
+                elif kind == "sign_extend":
+                    C[i] = (A[i] << 28) >> 28
+                else:
+                    x = T.alloc_var(T.int32)
+                    x = A[i]
+                    x <<= 28
+                    x >>= 28
+                    C[i] = x
+    return main
+
+
+def _reference(a, b, kind):
+    a, b = a.tolist(), b.tolist()
+
+    def wrap(v):
+        v &= 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+    if kind == "shl":
+        return [0 if n >= 32 else wrap(x << n) for x, n in zip(a, b)]
+    if kind == "shr":
+        return [x >> min(n, 31) for x, n in zip(a, b)]
+    return [wrap(x << 28) >> 28 for x in a]
+
+
+def _inputs(device="cpu"):
+    g = torch.Generator().manual_seed(7)
+    a = torch.randint(-2 ** 31, 2 ** 31 - 1, (N,), generator=g, dtype=torch.int64).int()
+    b = torch.tensor([0, 1, 4, 28, 31, 32, 33, 40, 63, 7, 15, 16, 30, 29, 2, 3],
+                     dtype=torch.int32)
+    return a.to(device), b.to(device)
+
+
+KINDS = ["shl", "shr", "sign_extend", "in_place"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_simulator_follows_c(kind, ptxas):
+    kernel = tilejit.compile(shifts(kind), out_idx=[2])
+    a, b = _inputs()
+    assert kernel(a, b).tolist() == _reference(a, b, kind)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_follows_c_and_the_simulator(kind):
+    kernel = tilejit.compile(shifts(kind), out_idx=[2])
+    a, b = _inputs("cuda")
+    gpu = kernel(a, b)
+    assert gpu.cpu().tolist() == _reference(a.cpu(), b.cpu(), kind)
+    assert torch.equal(gpu.cpu(), kernel(a.cpu(), b.cpu()))
