@@ -73,3 +73,25 @@ def test_gpu_follows_c_and_the_simulator(kind):
     gpu = kernel(a, b)
     assert gpu.cpu().tolist() == _reference(a.cpu(), b.cpu(), kind)
     assert torch.equal(gpu.cpu(), kernel(a.cpu(), b.cpu()))
+
+
+@pytest.mark.parametrize("op, a, b, want", [
+    ("lshift", "int32", "int32", "int32"),
+    ("lshift", "uint8", "int64", "int32"),      # a shift: the left operand's type, promoted
+    ("rshift", "int32", "int64", "int32"),
+    ("ilshift", "int32", "int32", "int32"),     # x <<= n
+    ("and_", "uint8", "uint8", "int32"),
+    ("or_", "int32", "uint32", "int64"),        # mixed signedness: Numba's (numpy's) widening
+    ("and_", "int64", "int64", "int64"),        # 64 bits: Numba's own
+    ("lshift", "int64", "int32", "int64"),
+])
+def test_the_typing_of_bitwise_operations(op, a, b, want):
+    """What the GPU computes in, checked without one (the simulator computes with numpy:
+    the GPU twins above compare the two)."""
+    import operator
+    from numba.core import types
+    from tilejit.codegen.typing.context import TilejitTypingContext
+    ctx = TilejitTypingContext()
+    fn = ctx.resolve_value_type(getattr(operator, op))
+    sig = ctx.resolve_function_type(fn, (getattr(types, a), getattr(types, b)), {})
+    assert str(sig.return_type) == want

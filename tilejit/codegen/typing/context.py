@@ -186,19 +186,28 @@ def _promoted(ty) -> types.Integer:
 def _c_bitwise(key, args):
     """Bitwise operations and shifts on typed integers in C's types (TileLang's, whose
     kernels are C++, and the simulator's numpy, where they agree): each operand promoted
-    to at least int32, a shift in its left operand's type (a literal on the left takes
-    the right operand's), ``& | ^`` in the type both share (a literal takes the other's
-    type). Numba's rule (64 bits) gives the same values except where a left shift passes
-    the type's width: C drops those bits, and the sign-extension idiom ``(x << 28) >> 28``
-    of int32 helpers relies on it. None where Numba's rules stay: operands of different
-    signedness or width (numpy widens those), 64-bit ones (Numba's rule already computes
-    in their type), booleans, a literal that does not fit, two literals."""
+    to at least int32, a shift in its left operand's type whatever the count's (a literal
+    on the left takes the count's type), ``& | ^`` in the type both share (a literal takes
+    the other's type). Numba's rule (64 bits) gives the same values except where a left
+    shift passes the type's width: C drops those bits, and the sign-extension idiom
+    ``(x << 28) >> 28``
+    of int32 helpers relies on it (its count often 64-bit: Numba multiplies int32s in 64
+    bits). None where Numba's rules stay: ``& | ^`` of different signedness or width
+    (numpy widens those), 64-bit operands (Numba's rule already computes in their type),
+    booleans, a literal that does not fit, two literals."""
     if len(args) != 2 or not all(isinstance(a, types.Integer) for a in args):
         return None
     strong = [_promoted(a) for a in args if not _is_weak(a)]
-    if not strong or len(set(strong)) > 1 or strong[0].bitwidth > 32:
+    if not strong:
+        return None
+    if key in (operator.lshift, operator.rshift) and not _is_weak(args[0]):
+        ty = _promoted(args[0])     # C: a shift is in its left operand's type
+    elif len(set(strong)) > 1:
+        return None
+    else:
+        ty = strong[0]
+    if ty.bitwidth > 32:
         return None         # 64-bit operands: Numba's own rule is already theirs
-    ty = strong[0]
     if any(isinstance(a, types.IntegerLiteral) and not _fits(a.literal_value, ty)
            for a in args):
         return None
