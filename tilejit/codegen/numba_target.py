@@ -315,6 +315,12 @@ class TilejitTargetOptions(cpu.CPUTargetOptions):
 
 
 def configure_flags(flags):
+    # nopython only: a helper whose typing fails is that error, never an object-mode
+    # fallback (which compiled it with Python objects and left the target's state for
+    # later compiles in the process: "dyn globals disabled in this target")
+    flags.enable_pyobject = False
+    flags.enable_looplift = False
+    flags.force_pyobject = False
     flags.no_compile = True
     flags.no_cpython_wrapper = True
     flags.no_cfunc_wrapper = True
