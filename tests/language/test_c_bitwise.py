@@ -90,8 +90,10 @@ def test_the_typing_of_bitwise_operations(op, a, b, want):
     the GPU twins above compare the two)."""
     import operator
     from numba.core import types
-    from tilejit.codegen.typing.context import TilejitTypingContext
-    ctx = TilejitTypingContext()
+    # the compiler's own context: a second one would take the registrations that
+    # helpers add as kernels compile (each registry is loaded by one context)
+    from tilejit.codegen.numba_target import descriptor
+    ctx = descriptor.typing_context
     fn = ctx.resolve_value_type(getattr(operator, op))
     sig = ctx.resolve_function_type(fn, (getattr(types, a), getattr(types, b)), {})
     assert str(sig.return_type) == want
