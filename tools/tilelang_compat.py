@@ -28,6 +28,8 @@ LANGUAGE_DIFFERENCES = {
                    "a pointer table's element; its copies are element loads (no cp.async or "
                    "TMA); the simulator reads host memory at the address (checked to be "
                    "mapped; not bfloat16 or float8)",
+    "import_source": "`None` only (what TileLang's programs pass when they call no extern "
+                     "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
     "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
             "saying so): pack two values a byte",
     "ptr": "a `T.ptr` parameter takes a tensor (its data pointer; the kernel runs where it "

@@ -58,3 +58,17 @@ def plus_three(x):
 def dtype_of_value(x):
     """``x.dtype`` of the value: refused for bfloat16 (the simulator holds it in float32)."""
     return x if x.dtype == T.bfloat16 else x
+
+
+def int_converter(storage_type="int", storage_nbit=8):
+    """A factory of converters, as TileLang's dequantizing GEMV builds its own: called in
+    the kernel with compile-time arguments, its result called on the values."""
+    storage_dtype = storage_type + str(storage_nbit)
+
+    def convert(nbit, val, pos, dtype):
+        assert val.dtype == storage_dtype
+        mask = tirx.const((1 << nbit) - 1, T.int32)
+        raw = (val >> (pos.astype(T.int32) * tirx.const(nbit, T.int32))) & mask
+        return tirx.Cast(dtype, (raw << tirx.const(32 - nbit, T.int32))
+                         >> tirx.const(32 - nbit, T.int32))
+    return convert

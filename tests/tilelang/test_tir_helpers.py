@@ -11,7 +11,7 @@ import tilejit.language as T
 from tilejit.tilelang.tvm import tirx
 
 from packed_nibbles import (dtype_of_value, e2m1_to_bfloat16, e2m1_to_half, int4_to_int8,
-                            int4_to_int8_by_int32_shifts, plus_three)
+                            int4_to_int8_by_int32_shifts, int_converter, plus_three)
 
 
 def unpack(N, K, block_N, block_K, out_dtype, kind, threads=128):
@@ -193,12 +193,58 @@ def test_a_cast_to_int4_says_no_value_holds_it():
         tilejit.compile(_cast_to(T.int4), out_idx=[1]).get_kernel_source(arch="sm_90a")
 
 
+def made_by_a_factory(K=256):
+    @T.prim_func
+    def main(B: T.Tensor((K // 2,), "int8"), C: T.Tensor((K,), "float16")):
+        with T.Kernel(1, threads=128):
+            T.import_source(None)
+            B_local = T.alloc_fragment((K // 2,), "int8")
+            D = T.alloc_fragment((K,), "float16")
+            T.copy(B, B_local)
+            for i in T.Parallel(K):
+                D[i] = int_converter("int", 8)(4, B_local[i // 2], i % 2, "float16")
+            T.copy(D, C)
+    return main
+
+
+def test_a_helper_made_by_a_factory_in_the_kernel(ptxas):
+    kernel = tilejit.compile(made_by_a_factory(), out_idx=[1])
+    b = torch.randint(-128, 128, (128,), dtype=torch.int8)
+    want = reference(b.view(torch.uint8)[None], None, "int8")[0].half()
+    assert torch.equal(kernel(b), want)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+def _with_source(text):
+    @T.prim_func
+    def main(C: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.import_source(text)
+            for i in T.Parallel(8):
+                C[i] = 1.0
+    return main
+
+
+def test_import_source_takes_none_only():
+    with pytest.raises(tilejit.CompileError, match="CUDA C\\+\\+ source is not supported"):
+        tilejit.compile(_with_source("__device__ int f();"),
+                        out_idx=[0]).get_kernel_source(arch="sm_90a")
+
+
 def test_tir_helpers_outside_a_kernel():
     import numpy as np
     assert tirx.const(3, "uint16").dtype == np.uint16 and tirx.const(7) == 7
     assert tirx.reinterpret("float16", np.uint32(0x3C00)) == np.float16(1.0)
     assert tirx.reinterpret("bfloat16", np.uint16(0x3F80)) == np.float32(1.0)
     assert tirx.Select(np.bool_(False), np.int32(1), np.int32(2)) == 2
+
+
+@pytest.mark.gpu
+def test_gpu_helper_made_by_a_factory_matches_the_simulator():
+    kernel = tilejit.compile(made_by_a_factory(), out_idx=[1])
+    b = torch.randint(-128, 128, (128,), dtype=torch.int8)
+    assert torch.equal(kernel(b.cuda()).cpu(), kernel(b))
 
 
 @pytest.mark.gpu

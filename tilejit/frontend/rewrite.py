@@ -239,6 +239,17 @@ class _DeviceForms(ast.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         if fn is T.wait_wgmma:          # the gemms wait where their products are needed
             return ast.copy_location(ast.Pass(), node)
+        if fn is T.import_source:       # None only (language/tiles.import_source)
+            args = list(call.args) + [k.value for k in call.keywords]
+            arg = args[0] if args else ast.Constant(None)
+            none = (isinstance(arg, ast.Constant) and arg.value is None) or (
+                isinstance(arg, ast.Name) and arg.id in self.namespace
+                and self.namespace[arg.id] is None)
+            if not none:
+                raise self.error("T.import_source: CUDA C++ source is not supported by "
+                                 "tilejit (it compiles no C++; T.call_extern is not built "
+                                 "either); only None, no source, is accepted", node)
+            return ast.copy_location(ast.Pass(), node)
         if fn is T.copy and self.parallel and _element_copy(call):
             # T.copy(A[i, j], B[i, j]) in a T.Parallel: each iteration's one element
             store = ast.Assign([ast.Subscript(call.args[1].value, call.args[1].slice,

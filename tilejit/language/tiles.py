@@ -139,6 +139,16 @@ def view(buffer, shape=None, dtype=None):
 view_of = view
 
 
+def import_source(source=None):
+    """TileLang's ``T.import_source(cuda_source)``: C++ for ``T.call_extern`` to call.
+    tilejit compiles no CUDA C++ (it emits PTX from its own IR), so only ``None``, what
+    TileLang's programs pass when they call no extern function, is accepted (and does
+    nothing); source text is a ``CompileError`` at its line."""
+    if source is not None:
+        raise TypeError("T.import_source: CUDA C++ source is not supported by tilejit (it "
+                        "compiles no C++; T.call_extern is not built either)")
+
+
 def make_tensor(ptr, shape, dtype="float32", strides=None):
     """A global tensor of ``shape`` and ``dtype`` at the address ``ptr`` (a ``T.ptr``
     parameter, or an element of a pointer table ``T.Tensor([G], T.ptr)``): row-major, or
