@@ -75,6 +75,73 @@ def test_gpu_follows_c_and_the_simulator(kind):
     assert torch.equal(gpu.cpu(), kernel(a.cpu(), b.cpu()))
 
 
+def mixed(kind):
+    """Shifts whose operands differ in type: counts of 64 bits, narrow left operands, an
+    in-place shift of a local element."""
+    @T.prim_func
+    def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int64"), U: T.Tensor((N,), "uint8"),
+             C: T.Tensor((N,), "int64")):
+        with T.Kernel(1, threads=32):
+            x = T.alloc_local((1,), "uint32")
+            for i in T.Parallel(N):
+                if kind == "index_count":
+                    C[i] = A[i] << (i + 24)
+                elif kind == "wide_count":
+                    C[i] = A[i] >> B[i]
+                else:
+                    C[i] = U[i] << 8
+            if kind == "local_in_place":
+                for k in T.serial(N):
+                    x[0] = T.cast(A[k], "uint32")
+                    x[0] >>= B[k]
+                    C[k] = x[0]
+    return main
+
+
+def _mixed_reference(a, b, u, kind):
+    def wrap32(v):
+        v &= 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+    a, b, u = a.tolist(), b.tolist(), u.tolist()
+    if kind == "index_count":
+        return [0 if i + 24 >= 32 else wrap32(x << (i + 24)) for i, x in enumerate(a)]
+    if kind == "wide_count":
+        return [x >> min(n, 31) if n >= 0 else (-1 if x < 0 else 0) for x, n in zip(a, b)]
+    if kind == "narrow":
+        return [v << 8 for v in u]
+    return [0 if n >= 32 or n < 0 else (x & 0xFFFFFFFF) >> n for x, n in zip(a, b)]
+
+
+def _mixed_inputs(device="cpu"):
+    g = torch.Generator().manual_seed(11)
+    a = torch.randint(-2 ** 31, 2 ** 31 - 1, (N,), generator=g, dtype=torch.int64).int()
+    b = torch.tensor([2 ** 32 + 1, 2 ** 40, 3, 31, 32, 2 ** 32, 0, 5, 63, 64, 1, 2, 30, 33,
+                      7, 2 ** 33 + 2])
+    u = torch.randint(0, 256, (N,), generator=g, dtype=torch.int64).to(torch.uint8)
+    return a.to(device), b.to(device), u.to(device)
+
+
+MIXED = ["index_count", "wide_count", "narrow", "local_in_place"]
+
+
+@pytest.mark.parametrize("kind", MIXED)
+def test_mixed_operands_follow_c_in_the_simulator(kind, ptxas):
+    kernel = tilejit.compile(mixed(kind), out_idx=[3])
+    a, b, u = _mixed_inputs()
+    assert kernel(a, b, u).tolist() == _mixed_reference(a, b, u, kind)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", MIXED)
+def test_gpu_mixed_operands_match_the_simulator(kind):
+    kernel = tilejit.compile(mixed(kind), out_idx=[3])
+    a, b, u = _mixed_inputs("cuda")
+    gpu = kernel(a, b, u).cpu()
+    assert gpu.tolist() == _mixed_reference(a.cpu(), b.cpu(), u.cpu(), kind)
+    assert torch.equal(gpu, kernel(a.cpu(), b.cpu(), u.cpu()))
+
+
 @pytest.mark.parametrize("op, a, b, want", [
     ("lshift", "int32", "int32", "int32"),
     ("lshift", "uint8", "int64", "int32"),      # a shift: the left operand's type, promoted

@@ -51,10 +51,14 @@ class TilejitLower(lowering.Lower):
             # 64), which Numba's lowering would re-derive from its templates
             lhs = context.cast(builder, self.loadvar(expr.lhs.name),
                                self.typeof(expr.lhs.name), result)
-            rhs = context.cast(builder, self.loadvar(expr.rhs.name),
-                               self.typeof(expr.rhs.name), result)
+            count, count_ty = self.loadvar(expr.rhs.name), self.typeof(expr.rhs.name)
+            rhs = context.cast(builder, count, count_ty, result)
             if op in (operator.lshift, operator.rshift):
-                value = _shift(builder, op, lhs, rhs, result.signed)
+                # past the width: decided on the count in its own type, before the cast
+                # to the result's could cut a 64-bit count's high bits
+                big = builder.icmp_unsigned(">=", count, ir.Constant(count.type,
+                                                                    result.bitwidth))
+                value = _shift(builder, op, lhs, rhs, result.signed, big)
             else:
                 value = context.get_function(op, signature)(builder, (lhs, rhs))
             return context.cast(builder, value, result, resty)
@@ -72,12 +76,11 @@ class TilejitLower(lowering.Lower):
         return context.cast(builder, value, result, resty)
 
 
-def _shift(builder, op, x, n, signed):
-    """A shift whose count may reach the type's width (LLVM leaves that undefined): as
-    PTX's shl/shr, which clamp the count, and numpy do it: 0 for a left shift or an
-    unsigned right shift, the sign for a signed right shift."""
+def _shift(builder, op, x, n, signed, big):
+    """A shift whose count may reach the type's width (``big``; LLVM leaves that
+    undefined): as PTX's shl/shr, which clamp the count, and numpy do it: 0 for a left
+    shift or an unsigned right shift, the sign for a signed right shift."""
     width = x.type.width
-    big = builder.icmp_unsigned(">=", n, ir.Constant(x.type, width))
     if op is operator.rshift and signed:
         count = builder.select(big, ir.Constant(x.type, width - 1), n)
         return builder.ashr(x, count)

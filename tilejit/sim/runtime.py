@@ -245,6 +245,38 @@ def ifexp(cond, then_fn, else_fn):
     return np.where(cond, a, b)
 
 
+def shift(a, n, left: bool):
+    """``a << n`` (``left``) or ``a >> n`` as the GPU computes it: integers narrower than
+    32 bits promoted to int32 and the shift in the left operand's type whatever the
+    count's (a Python int on the left takes the count's type), a count at or past the
+    width (or negative) giving 0, or the sign for a signed right shift; 64-bit operands
+    and anything not an integer as Python/numpy shift them."""
+    a_np, n_np = isinstance(a, (np.ndarray, np.generic)), isinstance(n, (np.ndarray,
+                                                                         np.generic))
+    if not a_np and not n_np:
+        return a << n if left else a >> n
+    base = np.asarray(a).dtype if a_np else np.asarray(n).dtype
+    if base.kind not in "iu" or np.asarray(n).dtype.kind not in "iub" or (
+            not a_np and not isinstance(a, (int, np.integer))):
+        return a << n if left else a >> n
+    ty = base if base.itemsize >= 4 else np.dtype(np.int32)
+    if ty.itemsize > 4:
+        return a << n if left else a >> n
+    width = ty.itemsize * 8
+    with np.errstate(over="ignore"):
+        av = np.asarray(a).astype(ty)
+        count = np.asarray(n).astype(np.int64)
+    big = (count >= width) | (count < 0)
+    safe = np.where(big, 0, count).astype(ty)
+    if left:
+        out = np.where(big, ty.type(0), np.left_shift(av, safe))
+    else:
+        fill = np.where(av < 0, ty.type(-1), ty.type(0)) if ty.kind == "i" else ty.type(0)
+        out = np.where(big, fill, np.right_shift(av, safe))
+    out = out.astype(ty)
+    return out if np.ndim(out) else out[()]
+
+
 def logical_and(a, b):
     return np.logical_and(a, b)
 

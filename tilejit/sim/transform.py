@@ -268,7 +268,30 @@ class SimRewriter(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+class _Shifts(ast.NodeTransformer):
+    """``a << n`` / ``a >> n`` (and ``<<=``, ``>>=``) as ``runtime.shift``: in C's types,
+    as the GPU computes them (``codegen/typing/context._c_bitwise``), not numpy's."""
+
+    def visit_BinOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, (ast.LShift, ast.RShift)):
+            return ast.copy_location(_call("shift", [
+                node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift))]), node)
+        return node
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.op, (ast.LShift, ast.RShift)):
+            return self.generic_visit(node)
+        load = ast.copy_location(ast.Subscript(node.target.value, node.target.slice,
+                                               ast.Load()), node.target) \
+            if isinstance(node.target, ast.Subscript) else ast.Name(node.target.id, ast.Load())
+        value = ast.BinOp(load, node.op, node.value)
+        store = ast.Assign([node.target], self.visit_BinOp(ast.copy_location(value, node)))
+        return ast.copy_location(store, node)
+
+
 def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
+    fdef = _Shifts().visit(fdef)
     if uses_thread_index(fdef):
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return ast.fix_missing_locations(SimRewriter(namespace).visit(fdef))
