@@ -360,32 +360,14 @@ class JitFunction:
                 raise TypeError(f"argument {name!r}: expected dtype {spec.dtype.name} "
                                 f"(line {line}), got {got.name}")
             for dim, (want, have) in enumerate(zip(spec.shape, shape)):
-                if isinstance(want, T.Symbol):
-                    first = sizes.setdefault(want.name, (name, have))
-                    if first[1] != have:
-                        raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
-                                         f"{name}.shape[{dim}] is {have} (line {line})")
-                elif isinstance(want, int) and want != have:
-                    raise ValueError(f"argument {name!r}: shape[{dim}] must be {want} "
-                                     f"(line {line}), got {have}")
-                elif isinstance(want, (DerivedExtent, LinearExtent)):
-                    derived.append((name, dim, want, have, line, "shape"))
+                _match_entry(name, "shape", dim, want, have, line, sizes, derived)
             for dim, want in enumerate(getattr(spec, "strides", ())):
                 have = _stride(x, dim)
                 if shape[dim] == 1:     # a dimension of one element: any stride
                     if isinstance(want, T.Symbol):
                         loose.setdefault(want.name, (name, have))
                     continue
-                if isinstance(want, (DerivedExtent, LinearExtent)):
-                    derived.append((name, dim, want, have, line, "strides"))
-                elif isinstance(want, T.Symbol):
-                    first = sizes.setdefault(want.name, (name, have))
-                    if first[1] != have:
-                        raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
-                                         f"{name}.strides[{dim}] is {have} (line {line})")
-                elif isinstance(want, int) and want != have:
-                    raise ValueError(f"argument {name!r}: strides[{dim}] must be {want} "
-                                     f"(line {line}), got {have}")
+                _match_entry(name, "strides", dim, want, have, line, sizes, derived)
         for sym, first in loose.items():        # any stride does there: the first
             sizes.setdefault(sym, first)
         if derived:
@@ -553,6 +535,23 @@ class CompiledProgram(KernelConveniences):
             raise TypeError(f"compiled {self.program.__name__}() takes the tensor(s) "
                             f"{', '.join(self.tensor_params)}, got {len(tensors)} argument(s)")
         return self.program(**dict(zip(self.tensor_params, tensors)), **self.params)
+
+
+def _match_entry(name, what, dim, want, have, line, sizes, derived) -> None:
+    """One extent (``what`` "shape") or stride ("strides") ``have`` of argument ``name``
+    against its annotation's ``want``: a symbol's size goes into ``sizes``, an extent
+    computed from symbols into ``derived`` (checked once all are sized), a number must
+    be equal."""
+    if isinstance(want, T.Symbol):
+        first = sizes.setdefault(want.name, (name, have))
+        if first[1] != have:
+            raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
+                             f"{name}.{what}[{dim}] is {have} (line {line})")
+    elif isinstance(want, int) and want != have:
+        raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want} "
+                         f"(line {line}), got {have}")
+    elif isinstance(want, (DerivedExtent, LinearExtent)):
+        derived.append((name, dim, want, have, line, what))
 
 
 def _stride(x, dim) -> int:

@@ -298,17 +298,18 @@ def infinity_impl(context, builder, sig, args):
 
 
 @lower(DTypeType, types.Any)
-def dtype_call(context, builder, sig, args):
-    """``T.float32(x)``: x converted to the dtype."""
-    return context.cast(builder, args[0], sig.args[0], sig.return_type)
-
-
 @lower("number.astype", types.Number, types.StringLiteral)
 @lower("number.astype", types.Number, DTypeType)
 @lower("number.astype", types.Boolean, types.StringLiteral)
 @lower("number.astype", types.Boolean, DTypeType)
-def astype_impl(context, builder, sig, args):
-    """TIR's ``x.astype(dtype)`` in a helper: ``T.cast(x, dtype)``."""
+@lower(tir_exprs.const, types.Any)
+@lower(tir_exprs.const, types.Any, types.NoneType)
+@lower(tir_exprs.const, types.Any, types.Omitted)
+@lower(tir_exprs.const, types.Any, types.StringLiteral)
+@lower(tir_exprs.const, types.Any, DTypeType)
+def dtype_call(context, builder, sig, args):
+    """``T.float32(x)``, TIR's ``x.astype(dtype)`` and ``tirx.const(x, dtype)``: x
+    converted to the dtype (``tirx.const(x)``: x itself)."""
     return context.cast(builder, args[0], sig.args[0], sig.return_type)
 
 
@@ -327,19 +328,6 @@ def number_dtype(context, builder, ty, val):
 def dtype_compare(context, builder, sig, args):
     """Two dtypes compared: the typing's literal answer."""
     return ir.Constant(ir.IntType(1), int(sig.return_type.literal_value))
-
-
-@lower(tir_exprs.const, types.Any)
-@lower(tir_exprs.const, types.Any, types.NoneType)
-@lower(tir_exprs.const, types.Any, types.Omitted)
-def tir_const_plain(context, builder, sig, args):
-    return context.cast(builder, args[0], sig.args[0], sig.return_type)
-
-
-@lower(tir_exprs.const, types.Any, types.StringLiteral)
-@lower(tir_exprs.const, types.Any, DTypeType)
-def tir_const(context, builder, sig, args):
-    return context.cast(builder, args[0], sig.args[0], sig.return_type)
 
 
 @lower(tir_exprs.Cast, types.StringLiteral, types.Any)
