@@ -20,9 +20,10 @@ from numba.core.compiler_machinery import register_pass
 from numba.core import types
 from numba.core.ir_utils import is_operator_or_getitem
 from numba.core.typed_passes import InlineOverloads, NativeLowering
-from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables,
+from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables, ReconstructSSA,
                                        fixup_var_define_in_scope)
 
+from tilejit.codegen.sparse_ssa import TilejitReconstructSSA
 from tilejit.codegen.typing.context import BITWISE as C_BITWISE
 from tilejit.codegen.typing.types import WeakFloat, is_half
 
@@ -241,7 +242,8 @@ class TilejitInlineOverloads(InlineOverloads):
 
 
 _REPLACED = {NativeLowering: TilejitNativeLowering, InlineClosureLikes: TilejitInlineClosureLikes,
-             InlineInlinables: TilejitInlineInlinables, InlineOverloads: TilejitInlineOverloads}
+             InlineInlinables: TilejitInlineInlinables, InlineOverloads: TilejitInlineOverloads,
+             ReconstructSSA: TilejitReconstructSSA}
 
 
 class TilejitCompiler(CompilerBase):
