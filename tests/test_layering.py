@@ -14,7 +14,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # Floors, lowest first. A module may import modules of lower floors and of its own
 # package; packages that share a floor may not import one another.
 FLOORS = [
-    ("version", "errors", "target", "options", "log"),  # import nothing from tilejit
+    ("version", "errors", "target", "options", "log", "syntax"),  # import nothing from tilejit
     ("language",),                  # what T.* is: declarations only
     ("layouts",),                   # CuTe-style layout algebra
     ("ir",),                        # what the passes decide, as plain data; the markers

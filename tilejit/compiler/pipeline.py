@@ -22,6 +22,7 @@ from numba.core import compiler, errors as numba_errors, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.target_extension import target_override
 
+from tilejit import syntax
 from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
@@ -199,7 +200,7 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
     namespace[markers.LANGUAGE] = language
     # plain helpers the kernel calls are inlined (frontend/helpers.py)
-    helpers_as_macros(namespace, {n.id for n in ast.walk(ks.tree) if isinstance(n, ast.Name)})
+    helpers_as_macros(namespace, {n.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Name)})
     for param, dim, value in spec.shape_constants:
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
@@ -367,7 +368,7 @@ def _name_parallel_extent(message: str, ks: KernelSource, lineno) -> str:
     if found is None or lineno is None:
         return message
     position = int(found.group(1))
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Call) and node.lineno == lineno and \
                 ast.unparse(node.func).split(".")[-1] == "Parallel" and \
                 position < len(node.args):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, is_call_to, is_launch, resolve_static
 
@@ -27,7 +28,7 @@ def kernel_outputs(ks: KernelSource) -> tuple[list[str], tuple[str, ...] | None]
             if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
                 raise ks.error("`T.empty(...)` must be assigned to one name", stmt)
             outputs.append(stmt.targets[0].id)
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if is_call_to(node, T.empty, ks.namespace) and not any(
                 node is s.value for s in ks.tree.body[:ks.launch_index]
                 if isinstance(s, ast.Assign)):
@@ -67,7 +68,7 @@ def _shape_entry(node, params):
 
 def _deps(expr, env, params) -> set:
     out = set()
-    for node in ast.walk(expr):
+    for node in syntax.walk(expr):
         entry = _shape_entry(node, params)
         if entry is not None:
             out.add(entry)
@@ -81,7 +82,7 @@ def shape_environment(ks: KernelSource) -> dict[str, set]:
     (assignments taken in source order)."""
     params = set(ks.params)
     env: dict[str, set] = {}
-    assigns = sorted((n for n in ast.walk(ks.tree) if isinstance(n, ast.Assign)),
+    assigns = sorted((n for n in syntax.walk(ks.tree) if isinstance(n, ast.Assign)),
                      key=lambda n: (n.lineno, n.col_offset))
     for stmt in assigns:
         for target in stmt.targets:
@@ -106,7 +107,7 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
     params = set(ks.params)
     env = shape_environment(ks)
     needed: set = set()
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _COMPILE_TIME_ARGS):
             args, keywords = list(node.args), node.keywords
             if is_call_to(node, T.Pipelined, ks.namespace):
@@ -131,7 +132,7 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     params = set(ks.params) - set(ks.constexpr_params)
     out = set()
     laid_out: dict[str, int] = {}
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             out.update(a.id for a in operands if isinstance(a, ast.Name) and a.id in params)
@@ -170,9 +171,9 @@ def plain_value(expr, namespace, kinds=_PLAIN):
     """(value, True) of an expression of literals and names bound to plain values
     (``kinds``) with no calls, attributes or subscripts (``not has_sink``, ``"reduce_" +
     op``); (None, False) when it is not one."""
-    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    names = {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
     if any(not isinstance(namespace.get(n, ...), kinds) for n in names) or any(
-            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in ast.walk(expr)):
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in syntax.walk(expr)):
         return None, False
     try:
         return eval(compile(ast.Expression(expr), "<compile-time value>", "eval"),  # noqa: S307
@@ -203,7 +204,7 @@ def unread_params(ks: KernelSource) -> frozenset:
                 return
         if isinstance(node, ast.Name):
             used.add(node.id)
-        for child in ast.iter_child_nodes(node):
+        for child in syntax.iter_child_nodes(node):
             visit(child)
 
     for stmt in ks.tree.body:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
@@ -29,7 +30,7 @@ def hoist_host_assumptions(ks) -> None:
     launch = ks.tree.body[ks.launch_index]
     known = set(ks.params)
     for stmt in ks.tree.body[:ks.launch_index]:
-        known |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+        known |= {n.id for n in syntax.walk(stmt) if isinstance(n, ast.Name)
                   and isinstance(n.ctx, ast.Store)}
     checks = []
     for stmt in launch.body:
@@ -38,7 +39,7 @@ def hoist_host_assumptions(ks) -> None:
                 and len(stmt.value.args) == 1 and not stmt.value.keywords):
             continue
         cond = stmt.value.args[0]
-        nodes = list(ast.walk(cond))
+        nodes = list(syntax.walk(cond))
         if all(isinstance(n, _PURE) for n in nodes) and all(
                 n.id in known for n in nodes if isinstance(n, ast.Name)):
             msg = ast.Constant(f"{ASSUME}{ast.unparse(cond)} does not hold for these "
@@ -48,7 +49,7 @@ def hoist_host_assumptions(ks) -> None:
     ks.launch_index += len(checks)
 
 
-class RaiseAssumptions(ast.NodeTransformer):
+class RaiseAssumptions(syntax.NodeTransformer):
     """In the host program: ``assert cond, "Assume: ..."`` → ``if not cond: raise
     <error>(...)`` with the ``AssumptionError`` bound to ``error_name``."""
 

@@ -30,6 +30,7 @@ import types
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import as_macro, is_helper
@@ -52,7 +53,7 @@ def fold_attribute_chains(fdef: ast.FunctionDef, namespace: dict, error) -> ast.
     return fdef
 
 
-class _ChainFolder(ast.NodeTransformer):
+class _ChainFolder(syntax.NodeTransformer):
     def __init__(self, fdef, namespace, error, memo):
         self.namespace = namespace
         self.error = error
@@ -119,7 +120,7 @@ def _bound_names(fdef) -> set:
     definitions): not globals, wherever they are read. (``references.outside_uses``
     needs every node's line, which the nodes the rewrites made lack.)"""
     bound = set()
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             bound.add(node.id)
         elif isinstance(node, ast.arg):
@@ -243,7 +244,7 @@ def _global_name(dotted: str, namespace: dict) -> str:
 
 # -- @T.macro helpers ------------------------------------------------------------------
 def _loaded_names(fdef) -> set:
-    return {node.id for node in ast.walk(fdef)
+    return {node.id for node in syntax.walk(fdef)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
@@ -301,7 +302,7 @@ def _folded_macro(value, memo):
             return None
         fdef.decorator_list = []
         try:
-            module = compile(ast.fix_missing_locations(ast.Module([fdef], [])), filename,
+            module = compile(syntax.fix_missing_locations(ast.Module([fdef], [])), filename,
                              "exec")
             # its closure's values are globals of the copy (current_namespace)
             code = next(c for c in module.co_consts if isinstance(c, types.CodeType))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
@@ -27,7 +28,7 @@ def is_ws(node: ast.AST, namespace) -> bool:
 def explicit_forms(tree: ast.AST, namespace) -> list[tuple[str, ast.AST]]:
     """(name, node) of each explicit form the tree uses, in source order."""
     found = []
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Call):
             name = EXPLICIT.get(resolve_static(node.func, namespace))
             if name is not None:
@@ -37,4 +38,4 @@ def explicit_forms(tree: ast.AST, namespace) -> list[tuple[str, ast.AST]]:
 
 def uses_warp_roles(tree: ast.AST, namespace) -> bool:
     """Whether the kernel splits its block into ``T.ws`` roles."""
-    return any(is_ws(node, namespace) for node in ast.walk(tree))
+    return any(is_ws(node, namespace) for node in syntax.walk(tree))

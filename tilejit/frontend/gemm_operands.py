@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
@@ -135,10 +136,10 @@ def check_static_bounds(fdef, namespace, constexprs, error) -> None:
     kernel, never a name the kernel binds (a loop index, a block index, a variable) or
     another parameter. ``error(message, node)`` makes the exception to raise."""
     params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
-    bound = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+    bound = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)}
     dynamic = (bound | params) - set(constexprs)
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Call)
                 and resolve_static(node.func, namespace) is T.gemm):
             continue
@@ -151,6 +152,6 @@ def check_static_bounds(fdef, namespace, constexprs, error) -> None:
                     continue
                 for which, b in (("start", i.lower), ("end", i.upper)):
                     if b is not None and any(isinstance(n, ast.Name) and n.id in dynamic
-                                             for n in ast.walk(b)):
+                                             for n in syntax.walk(b)):
                         raise error(dynamic_bound_error(role, ast.unparse(arg), which,
                                                         ast.unparse(b)), node)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from types import FunctionType
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.references import user_function
@@ -88,7 +89,7 @@ def _not_inlinable(fdef: ast.FunctionDef):
     if fdef.args.kwarg is not None:
         return f"a **{fdef.args.kwarg.arg} parameter", fdef.lineno
     for stmt in fdef.body:
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             what = _NOT_INLINABLE.get(type(node))
             if what is not None:
                 return what, node.lineno

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit.frontend.source import KernelSource, resolve_static
 
 
@@ -28,8 +29,8 @@ def _name(call: ast.Call) -> str:
 def host_query_calls(ks: KernelSource) -> list[ast.Call]:
     """The host-query calls of the kernel's device program (not the launch's extents,
     which only the host program computes)."""
-    launch_args = {id(n) for item in ks.launch.items for n in ast.walk(item.context_expr)}
-    return [node for node in ast.walk(ks.tree)
+    launch_args = {id(n) for item in ks.launch.items for n in syntax.walk(item.context_expr)}
+    return [node for node in syntax.walk(ks.tree)
             if isinstance(node, ast.Call) and id(node) not in launch_args
             and is_host_query(resolve_static(node.func, ks.namespace))]
 
@@ -49,7 +50,7 @@ def host_query_values(ks: KernelSource, calls) -> tuple:
     return tuple(out)
 
 
-class _Replace(ast.NodeTransformer):
+class _Replace(syntax.NodeTransformer):
     def __init__(self, namespace):
         self.namespace = namespace
 

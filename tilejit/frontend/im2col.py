@@ -8,6 +8,8 @@ unknown."""
 from __future__ import annotations
 
 import ast
+
+from tilejit import syntax
 import copy
 
 _PARAMS = ("img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad",
@@ -57,13 +59,13 @@ def im2col_loop(call: ast.Call, stmt: ast.stmt, language: str, error) -> ast.For
     text = _LOOP.format(i=i, j=j, col=col, img=img, m=m, k=k, h=h, w=w, kernel=K,
                         ohw=f"{oh} * {ow}")
     loop = _Language(ast.parse(language, mode="eval").body).visit(ast.parse(text).body[0])
-    for node in ast.walk(loop):
+    for node in syntax.walk(loop):
         if hasattr(node, "lineno"):
             ast.copy_location(node, stmt)
-    return ast.fix_missing_locations(loop)
+    return syntax.fix_missing_locations(loop)
 
 
-class _Language(ast.NodeTransformer):
+class _Language(syntax.NodeTransformer):
     """The template's ``__tj_lang__`` as the kernel's own name of the language module."""
 
     def __init__(self, expr):

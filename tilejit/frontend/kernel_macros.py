@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import SubstituteLoads, function_def_from_file, resolve_static
@@ -119,12 +120,12 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     for p, value in bound.items():
         if not isinstance(value, (ast.Name, ast.Constant)):
             raise error(f"argument {p} is `{ast.unparse(value)}`; pass a name or a constant")
-    assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+    assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
     if assigned & set(params):
         raise error(f"it assigns its parameter(s) {', '.join(sorted(assigned & set(params)))}")
     own = current_namespace(fn)
-    for n in ast.walk(fdef):
+    for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
                 n.id not in assigned and n.id not in params and n.id in own:
             if resolve_static(n, ks.namespace) is not own[n.id]:
@@ -133,7 +134,7 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
                             f"kernel sees it")
     body = [s for s in fdef.body if not (
         s is fdef.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    returns = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Return)]
+    returns = [n for s in body for n in syntax.walk(s) if isinstance(n, ast.Return)]
     if any(r is not body[-1] for r in returns):
         raise error("its only `return` may be its last statement (the kernel's outputs)")
     if returns and isinstance(stmt, ast.Expr):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, assigned_names, resolve_static, static_truth
 from tilejit.language.dtypes import DType
@@ -27,7 +28,7 @@ def _language_attr(node, name: str, namespace) -> bool:
         resolve_static(node.value, namespace) is T
 
 
-class _Lets(ast.NodeTransformer):
+class _Lets(syntax.NodeTransformer):
     def __init__(self, namespace, error):
         self.namespace = namespace
         self.error = error
@@ -66,16 +67,16 @@ def _region_aliases(tree, namespace) -> dict:
     """{name: its region subscript} for ``X = A[s0:e0, s1:e1]`` with A a tile the kernel
     allocates, every index a slice, X bound nowhere else and used only as a bare operand
     of a call."""
-    tiles = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+    tiles = {t.id for node in syntax.walk(tree) if isinstance(node, ast.Assign)
              and isinstance(node.value, ast.Call) and any(
                  _language_attr(node.value.func, a, namespace) for a in _ALLOCATIONS)
              for t in node.targets if isinstance(t, ast.Name)}
     stores: dict = {}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
     found = {}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Subscript) \
                 and isinstance(node.value.value, ast.Name) and node.value.value.id in tiles:
@@ -84,16 +85,16 @@ def _region_aliases(tree, namespace) -> dict:
             if all(isinstance(e, ast.Slice) for e in elts) and \
                     stores.get(node.targets[0].id) == 1:
                 found[node.targets[0].id] = (node, node.value)
-    operands = {id(a) for node in ast.walk(tree) if isinstance(node, ast.Call)
+    operands = {id(a) for node in syntax.walk(tree) if isinstance(node, ast.Call)
                 for a in node.args + [k.value for k in node.keywords]}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and node.id in found and \
                 isinstance(node.ctx, ast.Load) and id(node) not in operands:
             found.pop(node.id)
     return found
 
 
-class _Aliases(ast.NodeTransformer):
+class _Aliases(syntax.NodeTransformer):
     def __init__(self, aliases):
         self.aliases = aliases
         self.bindings = {id(stmt) for stmt, _ in aliases.values()}
@@ -133,7 +134,7 @@ def _function_aliases(tree, namespace) -> dict:
     assigned = assigned_names(tree)
     bindings: dict = {}
     stores: dict = {}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name):
             bindings.setdefault(node.targets[0].id, []).append(node)
@@ -153,7 +154,7 @@ def _function_aliases(tree, namespace) -> dict:
     return found
 
 
-class _FunctionAliases(ast.NodeTransformer):
+class _FunctionAliases(syntax.NodeTransformer):
     def __init__(self, aliases):
         self.aliases = aliases
         self.bindings = {id(n) for nodes, _ in aliases.values() for n in nodes}
@@ -175,13 +176,13 @@ def _wanted(tree) -> tuple[bool, bool]:
     walk, so a kernel with neither (most) costs no rewrite, on the disk-cache-hit path
     too (every decoration parses its kernel)."""
     lets = aliases = False
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "let" or (
                 isinstance(node, ast.Call) and not node.args and not node.keywords
                 and isinstance(node.func, ast.Attribute)):
             lets = True
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) and any(
-                isinstance(e, ast.Slice) for e in ast.walk(node.value.slice)):
+                isinstance(e, ast.Slice) for e in syntax.walk(node.value.slice)):
             aliases = True
     return lets, aliases
 
@@ -189,7 +190,7 @@ def _wanted(tree) -> tuple[bool, bool]:
 def _binds_functions(tree, namespace) -> bool:
     """Whether some assignment's value is a conditional expression or a plain attribute
     chain naming a function of the language (one walk)."""
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.IfExp, ast.Attribute)):
             value = node.value.body if isinstance(node.value, ast.IfExp) else node.value
             if isinstance(value, ast.Attribute) and callable(resolve_static(value, namespace)):
@@ -201,7 +202,7 @@ def rewrite_let_bindings(ks: KernelSource) -> None:
     if _binds_functions(ks.tree, ks.namespace):
         found = _function_aliases(ks.tree, ks.namespace)
         if found:
-            ks.tree = ast.fix_missing_locations(_FunctionAliases(found).visit(ks.tree))
+            ks.tree = syntax.fix_missing_locations(_FunctionAliases(found).visit(ks.tree))
     lets, aliases = _wanted(ks.tree)
     if not (lets or aliases):
         return
@@ -209,4 +210,4 @@ def rewrite_let_bindings(ks: KernelSource) -> None:
     found = _region_aliases(tree, ks.namespace) if aliases else {}
     if found:
         tree = _Aliases(found).visit(tree)
-    ks.tree = ast.fix_missing_locations(tree)
+    ks.tree = syntax.fix_missing_locations(tree)

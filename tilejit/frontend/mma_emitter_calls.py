@@ -33,6 +33,7 @@ import ast
 import copy
 import inspect
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import DISJOINT_STORES_ATTR, LDMATRIX, MMA_SYNC, THREAD_INDEX
@@ -83,7 +84,7 @@ def _prologue_constructions(fdef, namespace) -> list:
     ``if``)."""
     out = []
     for stmt in _prologue(fdef):
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                     and _is_emitter_class(resolve_static(node.value.func, namespace))):
                 out.append(node)
@@ -110,7 +111,7 @@ def _run_prologue(fdef, built, namespace, constants, error) -> tuple[dict, dict]
                 try:
                     taken = _evaluate(stmt.test, env, unknown)
                 except _NotCompileTime as e:
-                    inside = [n for n in ast.walk(stmt) if id(n) in constructions]
+                    inside = [n for n in syntax.walk(stmt) if id(n) in constructions]
                     if inside:
                         raise error(_not_compile_time(inside[0], f"the `if` around it: {e}"),
                                     inside[0]) from None
@@ -143,9 +144,9 @@ def _run_prologue(fdef, built, namespace, constants, error) -> tuple[dict, dict]
                 emitters[name] = (value, stmt)
 
     run(_prologue(fdef))
-    skipped = {id(n) for stmt in untaken for n in ast.walk(stmt)}
+    skipped = {id(n) for stmt in untaken for n in syntax.walk(stmt)}
     stores: dict = {}           # the stores of each name the kernel may run
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
                 and id(node) not in skipped:
             stores[node.id] = stores.get(node.id, 0) + 1
@@ -200,13 +201,13 @@ def _bind(target, value, env, unknown):
 
 
 def _forget(node, env, unknown):
-    for n in ast.walk(node):
+    for n in syntax.walk(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             env.pop(n.id, None)
             unknown.add(n.id)
 
 
-class _RemoveStatements(ast.NodeTransformer):
+class _RemoveStatements(syntax.NodeTransformer):
     def __init__(self, ids):
         self.ids = ids
 
@@ -216,7 +217,7 @@ class _RemoveStatements(ast.NodeTransformer):
         return node
 
 
-class _Expand(ast.NodeTransformer):
+class _Expand(syntax.NodeTransformer):
     def __init__(self, fdef, namespace, error, local, values):
         self.namespace, self.error = namespace, error
         self.local = local              # emitters built in the prologue, by name
@@ -448,7 +449,7 @@ def _expr(text: str, subs: dict) -> ast.expr:
     return _Substitute(subs).visit(tree)
 
 
-class _Substitute(ast.NodeTransformer):
+class _Substitute(syntax.NodeTransformer):
     def __init__(self, subs):
         self.subs = subs
 
@@ -459,7 +460,7 @@ class _Substitute(ast.NodeTransformer):
 
 
 def _locate(stmt, like):
-    for n in ast.walk(stmt):
+    for n in syntax.walk(stmt):
         if "lineno" in n._attributes:
             n.lineno, n.end_lineno = like.lineno, like.end_lineno
             n.col_offset, n.end_col_offset = like.col_offset, like.end_col_offset
@@ -470,7 +471,7 @@ def _tile_ranks(fdef, namespace) -> dict:
     from the source: a tuple or list written out, or a compile-time global or closure
     value (an int is a 1-d shape)."""
     ranks = {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
                 and node.value.args and resolve_static(node.value.func, namespace) in _ALLOCS):

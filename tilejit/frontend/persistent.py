@@ -38,6 +38,7 @@ import ast
 import copy
 import inspect
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import GRID_DIM
@@ -68,7 +69,7 @@ _SCHEDULER_FIELDS = {"m_idx": "m", "n_idx": "n", "linear_idx": "linear",
                      "current_iter": "iter"}
 
 
-class _Fill(ast.NodeTransformer):
+class _Fill(syntax.NodeTransformer):
     """Placeholders ``__X__`` of a template → copies of the given expressions; an
     expression statement ``__X__`` → the given statements."""
 
@@ -80,7 +81,7 @@ class _Fill(ast.NodeTransformer):
             value = self.exprs[node.id]
             if isinstance(node.ctx, ast.Store):
                 value = copy.deepcopy(value)
-                for n in ast.walk(value):
+                for n in syntax.walk(value):
                     if isinstance(n, (ast.Name, ast.Tuple, ast.List)):
                         n.ctx = ast.Store()
                 return value
@@ -101,9 +102,9 @@ def _template(text, prefix, exprs, stmts=None) -> list[ast.stmt]:
 def _located(stmts, where, keep=()):
     """Every node the template made at ``where``'s line; the statements ``keep`` (the
     loop body spliced in) keep their own."""
-    kept = {id(node) for s in keep for node in ast.walk(s)}
+    kept = {id(node) for s in keep for node in syntax.walk(s)}
     for s in stmts:
-        for node in ast.walk(s):
+        for node in syntax.walk(s):
             if "lineno" in node._attributes and id(node) not in kept:
                 node.lineno = where.lineno
                 node.col_offset = where.col_offset
@@ -126,7 +127,7 @@ def _ifexp_min(a, b):
     return ast.IfExp(ast.Compare(a, [ast.Lt()], [b]), a, copy.deepcopy(b))
 
 
-class _PersistentForms(ast.NodeTransformer):
+class _PersistentForms(syntax.NodeTransformer):
     def __init__(self, namespace, error):
         self.namespace, self.error = namespace, error
         self.count = 0

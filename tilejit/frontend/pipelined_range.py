@@ -17,13 +17,14 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
 _NAMES = ("start", "stop", "num_stages", "order", "stage", "sync", "group", "annotations")
 
 
-class _ShiftReads(ast.NodeTransformer):
+class _ShiftReads(syntax.NodeTransformer):
     def __init__(self, name: str, start: ast.expr):
         self.name, self.start = name, start
 
@@ -35,7 +36,7 @@ class _ShiftReads(ast.NodeTransformer):
         return node
 
 
-class _PipelinedRanges(ast.NodeTransformer):
+class _PipelinedRanges(syntax.NodeTransformer):
     def __init__(self, namespace: dict, error):
         self.namespace, self.error = namespace, error
         self.count = 0
@@ -65,7 +66,7 @@ class _PipelinedRanges(ast.NodeTransformer):
                              node)
         var = node.target.id
         if any(isinstance(n, ast.Name) and n.id == var and isinstance(n.ctx, ast.Store)
-               for s in node.body for n in ast.walk(s)):
+               for s in node.body for n in syntax.walk(s)):
             raise self.error(f"T.Pipelined(start, stop): the body assigns the loop variable "
                              f"{var!r}", node)
         prelude = []
@@ -85,5 +86,5 @@ class _PipelinedRanges(ast.NodeTransformer):
 def rewrite_pipelined_ranges(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
     """Every ``T.Pipelined`` loop with a start and a stop as a loop from 0."""
     out = _PipelinedRanges(namespace, error).visit(fdef)
-    ast.fix_missing_locations(out)
+    syntax.fix_missing_locations(out)
     return out

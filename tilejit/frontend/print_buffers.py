@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.language.dtypes import DType
@@ -44,7 +45,7 @@ def _buffers(ks: KernelSource) -> dict:
                                                  ast.Load()), ast.Constant(d), ast.Load())
                      for d in range(len(ann.shape))]
             found[name] = ("global", shape, ann.dtype.name, None)
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
                 isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
             continue
@@ -62,7 +63,7 @@ def _buffers(ks: KernelSource) -> dict:
     return found
 
 
-class _Prints(ast.NodeTransformer):
+class _Prints(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource, buffers: dict):
         self.ks = ks
         self.buffers = buffers
@@ -147,19 +148,19 @@ class _Prints(ast.NodeTransformer):
 
     @staticmethod
     def located(stmt, node):
-        for n in ast.walk(stmt):
+        for n in syntax.walk(stmt):
             ast.copy_location(n, node)
         return stmt
 
 
 def rewrite_prints(ks: KernelSource) -> None:
     if not any(isinstance(n, ast.Attribute) and n.attr == "print" or
-               isinstance(n, ast.Name) and n.id == "print" for n in ast.walk(ks.tree)):
+               isinstance(n, ast.Name) and n.id == "print" for n in syntax.walk(ks.tree)):
         return
     if not any(isinstance(n, ast.Call) and resolve_static(n.func, ks.namespace) is T.print
-               for n in ast.walk(ks.tree)):
+               for n in syntax.walk(ks.tree)):
         return
     rewriter = _Prints(ks, _buffers(ks))
     ks.tree = rewriter.visit(ks.tree)
     ks.launch.body[:0] = rewriter.scratch
-    ks.tree = ast.fix_missing_locations(ks.tree)
+    ks.tree = syntax.fix_missing_locations(ks.tree)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
@@ -101,7 +102,7 @@ class _Epochs:
             self.block(stmt.body, inner, in_parallel)
             self.block(getattr(stmt, "orelse", []), inner + ("else",), in_parallel)
             return
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
                     isinstance(node.value, ast.Name) and node.value.id in self.open:
                 raise self.error(f"{node.value.id}: illegal store to reducer while its "
@@ -110,7 +111,7 @@ class _Epochs:
 
     def _reads(self, exprs, stmt):
         for expr in exprs:
-            for node in ast.walk(expr):
+            for node in syntax.walk(expr):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                         node.id in self.open:
                     raise self.error(f"{node.id}: illegal read of reducer while its epoch is "

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit.errors import ValueCompileError
 from tilejit import language as T
 from tilejit.frontend.reducer_epochs import check_reducer_epochs
@@ -80,7 +81,7 @@ def _identity(op, dtype):
     return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf
 
 
-class _Reducers(ast.NodeTransformer):
+class _Reducers(syntax.NodeTransformer):
     def __init__(self, namespace, error):
         self.namespace, self.error = namespace, error
         self.reducers = {}      # name -> (op, dtype node, shape node)
@@ -224,7 +225,7 @@ class _Reducers(ast.NodeTransformer):
         reducer (one in a nested loop would be lost), no read of a reducer it folds into
         (each iteration would see the value before the loop)."""
         for stmt in body:
-            for n in ast.walk(stmt):
+            for n in syntax.walk(stmt):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if \
                     isinstance(n, ast.AugAssign) else []
                 for t in targets:
@@ -382,9 +383,9 @@ def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef
     check_reducer_epochs(fdef, namespace, error)
     reducers = _Reducers(namespace, error)
     reducers.assigned = assigned_names(fdef)
-    return ast.fix_missing_locations(reducers.visit(fdef))
+    return syntax.fix_missing_locations(reducers.visit(fdef))
 
 
 def uses_reducers(tree, namespace) -> bool:
     return any(isinstance(n, ast.Call) and resolve_static(n.func, namespace)
-               is T.alloc_reducer for n in ast.walk(tree))
+               is T.alloc_reducer for n in syntax.walk(tree))

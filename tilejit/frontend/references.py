@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit.errors import CompileError
 
 # functions of these packages are library code, named rather than followed
@@ -105,7 +106,7 @@ def outside_uses(fdef: ast.FunctionDef):
             local.add((node.asname or node.name).split(".")[0])
         elif isinstance(node, ast.ExceptHandler) and node.name:
             local.add(node.name)
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(list(syntax.iter_child_nodes(node))))
     uses, seen = [], set()
     for name, chain, line in sorted(loads, key=lambda u: u[2]):
         key = (name, *chain)

@@ -24,6 +24,7 @@ import ast
 import copy
 import types
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
@@ -62,7 +63,7 @@ def shape_constant_name(param: str, dim: int) -> str:
     return f"__tj_shape_{param}_{dim}"
 
 
-class _SpecializeShapes(ast.NodeTransformer):
+class _SpecializeShapes(syntax.NodeTransformer):
     """``P.shape[i]`` → the specialization's constant, for the entries given."""
 
     def __init__(self, entries):
@@ -96,7 +97,7 @@ class _SpecializeShapes(ast.NodeTransformer):
 
 
 def _located(new: ast.AST, old: ast.AST) -> ast.AST:
-    for node in ast.walk(new):
+    for node in syntax.walk(new):
         node.lineno = old.lineno
         node.col_offset = old.col_offset
         node.end_lineno = getattr(old, "end_lineno", old.lineno)
@@ -133,7 +134,7 @@ def _element_copy(call) -> bool:
     return len(call.args) == 2 and all(map(element, call.args))
 
 
-class _DeviceForms(ast.NodeTransformer):
+class _DeviceForms(syntax.NodeTransformer):
     """Language calls with a control-flow meaning become Python control flow:
     ``T.if_then_else(c, a, b)`` evaluates only the chosen side (it guards loads), so
     it becomes ``a if c else b``; ``T.serial/unroll/vectorized`` become ``range``;
@@ -169,7 +170,7 @@ class _DeviceForms(ast.NodeTransformer):
             value = ast.BinOp(ast.Name(target.id, ast.Load()), node.op, node.value)
             store = ast.Assign([ast.Name(target.id, ast.Store())], value)
             ast.copy_location(store, node)
-            return self.visit_Assign(ast.fix_missing_locations(store))
+            return self.visit_Assign(syntax.fix_missing_locations(store))
         return self.generic_visit(node)
 
     def _typed_variable_store(self, node):
@@ -195,7 +196,7 @@ class _DeviceForms(ast.NodeTransformer):
     def _hoist_bool_reductions(self, stmt, field):
         hoisted = []
         expr = getattr(stmt, field)
-        for call in [n for n in ast.walk(expr) if isinstance(n, ast.Call)]:
+        for call in [n for n in syntax.walk(expr) if isinstance(n, ast.Call)]:
             target = resolve_static(call.func, self.namespace)
             if target not in (T.any_of, T.all_of) or len(call.args) != 1 or call.keywords:
                 continue
@@ -205,7 +206,7 @@ class _DeviceForms(ast.NodeTransformer):
                                       f"__tj_boolred{self.reductions}_i")
             setattr(stmt, field, _Replace(call, ast.Name(flag, ast.Load())).visit(
                 getattr(stmt, field)))
-        return [ast.fix_missing_locations(ast.copy_location(h, stmt)) for h in hoisted]
+        return [syntax.fix_missing_locations(ast.copy_location(h, stmt)) for h in hoisted]
 
     def visit_For(self, node):
         # for i, j in T.grid(m, n): nested range loops, the last index innermost
@@ -220,7 +221,7 @@ class _DeviceForms(ast.NodeTransformer):
                     ast.Name(name.id, ast.Store()),
                     ast.Call(ast.Name("range", ast.Load()), [extent], []), body, [], None),
                     node)]
-            return self.generic_visit(ast.fix_missing_locations(body[0]))
+            return self.generic_visit(syntax.fix_missing_locations(body[0]))
         parallel = isinstance(it, ast.Call) and resolve_static(
             it.func, self.namespace) is T.Parallel
         self.parallel += parallel
@@ -254,7 +255,7 @@ class _DeviceForms(ast.NodeTransformer):
             # T.copy(A[i, j], B[i, j]) in a T.Parallel: each iteration's one element
             store = ast.Assign([ast.Subscript(call.args[1].value, call.args[1].slice,
                                               ast.Store())], call.args[0])
-            return self.visit_Assign(ast.fix_missing_locations(ast.copy_location(store, node)))
+            return self.visit_Assign(syntax.fix_missing_locations(ast.copy_location(store, node)))
         if fn in (T.im2col, T.c2d_im2col):  # a T.Parallel loop over the column tile
             return self.visit(im2col_loop(call, node, self._language_name(call), self.error))
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
@@ -273,7 +274,7 @@ class _DeviceForms(ast.NodeTransformer):
                     ast.Assign([ast.Name(name, ast.Store())], call.args[k]), node))
                 call.args[k] = ast.copy_location(ast.Name(name, ast.Load()), call.args[k])
             out.append(node)
-            return [self.visit(ast.fix_missing_locations(s)) for s in out]
+            return [self.visit(syntax.fix_missing_locations(s)) for s in out]
         # T.clear(v) / T.fill(v, x) of a T.alloc_var: v = 0 / v = x, in its dtype
         if (fn in (T.clear, T.fill) and not call.keywords and call.args
                 and isinstance(call.args[0], ast.Name) and call.args[0].id in self.variables):
@@ -282,7 +283,7 @@ class _DeviceForms(ast.NodeTransformer):
             if value is not None:
                 store = ast.copy_location(
                     ast.Assign([ast.Name(call.args[0].id, ast.Store())], value), node)
-                return self.visit_Assign(ast.fix_missing_locations(store))
+                return self.visit_Assign(syntax.fix_missing_locations(store))
         return self.generic_visit(node)
 
     def _language_name(self, call) -> str:
@@ -489,7 +490,7 @@ class _DeviceForms(ast.NodeTransformer):
         return ast.copy_location(ast.Call(fn("min", MIN), [lower, args[2]], []), node)
 
 
-class _Replace(ast.NodeTransformer):
+class _Replace(syntax.NodeTransformer):
     def __init__(self, old, new):
         self.old, self.new = old, new
 
@@ -534,7 +535,7 @@ def bool_reduction(operand, flag, any_: bool, index_prefix) -> list[ast.stmt]:
     return [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(not any_))] + body
 
 
-class _DropAsserts(ast.NodeTransformer):
+class _DropAsserts(syntax.NodeTransformer):
     def visit_Assert(self, node):
         return None
 
@@ -547,9 +548,9 @@ class _DropAsserts(ast.NodeTransformer):
 
 def _without_asserts(stmt):
     """A host statement without the asserts nested in it (the host program checks them)."""
-    if not any(isinstance(n, ast.Assert) for n in ast.walk(stmt)):
+    if not any(isinstance(n, ast.Assert) for n in syntax.walk(stmt)):
         return stmt
-    return ast.fix_missing_locations(_DropAsserts().visit(copy.deepcopy(stmt)))
+    return syntax.fix_missing_locations(_DropAsserts().visit(copy.deepcopy(stmt)))
 
 
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
@@ -603,7 +604,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         on_rewritten(fdef)
     for source_pass in passes:
         fdef = source_pass(fdef, ks.namespace)
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
@@ -637,7 +638,7 @@ def materialize(ks: KernelSource, fdef: ast.FunctionDef, namespace: dict,
     namespace.setdefault(MAX, T.max)
     namespace.setdefault(MIN, T.min)
     module = ast.Module(body=[fdef], type_ignores=[])
-    ast.fix_missing_locations(module)
+    syntax.fix_missing_locations(module)
     code = compile(module, ks.filename, "exec")
     fn_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     fn = types.FunctionType(fn_code, namespace, name or fdef.name)
@@ -713,4 +714,4 @@ def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:
                    [ast.Assign([target], value)], [], None)
     check = ast.Expr(ast.Call(ast.Name(DP4A_OPERANDS, ast.Load()),
                               [copy.deepcopy(x) for x in (a, b, c)], []))
-    return [ast.fix_missing_locations(ast.copy_location(s, stmt)) for s in (check, loop)]
+    return [syntax.fix_missing_locations(ast.copy_location(s, stmt)) for s in (check, loop)]

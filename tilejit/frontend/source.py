@@ -10,6 +10,7 @@ import textwrap
 import threading
 from dataclasses import dataclass, field
 
+from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit import language as T
 from tilejit.frontend.references import check_reads, current_namespace, function_reads
@@ -104,17 +105,17 @@ def resolve_static(node: ast.AST, namespace: dict):
 
 def assigned_names(fdef: ast.FunctionDef) -> set:
     """The names a kernel assigns anywhere, and its parameters."""
-    return {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+    return {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
 
 
 def static_truth(test: ast.AST, namespace: dict, assigned: set):
     """The truth of a condition made of constants and names of the kernel's globals and
     closure that the kernel does not assign (``op == "sum"``); None if it is not one."""
-    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    names = {n.id for n in syntax.walk(test) if isinstance(n, ast.Name)}
     if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
                               ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
-               for n in ast.walk(test)):
+               for n in syntax.walk(test)):
         return None
     if names & assigned or not names <= set(namespace):
         return None
@@ -126,7 +127,7 @@ def static_truth(test: ast.AST, namespace: dict, assigned: set):
     return bool(value) if isinstance(value, (bool, int, str)) else None
 
 
-class SubstituteLoads(ast.NodeTransformer):
+class SubstituteLoads(syntax.NodeTransformer):
     """Each load of a name in ``exprs`` ({name: expression}) replaced by a copy of its
     expression (stores are left alone)."""
 
@@ -143,7 +144,7 @@ class SubstituteLoads(ast.NodeTransformer):
 def statement_lists(tree: ast.AST):
     """Every non-empty list of statements in ``tree`` (bodies, ``else`` and ``finally``
     branches), for a rewrite that works on neighbouring statements in place."""
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         for name in ("body", "orelse", "finalbody"):
             stmts = getattr(node, name, None)
             if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
@@ -221,7 +222,7 @@ def function_def_from_file(func, copy_tree: bool = True):
             except SyntaxError:
                 tree = None
         if tree is not None:
-            for node in ast.walk(tree):
+            for node in syntax.walk(tree):
                 if isinstance(node, ast.FunctionDef) and node.name == func.__name__:
                     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
                     if first == code.co_firstlineno:
@@ -292,7 +293,7 @@ def _find_launch(ks: KernelSource) -> int:
         if isinstance(stmt, ast.With) and any(
                 is_launch(item.context_expr, ks.namespace) for item in stmt.items):
             found.append(index)
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, ast.With) and node not in [ks.tree.body[i] for i in found]:
             if any(is_launch(item.context_expr, ks.namespace) for item in node.items):
                 raise ks.error("`with T.Kernel(...)` must be a top-level statement of the "
@@ -310,7 +311,7 @@ def _find_launch(ks: KernelSource) -> int:
         if not isinstance(stmt, ast.Return):
             raise ks.error("only `return` may follow the `with T.Kernel(...)` block", stmt)
     for stmt in ks.tree.body[:index]:
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, (ast.For, ast.While, ast.With, ast.Return)):
                 raise ks.error("the statements before `with T.Kernel` run on the host and "
                                "may only compute values (no loops, with or return)", node)
@@ -345,7 +346,7 @@ def expected_ranks(ks: KernelSource) -> dict[str, tuple[int, int]]:
     ``a, b = P.shape`` (2); {name: (rank, line)} for the first such use."""
     params = set(ks.params)
     found: dict[str, tuple[int, int]] = {}
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                 and node.value.id in params:
             index = node.slice
@@ -372,7 +373,7 @@ def tensor_params(ks: KernelSource) -> dict[str, int]:
     params = set(ks.params)
     optional = set()
     found: dict[str, int] = {}
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot))
                                                  for op in node.ops):
             optional.update(n.id for n in [node.left, *node.comparators]
@@ -414,9 +415,9 @@ def _views(ks: KernelSource):
     params = set(ks.params)
     aliases: dict[str, str] = {}
     found = []
-    calls = sorted((n for n in ast.walk(ks.tree) if _is_view(n, ks.namespace)),
+    calls = sorted((n for n in syntax.walk(ks.tree) if _is_view(n, ks.namespace)),
                    key=lambda n: (n.lineno, n.col_offset))
-    targets = {id(n.value): n.targets[0].id for n in ast.walk(ks.tree)
+    targets = {id(n.value): n.targets[0].id for n in syntax.walk(ks.tree)
                if isinstance(n, ast.Assign) and len(n.targets) == 1
                and isinstance(n.targets[0], ast.Name)}
     for call in calls:
@@ -453,7 +454,7 @@ def written_params(ks: KernelSource) -> dict[str, int]:
             if node.id not in found or line < found[node.id]:
                 found[node.id] = line
 
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             note(node, node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
@@ -491,9 +492,9 @@ def integer_constexprs(ks: KernelSource) -> dict[str, str]:
             return
         if isinstance(node, ast.Name):
             yield node.id
-        for child in ast.iter_child_nodes(node):
+        for child in syntax.iter_child_nodes(node):
             yield from names_in(child)
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Attribute, ast.Name)):
             continue
         func = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id

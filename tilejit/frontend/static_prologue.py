@@ -25,6 +25,8 @@ that is reported as before, at its line (``validate.UNSUPPORTED``).
 from __future__ import annotations
 
 import ast
+
+from tilejit import syntax
 import builtins
 
 
@@ -57,7 +59,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
     compile-time, whatever global shares a name with them). ``error(message, node)``
     makes the error for what stays unsupported."""
     assigned: dict[str, int] = {}
-    for node in ast.walk(ast.Module(prologue + body_after, [])):
+    for node in syntax.walk(ast.Module(prologue + body_after, [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             assigned[node.id] = assigned.get(node.id, 0) + 1
     runtime: set[str] = set(runtime_params)   # names with run-time values
@@ -77,7 +79,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             # `batch, seq_len, heads, dim = (Q.shape[0], ..., <dim's compile-time value>)`
             # (a shape unpacked, its compile-time entries specialized): one assignment per
             # name, so the compile-time ones fold and what is computed from them too
-            pending[:0] = [ast.fix_missing_locations(ast.copy_location(
+            pending[:0] = [syntax.fix_missing_locations(ast.copy_location(
                 ast.Assign([ast.Name(t.id, ast.Store())], v), stmt))
                 for t, v in zip(stmt.targets[0].elts, stmt.value.elts)]
             continue
@@ -85,7 +87,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             # `micro_size_x = micro_size_y = micro_size_k = 16`: one assignment per name
             value, ok = evaluate_static(stmt.value, env, runtime)
             if ok and _constant(value) is not None:
-                pending[:0] = [ast.fix_missing_locations(ast.copy_location(
+                pending[:0] = [syntax.fix_missing_locations(ast.copy_location(
                     ast.Assign([ast.Name(t.id, ast.Store())], _constant(value)), stmt))
                                for t in stmt.targets]
                 continue
@@ -105,10 +107,10 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             else:
                 runtime.add(name)
         else:
-            for node in ast.walk(stmt):
+            for node in syntax.walk(stmt):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     runtime.add(node.id)
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             what = unsupported.get(type(node))
             if what is not None:
                 raise error(f"unsupported in a kernel: {what} (a statement before `with "
@@ -127,7 +129,7 @@ def _is_unpacking(stmt) -> bool:
         return False
     names = {t.id for t in stmt.targets[0].elts}
     return len(names) == len(stmt.targets[0].elts) and not any(
-        isinstance(n, ast.Name) and n.id in names for n in ast.walk(stmt.value))
+        isinstance(n, ast.Name) and n.id in names for n in syntax.walk(stmt.value))
 
 
 def _is_chained(stmt) -> bool:
@@ -137,13 +139,13 @@ def _is_chained(stmt) -> bool:
 
 def evaluate_static(expr, env, runtime):
     """(value, True) when ``expr`` reads only names with compile-time values."""
-    for node in ast.walk(expr):
+    for node in syntax.walk(expr):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and (
                 node.id in runtime or node.id not in env and not _builtin(node.id)):
             bound_inside = any(isinstance(n, (ast.comprehension,)) and
                                any(isinstance(t, ast.Name) and t.id == node.id
-                                   for t in ast.walk(n.target))
-                               for n in ast.walk(expr))
+                                   for t in syntax.walk(n.target))
+                               for n in syntax.walk(expr))
             if not bound_inside:
                 return None, False
     try:

@@ -39,6 +39,7 @@ import ast
 import copy
 import linecache
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import (KernelSource, SubstituteLoads, kernel_call,
                                      resolve_static)
@@ -61,7 +62,7 @@ def _t(module, name, *args):
 def _thread_variables(tree, namespace) -> dict:
     """{name: dimension} of the names bound once, by ``name = T.get_thread_binding(d)``."""
     stores, found = {}, {}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -84,7 +85,7 @@ def _lambda_source(func):
     except SyntaxError:
         return None
     names = code.co_varnames[:code.co_argcount]
-    found = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)
+    found = [n for n in syntax.walk(module) if isinstance(n, ast.Lambda)
              and n.lineno == code.co_firstlineno and tuple(a.arg for a in n.args.args) == names]
     if len(found) > 1:
         # several on the line: the one whose body holds the code's first position
@@ -104,7 +105,7 @@ def _binding_dim(call):
     return None
 
 
-class _AllReduces(ast.NodeTransformer):
+class _AllReduces(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
         self.namespace = ks.namespace
@@ -305,7 +306,7 @@ class _AllReduces(ast.NodeTransformer):
         return stmts
 
 
-class _Leftovers(ast.NodeVisitor):
+class _Leftovers(syntax.NodeVisitor):
     def __init__(self, ks):
         self.ks = ks
 
@@ -330,13 +331,13 @@ _SPELLINGS = frozenset(name.split(".")[-1] for name in _TVM_NAMES.values())
 
 def rewrite_thread_allreduce(ks: KernelSource) -> None:
     if not any(isinstance(n, ast.Attribute) and n.attr in _SPELLINGS
-               or isinstance(n, ast.Name) and n.id in _SPELLINGS for n in ast.walk(ks.tree)):
+               or isinstance(n, ast.Name) and n.id in _SPELLINGS for n in syntax.walk(ks.tree)):
         return
-    if not any(_is(node, T.attr, ks.namespace) for node in ast.walk(ks.tree)):
+    if not any(_is(node, T.attr, ks.namespace) for node in syntax.walk(ks.tree)):
         _Leftovers(ks).visit(ks.tree)
         return
     rewriter = _AllReduces(ks)
     launch = rewriter.visit(ks.launch)
     launch.body[:0] = rewriter.scratch
-    ks.tree = ast.fix_missing_locations(ks.tree)
+    ks.tree = syntax.fix_missing_locations(ks.tree)
     _Leftovers(ks).visit(ks.tree)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit.frontend.source import (KernelSource, assigned_names, kernel_call,
                                      resolve_static)
 from tilejit.errors import ValueCompileError
@@ -49,7 +50,7 @@ def _int_tuple(value) -> bool:
         isinstance(n, int) and not isinstance(n, bool) for n in value)
 
 
-class _Bindings(ast.NodeTransformer):
+class _Bindings(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
         launch = kernel_call(ks)
@@ -256,7 +257,7 @@ _WARP_INDICES = {"get_lane_idx": ("warp_size",), "get_warp_idx": ("warp_size",),
 
 def uses_bindings(ks: KernelSource) -> bool:
     """Whether the kernel's source names any of the bindings."""
-    for node in ast.walk(ks.tree):
+    for node in syntax.walk(ks.tree):
         if isinstance(node, (ast.Attribute, ast.Name)):
             fn = resolve_static(node, ks.namespace)
             if callable(fn) and getattr(fn, "__module__", None) == TH.__name__:

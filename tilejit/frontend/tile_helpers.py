@@ -33,6 +33,7 @@ import ast
 import builtins
 from collections import Counter
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.kernel_macros import inline_call
@@ -87,7 +88,7 @@ class _Inliner:
 
     def _holds_tile_ops(self, fdef, fn, depth) -> bool:
         namespace = {**current_namespace(fn), "T": T}
-        for node in ast.walk(fdef):
+        for node in syntax.walk(fdef):
             if not isinstance(node, ast.Call):
                 continue
             if any(k.arg is None for k in node.keywords):
@@ -110,9 +111,9 @@ def _helper(obj):
 
 def _rename_locals(module, suffix):
     """The names the inlined body assigns, renamed apart from the kernel's."""
-    stored = {n.id for n in ast.walk(module) if isinstance(n, ast.Name)
+    stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
-    for n in ast.walk(module):
+    for n in syntax.walk(module):
         if isinstance(n, ast.Name) and n.id in stored:
             n.id = n.id + suffix
 
@@ -120,9 +121,9 @@ def _rename_locals(module, suffix):
 def _expand_static_kwargs(module, ks):
     """``kw = <dict of compile-time values>`` used only as ``f(..., **kw)``: the
     assignment dropped and its items passed as keywords."""
-    loads = Counter(n.id for n in ast.walk(module)
+    loads = Counter(n.id for n in syntax.walk(module)
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
-    starred = Counter(k.value.id for c in ast.walk(module) if isinstance(c, ast.Call)
+    starred = Counter(k.value.id for c in syntax.walk(module) if isinstance(c, ast.Call)
                       for k in c.keywords if k.arg is None and isinstance(k.value, ast.Name))
     values = {}
     for stmts in statement_lists(module):
@@ -137,7 +138,7 @@ def _expand_static_kwargs(module, ks):
             if value is not None:
                 values[name] = value
                 stmts.remove(stmt)
-    for call in ast.walk(module):
+    for call in syntax.walk(module):
         if isinstance(call, ast.Call):
             keywords = []
             for k in call.keywords:
@@ -152,7 +153,7 @@ def _expand_static_kwargs(module, ks):
 def _static_dict(expr, namespace):
     """The dict ``expr`` gives when every name in it is a compile-time value of the
     kernel's namespace and its items are plain constants; else None."""
-    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+    names = {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
     if any(n not in namespace and not hasattr(builtins, n) for n in names):
         return None
     try:

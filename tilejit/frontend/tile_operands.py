@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
@@ -87,7 +88,7 @@ def region_call(node: ast.Subscript, known=None) -> ast.Call:
     return ast.copy_location(out, node)
 
 
-class _Regions(ast.NodeTransformer):
+class _Regions(syntax.NodeTransformer):
     def __init__(self, namespace, error, known=None):
         self.namespace = namespace
         self.error = error
@@ -153,7 +154,7 @@ class _Regions(ast.NodeTransformer):
             raise self.error(f"{sig}: the value is the first of {width} elements (V[i, j]) "
                              f"or a scalar, not the whole tile {value.id!r}", node)
         # (the calls' func is the original's: _atomic rewrites them by the function given)
-        return [ast.fix_missing_locations(ast.copy_location(ast.Call(
+        return [syntax.fix_missing_locations(ast.copy_location(ast.Call(
             node.func, [shifted(dst, k), shifted(value, k) if isinstance(value, ast.Subscript)
                         else value], []), node)) for k in range(width)]
 
@@ -311,9 +312,9 @@ def rewrite_regions(fdef: ast.FunctionDef, namespace, error=None,
     without it)."""
     regions = _Regions(namespace, error or (lambda m, n: CompileError(m)), known)
     regions.per_thread = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                             and n.func.id == THREAD_INDEX for n in ast.walk(fdef))
+                             and n.func.id == THREAD_INDEX for n in syntax.walk(fdef))
     allocations = (T.alloc_fragment, T.alloc_shared, T.alloc_local)
-    regions.tiles = {n.targets[0].id for n in ast.walk(fdef) if isinstance(n, ast.Assign)
+    regions.tiles = {n.targets[0].id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
                      and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                      and isinstance(n.value, ast.Call)
                      and resolve_static(n.value.func, namespace) in allocations}

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as _language
 from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
@@ -44,32 +45,32 @@ def check_supported(ks: KernelSource) -> None:
         rewrite_reducers(copy.deepcopy(ks.tree), dict(ks.namespace), ks.error)
     # a list or dict written as a call's argument is a compile-time value: a tile shape
     # `[block_M, dim]`, the mapping of T.annotate_layout
-    call_args = {id(a) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+    call_args = {id(a) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                  for a in node.args + [k.value for k in node.keywords]
                  if isinstance(a, (ast.List, ast.Dict))}
     # T.alloc_barrier([128, 128] * stages): the arrival counts, compile-time too
-    call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+    call_args |= {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
                   for a in node.args + [k.value for k in node.keywords]
-                  for n in ast.walk(a) if isinstance(n, ast.List)}
+                  for n in syntax.walk(a) if isinstance(n, ast.List)}
     # a layout (T.annotate_layout's dict, a T.Layout): a compile-time value, evaluated as
     # Python (passes/user_layouts.py), so its function may be a lambda
-    call_args |= {id(n) for node in ast.walk(ks.tree) if isinstance(node, ast.Call)
+    call_args |= {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) in (_language.annotate_layout,
                                                                  _language.Layout,
                                                                  _language.Fragment)
-                  for a in node.args + [k.value for k in node.keywords] for n in ast.walk(a)}
+                  for a in node.args + [k.value for k in node.keywords] for n in syntax.walk(a)}
     # a value computed before `with T.Kernel(...)`: folded at compile time where it can be
     # (static_prologue.py), which reports what stays unsupported
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
-                  if is_prologue_value(stmt) for n in ast.walk(stmt.value)}
+                  if is_prologue_value(stmt) for n in syntax.walk(stmt.value)}
     _check_initializers(ks.tree, ks.namespace, ks.filename)
     for index, stmt in enumerate(ks.tree.body):
         # host code's asserts, at the top or in its `if` blocks (their messages may be
         # f-strings): the host program checks them; rewrite.device_tree drops them
-        host_asserts = {id(n) for a in ast.walk(stmt) if isinstance(a, ast.Assert)
-                        for n in ast.walk(a)} if index < ks.launch_index else set()
-        for node in ast.walk(stmt):
+        host_asserts = {id(n) for a in syntax.walk(stmt) if isinstance(a, ast.Assert)
+                        for n in syntax.walk(a)} if index < ks.launch_index else set()
+        for node in syntax.walk(stmt):
             if id(node) in host_asserts:
                 continue
             if id(node) in call_args and type(node) in UNSUPPORTED:
@@ -106,7 +107,7 @@ def check_definition(func) -> None:
     namespace = function_namespace(func)
     _check_initializers(tree, namespace, filename)
     # the parameters' annotations, where the body never binds the name to something else
-    rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+    rebound = {n.id for n in syntax.walk(tree) if isinstance(n, ast.Name)
                and isinstance(n.ctx, ast.Store)}
     annotations = {k: v for k, v in getattr(func, "__annotations__", {}).items()
                    if k not in rebound}
@@ -119,7 +120,7 @@ def _check_initializers(tree, namespace, filename) -> None:
     """``T.alloc_var(dtype, init=v)`` with a literal ``v`` the dtype cannot hold is an
     error when the program is defined (TileLang's ValueError), never a silent infinity
     or wrapped integer."""
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if not (isinstance(node, ast.Call) and
                 resolve_static(node.func, namespace) is _language.alloc_var):
             continue
@@ -145,7 +146,7 @@ def _check_views(tree, namespace, filename, annotations) -> None:
     """``T.view(A, shape, dtype)`` / ``T.reshape(A, shape)`` of a parameter annotated with
     a shape and dtype known as the program is defined, to a shape known then: the bytes
     must be the tensor's (TileLang's AssertionError), else an error at the line."""
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
         fn = resolve_static(node.func, namespace)
@@ -180,7 +181,7 @@ def _check_views(tree, namespace, filename, annotations) -> None:
 def _check_reducers(tree, namespace, filename) -> None:
     """``T.alloc_reducer(shape, dtype, op="bitand" | "bitor" | "bitxor")`` folds bits: an
     integer dtype only."""
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if not (isinstance(node, ast.Call) and
                 resolve_static(node.func, namespace) is _language.alloc_reducer):
             continue
@@ -205,7 +206,7 @@ def _check_dp4a(tree, namespace, filename, annotations) -> None:
     (parameters, their elements, tiles allocated with a dtype): int8, int8 into int32,
     TileLang's ValueError otherwise (the compiler's typing checks the rest)."""
     allocated = {}
-    for node in ast.walk(tree):
+    for node in syntax.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                 node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and \
                 len(node.value.args) >= 2 and resolve_static(node.value.func, namespace) in (
@@ -243,7 +244,7 @@ def _live_nodes(tree, namespace):
     """The nodes of ``tree`` but those of branches a compile-time condition leaves out
     (``if use_dp4a:`` with ``use_dp4a`` False in the closure): TileLang never builds
     them, so their operations are not checked."""
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+    assigned = {n.id for n in syntax.walk(tree) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
     stack = [tree]
     while stack:
@@ -254,7 +255,7 @@ def _live_nodes(tree, namespace):
             if truth is not None:
                 stack.extend(node.body if truth else node.orelse)
                 continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(syntax.iter_child_nodes(node))
 
 
 def _static_ints(node, namespace):

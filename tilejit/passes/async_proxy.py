@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit.ir.markers import GEMM, TILE, TMA_LOAD
 
 
@@ -29,11 +30,11 @@ def fence_generic_writes(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     # operand's bytes too
     operands = set().union(*(plan.aliases(n) for n in operands))
     allowed = set()                 # ids of the Name nodes inside gemm and TMA-load calls
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id in (GEMM, TMA_LOAD, TILE)):
-            allowed.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Name))
-    for node in ast.walk(fdef):
+            allowed.update(id(n) for n in syntax.walk(node) if isinstance(n, ast.Name))
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and node.id in operands and id(node) not in allowed:
             if isinstance(node.ctx, ast.Load):
                 plan.proxy_fence = True

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import collections
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
@@ -98,7 +99,7 @@ def _per_thread(stmt, tainted, namespace) -> bool:
         return False
     if not _depends(test, tainted):
         return False
-    for node in ast.walk(stmt):
+    for node in syntax.walk(stmt):
         if not isinstance(node, ast.Call):
             continue
         if isinstance(node.func, ast.Name) and node.func.id in _BLOCK_WIDE_FORMS:
@@ -131,7 +132,7 @@ class _Access:
 
     def of(self, stmt) -> tuple[set, set]:
         reads, writes = set(), set()
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, ast.Subscript):
                 # an element of a tile, of one stage of a pipelined tile or of a region
                 tile = self._tile_of(node.value)
@@ -351,7 +352,7 @@ class _Syncer:
         return body, end
 
     def _barriers_in(self, stmts) -> int:
-        return sum(1 for s in stmts for n in ast.walk(s) if _is_call(n, self.sync))
+        return sum(1 for s in stmts for n in syntax.walk(s) if _is_call(n, self.sync))
 
     def branch(self, stmt, state):
         hoist = False
@@ -371,7 +372,7 @@ class _Syncer:
 _USER_SYNC = "__tj_user_sync"
 
 
-class _UserSyncs(ast.NodeTransformer):
+class _UserSyncs(syntax.NodeTransformer):
     """``T.sync_threads()`` statements, checked: every thread of the block must reach one,
     so not inside a branch or loop whose test depends on the thread index (names computed
     from it, ``thread_bindings.py``, count too). Named barriers (``T.sync_threads(id,
@@ -384,7 +385,7 @@ class _UserSyncs(ast.NodeTransformer):
         self.divergent = 0
         self.tainted = tainted          # names computed from the thread index
         # a `return` some threads take leaves the others alone at every later barrier
-        self.divergent += any(self._escapes(node, ast.Return) for node in ast.walk(fdef)
+        self.divergent += any(self._escapes(node, ast.Return) for node in syntax.walk(fdef)
                               if isinstance(node, ast.If))
         self.named = NamedBarriers(ctx, fdef)
 
@@ -400,7 +401,7 @@ class _UserSyncs(ast.NodeTransformer):
                 return True
             if isinstance(st, (ast.For, ast.While)) and kinds != ast.Return:
                 continue                 # its own break/continue leave that loop only
-            stack += [c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt)]
+            stack += [c for c in syntax.iter_child_nodes(st) if isinstance(c, ast.stmt)]
         return False
 
     def _visit_branching(self, node, test):
@@ -419,7 +420,7 @@ class _UserSyncs(ast.NodeTransformer):
     def visit_For(self, node):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
-            for n in ast.walk(node):
+            for n in syntax.walk(node):
                 fn = resolve_static(n.value.func, self.ctx.namespace) if isinstance(
                     n, ast.Expr) and isinstance(n.value, ast.Call) else None
                 if fn in (T.sync_threads, T.named_barrier_arrive):
@@ -445,7 +446,7 @@ class _UserSyncs(ast.NodeTransformer):
         """A loop whose trip count depends on the thread index, or whose body some
         threads leave early (a break or continue under a thread-dependent test): no
         barrier inside it is reached by every thread."""
-        early = any(self._escapes(n, (ast.Break, ast.Continue)) for n in ast.walk(node)
+        early = any(self._escapes(n, (ast.Break, ast.Continue)) for n in syntax.walk(node)
                     if isinstance(n, ast.If))
         self.divergent += early
         node = self._visit_branching(node, test)
@@ -483,13 +484,13 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
     syncs = any(isinstance(n, ast.Call) and (
         resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive)
-        or _predicate_barrier(n, ctx)) for n in ast.walk(fdef))
+        or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
     if not (shared or syncs):
         return fdef
     # shared tiles bound once (their allocation): a thread-dependent store into one is
     # ordered before other threads' reads by the barriers this pass inserts; a global
     # tensor's stores are not, and a reused name may be a thread's own tile
-    stores = collections.Counter(n.id for n in ast.walk(fdef)
+    stores = collections.Counter(n.id for n in syntax.walk(fdef)
                                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
     memory = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED and stores[n] <= 1}
     tainted = thread_dependent_names(fdef, memory)      # one walk for both

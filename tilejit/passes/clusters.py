@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_RANK, CLUSTER_SYNC, CLUSTER_WAIT,
@@ -32,7 +33,7 @@ _BARRIERS = {T.cluster_sync: (CLUSTER_SYNC, ()), T.cluster_wait: (CLUSTER_WAIT, 
              T.cluster_arrive_relaxed: (CLUSTER_ARRIVE, (True,))}
 
 
-class _Rewrite(ast.NodeTransformer):
+class _Rewrite(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
@@ -93,4 +94,4 @@ def lower_cluster_forms(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         raise ctx.error(f"T.ClusterKernel: thread block clusters need sm_90 or newer; this "
                         f"kernel is compiled for {ctx.target} (cluster_dims "
                         f"{ctx.plan.cluster})", fdef)
-    return ast.fix_missing_locations(_Rewrite(ctx, fdef).visit(fdef))
+    return syntax.fix_missing_locations(_Rewrite(ctx, fdef).visit(fdef))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.helpers import as_macro, is_helper
 from tilejit.passes.static_eval import NotStatic
@@ -19,7 +20,7 @@ from tilejit.passes.static_eval import NotStatic
 PREFIX = "__tj_const"
 
 
-class _Fold(ast.NodeTransformer):
+class _Fold(syntax.NodeTransformer):
     def __init__(self, ctx, static, assigned):
         self.ctx, self.static, self.assigned = ctx, static, assigned
 
@@ -83,7 +84,7 @@ class _Fold(ast.NodeTransformer):
 def fold_constant_subscripts(fdef: ast.FunctionDef, ctx, static) -> ast.FunctionDef:
     # names the kernel binds itself (its parameters, assignments, loop targets) shadow
     # the module's
-    assigned = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+    assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
-    assigned |= {a.arg for a in ast.walk(fdef.args) if isinstance(a, ast.arg)}
+    assigned |= {a.arg for a in syntax.walk(fdef.args) if isinstance(a, ast.arg)}
     return _Fold(ctx, static, assigned).visit(fdef)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
+
 
 def reads_any(expr, names) -> bool:
     """Whether ``expr`` reads one of ``names``."""
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
+    return any(isinstance(n, ast.Name) and n.id in names for n in syntax.walk(expr))
 
 
 def dependent_names(tree, seeds, memory=frozenset()) -> set[str]:
@@ -23,7 +25,7 @@ def dependent_names(tree, seeds, memory=frozenset()) -> set[str]:
     changed = True
     while changed:
         changed = False
-        for node in ast.walk(tree):
+        for node in syntax.walk(tree):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
                     node.value is not None:
                 source = node.value
@@ -38,7 +40,7 @@ def dependent_names(tree, seeds, memory=frozenset()) -> set[str]:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
                         t.value.id in memory:
                     continue
-                for n in ast.walk(t):
+                for n in syntax.walk(t):
                     if isinstance(n, ast.Name) and n.id not in dependent:
                         dependent.add(n.id)
                         changed = True

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit.passes.static_eval import StaticEval
 
 
 def check_divisors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
             divisor = node.right
         elif isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
@@ -31,7 +32,7 @@ def check_divisors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         except Exception:                 # NotStatic, or not evaluable at compile time
             continue
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
-            names = sorted({n.id for n in ast.walk(divisor) if isinstance(n, ast.Name)})
+            names = sorted({n.id for n in syntax.walk(divisor) if isinstance(n, ast.Name)})
             given = ", ".join(f"{n}={ctx.namespace[n]!r}" for n in names if n in ctx.namespace
                               and isinstance(ctx.namespace[n], (int, float)))
             op = "//" if isinstance(node.op, ast.FloorDiv) else "%"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit.ir.markers import TILE
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile
 from tilejit.layouts import make_swizzled_layout
@@ -37,7 +38,7 @@ def _sites(fdef, ctx, accumulators):
     """(statement list, statement, fragment, region) of each ``T.copy(accumulator,
     region)`` statement."""
     found = []
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         for field in ("body", "orelse"):
             stmts = getattr(node, field, None)
             for st in stmts if isinstance(stmts, list) else ():
@@ -57,7 +58,7 @@ def stage_epilogues(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     accumulators = {c for gp, _a, _b, c, _line in plan.gemms.values()
                     if gp.engine == "wgmma" and plan.tiles[c].kind == FRAGMENT}
-    if not accumulators or any(isinstance(n, ast.Return) for n in ast.walk(fdef)):
+    if not accumulators or any(isinstance(n, ast.Return) for n in syntax.walk(fdef)):
         return fdef
     limit = ctx.target.shared_limit
     for k, (stmts, stmt, frag, region) in enumerate(_sites(fdef, ctx, accumulators)):
@@ -90,4 +91,4 @@ def stage_epilogues(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             del fdef.body[0]
             i = _index(stmts, first)
             stmts[i:i + 2] = [stmt]
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)

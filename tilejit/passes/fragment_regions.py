@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import CAST
@@ -65,7 +66,7 @@ def _add(a: ast.expr, b: ast.expr) -> ast.expr:
     return ast.BinOp(a, ast.Add(), b)
 
 
-class _FragmentRegions(ast.NodeTransformer):
+class _FragmentRegions(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
@@ -323,4 +324,4 @@ class _FragmentRegions(ast.NodeTransformer):
 
 
 def expand_fragment_region_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    return ast.fix_missing_locations(_FragmentRegions(ctx, fdef).visit(fdef))
+    return syntax.fix_missing_locations(_FragmentRegions(ctx, fdef).visit(fdef))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 
@@ -55,7 +56,7 @@ def partial_positions(sub, loop_vars, varying):
         return None
     fixed = tuple(k for k, n in enumerate(names) if n is None)
     for k in fixed:
-        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
+        if any(isinstance(n, ast.Name) and n.id in varying for n in syntax.walk(elts[k])):
             return None
     return fixed
 
@@ -107,7 +108,7 @@ def mixed_positions(sub, loop_vars, varying):
     if not fixed:
         return None
     for k in fixed:
-        if any(isinstance(n, ast.Name) and n.id in varying for n in ast.walk(elts[k])):
+        if any(isinstance(n, ast.Name) and n.id in varying for n in syntax.walk(elts[k])):
             return None
     dropped = tuple(k for k, v in enumerate(loop_vars) if v not in used)
     if fixed == dropped and len(elts) == len(loop_vars) and all(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.addressing import row_major
@@ -45,7 +46,7 @@ def _permuted(sub, loop_vars, tiles):
     return tuple(loop_vars.index(n) for n in names)
 
 
-class _Transposes(ast.NodeTransformer):
+class _Transposes(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
@@ -64,11 +65,11 @@ class _Transposes(ast.NodeTransformer):
             return node
         tiles = self.ctx.plan.tiles
         uses: dict = {}         # fragment -> {"store"/"load": permutation}, "plain"
-        updated = {id(s.target) for s in ast.walk(node) if isinstance(s, ast.AugAssign)}
+        updated = {id(s.target) for s in syntax.walk(node) if isinstance(s, ast.AugAssign)}
         # a store the scratch can take: a statement of the loop body itself (under an
         # `if`, the elements it skips would be copied back from an unwritten scratch)
         direct = {id(t) for s in node.body if isinstance(s, ast.Assign) for t in s.targets}
-        for sub in ast.walk(node):
+        for sub in syntax.walk(node):
             if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)):
                 continue
             tile = tiles.get(sub.value.id)
@@ -128,7 +129,7 @@ class _Transposes(ast.NodeTransformer):
         return parallel_loop(names, [int(e) for e in frag.shape], [store])
 
 
-class _Rename(ast.NodeTransformer):
+class _Rename(syntax.NodeTransformer):
     """A store ``F[perm]`` as ``scratch[loop order]``; a load ``F[perm]`` as
     ``scratch[perm]`` (the scratch holds F as it is)."""
 
@@ -154,4 +155,4 @@ def _allocation(scratch):
 def transpose_fragments(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not any(t.kind == FRAGMENT for t in ctx.plan.tiles.values()):
         return fdef
-    return ast.fix_missing_locations(_Transposes(ctx, fdef).visit(fdef))
+    return syntax.fix_missing_locations(_Transposes(ctx, fdef).visit(fdef))

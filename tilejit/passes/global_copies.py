@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
@@ -22,7 +23,7 @@ from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
-class _Copies(ast.NodeTransformer):
+class _Copies(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
@@ -30,7 +31,7 @@ class _Copies(ast.NodeTransformer):
         for name, ty in ctx.params.items():
             dims = [ctx.namespace.get(shape_constant_name(name, d)) for d in range(ty.ndim)]
             self.shapes[name] = tuple(dims) if all(isinstance(d, int) for d in dims) else None
-        for node in ast.walk(fdef):
+        for node in syntax.walk(fdef):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
                 self._view(node.targets[0].id, node.value)
@@ -77,4 +78,4 @@ class _Copies(ast.NodeTransformer):
 
 
 def expand_global_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    return ast.fix_missing_locations(_Copies(ctx, fdef).visit(fdef))
+    return syntax.fix_missing_locations(_Copies(ctx, fdef).visit(fdef))

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
@@ -116,12 +117,12 @@ class _Annotated:
 
 
 def _annotations(fdef, namespace):
-    return [s for s in ast.walk(fdef) if isinstance(s, ast.Expr) and isinstance(
+    return [s for s in syntax.walk(fdef) if isinstance(s, ast.Expr) and isinstance(
         s.value, ast.Call) and resolve_static(s.value.func, namespace) is T.annotate_layout
         and len(s.value.args) == 1 and isinstance(s.value.args[0], ast.Dict)]
 
 
-class _Rewrite(ast.NodeTransformer):
+class _Rewrite(syntax.NodeTransformer):
     def __init__(self, ctx, fdef, annotated: dict):
         self.ctx = ctx
         self.annotated = annotated
@@ -301,8 +302,8 @@ class _Rewrite(ast.NodeTransformer):
 def _accesses(tree, names):
     """(node, name) of each use of ``names`` in ``tree`` other than ``X.shape`` /
     ``X.dtype``: what reads or writes the tensor's elements."""
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
+    for node in syntax.walk(tree):
+        for child in syntax.iter_child_nodes(node):
             if isinstance(child, ast.Name) and child.id in names and not (
                     isinstance(node, ast.Attribute) and node.attr in ("shape", "dtype")):
                 yield node, child.id
@@ -330,7 +331,7 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not any(isinstance(k, ast.Name) and k.id in ctx.params
                for s in statements for k in s.value.args[0].keys) and not any(
             isinstance(s, ast.Expr) and _tensor_copy(copy_operands(s, ctx.namespace),
-                                                     ctx.params) for s in ast.walk(fdef)):
+                                                     ctx.params) for s in syntax.walk(fdef)):
         return fdef
     scope = AnnotationScope(ctx, fdef)
     annotated: dict = {}
@@ -354,7 +355,7 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
              for g in annotated.values()]
     # (an annotation of a tensor is a statement of the body: _check_placement)
     fdef.body = views + [s for s in fdef.body if not _emptied(s, ctx.namespace)]
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def _check_placement(ctx, fdef, index, stmt, name):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.addressing import row_major
@@ -92,7 +93,7 @@ def convert_fragment_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     flat = [(node, pair, where) for node, pairs, where in conversions for pair in pairs]
     for count, (node, pair, where) in enumerate(flat):
         _insert(ctx, fdef, node, pair, where, count, groups)
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 class _FixedGroups(UnionFind):
@@ -134,7 +135,7 @@ def _flows(fdef, ctx, frags) -> list:
     order."""
     out = []
 
-    class Visit(ast.NodeVisitor):
+    class Visit(syntax.NodeVisitor):
         def visit_Call(self, node):
             if (resolve_static(node.func, ctx.namespace) is T.copy and len(node.args) == 2
                     and all(isinstance(a, ast.Name) and a.id in frags for a in node.args)):
@@ -160,7 +161,7 @@ def _loop_fragments(loop, frags, tiles) -> tuple[list, list]:
     loop_vars = [e.id for e in elts]
     full, stored = [], set()
     for stmt in loop.body:
-        for sub in ast.walk(stmt):
+        for sub in syntax.walk(stmt):
             if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                     and sub.value.id in frags):
                 continue
@@ -222,7 +223,7 @@ def _insert(ctx, fdef, node, pair, where, count, groups):
         body[index:index + 1] = new + [ast.copy_location(out, body[index])]
 
 
-class _ReadFrom(ast.NodeTransformer):
+class _ReadFrom(syntax.NodeTransformer):
     """Every read ``src[...]`` becomes ``scratch[...]``."""
 
     def __init__(self, src, scratch):
@@ -239,7 +240,7 @@ class _ReadFrom(ast.NodeTransformer):
 def _statement_of(fdef, node):
     """(statement list, index) of the statement that is ``node`` (a loop) or whose
     expression is ``node`` (a call), or None."""
-    for parent in ast.walk(fdef):
+    for parent in syntax.walk(fdef):
         for field in ("body", "orelse"):
             stmts = getattr(parent, field, None)
             if isinstance(stmts, list):

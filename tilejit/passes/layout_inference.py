@@ -62,6 +62,7 @@ import math
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import make_swizzled_layout, offset_table, parallel_fragment
@@ -143,7 +144,7 @@ def _same_indices(sub, loop_vars, shape) -> bool:
 
 
 
-class _Collect(ast.NodeVisitor):
+class _Collect(syntax.NodeVisitor):
     """Fragment loops and copies between fragments."""
 
     def __init__(self, ctx, whole=frozenset(), static=None):
@@ -164,13 +165,13 @@ class _Collect(ast.NodeVisitor):
         if isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace) is T.Parallel:
             loop_vars = loop_names(node.target) or []
             body = ast.Module(body=node.body, type_ignores=[])
-            varying = set(loop_vars) | {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
+            varying = set(loop_vars) | {n.id for n in syntax.walk(body) if isinstance(n, ast.Name)
                                         and isinstance(n.ctx, ast.Store)}
             full, subset, partial = [], {}, {}
             # a serial loop's variable over a range of its own is not one of these:
             # b[k, j] with `for k in T.serial(n)` inside holds every k in each thread
             dependent = dependent_names(body, loop_vars)
-            for sub in ast.walk(body):
+            for sub in syntax.walk(body):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
                     continue
@@ -224,7 +225,7 @@ class _Collect(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-class _RewriteLoops(ast.NodeTransformer):
+class _RewriteLoops(syntax.NodeTransformer):
     def __init__(self, ctx, loop_ids):
         self.ctx = ctx
         self.loop_ids = loop_ids          # id(For node) -> (loop id, fragment names)
@@ -425,7 +426,7 @@ def _foreign_index_error(ctx, loop, loop_vars, tile):
     """The error for a fragment a T.Parallel reads at an index that is not the loop's own
     (``acc[i, j]`` with j a serial loop's variable, ``A[i, j // 32]`` of a large
     fragment), where there is one: such an element may be held by another thread."""
-    for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for sub in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
         if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                 and sub.value.id == tile.name) or index_names(sub) == list(loop_vars):
             continue
@@ -456,7 +457,7 @@ def _widen_unit_loops(fdef, ctx):
     fragments indexed ``[j]`` in it are then a subset of the loop's indices."""
     frags = {n: t.shape for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
     count = 0
-    for loop in ast.walk(fdef):
+    for loop in syntax.walk(fdef):
         if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and
                 resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
             continue
@@ -464,7 +465,7 @@ def _widen_unit_loops(fdef, ctx):
         if not loop_vars or len(loop.iter.args) != len(loop_vars) or loop.iter.keywords:
             continue
         units = None
-        for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        for sub in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
             if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                     and sub.value.id in frags):
                 continue
@@ -490,14 +491,14 @@ def _widen_unit_loops(fdef, ctx):
             count += 1
         loop.target = ast.copy_location(ast.Tuple(targets, ast.Store()), loop.target)
         loop.iter.args = args
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def choose_operand_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     """The first step: shared tiles' layouts (row-major; swizzled where T.gemm reads them
     or a TMA store writes them out; ``T.annotate_layout``) and each gemm's engine, which
     fix the layouts of the gemm's fragments (``fixed_fragment_layouts``)."""
-    annotations = [n for n in ast.walk(fdef) if isinstance(n, ast.Call)
+    annotations = [n for n in syntax.walk(fdef) if isinstance(n, ast.Call)
                    and resolve_static(n.func, ctx.namespace) is T.annotate_layout]
     _shared_layouts(ctx, annotations, fdef)
     _store_staging_tiles(ctx, fdef)
@@ -824,9 +825,9 @@ def _store_staging_tiles(ctx, fdef):
     tiles = ctx.plan.tiles
     uses: dict[str, set] = {}
     seen = set()
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == TILE:
-            seen.update(id(n) for n in ast.walk(node))
+            seen.update(id(n) for n in syntax.walk(node))
         stored = copy_to_tensor(node, ctx)
         if stored is not None and tiles[stored[0]].kind == SHARED:
             uses.setdefault(stored[0], set()).add("stored")
@@ -838,7 +839,7 @@ def _store_staging_tiles(ctx, fdef):
               and tiles[node.args[1].id].kind == SHARED):
             uses.setdefault(node.args[1].id, set()).add("written")
             seen.add(id(node.args[1]))
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if (isinstance(node, ast.Name) and node.id in uses and id(node) not in seen
                 and isinstance(node.ctx, ast.Load)):
             uses[node.id].add("other")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ARRIVE_NAMED, ROLE_ATTR, SYNC_NAMED, SYNC_RANGE
@@ -33,7 +34,7 @@ _PARAMS = ("barrier_id", "arrive_count")
 
 def uses_named_barriers(fdef: ast.FunctionDef, namespace) -> bool:
     """Whether the kernel names a barrier of its own."""
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Call):
             fn = resolve_static(node.func, namespace)
             if fn is T.named_barrier_arrive or (fn is T.sync_threads and
@@ -93,11 +94,11 @@ class NamedBarriers:
         if not self.ids:
             return
         used = {}
-        roles = {getattr(n, ROLE_ATTR) for n in ast.walk(fdef)
+        roles = {getattr(n, ROLE_ATTR) for n in syntax.walk(fdef)
                  if isinstance(n, ast.If) and getattr(n, ROLE_ATTR, None) is not None}
         for k in roles:
             used[1 + k] = f"warpgroup role {k}'s (T.ws({k}))"
-        for n in ast.walk(fdef):
+        for n in syntax.walk(fdef):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
                     n.func.id == SYNC_RANGE and isinstance(n.args[0], ast.Constant):
                 used[n.args[0].value] = ("the one tilejit gives a branch's range of threads "

@@ -34,13 +34,14 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ENDS, GROUPS, LANE_INDEX, LANES, LANES_REVERSED
 
 
 def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
 
 
 def _affine(node, lane: set[str]) -> bool:
@@ -77,7 +78,7 @@ _IMPURE = ("print", "atomic", "device_assert", "assume")
 
 
 def _pure(expr) -> bool:
-    for n in ast.walk(expr):
+    for n in syntax.walk(expr):
         if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield)):
             return False
         if isinstance(n, ast.Call):
@@ -130,7 +131,7 @@ def _lane_loop(var, iterator, extents, target, body):
                    [index, *copy.deepcopy(body)], [])
 
 
-class _Versioner(ast.NodeTransformer):
+class _Versioner(syntax.NodeTransformer):
     def __init__(self, namespace):
         self.namespace = namespace
 
@@ -164,11 +165,11 @@ class _Versioner(ast.NodeTransformer):
                 ast.If(ast.Name(full, ast.Load()), [fast], [slow])]
         new = ast.For(ast.Name("__tj_g", ast.Store()), _call(GROUPS, copy.deepcopy(extents)),
                       body, [])
-        for n in ast.walk(new):
+        for n in syntax.walk(new):
             if not hasattr(n, "lineno") or n.lineno is None:
                 ast.copy_location(n, node)
-        ast.fix_missing_locations(new)
-        for n in ast.walk(new):
+        syntax.fix_missing_locations(new)
+        for n in syntax.walk(new):
             if isinstance(n, (ast.stmt, ast.expr)) and getattr(n, "lineno", None) is None:
                 n.lineno = node.lineno
         return ast.copy_location(new, node)

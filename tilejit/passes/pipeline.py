@@ -50,6 +50,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import SubstituteLoads, resolve_static
 from tilejit.ir.markers import (COMMIT, COPY_ASYNC, GEMM, MULTICAST_ATTR, REGION, STAGE, SYNC,
@@ -84,13 +85,13 @@ def _expr_stmt(call, like):
 def _assigned(stmts) -> set[str]:
     out = set()
     for s in stmts:
-        for n in ast.walk(s):
+        for n in syntax.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
     return out
 
 
-class _StageTiles(ast.NodeTransformer):
+class _StageTiles(syntax.NodeTransformer):
     """Names of staged tiles → ``__tj_stage(tile, index)`` (loads only)."""
 
     def __init__(self, tiles, index):
@@ -103,7 +104,7 @@ class _StageTiles(ast.NodeTransformer):
         return node
 
 
-class _HoistInvariant(ast.NodeTransformer):
+class _HoistInvariant(syntax.NodeTransformer):
     """Replaces the arithmetic subtrees that do not use ``loop_var`` by fresh names and
     collects their assignments (``assigns``), to be placed before the loop."""
 
@@ -113,7 +114,7 @@ class _HoistInvariant(ast.NodeTransformer):
         self.names: dict[str, str] = {}       # unparsed expression -> its name
 
     def _invariant(self, node):
-        return not any(isinstance(n, ast.Name) and n.id == self.loop_var for n in ast.walk(node))
+        return not any(isinstance(n, ast.Name) and n.id == self.loop_var for n in syntax.walk(node))
 
     def generic_visit(self, node):
         if isinstance(node, (ast.BinOp, ast.UnaryOp)) and self._invariant(node):
@@ -146,7 +147,7 @@ class Pipeline:
     refill_stage: str | None = None  # the stage counter of the refill (None: k % S form)
 
 
-class _Pipeliner(ast.NodeTransformer):
+class _Pipeliner(syntax.NodeTransformer):
     def __init__(self, ctx, static):
         self.ctx, self.static = ctx, static
         self.shared = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
@@ -167,7 +168,7 @@ class _Pipeliner(ast.NodeTransformer):
                                and src.func.id == REGION) else src
         if not (isinstance(base, ast.Name) and base.id in self.ctx.param_dtypes):
             return None
-        used = {n.id for n in ast.walk(src) if isinstance(n, ast.Name)}
+        used = {n.id for n in syntax.walk(src) if isinstance(n, ast.Name)}
         if used & (varying - {loop_var}):
             return None
         return dst.id
@@ -298,7 +299,7 @@ class _Pipeliner(ast.NodeTransformer):
                               head + refill + staged_consumers + advance, [], None), pid, "steady")
         drain = mark(_expr_stmt(_call(WAIT, [ast.Constant(0)]), node), pid, "drain")
         leaves = (any(isinstance(x, ast.Break) for c in consumers for x in _walk_this_loop(c))
-                  or any(isinstance(x, ast.Return) for c in consumers for x in ast.walk(c)))
+                  or any(isinstance(x, ast.Return) for c in consumers for x in syntax.walk(c)))
         writes = any(t in tiles for c in consumers for t, _ in shared_writes(self.ctx, c))
         self.ctx.pipelines.append(Pipeline(pid, node.lineno, stages, len(producers),
                                            copy.deepcopy(current), leaves, writes,
@@ -306,8 +307,8 @@ class _Pipeliner(ast.NodeTransformer):
         out = [*allocs, n_assign, *hoist.assigns, ast.copy_location(prologue, node), *start,
                ast.copy_location(steady, node), drain]
         for s in out:
-            ast.fix_missing_locations(ast.copy_location(s, node))
-            self.generated.update(id(n) for n in ast.walk(s))
+            syntax.fix_missing_locations(ast.copy_location(s, node))
+            self.generated.update(id(n) for n in syntax.walk(s))
         for name in tiles:
             self.staged[name] = node.lineno
         return out
@@ -356,7 +357,7 @@ def _staged(node, tiles):
 def _walk_this_loop(node):
     """The nodes of ``node`` outside nested loops (whose ``continue`` is their own)."""
     yield node
-    for child in ast.iter_child_nodes(node):
+    for child in syntax.iter_child_nodes(node):
         if not isinstance(child, (ast.For, ast.While)):
             yield from _walk_this_loop(child)
 
@@ -378,10 +379,10 @@ def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     fdef = pipeliner.visit(fdef)
     # a pipelined tile holds several versions: outside its loop no version is "the" tile
     # (T.annotate_layout names the tile for the layout each version has: user_layouts.py)
-    annotations = {id(n) for call in ast.walk(fdef) if isinstance(call, ast.Call)
+    annotations = {id(n) for call in syntax.walk(fdef) if isinstance(call, ast.Call)
                    and resolve_static(call.func, ctx.namespace) is T.annotate_layout
-                   for n in ast.walk(call)}
-    for node in ast.walk(fdef):
+                   for n in syntax.walk(call)}
+    for node in syntax.walk(fdef):
         if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
                 and node.id in pipeliner.staged and id(node) not in pipeliner.generated
                 and id(node) not in annotations):
@@ -389,4 +390,4 @@ def pipeline_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                             f"the loop at line {pipeliner.staged[node.id]}, which keeps "
                             f"several versions of it; use it only inside that loop (copy "
                             f"what you need into another tile there)", node)
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)

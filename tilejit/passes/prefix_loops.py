@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.plan import FRAGMENT
@@ -31,7 +32,7 @@ def widen_prefix_loops(fdef: ast.FunctionDef, ctx, static) -> ast.FunctionDef:
     frags = {n: t.shape for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT}
     if not frags:
         return fdef
-    for loop in ast.walk(fdef):
+    for loop in syntax.walk(fdef):
         if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
                 and not loop.iter.keywords
                 and resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
@@ -55,14 +56,14 @@ def widen_prefix_loops(fdef: ast.FunctionDef, ctx, static) -> ast.FunctionDef:
         loop.body = [ast.copy_location(ast.If(test, loop.body, []), loop.body[0])]
         loop.iter.args = [ast.copy_location(ast.Constant(s), a)
                           for s, a in zip(shape, loop.iter.args)]
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def _common_shape(loop, loop_vars, frags):
     """The one shape of the fragments the loop indexes by all of its indices, or None
     (none, several shapes, or a fragment indexed any other way)."""
     shape = None
-    for sub in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for sub in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
         if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                 and sub.value.id in frags):
             continue

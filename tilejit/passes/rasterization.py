@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import BLOCK_INDEX, SWIZZLE_BLOCKS
@@ -27,7 +28,7 @@ def _block_names(fdef):
     return names
 
 
-class _Rasterize(ast.NodeTransformer):
+class _Rasterize(syntax.NodeTransformer):
     def __init__(self, ctx, static, names):
         self.ctx, self.static, self.names = ctx, static, names
 

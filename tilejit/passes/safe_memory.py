@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit.ir.markers import ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_STORE, CAST
 
 _ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_LOAD, ATOMIC_STORE)
@@ -37,7 +38,7 @@ def _indices(node: ast.Subscript) -> list:
     return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
 
 
-class _Guard(ast.NodeTransformer):
+class _Guard(syntax.NodeTransformer):
     def __init__(self, tensors: dict, values: dict, writes: bool):
         self.tensors = tensors      # name -> dtype name
         self.values = values        # name -> the T.annotate_safe_value expression
@@ -133,4 +134,4 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
                if ctx.options.safe_memory or name in values}
     guard = _Guard(tensors, values, writes=ctx.options.safe_memory)
-    return ast.fix_missing_locations(guard.visit(fdef))
+    return syntax.fix_missing_locations(guard.visit(fdef))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import assigned_names, resolve_static, static_truth
@@ -84,8 +85,8 @@ class _Collect:
         parts = [stmt] if not hasattr(stmt, "body") else [
             getattr(stmt, f) for f in ("test", "iter", "items") if getattr(stmt, f, None)]
         for part in parts:
-            nodes = list(ast.walk(part) if isinstance(part, ast.AST) else (
-                n for item in part for n in ast.walk(item)))
+            nodes = list(syntax.walk(part) if isinstance(part, ast.AST) else (
+                n for item in part for n in syntax.walk(item)))
             # `A.shape` reads no element
             queried = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
             for node in nodes:
@@ -111,7 +112,7 @@ class _Collect:
                 raise ctx.error(f"T.annotate_safe_value: {key.id} is used before it (line "
                                 f"{self.seen[key.id]}); write the annotation before the "
                                 f"kernel's first use of {key.id}", call)
-            if any(isinstance(n, ast.Name) and n.id == key.id for n in ast.walk(value)):
+            if any(isinstance(n, ast.Name) and n.id == key.id for n in syntax.walk(value)):
                 raise ctx.error(f"T.annotate_safe_value: the safe value of {key.id} reads "
                                 f"{key.id} (`{ast.unparse(value)}`); read it into a variable "
                                 "first", call)
@@ -138,7 +139,7 @@ class _Operand:
         self.sizes = sizes          # each ranged dimension's known extent, or None
 
 
-class _Copies(ast.NodeTransformer):
+class _Copies(syntax.NodeTransformer):
     """``T.copy`` from an annotated tensor → the element loop, its operands paired as the
     simulator pairs them (``sim/semantics._resolve``)."""
 
@@ -296,4 +297,4 @@ def expand_safe_value_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     collect.block(fdef.body, "always")
     if not ctx.safe_values:
         return fdef
-    return ast.fix_missing_locations(_Copies(ctx, collect.variables).visit(fdef))
+    return syntax.fix_missing_locations(_Copies(ctx, collect.variables).visit(fdef))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit.ir.markers import TILE, WS_ATTR
 from tilejit.ir.plan import SHARED
 
@@ -26,7 +27,7 @@ ALIGN = 16
 
 
 def _mentions(stmt, names) -> set[str]:
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in names}
+    return {n.id for n in syntax.walk(stmt) if isinstance(n, ast.Name) and n.id in names}
 
 
 def _allocates(stmt) -> str | None:

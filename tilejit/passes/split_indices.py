@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static, statement_lists
 from tilejit.ir.markers import LANGUAGE
@@ -33,14 +34,14 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
     views = {}                      # (fragment, position, n) -> view name
-    for loop in [n for n in ast.walk(fdef) if isinstance(n, ast.For)]:
+    for loop in [n for n in syntax.walk(fdef) if isinstance(n, ast.For)]:
         if not (isinstance(loop.iter, ast.Call) and
                 resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
             continue
         names = [t.id for t in (loop.target.elts if isinstance(loop.target, ast.Tuple)
                                 else [loop.target]) if isinstance(t, ast.Name)]
         extents = dict(zip(names, loop.iter.args))
-        for sub in [n for stmt in loop.body for n in ast.walk(stmt)
+        for sub in [n for stmt in loop.body for n in syntax.walk(stmt)
                     if isinstance(n, ast.Subscript)]:
             if not (isinstance(sub.value, ast.Name) and sub.value.id in fragments):
                 continue
@@ -76,7 +77,7 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                              ast.Tuple(dims, ast.Load())], []))
         block = next(b for b in statement_lists(fdef) if alloc in b)
         block.insert(block.index(alloc) + 1,
-                     ast.fix_missing_locations(ast.copy_location(stmt, alloc)))
+                     syntax.fix_missing_locations(ast.copy_location(stmt, alloc)))
     return fdef
 
 
@@ -96,7 +97,7 @@ def _fragment_allocations(fdef, ctx) -> dict:
     """{name: (its `name = T.alloc_fragment(shape, ...)` statement, the shape's
     expressions)} of fragments allocated once with a literal shape."""
     found, seen = {}, {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
@@ -118,7 +119,7 @@ def _split(index, extents, loop_names, static):
         if not (isinstance(var, ast.Name) and var.id in extents and
                 isinstance(other, ast.BinOp) and isinstance(other.op, ast.Mult)):
             continue
-        if any(isinstance(n, ast.Name) and n.id in loop_names for n in ast.walk(other)):
+        if any(isinstance(n, ast.Name) and n.id in loop_names for n in syntax.walk(other)):
             continue
         for fixed, factor in ((other.left, other.right), (other.right, other.left)):
             try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import REGION, STAGE
@@ -63,7 +64,7 @@ def _element_index(node, name, ndim):
     return None
 
 
-class _Uses(ast.NodeVisitor):
+class _Uses(syntax.NodeVisitor):
     """Whether each candidate tile is used only as whole-version views."""
 
     def __init__(self, candidates):
@@ -98,7 +99,7 @@ class _Uses(ast.NodeVisitor):
         return False
 
 
-class _Rewrite(ast.NodeTransformer):
+class _Rewrite(syntax.NodeTransformer):
     def __init__(self, staged):
         self.staged = staged            # name -> ndim
 
@@ -130,7 +131,7 @@ def stage_views(fdef: ast.FunctionDef, ctx, static) -> tuple[ast.FunctionDef, di
     """``fdef`` with the stacked shared tiles' allocations made one version and their
     uses ``__tj_stage`` views; returns it and {tile name: number of versions}."""
     allocs = {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
                 and resolve_static(node.value.func, ctx.namespace) is T.alloc_shared

@@ -11,6 +11,7 @@ import builtins
 import math
 import operator
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.language.tilelang_names import SYMBOLIC
 
@@ -47,7 +48,7 @@ class StaticEval:
 
     def _collect(self, fdef):
         counts: dict[str, int] = {}
-        for node in ast.walk(fdef):
+        for node in syntax.walk(fdef):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
         self.assigned = set(counts)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.analysis import settled
 from tilejit.frontend.source import resolve_static
@@ -33,7 +34,7 @@ def _thread_names(fdef) -> dict:
     (``tx = T.get_thread_binding()``, the front end's ``__tj_thread_index()``, with
     ``% x`` or ``// x % y`` in a block of several dimensions) and constants only."""
     out, stores = {}, {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
@@ -43,11 +44,11 @@ def _thread_names(fdef) -> dict:
 
 
 def _of_thread_index(expr) -> bool:
-    calls = [n for n in ast.walk(expr) if isinstance(n, ast.Call)]
+    calls = [n for n in syntax.walk(expr) if isinstance(n, ast.Call)]
     return bool(calls) and all(isinstance(c.func, ast.Name) and c.func.id == THREAD_INDEX
                                and not c.args for c in calls) and all(
         isinstance(n, (ast.Call, ast.Name, ast.Constant, ast.BinOp, ast.operator, ast.Load))
-        for n in ast.walk(expr))
+        for n in syntax.walk(expr))
 
 
 def _tile_op(stmts, namespace):
@@ -63,7 +64,7 @@ def _tile_op(stmts, namespace):
                 if op is not None:
                     return op
             continue
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
                     resolve_static(node.iter.func, namespace) is T.Parallel:
                 return "Parallel"
@@ -85,7 +86,7 @@ def _test_text(ctx, node) -> str:
     return line if line.startswith(("if ", "elif ")) else f"if {ast.unparse(node.test)}"
 
 
-class _IndexCalls(ast.NodeTransformer):
+class _IndexCalls(syntax.NodeTransformer):
     def visit_Call(self, node):
         if isinstance(node.func, ast.Name) and node.func.id == THREAD_INDEX and not node.args:
             return ast.copy_location(ast.Name(_TID, ast.Load()), node)
@@ -97,11 +98,11 @@ def _takers(test, names, threads, namespace):
     thread index (``names``: {name: its value}) with compile-time values."""
     # `T.get_thread_binding() < 32` written in the test itself: the index as a name
     test = _IndexCalls().visit(copy.deepcopy(test))
-    names = {**names, _TID: ast.fix_missing_locations(ast.Expression(
+    names = {**names, _TID: syntax.fix_missing_locations(ast.Expression(
         ast.Call(ast.Name(THREAD_INDEX, ast.Load()), [], []))).body}
-    used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    used = {n.id for n in syntax.walk(test) if isinstance(n, ast.Name)}
     if not used & set(names) or any(isinstance(n, (ast.Call, ast.Subscript, ast.Attribute))
-                                    for n in ast.walk(test)):
+                                    for n in syntax.walk(test)):
         return None
     env = {}
     for n in used - set(names):
@@ -128,14 +129,14 @@ def _takers(test, names, threads, namespace):
 def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     names = _thread_names(fdef)
     if not names and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                             and n.func.id == THREAD_INDEX for n in ast.walk(fdef)):
+                             and n.func.id == THREAD_INDEX for n in syntax.walk(fdef)):
         return fdef
     threads = ctx.plan.launch_threads or ctx.threads
     _Branches(ctx, fdef, names, threads).visit(fdef)
     return fdef
 
 
-class _Branches(ast.NodeVisitor):
+class _Branches(syntax.NodeVisitor):
     def __init__(self, ctx, fdef, names, threads):
         self.ctx, self.fdef, self.names, self.threads = ctx, fdef, names, threads
 

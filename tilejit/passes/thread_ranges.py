@@ -29,6 +29,7 @@ import ast
 import copy
 import math
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_call
@@ -56,7 +57,7 @@ class _Ranges:
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
         self.tiles = {}                 # name -> (kind, static shape or None)
-        for node in ast.walk(fdef):
+        for node in syntax.walk(fdef):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
                 kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
@@ -222,14 +223,14 @@ class _Ranges:
         guard = ast.If(ast.Compare(_name(e), [ast.Lt()], [_c(total)]), coords + body, [])
         loop = ast.For(_name(r, True), ast.Call(_name("range"), [_c(-(-total // n))], []),
                        [first, guard], [], None)
-        return ast.fix_missing_locations(ast.copy_location(loop, like))
+        return syntax.fix_missing_locations(ast.copy_location(loop, like))
 
     def parallel(self, loop):
         names = [t.id for t in (loop.target.elts if isinstance(loop.target, ast.Tuple)
                                 else [loop.target]) if isinstance(t, ast.Name)]
         if len(names) != len(loop.iter.args) or loop.iter.keywords:
             raise _Refused("T.Parallel")
-        for node in ast.walk(loop):
+        for node in syntax.walk(loop):
             if isinstance(node, ast.Name) and self.tiles.get(node.id, ("",))[0] in (
                     "fragment", "local"):
                 raise _Refused(node.id)
@@ -265,7 +266,7 @@ class _Ranges:
 
     def _holds_op(self, stmt) -> bool:
         return any(isinstance(n, ast.Call) and resolve_static(n.func, self.ctx.namespace) in (
-            T.copy, T.fill, T.clear, T.Parallel) for n in ast.walk(stmt))
+            T.copy, T.fill, T.clear, T.Parallel) for n in syntax.walk(stmt))
 
     def _touches(self, stmt) -> tuple[set, set]:
         """(read, written) shared tiles and tensors a statement names: a T.copy's source
@@ -280,7 +281,7 @@ class _Ranges:
                     isinstance(node, ast.Call) and not node.args):
                 node = node.value if isinstance(node, ast.Subscript) else node.args[0]
             return node.id if isinstance(node, ast.Name) else None
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, ast.Call):
                 fn = resolve_static(node.func, self.ctx.namespace)
                 if fn is T.copy and len(node.args) >= 2:

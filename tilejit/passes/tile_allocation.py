@@ -23,6 +23,7 @@ import ast
 import math
 from dataclasses import replace
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.gemm_operands import (GemmOperand, dynamic_bound_error, form_error,
@@ -50,7 +51,7 @@ def _call(name, args):
 _GEMM_OPTIONS = ("transpose_A", "transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
 
 
-class _Tiles(ast.NodeTransformer):
+class _Tiles(syntax.NodeTransformer):
     def __init__(self, ctx, static: StaticEval):
         self.ctx = ctx
         self.static = static
@@ -430,7 +431,7 @@ class _Tiles(ast.NodeTransformer):
                                  f"target is {target.arch}{why}", node)
 
 
-class _ScanRegions(ast.NodeTransformer):
+class _ScanRegions(syntax.NodeTransformer):
     """``T.cumsum(src=S[r0:r1, c0:c1], dst=D[...], dim, reverse)`` (TileLang's scans of
     regions of shared tiles, out of place or not, ``T.cummax`` alike): the region copied
     into a shared tile of its own, scanned there, and copied to the destination region (or
@@ -439,7 +440,7 @@ class _ScanRegions(ast.NodeTransformer):
     def __init__(self, fdef, ctx, static):
         self.ctx, self.static = ctx, static
         self.tiles = {}
-        for node in ast.walk(fdef):
+        for node in syntax.walk(fdef):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                     isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
                 kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
@@ -526,13 +527,13 @@ def _scan_regions(fdef, ctx):
     if not any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace) in scans
                and any(isinstance(a, ast.Subscript) for a in n.args + [k.value for k in
                                                                       n.keywords])
-               for n in ast.walk(fdef)):
+               for n in syntax.walk(fdef)):
         return fdef
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    return ast.fix_missing_locations(_ScanRegions(fdef, ctx, static).visit(fdef))
+    return syntax.fix_missing_locations(_ScanRegions(fdef, ctx, static).visit(fdef))
 
 
-class _FoldStaticIfs(ast.NodeTransformer):
+class _FoldStaticIfs(syntax.NodeTransformer):
     """``if <compile-time condition>:`` keeps only the branch taken, so the tile passes
     see the program that runs (``if trans_A: T.copy(...) else: T.copy(...)``)."""
 
@@ -587,7 +588,7 @@ def _check_whole_copies(fdef, ctx):
     """``T.copy(W, w)`` with W a whole tensor: the kernel is specialized on W's shape
     (``frontend/analysis.whole_shape_params``), so extents other than the tile's (size-1
     dimensions aside) are an error here, before anything runs, as in the simulator."""
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace)
                 is T.copy and len(node.args) >= 2):
             continue

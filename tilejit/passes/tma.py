@@ -61,6 +61,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from tilejit import syntax
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.ir.tma_box import MAX_RANK, Box, data_type_supported
 from tilejit.ir.markers import (COPY_ASYNC, MULTICAST_ATTR, REGION, STAGE, SYNC, TMA_COPY,
@@ -158,7 +159,7 @@ def box_plan(ctx, region, tile, layouts, one_row=False):
 
 
 def _statements(fdef, pid, role):
-    return [n for n in ast.walk(fdef) if role_of(n) == (pid, role)]
+    return [n for n in syntax.walk(fdef) if role_of(n) == (pid, role)]
 
 
 def _call(name, args):
@@ -182,7 +183,7 @@ def _flip(phase, stage):
                                                copy.deepcopy(stage))))
 
 
-class _Rewrite(ast.NodeTransformer):
+class _Rewrite(syntax.NodeTransformer):
     """One pipeline's cp.async schedule → TMA's (see the module's docstring)."""
 
     def __init__(self, pipe, slot0, ids, map_names):
@@ -237,7 +238,7 @@ class _Rewrite(ast.NodeTransformer):
 
 
 def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    explicit = [n for n in ast.walk(fdef) if isinstance(n, ast.Call)
+    explicit = [n for n in syntax.walk(fdef) if isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Name) and n.func.id == TMA_COPY]
     if explicit and not ctx.target.is_sim and not ctx.options.tma:
         raise ctx.error("T.tma_copy needs TMA, which this compilation turned off (tma=False)",
@@ -281,7 +282,7 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     fdef.args.args += [ast.arg(name) for name in maps.values()]
     if entry:
         fdef.body = entry + [ast.Expr(_call(SYNC, []))] + fdef.body
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def _register(plan, maps, planned, tile, multicast=0):

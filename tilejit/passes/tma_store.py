@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import REGION, TMA_STORE, TMA_STORE_WAIT
@@ -62,7 +63,7 @@ def copy_to_tensor(node, ctx):
 def _store_sites(fdef, ctx):
     """(statement, tile name, region call) of each ``T.copy(shared tile, tensor region)``."""
     sites = []
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         found = copy_to_tensor(node.value, ctx) if isinstance(node, ast.Expr) else None
         if found is None:
             continue
@@ -76,16 +77,16 @@ def other_uses(fdef, tensor, sites) -> bool:
     """Whether ``tensor`` is used other than by the stores in ``sites`` and through its
     attributes (``C.shape``)."""
     allowed = {id(site[2].args[0]) for site in sites}
-    allowed |= {id(n.value) for n in ast.walk(fdef)
+    allowed |= {id(n.value) for n in syntax.walk(fdef)
                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
     return any(isinstance(n, ast.Name) and n.id == tensor and id(n) not in allowed
-               for n in ast.walk(fdef))
+               for n in syntax.walk(fdef))
 
 
 def use_tma_stores(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not (ctx.target.has_tma and ctx.options.tma):
         return fdef
-    if any(isinstance(n, ast.Return) for n in ast.walk(fdef)):
+    if any(isinstance(n, ast.Return) for n in syntax.walk(fdef)):
         return fdef
     sites = _store_sites(fdef, ctx)
     if not sites:
@@ -122,4 +123,4 @@ def use_tma_stores(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                               [])
         plan.tma_stored.add(tile)
     fdef.body.append(ast.Expr(ast.Call(ast.Name(TMA_STORE_WAIT, ast.Load()), [], [])))
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.plan import FRAGMENT, SHARED
 from tilejit.passes.element_loops import parallel_loop
 
 
-class _Transposes(ast.NodeTransformer):
+class _Transposes(syntax.NodeTransformer):
     def __init__(self, ctx):
         self.ctx = ctx
         self.count = 0
@@ -43,11 +44,11 @@ class _Transposes(ast.NodeTransformer):
                               ast.Tuple([ast.Name(j, ast.Load()), ast.Name(i, ast.Load())],
                                         ast.Load()), ast.Store())
         loop = parallel_loop([i, j], list(src.shape), [ast.Assign([store], load)])
-        return ast.fix_missing_locations(ast.copy_location(loop, node))
+        return syntax.fix_missing_locations(ast.copy_location(loop, node))
 
 
 def expand_transposes(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace)
-               is T.transpose for n in ast.walk(fdef)):
+               is T.transpose for n in syntax.walk(fdef)):
         return fdef
     return _Transposes(ctx).visit(fdef)

@@ -19,6 +19,7 @@ import ast
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.addressing import row_major
@@ -44,7 +45,7 @@ class TileBuffer:
 def _assignments(fdef) -> dict:
     """name -> value of the names the kernel assigns exactly once."""
     counts, values = {}, {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
             values[node.targets[0].id] = node.value
@@ -66,7 +67,7 @@ class AnnotationScope:
         self.assigned = _assignments(fdef)
 
     def value(self, node, depth=0):
-        code = compile(ast.fix_missing_locations(ast.Expression(node)), self.ctx.filename,
+        code = compile(syntax.fix_missing_locations(ast.Expression(node)), self.ctx.filename,
                        "eval")
         while True:
             try:

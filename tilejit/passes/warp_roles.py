@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import explicit_forms, is_ws
 from tilejit.frontend.source import resolve_static
@@ -59,7 +60,7 @@ def _args(node, names):
     return [values.get(n) for n in names]
 
 
-class _Roles(ast.NodeTransformer):
+class _Roles(syntax.NodeTransformer):
     def __init__(self, ctx, static, roles):
         self.ctx, self.static, self.roles = ctx, static, roles
         self.barriers = set()           # names bound to T.alloc_barrier
@@ -223,4 +224,4 @@ def lower_warp_roles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     launched = ctx.plan.launch_threads or ctx.threads
     fdef = _Roles(ctx, StaticEval(ctx.namespace, ctx.param_dtypes, fdef),
                   launched // ROLE_THREADS).visit(fdef)
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)

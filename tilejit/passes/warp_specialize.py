@@ -53,6 +53,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_SYNC, GEMM, MBAR_ARRIVE, SETMAXNREG, SYNC, TMA_FENCE,
@@ -95,7 +96,7 @@ def _only_loads(stmt):
     return isinstance(stmt, ast.If) and stmt.body and all(_is_call(s, TMA_LOAD) for s in stmt.body)
 
 
-class _Rename(ast.NodeTransformer):
+class _Rename(syntax.NodeTransformer):
     def __init__(self, old, new):
         self.old, self.new = old, new
 
@@ -105,7 +106,7 @@ class _Rename(ast.NodeTransformer):
 
 def _wgmma_gemm_in(stmts, plan):
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id == GEMM and isinstance(node.args[3], ast.Constant)
                     and plan.gemms[node.args[3].value][0].engine == "wgmma"):
@@ -134,12 +135,12 @@ def _path_to(body, node):
 
 
 def _find(fdef, pid, role):
-    found = [n for n in ast.walk(fdef) if role_of(n) == (pid, role)]
+    found = [n for n in syntax.walk(fdef) if role_of(n) == (pid, role)]
     return found[0] if len(found) == 1 else None
 
 
 def _names(stmts, ctx_type):
-    return {n.id for s in stmts for n in ast.walk(s)
+    return {n.id for s in stmts for n in syntax.walk(s)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx_type)}
 
 
@@ -149,7 +150,7 @@ _USER_SETMAXNREG = {T.set_max_nreg: (None, None), T.inc_max_nreg: (1, None),
                     T.annotate_producer_reg_dealloc: (0, 24)}
 
 
-class _RegisterHints(ast.NodeTransformer):
+class _RegisterHints(syntax.NodeTransformer):
     """Takes out ``T.no_set_max_nreg()`` / ``T.disable_warp_group_reg_alloc()``
     statements, counting them, and makes the kernel's own ``T.set_max_nreg(n, inc)`` /
     ``T.inc_max_nreg(n)`` / ``T.dec_max_nreg(n)`` the ``setmaxnreg`` marker (sm_90a; a
@@ -208,7 +209,7 @@ def _scalar_if(st) -> bool:
     """An ``if`` whose branches only assign names (no tile, no call but pure ones)."""
     if not isinstance(st, ast.If):
         return False
-    for node in ast.walk(st):
+    for node in syntax.walk(st):
         if isinstance(node, ast.stmt) and not isinstance(node, (ast.If, ast.Assign)):
             return False
         if isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name)
@@ -251,7 +252,7 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     inner, i_steady = path[-1]
     if prologue not in inner:
         return fdef
-    loads = [s for s in ast.walk(prologue) if _is_call(s, TMA_LOAD)]
+    loads = [s for s in syntax.walk(prologue) if _is_call(s, TMA_LOAD)]
     if not loads or not _wgmma_gemm_in(loop.body, plan):
         return fdef
     seq = ctx.number("ws")
@@ -359,7 +360,7 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         # block exits while a peer may still write its stages or arrive on its mbarriers
         fdef.body[-1:-1] = [_expr(CLUSTER_SYNC)]
         fdef.body.append(_expr(CLUSTER_SYNC))
-    return ast.fix_missing_locations(fdef)
+    return syntax.fix_missing_locations(fdef)
 
 
 def _multicast(fdef, plan, loads) -> bool:
@@ -371,5 +372,5 @@ def _multicast(fdef, plan, loads) -> bool:
     full = (1 << plan.cluster_blocks) - 1
     masks = {plan.tma_copies[load.value.args[4].value].multicast for load in loads} - {0}
     plan.multicast = (plan.cluster_blocks > 1 and masks == {full}
-                      and not any(isinstance(n, ast.Return) for n in ast.walk(fdef)))
+                      and not any(isinstance(n, ast.Return) for n in syntax.walk(fdef)))
     return plan.multicast

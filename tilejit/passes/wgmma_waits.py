@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 
+from tilejit import syntax
 from tilejit.ir.markers import FRAG_LOOP, GEMM, SYNC, WGMMA_WAIT
 from tilejit.ir.plan import SHARED
 
@@ -53,7 +54,7 @@ def defer_wgmma_waits(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     # a gemm whose call a pass copied (one id at two sites) keeps its wait: the id marks
     # every site deferred, and only one would get the wait
     sites: dict[str, int] = {}
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         gid = _gemm_id(node) if isinstance(node, ast.Call) else None
         if gid is not None:
             sites[gid] = sites.get(gid, 0) + 1
@@ -63,7 +64,7 @@ def defer_wgmma_waits(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 
 def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
 
 
 def _call(stmt):
@@ -155,7 +156,7 @@ class _Lists:
                             [ast.Constant(g) for g in waits[at]], [])
             stmt = ast.Expr(call)
             ast.copy_location(stmt, body[min(at, len(body) - 1)])
-            body.insert(at, ast.fix_missing_locations(stmt))
+            body.insert(at, syntax.fix_missing_locations(stmt))
 
     def _allowed(self, stmt, p: _Pending) -> bool:
         """Whether ``stmt`` may run while gemm ``p`` is in flight."""
@@ -179,7 +180,7 @@ class _Lists:
                                                   else None, FRAG_LOOP):
             return not _names(stmt) & p.tiles
         if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
-            calls = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
+            calls = [n for n in syntax.walk(stmt.value) if isinstance(n, ast.Call)]
             return not calls and not _names(stmt) & p.tiles
         return False
 

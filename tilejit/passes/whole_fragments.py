@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import math
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.plan import FRAGMENT
@@ -25,16 +26,16 @@ def scalar_fragments(fdef, ctx) -> set:
     such a fragment, as a local array every thread computes alike."""
     frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
              and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
-    parallel_vars = {n.id for loop in ast.walk(fdef) if isinstance(loop, ast.For)
-                     and is_parallel(loop, ctx) for n in ast.walk(loop.target)
+    parallel_vars = {n.id for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
+                     and is_parallel(loop, ctx) for n in syntax.walk(loop.target)
                      if isinstance(n, ast.Name)}
-    in_parallel = {id(n) for loop in ast.walk(fdef) if isinstance(loop, ast.For)
-                   and is_parallel(loop, ctx) for n in ast.walk(loop)}
+    in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
+                   and is_parallel(loop, ctx) for n in syntax.walk(loop)}
     allowed = set()               # ids of the Name nodes of allowed uses
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                 node.value.id in frags and (constant_index(node) is not None or (
-                    not {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)}
+                    not {n.id for n in syntax.walk(node.slice) if isinstance(n, ast.Name)}
                     & parallel_vars and (isinstance(node.ctx, ast.Load)
                                          or id(node) not in in_parallel))):
             allowed.add(id(node.value))
@@ -44,7 +45,7 @@ def scalar_fragments(fdef, ctx) -> set:
         elif isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace) is T.copy \
                 and len(node.args) == 2:
             allowed.update(id(a) for a in node.args if isinstance(a, ast.Name))
-    for node in ast.walk(fdef):
+    for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
                 and not isinstance(node.ctx, ast.Store):
             frags.discard(node.id)
@@ -69,7 +70,7 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
     if not small:
         return frozenset()
     wanted, written = set(), set()
-    for loop in ast.walk(fdef):
+    for loop in syntax.walk(fdef):
         if not (isinstance(loop, ast.For) and is_parallel(loop, ctx)):
             continue
         loop_vars = loop_names(loop.target) or []
@@ -77,9 +78,9 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
             extents = tuple(static.value(a) for a in loop.iter.args)
         except NotStatic:
             extents = None
-        varying = set(loop_vars) | {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)
+        varying = set(loop_vars) | {n.id for n in syntax.walk(loop) if isinstance(n, ast.Name)
                                     and isinstance(n.ctx, ast.Store)}
-        for sub in ast.walk(loop):
+        for sub in syntax.walk(loop):
             if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                     and sub.value.id in small):
                 continue
@@ -96,7 +97,7 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
             if extents is not None and extents != tiles[name].shape and \
                     index_names(sub) != list(loop_vars):
                 wanted.add(name)
-    for node in ast.walk(fdef):             # every other use: a whole copy, fill, or element
+    for node in syntax.walk(fdef):             # every other use: a whole copy, fill, or element
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
                 and node.args[0].id in wanted and resolve_static(
                     node.func, ctx.namespace) not in (T.copy, T.fill, T.clear):

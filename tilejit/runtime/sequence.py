@@ -25,6 +25,7 @@ import ast
 import copy
 import inspect
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.rewrite import materialize
@@ -62,7 +63,7 @@ def is_sequence(func, source_tree=None) -> bool:
     launches = sum(_launch(s, namespace) for s in fdef.body)
     return launches > 1 or (launches == 1 and any(
         isinstance(n, ast.Call) and resolve_static(n.func, namespace) is T.alloc_global
-        for s in fdef.body if not _launch(s, namespace) for n in ast.walk(s)))
+        for s in fdef.body if not _launch(s, namespace) for n in syntax.walk(s)))
 
 
 class KernelSequence:
@@ -86,7 +87,7 @@ class KernelSequence:
         self.scratch = [n for n in (_scratch(s, namespace) for s in prologue) if n]
         kept = [s for s in prologue if _scratch(s, namespace) is None]
         for s in kept:
-            for node in ast.walk(s):
+            for node in syntax.walk(s):
                 if isinstance(node, ast.Call) and resolve_static(
                         node.func, namespace) is T.alloc_global:
                     raise CompileError("T.alloc_global: assign it to a name before the first "
@@ -126,7 +127,7 @@ class KernelSequence:
         for a in alloc.args.args:
             a.annotation = None
 
-        class _AsEmpty(ast.NodeTransformer):
+        class _AsEmpty(syntax.NodeTransformer):
             def visit_Call(self, node):
                 node = self.generic_visit(node)
                 if resolve_static(node.func, namespace) is T.alloc_global:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import itertools
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
@@ -40,7 +41,7 @@ def _lambda(expr):
                                     defaults=[]), expr)
 
 
-class _LaneWise(ast.NodeTransformer):
+class _LaneWise(syntax.NodeTransformer):
     """The body of a vectorised T.Parallel."""
 
     def __init__(self):
@@ -116,7 +117,7 @@ class _LaneWise(ast.NodeTransformer):
         expr = pairs[0]
         for pair in pairs[1:]:
             expr = _call("logical_and", [expr, pair])
-        return ast.copy_location(ast.fix_missing_locations(expr), node)
+        return ast.copy_location(syntax.fix_missing_locations(expr), node)
 
     def visit_UnaryOp(self, node):
         node = self.generic_visit(node)
@@ -147,7 +148,7 @@ def _leaves(body) -> bool:
         if isinstance(node, (ast.For, ast.While)):
             stack.extend(node.orelse)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(syntax.iter_child_nodes(node))
     return False
 
 
@@ -201,7 +202,7 @@ class _ThreadLanes(_LaneWise):
 def _step(original, node):
     """``with __tj_threads.step(): node`` where the assignment indexes something (a
     shared tile's races between threads are checked per statement: ``threads.step``)."""
-    if not any(isinstance(n, ast.Subscript) for n in ast.walk(original)):
+    if not any(isinstance(n, ast.Subscript) for n in syntax.walk(original)):
         return node
     call = ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), "step", ast.Load()), [], [])
     return ast.copy_location(ast.With([ast.withitem(call, None)], [node]), original)
@@ -210,23 +211,23 @@ def _step(original, node):
 def uses_thread_index(fdef: ast.FunctionDef) -> bool:
     """Whether a device program reads its thread index (``__tj_thread_index()``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id == THREAD_INDEX for n in ast.walk(fdef))
+               and n.func.id == THREAD_INDEX for n in syntax.walk(fdef))
 
 
 def _needs_scalar(loop: ast.For) -> bool:
-    lane_names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-    lane_names |= {n.id for s in loop.body for n in ast.walk(s)
+    lane_names = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
+    lane_names |= {n.id for s in loop.body for n in syntax.walk(s)
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for node in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, (ast.While, ast.Break, ast.Continue, ast.Return)):
             return True
         if isinstance(node, ast.For) and any(
-                isinstance(n, ast.Name) and n.id in lane_names for n in ast.walk(node.iter)):
+                isinstance(n, ast.Name) and n.id in lane_names for n in syntax.walk(node.iter)):
             return True
     return False
 
 
-class SimRewriter(ast.NodeTransformer):
+class SimRewriter(syntax.NodeTransformer):
     def __init__(self, namespace):
         self.namespace = namespace
 
@@ -268,7 +269,7 @@ class SimRewriter(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-class _Shifts(ast.NodeTransformer):
+class _Shifts(syntax.NodeTransformer):
     """``a << n`` / ``a >> n`` (and ``<<=``, ``>>=``) as ``runtime.shift``: in C's types,
     as the GPU computes them (``codegen/typing/context._c_bitwise``), not numpy's."""
 
@@ -294,4 +295,4 @@ def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
     fdef = _Shifts().visit(fdef)
     if uses_thread_index(fdef):
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
-    return ast.fix_missing_locations(SimRewriter(namespace).visit(fdef))
+    return syntax.fix_missing_locations(SimRewriter(namespace).visit(fdef))

@@ -17,6 +17,7 @@ import numbers
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import unread_params
 from tilejit.runtime.arguments import DevicePointer, TensorSpec, as_tensor_arg
@@ -54,14 +55,14 @@ def _bind_symbols(pf: PrimFunc, order):
         return None, dims
     filename, fdef = found
     namespace = function_namespace(pf.func)
-    used = sorted({node.id for stmt in fdef.body for node in ast.walk(stmt)
+    used = sorted({node.id for stmt in fdef.body for node in syntax.walk(stmt)
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
                    and isinstance(namespace.get(node.id), SymbolicInt)})
     if not used:
         return None, dims
 
     def line_of(name):
-        return next(node.lineno for stmt in fdef.body for node in ast.walk(stmt)
+        return next(node.lineno for stmt in fdef.body for node in syntax.walk(stmt)
                     if isinstance(node, ast.Name) and node.id == name)
 
     bindings = []
@@ -87,7 +88,7 @@ def _bind_symbols(pf: PrimFunc, order):
         bindings.append(ast.copy_location(
             ast.Assign([ast.Name(name, ast.Store())], value.to_ast(read)), fdef))
     fdef.body = bindings + fdef.body
-    return (filename, ast.fix_missing_locations(fdef)), dims
+    return (filename, syntax.fix_missing_locations(fdef)), dims
 
 
 def _stride_read(candidates) -> ast.expr:

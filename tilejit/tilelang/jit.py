@@ -29,6 +29,7 @@ import copy
 import os
 import warnings
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
@@ -179,7 +180,7 @@ class _Desugared:
                 ast.Name("T", ast.Load()), "constexpr", ast.Load())
         fdef.body = body
         fdef.decorator_list = []
-        self.fdef = ast.fix_missing_locations(fdef)
+        self.fdef = syntax.fix_missing_locations(fdef)
         self.params = params
 
     def _is_tensor_annotation(self, annotation) -> bool:
@@ -200,7 +201,7 @@ class _Desugared:
                 and isinstance(stmt.targets[0], ast.Name)):
             return
         if not all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load))
-                   for n in ast.walk(stmt.value)):
+                   for n in syntax.walk(stmt.value)):
             return
         try:
             value = eval(compile(ast.Expression(stmt.value), "<body>", "eval"), self.namespace)
@@ -280,7 +281,7 @@ class JitFunction:
             if name == tensor:
                 for extent in annotation_shape(ann) or []:
                     if any(isinstance(n, ast.Name) and self.sugar.symbols.get(n.id)
-                           for n in ast.walk(extent)):
+                           for n in syntax.walk(extent)):
                         return True
         return False
 
@@ -610,7 +611,7 @@ def _returns_prim_func(func) -> bool:
     if found is None:
         return False
     namespace = function_namespace(func)
-    for node in ast.walk(found[1]):
+    for node in syntax.walk(found[1]):
         if isinstance(node, ast.FunctionDef) and node is not found[1] and any(
                 resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):
             return True

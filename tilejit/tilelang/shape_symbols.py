@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from tilejit import syntax
 from tilejit.language.tilelang_names import LinearExtent, Symbol, SymbolicInt
 
 
@@ -35,13 +36,13 @@ class Prologue:
     def substitute(self, expr: ast.expr) -> ast.expr:
         values = self.values
 
-        class Replace(ast.NodeTransformer):
+        class Replace(syntax.NodeTransformer):
             def visit_Name(self, node):
                 if isinstance(node.ctx, ast.Load) and node.id in values:
                     return copy.deepcopy(values[node.id])
                 return node
 
-        return ast.fix_missing_locations(Replace().visit(copy.deepcopy(expr)))
+        return syntax.fix_missing_locations(Replace().visit(copy.deepcopy(expr)))
 
     def follow(self, stmt: ast.stmt):
         """Remember what a top-level statement binds: ``x = e`` and ``a, b = e1, e2`` by
@@ -59,7 +60,7 @@ class Prologue:
                 for t, v in zip(target.elts, new):
                     self.values[t.id] = v
                 return
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 self.values.pop(node.id, None)
 
@@ -147,7 +148,7 @@ def symbol_bindings(annotations, symbols) -> tuple[list[ast.stmt], set[str]]:
                 _condition(conditions), read, expr)
         line = candidates[0][3]
         stmt = ast.Assign([ast.Name(sym, ast.Store())], expr)
-        for node in ast.walk(stmt):
+        for node in syntax.walk(stmt):
             node.lineno = node.end_lineno = line
             node.col_offset = node.end_col_offset = 0
         statements.append(stmt)
@@ -204,6 +205,6 @@ def derived_extents(annotation, env, filename):
         annotation.args[0] = hole
     else:
         annotation.slice.elts[0] = hole
-    ast.fix_missing_locations(annotation)
+    syntax.fix_missing_locations(annotation)
     return eval(compile(ast.Expression(annotation), filename, "eval"),
                 dict(env, __tilejit_shape__=tuple(extents)))
