@@ -24,10 +24,7 @@ linked), ``link: verify, linkage``, ``O3``, ``ptx`` (the NVPTX target machine), 
 ``other``: the rest of ``compile`` (the arguments and the specialization, the lowered
 modules' str()). Then the cyclic garbage collector's collections during the compile, per
 generation (their time is inside the stages above), ``compile (total)`` and ``cold``
-(the two imports and the compile). ``O3`` and ``ptx`` run in a worker thread while the
-compiling thread collects the garbage (compiler/pipeline._nvptx_backend), so with wall
-time the stages overlap there and ``other`` is the less by the overlap; ``--cpu`` adds
-the two threads' times.
+(the two imports and the compile).
 
 Python's bytecode is cached as an installed package has it (this machine sets
 PYTHONDONTWRITEBYTECODE, with which every module of tilejit is compiled from source at
@@ -129,7 +126,7 @@ def _child(kernel: str, arch: str, cprofile: str | None, cpu: bool = False) -> d
         return cres
     pipeline.type_and_lower = type_and_lower_timed
     nvptx.build_entry = timed("entry", nvptx.build_entry)
-    nvptx.link = timed("link", nvptx.link)
+    nvptx.link_and_optimize = timed("link_and_optimize", nvptx.link_and_optimize)
     nvptx.emit_ptx = timed("ptx", nvptx.emit_ptx)
     ll.parse_assembly = timed("parse+link", ll.parse_assembly)
     ll.ModuleRef.link_in = timed("parse+link", ll.ModuleRef.link_in)
@@ -165,7 +162,7 @@ def _child(kernel: str, arch: str, cprofile: str | None, cpu: bool = False) -> d
         os.makedirs(cprofile, exist_ok=True)
         profiler.dump_stats(os.path.join(cprofile, f"{kernel}.prof"))
 
-    # the frontend less its passes; Numba by its passes; link's rest
+    # the frontend less its passes; Numba by its passes; link_and_optimize's rest
     times["frontend"] -= passes_total[0]
     numba_passes = 0.0
     for cres in cres_box:
@@ -175,8 +172,8 @@ def _child(kernel: str, arch: str, cprofile: str | None, cpu: bool = False) -> d
             label = name.split("_", 1)[1] if name[:1].isdigit() else name
             add(f"numba:{label}", dt)
     times["numba:(outside passes)"] = times.pop("numba") - numba_passes
-    lo = times.pop("link")
-    times["link: verify, linkage"] = lo - times.get("parse+link", 0.0)
+    lo = times.pop("link_and_optimize")
+    times["link: verify, linkage"] = lo - times.get("parse+link", 0.0) - times.get("O3", 0.0)
     inner = sum(v for k, v in times.items()
                 if k not in ("compile", "import tilejit", "import compiler"))
     times["other"] = times["compile"] - inner

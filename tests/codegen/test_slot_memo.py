@@ -142,12 +142,12 @@ def test_adding_0_and_multiplying_by_1_emit_nothing():
 def _lowered_ir(monkeypatch, compile_it) -> str:
     from tilejit.codegen import nvptx
     captured = []
-    link = nvptx.link
+    link_and_optimize = nvptx.link_and_optimize
 
     def capture(texts, *args, **kwargs):
         captured.extend(texts)
-        return link(texts, *args, **kwargs)
-    monkeypatch.setattr(nvptx, "link", capture)
+        return link_and_optimize(texts, *args, **kwargs)
+    monkeypatch.setattr(nvptx, "link_and_optimize", capture)
     compile_it()
     return "\n".join(captured)
 

@@ -91,10 +91,8 @@ def contract_multiply_add(ir_text: str) -> str:
                          if "contract" not in m.group(2) else m.group(0), ir_text)
 
 
-def link(ir_texts: list[str], entry_name: str, target: Target,
-         fast_math: bool = False) -> ll.ModuleRef:
-    """The modules parsed and linked into one, every function but the entry and every
-    global internal, verified."""
+def link_and_optimize(ir_texts: list[str], entry_name: str, target: Target,
+                      fast_math: bool = False) -> ll.ModuleRef:
     tm = target_machine(target)
     main = None
     for text in ir_texts:
@@ -113,14 +111,9 @@ def link(ir_texts: list[str], entry_name: str, target: Target,
         if not gv.is_declaration:
             gv.linkage = ll.Linkage.internal
     main.verify()
-    return main
-
-
-def optimize(module: ll.ModuleRef, target: Target) -> None:
-    """LLVM's O3 pipeline for the target machine, in place."""
-    tm = target_machine(target)
     pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(3))
-    pb.getModulePassManager().run(module, pb)
+    pb.getModulePassManager().run(main, pb)
+    return main
 
 
 # CodeGenPrepare, the first pass of LLVM's code generation, restarts its walk over the

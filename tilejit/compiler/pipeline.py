@@ -154,9 +154,13 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
                                  tiles.shared_bytes if spec.options.debug else 0)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
-    del cres, device_fn     # garbage from here on: collected while LLVM runs
-    kernel.llvm_ir, kernel.ptx = _nvptx_backend(modules, name, spec, stages)
+    with stages.stage("LLVM link and O3"):
+        module = nvptx.link_and_optimize(modules, name, spec.target,
+                                         fast_math=spec.options.fast_math)
+    kernel.llvm_ir = str(module)
     dump.text("llvm_optimized.ll", kernel.llvm_ir)
+    with stages.stage("PTX"):
+        kernel.ptx = nvptx.emit_ptx(module, spec.target)
     dump.text("kernel.ptx", kernel.ptx)
     kernel.param_formats = param_formats(argtypes)
     position = {name: i for i, (name, _) in enumerate(spec.params)}
@@ -164,42 +168,6 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
                           for name, box in tiles.tensor_maps]
     stages.report()
     return kernel
-
-
-def _nvptx_backend(modules: list[str], name: str, spec: Specialization, stages: Stages):
-    """(optimized LLVM IR, PTX) of the kernel's modules. The modules are linked here;
-    LLVM's optimization and code generation then run in a worker thread (llvmlite's
-    calls release the GIL) while this one collects the cycles that typing and lowering
-    left behind (Numba's IR, llvmlite's instructions: ~74,000 objects in FlashAttention's
-    compile, 15-25 ms that the collector's return after the compile would otherwise
-    spend alone). Where the collector was off before the compile, or this thread holds
-    Numba's compiler lock (which code generation takes), it all runs here, in order."""
-    with stages.stage("LLVM link"):
-        module = nvptx.link(modules, name, spec.target, fast_math=spec.options.fast_math)
-
-    def backend():
-        with stages.stage("LLVM O3"):
-            nvptx.optimize(module, spec.target)
-        llvm_ir = str(module)
-        with stages.stage("PTX"):
-            return llvm_ir, nvptx.emit_ptx(module, spec.target)
-
-    if not _gc_pauses[1] or global_compiler_lock.is_locked():
-        return backend()
-    outcome = {}
-
-    def worker():
-        try:
-            outcome["result"] = backend()
-        except BaseException as e:      # raised again in the compiling thread
-            outcome["error"] = e
-    thread = threading.Thread(target=worker, name="tilejit-llvm", daemon=True)
-    thread.start()
-    gc.collect(0)
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
 
 
 def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages):
