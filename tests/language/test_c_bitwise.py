@@ -164,3 +164,86 @@ def test_the_typing_of_bitwise_operations(op, a, b, want):
     fn = ctx.resolve_value_type(getattr(operator, op))
     sig = ctx.resolve_function_type(fn, (getattr(types, a), getattr(types, b)), {})
     assert str(sig.return_type) == want
+
+
+def masks(kind):
+    """``& | ^`` with a literal that does not fit the narrow operand (numpy raises
+    OverflowError for ``uint8 & 0x1FF``; C computes in int32), a narrow result feeding
+    arithmetic past its width, and the in-place form on a local element."""
+    @T.prim_func
+    def main(U: T.Tensor((N,), "uint8"), S: T.Tensor((N,), "int8"),
+             C: T.Tensor((N,), "int32")):
+        with T.Kernel(1, threads=32):
+            x = T.alloc_local((1,), "int32")
+            for i in T.Parallel(N):
+                if kind == "wide_literal":
+                    C[i] = U[i] & 0x1F0
+                elif kind == "narrow_then_add":
+                    C[i] = (U[i] ^ 0xFF) + 0x100
+                elif kind == "signed_or":
+                    C[i] = S[i] | 0x100
+            if kind == "in_place":
+                for k in T.serial(N):
+                    x[0] = T.cast(U[k], "int32")
+                    x[0] ^= 0x3C3
+                    x[0] |= S[k] & 0x400
+                    C[k] = x[0]
+    return main
+
+
+def _mask_reference(u, s, kind):
+    u, s = u.tolist(), s.tolist()
+    if kind == "wide_literal":
+        return [v & 0x1F0 for v in u]
+    if kind == "narrow_then_add":
+        return [(v ^ 0xFF) + 0x100 for v in u]
+    if kind == "signed_or":
+        return [v | 0x100 for v in s]
+    return [(v ^ 0x3C3) | (w & 0x400) for v, w in zip(u, s)]
+
+
+def _mask_inputs(device="cpu"):
+    g = torch.Generator().manual_seed(5)
+    u = torch.randint(0, 256, (N,), generator=g, dtype=torch.int64).to(torch.uint8)
+    s = torch.randint(-128, 128, (N,), generator=g, dtype=torch.int64).to(torch.int8)
+    return u.to(device), s.to(device)
+
+
+MASKS = ["wide_literal", "narrow_then_add", "signed_or", "in_place"]
+
+
+@pytest.mark.parametrize("kind", MASKS)
+def test_masks_follow_c_in_the_simulator(kind, ptxas):
+    kernel = tilejit.compile(masks(kind), out_idx=[2])
+    u, s = _mask_inputs()
+    assert kernel(u, s).tolist() == _mask_reference(u, s, kind)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", MASKS)
+def test_gpu_masks_match_the_simulator(kind):
+    kernel = tilejit.compile(masks(kind), out_idx=[2])
+    u, s = _mask_inputs("cuda")
+    gpu = kernel(u, s).cpu()
+    assert gpu.tolist() == _mask_reference(u.cpu(), s.cpu(), kind)
+    assert torch.equal(gpu, kernel(u.cpu(), s.cpu()))
+
+
+def test_the_simulators_bitwise_types():
+    """The simulator's ``&``, ``|``, ``^`` give the GPU's types (the typing test above)."""
+    import numpy as np
+
+    from tilejit.sim.runtime import bitwise
+    cases = [(np.uint8(3), 0x1FF, "and", np.int32, 3),
+             (np.int8(-3), 0x100, "or", np.int32, -3),
+             (np.uint8(3), np.uint8(5), "xor", np.int32, 6),
+             (np.int32(5), np.uint32(3), "or", np.int64, 7),      # numpy's widening
+             (np.int32(-1), 0xFFFFFFFF, "and", np.int64, 0xFFFFFFFF),  # does not fit int32
+             (np.int64(6), 3, "and", np.int64, 2)]
+    for a, b, op, dtype, value in cases:
+        got = bitwise(a, b, op)
+        assert got.dtype == dtype and int(got) == value, (a, b, op, got)
+    mask = bitwise(np.array([True, False]), np.array([True, True]), "and")
+    assert mask.dtype == np.bool_ and mask.tolist() == [True, False]
+    assert bitwise(6, 3, "xor") == 5

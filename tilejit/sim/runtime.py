@@ -277,6 +277,46 @@ def shift(a, n, left: bool):
     return out if np.ndim(out) else out[()]
 
 
+_BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+def bitwise(a, b, op: str):
+    """``a & b``, ``a | b``, ``a ^ b`` (``op``: "and", "or", "xor") as the GPU computes
+    them (``codegen/typing/context._c_bitwise``): integers narrower than 32 bits promoted
+    to int32 and the operation in the type both operands share, a Python int taking the
+    other's type where it fits it (``uint8 & 0x1FF`` is int32, as in C, where numpy
+    raises OverflowError) and 64 bits where it does not (Numba's rule); operands of
+    different widths or signedness, 64-bit ones, booleans and floats as numpy combines
+    them."""
+    a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
+                                                                         np.generic))
+    if not a_np and not b_np:
+        return _python_bitwise(a, b, op)
+    operands = []
+    for x, is_np in ((a, a_np), (b, b_np)):
+        if is_np:
+            dt = np.asarray(x).dtype
+            if dt.kind not in "iu":
+                return _python_bitwise(a, b, op)
+            operands.append(dt if dt.itemsize >= 4 else np.dtype(np.int32))
+        elif type(x) is not int:        # a Python bool or float: numpy's rules
+            return _python_bitwise(a, b, op)
+    if len(set(operands)) > 1 or operands[0].itemsize > 4:
+        return _python_bitwise(a, b, op)
+    ty = operands[0]
+    info = np.iinfo(ty)
+    if any(not is_np and not info.min <= x <= info.max for x, is_np in ((a, a_np), (b, b_np))):
+        ty = np.dtype(np.int64)         # a literal that does not fit: Numba's 64 bits
+    with np.errstate(over="ignore"):
+        out = _BITWISE[op](np.asarray(a).astype(ty) if a_np else ty.type(a),
+                 np.asarray(b).astype(ty) if b_np else ty.type(b))
+    return out if np.ndim(out) else out[()]
+
+
+def _python_bitwise(a, b, op):
+    return a & b if op == "and" else a | b if op == "or" else a ^ b
+
+
 def logical_and(a, b):
     return np.logical_and(a, b)
 

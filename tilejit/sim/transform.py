@@ -269,19 +269,26 @@ class SimRewriter(syntax.NodeTransformer):
         return self.generic_visit(node)
 
 
-class _Shifts(syntax.NodeTransformer):
-    """``a << n`` / ``a >> n`` (and ``<<=``, ``>>=``) as ``runtime.shift``: in C's types,
-    as the GPU computes them (``codegen/typing/context._c_bitwise``), not numpy's."""
+_BITWISE = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+
+
+class _CIntegerOps(syntax.NodeTransformer):
+    """``a << n`` / ``a >> n`` as ``runtime.shift`` and ``a & b``, ``a | b``, ``a ^ b`` as
+    ``runtime.bitwise`` (and their in-place forms): in C's types, as the GPU computes
+    them (``codegen/typing/context._c_bitwise``), not numpy's."""
 
     def visit_BinOp(self, node):
         node = self.generic_visit(node)
         if isinstance(node.op, (ast.LShift, ast.RShift)):
             return ast.copy_location(_call("shift", [
                 node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift))]), node)
+        if type(node.op) in _BITWISE:
+            return ast.copy_location(_call("bitwise", [
+                node.left, node.right, ast.Constant(_BITWISE[type(node.op)])]), node)
         return node
 
     def visit_AugAssign(self, node):
-        if not isinstance(node.op, (ast.LShift, ast.RShift)):
+        if not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE:
             return self.generic_visit(node)
         load = ast.copy_location(ast.Subscript(node.target.value, node.target.slice,
                                                ast.Load()), node.target) \
@@ -292,7 +299,7 @@ class _Shifts(syntax.NodeTransformer):
 
 
 def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
-    fdef = _Shifts().visit(fdef)
+    fdef = _CIntegerOps().visit(fdef)
     if uses_thread_index(fdef):
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(SimRewriter(namespace).visit(fdef))
