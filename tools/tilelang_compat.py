@@ -111,6 +111,8 @@ LANGUAGE_DIFFERENCES = {
     "atomic_add": "no `use_tma=`; `memory_order=` by fences around a relaxed atomic; "
                   "element and region forms",
     "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
+    "atomic_or": "int32, int64, uint32 and uint64 elements of a tensor or shared tile, as "
+                 "TileLang's (no region form); `memory_order=` by fences",
     "atomic_addx2": "two consecutive elements as two element atomics (no vector atomic "
                     "yet); no `return_prev`",
     "atomic_addx4": "four consecutive elements as four element atomics (no vector atomic "

@@ -391,7 +391,7 @@ def tensor_params(ks: KernelSource) -> dict[str, int]:
 _DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
                  "reduce_max": 1, "reduce_min": 1, "reduce_abssum": 1, "reduce_absmax": 1,
                  "reduce_bitand": 1, "reduce_bitor": 1, "reduce_bitxor": 1, "cumsum": 1,
-                 "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0,
+                 "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0, "atomic_or": 0,
                  "atomic_store": 0, "atomic_addx2": 0, "atomic_addx4": 0, "tma_copy": 1}
 
 

@@ -225,8 +225,13 @@ class _Regions(syntax.NodeTransformer):
         if fn in (T.atomic_load, T.atomic_store):
             return self._load_store(node, fn)
         name = fn.__name__
-        sig = f"T.{name}{SIGNATURE}"
+        bitwise = fn is T.atomic_or         # TileLang's: one element, nothing returned
+        sig = f"T.{name}(dst, value, memory_order=None)" if bitwise else f"T.{name}{SIGNATURE}"
         args = list(node.args)
+        if bitwise and (len(args) > 3 or any(k.arg in ("return_prev", "use_tma")
+                                              for k in node.keywords)):
+            raise self.error(f"{sig}: takes one element, a value and a memory order "
+                             f"(no return_prev or use_tma, as TileLang's)", node)
         # TileLang's use_tma=True asks for the region's sum by a TMA reduction: how the
         # elements are added, not what they become
         for k in node.keywords:
@@ -254,6 +259,10 @@ class _Regions(syntax.NodeTransformer):
                                       ast.Constant(self.parallel > 0 or self.per_thread),
                                       args[2]])
             return ast.copy_location(out, node)
+        if bitwise:
+            raise self.error(f"{sig}: the destination must be one element of a tensor or "
+                             f"shared tile (F[i], F[i, j]) and the value a scalar; TileLang's "
+                             f"atomic_or has no region form, got `{ast.unparse(node)}`", node)
         node.args, node.keywords = args, []
         return node
 

@@ -106,13 +106,14 @@ ATOMIC_ADD = _declare("__tj_atomic_add", "atomic_add",
                       "element atomic")
 ATOMIC_MAX = _declare("__tj_atomic_max", "atomic_max", "as atomic_add, the maximum")
 ATOMIC_MIN = _declare("__tj_atomic_min", "atomic_min", "as atomic_add, the minimum")
+ATOMIC_OR = _declare("__tj_atomic_or", "atomic_or", "as atomic_add, the bitwise or")
 # T.atomic_load(F[i], mo) → __tj_atomic_load(F, (i,), 0, True, True, mo) (every thread
 # reads); T.atomic_store(F[i], v, mo) → __tj_atomic_store(F, (i,), v, False, per_lane, mo)
 ATOMIC_LOAD = _declare("__tj_atomic_load", "atomic_load", "as atomic_add: the element read")
 ATOMIC_STORE = _declare("__tj_atomic_store", "atomic_store",
                         "as atomic_add: the element written")
 ATOMICS = {T.atomic_add: ATOMIC_ADD, T.atomic_max: ATOMIC_MAX, T.atomic_min: ATOMIC_MIN,
-           T.atomic_load: ATOMIC_LOAD, T.atomic_store: ATOMIC_STORE}
+           T.atomic_or: ATOMIC_OR, T.atomic_load: ATOMIC_LOAD, T.atomic_store: ATOMIC_STORE}
 
 # -- fragment loops (passes/layout_inference.py) --------------------------------------
 FRAG_LOOP = _declare("__tj_frag_loop", "frag_loop", "The slots of this thread (a loop).")

@@ -25,7 +25,7 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
-                                      atomic_max, atomic_min, atomic_store)
+                                      atomic_max, atomic_min, atomic_or, atomic_store)
 from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
                                       cluster_arrive, cluster_arrive_relaxed, cluster_shape,
                                       cluster_sync, cluster_wait, copy_cluster)
@@ -102,8 +102,8 @@ __all__ = [
     "reducer_update",
     "annotate_layout", "annotate_safe_value", "clear", "copy", "fill", "gemm", "let", "transpose",
     "any_of", "all_of",
-    "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
-    "atomic_addx2", "atomic_addx4",
+    "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
+    "atomic_store", "atomic_addx2", "atomic_addx4",
     "cumsum", "cummax",
     "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor",

@@ -1,6 +1,8 @@
 """Atomics: ``T.atomic_add | atomic_max | atomic_min(dst, value, memory_order=None,
 return_prev=False)``, TileLang's signature; ``T.atomic_load(src, memory_order="seq_cst")``
-and ``T.atomic_store(dst, value, memory_order="seq_cst")`` on one element.
+and ``T.atomic_store(dst, value, memory_order="seq_cst")`` on one element;
+``T.atomic_or(dst, value, memory_order=None)`` on one integer element (TileLang's has no
+region form and returns nothing).
 
 Two forms (the front end tells them apart in the source, ``frontend/tile_operands.py``):
 
@@ -34,9 +36,11 @@ from __future__ import annotations
 
 from tilejit.language._semantics import meaning
 
-OPS = ("add", "max", "min")
+OPS = ("add", "max", "min", "or")
 # the element dtypes atomics support
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+# the element dtypes T.atomic_or supports
+BITWISE_DTYPES = ("int32", "int64", "uint32", "uint64")
 # TileLang's memory orders (None: relaxed)
 MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
 SIGNATURE = "(dst, value, memory_order=None, return_prev=False)"
@@ -73,6 +77,14 @@ def atomic_min(dst, value, memory_order=None, return_prev=False):
     return meaning("atomic_min")(dst, value, memory_order, return_prev)
 
 
+def atomic_or(dst, value, memory_order=None):
+    """``dst |= value`` atomically for one element ``dst`` (``F[i]`` of a global tensor or
+    a shared tile) of an int32, int64, uint32 or uint64 dtype, with TileLang's
+    ``memory_order``. As TileLang's, no region form and no previous value; inside a
+    ``T.Parallel`` every iteration performs it, outside one the block does once."""
+    return meaning("atomic_or")(dst, value, memory_order)
+
+
 def atomic_load(src, memory_order="seq_cst"):
     """The value of the element ``src`` (``F[i]`` of a global tensor or a shared tile),
     read atomically with TileLang's ``memory_order`` (default ``"seq_cst"``): every
@@ -101,10 +113,10 @@ def atomic_addx4(dst, value, return_prev=False):
     return meaning("atomic_addx4")(dst, value, return_prev)
 
 
-FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min,
+FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min, "or": atomic_or,
              "load": atomic_load, "store": atomic_store}
 # atomic_load and atomic_store: element form only, whole 32- or 64-bit words
 WORD_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 
-__all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_load", "atomic_store",
-           "atomic_addx2", "atomic_addx4"]
+__all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
+           "atomic_store", "atomic_addx2", "atomic_addx4"]

@@ -270,7 +270,7 @@ def check_named_barrier(what: str, barrier_id, arrive_count, block_threads: int)
 # (passes/thread_branches.py); T.Parallel loops too
 BLOCK_WIDE = ("copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
               "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
-              "cummax", "atomic_add", "atomic_max", "atomic_min", "sync_threads",
+              "cummax", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "sync_threads",
               "transpose")
 # the tile operations a block does together: those, and the fills (which the simulator
 # lets a per-thread tile take, element by element)

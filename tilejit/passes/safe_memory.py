@@ -29,9 +29,10 @@ import ast
 import copy
 
 from tilejit import syntax
-from tilejit.ir.markers import ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_STORE, CAST
+from tilejit.ir.markers import (ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_OR,
+                                ATOMIC_STORE, CAST)
 
-_ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_LOAD, ATOMIC_STORE)
+_ATOMICS = (ATOMIC_ADD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_OR, ATOMIC_LOAD, ATOMIC_STORE)
 
 
 def _indices(node: ast.Subscript) -> list:

@@ -28,7 +28,8 @@ import numpy as np
 from tilejit.errors import AssumptionError, CompileError
 from tilejit.frontend.gemm_operands import GemmOperand, form_error, region_errors, shape_error
 from tilejit.language import numerics as _num
-from tilejit.language.atomics import DTYPES, OPS, WORD_DTYPES, memory_order_error
+from tilejit.language.atomics import (BITWISE_DTYPES, DTYPES, OPS, WORD_DTYPES,
+                                      memory_order_error)
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
@@ -515,6 +516,8 @@ def _combine(op, old, value, dtype):
             return old + value
     if op == "max":
         return np.fmax(old, value) if dtype.is_float else np.maximum(old, value)
+    if op == "or":
+        return np.bitwise_or(old, value)
     return np.fmin(old, value) if dtype.is_float else np.minimum(old, value)
 
 
@@ -561,6 +564,11 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     what = f"T.atomic_{op}"
     _check_memory_order(op, memory_order)
     _check_dtype(tensor, what)
+    if op == "or" and tensor.dtype.name not in BITWISE_DTYPES:
+        raise TypeError(f"{what}: {', '.join(BITWISE_DTYPES)} elements; the destination is "
+                        f"{tensor.dtype.name}")
+    if op == "or" and np.asarray(value).dtype.kind not in "iub":
+        raise TypeError(f"{what}: the value must be an integer, got {np.asarray(value).dtype}")
     if op in ("load", "store") and tensor.dtype.name not in WORD_DTYPES:
         raise TypeError(f"{what}: {', '.join(WORD_DTYPES)} elements; the "
                         f"{'source' if op == 'load' else 'destination'} is "
@@ -659,6 +667,12 @@ def atomic_max(dst, value, memory_order=None, return_prev=False):
 def atomic_min(dst, value, memory_order=None, return_prev=False):
     """``dst = min(dst, value)`` atomically (a NaN operand is ignored, as ``T.min``)."""
     return _atomic("min", dst, value, memory_order, return_prev)
+
+
+def atomic_or(dst, value, memory_order=None):
+    """One element ``|=`` value (the front end rewrites the element form)."""
+    raise TypeError("T.atomic_or: the destination must be one element of a tensor or "
+                    "shared tile (F[i], F[i, j]), inside a kernel")
 
 
 def _element(op):
@@ -844,9 +858,9 @@ MEANINGS = {name: globals()[name] for name in (
     "any_of", "all_of", "transpose",
     "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum", "cummax", "atomic_add",
-    "atomic_max", "atomic_min", "atomic_load", "atomic_store", "exp", "exp2", "log", "log2",
-    "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf", "device_assert",
-    "assume", "print", "print_at")}
+    "atomic_max", "atomic_min", "atomic_or", "atomic_load", "atomic_store", "exp", "exp2",
+    "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor", "ceil", "erf",
+    "device_assert", "assume", "print", "print_at")}
 def sync_threads(barrier_id=None, arrive_count=None):
     """A block barrier: the simulator runs a block's threads in step, so nothing to wait
     for; every thread must reach it (checked where the code is per-thread). With

@@ -18,6 +18,7 @@ is used for relaxed adds only.
     add    fadd                                 add             add
     max    fmax (llvm.maxnum: NaN ignored)      max             umax
     min    fmin (llvm.minnum: NaN ignored)      min             umin
+    or     (integers only)                      or              or
 
 The NVPTX backend emits ``atom.add`` for f32/f64/f16 and, from sm_90, bf16 (on sm_80
 ``fadd bfloat`` becomes a 32-bit compare-and-swap loop), ``atom.max/min`` for the
@@ -74,8 +75,8 @@ BFLOAT = _BFloatType()
 def _rmw_op(op: str, elem) -> str:
     if isinstance(elem, (types.Float, BFloat16)):
         return {"add": "fadd", "max": "fmax", "min": "fmin"}[op]
-    if op == "add":
-        return "add"
+    if op in ("add", "or"):
+        return op
     return ("" if elem.signed else "u") + op
 
 
@@ -316,7 +317,7 @@ def _from_shared(context, builder, op, src, dst, extents, order):
 
 
 def _register():
-    for op in ("load", "store"):
+    for op in ("load", "store", "or"):
         element = markers.stub(getattr(markers, f"ATOMIC_{op.upper()}"))
         lower(element, *[types.Any] * 6)(_element_impl(op))
     for op in ("add", "max", "min"):

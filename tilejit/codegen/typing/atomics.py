@@ -20,7 +20,8 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
-from tilejit.language.atomics import DTYPES, SIGNATURE, WORD_DTYPES, memory_order_error
+from tilejit.language.atomics import (BITWISE_DTYPES, DTYPES, SIGNATURE, WORD_DTYPES,
+                                      memory_order_error)
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import RegionType, TileType
 from tilejit.codegen.typing.types import GlobalTensorType
@@ -126,7 +127,25 @@ class _ElementLoadStore(_ElementAtomic):
         return sig
 
 
+class _ElementOr(_ElementAtomic):
+    """``__tj_atomic_or``: as the element atomics, on int32, int64, uint32 and uint64
+    elements, with an integer value."""
+
+    def generic(self, args, kws):
+        sig = super().generic(args, kws)
+        if sig is not None and args[0].dtype.name not in BITWISE_DTYPES:
+            raise errors.TypingError(
+                f"T.atomic_or: {', '.join(BITWISE_DTYPES)} elements; the destination is "
+                f"{args[0].dtype.name}")
+        if sig is not None and not isinstance(args[2], (types.Integer, types.Boolean)):
+            raise errors.TypingError(f"T.atomic_or: the value must be an integer, got "
+                                     f"{args[2]}")
+        return sig
+
+
 def _register():
+    infer_global(markers.stub(markers.ATOMIC_OR))(
+        type("AtomicElementOr", (_ElementOr,), {"op": "or"}))
     for op in ("load", "store"):
         element = type(f"AtomicElement{op.capitalize()}", (_ElementLoadStore,), {"op": op})
         infer_global(markers.stub(getattr(markers, f"ATOMIC_{op.upper()}")))(element)
