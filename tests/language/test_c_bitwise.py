@@ -230,20 +230,61 @@ def test_gpu_masks_match_the_simulator(kind):
     assert torch.equal(gpu, kernel(u.cpu(), s.cpu()))
 
 
-def test_the_simulators_bitwise_types():
-    """The simulator's ``&``, ``|``, ``^`` give the GPU's types (the typing test above)."""
+_DTYPES = ["boolean", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+           "uint64"]
+_LITERALS = [3, 0x1F0, -16, 0xFFFFFFFF, 2 ** 40, 2 ** 63 + 5]
+
+
+def _gpu_type(a, b):
+    """The result type of ``a & b`` in the compiler's typing (Numba types)."""
+    import operator
+    from tilejit.codegen.numba_target import descriptor
+    ctx = descriptor.typing_context
+    fn = ctx.resolve_value_type(operator.and_)
+    ty = ctx.resolve_function_type(fn, (a, b), {}).return_type
+    return "bool" if str(ty) == "boolean" else str(ty)
+
+
+@pytest.mark.parametrize("a", _DTYPES)
+def test_the_simulators_bitwise_types_are_the_gpus(a):
+    """Every pair of integer or boolean operand types, and each with a literal that fits
+    the other's type or does not, gives the simulator's ``&``, ``|``, ``^`` the type the
+    compiler's typing gives the GPU's."""
+    import numpy as np
+    from numba.core import types
+
+    from tilejit.sim.runtime import bitwise
+
+    def array(name):
+        return np.array([5], dtype=np.bool_ if name == "boolean" else name)
+    for b in _DTYPES:
+        if a == b == "boolean":
+            continue
+        want = _gpu_type(getattr(types, a), getattr(types, b))
+        for op in ("and", "or", "xor"):
+            assert str(bitwise(array(a), array(b), op).dtype) == want, (a, b, op)
+    for v in _LITERALS:
+        want = _gpu_type(getattr(types, a), types.literal(v))
+        assert str(bitwise(array(a), v, "and").dtype) == want, (a, v)
+        assert str(bitwise(v, array(a), "or").dtype) == want, (v, a)
+
+
+def test_the_simulators_bitwise_values():
     import numpy as np
 
     from tilejit.sim.runtime import bitwise
-    cases = [(np.uint8(3), 0x1FF, "and", np.int32, 3),
-             (np.int8(-3), 0x100, "or", np.int32, -3),
-             (np.uint8(3), np.uint8(5), "xor", np.int32, 6),
-             (np.int32(5), np.uint32(3), "or", np.int64, 7),      # numpy's widening
-             (np.int32(-1), 0xFFFFFFFF, "and", np.int64, 0xFFFFFFFF),  # does not fit int32
-             (np.int64(6), 3, "and", np.int64, 2)]
-    for a, b, op, dtype, value in cases:
-        got = bitwise(a, b, op)
-        assert got.dtype == dtype and int(got) == value, (a, b, op, got)
+    # (operands, op, the value in the GPU's type)
+    cases = [(np.uint8(3), 0x1FF, "and", 3),
+             (np.int8(-3), 0x100, "or", -3),
+             (np.uint8(3), np.uint8(5), "xor", 6),
+             (np.int32(-1), 0xFFFFFFFF, "and", 0xFFFFFFFF),      # int64: does not fit int32
+             (np.uint64(0x1234), ~0xF, "and", 0x1230),           # int64, where numpy raises
+             (np.int32(-2), np.uint64(1), "or", -1),             # int64, where numpy raises
+             (np.uint8(0), np.uint32(2), "and", 0)]              # uint64, not numpy's uint32
+    for a, b, op, value in cases:
+        assert int(bitwise(a, b, op)) == value, (a, b, op)
+    with np.errstate(over="ignore"):      # the GPU's uint64 wraps below zero
+        assert bitwise(np.uint8(0), np.uint32(2), "and") - np.uint64(1) == 2 ** 64 - 1
     mask = bitwise(np.array([True, False]), np.array([True, True]), "and")
     assert mask.dtype == np.bool_ and mask.tolist() == [True, False]
-    assert bitwise(6, 3, "xor") == 5
+    assert bitwise(6, 3, "xor") == 5 and bitwise(True, False, "or") is True

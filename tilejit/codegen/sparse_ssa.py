@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from numba.core import errors, ir, postproc
+from numba.core import config, errors, ir, postproc
 from numba.core.analysis import compute_cfg_from_blocks
 from numba.core.compiler_machinery import register_pass
 from numba.core.ir_utils import build_definitions
@@ -118,4 +118,7 @@ class TilejitReconstructSSA(ReconstructSSA):
         state.func_ir._definitions = build_definitions(state.func_ir.blocks)
         # Numba's pass reruns its post-processor for the IR's metadata; so does this one
         postproc.PostProcessor(state.func_ir).run(emit_dels=False)
+        if config.DEBUG or config.DUMP_SSA:     # Numba's NUMBA_DUMP_SSA, kept
+            print(f"SSA IR DUMP: {state.func_ir.func_id.func_qualname}".center(80, "-"))
+            state.func_ir.dump()
         return True

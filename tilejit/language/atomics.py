@@ -52,7 +52,8 @@ def memory_order_error(op: str, order) -> str | None:
         return None
     expected = ", ".join(repr(o) for o in MEMORY_ORDERS)
     signature = {"load": '(src, memory_order="seq_cst")',
-                 "store": '(dst, value, memory_order="seq_cst")'}.get(op, SIGNATURE)
+                 "store": '(dst, value, memory_order="seq_cst")',
+                 "or": "(dst, value, memory_order=None)"}.get(op, SIGNATURE)
     return (f"T.atomic_{op}{signature}: memory_order must be None or one of {expected} "
             f"(a compile-time string); got {order!r}")
 

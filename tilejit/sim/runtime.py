@@ -281,36 +281,66 @@ _BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
 def bitwise(a, b, op: str):
-    """``a & b``, ``a | b``, ``a ^ b`` (``op``: "and", "or", "xor") as the GPU computes
-    them (``codegen/typing/context._c_bitwise``): integers narrower than 32 bits promoted
-    to int32 and the operation in the type both operands share, a Python int taking the
-    other's type where it fits it (``uint8 & 0x1FF`` is int32, as in C, where numpy
-    raises OverflowError) and 64 bits where it does not (Numba's rule); operands of
-    different widths or signedness, 64-bit ones, booleans and floats as numpy combines
-    them."""
+    """``a & b``, ``a | b``, ``a ^ b`` (``op``: "and", "or", "xor") in the GPU's types
+    (``codegen/typing/context._c_bitwise``, then Numba's rule):
+
+    - integers narrower than 32 bits promote to int32; two operands of one promoted type
+      of at most 32 bits compute in it (``uint8 & 0x1F0`` is int32, where numpy raises
+      OverflowError), a Python int taking the other operand's type where it fits;
+    - otherwise 64 bits: uint64 where every operand is unsigned (booleans count as
+      unsigned, a Python int as int64, or uint64 at 2**63 and above), else int64
+      (``uint8 & uint32`` is uint64, ``int32 | uint64`` int64);
+    - booleans with booleans, Python ints with Python ints, and anything not an integer
+      as Python and numpy combine them.
+
+    A Python int is taken as the GPU's literal: the simulator's ``T.serial`` index is
+    one too, where the GPU's is an int64 variable."""
     a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
                                                                          np.generic))
     if not a_np and not b_np:
         return _python_bitwise(a, b, op)
-    operands = []
-    for x, is_np in ((a, a_np), (b, b_np)):
-        if is_np:
-            dt = np.asarray(x).dtype
-            if dt.kind not in "iu":
-                return _python_bitwise(a, b, op)
-            operands.append(dt if dt.itemsize >= 4 else np.dtype(np.int32))
-        elif type(x) is not int:        # a Python bool or float: numpy's rules
-            return _python_bitwise(a, b, op)
-    if len(set(operands)) > 1 or operands[0].itemsize > 4:
+    kinds = [_bitwise_kind(a, a_np), _bitwise_kind(b, b_np)]
+    if None in kinds or all(k == "bool" for k in kinds):
         return _python_bitwise(a, b, op)
-    ty = operands[0]
-    info = np.iinfo(ty)
-    if any(not is_np and not info.min <= x <= info.max for x, is_np in ((a, a_np), (b, b_np))):
-        ty = np.dtype(np.int64)         # a literal that does not fit: Numba's 64 bits
+    ty = _bitwise_type(kinds, [a, b])
     with np.errstate(over="ignore"):
-        out = _BITWISE[op](np.asarray(a).astype(ty) if a_np else ty.type(a),
-                 np.asarray(b).astype(ty) if b_np else ty.type(b))
+        out = _BITWISE[op](_as(a, a_np, ty), _as(b, b_np, ty))
     return out if np.ndim(out) else out[()]
+
+
+def _bitwise_kind(x, is_np):
+    """"bool", an integer dtype, "literal" (a Python int), or None (anything else)."""
+    if is_np:
+        dt = np.asarray(x).dtype
+        return "bool" if dt.kind == "b" else dt if dt.kind in "iu" else None
+    if isinstance(x, bool):
+        return "bool"
+    return "literal" if type(x) is int else None
+
+
+def _bitwise_type(kinds, values):
+    ints = [k for k in kinds if isinstance(k, np.dtype)]
+    literals = [v for k, v in zip(kinds, values) if k == "literal"]
+    if "bool" not in kinds and ints:
+        promoted = {k if k.itemsize >= 4 else np.dtype(np.int32) for k in ints}
+        if len(promoted) == 1:
+            ty = promoted.pop()
+            info = np.iinfo(ty)
+            if ty.itemsize <= 4 and all(info.min <= v <= info.max for v in literals):
+                return ty
+    # Numba's rule: 64 bits, unsigned only where every operand is (a boolean counts as
+    # unsigned, a Python int as int64 unless it is 2**63 or more or meets a uint64)
+    if not ints:
+        return np.dtype(np.int64)           # a boolean with a Python int
+    wide = any(k.itemsize == 8 for k in ints)
+    unsigned = all(k.kind == "u" for k in ints) and all(
+        v >= 0 and (wide or v > np.iinfo(np.int64).max) for v in literals)
+    return np.dtype(np.uint64) if unsigned else np.dtype(np.int64)
+
+
+def _as(x, is_np, ty):
+    """``x`` in ``ty``, wrapped as the GPU's conversion wraps it."""
+    return np.asarray(x).astype(ty) if is_np else np.array(x).astype(ty)[()]
 
 
 def _python_bitwise(a, b, op):

@@ -18,6 +18,7 @@ conditions of branches that leave a loop are checked to be the same in every thr
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 
 from tilejit import syntax
@@ -278,7 +279,9 @@ class _CIntegerOps(syntax.NodeTransformer):
     them (``codegen/typing/context._c_bitwise``), not numpy's."""
 
     def visit_BinOp(self, node):
-        node = self.generic_visit(node)
+        return self._c_operator(self.generic_visit(node))
+
+    def _c_operator(self, node):
         if isinstance(node.op, (ast.LShift, ast.RShift)):
             return ast.copy_location(_call("shift", [
                 node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift))]), node)
@@ -290,11 +293,13 @@ class _CIntegerOps(syntax.NodeTransformer):
     def visit_AugAssign(self, node):
         if not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE:
             return self.generic_visit(node)
-        load = ast.copy_location(ast.Subscript(node.target.value, node.target.slice,
-                                               ast.Load()), node.target) \
-            if isinstance(node.target, ast.Subscript) else ast.Name(node.target.id, ast.Load())
-        value = ast.BinOp(load, node.op, node.value)
-        store = ast.Assign([node.target], self.visit_BinOp(ast.copy_location(value, node)))
+        target = self.visit(node.target)    # its own index's operators too
+        load = ast.copy_location(ast.Subscript(copy.deepcopy(target.value),
+                                               copy.deepcopy(target.slice), ast.Load()),
+                                 target) \
+            if isinstance(target, ast.Subscript) else ast.Name(target.id, ast.Load())
+        value = ast.BinOp(load, node.op, self.visit(node.value))
+        store = ast.Assign([target], self._c_operator(ast.copy_location(value, node)))
         return ast.copy_location(store, node)
 
 
