@@ -22,7 +22,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ATOMICS, REGION, THREAD_INDEX
-from tilejit.language.atomics import SIGNATURE, memory_order_error
+from tilejit.language.atomics import call_signature, memory_order_error
 
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
@@ -226,7 +226,7 @@ class _Regions(syntax.NodeTransformer):
             return self._load_store(node, fn)
         name = fn.__name__
         bitwise = fn is T.atomic_or         # TileLang's: one element, nothing returned
-        sig = f"T.{name}(dst, value, memory_order=None)" if bitwise else f"T.{name}{SIGNATURE}"
+        sig = f"T.{name}{call_signature(name[7:])}"
         args = list(node.args)
         if bitwise and (len(args) > 3 or any(k.arg in ("return_prev", "use_tma")
                                               for k in node.keywords)):

@@ -39,11 +39,23 @@ from tilejit.language._semantics import meaning
 OPS = ("add", "max", "min", "or")
 # the element dtypes atomics support
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint64")
+# atomic_load and atomic_store: element form only, whole 32- or 64-bit words
+WORD_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 # the element dtypes T.atomic_or supports
 BITWISE_DTYPES = ("int32", "int64", "uint32", "uint64")
+# the atomics that take fewer element dtypes than DTYPES
+RESTRICTED_DTYPES = {"load": WORD_DTYPES, "store": WORD_DTYPES, "or": BITWISE_DTYPES}
 # TileLang's memory orders (None: relaxed)
 MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
 SIGNATURE = "(dst, value, memory_order=None, return_prev=False)"
+_SIGNATURES = {"load": '(src, memory_order="seq_cst")',
+               "store": '(dst, value, memory_order="seq_cst")',
+               "or": "(dst, value, memory_order=None)"}
+
+
+def call_signature(op: str) -> str:
+    """``T.atomic_<op>``'s parameters, as its messages show them."""
+    return _SIGNATURES.get(op, SIGNATURE)
 
 
 def memory_order_error(op: str, order) -> str | None:
@@ -51,11 +63,18 @@ def memory_order_error(op: str, order) -> str | None:
     if order is None or (isinstance(order, str) and order in MEMORY_ORDERS):
         return None
     expected = ", ".join(repr(o) for o in MEMORY_ORDERS)
-    signature = {"load": '(src, memory_order="seq_cst")',
-                 "store": '(dst, value, memory_order="seq_cst")',
-                 "or": "(dst, value, memory_order=None)"}.get(op, SIGNATURE)
-    return (f"T.atomic_{op}{signature}: memory_order must be None or one of {expected} "
+    return (f"T.atomic_{op}{call_signature(op)}: memory_order must be None or one of {expected} "
             f"(a compile-time string); got {order!r}")
+
+
+def element_dtype_error(op: str, dtype_name: str) -> str | None:
+    """Why an element of ``dtype_name`` cannot be ``T.atomic_<op>``'s operand, where the
+    atomic takes fewer dtypes than the others (``RESTRICTED_DTYPES``), or None."""
+    allowed = RESTRICTED_DTYPES.get(op)
+    if allowed is None or dtype_name in allowed:
+        return None
+    return (f"T.atomic_{op}: {', '.join(allowed)} elements; the "
+            f"{'source' if op == 'load' else 'destination'} is {dtype_name}")
 
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
@@ -116,8 +135,6 @@ def atomic_addx4(dst, value, return_prev=False):
 
 FUNCTIONS = {"add": atomic_add, "max": atomic_max, "min": atomic_min, "or": atomic_or,
              "load": atomic_load, "store": atomic_store}
-# atomic_load and atomic_store: element form only, whole 32- or 64-bit words
-WORD_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 
 __all__ = ["atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
            "atomic_store", "atomic_addx2", "atomic_addx4"]

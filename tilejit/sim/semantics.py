@@ -28,7 +28,7 @@ import numpy as np
 from tilejit.errors import AssumptionError, CompileError
 from tilejit.frontend.gemm_operands import GemmOperand, form_error, region_errors, shape_error
 from tilejit.language import numerics as _num
-from tilejit.language.atomics import (BITWISE_DTYPES, DTYPES, OPS, WORD_DTYPES,
+from tilejit.language.atomics import (DTYPES, OPS, element_dtype_error,
                                       memory_order_error)
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.fragment_layout import Fragment as UserFragment
@@ -564,15 +564,11 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     what = f"T.atomic_{op}"
     _check_memory_order(op, memory_order)
     _check_dtype(tensor, what)
-    if op == "or" and tensor.dtype.name not in BITWISE_DTYPES:
-        raise TypeError(f"{what}: {', '.join(BITWISE_DTYPES)} elements; the destination is "
-                        f"{tensor.dtype.name}")
+    message = element_dtype_error(op, tensor.dtype.name)
+    if message is not None:
+        raise TypeError(message)
     if op == "or" and np.asarray(value).dtype.kind not in "iub":
         raise TypeError(f"{what}: the value must be an integer, got {np.asarray(value).dtype}")
-    if op in ("load", "store") and tensor.dtype.name not in WORD_DTYPES:
-        raise TypeError(f"{what}: {', '.join(WORD_DTYPES)} elements; the "
-                        f"{'source' if op == 'load' else 'destination'} is "
-                        f"{tensor.dtype.name}")
     dtype = tensor.dtype
     idx = index if isinstance(index, tuple) else (index,)
     if len(idx) != tensor.data.ndim:

@@ -20,7 +20,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
-from tilejit.language.atomics import (BITWISE_DTYPES, DTYPES, SIGNATURE, WORD_DTYPES,
+from tilejit.language.atomics import (DTYPES, call_signature, element_dtype_error,
                                       memory_order_error)
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import RegionType, TileType
@@ -65,10 +65,14 @@ class _ElementAtomic(AbstractTemplate):
     def generic(self, args, kws):
         what = f"T.atomic_{self.op}"
         if kws or len(args) != 6:
-            raise errors.TypingError(f"{what}{SIGNATURE} takes a destination and a value")
+            raise errors.TypingError(f"{what}{call_signature(self.op)} takes a destination "
+                                     f"and a value")
         dst, index, value, return_prev, per_lane, order = args
         literal_memory_order(order, self.op)
         _check_base(dst, what)
+        message = element_dtype_error(self.op, dst.dtype.name)
+        if message is not None:
+            raise errors.TypingError(message)
         idx = index.types if isinstance(index, types.BaseTuple) else (index,)
         if len(idx) != dst.ndim:
             raise errors.TypingError(f"{what}: a {dst.ndim}-d destination indexed with "
@@ -96,7 +100,8 @@ class _RegionAtomic(AbstractTemplate):
     def generic(self, args, kws):
         what = f"T.atomic_{self.op}"
         if kws or len(args) != 4:
-            raise errors.TypingError(f"{what}{SIGNATURE} takes a destination and a value")
+            raise errors.TypingError(f"{what}{call_signature(self.op)} takes a destination "
+                                     f"and a value")
         dst, value, order, return_prev = args
         literal_memory_order(order, self.op)
         if _literal_bool(return_prev, f"{what}'s return_prev"):
@@ -114,29 +119,11 @@ class _RegionAtomic(AbstractTemplate):
         return signature(types.none, dst, value, order, return_prev)
 
 
-class _ElementLoadStore(_ElementAtomic):
-    """``__tj_atomic_load`` / ``__tj_atomic_store``: as the element atomics, on whole
-    32- or 64-bit words."""
-
-    def generic(self, args, kws):
-        sig = super().generic(args, kws)
-        if sig is not None and args[0].dtype.name not in WORD_DTYPES:
-            raise errors.TypingError(
-                f"T.atomic_{self.op}: {', '.join(WORD_DTYPES)} elements; the "
-                f"{'source' if self.op == 'load' else 'destination'} is {args[0].dtype.name}")
-        return sig
-
-
 class _ElementOr(_ElementAtomic):
-    """``__tj_atomic_or``: as the element atomics, on int32, int64, uint32 and uint64
-    elements, with an integer value."""
+    """``__tj_atomic_or``: as the element atomics, with an integer value."""
 
     def generic(self, args, kws):
         sig = super().generic(args, kws)
-        if sig is not None and args[0].dtype.name not in BITWISE_DTYPES:
-            raise errors.TypingError(
-                f"T.atomic_or: {', '.join(BITWISE_DTYPES)} elements; the destination is "
-                f"{args[0].dtype.name}")
         if sig is not None and not isinstance(args[2], (types.Integer, types.Boolean)):
             raise errors.TypingError(f"T.atomic_or: the value must be an integer, got "
                                      f"{args[2]}")
@@ -147,7 +134,7 @@ def _register():
     infer_global(markers.stub(markers.ATOMIC_OR))(
         type("AtomicElementOr", (_ElementOr,), {"op": "or"}))
     for op in ("load", "store"):
-        element = type(f"AtomicElement{op.capitalize()}", (_ElementLoadStore,), {"op": op})
+        element = type(f"AtomicElement{op.capitalize()}", (_ElementAtomic,), {"op": op})
         infer_global(markers.stub(getattr(markers, f"ATOMIC_{op.upper()}")))(element)
     for op in ("add", "max", "min"):
         element = type(f"AtomicElement{op.capitalize()}", (_ElementAtomic,), {"op": op})
