@@ -37,6 +37,32 @@ def gemm(A, B, C, block_M: T.constexpr = 128, block_N: T.constexpr = 128,
 
 
 
+@tilejit.kernel
+def staged_epilogue(A, B, C, F, block_M: T.constexpr = 64, block_N: T.constexpr = 64,
+                    block_K: T.constexpr = 32, row0: T.constexpr = 16, col0: T.constexpr = 32):
+    """A GEMM whose accumulator goes out through a region of a bigger shared tile that
+    starts at (row0, col0), and comes back from it into a fragment of C's dtype written
+    to F: the fragment's runs at compile-time shared offsets both ways, and the shared
+    region's synchronous copy to global memory (lowering/slot_offsets.py, copy.py)."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        back = T.alloc_fragment((block_M, block_N), C.dtype)
+        S = T.alloc_shared((block_M + 32, block_N + 64), C.dtype)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, acc)
+        T.copy(acc, S[row0:row0 + block_M, col0:col0 + block_N])
+        T.copy(S[row0:row0 + block_M, col0:col0 + block_N], C[by * block_M, bx * block_N])
+        T.copy(S[row0:row0 + block_M, col0:col0 + block_N], back)
+        T.copy(back, F[by * block_M, bx * block_N])
+
+
 def gemm_inputs(M, N, K, dtype, trans_A, trans_B, device="cpu", seed=0):
     g = torch.Generator().manual_seed(seed)
     if dtype == "int8":

@@ -76,11 +76,16 @@ class ChunkAddresses:
     the global tensor (i64); ``byte_step(delta)``: the i64 byte step in the global
     tensor of a copy-coordinate delta. Rounds are asked for in order."""
 
-    def __init__(self, builder, plan, shared0, global0, coords0, byte_step):
+    def __init__(self, builder, plan, shared0, global0, coords0, byte_step, opaque_steps=True,
+                 inbounds=True):
         self.builder, self.shared0, self.coords0 = builder, shared0, coords0
+        self.opaque_steps, self.inbounds, self.byte_step = opaque_steps, inbounds, byte_step
         zero = tuple(0 for _ in plan[0][0])
         self.deltas = [zero] + [d for d, _ in plan]
         self.offsets = [0] + [o for _, o in plan]
+        self.globals = [global0]
+        if not opaque_steps:
+            return
         # the byte step from each round to the next, emitted here, ahead of any guard
         steps, self.steps = {}, [None]
         for prev, d in zip(self.deltas, self.deltas[1:]):
@@ -88,16 +93,26 @@ class ChunkAddresses:
             if step not in steps:
                 steps[step] = byte_step(step)
             self.steps.append(steps[step])
-        self.globals = [global0]
 
     def pointers(self, r):
-        """(shared, global) pointers of round ``r``. Each global pointer is the previous
-        one's plus a step, through an inline-asm add: a chain that depends on the loop's
-        tile start, which LLVM can neither hoist nor fold back into one invariant per
-        chunk."""
+        """(shared, global) pointers of round ``r``. With ``opaque_steps`` (cp.async in a
+        pipelined loop) each global pointer is the previous one's plus a step, through
+        an inline-asm add: a chain that depends on the loop's tile start, which LLVM can
+        neither hoist nor fold back into one invariant per chunk. Without, round 0's
+        pointer plus the round's byte offset, a plain GEP: LLVM still sees the tensor
+        behind every pointer (a read-only one's loads take the non-coherent path,
+        ``ld.global.nc``, which a chain longer than LLVM's underlying-object search
+        loses)."""
         b = self.builder
         if r == len(self.globals):
-            self.globals.append(_advance(b, self.globals[-1], self.steps[r]))
+            if self.opaque_steps:
+                self.globals.append(_advance(b, self.globals[-1], self.steps[r]))
+            else:
+                first = self.globals[0]
+                i8 = ir.PointerType(ir.IntType(8), first.type.addrspace)
+                moved = b.gep(b.bitcast(first, i8), [self.byte_step(self.deltas[r])],
+                              inbounds=self.inbounds)
+                self.globals.append(b.bitcast(moved, first.type))
         offset = self.offsets[r]
         shared = b.gep(self.shared0, [I32(offset)], inbounds=True) if offset else self.shared0
         return shared, self.globals[r]

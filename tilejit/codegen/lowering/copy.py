@@ -33,8 +33,9 @@ from tilejit.layouts import offset_table
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
 from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
+from tilejit.codegen.lowering.slot_offsets import RunOffsets, run_plan
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.scalar import cast_values
+from tilejit.codegen.lowering.scalar import cast_values, narrowed_pair
 from tilejit.ir.kernel_config import current_kernel
 from tilejit.codegen.lowering.tiles import (SlotMemo, emit, fragment_slot, guarded, intrinsic,
                                             opaque, plan, rounds, thread_index, unflatten,
@@ -307,42 +308,78 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     tid = thread_index(context, builder)
     writer = writer_guard(builder, ix, tid) if dst.kind != "fragment" else None
     memo = SlotMemo()     # each run's code follows the previous one's: values dominate
-    for s0, length in runs:
+    # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
+    # code costs registers that an mma accumulator cannot spare. Stored to global
+    # or shared memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out
+    # as one store each instead of two, without the permute between them (ncu,
+    # H200: in the 128x128x64 GEMM the permute waited for the previous store to
+    # read the register it reuses; 12 % of the stall samples were in that epilogue)
+    least = 4 if dst.kind in ("global", "shared") else 8
+    vector = [length > 1 and fast is True or length * other.dtype.itemsize >= least and (
+        other.kind == "global" and fast is not None
+        or other.kind == "shared" and _side_vector_ok(other, length, 0)) for _, length in runs]
+    # the runs whose shared address is one access's: their offsets from a few bases
+    offsets = _shared_run_offsets(builder, other, t, runs, [
+        v or length == 1 for v, (_, length) in zip(vector, runs)])
+    for r, (s0, length) in enumerate(runs):
         tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
         at = _element_at(builder, cc)
-        # runs narrower than 8 bytes stay scalar when loaded: the vector path's fallback
-        # code costs registers that an mma accumulator cannot spare. Stored to global
-        # or shared memory (an epilogue) 4 bytes are worth it: an fp16 accumulator's pairs go out
-        # as one store each instead of two, without the permute between them (ncu,
-        # H200: in the 128x128x64 GEMM the permute waited for the previous store to
-        # read the register it reuses; 12 % of the stall samples were in that epilogue)
-        least = 4 if dst.kind in ("global", "shared") else 8
-        vec_ok = length > 1 and fast is True or length * other.dtype.itemsize >= least and (
-            other.kind == "global" and fast is not None
-            or other.kind == "shared" and _side_vector_ok(other, length, 0))
+        vec_ok = vector[r]
+        # the shared side's address, outside the guard: later runs reuse its base
+        ptr = None
+        if offsets is not None and offsets.covers(r):
+            ptr = offsets.pointer(other.value, r,
+                                  lambda cc=cc: _tile_offset(builder, other, _dims(other, cc)))
         with guarded(builder, guard):
             if src.kind == "fragment":
                 values = [context.unpack_value(builder, src.element,
                                                builder.gep(src.value, [I32(s0 + k)]))
                           for k in range(length)]
+            elif ptr is not None:
+                values = _load_vector(context, builder, src, ptr, length)
             elif vec_ok:
                 values = _load_chunk(context, builder, src,
                                      lambda k, at=at: _dims(src, at(k)), length, fast)
             else:
                 values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
                           for k in range(length)]
+            bits = None
+            if ptr is not None and dst.kind == "shared" and length == 2:
+                bits = narrowed_pair(builder, values, src.element, dst.element)
+            if bits is not None:     # a packed conversion's two halves: its register
+                builder.store(bits, builder.bitcast(ptr, ir.PointerType(I32, 3)), align=4)
+                continue
             values = cast_values(context, builder, values, src.element, dst.element)
             if dst.kind == "fragment":
                 for k, v in enumerate(values):
                     context.pack_value(builder, dst.element, v,
                                        builder.gep(dst.value, [I32(s0 + k)]))
+            elif ptr is not None:
+                _store_vector(context, builder, dst, ptr, values)
             elif vec_ok:
                 _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)),
                              values, length, fast)
             else:
                 for k, v in enumerate(values):
                     store_element(context, builder, dst, _dims(dst, at(k)), v, fast is not True)
+
+
+def _shared_run_offsets(builder, side, t, runs, covered):
+    """A ``RunOffsets`` for the ``covered`` runs of fragment tile ``t`` in a shared side
+    with compile-time starts, or None (another side, or a region that starts at run
+    time)."""
+    if side.kind != "shared" or not all(isinstance(s, ir.Constant) for s in side.starts):
+        return None
+    # which fragment coordinate each dimension of the shared tile takes (None: its start)
+    frag_dims = [d for d, n in enumerate(t.shape) if n != 1]
+    sources = _dims(side, [(frag_dims[i],) for i in range(len(frag_dims))])
+    dims = tuple((k[0] if isinstance(k, tuple) else None, start.constant)
+                 for k, start in zip(sources, side.starts))
+    layout = plan().tile(side.ty.tile_name).layout
+    index = {r: k for k, r in enumerate(r for r, c in enumerate(covered) if c)}
+    firsts = tuple(runs[r][0] for r in index)
+    return RunOffsets(builder, run_plan(t.indexing, plan().threads, layout, dims, firsts), index)
 
 
 def _element_at(builder, cc):
@@ -384,8 +421,11 @@ def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
         last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
         if not last or last[-1] != side.ndim - 1:
             return False
-        starts_zero = all(isinstance(s, ir.Constant) and s.constant == 0 for s in side.starts)
-        return starts_zero and _chunks_contiguous(t.layout, t.shape, vec)
+        # a region at compile-time starts whose last is a multiple of vec moves the
+        # tile's own aligned chunks, each contiguous when every one of the tile's is
+        known = all(isinstance(s, ir.Constant) for s in side.starts)
+        return (known and side.starts[-1].constant % vec == 0
+                and _chunks_contiguous(t.layout, t.shape, vec))
     return True   # global: decided per chunk at run time (or element-wise)
 
 
@@ -400,6 +440,60 @@ def _vector_type(context, elem, vec):
     return ir.VectorType(context.get_data_type(elem), vec)
 
 
+def _load_vector(context, builder, side, ptr, vec, inside=None):
+    """``vec`` consecutive elements from ``ptr`` (shared or global), one access;
+    ``inside``: an i1, zeros (and no access) where it does not hold."""
+    if vec == 1 and inside is None:
+        return [context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)]
+    return _unpack(context, builder, side, _load_raw(context, builder, side, ptr, vec, inside))
+
+
+def _load_raw(context, builder, side, ptr, vec, inside=None):
+    """The vector of ``vec`` elements (their data representation) at ``ptr``."""
+    vt = _vector_type(context, side.element, vec)
+
+    def load():
+        return builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
+                            align=vec * side.dtype.itemsize)
+
+    if inside is None:
+        return load()
+    with builder.if_else(inside, likely=True) as (then, otherwise):
+        with then:
+            loaded, then_block = load(), builder.block
+        with otherwise:
+            else_block = builder.block
+    raw = builder.phi(vt)
+    raw.add_incoming(loaded, then_block)
+    raw.add_incoming(ir.Constant(vt, None), else_block)
+    return raw
+
+
+def _unpack(context, builder, side, raw):
+    return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
+            for k in range(raw.type.count)]
+
+
+def _pack(context, builder, side, values):
+    raw = ir.Constant(_vector_type(context, side.element, len(values)), None)
+    for k, v in enumerate(values):
+        raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
+    return raw
+
+
+def _store_vector(context, builder, side, ptr, values):
+    """``values`` to consecutive elements from ``ptr`` (shared or global), one access."""
+    if len(values) == 1:
+        context.pack_value(builder, side.element, values[0], ptr, align=side.dtype.itemsize)
+        return
+    _store_raw(builder, side, ptr, _pack(context, builder, side, values))
+
+
+def _store_raw(builder, side, ptr, raw):
+    builder.store(raw, builder.bitcast(ptr, ir.PointerType(raw.type, ptr.type.addrspace)),
+                  align=raw.type.count * side.dtype.itemsize)
+
+
 def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
     """``vec`` element values of one chunk; ``at(k)``: the k-th element's offsets.
     ``fast``: None (element by element), True (one unchecked vector access: the caller
@@ -407,22 +501,13 @@ def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
     is inside, else element by element)."""
     if side.kind == "shared":
         ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
-        if vec == 1:
-            return [context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)]
-        vt = _vector_type(context, side.element, vec)
-        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, 3)),
-                           align=vec * side.dtype.itemsize)
-        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
-                for k in range(vec)]
+        return _load_vector(context, builder, side, ptr, vec)
     if fast is None:
         return [load_element(context, builder, side, at(k)) for k in range(vec)]
     vt = _vector_type(context, side.element, vec)
     if fast is True:
         ptr = _global_pointer(builder, side, _global_coords(builder, side, at(0)))
-        raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
-                           align=vec * side.dtype.itemsize)
-        return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(k)))
-                for k in range(vec)]
+        return _load_vector(context, builder, side, ptr, vec)
     # global with a vector path when the chunk is inside and aligned
     slot = cgutils.alloca_once(builder, vt)
     coords = _global_coords(builder, side, at(0))
@@ -451,28 +536,17 @@ def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
 
 def _store_chunk(context, builder, side, at, values, vec, fast, known_edges=False):
     if side.kind == "shared" and vec > 1:
-        vt = _vector_type(context, side.element, vec)
-        raw = ir.Constant(vt, None)
-        for k, v in enumerate(values):
-            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
         ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
-        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, 3)),
-                      align=vec * side.dtype.itemsize)
+        _store_vector(context, builder, side, ptr, values)
         return
     if fast is None:
         for k, v in enumerate(values):
             store_element(context, builder, side, at(k), v)
         return
-    vt = _vector_type(context, side.element, vec)
     coords = _global_coords(builder, side, at(0))
 
     def vector_store():
-        raw = ir.Constant(vt, None)
-        for k, v in enumerate(values):
-            raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(k))
-        ptr = _global_pointer(builder, side, coords)
-        builder.store(raw, builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
-                      align=vec * side.dtype.itemsize)
+        _store_vector(context, builder, side, _global_pointer(builder, side, coords), values)
 
     if fast is True:
         vector_store()
@@ -554,11 +628,26 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
     # a region wholly inside the tensor with an aligned start moves unchecked vectors
     shape = glob.shape
     interior = builder.and_(fast[id(glob)], _region_inside(builder, glob, shape))
+    other = dst if glob is src else src
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
-            _chunks(context, builder, src, dst, extents, vec, chunks, {id(glob): True})
+            addresses = None
+            if other.kind == "shared":
+                addresses = _chunk_addresses(context, builder, glob, other, extents, vec,
+                                             opaque_steps=False)
+            if addresses is not None:
+                _planned_chunks(context, builder, src, dst, vec, chunks, addresses, False)
+            else:
+                _chunks(context, builder, src, dst, extents, vec, chunks, {id(glob): True})
         with edge:
-            _chunks(context, builder, src, dst, extents, vec, chunks, fast)
+            addresses = None
+            if other.kind == "shared" and _chunk_all_or_none(glob, vec):
+                addresses = _chunk_addresses(context, builder, glob, other, extents, vec,
+                                             inside=False, opaque_steps=False)
+            if addresses is not None:
+                _planned_chunks(context, builder, src, dst, vec, chunks, addresses, True)
+            else:
+                _chunks(context, builder, src, dst, extents, vec, chunks, fast)
 
 
 def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
@@ -575,21 +664,72 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
             values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
                                  fast.get(id(src)), known_edges=True)
             values = cast_values(context, builder, values, src.element, dst.element)
-            if holder is not None:
-                raw = ir.Constant(holder.type.pointee, None)
-                for j, v in enumerate(values):
-                    raw = builder.insert_element(raw, _as_data(context, builder, dst.element, v),
-                                                 I32(j))
-                builder.store(raw, holder)
+            _hold(context, builder, dst, values, holder)
         staged.append((guard, at, values, holder))
     for guard, at, values, holder in staged:
         with guarded(builder, guard):
-            if holder is not None:
-                raw = builder.load(holder)
-                values = [_from_data(context, builder, dst.element,
-                                     builder.extract_element(raw, I32(j))) for j in range(vec)]
+            values = _held(context, builder, dst, values, holder, vec)
             _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)), values, vec,
                          fast.get(id(dst)), known_edges=True)
+
+
+def _planned_chunks(context, builder, src, dst, vec, chunks, addresses, checked):
+    """``_chunks`` between a global side and a shared one with a ChunkAddresses: each
+    round's pointers are round 0's plus constant steps, instead of each chunk's
+    coordinates and addresses computed from its index; a copy without a conversion
+    moves each chunk as one vector, never taken apart (FlashAttention's Q tile: 2,023
+    lowered instructions before, 1,116 with the steps, ... with whole vectors).
+    ``checked``: the region may cross the tensor's edge, each chunk wholly inside it or
+    wholly outside (``_chunk_all_or_none``): a chunk outside reads zeros and writes
+    nothing."""
+    glob = src if src.kind == "global" else dst
+    same = src.element == dst.element
+    vt = _vector_type(context, dst.element, vec)
+    staged = []
+    for r, (_, guard) in enumerate(rounds(context, builder, chunks)):
+        shared_ptr, global_ptr = addresses.pointers(r)
+        ptrs = (global_ptr, shared_ptr) if glob is src else (shared_ptr, global_ptr)
+        inside = None
+        if checked:
+            delta = _dims(glob, list(addresses.deltas[r]))
+            inside = _inside(builder, glob, [builder.add(c, I64(k)) if k else c
+                                             for c, k in zip(addresses.coords0, delta)])
+        holder = cgutils.alloca_once(builder, vt) if guard is not None else None
+        with guarded(builder, guard):
+            raw = _load_raw(context, builder, src, ptrs[0], vec,
+                            inside if glob is src else None)
+            if not same:
+                values = cast_values(context, builder, _unpack(context, builder, src, raw),
+                                     src.element, dst.element)
+                raw = _pack(context, builder, dst, values)
+            if holder is not None:
+                builder.store(raw, holder)
+        staged.append((guard, ptrs[1], raw, holder, None if glob is src else inside))
+    for guard, ptr, raw, holder, inside in staged:
+        with guarded(builder, guard):
+            if holder is not None:
+                raw = builder.load(holder)
+            with guarded(builder, inside):
+                _store_raw(builder, dst, ptr, raw)
+
+
+def _hold(context, builder, side, values, holder):
+    """Keep a guarded chunk's values in ``holder`` (None: no guard, nothing to keep)."""
+    if holder is None:
+        return
+    raw = ir.Constant(holder.type.pointee, None)
+    for j, v in enumerate(values):
+        raw = builder.insert_element(raw, _as_data(context, builder, side.element, v), I32(j))
+    builder.store(raw, holder)
+
+
+def _held(context, builder, side, values, holder, vec):
+    """The values ``_hold`` kept (``values`` themselves where nothing was held)."""
+    if holder is None:
+        return values
+    raw = builder.load(holder)
+    return [_from_data(context, builder, side.element, builder.extract_element(raw, I32(j)))
+            for j in range(vec)]
 
 
 def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
@@ -700,9 +840,11 @@ def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):
     return sptr, _global_pointer(builder, src, coords, inbounds), coords
 
 
-def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
-    """A ChunkAddresses for this thread's chunks of a global → shared copy, or None
-    where the layout does not decompose (see chunk_addresses.py). ``inside``: every
+def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True, opaque_steps=True):
+    """A ChunkAddresses for this thread's chunks of a copy between global side ``src``
+    and shared side ``dst`` (either way round: cp.async, and the interior of a
+    synchronous copy), or None where the layout does not decompose (see
+    chunk_addresses.py). ``inside``: every
     chunk is inside the tensor (else round 0's pointer, the base of the others, may
     point outside it and is formed without ``inbounds``)."""
     if not all(isinstance(s, ir.Constant) for s in dst.starts):
@@ -722,7 +864,7 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True):
         offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])
         return builder.mul(offset, I64(src.dtype.itemsize))
 
-    return ChunkAddresses(builder, steps, sptr, gptr, coords, byte_step)
+    return ChunkAddresses(builder, steps, sptr, gptr, coords, byte_step, opaque_steps, inside)
 
 
 def _unfast(side):

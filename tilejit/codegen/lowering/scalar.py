@@ -165,10 +165,7 @@ def cast_values(context, builder, values, fromty, toty) -> list:
     per element, then a permute to pair the halves. The scalar form is a F2F each, on the
     quarter-rate pipe exp2 runs on: in FlashAttention's P = cast(S) as many as the exp2s
     themselves (ncu, H200). Same rounding (to nearest even) either way."""
-    config = current_kernel_or_none()
-    narrow = (fromty == types.float32 and (toty == types.float16 or isinstance(toty, BFloat16))
-              and config is not None and config.target.has_packed_half_conversion)
-    if not narrow or len(values) < 2:
+    if not _packs(fromty, toty) or len(values) < 2:
         return [context.cast(builder, v, fromty, toty) for v in values]
     out = []
     for k in range(0, len(values) - 1, 2):
@@ -178,15 +175,35 @@ def cast_values(context, builder, values, fromty, toty) -> list:
     return out
 
 
-def _packed_narrow(builder, toty, lo, hi) -> list:
+def _packs(fromty, toty) -> bool:
+    """Whether ``cast_values`` narrows pairs of ``fromty`` to ``toty`` in one instruction."""
+    config = current_kernel_or_none()
+    return (fromty == types.float32 and (toty == types.float16 or isinstance(toty, BFloat16))
+            and config is not None and config.target.has_packed_half_conversion)
+
+
+def narrowed_pair(builder, values, fromty, toty):
+    """The i32 register of two consecutive elements that ``cast_values`` narrows in one
+    instruction (the first in the low half), for a store of both at once; None where
+    it would not."""
+    if len(values) != 2 or not _packs(fromty, toty):
+        return None
+    return _packed_bits(builder, toty, *values)
+
+
+def _packed_bits(builder, toty, lo, hi):
     """The instruction itself, ``d = {a, b}`` with a in the upper half (LLVM selects
     cvt.rn.f16x2.f32 for a vector fptrunc, but splits it again where the halves are used
-    apart, as in a store per element); bfloat16 is i16 bits here (llvmlite has no bfloat
-    type)."""
+    apart, as in a store per element)."""
     name = "f16x2" if toty == types.float16 else "bf16x2"
-    fnty = ir.FunctionType(I32, [F32, F32])
-    bits = builder.asm(fnty, f"cvt.rn.{name}.f32 $0, $1, $2;", "=r,f,f", [hi, lo],
-                       side_effect=False)
+    return builder.asm(ir.FunctionType(I32, [F32, F32]), f"cvt.rn.{name}.f32 $0, $1, $2;",
+                       "=r,f,f", [hi, lo], side_effect=False)
+
+
+def _packed_narrow(builder, toty, lo, hi) -> list:
+    """The two halves of ``_packed_bits``; bfloat16 is i16 bits here (llvmlite has no
+    bfloat type)."""
+    bits = _packed_bits(builder, toty, lo, hi)
     halves = [builder.trunc(bits, I16), builder.trunc(builder.lshr(bits, I32(16)), I16)]
     if toty == types.float16:
         halves = [builder.bitcast(h, ir.HalfType()) for h in halves]
