@@ -133,12 +133,15 @@ def test_staged_epilogue_in_simulation():
 @pytest.mark.parametrize("M, N, K", [(128, 128, 64), (100, 130, 96)])
 def test_staged_epilogue_on_gpu(M, N, K):
     """The GPU against float64 and against the simulator: tiles inside the tensors and
-    tiles across their edges (the synchronous copy's checked rounds)."""
+    tiles across their edges (the synchronous copy's checked rounds). The two ways out
+    of the shared region give the same bits; the simulator's products round at other
+    places than the tensor cores' (1 ulp of float16 at 11 of 16,384 elements, H200)."""
     a, b, c, f = _inputs(M, N, K, "cuda")
     staged_epilogue(a, b, c, f)
     torch.cuda.synchronize()
     _check(a, b, c, f)
+    np.testing.assert_array_equal(f.cpu().numpy(), c.cpu().numpy())
     sa, sb, sc, sf = _inputs(M, N, K)
     tilejit.kernel(staged_epilogue.func, target="sim")(sa, sb, sc, sf)
-    np.testing.assert_array_equal(c.cpu().numpy(), sc.numpy())
-    np.testing.assert_array_equal(f.cpu().numpy(), sf.numpy())
+    np.testing.assert_allclose(c.cpu().double().numpy(), sc.double().numpy(), rtol=2e-3,
+                               atol=2e-3)
