@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dis
 import linecache
+import operator
 import os
 import sys
 import threading
@@ -328,19 +329,50 @@ def _bitwise_type(kinds, values):
             info = np.iinfo(ty)
             if ty.itemsize <= 4 and all(info.min <= v <= info.max for v in literals):
                 return ty
-    # Numba's rule: 64 bits, unsigned only where every operand is (a boolean counts as
-    # unsigned, a Python int as int64 unless it is 2**63 or more or meets a uint64)
+    return _wide_type(kinds, values)
+
+
+def _wide_type(kinds, values):
+    """Numba's rule: 64 bits, unsigned only where every operand is (a boolean counts as
+    unsigned; a Python int does where it fits the unsigned operand's type, else it is
+    int64 unless it is 2**63 or more)."""
+    ints = [k for k in kinds if isinstance(k, np.dtype)]
+    literals = [v for k, v in zip(kinds, values) if k == "literal"]
     if not ints:
         return np.dtype(np.int64)           # a boolean with a Python int
-    wide = any(k.itemsize == 8 for k in ints)
+    fits = min(np.iinfo(k).max for k in ints)
     unsigned = all(k.kind == "u" for k in ints) and all(
-        v >= 0 and (wide or v > np.iinfo(np.int64).max) for v in literals)
+        0 <= v <= fits or v > np.iinfo(np.int64).max for v in literals)
     return np.dtype(np.uint64) if unsigned else np.dtype(np.int64)
 
 
 def _as(x, is_np, ty):
     """``x`` in ``ty``, wrapped as the GPU's conversion wraps it."""
     return np.asarray(x).astype(ty) if is_np else np.array(x).astype(ty)[()]
+
+
+def arith(a, b, op: str):
+    """``a + b``, ``a - b``, ``a * b`` (``op``: "add", "sub", "mul") in the GPU's types
+    where an operand is a numpy integer or boolean (Numba's rule, as the compiler's typing
+    gives it, ``_wide_type``): 64 bits, uint64 only where every operand is unsigned,
+    wrapping as the GPU wraps. ``int8 + int8`` is int64 there, where numpy wraps in int8 (100 + 100
+    = -56) and raises OverflowError for ``int8 + 300``. Anything else (Python numbers,
+    floats, objects) as Python and numpy combine it."""
+    a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
+                                                                         np.generic))
+    if not a_np and not b_np:
+        return _ARITH_PY[op](a, b)
+    kinds = [_bitwise_kind(a, a_np), _bitwise_kind(b, b_np)]
+    if None in kinds:
+        return _ARITH_PY[op](a, b)
+    ty = _wide_type(kinds, [a, b])
+    with np.errstate(over="ignore"):
+        out = _ARITH_NP[op](_as(a, a_np, ty), _as(b, b_np, ty))
+    return out if np.ndim(out) else out[()]
+
+
+_ARITH_NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+_ARITH_PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
 
 
 def _python_bitwise(a, b, op):

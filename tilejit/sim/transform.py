@@ -271,12 +271,15 @@ class SimRewriter(syntax.NodeTransformer):
 
 
 _BITWISE = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+_ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}
 
 
 class _CIntegerOps(syntax.NodeTransformer):
-    """``a << n`` / ``a >> n`` as ``runtime.shift`` and ``a & b``, ``a | b``, ``a ^ b`` as
-    ``runtime.bitwise`` (and their in-place forms): in C's types, as the GPU computes
-    them (``codegen/typing/context._c_bitwise``), not numpy's."""
+    """``a << n`` / ``a >> n`` as ``runtime.shift``, ``a & b``, ``a | b``, ``a ^ b`` as
+    ``runtime.bitwise`` and ``a + b``, ``a - b``, ``a * b`` as ``runtime.arith`` (and
+    their in-place forms): in the types the GPU computes them in (C's for the bitwise
+    operations, ``codegen/typing/context._c_bitwise``; Numba's 64 bits for arithmetic),
+    not numpy's."""
 
     def visit_BinOp(self, node):
         return self._c_operator(self.generic_visit(node))
@@ -288,10 +291,14 @@ class _CIntegerOps(syntax.NodeTransformer):
         if type(node.op) in _BITWISE:
             return ast.copy_location(_call("bitwise", [
                 node.left, node.right, ast.Constant(_BITWISE[type(node.op)])]), node)
+        if type(node.op) in _ARITH:
+            return ast.copy_location(_call("arith", [
+                node.left, node.right, ast.Constant(_ARITH[type(node.op)])]), node)
         return node
 
     def visit_AugAssign(self, node):
-        if not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE:
+        if (not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE
+                and type(node.op) not in _ARITH):
             return self.generic_visit(node)
         target = self.visit(node.target)    # its own index's operators too
         load = ast.copy_location(ast.Subscript(copy.deepcopy(target.value),

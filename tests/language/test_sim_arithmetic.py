@@ -1,0 +1,116 @@
+"""The simulator's ``+``, ``-``, ``*`` on integers compute in the GPU's types (Numba's
+rule, as the compiler's typing gives it: 64 bits, unsigned only where every operand is
+unsigned, a boolean counting as unsigned), not numpy's: ``int8 + int8`` is int64 on the GPU, where numpy wraps
+in int8 (100 + 100 = -56) and raises OverflowError for ``int8 + 300``."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+N = 64
+
+_DTYPES = ["boolean", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+           "uint64"]
+_LITERALS = [3, 300, -16, 0xFFFFFFFF, 2 ** 40, 2 ** 63 + 5]
+_OPS = {"add": "add", "sub": "sub", "mul": "mul"}
+
+
+def _gpu_type(op, a, b):
+    """The result type of ``a op b`` in the compiler's typing (Numba types)."""
+    import operator
+    # the compiler's own context (a second one would miss the registrations of helpers)
+    from tilejit.codegen.numba_target import descriptor
+    ctx = descriptor.typing_context
+    fn = ctx.resolve_value_type(getattr(operator, op))
+    return str(ctx.resolve_function_type(fn, (a, b), {}).return_type)
+
+
+@pytest.mark.parametrize("a", _DTYPES)
+def test_the_simulators_arithmetic_types_are_the_gpus(a):
+    """Every pair of integer or boolean operand types, and each with a literal (small,
+    past the narrow types, negative, past 32 bits, past int64), gives the simulator's
+    ``+``, ``-``, ``*`` the type the compiler's typing gives the GPU's."""
+    from numba.core import types
+
+    from tilejit.sim.runtime import arith
+
+    def array(name):
+        return np.array([5], dtype=np.bool_ if name == "boolean" else name)
+    for op in _OPS:
+        for b in _DTYPES:
+            want = _gpu_type(op, getattr(types, a), getattr(types, b))
+            assert str(arith(array(a), array(b), op).dtype) == want, (a, b, op)
+        for v in _LITERALS:
+            want = _gpu_type(op, getattr(types, a), types.literal(v))
+            assert str(arith(array(a), v, op).dtype) == want, (a, v, op)
+            assert str(arith(v, array(a), op).dtype) == want, (v, a, op)
+
+
+def test_python_numbers_and_floats_keep_their_own_arithmetic():
+    from tilejit.sim.runtime import arith
+    assert arith(3, 4, "mul") == 12 and type(arith(3, 4, "mul")) is int
+    assert arith(2.5, 2, "add") == 4.5
+    assert arith(np.float16(1.5), np.float16(2), "mul").dtype == np.float16
+    assert arith(np.array([1.5], np.float32), 2, "sub").dtype == np.float32
+
+
+def widening(kind):
+    """Integer arithmetic past the operands' width: the GPU computes it in 64 bits."""
+    @T.prim_func
+    def main(A: T.Tensor((N,), "int8"), B: T.Tensor((N,), "int8"),
+             U: T.Tensor((N,), "uint8"), C: T.Tensor((N,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N):
+                if kind == "mean":
+                    C[i] = (A[i] + B[i]) // 2
+                elif kind == "product":
+                    C[i] = A[i] * B[i]
+                elif kind == "unsigned_difference":
+                    C[i] = U[i] - 200
+                elif kind == "wide_literal":
+                    C[i] = A[i] + 300
+    return main
+
+
+def _reference(a, b, u, kind):
+    a, b, u = a.tolist(), b.tolist(), u.tolist()
+    if kind == "mean":
+        return [(x + y) // 2 for x, y in zip(a, b)]
+    if kind == "product":
+        return [x * y for x, y in zip(a, b)]
+    if kind == "unsigned_difference":
+        return [v - 200 for v in u]       # int64 on the GPU (a literal is int64)
+    return [x + 300 for x in a]
+
+
+def _inputs(device="cpu"):
+    g = torch.Generator().manual_seed(11)
+    a = torch.randint(-128, 128, (N,), generator=g, dtype=torch.int64).to(torch.int8)
+    b = torch.randint(-128, 128, (N,), generator=g, dtype=torch.int64).to(torch.int8)
+    u = torch.randint(0, 256, (N,), generator=g, dtype=torch.int64).to(torch.uint8)
+    a[:4] = torch.tensor([100, -128, 127, -100], dtype=torch.int8)
+    b[:4] = torch.tensor([100, -128, 127, 90], dtype=torch.int8)
+    return a.to(device), b.to(device), u.to(device)
+
+
+KINDS = ["mean", "product", "unsigned_difference", "wide_literal"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_integer_arithmetic_widens_in_the_simulator(kind, ptxas):
+    kernel = tilejit.compile(widening(kind), out_idx=[3])
+    a, b, u = _inputs()
+    assert kernel(a, b, u).tolist() == _reference(a, b, u, kind)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_integer_arithmetic_matches_the_simulator(kind):
+    kernel = tilejit.compile(widening(kind), out_idx=[3])
+    a, b, u = _inputs("cuda")
+    gpu = kernel(a, b, u).cpu()
+    assert gpu.tolist() == _reference(a.cpu(), b.cpu(), u.cpu(), kind)
+    assert torch.equal(gpu, kernel(a.cpu(), b.cpu(), u.cpu()))
