@@ -133,7 +133,7 @@ def test_staged_epilogue_in_simulation():
 @pytest.mark.parametrize("M, N, K", [(128, 128, 64), (100, 130, 96)])
 def test_staged_epilogue_on_gpu(M, N, K):
     """The GPU against float64 and against the simulator: tiles inside the tensors and
-    tiles across their edges (the synchronous copy's checked rounds). The two ways out
+    tiles across their edges, through a region of a shared tile. The two ways out
     of the shared region give the same bits; the simulator's products round at other
     places than the tensor cores' (1 ulp of float16 at 11 of 16,384 elements, H200)."""
     a, b, c, f = _inputs(M, N, K, "cuda")

@@ -1,7 +1,8 @@
 """The simulator's ``+``, ``-``, ``*`` on integers compute in the GPU's types (Numba's
 rule, as the compiler's typing gives it: 64 bits, unsigned only where every operand is
-unsigned, a boolean counting as unsigned), not numpy's: ``int8 + int8`` is int64 on the GPU, where numpy wraps
-in int8 (100 + 100 = -56) and raises OverflowError for ``int8 + 300``."""
+unsigned, a boolean counting as unsigned), not numpy's: ``int8 + int8`` is int64 on the
+GPU, where numpy wraps in int8 (100 + 100 = -56) and raises OverflowError for
+``int8 + 300``. A loop or block index is an int64 variable there, a constant a literal."""
 import numpy as np
 import pytest
 import torch
@@ -114,3 +115,64 @@ def test_gpu_integer_arithmetic_matches_the_simulator(kind):
     gpu = kernel(a, b, u).cpu()
     assert gpu.tolist() == _reference(a.cpu(), b.cpu(), u.cpu(), kind)
     assert torch.equal(gpu, kernel(a.cpu(), b.cpu(), u.cpu()))
+
+
+B = 7      # a closure's constant: a literal on the GPU
+
+
+def variables_and_literals(kind):
+    """A loop or block index is an int64 variable on the GPU: ``U[i] - i`` is int64 (the
+    difference may be negative); a closure's constant is a literal that takes the
+    unsigned operand's type: ``U[i] - B`` is uint64 and wraps."""
+    @T.prim_func
+    def main(U: T.Tensor((N,), "uint32"), C: T.Tensor((N,), "float64")):
+        with T.Kernel(1, threads=32):
+            if kind == "parallel_index":
+                for i in T.Parallel(N):
+                    C[i] = U[i] - i
+            elif kind == "serial_index":
+                for k in T.serial(N):
+                    C[k] = U[k] - k
+            elif kind == "serial_in_parallel":    # the simulator's per-lane form
+                for i in T.Parallel(N):
+                    acc = T.alloc_var("float64")
+                    acc = 0.0
+                    for r in T.serial(i % 2 + 1):
+                        acc = U[i] - i + r * 0
+                    C[i] = acc
+            elif kind == "closure_literal":
+                for i in T.Parallel(N):
+                    C[i] = U[i] - B
+    return main
+
+
+def _variable_reference(u, kind):
+    u = u.tolist()
+    if kind == "closure_literal":
+        return [float((v - B) % 2 ** 64) for v in u]
+    return [float(v - i) for i, v in enumerate(u)]
+
+
+VARIABLE_KINDS = ["parallel_index", "serial_index", "serial_in_parallel", "closure_literal"]
+
+
+def _small_unsigned(device="cpu"):
+    return torch.arange(N, dtype=torch.int64).remainder(5).to(torch.uint32).to(device)
+
+
+@pytest.mark.parametrize("kind", VARIABLE_KINDS)
+def test_indices_are_variables_and_closure_constants_literals(kind, ptxas):
+    kernel = tilejit.compile(variables_and_literals(kind), out_idx=[1])
+    u = _small_unsigned()
+    assert kernel(u).tolist() == _variable_reference(u, kind)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", VARIABLE_KINDS)
+def test_gpu_indices_and_literals_match_the_simulator(kind):
+    kernel = tilejit.compile(variables_and_literals(kind), out_idx=[1])
+    u = _small_unsigned("cuda")
+    gpu = kernel(u).cpu()
+    assert gpu.tolist() == _variable_reference(u.cpu(), kind)
+    assert torch.equal(gpu, kernel(u.cpu()))

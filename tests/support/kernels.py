@@ -42,8 +42,9 @@ def staged_epilogue(A, B, C, F, block_M: T.constexpr = 64, block_N: T.constexpr 
                     block_K: T.constexpr = 32, row0: T.constexpr = 16, col0: T.constexpr = 32):
     """A GEMM whose accumulator goes out through a region of a bigger shared tile that
     starts at (row0, col0), and comes back from it into a fragment of C's dtype written
-    to F: the fragment's runs at compile-time shared offsets both ways, and the shared
-    region's synchronous copy to global memory (lowering/slot_offsets.py, copy.py)."""
+    to F: a fragment's runs to and from a shared region, and the region's synchronous
+    copy to global memory, by the per-run and per-chunk paths (a region's starts are
+    run-time values in the IR; whole tiles take lowering/slot_offsets.py's plans)."""
     M, K = A.shape
     N = B.shape[1]
     with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):

@@ -246,15 +246,16 @@ def ifexp(cond, then_fn, else_fn):
     return np.where(cond, a, b)
 
 
-def shift(a, n, left: bool):
+def shift(a, n, left: bool, a_static: bool = True):
     """``a << n`` (``left``) or ``a >> n`` as the GPU computes it: integers narrower than
     32 bits promoted to int32 and the shift in the left operand's type whatever the
     count's (a Python int on the left takes the count's type), a count at or past the
     width (or negative) giving 0, or the sign for a signed right shift; 64-bit operands
-    and anything not an integer as Python/numpy shift them."""
+    and anything not an integer as Python/numpy shift them. ``a_static``: a Python int
+    on the left is a literal on the GPU (else an int64 variable, a 64-bit shift)."""
     a_np, n_np = isinstance(a, (np.ndarray, np.generic)), isinstance(n, (np.ndarray,
                                                                          np.generic))
-    if not a_np and not n_np:
+    if not a_np and not n_np or not a_np and not a_static and type(a) is int:
         return a << n if left else a >> n
     base = np.asarray(a).dtype if a_np else np.asarray(n).dtype
     if base.kind not in "iu" or np.asarray(n).dtype.kind not in "iub" or (
@@ -281,7 +282,7 @@ def shift(a, n, left: bool):
 _BITWISE = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
-def bitwise(a, b, op: str):
+def bitwise(a, b, op: str, a_static: bool = True, b_static: bool = True):
     """``a & b``, ``a | b``, ``a ^ b`` (``op``: "and", "or", "xor") in the GPU's types
     (``codegen/typing/context._c_bitwise``, then Numba's rule):
 
@@ -294,13 +295,14 @@ def bitwise(a, b, op: str):
     - booleans with booleans, Python ints with Python ints, and anything not an integer
       as Python and numpy combine them.
 
-    A Python int is taken as the GPU's literal: the simulator's ``T.serial`` index is
-    one too, where the GPU's is an int64 variable."""
+    A Python int is the GPU's literal where ``a_static``/``b_static`` says so (the
+    transform knows: a constant, a constexpr), else an int64 variable (a ``T.serial``
+    index, a block index)."""
     a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
                                                                          np.generic))
     if not a_np and not b_np:
         return _python_bitwise(a, b, op)
-    kinds = [_bitwise_kind(a, a_np), _bitwise_kind(b, b_np)]
+    kinds = [_bitwise_kind(a, a_np, a_static), _bitwise_kind(b, b_np, b_static)]
     if None in kinds or all(k == "bool" for k in kinds):
         return _python_bitwise(a, b, op)
     ty = _bitwise_type(kinds, [a, b])
@@ -309,14 +311,19 @@ def bitwise(a, b, op: str):
     return out if np.ndim(out) else out[()]
 
 
-def _bitwise_kind(x, is_np):
-    """"bool", an integer dtype, "literal" (a Python int), or None (anything else)."""
+def _bitwise_kind(x, is_np, static=True):
+    """"bool", an integer dtype, "literal" (a Python int the GPU types as a literal), or
+    None (anything else); a Python int that is not ``static`` is an int64 variable."""
     if is_np:
         dt = np.asarray(x).dtype
         return "bool" if dt.kind == "b" else dt if dt.kind in "iu" else None
     if isinstance(x, bool):
         return "bool"
-    return "literal" if type(x) is int else None
+    if type(x) is not int:
+        return None
+    if static or x > np.iinfo(np.int64).max:
+        return "literal"
+    return np.dtype(np.int64)
 
 
 def _bitwise_type(kinds, values):
@@ -351,18 +358,19 @@ def _as(x, is_np, ty):
     return np.asarray(x).astype(ty) if is_np else np.array(x).astype(ty)[()]
 
 
-def arith(a, b, op: str):
+def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     """``a + b``, ``a - b``, ``a * b`` (``op``: "add", "sub", "mul") in the GPU's types
     where an operand is a numpy integer or boolean (Numba's rule, as the compiler's typing
     gives it, ``_wide_type``): 64 bits, uint64 only where every operand is unsigned,
     wrapping as the GPU wraps. ``int8 + int8`` is int64 there, where numpy wraps in int8 (100 + 100
     = -56) and raises OverflowError for ``int8 + 300``. Anything else (Python numbers,
-    floats, objects) as Python and numpy combine it."""
+    floats, objects) as Python and numpy combine it. A Python int is a literal or an
+    int64 variable as ``a_static``/``b_static`` say (``bitwise``)."""
     a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
                                                                          np.generic))
     if not a_np and not b_np:
         return _ARITH_PY[op](a, b)
-    kinds = [_bitwise_kind(a, a_np), _bitwise_kind(b, b_np)]
+    kinds = [_bitwise_kind(a, a_np, a_static), _bitwise_kind(b, b_np, b_static)]
     if None in kinds:
         return _ARITH_PY[op](a, b)
     ty = _wide_type(kinds, [a, b])

@@ -279,7 +279,35 @@ class _CIntegerOps(syntax.NodeTransformer):
     ``runtime.bitwise`` and ``a + b``, ``a - b``, ``a * b`` as ``runtime.arith`` (and
     their in-place forms): in the types the GPU computes them in (C's for the bitwise
     operations, ``codegen/typing/context._c_bitwise``; Numba's 64 bits for arithmetic),
-    not numpy's."""
+    not numpy's.
+
+    Each call is told which operands the GPU types as integer literals (``_static``):
+    constants, names the kernel never assigns that are not run-time parameters (a
+    constexpr, a closure's block size), and expressions of those only. A Python int
+    anywhere else (a ``T.serial`` or ``T.Parallel`` index, a block index, a local) is an
+    int64 variable on the GPU, and the simulator computes with it as one."""
+
+    def __init__(self, fdef: ast.FunctionDef):
+        assigned = {n.id for n in syntax.walk(fdef)
+                    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        args = fdef.args
+        params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+                  if not _constexpr(a.annotation)}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        self.variables = assigned | params
+
+    def _static(self, node) -> bool:
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id not in self.variables
+        if isinstance(node, ast.Attribute):      # a module's constant, T.float16.bits
+            return isinstance(node.value, ast.Name) and self._static(node.value)
+        if isinstance(node, ast.BinOp):
+            return self._static(node.left) and self._static(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self._static(node.operand)
+        return False
 
     def visit_BinOp(self, node):
         return self._c_operator(self.generic_visit(node))
@@ -287,31 +315,44 @@ class _CIntegerOps(syntax.NodeTransformer):
     def _c_operator(self, node):
         if isinstance(node.op, (ast.LShift, ast.RShift)):
             return ast.copy_location(_call("shift", [
-                node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift))]), node)
-        if type(node.op) in _BITWISE:
-            return ast.copy_location(_call("bitwise", [
-                node.left, node.right, ast.Constant(_BITWISE[type(node.op)])]), node)
-        if type(node.op) in _ARITH:
-            return ast.copy_location(_call("arith", [
-                node.left, node.right, ast.Constant(_ARITH[type(node.op)])]), node)
+                node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift)),
+                ast.Constant(self._static(node.left))]), node)
+        names = _BITWISE if type(node.op) in _BITWISE else _ARITH
+        if type(node.op) in names:
+            return ast.copy_location(_call("bitwise" if names is _BITWISE else "arith", [
+                node.left, node.right, ast.Constant(names[type(node.op)]),
+                ast.Constant(self._static(node.left)),
+                ast.Constant(self._static(node.right))]), node)
         return node
 
     def visit_AugAssign(self, node):
         if (not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE
                 and type(node.op) not in _ARITH):
             return self.generic_visit(node)
+        if not isinstance(node.target, (ast.Name, ast.Subscript, ast.Attribute)):
+            return self.generic_visit(node)
         target = self.visit(node.target)    # its own index's operators too
-        load = ast.copy_location(ast.Subscript(copy.deepcopy(target.value),
-                                               copy.deepcopy(target.slice), ast.Load()),
-                                 target) \
-            if isinstance(target, ast.Subscript) else ast.Name(target.id, ast.Load())
+        if isinstance(target, ast.Subscript):
+            load = ast.Subscript(copy.deepcopy(target.value), copy.deepcopy(target.slice),
+                                 ast.Load())
+        elif isinstance(target, ast.Attribute):
+            load = ast.Attribute(copy.deepcopy(target.value), target.attr, ast.Load())
+        else:
+            load = ast.Name(target.id, ast.Load())
+        load = ast.copy_location(load, target)
         value = ast.BinOp(load, node.op, self.visit(node.value))
         store = ast.Assign([target], self._c_operator(ast.copy_location(value, node)))
         return ast.copy_location(store, node)
 
 
+def _constexpr(annotation) -> bool:
+    """Whether a parameter's annotation is ``T.constexpr`` (a compile-time value)."""
+    return (isinstance(annotation, ast.Attribute) and annotation.attr == "constexpr"
+            or isinstance(annotation, ast.Name) and annotation.id == "constexpr")
+
+
 def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
-    fdef = _CIntegerOps().visit(fdef)
+    fdef = _CIntegerOps(fdef).visit(fdef)
     if uses_thread_index(fdef):
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(SimRewriter(namespace).visit(fdef))

@@ -367,8 +367,9 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
 
 def _shared_run_offsets(builder, side, t, runs, covered):
     """A ``RunOffsets`` for the ``covered`` runs of fragment tile ``t`` in a shared side
-    with compile-time starts, or None (another side, or a region that starts at run
-    time)."""
+    whose starts are IR constants (a whole tile), or None (another side, or a region: its
+    starts are read from the region's struct, even where they are literals in the source,
+    ``Side.static_starts``; the plan would take those)."""
     if side.kind != "shared" or not all(isinstance(s, ir.Constant) for s in side.starts):
         return None
     # which fragment coordinate each dimension of the shared tile takes (None: its start)
@@ -421,11 +422,8 @@ def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
         last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
         if not last or last[-1] != side.ndim - 1:
             return False
-        # a region at compile-time starts whose last is a multiple of vec moves the
-        # tile's own aligned chunks, each contiguous when every one of the tile's is
-        known = all(isinstance(s, ir.Constant) for s in side.starts)
-        return (known and side.starts[-1].constant % vec == 0
-                and _chunks_contiguous(t.layout, t.shape, vec))
+        starts_zero = all(isinstance(s, ir.Constant) and s.constant == 0 for s in side.starts)
+        return starts_zero and _chunks_contiguous(t.layout, t.shape, vec)
     return True   # global: decided per chunk at run time (or element-wise)
 
 
