@@ -36,7 +36,7 @@ _LAZY = {
     # TileLang's names tilejit does not have: reading one says so (language/compat.py)
     "tvm": ("tilelang.tvm", None),      # importable; its names raise (tilelang/tvm.py)
     "DataType": ("language", "dtype"),      # TVM's DataType(x).bits: tilejit's dtype class
-    "par_compile": ("tilelang.unsupported", "par_compile"),
+    "par_compile": ("tilelang.classic", "par_compile"),
     "deprecated": ("tilelang.unsupported", "deprecated"),
     "build_date": ("tilelang.unsupported", "build_date"),
     "Layout": ("tilelang.layout", "Layout"),

@@ -233,6 +233,9 @@ TILELANG_DIFFERENCES = {
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "
            "tensors live; `execution_backend` and other TVM options are accepted and ignored",
     "compile": "returns tilejit's compiled kernel; `get_kernel_source()` gives PTX, not CUDA C",
+    "par_compile": "`compile` of each prim_func in turn (device code compiles at the first "
+                   "call; `@tilejit.autotune` is what compiles in parallel processes); "
+                   "`ignore_error` gives None for a prim_func that fails to build",
     "autotune": "`configs`, `warmup`, `rep`, `timeout` (skips a config whose timing would "
                 "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
                 "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
@@ -270,7 +273,8 @@ TILELANG_DIFFERENCES = {
     "Fragment": "as `T.Fragment`",
     "DataType": "tilejit's dtype class (`DataType(x).bits`, `.bytes`); no lanes",
 }
-TILELANG_SUPPORTED = ["__version__", "jit", "compile", "autotune", "autotuner", "PassConfigKey",
+TILELANG_SUPPORTED = ["__version__", "jit", "compile", "par_compile", "autotune", "autotuner",
+                      "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
                       "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",

@@ -225,7 +225,6 @@ def language_names() -> list:
 # TileLang's top-level ``tilelang.<name>``: those tilejit has are in
 # ``tilejit/__init__.py``'s table; these are not (``tilejit.tilelang.unsupported``)
 TILELANG = {
-    "par_compile": "parallel compilation of several kernels is not built",
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",
     "analysis": "TileLang's TVM analyses",

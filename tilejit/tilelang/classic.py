@@ -478,6 +478,34 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     return compiled
 
 
+def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
+                target_host=None, verbose=None, pass_configs=None, compile_flags=None,
+                num_workers=None, ignore_error=False):
+    """``tilelang.par_compile(prim_funcs, out_idx=..., num_workers=..., ignore_error=...)``:
+    ``compile`` of each prim_func, in order, one after another. A program is built and
+    checked here and its device code compiled at its first call or
+    ``get_kernel_source()``, so there is no compile to spread over threads
+    (``@tilejit.autotune`` compiles its configs in parallel processes). With
+    ``ignore_error``, a prim_func that fails to build gives None in its place."""
+    if num_workers is not None and (isinstance(num_workers, bool)
+                                    or not isinstance(num_workers, int) or num_workers < 1):
+        raise ValueError(f"tilejit.par_compile: num_workers must be a positive int or None, "
+                         f"got {num_workers!r}")
+    keywords = {k: v for k, v in (("execution_backend", execution_backend),
+                                  ("target_host", target_host), ("verbose", verbose),
+                                  ("compile_flags", compile_flags)) if v is not None}
+    out = []
+    for func in funcs:
+        try:
+            out.append(compile(func, out_idx=out_idx, target=target,
+                               pass_configs=pass_configs, **keywords))
+        except (CompileError, TypeError, ValueError):
+            if not ignore_error:
+                raise
+            out.append(None)
+    return out
+
+
 def target_and_arch(target) -> tuple[str, str | None]:
     """TileLang's target as ("sim" or "auto", arch or None): a name (``"cuda"``, ``"auto"``,
     ``"sim"``), a target string with ``-arch=sm_XX``, or a dict with ``"kind"`` and
