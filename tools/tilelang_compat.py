@@ -235,7 +235,8 @@ TILELANG_DIFFERENCES = {
     "compile": "returns tilejit's compiled kernel; `get_kernel_source()` gives PTX, not CUDA C",
     "par_compile": "`compile` of each prim_func in turn (device code compiles at the first "
                    "call; `@tilejit.autotune` is what compiles in parallel processes); "
-                   "`ignore_error` gives None for a prim_func that fails to build",
+                   "`ignore_error` gives None (and a warning) for a prim_func that fails "
+                   "to build; an error in its device code shows at its first call",
     "autotune": "`configs`, `warmup`, `rep`, `timeout` (skips a config whose timing would "
                 "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
                 "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "

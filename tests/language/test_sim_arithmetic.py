@@ -143,17 +143,25 @@ def variables_and_literals(kind):
             elif kind == "closure_literal":
                 for i in T.Parallel(N):
                     C[i] = U[i] - B
+            elif kind == "nested_literal":          # folded at typing: still a literal
+                for i in T.Parallel(N):
+                    C[i] = U[i] - (B * 1)
+            elif kind == "local_constant":          # bound once, to a literal
+                j = 7
+                for i in T.Parallel(N):
+                    C[i] = U[i] - j
     return main
 
 
 def _variable_reference(u, kind):
     u = u.tolist()
-    if kind == "closure_literal":
+    if kind in ("closure_literal", "nested_literal", "local_constant"):
         return [float((v - B) % 2 ** 64) for v in u]
     return [float(v - i) for i, v in enumerate(u)]
 
 
-VARIABLE_KINDS = ["parallel_index", "serial_index", "serial_in_parallel", "closure_literal"]
+VARIABLE_KINDS = ["parallel_index", "serial_index", "serial_in_parallel", "closure_literal",
+                  "nested_literal", "local_constant"]
 
 
 def _small_unsigned(device="cpu"):
@@ -176,3 +184,29 @@ def test_gpu_indices_and_literals_match_the_simulator(kind):
     gpu = kernel(u).cpu()
     assert gpu.tolist() == _variable_reference(u.cpu(), kind)
     assert torch.equal(gpu, kernel(u.cpu()))
+
+
+@tilejit.kernel
+def constexpr_and_shift(U, S, C, D, k: T.constexpr = 7):
+    """A constexpr parameter is a literal (``U[i] - k`` is uint64 on the GPU); a loop
+    index on the left of a shift an int64 variable (``(j + 100) << S[j]`` in 64 bits)."""
+    n = U.shape[0]
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(n):
+            C[i] = U[i] - k
+        for j in T.serial(n):
+            D[j] = (j + 100) << S[j]
+
+
+def test_constexpr_parameters_are_literals_and_shifted_indices_64_bits(ptxas):
+    u = _small_unsigned()
+    s = torch.arange(N, dtype=torch.int64).remainder(40).to(torch.int8)
+    c = torch.zeros(N, dtype=torch.float64)
+    d = torch.zeros(N, dtype=torch.int64)
+    tilejit.kernel(constexpr_and_shift.func, target="sim")(u, s, c, d)
+    assert c.tolist() == [float((v - 7) % 2 ** 64) for v in u.tolist()]
+    assert d.tolist() == [(j + 100) << int(w) for j, w in enumerate(s.tolist())]
+    ptx = constexpr_and_shift.compile(u.numpy(), s.numpy(), c.numpy(), d.numpy(),
+                                      target="cuda", arch="sm_90a").ptx
+    assert "cvt.rn.f64.u64" in ptx and "shl.b64" in ptx
+    ptxas(ptx, "sm_90a")

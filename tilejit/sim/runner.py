@@ -73,7 +73,8 @@ def simulator_function(kernel, constexprs=None):
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,),
                            constants=constants)
         per_thread = uses_thread_index(tree)
-        fn = materialize(ks, simulator_tree(tree, ks.namespace), namespace)
+        fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
+                         namespace)
         fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
         fn.per_thread = per_thread       # reads its thread index: lane-wise (threads.py)
         if per_thread and fn.warp_roles:

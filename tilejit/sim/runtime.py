@@ -255,8 +255,10 @@ def shift(a, n, left: bool, a_static: bool = True):
     on the left is a literal on the GPU (else an int64 variable, a 64-bit shift)."""
     a_np, n_np = isinstance(a, (np.ndarray, np.generic)), isinstance(n, (np.ndarray,
                                                                          np.generic))
-    if not a_np and not n_np or not a_np and not a_static and type(a) is int:
+    if not a_np and not n_np:
         return a << n if left else a >> n
+    if not a_np and not a_static and type(a) is int and _INT64.min <= a <= _INT64.max:
+        a, a_np = np.int64(a), True         # an int64 variable on the GPU: a 64-bit shift
     base = np.asarray(a).dtype if a_np else np.asarray(n).dtype
     if base.kind not in "iu" or np.asarray(n).dtype.kind not in "iub" or (
             not a_np and not isinstance(a, (int, np.integer))):
@@ -321,9 +323,12 @@ def _bitwise_kind(x, is_np, static=True):
         return "bool"
     if type(x) is not int:
         return None
-    if static or x > np.iinfo(np.int64).max:
+    if static or not _INT64.min <= x <= _INT64.max:
         return "literal"
     return np.dtype(np.int64)
+
+
+_INT64 = np.iinfo(np.int64)
 
 
 def _bitwise_type(kinds, values):

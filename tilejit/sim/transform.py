@@ -287,18 +287,36 @@ class _CIntegerOps(syntax.NodeTransformer):
     anywhere else (a ``T.serial`` or ``T.Parallel`` index, a block index, a local) is an
     int64 variable on the GPU, and the simulator computes with it as one."""
 
-    def __init__(self, fdef: ast.FunctionDef):
-        assigned = {n.id for n in syntax.walk(fdef)
-                    if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    def __init__(self, fdef: ast.FunctionDef, constexprs=()):
+        bindings: dict[str, list] = {}
+        for n in syntax.walk(fdef):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                bindings.setdefault(n.id, []).append(n)
         args = fdef.args
         params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
-                  if not _constexpr(a.annotation)}
+                  if not _constexpr(a.annotation) and a.arg not in constexprs}
         params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-        self.variables = assigned | params
+        self.variables = set(bindings) | params
+        # a name bound once, by ``name = <literal expression>``, is a literal on the GPU
+        # too (Numba types the constant it is assigned); found until nothing changes
+        single = {}
+        for n in syntax.walk(fdef):
+            if (isinstance(n, ast.Assign) and len(n.targets) == 1
+                    and isinstance(n.targets[0], ast.Name)
+                    and len(bindings.get(n.targets[0].id, ())) == 1
+                    and n.targets[0].id not in params):
+                single[n.targets[0].id] = n.value
+        changed = True
+        while changed:
+            changed = False
+            for name, value in single.items():
+                if name in self.variables and self._static(value):
+                    self.variables.discard(name)
+                    changed = True
 
     def _static(self, node) -> bool:
         if isinstance(node, ast.Constant):
-            return True
+            return isinstance(node.value, (int, float, bool))
         if isinstance(node, ast.Name):
             return node.id not in self.variables
         if isinstance(node, ast.Attribute):      # a module's constant, T.float16.bits
@@ -310,19 +328,21 @@ class _CIntegerOps(syntax.NodeTransformer):
         return False
 
     def visit_BinOp(self, node):
-        return self._c_operator(self.generic_visit(node))
+        # which operands are literals, read off the source before its own operators
+        # are rewritten into calls
+        static = (self._static(node.left), self._static(node.right))
+        return self._c_operator(self.generic_visit(node), static)
 
-    def _c_operator(self, node):
+    def _c_operator(self, node, static):
         if isinstance(node.op, (ast.LShift, ast.RShift)):
             return ast.copy_location(_call("shift", [
                 node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift)),
-                ast.Constant(self._static(node.left))]), node)
+                ast.Constant(static[0])]), node)
         names = _BITWISE if type(node.op) in _BITWISE else _ARITH
         if type(node.op) in names:
             return ast.copy_location(_call("bitwise" if names is _BITWISE else "arith", [
                 node.left, node.right, ast.Constant(names[type(node.op)]),
-                ast.Constant(self._static(node.left)),
-                ast.Constant(self._static(node.right))]), node)
+                ast.Constant(static[0]), ast.Constant(static[1])]), node)
         return node
 
     def visit_AugAssign(self, node):
@@ -340,8 +360,9 @@ class _CIntegerOps(syntax.NodeTransformer):
         else:
             load = ast.Name(target.id, ast.Load())
         load = ast.copy_location(load, target)
+        static = (False, self._static(node.value))    # the target was assigned: a variable
         value = ast.BinOp(load, node.op, self.visit(node.value))
-        store = ast.Assign([target], self._c_operator(ast.copy_location(value, node)))
+        store = ast.Assign([target], self._c_operator(ast.copy_location(value, node), static))
         return ast.copy_location(store, node)
 
 
@@ -351,8 +372,8 @@ def _constexpr(annotation) -> bool:
             or isinstance(annotation, ast.Name) and annotation.id == "constexpr")
 
 
-def simulator_tree(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
-    fdef = _CIntegerOps(fdef).visit(fdef)
+def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:
+    fdef = _CIntegerOps(fdef, constexprs).visit(fdef)
     if uses_thread_index(fdef):
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(SimRewriter(namespace).visit(fdef))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import numbers
+import warnings
 
 import numpy as np
 
@@ -486,7 +487,9 @@ def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
     checked here and its device code compiled at its first call or
     ``get_kernel_source()``, so there is no compile to spread over threads
     (``@tilejit.autotune`` compiles its configs in parallel processes). With
-    ``ignore_error``, a prim_func that fails to build gives None in its place."""
+    ``ignore_error``, a prim_func that fails to build gives None in its place, with a
+    warning naming it, as TileLang's; an error in its device code (typing, lowering)
+    shows at its first call, where TileLang's full compile would have given None."""
     if num_workers is not None and (isinstance(num_workers, bool)
                                     or not isinstance(num_workers, int) or num_workers < 1):
         raise ValueError(f"tilejit.par_compile: num_workers must be a positive int or None, "
@@ -495,13 +498,15 @@ def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
                                   ("target_host", target_host), ("verbose", verbose),
                                   ("compile_flags", compile_flags)) if v is not None}
     out = []
-    for func in funcs:
+    for index, func in enumerate(funcs):
         try:
             out.append(compile(func, out_idx=out_idx, target=target,
                                pass_configs=pass_configs, **keywords))
-        except (CompileError, TypeError, ValueError):
+        except Exception as e:          # noqa: BLE001 - TileLang's ignore_error: any error
             if not ignore_error:
                 raise
+            warnings.warn(f"tilejit.par_compile: function {index} did not build: {e}",
+                          stacklevel=2)
             out.append(None)
     return out
 
