@@ -476,9 +476,10 @@ def frag_valid_impl(context, builder, sig, args):
 def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:
     """Every element of ``tile`` (this thread's share of it) := value."""
     v = context.cast(builder, value, value_ty, ty.element)
-    if ty.kind == "fragment" and plan().tile(ty.tile_name).indexing.valid is None:
+    ix = plan().tile(ty.tile_name).indexing if ty.kind == "fragment" else None
+    if ix is not None and ix.valid is None:
         # every slot holds an element: no coordinates needed (an accumulator's clear)
-        for s in range(plan().tile(ty.tile_name).indexing.slots):
+        for s in range(ix.slots):
             context.pack_value(builder, ty.element, v, builder.gep(tile, [I32(s)]),
                                align=ty.dtype.itemsize)
         return
