@@ -215,6 +215,12 @@ LANGUAGE_DIFFERENCES = {
                     "1…15 not used by tilejit in the kernel (NVPTX only); the simulator "
                     "counts the threads reaching each (whole warps) in per-thread code, "
                     "whole warpgroup roles between `T.ws` roles",
+    "sync_grid": "every thread of every block must reach it, not inside a `T.Parallel` or "
+                 "`T.Pipelined` loop (TileLang's own test calls it inside a `T.Parallel`: "
+                 "a `CompileError` here) nor in a `T.ws` role; CUDA only; the launch is "
+                 "cooperative and a grid larger than the device holds at once is a "
+                 "`ValueError` before it runs; the simulator runs the blocks in turns between "
+                 "barriers (a block that skips one: `DeadlockError`)",
     "named_barrier_arrive": "simulated between `T.ws` warpgroup roles only (a role arrives "
                             "as its 128 threads); in per-thread code a `ThreadCodeError` in "
                             "the simulator",

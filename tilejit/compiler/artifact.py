@@ -18,6 +18,8 @@ class CompiledKernel:
     # threads per block at launch when the compiler added some (a warp-specialized
     # kernel's producer warpgroup: passes/warp_specialize.py); 0: the kernel's own
     block_threads: int = 0
+    # T.sync_grid (passes/grid_sync.py): launched cooperatively, every block resident
+    cooperative: bool = False
     # AMDGPU (codegen/amdgpu.py): the assembly and the HSA code object (ELF)
     asm: str = ""
     code_object: bytes = b""

@@ -39,7 +39,7 @@ from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
                             epilogue_staging, fragment_regions, fragment_transposes,
                             transposes,
-                            global_copies, global_layouts,
+                            global_copies, global_layouts, grid_sync,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
                             registers, safe_memory, safe_values, shared_memory,
@@ -60,6 +60,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
+    grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
@@ -138,7 +139,7 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         cres = type_and_lower(ks, device_fn, argtypes, spec.target)
     dump.text("numba_typed.txt", _typed_ir_text(cres))
     kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes,
-                            block_threads=tiles.launch_threads)
+                            block_threads=tiles.launch_threads, cooperative=tiles.grid_sync)
     if spec.target.is_sim:
         stages.report(" for the simulator")
         return kernel

@@ -133,6 +133,9 @@ CONVERT_LAYOUT = _declare("__tj_convert_layout", "convert_layout",
 
 # -- block barriers (passes/barriers.py) ----------------------------------------------
 SYNC = _declare("__tj_sync", "sync_threads", "A block barrier.")
+GRID_SYNC = _declare("__tj_grid_sync", "grid_sync",
+                      "The grid barrier's arrival and wait, by thread 0 of each block, between "
+                      "two block barriers (T.sync_grid: passes/barriers.py)")
 
 # -- cp.async pipelines (passes/pipeline.py) ------------------------------------------
 STAGE = _declare("__tj_stage", "stage", "stage(tile, index): one version of a tile")

@@ -89,6 +89,7 @@ class TilePlan:
     tma_copies: dict = field(default_factory=dict)   # id -> TmaCopy (passes/tma.py)
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
+    grid_sync: bool = False          # T.sync_grid: a cooperative launch (passes/grid_sync.py)
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
     user_fragments: dict = field(default_factory=dict)

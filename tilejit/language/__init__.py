@@ -64,7 +64,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     set_max_nreg, inc_max_nreg, dec_max_nreg,
                                     annotate_producer_reg_dealloc,
                                     annotate_consumer_reg_alloc,
-                                    sync_threads, named_barrier_arrive, transpose,
+                                    sync_threads, sync_grid, named_barrier_arrive, transpose,
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
@@ -123,7 +123,8 @@ __all__ = [
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",
-    "view", "sync_threads", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma", "im2col",
+    "view", "sync_threads", "sync_grid", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma",
+    "im2col",
     "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",

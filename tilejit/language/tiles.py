@@ -177,6 +177,21 @@ def sync_threads(barrier_id=None, arrive_count=None):
     return meaning("sync_threads")(barrier_id, arrive_count)
 
 
+def sync_grid():
+    """A barrier of the whole grid: every thread of every block waits here until all
+    have arrived, and what any of them wrote to global memory before it is visible to
+    all after it (CUDA's ``cooperative_groups::this_grid().sync()``). Every thread of the
+    block must reach it, as ``T.sync_threads()`` (not inside a ``T.Parallel``, a
+    ``T.Pipelined`` loop, a ``T.ws`` role or a branch that depends on the thread index),
+    and every block the same number of times. A kernel that uses it is launched
+    cooperatively: all its blocks must be resident on the GPU at once, and a launch with
+    more blocks than fit (the occupancy the driver reports, times the SM count) is
+    refused with the limit named before anything runs. The simulator runs the blocks
+    concurrently, each up to the barrier in turn; a block that finishes while others wait
+    there is a ``DeadlockError`` (on the GPU: a hang)."""
+    return meaning("sync_grid")()
+
+
 def named_barrier_arrive(barrier_id, arrive_count):
     """Arrive at named barrier ``barrier_id`` (1…15) of ``arrive_count`` threads without
     waiting (``bar.arrive``): the producer's half of a protocol whose consumers

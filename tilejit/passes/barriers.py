@@ -41,7 +41,7 @@ from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
-                                FRAG_LOOP, GEMM, GROUPS, LDMATRIX, MBAR_ARRIVE,
+                                FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, LDMATRIX, MBAR_ARRIVE,
                                 MBAR_ARRIVE_ALL, MMA_SYNC, REDUCE, REGION, ROLE_ATTR,
                                 SETMAXNREG, STAGE, SYNC, SYNC_CONSUMERS, SYNC_ROLE,
                                 THREAD_INDEX, TMA_COPY, TMA_EXPECT_LOAD, TMA_FENCE, TMA_INIT,
@@ -423,7 +423,7 @@ class _UserSyncs(syntax.NodeTransformer):
             for n in syntax.walk(node):
                 fn = resolve_static(n.value.func, self.ctx.namespace) if isinstance(
                     n, ast.Expr) and isinstance(n.value, ast.Call) else None
-                if fn in (T.sync_threads, T.named_barrier_arrive):
+                if fn in (T.sync_threads, T.named_barrier_arrive, T.sync_grid):
                     raise self.ctx.error(f"T.{fn.__name__}() inside a T.Parallel loop: the "
                                          "loop's iterations are spread over the threads; "
                                          "put the barrier before or after the loop", node)
@@ -460,6 +460,15 @@ class _UserSyncs(syntax.NodeTransformer):
         if fn is T.named_barrier_arrive or (fn is T.sync_threads and (call.args or
                                                                       call.keywords)):
             return self.named.statement(node, call, fn)
+        if fn is T.sync_grid:
+            if self.divergent:
+                raise self.ctx.error("T.sync_grid() inside a branch or loop that depends on "
+                                     "the thread index: every thread of every block must "
+                                     "reach it", node)
+            # the block's barrier, the grid's arrival and wait by thread 0, the block's
+            # barrier (passes/grid_sync.py)
+            return [_sync_stmt(node, self.marker), _sync_stmt(node, GRID_SYNC),
+                    _sync_stmt(node, self.marker)]
         if fn is not T.sync_threads:
             return self.generic_visit(node)
         if self.divergent:
@@ -483,7 +492,8 @@ def _predicate_barrier(call: ast.Call, ctx) -> str | None:
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
     syncs = any(isinstance(n, ast.Call) and (
-        resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive)
+        resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive,
+                                                  T.sync_grid)
         or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
     if not (shared or syncs):
         return fdef

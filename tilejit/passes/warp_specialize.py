@@ -234,7 +234,8 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         plan.user_setmaxnreg = True       # hand-written warp specialization: left alone
         return fdef
     threads = ctx.threads
-    if not (ctx.target.has_wgmma and ctx.options.warp_specialize and plan.tma_copies):
+    if not (ctx.target.has_wgmma and ctx.options.warp_specialize and plan.tma_copies) \
+            or plan.grid_sync:     # a producer of loads only would never reach the barrier
         return fdef
     if uses_named_barriers(fdef, ctx.namespace):
         return fdef     # the kernel's own protocol counts the threads it launched

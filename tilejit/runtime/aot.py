@@ -97,7 +97,8 @@ def save(handle, path: str) -> None:
                           "shared_bytes": compiled.shared_bytes,
                           "param_formats": compiled.param_formats,
                           "tensor_maps": [list(m) for m in compiled.tensor_maps],
-                          "block_threads": compiled.block_threads}}
+                          "block_threads": compiled.block_threads,
+                          "cooperative": compiled.cooperative}}
     entry["compiled"].update(_cubin(compiled.ptx, spec.target.arch))
     manifest = None
     if os.path.exists(path):
@@ -165,7 +166,7 @@ def load(path: str):
             c["name"], ptx=c["ptx"], shared_bytes=c["shared_bytes"],
             param_formats=c["param_formats"],
             tensor_maps=[tuple(m) for m in c["tensor_maps"]],
-            block_threads=c["block_threads"]),
+            block_threads=c["block_threads"], cooperative=c.get("cooperative", False)),
             (base64.b64decode(c["cubin"]), c["cubin_arch"]) if c.get("cubin") else None)
 
     class SavedKernel(KernelFunction):

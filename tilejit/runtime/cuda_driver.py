@@ -201,6 +201,14 @@ class CudaModule:
             _check(_drv.cuFuncSetAttribute(self.function, attr, dynamic_shared_bytes),
                    "cuFuncSetAttribute")
 
+    def resident_blocks(self, threads: int, dynamic_shared_bytes: int) -> tuple[int, int]:
+        """(blocks of ``threads`` that one SM holds at once with this kernel's registers
+        and shared memory, the device's SM count): what a cooperative launch may have."""
+        per_sm = _check(_drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self.function, threads, dynamic_shared_bytes),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return int(per_sm), device_limits(self.ordinal)["num_sms"]
+
     def _func_attr(self, attr) -> int:
         return _check(_drv.cuFuncGetAttribute(attr, self.function), "cuFuncGetAttribute")
 
@@ -352,15 +360,26 @@ class Launcher:
         config.numAttrs = 0
         return _drv.cuLaunchKernelEx, config
 
-    def cluster_launch(self, cluster):
+    def cluster_launch(self, cluster, cooperative=False):
         """A function taking ``cuLaunchKernel``'s arguments that launches in clusters of
-        ``cluster``: ``cuLaunchKernelEx`` with the cluster-dimension attribute, its
-        configuration built once per geometry (the fast path calls it as it calls
-        ``cuLaunchKernel``). It raises on an error rather than returning it."""
-        found = self._cluster_launches.get(cluster)
+        ``cluster`` (and cooperatively: ``T.sync_grid``): ``cuLaunchKernelEx`` with the
+        cluster-dimension (and cooperative) attribute, its configuration built once per
+        geometry (the fast path calls it as it calls ``cuLaunchKernel``). It raises on an
+        error rather than returning it."""
+        key = (tuple(cluster), cooperative)
+        found = self._cluster_launches.get(key)
         if found is None:
-            found = self._cluster_launches[cluster] = _cluster_launcher(self, tuple(cluster))
+            found = self._cluster_launches[key] = _cluster_launcher(self, *key)
         return found
+
+    def launch_cooperative(self, grid, block, shared_bytes, stream, values) -> None:
+        """A cooperative launch (``T.sync_grid``): the driver runs every block at once or
+        refuses the launch (``CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE``)."""
+        self._pack(self._view, 0, *values)
+        gx, gy, gz = grid
+        bx, by, bz = block
+        self.cluster_launch((1, 1, 1), True)(self._func, gx, gy, gz, bx, by, bz,
+                                             shared_bytes, stream, self._params_addr, 0)
 
     def _on_error(self, err, grid, block, shared_bytes, stream) -> None:
         # No context / another device's context current on this thread: fix it and retry once.
@@ -378,7 +397,7 @@ class Launcher:
                         f"block={tuple(block)}, shared={shared_bytes}")
 
 
-def _cluster_launcher(launcher, cluster):
+def _cluster_launcher(launcher, cluster, cooperative=False):
     configs = {}
 
     def launch(func, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra):
@@ -388,12 +407,20 @@ def _cluster_launcher(launcher, cluster):
             config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
             config.blockDimX, config.blockDimY, config.blockDimZ = bx, by, bz
             config.sharedMemBytes = shared_bytes
-            attribute = _drv.CUlaunchAttribute()
-            attribute.id = _drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            dims = attribute.value.clusterDim
-            dims.x, dims.y, dims.z = cluster
-            config.attrs = [attribute]
-            config.numAttrs = 1
+            attributes = []
+            if cluster != (1, 1, 1):
+                attribute = _drv.CUlaunchAttribute()
+                attribute.id = _drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                dims = attribute.value.clusterDim
+                dims.x, dims.y, dims.z = cluster
+                attributes.append(attribute)
+            if cooperative:
+                attribute = _drv.CUlaunchAttribute()
+                attribute.id = _drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+                attribute.value.cooperative = 1
+                attributes.append(attribute)
+            config.attrs = attributes
+            config.numAttrs = len(attributes)
             configs[(gx, gy, gz, bx, by, bz, shared_bytes)] = config
         config.hStream = stream or 0
         err, = _drv.cuLaunchKernelEx(config, func, params, extra)
@@ -404,7 +431,7 @@ def _cluster_launcher(launcher, cluster):
             raise CudaError("cuLaunchKernelEx", err,
                             f"kernel {getattr(launcher.module, 'kernel_name', '?')}, grid="
                             f"{(gx, gy, gz)}, block={(bx, by, bz)}, cluster={cluster}, "
-                            f"shared={shared_bytes}")
+                            f"cooperative={cooperative}, shared={shared_bytes}")
         return (err,)
     return launch
 

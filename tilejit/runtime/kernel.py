@@ -248,6 +248,8 @@ class KernelFunction:
         return tuple(by_name[n] for n in self.returns)
 
     def _remember_fast(self, values, loaded, launch, call):
+        if loaded.compiled.cooperative:     # its residency check and stream order: launch()
+            return
         if self._fast is None:
             self._fast = fast_launcher_for(self, values)
             if self._fast is not None:
@@ -410,6 +412,11 @@ class _Loaded:
         self.launcher = cuda_driver.Launcher(self.module, compiled.param_formats)
         self.device = device
         self.maps = tensor_map_maker(compiled.tensor_maps)
+        # a cooperative kernel (T.sync_grid): the blocks one launch may have, per (threads,
+        # shared bytes); the stream of its last launch (launches on two streams at once
+        # would share the module's barrier word: the second waits for the first)
+        self.resident = {}
+        self.last_stream = None
 
     def launch(self, launch: host.LaunchConfig, runtime):
         # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__ above
@@ -426,11 +433,43 @@ class _Loaded:
         if others:
             cuda_driver.wait_for(stream, others)
         block = (self.compiled.launch_threads(launch.threads), 1, 1)
+        if self.compiled.cooperative:
+            self._launch_cooperative(launch, block, stream, values)
+            return
         if launch.cluster != (1, 1, 1):
             self.launcher.launch_cluster(grid, block, self.compiled.shared_bytes, stream,
                                          tuple(values), launch.cluster)
             return
         self.launcher.launch(grid, block, self.compiled.shared_bytes, stream, tuple(values))
+
+
+    def _launch_cooperative(self, launch, block, stream, values):
+        # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__
+        from tilejit.runtime import cuda_driver
+        name = self.compiled.name
+        if launch.cluster != (1, 1, 1):
+            raise ValueError(f"kernel {name}: T.sync_grid in a kernel launched in clusters "
+                             f"(cluster_dims={launch.cluster}) is not built")
+        shared = self.compiled.shared_bytes
+        found = self.resident.get((block[0], shared))
+        if found is None:
+            found = self.resident[(block[0], shared)] = self.module.resident_blocks(block[0],
+                                                                                   shared)
+        per_sm, sms = found
+        blocks = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        if blocks > per_sm * sms:
+            raise ValueError(
+                f"kernel {name} uses T.sync_grid, so all its blocks must be resident on the "
+                f"GPU at once (a cooperative launch), and device {max(self.device, 0)} holds "
+                f"at most {per_sm * sms}: {per_sm} block(s) of {block[0]} threads per SM "
+                f"(with {self.module.num_regs} registers a thread and {shared} bytes of "
+                f"dynamic shared memory) times {sms} SMs; the launch has grid "
+                f"{tuple(launch.grid)} = {blocks} blocks. Launch at most {per_sm * sms} and "
+                f"loop over the work in each block")
+        if self.last_stream is not None and self.last_stream != stream:
+            cuda_driver.wait_for(stream, [self.last_stream])
+        self.last_stream = stream
+        self.launcher.launch_cooperative(launch.grid, block, shared, stream, tuple(values))
 
 
 class _HipLoaded:

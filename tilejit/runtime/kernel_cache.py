@@ -124,7 +124,8 @@ def load(kernel, spec, key=None):
                               ptx=payload["ptx"], shared_bytes=int(payload["shared_bytes"]),
                               param_formats=list(payload["param_formats"]),
                               tensor_maps=[tuple(m) for m in payload.get("tensor_maps", [])],
-                              block_threads=int(payload.get("block_threads", 0)))
+                              block_threads=int(payload.get("block_threads", 0)),
+                              cooperative=bool(payload.get("cooperative", False)))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -137,7 +138,7 @@ def store(kernel, spec, compiled, key=None) -> None:
         "name": compiled.name, "llvm_ir": compiled.llvm_ir, "ptx": compiled.ptx,
         "shared_bytes": compiled.shared_bytes, "param_formats": compiled.param_formats,
         "tensor_maps": [list(m) for m in compiled.tensor_maps],
-        "block_threads": compiled.block_threads})
+        "block_threads": compiled.block_threads, "cooperative": compiled.cooperative})
 
 
 def load_or_compile(kernel, spec):

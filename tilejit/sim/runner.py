@@ -4,14 +4,17 @@ arguments (bfloat16 and float8 ones on float32 copies, written back after); a ke
 simulate at once: where a launch is (``runtime.STATE``) is each thread's own."""
 from __future__ import annotations
 
+import ast
 import itertools
 import threading
 
 import numpy as np
 
+from tilejit import language as T
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
+from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, THREAD_INDEX, WARP_SIZE)
 from tilejit.errors import CompileError
@@ -19,6 +22,7 @@ from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import mma, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
+from tilejit.sim.grid import GridTurns
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_index
@@ -76,6 +80,8 @@ def simulator_function(kernel, constexprs=None):
         fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
                          namespace)
         fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
+        fn.grid_sync = any(isinstance(n, ast.Call) and resolve_static(n.func, ks.namespace)
+                           is T.sync_grid for n in ast.walk(ks.tree))   # sim/grid.py
         fn.per_thread = per_thread       # reads its thread index: lane-wise (threads.py)
         if per_thread and fn.warp_roles:
             raise threads.ThreadCodeError(
@@ -149,8 +155,16 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state.laid_out = {}
     done = False
     try:
+        blocks = [(bx, by, bz) for bz, by, bx in itertools.product(range(gz), range(gy),
+                                                                     range(gx))]
+        if fn.grid_sync:            # the blocks concurrently, in turns between grid barriers
+            GridTurns(blocks, kernel.__name__, {
+                name: getattr(state, name) for name in (
+                    "grid", "threads", "cluster", "multicasts", "safe_memory", "role_threads",
+                    "lanes", "in_parallel", "laid_out")}).run(lambda: fn(*args))
+            blocks = []
         with np.errstate(all="ignore"):
-            for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+            for bx, by, bz in blocks:
                 state.block = (bx, by, bz)
                 state.mask = None
                 state.named_users = {}

@@ -64,6 +64,9 @@ class _State(threading.local):
         # named barriers in per-thread code: the threads that last synced on each id
         # since the block's last barrier of all its threads (sim/named_barriers.py)
         self.named_users = {}
+        # T.sync_grid (sim/grid.py): the launch's GridTurns and this block's place in it
+        self.grid_turns = None
+        self.grid_block = 0
 
 
 STATE = _State()

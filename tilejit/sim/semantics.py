@@ -870,6 +870,18 @@ def sync_threads(barrier_id=None, arrive_count=None):
     block_barrier()
 
 
+def sync_grid():
+    """The grid's barrier: the block's barrier, the wait for every block (``grid.py``),
+    the block's barrier."""
+    if STATE.lanes:
+        block_wide("sync_grid")
+    from tilejit.sim.named_barriers import block_barrier   # it imports roles.py
+    from tilejit.sim.grid import sync_grid as wait_for_the_grid
+    block_barrier()
+    wait_for_the_grid()
+    block_barrier()
+
+
 def named_barrier_arrive(barrier_id, arrive_count):
     from tilejit.sim.named_barriers import named_barrier_arrive as arrive  # imports roles.py
     return arrive(barrier_id, arrive_count)
@@ -936,4 +948,5 @@ MEANINGS.update(reshape=views.reshape, view=views.view, make_tensor=views.make_t
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE
                  if name != "sync_threads"})
 # checked by itself: a named barrier is some threads' own
-MEANINGS.update(sync_threads=sync_threads, named_barrier_arrive=named_barrier_arrive)
+MEANINGS.update(sync_threads=sync_threads, sync_grid=sync_grid,
+                named_barrier_arrive=named_barrier_arrive)

@@ -436,6 +436,7 @@ class SyncTemplate(AbstractTemplate):
 
 
 @infer_global(markers.stub(markers.CLUSTER_SYNC))
+@infer_global(markers.stub(markers.GRID_SYNC))
 @infer_global(markers.stub(markers.CLUSTER_WAIT))
 class ClusterSyncTemplate(AbstractTemplate):
     def generic(self, args, kws):
