@@ -114,6 +114,19 @@ def test_ptx_arrives_and_waits_at_gpu_scope(ptxas, arch):
     ptxas(ptx, arch)
 
 
+def test_stores_before_a_barrier_are_not_moved_past_it():
+    """The tensors of a kernel with a grid barrier are not ``noalias``: with it, LLVM
+    took a step's stores of X and Y for this thread's alone and kept only the last
+    step's (the GPU then read stale neighbours: found on the H200, 2026-12-04)."""
+    x = np.zeros(N, np.float32)
+    ptx = smooth.compile(x, x.copy(), np.zeros(8, np.float32), target="cuda",
+                         arch="sm_90a").ptx
+    body = ptx[ptx.index(".entry"):]
+    first_barrier = body.index("atom.add.release.gpu")
+    assert "st.global" in body[:first_barrier]
+    assert body.count("st.global") >= 2 * STEPS
+
+
 def test_the_compiled_kernel_is_marked_cooperative():
     x = np.zeros(N, np.float32)
     handle = smooth.compile(x, x.copy(), np.zeros(8, np.float32), target="cuda",

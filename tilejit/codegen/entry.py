@@ -29,14 +29,15 @@ def kernel_parameters(context, argtypes):
 
 
 def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
-                 shape_constants=None, prologue=None) -> str:
+                 shape_constants=None, prologue=None, restrict: bool = True) -> str:
     """LLVM IR text of the entry ``name`` (``calling_convention``: ``ptx_kernel`` or
     ``amdgpu_kernel``) calling the device function of ``fndesc``. ``shape_constants``
     maps an argument's position to ``{dim: value}``: the shape entries this
     specialization was compiled for. The launch passes exactly those values (they are
     part of the specialization's key), so the entry uses the constants: bounds checks
     against them fold away. A tensor map parameter is named ``tjmap<i>``. ``prologue``
-    (builder → None) emits code before the call (``poison_shared``)."""
+    (builder → None) emits code before the call (``poison_shared``). ``restrict``: the
+    tensor pointers are ``noalias`` (``tensor_value``)."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -51,7 +52,7 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
         pos += len(group)
         if isinstance(ty, GlobalTensorType):
             known = (shape_constants or {}).get(index, {})
-            values.append(tensor_value(context, builder, ty, params, known))
+            values.append(tensor_value(context, builder, ty, params, known, restrict))
         elif isinstance(ty, TensorMapType):
             params[0].name = f"tjmap{index}"
             values.append(params[0])
@@ -64,15 +65,20 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
     return str(module)
 
 
-def tensor_value(context, builder, ty: GlobalTensorType, params, known: dict):
+def tensor_value(context, builder, ty: GlobalTensorType, params, known: dict,
+                 restrict: bool = True):
     data, dims = params[0], params[1:]
     shape, strides = dims[:ty.ndim], dims[ty.ndim:]
     shape = [ir.IntType(64)(known[d]) if d in known else s for d, s in enumerate(shape)]
     # tensor arguments are `__restrict__`, as in TileLang's generated CUDA: the
     # iterations of a T.Parallel are independent, so accesses of different iterations
     # may be reordered (an in-place `A[i] = f(A[i])` stays correct: within one
-    # iteration the store depends on the load)
-    data.add_attribute("noalias")
+    # iteration the store depends on the load). Not in a kernel with T.sync_grid: LLVM
+    # takes a noalias pointer's memory to be seen by this thread alone, so a store another
+    # block reads after the grid barrier would be dropped when the thread overwrites it
+    # later (no call may read a noalias object it was not given)
+    if restrict:
+        data.add_attribute("noalias")
     if ty.aligned:
         # launch checked: data 16-byte aligned, every stride but the last a multiple of
         # 16 bytes; say so, so LLVM may merge consecutive accesses into 16-byte ones
