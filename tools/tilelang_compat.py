@@ -215,6 +215,10 @@ LANGUAGE_DIFFERENCES = {
                     "1…15 not used by tilejit in the kernel (NVPTX only); the simulator "
                     "counts the threads reaching each (whole warps) in per-thread code, "
                     "whole warpgroup roles between `T.ws` roles",
+    "SharedBuffer": "an annotation of a `@T.macro`'s parameter (the macro is inlined and uses "
+                    "the tile it is given; its shape and dtype are not checked against it); "
+                    "on a kernel parameter a `TypeError`",
+    "FragmentBuffer": "as `T.SharedBuffer`", "LocalBuffer": "as `T.SharedBuffer`",
     "sync_grid": "every thread of every block must reach it, not inside a `T.Parallel` or "
                  "`T.Pipelined` loop (TileLang's own test calls it inside a `T.Parallel`: "
                  "a `CompileError` here) nor in a `T.ws` role; CUDA only; the launch is "

@@ -264,3 +264,71 @@ def test_gpu_a_grid_larger_than_the_device_holds_is_refused_before_it_runs():
         too_many_blocks(a, blocks)
     torch.cuda.synchronize()
     assert int(a.sum()) == 0            # nothing ran
+
+
+@tilejit.kernel
+def in_persistent(A, tiles: T.constexpr = 5):
+    with T.Kernel(4, threads=128) as bx:
+        for t in T.Persistent([tiles], 4, bx):
+            A[t] = 1
+            T.sync_grid()
+
+
+def test_a_barrier_in_a_persistent_loop_is_a_compile_error():
+    with pytest.raises(CompileError, match="inside a T.Persistent loop") as e:
+        in_persistent.compile(np.zeros(8, np.float32), target="cuda", arch="sm_90a")
+    assert e.value.lineno == _line("for t in T.Persistent([tiles], 4, bx):") + 2
+
+
+@tilejit.kernel
+def ws_roles(A):
+    with T.Kernel(2, threads=256) as bx:
+        with T.ws(0):
+            A[bx] = 1
+        T.sync_grid()
+
+
+def test_a_barrier_in_a_kernel_with_ws_roles_is_refused_in_the_simulator_too():
+    with pytest.raises(CompileError, match="T.ws warpgroup roles"):
+        tilejit.kernel(ws_roles.func, target="sim")(np.zeros(2, np.float32))
+    with pytest.raises(CompileError, match="T.ws warpgroup roles"):
+        ws_roles.compile(np.zeros(2, np.float32), target="cuda", arch="sm_90a")
+
+
+def test_a_large_grid_runs_in_seconds_in_the_simulator():
+    import time
+    a = np.zeros(2048 * 64, np.float32)
+    start = time.perf_counter()
+    tilejit.kernel(reverse_add.func, target="sim")(a, 2048 * 64)
+    assert time.perf_counter() - start < 60
+    np.testing.assert_array_equal(a, np.full(a.size, a.size - 1, np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_a_launch_from_a_fresh_thread_after_another_stream():
+    """The launch orders itself after the last one on another stream: with no context
+    current on a new host thread, that wait needs one made current first."""
+    import threading
+
+    import torch
+    x0 = np.random.default_rng(4).random(N, dtype=np.float32)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x, y = torch.tensor(x0, device="cuda"), torch.zeros(N, device="cuda")
+        s = torch.zeros(N // 128, device="cuda")
+        smooth(x, y, s)
+    side.synchronize()
+    x2 = torch.tensor(x0, device="cuda")
+    errors = []
+
+    def other():
+        try:
+            smooth(x2, torch.zeros(N, device="cuda"), torch.zeros(N // 128, device="cuda"))
+            torch.cuda.synchronize()
+        except Exception as e:          # noqa: BLE001 - reported below
+            errors.append(e)
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert not errors, errors
+    np.testing.assert_allclose(x2.cpu().numpy(), _smooth_reference(x0), rtol=1e-5)

@@ -73,10 +73,11 @@ def tensor_value(context, builder, ty: GlobalTensorType, params, known: dict,
     # tensor arguments are `__restrict__`, as in TileLang's generated CUDA: the
     # iterations of a T.Parallel are independent, so accesses of different iterations
     # may be reordered (an in-place `A[i] = f(A[i])` stays correct: within one
-    # iteration the store depends on the load). Not in a kernel with T.sync_grid: LLVM
-    # takes a noalias pointer's memory to be seen by this thread alone, so a store another
-    # block reads after the grid barrier would be dropped when the thread overwrites it
-    # later (no call may read a noalias object it was not given)
+    # iteration the store depends on the load). Not in a kernel with its own barriers
+    # (T.sync_threads, T.sync_grid, ...): LLVM takes a noalias pointer's memory to be seen
+    # by this thread alone, so it moves a load of another thread's element before the
+    # barrier, or drops a store another thread reads after it when this thread overwrites
+    # it later (no call may read a noalias object it was not given)
     if restrict:
         data.add_attribute("noalias")
     if ty.aligned:

@@ -153,7 +153,7 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
                                  _shape_constants_by_position(spec),
                                  tiles.shared_bytes if spec.options.debug else 0,
-                                 restrict=not tiles.grid_sync)
+                                 restrict=not (tiles.grid_sync or tiles.user_barriers))
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):

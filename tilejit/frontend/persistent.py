@@ -69,6 +69,9 @@ _SCHEDULER_FIELDS = {"m_idx": "m", "n_idx": "n", "linear_idx": "linear",
                      "current_iter": "iter"}
 
 
+
+PREFIX = "__tj_persist"      # the names a persistent loop makes (passes/grid_sync.py reads it)
+
 class _Fill(syntax.NodeTransformer):
     """Placeholders ``__X__`` of a template → copies of the given expressions; an
     expression statement ``__X__`` → the given statements."""
@@ -168,7 +171,7 @@ class _PersistentForms(syntax.NodeTransformer):
                     isinstance(value.value, int) and value.value >= 1):
                 raise self.error(f"T.Persistent: {what} must be a positive int, got "
                                  f"{value.value!r}", node)
-        prefix = f"__tj_persist{self.count}"
+        prefix = f"{PREFIX}{self.count}"
         self.count += 1
         pre = []
         if not isinstance(group, ast.Constant):

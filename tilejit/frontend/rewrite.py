@@ -146,6 +146,7 @@ class _DeviceForms(syntax.NodeTransformer):
         self.strip_breakpoints = strip_breakpoints
         self.error = error          # (message, node) -> CompileError at the kernel's line
         self.reductions = 0
+        self.loops = 0          # loops around the statement visited (T.loop_break)
         self.inline_views = 0   # views written inside a tile operation's call, named
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
         self.parallel = 0       # T.Parallel loops around the statement visited
@@ -225,10 +226,19 @@ class _DeviceForms(syntax.NodeTransformer):
         parallel = isinstance(it, ast.Call) and resolve_static(
             it.func, self.namespace) is T.Parallel
         self.parallel += parallel
+        self.loops += 1
         try:
             return self.generic_visit(node)
         finally:
             self.parallel -= parallel
+            self.loops -= 1
+
+    def visit_While(self, node):
+        self.loops += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.loops -= 1
 
     def visit_Expr(self, node):
         call = node.value
@@ -240,6 +250,11 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.Pass(), node)
         if fn is T.wait_wgmma:          # the gemms wait where their products are needed
             return ast.copy_location(ast.Pass(), node)
+        if fn is T.loop_break:
+            if (call.args or call.keywords or not self.loops) and self.error is not None:
+                raise self.error("T.loop_break() takes no arguments and leaves the loop "
+                                 "around it: write it inside a loop", node)
+            return ast.copy_location(ast.Break(), node)
         if fn is T.import_source:       # None only (language/tiles.import_source)
             args = list(call.args) + [k.value for k in call.keywords]
             arg = args[0] if args else ast.Constant(None)

@@ -90,6 +90,9 @@ class TilePlan:
     tensor_maps: list = field(default_factory=list)  # (param name, Box) per hidden map param
     proxy_fence: bool = False        # block barriers also fence the async proxy (async_proxy.py)
     grid_sync: bool = False          # T.sync_grid: a cooperative launch (passes/grid_sync.py)
+    # the kernel's own block barriers (T.sync_threads, named and predicate ones: barriers.py):
+    # its threads may exchange data through its tensors, which are then not noalias
+    user_barriers: bool = False
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
     user_fragments: dict = field(default_factory=dict)

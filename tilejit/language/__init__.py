@@ -34,8 +34,9 @@ from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSp
                                      mbarrier_arrive, mbarrier_wait_parity,
                                      tma_copy, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
-from tilejit.language.tilelang_names import (Buffer, StridedTensor, Symbol, Tensor, const, dyn,
-                                             dynamic, symbolic)
+from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer,
+                                             SharedBuffer, StridedTensor, Symbol, Tensor,
+                                             const, dyn, dynamic, symbolic)
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
@@ -64,7 +65,8 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     set_max_nreg, inc_max_nreg, dec_max_nreg,
                                     annotate_producer_reg_dealloc,
                                     annotate_consumer_reg_alloc,
-                                    sync_threads, sync_grid, named_barrier_arrive, transpose,
+                                    sync_threads, sync_grid, loop_break, named_barrier_arrive,
+                                    transpose,
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
@@ -87,7 +89,8 @@ __all__ = [
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "float8_e8m0fnu",
-    "Buffer", "StridedTensor", "Symbol", "Var", "Tensor", "const", "dyn", "dynamic", "symbolic",
+    "Buffer", "SharedBuffer", "FragmentBuffer", "LocalBuffer", "StridedTensor", "Symbol",
+    "Var", "Tensor", "const", "dyn", "dynamic", "symbolic",
     "Cast", "Serial",
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
     "grid", "dp4a",
@@ -123,7 +126,8 @@ __all__ = [
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",
-    "view", "sync_threads", "sync_grid", "named_barrier_arrive", "wgmma_gemm", "wait_wgmma",
+    "view", "sync_threads", "sync_grid", "loop_break", "named_barrier_arrive", "wgmma_gemm",
+    "wait_wgmma",
     "im2col",
     "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",

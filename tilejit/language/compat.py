@@ -202,7 +202,6 @@ _CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/T
 REASONS = {
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
 
-    "loop_break": "break out of a T.Parallel/T.serial loop with Python's `break`",
 }
 
 

@@ -344,6 +344,34 @@ class StridedTensorAnnotation(TensorAnnotation):
 StridedTensor = StridedTensorAnnotation
 
 
+class BufferAnnotation(TensorAnnotation):
+    """``x: T.SharedBuffer(shape, dtype)`` / ``T.FragmentBuffer`` / ``T.LocalBuffer`` on a
+    ``@T.macro``'s parameter, as TileLang's macros declare the tiles they are passed: a
+    note for the reader (the macro is inlined, and its body uses the tile it is given).
+    A kernel's parameters are tensors: ``T.Tensor``."""
+    scope = "shared"
+
+    def __repr__(self):
+        return f"T.{type(self).__name__[:-len('Annotation')]}({self.shape}, {self.dtype})"
+
+
+class SharedBufferAnnotation(BufferAnnotation):
+    scope = "shared"
+
+
+class FragmentBufferAnnotation(BufferAnnotation):
+    scope = "fragment"
+
+
+class LocalBufferAnnotation(BufferAnnotation):
+    scope = "local"
+
+
+SharedBuffer = SharedBufferAnnotation
+FragmentBuffer = FragmentBufferAnnotation
+LocalBuffer = LocalBufferAnnotation
+
+
 class ScalarAnnotation:
     """``n: T.int32`` on a ``T.prim_func`` parameter: a scalar passed at each call (a
     Python or numpy number of that kind), not a tensor."""
@@ -387,10 +415,14 @@ class PrimFunc:
                 ann = PointerAnnotation()
             elif isinstance(ann, DType):
                 ann = ScalarAnnotation(ann)
-            if not isinstance(ann, (TensorAnnotation, ScalarAnnotation)):
+            if not isinstance(ann, (TensorAnnotation, ScalarAnnotation)) or \
+                    isinstance(ann, BufferAnnotation):
+                what = (" (a shared, fragment or local tile is allocated in the body; "
+                        "T.SharedBuffer and its kin annotate a @T.macro's parameters)"
+                        if isinstance(ann, BufferAnnotation) else "")
                 raise TypeError(f"@T.prim_func {func.__name__}: parameter {name!r} needs a "
                                 f"T.Tensor/T.Buffer annotation or a scalar dtype (T.int32), "
-                                f"got {ann!r}")
+                                f"got {ann!r}{what}")
             self.annotations[name] = ann
         # what TileLang reports as the program is defined: the front end's check, which
         # reads the source (``frontend/validate.check_definition``)

@@ -177,6 +177,13 @@ def sync_threads(barrier_id=None, arrive_count=None):
     return meaning("sync_threads")(barrier_id, arrive_count)
 
 
+def loop_break():
+    """TileLang's ``T.loop_break()``: Python's ``break`` of the innermost loop (the front
+    end writes it so; a ``T.serial`` or ``T.Parallel`` loop, as ``break`` there)."""
+    raise RuntimeError("T.loop_break() is a statement of a kernel's loop: the front end "
+                       "writes it as `break`")
+
+
 def sync_grid():
     """A barrier of the whole grid: every thread of every block waits here until all
     have arrived, and what any of them wrote to global memory before it is visible to

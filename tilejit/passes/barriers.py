@@ -495,6 +495,7 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive,
                                                   T.sync_grid)
         or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
+    ctx.plan.user_barriers = syncs      # the tensors not noalias (codegen/entry.py)
     if not (shared or syncs):
         return fdef
     # shared tiles bound once (their allocation): a thread-dependent store into one is

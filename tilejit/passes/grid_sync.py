@@ -10,7 +10,12 @@ pass refuses what has no meaning or is not built:
 - inside a ``T.Pipelined`` loop: the pipeline moves the loop's copies across iterations,
   and so across the barrier;
 - in a kernel with ``T.ws`` warpgroup roles: each role runs the program by itself;
-- on AMDGPU: the grid barrier is built for CUDA only.
+- on AMDGPU: the grid barrier is built for CUDA only;
+- inside a ``T.Persistent`` loop: its last wave's blocks without a tile skip the body
+  (``frontend/persistent.py``'s guard), so they would never reach the barrier.
+
+A barrier under a branch on the block index that not every block takes hangs on the GPU
+too; that is the simulator's to report (a ``DeadlockError``), since it depends on values.
 
 The plan's ``grid_sync`` also keeps the compiler's own warp specialization off
 (``warp_specialize.py``): its producer warpgroup runs the loads only and would never
@@ -29,6 +34,7 @@ import ast
 
 from tilejit import language as T
 from tilejit import syntax
+from tilejit.frontend.persistent import PREFIX as PERSIST_PREFIX
 from tilejit.frontend.source import resolve_static
 
 
@@ -54,6 +60,16 @@ def check_grid_syncs(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                 raise ctx.error("T.sync_grid() inside a T.Pipelined loop: the pipeline moves "
                                 "the loop's copies across iterations, and so across the "
                                 "barrier; use a T.serial loop", inner)
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.If) and any(
+                isinstance(n, ast.Name) and n.id.startswith(PERSIST_PREFIX)
+                for n in syntax.walk(node.test)):
+            inner = next((c for s in node.body for c in syntax.walk(s) if c in calls), None)
+            if inner is not None:
+                raise ctx.error("T.sync_grid() inside a T.Persistent loop: the last wave's "
+                                "blocks without a tile skip the loop's body and would never "
+                                "reach the barrier; loop over the waves with T.serial and "
+                                "guard the tile's work, not the barrier", inner)
     ctx.plan.grid_sync = True
     return fdef
 

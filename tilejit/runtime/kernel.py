@@ -467,6 +467,7 @@ class _Loaded:
                 f"{tuple(launch.grid)} = {blocks} blocks. Launch at most {per_sm * sms} and "
                 f"loop over the work in each block")
         if self.last_stream is not None and self.last_stream != stream:
+            cuda_driver.ensure_context(max(self.device, 0))  # the event calls need one
             cuda_driver.wait_for(stream, [self.last_stream])
         self.last_stream = stream
         self.launcher.launch_cooperative(launch.grid, block, shared, stream, tuple(values))

@@ -80,8 +80,14 @@ def simulator_function(kernel, constexprs=None):
         fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
                          namespace)
         fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
-        fn.grid_sync = any(isinstance(n, ast.Call) and resolve_static(n.func, ks.namespace)
-                           is T.sync_grid for n in ast.walk(ks.tree))   # sim/grid.py
+        grid_syncs = [n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
+                      and resolve_static(n.func, ks.namespace) is T.sync_grid]
+        fn.grid_sync = bool(grid_syncs)          # the blocks in turns: sim/grid.py
+        if fn.grid_sync and fn.warp_roles:       # (passes/grid_sync.py's check, which the
+            # GPU's checks skip for a kernel with T.ws roles in simulation)
+            raise CompileError("T.sync_grid() in a kernel with T.ws warpgroup roles is not "
+                               "built: each role runs the program by itself", ks.filename,
+                               grid_syncs[0].lineno)
         fn.per_thread = per_thread       # reads its thread index: lane-wise (threads.py)
         if per_thread and fn.warp_roles:
             raise threads.ThreadCodeError(

@@ -1,0 +1,54 @@
+"""Threads of a block that exchange values through a tensor across their own
+``T.sync_threads()``: the tensors of such a kernel are not ``noalias``. With it, LLVM
+took the tensor's memory for each thread's own: it loaded ``A[tx + 1]`` once before the
+loop and kept only the last step's store (found by review, 2026-12-04). Checked in the
+PTX (a load and a store per step), in the simulator and, with ``-m gpu``, on the device
+against both."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+
+STEPS = 4
+
+
+@tilejit.kernel
+def neighbours(A, B):
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        for s in T.serial(STEPS):
+            A[tx] = s * 1000 + tx
+            T.sync_threads()
+            if tx < 127:
+                B[s * 128 + tx] = A[tx + 1]
+            T.sync_threads()
+
+
+def _expected():
+    return np.array([s * 1000 + tx + 1 if tx < 127 else 0 for s in range(STEPS)
+                     for tx in range(128)], np.float32)
+
+
+def test_each_step_stores_and_reloads_in_the_ptx(ptxas):
+    a, b = np.zeros(129, np.float32), np.zeros(STEPS * 128, np.float32)
+    ptx = neighbours.compile(a, b, target="cuda", arch="sm_90a").ptx
+    body = ptx[ptx.index(".entry"):]
+    assert body.count("ld.global") >= STEPS and "ld.global.nc" not in body
+    assert body.count("st.global") >= 2 * STEPS
+    ptxas(ptx, "sm_90a")
+
+
+def test_the_simulator_exchanges_each_step():
+    a, b = np.zeros(129, np.float32), np.zeros(STEPS * 128, np.float32)
+    tilejit.kernel(neighbours.func, target="sim")(a, b)
+    np.testing.assert_array_equal(b, _expected())
+
+
+@pytest.mark.gpu
+def test_gpu_exchanges_each_step_as_the_simulator():
+    import torch
+    a, b = torch.zeros(129, device="cuda"), torch.zeros(STEPS * 128, device="cuda")
+    neighbours(a, b)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(b.cpu().numpy(), _expected())
