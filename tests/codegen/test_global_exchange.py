@@ -25,30 +25,51 @@ def neighbours(A, B):
             T.sync_threads()
 
 
+@T.macro
+def publish(A, tx, s):
+    A[tx] = s * 1000 + tx
+    T.sync_threads()
+
+
+@tilejit.kernel
+def neighbours_through_a_macro(A, B):
+    """The same, the store and the barrier in a macro (inlined into the kernel)."""
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        for s in T.serial(STEPS):
+            publish(A, tx, s)
+            if tx < 127:
+                B[s * 128 + tx] = A[tx + 1]
+            T.sync_threads()
+
+
 def _expected():
     return np.array([s * 1000 + tx + 1 if tx < 127 else 0 for s in range(STEPS)
                      for tx in range(128)], np.float32)
 
 
-def test_each_step_stores_and_reloads_in_the_ptx(ptxas):
+@pytest.mark.parametrize("kernel", [neighbours, neighbours_through_a_macro])
+def test_each_step_stores_and_reloads_in_the_ptx(ptxas, kernel):
     a, b = np.zeros(129, np.float32), np.zeros(STEPS * 128, np.float32)
-    ptx = neighbours.compile(a, b, target="cuda", arch="sm_90a").ptx
+    ptx = kernel.compile(a, b, target="cuda", arch="sm_90a").ptx
     body = ptx[ptx.index(".entry"):]
     assert body.count("ld.global") >= STEPS and "ld.global.nc" not in body
     assert body.count("st.global") >= 2 * STEPS
     ptxas(ptx, "sm_90a")
 
 
-def test_the_simulator_exchanges_each_step():
+@pytest.mark.parametrize("kernel", [neighbours, neighbours_through_a_macro])
+def test_the_simulator_exchanges_each_step(kernel):
     a, b = np.zeros(129, np.float32), np.zeros(STEPS * 128, np.float32)
-    tilejit.kernel(neighbours.func, target="sim")(a, b)
+    tilejit.kernel(kernel.func, target="sim")(a, b)
     np.testing.assert_array_equal(b, _expected())
 
 
 @pytest.mark.gpu
-def test_gpu_exchanges_each_step_as_the_simulator():
+@pytest.mark.parametrize("kernel", [neighbours, neighbours_through_a_macro])
+def test_gpu_exchanges_each_step_as_the_simulator(kernel):
     import torch
     a, b = torch.zeros(129, device="cuda"), torch.zeros(STEPS * 128, device="cuda")
-    neighbours(a, b)
+    kernel(a, b)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(b.cpu().numpy(), _expected())

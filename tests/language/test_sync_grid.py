@@ -332,3 +332,36 @@ def test_gpu_a_launch_from_a_fresh_thread_after_another_stream():
     worker.join()
     assert not errors, errors
     np.testing.assert_allclose(x2.cpu().numpy(), _smooth_reference(x0), rtol=1e-5)
+
+
+@T.macro
+def publish(A, bx):
+    """A phase of work and the grid barrier, in a macro (inlined into the kernel)."""
+    for i in T.Parallel(64):
+        A[bx * 64 + i] = bx * 64 + i
+    T.sync_grid()
+
+
+@tilejit.kernel
+def mirrored(A, B):
+    with T.Kernel(4, threads=64) as bx:
+        publish(A, bx)
+        for i in T.Parallel(64):
+            B[bx * 64 + i] = A[255 - bx * 64 - i]
+
+
+def test_a_barrier_in_a_macro_is_the_kernels():
+    a, b = np.zeros(256, np.float32), np.zeros(256, np.float32)
+    tilejit.kernel(mirrored.func, target="sim")(a, b)
+    np.testing.assert_array_equal(b, np.arange(255, -1, -1, dtype=np.float32))
+    ptx = mirrored.compile(a, b, target="cuda", arch="sm_90a").ptx
+    assert "atom.add.release.gpu.global.u32" in ptx
+
+
+@pytest.mark.gpu
+def test_gpu_a_barrier_in_a_macro():
+    import torch
+    a, b = torch.zeros(256, device="cuda"), torch.zeros(256, device="cuda")
+    mirrored(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, torch.arange(255, -1, -1, device="cuda", dtype=torch.float32))

@@ -18,7 +18,8 @@ helpers, with the options of the operation chosen in Python::
 
 A call statement of such a helper (one whose body names a tile operation that only the
 tile passes lower, ``T.copy``, ``T.gemm``, ``T.reduce_*``, an allocation of a shared or
-fragment tile, ..., or passes ``**`` a dict, itself or through a helper it calls) is
+fragment tile, a block or grid barrier, ..., or passes ``**`` a dict, itself or through a
+helper it calls) is
 replaced by the helper's body, as ``kernel_macros.inline_call`` does for a helper holding
 the launch (same rules: the helper in the kernel's file, arguments names or constants,
 parameters not assigned). The names the body assigns are renamed apart from the
@@ -48,7 +49,8 @@ _TILE_OPS = {getattr(T, name) for name in (
     "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
     "cumsum", "cummax", "alloc_shared", "alloc_fragment", "annotate_layout", "all_of",
-    "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer")
+    "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer",
+    "sync_threads", "sync_grid")
     if hasattr(T, name)}
 
 
