@@ -365,3 +365,48 @@ def test_gpu_a_barrier_in_a_macro():
     mirrored(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b, torch.arange(255, -1, -1, device="cuda", dtype=torch.float32))
+
+
+@tilejit.kernel
+def staged(A, B, C):
+    """Block bx sums its 128 rows of A through a pipelined loop and writes them to B
+    through a shared tile; after the grid barrier it reads another block's rows."""
+    with T.Kernel(4, threads=128) as bx:
+        S = T.alloc_shared((128, 64), T.float32)
+        O = T.alloc_shared((128, 64), T.float32)
+        acc = T.alloc_fragment((128, 64), T.float32)
+        T.clear(acc)
+        for k in T.Pipelined(4, num_stages=2):
+            T.copy(A[bx * 128:(bx + 1) * 128, k * 64:(k + 1) * 64], S)
+            for i, j in T.Parallel(128, 64):
+                acc[i, j] += S[i, j]
+        T.copy(acc, O)
+        T.copy(O, B[bx * 128:(bx + 1) * 128, :])
+        T.sync_grid()
+        T.copy(B[(3 - bx) * 128:(4 - bx) * 128, :], acc)
+        T.copy(acc, C[bx * 128:(bx + 1) * 128, :])
+
+
+def test_a_kernel_with_a_grid_barrier_keeps_its_copies_in_the_generic_proxy():
+    a = np.random.default_rng(5).random((512, 256), dtype=np.float32)
+    b, c = np.zeros((512, 64), np.float32), np.zeros((512, 64), np.float32)
+    ptx = staged.compile(a, b, c, target="cuda", arch="sm_90a").ptx
+    assert "cp.async.bulk" not in ptx and "cp.async" in ptx
+    tilejit.kernel(staged.func, target="sim")(a, b, c)
+    sums = a.reshape(512, 4, 64).sum(axis=1)
+    np.testing.assert_allclose(b, sums, rtol=1e-5)
+    np.testing.assert_allclose(c, np.concatenate([sums[384:], sums[256:384], sums[128:256],
+                                                  sums[:128]]), rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_pipelined_copies_around_a_grid_barrier():
+    import torch
+    a = torch.rand(512, 256, device="cuda")
+    b, c = torch.zeros(512, 64, device="cuda"), torch.zeros(512, 64, device="cuda")
+    staged(a, b, c)
+    torch.cuda.synchronize()
+    sums = a.reshape(512, 4, 64).sum(dim=1)
+    torch.testing.assert_close(b, sums, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(c, torch.cat([sums[384:], sums[256:384], sums[128:256],
+                                             sums[:128]]), rtol=1e-5, atol=1e-5)

@@ -19,7 +19,12 @@ too; that is the simulator's to report (a ``DeadlockError``), since it depends o
 
 The plan's ``grid_sync`` also keeps the compiler's own warp specialization off
 (``warp_specialize.py``): its producer warpgroup runs the loads only and would never
-reach the barrier.
+reach the barrier; and its TMA loads and stores (``tma.py``, ``tma_store.py``): a TMA
+load after the barrier would read other blocks' ordinary stores through the async proxy,
+which the barrier's release and acquire do not order without a proxy fence, and a TMA
+store in flight at the barrier would not be complete for the blocks that read it after.
+Pipelined copies stay ``cp.async``, stores ordinary ones. (A kernel's own ``T.tma_copy``
+is its own protocol.)
 
 How the barrier works (``codegen/lowering/grid_sync.py``): one 32-bit word in global
 memory per loaded kernel. At each barrier, thread 0 of block (0, 0, 0) adds

@@ -245,6 +245,11 @@ def use_tma(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                         explicit[0])
     if not (ctx.target.has_tma and ctx.options.tma) or not (ctx.pipelines or explicit):
         return fdef
+    if ctx.plan.grid_sync and not explicit:
+        # T.sync_grid: a TMA load after the barrier reads, through the async proxy, what
+        # other blocks' ordinary stores wrote before it; cp.async stays in the generic
+        # proxy the barrier's release and acquire order (passes/grid_sync.py)
+        return fdef
     plan = ctx.plan
     maps: dict = {}                 # (tensor, Box) -> hidden parameter name
     entry, layouts = [], {}

@@ -84,7 +84,9 @@ def other_uses(fdef, tensor, sites) -> bool:
 
 
 def use_tma_stores(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    if not (ctx.target.has_tma and ctx.options.tma):
+    if not (ctx.target.has_tma and ctx.options.tma) or ctx.plan.grid_sync:
+        # T.sync_grid: a TMA store still in flight at the barrier would not be seen by
+        # the blocks that read its bytes after it (passes/grid_sync.py)
         return fdef
     if any(isinstance(n, ast.Return) for n in syntax.walk(fdef)):
         return fdef
