@@ -219,6 +219,8 @@ LANGUAGE_DIFFERENCES = {
                     "the tile it is given; its shape and dtype are not checked against it); "
                     "on a kernel parameter a `TypeError`",
     "FragmentBuffer": "as `T.SharedBuffer`", "LocalBuffer": "as `T.SharedBuffer`",
+    "loop_break": "Python's `break` of the loop around it; in a `T.Parallel` loop a "
+                  "`CompileError` (its iterations run on the threads at once)",
     "sync_grid": "every thread of every block must reach it, not inside a `T.Parallel` or "
                  "`T.Pipelined` loop (TileLang's own test calls it inside a `T.Parallel`: "
                  "a `CompileError` here) nor in a `T.ws` role; CUDA only; the launch is "

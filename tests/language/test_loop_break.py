@@ -69,3 +69,30 @@ def test_gpu_loop_break_matches_the_reference_and_simulator():
     sim = np.zeros(ROWS, np.int32)
     tilejit.compile(first_negative, target="sim")(a, sim)
     np.testing.assert_array_equal(idx.cpu().numpy(), sim)
+
+
+@T.prim_func
+def in_parallel(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(128):
+            if A[i] < 0:
+                T.loop_break()
+            B[i] = 2 * A[i]
+
+
+@T.prim_func
+def plain_break_in_parallel(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(128):
+            if A[i] < 0:
+                break
+            B[i] = 2 * A[i]
+
+
+@pytest.mark.parametrize("func, what", [(in_parallel, "T.loop_break()"),
+                                        (plain_break_in_parallel, "break")])
+def test_a_break_out_of_a_parallel_loop_is_a_compile_error(func, what):
+    """The simulator would stop the loop, each GPU thread only its own iteration."""
+    with pytest.raises(CompileError, match="in a T.Parallel loop") as e:
+        tilejit.compile(func)(np.zeros(128, np.float32), np.zeros(128, np.float32))
+    assert what in str(e.value)

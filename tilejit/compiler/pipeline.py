@@ -144,8 +144,11 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         stages.report(" for the simulator")
         return kernel
     context = cres.target_context
+    # a kernel whose threads may exchange values through its tensors: not noalias
+    restrict = not (tiles.grid_sync or tiles.user_barriers)     # (codegen/entry.py)
     if spec.target.kind == "amdgpu":
-        return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages)
+        return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages,
+                              restrict)
     # a warp-specialized kernel launches its producer warpgroup too, one block per SM
     # with capped registers at entry (setmaxnreg: passes/warp_specialize.py)
     threads = tiles.launch_threads or spec.threads
@@ -153,7 +156,7 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
                                  _shape_constants_by_position(spec),
                                  tiles.shared_bytes if spec.options.debug else 0,
-                                 restrict=not (tiles.grid_sync or tiles.user_barriers))
+                                 restrict=restrict)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):
@@ -172,12 +175,13 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     return kernel
 
 
-def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages):
+def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages, restrict):
     """The AMDGPU entry, the linked and optimized module, its assembly and the HSA code
     object (``codegen/amdgpu.py``)."""
     entry_ir = amdgpu.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
                                   _shape_constants_by_position(spec),
-                                  kernel.shared_bytes if spec.options.debug else 0)
+                                  kernel.shared_bytes if spec.options.debug else 0,
+                                  restrict=restrict)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):

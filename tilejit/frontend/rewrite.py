@@ -146,7 +146,7 @@ class _DeviceForms(syntax.NodeTransformer):
         self.strip_breakpoints = strip_breakpoints
         self.error = error          # (message, node) -> CompileError at the kernel's line
         self.reductions = 0
-        self.loops = 0          # loops around the statement visited (T.loop_break)
+        self.loops = []         # the loops around the statement visited: is each T.Parallel
         self.inline_views = 0   # views written inside a tile operation's call, named
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
         self.parallel = 0       # T.Parallel loops around the statement visited
@@ -226,19 +226,30 @@ class _DeviceForms(syntax.NodeTransformer):
         parallel = isinstance(it, ast.Call) and resolve_static(
             it.func, self.namespace) is T.Parallel
         self.parallel += parallel
-        self.loops += 1
+        self.loops.append(parallel)
         try:
             return self.generic_visit(node)
         finally:
             self.parallel -= parallel
-            self.loops -= 1
+            self.loops.pop()
 
     def visit_While(self, node):
-        self.loops += 1
+        self.loops.append(False)
         try:
             return self.generic_visit(node)
         finally:
-            self.loops -= 1
+            self.loops.pop()
+
+    def visit_Break(self, node):
+        self._check_break(node, "break")
+        return node
+
+    def _check_break(self, node, what):
+        if self.loops and self.loops[-1] and self.error is not None:
+            raise self.error(f"`{what}` in a T.Parallel loop: its iterations run on the "
+                             "block's threads at once, so there is no later iteration to "
+                             "skip (on the GPU each thread would only leave its own); "
+                             "use a T.serial loop, or guard the body with an `if`", node)
 
     def visit_Expr(self, node):
         call = node.value
@@ -254,6 +265,7 @@ class _DeviceForms(syntax.NodeTransformer):
             if (call.args or call.keywords or not self.loops) and self.error is not None:
                 raise self.error("T.loop_break() takes no arguments and leaves the loop "
                                  "around it: write it inside a loop", node)
+            self._check_break(node, "T.loop_break()")
             return ast.copy_location(ast.Break(), node)
         if fn is T.import_source:       # None only (language/tiles.import_source)
             args = list(call.args) + [k.value for k in call.keywords]

@@ -43,6 +43,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import (KernelSource, SubstituteLoads, kernel_call,
                                      resolve_static)
+from tilejit.ir.markers import INTERNAL_BARRIER_ATTR
 from tilejit.language.dtypes import DType
 from tilejit.language.thread_allreduce import IDIOM
 
@@ -216,6 +217,14 @@ class _AllReduces(syntax.NodeTransformer):
     def t(self, name, *args):
         return _t(self.module, name, *args)
 
+    def _barrier(self):
+        """``T.sync_threads()`` around the exchange through the shared scratch, marked as
+        the front end's: no tensor is exchanged across it, so the kernel's tensors stay
+        noalias (``passes/barriers.user_barriers``)."""
+        call = self.t("sync_threads")
+        setattr(call, INTERNAL_BARRIER_ATTR, True)
+        return call
+
     def linear(self, index):
         """The linear thread index of the thread at ``index`` (one expression a dimension),
         x fastest."""
@@ -297,10 +306,10 @@ class _AllReduces(syntax.NodeTransformer):
                 ast.FloorDiv(), ast.Constant(2))),
              level,
              ast.Assign([ast.Name(width, ast.Store())], ast.Name(half, ast.Load()))], [])
-        stmts = [store, ast.Expr(self.t("sync_threads")), gather,
+        stmts = [store, ast.Expr(self._barrier()), gather,
                  ast.Assign([ast.Name(width, ast.Store())], copy.deepcopy(size)), halve,
                  ast.Assign([target], slot(ast.Constant(0))),
-                 ast.Expr(self.t("sync_threads"))]
+                 ast.Expr(self._barrier())]
         for stmt in stmts:
             ast.copy_location(stmt, node)
         return stmts

@@ -105,6 +105,26 @@ class _Inliner:
         return False
 
 
+def helpers_call(fdef, namespace, functions, depth=_DEPTH) -> bool:
+    """Whether a helper (or ``@T.macro``) that ``fdef`` calls, or one those call, calls
+    one of ``functions`` (read from the helpers' sources, ``depth`` levels down)."""
+    for node in syntax.walk(fdef):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name,
+                                                                      ast.Attribute))):
+            continue
+        inner = _helper(resolve_static(node.func, namespace))
+        found = inner is not None and function_def_from_file(inner)
+        if not found:
+            continue
+        inner_namespace = {**current_namespace(inner), "T": T}
+        if any(isinstance(n, ast.Call) and resolve_static(n.func, inner_namespace)
+               in functions for n in syntax.walk(found[1])):
+            return True
+        if depth > 1 and helpers_call(found[1], inner_namespace, functions, depth - 1):
+            return True
+    return False
+
+
 def _helper(obj):
     if isinstance(obj, T.macro):
         obj = obj.func

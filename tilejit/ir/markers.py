@@ -133,6 +133,9 @@ CONVERT_LAYOUT = _declare("__tj_convert_layout", "convert_layout",
 
 # -- block barriers (passes/barriers.py) ----------------------------------------------
 SYNC = _declare("__tj_sync", "sync_threads", "A block barrier.")
+# set on a T.sync_threads() call the front end writes itself (thread_allreduce.py): not
+# one of the kernel's own barriers (barriers.py: its tensors stay noalias)
+INTERNAL_BARRIER_ATTR = "_tj_internal_barrier"
 GRID_SYNC = _declare("__tj_grid_sync", "grid_sync",
                       "The grid barrier's arrival and wait, by thread 0 of each block, between "
                       "two block barriers (T.sync_grid: passes/barriers.py)")

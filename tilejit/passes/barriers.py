@@ -39,9 +39,11 @@ import collections
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.frontend.tile_helpers import helpers_call
 from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
-                                FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, LDMATRIX, MBAR_ARRIVE,
+                                FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, INTERNAL_BARRIER_ATTR,
+                                LDMATRIX, MBAR_ARRIVE,
                                 MBAR_ARRIVE_ALL, MMA_SYNC, REDUCE, REGION, ROLE_ATTR,
                                 SETMAXNREG, STAGE, SYNC, SYNC_CONSUMERS, SYNC_ROLE,
                                 THREAD_INDEX, TMA_COPY, TMA_EXPECT_LOAD, TMA_FENCE, TMA_INIT,
@@ -489,13 +491,31 @@ def _predicate_barrier(call: ast.Call, ctx) -> str | None:
     return next((n for n in _PREDICATE_BARRIERS if fn is getattr(T, n)), None)
 
 
+# the barriers across which a kernel's threads may exchange values through its tensors
+# (its own, or its helpers': LLVM must not take a tensor for one thread's own)
+_SYNC_FUNCTIONS = tuple(getattr(T, name) for name in (
+    "sync_threads", "sync_warp", "sync_grid", "named_barrier_arrive", "syncthreads_count",
+    "syncthreads_and", "syncthreads_or", "cluster_sync", "cluster_arrive",
+    "cluster_arrive_relaxed", "cluster_wait"))
+
+
+def _own_barriers(fdef, ctx) -> bool:
+    """Whether the kernel, or a helper it calls, has a barrier of its own (not one the
+    front end wrote around a shared scratch: ``INTERNAL_BARRIER_ATTR``)."""
+    if any(isinstance(n, ast.Call) and not getattr(n, INTERNAL_BARRIER_ATTR, False)
+           and resolve_static(n.func, ctx.namespace) in _SYNC_FUNCTIONS
+           for n in syntax.walk(fdef)):
+        return True
+    return helpers_call(fdef, ctx.namespace, _SYNC_FUNCTIONS)
+
+
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     shared = any(t.kind == SHARED for t in ctx.plan.tiles.values())
     syncs = any(isinstance(n, ast.Call) and (
         resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive,
                                                   T.sync_grid)
         or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
-    ctx.plan.user_barriers = syncs      # the tensors not noalias (codegen/entry.py)
+    ctx.plan.user_barriers = _own_barriers(fdef, ctx)  # tensors not noalias (codegen/entry.py)
     if not (shared or syncs):
         return fdef
     # shared tiles bound once (their allocation): a thread-dependent store into one is

@@ -63,6 +63,8 @@ class GridTurns:
 
     def _pause(self, block):
         block.go.clear()
+        if self.aborted:            # (the launch stopped while this block ran)
+            raise _Aborted()
         self.back.set()
         block.go.wait()
         if self.aborted:
