@@ -23,6 +23,7 @@ from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import mma, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
+from tilejit.sim.helpers import simulated_helpers
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, region
 from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_index
@@ -58,6 +59,9 @@ def simulator_function(kernel, constexprs=None):
                 return per_spec[key]
             constants = dict(constexprs or {})
         namespace = dict(ks.namespace)
+        # helpers and macros the kernel names: integer operators in the GPU's types
+        simulated_helpers(namespace, {n.id for n in ast.walk(ks.tree)
+                                      if isinstance(n, ast.Name)})
         namespace[SIM] = runtime
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
