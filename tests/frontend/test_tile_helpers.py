@@ -98,3 +98,25 @@ def test_on_the_gpu(op):
     np.testing.assert_allclose(dev[1].cpu().numpy(), want_b, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(dev[2].cpu().numpy(), want_c, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(dev[1].cpu().numpy(), b, rtol=1e-6, atol=1e-5)
+
+
+def _counted(p):
+    """A helper with a barrier, called in an expression: it cannot be inlined."""
+    T.sync_threads()
+    return p + 1
+
+
+@T.prim_func
+def _barrier_helper_in_an_expression(A: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding()
+        v = _counted(tx)
+        A[tx] = v
+
+
+def test_a_barrier_in_a_helper_that_cannot_be_inlined_is_named():
+    from tilejit.errors import CompileError
+    with pytest.raises(CompileError, match=r"T.sync_threads\(\) in a helper compiled as a "
+                                           r"device function") as e:
+        tilejit.compile(_barrier_helper_in_an_expression).get_kernel_source(arch="sm_90a")
+    assert "v = _counted(tx)" in str(e.value)

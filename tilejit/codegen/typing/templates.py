@@ -722,6 +722,22 @@ class _WarpMatch(AbstractTemplate):
         return signature(types.uint32, value, *[types.int64] * (len(args) - 1))
 
 
+@infer_global(T.sync_threads)
+@infer_global(T.sync_grid)
+class _BarrierInADeviceFunction(AbstractTemplate):
+    """A block or grid barrier the tile passes did not see: one in a helper compiled as a
+    device function (the kernel's own are markers by now)."""
+
+    def generic(self, args, kws):
+        name = getattr(self.key, "__name__", "sync_threads")
+        raise errors.TypingError(
+            f"T.{name}() in a helper compiled as a device function: a helper holding a "
+            f"barrier is inlined into the kernel, which needs the call to be a statement of "
+            f"its own (`f(...)`, not `v = f(...)`), its arguments names or constants, its "
+            f"parameters not assigned and the helper in the kernel's file; or write the "
+            f"barrier in the kernel")
+
+
 @infer_global(T.sync_warp)
 class _SyncWarp(AbstractTemplate):
     def generic(self, args, kws):
