@@ -144,8 +144,9 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         stages.report(" for the simulator")
         return kernel
     context = cres.target_context
-    # a kernel whose threads may exchange values through its tensors: not noalias
-    restrict = not (tiles.grid_sync or tiles.user_barriers)     # (codegen/entry.py)
+    # a kernel whose threads may exchange values through its tensors across its own
+    # barriers (T.sync_grid among them): not noalias (codegen/entry.py)
+    restrict = not tiles.user_barriers
     if spec.target.kind == "amdgpu":
         return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages,
                               restrict)

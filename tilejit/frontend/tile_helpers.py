@@ -78,7 +78,8 @@ class _Inliner:
             return None
         fn = _helper(resolve_static(stmt.value.func, self.ks.namespace))
         found = fn is not None and function_def_from_file(fn)
-        if not found or not self._holds_tile_ops(found[1], fn, depth):
+        if not found or not reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
+                                    depth):
             return None
         body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
         self.count += 1
@@ -88,40 +89,29 @@ class _Inliner:
         self.run(module, depth - 1)
         return module.body
 
-    def _holds_tile_ops(self, fdef, fn, depth) -> bool:
-        namespace = {**current_namespace(fn), "T": T}
-        for node in syntax.walk(fdef):
-            if not isinstance(node, ast.Call):
-                continue
-            if any(k.arg is None for k in node.keywords):
-                return True
-            if resolve_static(node.func, namespace) in _TILE_OPS:
-                return True
-            if depth > 1 and isinstance(node.func, ast.Name):
-                inner = _helper(resolve_static(node.func, namespace))
-                found = inner is not None and function_def_from_file(inner)
-                if found and self._holds_tile_ops(found[1], inner, depth - 1):
-                    return True
-        return False
 
 
-def helpers_call(fdef, namespace, functions, depth=_DEPTH) -> bool:
-    """Whether a helper (or ``@T.macro``) that ``fdef`` calls, or one those call, calls
-    one of ``functions`` (read from the helpers' sources, ``depth`` levels down)."""
+def _tile_op(call, namespace) -> bool:
+    """A call only the tile passes lower, or one passing ``**`` a dict."""
+    return any(k.arg is None for k in call.keywords) or \
+        resolve_static(call.func, namespace) in _TILE_OPS
+
+
+def reaches(fdef, namespace, hit, depth=_DEPTH) -> bool:
+    """Whether a call in ``fdef`` (its names resolved in ``namespace``), or in a helper
+    (or ``@T.macro``) it calls, or one those call (read from their sources, ``depth``
+    levels in all), is one ``hit(call, namespace)`` takes."""
     for node in syntax.walk(fdef):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name,
-                                                                      ast.Attribute))):
+        if not isinstance(node, ast.Call):
             continue
-        inner = _helper(resolve_static(node.func, namespace))
-        found = inner is not None and function_def_from_file(inner)
-        if not found:
-            continue
-        inner_namespace = {**current_namespace(inner), "T": T}
-        if any(isinstance(n, ast.Call) and resolve_static(n.func, inner_namespace)
-               in functions for n in syntax.walk(found[1])):
+        if hit(node, namespace):
             return True
-        if depth > 1 and helpers_call(found[1], inner_namespace, functions, depth - 1):
-            return True
+        if depth > 1 and isinstance(node.func, (ast.Name, ast.Attribute)):
+            inner = _helper(resolve_static(node.func, namespace))
+            found = inner is not None and function_def_from_file(inner)
+            if found and reaches(found[1], {**current_namespace(inner), "T": T}, hit,
+                                 depth - 1):
+                return True
     return False
 
 

@@ -39,7 +39,7 @@ import collections
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.frontend.tile_helpers import helpers_call
+from tilejit.frontend.tile_helpers import reaches
 from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
                                 FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, INTERNAL_BARRIER_ATTR,
@@ -499,14 +499,11 @@ _SYNC_FUNCTIONS = tuple(getattr(T, name) for name in (
     "cluster_arrive_relaxed", "cluster_wait"))
 
 
-def _own_barriers(fdef, ctx) -> bool:
-    """Whether the kernel, or a helper it calls, has a barrier of its own (not one the
-    front end wrote around a shared scratch: ``INTERNAL_BARRIER_ATTR``)."""
-    if any(isinstance(n, ast.Call) and not getattr(n, INTERNAL_BARRIER_ATTR, False)
-           and resolve_static(n.func, ctx.namespace) in _SYNC_FUNCTIONS
-           for n in syntax.walk(fdef)):
-        return True
-    return helpers_call(fdef, ctx.namespace, _SYNC_FUNCTIONS)
+def _own_barrier(call, namespace) -> bool:
+    """A barrier of the kernel's own (not one the front end wrote around a shared
+    scratch: ``INTERNAL_BARRIER_ATTR``)."""
+    return not getattr(call, INTERNAL_BARRIER_ATTR, False) and \
+        resolve_static(call.func, namespace) in _SYNC_FUNCTIONS
 
 
 def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
@@ -515,7 +512,8 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive,
                                                   T.sync_grid)
         or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
-    ctx.plan.user_barriers = _own_barriers(fdef, ctx)  # tensors not noalias (codegen/entry.py)
+    # the kernel's own barriers, or its helpers': its tensors not noalias (codegen/entry.py)
+    ctx.plan.user_barriers = reaches(fdef, ctx.namespace, _own_barrier)
     if not (shared or syncs):
         return fdef
     # shared tiles bound once (their allocation): a thread-dependent store into one is

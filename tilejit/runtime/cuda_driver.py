@@ -340,13 +340,16 @@ class Launcher:
         if err:  # CUresult is an int subclass and CUDA_SUCCESS == 0: no enum lookup needed
             self._on_error(err, grid, block, shared_bytes, stream)
 
-    def launch_cluster(self, grid, block, shared_bytes, stream, values, cluster) -> None:
-        """A launch in thread block clusters of ``cluster`` (3 dims; ``T.ClusterKernel``)."""
+    def launch_cluster(self, grid, block, shared_bytes, stream, values, cluster,
+                       cooperative=False) -> None:
+        """A launch in thread block clusters of ``cluster`` (3 dims; ``T.ClusterKernel``),
+        or a cooperative one (``T.sync_grid``: the driver runs every block at once or
+        refuses the launch)."""
         self._pack(self._view, 0, *values)
         gx, gy, gz = grid
         bx, by, bz = block
-        self.cluster_launch(cluster)(self._func, gx, gy, gz, bx, by, bz, shared_bytes, stream,
-                                     self._params_addr, 0)
+        self.cluster_launch(cluster, cooperative)(self._func, gx, gy, gz, bx, by, bz,
+                                                  shared_bytes, stream, self._params_addr, 0)
 
     def configured_launch(self, grid, block, shared_bytes, stream):
         """(``cuLaunchKernelEx``, a launch configuration of this geometry on ``stream``):
@@ -371,15 +374,6 @@ class Launcher:
         if found is None:
             found = self._cluster_launches[key] = _cluster_launcher(self, *key)
         return found
-
-    def launch_cooperative(self, grid, block, shared_bytes, stream, values) -> None:
-        """A cooperative launch (``T.sync_grid``): the driver runs every block at once or
-        refuses the launch (``CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE``)."""
-        self._pack(self._view, 0, *values)
-        gx, gy, gz = grid
-        bx, by, bz = block
-        self.cluster_launch((1, 1, 1), True)(self._func, gx, gy, gz, bx, by, bz,
-                                             shared_bytes, stream, self._params_addr, 0)
 
     def _on_error(self, err, grid, block, shared_bytes, stream) -> None:
         # No context / another device's context current on this thread: fix it and retry once.

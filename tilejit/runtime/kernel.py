@@ -442,7 +442,6 @@ class _Loaded:
             return
         self.launcher.launch(grid, block, self.compiled.shared_bytes, stream, tuple(values))
 
-
     def _launch_cooperative(self, launch, block, stream, values):
         # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__
         from tilejit.runtime import cuda_driver
@@ -470,7 +469,8 @@ class _Loaded:
             cuda_driver.ensure_context(max(self.device, 0))  # the event calls need one
             cuda_driver.wait_for(stream, [self.last_stream])
         self.last_stream = stream
-        self.launcher.launch_cooperative(launch.grid, block, shared, stream, tuple(values))
+        self.launcher.launch_cluster(launch.grid, block, shared, stream, tuple(values),
+                                     (1, 1, 1), cooperative=True)
 
 
 class _HipLoaded:

@@ -177,6 +177,12 @@ def guarded(builder, cond):
     return builder.if_then(cond) if cond is not None else contextlib.nullcontext()
 
 
+def inline_asm(builder, text, constraints, args, ret=None):
+    """A side-effecting PTX statement (``ret``: its result type, void when None)."""
+    fnty = ir.FunctionType(ret or ir.VoidType(), [a.type for a in args])
+    return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
+
+
 def intrinsic(builder, name, ret, argtys):
     """The declaration of an LLVM intrinsic in the builder's module."""
     fn = builder.module.globals.get(name)

@@ -34,7 +34,7 @@ from tilejit.ir import markers
 from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
 from tilejit.codegen.lowering.copy import emit_copy_async
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.tiles import plan, thread_index
+from tilejit.codegen.lowering.tiles import inline_asm, plan, thread_index
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 HALF2 = ir.VectorType(ir.HalfType(), 2)
@@ -42,14 +42,10 @@ _MODE = {128: 1, 64: 2, 32: 3}          # the descriptor's swizzle field
 WARPGROUP = 128
 
 
-def _asm(builder, text, constraints, args, ret=None):
-    ret = ret or ir.VoidType()
-    fnty = ir.FunctionType(ret, [a.type for a in args])
-    return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
 
 
 def _barrier_asm(builder, text):
-    _asm(builder, text, "~{memory}", [])
+    inline_asm(builder, text, "~{memory}", [])
 
 
 def descriptor(builder, pointer, smem, mn_major: bool) -> ir.Value:
@@ -171,7 +167,7 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
     tied = [str(i) for i in range(count)] if regs is not None else []
     constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"] + tied)
     ret = _accumulator_struct(builder, F32 if acc.constraint == "f" else I32, count)
-    out = _asm(builder, text, constraints,
+    out = inline_asm(builder, text, constraints,
                a_args + [b_desc, I32(int(accumulate))] + (regs or []), ret)
     return [builder.extract_value(out, i) for i in range(count)]
 
