@@ -74,6 +74,33 @@ def rng():
 
 
 @pytest.fixture
+def sass(tmp_path):
+    """``sass(ptx, arch)``: the SASS ptxas makes of ``ptx``, as nvdisasm prints it
+    (``nvdisasm`` on the PATH or from the ``nvidia-cuda-nvdisasm`` wheel, a test
+    dependency); skipped where either tool is missing."""
+    import glob
+    import shutil
+    import subprocess
+    import sysconfig
+    exe = shutil.which("ptxas")
+    dis = shutil.which("nvdisasm") or next(iter(glob.glob(os.path.join(
+        sysconfig.get_paths()["purelib"], "nvidia", "cu*", "bin", "nvdisasm"))), None)
+    if exe is None or dis is None:
+        pytest.skip("ptxas or nvdisasm is missing")
+
+    def disassemble(ptx: str, arch: str) -> str:
+        path = tmp_path / f"s_{arch}.ptx"
+        path.write_text(ptx)
+        out = subprocess.run([exe, f"-arch={arch}", str(path), "-o", f"{path}.cubin"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run([dis, "-c", f"{path}.cubin"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    return disassemble
+
+
+@pytest.fixture
 def ptxas(tmp_path):
     """``ptxas(ptx, arch)``: assemble with CUDA's ptxas (skipped where it is not on the
     PATH); returns its ``-v`` report (registers, spills)."""

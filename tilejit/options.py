@@ -7,6 +7,8 @@ the explicit values a kernel was given and, for what was not given, the environm
     TILEJIT_TMA=0          sm_90+ pipelines keep cp.async instead of TMA
     TILEJIT_WGMMA=0        sm_90a gemms keep mma.sync instead of wgmma.mma_async
     TILEJIT_WS=0           sm_90a TMA pipelines are not warp-specialized
+    TILEJIT_TURNS=0        warp-specialized attention's consumer warpgroups do not take
+                           turns at their exponentials (passes/softmax_turns.py)
     TILEJIT_DUMP_IR=DIR    every compiler stage, one file each (compiler/dump.py); a dump
                            bypasses the disk cache so each first compilation is written
 
@@ -34,6 +36,7 @@ class CompileOptions:
     tma: bool = True            # sm_90+: pipelined copies through TMA where they qualify
     wgmma: bool = True          # sm_90a: T.gemm on wgmma.mma_async where it qualifies
     warp_specialize: bool = True  # sm_90a: TMA pipelines feeding wgmma get a producer warp
+    softmax_turns: bool = True  # sm_90a: consumer warpgroups take turns at their exp2s
     # TileLang's safe memory access (its doors' default): a global tensor's element read
     # outside the tensor gives 0 and such a write is dropped, where tilejit's own door
     # reports it (passes/safe_memory.py)
@@ -59,16 +62,20 @@ def _switch(name: str) -> bool:
 
 def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
                     wgmma: bool | None = None, warp_specialize: bool | None = None,
-                    dump_dir: str | None = None, safe_memory: bool = False) -> CompileOptions:
+                    softmax_turns: bool | None = None, dump_dir: str | None = None,
+                    safe_memory: bool = False) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
     tma = _switch("TILEJIT_TMA") if tma is None else bool(tma)
     wgmma = _switch("TILEJIT_WGMMA") if wgmma is None else bool(wgmma)
     if warp_specialize is None:
         warp_specialize = _switch("TILEJIT_WS")
+    if softmax_turns is None:
+        softmax_turns = _switch("TILEJIT_TURNS")
     if dump_dir is None:
         dump_dir = os.environ.get("TILEJIT_DUMP_IR") or None
     return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma, wgmma=wgmma,
-                          warp_specialize=bool(warp_specialize), dump_dir=dump_dir,
+                          warp_specialize=bool(warp_specialize),
+                          softmax_turns=bool(softmax_turns), dump_dir=dump_dir,
                           safe_memory=bool(safe_memory))
 
 

@@ -2,6 +2,12 @@
 tilejit's attention and GEMM beside FA2, cuDNN and cuBLAS, in one process.
 
     python benchmarks/experiments/clocks_power.py [--json FILE] [--seconds S]
+        [--attention BM,BN,THREADS;...] [--dtypes float16,bfloat16]
+
+With ``--attention`` only the non-causal forward is run: cuDNN and tilejit's kernel in
+each configuration named (two stages, fast_math), for each dtype named (default
+float16); without it, the original set (FA2, tilejit's default, cuDNN, causal and not,
+and the GEMMs).
 
 Why: under ncu's locked base clock tilejit's attention ran at FA2's speed (3.97 vs
 4.00 ms) but at boost clocks FA2 keeps 1-6 %; if the two kernels settle at different
@@ -67,6 +73,17 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     fa = tilejit.kernel(flashattn.func, fast_math=True)
     b, h, s, d = 4, 32, 4096, 128
+    if "--attention" in args:
+        configs = [tuple(map(int, c.split(",")))
+                   for c in args[args.index("--attention") + 1].split(";")]
+        dtypes = (args[args.index("--dtypes") + 1].split(",") if "--dtypes" in args
+                  else ["float16"])
+        cases = []
+        for name in dtypes:
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=getattr(torch, name))
+                       for _ in range(3))
+            cases += _attention_cases(fa, q, k, v, configs, name)
+        return _measure(cases, seconds, out)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     o = torch.empty_like(q)
@@ -90,6 +107,29 @@ def main():
     cases += [("cuBLAS 8192^3", lambda: torch.matmul(a, bm, out=c), 2 * n ** 3),
               ("tilejit GEMM 128x128x64 s3 8192^3", lambda: gemm_kernel(a, bm, c, **gcfg),
                2 * n ** 3)]
+    _measure(cases, seconds, out)
+
+
+def _attention_cases(fa, q, k, v, configs, tag):
+    """cuDNN and tilejit's forward (non-causal) in each configuration, on these tensors."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    b, s, h, d = q.shape
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    o = torch.empty_like(q)
+    flops = 4 * b * h * s * s * d
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            torch.nn.functional.scaled_dot_product_attention(qt, kt, vt)
+    cases = [(f"cuDNN {tag}", cudnn, flops)]
+    for bm, bn, threads in configs:
+        cfg = dict(block_M=bm, block_N=bn, threads=threads, num_stages=2)
+        cases.append((f"tilejit {bm}x{bn} t{threads} {tag}",
+                      lambda cfg=cfg: fa(q, k, v, o, **cfg), flops))
+    return cases
+
+
+def _measure(cases, seconds, out):
     for _, fn, _ in cases:      # compile and warm
         fn()
     torch.cuda.synchronize()

@@ -200,14 +200,15 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                     "19_after_choose_operand_layouts.py",
                     "20_after_convert_fragment_layouts.py", "21_after_infer_layouts.py",
                     "22_after_check_registers.py", "23_after_use_tma.py",
-                    "24_after_specialize_warps.py", "25_after_stage_epilogues.py",
-                    "26_after_use_tma_stores.py", "27_after_fence_generic_writes.py",
-                    "28_after_plan_shared_memory.py", "29_after_insert_barriers.py",
-                    "30_after_defer_wgmma_waits.py", "31_after_version_parallel_guards.py",
-                    "32_tile_plan.txt", "33_numba_typed.txt", "34_llvm_lowered.ll",
-                    "35_llvm_optimized.ll", "36_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "31_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "36_kernel.ptx").read_text()
+                    "24_after_specialize_warps.py", "25_after_take_turns.py",
+                    "26_after_stage_epilogues.py",
+                    "27_after_use_tma_stores.py", "28_after_fence_generic_writes.py",
+                    "29_after_plan_shared_memory.py", "30_after_insert_barriers.py",
+                    "31_after_defer_wgmma_waits.py", "32_after_version_parallel_guards.py",
+                    "33_tile_plan.txt", "34_numba_typed.txt", "35_llvm_lowered.ll",
+                    "36_llvm_optimized.ll", "37_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "32_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "37_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

@@ -42,7 +42,7 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             global_copies, global_layouts, grid_sync,
                             layout_conversion,
                             layout_inference, parallel_guards, pipeline, rasterization,
-                            registers, safe_memory, safe_values, shared_memory,
+                            registers, safe_memory, safe_values, shared_memory, softmax_turns,
                             split_indices,
                             thread_branches,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
@@ -81,6 +81,7 @@ SOURCE_PASSES = (
     registers.check_registers,               # fragments and local tiles fit a thread
     tma.use_tma,                             # sm_90+: pipelines whose copies TMA can do
     warp_specialize.specialize_warps,        # sm_90a: a producer warpgroup for wgmma's TMA
+    softmax_turns.take_turns,                # sm_90a: consumers take turns at their exp2s
     epilogue_staging.stage_epilogues,        # sm_90a: wgmma accumulators out through shared
     tma_store.use_tma_stores,                # sm_90+: whole shared tiles stored by TMA
     async_proxy.fence_generic_writes,        # sm_90a: generic writes before wgmma's reads

@@ -180,6 +180,14 @@ MBAR_ARRIVE = _declare("__tj_mbar_arrive", "mbar_arrive",
                        "(mbarrier): lane 0 of each warp arrives (the warp is done with it)")
 SYNC_CONSUMERS = _declare("__tj_sync_consumers", "sync_consumers",
                           "A barrier of the consumer warpgroups only (named barrier 1).")
+# the consumer warpgroups' turns at their exponentials (passes/softmax_turns.py)
+TURN = _declare("__tj_turn", "turn",
+                "(step): one of TURN_START / TURN_WAIT / TURN_FINISH of the consumer "
+                "warpgroups' turns (named barriers 2 + warpgroup)")
+TURN_START, TURN_WAIT, TURN_FINISH = range(3)
+TURN_HANDOVER = _declare("__tj_turn_handover", "turn_handover",
+                         "(F): hand the turn to the next consumer warpgroup once fragment "
+                         "F (the row sums of the exponentials) is computed")
 
 SYNC_RANGE = _declare("__tj_sync_range", "sync_range",
                       "(barrier, threads): a named barrier of the threads of a range, which a "

@@ -5,7 +5,8 @@ threads; its first thread issues the copies (``plan().tma_issuer``). ``setmaxnre
 moves registers between warpgroups (sm_90a; every thread of the warpgroup executes it,
 in a kernel whose entry caps registers: ``nvvm.maxntid`` with ``nvvm.minctasm`` 1). The
 consumers synchronize among themselves on named barrier 1 (``bar.sync 1, N``), never
-on barrier 0, which would wait for the producer.
+on barrier 0, which would wait for the producer. Consumer warpgroup g takes its turn at
+the exponentials on named barrier ``TURN_BARRIER + g`` (``passes/softmax_turns.py``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from numba.core import types
 from tilejit.ir import markers
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan
+from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.lowering.tma import mbarrier
 
 
@@ -65,4 +67,49 @@ def sync_consumers_impl(context, builder, sig, args):
     if plan().proxy_fence:
         asm_statement(builder, "fence.proxy.async.shared::cta;")
     asm_statement(builder, f"bar.sync 1, {plan().ws_consumers};")
+    return context.get_dummy_value()
+
+
+TURN_BARRIER = 2        # warpgroup g's turn: named barrier 2 + g (1 is the consumers')
+_TURN_THREADS = 256     # the warpgroup that waits and the one that hands the turn over
+
+
+@lower(markers.stub(markers.TURN), types.IntegerLiteral, target="cuda")
+def turn_impl(context, builder, sig, args):
+    """START: the last consumer warpgroup hands warpgroup 0 its first turn; WAIT: this
+    warpgroup waits for its turn; FINISH: warpgroup 0 takes the handover that follows
+    the last turn, so that every arrival is matched when the kernel ends."""
+    step = sig.args[0].literal_value
+    group = builder.lshr(context.thread_index(builder), I32(7))
+    groups = plan().ws_consumers // 128
+    if step == markers.TURN_WAIT:
+        asm_statement(builder, f"bar.sync $0, {_TURN_THREADS};", "r",
+                      [builder.add(group, I32(TURN_BARRIER))])
+        return context.get_dummy_value()
+    start = step == markers.TURN_START
+    with builder.if_then(builder.icmp_unsigned("==", group, I32(groups - 1 if start else 0))):
+        asm_statement(builder, f"bar.{'arrive' if start else 'sync'} {TURN_BARRIER}, "
+                               f"{_TURN_THREADS};")
+    return context.get_dummy_value()
+
+
+@lower(markers.stub(markers.TURN_HANDOVER), TileType, target="cuda")
+def turn_handover_impl(context, builder, sig, args):
+    """Hand the turn to the next warpgroup (``bar.arrive``). Its barrier id is computed
+    in the PTX from this thread's slots of fragment F (32-bit values): ``max(bits & 1,
+    id)`` is always ``id`` (``TURN_BARRIER`` is 2 or more), but ptxas must compute every
+    slot of F first, and with them every exponential they sum, instead of sinking those
+    below the arrival."""
+    ty = sig.args[0]
+    bits = None
+    for slot in range(plan().tiles[ty.tile_name].indexing.slots):
+        value = builder.load(builder.gep(args[0], [I32(slot)], inbounds=True))
+        value = builder.bitcast(value, ir.IntType(32)) if value.type != I32(0).type else value
+        bits = value if bits is None else builder.or_(bits, value)
+    group = builder.lshr(context.thread_index(builder), I32(7))
+    groups = plan().ws_consumers // 128
+    following = builder.urem(builder.add(group, I32(1)), I32(groups))
+    asm_statement(builder, "{ .reg .b32 tjt; and.b32 tjt, $0, 1; max.u32 tjt, tjt, $1; "
+                           f"bar.arrive tjt, {_TURN_THREADS}; }}", "r,r",
+                  [bits, builder.add(following, I32(TURN_BARRIER))])
     return context.get_dummy_value()

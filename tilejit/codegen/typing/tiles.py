@@ -332,6 +332,20 @@ class SyncConsumersTemplate(AbstractTemplate):
         return signature(types.none)
 
 
+@infer_global(markers.stub(markers.TURN))
+class TurnTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 1 and isinstance(args[0], types.IntegerLiteral):
+            return signature(types.none, *args)
+        raise errors.TypingError(f"turn takes a literal step, got {args}")
+
+
+@infer_global(markers.stub(markers.TURN_HANDOVER))
+class TurnHandoverTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        return signature(types.none, _fragment(args[0], "turn handover"))
+
+
 @infer_global(markers.stub(markers.SYNC_ROLE))
 class SyncRoleTemplate(AbstractTemplate):
     def generic(self, args, kws):
