@@ -4,6 +4,9 @@ compiler (its PTX) timed beside this tree's, interleaved, with cuDNN as the yard
     PYTHONPATH=<base tree> python benchmarks/experiments/attention_ab_ptx.py dump DIR
     python benchmarks/experiments/attention_ab_ptx.py run DIR [--json FILE]
 
+``TILEJIT_AB_CONFIGS="128,128,256,2;..."`` (block_M, block_N, threads, stages) picks the
+configurations. ``dump`` on a machine without a GPU compiles for sm_90a (the H200's).
+
 ``dump`` compiles each configuration with whatever tilejit is importable and writes its
 PTX and launch data to DIR; ``run`` compiles the same configurations with this tree and
 launches the dumped PTX through a second kernel object of the same source whose compile
@@ -24,7 +27,9 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tilejit.
 sys.path.insert(0, EXAMPLES)
 from flash_attn import flashattn  # noqa: E402
 
-CONFIGS = [(128, 64, 128, 2), (192, 80, 384, 2), (192, 96, 384, 2)]
+CONFIGS = ([tuple(map(int, c.split(","))) for c in os.environ["TILEJIT_AB_CONFIGS"].split(";")]
+           if os.environ.get("TILEJIT_AB_CONFIGS")
+           else [(128, 64, 128, 2), (192, 80, 384, 2), (192, 96, 384, 2)])
 SHAPE = (4, 4096, 32, 128)
 
 
@@ -38,7 +43,8 @@ def cases():
 
 def tensors(dtype):
     torch.manual_seed(0)
-    q, k, v = (torch.randn(*SHAPE, device="cuda", dtype=dtype) for _ in range(3))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    q, k, v = (torch.randn(*SHAPE, device=device, dtype=dtype) for _ in range(3))
     return q, k, v, torch.empty_like(q)
 
 
@@ -47,7 +53,8 @@ def dump(out_dir):
     kernel = tilejit.kernel(flashattn.func, fast_math=True)
     for key, dtype, causal, cfg in cases():
         q, k, v, o = tensors(dtype)
-        c = kernel.compile(q, k, v, o, is_causal=causal, **cfg).compiled
+        where = {} if torch.cuda.is_available() else dict(target="cuda", arch="sm_90a")
+        c = kernel.compile(q, k, v, o, is_causal=causal, **cfg, **where).compiled
         with open(os.path.join(out_dir, key + ".json"), "w") as f:
             json.dump({"name": c.name, "ptx": c.ptx, "shared_bytes": c.shared_bytes,
                        "param_formats": repr(c.param_formats),

@@ -1,9 +1,10 @@
 """The consumer warpgroups' turns at their exponentials (``passes/softmax_turns.py``):
 the seed FlashAttention kernel with two consumer warpgroups (128×128 blocks, 256
-threads) on sm_90a waits for its turn before the exp2s and hands it over after them;
-ptxas keeps every exp2 (MUFU.EX2) between the two barriers; three warpgroups, the
-switch off and other kernels have no turns. On the GPU the output is the same bit for
-bit with and without turns, and matches SDPA and the simulator."""
+threads) on sm_90a waits for its turn before the exp2s and hands it over after them,
+before the row sums' shuffles; ptxas keeps every exp2 (MUFU.EX2) between the two
+barriers; three warpgroups, the switch off and other kernels have no turns. On the
+GPU the output is the same bit for bit with and without turns, and matches SDPA and
+the simulator."""
 import os
 import re
 import sys
@@ -52,6 +53,12 @@ def test_every_exponential_stays_inside_the_turn(causal, sass):
     # 64 scores a thread (a 64x128 tile over 128 threads) and the two rows' correction
     # factors; the epilogue's and the LSE's log2 are no MUFU.EX2
     assert inside == total == 66, (inside, total)
+    # the row sums' four shuffles come after the handover (ptxas may hoist one): their
+    # latency is not the turn's
+    shuffles = [line for line in code.splitlines()
+                if "SHFL.BFLY" in line or "BAR.ARV R" in line]
+    arrive = next(i for i, line in enumerate(shuffles) if "BAR.ARV R" in line)
+    assert len(shuffles) - 1 - arrive >= 2
 
 
 def test_a_plain_handover_lets_ptxas_sink_the_exponentials(sass):
@@ -74,6 +81,24 @@ def test_no_turns_when_off_or_with_three_warpgroups(kernel, cfg):
     assert not re.search(r"bar\.sync %r\d+, 256;", ptx)
 
 
+def test_no_turns_where_a_row_sum_spans_both_warpgroups():
+    """64-row blocks on 256 threads: each row's sum is exchanged between the warpgroups
+    through shared memory behind a barrier of both, which a warpgroup waiting for its
+    turn would never reach (found hanging on the H200)."""
+    for block_N in (64, 128):
+        ptx = _ptx(TURNS, dict(TWO, block_M=64, block_N=block_N))
+        assert "tjt" not in ptx and not re.search(r"bar\.sync %r\d+, 256;", ptx)
+
+
+def test_both_warpgroups_meet_after_the_last_turn():
+    """Warpgroup 0 takes the last handover (barrier 2), then both consumer warpgroups
+    meet (barrier 1), so a next run of the loop (an outer loop around it) cannot have
+    warpgroup 1's first handover complete barrier 2 together with its last one."""
+    ptx = _ptx(TURNS, TWO)
+    finish = ptx.index("bar.sync 2, 256;")
+    assert "bar.sync 1, 256;" in ptx[finish:finish + 400]
+
+
 def test_the_switch_reads_the_environment(monkeypatch):
     monkeypatch.setenv("TILEJIT_TURNS", "0")
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
@@ -85,6 +110,19 @@ def test_the_simulator_is_not_affected():
     q, k, v = (torch.randn(1, 200, 1, 64, dtype=torch.float16) for _ in range(3))
     o = torch.empty_like(q)
     KernelFunction(flashattn.func, fast_math=True, target="sim")(q, k, v, o, **TWO)
+    assert (o.float() - reference(q, k, v, False)).abs().max().item() < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_M", [64, 128])
+def test_64_row_blocks_on_256_threads_run(block_M):
+    """The configuration that hung when it took turns (a row sum across warpgroups)."""
+    import torch
+    q, k, v = (torch.randn(1, 700, 2, 128, device="cuda", dtype=torch.float16)
+               for _ in range(3))
+    o = torch.empty_like(q)
+    TURNS(q, k, v, o, **dict(TWO, block_M=block_M))
+    torch.cuda.synchronize()
     assert (o.float() - reference(q, k, v, False)).abs().max().item() < 2e-2
 
 

@@ -185,9 +185,6 @@ TURN = _declare("__tj_turn", "turn",
                 "(step): one of TURN_START / TURN_WAIT / TURN_FINISH of the consumer "
                 "warpgroups' turns (named barriers 2 + warpgroup)")
 TURN_START, TURN_WAIT, TURN_FINISH = range(3)
-TURN_HANDOVER = _declare("__tj_turn_handover", "turn_handover",
-                         "(F): hand the turn to the next consumer warpgroup once fragment "
-                         "F (the row sums of the exponentials) is computed")
 
 SYNC_RANGE = _declare("__tj_sync_range", "sync_range",
                       "(barrier, threads): a named barrier of the threads of a range, which a "

@@ -103,6 +103,9 @@ class TilePlan:
     # warp specialization (passes/warp_specialize.py): consumer threads (0: none), the
     # thread that issues TMA copies, the threads launched per block (0: the kernel's)
     ws_consumers: int = 0
+    # row sums (reduction ids) after whose per-thread partials, before their shuffles, a
+    # consumer warpgroup hands the turn at the exponentials over (passes/softmax_turns.py)
+    turn_handovers: set = field(default_factory=set)
     # the kernel sets its warpgroups' registers itself (T.set_max_nreg): launched one block
     # per SM as a warp-specialized one is, so that setmaxnreg takes effect
     user_setmaxnreg: bool = False

@@ -16,17 +16,25 @@ one warpgroup's exp2s always run beside the other's products.
         ... QK^T, mask, row max, correction factor ...
         turn WAIT           bar.sync 2 + g, 256
         for s in frag_loop: S[s] = exp2(S[s] * scale - m * scale)
-        reduce_sum(S, l)
-        turn HANDOVER(l)    bar.arrive 2 + (1 - g), 256   (after every exp2: see below)
+        reduce_sum(S, l)    its per-thread partials, then
+                            bar.arrive 2 + (1 - g), 256   (after every exp2: see below),
+                            then the partials' shuffles
         ... P = cast(S), O *= factor, P·V ...
     turn FINISH         (after the loop: warpgroup 0 takes the last handover)
+    sync_consumers      (both warpgroups: a next run of the loop starts afresh)
 
 ptxas schedules arithmetic across a named barrier freely: left alone it sinks the
 exp2s below the ``bar.arrive`` (nearer their uses), and the turn orders nothing (the
 first version measured no gain for that reason: 2026-12-04). The handover's barrier id
-is therefore computed inside its PTX from the row sums' bits (``(bits & 1)`` folded in
-with ``max``: always the same id, but a value ptxas must wait for), and the row sums
-need every exp2. Correctness never depends on that: only where ptxas may put them.
+is therefore computed inside its PTX from the bits of this thread's partial row sums
+(``(bits & 1)`` folded in with ``max``: always the same id, but a value ptxas must wait
+for), which need every exp2 of the thread; the reduction's lowering emits it between
+the partials and their shuffles (``plan.turn_handovers``), so the shuffles' latency is
+not part of the turn, as in cuDNN's kernel, whose arrival comes among its last exp2s.
+The wait is a plain ``bar.sync``: ptxas does not hoist the exp2s above it (it does once
+the wait's id depends on the row max, tried: the max and its shuffles then precede the
+wait, but so do the exp2s). Correctness never depends on any of that: only where
+ptxas may put the instructions.
 
 Measured on the H200 (b4 h32 s4096 d128, same process, 2026-12-04), with ÷ without:
 two consumer warpgroups (128×128 blocks, 256 threads) 1.08 / 1.08 (fp16 / bf16,
@@ -36,8 +44,11 @@ non-causal) and 1.07 / 1.07 (causal), 0.92 → 1.00 of cuDNN in fp16; three (192
 exponentials, and a turn only makes warpgroups wait. So it applies to a kernel the
 compiler warp-specialized (``warp_specialize.py``) with two consumer warpgroups, to
 the one loop of their branch that runs two wgmma gemms with, between them, a fragment
-loop that writes exp/exp2 of the first gemm's accumulator followed by a sum reduction
-of it into a 32-bit fragment (the lowering takes any number of warpgroups round). Results do not
+loop that writes exp/exp2 of the first gemm's accumulator followed right away by a sum
+reduction of it into a 32-bit fragment that needs no exchange between warps (the
+lowering takes any number of warpgroups round). Nothing between a warpgroup's wait and
+its handover may wait for the other warpgroup: a reduction through shared memory (64-row
+blocks on 256 threads, whose rows span both) would deadlock, and is not matched. Results do not
 change (the same instructions, in another order). ``CompileOptions.softmax_turns``
 (``TILEJIT_TURNS=0``) turns it off. The simulator runs the kernel's source, without it.
 """
@@ -46,8 +57,8 @@ from __future__ import annotations
 import ast
 
 from tilejit import syntax
-from tilejit.ir.markers import (FRAG_LOOP, FRAG_SET, GEMM, REDUCE, TURN, TURN_FINISH,
-                                TURN_HANDOVER, TURN_START, TURN_WAIT, WS_ATTR)
+from tilejit.ir.markers import (FRAG_LOOP, FRAG_SET, GEMM, REDUCE, SYNC_CONSUMERS, TURN,
+                                TURN_FINISH, TURN_START, TURN_WAIT, WS_ATTR)
 from tilejit.language.hopper import WARPGROUP_THREADS
 
 # the element-wise exponentials of the language (T.exp2, T.exp and their fast forms)
@@ -81,12 +92,8 @@ def _writes_exponential_of(loop, acc) -> bool:
     return False
 
 
-def _marker(name, args):
-    return ast.Expr(ast.Call(ast.Name(name, ast.Load()), args, []))
-
-
 def _turn(step):
-    return _marker(TURN, [ast.Constant(step)])
+    return ast.Expr(ast.Call(ast.Name(TURN, ast.Load()), [ast.Constant(step)], []))
 
 
 def _statement_lists(stmts):
@@ -102,8 +109,8 @@ def _statement_lists(stmts):
 
 
 def _place(loop, plan):
-    """(index before which to wait, index after which to hand over, the sums' fragment)
-    in ``loop``'s body, or None where the loop is not an attention step."""
+    """(index before which to wait, the row sum's reduction id) in ``loop``'s body, or
+    None where the loop is not an attention step."""
     body = loop.body
     gemms = [i for i, st in enumerate(body) if (c := _call_of(st, GEMM)) is not None
              and isinstance(c.args[3], ast.Constant)
@@ -113,18 +120,21 @@ def _place(loop, plan):
     first, second = gemms
     acc = _name_of(_call_of(body[first], GEMM).args[2])
     exps = [i for i in range(first + 1, second) if _writes_exponential_of(body[i], acc)]
-    if len(exps) != 1:
+    if len(exps) != 1 or exps[0] + 1 >= second:
         return None
-    for i in range(exps[0] + 1, second):
-        reduce = _call_of(body[i], REDUCE)
-        if reduce is None or _name_of(reduce.args[0]) != acc:
-            continue
-        kind = reduce.args[2].value if isinstance(reduce.args[2], ast.Constant) else None
-        sums = _name_of(reduce.args[1])
-        tile = plan.tiles.get(sums)
-        if kind == "sum" and tile is not None and tile.dtype.bits == 32:
-            return exps[0], i, sums
+    # the row sum right after the exponentials, within each warp: nothing in the turn
+    # may wait for the other warpgroup (a reduction whose rows span both exchanges its
+    # partials through shared memory behind a barrier of all consumers: a deadlock,
+    # 64-row blocks on 256 threads)
+    reduce = _call_of(body[exps[0] + 1], REDUCE)
+    if reduce is None or _name_of(reduce.args[0]) != acc:
         return None
+    kind, rid = (a.value if isinstance(a, ast.Constant) else None
+                 for a in (reduce.args[2], reduce.args[5]))
+    tile = plan.tiles.get(_name_of(reduce.args[1]))
+    if (kind == "sum" and rid is not None and rid not in plan.scratch and tile is not None
+            and tile.dtype.bits == 32):
+        return exps[0], rid
     return None
 
 
@@ -144,11 +154,13 @@ def take_turns(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             found = _place(loop, plan)
             if found is None:
                 continue
-            wait, handover, sums = found
-            body = loop.body
-            loop.body = (body[:wait] + [_turn(TURN_WAIT)] + body[wait:handover + 1]
-                         + [_marker(TURN_HANDOVER, [ast.Name(sums, ast.Load())])]
-                         + body[handover + 1:])
-            stmts[at:at + 1] = [_turn(TURN_START), loop, _turn(TURN_FINISH)]
+            wait, rid = found
+            loop.body[wait:wait] = [_turn(TURN_WAIT)]
+            plan.turn_handovers.add(rid)
+            # a barrier of both warpgroups after the last turn: where the loop runs again
+            # (inside another loop), warpgroup 1's next START must not meet warpgroup 0's
+            # FINISH still waiting for its last handover on the same barrier
+            stmts[at:at + 1] = [_turn(TURN_START), loop, _turn(TURN_FINISH),
+                                ast.Expr(ast.Call(ast.Name(SYNC_CONSUMERS, ast.Load()), [], []))]
             return syntax.fix_missing_locations(fdef)
     return fdef

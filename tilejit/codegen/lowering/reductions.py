@@ -37,6 +37,7 @@ from tilejit.ir.plan import compute_dtype
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import numba_type
 from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.warp_specialize import turn_handover
 from tilejit.codegen.lowering.tiles import (tile_threads_barrier, element_offset, emit, guarded,
                                             intrinsic, nonzero, owned_elements, plan, rounds,
                                             shared_base, thread_index, unflatten)
@@ -200,6 +201,8 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
             v = builder.select(ok, v, ident)
         owned[r].append(v)
     partial = [_combine_pairwise(builder, op, vs, ctype) if vs else ident for vs in owned]
+    if rid in plan().turn_handovers:    # the exponentials' row sums (softmax_turns.py)
+        turn_handover(context, builder, partial)
     for off in red.lane_offsets:
         partial = [_combine(builder, op, p, _shfl_xor(builder, p, off), ctype) for p in partial]
     if red.warp_digits:
@@ -306,6 +309,9 @@ def reduce_impl(context, builder, sig, args):
                                f"copy the result where it should go afterwards")
         scratch = plan().scratch.get(rid)
         if scratch is not None and scratch.startswith("__tj_redmem"):
+            if rid in plan().turn_handovers:    # the other warpgroup would wait forever
+                raise CompileError(f"internal: T.reduce_{op} through shared memory cannot "
+                                   f"hand over the turn at the exponentials")
             _reduce_through_memory(context, builder, sig, args, op, dim, clear, scratch)
         else:
             _reduce_fragment(context, builder, sig, args, op, dim, clear, rid)

@@ -16,7 +16,6 @@ from numba.core import types
 from tilejit.ir import markers
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan
-from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.lowering.tma import mbarrier
 
 
@@ -93,23 +92,19 @@ def turn_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
-@lower(markers.stub(markers.TURN_HANDOVER), TileType, target="cuda")
-def turn_handover_impl(context, builder, sig, args):
-    """Hand the turn to the next warpgroup (``bar.arrive``). Its barrier id is computed
-    in the PTX from this thread's slots of fragment F (32-bit values): ``max(bits & 1,
-    id)`` is always ``id`` (``TURN_BARRIER`` is 2 or more), but ptxas must compute every
-    slot of F first, and with them every exponential they sum, instead of sinking those
-    below the arrival."""
-    ty = sig.args[0]
+def turn_handover(context, builder, values):
+    """Hand the turn at the exponentials to the next consumer warpgroup (``bar.arrive``),
+    from a row sum's lowering (``reductions.py``) once this thread's partial sums
+    (``values``, 32-bit) are computed. The barrier id is computed in the PTX from their
+    bits, ``max(bits & 1, id)``: always ``id`` (``TURN_BARRIER`` is 2 or more), but ptxas
+    must compute every partial first, and with them every exponential they sum, instead
+    of sinking those below the arrival."""
     bits = None
-    for slot in range(plan().tiles[ty.tile_name].indexing.slots):
-        value = builder.load(builder.gep(args[0], [I32(slot)], inbounds=True))
+    for value in values:
         value = builder.bitcast(value, ir.IntType(32)) if value.type != I32(0).type else value
         bits = value if bits is None else builder.or_(bits, value)
     group = builder.lshr(context.thread_index(builder), I32(7))
-    groups = plan().ws_consumers // 128
-    following = builder.urem(builder.add(group, I32(1)), I32(groups))
+    following = builder.urem(builder.add(group, I32(1)), I32(plan().ws_consumers // 128))
     asm_statement(builder, "{ .reg .b32 tjt; and.b32 tjt, $0, 1; max.u32 tjt, tjt, $1; "
                            f"bar.arrive tjt, {_TURN_THREADS}; }}", "r,r",
                   [bits, builder.add(following, I32(TURN_BARRIER))])
-    return context.get_dummy_value()

@@ -340,12 +340,6 @@ class TurnTemplate(AbstractTemplate):
         raise errors.TypingError(f"turn takes a literal step, got {args}")
 
 
-@infer_global(markers.stub(markers.TURN_HANDOVER))
-class TurnHandoverTemplate(AbstractTemplate):
-    def generic(self, args, kws):
-        return signature(types.none, _fragment(args[0], "turn handover"))
-
-
 @infer_global(markers.stub(markers.SYNC_ROLE))
 class SyncRoleTemplate(AbstractTemplate):
     def generic(self, args, kws):
