@@ -46,7 +46,7 @@ _DEPTH = 8
 # the tile operations only the tile passes lower: a helper that uses one cannot be a
 # device function (T.Parallel loops, element atomics and scalars can, and stay one)
 _TILE_OPS = {getattr(T, name) for name in (
-    "copy", "gemm", "fill", "clear", "reduce_sum", "reduce_max", "reduce_min",
+    "copy", "gemm", "fill", "clear", "reduce", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
     "cumsum", "cummax", "alloc_shared", "alloc_fragment", "annotate_layout", "all_of",
     "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer",

@@ -43,7 +43,7 @@ from tilejit.language.threads import (get_block_binding, get_block_bindings, get
                                       get_warp_idx, get_warp_idx_sync, get_thread_binding,
                                       get_thread_bindings, get_thread_extent,
                                       get_thread_extents, thread_binding)
-from tilejit.language.reductions import (cummax, cumsum, reduce_abssum, reduce_absmax,
+from tilejit.language.reductions import (cummax, cumsum, reduce, reduce_abssum, reduce_absmax,
                                          reduce_bitand, reduce_bitor, reduce_bitxor,
                                          reduce_max, reduce_min, reduce_sum)
 from tilejit.language.warp import (shfl_down, shfl_sync, shfl_up, shfl_xor, warp_reduce_bitand,
@@ -108,7 +108,7 @@ __all__ = [
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
     "atomic_store", "atomic_addx2", "atomic_addx4",
     "cumsum", "cummax",
-    "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "reduce", "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",

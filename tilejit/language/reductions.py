@@ -1,4 +1,5 @@
-"""Reductions and scans over tiles: ``T.reduce_sum | reduce_max | reduce_min |
+"""Reductions and scans over tiles: ``T.reduce`` (TileLang's generic form) and
+``T.reduce_sum | reduce_max | reduce_min |
 reduce_abssum | reduce_absmax | reduce_bitand | reduce_bitor | reduce_bitxor`` (the
 bitwise ones on integer tiles) and the scans ``T.cumsum | cummax``.
 
@@ -17,6 +18,16 @@ where a reduction across threads is warp shuffles.
 from __future__ import annotations
 
 from tilejit.language._semantics import meaning
+
+
+def reduce(buffer, out, reduce_type, dim, clear):
+    """TileLang's generic reduction: ``T.reduce(S, r, "max", 1, True)`` is
+    ``T.reduce_max(S, r, dim=1, clear=True)``; ``reduce_type`` one of ``"sum"``,
+    ``"max"``, ``"min"``, ``"abssum"``, ``"absmax"``, ``"bitand"``, ``"bitor"``,
+    ``"bitxor"``, written as a string (the front end rewrites the call:
+    ``frontend/generic_reduce.py``)."""
+    raise RuntimeError("T.reduce is a statement of a kernel: the front end writes it as the "
+                       "T.reduce_<kind> it names")
 
 
 def reduce_sum(src, dst, dim=-1, clear=True, batch=1):
