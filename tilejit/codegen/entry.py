@@ -29,7 +29,8 @@ def kernel_parameters(context, argtypes):
 
 
 def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
-                 shape_constants=None, prologue=None, restrict: bool = True) -> str:
+                 shape_constants=None, prologue=None, restrict: bool = True,
+                 aliased=frozenset()) -> str:
     """LLVM IR text of the entry ``name`` (``calling_convention``: ``ptx_kernel`` or
     ``amdgpu_kernel``) calling the device function of ``fndesc``. ``shape_constants``
     maps an argument's position to ``{dim: value}``: the shape entries this
@@ -37,7 +38,8 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
     part of the specialization's key), so the entry uses the constants: bounds checks
     against them fold away. A tensor map parameter is named ``tjmap<i>``. ``prologue``
     (builder → None) emits code before the call (``poison_shared``). ``restrict``: the
-    tensor pointers are ``noalias`` (``tensor_value``)."""
+    tensor pointers are ``noalias`` (``tensor_value``), but those at the positions in
+    ``aliased`` (``T.annotate_restrict_buffers``)."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -52,7 +54,8 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
         pos += len(group)
         if isinstance(ty, GlobalTensorType):
             known = (shape_constants or {}).get(index, {})
-            values.append(tensor_value(context, builder, ty, params, known, restrict))
+            values.append(tensor_value(context, builder, ty, params, known,
+                                       restrict and index not in aliased))
         elif isinstance(ty, TensorMapType):
             params[0].name = f"tjmap{index}"
             values.append(params[0])

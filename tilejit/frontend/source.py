@@ -32,6 +32,8 @@ class KernelSource:
     namespace: dict = field(default_factory=dict)
     resolved: bool = False
     reads: list = field(default_factory=list)  # references.Read: what it read, resolved
+    # tensor parameters that may alias (T.annotate_restrict_buffers): not noalias
+    aliased: set = field(default_factory=set)
 
     @property
     def launch(self) -> ast.With:
@@ -278,6 +280,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.thread_allreduce import rewrite_thread_allreduce  # (the same circle)
     from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     from tilejit.frontend.generic_reduce import rewrite_generic_reduces  # (the same circle)
+    from tilejit.frontend.restrict_annotations import take_restrict_annotations  # (the same)
+    take_restrict_annotations(ks)
     rewrite_let_bindings(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)

@@ -208,6 +208,15 @@ def named_barrier_arrive(barrier_id, arrive_count):
     return meaning("named_barrier_arrive")(barrier_id, arrive_count)
 
 
+def annotate_restrict_buffers(*buffers):
+    """TileLang's ``T.annotate_restrict_buffers(A, B)``: the tensor parameters named may
+    alias each other (overlapping slices of one tensor), so the compiler does not take
+    their accesses for independent (no ``noalias``: TileLang's ``__restrict__`` left
+    out). A statement of the kernel (``frontend/restrict_annotations.py``)."""
+    raise RuntimeError("T.annotate_restrict_buffers is a statement of a kernel: the front "
+                       "end takes it out when the kernel is parsed")
+
+
 def no_set_max_nreg():
     """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
     them from the producer warpgroup to the consumers (a scheduling hint: results never

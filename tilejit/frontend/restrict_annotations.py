@@ -1,0 +1,57 @@
+"""TileLang's ``T.annotate_restrict_buffers(A, B, ...)``: the tensor parameters named may
+alias each other (overlapping views of one tensor), so they must not be ``noalias``
+(TileLang's ``__restrict__``, which tilejit's entry gives every tensor:
+``codegen/entry.py``). Despite its name, TileLang's call takes the restriction away.
+
+Each such statement of the kernel (outside or inside its ``with T.Kernel``) is taken out
+of the tree when the kernel is parsed (``source.parse_kernel``), its names checked to be
+tensor parameters (a ``CompileError`` at its line otherwise) and kept in
+``KernelSource.aliased``; the pipeline compiles the entry without ``noalias`` on them.
+The simulator reads and writes numpy views as they are: aliasing needs nothing there."""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, resolve_static
+
+
+def _is_annotation(node, namespace) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and resolve_static(node.value.func, namespace) is T.annotate_restrict_buffers)
+
+
+class _Annotations(syntax.NodeTransformer):
+    def __init__(self, ks: KernelSource):
+        self.ks = ks
+        # the kernel's body and its `with` blocks' bodies: where the statement may be
+        self.allowed = {id(s) for s in ks.tree.body}
+        for stmt in ks.tree.body:
+            if isinstance(stmt, ast.With):
+                self.allowed.update(id(s) for s in stmt.body)
+
+    def visit_Expr(self, node):
+        if not _is_annotation(node, self.ks.namespace):
+            return node
+        call = node.value
+        if id(node) not in self.allowed:
+            raise self.ks.error("T.annotate_restrict_buffers is a statement of the kernel's "
+                                "body or of its `with T.Kernel` block, not under an `if` or "
+                                "a loop (it holds for the whole kernel)", node)
+        if call.keywords:
+            raise self.ks.error("T.annotate_restrict_buffers(*buffers) takes the tensor "
+                                "parameters positionally", node)
+        for arg in call.args:
+            if not (isinstance(arg, ast.Name) and arg.id in self.ks.params
+                    and arg.id not in self.ks.constexpr_params):
+                raise self.ks.error(f"T.annotate_restrict_buffers: expected tensor parameters "
+                                    f"of the kernel, got `{ast.unparse(arg)}`", node)
+            self.ks.aliased.add(arg.id)
+        return ast.copy_location(ast.Pass(), node)
+
+
+def take_restrict_annotations(ks: KernelSource) -> None:
+    """``T.annotate_restrict_buffers`` statements out of ``ks.tree``, their parameters into
+    ``ks.aliased``."""
+    ks.tree = syntax.fix_missing_locations(_Annotations(ks).visit(ks.tree))
