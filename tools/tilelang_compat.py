@@ -24,6 +24,8 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 # supported names that behave differently from TileLang's
 
 LANGUAGE_DIFFERENCES = {
+    "__ldg": "the load `x[i]` (LLVM emits `ld.global.nc` where a tensor is read-only and not "
+             "aliased; not forced where it is not)",
     "make_tensor": "`T.make_tensor(ptr, shape, dtype, strides=None)` of a `T.ptr` parameter or "
                    "a pointer table's element; its copies are element loads (no cp.async or "
                    "TMA); the simulator reads host memory at the address (checked to be "

@@ -56,7 +56,7 @@ from tilejit.language.warp import __ffs, __fns
 from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,
-                                    annotate_layout, annotate_restrict_buffers,
+                                    annotate_layout, annotate_restrict_buffers, __ldg,
                                     annotate_safe_value, any_of, clear,
                                     copy, fill, let,
                                     disable_warp_group_reg_alloc, finalize_reducer, gemm,
@@ -124,7 +124,7 @@ __all__ = [
     "index_to_coordinates",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
-    "annotate_restrict_buffers",
+    "annotate_restrict_buffers", "__ldg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",

@@ -208,6 +208,14 @@ def named_barrier_arrive(barrier_id, arrive_count):
     return meaning("named_barrier_arrive")(barrier_id, arrive_count)
 
 
+def __ldg(load_or_buffer, index=None):
+    """TileLang's ``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: CUDA's load through the read-only
+    data cache. The front end writes it as the load ``x[i]`` (``frontend/let_bindings.py``):
+    LLVM emits ``ld.global.nc`` where the tensor is read-only and not aliased."""
+    raise RuntimeError("T.__ldg is an expression of a kernel: the front end writes it as "
+                       "the load it names")
+
+
 def annotate_restrict_buffers(*buffers):
     """TileLang's ``T.annotate_restrict_buffers(A, B)``: the tensor parameters named may
     alias each other (overlapping slices of one tensor), so the compiler does not take
