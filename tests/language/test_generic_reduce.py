@@ -98,16 +98,22 @@ def test_the_same_ptx_as_the_reduction_it_names(arch, ptxas):
 
 @pytest.mark.parametrize("kind, message", [
     ("'mean'", r"reduce_type must be one of sum, max, min, abssum, absmax, bitand, bitor, "
-               r"bitxor written as a string, got `'mean'`"),
-    ("op", r"got `op`")])
+               r"bitxor written as a string, got `'mean'`\n"),
+    # a T.constexpr parameter, even one a module name spells too (the module's would win)
+    ("op", r"got `op` \(op: the kernel's own, not known when it is parsed"),
+    ("KIND", r"got `KIND` \(KIND: the kernel's own")])
 def test_a_kind_that_is_not_a_known_string_is_an_error_at_its_line(kind, message, tmp_path):
     source = tmp_path / "k.py"
     source.write_text(f'''import tilejit
 import tilejit.language as T
 
 
+op = "sum"
+
+
 @tilejit.kernel
-def k(X, Out, op: T.constexpr = "sum"):
+def k(X, Out, op: T.constexpr = op):
+    KIND = "max"
     with T.Kernel(1, threads=128):
         x = T.alloc_fragment((16, 16), "float32")
         r = T.alloc_fragment((16,), "float32")
@@ -121,7 +127,7 @@ def k(X, Out, op: T.constexpr = "sum"):
     with pytest.raises(CompileError, match=message) as info:
         spec.loader.exec_module(module)
         module.k(np.zeros((16, 16), np.float32), np.zeros(16, np.float32))
-    assert "line 11" in str(info.value)
+    assert "line 15" in str(info.value)
 
 
 def test_a_missing_argument_is_an_error():

@@ -19,6 +19,41 @@ def gather(X, idx, Y):
                 Y[bx * 128 + i] = T.__ldg(X, j) * 2.0 + T.__ldg(X, [j])
 
 
+def _twice(x, i):
+    """A helper compiled as a device function (no tile operations): T.__ldg typed there."""
+    return T.__ldg(x[i]) + T.__ldg(x, i)
+
+
+@T.macro
+def _store(X, Y, i):
+    Y[i] = T.__ldg(X, i) + 1.0
+
+
+@tilejit.kernel
+def scatter(X, idx, Z, Y):
+    """T.__ldg in an expression statement (an atomic's index and value), in a helper and
+    in a macro."""
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(128):
+            T.atomic_add(Z[T.__ldg(idx[i])], T.__ldg(X[i]))
+            Y[i] = _twice(X, i)
+        _store(X, Y, 0)
+
+
+def test_in_expression_statements_helpers_and_macros():
+    x = np.arange(128, dtype=np.float32)
+    idx = (np.arange(128) % 4).astype(np.int32)
+    z = np.zeros(4, np.float32)
+    y = np.zeros(128, np.float32)
+    tilejit.kernel(scatter.func, target="sim")(x, idx, z, y)
+    np.testing.assert_array_equal(z, [x[idx == j].sum() for j in range(4)])
+    expected = 2 * x
+    expected[0] = x[0] + 1.0
+    np.testing.assert_array_equal(y, expected)
+    ptx = scatter.compile(x, idx, z, y, target="cuda", arch="sm_90a").ptx
+    assert "atom.global.add.f32" in ptx
+
+
 def _data():
     rng = np.random.default_rng(5)
     x = rng.standard_normal(500).astype(np.float32)

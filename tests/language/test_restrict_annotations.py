@@ -82,9 +82,66 @@ def k(x, y, flag: T.constexpr = True):
     assert "line 8" in str(info.value) or "line 9" in str(info.value)
 
 
-def test_outside_a_kernel_it_says_what_it_is():
-    with pytest.raises(RuntimeError, match="a statement of a kernel"):
-        T.annotate_restrict_buffers()
+def test_run_on_the_host_it_does_nothing():
+    """A program's prologue (the host code before its launches) runs as Python."""
+    assert T.annotate_restrict_buffers() is None
+
+
+@T.macro
+def _aliasing(x, y):
+    T.annotate_restrict_buffers(x, y)
+
+
+@tilejit.kernel
+def add_macro(x, y, z):
+    _aliasing(x, y)
+    n = x.shape[0]
+    with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < n:
+                y[bx * 128 + i] = x[bx * 128 + i] + z[bx * 128 + i]
+
+
+@tilejit.kernel
+def two_launches(x, y, z):
+    """A program of two launches through a global scratch tensor, its prologue on the
+    host: the annotation holds for each launch."""
+    T.annotate_restrict_buffers(x, y)
+    tmp = T.alloc_global((1000,), "float32")
+    with T.Kernel(8, threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < 1000:
+                tmp[bx * 128 + i] = x[bx * 128 + i] + z[bx * 128 + i]
+    with T.Kernel(8, threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < 1000:
+                y[bx * 128 + i] = tmp[bx * 128 + i] * 2.0
+
+
+def test_in_a_macro_and_in_a_program_of_two_launches():
+    assert _params(add_macro) == [False, False, True]
+    a = np.arange(1000, dtype=np.float32)
+    two_launches.compile(a, a.copy(), a.copy(), target="cuda", arch="sm_90a")
+    y = np.zeros(1000, np.float32)
+    tilejit.kernel(two_launches.func, target="sim")(a, y, np.ones(1000, np.float32))
+    np.testing.assert_array_equal(y, 2 * (a + 1))
+
+
+@tilejit.kernel
+def shift(y, x):
+    T.annotate_restrict_buffers(x, y)
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(128):
+            y[i] = x[i] + 1.0
+
+
+def test_aliased_bfloat16_views_in_the_simulator():
+    """The simulator computes on a copy of a bfloat16 array (ml_dtypes) and writes it
+    back: a copy the kernel left alone (x, viewing y's memory) must not overwrite y."""
+    import ml_dtypes
+    buf = np.zeros(128, ml_dtypes.bfloat16)
+    tilejit.kernel(shift.func, target="sim")(buf, buf)
+    np.testing.assert_array_equal(buf.astype(np.float32), np.ones(128, np.float32))
 
 
 @pytest.mark.gpu

@@ -4,14 +4,15 @@ into the reduction it names: ``T.reduce(S, r, "max", 1, True)`` →
 ``T.reduce_max(S, r, dim=1, clear=True)``. The kind is one of TileLang's ``ReduceKind``
 strings (``sum``, ``max``, ``min``, ``abssum``, ``absmax``) or a bitwise one
 (``bitand``, ``bitor``, ``bitxor``), written as a string or a name the kernel's module
-binds to one; anything else is a ``CompileError`` at the call's line."""
+binds to one; anything else, a kernel parameter (a ``T.constexpr`` among them) or a
+name the kernel binds itself included, is a ``CompileError`` at the call's line."""
 from __future__ import annotations
 
 import ast
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, resolve_static
+from tilejit.frontend.source import KernelSource, assigned_names, resolve_static
 from tilejit.ir.markers import LANGUAGE
 
 KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
@@ -21,6 +22,8 @@ _PARAMS = ("buffer", "out", "reduce_type", "dim", "clear")
 class _Reduces(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
+        # names the kernel binds itself: their values are not known when it is parsed
+        self.own = set(ks.params) | assigned_names(ks.tree)
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
@@ -37,11 +40,15 @@ class _Reduces(syntax.NodeTransformer):
             raise self.ks.error(f"T.reduce({', '.join(_PARAMS)}) takes these five arguments"
                                 + (f"; {', '.join(missing)} missing" if missing else ""), node)
         kind = values["reduce_type"]
+        own = {n.id for n in syntax.walk(kind) if isinstance(n, ast.Name)} & self.own
         name = kind.value if isinstance(kind, ast.Constant) else \
-            resolve_static(kind, self.ks.namespace)
+            None if own else resolve_static(kind, self.ks.namespace)
         if not isinstance(name, str) or name.lower() not in KINDS:
+            why = (f" ({', '.join(sorted(own))}: the kernel's own, not known when it is "
+                   f"parsed; a T.constexpr kind picks T.reduce_<kind> under an `if`)"
+                   if own else "")
             raise self.ks.error(f"T.reduce: reduce_type must be one of {', '.join(KINDS)} "
-                                f"written as a string, got `{ast.unparse(kind)}`", node)
+                                f"written as a string, got `{ast.unparse(kind)}`{why}", node)
         if isinstance(node.func, ast.Attribute):        # T.reduce
             module = node.func.value
         else:                                           # from ... import reduce

@@ -11,8 +11,9 @@ tree before anything else reads it (``source.parse_kernel``):
   names) or ``scan = T.cumsum`` names a function of the language: where every binding
   of the name names the same function, each use is that function.
 - ``T.__ldg(x[i])`` / ``T.__ldg(x, i)`` (CUDA's load through the read-only data cache)
-  is the load ``x[i]``: LLVM already emits ``ld.global.nc`` where a tensor is read-only
-  and not aliased, and TileLang itself falls back to a plain load off CUDA."""
+  is the load ``x[i]`` (``rewrite_ldg``, after macros and helpers are inlined): LLVM
+  already emits ``ld.global.nc`` where a tensor is read-only and not aliased, and
+  TileLang itself falls back to a plain load off CUDA."""
 from __future__ import annotations
 
 import ast
@@ -37,28 +38,11 @@ class _Lets(syntax.NodeTransformer):
         self.error = error
 
     def visit_Call(self, node):
-        if _language_attr(node.func, "__ldg", self.namespace):
-            return self._ldg(node)
         if _language_attr(node.func, "let", self.namespace):
             raise self.error("T.let's expression form, T.let(v, value, body), is not built "
                              "(the statement T.let(v, value) is the assignment v = value)",
                              node)
         return self.generic_visit(node)
-
-    def _ldg(self, node):
-        node = self.generic_visit(node)
-        if node.keywords or not 1 <= len(node.args) <= 2:
-            raise self.error("T.__ldg(x[i]) or T.__ldg(x, index): one load", node)
-        if len(node.args) == 1:
-            if not isinstance(node.args[0], ast.Subscript):
-                raise self.error(f"T.__ldg(x[i]) loads one element: got "
-                                 f"`{ast.unparse(node.args[0])}` (T.__ldg(x, index) takes a "
-                                 f"tensor and its index)", node)
-            return node.args[0]
-        buffer, index = node.args
-        if isinstance(index, ast.List):
-            index = ast.Tuple(index.elts, ast.Load())
-        return ast.copy_location(ast.Subscript(buffer, index, ast.Load()), node)
 
     def visit_Expr(self, node):
         call = node.value
@@ -66,8 +50,9 @@ class _Lets(syntax.NodeTransformer):
                 and len(call.args) == 2 and not call.keywords \
                 and isinstance(call.args[0], ast.Name):
             target = ast.Name(call.args[0].id, ast.Store())
-            return ast.copy_location(ast.Assign([target], call.args[1]), node)
-        return node
+            value = self.visit(call.args[1])
+            return ast.copy_location(ast.Assign([target], value), node)
+        return self.generic_visit(node)
 
     def visit_Assign(self, node):
         value = node.value
@@ -191,14 +176,13 @@ class _FunctionAliases(syntax.NodeTransformer):
 
 
 def _wanted(tree) -> tuple[bool, bool]:
-    """(whether the kernel spells ``T.let`` or ``T.__ldg`` or calls something with no
-    arguments, a dtype's declaration among them; whether it binds a name to a sliced
-    subscript): one
+    """(whether the kernel spells ``T.let`` or calls something with no arguments, a
+    dtype's declaration among them; whether it binds a name to a sliced subscript): one
     walk, so a kernel with neither (most) costs no rewrite, on the disk-cache-hit path
     too (every decoration parses its kernel)."""
     lets = aliases = False
     for node in syntax.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in ("let", "__ldg") or (
+        if isinstance(node, ast.Attribute) and node.attr == "let" or (
                 isinstance(node, ast.Call) and not node.args and not node.keywords
                 and isinstance(node.func, ast.Attribute)):
             lets = True
@@ -232,3 +216,36 @@ def rewrite_let_bindings(ks: KernelSource) -> None:
     if found:
         tree = _Aliases(found).visit(tree)
     ks.tree = syntax.fix_missing_locations(tree)
+
+
+class _Ldg(syntax.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace = namespace
+        self.error = error
+
+    def visit_Call(self, node):
+        if _language_attr(node.func, "__ldg", self.namespace):
+            return self._ldg(node)
+        return self.generic_visit(node)
+
+    def _ldg(self, node):
+        node = self.generic_visit(node)
+        if node.keywords or not 1 <= len(node.args) <= 2:
+            raise self.error("T.__ldg(x[i]) or T.__ldg(x, index): one load", node)
+        if len(node.args) == 1:
+            if not isinstance(node.args[0], ast.Subscript):
+                raise self.error(f"T.__ldg(x[i]) loads one element: got "
+                                 f"`{ast.unparse(node.args[0])}` (T.__ldg(x, index) takes a "
+                                 f"tensor and its index)", node)
+            return node.args[0]
+        buffer, index = node.args
+        if isinstance(index, ast.List):
+            index = ast.Tuple(index.elts, ast.Load())
+        return ast.copy_location(ast.Subscript(buffer, index, ast.Load()), node)
+
+
+def rewrite_ldg(ks: KernelSource) -> None:
+    """``T.__ldg(x[i])`` / ``T.__ldg(x, i)`` in ``ks.tree`` made the load ``x[i]`` (after
+    macros and helpers are inlined: theirs too)."""
+    if any(isinstance(n, ast.Attribute) and n.attr == "__ldg" for n in syntax.walk(ks.tree)):
+        ks.tree = syntax.fix_missing_locations(_Ldg(ks.namespace, ks.error).visit(ks.tree))

@@ -3,11 +3,14 @@ alias each other (overlapping views of one tensor), so they must not be ``noalia
 (TileLang's ``__restrict__``, which tilejit's entry gives every tensor:
 ``codegen/entry.py``). Despite its name, TileLang's call takes the restriction away.
 
-Each such statement of the kernel (outside or inside its ``with T.Kernel``) is taken out
-of the tree when the kernel is parsed (``source.parse_kernel``), its names checked to be
-tensor parameters (a ``CompileError`` at its line otherwise) and kept in
+Each such statement of the kernel (outside or inside its ``with T.Kernel``, or of a
+macro or helper inlined there: ``tile_helpers.py`` inlines those that hold one) is taken
+out of the tree when the kernel is parsed (``source.parse_kernel``), its names checked
+to be tensor parameters (a ``CompileError`` at its line otherwise) and kept in
 ``KernelSource.aliased``; the pipeline compiles the entry without ``noalias`` on them.
-The simulator reads and writes numpy views as they are: aliasing needs nothing there."""
+In the simulator numpy views of one array share its memory; the arrays it computes on
+copies of (bfloat16, device tensors) are written back only where the kernel changed
+them (``sim/runner.py``), so a copy left alone does not undo another's writes."""
 from __future__ import annotations
 
 import ast

@@ -211,18 +211,19 @@ def named_barrier_arrive(barrier_id, arrive_count):
 def __ldg(load_or_buffer, index=None):
     """TileLang's ``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: CUDA's load through the read-only
     data cache. The front end writes it as the load ``x[i]`` (``frontend/let_bindings.py``):
-    LLVM emits ``ld.global.nc`` where the tensor is read-only and not aliased."""
-    raise RuntimeError("T.__ldg is an expression of a kernel: the front end writes it as "
-                       "the load it names")
+    LLVM emits ``ld.global.nc`` where the tensor is read-only and not aliased. Where it is
+    run as Python (the simulator's helpers) it is that load too."""
+    return load_or_buffer if index is None else load_or_buffer[
+        tuple(index) if isinstance(index, list) else index]
 
 
 def annotate_restrict_buffers(*buffers):
     """TileLang's ``T.annotate_restrict_buffers(A, B)``: the tensor parameters named may
     alias each other (overlapping slices of one tensor), so the compiler does not take
     their accesses for independent (no ``noalias``: TileLang's ``__restrict__`` left
-    out). A statement of the kernel (``frontend/restrict_annotations.py``)."""
-    raise RuntimeError("T.annotate_restrict_buffers is a statement of a kernel: the front "
-                       "end takes it out when the kernel is parsed")
+    out). A statement of the kernel (``frontend/restrict_annotations.py`` takes it out
+    when the kernel is parsed); run on the host (a program's prologue) it does nothing."""
+    return None
 
 
 def no_set_max_nreg():

@@ -149,7 +149,10 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         wrapped, writeback = _wrap(name, value, classify)
         args.append(wrapped)
         if writeback is not None:
-            writebacks.append(writeback)
+            # with the bytes it had: a copy the kernel left alone is not written back, so
+            # it cannot overwrite what another argument viewing the same memory wrote
+            # (T.annotate_restrict_buffers: aliased tensors)
+            writebacks.append((*writeback, writeback[1].tobytes()))
     gx, gy, gz = launch.grid
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
@@ -197,7 +200,9 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
          state.lanes, state.in_parallel, state.cluster, state.multicasts,
          state.safe_memory) = outer
-    for obj, data in writebacks:
+    for obj, data, before in writebacks:
+        if data.tobytes() == before:
+            continue
         if isinstance(obj, np.ndarray):
             obj[...] = data.astype(obj.dtype)   # values already of the type: exact
             continue

@@ -283,6 +283,19 @@ def clamp_impl(context, builder, sig, args):
                     False)
 
 
+@lower(T.__ldg, types.Any)
+def ldg_impl(context, builder, sig, args):
+    """``T.__ldg(x[i])`` in a helper: the element, already loaded."""
+    return args[0]
+
+
+@lower(T.__ldg, types.Any, types.Any)
+def ldg_index_impl(context, builder, sig, args):
+    """``T.__ldg(x, i)`` in a helper: ``x[i]``."""
+    load = context.get_function(operator.getitem, sig)
+    return load(builder, args)
+
+
 @lower(T.abs, types.Any)
 def abs_impl(context, builder, sig, args):
     (x,) = args

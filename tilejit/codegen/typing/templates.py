@@ -205,6 +205,23 @@ class ClampTemplate(AbstractTemplate):
         return signature(ty, ty, ty, ty)
 
 
+@infer_global(T.__ldg)
+class LdgTemplate(AbstractTemplate):
+    """``T.__ldg(value)`` / ``T.__ldg(x, index)`` met outside the front end's rewrite (a
+    helper compiled on its own): the value (``T.__ldg(x[i])`` loaded it already), or
+    ``x[index]``."""
+    def generic(self, args, kws):
+        if len(args) == 1 and not kws and isinstance(args[0], (types.Number, types.Boolean)):
+            return signature(args[0], args[0])
+        if len(args) == 2 and not kws:
+            element = self.context.resolve_function_type(operator.getitem, args, {})
+            if element is not None:
+                return signature(element.return_type, *args)
+        raise errors.TypingError(f"T.__ldg takes a loaded element (T.__ldg(x[i])) or a "
+                                 f"tensor and its index (T.__ldg(x, i)), got "
+                                 f"{', '.join(map(str, args))}")
+
+
 @infer_global(T.abs)
 class AbsTemplate(AbstractTemplate):
     def generic(self, args, kws):
