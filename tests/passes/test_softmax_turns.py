@@ -12,6 +12,8 @@ import sys
 import numpy as np
 import pytest
 
+import tilejit
+import tilejit.language as T
 from tilejit.runtime.kernel import KernelFunction
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples",
@@ -88,6 +90,59 @@ def test_no_turns_where_a_row_sum_spans_both_warpgroups():
     for block_N in (64, 128):
         ptx = _ptx(TURNS, dict(TWO, block_M=64, block_N=block_N))
         assert "tjt" not in ptx and not re.search(r"bar\.sync %r\d+, 256;", ptx)
+
+
+@tilejit.kernel
+def biased(Q, K, V, Bias, Output, block_N: T.constexpr = 128):
+    """FlashAttention's step with a bias row from shared memory inside the exponentials:
+    a barrier of both consumer warpgroups may precede that loop, so no turns."""
+    batch, seq_len, heads, dim = Q.shape
+    scale = (1.0 / dim) ** 0.5 * 1.44269504
+    with T.Kernel(T.ceildiv(seq_len, 128), heads, batch, threads=256) as (bx, by, bz):
+        Q_shared = T.alloc_shared([128, dim], Q.dtype)
+        K_shared = T.alloc_shared([block_N, dim], Q.dtype)
+        V_shared = T.alloc_shared([block_N, dim], Q.dtype)
+        B_shared = T.alloc_shared([block_N], T.float32)
+        acc_s = T.alloc_fragment([128, block_N], T.float32)
+        acc_s_cast = T.alloc_fragment([128, block_N], Q.dtype)
+        acc_o = T.alloc_fragment([128, dim], T.float32)
+        m = T.alloc_fragment([128], T.float32)
+        m_prev = T.alloc_fragment([128], T.float32)
+        r = T.alloc_fragment([128], T.float32)
+        l_sum = T.alloc_fragment([128], T.float32)
+        T.copy(Q[bz, bx * 128:(bx + 1) * 128, by, :], Q_shared)
+        T.copy(Bias[0:block_N], B_shared)
+        T.fill(acc_o, 0)
+        T.fill(m, -T.infinity(T.float32))
+        for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=2):
+            T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+            T.clear(acc_s)
+            T.gemm(Q_shared, K_shared, acc_s, transpose_B=True,
+                   policy=T.GemmWarpPolicy.FullRow)
+            T.copy(m, m_prev)
+            T.reduce_max(acc_s, m, dim=1, clear=False)
+            for i, j in T.Parallel(128, block_N):
+                acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale + B_shared[j])
+            T.reduce_sum(acc_s, r, dim=1)
+            for i in T.Parallel(128):
+                l_sum[i] = r[i]
+            T.copy(acc_s, acc_s_cast)
+            for i, j in T.Parallel(128, dim):
+                acc_o[i, j] *= T.exp2(m_prev[i] * scale - m[i] * scale)
+            T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
+            T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        for i, j in T.Parallel(128, dim):
+            acc_o[i, j] /= l_sum[i]
+        T.copy(acc_o, Output[bz, bx * 128:(bx + 1) * 128, by, :])
+
+
+def test_no_turns_where_the_exponentials_read_shared_memory():
+    q = np.zeros((1, 512, 2, 128), np.float16)
+    bias = np.zeros(128, np.float32)
+    ptx = TURNS.__class__(biased.func, fast_math=True).compile(
+        q, q, q, bias, q, target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg" in ptx            # warp-specialized, two consumer warpgroups
+    assert "tjt" not in ptx and not re.search(r"bar\.sync %r\d+, 256;", ptx)
 
 
 def test_both_warpgroups_meet_after_the_last_turn():

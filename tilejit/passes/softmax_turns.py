@@ -48,7 +48,9 @@ loop that writes exp/exp2 of the first gemm's accumulator followed right away by
 reduction of it into a 32-bit fragment that needs no exchange between warps (the
 lowering takes any number of warpgroups round). Nothing between a warpgroup's wait and
 its handover may wait for the other warpgroup: a reduction through shared memory (64-row
-blocks on 256 threads, whose rows span both) would deadlock, and is not matched. Results do not
+blocks on 256 threads, whose rows span both) would deadlock, and so would exponentials
+reading a shared tile (a barrier of both may come before them); neither is matched.
+Results do not
 change (the same instructions, in another order). ``CompileOptions.softmax_turns``
 (``TILEJIT_TURNS=0``) turns it off. The simulator runs the kernel's source, without it.
 """
@@ -121,6 +123,11 @@ def _place(loop, plan):
     acc = _name_of(_call_of(body[first], GEMM).args[2])
     exps = [i for i in range(first + 1, second) if _writes_exponential_of(body[i], acc)]
     if len(exps) != 1 or exps[0] + 1 >= second:
+        return None
+    # the exponentials read registers only: a shared tile there could need a barrier of
+    # both warpgroups (barriers.py puts one before the loop: inside the turn, a deadlock)
+    if any(isinstance(n, ast.Name) and getattr(plan.tiles.get(n.id), "kind", None) == "shared"
+           for n in syntax.walk(body[exps[0]])):
         return None
     # the row sum right after the exponentials, within each warp: nothing in the turn
     # may wait for the other warpgroup (a reduction whose rows span both exchanges its
