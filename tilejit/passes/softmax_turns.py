@@ -114,6 +114,8 @@ def _place(loop, plan):
     """(index before which to wait, the row sum's reduction id) in ``loop``'s body, or
     None where the loop is not an attention step."""
     body = loop.body
+    if any(isinstance(n, (ast.Break, ast.Continue, ast.Return)) for n in syntax.walk(loop)):
+        return None     # a warpgroup could leave early: the other would wait for its turn
     gemms = [i for i, st in enumerate(body) if (c := _call_of(st, GEMM)) is not None
              and isinstance(c.args[3], ast.Constant)
              and plan.gemms[c.args[3].value][0].engine == "wgmma"]
