@@ -24,6 +24,9 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 # supported names that behave differently from TileLang's
 
 LANGUAGE_DIFFERENCES = {
+    "tma_store_arrive": "the compiler commits its TMA stores itself: a statement taken out",
+    "tma_store_wait": "the compiler waits for its TMA stores where their shared tiles are "
+                      "written again and before the kernel ends: a statement taken out",
     "__ldg": "the load `x[i]` (LLVM emits `ld.global.nc` where a tensor is read-only and not "
              "aliased; not forced where it is not)",
     "make_tensor": "`T.make_tensor(ptr, shape, dtype, strides=None)` of a `T.ptr` parameter or "

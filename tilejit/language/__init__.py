@@ -32,7 +32,7 @@ from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
 from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
                                      alloc_barrier, barrier_arrive, barrier_wait,
                                      mbarrier_arrive, mbarrier_wait_parity,
-                                     tma_copy, ws)
+                                     tma_copy, tma_store_arrive, tma_store_wait, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer,
                                              SharedBuffer, StridedTensor, Symbol, Tensor,
@@ -118,6 +118,7 @@ __all__ = [
     "syncthreads_and", "syncthreads_or", "__ffs", "__fns",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
+    "tma_store_arrive", "tma_store_wait",
     "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_lane_idx", "get_warp_idx", "get_warp_idx_sync", "get_warp_group_idx",

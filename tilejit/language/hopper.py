@@ -190,8 +190,24 @@ def tma_copy(src, dst, *, barrier=None, eviction_policy=None, annotations=None):
     """A TMA copy with user-managed synchronization. A load (global → shared) issues the
     copy with its bytes expected on ``barrier`` (required) and does not wait: wait for
     the barrier's phase with ``T.mbarrier_wait_parity`` before reading ``dst``. Elements
-    outside the tensor land as 0."""
+    outside the tensor land as 0. A store (a shared tile → a tensor region, no
+    ``barrier``) is ``T.copy(src, dst)`` (``frontend/tma_store_forms.py``): a TMA store
+    where it qualifies, its completion waited for by the compiler."""
     return meaning("tma_copy")(src, dst, barrier)
+
+
+def tma_store_arrive():
+    """TileLang's commit of the TMA stores issued (``T.tma_copy`` of a shared tile to a
+    tensor): the compiler commits and waits for its stores itself; a statement with
+    nothing left to do (taken out when the kernel is parsed)."""
+    return None
+
+
+def tma_store_wait():
+    """TileLang's wait until the TMA stores issued have read their shared tiles: the
+    compiler waits where a stored tile is written again and before the kernel ends; a
+    statement with nothing left to do (taken out when the kernel is parsed)."""
+    return None
 
 
 def ws(*warp_group_idx):
