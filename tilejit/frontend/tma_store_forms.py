@@ -9,7 +9,8 @@
 - ``T.tma_store_arrive()`` and ``T.tma_store_wait()`` (commit the stores, wait until
   their shared tiles are read) are statements with nothing left to do: taken out.
 
-A ``T.tma_copy`` with a ``barrier`` (a load) stays as it is (``passes/warp_roles.py``)."""
+A ``T.tma_copy`` from a tensor (a load: its ``barrier`` required) stays as it is
+(``passes/warp_roles.py``)."""
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,12 @@ _DONE_BY_THE_COPY = ("tma_store_arrive", "tma_store_wait")
 class _Stores(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
+        # the kernel's shared tiles: a store's source is one (a load without a barrier
+        # stays, for warp_roles.py's error)
+        self.shared = {t.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Assign)
+                       and isinstance(n.value, ast.Call)
+                       and resolve_static(n.value.func, ks.namespace) is T.alloc_shared
+                       for t in n.targets if isinstance(t, ast.Name)}
 
     def _fn(self, node):
         return resolve_static(node.func, self.ks.namespace) if isinstance(node, ast.Call) \
@@ -37,8 +44,12 @@ class _Stores(syntax.NodeTransformer):
             if call.args or call.keywords:
                 raise self.ks.error(f"T.{fn.__name__}() takes no arguments", node)
             return ast.copy_location(ast.Pass(), node)
+        source = call.args[0] if isinstance(call, ast.Call) and call.args else None
+        if isinstance(source, ast.Subscript):
+            source = source.value
         if fn is T.tma_copy and not any(k.arg == "barrier" for k in call.keywords) \
-                and len(call.args) == 2:
+                and len(call.args) == 2 and isinstance(source, ast.Name) \
+                and source.id in self.shared:
             if any(k.arg not in ("eviction_policy", "annotations") for k in call.keywords):
                 raise self.ks.error("T.tma_copy(src, dst): a store takes no other operand "
                                     "than its eviction_policy / annotations hints", node)
