@@ -50,14 +50,13 @@ def lowering_data_layout(target: Target) -> str:
 
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
-                shape_constants=None, poison_bytes: int = 0, restrict: bool = True,
-                aliased=frozenset()) -> str:
+                shape_constants=None, poison_bytes: int = 0, aliased=frozenset()) -> str:
     """The ``amdgpu_kernel`` entry as LLVM IR text (``entry.entry_module``), with its
     work-group size; ``poison_bytes`` of LDS filled with all-ones bits first
     (``debug=True`` kernels, as on CUDA)."""
     prologue = (lambda b: poison_lds(b, poison_bytes, threads)) if poison_bytes else None
     text = entry_module(context, fndesc, argtypes, name, "amdgpu_kernel", shape_constants,
-                        prologue, restrict, aliased)
+                        prologue, aliased)
     text = re.sub(rf'(define amdgpu_kernel void @"?{re.escape(name)}"?\([^\n]*\))',
                   r"\1 #901", text, count=1)
     return text + (f'\nattributes #901 = {{ "amdgpu-flat-work-group-size"="1,{threads}" '

@@ -29,17 +29,16 @@ def kernel_parameters(context, argtypes):
 
 
 def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
-                 shape_constants=None, prologue=None, restrict: bool = True,
-                 aliased=frozenset()) -> str:
+                 shape_constants=None, prologue=None, aliased=frozenset()) -> str:
     """LLVM IR text of the entry ``name`` (``calling_convention``: ``ptx_kernel`` or
     ``amdgpu_kernel``) calling the device function of ``fndesc``. ``shape_constants``
     maps an argument's position to ``{dim: value}``: the shape entries this
     specialization was compiled for. The launch passes exactly those values (they are
     part of the specialization's key), so the entry uses the constants: bounds checks
     against them fold away. A tensor map parameter is named ``tjmap<i>``. ``prologue``
-    (builder → None) emits code before the call (``poison_shared``). ``restrict``: the
-    tensor pointers are ``noalias`` (``tensor_value``), but those at the positions in
-    ``aliased`` (``T.annotate_restrict_buffers``)."""
+    (builder → None) emits code before the call (``poison_shared``). The tensor pointers
+    are ``noalias`` (``tensor_value``) but those of the arguments at the positions in
+    ``aliased``."""
     module = context.create_module("entry")
     fnty = context.call_conv.get_function_type(types.none, argtypes)
     inner = cgutils.get_or_insert_function(module, fnty, fndesc.llvm_func_name)
@@ -55,7 +54,7 @@ def entry_module(context, fndesc, argtypes, name: str, calling_convention: str,
         if isinstance(ty, GlobalTensorType):
             known = (shape_constants or {}).get(index, {})
             values.append(tensor_value(context, builder, ty, params, known,
-                                       restrict and index not in aliased))
+                                       index not in aliased))
         elif isinstance(ty, TensorMapType):
             params[0].name = f"tjmap{index}"
             values.append(params[0])

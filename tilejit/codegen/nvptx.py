@@ -35,14 +35,13 @@ def target_machine(target: Target) -> ll.TargetMachine:
 
 def build_entry(context, fndesc, argtypes, name: str, threads: int,
                 min_blocks_per_sm: int | None = None, shape_constants=None,
-                poison_bytes: int = 0, restrict: bool = True,
-                aliased=frozenset()) -> str:
+                poison_bytes: int = 0, aliased=frozenset()) -> str:
     """The ``ptx_kernel`` entry as LLVM IR text (``entry.entry_module``), with its launch
     bounds and the tensor maps passed by value; ``poison_bytes`` of shared memory filled
     with all-ones bits first (``poison_shared``: ``debug=True`` kernels)."""
     prologue = (lambda b: poison_shared(b, poison_bytes, threads)) if poison_bytes else None
     text = entry_module(context, fndesc, argtypes, name, "ptx_kernel", shape_constants,
-                        prologue, restrict, aliased)
+                        prologue, aliased)
     # launch bounds: the block size is exact, which lets ptxas budget registers; with
     # min_blocks_per_sm, .minnctapersm makes it fit that many blocks per SM
     text = re.sub(rf'(define ptx_kernel void @"{re.escape(name)}"\([^\n]*\))',

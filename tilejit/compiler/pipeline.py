@@ -145,14 +145,16 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
         stages.report(" for the simulator")
         return kernel
     context = cres.target_context
-    # a kernel whose threads may exchange values through its tensors across its own
-    # barriers (T.sync_grid among them): not noalias (codegen/entry.py)
-    restrict = not tiles.user_barriers
-    # and none on the tensors the kernel says may alias (T.annotate_restrict_buffers)
-    aliased = frozenset(i for i, (param, _) in enumerate(spec.params) if param in ks.aliased)
+    # the arguments whose tensors are not noalias (codegen/entry.py): every one in a kernel
+    # whose threads may exchange values through its tensors across its own barriers
+    # (T.sync_grid among them), else those the kernel says may alias
+    # (T.annotate_restrict_buffers)
+    names = [param for param, _ in spec.params]
+    aliased = frozenset(i for i in range(len(argtypes)) if tiles.user_barriers or (
+        i < len(names) and names[i] in ks.aliased))
     if spec.target.kind == "amdgpu":
         return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages,
-                              restrict, aliased)
+                              aliased)
     # a warp-specialized kernel launches its producer warpgroup too, one block per SM
     # with capped registers at entry (setmaxnreg: passes/warp_specialize.py)
     threads = tiles.launch_threads or spec.threads
@@ -160,7 +162,7 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     entry_ir = nvptx.build_entry(context, cres.fndesc, argtypes, name, threads, min_blocks,
                                  _shape_constants_by_position(spec),
                                  tiles.shared_bytes if spec.options.debug else 0,
-                                 restrict=restrict, aliased=aliased)
+                                 aliased=aliased)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):
@@ -179,14 +181,13 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     return kernel
 
 
-def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages, restrict,
-                   aliased):
+def _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages, aliased):
     """The AMDGPU entry, the linked and optimized module, its assembly and the HSA code
     object (``codegen/amdgpu.py``)."""
     entry_ir = amdgpu.build_entry(context, cres.fndesc, argtypes, name, spec.threads,
                                   _shape_constants_by_position(spec),
                                   kernel.shared_bytes if spec.options.debug else 0,
-                                  restrict=restrict, aliased=aliased)
+                                  aliased=aliased)
     modules = [str(m) for m in cres.library.all_modules()] + [entry_ir]
     dump.text("llvm_lowered.ll", lambda: "\n".join(modules))
     with stages.stage("LLVM link and O3"):

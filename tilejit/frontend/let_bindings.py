@@ -247,5 +247,4 @@ class _Ldg(syntax.NodeTransformer):
 def rewrite_ldg(ks: KernelSource) -> None:
     """``T.__ldg(x[i])`` / ``T.__ldg(x, i)`` in ``ks.tree`` made the load ``x[i]`` (after
     macros and helpers are inlined: theirs too)."""
-    if any(isinstance(n, ast.Attribute) and n.attr == "__ldg" for n in syntax.walk(ks.tree)):
-        ks.tree = syntax.fix_missing_locations(_Ldg(ks.namespace, ks.error).visit(ks.tree))
+    ks.tree = syntax.fix_missing_locations(_Ldg(ks.namespace, ks.error).visit(ks.tree))

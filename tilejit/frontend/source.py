@@ -143,6 +143,13 @@ class SubstituteLoads(syntax.NodeTransformer):
         return ast.copy_location(copy.deepcopy(expr), node)
 
 
+def spelled_names(tree: ast.AST) -> set:
+    """Every name and attribute name the tree spells (one walk): a rewrite for a few
+    functions of the language runs only where one of them is written."""
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in syntax.walk(tree)
+            if isinstance(n, (ast.Name, ast.Attribute))}
+
+
 def statement_lists(tree: ast.AST):
     """Every non-empty list of statements in ``tree`` (bodies, ``else`` and ``finally``
     branches), for a rewrite that works on neighbouring statements in place."""
@@ -286,10 +293,15 @@ def parse_kernel(func, tree=None) -> KernelSource:
     rewrite_let_bindings(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
-    take_restrict_annotations(ks)
-    rewrite_generic_reduces(ks)
-    rewrite_ldg(ks)
-    rewrite_tma_store_forms(ks)
+    spelled = spelled_names(ks.tree)
+    if "annotate_restrict_buffers" in spelled:
+        take_restrict_annotations(ks)
+    if "reduce" in spelled:
+        rewrite_generic_reduces(ks)
+    if "__ldg" in spelled:
+        rewrite_ldg(ks)
+    if spelled & {"tma_copy", "tma_store_arrive", "tma_store_wait"}:
+        rewrite_tma_store_forms(ks)
     ks.launch_index = _find_launch(ks)
     rewrite_thread_allreduce(ks)
     rewrite_prints(ks)

@@ -63,6 +63,4 @@ class _Stores(syntax.NodeTransformer):
 
 def rewrite_tma_store_forms(ks: KernelSource) -> None:
     """``T.tma_copy`` stores made ``T.copy``; ``T.tma_store_arrive/wait()`` taken out."""
-    if any(isinstance(n, ast.Attribute) and n.attr in ("tma_copy",) + _DONE_BY_THE_COPY
-           for n in syntax.walk(ks.tree)):
-        ks.tree = syntax.fix_missing_locations(_Stores(ks).visit(ks.tree))
+    ks.tree = syntax.fix_missing_locations(_Stores(ks).visit(ks.tree))

@@ -59,6 +59,7 @@ from __future__ import annotations
 import ast
 
 from tilejit import syntax
+from tilejit.frontend.source import statement_lists
 from tilejit.ir.markers import (FRAG_LOOP, FRAG_SET, GEMM, REDUCE, SYNC_CONSUMERS, TURN,
                                 TURN_FINISH, TURN_START, TURN_WAIT, WS_ATTR)
 from tilejit.language.hopper import WARPGROUP_THREADS
@@ -96,18 +97,6 @@ def _writes_exponential_of(loop, acc) -> bool:
 
 def _turn(step):
     return ast.Expr(ast.Call(ast.Name(TURN, ast.Load()), [ast.Constant(step)], []))
-
-
-def _statement_lists(stmts):
-    """Every statement list reachable from ``stmts`` through ``for``/``while``/``if``
-    bodies (``stmts`` first)."""
-    yield stmts
-    for stmt in stmts:
-        for field in ("body", "orelse"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and isinstance(stmt, (ast.For, ast.While,
-                                                                       ast.If)):
-                yield from _statement_lists(inner)
 
 
 def _place(loop, plan):
@@ -156,7 +145,7 @@ def take_turns(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                   if isinstance(n, ast.If) and getattr(n, WS_ATTR, False)), None)
     if split is None:
         return fdef
-    for stmts in _statement_lists(split.orelse):      # the consumers' branch
+    for stmts in statement_lists(ast.Module(split.orelse, [])):   # the consumers' branch
         for at, loop in enumerate(stmts):
             if not isinstance(loop, ast.For):
                 continue

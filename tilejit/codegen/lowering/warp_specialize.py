@@ -14,6 +14,7 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit.ir import markers
+from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan
 from tilejit.codegen.lowering.tma import mbarrier
@@ -70,7 +71,13 @@ def sync_consumers_impl(context, builder, sig, args):
 
 
 TURN_BARRIER = 2        # warpgroup g's turn: named barrier 2 + g (1 is the consumers')
-_TURN_THREADS = 256     # the warpgroup that waits and the one that hands the turn over
+_TURN_THREADS = 2 * WARPGROUP_THREADS   # the warpgroup that waits, the one handing over
+
+
+def _consumer_group(context, builder):
+    """(this thread's consumer warpgroup, the number of consumer warpgroups)."""
+    return (builder.udiv(context.thread_index(builder), I32(WARPGROUP_THREADS)),
+            plan().ws_consumers // WARPGROUP_THREADS)
 
 
 @lower(markers.stub(markers.TURN), types.IntegerLiteral, target="cuda")
@@ -79,8 +86,7 @@ def turn_impl(context, builder, sig, args):
     warpgroup waits for its turn; FINISH: warpgroup 0 takes the handover that follows
     the last turn, so that every arrival is matched when the kernel ends."""
     step = sig.args[0].literal_value
-    group = builder.lshr(context.thread_index(builder), I32(7))
-    groups = plan().ws_consumers // 128
+    group, groups = _consumer_group(context, builder)
     if step == markers.TURN_WAIT:
         asm_statement(builder, f"bar.sync $0, {_TURN_THREADS};", "r",
                       [builder.add(group, I32(TURN_BARRIER))])
@@ -103,8 +109,8 @@ def turn_handover(context, builder, values):
     for value in values:
         value = builder.bitcast(value, ir.IntType(32)) if value.type != I32(0).type else value
         bits = value if bits is None else builder.or_(bits, value)
-    group = builder.lshr(context.thread_index(builder), I32(7))
-    following = builder.urem(builder.add(group, I32(1)), I32(plan().ws_consumers // 128))
+    group, groups = _consumer_group(context, builder)
+    following = builder.urem(builder.add(group, I32(1)), I32(groups))
     asm_statement(builder, "{ .reg .b32 tjt; and.b32 tjt, $0, 1; max.u32 tjt, tjt, $1; "
                            f"bar.arrive tjt, {_TURN_THREADS}; }}", "r,r",
                   [bits, builder.add(following, I32(TURN_BARRIER))])
