@@ -76,7 +76,8 @@ _TURN_THREADS = 2 * WARPGROUP_THREADS   # the warpgroup that waits, the one hand
 
 def _consumer_group(context, builder):
     """(this thread's consumer warpgroup, the number of consumer warpgroups)."""
-    return (builder.udiv(context.thread_index(builder), I32(WARPGROUP_THREADS)),
+    shift = WARPGROUP_THREADS.bit_length() - 1          # the index >> 7
+    return (builder.lshr(context.thread_index(builder), I32(shift)),
             plan().ws_consumers // WARPGROUP_THREADS)
 
 
