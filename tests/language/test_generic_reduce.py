@@ -158,4 +158,7 @@ def test_each_kind_on_the_gpu_against_numpy_and_the_simulator(kind):
                                rtol=1e-5, atol=1e-5)
     sim = np.zeros(64, np.float32)
     tilejit.kernel(_program(kind).func, target="sim")(x, sim)
-    np.testing.assert_allclose(out.cpu().numpy(), sim, rtol=1e-6, atol=1e-6)
+    # max and min are exact; a sum's order across the threads is the GPU's own
+    exact = kind in ("max", "min", "absmax")
+    np.testing.assert_allclose(out.cpu().numpy(), sim, rtol=0 if exact else 1e-5,
+                               atol=0 if exact else 1e-5)
