@@ -228,6 +228,46 @@ def test_a_grid_beyond_cudas_limits_is_refused_before_launch(grid, axis, limit):
     assert f"grid extent {axis} is {big}" in msg and f"limit of {limit}" in msg
 
 
+@tilejit.kernel
+def one_block_per_row(A):
+    n, = A.shape
+    with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+        for i in T.Parallel(32):
+            if bx * 32 + i < n:
+                A[bx * 32 + i] = 1.0
+
+
+@pytest.mark.parametrize("grid, axis", [((0, 1, 1), "0 (x)"), ((4, 0, 1), "1 (y)"),
+                                        ((4, 2, 0), "2 (z)")])
+def test_an_empty_grid_is_refused_before_launch(grid, axis):
+    # CUDA's launch refuses an empty grid; TileLang raises (its issue 1993): so here, on
+    # every target, where a launch that does nothing would hide a size gone wrong
+    e = both(grid_of, a32(), *grid)
+    assert isinstance(e, ValueError)
+    assert f"grid extent {axis} is 0 (grid {grid})" in str(e)
+    assert "at least one block in each dimension" in str(e)
+    e = both(one_block_per_row, np.zeros(0, np.float32))
+    assert isinstance(e, ValueError) and "grid extent 0 (x) is 0 (grid (0,))" in str(e)
+
+
+@pytest.mark.gpu
+def test_an_empty_grid_is_refused_on_the_gpu():
+    import torch
+    ok = torch.zeros(40, device="cuda")
+    one_block_per_row(ok)
+    torch.cuda.synchronize()
+    assert bool((ok == 1).all())
+    with pytest.raises(ValueError, match=r"grid extent 0 \(x\) is 0"):
+        one_block_per_row(torch.zeros(0, device="cuda"))
+    guard = torch.zeros(4, device="cuda")
+    with pytest.raises(ValueError, match=r"grid extent 0 \(x\) is 0"):
+        grid_of(guard, 0, 1, 1)
+    torch.cuda.synchronize()
+    assert bool((guard == 0).all())
+    one_block_per_row(ok)           # the kernel launches again after the refusals
+    torch.cuda.synchronize()
+
+
 def test_the_largest_grid_is_accepted():
     grid_of.compile(a32(), 2 ** 31 - 1, 65535, 65535, target="cuda", arch="sm_90a")
 

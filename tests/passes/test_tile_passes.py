@@ -500,8 +500,16 @@ def test_parallel_over_fragment_with_wrong_extents():
     msg = _compile_error(frag_wrong_extents, (_f32(64, 64),))
     # a loop over the first elements is a prefix loop (passes/prefix_loops.py); past the
     # fragment's end it is an error
-    assert "must cover its shape (64, 64)" in msg and "(64, 96)" in msg, msg
+    assert ("index 'j' of this T.Parallel runs to 95, past the extent 64 of fragment 'F' "
+            "(shape (64, 64)): an access out of its bounds") in msg, msg
     _assert_names_line(msg, frag_wrong_extents, "marker: extents")
+
+
+def test_parallel_past_a_fragments_end_fails_in_simulation_too():
+    # TileLang's attention-sink backward writes `sinks[i]`, sinks of shape (heads,), in a
+    # T.Parallel over block_M: out of bounds there, an error here on every target
+    with pytest.raises(tilejit.CompileError, match="past the extent 64 of fragment 'F'"):
+        frag_wrong_extents(_f32(64, 64))
 
 
 def test_tile_shape_not_known_at_compile_time():

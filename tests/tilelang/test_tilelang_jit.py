@@ -171,14 +171,34 @@ def test_dynamic_symbol_stays_runtime():
 
 
 def test_dynamic_symbol_as_tile_extent_is_an_error():
+    @tilelang.jit
+    def bad(A):
+        n = T.dynamic("n")
+        A: T.Tensor((n,), T.float32)
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                A[i] = bx
     with pytest.raises(tilelang.CompileError, match="T.dynamic"):
-        @tilelang.jit
-        def bad(A):
-            n = T.dynamic("n")
-            A: T.Tensor((n,), T.float32)
-            with T.Kernel(1, threads=32) as bx:
-                for i in T.Parallel(n):
-                    A[i] = bx
+        bad(np.zeros(4, np.float32))
+    with pytest.raises(tilelang.CompileError, match="T.dynamic"):
+        bad.compile(np.zeros(4, np.float32))
+
+
+def test_a_program_that_does_not_compile_raises_when_used_not_when_defined():
+    @tilelang.jit
+    def blackwell_only(A):
+        A: T.Tensor((128,), T.float32)
+        with T.Kernel(1, threads=128) as bx:
+            with T.ws_op("sched_init"):                     # marker: ws_op
+                A[0] = bx
+    assert "does not compile" in repr(blackwell_only)
+    assert blackwell_only.__name__ == "blackwell_only"
+    for use in (lambda: blackwell_only(np.zeros(128, np.float32)),
+                lambda: blackwell_only.get_kernel_source(),
+                lambda: tilelang.autotune(configs=[{}])(blackwell_only)()):
+        with pytest.raises(tilelang.CompileError, match="a `with` block other than") as info:
+            use()
+        assert info.value.lineno == _line_of("marker: ws_op")
 
 
 def test_pass_configs_accepted_and_unknown_warns_once():
@@ -417,16 +437,19 @@ def _line_of(text):
 
 # -- a misspelt T. name is named, with the line of its use ------------------------------
 def test_misspelt_language_name_is_a_clear_error():
+    # found when the program is defined, raised when it is used (as TileLang compiles on
+    # the first call): a module of programs for other GPUs still imports
+    @tilelang.jit
+    def misspelt(A):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        C = T.empty((M,), T.float32)
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(M):
+                C[i] = T.no_such_prim(A[i]) + bx
+        return C
     with pytest.raises(tilelang.CompileError) as info:
-        @tilelang.jit
-        def misspelt(A):
-            M = T.const("M")
-            A: T.Tensor((M,), T.float32)
-            C = T.empty((M,), T.float32)
-            with T.Kernel(1, threads=128) as bx:
-                for i in T.Parallel(M):
-                    C[i] = T.no_such_prim(A[i]) + bx
-            return C
+        misspelt(np.zeros(4, np.float32))
     assert info.value.bare_message.startswith("unknown name T.no_such_prim")
     assert info.value.lineno == _line_of("C[i] = T.no_such_prim(A[i])")
     assert "internal compiler error" not in str(info.value)

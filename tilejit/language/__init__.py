@@ -164,7 +164,7 @@ def launch_shape(grid, threads):
     """(grid extents as a tuple of 1–3 ints, threads per block), checked: threads in
     [1, 1024] (a tuple of block extents multiplies out; any count, as TileLang and CUDA
     allow: the last warp of a count that is not a multiple of 32 is partial, and what
-    needs whole warps says so when it compiles), extents not negative, within CUDA's
+    needs whole warps says so when it compiles), extents at least 1, within CUDA's
     limits (``GRID_LIMITS``). No extent at all (``T.Kernel(threads=128)``) is one block, as
     in TileLang."""
     if len(grid) > 3:
@@ -181,6 +181,13 @@ def launch_shape(grid, threads):
     dims = tuple(int(g) for g in grid)
     if any(g < 0 for g in dims):
         raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")
+    if 0 in dims:
+        # CUDA's launch refuses an empty grid (CUDA_ERROR_INVALID_VALUE), and TileLang
+        # raises: an error on every target, not a launch that silently does nothing
+        axis = dims.index(0)
+        raise ValueError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is 0 (grid {dims}): "
+                         f"a launch needs at least one block in each dimension; skip the "
+                         f"call when its input is empty")
     for axis, (g, limit) in enumerate(zip(dims, GRID_LIMITS)):
         if g > limit:
             raise ValueError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is {g}, above "

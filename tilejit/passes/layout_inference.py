@@ -422,6 +422,19 @@ def _parallel_layout(shape, dtypes, threads, usable=None):
         return ParallelLayout(tuple(shape), threads, 1), 1
 
 
+def _out_of_bounds_error(ctx, loop, loop_vars, extents, tile):
+    """A loop of the fragment's rank that runs past one of its extents indexes it out of
+    bounds (TileLang's attention-sink backward: `sinks` of shape (heads,) written in a
+    T.Parallel over block_M): say so, with the index and the extent."""
+    if len(extents) != len(tile.shape):
+        return
+    for var, ext, dim in zip(loop_vars, extents, tile.shape):
+        if ext is not None and ext > dim:
+            raise ctx.error(f"index {var!r} of this T.Parallel runs to {ext - 1}, past the "
+                            f"extent {dim} of fragment {tile.name!r} (shape {tile.shape}): "
+                            f"an access out of its bounds", loop)
+
+
 def _foreign_index_error(ctx, loop, loop_vars, tile):
     """The error for a fragment a T.Parallel reads at an index that is not the loop's own
     (``acc[i, j]`` with j a serial loop's variable, ``A[i, j // 32]`` of a large
@@ -573,6 +586,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         for n in full:
             if tuple(extents) != tiles[n].shape:
                 _foreign_index_error(ctx, loop, loop_vars, tiles[n])
+                _out_of_bounds_error(ctx, loop, loop_vars, extents, tiles[n])
                 raise ctx.error(f"a T.Parallel over fragment {n!r} must cover its shape "
                                 f"{tiles[n].shape}; this loop covers {tuple(extents)} (a loop "
                                 f"over part of it indexes it with all of the loop's indices, in "

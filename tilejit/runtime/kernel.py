@@ -255,7 +255,7 @@ class KernelFunction:
             if self._fast is not None:
                 self._call = self._fast.entry(self)
         fast = self._fast
-        if fast is None or len(values) != self._nparams or 0 in launch.grid:
+        if fast is None or len(values) != self._nparams:
             return
         if fast.kinds != param_kinds(self, values):
             return
@@ -423,8 +423,6 @@ class _Loaded:
         from tilejit.runtime import cuda_driver
         values, torch_tensor = flat_values(runtime)
         grid = launch.grid
-        if 0 in grid:
-            return
         if self.maps is not None:
             values += self.maps(*[(v.ptr, v.shape, v.strides) if isinstance(v, TensorArg)
                                   else None for _, v in runtime])
@@ -487,8 +485,6 @@ class _HipLoaded:
 
     def launch(self, launch: host.LaunchConfig, runtime):
         values, torch_tensor = flat_values(runtime)
-        if 0 in launch.grid:
-            return
         # the current stream of the tensors' device (on ROCm torch, a hipStream_t)
         stream = 0 if torch_tensor is None else \
             sys.modules["torch"].cuda.current_stream(torch_tensor.device).cuda_stream

@@ -600,9 +600,44 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
             # classic.py imports this module (pass_config_options): imported here, on use
             from tilejit.tilelang.classic import ClassicJit
             return ClassicJit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
-        return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
-                           verbose=verbose, execution_backend=execution_backend, **options)
+        try:
+            return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
+                               verbose=verbose, execution_backend=execution_backend, **options)
+        except CompileError as error:
+            return FailedProgram(f, error)
     return wrap(func) if func is not None else wrap
+
+
+class FailedProgram:
+    """An eager ``@tilejit.jit`` program that does not compile: its ``CompileError``,
+    found when it was defined, is raised when it is used (called, compiled, tuned, asked
+    anything), not when its module is imported. TileLang compiles on the first call,
+    and its example modules define kernels for other GPUs beside the ones their tests
+    run (a Blackwell kernel in a module whose Hopper tests skip it); such a module still
+    imports, and its other kernels still run."""
+
+    def __init__(self, func, error):
+        self.func, self.error = func, error
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def _raise(self):
+        raise self.error.with_traceback(None)
+
+    def __call__(self, *args, **kwargs):
+        self._raise()
+
+    def make_autotuner(self, *args, **kwargs):
+        return self             # tuning it raises the error too, when it is called
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._raise()
+
+    def __repr__(self):
+        return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
 
 
 def _returns_prim_func(func) -> bool:
