@@ -97,3 +97,55 @@ def test_a_tile_shape_from_pythons_math():
     out = torch.empty(4)
     kernel(s, out)
     torch.testing.assert_close(out, s.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def scalars_declared_in_one_statement():
+    # TileLang's issue 1008 declares two variables in one tuple assignment
+    @T.prim_func
+    def main(x: T.Tensor((256,), "int32")):
+        with T.Kernel(2, threads=128) as bx:
+            a, b = T.alloc_var(T.int32), T.alloc_var(T.int32, 7)
+            lo, hi = T.alloc_var("int32", init=3), T.alloc_local((2,), "int32")
+            hi[0] = bx
+            a = a + lo
+            for i in T.Parallel(128):
+                x[bx * 128 + i] = a * 100 + b * 10 + hi[0]
+    return main
+
+
+def _expected_scalars():
+    return np.repeat(np.array([370, 371], np.int32), 128)
+
+
+def test_allocations_of_one_tuple_assignment_in_simulation():
+    x = np.zeros(256, np.int32)
+    tilelang.compile(scalars_declared_in_one_statement())(x)
+    np.testing.assert_array_equal(x, _expected_scalars())
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_allocations_of_one_tuple_assignment_assemble(arch, ptxas):
+    kernel = tilelang.compile(scalars_declared_in_one_statement(), target="cuda")
+    ptxas(kernel.kernel.compile(np.zeros(256, np.int32), target="cuda", arch=arch).ptx, arch)
+
+
+def test_an_allocation_beside_other_values_in_one_tuple_assignment():
+    @T.prim_func
+    def main(x: T.Tensor((4,), "int32")):
+        with T.Kernel(2, threads=32) as bx:
+            a, b = T.alloc_var(T.int32, 5), bx + 1
+            x[bx] = a * 10 + b
+    x = np.zeros(4, np.int32)
+    tilelang.compile(main)(x)
+    np.testing.assert_array_equal(x, [51, 52, 0, 0])
+
+
+@pytest.mark.gpu
+def test_allocations_of_one_tuple_assignment_on_the_gpu():
+    x = torch.zeros(256, dtype=torch.int32, device="cuda")
+    tilelang.compile(scalars_declared_in_one_statement())(x)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(x.cpu().numpy(), _expected_scalars())
+    sim = np.zeros(256, np.int32)
+    tilelang.compile(scalars_declared_in_one_statement())(sim)
+    np.testing.assert_array_equal(x.cpu().numpy(), sim)

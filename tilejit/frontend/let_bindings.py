@@ -1,6 +1,7 @@
 """Names TileLang's programs bind that are plain Python here, rewritten on the kernel's
 tree before anything else reads it (``source.parse_kernel``):
 
+- ``a, b = T.alloc_var(T.int), T.alloc_var(T.int)`` declares each name on its own.
 - ``v = T.int32()`` declares a variable and ``T.let(v, value)`` binds it (TileLang's
   alias test writes an offset so): the assignment ``v = value``. ``T.let``'s expression
   form (``T.let(v, value, body)``) stays not supported, with its error at the line.
@@ -56,6 +57,9 @@ class _Lets(syntax.NodeTransformer):
 
     def visit_Assign(self, node):
         value = node.value
+        split = _split_allocations(node, self.namespace)
+        if split is not None:
+            return [self.visit_Assign(one) for one in split]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
                 isinstance(value, ast.Call) and not value.args and not value.keywords and \
                 isinstance(resolve_static(value.func, self.namespace), DType):
@@ -66,6 +70,26 @@ class _Lets(syntax.NodeTransformer):
 
 
 _ALLOCATIONS = ("alloc_shared", "alloc_fragment", "alloc_local")
+
+
+def _split_allocations(node, namespace):
+    """``a, b = T.alloc_var(T.int), T.alloc_var(T.int)`` (TileLang's issue 1008): a tuple
+    assignment with an allocation among its values, one assignment per name (a buffer
+    the kernel declares is bound by its own statement), or None. The values must not
+    read the names assigned (``a, b = b, a`` is not a declaration)."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Tuple, ast.List)) or \
+            not isinstance(node.value, (ast.Tuple, ast.List)):
+        return None
+    names, values = node.targets[0].elts, node.value.elts
+    if not any(isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+               and v.func.attr.startswith("alloc_")
+               and _language_attr(v.func, v.func.attr, namespace) for v in values):
+        return None
+    read = {n.id for v in values for n in syntax.walk(v) if isinstance(n, ast.Name)}
+    if len(names) != len(values) or not all(isinstance(n, ast.Name) for n in names) or \
+            len({n.id for n in names}) != len(names) or read & {n.id for n in names}:
+        return None
+    return [ast.copy_location(ast.Assign([n], v), node) for n, v in zip(names, values)]
 
 
 def _region_aliases(tree, namespace) -> dict:
@@ -176,16 +200,19 @@ class _FunctionAliases(syntax.NodeTransformer):
 
 
 def _wanted(tree) -> tuple[bool, bool]:
-    """(whether the kernel spells ``T.let`` or calls something with no arguments, a
-    dtype's declaration among them; whether it binds a name to a sliced subscript): one
-    walk, so a kernel with neither (most) costs no rewrite, on the disk-cache-hit path
-    too (every decoration parses its kernel)."""
+    """(whether the kernel spells ``T.let``, calls something with no arguments (a
+    dtype's declaration among them) or assigns a tuple to a tuple; whether it binds a
+    name to a sliced subscript): one walk, so a kernel with neither (most) costs no
+    rewrite, on the disk-cache-hit path too (every decoration parses its kernel)."""
     lets = aliases = False
     for node in syntax.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "let" or (
                 isinstance(node, ast.Call) and not node.args and not node.keywords
                 and isinstance(node.func, ast.Attribute)):
             lets = True
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                and isinstance(node.targets[0], (ast.Tuple, ast.List)):
+            lets = True             # perhaps allocations, one per name (_split_allocations)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) and any(
                 isinstance(e, ast.Slice) for e in syntax.walk(node.value.slice)):
             aliases = True
