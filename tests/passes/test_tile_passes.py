@@ -376,6 +376,39 @@ def test_reused_bytes_give_the_right_answer_on_gpu(kernel):
     torch.testing.assert_close(outs_sim[0][:64], a[:64].flip(0), rtol=0, atol=0)
 
 
+@tilejit.kernel
+def unused_tile(A, B, unused_rows: T.constexpr = 224):
+    # TileLang's dequantizing GEMM allocates a bias tile it does not use without a bias
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((128, 128), T.float32)           # 64 KB
+        U = T.alloc_shared((unused_rows, 256), T.float32)   # 224 KB, never used
+        T.copy(A[0, 0], S)
+        for i, j in T.Parallel(128, 128):
+            B[i, j] = S[i, 127 - j] + 1.0
+
+
+def test_an_unused_tile_takes_no_bytes_where_the_kernel_would_not_fit_otherwise():
+    a, b = _f32(128, 128), _f32(128, 128)
+    compiled = unused_tile.compile(a, b, target="cuda", arch="sm_90a")
+    assert compiled.shared_bytes == 128 * 128 * 4
+    # within the limit it keeps its bytes (the placement of kernels that fit is unchanged)
+    assert unused_tile.compile(a, b, unused_rows=8, target="cuda",
+                               arch="sm_90a").shared_bytes == 128 * 128 * 4 + 8 * 256 * 4
+    x = torch.randn(128, 128)
+    out = torch.zeros(128, 128)
+    unused_tile(x, out)
+    torch.testing.assert_close(out, x.flip(1) + 1.0, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_an_unused_tile_takes_no_bytes_on_the_gpu():
+    x = torch.randn(128, 128)
+    out = torch.zeros(128, 128, device="cuda")
+    unused_tile(x.cuda(), out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.cpu(), x.flip(1) + 1.0, rtol=0, atol=0)
+
+
 def test_over_the_shared_memory_limit_is_a_compile_error():
     a = _f32(256, 256)
     with pytest.raises(tilejit.CompileError) as info:

@@ -5,7 +5,9 @@ uses it (in a warp-specialized kernel, the consumers' statements: ``_timeline``)
 allocation is not a use, and a loop counts as one statement (a tile used in a loop is
 live for the whole loop). Tiles are placed largest first at the lowest
 16-byte-aligned offset (1024 for a TMA destination: ``Tile.align``) that overlaps no
-tile live at the same time, so a dead tile's bytes are reused. A view of a tile
+tile live at the same time, so a dead tile's bytes are reused. Where that is over the
+limit, a tile the kernel allocates and no statement uses (TileLang's dequantizing GEMM
+allocates its bias tile whether or not it adds a bias) takes none. A view of a tile
 (``T.reshape`` / ``T.view``, ``Tile.view_of``) takes its base's offset; the base lives
 while either is used and is aligned for both. The mbarriers of TMA
 pipelines (``passes/tma.py``) go after every tile, never reused. The barrier pass
@@ -73,9 +75,18 @@ def live_ranges(fdef: ast.FunctionDef, names) -> dict[str, tuple[int, int]]:
     return {n: tuple(r) for n, r in ranges.items()}
 
 
-def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
+def _unused(fdef, ranges) -> set:
+    """The tiles the kernel allocates (``X = __tj_tile("X")`` among its statements) and
+    no statement uses; a tile the compiler made for itself (a reduction's scratch) has no
+    such statement and is used by the lowering, not by name."""
+    order, _ = _timeline(fdef)
+    return {n for n in map(_allocates, order) if n is not None and n not in ranges}
+
+
+def place(fdef: ast.FunctionDef, plan, drop_unused: bool = False) -> tuple[dict, int]:
     """({tile: offset}, bytes with the mbarriers) of the placement described above,
-    without changing the plan (``epilogue_staging.py`` asks whether a tile would fit)."""
+    without changing the plan (``epilogue_staging.py`` asks whether a tile would fit).
+    ``drop_unused``: tiles the kernel allocates and never uses take no bytes."""
     everything = {n: t for n, t in plan.tiles.items() if t.kind == SHARED}
     # a view (T.reshape / T.view) takes its base's bytes: the base lives while either does
     shared = {n: t for n, t in everything.items() if not t.view_of}
@@ -88,7 +99,11 @@ def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
             ranges[t.view_of] = (min(mine[0], base[0]), max(mine[1], base[1]))
     placed: list[tuple[int, int, tuple[int, int]]] = []     # (start, end, live range)
     offsets = {}
+    unused = _unused(fdef, ranges) if drop_unused and not plan.role_threads else set()
     for t in sorted(shared.values(), key=lambda t: (-t.total_bytes, t.line)):
+        if t.name in unused:
+            offsets[t.name] = 0         # allocated and never used: no bytes at all
+            continue
         live = ranges.get(t.name, (0, 1 << 30))
         size = -(-t.total_bytes // ALIGN) * ALIGN
         align = max(v.align for v in everything.values() if v is t or v.view_of == t.name)
@@ -112,12 +127,14 @@ def place(fdef: ast.FunctionDef, plan) -> tuple[dict, int]:
 def plan_shared_memory(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     offsets, total = place(fdef, plan)
+    limit = ctx.target.shared_limit
+    if limit is not None and total > limit:
+        offsets, total = place(fdef, plan, drop_unused=True)
     for name, offset in offsets.items():
         plan.tiles[name].offset = offset
     plan.shared_bytes = total
     if plan.mbarriers:
         plan.mbarrier_offset = total - 8 * plan.mbarriers
-    limit = ctx.target.shared_limit
     if limit is not None and plan.shared_bytes > limit:
         order = sorted((t for t in plan.tiles.values() if t.kind == SHARED and not t.view_of),
                        key=lambda t: (-t.total_bytes, t.line))
