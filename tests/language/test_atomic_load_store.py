@@ -13,21 +13,27 @@ import torch
 import tilejit
 import tilejit.language as T
 
-ORDERS = [None, "relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst"]
+# (store, load) orders: a load does not release, a store does not acquire (as TileLang)
+ORDERS = [(None, None), ("relaxed", "relaxed"), ("release", "acquire"),
+          ("release", "consume"), ("seq_cst", "seq_cst"), ("relaxed", "seq_cst")]
+LOAD_ORDERS = [None, "relaxed", "consume", "acquire", "seq_cst"]
+STORE_ORDERS = [None, "relaxed", "release", "seq_cst"]
 
 
 @tilejit.kernel
-def publish(X, F, Y, order: T.constexpr = "seq_cst", block: T.constexpr = 128):
+def publish(X, F, Y, store_order: T.constexpr = "seq_cst", load_order: T.constexpr = "seq_cst",
+            block: T.constexpr = 128):
     """F = 2 X element by element (stores), Y = F + 1 (loads), then the block stores its
     index into F's first element of its block, once."""
     N = X.shape[0]
     with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
         for i in T.Parallel(block):
             if bx * block + i < N:
-                T.atomic_store(F[bx * block + i], X[bx * block + i] * 2, memory_order=order)
+                T.atomic_store(F[bx * block + i], X[bx * block + i] * 2,
+                               memory_order=store_order)
         for i in T.Parallel(block):
             if bx * block + i < N:
-                Y[bx * block + i] = T.atomic_load(F[bx * block + i], memory_order=order) + 1
+                Y[bx * block + i] = T.atomic_load(F[bx * block + i], memory_order=load_order) + 1
         T.atomic_store(F[bx * block], bx)
 
 
@@ -50,12 +56,12 @@ def _expected(x, block=128):
     return f, y
 
 
-@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("orders", ORDERS)
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64, np.uint32])
-def test_stores_and_loads_in_simulation(order, dtype):
+def test_stores_and_loads_in_simulation(orders, dtype):
     x = np.arange(300).astype(dtype)
     f, y = np.zeros_like(x), np.zeros_like(x)
-    publish(x, f, y, order=order)
+    publish(x, f, y, store_order=orders[0], load_order=orders[1])
     want_f, want_y = _expected(x)
     np.testing.assert_array_equal(f, want_f)
     np.testing.assert_array_equal(y, want_y)
@@ -82,12 +88,15 @@ FENCES = {None: (None, None), "relaxed": (None, None),
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("order", ORDERS)
-def test_ptx_orders_each_access_with_fences(order, arch, ptxas):
+@pytest.mark.parametrize("store_order, load_order", list(zip(STORE_ORDERS, LOAD_ORDERS)) +
+                         [("release", "acquire"), ("seq_cst", "consume")])
+def test_ptx_orders_each_access_with_fences(store_order, load_order, arch, ptxas):
     x = np.zeros(1024, np.int32)
-    ptx = publish.compile(x, x.copy(), x.copy(), order=order, target="cuda", arch=arch).ptx
-    before, after = FENCES[order]
+    ptx = publish.compile(x, x.copy(), x.copy(), store_order=store_order, load_order=load_order,
+                          target="cuda", arch=arch).ptx
+    before, after = FENCES[store_order]
     store = [e for e in (before, "st.relaxed.sys.global.b32", after) if e]
+    before, after = FENCES[load_order]
     load = [e for e in (before, "ld.relaxed.sys.global.b32", after) if e]
     last = ["fence.sc.gpu", "st.relaxed.sys.global.b32", "fence.acq_rel.gpu"]   # seq_cst
     assert _events(ptx) == store + load + last
@@ -111,10 +120,16 @@ def test_a_tensor_stored_atomically_is_not_read_through_the_read_only_cache():
     ("T.atomic_load(F[0:4])", "one element"),
     ("T.atomic_store(F, 1)", "one element"),
     ("T.atomic_store(F[0])", "takes an element and a value"),
-    ("T.atomic_load(F[0], memory_order='strong')", "memory_order must be"),
+    ("T.atomic_load(F[0], memory_order='strong')", "atomic_load does not support memory_order"),
+    ("T.atomic_load(F[0], memory_order='release')", "atomic_load does not support memory_order"),
+    ("T.atomic_store(F[0], 1, memory_order='acquire')",
+     "atomic_store does not support memory_order 'acquire': a store takes 'relaxed', "
+     "'release', 'seq_cst'"),
     ("T.atomic_load(F[0], order='acquire')", "unexpected argument 'order'"),
 ])
 def test_bad_calls_are_compile_errors(call, message, tmp_path):
+    # an order a load or store does not have is found where the kernel is defined, a
+    # ValueError too (TileLang's)
     source = (f"import tilejit, tilejit.language as T\n"
               f"@tilejit.kernel\n"
               f"def k(F):\n"
@@ -138,15 +153,16 @@ def test_narrow_dtypes_are_errors_here_and_on_the_gpu(dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("order", ["relaxed", "acquire", "release", "seq_cst"])
+@pytest.mark.parametrize("orders", [("relaxed", "relaxed"), ("release", "acquire"),
+                                    ("seq_cst", "seq_cst")])
 @pytest.mark.parametrize("dtype", [torch.int32, torch.float64])
-def test_gpu_matches_the_simulator_and_numpy(order, dtype):
+def test_gpu_matches_the_simulator_and_numpy(orders, dtype):
     x = torch.arange(100_003, dtype=dtype)
     f, y = torch.zeros_like(x, device="cuda"), torch.zeros_like(x, device="cuda")
-    publish(x.cuda(), f, y, order=order)
+    publish(x.cuda(), f, y, store_order=orders[0], load_order=orders[1])
     torch.cuda.synchronize()
     fs, ys = np.zeros(x.shape, x.numpy().dtype), np.zeros(x.shape, x.numpy().dtype)
-    publish(x.numpy(), fs, ys, order=order)
+    publish(x.numpy(), fs, ys, store_order=orders[0], load_order=orders[1])
     want_f, want_y = _expected(x.numpy())
     np.testing.assert_array_equal(f.cpu().numpy(), want_f)
     np.testing.assert_array_equal(y.cpu().numpy(), want_y)
@@ -239,3 +255,22 @@ def test_ordered_atomics_compile_for_amdgpu_at_agent_scope(tmp_path):
                          env={**os.environ, "TILEJIT_DISABLE_CACHE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("agent"), out.stdout
+
+
+def _load_program(order):
+    @T.prim_func
+    def kernel(source: T.Tensor((1,), T.int32), output: T.Tensor((1,), T.int32)):
+        with T.Kernel(1, threads=1):
+            output[0] = T.atomic_load(source[0], memory_order=order)
+    return kernel
+
+
+@pytest.mark.parametrize("order", ["release", "acq_rel"])
+def test_an_order_a_load_lacks_is_a_value_error_where_the_program_is_defined(order):
+    with pytest.raises(ValueError, match=f"atomic_load does not support memory_order "
+                                         f"'{order}'"):
+        _load_program(order)
+    x = np.arange(1, dtype=np.int32) + 7
+    y = np.zeros(1, np.int32)
+    tilejit.compile(_load_program("acquire"))(x, y)
+    assert y[0] == 7

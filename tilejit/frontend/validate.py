@@ -19,6 +19,7 @@ from tilejit.frontend.source import (KernelSource, function_def_from_file,
                                      function_namespace, resolve_static, static_truth)
 from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
+from tilejit.language.atomics import memory_order_error
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir.markers import DP4A_MESSAGE
 
@@ -114,6 +115,35 @@ def check_definition(func) -> None:
     _check_views(tree, namespace, filename, annotations)
     _check_reducers(tree, namespace, filename)
     _check_dp4a(tree, namespace, filename, annotations)
+    _check_memory_orders(tree, namespace, filename)
+
+
+def _check_memory_orders(tree, namespace, filename) -> None:
+    """``T.atomic_load`` / ``T.atomic_store`` with a memory order a load or a store does
+    not have (a load that releases), known as the program is defined: TileLang's
+    ValueError there."""
+    assigned = {n.id for n in syntax.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)}
+    for node in syntax.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = resolve_static(node.func, namespace)
+        op = {_language.atomic_load: "load", _language.atomic_store: "store"}.get(fn)
+        if op is None:
+            continue
+        given = {k.arg: k.value for k in node.keywords}
+        position = 1 if op == "load" else 2
+        expr = given.get("memory_order", node.args[position]
+                         if len(node.args) > position else None)
+        if isinstance(expr, ast.Constant):
+            order = expr.value
+        elif isinstance(expr, ast.Name) and expr.id not in assigned:
+            order = namespace.get(expr.id)
+        else:
+            continue
+        message = memory_order_error(op, order) if isinstance(order, str) else None
+        if message is not None:
+            raise ValueCompileError(message, filename, node.lineno)
 
 
 def _check_initializers(tree, namespace, filename) -> None:

@@ -58,8 +58,20 @@ def call_signature(op: str) -> str:
     return _SIGNATURES.get(op, SIGNATURE)
 
 
+# the orders a plain load or store has (TileLang's, as C++'s): a load does not release,
+# a store does not acquire
+OP_MEMORY_ORDERS = {"load": ("relaxed", "consume", "acquire", "seq_cst"),
+                    "store": ("relaxed", "release", "seq_cst")}
+
+
 def memory_order_error(op: str, order) -> str | None:
     """Why ``order`` is not a memory order of ``T.atomic_<op>``, or None when it is one."""
+    if op in OP_MEMORY_ORDERS and isinstance(order, str):
+        allowed = OP_MEMORY_ORDERS[op]
+        if order in allowed:
+            return None
+        return (f"T.atomic_{op} does not support memory_order {order!r}: a {op} takes "
+                f"{', '.join(repr(o) for o in allowed)}")
     if order is None or (isinstance(order, str) and order in MEMORY_ORDERS):
         return None
     expected = ", ".join(repr(o) for o in MEMORY_ORDERS)

@@ -302,3 +302,55 @@ class Fragment(Layout):
                 f"T.Fragment for {name}: thread {t} holds elements {shown(a)} and {shown(b)} "
                 f"both at local index {s}; expected each (thread, local index) to hold at "
                 f"most one element ({self._index_shown()})")
+
+
+# -- TileLang's named fragment layouts (``tilelang.layout``) ---------------------------
+
+def make_gemm_fragment_8x8() -> Fragment:
+    """TileLang's ``make_gemm_fragment_8x8()``: an 8x8 tile over a warp as ``ldmatrix``
+    gives it (and ``stmatrix`` takes it): row ``i`` on threads ``4i … 4i+3``, two
+    consecutive columns each (thread ``4i + j // 2``, local index ``j % 2``)."""
+    return Fragment([8, 8], forward_thread_fn=_thread_8x8, forward_index_fn=_index_8x8)
+
+
+def make_gemm_fragment_8x8_transposed() -> Fragment:
+    """TileLang's ``make_gemm_fragment_8x8_transposed()``: the 8x8 fragment of
+    ``make_gemm_fragment_8x8`` with rows and columns exchanged (thread ``4j + i // 2``,
+    local index ``i % 2``)."""
+    return Fragment([8, 8], forward_thread_fn=_thread_8x8_t, forward_index_fn=_index_8x8_t)
+
+
+def _thread_8x8(i, j):
+    return j // 2 + 4 * i
+
+
+def _index_8x8(i, j):
+    return j % 2
+
+
+def _thread_8x8_t(i, j):
+    return i // 2 + 4 * j
+
+
+def _index_8x8_t(i, j):
+    return i % 2
+
+
+def make_fully_replicated_layout_fragment(buffer, threads: int) -> Fragment:
+    """TileLang's ``make_fully_replicated_layout_fragment(buffer, threads)``: every one of
+    ``threads`` threads holds the whole buffer (replica ``rep`` on thread ``rep``), its
+    elements in row-major order."""
+    shape = _shape(getattr(buffer, "shape", buffer),
+                   "make_fully_replicated_layout_fragment buffer shape")
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise LayoutError(f"make_fully_replicated_layout_fragment threads: expected a "
+                          f"positive int, got {threads!r}")
+    strides = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+
+    def thread(*args):
+        return args[-1]
+
+    def index(*idx):
+        return sum(i * s for i, s in zip(idx, strides))
+    return Fragment(shape, forward_thread_fn=thread, replicate=int(threads),
+                    forward_index_fn=index)

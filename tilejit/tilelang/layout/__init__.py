@@ -6,7 +6,9 @@ and ``make_metadata_layout`` are not built (reading one says so)."""
 from __future__ import annotations
 
 from tilejit.language.compat import NotSupportedError
-from tilejit.language.fragment_layout import Fragment
+from tilejit.language.fragment_layout import (Fragment, make_fully_replicated_layout_fragment,
+                                              make_gemm_fragment_8x8,
+                                              make_gemm_fragment_8x8_transposed)
 from tilejit.language.layout import (Layout, LayoutError, get_swizzle_layout,
                                      make_full_bank_swizzled_layout,
                                      make_half_bank_swizzled_layout, make_linear_layout,
@@ -14,6 +16,8 @@ from tilejit.language.layout import (Layout, LayoutError, get_swizzle_layout,
                                      make_swizzled_layout)
 
 __all__ = ["Fragment", "Layout", "LayoutError", "get_swizzle_layout",
+           "make_fully_replicated_layout_fragment", "make_gemm_fragment_8x8",
+           "make_gemm_fragment_8x8_transposed",
            "make_full_bank_swizzled_layout", "make_half_bank_swizzled_layout",
            "make_linear_layout", "make_mma_swizzle_layout", "make_quarter_bank_swizzled_layout",
            "make_swizzled_layout"]
