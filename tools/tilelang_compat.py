@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tilejit  # noqa: E402
 import tilejit.language as T  # noqa: E402
 from tilejit.language import compat  # noqa: E402
+from tilejit.language.dtypes import DType  # noqa: E402
 
 # the explicit synchronization forms (frontend/explicit_sync.py)
 _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA, warpgroup "
@@ -307,6 +308,20 @@ def _row(name, supported, difference, why, prefix):
     return f"| `{prefix}{name}` | supported | |"
 
 
+def _named_only(name) -> str | None:
+    """The difference of one of TileLang's dtypes that tilejit names but does not hold."""
+    value = getattr(T, name, None)
+    if isinstance(value, DType) and not value.held and name not in LANGUAGE_DIFFERENCES:
+        return ("a dtype name only (compare dtypes with it, pass it, list it in "
+                "`pytest.mark.parametrize`; `bits`, `lanes`, `is_float4()`, `as_torch()` "
+                "where torch has it); a tensor or tile of it is a TypeError saying so")
+    return None
+
+
+def _difference(name) -> str | None:
+    return LANGUAGE_DIFFERENCES.get(name) or _named_only(name)
+
+
 def _has(module, name) -> bool:
     try:
         getattr(module, name)
@@ -350,12 +365,14 @@ def markdown() -> str:
     ]
     names = compat.language_names()
     supported = [n for n in names if _has(T, n)]
+    held = [n for n in supported if _named_only(n) is None]
     top = TILELANG_SUPPORTED + list(compat.TILELANG)
     top_supported = [n for n in top if n not in compat.TILELANG and _has(tilejit, n)]
     lines += [
-        f"Counts: `tilelang.language` {len(supported)} of {len(names)} names supported "
-        f"({sum(n in LANGUAGE_DIFFERENCES for n in supported)} with a difference); "
-        f"`tilelang` {len(top_supported)} of {len(top)}.",
+        f"Counts: `tilelang.language` {len(held)} of {len(names)} names supported "
+        f"({sum(_difference(n) is not None for n in held)} with a difference), and "
+        f"{len(supported) - len(held)} more that are dtype names only (no tensor or tile "
+        f"holds them); `tilelang` {len(top_supported)} of {len(top)}.",
         "",
         "## `tilelang`",
         "",
@@ -370,7 +387,7 @@ def markdown() -> str:
                   "|---|---|---|"]
         for name in group:
             ok = name in supported
-            lines.append(_row(name, ok, LANGUAGE_DIFFERENCES.get(name),
+            lines.append(_row(name, ok, _difference(name),
                               "" if ok else compat.reason(name), "T."))
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,7 @@ uses it (a ``CompileError`` at its line in a kernel); the page lists them all.""
 import importlib.util
 import os
 
+import numpy as np
 import pytest
 
 import tilejit
@@ -14,6 +15,11 @@ from tilejit.language import compat
 from tilejit.language.compat import NotSupportedError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main_line(marker):
+    return next(n for n, text in enumerate(open(__file__), 1) if marker in text and
+                "main_line" not in text)
 
 
 def _generator():
@@ -78,10 +84,59 @@ def test_a_kernel_that_uses_one_is_a_compile_error_at_its_line():
 
 
 def test_an_unsupported_dtype_in_an_annotation_says_so_where_it_is_written():
-    with pytest.raises(NotSupportedError, match=r"T\.float8_e4m3fnuz .* not supported"):
+    # TileLang's dtypes that tilejit names only: the name reads (module-level defaults and
+    # parametrize lists of TileLang's tests import), a tensor of it is a TypeError
+    assert T.float8_e4m3fnuz == "float8_e4m3fnuz" and T.float8_e4m3fnuz.bits == 8
+    with pytest.raises(TypeError, match=r"float8_e4m3fnuz is a dtype name tilejit has but no "
+                                        r"tensor or tile can hold"):
         @T.prim_func
         def main(A: T.Tensor((16,), T.float8_e4m3fnuz)):
             pass
+
+
+def test_vector_and_narrow_dtypes_are_names_with_tilelangs_attributes():
+    assert (T.float32x4.bits, T.float32x4.lanes, T.float32x4.kind) == (32, 4, "float")
+    assert (T.float4_e2m1fn.bits, T.float4_e2m1_unpacked.bits) == (4, 8)
+    assert T.float4_e2m1fn.is_float4() and T.float4_e2m1fnx2.is_float4()
+    assert T.float4_e2m1fn.is_float4_e2m1fn() and not T.float16.is_float4()
+    assert T.float4_e2m1_unpacked.is_float4_e2m1_unpacked()
+    assert not hasattr(T, "float4_e2m1_unpackedx2")      # not one of TileLang's names
+    assert T.float4_e2m1fn != T.float4_e2m1_unpacked
+    with pytest.raises(NotSupportedError):
+        assert T.is_float4_e2m1fn is None                   # TileLang's function: not built
+    from tilejit.language.dtypes import resolve_torch_storage_dtype
+    assert resolve_torch_storage_dtype(T.float16) == T.float16
+    assert resolve_torch_storage_dtype(T.int4) == T.int8
+    torch = pytest.importorskip("torch")
+    want = T.float4_e2m1fnx2 if hasattr(torch, "float4_e2m1fn_x2") else T.int8
+    assert resolve_torch_storage_dtype(T.float4_e2m1fn) == want
+    from tilejit.language.dtypes import _TORCH_DTYPE_TO_STR
+    assert _TORCH_DTYPE_TO_STR[torch.bfloat16] == "bfloat16"
+    assert _TORCH_DTYPE_TO_STR[torch.float8_e4m3fn] == "float8_e4m3"
+
+
+def test_a_vector_dtype_in_a_kernel_is_an_error_at_its_line():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            v = T.alloc_local((1,), T.float32x4)                # marker: vector
+            A[bx] = v[0]
+    with pytest.raises(tilejit.CompileError, match=r"float32x4 \(a vector of 4 values\) is a "
+                                                   r"dtype name tilejit has but no tensor") as e:
+        tilejit.compile(main)(np.zeros(4, np.float32))
+    assert e.value.lineno == main_line("marker: vector")
+
+
+def test_a_narrow_dtype_in_an_eager_programs_annotation_names_the_argument():
+    @tilejit.jit
+    def packed(x):
+        m = T.dynamic("m")
+        x: T.Tensor[(m, 16), T.float4_e2m1fn]
+        with T.Kernel(1, threads=32):
+            pass
+    with pytest.raises(TypeError, match=r"argument 'x' \(annotated at line \d+\): "
+                                        r"float4_e2m1fn is a dtype name"):
+        packed(np.zeros((4, 8), np.uint8))
 
 
 def test_a_misspelt_name_still_gets_suggestions():

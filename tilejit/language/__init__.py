@@ -21,7 +21,8 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
                                      float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
                                      float16, float32,
                                      float64, half, int4, int8, int16, int32, int64, long, ptr,
-                                     short, tfloat32, uint, uint8, uint16, uint32, uint64)
+                                     not_held, short, tfloat32, uint, uint8, uint16, uint32,
+                                     uint64)
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
@@ -37,6 +38,7 @@ from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
 from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer,
                                              SharedBuffer, StridedTensor, Symbol, Tensor,
                                              const, dyn, dynamic, symbolic)
+from tilejit.language.compat import dtype_names as _tilelang_dtype_names
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
@@ -148,10 +150,15 @@ Var = Symbol
 
 def __getattr__(name):
     """``T.bool``, ``T.float``, ``T.int`` (TileLang's dtypes named as Python's builtins,
-    kept out of this module's globals), and TileLang's names tilejit does not have: an
-    error that names the feature and says it is not supported (``compat.py``)."""
+    kept out of this module's globals), TileLang's vector and narrow dtypes (names no
+    tensor or tile holds: ``dtypes.not_held``), and TileLang's names tilejit does not
+    have: an error that names the feature and says it is not supported (``compat.py``)."""
     if name in BUILTIN_NAMED:
         return BUILTIN_NAMED[name]
+    if name in _tilelang_dtype_names():
+        named = not_held(name)      # a vector or narrow dtype: a name, no tensor holds it
+        if named is not None:
+            return named
     raise _not_supported(name, "tilelang.language", __name__)
 
 

@@ -216,6 +216,11 @@ def reason(name: str) -> str | None:
     return None
 
 
+def dtype_names() -> tuple:
+    """TileLang's dtype names (``tilelang.language.dtypes``' group)."""
+    return next(names for where, names in LANGUAGE_GROUPS if where == "tilelang.language.dtypes")
+
+
 def language_names() -> list:
     """Every public name of TileLang's ``tilelang.language``, in group order."""
     return [n for _, names in LANGUAGE_GROUPS for n in names]

@@ -5,6 +5,8 @@ and the dtype strings the seeds use (``"float16"``) all name one of these.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 
@@ -19,12 +21,14 @@ class DType(str):
     it returns that dtype (``as_dtype``), ``isinstance(x, T.dtype)`` tells a dtype, and
     ``dtype: T.dtype = T.float16`` annotates a parameter."""
 
-    def __new__(cls, name, bits: int | None = None, kind: str | None = None):
-        # kind: "float", "int", "uint", "bool"
+    def __new__(cls, name, bits: int | None = None, kind: str | None = None,
+                lanes: int = 1, held: bool = True):
+        # kind: "float", "int", "uint", "bool"; held: a tensor or tile may hold it (a
+        # dtype TileLang has that tilejit only names is not: NOT_HELD)
         if bits is None and kind is None:
             return as_dtype(name)
         self = super().__new__(cls, name)
-        object.__setattr__(self, "_fields", (bits, kind))
+        object.__setattr__(self, "_fields", (bits, kind, lanes, held))
         return self
 
     def __setattr__(self, name, value):
@@ -41,6 +45,27 @@ class DType(str):
     @property
     def kind(self) -> str:
         return self._fields[1]
+
+    @property
+    def lanes(self) -> int:
+        """Values per element: 1, or N of TileLang's vector dtypes (``float32x4``)."""
+        return self._fields[2]
+
+    @property
+    def held(self) -> bool:
+        """Whether a tensor or tile may hold it (``NOT_HELD``: TileLang's dtypes that
+        tilejit names only)."""
+        return self._fields[3]
+
+    def is_float4(self) -> bool:
+        """TileLang's ``dtype.is_float4()``: one of the 4-bit e2m1 floats."""
+        return self.name.startswith(("float4_e2m1fn", "float4_e2m1_unpacked"))
+
+    def is_float4_e2m1fn(self) -> bool:
+        return self.name == "float4_e2m1fn"
+
+    def is_float4_e2m1_unpacked(self) -> bool:
+        return self.name == "float4_e2m1_unpacked"
 
     def __reduce__(self):
         return (as_dtype, (self.name,))
@@ -119,7 +144,8 @@ float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
                               "float8_e8m0fnu"))
 # torch's (and ml_dtypes') names where they differ from ours
-_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
+_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "float4_e2m1fn": "float4_e2m1fn_x2",
+                "float4_e2m1fnx2": "float4_e2m1fn_x2"}
 
 ALL_DTYPES = (float16, bfloat16, float32, float64, int8, int16, int32, int64,
               uint8, uint16, uint32, uint64, bool_, float8_e4m3, float8_e5m2, float8_e8m0fnu)
@@ -137,8 +163,52 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
 float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
+# TileLang's dtypes that tilejit names but no tensor or tile holds: its programs compare
+# dtypes with them, give them as defaults and list them in ``pytest.mark.parametrize``,
+# so reading one (``T.float4_e2m1fn``) is a DType; holding one (``T.Tensor(shape,
+# T.float4_e2m1fn)``, ``T.alloc_local((1,), T.float32x4)``) is a TypeError naming it
+# (``as_dtype``). ``not_held(name)`` makes them; the names are TileLang's (compat.py).
+NOT_HELD: dict = {}
+_NARROW = re.compile(r"^(u?int|float|bfloat|tfloat)(\d+)((?:_[a-z0-9]+)*)$")
+_LANES = re.compile(r"^(.+?)x(\d+)$")
+
+
+def not_held(name: str) -> DType | None:
+    """The named-only DType of one of TileLang's dtype names that tilejit does not hold
+    (a vector ``float32x4``, a narrow float ``float4_e2m1fn``, ``int4``), or None."""
+    if name in NOT_HELD:
+        return NOT_HELD[name]
+    lanes, base = 1, name
+    m = _LANES.match(name)
+    if m is not None and _NARROW.match(m.group(1)):
+        base, lanes = m.group(1), int(m.group(2))
+    m = _NARROW.match(base)
+    if m is None or name in _BY_NAME:
+        return None
+    family, width = m.group(1), int(m.group(2))
+    bits = 8 if base == "float4_e2m1_unpacked" else width
+    kind = {"bfloat": "float", "tfloat": "float"}.get(family, family)
+    found = NOT_HELD[name] = DType(name, bits, kind, lanes, held=False)  # bits per lane
+    return found
+
+
+def _not_held_message(d: DType) -> str:
+    if d.name == "int4":
+        return ("int4 (4-bit integers) is a dtype name tilejit has but no tensor or tile can "
+                "hold: pack two values a byte in a uint8/int8 tensor and unpack them "
+                "(x >> 4, x & 15)")
+    if d.lanes > 1:
+        return (f"{d.name} (a vector of {d.lanes} values) is a dtype name tilejit has but no "
+                f"tensor or tile can hold: tilejit's tiles hold scalars (give the tile "
+                f"{d.lanes} times the elements)")
+    return (f"{d.name} is a dtype name tilejit has but no tensor or tile can hold (its "
+            f"dtypes are float16, bfloat16, float32, float64, float8_e4m3, float8_e5m2, "
+            f"float8_e8m0fnu, (u)int8 to (u)int64 and bool): hold the bits in a uint8 tensor "
+            f"and decode them")
+
+
 # TileLang's T.int4: named (programs compare dtypes with it), not a dtype of any tensor
-int4 = DType("int4", 4, "int")
+int4 = not_held("int4")
 # TileLang's T.ptr: an address. As a parameter annotation, a pointer argument (a tensor,
 # whose data pointer is passed, or an address); as a dtype (a table of pointers,
 # ``T.Tensor([G], T.ptr)``), int64, which it equals
@@ -157,17 +227,18 @@ def as_dtype(value) -> DType:
     """A DType from a DType, a dtype name, a numpy dtype or a torch dtype."""
     if value is ptr:
         return int64
-    if value is int4:
-        raise TypeError("int4 (4-bit integers) is a dtype name tilejit has but no tensor or "
-                        "tile can hold: pack two values a byte in a uint8/int8 tensor and "
-                        "unpack them (x >> 4, x & 15)")
     if isinstance(value, DType):
+        if not value.held:
+            raise TypeError(_not_held_message(value))
         # TileLang's spelling float8_e4m3fn: the dtype it names
         return value if value is not float8_e4m3fn else float8_e4m3
     if isinstance(value, str):
         try:
             return _BY_NAME[value]
         except KeyError:
+            named = NOT_HELD.get(value)
+            if named is not None:
+                raise TypeError(_not_held_message(named)) from None
             raise TypeError(f"unknown dtype {value!r}; expected one of "
                             f"{', '.join(d.name for d in ALL_DTYPES)}") from None
     try:
@@ -204,3 +275,34 @@ def _from_object(value) -> DType:
     if npd == np.bool_:
         return bool_
     return as_dtype(npd.name)
+
+
+def resolve_torch_storage_dtype(value) -> DType:
+    """TileLang's ``resolve_torch_storage_dtype``: the dtype of the torch tensor that
+    stores ``value``'s elements: itself for a dtype tilejit holds; ``int8`` for ``int4``;
+    ``float4_e2m1fnx2`` for the e2m1 floats where torch has ``float4_e2m1fn_x2``, else
+    ``int8``."""
+    named = value if isinstance(value, DType) else not_held(str(value))
+    if named is None or named.held:
+        return as_dtype(value)
+    if named.is_float4():
+        import torch    # only for a caller that asks about torch's storage
+        return not_held("float4_e2m1fnx2") if hasattr(torch, "float4_e2m1fn_x2") else int8
+    if named.kind in ("int", "uint") and named.bits < 8:
+        return int8
+    raise TypeError(_not_held_message(named))
+
+
+def __getattr__(name):
+    """``_TORCH_DTYPE_TO_STR`` (TileLang's private table of torch dtypes to dtype names,
+    which its example utilities import), made on first use: importing torch is the
+    caller's choice."""
+    if name == "_TORCH_DTYPE_TO_STR":
+        import torch
+        table = {getattr(torch, _TORCH_NAMES.get(d.name, d.name)): d.name
+                 for d in ALL_DTYPES if hasattr(torch, _TORCH_NAMES.get(d.name, d.name))}
+        table.update({torch.half: "float16", torch.float: "float32", torch.double: "float64",
+                      torch.short: "int16", torch.int: "int32", torch.long: "int64"})
+        globals()[name] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

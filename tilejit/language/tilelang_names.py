@@ -9,7 +9,7 @@ import ast
 import warnings
 
 from tilejit.language._semantics import meaning
-from tilejit.language.dtypes import DType, as_dtype, ptr
+from tilejit.language.dtypes import DType, as_dtype, not_held, ptr
 
 
 class SymbolicInt:
@@ -285,6 +285,8 @@ dyn = _Dyn()
 
 
 def _names_a_dtype(value) -> bool:
+    if isinstance(value, DType) or (isinstance(value, str) and not_held(value) is not None):
+        return True             # one no tensor holds too: the annotation says so
     try:
         as_dtype(value)
     except (TypeError, ValueError, KeyError):

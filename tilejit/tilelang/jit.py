@@ -337,7 +337,11 @@ class JitFunction:
             except TypeError:
                 spec = None
             if spec is None or has_computed_extents(spec):     # T.ceildiv(K, 128)
-                spec = derived_extents(ann, env, self.sugar.filename)
+                try:
+                    spec = derived_extents(ann, env, self.sugar.filename)
+                except TypeError as e:      # a dtype no tensor holds (T.float4_e2m1fn)
+                    raise TypeError(f"argument {name!r} (annotated at line {line}): "
+                                    f"{e}") from None
             if not isinstance(spec, TensorAnnotation):
                 raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer")
             specs.append((name, spec, line))
