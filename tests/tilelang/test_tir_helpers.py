@@ -271,3 +271,44 @@ def test_gpu_matches_the_reference_and_the_simulator(kind, dtype):
     gpu = kernel(b, s)
     assert torch.equal(gpu.cpu(), reference(b.cpu(), s.cpu(), kind))
     assert torch.equal(gpu.cpu(), kernel(b.cpu(), s.cpu()))
+
+
+def _log2_ceil(x):
+    """TileLang's DeepSeek-V4 quantizer's helper: T.Cast (dtype first) in a device
+    function the kernel calls, not only in the kernel's own body."""
+    bits_x = T.reinterpret(x, "uint32")
+    exp_x = (bits_x >> 23) & 0xFF
+    man_bits = bits_x & ((1 << 23) - 1)
+    return T.Cast("int32", exp_x - 127 + T.if_then_else(man_bits != 0, 1, 0))
+
+
+@T.prim_func
+def log2_ceil_kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[i] = _log2_ceil(A[i]) + T.Cast("int32", A[i])
+
+
+def _log2_ceil_inputs():
+    a = torch.linspace(0.3, 100.0, 128)
+    want = torch.ceil(torch.log2(a.double())).int() + a.int()
+    return a, want
+
+
+def test_cast_dtype_first_in_a_helper(ptxas):
+    a, want = _log2_ceil_inputs()
+    b = torch.zeros(128, dtype=torch.int32)
+    tilejit.compile(log2_ceil_kernel)(a, b)
+    assert torch.equal(b, want)
+    kernel = tilejit.compile(log2_ceil_kernel, target="cuda")
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.kernel.compile(a.numpy(), b.numpy(), target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_gpu_cast_dtype_first_in_a_helper():
+    a, want = _log2_ceil_inputs()
+    b = torch.zeros(128, dtype=torch.int32, device="cuda")
+    tilejit.compile(log2_ceil_kernel)(a.cuda(), b)
+    torch.cuda.synchronize()
+    assert torch.equal(b.cpu(), want)

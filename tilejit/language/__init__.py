@@ -440,9 +440,9 @@ def infinity(dtype):
     return as_dtype(dtype).numpy.type(np.inf)
 
 
-def Cast(dtype, value):  # noqa: N802 - TileLang's name
-    """TileLang's spelling of ``T.cast(value, dtype)``."""
-    return cast(value, dtype)
+# TileLang's (TIR's) spelling of ``T.cast(value, dtype)``: TIR's expression builder itself,
+# typed in device-function helpers too (TileLang's DeepSeek-V4 quantizer calls it in one)
+from tilejit.language.tir_exprs import Cast  # noqa: E402
 
 
 Serial = serial
