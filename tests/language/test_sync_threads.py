@@ -130,3 +130,114 @@ def barrier_in_a_parallel_loop(A):
 def test_barriers_not_every_thread_reaches_are_errors(kernel, match):
     with pytest.raises(CompileError, match=match):
         kernel.compile(np.zeros(64, np.float32), target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def uniform_break_after_scattered_stores(X, Out, Count):
+    """DeepSeek's top-k selector's shape: threads store at indices they computed
+    (``Out[bx, pos] = i``, pos thread-dependent), then a loop leaves early on a value every
+    thread reads alike from shared memory, with block barriers inside. The store does not
+    make ``bx`` thread-dependent, nor does ``Out.shape`` read the stored elements."""
+    n = Out.shape[1]
+    with T.Kernel(2, threads=64) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((1,), T.int32)
+        left = T.alloc_var(T.int32)
+        pos = tx % n
+        Out[bx, pos] = tx * 10 + bx
+        left = n
+        for r in T.serial(4):
+            if left <= 0:
+                break
+            T.sync_threads()
+            if tx == 0:
+                S[0] = left - 3
+            T.sync_threads()
+            left = S[0]
+            Count[bx, r] = left
+
+
+def _uniform_break_expected(n=5):
+    out = np.zeros((2, n), np.int32)
+    for b in range(2):
+        for t in range(64):          # the last thread to store at a position: any of them
+            out[b, t % n] = t * 10 + b
+    count = np.zeros((2, 4), np.int32)
+    count[:, :2] = [2, -1]
+    return out, count
+
+
+def test_a_uniform_break_after_scattered_stores():
+    x = np.zeros(4, np.float32)
+    out, count = np.zeros((2, 5), np.int32), np.zeros((2, 4), np.int32)
+    uniform_break_after_scattered_stores(x, out, count)
+    want_out, want_count = _uniform_break_expected()
+    np.testing.assert_array_equal(count, want_count)
+    assert all((out[b, p] - b) % 10 == 0 and (out[b, p] - b) // 10 % 5 == p
+               for b in range(2) for p in range(5))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = uniform_break_after_scattered_stores.compile(x, out, count, target="cuda",
+                                                           arch=arch).ptx
+        assert ptx.count("bar.sync") >= 2
+
+
+@pytest.mark.gpu
+def test_a_uniform_break_after_scattered_stores_on_the_gpu():
+    import torch
+    out = torch.zeros((2, 5), dtype=torch.int32, device="cuda")
+    count = torch.zeros((2, 4), dtype=torch.int32, device="cuda")
+    uniform_break_after_scattered_stores(torch.zeros(4, device="cuda"), out, count)
+    torch.cuda.synchronize()
+    _, want_count = _uniform_break_expected()
+    np.testing.assert_array_equal(count.cpu().numpy(), want_count)
+    o = out.cpu().numpy()
+    assert all((o[b, p] - b) % 10 == 0 and (o[b, p] - b) // 10 % 5 == p
+               for b in range(2) for p in range(5))
+
+
+@tilejit.kernel
+def barrier_after_a_store_at_the_thread_index(A):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding()
+        L = T.alloc_local((2,), T.int32)
+        L[0] = 0
+        L[1] = 0
+        L[tx % 2] = 5                       # which element holds 5 depends on the thread
+        for _k in T.serial(L[0]):
+            T.sync_threads()
+        A[tx] = 1.0
+
+
+@tilejit.kernel
+def barrier_after_an_atomics_return(A, N):
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding()
+        old = T.atomic_add(N[0], 1, return_prev=True)     # each thread its own count
+        for _k in T.serial(old):
+            T.sync_threads()
+        A[tx] = 1.0
+
+
+def _shape_from_the_thread():
+    @T.prim_func
+    def main(table: T.Tensor([1], T.ptr), out: T.Tensor([1, 64], "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            src = T.make_tensor(table[bx], (tx + 1,), "float32")
+            for _k in T.serial(src.shape[0]):               # the shape is the thread's
+                T.sync_threads()
+            out[bx, tx] = src[0]
+    return main
+
+
+@pytest.mark.parametrize("kernel, args", [
+    (barrier_after_a_store_at_the_thread_index, (np.zeros(64, np.float32),)),
+    (barrier_after_an_atomics_return, (np.zeros(64, np.float32), np.zeros(1, np.int32)))])
+def test_thread_dependent_stores_and_atomics_keep_barriers_out(kernel, args):
+    with pytest.raises(CompileError, match="depends on the thread index"):
+        kernel.compile(*args, target="cuda", arch="sm_90a")
+
+
+def test_a_shape_made_from_the_thread_index_keeps_barriers_out():
+    with pytest.raises(CompileError, match="depends on the thread index"):
+        tilejit.compile(_shape_from_the_thread()).get_kernel_source(arch="sm_90a")

@@ -538,6 +538,24 @@ def test_parallel_over_fragment_with_wrong_extents():
     _assert_names_line(msg, frag_wrong_extents, "marker: extents")
 
 
+def test_a_guarded_loop_past_a_fragments_end_keeps_the_general_message(tmp_path):
+    source = tmp_path / "guarded.py"
+    source.write_text("import tilejit, tilejit.language as T\n"
+                      "@tilejit.kernel\n"
+                      "def guarded(A):\n"
+                      "    with T.Kernel(1, threads=64) as bx:\n"
+                      "        F = T.alloc_fragment((64,), T.float32)\n"
+                      "        T.copy(A, F)\n"
+                      "        for i in T.Parallel(128):\n"
+                      "            if i < 64:\n"
+                      "                F[i] = F[i] + 1.0\n"
+                      "        T.copy(F, A)\n")
+    namespace = {}
+    exec(compile(source.read_text(), str(source), "exec"), namespace)
+    msg = _compile_error(namespace["guarded"], (_f32(64),))
+    assert "must cover its shape (64,)" in msg and "out of its bounds" not in msg, msg
+
+
 def test_parallel_past_a_fragments_end_fails_in_simulation_too():
     # TileLang's attention-sink backward writes `sinks[i]`, sinks of shape (heads,), in a
     # T.Parallel over block_M: out of bounds there, an error here on every target

@@ -192,6 +192,7 @@ def test_a_program_that_does_not_compile_raises_when_used_not_when_defined():
             with T.ws_op("sched_init"):                     # marker: ws_op
                 A[0] = bx
     assert "does not compile" in repr(blackwell_only)
+    assert not hasattr(blackwell_only, "_repr_html_")     # a probe is not a use
     assert blackwell_only.__name__ == "blackwell_only"
     for use in (lambda: blackwell_only(np.zeros(128, np.float32)),
                 lambda: blackwell_only.get_kernel_source(),

@@ -236,7 +236,8 @@ def as_dtype(value) -> DType:
         try:
             return _BY_NAME[value]
         except KeyError:
-            named = NOT_HELD.get(value)
+            from tilejit.language.compat import dtype_names   # the error path only
+            named = not_held(value) if value in dtype_names() else None
             if named is not None:
                 raise TypeError(_not_held_message(named)) from None
             raise TypeError(f"unknown dtype {value!r}; expected one of "
@@ -275,6 +276,10 @@ def _from_object(value) -> DType:
     if npd == np.bool_:
         return bool_
     return as_dtype(npd.name)
+
+
+# TileLang's name of its dtype class (``from tilelang.language.dtypes import dtype``)
+dtype = DType
 
 
 def resolve_torch_storage_dtype(value) -> DType:

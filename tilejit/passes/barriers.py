@@ -72,7 +72,7 @@ def thread_dependent_names(fdef, memory=frozenset()) -> set[str]:
     variables of ranges that depend on it; an element of a shared tile or tensor
     (``memory``: shared tiles) that a thread-dependent value is stored into is read
     alike by all."""
-    return dependent_names(fdef, {THREAD_INDEX}, memory) - {THREAD_INDEX}
+    return dependent_names(fdef, {THREAD_INDEX}, memory, atomics=True) - {THREAD_INDEX}
 
 
 # the compiler's forms that the block (or a warpgroup) does together: a branch holding

@@ -636,7 +636,7 @@ class FailedProgram:
         return self             # tuning it raises the error too, when it is called
 
     def __getattr__(self, name):
-        if name.startswith("__"):
+        if name.startswith("_"):         # probes (hasattr(p, "_repr_html_")): not a use
             raise AttributeError(name)
         self._raise()
 
