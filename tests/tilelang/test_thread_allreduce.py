@@ -337,3 +337,57 @@ def test_gemv_example_on_gpu():
     torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-2, atol=5e-2)
     x = torch.randn(2, 8, 4)
     assert (reduce_xy(x.cuda()).cpu() == reduce_xy(x)).all()
+
+
+def gemv_named_by_thread_binding(N, K, reduce_threads=32, n_partition=4):
+    """TileLang's fp16 x int4 GEMV's form: the reducing threads named by
+    ``T.thread_binding(0, R, thread="threadIdx.x")`` (not T.get_thread_binding)."""
+    @T.prim_func
+    def main(A: T.Tensor((K,), "float32"), B: T.Tensor((N, K), "float32"),
+             C: T.Tensor((N,), "float32")):
+        with T.Kernel(N // n_partition, threads=(reduce_threads, n_partition)) as bx:
+            kr = T.thread_binding(0, reduce_threads, thread="threadIdx.x")
+            ni = T.thread_binding(0, n_partition, thread="threadIdx.y")
+            acc = T.alloc_local((1,), "float32")
+            red = T.alloc_local((1,), "float32")
+            T.clear(acc)
+            for ko in T.serial(K // reduce_threads):
+                acc[0] += A[ko * reduce_threads + kr] * B[bx * n_partition + ni,
+                                                          ko * reduce_threads + kr]
+            with T.attr(T.comm_reducer(lambda x, y: x + y, [T.cast(0, "float32")]),
+                        "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), acc[0], True, red[0], kr,
+                                                  dtype="handle"))
+            if kr == 0:
+                C[bx * n_partition + ni] = red[0]
+    return main
+
+
+def _gemv_inputs(N=16, K=128):
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(K, generator=g), torch.randn(N, K, generator=g)
+
+
+def test_thread_variables_named_by_thread_binding(ptxas):
+    a, b = _gemv_inputs()
+    c = torch.zeros(16)
+    tilelang.compile(gemv_named_by_thread_binding(16, 128))(a, b, c)
+    torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
+    kernel = tilelang.compile(gemv_named_by_thread_binding(16, 128), target="cuda")
+    for arch in ("sm_80", "sm_90a"):
+        ptx = kernel.kernel.compile(a.numpy(), b.numpy(), c.numpy(), target="cuda",
+                                    arch=arch).ptx
+        assert "bar.sync" in ptx or "shfl.sync" in ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_gpu_thread_variables_named_by_thread_binding():
+    a, b = _gemv_inputs()
+    c = torch.zeros(16, device="cuda")
+    tilelang.compile(gemv_named_by_thread_binding(16, 128))(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    sim = torch.zeros(16)
+    tilelang.compile(gemv_named_by_thread_binding(16, 128))(a, b, sim)
+    torch.testing.assert_close(c.cpu().double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(c.cpu(), sim, rtol=1e-5, atol=1e-5)   # the sums' order

@@ -61,18 +61,39 @@ def _t(module, name, *args):
 
 
 def _thread_variables(tree, namespace) -> dict:
-    """{name: dimension} of the names bound once, by ``name = T.get_thread_binding(d)``."""
+    """{name: dimension} of the names bound once, by ``name = T.get_thread_binding(d)``
+    or ``name = T.thread_binding(0, n, thread="threadIdx.x")``."""
     stores, found = {}, {}
     for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name) and \
-                _is(node.value, T.get_thread_binding, namespace):
-            dim = _binding_dim(node.value)
+                isinstance(node.targets[0], ast.Name):
+            dim = _binding_dim(node.value) if _is(node.value, T.get_thread_binding,
+                                                  namespace) else \
+                _thread_binding_dim(node.value) if _is(node.value, T.thread_binding,
+                                                       namespace) else None
             if dim is not None:
                 found[node.targets[0].id] = dim
     return {name: dim for name, dim in found.items() if stores.get(name) == 1}
+
+
+_AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+
+
+def _thread_binding_dim(call):
+    """The dimension of ``T.thread_binding(0, n, thread="threadIdx.x")`` (or
+    ``T.thread_binding(n, thread=...)``): the thread's own index along an axis, starting
+    at 0 (TileLang's GEMV names its reducing threads so); None for any other form."""
+    given = dict(zip(("start", "stop", "thread"), call.args))
+    given.update({k.arg: k.value for k in call.keywords})
+    thread = given.get("thread")
+    start = given.get("start")
+    if not (isinstance(thread, ast.Constant) and thread.value in _AXES):
+        return None
+    if "stop" in given and not (isinstance(start, ast.Constant) and start.value == 0):
+        return None
+    return _AXES[thread.value]
 
 
 def _lambda_source(func):
@@ -202,7 +223,8 @@ class _AllReduces(syntax.NodeTransformer):
             if dim is None:
                 raise self.error("T.tvm_thread_allreduce: a thread variable must be a name "
                                  "bound once by T.get_thread_binding(d) (d written as 0, 1 "
-                                 f"or 2), got {ast.unparse(var)}", var)
+                                 "or 2) or T.thread_binding(0, n, thread=\"threadIdx.x\") "
+                                 f"(.y, .z), got {ast.unparse(var)}", var)
             if dim in dims:
                 raise self.error(f"T.tvm_thread_allreduce: thread dimension {dim} named "
                                  "twice", var)
