@@ -3,8 +3,10 @@ memory_order="seq_cst"), TileLang's signatures: one element of a tensor or share
 32- and 64-bit dtypes; the simulator's values, the PTX's relaxed accesses between the
 memory order's fences (assembled by ptxas), the errors, and the GPU against the
 simulator and numpy."""
+import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -274,3 +276,51 @@ def test_an_order_a_load_lacks_is_a_value_error_where_the_program_is_defined(ord
     y = np.zeros(1, np.int32)
     tilejit.compile(_load_program("acquire"))(x, y)
     assert y[0] == 7
+
+
+@tilejit.kernel
+def copy_by_atomics(A, B, block: T.constexpr = 16):
+    """TileLang's atomic load/store test: A only read, atomically, in a T.Parallel that
+    each thread runs several iterations of."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, block), T.ceildiv(N, block), threads=32) as (bx, by):
+        for i, j in T.Parallel(block, block):
+            if bx * block + i < M and by * block + j < N:
+                val = T.atomic_load(A[bx * block + i, by * block + j])
+                T.atomic_store(B[bx * block + i, by * block + j], val)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_a_tensor_read_only_atomically_compiles(dtype, tmp_path, ptxas):
+    # its atomic loads were read-only-cache candidates (noalias, never written), which
+    # NVPTX's instruction selection aborted the process on (an LLVM assertion): compiled
+    # in a child process, so a regression fails this test and not the whole run
+    script = tmp_path / "compile.py"
+    script.write_text(
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "from test_atomic_load_store import copy_by_atomics\n"
+        f"a = np.zeros((64, 64), np.{np.dtype(dtype).name})\n"
+        "for arch in ('sm_80', 'sm_90a'):\n"
+        "    ptx = copy_by_atomics.compile(a, a.copy(), target='cuda', arch=arch).ptx\n"
+        "    open(sys.argv[1] + arch, 'w').write(ptx)\n")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ptx_")],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    for arch in ("sm_80", "sm_90a"):
+        ptx = (tmp_path / f"ptx_{arch}").read_text()
+        assert "ld.relaxed.sys.global" in ptx and "ld.global.nc" not in ptx
+        ptxas(ptx, arch)
+    x = (np.arange(64 * 64) - 7).reshape(64, 64).astype(dtype)
+    y = np.zeros_like(x)
+    copy_by_atomics(x, y)
+    np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.gpu
+def test_a_tensor_read_only_atomically_on_the_gpu():
+    x = torch.randn(100, 70, dtype=torch.float32)
+    y = torch.zeros(100, 70, device="cuda")
+    copy_by_atomics(x.cuda(), y)
+    torch.cuda.synchronize()
+    assert torch.equal(y.cpu(), x)
