@@ -287,3 +287,60 @@ def test_the_remapped_gemm_on_the_gpu(impure):
     c = torch.zeros(512, 640, device="cuda")
     gemm_serpentine(a, b, c, impure=impure)
     torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("consumers, budget", [(1, 240), (2, 240), (3, 160), (4, 112)])
+def test_the_consumers_budget_fits_the_blocks_registers_at_launch(consumers, budget):
+    # setmaxnreg moves registers within the block's launch allocation (64 K spread over
+    # its threads, producer included, in units of 8): more than that never comes
+    from tilejit.passes.warp_specialize import PRODUCER_REGISTERS, _consumer_registers
+    threads = 128 * consumers
+    assert _consumer_registers(threads) == budget
+    launch = 65536 // (threads + 128) // 8 * 8
+    assert PRODUCER_REGISTERS * 128 + budget * threads <= min(launch, 255) * (threads + 128)
+
+
+def _four_warpgroup_gemm():
+    # TileLang's issue 2522: 512 threads, FullRow on a 128 x 256 block: two warpgroups
+    # along M, two along N; its consumers' setmaxnreg.inc asked 120 and hung on the H200
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 256), "float16"),
+             C: T.Tensor((128, 256), "float16")):
+        with T.Kernel(1, 1, threads=512) as (bx, by):
+            A_shared = T.alloc_shared((128, 32), "float16")
+            B_shared = T.alloc_shared((32, 256), "float16")
+            C_frag = T.alloc_fragment((128, 256), "float32")
+            T.clear(C_frag)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, k * 32], A_shared)
+                T.copy(B[k * 32, 0], B_shared)
+                T.gemm(A_shared, B_shared, C_frag, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(C_frag, C[0, 0])
+    return main
+
+
+def _four_warpgroup_inputs():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randint(0, 3, (128, 64), generator=g).half(),
+            torch.randint(0, 3, (64, 256), generator=g).half())
+
+
+def test_four_consumer_warpgroups_ask_what_the_block_holds(ptxas):
+    a, b = _four_warpgroup_inputs()
+    kernel = tilejit.compile(_four_warpgroup_gemm())
+    ptx = kernel.kernel.compile(a.numpy(), b.numpy(), np.zeros((128, 256), np.float16),
+                                target="cuda", arch="sm_90a").ptx
+    assert ".maxntid 640" in ptx and "setmaxnreg.inc.sync.aligned.u32 112;" in ptx
+    ptxas(ptx, "sm_90a")
+    c = torch.zeros(128, 256, dtype=torch.float16)
+    kernel(a, b, c)
+    assert torch.equal(c.float(), a.float() @ b.float())
+
+
+@pytest.mark.gpu
+def test_four_consumer_warpgroups_on_the_gpu():
+    a, b = _four_warpgroup_inputs()
+    c = torch.zeros(128, 256, dtype=torch.float16, device="cuda")
+    tilejit.compile(_four_warpgroup_gemm())(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    assert torch.equal(c.cpu().float(), a.float() @ b.float())

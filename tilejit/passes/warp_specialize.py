@@ -115,9 +115,17 @@ def _wgmma_gemm_in(stmts, plan):
 
 
 def _consumer_registers(threads: int) -> int:
-    """The consumers' budget: the register file (64 K) less the producer's, shared by the
-    consumer threads, a multiple of 8 and at most 240."""
-    per = (65536 - WARPGROUP * PRODUCER_REGISTERS) // threads
+    """The consumers' budget (``threads`` consumer threads): ``setmaxnreg`` moves
+    registers within the block's allocation at launch, the register file (64 K) spread
+    over all its threads, producer included, in units of 8 a thread; the producer's
+    given back, shared by the consumer threads, a multiple of 8 and at most 240. Asking
+    more than the block holds blocks ``setmaxnreg.inc`` for ever: four consumer
+    warpgroups (640 threads, 96 registers each at launch) can take 112, not the 120 the
+    whole register file would give (TileLang's issue 2522 hung so)."""
+    total = threads + WARPGROUP
+    launch = 65536 // total
+    launch -= launch % 8
+    per = (launch * total - WARPGROUP * PRODUCER_REGISTERS) // threads
     return min(240, per - per % 8)
 
 
