@@ -282,33 +282,44 @@ def _log2_ceil(x):
     return T.Cast("int32", exp_x - 127 + T.if_then_else(man_bits != 0, 1, 0))
 
 
+def _pow2(x):
+    """2^x from the exponent's bits: the shift runs in 64 bits here (32 in TileLang), and
+    T.reinterpret takes the low 32 as float32."""
+    bits_x = (x + 127) << 23
+    return T.reinterpret(bits_x, "float32")
+
+
 @T.prim_func
-def log2_ceil_kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "int32")):
+def log2_ceil_kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "int32"),
+                     P: T.Tensor((128,), "float32")):
     with T.Kernel(1, threads=128) as bx:
         for i in T.Parallel(128):
             B[i] = _log2_ceil(A[i]) + T.Cast("int32", A[i])
+            P[i] = _pow2(_log2_ceil(A[i]))
 
 
 def _log2_ceil_inputs():
     a = torch.linspace(0.3, 100.0, 128)
     want = torch.ceil(torch.log2(a.double())).int() + a.int()
-    return a, want
+    return a, want, torch.exp2(torch.ceil(torch.log2(a.double()))).float()
 
 
 def test_cast_dtype_first_in_a_helper(ptxas):
-    a, want = _log2_ceil_inputs()
-    b = torch.zeros(128, dtype=torch.int32)
-    tilejit.compile(log2_ceil_kernel)(a, b)
-    assert torch.equal(b, want)
+    a, want, pow2 = _log2_ceil_inputs()
+    b, p = torch.zeros(128, dtype=torch.int32), torch.zeros(128)
+    tilejit.compile(log2_ceil_kernel)(a, b, p)
+    assert torch.equal(b, want) and torch.equal(p, pow2)
     kernel = tilejit.compile(log2_ceil_kernel, target="cuda")
     for arch in ("sm_80", "sm_90a"):
-        ptxas(kernel.kernel.compile(a.numpy(), b.numpy(), target="cuda", arch=arch).ptx, arch)
+        ptxas(kernel.kernel.compile(a.numpy(), b.numpy(), p.numpy(), target="cuda",
+                                    arch=arch).ptx, arch)
 
 
 @pytest.mark.gpu
 def test_gpu_cast_dtype_first_in_a_helper():
-    a, want = _log2_ceil_inputs()
+    a, want, pow2 = _log2_ceil_inputs()
     b = torch.zeros(128, dtype=torch.int32, device="cuda")
-    tilejit.compile(log2_ceil_kernel)(a.cuda(), b)
+    p = torch.zeros(128, device="cuda")
+    tilejit.compile(log2_ceil_kernel)(a.cuda(), b, p)
     torch.cuda.synchronize()
-    assert torch.equal(b.cpu(), want)
+    assert torch.equal(b.cpu(), want) and torch.equal(p.cpu(), pow2)

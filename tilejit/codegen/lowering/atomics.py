@@ -158,12 +158,22 @@ def atomic_load_store(builder, op: str, ptr, value=None, order=None):
     before, after = _fences(order)
     if before:
         builder.fence(before, _scope())
+    # on the integer of the element's width: NVPTX's selection of an atomic float load
+    # aborts in LLVM's assertions (TileLang's atomic load/store test, float32); the PTX
+    # access is .b32/.b64 either way
+    element = ptr.type.pointee
+    bits = ir.IntType(8 * _width(ptr))
+    word = builder.bitcast(ptr, bits.as_pointer(ptr.type.addrspace))
     if op == "load":
-        out = builder.load_atomic(ptr, "monotonic", _width(ptr))
+        out = builder.load_atomic(word, "monotonic", _width(ptr))
+        if element != bits:
+            out = builder.bitcast(out, element)
     else:
-        if value.type != ptr.type.pointee:
-            value = builder.bitcast(value, ptr.type.pointee)
-        builder.store_atomic(value, ptr, "monotonic", _width(ptr))
+        if value.type != element:
+            value = builder.bitcast(value, element)
+        if element != bits:
+            value = builder.bitcast(value, bits)
+        builder.store_atomic(value, word, "monotonic", _width(ptr))
         out = None
     if after:
         builder.fence(after, _scope())

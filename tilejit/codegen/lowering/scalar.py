@@ -239,7 +239,11 @@ def cast_impl(context, builder, sig, args):
 @lower(T.reinterpret, types.Number, types.StringLiteral)
 @lower(T.reinterpret, types.Number, DTypeType)
 def reinterpret_impl(context, builder, sig, args):
-    return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+    value, ty = args[0], types.unliteral(sig.args[0])
+    bits = getattr(sig.return_type, "bitwidth", None)
+    if isinstance(ty, types.Integer) and bits is not None and ty.bitwidth > bits:
+        value = builder.trunc(value, ir.IntType(bits))       # a wider integer's low bits
+    return builder.bitcast(value, context.get_value_type(sig.return_type))
 
 
 @lower(T.if_then_else, types.boolean, types.Any, types.Any)

@@ -277,8 +277,13 @@ class ReinterpretTemplate(AbstractTemplate):
         if dtype is None:
             raise errors.TypingError(f"T.reinterpret(value, dtype): expected a value and a "
                                      f"dtype, got {args}")
-        _check_bitcast(types.unliteral(args[0]), numba_type(dtype), dtype)
-        return signature(numba_type(dtype), *args)
+        value, to = types.unliteral(args[0]), numba_type(dtype)
+        if isinstance(value, types.Integer) and value.bitwidth > getattr(to, "bitwidth", 64):
+            # a wider integer is cut to the dtype's width (Numba's integer arithmetic runs
+            # in 64 bits where TileLang's stays in 32: ``(e + 127) << 23`` as float32)
+            value = numba_type(tir_exprs.unsigned_of(dtype))
+        _check_bitcast(value, to, dtype)
+        return signature(to, *args)
 
 
 def _check_bitcast(value, to, dtype):
