@@ -151,3 +151,23 @@ def test_stopping_the_tool_stops_its_workers(tmp_path):
     import json
     finished = json.loads(report.read_text())["files"]
     assert [r["file"] for r in finished if r["cases"]] in ([], ["testing/python/test_fast.py"])
+
+
+def test_a_process_killed_by_a_signal_is_reported_with_its_last_case(tmp_path):
+    # TileLang's atomic test file died by SIGABRT in an LLVM assertion: its unreported
+    # cases and lost messages are said to be so, not left as failures without a message
+    (tmp_path / "test_dies.py").write_text(
+        "import os, signal\n"
+        "def test_one():\n    assert True\n"
+        "def test_two():\n    assert False\n"
+        "def test_three():\n    os.kill(os.getpid(), signal.SIGABRT)\n"
+        "def test_four():\n    assert True\n")
+    result = corpus.run_file(str(tmp_path), "test_dies.py", 120)
+    assert result["returncode"] < 0
+    by_id = {c["id"].split("::")[-1]: c for c in result["cases"]}
+    assert by_id["test_one"]["outcome"] == "passed"
+    assert by_id["test_two"]["outcome"] == "failed"
+    assert "the process died by SIGABRT" in by_id["test_two"]["message"]
+    assert by_id["<crash>"]["message"] == ("the pytest process died by SIGABRT after "
+                                          "test_two")
+    assert "test_four" not in by_id

@@ -243,7 +243,9 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     user runs them."""
     hidden = {"sim": {"TILEJIT_TARGET": "sim", "CUDA_VISIBLE_DEVICES": ""},
               "sim-gpu": {"TILEJIT_TARGET": "sim"}}.get(target, {})
+    # unbuffered: a process that dies by a signal loses no line it printed
     env = dict(os.environ, **hidden, CI="1", COLUMNS="400", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
                                           if p))
     env.pop("PYTEST_ADDOPTS", None)     # one process per file (not the caller's xdist)
@@ -271,6 +273,19 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
     if timed_out:
         cases.append({"id": f"{path}::<timeout>", "outcome": "error",
                       "message": f"Timeout: the file ran past {timeout:g} s"})
+    elif proc.returncode is not None and proc.returncode < 0:
+        # killed by a signal (an abort in a native library): the case it was running and
+        # every later one are unreported, and the summary with the failures' messages lost
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        last = cases[-1]["id"].split("::", 1)[-1] if cases else "its first case"
+        for case in cases:
+            if case.get("outcome") in ("failed", "error") and not case.get("message"):
+                case["message"] = f"(its message was lost: the process died by {name})"
+        cases.append({"id": f"{path}::<crash>", "outcome": "error",
+                      "message": f"the pytest process died by {name} after {last}"})
     elif not cases and proc.returncode == 5:         # pytest's "no tests collected": a
         pass                                         # helper module named test_*.py
     elif not cases:                                  # crashed before reporting anything
