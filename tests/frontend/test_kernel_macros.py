@@ -113,11 +113,63 @@ def test_what_cannot_be_inlined_is_an_error_at_the_call():
         def bad_argument(A, B):
             scaled_copy(A, B, 1.0 + 1.0)
     assert "the kernel's `with T.Kernel` block is in scaled_copy(), called here" in str(e.value)
-    with pytest.raises(tilejit.CompileError, match=r"it uses 'hidden', which means something "
-                                                   r"else \(or nothing\) in the kernel"):
-        @tilejit.kernel
-        def bad_name(A):
-            uses_hidden(A)
+
+
+def test_a_macro_reads_its_own_closure_where_the_kernel_does_not_see_it():
+    # a macro made in a factory reads the factory's values (`hidden`), which the kernel
+    # neither names nor sees; a name the kernel has for something else stays the kernel's
+    hidden = -1.0                                                    # noqa: F841
+
+    @tilejit.kernel
+    def reads_hidden(A):
+        uses_hidden(A)
+    a = np.zeros(4, np.float32)
+    reads_hidden(a)
+    assert a[0] == 4.0
+    ptx = reads_hidden.compile(np.zeros(4, np.float32), target="cuda", arch="sm_90a").ptx
+    four = np.float32(4.0).view(np.uint32)                            # 4.0, not -1.0
+    assert f"0f{four:08X}" in ptx or f"{four};" in ptx
+
+
+def _tile_macro_factory(block, scale):
+    """TileLang's idiom: a macro closing over the factory's parameters that the kernel's
+    own body never names."""
+    @T.macro
+    def load_scaled(A, S, bx):
+        T.copy(A[bx * block], S)
+        for i in T.Parallel(block):
+            S[i] = S[i] * scale
+
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            S = T.alloc_shared((64,), "float32")
+            load_scaled(A, S, bx)
+            T.copy(S, B[bx * 64])
+    return main
+
+
+@pytest.mark.parametrize("scale", [3.0, 5.0])
+def test_a_tile_macro_reads_its_factorys_values(scale, ptxas):
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros_like(a)
+    tilejit.compile(_tile_macro_factory(64, scale))(a, b)
+    np.testing.assert_array_equal(b, a * scale)
+    kernel = tilejit.compile(_tile_macro_factory(64, scale), target="cuda")
+    for arch in ("sm_80", "sm_90a"):
+        ptx = kernel.kernel.compile(a, b, target="cuda", arch=arch).ptx
+        assert f"0f{np.float32(scale).view(np.uint32):08X}" in ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_tile_macro_reads_its_factorys_values_on_the_gpu():
+    a = torch.arange(256, dtype=torch.float32)
+    for scale in (3.0, 5.0):
+        b = torch.zeros(256, device="cuda")
+        tilejit.compile(_tile_macro_factory(64, scale))(a.cuda(), b)
+        torch.cuda.synchronize()
+        assert torch.equal(b.cpu(), a * scale)
 
 
 @pytest.mark.gpu

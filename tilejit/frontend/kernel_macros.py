@@ -14,10 +14,14 @@ that the kernel calls, as TileLang programs compose kernels:
 The call statement (or ``return helper(...)``, the helper's own last statement being the
 ``return`` of the kernel's outputs) is replaced by the helper's body, its parameters renamed to the
 call's arguments (names or constants), before the kernel's launch is looked for. The
-helper must be in the kernel's file (errors quote its lines there), must not assign its
-parameters, and every other name it uses must mean the same object in the kernel's
-namespace (the kernel's globals and closure are what the compiler resolves and watches
-for changes); anything else is a ``CompileError`` at the call (when the kernel is defined).
+helper must be in the kernel's file (errors quote its lines there) and must not assign
+its parameters; anything else is a ``CompileError`` at the call (when the kernel is
+defined). A name the helper reads from its own globals or closure that the kernel does
+not see, or sees as something else (a macro made in a program's factory reading the
+factory's ``block_M``), is bound under a name of its own (``__tj_<helper>_<name>``) in
+the kernel's namespace (``KernelSource.bind``: read again when the kernel resolves its
+names, and watched for changes as the kernel's own are); the disk cache's key follows
+the helper into its closure already.
 """
 from __future__ import annotations
 
@@ -128,10 +132,18 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
                 n.id not in assigned and n.id not in params and n.id in own:
-            if resolve_static(n, ks.namespace) is not own[n.id]:
-                raise error(f"it uses {n.id!r}, which means something else (or nothing) in "
-                            f"the kernel; pass it as an argument or define it where the "
-                            f"kernel sees it")
+            if resolve_static(n, ks.namespace) is not own[n.id] and n.id not in bound:
+                # a name the helper sees and the kernel does not (or sees as another
+                # thing): a macro made in a program's factory reads the factory's
+                # parameters (`block_M`) that the kernel's own body may never name. Its
+                # value, bound under a name of its own in the kernel's namespace
+                fresh = f"__tj_{name}_{n.id}"
+                if ks.namespace.get(fresh, own[n.id]) is not own[n.id]:
+                    raise error(f"it uses {n.id!r}, which means something else in the "
+                                f"kernel and in another helper of the same name; pass it "
+                                f"as an argument")
+                ks.bind(fresh, fn, n.id)
+                bound[n.id] = ast.Name(fresh, ast.Load())
     body = [s for s in fdef.body if not (
         s is fdef.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     returns = [n for s in body for n in syntax.walk(s) if isinstance(n, ast.Return)]

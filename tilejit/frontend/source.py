@@ -34,6 +34,15 @@ class KernelSource:
     reads: list = field(default_factory=list)  # references.Read: what it read, resolved
     # tensor parameters that may alias (T.annotate_restrict_buffers): not noalias
     aliased: set = field(default_factory=set)
+    # names the front end binds in ``namespace``: {name: (helper, its own name)}, a value
+    # an inlined helper reads that the kernel does not see (kernel_macros.inline_call)
+    bindings: dict = field(default_factory=dict)
+
+    def bind(self, name: str, helper, helper_name: str) -> None:
+        """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
+        by ``resolve``)."""
+        self.bindings[name] = (helper, helper_name)
+        self.namespace[name] = current_namespace(helper)[helper_name]
 
     @property
     def launch(self) -> ast.With:
@@ -52,6 +61,8 @@ class KernelSource:
             if self.resolved:
                 return
             fresh = current_namespace(self.func)
+            for name, (helper, helper_name) in self.bindings.items():
+                fresh[name] = current_namespace(helper).get(helper_name, _MISSING)
             gone = [name for name in self.namespace if name not in fresh]
             for ns in (self.namespace, *others):
                 for name in gone:
@@ -71,8 +82,12 @@ class KernelSource:
         for read in self.reads:
             root, *attrs = read.name.split(".")
             try:
-                now = cells[root].cell_contents if read.kind == "closure" else \
-                    self.func.__globals__[root]
+                if root in self.bindings:        # an inlined helper's, read where it is
+                    helper, helper_name = self.bindings[root]
+                    now = current_namespace(helper)[helper_name]
+                else:
+                    now = cells[root].cell_contents if read.kind == "closure" else \
+                        self.func.__globals__[root]
             except (KeyError, ValueError):   # deleted, or an emptied cell
                 now = _MISSING
             if not _same(now, read.root):
