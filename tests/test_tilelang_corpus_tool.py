@@ -168,6 +168,11 @@ def test_a_process_killed_by_a_signal_is_reported_with_its_last_case(tmp_path):
     assert by_id["test_one"]["outcome"] == "passed"
     assert by_id["test_two"]["outcome"] == "failed"
     assert "the process died by SIGABRT" in by_id["test_two"]["message"]
-    assert by_id["<crash>"]["message"] == ("the pytest process died by SIGABRT after "
-                                          "test_two")
+    assert by_id["<crash>"]["message"].startswith("the pytest process died by SIGABRT in "
+                                                  "test_three")
     assert "test_four" not in by_id
+    (tmp_path / "test_dies_early.py").write_text("import os, signal\n"
+                                                 "os.kill(os.getpid(), signal.SIGABRT)\n")
+    early = corpus.run_file(str(tmp_path), "test_dies_early.py", 120)
+    assert early["cases"][-1]["message"].startswith(
+        "the pytest process died by SIGABRT before any case ran (while collecting)")

@@ -280,12 +280,20 @@ def run_file(tmp: str, path: str, timeout: float, target: str = "sim") -> dict:
             name = signal.Signals(-proc.returncode).name
         except ValueError:
             name = f"signal {-proc.returncode}"
-        last = cases[-1]["id"].split("::", 1)[-1] if cases else "its first case"
+        # the case it died in: the last progress line without an outcome
+        started = [m.group(1) for m in re.finditer(r"^(\S+::\S+) (?!PASSED|FAILED|ERROR|"
+                                                    r"SKIPPED|XFAIL|XPASS)", out, re.M)]
+        reported = {c["id"] for c in cases}
+        dying = next((c for c in reversed(started) if c not in reported), None)
+        where = (f"in {dying.split('::', 1)[-1]}" if dying else
+                 f"after {cases[-1]['id'].split('::', 1)[-1]}" if cases else
+                 "before any case ran (while collecting)")
         for case in cases:
             if case.get("outcome") in ("failed", "error") and not case.get("message"):
                 case["message"] = f"(its message was lost: the process died by {name})"
+        tail = " | ".join(ln.strip() for ln in out.strip().splitlines()[-2:])[:200]
         cases.append({"id": f"{path}::<crash>", "outcome": "error",
-                      "message": f"the pytest process died by {name} after {last}"})
+                      "message": f"the pytest process died by {name} {where}: {tail}"})
     elif not cases and proc.returncode == 5:         # pytest's "no tests collected": a
         pass                                         # helper module named test_*.py
     elif not cases:                                  # crashed before reporting anything

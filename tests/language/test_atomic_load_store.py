@@ -290,6 +290,39 @@ def copy_by_atomics(A, B, block: T.constexpr = 16):
                 T.atomic_store(B[bx * block + i, by * block + j], val)
 
 
+_load = T.atomic_load          # an alias of the language's function, as a program may write
+
+
+@tilejit.kernel
+def copy_by_atomics_spelled_otherwise(A, B):
+    """The same through a keyword operand, a module-level alias and a view's name."""
+    with T.Kernel(4, threads=32) as bx:
+        V = T.reshape(A, (4 * 32,))
+        for i in T.Parallel(32):
+            B[bx, i] = T.atomic_load(src=A[bx, i]) + _load(V[bx * 32 + i])
+
+
+def test_an_atomic_load_spelled_otherwise_compiles(tmp_path, ptxas):
+    script = tmp_path / "compile.py"
+    script.write_text(
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "from test_atomic_load_store import copy_by_atomics_spelled_otherwise as k\n"
+        "a = np.zeros((4, 32), np.float32)\n"
+        "open(sys.argv[1], 'w').write(k.compile(a, a.copy(), target='cuda', "
+        "arch='sm_90a').ptx)\n")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ptx")],
+                          capture_output=True, text=True, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    ptx = (tmp_path / "ptx").read_text()
+    assert ptx.count("ld.relaxed.sys.global") == 2 and "ld.global.nc" not in ptx
+    ptxas(ptx, "sm_90a")
+    x = np.arange(128, dtype=np.float32).reshape(4, 32)
+    y = np.zeros_like(x)
+    copy_by_atomics_spelled_otherwise(x, y)
+    np.testing.assert_array_equal(y, 2 * x)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
 def test_a_tensor_read_only_atomically_compiles(dtype, tmp_path, ptxas):
     # its atomic loads were read-only-cache candidates (noalias, never written), which

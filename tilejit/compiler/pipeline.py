@@ -147,11 +147,12 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     context = cres.target_context
     # the arguments whose tensors are not noalias (codegen/entry.py): every one in a kernel
     # whose threads may exchange values through its tensors across its own barriers
-    # (T.sync_grid among them), else those the kernel says may alias
+    # (T.sync_grid among them) or that loads or stores atomically (an atomic is there to
+    # see other threads' writes), else those the kernel says may alias
     # (T.annotate_restrict_buffers)
     names = [param for param, _ in spec.params]
-    aliased = frozenset(i for i in range(len(argtypes)) if tiles.user_barriers or (
-        i < len(names) and names[i] in ks.aliased))
+    aliased = frozenset(i for i in range(len(argtypes)) if tiles.user_barriers or
+                        tiles.atomic_access or (i < len(names) and names[i] in ks.aliased))
     if spec.target.kind == "amdgpu":
         return _finish_amdgpu(kernel, context, cres, argtypes, name, spec, dump, stages,
                               aliased)
@@ -231,7 +232,15 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"),
                        namespace=namespace)
+    ctx.plan.atomic_access = any(isinstance(n, ast.Name) and n.id in _ATOMIC_ACCESSES
+                                 for n in syntax.walk(tree))
     return materialize(ks, tree, namespace), ctx.plan
+
+
+# the markers of an atomic load or store of an element (frontend/rewrite.py): a tensor
+# only read by atomic loads was read-only and noalias, and NVPTX's selection of its
+# atomic load as a read-only-cache load aborted in an LLVM assertion
+_ATOMIC_ACCESSES = frozenset((markers.ATOMIC_LOAD, markers.ATOMIC_STORE))
 
 
 def _frozen_list(value):

@@ -59,19 +59,3 @@ def take_restrict_annotations(ks: KernelSource) -> None:
     ``ks.aliased``."""
     ks.tree = syntax.fix_missing_locations(_Annotations(ks).visit(ks.tree))
 
-
-def take_atomic_operands(ks: KernelSource) -> None:
-    """The tensor parameters ``T.atomic_load`` / ``T.atomic_store`` access into
-    ``ks.aliased``: an atomic access is there to see (or be seen by) other threads'
-    writes, which ``noalias`` tells LLVM there are none of; and a tensor the kernel only
-    reads atomically would be taken for read-only, its atomic load made a read-only-cache
-    load (NVPTX aborts in LLVM's assertions selecting that: TileLang's atomic
-    load/store test)."""
-    for node in syntax.walk(ks.tree):
-        if isinstance(node, ast.Call) and node.args and resolve_static(
-                node.func, ks.namespace) in (T.atomic_load, T.atomic_store):
-            target = node.args[0]
-            while isinstance(target, ast.Subscript):
-                target = target.value
-            if isinstance(target, ast.Name) and target.id in ks.params:
-                ks.aliased.add(target.id)

@@ -303,7 +303,6 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     from tilejit.frontend.generic_reduce import rewrite_generic_reduces  # (the same circle)
     from tilejit.frontend.restrict_annotations import take_restrict_annotations  # (the same)
-    from tilejit.frontend.restrict_annotations import take_atomic_operands   # (the same)
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     rewrite_let_bindings(ks)
@@ -312,8 +311,6 @@ def parse_kernel(func, tree=None) -> KernelSource:
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:
         take_restrict_annotations(ks)
-    if spelled & {"atomic_load", "atomic_store"}:
-        take_atomic_operands(ks)
     if "reduce" in spelled:
         rewrite_generic_reduces(ks)
     if "__ldg" in spelled:

@@ -93,6 +93,9 @@ class TilePlan:
     # the kernel's own block barriers (T.sync_threads, named and predicate ones: barriers.py):
     # its threads may exchange data through its tensors, which are then not noalias
     user_barriers: bool = False
+    # an atomic load or store of a tensor (T.atomic_load / T.atomic_store, however the
+    # kernel spells or aliases them): its tensors are not noalias (compiler/pipeline.py)
+    atomic_access: bool = False
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
     user_fragments: dict = field(default_factory=dict)

@@ -93,6 +93,12 @@ def reinterpret(value, dtype: DType):
     """The bits of a typed value (a numpy scalar or array) as ``dtype``, of the same width
     (an integer wider than ``dtype`` cut to its low bits first)."""
     arr = np.asarray(value)
+    if isinstance(value, (np.ndarray, np.generic)) and arr.dtype.kind in "iu" and \
+            arr.dtype.itemsize > dtype.itemsize:
+        # a wider integer (a kernel's integer arithmetic runs in 64 bits where TileLang's
+        # stays in 32): its low bits, as the narrower arithmetic would have left them
+        arr = arr.astype(f"uint{dtype.itemsize * 8}")
+        value = arr if isinstance(value, np.ndarray) else arr[()]
     if dtype == bfloat16 or dtype in FLOAT8_MAX:
         # held in float32 here: an integer of the width gives its bits' value; the
         # simulator cannot tell such a value from a float32 to take its bits back
@@ -108,10 +114,6 @@ def reinterpret(value, dtype: DType):
     if not isinstance(value, (np.ndarray, np.generic)) or arr.dtype.kind not in "iuf":
         raise TypeError(f"T.reinterpret: expected a typed value (an element, or a "
                         f"T.cast), got {value!r}")
-    if arr.dtype.kind in "iu" and arr.dtype.itemsize > dtype.itemsize:
-        # a wider integer (a kernel's integer arithmetic runs in 64 bits where TileLang's
-        # stays in 32): its low bits, as the narrower arithmetic would have left them
-        arr = arr.astype(f"uint{dtype.itemsize * 8}")
     if arr.dtype.itemsize != dtype.itemsize:
         raise TypeError(f"T.reinterpret: {arr.dtype} ({arr.dtype.itemsize * 8} bits) as "
                         f"{dtype.name} ({dtype.itemsize * 8} bits): the widths differ")

@@ -278,6 +278,10 @@ class ReinterpretTemplate(AbstractTemplate):
             raise errors.TypingError(f"T.reinterpret(value, dtype): expected a value and a "
                                      f"dtype, got {args}")
         value, to = types.unliteral(args[0]), numba_type(dtype)
+        if isinstance(args[0], types.IntegerLiteral):
+            # a number has no bits of its own (the simulator's error too)
+            raise errors.TypingError(f"T.reinterpret: expected a typed value (an element, "
+                                     f"or a T.cast), got the number {args[0].literal_value}")
         if isinstance(value, types.Integer) and value.bitwidth > getattr(to, "bitwidth", 64):
             # a wider integer is cut to the dtype's width (Numba's integer arithmetic runs
             # in 64 bits where TileLang's stays in 32: ``(e + 127) << 23`` as float32)
