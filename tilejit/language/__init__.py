@@ -362,7 +362,8 @@ def dp4a(a, b, c):
 def reinterpret(value, dtype):
     """``value``'s bits as ``dtype`` of the same width (``T.reinterpret(x, T.uint32)`` for
     a float32 ``x``): a bitcast, no conversion. Integers and float16/32/64; bfloat16 and
-    float8 are not (a ``TypeError``, a ``CompileError`` in a kernel). An integer wider
+    float8 only from an integer (a ``TypeError`` otherwise, a ``CompileError`` in a
+    kernel). An integer wider
     than ``dtype`` gives its low bits (a kernel's integer arithmetic may run in 64 bits
     where TileLang's runs in 32: ``T.reinterpret((e + 127) << 23, "float32")``)."""
     return _num.reinterpret(value, as_dtype(dtype))
