@@ -339,14 +339,14 @@ def test_gemv_example_on_gpu():
     assert (reduce_xy(x.cuda()).cpu() == reduce_xy(x)).all()
 
 
-def gemv_named_by_thread_binding(N, K, reduce_threads=32, n_partition=4):
+def gemv_named_by_thread_binding(N, K, reduce_threads=32, n_partition=4, binding=None):
     """TileLang's fp16 x int4 GEMV's form: the reducing threads named by
     ``T.thread_binding(0, R, thread="threadIdx.x")`` (not T.get_thread_binding)."""
     @T.prim_func
     def main(A: T.Tensor((K,), "float32"), B: T.Tensor((N, K), "float32"),
              C: T.Tensor((N,), "float32")):
         with T.Kernel(N // n_partition, threads=(reduce_threads, n_partition)) as bx:
-            kr = T.thread_binding(0, reduce_threads, thread="threadIdx.x")
+            kr = T.thread_binding(0, binding or reduce_threads, thread="threadIdx.x")
             ni = T.thread_binding(0, n_partition, thread="threadIdx.y")
             acc = T.alloc_local((1,), "float32")
             red = T.alloc_local((1,), "float32")
@@ -391,3 +391,12 @@ def test_gpu_thread_variables_named_by_thread_binding():
     tilelang.compile(gemv_named_by_thread_binding(16, 128))(a, b, sim)
     torch.testing.assert_close(c.cpu().double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c.cpu(), sim, rtol=1e-5, atol=1e-5)   # the sums' order
+
+
+def test_a_thread_binding_narrower_than_the_launch_is_an_error():
+    # the all-reduce takes every thread along the axis: a binding of 16 of T.Kernel's 32
+    # would sum the other 16 threads' values in (TVM refuses it too)
+    with pytest.raises(tilejit.CompileError, match=r"kr binds 16 threads along dimension 0, "
+                                                   r"but T.Kernel launches 32 there"):
+        tilelang.compile(gemv_named_by_thread_binding(16, 128, reduce_threads=32,
+                                                      binding=16))

@@ -61,9 +61,10 @@ def _t(module, name, *args):
 
 
 def _thread_variables(tree, namespace) -> dict:
-    """{name: dimension} of the names bound once, by ``name = T.get_thread_binding(d)``
-    or ``name = T.thread_binding(0, n, thread="threadIdx.x")``."""
-    stores, found = {}, {}
+    """{name: (dimension, extent or None)} of the names bound once, by
+    ``name = T.get_thread_binding(d)`` or ``name = T.thread_binding(0, n,
+    thread="threadIdx.x")`` (its ``n``, checked against the launch's extent)."""
+    stores, found, extents = {}, {}, {}
     for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
@@ -75,7 +76,31 @@ def _thread_variables(tree, namespace) -> dict:
                                                        namespace) else None
             if dim is not None:
                 found[node.targets[0].id] = dim
-    return {name: dim for name, dim in found.items() if stores.get(name) == 1}
+                if _is(node.value, T.thread_binding, namespace):
+                    extents[node.targets[0].id] = _binding_extent(node.value)
+    return {name: (dim, extents.get(name)) for name, dim in found.items()
+            if stores.get(name) == 1}
+
+
+def _binding_extent(call):
+    """The ``n`` of ``T.thread_binding(0, n, thread=...)`` / ``T.thread_binding(n, ...)``."""
+    given = dict(zip(("start", "stop", "thread"), call.args))
+    given.update({k.arg: k.value for k in call.keywords})
+    return given.get("stop", given.get("start"))
+
+
+def _static_int(expr, namespace):
+    """The value of an expression of int constants and names bound to ints, or None."""
+    names = {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
+    if expr is None or not all(isinstance(namespace.get(n), int) for n in names) or any(
+            isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in syntax.walk(expr)):
+        return None
+    try:
+        value = eval(compile(ast.Expression(copy.deepcopy(expr)), "<extent>", "eval"),  # noqa: S307
+                     {"__builtins__": {}}, {n: namespace[n] for n in names})
+    except Exception:
+        return None
+    return value if isinstance(value, int) else None
 
 
 _AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
@@ -134,10 +159,25 @@ class _AllReduces(syntax.NodeTransformer):
         self.bindings = _thread_variables(ks.tree, ks.namespace)
         threads = next((k.value for k in kernel_call(ks).keywords if k.arg == "threads"), None)
         self.ndims = len(threads.elts) if isinstance(threads, (ast.Tuple, ast.List)) else 1
+        self.extents = list(threads.elts) if isinstance(threads, (ast.Tuple, ast.List)) \
+            else [threads]
         self.scratch = []           # the shared allocations, for the launch's body
 
     def error(self, message, node):
         return self.ks.error(message, node)
+
+    def check_extent(self, var, dim, extent):
+        """A ``T.thread_binding(0, n, ...)`` name reduced over all the launch's threads
+        along its axis: ``n`` must be that extent (TVM's rule; fewer would sum the other
+        threads' values in silently), where both are known now."""
+        if dim is None or extent is None or dim >= self.ndims:
+            return
+        launch = self.extents[dim] if dim < len(self.extents) else None
+        n, m = _static_int(extent, self.namespace), _static_int(launch, self.namespace)
+        if n is not None and m is not None and n != m:
+            raise self.error(f"T.tvm_thread_allreduce: {var.id} binds {n} threads along "
+                             f"dimension {dim}, but T.Kernel launches {m} there and the "
+                             f"all-reduce takes them all", var)
 
     def visit_With(self, node):
         if len(node.items) == 1 and _is(node.items[0].context_expr, T.attr, self.namespace):
@@ -218,8 +258,10 @@ class _AllReduces(syntax.NodeTransformer):
             cond = None
         dims = []
         for var in args[4:]:
-            dim = self.bindings.get(var.id) if isinstance(var, ast.Name) else (
-                _binding_dim(var) if _is(var, T.get_thread_binding, self.namespace) else None)
+            dim, extent = self.bindings.get(var.id, (None, None)) if isinstance(
+                var, ast.Name) else (_binding_dim(var) if _is(
+                    var, T.get_thread_binding, self.namespace) else None, None)
+            self.check_extent(var, dim, extent)
             if dim is None:
                 raise self.error("T.tvm_thread_allreduce: a thread variable must be a name "
                                  "bound once by T.get_thread_binding(d) (d written as 0, 1 "
