@@ -302,19 +302,28 @@ def copy_by_atomics_spelled_otherwise(A, B):
             B[bx, i] = T.atomic_load(src=A[bx, i]) + _load(V[bx * 32 + i])
 
 
-def test_an_atomic_load_spelled_otherwise_compiles(tmp_path, ptxas):
+def _ptx_in_a_child(tmp_path, kernel_name, shape, dtype, archs=("sm_80", "sm_90a")):
+    """The PTX of ``kernel_name`` (this module's) for each arch, compiled in a child
+    process: an atomic load NVPTX's instruction selection aborts on (an LLVM assertion)
+    fails the test, not the whole run."""
     script = tmp_path / "compile.py"
     script.write_text(
         "import sys, numpy as np\n"
         f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
-        "from test_atomic_load_store import copy_by_atomics_spelled_otherwise as k\n"
-        "a = np.zeros((4, 32), np.float32)\n"
-        "open(sys.argv[1], 'w').write(k.compile(a, a.copy(), target='cuda', "
-        "arch='sm_90a').ptx)\n")
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ptx")],
+        f"from test_atomic_load_store import {kernel_name} as k\n"
+        f"a = np.zeros({shape!r}, np.{np.dtype(dtype).name})\n"
+        f"for arch in {tuple(archs)!r}:\n"
+        "    ptx = k.compile(a, a.copy(), target='cuda', arch=arch).ptx\n"
+        "    open(sys.argv[1] + arch, 'w').write(ptx)\n")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ptx_")],
                           capture_output=True, text=True, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
-    ptx = (tmp_path / "ptx").read_text()
+    return {arch: (tmp_path / f"ptx_{arch}").read_text() for arch in archs}
+
+
+def test_an_atomic_load_spelled_otherwise_compiles(tmp_path, ptxas):
+    ptx = _ptx_in_a_child(tmp_path, "copy_by_atomics_spelled_otherwise", (4, 32),
+                          np.float32, ("sm_90a",))["sm_90a"]
     assert ptx.count("ld.relaxed.sys.global") == 2 and "ld.global.nc" not in ptx
     ptxas(ptx, "sm_90a")
     x = np.arange(128, dtype=np.float32).reshape(4, 32)
@@ -325,23 +334,8 @@ def test_an_atomic_load_spelled_otherwise_compiles(tmp_path, ptxas):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
 def test_a_tensor_read_only_atomically_compiles(dtype, tmp_path, ptxas):
-    # its atomic loads were read-only-cache candidates (noalias, never written), which
-    # NVPTX's instruction selection aborted the process on (an LLVM assertion): compiled
-    # in a child process, so a regression fails this test and not the whole run
-    script = tmp_path / "compile.py"
-    script.write_text(
-        "import sys, numpy as np\n"
-        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
-        "from test_atomic_load_store import copy_by_atomics\n"
-        f"a = np.zeros((64, 64), np.{np.dtype(dtype).name})\n"
-        "for arch in ('sm_80', 'sm_90a'):\n"
-        "    ptx = copy_by_atomics.compile(a, a.copy(), target='cuda', arch=arch).ptx\n"
-        "    open(sys.argv[1] + arch, 'w').write(ptx)\n")
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ptx_")],
-                          capture_output=True, text=True, cwd=str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    for arch in ("sm_80", "sm_90a"):
-        ptx = (tmp_path / f"ptx_{arch}").read_text()
+    # its atomic loads were read-only-cache candidates (noalias, never written)
+    for arch, ptx in _ptx_in_a_child(tmp_path, "copy_by_atomics", (64, 64), dtype).items():
         assert "ld.relaxed.sys.global" in ptx and "ld.global.nc" not in ptx
         ptxas(ptx, arch)
     x = (np.arange(64 * 64) - 7).reshape(64, 64).astype(dtype)

@@ -64,29 +64,21 @@ def _thread_variables(tree, namespace) -> dict:
     """{name: (dimension, extent or None)} of the names bound once, by
     ``name = T.get_thread_binding(d)`` or ``name = T.thread_binding(0, n,
     thread="threadIdx.x")`` (its ``n``, checked against the launch's extent)."""
-    stores, found, extents = {}, {}, {}
+    stores, found = {}, {}
     for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name):
-            dim = _binding_dim(node.value) if _is(node.value, T.get_thread_binding,
-                                                  namespace) else \
-                _thread_binding_dim(node.value) if _is(node.value, T.thread_binding,
-                                                       namespace) else None
-            if dim is not None:
-                found[node.targets[0].id] = dim
-                if _is(node.value, T.thread_binding, namespace):
-                    extents[node.targets[0].id] = _binding_extent(node.value)
-    return {name: (dim, extents.get(name)) for name, dim in found.items()
-            if stores.get(name) == 1}
-
-
-def _binding_extent(call):
-    """The ``n`` of ``T.thread_binding(0, n, thread=...)`` / ``T.thread_binding(n, ...)``."""
-    given = dict(zip(("start", "stop", "thread"), call.args))
-    given.update({k.arg: k.value for k in call.keywords})
-    return given.get("stop", given.get("start"))
+            if _is(node.value, T.get_thread_binding, namespace):
+                bound = (_binding_dim(node.value), None)
+            elif _is(node.value, T.thread_binding, namespace):
+                bound = _thread_binding(node.value)
+            else:
+                bound = (None, None)
+            if bound[0] is not None:
+                found[node.targets[0].id] = bound
+    return {name: bound for name, bound in found.items() if stores.get(name) == 1}
 
 
 def _static_int(expr, namespace):
@@ -106,19 +98,20 @@ def _static_int(expr, namespace):
 _AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
 
 
-def _thread_binding_dim(call):
-    """The dimension of ``T.thread_binding(0, n, thread="threadIdx.x")`` (or
+def _thread_binding(call):
+    """(dimension, extent ``n``) of ``T.thread_binding(0, n, thread="threadIdx.x")`` (or
     ``T.thread_binding(n, thread=...)``): the thread's own index along an axis, starting
-    at 0 (TileLang's GEMV names its reducing threads so); None for any other form."""
+    at 0 (TileLang's GEMV names its reducing threads so); (None, None) for any other
+    form."""
     given = dict(zip(("start", "stop", "thread"), call.args))
     given.update({k.arg: k.value for k in call.keywords})
     thread = given.get("thread")
     start = given.get("start")
     if not (isinstance(thread, ast.Constant) and thread.value in _AXES):
-        return None
+        return None, None
     if "stop" in given and not (isinstance(start, ast.Constant) and start.value == 0):
-        return None
-    return _AXES[thread.value]
+        return None, None
+    return _AXES[thread.value], given.get("stop", start)
 
 
 def _lambda_source(func):

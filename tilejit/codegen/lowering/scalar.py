@@ -239,11 +239,18 @@ def cast_impl(context, builder, sig, args):
 @lower(T.reinterpret, types.Number, types.StringLiteral)
 @lower(T.reinterpret, types.Number, DTypeType)
 def reinterpret_impl(context, builder, sig, args):
-    value, ty = args[0], types.unliteral(sig.args[0])
-    bits = getattr(sig.return_type, "bitwidth", None)
-    if isinstance(ty, types.Integer) and bits is not None and ty.bitwidth > bits:
-        value = builder.trunc(value, ir.IntType(bits))       # a wider integer's low bits
-    return builder.bitcast(value, context.get_value_type(sig.return_type))
+    return _bitcast(context, builder, args[0], sig.args[0], sig.return_type)
+
+
+def _bitcast(context, builder, value, ty, to):
+    """``value`` (of ``ty``)'s bits as ``to``; an integer of another width is cut to (a
+    wider one's low bits) or zero-extended to ``to``'s width first."""
+    ty, bits = types.unliteral(ty), getattr(to, "bitwidth", None)
+    if isinstance(ty, types.Integer) and bits is not None and ty.bitwidth != bits:
+        width = ir.IntType(bits)
+        value = (builder.trunc(value, width) if ty.bitwidth > bits
+                 else builder.zext(value, width))
+    return builder.bitcast(value, context.get_value_type(to))
 
 
 @lower(T.if_then_else, types.boolean, types.Any, types.Any)
@@ -380,9 +387,4 @@ def tir_select(context, builder, sig, args):
 @lower(tir_exprs.reinterpret, DTypeType, types.Number)
 def tir_reinterpret(context, builder, sig, args):
     """An integer cut or zero-extended to the dtype's width, then its bits."""
-    value, ty, bits = args[1], types.unliteral(sig.args[1]), sig.return_type.bitwidth
-    if isinstance(ty, types.Integer) and ty.bitwidth != bits:
-        width = ir.IntType(bits)
-        value = (builder.trunc(value, width) if ty.bitwidth > bits
-                 else builder.zext(value, width))
-    return builder.bitcast(value, context.get_value_type(sig.return_type))
+    return _bitcast(context, builder, args[1], sig.args[1], sig.return_type)
