@@ -122,3 +122,84 @@ def test_tilelangs_register_annotations_are_the_same_instructions(ptxas):
     b = np.zeros(256, np.float32)
     tilejit.kernel(annotated_roles.func, target="sim")(a, b)
     np.testing.assert_array_equal(b, np.where(np.arange(256) >= 128, a + 1.0, a * 2.0))
+
+
+@tilejit.kernel
+def one_producer(A, B, raise_to: T.constexpr = 240, lower: T.constexpr = 24,
+                 threads: T.constexpr = 512):
+    with T.Kernel(1, threads=threads):
+        tx = T.get_thread_binding()
+        if tx < 128:
+            T.annotate_producer_reg_dealloc(lower)
+            B[tx] = A[tx]
+        else:
+            T.annotate_consumer_reg_alloc(raise_to)
+            B[tx] = A[tx] + 1.0
+
+
+@pytest.mark.parametrize("threads, raise_to, lower, fits", [
+    (512, 240, 24, 160),        # three consumer warpgroups: 128 a thread at launch
+    (512, 168, 24, 160),
+    (384, 232, 72, 216),        # TileLang's sparse MLA: 256 · 216 + 128 · 72 = 64,512
+])
+def test_requests_the_block_cannot_hold_are_refused_on_both_targets(threads, raise_to, lower,
+                                                                     fits):
+    """More registers asked than the block holds: setmaxnreg.inc waits for ever (a hang on
+    the GPU), so it is a compile error, in the simulator too, naming the largest count
+    that fits."""
+    a = np.zeros(threads, np.float32)
+    launch = min(255, 65536 // threads) // 8 * 8
+    message = (rf"`T.annotate_consumer_reg_alloc\(raise_to\)` \(raise to {raise_to}\) asks "
+               rf"more registers than the block holds: its {threads} threads are launched "
+               rf"with {launch} registers each .* would wait for ever .* it can ask at most "
+               rf"{fits}\n")
+    with pytest.raises(CompileError, match=message) as info:
+        one_producer.compile(a, a.copy(), raise_to=raise_to, lower=lower, threads=threads,
+                             target="cuda", arch="sm_90a")
+    assert str(info.value).endswith("    T.annotate_consumer_reg_alloc(raise_to)")
+    with pytest.raises(CompileError, match=message):
+        tilejit.kernel(one_producer.func, target="sim")(a, a.copy(), raise_to=raise_to,
+                                                        lower=lower, threads=threads)
+
+
+@pytest.mark.parametrize("threads, raise_to, lower", [(512, 160, 24), (384, 240, 24),
+                                                      (384, 216, 72)])
+def test_requests_that_fit_compile(threads, raise_to, lower, ptxas):
+    a = np.arange(threads, dtype=np.float32)
+    ptx = one_producer.compile(a, a.copy(), raise_to=raise_to, lower=lower, threads=threads,
+                               target="cuda", arch="sm_90a").ptx
+    assert f"setmaxnreg.inc.sync.aligned.u32 {raise_to};" in ptx
+    ptxas(ptx, "sm_90a")
+    b = np.zeros(threads, np.float32)
+    tilejit.kernel(one_producer.func, target="sim")(a, b, raise_to=raise_to, lower=lower,
+                                                    threads=threads)
+    np.testing.assert_array_equal(b, np.where(np.arange(threads) < 128, a, a + 1.0))
+
+
+@tilejit.kernel
+def unknown_split(A, B, n):
+    with T.Kernel(1, threads=512):
+        tx = T.get_thread_binding()
+        if tx < n:                  # which warps raise is not known before the launch
+            T.annotate_consumer_reg_alloc(240)
+        B[tx] = A[tx]
+
+
+def test_requests_under_a_run_time_branch_are_left_unchecked(ptxas):
+    a = np.zeros(512, np.float32)
+    ptx = unknown_split.compile(a, a.copy(), 512, target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 240;" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads, raise_to, lower", [(512, 160, 24), (384, 216, 72)])
+def test_requests_that_fit_run_on_the_gpu(threads, raise_to, lower):
+    """The largest counts the check lets through do not wait for ever on the GPU."""
+    import torch
+    a = torch.arange(threads, dtype=torch.float32, device="cuda")
+    b = torch.zeros(threads, device="cuda")
+    one_producer(a, b, raise_to=raise_to, lower=lower, threads=threads)
+    torch.cuda.synchronize()
+    ref = a.cpu().numpy()
+    np.testing.assert_array_equal(b.cpu().numpy(),
+                                  np.where(np.arange(threads) < 128, ref, ref + 1.0))

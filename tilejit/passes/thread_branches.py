@@ -29,7 +29,7 @@ from tilejit.passes.thread_ranges import partition
 _TILE_OPS = {getattr(T, name): name for name in TILE_OPERATIONS}
 
 
-def _thread_names(fdef) -> dict:
+def thread_names(fdef) -> dict:
     """{name: its value} of the names assigned once from the block's thread index
     (``tx = T.get_thread_binding()``, the front end's ``__tj_thread_index()``, with
     ``% x`` or ``// x % y`` in a block of several dimensions) and constants only."""
@@ -93,7 +93,7 @@ class _IndexCalls(syntax.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _takers(test, names, threads, namespace):
+def thread_takers(test, names, threads, namespace):
     """The threads for which ``test`` holds, or None when it is not a comparison of the
     thread index (``names``: {name: its value}) with compile-time values."""
     # `T.get_thread_binding() < 32` written in the test itself: the index as a name
@@ -127,7 +127,7 @@ def _takers(test, names, threads, namespace):
 
 
 def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    names = _thread_names(fdef)
+    names = thread_names(fdef)
     if not names and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                              and n.func.id == THREAD_INDEX for n in syntax.walk(fdef)):
         return fdef
@@ -143,7 +143,7 @@ class _Branches(syntax.NodeVisitor):
     def visit_If(self, node):
         op = _tile_op(node.body, self.ctx.namespace) or _tile_op(node.orelse,
                                                                    self.ctx.namespace)
-        takers = None if op is None else _takers(node.test, self.names, self.threads,
+        takers = None if op is None else thread_takers(node.test, self.names, self.threads,
                                                   self.ctx.namespace)
         if takers is None or len(takers) in (0, self.threads):
             self.generic_visit(node)

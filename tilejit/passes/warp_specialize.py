@@ -61,6 +61,7 @@ from tilejit.ir.markers import (CLUSTER_SYNC, GEMM, MBAR_ARRIVE, SETMAXNREG, SYN
 from tilejit.language.tiles import check_max_nreg
 from tilejit.passes.named_barriers import uses_named_barriers
 from tilejit.passes.pipeline import role_of
+from tilejit.passes.register_budget import REQUEST_ATTR, check_register_budget, launch_registers
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 WARPGROUP = 128
@@ -123,8 +124,7 @@ def _consumer_registers(threads: int) -> int:
     warpgroups (640 threads, 96 registers each at launch) can take 112, not the 120 the
     whole register file would give (TileLang's issue 2522 hung so)."""
     total = threads + WARPGROUP
-    launch = 65536 // total
-    launch -= launch % 8
+    launch = launch_registers(total)
     per = (launch * total - WARPGROUP * PRODUCER_REGISTERS) // threads
     return min(240, per - per % 8)
 
@@ -204,13 +204,19 @@ class _RegisterHints(syntax.NodeTransformer):
             raise self.ctx.error(problem, node)
         target = self.ctx.target
         if target.is_sim:
-            return ast.copy_location(ast.Pass(), node)
-        if not target.has_wgmma:
+            new = ast.Pass()
+        elif not target.has_wgmma:
             raise self.ctx.error(f"T.{fn.__name__}: setmaxnreg needs sm_90a; the target is "
                                  f"{target.arch}", node)
-        self.user = True
-        return ast.copy_location(_expr(SETMAXNREG, [ast.Constant(bool(is_inc)),
-                                                    ast.Constant(literal["reg_count"])]), node)
+        else:
+            self.user = True
+            new = _expr(SETMAXNREG, [ast.Constant(bool(is_inc)),
+                                     ast.Constant(literal["reg_count"])])
+        # for check_register_budget: the request as the kernel writes it
+        setattr(new, REQUEST_ATTR, (f"`{ast.unparse(call)}` ({'raise' if is_inc else 'lower'}"
+                                    f" to {literal['reg_count']})", literal["reg_count"],
+                                    bool(is_inc)))
+        return ast.copy_location(new, node)
 
 
 def _scalar_if(st) -> bool:
@@ -236,6 +242,7 @@ _PURE_CALLS = frozenset(("ceildiv", "min", "max"))
 def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     hints = _RegisterHints(ctx, fdef)
     fdef = hints.visit(fdef)
+    check_register_budget(fdef, ctx)          # no setmaxnreg.inc that waits for ever
     keep_registers = hints.found > 0
     plan = ctx.plan
     if hints.user:

@@ -1,0 +1,115 @@
+"""A kernel's own ``setmaxnreg`` requests (``T.set_max_nreg``, ``T.inc_max_nreg``,
+``T.annotate_consumer_reg_alloc``, …) checked against the registers its block holds.
+
+``setmaxnreg`` moves registers between the warps of one block: the block is launched
+(one per SM, ``.minnctapersm 1``) with the register file spread over its threads, a
+multiple of 8 a thread (``launch_registers``), a ``dec`` gives a warp's surplus back to
+the block's pool and an ``inc`` waits until the pool holds what it asks. Requests that
+add up to more than the block holds wait for ever: the kernel hangs (TileLang's sparse
+MLA example says so in a comment: "setting more registers will cause a hang").
+
+Which warps run a request is read off the branches that enclose it: a warpgroup role
+(``with T.ws(k)``) or a comparison of the thread index with compile-time values
+(``if tx < 128:``, ``thread_branches.thread_takers``). Each warp then ends at the largest
+count it may raise to, else the smallest it may lower to, else its launch count; their
+sum must fit. A request under a branch whose threads are not known that way leaves the
+kernel unchecked (no false alarm), as does a block whose size is not known.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit.ir.markers import ROLE_ATTR
+from tilejit.passes.thread_branches import thread_names, thread_takers
+
+REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_80, sm_90)
+MAX_REGISTERS = 255          # a thread's
+WARP = 32
+ROLE_THREADS = 128
+REQUEST_ATTR = "_tj_setmaxnreg"     # (the call as written, reg_count, is_inc) on a marker
+
+
+def launch_registers(threads: int) -> int:
+    """A thread's registers at launch, one ``threads``-thread block per SM."""
+    per = min(MAX_REGISTERS, REGISTER_FILE // threads)
+    return per - per % 8
+
+
+class _Unknown(Exception):
+    """A request whose threads are not known at compile time."""
+
+
+def _requests(stmts, who, names, threads, namespace, out):
+    """(statement, its threads) of each request among ``stmts``, run by ``who``."""
+    for st in stmts:
+        if getattr(st, REQUEST_ATTR, None) is not None:
+            out.append((st, who))
+        elif isinstance(st, ast.If):
+            role = getattr(st, ROLE_ATTR, None)
+            if role is not None:
+                mine = who & frozenset(range(role * ROLE_THREADS, (role + 1) * ROLE_THREADS))
+            else:
+                takers = thread_takers(st.test, names, threads, namespace)
+                if takers is None:
+                    if _has_request(st):
+                        raise _Unknown
+                    continue
+                mine = who & frozenset(takers)
+            _requests(st.body, mine, names, threads, namespace, out)
+            _requests(st.orelse, who - mine, names, threads, namespace, out)
+        elif isinstance(st, (ast.For, ast.While, ast.With)):
+            _requests(st.body, who, names, threads, namespace, out)
+            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out)
+
+
+def _has_request(node) -> bool:
+    return any(getattr(n, REQUEST_ATTR, None) is not None for n in ast.walk(node))
+
+
+def check_register_budget(fdef: ast.FunctionDef, ctx) -> None:
+    """A CompileError where the kernel's requests add up to more than its block holds."""
+    if not _has_request(fdef):
+        return
+    threads = ctx.plan.launch_threads or ctx.threads
+    if not isinstance(threads, int) or threads <= 0:
+        return
+    found = []
+    try:
+        _requests(fdef.body, frozenset(range(threads)), thread_names(fdef), threads,
+                  ctx.namespace, found)
+    except _Unknown:
+        return
+    launch = launch_registers(threads)
+    warps = -(-threads // WARP)
+    raised, lowered = {}, {}
+    for st, who in found:
+        _text, count, is_inc = getattr(st, REQUEST_ATTR)
+        for w in {t // WARP for t in who}:
+            if is_inc:
+                raised[w] = max(raised.get(w, 0), count)
+            else:
+                lowered[w] = min(lowered.get(w, MAX_REGISTERS), count)
+    final = [raised.get(w, lowered.get(w, launch)) for w in range(warps)]
+    need, pool = sum(final) * WARP, launch * warps * WARP
+    if need <= pool:
+        return
+    worst = max(found, key=lambda f: (getattr(f[0], REQUEST_ATTR)[1], f[0].lineno))[0]
+    text, count, _ = getattr(worst, REQUEST_ATTR)
+    groups = {}
+    for c in final:
+        groups[c] = groups.get(c, 0) + 1
+    spread = ", ".join(f"{n} warp{'s' * (n > 1)} at {c}" for c, n in sorted(groups.items(),
+                                                                          reverse=True))
+    others = sum(c for c in final if c != count) * WARP
+    at_count = final.count(count) * WARP
+    fits = (pool - others) // at_count if at_count else 0
+    fits -= fits % 8
+    raise ctx.error(
+        f"{text} asks more registers than the block holds: its {threads} threads are "
+        f"launched with {launch} registers each ({REGISTER_FILE} / {threads}, in 8s), "
+        f"{pool} in all, and the warps' setmaxnreg requests add up to {need} ({spread}); "
+        f"setmaxnreg.inc would wait for ever (the kernel would hang). "
+        + (f"With the other warps' counts as they are, it can ask at most {fits}"
+           if fits >= 24 else "Lower the counts: times their threads, they must sum to at "
+           "most the block's registers"),
+        worst)
