@@ -25,6 +25,15 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 # supported names that behave differently from TileLang's
 
 LANGUAGE_DIFFERENCES = {
+    "rng_init": "cuRAND's Philox only (`generator=` XORWOW or MRG32k3a is a compile error "
+                "naming it); the words and uniforms are cuRAND's bit for bit",
+    "rng_rand": "in a T.Parallel an iteration's draws are keyed by the iteration (row-major "
+                "index × words per iteration past the thread's position), not by the order a "
+                "thread meets them: the same numbers whatever the layout; in a thread's own "
+                "code, cuRAND's sequence",
+    "rng_rand_float": "as `rng_rand`; normals within a few ulp of cuRAND's (this compiler's "
+                      "log, sin and cos, where cuRAND's float normal uses `__sincosf`), and "
+                      "a T.Parallel's normal is the first of its Box–Muller pair",
     "tma_store_arrive": "the compiler commits its TMA stores itself: a statement taken out",
     "tma_store_wait": "the compiler waits for its TMA stores where their shared tiles are "
                       "written again and before the kernel ends: a statement taken out",

@@ -38,6 +38,7 @@ from tilejit.frontend.source import (KernelSource, block_index_names, flatten_st
                                      kernel_call, resolve_static)
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.language.tiles import COPY_HINTS
+from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
@@ -597,6 +598,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                                 namespace if constants is None else constants)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
+    fdef = rewrite_random_draws(fdef, ks)      # before the bindings its default seq reads
     fdef = rewrite_thread_bindings(fdef, ks)
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:

@@ -255,9 +255,10 @@ _WARP_INDICES = {"get_lane_idx": ("warp_size",), "get_warp_idx": ("warp_size",),
                  "get_warp_group_idx": ("warp_size", "warps_per_group")}
 
 
-def uses_bindings(ks: KernelSource) -> bool:
-    """Whether the kernel's source names any of the bindings."""
-    for node in syntax.walk(ks.tree):
+def uses_bindings(ks: KernelSource, tree: ast.AST | None = None) -> bool:
+    """Whether the kernel's source (or ``tree``, a rewritten form of it) names any of
+    the bindings."""
+    for node in syntax.walk(ks.tree if tree is None else tree):
         if isinstance(node, (ast.Attribute, ast.Name)):
             fn = resolve_static(node, ks.namespace)
             if callable(fn) and getattr(fn, "__module__", None) == TH.__name__:
@@ -267,6 +268,6 @@ def uses_bindings(ks: KernelSource) -> bool:
 
 def rewrite_thread_bindings(fdef: ast.FunctionDef, ks: KernelSource) -> ast.FunctionDef:
     """``fdef`` (the device program) with its thread and block bindings rewritten."""
-    if not uses_bindings(ks):
+    if not uses_bindings(ks, fdef):
         return fdef
     return _Bindings(ks).visit(fdef)

@@ -240,3 +240,14 @@ LANES_REVERSED = _declare("__tj_group_lanes_reversed", "group_lanes_reversed",
 ENDS = _declare("__tj_group_ends", "group_ends", "Lanes 0 and vec-1 of a vector group.")
 LANE_INDEX = _declare("__tj_lane_index", "lane_index",
                       "(group, lane, *extents): the T.Parallel indices of a group's lane")
+
+# -- random streams (frontend/random_draws.py; ir/random_state.py) ---------------------
+RNG_INIT = _declare("__tj_rng_init", "rng_init",
+                    "(state, seed, seq, off): curand_init of Philox into the thread's state")
+RNG_NEXT = _declare("__tj_rng_next", "rng_next",
+                    "(state, kind) -> the thread's next draw of that kind, in order")
+RNG_AT = _declare("__tj_rng_at", "rng_at",
+                  "(state, kind, word) -> the draw at the state's position + word, the "
+                  "state unchanged (a T.Parallel iteration's)")
+RNG_SKIP = _declare("__tj_rng_skip", "rng_skip",
+                    "(state, words): the state's position moves on (after a T.Parallel)")

@@ -40,6 +40,7 @@ from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer
                                              const, dyn, dynamic, symbolic)
 from tilejit.language.compat import dtype_names as _tilelang_dtype_names
 from tilejit.language.compat import not_supported as _not_supported
+from tilejit.language.random import rng_init, rng_rand, rng_rand_float
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
                                       get_warp_idx, get_warp_idx_sync, get_thread_binding,
@@ -126,6 +127,7 @@ __all__ = [
     "get_lane_idx", "get_warp_idx", "get_warp_idx_sync", "get_warp_group_idx",
     "index_to_coordinates",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
+    "rng_init", "rng_rand", "rng_rand_float",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "annotate_restrict_buffers", "__ldg",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",

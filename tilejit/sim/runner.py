@@ -16,11 +16,12 @@ from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
-                                MMA_SYNC, REGION, THREAD_INDEX, WARP_SIZE)
+                                MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
+                                THREAD_INDEX, WARP_SIZE)
 from tilejit.errors import CompileError
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import mma, runtime, threads
+from tilejit.sim import mma, random, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
 from tilejit.sim.helpers import simulated_helpers
@@ -72,6 +73,8 @@ def simulator_function(kernel, constexprs=None):
         namespace[REGION] = region
         namespace[LDMATRIX] = mma.ldmatrix          # TensorCoreIntrinEmitter's code
         namespace[MMA_SYNC] = mma.mma_sync
+        namespace.update({RNG_INIT: random.rng_init, RNG_NEXT: random.rng_next,
+                          RNG_AT: random.rng_at, RNG_SKIP: random.rng_skip})
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
         def regions(fdef, ns):
             # a T.gemm region's bounds are compile-time values, as the compiler requires

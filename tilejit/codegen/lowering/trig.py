@@ -207,3 +207,20 @@ def tan(builder, x, fast=False):
 
 
 TRIG = {"sin": sin, "cos": cos, "tan": tan}
+
+
+def sincospi_double(builder, v):
+    """(sin πv, cos πv) of a double ``v`` of moderate size (cuRAND's ``sincospi`` in
+    ``curand_normal_double``, v ∈ (0, 2]): ``v = q/2 + f`` with ``q = rint(2v)`` and
+    ``|f| ≤ 1/4`` (exact), ``r = π·f`` (π as a head and a tail), the polynomials of
+    ``_sin_cos_poly`` chosen and signed by ``q mod 4``; within an ulp or two."""
+    d = _E(builder, F64)
+    q = d.floor(d.fma(v, 2.0, 0.5))
+    f = d.fma(q, -0.5, v)
+    pi_hi = float(_PI)
+    pi_lo = float(_PI - Fraction(pi_hi))
+    r = d.fma(f, pi_hi, d.mul(f, pi_lo))
+    s, c = _sin_cos_poly(d, r)
+    quadrant = builder.and_(builder.trunc(builder.fptosi(q, I64), I32), I32(3))
+    return (_quadrant(d, quadrant, [s, c, d.neg(s), d.neg(c)]),
+            _quadrant(d, quadrant, [c, d.neg(s), d.neg(c), s]))

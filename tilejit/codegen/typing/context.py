@@ -107,7 +107,7 @@ class TilejitTypingContext(BaseContext):
     def load_additional_registries(self):
         # register the tile language
         from tilejit.codegen.typing import atomics, mma, templates, tiles  # noqa: F401
-        from tilejit.codegen.typing import math_intrinsics, scalar_math  # noqa: F401
+        from tilejit.codegen.typing import math_intrinsics, random, scalar_math  # noqa: F401
         self.install_registry(templates.registry)
 
     def init(self):

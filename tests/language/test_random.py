@@ -1,0 +1,420 @@
+"""TileLang's random numbers (``T.rng_init``, ``T.rng_rand``, ``T.rng_rand_float``): cuRAND's
+Philox4x32-10 stream, word for word, in the simulator and on the GPU.
+
+The reference here is a plain-Python Philox (checked against Random123's known answers)
+with cuRAND's ``curand_init`` (key = seed, counter = (offset / 4, subsequence), the
+word index offset % 4), written from cuRAND's definition and independent of tilejit's two
+implementations. The GPU's lowering is also run on this CPU (its IR JIT-compiled for the
+host), draw by draw against the same reference."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+from tilejit.sim.runtime import UninitializedReadError
+from tilejit.sim.threads import ThreadCodeError
+
+MASK = 0xFFFFFFFF
+
+
+def philox_ref(ctr, key):
+    c, k = list(ctr), list(key)
+    for r in range(10):
+        if r:
+            k = [(k[0] + 0x9E3779B9) & MASK, (k[1] + 0xBB67AE85) & MASK]
+        p0, p1 = 0xD2511F53 * c[0], 0xCD9E8D57 * c[2]
+        c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & MASK, (p0 >> 32) ^ c[3] ^ k[1], p0 & MASK]
+    return c
+
+
+def curand_words(seed, seq, off, n):
+    """The first ``n`` words of ``curand`` after ``curand_init(seed, seq, off)``."""
+    out = []
+    for i in range(n):
+        pos = off + i
+        block = pos >> 2
+        ctr = [block & MASK, (block >> 32) & MASK, seq & MASK, (seq >> 32) & MASK]
+        out.append(philox_ref(ctr, [seed & MASK, (seed >> 32) & MASK])[pos & 3])
+    return np.array(out, dtype=np.uint32)
+
+
+def uniform_ref(words):
+    return np.asarray(words, np.uint32).astype(np.float32) * np.float32(2.0 ** -32) + \
+        np.float32(2.0 ** -33)
+
+
+def normal_pair_ref(x, y):
+    u = float(uniform_ref([x])[0])
+    v = float(np.float32(float(np.float32(y)) * 6.2831854820251465 * 2.0 ** -32
+                         + 6.2831854820251465 * 2.0 ** -33))
+    s = np.sqrt(-2.0 * np.log(u))
+    return np.sin(v) * s, np.cos(v) * s
+
+
+@pytest.mark.parametrize("ctr, key, expected", [
+    ((0, 0, 0, 0), (0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+    ((MASK,) * 4, (MASK,) * 2, (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+    ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+     (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1)),
+])
+def test_philox_known_answers(ctr, key, expected):
+    """Random123's known answers for philox4x32-10: the reference, the simulator's."""
+    from tilejit.sim.random import philox
+    assert tuple(philox_ref(ctr, key)) == expected
+    assert tuple(int(w) for w in philox(*ctr, *key)) == expected
+
+
+# -- the GPU's lowering, JIT-compiled for this CPU ------------------------------------
+
+class _Context:
+    def get_dummy_value(self):
+        return None
+
+
+def _host_stream(seed, seq, off, plan):
+    """Run the GPU lowering's init and draws on this CPU: ``plan`` is a list of
+    (kind, word or None); returns the draws as float64 / uint32 values."""
+    import llvmlite.binding as ll
+    from llvmlite import ir
+    from numba.core import types
+    from tilejit.codegen.lowering import random as lr
+    from tilejit.ir import random_state as rs
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    module = ir.Module("host_random")
+    module.triple = ll.get_process_triple()
+    i64, f64 = ir.IntType(64), ir.DoubleType()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [f64.as_pointer()]), "draws")
+    b = ir.IRBuilder(fn.append_basic_block())
+    state = b.alloca(ir.ArrayType(ir.IntType(32), rs.WORDS))
+    state = b.bitcast(state, ir.IntType(32).as_pointer())
+    lr.rng_init_impl(_Context(), b, None, [state, i64(seed), i64(seq), i64(off)])
+    for n, (kind, word) in enumerate(plan):
+        lit = types.IntegerLiteral(kind)
+        if word is None:
+            sig = type("S", (), {"args": (None, lit)})
+            value = lr.rng_next_impl(_Context(), b, sig, [state, None])
+        elif word == "skip":
+            lr.rng_skip_impl(_Context(), b, None, [state, i64(kind)])
+            continue
+        else:
+            sig = type("S", (), {"args": (None, lit, None)})
+            value = lr.rng_at_impl(_Context(), b, sig, [state, None, i64(word)])
+        if isinstance(value.type, ir.IntType):
+            value = b.uitofp(value, f64)
+        elif value.type != f64:
+            value = b.fpext(value, f64)
+        b.store(value, b.gep(fn.args[0], [i64(n)]))
+    b.ret_void()
+    llmod = ll.parse_assembly(str(module))
+    llmod.verify()
+    tm = ll.Target.from_default_triple().create_target_machine(opt=2)
+    engine = ll.create_mcjit_compiler(llmod, tm)
+    engine.finalize_object()
+    out = np.zeros(len(plan), np.float64)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.get_function_address("draws"))(
+        out.ctypes.data)
+    return [v for v, (_, w) in zip(out, plan) if w != "skip"]
+
+
+@pytest.mark.parametrize("seed, seq, off", [(42, 0, 0), (0, 0, 0), (42, 1, 5),
+                                            (0xDEADBEEFCAFEF00D, 7, 1000003),
+                                            (3, 2 ** 40 + 9, (2 ** 32 - 1) * 4 + 2)])
+def test_the_gpu_lowering_draws_curands_words(seed, seq, off):
+    """curand's words in order across counter blocks (and a 32-bit counter carry), the
+    uniforms bit for bit, positions read by a T.Parallel iteration and a skip after it."""
+    from tilejit.ir import random_state as rs
+    words = curand_words(seed, seq, off, 30)
+    plan = [(rs.UINT32, None)] * 9 + [(rs.UNIFORM, None), (rs.UNIFORM_DOUBLE, None)] + \
+        [(rs.UINT32, 0), (rs.UINT32, 6), (rs.UNIFORM, 3), (rs.UNIFORM_DOUBLE, 2),
+         (10, "skip"), (rs.UINT32, None)]
+    got = _host_stream(seed, seq, off, plan)
+    np.testing.assert_array_equal(np.array(got[:9], np.uint32), words[:9])
+    assert np.float32(got[9]) == uniform_ref([words[9]])[0]
+    assert got[10] == (float(words[10]) + 1.0) / 2.0 ** 32
+    assert [int(got[11]), int(got[12])] == [words[11], words[17]]
+    assert np.float32(got[13]) == uniform_ref([words[14]])[0]
+    assert got[14] == (float(words[13]) + 1.0) / 2.0 ** 32
+    assert int(got[15]) == words[21]            # 11 drawn, 10 skipped
+
+
+def test_the_gpu_lowering_draws_curands_normals():
+    """curand_normal: a pair's sin branch, then its cached cos branch; a T.Parallel's
+    normal is its pair's first; the double's four words (a few ulp from float64)."""
+    from tilejit.ir import random_state as rs
+    from tilejit.sim.random import box_muller_double
+    words = curand_words(9, 3, 1, 8)
+    got = _host_stream(9, 3, 1, [(rs.NORMAL, None), (rs.NORMAL, None), (rs.NORMAL, 2),
+                                 (rs.NORMAL_DOUBLE, 4), (rs.NORMAL_DOUBLE, None),
+                                 (rs.NORMAL_DOUBLE, None)])
+    first, second = normal_pair_ref(words[0], words[1])
+    np.testing.assert_allclose(got[:3], [first, second, normal_pair_ref(*words[4:6])[0]],
+                               rtol=2e-6, atol=1e-6)
+    sin_d, cos_d = box_muller_double(*words[2:6])
+    np.testing.assert_allclose(got[4:], [sin_d, cos_d], rtol=1e-14)
+    np.testing.assert_allclose(got[3], box_muller_double(*curand_words(9, 3, 7, 4))[0],
+                               rtol=1e-14)
+
+
+# -- kernels, as TileLang writes them -------------------------------------------------
+
+def rand_1d(M=512, seed=42, threads=1):
+    num_per_thread = 128 // threads
+
+    @T.prim_func
+    def main(A: T.Tensor((M,), "uint32"), B: T.Tensor((M,), "float32"),
+             C: T.Tensor((M,), "float64"), D: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, 128), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            T.rng_init(seed, 0, bx * 128 + tx * num_per_thread)
+            for i, j in T.Parallel(threads, num_per_thread):
+                idx = bx * 128 + i * num_per_thread + j
+                if idx < M:
+                    A[idx] = T.rng_rand()
+            for i, j in T.Parallel(threads, num_per_thread):
+                idx = bx * 128 + i * num_per_thread + j
+                if idx < M:
+                    B[idx] = T.rng_rand_float()
+            for i, j in T.Parallel(threads, num_per_thread):
+                idx = bx * 128 + i * num_per_thread + j
+                if idx < M:
+                    C[idx] = T.rng_rand_float(bit=64)
+            for i, j in T.Parallel(threads, num_per_thread):
+                idx = bx * 128 + i * num_per_thread + j
+                if idx < M:
+                    D[idx] = T.rng_rand_float(dist="normal")
+    return main
+
+
+def _rand_1d_expected(M, seed):
+    """One thread per block, so its T.Parallel draws are curand's sequence: element j of
+    block b is word j of loop 0 after curand_init(seed, 0, 128 b), and so on."""
+    a, b, c, d = (np.zeros(M, t) for t in (np.uint32, np.float32, np.float64, np.float32))
+    for blk in range(-(-M // 128)):
+        w = curand_words(seed, 0, 128 * blk, 128 * 5)
+        n = min(128, M - 128 * blk)
+        s = slice(128 * blk, 128 * blk + n)
+        a[s] = w[:n]
+        b[s] = uniform_ref(w[128:128 + n])
+        c[s] = (w[256:256 + n].astype(np.float64) + 1.0) / 2.0 ** 32
+        d[s] = [normal_pair_ref(w[384 + 2 * j], w[385 + 2 * j])[0] for j in range(n)]
+    return a, b, c, d
+
+
+def _arrays(M):
+    return [np.zeros(M, t) for t in (np.uint32, np.float32, np.float64, np.float32)]
+
+
+@pytest.mark.parametrize("M, seed", [(512, 123), (300, 0)])
+def test_tilelangs_one_thread_kernel_draws_curands_sequence(M, seed):
+    kernel = tilejit.compile(rand_1d(M, seed), target="sim")
+    out = _arrays(M)
+    kernel(*out)
+    a, b, c, d = _rand_1d_expected(M, seed)
+    np.testing.assert_array_equal(out[0], a)
+    np.testing.assert_array_equal(out[1], b)
+    np.testing.assert_array_equal(out[2], c)
+    np.testing.assert_allclose(out[3], d, rtol=1e-6, atol=1e-7)
+
+
+def test_the_ptx_keeps_the_stream_in_registers(ptxas):
+    kernel = tilejit.compile(rand_1d(512, 1), target="cuda -arch=sm_90a")
+    ptx = kernel.get_kernel_source()
+    assert "mul.hi.u32" in ptx or "mul.wide.u32" in ptx
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(rand_1d(512, 1), target=f"cuda -arch={arch}").get_kernel_source()
+        report = ptxas(ptx, arch)
+        assert "0 bytes stack frame" in report and ".local" not in ptx
+
+
+@tilejit.kernel
+def block_streams(A, B, seed, threads: T.constexpr = 128):
+    """The block's stream (its index as the subsequence), the same in every thread: the
+    draws do not depend on the layout."""
+    with T.Kernel(4, threads=threads) as bx:
+        T.rng_init(seed, bx)
+        for i, j in T.Parallel(16, 64):
+            A[bx, i, j] = T.rng_rand()
+            if j % 3 == 0:
+                B[bx, i, j] = T.rng_rand_float(dist="normal")
+        for i in T.Parallel(64):
+            B[bx, 16, i] = T.rng_rand_float()
+
+
+def _block_streams_expected(seed):
+    a = np.zeros((4, 16, 64), np.uint32)
+    b = np.zeros((4, 17, 64), np.float32)
+    for blk in range(4):
+        w = curand_words(seed, blk, 0, 16 * 64 * 3 + 64)
+        for e in range(16 * 64):
+            i, j = divmod(e, 64)
+            a[blk, i, j] = w[3 * e]
+            if j % 3 == 0:
+                b[blk, i, j] = normal_pair_ref(w[3 * e + 1], w[3 * e + 2])[0]
+        b[blk, 16] = uniform_ref(w[3 * 1024:])
+    return a, b
+
+
+@pytest.mark.parametrize("threads", [32, 128, 256])
+def test_a_parallel_loops_draws_are_keyed_by_the_iteration(threads):
+    a, b = np.zeros((4, 16, 64), np.uint32), np.zeros((4, 17, 64), np.float32)
+    tilejit.kernel(block_streams.func, target="sim")(a, b, 5, threads=threads)
+    ea, eb = _block_streams_expected(5)
+    np.testing.assert_array_equal(a, ea)
+    np.testing.assert_allclose(b, eb, rtol=1e-6, atol=1e-7)
+
+
+@tilejit.kernel
+def thread_streams(A, D, E, seed: T.constexpr = 7):
+    """TileLang's default subsequence (the thread's index in the grid), drawn in each
+    thread's own code: curand's per-thread sequences, normals cached in pairs."""
+    with T.Kernel(2, threads=64) as bx:
+        tx = T.get_thread_binding()
+        T.rng_init(seed)
+        for k in T.serial(4):
+            A[bx * 64 + tx, k] = T.rng_rand()
+            D[bx * 64 + tx, k] = T.rng_rand_float(dist="normal")
+        if tx % 2 == 0:
+            E[bx * 64 + tx] = T.rng_rand_float(bit=64)
+
+
+def _thread_streams_expected(seed):
+    a = np.zeros((128, 4), np.uint32)
+    d = np.zeros((128, 4), np.float32)
+    e = np.zeros(128, np.float64)
+    for t in range(128):
+        w = curand_words(seed, t, 0, 10)
+        a[t] = w[[0, 1, 4, 5]]      # normal pairs: words 1-2 at k = 0, 5-6 at k = 2
+        d[t, 0], d[t, 1] = normal_pair_ref(w[1], w[2])
+        d[t, 2], d[t, 3] = normal_pair_ref(w[5], w[6])
+        a[t, 1], a[t, 3] = w[3], w[7]
+        if t % 2 == 0:
+            e[t] = (float(w[8]) + 1.0) / 2.0 ** 32
+    return a, d, e
+
+
+def test_each_threads_own_draws_are_curands():
+    a, d, e = np.zeros((128, 4), np.uint32), np.zeros((128, 4), np.float32), np.zeros(128)
+    tilejit.kernel(thread_streams.func, target="sim")(a, d, e)
+    ea, ed, ee = _thread_streams_expected(7)
+    np.testing.assert_array_equal(a, ea)
+    np.testing.assert_allclose(d, ed, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(e, ee)
+
+
+@tilejit.kernel
+def layout_streams(A):
+    with T.Kernel(1, threads=128):
+        T.rng_init(1)               # the default subsequence: the thread's own
+        for i in T.Parallel(256):
+            A[i] = T.rng_rand()
+
+
+def test_thread_streams_in_a_parallel_loop_are_refused_in_simulation(ptxas):
+    with pytest.raises(ThreadCodeError, match="inside a T.Parallel loop, where the block's "
+                                              "threads hold different random streams"):
+        tilejit.kernel(layout_streams.func, target="sim")(np.zeros(256, np.uint32))
+    ptx = layout_streams.compile(np.zeros(256, np.uint32), target="cuda", arch="sm_90a").ptx
+    ptxas(ptx, "sm_90a")       # on the GPU: each iteration reads its thread's stream
+
+
+def _kernel(tmp_path, body: str):
+    """A kernel of ``body`` in a file of its own (a kernel's source is read from its file)."""
+    import importlib.util
+    path = tmp_path / "random_kernel.py"
+    path.write_text("import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
+                    "def k(A):\n    with T.Kernel(1, threads=32) as bx:\n"
+                    + "".join(f"        {line}\n" for line in body.splitlines()))
+    spec = importlib.util.spec_from_file_location("random_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
+
+
+@pytest.mark.parametrize("body, message", [
+    ("T.rng_init(1, generator='curandStateXORWOW_t')\nA[0] = T.rng_rand()",
+     r"T.rng_init\(generator='curandStateXORWOW_t'\) is not supported: tilejit draws from "
+     r"cuRAND's Philox"),
+    ("T.rng_init(1, generator='mt19937')\nA[0] = T.rng_rand()",
+     r"T.rng_init: generator must be one of 'curandStatePhilox4_32_10_t', "),
+    ("T.rng_init(1)\nA[0] = T.rng_rand_float(bit=16)",
+     r"T.rng_rand_float: bit must be one of 32, 64 known when the kernel compiles, got `16`"),
+    ("T.rng_init(1)\nA[0] = T.rng_rand_float(dist='poisson')",
+     r"dist must be one of 'uniform', 'normal'"),
+    ("A[0] = T.rng_rand()",
+     r"`T.rng_rand\(\)` with no T.rng_init\(...\) in the kernel"),
+    ("for i in T.Parallel(32):\n    T.rng_init(1)",
+     r"T.rng_init inside a T.Parallel loop"),
+    ("T.rng_init(1)\nfor i in T.Parallel(32):\n    for k in T.serial(2):\n"
+     "        A[i] = T.rng_rand()", r"a random draw in a loop inside a T.Parallel body"),
+    ("x = T.rng_init(1)", r"T.rng_init\(...\) is a statement"),
+    ("T.rng_init(1, 2, 3, 4, 5)", r"T.rng_init: too many positional arguments"),
+])
+def test_bad_uses_are_compile_errors_on_both_targets(tmp_path, body, message):
+    k = _kernel(tmp_path, body)
+    a = np.zeros(32, np.float32)
+    with pytest.raises(CompileError, match=message):
+        k.compile(a, target="cuda", arch="sm_90a")
+    with pytest.raises(CompileError, match=message):
+        tilejit.kernel(k.func, target="sim")(a)
+
+
+def test_a_draw_before_the_stream_starts_is_reported_in_simulation(tmp_path):
+    k = _kernel(tmp_path, "A[0] = T.rng_rand()\nT.rng_init(1)")
+    with pytest.raises(UninitializedReadError, match=r"T.rng_rand\(\) before T.rng_init"):
+        tilejit.kernel(k.func, target="sim")(np.zeros(32, np.uint32))
+
+
+# -- the GPU ----------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M, seed", [(512, 123), (300, 0)])
+def test_tilelangs_one_thread_kernel_on_the_gpu(M, seed):
+    import torch
+    kernel = tilejit.compile(rand_1d(M, seed), target="cuda")
+    dev = [torch.zeros(M, dtype=t, device="cuda")
+           for t in (torch.uint32, torch.float32, torch.float64, torch.float32)]
+    kernel(*dev)
+    got = [t.cpu().numpy() for t in dev]
+    sim = _arrays(M)
+    tilejit.compile(rand_1d(M, seed), target="sim")(*sim)
+    a, b, c, d = _rand_1d_expected(M, seed)
+    for g, s, ref in zip(got[:3], sim[:3], (a, b, c)):
+        np.testing.assert_array_equal(g, ref)
+        np.testing.assert_array_equal(g, s)
+    np.testing.assert_allclose(got[3], d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[3], sim[3], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 256])
+def test_block_streams_on_the_gpu(threads):
+    import torch
+    a = torch.zeros((4, 16, 64), dtype=torch.uint32, device="cuda")
+    b = torch.zeros((4, 17, 64), device="cuda")
+    block_streams(a, b, 5, threads=threads)
+    ea, eb = _block_streams_expected(5)
+    np.testing.assert_array_equal(a.cpu().numpy(), ea)
+    np.testing.assert_allclose(b.cpu().numpy(), eb, rtol=1e-5, atol=1e-6)
+    # the statistics torch's own generator has: mean 0, variance 1, uniform mean 1/2
+    normals = b[:, :16, ::3].double()
+    ref = torch.randn(normals.numel(), dtype=torch.float64, device="cuda")
+    assert abs(normals.mean().item() - ref.mean().item()) < 0.15
+    assert abs(normals.std().item() - ref.std().item()) < 0.15
+    assert abs(b[:, 16].double().mean().item() - 0.5) < 0.05
+
+
+@pytest.mark.gpu
+def test_each_threads_own_draws_on_the_gpu():
+    import torch
+    a = torch.zeros((128, 4), dtype=torch.uint32, device="cuda")
+    d = torch.zeros((128, 4), device="cuda")
+    e = torch.zeros(128, dtype=torch.float64, device="cuda")
+    thread_streams(a, d, e)
+    ea, ed, ee = _thread_streams_expected(7)
+    np.testing.assert_array_equal(a.cpu().numpy(), ea)
+    np.testing.assert_allclose(d.cpu().numpy(), ed, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(e.cpu().numpy(), ee)

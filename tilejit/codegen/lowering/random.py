@@ -1,0 +1,242 @@
+"""Random streams on the GPU (``frontend/random_draws.py`` inserts the markers,
+``ir/random_state.py`` lays out the state, ``sim/random.py`` is the same on numpy).
+
+cuRAND's Philox4x32-10 as plain LLVM IR: a round is two 32×32→64-bit products (PTX
+``mul.wide.u32`` / ``mul.hi.u32``) and four xors, ten rounds with the key bumped by the
+Weyl constants in between. The state is the kernel's local array of uint32 words, kept
+in registers (its indices are constants). ``__tj_rng_next`` is ``curand``: the word the
+index points at, and past the fourth the counter steps on and the next four words are
+computed (a branch taken once in four draws). ``__tj_rng_at`` (a ``T.Parallel``
+iteration's draw) computes the block of the word it reads from the position alone,
+leaving the state as it is. The uniform floats are cuRAND's bit for bit
+(``float(x)·2^-32 + 2^-33``, ``(x + 1)·2^-32``); the normals use this compiler's
+``log``, ``sqrt``, ``sin`` and ``cos`` (cuRAND's float normal uses ``__sincosf``, the
+special function unit's approximation), within a few ulp of cuRAND's.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+from tilejit.ir import markers
+from tilejit.ir import random_state as rs
+from tilejit.codegen.lowering import math as lm
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.trig import cos, sin, sincospi_double
+from tilejit.codegen.typing.tiles import TileType
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+M0, M1 = 0xD2511F53, 0xCD9E8D57
+W0, W1 = 0x9E3779B9, 0xBB67AE85
+
+
+def _word(builder, state, i):
+    return builder.gep(state, [I32(i)], inbounds=True)
+
+
+def _load(builder, state, i):
+    return builder.load(_word(builder, state, i))
+
+
+def _store(builder, state, i, value):
+    builder.store(value, _word(builder, state, i))
+
+
+def _mul_wide(builder, m, x):
+    p = builder.mul(I64(m), builder.zext(x, I64), flags=["nuw"])
+    return builder.trunc(builder.lshr(p, I64(32)), I32), builder.trunc(p, I32)
+
+
+def philox(builder, c, k):
+    """Philox4x32-10 of the counter ``c`` (four i32) under the key ``k`` (two i32)."""
+    c, k = list(c), list(k)
+    for r in range(10):
+        if r:
+            k = [builder.add(k[0], I32(W0)), builder.add(k[1], I32(W1))]
+        hi0, lo0 = _mul_wide(builder, M0, c[0])
+        hi1, lo1 = _mul_wide(builder, M1, c[2])
+        c = [builder.xor(builder.xor(hi1, c[1]), k[0]), lo1,
+             builder.xor(builder.xor(hi0, c[3]), k[1]), lo0]
+    return c
+
+
+def _refill(builder, state):
+    counter = [_load(builder, state, rs.COUNTER + i) for i in range(4)]
+    key = [_load(builder, state, rs.KEY + i) for i in range(2)]
+    for i, word in enumerate(philox(builder, counter, key)):
+        _store(builder, state, rs.OUTPUT + i, word)
+
+
+def _halves(builder, value):
+    return builder.trunc(value, I32), builder.trunc(builder.lshr(value, I64(32)), I32)
+
+
+def _joined(builder, lo, hi):
+    return builder.or_(builder.zext(lo, I64), builder.shl(builder.zext(hi, I64), I64(32)))
+
+
+def _pick(builder, words, lane):
+    """words[lane] for an i32 lane in 0…3, as selects (the words stay in registers)."""
+    out = words[3]
+    for i in (2, 1, 0):
+        out = builder.select(builder.icmp_unsigned("==", lane, I32(i)), words[i], out)
+    return out
+
+
+@lower(markers.stub(markers.RNG_INIT), TileType, types.int64, types.int64, types.int64)
+def rng_init_impl(context, builder, sig, args):
+    state, seed, seq, off = args
+    block = builder.lshr(off, I64(2))
+    for i, word in enumerate(_halves(builder, seed) + _halves(builder, block)
+                             + _halves(builder, seq)):
+        _store(builder, state, rs.KEY + i, word)
+    _store(builder, state, rs.INDEX, builder.trunc(builder.and_(off, I64(3)), I32))
+    for i in (rs.NORMAL_FLAG, rs.NORMAL_EXTRA, rs.NORMAL_FLAG_DOUBLE,
+              rs.NORMAL_EXTRA_DOUBLE, rs.NORMAL_EXTRA_DOUBLE + 1):
+        _store(builder, state, i, I32(0))
+    _store(builder, state, rs.READY, I32(1))
+    _refill(builder, state)
+    return context.get_dummy_value()
+
+
+def _next(builder, state):
+    """``curand``: the word the index points at; past the fourth, the next block."""
+    index = _load(builder, state, rs.INDEX)
+    word = _pick(builder, [_load(builder, state, rs.OUTPUT + i) for i in range(4)], index)
+    index = builder.add(index, I32(1))
+    _store(builder, state, rs.INDEX, index)
+    with builder.if_then(builder.icmp_unsigned("==", index, I32(4)), likely=False):
+        low = builder.add(_joined(builder, _load(builder, state, rs.COUNTER),
+                                  _load(builder, state, rs.COUNTER + 1)), I64(1))
+        high = builder.add(_joined(builder, _load(builder, state, rs.COUNTER + 2),
+                                   _load(builder, state, rs.COUNTER + 3)),
+                           builder.zext(builder.icmp_unsigned("==", low, I64(0)), I64))
+        for i, w in enumerate(_halves(builder, low) + _halves(builder, high)):
+            _store(builder, state, rs.COUNTER + i, w)
+        _store(builder, state, rs.INDEX, I32(0))
+        _refill(builder, state)
+    return word
+
+
+def uniform(builder, x):
+    """``curand_uniform``: float(x)·2^-32 + 2^-33 (the product exact)."""
+    return builder.fadd(builder.fmul(builder.uitofp(x, F32), F32(2.0 ** -32)),
+                        F32(2.0 ** -33))
+
+
+def uniform_double(builder, x):
+    """``curand_uniform_double`` of Philox: (x + 1)·2^-32, exact."""
+    return builder.fmul(builder.fadd(builder.uitofp(x, F64), F64(1.0)), F64(2.0 ** -32))
+
+
+_TWO_PI_2POW32 = 6.2831854820251465 * 2.0 ** -32     # 2^-32 · 6.2831855f, exact in float
+
+
+def box_muller(builder, x, y):
+    """``_curand_box_muller``: (s·sin v, s·cos v), ``s = sqrt(-2 log u)``."""
+    e = lm._E(builder, F32)
+    u = uniform(builder, x)
+    v = e.fma(builder.uitofp(y, F32), _TWO_PI_2POW32, _TWO_PI_2POW32 / 2)
+    s = e.sqrt(e.mul(lm.log(builder, u), -2.0))
+    return e.mul(sin(builder, v), s), e.mul(cos(builder, v), s)
+
+
+def box_muller_double(builder, x0, x1, y0, y1):
+    """``_curand_box_muller_double``: 53-bit u and v from two words each."""
+    d = lm._E(builder, F64)
+
+    def hq(lo, hi):
+        return builder.uitofp(builder.xor(builder.zext(lo, I64),
+                                          builder.shl(builder.zext(hi, I64), I64(21))), F64)
+    u = d.fma(hq(x0, x1), 2.0 ** -53, 2.0 ** -54)
+    v = d.fma(hq(y0, y1), 2.0 ** -52, 2.0 ** -53)
+    s = d.sqrt(d.mul(lm.log(builder, u), -2.0))
+    sn, cs = sincospi_double(builder, v)
+    return d.mul(sn, s), d.mul(cs, s)
+
+
+def _normal(builder, state, words, pair, flag, extra, ty):
+    """``curand_normal``: the cached second value of the last pair, else a new pair's
+    first (its second cached)."""
+    result = cgutils.alloca_once(builder, ty)
+    cached = builder.icmp_unsigned("==", _load(builder, state, flag), I32(1))
+    n = 1 if ty == F32 else 2          # words of the cached value
+    with builder.if_else(cached) as (then, otherwise):
+        with then:
+            bits = [_load(builder, state, extra + i) for i in range(n)]
+            value = bits[0] if n == 1 else _joined(builder, *bits)
+            builder.store(builder.bitcast(value, ty), result)
+            _store(builder, state, flag, I32(0))
+        with otherwise:
+            first, second = pair(builder, *(words() for _ in range(2 * n)))
+            raw = builder.bitcast(second, ir.IntType(32 * n))
+            for i, w in enumerate([raw] if n == 1 else _halves(builder, raw)):
+                _store(builder, state, extra + i, w)
+            _store(builder, state, flag, I32(1))
+            builder.store(first, result)
+    return builder.load(result)
+
+
+
+def _from_words(builder, kind, words):
+    """A draw of ``kind`` from the words ``words()`` hands out one at a time."""
+    if kind == rs.UINT32:
+        return words()
+    if kind == rs.UNIFORM:
+        return uniform(builder, words())
+    if kind == rs.UNIFORM_DOUBLE:
+        return uniform_double(builder, words())
+    if kind == rs.NORMAL:
+        return box_muller(builder, words(), words())[0]
+    return box_muller_double(builder, *(words() for _ in range(4)))[0]
+
+
+@lower(markers.stub(markers.RNG_NEXT), TileType, types.IntegerLiteral)
+def rng_next_impl(context, builder, sig, args):
+    state = args[0]
+    kind = sig.args[1].literal_value
+    if kind == rs.NORMAL:
+        return _normal(builder, state, lambda: _next(builder, state), box_muller,
+                       rs.NORMAL_FLAG, rs.NORMAL_EXTRA, F32)
+    if kind == rs.NORMAL_DOUBLE:
+        return _normal(builder, state, lambda: _next(builder, state), box_muller_double,
+                       rs.NORMAL_FLAG_DOUBLE, rs.NORMAL_EXTRA_DOUBLE, F64)
+    return _from_words(builder, kind, lambda: _next(builder, state))
+
+
+def _position(builder, state):
+    """The stream's position in words: the counter's low half · 4 + the index."""
+    block = _joined(builder, _load(builder, state, rs.COUNTER),
+                    _load(builder, state, rs.COUNTER + 1))
+    return builder.add(builder.shl(block, I64(2)),
+                       builder.zext(_load(builder, state, rs.INDEX), I64))
+
+
+@lower(markers.stub(markers.RNG_AT), TileType, types.IntegerLiteral, types.int64)
+def rng_at_impl(context, builder, sig, args):
+    state, _, word = args
+    kind = sig.args[1].literal_value
+    start = builder.add(_position(builder, state), word)
+    key = [_load(builder, state, rs.KEY + i) for i in range(2)]
+    seq = [_load(builder, state, rs.COUNTER + 2 + i) for i in range(2)]
+    taken = [0]
+
+    def words():
+        position = builder.add(start, I64(taken[0]))
+        taken[0] += 1
+        block = builder.lshr(position, I64(2))
+        out = philox(builder, list(_halves(builder, block)) + seq, key)
+        return _pick(builder, out, builder.trunc(builder.and_(position, I64(3)), I32))
+    return _from_words(builder, kind, words)
+
+
+@lower(markers.stub(markers.RNG_SKIP), TileType, types.int64)
+def rng_skip_impl(context, builder, sig, args):
+    state, count = args
+    position = builder.add(_position(builder, state), count)
+    for i, w in enumerate(_halves(builder, builder.lshr(position, I64(2)))):
+        _store(builder, state, rs.COUNTER + i, w)
+    _store(builder, state, rs.INDEX, builder.trunc(builder.and_(position, I64(3)), I32))
+    _refill(builder, state)
+    return context.get_dummy_value()

@@ -1,0 +1,193 @@
+"""Front end: TileLang's random streams (``language/random.py``) as the device program's
+markers, for the GPU and the simulator alike.
+
+A kernel that calls ``T.rng_init`` gets a local array, the thread's stream
+(``ir/random_state.py``), at the top of its ``T.Kernel`` body, and
+
+- ``T.rng_init(seed, seq, off)`` → ``__tj_rng_init(__tj_rng, seed, seq, off)``, ``seq``
+  by default the thread's index in the grid along x
+  (``T.get_thread_binding(0) + T.get_block_binding(0) * T.get_thread_extent(0)``, as
+  TileLang writes it);
+- a draw in the thread's own code → ``__tj_rng_next(__tj_rng, kind)``: the stream's next
+  words, in the order the thread meets them (cuRAND's ``curand``, ``curand_uniform``, …);
+- a draw in a ``T.Parallel`` body → ``__tj_rng_at(__tj_rng, kind, e * K + k)``, ``e``
+  the iteration's row-major index, ``K`` the words the body draws (its draws' in source
+  order, ``k`` this one's first), and after the loop ``__tj_rng_skip(__tj_rng, total *
+  K)``: an iteration's numbers do not depend on which thread runs it or in which order.
+
+Checked here, with the line: the generator (Philox only), ``bit`` and ``dist`` (compile-
+time values), a draw with no ``T.rng_init`` in the kernel, ``T.rng_init`` in a
+``T.Parallel`` or as a value, and a draw in a loop nested in a ``T.Parallel`` body
+(its count of words per iteration would not be known).
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, resolve_static
+from tilejit.ir import random_state as rs
+from tilejit.ir.markers import LANGUAGE, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP
+from tilejit.language.random import DISTRIBUTIONS, GENERATORS, PHILOX
+
+STATE = "__tj_rng"
+_DRAWS = (T.rng_rand, T.rng_rand_float)
+
+
+def _call(name, args):
+    return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+
+
+def _c(v):
+    return ast.Constant(v)
+
+
+class _Draws(syntax.NodeTransformer):
+    def __init__(self, ks: KernelSource):
+        self.ks = ks
+        self.parallel = None        # (unit expression, {id(draw): first word}) in a T.Parallel
+        self.started = False
+        self.loops = 0              # T.Parallel loops around the statement
+
+    def _fn(self, node):
+        return resolve_static(node.func, self.ks.namespace) if isinstance(node, ast.Call) \
+            else None
+
+    def _static(self, node, what: str, allowed):
+        value = node.value if isinstance(node, ast.Constant) else \
+            resolve_static(node, self.ks.namespace)
+        if isinstance(value, bool) or value not in allowed:
+            raise self.ks.error(f"{what} must be one of {', '.join(map(repr, allowed))} "
+                                f"known when the kernel compiles, got `{ast.unparse(node)}`",
+                                node)
+        return value
+
+    def _bound(self, fn, node):
+        try:
+            bound = inspect.signature(fn).bind(*node.args, **{k.arg: k.value
+                                                              for k in node.keywords})
+        except TypeError as e:
+            raise self.ks.error(f"T.{fn.__name__}: {e}", node) from None
+        return bound.arguments
+
+    def kind(self, node) -> int:
+        """The draw's kind (``ir/random_state.py``)."""
+        fn = self._fn(node)
+        args = self._bound(fn, node)
+        if fn is T.rng_rand:
+            return rs.UINT32
+        bit = self._static(args["bit"], "T.rng_rand_float: bit", (32, 64)) \
+            if "bit" in args else 32
+        dist = self._static(args["dist"], "T.rng_rand_float: dist", DISTRIBUTIONS) \
+            if "dist" in args else "uniform"
+        return {(32, "uniform"): rs.UNIFORM, (64, "uniform"): rs.UNIFORM_DOUBLE,
+                (32, "normal"): rs.NORMAL, (64, "normal"): rs.NORMAL_DOUBLE}[bit, dist]
+
+    def visit_Expr(self, node):
+        if self._fn(node.value) is T.rng_init:
+            if self.loops:
+                raise self.ks.error("T.rng_init inside a T.Parallel loop: a thread's stream "
+                                    "is started in its own code, before the loop", node)
+            return ast.copy_location(ast.Expr(self._init(node.value)), node)
+        return self.generic_visit(node)
+
+    def _init(self, call):
+        args = self._bound(T.rng_init, call)
+        if "generator" in args:
+            generator = self._static(args["generator"], "T.rng_init: generator", GENERATORS)
+            if generator != PHILOX:
+                raise self.ks.error(
+                    f"T.rng_init(generator={generator!r}) is not supported: tilejit draws "
+                    f"from cuRAND's Philox ({PHILOX!r}, the default) only; XORWOW and "
+                    f"MRG32k3a are not built", call)
+        seq = args.get("seq")
+        if seq is None or isinstance(seq, ast.Constant) and seq.value is None:
+            self.ks.namespace.setdefault(LANGUAGE, T)
+            lang = ast.Name(LANGUAGE, ast.Load())
+            binding = [ast.Call(ast.Attribute(lang, name, ast.Load()), [_c(0)], [])
+                       for name in ("get_thread_binding", "get_block_binding",
+                                    "get_thread_extent")]
+            seq = ast.BinOp(binding[0], ast.Add(), ast.BinOp(binding[1], ast.Mult(),
+                                                             binding[2]))
+        self.started = True
+        return ast.copy_location(_call(RNG_INIT, [ast.Name(STATE, ast.Load()), args["seed"],
+                                                  seq, args.get("off", _c(0))]), call)
+
+    def visit_Call(self, node):
+        fn = self._fn(node)
+        if fn is T.rng_init:
+            raise self.ks.error("T.rng_init(...) is a statement (it starts the thread's "
+                                "stream and has no value)", node)
+        node = self.generic_visit(node)
+        if fn not in _DRAWS:
+            return node
+        state = ast.Name(STATE, ast.Load())
+        if self.parallel is None:
+            return ast.copy_location(_call(RNG_NEXT, [state, _c(self.kind(node))]), node)
+        unit, first = self.parallel
+        word = ast.BinOp(unit, ast.Add(), _c(first[id(node)]))
+        return ast.copy_location(_call(RNG_AT, [state, _c(self.kind(node)), word]), node)
+
+    def visit_For(self, node):
+        it = node.iter
+        is_parallel = isinstance(it, ast.Call) and \
+            resolve_static(it.func, self.ks.namespace) is T.Parallel
+        draws = [n for n in syntax.walk(ast.Module(body=node.body, type_ignores=[]))
+                 if self._fn(n) in _DRAWS]
+        if self.parallel is not None and draws:
+            raise self.ks.error(
+                "a random draw in a loop inside a T.Parallel body: an iteration's draws "
+                "must be counted before the loop runs (draw in the T.Parallel body itself, "
+                "or in the thread's own code)", node)
+        if not (is_parallel and draws):
+            self.loops += is_parallel
+            node = self.generic_visit(node)
+            self.loops -= is_parallel
+            return node
+        draws.sort(key=lambda n: (n.lineno, n.col_offset))
+        first, words = {}, 0
+        for d in draws:
+            first[id(d)] = words
+            words += rs.WORDS_PER_DRAW[self.kind(d)]
+        names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        extents = list(it.args)
+        if len(names) != len(extents) or not all(isinstance(n, ast.Name) for n in names):
+            raise self.ks.error("a T.Parallel loop that draws random numbers names one index "
+                                "per extent", node)
+        flat = ast.Name(names[0].id, ast.Load())
+        for name, extent in zip(names[1:], extents[1:]):
+            flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), extent), ast.Add(),
+                             ast.Name(name.id, ast.Load()))
+        total = extents[0]
+        for extent in extents[1:]:
+            total = ast.BinOp(total, ast.Mult(), extent)
+        outer, self.parallel = self.parallel, (ast.BinOp(flat, ast.Mult(), _c(words)), first)
+        self.loops += 1
+        node.body = [self.visit(s) for s in node.body]
+        self.loops -= 1
+        self.parallel = outer
+        skip = ast.Expr(_call(RNG_SKIP, [ast.Name(STATE, ast.Load()),
+                                          ast.BinOp(total, ast.Mult(), _c(words))]))
+        return [node, ast.copy_location(skip, node)]
+
+
+def rewrite_random_draws(fdef: ast.FunctionDef, ks: KernelSource) -> ast.FunctionDef:
+    calls = [n for n in syntax.walk(fdef) if isinstance(n, ast.Call) and
+             resolve_static(n.func, ks.namespace) in (T.rng_init,) + _DRAWS]
+    if not calls:
+        return fdef
+    draws = _Draws(ks)
+    fdef = draws.visit(fdef)
+    if not draws.started:
+        first = min((n for n in calls), key=lambda n: (n.lineno, n.col_offset))
+        raise ks.error(f"`{ast.unparse(first)}` with no T.rng_init(...) in the kernel: the "
+                       f"thread's random stream is not started", first)
+    ks.namespace.setdefault(LANGUAGE, T)
+    alloc = ast.Assign([ast.Name(STATE, ast.Store())], ast.Call(
+        ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load()),
+        [ast.Tuple([_c(rs.WORDS)], ast.Load()), _c("uint32")], []))
+    launch = fdef.body[ks.launch_index]
+    launch.body.insert(0, ast.copy_location(alloc, launch.body[0]))
+    return syntax.fix_missing_locations(fdef)
