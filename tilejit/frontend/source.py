@@ -37,6 +37,9 @@ class KernelSource:
     # names the front end binds in ``namespace``: {name: (helper, its own name)}, a value
     # an inlined helper reads that the kernel does not see (kernel_macros.inline_call)
     bindings: dict = field(default_factory=dict)
+    # values the front end computed once and binds for good: {name: value} (a helper a
+    # factory the kernel calls made: helper_factories.py)
+    made: dict = field(default_factory=dict)
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
@@ -63,6 +66,7 @@ class KernelSource:
             fresh = current_namespace(self.func)
             for name, (helper, helper_name) in self.bindings.items():
                 fresh[name] = current_namespace(helper).get(helper_name, _MISSING)
+            fresh.update(self.made)
             gone = [name for name in self.namespace if name not in fresh]
             for ns in (self.namespace, *others):
                 for name in gone:
@@ -85,6 +89,8 @@ class KernelSource:
                 if root in self.bindings:        # an inlined helper's, read where it is
                     helper, helper_name = self.bindings[root]
                     now = current_namespace(helper)[helper_name]
+                elif root in self.made:          # made once, when the kernel was defined
+                    now = self.made[root]
                 else:
                     now = cells[root].cell_contents if read.kind == "closure" else \
                         self.func.__globals__[root]
@@ -305,7 +311,9 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.restrict_annotations import take_restrict_annotations  # (the same)
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
+    from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
     rewrite_let_bindings(ks)
+    bind_made_helpers(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
     spelled = spelled_names(ks.tree)

@@ -231,6 +231,13 @@ def _fingerprint_parts(func, depth: int, active: set, namespace, strict: bool) -
     for read in function_reads(func, namespace=namespace, uses=uses):
         parts.append([read.kind, read.name,
                       _value_data(read.value, read.name, strict, function_data)])
+    # default values are computed where the function is defined, not read by its code
+    # (`def make(factor=scale)` in a program's factory): they are part of what it does
+    for what in ("__defaults__", "__kwdefaults__"):
+        value = getattr(func, what, None)
+        if value:
+            parts.append([what, _value_data(value, f"{func.__qualname__}.{what}", strict,
+                                            function_data)])
     return parts
 
 
