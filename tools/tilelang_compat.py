@@ -31,9 +31,10 @@ LANGUAGE_DIFFERENCES = {
                 "index × words per iteration past the thread's position), not by the order a "
                 "thread meets them: the same numbers whatever the layout; in a thread's own "
                 "code, cuRAND's sequence",
-    "rng_rand_float": "as `rng_rand`; normals within a few ulp of cuRAND's (this compiler's "
-                      "log, sin and cos, where cuRAND's float normal uses `__sincosf`), and "
-                      "a T.Parallel's normal is the first of its Box–Muller pair",
+    "rng_rand_float": "as `rng_rand`; normals within a few ulp of the exact Box–Muller "
+                      "value of cuRAND's words (cuRAND's own float normal uses "
+                      "`__sincosf`, about 2^-21 off), and a T.Parallel's normal is the "
+                      "first of its Box–Muller pair",
     "tma_store_arrive": "the compiler commits its TMA stores itself: a statement taken out",
     "tma_store_wait": "the compiler waits for its TMA stores where their shared tiles are "
                       "written again and before the kernel ends: a statement taken out",

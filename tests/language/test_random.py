@@ -7,6 +7,7 @@ word index offset % 4), written from cuRAND's definition and independent of tile
 implementations. The GPU's lowering is also run on this CPU (its IR JIT-compiled for the
 host), draw by draw against the same reference."""
 import ctypes
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -46,12 +47,44 @@ def uniform_ref(words):
         np.float32(2.0 ** -33)
 
 
+def _to_float32(exact: Fraction) -> float:
+    """``exact`` rounded once to float32 (nearest, ties to even)."""
+    guess = np.float32(float(exact))
+    best = min((np.nextafter(guess, np.float32(-np.inf)), guess,
+                np.nextafter(guess, np.float32(np.inf))),
+               key=lambda c: (abs(Fraction(float(c)) - exact),
+                              int(np.float32(c).view(np.uint32)) & 1))
+    return float(best)
+
+
+PI = np.longdouble("3.14159265358979323846264338327950288")
+TWO_PI_F = Fraction(float(np.float32(6.2831855)))          # cuRAND's 6.2831855f
+
+
 def normal_pair_ref(x, y):
-    u = float(uniform_ref([x])[0])
-    v = float(np.float32(float(np.float32(y)) * 6.2831854820251465 * 2.0 ** -32
-                         + 6.2831854820251465 * 2.0 ** -33))
-    s = np.sqrt(-2.0 * np.log(u))
-    return np.sin(v) * s, np.cos(v) * s
+    """cuRAND's float Box–Muller of words x, y from its definition: u and v rounded once
+    to float32 (``v = fma(float(y), C, C/2)``), the rest exact (long double)."""
+    u = _to_float32(Fraction(int(x)) / 2 ** 32 + Fraction(1, 2 ** 33))
+    c = TWO_PI_F / 2 ** 32
+    v = _to_float32(Fraction(float(np.float32(int(y)))) * c + c / 2)
+    s = np.sqrt(-2 * np.log(np.longdouble(u)))
+    return float(np.sin(np.longdouble(v)) * s), float(np.cos(np.longdouble(v)) * s)
+
+
+def normal_double_ref(x0, x1, y0, y1):
+    """cuRAND's double Box–Muller of four words: u, v rounded once to double, ``sin πv``
+    with the argument reduced exactly (long double)."""
+    zx = int(x0) ^ (int(x1) << 21)
+    zy = int(y0) ^ (int(y1) << 21)
+    u = float(Fraction(zx, 2 ** 53) + Fraction(1, 2 ** 54))
+    v = float(Fraction(zy, 2 ** 52) + Fraction(1, 2 ** 53))
+    q = np.floor(2 * v + 0.5)
+    r = np.longdouble(v - q / 2) * PI
+    s = np.sqrt(-2 * np.log(np.longdouble(u)))
+    k = int(q) % 4
+    sin = [np.sin(r), np.cos(r), -np.sin(r), -np.cos(r)][k]
+    cos = [np.cos(r), -np.sin(r), -np.cos(r), np.sin(r)][k]
+    return float(sin * s), float(cos * s)
 
 
 @pytest.mark.parametrize("ctr, key, expected", [
@@ -141,22 +174,52 @@ def test_the_gpu_lowering_draws_curands_words(seed, seq, off):
     assert int(got[15]) == words[21]            # 11 drawn, 10 skipped
 
 
+def test_offsets_and_seeds_as_curand_converts_them():
+    """A negative offset or seed is its unsigned 64-bit value, as in curand_init(unsigned
+    long long …): the stream runs on past 2^64 words of offset without wrapping."""
+    from tilejit.ir import random_state as rs
+    off = 2 ** 64 - 1
+    words = curand_words(2 ** 64 - 5, 3, off, 24)
+    plan = [(rs.UINT32, None)] * 4 + [(rs.UINT32, 2), (10, "skip"), (rs.UINT32, None),
+                                      (rs.UINT32, 0)]
+    got = [int(v) for v in _host_stream(-5, 3, -1, plan)]
+    assert got == [words[0], words[1], words[2], words[3], words[6], words[14], words[15]]
+
+
 def test_the_gpu_lowering_draws_curands_normals():
     """curand_normal: a pair's sin branch, then its cached cos branch; a T.Parallel's
-    normal is its pair's first; the double's four words (a few ulp from float64)."""
+    normal is its pair's first; the double's four words; each within a few ulp of the
+    exact Box–Muller value of cuRAND's words."""
     from tilejit.ir import random_state as rs
-    from tilejit.sim.random import box_muller_double
     words = curand_words(9, 3, 1, 8)
     got = _host_stream(9, 3, 1, [(rs.NORMAL, None), (rs.NORMAL, None), (rs.NORMAL, 2),
                                  (rs.NORMAL_DOUBLE, 4), (rs.NORMAL_DOUBLE, None),
                                  (rs.NORMAL_DOUBLE, None)])
     first, second = normal_pair_ref(words[0], words[1])
     np.testing.assert_allclose(got[:3], [first, second, normal_pair_ref(*words[4:6])[0]],
-                               rtol=2e-6, atol=1e-6)
-    sin_d, cos_d = box_muller_double(*words[2:6])
-    np.testing.assert_allclose(got[4:], [sin_d, cos_d], rtol=1e-14)
-    np.testing.assert_allclose(got[3], box_muller_double(*curand_words(9, 3, 7, 4))[0],
-                               rtol=1e-14)
+                               rtol=5e-7)
+    np.testing.assert_allclose(got[4:], normal_double_ref(*words[2:6]), rtol=2e-15)
+    np.testing.assert_allclose(got[3], normal_double_ref(*curand_words(9, 3, 7, 4))[0],
+                               rtol=2e-15)
+
+
+def test_normals_near_the_zeros_of_sin_and_cos():
+    """Box–Muller's angle near a multiple of π/2 (the double's v near 1, the float's near
+    π): the GPU's lowering and the simulator both reduce it exactly (a product ``π·v``
+    rounded first would be thousands of ulps off)."""
+    from tilejit.ir import random_state as rs
+    from tilejit.sim.random import box_muller, box_muller_double
+    cases = [(123456789, 987654321, 5, 1 << 31), (1, 2, 0xFFFFFFFF, 0x3FF)]
+    for x0, x1, y0, y1 in cases:
+        ref = normal_double_ref(x0, x1, y0, y1)
+        np.testing.assert_allclose(box_muller_double(x0, x1, y0, y1), ref, rtol=2e-15)
+    for x, y in [(7, 0x7FFFFFFF), (99, 0x40000000), (5, 0xBFFFFFFF)]:
+        ref = normal_pair_ref(x, y)
+        np.testing.assert_allclose([float(v) for v in box_muller(x, y)], ref, rtol=5e-7)
+    # the GPU's, through a stream whose words are these: off = 0, seq, key found by search
+    words = curand_words(11, 0, 0, 4)
+    got = _host_stream(11, 0, 0, [(rs.NORMAL_DOUBLE, None), (rs.NORMAL_DOUBLE, None)])
+    np.testing.assert_allclose(got, normal_double_ref(*words), rtol=2e-15)
 
 
 # -- kernels, as TileLang writes them -------------------------------------------------
@@ -221,9 +284,15 @@ def test_tilelangs_one_thread_kernel_draws_curands_sequence(M, seed):
 
 
 def test_the_ptx_keeps_the_stream_in_registers(ptxas):
+    """Philox's rounds as 32-bit high and low products by its two multipliers; no local
+    memory."""
+    import re
     kernel = tilejit.compile(rand_1d(512, 1), target="cuda -arch=sm_90a")
     ptx = kernel.get_kernel_source()
-    assert "mul.hi.u32" in ptx or "mul.wide.u32" in ptx
+    for m in (0xD2511F53, 0xCD9E8D57):
+        assert re.search(rf"[ ,]({m}|{m - 2 ** 32});", ptx), hex(m)
+        assert not re.search(rf"mul\.lo\.s64\s+[^;]*\b{m};", ptx)   # no 64-bit product
+    assert ptx.count("mul.hi.u32") >= 20            # 2 a round, 10 rounds a block
     for arch in ("sm_80", "sm_90a"):
         ptx = tilejit.compile(rand_1d(512, 1), target=f"cuda -arch={arch}").get_kernel_source()
         report = ptxas(ptx, arch)
@@ -321,12 +390,12 @@ def test_thread_streams_in_a_parallel_loop_are_refused_in_simulation(ptxas):
     ptxas(ptx, "sm_90a")       # on the GPU: each iteration reads its thread's stream
 
 
-def _kernel(tmp_path, body: str):
+def _kernel(tmp_path, body: str, threads: int = 32):
     """A kernel of ``body`` in a file of its own (a kernel's source is read from its file)."""
     import importlib.util
     path = tmp_path / "random_kernel.py"
     path.write_text("import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
-                    "def k(A):\n    with T.Kernel(1, threads=32) as bx:\n"
+                    f"def k(A):\n    with T.Kernel(1, threads={threads}) as bx:\n"
                     + "".join(f"        {line}\n" for line in body.splitlines()))
     spec = importlib.util.spec_from_file_location("random_kernel", path)
     module = importlib.util.module_from_spec(spec)
@@ -352,6 +421,17 @@ def _kernel(tmp_path, body: str):
      "        A[i] = T.rng_rand()", r"a random draw in a loop inside a T.Parallel body"),
     ("x = T.rng_init(1)", r"T.rng_init\(...\) is a statement"),
     ("T.rng_init(1, 2, 3, 4, 5)", r"T.rng_init: too many positional arguments"),
+    ("T.rng_init(1)\nfor i in T.Parallel(32):\n    k = 0\n    while k < 2:\n"
+     "        A[i] = T.rng_rand()\n        k += 1",
+     r"a random draw in a loop inside a T.Parallel body"),
+    ("T.rng_init(1)\nfor i in T.Parallel(*A.shape):\n    A[i] = T.rng_rand()",
+     r"names one index per extent and writes its extents one by one"),
+    ("T.rng_init(1)\nA[0] = (bx < 1) and (T.rng_rand() > 0)",
+     r"`T.rng_rand\(\)` in an operand that may not be evaluated"),
+    ("T.rng_init(1)\nA[0] = T.rng_rand_float() if bx < 1 else 0.0",
+     r"in an operand that may not be evaluated"),
+    ("T.rng_init(1)\nA[0] = 0 < T.rng_rand() < 4000000000",
+     r"in an operand that may not be evaluated"),
 ])
 def test_bad_uses_are_compile_errors_on_both_targets(tmp_path, body, message):
     k = _kernel(tmp_path, body)
@@ -360,6 +440,40 @@ def test_bad_uses_are_compile_errors_on_both_targets(tmp_path, body, message):
         k.compile(a, target="cuda", arch="sm_90a")
     with pytest.raises(CompileError, match=message):
         tilejit.kernel(k.func, target="sim")(a)
+
+
+@tilejit.kernel
+def typed_draws(A, bits: T.constexpr = 64, dist: T.constexpr = "uniform"):
+    """bit= and dist= from the kernel's compile-time parameters."""
+    with T.Kernel(1, threads=32):
+        T.rng_init(3, 0, 0)
+        for i in T.Parallel(32):
+            A[i] = T.rng_rand_float(bit=bits, dist=dist)
+
+
+def test_a_draws_kind_may_come_from_constexprs(ptxas):
+    a = np.zeros(32, np.float64)
+    tilejit.kernel(typed_draws.func, target="sim")(a)
+    np.testing.assert_array_equal(a, (curand_words(3, 0, 0, 32) + 1.0) / 2.0 ** 32)
+    b = np.zeros(32, np.float32)
+    tilejit.kernel(typed_draws.func, target="sim")(b, bits=32, dist="normal")
+    w = curand_words(3, 0, 0, 64)
+    np.testing.assert_allclose(b, [normal_pair_ref(w[2 * i], w[2 * i + 1])[0]
+                                   for i in range(32)], rtol=5e-7)
+    ptxas(typed_draws.compile(a, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+def test_draws_in_a_kernel_with_warpgroup_roles_are_refused(tmp_path):
+    k = _kernel(tmp_path, "T.rng_init(1)\nwith T.ws(0):\n    A[0] = T.rng_rand()", 256)
+    with pytest.raises(CompileError, match="random draws in a kernel with `with T.ws` "
+                                           "warpgroup roles are not supported"):
+        k.compile(np.zeros(32, np.uint32), target="cuda", arch="sm_90a")
+
+
+def test_a_warpgroup_role_kernel_of_too_few_threads_is_a_compile_error(tmp_path):
+    k = _kernel(tmp_path, "with T.ws(0):\n    A[0] = 1")
+    with pytest.raises(CompileError, match="threads must be a multiple of 128, got 32"):
+        k.compile(np.zeros(32, np.uint32), target="cuda", arch="sm_90a")
 
 
 def test_a_draw_before_the_stream_starts_is_reported_in_simulation(tmp_path):
@@ -418,3 +532,40 @@ def test_each_threads_own_draws_on_the_gpu():
     np.testing.assert_array_equal(a.cpu().numpy(), ea)
     np.testing.assert_allclose(d.cpu().numpy(), ed, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(e.cpu().numpy(), ee)
+
+
+@T.macro
+def dropout_tile(X, Y, bx, p):
+    """A macro that draws: inlined into the kernel, its draws the kernel's."""
+    for i in T.Parallel(64):
+        keep = T.rng_rand_float() > p
+        Y[bx * 64 + i] = T.if_then_else(keep, X[bx * 64 + i] / (1.0 - p), 0.0)
+
+
+@tilejit.kernel
+def dropout(X, Y, seed):
+    with T.Kernel(2, threads=64) as bx:
+        T.rng_init(seed, bx)
+        dropout_tile(X, Y, bx, 0.25)
+
+
+def test_a_macro_that_draws_is_inlined():
+    x = np.arange(1, 129, dtype=np.float32)
+    y = np.zeros(128, np.float32)
+    tilejit.kernel(dropout.func, target="sim")(x, y, 9)
+    keep = np.concatenate([uniform_ref(curand_words(9, b, 0, 64)) > np.float32(0.25)
+                           for b in range(2)])
+    np.testing.assert_allclose(y, np.where(keep, x / np.float32(0.75), 0), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_a_macro_that_draws_on_the_gpu():
+    import torch
+    x = torch.arange(1, 129, dtype=torch.float32, device="cuda")
+    y = torch.zeros(128, device="cuda")
+    dropout(x, y, 9)
+    sim = np.zeros(128, np.float32)
+    tilejit.kernel(dropout.func, target="sim")(x.cpu().numpy(), sim, 9)
+    np.testing.assert_array_equal(y.cpu().numpy(), sim)
+    keep = (y != 0).double().mean().item()
+    assert 0.6 < keep < 0.9                      # 0.75 expected

@@ -257,7 +257,7 @@ def _role_threads(ks: KernelSource, spec: Specialization) -> int:
         return 0
     if spec.threads % WARPGROUP_THREADS:
         raise ks.error(f"a kernel with T.ws roles runs whole warpgroups: threads must be a "
-                       f"multiple of {WARPGROUP_THREADS}, got {spec.threads}")
+                       f"multiple of {WARPGROUP_THREADS}, got {spec.threads}", ks.launch)
     return WARPGROUP_THREADS
 
 

@@ -27,6 +27,7 @@ import inspect
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.source import KernelSource, resolve_static
 from tilejit.ir import random_state as rs
 from tilejit.ir.markers import LANGUAGE, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP
@@ -45,8 +46,9 @@ def _c(v):
 
 
 class _Draws(syntax.NodeTransformer):
-    def __init__(self, ks: KernelSource):
+    def __init__(self, ks: KernelSource, values: dict):
         self.ks = ks
+        self.values = values        # where a draw's bit=, dist= and generator= are read
         self.parallel = None        # (unit expression, {id(draw): first word}) in a T.Parallel
         self.started = False
         self.loops = 0              # T.Parallel loops around the statement
@@ -57,7 +59,7 @@ class _Draws(syntax.NodeTransformer):
 
     def _static(self, node, what: str, allowed):
         value = node.value if isinstance(node, ast.Constant) else \
-            resolve_static(node, self.ks.namespace)
+            resolve_static(node, self.values)
         if isinstance(value, bool) or value not in allowed:
             raise self.ks.error(f"{what} must be one of {', '.join(map(repr, allowed))} "
                                 f"known when the kernel compiles, got `{ast.unparse(node)}`",
@@ -94,6 +96,7 @@ class _Draws(syntax.NodeTransformer):
         return self.generic_visit(node)
 
     def _init(self, call):
+        call = self.generic_visit(call)        # a draw among its arguments
         args = self._bound(T.rng_init, call)
         if "generator" in args:
             generator = self._static(args["generator"], "T.rng_init: generator", GENERATORS)
@@ -136,16 +139,18 @@ class _Draws(syntax.NodeTransformer):
             resolve_static(it.func, self.ks.namespace) is T.Parallel
         draws = [n for n in syntax.walk(ast.Module(body=node.body, type_ignores=[]))
                  if self._fn(n) in _DRAWS]
-        if self.parallel is not None and draws:
-            raise self.ks.error(
-                "a random draw in a loop inside a T.Parallel body: an iteration's draws "
-                "must be counted before the loop runs (draw in the T.Parallel body itself, "
-                "or in the thread's own code)", node)
         if not (is_parallel and draws):
             self.loops += is_parallel
             node = self.generic_visit(node)
             self.loops -= is_parallel
             return node
+        for inner in syntax.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(inner, (ast.For, ast.While)) and any(
+                    self._fn(n) in _DRAWS for n in syntax.walk(inner)):
+                raise self.ks.error(
+                    "a random draw in a loop inside a T.Parallel body: an iteration's draws "
+                    "must be counted before the loop runs (draw in the T.Parallel body "
+                    "itself, or in the thread's own code)", inner)
         draws.sort(key=lambda n: (n.lineno, n.col_offset))
         first, words = {}, 0
         for d in draws:
@@ -153,9 +158,10 @@ class _Draws(syntax.NodeTransformer):
             words += rs.WORDS_PER_DRAW[self.kind(d)]
         names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         extents = list(it.args)
-        if len(names) != len(extents) or not all(isinstance(n, ast.Name) for n in names):
+        if len(names) != len(extents) or not all(isinstance(n, ast.Name) for n in names) \
+                or any(isinstance(e, ast.Starred) for e in extents):
             raise self.ks.error("a T.Parallel loop that draws random numbers names one index "
-                                "per extent", node)
+                                "per extent and writes its extents one by one", node)
         flat = ast.Name(names[0].id, ast.Load())
         for name, extent in zip(names[1:], extents[1:]):
             flat = ast.BinOp(ast.BinOp(flat, ast.Mult(), extent), ast.Add(),
@@ -173,12 +179,64 @@ class _Draws(syntax.NodeTransformer):
         return [node, ast.copy_location(skip, node)]
 
 
-def rewrite_random_draws(fdef: ast.FunctionDef, ks: KernelSource) -> ast.FunctionDef:
-    calls = [n for n in syntax.walk(fdef) if isinstance(n, ast.Call) and
-             resolve_static(n.func, ks.namespace) in (T.rng_init,) + _DRAWS]
+def _random_calls(tree, namespace):
+    return [n for n in syntax.walk(tree) if isinstance(n, ast.Call) and
+            resolve_static(n.func, namespace) in (T.rng_init,) + _DRAWS]
+
+
+def uses_random_draws(ks: KernelSource) -> bool:
+    """Whether the kernel's source calls T.rng_init or draws."""
+    return bool(_random_calls(ks.tree, ks.namespace))
+
+
+class _Conditional(syntax.NodeVisitor):
+    """Draws the program may skip within an expression: the right of ``and`` / ``or``, a
+    branch of ``a if c else b``, the middle of a chained comparison (evaluated twice by
+    the simulator's lane-wise form, once or not at all by the GPU's)."""
+
+    def __init__(self, draws):
+        self.draws, self.found = draws, None
+
+    def _check(self, nodes, node):
+        for n in nodes:
+            for d in syntax.walk(n):
+                if id(d) in self.draws and self.found is None:
+                    self.found = d
+
+    def visit_BoolOp(self, node):
+        self._check(node.values[1:], node)
+        self.generic_visit(node)
+
+    def visit_IfExp(self, node):
+        self._check([node.body, node.orelse], node)
+        self.generic_visit(node)
+
+    def visit_Compare(self, node):
+        self._check(node.comparators[:-1], node)
+        self.generic_visit(node)
+
+
+def rewrite_random_draws(fdef: ast.FunctionDef, ks: KernelSource,
+                         values: dict | None = None) -> ast.FunctionDef:
+    """``values``: where compile-time arguments are read (the compiled program's globals,
+    its constexprs among them; the kernel's namespace when not given)."""
+    calls = _random_calls(fdef, ks.namespace)
     if not calls:
         return fdef
-    draws = _Draws(ks)
+    if uses_warp_roles(ks.tree, ks.namespace):
+        raise ks.error("random draws in a kernel with `with T.ws` warpgroup roles are not "
+                       "supported (each role would hold its own copy of every thread's "
+                       "stream)", calls[0])
+    conditional = _Conditional({id(c) for c in calls if resolve_static(
+        c.func, ks.namespace) in _DRAWS})
+    conditional.visit(fdef)
+    if conditional.found is not None:
+        raise ks.error(f"`{ast.unparse(conditional.found)}` in an operand that may not be "
+                       f"evaluated (after `and` / `or`, in a branch of `x if c else y`, in "
+                       f"the middle of a chained comparison): whether the stream moves on "
+                       f"would depend on the others; draw into a name first",
+                       conditional.found)
+    draws = _Draws(ks, ks.namespace if values is None else values)
     fdef = draws.visit(fdef)
     if not draws.started:
         first = min((n for n in calls), key=lambda n: (n.lineno, n.col_offset))

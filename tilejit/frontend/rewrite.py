@@ -598,7 +598,9 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                                 namespace if constants is None else constants)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
     fdef = rewrite_persistent(fdef, ks.namespace, ks.error)
-    fdef = rewrite_random_draws(fdef, ks)      # before the bindings its default seq reads
+    # before the bindings its default seq reads; bit=, dist= read where constexprs are
+    fdef = rewrite_random_draws(fdef, ks, namespace if namespace is not None else
+                                {**ks.namespace, **(constants or {})})
     fdef = rewrite_thread_bindings(fdef, ks)
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:

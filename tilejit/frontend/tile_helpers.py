@@ -50,7 +50,8 @@ _TILE_OPS = {getattr(T, name) for name in (
     "reduce_abssum", "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor",
     "cumsum", "cummax", "alloc_shared", "alloc_fragment", "annotate_layout", "all_of",
     "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer",
-    "sync_threads", "sync_grid", "annotate_restrict_buffers")
+    "sync_threads", "sync_grid", "annotate_restrict_buffers",
+    "rng_init", "rng_rand", "rng_rand_float")       # the kernel's random stream
     if hasattr(T, name)}
 
 

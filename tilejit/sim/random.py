@@ -12,8 +12,10 @@ iteration reads the stream of the thread that runs it).
 
 The 32-bit words and the uniform floats are cuRAND's exactly. Normals come from the
 same words through float64 ``log``, ``sqrt``, ``sin`` and ``cos`` rounded to the draw's
-type; the GPU's come from ``T.log``'s, ``T.sin``'s and ``T.cos``'s IR, a few ulp away
-(cuRAND's own use ``__sincosf``, the special function unit's approximation).
+type; the GPU's come from ``T.log``'s, ``T.sin``'s and ``T.cos``'s IR: both within a few
+ulp of the exact Box–Muller value of the words. cuRAND's float normal uses
+``__sincosf``, the special function unit's approximation (about 2^-21 absolute), so
+ours and cuRAND's float normals differ by up to that much.
 """
 from __future__ import annotations
 
@@ -150,7 +152,21 @@ def box_muller_double(x0, x1, y0, y1):
     u = _hq(x0, x1).astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
     v = _hq(y0, y1).astype(np.float64) * 2.0 ** -52 + 2.0 ** -53
     s = np.sqrt(-2.0 * np.log(u))
-    return np.sin(np.pi * v) * s, np.cos(np.pi * v) * s
+    sin, cos = sincospi(v)
+    return sin * s, cos * s
+
+
+def sincospi(v):
+    """(sin πv, cos πv) as the device's ``sincospi`` (and the GPU's lowering,
+    ``trig.sincospi_double``) compute them: ``v = q/2 + f`` exactly, |f| ≤ 1/4, then
+    sin and cos of ``π·f`` chosen by ``q mod 4`` (``sin(np.pi * v)`` loses the
+    reduction's precision near the zeros: thousands of ulps)."""
+    q = np.floor(2.0 * v + 0.5)
+    f = v - 0.5 * q
+    r = np.pi * f
+    s, c = np.sin(r), np.cos(r)
+    k = np.mod(q, 4).astype(np.int64)
+    return np.choose(k, [s, c, -s, -c]), np.choose(k, [c, -s, -c, s])
 
 
 _DTYPE = {rs.UINT32: np.uint32, rs.UNIFORM: np.float32, rs.UNIFORM_DOUBLE: np.float64,
@@ -224,27 +240,29 @@ def _shared_stream(state, what):
     return data[0]
 
 
-def _word_at(row, position):
-    """Word ``position`` of the stream ``row`` (the counter's high half: its seq)."""
-    block = position >> np.uint64(2)
-    out = philox(block & LOW, block >> _32, row[rs.COUNTER + 2], row[rs.COUNTER + 3],
-                 row[rs.KEY], row[rs.KEY + 1])
-    lane = (position & np.uint64(3)).astype(np.int64)
-    return np.choose(lane, out).astype(np.uint32)
+def _ahead(row, count):
+    """(the counter, the word's index in its block) ``count`` words (an array) past the
+    stream ``row``'s position: the 128-bit counter moves on, as cuRAND's ``skipahead``."""
+    block = np.uint64(row[rs.COUNTER]) | np.uint64(row[rs.COUNTER + 1]) << _32
+    seq = np.uint64(row[rs.COUNTER + 2]) | np.uint64(row[rs.COUNTER + 3]) << _32
+    total = np.asarray(count).astype(np.int64).astype(np.uint64) + np.uint64(row[rs.INDEX])
+    moved = block + (total >> np.uint64(2))
+    seq = seq + (moved < block).astype(np.uint64)
+    return (moved & LOW, moved >> _32, seq & LOW, seq >> _32), total & np.uint64(3)
 
 
-def _position(row):
-    return ((np.uint64(row[rs.COUNTER]) | np.uint64(row[rs.COUNTER + 1]) << _32)
-            << np.uint64(2)) + np.uint64(row[rs.INDEX])
+def _word_at(row, count):
+    counter, lane = _ahead(row, count)
+    out = philox(*counter, row[rs.KEY], row[rs.KEY + 1])
+    return np.choose(lane.astype(np.int64), out).astype(np.uint32)
 
 
 def rng_at(state, kind, word):
     """The draw of ``kind`` at ``word`` words past the stream's position (a T.Parallel
     iteration's); the stream does not move."""
     row = _shared_stream(state, _WHAT[kind])
-    position = _position(row) + np.asarray(word).astype(np.int64).astype(np.uint64)
-    words = [_word_at(row, position + np.uint64(i))
-             for i in range(rs.WORDS_PER_DRAW[kind])]
+    word = np.asarray(word).astype(np.int64)
+    words = [_word_at(row, word + i) for i in range(rs.WORDS_PER_DRAW[kind])]
     if kind == rs.UINT32:
         got = words[0]
     elif kind == rs.UNIFORM:
@@ -264,10 +282,8 @@ def rng_skip(state, words):
     sub = data[rows]
     _ready(sub, "a T.Parallel's random draws")
     for row in sub:
-        position = _position(row) + np.uint64(int(words))
-        block = position >> np.uint64(2)
-        row[rs.COUNTER] = np.uint32(block & LOW)
-        row[rs.COUNTER + 1] = np.uint32(block >> _32)
-        row[rs.INDEX] = np.uint32(position & np.uint64(3))
+        counter, lane = _ahead(row, int(words))
+        row[rs.COUNTER:rs.COUNTER + 4] = [np.uint32(c) for c in counter]
+        row[rs.INDEX] = np.uint32(lane)
     _refill(sub)
     data[rows] = sub

@@ -13,6 +13,7 @@ import numpy as np
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
+from tilejit.frontend.random_draws import uses_random_draws
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
@@ -53,7 +54,8 @@ def simulator_function(kernel, constexprs=None):
             return fn
         ks = kernel.source
         constants = None
-        if builds_emitter_in_prologue(ks.tree, ks.namespace):
+        if builds_emitter_in_prologue(ks.tree, ks.namespace) or uses_random_draws(ks):
+            # built for the constexprs' values (an emitter's; a draw's bit= and dist=)
             per_spec = kernel.__dict__.setdefault("_sim_fns", {})
             key = _constexpr_key(constexprs)
             if key in per_spec:

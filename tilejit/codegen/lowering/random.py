@@ -10,8 +10,9 @@ computed (a branch taken once in four draws). ``__tj_rng_at`` (a ``T.Parallel``
 iteration's draw) computes the block of the word it reads from the position alone,
 leaving the state as it is. The uniform floats are cuRAND's bit for bit
 (``float(x)·2^-32 + 2^-33``, ``(x + 1)·2^-32``); the normals use this compiler's
-``log``, ``sqrt``, ``sin`` and ``cos`` (cuRAND's float normal uses ``__sincosf``, the
-special function unit's approximation), within a few ulp of cuRAND's.
+``log``, ``sqrt``, ``sin`` and ``cos``, within a few ulp of the exact Box–Muller value
+of the words (cuRAND's float normal uses ``__sincosf``, the special function unit's
+approximation, about 2^-21 absolute: up to that far from ours).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from tilejit.ir import random_state as rs
 from tilejit.codegen.lowering import math as lm
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.trig import cos, sin, sincospi_double
+from tilejit.codegen.lowering.tiles import intrinsic
 from tilejit.codegen.typing.tiles import TileType
+from tilejit.ir.kernel_config import current_kernel_or_none
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -44,6 +47,15 @@ def _store(builder, state, i, value):
 
 
 def _mul_wide(builder, m, x):
+    """(high, low) words of the 64-bit product ``m · x``. On NVIDIA ``mul.hi.u32`` and
+    ``mul.lo.u32`` (NVPTX selects a 64-bit multiply, several instructions, for the
+    widened product by a constant above 2^31); elsewhere (AMDGPU, the host's tests) the
+    product widened to 64 bits."""
+    config = current_kernel_or_none()
+    if config is not None and config.target.kind == "cuda":
+        hi = builder.call(intrinsic(builder, "llvm.nvvm.mulhi.ui", I32, [I32, I32]),
+                          [x, I32(m)])
+        return hi, builder.mul(x, I32(m))
     p = builder.mul(I64(m), builder.zext(x, I64), flags=["nuw"])
     return builder.trunc(builder.lshr(p, I64(32)), I32), builder.trunc(p, I32)
 
@@ -205,38 +217,41 @@ def rng_next_impl(context, builder, sig, args):
     return _from_words(builder, kind, lambda: _next(builder, state))
 
 
-def _position(builder, state):
-    """The stream's position in words: the counter's low half · 4 + the index."""
+def _ahead(builder, state, count):
+    """The counter and word index ``count`` words past the state's position: the
+    128-bit counter (its low half the block, its high half the subsequence, as
+    cuRAND's ``skipahead``) and the index of the word in its block."""
     block = _joined(builder, _load(builder, state, rs.COUNTER),
                     _load(builder, state, rs.COUNTER + 1))
-    return builder.add(builder.shl(block, I64(2)),
-                       builder.zext(_load(builder, state, rs.INDEX), I64))
+    seq = _joined(builder, _load(builder, state, rs.COUNTER + 2),
+                  _load(builder, state, rs.COUNTER + 3))
+    total = builder.add(builder.zext(_load(builder, state, rs.INDEX), I64), count)
+    moved = builder.add(block, builder.lshr(total, I64(2)))
+    seq = builder.add(seq, builder.zext(builder.icmp_unsigned("<", moved, block), I64))
+    lane = builder.trunc(builder.and_(total, I64(3)), I32)
+    return list(_halves(builder, moved)) + list(_halves(builder, seq)), lane
 
 
 @lower(markers.stub(markers.RNG_AT), TileType, types.IntegerLiteral, types.int64)
 def rng_at_impl(context, builder, sig, args):
     state, _, word = args
     kind = sig.args[1].literal_value
-    start = builder.add(_position(builder, state), word)
     key = [_load(builder, state, rs.KEY + i) for i in range(2)]
-    seq = [_load(builder, state, rs.COUNTER + 2 + i) for i in range(2)]
     taken = [0]
 
     def words():
-        position = builder.add(start, I64(taken[0]))
+        counter, lane = _ahead(builder, state, builder.add(word, I64(taken[0])))
         taken[0] += 1
-        block = builder.lshr(position, I64(2))
-        out = philox(builder, list(_halves(builder, block)) + seq, key)
-        return _pick(builder, out, builder.trunc(builder.and_(position, I64(3)), I32))
+        return _pick(builder, philox(builder, counter, key), lane)
     return _from_words(builder, kind, words)
 
 
 @lower(markers.stub(markers.RNG_SKIP), TileType, types.int64)
 def rng_skip_impl(context, builder, sig, args):
     state, count = args
-    position = builder.add(_position(builder, state), count)
-    for i, w in enumerate(_halves(builder, builder.lshr(position, I64(2)))):
+    counter, lane = _ahead(builder, state, count)
+    for i, w in enumerate(counter):
         _store(builder, state, rs.COUNTER + i, w)
-    _store(builder, state, rs.INDEX, builder.trunc(builder.and_(position, I64(3)), I32))
+    _store(builder, state, rs.INDEX, lane)
     _refill(builder, state)
     return context.get_dummy_value()
