@@ -31,6 +31,21 @@ logger = logging.getLogger("tilejit")
 logger.addHandler(logging.NullHandler())
 
 
+def set_log_level(level) -> None:
+    """TileLang's ``tilelang.set_log_level(level)``: tilejit's logger at ``level``, a
+    ``logging`` level or its name (``"WARNING"``, any case)."""
+    if isinstance(level, str):
+        value = logging.getLevelName(level.upper())
+        if not isinstance(value, int):
+            raise ValueError(f"set_log_level: level must be a logging level or one of "
+                             f"DEBUG, INFO, WARNING, ERROR, CRITICAL, got {level!r}")
+        level = value
+    elif isinstance(level, bool) or not isinstance(level, int):
+        raise TypeError(f"set_log_level: level must be a logging level (an int) or its "
+                        f"name, got {type(level).__name__} {level!r}")
+    logger.setLevel(level)
+
+
 def debugging() -> bool:
     return logger.isEnabledFor(logging.DEBUG)
 

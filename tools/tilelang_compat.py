@@ -301,13 +301,16 @@ TILELANG_DIFFERENCES = {
     "Layout": "as `T.Layout`",
     "Fragment": "as `T.Fragment`",
     "DataType": "tilejit's dtype class (`DataType(x).bits`, `.bytes`); no lanes",
+    "set_log_level": "sets tilejit's logger (`logging.getLogger('tilejit')`), which logs "
+                     "each compilation at DEBUG",
+    "logger": "`logging.getLogger('tilejit')`",
 }
 TILELANG_SUPPORTED = ["__version__", "jit", "compile", "par_compile", "autotune", "autotuner",
                       "PassConfigKey",
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
                       "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",
-                      "layout", "Layout", "DataType", "Fragment"]
+                      "layout", "Layout", "DataType", "Fragment", "set_log_level", "logger"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -249,8 +249,6 @@ TILELANG = {
             "tilejit.language)",
     "rocm": "the ROCm backend", "metal": "the Metal backend", "webgpu": "the WebGPU backend",
     "env": "TileLang's environment object (tilejit reads TILEJIT_* variables)",
-    "set_log_level": "use logging.getLogger('tilejit').setLevel(...)",
-    "logger": "use logging.getLogger('tilejit')",
     "libinfo": "TileLang's shared-library lookup",
     "get_windows_runtime_dll_dirs": "TileLang's Windows DLL lookup",
     "prepend_dll_search_path": "TileLang's Windows DLL lookup",
