@@ -400,6 +400,27 @@ class PointerAnnotation(ScalarAnnotation):
         return "T.ptr"
 
 
+def _body(func):
+    """The function's syntax tree (None where its source cannot be read)."""
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    fdef = tree.body[0] if tree.body else None
+    return fdef if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _annotated_in_body(func) -> set:
+    """The names a statement of the function's body annotates (``A: T.Tensor[...]``)."""
+    fdef = _body(func)
+    if fdef is None:
+        return set()
+    return {s.target.id for s in fdef.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+
+
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -411,6 +432,20 @@ class PrimFunc:
         self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
         annotations = getattr(func, "__annotations__", {})
         self.annotations = {}
+        # TileLang's "lazy" form: parameters annotated in the body (``A: T.Tensor[...]``),
+        # outputs made with ``T.empty`` and returned, as an eager @tilejit.jit program
+        # writes them; compiled as one (``classic.compile``)
+        unannotated = [n for n in self.params if n not in annotations]
+        in_body = _annotated_in_body(func) if unannotated else set()
+        self.lazy = bool(unannotated) and set(unannotated) <= in_body
+        if self.lazy:
+            return
+        if in_body & set(unannotated):
+            missing = [n for n in unannotated if n not in in_body]
+            raise TypeError(f"@T.prim_func {func.__name__}: parameter {missing[0]!r} needs a "
+                            f"T.Tensor/T.Buffer annotation, in the body as "
+                            f"{sorted(in_body & set(unannotated))[0]!r} has (TileLang's lazy "
+                            f"form) or in the signature")
         for name in self.params:
             ann = annotations.get(name)
             if ann is ptr:

@@ -465,6 +465,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
     unknown = [k for k in keywords if k not in _COMPILE_KEYWORDS_WITHOUT_EFFECT]
+    if func.lazy and not unknown:
+        return _compile_lazy(func, out_idx, target, pass_configs)
     if unknown:
         raise TypeError(f"tilejit.compile() got unexpected keyword argument(s) "
                         f"{', '.join(map(repr, unknown))}; it takes out_idx, target, "
@@ -477,6 +479,28 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     # "cuda" (with an arch or not) checks the GPU's front end even without a device
     compiled._check_now(named if named in ("sim", "cuda") else "auto")
     return compiled
+
+
+def _compile_lazy(func, out_idx, target, pass_configs):
+    """A @T.prim_func whose parameters are annotated in its body (TileLang's lazy form):
+    the eager @tilejit.jit program of its function, compiled for the shapes of each call
+    (its ``T.empty`` outputs returned). ``out_idx`` is for a program that does not return
+    its outputs itself: given for one that does, it is TileLang's "Out index conflict"."""
+    from tilejit.tilelang.jit import jit          # this module is imported by jit.py
+    if out_idx is not None and _returns(func.func):
+        raise ValueError(f"Out index conflict: @T.prim_func {func.__name__} returns its "
+                         f"outputs (T.empty); out_idx={out_idx!r} names outputs too")
+    return jit(func.func, out_idx=out_idx, target=target, pass_configs=pass_configs)
+
+
+def _returns(f) -> bool:
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(tree))
 
 
 def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
@@ -563,8 +587,9 @@ class ClassicJit:
         if not isinstance(pf, PrimFunc):
             raise TypeError(f"{self.__name__}() must return a @T.prim_func, returned "
                             f"{type(pf).__name__}")
-        compiled = CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target,
-                                    pass_configs=self.pass_configs)
+        compiled = _compile_lazy(pf, self.out_idx, self.target, self.pass_configs) \
+            if pf.lazy else CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target,
+                                             pass_configs=self.pass_configs)
         if key is not None:
             self._compiled[key] = compiled
         return compiled
