@@ -131,11 +131,11 @@ def test_a_narrow_dtype_in_an_eager_programs_annotation_names_the_argument():
     @tilejit.jit
     def packed(x):
         m = T.dynamic("m")
-        x: T.Tensor[(m, 16), T.float4_e2m1fn]
+        x: T.Tensor[(m, 16), T.float6_e3m2fn]
         with T.Kernel(1, threads=32):
             pass
     with pytest.raises(TypeError, match=r"argument 'x' \(annotated at line \d+\): "
-                                        r"float4_e2m1fn is a dtype name"):
+                                        r"float6_e3m2fn is a dtype name"):
         packed(np.zeros((4, 8), np.uint8))
 
 

@@ -26,7 +26,7 @@ from tilejit.codegen.lowering.registry import TABLES, load_rules
 from tilejit.codegen.typing.context import TilejitTypingContext
 from tilejit.ir.kernel_config import current_kernel_or_none
 from tilejit.codegen.typing.tiles import RegionType, TileType
-from tilejit.codegen.typing.types import (BFloat16, DTypeType, Float8, GlobalTensorType,
+from tilejit.codegen.typing.types import (BFloat16, DTypeType, Float4, Float8, GlobalTensorType,
                                           ParallelIterType, ParallelType, TensorMapType,
                                           WeakFloat, is_half)
 
@@ -52,6 +52,7 @@ def _data_models():
     dmm.register(WeakFloat, lambda m, t: models.PrimitiveModel(m, t, ir.DoubleType()))
     dmm.register(BFloat16, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(16)))
     dmm.register(Float8, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(8)))
+    dmm.register(Float4, lambda m, t: models.PrimitiveModel(m, t, ir.IntType(8)))
     dmm.register(DTypeType, models.OpaqueModel)
     dmm.register(ParallelType, models.OpaqueModel)
     dmm.register(TensorMapType, models.OpaqueModel)

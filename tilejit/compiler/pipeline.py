@@ -41,7 +41,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             transposes,
                             global_copies, global_layouts, grid_sync,
                             layout_conversion,
-                            layout_inference, parallel_guards, pipeline, rasterization,
+                            layout_inference, packed_tensors, parallel_guards, pipeline,
+                            rasterization,
                             registers, safe_memory, safe_values, shared_memory, softmax_turns,
                             split_indices,
                             thread_branches,
@@ -59,6 +60,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
+    packed_tensors.check_packed_tensors,     # no tile op on a float4_e2m1fn tensor (a check)
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop

@@ -18,8 +18,8 @@ import numbers as _numbers
 import numpy as np
 
 from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, bool_, double,
-                                     float8_e4m3, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
-                                     float16, float32,
+                                     float4_e2m1fn, float8_e4m3, float8_e4m3fn, float8_e5m2,
+                                     float8_e8m0fnu, float16, float32,
                                      float64, half, int4, int8, int16, int32, int64, long, ptr,
                                      not_held, short, tfloat32, uint, uint8, uint16, uint32,
                                      uint64)
@@ -92,7 +92,7 @@ __all__ = [
     "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
     "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
-    "float8_e8m0fnu",
+    "float8_e8m0fnu", "float4_e2m1fn",
     "Buffer", "SharedBuffer", "FragmentBuffer", "LocalBuffer", "StridedTensor", "Symbol",
     "Var", "Tensor", "const", "dyn", "dynamic", "symbolic",
     "Cast", "Serial",

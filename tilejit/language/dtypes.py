@@ -80,6 +80,11 @@ class DType(str):
         return max(1, self.bits // 8)
 
     @property
+    def packed(self) -> int:
+        """Elements a byte holds: 2 for float4_e2m1fn (a tensor of it is bytes), else 1."""
+        return max(1, 8 // self.bits)
+
+    @property
     def bytes(self) -> int:
         """Bytes per element (TileLang's ``dtype.bytes``)."""
         return self.itemsize
@@ -141,8 +146,13 @@ FLOAT8 = (float8_e4m3, float8_e5m2)
 # OCP MX's scale: 8 exponent bits, no sign, no mantissa: 2^(e - 127), 0xFF NaN, no zero
 # (torch's float8_e8m0fnu; a storage dtype: tilejit's gemms do not take it)
 float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
+# OCP MX's 4-bit float e2m1: a sign, 2 exponent bits (bias 1) and a mantissa bit:
+# ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no infinity, no NaN. A tensor holds it two a byte, element
+# 2k in the low four bits (torch's float4_e2m1fn_x2; TileLang's packed float4_e2m1fn); no
+# tile holds it (``packed``)
+float4_e2m1fn = DType("float4_e2m1fn", 4, "float")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
-                              "float8_e8m0fnu"))
+                              "float8_e8m0fnu", "float4_e2m1fn"))
 # torch's (and ml_dtypes') names where they differ from ours
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "float4_e2m1fn": "float4_e2m1fn_x2",
                 "float4_e2m1fnx2": "float4_e2m1fn_x2"}
@@ -158,7 +168,9 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  # rounded to nearest), so tfloat32 is float32
                  "tfloat32": float32, "custom[tfloat32]": float32,
                  "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2,
-                 "e8m0": float8_e8m0fnu})
+                 "e8m0": float8_e8m0fnu,
+                 # torch's dtype of two e2m1 floats a byte: a tensor of it holds float4_e2m1fn
+                 "float4_e2m1fn": float4_e2m1fn, "float4_e2m1fn_x2": float4_e2m1fn})
 
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
@@ -288,7 +300,9 @@ def resolve_torch_storage_dtype(value) -> DType:
     ``float4_e2m1fnx2`` for the e2m1 floats where torch has ``float4_e2m1fn_x2``, else
     ``int8``."""
     named = value if isinstance(value, DType) else not_held(str(value))
-    if named is None or named.held:
+    if named is None and str(value) == "float4_e2m1fn":
+        named = float4_e2m1fn
+    if named is None or named.held and not named.packed > 1:
         return as_dtype(value)
     if named.is_float4():
         import torch    # only for a caller that asks about torch's storage

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.dtypes import DType, bfloat16, float8_e4m3, float8_e5m2, float8_e8m0fnu
+from tilejit.language.dtypes import (DType, bfloat16, float4_e2m1fn, float8_e4m3, float8_e5m2,
+                                     float8_e8m0fnu)
 
 
 def round_to_bfloat16(x) -> np.ndarray:
@@ -75,7 +76,39 @@ def from_float8_bits(bits, dtype: DType) -> np.ndarray:
     return np.asarray(bits, dtype=np.uint8).view(_ml_dtype(dtype)).astype(np.float32)
 
 
+# float4_e2m1fn's eight magnitudes, by code (the sign is the code's bit 3)
+FLOAT4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=np.float32)
+
+
+def float4_codes(x) -> np.ndarray:
+    """float32 → float4_e2m1fn codes (uint8, 0…15), as the GPU converts
+    (``codegen/lowering/scalar._f32_to_f4``): to nearest, ties to the even code; a
+    magnitude past 6, infinity included, saturates to 6 (PTX's ``cvt.rn.satfinite``);
+    NaN, which e2m1 has not, becomes +6."""
+    a = np.asarray(x, dtype=np.float32)
+    mag = np.abs(a)
+    # the midpoints between neighbouring magnitudes, and whether a tie goes up (to the
+    # even code: codes 1, 3, 5 are odd)
+    mids = (FLOAT4_VALUES[:-1] + FLOAT4_VALUES[1:]) / 2
+    code = np.searchsorted(mids, mag, side="left")          # ties go down …
+    tie = np.isin(mag, mids) & (code % 2 == 1)               # … unless that code is odd
+    code = np.where(tie, code + 1, code)
+    code = np.where(np.isnan(a), 7, np.minimum(code, 7)).astype(np.uint8)
+    negative = np.signbit(a) & ~np.isnan(a)
+    return (code | (negative.astype(np.uint8) << 3)).astype(np.uint8)
+
+
+def from_float4_codes(codes) -> np.ndarray:
+    """The float32 values of float4_e2m1fn codes (signed zeros kept)."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    mag = FLOAT4_VALUES[codes & 7]
+    return np.where(codes & 8, -mag, mag).astype(np.float32)
+
+
 def cast(value, dtype: DType):
+    if dtype == float4_e2m1fn:
+        out = from_float4_codes(float4_codes(np.asarray(value).astype(np.float32)))
+        return out if isinstance(value, np.ndarray) else out[()]
     if dtype == bfloat16:
         return round_to_bfloat16(np.asarray(value).astype(np.float32))
     if dtype in FLOAT8_MAX:

@@ -33,8 +33,9 @@ class TensorArg:
     def aligned(self) -> bool:
         """Data 16-byte aligned and every row start too (all strides but the last a
         multiple of 16 bytes, and positive where the extent is above 1: no broadcast
-        dimension): the condition for 16-byte vector accesses and for TMA's tensor maps."""
-        if not self.contiguous_last or self.ptr % VECTOR_BYTES:
+        dimension): the condition for 16-byte vector accesses and for TMA's tensor maps.
+        A packed tensor (float4_e2m1fn) is accessed element by element: never."""
+        if not self.contiguous_last or self.ptr % VECTOR_BYTES or self.dtype.packed > 1:
             return False
         per = VECTOR_BYTES // self.dtype.itemsize
         return all(s % per == 0 and (s > 0 or n == 1)
@@ -44,8 +45,71 @@ class TensorArg:
         return ("tensor", self.dtype.name, self.ndim, self.contiguous_last, self.aligned)
 
 
+class PackedTensor:
+    """A tensor of float4_e2m1fn held in bytes, two elements a byte (element 2k in the
+    low four bits), as TileLang's programs pass one: a uint8 or int8 tensor (or torch's
+    float4_e2m1fn_x2) for a parameter annotated float4_e2m1fn. Its logical shape doubles
+    the last extent; its strides in elements double the others (the last must be 1)."""
+
+    __slots__ = ("storage", "dtype")
+
+    def __init__(self, storage, dtype):
+        self.storage, self.dtype = storage, as_dtype(dtype)
+
+    @property
+    def shape(self) -> tuple:
+        """The logical shape (what ``X.shape`` is in a kernel's host code)."""
+        return as_tensor_arg(self).shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def stride(self, dim=None):
+        """The logical strides, in elements (torch's ``stride()``)."""
+        strides = as_tensor_arg(self).strides
+        return strides if dim is None else strides[dim]
+
+    @property
+    def device(self):
+        return self.storage.device
+
+    def __repr__(self) -> str:
+        return f"PackedTensor({self.dtype.name}, shape={self.shape}, bytes={self.storage!r:.80})"
+
+
+STORAGE_OF_PACKED = ("uint8", "int8", "float4_e2m1fn")   # what may hold packed elements
+
+
+def as_declared(value, dtype: DType):
+    """``value`` as the argument of a parameter declared ``dtype``: a byte tensor for a
+    packed dtype wrapped as a ``PackedTensor``; anything else as it is."""
+    if dtype.packed == 1 or isinstance(value, PackedTensor):
+        return value
+    arg = as_tensor_arg(value)
+    if arg is None or arg.dtype.packed > 1 or arg.dtype.name not in STORAGE_OF_PACKED:
+        return value
+    return PackedTensor(value, dtype)
+
+
+def _packed_arg(storage: TensorArg, obj, dtype: DType) -> TensorArg:
+    n = dtype.packed
+    if storage.ndim == 0 or storage.strides[-1] != 1:
+        raise ValueError(f"a {dtype.name} tensor is held {n} elements a byte: its bytes' "
+                         f"last dimension must be contiguous (stride 1), got strides "
+                         f"{storage.strides}")
+    shape = storage.shape[:-1] + (storage.shape[-1] * n,)
+    strides = tuple(s * n for s in storage.strides[:-1]) + (1,)
+    return TensorArg(obj, storage.ptr, shape, strides, dtype, storage.device,
+                     storage.is_torch, storage.stream)
+
+
 def _torch_tensor(x) -> TensorArg:
     dtype = as_dtype(x.dtype)
+    if dtype.packed > 1:                # torch's float4_e2m1fn_x2: two a byte
+        import torch    # only for a tensor of it
+        storage = _torch_tensor(x.view(torch.uint8))
+        return _packed_arg(storage, PackedTensor(x, dtype), dtype)
     device = x.device.index if x.is_cuda else -1
     if x.is_cuda and device is None:
         device = 0
@@ -129,6 +193,16 @@ def as_tensor_arg(x):
     """A TensorArg for an array argument, or None if ``x`` is not an array."""
     if isinstance(x, TensorSpec):
         return x.as_arg()
+    if isinstance(x, PackedTensor):
+        storage = as_tensor_arg(x.storage)
+        if storage is None or storage.dtype.name not in STORAGE_OF_PACKED:
+            raise TypeError(f"a {x.dtype.name} tensor is held in bytes: expected a uint8, "
+                            f"int8 or float4_e2m1fn_x2 tensor, got {type(x.storage).__name__}"
+                            f"{'' if storage is None else ' of ' + storage.dtype.name}")
+        if storage.dtype.packed > 1:        # torch's float4_e2m1fn_x2, already logical
+            return TensorArg(x, storage.ptr, storage.shape, storage.strides, x.dtype,
+                             storage.device, storage.is_torch, storage.stream)
+        return _packed_arg(storage, x, x.dtype)
     module = type(x).__module__
     if module.startswith("torch") and hasattr(x, "data_ptr"):
         return _torch_tensor(x)

@@ -29,6 +29,14 @@ def tensor_types(torch) -> tuple:
     return (torch.Tensor, torch.nn.Parameter)
 
 
+def _packed_torch() -> tuple:
+    """torch's dtypes whose tensors hold two elements a byte (float4_e2m1fn_x2): their
+    logical shape is not the tensor's (``arguments.py``), so they take the full path."""
+    import sys
+    torch = sys.modules.get("torch")
+    return tuple(getattr(torch, n) for n in ("float4_e2m1fn_x2",) if hasattr(torch, n))
+
+
 def param_kinds(kernel, values, tensor_type=None):
     """Per parameter: ("const", 0), ("scalar", 0) or ("tensor", ndim); None if some
     argument is of a kind the fast path does not take. An argument the kernel
@@ -44,6 +52,7 @@ def param_kinds(kernel, values, tensor_type=None):
     elif not isinstance(tensor_type, tuple):
         tensor_type = (tensor_type,)
     kinds = []
+    packed = _packed_torch()
     integers = getattr(kernel, "integer_constexprs", None)
     names = kernel.source.params if integers else [None] * len(values)
     for name, is_const, v in zip(names, kernel._const_flags, values):
@@ -51,7 +60,7 @@ def param_kinds(kernel, values, tensor_type=None):
             # ("const", 1): a constexpr that must be an int, whose float (equal to an
             # int, so the same key) takes the full path and its error
             kinds.append(("const", 1 if integers and name in integers else 0))
-        elif type(v) in tensor_type and v.is_cuda:
+        elif type(v) in tensor_type and v.is_cuda and v.dtype not in packed:
             kinds.append(("tensor", v.dim()))
         elif type(v) in (int, float, bool):
             kinds.append(("scalar", 0))

@@ -9,8 +9,8 @@ import threading
 
 import numpy as np
 
-from tilejit.runtime.arguments import (DevicePointer, TensorArg, TensorSpec, as_tensor_arg,
-                                       is_compile_time_value, scalar_key)
+from tilejit.runtime.arguments import (DevicePointer, PackedTensor, TensorArg, TensorSpec,
+                                       as_tensor_arg, is_compile_time_value, scalar_key)
 from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, cluster_shape,
                               launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
@@ -83,9 +83,11 @@ def allocate_output(shape, dtype):
     if any(isinstance(s, int) and s < 0 for s in shape):
         raise ValueError(f"T.empty: negative extent in shape {shape}")
     like = getattr(_ALLOCATION, "like", None)
+    if dtype.packed > 1:
+        return _allocate_packed(shape, dtype, like)
     if like is not None and like.is_torch:
         import torch
-        return torch.empty(shape, dtype=dtype.as_torch(), device=like.obj.device)
+        return torch.empty(shape, dtype=dtype.as_torch(), device=_device_of(like))
     if like is not None and isinstance(like.obj, TensorSpec):
         return TensorSpec(shape, dtype)     # compiling from shapes: no data to hold
     if like is not None and like.device >= 0:
@@ -97,6 +99,32 @@ def allocate_output(shape, dtype):
         raise TypeError("T.empty: a bfloat16 output needs torch tensors as inputs "
                         "(numpy has no bfloat16)")
     return np.empty(shape, dtype=dtype.numpy)
+
+
+def _device_of(like):
+    """The torch device of the tensor outputs are allocated like (a packed tensor's is its
+    bytes')."""
+    obj = like.obj
+    return getattr(obj, "storage", obj).device if isinstance(obj, PackedTensor) else obj.device
+
+
+def _allocate_packed(shape, dtype, like):
+    """``T.empty`` of float4_e2m1fn: its bytes, two elements each, as TileLang returns
+    them: torch's float4_e2m1fn_x2 (int8 where torch lacks it) beside torch inputs, uint8
+    beside numpy ones (the kernel reads either as float4_e2m1fn)."""
+    n = dtype.packed
+    if not shape or shape[-1] % n:
+        raise ValueError(f"T.empty: a {dtype.name} tensor is held {n} elements a byte; its "
+                         f"last extent must be a multiple of {n}, got shape {shape}")
+    stored = shape[:-1] + (shape[-1] // n,)
+    if like is not None and like.is_torch:
+        import torch
+        storage = getattr(torch, "float4_e2m1fn_x2", torch.int8)
+        return torch.empty(stored, dtype=storage, device=_device_of(like))
+    if like is not None and (isinstance(like.obj, TensorSpec) or like.device >= 0):
+        raise TypeError(f"T.empty: a {dtype.name} output is made beside torch or numpy "
+                        f"inputs only")
+    return PackedTensor(np.zeros(stored, dtype=np.uint8), dtype)
 
 
 # what ``T.empty`` means as Python (the language declares it and imports nothing of ours)

@@ -118,10 +118,49 @@ def _constexpr_key(constexprs):
     return items
 
 
+class _PackedBytes:
+    """A packed tensor's bytes (float4_e2m1fn, two a byte): the simulator works on its
+    values (float32, logical shape) and writes their codes back."""
+
+    def __init__(self, storage):
+        self.storage = storage
+
+    def host_bytes(self) -> np.ndarray:
+        x = self.storage
+        if isinstance(x, np.ndarray):
+            return x.view(np.uint8)
+        import torch
+        return x.detach().view(torch.uint8).cpu().numpy()
+
+    def write(self, data) -> None:
+        from tilejit.language.numerics import float4_codes
+        codes = float4_codes(data)
+        packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+        x = self.storage
+        if isinstance(x, np.ndarray):
+            x.view(np.uint8)[...] = packed
+            return
+        import torch
+        x.view(torch.uint8).copy_(torch.from_numpy(packed))
+
+
+def _wrap_packed(name, tensor):
+    from tilejit.language.numerics import from_float4_codes
+    storage = tensor.obj.storage if hasattr(tensor.obj, "storage") else tensor.obj
+    where = _PackedBytes(storage)
+    raw = where.host_bytes()
+    codes = np.empty(raw.shape[:-1] + (raw.shape[-1] * 2,), np.uint8)
+    codes[..., 0::2], codes[..., 1::2] = raw & 0xF, raw >> 4
+    data = from_float4_codes(codes)
+    return runtime.SimTensor(data, tensor.dtype, name), (where, data)
+
+
 def _wrap(name, value, classify):
     tensor = classify(value)
     if tensor is None:
         return value, None
+    if tensor.dtype.packed > 1:            # float4_e2m1fn: values, codes written back
+        return _wrap_packed(name, tensor)
     if tensor.is_torch:
         obj = value
         if obj.device.type != "cpu":       # a GPU tensor (TILEJIT_TARGET=sim on a GPU
@@ -207,6 +246,9 @@ def run_simulation(kernel, values, launch, classify, spec=None):
          state.safe_memory) = outer
     for obj, data, before in writebacks:
         if data.tobytes() == before:
+            continue
+        if isinstance(obj, _PackedBytes):
+            obj.write(data)
             continue
         if isinstance(obj, np.ndarray):
             obj[...] = data.astype(obj.dtype)   # values already of the type: exact

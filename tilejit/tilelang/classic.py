@@ -21,7 +21,7 @@ import numpy as np
 from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import unread_params
-from tilejit.runtime.arguments import DevicePointer, TensorSpec, as_tensor_arg
+from tilejit.runtime.arguments import DevicePointer, TensorSpec, as_declared, as_tensor_arg
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
@@ -184,7 +184,7 @@ class CompiledPrimFunc(KernelConveniences):
             return None
         if value is None and name in self._unread():
             return None         # TileLang's null pointer: the kernel never reads it
-        arg = as_tensor_arg(value)
+        arg = as_tensor_arg(as_declared(value, ann.dtype))
         if arg is None:
             raise TypeError(f"argument {name!r}: expected a tensor, got {type(value).__name__}")
         if arg.ndim != len(ann.shape):
@@ -279,7 +279,9 @@ class CompiledPrimFunc(KernelConveniences):
         if any(v is None for v in values):
             values = self._null_pointers(values, sizes)
         values = [_pointer(name, v) if getattr(self.prim.annotations[name], "pointer", False)
-                  else v for name, v in zip(params, values)]
+                  else v if getattr(self.prim.annotations[name], "scalar", False) or v is None
+                  else as_declared(v, self.prim.annotations[name].dtype)
+                  for name, v in zip(params, values)]
         self.kernel(*values)
         if not outputs:
             return None

@@ -34,7 +34,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
-from tilejit.runtime.arguments import TensorSpec
+from tilejit.runtime.arguments import TensorSpec, as_declared, as_tensor_arg
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
@@ -247,6 +247,7 @@ class JitFunction:
         options = pass_config_options(self.pass_configs)
         self.out_idx = out_idx
         self.verbose = verbose
+        self._packed_names: dict = {}   # parameters given as bytes: their packed dtype
         sugar = _Desugared(func)
         self.sugar = sugar
         tj_target = {"sim": "sim"}.get(
@@ -356,18 +357,26 @@ class JitFunction:
             if name not in values:
                 continue
             x = values[name]
+            packed = False
+            if spec.dtype.packed > 1:   # float4_e2m1fn: its logical shape and strides
+                declared = as_declared(x, spec.dtype)
+                if declared is not x:   # bytes, passed on as float4_e2m1fn
+                    self._packed_names[name] = spec.dtype
+                arg = as_tensor_arg(declared)
+                if arg is not None and arg.dtype.packed > 1:
+                    x, packed = arg, True
             shape = tuple(getattr(x, "shape", ()))
             if len(shape) != len(spec.shape):
                 raise ValueError(f"argument {name!r}: expected a {len(spec.shape)}-d tensor "
                                  f"(line {line}), got shape {shape}")
-            got = as_dtype(x.dtype)
+            got = x.dtype if packed else as_dtype(x.dtype)
             if got != spec.dtype:
                 raise TypeError(f"argument {name!r}: expected dtype {spec.dtype.name} "
                                 f"(line {line}), got {got.name}")
             for dim, (want, have) in enumerate(zip(spec.shape, shape)):
                 _match_entry(name, "shape", dim, want, have, line, sizes, derived)
             for dim, want in enumerate(getattr(spec, "strides", ())):
-                have = _stride(x, dim)
+                have = x.strides[dim] if packed else _stride(x, dim)
                 if shape[dim] == 1:     # a dimension of one element: any stride
                     if isinstance(want, T.Symbol):
                         loose.setdefault(want.name, (name, have))
@@ -409,7 +418,11 @@ class JitFunction:
                 if len(self._checked) >= 4096:      # shapes that never repeat
                     self._checked.clear()
                 self._checked[key] = order
-        return self.kernel(*[args[i] if i >= 0 else kwargs.get(p, d) for i, p, d in order])
+        values = [args[i] if i >= 0 else kwargs.get(p, d) for i, p, d in order]
+        if self._packed_names:      # byte tensors of float4_e2m1fn parameters
+            values = [as_declared(v, self._packed_names[p]) if p in self._packed_names
+                      else v for v, (_, p, _) in zip(values, order)]
+        return self.kernel(*values)
 
     def _call_key(self, args, kwargs):
         """What the checks of a call depend on: each tensor's kind, shape and dtype (not

@@ -144,10 +144,50 @@ def _f32_to_f8(builder, name, value):
     return builder.trunc(builder.select(is_nan, I32(_NAN8), code), I8)
 
 
+def _f4_to_f32(builder, code):
+    """float4_e2m1fn's code (the low 4 bits) → float32, exact: the magnitude's code 0…7
+    is 0, 0.5, 1, 1.5, 2, 3, 4, 6, i.e. ``m·2^-1`` below 2 and ``(2 + m)·2^(e-2)`` above,
+    computed as ``(code & 7) / 2`` for codes below 4 and from the exponent otherwise."""
+    u = builder.and_(builder.zext(code, I32), I32(0xF))
+    mag = builder.and_(u, I32(7))
+    e = builder.lshr(mag, I32(1))
+    m = builder.and_(mag, I32(1))
+    # normal (e ≥ 1): float32 bits with exponent e - 1 + 127 and mantissa m << 22
+    normal = builder.or_(builder.shl(builder.add(e, I32(126)), I32(23)),
+                         builder.shl(m, I32(22)))
+    sub = builder.bitcast(builder.fmul(builder.uitofp(m, F32), F32(0.5)), I32)
+    bits = builder.select(builder.icmp_unsigned("==", e, I32(0)), sub, normal)
+    sign = builder.shl(builder.and_(u, I32(8)), I32(28))
+    return builder.bitcast(builder.or_(bits, sign), F32)
+
+
+def _f32_to_f4(builder, value):
+    """float32 → float4_e2m1fn's code (in an i8), as ``numerics.float4_codes``: nearest,
+    ties to the even code, saturating at 6 (infinity too), NaN → +6. The magnitude is
+    compared with the seven midpoints between the codes' values, each tie going to the
+    even neighbour."""
+    fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
+    a = builder.call(fabs, [value])
+    code = I32(0)
+    values = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    for k in range(7):
+        mid = F32((values[k] + values[k + 1]) / 2)
+        # above the midpoint, or at it when code k + 1 is the even one
+        past = builder.fcmp_ordered(">=" if (k + 1) % 2 == 0 else ">", a, mid)
+        code = builder.add(code, builder.zext(past, I32))
+    is_nan = builder.fcmp_unordered("uno", value, value)
+    negative = builder.icmp_signed("<", builder.bitcast(value, I32), I32(0))
+    sign = builder.select(builder.and_(negative, builder.not_(is_nan)), I32(8), I32(0))
+    code = builder.select(is_nan, I32(7), builder.or_(code, sign))
+    return builder.trunc(code, I8)
+
+
 def to_f32(builder, ty, bits):
     """The float32 value of a ``StorageFloat``'s bits (exact)."""
     if isinstance(ty, BFloat16):
         return bf16_to_f32(builder, bits)
+    if ty.name == "float4_e2m1fn":
+        return _f4_to_f32(builder, bits)
     return _f8_to_f32(builder, ty.name, bits)
 
 
@@ -155,6 +195,8 @@ def from_f32(builder, ty, value):
     """A float32 rounded to a ``StorageFloat``'s bits (nearest even)."""
     if isinstance(ty, BFloat16):
         return f32_to_bf16(builder, value)
+    if ty.name == "float4_e2m1fn":
+        return _f32_to_f4(builder, value)
     return _f32_to_f8(builder, ty.name, value)
 
 

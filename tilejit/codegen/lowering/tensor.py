@@ -34,6 +34,12 @@ def _where(context) -> str:
 
 def element_pointer(context, builder, ty: GlobalTensorType, value, index_ty, index):
     tensor = tensor_struct(context, builder, ty, value)
+    return builder.gep(tensor.data, [element_offset(context, builder, ty, tensor, index_ty,
+                                                    index)], inbounds=True)
+
+
+def element_offset(context, builder, ty: GlobalTensorType, tensor, index_ty, index):
+    """The element's offset from the tensor's data, in elements (an i64)."""
     checked = current_kernel().debug
     if isinstance(index_ty, types.BaseTuple):
         indices = cgutils.unpack_tuple(builder, index, len(index_ty))
@@ -51,12 +57,26 @@ def element_pointer(context, builder, ty: GlobalTensorType, value, index_ty, ind
         term = i64 if (k == ty.ndim - 1 and ty.contiguous) else builder.mul(
             i64, strides[k], flags=["nsw"])
         offset = term if offset is None else builder.add(offset, term, flags=["nsw"])
-    return builder.gep(tensor.data, [offset], inbounds=True)
+    return offset
+
+
+def _packed(context, builder, ty, value, index_ty, index):
+    """(the byte holding a packed element, the element's bit offset in it: an i8)."""
+    tensor = tensor_struct(context, builder, ty, value)
+    offset = element_offset(context, builder, ty, tensor, index_ty, index)
+    byte = builder.gep(tensor.data, [builder.ashr(offset, I64(1))], inbounds=True)
+    shift = builder.shl(builder.trunc(builder.and_(offset, I64(1)), ir.IntType(8)),
+                        ir.IntType(8)(2))
+    return byte, shift
 
 
 @lower(operator.getitem, GlobalTensorType, types.Any)
 def tensor_getitem(context, builder, sig, args):
     ty, index_ty = sig.args
+    if ty.dtype.packed > 1:       # float4_e2m1fn: its half of the byte (element 2k low)
+        byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
+        code = builder.lshr(builder.load(byte), shift)
+        return builder.and_(code, ir.IntType(8)(0xF))
     ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
     return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
 
@@ -64,9 +84,29 @@ def tensor_getitem(context, builder, sig, args):
 @lower(operator.setitem, GlobalTensorType, types.Any, types.Any)
 def tensor_setitem(context, builder, sig, args):
     ty, index_ty, value_ty = sig.args
+    if ty.dtype.packed > 1:
+        _store_packed(context, builder, ty, args, index_ty)
+        return context.get_dummy_value()
     ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
     context.pack_value(builder, ty.element, args[2], ptr, align=ty.dtype.itemsize)
     return context.get_dummy_value()
+
+
+def _store_packed(context, builder, ty, args, index_ty):
+    """A float4_e2m1fn element written into its half of a byte: two atomics on the
+    aligned 32-bit word holding it (clear its four bits, then set them), since the
+    byte's other half may be another thread's element, written at the same time (a
+    T.Parallel over a row). Other bits of the word are left as they are."""
+    byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
+    i32 = ir.IntType(32)
+    address = builder.ptrtoint(byte, I64)
+    word = builder.inttoptr(builder.and_(address, I64(~3)), i32.as_pointer(
+        byte.type.addrspace))
+    bits = builder.add(builder.shl(builder.trunc(builder.and_(address, I64(3)), i32),
+                                   i32(3)), builder.zext(shift, i32))
+    code = builder.and_(builder.zext(args[2], i32), i32(0xF))
+    builder.atomic_rmw("and", word, builder.not_(builder.shl(i32(0xF), bits)), "monotonic")
+    builder.atomic_rmw("or", word, builder.shl(code, bits), "monotonic")
 
 
 @lower_getattr(GlobalTensorType, "shape")

@@ -84,7 +84,16 @@ class Float8(StorageFloat):
         super().__init__(name, 8)
 
 
+class Float4(StorageFloat):
+    """float4_e2m1fn: a 4-bit code in the low bits of a byte (a tensor holds two a byte:
+    ``codegen/lowering/tensor.py`` reads and writes its half)."""
+
+    def __init__(self):
+        super().__init__("float4_e2m1fn", 8)
+
+
 bfloat16 = BFloat16()
+float4_e2m1fn = Float4()
 float8_e4m3 = Float8("float8_e4m3")
 float8_e5m2 = Float8("float8_e5m2")
 float8_e8m0fnu = Float8("float8_e8m0fnu")     # an exponent only (MX scales)
@@ -95,7 +104,7 @@ _NUMBA_OF = {
     "int32": types.int32, "int64": types.int64, "uint8": types.uint8,
     "uint16": types.uint16, "uint32": types.uint32, "uint64": types.uint64,
     "bool": types.boolean, "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2,
-    "float8_e8m0fnu": float8_e8m0fnu,
+    "float8_e8m0fnu": float8_e8m0fnu, "float4_e2m1fn": float4_e2m1fn,
 }
 
 

@@ -1,0 +1,199 @@
+"""float4_e2m1fn tensors (OCP MX's 4-bit float, TileLang's T.float4_e2m1fn): held two a
+byte (element 2k in the low four bits), as uint8 / int8 bytes or torch's
+float4_e2m1fn_x2; read and written one element at a time, on the GPU and in the
+simulator. The codes' values and the rounding come from the format's definition here,
+not from tilejit's tables."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+from tilejit.runtime.arguments import PackedTensor
+
+# e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is subnormal (m/2)
+VALUES = [(-1) ** (c >> 3) * ((c & 1) / 2 if (c >> 1) & 3 == 0 else
+                              (1 + (c & 1) / 2) * 2.0 ** (((c >> 1) & 3) - 1))
+          for c in range(16)]
+
+
+def nearest_code(x: float) -> int:
+    """Round to nearest, ties to the even code, saturating at ±6; NaN → +6."""
+    if np.isnan(x):
+        return 7
+    mag = min(abs(x), 6.0)
+    best = min(range(8), key=lambda c: (abs(VALUES[c] - mag), c & 1))
+    return best | (8 if np.signbit(x) else 0)
+
+
+def test_the_codes_values():
+    from tilejit.language.numerics import from_float4_codes
+    np.testing.assert_array_equal(from_float4_codes(np.arange(16)), np.float32(VALUES))
+    assert VALUES[:8] == [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+
+
+SAMPLES = np.float32([0, 0.25, 0.26, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 5.1, 7, 1e30, np.inf,
+                      -np.inf, np.nan, -0.0, -0.25, -2.5, -5, 1e-30, 0.7499, 2.99])
+
+
+def test_rounding_in_the_simulator():
+    from tilejit.language.numerics import float4_codes
+    got = float4_codes(SAMPLES)
+    assert list(got) == [nearest_code(float(x)) for x in SAMPLES]
+
+
+def test_the_gpus_conversions_run_on_this_cpu():
+    """The lowering's float32 → code and code → float32 (plain IR, JIT-compiled for the
+    host) against the format's definition, over every code and a sweep of values."""
+    from llvmlite import ir
+    from tests.support.host_math import HostRoutines
+    from tilejit.codegen.lowering.scalar import _f32_to_f4, _f4_to_f32
+    encode = HostRoutines({"e": _f32_to_f4}, ir.FloatType(), out_ty=ir.IntType(8))
+    decode = HostRoutines({"d": _f4_to_f32}, ir.IntType(8), out_ty=ir.FloatType())
+    sweep = np.concatenate([SAMPLES, np.linspace(-7, 7, 20001, dtype=np.float32)])
+    assert list(encode("e", sweep)) == [nearest_code(float(x)) for x in sweep]
+    np.testing.assert_array_equal(decode("d", np.arange(16, dtype=np.uint8)),
+                                  np.float32(VALUES))
+
+
+def _module(tmp_path, name, source):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@tilejit.kernel
+def dequant(Q, Y, scale):
+    with T.Kernel(Q.shape[0], threads=64) as bx:
+        for j in T.Parallel(Q.shape[1]):
+            Y[bx, j] = Q[bx, j] * scale
+
+
+@tilejit.kernel
+def quant(X, Q):
+    """Adjacent elements (one byte) written by adjacent threads at once."""
+    with T.Kernel(X.shape[0], threads=64) as bx:
+        for j in T.Parallel(X.shape[1]):
+            Q[bx, j] = X[bx, j]
+
+
+def _codes(raw):
+    return np.stack([raw & 15, raw >> 4], -1).reshape(raw.shape[:-1] + (-1,))
+
+
+def test_elements_are_read_from_their_half_byte():
+    raw = np.random.default_rng(0).integers(0, 256, (3, 32), dtype=np.uint8)
+    y = np.zeros((3, 64), np.float32)
+    tilejit.kernel(dequant.func, target="sim")(PackedTensor(raw, T.float4_e2m1fn), y, 2.0)
+    np.testing.assert_array_equal(y, np.float32(VALUES)[_codes(raw)] * 2)
+
+
+def test_elements_are_written_into_their_half_byte(ptxas):
+    x = np.random.default_rng(1).uniform(-8, 8, (3, 64)).astype(np.float32)
+    x[0, :6] = [0.25, 0.75, np.nan, -np.inf, -0.0, 2.5]
+    q = np.full((3, 32), 0xAA, np.uint8)
+    tilejit.kernel(quant.func, target="sim")(x, PackedTensor(q, T.float4_e2m1fn))
+    expected = np.array([[nearest_code(float(v)) for v in row] for row in x], np.uint8)
+    np.testing.assert_array_equal(_codes(q), expected)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = quant.compile(x, PackedTensor(q, T.float4_e2m1fn), target="cuda", arch=arch).ptx
+        assert "atom.and.b32" in ptx.replace("atom.global.and", "atom.and") and \
+            "atom.or.b32" in ptx.replace("atom.global.or", "atom.or")
+        ptxas(ptx, arch)
+
+
+def test_torch_float4_tensors_and_tilelang_annotations(tmp_path):
+    """TileLang's forms: a T.Tensor annotation of float4_e2m1fn takes uint8 bytes (shape
+    and strides logical: the last extent doubled, the others' strides doubled) or torch's
+    float4_e2m1fn_x2; T.empty of it gives torch's float4_e2m1fn_x2."""
+    torch = pytest.importorskip("torch")
+    m = _module(tmp_path, "fp4_programs", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.jit
+def quantize(X):
+    m = T.dynamic("m")
+    X: T.Tensor[(m, 64), T.float32]
+    Q = T.empty((m, 64), T.float4_e2m1fn)
+    with T.Kernel(m, threads=64) as bx:
+        for j in T.Parallel(64):
+            Q[bx, j] = X[bx, j]
+    return Q
+
+
+@tilejit.jit
+def rows(Q):
+    m = T.dynamic("m")
+    s = T.dynamic("s")
+    Q: T.StridedTensor[(m, 64), (s, 1), T.float4_e2m1fn]
+    Y = T.empty((m, 64), T.float32)
+    with T.Kernel(m, threads=64) as bx:
+        for j in T.Parallel(64):
+            Y[bx, j] = Q[bx, j]
+    return Y
+''')
+    x = torch.randn(6, 64) * 3
+    q = m.quantize(x)
+    assert q.dtype == getattr(torch, "float4_e2m1fn_x2", torch.int8) and q.shape == (6, 32)
+    expected = np.float32(VALUES)[[[nearest_code(float(v)) for v in row] for row in x.numpy()]]
+    np.testing.assert_array_equal(m.rows(q).numpy(), expected)
+    every_other = q.view(torch.uint8)[::2]                       # strides (64, 1) bytes
+    np.testing.assert_array_equal(m.rows(every_other).numpy(), expected[::2])
+
+
+def test_tile_operations_on_a_float4_tensor_are_refused(tmp_path):
+    m = _module(tmp_path, "fp4_copy", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def copy(Q, Y):
+    with T.Kernel(1, threads=64):
+        S = T.alloc_shared((2, 64), T.float32)
+        T.copy(Q[0:2, 0:64], S)
+        T.copy(S, Y)
+''')
+    q = PackedTensor(np.zeros((2, 32), np.uint8), T.float4_e2m1fn)
+    y = np.zeros((2, 64), np.float32)
+    message = r"T.copy on Q, a float4_e2m1fn tensor: its elements are held two a byte"
+    with pytest.raises(CompileError, match=message):
+        m.copy.compile(q, y, target="cuda", arch="sm_90a")
+    with pytest.raises(CompileError, match=message):
+        tilejit.kernel(m.copy.func, target="sim")(q, y)
+
+
+@pytest.mark.parametrize("storage, error, message", [
+    (np.zeros((4, 8), np.uint8)[:, ::2], ValueError, r"its bytes' last dimension must be "
+                                                     r"contiguous"),
+    (np.zeros((4, 8), np.float32), TypeError, r"expected a uint8, int8 or "
+                                              r"float4_e2m1fn_x2 tensor, got ndarray of float32"),
+])
+def test_bad_bytes_are_named(storage, error, message):
+    with pytest.raises(error, match=message):
+        tilejit.kernel(dequant.func, target="sim")(PackedTensor(storage, T.float4_e2m1fn),
+                                                   np.zeros((4, 8), np.float32), 1.0)
+
+
+@pytest.mark.gpu
+def test_float4_tensors_on_the_gpu():
+    import torch
+    raw = torch.randint(0, 256, (5, 32), dtype=torch.uint8, device="cuda")
+    y = torch.zeros(5, 64, device="cuda")
+    dequant(PackedTensor(raw, T.float4_e2m1fn), y, 2.0)
+    np.testing.assert_array_equal(y.cpu().numpy(),
+                                  np.float32(VALUES)[_codes(raw.cpu().numpy())] * 2)
+    x = torch.randn(5, 64, device="cuda") * 4
+    q = torch.full((5, 32), 0xAA, dtype=torch.uint8, device="cuda")
+    for _ in range(3):              # adjacent threads write the halves of each byte
+        quant(x, PackedTensor(q, T.float4_e2m1fn))
+    sim = np.full((5, 32), 0xAA, np.uint8)
+    tilejit.kernel(quant.func, target="sim")(x.cpu().numpy(), PackedTensor(sim, T.float4_e2m1fn))
+    np.testing.assert_array_equal(q.cpu().numpy(), sim)
