@@ -77,18 +77,61 @@ def _bad(tmp_path, factory_body, call):
 
 @pytest.mark.parametrize("factory_body, call, message", [
     ("    raise ValueError('no such variant')", "A[i] = make()(A[i])",
-     r"`make\(\)`, which makes the helper the kernel calls here, raised ValueError: no such "
-     r"variant"),
-    ("    return 3", "A[i] = make()(A[i])",
-     r"`make\(\)` gives int 3, not a helper function or @T.macro the kernel can call"),
-    ("    return lambda x: x", "A[i] = make(i)(A[i])",
-     r"`make\(i\)` makes the helper the kernel calls here, once, when the kernel is "
-     r"defined: its arguments must be known then"),
+     r"make\(\.\.\.\), run to make the function the kernel calls, raised ValueError: no "
+     r"such variant"),
+    ("    return 3", "A[i] = make()(A[i])", r"Invalid use of Literal\[int\]\(3\)"),
 ])
 def test_bad_factories_are_compile_errors_at_the_call(tmp_path, factory_body, call, message):
+    """A factory that raises, or gives what is not a helper, is left as written (the
+    kernel's module still imports): the compiler's error, at the call, on both targets."""
+    k = _bad(tmp_path, factory_body, call)
+    a = np.zeros(32, np.float32)
     with pytest.raises(CompileError, match=message) as info:
-        _bad(tmp_path, factory_body, call)
+        k.compile(a, target="cuda", arch="sm_90a")
     assert str(info.value).rstrip().endswith(call)
+    with pytest.raises(CompileError, match=message):
+        tilejit.kernel(k.func, target="sim")(a)
+
+
+def test_a_factorys_argument_rebound_before_the_first_compile_is_refused(tmp_path):
+    """The helper is made when the kernel is defined; an argument bound to another value
+    before the kernel first compiles would leave the helper with the old one (and the
+    disk cache keyed by the new one): a CompileError at the call."""
+    import importlib.util
+    path = tmp_path / "rebound.py"
+    path.write_text(
+        "import tilejit\nimport tilejit.language as T\n\nS = 2.0\n\n\n"
+        "def make(by):\n    def shift(x):\n        return x + by\n    return shift\n\n\n"
+        "@tilejit.kernel\ndef k(A):\n    with T.Kernel(1, threads=32) as bx:\n"
+        "        for i in T.Parallel(32):\n            A[i] = make(S)(A[i]) + S\n")
+    spec = importlib.util.spec_from_file_location("rebound", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.S = 10.0
+    with pytest.raises(CompileError, match=r"`make\(S\)` made the helper the kernel calls "
+                                           r"here when the kernel was defined"):
+        module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def constexpr_factory(A, by: T.constexpr = 3.0):
+    """A factory's argument that is a constexpr: not known at definition, left as
+    written (compiled as a scalar helper's call, as before)."""
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            A[i] = _shifter(by)(A[i])
+
+
+def _shifter(by):
+    def shift(x):
+        return x + by
+    return shift
+
+
+def test_a_factory_of_constexpr_arguments_is_left_to_the_compiler():
+    a = np.zeros(32, np.float32)
+    tilejit.kernel(constexpr_factory.func, target="sim")(a, by=4.0)
+    np.testing.assert_array_equal(a, np.full(32, 4.0, np.float32))
 
 
 @pytest.mark.gpu
@@ -102,3 +145,23 @@ def test_factory_made_helpers_on_the_gpu():
     sim = np.zeros((64, 64), np.float32)
     tilejit.compile(program(scale=-3.0, offset=0.5), target="sim")(a.cpu().numpy(), sim)
     np.testing.assert_array_equal(b.cpu().numpy(), sim)
+
+
+def test_a_default_the_key_cannot_digest_keeps_the_function_keyed():
+    """Default values are keyed leniently: one of a class the cache cannot digest (a
+    lock, a device object) stands for its type instead of making kernels uncached."""
+    import threading
+
+    def helper(x, guard=threading.Lock(), n=3):
+        return x * n
+    function_fingerprint(helper, strict=True)           # no Unkeyable
+
+
+def test_different_defaults_key_apart():
+    def a(x, n=3):
+        return x * n
+
+    def b(x, n=4):
+        return x * n
+    b.__qualname__ = a.__qualname__
+    assert function_fingerprint(a) != function_fingerprint(b)

@@ -15,14 +15,20 @@ The factory's call is made once, when the kernel is defined, with its arguments'
 compile-time values (constants, and names of the kernel's globals and closure that it
 does not assign); the helper it returns is bound in the kernel's namespace under a name
 of its own (``__tj_made_<factory><n>``, kept by ``KernelSource.resolve``) and the call
-names it, so the helper is then inlined or compiled as any helper the kernel names. A
-factory that raises, or returns something a kernel cannot call, is a ``CompileError`` at
-the call; a factory not known when the kernel is defined (defined below it) is left to
-the compiler's own error.
+names it, so the helper is then inlined or compiled as any helper the kernel names. The
+values it was made with are kept (``KernelSource.made_from``): when the kernel resolves
+its names (its first compilation), an argument or the factory bound to another value
+since is a ``CompileError`` at the call (the helper was made with the old one), and the
+disk cache keys the made helpers themselves (``runtime/kernel_cache.key_of``). A call
+whose factory or arguments are not known when the kernel is defined (a constexpr, a
+name defined below the kernel, an expression), a factory that raises, or one that
+returns something other than a helper is left as written: compiled as before, or the
+compiler's own error.
 """
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import syntax
 from tilejit import language as T
@@ -32,15 +38,39 @@ from tilejit.frontend.source import KernelSource, assigned_names, resolve_static
 _UNKNOWN = object()
 
 
-def _value(node, ks, assigned):
+def _value(node, namespace, assigned):
     if isinstance(node, ast.Constant):
         return node.value
     names = {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
     if names & assigned or not isinstance(node, (ast.Name, ast.Attribute)):
         return _UNKNOWN
-    value = resolve_static(node, ks.namespace)
-    return _UNKNOWN if value is None and not (isinstance(node, ast.Name)
-                                               and node.id == "None") else value
+    root = node
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or root.id not in namespace:
+        return _UNKNOWN                 # defined below the kernel, or a builtin
+    value = resolve_static(node, namespace)
+    return _UNKNOWN if value is None and not _names_none(node, namespace) else value
+
+
+def _names_none(node, namespace) -> bool:
+    """Whether ``node`` (a name or attribute chain) is bound to None itself."""
+    if isinstance(node, ast.Name):
+        return node.id in namespace and namespace[node.id] is None
+    base = resolve_static(node.value, namespace)
+    return base is not None and hasattr(base, node.attr) and getattr(base, node.attr) is None
+
+
+def _arguments(inner, namespace, assigned):
+    """(args, kwargs) of a factory's call, or None where one is not known."""
+    if any(k.arg is None for k in inner.keywords) or any(
+            isinstance(a, ast.Starred) for a in inner.args):
+        return None
+    args = [_value(a, namespace, assigned) for a in inner.args]
+    kwargs = {k.arg: _value(k.value, namespace, assigned) for k in inner.keywords}
+    if _UNKNOWN in args or _UNKNOWN in kwargs.values():
+        return None
+    return args, kwargs
 
 
 def bind_made_helpers(ks: KernelSource) -> None:
@@ -53,27 +83,43 @@ def bind_made_helpers(ks: KernelSource) -> None:
         factory = resolve_static(inner.func, ks.namespace)
         if not is_helper(factory):
             continue
-        args = [_value(a, ks, assigned) for a in inner.args]
-        kwargs = {k.arg: _value(k.value, ks, assigned) for k in inner.keywords}
-        if any(k is None for k in kwargs) or any(
-                isinstance(a, ast.Starred) for a in inner.args):
-            raise ks.error(f"`{ast.unparse(inner)}`: a factory of a helper the kernel calls "
-                           f"takes plain arguments", call)
-        if _UNKNOWN in args or _UNKNOWN in kwargs.values():
-            raise ks.error(f"`{ast.unparse(inner)}` makes the helper the kernel calls here, "
-                           f"once, when the kernel is defined: its arguments must be known "
-                           f"then (constants, or names of the program's that the kernel "
-                           f"does not assign)", call)
+        arguments = _arguments(inner, ks.namespace, assigned)
+        if arguments is None:
+            continue
         try:
-            made = factory(*args, **kwargs)
-        except Exception as e:          # the factory's own error, at the kernel's line
-            raise ks.error(f"`{ast.unparse(inner)}`, which makes the helper the kernel "
-                           f"calls here, raised {type(e).__name__}: {e}", call) from e
+            made = factory(*arguments[0], **arguments[1])
+        except Exception:       # left as written: the compiler's own error, at its use
+            continue
         if not (isinstance(made, T.macro) or is_helper(made)):
-            raise ks.error(f"`{ast.unparse(inner)}` gives {type(made).__name__!s} "
-                           f"{made!r:.60}, not a helper function or @T.macro the kernel can "
-                           f"call", call)
+            continue
         name = f"__tj_made_{factory.__name__}{count}"
         count += 1
         ks.made[name] = ks.namespace[name] = made
+        ks.made_from[name] = (copy.deepcopy(inner), factory, arguments)
         call.func = ast.copy_location(ast.Name(name, ast.Load()), inner)
+
+
+def check_made_helpers(ks: KernelSource) -> None:
+    """At ``resolve``: each made helper's factory and arguments are still what they were
+    when the kernel was defined; else a CompileError at the call."""
+    assigned = assigned_names(ks.tree)
+    for name, (inner, factory, (args, kwargs)) in ks.made_from.items():
+        now = _arguments(inner, ks.namespace, assigned)
+        same = now is not None and resolve_static(inner.func, ks.namespace) is factory and \
+            len(now[0]) == len(args) and all(_same(a, b) for a, b in zip(now[0], args)) and \
+            now[1].keys() == kwargs.keys() and all(_same(now[1][k], v)
+                                                   for k, v in kwargs.items())
+        if not same:
+            raise ks.error(f"`{ast.unparse(inner)}` made the helper the kernel calls here when "
+                           f"the kernel was defined, and its factory or arguments are bound "
+                           f"to other values now: the helper would keep the old ones; define "
+                           f"the kernel after setting them (or decorate it again)", inner)
+
+
+def _same(a, b) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(type(a) is type(b) and a == b)
+    except Exception:       # an array's ==: not one bool
+        return False

@@ -40,6 +40,8 @@ class KernelSource:
     # values the front end computed once and binds for good: {name: value} (a helper a
     # factory the kernel calls made: helper_factories.py)
     made: dict = field(default_factory=dict)
+    # {name: (the factory's call, the factory, its (args, kwargs))}: checked at resolve
+    made_from: dict = field(default_factory=dict)
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
@@ -74,6 +76,10 @@ class KernelSource:
                 ns.update(fresh)
             reads = function_reads(self.func, self.tree, self.namespace)
             check_reads(self.func, reads, self.filename, f"kernel {self.tree.name}")
+            if self.made_from:
+                # helper_factories imports this module (a circle broken here)
+                from tilejit.frontend.helper_factories import check_made_helpers
+                check_made_helpers(self)
             self.reads = reads
             self.resolved = True
 

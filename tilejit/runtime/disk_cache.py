@@ -232,11 +232,13 @@ def _fingerprint_parts(func, depth: int, active: set, namespace, strict: bool) -
         parts.append([read.kind, read.name,
                       _value_data(read.value, read.name, strict, function_data)])
     # default values are computed where the function is defined, not read by its code
-    # (`def make(factor=scale)` in a program's factory): they are part of what it does
+    # (`def make(factor=scale)` in a program's factory): they are part of what it does.
+    # Keyed leniently (a value of a class it cannot digest stands for its type): a
+    # default such as torch.device("cuda") keeps the kernel cached
     for what in ("__defaults__", "__kwdefaults__"):
         value = getattr(func, what, None)
         if value:
-            parts.append([what, _value_data(value, f"{func.__qualname__}.{what}", strict,
+            parts.append([what, _value_data(value, f"{func.__qualname__}.{what}", False,
                                             function_data)])
     return parts
 

@@ -86,6 +86,13 @@ def key_of(kernel, spec) -> str | None:
     # another program
     variant = kernel.launch_index
     extra = [] if variant is None else [["launch", variant]]
+    try:
+        # helpers a factory made when the kernel was defined (helper_factories.py): what
+        # they were made with is theirs, not the kernel's reads
+        extra += [["made", name, function_fingerprint(made, strict=True)]
+                  for name, made in sorted(source.made.items())]
+    except (Unkeyable, TypeError):
+        return None
     return digest("tilejit-kernel", fingerprint, spec.describe(), _versions(), *extra)
 
 
