@@ -103,7 +103,7 @@ def check_made_helpers(ks: KernelSource) -> None:
     """At ``resolve``: each made helper's factory and arguments are still what they were
     when the kernel was defined; else a CompileError at the call."""
     assigned = assigned_names(ks.tree)
-    for name, (inner, factory, (args, kwargs)) in ks.made_from.items():
+    for inner, factory, (args, kwargs) in ks.made_from.values():
         now = _arguments(inner, ks.namespace, assigned)
         same = now is not None and resolve_static(inner.func, ks.namespace) is factory and \
             len(now[0]) == len(args) and all(_same(a, b) for a, b in zip(now[0], args)) and \
