@@ -203,3 +203,68 @@ def test_requests_that_fit_run_on_the_gpu(threads, raise_to, lower):
     ref = a.cpu().numpy()
     np.testing.assert_array_equal(b.cpu().numpy(),
                                   np.where(np.arange(threads) < 128, ref, ref + 1.0))
+
+
+@tilejit.kernel
+def registers_in_turns(A, B):
+    """The consumers give registers back before the producer asks for more: the counts
+    held at once never pass the block's 64,512 (the peaks summed would)."""
+    with T.Kernel(1, threads=384):
+        tx = T.get_thread_binding()
+        if tx >= 256:
+            T.dec_max_nreg(24)
+        else:
+            T.inc_max_nreg(240)
+        B[tx] = A[tx]
+        T.sync_threads()
+        if tx < 256:
+            T.dec_max_nreg(160)
+        T.sync_threads()
+        if tx >= 256:
+            T.inc_max_nreg(160)
+        B[tx] = B[tx] + 1.0
+
+
+def test_registers_passed_on_in_turns_are_accepted(ptxas):
+    a = np.arange(384, dtype=np.float32)
+    ptx = registers_in_turns.compile(a, a.copy(), target="cuda", arch="sm_90a").ptx
+    assert ptx.count("setmaxnreg") == 4
+    ptxas(ptx, "sm_90a")
+
+
+@tilejit.kernel
+def role_relative(A, B):
+    """In a kernel with T.ws roles the thread index is the thread's in its warpgroup: no
+    thread has tx >= 256, so every warp raises to 240 (12 × 32 × 240 > 64,512)."""
+    N, D = A.shape
+    with T.Kernel(1, threads=384):
+        buf = T.alloc_shared((1, D), A.dtype)
+        bars = T.alloc_barrier([128])
+        tx = T.get_thread_binding()
+        if tx >= 256:
+            T.dec_max_nreg(24)
+        else:
+            T.inc_max_nreg(240)
+        with T.ws(2):
+            T.tma_copy(A[0:1, 0:D], buf, barrier=bars[0])
+            T.mbarrier_arrive(bars[0])
+        with T.ws(0):
+            T.mbarrier_wait_parity(bars[0], 0)
+            T.copy(buf, B[0:1, 0:D])
+
+
+def test_a_warpgroup_role_kernels_thread_index_is_its_roles():
+    a = np.zeros((1, 64), np.float32)
+    with pytest.raises(CompileError, match=r"asks more registers than the block holds: its "
+                                           r"384 threads .*\(12 warps at 240\)"):
+        role_relative.compile(a, a.copy(), target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+def test_registers_passed_on_in_turns_run_on_the_gpu():
+    import torch
+    a = torch.arange(384, dtype=torch.float32, device="cuda")
+    b = torch.zeros(384, device="cuda")
+    registers_in_turns(a, b)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(b.cpu().numpy(), a.cpu().numpy() + 1.0)

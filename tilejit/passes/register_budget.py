@@ -10,10 +10,14 @@ MLA example says so in a comment: "setting more registers will cause a hang").
 
 Which warps run a request is read off the branches that enclose it: a warpgroup role
 (``with T.ws(k)``) or a comparison of the thread index with compile-time values
-(``if tx < 128:``, ``thread_branches.thread_takers``). Each warp then ends at the largest
-count it may raise to, else the smallest it may lower to, else its launch count; their
-sum must fit. A request under a branch whose threads are not known that way leaves the
-kernel unchecked (no false alarm), as does a block whose size is not known.
+(``if tx < 128:``, ``thread_branches.thread_takers``; in a kernel with ``T.ws`` roles the
+index is the thread's within its warpgroup). Each warp ends at the count of the last
+request (in the source) it may reach, else at its launch count; if their sum is more
+than the block holds, some ``inc`` can never be granted. Counts a warp holds on the way
+(an ``inc`` given back later by a ``dec``) are not summed: a kernel that passes its
+registers on in turns is valid. A request under a branch whose threads are not known
+that way leaves the kernel unchecked (no false alarm), as does a block whose size is
+not known.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from tilejit.ir.markers import ROLE_ATTR
 from tilejit.passes.thread_branches import thread_names, thread_takers
 
 REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_80, sm_90)
-MAX_REGISTERS = 255          # a thread's
+MAX_REGISTERS = 256          # a thread's at most: 255, allocated in 8s
 WARP = 32
 ROLE_THREADS = 128
 REQUEST_ATTR = "_tj_setmaxnreg"     # (the call as written, reg_count, is_inc) on a marker
@@ -39,27 +43,31 @@ class _Unknown(Exception):
     """A request whose threads are not known at compile time."""
 
 
-def _requests(stmts, who, names, threads, namespace, out):
-    """(statement, its threads) of each request among ``stmts``, run by ``who``."""
+def _requests(stmts, who, names, threads, namespace, out, role=0):
+    """(statement, its threads) of each request among ``stmts``, run by ``who``;
+    ``role``: the threads of a warpgroup role whose index the thread index is (0: the
+    block's)."""
     for st in stmts:
         if getattr(st, REQUEST_ATTR, None) is not None:
             out.append((st, who))
         elif isinstance(st, ast.If):
-            role = getattr(st, ROLE_ATTR, None)
-            if role is not None:
-                mine = who & frozenset(range(role * ROLE_THREADS, (role + 1) * ROLE_THREADS))
+            k = getattr(st, ROLE_ATTR, None)      # `with T.ws(k)`: warpgroup k's threads
+            if k is not None:
+                mine = who & frozenset(range(k * ROLE_THREADS, (k + 1) * ROLE_THREADS))
             else:
-                takers = thread_takers(st.test, names, threads, namespace)
+                takers = thread_takers(st.test, names, role or threads, namespace)
                 if takers is None:
                     if _has_request(st):
                         raise _Unknown
                     continue
-                mine = who & frozenset(takers)
-            _requests(st.body, mine, names, threads, namespace, out)
-            _requests(st.orelse, who - mine, names, threads, namespace, out)
+                takers = set(takers)
+                mine = who & frozenset(t for t in range(threads)
+                                       if (t % role if role else t) in takers)
+            _requests(st.body, mine, names, threads, namespace, out, role)
+            _requests(st.orelse, who - mine, names, threads, namespace, out, role)
         elif isinstance(st, (ast.For, ast.While, ast.With)):
-            _requests(st.body, who, names, threads, namespace, out)
-            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out)
+            _requests(st.body, who, names, threads, namespace, out, role)
+            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out, role)
 
 
 def _has_request(node) -> bool:
@@ -76,20 +84,18 @@ def check_register_budget(fdef: ast.FunctionDef, ctx) -> None:
     found = []
     try:
         _requests(fdef.body, frozenset(range(threads)), thread_names(fdef), threads,
-                  ctx.namespace, found)
+                  ctx.namespace, found, ctx.plan.role_threads)
     except _Unknown:
         return
     launch = launch_registers(threads)
     warps = -(-threads // WARP)
-    raised, lowered = {}, {}
+    last = {}           # warp -> its last request in the source: (line, column, count)
     for st, who in found:
-        _text, count, is_inc = getattr(st, REQUEST_ATTR)
+        _text, count, _is_inc = getattr(st, REQUEST_ATTR)
+        where = (st.lineno, st.col_offset, count)
         for w in {t // WARP for t in who}:
-            if is_inc:
-                raised[w] = max(raised.get(w, 0), count)
-            else:
-                lowered[w] = min(lowered.get(w, MAX_REGISTERS), count)
-    final = [raised.get(w, lowered.get(w, launch)) for w in range(warps)]
+            last[w] = max(last.get(w, where), where)
+    final = [last[w][2] if w in last else launch for w in range(warps)]
     need, pool = sum(final) * WARP, launch * warps * WARP
     if need <= pool:
         return
