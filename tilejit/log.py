@@ -33,17 +33,26 @@ logger.addHandler(logging.NullHandler())
 
 def set_log_level(level) -> None:
     """TileLang's ``tilelang.set_log_level(level)``: tilejit's logger at ``level``, a
-    ``logging`` level or its name (``"WARNING"``, any case)."""
+    ``logging`` level or its name (``"WARNING"``, any case). As TileLang's logger does, it
+    then prints: a handler to stderr is added where the logger has none of its own but
+    the ``NullHandler`` (and the root has none)."""
+    import numbers
     if isinstance(level, str):
         value = logging.getLevelName(level.upper())
         if not isinstance(value, int):
             raise ValueError(f"set_log_level: level must be a logging level or one of "
                              f"DEBUG, INFO, WARNING, ERROR, CRITICAL, got {level!r}")
         level = value
-    elif isinstance(level, bool) or not isinstance(level, int):
+    elif isinstance(level, bool) or not isinstance(level, numbers.Integral):
         raise TypeError(f"set_log_level: level must be a logging level (an int) or its "
                         f"name, got {type(level).__name__} {level!r}")
-    logger.setLevel(level)
+    logger.setLevel(int(level))
+    own = [h for h in logger.handlers if not isinstance(h, logging.NullHandler)]
+    if not own and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s [tilejit:%(levelname)s] "
+                                               "%(message)s"))
+        logger.addHandler(handler)
 
 
 def debugging() -> bool:

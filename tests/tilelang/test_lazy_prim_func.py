@@ -84,6 +84,54 @@ def test_a_parameter_annotated_nowhere_is_still_named():
                 B[0] = A[0]
 
 
+def scalar_parameter():
+    @T.prim_func
+    def kernel(A, n):
+        A: T.Tensor[[64], T.float32]
+        n: T.int32
+        B = T.empty([64], T.float32)
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = A[i] + n
+        return B
+    return kernel
+
+
+def test_a_scalar_annotated_in_the_body():
+    a = np.ones(64, np.float32)
+    np.testing.assert_array_equal(tilelang.compile(scalar_parameter(), target="sim")(a, 3),
+                                  a + 3)
+
+
+def test_out_idx_for_a_lazy_prim_func_that_writes_its_parameters_is_named():
+    with pytest.raises(TypeError, match=r"out_idx=\[1, 2\] with a lazy @T.prim_func "
+                                        r"\(kernel: parameters annotated in its body\) is "
+                                        r"not supported"):
+        tilelang.compile(written_outputs(), out_idx=[1, 2])
+
+
+def macro_inside():
+    @T.prim_func
+    def kernel(A, B):
+        A: T.Tensor[[32], T.float32]
+        B: T.Tensor[[32], T.float32]
+
+        @T.macro
+        def twice(x):
+            return x * 2.0
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                B[i] = twice(A[i])
+    return kernel
+
+
+def test_a_return_in_a_function_of_the_body_is_not_the_programs():
+    """out_idx is refused for writing parameters, not as an "Out index conflict" because a
+    macro defined in the body returns a value."""
+    with pytest.raises(TypeError, match="is not supported: pass every tensor"):
+        tilelang.compile(macro_inside(), out_idx=[1])
+
+
 @pytest.mark.gpu
 def test_a_lazy_prim_func_on_the_gpu():
     import torch

@@ -2,6 +2,7 @@
 import: DeepSeek-V3.2's inference kernels call ``tilelang.set_log_level("WARNING")``)."""
 import logging
 
+import numpy as np
 import pytest
 
 import tilejit as tilelang
@@ -10,14 +11,16 @@ import tilejit as tilelang
 @pytest.fixture
 def restore_level():
     logger = logging.getLogger("tilejit")
-    level = logger.level
+    level, handlers = logger.level, list(logger.handlers)
     yield logger
     logger.setLevel(level)
+    logger.handlers[:] = handlers
 
 
 @pytest.mark.parametrize("level, expected", [("WARNING", logging.WARNING),
                                              ("debug", logging.DEBUG),
-                                             (logging.ERROR, logging.ERROR)])
+                                             (logging.ERROR, logging.ERROR),
+                                             (np.int64(20), logging.INFO)])
 def test_set_log_level_sets_tilejits_logger(restore_level, level, expected):
     tilelang.set_log_level(level)
     assert restore_level.level == expected
@@ -49,3 +52,13 @@ def test_a_compilation_logs_at_debug(restore_level, caplog):
 def test_bad_levels_are_named(restore_level, level, error, message):
     with pytest.raises(error, match=message):
         tilelang.set_log_level(level)
+
+
+def test_set_log_level_prints_as_tilelangs_logger_does(restore_level, capsys):
+    """With no handler of the program's, the messages go to stderr."""
+    import logging as lg
+    if lg.getLogger().handlers:
+        pytest.skip("the root logger has a handler here")
+    tilelang.set_log_level("INFO")
+    restore_level.info("hello from tilejit")
+    assert "hello from tilejit" in capsys.readouterr().err

@@ -275,8 +275,14 @@ class ClassicAutotuner:
         """The program of ``config``: its parameters, and its own ``"pass_configs"`` (a
         TileLang config may carry them) over the program's."""
         params = {k: v for k, v in config.items() if k != "pass_configs"}
-        return self.program.with_pass_configs(config.get("pass_configs"))(
+        kernel = self.program.with_pass_configs(config.get("pass_configs"))(
             *args, **kwargs, **params)
+        if not hasattr(kernel, "_specs"):
+            raise TypeError(f"@autotune of {self.__name__}: it gives a lazy @T.prim_func "
+                            f"(parameters annotated in its body), which the tuner cannot "
+                            f"size and time yet (not supported); annotate its parameters in "
+                            f"the signature, T.Tensor((M, N), dtype)")
+        return kernel
 
     # -- where and under which key ------------------------------------------------------
     def _device(self, inputs) -> str:

@@ -487,22 +487,37 @@ def _compile_lazy(func, out_idx, target, pass_configs):
     """A @T.prim_func whose parameters are annotated in its body (TileLang's lazy form):
     the eager @tilejit.jit program of its function, compiled for the shapes of each call
     (its ``T.empty`` outputs returned). ``out_idx`` is for a program that does not return
-    its outputs itself: given for one that does, it is TileLang's "Out index conflict"."""
+    its outputs itself: given for one that does, it is TileLang's "Out index conflict";
+    given for one that writes its parameters, it is not supported yet (pass them)."""
     from tilejit.tilelang.jit import jit          # this module is imported by jit.py
-    if out_idx is not None and _returns(func.func):
-        raise ValueError(f"Out index conflict: @T.prim_func {func.__name__} returns its "
-                         f"outputs (T.empty); out_idx={out_idx!r} names outputs too")
-    return jit(func.func, out_idx=out_idx, target=target, pass_configs=pass_configs)
+    if out_idx is not None:
+        if _returns(func.func):
+            raise ValueError(f"Out index conflict: @T.prim_func {func.__name__} returns its "
+                             f"outputs (T.empty); out_idx={out_idx!r} names outputs too")
+        raise TypeError(f"out_idx={out_idx!r} with a lazy @T.prim_func ({func.__name__}: "
+                        f"parameters annotated in its body) is not supported: pass every "
+                        f"tensor, or make the outputs with T.empty and return them")
+    return jit(func.func, target=target, pass_configs=pass_configs)
 
 
 def _returns(f) -> bool:
+    """Whether the function's own body (not a function defined in it) returns a value."""
     import inspect
     import textwrap
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(f)))
-    except (OSError, TypeError, SyntaxError):
+        fdef = ast.parse(textwrap.dedent(inspect.getsource(f))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
         return False
-    return any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(tree))
+    found, todo = False, list(fdef.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                             ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            found = True
+        todo.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",

@@ -343,8 +343,11 @@ class JitFunction:
                 except TypeError as e:      # a dtype no tensor holds (T.float4_e2m1fn)
                     raise TypeError(f"argument {name!r} (annotated at line {line}): "
                                     f"{e}") from None
+            if isinstance(spec, DType) and spec.held:
+                continue            # a scalar parameter (`n: T.int32`): passed as it is
             if not isinstance(spec, TensorAnnotation):
-                raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer")
+                raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer "
+                                f"or a scalar dtype (T.int32)")
             specs.append((name, spec, line))
         return specs
 
