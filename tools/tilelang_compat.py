@@ -27,9 +27,10 @@ _EXPLICIT_SYNC = ("on the GPU for sm_90+ (`passes/warp_roles.py`: mbarriers, TMA
 LANGUAGE_DIFFERENCES = {
     "float4_e2m1fn": "a tensor holds it two a byte (element 2k in the low four bits: a uint8, "
                      "int8 or torch float4_e2m1fn_x2 tensor), read and written one element "
-                     "at a time (T.copy, T.gemm and atomics on such a tensor are a "
-                     "CompileError); a tile holds one a byte; conversions round to nearest "
-                     "even and saturate at ±6, NaN becomes +6",
+                     "at a time (T.copy to or from a whole shared tile or fragment is that "
+                     "element loop; other tile operations on it are a CompileError); a tile "
+                     "holds one a byte; conversions round to nearest even and saturate at "
+                     "±6, NaN becomes +6",
     "rng_init": "cuRAND's Philox only (`generator=` XORWOW or MRG32k3a is a compile error "
                 "naming it); the words and uniforms are cuRAND's bit for bit",
     "rng_rand": "in a T.Parallel an iteration's draws are keyed by the iteration (row-major "

@@ -148,26 +148,70 @@ def rows(Q):
     np.testing.assert_array_equal(m.rows(every_other).numpy(), expected[::2])
 
 
-def test_tile_operations_on_a_float4_tensor_are_refused(tmp_path):
-    m = _module(tmp_path, "fp4_copy", '''
+def test_copies_between_a_float4_tensor_and_a_tile(tmp_path, ptxas):
+    """T.copy of a float4_e2m1fn tensor (a region or a corner) to or from a whole shared
+    tile or fragment is the element loop over the tile; the tensor's edges clip."""
+    m = _module(tmp_path, "fp4_copies", '''
 import tilejit
 import tilejit.language as T
 
 
 @tilejit.kernel
-def copy(Q, Y):
+def via_shared(Q, Y):
+    M, N = Q.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+        S = T.alloc_shared((16, 64), T.float32)
+        T.copy(Q[bx * 16, 0], S)
+        T.copy(S, Y[bx * 16, 0])
+
+
+@tilejit.kernel
+def via_fragment(Q, R):
+    M, N = Q.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+        F = T.alloc_fragment((16, 64), T.float32)
+        T.copy(Q[bx * 16:(bx + 1) * 16, 0:64], F)
+        for i, j in T.Parallel(16, 64):
+            F[i, j] = F[i, j] * 2.0
+        T.copy(F, R[bx * 16, 0])
+''')
+    raw = np.random.default_rng(0).integers(0, 256, (40, 32), dtype=np.uint8)  # 40: clipped
+    values = np.float32(VALUES)[_codes(raw)]
+    y = np.zeros((40, 64), np.float32)
+    tilejit.kernel(m.via_shared.func, target="sim")(PackedTensor(raw, T.float4_e2m1fn), y)
+    np.testing.assert_array_equal(y, values)
+    r = np.zeros((40, 32), np.uint8)
+    tilejit.kernel(m.via_fragment.func, target="sim")(PackedTensor(raw, T.float4_e2m1fn),
+                                                     PackedTensor(r, T.float4_e2m1fn))
+    expected = np.array([[nearest_code(2 * float(v)) for v in row] for row in values])
+    np.testing.assert_array_equal(_codes(r), expected)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(m.via_fragment.compile(PackedTensor(raw, T.float4_e2m1fn),
+                                     PackedTensor(r, T.float4_e2m1fn), target="cuda",
+                                     arch=arch).ptx, arch)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("L = T.alloc_local((64,), T.float32)\n        T.copy(Q[0, 0], L)",
+     r"T.copy of Q, a float4_e2m1fn tensor \(two elements a byte\), with `L`: it is copied "
+     r"element by element to or from a whole shared tile or fragment only"),
+    ("T.atomic_add(Q[0, 1], 1.0)",
+     r"T.atomic_add: atomics support .*; the destination is float4_e2m1fn"),
+])
+def test_other_tile_operations_on_a_float4_tensor_are_refused(tmp_path, body, message):
+    m = _module(tmp_path, "fp4_refused", f'''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def k(Q):
     with T.Kernel(1, threads=64):
-        S = T.alloc_shared((2, 64), T.float32)
-        T.copy(Q[0:2, 0:64], S)
-        T.copy(S, Y)
+        {body}
 ''')
     q = PackedTensor(np.zeros((2, 32), np.uint8), T.float4_e2m1fn)
-    y = np.zeros((2, 64), np.float32)
-    message = r"T.copy on Q, a float4_e2m1fn tensor: its elements are held two a byte"
     with pytest.raises(CompileError, match=message):
-        m.copy.compile(q, y, target="cuda", arch="sm_90a")
-    with pytest.raises(CompileError, match=message):
-        tilejit.kernel(m.copy.func, target="sim")(q, y)
+        m.k.compile(q, target="cuda", arch="sm_90a")
 
 
 @pytest.mark.parametrize("storage, error, message", [

@@ -60,7 +60,6 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 SOURCE_PASSES = (
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
-    packed_tensors.check_packed_tensors,     # no tile op on a float4_e2m1fn tensor (a check)
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
@@ -71,6 +70,7 @@ SOURCE_PASSES = (
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
     global_layouts.lay_out_global_tensors,   # T.annotate_layout of a tensor: flat accesses
     fragment_regions.expand_fragment_region_copies,  # T.copy(F[a:b, :], S) → a loop
+    packed_tensors.check_packed_tensors,     # no other tile op on a float4_e2m1fn tensor
     fragment_transposes.transpose_fragments,  # F_t[j, i] = F[i, j]: through shared memory
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)

@@ -1,4 +1,6 @@
-"""Pass: tile operations on a rectangular region of a fragment, as TileLang writes them:
+"""Pass: tile operations on a rectangular region of a fragment, as TileLang writes them
+(and ``T.copy`` between a packed ``float4_e2m1fn`` tensor and a whole shared tile or
+fragment, the same element loop over the tile):
 ``T.clear(C_local[:block_M, :block_K])``, ``T.fill(F[0:16, :], v)``,
 ``T.copy(acc_o[:valid_block_H, :], O_shared)``, ``T.copy(A_shared[k, :], F[:, 0:32])``,
 ``T.copy(F[0:8, :], C[by * 8, 0])`` (issue 27).
@@ -200,6 +202,34 @@ class _FragmentRegions(syntax.NodeTransformer):
         bounds = self._bounds(region, fragment, stmt)
         if self._whole(bounds, fragment):
             return None
+        return self._paired(stmt, fragment, bounds, other, to_fragment)
+
+    def _packed(self, node):
+        """The packed tensor (float4_e2m1fn) an operand names, or None."""
+        name = _name(node) if isinstance(node, ast.Name) or is_region(node) else None
+        ty = self.ctx.params.get(name) if name else None
+        return name if ty is not None and ty.dtype.packed > 1 else None
+
+    def _packed_copy(self, stmt, src, dst):
+        """``T.copy`` between a packed tensor (whole or a region) and a whole shared tile
+        or fragment: the loop over the tile, element by element (the tile's layout
+        as any loop over it; the tensor's edges clip)."""
+        to_tile = self._packed(src) is not None
+        tile_node = dst if to_tile else src
+        name = tile_node.id if isinstance(tile_node, ast.Name) else None
+        tile = self.ctx.plan.tiles.get(name) if name else None
+        if tile is None or tile.kind not in (SHARED, FRAGMENT):
+            packed = self._packed(src) or self._packed(dst)
+            raise self.ctx.error(
+                f"T.copy of {packed}, a {self.ctx.params[packed].dtype.name} tensor (two "
+                f"elements a byte), with `{ast.unparse(tile_node)}`: it is copied element "
+                f"by element to or from a whole shared tile or fragment only (not "
+                f"supported otherwise)", stmt)
+        bounds = [("s", 0, int(n)) for n in tile.shape]
+        return self._paired(stmt, tile, bounds, src if to_tile else dst, to_tile)
+
+    def _paired(self, stmt, fragment, bounds, other, to_fragment):
+        """The loop copying ``fragment``'s region ``bounds`` to or from ``other``."""
         ranged_f = [(d, a, b) for d, (k, a, b) in enumerate(bounds) if k == "s"]
         frag_ext = [b - a for _, a, b in ranged_f]
         name, tile, starts, ranged, extents, tensor = self._other(other, frag_ext, stmt)
@@ -254,6 +284,8 @@ class _FragmentRegions(syntax.NodeTransformer):
             whole = 0
         elif copy_operands(node, self.ctx.namespace) is not None:
             src, dst = call.args
+            if self._packed(src) or self._packed(dst):
+                return ast.copy_location(self._packed_copy(node, src, dst), node)
             if self._fragment_region(src) and not (
                     self._fragment_region(dst) or self._tile_is(dst, FRAGMENT)):
                 out, whole = self._copy(node, src, dst, False), 0
