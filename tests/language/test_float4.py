@@ -241,3 +241,104 @@ def test_float4_tensors_on_the_gpu():
     sim = np.full((5, 32), 0xAA, np.uint8)
     tilejit.kernel(quant.func, target="sim")(x.cpu().numpy(), PackedTensor(sim, T.float4_e2m1fn))
     np.testing.assert_array_equal(q.cpu().numpy(), sim)
+
+
+def test_a_copy_through_another_name_is_refused(tmp_path):
+    """An alias or view of a float4 tensor reaches T.copy's typing, which refuses it on
+    both targets (its lowering moves bytes)."""
+    m = _module(tmp_path, "fp4_alias", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def k(Q, Y):
+    with T.Kernel(1, threads=64):
+        R = Q
+        S = T.alloc_shared((1, 64), T.float32)
+        T.copy(R[0:1, 0:64], S)
+        T.copy(S, Y)
+''')
+    q = PackedTensor(np.zeros((1, 32), np.uint8), T.float4_e2m1fn)
+    y = np.zeros((1, 64), np.float32)
+    message = r"T.copy on a float4_e2m1fn tensor \(two elements a byte\) is not supported here"
+    with pytest.raises(CompileError, match=message):
+        m.k.compile(q, y, target="cuda", arch="sm_90a")
+    with pytest.raises(CompileError, match=message):
+        tilejit.kernel(m.k.func, target="sim")(q, y)
+
+
+def test_conversions_to_and_from_the_other_narrow_floats(tmp_path, ptxas):
+    """float4 to bfloat16 (the MX dequantization) and float8 to float4 convert through
+    float32 on both targets."""
+    torch = pytest.importorskip("torch")
+    m = _module(tmp_path, "fp4_narrow", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def to_bf16(Q, Y):
+    with T.Kernel(1, threads=64):
+        for j in T.Parallel(64):
+            Y[j] = Q[0, j]
+
+
+@tilejit.kernel
+def from_fp8(X, Q):
+    with T.Kernel(1, threads=64):
+        for j in T.Parallel(64):
+            Q[0, j] = X[j]
+''')
+    raw = np.random.default_rng(3).integers(0, 256, (1, 32), dtype=np.uint8)
+    y = torch.zeros(64, dtype=torch.bfloat16)
+    tilejit.kernel(m.to_bf16.func, target="sim")(PackedTensor(raw, T.float4_e2m1fn), y)
+    np.testing.assert_array_equal(y.float().numpy(), np.float32(VALUES)[_codes(raw)][0])
+    x = (torch.randn(64) * 3).to(torch.float8_e4m3fn)
+    q = np.zeros((1, 32), np.uint8)
+    tilejit.kernel(m.from_fp8.func, target="sim")(x, PackedTensor(q, T.float4_e2m1fn))
+    assert list(_codes(q)[0]) == [nearest_code(float(v)) for v in x.float().numpy()]
+    ptxas(m.to_bf16.compile(PackedTensor(raw, T.float4_e2m1fn), y, target="cuda",
+                            arch="sm_90a").ptx, "sm_90a")
+    ptxas(m.from_fp8.compile(x, PackedTensor(q, T.float4_e2m1fn), target="cuda",
+                             arch="sm_90a").ptx, "sm_90a")
+
+
+def test_reinterpret_to_float4_is_refused(tmp_path):
+    m = _module(tmp_path, "fp4_bits", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def k(B, Y):
+    with T.Kernel(1, threads=32):
+        for j in T.Parallel(32):
+            Y[j] = T.reinterpret(B[j], T.float4_e2m1fn)
+''')
+    b, y = np.zeros(32, np.uint8), np.zeros(32, np.float32)
+    with pytest.raises(CompileError, match="a float4_e2m1fn value is four bits"):
+        m.k.compile(b, y, target="cuda", arch="sm_90a")
+    with pytest.raises(CompileError, match="a float4_e2m1fn value is four bits"):
+        tilejit.kernel(m.k.func, target="sim")(b, y)
+
+
+def test_constants_round_to_the_dtype_as_on_the_gpu():
+    assert T.float4_e2m1fn(2.6) == 3.0 and T.float4_e2m1fn(-100) == -6.0
+    assert T.infinity(T.float4_e2m1fn) == 6.0 and T.infinity(T.float8_e4m3) == 448.0
+    assert T.bfloat16(1.00390625) == 1.0
+
+
+def test_packed_tensors_hold_packed_dtypes_only():
+    with pytest.raises(TypeError, match="PackedTensor holds a dtype of less than a byte"):
+        PackedTensor(np.zeros(4, np.uint8), T.float32)
+
+
+def test_the_profilers_inputs_and_compiling_from_shapes():
+    torch = pytest.importorskip("torch")
+    from tilejit.tilelang.utils import TensorSupplyType, supply
+    for kind in (TensorSupplyType.Auto, TensorSupplyType.Zero, TensorSupplyType.Normal):
+        t = supply((4, 64), T.float4_e2m1fn, kind, "cpu")
+        assert t.dtype == getattr(torch, "float4_e2m1fn_x2", torch.int8) and t.shape == (4, 32)
+    zero = supply((4, 64), T.float4_e2m1fn, TensorSupplyType.Zero, "cpu")
+    assert not zero.view(torch.uint8).any()

@@ -441,8 +441,10 @@ def alloc_global(shape, dtype, scope="global"):
 
 
 def infinity(dtype):
-    """+inf of a floating dtype."""
-    return as_dtype(dtype).numpy.type(np.inf)
+    """+inf of a floating dtype (float8_e4m3's and float4_e2m1fn's largest value, which
+    have no infinity, as the GPU's conversion saturates)."""
+    dtype = as_dtype(dtype)
+    return dtype(np.inf) if dtype.held_in_float32 else dtype.numpy.type(np.inf)
 
 
 # TileLang's (TIR's) spelling of ``T.cast(value, dtype)``: TIR's expression builder itself,

@@ -120,7 +120,12 @@ class DType(str):
     def __call__(self, value=0):
         """``T.float32(1.0)``: a typed constant (simulation semantics: numpy scalar);
         ``T.int32()``, TileLang's declaration of a variable of the dtype, is its zero (as
-        ``v = T.int32()`` is in a kernel until it is bound)."""
+        ``v = T.int32()`` is in a kernel until it is bound). A dtype the simulator holds in
+        float32 (bfloat16, the float8s, float4_e2m1fn) rounds the value to itself, as the
+        GPU's constant is."""
+        if self.held_in_float32:
+            from tilejit.language.numerics import cast     # numerics imports this module
+            return cast(np.float32(value), self)
         return self.numpy.type(value)
 
 
@@ -300,7 +305,7 @@ def resolve_torch_storage_dtype(value) -> DType:
     ``float4_e2m1fnx2`` for the e2m1 floats where torch has ``float4_e2m1fn_x2``, else
     ``int8``."""
     named = value if isinstance(value, DType) else not_held(str(value))
-    if named is None and str(value) == "float4_e2m1fn":
+    if named is None and str(value) in ("float4_e2m1fn", "float4_e2m1fn_x2"):
         named = float4_e2m1fn
     if named is None or named.held and not named.packed > 1:
         return as_dtype(value)

@@ -125,6 +125,9 @@ def cast(value, dtype: DType):
 def reinterpret(value, dtype: DType):
     """The bits of a typed value (a numpy scalar or array) as ``dtype``, of the same width
     (an integer wider than ``dtype`` cut to its low bits first)."""
+    if dtype.packed > 1:
+        raise TypeError(f"T.reinterpret: as {dtype.name}: a float4_e2m1fn value is four "
+                        f"bits, which no integer is (not supported)")
     arr = np.asarray(value)
     if isinstance(value, (np.ndarray, np.generic)) and arr.dtype.kind in "iu" and \
             arr.dtype.itemsize > dtype.itemsize:

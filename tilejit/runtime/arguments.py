@@ -55,6 +55,9 @@ class PackedTensor:
 
     def __init__(self, storage, dtype):
         self.storage, self.dtype = storage, as_dtype(dtype)
+        if self.dtype.packed == 1:
+            raise TypeError(f"PackedTensor holds a dtype of less than a byte "
+                            f"(float4_e2m1fn), got {self.dtype.name}")
 
     @property
     def shape(self) -> tuple:
@@ -94,7 +97,7 @@ def as_declared(value, dtype: DType):
 
 def _packed_arg(storage: TensorArg, obj, dtype: DType) -> TensorArg:
     n = dtype.packed
-    if storage.ndim == 0 or storage.strides[-1] != 1:
+    if storage.ndim == 0 or storage.strides[-1] != 1 and storage.shape[-1] > 1:
         raise ValueError(f"a {dtype.name} tensor is held {n} elements a byte: its bytes' "
                          f"last dimension must be contiguous (stride 1), got strides "
                          f"{storage.strides}")

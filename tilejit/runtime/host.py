@@ -121,7 +121,9 @@ def _allocate_packed(shape, dtype, like):
         import torch
         storage = getattr(torch, "float4_e2m1fn_x2", torch.int8)
         return torch.empty(stored, dtype=storage, device=_device_of(like))
-    if like is not None and (isinstance(like.obj, TensorSpec) or like.device >= 0):
+    if like is not None and isinstance(like.obj, TensorSpec):
+        return TensorSpec(shape, dtype)     # compiling from shapes: the logical shape
+    if like is not None and like.device >= 0:
         raise TypeError(f"T.empty: a {dtype.name} output is made beside torch or numpy "
                         f"inputs only")
     return PackedTensor(np.zeros(stored, dtype=np.uint8), dtype)

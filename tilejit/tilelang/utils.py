@@ -49,9 +49,11 @@ def supply(shape, dtype, kind: TensorSupplyType, device=None):
     if not isinstance(kind, TensorSupplyType):
         raise TypeError(f"expected a TensorSupplyType, got {kind!r}")
     dtype = as_dtype(dtype)
-    tdtype = dtype.as_torch()
     shape = tuple(int(s) for s in shape)
     device = _device() if device is None else device
+    if dtype.packed > 1:
+        return _packed_supply(shape, dtype, kind, device)
+    tdtype = dtype.as_torch()
     if kind is TensorSupplyType.Auto:
         if dtype.name in ("float16", "bfloat16", "float32"):
             return torch.empty(shape, device=device, dtype=tdtype).uniform_(-1.0, 1.0)
@@ -69,6 +71,30 @@ def supply(shape, dtype, kind: TensorSupplyType, device=None):
     if kind is TensorSupplyType.Normal:
         return torch.empty(shape, device=device).normal_(-1.0, 1.0).to(tdtype)
     return torch.randn(shape, device=device).to(tdtype)
+
+
+def _packed_supply(shape, dtype, kind, device):
+    """A float4_e2m1fn tensor as its bytes (torch's float4_e2m1fn_x2 where torch has it,
+    int8 otherwise, as TileLang's ``T.empty`` gives): the codes of the values ``kind``
+    asks for, two a byte (element 2k low)."""
+    import numpy as np
+    import torch    # the helpers make torch tensors; torch is only needed here
+    from tilejit.language.numerics import float4_codes
+    if not shape or shape[-1] % dtype.packed:
+        raise ValueError(f"a {dtype.name} tensor is held {dtype.packed} elements a byte; its "
+                         f"last extent must be a multiple of {dtype.packed}, got {shape}")
+    if kind is TensorSupplyType.Zero:
+        values = np.zeros(shape, np.float32)
+    elif kind is TensorSupplyType.One:
+        values = np.ones(shape, np.float32)
+    elif kind in (TensorSupplyType.Integer, TensorSupplyType.Auto):
+        values = np.random.randint(-2, 3, shape).astype(np.float32)
+    else:
+        values = np.random.uniform(-1.0, 1.0, shape).astype(np.float32) * 6
+    codes = float4_codes(values)
+    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    storage = getattr(torch, "float4_e2m1fn_x2", torch.int8)
+    return torch.from_numpy(packed).to(device).view(storage)
 
 
 def get_tensor_supply(supply_type: TensorSupplyType = TensorSupplyType.Integer):

@@ -260,6 +260,15 @@ def storage_float_to_number(context, builder, fromty, toty, val):
     return context.cast(builder, to_f32(builder, fromty, val), types.float32, toty)
 
 
+@lower_cast(StorageFloat, StorageFloat)
+def storage_float_to_storage_float(context, builder, fromty, toty, val):
+    """bfloat16, float8 and float4 to one another: through float32, which holds each
+    exactly (the one rounding is the target's)."""
+    if fromty == toty:
+        return val
+    return from_f32(builder, toty, to_f32(builder, fromty, val))
+
+
 @lower_cast(types.Number, StorageFloat)
 @lower_cast(types.Boolean, StorageFloat)
 def number_to_storage_float(context, builder, fromty, toty, val):

@@ -292,7 +292,12 @@ class ReinterpretTemplate(AbstractTemplate):
 
 def _check_bitcast(value, to, dtype):
     """A bitcast of ``value`` to ``to`` (of ``dtype``): integers and float16/32/64 of the
-    same width, or an integer to bfloat16 / a float8 of its width."""
+    same width, or an integer to bfloat16 / a float8 of its width. A float4_e2m1fn has
+    four bits, no integer's width: refused either way."""
+    if dtype.packed > 1 or getattr(value, "name", "") == "float4_e2m1fn":
+        raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: a float4_e2m1fn "
+                                 f"value is four bits, which no integer is (not supported); "
+                                 f"decode the byte's halves with shifts and T.cast")
     ok = (types.Integer, types.Float)
     if isinstance(to, StorageFloat) and isinstance(value, types.Integer):
         ok = (types.Integer, StorageFloat)

@@ -124,6 +124,20 @@ def _operand_ok(ty):
     return isinstance(ty, (GlobalTensorType, TileType, RegionType))
 
 
+def _refuse_packed(op: str, args) -> None:
+    """A packed tensor (float4_e2m1fn, two elements a byte) as a tile operation's
+    operand, under any name (an alias, a view): the operation's lowering moves bytes.
+    ``passes/fragment_regions.py`` has already made the copies between one named as a
+    parameter and a whole tile element loops."""
+    for a in args:
+        base = a.base if isinstance(a, RegionType) else a
+        if isinstance(base, GlobalTensorType) and base.dtype.packed > 1:
+            raise errors.TypingError(
+                f"T.{op} on a {base.dtype.name} tensor (two elements a byte) is not "
+                f"supported here: T.copy it by its parameter's name to or from a whole "
+                f"shared tile or fragment, or read and write its elements one at a time")
+
+
 @infer_global(T.copy)
 class CopyTemplate(AbstractTemplate):
     def generic(self, args, kws):
@@ -133,6 +147,7 @@ class CopyTemplate(AbstractTemplate):
             if not _operand_ok(a):
                 raise errors.TypingError(f"T.copy: the {role} must be a tensor, a tile or a "
                                          f"region, got {a}")
+        _refuse_packed("copy", args)
         return signature(types.none, *args)
 
 
@@ -141,6 +156,7 @@ class ClearTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) != 1 or not _operand_ok(args[0]):
             raise errors.TypingError(f"T.clear(buf) takes one tile or region, got {args}")
+        _refuse_packed("clear", args)
         return signature(types.none, *args)
 
 
@@ -150,6 +166,7 @@ class FillTemplate(AbstractTemplate):
         if len(args) != 2 or not _operand_ok(args[0]) or not isinstance(
                 args[1], (types.Number, types.Boolean)):
             raise errors.TypingError(f"T.fill(buf, value) takes a tile and a number, got {args}")
+        _refuse_packed("fill", args[:1])
         return signature(types.none, args[0], args[1])
 
 
