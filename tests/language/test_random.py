@@ -569,3 +569,17 @@ def test_a_macro_that_draws_on_the_gpu():
     np.testing.assert_array_equal(y.cpu().numpy(), sim)
     keep = (y != 0).double().mean().item()
     assert 0.6 < keep < 0.9                      # 0.75 expected
+
+
+def test_a_draw_in_a_helper_used_in_an_expression_is_named(tmp_path):
+    import importlib.util
+    path = tmp_path / "noisy.py"
+    path.write_text("import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
+                    "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
+                    "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
+                    "        for i in T.Parallel(32):\n            A[i] = noisy(A[i])\n")
+    spec = importlib.util.spec_from_file_location("noisy", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompileError, match=r"T.rng_rand_float in a helper compiled by itself"):
+        module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")

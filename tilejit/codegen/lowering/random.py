@@ -2,7 +2,7 @@
 ``ir/random_state.py`` lays out the state, ``sim/random.py`` is the same on numpy).
 
 cuRAND's Philox4x32-10 as plain LLVM IR: a round is two 32×32→64-bit products (PTX
-``mul.wide.u32`` / ``mul.hi.u32``) and four xors, ten rounds with the key bumped by the
+``mul.hi.u32`` and ``mul.lo``) and four xors, ten rounds with the key bumped by the
 Weyl constants in between. The state is the kernel's local array of uint32 words, kept
 in registers (its indices are constants). ``__tj_rng_next`` is ``curand``: the word the
 index points at, and past the fourth the counter steps on and the next four words are
@@ -188,7 +188,6 @@ def _normal(builder, state, words, pair, flag, extra, ty):
             _store(builder, state, flag, I32(1))
             builder.store(first, result)
     return builder.load(result)
-
 
 
 def _from_words(builder, kind, words):

@@ -6,6 +6,7 @@ from numba.core import errors, types
 from numba.core.typing import signature
 from numba.core.typing.templates import AbstractTemplate
 
+from tilejit import language as T
 from tilejit.ir import markers
 from tilejit.ir import random_state as rs
 from tilejit.codegen.typing.templates import infer_global
@@ -66,3 +67,18 @@ class RngSkipTemplate(AbstractTemplate):
         _state(args[0], "a T.Parallel's random draws")
         _integer(args[1], "a T.Parallel's count of draws")
         return signature(types.none, args[0], types.int64)
+
+
+class _DrawOutsideTheKernel(AbstractTemplate):
+    """``T.rng_*`` that the front end did not rewrite: in a helper compiled as a device
+    function (one whose value the kernel uses in an expression)."""
+
+    def generic(self, args, kws):
+        raise errors.TypingError(
+            f"T.{self.key.__name__} in a helper compiled by itself (its value used in an "
+            f"expression): a random stream is the kernel's; call the helper as a statement "
+            f"(it is then inlined into the kernel), or draw in the kernel and pass the value")
+
+
+for _fn in (T.rng_init, T.rng_rand, T.rng_rand_float):
+    infer_global(_fn)(type(f"{_fn.__name__}_outside", (_DrawOutsideTheKernel,), {"key": _fn}))
