@@ -20,6 +20,7 @@ from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, 
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
                                 THREAD_INDEX, WARP_SIZE)
 from tilejit.errors import CompileError
+from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import mma, random, runtime, threads
@@ -133,7 +134,6 @@ class _PackedBytes:
         return x.detach().view(torch.uint8).cpu().numpy()
 
     def write(self, data) -> None:
-        from tilejit.language.numerics import float4_codes
         codes = float4_codes(data)
         packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
         x = self.storage
@@ -145,7 +145,6 @@ class _PackedBytes:
 
 
 def _wrap_packed(name, tensor):
-    from tilejit.language.numerics import from_float4_codes
     storage = tensor.obj.storage if hasattr(tensor.obj, "storage") else tensor.obj
     where = _PackedBytes(storage)
     raw = where.host_bytes()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.numerics import float4_codes
 from tilejit.language.tilelang_names import SymbolicInt
 
 __all__ = ["TensorSupplyType", "get_tensor_supply", "supply", "torch_assert_close"]
@@ -79,7 +80,6 @@ def _packed_supply(shape, dtype, kind, device):
     asks for, two a byte (element 2k low)."""
     import numpy as np
     import torch    # the helpers make torch tensors; torch is only needed here
-    from tilejit.language.numerics import float4_codes
     if not shape or shape[-1] % dtype.packed:
         raise ValueError(f"a {dtype.name} tensor is held {dtype.packed} elements a byte; its "
                          f"last extent must be a multiple of {dtype.packed}, got {shape}")
