@@ -194,21 +194,23 @@ def test_dump_ir_files(tmp_path, monkeypatch):
                     "08_after_expand_safe_value_copies.py", "09_after_expand_transposes.py",
                     "10_after_guard_global_accesses.py", "11_after_lay_out_global_tensors.py",
                     "12_after_expand_fragment_region_copies.py",
-                    "13_after_check_packed_tensors.py", "14_after_transpose_fragments.py",
-                    "15_after_fold_clears_into_gemms.py", "16_after_lower_warp_roles.py",
-                    "17_after_check_divisors.py", "18_after_pipeline_loops.py",
-                    "19_after_rasterize_blocks.py", "20_after_choose_operand_layouts.py",
-                    "21_after_convert_fragment_layouts.py", "22_after_infer_layouts.py",
-                    "23_after_check_registers.py", "24_after_use_tma.py",
-                    "25_after_specialize_warps.py", "26_after_take_turns.py",
-                    "27_after_stage_epilogues.py", "28_after_use_tma_stores.py",
-                    "29_after_fence_generic_writes.py", "30_after_plan_shared_memory.py",
-                    "31_after_insert_barriers.py", "32_after_defer_wgmma_waits.py",
-                    "33_after_version_parallel_guards.py", "34_tile_plan.txt",
-                    "35_numba_typed.txt", "36_llvm_lowered.ll", "37_llvm_optimized.ll",
-                    "38_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "33_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "38_kernel.ptx").read_text()
+                    "13_after_check_packed_tensors.py",
+                    "14_after_expand_dynamic_parallel_loops.py",
+                    "15_after_transpose_fragments.py", "16_after_fold_clears_into_gemms.py",
+                    "17_after_lower_warp_roles.py", "18_after_check_divisors.py",
+                    "19_after_pipeline_loops.py", "20_after_rasterize_blocks.py",
+                    "21_after_choose_operand_layouts.py",
+                    "22_after_convert_fragment_layouts.py", "23_after_infer_layouts.py",
+                    "24_after_check_registers.py", "25_after_use_tma.py",
+                    "26_after_specialize_warps.py", "27_after_take_turns.py",
+                    "28_after_stage_epilogues.py", "29_after_use_tma_stores.py",
+                    "30_after_fence_generic_writes.py", "31_after_plan_shared_memory.py",
+                    "32_after_insert_barriers.py", "33_after_defer_wgmma_waits.py",
+                    "34_after_version_parallel_guards.py", "35_tile_plan.txt",
+                    "36_numba_typed.txt", "37_llvm_lowered.ll", "38_llvm_optimized.ll",
+                    "39_kernel.ptx"]
+    assert "__tj_parallel_groups" in (directory / "34_after_version_parallel_guards.py").read_text()
+    assert ".entry add_new_kernel" in (directory / "39_kernel.ptx").read_text()
 
 
 def test_import_does_not_load_numba():

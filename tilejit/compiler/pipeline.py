@@ -37,6 +37,7 @@ from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
 from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divisors,
+                            dynamic_parallel,
                             epilogue_staging, fragment_regions, fragment_transposes,
                             transposes,
                             global_copies, global_layouts, grid_sync,
@@ -71,6 +72,7 @@ SOURCE_PASSES = (
     global_layouts.lay_out_global_tensors,   # T.annotate_layout of a tensor: flat accesses
     fragment_regions.expand_fragment_region_copies,  # T.copy(F[a:b, :], S) → a loop
     packed_tensors.check_packed_tensors,     # no other tile op on a float4_e2m1fn tensor
+    dynamic_parallel.expand_dynamic_parallel_loops,  # T.Parallel(span): an element loop
     fragment_transposes.transpose_fragments,  # F_t[j, i] = F[i, j]: through shared memory
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)

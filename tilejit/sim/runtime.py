@@ -142,7 +142,9 @@ def parallel_vectorized(*extents):
     if STATE.lanes:
         yield from _block_loop(parallel_vectorized, extents)
         return
-    grids = np.indices(tuple(int(e) for e in extents), dtype=np.int64)
+    # an extent known at run time may be 0 or below: no iterations, as on the GPU
+    extents = tuple(max(0, int(e)) for e in extents)
+    grids = np.indices(extents, dtype=np.int64)
     outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
     try:
         yield grids[0] if len(extents) == 1 else tuple(grids)
@@ -155,10 +157,11 @@ def parallel_scalar(*extents):
     if STATE.lanes:
         yield from _block_loop(parallel_scalar, extents)
         return
+    extents = tuple(max(0, int(e)) for e in extents)
     outer, loop = STATE.parallel, _parallel_loop(extents)
     STATE.parallel = loop
     try:
-        for lane, flat in enumerate(np.ndindex(*(int(e) for e in extents))):
+        for lane, flat in enumerate(np.ndindex(*extents)):
             loop.lane = lane
             yield flat[0] if len(extents) == 1 else flat
     finally:

@@ -1,0 +1,113 @@
+"""A T.Parallel over extents known only at run time (TileLang's `T.Parallel(span)` with
+`span = T.min(valid_len, max_len)`): the block's threads share it as an element loop,
+with block barriers around it, on the GPU; the simulator iterates the extents it is
+given."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+
+def valid_prefix(max_len=512, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((max_len,), "float32"), B: T.Tensor((max_len,), "float32"),
+             valid_len: T.int32):
+        with T.Kernel(1, threads=threads) as _:
+            for i in T.Parallel(max_len):
+                B[i] = 0.0
+            span = T.min(valid_len, max_len)
+            for i in T.Parallel(span):
+                B[i] = A[i] - 1.0
+    return main
+
+
+def _expected(a, valid_len):
+    out = np.zeros_like(a)
+    n = max(0, min(valid_len, a.size))
+    out[:n] = a[:n] - 1
+    return out
+
+
+@pytest.mark.parametrize("valid_len", [0, 13, 200, 600, -3])
+def test_a_run_time_extent_in_simulation(valid_len):
+    a = np.random.default_rng(0).random(512, dtype=np.float32)
+    b = np.full(512, 7.0, np.float32)
+    tilejit.compile(valid_prefix(), target="sim")(a, b, valid_len)
+    np.testing.assert_array_equal(b, _expected(a, valid_len))
+
+
+def test_the_gpus_element_loop_and_its_barriers(ptxas):
+    ptx = tilejit.compile(valid_prefix(), target="cuda -arch=sm_90a").get_kernel_source()
+    assert ptx.count("bar.sync") >= 2          # before and after the shared loop
+    ptxas(ptx, "sm_90a")
+    ptxas(tilejit.compile(valid_prefix(), target="cuda -arch=sm_80").get_kernel_source(),
+          "sm_80")
+
+
+@tilejit.kernel
+def two_extents(A, B, m, n):
+    """Two run-time extents over a shared tile: row-major, the tile's hazards ordered."""
+    with T.Kernel(1, threads=64):
+        S = T.alloc_shared((8, 16), "float32")
+        for i, j in T.Parallel(m, n):
+            S[i, j] = A[i, j] * 2.0
+        for i, j in T.Parallel(m, n):
+            B[i, j] = S[i, j] + 1.0
+
+
+def test_several_run_time_extents(ptxas):
+    a = np.random.default_rng(1).random((8, 16), dtype=np.float32)
+    b = np.zeros((8, 16), np.float32)
+    tilejit.kernel(two_extents.func, target="sim")(a, b, 5, 7)
+    expected = np.zeros((8, 16), np.float32)
+    expected[:5, :7] = a[:5, :7] * 2 + 1
+    np.testing.assert_array_equal(b, expected)
+    ptxas(two_extents.compile(a, b, 5, 7, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+def _module(tmp_path, body):
+    path = tmp_path / "dynamic_kernel.py"
+    path.write_text("import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
+                    "def k(A, n):\n    with T.Kernel(1, threads=64):\n"
+                    + "".join(f"        {line}\n" for line in body.splitlines()))
+    spec = importlib.util.spec_from_file_location("dynamic_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
+
+
+@pytest.mark.parametrize("body, message", [
+    ("F = T.alloc_fragment((64,), 'float32')\nfor i in T.Parallel(n):\n    F[i] = A[i]\n"
+     "for i in T.Parallel(64):\n    A[i] = F[i]",
+     r"a T.Parallel over extents known only at run time indexes fragment 'F'"),
+    ("tx = T.get_thread_binding()\nif tx < 32:\n    for i in T.Parallel(n):\n"
+     "        A[i] = 0.0",
+     r"T.Parallel"),
+])
+def test_what_it_cannot_share_is_a_compile_error(tmp_path, body, message):
+    k = _module(tmp_path, body)
+    with pytest.raises(CompileError, match=message):
+        k.compile(np.zeros(64, np.float32), 10, target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("valid_len", [0, 13, 200, 600])
+def test_a_run_time_extent_on_the_gpu(valid_len):
+    import torch
+    a = torch.rand(512, device="cuda")
+    b = torch.full((512,), 7.0, device="cuda")
+    tilejit.compile(valid_prefix())(a, b, valid_len)
+    np.testing.assert_array_equal(b.cpu().numpy(), _expected(a.cpu().numpy(), valid_len))
+
+
+def test_negative_extents_make_no_iterations(ptxas):
+    a = np.ones((8, 16), np.float32)
+    b = np.zeros((8, 16), np.float32)
+    tilejit.kernel(two_extents.func, target="sim")(a, b, -2, -3)
+    assert not b.any()
+    ptx = two_extents.compile(a, b, -2, -3, target="cuda", arch="sm_90a").ptx
+    assert "max.s64" in ptx or "max.s32" in ptx

@@ -1,0 +1,141 @@
+"""Pass: a ``T.Parallel`` whose extents are known only at run time, as TileLang writes a
+loop over the valid part of a buffer::
+
+    span = T.min(valid_len, max_len)
+    for i in T.Parallel(span):
+        B[i] = A[i] - 1.0
+
+A loop of compile-time extents is laid out (``lowering/parallel.py``, or a fragment's
+layout); this one is the element loop the block's threads share, each taking every
+``threads``-th iteration (a trip count every thread shares)::
+
+    __tj_dp1_n = max(span, 0)                          # the extents, evaluated once
+    __tj_sync()
+    for __tj_dp1_r in range((__tj_dp1_n + threads - 1) // threads):
+        __tj_dp1_e = __tj_dp1_r * threads + tid
+        if __tj_dp1_e < __tj_dp1_n:
+            i = __tj_dp1_e                             # row-major over several extents
+            B[i] = A[i] - 1.0
+    __tj_sync()
+
+The block barriers before and after order its accesses with the statements around it,
+whose elements other threads may hold (a loop of compile-time extents gives each
+thread groups of consecutive elements; this one does not): the simulator runs the
+statements one after another, and so then does the GPU. A body that indexes a fragment
+or a local tile is a ``CompileError`` (a fragment's layout needs the loop's shape), as is
+such a loop where not every thread of the block (or of its ``T.ws`` role) reaches it: a
+branch on the thread index, or a role.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import ROLE_ATTR, SYNC, THREAD_INDEX
+from tilejit.passes.static_eval import NotStatic, StaticEval
+from tilejit.passes.thread_branches import thread_names
+
+
+def _name(n: str, store=False):
+    return ast.Name(n, ast.Store() if store else ast.Load())
+
+
+def _product(exprs):
+    out = exprs[0]
+    for e in exprs[1:]:
+        out = ast.BinOp(out, ast.Mult(), e)
+    return out
+
+
+class _Dynamic(syntax.NodeTransformer):
+    def __init__(self, ctx, fdef):
+        self.ctx = ctx
+        self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+        self.thread_names = set(thread_names(fdef))
+        self.divergent = 0          # enclosing branches not every thread takes
+
+    def _thread_dependent(self, test) -> bool:
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                   and n.func.id == THREAD_INDEX or
+                   isinstance(n, ast.Name) and n.id in self.thread_names
+                   for n in syntax.walk(test))
+
+    def visit_If(self, node):
+        divergent = getattr(node, ROLE_ATTR, None) is not None or \
+            self._thread_dependent(node.test)
+        self.divergent += divergent
+        node = self.generic_visit(node)
+        self.divergent -= divergent
+        return node
+
+    def visit_For(self, node):
+        it = node.iter
+        if not (isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace)
+                is T.Parallel and it.args and not it.keywords):
+            return self.generic_visit(node)
+        try:
+            for a in it.args:
+                self.static.value(a)
+            return self.generic_visit(node)
+        except NotStatic:
+            return self._rewrite(node)
+
+    def _rewrite(self, loop):
+        text = f"`for ... in {ast.unparse(loop.iter)}`"
+        names = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+        if len(names) != len(loop.iter.args) or not all(isinstance(n, ast.Name)
+                                                        for n in names):
+            raise self.ctx.error(f"{text}: a T.Parallel names one index per extent", loop)
+        for n in syntax.walk(loop):
+            tile = self.ctx.plan.tiles.get(n.id) if isinstance(n, ast.Name) else None
+            if tile is not None and tile.kind in ("fragment", "local"):
+                raise self.ctx.error(
+                    f"{text}: a T.Parallel over extents known only at run time indexes "
+                    f"{tile.kind} {n.id!r}, whose layout needs the loop's shape when the "
+                    f"kernel compiles (not supported); loop over the tile's whole shape "
+                    f"and select the elements with an `if`", loop)
+        if self.divergent:
+            raise self.ctx.error(
+                f"{text}: a T.Parallel over extents known only at run time under a branch "
+                f"that not every thread takes (on the thread index, or a T.ws role) is not "
+                f"supported: its threads share the loop with block barriers", loop)
+        k = self.ctx.number("dynamic_parallel")
+        prefix = f"__tj_dp{k}"
+        extents = [f"{prefix}_x{d}" for d in range(len(names))]
+        n, r, e = f"{prefix}_n", f"{prefix}_r", f"{prefix}_e"
+        threads = self.ctx.threads
+        # an extent of 0 or below: no iterations (two negative ones make no positive count)
+        out = [ast.Assign([_name(x, True)], ast.Call(_name("max"), [arg, ast.Constant(0)],
+                                                     []))
+               for x, arg in zip(extents, loop.iter.args)]
+        out.append(ast.Assign([_name(n, True)], _product([_name(x) for x in extents])))
+        tid = ast.Call(_name(THREAD_INDEX), [], [])
+        first = ast.Assign([_name(e, True)], ast.BinOp(
+            ast.BinOp(_name(r), ast.Mult(), ast.Constant(threads)), ast.Add(), tid))
+        coords = []
+        for d, v in enumerate(names):
+            inner = [_name(x) for x in extents[d + 1:]]
+            value = ast.BinOp(_name(e), ast.FloorDiv(), _product(inner)) if inner \
+                else _name(e)
+            if d:
+                value = ast.BinOp(value, ast.Mod(), _name(extents[d]))
+            coords.append(ast.Assign([_name(v.id, True)], value))
+        guard = ast.If(ast.Compare(_name(e), [ast.Lt()], [_name(n)]),
+                       coords + [self.visit(s) for s in loop.body], [])
+        trips = ast.BinOp(ast.BinOp(_name(n), ast.Add(), ast.Constant(threads - 1)),
+                          ast.FloorDiv(), ast.Constant(threads))
+        body = ast.For(_name(r, True), ast.Call(_name("range"), [trips], []),
+                       [first, guard], [], None)
+        sync = ast.Expr(ast.Call(_name(SYNC), [], []))
+        out += [sync, body, ast.Expr(ast.Call(_name(SYNC), [], []))]
+        return [syntax.fix_missing_locations(ast.copy_location(s, loop)) for s in out]
+
+
+def expand_dynamic_parallel_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    if not any(isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
+               and resolve_static(n.iter.func, ctx.namespace) is T.Parallel
+               for n in syntax.walk(fdef)):
+        return fdef
+    return syntax.fix_missing_locations(_Dynamic(ctx, fdef).visit(fdef))
