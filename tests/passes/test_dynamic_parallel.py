@@ -111,3 +111,12 @@ def test_negative_extents_make_no_iterations(ptxas):
     assert not b.any()
     ptx = two_extents.compile(a, b, -2, -3, target="cuda", arch="sm_90a").ptx
     assert "max.s64" in ptx or "max.s32" in ptx
+
+
+def test_a_branch_on_a_value_read_at_the_thread_index_is_not_every_threads(tmp_path):
+    """The branch's condition comes from the thread index through a load: the barriers
+    around the loop would hang, so it is refused."""
+    k = _module(tmp_path, "tx = T.get_thread_binding()\nv = A[tx]\nif v > 0:\n"
+                          "    for i in T.Parallel(n):\n        A[i] = 0.0")
+    with pytest.raises(CompileError, match=r"under a branch that not every thread takes"):
+        k.compile(np.zeros(64, np.float32), 10, target="cuda", arch="sm_90a")

@@ -34,8 +34,9 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ROLE_ATTR, SYNC, THREAD_INDEX
+from tilejit.passes.barriers import thread_dependent_names
+from tilejit.passes.dependence import reads_any
 from tilejit.passes.static_eval import NotStatic, StaticEval
-from tilejit.passes.thread_branches import thread_names
 
 
 def _name(n: str, store=False):
@@ -53,28 +54,32 @@ class _Dynamic(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
         self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-        self.thread_names = set(thread_names(fdef))
-        self.divergent = 0          # enclosing branches not every thread takes
+        shared = {n for n, t in ctx.plan.tiles.items() if t.kind == "shared"}
+        # the names computed from the thread index (the barrier pass's reading)
+        self.tainted = thread_dependent_names(fdef, shared) | {THREAD_INDEX}
+        self.divergent = 0          # enclosing branches and loops not every thread takes
 
-    def _thread_dependent(self, test) -> bool:
-        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                   and n.func.id == THREAD_INDEX or
-                   isinstance(n, ast.Name) and n.id in self.thread_names
-                   for n in syntax.walk(test))
+    def _thread_dependent(self, expr) -> bool:
+        return reads_any(expr, self.tainted)
 
-    def visit_If(self, node):
-        divergent = getattr(node, ROLE_ATTR, None) is not None or \
-            self._thread_dependent(node.test)
+    def _enclosing(self, node, divergent):
         self.divergent += divergent
         node = self.generic_visit(node)
         self.divergent -= divergent
         return node
 
+    def visit_If(self, node):
+        return self._enclosing(node, getattr(node, ROLE_ATTR, None) is not None or
+                               self._thread_dependent(node.test))
+
+    def visit_While(self, node):
+        return self._enclosing(node, self._thread_dependent(node.test))
+
     def visit_For(self, node):
         it = node.iter
         if not (isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace)
                 is T.Parallel and it.args and not it.keywords):
-            return self.generic_visit(node)
+            return self._enclosing(node, self._thread_dependent(node.iter))
         try:
             for a in it.args:
                 self.static.value(a)
