@@ -80,17 +80,22 @@ def test_a_zero_divisor_before_the_launch_names_its_own_line():
 
 # -- 3: a run-time T.Parallel extent ---------------------------------------------------
 def test_a_run_time_parallel_extent_leads_with_the_reason_and_names_the_extent():
+    """A T.Parallel over a run-time extent is the threads' element loop
+    (passes/dynamic_parallel.py); over a fragment it is an error that leads with the
+    reason, names the fragment and quotes the line."""
     @tilejit.kernel
     def dynamic(A, m):
         with T.Kernel(1, threads=32) as bx:
+            F = T.alloc_fragment((16,), "float32")
             for i in T.Parallel(m):  # RUNTIME-EXTENT
-                A[i] = bx
+                F[i] = bx
+            T.copy(F, A[0:16])
 
     e = both(dynamic, a32(), 16)
     assert isinstance(e, tilejit.CompileError)
     msg = str(e)
-    assert msg.startswith("T.Parallel extent 0 (`m`) must be a compile-time integer")
-    assert "T.constexpr" in msg and "shape entry" in msg
+    assert msg.startswith("`for ... in T.Parallel(m)`: a T.Parallel over extents known only "
+                          "at run time indexes fragment 'F'")
     assert "No implementation" not in msg and "candidate" not in msg
     assert __file__ in msg and "RUNTIME-EXTENT" in msg
 
