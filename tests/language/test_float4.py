@@ -342,3 +342,13 @@ def test_the_profilers_inputs_and_compiling_from_shapes():
         assert t.dtype == getattr(torch, "float4_e2m1fn_x2", torch.int8) and t.shape == (4, 32)
     zero = supply((4, 64), T.float4_e2m1fn, TensorSupplyType.Zero, "cpu")
     assert not zero.view(torch.uint8).any()
+
+
+def test_narrow_float_constants_are_numpy_scalars_rounded_to_their_type():
+    """T.float8_e4m3fn (TileLang's spelling) rounds as T.float8_e4m3; each constant is a
+    numpy float32 scalar (a 0-d array would not index or count)."""
+    assert T.float8_e4m3fn(1.7) == T.float8_e4m3(1.7) == 1.75
+    assert T.float8_e4m3fn(500.0) == 448.0
+    for value in (T.bfloat16(3.0), T.float8_e5m2(1.1), T.float4_e2m1fn(2.6),
+                  T.infinity(T.bfloat16)):
+        assert isinstance(value, np.float32) and np.ndim(value) == 0

@@ -118,5 +118,42 @@ def test_a_branch_on_a_value_read_at_the_thread_index_is_not_every_threads(tmp_p
     around the loop would hang, so it is refused."""
     k = _module(tmp_path, "tx = T.get_thread_binding()\nv = A[tx]\nif v > 0:\n"
                           "    for i in T.Parallel(n):\n        A[i] = 0.0")
-    with pytest.raises(CompileError, match=r"under a branch that not every thread takes"):
+    with pytest.raises(CompileError, match=r"where not every thread reaches it"):
         k.compile(np.zeros(64, np.float32), 10, target="cuda", arch="sm_90a")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("for i in T.Parallel(8):\n    for j in T.Parallel(n):\n        A[i * 8 + j] = 1.0",
+     r"where not every thread reaches it"),
+    ("for i in T.Parallel(n):\n    for j in T.Parallel(n):\n        A[i * 8 + j] = 1.0",
+     r"where not every thread reaches it"),
+    ("tx = T.get_thread_binding()\nif tx >= 32:\n    return\nfor i in T.Parallel(n):\n"
+     "    A[i] = 1.0", r"where not every thread reaches it"),
+    ("acc = T.alloc_var('float32')\nacc = 0.0\nfor i in T.Parallel(n):\n    acc += A[i]\n"
+     "A[0] = acc", r"an iteration assigns acc, a name of the thread's"),
+])
+def test_loops_not_every_thread_reaches_or_that_fold_are_refused(tmp_path, body, message):
+    """Found by a review: a run-time T.Parallel inside another T.Parallel or after a
+    thread-dependent return would put block barriers where some threads never arrive;
+    a fold into a thread's variable would leave a partial sum in each thread."""
+    k = _module(tmp_path, body)
+    with pytest.raises(CompileError, match=message):
+        k.compile(np.zeros(64, np.float32), 10, target="cuda", arch="sm_90a")
+
+
+M = 64
+
+
+@tilejit.kernel
+def static_min(A):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(T.min(M, 128)):
+            A[i] = 1.0
+
+
+def test_an_extent_of_constants_is_laid_out_as_a_literal(ptxas):
+    a = np.zeros(64, np.float32)
+    ptx = static_min.compile(a, target="cuda", arch="sm_90a").ptx
+    assert "bar.sync" not in ptx               # laid out: not the shared element loop
+    tilejit.kernel(static_min.func, target="sim")(a)
+    assert (a == 1).all()

@@ -125,7 +125,7 @@ class DType(str):
         GPU's constant is."""
         if self.held_in_float32:
             from tilejit.language.numerics import cast     # numerics imports this module
-            return cast(np.float32(value), self)
+            return np.float32(cast(np.float32(value), as_dtype(self)))
         return self.numpy.type(value)
 
 

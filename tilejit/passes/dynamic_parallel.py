@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
@@ -58,6 +60,8 @@ class _Dynamic(syntax.NodeTransformer):
         # the names computed from the thread index (the barrier pass's reading)
         self.tainted = thread_dependent_names(fdef, shared) | {THREAD_INDEX}
         self.divergent = 0          # enclosing branches and loops not every thread takes
+        self.exited = False         # a thread-dependent `return` came before
+        self.fdef = fdef
 
     def _thread_dependent(self, expr) -> bool:
         return reads_any(expr, self.tainted)
@@ -69,8 +73,13 @@ class _Dynamic(syntax.NodeTransformer):
         return node
 
     def visit_If(self, node):
-        return self._enclosing(node, getattr(node, ROLE_ATTR, None) is not None or
-                               self._thread_dependent(node.test))
+        divergent = getattr(node, ROLE_ATTR, None) is not None or \
+            self._thread_dependent(node.test)
+        node = self._enclosing(node, divergent)
+        if (divergent or self.divergent) and any(isinstance(n, ast.Return)
+                                                 for n in syntax.walk(node)):
+            self.exited = True      # the statements after it are not every thread's
+        return node
 
     def visit_While(self, node):
         return self._enclosing(node, self._thread_dependent(node.test))
@@ -81,11 +90,17 @@ class _Dynamic(syntax.NodeTransformer):
                 is T.Parallel and it.args and not it.keywords):
             return self._enclosing(node, self._thread_dependent(node.iter))
         try:
-            for a in it.args:
-                self.static.value(a)
-            return self.generic_visit(node)
+            values = [self.static.value(a) for a in it.args]
         except NotStatic:
             return self._rewrite(node)
+        # known when the kernel compiles (T.min(M, 128) of constants): the literal, which
+        # the loop's typing needs
+        it.args = [ast.copy_location(ast.Constant(int(v)), a)
+                   if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                   and not isinstance(a, ast.Constant) else a
+                   for a, v in zip(it.args, values)]
+        # its iterations are spread over the threads: a loop inside is not every thread's
+        return self._enclosing(node, True)
 
     def _rewrite(self, loop):
         text = f"`for ... in {ast.unparse(loop.iter)}`"
@@ -101,11 +116,21 @@ class _Dynamic(syntax.NodeTransformer):
                     f"{tile.kind} {n.id!r}, whose layout needs the loop's shape when the "
                     f"kernel compiles (not supported); loop over the tile's whole shape "
                     f"and select the elements with an `if`", loop)
-        if self.divergent:
+        if self.divergent or self.exited:
             raise self.ctx.error(
-                f"{text}: a T.Parallel over extents known only at run time under a branch "
-                f"that not every thread takes (on the thread index, or a T.ws role) is not "
+                f"{text}: a T.Parallel over extents known only at run time where not every "
+                f"thread reaches it (under a branch on the thread index or a T.ws role, "
+                f"inside another T.Parallel, after a `return` some threads take) is not "
                 f"supported: its threads share the loop with block barriers", loop)
+        inner_only = {n.id for s in loop.body for n in syntax.walk(s)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        shared_names = sorted(inner_only & self._assigned_outside(loop))
+        if shared_names:
+            raise self.ctx.error(
+                f"{text}: an iteration assigns {', '.join(shared_names)}, a name of the "
+                f"thread's that the loop does not make: the iterations are spread over the "
+                f"threads, each with its own (not supported; fold with T.alloc_reducer, or "
+                f"write an element per iteration)", loop)
         k = self.ctx.number("dynamic_parallel")
         prefix = f"__tj_dp{k}"
         extents = [f"{prefix}_x{d}" for d in range(len(names))]
@@ -127,8 +152,14 @@ class _Dynamic(syntax.NodeTransformer):
             if d:
                 value = ast.BinOp(value, ast.Mod(), _name(extents[d]))
             coords.append(ast.Assign([_name(v.id, True)], value))
-        guard = ast.If(ast.Compare(_name(e), [ast.Lt()], [_name(n)]),
-                       coords + [self.visit(s) for s in loop.body], [])
+        self.divergent += 1                 # the body runs under the guard below
+        body_stmts = []
+        for st in loop.body:
+            new = self.visit(st)
+            body_stmts.extend(new if isinstance(new, list) else [new])
+        self.divergent -= 1
+        guard = ast.If(ast.Compare(_name(e), [ast.Lt()], [_name(n)]), coords + body_stmts,
+                       [])
         trips = ast.BinOp(ast.BinOp(_name(n), ast.Add(), ast.Constant(threads - 1)),
                           ast.FloorDiv(), ast.Constant(threads))
         body = ast.For(_name(r, True), ast.Call(_name("range"), [trips], []),
@@ -136,6 +167,13 @@ class _Dynamic(syntax.NodeTransformer):
         sync = ast.Expr(ast.Call(_name(SYNC), [], []))
         out += [sync, body, ast.Expr(ast.Call(_name(SYNC), [], []))]
         return [syntax.fix_missing_locations(ast.copy_location(s, loop)) for s in out]
+
+
+    def _assigned_outside(self, loop) -> set:
+        """The names assigned in the kernel outside ``loop``."""
+        inside = {id(n) for s in loop.body for n in syntax.walk(s)}
+        return {n.id for n in syntax.walk(self.fdef) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store) and id(n) not in inside}
 
 
 def expand_dynamic_parallel_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
