@@ -93,11 +93,11 @@ class _Dynamic(syntax.NodeTransformer):
             values = [self.static.value(a) for a in it.args]
         except NotStatic:
             return self._rewrite(node)
-        # known when the kernel compiles (T.min(M, 128) of constants): the literal, which
-        # the loop's typing needs
+        # a call known when the kernel compiles (T.min(M, 128) of constants): the
+        # literal, which the loop's typing needs (names and shapes are literals already)
         it.args = [ast.copy_location(ast.Constant(int(v)), a)
                    if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                   and not isinstance(a, ast.Constant) else a
+                   and isinstance(a, ast.Call) else a
                    for a, v in zip(it.args, values)]
         # its iterations are spread over the threads: a loop inside is not every thread's
         return self._enclosing(node, True)
