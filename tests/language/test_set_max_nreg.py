@@ -268,3 +268,23 @@ def test_registers_passed_on_in_turns_run_on_the_gpu():
     registers_in_turns(a, b)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(b.cpu().numpy(), a.cpu().numpy() + 1.0)
+
+
+@tilejit.kernel
+def by_warpgroup(A, B):
+    """The warpgroup's number computed from the thread index (a name derived from it):
+    the producer (wg 2) lowers, the others raise to 248, more than the block holds."""
+    with T.Kernel(1, threads=384):
+        tx = T.get_thread_binding()
+        wg = tx // 128
+        if wg == 2:
+            T.dec_max_nreg(24)
+        else:
+            T.inc_max_nreg(248)
+        B[tx] = A[tx]
+
+
+def test_warps_named_through_a_derived_name_are_checked():
+    a = np.zeros(384, np.float32)
+    with pytest.raises(CompileError, match=r"\(8 warps at 248, 4 warps at 24\)"):
+        by_warpgroup.compile(a, a.copy(), target="cuda", arch="sm_90a")

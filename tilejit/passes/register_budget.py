@@ -10,8 +10,8 @@ MLA example says so in a comment: "setting more registers will cause a hang").
 
 Which warps run a request is read off the branches that enclose it: a warpgroup role
 (``with T.ws(k)``) or a comparison of the thread index with compile-time values
-(``if tx < 128:``, ``thread_branches.thread_takers``; in a kernel with ``T.ws`` roles the
-index is the thread's within its warpgroup). Each warp ends at the count of the last
+(``if tx < 128:``, ``wg = tx // 128; if wg == 2:``, ``thread_branches.thread_takers``; in
+a kernel with ``T.ws`` roles the index is the thread's within its warpgroup). Each warp ends at the count of the last
 request (in the source) it may reach, else at its launch count; if their sum is more
 than the block holds, some ``inc`` can never be granted. Counts a warp holds on the way
 (an ``inc`` given back later by a ``dec``) are not summed: a kernel that passes its
@@ -22,6 +22,7 @@ not known.
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit.ir.markers import ROLE_ATTR
 from tilejit.passes.thread_branches import thread_names, thread_takers
@@ -70,6 +71,41 @@ def _requests(stmts, who, names, threads, namespace, out, role=0):
             _requests(getattr(st, "orelse", []), who, names, threads, namespace, out, role)
 
 
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        return copy.deepcopy(self.names[node.id]) if node.id in self.names else node
+
+
+def derived_thread_names(fdef) -> dict:
+    """``thread_branches.thread_names`` and the names assigned once from them and
+    constants (``wg = tx // 128``), each as its expression of the thread index."""
+    names = dict(thread_names(fdef))
+    stores: dict = {}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(fdef):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                continue
+            target = node.targets[0].id
+            if target in names or stores.get(target) != 1:
+                continue
+            used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            if used and used <= set(names) and all(
+                    isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.operator,
+                                   ast.Load)) for n in ast.walk(node.value)):
+                names[target] = _Substitute(names).visit(copy.deepcopy(node.value))
+                changed = True
+    return names
+
+
 def _has_request(node) -> bool:
     return any(getattr(n, REQUEST_ATTR, None) is not None for n in ast.walk(node))
 
@@ -83,8 +119,8 @@ def check_register_budget(fdef: ast.FunctionDef, ctx) -> None:
         return
     found = []
     try:
-        _requests(fdef.body, frozenset(range(threads)), thread_names(fdef), threads,
-                  ctx.namespace, found, ctx.plan.role_threads)
+        _requests(fdef.body, frozenset(range(threads)), derived_thread_names(fdef),
+                  threads, ctx.namespace, found, ctx.plan.role_threads)
     except _Unknown:
         return
     launch = launch_registers(threads)
