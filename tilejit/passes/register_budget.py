@@ -11,13 +11,13 @@ MLA example says so in a comment: "setting more registers will cause a hang").
 Which warps run a request is read off the branches that enclose it: a warpgroup role
 (``with T.ws(k)``) or a comparison of the thread index with compile-time values
 (``if tx < 128:``, ``wg = tx // 128; if wg == 2:``, ``thread_branches.thread_takers``; in
-a kernel with ``T.ws`` roles the index is the thread's within its warpgroup). Each warp ends at the count of the last
-request (in the source) it may reach, else at its launch count; if their sum is more
-than the block holds, some ``inc`` can never be granted. Counts a warp holds on the way
-(an ``inc`` given back later by a ``dec``) are not summed: a kernel that passes its
-registers on in turns is valid. A request under a branch whose threads are not known
-that way leaves the kernel unchecked (no false alarm), as does a block whose size is
-not known.
+a kernel with ``T.ws`` roles the index is the thread's within its warpgroup). Each warp
+ends at the count of the last request (in the source) it may reach, else at its launch
+count; if their sum is more than the block holds, some ``inc`` can never be granted.
+Counts a warp holds on the way (an ``inc`` given back later by a ``dec``) are not
+summed: a kernel that passes its registers on in turns is valid. A request under a
+branch whose threads are not known that way leaves the kernel unchecked (no false
+alarm), as does a block whose size is not known.
 """
 from __future__ import annotations
 
