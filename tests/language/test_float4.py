@@ -352,3 +352,27 @@ def test_narrow_float_constants_are_numpy_scalars_rounded_to_their_type():
     for value in (T.bfloat16(3.0), T.float8_e5m2(1.1), T.float4_e2m1fn(2.6),
                   T.infinity(T.bfloat16)):
         assert isinstance(value, np.float32) and np.ndim(value) == 0
+
+
+def test_device_code_reads_the_arguments_strides_in_simulation(tmp_path):
+    """A tensor simulated on a copy (float4 decoded, bfloat16 in float32) reports the
+    argument's strides to the kernel, as the GPU's, not the copy's (a review's finding)."""
+    torch = pytest.importorskip("torch")
+    m = _module(tmp_path, "fp4_strides", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def strides_of(X, B):
+    with T.Kernel(1, threads=32):
+        B[0] = X.strides[0]
+        B[1] = X.strides[1]
+''')
+    b = np.zeros(2, np.int64)
+    q = np.zeros((4, 48), np.uint8)[:, :32]
+    tilejit.kernel(m.strides_of.func, target="sim")(PackedTensor(q, T.float4_e2m1fn), b)
+    assert list(b) == [96, 1]
+    x = torch.zeros(8, 48, dtype=torch.bfloat16)[:, :32]
+    tilejit.kernel(m.strides_of.func, target="sim")(x, b)
+    assert list(b) == [48, 1]

@@ -151,7 +151,8 @@ def _wrap_packed(name, tensor):
     codes = np.empty(raw.shape[:-1] + (raw.shape[-1] * 2,), np.uint8)
     codes[..., 0::2], codes[..., 1::2] = raw & 0xF, raw >> 4
     data = from_float4_codes(codes)
-    return runtime.SimTensor(data, tensor.dtype, name), (where, data)
+    return runtime.SimTensor(data, tensor.dtype, name, gpu_strides=tuple(tensor.strides)), \
+        (where, data)
 
 
 def _wrap(name, value, classify):
@@ -162,20 +163,24 @@ def _wrap(name, value, classify):
         return _wrap_packed(name, tensor)
     if tensor.is_torch:
         obj = value
+        strides = tuple(tensor.strides)     # the argument's, which the GPU reads
         if obj.device.type != "cpu":       # a GPU tensor (TILEJIT_TARGET=sim on a GPU
             # machine): simulated on a host copy, written back after the launch
             host = obj.detach().float() if tensor.dtype.held_in_float32 else obj.detach()
             data = host.cpu().numpy()
-            return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
+            return runtime.SimTensor(data, tensor.dtype, name, gpu_strides=strides), \
+                (obj, data)
         if tensor.dtype.held_in_float32:   # numpy has no such type: a float32 copy
             data = obj.detach().float().numpy()
-            return runtime.SimTensor(data, tensor.dtype, name), (obj, data)
+            return runtime.SimTensor(data, tensor.dtype, name, gpu_strides=strides), \
+                (obj, data)
         data = obj.detach().numpy()        # shares memory with the CPU tensor
         return runtime.SimTensor(data, tensor.dtype, name), None
     array = tensor.obj if isinstance(tensor.obj, np.ndarray) else value   # a DLPack view
     if tensor.dtype.held_in_float32:       # an ml_dtypes array: a float32 copy
         data = np.asarray(array).astype(np.float32)
-        return runtime.SimTensor(data, tensor.dtype, name), (array, data)
+        return runtime.SimTensor(data, tensor.dtype, name,
+                                 gpu_strides=tuple(tensor.strides)), (array, data)
     return runtime.SimTensor(array, tensor.dtype, name), None
 
 

@@ -464,10 +464,14 @@ class SimTensor:
     array, so that every access reaches ``wrote``/``check_written``."""
 
     __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations",
-                 "safe_value")
+                 "safe_value", "gpu_strides")
 
-    def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None):
+    def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None,
+                 gpu_strides: tuple | None = None):
         self.data, self.dtype, self.name, self.kind = data, dtype, name, kind
+        # a tensor simulated on a copy (bfloat16 and float8 in float32, float4 decoded):
+        # the strides the GPU reads (``X.strides``), the argument's, not the copy's
+        self.gpu_strides = gpu_strides
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
         self.iterations = _iteration_races() if kind == "shared" else None
@@ -532,6 +536,8 @@ class SimTensor:
 
     @property
     def strides(self):
+        if self.gpu_strides is not None:
+            return self.gpu_strides
         return tuple(s // self.data.itemsize for s in self.data.strides)
 
     @property
