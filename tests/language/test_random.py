@@ -583,3 +583,32 @@ def test_a_draw_in_a_helper_used_in_an_expression_is_named(tmp_path):
     spec.loader.exec_module(module)
     with pytest.raises(CompileError, match=r"T.rng_rand_float in a helper compiled by itself"):
         module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def seeded(A, seed):
+    with T.Kernel(1, threads=32):
+        T.rng_init(seed, 0, 0)
+        for i in T.Parallel(32):
+            A[i] = T.rng_rand()
+
+
+def test_a_64_bit_unsigned_seed_as_a_run_time_argument():
+    """torch.initial_seed() may be 2^63 or more: as np.uint64 its bits are the key (a
+    Python int that large does not fit the int64 a scalar argument is, and says how)."""
+    seed = 2 ** 64 - 12345
+    a = np.zeros(32, np.uint32)
+    tilejit.kernel(seeded.func, target="sim")(a, np.uint64(seed))
+    np.testing.assert_array_equal(a, curand_words(seed, 0, 0, 32))
+    with pytest.raises(ValueError, match=r"does not fit in int64; pass np.uint64"):
+        tilejit.kernel(seeded.func, target="sim")(a, seed)
+    seeded.compile(a, np.uint64(seed), target="cuda", arch="sm_90a")
+
+
+@pytest.mark.gpu
+def test_a_64_bit_unsigned_seed_on_the_gpu():
+    import torch
+    seed = 2 ** 64 - 12345
+    a = torch.zeros(32, dtype=torch.uint32, device="cuda")
+    seeded(a, np.uint64(seed))
+    np.testing.assert_array_equal(a.cpu().numpy(), curand_words(seed, 0, 0, 32))

@@ -247,7 +247,9 @@ def scalar_key(name: str, value):
         if isinstance(value, np.integer):
             return ("scalar", np.dtype(type(value)).name)
         if not -(2 ** 63) <= value < 2 ** 63:
-            raise ValueError(f"argument {name!r}: integer {value} does not fit in int64")
+            raise ValueError(f"argument {name!r}: integer {value} does not fit in int64"
+                             + (f"; pass np.uint64({value}) for an unsigned 64-bit value "
+                                f"(a seed)" if 0 <= value < 2 ** 64 else ""))
         return ("scalar", "int64")
     if isinstance(value, (float, np.floating)):
         if isinstance(value, np.floating):
