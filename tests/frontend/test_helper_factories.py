@@ -9,6 +9,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.runtime.disk_cache import function_fingerprint
+from tests.support.kernel_files import kernel_module
 
 
 def program(M=64, N=64, block=32, scale=2.0, offset=1.0):
@@ -62,17 +63,11 @@ def test_what_a_factory_was_made_with_keys_the_cache(ptxas):
 
 
 def _bad(tmp_path, factory_body, call):
-    import importlib.util
-    path = tmp_path / "factory_kernel.py"
-    path.write_text(
-        "import tilejit\nimport tilejit.language as T\n\n\n"
+    return kernel_module(
+        tmp_path, "factory_kernel", "import tilejit\nimport tilejit.language as T\n\n\n"
         f"def make(n=1):\n{factory_body}\n\n\n"
         "@tilejit.kernel\ndef k(A):\n    with T.Kernel(1, threads=32) as bx:\n"
-        f"        for i in T.Parallel(32):\n            {call}\n")
-    spec = importlib.util.spec_from_file_location("factory_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.k
+        f"        for i in T.Parallel(32):\n            {call}\n").k
 
 
 @pytest.mark.parametrize("factory_body, call, message", [
@@ -97,16 +92,11 @@ def test_a_factorys_argument_rebound_before_the_first_compile_is_refused(tmp_pat
     """The helper is made when the kernel is defined; an argument bound to another value
     before the kernel first compiles would leave the helper with the old one (and the
     disk cache keyed by the new one): a CompileError at the call."""
-    import importlib.util
-    path = tmp_path / "rebound.py"
-    path.write_text(
-        "import tilejit\nimport tilejit.language as T\n\nS = 2.0\n\n\n"
+    module = kernel_module(
+        tmp_path, "rebound", "import tilejit\nimport tilejit.language as T\n\nS = 2.0\n\n\n"
         "def make(by):\n    def shift(x):\n        return x + by\n    return shift\n\n\n"
         "@tilejit.kernel\ndef k(A):\n    with T.Kernel(1, threads=32) as bx:\n"
         "        for i in T.Parallel(32):\n            A[i] = make(S)(A[i]) + S\n")
-    spec = importlib.util.spec_from_file_location("rebound", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     module.S = 10.0
     with pytest.raises(CompileError, match=r"`make\(S\)` made the helper the kernel calls "
                                            r"here when the kernel was defined"):

@@ -3,8 +3,6 @@ byte (element 2k in the low four bits), as uint8 / int8 bytes or torch's
 float4_e2m1fn_x2; read and written one element at a time, on the GPU and in the
 simulator. The codes' values and the rounding come from the format's definition here,
 not from tilejit's tables."""
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.runtime.arguments import PackedTensor
+from tests.support.kernel_files import kernel_module
 
 # e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is subnormal (m/2)
 VALUES = [(-1) ** (c >> 3) * ((c & 1) / 2 if (c >> 1) & 3 == 0 else
@@ -58,13 +57,7 @@ def test_the_gpus_conversions_run_on_this_cpu():
                                   np.float32(VALUES))
 
 
-def _module(tmp_path, name, source):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_module = kernel_module
 
 
 @tilejit.kernel

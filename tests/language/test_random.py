@@ -17,6 +17,7 @@ import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.sim.runtime import UninitializedReadError
 from tilejit.sim.threads import ThreadCodeError
+from tests.support.kernel_files import kernel_module
 
 MASK = 0xFFFFFFFF
 
@@ -392,15 +393,10 @@ def test_thread_streams_in_a_parallel_loop_are_refused_in_simulation(ptxas):
 
 def _kernel(tmp_path, body: str, threads: int = 32):
     """A kernel of ``body`` in a file of its own (a kernel's source is read from its file)."""
-    import importlib.util
-    path = tmp_path / "random_kernel.py"
-    path.write_text("import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
-                    f"def k(A):\n    with T.Kernel(1, threads={threads}) as bx:\n"
-                    + "".join(f"        {line}\n" for line in body.splitlines()))
-    spec = importlib.util.spec_from_file_location("random_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.k
+    return kernel_module(tmp_path, "random_kernel",
+                         "import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
+                         f"def k(A):\n    with T.Kernel(1, threads={threads}) as bx:\n"
+                         + "".join(f"        {line}\n" for line in body.splitlines())).k
 
 
 @pytest.mark.parametrize("body, message", [
@@ -572,15 +568,11 @@ def test_a_macro_that_draws_on_the_gpu():
 
 
 def test_a_draw_in_a_helper_used_in_an_expression_is_named(tmp_path):
-    import importlib.util
-    path = tmp_path / "noisy.py"
-    path.write_text("import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
-                    "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
-                    "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
-                    "        for i in T.Parallel(32):\n            A[i] = noisy(A[i])\n")
-    spec = importlib.util.spec_from_file_location("noisy", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = kernel_module(
+        tmp_path, "noisy", "import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
+        "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
+        "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
+        "        for i in T.Parallel(32):\n            A[i] = noisy(A[i])\n")
     with pytest.raises(CompileError, match=r"T.rng_rand_float in a helper compiled by itself"):
         module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
 

@@ -2,14 +2,13 @@
 `span = T.min(valid_len, max_len)`): the block's threads share it as an element loop,
 with block barriers around it, on the GPU; the simulator iterates the extents it is
 given."""
-import importlib.util
-
 import numpy as np
 import pytest
 
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
+from tests.support.kernel_files import kernel_module
 
 
 def valid_prefix(max_len=512, threads=128):
@@ -70,14 +69,10 @@ def test_several_run_time_extents(ptxas):
 
 
 def _module(tmp_path, body):
-    path = tmp_path / "dynamic_kernel.py"
-    path.write_text("import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
-                    "def k(A, n):\n    with T.Kernel(1, threads=64):\n"
-                    + "".join(f"        {line}\n" for line in body.splitlines()))
-    spec = importlib.util.spec_from_file_location("dynamic_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.k
+    return kernel_module(tmp_path, "dynamic_kernel",
+                         "import tilejit\nimport tilejit.language as T\n\n\n@tilejit.kernel\n"
+                         "def k(A, n):\n    with T.Kernel(1, threads=64):\n"
+                         + "".join(f"        {line}\n" for line in body.splitlines())).k
 
 
 @pytest.mark.parametrize("body, message", [

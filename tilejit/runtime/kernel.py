@@ -263,8 +263,8 @@ class KernelFunction:
         from tilejit.runtime import cuda_driver
         outputs = None
         if self.outputs:
-            if any(getattr(as_tensor_arg(o), "dtype", None) is not None
-                   and as_tensor_arg(o).dtype.packed > 1 for o in launch.outputs):
+            if any(getattr(getattr(as_tensor_arg(o), "dtype", None), "packed", 1) > 1
+                   for o in launch.outputs):
                 return      # float4 outputs: their logical shape is not the bytes'
             outputs = _OutputMaker(self, launch.outputs)
         fast.remember(values, loaded.launcher, launch.grid,

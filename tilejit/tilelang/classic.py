@@ -502,13 +502,10 @@ def _compile_lazy(func, out_idx, target, pass_configs):
 
 def _returns(f) -> bool:
     """Whether the function's own body (not a function defined in it) returns a value."""
-    import inspect
-    import textwrap
-    try:
-        fdef = ast.parse(textwrap.dedent(inspect.getsource(f))).body[0]
-    except (OSError, TypeError, SyntaxError, IndexError):
+    found_def = function_def_from_file(f, copy_tree=False)
+    if found_def is None:
         return False
-    found, todo = False, list(fdef.body)
+    found, todo = False, list(found_def[1].body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
