@@ -9,7 +9,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.runtime.disk_cache import function_fingerprint
-from tests.support.kernel_files import kernel_module
+from kernel_files import kernel_module
 
 
 def program(M=64, N=64, block=32, scale=2.0, offset=1.0):

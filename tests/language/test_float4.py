@@ -10,7 +10,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.runtime.arguments import PackedTensor
-from tests.support.kernel_files import kernel_module
+from kernel_files import kernel_module
 
 # e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is subnormal (m/2)
 VALUES = [(-1) ** (c >> 3) * ((c & 1) / 2 if (c >> 1) & 3 == 0 else
@@ -47,7 +47,7 @@ def test_the_gpus_conversions_run_on_this_cpu():
     """The lowering's float32 → code and code → float32 (plain IR, JIT-compiled for the
     host) against the format's definition, over every code and a sweep of values."""
     from llvmlite import ir
-    from tests.support.host_math import HostRoutines
+    from host_math import HostRoutines
     from tilejit.codegen.lowering.scalar import _f32_to_f4, _f4_to_f32
     encode = HostRoutines({"e": _f32_to_f4}, ir.FloatType(), out_ty=ir.IntType(8))
     decode = HostRoutines({"d": _f4_to_f32}, ir.IntType(8), out_ty=ir.FloatType())

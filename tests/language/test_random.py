@@ -17,7 +17,7 @@ import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.sim.runtime import UninitializedReadError
 from tilejit.sim.threads import ThreadCodeError
-from tests.support.kernel_files import kernel_module
+from kernel_files import kernel_module
 
 MASK = 0xFFFFFFFF
 

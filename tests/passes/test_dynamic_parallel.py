@@ -8,7 +8,7 @@ import pytest
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
-from tests.support.kernel_files import kernel_module
+from kernel_files import kernel_module
 
 
 def valid_prefix(max_len=512, threads=128):
