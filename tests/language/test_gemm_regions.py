@@ -395,3 +395,35 @@ def test_the_tilelang_forms_on_the_gpu_against_torch_and_the_simulator():
     out = torch.zeros(2, 64, 64, device="cuda")
     batched(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out)
     _close(out.cpu().numpy(), _f64(a) @ _f64(b))
+
+
+def halves_by_prologue():
+    """An eager program's prologue computes the region's bound (``half = dim // 2``), as
+    TileLang's sparse-MLA kernels do: a compile-time value the compiler folds, so the
+    simulator takes it too."""
+    @T.prim_func
+    def main(A, B, C):
+        dim = 64
+        half = dim // 2
+        A: T.Tensor[[64, dim], T.float16]
+        B: T.Tensor[[dim, 64], T.float16]
+        C: T.Tensor[[64, 64], T.float32]
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, dim), T.float16)
+            B_s = T.alloc_shared((dim, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(acc)
+            T.gemm(A_s[:, :half], B_s[:half, :], acc)
+            T.gemm(A_s[:, half:], B_s[half:, :], acc)
+            T.copy(acc, C)
+    return main
+
+
+def test_a_bound_the_prologue_computes_is_known_in_simulation():
+    a = torch.randn(64, 64).to(torch.float16)
+    b = torch.randn(64, 64).to(torch.float16)
+    c = torch.zeros(64, 64)
+    tilejit.compile(halves_by_prologue(), target="sim")(a, b, c)
+    torch.testing.assert_close(c, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)

@@ -233,15 +233,17 @@ def test_registers_passed_on_in_turns_are_accepted(ptxas):
 
 
 @tilejit.kernel
-def role_relative(A, B):
-    """In a kernel with T.ws roles the thread index is the thread's in its warpgroup: no
-    thread has tx >= 256, so every warp raises to 240 (12 × 32 × 240 > 64,512)."""
+def role_by_index(A, B, dec_from: T.constexpr = 256):
+    """In a kernel with T.ws roles the thread index is the block's (TileLang: ``T.ws(2)`` is
+    ``if 256 <= tx < 384``): ``tx >= 256`` is warpgroup 2, whose ``dec`` leaves room for
+    the others' 240 (4 × 32 × 24 + 8 × 32 × 240 = 64,512). With ``dec_from=384`` no
+    thread gives any back and every warp asks for 240."""
     N, D = A.shape
     with T.Kernel(1, threads=384):
         buf = T.alloc_shared((1, D), A.dtype)
         bars = T.alloc_barrier([128])
         tx = T.get_thread_binding()
-        if tx >= 256:
+        if tx >= dec_from:
             T.dec_max_nreg(24)
         else:
             T.inc_max_nreg(240)
@@ -253,11 +255,13 @@ def role_relative(A, B):
             T.copy(buf, B[0:1, 0:D])
 
 
-def test_a_warpgroup_role_kernels_thread_index_is_its_roles():
+def test_a_warpgroup_role_kernels_thread_index_is_the_blocks():
     a = np.zeros((1, 64), np.float32)
+    ptx = role_by_index.compile(a, a.copy(), target="cuda", arch="sm_90a").ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx
     with pytest.raises(CompileError, match=r"asks more registers than the block holds: its "
                                            r"384 threads .*\(12 warps at 240\)"):
-        role_relative.compile(a, a.copy(), target="cuda", arch="sm_90a")
+        role_by_index.compile(a, a.copy(), dec_from=384, target="cuda", arch="sm_90a")
 
 
 @pytest.mark.gpu

@@ -297,6 +297,9 @@ class AMDGPUTargetContext(NVPTXTargetContext):
     def thread_index(self, builder):
         return self._sreg(builder, "llvm.amdgcn.workitem.id.x")
 
+    def block_thread_index(self, builder):
+        return self.thread_index(builder)
+
     def thread_index_here(self, builder):
         return self.thread_index(builder)
 

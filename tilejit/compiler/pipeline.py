@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import gc
 import linecache
 import re
@@ -30,6 +31,8 @@ from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.helpers import helper_problem, helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
+from tilejit.frontend.thread_bindings import rewrite_thread_bindings
+from tilejit.frontend.thread_roles import has_thread_roles
 from tilejit import language
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.hopper import WARPGROUP_THREADS
@@ -222,7 +225,7 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
-    threads = _role_threads(ks, spec) or spec.threads     # a T.ws kernel: one warpgroup's
+    threads = _role_threads(ks, spec, namespace) or spec.threads   # T.ws: one warpgroup's
     ctx = PassContext(namespace, ks.filename, threads, _param_dtypes(spec),
                       target=spec.target, options=spec.options,
                       params={name: ty for (name, _), ty in zip(spec.params, numba_argtypes(spec))
@@ -254,10 +257,13 @@ def _frozen_list(value):
     return value
 
 
-def _role_threads(ks: KernelSource, spec: Specialization) -> int:
-    """The threads of one warpgroup role when the kernel splits its block with ``T.ws``
-    (its tiles are planned over one role: ``passes/warp_roles.py``), else 0."""
-    if not uses_warp_roles(ks.tree, ks.namespace):
+def _role_threads(ks: KernelSource, spec: Specialization, namespace) -> int:
+    """The threads of one warpgroup role when the kernel splits its block with ``T.ws``,
+    or with branches on the thread index that the front end makes roles of
+    (``frontend/thread_roles.py``): its tiles are planned over one role
+    (``passes/warp_roles.py``); else 0."""
+    if not uses_warp_roles(ks.tree, ks.namespace) and not has_thread_roles(
+            rewrite_thread_bindings(copy.deepcopy(ks.tree), ks), ks, namespace):
         return 0
     if spec.threads % WARPGROUP_THREADS:
         raise ks.error(f"a kernel with T.ws roles runs whole warpgroups: threads must be a "

@@ -67,7 +67,8 @@ def dynamic_bound_error(role: str, text: str, which: str, bound: str) -> str:
 
 def form_error(role: str, text: str, shape, kinds: str) -> str | None:
     """A subscript that is not a region T.gemm takes: two sliced dimensions of a 2-d
-    tile (a stacked tile's whole version, ``X[s, :, :]``, is taken before this check)."""
+    tile (a stacked tile's version or a region of one, ``X[s, :, :]``, ``X[s, :, :64]``,
+    is taken before this check)."""
     if len(shape) == 2 and kinds == "ss":
         return None
     if role == "C":
@@ -76,7 +77,8 @@ def form_error(role: str, text: str, shape, kinds: str) -> str | None:
     return (f"T.gemm: operand {role} `{text}`: a gemm operand may be a region of a 2-d "
             f"tile with both dimensions sliced (X[r0:r1, c0:c1]); got {kinds.count('s')} "
             f"sliced of {len(shape)} dimension(s) of a tile of shape {tuple(shape)} (a "
-            f"stacked tile's version is X[s, :, :], used so everywhere)")
+            f"stacked tile's version is X[s, :, :], or a region of it X[s, :, c0:c1], "
+            f"used so everywhere)")
 
 
 def region_errors(op: GemmOperand) -> str | None:
@@ -129,6 +131,37 @@ def _extent_error(op, expected, dims, why):
             f"got {got}")
 
 
+def _static_prologue_names(fdef, dynamic, namespace) -> set:
+    """The names an eager program's prologue binds once, at the body's top level, from
+    compile-time values (``D = dim``, ``H = max(next_power_of_2(heads), 16)``): the
+    compiler folds them (``static_prologue.py``), so a bound may read them."""
+    counts = {}
+    for n in syntax.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    static = set()
+    for st in fdef.body:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+                and isinstance(st.targets[0], ast.Name) and counts[st.targets[0].id] == 1):
+            continue
+        ok = True
+        for n in syntax.walk(st.value):
+            if isinstance(n, ast.Call):
+                root = n.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                fn = resolve_static(n.func, namespace)
+                if not isinstance(root, ast.Name) or root.id.startswith("__tj") or \
+                        root.id in dynamic - static or getattr(
+                            fn, "__module__", "").startswith("tilejit.language"):
+                    ok = False
+            elif isinstance(n, ast.Name) and n.id in dynamic - static:
+                ok = False
+        if ok:
+            static.add(st.targets[0].id)
+    return static
+
+
 def check_static_bounds(fdef, namespace, constexprs, error) -> None:
     """The simulator's form of the compiler's rule that a region operand's bounds are
     known at compile time (the compiler evaluates them, ``passes/static_eval.py``): a
@@ -139,6 +172,7 @@ def check_static_bounds(fdef, namespace, constexprs, error) -> None:
     bound = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Store)}
     dynamic = (bound | params) - set(constexprs)
+    dynamic -= _static_prologue_names(fdef, dynamic, namespace)
     for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Call)
                 and resolve_static(node.func, namespace) is T.gemm):

@@ -36,7 +36,9 @@ from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
                                      kernel_call, resolve_static)
+from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
+from tilejit.frontend.thread_roles import rewrite_thread_roles
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
@@ -602,6 +604,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = rewrite_random_draws(fdef, ks, namespace if namespace is not None else
                                 {**ks.namespace, **(constants or {})})
     fdef = rewrite_thread_bindings(fdef, ks)
+    fdef = rewrite_async_copies(fdef, ks)
+    # hand-written warpgroup branches as T.ws roles; the block's size may be a constexpr
+    fdef = rewrite_thread_roles(fdef, ks, {**ks.namespace, **(constants or {}),
+                                           **(namespace or {})})
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:
         fdef = replace_host_queries(fdef, ks.namespace)

@@ -251,3 +251,8 @@ RNG_AT = _declare("__tj_rng_at", "rng_at",
                   "state unchanged (a T.Parallel iteration's)")
 RNG_SKIP = _declare("__tj_rng_skip", "rng_skip",
                     "(state, words): the state's position moves on (after a T.Parallel)")
+
+# -- a thread's own asynchronous copies (frontend/async_copies.py) ----------------------
+CP_ASYNC = _declare("__tj_cp_async", "cp_async",
+                    "(dst, dst index, src, src index, elements, predicate): T.ptx_cp_async "
+                    "of the elements from src's row at the index to dst's")

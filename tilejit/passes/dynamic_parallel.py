@@ -142,6 +142,8 @@ class _Dynamic(syntax.NodeTransformer):
                for x, arg in zip(extents, loop.iter.args)]
         out.append(ast.Assign([_name(n, True)], _product([_name(x) for x in extents])))
         tid = ast.Call(_name(THREAD_INDEX), [], [])
+        if self.ctx.plan.role_threads:      # the block's index; a role's threads share it
+            tid = ast.BinOp(tid, ast.Mod(), ast.Constant(self.ctx.plan.role_threads))
         first = ast.Assign([_name(e, True)], ast.BinOp(
             ast.BinOp(_name(r), ast.Mult(), ast.Constant(threads)), ast.Add(), tid))
         coords = []

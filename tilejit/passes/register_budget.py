@@ -10,8 +10,8 @@ MLA example says so in a comment: "setting more registers will cause a hang").
 
 Which warps run a request is read off the branches that enclose it: a warpgroup role
 (``with T.ws(k)``) or a comparison of the thread index with compile-time values
-(``if tx < 128:``, ``wg = tx // 128; if wg == 2:``, ``thread_branches.thread_takers``; in
-a kernel with ``T.ws`` roles the index is the thread's within its warpgroup). Each warp
+(``if tx < 128:``, ``wg = tx // 128; if wg == 2:``, ``frontend/thread_tests.py``; the
+index is the block's, in a kernel with ``T.ws`` roles too). Each warp
 ends at the count of the last request (in the source) it may reach, else at its launch
 count; if their sum is more than the block holds, some ``inc`` can never be granted.
 Counts a warp holds on the way (an ``inc`` given back later by a ``dec``) are not
@@ -25,7 +25,7 @@ import ast
 import copy
 
 from tilejit.ir.markers import ROLE_ATTR
-from tilejit.passes.thread_branches import thread_names, thread_takers
+from tilejit.frontend.thread_tests import thread_names, thread_takers
 
 REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_80, sm_90)
 MAX_REGISTERS = 256          # a thread's at most: 255, allocated in 8s
@@ -44,10 +44,8 @@ class _Unknown(Exception):
     """A request whose threads are not known at compile time."""
 
 
-def _requests(stmts, who, names, threads, namespace, out, role=0):
-    """(statement, its threads) of each request among ``stmts``, run by ``who``;
-    ``role``: the threads of a warpgroup role whose index the thread index is (0: the
-    block's)."""
+def _requests(stmts, who, names, threads, namespace, out):
+    """(statement, its threads) of each request among ``stmts``, run by ``who``."""
     for st in stmts:
         if getattr(st, REQUEST_ATTR, None) is not None:
             out.append((st, who))
@@ -56,19 +54,17 @@ def _requests(stmts, who, names, threads, namespace, out, role=0):
             if k is not None:
                 mine = who & frozenset(range(k * ROLE_THREADS, (k + 1) * ROLE_THREADS))
             else:
-                takers = thread_takers(st.test, names, role or threads, namespace)
+                takers = thread_takers(st.test, names, threads, namespace)
                 if takers is None:
                     if _has_request(st):
                         raise _Unknown
                     continue
-                takers = set(takers)
-                mine = who & frozenset(t for t in range(threads)
-                                       if (t % role if role else t) in takers)
-            _requests(st.body, mine, names, threads, namespace, out, role)
-            _requests(st.orelse, who - mine, names, threads, namespace, out, role)
+                mine = who & frozenset(takers)
+            _requests(st.body, mine, names, threads, namespace, out)
+            _requests(st.orelse, who - mine, names, threads, namespace, out)
         elif isinstance(st, (ast.For, ast.While, ast.With)):
-            _requests(st.body, who, names, threads, namespace, out, role)
-            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out, role)
+            _requests(st.body, who, names, threads, namespace, out)
+            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out)
 
 
 class _Substitute(ast.NodeTransformer):
@@ -80,7 +76,7 @@ class _Substitute(ast.NodeTransformer):
 
 
 def derived_thread_names(fdef) -> dict:
-    """``thread_branches.thread_names`` and the names assigned once from them and
+    """``thread_tests.thread_names`` and the names assigned once from them and
     constants (``wg = tx // 128``), each as its expression of the thread index."""
     names = dict(thread_names(fdef))
     stores: dict = {}
@@ -120,7 +116,7 @@ def check_register_budget(fdef: ast.FunctionDef, ctx) -> None:
     found = []
     try:
         _requests(fdef.body, frozenset(range(threads)), derived_thread_names(fdef),
-                  threads, ctx.namespace, found, ctx.plan.role_threads)
+                  threads, ctx.namespace, found)
     except _Unknown:
         return
     launch = launch_registers(threads)

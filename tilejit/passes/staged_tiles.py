@@ -8,12 +8,15 @@ Seed 000's warp-specialized GEMM keeps its ring of stages in one tile::
     T.gemm(A_shared[ko % num_stages, :, :], B_shared[ko % num_stages, :, :], C_local)
 
 When every use of a shared tile of three or more dimensions indexes its first dimension
-and takes the rest whole (``X[e, :, :]``) or one element of it (``X[e, i, j]``), the tile is
+and takes the rest whole (``X[e, :, :]``), a region of it (``X[e, :, :64]``, a gemm
+operand) or one element of it (``X[e, i, j]``, also a thread's ``T.ptx_cp_async`` into
+it), the tile is
 allocated as ``num_stages`` versions of the rest (``Tile.stages``, each version at its own
 128-byte aligned offset and in its own layout, as the pipeline's stages are) and each use
-becomes ``__tj_stage(X, e)`` (an element ``__tj_stage(X, e)[i, j]``): a gemm reads one
-version through its descriptors, TMA writes one version's boxes. Any other use (a region
-of part of a version, the tile itself) keeps the tile as it is written.
+becomes ``__tj_stage(X, e)`` (an element ``__tj_stage(X, e)[i, j]``, a region
+``__tj_stage(X, e)[:, :64]``): a gemm reads one version through its descriptors, TMA
+writes one version's boxes. Any other use (the tile itself, a copy's region of a
+version) keeps the tile as it is written.
 
 The barrier pass takes a stage expression the kernel wrote as naming the whole tile
 (``Tile.user_staged``): unlike the pipeline's, nothing guarantees two of them differ.
@@ -25,7 +28,7 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import REGION, STAGE
+from tilejit.ir.markers import CP_ASYNC, REGION, STAGE
 from tilejit.passes.static_eval import NotStatic
 
 
@@ -50,6 +53,30 @@ def _view_index(node, name, ndim):
                 isinstance(s, ast.Constant) and s.value == 0 for s in starts[1:]) and all(
                 isinstance(e, ast.Constant) and e.value is None for e in ends):
             return starts[0]
+    return None
+
+
+def _region_index(node, name, ndim):
+    """(stage expression, the slices in the version) of ``X[s, a:b, c:d]``, a region of
+    one version (a gemm operand: half of a stage's columns), else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id == name and isinstance(node.slice, ast.Tuple) \
+            and len(node.slice.elts) == ndim:
+        first, *rest = node.slice.elts
+        if not isinstance(first, ast.Slice) and all(isinstance(r, ast.Slice) for r in rest) \
+                and not all(map(_full, rest)):
+            return first, rest
+    return None
+
+
+def _copy_element(node, name, ndim):
+    """(stage expression, the element's indices in the version) of a thread's copy into
+    ``X[s, i, j]`` (``__tj_cp_async(X, (s, i, j), ...)``), else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == CP_ASYNC and isinstance(node.args[0], ast.Name) \
+            and node.args[0].id == name and isinstance(node.args[1], ast.Tuple) \
+            and len(node.args[1].elts) == ndim:
+        return node.args[1].elts[0], node.args[1].elts[1:]
     return None
 
 
@@ -89,9 +116,14 @@ class _Uses(syntax.NodeVisitor):
             if index is not None:
                 self.visit(index)
                 return True
-            element = _element_index(node, name, ndim)
+            element = _element_index(node, name, ndim) or _region_index(node, name, ndim)
             if element is not None:
                 for e in (element[0], *element[1]):
+                    self.visit(e)
+                return True
+            element = _copy_element(node, name, ndim)
+            if element is not None:
+                for e in (element[0], *element[1], *node.args[2:]):
                     self.visit(e)
                 return True
         if isinstance(node, ast.Subscript):
@@ -108,12 +140,19 @@ class _Rewrite(syntax.NodeTransformer):
             index = _view_index(node, name, ndim)
             if index is not None:
                 return ast.copy_location(self._stage(name, index), node)
-            element = _element_index(node, name, ndim)
+            element = _element_index(node, name, ndim) or _region_index(node, name, ndim)
             if element is not None:            # X[s, i, j] → stage(X, s)[i, j]
                 stage, rest = element
                 indices = ast.Tuple([self.visit(e) for e in rest], ast.Load())
                 return ast.copy_location(ast.Subscript(self._stage(name, stage), indices,
                                                        node.ctx), node)
+            element = _copy_element(node, name, ndim)
+            if element is not None:            # a copy into X[s, i, j]: into stage(X, s)
+                stage, rest = element
+                node.args[0] = self._stage(name, stage)
+                node.args[1] = ast.Tuple([self.visit(e) for e in rest], ast.Load())
+                node.args[2:] = [self.visit(a) for a in node.args[2:]]
+                return node
         return None
 
     def _stage(self, name, index):

@@ -388,11 +388,15 @@ class _Tiles(syntax.NodeTransformer):
         if isinstance(arg, ast.Name) and arg.id in self.plan.tiles:
             tile = self.plan.tiles[arg.id]
             return GemmOperand(role, tile.name, tile.kind, tuple(tile.shape)), arg
-        if not (isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name)
-                and arg.value.id in self.plan.tiles):
+        staged = (role != "C" and isinstance(arg, ast.Subscript)
+                  and isinstance(arg.value, ast.Call) and isinstance(arg.value.func, ast.Name)
+                  and arg.value.func.id == STAGE)     # a region of one version of a stack
+        if not staged and not (isinstance(arg, ast.Subscript) and isinstance(
+                arg.value, ast.Name) and arg.value.id in self.plan.tiles):
             raise self.ctx.error(f"T.gemm: operand {role} must be a tile allocated in this "
                                  f"kernel or a region of one, got `{ast.unparse(arg)}`", node)
-        tile, text = self.plan.tiles[arg.value.id], ast.unparse(arg)
+        tile = self.plan.tiles[arg.value.args[0].id if staged else arg.value.id]
+        text = ast.unparse(arg)
         index = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
         kinds = "".join("s" if isinstance(i, ast.Slice) else "p" for i in index)
         message = form_error(role, text, tile.shape, kinds)
@@ -418,7 +422,8 @@ class _Tiles(syntax.NodeTransformer):
         message = region_errors(op)
         if message:
             raise self.ctx.error(message, node)
-        return op, ast.copy_location(ast.Name(tile.name, ast.Load()), arg)
+        return op, (arg.value if staged else ast.copy_location(ast.Name(tile.name, ast.Load()),
+                                                                arg))
 
 
     def _check_float8(self, target, node):

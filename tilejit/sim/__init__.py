@@ -19,6 +19,7 @@ device program are bound in the simulated program's namespace instead (``runner.
 ``__tj_region`` to ``semantics.region``, ``__tj_atomic_*`` to ``semantics.SIM_ELEMENT``.
 """
 from tilejit.language import _semantics as _declared
+from tilejit.sim.async_copies import MEANINGS as _ASYNC_COPY_MEANINGS
 from tilejit.sim.cluster import MEANINGS as _CLUSTER_MEANINGS
 from tilejit.sim.math_intrinsics import MEANINGS as _MATH_INTRINSIC_MEANINGS
 from tilejit.sim.roles import MEANINGS as _ROLE_MEANINGS
@@ -32,3 +33,4 @@ _declared.install(_WARP_MEANINGS)     # warp shuffles and reductions (warp.py)
 _declared.install(_CLUSTER_MEANINGS)  # cluster ranks, multicast copies (cluster.py)
 _declared.install(_SCALAR_MATH_MEANINGS)  # trigonometry, rounding, bit counts (scalar_math.py)
 _declared.install(_MATH_INTRINSIC_MEANINGS)  # IEEE-rounded and fast math (math_intrinsics.py)
+_declared.install(_ASYNC_COPY_MEANINGS)  # a thread's cp.async copies (async_copies.py)

@@ -256,7 +256,10 @@ class IterationRaces:
     def __init__(self):
         self.epoch = 0
 
-    def access(self, tile, idx, active, write: bool):
+    def access(self, tile, idx, active, write: bool, values=None):
+        """``values``: what a write stores, when known: two threads storing one value in
+        an element (eight producer threads flagging one row valid) is no race, as on the
+        GPU, where either store leaves the same bytes."""
         loop = STATE.parallel
         if loop is None or STATE.quiet_races:
             return
@@ -271,13 +274,17 @@ class IterationRaces:
             return
         full = lanes.shape
         idx = tuple(np.broadcast_to(i, full) for i in idx)
+        if values is not None:
+            values = np.broadcast_to(values, full)
         if active is not None:
             keep = np.broadcast_to(active, full)
             idx = tuple(i[keep] for i in idx)
             lanes = lanes[keep]
+            values = None if values is None else values[keep]
         else:
             idx = tuple(i.reshape(-1) for i in idx)
             lanes = lanes.reshape(-1)
+            values = None if values is None else values.reshape(-1)
         if lanes.size == 0:
             return
         wrote = self.wrote[idx]
@@ -289,6 +296,9 @@ class IterationRaces:
             order = np.lexsort((lanes,) + tuple(idx))
             flat = np.ravel_multi_index(idx, tile.data.shape)[order]
             same = (flat[1:] == flat[:-1]) & (lanes[order][1:] != lanes[order][:-1])
+            if values is not None:
+                v = values[order]
+                same &= v[1:] != v[:-1]
             if other_write.any() or other_read.any() or same.any():
                 what = ("written by another iteration" if other_write.any() or same.any()
                         else "read by another iteration")

@@ -73,8 +73,11 @@ class _Barrier:
         landing, self.landing = self.landing, []
         quiet, STATE.quiet_races = STATE.quiet_races, True
         try:
-            for src, dst in landing:
-                copy(src, dst)
+            for item in landing:       # a TMA load's (src, dst), or cp.async copies
+                if callable(item):
+                    item()
+                else:
+                    copy(*item)
         finally:
             STATE.quiet_races = quiet
         self.done[self.phase & 1], self.clock = self.clock, None
@@ -147,10 +150,17 @@ def _shared(make, what):
 
 
 def _arrivals(what) -> tuple[int, str]:
-    """How many threads this arrival stands for, and who they are."""
+    """How many threads this arrival stands for, and who they are: the role's (or the
+    block's) threads, or in per-thread code those of them the branches let through."""
     n = STATE.role_threads
     if not n:
         raise RuntimeError(f"{what} runs inside a simulated kernel")
+    mask = STATE.mask
+    if STATE.lanes and mask is not None and np.ndim(mask) > 0:
+        on = np.flatnonzero(mask) + (STATE.role * n if STATE.roles is not None else 0)
+        who = (f"threads {on[0]}-{on[-1]}" if on.size and on[-1] - on[0] + 1 == on.size
+               else f"{on.size} threads")
+        return int(on.size), who
     if STATE.roles is not None:
         k = STATE.role
         return n, f"warpgroup role {k} (threads {k * n}-{k * n + n - 1})"
@@ -164,6 +174,8 @@ def mbarrier_arrive(mbarrier, cta_id=None):
                                   f"supported, got {cta_id!r}{_caller_location(2)}")
     b = _barrier(mbarrier, what)
     n, who = _arrivals(what)
+    if n == 0:
+        return
     if n > b.pending:
         raise RuntimeError(f"{what}: {b.name} expects {b.count} arrivals per phase; {who} "
                            f"arrive at once with {b.pending} still pending in phase {b.phase} "
@@ -322,7 +334,12 @@ class BlockRoles:
         state = STATE
         state.block, state.mask, state.grid, state.threads = self.block, None, grid, threads
         state.roles, state.role, state.role_threads = self, k, WARPGROUP_THREADS
+        # a kernel that reads its thread index runs each role lane-wise over its own
+        # warpgroup's threads (sim/threads.py: the index is the block's, 128 k + lane)
+        state.lanes = WARPGROUP_THREADS if getattr(fn, "per_thread", False) else 0
+        state.in_parallel = 0
         state.shared_seq = 0
+        state.cp_async = None       # no copies in flight (async_copies.py)
         try:
             with self.cond:
                 self._await_turn(k)

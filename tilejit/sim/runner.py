@@ -16,14 +16,15 @@ from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.random_draws import uses_random_draws
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
+from tilejit.frontend.thread_roles import roles_depend_on_constexprs
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
-                                THREAD_INDEX, WARP_SIZE)
+                                THREAD_INDEX, WARP_SIZE, CP_ASYNC)
 from tilejit.errors import CompileError
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import mma, random, runtime, threads
+from tilejit.sim import async_copies, mma, random, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
 from tilejit.sim.helpers import simulated_helpers
@@ -55,8 +56,10 @@ def simulator_function(kernel, constexprs=None):
             return fn
         ks = kernel.source
         constants = None
-        if builds_emitter_in_prologue(ks.tree, ks.namespace) or uses_random_draws(ks):
-            # built for the constexprs' values (an emitter's; a draw's bit= and dist=)
+        if builds_emitter_in_prologue(ks.tree, ks.namespace) or uses_random_draws(ks) or \
+                roles_depend_on_constexprs(ks):
+            # built for the constexprs' values (an emitter's; a draw's bit= and dist=;
+            # the block's size, which decides its warpgroup roles)
             per_spec = kernel.__dict__.setdefault("_sim_fns", {})
             key = _constexpr_key(constexprs)
             if key in per_spec:
@@ -70,6 +73,7 @@ def simulator_function(kernel, constexprs=None):
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
         namespace[THREAD_INDEX] = threads.thread_index
+        namespace[CP_ASYNC] = async_copies.cp_async
         namespace[WARP_SIZE] = _warp_size
         namespace[DP4A_OPERANDS] = _dp4a_operands
         namespace[THREADS] = threads
@@ -87,9 +91,11 @@ def simulator_function(kernel, constexprs=None):
         tree = device_tree(ks, simulator=True, outputs=kernel.outputs, passes=(regions,),
                            constants=constants)
         per_thread = uses_thread_index(tree)
+        # T.ws roles, as written or made of warpgroup branches (frontend/thread_roles.py)
+        warp_roles = uses_warp_roles(tree, ks.namespace)
         fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
                          namespace)
-        fn.warp_roles = uses_warp_roles(ks.tree, ks.namespace)
+        fn.warp_roles = warp_roles
         grid_syncs = [n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
                       and resolve_static(n.func, ks.namespace) is T.sync_grid]
         fn.grid_sync = bool(grid_syncs)          # the blocks in turns: sim/grid.py
@@ -99,10 +105,6 @@ def simulator_function(kernel, constexprs=None):
                                "built: each role runs the program by itself", ks.filename,
                                grid_syncs[0].lineno)
         fn.per_thread = per_thread       # reads its thread index: lane-wise (threads.py)
-        if per_thread and fn.warp_roles:
-            raise threads.ThreadCodeError(
-                f"{kernel.__name__}: a kernel with `with T.ws` roles that also reads its "
-                "thread index (T.get_thread_binding) is not supported in simulation")
         if constants is not None:
             per_spec[key] = fn
         else:
@@ -229,6 +231,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                 state.block = (bx, by, bz)
                 state.mask = None
                 state.named_users = {}
+                async_copies.reset()
                 if roles:
                     run_block_roles(fn, args, state.block, state.grid, launch.threads)
                 else:

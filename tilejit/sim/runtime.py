@@ -57,6 +57,7 @@ class _State(threading.local):
         # when the load was issued, by its issuer (sim/races.py)
         self.quiet_races = False
         self.role_depth = 0       # inside how many `with T.ws` bodies (role_body)
+        self.cp_async = None      # this thread's cp.async copies in flight (async_copies.py)
         self.parallel = None      # the T.Parallel loop running (races.ParallelLoop)
         # a T.Parallel a range of the block's threads runs by itself (under `if tx < 128`,
         # threads.py): it may not reach a fragment, which the whole block holds
@@ -638,7 +639,7 @@ class SimTensor:
         active = None if mask is None else arrays[-1]
         self._check(idx_b, active)
         if self.iterations is not None and STATE.parallel is not None:
-            self.iterations.access(self, tuple(idx_b), active, write=True)
+            self.iterations.access(self, tuple(idx_b), active, write=True, values=value_b)
         if active is None:
             key = tuple(idx_b)
             self.data[key] = value_b

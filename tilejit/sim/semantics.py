@@ -340,6 +340,13 @@ def _gemm_operand(role, x):
     if len(shape) >= 3 and kinds == "p" + "s" * (len(shape) - 1) and box[1:] == tuple(
             (0, n) for n in shape[1:]):       # one version of a stacked tile
         return GemmOperand(role, t.name, getattr(t, "kind", "global"), shape[1:])
+    if len(shape) >= 3 and kinds == "p" + "s" * (len(shape) - 1) and role != "C" \
+            and getattr(t, "kind", None) == "shared":   # a region of one version
+        op = GemmOperand(role, t.name, "shared", shape[1:], box[1:])
+        message = region_errors(op)
+        if message is not None:
+            _gemm_error(message)
+        return op
     index = (f"{a}:{b}" if k == "s" else str(a) for k, (a, b) in zip(kinds, box))
     text = f"{t.name}[{', '.join(index)}]"
     message = form_error(role, text, shape, kinds)

@@ -53,7 +53,8 @@ def thread_index():
             f"T.Parallel loop: which thread runs an iteration is the compiler's layout's "
             f"choice (not supported in simulation); read it outside the loop, or index "
             f"by the loop's variables{_caller_location(2)}")
-    return np.arange(STATE.lanes, dtype=np.int64)
+    first = STATE.role * STATE.lanes if STATE.roles is not None else 0
+    return np.arange(first, first + STATE.lanes, dtype=np.int64)
 
 
 def _active():

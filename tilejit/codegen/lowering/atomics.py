@@ -135,7 +135,7 @@ def _check_replication(what):
                                f"reduction's result) are not supported")
 
 
-def _element_ptr(context, builder, ty, base, index_ty, index):
+def element_ptr(context, builder, ty, base, index_ty, index):
     if isinstance(ty, GlobalTensorType):
         return element_pointer(context, builder, ty, base, index_ty, index)
     if isinstance(index_ty, types.BaseTuple):
@@ -199,12 +199,12 @@ def _element_impl(op):
             def access(ptr):
                 return atomic_rmw(builder, op, elem, ptr, args[2], order)
         if per_lane_ty.literal_value:
-            ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
+            ptr = element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
             old = access(ptr)
         else:
             first = builder.icmp_unsigned("==", thread_index(context, builder), I32(0))
             with builder.if_then(first):
-                ptr = _element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
+                ptr = element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
                 access(ptr)
             old = None
         if sig.return_type == types.none:

@@ -148,7 +148,10 @@ def block_index_impl(context, builder, sig, args):
 
 @lower(markers.stub(markers.THREAD_INDEX))
 def thread_index_impl(context, builder, sig, args):
-    return context.thread_index(builder)
+    """The kernel's own reads of its thread index (``T.get_thread_binding()``): the
+    block's, also inside a ``T.ws`` role (TileLang: ``T.ws(1)`` is ``if 128 <= tx <
+    256``), where the tiles' planning uses the index within the warpgroup."""
+    return context.block_thread_index(builder)
 
 
 @lower(markers.stub(markers.WARP_SIZE))

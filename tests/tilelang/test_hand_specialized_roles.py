@@ -1,0 +1,391 @@
+"""Warp specialization written by hand, as TileLang's FlashMLA, MLA-decode and sparse-MLA
+kernels write it: branches on the thread index taken by one warpgroup each
+(``frontend/thread_roles.py``: they become ``T.ws`` roles, each with its own
+fragments), a producer warpgroup gathering rows with its threads' own ``T.ptx_cp_async``
+and ``T.cp_async_barrier_noinc`` (``language/async_copy.py``), consumers running gemms on
+a region of one stage of the ring (``KV_s[s, :, :D // 2]``). The thread index the kernel
+reads is the block's, inside a role too. Simulation against float64 torch, the sm_90a
+PTX assembled by ptxas, GPU twins."""
+import re
+
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+
+def gather_gemm(M=64, D=64, NI=4, BI=32, S=200, stages=2, producer_first=False):
+    """C = A @ KV[Idx]: the producer (threads 256…383) gathers BI rows of KV a step into a
+    ring of ``stages`` tiles, 8 threads a row, 8 elements each; consumer 0 (threads 0…127)
+    multiplies them into C's left half, consumer 1 (128…255) into its right half."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, NI * BI), T.float16), KV: T.Tensor((S, D), T.float16),
+             Idx: T.Tensor((NI * BI,), T.int32), C: T.Tensor((M, D), T.float32)):
+        with T.Kernel(1, threads=384) as _:
+            A_l = T.alloc_shared((M, BI), T.float16)
+            A_r = T.alloc_shared((M, BI), T.float16)
+            KV_s = T.alloc_shared((stages, BI, D), T.float16)
+            acc_l = T.alloc_fragment((M, D // 2), T.float32)
+            acc_r = T.alloc_fragment((M, D // 2), T.float32)
+            ready = T.alloc_barrier(arrive_count=[128] * stages)
+            free = T.alloc_barrier(arrive_count=[256] * stages)
+            row = T.alloc_var(T.int32)
+            tx = T.get_thread_binding()
+            if producer_first and tx >= 256:
+                for i in T.serial(NI):
+                    T.barrier_wait(free[i % stages], ((i // stages) & 1) ^ 1)
+                    for r in T.serial(BI // 16):
+                        row = Idx[i * BI + r * 16 + (tx - 256) // 8]
+                        T.ptx_cp_async(
+                            T.access_ptr(KV_s[i % stages, r * 16 + (tx - 256) // 8,
+                                              (tx - 256) % 8 * 8], "w", 8),
+                            T.access_ptr(KV[row, (tx - 256) % 8 * 8], "r", 8), 8)
+                    T.cp_async_barrier_noinc(ready[i % stages])
+            elif tx < 128:
+                T.clear(acc_l)
+                for i in T.serial(NI):
+                    T.copy(A[:, i * BI:(i + 1) * BI], A_l)
+                    T.barrier_wait(ready[i % stages], (i // stages) & 1)
+                    T.gemm(A_l, KV_s[i % stages, :, :D // 2], acc_l)
+                    T.barrier_arrive(free[i % stages])
+                T.copy(acc_l, C[:, :D // 2])
+            elif tx >= 128 and tx < 256:
+                T.clear(acc_r)
+                for i in T.serial(NI):
+                    T.copy(A[:, i * BI:(i + 1) * BI], A_r)
+                    T.barrier_wait(ready[i % stages], (i // stages) & 1)
+                    T.gemm(A_r, KV_s[i % stages, :, D // 2:], acc_r)
+                    T.barrier_arrive(free[i % stages])
+                T.copy(acc_r, C[:, D // 2:])
+            elif tx >= 256:
+                for i in T.serial(NI):
+                    T.barrier_wait(free[i % stages], ((i // stages) & 1) ^ 1)
+                    for r in T.serial(BI // 16):
+                        row = Idx[i * BI + r * 16 + (tx - 256) // 8]
+                        T.ptx_cp_async(
+                            T.access_ptr(KV_s[i % stages, r * 16 + (tx - 256) // 8,
+                                              (tx - 256) % 8 * 8], "w", 8),
+                            T.access_ptr(KV[row, (tx - 256) % 8 * 8], "r", 8), 8)
+                    T.cp_async_barrier_noinc(ready[i % stages])
+
+    return main
+
+
+def _inputs(device="cpu"):
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(64, 128, generator=g).to(torch.float16)
+    KV = torch.randn(200, 64, generator=g).to(torch.float16)
+    Idx = torch.randint(0, 200, (128,), generator=g, dtype=torch.int32)
+    return [t.to(device) for t in (A, KV, Idx)]
+
+
+def _reference(A, KV, Idx):
+    return (A.double() @ KV[Idx.long()].double()).float()
+
+
+@pytest.mark.parametrize("producer_first", [False, True])
+def test_the_roles_gather_and_multiply_in_simulation(producer_first):
+    A, KV, Idx = _inputs()
+    C = torch.empty(64, 64)
+    tilejit.compile(gather_gemm(producer_first=producer_first), target="sim")(A, KV, Idx, C)
+    torch.testing.assert_close(C, _reference(A, KV, Idx), rtol=1e-4, atol=1e-4)
+
+
+def test_the_roles_compile_for_sm_90a(ptxas):
+    ptx = tilejit.compile(gather_gemm(), target="cuda -arch=sm_90a").get_kernel_source()
+    assert ptx.count("cp.async.cg.shared.global") >= 1
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx
+    assert "mbarrier.try_wait.parity" in ptx
+    assert ".maxntid 384" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("producer_first", [False, True])
+def test_the_roles_on_the_gpu_against_torch_and_the_simulator(producer_first):
+    A, KV, Idx = _inputs("cuda")
+    C = torch.empty(64, 64, device="cuda")
+    program = gather_gemm(producer_first=producer_first)
+    tilejit.compile(program, target="cuda")(A, KV, Idx, C)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(C, _reference(A, KV, Idx), rtol=1e-3, atol=1e-3)
+    sim = torch.empty(64, 64)
+    tilejit.compile(program, target="sim")(A.cpu(), KV.cpu(), Idx.cpu(), sim)
+    torch.testing.assert_close(C.cpu(), sim, rtol=1e-3, atol=1e-3)
+
+
+# -- the thread index inside a T.ws role is the block's ----------------------------------
+
+def role_indices():
+    @T.prim_func
+    def main(B: T.Tensor((384,), T.int32)):
+        with T.Kernel(1, threads=384) as _:
+            tx = T.get_thread_binding()
+            with T.ws(1):
+                B[tx] = tx * 10
+            with T.ws(0):
+                B[tx] = -tx
+            with T.ws(2):
+                B[tx] = -tx
+    return main
+
+
+def test_a_roles_thread_index_is_the_blocks():
+    b = torch.zeros(384, dtype=torch.int32)
+    tilejit.compile(role_indices(), target="sim")(b)
+    t = torch.arange(384, dtype=torch.int32)
+    torch.testing.assert_close(b, torch.where((t >= 128) & (t < 256), t * 10, -t))
+
+
+@pytest.mark.gpu
+def test_a_roles_thread_index_is_the_blocks_on_the_gpu():
+    b = torch.zeros(384, dtype=torch.int32, device="cuda")
+    tilejit.compile(role_indices(), target="cuda")(b)
+    torch.cuda.synchronize()
+    t = torch.arange(384, dtype=torch.int32, device="cuda")
+    torch.testing.assert_close(b, torch.where((t >= 128) & (t < 256), t * 10, -t))
+
+
+# -- a thread's copies through commit groups -----------------------------------------------
+
+def grouped_copy(n=16, predicate_rows=128):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            tx = T.get_thread_binding()
+            for c in T.serial(64 // n):
+                T.ptx_cp_async(T.access_ptr(S[tx, c * n], "w", n),
+                               T.access_ptr(A[tx, c * n], "r", n), n,
+                               predicate=tx < predicate_rows)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(S, B)
+    return main
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_commit_and_wait_group_in_simulation(n):
+    A = torch.randn(128, 64).to(torch.float16)
+    B = torch.zeros(128, 64, dtype=torch.float16)
+    tilejit.compile(grouped_copy(n), target="sim")(A, B)
+    torch.testing.assert_close(B, A, rtol=0, atol=0)
+
+
+def test_a_false_predicate_writes_zeros():
+    A = torch.randn(128, 64).to(torch.float16)
+    B = torch.ones(128, 64, dtype=torch.float16)
+    tilejit.compile(grouped_copy(8, predicate_rows=100), target="sim")(A, B)
+    expected = A.clone()
+    expected[100:] = 0
+    torch.testing.assert_close(B, expected, rtol=0, atol=0)
+
+
+def test_commit_and_wait_group_compile(ptxas):
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(grouped_copy(8, 100), target=f"cuda -arch={arch}") \
+            .get_kernel_source()
+        assert "cp.async.cg.shared.global" in ptx          # 16 bytes: L2 only
+        assert "cp.async.commit_group;" in ptx
+        assert re.search(r"cp\.async\.wait_group\s+0;", ptx)
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_commit_and_wait_group_on_the_gpu(n):
+    A = torch.randn(128, 64, device="cuda").to(torch.float16)
+    B = torch.zeros(128, 64, dtype=torch.float16, device="cuda")
+    tilejit.compile(grouped_copy(n, predicate_rows=100), target="cuda")(A, B)
+    torch.cuda.synchronize()
+    expected = A.clone()
+    expected[100:] = 0
+    torch.testing.assert_close(B, expected, rtol=0, atol=0)
+
+
+def unwaited(wait=True):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            tx = T.get_thread_binding()
+            T.ptx_cp_async(T.access_ptr(S[tx, 0], "w", 8), T.access_ptr(A[tx, 0], "r", 8), 8)
+            if wait:
+                T.ptx_commit_group()
+                T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(S[:, 0:8], B[:, 0:8])
+    return main
+
+
+def test_a_copy_read_before_it_is_waited_for_is_reported():
+    A = torch.randn(128, 64).to(torch.float16)
+    B = torch.zeros(128, 64, dtype=torch.float16)
+    with pytest.raises(Exception, match=r"S\[0, 0\] is read before it is written"):
+        tilejit.compile(unwaited(wait=False), target="sim")(A, B)
+    tilejit.compile(unwaited(), target="sim")(A, B)
+    torch.testing.assert_close(B[:, :8], A[:, :8], rtol=0, atol=0)
+
+
+# -- what is refused, and where ------------------------------------------------------------
+
+def bad_copy(n=6, column=0):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            tx = T.get_thread_binding()
+            T.ptx_cp_async(T.access_ptr(S[tx, column], "w", n),
+                           T.access_ptr(A[tx, column], "r", n), n)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(S, B)
+    return main
+
+
+def test_a_copy_of_other_than_4_8_or_16_bytes_is_refused_on_both():
+    """The simulator compiles for the GPU first: the compiler's check speaks for both."""
+    a = torch.zeros(128, 64, dtype=torch.float16)
+    for target in ("sim", "cuda -arch=sm_90a"):
+        with pytest.raises(CompileError, match=r"6 elements of float16 are 12 bytes; "
+                                               r"cp.async copies 4, 8 or 16"):
+            kernel = tilejit.compile(bad_copy(6), target=target)
+            kernel(a, a.clone()) if target == "sim" else kernel.get_kernel_source()
+
+
+def test_a_misaligned_or_overrunning_copy_is_reported_in_simulation():
+    a = torch.zeros(128, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"at byte 4 of it, not a multiple of the copy's 16"):
+        tilejit.compile(bad_copy(8, column=2), target="sim")(a, a.clone())
+    with pytest.raises(IndexError, match=r"leave its shape \(128, 64\)"):
+        tilejit.compile(bad_copy(8, column=60), target="sim")(a, a.clone())
+
+
+def stray_access_ptr():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            p = T.access_ptr(S[0, 0], "w", 8)  # noqa: F841
+    return main
+
+
+def test_access_ptr_is_an_operand_of_ptx_cp_async_only():
+    a = torch.zeros(128, 64, dtype=torch.float16)
+    with pytest.raises(CompileError, match=r"T.access_ptr\(A\[i, j\], mode, ...\) is "
+                                           r"supported as an operand of T.ptx_cp_async only"):
+        tilejit.compile(stray_access_ptr(), target="sim")(a)
+
+
+def half_warpgroup(split=64):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), T.float16), C: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=256) as _:
+            S = T.alloc_shared((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            tx = T.get_thread_binding()
+            T.copy(A, S)
+            if tx < split:
+                T.clear(acc)
+                T.gemm(S, S, acc)
+                T.copy(acc, C)
+    return main
+
+
+def shared_fragment():
+    """A fragment one branch writes and the code after the chain reads: each role would
+    hold its own copy, and role 1's is never written; the kernel keeps its branch (and
+    its error)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), T.float16), C: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=256) as _:
+            S = T.alloc_shared((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            tx = T.get_thread_binding()
+            T.copy(A, S)
+            if tx < 128:
+                T.clear(acc)
+                T.gemm(S, S, acc)
+            T.copy(acc, C)
+    return main
+
+
+def test_a_fragment_read_after_the_chain_keeps_the_branch_and_its_error():
+    with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
+        tilejit.compile(shared_fragment(), target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def test_a_branch_that_is_not_one_warpgroup_stays_an_error():
+    a = torch.zeros(64, 64, dtype=torch.float16)
+    with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
+        tilejit.compile(half_warpgroup(64), target="cuda -arch=sm_90a").get_kernel_source()
+    c = torch.zeros(64, 64)
+    tilejit.compile(half_warpgroup(128), target="sim")(torch.eye(64, dtype=torch.float16), c)
+    torch.testing.assert_close(c, torch.eye(64))
+    del a
+
+
+# -- what the simulator reports between roles, and what it lets through ---------------------
+
+def handoff(write_before_arrival=True):
+    """Role 0 fills a shared row and arrives; role 1 waits and reads it. TileLang's sparse
+    MLA examples write their ``sum_exp_shared`` after the last arrival the other consumer
+    waits on: a race the simulator names (``write_before_arrival=False``)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=256) as _:
+            S = T.alloc_shared((64,), T.float32)
+            mine = T.alloc_fragment((64,), T.float32)
+            theirs = T.alloc_fragment((64,), T.float32)
+            bar = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.copy(A, mine)
+                if write_before_arrival:
+                    T.copy(mine, S)
+                    T.barrier_arrive(bar)
+                else:
+                    T.barrier_arrive(bar)
+                    T.copy(mine, S)
+            else:
+                T.barrier_wait(bar, 0)
+                T.copy(S, theirs)
+                for i in T.Parallel(64):
+                    theirs[i] = theirs[i] * 2
+                T.copy(theirs, B)
+    return main
+
+
+def test_a_write_after_the_arrival_the_reader_waits_on_is_a_race():
+    a = torch.randn(64)
+    b = torch.zeros(64)
+    tilejit.compile(handoff(), target="sim")(a, b)
+    torch.testing.assert_close(b, 2 * a)
+    with pytest.raises(Exception, match=r"race on shared tile S\[0\]: warpgroup role 1 reads "
+                                        r"it here"):
+        tilejit.compile(handoff(write_before_arrival=False), target="sim")(a, b)
+
+
+def flags():
+    @T.prim_func
+    def main(B: T.Tensor((16,), T.int32)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((16,), T.int32)
+            tx = T.get_thread_binding()
+            S[tx // 8] = tx // 8 + 1          # eight threads store one value in an element
+            T.sync_threads()
+            if tx < 16:
+                B[tx] = S[tx]
+    return main
+
+
+def test_threads_storing_one_value_in_an_element_is_no_race():
+    b = torch.zeros(16, dtype=torch.int32)
+    tilejit.compile(flags(), target="sim")(b)
+    torch.testing.assert_close(b, torch.arange(1, 17, dtype=torch.int32))

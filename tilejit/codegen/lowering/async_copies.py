@@ -1,0 +1,56 @@
+"""Lowering of a thread's own asynchronous copies (``language/async_copy.py``), NVPTX.
+
+``__tj_cp_async`` is one ``cp.async`` of 4, 8 (``.ca``) or 16 bytes (``.cg``, L2 only)
+from the source element's address to the destination's, its source size 0 where the
+predicate is false (the bytes are written as zeros and nothing is read).
+``T.cp_async_barrier_noinc(b)`` is ``cp.async.mbarrier.arrive.noinc``: the mbarrier sees
+this thread's arrival once its earlier copies have landed, an arrival the barrier's count
+includes. ``T.ptx_commit_group`` and ``T.ptx_wait_group(n)`` are ``cp.async.commit_group``
+and ``cp.async.wait_group n``.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import types
+
+from tilejit import language as T
+from tilejit.ir import markers
+from tilejit.codegen.lowering.atomics import element_ptr
+from tilejit.codegen.lowering.copy import _cp_async
+from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.tiles import I32, intrinsic
+from tilejit.codegen.lowering.tma import mbarrier
+from tilejit.codegen.lowering.warp_specialize import asm_statement
+
+
+@lower(markers.stub(markers.CP_ASYNC), *[types.Any] * 6, target="cuda")
+def cp_async_impl(context, builder, sig, args):
+    dst_ty, d_index_ty, src_ty, s_index_ty, n_ty, pred_ty = sig.args
+    dst, d_index, src, s_index, _, pred = args
+    nbytes = n_ty.literal_value * dst_ty.dtype.bits // 8
+    sptr = element_ptr(context, builder, dst_ty, dst, d_index_ty, d_index)
+    gptr = element_ptr(context, builder, src_ty, src, s_index_ty, s_index)
+    on = context.cast(builder, pred, pred_ty, types.boolean)
+    size = builder.select(on, I32(nbytes), I32(0))
+    _cp_async(builder, sptr, gptr, nbytes, size)
+    return context.get_dummy_value()
+
+
+@lower(T.cp_async_barrier_noinc, types.int32, target="cuda")
+def cp_async_arrive_impl(context, builder, sig, args):
+    asm_statement(builder, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r",
+                  [mbarrier(builder, args[0])])
+    return context.get_dummy_value()
+
+
+@lower(T.ptx_commit_group, target="cuda")
+def commit_group_impl(context, builder, sig, args):
+    builder.call(intrinsic(builder, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+    return context.get_dummy_value()
+
+
+@lower(T.ptx_wait_group, types.IntegerLiteral, target="cuda")
+def wait_group_impl(context, builder, sig, args):
+    fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])
+    builder.call(fn, [I32(sig.args[0].literal_value)])
+    return context.get_dummy_value()

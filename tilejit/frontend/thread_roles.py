@@ -1,0 +1,213 @@
+"""Warp specialization written by hand: a chain of branches on the thread index, each
+taken by one warpgroup, becomes the kernel's ``T.ws`` roles, for the GPU and the
+simulator alike.
+
+TileLang's FlashMLA, MLA-decode and sparse-MLA kernels split their block themselves::
+
+    tx = T.get_thread_binding()
+    if tx < 128:                       # consumer 0: fragments, wgmma, softmax
+        ...
+    elif tx >= 128 and tx < 256:       # consumer 1
+        ...
+    elif tx >= 256:                    # producer: cp.async / TMA, mbarrier arrivals
+        ...
+
+and TileLang lays out each branch's fragments over the threads that take it. That is what
+``with T.ws(k):`` means (TileLang defines ``T.ws(1)`` as ``if tx >= 128 and tx < 256``):
+here each branch becomes ``with T.ws(k):``, so that its tiles are planned over one
+warpgroup and every role holds its own copy of each fragment (``passes/warp_roles.py``,
+``sim/roles.py``); the thread index the kernel reads stays the block's.
+
+A chain is taken when the block is whole warpgroups (at least two), each test is a
+comparison of the thread index with compile-time values (``thread_tests.thread_takers``,
+evaluated for every thread of the block; an ``elif`` sees the threads the tests before it
+left), every branch is taken by exactly one warpgroup (or by none: then it is dropped),
+and some branch needs its own registers: it names a fragment or runs a gemm or a
+reduction, which a branch of the block's threads cannot (``passes/thread_branches.py``
+maps only shared-memory operations onto a range of threads), and each fragment the
+branches name is one branch's alone (every role holds its own copy: a fragment one
+branch writes and code after the chain reads would be read where it was never written,
+so such a kernel keeps its branches and their error). The chain may be at the
+kernel's top level or inside loops and branches that every thread reaches; a kernel
+that already has ``T.ws`` roles is left as written.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, kernel_call, resolve_static
+from tilejit.frontend.thread_tests import thread_names, thread_takers
+from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
+from tilejit.language.hopper import WARPGROUP_THREADS
+
+# what a branch of the block's threads cannot do by itself: its own registers' work
+_OWN_REGISTERS = frozenset((T.gemm, T.wgmma_gemm, T.alloc_fragment, T.reduce, T.reduce_max,
+                            T.reduce_min, T.reduce_sum, T.reduce_abssum, T.reduce_absmax,
+                            T.cumsum))
+
+
+def block_threads(ks: KernelSource, namespace) -> int | None:
+    """The block's threads (``T.Kernel(..., threads=...)``) when known at compile time."""
+    given = next((k.value for k in kernel_call(ks).keywords if k.arg == "threads"), None)
+    if given is None:
+        return None
+    try:
+        value = eval(compile(ast.Expression(given), "<threads>", "eval"),  # noqa: S307
+                     {"__builtins__": {}}, dict(namespace))
+    except Exception:       # names known only when the kernel runs
+        return None
+    if isinstance(value, (tuple, list)):
+        total = 1
+        for v in value:
+            total *= v if isinstance(v, int) else 0
+        value = total
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def roles_depend_on_constexprs(ks: KernelSource) -> bool:
+    """Whether the kernel branches on its thread index in a block whose size only its
+    constexprs give: whether it has roles then depends on them (the simulator builds
+    its program per set of values)."""
+    return block_threads(ks, ks.namespace) is None and any(
+        isinstance(n, ast.Call) and resolve_static(n.func, ks.namespace) in (
+            T.get_thread_binding, T.get_thread_bindings, T.thread_binding)
+        for n in syntax.walk(ks.tree))
+
+
+def rewrite_thread_roles(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> ast.FunctionDef:
+    """``fdef`` (after ``thread_bindings.py``) with its hand-written warpgroup branches as
+    ``with T.ws(k):`` roles."""
+    threads = block_threads(ks, namespace)
+    if threads is None or threads % WARPGROUP_THREADS or threads < 2 * WARPGROUP_THREADS:
+        return fdef
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id == THREAD_INDEX for n in syntax.walk(fdef)):
+        return fdef
+    if any(isinstance(n, ast.Call) and resolve_static(n.func, ks.namespace) is T.ws
+           for n in syntax.walk(fdef)):
+        return fdef
+    roles = _Roles(ks, namespace, threads, thread_names(fdef), _fragments(fdef, ks.namespace),
+                   fdef)
+    fdef.body = roles.block(fdef.body)
+    if roles.made:
+        ks.namespace.setdefault(LANGUAGE, T)
+    return fdef
+
+
+def has_thread_roles(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> bool:
+    """Whether ``rewrite_thread_roles`` makes roles of ``fdef`` (it rewrites ``fdef``)."""
+    before = sum(isinstance(n, ast.With) for n in syntax.walk(fdef))
+    fdef = rewrite_thread_roles(fdef, ks, namespace)
+    return sum(isinstance(n, ast.With) for n in syntax.walk(fdef)) > before
+
+
+def _fragments(fdef, namespace) -> set:
+    return {node.targets[0].id for node in syntax.walk(fdef)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+            and resolve_static(node.value.func, namespace) is T.alloc_fragment}
+
+
+class _Roles:
+    def __init__(self, ks, namespace, threads, names, fragments, fdef):
+        self.ks, self.namespace, self.threads, self.fdef = ks, namespace, threads, fdef
+        self.names, self.fragments = names, fragments
+        self.made = 0
+
+    def block(self, stmts):
+        out = []
+        for st in stmts:
+            new = self.statement(st)
+            out.extend(new if isinstance(new, list) else [new])
+        return out
+
+    def statement(self, st):
+        if isinstance(st, ast.If):
+            roles = self._chain(st)
+            if roles is not None:
+                self.made += 1
+                return roles
+            if thread_takers(st.test, self.names, self.threads, self.ks.namespace) is None \
+                    and not self._reads_thread(st.test):
+                st.body, st.orelse = self.block(st.body), self.block(st.orelse)
+            return st
+        if isinstance(st, ast.For) and not (isinstance(st.iter, ast.Call) and resolve_static(
+                st.iter.func, self.ks.namespace) is T.Parallel):
+            if not self._reads_thread(st.iter):
+                st.body = self.block(st.body)
+            return st
+        if isinstance(st, ast.While) and not self._reads_thread(st.test):
+            st.body = self.block(st.body)
+        if isinstance(st, ast.With):        # T.Kernel's block
+            st.body = self.block(st.body)
+        return st
+
+    def _reads_thread(self, expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in self.names or isinstance(n, ast.Call)
+                   and isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
+                   for n in syntax.walk(expr))
+
+    def _chain(self, st: ast.If):
+        """The ``with T.ws(k):`` statements of a chain of warpgroup branches, or None."""
+        branches, node = [], st
+        while True:
+            branches.append((node.test, node.body, node))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            if node.orelse:
+                branches.append((None, node.orelse, node.orelse[0]))
+            break
+        left = set(range(self.threads))
+        roles = []
+        for test, body, where in branches:
+            if test is None:
+                takers = left
+            else:
+                found = thread_takers(test, self.names, self.threads, self.ks.namespace)
+                if found is None:
+                    return None
+                takers = left & set(found)
+            left = left - takers
+            if not takers:
+                continue
+            first = min(takers)
+            if first % WARPGROUP_THREADS or takers != set(range(first,
+                                                               first + WARPGROUP_THREADS)):
+                return None
+            roles.append((first // WARPGROUP_THREADS, body, where))
+        if not roles or not any(self._own_registers(body) for _, body, _ in roles):
+            return None
+        if not self._private_fragments(st, [body for _, body, _ in roles]):
+            return None
+        return [self._role(k, body, where) for k, body, where in roles]
+
+    def _private_fragments(self, chain, bodies) -> bool:
+        """Whether each fragment the branches name is one branch's alone: a role holds its
+        own copy of every fragment, so one written in a branch and read after it (or in
+        another branch) would be read in a role that never wrote it."""
+        inside = [{n.id for n in syntax.walk(ast.Module(body=list(b), type_ignores=[]))
+                   if isinstance(n, ast.Name) and n.id in self.fragments} for b in bodies]
+        named = set().union(*inside)
+        if sum(len(names) for names in inside) != len(named):
+            return False
+        in_chain = {id(n) for n in syntax.walk(chain)}
+        return not any(isinstance(n, ast.Name) and n.id in named and id(n) not in in_chain
+                       and isinstance(n.ctx, ast.Load) for n in syntax.walk(self.fdef))
+
+    def _own_registers(self, body) -> bool:
+        for node in syntax.walk(ast.Module(body=list(body), type_ignores=[])):
+            if isinstance(node, ast.Name) and node.id in self.fragments:
+                return True
+            if isinstance(node, ast.Call) and resolve_static(
+                    node.func, self.ks.namespace) in _OWN_REGISTERS:
+                return True
+        return False
+
+    @staticmethod
+    def _role(k, body, where):
+        ws = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "ws", ast.Load()),
+                      [ast.Constant(k)], [])
+        return ast.copy_location(ast.With([ast.withitem(ws, None)], list(body)), where)

@@ -1,0 +1,171 @@
+"""A thread's own asynchronous copies in the simulator (``language/async_copy.py``).
+
+``T.ptx_cp_async`` reads its source elements when it is issued and holds them, pending,
+with the thread's (or, in per-thread code, the lanes') other pending copies; they land
+in the shared tile only when the copies complete: at the completion of the mbarrier
+phase that ``T.cp_async_barrier_noinc`` arrived on for them, or at ``T.ptx_wait_group``.
+A read of the destination before then sees what was there before (or is told the tile is
+unwritten), as on the GPU; a copy never waited for never lands. The checks are the
+GPU's: 4, 8 or 16 bytes, one row of the source (its last dimension of stride 1) and of
+the destination, inside both (a source outside the tensor only under a false predicate,
+which writes zeros), addresses aligned to the copy's size, and a shared destination and
+a global source of the same element type.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tilejit.language.async_copy import CP_ASYNC_BYTES
+from tilejit.sim.roles import _arrivals, _barrier, mbarrier_arrive
+from tilejit.sim.runtime import STATE, SimTensor, _caller_location
+
+
+class _Pending:
+    """One thread's copies in flight: those not yet committed to a group, and the
+    committed groups, oldest first."""
+
+    __slots__ = ("open", "groups")
+
+    def __init__(self):
+        self.open, self.groups = [], []
+
+
+def _pending() -> _Pending:
+    p = STATE.cp_async
+    if p is None:
+        p = STATE.cp_async = _Pending()
+    return p
+
+
+def reset() -> None:
+    """A block starts with no copies in flight (``runner.py``, ``roles.py``)."""
+    STATE.cp_async = _Pending()
+
+
+def _lanes_of(values, shape):
+    return [np.broadcast_to(np.asarray(v), shape).reshape(-1) for v in values]
+
+
+def cp_async(dst, dst_index, src, src_index, n, predicate=True):
+    where = _caller_location(2)
+    what = "T.ptx_cp_async"
+    if not (isinstance(dst, SimTensor) and dst.kind == "shared"):
+        raise TypeError(f"{what}: the destination must be an element of a shared tile, got "
+                        f"{getattr(dst, 'name', dst)!r}{where}")
+    if not (isinstance(src, SimTensor) and src.kind is None):
+        raise TypeError(f"{what}: the source must be an element of a global tensor, got "
+                        f"{getattr(src, 'kind', None) or type(src).__name__} "
+                        f"{getattr(src, 'name', src)!r}{where}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{what}: num_elems must be an integer known at compile time, got "
+                        f"{n!r}{where}")
+    n = int(n)
+    if dst.dtype != src.dtype:
+        raise TypeError(f"{what}: the source ({src.dtype}) and destination ({dst.dtype}) must "
+                        f"have one element type{where}")
+    size = n * dst.dtype.bits // 8
+    if size not in CP_ASYNC_BYTES:
+        raise ValueError(f"{what}: {n} elements of {dst.dtype} are {size} bytes; cp.async "
+                         f"copies 4, 8 or 16{where}")
+    for name, t, index in (("destination", dst, dst_index), ("source", src, src_index)):
+        if len(index) != t.data.ndim:
+            raise IndexError(f"{what}: the {name} {t.name} has {t.data.ndim} dimension(s), "
+                             f"indexed with {len(index)}{where}")
+    strides = src.gpu_strides or tuple(s // src.data.itemsize for s in src.data.strides)
+    if src.data.ndim and strides[-1] != 1 and src.data.shape[-1] > 1:
+        raise ValueError(f"{what}: the source {src.name}'s last dimension has stride "
+                         f"{strides[-1]}: a copy reads consecutive elements{where}")
+    mask = STATE.mask
+    if mask is not None and np.ndim(mask) == 0 and not bool(mask):
+        return
+    has_mask = mask is not None and np.ndim(mask) > 0
+    parts = list(dst_index) + list(src_index) + [predicate] + ([mask] if has_mask else [])
+    shape = np.broadcast_shapes(*(np.shape(p) for p in parts))
+    flat = _lanes_of(parts, shape)
+    d_idx, s_idx = flat[:len(dst_index)], flat[len(dst_index):len(dst_index) + len(src_index)]
+    pred = flat[len(dst_index) + len(src_index)].astype(bool)
+    active = flat[-1].astype(bool) if has_mask else np.ones(pred.shape, bool)
+    rows = np.arange(n)
+    copies = []
+    for k in np.flatnonzero(active):
+        d = tuple(int(i[k]) for i in d_idx)
+        s = tuple(int(i[k]) for i in s_idx)
+        _inside(dst, d, n, "destination", where)
+        _aligned(d, dst.data.shape, None, size, dst, "destination", where)
+        if pred[k]:
+            _inside(src, s, n, "source", where)
+            _aligned(s, src.data.shape, strides, size, src, "source", where)
+            values = src.data[s[:-1] + (slice(s[-1], s[-1] + n),)].copy()
+        else:
+            values = np.zeros(n, dst.data.dtype)
+        copies.append((d[:-1] + (d[-1] + rows,), values))
+    if not copies:
+        return
+    if dst.races is not None:       # the issuer writes the elements, as far as order goes
+        for idx, _ in copies:
+            dst.races.write(idx)
+    _pending().open.append((dst, copies))
+
+
+def _inside(t, index, n, what, where):
+    shape = t.data.shape
+    last = index[:-1] + (index[-1] + n - 1,)
+    if any(not 0 <= i < e for i, e in zip(index, shape)) or not last[-1] < shape[-1]:
+        raise IndexError(f"T.ptx_cp_async: the {what} {t.name}[{', '.join(map(str, index))}] "
+                         f"and the {n - 1} elements after it leave its shape {tuple(shape)} "
+                         f"(out of bounds){where}")
+
+
+def _aligned(index, shape, strides, size, t, what, where):
+    if strides is None:         # a shared tile: row-major
+        strides = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+    offset = sum(i * s for i, s in zip(index, strides)) * t.dtype.bits // 8
+    if offset % size:
+        raise ValueError(f"T.ptx_cp_async: the {what} {t.name}[{', '.join(map(str, index))}] "
+                         f"is at byte {offset} of it, not a multiple of the copy's {size} "
+                         f"bytes (cp.async needs its addresses aligned){where}")
+
+
+def _land(copies):
+    for dst, items in copies:
+        for idx, values in items:
+            dst.data[idx] = values
+            if dst.unwritten is not None:
+                dst.unwritten[idx] = False
+                if dst.races is None and not dst.unwritten.any():
+                    dst.unwritten = None
+
+
+def cp_async_barrier_noinc(barrier):
+    what = "T.cp_async_barrier_noinc"
+    b = _barrier(barrier, what)
+    n, _who = _arrivals(what)
+    p = _pending()
+    copies = [c for group in p.groups for c in group] + p.open
+    p.open, p.groups = [], []
+    if n == 0:
+        return
+    if copies:
+        b.landing.append(lambda: _land(copies))
+    mbarrier_arrive(b)
+
+
+def ptx_commit_group():
+    p = _pending()
+    p.groups.append(p.open)
+    p.open = []
+
+
+def ptx_wait_group(num):
+    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
+        raise ValueError(f"T.ptx_wait_group: expected a count of groups >= 0 known at compile "
+                         f"time, got {num!r}{_caller_location(2)}")
+    p = _pending()
+    while len(p.groups) > int(num):
+        _land(p.groups.pop(0))
+
+
+MEANINGS = {"cp_async_barrier_noinc": cp_async_barrier_noinc,
+            "ptx_commit_group": ptx_commit_group, "ptx_wait_group": ptx_wait_group}
