@@ -14,6 +14,8 @@ import torch
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
+from tilejit.sim.races import RaceError
+from tilejit.sim.runtime import UninitializedReadError
 
 
 def gather_gemm(M=64, D=64, NI=4, BI=32, S=200, stages=2, producer_first=False):
@@ -225,7 +227,8 @@ def unwaited(wait=True):
 def test_a_copy_read_before_it_is_waited_for_is_reported():
     A = torch.randn(128, 64).to(torch.float16)
     B = torch.zeros(128, 64, dtype=torch.float16)
-    with pytest.raises(Exception, match=r"S\[0, 0\] is read before it is written"):
+    with pytest.raises(UninitializedReadError, match=r"S\[0, 0\] is read before it is "
+                                                     r"written"):
         tilejit.compile(unwaited(wait=False), target="sim")(A, B)
     tilejit.compile(unwaited(), target="sim")(A, B)
     torch.testing.assert_close(B[:, :8], A[:, :8], rtol=0, atol=0)
@@ -367,7 +370,7 @@ def test_a_write_after_the_arrival_the_reader_waits_on_is_a_race():
     b = torch.zeros(64)
     tilejit.compile(handoff(), target="sim")(a, b)
     torch.testing.assert_close(b, 2 * a)
-    with pytest.raises(Exception, match=r"race on shared tile S\[0\]: warpgroup role 1 reads "
+    with pytest.raises(RaceError, match=r"race on shared tile S\[0\]: warpgroup role 1 reads "
                                         r"it here"):
         tilejit.compile(handoff(write_before_arrival=False), target="sim")(a, b)
 
@@ -389,3 +392,62 @@ def test_threads_storing_one_value_in_an_element_is_no_race():
     b = torch.zeros(16, dtype=torch.int32)
     tilejit.compile(flags(), target="sim")(b)
     torch.testing.assert_close(b, torch.arange(1, 17, dtype=torch.int32))
+
+
+# -- each thread's copies are its own (PTX tracks groups, waits and arrivals per thread) ---
+
+def one_thread_waits(rewrite=False):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            tx = T.get_thread_binding()
+            if rewrite:
+                T.fill(S, 0)
+            T.ptx_cp_async(T.access_ptr(S[tx, 0], "w", 8), T.access_ptr(A[tx, 0], "r", 8), 8)
+            T.ptx_commit_group()
+            if tx < 1:
+                T.ptx_wait_group(0)
+            T.sync_threads()
+            T.copy(S[:, 0:8], B[:, 0:8])
+    return main
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_a_wait_is_the_waiting_threads_own(rewrite):
+    """Thread 0 waits for its own copy only: the others' rows are still in flight when
+    the block reads them (also where the tile held other values before)."""
+    a = torch.randn(128, 64).to(torch.float16)
+    with pytest.raises(UninitializedReadError, match=r"S\[1, 0\] is read before it is "
+                                                     r"written"):
+        tilejit.compile(one_thread_waits(rewrite), target="sim")(a, torch.zeros_like(a))
+
+
+def split_arrivals():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float16)
+            low = T.alloc_barrier(arrive_count=64)
+            high = T.alloc_barrier(arrive_count=128)      # its phase never completes
+            tx = T.get_thread_binding()
+            T.ptx_cp_async(T.access_ptr(S[tx, 0], "w", 8), T.access_ptr(A[tx, 0], "r", 8), 8)
+            if tx < 64:
+                T.cp_async_barrier_noinc(low)
+            else:
+                T.cp_async_barrier_noinc(high)
+            T.barrier_wait(low, 0)
+            T.copy(S[0:64, 0:8], B[0:64, 0:8])
+            T.copy(S[64:128, 0:8], B[64:128, 0:8])
+    return main
+
+
+def test_a_noinc_arrival_takes_the_arriving_threads_copies_only():
+    """The first half's copies land with ``low``; the second half's with ``high``, whose
+    phase needs 128 arrivals and gets 64: reading them is reading copies in flight."""
+    a = torch.randn(128, 64).to(torch.float16)
+    b = torch.zeros_like(a)
+    with pytest.raises(UninitializedReadError, match=r"S\[64, 0\] is read before it is "
+                                                     r"written"):
+        tilejit.compile(split_arrivals(), target="sim")(a, b)
+    torch.testing.assert_close(b[:64, :8], a[:64, :8], rtol=0, atol=0)

@@ -112,7 +112,12 @@ def _fragments(fdef, namespace) -> set:
 
 class _Roles:
     def __init__(self, ks, namespace, threads, names, fragments, fdef):
-        self.ks, self.namespace, self.threads, self.fdef = ks, namespace, threads, fdef
+        self.ks, self.threads, self.fdef = ks, threads, fdef
+        # the values a test may read: the program's and its constexprs', less the names
+        # the kernel binds itself (a local `n` is not the global `n`)
+        stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+        self.namespace = {k: v for k, v in namespace.items() if k not in stored}
         self.names, self.fragments = names, fragments
         self.made = 0
 
@@ -129,7 +134,7 @@ class _Roles:
             if roles is not None:
                 self.made += 1
                 return roles
-            if thread_takers(st.test, self.names, self.threads, self.ks.namespace) is None \
+            if thread_takers(st.test, self.names, self.threads, self.namespace) is None \
                     and not self._reads_thread(st.test):
                 st.body, st.orelse = self.block(st.body), self.block(st.orelse)
             return st
@@ -166,7 +171,7 @@ class _Roles:
             if test is None:
                 takers = left
             else:
-                found = thread_takers(test, self.names, self.threads, self.ks.namespace)
+                found = thread_takers(test, self.names, self.threads, self.namespace)
                 if found is None:
                     return None
                 takers = left & set(found)

@@ -1,11 +1,13 @@
 """A thread's own asynchronous copies in the simulator (``language/async_copy.py``).
 
 ``T.ptx_cp_async`` reads its source elements when it is issued and holds them, pending,
-with the thread's (or, in per-thread code, the lanes') other pending copies; they land
-in the shared tile only when the copies complete: at the completion of the mbarrier
-phase that ``T.cp_async_barrier_noinc`` arrived on for them, or at ``T.ptx_wait_group``.
-A read of the destination before then sees what was there before (or is told the tile is
-unwritten), as on the GPU; a copy never waited for never lands. The checks are the
+with the issuing thread's other copies in flight (per lane in per-thread code: PTX
+tracks commit groups, waits and ``noinc`` arrivals per thread); they land in the shared
+tile only when the copies complete: at the completion of the mbarrier phase that the
+thread's ``T.cp_async_barrier_noinc`` arrived on, or at the thread's
+``T.ptx_wait_group``. Until then the destination's elements read as unwritten (an
+``UninitializedReadError``: on the GPU such a read races with the copy); a copy never
+waited for never lands. The checks are the
 GPU's: 4, 8 or 16 bytes, one row of the source (its last dimension of stride 1) and of
 the destination, inside both (a source outside the tensor only under a false predicate,
 which writes zeros), addresses aligned to the copy's size, and a shared destination and
@@ -21,13 +23,32 @@ from tilejit.sim.runtime import STATE, SimTensor, _caller_location
 
 
 class _Pending:
-    """One thread's copies in flight: those not yet committed to a group, and the
-    committed groups, oldest first."""
+    """Each thread's copies in flight (PTX tracks them per thread): by lane, those not yet
+    committed to a group and the committed groups, oldest first. Outside per-thread code
+    the block's threads do the same thing: one lane, 0, stands for them."""
 
     __slots__ = ("open", "groups")
 
     def __init__(self):
-        self.open, self.groups = [], []
+        self.open, self.groups = {}, {}
+
+    def add(self, lane, copy):
+        self.open.setdefault(lane, []).append(copy)
+
+    def commit(self, lane):
+        self.groups.setdefault(lane, []).append(self.open.pop(lane, []))
+
+    def take_all(self, lane) -> list:
+        """The lane's every copy in flight, committed or not, in issue order."""
+        out = [c for group in self.groups.pop(lane, []) for c in group]
+        return out + self.open.pop(lane, [])
+
+    def older_than(self, lane, keep) -> list:
+        """The lane's committed groups but its ``keep`` newest, in issue order."""
+        groups = self.groups.get(lane, [])
+        done, self.groups[lane] = groups[:max(0, len(groups) - keep)], groups[
+            max(0, len(groups) - keep):]
+        return [c for group in done for c in group]
 
 
 def _pending() -> _Pending:
@@ -40,6 +61,19 @@ def _pending() -> _Pending:
 def reset() -> None:
     """A block starts with no copies in flight (``runner.py``, ``roles.py``)."""
     STATE.cp_async = _Pending()
+
+
+def _active_lanes():
+    """The lanes (threads) that run the statement: in per-thread code those the branches
+    let through, else lane 0 for the block."""
+    lanes, mask = STATE.lanes, STATE.mask
+    if not lanes:
+        return [0] if mask is None or np.ndim(mask) > 0 or bool(mask) else []
+    if mask is None:
+        return list(range(lanes))
+    if np.ndim(mask) == 0:
+        return list(range(lanes)) if bool(mask) else []
+    return [int(k) for k in np.flatnonzero(np.broadcast_to(mask, (lanes,)))]
 
 
 def _lanes_of(values, shape):
@@ -87,6 +121,7 @@ def cp_async(dst, dst_index, src, src_index, n, predicate=True):
     active = flat[-1].astype(bool) if has_mask else np.ones(pred.shape, bool)
     rows = np.arange(n)
     copies = []
+    per_lane = bool(STATE.lanes) and shape == (STATE.lanes,) and not STATE.in_parallel
     for k in np.flatnonzero(active):
         d = tuple(int(i[k]) for i in d_idx)
         s = tuple(int(i[k]) for i in s_idx)
@@ -98,13 +133,21 @@ def cp_async(dst, dst_index, src, src_index, n, predicate=True):
             values = src.data[s[:-1] + (slice(s[-1], s[-1] + n),)].copy()
         else:
             values = np.zeros(n, dst.data.dtype)
-        copies.append((d[:-1] + (d[-1] + rows,), values))
-    if not copies:
-        return
-    if dst.races is not None:       # the issuer writes the elements, as far as order goes
-        for idx, _ in copies:
+        copies.append((int(k) if per_lane else 0, d[:-1] + (d[-1] + rows,), values))
+    pending = _pending()
+    for lane, idx, values in copies:
+        if dst.races is not None:   # the issuer writes the elements, as far as order goes
             dst.races.write(idx)
-    _pending().open.append((dst, copies))
+        _in_flight(dst, idx)
+        pending.add(lane, (dst, idx, values))
+
+
+def _in_flight(dst, idx):
+    """Until a copy lands its elements read as unwritten: a read of them before the copy
+    completes is an error here, as it is a race on the GPU."""
+    if dst.unwritten is None:
+        dst.unwritten = np.zeros(dst.data.shape, dtype=bool)
+    dst.unwritten[idx] = True
 
 
 def _inside(t, index, n, what, where):
@@ -129,24 +172,25 @@ def _aligned(index, shape, strides, size, t, what, where):
 
 
 def _land(copies):
-    for dst, items in copies:
-        for idx, values in items:
-            dst.data[idx] = values
-            if dst.unwritten is not None:
-                dst.unwritten[idx] = False
-                if dst.races is None and not dst.unwritten.any():
-                    dst.unwritten = None
+    for dst, idx, values in copies:
+        dst.data[idx] = values
+        if dst.unwritten is not None:
+            dst.unwritten[idx] = False
+            if dst.races is None and not dst.unwritten.any():
+                dst.unwritten = None
 
 
 def cp_async_barrier_noinc(barrier):
+    """Each active thread arrives once its own copies in flight have landed: the copies
+    land when the barrier's phase completes."""
     what = "T.cp_async_barrier_noinc"
     b = _barrier(barrier, what)
-    n, _who = _arrivals(what)
-    p = _pending()
-    copies = [c for group in p.groups for c in group] + p.open
-    p.open, p.groups = [], []
-    if n == 0:
+    lanes = _active_lanes()
+    if not lanes:
         return
+    _arrivals(what)
+    p = _pending()
+    copies = [c for lane in lanes for c in p.take_all(lane)]
     if copies:
         b.landing.append(lambda: _land(copies))
     mbarrier_arrive(b)
@@ -154,8 +198,8 @@ def cp_async_barrier_noinc(barrier):
 
 def ptx_commit_group():
     p = _pending()
-    p.groups.append(p.open)
-    p.open = []
+    for lane in _active_lanes():
+        p.commit(lane)
 
 
 def ptx_wait_group(num):
@@ -163,8 +207,8 @@ def ptx_wait_group(num):
         raise ValueError(f"T.ptx_wait_group: expected a count of groups >= 0 known at compile "
                          f"time, got {num!r}{_caller_location(2)}")
     p = _pending()
-    while len(p.groups) > int(num):
-        _land(p.groups.pop(0))
+    for lane in _active_lanes():
+        _land(p.older_than(lane, int(num)))
 
 
 MEANINGS = {"cp_async_barrier_noinc": cp_async_barrier_noinc,

@@ -10,6 +10,7 @@ and ``cp.async.wait_group n``.
 """
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 from numba.core import types
 
@@ -18,9 +19,27 @@ from tilejit.ir import markers
 from tilejit.codegen.lowering.atomics import element_ptr
 from tilejit.codegen.lowering.copy import _cp_async
 from tilejit.codegen.lowering.registry import lower
-from tilejit.codegen.lowering.tiles import I32, intrinsic
+from tilejit.codegen.lowering.tiles import I32, intrinsic, plan
+from tilejit.errors import CompileError
+from tilejit.layouts.layout import offset_table
 from tilejit.codegen.lowering.tma import mbarrier
 from tilejit.codegen.lowering.warp_specialize import asm_statement
+
+
+def _check_runs(ty, n):
+    """The destination tile's layout keeps every run of ``n`` elements that starts at a
+    multiple of ``n`` along its last dimension (what a copy may start at: the simulator
+    checks it) in ``n`` consecutive, ``n``-aligned offsets; a swizzle of 16-byte chunks
+    does, a layout that moves elements one by one does not."""
+    t = plan().tile(ty.tile_name)
+    offsets = offset_table(t.layout, tuple(t.shape))
+    runs = offsets.reshape(-1, n) if t.shape[-1] % n == 0 else None
+    if runs is None or not (np.all(runs[:, 0] % n == 0)
+                            and np.all(np.diff(runs, axis=1) == 1)):
+        raise CompileError(f"T.ptx_cp_async: shared tile {ty.tile_name}'s layout "
+                           f"({t.layout}) does not keep runs of {n} elements of a row "
+                           f"together, which one cp.async writes; give it a layout that "
+                           f"does (T.annotate_layout) or copy fewer elements at once")
 
 
 @lower(markers.stub(markers.CP_ASYNC), *[types.Any] * 6, target="cuda")
@@ -28,6 +47,7 @@ def cp_async_impl(context, builder, sig, args):
     dst_ty, d_index_ty, src_ty, s_index_ty, n_ty, pred_ty = sig.args
     dst, d_index, src, s_index, _, pred = args
     nbytes = n_ty.literal_value * dst_ty.dtype.bits // 8
+    _check_runs(dst_ty, n_ty.literal_value)
     sptr = element_ptr(context, builder, dst_ty, dst, d_index_ty, d_index)
     gptr = element_ptr(context, builder, src_ty, src, s_index_ty, s_index)
     on = context.cast(builder, pred, pred_ty, types.boolean)
