@@ -451,3 +451,44 @@ def test_a_noinc_arrival_takes_the_arriving_threads_copies_only():
                                                      r"written"):
         tilejit.compile(split_arrivals(), target="sim")(a, b)
     torch.testing.assert_close(b[:64, :8], a[:64, :8], rtol=0, atol=0)
+
+
+# -- a fragment indexed element by element in per-thread code is each thread's own --------
+
+def prefetched_indices():
+    """DeepSeek-V3.2's seesaw producer keeps each thread's prefetched row numbers in a
+    fragment indexed by loop variables only (``idx[stage, r] = Indices[.., tx // 8]``):
+    the compiler gives every thread all of it, so each thread reads back its own."""
+    @T.prim_func
+    def main(A: T.Tensor((128,), T.int32), B: T.Tensor((128,), T.int32)):
+        with T.Kernel(1, threads=128) as _:
+            f = T.alloc_fragment((2, 4), T.int32)
+            acc = T.alloc_var(T.int32)
+            tx = T.get_thread_binding()
+            for s in T.unroll(2):
+                for r in T.serial(4):
+                    f[s, r] = A[tx] * (s + r)
+            acc = 0
+            for s in T.unroll(2):
+                for r in T.serial(4):
+                    acc += f[s, r]
+            B[tx] = acc
+    return main
+
+
+def test_each_thread_reads_back_its_own_fragment_elements(ptxas):
+    a = torch.arange(128, dtype=torch.int32)
+    b = torch.zeros(128, dtype=torch.int32)
+    tilejit.compile(prefetched_indices(), target="sim")(a, b)
+    torch.testing.assert_close(b, 16 * a)
+    ptxas(tilejit.compile(prefetched_indices(), target="cuda -arch=sm_90a").get_kernel_source(),
+          "sm_90a")
+
+
+@pytest.mark.gpu
+def test_each_thread_reads_back_its_own_fragment_elements_on_the_gpu():
+    a = torch.arange(128, dtype=torch.int32, device="cuda")
+    b = torch.zeros(128, dtype=torch.int32, device="cuda")
+    tilejit.compile(prefetched_indices(), target="cuda")(a, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, 16 * a)

@@ -7,7 +7,9 @@ tree before anything else reads it (``source.parse_kernel``):
   form (``T.let(v, value, body)``) stays not supported, with its error at the line.
 - ``X = A_shared[:block_M, :block_K]`` names a region of a tile (a buffer region in
   TileLang): where X is bound once and used only as an operand (``T.copy(.., X)``,
-  ``T.gemm(X, ..)``, ``T.clear(X)``), each use is the region itself.
+  ``T.gemm(X, ..)``, ``T.clear(X)``), each use is the region itself. ``O_shared =
+  Q_shared`` (TileLang's MLA kernels reuse a tile's bytes under another name), both
+  bound once: each use of O_shared is Q_shared.
 - ``scan = T.cumsum if op == "cumsum" else T.cummax`` (the test made of compile-time
   names) or ``scan = T.cumsum`` names a function of the language: where every binding
   of the name names the same function, each use is that function.
@@ -95,7 +97,7 @@ def _split_allocations(node, namespace):
 def _region_aliases(tree, namespace) -> dict:
     """{name: its region subscript} for ``X = A[s0:e0, s1:e1]`` with A a tile the kernel
     allocates, every index a slice, X bound nowhere else and used only as a bare operand
-    of a call."""
+    of a call; {name: the tile's name} for ``X = A``, both bound once."""
     tiles = {t.id for node in syntax.walk(tree) if isinstance(node, ast.Assign)
              and isinstance(node.value, ast.Call) and any(
                  _language_attr(node.value.func, a, namespace) for a in _ALLOCATIONS)
@@ -104,8 +106,13 @@ def _region_aliases(tree, namespace) -> dict:
     for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
-    found = {}
+    found, whole = {}, {}
     for node in syntax.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Name) \
+                and node.value.id in tiles and stores.get(node.value.id) == 1 \
+                and stores.get(node.targets[0].id) == 1:
+            whole[node.targets[0].id] = (node, node.value)      # O_shared = Q_shared
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Subscript) \
                 and isinstance(node.value.value, ast.Name) and node.value.value.id in tiles:
@@ -120,7 +127,7 @@ def _region_aliases(tree, namespace) -> dict:
         if isinstance(node, ast.Name) and node.id in found and \
                 isinstance(node.ctx, ast.Load) and id(node) not in operands:
             found.pop(node.id)
-    return found
+    return {**found, **whole}
 
 
 class _Aliases(syntax.NodeTransformer):
@@ -216,6 +223,8 @@ def _wanted(tree) -> tuple[bool, bool]:
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript) and any(
                 isinstance(e, ast.Slice) for e in syntax.walk(node.value.slice)):
             aliases = True
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            aliases = True          # perhaps a tile under a second name
     return lets, aliases
 
 

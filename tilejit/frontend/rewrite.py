@@ -39,6 +39,7 @@ from tilejit.frontend.source import (KernelSource, block_index_names, flatten_st
 from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
+from tilejit.frontend.unrolled_regions import unroll_gemm_regions
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
@@ -595,7 +596,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     program is built for, where it depends on them (an emitter built in the prologue:
     ``mma_emitter_calls.py``); the compiled program reads them from ``namespace``."""
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
-    fdef = forms.visit(copy.deepcopy(ks.tree))
+    known = {**ks.namespace, **(constants or {}), **(namespace or {})}
+    # T.unroll loops whose gemm regions move with their index, unrolled (before
+    # _DeviceForms makes T.unroll a range)
+    fdef = forms.visit(unroll_gemm_regions(copy.deepcopy(ks.tree), known))
     fdef = expand_emitter_calls(fdef, ks.namespace, ks.error,
                                 namespace if constants is None else constants)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)
@@ -606,8 +610,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = rewrite_thread_bindings(fdef, ks)
     fdef = rewrite_async_copies(fdef, ks)
     # hand-written warpgroup branches as T.ws roles; the block's size may be a constexpr
-    fdef = rewrite_thread_roles(fdef, ks, {**ks.namespace, **(constants or {}),
-                                           **(namespace or {})})
+    fdef = rewrite_thread_roles(fdef, ks, known)
     fdef = rewrite_reducers(fdef, ks.namespace, ks.error)
     if not simulator:
         fdef = replace_host_queries(fdef, ks.namespace)

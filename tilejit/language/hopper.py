@@ -210,6 +210,15 @@ def tma_store_wait():
     return None
 
 
+def fence_proxy_async():
+    """``fence.proxy.async.shared::cta``: this thread's writes to shared memory through
+    ordinary stores are ordered before the async proxy's reads of it (a wgmma or TMA
+    store issued after an arrival another role waits on). The compiler puts the fence
+    where it sees the dependence itself; one written by the kernel is kept (the
+    simulator, with no proxies, does nothing)."""
+    return meaning("fence_proxy_async")()
+
+
 def ws(*warp_group_idx):
     """``with T.ws(k):`` (or ``T.ws(j, k)``) the block runs only in warpgroup role k,
     the threads ``128k … 128k+127`` (warps 4k … 4k+3). Roles run concurrently and

@@ -75,6 +75,7 @@ from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
+from tilejit.passes.warp_rows import unify_warp_rows
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
                                                 quotient_positions,
                                                 mixed_positions,
@@ -521,6 +522,7 @@ def choose_operand_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     _shared_layouts(ctx, annotations, fdef)
     _store_staging_tiles(ctx, fdef)
     _choose_gemm_engines(ctx)
+    unify_warp_rows(fdef, ctx)      # mma.sync accumulators one row fragment links
     return fdef
 
 

@@ -1,7 +1,9 @@
 """Pass: the fragments and local tiles of a thread must fit its registers, or spill to
 local memory within a bound.
 
-After layout inference every fragment has its slots per thread. A thread has at most
+After layout inference every fragment has its slots per thread (in a kernel with
+``T.ws`` roles, those of the role holding the most: each role's branch touches its own).
+A thread has at most
 ``Target.max_registers_per_thread`` 32-bit registers (255 on every CUDA arch). Tiles that
 need more still run: ptxas spills what does not fit to local memory (per-thread stack,
 cached in L1), slowly, as TileLang's kernels do; such a kernel compiles with a
@@ -17,6 +19,9 @@ from __future__ import annotations
 import ast
 import warnings
 
+from tilejit import syntax
+from tilejit.ir.markers import ROLE_ATTR
+
 # the register file per thread on every CUDA arch; the simulator uses the same
 MAX_REGISTERS = 255
 # 32-bit words of tiles per thread beyond which a kernel is refused, registers included
@@ -28,13 +33,35 @@ class RegisterSpillWarning(UserWarning):
     memory, and every access of it is a load or store."""
 
 
+def _role_shares(fdef, plan):
+    """The tiles a thread holds at once: all of them, or in a kernel with ``T.ws`` roles
+    those of the role that holds the most (each role's own fragments, which the others'
+    branches never touch, and the ones read outside every role)."""
+    shares = plan.register_shares()
+    roles = [n for n in syntax.walk(fdef) if isinstance(n, ast.If)
+             and getattr(n, ROLE_ATTR, None) is not None]
+    if not plan.role_threads or not roles:
+        return shares
+    inside = {id(x) for r in roles for x in syntax.walk(r)}
+    outside = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+    best = []
+    for role in roles:
+        names = outside | {n.id for n in syntax.walk(role) if isinstance(n, ast.Name)}
+        mine = [(n, t) for n, t in shares if t.name in names]
+        if sum(n for n, _ in mine) > sum(n for n, _ in best):
+            best = mine
+    return best
+
+
 def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     limit = MAX_REGISTERS if ctx.target.is_sim else ctx.target.max_registers_per_thread
-    words = plan.register_words()
+    shares = _role_shares(fdef, plan)
+    words = sum(n for n, _ in shares)
     if words <= limit:
         return fdef
-    shares = sorted(plan.register_shares(), key=lambda s: -s[0])
+    shares = sorted(shares, key=lambda s: -s[0])
     detail = ", ".join(f"{t.name} {t.kind} {'x'.join(map(str, t.shape))} {t.dtype.name}: {n}"
                        for n, t in shares if n)
     line = min((t.line for _, t in shares if t.line), default=None)

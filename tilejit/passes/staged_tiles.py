@@ -10,13 +10,13 @@ Seed 000's warp-specialized GEMM keeps its ring of stages in one tile::
 When every use of a shared tile of three or more dimensions indexes its first dimension
 and takes the rest whole (``X[e, :, :]``), a region of it (``X[e, :, :64]``, a gemm
 operand) or one element of it (``X[e, i, j]``, also a thread's ``T.ptx_cp_async`` into
-it), the tile is
+it) or a copy's region of it (``T.copy(acc, X[s, :, 64:])``), the tile is
 allocated as ``num_stages`` versions of the rest (``Tile.stages``, each version at its own
 128-byte aligned offset and in its own layout, as the pipeline's stages are) and each use
 becomes ``__tj_stage(X, e)`` (an element ``__tj_stage(X, e)[i, j]``, a region
 ``__tj_stage(X, e)[:, :64]``): a gemm reads one version through its descriptors, TMA
-writes one version's boxes. Any other use (the tile itself, a copy's region of a
-version) keeps the tile as it is written.
+writes one version's boxes. Any other use (the tile itself) keeps the tile as it is
+written.
 
 The barrier pass takes a stage expression the kernel wrote as naming the whole tile
 (``Tile.user_staged``): unlike the pipeline's, nothing guarantees two of them differ.
@@ -66,6 +66,25 @@ def _region_index(node, name, ndim):
         if not isinstance(first, ast.Slice) and all(isinstance(r, ast.Slice) for r in rest) \
                 and not all(map(_full, rest)):
             return first, rest
+    return None
+
+
+def _version_region(node, name, ndim):
+    """(stage expression, the region call of the version) of ``REGION(X, "pss", (s, a, b),
+    (_, c, d), ...)``, a region of part of one version (``T.copy(acc, S[0, :, 64:])``),
+    else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == REGION and isinstance(node.args[0], ast.Name) \
+            and node.args[0].id == name and len(node.args) == 5:
+        kinds, starts, ends = node.args[1].value, node.args[2].elts, node.args[3].elts
+        if kinds == "p" + "s" * (ndim - 1):
+            extents = node.args[4].value
+            rest = ",".join(extents.split(",")[1:]) if extents else extents
+            region = ast.Call(node.func, [None, ast.Constant(kinds[1:]),
+                                          ast.Tuple(starts[1:], ast.Load()),
+                                          ast.Tuple(ends[1:], ast.Load()), ast.Constant(rest)],
+                              [])
+            return starts[0], region
     return None
 
 
@@ -126,6 +145,11 @@ class _Uses(syntax.NodeVisitor):
                 for e in (element[0], *element[1], *node.args[2:]):
                     self.visit(e)
                 return True
+            region = _version_region(node, name, ndim)
+            if region is not None:
+                for e in (region[0], *region[1].args[2].elts, *region[1].args[3].elts):
+                    self.visit(e)
+                return True
         if isinstance(node, ast.Subscript):
             self.generic_visit(node)
         return False
@@ -146,6 +170,12 @@ class _Rewrite(syntax.NodeTransformer):
                 indices = ast.Tuple([self.visit(e) for e in rest], ast.Load())
                 return ast.copy_location(ast.Subscript(self._stage(name, stage), indices,
                                                        node.ctx), node)
+            region = _version_region(node, name, ndim)
+            if region is not None:             # REGION(X, "pss", …) → REGION(stage(X, s), "ss", …)
+                stage, call = region
+                call.args[0] = self._stage(name, stage)
+                call.args[2:4] = [self.visit(a) for a in call.args[2:4]]
+                return ast.copy_location(call, node)
             element = _copy_element(node, name, ndim)
             if element is not None:            # a copy into X[s, i, j]: into stage(X, s)
                 stage, rest = element

@@ -68,6 +68,7 @@ from tilejit.ir.markers import (COPY_ASYNC, MULTICAST_ATTR, REGION, STAGE, SYNC,
                                 TMA_EXPECT_LOAD, TMA_FENCE, TMA_INIT, TMA_LOAD, TMA_WAIT)
 from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.passes.pipeline import role_of
+from tilejit.passes.static_eval import NotStatic, StaticEval
 
 MAP_PREFIX = "__tj_map_"
 _ALIGN = {0: 128, 32: 256, 64: 512, 128: 1024}   # a box's shared address, per swizzle
@@ -109,12 +110,14 @@ def _copy_plan(ctx, call, layouts):
     return box_plan(ctx, src, ctx.plan.tiles[dst.args[0].id], layouts)
 
 
-def box_plan(ctx, region, tile, layouts, one_row=False):
+def box_plan(ctx, region, tile, layouts, one_row=False, columns=None):
     """(tensor name, Box, (boxes, bytes, rank, alignment)) of a TMA copy between the
     ``REGION`` call ``region`` of a tensor parameter and the whole shared ``tile``, or
     None when TMA cannot do it (see the module's docstring); shared by loads and stores
     (``tma_store.py``). ``one_row``: a (1, n) tile may take a region of one row (a
-    kernel's own ``T.tma_copy``; the pipelines keep their plans)."""
+    kernel's own ``T.tma_copy``; the pipelines keep their plans). ``columns``: (first,
+    end) of a band of the tile's columns the copy writes instead of the whole tile, whole
+    swizzle atoms of it (FlashMLA's ``T.tma_copy(KV[..], KV_s[:, j * 64:(j + 1) * 64])``)."""
     src = region
     if not (isinstance(src, ast.Call) and isinstance(src.func, ast.Name)
             and src.func.id == REGION and isinstance(src.args[0], ast.Name)):
@@ -131,15 +134,17 @@ def box_plan(ctx, region, tile, layouts, one_row=False):
     known = [int(e) for e in extents.split(",")] if extents else []
     known = [known[d] for d in ranged] if known else []
     src_extents = tuple(known) if known and all(e > 0 for e in known) else None
+    first, end = columns or (0, tile.shape[1])
+    shape = (tile.shape[0], end - first)
     try:
         (s_r, s_e), _, _ = copy_dims((len(kinds), ranged or None, src_extents),
-                                     (2, [0, 1], tuple(tile.shape)))
+                                     (2, [0, 1], shape))
     except RegionError:
         return None
     wide = [(d, e) for d, e in zip(s_r, s_e) if e != 1]
     if one_row and len(wide) == 1 and tile.shape[0] == 1:   # a (1, n) tile: one row
         wide = [(None, 1)] + wide
-    if len(wide) != 2 or wide[1][0] != len(kinds) - 1 or tuple(e for _, e in wide) != tile.shape:
+    if len(wide) != 2 or wide[1][0] != len(kinds) - 1 or tuple(e for _, e in wide) != shape:
         return None
     if tile.name not in layouts:
         layouts[tile.name] = tma_layout(tile)
@@ -153,9 +158,13 @@ def box_plan(ctx, region, tile, layouts, one_row=False):
     box_extents = tuple(width if d == len(kinds) - 1 else dict(wide).get(d, 1)
                         for d in range(len(kinds)))
     box = Box(ty.dtype.name, ty.dtype.itemsize, box_extents, swizzle)
+    if first % width or (end - first) % width:
+        return None             # a band of whole swizzle atoms only
     step = rows * width * ty.dtype.itemsize
-    boxes = tuple((j * step, j * width) for j in range(cols // width))
-    return src.args[0].id, box, (boxes, tile.nbytes, len(kinds), _ALIGN[swizzle])
+    boxes = tuple(((first // width + j) * step, j * width) for j in range((end - first) //
+                                                                         width))
+    nbytes = tile.nbytes if columns is None else rows * (end - first) * ty.dtype.itemsize
+    return src.args[0].id, box, (boxes, nbytes, len(kinds), _ALIGN[swizzle])
 
 
 def _statements(fdef, pid, role):
@@ -302,17 +311,44 @@ def _register(plan, maps, planned, tile, multicast=0):
     return cid, name
 
 
+def _column_band(ctx, dst):
+    """(first, end) of ``REGION(X, "ss", (0, a), (None, b), ...)``: all the rows of a 2-d
+    shared tile and columns a … b − 1 known at compile time; else None."""
+    if not (isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name)
+            and dst.func.id == REGION and isinstance(dst.args[0], ast.Name)):
+        return None
+    tile = ctx.plan.tiles.get(dst.args[0].id)
+    if tile is None or tile.kind != "shared" or len(tile.shape) != 2 or \
+            dst.args[1].value != "ss":
+        return None
+    static = StaticEval(ctx.namespace, ctx.param_dtypes)
+    try:
+        (r0, c0), (r1, c1) = ([None if isinstance(e, ast.Constant) and e.value is None
+                               else static.value(e) for e in t.elts] for t in dst.args[2:4])
+    except NotStatic:
+        return None
+    rows, cols = tile.shape
+    r1, c1 = rows if r1 is None else r1, cols if c1 is None else c1
+    if r0 != 0 or r1 != rows or not 0 <= c0 < c1 <= cols:
+        return None
+    return c0, c1
+
+
 def _plan_explicit(ctx, call, maps, layouts):
     """A kernel's own ``T.tma_copy`` (``warp_roles.py``) → ``tma_expect_load`` with its
     tensor map and boxes, or a CompileError saying what TMA cannot do."""
     src, dst, bar = call.args
+    columns = _column_band(ctx, dst)
+    if columns is not None:                 # X[:, a:b]: boxes into the tile at a band
+        dst = call.args[1] = ast.copy_location(ast.Name(dst.args[0].id, ast.Load()), dst)
     name = dst.args[0] if isinstance(dst, ast.Call) and isinstance(dst.func, ast.Name) \
         and dst.func.id == STAGE else dst
     tile = ctx.plan.tiles.get(name.id) if isinstance(name, ast.Name) else None
     if tile is None or tile.kind != "shared":
-        raise ctx.error(f"T.tma_copy: the destination must be a shared tile or one version "
-                        f"of a stacked one (X[s, :, :]), got `{ast.unparse(dst)}`", call)
-    planned = box_plan(ctx, src, tile, layouts, one_row=True)
+        raise ctx.error(f"T.tma_copy: the destination must be a shared tile, one version "
+                        f"of a stacked one (X[s, :, :]) or a band of a 2-d tile's columns "
+                        f"known at compile time (X[:, a:b]), got `{ast.unparse(dst)}`", call)
+    planned = box_plan(ctx, src, tile, layouts, one_row=True, columns=columns)
     if planned is None:
         raise ctx.error(f"T.tma_copy: TMA cannot copy `{ast.unparse(src)}` into tile "
                         f"{tile.name!r} ({tile.shape}, {tile.dtype}): the source must be a "

@@ -379,5 +379,10 @@ def run_block_roles(fn, args, block, grid, threads):
 
 
 # the meanings of the language's declarations (``language/hopper.py``)
-MEANINGS = {"alloc_barrier": alloc_barrier, "mbarrier_arrive": mbarrier_arrive,
-            "mbarrier_wait_parity": mbarrier_wait_parity, "tma_copy": tma_copy, "ws": ws}
+def fence_proxy_async():
+    """No proxies here: nothing to order."""
+
+
+MEANINGS = {"fence_proxy_async": fence_proxy_async, "alloc_barrier": alloc_barrier,
+            "mbarrier_arrive": mbarrier_arrive, "mbarrier_wait_parity": mbarrier_wait_parity,
+            "tma_copy": tma_copy, "ws": ws}

@@ -159,7 +159,7 @@ class LaneTensor(SimTensor):
         if len(idx) != self.data.ndim - 1:
             raise IndexError(f"{self.name}: a {self.data.ndim - 1}-d tile indexed with "
                              f"{len(idx)} index(es){_caller_location(3)}")
-        return (thread_index(),) + idx
+        return (np.arange(STATE.lanes, dtype=np.int64),) + idx      # each lane its own
 
     def fill(self, value, store):
         """Every element of the active threads' copies."""

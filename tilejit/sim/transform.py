@@ -26,7 +26,7 @@ from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_call
-from tilejit.ir.markers import THREAD_INDEX
+from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
 
 SIM = "__tj_sim"
 THREADS = "__tj_threads"        # sim/threads.py, in a kernel with per-thread code
@@ -372,8 +372,40 @@ def _constexpr(annotation) -> bool:
             or isinstance(annotation, ast.Name) and annotation.id == "constexpr")
 
 
+def _own_fragments(fdef, namespace) -> None:
+    """In a kernel with per-thread code, a fragment only ever indexed element by element
+    outside a ``T.Parallel`` (TileLang's producer keeps its prefetched row indices so:
+    ``idx[stage, r] = Indices[..., (tx - 256) // 8]``) is each thread's own: the compiler
+    gives every thread all of it (``layout_inference``: used at indices a loop's
+    variables do not decide), so here it is a ``T.alloc_local`` array, one per lane."""
+    allocs = {}
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and \
+                resolve_static(node.value.func, namespace) is T.alloc_fragment:
+            allocs[node.targets[0].id] = node.value
+    if not allocs:
+        return
+    elements = set()
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
+                resolve_static(node.iter.func, namespace) is T.Parallel:
+            allocs = {n: c for n, c in allocs.items() if not any(
+                isinstance(x, ast.Name) and x.id == n for x in syntax.walk(node))}
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and not any(
+                isinstance(i, ast.Slice) for i in syntax.walk(node.slice)):
+            elements.add(id(node.value))
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in allocs and isinstance(node.ctx, ast.Load) \
+                and id(node) not in elements:
+            allocs.pop(node.id)         # a tile operation's operand: the block's
+    for call in allocs.values():
+        call.func = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load())
+
+
 def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:
     fdef = _CIntegerOps(fdef, constexprs).visit(fdef)
     if uses_thread_index(fdef):
+        _own_fragments(fdef, namespace)
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(SimRewriter(namespace).visit(fdef))

@@ -69,6 +69,13 @@ def commit_group_impl(context, builder, sig, args):
     return context.get_dummy_value()
 
 
+@lower(T.fence_proxy_async, target="cuda")
+def fence_proxy_async_impl(context, builder, sig, args):
+    """The kernel's own ``fence.proxy.async`` (``language/hopper.py``)."""
+    asm_statement(builder, "fence.proxy.async.shared::cta;")
+    return context.get_dummy_value()
+
+
 @lower(T.ptx_wait_group, types.IntegerLiteral, target="cuda")
 def wait_group_impl(context, builder, sig, args):
     fn = intrinsic(builder, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32])

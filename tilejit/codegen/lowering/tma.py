@@ -16,7 +16,7 @@ from numba.core import types
 from tilejit.ir import markers
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import TensorMapType
-from tilejit.codegen.lowering.copy import operands
+from tilejit.codegen.lowering.copy import describe, operands
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan, shared_base
 from tilejit.codegen.lowering.cluster import cluster_rank
@@ -108,7 +108,10 @@ def tma_expect_load_impl(context, builder, sig, args):
 
 
 def _load(context, builder, sig, args, issuer, expect):
-    src, dst, _ = operands(context, builder, sig.args[:2], args[:2])
+    # the boxes say where in the tile the bytes go (all of it, or a band of its
+    # columns: tma.py's box_plan), the source where they come from
+    src = describe(context, builder, sig.args[0], args[0])
+    dst = describe(context, builder, sig.args[1], args[1])
     copy = plan().tma_copies[sig.args[4].literal_value]
     bar = mbarrier(builder, args[2])
     tensor_map = builder.ptrtoint(args[3], I64)

@@ -61,12 +61,14 @@ class CpAsyncArriveTemplate(AbstractTemplate):
                                  f"got {args}")
 
 
+@infer_global(T.fence_proxy_async)
 @infer_global(T.ptx_commit_group)
 class CommitGroupTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not args and not kws:
             return signature(types.none)
-        raise errors.TypingError("T.ptx_commit_group() takes no arguments")
+        raise errors.TypingError("T.ptx_commit_group() and T.fence_proxy_async() take no "
+                                 "arguments")
 
 
 @infer_global(T.ptx_wait_group)
