@@ -107,12 +107,17 @@ def _region_aliases(tree, namespace) -> dict:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
     found, whole = {}, {}
+    for body in _bodies(tree):          # X = Y after Y's allocation, in the same block
+        allocated = set()
+        for node in body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name):
+                if node.targets[0].id in tiles:
+                    allocated.add(node.targets[0].id)
+                elif isinstance(node.value, ast.Name) and node.value.id in allocated and \
+                        stores.get(node.value.id) == 1 and stores.get(node.targets[0].id) == 1:
+                    whole[node.targets[0].id] = (node, node.value)   # O_shared = Q_shared
     for node in syntax.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Name) \
-                and node.value.id in tiles and stores.get(node.value.id) == 1 \
-                and stores.get(node.targets[0].id) == 1:
-            whole[node.targets[0].id] = (node, node.value)      # O_shared = Q_shared
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Subscript) \
                 and isinstance(node.value.value, ast.Name) and node.value.value.id in tiles:
@@ -130,6 +135,15 @@ def _region_aliases(tree, namespace) -> dict:
     return {**found, **whole}
 
 
+def _bodies(tree):
+    """Every block of statements in ``tree``."""
+    for node in syntax.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
 class _Aliases(syntax.NodeTransformer):
     def __init__(self, aliases):
         self.aliases = aliases
@@ -137,7 +151,7 @@ class _Aliases(syntax.NodeTransformer):
 
     def visit_Assign(self, node):
         if id(node) in self.bindings:
-            return None
+            return ast.copy_location(ast.Pass(), node)
         return self.generic_visit(node)
 
     def visit_Name(self, node):

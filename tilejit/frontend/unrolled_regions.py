@@ -74,7 +74,11 @@ class _Unroll(syntax.NodeTransformer):
         out = []
         for v in range(start, stop):
             for st in node.body:
-                out.append(_Substitute(var, v).visit(copy.deepcopy(st)))
+                new = self.visit(_Substitute(var, v).visit(copy.deepcopy(st)))   # nested
+                out.extend(new if isinstance(new, list) else [new])
+        if stop > start:            # after the loop its variable holds its last value
+            out.append(ast.copy_location(ast.Assign([ast.Name(var, ast.Store())],
+                                                    ast.Constant(stop - 1)), node))
         return out or [ast.copy_location(ast.Pass(), node)]
 
     def _known(self):

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from tilejit.language.dtypes import DType, float32, float64, int32, int64
 
 SHARED, FRAGMENT, LOCAL = "shared", "fragment", "local"
+# a small fragment used element by element outside T.Parallel loops is held whole by
+# every thread (passes/whole_fragments.py; the simulator's per-thread code alike)
+SCALAR_FRAGMENT_MAX = 16
 # 32-bit registers per thread (of 255) the tiles may take before a kernel counts as
 # register-starved (lowering/tiles.thread_index, passes/tma.py)
 STARVED = 192

@@ -35,20 +35,20 @@ class RegisterSpillWarning(UserWarning):
 
 def _role_shares(fdef, plan):
     """The tiles a thread holds at once: all of them, or in a kernel with ``T.ws`` roles
-    those of the role that holds the most (each role's own fragments, which the others'
-    branches never touch, and the ones read outside every role)."""
+    those of the role that holds the most (all but the fragments only other roles'
+    branches name)."""
     shares = plan.register_shares()
     roles = [n for n in syntax.walk(fdef) if isinstance(n, ast.If)
              and getattr(n, ROLE_ATTR, None) is not None]
     if not plan.role_threads or not roles:
         return shares
-    inside = {id(x) for r in roles for x in syntax.walk(r)}
-    outside = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
-               and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+    named = [{n.id for n in syntax.walk(r) if isinstance(n, ast.Name)} for r in roles]
     best = []
-    for role in roles:
-        names = outside | {n.id for n in syntax.walk(role) if isinstance(n, ast.Name)}
-        mine = [(n, t) for n, t in shares if t.name in names]
+    for k in range(len(roles)):
+        others = set().union(*(names for j, names in enumerate(named) if j != k)) - named[k]
+        # a tile only the other roles name is theirs; every other one (this role's, the
+        # block's, a tile the passes made) counts
+        mine = [(n, t) for n, t in shares if t.name not in others]
         if sum(n for n, _ in mine) > sum(n for n, _ in best):
             best = mine
     return best

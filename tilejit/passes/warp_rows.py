@@ -7,8 +7,9 @@ MLA-decode kernels: ``m_i`` and ``alpha`` index the rows of both ``acc_s``, 64x6
 indexed by the rows of both takes one layout. The planner's Square policy gives a
 64x64 tile 2x2 warps and a 64x256 one 1x4, whose rows are spread differently, and
 layout inference would stop at "needs two different layouts". Where fragments link
-accumulators of one M (a ``T.Parallel`` loop or a call that names both, followed
-through the fragments between them) and their mma.sync plans split the rows over a
+accumulators of one M row to row (``_links``: a statement of a ``T.Parallel`` indexing
+both by its first variable, a row reduction, followed through the fragments between
+them) and their mma.sync plans split the rows over a
 different number of warps, each is planned again with every warp along its rows
 (``FullRow``), when every one of them fits so; wgmma plans (a warpgroup's 64 rows, 16
 a warp) already agree and are left alone, as is every gemm without such a link.
@@ -21,10 +22,16 @@ from dataclasses import replace
 from tilejit import syntax
 from tilejit.ir.gemm_plan import GemmPlanError, plan_gemm
 from tilejit.ir.plan import FRAGMENT
+from tilejit.passes.fragment_subscripts import is_parallel
 
 
-def _links(fdef, fragments) -> dict:
-    """Union-find parent map over the fragments a loop or a call names together."""
+def _links(fdef, tiles, ctx) -> dict:
+    """Union-find roots over the fragments that follow one another's rows: in a statement
+    of a ``T.Parallel`` loop, the fragments indexed first by the loop's first variable
+    (``acc_o[i, j] *= alpha[i]``); a call from a 2-d fragment to a 1-d one (a row
+    reduction, ``T.reduce_max(acc_s, m, dim=1)``) or between 1-d ones (``T.copy(m,
+    m_prev)``)."""
+    fragments = [n for n, t in tiles.items() if t.kind == FRAGMENT]
     parent = {f: f for f in fragments}
 
     def find(x):
@@ -39,19 +46,24 @@ def _links(fdef, fragments) -> dict:
             parent[find(n)] = find(names[0])
 
     for node in syntax.walk(fdef):
-        if isinstance(node, ast.For):
-            join(sorted({n.id for s in node.body for n in syntax.walk(s)
-                         if isinstance(n, ast.Name)} if _is_parallel(node) else set()))
+        if isinstance(node, ast.For) and is_parallel(node, ctx):
+            first = node.target.elts[0] if isinstance(node.target, ast.Tuple) else node.target
+            if not isinstance(first, ast.Name):
+                continue
+            for st in node.body:
+                join(sorted({n.value.id for n in syntax.walk(st) if isinstance(n, ast.Subscript)
+                             and isinstance(n.value, ast.Name) and _first_index(n) == first.id}))
         elif isinstance(node, ast.Call):
-            join([a.id for a in node.args if isinstance(a, ast.Name)])
+            names = [a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in parent]
+            if len(names) == 2 and len(tiles[names[1]].shape) == 1 and \
+                    len(tiles[names[0]].shape) in (1, 2):
+                join(names)
     return {f: find(f) for f in fragments}
 
 
-def _is_parallel(loop) -> bool:
-    it = loop.iter
-    return isinstance(it, ast.Call) and (
-        isinstance(it.func, ast.Attribute) and it.func.attr == "Parallel"
-        or isinstance(it.func, ast.Name) and it.func.id == "Parallel")
+def _first_index(sub):
+    index = sub.slice.elts[0] if isinstance(sub.slice, ast.Tuple) else sub.slice
+    return index.id if isinstance(index, ast.Name) else None
 
 
 def unify_warp_rows(fdef: ast.FunctionDef, ctx) -> None:
@@ -59,8 +71,7 @@ def unify_warp_rows(fdef: ast.FunctionDef, ctx) -> None:
     mma = {gid: g for gid, g in gemms.items() if g[0].engine == "mma"}
     if len(mma) < 2:
         return
-    fragments = [n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT]
-    root = _links(fdef, fragments)
+    root = _links(fdef, ctx.plan.tiles, ctx)
     groups: dict = {}
     for gid, (gp, _a, _b, c, _line) in mma.items():
         if c in root:

@@ -10,7 +10,7 @@ import math
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.plan import FRAGMENT
+from tilejit.ir.plan import FRAGMENT, SCALAR_FRAGMENT_MAX as _SCALAR_FRAGMENT_MAX
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
                                                 index_names, is_parallel, loop_names,
                                                 partial_positions)
@@ -52,7 +52,6 @@ def scalar_fragments(fdef, ctx) -> set:
     return frags
 
 
-_SCALAR_FRAGMENT_MAX = 16        # elements a thread holds whole
 
 
 def gathered_fragments(fdef, ctx, static) -> frozenset:

@@ -19,7 +19,7 @@ from tilejit.frontend.source import resolve_static
 from tilejit.frontend.thread_roles import roles_depend_on_constexprs
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
-                                THREAD_INDEX, WARP_SIZE, CP_ASYNC, LANGUAGE)
+                                THREAD_INDEX, WARP_SIZE, CP_ASYNC)
 from tilejit.errors import CompileError
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
@@ -29,8 +29,9 @@ from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
 from tilejit.sim.helpers import simulated_helpers
 from tilejit.sim.roles import run_block_roles
-from tilejit.sim.semantics import SIM_ELEMENT, region
-from tilejit.sim.transform import SIM, THREADS, simulator_tree, uses_thread_index
+from tilejit.sim.semantics import SIM_ELEMENT, own_fragment, region
+from tilejit.sim.transform import (OWN_FRAGMENT, SIM, THREADS, simulator_tree,
+                                   uses_thread_index)
 
 
 _BUILDING = threading.Lock()        # one thread builds a kernel's simulated program
@@ -70,7 +71,7 @@ def simulator_function(kernel, constexprs=None):
         simulated_helpers(namespace, {n.id for n in ast.walk(ks.tree)
                                       if isinstance(n, ast.Name)})
         namespace[SIM] = runtime
-        namespace[LANGUAGE] = T       # the language as the rewrites name it (transform.py)
+        namespace[OWN_FRAGMENT] = own_fragment     # transform._own_fragments
         namespace[BLOCK_INDEX] = runtime.block_index
         namespace[GRID_DIM] = runtime.grid_dim
         namespace[THREAD_INDEX] = threads.thread_index

@@ -37,6 +37,7 @@ from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy, check_max_nreg
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
+from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
 from tilejit.sim.threads import LaneTensor, ThreadCodeError, _active, block_wide, uniform
 
 
@@ -65,6 +66,15 @@ def alloc_fragment(shape, dtype, scope="local.fragment"):
     """A block-level tile spread over the threads' registers; the compiler picks which
     thread holds which element (index it inside a ``T.Parallel`` over its shape)."""
     return _new_tile(shape, dtype, "fragment")
+
+
+def own_fragment(shape, dtype):
+    """A fragment of per-thread code used only element by element outside T.Parallel
+    loops (``transform._own_fragments``): each thread's own when it is small enough for
+    the compiler to give every thread all of it (``ir.plan.SCALAR_FRAGMENT_MAX``
+    elements), else the block's fragment, as the compiler lays it out."""
+    n = int(np.prod(shape)) if np.ndim(shape) else int(shape)
+    return _new_tile(shape, dtype, "local" if n <= SCALAR_FRAGMENT_MAX else "fragment")
 
 
 def alloc_local(shape, dtype, scope="local"):

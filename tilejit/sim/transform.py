@@ -26,7 +26,9 @@ from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_call
-from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
+from tilejit.ir.markers import THREAD_INDEX
+
+OWN_FRAGMENT = "__tj_own_fragment"   # semantics.own_fragment, bound by runner.py
 
 SIM = "__tj_sim"
 THREADS = "__tj_threads"        # sim/threads.py, in a kernel with per-thread code
@@ -377,7 +379,9 @@ def _own_fragments(fdef, namespace) -> None:
     outside a ``T.Parallel`` (TileLang's producer keeps its prefetched row indices so:
     ``idx[stage, r] = Indices[..., (tx - 256) // 8]``) is each thread's own: the compiler
     gives every thread all of it (``layout_inference``: used at indices a loop's
-    variables do not decide), so here it is a ``T.alloc_local`` array, one per lane."""
+    variables do not decide) when it holds at most ``SCALAR_FRAGMENT_MAX`` elements,
+    so here it is then a ``T.alloc_local`` array, one per lane (``semantics.own_fragment``
+    decides by its size)."""
     allocs = {}
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
@@ -400,7 +404,9 @@ def _own_fragments(fdef, namespace) -> None:
                 and id(node) not in elements:
             allocs.pop(node.id)         # a tile operation's operand: the block's
     for call in allocs.values():
-        call.func = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load())
+        call.func = ast.Name(OWN_FRAGMENT, ast.Load())
+        call.keywords = [k for k in call.keywords if k.arg == "dtype"]
+        call.args = call.args[:2]
 
 
 def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:
