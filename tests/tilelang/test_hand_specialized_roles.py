@@ -14,7 +14,6 @@ import torch
 import tilejit
 import tilejit.language as T
 from tilejit.errors import CompileError
-from tilejit.sim.races import RaceError
 from tilejit.sim.runtime import UninitializedReadError
 
 
@@ -323,172 +322,73 @@ def test_a_fragment_read_after_the_chain_keeps_the_branch_and_its_error():
         tilejit.compile(shared_fragment(), target="cuda -arch=sm_90a").get_kernel_source()
 
 
-def test_a_branch_that_is_not_one_warpgroup_stays_an_error():
-    a = torch.zeros(64, 64, dtype=torch.float16)
-    with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
-        tilejit.compile(half_warpgroup(64), target="cuda -arch=sm_90a").get_kernel_source()
+def test_a_branch_of_whole_warps_is_a_role_and_one_of_part_of_a_warp_an_error(ptxas):
+    """``if tx < 64`` in a block of 256: a role of 64 threads (plan.role_threads 64);
+    ``if tx < 48`` splits a warp: the branch keeps its error."""
+    eye = torch.eye(64, dtype=torch.float16)
     c = torch.zeros(64, 64)
-    tilejit.compile(half_warpgroup(128), target="sim")(torch.eye(64, dtype=torch.float16), c)
+    tilejit.compile(half_warpgroup(64), target="sim")(eye, c)
     torch.testing.assert_close(c, torch.eye(64))
-    del a
+    for arch in ("sm_80", "sm_90a"):     # roles of named barriers only: no Hopper needed
+        ptx = tilejit.compile(half_warpgroup(64), target=f"cuda -arch={arch}")
+        ptxas(ptx.get_kernel_source(), arch)
+    with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
+        tilejit.compile(half_warpgroup(48), target="cuda -arch=sm_90a").get_kernel_source()
 
 
-# -- what the simulator reports between roles, and what it lets through ---------------------
+# -- roles narrower than a warpgroup (DeepSeek's mHC: a warp, and the other two) ----------
 
-def handoff(write_before_arrival=True):
-    """Role 0 fills a shared row and arrives; role 1 waits and reads it. TileLang's sparse
-    MLA examples write their ``sum_exp_shared`` after the last arrival the other consumer
-    waits on: a race the simulator names (``write_before_arrival=False``)."""
-
+def warp_and_two():
+    """Threads 0…31 normalize rows of a 4x4 tile with reductions (fragments of their
+    own); threads 32…95 scale a row of 256 (a role of 32: the branch's first warp does
+    it); the front end plans the tiles over one warp (``plan.role_threads`` 32)."""
     @T.prim_func
-    def main(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
-        with T.Kernel(1, threads=256) as _:
-            S = T.alloc_shared((64,), T.float32)
-            mine = T.alloc_fragment((64,), T.float32)
-            theirs = T.alloc_fragment((64,), T.float32)
-            bar = T.alloc_barrier(arrive_count=128)
-            tx = T.get_thread_binding()
-            if tx < 128:
-                T.copy(A, mine)
-                if write_before_arrival:
-                    T.copy(mine, S)
-                    T.barrier_arrive(bar)
-                else:
-                    T.barrier_arrive(bar)
-                    T.copy(mine, S)
+    def main(M: T.Tensor((4, 4), T.float32), X: T.Tensor((4, 256), T.float32),
+             P: T.Tensor((4, 4), T.float32), Y: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=96) as _:
+            w = T.alloc_shared((4,), T.float32)
+            T.copy(M[0, :], w)
+            if T.get_thread_binding() < 32:
+                cm = T.alloc_fragment((4, 4), T.float32)
+                total = T.alloc_fragment((4,), T.float32)
+                T.copy(M, cm)
+                T.reduce_sum(cm, total, dim=1)
+                for i, j in T.Parallel(4, 4):
+                    P[i, j] = cm[i, j] / total[i]
             else:
-                T.barrier_wait(bar, 0)
-                T.copy(S, theirs)
-                for i in T.Parallel(64):
-                    theirs[i] = theirs[i] * 2
-                T.copy(theirs, B)
-    return main
-
-
-def test_a_write_after_the_arrival_the_reader_waits_on_is_a_race():
-    a = torch.randn(64)
-    b = torch.zeros(64)
-    tilejit.compile(handoff(), target="sim")(a, b)
-    torch.testing.assert_close(b, 2 * a)
-    with pytest.raises(RaceError, match=r"race on shared tile S\[0\]: warpgroup role 1 reads "
-                                        r"it here"):
-        tilejit.compile(handoff(write_before_arrival=False), target="sim")(a, b)
-
-
-def flags():
-    @T.prim_func
-    def main(B: T.Tensor((16,), T.int32)):
-        with T.Kernel(1, threads=128) as _:
-            S = T.alloc_shared((16,), T.int32)
-            tx = T.get_thread_binding()
-            S[tx // 8] = tx // 8 + 1          # eight threads store one value in an element
-            T.sync_threads()
-            if tx < 16:
-                B[tx] = S[tx]
-    return main
-
-
-def test_threads_storing_one_value_in_an_element_is_no_race():
-    b = torch.zeros(16, dtype=torch.int32)
-    tilejit.compile(flags(), target="sim")(b)
-    torch.testing.assert_close(b, torch.arange(1, 17, dtype=torch.int32))
-
-
-# -- each thread's copies are its own (PTX tracks groups, waits and arrivals per thread) ---
-
-def one_thread_waits(rewrite=False):
-    @T.prim_func
-    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
-        with T.Kernel(1, threads=128) as _:
-            S = T.alloc_shared((128, 64), T.float16)
-            tx = T.get_thread_binding()
-            if rewrite:
-                T.fill(S, 0)
-            T.ptx_cp_async(T.access_ptr(S[tx, 0], "w", 8), T.access_ptr(A[tx, 0], "r", 8), 8)
-            T.ptx_commit_group()
-            if tx < 1:
-                T.ptx_wait_group(0)
-            T.sync_threads()
-            T.copy(S[:, 0:8], B[:, 0:8])
-    return main
-
-
-@pytest.mark.parametrize("rewrite", [False, True])
-def test_a_wait_is_the_waiting_threads_own(rewrite):
-    """Thread 0 waits for its own copy only: the others' rows are still in flight when
-    the block reads them (also where the tile held other values before)."""
-    a = torch.randn(128, 64).to(torch.float16)
-    with pytest.raises(UninitializedReadError, match=r"S\[1, 0\] is read before it is "
-                                                     r"written"):
-        tilejit.compile(one_thread_waits(rewrite), target="sim")(a, torch.zeros_like(a))
-
-
-def split_arrivals():
-    @T.prim_func
-    def main(A: T.Tensor((128, 64), T.float16), B: T.Tensor((128, 64), T.float16)):
-        with T.Kernel(1, threads=128) as _:
-            S = T.alloc_shared((128, 64), T.float16)
-            low = T.alloc_barrier(arrive_count=64)
-            high = T.alloc_barrier(arrive_count=128)      # its phase never completes
-            tx = T.get_thread_binding()
-            T.ptx_cp_async(T.access_ptr(S[tx, 0], "w", 8), T.access_ptr(A[tx, 0], "r", 8), 8)
-            if tx < 64:
-                T.cp_async_barrier_noinc(low)
-            else:
-                T.cp_async_barrier_noinc(high)
-            T.barrier_wait(low, 0)
-            T.copy(S[0:64, 0:8], B[0:64, 0:8])
-            T.copy(S[64:128, 0:8], B[64:128, 0:8])
-    return main
-
-
-def test_a_noinc_arrival_takes_the_arriving_threads_copies_only():
-    """The first half's copies land with ``low``; the second half's with ``high``, whose
-    phase needs 128 arrivals and gets 64: reading them is reading copies in flight."""
-    a = torch.randn(128, 64).to(torch.float16)
-    b = torch.zeros_like(a)
-    with pytest.raises(UninitializedReadError, match=r"S\[64, 0\] is read before it is "
-                                                     r"written"):
-        tilejit.compile(split_arrivals(), target="sim")(a, b)
-    torch.testing.assert_close(b[:64, :8], a[:64, :8], rtol=0, atol=0)
-
-
-# -- a fragment indexed element by element in per-thread code is each thread's own --------
-
-def prefetched_indices():
-    """DeepSeek-V3.2's seesaw producer keeps each thread's prefetched row numbers in a
-    fragment indexed by loop variables only (``idx[stage, r] = Indices[.., tx // 8]``):
-    the compiler gives every thread all of it, so each thread reads back its own."""
-    @T.prim_func
-    def main(A: T.Tensor((128,), T.int32), B: T.Tensor((128,), T.int32)):
-        with T.Kernel(1, threads=128) as _:
-            f = T.alloc_fragment((2, 4), T.int32)
-            acc = T.alloc_var(T.int32)
-            tx = T.get_thread_binding()
-            for s in T.unroll(2):
+                xs = T.alloc_shared((4, 256), T.float32)
+                y = T.alloc_fragment((256,), T.float32)
+                T.copy(X, xs)
+                T.clear(y)
                 for r in T.serial(4):
-                    f[s, r] = A[tx] * (s + r)
-            acc = 0
-            for s in T.unroll(2):
-                for r in T.serial(4):
-                    acc += f[s, r]
-            B[tx] = acc
+                    for j in T.Parallel(256):
+                        y[j] += w[r] * xs[r, j]
+                T.copy(y, Y)
     return main
 
 
-def test_each_thread_reads_back_its_own_fragment_elements(ptxas):
-    a = torch.arange(128, dtype=torch.int32)
-    b = torch.zeros(128, dtype=torch.int32)
-    tilejit.compile(prefetched_indices(), target="sim")(a, b)
-    torch.testing.assert_close(b, 16 * a)
-    ptxas(tilejit.compile(prefetched_indices(), target="cuda -arch=sm_90a").get_kernel_source(),
-          "sm_90a")
+def test_roles_of_a_warp_and_two_in_simulation_and_ptx(ptxas):
+    g = torch.Generator().manual_seed(4)
+    M = torch.rand(4, 4, generator=g) + 0.5
+    X = torch.randn(4, 256, generator=g)
+    P, Y = torch.zeros(4, 4), torch.zeros(256)
+    tilejit.compile(warp_and_two(), target="sim")(M, X, P, Y)
+    torch.testing.assert_close(P, (M.double() / M.double().sum(1, keepdim=True)).float())
+    torch.testing.assert_close(Y, (M[0].double() @ X.double()).float(), rtol=1e-5,
+                               atol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(warp_and_two(), target=f"cuda -arch={arch}").get_kernel_source(),
+              arch)
 
 
 @pytest.mark.gpu
-def test_each_thread_reads_back_its_own_fragment_elements_on_the_gpu():
-    a = torch.arange(128, dtype=torch.int32, device="cuda")
-    b = torch.zeros(128, dtype=torch.int32, device="cuda")
-    tilejit.compile(prefetched_indices(), target="cuda")(a, b)
+def test_roles_of_a_warp_and_two_on_the_gpu():
+    g = torch.Generator().manual_seed(4)
+    M = (torch.rand(4, 4, generator=g) + 0.5).cuda()
+    X = torch.randn(4, 256, generator=g).cuda()
+    P, Y = torch.zeros(4, 4, device="cuda"), torch.zeros(256, device="cuda")
+    tilejit.compile(warp_and_two(), target="cuda")(M, X, P, Y)
     torch.cuda.synchronize()
-    torch.testing.assert_close(b, 16 * a)
+    torch.testing.assert_close(P, (M.double() / M.double().sum(1, keepdim=True)).float())
+    torch.testing.assert_close(Y, (M[0].double() @ X.double()).float(), rtol=1e-5,
+                               atol=1e-5)

@@ -32,7 +32,7 @@ from tilejit.frontend.helpers import helper_problem, helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
-from tilejit.frontend.thread_roles import has_thread_roles
+from tilejit.frontend.thread_roles import thread_role_size
 from tilejit import language
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.hopper import WARPGROUP_THREADS
@@ -258,17 +258,18 @@ def _frozen_list(value):
 
 
 def _role_threads(ks: KernelSource, spec: Specialization, namespace) -> int:
-    """The threads of one warpgroup role when the kernel splits its block with ``T.ws``,
-    or with branches on the thread index that the front end makes roles of
-    (``frontend/thread_roles.py``): its tiles are planned over one role
-    (``passes/warp_roles.py``); else 0."""
-    if not uses_warp_roles(ks.tree, ks.namespace) and not has_thread_roles(
-            rewrite_thread_bindings(copy.deepcopy(ks.tree), ks), ks, namespace):
+    """The threads of one role when the kernel splits its block with ``T.ws`` (a
+    warpgroup), or with branches on the thread index that the front end makes roles of
+    (``frontend/thread_roles.py``: a warpgroup, or 64 or 32 threads): its tiles are
+    planned over one role (``passes/warp_roles.py``); else 0."""
+    size = WARPGROUP_THREADS if uses_warp_roles(ks.tree, ks.namespace) else thread_role_size(
+        rewrite_thread_bindings(copy.deepcopy(ks.tree), ks), ks, namespace)
+    if not size:
         return 0
-    if spec.threads % WARPGROUP_THREADS:
+    if spec.threads % size:
         raise ks.error(f"a kernel with T.ws roles runs whole warpgroups: threads must be a "
-                       f"multiple of {WARPGROUP_THREADS}, got {spec.threads}", ks.launch)
-    return WARPGROUP_THREADS
+                       f"multiple of {size}, got {spec.threads}", ks.launch)
+    return size
 
 
 def _bind(source_pass, ctx):

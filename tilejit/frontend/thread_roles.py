@@ -42,6 +42,9 @@ from tilejit.frontend.thread_tests import thread_names, thread_takers
 from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
 from tilejit.language.hopper import WARPGROUP_THREADS
 
+WARP = 32
+MAX_ROLES = 15          # named barriers 1 … 15, one a role
+
 # what a branch of the block's threads cannot do by itself: its own registers' work
 _OWN_REGISTERS = frozenset((T.gemm, T.wgmma_gemm, T.alloc_fragment, T.reduce, T.reduce_max,
                             T.reduce_min, T.reduce_sum, T.reduce_abssum, T.reduce_absmax,
@@ -80,7 +83,7 @@ def rewrite_thread_roles(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> 
     """``fdef`` (after ``thread_bindings.py``) with its hand-written warpgroup branches as
     ``with T.ws(k):`` roles."""
     threads = block_threads(ks, namespace)
-    if threads is None or threads % WARPGROUP_THREADS or threads < 2 * WARPGROUP_THREADS:
+    if threads is None or threads % WARP or threads < 2 * WARP:
         return fdef
     if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and n.func.id == THREAD_INDEX for n in syntax.walk(fdef)):
@@ -90,17 +93,30 @@ def rewrite_thread_roles(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> 
         return fdef
     roles = _Roles(ks, namespace, threads, thread_names(fdef), _fragments(fdef, ks.namespace),
                    fdef)
-    fdef.body = roles.block(fdef.body)
+    roles.block(fdef.body)              # find the chains
+    roles.size = roles.role_size()
+    if roles.size:
+        fdef.body = roles.block(fdef.body)
     if roles.made:
         ks.namespace.setdefault(LANGUAGE, T)
     return fdef
 
 
-def has_thread_roles(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> bool:
-    """Whether ``rewrite_thread_roles`` makes roles of ``fdef`` (it rewrites ``fdef``)."""
-    before = sum(isinstance(n, ast.With) for n in syntax.walk(fdef))
+def thread_role_size(fdef: ast.FunctionDef, ks: KernelSource, namespace) -> int:
+    """The threads of one role when ``rewrite_thread_roles`` makes roles of ``fdef`` (it
+    rewrites ``fdef``), else 0."""
     fdef = rewrite_thread_roles(fdef, ks, namespace)
-    return sum(isinstance(n, ast.With) for n in syntax.walk(fdef)) > before
+    return role_threads_of(fdef, ks.namespace)
+
+
+def role_threads_of(tree, namespace) -> int:
+    """The role size the tree's ``T.ws`` blocks give (``role_threads=``, 128 by
+    default), 0 without roles."""
+    for node in syntax.walk(tree):
+        if isinstance(node, ast.Call) and resolve_static(node.func, namespace) is T.ws:
+            given = next((k.value for k in node.keywords if k.arg == "role_threads"), None)
+            return given.value if isinstance(given, ast.Constant) else WARPGROUP_THREADS
+    return 0
 
 
 def _fragments(fdef, namespace) -> set:
@@ -120,6 +136,8 @@ class _Roles:
         self.namespace = {k: v for k, v in namespace.items() if k not in stored}
         self.names, self.fragments = names, fragments
         self.made = 0
+        self.chains = {}        # id(if statement) -> its branches' (lo, hi, body, where)
+        self.size = 0           # the role size, once the first walk decided it
 
     def block(self, stmts):
         out = []
@@ -130,10 +148,17 @@ class _Roles:
 
     def statement(self, st):
         if isinstance(st, ast.If):
-            roles = self._chain(st)
-            if roles is not None:
-                self.made += 1
-                return roles
+            if self.size:                       # the second walk: the chains found
+                ranges = self.chains.get(id(st))
+                if ranges is not None:
+                    self.made += 1
+                    return [self._role(lo // self.size, body, where, self.size)
+                            for lo, _hi, body, where in ranges]
+            else:
+                ranges = self._chain(st)
+                if ranges is not None:
+                    self.chains[id(st)] = ranges
+                    return st
             if thread_takers(st.test, self.names, self.threads, self.namespace) is None \
                     and not self._reads_thread(st.test):
                 st.body, st.orelse = self.block(st.body), self.block(st.orelse)
@@ -166,7 +191,7 @@ class _Roles:
                 branches.append((None, node.orelse, node.orelse[0]))
             break
         left = set(range(self.threads))
-        roles = []
+        ranges = []
         for test, body, where in branches:
             if test is None:
                 takers = left
@@ -178,16 +203,15 @@ class _Roles:
             left = left - takers
             if not takers:
                 continue
-            first = min(takers)
-            if first % WARPGROUP_THREADS or takers != set(range(first,
-                                                               first + WARPGROUP_THREADS)):
-                return None
-            roles.append((first // WARPGROUP_THREADS, body, where))
-        if not roles or not any(self._own_registers(body) for _, body, _ in roles):
+            lo, hi = min(takers), max(takers) + 1
+            if takers != set(range(lo, hi)) or lo % WARP or hi % WARP:
+                return None             # not a range of whole warps
+            ranges.append((lo, hi, body, where))
+        if not ranges or not any(self._own_registers(body) for *_, body, _ in ranges):
             return None
-        if not self._private_fragments(st, [body for _, body, _ in roles]):
+        if not self._private_fragments(st, [body for *_, body, _ in ranges]):
             return None
-        return [self._role(k, body, where) for k, body, where in roles]
+        return ranges
 
     def _private_fragments(self, chain, bodies) -> bool:
         """Whether each fragment the branches name is one branch's alone: a role holds its
@@ -211,8 +235,32 @@ class _Roles:
                 return True
         return False
 
+    def role_size(self) -> int:
+        """The threads of one role: a warpgroup where every branch is one, else the
+        largest power of two (a warp at least) that divides every branch's start and
+        size; each branch runs in the role of its first threads. 0 where that leaves a
+        branch wider than its role reading the thread index (its other threads would
+        not run it), or more roles than named barriers."""
+        spans = [(lo, hi) for ranges in self.chains.values() for lo, hi, *_ in ranges]
+        if not spans:
+            return 0
+        size = WARPGROUP_THREADS
+        while size > WARP and any(lo % size or (hi - lo) % size for lo, hi in spans):
+            size //= 2
+        if any(lo % size or (hi - lo) % size for lo, hi in spans) or \
+                self.threads // size > MAX_ROLES:
+            return 0
+        for ranges in self.chains.values():
+            for lo, hi, body, _ in ranges:
+                if hi - lo > size and self._reads_thread(ast.Module(body=list(body),
+                                                                    type_ignores=[])):
+                    return 0
+        return size
+
     @staticmethod
-    def _role(k, body, where):
+    def _role(k, body, where, size):
+        keywords = [] if size == WARPGROUP_THREADS else [ast.keyword("role_threads",
+                                                                     ast.Constant(size))]
         ws = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "ws", ast.Load()),
-                      [ast.Constant(k)], [])
+                      [ast.Constant(k)], keywords)
         return ast.copy_location(ast.With([ast.withitem(ws, None)], list(body)), where)

@@ -63,7 +63,7 @@ def thread_takers(test, names, threads, namespace):
         if not isinstance(value, (int, float, bool)):
             return None
         env[n] = value
-    code = compile(ast.Expression(test), "<test>", "eval")
+    code = compile(syntax.fix_missing_locations(ast.Expression(test)), "<test>", "eval")
     values = {n: compile(syntax.fix_missing_locations(ast.Expression(copy.deepcopy(v))),
                          "<thread index>", "eval") for n, v in names.items() if n in used}
     try:

@@ -44,7 +44,7 @@ class _Unknown(Exception):
     """A request whose threads are not known at compile time."""
 
 
-def _requests(stmts, who, names, threads, namespace, out):
+def _requests(stmts, who, names, threads, namespace, out, role=ROLE_THREADS):
     """(statement, its threads) of each request among ``stmts``, run by ``who``."""
     for st in stmts:
         if getattr(st, REQUEST_ATTR, None) is not None:
@@ -52,7 +52,7 @@ def _requests(stmts, who, names, threads, namespace, out):
         elif isinstance(st, ast.If):
             k = getattr(st, ROLE_ATTR, None)      # `with T.ws(k)`: warpgroup k's threads
             if k is not None:
-                mine = who & frozenset(range(k * ROLE_THREADS, (k + 1) * ROLE_THREADS))
+                mine = who & frozenset(range(k * role, (k + 1) * role))
             else:
                 takers = thread_takers(st.test, names, threads, namespace)
                 if takers is None:
@@ -60,11 +60,11 @@ def _requests(stmts, who, names, threads, namespace, out):
                         raise _Unknown
                     continue
                 mine = who & frozenset(takers)
-            _requests(st.body, mine, names, threads, namespace, out)
-            _requests(st.orelse, who - mine, names, threads, namespace, out)
+            _requests(st.body, mine, names, threads, namespace, out, role)
+            _requests(st.orelse, who - mine, names, threads, namespace, out, role)
         elif isinstance(st, (ast.For, ast.While, ast.With)):
-            _requests(st.body, who, names, threads, namespace, out)
-            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out)
+            _requests(st.body, who, names, threads, namespace, out, role)
+            _requests(getattr(st, "orelse", []), who, names, threads, namespace, out, role)
 
 
 class _Substitute(ast.NodeTransformer):
@@ -116,7 +116,7 @@ def check_register_budget(fdef: ast.FunctionDef, ctx) -> None:
     found = []
     try:
         _requests(fdef.body, frozenset(range(threads)), derived_thread_names(fdef),
-                  threads, ctx.namespace, found)
+                  threads, ctx.namespace, found, ctx.plan.role_threads or ROLE_THREADS)
     except _Unknown:
         return
     launch = launch_registers(threads)

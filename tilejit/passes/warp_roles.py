@@ -140,7 +140,8 @@ class _Roles(syntax.NodeTransformer):
         call = node.items[0].context_expr
         if self.role is not None:
             raise self._error("T.ws roles do not nest", node)
-        if len(call.args) != 1 or call.keywords or node.items[0].optional_vars is not None:
+        if len(call.args) != 1 or any(k.arg != "role_threads" for k in call.keywords) or \
+                node.items[0].optional_vars is not None:
             raise self._error("with T.ws(k): takes one warpgroup index", node)
         try:
             role = self.static.value(call.args[0])
@@ -149,7 +150,7 @@ class _Roles(syntax.NodeTransformer):
         if not (isinstance(role, int) and 0 <= role < self.roles):
             raise self._error(f"T.ws(k): k must be a warpgroup of the block, an integer in "
                               f"0 … {self.roles - 1} known at compile time (the block has "
-                              f"{self.roles * ROLE_THREADS} threads), got "
+                              f"{self.roles * self.ctx.plan.role_threads} threads), got "
                               f"`{ast.unparse(call.args[0])}`", node)
         self.role, outer = role, self.divergent
         self.divergent = 0
@@ -157,7 +158,8 @@ class _Roles(syntax.NodeTransformer):
         self.role, self.divergent = None, outer
         body = [s for b in body for s in (b if isinstance(b, list) else [b])]
         if all(_is_call(s, TMA_WAIT, TMA_COPY, MBAR_ARRIVE_ALL) for s in body):
-            body = [ast.copy_location(ast.If(_call(ROLE_LEADER, []), _elected(body), []),
+            body = [ast.copy_location(ast.If(_call(ROLE_LEADER, []),
+                                             _elected(body, self.ctx.plan.role_threads), []),
                                       node)]
         test = ast.Compare(_call(WS_ROLE, []), [ast.Eq()], [ast.Constant(role)])
         new = ast.copy_location(ast.If(test, body, []), node)
@@ -203,12 +205,12 @@ def _is_call(stmt, *names) -> bool:
             and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in names)
 
 
-def _elected(body):
+def _elected(body, role_threads):
     """A producer role's statements for its first thread alone: its arrivals count for
     the whole role."""
     for stmt in body:
         if _is_call(stmt, MBAR_ARRIVE_ALL):
-            stmt.value.args[1] = ast.Constant(ROLE_THREADS)
+            stmt.value.args[1] = ast.Constant(role_threads)
     return body
 
 
@@ -217,11 +219,12 @@ def lower_warp_roles(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     if not found:
         return fdef
     target = ctx.target
-    if not target.is_sim and not (target.is_cuda and target.has_tma):
-        name, node = found[0]
+    hopper = [(name, node) for name, node in found if name != "T.ws"]
+    if hopper and not target.is_sim and not (target.is_cuda and target.has_tma):
+        name, node = hopper[0]    # roles alone need named barriers only (sm_70+)
         raise ctx.error(f"{name} needs Hopper's TMA and mbarrier waits (sm_90 or newer); "
                         f"the target is {target}", node)
     launched = ctx.plan.launch_threads or ctx.threads
     fdef = _Roles(ctx, StaticEval(ctx.namespace, ctx.param_dtypes, fdef),
-                  launched // ROLE_THREADS).visit(fdef)
+                  launched // (ctx.plan.role_threads or ROLE_THREADS)).visit(fdef)
     return syntax.fix_missing_locations(fdef)

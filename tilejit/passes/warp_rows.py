@@ -11,7 +11,9 @@ accumulators of one M row to row (``_links``: a statement of a ``T.Parallel`` in
 both by its first variable, a row reduction, followed through the fragments between
 them) and their mma.sync plans split the rows over a
 different number of warps, each is planned again with every warp along its rows
-(``FullRow``), when every one of them fits so; wgmma plans (a warpgroup's 64 rows, 16
+(``FullRow``), when every one of them fits so, each has the default policy (Square) and
+they are different accumulators (one accumulator's gemms of two policies stay the error
+that says so); wgmma plans (a warpgroup's 64 rows, 16
 a warp) already agree and are left alone, as is every gemm without such a link.
 """
 from __future__ import annotations
@@ -79,6 +81,9 @@ def unify_warp_rows(fdef: ast.FunctionDef, ctx) -> None:
     for gids in groups.values():
         if len({gemms[g][0].warps_m for g in gids}) < 2:
             continue
+        if any(gemms[g][0].policy != "Square" for g in gids) or \
+                len({gemms[g][3] for g in gids}) < 2:
+            continue            # a policy the kernel chose, or one accumulator: as written
         try:
             plans = {g: replace(plan_gemm(gp.M, gp.N, gp.K, gp.dtypes, gp.transpose_A,
                                           gp.transpose_B, "FullRow", gp.threads,

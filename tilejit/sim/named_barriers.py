@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.language.tiles import check_named_barrier
 from tilejit.sim.roles import _Barrier
 from tilejit.sim.runtime import STATE, _caller_location
@@ -143,14 +142,15 @@ def _role_arrival(what, barrier_id, count, wait):
     if np.ndim(barrier_id):
         raise ThreadCodeError(f"{what}: barrier_id differs between a role's threads: not "
                               f"supported in simulation{_caller_location(3)}")
+    size = STATE.role_threads
     active = _active() if STATE.lanes else None
     if active is not None and not np.all(active):
         raise ThreadCodeError(f"{what}: some threads of warpgroup role {STATE.role} reach it "
                               f"and others do not; the simulator has a role arrive as a "
                               f"whole: not supported in simulation{_caller_location(3)}")
-    if count % WARPGROUP_THREADS:
+    if count % size:
         raise ThreadCodeError(f"{what}: in the simulator a warpgroup role arrives as its "
-                              f"{WARPGROUP_THREADS} threads; give the barrier a count of whole "
+                              f"{size} threads; give the barrier a count of whole "
                               f"roles: not supported in simulation{_caller_location(3)}")
     roles, b_id = STATE.roles, int(_plain(barrier_id))
     named = roles.named_barriers
@@ -162,14 +162,14 @@ def _role_arrival(what, barrier_id, count, wait):
         raise ThreadCodeError(f"{what}: named barrier {b_id} is waiting for {b.count} "
                               f"arrivals in this phase; this arrival counts {count} "
                               f"(on the GPU: undefined){_caller_location(3)}")
-    if WARPGROUP_THREADS > b.pending:
+    if size > b.pending:
         raise ThreadCodeError(f"{what}: named barrier {b_id} has {b.pending} of its {count} "
                               f"arrivals left in this phase, and warpgroup role {STATE.role} "
-                              f"arrives as {WARPGROUP_THREADS} (on the GPU: undefined)"
+                              f"arrives as {size} (on the GPU: undefined)"
                               f"{_caller_location(3)}")
     roles.clocks.release(b.phase_clock(roles.nroles))
     phase = b.phase
-    b.pending -= WARPGROUP_THREADS
+    b.pending -= size
     if b.pending == 0:
         b.complete()
     if wait:

@@ -243,8 +243,10 @@ class BlockRoles:
     """One block's warpgroup roles, run as threads that take turns (see the module's
     documentation)."""
 
-    def __init__(self, nroles: int, block, kernel: str = "kernel"):
+    def __init__(self, nroles: int, block, kernel: str = "kernel",
+                 size: int = WARPGROUP_THREADS):
         self.nroles, self.block, self.kernel = nroles, block, kernel
+        self.size = size                    # a role's threads (a warpgroup, or 64 / 32)
         self.cond = threading.Condition()
         self.turn = 0
         self.done = [False] * nroles
@@ -261,8 +263,8 @@ class BlockRoles:
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) \
                     or not 0 <= k < self.nroles:
                 raise ValueError(f"T.ws: expected warpgroup indices in [0, {self.nroles}) "
-                                 f"(the block's {self.nroles * WARPGROUP_THREADS} threads are "
-                                 f"{self.nroles} warpgroups of {WARPGROUP_THREADS}), got {k!r}"
+                                 f"(the block's {self.nroles * self.size} threads are "
+                                 f"{self.nroles} roles of {self.size}), got {k!r}"
                                  f"{_caller_location(2)}")
         return STATE.role in ids
 
@@ -321,7 +323,7 @@ class BlockRoles:
                  "on a barrier phase (an mbarrier's or a named barrier's) that no role can "
                  "complete (on the GPU the kernel would hang)"]
         for j in range(self.nroles):
-            who = f"role {j} (threads {j * WARPGROUP_THREADS}-{(j + 1) * WARPGROUP_THREADS - 1})"
+            who = f"role {j} (threads {j * self.size}-{(j + 1) * self.size - 1})"
             if self.done[j]:
                 lines.append(f"{who} has finished")
                 continue
@@ -333,10 +335,10 @@ class BlockRoles:
     def _role(self, k, fn, args, grid, threads):
         state = STATE
         state.block, state.mask, state.grid, state.threads = self.block, None, grid, threads
-        state.roles, state.role, state.role_threads = self, k, WARPGROUP_THREADS
+        state.roles, state.role, state.role_threads = self, k, self.size
         # a kernel that reads its thread index runs each role lane-wise over its own
         # warpgroup's threads (sim/threads.py: the index is the block's, 128 k + lane)
-        state.lanes = WARPGROUP_THREADS if getattr(fn, "per_thread", False) else 0
+        state.lanes = self.size if getattr(fn, "per_thread", False) else 0
         state.in_parallel = 0
         state.shared_seq = 0
         state.cp_async = None       # no copies in flight (async_copies.py)
@@ -371,11 +373,13 @@ class BlockRoles:
 
 
 def run_block_roles(fn, args, block, grid, threads):
-    """Run one block of a kernel with ``T.ws`` roles: ``threads / 128`` roles."""
-    if threads % WARPGROUP_THREADS:
+    """Run one block of a kernel with ``T.ws`` roles: ``threads / 128`` roles (or of the
+    front end's narrower roles, ``fn.role_threads``)."""
+    size = getattr(fn, "role_threads", 0) or WARPGROUP_THREADS
+    if threads % size:
         raise ValueError(f"T.ws: a kernel with warpgroup roles needs threads a multiple of "
-                         f"{WARPGROUP_THREADS}, got threads={threads}")
-    BlockRoles(threads // WARPGROUP_THREADS, block, fn.__name__).run(fn, args, grid, threads)
+                         f"{size}, got threads={threads}")
+    BlockRoles(threads // size, block, fn.__name__, size).run(fn, args, grid, threads)
 
 
 # the meanings of the language's declarations (``language/hopper.py``)

@@ -16,7 +16,7 @@ from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
 from tilejit.frontend.random_draws import uses_random_draws
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
-from tilejit.frontend.thread_roles import roles_depend_on_constexprs
+from tilejit.frontend.thread_roles import roles_depend_on_constexprs, role_threads_of
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
                                 THREAD_INDEX, WARP_SIZE, CP_ASYNC)
@@ -95,9 +95,10 @@ def simulator_function(kernel, constexprs=None):
         per_thread = uses_thread_index(tree)
         # T.ws roles, as written or made of warpgroup branches (frontend/thread_roles.py)
         warp_roles = uses_warp_roles(tree, ks.namespace)
+        role_threads = role_threads_of(tree, ks.namespace)
         fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
                          namespace)
-        fn.warp_roles = warp_roles
+        fn.warp_roles, fn.role_threads = warp_roles, role_threads
         grid_syncs = [n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
                       and resolve_static(n.func, ks.namespace) is T.sync_grid]
         fn.grid_sync = bool(grid_syncs)          # the blocks in turns: sim/grid.py

@@ -403,10 +403,41 @@ def _own_fragments(fdef, namespace) -> None:
         if isinstance(node, ast.Name) and node.id in allocs and isinstance(node.ctx, ast.Load) \
                 and id(node) not in elements:
             allocs.pop(node.id)         # a tile operation's operand: the block's
+    # only where the threads store different values: a fragment every thread computes
+    # alike (a running maximum) stays the block's, as tile operations read it
+    dependent = _thread_dependent(fdef)
+    stored_per_thread = set()
+    for node in syntax.walk(fdef):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                        _reads(node.value, dependent) | _reads(t.slice, dependent):
+                    stored_per_thread.add(t.value.id)
+    allocs = {n: c for n, c in allocs.items() if n in stored_per_thread}
     for call in allocs.values():
         call.func = ast.Name(OWN_FRAGMENT, ast.Load())
         call.keywords = [k for k in call.keywords if k.arg == "dtype"]
         call.args = call.args[:2]
+
+
+def _reads(expr, names) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Call) and
+               isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
+               for n in syntax.walk(expr))
+
+
+def _thread_dependent(fdef) -> set:
+    """The names assigned (directly or through others) from the thread index."""
+    names, changed = set(), True
+    while changed:
+        changed = False
+        for node in syntax.walk(fdef):
+            if isinstance(node, (ast.Assign, ast.AugAssign)) and _reads(node.value, names):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Name) and t.id not in names:
+                        names.add(t.id)
+                        changed = True
+    return names
 
 
 def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:

@@ -1,8 +1,9 @@
 """Lowering of a kernel's own warpgroup roles (``passes/warp_roles.py``), NVPTX.
 
-Role k is warpgroup k, threads ``128 k … 128 k + 127``; the tiles are planned over one
-warpgroup, and ``context.thread_index`` is the index within it. A role's statements
-synchronize among themselves on named barrier ``1 + k`` (``bar.sync 1 + k, 128``),
+Role k is warpgroup k, threads ``128 k … 128 k + 127`` (or, for the front end's roles of
+narrower branches, ``R k …`` with R = ``plan.role_threads``, 64 or 32); the tiles are
+planned over one role, and ``context.thread_index`` is the index within it. A role's
+statements synchronize among themselves on named barrier ``1 + k`` (``bar.sync 1 + k, R``),
 never on barrier 0, which waits for the whole block. ``T.mbarrier_arrive`` is every
 thread's arrival, as the barrier counts them (``T.alloc_barrier([128, ...])``).
 """
@@ -21,14 +22,16 @@ ROLE_THREADS = 128
 
 @lower(markers.stub(markers.WS_ROLE), target="cuda")
 def ws_role_impl(context, builder, sig, args):
-    return builder.lshr(context.block_thread_index(builder), I32(7))
+    size = plan().role_threads or ROLE_THREADS        # a power of two: 128, 64 or 32
+    return builder.lshr(context.block_thread_index(builder), I32(size.bit_length() - 1))
 
 
 @lower(markers.stub(markers.SYNC_ROLE), types.IntegerLiteral, target="cuda")
 def sync_role_impl(context, builder, sig, args):
     if plan().proxy_fence:
         asm_statement(builder, "fence.proxy.async.shared::cta;")
-    asm_statement(builder, f"bar.sync {1 + sig.args[0].literal_value}, {ROLE_THREADS};")
+    size = plan().role_threads or ROLE_THREADS
+    asm_statement(builder, f"bar.sync {1 + sig.args[0].literal_value}, {size};")
     return context.get_dummy_value()
 
 
