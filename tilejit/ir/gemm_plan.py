@@ -31,6 +31,10 @@ FLOAT8_GEMMS = {k for k in INSTRUCTIONS if k[0].startswith("float8")}
 
 POLICIES = ("Square", "FullRow", "FullCol")
 
+# mma.sync kinds whose A operand held in registers has the instruction's own A layout (not
+# the accumulator's over K): tf32's m16n8k8, int8's m16n8k32
+A_OWN_LAYOUT = ("tf32", "s8")
+
 # A/B/C dtypes no tensor-core instruction takes here, computed with one multiply-add per
 # element and k by each thread (engine "fma", TileLang's SIMT gemm): C laid out as
 # m16n8 accumulators over the warps, as mma.sync's float32 C is (any layout would do: no
@@ -191,9 +195,13 @@ class GemmPlan:
                                  self.repeat_m, self.K // self.instr_mn[1])
             return base.replicated(self.warps_n) if self.warps_n > 1 else base
         # tf32's m16n8k8 A operand is not the accumulator's layout (a thread holds
-        # columns t and t + 4, not 2t and 2t + 1): its own fragment, tiled over K
-        role = "A" if self.kind == "tf32" else "C"
-        base = tile_fragment(mma_fragment(self.instr, self.kind, role), self.warps_m, 1,
+        # columns t and t + 4, not 2t and 2t + 1), nor is int8's m16n8k32 (four
+        # consecutive columns a register): their own fragment, tiled over K by k steps
+        if self.kind in A_OWN_LAYOUT:
+            base = tile_fragment(mma_fragment(self.instr, self.kind, "A"), self.warps_m, 1,
+                                 self.repeat_m, self.K // self.k_step)
+            return base.replicated(self.warps_n) if self.warps_n > 1 else base
+        base = tile_fragment(mma_fragment(self.instr, self.kind, "C"), self.warps_m, 1,
                              self.repeat_m, self.K // 8)
         return base.replicated(self.warps_n) if self.warps_n > 1 else base
 

@@ -358,9 +358,9 @@ class _Tiles(syntax.NodeTransformer):
         if dtypes in FLOAT8_GEMMS:
             self._check_float8(target, node)
         if a.kind == FRAGMENT and not (a.dtype.name in ("float16", "bfloat16") or (
-                plan.kind == "tf32" and plan.engine == "mma")):
+                plan.kind in ("tf32", "s8") and plan.engine == "mma")):
             raise self.ctx.error(f"T.gemm: an A operand in registers needs float16, bfloat16 "
-                                 f"or (on mma.sync) tfloat32/float32 inputs, got "
+                                 f"or (on mma.sync) tfloat32/float32 or int8 inputs, got "
                                  f"{a.dtype.name}; put A in shared memory", node)
         if a.kind == FRAGMENT and ta:
             raise self.ctx.error("T.gemm: transpose_A is not supported for an A operand in "

@@ -25,6 +25,7 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit.ir import markers
+from tilejit.ir.gemm_plan import A_OWN_LAYOUT
 from tilejit.layouts import mma_fragment
 from tilejit.ir.addressing import Var, fragment_indexing, fragment_tables, layout_offset, substitute
 from tilejit.codegen.typing.tiles import TileType
@@ -44,14 +45,16 @@ def _register_slots(frag, gp, operand):
     """slot[(tile index, k step, element)] of a block fragment holding the C (or A)
     elements of every warp, the same at every thread (checked, for all lanes of all
     warps at once)."""
-    # tf32's A operand has a layout of its own (GemmPlan.a_fragment); the others' are
-    # the accumulator's over K
-    mma = mma_fragment(gp.instr, gp.kind, "A" if operand == "A" and gp.kind == "tf32" else "C")
+    # tf32's and int8's A operands have a layout of their own (GemmPlan.a_fragment), in
+    # blocks of a k step; the others' are the accumulator's over K, in blocks of 8
+    own = operand == "A" and gp.kind in A_OWN_LAYOUT
+    mma = mma_fragment(gp.instr, gp.kind, "A" if own else "C")
     inv = mma.inverse()
+    width = gp.k_step if own else 8
     if operand == "C":
         tiles = [(rm, rn) for rm in range(gp.repeat_m) for rn in range(gp.repeat_n)]
-    else:                  # A in registers: 16 x 8 blocks of C shape over K
-        tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // 8)]
+    else:                  # A in registers: 16 x width blocks over K
+        tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // width)]
     holder, slot_of = fragment_tables(frag)
     warp = np.repeat(np.arange(gp.threads // 32), 32)
     lane = np.tile(np.arange(32), gp.threads // 32)
@@ -62,7 +65,8 @@ def _register_slots(frag, gp, operand):
     for e in range(mma.slots_per_thread):
         rc = np.array([inv(x, e) for x in range(32)])[lane]
         for (ti, tj) in tiles:
-            row, col = row0 + ti * 16 + rc[:, 0], col0 + tj * 8 + rc[:, 1]
+            row, col = row0 + ti * 16 + rc[:, 0], col0 + tj * (8 if operand == "C" else
+                                                                 width) + rc[:, 1]
             slots[(ti, tj, e)] = uniform_slot(frag, (holder, slot_of), thread, row, col,
                                               f"the {operand} fragment", "mma")
     return slots
@@ -124,16 +128,21 @@ def _a_registers(lanes, w, a_ty, a_ptr, kk):
     gp, builder, context = w.gp, w.builder, w.context
     tile = plan().tile(a_ty.tile_name)
     out = []
-    if a_ty.kind == "fragment" and gp.kind == "tf32":
-        # held in the m16n8k8 A layout itself: register e of k step kk is slot e there
+    if a_ty.kind == "fragment" and gp.kind in A_OWN_LAYOUT:
+        # held in the instruction's A layout itself: element e of k step kk is slot e
+        # there, 32 // bits of them a register (tf32: one; int8: four)
         slots = _register_slots(tile.layout, gp, "A")
+        bits = 32 if gp.kind == "tf32" else 8 * tile.dtype.itemsize
+        per_reg = 32 // bits
         for rm in range(gp.repeat_m):
             regs = []
-            for e in range(4):
-                v = context.unpack_value(builder, a_ty.element,
-                                         builder.gep(a_ptr, [I32(slots[(rm, kk, e)])]))
-                regs.append(_pack(context, builder, [_elem_data(context, builder, a_ty, v,
-                                                                gp.kind)], 32))
+            for r in range(4):
+                vals = []
+                for e in range(r * per_reg, (r + 1) * per_reg):
+                    v = context.unpack_value(builder, a_ty.element,
+                                             builder.gep(a_ptr, [I32(slots[(rm, kk, e)])]))
+                    vals.append(_elem_data(context, builder, a_ty, v, gp.kind))
+                regs.append(_pack(context, builder, vals, bits))
             out.append(regs)
         return out
     if a_ty.kind == "fragment":
