@@ -47,7 +47,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             layout_conversion,
                             layout_inference, packed_tensors, parallel_guards, pipeline,
                             rasterization,
-                            registers, safe_memory, safe_values, shared_memory, softmax_turns,
+                            registers, safe_memory, safe_values, shared_memory,
+                            shifted_fragments, softmax_turns,
                             split_indices,
                             thread_branches,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
@@ -77,6 +78,7 @@ SOURCE_PASSES = (
     packed_tensors.check_packed_tensors,     # no other tile op on a float4_e2m1fn tensor
     dynamic_parallel.expand_dynamic_parallel_loops,  # T.Parallel(span): an element loop
     fragment_transposes.transpose_fragments,  # F_t[j, i] = F[i, j]: through shared memory
+    shifted_fragments.shift_fragment_loops,  # a read of F[i + off, j]: the loop over F's rows
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0

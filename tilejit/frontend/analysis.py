@@ -125,11 +125,14 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
 
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
     """(the tensor parameters named bare as a ``T.copy`` operand, copied region to region
-    with another tensor, or laid out by ``T.annotate_layout``: every dimension of their
+    with another tensor (a parameter or a ``T.empty`` output), or laid out by ``T.annotate_layout``: every dimension of their
     shape is specialized on, the rank being known at the call; {each laid-out parameter:
     the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
     from one walk of the kernel (it runs at every decoration)."""
     params = set(ks.params) - set(ks.constexpr_params)
+    outputs = {stmt.targets[0].id for stmt in ks.tree.body[:max(ks.launch_index, 0)]
+               if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                   stmt.targets[0], ast.Name) and is_call_to(stmt.value, T.empty, ks.namespace)}
     out = set()
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
@@ -139,8 +142,9 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
             # a copy between two tensors' regions: an open slice runs to the tensor's edge
             named = [a.value.id if isinstance(a, ast.Subscript) and isinstance(
                 a.value, ast.Name) else None for a in operands]
-            if len(named) == 2 and all(n in params for n in named):
-                out.update(named)
+            if len(named) == 2 and all(n in params or n in outputs for n in named) and \
+                    any(n in params for n in named):     # an output's extents are the other's
+                out.update(n for n in named if n in params)
         elif _laid_out(node, ks.namespace):
             for k in node.args[0].keys:
                 if isinstance(k, ast.Name) and k.id in params:

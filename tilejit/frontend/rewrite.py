@@ -617,6 +617,14 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     if namespace is not None:
         # `cfg.BLOCK` through an object: a global of the program (attribute_chains.py)
         fdef = fold_attribute_chains(fdef, namespace, ks.error)
+    # a compile-time parameter the program binds again (`H = H_kv` after `H` was read):
+    # its value enters as a global of the program, bound to it first
+    rebound = [a.arg for a in fdef.args.args if a.arg in drop_params and namespace is not None
+               and a.arg in namespace and any(isinstance(n, ast.Name) and n.id == a.arg and
+                                              isinstance(n.ctx, ast.Store)
+                                              for n in syntax.walk(fdef))]
+    for name in rebound:
+        namespace[f"__tj_param_{name}"] = namespace[name]
     fdef.args.args = [a for a in fdef.args.args if a.arg not in drop_params]
     fdef.args.defaults = []
     for a in fdef.args.args:
@@ -636,7 +644,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
                                         ks.error, [a.arg for a in fdef.args.args] +
                                         list(outputs))
-    fdef.body = prologue + _block_index_assignments(ks) + launch.body
+    fdef.body = [ast.Assign([ast.Name(n, ast.Store())], ast.Name(f"__tj_param_{n}", ast.Load()))
+                 for n in rebound] + prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:
         fdef = _SpecializeShapes(shape_entries).visit(fdef)

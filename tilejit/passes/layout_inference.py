@@ -70,7 +70,7 @@ from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, dig
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, merged_digits,
                                reduce_layout, reshape_layout)
-from tilejit.ir.markers import (FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
+from tilejit.ir.markers import (ATOMICS, FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
@@ -707,6 +707,11 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         lid = loop_ids[id(loop)][0]
         lead = views[leads[id(loop)]]
         plan.loops[lid] = (lead.layout, lead.indexing)
+        if lead.indexing.writer is not None and _has_atomic(loop):
+            raise ctx.error("an atomic in a T.Parallel over a replicated fragment (a T.gemm "
+                            "A operand in registers, or a reduction's result): its "
+                            "iterations run on several threads, and the atomic would be "
+                            "applied several times", loop.lineno)
         for n, (dropped, _) in subset.items():
             red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
@@ -1354,6 +1359,13 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
         for n in names:
             tiles[n].layout, tiles[n].indexing = layout, ix
             tiles[n].layout_reason = f"{reason} (line {line})"
+
+
+def _has_atomic(loop) -> bool:
+    """Whether a loop's body makes an element atomic (``tile_operands.py``'s form)."""
+    names = set(ATOMICS.values())
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names
+               for n in syntax.walk(loop))
 
 
 def _plan_reduction_scratch(ctx, tiles):

@@ -125,16 +125,6 @@ def atomic_rmw(builder, op: str, elem, ptr, value, order=None):
     return old
 
 
-def _check_replication(what):
-    """A T.Parallel over a replicated fragment runs each iteration on several threads;
-    an atomic there would be applied several times."""
-    for _, indexing in plan().loops.values():
-        if indexing.writer is not None:
-            raise CompileError(f"{what}: atomics in a kernel with a T.Parallel over a "
-                               f"replicated fragment (a T.gemm A operand in registers, or a "
-                               f"reduction's result) are not supported")
-
-
 def element_ptr(context, builder, ty, base, index_ty, index):
     if isinstance(ty, GlobalTensorType):
         return element_pointer(context, builder, ty, base, index_ty, index)
@@ -189,7 +179,6 @@ def _width(ptr) -> int:
 def _element_impl(op):
     def impl(context, builder, sig, args):
         dst_ty, index_ty, _, _, per_lane_ty, order_ty = sig.args
-        _check_replication(f"T.atomic_{op}")
         elem = dst_ty.element
         order = memory_order_of(order_ty)
         if op in ("load", "store"):
