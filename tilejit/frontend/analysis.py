@@ -125,7 +125,8 @@ def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
 
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
     """(the tensor parameters named bare as a ``T.copy`` operand, copied region to region
-    with another tensor (a parameter or a ``T.empty`` output), or laid out by ``T.annotate_layout``: every dimension of their
+    with another tensor (a parameter or a ``T.empty`` output), or laid out by
+    ``T.annotate_layout``: every dimension of their
     shape is specialized on, the rank being known at the call; {each laid-out parameter:
     the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
     from one walk of the kernel (it runs at every decoration)."""
