@@ -392,3 +392,28 @@ def test_roles_of_a_warp_and_two_on_the_gpu():
     torch.testing.assert_close(P, (M.double() / M.double().sum(1, keepdim=True)).float())
     torch.testing.assert_close(Y, (M[0].double() @ X.double()).float(), rtol=1e-5,
                                atol=1e-5)
+
+
+def wide_branch_reads_a_derived_index():
+    """The else branch (96 threads, wider than the role size 32) reads ``j = tx - 32``:
+    run in its first 32 threads only it would leave 64 elements unwritten, so it stays a
+    branch (and the fragment under ``if tx < 32`` its error)."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), T.float32), O: T.Tensor((32, 32), T.float32),
+             P: T.Tensor((96,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            f = T.alloc_fragment((32, 32), T.float32)
+            tx = T.get_thread_binding()
+            j = tx - 32
+            if tx < 32:
+                T.copy(A, f)
+                T.copy(f, O)
+            else:
+                P[j] = 1.0
+    return main
+
+
+def test_a_wide_branch_reading_the_thread_index_is_not_a_narrow_role():
+    with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
+        tilejit.compile(wide_branch_reads_a_derived_index(),
+                        target="cuda -arch=sm_80").get_kernel_source()

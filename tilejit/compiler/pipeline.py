@@ -32,10 +32,9 @@ from tilejit.frontend.helpers import helper_problem, helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
-from tilejit.frontend.thread_roles import thread_role_size
+from tilejit.frontend.thread_roles import role_threads_of, thread_role_size
 from tilejit import language
 from tilejit.language.dtypes import as_dtype
-from tilejit.language.hopper import WARPGROUP_THREADS
 from tilejit.ir import markers
 from tilejit.log import Stages
 from tilejit.ir.kernel_config import KernelConfig, compiling
@@ -264,8 +263,12 @@ def _role_threads(ks: KernelSource, spec: Specialization, namespace) -> int:
     warpgroup), or with branches on the thread index that the front end makes roles of
     (``frontend/thread_roles.py``: a warpgroup, or 64 or 32 threads): its tiles are
     planned over one role (``passes/warp_roles.py``); else 0."""
-    size = WARPGROUP_THREADS if uses_warp_roles(ks.tree, ks.namespace) else thread_role_size(
-        rewrite_thread_bindings(copy.deepcopy(ks.tree), ks), ks, namespace)
+    try:
+        size = role_threads_of(ks.tree, ks.namespace) if uses_warp_roles(
+            ks.tree, ks.namespace) else thread_role_size(
+                rewrite_thread_bindings(copy.deepcopy(ks.tree), ks), ks, namespace)
+    except TypeError as e:
+        raise ks.error(str(e), ks.launch) from None
     if not size:
         return 0
     if spec.threads % size:

@@ -115,8 +115,44 @@ def role_threads_of(tree, namespace) -> int:
     for node in syntax.walk(tree):
         if isinstance(node, ast.Call) and resolve_static(node.func, namespace) is T.ws:
             given = next((k.value for k in node.keywords if k.arg == "role_threads"), None)
-            return given.value if isinstance(given, ast.Constant) else WARPGROUP_THREADS
+            if given is None:
+                return WARPGROUP_THREADS
+            if not (isinstance(given, ast.Constant) and given.value in (WARP, 2 * WARP,
+                                                                         WARPGROUP_THREADS)):
+                raise TypeError(f"T.ws(..., role_threads=...): expected 32, 64 or 128 "
+                                f"written as a literal, got `{ast.unparse(given)}`")
+            return given.value
     return 0
+
+
+def _reads(tree, names) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
+               for n in syntax.walk(tree))
+
+
+def _dependent_names(fdef, names) -> set:
+    """``names`` and every name assigned (a loop's variable too), directly or through
+    others, from them or the thread index."""
+    names, changed = set(names), True
+    while changed:
+        changed = False
+        for node in syntax.walk(fdef):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+                value = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.For):
+                value, targets = node.iter, [node.target]
+            else:
+                continue
+            if value is None or not _reads(value, names):
+                continue
+            for t in targets:
+                for n in syntax.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in names:
+                        names.add(n.id)
+                        changed = True
+    return names
 
 
 def _fragments(fdef, namespace) -> set:
@@ -250,10 +286,13 @@ class _Roles:
         if any(lo % size or (hi - lo) % size for lo, hi in spans) or \
                 self.threads // size > MAX_ROLES:
             return 0
+        if size >= self.threads:
+            return 0                        # one role for the whole block: no split
+        dependent = _dependent_names(self.fdef, set(self.names))
         for ranges in self.chains.values():
             for lo, hi, body, _ in ranges:
-                if hi - lo > size and self._reads_thread(ast.Module(body=list(body),
-                                                                    type_ignores=[])):
+                if hi - lo > size and _reads(ast.Module(body=list(body), type_ignores=[]),
+                                             dependent):
                     return 0
         return size
 

@@ -24,7 +24,9 @@ The original iterations whose shifted row falls past the fragment (bi + off >= B
 not run: such an iteration would read outside the fragment wherever it reads it, an
 error the simulator (which runs the loop as written) reports, so the loop's body must
 guard it, as the example does; the rewrite applies only where the body is one ``if``
-with no ``else`` (nothing runs when its test fails). It applies to a loop whose extents
+with no ``else`` (nothing runs when its test fails) whose statements each read the
+fragment unconditionally (so a left-out iteration that passes the test is such an
+error), and the offset is computed before the loop. It applies to a loop whose extents
 are the fragment's shape, whose only fragment is that one, read (never written) at the
 loop's first index plus an offset that reads none of the loop's indices, and its other
 indices in order.
@@ -58,6 +60,31 @@ def _shift(sub, loop_vars):
     return None
 
 
+def _every_statement_reads(stmts, reads) -> bool:
+    """Whether each statement is an assignment whose value reads the fragment where it
+    is always evaluated (not under a conditional expression, ``and``/``or`` or
+    ``T.if_then_else``): an iteration the rewrite leaves out (its shifted row past the
+    fragment) that passes the branch's test would read outside the fragment, an error
+    the simulator reports, so leaving it out changes no valid program."""
+    for st in stmts:
+        if not isinstance(st, (ast.Assign, ast.AugAssign)):
+            return False
+        if not _reads_eagerly(st.value, reads):
+            return False
+    return True
+
+
+def _reads_eagerly(expr, reads) -> bool:
+    if id(expr) in reads:
+        return True
+    if isinstance(expr, (ast.IfExp, ast.BoolOp, ast.Lambda)):
+        return False
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+            expr.func.attr == "if_then_else":
+        return False
+    return any(_reads_eagerly(c, reads) for c in ast.iter_child_nodes(expr))
+
+
 class _Shifts(syntax.NodeTransformer):
     def __init__(self, ctx, static):
         self.ctx, self.static = ctx, static
@@ -80,6 +107,12 @@ class _Shifts(syntax.NodeTransformer):
         shifts = [_shift(f, loop_vars) for f in frags]
         if any(s is None for s in shifts) or any(isinstance(f.ctx, ast.Store) for f in frags) \
                 or len({ast.unparse(s) for s in shifts}) != 1:
+            return node
+        inside = {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+        if any(isinstance(n, ast.Name) and n.id in inside for n in syntax.walk(shifts[0])):
+            return node                 # the offset must be known before the loop runs
+        if not _every_statement_reads(node.body[0].body, {id(f) for f in frags}):
             return node
         tile = tiles[frags[0].value.id]
         try:

@@ -407,12 +407,27 @@ def _own_fragments(fdef, namespace) -> None:
     # alike (a running maximum) stays the block's, as tile operations read it
     dependent = _thread_dependent(fdef)
     stored_per_thread = set()
-    for node in syntax.walk(fdef):
-        if isinstance(node, (ast.Assign, ast.AugAssign)):
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
-                        _reads(node.value, dependent) | _reads(t.slice, dependent):
-                    stored_per_thread.add(t.value.id)
+
+    def stores(stmts, divergent):
+        for node in stmts:
+            if isinstance(node, (ast.If, ast.While)):
+                inner = divergent or _reads(node.test, dependent)
+                stores(node.body + node.orelse, inner)
+                continue
+            if isinstance(node, ast.For):
+                stores(node.body + node.orelse, divergent or _reads(node.iter, dependent))
+                continue
+            if isinstance(node, ast.With):
+                stores(node.body, divergent)
+                continue
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and (
+                            divergent or _reads(node.value, dependent)
+                            or _reads(t.slice, dependent)):
+                        stored_per_thread.add(t.value.id)
+
+    stores(fdef.body, False)
     allocs = {n: c for n, c in allocs.items() if n in stored_per_thread}
     for call in allocs.values():
         call.func = ast.Name(OWN_FRAGMENT, ast.Load())
@@ -427,15 +442,25 @@ def _reads(expr, names) -> bool:
 
 
 def _thread_dependent(fdef) -> set:
-    """The names assigned (directly or through others) from the thread index."""
+    """The names assigned (directly or through others, a loop's variable too) from the
+    thread index."""
     names, changed = set(), True
     while changed:
         changed = False
         for node in syntax.walk(fdef):
-            if isinstance(node, (ast.Assign, ast.AugAssign)) and _reads(node.value, names):
-                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                    if isinstance(t, ast.Name) and t.id not in names:
-                        names.add(t.id)
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+                value = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.For):
+                value, targets = node.iter, [node.target]
+            else:
+                continue
+            if value is None or not _reads(value, names):
+                continue
+            for t in targets:
+                for n in syntax.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in names:
+                        names.add(n.id)
                         changed = True
     return names
 
