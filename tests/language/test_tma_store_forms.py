@@ -1,5 +1,5 @@
 """TileLang's explicit TMA store: ``T.tma_copy(S, C[i, j])`` without a barrier (a shared
-tile to a tensor) and ``T.tma_store_wait()``, in a GEMM whose loads are explicit too
+tile to a tensor) and ``T.tma_store_wait(count, read)``, in a GEMM whose loads are explicit too
 (``T.tma_copy(..., barrier=)``, ``T.barrier_arrive``, ``T.mbarrier_wait_parity`` in a
 ``T.Pipelined`` loop), written as TileLang's users write it (the TileLang door,
 ``pass_configs``): the store is a TMA store on sm_90a (``cp.async.bulk.tensor …
@@ -37,7 +37,7 @@ def gemm_tma(M, N, K, block_M=128, block_N=128, block_K=32, stages=2):
             T.copy(C_l, C_s)
             T.tma_copy(C_s, C[by * block_M, bx * block_N])
             T.tma_store_arrive()
-            T.tma_store_wait()
+            T.tma_store_wait(0, read=False)
     return main
 
 
@@ -66,7 +66,9 @@ def test_the_store_is_a_tma_store_on_sm_90a(ptxas):
     ptxas(ptx, "sm_90a")
 
 
-def test_a_store_wait_with_arguments_is_an_error(tmp_path):
+def test_a_store_wait_takes_count_and_read_only(tmp_path):
+    """TileLang's ``T.tma_store_wait(count=0, read=True)``: both taken (the compiler waits
+    for every store itself); any other argument is an error at its line."""
     source = tmp_path / "k.py"
     source.write_text('''import tilejit
 import tilejit.language as T
@@ -78,12 +80,13 @@ def k(X, Y):
         S = T.alloc_shared((128,), "float32")
         T.copy(X[0:128], S)
         T.tma_copy(S, Y[0:128])
-        T.tma_store_wait(0)
+        T.tma_store_wait(0, read=False, fence=True)
 ''')
     import importlib.util
     spec = importlib.util.spec_from_file_location("k_tma_store", source)
     module = importlib.util.module_from_spec(spec)
-    with pytest.raises(CompileError, match=r"T.tma_store_wait\(\) takes no arguments") as info:
+    with pytest.raises(CompileError, match=r"T.tma_store_wait\(count, read\) takes these "
+                                           r"arguments") as info:
         spec.loader.exec_module(module)
     assert "line 11" in str(info.value)
 

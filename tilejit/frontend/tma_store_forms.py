@@ -41,8 +41,12 @@ class _Stores(syntax.NodeTransformer):
         fn = self._fn(call)
         if fn is not None and getattr(T, getattr(fn, "__name__", ""), None) is fn and \
                 fn.__name__ in _DONE_BY_THE_COPY:
-            if call.args or call.keywords:
-                raise self.ks.error(f"T.{fn.__name__}() takes no arguments", node)
+            allowed = ("count", "read") if fn.__name__ == "tma_store_wait" else ()
+            if len(call.args) > len(allowed) or any(k.arg not in allowed
+                                                   for k in call.keywords):
+                raise self.ks.error(f"T.{fn.__name__}({', '.join(allowed)}) takes "
+                                    f"{'no arguments' if not allowed else 'these arguments'}",
+                                    node)
             return ast.copy_location(ast.Pass(), node)
         source = call.args[0] if isinstance(call, ast.Call) and call.args else None
         if isinstance(source, ast.Subscript):

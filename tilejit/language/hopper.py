@@ -203,10 +203,11 @@ def tma_store_arrive():
     return None
 
 
-def tma_store_wait():
-    """TileLang's wait until the TMA stores issued have read their shared tiles: the
-    compiler waits where a stored tile is written again and before the kernel ends; a
-    statement with nothing left to do (taken out when the kernel is parsed)."""
+def tma_store_wait(count=0, read=True):
+    """TileLang's wait until at most ``count`` groups of the TMA stores issued are in
+    flight (``read``: until they have read their shared tiles): the compiler waits where
+    a stored tile is written again and before the kernel ends, which covers every count;
+    a statement with nothing left to do (taken out when the kernel is parsed)."""
     return None
 
 
