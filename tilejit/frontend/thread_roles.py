@@ -38,7 +38,8 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, kernel_call, resolve_static
-from tilejit.frontend.thread_tests import thread_names, thread_takers
+from tilejit.frontend.thread_tests import (dependent_names, reads_thread, thread_names,
+                                           thread_takers)
 from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
 from tilejit.language.hopper import WARPGROUP_THREADS
 
@@ -125,36 +126,6 @@ def role_threads_of(tree, namespace) -> int:
     return 0
 
 
-def _reads(tree, names) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Call)
-               and isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
-               for n in syntax.walk(tree))
-
-
-def _dependent_names(fdef, names) -> set:
-    """``names`` and every name assigned (a loop's variable too), directly or through
-    others, from them or the thread index."""
-    names, changed = set(names), True
-    while changed:
-        changed = False
-        for node in syntax.walk(fdef):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
-                value = node.value
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            elif isinstance(node, ast.For):
-                value, targets = node.iter, [node.target]
-            else:
-                continue
-            if value is None or not _reads(value, names):
-                continue
-            for t in targets:
-                for n in syntax.walk(t):
-                    if isinstance(n, ast.Name) and n.id not in names:
-                        names.add(n.id)
-                        changed = True
-    return names
-
-
 def _fragments(fdef, namespace) -> set:
     return {node.targets[0].id for node in syntax.walk(fdef)
             if isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -211,9 +182,7 @@ class _Roles:
         return st
 
     def _reads_thread(self, expr) -> bool:
-        return any(isinstance(n, ast.Name) and n.id in self.names or isinstance(n, ast.Call)
-                   and isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
-                   for n in syntax.walk(expr))
+        return reads_thread(expr, self.names)
 
     def _chain(self, st: ast.If):
         """The ``with T.ws(k):`` statements of a chain of warpgroup branches, or None."""
@@ -288,10 +257,10 @@ class _Roles:
             return 0
         if size >= self.threads:
             return 0                        # one role for the whole block: no split
-        dependent = _dependent_names(self.fdef, set(self.names))
+        dependent = dependent_names(self.fdef, self.names)
         for ranges in self.chains.values():
             for lo, hi, body, _ in ranges:
-                if hi - lo > size and _reads(ast.Module(body=list(body), type_ignores=[]),
+                if hi - lo > size and reads_thread(ast.Module(body=list(body), type_ignores=[]),
                                              dependent):
                     return 0
         return size

@@ -77,3 +77,34 @@ def thread_takers(test, names, threads, namespace):
         return takers
     except Exception:       # not a plain comparison: left to the simulator
         return None
+
+
+def reads_thread(tree, names) -> bool:
+    """Whether ``tree`` reads one of ``names`` or the thread index itself."""
+    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
+               for n in syntax.walk(tree))
+
+
+def dependent_names(fdef, names=()) -> set:
+    """``names`` and every name assigned (a loop's variable too), directly or through
+    others, from them or the thread index."""
+    names, changed = set(names), True
+    while changed:
+        changed = False
+        for node in syntax.walk(fdef):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+                value = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.For):
+                value, targets = node.iter, [node.target]
+            else:
+                continue
+            if value is None or not reads_thread(value, names):
+                continue
+            for t in targets:
+                for n in syntax.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in names:
+                        names.add(n.id)
+                        changed = True
+    return names

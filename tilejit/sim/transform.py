@@ -25,6 +25,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import resolve_static
+from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
 from tilejit.ir.markers import THREAD_INDEX
 
@@ -405,17 +406,17 @@ def _own_fragments(fdef, namespace) -> None:
             allocs.pop(node.id)         # a tile operation's operand: the block's
     # only where the threads store different values: a fragment every thread computes
     # alike (a running maximum) stays the block's, as tile operations read it
-    dependent = _thread_dependent(fdef)
+    dependent = dependent_names(fdef)
     stored_per_thread = set()
 
     def stores(stmts, divergent):
         for node in stmts:
             if isinstance(node, (ast.If, ast.While)):
-                inner = divergent or _reads(node.test, dependent)
+                inner = divergent or reads_thread(node.test, dependent)
                 stores(node.body + node.orelse, inner)
                 continue
             if isinstance(node, ast.For):
-                stores(node.body + node.orelse, divergent or _reads(node.iter, dependent))
+                stores(node.body + node.orelse, divergent or reads_thread(node.iter, dependent))
                 continue
             if isinstance(node, ast.With):
                 stores(node.body, divergent)
@@ -423,8 +424,8 @@ def _own_fragments(fdef, namespace) -> None:
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                     if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and (
-                            divergent or _reads(node.value, dependent)
-                            or _reads(t.slice, dependent)):
+                            divergent or reads_thread(node.value, dependent)
+                            or reads_thread(t.slice, dependent)):
                         stored_per_thread.add(t.value.id)
 
     stores(fdef.body, False)
@@ -433,36 +434,6 @@ def _own_fragments(fdef, namespace) -> None:
         call.func = ast.Name(OWN_FRAGMENT, ast.Load())
         call.keywords = [k for k in call.keywords if k.arg == "dtype"]
         call.args = call.args[:2]
-
-
-def _reads(expr, names) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names or isinstance(n, ast.Call) and
-               isinstance(n.func, ast.Name) and n.func.id == THREAD_INDEX
-               for n in syntax.walk(expr))
-
-
-def _thread_dependent(fdef) -> set:
-    """The names assigned (directly or through others, a loop's variable too) from the
-    thread index."""
-    names, changed = set(), True
-    while changed:
-        changed = False
-        for node in syntax.walk(fdef):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
-                value = node.value
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            elif isinstance(node, ast.For):
-                value, targets = node.iter, [node.target]
-            else:
-                continue
-            if value is None or not _reads(value, names):
-                continue
-            for t in targets:
-                for n in syntax.walk(t):
-                    if isinstance(n, ast.Name) and n.id not in names:
-                        names.add(n.id)
-                        changed = True
-    return names
 
 
 def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:
