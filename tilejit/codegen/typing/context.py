@@ -19,7 +19,8 @@ from numba.core.typing import BaseContext, signature
 from numba.core.typing.templates import builtin_registry
 
 from tilejit.language.dtypes import DType, as_dtype, is_torch_dtype
-from tilejit.codegen.typing.types import DTypeType, StorageFloat, WeakFloat, is_half, weak_float
+from tilejit.codegen.typing.types import (DTypeType, Float4, StorageFloat, WeakFloat, is_half,
+                                          weak_float)
 
 _ARITH = {operator.add: operator.add, operator.sub: operator.sub,
           operator.mul: operator.mul, operator.floordiv: operator.floordiv,
@@ -62,6 +63,8 @@ def harmonize(args):
     strong_floats = [a for a in args if _is_strong_float(a)]
     if strong_floats:
         target = widest_float(strong_floats)
+        if isinstance(target, Float4):      # no arithmetic in 4 bits: float32 (Float4)
+            target = types.float32
     elif any(isinstance(a, WeakFloat) for a in args):
         strong_ints = [a for a in args if isinstance(a, types.Integer) and not _is_weak(a)]
         target = types.float32 if strong_ints else weak_float
@@ -159,9 +162,9 @@ class TilejitTypingContext(BaseContext):
 
     def unify_pairs(self, first, second):
         if isinstance(first, WeakFloat) and isinstance(second, (types.Float, StorageFloat)):
-            return second
+            return types.float32 if isinstance(second, Float4) else second
         if isinstance(second, WeakFloat) and isinstance(first, (types.Float, StorageFloat)):
-            return first
+            return types.float32 if isinstance(first, Float4) else first
         # a float literal meeting an integer (the branches of T.if_then_else, a variable
         # assigned both): float32, as the arithmetic of the two gives (harmonize)
         if {type(first), type(second)} & {WeakFloat} and any(

@@ -91,6 +91,14 @@ class Float4(StorageFloat):
     def __init__(self):
         super().__init__("float4_e2m1fn", 8)
 
+    def unify(self, typingctx, other):
+        # no arithmetic is done in 4 bits (CUDA's __nv_fp4_e2m1 has none): a float
+        # literal meeting a float4 value computes in float32, as the simulator does,
+        # not rounded back to the eight values of the format
+        if isinstance(other, WeakFloat):
+            return types.float32
+        return super().unify(typingctx, other)
+
 
 bfloat16 = BFloat16()
 float4_e2m1fn = Float4()
