@@ -79,15 +79,22 @@ def _view(buffer, shape, dtype, what):
 
 
 def _mapped(address: int, nbytes: int) -> bool:
-    """Whether [address, address + nbytes) lies in one readable and writable mapping of
-    this process (Linux's /proc/self/maps; elsewhere nothing can be checked: False)."""
+    """Whether [address, address + nbytes) lies in readable and writable mappings of this
+    process, one or several back to back (the heap grown by a second mapping: Linux's
+    /proc/self/maps; elsewhere nothing can be checked: False)."""
+    end, covered = address + nbytes, address
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
+            for line in f:             # in address order
                 span, perms = line.split()[:2]
                 lo, hi = (int(x, 16) for x in span.split("-"))
-                if lo <= address and address + nbytes <= hi:
-                    return perms.startswith("rw")
+                if hi <= covered:
+                    continue
+                if lo > covered or not perms.startswith("rw"):
+                    return False
+                covered = hi
+                if covered >= end:
+                    return True
     except OSError:
         return False
     return False
