@@ -147,6 +147,11 @@ LANGUAGE_DIFFERENCES = {
     "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
             "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
+    "gemm_sp": "2:4 (float32: 1:2) sparse A with TileLang's natural row-major metadata; "
+               "runs on the dense tensor cores after expanding A in shared memory (not "
+               "mma.sp / wgmma.sp: the dense product's time); A, E or B in registers go "
+               "through shared memory; metadata the sparse tensor cores leave undefined "
+               "is an error in the simulator",
     "let": "the statement `T.let(v, value)` (after `v = T.int32()`) is the assignment "
            "`v = value`; the expression form `T.let(v, value, body)` is not built",
     "Parallel": "`loop_layout=` (a `T.Fragment`), `coalesced_width=`, `prefer_async=` and "

@@ -238,17 +238,17 @@ def thread_dependent_trip_count(X, Out):
 
 
 @tilejit.kernel
-def local_tile_in_a_copy(X, Out):
-    with T.Kernel(1, threads=128) as bx:
+def thread_region_into_shared(X, Out):
+    with T.Kernel(1, threads=32) as bx:
         tx = T.get_thread_binding()
-        L = T.alloc_local((4,), T.float32)
-        T.copy(X[0:4], L)
-        Out[tx] = L[0]
+        S = T.alloc_shared((4,), T.float32)
+        T.copy(X[tx * 4:tx * 4 + 4], S)           # each thread its own region: one tile
+        Out[tx] = S[0]
 
 
 @pytest.mark.parametrize("kernel, match", [
     (thread_dependent_trip_count, "a loop bound differs between the block's threads"),
-    (local_tile_in_a_copy, "T.copy on L, a T.alloc_local tile"),
+    (thread_region_into_shared, "a tile operation's region start differs"),
 ])
 def test_what_the_simulator_cannot_run_lane_wise(kernel, match):
     # (a T.copy under `if T.get_thread_binding() < 32`, a range, is done by those
@@ -257,6 +257,59 @@ def test_what_the_simulator_cannot_run_lane_wise(kernel, match):
     out = np.zeros(128, np.float32)
     with pytest.raises(ThreadCodeError, match=match):
         kernel(x, out)
+
+
+# -- a thread's own copies: T.copy to or from its T.alloc_local tile -------------------------
+@T.prim_func
+def own_copies(X: T.Tensor((4, 64), "float32"), Y: T.Tensor((4, 64), "float32"),
+               First: T.Tensor((32,), "float32")):
+    # TileLang's 2:4 compressor's form: each thread copies its own slice of a row into
+    # its local tile (bounds from its thread index), works on it, and copies it back
+    with T.Kernel(1, threads=(4, 8)) as bx:
+        tm = T.get_thread_binding(0)
+        tn = T.get_thread_binding(1)
+        own = T.alloc_local([8], "float32")
+        head = T.alloc_local([2], "float32")
+        T.copy(X[tm, tn * 8:tn * 8 + 8], own)
+        for i in T.serial(8):
+            own[i] = own[i] * 2 + tm
+        T.copy(own, Y[tm, tn * 8:(tn + 1) * 8])
+        T.copy(X[0, 0:2], head)                   # the same region in every thread
+        if tn % 2 == 0:                           # only some threads copy
+            T.copy(head[0:1], First[tn * 4 + tm:tn * 4 + tm + 1])
+
+
+def _own_copies_expected(X):
+    Y = X * 2 + torch.arange(4, dtype=X.dtype, device=X.device)[:, None]
+    first = torch.zeros(32, dtype=X.dtype, device=X.device)
+    for tn in range(0, 8, 2):
+        first[tn * 4:tn * 4 + 4] = X[0, 0]
+    return Y, first
+
+
+def test_a_threads_own_copies_run_lane_by_lane():
+    X = torch.randn(4, 64)
+    Y, first = torch.zeros(4, 64), torch.zeros(32)
+    tilejit.compile(own_copies, target="sim")(X, Y, first)
+    want_y, want_first = _own_copies_expected(X)
+    torch.testing.assert_close(Y, want_y)
+    torch.testing.assert_close(first, want_first)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_threads_own_copies_assemble(arch, ptxas):
+    ptxas(tilejit.compile(own_copies, target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_a_threads_own_copies_on_the_gpu():
+    X = torch.randn(4, 64, device="cuda")
+    Y, first = torch.zeros(4, 64, device="cuda"), torch.zeros(32, device="cuda")
+    tilejit.compile(own_copies, target="cuda")(X, Y, first)
+    torch.cuda.synchronize()
+    want_y, want_first = _own_copies_expected(X)
+    torch.testing.assert_close(Y, want_y)
+    torch.testing.assert_close(first, want_first)
 
 
 def test_a_tile_operation_under_threads_that_are_not_a_range_is_refused():

@@ -47,7 +47,7 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             layout_inference, packed_tensors, parallel_guards, pipeline,
                             rasterization,
                             registers, safe_memory, safe_values, shared_memory,
-                            shifted_fragments, softmax_turns,
+                            shifted_fragments, softmax_turns, sparse_gemms,
                             split_indices,
                             thread_branches,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
@@ -67,6 +67,7 @@ SOURCE_PASSES = (
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
+    sparse_gemms.expand_sparse_gemms,        # T.gemm_sp → A expanded in shared; T.gemm
     split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     safe_values.expand_safe_value_copies,    # T.annotate_safe_value: copies from A → loops

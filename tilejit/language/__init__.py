@@ -77,6 +77,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
+from tilejit.language.sparse import gemm_sp
 from tilejit.language.convolution import c2d_im2col, im2col
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
@@ -110,7 +111,8 @@ __all__ = [
     "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
     "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
     "reducer_update",
-    "annotate_layout", "annotate_safe_value", "clear", "copy", "fill", "gemm", "let", "transpose",
+    "annotate_layout", "annotate_safe_value", "clear", "copy", "fill", "gemm", "gemm_sp", "let",
+    "transpose",
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
     "atomic_store", "atomic_addx2", "atomic_addx4",

@@ -29,16 +29,22 @@ from tilejit.passes.thread_ranges import partition
 _TILE_OPS = {getattr(T, name): name for name in TILE_OPERATIONS}
 
 
-def _tile_op(stmts, namespace):
+# a thread's own when an operand is its T.alloc_local tile: each thread moves or sets
+# every element of its own array (``codegen/lowering/copy.py``)
+_OWN_OPS = (T.copy, T.fill, T.clear)
+
+
+def _tile_op(stmts, namespace, own=frozenset()):
     """The first tile operation (its name) among ``stmts`` and what they contain, the
-    branches of compile-time ``if``s (``if copy:``) that are not taken left out."""
+    branches of compile-time ``if``s (``if copy:``) that are not taken left out, and
+    operations on a thread's own tiles (``own``: the kernel's T.alloc_local names)."""
     for stmt in stmts:
         if isinstance(stmt, ast.If):
             truth = settled(stmt.test, namespace)
             inner = [stmt.body, stmt.orelse] if truth is None else [
                 stmt.body if truth else stmt.orelse]
             for block in inner:
-                op = _tile_op(block, namespace)
+                op = _tile_op(block, namespace, own)
                 if op is not None:
                     return op
             continue
@@ -48,10 +54,25 @@ def _tile_op(stmts, namespace):
                 return "Parallel"
             if isinstance(node, ast.Call):
                 fn = resolve_static(node.func, namespace)
+                if fn in _OWN_OPS and any(_names_own(a, own) for a in node.args[:2]):
+                    continue
                 if fn in _TILE_OPS and not (fn is T.sync_threads and
                                             (node.args or node.keywords)):
                     return _TILE_OPS[fn]        # a named barrier is some threads' own
     return None
+
+
+def _names_own(arg, own) -> bool:
+    base = arg.value if isinstance(arg, ast.Subscript) else arg
+    return isinstance(base, ast.Name) and base.id in own
+
+
+def _local_tiles(fdef, namespace) -> frozenset:
+    return frozenset(
+        node.targets[0].id for node in syntax.walk(fdef)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+        and resolve_static(node.value.func, namespace) is T.alloc_local)
 
 
 def _test_text(ctx, node) -> str:
@@ -74,10 +95,13 @@ def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 class _Branches(syntax.NodeVisitor):
     def __init__(self, ctx, fdef, names, threads):
         self.ctx, self.fdef, self.names, self.threads = ctx, fdef, names, threads
+        self.own = _local_tiles(fdef, ctx.namespace)
+
+    def _op(self, stmts):
+        return _tile_op(stmts, self.ctx.namespace, self.own)
 
     def visit_If(self, node):
-        op = _tile_op(node.body, self.ctx.namespace) or _tile_op(node.orelse,
-                                                                   self.ctx.namespace)
+        op = self._op(node.body) or self._op(node.orelse)
         takers = None if op is None else thread_takers(node.test, self.names, self.threads,
                                                   self.ctx.namespace)
         if takers is None or len(takers) in (0, self.threads):
@@ -86,13 +110,13 @@ class _Branches(syntax.NodeVisitor):
         everyone = range(self.threads)
         for field, mine in (("body", takers), ("orelse", sorted(set(everyone) - set(takers)))):
             stmts = getattr(node, field)
-            if not stmts or _tile_op(stmts, self.ctx.namespace) is None:
+            if not stmts or self._op(stmts) is None:
                 continue
             lo, hi = mine[0], mine[-1] + 1
             new = partition(self.ctx, self.fdef, stmts, lo, hi) \
                 if mine == list(range(lo, hi)) else None
-            if new is None or _tile_op(new, self.ctx.namespace) is not None:
-                self._refuse(node, _tile_op(stmts, self.ctx.namespace), mine)
+            if new is None or self._op(new) is not None:
+                self._refuse(node, self._op(stmts), mine)
             setattr(node, field, new)
 
     def _refuse(self, node, op, takers):

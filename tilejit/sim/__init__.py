@@ -25,6 +25,7 @@ from tilejit.sim.math_intrinsics import MEANINGS as _MATH_INTRINSIC_MEANINGS
 from tilejit.sim.roles import MEANINGS as _ROLE_MEANINGS
 from tilejit.sim.scalar_math import MEANINGS as _SCALAR_MATH_MEANINGS
 from tilejit.sim.semantics import MEANINGS as _MEANINGS
+from tilejit.sim.sparse import MEANINGS as _SPARSE_MEANINGS
 from tilejit.sim.warp import MEANINGS as _WARP_MEANINGS
 
 _declared.install(_MEANINGS)
@@ -33,4 +34,5 @@ _declared.install(_WARP_MEANINGS)     # warp shuffles and reductions (warp.py)
 _declared.install(_CLUSTER_MEANINGS)  # cluster ranks, multicast copies (cluster.py)
 _declared.install(_SCALAR_MATH_MEANINGS)  # trigonometry, rounding, bit counts (scalar_math.py)
 _declared.install(_MATH_INTRINSIC_MEANINGS)  # IEEE-rounded and fast math (math_intrinsics.py)
+_declared.install(_SPARSE_MEANINGS)  # T.gemm_sp (sparse.py)
 _declared.install(_ASYNC_COPY_MEANINGS)  # a thread's cp.async copies (async_copies.py)

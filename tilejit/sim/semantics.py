@@ -38,7 +38,8 @@ from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
-from tilejit.sim.threads import LaneTensor, ThreadCodeError, _active, block_wide, uniform
+from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
+                                 varies)
 
 
 # -- tiles ----------------------------------------------------------------------------
@@ -102,10 +103,67 @@ class Region:
 
 def region(tensor, kinds, starts, ends, extents=""):
     if STATE.lanes:     # per-thread code: a region is the block's, one for all threads
+        if any(varies(b) for b in (*starts, *ends) if b is not None):
+            return LaneRegion(tensor, kinds, starts, ends)     # unless a thread's own copy
         starts = tuple(uniform(s, "a tile operation's region start") for s in starts)
         ends = tuple(e if e is None else uniform(e, "a tile operation's region end")
                      for e in ends)
     return Region(tensor, kinds, starts, ends)
+
+
+class LaneRegion:
+    """A region whose bounds differ between the threads of per-thread code
+    (``T.copy(A[tm, tn * 8:(tn + 1) * 8], local)``): a ``T.copy`` to or from a thread's
+    own tile takes it lane by lane (``_own_copy``); any other use is the error a region
+    of the block's must be the same in every thread."""
+
+    def __init__(self, tensor, kinds, starts, ends):
+        self.tensor, self.kinds, self.starts, self.ends = tensor, kinds, starts, ends
+
+    def at(self, lane) -> Region:
+        def pick(b):
+            return b if b is None or np.ndim(b) == 0 else np.asarray(b).reshape(-1)[lane]
+        return Region(self.tensor, self.kinds, [pick(b) for b in self.starts],
+                      [pick(b) for b in self.ends])
+
+    def refuse(self):
+        uniform(next(b for b in (*self.starts, *self.ends) if varies(b)),
+                "a tile operation's region start")
+
+
+def _own(x) -> bool:
+    """Whether a copy's operand is a thread's own tile (a T.alloc_local of per-thread
+    code), whole or a region of it."""
+    return isinstance(getattr(x, "tensor", x), LaneTensor)
+
+
+def _own_copy(src, dst):
+    """``T.copy`` with a thread's own tile on one side, in per-thread code: each active
+    thread copies its own region (whose bounds may depend on its index) into or out of
+    its own tile, as the compiler's loop in each thread does."""
+    for x in (src, dst):
+        t = getattr(x, "tensor", x)
+        if not (isinstance(t, LaneTensor) or getattr(t, "kind", None) is None):
+            if isinstance(x, LaneRegion):
+                x.refuse()
+            block_wide("copy", (src, dst))      # a shared tile or a fragment: the block's
+    active = _active()
+    for lane in range(STATE.lanes):
+        if active is None or active[lane]:
+            copy(_at_lane(src, lane), _at_lane(dst, lane))
+
+
+def _at_lane(x, lane):
+    if isinstance(x, LaneRegion):
+        x = x.at(lane)
+    t = getattr(x, "tensor", x)
+    if not isinstance(t, LaneTensor):
+        return x
+    own = _TileView.__new__(_TileView)
+    own.data, own.dtype, own.name, own.kind = t.data[lane], t.dtype, t.name, "local"
+    own.unwritten = None if t.unwritten is None else t.unwritten[lane]
+    own.races, own.iterations = None, None
+    return Region(own, x.kinds, x.starts, x.ends) if isinstance(x, Region) else own
 
 
 class _TileView(SimTensor):
@@ -124,6 +182,8 @@ class _TileView(SimTensor):
 def tile_view(x, what):
     """A tile operand that may be a region of a tile (``T.gemm(A_s[k % 2, :, :], …)``):
     a tile, or a ``_TileView`` of the region's elements."""
+    if isinstance(x, LaneRegion):
+        x.refuse()
     if not isinstance(x, Region):
         return x
     t = x.tensor
@@ -148,6 +208,8 @@ def tile_view(x, what):
 
 def _operand(x):
     """(tensor, starts, ranged dims, known extents or None) of a tile operand."""
+    if isinstance(x, LaneRegion):
+        x.refuse()
     if isinstance(x, Region):
         ranged = [d for d, k in enumerate(x.kinds) if k == "s"]
         extents = None
@@ -401,6 +463,12 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     C.wrote()
     a = A.data.T if transpose_A else A.data
     b = B.data.T if transpose_B else B.data
+    accumulate(a, b, A.dtype, C, clear_accum)
+
+
+def accumulate(a, b, a_dtype, C, clear_accum):
+    """``C += a @ b`` as the tensor cores compute it: ``a`` (M x K) and ``b`` (K x N)
+    numpy arrays of ``a_dtype`` values, C a fragment (``T.gemm``, ``T.gemm_sp``)."""
     acc = C.dtype
     if clear_accum:
         C.data[...] = 0
@@ -411,7 +479,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     if acc.name == "float64":
         C.data[...] = C.data + a.astype(np.float64) @ b.astype(np.float64)
         return
-    if A.dtype.name == "float32":
+    if a_dtype.name == "float32":
         a, b = _tf32(a), _tf32(b)
     a, b = a.astype(np.float32), b.astype(np.float32)
     if acc.name == "float16":
@@ -857,6 +925,8 @@ def _block_wide(name, fn):
     """``fn``, which the whole block does: in a kernel with per-thread code, checked
     first (``threads.block_wide``)."""
     def run(*args, **kwargs):
+        if STATE.lanes and name == "copy" and any(_own(a) for a in args[:2]):
+            return _own_copy(*args[:2])
         if STATE.lanes:
             block_wide(name, args)
         return fn(*args, **kwargs)

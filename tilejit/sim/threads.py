@@ -65,6 +65,16 @@ def _active():
     return mask
 
 
+def varies(value) -> bool:
+    """Whether ``value`` differs between the active threads."""
+    if np.ndim(value) == 0:
+        return False
+    array = np.asarray(value)
+    active = _active()
+    seen = array if active is None else array[np.broadcast_to(active, array.shape)]
+    return seen.size > 0 and not np.all(seen == seen.reshape(-1)[0])
+
+
 def uniform(value, what: str):
     """``value`` as one Python value: it must be the same in every active thread."""
     if np.ndim(value) == 0:

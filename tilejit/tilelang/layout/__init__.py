@@ -27,7 +27,8 @@ _NOT_BUILT = {
     "make_wgmma_swizzled_layout": "use make_swizzled_layout(buffer, allow_pad=False): "
                                   "tilejit recognizes the swizzles wgmma reads",
     "make_tcgen05mma_swizzled_layout": "Blackwell's tcgen05 is not built",
-    "make_metadata_layout": "sparse gemm (T.gemm_sp) is not built",
+    "make_metadata_layout": "T.gemm_sp reads TileLang's natural row-major metadata as "
+                            "it is (no layout of it for the sparse tensor cores)",
 }
 
 

@@ -1,0 +1,214 @@
+"""Pass: ``T.gemm_sp(A_sparse, E, B, C, …)`` as a dense ``T.gemm`` of A expanded in
+shared memory.
+
+The compressed A (``language/sparse.py``: the kept values and 4 bits of metadata per
+group) becomes a shared tile of the dense A, written by a ``T.Parallel`` loop in which
+each element reads the two kept values of its group and its group's metadata and keeps
+the one whose position is its own (0 where neither is), and the dense tile then goes
+to ``T.gemm`` with the same B, C and options. A or E in registers is copied to a
+shared tile first (a fragment read at another element's index would tie the loop's
+layout to it), as is B in registers (``T.gemm`` takes B from shared memory). So the
+product runs on the dense tensor cores (mma.sync or wgmma), taking the dense product's
+time; sparse tensor-core instructions (``mma.sp``, ``wgmma.sp``) are not used yet.
+Runs before ``tile_allocation``, which allocates the tiles it adds (after each
+operand's allocation). The simulator defines the operation independently
+(``sim/sparse.py``), expanding A in numpy and checking the metadata.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import CAST, LANGUAGE
+from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED
+from tilejit.language.sparse import group_of, get_e_factor, operand_error
+from tilejit.passes.element_loops import parallel_loop
+from tilejit.passes.static_eval import NotStatic, StaticEval
+
+_ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
+_PARAMS = ("A_sparse", "E", "B", "C", "transpose_A", "transpose_E", "transpose_B", "policy",
+           "clear_accum", "k_pack", "wg_wait", "annotations")
+_GEMM_OPTIONS = ("policy", "clear_accum", "k_pack", "wg_wait")
+
+
+class _Allocation:
+    def __init__(self, stmt, kind, shape, dtype):
+        self.stmt, self.kind, self.shape, self.dtype = stmt, kind, shape, dtype
+
+
+def _allocations(fdef, ctx, static) -> dict:
+    """name -> _Allocation of every tile the kernel allocates with a known shape."""
+    found = {}
+    for node in syntax.walk(fdef):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
+            continue
+        kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
+        call = node.value
+        args = dict(zip(("shape", "dtype"), call.args))
+        args.update({k.arg: k.value for k in call.keywords if k.arg in ("shape", "dtype")})
+        if kind is None or len(args) < 2:
+            continue
+        try:
+            shape = static.shape(args["shape"])
+            dtype = T.as_dtype(static.value(args["dtype"]))
+        except (NotStatic, TypeError):
+            continue                    # tile_allocation reports it
+        found[node.targets[0].id] = _Allocation(node, kind, shape, dtype)
+    return found
+
+
+def _language(name, args, keywords=()):
+    return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()),
+                    list(args), list(keywords))
+
+
+def _allocation(name, kind, shape, dtype):
+    return ast.Assign([ast.Name(name, ast.Store())], _language(
+        "alloc_" + kind, [ast.Tuple([ast.Constant(int(n)) for n in shape], ast.Load()),
+                          ast.Constant(dtype.name)]))
+
+
+# the dense element at (row i, column k) of a group of G columns whose metadata element
+# holds Q groups: the first kept value where the group's bits 1:0 name k's position, the
+# second where bits 3:2 do, else 0 (16- and 8-bit A: 2 of 4 kept)
+_PAIR = ("({a0} if (({e} >> ({k} // {G} % {Q} * 4)) & 3) == {k} % {G} else "
+         "({a1} if (({e} >> ({k} // {G} % {Q} * 4 + 2)) & 3) == {k} % {G} else {zero}))")
+# a 32-bit group of 2 keeps 1: code 0b0100 puts it at position 0, 0b1110 at 1
+_SINGLE = "({a0} if ((({e} >> ({k} // {G} % {Q} * 4)) & 3) >> 1) == {k} % {G} else {zero})"
+
+
+class _SparseGemms(syntax.NodeTransformer):
+    def __init__(self, ctx, static, tiles):
+        self.ctx, self.static, self.tiles = ctx, static, tiles
+        self.added = {}             # id(allocation statement) -> statements to add after it
+
+    def _static(self, node, what, stmt):
+        try:
+            return self.static.value(node)
+        except NotStatic:
+            raise self.ctx.error(f"T.gemm_sp: {what} must be known at compile time, got "
+                                 f"`{ast.unparse(node)}`", stmt) from None
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (isinstance(call, ast.Call)
+                and resolve_static(call.func, self.ctx.namespace) is T.gemm_sp):
+            return node
+        what = "T.gemm_sp(A_sparse, E, B, C, transpose_A, transpose_E, transpose_B, …)"
+        if len(call.args) > len(_PARAMS):
+            raise self.ctx.error(f"{what} takes at most {len(_PARAMS)} arguments, got "
+                                 f"{len(call.args)}", node)
+        args = dict(zip(_PARAMS, call.args))
+        for k in call.keywords:
+            if k.arg not in _PARAMS or k.arg in args:
+                raise self.ctx.error(f"{what}: unexpected or repeated argument `{k.arg}`",
+                                     node)
+            args[k.arg] = k.value
+        missing = [p for p in _PARAMS[:4] if p not in args]
+        if missing:
+            raise self.ctx.error(f"{what}: missing {', '.join(missing)}", node)
+        ops = {}
+        for role in _PARAMS[:4]:
+            arg = args[role]
+            if not (isinstance(arg, ast.Name) and arg.id in self.tiles):
+                raise self.ctx.error(f"T.gemm_sp: {role} must be a whole tile allocated in "
+                                     f"this kernel, named by its variable, got "
+                                     f"`{ast.unparse(arg)}`", node)
+            ops[role] = self.tiles[arg.id]
+        flags = {f: bool(self._static(args[f], f, node)) if f in args else False
+                 for f in ("transpose_A", "transpose_E", "transpose_B")}
+        a, e, b, c = (ops[r] for r in _PARAMS[:4])
+        message = operand_error(a.shape, e.shape, b.shape, c.shape, a.dtype, e.dtype,
+                                flags["transpose_A"], flags["transpose_E"],
+                                flags["transpose_B"])
+        if message is not None:
+            raise self.ctx.error(message, node)
+        n = self.ctx.number("gemm_sp")
+        prefix = f"__tj_sp{n}_"
+        before, added = [], self.added.setdefault(id(a.stmt), [])
+        names = {}
+        for role, tile in (("A_sparse", a), ("E", e), ("B", b)):
+            names[role] = args[role].id
+            if tile.kind != SHARED:      # a fragment or local tile: read through shared
+                staged = prefix + role[0].lower()
+                added.append(_allocation(staged, "shared", tile.shape, tile.dtype))
+                before.append(ast.Expr(_language("copy", [ast.Name(names[role], ast.Load()),
+                                                          ast.Name(staged, ast.Load())])))
+                names[role] = staged
+        M, N = c.shape
+        K = b.shape[1] if flags["transpose_B"] else b.shape[0]
+        dense = prefix + "dense"
+        shape = (K, M) if flags["transpose_A"] else (M, K)
+        added.append(_allocation(dense, "shared", shape, a.dtype))
+        before.append(self._expansion(prefix, dense, shape, names, a.dtype, e.dtype, flags))
+        keywords = [ast.keyword("transpose_A", ast.Constant(flags["transpose_A"])),
+                    ast.keyword("transpose_B", ast.Constant(flags["transpose_B"]))]
+        keywords += [ast.keyword(o, args[o]) for o in _GEMM_OPTIONS if o in args]
+        gemm = ast.Expr(_language("gemm", [ast.Name(dense, ast.Load()),
+                                           ast.Name(names["B"], ast.Load()), args["C"]],
+                                  keywords))
+        out = before + [gemm]
+        for stmt in out:
+            for sub in syntax.walk(stmt):
+                if isinstance(sub, (ast.expr, ast.stmt)):
+                    ast.copy_location(sub, node)
+        return out
+
+    def _expansion(self, prefix, dense, shape, names, a_dtype, e_dtype, flags):
+        elem, group = group_of(a_dtype)
+        i, k = prefix + "i", prefix + "k"
+        ef = get_e_factor(a_dtype, e_dtype)
+
+        def at(name, col, transposed):
+            return f"{name}[{col}, {i}]" if transposed else f"{name}[{i}, {col}]"
+        fields = dict(G=group, Q=ef // group, k=k,
+                      e=at(names["E"], f"{k} // {ef}", flags["transpose_E"]),
+                      zero=f"{CAST}(0, {a_dtype.name!r})")
+        if elem == 2:
+            text = _PAIR.format(a0=at(names["A_sparse"], f"{k} // {group} * 2",
+                                      flags["transpose_A"]),
+                                a1=at(names["A_sparse"], f"{k} // {group} * 2 + 1",
+                                      flags["transpose_A"]), **fields)
+        else:
+            text = _SINGLE.format(a0=at(names["A_sparse"], f"{k} // {group}",
+                                        flags["transpose_A"]), **fields)
+        value = ast.parse(text, mode="eval").body
+        store = ast.parse(at(dense, k, flags["transpose_A"]), mode="eval").body
+        store.ctx = ast.Store()
+        loop_vars = [k, i] if flags["transpose_A"] else [i, k]
+        return parallel_loop(loop_vars, list(shape), [ast.Assign([store], value)])
+
+
+class _AddAllocations(syntax.NodeTransformer):
+    """Each added allocation right after the operand's own (so the tile is allocated
+    where the operand is, whatever loop the gemm is in)."""
+
+    def __init__(self, added):
+        self.added = added
+
+    def generic_visit(self, node):
+        node = super().generic_visit(node)
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list) and any(id(s) in self.added for s in stmts):
+                out = []
+                for s in stmts:
+                    out.append(s)
+                    out.extend(ast.copy_location(a, s) for a in self.added.get(id(s), ()))
+                setattr(node, field, out)
+        return node
+
+
+def expand_sparse_gemms(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    if not any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace)
+               is T.gemm_sp for n in syntax.walk(fdef)):
+        return fdef
+    ctx.namespace.setdefault(LANGUAGE, T)
+    static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+    rewriter = _SparseGemms(ctx, static, _allocations(fdef, ctx, static))
+    fdef = rewriter.visit(fdef)
+    fdef = _AddAllocations({k: v for k, v in rewriter.added.items() if v}).visit(fdef)
+    return syntax.fix_missing_locations(fdef)
