@@ -158,6 +158,13 @@ class Target:
         return self.sm >= 80
 
     @property
+    def has_mma_sync(self) -> bool:
+        """The tensor cores' ``mma.sync.m16n8k16`` family (f16, bf16, tf32, int8: sm_80+);
+        without it (sm_75) ``T.gemm`` of float32/float64 accumulators runs on the CUDA
+        cores (``ir/gemm_plan.plan_fma``)."""
+        return not self.is_cuda or self.sm >= 80
+
+    @property
     def has_tma(self) -> bool:
         """Hopper's tensor memory accelerator and mbarriers (sm_90+)."""
         return self.sm >= 90

@@ -87,12 +87,16 @@ def test_a_pipeline_before_sm80_copies_synchronously():
                                              target="cuda", arch="sm_80").ptx
 
 
-def test_gemm_before_sm80_names_the_feature_and_the_line():
+def test_gemm_before_sm80_runs_on_the_cuda_cores_or_names_the_feature_and_the_line():
     from gemm import matmul
     a = np.zeros((256, 256), np.float16)
-    with pytest.raises(CompileError, match="T.gemm needs the tensor cores' mma.sync.m16n8k16 "
-                                           r"\(sm_80 and newer\); the target is sm_75") as e:
-        matmul.compile(a, a, a.copy(), target="cuda", arch="sm_75")
+    ptx = matmul.compile(a, a, np.zeros((256, 256), np.float32), target="cuda",
+                         arch="sm_75").ptx
+    assert "fma.rn.f32" in ptx and "mma" not in ptx
+    i8 = np.zeros((256, 256), np.int8)
+    with pytest.raises(CompileError, match=r"T.gemm on sm_75 runs on the CUDA cores \(no "
+                                           r"mma.sync.m16n8k16 before sm_80\)") as e:
+        matmul.compile(i8, i8, np.zeros((256, 256), np.float32), target="cuda", arch="sm_75")
     assert "gemm.py" in str(e.value)
 
 

@@ -30,7 +30,8 @@ from tilejit.frontend.gemm_operands import (GemmOperand, dynamic_bound_error, fo
                                              region_errors, shape_error)
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.ir.gemm_plan import FLOAT8_GEMMS, FMA, GemmPlanError, plan_gemm, plan_mfma
+from tilejit.ir.gemm_plan import (FLOAT8_GEMMS, FMA, GemmPlanError, plan_fma, plan_gemm,
+                                  plan_mfma)
 from tilejit.ir.markers import CAST, CUMSUM, GEMM, LANGUAGE, REDUCE, STAGE, TILE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile
 from tilejit.passes.constant_subscripts import fold_constant_subscripts
@@ -315,9 +316,6 @@ class _Tiles(syntax.NodeTransformer):
         if len(node.args) < 3:
             raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
         target = self.ctx.target
-        if target.is_cuda and target.sm < 80:
-            raise self.ctx.error(f"T.gemm needs the tensor cores' mma.sync.m16n8k16 (sm_80 "
-                                 f"and newer); the target is {target.arch}", node)
         opts = dict(zip(_GEMM_OPTIONS, node.args[3:]))
         for k in node.keywords:
             if k.arg not in _GEMM_OPTIONS:
@@ -347,8 +345,12 @@ class _Tiles(syntax.NodeTransformer):
         policy = getattr(policy, "value", policy)
         dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
         clear = bool(values.get("clear_accum", False))
+        if not target.has_mma_sync:
+            self._check_cuda_cores(target, a, dtypes, node)
         try:
-            if target.kind == "amdgpu" and dtypes not in FMA:   # AMD's matrix cores (MFMA)
+            if not target.has_mma_sync:         # sm_75: TileLang's SIMT fallback
+                plan = plan_fma(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear)
+            elif target.kind == "amdgpu" and dtypes not in FMA:   # AMD's matrix cores (MFMA)
                 plan = plan_mfma(M, N, K, dtypes, ta, tb, policy, self.ctx.threads, clear,
                                  target.arch, a_in_registers=a.kind == FRAGMENT)
             else:
@@ -375,6 +377,21 @@ class _Tiles(syntax.NodeTransformer):
         self.gemm_count += 1
         self.plan.gemms[gid] = (plan, a.name, b.name, c.name, node.lineno)
         return ast.copy_location(_call(GEMM, args + [ast.Constant(gid)]), node)
+
+    def _check_cuda_cores(self, target, a, dtypes, node):
+        """Without mma.sync's tensor cores (sm_75) a gemm runs on the CUDA cores: float
+        operands (float16, bfloat16, float32, float64) into a float32 or float64
+        accumulator, A in shared memory."""
+        if dtypes[2] not in ("float32", "float64") or not all(
+                d in ("float16", "bfloat16", "float32", "float64") for d in dtypes[:2]):
+            raise self.ctx.error(f"T.gemm on {target.arch} runs on the CUDA cores (no "
+                                 f"mma.sync.m16n8k16 before sm_80), which take float operands "
+                                 f"into a float32 or float64 accumulator; A/B/C dtypes "
+                                 f"{'/'.join(dtypes)} need sm_80 and newer", node)
+        if a.kind == FRAGMENT:
+            raise self.ctx.error(f"T.gemm on {target.arch} (on the CUDA cores) reads A from "
+                                 f"shared memory; an A operand in registers needs sm_80 and "
+                                 f"newer", node)
 
     def _gemm_operand(self, node, role, arg):
         """(GemmOperand, the argument naming its tile) of one operand: a tile, one version
