@@ -22,6 +22,9 @@ Benchmarks:
   gemm_fp8     float8 e4m3 C = (A @ B^T) * scale in bf16 (fp32 accumulate) at 4096^3 and
                8192^3: tilejit's persistent example (examples/gemm_fp8.py; a grid of block
                shapes) beside torch._scaled_mm (cuBLASLt, per-tensor scales) and Triton.
+  gemm_sp      fp16 T.gemm_sp (A 2:4 sparse, compressed) at 4096^3 and 8192^3 beside
+               torch.matmul on the dense A and tilejit's dense GEMM on the same block
+               shapes (benchmarks/sparse_gemm.py); TFLOP/s count the dense 2·M·N·K.
   reductions   fp16 16384 x 8192 rows: softmax, RMSNorm, LayerNorm (weight and bias), row
                sum: tilejit beside torch and a Triton fused softmax, and the device-to-
                device copy in the same run; bandwidth counts each kernel's compulsory
@@ -80,6 +83,7 @@ from tilejit.tuning.bench import interleaved_times  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attention_bwd import bench_attention_bwd  # noqa: E402
+from sparse_gemm import bench_gemm_sp  # noqa: E402
 from tuning import bench_autotune, bench_carver  # noqa: E402
 
 try:
@@ -731,6 +735,7 @@ def bench_compile():
 BENCHMARKS = {"vector_add": bench_vector_add, "launch": bench_launch, "gemm": bench_gemm,
               "gemm_llm": bench_gemm_llm, "gemm_fp8": bench_gemm_fp8,
               "gemm_seeds": bench_gemm_seeds,
+              "gemm_sp": lambda: bench_gemm_sp(_checked_and_timed, gemm_kernel),
               "reductions": bench_reductions, "attention": bench_attention,
               "attention_bwd": bench_attention_bwd, "compile": bench_compile,
               "autotune": bench_autotune, "carver": bench_carver}

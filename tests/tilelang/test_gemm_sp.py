@@ -13,9 +13,10 @@ import tilejit.language as T
 from tilejit.errors import CompileError
 from tilejit.tilelang.cuda.intrinsics.sparse_layout import (GROUP_CONFIG, get_e_factor,
                                                              get_e_replicate_factor)
+from tilejit.utils.sparse import compress
 
 
-# -- the compressed form, built here from its definition -------------------------------
+# -- a 2:4 sparse matrix (compressed by tilejit.utils.sparse.compress) ------------------
 
 def semi_sparse(M, K, dtype, seed=0):
     """A random M x K matrix with 2 of every 4 values along K zero (1 of every 2 for
@@ -29,28 +30,6 @@ def semi_sparse(M, K, dtype, seed=0):
     drop = torch.rand(M, K // group, group, generator=g).argsort(-1)[..., :group - elem]
     dense = dense.view(M, K // group, group).scatter(-1, drop, 0.0).view(M, K)
     return dense.to(T.dtype(dtype).as_torch())
-
-
-def compress(dense, meta_dtype):
-    """(kept values, metadata) of a 2:4 (1:2) sparse matrix: each group's kept positions
-    in increasing order (the lowest zero positions make up the count), 4 bits a group,
-    packed from the low bits up into ``meta_dtype`` integers."""
-    M, K = dense.shape
-    elem, group = GROUP_CONFIG[T.dtype(dense.dtype)]
-    groups = dense.float().view(M, K // group, group)
-    key = (groups == 0).to(torch.int64) * group + torch.arange(group)
-    kept = key.argsort(-1)[..., :elem].sort(-1).values
-    values = groups.gather(-1, kept).reshape(M, K * elem // group).to(dense.dtype)
-    if elem == 2:
-        codes = kept[..., 0] | (kept[..., 1] << 2)
-    else:
-        codes = torch.where(kept[..., 0] == 0, 0b0100, 0b1110)
-    bits = T.dtype(meta_dtype).bits
-    per = bits // 4
-    codes = codes.view(M, K // group // per, per)
-    word = sum(codes[..., j] << (4 * j) for j in range(per))
-    word = torch.where(word >= 2 ** (bits - 1), word - 2 ** bits, word)
-    return values, word.to(T.dtype(meta_dtype).as_torch())
 
 
 # -- the kernel, as TileLang's users write it -------------------------------------------
@@ -241,3 +220,18 @@ def test_gemm_sp_on_the_gpu_against_torch_and_the_simulator(case):
     torch.testing.assert_close(C.cpu().double(), ref.to(C.dtype).double(), rtol=tol, atol=tol)
     sim = tilejit.compile(_program(case), out_idx=[3], target="sim")(*(a.cpu() for a in args))
     torch.testing.assert_close(C.cpu().double(), sim.double(), rtol=tol, atol=tol)
+
+
+def test_compress_refuses_a_matrix_that_is_not_sparse_enough():
+    dense = torch.ones(16, 32, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"more than 2 nonzeros: the matrix is not 2:4 sparse"):
+        compress(dense)
+
+
+def test_compress_packs_groups_from_the_low_bits():
+    dense = torch.zeros(1, 16, dtype=torch.float16)
+    dense[0, 1], dense[0, 3] = 1.0, 2.0            # group 0: positions 1, 3 -> 0b1101
+    dense[0, 6] = 3.0                              # group 1: position 2 (and 0) -> 0b1000
+    values, meta = compress(dense)
+    assert values.tolist() == [[1.0, 2.0, 0.0, 3.0] + [0.0] * 4]
+    assert meta.dtype == torch.int16 and meta.item() == 0b0100_0100_1000_1101
