@@ -259,6 +259,8 @@ LANGUAGE_DIFFERENCES = {
                             "the simulator",
     "wgmma_gemm": "`T.gemm`: wgmma on sm_90a where the operands allow, else mma.sync (not an "
                   "error); it waits where the products are first needed",
+    "wgmma_gemm_sp": "`T.gemm_sp` (its difference too); it waits where the products are "
+                     "first needed",
     "wait_wgmma": "a no-op: every gemm waits where its products are first needed",
     "im2col": "a `T.Parallel` loop of ordinary loads into `col` (a whole shared tile), not "
               "TMA's im2col mode; zeros past the last image and the last filter tap too; "

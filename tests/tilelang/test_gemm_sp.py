@@ -235,3 +235,25 @@ def test_compress_packs_groups_from_the_low_bits():
     values, meta = compress(dense)
     assert values.tolist() == [[1.0, 2.0, 0.0, 3.0] + [0.0] * 4]
     assert meta.dtype == torch.int16 and meta.item() == 0b0100_0100_1000_1101
+
+
+def test_wgmma_gemm_sp_is_gemm_sp():
+    @T.prim_func
+    def main(A_sparse: T.Tensor((64, 32), "float16"), E: T.Tensor((64, 4), "int16"),
+             B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            E_s = T.alloc_shared((64, 4), "int16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A_sparse, A_s)
+            T.copy(E, E_s)
+            T.copy(B, B_s)
+            T.wgmma_gemm_sp(A_s, E_s, B_s, C_f, clear_accum=True, annotations={})
+            T.copy(C_f, C)
+
+    (values, meta, B), ref = _case(64, 64, 64, "float16", "int16")
+    C = tilejit.compile(main, out_idx=[3], target="sim")(values, meta, B)
+    torch.testing.assert_close(C.double(), ref.float().double(), rtol=1e-2, atol=1e-2)
+    ptx = tilejit.compile(main, out_idx=[3], target="cuda -arch=sm_90a").get_kernel_source()
+    assert "wgmma.mma_async" in ptx

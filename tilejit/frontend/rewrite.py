@@ -339,9 +339,10 @@ class _DeviceForms(syntax.NodeTransformer):
             if attribute is not None:
                 node.func = attribute
         target = resolve_static(node.func, self.namespace)
-        if target is T.wgmma_gemm:      # T.gemm, which waits where the products are needed
-            node.keywords = [k for k in node.keywords if k.arg != "annotations"]
-            node.func = ast.copy_location(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "gemm",
+        if target in (T.wgmma_gemm, T.wgmma_gemm_sp):   # T.gemm(_sp), which waits where
+            node.keywords = [k for k in node.keywords if k.arg != "annotations"]   # needed
+            name = "gemm" if target is T.wgmma_gemm else "gemm_sp"
+            node.func = ast.copy_location(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name,
                                                         ast.Load()), node.func)
             return node
         if target is T.if_then_else and len(node.args) == 3 and not node.keywords:

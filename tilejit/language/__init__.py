@@ -77,7 +77,7 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
-from tilejit.language.sparse import gemm_sp
+from tilejit.language.sparse import gemm_sp, wgmma_gemm_sp
 from tilejit.language.convolution import c2d_im2col, im2col
 from tilejit.language import scalar_math as _scalar_math
 from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
@@ -140,6 +140,7 @@ __all__ = [
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",
     "view", "sync_threads", "sync_grid", "loop_break", "named_barrier_arrive", "wgmma_gemm",
+    "wgmma_gemm_sp",
     "wait_wgmma",
     "im2col",
     "c2d_im2col",

@@ -124,3 +124,12 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B
     half of it."""
     return meaning("gemm_sp")(A_sparse, E, B, C, transpose_A, transpose_E, transpose_B,
                               policy, clear_accum, k_pack, wg_wait)
+
+
+def wgmma_gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
+                  policy=GemmWarpPolicy.Square, clear_accum=False, annotations=None):
+    """TileLang's explicit Hopper sparse gemm, issued without waiting: in tilejit it is
+    ``T.gemm_sp`` (the front end renames it), whose dense gemm waits where its products
+    are first needed."""
+    return gemm_sp(A_sparse, E, B, C, transpose_A, transpose_E, transpose_B, policy,
+                   clear_accum)
