@@ -24,7 +24,6 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import CAST, LANGUAGE
 from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED
 from tilejit.language.sparse import group_of, get_e_factor, operand_error
-from tilejit.passes.element_loops import parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 _ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
@@ -71,13 +70,22 @@ def _allocation(name, kind, shape, dtype):
                           ast.Constant(dtype.name)]))
 
 
-# the dense element at (row i, column k) of a group of G columns whose metadata element
-# holds Q groups: the first kept value where the group's bits 1:0 name k's position, the
+# one group of G dense columns of row i: its metadata bits (E's element holds Q groups),
+# then each column p of the group: the first kept value where bits 1:0 name p, the
 # second where bits 3:2 do, else 0 (16- and 8-bit A: 2 of 4 kept)
-_PAIR = ("({a0} if (({e} >> ({k} // {G} % {Q} * 4)) & 3) == {k} % {G} else "
-         "({a1} if (({e} >> ({k} // {G} % {Q} * 4 + 2)) & 3) == {k} % {G} else {zero}))")
+_PAIR = """
+for {loop}:
+    {nib} = ({e} >> ({g} % {Q} * 4)) & 15
+    for {p} in range({G}):
+        {dense} = ({a0} if ({nib} & 3) == {p} else ({a1} if ({nib} >> 2) == {p} else {zero}))
+"""
 # a 32-bit group of 2 keeps 1: code 0b0100 puts it at position 0, 0b1110 at 1
-_SINGLE = "({a0} if ((({e} >> ({k} // {G} % {Q} * 4)) & 3) >> 1) == {k} % {G} else {zero})"
+_SINGLE = """
+for {loop}:
+    {nib} = ({e} >> ({g} % {Q} * 4)) & 15
+    for {p} in range({G}):
+        {dense} = ({a0} if (({nib} & 3) >> 1) == {p} else {zero})
+"""
 
 
 class _SparseGemms(syntax.NodeTransformer):
@@ -158,28 +166,26 @@ class _SparseGemms(syntax.NodeTransformer):
         return out
 
     def _expansion(self, prefix, dense, shape, names, a_dtype, e_dtype, flags):
+        """The loop over (row, group) writing the dense tile (``_PAIR`` / ``_SINGLE``):
+        a group's metadata read once for its G columns."""
         elem, group = group_of(a_dtype)
-        i, k = prefix + "i", prefix + "k"
+        i, g, p = prefix + "i", prefix + "g", prefix + "p"
         ef = get_e_factor(a_dtype, e_dtype)
+        rows = shape[1] if flags["transpose_A"] else shape[0]
+        groups = (shape[0] if flags["transpose_A"] else shape[1]) // group
 
         def at(name, col, transposed):
             return f"{name}[{col}, {i}]" if transposed else f"{name}[{i}, {col}]"
-        fields = dict(G=group, Q=ef // group, k=k,
-                      e=at(names["E"], f"{k} // {ef}", flags["transpose_E"]),
-                      zero=f"{CAST}(0, {a_dtype.name!r})")
-        if elem == 2:
-            text = _PAIR.format(a0=at(names["A_sparse"], f"{k} // {group} * 2",
-                                      flags["transpose_A"]),
-                                a1=at(names["A_sparse"], f"{k} // {group} * 2 + 1",
-                                      flags["transpose_A"]), **fields)
-        else:
-            text = _SINGLE.format(a0=at(names["A_sparse"], f"{k} // {group}",
-                                        flags["transpose_A"]), **fields)
-        value = ast.parse(text, mode="eval").body
-        store = ast.parse(at(dense, k, flags["transpose_A"]), mode="eval").body
-        store.ctx = ast.Store()
-        loop_vars = [k, i] if flags["transpose_A"] else [i, k]
-        return parallel_loop(loop_vars, list(shape), [ast.Assign([store], value)])
+        loop = (f"{g}, {i} in {LANGUAGE}.Parallel({groups}, {rows})" if flags["transpose_A"]
+                else f"{i}, {g} in {LANGUAGE}.Parallel({rows}, {groups})")
+        text = (_PAIR if elem == 2 else _SINGLE).format(
+            loop=loop, nib=prefix + "bits", G=group, Q=ef // group, g=g, p=p,
+            e=at(names["E"], f"{g} // {ef // group}", flags["transpose_E"]),
+            dense=at(dense, f"{g} * {group} + {p}", flags["transpose_A"]),
+            a0=at(names["A_sparse"], f"{g} * {elem}", flags["transpose_A"]),
+            a1=at(names["A_sparse"], f"{g} * {elem} + 1", flags["transpose_A"]),
+            zero=f"{CAST}(0, {a_dtype.name!r})")
+        return ast.parse(text).body[0]
 
 
 class _AddAllocations(syntax.NodeTransformer):
