@@ -6,6 +6,7 @@ and the GPU compute the same sums; an index that is not a whole split is reporte
 before."""
 import numpy as np
 import pytest
+import torch
 
 import tilejit
 import tilejit.language as T
@@ -124,3 +125,43 @@ def test_an_error_through_the_split_names_it_as_a_reshape_of_the_fragment():
     message = str(info.value)
     assert "fragment 'xf.reshape(32, 16, 4)'" in message and "__tj_" not in message
     assert "sq[i, j] += xf[i, jj * 4 + j]" in message        # the line as written
+
+
+def composable_copy(M, N, block_M, block_N, dtype="float16"):
+    """TileLang's composable index: a flat fragment written at ``i * block_N + j`` by a
+    loop over (i, j), read back by a flat loop: the write goes through the view
+    ``B_local.reshape(block_M, block_N)``."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M * N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_local = T.alloc_fragment([block_M, block_N], dtype)
+            B_local = T.alloc_fragment([block_M * block_N], dtype)
+            T.copy(A[by * block_M, bx * block_N], A_local)
+            for i, j in T.Parallel(block_M, block_N):
+                B_local[i * block_N + j] = A_local[i, j]
+            for i in T.Parallel(block_M * block_N):
+                B[by * block_M * N + bx * block_N + i // block_N * N + i % block_N] = B_local[i]
+    return main
+
+
+def test_a_flat_fragment_indexed_by_a_composed_index():
+    a = torch.randn(256, 256).half()
+    b = tilejit.compile(composable_copy(256, 256, 128, 128), out_idx=[1], target="sim")(a)
+    torch.testing.assert_close(b, a.flatten(), rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        tilejit.compile(composable_copy(256, 256, 128, 128), out_idx=[1],
+                        target=f"cuda -arch={arch}").get_kernel_source()
+
+
+def test_a_composed_index_whose_layout_has_no_digit_form_is_reported():
+    with pytest.raises(CompileError, match=r"T.reshape of fragment 'B_local'.*no digit form"):
+        tilejit.compile(composable_copy(64, 576, 32, 576), out_idx=[1],
+                        target="cuda -arch=sm_90a").get_kernel_source()
+
+
+@pytest.mark.gpu
+def test_a_flat_fragment_indexed_by_a_composed_index_on_the_gpu():
+    a = torch.randn(1024, 1024, device="cuda").half()
+    b = tilejit.compile(composable_copy(1024, 1024, 128, 128), out_idx=[1], target="cuda")(a)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, a.flatten(), rtol=0, atol=0)

@@ -1,6 +1,7 @@
 """Pass: a fragment indexed in a ``T.Parallel`` loop at ``X * n + j`` (``j`` the loop's
-index of extent n, ``X`` fixed in the loop: a serial loop's variable, a constant) is
-indexed through a view that splits that dimension in two.
+index of extent n, ``X`` fixed in the loop: a serial loop's variable, a constant; or
+another of the loop's indices, TileLang's composed index ``F[i * n + j]`` of a flat
+fragment) is indexed through a view that splits that dimension in two.
 
 DeepSeek's mHC kernel walks a (rows, 256) fragment four columns at a time:
 
@@ -112,16 +113,20 @@ def _fragment_allocations(fdef, ctx) -> dict:
 
 def _split(index, extents, loop_names, static):
     """(X, j, n) for an index ``X * n + j`` / ``j + X * n`` (or ``n * X``) whose ``j`` is
-    a loop index of extent n and whose X names none of the loop's indices; else None."""
+    a loop index of extent n and whose X names none of the loop's indices or is another
+    of them; else None."""
     if not (isinstance(index, ast.BinOp) and isinstance(index.op, ast.Add)):
         return None
     for var, other in ((index.right, index.left), (index.left, index.right)):
         if not (isinstance(var, ast.Name) and var.id in extents and
                 isinstance(other, ast.BinOp) and isinstance(other.op, ast.Mult)):
             continue
-        if any(isinstance(n, ast.Name) and n.id in loop_names for n in syntax.walk(other)):
-            continue
         for fixed, factor in ((other.left, other.right), (other.right, other.left)):
+            names = {n.id for n in syntax.walk(fixed) if isinstance(n, ast.Name)}
+            if names & loop_names and not (isinstance(fixed, ast.Name) and fixed.id != var.id):
+                continue            # X a loop index itself (F[i * n + j]), or free of them
+            if any(isinstance(n, ast.Name) and n.id in loop_names for n in syntax.walk(factor)):
+                continue
             try:
                 n, extent = static.value(factor), static.value(extents[var.id])
             except NotStatic:
