@@ -173,6 +173,8 @@ def test_a_view_as_a_dtype_of_another_size_needs_its_shape():
                                       r"shape \[32, 33\] of float32 holds 1056 \(4224 bytes\)"),
     ("T.view(A, [N // M, M], dtype=T.float16)", r"the shape \[32, 32\] of float16 holds "
                                                 r"1024 \(2048 bytes\)"),
+    # TileLang's test: the shape built in a variable, the dtype a name bound to None
+    ("T.view(A, SHAPE, dtype=NO_DTYPE)", r"the shape \[32, 33\] of float32 holds 1056"),
     (None, None),
 ])
 def test_a_view_that_does_not_hold_the_tensor_is_an_error_when_defined(tmp_path, body,
@@ -183,7 +185,8 @@ def test_a_view_that_does_not_hold_the_tensor_is_an_error_when_defined(tmp_path,
     import importlib.util
     path = tmp_path / "view_kernel.py"
     path.write_text(
-        "import tilejit.language as T\n\nN, M = 1024, 32\n\n\n"
+        "import tilejit.language as T\n\nN, M = 1024, 32\n"
+        "SHAPE, NO_DTYPE = [N // M, M + 1], None\n\n"
         "@T.prim_func\n"
         "def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N // M, M), T.float32)):\n"
         "    with T.Kernel(1):\n"

@@ -176,6 +176,8 @@ def _check_views(tree, namespace, filename, annotations) -> None:
     """``T.view(A, shape, dtype)`` / ``T.reshape(A, shape)`` of a parameter annotated with
     a shape and dtype known as the program is defined, to a shape known then: the bytes
     must be the tensor's (TileLang's AssertionError), else an error at the line."""
+    assigned = {n.id for n in syntax.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Store)}
     for node in syntax.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -195,6 +197,11 @@ def _check_views(tree, namespace, filename, annotations) -> None:
         to = given.get("dtype")
         to = ann.dtype if to is None or (isinstance(to, ast.Constant) and to.value is None) \
             else resolve_static(to, namespace) if not isinstance(to, ast.Constant) else to.value
+        if to is None and isinstance(given.get("dtype"), ast.Name) and \
+                given["dtype"].id in namespace and given["dtype"].id not in assigned:
+            to = ann.dtype      # dtype=new_dtype, a closure name bound to None: the tensor's
+        elif to is None:
+            continue            # a name the program binds itself: not known here
         try:
             to = as_dtype(to)
         except (TypeError, ValueError, KeyError):
@@ -291,9 +298,12 @@ def _live_nodes(tree, namespace):
 def _static_ints(node, namespace):
     """A shape written with names and values known as the program is defined (its
     globals and closure: ``[N // M, M + 1]``), as a tuple of ints; else None."""
-    if not isinstance(node, (ast.List, ast.Tuple)):
+    if isinstance(node, ast.Name) and isinstance(namespace.get(node.id), (list, tuple)):
+        value, ok = namespace[node.id], True        # a shape built before the kernel
+    elif not isinstance(node, (ast.List, ast.Tuple)):
         return None
-    value, ok = evaluate_static(node, dict(namespace), frozenset())
+    else:
+        value, ok = evaluate_static(node, dict(namespace), frozenset())
     return tuple(value) if ok and all(_plain_int(v) for v in value) else None
 
 
