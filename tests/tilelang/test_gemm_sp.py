@@ -257,3 +257,38 @@ def test_wgmma_gemm_sp_is_gemm_sp():
     torch.testing.assert_close(C.double(), ref.float().double(), rtol=1e-2, atol=1e-2)
     ptx = tilejit.compile(main, out_idx=[3], target="cuda -arch=sm_90a").get_kernel_source()
     assert "wgmma.mma_async" in ptx
+
+
+def test_gemm_sp_in_a_thread_branch_is_refused_as_gemm_is():
+    @T.prim_func
+    def main(A_sparse: T.Tensor((64, 32), "float16"), E: T.Tensor((64, 4), "int16"),
+             B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            A_s = T.alloc_shared((64, 32), "float16")
+            E_s = T.alloc_shared((64, 4), "int16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A_sparse, A_s)
+            T.copy(E, E_s)
+            T.copy(B, B_s)
+            if tx < 64:
+                T.gemm_sp(A_s, E_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C)
+
+    with pytest.raises(CompileError, match=r"T.gemm_sp inside a branch that depends on the "
+                                           r"thread index"):
+        tilejit.compile(main, out_idx=[3], target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def test_float8_with_a_transposed_a():
+    """The dense tile is K-major whatever A's orientation: wgmma's float8 reads it so."""
+    case = (128, 128, 128, (128, 128, 64), "float8_e5m2", "float32", "int32", True, True,
+            False, False)
+    ptx = tilejit.compile(_program(case), out_idx=[3],
+                          target="cuda -arch=sm_90a").get_kernel_source()
+    assert "wgmma.mma_async" in ptx
+    M, N, K, _, ind, acc, meta, tA, tB, _, _ = case
+    args, ref = _case(M, N, K, ind, meta, tA, tB)
+    C = tilejit.compile(_program(case), out_idx=[3], target="sim")(*args)
+    torch.testing.assert_close(C.double(), ref.float().double(), rtol=1e-2, atol=1e-2)

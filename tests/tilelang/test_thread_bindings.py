@@ -384,3 +384,76 @@ def test_thread_bindings_on_gpu():
     warp_sums(xs, out)
     torch.testing.assert_close(out[:1000, 0], xs.sum(1), rtol=1e-5, atol=1e-5)
     assert out[1000, 0].item() == 1000
+
+
+# a review's findings: only copies that touch nothing of the block's are a thread's own
+@T.prim_func
+def own_tile_into_shared_in_a_branch(X: T.Tensor((512,), "float32"),
+                                     Out: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((128,), "float32")
+        L = T.alloc_local((4,), "float32")
+        T.clear(S)
+        if tx < 32:
+            T.copy(X[tx * 4:tx * 4 + 4], L)
+            T.copy(L, S[tx * 4:tx * 4 + 4])     # a block tile: its barrier is everyone's
+        Out[tx] = S[tx]
+
+
+@T.prim_func
+def fill_of_shared_from_an_own_value(Out: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((128,), "float32")
+        L = T.alloc_local((1,), "float32")
+        L[0] = 3.0
+        T.clear(S)
+        if tx < 64:
+            T.fill(S, L[0])                     # S is the block's: the range fills it
+        Out[tx] = S[tx]
+
+
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_a_copy_between_an_own_tile_and_a_shared_one_in_a_branch_is_refused(target):
+    with pytest.raises(tilejit.CompileError, match=r"T.copy inside a branch that depends on "
+                                                   r"the thread index \(`if tx < 32`"):
+        kernel = tilejit.compile(own_tile_into_shared_in_a_branch, target=target)
+        kernel.get_kernel_source() if target != "sim" else kernel(torch.zeros(512),
+                                                                  torch.zeros(128))
+
+
+def test_a_fill_of_a_shared_tile_with_an_own_value_is_done_by_the_range():
+    out = torch.zeros(128)
+    tilejit.compile(fill_of_shared_from_an_own_value, target="sim")(out)
+    torch.testing.assert_close(out, torch.full((128,), 3.0))
+    tilejit.compile(fill_of_shared_from_an_own_value,
+                    target="cuda -arch=sm_90a").get_kernel_source()
+
+
+@pytest.mark.gpu
+def test_a_fill_of_a_shared_tile_with_an_own_value_on_the_gpu():
+    out = torch.zeros(128, device="cuda")
+    tilejit.compile(fill_of_shared_from_an_own_value, target="cuda")(out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.cpu(), torch.full((128,), 3.0))
+
+
+@T.prim_func
+def own_reads_of_shared(Out: T.Tensor((512,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((512,), "float32")
+        L = T.alloc_local((4,), "float32")
+        for i in T.Parallel(512):
+            S[i] = i
+        T.copy(S[tx * 4:tx * 4 + 4], L)         # each thread reads its own region
+        for j in T.serial(4):
+            Out[tx * 4 + j] = L[j] * 2
+
+
+def test_a_threads_own_copy_from_shared_runs_lane_by_lane():
+    out = torch.zeros(512)
+    tilejit.compile(own_reads_of_shared, target="sim")(out)
+    torch.testing.assert_close(out, torch.arange(512.0) * 2)
+    tilejit.compile(own_reads_of_shared, target="cuda -arch=sm_90a").get_kernel_source()

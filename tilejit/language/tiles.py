@@ -311,7 +311,7 @@ def check_named_barrier(what: str, barrier_id, arrive_count, block_threads: int)
 BLOCK_WIDE = ("copy", "gemm", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
               "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
               "cummax", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "sync_threads",
-              "transpose")
+              "transpose", "gemm_sp")
 # the tile operations a block does together: those, and the fills (which the simulator
 # lets a per-thread tile take, element by element)
 TILE_OPERATIONS = BLOCK_WIDE + ("fill", "clear")

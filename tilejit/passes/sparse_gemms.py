@@ -2,7 +2,7 @@
 shared memory.
 
 The compressed A (``language/sparse.py``: the kept values and 4 bits of metadata per
-group) becomes a shared tile of the dense A, written by a ``T.Parallel`` loop in which
+group) becomes a shared tile of the dense A (M x K, K-major whatever A's orientation), written by a ``T.Parallel`` loop in which
 each element reads the two kept values of its group and its group's metadata and keeps
 the one whose position is its own (0 where neither is), and the dense tile then goes
 to ``T.gemm`` with the same B, C and options. A or E in registers is copied to a
@@ -149,10 +149,10 @@ class _SparseGemms(syntax.NodeTransformer):
         M, N = c.shape
         K = b.shape[1] if flags["transpose_B"] else b.shape[0]
         dense = prefix + "dense"
-        shape = (K, M) if flags["transpose_A"] else (M, K)
+        shape = (M, K)          # K-major whatever A's orientation (wgmma's float8 needs it)
         added.append(_allocation(dense, "shared", shape, a.dtype))
         before.append(self._expansion(prefix, dense, shape, names, a.dtype, e.dtype, flags))
-        keywords = [ast.keyword("transpose_A", ast.Constant(flags["transpose_A"])),
+        keywords = [ast.keyword("transpose_A", ast.Constant(False)),
                     ast.keyword("transpose_B", ast.Constant(flags["transpose_B"]))]
         keywords += [ast.keyword(o, args[o]) for o in _GEMM_OPTIONS if o in args]
         gemm = ast.Expr(_language("gemm", [ast.Name(dense, ast.Load()),
@@ -171,17 +171,15 @@ class _SparseGemms(syntax.NodeTransformer):
         elem, group = group_of(a_dtype)
         i, g, p = prefix + "i", prefix + "g", prefix + "p"
         ef = get_e_factor(a_dtype, e_dtype)
-        rows = shape[1] if flags["transpose_A"] else shape[0]
-        groups = (shape[0] if flags["transpose_A"] else shape[1]) // group
+        rows, groups = shape[0], shape[1] // group
 
         def at(name, col, transposed):
             return f"{name}[{col}, {i}]" if transposed else f"{name}[{i}, {col}]"
-        loop = (f"{g}, {i} in {LANGUAGE}.Parallel({groups}, {rows})" if flags["transpose_A"]
-                else f"{i}, {g} in {LANGUAGE}.Parallel({rows}, {groups})")
+        loop = f"{i}, {g} in {LANGUAGE}.Parallel({rows}, {groups})"
         text = (_PAIR if elem == 2 else _SINGLE).format(
             loop=loop, nib=prefix + "bits", G=group, Q=ef // group, g=g, p=p,
             e=at(names["E"], f"{g} // {ef // group}", flags["transpose_E"]),
-            dense=at(dense, f"{g} * {group} + {p}", flags["transpose_A"]),
+            dense=at(dense, f"{g} * {group} + {p}", False),
             a0=at(names["A_sparse"], f"{g} * {elem}", flags["transpose_A"]),
             a1=at(names["A_sparse"], f"{g} * {elem} + 1", flags["transpose_A"]),
             zero=f"{CAST}(0, {a_dtype.name!r})")

@@ -29,15 +29,18 @@ from tilejit.passes.thread_ranges import partition
 _TILE_OPS = {getattr(T, name): name for name in TILE_OPERATIONS}
 
 
-# a thread's own when an operand is its T.alloc_local tile: each thread moves or sets
-# every element of its own array (``codegen/lowering/copy.py``)
+# a thread's own when it moves or sets only its T.alloc_local tile and tensors: each
+# thread moves or sets every element of its own array (``codegen/lowering/copy.py``); a
+# copy between its tile and a shared one stays the block's (the barrier after it must be
+# every thread's)
 _OWN_OPS = (T.copy, T.fill, T.clear)
 
 
-def _tile_op(stmts, namespace, own=frozenset()):
+def _tile_op(stmts, namespace, own=None):
     """The first tile operation (its name) among ``stmts`` and what they contain, the
     branches of compile-time ``if``s (``if copy:``) that are not taken left out, and
-    operations on a thread's own tiles (``own``: the kernel's T.alloc_local names)."""
+    operations on a thread's own tiles (``own``: the kernel's tiles by kind,
+    ``_tiles_by_kind``)."""
     for stmt in stmts:
         if isinstance(stmt, ast.If):
             truth = settled(stmt.test, namespace)
@@ -54,7 +57,7 @@ def _tile_op(stmts, namespace, own=frozenset()):
                 return "Parallel"
             if isinstance(node, ast.Call):
                 fn = resolve_static(node.func, namespace)
-                if fn in _OWN_OPS and any(_names_own(a, own) for a in node.args[:2]):
+                if own is not None and fn in _OWN_OPS and _threads_own(fn, node, own):
                     continue
                 if fn in _TILE_OPS and not (fn is T.sync_threads and
                                             (node.args or node.keywords)):
@@ -62,17 +65,26 @@ def _tile_op(stmts, namespace, own=frozenset()):
     return None
 
 
-def _names_own(arg, own) -> bool:
-    base = arg.value if isinstance(arg, ast.Subscript) else arg
-    return isinstance(base, ast.Name) and base.id in own
+def _threads_own(fn, node, tiles) -> bool:
+    """Whether a T.copy / T.fill / T.clear touches a thread's own tile and no block tile:
+    T.fill(L, v), T.clear(L), T.copy between L and a tensor or another local tile."""
+    def kind(arg):
+        base = arg.value if isinstance(arg, ast.Subscript) else arg
+        return tiles.get(base.id) if isinstance(base, ast.Name) else "other"
+    operands = [kind(a) for a in node.args[:2 if fn is T.copy else 1]]
+    return "local" in operands and not {"shared", "fragment", "other"} & set(operands)
 
 
-def _local_tiles(fdef, namespace) -> frozenset:
-    return frozenset(
-        node.targets[0].id for node in syntax.walk(fdef)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
-        and resolve_static(node.value.func, namespace) is T.alloc_local)
+_ALLOCATIONS = {T.alloc_local: "local", T.alloc_shared: "shared", T.alloc_fragment: "fragment"}
+
+
+def _tiles_by_kind(fdef, namespace) -> dict:
+    """name -> "local" / "shared" / "fragment" of the kernel's tiles (other names: its
+    tensors)."""
+    return {node.targets[0].id: _ALLOCATIONS[fn] for node in syntax.walk(fdef)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+            and (fn := resolve_static(node.value.func, namespace)) in _ALLOCATIONS}
 
 
 def _test_text(ctx, node) -> str:
@@ -95,7 +107,7 @@ def check_thread_branches(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 class _Branches(syntax.NodeVisitor):
     def __init__(self, ctx, fdef, names, threads):
         self.ctx, self.fdef, self.names, self.threads = ctx, fdef, names, threads
-        self.own = _local_tiles(fdef, ctx.namespace)
+        self.own = _tiles_by_kind(fdef, ctx.namespace)
 
     def _op(self, stmts):
         return _tile_op(stmts, self.ctx.namespace, self.own)

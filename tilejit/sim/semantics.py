@@ -143,10 +143,16 @@ def _own_copy(src, dst):
     its own tile, as the compiler's loop in each thread does."""
     for x in (src, dst):
         t = getattr(x, "tensor", x)
-        if not (isinstance(t, LaneTensor) or getattr(t, "kind", None) is None):
-            if isinstance(x, LaneRegion):
-                x.refuse()
-            block_wide("copy", (src, dst))      # a shared tile or a fragment: the block's
+        if isinstance(t, LaneTensor) or getattr(t, "kind", None) is None:
+            continue
+        if x is src and t.kind == "shared":
+            continue                            # each thread reads its region
+        raise ThreadCodeError(
+            f"T.copy between {getattr(src, 'tensor', src).name} and "
+            f"{getattr(dst, 'tensor', dst).name} in per-thread code: {t.name} is a {t.kind} "
+            f"tile and the other a thread's own T.alloc_local tile; each thread copying its "
+            f"own region into a tile of the block's is not supported in simulation (write "
+            f"the elements one by one){_caller_location(3)}")
     active = _active()
     for lane in range(STATE.lanes):
         if active is None or active[lane]:
@@ -343,6 +349,9 @@ def fill(buf, value):
         return
     if STATE.lanes:
         block_wide("fill", (buf,))
+        # the block's fill spreads its elements over the threads, each storing its own
+        # value: one value for all of them, or the result is the compiler's layout's
+        value = uniform(value, "T.fill's value")
     t, start, ranged, ext = _operand(buf)
     if ranged is None:                  # one element, T.fill(S[i], v)
         ranged, ext = [], ()
@@ -1033,7 +1042,7 @@ MEANINGS.update(reshape=views.reshape, view=views.view, make_tensor=views.make_t
                 set_max_nreg=set_max_nreg,
                 annotate_layout=annotate_layout, annotate_safe_value=annotate_safe_value)
 MEANINGS.update({name: _block_wide(name, MEANINGS[name]) for name in BLOCK_WIDE
-                 if name != "sync_threads"})
+                 if name != "sync_threads" and name in MEANINGS})    # gemm_sp: sparse.py
 # checked by itself: a named barrier is some threads' own
 MEANINGS.update(sync_threads=sync_threads, sync_grid=sync_grid,
                 named_barrier_arrive=named_barrier_arrive)

@@ -8,7 +8,7 @@ import numpy as np
 
 from tilejit.language.sparse import group_of, operand_error
 from tilejit.sim.runtime import _caller_location
-from tilejit.sim.semantics import _gemm_error, accumulate, tile_view
+from tilejit.sim.semantics import _block_wide, _gemm_error, accumulate, tile_view
 
 # a 32-bit group's two codes: its value at position 0 or 1 (the tensor cores read a
 # float32 pair as four 16-bit halves: positions (0, 1) or (2, 3))
@@ -76,4 +76,4 @@ def gemm_sp(A, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
     accumulate(dense, b, A.dtype, C, clear_accum)
 
 
-MEANINGS = {"gemm_sp": gemm_sp}
+MEANINGS = {"gemm_sp": _block_wide("gemm_sp", gemm_sp)}   # the whole block's, as T.gemm
