@@ -2,9 +2,10 @@
 shared memory.
 
 The compressed A (``language/sparse.py``: the kept values and 4 bits of metadata per
-group) becomes a shared tile of the dense A (M x K, K-major whatever A's orientation), written by a ``T.Parallel`` loop in which
-each element reads the two kept values of its group and its group's metadata and keeps
-the one whose position is its own (0 where neither is), and the dense tile then goes
+group) becomes a shared tile of the dense A (M x K, K-major whatever A's orientation),
+written by a ``T.Parallel`` loop over (row, group) which reads a group's metadata and
+its kept values once and writes each of its columns the value whose position is its own
+(0 where neither is), and the dense tile then goes
 to ``T.gemm`` with the same B, C and options. A or E in registers is copied to a
 shared tile first (a fragment read at another element's index would tie the loop's
 layout to it), as is B in registers (``T.gemm`` takes B from shared memory). So the
