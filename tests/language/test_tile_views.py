@@ -234,12 +234,71 @@ def test_a_view_as_another_dtype_must_hold_the_same_bytes():
             run()
 
 
-def test_bfloat16_bits_are_not_viewed():
-    a, b = np.zeros((8, 16), np.float32), np.zeros((8, 8), np.int32)
-    with pytest.raises(CompileError, match=r"T.view: argument `dtype`: a view as another "
-                                           r"dtype takes integers and float16/32/64, got S "
-                                           r"\(bfloat16\) as int32"):
-        bf16_bits.compile(a, b, target="cuda", arch="sm_90a")
+def test_bfloat16_bits_viewed_as_int32_compile_and_the_simulator_says_it_does_not_reinterpret():
+    import torch
+    a, b = torch.randn(8, 16).bfloat16(), torch.zeros(8, 8, dtype=torch.int32)
+    ptxas_ok = bf16_bits.compile(a, b, target="cuda", arch="sm_90a").ptx
+    assert ".entry" in ptxas_ok
+    with pytest.raises(RuntimeError, match=r"S\[0, 0\] \(int32\) is read after its bytes were "
+                                           r"written as bfloat16 through a view .*not "
+                                           r"supported in simulation"):
+        bf16_bits(a, b)
+
+
+@T.prim_func
+def scratch_reuse(Q: T.Tensor((64, 64), "bfloat16"), K: T.Tensor((64, 64), "bfloat16"),
+                  Out: T.Tensor((64, 64), "float32")):
+    """DeepSeek's sparse MLA backward reuses its bfloat16 K tile, once a gemm has read it,
+    as float32 scratch for half the accumulator's rows at a time
+    (``T.view(KV_shared, shape=[BS // 2, D], dtype=accum_dtype)``)."""
+    with T.Kernel(1, threads=128) as bx:
+        Q_s = T.alloc_shared((64, 64), "bfloat16")
+        K_s = T.alloc_shared((64, 64), "bfloat16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        scratch = T.view(K_s, shape=[32, 64], dtype="float32")
+        T.copy(Q, Q_s)
+        T.copy(K, K_s)
+        T.clear(acc)
+        T.gemm(Q_s, K_s, acc, transpose_B=True)
+        for s in range(2):
+            for i, j in T.Parallel(64, 64):
+                if i < 32:
+                    scratch[i, j] = acc[i + s * 32, j]
+            for i, j in T.Parallel(32, 64):
+                T.atomic_add(Out[s * 32 + i, j], scratch[i, j])
+
+
+def _scratch_inputs(device="cpu"):
+    import torch
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(64, 64, generator=g).bfloat16()
+    k = torch.randn(64, 64, generator=g).bfloat16()
+    return q.to(device), k.to(device), (q.double() @ k.double().T).float()
+
+
+def test_a_bfloat16_tile_reused_as_float32_scratch():
+    import torch
+    q, k, ref = _scratch_inputs()
+    out = torch.zeros(64, 64)
+    tilejit.compile(scratch_reuse, target="sim")(q, k, out)
+    torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
+    for arch in ("sm_80", "sm_90a"):
+        tilejit.compile(scratch_reuse, target=f"cuda -arch={arch}").get_kernel_source()
+
+
+@pytest.mark.gpu
+def test_bfloat16_views_on_the_gpu():
+    import torch
+    q, k, ref = _scratch_inputs("cuda")
+    out = torch.zeros(64, 64, device="cuda")
+    tilejit.compile(scratch_reuse, target="cuda")(q, k, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-2, atol=1e-2)
+    a = torch.randn(8, 16, device="cuda").bfloat16()
+    b = torch.zeros(8, 8, dtype=torch.int32, device="cuda")
+    bf16_bits(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b, a.view(torch.int32))
 
 
 def test_a_view_of_a_fragment_shares_its_registers():

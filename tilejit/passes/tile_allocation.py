@@ -123,10 +123,17 @@ class _Tiles(syntax.NodeTransformer):
         its own shape and dtype naming S's storage (``Tile.view_of``), row-major over the
         same elements (the same bytes, for another dtype)."""
         what = "T.reshape" if target is T.reshape else "T.view"
+        names = ("buffer", "shape") + (("dtype",) if target is T.view else ())
         args = list(call.args)
-        if call.keywords or not 1 <= len(args) <= (2 if target is T.reshape else 3):
-            raise self.ctx.error(f"{what}(buffer, shape{', dtype' * (target is T.view)}): got "
-                                 f"`{ast.unparse(call)}`", call)
+        for k in call.keywords:         # T.view(S, shape=[...], dtype=...)
+            at = names.index(k.arg) if k.arg in names else -1
+            if at < len(args):
+                args = None
+                break
+            args += [ast.Constant(None)] * (at - len(args)) + [k.value]
+        if args is None or not 1 <= len(args) <= len(names):
+            raise self.ctx.error(f"{what}({', '.join(names)}): got `{ast.unparse(call)}`",
+                                 call)
         base = self.plan.tiles[args[0].id]
         root = self.plan.tiles[base.view_of] if base.view_of else base
         dtype = base.dtype
@@ -136,7 +143,8 @@ class _Tiles(syntax.NodeTransformer):
             except TypeError as e:
                 raise self.ctx.error(f"{what}: {e}", call) from None
             if dtype != base.dtype and any(
-                    d.held_in_float32 or not d.name.startswith(("int", "uint", "float"))
+                    (d.held_in_float32 and base.kind != SHARED)
+                    or not d.name.startswith(("int", "uint", "float", "bfloat"))
                     for d in (dtype, base.dtype)):
                 raise self.ctx.error(f"{what}: argument `dtype`: a view as another dtype takes "
                                      f"integers and float16/32/64, got {base.name} "

@@ -465,7 +465,7 @@ class SimTensor:
     array, so that every access reaches ``wrote``/``check_written``."""
 
     __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations",
-                 "safe_value", "gpu_strides")
+                 "safe_value", "gpu_strides", "overlaid", "stale")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None,
                  gpu_strides: tuple | None = None):
@@ -478,6 +478,11 @@ class SimTensor:
         self.iterations = _iteration_races() if kind == "shared" else None
         # a global tensor's T.annotate_safe_value: what its elements outside it read as
         self.safe_value = None
+        # shared tiles over the same bytes in another dtype whose bits the simulator does
+        # not share (bfloat16 and float8 are held in float32: ``views.overlay``), and the
+        # elements whose bytes one of them wrote last: (mask, that tile)
+        self.overlaid = ()
+        self.stale = None
 
     def outside(self):
         """What an element outside this global tensor reads as: its
@@ -488,6 +493,10 @@ class SimTensor:
 
     def wrote(self, idx=None):
         """Elements ``idx`` (a tuple of index arrays or ints; None: all) are written."""
+        for other in getattr(self, "overlaid", ()):
+            other.clobbered(self, idx)
+        if getattr(self, "stale", None) is not None:
+            self.stale[0][... if idx is None else idx] = False
         if self.races is not None:
             self.races.write(idx)
             self.unwritten[... if idx is None else idx] = False
@@ -502,6 +511,22 @@ class SimTensor:
         unwritten[idx] = False
         if not unwritten.any():
             self.unwritten = None
+
+    def clobbered(self, writer, idx):
+        """``writer`` (a tile over the same bytes in another dtype) wrote its elements
+        ``idx``: the elements of this tile those bytes hold read as written in another
+        dtype (``check_written``)."""
+        flat = np.arange(writer.data.size) if idx is None else np.ravel_multi_index(
+            tuple(np.asarray(i).reshape(-1) for i in np.broadcast_arrays(*idx)),
+            writer.data.shape)
+        a, b = writer.dtype.itemsize, self.dtype.itemsize
+        mine = ((flat * a // b)[:, None] + np.arange(max(1, a // b))).reshape(-1)
+        if self.unwritten is None:
+            self.unwritten = np.zeros(self.data.shape, dtype=bool)
+        self.unwritten.reshape(-1)[mine] = True
+        if self.stale is None:
+            self.stale = (np.zeros(self.data.shape, dtype=bool), writer)
+        self.stale[0].reshape(-1)[mine] = True
 
     def check_written(self, idx=None, active=None):
         """Reading elements ``idx`` (a tuple of index arrays or ints; None: all) on the
@@ -526,6 +551,15 @@ class SimTensor:
             first = tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in idx)
         what = self.name if self.name == f"{self.kind} tile" else \
             f"{self.kind} tile {self.name}"
+        stale = getattr(self, "stale", None)
+        if stale is not None and stale[0][first]:
+            raise UninitializedReadError(
+                f"{self.name}[{', '.join(map(str, first))}] ({self.dtype.name}) is read after "
+                f"its bytes were written as {stale[1].dtype.name} through a view of the same "
+                f"shared memory: the simulator holds {self.dtype.name} and "
+                f"{stale[1].dtype.name} apart and does not reinterpret one's bits as the "
+                f"other's (not supported in simulation; a view reused as scratch, written "
+                f"before it is read, runs){_caller_location(2)}")
         raise UninitializedReadError(
             f"{self.name}[{', '.join(map(str, first))}] is read before it is written "
             f"({what}, shape {tuple(self.data.shape)}; on the GPU an element nothing wrote "

@@ -46,6 +46,8 @@ def _view(buffer, shape, dtype, what):
     if shape is None:
         shape = data.shape
     if to != buffer.dtype:
+        if (buffer.dtype.held_in_float32 or to.held_in_float32) and buffer.kind == "shared":
+            return overlay(buffer, shape, to, what)
         if buffer.dtype.held_in_float32 or to.held_in_float32:
             raise TypeError(f"{what}: a view of {buffer.name} ({buffer.dtype.name}) as "
                             f"{to.name}: bfloat16 and float8 bits are not viewed as another "
@@ -75,6 +77,26 @@ def _view(buffer, shape, dtype, what):
     else:
         out.unwritten = buffer.unwritten.reshape(lanes + shape)      # a view: shared
     out.races = buffer.races if out.data.shape == data.shape else None
+    return out
+
+
+def overlay(buffer, shape, to, what):
+    """A view of a shared tile as another dtype where either is held in float32 (bfloat16,
+    the float8s): a tile of its own values over the same bytes (the GPU's), linked to
+    ``buffer`` (and its other overlays) so that a write through one makes the elements of
+    the others that those bytes hold read as written in another dtype
+    (``SimTensor.clobbered``): a view reused as scratch (TileLang's ``T.view(KV_shared,
+    shape, dtype=accum_dtype)``) runs; a read of bits through another dtype is an error."""
+    shape = tuple(int(s) for s in shape)
+    held, asked = buffer.data.size * buffer.dtype.itemsize, math.prod(shape) * to.itemsize
+    if held != asked:
+        raise ValueError(f"{what}: {buffer.name} holds {held} bytes; the shape {shape} of "
+                         f"{to.name} holds {asked}")
+    out = SimTensor(np.zeros(shape, dtype=to.numpy), to, buffer.name, buffer.kind)
+    out.overlaid = (buffer,) + tuple(buffer.overlaid)
+    for other in buffer.overlaid:
+        other.overlaid = other.overlaid + (out,)
+    buffer.overlaid = buffer.overlaid + (out,)
     return out
 
 
