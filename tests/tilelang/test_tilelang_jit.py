@@ -669,31 +669,3 @@ def test_tensor_subscript_forms_and_the_default_dtype():
     assert T.Tensor[1024, T.bfloat16].shape == (1024,)
     assert T.Tensor[1024, "bfloat16"].dtype == T.bfloat16
     assert T.Tensor[n, T.int8].shape == (n,) and T.Tensor[128, 64].shape == (128, 64)
-
-
-@tilelang.jit
-def cast_rows(dKV, D, D_tail, kv_group=1, block_N=64, threads=128, dtype=T.bfloat16,
-              accum_dtype=T.float32):
-    """DeepSeek sparse MLA backward's postprocess: a tensor of one dynamic extent copied
-    region to region whose last slice runs to the (static) edge."""
-    S_kv = T.dynamic("S_kv")
-    dkv_shape = [S_kv, kv_group, D + D_tail]
-    dKV: T.Tensor(dkv_shape, accum_dtype)
-    dKV_out = T.empty(dkv_shape, dtype)
-    with T.Kernel(T.ceildiv(S_kv, block_N), kv_group, threads=threads) as (bx, by):
-        T.copy(dKV[bx * block_N:(bx + 1) * block_N, by, :],
-               dKV_out[bx * block_N:(bx + 1) * block_N, by, :])
-    return dKV_out
-
-
-def test_a_region_copy_to_the_static_edge_of_a_dynamic_tensor():
-    for rows in (128, 192):                 # one kernel: the dynamic extent is not specialized
-        x = torch.randn(rows, 1, 96)
-        torch.testing.assert_close(cast_rows(x, 64, 32), x.bfloat16())
-
-
-@pytest.mark.gpu
-def test_a_region_copy_to_the_static_edge_of_a_dynamic_tensor_on_the_gpu():
-    for rows in (128, 200):
-        x = torch.randn(rows, 1, 96, device="cuda")
-        torch.testing.assert_close(cast_rows(x, 64, 32), x.bfloat16())

@@ -259,12 +259,8 @@ class JitFunction:
                                       **options)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
-        dynamic = [p for p in self.kernel.whole_copies if self._has_dynamic_extent(p)]
         self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
-                                         if p not in dynamic)
-        # its other extents still specialize it: a copy's open slice along one runs to it
-        self.kernel.shape_entries = tuple(sorted(set(self.kernel.shape_entries) | {
-            (p, d) for p in dynamic for d in self._static_dims(p)}))
+                                         if not self._has_dynamic_extent(p))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:
@@ -289,16 +285,6 @@ class JitFunction:
                            for n in syntax.walk(extent)):
                         return True
         return False
-
-    def _static_dims(self, tensor):
-        """The dimensions of the tensor's annotation whose extents mention no T.dynamic
-        symbol."""
-        for name, ann, _ in self.sugar.annotations:
-            if name == tensor:
-                return [d for d, extent in enumerate(annotation_shape(ann) or [])
-                        if not any(isinstance(n, ast.Name) and self.sugar.symbols.get(n.id)
-                                   for n in syntax.walk(extent))]
-        return []
 
     def _symbol_of(self, tensor, dim):
         for name, ann, _ in self.sugar.annotations:
