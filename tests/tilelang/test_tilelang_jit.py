@@ -1,5 +1,6 @@
 """TileLang's front door: the seeds' eager-style programs with only the imports
 changed (`import tilejit as tilelang`, `import tilejit.language as T`)."""
+import math
 import os
 import warnings
 
@@ -669,3 +670,31 @@ def test_tensor_subscript_forms_and_the_default_dtype():
     assert T.Tensor[1024, T.bfloat16].shape == (1024,)
     assert T.Tensor[1024, "bfloat16"].dtype == T.bfloat16
     assert T.Tensor[n, T.int8].shape == (n,) and T.Tensor[128, 64].shape == (128, 64)
+
+
+@tilelang.jit
+def rebound_extents(x, hc: int, hidden: int, h_blk: int = 1024, block_r=None):
+    """DeepSeek mHC's ``h_blk = math.gcd(hidden, h_blk)`` and the FP8 indexer's ``if
+    block_Q is None: block_Q = ...``: parameters the prologue binds again to compile-time
+    values, then tile extents."""
+    n = T.dynamic("n")
+    h_blk = math.gcd(hidden, h_blk)
+    if block_r is None:
+        block_r = 128 // hc
+    x: T.Tensor((n, hc, hidden), T.float32)
+    with T.Kernel(n, threads=128) as i:
+        s = T.alloc_shared((hc, h_blk), T.float32)
+        r = T.alloc_shared((block_r,), T.float32)
+        T.clear(r)
+        for k in T.serial(hidden // h_blk):
+            T.copy(x[i, 0, k * h_blk], s)
+            for a, b in T.Parallel(hc, h_blk):
+                s[a, b] = s[a, b] * 2 + r[a]
+            T.copy(s, x[i, 0, k * h_blk])
+
+
+def test_a_parameter_the_prologue_binds_again_is_a_compile_time_extent():
+    x = torch.randn(3, 4, 96)
+    want = x * 2
+    rebound_extents(x, 4, 96, 64)          # h_blk = gcd(96, 64) = 32, block_r = 32
+    torch.testing.assert_close(x, want)

@@ -585,6 +585,17 @@ def _without_asserts(stmt):
     return syntax.fix_missing_locations(_DropAsserts().visit(copy.deepcopy(stmt)))
 
 
+def _read_first(name: str, stmts: list) -> bool:
+    """Whether the first of ``stmts`` that mentions ``name`` reads it."""
+    for stmt in stmts:
+        ctxs = {type(n.ctx) for n in syntax.walk(stmt) if isinstance(n, ast.Name) and n.id == name}
+        if ast.Load in ctxs:
+            return True
+        if ctxs:
+            return False
+    return False
+
+
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                 outputs=(), shape_entries=(), on_rewritten=None,
                 namespace=None, constants=None) -> ast.FunctionDef:
@@ -645,6 +656,9 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
                                         ks.error, [a.arg for a in fdef.args.args] +
                                         list(outputs))
+    # (not one the folded prologue first assigns a constant: `h_blk = math.gcd(hidden,
+    # h_blk)` folded to `h_blk = 128` stays a compile-time value)
+    rebound = [n for n in rebound if _read_first(n, prologue + launch.body)]
     fdef.body = [ast.Assign([ast.Name(n, ast.Store())], ast.Name(f"__tj_param_{n}", ast.Load()))
                  for n in rebound] + prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
