@@ -221,3 +221,34 @@ def uses_macro(B):
 def test_read_in_a_macro_names_the_macro_line():
     _raises(lambda: uses_macro(np.zeros(8, np.float32)), "tmp[0]", "shared tile tmp",
             "MACRO-LINE")
+
+
+@tilejit.kernel
+def accumulate_into_empty(X, block: T.constexpr = 64):
+    """Atomics into T.empty's memory (DeepSeek's sparse MLA backward does this with its
+    dKV): torch.empty's memory holds garbage on the GPU, so the first atomic reads it."""
+    Out = T.empty((block,), T.float32)
+    with T.Kernel(2, threads=block) as bx:
+        for i in T.Parallel(block):
+            T.atomic_add(Out[i], X[bx, i])
+    return Out
+
+
+@tilejit.kernel
+def write_then_accumulate(X, block: T.constexpr = 64):
+    Out = T.empty((block,), T.float32)
+    with T.Kernel(1, threads=block) as bx:
+        for i in T.Parallel(block):
+            Out[i] = 0.0
+        for i in T.Parallel(block):
+            T.atomic_add(Out[i], X[0, i])
+    return Out
+
+
+def test_an_atomic_into_an_unwritten_output_of_t_empty():
+    x = np.ones((2, 64), np.float32)
+    with pytest.raises(UninitializedReadError, match=r"Out\[0\] is read before it is written "
+                                                     r"\(output Out of T.empty, whose memory "
+                                                     r"is uninitialized"):
+        accumulate_into_empty(x)
+    np.testing.assert_array_equal(write_then_accumulate(x), np.ones(64, np.float32))

@@ -198,8 +198,13 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     args, writebacks = [], []
     names = list(kernel.source.params) + list(kernel.outputs)
     values = [constexprs.get(name, value) for name, value in zip(names, values)]
+    outputs = set(kernel.outputs)
     for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value, classify)
+        if name in outputs and isinstance(wrapped, runtime.SimTensor):
+            # T.empty's memory (torch.empty's) holds garbage until the kernel writes it:
+            # a read or an atomic before that is an error, as for a tile
+            wrapped.unwritten = np.ones(wrapped.data.shape, dtype=bool)
         args.append(wrapped)
         if writeback is not None:
             # with the bytes it had: a copy the kernel left alone is not written back, so

@@ -509,8 +509,8 @@ class SimTensor:
             self.unwritten = None
             return
         unwritten[idx] = False
-        if not unwritten.any():
-            self.unwritten = None
+        if self.kind is not None and not unwritten.any():
+            self.unwritten = None       # (a T.empty output keeps its record: it is large)
 
     def clobbered(self, writer, idx):
         """``writer`` (a tile over the same bytes in another dtype) wrote its elements
@@ -550,7 +550,8 @@ class SimTensor:
             pos = tuple(np.argwhere(bad)[0])
             first = tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in idx)
         what = self.name if self.name == f"{self.kind} tile" else \
-            f"{self.kind} tile {self.name}"
+            f"{self.kind} tile {self.name}" if self.kind is not None else \
+            f"output {self.name} of T.empty, whose memory is uninitialized"
         stale = getattr(self, "stale", None)
         if stale is not None and stale[0][first]:
             raise UninitializedReadError(
