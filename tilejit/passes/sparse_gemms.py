@@ -23,11 +23,11 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import CAST, LANGUAGE
-from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED
+from tilejit.ir.plan import SHARED
 from tilejit.language.sparse import group_of, get_e_factor, operand_error
 from tilejit.passes.static_eval import NotStatic, StaticEval
+from tilejit.passes.tile_allocation import ALLOCATION_KINDS
 
-_ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
 _PARAMS = ("A_sparse", "E", "B", "C", "transpose_A", "transpose_E", "transpose_B", "policy",
            "clear_accum", "k_pack", "wg_wait", "annotations")
 _GEMM_OPTIONS = ("policy", "clear_accum", "k_pack", "wg_wait")
@@ -45,7 +45,7 @@ def _allocations(fdef, ctx, static) -> dict:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
             continue
-        kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
+        kind = ALLOCATION_KINDS.get(resolve_static(node.value.func, ctx.namespace))
         call = node.value
         args = dict(zip(("shape", "dtype"), call.args))
         args.update({k.arg: k.value for k in call.keywords if k.arg in ("shape", "dtype")})

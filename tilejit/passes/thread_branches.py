@@ -25,6 +25,7 @@ from tilejit.ir.markers import THREAD_INDEX
 from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit.frontend.thread_tests import thread_names, thread_takers
 from tilejit.passes.thread_ranges import partition
+from tilejit.passes.tile_allocation import ALLOCATION_KINDS
 
 _TILE_OPS = {getattr(T, name): name for name in TILE_OPERATIONS}
 
@@ -75,16 +76,13 @@ def _threads_own(fn, node, tiles) -> bool:
     return "local" in operands and not {"shared", "fragment", "other"} & set(operands)
 
 
-_ALLOCATIONS = {T.alloc_local: "local", T.alloc_shared: "shared", T.alloc_fragment: "fragment"}
-
-
 def _tiles_by_kind(fdef, namespace) -> dict:
     """name -> "local" / "shared" / "fragment" of the kernel's tiles (other names: its
     tensors)."""
-    return {node.targets[0].id: _ALLOCATIONS[fn] for node in syntax.walk(fdef)
+    return {node.targets[0].id: ALLOCATION_KINDS[fn] for node in syntax.walk(fdef)
             if isinstance(node, ast.Assign) and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
-            and (fn := resolve_static(node.value.func, namespace)) in _ALLOCATIONS}
+            and (fn := resolve_static(node.value.func, namespace)) in ALLOCATION_KINDS}
 
 
 def _test_text(ctx, node) -> str:

@@ -42,7 +42,9 @@ REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
               T.reduce_abssum: "abssum", T.reduce_absmax: "absmax",
               T.reduce_bitand: "bitand", T.reduce_bitor: "bitor", T.reduce_bitxor: "bitxor"}
 
-_ALLOCS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
+# the tile allocations and the kind of tile each makes (also read by sparse_gemms.py and
+# thread_branches.py)
+ALLOCATION_KINDS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
 
 
 def _call(name, args):
@@ -71,10 +73,10 @@ class _Tiles(syntax.NodeTransformer):
         call = node.value
         target = (resolve_static(call.func, self.ctx.namespace)
                   if isinstance(call, ast.Call) else None)
-        if target in _ALLOCS:
+        if target in ALLOCATION_KINDS:
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
                 raise self.ctx.error("assign a tile allocation to one name", node)
-            return self._alloc(node, node.targets[0].id, _ALLOCS[target], call)
+            return self._alloc(node, node.targets[0].id, ALLOCATION_KINDS[target], call)
         if target in (T.reshape, T.view) and _names_tile(call, self.plan):
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
                 raise self.ctx.error("assign a view of a tile to one name "
@@ -473,7 +475,7 @@ class _ScanRegions(syntax.NodeTransformer):
         for node in syntax.walk(fdef):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                     isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
-                kind = _ALLOCS.get(resolve_static(node.value.func, ctx.namespace))
+                kind = ALLOCATION_KINDS.get(resolve_static(node.value.func, ctx.namespace))
                 if kind is not None and len(node.value.args) >= 2:
                     self.tiles[node.targets[0].id] = (kind, node.value.args[0],
                                                       node.value.args[1])

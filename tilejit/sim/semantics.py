@@ -465,14 +465,19 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     no tensor-core instruction here takes, is multiplied and summed in float64)."""
     _check_gemm_operands(A, B, C, bool(transpose_A), bool(transpose_B))
     A, B, C = (tile_view(x, "T.gemm") for x in (A, B, C))
-    A.check_written()
-    B.check_written()
-    if not clear_accum:
-        C.check_written()
-    C.wrote()
+    gemm_reads((A, B), C, clear_accum)
     a = A.data.T if transpose_A else A.data
     b = B.data.T if transpose_B else B.data
     accumulate(a, b, A.dtype, C, clear_accum)
+
+
+def gemm_reads(inputs, C, clear_accum):
+    """A gemm reads its inputs and (unless it clears it) its accumulator, and writes C."""
+    for x in inputs:
+        x.check_written()
+    if not clear_accum:
+        C.check_written()
+    C.wrote()
 
 
 def accumulate(a, b, a_dtype, C, clear_accum):

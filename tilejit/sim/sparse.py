@@ -8,7 +8,7 @@ import numpy as np
 
 from tilejit.language.sparse import group_of, operand_error
 from tilejit.sim.runtime import _caller_location
-from tilejit.sim.semantics import _block_wide, _gemm_error, accumulate, tile_view
+from tilejit.sim.semantics import _block_wide, _gemm_error, accumulate, gemm_reads, tile_view
 
 # a 32-bit group's two codes: its value at position 0 or 1 (the tensor cores read a
 # float32 pair as four 16-bit halves: positions (0, 1) or (2, 3))
@@ -64,11 +64,7 @@ def gemm_sp(A, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
                             bool(transpose_B))
     if message is not None:
         _gemm_error(message)
-    for x in (A, E, B):
-        x.check_written()
-    if not clear_accum:
-        C.check_written()
-    C.wrote()
+    gemm_reads((A, E, B), C, clear_accum)
     values = A.data.T if transpose_A else A.data
     meta = E.data.T if transpose_E else E.data
     dense = expand(values, meta, A.dtype, E.dtype)
