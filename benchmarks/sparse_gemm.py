@@ -1,8 +1,9 @@
 """``run.py gemm_sp``: T.gemm_sp (A 2:4 sparse, compressed as ``tilejit.utils.sparse``
 compresses it) beside torch.matmul on the dense A and tilejit's dense GEMM on the same
 block shapes, fp16 (fp32 accumulate) at 4096^3 and 8192^3. TFLOP/s count the dense
-product's 2·M·N·K. T.gemm_sp expands A in shared memory and runs the dense gemm
-(``passes/sparse_gemms.py``): the figure says what the expansion costs."""
+product's 2·M·N·K. On sm_90a T.gemm_sp runs on the sparse tensor cores
+(``wgmma.mma_async.sp``, ``passes/sparse_gemms.py``); elsewhere it expands A in shared
+memory and runs the dense gemm."""
 from __future__ import annotations
 
 import torch
@@ -12,7 +13,9 @@ import tilejit.language as T
 from tilejit.utils.sparse import compress
 
 CONFIGS = [dict(block_M=128, block_N=128, block_K=64, threads=128, num_stages=2),
-           dict(block_M=128, block_N=256, block_K=64, threads=256, num_stages=3)]
+           dict(block_M=128, block_N=256, block_K=64, threads=256, num_stages=3),
+           # TileLang's example_gemm_sp.py defaults: E's rows 16 bytes, TMA's narrowest
+           dict(block_M=128, block_N=256, block_K=128, threads=256, num_stages=2)]
 
 
 @tilejit.kernel

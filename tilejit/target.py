@@ -20,11 +20,12 @@ MOST_THREADS_PER_SM = 2048
 # ISA version the arch needs at least (an older one makes LLVM abort the process, not
 # raise). CUDA 13 dropped sm_70/72 and renamed sm_101 to sm_110, which LLVM 22 cannot
 # emit (it needs PTX 9.0).
-# (sm_89 and sm_90 take 8.4, the first with mma.sync on float8; sm_90a takes 8.1, the
-# first with vector reductions (red.global.add.v4.f32), which drivers from 530 load, and
-# runs float8 on wgmma. Its PTX is otherwise the same as 8.0's, .version aside)
+# (sm_89 and sm_90 take 8.4, the first with mma.sync on float8; sm_90a takes 8.2, the
+# first with the sparse wgmma.mma_async.sp (T.gemm_sp; 8.1 brought vector reductions,
+# red.global.add.v4.f32), which drivers from 535 load, and runs float8 on wgmma. Its PTX
+# is otherwise the same as 8.0's, .version aside)
 _PTX_VERSION = {**{a: "+ptx80" for a in ("sm_75", "sm_80", "sm_86", "sm_87")},
-                "sm_90a": "+ptx81",
+                "sm_90a": "+ptx82",
                 **{a: "+ptx84" for a in ("sm_89", "sm_90")},
                 **{a: "+ptx86" for a in ("sm_100", "sm_100a")},
                 **{a: "+ptx87" for a in ("sm_120", "sm_120a")},
@@ -247,8 +248,8 @@ class Target:
     @property
     def ptx_features(self) -> str:
         """The llvmlite NVPTX feature string: the PTX ISA version to emit (the oldest one
-        the arch accepts: 8.0 up to sm_90a, 8.6 for sm_100/101, 8.7 for sm_120, 8.8 for
-        sm_103/121)."""
+        the arch accepts: 8.0 up to sm_87, 8.2 for sm_90a (its wgmma.mma_async.sp), 8.4
+        for sm_89/sm_90, 8.6 for sm_100/101, 8.7 for sm_120, 8.8 for sm_103/121)."""
         return _PTX_VERSION[self.arch]
 
 

@@ -38,7 +38,7 @@ def test_the_arch_is_checked_when_the_kernel_is_decorated():
         tilejit.kernel(arch="SM_90")(lambda A: None)
 
 
-@pytest.mark.parametrize("arch, version", [("sm_80", "+ptx80"), ("sm_90a", "+ptx81"),
+@pytest.mark.parametrize("arch, version", [("sm_80", "+ptx80"), ("sm_90a", "+ptx82"),
                                            ("sm_100a", "+ptx86"), ("sm_120", "+ptx87"),
                                            ("sm_121", "+ptx88")])
 def test_each_arch_gets_the_ptx_version_it_needs(arch, version):

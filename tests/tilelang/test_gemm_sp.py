@@ -2,8 +2,9 @@
 TileLang's users give it (the kept values and natural row-major metadata,
 ``language/sparse.py``), written as a TileLang user writes it: dtype names, ``out_idx``,
 ``tilejit.compile``. The simulator expands A and checks the metadata
-(``sim/sparse.py``); the compiler expands A into shared memory and runs the dense gemm
-(``passes/sparse_gemms.py``): PTX for sm_80 and sm_90a assembled, GPU twins against
+(``sim/sparse.py``); the compiler runs 16-bit K-major A on the sparse tensor cores
+(``test_gemm_sp_tensor_cores.py``) and expands the others into shared memory for the dense
+gemm (``passes/sparse_gemms.py``): PTX for sm_80 and sm_90a assembled, GPU twins against
 float64 torch and the simulator."""
 import pytest
 import torch
@@ -144,7 +145,11 @@ def test_gemm_sp_in_simulation(case):
 def test_gemm_sp_ptx(case, arch, ptxas):
     ptx = tilejit.compile(_program(case), out_idx=[3],
                           target=f"cuda -arch={arch}").get_kernel_source()
-    assert ("wgmma.mma_async" if arch == "sm_90a" else "mma.sync") in ptx
+    # 16-bit A, K-major: the sparse tensor cores; the others: A expanded, the dense ones
+    sparse = case[4] in ("float16", "bfloat16") and not case[7]
+    want = {"sm_90a": "wgmma.mma_async.sp" if sparse else "wgmma.mma_async.sync",
+            "sm_80": "mma.sp.sync" if sparse else "mma.sync"}[arch]
+    assert want in ptx
     ptxas(ptx, arch)
 
 

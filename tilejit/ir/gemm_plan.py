@@ -56,6 +56,16 @@ WGMMA = {
     **{(a, b, "float32"): (f"f32.{a[7:]}.{b[7:]}", 32)
        for a in ("float8_e4m3", "float8_e5m2") for b in ("float8_e4m3", "float8_e5m2")},
 }
+# wgmma.mma_async.sp (a 2:4 sparse A, ``T.gemm_sp``): (A, B, C dtypes) -> (PTX type suffix,
+# dense K per instruction); A is read compressed (K / 2 columns), B and C as dense
+WGMMA_SPARSE = {
+    ("float16", "float16", "float32"): ("f32.f16.f16", 32),
+    ("float16", "float16", "float16"): ("f16.f16.f16", 32),
+    ("bfloat16", "bfloat16", "float32"): ("f32.bf16.bf16", 32),
+}
+# the A/B/C dtypes T.gemm_sp takes on the sparse tensor cores (mma.sp on mma.sync's plan;
+# WGMMA_SPARSE on wgmma's)
+SPARSE_MMA = set(WGMMA_SPARSE)
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "int8": 1, "float8_e4m3": 1, "float8_e5m2": 1}
 
 WAVE = 64
@@ -133,6 +143,10 @@ class GemmPlan:
     # tile, which the lowering adds to every address; (0, 0) for a whole tile
     a_origin: tuple[int, int] = (0, 0)
     b_origin: tuple[int, int] = (0, 0)
+    # T.gemm_sp on the sparse tensor cores: A is the compressed (M, K / 2) tile and the
+    # gemm's fifth operand is the metadata E (language/sparse.py); K is the dense K
+    sparse: bool = False
+    transpose_E: bool = False       # the sparse gemm's E stored (K / e_factor, M)
 
     @property
     def warpgroups_m(self) -> int:
@@ -213,7 +227,8 @@ class GemmPlan:
         if self.engine == "wgmma":
             a = "registers" if self.a_smem is None else self.a_smem
             return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy="
-                    f"{self.policy}: wgmma.m64n{self.warp_n}k{self.k_step}, "
+                    f"{self.policy}: wgmma{'.sp' if self.sparse else ''}"
+                    f".m64n{self.warp_n}k{self.k_step}, "
                     f"{self.warpgroups_m}x{self.warpgroups_n} warpgroups, each "
                     f"{self.repeat_m} x m64 (A {a}, B {self.b_smem})")
         if self.engine == "mfma":
@@ -375,26 +390,32 @@ def _atom_aligned(origin, mn_major: bool, width: int, k_step: int) -> bool:
 
 
 def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
-    if gp.dtypes not in WGMMA or gp.threads % WARPGROUP or b_smem is None:
+    table = WGMMA_SPARSE if gp.sparse else WGMMA
+    if gp.dtypes not in table or gp.threads % WARPGROUP or b_smem is None:
         return None
     if not a_regs and a_smem is None:
         return None
-    _, k_step = WGMMA[gp.dtypes]
+    if gp.sparse and (a_regs or gp.transpose_A or gp.a_origin != (0, 0)):
+        return None             # the sparse A: a whole K-major tile in shared memory
+    _, k_step = table[gp.dtypes]
     if gp.K % k_step:
         return None
     size = ITEMSIZE[gp.dtypes[0]]
     if size != 2 and (a_regs or gp.transpose_A or not gp.transpose_B):
         return None             # 8-bit operands: both K-major in shared memory
-    for smem, mn_major, origin in ((None if a_regs else a_smem, gp.transpose_A, gp.a_origin),
-                                   (b_smem, not gp.transpose_B, gp.b_origin)):
+    # the compressed A holds half of each k step's columns
+    a_k = k_step // 2 if gp.sparse else k_step
+    for smem, mn_major, origin, k in (
+            (None if a_regs else a_smem, gp.transpose_A, gp.a_origin, a_k),
+            (b_smem, not gp.transpose_B, gp.b_origin, k_step)):
         if smem is None:
             continue
         swizzle, width = smem
         if swizzle not in (32, 64, 128):
             return None
-        if not mn_major and k_step * size > swizzle:
+        if not mn_major and k * size > swizzle:
             return None
-        if not _atom_aligned(origin, mn_major, width, k_step):
+        if not _atom_aligned(origin, mn_major, width, k):
             return None
     groups = gp.threads // WARPGROUP
     fits = []
@@ -414,7 +435,8 @@ def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
         gm, gn = max(fits, key=lambda g: g[1])
     else:                   # the widest instruction N is the fastest (FullRow, Square)
         gm, gn = max(fits, key=lambda g: g[0])
-    rows_a = tuple(a_shape or ((gp.K, gp.M) if gp.transpose_A else (gp.M, gp.K)))
+    a_cols = gp.K // 2 if gp.sparse else gp.K
+    rows_a = tuple(a_shape or ((a_cols, gp.M) if gp.transpose_A else (gp.M, a_cols)))
     rows_b = tuple(b_shape or ((gp.N, gp.K) if gp.transpose_B else (gp.K, gp.N)))
     return replace(gp, engine="wgmma", warps_m=4 * gm, warps_n=gn, k_step=k_step,
                    instr=f"m64n{gp.N // gn}k{k_step}",

@@ -10,7 +10,8 @@ MAX_RANK = 5
 MAX_BOX = 256
 SWIZZLES = (0, 32, 64, 128)
 DATA_TYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32",
-               "float64": "FLOAT64", "int8": "UINT8", "uint8": "UINT8", "int32": "INT32",
+               "float64": "FLOAT64", "int8": "UINT8", "uint8": "UINT8",
+               "int16": "UINT16", "uint16": "UINT16", "int32": "INT32",
                "uint32": "UINT32", "int64": "INT64", "uint64": "UINT64",
                # float8: bytes to TMA (it never converts)
                "float8_e4m3": "UINT8", "float8_e5m2": "UINT8", "float8_e8m0fnu": "UINT8"}

@@ -119,9 +119,9 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B
     (K/e_factor, M). A's dtype is float16, bfloat16, float32 (tf32), int8, uint8 or a
     float8; the accumulator as for ``T.gemm``.
 
-    Unlike TileLang, the product runs on the dense tensor cores: A is expanded in shared
-    memory first (``passes/sparse_gemms.py``), so it takes the dense product's time, not
-    half of it."""
+    On sm_90a, 16-bit A and B with A not transposed run on the sparse tensor cores
+    (``wgmma.mma_async.sp``); other gemms expand A into a dense shared tile first and
+    take the dense product's time (``passes/sparse_gemms.py``)."""
     return meaning("gemm_sp")(A_sparse, E, B, C, transpose_A, transpose_E, transpose_B,
                               policy, clear_accum, k_pack, wg_wait)
 

@@ -156,8 +156,9 @@ class _Access:
                 elif name == LDMATRIX and tiles[2]:
                     reads.add(tiles[2])     # TensorCoreIntrinEmitter's loads
                 elif name == GEMM:
-                    # A and B; a folded refill (pipeline.py) writes its destinations
-                    reads.update(t for t in tiles[:2] if t)
+                    # A and B (and a sparse gemm's metadata, its fifth operand); a
+                    # folded refill (pipeline.py: a condition fifth) writes its destinations
+                    reads.update(t for t in tiles[:2] + tiles[4:5] if t)
                     writes.update(t for t in tiles[6::2] if t)
                 elif fn in (T.clear, T.fill) and tiles and tiles[0]:
                     writes.add(tiles[0])

@@ -40,7 +40,9 @@ def _fold(stmts, ctx):
         if out and gid is not None:
             cleared = _cleared_tile(out[-1], ctx)
             plan, a, b, c, line = ctx.plan.gemms[gid]
-            if cleared == c and c not in (a, b) and not plan.clear_accum:
+            # (five operands: a sparse gemm's metadata, or a folded refill, left alone)
+            folds = len(stmt.value.args) == 4 or plan.sparse
+            if cleared == c and c not in (a, b) and not plan.clear_accum and folds:
                 ctx.plan.gemms[gid] = (dataclasses.replace(plan, clear_accum=True),
                                        a, b, c, line)
                 out.pop()
@@ -51,7 +53,7 @@ def _fold(stmts, ctx):
 def _gemm_id(stmt):
     call = stmt.value if isinstance(stmt, ast.Expr) else None
     if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == GEMM
-            and len(call.args) == 4 and isinstance(call.args[3], ast.Constant)):
+            and len(call.args) in (4, 5) and isinstance(call.args[3], ast.Constant)):
         return call.args[3].value
     return None
 

@@ -1,19 +1,26 @@
-"""Pass: ``T.gemm_sp(A_sparse, E, B, C, …)`` as a dense ``T.gemm`` of A expanded in
-shared memory.
+"""Pass: ``T.gemm_sp(A_sparse, E, B, C, …)`` on the sparse tensor cores where they take
+it, else as a dense ``T.gemm`` of A expanded in shared memory.
 
-The compressed A (``language/sparse.py``: the kept values and 4 bits of metadata per
-group) becomes a shared tile of the dense A (M x K, K-major whatever A's orientation),
-written by a ``T.Parallel`` loop over (row, group) which reads a group's metadata and
-its kept values once and writes each of its columns the value whose position is its own
-(0 where neither is), and the dense tile then goes
-to ``T.gemm`` with the same B, C and options. A or E in registers is copied to a
-shared tile first (a fragment read at another element's index would tie the loop's
-layout to it), as is B in registers (``T.gemm`` takes B from shared memory). So the
-product runs on the dense tensor cores (mma.sync or wgmma), taking the dense product's
-time; sparse tensor-core instructions (``mma.sp``, ``wgmma.sp``) are not used yet.
-Runs before ``tile_allocation``, which allocates the tiles it adds (after each
-operand's allocation). The simulator defines the operation independently
-(``sim/sparse.py``), expanding A in numpy and checking the metadata.
+On sm_90a a gemm of 16-bit A and B, A not transposed, that a wgmma plan takes (tile
+allocation's plan, the shared operands in the layouts layout inference will give them;
+``_on_sparse_cores``) stays ``T.gemm_sp`` with its operands in shared memory: tile
+allocation makes it ``__tj_gemm(A, B, C, gid, E)`` with a sparse plan and the lowering
+issues ``wgmma.mma_async.sp`` on the compressed A, each thread's metadata register read
+from E (``codegen/lowering/sparse_meta.py``).
+
+Every other gemm (sm_80, 8-bit or 32-bit A, A transposed, a tile with an annotated layout
+or a view) is expanded: the compressed A (``language/sparse.py``: the kept values and 4
+bits of metadata per group) becomes a shared tile of the dense A (M x K, K-major whatever
+A's orientation), written by a ``T.Parallel`` loop over (row, group) which reads a
+group's metadata and its kept values once and writes each of its columns the value whose
+position is its own (0 where neither is), and the dense tile then goes to ``T.gemm`` with
+the same B, C and options, on the dense tensor cores in the dense product's time. In
+both forms A or E in registers is copied to a shared tile first (a fragment read at
+another element's index would tie the loop's layout to it), as is B in registers
+(``T.gemm`` takes B from shared memory). Runs before ``tile_allocation``, which
+allocates the tiles it adds (after each operand's allocation). The simulator defines the
+operation independently (``sim/sparse.py``), expanding A in numpy and checking the
+metadata.
 """
 from __future__ import annotations
 
@@ -22,9 +29,10 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.gemm_plan import SPARSE_MMA, GemmPlanError, plan_gemm
 from tilejit.ir.markers import CAST, LANGUAGE
-from tilejit.ir.plan import SHARED
-from tilejit.language.sparse import group_of, get_e_factor, operand_error
+from tilejit.ir.plan import FRAGMENT, SHARED
+from tilejit.language.sparse import get_e_factor, group_of, operand_error
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tile_allocation import ALLOCATION_KINDS
 
@@ -60,6 +68,20 @@ def _allocations(fdef, ctx, static) -> dict:
     return found
 
 
+def _laid_out(fdef, ctx) -> set:
+    """The tiles ``T.annotate_layout`` names, and those ``T.view``/``T.reshape`` view."""
+    names = set()
+    for node in syntax.walk(fdef):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = resolve_static(node.func, ctx.namespace)
+        if fn is T.annotate_layout and node.args and isinstance(node.args[0], ast.Dict):
+            names.update(k.id for k in node.args[0].keys if isinstance(k, ast.Name))
+        elif fn in (T.view, T.reshape) and node.args and isinstance(node.args[0], ast.Name):
+            names.add(node.args[0].id)
+    return names
+
+
 def _language(name, args, keywords=()):
     return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()),
                     list(args), list(keywords))
@@ -90,8 +112,9 @@ for {loop}:
 
 
 class _SparseGemms(syntax.NodeTransformer):
-    def __init__(self, ctx, static, tiles):
+    def __init__(self, ctx, static, tiles, laid_out):
         self.ctx, self.static, self.tiles = ctx, static, tiles
+        self.laid_out = laid_out    # tiles given a layout (T.annotate_layout) or a view
         self.added = {}             # id(allocation statement) -> statements to add after it
 
     def _static(self, node, what, stmt):
@@ -147,6 +170,14 @@ class _SparseGemms(syntax.NodeTransformer):
                 before.append(ast.Expr(_language("copy", [ast.Name(names[role], ast.Load()),
                                                           ast.Name(staged, ast.Load())])))
                 names[role] = staged
+        if self._on_sparse_cores(a, b, c, flags, args):
+            keywords = [ast.keyword("transpose_B", ast.Constant(flags["transpose_B"])),
+                        ast.keyword("transpose_E", ast.Constant(flags["transpose_E"]))]
+            keywords += [ast.keyword(o, args[o]) for o in _GEMM_OPTIONS if o in args]
+            gemm = ast.Expr(_language("gemm_sp", [ast.Name(names[r], ast.Load()) for r in
+                                                  ("A_sparse", "E", "B")] + [args["C"]],
+                                      keywords))
+            return self._located(before + [gemm], node)
         M, N = c.shape
         K = b.shape[1] if flags["transpose_B"] else b.shape[0]
         dense = prefix + "dense"
@@ -159,12 +190,38 @@ class _SparseGemms(syntax.NodeTransformer):
         gemm = ast.Expr(_language("gemm", [ast.Name(dense, ast.Load()),
                                            ast.Name(names["B"], ast.Load()), args["C"]],
                                   keywords))
-        out = before + [gemm]
+        return self._located(before + [gemm], node)
+
+    @staticmethod
+    def _located(out, node):
         for stmt in out:
             for sub in syntax.walk(stmt):
                 if isinstance(sub, (ast.expr, ast.stmt)):
                     ast.copy_location(sub, node)
         return out
+
+    def _on_sparse_cores(self, a, b, c, flags, args) -> bool:
+        """Whether the sparse tensor cores take the gemm: sm_80+ (``mma.sp``; on sm_90a
+        ``wgmma.mma_async.sp`` where a wgmma plan takes it), 16-bit A and B with A
+        K-major, K a multiple of 32, the warps' plan tile allocation will make, and the
+        shared operands in the layouts layout inference will give them (a tile with an
+        annotated layout or a view keeps the expansion). Then ``T.gemm_sp`` stays, its
+        operands in shared memory (``__tj_gemm(A, B, C, gid, E)``)."""
+        ctx = self.ctx
+        dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
+        K = b.shape[1] if flags["transpose_B"] else b.shape[0]
+        if not (ctx.target.is_cuda and ctx.target.has_mma_sync) or flags["transpose_A"] or \
+                dtypes not in SPARSE_MMA or c.kind != FRAGMENT or K % 32 or \
+                {args["A_sparse"].id, args["B"].id} & self.laid_out:
+            return False
+        policy = self._static(args["policy"], "policy", a.stmt) if "policy" in args else \
+            T.GemmWarpPolicy.Square
+        try:
+            plan_gemm(*c.shape, K, dtypes, False, flags["transpose_B"],
+                      getattr(policy, "value", policy), ctx.threads)
+        except GemmPlanError:
+            return False
+        return True
 
     def _expansion(self, prefix, dense, shape, names, a_dtype, e_dtype, flags):
         """The loop over (row, group) writing the dense tile (``_PAIR`` / ``_SINGLE``):
@@ -213,7 +270,7 @@ def expand_sparse_gemms(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     ctx.namespace.setdefault(LANGUAGE, T)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    rewriter = _SparseGemms(ctx, static, _allocations(fdef, ctx, static))
+    rewriter = _SparseGemms(ctx, static, _allocations(fdef, ctx, static), _laid_out(fdef, ctx))
     fdef = rewriter.visit(fdef)
     fdef = _AddAllocations({k: v for k, v in rewriter.added.items() if v}).visit(fdef)
     return syntax.fix_missing_locations(fdef)

@@ -232,6 +232,8 @@ class _Tiles(syntax.NodeTransformer):
         target = resolve_static(node.func, self.ctx.namespace)
         if target is T.gemm:
             return self._gemm(node)
+        if target is T.gemm_sp:     # left by sparse_gemms.py for the sparse tensor cores
+            return self._gemm(node, sparse=True)
         if target in REDUCTIONS:
             return self._reduction(node, REDUCTIONS[target])
         if target is T.cumsum or target is T.cummax:
@@ -322,7 +324,15 @@ class _Tiles(syntax.NodeTransformer):
         return ast.copy_location(_call(CUMSUM, [a["src"], dst_arg, ast.Constant(dim % len(
             src.shape)), ast.Constant(reverse), ast.Constant(sid), ast.Constant(op)]), node)
 
-    def _gemm(self, node):
+    def _gemm(self, node, sparse=False):
+        """``T.gemm``; with ``sparse``, the ``T.gemm_sp(A_sparse, E, B, C, …)`` that
+        ``sparse_gemms.py`` checked and kept for wgmma.sp: ``__tj_gemm(A, B, C, gid, E)``."""
+        meta, transpose_E = None, False
+        if sparse:
+            meta = self._tile_arg(node, node.args[1], "E", "T.gemm_sp")
+            transpose_E = any(k.arg == "transpose_E" and k.value.value for k in node.keywords)
+            node = ast.copy_location(ast.Call(node.func, [node.args[0], *node.args[2:]], [
+                k for k in node.keywords if k.arg != "transpose_E"]), node)
         if len(node.args) < 3:
             raise self.ctx.error("T.gemm(A, B, C, ...) takes three tiles", node)
         target = self.ctx.target
@@ -345,12 +355,16 @@ class _Tiles(syntax.NodeTransformer):
                                      f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
                                      f"shape {t.shape}", node)
         ta, tb = bool(values.get("transpose_A", False)), bool(values.get("transpose_B", False))
-        message = shape_error(*operands, ta, tb)
-        if message:
-            raise self.ctx.error(message, node)
-        op_a = operands[0].extents
-        M, K = (op_a[1], op_a[0]) if ta else op_a
-        N = c.shape[1]
+        if sparse:          # the operands' shapes were checked (language/sparse.py)
+            M, N = c.shape
+            K = b.shape[1] if tb else b.shape[0]
+        else:
+            message = shape_error(*operands, ta, tb)
+            if message:
+                raise self.ctx.error(message, node)
+            op_a = operands[0].extents
+            M, K = (op_a[1], op_a[0]) if ta else op_a
+            N = c.shape[1]
         policy = values.get("policy", T.GemmWarpPolicy.Square)
         policy = getattr(policy, "value", policy)
         dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
@@ -383,10 +397,13 @@ class _Tiles(syntax.NodeTransformer):
                                      "supported on AMDGPU (MFMA); copy it into a tile of its "
                                      "own", node)
             plan = replace(plan, a_origin=operands[0].origin, b_origin=operands[1].origin)
+        if sparse:
+            plan = replace(plan, sparse=True, transpose_E=transpose_E)
         gid = f"g{self.gemm_count}"
         self.gemm_count += 1
         self.plan.gemms[gid] = (plan, a.name, b.name, c.name, node.lineno)
-        return ast.copy_location(_call(GEMM, args + [ast.Constant(gid)]), node)
+        tail = [ast.Name(meta.name, ast.Load())] if sparse else []
+        return ast.copy_location(_call(GEMM, args + [ast.Constant(gid)] + tail), node)
 
     def _check_cuda_cores(self, target, a, dtypes, node):
         """Without mma.sync's tensor cores (sm_75) a gemm runs on the CUDA cores: float

@@ -88,7 +88,8 @@ def unify_warp_rows(fdef: ast.FunctionDef, ctx) -> None:
             plans = {g: replace(plan_gemm(gp.M, gp.N, gp.K, gp.dtypes, gp.transpose_A,
                                           gp.transpose_B, "FullRow", gp.threads,
                                           gp.clear_accum),
-                                a_origin=gp.a_origin, b_origin=gp.b_origin)
+                                a_origin=gp.a_origin, b_origin=gp.b_origin,
+                                sparse=gp.sparse)
                      for g in gids for gp in [gemms[g][0]]}
         except GemmPlanError:
             continue            # not every one fits: the conflict stays, named

@@ -306,23 +306,32 @@ def _step_mmas(acc, gp, operands):
 def _operand_loader(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr):
     """operands(kk): the A and B registers of k step kk (ldmatrix where it applies, its
     lane addresses from one base per operand: ldmatrix.py)."""
+    load_a, load_b = operand_loaders(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr)
+
+    def operands(kk):
+        return load_a(kk), load_b(kk)
+    return operands
+
+
+def operand_loaders(context, builder, gp, a_ty, a_ptr, b_ty, b_ptr, a_steps=None):
+    """(load_a(kk), load_b(kk)): the A registers per row tile and the B registers per
+    column tile of k step kk; ``a_steps``: A's k steps where they are not B's (a sparse
+    gemm's compressed A, ``sparse_gemm.py``)."""
     w = _Warp(context, builder, gp)
     env = {"lane": w.lane, "row0": w.row0, "col0": w.col0}
     steps = gp.K // gp.k_step
     lanes = []
-    for ty, operand, n_i in ((a_ty, "A", gp.repeat_m), (b_ty, "B", gp.repeat_n // 2)):
+    for ty, operand, n_i, n_kk in ((a_ty, "A", gp.repeat_m, a_steps or steps),
+                                   (b_ty, "B", gp.repeat_n // 2, steps)):
         tile = plan().tile(ty.tile_name)
         origin = gp.a_origin if operand == "A" else gp.b_origin
         # a region's 16-byte rows stay aligned where its first column is on one
         use = (ty.kind != "fragment" and gp.kind in ("f16", "bf16") and _ldmatrix_ok(tile)
                and origin[1] % 8 == 0)
-        lanes.append(LaneAddresses(builder, tile, gp, operand, max(n_i, 1), steps, env)
+        lanes.append(LaneAddresses(builder, tile, gp, operand, max(n_i, 1), n_kk, env)
                      if use else None)
-
-    def operands(kk):
-        return (_a_registers(lanes[0], w, a_ty, a_ptr, kk),
-                _b_registers(lanes[1], w, b_ty, b_ptr, kk))
-    return operands
+    return (lambda kk: _a_registers(lanes[0], w, a_ty, a_ptr, kk),
+            lambda kk: _b_registers(lanes[1], w, b_ty, b_ptr, kk))
 
 
 @lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, target="cuda")
@@ -336,7 +345,7 @@ def gemm_impl(context, builder, sig, args):
     """A gemm; with more operands (the pipeline pass's folded refill: a condition, then
     source/destination pairs), the refill's cp.async are issued under the condition
     after the first k-step's ldmatrix, before its mma. On AMDGPU the plan is MFMA's
-    (``mfma.py``)."""
+    (``mfma.py``). A sparse gemm (the metadata tile fifth): ``sparse_gemm.py``."""
     a_ty, b_ty, c_ty, gid = sig.args[:4]
     gp, *_ = plan().gemms[gid.literal_value]
     if gp.engine == "wgmma":

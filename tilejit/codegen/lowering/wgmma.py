@@ -31,9 +31,10 @@ from llvmlite import ir
 from numba.core import types
 
 from tilejit.ir import markers
-from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA
+from tilejit.ir.gemm_plan import ITEMSIZE, WGMMA, WGMMA_SPARSE
 from tilejit.codegen.lowering.copy import emit_copy_async
 from tilejit.codegen.lowering.registry import lower
+from tilejit.codegen.lowering.sparse_meta import SparseMetadata
 from tilejit.codegen.lowering.tiles import inline_asm, plan, thread_index
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -139,12 +140,13 @@ def _a_registers(context, builder, gp, a_ty, a_ptr, rm, kk):
     return regs
 
 
-def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
+def _instruction(builder, gp, acc, regs, a, b_desc, accumulate, meta=None):
     """One wgmma.mma_async of a slice: new accumulator registers. With ``accumulate``
     false (``scale-d = 0``) ``regs`` is None: the registers are outputs only, so no
     instruction defines them before the asynchronous write (LLVM would materialize
-    undefined inputs as zeros)."""
-    types, k = WGMMA[gp.dtypes]
+    undefined inputs as zeros). ``meta``: a sparse gemm's metadata register
+    (``wgmma.mma_async.sp``, sparsity selector 0: ``sparse_meta.py``)."""
+    types, k = (WGMMA_SPARSE if gp.sparse else WGMMA)[gp.dtypes]
     n = gp.warp_n
     count = acc.registers
     outs = ", ".join(f"${i}" for i in range(count))
@@ -161,14 +163,19 @@ def _instruction(builder, gp, acc, regs, a, b_desc, accumulate):
         tail = ""
     elif "e4m3" in types or "e5m2" in types:    # float8: scales, no transpose immediates
         tail = ", 1, 1"
-    text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(nxt + 1) + ", 0; "
-            f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
-            f"${nxt}, tjd{tail}; }}")
+    sp, sp_text, sp_cons, sp_args = "", "", [], []
+    if meta is not None:                # metadata register, then selector 0
+        sp, sp_text, sp_cons, sp_args = ".sp", f"${nxt + 1}, 0, ", ["r"], [meta]
+    scale = nxt + 1 + len(sp_args)
+    text = ("{ .reg .pred tjd; setp.ne.b32 tjd, $" + str(scale) + ", 0; "
+            f"wgmma.mma_async{sp}.sync.aligned.m64n{n}k{k}.{types} {{{outs}}}, {a_text}, "
+            f"${nxt}, {sp_text}tjd{tail}; }}")
     tied = [str(i) for i in range(count)] if regs is not None else []
-    constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l", "r"] + tied)
+    constraints = ",".join([f"={acc.constraint}"] * count + a_cons + ["l"] + sp_cons + ["r"]
+                           + tied)
     ret = _accumulator_struct(builder, F32 if acc.constraint == "f" else I32, count)
     out = inline_asm(builder, text, constraints,
-               a_args + [b_desc, I32(int(accumulate))] + (regs or []), ret)
+                     a_args + [b_desc] + sp_args + [I32(int(accumulate))] + (regs or []), ret)
     return [builder.extract_value(out, i) for i in range(count)]
 
 
@@ -210,8 +217,16 @@ def emit_wgmma_gemm(context, builder, sig, args):
     else:
         regs = [_pass_through(builder, acc.load(rm), acc.constraint)
                 for rm in range(gp.repeat_m)]
+    meta = None
+    if gp.sparse:       # the metadata tile E, the fifth operand (never a folded refill)
+        lane = builder.and_(thread_index(context, builder), I32(31))
+        meta = SparseMetadata(context, builder, sig.args[4], args[4], lane, gp.transpose_E)
+        warp = builder.and_(builder.lshr(thread_index(context, builder), I32(5)), I32(3))
+        row0 = builder.mul(warp, I32(16))
+        if gm is not None:
+            row0 = builder.add(row0, builder.mul(gm, I32(64 * gp.repeat_m)))
     _barrier_asm(builder, "wgmma.fence.sync.aligned;")
-    if len(args) > 4:                   # the pipeline's folded cp.async refill
+    if len(args) > 4 and not gp.sparse:     # the pipeline's folded cp.async refill
         with builder.if_then(args[4]):
             for k in range(5, len(args), 2):
                 emit_copy_async(context, builder, sig.args[k:k + 2], args[k:k + 2])
@@ -219,6 +234,7 @@ def emit_wgmma_gemm(context, builder, sig, args):
     # a region operand: its origin (ir/gemm_plan._atom_aligned) as (mn, k) in the tile
     a_mn0, a_k0 = gp.a_origin[::-1] if a_mn else gp.a_origin
     b_mn0, b_k0 = gp.b_origin[::-1] if b_mn else gp.b_origin
+    a_k_step = gp.k_step // 2 if gp.sparse else gp.k_step   # the compressed A: half of K
     for kk in range(steps):
         b_k = _advance(builder, b_desc, operand_offset(gp.b_smem, b_mn0, b_k0 + kk * gp.k_step,
                                                        size, b_mn))
@@ -227,9 +243,10 @@ def emit_wgmma_gemm(context, builder, sig, args):
                 a = _a_registers(context, builder, gp, a_ty, args[0], rm, kk)
             else:
                 a = _advance(builder, a_desc, operand_offset(gp.a_smem, a_mn0 + 64 * rm,
-                                                             a_k0 + kk * gp.k_step, size, a_mn))
+                                                             a_k0 + kk * a_k_step, size, a_mn))
+            e = meta.register(builder.add(row0, I32(64 * rm)), kk) if meta else None
             regs[rm] = _instruction(builder, gp, acc, regs[rm], a, b_k,
-                                    accumulate=not (gp.clear_accum and kk == 0))
+                                    accumulate=not (gp.clear_accum and kk == 0), meta=e)
     _barrier_asm(builder, "wgmma.commit_group.sync.aligned;")
     gid = sig.args[3].literal_value
     if gid in plan().deferred_waits:    # its __tj_wgmma_wait hands the registers back
