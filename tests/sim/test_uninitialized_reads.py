@@ -248,7 +248,29 @@ def write_then_accumulate(X, block: T.constexpr = 64):
 def test_an_atomic_into_an_unwritten_output_of_t_empty():
     x = np.ones((2, 64), np.float32)
     with pytest.raises(UninitializedReadError, match=r"Out\[0\] is read before it is written "
-                                                     r"\(output Out of T.empty, whose memory "
-                                                     r"is uninitialized"):
+                                                     r"\(output Out, allocated "
+                                                     r"uninitialized \(T.empty"):
         accumulate_into_empty(x)
     np.testing.assert_array_equal(write_then_accumulate(x), np.ones(64, np.float32))
+
+
+def test_an_out_idx_output_read_before_it_is_written():
+    """TileLang's out_idx outputs are torch.empty's memory, as T.empty's are: reading one
+    before writing it is an error in the simulator (on the GPU it reads garbage); passed
+    by the caller, the same tensor is the caller's values."""
+    import torch
+
+    @T.prim_func
+    def accumulate(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[i] = B[i] + A[i]
+
+    kernel = tilejit.compile(accumulate, out_idx=[1], target="sim")
+    with pytest.raises(UninitializedReadError, match=r"B\[0\] is read before it is written "
+                                                     r"\(output B, allocated uninitialized "
+                                                     r"\(T.empty, out_idx: torch.empty\)"):
+        kernel(torch.ones(128))
+    B = torch.full((128,), 2.0)
+    kernel(torch.ones(128), B)
+    assert B.tolist() == [3.0] * 128

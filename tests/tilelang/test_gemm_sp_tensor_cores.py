@@ -142,6 +142,9 @@ def test_on_the_gpu_against_torch_and_the_simulator(case):
     tol = 2e-2 if acc == "float16" else 1e-2
     torch.testing.assert_close(C.cpu().double(), ref.to(C.dtype).double(), rtol=tol, atol=tol)
     sim = tilejit.compile(_program(case), out_idx=[3], target="sim")(*(a.cpu() for a in args))
+    # a float16 accumulator: each side's rounding off float64's (H200: one element of
+    # 16384 0.022 from the simulator's, within 2e-2 of torch's float64 on both)
+    tol = 2 * tol if acc == "float16" else tol
     torch.testing.assert_close(C.cpu().double(), sim.double(), rtol=tol, atol=tol)
 
 

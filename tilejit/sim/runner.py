@@ -5,6 +5,7 @@ simulate at once: where a launch is (``runtime.STATE``) is each thread's own."""
 from __future__ import annotations
 
 import ast
+import contextvars
 import itertools
 import threading
 
@@ -189,6 +190,19 @@ def _wrap(name, value, classify):
     return runtime.SimTensor(array, tensor.dtype, name), None
 
 
+# the data pointers of arguments the caller allocated uninitialized for this launch
+# (TileLang's out_idx outputs, torch.empty's memory: tilelang/classic.py), which the
+# simulator tracks as it tracks T.empty's outputs
+FRESH_OUTPUTS: contextvars.ContextVar = contextvars.ContextVar("fresh_outputs", default=())
+
+
+def _fresh(value) -> bool:
+    pointers = FRESH_OUTPUTS.get()
+    data_ptr = getattr(value, "data_ptr", None)
+    return bool(pointers) and callable(data_ptr) and value.numel() > 0 and \
+        data_ptr() in pointers
+
+
 def run_simulation(kernel, values, launch, classify, spec=None):
     """Run every block of the launch on numpy. ``classify`` is the runtime's description
     of an argument (a ``TensorArg`` for an array, None for a scalar)."""
@@ -201,7 +215,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     outputs = set(kernel.outputs)
     for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value, classify)
-        if name in outputs and isinstance(wrapped, runtime.SimTensor):
+        if (name in outputs or _fresh(value)) and isinstance(wrapped, runtime.SimTensor):
             # T.empty's memory (torch.empty's) holds garbage until the kernel writes it:
             # a read or an atomic before that is an error, as for a tile
             wrapped.unwritten = np.ones(wrapped.data.shape, dtype=bool)

@@ -551,7 +551,7 @@ class SimTensor:
             first = tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in idx)
         what = self.name if self.name == f"{self.kind} tile" else \
             f"{self.kind} tile {self.name}" if self.kind is not None else \
-            f"output {self.name} of T.empty, whose memory is uninitialized"
+            f"output {self.name}, allocated uninitialized (T.empty, out_idx: torch.empty)"
         stale = getattr(self, "stale", None)
         if stale is not None and stale[0][first]:
             raise UninitializedReadError(

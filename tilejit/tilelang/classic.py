@@ -27,6 +27,7 @@ from tilejit.runtime.host import allocate_output, allocating_like, placement_wit
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
 from tilejit.runtime.sequence import KernelSequence
+from tilejit.sim.runner import FRESH_OUTPUTS
 from tilejit.tilelang.jit import JITKernel, KernelConveniences, pass_config_options
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
                                              SymbolicInt)
@@ -282,7 +283,15 @@ class CompiledPrimFunc(KernelConveniences):
                   else v if getattr(self.prim.annotations[name], "scalar", False) or v is None
                   else as_declared(v, self.prim.annotations[name].dtype)
                   for name, v in zip(params, values)]
-        self.kernel(*values)
+        # the outputs hold torch.empty's garbage: the simulator reports reading them first
+        # (one launch: in a sequence a later kernel reads what an earlier one wrote)
+        single = not isinstance(self.kernel, KernelSequence)
+        fresh = FRESH_OUTPUTS.set(tuple(o.data_ptr() for o in outputs if single and hasattr(
+            o, "data_ptr") and o.numel()))
+        try:
+            self.kernel(*values)
+        finally:
+            FRESH_OUTPUTS.reset(fresh)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
