@@ -83,6 +83,39 @@ def test_a_kernel_that_uses_one_is_a_compile_error_at_its_line():
     assert e.lineno == make.__code__.co_firstlineno + 4
 
 
+def _extern_in_a_macro():
+    @T.macro
+    def dequantize(packed, out):
+        T.call_extern("fast_dequant", T.access_ptr(packed, "r"), T.access_ptr(out, "w"), 1,
+                      dtype="bfloat16")
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "uint8"), C: T.Tensor((128,), "bfloat16")):
+        with T.Kernel(1, threads=128) as bx:
+            packed = T.alloc_local((4,), "uint8")
+            out = T.alloc_local((8,), "bfloat16")
+            dequantize(packed, out)
+            C[bx] = out[0]
+    return main
+
+
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90a", "sim"])
+def test_one_in_a_macro_is_a_compile_error_at_its_line_not_an_internal_error(target):
+    """TileLang's mxfp4 dequantizing GEMM calls T.call_extern inside a T.macro: the
+    error names the name and the macro's line, not "internal compiler error"."""
+    import torch
+    kernel = tilelang.compile(_extern_in_a_macro(), target=target)
+    with pytest.raises(tilejit.CompileError) as info:
+        if target == "sim":
+            kernel(torch.zeros(128, dtype=torch.uint8), torch.zeros(128, dtype=torch.bfloat16))
+        else:
+            kernel.get_kernel_source()
+    e = info.value
+    assert str(e).startswith("T.call_extern (tilelang.language.call_extern in TileLang) is not "
+                             "supported by tilejit") and "internal" not in str(e)
+    assert e.lineno == _extern_in_a_macro.__code__.co_firstlineno + 3
+
+
 def test_an_unsupported_dtype_in_an_annotation_says_so_where_it_is_written():
     # TileLang's dtypes that tilejit names only: the name reads (module-level defaults and
     # parametrize lists of TileLang's tests import), a tensor of it is a TypeError

@@ -34,6 +34,7 @@ from tilejit.frontend.source import KernelSource
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import role_threads_of, thread_role_size
 from tilejit import language
+from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import as_dtype
 from tilejit.ir import markers
 from tilejit.log import Stages
@@ -345,6 +346,11 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
                            int(where.group(2)) if where else ks.tree.lineno) from None
     except CompileError:
         raise
+    except NotSupportedError as e:
+        # a TileLang name tilejit does not have, met where Numba types a helper or macro
+        # the kernel calls (the front end checks the kernel's own body)
+        filename, line = _numba_location(e.__traceback__) or (ks.filename, ks.tree.lineno)
+        raise CompileError(str(e), filename, line) from None
     except Exception as e:  # a fault of the compiler, not of the kernel …
         # … unless a helper the kernel calls holds what kernel code cannot (try/except)
         problem = helper_problem(device_fn)
@@ -353,6 +359,18 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
         raise CompileError(f"internal compiler error while compiling {ks.tree.name}: "
                            f"{type(e).__name__}: {e}; please report it", ks.filename,
                            ks.tree.lineno) from e
+
+
+def _numba_location(tb):
+    """(file, line) of the statement Numba was typing when ``tb`` was raised: the ``loc``
+    of the innermost typing constraint on the stack; None where there is none."""
+    found = None
+    while tb is not None:
+        loc = getattr(tb.tb_frame.f_locals.get("self"), "loc", None)
+        if getattr(loc, "line", None) and getattr(loc, "filename", None):
+            found = (loc.filename, loc.line)
+        tb = tb.tb_next
+    return found
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
