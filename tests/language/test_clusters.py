@@ -72,11 +72,40 @@ def test_copy_cluster_simulated():
     np.testing.assert_allclose(C, _rows_ref(A, B), rtol=1e-6)
 
 
-def test_copy_cluster_of_different_regions_is_an_error():
+def test_the_blocks_of_the_mask_receive_the_issuers_region():
+    """TileLang's multicast: rank 1 names rows shifted by one, and receives rank 0's."""
+    A = np.random.rand(64, 32).astype(np.float32)
+    B = np.random.rand(64, 32).astype(np.float32)
+    C = np.zeros_like(A)
+    copy_rows(A, B, C, shift=1)
+    np.testing.assert_allclose(C, _rows_ref(A, B), rtol=1e-6)
+
+
+def test_the_compiler_names_the_issuers_region_only_where_the_blocks_differ(ptxas):
+    """The region of rank 0 (the issuer) where the mask's blocks name different ones; the
+    same region everywhere (shift 0) is left as written."""
     A = np.zeros((64, 32), np.float32)
-    with pytest.raises(ValueError, match=r"rank 1 of its cluster\) asks for B\[1:17, 0:32\] "
-                                         r"in copy 1, but rank 0 copies B\[0:16, 0:32\]"):
-        copy_rows(A, A.copy(), np.zeros_like(A), shift=1)
+    for shift, rewritten in ((1, True), (0, False)):
+        ptx = copy_rows.compile(A, A, A, target="cuda", arch="sm_90a", shift=shift).ptx
+        assert ("%cluster_ctarank" in ptx) == rewritten or shift == 0
+        ptxas(ptx, "sm_90a")
+
+
+def test_a_region_from_a_loop_over_the_block_index_is_refused():
+    @tilejit.kernel
+    def looped(A, B, block: T.constexpr = 16):
+        with T.ClusterKernel(4, threads=128, cluster_dims=2) as bx:
+            A_s = T.alloc_shared((block, 32), A.dtype)
+            row = 0
+            for _ in range(bx):
+                row += block
+            T.copy_cluster(A[row, 0], A_s, cluster_mask=0b11)
+            T.copy(A_s, B[bx * block, 0])
+
+    A = np.zeros((64, 32), np.float32)
+    with pytest.raises(CompileError, match=r"reads `row`, computed from the block index in a "
+                                           r"loop or in several assignments"):
+        assert looped.compile(A, A, target="cuda", arch="sm_90a").ptx
 
 
 def test_copy_cluster_the_issuer_skips_is_an_error():
@@ -219,13 +248,18 @@ def test_cached_cluster_launches_take_the_fast_path():
 
 
 @pytest.mark.gpu
-def test_copy_cluster_on_gpu_against_simulator():
+@pytest.mark.parametrize("shift", [0, 1])
+def test_copy_cluster_on_gpu_against_simulator(shift):
+    """shift 1: rank 1 names other rows and receives rank 0's, as in the simulator."""
     A = torch.rand(64, 32, device="cuda")
     B = torch.rand(64, 32, device="cuda")
     C = torch.zeros_like(A)
-    copy_rows(A, B, C)
+    copy_rows(A, B, C, shift=shift)
     np.testing.assert_allclose(C.cpu().numpy(), _rows_ref(A.cpu().numpy(), B.cpu().numpy()),
                                rtol=1e-6)
+    sim = np.zeros((64, 32), np.float32)
+    copy_rows(A.cpu().numpy(), B.cpu().numpy(), sim, shift=shift)
+    np.testing.assert_allclose(C.cpu().numpy(), sim, rtol=1e-6)
 
 
 def _barriers(A, relaxed: T.constexpr = False):
@@ -270,3 +304,32 @@ def test_cluster_barrier_on_gpu():
     A = torch.full((128,), -1, dtype=torch.int32, device="cuda")
     barriers(A)
     assert torch.equal(A.cpu(), torch.arange(128, dtype=torch.int32) % 4)
+
+
+def multicast_demo(M, N, block_M=128, block_N=64, mask=0b0011):
+    """TileLang's multicast demo: of four blocks, ranks 0 and 1 in the mask (rank 1
+    receives rank 0's tile), ranks 2 and 3 load their own."""
+    @T.prim_func
+    def kernel(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+        with T.ClusterKernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128,
+                             cluster_dims=(4, 1, 1)) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_N), "float16")
+            T.copy_cluster(A[by * block_M, bx * block_N], A_shared, cluster_mask=mask)
+            T.copy(A_shared, B[by * block_M, bx * block_N])
+    return kernel
+
+
+def _demo_ref(A, block_M=128, block_N=64):
+    ref = A.clone()
+    for c0 in range(0, A.shape[1], 4 * block_N):     # rank 1 of each cluster: rank 0's tile
+        ref[:, c0 + block_N:c0 + 2 * block_N] = A[:, c0:c0 + block_N]
+    return ref
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_tilelangs_multicast_demo(device):
+    A = torch.randn(256, 512, dtype=torch.float16, device=device)
+    B = tilejit.compile(multicast_demo(256, 512), out_idx=[1],
+                        target="sim" if device == "cpu" else "cuda")(A)
+    torch.testing.assert_close(B.cpu(), _demo_ref(A.cpu()), rtol=0, atol=0)
+

@@ -7,14 +7,17 @@ A cluster is ``cluster_dims`` consecutive blocks of the grid (x fastest) that th
 runs at once on one GPU processing cluster; one TMA load can land in the shared memory
 of several of them (multicast), so an operand several blocks need crosses L2 once.
 
-``T.copy_cluster(src, dst, cluster_mask=m)`` copies a global region into a shared tile
-in every block whose rank in the cluster is a bit of ``m``. tilejit's contract, which
-the simulator checks: every block of the mask names the same region in the same order
-(the same tile of B for the blocks of one GEMM row-panel, say). The compiler is then
-free to issue the copy once, from the lowest rank of the mask, into all of them (a
-warp-specialized TMA pipeline on sm_90a: ``passes/warp_specialize.py``), or to let each
-block load its own copy (everywhere else): both give the same bytes. A block outside
-the mask copies its own region, as ``T.copy``.
+``T.copy_cluster(src, dst, cluster_mask=m)`` is TileLang's multicast load: the lowest
+rank of the mask (the issuer) copies its region into the shared tile of every block of
+the mask, so each of them receives the issuer's region, whatever region it names itself
+(usually the same one: the tile of B the blocks of one GEMM row-panel share), and the
+blocks of the mask make the same copies in the same order (the simulator checks it: a
+copy the issuer never makes would leave the others waiting for ever). A block outside
+the mask copies its own region, as ``T.copy``. The compiler issues the copy once from
+the issuer into all of them in a warp-specialized TMA pipeline on sm_90a
+(``passes/warp_specialize.py``); elsewhere each block of the mask loads the issuer's
+region itself (``passes/clusters.py`` rewrites the region where the blocks name
+different ones).
 """
 from __future__ import annotations
 
@@ -69,8 +72,9 @@ def block_rank_in_cluster():
 
 
 def copy_cluster(src, dst, *, cluster_mask=None, dst_block=None, remote_barrier=None):
-    """``T.copy_cluster(A[...], A_shared, cluster_mask=m)``: a global → shared copy that
-    every block of the mask makes of the same region (see the module's docstring). The
+    """``T.copy_cluster(A[...], A_shared, cluster_mask=m)``: a global → shared copy whose
+    region, the mask's lowest rank's, every block of the mask receives (see the module's
+    docstring). The
     copy of a shared tile into a peer block's (``dst_block=``, ``remote_barrier=``) is
     not built."""
     return meaning("copy_cluster")(src, dst, cluster_mask, dst_block, remote_barrier)

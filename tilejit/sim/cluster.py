@@ -2,12 +2,12 @@
 multicast contract of ``T.copy_cluster`` (``language/cluster.py``).
 
 The blocks of a launch run one after another, x fastest, so within a cluster a lower
-rank always runs before a higher one. Each block of a copy's mask records the regions
-it names, in order, per (cluster, mask); the lowest rank of the mask is the one whose
-copies the GPU may send to all of them, so every other rank's k-th region must be the
-issuer's k-th: a different region, or a copy the issuer never made (or one it made that
-a rank of its mask never asks for: checked when the launch ends), is an error here,
-where the GPU would deliver the issuer's bytes or wait forever.
+rank always runs before a higher one. Each block of a copy's mask records the copies it
+makes, in order, per (cluster, mask); the lowest rank of the mask issues them for all of
+them (TileLang's multicast: its region goes to every block of the mask), so every other
+rank's k-th copy receives the issuer's k-th region, whatever region it names itself. A
+copy the issuer never made (or one it made that a rank of its mask never asks for:
+checked when the launch ends) is an error here, where the GPU would wait forever.
 """
 from __future__ import annotations
 
@@ -59,13 +59,8 @@ def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
                     f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
                     f"of its cluster) makes copy {k + 1} ({text}), but rank {issuer}, whose "
                     f"copies the mask's blocks receive, made {len(theirs)}")
-            if theirs[k][0] != region:
-                raise ValueError(
-                    f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
-                    f"of its cluster) asks for {text} in copy {k + 1}, but rank {issuer} "
-                    f"copies {theirs[k][1]} to every block of the mask; they must name the "
-                    f"same region")
-        mine.append((region, text))
+            src = theirs[k][2]          # the issuer's region arrives here
+        mine.append((region, text, src))
     semantics.copy(src, dst)
 
 
