@@ -323,18 +323,50 @@ def test_unsupported_forms_are_compile_errors():
             T.clear(F)
             T.atomic_add(A[0:128], F, return_prev=True)
 
-    @tilejit.kernel
-    def scalar_into_region(A):
-        with T.Kernel(1, threads=128) as bx:
-            T.atomic_add(A[0:128], 1.0)
-
     f32 = torch.zeros(128)
     _compile_error(on_fragment, f32, match="private to each thread")
     _compile_error(on_int8, torch.zeros(128, dtype=torch.int8), match="atomics support")
     _compile_error(prev_at_block_level, f32, f32, match="outside a T.Parallel")
     _compile_error(runtime_flag, f32, 1, match="compile-time True or False")
     _compile_error(region_prev, f32, match="needs an element destination")
-    _compile_error(scalar_into_region, f32, match="scalar value needs an element")
+
+
+@tilejit.kernel
+def into_every_element(A, X, value: T.constexpr = 1.0, threads: T.constexpr = 128):
+    """TileLang's tile-level forms: a number into every element of a region or of a whole
+    tensor, a thread's local tile, a global region (each element combined once)."""
+    with T.Kernel(1, threads=threads) as bx:
+        x_local = T.alloc_local((64,), A.dtype)
+        T.copy(X[0:64], x_local)
+        T.atomic_add(A[0:64], value)
+        T.atomic_add(A, value)
+        T.atomic_add(A[64:128], x_local)
+        T.atomic_max(A[128:192], X[0:64])
+
+
+def _every_element_ref(A, X, value=1.0):
+    out = A.clone().double() + value
+    out[:64] += value
+    out[64:128] += X[:64].double()
+    out[128:192] = torch.maximum(out[128:192], X[:64].double())
+    return out
+
+
+@pytest.mark.parametrize("threads", [128, 32])
+def test_numbers_local_tiles_and_tensors_into_regions(threads):
+    A, X = torch.randn(200), torch.randn(64)
+    ref = _every_element_ref(A, X)
+    into_every_element(A, X, threads=threads)
+    torch.testing.assert_close(A.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [128, 32])
+def test_gpu_numbers_local_tiles_and_tensors_into_regions(threads):
+    A, X = torch.randn(200, device="cuda"), torch.randn(64, device="cuda")
+    ref = _every_element_ref(A.cpu(), X.cpu())
+    into_every_element(A, X, threads=threads)
+    torch.testing.assert_close(A.cpu().double(), ref, rtol=1e-6, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- PTX

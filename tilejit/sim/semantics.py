@@ -714,8 +714,7 @@ def region_atomic(op, dst, value, return_prev=False, memory_order=None):
         raise TypeError(f"{what}: return_prev=True needs an element destination, not a "
                         f"region")
     if np.ndim(value) == 0 and not hasattr(value, "data") and not hasattr(value, "tensor"):
-        raise TypeError(f"{what}: a region destination needs a tile value; index the "
-                        f"destination (C[i, j]) to combine a scalar")
+        return _scalar_atomic(op, dst, value, what)
     (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
         value, dst, what)
     _check_dtype(d_t, what)
@@ -728,6 +727,23 @@ def region_atomic(op, dst, value, return_prev=False, memory_order=None):
     if d_t.unwritten is not None:           # an atomic reads its destination
         d_t.check_written(tuple(np.where(d_in, i, 0) for i in d_idx), d_in)
     values = np.where(s_in, s_t.data[safe], s_t.data.dtype.type(0)).reshape(-1)
+    values = _num.cast(values.astype(np.float32) if d_t.dtype.held_in_float32 else values,
+                       d_t.dtype)
+    _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
+           np.asarray(values, dtype=d_t.data.dtype)[keep])
+    return None
+
+
+def _scalar_atomic(op, dst, value, what):
+    """A number combined into every element of the region ``dst`` once."""
+    (d_t, d_start, d_ranged, d_ext), _ = _resolve(dst, dst, what)
+    _check_dtype(d_t, what)
+    d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    if d_t.unwritten is not None:           # an atomic reads its destination
+        d_t.check_written(tuple(np.where(d_in, i, 0) for i in d_idx), d_in)
+    keep = d_in.reshape(-1)
+    values = np.full(keep.shape, value, dtype=np.float64 if isinstance(
+        value, float) or np.issubdtype(np.asarray(value).dtype, np.floating) else np.int64)
     values = _num.cast(values.astype(np.float32) if d_t.dtype.held_in_float32 else values,
                        d_t.dtype)
     _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),

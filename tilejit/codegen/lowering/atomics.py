@@ -29,11 +29,14 @@ turned into ``red.`` by ptxas where it can.
 Element form (``__tj_atomic_*``): inside a T.Parallel every thread performs its own
 iterations' atomics; outside one (``per_lane`` False) only thread 0 of the block does.
 Region form (``T.atomic_*(region, tile)``): a fragment value is combined slot by slot
-by the threads that hold it (copy 0 of a replicated fragment only); a shared value is
-dealt element by element to the block's threads; global elements outside the tensor
-are skipped.
+by the threads that hold it (copy 0 of a replicated fragment only); a shared, local
+(each thread its own copy's element) or global value is dealt element by element to the
+block's threads, as is a number into every element (TileLang's ``T.atomic_add(B, 1)``);
+global elements outside the tensor are skipped.
 """
 from __future__ import annotations
+
+import math
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -42,7 +45,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.ir.regions import RegionError, copy_dims
-from tilejit.codegen.typing.tiles import TileType
+from tilejit.codegen.typing.tiles import RegionType, TileType
 from tilejit.codegen.typing.types import BFloat16, GlobalTensorType
 from tilejit.codegen.lowering import copy as _copy
 from tilejit.codegen.lowering.debug import emit_bounds_check
@@ -53,7 +56,7 @@ from tilejit.codegen.lowering.tiles import (SlotMemo, element_offset, fragment_s
                                             plan, rounds, thread_index, unflatten,
                                             writer_guard)
 
-I32 = ir.IntType(32)
+I32, I64 = ir.IntType(32), ir.IntType(64)
 
 
 class _BFloatType(ir.types.Type):
@@ -219,13 +222,17 @@ def _region_impl(op):
     def impl(context, builder, sig, args):
         what = f"T.atomic_{op}"
         dst = _copy.describe(context, builder, sig.args[0], args[0])
+        order = memory_order_of(sig.args[2])
+        if isinstance(sig.args[1], (types.Number, types.Boolean)):   # into every element
+            value = context.cast(builder, args[1], sig.args[1], dst.element)
+            _scalar_into(context, builder, op, sig.args[0], dst, value, order)
+            return context.get_dummy_value()
         src = _copy.describe(context, builder, sig.args[1], args[1])
         try:
             (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
         except RegionError as e:
             raise CompileError(f"{what}: {e}") from None
-        order = memory_order_of(sig.args[2])
         if src.kind == "fragment":
             _from_fragment(context, builder, op, src, dst, order)
         else:
@@ -301,6 +308,33 @@ def _red_vector(builder, dst, offsets, values):
     asm = ir.InlineAsm(fnty, f"red.global.add{vec}.f32 [$0], {regs};",
                        ",".join(["l"] + ["f"] * n) + ",~{memory}", side_effect=True)
     builder.call(asm, [address] + values)
+
+
+def _scalar_into(context, builder, op, dst_ty, dst, value, order):
+    """A number combined into every element of the destination once, the elements dealt
+    round-robin to the block's threads (a whole tensor: its run-time shape; a region:
+    its compile-time extents, the edge past the tensor skipped)."""
+    if isinstance(dst_ty, RegionType) and not dst.ranged:
+        dst.extents, dst.ranged = (), []        # one element
+    if dst.extents is None and isinstance(dst_ty, RegionType):
+        raise CompileError(f"T.atomic_{op}: the region's extent is unknown; slice it (as "
+                           f"A[r, 0:n] with n known at compile time)")
+    tid = builder.zext(thread_index(context, builder), I64)
+    if dst.extents is not None:
+        wide = [n for n in dst.extents if n != 1]
+        total = I64(math.prod(wide))
+    else:
+        total = I64(1)
+        for n in dst.shape:
+            total = builder.mul(total, n)
+    with cgutils.for_range_slice(builder, tid, total, I64(plan().threads), inc=True) as (
+            flat, _):
+        if dst.extents is not None:
+            coords = unflatten(builder, builder.trunc(flat, I32), wide)
+            _atomic_store(context, builder, op, dst, _copy._dims(dst, coords), value, order)
+        else:
+            ptr = _copy._global_pointer(builder, dst, unflatten(builder, flat, dst.shape))
+            atomic_rmw(builder, op, dst.element, ptr, value, order)
 
 
 def _from_shared(context, builder, op, src, dst, extents, order):

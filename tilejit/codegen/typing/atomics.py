@@ -108,14 +108,14 @@ class _RegionAtomic(AbstractTemplate):
             raise errors.TypingError(f"{what}: return_prev=True needs an element destination "
                                      f"(C[i, j]), not a region")
         _check_base(dst.base if isinstance(dst, RegionType) else dst, what)
-        if isinstance(value, (types.Number, types.Boolean)):
-            raise errors.TypingError(f"{what}: a scalar value needs an element destination; "
-                                     f"index every dimension (C[i, j]), or pass a tile")
+        if isinstance(value, (types.Number, types.Boolean)):     # into every element
+            return signature(types.none, dst, value, order, return_prev)
         src = value.base if isinstance(value, RegionType) else value
-        if not (isinstance(src, TileType) and src.kind in ("shared", "fragment")):
+        if not (isinstance(src, TileType) and src.kind in ("shared", "fragment", "local")
+                or isinstance(src, GlobalTensorType)):
             raise errors.TypingError(f"{what}: the value of a region atomic must be a "
-                                     f"fragment or a shared tile (or a region of one), "
-                                     f"got {value}")
+                                     f"tile, a tensor, a region of one, or a number; got "
+                                     f"{value}")
         return signature(types.none, dst, value, order, return_prev)
 
 
