@@ -4,15 +4,20 @@
 door and the timing helpers load on first use (a process whose kernels are in the
 disk cache reaches its first launch sooner)."""
 import importlib
+import sys
 
 from tilejit.version import __version__  # noqa: E402
 
 from tilejit import language  # noqa: E402
 from tilejit.errors import AssumptionError, CompileError  # noqa: E402
+from tilejit.language.compat import MissingModules  # noqa: E402
 from tilejit.runtime.kernel import kernel  # noqa: E402
 # the simulator gives the T.* operations their Python meaning; it is imported the first
 # time one runs as Python (simulated kernels, direct calls), not by a compiled launch
 language._semantics.install_on_demand(lambda: importlib.import_module("tilejit.sim"))
+# TileLang's modules tilejit does not have: their import says so (language/compat.py)
+if MissingModules not in sys.meta_path:
+    sys.meta_path.append(MissingModules)
 
 _LAZY = {
     "autotune": ("tuning.autotune", "autotune"),

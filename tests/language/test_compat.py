@@ -2,6 +2,7 @@
 ``docs/tilelang-compat.md``): every name of ``tilelang.language`` and ``tilelang`` is
 either there or an error that names it and says it is not supported, where the program
 uses it (a ``CompileError`` at its line in a kernel); the page lists them all."""
+import importlib
 import importlib.util
 import os
 
@@ -193,3 +194,25 @@ def test_tvm_imports_and_its_names_say_they_are_not_supported():
     assert tvm.DataType is tilejit_dtype and tvm.DataType("float16").bits == 16
     with pytest.raises(AttributeError):
         _ = tvm.__wrapped__
+
+
+@pytest.mark.parametrize("module, missing, why", [
+    ("tilejit.backend", "backend", "TileLang's backend registry"),
+    ("tilejit.tools.plot", "tools", "TileLang's tools"),
+    ("tilejit.language.tir", "language.tir", "a module of TileLang's that tilejit does not "
+                                             "have")])
+def test_importing_a_module_tilejit_does_not_have_says_so(module, missing, why):
+    """TileLang's tests import its modules with the name swapped: the error names
+    TileLang's module (the first one missing) and says it is not supported, not Python's
+    bare message."""
+    with pytest.raises(ModuleNotFoundError) as info:
+        importlib.import_module(module)
+    text = str(info.value)
+    assert text.startswith(f"tilelang.{missing} (imported as tilejit.{missing}) is not "
+                           f"supported by tilejit: {why}")
+    assert text.endswith("; see docs/tilelang-compat.md")
+
+
+def test_modules_tilejit_has_still_import():
+    importlib.import_module("tilejit.sim")
+    importlib.import_module("tilejit.tilelang.cuda.intrinsics.sparse_layout")

@@ -278,3 +278,25 @@ def not_supported(name: str, tilelang_module: str, module: str) -> AttributeErro
             return NotSupportedError(message(name, TILELANG[name], "tilelang",
                                              "tilejit"))
     return AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+class MissingModules:
+    """A last finder on ``sys.meta_path``: an import of a ``tilejit`` module that does not
+    exist, written as TileLang's module with the import swapped (``import
+    tilelang.backend`` → ``tilejit.backend``; ``tilelang.jit.adapter`` →
+    ``tilejit.tilelang.jit.adapter``), raises ``ModuleNotFoundError`` saying that
+    TileLang's module is not supported and why, not Python's bare "No module named"."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if not fullname.startswith("tilejit."):
+            return None
+        rest = fullname[len("tilejit."):]
+        if rest.startswith("tilelang."):
+            rest = rest[len("tilelang."):]
+        why = TILELANG.get(rest.split(".")[0], "a module of TileLang's that tilejit does "
+                                               "not have")
+        raise ModuleNotFoundError(f"tilelang.{rest} (imported as {fullname}) is not "
+                                  f"supported by tilejit: {why}; see docs/tilelang-compat.md",
+                                  name=fullname)
+
