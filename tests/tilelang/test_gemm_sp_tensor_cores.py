@@ -174,3 +174,44 @@ def test_mma_sp_on_the_gpu_against_torch(case):
     torch.cuda.synchronize()
     tol = 2e-2 if acc == "float16" else 1e-2
     torch.testing.assert_close(C.cpu().double(), ref.to(C.dtype).double(), rtol=tol, atol=tol)
+
+
+def test_a_row_statistic_keeps_the_sparse_plan_on_mma_sp(tmp_path, monkeypatch):
+    """A row statistic linking the sparse gemm's accumulator to another gemm's makes the
+    warp-row pass re-plan both FullRow: the sparse plan keeps E transposed (it reset it
+    once, reading E as if row-major)."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+
+    @T.prim_func
+    def main(A_sparse: T.Tensor((64, 32), "float16"), E: T.Tensor((4, 64), "int16"),
+             B: T.Tensor((64, 128), "float16"), V: T.Tensor((128, 32), "float16"),
+             O: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            E_s = T.alloc_shared((4, 64), "int16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            V_s = T.alloc_shared((128, 32), "float16")
+            S = T.alloc_fragment((64, 128), "float32")
+            S_h = T.alloc_fragment((64, 128), "float16")
+            m = T.alloc_fragment((64,), "float32")
+            acc = T.alloc_fragment((64, 32), "float32")
+            T.copy(A_sparse, A_s)
+            T.copy(E, E_s)
+            T.copy(B, B_s)
+            T.copy(V, V_s)
+            T.clear(S)
+            T.gemm_sp(A_s, E_s, B_s, S, transpose_E=True)
+            T.reduce_max(S, m, dim=1)
+            T.copy(S, S_h)
+            T.clear(acc)
+            T.gemm(S_h, V_s, acc)
+            for i, j in T.Parallel(64, 32):
+                acc[i, j] = acc[i, j] * m[i]
+            T.copy(acc, O)
+
+    ptx = tilejit.compile(main, out_idx=[4], target="cuda -arch=sm_80").get_kernel_source()
+    assert "mma.sp.sync.aligned.m16n8k32" in ptx
+    (directory,) = tmp_path.iterdir()
+    text = "\n".join(p.read_text() for p in directory.iterdir())
+    assert "E^T policy=FullRow: mma.sp.m16n8k32" in text

@@ -221,6 +221,8 @@ class GemmPlan:
 
     def __str__(self) -> str:
         t = ("A^T " if self.transpose_A else "A ") + ("B^T" if self.transpose_B else "B")
+        if self.sparse:
+            t += " E^T" if self.transpose_E else " E"
         for name, origin in (("A", self.a_origin), ("B", self.b_origin)):
             if origin != (0, 0):
                 t += f" ({name} at {origin})"
@@ -237,7 +239,9 @@ class GemmPlan:
                     f"each {self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} "
                     f"tiles")
         return (f"{self.M}x{self.N}x{self.K} {'/'.join(self.dtypes)} {t} policy={self.policy}: "
-                f"mma.{self.instr}.{self.kind}, {self.warps_m}x{self.warps_n} warps, each "
+                f"{'mma.sp.m16n8k32' if self.sparse else 'mma.' + self.instr}.{self.kind}, "
+                f"{self.warps_m}x"
+                f"{self.warps_n} warps, each "
                 f"{self.warp_m}x{self.warp_n} = {self.repeat_m}x{self.repeat_n} tiles")
 
 

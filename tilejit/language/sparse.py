@@ -119,9 +119,10 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B
     (K/e_factor, M). A's dtype is float16, bfloat16, float32 (tf32), int8, uint8 or a
     float8; the accumulator as for ``T.gemm``.
 
-    On sm_90a, 16-bit A and B with A not transposed run on the sparse tensor cores
-    (``wgmma.mma_async.sp``); other gemms expand A into a dense shared tile first and
-    take the dense product's time (``passes/sparse_gemms.py``)."""
+    16-bit A and B with A not transposed run on the sparse tensor cores (sm_80+:
+    ``mma.sp``; sm_90a: ``wgmma.mma_async.sp`` where a wgmma plan takes the gemm); other
+    gemms expand A into a dense shared tile first and take the dense product's time
+    (``passes/sparse_gemms.py``)."""
     return meaning("gemm_sp")(A_sparse, E, B, C, transpose_A, transpose_E, transpose_B,
                               policy, clear_accum, k_pack, wg_wait)
 

@@ -1,15 +1,16 @@
 """Pass: ``T.gemm_sp(A_sparse, E, B, C, …)`` on the sparse tensor cores where they take
 it, else as a dense ``T.gemm`` of A expanded in shared memory.
 
-On sm_90a a gemm of 16-bit A and B, A not transposed, that a wgmma plan takes (tile
-allocation's plan, the shared operands in the layouts layout inference will give them;
-``_on_sparse_cores``) stays ``T.gemm_sp`` with its operands in shared memory: tile
-allocation makes it ``__tj_gemm(A, B, C, gid, E)`` with a sparse plan and the lowering
-issues ``wgmma.mma_async.sp`` on the compressed A, each thread's metadata register read
-from E (``codegen/lowering/sparse_meta.py``).
+On sm_80 and newer a gemm of 16-bit A and B, A not transposed, K a multiple of 32, that
+tile allocation can plan over the block's warps (``_on_sparse_cores``) stays
+``T.gemm_sp`` with its operands in shared memory: tile allocation makes it
+``__tj_gemm(A, B, C, gid, E)`` with a sparse plan, and the lowering
+(``codegen/lowering/sparse_gemm.py``) issues ``wgmma.mma_async.sp`` where layout inference
+puts the gemm on wgmma (sm_90a), else ``mma.sp.sync.m16n8k32``, on the compressed A, each
+thread's metadata register read from E (``codegen/lowering/sparse_meta.py``).
 
-Every other gemm (sm_80, 8-bit or 32-bit A, A transposed, a tile with an annotated layout
-or a view) is expanded: the compressed A (``language/sparse.py``: the kept values and 4
+Every other gemm (8-bit or 32-bit A, A transposed, sm_75, AMDGPU, a tile with an annotated
+layout or a view) is expanded: the compressed A (``language/sparse.py``: the kept values and 4
 bits of metadata per group) becomes a shared tile of the dense A (M x K, K-major whatever
 A's orientation), written by a ``T.Parallel`` loop over (row, group) which reads a
 group's metadata and its kept values once and writes each of its columns the value whose
@@ -170,7 +171,7 @@ class _SparseGemms(syntax.NodeTransformer):
                 before.append(ast.Expr(_language("copy", [ast.Name(names[role], ast.Load()),
                                                           ast.Name(staged, ast.Load())])))
                 names[role] = staged
-        if self._on_sparse_cores(a, b, c, flags, args):
+        if self._on_sparse_cores(a, b, c, flags, args, node):
             keywords = [ast.keyword("transpose_B", ast.Constant(flags["transpose_B"])),
                         ast.keyword("transpose_E", ast.Constant(flags["transpose_E"]))]
             keywords += [ast.keyword(o, args[o]) for o in _GEMM_OPTIONS if o in args]
@@ -200,7 +201,7 @@ class _SparseGemms(syntax.NodeTransformer):
                     ast.copy_location(sub, node)
         return out
 
-    def _on_sparse_cores(self, a, b, c, flags, args) -> bool:
+    def _on_sparse_cores(self, a, b, c, flags, args, node) -> bool:
         """Whether the sparse tensor cores take the gemm: sm_80+ (``mma.sp``; on sm_90a
         ``wgmma.mma_async.sp`` where a wgmma plan takes it), 16-bit A and B with A
         K-major, K a multiple of 32, the warps' plan tile allocation will make, and the
@@ -214,7 +215,7 @@ class _SparseGemms(syntax.NodeTransformer):
                 dtypes not in SPARSE_MMA or c.kind != FRAGMENT or K % 32 or \
                 {args["A_sparse"].id, args["B"].id} & self.laid_out:
             return False
-        policy = self._static(args["policy"], "policy", a.stmt) if "policy" in args else \
+        policy = self._static(args["policy"], "policy", node) if "policy" in args else \
             T.GemmWarpPolicy.Square
         try:
             plan_gemm(*c.shape, K, dtypes, False, flags["transpose_B"],

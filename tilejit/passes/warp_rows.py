@@ -85,12 +85,14 @@ def unify_warp_rows(fdef: ast.FunctionDef, ctx) -> None:
                 len({gemms[g][3] for g in gids}) < 2:
             continue            # a policy the kernel chose, or one accumulator: as written
         try:
-            plans = {g: replace(plan_gemm(gp.M, gp.N, gp.K, gp.dtypes, gp.transpose_A,
-                                          gp.transpose_B, "FullRow", gp.threads,
-                                          gp.clear_accum),
-                                a_origin=gp.a_origin, b_origin=gp.b_origin,
-                                sparse=gp.sparse)
-                     for g in gids for gp in [gemms[g][0]]}
+            # the gemm's own plan with FullRow's warp grid: every other field kept (a
+            # region's origin, a sparse gemm's metadata orientation)
+            plans = {g: replace(gp, policy="FullRow", warps_m=row.warps_m,
+                                warps_n=row.warps_n)
+                     for g in gids for gp in [gemms[g][0]]
+                     for row in [plan_gemm(gp.M, gp.N, gp.K, gp.dtypes, gp.transpose_A,
+                                           gp.transpose_B, "FullRow", gp.threads,
+                                           gp.clear_accum)]}
         except GemmPlanError:
             continue            # not every one fits: the conflict stays, named
         if len({p.warps_m for p in plans.values()}) != 1:
