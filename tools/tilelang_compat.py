@@ -148,10 +148,18 @@ LANGUAGE_DIFFERENCES = {
             "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
     "gemm_sp": "2:4 (float32: 1:2) sparse A with TileLang's natural row-major metadata; "
-               "runs on the dense tensor cores after expanding A in shared memory (not "
-               "mma.sp / wgmma.sp: the dense product's time); A, E or B in registers go "
-               "through shared memory; metadata the sparse tensor cores leave undefined "
-               "is an error in the simulator",
+               "16-bit A (not transposed, K a multiple of 32) runs on the sparse tensor "
+               "cores (wgmma.mma_async.sp on sm_90a, mma.sp elsewhere from sm_80); 8-bit "
+               "and float32 A, and A transposed, run on the dense tensor cores after "
+               "expanding A in shared memory (the dense product's time); A, E or B in "
+               "registers go through shared memory; metadata the sparse tensor cores "
+               "leave undefined is an error in the simulator",
+    "pdl_sync": "`griddepcontrol.wait` on sm_90+ (nothing before); tilejit launches "
+                "without the early-launch attribute, so the kernels never overlap: the "
+                "result is the same, the overlap is not there",
+    "pdl_trigger": "`griddepcontrol.launch_dependents` on sm_90+ (nothing before); "
+                   "tilejit launches without the early-launch attribute, so the next kernel "
+                   "starts when this one ends",
     "let": "the statement `T.let(v, value)` (after `v = T.int32()`) is the assignment "
            "`v = value`; the expression form `T.let(v, value, body)` is not built",
     "Parallel": "`loop_layout=` (a `T.Fragment`), `coalesced_width=`, `prefer_async=` and "

@@ -34,7 +34,7 @@ from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
                                       cluster_sync, cluster_wait, copy_cluster)
 from tilejit.language.hopper import (Persistent, PersistentTileScheduler, WarpSpecialize,
                                      alloc_barrier, barrier_arrive, barrier_wait,
-                                     fence_proxy_async,
+                                     fence_proxy_async, pdl_sync, pdl_trigger,
                                      mbarrier_arrive, mbarrier_wait_parity,
                                      tma_copy, tma_store_arrive, tma_store_wait, ws)
 from tilejit.language.tilelang_names import PrimFunc as _PrimFunc
@@ -127,7 +127,7 @@ __all__ = [
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
     "access_ptr", "ptx_cp_async", "cp_async_barrier_noinc", "ptx_commit_group", "ptx_wait_group",
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
-    "tma_store_arrive", "tma_store_wait", "fence_proxy_async",
+    "tma_store_arrive", "tma_store_wait", "fence_proxy_async", "pdl_sync", "pdl_trigger",
     "ws",
     "get_thread_binding", "get_thread_bindings", "get_thread_extent", "get_thread_extents",
     "get_lane_idx", "get_warp_idx", "get_warp_idx_sync", "get_warp_group_idx",

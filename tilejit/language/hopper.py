@@ -220,6 +220,24 @@ def fence_proxy_async():
     return meaning("fence_proxy_async")()
 
 
+def pdl_trigger():
+    """TileLang's programmatic dependent launch, this block's side: the next kernel of
+    the stream may start (``griddepcontrol.launch_dependents``, sm_90+). tilejit
+    launches without the launch attribute that lets it start early, so the next kernel
+    still starts after this one ends: the statement changes no result (and is nothing
+    on sm_80, on AMDGPU and in the simulator)."""
+    return meaning("pdl_trigger")()
+
+
+def pdl_sync():
+    """TileLang's programmatic dependent launch, the dependent kernel's side: wait until
+    the kernels this one depends on have completed and their writes are visible
+    (``griddepcontrol.wait``, sm_90+). Without the early-launch attribute (tilejit's
+    launches) they have completed when this kernel starts: nothing to wait for (and
+    nothing on sm_80, on AMDGPU and in the simulator)."""
+    return meaning("pdl_sync")()
+
+
 def ws(*warp_group_idx, role_threads=WARPGROUP_THREADS):
     """``with T.ws(k):`` (or ``T.ws(j, k)``) the block runs only in warpgroup role k,
     the threads ``128k … 128k+127`` (warps 4k … 4k+3). Roles run concurrently and

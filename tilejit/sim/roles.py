@@ -387,6 +387,12 @@ def fence_proxy_async():
     """No proxies here: nothing to order."""
 
 
-MEANINGS = {"fence_proxy_async": fence_proxy_async, "alloc_barrier": alloc_barrier,
+def pdl():
+    """The blocks of one launch run before the next launch's: nothing to trigger or
+    wait for."""
+
+
+MEANINGS = {"fence_proxy_async": fence_proxy_async, "pdl_trigger": pdl, "pdl_sync": pdl,
+            "alloc_barrier": alloc_barrier,
             "mbarrier_arrive": mbarrier_arrive, "mbarrier_wait_parity": mbarrier_wait_parity,
             "tma_copy": tma_copy, "ws": ws}

@@ -19,6 +19,7 @@ from tilejit.ir import markers
 from tilejit.codegen.lowering.atomics import element_ptr
 from tilejit.codegen.lowering.copy import _cp_async
 from tilejit.codegen.lowering.registry import lower
+from tilejit.ir.kernel_config import current_kernel
 from tilejit.codegen.lowering.tiles import I32, intrinsic, plan
 from tilejit.errors import CompileError
 from tilejit.layouts.layout import offset_table
@@ -74,6 +75,27 @@ def fence_proxy_async_impl(context, builder, sig, args):
     """The kernel's own ``fence.proxy.async`` (``language/hopper.py``)."""
     asm_statement(builder, "fence.proxy.async.shared::cta;")
     return context.get_dummy_value()
+
+
+def _griddepcontrol(context, builder, text):
+    """Programmatic dependent launch (``language/hopper.py``): ``griddepcontrol`` on
+    sm_90+ (PTX 7.8), nothing before it and on AMDGPU."""
+    target = current_kernel().target
+    if target.is_cuda and target.sm >= 90:
+        asm_statement(builder, text)
+    return context.get_dummy_value()
+
+
+@lower(T.pdl_trigger, target="cuda")
+@lower(T.pdl_trigger, target="amdgpu")
+def pdl_trigger_impl(context, builder, sig, args):
+    return _griddepcontrol(context, builder, "griddepcontrol.launch_dependents;")
+
+
+@lower(T.pdl_sync, target="cuda")
+@lower(T.pdl_sync, target="amdgpu")
+def pdl_sync_impl(context, builder, sig, args):
+    return _griddepcontrol(context, builder, "griddepcontrol.wait;")
 
 
 @lower(T.ptx_wait_group, types.IntegerLiteral, target="cuda")

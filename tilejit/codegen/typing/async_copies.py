@@ -63,12 +63,14 @@ class CpAsyncArriveTemplate(AbstractTemplate):
 
 @infer_global(T.fence_proxy_async)
 @infer_global(T.ptx_commit_group)
+@infer_global(T.pdl_trigger)
+@infer_global(T.pdl_sync)
 class CommitGroupTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if not args and not kws:
             return signature(types.none)
-        raise errors.TypingError("T.ptx_commit_group() and T.fence_proxy_async() take no "
-                                 "arguments")
+        raise errors.TypingError("T.ptx_commit_group(), T.fence_proxy_async(), "
+                                 "T.pdl_trigger() and T.pdl_sync() take no arguments")
 
 
 @infer_global(T.ptx_wait_group)
