@@ -91,6 +91,32 @@ def test_the_compiler_names_the_issuers_region_only_where_the_blocks_differ(ptxa
         ptxas(ptx, "sm_90a")
 
 
+@tilejit.kernel
+def rows_by_thirds(A, B, block: T.constexpr = 16):
+    """Block bx names rows (bx // 3) * block: ranks 0 and 1 of a cluster of 2 differ for
+    some clusters only (bx = 2, 3; 8, 9; …): the rank 1 of those receives rank 0's."""
+    with T.ClusterKernel(12, threads=128, cluster_dims=2) as bx:
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        T.copy_cluster(A[(bx // 3) * block, 0], A_s, cluster_mask=0b11)
+        T.copy(A_s, B[bx * block, 0])
+
+
+def test_regions_that_differ_in_some_clusters_only_are_the_issuers(tmp_path, monkeypatch):
+    A = np.random.rand(64, 32).astype(np.float32)
+    B = np.zeros((192, 32), np.float32)
+    rows_by_thirds(A, B)
+    for bx in range(12):
+        issuer = bx - bx % 2
+        np.testing.assert_array_equal(B[bx * 16:(bx + 1) * 16],
+                                      A[(issuer // 3) * 16:(issuer // 3 + 1) * 16])
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    assert rows_by_thirds.compile(A, B, target="cuda", arch="sm_90a").ptx
+    (directory,) = tmp_path.iterdir()
+    after = (directory / "02_after_lower_cluster_forms.py").read_text()
+    assert "A[(__tj_block_index(0) // 2 * 2 + 0) // 3 * block, 0]" in after
+
+
 def test_a_region_from_a_loop_over_the_block_index_is_refused():
     @tilejit.kernel
     def looped(A, B, block: T.constexpr = 16):

@@ -251,25 +251,30 @@ def _control_dependent(fdef, dependent, seeds, site) -> set:
 def _uniform(ctx, src, ranks, cluster) -> bool:
     """Whether the region ``src`` (block forms as ``__tj_b<d>``/``__tj_rank`` names) has
     the same indices in every rank of the mask: evaluated with the kernel's compile-time
-    values and random values for every other name, three times."""
+    values, four random draws of every other name, and each draw at every cluster
+    position up to 64 along the axes and 64 random ones."""
     indices = src.slice.elts if isinstance(src.slice, ast.Tuple) else [src.slice]
     parts = [p for i in indices for p in ((i.lower, i.upper) if isinstance(i, ast.Slice)
                                           else (i,)) if p is not None]
     code = compile(ast.fix_missing_locations(ast.Expression(ast.Tuple(parts, ast.Load()))),
                    "<region>", "eval")
     rng = random.Random(0)
-    for _ in range(3):
+    for _ in range(4):              # the other names' values: four random draws
         env = {name: rng.randrange(1, 1 << 12) for name in code.co_names}
         env.update({k: v for k, v in ctx.namespace.items() if k in code.co_names})
-        base = [rng.randrange(0, 64) for _ in range(3)]
-        values = set()
-        for r in ranks:
-            coords = _rank_coords(r, cluster)
-            env.update({f"__tj_b{d}": base[d] * cluster[d] + coords[d] for d in range(3)})
-            env["__tj_rank"] = r
-            values.add(eval(code, {"__builtins__": {}}, env))     # noqa: S307
-        if len(values) > 1:
-            return False
+        # every cluster position up to 64 along each axis at once, and 64 random ones
+        bases = [(b, b, b) for b in range(64)] + \
+            [tuple(rng.randrange(0, 1 << 12) for _ in range(3)) for _ in range(64)]
+        for base in bases:
+            values = set()
+            for r in ranks:
+                coords = _rank_coords(r, cluster)
+                env.update({f"__tj_b{d}": base[d] * cluster[d] + coords[d]
+                            for d in range(3)})
+                env["__tj_rank"] = r
+                values.add(eval(code, {"__builtins__": {}}, env))     # noqa: S307
+            if len(values) > 1:
+                return False
     return True
 
 
