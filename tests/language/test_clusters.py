@@ -117,6 +117,93 @@ def test_regions_that_differ_in_some_clusters_only_are_the_issuers(tmp_path, mon
     assert "A[(__tj_block_index(0) // 2 * 2 + 0) // 3 * block, 0]" in after
 
 
+@tilejit.kernel
+def clamped_rows(A, B, block: T.constexpr = 16):
+    """Rows clamped at the tensor's end: ranks 0 and 1 name different rows in every
+    cluster of this grid (a sampled check once took them for one region)."""
+    with T.ClusterKernel(4, threads=128, cluster_dims=2) as bx:
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        T.copy_cluster(A[T.min(bx * block, A.shape[0] - block), 0], A_s, cluster_mask=0b11)
+        T.copy(A_s, B[bx * block, 0])
+
+
+def test_a_clamped_region_is_the_issuers(tmp_path, monkeypatch):
+    A = np.random.rand(64, 32).astype(np.float32)
+    B = np.zeros((64, 32), np.float32)
+    clamped_rows(A, B)
+    for bx in range(4):
+        issuer = bx - bx % 2
+        np.testing.assert_array_equal(B[bx * 16:(bx + 1) * 16], A[issuer * 16:issuer * 16 + 16])
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    assert clamped_rows.compile(A, B, target="cuda", arch="sm_90a").ptx
+    (directory,) = tmp_path.iterdir()
+    assert "__tj_block_index(0) // 2 * 2 + 0" in (
+        directory / "02_after_lower_cluster_forms.py").read_text()
+
+
+@tilejit.kernel
+def rank_branches(A, B, block: T.constexpr = 16):
+    with T.ClusterKernel(4, threads=128, cluster_dims=2) as bx:
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        if T.block_rank_in_cluster() == 0:
+            T.copy_cluster(A[0, 0], A_s, cluster_mask=0b11)
+        else:
+            T.copy_cluster(A[block, 0], A_s, cluster_mask=0b11)
+        T.copy(A_s, B[bx * block, 0])
+
+
+def test_copies_from_different_statements_are_an_error_in_the_simulator():
+    A = np.zeros((64, 32), np.float32)
+    with pytest.raises(ValueError, match=r"makes its copy 1 at line \d+, but rank 0, whose "
+                                         r"copies the mask's blocks receive, made its copy 1 "
+                                         r"at line \d+"):
+        rank_branches(A, np.zeros_like(A))
+
+
+def test_a_shared_source_is_refused():
+    @tilejit.kernel
+    def from_shared(A, block: T.constexpr = 16):
+        with T.ClusterKernel(2, threads=128, cluster_dims=2) as bx:
+            S = T.alloc_shared((block, 32), A.dtype)
+            D = T.alloc_shared((block, 32), A.dtype)
+            T.copy(A[0, 0], S)
+            T.copy_cluster(S, D, cluster_mask=0b11)
+            T.copy(D, A[bx * block, 0])
+
+    A = np.zeros((64, 32), np.float32)
+    with pytest.raises(CompileError, match=r"the source must be a global tensor or a region "
+                                           r"of one, got `S`"):
+        assert from_shared.compile(A, target="cuda", arch="sm_90a").ptx
+    with pytest.raises(CompileError, match=r"the source must be a global tensor"):
+        from_shared(A)          # the simulation (the compiler's checks first)
+
+
+def test_a_region_from_memory_or_a_swizzled_index_is_refused():
+    @tilejit.kernel
+    def from_memory(A, Offsets, block: T.constexpr = 16):
+        with T.ClusterKernel(2, threads=128, cluster_dims=2) as bx:
+            A_s = T.alloc_shared((block, 32), A.dtype)
+            off = Offsets[bx] + bx
+            T.copy_cluster(A[off, 0], A_s, cluster_mask=0b11)
+            T.copy(A_s, A[bx * block, 0])
+
+    @tilejit.kernel
+    def swizzled(A, block: T.constexpr = 16):
+        with T.ClusterKernel(2, 2, threads=128, cluster_dims=2) as (bx, by):
+            T.use_swizzle(panel_size=2)
+            A_s = T.alloc_shared((block, 32), A.dtype)
+            T.copy_cluster(A[bx * block, by], A_s, cluster_mask=0b11)
+            T.copy(A_s, A[bx * block, 0])
+
+    A = np.zeros((64, 32), np.float32)
+    with pytest.raises(CompileError, match=r"reads `off`, computed from the block index and "
+                                           r"memory"):
+        assert from_memory.compile(A, np.zeros(2, np.int32), target="cuda", arch="sm_90a").ptx
+    with pytest.raises(CompileError, match=r"in a kernel with T.use_swizzle is not supported"):
+        assert swizzled.compile(A, target="cuda", arch="sm_90a").ptx
+
+
 def test_a_region_from_a_loop_over_the_block_index_is_refused():
     @tilejit.kernel
     def looped(A, B, block: T.constexpr = 16):

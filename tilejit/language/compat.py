@@ -281,11 +281,12 @@ def not_supported(name: str, tilelang_module: str, module: str) -> AttributeErro
 
 
 class MissingModules:
-    """A last finder on ``sys.meta_path``: an import of a ``tilejit`` module that does not
-    exist, written as TileLang's module with the import swapped (``import
-    tilelang.backend`` → ``tilejit.backend``; ``tilelang.jit.adapter`` →
-    ``tilejit.tilelang.jit.adapter``), raises ``ModuleNotFoundError`` saying that
-    TileLang's module is not supported and why, not Python's bare "No module named"."""
+    """A last finder on ``sys.meta_path``: an import of one of TileLang's top-level
+    modules tilejit does not have (``TILELANG``), written with the import swapped
+    (``import tilelang.backend`` → ``tilejit.backend``, and its submodules), raises
+    ``ModuleNotFoundError`` saying that TileLang's module is not supported and why, not
+    Python's bare "No module named"; any other missing name gets Python's answer (so
+    ``importlib.util.find_spec`` of it is None)."""
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
@@ -294,8 +295,9 @@ class MissingModules:
         rest = fullname[len("tilejit."):]
         if rest.startswith("tilelang."):
             rest = rest[len("tilelang."):]
-        why = TILELANG.get(rest.split(".")[0], "a module of TileLang's that tilejit does "
-                                               "not have")
+        why = TILELANG.get(rest.split(".")[0])
+        if why is None:     # not one of TileLang's modules: Python's own answer
+            return None
         raise ModuleNotFoundError(f"tilelang.{rest} (imported as {fullname}) is not "
                                   f"supported by tilejit: {why}; see docs/tilelang-compat.md",
                                   name=fullname)

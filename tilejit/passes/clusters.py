@@ -6,11 +6,10 @@
   ``barrier.cluster`` instructions.
 - ``T.copy_cluster(src, dst, cluster_mask=m)`` becomes ``T.copy(src, dst)`` carrying
   ``m`` (the attribute ``MULTICAST_ATTR``). Every block of the mask receives the region
-  of the mask's lowest rank (TileLang's multicast): where the blocks name different
-  regions (the region's indices evaluated for each rank with the kernel's compile-time
-  values differ), the source becomes the issuer's (each block index along the cluster
-  axes the mask spans, and the cluster rank, replaced by the issuer's, the names
-  computed from them expanded), so a block's own copy is always right; the
+  of the mask's lowest rank (TileLang's multicast): where the region reads a block
+  index along the cluster axes the mask spans or the cluster rank, the source becomes
+  the issuer's (those replaced by the issuer's, the names computed from them expanded),
+  so a block's own copy is always right; the
   warp-specialized TMA pipeline may instead issue it once for the whole mask
   (``warp_specialize.py``); other schedules load it per block.
 
@@ -22,11 +21,9 @@ from __future__ import annotations
 
 import ast
 import copy
-import random
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import (BLOCK_INDEX, CLUSTER_ARRIVE, CLUSTER_RANK, CLUSTER_SYNC,
                                 CLUSTER_WAIT, LANGUAGE, MULTICAST_ATTR)
@@ -105,6 +102,11 @@ class _Rewrite(syntax.NodeTransformer):
             mask = check_cluster_mask(mask, self.ctx.plan.cluster_blocks)
         except ValueError as e:
             raise self.ctx.error(f"{e} (cluster_dims {self.ctx.plan.cluster})", node) from None
+        base = node.args[0].value if isinstance(node.args[0], ast.Subscript) else node.args[0]
+        if not (isinstance(base, ast.Name) and base.id in self.ctx.param_dtypes):
+            raise self.ctx.error(f"T.copy_cluster(src, dst, cluster_mask=m): the source must be "
+                                 f"a global tensor or a region of one, got "
+                                 f"`{ast.unparse(node.args[0])}`", node)
         copy = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy", ast.Load()),
                         node.args, [])
         setattr(copy, MULTICAST_ATTR, mask)
@@ -118,13 +120,14 @@ def _rank_coords(rank, cluster):
 
 def _leader_source(ctx, fdef, src, mask, node):
     """``src`` as the lowest rank of ``mask`` (the issuer) names it, for the blocks of
-    the mask (TileLang's multicast: they receive the issuer's region), or None where
-    every block of the mask names the same region (checked by evaluating the region's
-    indices for each rank of the mask). Each block index along which the mask's blocks
-    differ becomes the issuer's (``(b // c) * c + issuer's coordinate``), the cluster
-    rank the issuer's; a name computed from them, assigned once, is expanded into its
-    expression. A region computed from them otherwise (a loop's variable, a name
-    assigned twice) is a CompileError."""
+    the mask (TileLang's multicast: they receive the issuer's region), or None where the
+    region reads neither a block index along an axis the mask spans nor the cluster rank
+    (directly or through names computed from them): the same region in every block.
+    Each such block index becomes the issuer's (``(b // c) * c + issuer's coordinate``),
+    the cluster rank the issuer's; a name computed from them, assigned once from
+    registers (not memory), is expanded into its expression. A region computed from them
+    otherwise (a loop's variable, a name assigned twice, a value read from memory), or
+    in a kernel with ``T.use_swizzle``, is a CompileError."""
     cluster = ctx.plan.cluster
     ranks = [r for r in range(mask.bit_length()) if mask >> r & 1]
     issuer = ranks[0]
@@ -183,6 +186,10 @@ def _leader_source(ctx, fdef, src, mask, node):
                         and isinstance(defs[0].targets[0], ast.Name)):
                     raise refuse(f"reads `{n.id}`, computed from the block index in a loop "
                                  f"or in several assignments")
+                if any(isinstance(x, ast.Subscript) for x in syntax.walk(defs[0].value)):
+                    raise refuse(f"reads `{n.id}`, computed from the block index and memory "
+                                 f"(`{ast.unparse(defs[0].value)}`), which may change before "
+                                 f"the copy")
                 return expand(copy.deepcopy(defs[0].value), swap, seen + (n.id,))
             for field, value in ast.iter_fields(n):
                 if isinstance(value, ast.AST):
@@ -195,16 +202,13 @@ def _leader_source(ctx, fdef, src, mask, node):
 
     if not any(isinstance(n, ast.Name) and n.id in dependent or block_form(n) is not None
                for n in syntax.walk(src)):
-        return None
-    try:
-        if _uniform(ctx, expand(copy.deepcopy(src), lambda form, call: ast.Name(
-                "__tj_rank" if form[0] == "rank" else f"__tj_b{form[1]}", ast.Load())),
-                ranks, cluster):
-            return None
-    except CompileError:
-        raise
-    except Exception:       # noqa: BLE001 - a region the check cannot evaluate: rewritten
-        pass
+        return None             # the same region in every block
+    if any(isinstance(n, ast.Call) and resolve_static(n.func, ctx.namespace) is T.use_swizzle
+           for n in syntax.walk(fdef)):
+        raise ctx.error(f"T.copy_cluster(cluster_mask={mask:#b}): a region computed from the "
+                        f"block index in a kernel with T.use_swizzle is not supported (the "
+                        f"cluster is the launch's blocks, the region the swizzled index's); "
+                        f"drop T.use_swizzle or name one region for the whole cluster", node)
     lead = _rank_coords(issuer, cluster)
     full = mask == (1 << cluster[0] * cluster[1] * cluster[2]) - 1
 
@@ -246,36 +250,6 @@ def _control_dependent(fdef, dependent, seeds, site) -> set:
         if not added:
             return dependent
         dependent |= dependent_names(fdef, seeds | dependent | added)
-
-
-def _uniform(ctx, src, ranks, cluster) -> bool:
-    """Whether the region ``src`` (block forms as ``__tj_b<d>``/``__tj_rank`` names) has
-    the same indices in every rank of the mask: evaluated with the kernel's compile-time
-    values, four random draws of every other name, and each draw at every cluster
-    position up to 64 along the axes and 64 random ones."""
-    indices = src.slice.elts if isinstance(src.slice, ast.Tuple) else [src.slice]
-    parts = [p for i in indices for p in ((i.lower, i.upper) if isinstance(i, ast.Slice)
-                                          else (i,)) if p is not None]
-    code = compile(ast.fix_missing_locations(ast.Expression(ast.Tuple(parts, ast.Load()))),
-                   "<region>", "eval")
-    rng = random.Random(0)
-    for _ in range(4):              # the other names' values: four random draws
-        env = {name: rng.randrange(1, 1 << 12) for name in code.co_names}
-        env.update({k: v for k, v in ctx.namespace.items() if k in code.co_names})
-        # every cluster position up to 64 along each axis at once, and 64 random ones
-        bases = [(b, b, b) for b in range(64)] + \
-            [tuple(rng.randrange(0, 1 << 12) for _ in range(3)) for _ in range(64)]
-        for base in bases:
-            values = set()
-            for r in ranks:
-                coords = _rank_coords(r, cluster)
-                env.update({f"__tj_b{d}": base[d] * cluster[d] + coords[d]
-                            for d in range(3)})
-                env["__tj_rank"] = r
-                values.add(eval(code, {"__builtins__": {}}, env))     # noqa: S307
-            if len(values) > 1:
-                return False
-    return True
 
 
 def lower_cluster_forms(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:

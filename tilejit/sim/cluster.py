@@ -7,9 +7,13 @@ makes, in order, per (cluster, mask); the lowest rank of the mask issues them fo
 them (TileLang's multicast: its region goes to every block of the mask), so every other
 rank's k-th copy receives the issuer's k-th region, whatever region it names itself. A
 copy the issuer never made (or one it made that a rank of its mask never asks for:
-checked when the launch ends) is an error here, where the GPU would wait forever.
+checked when the launch ends), or a k-th copy made by another statement than the
+issuer's k-th (a branch on the rank), is an error here; the source is a global tensor.
 """
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 
@@ -31,6 +35,19 @@ def _region_text(tensor, starts, extents) -> str:
     return f"{tensor.name}[{', '.join(f'{int(s)}:{int(s) + e}' for s, e in zip(starts, extents))}]"
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _site() -> tuple:
+    """(file, line) of the kernel statement being simulated: the first frame outside
+    tilejit."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _PACKAGE + os.sep):
+        frame = frame.f_back
+    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+
+
 def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
     if dst_block is not None or remote_barrier is not None:
         raise NotImplementedError("T.copy_cluster(dst_block=..., remote_barrier=...): copies "
@@ -40,8 +57,11 @@ def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
     blocks = cluster[0] * cluster[1] * cluster[2]
     mask = check_cluster_mask(cluster_mask, blocks)
     rank = cluster_rank(STATE.block, cluster)
+    (s_t, s_start, s_ranged, s_ext), _ = semantics._resolve(src, dst, "T.copy_cluster")
+    if s_t.kind is not None:
+        raise TypeError(f"T.copy_cluster(cluster_mask=…): the source must be a global tensor "
+                        f"or a region of one, got the {s_t.kind} tile {s_t.name}")
     if mask >> rank & 1:
-        (s_t, s_start, s_ranged, s_ext), _ = semantics._resolve(src, dst, "T.copy_cluster")
         extents = [1] * len(s_t.shape)
         for d, e in zip(s_ranged, s_ext):
             extents[d] = int(e)
@@ -50,6 +70,7 @@ def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
         key = (tuple(b // c for b, c in zip(STATE.block, cluster)), mask)
         ranks = STATE.multicasts.setdefault(key, {})
         mine = ranks.setdefault(rank, [])
+        site = _site()
         issuer = (mask & -mask).bit_length() - 1
         if rank != issuer:
             theirs = ranks.get(issuer, [])
@@ -59,8 +80,15 @@ def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
                     f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
                     f"of its cluster) makes copy {k + 1} ({text}), but rank {issuer}, whose "
                     f"copies the mask's blocks receive, made {len(theirs)}")
+            if theirs[k][3] != site:
+                raise ValueError(
+                    f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
+                    f"of its cluster) makes its copy {k + 1} at line {site[1]}, but rank "
+                    f"{issuer}, whose copies the mask's blocks receive, made its copy {k + 1} "
+                    f"at line {theirs[k][3][1]}: the blocks of a mask make the same copies, "
+                    f"in the same order")
             src = theirs[k][2]          # the issuer's region arrives here
-        mine.append((region, text, src))
+        mine.append((region, text, src, site))
     semantics.copy(src, dst)
 
 
