@@ -63,12 +63,45 @@ def test_the_ptx_assembles(arch, ptxas):
         ptxas(ptx, arch)
 
 
-def test_a_region_of_unknown_extent_is_refused_alike():
-    c = np.ones((4, 40), np.float16)
-    with pytest.raises(tilejit.CompileError, match="extent is unknown"):   # the GPU's check
-        clear_open_row(c, 1)
-    with pytest.raises(tilejit.CompileError, match="extent is unknown"):
-        clear_open_row.compile(c, 1, target="cuda", arch="sm_80")
+@tilejit.kernel
+def fill_between(x, a, b, value: T.constexpr = 3.0):
+    """TileLang's issue 1008: a region whose ends are known only at run time."""
+    with T.Kernel(1, threads=128):
+        T.fill(x[a:b], value)
+
+
+def _run_time_regions(device):
+    c = torch.ones(4, 40, dtype=torch.float16, device=device)
+    clear_open_row(c, 1)                    # row 1 from 0 to its end
+    x = torch.zeros(300, device=device)
+    fill_between(x, 5, 290)
+    y = torch.zeros(300, device=device)
+    fill_between(y, 290, 5)                 # an end before the start: nothing
+    z = torch.zeros(300, device=device)
+    fill_between(z, 280, 400)               # past the tensor: skipped
+    return c, x, y, z
+
+
+def _check_run_time_regions(c, x, y, z):
+    assert (c[1] == 0).all() and (c[[0, 2, 3]] == 1).all()
+    assert (x[5:290] == 3).all() and (x[:5] == 0).all() and (x[290:] == 0).all()
+    assert (y == 0).all()
+    assert (z[280:] == 3).all() and (z[:280] == 0).all()
+
+
+def test_a_region_of_run_time_extent_fills_from_its_start_to_its_end(ptxas):
+    _check_run_time_regions(*_run_time_regions("cpu"))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = fill_between.compile(np.zeros(300, np.float32), 5, 290, target="cuda",
+                                   arch=arch).ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_region_of_run_time_extent_on_the_gpu():
+    regions = _run_time_regions("cuda")
+    torch.cuda.synchronize()
+    _check_run_time_regions(*(r.cpu() for r in regions))
 
 
 @tilejit.kernel

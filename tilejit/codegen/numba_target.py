@@ -79,8 +79,11 @@ def _data_models():
 
     class RegionModel(models.StructModel):
         def __init__(self, m, t):
+            # stops: each dimension's end where the slice names one at run time, else -1
+            # (T.fill of a region whose extent is known only then: copy.py)
             super().__init__(m, t, [("base", t.base),
-                                    ("starts", types.UniTuple(types.int64, len(t.kinds)))])
+                                    ("starts", types.UniTuple(types.int64, len(t.kinds))),
+                                    ("stops", types.UniTuple(types.int64, len(t.kinds)))])
 
     dmm.register(TileType, tile_model)
     dmm.register(RegionType, RegionModel)

@@ -66,6 +66,8 @@ class Side:
     # ``starts``; these only decide which paths can be taken at all
     static_shape: tuple | None = None
     static_starts: tuple | None = None
+    # a region's end per dimension where its slice names one (i64; -1: to the end)
+    stops: list | None = None
 
     @property
     def ndim(self):
@@ -85,6 +87,7 @@ def describe(context, builder, ty, value) -> Side:
         region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
         base = describe(context, builder, ty.base, region.base)
         base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
+        base.stops = cgutils.unpack_tuple(builder, region.stops, len(ty.kinds))
         base.static_starts = ty.static_starts
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
         known = [ty.extents[d] for d in ranged] if ty.extents else []
@@ -940,10 +943,12 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
                            f"pass the whole tile")
     if isinstance(ty, RegionType) and not side.ranged:
         side.extents, side.ranged = (), []      # one element: T.fill(S[i], v)
-    if isinstance(ty, RegionType) and side.extents is None:
-        raise CompileError("T.fill: the region's extent is unknown; slice it (as "
-                           "A[r, 0:n] with n known at compile time)")
     v = context.cast(builder, value, value_ty, side.element)
+    if isinstance(ty, RegionType) and side.extents is None:
+        if side.kind != "global":
+            raise CompileError("T.fill: the region's extent is unknown; slice it (as "
+                               "S[r, 0:n] with n known at compile time)")
+        return _fill_dynamic_region(context, builder, side, v)
     tid = builder.zext(thread_index(context, builder), I64)
     threads = I64(plan().threads)
     if side.extents is not None:                # a region of compile-time extents
@@ -969,6 +974,35 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
             coords = unflatten(builder, flat, shape)
             context.pack_value(builder, side.element, v,
                                _global_pointer(builder, side, coords),
+                               align=side.dtype.itemsize)
+    return context.get_dummy_value()
+
+
+def _fill_dynamic_region(context, builder, side, v):
+    """A region of a global tensor whose extents are known at run time
+    (``T.fill(x[a:b], 0)``, TileLang's issue 1008): each sliced dimension from its start
+    to its end (the tensor's end where the slice names none, nothing where the end is
+    before the start), the elements dealt round-robin to the block's threads, those
+    outside the tensor skipped."""
+    zero = I64(0)
+    extents = []
+    for d in side.ranged or []:
+        stop = side.stops[d]
+        end = builder.select(builder.icmp_signed("<", stop, zero), side.shape[d], stop)
+        n = builder.sub(end, side.starts[d])
+        extents.append(builder.select(builder.icmp_signed("<", n, zero), zero, n))
+    total = I64(1)
+    for n in extents:
+        total = builder.mul(total, n)
+    tid = builder.zext(thread_index(context, builder), I64)
+    with cgutils.for_range_slice(builder, tid, total, I64(plan().threads), inc=True) as (
+            flat, _):
+        coords = list(side.starts)
+        for d, c in zip(side.ranged or [], unflatten(builder, flat, extents)):
+            coords[d] = builder.add(side.starts[d], c)
+        inside = _inside(builder, side, coords)
+        with builder.if_then(inside):
+            context.pack_value(builder, side.element, v, _global_pointer(builder, side, coords),
                                align=side.dtype.itemsize)
     return context.get_dummy_value()
 

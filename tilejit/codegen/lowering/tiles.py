@@ -387,6 +387,17 @@ def region_impl(context, builder, sig, args):
     region = cgutils.create_struct_proxy(ty)(context, builder)
     region.base = args[0]
     region.starts = args[2]
+    n = len(ty.kinds)
+    ends_ty = sig.args[3]
+    if isinstance(ends_ty, types.BaseTuple):
+        ends = list(zip(ends_ty.types, cgutils.unpack_tuple(builder, args[3], len(ends_ty))))
+    else:
+        ends = [(ends_ty, args[3])]
+    stops = [context.cast(builder, v, t, types.int64)
+             if isinstance(t, (types.Integer, types.Boolean)) else ir.Constant(ir.IntType(64), -1)
+             for t, v in ends[:n]]
+    stops += [ir.Constant(ir.IntType(64), -1)] * (n - len(stops))
+    region.stops = context.make_tuple(builder, types.UniTuple(types.int64, n), stops)
     return region._getvalue()
 
 
