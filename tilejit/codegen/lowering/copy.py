@@ -66,8 +66,9 @@ class Side:
     # ``starts``; these only decide which paths can be taken at all
     static_shape: tuple | None = None
     static_starts: tuple | None = None
-    # a region's end per dimension where its slice names one (i64; -1: to the end)
-    stops: list | None = None
+    # a region's end per dimension where its slice names one (i64; -1: to the end), read
+    # when called
+    stops: object = None
 
     @property
     def ndim(self):
@@ -87,7 +88,8 @@ def describe(context, builder, ty, value) -> Side:
         region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
         base = describe(context, builder, ty.base, region.base)
         base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
-        base.stops = cgutils.unpack_tuple(builder, region.stops, len(ty.kinds))
+        # read where a fill of run-time extent needs them (not at every region's use)
+        base.stops = lambda: cgutils.unpack_tuple(builder, region.stops, len(ty.kinds))
         base.static_starts = ty.static_starts
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
         known = [ty.extents[d] for d in ranged] if ty.extents else []
@@ -986,8 +988,9 @@ def _fill_dynamic_region(context, builder, side, v):
     outside the tensor skipped."""
     zero = I64(0)
     extents = []
+    stops = side.stops()
     for d in side.ranged or []:
-        stop = side.stops[d]
+        stop = stops[d]
         end = builder.select(builder.icmp_signed("<", stop, zero), side.shape[d], stop)
         n = builder.sub(end, side.starts[d])
         extents.append(builder.select(builder.icmp_signed("<", n, zero), zero, n))
