@@ -39,13 +39,15 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _site() -> tuple:
-    """(file, line) of the kernel statement being simulated: the first frame outside
-    tilejit."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-            _PACKAGE + os.sep):
+    """The statement being simulated, as the (file, line) of every frame outside
+    tilejit, innermost first: a copy in a macro is told apart by the macro's call site
+    too. Its first entry is the copy's own line."""
+    out, frame = [], sys._getframe(1)
+    while frame is not None:
+        if not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+            out.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
-    return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("?", 0)
+    return tuple(out) or (("?", 0),)
 
 
 def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
@@ -83,10 +85,10 @@ def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):
             if theirs[k][3] != site:
                 raise ValueError(
                     f"T.copy_cluster(cluster_mask={mask:#b}): block {STATE.block} (rank {rank} "
-                    f"of its cluster) makes its copy {k + 1} at line {site[1]}, but rank "
+                    f"of its cluster) makes its copy {k + 1} at line {site[0][1]}, but rank "
                     f"{issuer}, whose copies the mask's blocks receive, made its copy {k + 1} "
-                    f"at line {theirs[k][3][1]}: the blocks of a mask make the same copies, "
-                    f"in the same order")
+                    f"at line {theirs[k][3][0][1]} (or from another call of it): the blocks "
+                    f"of a mask make the same copies, in the same order")
             src = theirs[k][2]          # the issuer's region arrives here
         mine.append((region, text, src, site))
     semantics.copy(src, dst)
