@@ -161,6 +161,26 @@ def test_copies_from_different_statements_are_an_error_in_the_simulator():
         rank_branches(A, np.zeros_like(A))
 
 
+@T.macro
+def load_rows(A, A_s, row):
+    T.copy_cluster(A[row, 0], A_s, cluster_mask=0b11)
+
+
+@tilejit.kernel
+def copy_in_a_macro(A, B, block: T.constexpr = 16):
+    with T.ClusterKernel(4, threads=128, cluster_dims=2) as bx:
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        load_rows(A, A_s, 0)
+        T.copy(A_s, B[bx * block, 0])
+
+
+def test_a_copy_cluster_in_a_macro_is_refused_naming_it():
+    A = np.zeros((64, 32), np.float32)
+    with pytest.raises(CompileError, match=r"T.copy_cluster in a @T.macro or helper function "
+                                           r"is not supported"):
+        assert copy_in_a_macro.compile(A, A.copy(), target="cuda", arch="sm_90a").ptx
+
+
 def test_a_shared_source_is_refused():
     @tilejit.kernel
     def from_shared(A, block: T.constexpr = 16):

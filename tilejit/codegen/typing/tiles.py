@@ -532,3 +532,18 @@ class TileAttributes(AttributeTemplate):
 
     def resolve_shape(self, ty):
         return types.Tuple(tuple(types.IntegerLiteral(n) for n in ty.shape))
+
+
+class _KernelBodyOnly(AbstractTemplate):
+    """A tile operation the source passes rewrite (``T.copy_cluster``, ``T.gemm_sp``,
+    ``T.block_rank_in_cluster``) reached by Numba itself: it was written in a @T.macro or
+    helper, whose body Numba compiles inline, after the passes. Said, where it is."""
+
+    def generic(self, args, kws):
+        raise errors.TypingError(f"T.{self.key.__name__} in a @T.macro or helper function is "
+                                 f"not supported: the compiler rewrites it in the kernel's "
+                                 f"own body; write it there")
+
+
+for _fn in (T.copy_cluster, T.gemm_sp, T.block_rank_in_cluster):
+    infer_global(_fn)(type(f"KernelBodyOnly_{_fn.__name__}", (_KernelBodyOnly,), {}))
