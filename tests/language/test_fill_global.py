@@ -78,15 +78,20 @@ def _run_time_regions(device):
     y = torch.zeros(300, device=device)
     fill_between(y, 290, 5)                 # an end before the start: nothing
     z = torch.zeros(300, device=device)
-    fill_between(z, 280, 400)               # past the tensor: skipped
-    return c, x, y, z
+    fill_between(z, 280, 1 << 40)           # past the tensor: clamped to it
+    w = torch.zeros(300, device=device)
+    fill_between(w, 5, -1)                  # a negative end: nothing (not "to the end")
+    v = torch.zeros(300, device=device)
+    fill_between(v, -20, 10)                # a negative start: from 0
+    return c, x, y, z, w, v
 
 
-def _check_run_time_regions(c, x, y, z):
+def _check_run_time_regions(c, x, y, z, w, v):
     assert (c[1] == 0).all() and (c[[0, 2, 3]] == 1).all()
     assert (x[5:290] == 3).all() and (x[:5] == 0).all() and (x[290:] == 0).all()
-    assert (y == 0).all()
+    assert (y == 0).all() and (w == 0).all()
     assert (z[280:] == 3).all() and (z[:280] == 0).all()
+    assert (v[:10] == 3).all() and (v[10:] == 0).all()
 
 
 def test_a_region_of_run_time_extent_fills_from_its_start_to_its_end(ptxas):

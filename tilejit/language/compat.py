@@ -293,12 +293,23 @@ class MissingModules:
         if not fullname.startswith("tilejit."):
             return None
         rest = fullname[len("tilejit."):]
+        package = "tilejit"
         if rest.startswith("tilelang."):
-            rest = rest[len("tilelang."):]
-        why = TILELANG.get(rest.split(".")[0])
-        if why is None:     # not one of TileLang's modules: Python's own answer
-            return None
+            rest, package = rest[len("tilelang."):], "tilejit.tilelang"
+        top = rest.split(".")[0]
+        why = TILELANG.get(top)
+        if why is None or _exists(f"{package}.{top}"):
+            return None     # not one of TileLang's missing modules: Python's own answer
         raise ModuleNotFoundError(f"tilelang.{rest} (imported as {fullname}) is not "
                                   f"supported by tilejit: {why}; see docs/tilelang-compat.md",
                                   name=fullname)
+
+
+def _exists(name: str) -> bool:
+    """Whether tilejit has the module ``name`` (its file, found without the meta path)."""
+    import importlib.machinery
+    import sys
+    parent, _, child = name.rpartition(".")
+    path = getattr(sys.modules.get(parent), "__path__", None)
+    return path is not None and importlib.machinery.PathFinder.find_spec(name, path) is not None
 

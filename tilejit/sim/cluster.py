@@ -12,14 +12,11 @@ issuer's k-th (a branch on the rank), is an error here; the source is a global t
 """
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 
 from tilejit.language.cluster import check_cluster_mask
 from tilejit.sim import semantics
-from tilejit.sim.runtime import STATE
+from tilejit.sim.runtime import _INTERNAL, STATE, kernel_frame
 
 
 def cluster_rank(block, cluster) -> int:
@@ -35,19 +32,18 @@ def _region_text(tensor, starts, extents) -> str:
     return f"{tensor.name}[{', '.join(f'{int(s)}:{int(s) + e}' for s, e in zip(starts, extents))}]"
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _site() -> tuple:
-    """The statement being simulated, as the (file, line) of every frame outside
-    tilejit, innermost first: a copy in a macro is told apart by the macro's call site
-    too. Its first entry is the copy's own line."""
-    out, frame = [], sys._getframe(1)
+    """The statement being simulated, as the (file, line, instruction) of every frame
+    outside the simulator and the language (``runtime.kernel_frame``'s rule: a kernel may
+    live anywhere, tilejit's own files too), innermost first: a copy in a macro is told
+    apart by the macro's call site, two calls on one line by the instruction. Its first
+    entry is the copy's own line."""
+    out, frame = [], kernel_frame(1)
     while frame is not None:
-        if not os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
-            out.append((frame.f_code.co_filename, frame.f_lineno))
+        if not frame.f_code.co_filename.startswith(_INTERNAL):
+            out.append((frame.f_code.co_filename, frame.f_lineno, frame.f_lasti))
         frame = frame.f_back
-    return tuple(out) or (("?", 0),)
+    return tuple(out) or (("?", 0, 0),)
 
 
 def copy_cluster(src, dst, cluster_mask, dst_block=None, remote_barrier=None):

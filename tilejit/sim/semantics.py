@@ -355,14 +355,18 @@ def fill(buf, value):
     t, start, ranged, ext = _operand(buf)
     if ranged is None:                  # one element, T.fill(S[i], v)
         ranged, ext = [], ()
-    if ext is not None and getattr(t, "kind", None) is None:
-        ext = tuple(max(0, int(e)) for e in ext)        # an end before its start: nothing
-    if ext is None and getattr(t, "kind", None) is None:
-        # a region of a tensor whose ends are known at run time: from each start to its
-        # end (the tensor's end where the slice names none; nothing before the start)
-        ends = getattr(buf, "ends", None)
-        ext = tuple(max(0, int((t.shape[d] if ends is None or ends[d] is None else ends[d])
-                               - start[d])) for d in ranged)
+    if getattr(t, "kind", None) is None and isinstance(buf, Region):
+        # a region of a tensor (its ends perhaps known only at run time): the part of
+        # [start, end) inside the tensor, the end the tensor's where the slice names
+        # none; nothing where the end is before the start
+        ends = list(buf.ends)
+        start = list(start)
+        out = []
+        for d in ranged:
+            end = t.shape[d] if ends[d] is None else min(int(ends[d]), t.shape[d])
+            start[d] = max(int(start[d]), 0)
+            out.append(max(0, end - start[d]))
+        ext = tuple(out)
     if ext is None:
         raise ValueError("T.fill: the region's extent is unknown; slice it")
     idx, inside = _block_index(start, ranged, ext, t.shape)

@@ -66,7 +66,7 @@ class Side:
     # ``starts``; these only decide which paths can be taken at all
     static_shape: tuple | None = None
     static_starts: tuple | None = None
-    # a region's end per dimension where its slice names one (i64; -1: to the end), read
+    # a region's end per dimension (i64; the largest where its slice names none), read
     # when called
     stops: object = None
 
@@ -984,15 +984,18 @@ def _fill_dynamic_region(context, builder, side, v):
     """A region of a global tensor whose extents are known at run time
     (``T.fill(x[a:b], 0)``, TileLang's issue 1008): each sliced dimension from its start
     to its end (the tensor's end where the slice names none, nothing where the end is
-    before the start), the elements dealt round-robin to the block's threads, those
-    outside the tensor skipped."""
+    before the start), clamped to the tensor, the elements dealt round-robin to the
+    block's threads."""
     zero = I64(0)
-    extents = []
+    extents, starts = [], list(side.starts)
     stops = side.stops()
     for d in side.ranged or []:
-        stop = stops[d]
-        end = builder.select(builder.icmp_signed("<", stop, zero), side.shape[d], stop)
-        n = builder.sub(end, side.starts[d])
+        # the part inside the tensor: [max(start, 0), min(stop, shape)), empty if reversed
+        lo = builder.select(builder.icmp_signed("<", starts[d], zero), zero, starts[d])
+        hi = builder.select(builder.icmp_signed("<", stops[d], side.shape[d]), stops[d],
+                            side.shape[d])
+        n = builder.sub(hi, lo)
+        starts[d] = lo
         extents.append(builder.select(builder.icmp_signed("<", n, zero), zero, n))
     total = I64(1)
     for n in extents:
@@ -1000,9 +1003,9 @@ def _fill_dynamic_region(context, builder, side, v):
     tid = builder.zext(thread_index(context, builder), I64)
     with cgutils.for_range_slice(builder, tid, total, I64(plan().threads), inc=True) as (
             flat, _):
-        coords = list(side.starts)
+        coords = list(starts)
         for d, c in zip(side.ranged or [], unflatten(builder, flat, extents)):
-            coords[d] = builder.add(side.starts[d], c)
+            coords[d] = builder.add(starts[d], c)
         inside = _inside(builder, side, coords)
         with builder.if_then(inside):
             context.pack_value(builder, side.element, v, _global_pointer(builder, side, coords),

@@ -393,10 +393,13 @@ def region_impl(context, builder, sig, args):
         ends = list(zip(ends_ty.types, cgutils.unpack_tuple(builder, args[3], len(ends_ty))))
     else:
         ends = [(ends_ty, args[3])]
+    # a slice with no end runs to the tensor's: the largest i64, clamped to the shape
+    # where a fill of run-time extent reads it (copy.py)
+    open_end = ir.Constant(ir.IntType(64), (1 << 63) - 1)
     stops = [context.cast(builder, v, t, types.int64)
-             if isinstance(t, (types.Integer, types.Boolean)) else ir.Constant(ir.IntType(64), -1)
+             if isinstance(t, (types.Integer, types.Boolean)) else open_end
              for t, v in ends[:n]]
-    stops += [ir.Constant(ir.IntType(64), -1)] * (n - len(stops))
+    stops += [open_end] * (n - len(stops))
     region.stops = context.make_tuple(builder, types.UniTuple(types.int64, n), stops)
     return region._getvalue()
 
