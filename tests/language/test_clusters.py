@@ -91,6 +91,15 @@ def test_the_compiler_names_the_issuers_region_only_where_the_blocks_differ(ptxa
         ptxas(ptx, "sm_90a")
 
 
+def _after_cluster_forms(kernel, args, tmp_path, monkeypatch) -> str:
+    """The device program after the cluster pass, compiled for sm_90a (the IR dump)."""
+    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    assert kernel.compile(*args, target="cuda", arch="sm_90a").ptx
+    (directory,) = tmp_path.iterdir()
+    return (directory / "02_after_lower_cluster_forms.py").read_text()
+
+
 @tilejit.kernel
 def rows_by_thirds(A, B, block: T.constexpr = 16):
     """Block bx names rows (bx // 3) * block: ranks 0 and 1 of a cluster of 2 differ for
@@ -109,11 +118,7 @@ def test_regions_that_differ_in_some_clusters_only_are_the_issuers(tmp_path, mon
         issuer = bx - bx % 2
         np.testing.assert_array_equal(B[bx * 16:(bx + 1) * 16],
                                       A[(issuer // 3) * 16:(issuer // 3 + 1) * 16])
-    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
-    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
-    assert rows_by_thirds.compile(A, B, target="cuda", arch="sm_90a").ptx
-    (directory,) = tmp_path.iterdir()
-    after = (directory / "02_after_lower_cluster_forms.py").read_text()
+    after = _after_cluster_forms(rows_by_thirds, (A, B), tmp_path, monkeypatch)
     assert "A[(__tj_block_index(0) // 2 * 2 + 0) // 3 * block, 0]" in after
 
 
@@ -134,12 +139,8 @@ def test_a_clamped_region_is_the_issuers(tmp_path, monkeypatch):
     for bx in range(4):
         issuer = bx - bx % 2
         np.testing.assert_array_equal(B[bx * 16:(bx + 1) * 16], A[issuer * 16:issuer * 16 + 16])
-    monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
-    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
-    assert clamped_rows.compile(A, B, target="cuda", arch="sm_90a").ptx
-    (directory,) = tmp_path.iterdir()
-    assert "__tj_block_index(0) // 2 * 2 + 0" in (
-        directory / "02_after_lower_cluster_forms.py").read_text()
+    assert "__tj_block_index(0) // 2 * 2 + 0" in _after_cluster_forms(
+        clamped_rows, (A, B), tmp_path, monkeypatch)
 
 
 @tilejit.kernel

@@ -16,6 +16,9 @@ script that TileLang's own examples and tests use as ``T.<name>``.
 """
 from __future__ import annotations
 
+import importlib.machinery
+import sys
+
 VERSION = "0.1.13"
 
 
@@ -307,8 +310,6 @@ class MissingModules:
 
 def _exists(name: str) -> bool:
     """Whether tilejit has the module ``name`` (its file, found without the meta path)."""
-    import importlib.machinery
-    import sys
     parent, _, child = name.rpartition(".")
     path = getattr(sys.modules.get(parent), "__path__", None)
     return path is not None and importlib.machinery.PathFinder.find_spec(name, path) is not None

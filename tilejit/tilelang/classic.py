@@ -283,15 +283,19 @@ class CompiledPrimFunc(KernelConveniences):
                   else v if getattr(self.prim.annotations[name], "scalar", False) or v is None
                   else as_declared(v, self.prim.annotations[name].dtype)
                   for name, v in zip(params, values)]
-        # the outputs hold torch.empty's garbage: the simulator reports reading them first
-        # (one launch: in a sequence a later kernel reads what an earlier one wrote)
-        single = not isinstance(self.kernel, KernelSequence)
-        fresh = FRESH_OUTPUTS.set(tuple(o.data_ptr() for o in outputs if single and hasattr(
-            o, "data_ptr") and o.numel()))
-        try:
+        # host outputs (the simulator's) hold torch.empty's garbage: it reports reading
+        # them first (one launch: in a sequence a later kernel reads what an earlier one
+        # wrote). A launch on the GPU skips this.
+        fresh = tuple(o.data_ptr() for o in outputs if not getattr(o, "is_cuda", True)
+                      and o.numel()) if not isinstance(self.kernel, KernelSequence) else ()
+        if not fresh:
             self.kernel(*values)
-        finally:
-            FRESH_OUTPUTS.reset(fresh)
+        else:
+            token = FRESH_OUTPUTS.set(fresh)
+            try:
+                self.kernel(*values)
+            finally:
+                FRESH_OUTPUTS.reset(token)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

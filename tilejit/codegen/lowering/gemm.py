@@ -275,6 +275,11 @@ class _Accumulator:
         self.half = gp.dtypes[2] == "float16"
 
     def mma(self, rm, rn, a, b):
+        self.apply(rm, rn, lambda c: _mma(self.builder, self.gp, a, b, c))
+
+    def apply(self, rm, rn, instruction):
+        """Tile (rm, rn)'s registers through ``instruction(c) -> d`` (f32 values, or
+        half2 vectors for a float16 accumulator) and stored back."""
         builder = self.builder
         ptrs = [builder.gep(self.ptr, [I32(self.slots[(rm, rn, e)])]) for e in range(4)]
         vals = [builder.load(p) for p in ptrs]
@@ -286,7 +291,7 @@ class _Accumulator:
                 v = builder.insert_element(v, vals[k + 1], I32(1))
                 packed.append(v)
             vals = packed
-        d = _mma(builder, self.gp, a, b, vals)
+        d = instruction(vals)
         if self.half:
             d = [builder.extract_element(d[k // 2], I32(k % 2)) for k in range(4)]
         for p, v in zip(ptrs, d):

@@ -31,44 +31,27 @@ _TYPES = {("float16", "float32"): "f32.f16.f16.f32", ("float16", "float16"): "f1
           ("bfloat16", "float32"): "f32.bf16.bf16.f32"}
 
 
-class _SparseAccumulator(_Accumulator):
-    """The C registers of one warp's (rm, rn) tiles, passed to mma.sp."""
-
-    def issue(self, a, b, c, e):
-        builder, half = self.builder, self.half
-        suffix = _TYPES[(self.gp.dtypes[0], self.gp.dtypes[2])]
-        nc = 2 if half else 4
-        ops = [f"${i}" for i in range(nc + 4 + 4 + nc + 1)]
-        d, a_, b_, c_, e_ = (ops[:nc], ops[nc:nc + 4], ops[nc + 4:nc + 8],
-                             ops[nc + 8:2 * nc + 8], ops[-1])
-        text = (f"mma.sp.sync.aligned.m16n8k32.row.col.{suffix} {{{', '.join(d)}}}, "
-                f"{{{', '.join(a_)}}}, {{{', '.join(b_)}}}, {{{', '.join(c_)}}}, {e_}, 0x0;")
-        cons = "r" if half else "f"
-        cty = I32 if half else F32
-        fnty = ir.FunctionType(ir.LiteralStructType([cty] * nc), [I32] * 8 + [cty] * nc + [I32])
-        asm = ir.InlineAsm(fnty, text, ",".join([f"={cons}"] * nc + ["r"] * 8 + [cons] * nc
-                                                + ["r"]))
-        out = builder.call(asm, a + b + c + [e])
-        return [builder.extract_value(out, k) for k in range(nc)]
-
-    def mma_sp(self, rm, rn, a, b, e):
-        builder = self.builder
-        ptrs = [builder.gep(self.ptr, [I32(self.slots[(rm, rn, k)])]) for k in range(4)]
-        vals = [builder.load(p) for p in ptrs]
-        if self.half:
-            packed = []
-            for k in (0, 2):
-                v = ir.Constant(HALF2, None)
-                v = builder.insert_element(v, vals[k], I32(0))
-                v = builder.insert_element(v, vals[k + 1], I32(1))
-                packed.append(builder.bitcast(v, I32))
-            vals = packed
-        d = self.issue(a, b, vals, e)
-        if self.half:
-            d = [builder.extract_element(builder.bitcast(d[k // 2], HALF2), I32(k % 2))
-                 for k in range(4)]
-        for p, v in zip(ptrs, d):
-            builder.store(v, p)
+def _mma_sp(builder, gp, a, b, c, e):
+    """One ``mma.sp.sync.aligned.m16n8k32`` (inline asm: LLVM has no intrinsic): four A,
+    four B registers, the metadata register, selector 0; ``c`` as ``_Accumulator.apply``
+    passes it (f32 values, or half2 vectors, in registers as b32)."""
+    half = gp.dtypes[2] == "float16"
+    suffix = _TYPES[(gp.dtypes[0], gp.dtypes[2])]
+    nc = len(c)
+    ops = [f"${i}" for i in range(2 * nc + 9)]
+    d, a_, b_, c_, e_ = (ops[:nc], ops[nc:nc + 4], ops[nc + 4:nc + 8],
+                         ops[nc + 8:2 * nc + 8], ops[-1])
+    text = (f"mma.sp.sync.aligned.m16n8k32.row.col.{suffix} {{{', '.join(d)}}}, "
+            f"{{{', '.join(a_)}}}, {{{', '.join(b_)}}}, {{{', '.join(c_)}}}, {e_}, 0x0;")
+    cons, cty = ("r", I32) if half else ("f", F32)
+    fnty = ir.FunctionType(ir.LiteralStructType([cty] * nc), [I32] * 8 + [cty] * nc + [I32])
+    asm = ir.InlineAsm(fnty, text, ",".join([f"={cons}"] * nc + ["r"] * 8 + [cons] * nc
+                                            + ["r"]))
+    if half:
+        c = [builder.bitcast(v, I32) for v in c]
+    out = builder.call(asm, a + b + c + [e])
+    d = [builder.extract_value(out, k) for k in range(nc)]
+    return [builder.bitcast(v, HALF2) for v in d] if half else d
 
 
 @lower(markers.stub(markers.GEMM), TileType, TileType, TileType, types.StringLiteral, TileType,
@@ -84,7 +67,7 @@ def sparse_gemm_impl(context, builder, sig, args):
         zero = ir.Constant(context.get_data_type(c_ty.element), 0)
         for s in range(plan().tile(c_ty.tile_name).indexing.slots):
             builder.store(zero, builder.gep(args[2], [I32(s)]))
-    acc = _SparseAccumulator(context, builder, gp, c_ty, args[2])
+    acc = _Accumulator(context, builder, gp, c_ty, args[2])
     w = _Warp(context, builder, gp)
     meta = SparseMetadata(context, builder, e_ty, args[4], w.lane, gp.transpose_E)
     # A's k16 steps over the compressed tile are the sparse k32 steps; B's are dense
@@ -97,5 +80,6 @@ def sparse_gemm_impl(context, builder, sig, args):
             e = meta.register(builder.add(w.row0, I32(16 * rm)), kk)
             cols = range(gp.repeat_n) if rm % 2 == 0 else reversed(range(gp.repeat_n))
             for rn in cols:
-                acc.mma_sp(rm, rn, a_regs[rm], b_lo[rn] + b_hi[rn], e)
+                acc.apply(rm, rn, lambda c, a=a_regs[rm], b=b_lo[rn] + b_hi[rn], e=e:
+                          _mma_sp(builder, gp, a, b, c, e))
     return context.get_dummy_value()
