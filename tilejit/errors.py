@@ -40,6 +40,12 @@ class LayoutCompileError(CompileError, ValueError):
     naming the kernel's line, and a ValueError as TileLang raises it."""
 
 
+class LoopNestError(CompileError, ValueError):
+    """Loops nested in a way TileLang's loop-nest checker refuses (a ``T.Parallel`` in a
+    ``T.Parallel`` that is not its whole body, a tile operation in one): a CompileError
+    naming the line, and the ValueError TileLang raises."""
+
+
 class ValueCompileError(CompileError, ValueError):
     """A value the kernel's source gives that its dtype cannot hold (``T.alloc_var(
     T.float32, init=1e300)``): a CompileError naming the line, and the ValueError TileLang

@@ -74,3 +74,76 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     masked_block_sums(x, mask, sim)
     np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(out.cpu().numpy(), sim)
+
+
+# -- a reduction of a fragment held whole (TileLang's issue 1719, its sixth kernel) ----------
+@tilejit.kernel
+def whole_reductions(X, Out, n: T.constexpr = 8):
+    """Each block writes its row's element by element outside any T.Parallel (so every
+    thread holds the fragment whole) and reduces it: sum, max, min and absmax in Out[b]."""
+    with T.Kernel(X.shape[0], threads=64) as bx:
+        f = T.alloc_fragment((n,), T.float32)
+        s = T.alloc_fragment((1,), T.float32)
+        m = T.alloc_fragment((1,), T.float32)
+        lo = T.alloc_fragment((1,), T.float32)
+        am = T.alloc_fragment((1,), T.float32)
+        for k in T.serial(n):
+            f[k] = X[bx, k] * 2
+        f[0] = f[0] - 1
+        T.reduce_sum(f, s)
+        T.reduce_max(f, m)
+        T.reduce_min(f, lo)
+        T.reduce_absmax(f, am)
+        Out[bx, 0] = s[0]
+        Out[bx, 1] = m[0]
+        Out[bx, 2] = lo[0]
+        Out[bx, 3] = am[0]
+
+
+def _whole_reference(x):
+    f = x.astype(np.float64) * 2
+    f[:, 0] -= 1
+    return np.stack([f.sum(1), f.max(1), f.min(1), np.abs(f).max(1)], 1)
+
+
+def test_a_reduction_of_a_fragment_every_thread_holds_whole():
+    x = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    out = np.zeros((5, 4), np.float32)
+    whole_reductions(x, out)
+    np.testing.assert_allclose(out, _whole_reference(x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_whole_fragments_reduction_needs_no_shuffle(arch, ptxas):
+    """Every thread holds all of f: the reduction is each thread's own, with no shuffle
+    and no shared-memory exchange."""
+    x = np.zeros((5, 8), np.float32)
+    ptx = whole_reductions.compile(x, np.zeros((5, 4), np.float32), target="cuda",
+                                   arch=arch).ptx
+    assert "shfl" not in ptx and "bar.sync" not in ptx
+    ptxas(ptx, arch)
+
+
+def test_tilelangs_issue_1719_sixth_kernel_compiles():
+    @tilejit.jit
+    def kernel():
+        with T.Kernel():
+            tmp1 = T.alloc_fragment((1,), dtype=T.float32)
+            tmp2 = T.alloc_fragment((1,), dtype=T.float32)
+            tmp1[0] = 1
+            T.reduce_sum(tmp1, tmp2)
+            tmp2[0]
+
+    assert ".entry" in kernel.compile().get_kernel_source()
+
+
+@pytest.mark.gpu
+def test_whole_fragment_reductions_on_the_gpu_against_the_simulator():
+    import torch
+    x = np.random.default_rng(4).standard_normal((300, 8)).astype(np.float32)
+    out = torch.zeros(300, 4, device="cuda")
+    whole_reductions(torch.from_numpy(x).cuda(), out)
+    sim = np.zeros((300, 4), np.float32)
+    whole_reductions(x, sim)
+    np.testing.assert_allclose(out.cpu().numpy(), _whole_reference(x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(out.cpu().numpy(), sim)

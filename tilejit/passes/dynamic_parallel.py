@@ -120,7 +120,7 @@ class _Dynamic(syntax.NodeTransformer):
             raise self.ctx.error(
                 f"{text}: a T.Parallel over extents known only at run time where not every "
                 f"thread reaches it (under a branch on the thread index or a T.ws role, "
-                f"inside another T.Parallel, after a `return` some threads take) is not "
+                f"after a `return` some threads take) is not "
                 f"supported: its threads share the loop with block barriers", loop)
         inner_only = {n.id for s in loop.body for n in syntax.walk(s)
                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}

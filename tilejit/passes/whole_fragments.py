@@ -10,6 +10,7 @@ import math
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import REDUCE
 from tilejit.ir.plan import FRAGMENT, SCALAR_FRAGMENT_MAX as _SCALAR_FRAGMENT_MAX
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
                                                 index_names, is_parallel, loop_names,
@@ -22,8 +23,9 @@ def scalar_fragments(fdef, ctx) -> set:
     alike (``m[0] = -inf``, ``x = m[0] * 2``, a block mask's ``mask[k]`` in a serial
     loop; an index with a T.Parallel loop's variable is not one, and a store at a
     computed index is made outside T.Parallel loops), set by ``T.fill``/``T.clear`` or
-    copied whole (``T.copy(Mask[bx, 0], mask)``): TileLang gives each thread the whole of
-    such a fragment, as a local array every thread computes alike."""
+    copied whole (``T.copy(Mask[bx, 0], mask)``) or reduced (when also indexed outside
+    T.Parallel loops): TileLang gives each thread the whole of such a fragment, as a
+    local array every thread computes alike."""
     frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
              and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
     parallel_vars = {n.id for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
@@ -32,6 +34,8 @@ def scalar_fragments(fdef, ctx) -> set:
     in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
                    and is_parallel(loop, ctx) for n in syntax.walk(loop)}
     allowed = set()               # ids of the Name nodes of allowed uses
+    outside = set()               # indexed element by element outside T.Parallel loops
+    reductions = []
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                 node.value.id in frags and (constant_index(node) is not None or (
@@ -39,12 +43,22 @@ def scalar_fragments(fdef, ctx) -> set:
                     & parallel_vars and (isinstance(node.ctx, ast.Load)
                                          or id(node) not in in_parallel))):
             allowed.add(id(node.value))
+            if id(node) not in in_parallel:
+                outside.add(node.value.id)
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
                 and resolve_static(node.func, ctx.namespace) in (T.fill, T.clear):
             allowed.add(id(node.args[0]))
         elif isinstance(node, ast.Call) and resolve_static(node.func, ctx.namespace) is T.copy \
                 and len(node.args) == 2:
             allowed.update(id(a) for a in node.args if isinstance(a, ast.Name))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == REDUCE:
+            reductions.append(node)
+    for node in reductions:
+        # a reduction of a fragment also indexed element by element outside T.Parallel
+        # loops (``tmp[0] = 1; T.reduce_sum(tmp, out)``): each thread reduces its own copy
+        if isinstance(node.args[0], ast.Name) and node.args[0].id in outside:
+            allowed.update(id(a) for a in node.args[:2] if isinstance(a, ast.Name))
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Name) and node.id in frags and id(node) not in allowed \
                 and not isinstance(node.ctx, ast.Store):

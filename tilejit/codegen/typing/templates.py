@@ -66,8 +66,8 @@ class ParallelTemplate(AbstractTemplate):
     def generic(self, args, kws):
         if kws:
             raise errors.TypingError(f"T.Parallel: unsupported keyword(s) {sorted(kws)}")
-        if not 1 <= len(args) <= 3:
-            raise errors.TypingError(f"T.Parallel takes 1 to 3 extents, got {len(args)}")
+        if not args:
+            raise errors.TypingError("T.Parallel takes one extent or more, got none")
         extents = tuple(_literal_int(a, f"T.Parallel extent {i}") for i, a in enumerate(args))
         if any(e <= 0 for e in extents):
             raise errors.TypingError(f"T.Parallel extents must be positive, got {extents}")
@@ -76,8 +76,8 @@ class ParallelTemplate(AbstractTemplate):
 
 def _extents(args, what):
     extents = tuple(_literal_int(a, f"{what} extent {i}") for i, a in enumerate(args))
-    if not 1 <= len(extents) <= 3 or any(e <= 0 for e in extents):
-        raise errors.TypingError(f"{what}: 1 to 3 positive extents, got {extents}")
+    if not extents or any(e <= 0 for e in extents):
+        raise errors.TypingError(f"{what}: one positive extent or more, got {extents}")
     return extents
 
 

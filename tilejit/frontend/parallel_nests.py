@@ -1,0 +1,120 @@
+"""Front end: ``T.Parallel`` loops nested in one another, as TileLang's loop-nest checker
+has them, for the GPU and the simulator alike.
+
+- Perfectly nested ``T.Parallel`` loops (the outer body is the inner loop and nothing
+  else, the inner extents do not read the outer indices) are one loop:
+  ``for i in T.Parallel(a): for j in T.Parallel(b): S`` → ``for i, j in T.Parallel(a,
+  b): S``. Each ``T.Parallel`` spreads its iterations over the block's threads, so two
+  nested ones would each give a thread its own share of the other's, and the
+  ``(i, j)`` pairs off the diagonal would run nowhere.
+- Any other ``T.Parallel`` inside a ``T.Parallel`` (after other statements, under an
+  ``if``, in a serial loop between them), a ``T.Pipelined`` loop or a tile operation
+  (``T.gemm``, a reduction, ``T.fill``, …) in a ``T.Parallel`` body is a
+  ``LoopNestError`` at its line (a ``ValueError``, as TileLang raises it). A serial loop
+  in a ``T.Parallel``, and a ``T.Parallel`` in a serial or pipelined loop, stay as they are.
+"""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.errors import LoopNestError
+from tilejit.frontend.source import resolve_static
+
+# tile operations a T.Parallel body may not hold: each is the whole block's work (an
+# element T.copy, `T.copy(A[i, j], B[i, j])`, is one element's and stays allowed)
+_TILE_OPS = ("gemm", "gemm_v1", "gemm_v2", "gemm_sp", "wgmma_gemm", "fill", "clear",
+             "reduce", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum",
+             "reduce_absmax", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "cumsum",
+             "finalize_reducer")
+
+
+class _Nests(syntax.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace = namespace
+        self.error = error
+        self.tile_ops = {getattr(T, n): n for n in _TILE_OPS if hasattr(T, n)}
+
+    def _loop_kind(self, node):
+        if not (isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.iter, ast.Call)):
+            return None
+        fn = resolve_static(node.iter.func, self.namespace)
+        if fn is T.Parallel:
+            return "parallel"
+        if fn is T.Pipelined:
+            return "pipelined"
+        return None
+
+    def visit_For(self, node):
+        if self._loop_kind(node) != "parallel":
+            return self.generic_visit(node)
+        while len(node.body) == 1 and self._loop_kind(node.body[0]) == "parallel" \
+                and not node.orelse:
+            inner = node.body[0]
+            outer_names = {n.id for n in syntax.walk(node.target) if isinstance(n, ast.Name)}
+            read = {n.id for n in syntax.walk(inner.iter) if isinstance(n, ast.Name)}
+            if read & outer_names:
+                raise self.error(
+                    f"a T.Parallel whose extents read the indices of the T.Parallel around "
+                    f"it ({', '.join(sorted(read & outer_names))}): nested T.Parallel loops "
+                    f"are one loop over a rectangle; write its extents with values known "
+                    f"before the outer loop", inner)
+            node = self._merged(node, inner)
+        self._check_body(node)
+        node.body = [self.visit(s) for s in node.body]
+        return node
+
+    def _merged(self, outer, inner):
+        def names(target):
+            return list(target.elts) if isinstance(target, ast.Tuple) else [target]
+        target = ast.Tuple(names(outer.target) + names(inner.target), ast.Store())
+        seen = {k.arg for k in outer.iter.keywords}
+        call = ast.Call(outer.iter.func, list(outer.iter.args) + list(inner.iter.args),
+                        list(outer.iter.keywords)
+                        + [k for k in inner.iter.keywords if k.arg not in seen])
+        merged = ast.For(target, call, inner.body, list(inner.orelse), None)
+        return ast.copy_location(merged, outer)
+
+    def _check_body(self, loop):
+        for stmt in loop.body:
+            for node in syntax.walk(stmt):
+                kind = self._loop_kind(node)
+                if kind == "parallel":
+                    raise self.error(
+                        f"a T.Parallel inside the T.Parallel at line {loop.lineno} that is "
+                        f"not its whole body: T.Parallel loops nest only directly (one "
+                        f"loop over both); after other statements, under an `if` or in a "
+                        f"serial loop between them, each would spread its iterations over "
+                        f"the block's threads on its own", node)
+                if kind == "pipelined":
+                    raise self.error(
+                        f"a T.Pipelined loop inside the T.Parallel at line {loop.lineno}: "
+                        f"a pipeline is the whole block's; put the T.Parallel inside it",
+                        node)
+                if isinstance(node, ast.Call):
+                    fn = resolve_static(node.func, self.namespace)
+                    name = self.tile_ops.get(fn) if _hashable(fn) else None
+                    if name is not None:
+                        raise self.error(
+                            f"T.{name} inside the T.Parallel at line {loop.lineno}: a tile "
+                            f"operation is the whole block's work, not one iteration's; "
+                            f"call it outside the loop", node)
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def rewrite_parallel_nests(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
+    """``fdef`` with perfectly nested T.Parallel loops merged; the other nests that
+    TileLang refuses raise a LoopNestError (``error``: the kernel source's error maker,
+    whose message and line the LoopNestError takes)."""
+    def loop_error(message, node):
+        e = error(message, node)
+        return LoopNestError(e.bare_message, e.filename, e.lineno)
+    return _Nests(namespace, loop_error).visit(fdef)
