@@ -84,6 +84,25 @@ def test_a_kernel_that_uses_one_is_a_compile_error_at_its_line():
     assert e.lineno == make.__code__.co_firstlineno + 4
 
 
+def test_a_kernel_built_around_one_names_it_not_the_missing_t_kernel():
+    """TileLang's source kernels have no `with T.Kernel`: the name they use in its place
+    is the error, not the missing block."""
+    N = T.dynamic("N")
+
+    def make():
+        @T.prim_func
+        def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+            T.CUDASourceCodeKernel(T.ceildiv(N, 128), threads=128, source_code_or_path="x.cu",
+                                   entry_name="copy")
+        return tilelang.compile(main, target="cuda")
+    with pytest.raises(tilejit.CompileError) as info:
+        make()
+    assert "T.CUDASourceCodeKernel (tilelang.language.CUDASourceCodeKernel in TileLang) is " \
+           "not supported by tilejit: a kernel written in CUDA C++ needs NVIDIA's compiler" \
+           in str(info.value)
+    assert info.value.lineno == make.__code__.co_firstlineno + 3
+
+
 def _extern_in_a_macro():
     @T.macro
     def dequantize(packed, out):

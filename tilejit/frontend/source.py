@@ -350,7 +350,9 @@ def _find_launch(ks: KernelSource) -> int:
                 raise ks.error("`with T.Kernel(...)` must be a top-level statement of the "
                                "kernel function, not nested in another statement", node)
     if not found:
-        raise ks.error("a kernel needs one `with T.Kernel(...) as bx:` block", ks.tree)
+        from tilejit.frontend.validate import first_unknown_language_name   # (a circle)
+        raise first_unknown_language_name(ks) or ks.error(
+            "a kernel needs one `with T.Kernel(...) as bx:` block", ks.tree)
     if len(found) > 1:
         raise ks.error("a kernel has exactly one `with T.Kernel(...)` block; found another",
                        ks.tree.body[found[1]])

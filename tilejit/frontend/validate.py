@@ -344,6 +344,18 @@ _FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
               "float8_e8m0fnu": 2.0 ** 127}
 
 
+def first_unknown_language_name(ks: KernelSource):
+    """The first ``T.<name>`` of the kernel that tilejit.language does not have, as the
+    CompileError that names it (or None): reported before the kernel's shape is checked,
+    so a body built around a feature tilejit lacks (``T.CUDASourceCodeKernel(...)`` where
+    ``with T.Kernel`` would be) says which."""
+    for node in syntax.walk(ks.tree):
+        if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
+                and resolve_static(node.value, ks.namespace) is _language:
+            return ks.error(_unknown_language_name(node), node)
+    return None
+
+
 def _unknown_language_name(node: ast.Attribute) -> str:
     """``T.no_such_prim``: the name as written, and the closest names the language has;
     for one of TileLang's names that tilejit does not have, that it is not supported."""

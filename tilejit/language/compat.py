@@ -204,6 +204,8 @@ _CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/T
 # names with a reason of their own
 REASONS = {
     "has_let_value": "T.let is not built", "get_let_value": "T.let is not built",
+    "CUDASourceCodeKernel": "a kernel written in CUDA C++ needs NVIDIA's compiler (nvcc "
+                            "or NVRTC), and tilejit emits PTX itself",
 
 }
 
