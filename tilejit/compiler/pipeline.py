@@ -333,7 +333,9 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
                                           flags=new_flags(), locals={},
                                           pipeline_class=TilejitCompiler)
     except numba_errors.NumbaError as e:
-        raise _compile_error(ks, e) from None
+        # a helper holding what kernel code cannot (print(), try/except) is the cause
+        # Numba meets as a typing error of its own ("Cannot cast Literal[str]")
+        raise helper_problem(device_fn) or _compile_error(ks, e) from None
     except numba_errors.UnsupportedBytecodeError as e:
         # Python the kernel's code cannot hold, most often in a helper it calls (compiled
         # inline: frontend/helpers.py); Numba names the place

@@ -318,6 +318,7 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
+    from tilejit.frontend.trace_prints import run_trace_time_prints  # (the same circle)
     rewrite_let_bindings(ks)
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
@@ -331,6 +332,7 @@ def parse_kernel(func, tree=None) -> KernelSource:
         rewrite_ldg(ks)
     if spelled & {"tma_copy", "tma_store_arrive", "tma_store_wait"}:
         rewrite_tma_store_forms(ks)
+    run_trace_time_prints(ks)
     ks.launch_index = _find_launch(ks)
     rewrite_thread_allreduce(ks)
     rewrite_prints(ks)

@@ -84,9 +84,10 @@ def check_supported(ks: KernelSource) -> None:
                 raise ks.error(_unknown_language_name(node), node)
             if isinstance(node, ast.Call) and \
                     resolve_static(node.func, ks.namespace) is builtins.print:
-                raise ks.error("unsupported in a kernel: print() (use T.print(value, msg), "
-                               "which prints a number: a scalar, or one element such as "
-                               "A[i] or tile[i, j])", node)
+                raise ks.error("unsupported in a kernel: print() as a value (a print() "
+                               "statement runs once when the kernel is parsed; T.print("
+                               "value, msg) prints on the device: a scalar, or one element "
+                               "such as A[i] or tile[i, j])", node)
             if isinstance(node, ast.With) and node is not launch and not is_ws(node,
                                                                               ks.namespace):
                 raise ks.error("unsupported in a kernel: a `with` block other than "
