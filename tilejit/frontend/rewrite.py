@@ -647,6 +647,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef.returns = None
     body = fdef.body
     launch = body[ks.launch_index]
+    launch.body = [_SequenceCalls(known).visit(s) for s in launch.body]
     # the host's asserts (shapes, dtypes), also those in its `if` blocks, are the host
     # program's
     prologue = [_without_asserts(s) for s in body[:ks.launch_index] if not (
@@ -672,6 +673,24 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     for source_pass in passes:
         fdef = source_pass(fdef, ks.namespace)
     return syntax.fix_missing_locations(fdef)
+
+
+class _SequenceCalls(syntax.NodeTransformer):
+    """``list(t)`` / ``tuple(t)`` of a value in the kernel's body (TileLang's quantization
+    helpers return tuples their callers wrap: ``list(unpack(x))[0]``): the value itself,
+    a tuple the device indexes alike. A comprehension or generator inside stays (Numba's
+    own error where it cannot be typed)."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if resolve_static(node.func, self.namespace) in (list, tuple) and \
+                len(node.args) == 1 and not node.keywords and not isinstance(
+                    node.args[0], (ast.GeneratorExp, ast.ListComp, ast.Starred)):
+            return node.args[0]
+        return node
 
 
 def host_tree(ks: KernelSource, outputs=()) -> ast.FunctionDef:
