@@ -1,4 +1,8 @@
 """Pass: insert the block barriers that shared memory needs; users never write one.
+A global tensor the kernel stores into (not by atomics) is ordered alike: a statement
+that reads it after another stored into it, or stores after another read it, gets a
+barrier (another thread's element; the simulator runs statements in order). Two stores
+of it in turn do not (a loop's stores of its regions are other elements).
 
 Every statement is summarized by the shared tiles it reads and writes: ``T.copy`` reads
 its source and writes its destination, ``T.gemm`` reads A and B, ``T.clear``/``T.fill``
@@ -40,7 +44,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_helpers import reaches
-from tilejit.ir.markers import (CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
+from tilejit.ir.markers import (ATOMICS, CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
                                 FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, INTERNAL_BARRIER_ATTR,
                                 LDMATRIX, MBAR_ARRIVE,
@@ -112,14 +116,19 @@ def _per_thread(stmt, tainted, namespace) -> bool:
 
 
 class _Access:
-    def __init__(self, ctx):
+    def __init__(self, ctx, tensors=frozenset()):
         self.ctx = ctx
         self.shared = {n: t for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
+        # global tensors the kernel writes (``written_tensors``): an element one thread
+        # stores and another then reads or stores is ordered by a barrier, as a shared
+        # tile's (the simulator runs the statements one after another)
+        self.tensors = frozenset(tensors)
 
     def _tile_of(self, node):
         """The resource an operand names: (tile, None) for a whole tile, (tile, stage
-        expression) for one version of a pipelined tile."""
-        if isinstance(node, ast.Name) and node.id in self.shared:
+        expression) for one version of a pipelined tile; (tensor, None) for a global
+        tensor the kernel writes."""
+        if isinstance(node, ast.Name) and (node.id in self.shared or node.id in self.tensors):
             return (node.id, None)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == STAGE and len(node.args) == 2):
@@ -134,7 +143,14 @@ class _Access:
 
     def of(self, stmt) -> tuple[set, set]:
         reads, writes = set(), set()
+        # an atomic's destination: atomics of one element commute, and the kernel orders
+        # an atomic against plain accesses itself (a fence, T.sync_threads)
+        atomic = {id(n) for call in syntax.walk(stmt) if isinstance(call, ast.Call)
+                  and _is_atomic(call, self.ctx.namespace) and call.args
+                  for n in syntax.walk(call.args[0])} if self.tensors else ()
         for node in syntax.walk(stmt):
+            if id(node) in atomic:
+                continue
             if isinstance(node, ast.Subscript):
                 # an element of a tile, of one stage of a pipelined tile or of a region
                 tile = self._tile_of(node.value)
@@ -164,11 +180,21 @@ class _Access:
                     writes.add(tiles[0])
                 elif name not in (REGION, STAGE) and fn not in (T.copy,):
                     # a tile passed to anything else (a macro): assume read and written
+                    # (a tensor passed to a marker is its address, a shape, a descriptor)
                     for t in tiles:
-                        if t:
+                        if t and t[0] in self.shared:
                             reads.add(t)
                             writes.add(t)
         return reads, writes
+
+    def conflict(self, r: set, w: set, reads: set, writes: set) -> bool:
+        """Whether a statement reading ``r`` and writing ``w`` needs a barrier after the
+        pending ``reads`` and ``writes``: a read after a write, a write after a read or a
+        write. A global tensor's write after a write is not counted: the regions a loop
+        stores in turn (`T.copy(x, Y[k * n])`) are other elements, and two statements
+        storing one element from two threads is the kernel's own race."""
+        return self.overlap(r, writes) or self.overlap(w, reads) or self.overlap(
+            {a for a in w if a[0] not in self.tensors}, writes)
 
     def overlap(self, a: set, b: set) -> bool:
         """Whether two access sets touch common bytes. Two stages of one pipelined tile
@@ -183,9 +209,28 @@ class _Access:
                 if x == y:
                     if xs is None or ys is None or xs == ys:
                         return True
-                elif shares_bytes(self.shared[x], self.shared[y]):
+                elif x in self.shared and y in self.shared and \
+                        shares_bytes(self.shared[x], self.shared[y]):
                     return True
         return False
+
+
+def _is_atomic(call: ast.Call, namespace) -> bool:
+    if isinstance(call.func, ast.Name) and call.func.id in _ATOMIC_MARKERS:
+        return True
+    return resolve_static(call.func, namespace) in ATOMICS
+
+
+_ATOMIC_MARKERS = frozenset(ATOMICS.values())
+
+
+def written_tensors(fdef, ctx) -> frozenset:
+    """The global tensors the kernel stores into other than by atomics (an element, a
+    T.copy or T.fill destination)."""
+    if not ctx.params:
+        return frozenset()
+    _, writes = _Access(ctx, ctx.params).of(fdef)
+    return frozenset(n for n, *_ in writes if n in ctx.params)
 
 
 def shared_writes(ctx, stmt) -> set:
@@ -212,9 +257,10 @@ def _is_sync(stmt) -> bool:
 
 
 class _Syncer:
-    def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset()):
+    def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset(), tensors=()):
         self.ctx = ctx
-        self.acc = _Access(ctx)
+        self.acc = _Access(ctx, tensors)
+        self.tensors = tensors
         self.tainted = tainted      # names computed from the thread index
         self.sync = sync            # the barrier this program's threads share
         self.sync_args = sync_args
@@ -244,7 +290,7 @@ class _Syncer:
                 continue
             if _per_thread(stmt, self.tainted, self.ctx.namespace):
                 r, w = self.acc.of(stmt)
-                if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+                if self.acc.conflict(r, w, reads, writes):
                     out += self._barrier(stmt, reads)
                     reads, writes = set(), set()
                 reads |= r
@@ -266,14 +312,15 @@ class _Syncer:
                 # with the role's accesses gets a block barrier between them (all the
                 # block's threads reach it, outside the role's branch)
                 role = getattr(stmt, ROLE_ATTR)
-                body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,), self.tainted).block(
+                body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,), self.tainted,
+                                  self.tensors).block(
                     stmt.body, (set(), set()))
                 r, w = set(), set()
                 for inner in stmt.body:
                     ir_, iw = self.acc.of(inner)
                     r |= {(*a, role) for a in ir_}
                     w |= {(*a, role) for a in iw}
-                if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+                if self.acc.conflict(r, w, reads, writes):
                     out += self._barrier(stmt, reads)
                     reads, writes = set(), set()
                 reads |= r
@@ -285,7 +332,7 @@ class _Syncer:
             if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
                 # warp-specialized roles (warp_specialize.py): the producer's writes are
                 # ordered by mbarriers; the consumers share barrier 1 only
-                consumers = _Syncer(self.ctx, SYNC_CONSUMERS, (), self.tainted)
+                consumers = _Syncer(self.ctx, SYNC_CONSUMERS, (), self.tainted, self.tensors)
                 orelse, (reads, writes) = consumers.block(stmt.orelse, (set(), set()))
                 new = ast.copy_location(ast.If(stmt.test, stmt.body, orelse), stmt)
                 setattr(new, WS_ATTR, True)
@@ -313,7 +360,7 @@ class _Syncer:
                 reads, writes = self.acc.of(stmt)
                 continue
             r, w = self.acc.of(stmt)
-            if self.acc.overlap(r, writes) or self.acc.overlap(w, reads | writes):
+            if self.acc.conflict(r, w, reads, writes):
                 out += self._barrier(stmt, reads)
                 reads, writes = set(), set()
             reads |= r
@@ -515,7 +562,8 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
     # the kernel's own barriers, or its helpers': its tensors not noalias (codegen/entry.py)
     ctx.plan.user_barriers = reaches(fdef, ctx.namespace, _own_barrier)
-    if not (shared or syncs):
+    tensors = written_tensors(fdef, ctx)
+    if not (shared or syncs or tensors):
         return fdef
     # shared tiles bound once (their allocation): a thread-dependent store into one is
     # ordered before other threads' reads by the barriers this pass inserts; a global
@@ -526,10 +574,11 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tainted = thread_dependent_names(fdef, memory)      # one walk for both
     if syncs:
         # with no shared tile there is no walk: the block's barrier, as asked
-        users = _UserSyncs(ctx, fdef, _USER_SYNC if shared else SYNC, tainted)
+        users = _UserSyncs(ctx, fdef, _USER_SYNC if shared or tensors else SYNC, tainted)
         fdef = users.visit(fdef)
         users.named.check_ids(fdef)
-    if not shared:
+    if not (shared or tensors):
         return fdef
-    fdef.body, _ = _Syncer(ctx, tainted=tainted).block(fdef.body, (set(), set()))
+    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors).block(fdef.body,
+                                                                      (set(), set()))
     return fdef
