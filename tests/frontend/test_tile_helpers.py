@@ -120,3 +120,57 @@ def test_a_barrier_in_a_helper_that_cannot_be_inlined_is_named():
                                            r"device function") as e:
         tilejit.compile(_barrier_helper_in_an_expression).get_kernel_source(arch="sm_90a")
     assert "v = _counted(tx)" in str(e.value)
+
+
+# -- a macro handed a fragment, with nothing but T.Parallel loops over it ---------------
+@T.macro
+def rescale(acc, s):
+    """TileLang's flash-attention `Rescale`: an element loop over fragments, no tile op."""
+    for i, j in T.Parallel(64, 64):
+        acc[i, j] *= s[i]
+
+
+@T.macro
+def flush(C, acc, by):
+    T.atomic_add(C[by * 64:(by + 1) * 64, 0:64], acc)
+
+
+@tilejit.kernel
+def rescaled(A, S, B, C):
+    with T.Kernel(2, threads=128) as by:
+        acc = T.alloc_fragment((64, 64), T.float32)
+        s = T.alloc_fragment((64,), T.float32)
+        T.copy(A[by * 64, 0], acc)
+        T.copy(S[by * 64], s)
+        rescale(acc, s)
+        T.copy(acc, B[by * 64, 0])
+        flush(C, acc, by)
+
+
+def _rescaled_inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((128, 64)).astype(np.float32),
+            rng.standard_normal(128).astype(np.float32))
+
+
+def test_a_macro_handed_a_fragment_is_inlined():
+    a, s = _rescaled_inputs()
+    b, c = np.zeros_like(a), np.ones_like(a)
+    rescaled(a, s, b, c)
+    np.testing.assert_array_equal(b, a * s[:, None])
+    np.testing.assert_array_equal(c, 1 + a * s[:, None])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_macro_handed_a_fragment_assembles(arch, ptxas):
+    a, s = _rescaled_inputs()
+    ptxas(rescaled.compile(a, s, a.copy(), a.copy(), target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_macro_handed_a_fragment_on_the_gpu():
+    a, s = _rescaled_inputs(1)
+    b, c = torch.zeros(128, 64, device="cuda"), torch.ones(128, 64, device="cuda")
+    rescaled(torch.from_numpy(a).cuda(), torch.from_numpy(s).cuda(), b, c)
+    np.testing.assert_array_equal(b.cpu().numpy(), a * s[:, None])
+    np.testing.assert_allclose(c.cpu().numpy(), 1 + a * s[:, None], rtol=1e-6)

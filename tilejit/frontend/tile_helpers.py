@@ -65,6 +65,7 @@ class _Inliner:
     def __init__(self, ks):
         self.ks = ks
         self.count = 0
+        self.fragments = None       # the kernel's fragments' names, when first asked
 
     def run(self, node, depth):
         for stmts in statement_lists(node):
@@ -79,8 +80,8 @@ class _Inliner:
             return None
         fn = _helper(resolve_static(stmt.value.func, self.ks.namespace))
         found = fn is not None and function_def_from_file(fn)
-        if not found or not reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
-                                    depth):
+        if not found or not (reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
+                                     depth) or self._passes_fragment(stmt.value)):
             return None
         body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
         self.count += 1
@@ -90,6 +91,24 @@ class _Inliner:
         self.run(module, depth - 1)
         return module.body
 
+
+
+    def _passes_fragment(self, call) -> bool:
+        """Whether the call hands the helper one of the kernel's fragments (TileLang's
+        ``Rescale(acc_o, scores_scale)``, a T.Parallel over them): a fragment is the
+        block's, laid out over its threads, so a device function cannot take it."""
+        if self.fragments is None:
+            self.fragments = {t.id for n in syntax.walk(self.ks.tree)
+                              if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                              and resolve_static(n.value.func, self.ks.namespace)
+                              in _FRAGMENT_ALLOCATIONS
+                              for t in n.targets if isinstance(t, ast.Name)}
+        return any(isinstance(a, ast.Name) and a.id in self.fragments
+                   for a in list(call.args) + [k.value for k in call.keywords])
+
+
+_FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
+                         if hasattr(T, n)}
 
 
 def _tile_op(call, namespace) -> bool:
