@@ -232,7 +232,8 @@ LANGUAGE_DIFFERENCES = {
     "get_swizzle_layout": "TileLang's current form: `(column atom, row, column)`, "
                           "`swizzle_bytes=` 32, 64 or 128",
     "make_mma_swizzle_layout": "as TileLang's, on `get_swizzle_layout`",
-    "PersistentTileScheduler": "its methods become scalar code; no clusters",
+    "PersistentTileScheduler": "its methods become scalar code; no clusters; num_workers "
+                               "defaults to the grid's x extent (TileLang: the SM count)",
     "ClusterKernel": "at most 8 blocks per cluster; each grid extent a multiple of the "
                      "cluster's; sm_90 and newer",
     "copy_cluster": "global → shared multicast (`cluster_mask=`) only, every block of the mask "

@@ -190,6 +190,69 @@ def test_the_scheduler_compiles_for_the_gpu():
     assert "%nctaid.x" in ptx           # the default workers: the grid's x extent
 
 
+# -- TileLang's current form: no name prefix, properties, next_tile(step) -------------
+
+@tilejit.kernel
+def scheduled_owner_now(Owner, Iter, workers: T.constexpr):
+    D0, D1 = Owner.shape
+    with T.Kernel(workers, threads=32) as block_id:
+        sched = T.PersistentTileScheduler(D0, D1, swizzle_size=2, name="sched")
+        sched.init(block_id)
+        while sched.valid():
+            Owner[sched.m_idx, sched.n_idx] = block_id
+            Iter[sched.m_idx, sched.n_idx] = sched.current_iter
+            sched.next_tile(workers)
+
+
+@tilejit.kernel
+def stateless_now(Owner, workers: T.constexpr):
+    """TileLang's stateless form with num_workers positional: read once as the earlier
+    form's (prefix, m, n), it walked a 4×7 domain as 7×workers, leaving tiles unwritten."""
+    D0, D1 = Owner.shape
+    with T.Kernel(workers, threads=32) as block_id:
+        sched = T.PersistentTileScheduler(D0, D1, workers, stateful=False)
+        for w in range(T.ceildiv(D0 * D1, workers)):
+            m, n = sched.coord(workers * w + block_id)
+            if m < D0 and n < D1:
+                Owner[m, n] = block_id
+
+
+def test_tilelangs_current_form_visits_each_tile_once():
+    owner = np.full((9, 10), -1, np.int32)
+    it = np.full((9, 10), -1, np.int32)
+    scheduled_owner_now(owner, it, 7)
+    sched = T.PersistentTileScheduler(9, 10, 7, swizzle_size=2)
+    for index in range(7):
+        sched.init(index)
+        while sched.valid():
+            assert owner[sched.m_idx, sched.n_idx] == index
+            assert it[sched.m_idx, sched.n_idx] == sched.current_iter
+            sched.next_tile()
+    assert (owner >= 0).all()
+    owner = np.full((4, 7), -1, np.int32)
+    stateless_now(owner, 3)
+    np.testing.assert_array_equal(owner.reshape(-1, order="F"), np.arange(28) % 3)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tilelangs_current_form_compiles(arch, ptxas):
+    a = np.zeros((9, 10), np.int32)
+    ptxas(scheduled_owner_now.compile(a, a, 7, target="cuda", arch=arch).ptx, arch)
+    ptxas(stateless_now.compile(a, 3, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_tilelangs_current_form_on_the_gpu_matches_the_simulator():
+    import torch
+    owner, it = np.full((9, 10), -1, np.int32), np.full((9, 10), -1, np.int32)
+    scheduled_owner_now(owner, it, 7)
+    dev_owner = torch.full((9, 10), -1, dtype=torch.int32, device="cuda")
+    dev_it = torch.full((9, 10), -1, dtype=torch.int32, device="cuda")
+    scheduled_owner_now(dev_owner, dev_it, 7)
+    np.testing.assert_array_equal(dev_owner.cpu().numpy(), owner)
+    np.testing.assert_array_equal(dev_it.cpu().numpy(), it)
+
+
 # -- misuse ---------------------------------------------------------------------------
 
 @tilejit.kernel

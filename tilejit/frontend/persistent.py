@@ -24,11 +24,13 @@ pipelined as anywhere else (its stage parities and hoisted indices live inside t
 loop). The wave count is ``ceildiv(total, wave_size)`` (TileLang rounds it up further;
 the extra waves would only be guarded out).
 
-``sched = T.PersistentTileScheduler("sched", m_tiles, n_tiles, num_workers=None,
-swizzle_size=1, column_major=True, cluster_size=1)`` becomes scalar variables
-(``__tj_sched_<name>_<field>``): ``sched.init(w)``, ``sched.next_tile()`` assignments,
-``sched.valid()`` a comparison, ``sched.m_idx[0]``/``n_idx[0]``/``linear_idx[0]``/
-``current_iter[0]`` the variables, ``sched.coord(t)`` the decode of
+``sched = T.PersistentTileScheduler(m_tiles, n_tiles, num_workers=None,
+swizzle_size=1, column_major=True, cluster_size=1, stateful=True, name=None)`` (TileLang's
+earlier form put a name prefix first, ``("sched", m_tiles, …)``: accepted alike) becomes
+scalar variables (``__tj_sched_<name>_<field>``): ``sched.init(w)``,
+``sched.next_tile(step)`` assignments (``step`` by default ``num_workers``),
+``sched.valid()`` a comparison, ``sched.m_idx`` (or the earlier ``sched.m_idx[0]``),
+``n_idx``, ``linear_idx``, ``current_iter`` the variables, ``sched.coord(t)`` the decode of
 ``language/hopper.scheduler_coord`` as an expression. ``num_workers`` defaults to the
 grid's x extent (``__tj_grid_dim(0)``) divided by ``cluster_size``.
 """
@@ -42,6 +44,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import GRID_DIM
+from tilejit.language.hopper import scheduler_signature
 
 _WAVES = """
 {P}_d0 = __D0__
@@ -214,10 +217,15 @@ class _PersistentForms(syntax.NodeTransformer):
             raise self.error("T.PersistentTileScheduler(...) must be assigned to one name",
                              node)
         var = node.targets[0].id
-        args = _bind(T.PersistentTileScheduler, node.value, self.error,
-                     "T.PersistentTileScheduler(prefix, num_m_tiles, num_n_tiles, "
-                     "num_workers=None, swizzle_size=1, column_major=True, cluster_size=1, "
-                     "stateful=True)")
+        call = node.value
+        if call.args and isinstance(call.args[0], ast.Constant) and \
+                isinstance(call.args[0].value, str):
+            # TileLang's earlier form, a name prefix first: the same scheduler
+            call = ast.copy_location(ast.Call(call.func, call.args[1:], call.keywords), call)
+        args = _bind(scheduler_signature, call, self.error,
+                     "T.PersistentTileScheduler(num_m_tiles, num_n_tiles, num_workers=None, "
+                     "swizzle_size=1, column_major=True, cluster_size=1, stateful=True, "
+                     "name=None)")
         args = {k: self.visit(v) for k, v in args.items()}
         column_major = args.get("column_major", ast.Constant(True))
         if not isinstance(column_major, ast.Constant):
@@ -278,8 +286,8 @@ __tj_m_tiles = (__M__ + __CLUSTER__ - 1) // __CLUSTER__
         pair = [fast, slow] if s["column_major"] else [slow, fast]
         return ast.Tuple(pair, ast.Load())
 
-    def _advance(self, s, node, first=None):
-        """``init(first)`` (``first`` given) or ``next_tile()``: the assignments."""
+    def _advance(self, s, node, first=None, step=None):
+        """``init(first)`` (``first`` given) or ``next_tile(step)``: the assignments."""
         def store(f):
             return ast.Name(s[f], ast.Store())
 
@@ -287,7 +295,8 @@ __tj_m_tiles = (__M__ + __CLUSTER__ - 1) // __CLUSTER__
             return ast.Name(s[f], ast.Load())
         if first is None:
             count = ast.BinOp(load("iter"), ast.Add(), ast.Constant(1))
-            linear = ast.BinOp(load("linear"), ast.Add(), load("workers"))
+            linear = ast.BinOp(load("linear"), ast.Add(),
+                               load("workers") if step is None else step)
         else:
             count, linear = ast.Constant(0), first
         out = [ast.Assign([store("iter")], count), ast.Assign([store("linear")], linear),
@@ -305,10 +314,11 @@ __tj_m_tiles = (__M__ + __CLUSTER__ - 1) // __CLUSTER__
                         raise self.error(f"{call.func.value.id}.init(worker_id) takes one "
                                          "argument", node)
                     return self._advance(s, node, self.visit(call.args[0]))
-                if call.args or call.keywords:
-                    raise self.error(f"{call.func.value.id}.next_tile() takes no arguments",
-                                     node)
-                return self._advance(s, node)
+                if len(call.args) > 1 or call.keywords:
+                    raise self.error(f"{call.func.value.id}.next_tile(step) takes the step "
+                                     "(by default the scheduler's num_workers)", node)
+                step = self.visit(call.args[0]) if call.args else None
+                return self._advance(s, node, step=step)
         return self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -341,6 +351,14 @@ __tj_m_tiles = (__M__ + __CLUSTER__ - 1) // __CLUSTER__
             if not isinstance(node.ctx, ast.Load):
                 raise self.error(f"{ast.unparse(node)}: the scheduler's state changes only "
                                  "through init() and next_tile()", node)
+            return ast.copy_location(ast.Name(s[field], ast.Load()), node)
+        return self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        # TileLang's current form reads the state as properties: sched.m_idx
+        s = self._scheduler_of(node)
+        field = _SCHEDULER_FIELDS.get(node.attr)
+        if s is not None and field is not None and isinstance(node.ctx, ast.Load):
             return ast.copy_location(ast.Name(s[field], ast.Load()), node)
         return self.generic_visit(node)
 

@@ -12,6 +12,8 @@ them yet (``frontend/explicit_sync.py`` refuses them with the line).
 """
 from __future__ import annotations
 
+import inspect
+
 from tilejit.language._semantics import meaning
 
 WARPGROUP_THREADS = 128        # one T.ws role: warps 4k … 4k+3
@@ -106,15 +108,24 @@ def scheduler_coord(tile: int, primary: int, secondary: int, swizzle: int,
     return (fast, slow) if column_major else (slow, fast)
 
 
+def scheduler_signature(num_m_tiles, num_n_tiles, num_workers=None, swizzle_size=1,
+                        column_major=True, cluster_size=1, stateful=True, name=None):
+    """``T.PersistentTileScheduler``'s parameters, as TileLang has them now (its earlier
+    form put a name prefix first; that string is dropped before binding)."""
+
+
 class PersistentTileScheduler:
     """TileLang's persistent tile scheduler over an ``num_m_tiles × num_n_tiles`` grid:
 
-        sched = T.PersistentTileScheduler("sched", m_blocks, n_blocks, swizzle_size=8)
+        sched = T.PersistentTileScheduler(m_blocks, n_blocks, swizzle_size=8)
         sched.init(block_id)
         while sched.valid():
-            bx, by = sched.m_idx[0], sched.n_idx[0]
+            bx, by = sched.m_idx, sched.n_idx
             ...
             sched.next_tile()
+
+    (TileLang's earlier form, ``("sched", m_blocks, …)`` with ``sched.m_idx[0]``, is
+    accepted alike.)
 
     Worker ``w`` takes linear tiles ``w, w + num_workers, …``, decoded by
     ``scheduler_coord``; ``sched.coord(t)`` is that decode, ``sched.current_iter[0]``
@@ -125,12 +136,22 @@ class PersistentTileScheduler:
     rank in its cluster). In a kernel the front end rewrites the object into scalar
     variables (``frontend/persistent.py``); run as Python it is this class."""
 
-    def __init__(self, prefix, num_m_tiles, num_n_tiles, num_workers=None, swizzle_size=1,
-                 column_major=True, cluster_size=1, stateful=True):
+    def __init__(self, *args, **kwargs):
+        # TileLang's earlier form put a name prefix first
+        self._legacy = bool(args) and isinstance(args[0], str)
+        if self._legacy:
+            kwargs.setdefault("name", args[0])
+            args = args[1:]
+        p = inspect.signature(scheduler_signature).bind(*args, **kwargs)
+        p.apply_defaults()
+        (num_m_tiles, num_n_tiles, num_workers, swizzle_size, column_major, cluster_size,
+         name) = (p.arguments[k] for k in ("num_m_tiles", "num_n_tiles", "num_workers",
+                                           "swizzle_size", "column_major", "cluster_size",
+                                           "name"))
         if num_workers is None:
             raise ValueError("T.PersistentTileScheduler: outside a kernel num_workers must be "
                              "given (in a kernel it defaults to the grid's x extent)")
-        self.prefix = prefix
+        self.name = name
         m_tiles = -(-int(num_m_tiles) // int(cluster_size))
         self.primary, self.secondary = ((m_tiles, int(num_n_tiles)) if column_major
                                         else (int(num_n_tiles), m_tiles))
@@ -138,24 +159,31 @@ class PersistentTileScheduler:
         self.num_workers = int(num_workers)
         self.swizzle_size = int(swizzle_size)
         self.column_major = bool(column_major)
-        self.m_idx, self.n_idx, self.linear_idx, self.current_iter = [0], [0], [0], [0]
+        self._m, self._n, self._linear, self._iter = [0], [0], [0], [0]
+
+    # the state: TileLang's properties (sched.m_idx), or in the earlier form one-element
+    # arrays (sched.m_idx[0])
+    m_idx = property(lambda self: self._m if self._legacy else self._m[0])
+    n_idx = property(lambda self: self._n if self._legacy else self._n[0])
+    linear_idx = property(lambda self: self._linear if self._legacy else self._linear[0])
+    current_iter = property(lambda self: self._iter if self._legacy else self._iter[0])
 
     def coord(self, tile_id):
         return scheduler_coord(tile_id, self.primary, self.secondary, self.swizzle_size,
                                self.column_major)
 
     def init(self, worker_id):
-        self.current_iter[0] = 0
-        self.linear_idx[0] = worker_id
-        self.m_idx[0], self.n_idx[0] = self.coord(worker_id)
+        self._iter[0] = 0
+        self._linear[0] = worker_id
+        self._m[0], self._n[0] = self.coord(worker_id)
 
-    def next_tile(self):
-        self.current_iter[0] += 1
-        self.linear_idx[0] += self.num_workers
-        self.m_idx[0], self.n_idx[0] = self.coord(self.linear_idx[0])
+    def next_tile(self, step=None):
+        self._iter[0] += 1
+        self._linear[0] += self.num_workers if step is None else int(step)
+        self._m[0], self._n[0] = self.coord(self._linear[0])
 
     def valid(self):
-        return self.linear_idx[0] < self.total
+        return self._linear[0] < self.total
 
 
 # -- mbarriers, TMA, warpgroup roles --------------------------------------------------
