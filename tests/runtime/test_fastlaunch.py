@@ -389,3 +389,31 @@ def test_the_monomorphic_launch_is_configured_once_per_stream():
     current[0] = 9
     fast.launch(a)
     assert launcher.calls[-1] == ((3, 1, 1), (64, 1, 1), 128, 9, (a.data_ptr(), 8, 1))
+
+
+def test_a_typed_scalar_takes_the_fast_path_and_its_type_is_checked():
+    """TileLang's `s: T.float32` arrives as a numpy float32 (tilelang/classic.py): a
+    scalar of the fast path, packed as given; a Python float there is another type (the
+    kernel's key says float32, a Python float is a weak one) and misses."""
+    import struct
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    class CudaTensor(FakeTensor):
+        is_cuda = True
+
+        def dim(self):
+            return len(self.shape)
+
+    kernel = SimpleNamespace(_const_flags=(False, False))
+    x = CudaTensor(4096, (5,), (1,))
+    kinds = param_kinds(kernel, (x, np.float32(0.5)), CudaTensor)
+    assert kinds == [("tensor", 1), ("scalar", 0)]
+    fast = FastLauncher(kinds, CudaTensor, {1: np.float32})
+    launcher = FakeLauncher()
+    fast.remember((x, np.float32(0.5)), launcher, (1, 1, 1), 32, 0, (lambda s: s, 0))
+    assert fast.launch(x, np.float32(0.5)) is None
+    assert launcher.calls[-1][4] == (4096, 5, 1, np.float32(0.5))
+    assert fast.launch(x, 0.5) is fast.MISS
+    assert struct.pack("f", np.float32(0.5)) == struct.pack("f", 0.5)

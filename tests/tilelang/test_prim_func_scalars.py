@@ -55,3 +55,55 @@ def test_an_annotation_that_is_neither_is_still_refused():
         @T.prim_func
         def bad(A: T.Tensor((4,), T.float32), n: int):
             pass
+
+
+# -- a scalar is its annotation's dtype: float32 times float16 computes in float32 ------
+def scaled(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float16), Y: T.Tensor((N,), T.float32), alpha: T.float32,
+             shift: T.int32):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(N):
+                Y[i] = alpha * X[i] + shift
+    return main
+
+
+@tilelang.jit
+def scaled_eager(X, alpha: T.float32):
+    N = T.const("N")
+    X: T.Tensor[(N,), T.float16]
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(N):
+            Y[i] = alpha * X[i]
+    return Y
+
+
+def _threes(device="cpu"):
+    return torch.full((128,), 3.0, dtype=torch.float16, device=device)
+
+
+def test_a_float32_scalar_times_a_float16_element_is_float32():
+    """A Python float for `alpha: T.float32` was a weak float: 3 · 1.0001 was rounded to
+    float16 (3.0) where TileLang's float32 variable gives 3.0003."""
+    y = torch.zeros(128)
+    tilelang.compile(scaled(128))(_threes(), y, 1.0001, 2)
+    assert y[0].item() == pytest.approx(5.0003, abs=1e-6)
+    assert scaled_eager(_threes(), 1.0001)[0].item() == pytest.approx(3.0003, abs=1e-6)
+
+
+def test_an_eager_programs_typed_scalar_is_a_run_time_value():
+    """It was made a compile-time constant: each value compiled a kernel of its own."""
+    scaled_eager(_threes(), 1.5)
+    scaled_eager(_threes(), 2.5)
+    assert len(scaled_eager.kernel._cache) == 1
+    with pytest.raises(ValueError, match="'shift': 4294967296 does not fit in int32"):
+        tilelang.compile(scaled(128))(_threes(), torch.zeros(128), 1.0, 2 ** 32)
+
+
+@pytest.mark.gpu
+def test_typed_scalars_on_the_gpu():
+    y = torch.zeros(128, device="cuda")
+    tilelang.compile(scaled(128))(_threes("cuda"), y, 1.0001, 2)
+    assert y[0].item() == pytest.approx(5.0003, abs=1e-6)
+    assert scaled_eager(_threes("cuda"), 1.0001)[0].item() == pytest.approx(3.0003, abs=1e-6)

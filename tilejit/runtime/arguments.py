@@ -239,6 +239,23 @@ def launch_stream(tensors, device: int, torch_tensor) -> tuple[int, list]:
     return stream, [s for s in named if s != stream]
 
 
+def typed_scalar(name: str, value, dtype):
+    """A scalar parameter's value in its annotation's dtype (``alpha: T.float32`` is a
+    float32 in the kernel, as TileLang's typed variable: ``alpha * x`` of a float16 x is
+    computed in float32, not rounded to float16 as a Python float's would be); bool and
+    the dtypes numpy has no scalar of stay as given."""
+    if dtype.name not in _NUMPY_SCALARS or isinstance(value, (bool, np.bool_)):
+        return value
+    kind = np.dtype(dtype.name)
+    if kind.kind in "iu" and not np.iinfo(kind).min <= int(value) <= np.iinfo(kind).max:
+        raise ValueError(f"argument {name!r}: {value} does not fit in {dtype.name}")
+    return kind.type(value)
+
+
+_NUMPY_SCALARS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                  "uint8", "uint16", "uint32", "uint64")
+
+
 def scalar_key(name: str, value):
     """The type key of a run-time scalar argument."""
     if isinstance(value, (bool, np.bool_)):

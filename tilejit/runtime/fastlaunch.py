@@ -18,6 +18,8 @@ the entry's shapes and strides.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tilejit.runtime.arguments import is_compile_time_value
 
 _MAX_ENTRIES = 4096
@@ -35,6 +37,10 @@ def _packed_torch() -> tuple:
     import sys
     torch = sys.modules.get("torch")
     return tuple(getattr(torch, n) for n in ("float4_e2m1fn_x2",) if hasattr(torch, n))
+
+
+_NUMPY_SCALARS = frozenset((np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                            np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
 
 
 def param_kinds(kernel, values, tensor_type=None):
@@ -62,8 +68,8 @@ def param_kinds(kernel, values, tensor_type=None):
             kinds.append(("const", 1 if integers and name in integers else 0))
         elif type(v) in tensor_type and v.is_cuda and v.dtype not in packed:
             kinds.append(("tensor", v.dim()))
-        elif type(v) in (int, float, bool):
-            kinds.append(("scalar", 0))
+        elif type(v) in (int, float, bool) or type(v) in _NUMPY_SCALARS:
+            kinds.append(("scalar", 0))     # (a typed scalar: a TileLang `s: T.float32`)
         else:
             return None
     return kinds

@@ -21,7 +21,8 @@ import numpy as np
 from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit.frontend.analysis import unread_params
-from tilejit.runtime.arguments import DevicePointer, TensorSpec, as_declared, as_tensor_arg
+from tilejit.runtime.arguments import (DevicePointer, TensorSpec, as_declared, as_tensor_arg,
+                                       typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
@@ -280,7 +281,9 @@ class CompiledPrimFunc(KernelConveniences):
         if any(v is None for v in values):
             values = self._null_pointers(values, sizes)
         values = [_pointer(name, v) if getattr(self.prim.annotations[name], "pointer", False)
-                  else v if getattr(self.prim.annotations[name], "scalar", False) or v is None
+                  else typed_scalar(name, v, self.prim.annotations[name].dtype)
+                  if getattr(self.prim.annotations[name], "scalar", False)
+                  else v if v is None
                   else as_declared(v, self.prim.annotations[name].dtype)
                   for name, v in zip(params, values)]
         # host outputs (the simulator's) hold torch.empty's garbage: it reports reading

@@ -34,7 +34,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
-from tilejit.runtime.arguments import TensorSpec, as_declared, as_tensor_arg
+from tilejit.runtime.arguments import TensorSpec, as_declared, as_tensor_arg, typed_scalar
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
@@ -175,13 +175,22 @@ class _Desugared:
             if name not in params:
                 raise CompileError(f"annotated tensor {name!r} is not a parameter",
                                    self.filename, fdef.lineno)
+        # a scalar annotated with its dtype (`alpha: T.float32`) is a run-time value, as
+        # TileLang's typed variable; any other parameter specializes the kernel
         for a in fdef.args.args:
-            a.annotation = None if a.arg in self.tensors else ast.Attribute(
+            runtime = a.arg in self.tensors or self._is_scalar_annotation(a.annotation)
+            a.annotation = None if runtime else ast.Attribute(
                 ast.Name("T", ast.Load()), "constexpr", ast.Load())
         fdef.body = body
         fdef.decorator_list = []
         self.fdef = syntax.fix_missing_locations(fdef)
         self.params = params
+
+    def _is_scalar_annotation(self, annotation) -> bool:
+        if annotation is None:
+            return False
+        value = resolve_static(annotation, self.namespace)
+        return isinstance(value, DType) and value.held
 
     def _is_tensor_annotation(self, annotation) -> bool:
         """``T.Tensor(shape, dtype)`` / ``T.Tensor[shape, dtype]`` / ``T.Buffer(...)``."""
@@ -269,6 +278,10 @@ class JitFunction:
                                sugar.filename, sugar.fdef.lineno)
         self._checks = {}       # compile-time settings -> evaluated annotations
         self._checked = {}      # _call_key of a call that passed the checks -> _argument_order
+        # scalar parameter -> its annotation's dtype (`alpha: T.float32` in the signature;
+        # one annotated in the body when its annotations are evaluated)
+        self._scalars = {n: a for n, a in getattr(func, "__annotations__", {}).items()
+                         if isinstance(a, DType) and a.held}
         self._tensor_names = frozenset(sugar.tensors)
         self._tensor_positions = frozenset(i for i, p in enumerate(sugar.params)
                                            if p in self._tensor_names)
@@ -344,7 +357,9 @@ class JitFunction:
                     raise TypeError(f"argument {name!r} (annotated at line {line}): "
                                     f"{e}") from None
             if isinstance(spec, DType) and spec.held:
-                continue            # a scalar parameter (`n: T.int32`): passed as it is
+                # a scalar parameter (`n: T.int32`): passed in its dtype
+                self._scalars[name] = spec
+                continue
             if not isinstance(spec, TensorAnnotation):
                 raise TypeError(f"line {line}: annotation of {name!r} is not T.Tensor/T.Buffer "
                                 f"or a scalar dtype (T.int32)")
@@ -422,6 +437,9 @@ class JitFunction:
                     self._checked.clear()
                 self._checked[key] = order
         values = [args[i] if i >= 0 else kwargs.get(p, d) for i, p, d in order]
+        if self._scalars:
+            values = [typed_scalar(p, v, self._scalars[p]) if p in self._scalars else v
+                      for v, (_, p, _) in zip(values, order)]
         if self._packed_names:      # byte tensors of float4_e2m1fn parameters
             values = [as_declared(v, self._packed_names[p]) if p in self._packed_names
                       else v for v, (_, p, _) in zip(values, order)]
