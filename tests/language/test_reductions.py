@@ -1144,14 +1144,36 @@ def test_gpu_row_kernels_awkward_widths(N):
     torch.testing.assert_close(y.double(), ref, rtol=0, atol=2e-2)
 
 
-def test_unreducible_width_is_a_clear_error():
-    x = np.zeros((64, 1000), np.float16)
-    with pytest.raises(tilejit.CompileError) as e:
-        softmax.compile(x, x, target="cuda", arch="sm_90a")
-    msg = str(e.value)
-    assert "a row of 1000 elements over 256 threads" in msg
-    assert "a multiple of the thread count or a power of two" in msg and "online_softmax" in msg
-    assert "softmax.py" in msg                 # the kernel's file and line
+@pytest.mark.parametrize("N", [1000, 96, 200])
+def test_widths_the_threads_do_not_divide(N, tmp_path):
+    """A row of 1000 (or 96, 200) elements on 256 threads: spread over a power-of-two
+    group of threads that divides it (8, 32, 8), rows dealt to the groups and the rest
+    of the block holding replicas; it was refused ("a row of 1000 elements over 256
+    threads")."""
+    x = _x((64, N), seed=33)
+    y = torch.zeros_like(x)
+    softmax_sim(x, y)
+    torch.testing.assert_close(y.double(), _softmax_ref(x), rtol=0, atol=2e-3)
+    ptx = softmax.compile(x.numpy(), x.numpy(), target="cuda", arch="sm_90a").ptx
+    assert "shfl.sync.bfly" in ptx
+    if PTXAS is not None:
+        path = tmp_path / "softmax.ptx"
+        path.write_text(ptx)
+        out = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(path), "-o", str(path) + ".o"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and "0 bytes spill stores" in out.stderr, out.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N", [1000, 96, 200])
+def test_gpu_widths_the_threads_do_not_divide(N):
+    x = _x((333, N), seed=34, device="cuda")
+    y = torch.zeros_like(x)
+    softmax(x, y)
+    torch.testing.assert_close(y.double().cpu(), _softmax_ref(x), rtol=0, atol=2e-3)
+    sim = torch.zeros_like(x).cpu()
+    softmax_sim(x.cpu(), sim)
+    torch.testing.assert_close(y.cpu(), sim, rtol=0, atol=1e-3)
 
 
 @tilejit.kernel

@@ -149,12 +149,30 @@ def _divided_by(c, N=32, K=32, packed=16):
 @pytest.mark.parametrize("c, K, packed, message", [
     (3, 32, 16, "not a multiple of 3"),
     (4, 32, 16, r"which gives the shape \(32, 8\)"),
-    (3, 96, 32, "cannot be grouped by that quotient"),
 ])
 def test_a_quotient_the_fragment_cannot_follow_is_a_compile_error(c, K, packed, message):
     with pytest.raises(tilejit.CompileError, match=message):
         tilejit.compile(_divided_by(c, K=K, packed=packed),
                         out_idx=[1]).get_kernel_source(arch="sm_90a")
+
+
+def test_a_quotient_over_a_row_the_threads_do_not_divide(ptxas):
+    """`B_local[i, j // 3]` over 96 columns on 128 threads: no distribution of the
+    block's threads groups the columns by 3 (it was refused); a row per thread, the
+    rows dealt to 32 threads and held four times over, does."""
+    b = torch.randint(0, 255, (32, 32), dtype=torch.uint8)
+    c = tilejit.compile(_divided_by(3, K=96, packed=32), out_idx=[1], target="sim")(b)
+    torch.testing.assert_close(c, b.repeat_interleave(3, dim=1), rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(_divided_by(3, K=96, packed=32), out_idx=[1])
+              .get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_a_quotient_over_a_row_the_threads_do_not_divide_on_the_gpu():
+    b = torch.randint(0, 255, (32, 32), dtype=torch.uint8)
+    c = tilejit.compile(_divided_by(3, K=96, packed=32), out_idx=[1])(b.cuda())
+    torch.testing.assert_close(c.cpu(), b.repeat_interleave(3, dim=1), rtol=0, atol=0)
 
 
 def _elementwise(fn, dtype):
