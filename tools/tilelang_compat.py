@@ -166,6 +166,10 @@ LANGUAGE_DIFFERENCES = {
                 "`annotations=` are accepted as scheduling hints and not used: tilejit lays "
                 "the loop out itself (the results are the same, the PTX that of the loop "
                 "without them); a `T.Fragment` may be a compile-time argument",
+    "Pipelined": "`order=`/`stage=` with one entry per statement schedule the loop; with "
+                 "`group=` (entries per group of TileLang's lowered statements) the three "
+                 "are a hint not used: the copies to run ahead are found as without them "
+                 "(the results are the same)",
     "alloc_barrier": _EXPLICIT_SYNC, "mbarrier_arrive": _EXPLICIT_SYNC,
     "mbarrier_wait_parity": _EXPLICIT_SYNC, "tma_copy": _EXPLICIT_SYNC, "ws": _EXPLICIT_SYNC,
     "WarpSpecialize": _EXPLICIT_SYNC,

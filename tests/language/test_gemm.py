@@ -235,6 +235,37 @@ def test_explicit_pipeline_schedule():
     assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group \t1;" in ptx
 
 
+@tilejit.kernel
+def gemm_grouped_schedule(A, B, C, block_M: T.constexpr = 64, block_N: T.constexpr = 64,
+                          block_K: T.constexpr = 32):
+    """TileLang's wgmma FlashAttention writes order=/stage= per group of its lowered
+    statements, `group=[[...], ...]`: a hint, the copies found as without it."""
+    M, K = A.shape
+    N = B.shape[1]
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), A.dtype)
+        B_s = T.alloc_shared((block_K, block_N), B.dtype)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3, order=[-1, 0, 1],
+                             stage=[-1, 0, 1], group=[[0], [1], [2]]):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+
+
+def test_a_grouped_schedule_is_a_hint():
+    a, b, A, B = _inputs(130, 70, 200, "float16", False, False)
+    c = torch.zeros(130, 70)
+    gemm_grouped_schedule(A, B, c)
+    _check(c, a, b, "float16", "float32", 200)
+    grouped = gemm_grouped_schedule.compile(A, B, c, target="cuda", arch="sm_80").ptx
+    scheduled = gemm_scheduled.compile(A, B, c, target="cuda", arch="sm_80").ptx
+    assert "cp.async.cg.shared.global" in grouped and "cp.async.wait_group \t1;" in grouped
+    assert grouped.count("cp.async.cg") == scheduled.count("cp.async.cg")
+
+
 def test_a_schedule_that_runs_compute_ahead_is_an_error():
     @tilejit.kernel
     def bad(A, B, C):

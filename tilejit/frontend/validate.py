@@ -46,9 +46,11 @@ def check_supported(ks: KernelSource) -> None:
         rewrite_reducers(copy.deepcopy(ks.tree), dict(ks.namespace), ks.error)
     # a list or dict written as a call's argument is a compile-time value: a tile shape
     # `[block_M, dim]`, the mapping of T.annotate_layout
-    call_args = {id(a) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
+    # (and the lists inside it: T.Pipelined's group=[[0], [1, 2]])
+    call_args = {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                  for a in node.args + [k.value for k in node.keywords]
-                 if isinstance(a, (ast.List, ast.Dict))}
+                 if isinstance(a, (ast.List, ast.Dict))
+                 for n in syntax.walk(a) if isinstance(n, (ast.List, ast.Dict))}
     # T.alloc_barrier([128, 128] * stages): the arrival counts, compile-time too
     call_args |= {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier

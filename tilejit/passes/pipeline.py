@@ -42,7 +42,9 @@ ldmatrix) — unless a consumer may ``continue``, which would skip the advance.
 
 ``stage=[...]`` and ``order=[...]`` (one entry per top-level statement of the body) give
 the schedule explicitly: statements of stage 0 are the producers when some statement has
-a later stage, and ``order`` is the order of the statements in the steady state.
+a later stage, and ``order`` is the order of the statements in the steady state. With
+``group=[[...], ...]`` (entries per group of TileLang's lowered statements) the three are
+a hint left out: the producers are found as without them.
 """
 from __future__ import annotations
 
@@ -185,6 +187,13 @@ class _Pipeliner(syntax.NodeTransformer):
         opts.update({k.arg: k.value for k in it.keywords})
         # TileLang's loop annotations (hints to its lowering) mean nothing here
         opts.pop("annotations", None)
+        if opts.get("group") is not None and not (isinstance(opts["group"], ast.Constant)
+                                                  and opts["group"].value is None):
+            # order=/stage= per group of statements (TileLang's wgmma FlashAttention,
+            # its groups counted over its own lowered statements): a schedule hint; the
+            # producers are found as without them, the results the same
+            for k in ("order", "stage", "group"):
+                opts.pop(k, None)
         values = {}
         for k, v in opts.items():
             try:
