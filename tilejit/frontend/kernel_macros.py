@@ -121,9 +121,19 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     missing = [p for p in params if p not in bound]
     if missing:
         raise error(f"missing argument(s) {', '.join(missing)}")
-    for p, value in bound.items():
-        if not isinstance(value, (ast.Name, ast.Constant)):
-            raise error(f"argument {p} is `{ast.unparse(value)}`; pass a name or a constant")
+    # an argument computed at the call (`load_rows(X, xf, bx * block_M)`): bound to a
+    # name of its own before the body, evaluated once where the call is, as Python
+    # evaluates it; a region (`A[r, 0:n]`) is passed as written, a tile operand
+    arguments = []
+    for p, value in list(bound.items()):
+        if isinstance(value, (ast.Name, ast.Constant)) or any(
+                isinstance(n, ast.Slice) for n in syntax.walk(value)) or not any(
+                isinstance(n, ast.Name) for n in syntax.walk(value)):
+            continue                # (an expression of constants: as written)
+        fresh = f"__tj_{name}_{p}_{stmt.lineno}_{stmt.col_offset}"
+        arguments.append(ast.copy_location(
+            ast.Assign([ast.Name(fresh, ast.Store())], value), stmt))
+        bound[p] = ast.Name(fresh, ast.Load())
     assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
     if assigned & set(params):
@@ -152,4 +162,4 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     if returns and isinstance(stmt, ast.Expr):
         body = body[:-1]                # the kernel does not return what the helper does
     renamed = SubstituteLoads(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
-    return renamed.body
+    return arguments + renamed.body
