@@ -116,7 +116,7 @@ def gemv_allreduce(A, B, BLOCK_N: int, reduce_threads: int, dtype: T.dtype = T.f
                 C_accum[0] += A_local[k].astype(accum_dtype) * B_local[k].astype(accum_dtype)
         C_reduced = T.alloc_local((1,), accum_dtype)
         with T.attr(
-            T.comm_reducer(lambda x, y: x + y, [T.cast(0, accum_dtype)]),
+            T.comm_reducer(lambda x, y: x + y, [T.Cast(accum_dtype, 0)]),  # TVM order
             "reduce_scope",
             T.reinterpret(T.uint64(0), dtype="handle"),
         ):

@@ -201,6 +201,10 @@ class _AllReduces(syntax.NodeTransformer):
         identity = ident.elts[0]
         if _is(identity, T.cast, self.namespace) and len(identity.args) == 2:
             dtype = identity.args[1]
+        elif _is(identity, T.Cast, self.namespace) and len(identity.args) == 2:
+            # TVM's tir.Cast(dtype, value), as TileLang's GEMV example writes the identity
+            dtype = identity.args[0]
+            identity = self.t("cast", identity.args[1], dtype)
         elif isinstance(identity, ast.Call) and len(identity.args) == 1 and \
                 isinstance(identity.func, (ast.Name, ast.Attribute)) and \
                 isinstance(resolve_static(identity.func, self.namespace), (DType, type(None))):
@@ -208,7 +212,8 @@ class _AllReduces(syntax.NodeTransformer):
             dtype = identity.func
             identity = self.t("cast", identity.args[0], dtype)
         else:
-            raise self.error("T.comm_reducer: the identity must name its dtype, "
+            raise self.error("T.comm_reducer: the identity must name its dtype, T.Cast(dtype, "
+                             "value), "
                              "T.cast(value, dtype) or dtype(value) (the reduction's dtype), "
                              f"got {ast.unparse(identity)}", identity)
         return fn, identity, dtype
