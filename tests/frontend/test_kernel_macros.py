@@ -198,3 +198,46 @@ def test_on_the_gpu():
     assert out.is_cuda and torch.equal(out.cpu(), -a[:4])
     with pytest.raises(AssertionError, match="M must be even"):
         negate(a[:3].cuda())
+
+
+# -- two macros, each a kernel, called in turn (TileLang's split-and-combine decoders) --
+def _split_and_combine(n=256):
+    @T.macro
+    def split(A: T.Tensor([n], "float32"), Partial: T.Tensor([2, n // 2], "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(n // 2):
+                Partial[bx, i] = A[bx * (n // 2) + i] * 2.0
+
+    @T.macro
+    def combine(Partial: T.Tensor([2, n // 2], "float32"), B: T.Tensor([n // 2], "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n // 2):
+                B[i] = Partial[0, i] + Partial[1, i]
+
+    @T.prim_func
+    def main(A: T.Tensor([n], "float32"), Partial: T.Tensor([2, n // 2], "float32"),
+             B: T.Tensor([n // 2], "float32")):
+        split(A, Partial)
+        combine(Partial, B)
+    return main
+
+
+def test_two_macros_each_a_kernel_are_launched_in_turn():
+    import tilejit as tilelang
+    a = np.random.default_rng(2).standard_normal(256).astype(np.float32)
+    kernel = tilelang.compile(_split_and_combine(), out_idx=[2], target="sim")
+    b = kernel(a, np.zeros((2, 128), np.float32))
+    np.testing.assert_allclose(b, (a[:128] + a[128:]) * 2.0, rtol=1e-6)
+    source = tilelang.compile(_split_and_combine(), out_idx=[2]).get_kernel_source(
+        arch="sm_90a")
+    assert source.count(".entry") == 2
+
+
+@pytest.mark.gpu
+def test_two_macros_each_a_kernel_on_the_gpu():
+    import torch
+    import tilejit as tilelang
+    a = np.random.default_rng(3).standard_normal(256).astype(np.float32)
+    kernel = tilelang.compile(_split_and_combine(), out_idx=[2])
+    b = kernel(torch.from_numpy(a).cuda(), torch.zeros(2, 128, device="cuda"))
+    np.testing.assert_allclose(b.cpu().numpy(), (a[:128] + a[128:]) * 2.0, rtol=1e-6)

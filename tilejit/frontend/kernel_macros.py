@@ -77,6 +77,16 @@ def inline_kernel_macros(ks) -> None:
             return
 
 
+def launching_call(stmt, namespace) -> bool:
+    """Whether ``stmt`` is a call statement of a helper (or ``@T.macro``) that holds a
+    ``with T.Kernel`` block (TileLang's split-and-combine decoders call two in turn)."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    fn = _helper_function(resolve_static(stmt.value.func, namespace))
+    found = fn is not None and function_def_from_file(fn)
+    return bool(found) and _holds_launch(found[1], fn, _DEPTH)
+
+
 def _holds_launch(fdef, fn, depth) -> bool:
     """Whether a helper's body holds the launch, itself or through a helper it calls."""
     if _launches(fdef.body):

@@ -28,6 +28,7 @@ import inspect
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
+from tilejit.frontend.kernel_macros import launching_call
 from tilejit.frontend.rewrite import materialize
 from tilejit.frontend.source import (_function_def, function_namespace, is_launch,
                                      resolve_static)
@@ -37,8 +38,11 @@ from tilejit.runtime.arguments import as_tensor_arg
 
 
 def _launch(stmt, namespace) -> bool:
+    """A ``with T.Kernel`` block, or the call of a macro that holds one (its kernel is
+    compiled from that call: ``frontend/kernel_macros.py`` inlines it)."""
     return isinstance(stmt, ast.With) and any(is_launch(item.context_expr, namespace)
-                                              for item in stmt.items)
+                                              for item in stmt.items) or \
+        launching_call(stmt, namespace)
 
 
 def _scratch(stmt, namespace):
