@@ -103,6 +103,24 @@ def test_a_kernel_built_around_one_names_it_not_the_missing_t_kernel():
     assert info.value.lineno == make.__code__.co_firstlineno + 3
 
 
+def test_a_with_block_of_one_names_it():
+    """`with T.If(c), T.Then():` (TVM's script) says T.If is not supported, not that a
+    `with` block is unsupported."""
+    def make():
+        @tilejit.kernel
+        def guarded(A, B):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(128):
+                    with T.If(i < 64), T.Then():
+                        B[i] = A[i]
+        return guarded
+    with pytest.raises(tilejit.CompileError) as info:
+        make()
+    assert str(info.value).startswith("T.If (tilelang.language.If in TileLang) is not "
+                                      "supported by tilejit")
+    assert info.value.lineno == make.__code__.co_firstlineno + 5
+
+
 def _extern_in_a_macro():
     @T.macro
     def dequantize(packed, out):

@@ -92,6 +92,11 @@ def check_supported(ks: KernelSource) -> None:
                                "such as A[i] or tile[i, j])", node)
             if isinstance(node, ast.With) and node is not launch and not is_ws(node,
                                                                               ks.namespace):
+                for item in node.items:         # `with T.If(c), T.Then():` names itself
+                    for n in syntax.walk(item.context_expr):
+                        if isinstance(n, ast.Attribute) and not hasattr(_language, n.attr) \
+                                and resolve_static(n.value, ks.namespace) is _language:
+                            raise ks.error(_unknown_language_name(n), n)
                 raise ks.error("unsupported in a kernel: a `with` block other than "
                                "`with T.Kernel(...)` and `with T.ws(...)`", node)
             if isinstance(node, ast.While) and node.orelse or (
