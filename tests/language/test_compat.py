@@ -103,6 +103,18 @@ def test_a_kernel_built_around_one_names_it_not_the_missing_t_kernel():
     assert info.value.lineno == make.__code__.co_firstlineno + 3
 
 
+def test_a_tilelang_module_swapped_by_hand_is_tilejits():
+    """`from tilelang.layout import make_swizzled_layout` with "tilelang" replaced by
+    "tilejit": the module tilejit keeps for it, tilejit.tilelang.layout."""
+    import importlib
+    layout = importlib.import_module("tilejit.layout")
+    assert layout is importlib.import_module("tilejit.tilelang.layout")
+    from tilejit.layout import make_swizzled_layout
+    assert make_swizzled_layout is layout.make_swizzled_layout
+    with pytest.raises(ModuleNotFoundError, match="No module named 'tilejit.classic'"):
+        importlib.import_module("tilejit.classic")
+
+
 def test_a_with_block_of_one_names_it():
     """`with T.If(c), T.Then():` (TVM's script) says T.If is not supported, not that a
     `with` block is unsupported."""

@@ -16,7 +16,10 @@ script that TileLang's own examples and tests use as ``T.<name>``.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 
 VERSION = "0.1.13"
@@ -290,8 +293,9 @@ class MissingModules:
     modules tilejit does not have (``TILELANG``), written with the import swapped
     (``import tilelang.backend`` → ``tilejit.backend``, and its submodules), raises
     ``ModuleNotFoundError`` saying that TileLang's module is not supported and why, not
-    Python's bare "No module named"; any other missing name gets Python's answer (so
-    ``importlib.util.find_spec`` of it is None)."""
+    Python's bare "No module named"; one tilejit keeps under ``tilejit.tilelang``
+    (``tilejit.layout`` for ``tilelang.layout``) is that module; any other missing name
+    gets Python's answer (so ``importlib.util.find_spec`` of it is None)."""
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
@@ -302,6 +306,12 @@ class MissingModules:
         if rest.startswith("tilelang."):
             rest, package = rest[len("tilelang."):], "tilejit.tilelang"
         top = rest.split(".")[0]
+        if package == "tilejit" and not _exists(f"tilejit.{top}") and \
+                top not in _NOT_ALIASED and _exists(f"tilejit.tilelang.{top}", load=True):
+            # `from tilelang.layout import ...` swapped by hand to `tilejit.layout`: the
+            # module tilejit keeps for TileLang's name (tilejit.tilelang.layout)
+            return importlib.util.spec_from_loader(fullname,
+                                                   _Alias(f"tilejit.tilelang.{rest}"))
         why = TILELANG.get(top)
         if why is None or _exists(f"{package}.{top}"):
             return None     # not one of TileLang's missing modules: Python's own answer
@@ -310,9 +320,29 @@ class MissingModules:
                                   name=fullname)
 
 
-def _exists(name: str) -> bool:
-    """Whether tilejit has the module ``name`` (its file, found without the meta path)."""
+class _Alias(importlib.abc.Loader):
+    """Loads a module under another name: the module itself, imported by its own."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def create_module(self, spec):
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module):
+        pass
+
+
+# tilejit.tilelang's own modules that are no TileLang module name
+_NOT_ALIASED = frozenset(("classic", "shape_symbols", "unsupported", "autotuner_class"))
+
+
+def _exists(name: str, load: bool = False) -> bool:
+    """Whether tilejit has the module ``name`` (its file, found without the meta path;
+    ``load``: its package imported first)."""
     parent, _, child = name.rpartition(".")
+    if load and parent not in sys.modules:
+        importlib.import_module(parent)
     path = getattr(sys.modules.get(parent), "__path__", None)
     return path is not None and importlib.machinery.PathFinder.find_spec(name, path) is not None
 
