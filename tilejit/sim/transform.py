@@ -7,7 +7,8 @@
   lane-wise forms;
 - ``for i, j in parallel_scalar(m, n): body`` (one iteration at a time) when the body
   has ``while``, ``break``, ``continue`` or ``return``, or a nested loop whose bounds
-  depend on the tile's indices, which lane-wise execution cannot express.
+  depend on the tile's indices, which lane-wise execution cannot express, or stores into
+  a ``T.alloc_local`` array (each iteration's thread has its own).
 
 A kernel that reads its thread index (the front end's ``__tj_thread_index()``, from
 ``T.get_thread_binding``: ``threads.py``) runs its whole block lane-wise, one lane per
