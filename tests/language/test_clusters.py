@@ -175,11 +175,24 @@ def copy_in_a_macro(A, B, block: T.constexpr = 16):
         T.copy(A_s, B[bx * block, 0])
 
 
-def test_a_copy_cluster_in_a_macro_is_refused_naming_it():
-    A = np.zeros((64, 32), np.float32)
-    with pytest.raises(CompileError, match=r"T.copy_cluster in a @T.macro or helper function "
-                                           r"is not supported"):
-        assert copy_in_a_macro.compile(A, A.copy(), target="cuda", arch="sm_90a").ptx
+@tilejit.kernel
+def copy_inline(A, B, block: T.constexpr = 16):
+    with T.ClusterKernel(4, threads=128, cluster_dims=2) as bx:
+        A_s = T.alloc_shared((block, 32), A.dtype)
+        T.copy_cluster(A[0, 0], A_s, cluster_mask=0b11)
+        T.copy(A_s, B[bx * block, 0])
+
+
+def test_a_copy_cluster_in_a_macro_is_the_kernels_own():
+    """The macro is inlined (it holds a tile operation the source passes rewrite): the
+    same program as the copy written in the kernel, in simulation and in PTX."""
+    A = np.random.default_rng(5).standard_normal((64, 32)).astype(np.float32)
+    B = np.zeros_like(A)
+    copy_in_a_macro(A, B)
+    np.testing.assert_array_equal(B, np.tile(A[:16], (4, 1)))
+    macro = copy_in_a_macro.compile(A, A.copy(), target="cuda", arch="sm_90a").ptx
+    inline = copy_inline.compile(A, A.copy(), target="cuda", arch="sm_90a").ptx
+    assert macro.replace("copy_in_a_macro", "k") == inline.replace("copy_inline", "k")
 
 
 def test_a_shared_source_is_refused():

@@ -51,6 +51,7 @@ _TILE_OPS = {getattr(T, name) for name in (
     "cumsum", "cummax", "alloc_shared", "alloc_fragment", "annotate_layout", "all_of",
     "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer",
     "sync_threads", "sync_grid", "annotate_restrict_buffers",
+    "copy_cluster", "gemm_sp", "block_rank_in_cluster",   # rewritten by the source passes
     "rng_init", "rng_rand", "rng_rand_float")       # the kernel's random stream
     if hasattr(T, name)}
 
