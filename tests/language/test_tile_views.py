@@ -310,11 +310,30 @@ def test_a_view_of_a_fragment_shares_its_registers():
     assert "shfl.sync.bfly" in fragment_reshape.compile(a, b, target="cuda", arch="sm_90a").ptx
 
 
-def test_a_viewed_tile_keeps_row_major_against_an_annotated_swizzle():
-    a, b = np.zeros((64, 64), np.float16), np.zeros(64 * 64, np.float16)
+def test_a_view_of_a_tile_with_an_annotated_swizzle_reads_through_it(ptxas):
+    """The view reads each element where the swizzle puts it (tests/language/
+    test_views_of_laid_out_tiles.py); it was refused."""
+    a = np.random.default_rng(6).standard_normal((64, 64)).astype(np.float16)
+    b = np.zeros(64 * 64, np.float16)
+    swizzled_and_viewed(a, b)
+    np.testing.assert_array_equal(b, a.reshape(-1))
+    ptxas(swizzled_and_viewed.compile(a, b, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+def test_a_view_in_another_dtype_keeps_row_major_against_an_annotated_swizzle():
+    """A view that changes the element size renumbers bytes, not elements: refused."""
+    @tilejit.kernel
+    def widened(A, B):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, 64), T.float16)
+            T.annotate_layout({S: tilejit.layout.make_swizzled_layout(S)})
+            V = T.view(S, (64, 32), T.int32)
+            T.copy(A[0:64, 0:64], S)
+            T.copy(V, B[0:64, 0:32])
+    a, b = np.zeros((64, 64), np.float16), np.zeros((64, 32), np.int32)
     with pytest.raises(CompileError, match=r"T.annotate_layout: 'S' has views \(T.reshape / "
                                            r"T.view at line \d+\)"):
-        swizzled_and_viewed.compile(a, b, target="cuda", arch="sm_90a")
+        widened.compile(a, b, target="cuda", arch="sm_90a")
 
 
 def test_a_view_of_a_pipelined_tile_is_an_error():

@@ -70,6 +70,7 @@ from tilejit.layouts.fragment import Fragment
 from tilejit.layouts.layout import Layout
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
+from tilejit.ir.view_layout import ViewLayout
 from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, merged_digits,
                                reduce_layout, reshape_layout)
 from tilejit.ir.markers import (ATOMICS, FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
@@ -863,11 +864,23 @@ def _viewed_shared_layouts(ctx):
     no-swizzle descriptor); a layout the kernel annotates, or pipeline stages, are an
     error."""
     tiles = ctx.plan.tiles
+    gemm_operands = {n for _, a, b, _, _ in ctx.plan.gemms.values() for n in (a, b)}
     for t in tiles.values():
         if t.kind != SHARED or not t.view_of:
             continue
         base = tiles[t.view_of]
-        for u in (base, *(v for v in tiles.values() if v.view_of == base.name)):
+        views = [v for v in tiles.values() if v.view_of == base.name]
+        if base.layout_reason.startswith("T.annotate_layout") and base.stages <= 1 and all(
+                v.dtype.itemsize == base.dtype.itemsize and v.stages <= 1
+                and not v.layout_reason.startswith("T.annotate_layout")
+                and v.name not in gemm_operands for v in views):
+            # reshapes of a tile the kernel lays out (an MMA swizzle): each view reads the
+            # tile's element of its own row-major number where the tile's layout puts it
+            for v in views:
+                v.layout = ViewLayout(base.layout, tuple(base.shape), tuple(v.shape))
+                v.layout_reason = f"{base.name}'s layout seen as {v.name} (line {v.line})"
+            continue
+        for u in (base, *views):
             if u.stages > 1:
                 raise ctx.error(f"T.reshape / T.view: {u.name!r} is staged by "
                                 f"T.Pipelined ({u.stages} versions) and has views: a view of "
