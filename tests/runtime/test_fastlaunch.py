@@ -417,3 +417,26 @@ def test_a_typed_scalar_takes_the_fast_path_and_its_type_is_checked():
     assert launcher.calls[-1][4] == (4096, 5, 1, np.float32(0.5))
     assert fast.launch(x, 0.5) is fast.MISS
     assert struct.pack("f", np.float32(0.5)) == struct.pack("f", 0.5)
+
+
+def test_equal_scalars_of_two_types_are_two_entries():
+    """Found by a review: np.float32(2.0) == 2.0 and hashes alike, so a float32 call's
+    entry replaced a Python float's, whose next call launched the float32 kernel."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    class CudaTensor(FakeTensor):
+        is_cuda = True
+
+        def dim(self):
+            return len(self.shape)
+
+    kernel = SimpleNamespace(_const_flags=(False, False))
+    x = CudaTensor(4096, (5,), (1,))
+    fast = FastLauncher(param_kinds(kernel, (x, 2.0), CudaTensor), CudaTensor, {1: float})
+    weak, typed = FakeLauncher(), FakeLauncher()
+    fast.remember((x, 2.0), weak, (1, 1, 1), 32, 0, (lambda s: s, 0))
+    fast.remember((x, np.float32(2.0)), typed, (1, 1, 1), 32, 0, (lambda s: s, 0))
+    assert fast.launch(x, 2.0) is None
+    assert len(weak.calls) == 1 and not typed.calls

@@ -88,7 +88,9 @@ def _pieces(kinds):
             key.append(a)
         elif kind == "scalar":
             checks.append(f"_tj_type({a}) is not _tj_type_{i}")
-            key.append(a)
+            # its type too: np.float32(2.0) == 2.0 and hashes alike, but the kernels of a
+            # float32 and of a Python float (a weak one) are two
+            key += [a, f"_tj_type({a})"]
             pack.append(a)
         else:
             checks.append(f"_tj_type({a}) not in _tj_Tensor")
