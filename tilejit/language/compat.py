@@ -307,10 +307,11 @@ class MissingModules:
             rest, package = rest[len("tilelang."):], "tilejit.tilelang"
         top = rest.split(".")[0]
         if package == "tilejit" and not _exists(f"tilejit.{top}") and \
-                top not in _NOT_ALIASED and not hasattr(sys.modules.get("tilejit"), top) \
-                and _exists(f"tilejit.tilelang.{top}", load=True):
-            # (not a name tilejit has already, `tilejit.jit`: importing the module would
-            # put it in the name's place)
+                top not in _NOT_ALIASED and _exists(f"tilejit.tilelang.{top}", load=True) \
+                and getattr(sys.modules.get("tilejit"), top, None) in (
+                    None, sys.modules.get(f"tilejit.tilelang.{top}")):
+            # (not a name tilejit has for something else, `tilejit.jit`: importing the
+            # module would put it in the name's place)
             # `from tilelang.layout import ...` swapped by hand to `tilejit.layout`: the
             # module tilejit keeps for TileLang's name (tilejit.tilelang.layout)
             return importlib.util.spec_from_loader(fullname,
