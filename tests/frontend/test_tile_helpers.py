@@ -177,3 +177,52 @@ def test_a_macro_handed_a_fragment_on_the_gpu():
     rescaled(torch.from_numpy(a).cuda(), torch.from_numpy(s).cuda(), b, c)
     np.testing.assert_array_equal(b.cpu().numpy(), a * s[:, None])
     np.testing.assert_allclose(c.cpu().numpy(), 1 + a * s[:, None], rtol=1e-6)
+
+
+# -- defaults and places (found by a review) ----------------------------------------------
+def _scaler(scale):
+    @T.macro
+    def scaled(frag, s=scale * 2.0):
+        for i, j in T.Parallel(32, 32):
+            frag[i, j] = frag[i, j] * s
+    return scaled
+
+
+_by_six = _scaler(3.0)
+scale = 100.0           # the kernel's `scale`: not the macro's
+
+
+@T.macro
+def _store(frag, dst):
+    T.copy(frag, dst)
+
+
+@T.macro
+def _add_to(dst, v):
+    T.atomic_add(dst, v)
+
+
+@tilejit.kernel
+def defaults_and_places(A, C, D):
+    with T.Kernel(2, threads=128) as bx:
+        f = T.alloc_fragment((32, 32), T.float32)
+        T.copy(A[bx * 32, 0], f)
+        _by_six(f)
+        _store(f, C[bx * 32, 0])
+        for i in T.Parallel(64):
+            _add_to(D[i % 4], A[bx * 32 + i // 2, i % 2])
+
+
+def test_a_macros_default_is_its_own_and_a_place_is_passed_as_written():
+    """The default is the value Python computed where the macro was made (6.0), not the
+    expression re-read in the kernel's scope (200.0); `C[bx * 32, 0]` is a copy's
+    destination by its start and `D[i % 4]` an atomic's element, as TileLang's macros
+    take them."""
+    a = np.random.default_rng(3).standard_normal((64, 32)).astype(np.float32)
+    c, d = np.zeros_like(a), np.zeros(4, np.float32)
+    defaults_and_places(a, c, d)
+    np.testing.assert_allclose(c, a * 6.0, rtol=1e-6)
+    want = [sum(float(a[b * 32 + i // 2, i % 2]) for b in range(2) for i in range(64)
+                if i % 4 == r) for r in range(4)]
+    np.testing.assert_allclose(d, want, rtol=1e-5, atol=1e-5)
+    defaults_and_places.compile(a, c, d, target="cuda", arch="sm_90a")

@@ -125,25 +125,34 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         if kw.arg not in params or kw.arg in bound:
             raise error(f"unexpected or repeated argument {kw.arg!r}")
         bound[kw.arg] = kw.value
-    defaults = fdef.args.defaults
-    for p, d in zip(params[len(params) - len(defaults):], defaults):
-        bound.setdefault(p, d)
-    missing = [p for p in params if p not in bound]
-    if missing:
-        raise error(f"missing argument(s) {', '.join(missing)}")
     # an argument computed at the call (`load_rows(X, xf, bx * block_M)`): bound to a
     # name of its own before the body, evaluated once where the call is, as Python
-    # evaluates it; a region (`A[r, 0:n]`) is passed as written, a tile operand
+    # evaluates it; a region or an element (`A[r, 0:n]`, `C[by * M, bx * N]`: a tile
+    # operation's operand by its start) is passed as written
     arguments = []
     for p, value in list(bound.items()):
-        if isinstance(value, (ast.Name, ast.Constant)) or any(
-                isinstance(n, ast.Slice) for n in syntax.walk(value)) or not any(
+        if isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or not any(
                 isinstance(n, ast.Name) for n in syntax.walk(value)):
             continue                # (an expression of constants: as written)
         fresh = f"__tj_{name}_{p}_{stmt.lineno}_{stmt.col_offset}"
         arguments.append(ast.copy_location(
             ast.Assign([ast.Name(fresh, ast.Store())], value), stmt))
         bound[p] = ast.Name(fresh, ast.Load())
+    # a parameter left out: its default, the value Python computed when the helper was
+    # defined (in the helper's scope, not the kernel's)
+    values = (fn.__defaults__ or ()) if callable(fn) else ()
+    for p, value in zip(params[len(params) - len(values):], values):
+        if p in bound:
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)):
+            bound[p] = ast.Constant(value)
+        else:
+            fresh = f"__tj_{name}_{p}_default"
+            ks.made[fresh] = ks.namespace[fresh] = value
+            bound[p] = ast.Name(fresh, ast.Load())
+    missing = [p for p in params if p not in bound]
+    if missing:
+        raise error(f"missing argument(s) {', '.join(missing)}")
     assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
     if assigned & set(params):

@@ -79,10 +79,16 @@ class _Inliner:
     def _inline(self, stmt, depth):
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             return None
-        fn = _helper(resolve_static(stmt.value.func, self.ks.namespace))
+        target = resolve_static(stmt.value.func, self.ks.namespace)
+        fn = _helper(target)
         found = fn is not None and function_def_from_file(fn)
+        # a @T.macro handed an element or region (`addto(C[i % 4], v)`): TileLang's macro
+        # takes the place itself, which a device function, taking values, cannot
+        place = isinstance(target, T.macro) and any(
+            isinstance(a, ast.Subscript) for a in stmt.value.args + [
+                k.value for k in stmt.value.keywords])
         if not found or not (reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
-                                     depth) or self._passes_fragment(stmt.value)):
+                                     depth) or self._passes_fragment(stmt.value) or place):
             return None
         body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
         self.count += 1
