@@ -110,6 +110,31 @@ def serial_and_parallel_mixes(A, B, C, block: T.constexpr = 16):
                 T.atomic_add(C[i * block + j], A[i * block + j])
 
 
+def _row(B, A, i, block):
+    for j in T.Parallel(block):
+        B[i * block + j] = A[i * block + j] + 1.0
+
+
+@T.macro
+def _row_macro(B, A, i, block):
+    for j in T.Parallel(block):
+        B[i * block + j] = A[i * block + j] + 1.0
+
+
+@tilejit.kernel
+def through_a_helper(A, B, block: T.constexpr = 16):
+    with T.Kernel(1, threads=256):
+        for i in T.Parallel(A.shape[0] // block):
+            _row(B, A, i, block)
+
+
+@tilejit.kernel
+def through_a_macro(A, B, block: T.constexpr = 16):
+    with T.Kernel(1, threads=256):
+        for i in T.Parallel(A.shape[0] // block):
+            _row_macro(B, A, i, block)
+
+
 def _data(n=256, seed=0):
     return np.random.default_rng(seed).standard_normal(n).astype(np.float32)
 
@@ -166,6 +191,21 @@ def test_other_nests_are_refused_at_their_line(kernel, message, target):
             kernel.compile(a, a.copy(), target="cuda", arch="sm_90a")
     assert isinstance(info.value, ValueError) and isinstance(info.value, CompileError)
     assert "for " in str(info.value).splitlines()[-1]
+
+
+@pytest.mark.parametrize("kernel, name", [(through_a_helper, "_row"),
+                                          (through_a_macro, "_row_macro")])
+@pytest.mark.parametrize("target", ["sim", "cuda"])
+def test_a_nest_through_a_helper_is_refused(kernel, name, target):
+    """Found by a review: a helper holding a T.Parallel, called in one, compiled as a
+    device function whose loop spread its own iterations: the diagonal only."""
+    a = _data()
+    with pytest.raises(LoopNestError, match=rf"{name}\(\) holds a T.Parallel loop and is "
+                                            rf"called inside the T.Parallel at line"):
+        if target == "sim":
+            kernel(a, a.copy())
+        else:
+            kernel.compile(a, a.copy(), target="cuda", arch="sm_90a")
 
 
 def test_a_tile_operation_or_a_pipeline_in_a_parallel_is_refused():

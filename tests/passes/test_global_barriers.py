@@ -55,6 +55,38 @@ def atomics_only(A, C):
             T.atomic_add(C[i], 1.0)
 
 
+def _put(Y, i, v):
+    Y[i] = v
+
+
+@tilejit.kernel
+def through_a_helper(A, B, C):
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(256):
+            _put(B, i, A[i] * 2.0)
+        for i in T.Parallel(256):
+            C[i] = B[255 - i]
+
+
+@tilejit.kernel
+def through_a_view(A, B, C):
+    with T.Kernel(1, threads=128):
+        Bv = T.reshape(B, (8, 32))
+        for i, j in T.Parallel(8, 32):
+            Bv[i, j] = A[i * 32 + j] * 2.0
+        for i in T.Parallel(256):
+            C[i] = B[255 - i]
+
+
+@tilejit.kernel
+def in_place_in_turn(X, Y, n: T.constexpr = 256):
+    """Each iteration updates its own elements on the same thread: no barrier."""
+    with T.Kernel(1, threads=128):
+        for k in T.serial(X.shape[0] // n):
+            for i in T.Parallel(n):
+                X[k * n + i] = X[k * n + i] + Y[k * n + i]
+
+
 def _program(kernel, args, tmp_path, monkeypatch):
     monkeypatch.setenv("TILEJIT_DUMP_IR", str(tmp_path))
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
@@ -82,9 +114,22 @@ def test_a_load_then_another_threads_store_gets_a_barrier(tmp_path, monkeypatch)
     assert text.count(SYNC) == 1 and ptx.count("bar.sync") == 1
 
 
+@pytest.mark.parametrize("kernel", [through_a_helper, through_a_view])
+def test_a_store_through_a_helper_or_a_view_gets_a_barrier(kernel, tmp_path, monkeypatch):
+    """Found by a review: the store was not seen through a device-function helper or a
+    T.reshape of the tensor."""
+    ptx, text = _program(kernel, (_f32(256),) * 3, tmp_path, monkeypatch)
+    assert text.count(SYNC) == 1 and ptx.count("bar.sync") == 1
+    a = np.random.default_rng(2).standard_normal(256).astype(np.float32)
+    b, c = _f32(256), _f32(256)
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, (a * 2.0)[::-1])
+
+
 @pytest.mark.parametrize("kernel, args", [
     (chunks_in_turn, (_f32(1024), _f32(1024))),
     (atomics_only, (_f32(4, 256), _f32(256))),
+    (in_place_in_turn, (_f32(1024), _f32(1024))),
 ])
 def test_stores_in_turn_and_atomics_get_none(kernel, args, tmp_path, monkeypatch):
     ptx, text = _program(kernel, args, tmp_path, monkeypatch)

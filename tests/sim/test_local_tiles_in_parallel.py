@@ -33,6 +33,18 @@ def declared_before(X, Y, threads: T.constexpr = 4):
             Y[bx * threads + t] = best[0]
 
 
+@tilejit.kernel
+def whole_fragment_in_a_parallel(X, Y):
+    """A (1,) fragment stored at a constant index in a T.Parallel: every thread holds it
+    whole on the GPU, each iteration its own value (found by a review: the simulator ran
+    the body lane-wise, every iteration reading the last one's)."""
+    with T.Kernel(1, threads=128):
+        t = T.alloc_fragment((1,), "float32")
+        for i in T.Parallel(X.shape[0]):
+            t[0] = X[i] * 2.0
+            Y[i] = t[0] + 1.0
+
+
 def _data(seed, *shape):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -46,6 +58,11 @@ def test_each_iteration_has_its_own_array():
     y2 = np.zeros(8, np.float32)
     declared_before(x2, y2)
     np.testing.assert_array_equal(y2, x2.max(1))
+    y3 = np.zeros_like(x)
+    whole_fragment_in_a_parallel(x, y3)
+    np.testing.assert_allclose(y3, x.astype(np.float64) * 2 + 1, rtol=1e-6)
+    assert "st.global" in whole_fragment_in_a_parallel.compile(
+        x, y3, target="cuda", arch="sm_90a").ptx
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
@@ -67,3 +84,6 @@ def test_on_the_gpu_against_the_simulator():
     y2 = torch.zeros(8, device="cuda")
     declared_before(torch.from_numpy(x2).cuda(), y2)
     np.testing.assert_array_equal(y2.cpu().numpy(), x2.max(1))
+    y3 = torch.zeros(128, device="cuda")
+    whole_fragment_in_a_parallel(torch.from_numpy(x).cuda(), y3)
+    np.testing.assert_allclose(y3.cpu().numpy(), x.astype(np.float64) * 2 + 1, rtol=1e-6)

@@ -20,7 +20,10 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import LoopNestError
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.helpers import is_helper
+from tilejit.frontend.references import current_namespace
+from tilejit.frontend.source import function_def_from_file, resolve_static
+from tilejit.frontend.tile_helpers import reaches
 
 # tile operations a T.Parallel body may not hold: each is the whole block's work (an
 # element T.copy, `T.copy(A[i, j], B[i, j])`, is one element's and stays allowed)
@@ -100,6 +103,21 @@ class _Nests(syntax.NodeTransformer):
                             f"T.{name} inside the T.Parallel at line {loop.lineno}: a tile "
                             f"operation is the whole block's work, not one iteration's; "
                             f"call it outside the loop", node)
+                    self._check_helper(fn, node, loop)
+
+    def _check_helper(self, fn, call, loop):
+        """A helper (or @T.macro) called in a T.Parallel body that holds a T.Parallel
+        loop itself, or through the helpers it calls: the same nest, out of sight."""
+        helper = fn.func if isinstance(fn, T.macro) else fn
+        if not is_helper(helper):
+            return
+        found = function_def_from_file(helper)
+        if found and reaches(found[1], {**current_namespace(helper), "T": T},
+                             lambda c, ns: resolve_static(c.func, ns) is T.Parallel):
+            raise self.error(
+                f"{ast.unparse(call.func)}() holds a T.Parallel loop and is called inside the "
+                f"T.Parallel at line {loop.lineno}: T.Parallel loops nest only directly (one "
+                f"loop over both); call it outside the loop, or write its loop here", call)
 
 
 def _hashable(value) -> bool:

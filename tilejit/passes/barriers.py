@@ -42,6 +42,7 @@ import collections
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_helpers import reaches
 from tilejit.ir.markers import (ATOMICS, CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
@@ -116,13 +117,15 @@ def _per_thread(stmt, tainted, namespace) -> bool:
 
 
 class _Access:
-    def __init__(self, ctx, tensors=frozenset()):
+    def __init__(self, ctx, tensors=frozenset(), aliases=None):
         self.ctx = ctx
         self.shared = {n: t for n, t in ctx.plan.tiles.items() if t.kind == SHARED}
         # global tensors the kernel writes (``written_tensors``): an element one thread
         # stores and another then reads or stores is ordered by a barrier, as a shared
-        # tile's (the simulator runs the statements one after another)
+        # tile's (the simulator runs the statements one after another); a view of one
+        # (T.reshape / T.view of the tensor) is the tensor
         self.tensors = frozenset(tensors)
+        self.aliases = aliases or {}
 
     def _tile_of(self, node):
         """The resource an operand names: (tile, None) for a whole tile, (tile, stage
@@ -130,6 +133,8 @@ class _Access:
         tensor the kernel writes."""
         if isinstance(node, ast.Name) and (node.id in self.shared or node.id in self.tensors):
             return (node.id, None)
+        if isinstance(node, ast.Name) and self.aliases.get(node.id) in self.tensors:
+            return (self.aliases[node.id], None)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 and node.func.id == STAGE and len(node.args) == 2):
             inner = self._tile_of(node.args[0])
@@ -148,8 +153,15 @@ class _Access:
         atomic = {id(n) for call in syntax.walk(stmt) if isinstance(call, ast.Call)
                   and _is_atomic(call, self.ctx.namespace) and call.args
                   for n in syntax.walk(call.args[0])} if self.tensors else ()
+        own = self._own_elements(stmt)
         for node in syntax.walk(stmt):
             if id(node) in atomic:
+                continue
+            if isinstance(node, ast.Subscript) and own and \
+                    self._tile_of(node.value) in own:
+                tensor = self._tile_of(node.value)[0]
+                (writes if isinstance(node.ctx, ast.Store) else reads).add(
+                    (tensor, ("own", id(stmt))))
                 continue
             if isinstance(node, ast.Subscript):
                 # an element of a tile, of one stage of a pipelined tile or of a region
@@ -180,12 +192,33 @@ class _Access:
                     writes.add(tiles[0])
                 elif name not in (REGION, STAGE) and fn not in (T.copy,):
                     # a tile passed to anything else (a macro): assume read and written
-                    # (a tensor passed to a marker is its address, a shape, a descriptor)
+                    # (a tensor passed to a marker is its address, a shape, a descriptor;
+                    # to a helper, a device function, what it may read and write)
+                    helper = is_helper(fn.func if isinstance(fn, T.macro) else fn)
                     for t in tiles:
-                        if t and t[0] in self.shared:
+                        if t and (t[0] in self.shared or helper):
                             reads.add(t)
                             writes.add(t)
         return reads, writes
+
+    def _own_elements(self, stmt) -> set:
+        """The tensors a T.Parallel statement indexes only element by element, at one
+        index: each iteration reads and writes its own element, on the thread the loop
+        gives it, the same thread each time the statement runs (a serial loop around an
+        in-place update needs no barrier between its turns). (tensor, None) each."""
+        if not self.tensors or not (isinstance(stmt, ast.For) and _is_tile_loop(stmt,
+                                                                                self.ctx)):
+            return set()
+        index: dict = {}
+        other = set()
+        for node in syntax.walk(stmt):
+            if isinstance(node, ast.Subscript):
+                t = self._tile_of(node.value)
+                if t and t[0] in self.tensors:
+                    index.setdefault(t, set()).add(ast.dump(node.slice))
+            elif isinstance(node, ast.Call):
+                other.update(t for t in (self._tile_of(a) for a in node.args) if t)
+        return {t for t, forms in index.items() if len(forms) == 1 and t not in other}
 
     def conflict(self, r: set, w: set, reads: set, writes: set) -> bool:
         """Whether a statement reading ``r`` and writing ``w`` needs a barrier after the
@@ -206,6 +239,10 @@ class _Access:
             for (y, ys, *yr) in b:
                 if xr and yr and xr != yr:
                     continue
+                if x == y and x in self.tensors:
+                    if isinstance(xs, tuple) and xs == ys:
+                        continue        # one statement's own elements (_own_elements)
+                    return True
                 if x == y:
                     if xs is None or ys is None or xs == ys:
                         return True
@@ -224,12 +261,28 @@ def _is_atomic(call: ast.Call, namespace) -> bool:
 _ATOMIC_MARKERS = frozenset(ATOMICS.values())
 
 
+def tensor_views(fdef, ctx) -> dict:
+    """{view: tensor} of the names bound to a T.reshape / T.view of a tensor parameter
+    (or of such a view)."""
+    views: dict = {}
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, ast.Call) and \
+                node.value.args and isinstance(node.value.args[0], ast.Name) and \
+                resolve_static(node.value.func, ctx.namespace) in (T.reshape, T.view):
+            base = node.value.args[0].id
+            base = views.get(base, base)
+            if base in ctx.params:
+                views[node.targets[0].id] = base
+    return views
+
+
 def written_tensors(fdef, ctx) -> frozenset:
     """The global tensors the kernel stores into other than by atomics (an element, a
-    T.copy or T.fill destination)."""
+    T.copy or T.fill destination, through a view, or passed to a helper)."""
     if not ctx.params:
         return frozenset()
-    _, writes = _Access(ctx, ctx.params).of(fdef)
+    _, writes = _Access(ctx, ctx.params, tensor_views(fdef, ctx)).of(fdef)
     return frozenset(n for n, *_ in writes if n in ctx.params)
 
 
@@ -257,10 +310,12 @@ def _is_sync(stmt) -> bool:
 
 
 class _Syncer:
-    def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset(), tensors=()):
+    def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset(), tensors=(),
+                 views=None):
         self.ctx = ctx
-        self.acc = _Access(ctx, tensors)
+        self.acc = _Access(ctx, tensors, views)
         self.tensors = tensors
+        self.views = views
         self.tainted = tainted      # names computed from the thread index
         self.sync = sync            # the barrier this program's threads share
         self.sync_args = sync_args
@@ -313,7 +368,7 @@ class _Syncer:
                 # block's threads reach it, outside the role's branch)
                 role = getattr(stmt, ROLE_ATTR)
                 body, _ = _Syncer(self.ctx, SYNC_ROLE, (role,), self.tainted,
-                                  self.tensors).block(
+                                  self.tensors, self.views).block(
                     stmt.body, (set(), set()))
                 r, w = set(), set()
                 for inner in stmt.body:
@@ -332,7 +387,8 @@ class _Syncer:
             if isinstance(stmt, ast.If) and getattr(stmt, WS_ATTR, False):
                 # warp-specialized roles (warp_specialize.py): the producer's writes are
                 # ordered by mbarriers; the consumers share barrier 1 only
-                consumers = _Syncer(self.ctx, SYNC_CONSUMERS, (), self.tainted, self.tensors)
+                consumers = _Syncer(self.ctx, SYNC_CONSUMERS, (), self.tainted, self.tensors,
+                                    self.views)
                 orelse, (reads, writes) = consumers.block(stmt.orelse, (set(), set()))
                 new = ast.copy_location(ast.If(stmt.test, stmt.body, orelse), stmt)
                 setattr(new, WS_ATTR, True)
@@ -579,6 +635,6 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         users.named.check_ids(fdef)
     if not (shared or tensors):
         return fdef
-    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors).block(fdef.body,
-                                                                      (set(), set()))
+    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors,
+                           views=tensor_views(fdef, ctx)).block(fdef.body, (set(), set()))
     return fdef

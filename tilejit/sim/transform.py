@@ -219,20 +219,22 @@ def uses_thread_index(fdef: ast.FunctionDef) -> bool:
                and n.func.id == THREAD_INDEX for n in syntax.walk(fdef))
 
 
-def _local_tiles(fdef: ast.FunctionDef, namespace) -> frozenset:
-    """The names bound to ``T.alloc_local`` arrays: each thread's own."""
+def _allocated(fdef: ast.FunctionDef, namespace, allocation) -> frozenset:
+    """The names bound to ``allocation(...)``'s tiles."""
     return frozenset(
         t.id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
-        and resolve_static(n.value.func, namespace) is T.alloc_local
+        and resolve_static(n.value.func, namespace) is allocation
         for t in n.targets if isinstance(t, ast.Name))
 
 
-def _needs_scalar(loop: ast.For, local_tiles=frozenset()) -> bool:
-    """Also a body that stores into a thread's own T.alloc_local array: each iteration
-    has the array to itself (its thread's), where the lane-wise body would give all
-    iterations one."""
-    lane_names = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
+def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset()) -> bool:
+    """Also a body that stores into a thread's own T.alloc_local array, or into a
+    fragment at an index none of the loop's indices reach (a fragment every thread
+    holds whole, ``t[0] = x``): each iteration has the array to itself (its thread's),
+    where the lane-wise body would give all iterations one."""
+    targets = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
+    lane_names = set(targets)
     lane_names |= {n.id for s in loop.body for n in syntax.walk(s)
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     for node in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
@@ -242,15 +244,18 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset()) -> bool:
                 isinstance(n, ast.Name) and n.id in lane_names for n in syntax.walk(node.iter)):
             return True
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
-                isinstance(node.value, ast.Name) and node.value.id in local_tiles:
+                isinstance(node.value, ast.Name) and (node.value.id in local_tiles or (
+                    node.value.id in fragments and not targets & {
+                        n.id for n in syntax.walk(node.slice) if isinstance(n, ast.Name)})):
             return True
     return False
 
 
 class SimRewriter(syntax.NodeTransformer):
-    def __init__(self, namespace, local_tiles=frozenset()):
+    def __init__(self, namespace, local_tiles=frozenset(), fragments=frozenset()):
         self.namespace = namespace
         self.local_tiles = local_tiles
+        self.fragments = fragments
 
     def visit_With(self, node):
         # with T.ws(j, k): body  →  if __tj_sim.in_role((j, k)):
@@ -274,7 +279,7 @@ class SimRewriter(syntax.NodeTransformer):
     def visit_For(self, node):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel:
-            scalar = _needs_scalar(node, self.local_tiles)
+            scalar = _needs_scalar(node, self.local_tiles, self.fragments)
             it.func = ast.Attribute(ast.Name(SIM, ast.Load()),
                                     "parallel_scalar" if scalar else "parallel_vectorized",
                                     ast.Load())
@@ -459,4 +464,5 @@ def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.Funct
         _own_fragments(fdef, namespace)
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(
-        SimRewriter(namespace, _local_tiles(fdef, namespace)).visit(fdef))
+        SimRewriter(namespace, _allocated(fdef, namespace, T.alloc_local),
+                    _allocated(fdef, namespace, T.alloc_fragment)).visit(fdef))
