@@ -120,6 +120,9 @@ FRAG_LOOP = _declare("__tj_frag_loop", "frag_loop", "The slots of this thread (a
 FRAG_INDEX = _declare("__tj_frag_index", "frag_index", "(lid, slot) -> tile coordinates")
 FRAG_VALID = _declare("__tj_frag_valid", "frag_valid",
                       "(lid, slot) -> whether the slot holds one")
+FRAG_WRITER = _declare("__tj_frag_writer", "frag_writer",
+                       "(lid) -> whether this thread is the copy of the loop's replicated "
+                       "iterations that stores to memory")
 FRAG_GET = _declare("__tj_frag_get", "frag_get", "(F, slot) -> value")
 FRAG_SET = _declare("__tj_frag_set", "frag_set", "(F, slot, value)")
 FRAG_SLOT = _declare("__tj_frag_slot", "frag_slot",

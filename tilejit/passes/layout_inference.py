@@ -74,7 +74,7 @@ from tilejit.ir.view_layout import ViewLayout
 from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, merged_digits,
                                reduce_layout, reshape_layout)
 from tilejit.ir.markers import (ATOMICS, FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
-                                FRAG_VALID, TILE)
+                                FRAG_VALID, FRAG_WRITER, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
 from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
@@ -255,6 +255,8 @@ class _RewriteLoops(syntax.NodeTransformer):
                             if len(loop_vars) > 1 else ast.Name(loop_vars[0], ast.Store())],
                            ast.Call(ast.Name(FRAG_INDEX, ast.Load()),
                                     [ast.Constant(lid), ast.Name(slot, ast.Load())], []))
+        if self.ctx.plan.loops[lid][1].writer is not None:
+            body = [self._one_copy_stores(s, lid) for s in body]
         body = [ast.copy_location(index, node)] + flatten_statements(body)
         if self.ctx.plan.loops[lid][1].valid is not None:
             test = ast.Call(ast.Name(FRAG_VALID, ast.Load()),
@@ -264,6 +266,32 @@ class _RewriteLoops(syntax.NodeTransformer):
                        ast.Call(ast.Name(FRAG_LOOP, ast.Load()), [ast.Constant(lid)], []),
                        body, [], None)
         return ast.copy_location(loop, node)
+
+    def _one_copy_stores(self, stmt, lid):
+        """In a loop over a layout several threads hold copies of (every copy runs each
+        iteration), a store to a tensor or a shared tile made by one copy only: `Y[i] =
+        Y[i] + r[i]` by two copies would add twice."""
+        memory = set(self.ctx.params) | {n for n, t in self.ctx.plan.tiles.items()
+                                         if t.kind == SHARED}
+
+        class Guard(syntax.NodeTransformer):
+            def _guarded(self, node, targets):
+                if not any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                           and t.value.id in memory for t in targets):
+                    return node
+                test = ast.Call(ast.Name(FRAG_WRITER, ast.Load()), [ast.Constant(lid)], [])
+                return ast.copy_location(ast.If(test, [node], []), node)
+
+            def visit_Assign(self, node):
+                return self._guarded(node, node.targets)
+
+            def visit_AugAssign(self, node):
+                return self._guarded(node, [node.target])
+
+            def visit_For(self, node):
+                return self.generic_visit(node)
+
+        return Guard().visit(stmt)
 
     def _whole_slot(self, sub):
         """``F[k]`` of a fragment every thread holds whole, at a computed index: slot s

@@ -491,6 +491,15 @@ def frag_valid_impl(context, builder, sig, args):
     return builder.icmp_unsigned("!=", emit(builder, ix.valid, env), I32(0))
 
 
+@lower(markers.stub(markers.FRAG_WRITER), types.StringLiteral)
+def frag_writer_impl(context, builder, sig, args):
+    """Whether this thread is the copy that stores, in a loop whose layout several
+    threads hold copies of (every copy runs the iterations; one stores)."""
+    guard = writer_guard(builder, _loop_indexing(sig),
+                         thread_index(context, builder, where_used=True))
+    return ir.IntType(1)(1) if guard is None else guard
+
+
 # -- clear / fill -----------------------------------------------------------------------
 
 def fill_tile(context, builder, ty: TileType, tile, value_ty, value) -> None:

@@ -203,6 +203,14 @@ class FragValidTemplate(AbstractTemplate):
         return signature(types.boolean, args[0], types.int32)
 
 
+@infer_global(markers.stub(markers.FRAG_WRITER))
+class FragWriterTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 1 or not isinstance(args[0], types.StringLiteral):
+            return None
+        return signature(types.boolean, args[0])
+
+
 def _fragment(ty, what):
     if not (isinstance(ty, TileType) and ty.kind == "fragment"):
         raise errors.TypingError(f"{what}: expected a fragment, got {ty}")
