@@ -294,7 +294,8 @@ TILELANG_DIFFERENCES = {
     "autotune": "`configs`, `warmup`, `rep`, `timeout` (skips a config whose timing would "
                 "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
                 "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
-                "simulation picks the first config that compiles",
+                "simulation picks the first config that compiles; the tuned kernel has "
+                "`config`, `latency` (ms; NaN in simulation) and `ref_latency` (None)",
     "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`; `func` (the kernel), "
                 "`assert_allclose`, `do_bench` (`dynamic_symbolic_constraints={'m': ...}` "
                 "sizes symbolic inputs by symbol name; `quantiles`, `return_mode`, `device` "

@@ -425,9 +425,26 @@ class _DeviceForms(syntax.NodeTransformer):
             # the loop out itself and the iterations' results do not depend on it
             return ast.copy_location(ast.Call(node.func, node.args, []), node)
         if target in (T.serial, T.unroll, T.vectorized):
-            return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), node.args,
-                                              node.keywords), node)
+            return self._range(node)
         return node
+
+    def _range(self, node):
+        """``range`` of ``T.serial(start, stop=None, step=1, *, annotations=None)`` (and
+        ``T.unroll``'s ``explicit=``, ``unroll_factor=``: hints to TileLang's unroller,
+        the iterations the same)."""
+        args = list(node.args)
+        for k in node.keywords:
+            if k.arg in ("stop", "step") and len(args) == ("start", "stop",
+                                                           "step").index(k.arg):
+                args.append(k.value)
+            elif k.arg == "start" and not args:
+                args.append(k.value)
+            elif k.arg not in ("annotations", "explicit", "unroll_factor"):
+                raise self.error(f"T.{ast.unparse(node.func).split('.')[-1]}(): unknown or "
+                                 f"misplaced keyword {k.arg}= (it takes start, stop, step, "
+                                 f"and the hints annotations=, explicit=, unroll_factor=)",
+                                 node)
+        return ast.copy_location(ast.Call(ast.Name("range", ast.Load()), args, []), node)
 
 
     def _positional(self, node, names, defaults):

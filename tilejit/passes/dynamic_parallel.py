@@ -55,7 +55,7 @@ def _product(exprs):
 class _Dynamic(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
-        self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
+        self.static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef, ctx.plan.tiles)
         shared = {n for n, t in ctx.plan.tiles.items() if t.kind == "shared"}
         # the names computed from the thread index (the barrier pass's reading)
         self.tainted = thread_dependent_names(fdef, shared) | {THREAD_INDEX}
@@ -93,11 +93,11 @@ class _Dynamic(syntax.NodeTransformer):
             values = [self.static.value(a) for a in it.args]
         except NotStatic:
             return self._rewrite(node)
-        # a call known when the kernel compiles (T.min(M, 128) of constants): the
-        # literal, which the loop's typing needs (names and shapes are literals already)
+        # an extent known when the kernel compiles (T.min(M, 128) of constants, a
+        # tile's f.shape[0]): the literal, which the loop's typing and layout need
         it.args = [ast.copy_location(ast.Constant(int(v)), a)
                    if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                   and isinstance(a, ast.Call) else a
+                   and not isinstance(a, ast.Constant) else a
                    for a, v in zip(it.args, values)]
         # its iterations are spread over the threads: a loop inside is not every thread's
         return self._enclosing(node, True)

@@ -46,9 +46,10 @@ class _Rasterize(syntax.NodeTransformer):
                                  node) from None
         panel = int(values.get("panel_size", 10))
         order = values.get("order", "row")
+        order = "col" if order == "column" else order      # TileLang's spelling
         if order not in ("row", "col"):
-            raise self.ctx.error(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}",
-                                 node)
+            raise self.ctx.error(f"T.use_swizzle: order must be 'row' or 'column' ('col'), "
+                                 f"got {order!r}", node)
         if panel < 1 and values.get("enable", True):
             raise self.ctx.error(f"T.use_swizzle: panel_size must be positive, got {panel}", node)
         if not values.get("enable", True) or 0 not in self.names or 1 not in self.names:

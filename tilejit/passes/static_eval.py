@@ -38,9 +38,11 @@ class _ParamDtype:
 
 
 class StaticEval:
-    def __init__(self, namespace: dict, param_dtypes: dict, fdef: ast.FunctionDef | None = None):
+    def __init__(self, namespace: dict, param_dtypes: dict, fdef: ast.FunctionDef | None = None,
+                 tiles: dict | None = None):
         self.namespace = namespace
         self.params = {name: _ParamDtype(d) for name, d in param_dtypes.items()}
+        self.tiles = tiles or {}            # the plan's tiles: their .shape is known
         self.env: dict = {}
         self.assigned: set[str] = set()     # names the body binds: they hide the namespace's
         if fdef is not None:
@@ -97,6 +99,9 @@ class StaticEval:
             if hasattr(builtins, node.id) and node.id in ("True", "False", "None"):
                 return getattr(builtins, node.id)
             raise NotStatic(node.id)
+        if isinstance(node, ast.Attribute) and node.attr == "shape" and isinstance(
+                node.value, ast.Name) and node.value.id in self.tiles:
+            return tuple(self.tiles[node.value.id].shape)      # a tile's: f.shape[0]
         if isinstance(node, ast.Attribute):
             base = self.value(node.value)
             if isinstance(base, _ParamDtype) and node.attr != "dtype":

@@ -177,6 +177,8 @@ class ClassicAutotuner:
         self._configs_of = configs if callable(configs) else None
         self.configs = None if self._configs_of else self._checked(configs)
         self.best_config: dict | None = None
+        self._latency: dict = {}        # tuning key (or call) -> the best config's ms
+        self._chosen_ms = None
         self.timings: list = []
         self._best: dict = {}
         # TileLang's ``_tuner_cache``: per call (the factory's arguments, those named by
@@ -239,20 +241,33 @@ class ClassicAutotuner:
             # (a config list made per call, which a do_not_specialize argument may change,
             # has to still hold it)
             self.best_config = self._tuner_cache[call]
-            return self._run(self.best_config, args, kwargs)
+            return self._tuned(self._run(self.best_config, args, kwargs), call)
         key = self._key(configs, args, kwargs, inputs, device)
         with self._lock:
             config = self._best.get(key) or self._load(key, configs)
             if config is None:
                 config = self._tune(configs, args, kwargs, inputs, device)
                 self._best[key] = config
+                self._latency[key] = self._chosen_ms
                 if not self._callbacks():
                     self._store.store(key, {"config": json_config(config),
-                                            "index": configs.index(config)})
+                                            "index": configs.index(config),
+                                            "latency": self._chosen_ms})
         self.best_config = config
         if call is not None:
             self._tuner_cache[call] = config
-        return self._run(config, args, kwargs)
+            self._latency[call] = self._latency.get(key)
+        return self._tuned(self._run(config, args, kwargs), key)
+
+    def _tuned(self, kernel, key):
+        """The kernel of the best config with TileLang's attributes of a tuned kernel:
+        ``config``, ``latency`` (its time in ms on the GPU; NaN in simulation, where
+        nothing is timed) and ``ref_latency`` (None: no reference program is timed)."""
+        latency = self._latency.get(key)
+        kernel.config = dict(self.best_config)
+        kernel.latency = float("nan") if latency is None else latency
+        kernel.ref_latency = None
+        return kernel
 
     def _call_key(self, args, kwargs, device):
         """The call's key in ``_tuner_cache``: its factory arguments by name (defaults
@@ -337,6 +352,8 @@ class ClassicAutotuner:
                 or json_config(configs[index]) != payload.get("config")):
             return None
         self.timings = [(c, None, "from the disk cache") for c in configs]
+        latency = payload.get("latency")
+        self._latency[key] = latency if isinstance(latency, (int, float)) else None
         return configs[index]
 
     # -- tuning -------------------------------------------------------------------------
@@ -383,6 +400,7 @@ class ClassicAutotuner:
             lines = "\n".join(f"  {c}: {note}" for c, _, note in timings)
             raise RuntimeError(f"tilejit.autotune {self.__name__}: no config ran "
                                f"successfully:\n{lines}")
+        self._chosen_ms = timings[chosen][1]
         return configs[chosen]
 
 

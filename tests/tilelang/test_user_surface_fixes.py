@@ -1,0 +1,118 @@
+"""TileLang spellings a user-style fuzz found refused or failing: keywords of T.serial /
+T.unroll (an internal error), T.use_swizzle(order="column"), a fragment's own .shape as a
+T.Parallel's extents, and the attributes of an autotuned kernel (config, latency,
+ref_latency). In simulation and PTX; the GPU twin runs the kernels on the device."""
+import math
+
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+
+
+def _unrolled(N=16):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            acc = T.alloc_var(T.float32, 0.0)
+            for i in T.unroll(0, N, unroll_factor=4):
+                acc += A[i]
+            B[0] = acc
+            acc = 0.0
+            for i in T.serial(0, N, step=2, annotations={"pragma": 1}):
+                acc += A[i]
+            B[1] = acc
+    return main
+
+
+def _shape_extents(M=16, N=32):
+    @T.macro
+    def halve(dst):
+        for i, j in T.Parallel(dst.shape[0], dst.shape[1]):
+            dst[i, j] = dst[i, j] * 0.5
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((M, N), "float32")
+            T.copy(A, f)
+            bm, bn = f.shape
+            for i, j in T.Parallel(bm, bn):
+                f[i, j] = f[i, j] + 1.0
+            halve(f)
+            T.copy(f, B)
+    return main
+
+
+def _swizzled(M=256, N=256, block=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // block, M // block, threads=128) as (bx, by):
+            T.use_swizzle(panel_size=2, order="column")
+            for i, j in T.Parallel(block, block):
+                B[by * block + i, bx * block + j] = A[by * block + i, bx * block + j] + 1
+    return main
+
+
+@tilelang.autotune(configs=[{"block": 32, "threads": 32}, {"block": 64, "threads": 64}],
+                   warmup=1, rep=1)
+@tilelang.jit(out_idx=[-1])
+def _doubled(N, block=128, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    B[bx * block + i] = A[bx * block + i] * 2
+    return main
+
+
+def _check_all(device):
+    a = torch.randn(16, device=device)
+    b = torch.zeros(2, device=device)
+    tilelang.compile(_unrolled())(a, b)
+    torch.testing.assert_close(b.cpu(), torch.stack([a.sum(), a[::2].sum()]).cpu())
+    x = torch.randn(16, 32, device=device)
+    torch.testing.assert_close(tilelang.compile(_shape_extents(), out_idx=[1])(x).cpu(),
+                               ((x + 1) * 0.5).cpu())
+    y = torch.randn(256, 256, device=device)
+    torch.testing.assert_close(tilelang.compile(_swizzled(), out_idx=[1])(y).cpu(),
+                               (y + 1).cpu())
+
+
+def test_in_simulation():
+    _check_all("cpu")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptx(arch, ptxas):
+    for program in (_unrolled(), _shape_extents(), _swizzled()):
+        ptxas(tilelang.compile(program).get_kernel_source(arch=arch), arch)
+
+
+def test_an_unknown_loop_keyword_names_itself():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.serial(16, stride=2):
+                A[i] = 0.0
+    with pytest.raises(tilelang.CompileError, match=r"T.serial\(\): unknown or misplaced "
+                                                    r"keyword stride="):
+        tilelang.compile(main, target="sim")(torch.zeros(16))
+
+
+def test_an_autotuned_kernel_has_tilelangs_attributes():
+    kernel = _doubled(1000)
+    assert kernel.config in ({"block": 32, "threads": 32}, {"block": 64, "threads": 64})
+    assert kernel.ref_latency is None
+    assert math.isnan(kernel.latency)           # simulation: nothing is timed
+    a = torch.randn(1000)
+    torch.testing.assert_close(kernel(a), a * 2)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu():
+    _check_all("cuda")
+    kernel = _doubled(1000)
+    assert kernel.latency > 0 and kernel.config["block"] in (32, 64)
