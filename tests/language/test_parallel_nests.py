@@ -208,6 +208,63 @@ def test_a_nest_through_a_helper_is_refused(kernel, name, target):
             kernel.compile(a, a.copy(), target="cuda", arch="sm_90a")
 
 
+@tilejit.kernel
+def carried_variable(X, Y):
+    with T.Kernel(1, threads=64):
+        s = T.alloc_var(T.float32)
+        s = 0.0
+        for i in T.Parallel(X.shape[0]):
+            s = s + X[i]
+        Y[0] = s
+
+
+@tilejit.kernel
+def carried_local(X, Y):
+    with T.Kernel(1, threads=64):
+        acc = T.alloc_local((1,), T.float32)
+        acc[0] = 0.0
+        for i in T.Parallel(X.shape[0]):
+            acc[0] += X[i]
+        Y[0] = acc[0]
+
+
+@tilejit.kernel
+def per_iteration_values(X, Y, n: T.constexpr = 4):
+    """Allowed: a variable or an element set in the iteration before it is updated."""
+    with T.Kernel(1, threads=64):
+        best = T.alloc_local((1,), T.float32)
+        for i in T.Parallel(X.shape[0]):
+            s = T.alloc_var(T.float32)
+            s = 0.0
+            best[0] = -T.infinity(T.float32)
+            for k in T.serial(n):
+                s += X[i, k]
+                best[0] = T.max(best[0], X[i, k])
+            Y[i] = s + best[0]
+
+
+@pytest.mark.parametrize("kernel, name", [(carried_variable, "s"), (carried_local, "acc")])
+@pytest.mark.parametrize("target", ["sim", "cuda"])
+def test_a_value_carried_between_iterations_is_refused(kernel, name, target):
+    """Found by a user-style fuzz: the simulator gave the last iteration's value (or the
+    whole sum), the GPU a partial sum per thread, every thread storing its own."""
+    x = _data(128)
+    with pytest.raises(LoopNestError, match=rf"carries {name} from one iteration to the "
+                                            rf"next"):
+        if target == "sim":
+            kernel(x, np.zeros(1, np.float32))
+        else:
+            kernel.compile(x, np.zeros(1, np.float32), target="cuda", arch="sm_90a")
+
+
+def test_values_set_in_the_iteration_are_the_iterations_own():
+    x = _data(64 * 4).reshape(64, 4)
+    y = np.zeros(64, np.float32)
+    per_iteration_values(x, y)
+    np.testing.assert_allclose(y, x.sum(1) + x.max(1), rtol=1e-5)
+    per_iteration_values.compile(x, y, target="cuda", arch="sm_90a")
+
+
 def test_a_tile_operation_or_a_pipeline_in_a_parallel_is_refused():
     a = np.zeros((64, 32), np.float16)
     b = np.zeros((32, 64), np.float16)

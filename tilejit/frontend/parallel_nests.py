@@ -8,10 +8,14 @@ has them, for the GPU and the simulator alike.
   nested ones would each give a thread its own share of the other's, and the
   ``(i, j)`` pairs off the diagonal would run nowhere.
 - Any other ``T.Parallel`` inside a ``T.Parallel`` (after other statements, under an
-  ``if``, in a serial loop between them), a ``T.Pipelined`` loop or a tile operation
-  (``T.gemm``, a reduction, ``T.fill``, …) in a ``T.Parallel`` body is a
-  ``LoopNestError`` at its line (a ``ValueError``, as TileLang raises it). A serial loop
-  in a ``T.Parallel``, and a ``T.Parallel`` in a serial or pipelined loop, stay as they are.
+  ``if``, in a serial loop between them, in a helper or macro called there), a
+  ``T.Pipelined`` loop or a tile operation (``T.gemm``, a reduction, ``T.fill``, …) in a
+  ``T.Parallel`` body is a ``LoopNestError`` at its line (a ``ValueError``, as TileLang
+  raises it). A serial loop in a ``T.Parallel``, and a ``T.Parallel`` in a serial or
+  pipelined loop, stay as they are.
+- A value carried from one iteration to the next (``s += x[i]`` of a variable, or of a
+  ``T.alloc_local`` element, not set earlier in the iteration) is a ``LoopNestError``:
+  the iterations run on the block's threads at once, each would carry its own.
 """
 from __future__ import annotations
 
@@ -65,8 +69,58 @@ class _Nests(syntax.NodeTransformer):
                     f"before the outer loop", inner)
             node = self._merged(node, inner)
         self._check_body(node)
+        self._check_carried(node)
         node.body = [self.visit(s) for s in node.body]
         return node
+
+    def _check_carried(self, loop):
+        """A value carried from one iteration to the next (``acc += x[i]`` of a variable
+        or of a T.alloc_local element set before the loop): the iterations run on the
+        block's threads at once, each thread would carry its own partial value."""
+        targets = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
+        body = ast.Module(body=loop.body, type_ignores=[])
+        first: dict = {}                 # name -> (line, col) of its first binding here
+        for n in syntax.walk(body):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                at = (n.lineno, n.col_offset)
+                first[n.id] = min(first.get(n.id, at), at)
+            elif isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Subscript) and \
+                    not _reads_itself(n.targets[0], n.value):
+                key = _element(n.targets[0])        # an element set in this iteration
+                at = (n.lineno, n.col_offset)
+                first[key] = min(first.get(key, at), at)
+        for n in syntax.walk(body):
+            if isinstance(n, ast.AugAssign):
+                target, reads = n.target, True
+            elif isinstance(n, ast.Assign) and len(n.targets) == 1:
+                target = n.targets[0]
+                reads = _reads_itself(target, n.value)
+            else:
+                continue
+            if not reads:
+                continue
+            at = (n.lineno, n.col_offset)
+            if isinstance(target, ast.Name):
+                name = target.id
+            elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                    and self._allocated_local(target.value.id) and not targets & {
+                        x.id for x in syntax.walk(target.slice) if isinstance(x, ast.Name)}:
+                name = target.value.id
+                if first.get(_element(target), at) < at:
+                    continue
+            else:
+                continue
+            if name in targets or first.get(name, at) < at:
+                continue
+            raise self.error(
+                f"this update of {name} in the T.Parallel at line {loop.lineno} carries "
+                f"{name} from one iteration to the next, but the "
+                f"iterations run on the block's threads at once: each thread would hold "
+                f"its own partial value. Reduce a fragment (T.reduce_*, T.alloc_reducer), "
+                f"use an atomic, or loop with T.serial", n)
+
+    def _allocated_local(self, name) -> bool:
+        return name in self.locals
 
     def _merged(self, outer, inner):
         def names(target):
@@ -128,6 +182,30 @@ def _hashable(value) -> bool:
     return True
 
 
+def _element(sub):
+    return (ast.unparse(sub.value), ast.dump(sub.slice))
+
+
+def _reads_itself(target, value) -> bool:
+    """Whether ``value`` reads what ``target`` (a name, or an element) stores."""
+    if isinstance(target, ast.Name):
+        return any(isinstance(v, ast.Name) and v.id == target.id for v in syntax.walk(value))
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return any(isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name)
+                   and v.value.id == target.value.id
+                   and ast.dump(v.slice) == ast.dump(target.slice)
+                   for v in syntax.walk(value))
+    return False
+
+
+def _locals(fdef, namespace) -> frozenset:
+    """The names bound to a thread's own ``T.alloc_local`` arrays."""
+    return frozenset(t.id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
+                     and isinstance(n.value, ast.Call)
+                     and resolve_static(n.value.func, namespace) is T.alloc_local
+                     for t in n.targets if isinstance(t, ast.Name))
+
+
 def rewrite_parallel_nests(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
     """``fdef`` with perfectly nested T.Parallel loops merged; the other nests that
     TileLang refuses raise a LoopNestError (``error``: the kernel source's error maker,
@@ -135,4 +213,6 @@ def rewrite_parallel_nests(fdef: ast.FunctionDef, namespace: dict, error) -> ast
     def loop_error(message, node):
         e = error(message, node)
         return LoopNestError(e.bare_message, e.filename, e.lineno)
-    return _Nests(namespace, loop_error).visit(fdef)
+    nests = _Nests(namespace, loop_error)
+    nests.locals = _locals(fdef, namespace)
+    return nests.visit(fdef)
