@@ -107,3 +107,23 @@ def test_typed_scalars_on_the_gpu():
     tilelang.compile(scaled(128))(_threes("cuda"), y, 1.0001, 2)
     assert y[0].item() == pytest.approx(5.0003, abs=1e-6)
     assert scaled_eager(_threes("cuda"), 1.0001)[0].item() == pytest.approx(3.0003, abs=1e-6)
+
+
+@tilelang.jit
+def _typed_block(X, block: T.int32):
+    N = T.const("N")
+    X: T.Tensor[(N,), T.float32]
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(N // block, threads=128) as bx:
+        s = T.alloc_shared((block,), T.float32)
+        T.copy(X[bx * block], s)
+        T.copy(s, Y[bx * block])
+    return Y
+
+
+def test_a_typed_scalar_used_as_a_tile_size_says_why():
+    """Found by a review: an eager program's `block: T.int32` used to specialize; as a
+    run-time value it cannot size a tile, and the error says so and how to write it."""
+    with pytest.raises(tilelang.CompileError, match=r"'block' is annotated T.int32: a "
+                                                    r"run-time value"):
+        _typed_block(torch.zeros(256), 64)

@@ -443,7 +443,25 @@ class JitFunction:
         if self._packed_names:      # byte tensors of float4_e2m1fn parameters
             values = [as_declared(v, self._packed_names[p]) if p in self._packed_names
                       else v for v, (_, p, _) in zip(values, order)]
-        return self.kernel(*values)
+        if not self._scalars:
+            return self.kernel(*values)
+        try:
+            return self.kernel(*values)
+        except CompileError as e:
+            raise self._typed_scalar_hint(e) from None
+
+    def _typed_scalar_hint(self, e: CompileError) -> CompileError:
+        """``e``, saying so where a parameter annotated with a dtype (a run-time value, as
+        TileLang's typed variable) is used where a compile-time value is needed."""
+        named = [n for n in self._scalars if f"`{n}" in e.bare_message or f"({n}," in
+                 e.bare_message or f" {n} " in e.bare_message]
+        if not named or "compile time" not in e.bare_message:
+            return e
+        n = named[0]
+        return CompileError(f"{e.bare_message} ({n!r} is annotated {self._scalars[n]!r}: a "
+                            f"run-time value, as TileLang's typed variable; leave it "
+                            f"unannotated, or `{n}: int`, for a compile-time one)",
+                            e.filename, e.lineno)
 
     def _call_key(self, args, kwargs):
         """What the checks of a call depend on: each tensor's kind, shape and dtype (not
