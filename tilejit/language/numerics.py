@@ -116,10 +116,28 @@ def cast(value, dtype: DType):
     target = dtype.numpy
     arr = np.asarray(value)
     if dtype.is_int and arr.dtype.kind == "f":
-        arr = np.trunc(arr)
+        out = _float_to_int(arr, np.dtype(target))
+        return out if isinstance(value, np.ndarray) else out[()]
     with np.errstate(invalid="ignore", over="ignore"):
         out = arr.astype(target)
     return out if isinstance(value, np.ndarray) else out[()]
+
+
+def _float_to_int(arr, target: np.dtype):
+    """A float toward zero as the GPU converts it (PTX ``cvt.rzi``): NaN is 0 and a value
+    out of range saturates, to the type's range for 32 and 64 bits, to the 16-bit one
+    for 8 and 16 bits (those go through a 16-bit register), whose low bits are kept."""
+    info = np.iinfo(target)
+    wide = target.itemsize >= 4
+    lo, hi = (info.min, info.max) if wide else ((-32768, 32767) if info.min < 0
+                                                else (0, 65535))
+    x = np.trunc(arr.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        safe = np.where(np.isnan(x) | (x < lo) | (x >= float(hi) + 1.0), 0, x)
+        out = safe.astype(np.int64 if info.min < 0 else np.uint64)
+    out = np.where(x < lo, lo, np.where(x >= float(hi) + 1.0, hi, out))
+    out = np.where(np.isnan(x), 0, out)
+    return out.astype(np.int64 if info.min < 0 else np.uint64).astype(target)
 
 
 def reinterpret(value, dtype: DType):
