@@ -26,7 +26,7 @@ from tilejit import language as T
 from tilejit.errors import LoopNestError
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.references import current_namespace
-from tilejit.frontend.source import function_def_from_file, resolve_static
+from tilejit.frontend.source import function_def_from_file, names_bound_to, resolve_static
 from tilejit.frontend.tile_helpers import reaches
 
 # tile operations a T.Parallel body may not hold: each is the whole block's work (an
@@ -198,14 +198,6 @@ def _reads_itself(target, value) -> bool:
     return False
 
 
-def _locals(fdef, namespace) -> frozenset:
-    """The names bound to a thread's own ``T.alloc_local`` arrays."""
-    return frozenset(t.id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
-                     and isinstance(n.value, ast.Call)
-                     and resolve_static(n.value.func, namespace) is T.alloc_local
-                     for t in n.targets if isinstance(t, ast.Name))
-
-
 def rewrite_parallel_nests(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
     """``fdef`` with perfectly nested T.Parallel loops merged; the other nests that
     TileLang refuses raise a LoopNestError (``error``: the kernel source's error maker,
@@ -214,5 +206,5 @@ def rewrite_parallel_nests(fdef: ast.FunctionDef, namespace: dict, error) -> ast
         e = error(message, node)
         return LoopNestError(e.bare_message, e.filename, e.lineno)
     nests = _Nests(namespace, loop_error)
-    nests.locals = _locals(fdef, namespace)
+    nests.locals = names_bound_to(fdef, namespace, (T.alloc_local,))
     return nests.visit(fdef)

@@ -118,6 +118,16 @@ class KernelSource:
         return CompileError(message, self.filename, getattr(node, "lineno", None))
 
 
+def names_bound_to(tree: ast.AST, namespace: dict, functions) -> frozenset:
+    """The names ``tree`` assigns the result of a call of one of ``functions``
+    (``t = T.alloc_local(...)``: the names of its local tiles)."""
+    return frozenset(
+        t.id for n in syntax.walk(tree) if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and resolve_static(n.value.func, namespace) in functions
+        for t in n.targets if isinstance(t, ast.Name))
+
+
 def resolve_static(node: ast.AST, namespace: dict):
     """The Python object an expression such as ``T.Parallel`` or ``tilejit.language.copy``
     names, looked up in the kernel's globals and closure; None if it is not a plain

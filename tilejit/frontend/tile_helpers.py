@@ -39,8 +39,8 @@ from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.kernel_macros import inline_call
 from tilejit.frontend.references import current_namespace
-from tilejit.frontend.source import (function_def_from_file, resolve_static,
-                                     statement_lists)
+from tilejit.frontend.source import (function_def_from_file, names_bound_to,
+                                     resolve_static, statement_lists)
 
 _DEPTH = 8
 # the tile operations only the tile passes lower: a helper that uses one cannot be a
@@ -105,11 +105,8 @@ class _Inliner:
         ``Rescale(acc_o, scores_scale)``, a T.Parallel over them): a fragment is the
         block's, laid out over its threads, so a device function cannot take it."""
         if self.fragments is None:
-            self.fragments = {t.id for n in syntax.walk(self.ks.tree)
-                              if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                              and resolve_static(n.value.func, self.ks.namespace)
-                              in _FRAGMENT_ALLOCATIONS
-                              for t in n.targets if isinstance(t, ast.Name)}
+            self.fragments = names_bound_to(self.ks.tree, self.ks.namespace,
+                                            _FRAGMENT_ALLOCATIONS)
         return any(isinstance(a, ast.Name) and a.id in self.fragments
                    for a in list(call.args) + [k.value for k in call.keywords])
 

@@ -12,7 +12,8 @@ from tilejit.layouts.fragment import (MMA_M16N8K8_TF32_A, MMA_M16N8K8_TF32_B, MM
                                       MMA_M16N8K32_INT8_A, MMA_M16N8K32_INT8_B,
                                       MMA_M16N8K32_INT8_C, WARP_SIZE, WAVE_SIZE, Fragment,
                                       FragmentInverse, mfma_fragment, mma_fragment,
-                                      parallel_fragment, tile_fragment)
+                                      parallel_fragment, row_groups_fragment,
+                                      tile_fragment)
 from tilejit.layouts.layout import (Layout, coalesce, complement, composition, concat, flatten,
                                     left_inverse, logical_divide, logical_product, make_layout,
                                     offset_table, right_inverse, zipped_divide)
@@ -28,5 +29,5 @@ __all__ = [
     "coalesce", "complement", "composition", "concat", "flatten", "left_inverse",
     "logical_divide", "logical_product", "make_layout", "make_swizzled_layout",
     "mfma_fragment", "mma_fragment", "offset_table", "parallel_fragment", "plot_fragment",
-    "right_inverse", "swizzle_for_bytes", "tile_fragment", "zipped_divide",
+    "right_inverse", "row_groups_fragment", "swizzle_for_bytes", "tile_fragment", "zipped_divide",
 ]

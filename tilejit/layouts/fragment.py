@@ -385,3 +385,30 @@ def parallel_fragment(shape, threads: int, vector: int = 1) -> Fragment:
                          ) from None
     return Fragment(dims, tl, sl, threads,
                     name=f"parallel {dims} threads={threads} vector={vector}")
+
+
+def row_groups_fragment(shape, group: int, threads: int) -> Fragment | None:
+    """A 2-d tile's rows dealt to groups of ``group`` threads (row r to group r mod
+    groups; as many groups as the block has, a power of two that divides the rows),
+    each row's elements round-robin over its group's threads; the block's other
+    threads, if any, hold replicas."""
+    if len(shape) != 2:
+        return None
+    rows, cols = shape
+    groups = threads // group
+    while groups > 1 and rows % groups:
+        groups //= 2
+    if groups < 2:
+        return None
+    per_row, per_group = cols // group, rows // groups
+    # (unit modes left out: the digit form reads each mode as a digit)
+    row_mode, row_thread, row_slot = ((groups, group, 0) if per_group == 1 else
+                                      ((groups, per_group), (group, 0), (0, per_row)))
+    col_mode, col_thread, col_slot = ((group, 1, 0) if per_row == 1 else
+                                      ((group, per_row), (1, 0), (0, 1)))
+    thread = Layout((row_mode, col_mode), (row_thread, col_thread))
+    slot = Layout((row_mode, col_mode), (row_slot, col_slot))
+    frag = Fragment(tuple(shape), thread, slot, groups * group,
+                    name=f"rows {tuple(shape)} to {groups} groups of {group} threads")
+    copies = threads // (groups * group)
+    return frag if copies == 1 else frag.replicated(copies)

@@ -65,9 +65,8 @@ import numpy as np
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import flatten_statements, resolve_static
-from tilejit.layouts import make_swizzled_layout, offset_table, parallel_fragment
-from tilejit.layouts.fragment import Fragment
-from tilejit.layouts.layout import Layout
+from tilejit.layouts import (make_swizzled_layout, offset_table, parallel_fragment,
+                             row_groups_fragment)
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.view_layout import ViewLayout
@@ -453,7 +452,7 @@ def _parallel_layout(shape, dtypes, threads, usable=None):
         group = threads // 2
         while group >= 1:
             if shape[-1] % group == 0 and threads % group == 0:
-                for frag, v in ((_row_groups(shape, group, threads), None),
+                for frag, v in ((row_groups_fragment(shape, group, threads), None),
                                 (_replicas(shape, group, threads), 1)):
                     if frag is not None and usable(frag):
                         return frag, v      # (None: indexed by its digits, not a flat run)
@@ -473,33 +472,6 @@ def _replicas(shape, group, threads):
         return parallel_fragment(shape, group, 1).replicated(threads // group)
     except ValueError:
         return None
-
-
-def _row_groups(shape, group, threads):
-    """A 2-d tile's rows dealt to groups of ``group`` threads (row r to group r mod
-    groups; as many groups as the block has, a power of two that divides the rows),
-    each row's elements round-robin over its group's threads; the block's other
-    threads, if any, hold replicas."""
-    if len(shape) != 2:
-        return None
-    rows, cols = shape
-    groups = threads // group
-    while groups > 1 and rows % groups:
-        groups //= 2
-    if groups < 2:
-        return None
-    per_row, per_group = cols // group, rows // groups
-    # (unit modes left out: the digit form reads each mode as a digit)
-    row_mode, row_thread, row_slot = ((groups, group, 0) if per_group == 1 else
-                                      ((groups, per_group), (group, 0), (0, per_row)))
-    col_mode, col_thread, col_slot = ((group, 1, 0) if per_row == 1 else
-                                      ((group, per_row), (1, 0), (0, 1)))
-    thread = Layout((row_mode, col_mode), (row_thread, col_thread))
-    slot = Layout((row_mode, col_mode), (row_slot, col_slot))
-    frag = Fragment(tuple(shape), thread, slot, groups * group,
-                    name=f"rows {tuple(shape)} to {groups} groups of {group} threads")
-    copies = threads // (groups * group)
-    return frag if copies == 1 else frag.replicated(copies)
 
 
 def _out_of_bounds_error(ctx, loop, loop_vars, extents, tile):

@@ -25,7 +25,7 @@ import itertools
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
 from tilejit.ir.markers import THREAD_INDEX
@@ -217,15 +217,6 @@ def uses_thread_index(fdef: ast.FunctionDef) -> bool:
     """Whether a device program reads its thread index (``__tj_thread_index()``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and n.func.id == THREAD_INDEX for n in syntax.walk(fdef))
-
-
-def _allocated(fdef: ast.FunctionDef, namespace, allocation) -> frozenset:
-    """The names bound to ``allocation(...)``'s tiles."""
-    return frozenset(
-        t.id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
-        and isinstance(n.value, ast.Call)
-        and resolve_static(n.value.func, namespace) is allocation
-        for t in n.targets if isinstance(t, ast.Name))
 
 
 def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset()) -> bool:
@@ -464,5 +455,5 @@ def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.Funct
         _own_fragments(fdef, namespace)
         fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
     return syntax.fix_missing_locations(
-        SimRewriter(namespace, _allocated(fdef, namespace, T.alloc_local),
-                    _allocated(fdef, namespace, T.alloc_fragment)).visit(fdef))
+        SimRewriter(namespace, names_bound_to(fdef, namespace, (T.alloc_local,)),
+                    names_bound_to(fdef, namespace, (T.alloc_fragment,))).visit(fdef))
