@@ -6,6 +6,8 @@ another, a T.Pipelined loop or a tile operation in a T.Parallel body are refused
 LoopNestError (a ValueError, as TileLang raises it) by the simulator and the compiler
 alike. In simulation against numpy, the device program and PTX checked here, on the GPU
 against torch and the simulator."""
+import re
+
 import numpy as np
 import pytest
 
@@ -133,6 +135,10 @@ def through_a_macro(A, B, block: T.constexpr = 16):
     with T.Kernel(1, threads=256):
         for i in T.Parallel(A.shape[0] // block):
             _row_macro(B, A, i, block)
+
+
+def _line(text, path=__file__):
+    return next(n for n, src in enumerate(open(path), 1) if text in src)
 
 
 def _data(n=256, seed=0):
@@ -273,6 +279,103 @@ def test_a_tile_operation_or_a_pipeline_in_a_parallel_is_refused():
     x = _data(128)
     with pytest.raises(LoopNestError, match="a T.Pipelined loop inside the T.Parallel"):
         pipeline_in_a_parallel.compile(x, x.copy(), target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def local_stored_by_the_loop(X, Y):
+    """A thread's own array indexed by the iterations that are spread over the threads:
+    each thread's copy would hold only its iterations' elements, where the simulator
+    held one array with all of them (found against TileLang's local-index checker)."""
+    n = X.shape[0]
+    with T.Kernel(1, threads=n):
+        local = T.alloc_local((n,), T.float32)
+        for i in T.Parallel(n):
+            local[i] = X[i]                       # stored by the iteration's index
+        for k in T.serial(n):
+            Y[k] = local[k]
+
+
+@tilejit.kernel
+def local_read_by_the_loop(X, Y):
+    n = X.shape[0]
+    with T.Kernel(1, threads=n):
+        local = T.alloc_local((n,), T.float32)
+        for k in T.serial(n):
+            local[k] = X[k]
+        for i in T.Parallel(n):
+            Y[i] = local[i]                       # read by the iteration's index
+
+
+@tilejit.kernel
+def local_through_a_name(X, Y):
+    n = X.shape[0]
+    with T.Kernel(1, threads=n):
+        local = T.alloc_local((n,), T.float32)
+        for i, j in T.Parallel(n // 4, 4):
+            flat = i * 4 + j
+            local[flat] = X[flat]                 # through a name computed from them
+        Y[0] = local[0]
+
+
+@tilejit.kernel
+def local_at_the_threads_own_indices(X, Y):
+    """Allowed: an index every iteration shares, or an inner serial loop's."""
+    n = X.shape[0]
+    with T.Kernel(1, threads=32):
+        scale = T.alloc_local((1,), T.float32)
+        scale[0] = 2.0
+        scratch = T.alloc_local((4,), T.float32)
+        for i in T.Parallel(n):
+            for lane in T.vectorized(4):
+                scratch[lane] = X[i] + lane
+            Y[i] = (scratch[0] + scratch[3]) * scale[0]
+
+
+@pytest.mark.parametrize("kernel, index, line", [
+    (local_stored_by_the_loop, "T.Parallel loop variable `i`", "stored by the iteration's"),
+    (local_read_by_the_loop, "T.Parallel loop variable `i`", "read by the iteration's index"),
+    (local_through_a_name, "`flat`, computed from T.Parallel loop variable `i, j`",
+     "through a name computed")])
+@pytest.mark.parametrize("target", ["sim", "cuda"])
+def test_a_local_indexed_by_the_loop_is_refused(kernel, index, line, target):
+    x = _data(32)
+    with pytest.raises(LoopNestError, match=rf"Local buffer `local` is indexed by "
+                                            rf"{re.escape(index)}") as info:
+        if target == "sim":
+            kernel(x, np.zeros_like(x))
+        else:
+            kernel.compile(x, np.zeros_like(x), target="cuda", arch="sm_90a")
+    assert isinstance(info.value, ValueError)
+    assert f"line {_line(line)}" in str(info.value)
+
+
+def test_a_local_at_indices_the_iterations_share_runs():
+    x = _data(64)
+    y = np.zeros_like(x)
+    local_at_the_threads_own_indices(x, y)
+    np.testing.assert_allclose(y, (2 * x.astype(np.float64) + 3) * 2, rtol=1e-6)
+    local_at_the_threads_own_indices.compile(x, y, target="cuda", arch="sm_90a")
+
+
+def test_tilelang_jit_refuses_it_when_called():
+    """TileLang's @tilelang.jit compiles when the program is made: the refusal comes
+    there, not at the first launch."""
+    import tilejit as tilelang
+
+    @tilelang.jit
+    def program(n=32):
+        @T.prim_func
+        def main(Y: T.Tensor((n,), T.float32)):
+            with T.Kernel(1, threads=n):
+                local = T.alloc_local((n,), T.float32)
+                for i in T.Parallel(n):
+                    local[i] = 1.0
+                for i in T.Parallel(n):
+                    Y[i] = local[0]
+        return main
+
+    with pytest.raises(LoopNestError, match="Local buffer `local` is indexed by"):
+        program()
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

@@ -135,17 +135,18 @@ def test_barriers_not_every_thread_reaches_are_errors(kernel, match):
 @tilejit.kernel
 def uniform_break_after_scattered_stores(X, Out, Count):
     """DeepSeek's top-k selector's shape: threads store at indices they computed
-    (``Out[bx, pos] = i``, pos thread-dependent), then a loop leaves early on a value every
-    thread reads alike from shared memory, with block barriers inside. The store does not
-    make ``bx`` thread-dependent, nor does ``Out.shape`` read the stored elements."""
+    (``Out[bx, pos] = i``, pos thread-dependent, each thread its own), then a loop leaves
+    early on a value every thread reads alike from shared memory, with block barriers
+    inside. The store does not make ``bx`` thread-dependent, nor does ``Out.shape`` read
+    the stored elements."""
     n = Out.shape[1]
     with T.Kernel(2, threads=64) as bx:
         tx = T.get_thread_binding()
         S = T.alloc_shared((1,), T.int32)
         left = T.alloc_var(T.int32)
-        pos = tx % n
+        pos = tx * 7 % n
         Out[bx, pos] = tx * 10 + bx
-        left = n
+        left = n - 59
         for r in T.serial(4):
             if left <= 0:
                 break
@@ -157,11 +158,11 @@ def uniform_break_after_scattered_stores(X, Out, Count):
             Count[bx, r] = left
 
 
-def _uniform_break_expected(n=5):
+def _uniform_break_expected(n=64):
     out = np.zeros((2, n), np.int32)
     for b in range(2):
-        for t in range(64):          # the last thread to store at a position: any of them
-            out[b, t % n] = t * 10 + b
+        for t in range(64):          # 7 is prime to 64: each thread its own position
+            out[b, t * 7 % n] = t * 10 + b
     count = np.zeros((2, 4), np.int32)
     count[:, :2] = [2, -1]
     return out, count
@@ -169,12 +170,11 @@ def _uniform_break_expected(n=5):
 
 def test_a_uniform_break_after_scattered_stores():
     x = np.zeros(4, np.float32)
-    out, count = np.zeros((2, 5), np.int32), np.zeros((2, 4), np.int32)
+    out, count = np.zeros((2, 64), np.int32), np.zeros((2, 4), np.int32)
     uniform_break_after_scattered_stores(x, out, count)
     want_out, want_count = _uniform_break_expected()
     np.testing.assert_array_equal(count, want_count)
-    assert all((out[b, p] - b) % 10 == 0 and (out[b, p] - b) // 10 % 5 == p
-               for b in range(2) for p in range(5))
+    np.testing.assert_array_equal(out, want_out)
     for arch in ("sm_80", "sm_90a"):
         ptx = uniform_break_after_scattered_stores.compile(x, out, count, target="cuda",
                                                            arch=arch).ptx
@@ -184,15 +184,13 @@ def test_a_uniform_break_after_scattered_stores():
 @pytest.mark.gpu
 def test_a_uniform_break_after_scattered_stores_on_the_gpu():
     import torch
-    out = torch.zeros((2, 5), dtype=torch.int32, device="cuda")
+    out = torch.zeros((2, 64), dtype=torch.int32, device="cuda")
     count = torch.zeros((2, 4), dtype=torch.int32, device="cuda")
     uniform_break_after_scattered_stores(torch.zeros(4, device="cuda"), out, count)
     torch.cuda.synchronize()
-    _, want_count = _uniform_break_expected()
+    want_out, want_count = _uniform_break_expected()
     np.testing.assert_array_equal(count.cpu().numpy(), want_count)
-    o = out.cpu().numpy()
-    assert all((o[b, p] - b) % 10 == 0 and (o[b, p] - b) // 10 % 5 == p
-               for b in range(2) for p in range(5))
+    np.testing.assert_array_equal(out.cpu().numpy(), want_out)
 
 
 @tilejit.kernel

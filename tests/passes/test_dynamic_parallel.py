@@ -167,3 +167,88 @@ def test_an_extent_of_constants_is_laid_out_as_a_literal(ptxas):
     assert "bar.sync" not in ptx               # laid out: not the shared element loop
     tilejit.kernel(static_min.func, target="sim")(a)
     assert (a == 1).all()
+
+
+def dynamic_rows(N=64, form=0):
+    """A tensor of T.dynamic rows, a T.Parallel over them: one kernel for every row
+    count, the extent read at run time (TileLang's loops over a dynamic extent). Form 1
+    reads a fragment indexed by the compile-time index only, form 2 stores one value
+    into it from every row: the rows run one after another around a laid-out loop over
+    the columns. Form 3 indexes the fragment by the row, form 4 accumulates over the
+    rows in it: both refused."""
+    rows = T.dynamic("rows")
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, N), "float32"), W: T.Tensor((N,), "float32"),
+             Y: T.Tensor((rows, N), "float32")):
+        with T.Kernel(1, threads=64):
+            f = T.alloc_fragment((N,), "float32")
+            T.copy(W, f)
+            if form == 0:
+                for i, j in T.Parallel(rows, N):
+                    Y[i, j] = X[i, j] * 2.0
+            elif form == 1:
+                for i in T.Parallel(rows):
+                    for j in T.Parallel(N):
+                        Y[i, j] = X[i, j] * f[j]
+            elif form == 2:
+                for i, j in T.Parallel(rows, N):  # noqa: B007 - each row stores it
+                    f[j] = 3.0
+                for i, j in T.Parallel(rows, N):
+                    Y[i, j] = X[i, j] + f[j]
+            elif form == 3:
+                for i in T.Parallel(rows):
+                    f[i] = X[i, 0]                  # indexed by the run-time index
+            else:
+                for i, j in T.Parallel(rows, N):
+                    f[j] += X[i, j]                 # carried from row to row
+    return main
+
+
+def _rows_expected(x, w, form):
+    x64 = x.astype(np.float64)
+    return {0: x64 * 2, 1: x64 * w, 2: x64 + 3}[form]
+
+
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_a_dynamic_extent_of_a_prim_func_is_read_at_run_time(form, ptxas):
+    rng = np.random.default_rng(form)
+    w = rng.random(64, dtype=np.float32)
+    kernel = tilejit.compile(dynamic_rows(form=form), target="sim")
+    for rows in (1, 5, 37):
+        x = rng.random((rows, 64), dtype=np.float32)
+        y = np.zeros_like(x)
+        kernel(x, w, y)
+        np.testing.assert_allclose(y, _rows_expected(x, w, form), rtol=1e-6)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(dynamic_rows(form=form),
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.parametrize("form, message", [
+    (3, r"T.Parallel\(rows\)`: a T.Parallel over extents known only at run time indexes "
+        r"fragment 'f'"),
+    (4, r"indexes fragment 'f'")])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_a_fragment_a_dynamic_extent_reaches_is_refused(form, message, target):
+    """As TileLang refuses it, with a ValueError, when the program is compiled."""
+    with pytest.raises(CompileError, match=message) as info:
+        tilejit.compile(dynamic_rows(form=form), target=target)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_a_dynamic_extent_of_a_prim_func_on_the_gpu(form):
+    import torch
+    rng = np.random.default_rng(10 + form)
+    w = rng.random(64, dtype=np.float32)
+    kernel = tilejit.compile(dynamic_rows(form=form))
+    for rows in (1, 37, 300):
+        x = rng.random((rows, 64), dtype=np.float32)
+        y = torch.zeros(rows, 64, device="cuda")
+        kernel(torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda(), y)
+        sim = np.zeros_like(x)
+        tilejit.compile(dynamic_rows(form=form), target="sim")(x, w, sim)
+        np.testing.assert_allclose(y.cpu().numpy(), _rows_expected(x, w, form), rtol=1e-6)
+        np.testing.assert_array_equal(y.cpu().numpy(), sim)

@@ -216,3 +216,75 @@ def test_per_thread_reads_then_writes_on_the_gpu():
         sim = torch.zeros_like(a)
         per_thread(a, sim, form)
         assert torch.equal(b.cpu(), sim)
+
+
+@tilejit.kernel
+def shifted_in_place(X, B, form: T.constexpr):
+    N = B.shape[0]
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(N):
+            if form == 0:
+                X[i] = X[i] * 2                 # each iteration its own element
+            elif form == 1:
+                X[i] = X[i + 1] * 2             # reads the next element
+            elif form == 2:
+                X[0] = X[i + 1]                 # all iterations write X[0]
+            else:
+                X[N] = 7                        # one value from every iteration: no race
+        for i in T.Parallel(N):
+            B[i] = X[i + 1] - X[i]              # a later loop: ordered by a barrier
+
+
+@tilejit.kernel
+def per_thread_global(X, B, form: T.constexpr):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        if form == 0:
+            v = X[tx + 1]                       # read, then write in the next statement
+            X[tx] = v
+        else:
+            X[tx] = X[tx + 1]                   # read a neighbour's element and write
+        B[tx] = X[tx]
+
+
+def test_iterations_that_share_an_element_of_a_global_tensor_race():
+    """The iterations of one T.Parallel loop (and the threads of one per-thread
+    statement) race on a global tensor's element as on a shared tile's: the simulator
+    reports it where the GPU gives either value. Large tensors are tracked by the
+    elements one loop touches, so a loop over a small part of a large tensor stays
+    cheap."""
+    x = np.arange(65, dtype=np.float32)
+    b = np.zeros(64, np.float32)
+    shifted_in_place(x.copy(), b, 0)
+    np.testing.assert_array_equal(b, np.append(x[1:64] * 2, 64) - x[:64] * 2)
+    with pytest.raises(RaceError, match=r"race on tensor X\[\d+\]: an iteration of a "
+                                        r"T.Parallel loop (reads|writes) it and it is "
+                                        r"(written|read) by another iteration") as info:
+        shifted_in_place(x.copy(), b, 1)
+    assert f'line {_line("reads the next element")}' in str(info.value)
+    with pytest.raises(RaceError, match=r"X\[0\].*written by another iteration") as info:
+        shifted_in_place(x.copy(), b, 2)
+    assert f'line {_line("all iterations write X[0]")}' in str(info.value)
+    shifted_in_place(x.copy(), b, 3)
+    x = np.arange(129, dtype=np.float32)
+    b = np.zeros(128, np.float32)
+    per_thread_global(x.copy(), b, 0)
+    np.testing.assert_array_equal(b, x[1:])
+    with pytest.raises(RaceError, match=r"race on tensor X\[1\]: a thread writes it and it "
+                                        r"is read by another thread in the same statement"):
+        per_thread_global(x.copy(), b, 1)
+
+
+@pytest.mark.gpu
+def test_iterations_on_their_own_global_elements_on_the_gpu():
+    """The race-free forms on the GPU, against the simulator."""
+    import torch
+    for kernel, n, forms in ((shifted_in_place, 64, (0, 3)), (per_thread_global, 128, (0,))):
+        for form in forms:
+            x = torch.arange(n + 1, dtype=torch.float32)
+            b, sim = torch.zeros(n).cuda(), torch.zeros(n)
+            xs = x.clone()
+            kernel(x.cuda(), b, form)
+            torch.cuda.synchronize()
+            kernel(xs, sim, form)
+            assert torch.equal(b.cpu(), sim)

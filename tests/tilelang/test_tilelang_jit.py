@@ -377,12 +377,35 @@ def test_classic_dynamic_symbol_as_tile_extent_is_an_error():
         @T.prim_func
         def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
             with T.Kernel(1, threads=64) as bx:
+                S = T.alloc_shared((n,), "float32")
                 for i in T.Parallel(n):
-                    B[i] = A[i] + bx
+                    S[i] = A[i] + bx
+                for i in T.Parallel(n):
+                    B[i] = S[i]
         return main
     with pytest.raises(tilelang.CompileError, match="dynamic symbol n is used where a "
                                                     "compile-time extent is needed"):
         bad()
+
+
+def test_classic_dynamic_symbol_as_a_parallel_extent_is_read_at_run_time():
+    """A T.Parallel over a T.dynamic extent: one kernel for every size, the extent
+    read at run time (``passes/dynamic_parallel.py``)."""
+    @tilelang.jit(out_idx=[1])
+    def shifted():
+        n = T.dynamic("n")
+
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] + bx + 1
+        return main
+    kernel = shifted()
+    assert kernel.kernel.shape_entries == ()
+    for n in (3, 130):
+        a = torch.randn(n)
+        torch.testing.assert_close(kernel(a), a + 1.0)
 
 
 def test_classic_output_sized_by_a_symbol_no_input_has():

@@ -102,13 +102,16 @@ _COMPILE_TIME_ARGS = (T.Parallel, T.alloc_shared, T.alloc_fragment, T.alloc_loca
                       T.Pipelined, T.use_swizzle)
 
 
-def compile_time_shapes(ks: KernelSource) -> tuple[tuple[str, int], ...]:
-    """The shape entries used where a compile-time value is needed."""
+def compile_time_shapes(ks: KernelSource, parallel=True) -> tuple[tuple[str, int], ...]:
+    """The shape entries used where a compile-time value is needed (with
+    ``parallel=False``, not counting T.Parallel extents, which may be run-time values:
+    ``passes/dynamic_parallel.py``)."""
     params = set(ks.params)
     env = shape_environment(ks)
     needed: set = set()
+    kinds = _COMPILE_TIME_ARGS if parallel else _COMPILE_TIME_ARGS[1:]
     for node in syntax.walk(ks.tree):
-        if any(is_call_to(node, f, ks.namespace) for f in _COMPILE_TIME_ARGS):
+        if any(is_call_to(node, f, ks.namespace) for f in kinds):
             args, keywords = list(node.args), node.keywords
             if is_call_to(node, T.Pipelined, ks.namespace):
                 # the start and stop (the trip count) are run-time values

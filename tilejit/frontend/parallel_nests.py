@@ -70,6 +70,7 @@ class _Nests(syntax.NodeTransformer):
             node = self._merged(node, inner)
         self._check_body(node)
         self._check_carried(node)
+        self._check_local_indices(node)
         node.body = [self.visit(s) for s in node.body]
         return node
 
@@ -118,6 +119,46 @@ class _Nests(syntax.NodeTransformer):
                 f"iterations run on the block's threads at once: each thread would hold "
                 f"its own partial value. Reduce a fragment (T.reduce_*, T.alloc_reducer), "
                 f"use an atomic, or loop with T.serial", n)
+
+    def _check_local_indices(self, loop):
+        """A ``T.alloc_local`` array indexed by the loop's indices (or by names computed
+        from them in the body): the array is each thread's own, and the iterations are
+        spread over the threads, so each thread's copy would hold only its iterations'
+        elements (TileLang refuses it too). An index the iterations share
+        (``scale[0]``, ``scratch[lane]`` of an inner serial loop) is the thread's own."""
+        if not self.locals:
+            return
+        indices = [n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)]
+        derived = set(indices)
+        body = ast.Module(body=loop.body, type_ignores=[])
+        grew = True
+        while grew:                     # names computed from the indices, in the body
+            grew = False
+            for n in syntax.walk(body):
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                        n.value is not None and _reads(n.value, derived):
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        new = {x.id for x in syntax.walk(t) if isinstance(x, ast.Name)
+                               and isinstance(x.ctx, ast.Store)} - derived
+                        if new:
+                            derived |= new
+                            grew = True
+        for n in syntax.walk(body):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                    n.value.id in self.locals and _reads(n.slice, derived):
+                read = {x.id for x in syntax.walk(n.slice) if isinstance(x, ast.Name)}
+                direct = [i for i in indices if i in read]
+                by = f"T.Parallel loop variable `{', '.join(direct)}`" if direct else \
+                    f"`{', '.join(sorted(read & derived))}`, computed from T.Parallel loop " \
+                    f"variable `{', '.join(indices)}`"
+                raise self.error(
+                    f"Local buffer `{n.value.id}` is indexed by {by} "
+                    f"(`{ast.unparse(n)}`, in the T.Parallel at line "
+                    f"{loop.lineno}): a T.alloc_local array is each thread's own and the "
+                    f"loop's iterations are spread over the threads, so each thread's copy "
+                    f"would hold only its own iterations' elements. Index it with T.serial, "
+                    f"T.vectorized or T.unroll loops, or allocate a fragment "
+                    f"(T.alloc_fragment) to spread it over the threads", n)
 
     def _allocated_local(self, name) -> bool:
         return name in self.locals
@@ -180,6 +221,10 @@ def _hashable(value) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _reads(expr, names) -> bool:
+    return any(isinstance(x, ast.Name) and x.id in names for x in syntax.walk(expr))
 
 
 def _element(sub):

@@ -92,7 +92,8 @@ class _Dynamic(syntax.NodeTransformer):
         try:
             values = [self.static.value(a) for a in it.args]
         except NotStatic:
-            return self._rewrite(node)
+            split = self._split(node)
+            return self._rewrite(node) if split is None else self.visit(split)
         # an extent known when the kernel compiles (T.min(M, 128) of constants, a
         # tile's f.shape[0]): the literal, which the loop's typing and layout need
         it.args = [ast.copy_location(ast.Constant(int(v)), a)
@@ -101,6 +102,63 @@ class _Dynamic(syntax.NodeTransformer):
                    for a, v in zip(it.args, values)]
         # its iterations are spread over the threads: a loop inside is not every thread's
         return self._enclosing(node, True)
+
+    def _split(self, loop):
+        """``for i, j in T.Parallel(n, 64)`` (run-time extents first, compile-time ones
+        after) whose fragments and local tiles are indexed by the compile-time indices
+        only: ``for i in range(n): for j in T.Parallel(64)``, each thread running every
+        leading iteration and the laid-out loop sharing the rest (the nests TileLang
+        writes as ``T.Parallel(n)`` around ``T.Parallel(64)``); None for another loop."""
+        args = loop.iter.args
+        names = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+        if len(names) != len(args) or not all(isinstance(n, ast.Name) for n in names):
+            return None
+        known = []
+        for a in args:
+            try:
+                self.static.value(a)
+                known.append(True)
+            except NotStatic:
+                known.append(False)
+        k = known.index(True) if True in known else len(known)
+        if k == 0 or not all(known[k:]):
+            return None
+        tiles = {n for n, t in self.ctx.plan.tiles.items() if t.kind in ("fragment", "local")}
+        subs = [n for s in loop.body for n in syntax.walk(s) if isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name) and n.value.id in tiles]
+        if not subs:
+            return None                 # the element loop serves it
+        leading = {n.id for n in names[:k]}
+        grew = True
+        while grew:                     # the names computed from the leading indices
+            grew = False
+            for n in (x for s in loop.body for x in syntax.walk(s)):
+                if isinstance(n, ast.Assign) and reads_any(n.value, leading):
+                    new = {t.id for t in n.targets if isinstance(t, ast.Name)} - leading
+                    grew |= bool(new)
+                    leading |= new
+        if any(reads_any(sub.slice, leading) for sub in subs):
+            return None
+        # a tile element every leading iteration stores must get the same value from
+        # each, read from no tile the body stores: then running them one after another
+        # (here) and all at once (the simulator) leave the same values
+        into = {id(n) for n in subs}
+        stores = [(n, t) for s in loop.body for n in syntax.walk(s)
+                  if isinstance(n, (ast.Assign, ast.AugAssign))
+                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                  if id(t) in into]
+        written = {t.value.id for _, t in stores}
+        if any(isinstance(n, ast.AugAssign) or reads_any(n.value, leading | written)
+               for n, _ in stores):
+            return None
+        rest = names[k:]
+        target = rest[0] if len(rest) == 1 else ast.Tuple(list(rest), ast.Store())
+        inner = ast.For(target, ast.Call(loop.iter.func, list(args[k:]), []), loop.body, [],
+                        None)
+        for name, extent in reversed(list(zip(names[:k], args[:k]))):
+            inner = ast.For(_name(name.id, True), ast.Call(_name("range"), [extent], []),
+                            [inner], [], None)
+        return syntax.fix_missing_locations(ast.copy_location(inner, loop))
 
     def _rewrite(self, loop):
         text = f"`for ... in {ast.unparse(loop.iter)}`"
@@ -111,7 +169,7 @@ class _Dynamic(syntax.NodeTransformer):
         for n in syntax.walk(loop):
             tile = self.ctx.plan.tiles.get(n.id) if isinstance(n, ast.Name) else None
             if tile is not None and tile.kind in ("fragment", "local"):
-                raise self.ctx.error(
+                raise self.ctx.layout_error(
                     f"{text}: a T.Parallel over extents known only at run time indexes "
                     f"{tile.kind} {n.id!r}, whose layout needs the loop's shape when the "
                     f"kernel compiles (not supported); loop over the tile's whole shape "

@@ -187,17 +187,18 @@ def _element(sel, pos, shape):
 class ParallelLoop:
     """The T.Parallel loop running (``runtime.parallel_vectorized`` / ``parallel_scalar``):
     its iterations are spread over the block's threads with no barrier between them, so
-    two iterations that touch one shared-tile element, one of them writing, race on the
-    GPU (whichever threads the compiler gives them). ``lane`` is the running iteration
-    in the scalar form (None in the vectorized one, where ``grid`` numbers them)."""
+    two iterations that touch one element of a shared tile or a global tensor, one of
+    them writing, race on the GPU (whichever threads the compiler gives them). ``lane``
+    is the running iteration in the scalar form (None in the vectorized one, where
+    ``grid`` numbers them)."""
 
     __slots__ = ("epoch", "shape", "grid", "lane")
     count = 0           # epochs, shared with ThreadStep
     who = "an iteration of a T.Parallel loop"
     other = "another iteration of the same loop"
     advice = ("the loop's iterations run on different threads with no barrier between "
-              "them; split the loop in two, or write and read the tile in separate "
-              "statements")
+              "them; split the loop in two, or write and read the tile or tensor in "
+              "separate statements")
 
     def __init__(self, shape):
         ParallelLoop.count += 1
@@ -256,6 +257,20 @@ class IterationRaces:
     def __init__(self):
         self.epoch = 0
 
+    def _reset(self, tile):
+        self.wrote = np.full(tile.data.shape, -1, np.int64)
+        self.read = np.full(tile.data.shape, -1, np.int64)
+
+    def _gather(self, tile, idx):
+        """The writer and reader of each element ``idx`` (flat index arrays)."""
+        return self.wrote[idx], self.read[idx]
+
+    def _scatter(self, tile, idx, wrote=None, read=None):
+        if wrote is not None:
+            self.wrote[idx] = wrote
+        if read is not None:
+            self.read[idx] = read
+
     def access(self, tile, idx, active, write: bool, values=None):
         """``values``: what a write stores, when known: two threads storing one value in
         an element (eight producer threads flagging one row valid) is no race, as on the
@@ -265,8 +280,7 @@ class IterationRaces:
             return
         if self.epoch != loop.epoch:
             self.epoch = loop.epoch
-            self.wrote = np.full(tile.data.shape, -1, np.int64)
-            self.read = np.full(tile.data.shape, -1, np.int64)
+            self._reset(tile)
         shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
                                     np.shape(active) if active is not None else ())
         lanes = loop.lanes(shape)
@@ -287,10 +301,9 @@ class IterationRaces:
             values = None if values is None else values.reshape(-1)
         if lanes.size == 0:
             return
-        wrote = self.wrote[idx]
+        wrote, read = self._gather(tile, idx)
         other_write = (wrote >= 0) & (wrote != lanes)
         if write:
-            read = self.read[idx]
             other_read = (read == -2) | ((read >= 0) & (read != lanes))
             # one element written by two iterations of this access
             order = np.lexsort((lanes,) + tuple(idx))
@@ -305,18 +318,59 @@ class IterationRaces:
                 pos = int(np.argmax(other_write | other_read)) if (
                     other_write.any() or other_read.any()) else int(order[1:][same][0])
                 self._report(loop, tile, idx, pos, "writes", what)
-            self.wrote[idx] = lanes
+            self._scatter(tile, idx, wrote=lanes)
         else:
             if other_write.any():
                 self._report(loop, tile, idx, int(np.argmax(other_write)), "reads",
                              "written by another iteration")
-            read = self.read[idx]
-            self.read[idx] = np.where((read == -1) | (read == lanes), lanes, -2)
+            self._scatter(tile, idx, read=np.where((read == -1) | (read == lanes), lanes, -2))
 
     @staticmethod
     def _report(loop, tile, idx, pos, does, what):
         element = [int(i[pos]) for i in idx]
         what = what.replace("another iteration", loop.other)
+        noun = "tensor" if tile.kind is None else "shared tile"
         raise RaceError(
-            f"race on shared tile {tile.name}{element}: {loop.who} {does} it and it is "
+            f"race on {noun} {tile.name}{element}: {loop.who} {does} it and it is "
             f"{what}{_caller_location(1)}\n({loop.advice})")
+
+
+class TensorIterationRaces(IterationRaces):
+    """``IterationRaces`` of a global tensor, which may be far larger than what one loop
+    touches: the elements the running loop touched, held sorted by flat index, with
+    their writer and reader."""
+
+    __slots__ = ("flat",)
+
+    def _reset(self, tile):
+        self.flat = np.empty(0, np.int64)
+        self.wrote = np.empty(0, np.int64)
+        self.read = np.empty(0, np.int64)
+
+    def _where(self, tile, idx, add: bool):
+        flat = np.ravel_multi_index(idx, tile.data.shape)
+        if add:
+            new = np.setdiff1d(flat, self.flat)
+            if new.size:
+                at = np.searchsorted(self.flat, new)
+                self.flat = np.insert(self.flat, at, new)
+                self.wrote = np.insert(self.wrote, at, -1)
+                self.read = np.insert(self.read, at, -1)
+        pos = np.searchsorted(self.flat, flat)
+        return pos, flat
+
+    def _gather(self, tile, idx):
+        pos, flat = self._where(tile, idx, add=False)
+        if not self.flat.size:
+            none = np.full(flat.shape, -1, np.int64)
+            return none, none
+        at = np.minimum(pos, self.flat.size - 1)
+        hit = self.flat[at] == flat
+        return np.where(hit, self.wrote[at], -1), np.where(hit, self.read[at], -1)
+
+    def _scatter(self, tile, idx, wrote=None, read=None):
+        pos, _ = self._where(tile, idx, add=True)
+        if wrote is not None:
+            self.wrote[pos] = wrote
+        if read is not None:
+            self.read[pos] = read

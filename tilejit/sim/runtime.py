@@ -169,9 +169,10 @@ def parallel_scalar(*extents):
         STATE.parallel = outer
 
 
-def _iteration_races():
-    from tilejit.sim.races import IterationRaces    # races.py imports this module
-    return IterationRaces()
+def _iteration_races(kind):
+    # races.py imports this module
+    from tilejit.sim.races import IterationRaces, TensorIterationRaces
+    return IterationRaces() if kind == "shared" else TensorIterationRaces()
 
 
 def _parallel_loop(extents):
@@ -475,7 +476,7 @@ class SimTensor:
         self.gpu_strides = gpu_strides
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
-        self.iterations = _iteration_races() if kind == "shared" else None
+        self.iterations = _iteration_races(kind) if kind in ("shared", None) else None
         # a global tensor's T.annotate_safe_value: what its elements outside it read as
         self.safe_value = None
         # shared tiles over the same bytes in another dtype whose bits the simulator does
@@ -664,7 +665,7 @@ class SimTensor:
             self._check(idx, None)
             key = tuple(int(i) for i in idx)
             if self.iterations is not None and STATE.parallel is not None:
-                self.iterations.access(self, key, None, write=True)
+                self.iterations.access(self, key, None, write=True, values=value)
             self.data[key] = value
             if self.unwritten is not None:
                 self.wrote(key)

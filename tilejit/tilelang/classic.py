@@ -20,7 +20,7 @@ import numpy as np
 
 from tilejit import syntax
 from tilejit.errors import CompileError
-from tilejit.frontend.analysis import unread_params
+from tilejit.frontend.analysis import compile_time_shapes, unread_params
 from tilejit.runtime.arguments import (DevicePointer, TensorSpec, as_declared, as_tensor_arg,
                                        typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
@@ -143,8 +143,17 @@ class CompiledPrimFunc(KernelConveniences):
             p for p in self.kernel.whole_copies
             if not any(getattr(e, "dynamic", False)
                        for e in getattr(pf.annotations.get(p), "shape", ())))
+        # a dynamic symbol that only T.Parallel extents need is read at run time there
+        # (passes/dynamic_parallel.py), as TileLang's loops over it are
+        needed = None
         for symbol, entry in self._symbol_dims.items():
             if symbol.dynamic and entry[4] == "shape" and entry[:2] in self.kernel.shape_entries:
+                if needed is None:
+                    needed = set(compile_time_shapes(self.kernel.source, parallel=False))
+                if entry[:2] not in needed:
+                    self.kernel.shape_entries = tuple(
+                        e for e in self.kernel.shape_entries if e != entry[:2])
+                    continue
                 raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "
                                    f"{symbol.name} is used where a compile-time extent is "
                                    "needed (a T.Parallel or tile extent); use a constant",
@@ -158,8 +167,9 @@ class CompiledPrimFunc(KernelConveniences):
         simulator."""
         if isinstance(self.kernel, KernelSequence):
             return              # several launches (and their scratch): at the first call
-        specs = self._specs(None, strict=False)
-        if specs is None:
+        try:        # a T.dynamic extent takes its placeholder; a T.symbolic one waits
+            specs = self._specs(None)
+        except TypeError:
             return
         if target != "sim" and (target == "cuda" or _cuda_present()):
             self.kernel.check(*specs, target="cuda", arch=self._arch())
@@ -492,11 +502,16 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
                         " (an arch goes in the target: target=\"cuda -arch=sm_80\")")
     compiled = CompiledPrimFunc(func, out_idx=out_idx, target=target,
                                 pass_configs=pass_configs)
+    compiled._check_now(_target_kind(target))
+    return compiled
+
+
+def _target_kind(target) -> str:
+    """"sim", "cuda" or "auto" for TileLang's target argument: "cuda" (with an arch or
+    not) checks the GPU's front end even without a device."""
     named = target.get("kind") if isinstance(target, dict) else \
         (str(target).split() or ["auto"])[0]
-    # "cuda" (with an arch or not) checks the GPU's front end even without a device
-    compiled._check_now(named if named in ("sim", "cuda") else "auto")
-    return compiled
+    return named if named in ("sim", "cuda") else "auto"
 
 
 def _compile_lazy(func, out_idx, target, pass_configs):
@@ -617,9 +632,12 @@ class ClassicJit:
         if not isinstance(pf, PrimFunc):
             raise TypeError(f"{self.__name__}() must return a @T.prim_func, returned "
                             f"{type(pf).__name__}")
-        compiled = _compile_lazy(pf, self.out_idx, self.target, self.pass_configs) \
-            if pf.lazy else CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target,
-                                             pass_configs=self.pass_configs)
+        if pf.lazy:
+            compiled = _compile_lazy(pf, self.out_idx, self.target, self.pass_configs)
+        else:       # TileLang compiles here: what the front end refuses fails here
+            compiled = CompiledPrimFunc(pf, out_idx=self.out_idx, target=self.target,
+                                        pass_configs=self.pass_configs)
+            compiled._check_now(_target_kind(self.target))
         if key is not None:
             self._compiled[key] = compiled
         return compiled
