@@ -35,6 +35,11 @@ def format_located(message: str, filename: str | None, lineno: int | None) -> st
     return f"{message}\n  {where}\n    {text}" if text else f"{message}\n  {where}"
 
 
+class EmptyGridError(ValueError):
+    """A launch of no blocks (``T.Kernel(0)``, or a grid extent that is 0 for these
+    sizes): CUDA refuses it, and TileLang raises at the call."""
+
+
 class LayoutCompileError(CompileError, ValueError):
     """A layout annotation a tile cannot have (``T.annotate_layout``): a CompileError
     naming the kernel's line, and a ValueError as TileLang raises it."""

@@ -152,3 +152,24 @@ def test_a_dynamic_extent_needs_no_example_tensor_for_the_source(ptxas):
     # a symbol the program specializes on still needs its size
     with pytest.raises(TypeError, match=r"A has symbolic extent\(s\) m; give example tensors"):
         tilejit.compile(specialized, target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def test_a_static_empty_grid_compiles_and_refuses_the_call():
+    """TileLang compiles a `T.Kernel(0)` and raises when it is called (its issue 1993):
+    the early check leaves the empty grid to the call, whose error names it."""
+    @tilejit.jit
+    def empty():
+        @T.prim_func
+        def kernel(out: T.Tensor[(4,), T.float32]):
+            with T.Kernel(0, threads=1) as pid:
+                out[pid] = T.float32(1.0)
+        return kernel
+
+    kernel = empty()
+    out = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match=r"grid extent 0 \(x\) is 0"):
+        kernel(out)
+    assert not out.any()
+    compiled = tilejit.compile(empty.factory(), target="cuda")
+    with pytest.raises(ValueError, match=r"grid extent 0 \(x\) is 0"):
+        compiled(out)

@@ -23,6 +23,7 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
                                      float64, half, int4, int8, int16, int32, int64, long, ptr,
                                      not_held, short, tfloat32, uint, uint8, uint16, uint32,
                                      uint64)
+from tilejit.errors import EmptyGridError
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.async_copy import (access_ptr, cp_async_barrier_noinc, ptx_commit_group,
@@ -201,7 +202,7 @@ def launch_shape(grid, threads):
         # CUDA's launch refuses an empty grid (CUDA_ERROR_INVALID_VALUE), and TileLang
         # raises: an error on every target, not a launch that silently does nothing
         axis = dims.index(0)
-        raise ValueError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is 0 (grid {dims}): "
+        raise EmptyGridError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is 0 (grid {dims}): "
                          f"a launch needs at least one block in each dimension; skip the "
                          f"call when its input is empty")
     for axis, (g, limit) in enumerate(zip(dims, GRID_LIMITS)):
