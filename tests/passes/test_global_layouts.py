@@ -146,11 +146,51 @@ def test_a_copy_between_two_tensors_regions_runs_to_their_edges():
     torch.testing.assert_close(b, a.half())
 
 
+def into_a_padded_tensor(M, N, PM, PN, bm=32, bn=32):
+    """TileLang's copy test of a source smaller than the padded destination: the
+    elements past the source's edge read 0 and are stored (a tile copy pads with 0);
+    the destination's own edge clips."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((PM, PN), "float16")):
+        with T.Kernel(T.ceildiv(PN, bn), T.ceildiv(PM, bm), threads=128) as (bx, by):
+            T.copy(A[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn],
+                   B[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+    return main
+
+
+def _padded(a, pm, pn):
+    out = torch.zeros(pm, pn, dtype=torch.float16)
+    out[:a.shape[0], :a.shape[1]] = a.half()
+    return out
+
+
+def test_elements_past_the_sources_edge_are_stored_as_zero():
+    """Found by TileLang's copy test on the H200: the element loop stored only where
+    both tensors held the element, leaving the padding as it was, where the simulator
+    (and TileLang) store 0 there."""
+    a = torch.randn(70, 75)
+    b = torch.full((96, 80), 7.0, dtype=torch.float16)
+    tilelang.compile(into_a_padded_tensor(70, 75, 96, 80), target="sim")(a, b)
+    torch.testing.assert_close(b, _padded(a, 96, 80), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_elements_past_the_sources_edge_on_the_gpu():
+    a = torch.randn(70, 75)
+    b = torch.full((96, 80), 7.0, dtype=torch.float16, device="cuda")
+    tilelang.compile(into_a_padded_tensor(70, 75, 96, 80))(a.cuda(), b)
+    sim = torch.full((96, 80), 7.0, dtype=torch.float16)
+    tilelang.compile(into_a_padded_tensor(70, 75, 96, 80), target="sim")(a, sim)
+    torch.testing.assert_close(b.cpu(), _padded(a, 96, 80), rtol=0, atol=0)
+    torch.testing.assert_close(b.cpu(), sim, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("program", [accumulate, postprocess, scale_into_shared,
-                                     region_to_region])
+                                     region_to_region, into_a_padded_tensor])
 def test_the_ptx_assembles(program, arch, ptxas):
-    ptx = tilelang.compile(program(64, 32)).get_kernel_source(arch=arch)
+    args = (70, 75, 96, 80) if program is into_a_padded_tensor else (64, 32)
+    ptx = tilelang.compile(program(*args)).get_kernel_source(arch=arch)
     if program is accumulate:
         assert "red.global.add.f32" in ptx or "atom.global.add.f32" in ptx
     ptxas(ptx, arch)

@@ -179,7 +179,9 @@ class _Rewrite(syntax.NodeTransformer):
 
     def _loop(self, stmt, a, b, body_of):
         """The element loop pairing operands ``a`` and ``b`` (as ``_operand`` gives them);
-        ``body_of(a_elem, b_elem, inside)`` the statements of one element."""
+        ``body_of(a_elem, b_elem, a_inside, b_inside)`` the statements of one element,
+        ``x_inside`` the test that the element is inside operand x's tensor (None for a
+        tile, or where every index is a constant)."""
         a, b = self._resolve(a, b, stmt), self._resolve(b, a, stmt)
         a_ext = [e for _, e in a[2] if e != 1]
         b_ext = [e for _, e in b[2] if e != 1]
@@ -188,10 +190,10 @@ class _Rewrite(syntax.NodeTransformer):
                                  f"{tuple(a_ext)} and {tuple(b_ext)} differ", stmt)
         seq = self.ctx.number("global_layout")
         names = [f"__tj_gl{seq}_{k}" for k in range(max(len(a_ext), 1))]
-        tests = []
 
         def element(op):
             name, starts, ranged, tile, tensor = op
+            tests = []
             idx = [copy.deepcopy(s) for s in starts]
             it = iter(names)
             for d, e in ranged:
@@ -206,26 +208,25 @@ class _Rewrite(syntax.NodeTransformer):
                             copy.deepcopy(i), ast.Subscript(ast.Attribute(
                                 ast.Name(name, ast.Load()), "shape", ast.Load()),
                                 ast.Constant(d), ast.Load())]))
-            return ast.Subscript(ast.Name(name, ast.Load()), index(idx), ast.Load())
+            inside = (ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0]) \
+                if tests else None
+            return ast.Subscript(ast.Name(name, ast.Load()), index(idx), ast.Load()), inside
 
-        a_elem, b_elem = element(a), element(b)
-        inside = (ast.BoolOp(ast.And(), tests) if len(tests) > 1 else tests[0]) if tests \
-            else None
+        (a_elem, a_inside), (b_elem, b_inside) = element(a), element(b)
         return ast.copy_location(parallel_loop(names, a_ext or [1],
-                                               body_of(a_elem, b_elem, inside)), stmt)
+                                               body_of(a_elem, b_elem, a_inside, b_inside)),
+                                 stmt)
 
     def _copy(self, stmt, src, dst):
         s, d = self._operand(src, stmt), self._operand(dst, stmt)
 
-        def body(s_elem, d_elem, inside):
+        def body(s_elem, d_elem, s_inside, d_inside):
+            # an element outside the source reads 0 (as a tile copy pads), one outside
+            # the destination is not stored
             d_elem.ctx = ast.Store()
-            if inside is None:
-                return [ast.Assign([d_elem], s_elem)]
-            if d[3] is not None:             # into a tile: 0 outside the tensor
-                zero = ast.Call(ast.Name(CAST, ast.Load()),
-                                [ast.Constant(0), ast.Constant(s[4].dtype.name)], [])
-                return [ast.Assign([d_elem], ast.IfExp(inside, s_elem, zero))]
-            return [ast.If(inside, [ast.Assign([d_elem], s_elem)], [])]
+            value = s_elem if s_inside is None else ast.IfExp(s_inside, s_elem, _zero(s))
+            store = [ast.Assign([d_elem], value)]
+            return store if d_inside is None else [ast.If(d_inside, store, [])]
         return self._loop(stmt, s, d, body)
 
     def _atomic(self, stmt, fn, call):
@@ -239,13 +240,16 @@ class _Rewrite(syntax.NodeTransformer):
                                  f"return the previous values", stmt)
         marker = _REGION_ATOMICS[fn]
 
-        def body(d_elem, v_elem, inside):
+        def body(d_elem, v_elem, d_inside, v_inside):
+            # a value outside its tensor is 0, combined in (as the simulator does)
+            value = v_elem if v_inside is None else ast.IfExp(v_inside, v_elem, _zero(v))
             atom = ast.Expr(ast.Call(ast.Name(marker, ast.Load()), [
                 d_elem.value, d_elem.slice if isinstance(d_elem.slice, ast.Tuple)
-                else ast.Tuple([d_elem.slice], ast.Load()), v_elem, ast.Constant(False),
+                else ast.Tuple([d_elem.slice], ast.Load()), value, ast.Constant(False),
                 ast.Constant(True), copy.deepcopy(memory_order)], []))
-            return [ast.If(inside, [atom], [])] if inside is not None else [atom]
-        return self._loop(stmt, self._operand(dst, stmt), self._operand(value, stmt), body)
+            return [ast.If(d_inside, [atom], [])] if d_inside is not None else [atom]
+        v = self._operand(value, stmt)
+        return self._loop(stmt, self._operand(dst, stmt), v, body)
 
     def visit_Expr(self, node):
         call = node.value
@@ -317,6 +321,12 @@ def _check_other_uses(fdef, annotated, ctx):
                         f"T.annotate_layout (line {annotated[name].line}); it may be indexed "
                         f"one element at a time or copied with T.copy / T.atomic_add, not "
                         f"used here", node)
+
+
+def _zero(op):
+    """0 in the dtype of operand ``op``'s tensor (what an element outside it reads as)."""
+    return ast.Call(ast.Name(CAST, ast.Load()), [ast.Constant(0),
+                                                 ast.Constant(op[4].dtype.name)], [])
 
 
 def _tensor_copy(ops, params) -> bool:
