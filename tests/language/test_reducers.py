@@ -498,3 +498,105 @@ def test_a_bitwise_reducer_of_floats_is_an_error():
                 out = T.alloc_fragment((1,), T.float32)
                 T.finalize_reducer(acc, out)
                 T.copy(out, B)
+
+
+def rows_at_a_serial_index(K, op, fixed, threads=128):
+    """TileLang's reducer v2 test shape: a fold into `acc[i]`, where `i` is an enclosing
+    serial loop's (the same for every iteration of the T.Parallel), or into one constant
+    element of a larger reducer. The fold is reduced into a tile of its own and combined
+    into that element; before, the first was refused and the second reduced into the
+    whole reducer (a shape error naming a tilejit-made tile)."""
+    @T.prim_func
+    def kernel(A: T.Tensor((4, K), T.float32), B: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=threads):
+            src = T.alloc_fragment((4, K), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((4,), T.float32, op=op)
+            T.reducer_init(acc, 1.0)
+            if fixed:
+                for k in T.Parallel(K):
+                    T.reducer_update(acc[2], src[2, k])
+            else:
+                for i in T.serial(4):
+                    for k in T.Parallel(K):
+                        T.reducer_update(acc[i], src[i, k])
+            result = T.alloc_fragment((4,), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+    return kernel
+
+
+def grid_at_a_serial_index(M, K, threads=128):
+    """The kept loop dimension and an invariant index together: `acc[c, i]`."""
+    @T.prim_func
+    def kernel(A: T.Tensor((2, M, K), T.float32), B: T.Tensor((2, M), T.float32)):
+        with T.Kernel(1, threads=threads):
+            acc = T.alloc_reducer((2, M), T.float32, op="sum")
+            T.reducer_init(acc)
+            for c in T.serial(2):
+                for i, k in T.Parallel(M, K):
+                    T.reducer_update(acc[c, i], A[c, i, k] * 2.0)
+            T.finalize_reducer(acc, B)
+    return kernel
+
+
+def _rows_reference(a, op, fixed):
+    a = a.double()
+    folded = a.sum(1) if op == "sum" else a.max(1).values
+    out = torch.ones(4, dtype=torch.float64)
+    both = out + folded if op == "sum" else torch.maximum(out, folded)
+    if fixed:
+        out[2] = both[2]
+        return out
+    return both
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_fold_into_an_element_the_loop_does_not_choose(op, fixed):
+    a = torch.randn(4, 256)
+    b = tilejit.compile(rows_at_a_serial_index(256, op, fixed), out_idx=-1)(a)
+    torch.testing.assert_close(b.double(), _rows_reference(a, op, fixed), rtol=1e-5, atol=1e-5)
+    a2 = torch.randn(2, 16, 64)
+    b2 = tilejit.compile(grid_at_a_serial_index(16, 64), out_idx=-1)(a2)
+    torch.testing.assert_close(b2.double(), 2 * a2.double().sum(2), rtol=1e-5, atol=1e-5)
+
+
+def test_a_fold_at_an_index_the_loop_changes_is_an_error():
+    @T.prim_func
+    def kernel(A: T.Tensor((4, 64), T.float32), B: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=64):
+            acc = T.alloc_reducer((4,), T.float32, op="sum")
+            T.reducer_init(acc)
+            for k in T.Parallel(64):
+                row = k % 4
+                T.reducer_update(acc[row], A[row, k])        # an index the loop changes
+            T.finalize_reducer(acc, B)
+    with pytest.raises(CompileError, match=r"values the loop does not change, got \[row\]") \
+            as info:
+        tilejit.compile(kernel, out_idx=-1)(torch.ones(4, 64))
+    assert f"line {_line('an index the loop changes')}" in str(info.value)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_folds_into_chosen_elements_assemble(arch, ptxas):
+    for program in (rows_at_a_serial_index(256, "sum", False),
+                    rows_at_a_serial_index(256, "max", True), grid_at_a_serial_index(16, 64)):
+        ptxas(tilejit.compile(program, out_idx=-1,
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("fixed", [False, True])
+def test_folds_into_chosen_elements_on_the_gpu(op, fixed):
+    a = torch.randn(4, 256)
+    b = tilejit.compile(rows_at_a_serial_index(256, op, fixed), out_idx=-1)(a.cuda())
+    sim = tilejit.compile(rows_at_a_serial_index(256, op, fixed), out_idx=-1)(a)
+    torch.testing.assert_close(b.cpu().double(), _rows_reference(a, op, fixed), rtol=1e-5,
+                               atol=1e-5)
+    torch.testing.assert_close(b.cpu(), sim, rtol=1e-6, atol=1e-6)
+    a2 = torch.randn(2, 16, 64)
+    b2 = tilejit.compile(grid_at_a_serial_index(16, 64), out_idx=-1)(a2.cuda())
+    torch.testing.assert_close(b2.cpu().double(), 2 * a2.double().sum(2), rtol=1e-5,
+                               atol=1e-5)

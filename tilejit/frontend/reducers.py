@@ -22,11 +22,12 @@ reducer v2 spells the same: ``T.reducer_init(r, init=None)`` is ``T.fill(r, init
 op's identity without ``init``: the starting value counts once per output),
 ``T.reducer_update(r[i], x)`` in a ``T.Parallel`` loop is the fold ``r[i] += x`` /
 ``T.max`` / ``T.min``, and ``T.finalize_reducer(r, dst)`` is ``T.copy(r, dst)``. A fold must
-index ``r`` with loop variables in the loop's order, reducing one of its dimensions, or
-with constants, reducing a one-dimensional loop; or with every loop variable, when each
-iteration folds into its own element (TileLang's local-complete plan: ``r[i] += x``
-straight into ``r``, no fold tile); anything else is a
-``CompileError`` at the line. Folds inside a serial loop of the ``T.Parallel`` body
+index ``r`` with loop variables in the loop's order, reducing one of its dimensions; or
+with every loop variable, when each iteration folds into its own element (TileLang's
+local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile). Its index may also
+hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
+loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
+combined into the elements it picks. Anything else is a ``CompileError`` at the line. Folds inside a serial loop of the ``T.Parallel`` body
 accumulate once per its iteration. The simulator and the GPU run the rewritten program.
 """
 from __future__ import annotations
@@ -197,13 +198,15 @@ class _Reducers(syntax.NodeTransformer):
         names = [t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target])
                  if isinstance(t, ast.Name)]
         folds = {}
+        self.invariant_of = _assigned_in(node.body) | set(names)
         node.body = self._folds(node.body, names, folds)
-        self._check_rest(node.body, folds)
+        self._check_rest(node.body, {key[0] if isinstance(key, tuple) else key
+                                     for key in folds})
         if not folds:
             return node
         out = []
-        for name, (fold, op, _) in folds.items():
-            dtype = self.reducers[name][1]
+        for key, (fold, op, _) in folds.items():
+            dtype = self.reducers[key[0] if isinstance(key, tuple) else key][1]
             extents = ast.Tuple([copy.deepcopy(a) for a in node.iter.args], ast.Load())
             out.append(ast.Assign([ast.Name(fold, ast.Store())],
                                   _language("alloc_fragment", [extents, copy.deepcopy(dtype)])))
@@ -211,14 +214,44 @@ class _Reducers(syntax.NodeTransformer):
                               _identity(op, dtype))
             node.body.insert(0, init)
         out.append(node)
-        for name, (fold, op, dims) in folds.items():
+        for key, (fold, op, dims) in folds.items():
+            if isinstance(key, tuple):
+                out += self._into_element(key, fold, op, dims, names, node.iter.args)
+                continue
             for dim in dims:
                 reduce = _language(_REDUCE[op], [ast.Name(fold, ast.Load()),
-                                                 ast.Name(name, ast.Load())])
+                                                 ast.Name(key, ast.Load())])
                 reduce.keywords = [ast.keyword("dim", ast.Constant(dim)),
                                    ast.keyword("clear", ast.Constant(False))]
                 out.append(ast.Expr(reduce))
         return [ast.copy_location(s, node) for s in out]
+
+    def _into_element(self, key, fold, op, dims, names, extents):
+        """A fold whose reducer index holds constants or values the loop does not change
+        (``acc[i]`` of an enclosing serial loop's ``i``): the fold tile reduced into a
+        tile of the loop dimensions the index keeps, then combined into those elements
+        of the reducer (one statement, or a T.Parallel over the kept dimensions)."""
+        name, index = key[0], key[2]
+        dtype = self.reducers[name][1]
+        kept = [(n, e) for d, (n, e) in enumerate(zip(names, extents)) if d not in dims]
+        part = f"{fold}_part"
+        shape = [copy.deepcopy(e) for _, e in kept] or [ast.Constant(1)]
+        out = [ast.Assign([ast.Name(part, ast.Store())], _language(
+            "alloc_fragment", [ast.Tuple(shape, ast.Load()), copy.deepcopy(dtype)]))]
+        reduce = _language(_REDUCE[op], [ast.Name(fold, ast.Load()), ast.Name(part, ast.Load())])
+        reduce.keywords = [ast.keyword("dim", ast.Constant(dims[0])),
+                           ast.keyword("clear", ast.Constant(True))]
+        out.append(ast.Expr(reduce))
+        at = [ast.Name(n, ast.Load()) for n, _ in kept] or [ast.Constant(0)]
+        value = ast.Subscript(ast.Name(part, ast.Load()),
+                              at[0] if len(at) == 1 else ast.Tuple(at, ast.Load()), ast.Load())
+        combine = self._direct_fold(name, copy.deepcopy(index), op, value)
+        if kept:
+            target = ast.Tuple([ast.Name(n, ast.Store()) for n, _ in kept], ast.Store()) \
+                if len(kept) > 1 else ast.Name(kept[0][0], ast.Store())
+            combine = ast.For(target, _language("Parallel", [copy.deepcopy(e) for _, e in kept]),
+                              [combine], [], None)
+        return out + [combine]
 
     def _check_rest(self, body, folds):
         """What is left of a T.Parallel body after its folds: no other write into a
@@ -271,16 +304,19 @@ class _Reducers(syntax.NodeTransformer):
                 out.append(stmt)
                 continue
             name, index, op, value = fold
-            dims = self._reduced_dims(index, names, stmt)
+            dims, fixed = self._reduced_dims(index, names, stmt)
             if not dims:
                 # every iteration folds into its own element (TileLang's local-complete
                 # plan): the reducer itself, no fold tile and no reduction
                 out.append(ast.copy_location(self._direct_fold(name, index, op, value), stmt))
                 continue
-            if name not in folds:
-                folds[name] = (f"__tj_fold{self.count}", op, dims)
+            # a fold into elements an index of constants or loop-invariant values picks
+            # has a fold tile of its own, combined into those elements after the loop
+            key = (name, ast.dump(index), index) if fixed else name
+            if key not in folds:
+                folds[key] = (f"__tj_fold{self.count}", op, dims)
                 self.count += 1
-            tile = folds[name][0]
+            tile = folds[key][0]
             acc = self._element(tile, names, ast.Load)
             if op in ("sum", *_BITWISE):
                 new = ast.BinOp(acc, ast.Add() if op == "sum" else _BITWISE[op](), value)
@@ -354,23 +390,35 @@ class _Reducers(syntax.NodeTransformer):
                          f"T.{'max' if op == 'sum' else op}(r[i], x) (op {op!r})", stmt)
 
     def _reduced_dims(self, index, names, stmt):
+        """(the loop dimensions a fold reduces, whether the index also holds constants or
+        values the loop does not change)."""
         items = index.elts if isinstance(index, ast.Tuple) else [index]
         used = [i.id for i in items if isinstance(i, ast.Name) and i.id in names]
         others = [i for i in items if not (isinstance(i, ast.Name) and i.id in names)]
-        if any(not isinstance(i, ast.Constant) for i in others):
+        changing = getattr(self, "invariant_of", set(names))
+        if any(not isinstance(i, ast.Constant) and any(
+                isinstance(x, ast.Name) and x.id in changing for x in syntax.walk(i))
+               for i in others):
             raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
-                             f"variables or constants, got [{ast.unparse(index)}]", stmt)
+                             "variables, constants or values the loop does not change, got "
+                             f"[{ast.unparse(index)}]", stmt)
         if used != [n for n in names if n in used]:
             raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
                              "variables in the loop's order", stmt)
         dims = [d for d, n in enumerate(names) if n not in used]
         if not dims:
-            return []       # each iteration its own element
-        if len(dims) != 1 or (others and len(names) != 1):
+            return [], False        # each iteration its own element
+        if len(dims) != 1:
             raise self.error(f"a fold into a reducer reduces one dimension of its T.Parallel "
                              f"loop here (the loop has {len(names)}, the reducer's index "
                              f"[{ast.unparse(index)}] leaves {len(dims)})", stmt)
-        return dims[::-1]
+        return dims, bool(others)
+
+
+def _assigned_in(body) -> set:
+    """The names a loop body binds (its values change from iteration to iteration)."""
+    return {n.id for s in body for n in syntax.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef:
