@@ -27,8 +27,8 @@ with every loop variable, when each iteration folds into its own element (TileLa
 local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile). Its index may also
 hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
 loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
-combined into the elements it picks. Anything else is a ``CompileError`` at the line. Folds inside a serial loop of the ``T.Parallel`` body
-accumulate once per its iteration. The simulator and the GPU run the rewritten program.
+combined into the elements it picks. Anything else is a ``CompileError`` at the line.
+Folds inside a serial loop of the ``T.Parallel`` body accumulate once per its iteration. The simulator and the GPU run the rewritten program.
 """
 from __future__ import annotations
 
