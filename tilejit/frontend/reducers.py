@@ -28,7 +28,8 @@ local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile). Its index
 hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
 loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
 combined into the elements it picks. Anything else is a ``CompileError`` at the line.
-Folds inside a serial loop of the ``T.Parallel`` body accumulate once per its iteration. The simulator and the GPU run the rewritten program.
+Folds inside a serial loop of the ``T.Parallel`` body accumulate once per its iteration.
+The simulator and the GPU run the rewritten program.
 """
 from __future__ import annotations
 
