@@ -283,10 +283,18 @@ class _DeviceForms(syntax.NodeTransformer):
                                  "tilejit (it compiles no C++; T.call_extern is not built "
                                  "either); only None, no source, is accepted", node)
             return ast.copy_location(ast.Pass(), node)
-        if fn is T.copy and self.parallel and _element_copy(call):
-            # T.copy(A[i, j], B[i, j]) in a T.Parallel: each iteration's one element
-            store = ast.Assign([ast.Subscript(call.args[1].value, call.args[1].slice,
-                                              ast.Store())], call.args[0])
+        if fn is T.copy and _element_copy(call):
+            # T.copy(A[i, j], B[k, l]): one element (each iteration's in a T.Parallel;
+            # outside one, as any element statement: TileLang's gather into a local)
+            value = call.args[0]
+            dst = call.args[1].value
+            if isinstance(call.func, ast.Attribute) and isinstance(dst, ast.Name):
+                # converted to the destination's dtype, as a tile copy converts
+                value = ast.Call(ast.Attribute(copy.deepcopy(call.func.value), "cast",
+                                               ast.Load()),
+                                 [value, ast.Attribute(ast.Name(dst.id, ast.Load()), "dtype",
+                                                       ast.Load())], [])
+            store = ast.Assign([ast.Subscript(dst, call.args[1].slice, ast.Store())], value)
             return self.visit_Assign(syntax.fix_missing_locations(ast.copy_location(store, node)))
         if fn in (T.im2col, T.c2d_im2col):  # a T.Parallel loop over the column tile
             return self.visit(im2col_loop(call, node, self._language_name(call), self.error))
