@@ -35,7 +35,13 @@ def format_located(message: str, filename: str | None, lineno: int | None) -> st
     return f"{message}\n  {where}\n    {text}" if text else f"{message}\n  {where}"
 
 
-class EmptyGridError(ValueError):
+class GridError(ValueError):
+    """A grid CUDA cannot launch (an extent below 0, or above CUDA's limit for its
+    dimension): the call's error, as in TileLang (a check made before the sizes are known
+    leaves it to the call)."""
+
+
+class EmptyGridError(GridError):
     """A launch of no blocks (``T.Kernel(0)``, or a grid extent that is 0 for these
     sizes): CUDA refuses it, and TileLang raises at the call."""
 

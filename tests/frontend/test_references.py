@@ -46,3 +46,31 @@ def test_is_array():
     assert is_array(np.zeros(3)) and is_array(np.zeros((2, 2))[0])
     assert not is_array(np.float32(1)) and not is_array(np.ndarray)
     assert not is_array(3) and not is_array((1, 2)) and not is_array(np)
+
+
+def idx():
+    """A host helper of this module whose name a kernel below uses for its own variable
+    (it reads a lock's method: a kernel could not compile it)."""
+    import tempfile
+    return tempfile.mkdtemp()
+
+
+def test_a_kernels_own_name_is_not_the_modules_function():
+    """Found by a user-style fuzz: a kernel variable named as a function of its module
+    had the function inlined as a helper (and failed inside tempfile)."""
+    import tilejit
+    import tilejit.language as T
+
+    @T.prim_func
+    def scale(X: T.Tensor((100,), "float32"), Y: T.Tensor((100,), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            for i in T.Parallel(64):
+                idx = bx * 64 + i
+                if idx < 100:
+                    Y[idx] = X[idx] * 2
+
+    x = np.arange(100, dtype=np.float32)
+    for target in ("sim", "cuda -arch=sm_90a"):
+        kernel = tilejit.compile(scale, out_idx=[1], target=target)
+    np.testing.assert_array_equal(tilejit.compile(scale, out_idx=[1])(x), x * 2)
+    assert kernel.get_kernel_source()

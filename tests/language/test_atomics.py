@@ -542,3 +542,34 @@ def test_gpu_split_k_gemm_corner_form():
     (got,) = _gpu_check(split_k_gemm, split_k_gemm_sim,
                         lambda: [a, b, torch.zeros(300, 200)], [2])
     torch.testing.assert_close(got.double(), a.double() @ b.double(), rtol=0, atol=0)
+
+
+@tilejit.kernel
+def every_thread_counts(S, P):
+    """Per-thread code: an atomic at an address and with a value every thread shares is
+    every thread's (the GPU's threads each run it); the simulator ran it once (found by
+    a user-style fuzz)."""
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding(0)
+        for j in T.serial(4):
+            T.atomic_add(S[j], 1.0)
+        P[tx] = T.atomic_add(S[4], 1.0, return_prev=True)
+
+
+def test_a_per_thread_atomic_at_one_address_is_each_threads():
+    s = np.zeros(5, np.float32)
+    p = np.zeros(64, np.float32)
+    every_thread_counts(s, p)
+    np.testing.assert_array_equal(s, [64, 64, 64, 64, 64])
+    np.testing.assert_array_equal(np.sort(p), np.arange(64))
+
+
+@pytest.mark.gpu
+def test_a_per_thread_atomic_at_one_address_on_the_gpu():
+    import torch
+    s = torch.zeros(5, device="cuda")
+    p = torch.zeros(64, device="cuda")
+    every_thread_counts(s, p)
+    torch.cuda.synchronize()
+    assert s.tolist() == [64.0] * 5
+    assert sorted(p.tolist()) == list(range(64))

@@ -406,3 +406,31 @@ def test_nested_loops_on_the_gpu_against_torch_and_the_simulator():
     serial_and_parallel_mixes(torch.from_numpy(a).cuda(), b, c)
     np.testing.assert_array_equal(b.cpu().numpy(), a + 1.0)
     np.testing.assert_allclose(c.cpu().numpy(), a + 1.0, rtol=1e-6)
+
+
+@tilejit.kernel
+def local_at_a_rebound_name(X, Y):
+    """A name computed from the loop's index, then bound again (an inner serial loop's
+    variable, a constant) before it indexes a local: the thread's own index, allowed
+    (found by a review: the check followed the name, not its binding)."""
+    n = X.shape[0]
+    with T.Kernel(1, threads=32):
+        scratch = T.alloc_local((4,), T.float32)
+        for i in T.Parallel(n):
+            k = i % 4
+            Y[i] = X[i] + k
+            for k in T.serial(4):
+                scratch[k] = X[i] * k
+            t = i + 1
+            Y[i] = Y[i] * t
+            t = 0
+            Y[i] = Y[i] + scratch[3] + scratch[t]
+
+
+def test_a_name_bound_again_is_not_the_loops_index():
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros_like(x)
+    local_at_a_rebound_name(x, y)
+    i = np.arange(64, dtype=np.float64)
+    np.testing.assert_allclose(y, (i + i % 4) * (i + 1) + 3 * i, rtol=1e-6)
+    local_at_a_rebound_name.compile(x, y, target="cuda", arch="sm_90a")

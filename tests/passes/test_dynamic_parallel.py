@@ -252,3 +252,58 @@ def test_a_dynamic_extent_of_a_prim_func_on_the_gpu(form):
         tilejit.compile(dynamic_rows(form=form), target="sim")(x, w, sim)
         np.testing.assert_allclose(y.cpu().numpy(), _rows_expected(x, w, form), rtol=1e-6)
         np.testing.assert_array_equal(y.cpu().numpy(), sim)
+
+
+def split_refused(form, N=64):
+    """Bodies whose leading iterations would leave other values when run one after
+    another than all at once (found by a review): a store through a name read from the
+    fragment, a read of the fragment before its store, a store under a branch on the
+    row. Not split: refused as a run-time loop over a fragment."""
+    rows = T.dynamic("rows")
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, N), "float32"), Y: T.Tensor((rows, N), "float32")):
+        with T.Kernel(1, threads=64):
+            f = T.alloc_fragment((N,), "float32")
+            for j in T.Parallel(N):
+                f[j] = 1.0
+            if form == 0:
+                for i, j in T.Parallel(rows, N):  # noqa: B007 - every row
+                    t = f[j] * 2.0
+                    f[j] = t
+            elif form == 1:
+                for i, j in T.Parallel(rows, N):
+                    Y[i, j] = X[i, j] + f[j]
+                    f[j] = 3.0
+            else:
+                for i, j in T.Parallel(rows, N):
+                    if i % 2 == 0:
+                        f[j] = 5.0
+                    else:
+                        f[j] = 7.0
+            for j in T.Parallel(N):
+                Y[0, j] = f[j]
+    return main
+
+
+@pytest.mark.parametrize("form", [0, 1, 2])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_a_split_that_would_change_the_values_is_not_made(form, target):
+    with pytest.raises(CompileError, match=r"T.Parallel over extents known only at run "
+                                           r"time indexes fragment 'f'"):
+        tilejit.compile(split_refused(form), target=target)
+
+
+def test_a_loop_of_no_iterations_runs_no_statement():
+    """A run-time T.Parallel of 0 iterations whose body stores at a fixed index: nothing
+    is stored (the simulator ran such statements once)."""
+    @T.prim_func
+    def main(F: T.Tensor((4,), "float32"), n: T.int32):
+        with T.Kernel(1, threads=32):
+            for _i in T.Parallel(T.min(n, 4)):
+                F[0] = 5.0
+    f = np.zeros(4, np.float32)
+    tilejit.compile(main, target="sim")(f, 0)
+    assert not f.any()
+    tilejit.compile(main, target="sim")(f, 2)
+    assert f[0] == 5.0

@@ -173,3 +173,26 @@ def test_a_static_empty_grid_compiles_and_refuses_the_call():
     compiled = tilejit.compile(empty.factory(), target="cuda")
     with pytest.raises(ValueError, match=r"grid extent 0 \(x\) is 0"):
         compiled(out)
+
+
+def test_a_grid_from_a_dynamic_extent_is_checked_at_the_call():
+    """The early check sizes a T.dynamic extent with a placeholder: a grid that is bad
+    only at the placeholder's size (negative, above CUDA's y limit) is the call's to
+    check, with its real sizes (found by a review: the program failed when made)."""
+    @tilejit.jit
+    def tail(skip=2048):
+        n = T.dynamic("n")
+
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32")):
+            with T.Kernel(T.ceildiv(n - skip, 128), threads=128) as bx:
+                for i in T.Parallel(128):
+                    if skip + bx * 128 + i < n:
+                        A[skip + bx * 128 + i] = 1.0
+        return main
+
+    a = np.zeros(4096, np.float32)
+    tail()(a)
+    assert a[2048:].all() and not a[:2048].any()
+    with pytest.raises(ValueError, match="must not be negative"):
+        tail()(np.zeros(100, np.float32))

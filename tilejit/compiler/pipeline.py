@@ -223,7 +223,10 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
     namespace[markers.LANGUAGE] = language
     # plain helpers the kernel calls are inlined (frontend/helpers.py)
-    helpers_as_macros(namespace, {n.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Name)})
+    # (a name the kernel assigns is its own, as in Python, whatever the module binds it to)
+    names = [n for n in syntax.walk(ks.tree) if isinstance(n, ast.Name)]
+    local = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    helpers_as_macros(namespace, {n.id for n in names} - local)
     for param, dim, value in spec.shape_constants:
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}

@@ -244,8 +244,12 @@ def _global_name(dotted: str, namespace: dict) -> str:
 
 # -- @T.macro helpers ------------------------------------------------------------------
 def _loaded_names(fdef) -> set:
-    return {node.id for node in syntax.walk(fdef)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    """The global names ``fdef`` reads: not those it assigns (its own, as in Python,
+    whatever the module binds them to)."""
+    names = [node for node in syntax.walk(fdef) if isinstance(node, ast.Name)]
+    local = {node.id for node in names if isinstance(node.ctx, ast.Store)}
+    local |= {a.arg for a in fdef.args.args} if isinstance(fdef, ast.FunctionDef) else set()
+    return {node.id for node in names if isinstance(node.ctx, ast.Load)} - local
 
 
 def _code_names(code: types.CodeType) -> set:

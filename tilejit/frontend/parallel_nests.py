@@ -129,20 +129,8 @@ class _Nests(syntax.NodeTransformer):
         if not self.locals:
             return
         indices = [n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)]
-        derived = set(indices)
         body = ast.Module(body=loop.body, type_ignores=[])
-        grew = True
-        while grew:                     # names computed from the indices, in the body
-            grew = False
-            for n in syntax.walk(body):
-                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
-                        n.value is not None and _reads(n.value, derived):
-                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                        new = {x.id for x in syntax.walk(t) if isinstance(x, ast.Name)
-                               and isinstance(x.ctx, ast.Store)} - derived
-                        if new:
-                            derived |= new
-                            grew = True
+        derived = derived_names(body, set(indices))
         for n in syntax.walk(body):
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
                     n.value.id in self.locals and _reads(n.slice, derived):
@@ -221,6 +209,40 @@ def _hashable(value) -> bool:
     except TypeError:
         return False
     return True
+
+
+def derived_names(body: ast.AST, seeds: set, every: bool = True) -> set:
+    """``seeds`` and the names ``body`` binds only to values computed from them (every
+    binding an assignment of such a value: a name also bound otherwise, by a loop or
+    another assignment, is not counted); with ``every=False``, the names any binding of
+    which is computed from them."""
+    bindings: dict = {}
+    for n in syntax.walk(body):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets, value = (n.targets if isinstance(n, ast.Assign) else [n.target]), n.value
+        elif isinstance(n, (ast.For, ast.AsyncFor)):
+            targets, value = [n.target], None
+        elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+            targets, value = [n.optional_vars], None
+        elif isinstance(n, ast.NamedExpr):
+            targets, value = [n.target], n.value
+        else:
+            continue
+        for t in targets:
+            for x in syntax.walk(t):
+                if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store):
+                    bindings.setdefault(x.id, []).append(value)
+    derived = set(seeds)
+    grew = True
+    while grew:
+        grew = False
+        for name, values in bindings.items():
+            test = all if every else any
+            if name not in derived and test(v is not None and _reads(v, derived)
+                                            for v in values):
+                derived.add(name)
+                grew = True
+    return derived
 
 
 def _reads(expr, names) -> bool:

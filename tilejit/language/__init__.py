@@ -23,7 +23,7 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
                                      float64, half, int4, int8, int16, int32, int64, long, ptr,
                                      not_held, short, tfloat32, uint, uint8, uint16, uint32,
                                      uint64)
-from tilejit.errors import EmptyGridError
+from tilejit.errors import EmptyGridError, GridError
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
 from tilejit.language.async_copy import (access_ptr, cp_async_barrier_noinc, ptx_commit_group,
@@ -197,7 +197,7 @@ def launch_shape(grid, threads):
         raise ValueError(f"T.Kernel threads: expected a count in [1, 1024], got {threads}")
     dims = tuple(int(g) for g in grid)
     if any(g < 0 for g in dims):
-        raise ValueError(f"T.Kernel grid extents must not be negative, got {dims}")
+        raise GridError(f"T.Kernel grid extents must not be negative, got {dims}")
     if 0 in dims:
         # CUDA's launch refuses an empty grid (CUDA_ERROR_INVALID_VALUE), and TileLang
         # raises: an error on every target, not a launch that silently does nothing
@@ -207,7 +207,7 @@ def launch_shape(grid, threads):
                          f"call when its input is empty")
     for axis, (g, limit) in enumerate(zip(dims, GRID_LIMITS)):
         if g > limit:
-            raise ValueError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is {g}, above "
+            raise GridError(f"T.Kernel grid extent {axis} ({'xyz'[axis]}) is {g}, above "
                              f"CUDA's limit of {limit} blocks in that dimension (grid {dims})")
     return dims, threads
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.parallel_nests import derived_names
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ROLE_ATTR, SYNC, THREAD_INDEX
 from tilejit.passes.barriers import thread_dependent_names
@@ -128,29 +129,31 @@ class _Dynamic(syntax.NodeTransformer):
                 and isinstance(n.value, ast.Name) and n.value.id in tiles]
         if not subs:
             return None                 # the element loop serves it
-        leading = {n.id for n in names[:k]}
-        grew = True
-        while grew:                     # the names computed from the leading indices
-            grew = False
-            for n in (x for s in loop.body for x in syntax.walk(s)):
-                if isinstance(n, ast.Assign) and reads_any(n.value, leading):
-                    new = {t.id for t in n.targets if isinstance(t, ast.Name)} - leading
-                    grew |= bool(new)
-                    leading |= new
+        body = ast.Module(body=loop.body, type_ignores=[])
+        leading = derived_names(body, {n.id for n in names[:k]}, every=False)
         if any(reads_any(sub.slice, leading) for sub in subs):
             return None
-        # a tile element every leading iteration stores must get the same value from
-        # each, read from no tile the body stores: then running them one after another
-        # (here) and all at once (the simulator) leave the same values
+        # a tile element every leading iteration stores must get one value from each,
+        # known before the loop, in a statement of the body itself, and the tile is not
+        # read in the body: then running the leading iterations one after another (here)
+        # and all at once (the simulator) leave the same values
         into = {id(n) for n in subs}
-        stores = [(n, t) for s in loop.body for n in syntax.walk(s)
+        stores = [(n, t) for n in syntax.walk(body)
                   if isinstance(n, (ast.Assign, ast.AugAssign))
                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                   if id(t) in into]
         written = {t.value.id for _, t in stores}
-        if any(isinstance(n, ast.AugAssign) or reads_any(n.value, leading | written)
-               for n, _ in stores):
+        bound = {x.id for x in syntax.walk(body) if isinstance(x, ast.Name)
+                 and isinstance(x.ctx, ast.Store)}
+        top = {id(st) for st in loop.body}
+        if any(isinstance(n, ast.AugAssign) or id(n) not in top
+               or reads_any(n.value, leading | bound | written) for n, _ in stores):
             return None
+        stored = {id(t) for _, t in stores}
+        if any(isinstance(x, ast.Name) and x.id in written and not any(
+                id(sub) in stored and sub.value is x for sub in subs)
+               for x in syntax.walk(body)):
+            return None                 # a stored tile read in the body
         rest = names[k:]
         target = rest[0] if len(rest) == 1 else ast.Tuple(list(rest), ast.Store())
         inner = ast.For(target, ast.Call(loop.iter.func, list(args[k:]), []), loop.body, [],

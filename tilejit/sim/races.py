@@ -249,38 +249,35 @@ class ThreadStep:
 
 
 class IterationRaces:
-    """One shared tile's accesses in the running T.Parallel loop: per element, the
-    iteration that wrote it (-1: none) and the one that read it (-1: none, -2: several)."""
+    """One shared tile's or global tensor's accesses in the running T.Parallel loop: per
+    element, the iteration that wrote it (-1: none) and the one that read it (-1: none,
+    -2: several), valid where its stamp is the running loop's epoch (so nothing is reset
+    from loop to loop: each access costs its own size). Allocated at the first access in
+    a loop; a tensor of more than ``LIMIT`` elements is not tracked (its record would
+    outweigh the simulation). A write of the bytes an element already holds is no race
+    (eight producer threads flagging one row valid, every iteration storing one value):
+    on the GPU either order leaves the same bytes."""
 
-    __slots__ = ("epoch", "wrote", "read")
+    __slots__ = ("stamp", "wrote", "read")
+    LIMIT = 1 << 23
 
     def __init__(self):
-        self.epoch = 0
-
-    def _reset(self, tile):
-        self.wrote = np.full(tile.data.shape, -1, np.int64)
-        self.read = np.full(tile.data.shape, -1, np.int64)
-
-    def _gather(self, tile, idx):
-        """The writer and reader of each element ``idx`` (flat index arrays)."""
-        return self.wrote[idx], self.read[idx]
-
-    def _scatter(self, tile, idx, wrote=None, read=None):
-        if wrote is not None:
-            self.wrote[idx] = wrote
-        if read is not None:
-            self.read[idx] = read
+        self.stamp = None
 
     def access(self, tile, idx, active, write: bool, values=None):
-        """``values``: what a write stores, when known: two threads storing one value in
-        an element (eight producer threads flagging one row valid) is no race, as on the
-        GPU, where either store leaves the same bytes."""
+        """``values``: what a write stores, when known."""
         loop = STATE.parallel
         if loop is None or STATE.quiet_races:
             return
-        if self.epoch != loop.epoch:
-            self.epoch = loop.epoch
-            self._reset(tile)
+        if self.stamp is None:
+            if tile.data.size > self.LIMIT:
+                self.stamp = False
+            else:
+                self.stamp = np.zeros(tile.data.shape, np.int32)
+                self.wrote = np.full(tile.data.shape, -1, np.int32)
+                self.read = np.full(tile.data.shape, -1, np.int32)
+        if self.stamp is False:
+            return
         shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
                                     np.shape(active) if active is not None else ())
         lanes = loop.lanes(shape)
@@ -301,29 +298,38 @@ class IterationRaces:
             values = None if values is None else values.reshape(-1)
         if lanes.size == 0:
             return
-        wrote, read = self._gather(tile, idx)
+        fresh = self.stamp[idx] != loop.epoch
+        wrote = np.where(fresh, -1, self.wrote[idx])
+        read = np.where(fresh, -1, self.read[idx])
         other_write = (wrote >= 0) & (wrote != lanes)
+        self.stamp[idx] = loop.epoch
         if write:
             other_read = (read == -2) | ((read >= 0) & (read != lanes))
+            if values is not None and (other_write.any() or other_read.any()):
+                held = _same_bits(tile.data[idx], values)      # the bytes already there
+                other_write &= ~held
+                other_read &= ~held
             # one element written by two iterations of this access
             order = np.lexsort((lanes,) + tuple(idx))
             flat = np.ravel_multi_index(idx, tile.data.shape)[order]
             same = (flat[1:] == flat[:-1]) & (lanes[order][1:] != lanes[order][:-1])
             if values is not None:
                 v = values[order]
-                same &= v[1:] != v[:-1]
+                same &= ~_same_bits(v[1:], v[:-1])
             if other_write.any() or other_read.any() or same.any():
                 what = ("written by another iteration" if other_write.any() or same.any()
                         else "read by another iteration")
                 pos = int(np.argmax(other_write | other_read)) if (
                     other_write.any() or other_read.any()) else int(order[1:][same][0])
                 self._report(loop, tile, idx, pos, "writes", what)
-            self._scatter(tile, idx, wrote=lanes)
+            self.read[idx] = read
+            self.wrote[idx] = lanes
         else:
             if other_write.any():
                 self._report(loop, tile, idx, int(np.argmax(other_write)), "reads",
                              "written by another iteration")
-            self._scatter(tile, idx, read=np.where((read == -1) | (read == lanes), lanes, -2))
+            self.wrote[idx] = wrote
+            self.read[idx] = np.where((read == -1) | (read == lanes), lanes, -2)
 
     @staticmethod
     def _report(loop, tile, idx, pos, does, what):
@@ -335,42 +341,12 @@ class IterationRaces:
             f"{what}{_caller_location(1)}\n({loop.advice})")
 
 
-class TensorIterationRaces(IterationRaces):
-    """``IterationRaces`` of a global tensor, which may be far larger than what one loop
-    touches: the elements the running loop touched, held sorted by flat index, with
-    their writer and reader."""
 
-    __slots__ = ("flat",)
-
-    def _reset(self, tile):
-        self.flat = np.empty(0, np.int64)
-        self.wrote = np.empty(0, np.int64)
-        self.read = np.empty(0, np.int64)
-
-    def _where(self, tile, idx, add: bool):
-        flat = np.ravel_multi_index(idx, tile.data.shape)
-        if add:
-            new = np.setdiff1d(flat, self.flat)
-            if new.size:
-                at = np.searchsorted(self.flat, new)
-                self.flat = np.insert(self.flat, at, new)
-                self.wrote = np.insert(self.wrote, at, -1)
-                self.read = np.insert(self.read, at, -1)
-        pos = np.searchsorted(self.flat, flat)
-        return pos, flat
-
-    def _gather(self, tile, idx):
-        pos, flat = self._where(tile, idx, add=False)
-        if not self.flat.size:
-            none = np.full(flat.shape, -1, np.int64)
-            return none, none
-        at = np.minimum(pos, self.flat.size - 1)
-        hit = self.flat[at] == flat
-        return np.where(hit, self.wrote[at], -1), np.where(hit, self.read[at], -1)
-
-    def _scatter(self, tile, idx, wrote=None, read=None):
-        pos, _ = self._where(tile, idx, add=True)
-        if wrote is not None:
-            self.wrote[pos] = wrote
-        if read is not None:
-            self.read[pos] = read
+def _same_bits(a, b):
+    """Element-wise: whether ``a`` and ``b`` hold the same bytes (NaN equals NaN)."""
+    a = np.asarray(a)
+    b = np.asarray(b, dtype=a.dtype)
+    if a.dtype.kind == "f":
+        bits = np.dtype(f"u{a.dtype.itemsize}")
+        return np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
+    return a == b

@@ -145,6 +145,8 @@ def parallel_vectorized(*extents):
         return
     # an extent known at run time may be 0 or below: no iterations, as on the GPU
     extents = tuple(max(0, int(e)) for e in extents)
+    if 0 in extents:
+        return          # (the body's statements at fixed indices would still run once)
     grids = np.indices(extents, dtype=np.int64)
     outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
     try:
@@ -169,10 +171,9 @@ def parallel_scalar(*extents):
         STATE.parallel = outer
 
 
-def _iteration_races(kind):
-    # races.py imports this module
-    from tilejit.sim.races import IterationRaces, TensorIterationRaces
-    return IterationRaces() if kind == "shared" else TensorIterationRaces()
+def _iteration_races():
+    from tilejit.sim.races import IterationRaces    # races.py imports this module
+    return IterationRaces()
 
 
 def _parallel_loop(extents):
@@ -476,7 +477,7 @@ class SimTensor:
         self.gpu_strides = gpu_strides
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
-        self.iterations = _iteration_races(kind) if kind in ("shared", None) else None
+        self.iterations = _iteration_races() if kind in ("shared", None) else None
         # a global tensor's T.annotate_safe_value: what its elements outside it read as
         self.safe_value = None
         # shared tiles over the same bytes in another dtype whose bits the simulator does

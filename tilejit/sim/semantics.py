@@ -689,6 +689,10 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     shapes = [np.shape(i) for i in idx] + [np.shape(value)]
     if mask is not None:
         shapes.append(np.shape(mask))
+    if per_lane and STATE.lanes and not STATE.in_parallel:
+        # per-thread code: every thread performs it, at an address and with a value the
+        # same in all of them too (the GPU's threads each run the atomic)
+        shapes.append((STATE.lanes,))
     shape = np.broadcast_shapes(*shapes)
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
     idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
