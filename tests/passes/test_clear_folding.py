@@ -104,3 +104,57 @@ def test_on_the_gpu(fold):
     per_step_products(a, b, out, other, fold=fold)
     np.testing.assert_allclose(got, _reference(a, b), rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(got, out, rtol=1e-5, atol=1e-5)
+
+
+def run_time_clear(M, N, K, bm=128, bn=128, bk=32, stages=3, every=0):
+    """TileLang's examples' `clear_accum=k == 0`: a condition known at run time (the
+    first step of the K loop; with `every`, each `every`-th step, so the product is of
+    the last steps only). It is `if k == 0: T.clear(C)` before the gemm (it was refused:
+    clear_accum must be known at compile time)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                if every:
+                    T.gemm(A_s, B_s, C_l, False, False, T.GemmWarpPolicy.Square,
+                           k % every == 0)
+                else:
+                    T.gemm(A_s, B_s, C_l, clear_accum=k == 0)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return main
+
+
+def _run_time_clear_reference(a, b, every, bk=32):
+    a, b = a.double(), b.double()
+    if every:
+        last = (a.shape[1] // bk - 1) // every * every * bk      # the last clear's step
+        a, b = a[:, last:], b[last:, :]
+    return (a @ b).float()
+
+
+@pytest.mark.parametrize("every", [0, 3])
+def test_a_clear_accum_known_at_run_time(every, ptxas):
+    a = torch.randint(-3, 4, (256, 256)).half()
+    b = torch.randint(-3, 4, (256, 128)).half()
+    c = tilejit.compile(run_time_clear(256, 128, 256, every=every), out_idx=[2])(a, b)
+    torch.testing.assert_close(c, _run_time_clear_reference(a, b, every), rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(run_time_clear(256, 128, 256, every=every), out_idx=[2],
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("every", [0, 3])
+def test_a_clear_accum_known_at_run_time_on_the_gpu(every):
+    a = torch.randint(-3, 4, (256, 256)).half()
+    b = torch.randint(-3, 4, (256, 128)).half()
+    c = tilejit.compile(run_time_clear(256, 128, 256, every=every), out_idx=[2])(a.cuda(),
+                                                                                 b.cuda())
+    torch.testing.assert_close(c.cpu(), _run_time_clear_reference(a, b, every), rtol=0,
+                               atol=0)

@@ -20,6 +20,7 @@ The region and element-atomic rewrite, which the simulator runs too, is
 from __future__ import annotations
 
 import ast
+import copy
 import math
 from dataclasses import replace
 
@@ -192,6 +193,9 @@ class _Tiles(syntax.NodeTransformer):
         return node
 
     def visit_Expr(self, node):
+        cleared = self._run_time_clear(node)
+        if cleared is not None:
+            return [self.visit(s) for s in cleared]
         node = self.generic_visit(node)
         call = node.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
@@ -201,6 +205,34 @@ class _Tiles(syntax.NodeTransformer):
         if src.kind != FRAGMENT or dst.kind == FRAGMENT:
             return node
         return self._reduce_through_fragment(node, call, src, dst)
+
+    def _run_time_clear(self, node):
+        """``T.gemm(A, B, C, clear_accum=k == 0)`` (a condition known at run time, as
+        TileLang's examples write it): ``if k == 0: T.clear(C)`` before the gemm, which
+        then accumulates; None for another statement."""
+        call = node.value
+        if not (isinstance(call, ast.Call) and len(call.args) >= 3
+                and resolve_static(call.func, self.ctx.namespace) is T.gemm):
+            return None
+        at = _GEMM_OPTIONS.index("clear_accum") + 3
+        keyword = next((k for k in call.keywords if k.arg == "clear_accum"), None)
+        value = keyword.value if keyword is not None else \
+            call.args[at] if len(call.args) > at else None
+        if value is None:
+            return None
+        try:
+            self.static.value(value)
+            return None
+        except NotStatic:
+            pass
+        if keyword is not None:
+            keyword.value = ast.Constant(False)
+        else:
+            call.args[at] = ast.Constant(False)
+        clear = ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "clear",
+                                                ast.Load()), [copy.deepcopy(call.args[2])], []))
+        test = ast.If(value, [clear], [])
+        return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in (test, node)]
 
     def _reduce_through_fragment(self, node, call, src, dst):
         """``T.reduce_*(fragment, shared, ...)``, which TileLang allows: the reduction goes
