@@ -141,3 +141,21 @@ def test_mixed_devices():
     a = torch.zeros(16, device="cuda")
     with pytest.raises(ValueError, match=r"different devices.*'A'.*'B'"):
         vector_add(a, torch.zeros(16), a)
+
+
+def test_a_region_in_a_message_is_written_as_in_the_source():
+    """A pass's error quoting a rewritten T.copy shows its regions as the kernel wrote
+    them, not the internal `__tj_region(...)` form (found by a user-style fuzz)."""
+    import tilejit
+    import tilejit.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128):
+            T.copy(A[:, :2], B[:, 1:4])
+
+    with pytest.raises(tilejit.CompileError) as info:
+        tilejit.compile(main, target="cuda -arch=sm_90a")
+    message = str(info.value)
+    assert "__tj_region" not in message
+    assert "A[:, :2]" in message and "B[:, 1:4]" in message

@@ -88,6 +88,43 @@ def region_call(node: ast.Subscript, known=None) -> ast.Call:
     return ast.copy_location(out, node)
 
 
+def region_source(text: str) -> str:
+    """``text`` (a message quoting rewritten source) with each ``__tj_region(A, "sp",
+    (r0, c), (r1, None), "...")`` written back as the subscript it came from,
+    ``A[r0:r1, c]``."""
+    out, i = [], 0
+    while (j := text.find(REGION + "(", i)) >= 0:
+        depth, k = 0, j + len(REGION)
+        for k in range(j + len(REGION), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[k], 0)
+            if depth == 0:
+                break
+        out.append(text[i:j])
+        out.append(_subscript_text(text[j:k + 1]))
+        i = k + 1
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _subscript_text(call_text: str) -> str:
+    try:
+        call = ast.parse(call_text, mode="eval").body
+        base, kinds, starts, ends = call.args[:4]
+        parts = []
+        for kind, start, end in zip(kinds.value, starts.elts, ends.elts):
+            if kind == "p":
+                parts.append(ast.unparse(start))
+                continue
+            lower = "" if isinstance(start, ast.Constant) and start.value == 0 \
+                else ast.unparse(start)
+            upper = "" if isinstance(end, ast.Constant) and end.value is None \
+                else ast.unparse(end)
+            parts.append(f"{lower}:{upper}")
+        return f"{ast.unparse(base)}[{', '.join(parts)}]"
+    except (SyntaxError, AttributeError, ValueError, IndexError):
+        return call_text
+
+
 class _Regions(syntax.NodeTransformer):
     def __init__(self, namespace, error, known=None):
         self.namespace = namespace

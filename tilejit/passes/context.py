@@ -7,6 +7,7 @@ import ast
 import linecache
 from dataclasses import dataclass, field
 
+from tilejit.frontend.tile_operands import region_source
 from tilejit.errors import CompileError, LayoutCompileError
 from tilejit.ir.plan import TilePlan
 from tilejit.options import CompileOptions
@@ -49,7 +50,7 @@ class PassContext:
     def _shown(self, message: str) -> str:
         for made, shown in self.shown_names.items():
             message = message.replace(made, shown)
-        return message
+        return region_source(message)
 
     def source_line(self, line: int | None) -> str:
         if not line:
