@@ -161,3 +161,38 @@ def test_threads_of_a_range_exchanging_data_on_the_gpu(lo, hi):
     a = torch.randn(64, 64, device="cuda")
     for _ in range(20):
         assert torch.equal(kernel(a), a.T * 2)
+
+
+def tickets(n=8, threads=32):
+    """Thread 0 of each block takes a ticket (an element atomic, each thread's own):
+    allowed under the branch (found by a user-style fuzz: refused as a tile operation)."""
+    @T.prim_func
+    def main(Cnt: T.Tensor((1,), "int32"), Out: T.Tensor((n,), "int32"),
+             Hi: T.Tensor((1,), "float32")):
+        with T.Kernel(n, threads=threads) as bx:
+            tx = T.get_thread_binding(0)
+            if tx == 0:
+                Out[bx] = T.atomic_add(Cnt[0], 1, return_prev=True)
+            if tx < 16:
+                T.atomic_max(Hi[0], T.cast(bx * 16 + tx, "float32"))
+    return main
+
+
+def test_an_element_atomic_under_a_branch_is_the_threads_own(ptxas):
+    cnt, out, hi = torch.zeros(1, dtype=torch.int32), torch.zeros(8, dtype=torch.int32), \
+        torch.zeros(1)
+    tilelang.compile(tickets())(cnt, out, hi)
+    assert cnt.item() == 8 and sorted(out.tolist()) == list(range(8))
+    assert hi.item() == 7 * 16 + 15
+    ptxas(tilelang.compile(tickets(), target="cuda -arch=sm_90a").get_kernel_source(),
+          "sm_90a")
+
+
+@pytest.mark.gpu
+def test_an_element_atomic_under_a_branch_on_the_gpu():
+    cnt = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.zeros(8, dtype=torch.int32, device="cuda")
+    hi = torch.zeros(1, device="cuda")
+    tilelang.compile(tickets())(cnt, out, hi)
+    assert cnt.item() == 8 and sorted(out.cpu().tolist()) == list(range(8))
+    assert hi.item() == 7 * 16 + 15

@@ -60,10 +60,29 @@ def _tile_op(stmts, namespace, own=None):
                 fn = resolve_static(node.func, namespace)
                 if own is not None and fn in _OWN_OPS and _threads_own(fn, node, own):
                     continue
+                if fn in _ATOMICS and _element_atomic(node, own or {}):
+                    continue                    # an element's: each thread's own
                 if fn in _TILE_OPS and not (fn is T.sync_threads and
                                             (node.args or node.keywords)):
                     return _TILE_OPS[fn]        # a named barrier is some threads' own
     return None
+
+
+_ATOMICS = (T.atomic_add, T.atomic_max, T.atomic_min)
+
+
+def _element_atomic(node, tiles) -> bool:
+    """``T.atomic_add(C[i, j], v)``: one element (no slice) and a value that is not a
+    tile (with a tile, ``C[i, j]`` is the corner of a region of its shape)."""
+    if len(node.args) < 2 or not isinstance(node.args[0], ast.Subscript):
+        return False
+    def sliced(sub):
+        parts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        return any(isinstance(p, ast.Slice) for p in parts)
+    value = node.args[1]
+    return not sliced(node.args[0]) and not (
+        isinstance(value, ast.Subscript) and sliced(value)) and not (
+        isinstance(value, ast.Name) and value.id in tiles)
 
 
 def _threads_own(fn, node, tiles) -> bool:
