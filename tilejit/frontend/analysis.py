@@ -197,6 +197,21 @@ def settled(test, namespace):
     return bool(value) if ok else None
 
 
+def live_walk(tree: ast.AST, namespace: dict):
+    """``syntax.walk`` of ``tree`` without the branches of compile-time ``if``s
+    (``if dim == 1:`` of the program's closure) that are not taken."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If):
+            truth = settled(node.test, namespace)
+            if truth is not None:
+                todo.extend(reversed(node.body if truth else node.orelse))
+                continue
+        todo.extend(reversed(list(syntax.iter_child_nodes(node))))
+
+
 def unread_params(ks: KernelSource) -> frozenset:
     """The parameters the kernel never mentions once its compile-time branches are
     settled (``if with_bias:`` with ``with_bias`` False): a TileLang program may pass
@@ -220,5 +235,5 @@ def unread_params(ks: KernelSource) -> frozenset:
     return frozenset(p for p in ks.params if p not in used)
 
 
-__all__ = ["kernel_outputs", "unread_params", "plain_value", "settled", "compile_time_shapes",
-           "whole_shape_params", "shape_environment", "resolve_static"]
+__all__ = ["kernel_outputs", "live_walk", "unread_params", "plain_value", "settled",
+           "compile_time_shapes", "whole_shape_params", "shape_environment", "resolve_static"]

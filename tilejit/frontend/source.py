@@ -406,12 +406,14 @@ def block_index_names(ks: KernelSource) -> list[str]:
     return names
 
 
-def expected_ranks(ks: KernelSource) -> dict[str, tuple[int, int]]:
+def expected_ranks(ks: KernelSource, walk=syntax.walk) -> dict[str, tuple[int, int]]:
     """Ranks the source implies for its parameters: ``P[i, j]`` (2) and
-    ``a, b = P.shape`` (2); {name: (rank, line)} for the first such use."""
+    ``a, b = P.shape`` (2); {name: (rank, line)} for the first such use among the nodes
+    ``walk`` gives (``analysis.live_walk``: not in a branch a compile-time ``if`` does
+    not take)."""
     params = set(ks.params)
     found: dict[str, tuple[int, int]] = {}
-    for node in syntax.walk(ks.tree):
+    for node in walk(ks.tree):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                 and node.value.id in params:
             index = node.slice

@@ -14,7 +14,8 @@ from operator import attrgetter
 
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
-from tilejit.frontend.analysis import compile_time_shapes, kernel_outputs, whole_shape_params
+from tilejit.frontend.analysis import (compile_time_shapes, kernel_outputs, live_walk,
+                                        whole_shape_params)
 from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
@@ -53,7 +54,8 @@ class KernelFunction:
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
-        self.ranks = expected_ranks(self.source)
+        self.ranks = expected_ranks(self.source,
+                                    lambda tree: live_walk(tree, self.source.namespace))
         self.tensor_uses = tensor_params(self.source)
         self.written = written_params(self.source)
         self.whole_copies, self.laid_out = whole_shape_params(self.source)
