@@ -146,7 +146,9 @@ LANGUAGE_DIFFERENCES = {
                     "the block stores once",
     "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
             "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
-    "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted",
+    "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted; B in a fragment is copied into "
+            "a shared tile before the tensor cores read it; `clear_accum` may be a run-time "
+            "condition",
     "gemm_sp": "2:4 (float32: 1:2) sparse A with TileLang's natural row-major metadata; "
                "16-bit A (not transposed, K a multiple of 32) runs on the sparse tensor "
                "cores (wgmma.mma_async.sp on sm_90a, mma.sp elsewhere from sm_80); 8-bit "

@@ -193,7 +193,7 @@ class _Tiles(syntax.NodeTransformer):
         return node
 
     def visit_Expr(self, node):
-        cleared = self._run_time_clear(node)
+        cleared = self._run_time_clear(node) or self._b_through_shared(node)
         if cleared is not None:
             return [self.visit(s) for s in cleared]
         node = self.generic_visit(node)
@@ -233,6 +233,32 @@ class _Tiles(syntax.NodeTransformer):
                                                 ast.Load()), [copy.deepcopy(call.args[2])], []))
         test = ast.If(value, [clear], [])
         return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in (test, node)]
+
+    def _b_through_shared(self, node):
+        """``T.gemm(A, B_frag, C)``: B held in registers, which the tensor cores take
+        from shared memory only (mma.sync's B fragment layout is not a tile layout here,
+        wgmma reads B from shared memory): B is copied into a shared tile of its own
+        first, and the gemm reads that. None for another statement."""
+        call = node.value
+        if not (isinstance(call, ast.Call) and len(call.args) >= 3
+                and resolve_static(call.func, self.ctx.namespace) is T.gemm
+                and isinstance(call.args[1], ast.Name)):
+            return None
+        b = self.plan.tiles.get(call.args[1].id)
+        if b is None or b.kind != FRAGMENT:
+            return None
+        k = self.ctx.number("gemm_b")
+        tmp = f"__tj_gemm_b{k}"
+        self.plan.tiles[tmp] = Tile(tmp, SHARED, b.shape, b.dtype, node.lineno)
+        self.ctx.shown_names[tmp] = f"the shared copy of {b.name}"
+        alloc = ast.Assign([ast.Name(tmp, ast.Store())], _call(TILE, [ast.Constant(tmp)]))
+        move = ast.Expr(ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy",
+                                               ast.Load()),
+                                 [ast.Name(b.name, ast.Load()), ast.Name(tmp, ast.Load())],
+                                 []))
+        call.args[1] = ast.Name(tmp, ast.Load())
+        return [syntax.fix_missing_locations(ast.copy_location(s, node))
+                for s in (alloc, move, node)]
 
     def _reduce_through_fragment(self, node, call, src, dst):
         """``T.reduce_*(fragment, shared, ...)``, which TileLang allows: the reduction goes
