@@ -393,3 +393,16 @@ def test_a_rank_read_in_a_branch_not_taken_is_not_checked(dim):
     a = torch.randn(8, 16)
     out = tilelang.compile(_reduce_along(8, 16, dim), out_idx=[1])(a)
     torch.testing.assert_close(out.reshape(-1), a.sum(dim), atol=1e-5, rtol=1e-5)
+
+
+@tilejit.kernel
+def add_a_zero_d(A, S):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(A.shape[0]):
+            A[i] = A[i] + S[()]
+
+
+def test_a_zero_d_tensor_is_refused_by_name():
+    """Found by a review: a 0-d tensor argument was an internal compiler error."""
+    with pytest.raises(ValueError, match=r"argument 'S': a 0-d tensor is not supported"):
+        add_a_zero_d(np.zeros(64, np.float32), np.array(3.0, np.float32))

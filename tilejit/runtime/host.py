@@ -328,6 +328,10 @@ def check_viewable(kernel, name, tensor: TensorArg):
 
 
 def check_rank(kernel, name, tensor: TensorArg):
+    if tensor.ndim == 0:
+        raise ValueError(f"argument {name!r}: a 0-d tensor is not supported (a kernel's "
+                         f"tensors have at least one dimension); pass {name}.reshape(1) and "
+                         f"index {name}[0], or pass the number as a scalar")
     rank = kernel.ranks.get(name)
     if rank is not None and rank[0] != tensor.ndim:
         raise ValueError(
