@@ -159,3 +159,21 @@ def test_a_region_in_a_message_is_written_as_in_the_source():
     message = str(info.value)
     assert "__tj_region" not in message
     assert "A[:, :2]" in message and "B[:, 1:4]" in message
+
+
+def test_a_lowering_rules_error_names_the_kernels_line():
+    """A rule of the lowering that raises without a place (a copy's extents that
+    differ) gets the line being lowered (found by a user-style fuzz)."""
+    import tilejit
+    import tilejit.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[0:8, 0:8], f)                  # 8 x 8 into 16 x 16
+            T.copy(f, B[0:16, 0:16])
+
+    with pytest.raises(tilejit.CompileError, match=r"source's extent \(8, 8\)") as info:
+        tilejit.compile(main)(np.zeros((32, 32), np.float32), np.zeros((32, 32), np.float32))
+    assert info.value.lineno is not None and "8 x 8 into 16 x 16" in str(info.value)

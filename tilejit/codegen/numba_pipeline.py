@@ -24,6 +24,7 @@ from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables, Rec
                                        fixup_var_define_in_scope)
 
 from tilejit.codegen.sparse_ssa import TilejitReconstructSSA
+from tilejit.errors import CompileError
 from tilejit.codegen.typing.context import BITWISE as C_BITWISE
 from tilejit.codegen.typing.types import WeakFloat, is_half
 
@@ -40,7 +41,14 @@ class TilejitLower(lowering.Lower):
     def lower_inst(self, inst):
         # rules that report a source location (debug checks) read it from the context
         self.context.current_loc = inst.loc
-        return super().lower_inst(inst)
+        try:
+            return super().lower_inst(inst)
+        except CompileError as e:
+            loc = inst.loc
+            if e.lineno is not None or loc is None or not getattr(loc, "line", None):
+                raise
+            # a rule's error without a place: the kernel's line being lowered
+            raise type(e)(e.bare_message, loc.filename, loc.line) from None
 
     def lower_binop(self, resty, expr, op):
         signature = self.fndesc.calltypes[expr]
