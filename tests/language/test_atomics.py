@@ -573,3 +573,33 @@ def test_a_per_thread_atomic_at_one_address_on_the_gpu():
     torch.cuda.synchronize()
     assert s.tolist() == [64.0] * 5
     assert sorted(p.tolist()) == list(range(64))
+
+
+@tilejit.kernel
+def every_iteration_counts(S, P):
+    """An element atomic at one address inside a T.Parallel: each iteration's (the GPU's
+    threads run one per iteration); the simulator's vectorized loop ran it once (found
+    by a review)."""
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            T.atomic_add(S[0], 1.0)
+            P[i] = T.atomic_add(S[1], 1.0, return_prev=True)
+
+
+def test_an_atomic_at_one_address_in_a_parallel_is_each_iterations():
+    s = np.zeros(2, np.float32)
+    p = np.zeros(64, np.float32)
+    every_iteration_counts(s, p)
+    np.testing.assert_array_equal(s, [64, 64])
+    np.testing.assert_array_equal(np.sort(p), np.arange(64))
+
+
+@pytest.mark.gpu
+def test_an_atomic_at_one_address_in_a_parallel_on_the_gpu():
+    import torch
+    s = torch.zeros(2, device="cuda")
+    p = torch.zeros(64, device="cuda")
+    every_iteration_counts(s, p)
+    torch.cuda.synchronize()
+    assert s.tolist() == [64.0, 64.0]
+    assert sorted(p.tolist()) == list(range(64))

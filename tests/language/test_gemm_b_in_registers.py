@@ -83,3 +83,40 @@ def test_b_in_registers_on_the_gpu(form, transpose_B):
     sim = tilelang.compile(b_in_registers(64, 64, 32, form, transpose_B), out_idx=[2])(a, b)
     torch.testing.assert_close(c.cpu(), ref, rtol=0, atol=0)
     torch.testing.assert_close(c.cpu(), sim, rtol=0, atol=0)
+
+
+def b_in_registers_cleared_at_run_time(M, N, K, steps=3):
+    """B in a fragment and `clear_accum=s == 0` together (found by a review: the two
+    rewrites nested their statements, a crash)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K * steps), "float16"), B: T.Tensor((K * steps, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            bf = T.alloc_fragment((K, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            for s in T.Pipelined(steps, num_stages=2):
+                T.copy(A[0, s * K], a)
+                T.copy(B[s * K, 0], b)
+                T.copy(b, bf)
+                T.gemm(a, bf, c, clear_accum=s == 0)
+            T.copy(c, C)
+    return main
+
+
+def test_b_in_registers_with_a_run_time_clear(ptxas):
+    a, b, ref = _data(64, 64, 32, False, steps=3)
+    c = tilelang.compile(b_in_registers_cleared_at_run_time(64, 64, 32), out_idx=[2])(a, b)
+    torch.testing.assert_close(c, ref / 2, rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(b_in_registers_cleared_at_run_time(64, 64, 32),
+                               target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_b_in_registers_with_a_run_time_clear_on_the_gpu():
+    a, b, ref = _data(64, 64, 32, False, steps=3, seed=2)
+    c = tilelang.compile(b_in_registers_cleared_at_run_time(64, 64, 32),
+                         out_idx=[2])(a.cuda(), b.cuda())
+    torch.testing.assert_close(c.cpu(), ref / 2, rtol=0, atol=0)

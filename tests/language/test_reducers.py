@@ -600,3 +600,21 @@ def test_folds_into_chosen_elements_on_the_gpu(op, fixed):
     b2 = tilejit.compile(grid_at_a_serial_index(16, 64), out_idx=-1)(a2.cuda())
     torch.testing.assert_close(b2.cpu().double(), 2 * a2.double().sum(2), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_a_fold_at_an_index_read_from_a_tile_the_loop_writes_is_an_error():
+    """`acc[l[0]]` with `l[0]` set in the loop: not an invariant index (found by a
+    review: the fold went to the last iteration's element)."""
+    @T.prim_func
+    def kernel(A: T.Tensor((4, 256), T.float32), B: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=128):
+            l = T.alloc_local((1,), T.int32)
+            acc = T.alloc_reducer((4,), T.float32, op="sum")
+            T.reducer_init(acc)
+            for k in T.Parallel(256):
+                l[0] = k % 4
+                T.reducer_update(acc[l[0]], A[k % 4, k])
+            T.finalize_reducer(acc, B)
+    with pytest.raises(CompileError, match=r"values the loop does not change, got "
+                                           r"\[l\[0\]\]"):
+        tilejit.compile(kernel, out_idx=-1)(torch.ones(4, 256))

@@ -255,3 +255,41 @@ def test_a_tensor_to_tensor_copy_by_keyword():
     tilelang.compile(main, target="sim")(a, b)
     torch.testing.assert_close(b, a.half())
     assert ".entry" in tilelang.compile(main).get_kernel_source(arch="sm_90a")
+
+
+def dynamic_copies(form):
+    """A copy between two tensors whose extents are known at run time (T.dynamic rows):
+    a region of each, or the whole of each (they were refused: the extents must be known
+    at compile time); the element loop runs over the run-time extents."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n, 8), "float32"), B: T.Tensor((n, 8), "float16")):
+        with T.Kernel(1, threads=32):
+            if form == "region":
+                T.copy(A[0:n, 0:8], B[0:n, 0:8])
+            else:
+                T.copy(A, B)
+    return main
+
+
+@pytest.mark.parametrize("form", ["region", "whole"])
+def test_a_copy_of_run_time_extents_between_tensors(form, ptxas):
+    for rows in (1, 5, 77):
+        a = torch.randn(rows, 8)
+        b = torch.zeros(rows, 8, dtype=torch.float16)
+        tilelang.compile(dynamic_copies(form), target="sim")(a, b)
+        torch.testing.assert_close(b, a.half(), rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(dynamic_copies(form)).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["region", "whole"])
+def test_a_copy_of_run_time_extents_on_the_gpu(form):
+    kernel = tilelang.compile(dynamic_copies(form))
+    for rows in (1, 77, 1000):
+        a = torch.randn(rows, 8)
+        b = torch.zeros(rows, 8, dtype=torch.float16, device="cuda")
+        kernel(a.cuda(), b)
+        torch.testing.assert_close(b.cpu(), a.half(), rtol=0, atol=0)

@@ -417,9 +417,20 @@ class _Reducers(syntax.NodeTransformer):
 
 
 def _assigned_in(body) -> set:
-    """The names a loop body binds (its values change from iteration to iteration)."""
-    return {n.id for s in body for n in syntax.walk(s)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    """The names a loop body may change from iteration to iteration: those it binds,
+    stores an element of (``l[0] = k``), or hands whole to a call (a tile operation
+    writing it)."""
+    out = set()
+    for s in body:
+        for n in syntax.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and \
+                    isinstance(n.value, ast.Name):
+                out.add(n.value.id)
+            elif isinstance(n, ast.Call):
+                out.update(a.id for a in n.args if isinstance(a, ast.Name))
+    return out
 
 
 def rewrite_reducers(fdef: ast.FunctionDef, namespace, error) -> ast.FunctionDef:

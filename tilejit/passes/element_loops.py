@@ -36,5 +36,6 @@ def parallel_loop(names: list, extents: list, body: list) -> ast.For:
     target = (ast.Name(names[0], ast.Store()) if len(names) == 1 else
               ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()))
     parallel = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "Parallel", ast.Load()),
-                        [ast.Constant(e) for e in extents], [])
+                        [e if isinstance(e, ast.AST) else ast.Constant(e) for e in extents],
+                        [])
     return ast.For(target, parallel, body, [], None)

@@ -141,12 +141,10 @@ class _Rewrite(syntax.NodeTransformer):
                                  f"a tensor laid out by T.annotate_layout", stmt)
         shape = list(tile.shape) if tile is not None else [
             self.ctx.namespace.get(shape_constant_name(name, d)) for d in range(tensor.ndim)]
-        if not is_region(node):
-            if None in shape:
-                raise self.ctx.error(f"`{name}`: its shape is not known at compile time; "
-                                     f"give the region (`{name}[r0:r1, ...]`)", stmt)
+        if not is_region(node):     # a dimension known at run time: the tensor's own
             return name, [ast.Constant(0)] * len(shape), list(enumerate(
-                int(e) for e in shape)), tile, tensor
+                _shape_of(name, d) if e is None else int(e)
+                for d, e in enumerate(shape))), tile, tensor
         kinds, starts, ends = node.args[1].value, node.args[2].elts, node.args[3].elts
         known = node.args[4].value.split(",")
         ranged = []
@@ -161,7 +159,13 @@ class _Rewrite(syntax.NodeTransformer):
                     extent = int(shape[d] if b is None else b) - int(a)
                 except (NotStatic, TypeError, ValueError):
                     extent = 0
-            ranged.append((d, extent if extent > 0 else None))
+            if extent <= 0 and tensor is not None:
+                # known at run time: (its end, or the tensor's edge) - its start
+                end = ends[d]
+                end = _shape_of(name, d) if isinstance(end, ast.Constant) and \
+                    end.value is None else copy.deepcopy(end)
+                extent = ast.BinOp(end, ast.Sub(), copy.deepcopy(starts[d]))
+            ranged.append((d, extent if not isinstance(extent, int) or extent > 0 else None))
         return name, list(starts), ranged, tile, tensor
 
     def _resolve(self, op, other, stmt):
@@ -185,9 +189,16 @@ class _Rewrite(syntax.NodeTransformer):
         a, b = self._resolve(a, b, stmt), self._resolve(b, a, stmt)
         a_ext = [e for _, e in a[2] if e != 1]
         b_ext = [e for _, e in b[2] if e != 1]
-        if a_ext != b_ext:
+        if len(a_ext) != len(b_ext) or any(
+                isinstance(x, int) and isinstance(y, int) and x != y
+                for x, y in zip(a_ext, b_ext)):
             raise self.ctx.error(f"`{ast.unparse(stmt)}`: the operands' extents "
-                                 f"{tuple(a_ext)} and {tuple(b_ext)} differ", stmt)
+                                 f"{_extents_text(a_ext)} and {_extents_text(b_ext)} differ",
+                                 stmt)
+        # an extent known at run time on one side takes the other's known one; on both,
+        # the first operand's (the elements past either tensor's edge are tested below)
+        a_ext = [y if not isinstance(x, int) and isinstance(y, int) else x
+                 for x, y in zip(a_ext, b_ext)]
         seq = self.ctx.number("global_layout")
         names = [f"__tj_gl{seq}_{k}" for k in range(max(len(a_ext), 1))]
 
@@ -321,6 +332,16 @@ def _check_other_uses(fdef, annotated, ctx):
                         f"T.annotate_layout (line {annotated[name].line}); it may be indexed "
                         f"one element at a time or copied with T.copy / T.atomic_add, not "
                         f"used here", node)
+
+
+def _shape_of(name, d):
+    return ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "shape", ast.Load()),
+                         ast.Constant(d), ast.Load())
+
+
+def _extents_text(extents) -> str:
+    return "(" + ", ".join(str(e) if isinstance(e, int) else ast.unparse(e)
+                           for e in extents) + ("," if len(extents) == 1 else "") + ")"
 
 
 def _zero(op):

@@ -195,7 +195,11 @@ class _Tiles(syntax.NodeTransformer):
     def visit_Expr(self, node):
         cleared = self._run_time_clear(node) or self._b_through_shared(node)
         if cleared is not None:
-            return [self.visit(s) for s in cleared]
+            out = []
+            for s in cleared:
+                done = self.visit(s)
+                out.extend(done if isinstance(done, list) else [done])
+            return out
         node = self.generic_visit(node)
         call = node.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)

@@ -693,6 +693,9 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
         # per-thread code: every thread performs it, at an address and with a value the
         # same in all of them too (the GPU's threads each run the atomic)
         shapes.append((STATE.lanes,))
+    elif per_lane and getattr(STATE.parallel, "lane", 0) is None:
+        # a T.Parallel run vectorized: every iteration performs it, as on the GPU
+        shapes.append(STATE.parallel.shape)
     shape = np.broadcast_shapes(*shapes)
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
     idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
