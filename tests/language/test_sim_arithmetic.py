@@ -210,3 +210,43 @@ def test_constexpr_parameters_are_literals_and_shifted_indices_64_bits(ptxas):
                                       target="cuda", arch="sm_90a").ptx
     assert "cvt.rn.f64.u64" in ptx and "shl.b64" in ptx
     ptxas(ptx, "sm_90a")
+
+
+@tilejit.kernel
+def half_with_a_literal(X, Y, Z, W):
+    """A Python float meeting a float16 value is a float16 (x * 0.1 multiplies by
+    float16(0.1), as TileLang's FloatImm of the half's dtype does); the compiled code
+    multiplied by the float32 0.1 (a user-style fuzz: 35% of products one ulp off the
+    simulator's)."""
+    with T.Kernel(1, threads=128):
+        for i in T.Parallel(X.shape[0]):
+            Y[i] = X[i] * 0.1
+            Z[i] = X[i] + 0.3
+            W[i] = 0.7 - X[i]
+
+
+def _half_literal_reference(x):
+    def h(v):
+        return torch.tensor(v).half().float()
+    xf = x.float()
+    return (xf * h(0.1)).half(), (xf + h(0.3)).half(), (h(0.7) - xf).half()
+
+
+def test_a_literal_meeting_a_float16_is_a_float16(ptxas):
+    x = torch.randn(4096).half()
+    outs = [torch.zeros(4096).half() for _ in range(3)]
+    half_with_a_literal(x, *outs)
+    for got, want in zip(outs, _half_literal_reference(x)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    ptx = half_with_a_literal.compile(x, *outs, target="cuda", arch="sm_90a").ptx
+    assert "0f3DCCCCCD" not in ptx            # the float32 0.1
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_a_literal_meeting_a_float16_on_the_gpu():
+    x = torch.randn(4096).half()
+    outs = [torch.zeros(4096, device="cuda").half() for _ in range(3)]
+    half_with_a_literal(x.cuda(), *outs)
+    for got, want in zip(outs, _half_literal_reference(x)):
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)

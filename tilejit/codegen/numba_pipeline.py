@@ -74,10 +74,16 @@ class TilejitLower(lowering.Lower):
         if not (is_half(result) or isinstance(result, WeakFloat)):
             return super().lower_binop(resty, expr, op)
         compute = signature.args[0]
-        lhs = context.cast(builder, self.loadvar(expr.lhs.name), self.typeof(expr.lhs.name),
-                           signature.args[0])
-        rhs = context.cast(builder, self.loadvar(expr.rhs.name), self.typeof(expr.rhs.name),
-                           signature.args[1])
+
+        def operand(name, to):
+            value, ty = self.loadvar(name), self.typeof(name)
+            if isinstance(ty, WeakFloat) and result == types.float16:
+                # a Python float meeting a float16 value is a float16 (as the simulator
+                # and TileLang have it: x * 0.1 multiplies by float16(0.1))
+                value, ty = context.cast(builder, value, ty, result), result
+            return context.cast(builder, value, ty, to)
+        lhs = operand(expr.lhs.name, signature.args[0])
+        rhs = operand(expr.rhs.name, signature.args[1])
         # by the operator itself: an in-place operator on a number arrives as its
         # copying operator (Numba's immutable_fn), whose typing never saw these types
         impl = context.get_function(op, signature.replace(return_type=compute))
