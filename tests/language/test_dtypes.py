@@ -50,3 +50,39 @@ def test_a_kernel_takes_dtype_names_or_objects_alike(in_dtype, accum):
     np.testing.assert_array_equal(b, a * 2)
     table = {"float16": "half", "float32": "float"}
     assert table[in_dtype] == "half" and table[accum] == "float"
+
+
+def _select_with(dt, form):
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), dt), B: T.Tensor((16, 16), dt)):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((16, 16), dt)
+            for i, j in T.Parallel(16, 16):
+                if form == 0:
+                    S[i, j] = T.if_then_else(j < 5, A[i, j], 0)
+                elif form == 1:
+                    S[i, j] = T.if_then_else(j < 5, A[i, j], -T.infinity(T.float32))
+                else:
+                    S[i, j] = T.if_then_else(j < 5, A[i, j], T.float16(0))
+            T.copy(S, B)
+    return main
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float8_e4m3"])
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_a_select_of_a_bfloat16_or_float8_and_another_type(dt, form, ptxas):
+    """`T.if_then_else(mask, x, 0)` on a bfloat16 (or float8) x, the masking idiom: the
+    branches unify (a literal takes x's type, a float the wider); it was an internal
+    error ("bfloat16 cannot be represented as a NumPy dtype"), found by a user-style
+    fuzz."""
+    import torch
+    import tilejit as tilelang
+    tdt = {"bfloat16": torch.bfloat16, "float8_e4m3": torch.float8_e4m3fn}[dt]
+    a = torch.randn(16, 16).to(tdt)
+    b = tilelang.compile(_select_with(dt, form), out_idx=[1])(a)
+    want = a.float().clone()
+    want[:, 5:] = float("-inf") if form == 1 else 0.0
+    torch.testing.assert_close(b.float(), want.to(tdt).float(), rtol=0, atol=0,
+                               equal_nan=True)
+    ptxas(tilelang.compile(_select_with(dt, form),
+                           target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")

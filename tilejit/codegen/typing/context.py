@@ -165,6 +165,20 @@ class TilejitTypingContext(BaseContext):
             return types.float32 if isinstance(second, Float4) else second
         if isinstance(second, WeakFloat) and isinstance(first, (types.Float, StorageFloat)):
             return types.float32 if isinstance(first, Float4) else first
+        # a bfloat16 / float8 value meeting another type (the branches of
+        # T.if_then_else(c, x, 0), a variable assigned both): a literal integer takes its
+        # type, a float the wider (harmonize's rule), another integer float32; Numba's
+        # own unification asks numpy for a dtype these have not
+        if isinstance(first, StorageFloat) or isinstance(second, StorageFloat):
+            store, other = (first, second) if isinstance(first, StorageFloat) else \
+                (second, first)
+            if isinstance(other, (types.IntegerLiteral, types.BooleanLiteral)):
+                return store
+            if isinstance(other, (types.Float, StorageFloat)):
+                wide = widest_float([first, second])
+                return types.float32 if isinstance(wide, Float4) else wide
+            if isinstance(other, (types.Integer, types.Boolean)):
+                return types.float32
         # a float literal meeting an integer (the branches of T.if_then_else, a variable
         # assigned both): float32, as the arithmetic of the two gives (harmonize)
         if {type(first), type(second)} & {WeakFloat} and any(
