@@ -169,3 +169,40 @@ def test_tilelangs_float8_e4m3fn_is_a_str_of_torchs_name_and_a_t_empty_output():
     y = to_fp8(x)
     assert y.dtype == torch.float8_e4m3fn
     assert torch.equal(y.float(), x.clamp(-448, 448).to(torch.float8_e4m3fn).float())
+
+
+def _e4m3fn_scalars(form, M=16, N=16):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Q: T.Tensor((M, N), T.float8_e4m3fn)):
+        with T.Kernel(1, threads=128):
+            if form == "var":
+                v = T.alloc_var(T.float8_e4m3fn)
+                for i in T.serial(M):
+                    for j in T.serial(N):
+                        v = X[i, j]
+                        Q[i, j] = v
+            elif form == "astype":
+                for i, j in T.Parallel(M, N):
+                    Q[i, j] = X[i, j].astype(T.float8_e4m3fn)
+            elif form == "Cast":
+                for i, j in T.Parallel(M, N):
+                    Q[i, j] = T.Cast(T.float8_e4m3fn, X[i, j])
+            else:
+                for i, j in T.Parallel(M, N):
+                    Q[i, j] = T.max(X[i, j], T.float8_e4m3fn(-2.0))
+    return main
+
+
+@pytest.mark.parametrize("form", ["var", "astype", "Cast", "constant"])
+def test_tilelangs_float8_e4m3fn_spelling_in_scalar_uses(form, ptxas):
+    """`T.float8_e4m3fn` (TileLang's name, torch's) where a scalar needs a dtype: the same
+    dtype as float8_e4m3 (it was "no value in a kernel has this dtype", and an internal
+    KeyError for `T.float8_e4m3fn(-2.0)`; found by a user-style fuzz)."""
+    import torch
+    import tilejit as tilelang
+    x = torch.randn(16, 16) * 10
+    q = tilelang.compile(_e4m3fn_scalars(form), out_idx=[1])(x)
+    want = (x.clamp_min(-2) if form == "constant" else x).to(torch.float8_e4m3fn)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
+    ptxas(tilelang.compile(_e4m3fn_scalars(form),
+                           target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")

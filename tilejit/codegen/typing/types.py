@@ -132,7 +132,9 @@ class DTypeType(types.Callable, types.Dummy):
     """A compile-time dtype value."""
 
     def __init__(self, dtype: DType):
-        self.dtype = dtype
+        # the dtype it names: TileLang's spelling float8_e4m3fn is float8_e4m3
+        from tilejit.language.dtypes import as_dtype
+        self.dtype = dtype = as_dtype(dtype)
         super().__init__(f"DType[{dtype.name}]")
 
     @property
