@@ -89,3 +89,4 @@ def test_2d_grid_with_tiles_from_eight_threads(fast_switching):
             np.testing.assert_array_equal(c, ref, err_msg=f"m={m}, n={n}")
 
     _run_threads(work)
+

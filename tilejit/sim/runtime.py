@@ -401,11 +401,21 @@ def _python_bitwise(a, b, op):
     return a & b if op == "and" else a | b if op == "or" else a ^ b
 
 
-def logical_and(a, b):
+def logical_and(a, b_fn):
+    """``a and b`` lane-wise, ``b`` (``b_fn()``) evaluated where ``a`` holds only."""
+    if np.ndim(a) == 0 and STATE.mask is None:
+        return np.logical_and(a, b_fn()) if a else np.False_
+    with where(a):
+        b = b_fn() if any_active() else False
     return np.logical_and(a, b)
 
 
-def logical_or(a, b):
+def logical_or(a, b_fn):
+    """``a or b`` lane-wise, ``b`` evaluated where ``a`` does not hold only."""
+    if np.ndim(a) == 0 and STATE.mask is None:
+        return np.True_ if a else np.logical_or(a, b_fn())
+    with where(a, negate=True):
+        b = b_fn() if any_active() else False
     return np.logical_or(a, b)
 
 

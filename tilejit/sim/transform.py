@@ -102,11 +102,14 @@ class _LaneWise(syntax.NodeTransformer):
                                                  _lambda(node.orelse)]), node)
 
     def visit_BoolOp(self, node):
+        """``a and b`` → ``logical_and(a, lambda: b)``: ``b`` evaluated on the lanes
+        where ``a`` holds only, as the GPU's ``&&`` reads it (``p > 0 and loc[p - 1]``
+        never reads ``loc[-1]``)."""
         node = self.generic_visit(node)
         name = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
         expr = node.values[0]
         for v in node.values[1:]:
-            expr = _call(name, [expr, v])
+            expr = _call(name, [expr, _lambda(v)])
         return ast.copy_location(expr, node)
 
     def visit_Compare(self, node):
@@ -121,7 +124,7 @@ class _LaneWise(syntax.NodeTransformer):
                  for k, op in enumerate(node.ops)]
         expr = pairs[0]
         for pair in pairs[1:]:
-            expr = _call("logical_and", [expr, pair])
+            expr = _call("logical_and", [expr, _lambda(pair)])
         return ast.copy_location(syntax.fix_missing_locations(expr), node)
 
     def visit_UnaryOp(self, node):

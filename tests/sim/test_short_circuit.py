@@ -1,0 +1,43 @@
+"""`and` / `or` in the simulator's lane-wise code read their right side only on the lanes
+the left side leaves open, as the GPU's `&&` / `||` do."""
+import numpy as np
+
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def guarded_reads(X, Y, Z):
+    """`p > 0 and loc[p - 1] >= 0` (TileLang's top-k insertion loop): the right side is
+    read only where the left holds, as the GPU's `&&` reads it; the simulator evaluated
+    both sides on every lane and raised for `loc[-1]` (found by a user-style fuzz). In a
+    T.Parallel too: `i < n and X[i] > 0` never reads X past n."""
+    n = X.shape[0]
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        loc = T.alloc_local((4,), "float32")
+        for t in T.serial(4):
+            loc[t] = X[t]
+        p = tx % 3
+        Y[tx] = 0.0
+        if p > 0 and loc[p - 1] >= 0 or p == 0 and loc[0] < -100:
+            Y[tx] = 1.0
+        for i in T.Parallel(32):
+            if i < n and X[i] > 0:
+                Z[i] = 1.0
+            elif i >= n or X[i] < -1:
+                Z[i] = 2.0
+
+
+def test_and_or_read_their_right_side_where_the_left_asks():
+    x = np.array([1.0, -2.0, 3.0, 4.0, -5.0], np.float32)
+    y = np.zeros(32, np.float32)
+    z = np.zeros(32, np.float32)
+    guarded_reads(x, y, z)
+    p = np.arange(32) % 3
+    want_y = np.where(p == 1, 1.0, np.where(p == 2, 0.0, 0.0))
+    np.testing.assert_array_equal(y, want_y)
+    want_z = np.full(32, 2.0, np.float32)
+    want_z[:5] = np.where(x > 0, 1.0, np.where(x < -1, 2.0, 0.0))
+    np.testing.assert_array_equal(z, want_z)
+    guarded_reads.compile(x, y, z, target="cuda", arch="sm_90a")
