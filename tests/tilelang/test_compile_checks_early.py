@@ -196,3 +196,18 @@ def test_a_grid_from_a_dynamic_extent_is_checked_at_the_call():
     assert a[2048:].all() and not a[:2048].any()
     with pytest.raises(ValueError, match="must not be negative"):
         tail()(np.zeros(100, np.float32))
+
+
+def test_a_tensor_indexed_with_too_few_indices_names_the_line():
+    """`Y[i]` on a tensor annotated 2-d: a CompileError at that line when the program is
+    compiled (it was the call's error, which blamed the output tilejit allocated)."""
+    @T.prim_func
+    def main(X: T.Tensor((16, 16), T.float32), Y: T.Tensor((16, 16), T.float32)):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(16, 16):
+                Y[i] = X[i, j]                  # one index for a 2-d tensor
+
+    with pytest.raises(tilejit.CompileError, match=r"tensor 'Y' has 2 dimension\(s\) .*"
+                                                   r"indexed with 1") as info:
+        tilejit.compile(main, out_idx=-1)
+    assert "one index for a 2-d tensor" in str(info.value)

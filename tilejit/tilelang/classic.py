@@ -137,6 +137,12 @@ class CompiledPrimFunc(KernelConveniences):
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
         self.kernel = kernel_function(pf.func, target=target, source_tree=tree, **options)
+        for name, (rank, line) in self.kernel.ranks.items():
+            shape = getattr(pf.annotations.get(name), "shape", None)
+            if shape is not None and len(shape) != rank:
+                raise CompileError(f"tensor {name!r} has {len(shape)} dimension(s) (its "
+                                   f"annotation: shape {tuple(shape)}), indexed with {rank}",
+                                   self.kernel.source.filename, line)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(
