@@ -177,3 +177,60 @@ def test_a_lowering_rules_error_names_the_kernels_line():
     with pytest.raises(tilejit.CompileError, match=r"source's extent \(8, 8\)") as info:
         tilejit.compile(main)(np.zeros((32, 32), np.float32), np.zeros((32, 32), np.float32))
     assert info.value.lineno is not None and "8 x 8 into 16 x 16" in str(info.value)
+
+
+def test_a_list_chosen_by_a_compile_time_condition_is_a_shape():
+    """`T.alloc_shared([16, N] if wide else [8, N], ...)`: a list in a call's argument is a
+    compile-time value also through a conditional expression (found by a user-style
+    fuzz); a list elsewhere is refused with the tuple that holds the same values."""
+    import tilejit
+    import tilejit.language as T
+
+    def program(wide):
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared([16, 16] if wide else [8, 16], "float32")
+                for i, j in T.Parallel(S.shape[0], 16):
+                    S[i, j] = A[i, j] * 2.0
+                for i, j in T.Parallel(S.shape[0], 16):
+                    B[i, j] = S[i, j]
+        return main
+
+    a = np.arange(256, dtype=np.float32).reshape(16, 16)
+    for wide, rows in ((True, 16), (False, 8)):
+        b = np.zeros_like(a)
+        tilejit.compile(program(wide))(a, b)
+        np.testing.assert_array_equal(b[:rows], 2 * a[:rows])
+        assert not b[rows:].any()
+
+    @T.prim_func
+    def weights(A: T.Tensor((3,), "float32")):
+        with T.Kernel(1, threads=32):
+            ws = [1.0, 2.0, 3.0]
+            for i in T.Parallel(3):
+                A[i] = ws[i]
+
+    with pytest.raises(tilejit.CompileError, match=r"a list \(a tuple holds the same "
+                                                   r"values in a kernel: `\(1.0, 2.0, 3.0\)`"):
+        tilejit.compile(weights)(np.zeros(3, np.float32))
+
+
+def test_a_tuple_indexed_by_a_parallel_index():
+    """The tuple the list's message suggests, read at a T.Parallel's index: each
+    iteration its element (the simulator's vectorized loop indexed the tuple with the
+    index array: a TypeError)."""
+    import tilejit
+    import tilejit.language as T
+
+    @T.prim_func
+    def weights(A: T.Tensor((3,), "float32")):
+        with T.Kernel(1, threads=32):
+            ws = (1.0, 2.0, 3.0)
+            for i in T.Parallel(3):
+                A[i] = ws[i] * 2.0
+
+    a = np.zeros(3, np.float32)
+    tilejit.compile(weights)(a)
+    np.testing.assert_array_equal(a, [2.0, 4.0, 6.0])
+    assert tilejit.compile(weights, target="cuda -arch=sm_90a").get_kernel_source()

@@ -39,6 +39,13 @@ if hasattr(ast, "TryStar"):
     UNSUPPORTED[ast.TryStar] = "try/except*"
 
 
+def _chosen(node):
+    """``node`` and, through conditional expressions, the values it may be."""
+    if isinstance(node, ast.IfExp):
+        return [node, *_chosen(node.body), *_chosen(node.orelse)]
+    return [node]
+
+
 def check_supported(ks: KernelSource) -> None:
     launch = ks.launch
     # reducers: folds and finalize batches checked when the kernel is made, as TileLang does
@@ -47,10 +54,11 @@ def check_supported(ks: KernelSource) -> None:
     # a list or dict written as a call's argument is a compile-time value: a tile shape
     # `[block_M, dim]`, the mapping of T.annotate_layout
     # (and the lists inside it: T.Pipelined's group=[[0], [1, 2]])
+    # (or chosen by a compile-time condition: `[16, N] if flag else [8, N]`)
     call_args = {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                  for a in node.args + [k.value for k in node.keywords]
-                 if isinstance(a, (ast.List, ast.Dict))
-                 for n in syntax.walk(a) if isinstance(n, (ast.List, ast.Dict))}
+                 for b in _chosen(a) if isinstance(b, (ast.List, ast.Dict))
+                 for n in syntax.walk(b) if isinstance(n, (ast.List, ast.Dict))}
     # T.alloc_barrier([128, 128] * stages): the arrival counts, compile-time too
     call_args |= {id(n) for node in syntax.walk(ks.tree) if isinstance(node, ast.Call)
                   and resolve_static(node.func, ks.namespace) is _language.alloc_barrier
@@ -80,6 +88,9 @@ def check_supported(ks: KernelSource) -> None:
                 continue
             what = UNSUPPORTED.get(type(node))
             if what is not None:
+                if isinstance(node, ast.List):
+                    what += (f" (a tuple holds the same values in a kernel: "
+                             f"`{ast.unparse(ast.Tuple(node.elts, ast.Load()))}`)")
                 raise ks.error(f"unsupported in a kernel: {what}", node)
             if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
                     and resolve_static(node.value, ks.namespace) is _language:

@@ -244,6 +244,14 @@ def blend(old, new):
     return np.where(mask, new, old)
 
 
+def item(obj, index):
+    """``obj[index]``; a tuple or list indexed by the loop's index arrays reads as an
+    array (each lane its element)."""
+    if isinstance(obj, (tuple, list)) and isinstance(index, np.ndarray):
+        return np.asarray(obj)[index]
+    return obj[index]
+
+
 def ifexp(cond, then_fn, else_fn):
     """``a if c else b``: each side evaluated under its mask, then selected."""
     if np.ndim(cond) == 0 and STATE.mask is None:

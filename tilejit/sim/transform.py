@@ -96,6 +96,15 @@ class _LaneWise(syntax.NodeTransformer):
             return self._blended(node, node.target, value)
         return node
 
+    def visit_Subscript(self, node):
+        """A read ``ws[i]`` of a tuple the kernel wrote (``ws = (1.0, 2.0)``) at the
+        loop's index array: ``item(ws, i)`` (a tuple takes no array index); anything
+        else is indexed as written."""
+        node = self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or isinstance(node.slice, ast.Slice):
+            return node
+        return ast.copy_location(_call("item", [node.value, node.slice]), node)
+
     def visit_IfExp(self, node):
         node = self.generic_visit(node)
         return ast.copy_location(_call("ifexp", [node.test, _lambda(node.body),

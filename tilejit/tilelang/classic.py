@@ -137,7 +137,7 @@ class CompiledPrimFunc(KernelConveniences):
             [pf.params[i] for i in self.out_idx]
         tree, self._symbol_dims = _bind_symbols(pf, order)
         self.kernel = kernel_function(pf.func, target=target, source_tree=tree, **options)
-        for name, (rank, line) in self.kernel.ranks.items():
+        for name, (rank, line) in getattr(self.kernel, "ranks", {}).items():
             shape = getattr(pf.annotations.get(name), "shape", None)
             if shape is not None and len(shape) != rank:
                 raise CompileError(f"tensor {name!r} has {len(shape)} dimension(s) (its "
