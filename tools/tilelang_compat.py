@@ -77,9 +77,16 @@ LANGUAGE_DIFFERENCES = {
                   "across threads is warp shuffles",
     "float8_e4m3": "the OCP e4m3 (largest 448, no infinities), torch's `float8_e4m3fn`; "
                    "conversions to it saturate (PTX `cvt.rn.satfinite`); `T.gemm` on it runs "
-                   "on wgmma (sm_90a, K-major operands) or sm_89's mma.sync; the simulator "
+                   "on wgmma (sm_90a, K-major operands; a tile of fewer than 64 rows a "
+                   "warpgroup is refused there, where TileLang falls back to mma.sync) or "
+                   "sm_89's mma.sync; the simulator "
                    "holds it in float32 (ml_dtypes rounding)",
     "float8_e4m3fn": "the same dtype as `T.float8_e4m3`",
+    "bfloat16": "arithmetic on bfloat16 values is carried out in float32 and rounded when "
+                "stored (TileLang's `bfloat16_t` rounds after each operation), and a Python "
+                "float meeting a bfloat16 value stays float32 (a float16 value's becomes "
+                "float16, as in TileLang): the simulator and the GPU agree, TileLang may "
+                "differ by an ulp of bfloat16",
     "float8_e5m2": "as `T.float8_e4m3`, with e5m2's range (largest 57344) and infinities: "
                    "a conversion past the largest finite value gives infinity, as torch's",
     "dtype": "the class of tilejit's dtypes, a `str` subclass: `T.dtype(x)` returns the "
