@@ -216,8 +216,14 @@ class _Pipeliner(syntax.NodeTransformer):
         stage_list, order = values.get("stage"), values.get("order")
         for name, lst in (("stage", stage_list), ("order", order)):
             if lst is not None and len(lst) != len(body):
-                raise self.ctx.error(f"T.Pipelined: {name}= has {len(lst)} entries, the loop body "
-                                     f"has {len(body)} statements", node)
+                end = getattr(node, "end_lineno", None) or node.lineno
+                inlined = any(not node.lineno <= getattr(s, "lineno", node.lineno) <= end
+                              for s in body)
+                raise self.ctx.error(
+                    f"T.Pipelined: {name}= has {len(lst)} entries, the loop body has "
+                    f"{len(body)} statements" + (
+                        " (counted once the @T.macro and helper calls in it are inlined: "
+                        "one entry per statement they expand to)" if inlined else ""), node)
         targets = [self._producer_target(s, loop_var, varying) for s in body]
         if stage_list is not None and max(stage_list) > 0:
             for i, (s, st) in enumerate(zip(body, stage_list)):
