@@ -23,6 +23,7 @@ import copy
 import itertools
 
 from tilejit import syntax
+from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import names_bound_to, resolve_static
@@ -44,6 +45,13 @@ def _call(name, args):
 def _lambda(expr):
     return ast.Lambda(ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
                                     defaults=[]), expr)
+
+
+# calls whose subscript arguments are operands (regions, elements by address), not values
+_OPERAND_CALLS = frozenset(TILE_OPERATIONS) | {
+    "access_ptr", "address_of", "ptx_cp_async", "tma_copy", "copy_cluster", "atomic_add",
+    "atomic_max", "atomic_min", "atomic_or", "atomic_load", "atomic_store", "atomic_addx2",
+    "atomic_addx4", "cp_async_barrier_noinc", "__ldg", "ldg", "reinterpret"}
 
 
 class _LaneWise(syntax.NodeTransformer):
@@ -96,13 +104,26 @@ class _LaneWise(syntax.NodeTransformer):
             return self._blended(node, node.target, value)
         return node
 
+    def visit_Call(self, node):
+        # a tile operation's subscript operand (a region's corner, T.access_ptr's
+        # element), which the later rewrites read as written
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        if name in _OPERAND_CALLS or name.startswith("__tj_atomic"):
+            for a in list(node.args) + [k.value for k in node.keywords]:
+                if isinstance(a, ast.Subscript):
+                    a.tj_operand = True
+        return self.generic_visit(node)
+
     def visit_Subscript(self, node):
         """A read ``ws[i]`` of a tuple the kernel wrote (``ws = (1.0, 2.0)``) at the
         loop's index array: ``item(ws, i)`` (a tuple takes no array index); anything
         else is indexed as written."""
         node = self.generic_visit(node)
-        if not isinstance(node.ctx, ast.Load) or isinstance(node.slice, ast.Slice):
-            return node
+        if not isinstance(node.ctx, ast.Load) or getattr(node, "tj_operand", False) or any(
+                isinstance(n, ast.Slice) for n in syntax.walk(node.slice)):
+            return node             # (a region: a tile operation's operand)
         return ast.copy_location(_call("item", [node.value, node.slice]), node)
 
     def visit_IfExp(self, node):
