@@ -603,3 +603,39 @@ def test_an_atomic_at_one_address_in_a_parallel_on_the_gpu():
     torch.cuda.synchronize()
     assert s.tolist() == [64.0, 64.0]
     assert sorted(p.tolist()) == list(range(64))
+
+
+def _one_thread_return_prev(op_name, val):
+    atom = getattr(T, op_name)
+
+    @T.prim_func
+    def main(Dst: T.Tensor((1,), "float32"), Prev: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=1):
+            Prev[0] = atom(Dst[0], val, return_prev=True)
+    return main
+
+
+@pytest.mark.parametrize("op_name, val, after", [("atomic_max", 5.0, 5.0),
+                                                 ("atomic_min", 1.0, 1.0),
+                                                 ("atomic_add", 2.0, 5.0)])
+def test_return_prev_outside_a_parallel_in_a_block_of_one_thread(op_name, val, after, ptxas):
+    """TileLang's test of `Prev[0] = T.atomic_max(Dst[0], v, return_prev=True)` in a block
+    of one thread: its one thread performs the atomic and has the previous value (it was
+    refused as having no per-thread previous value)."""
+    import tilejit as tilelang
+    dst, prev = np.array([3.0], np.float32), np.zeros(1, np.float32)
+    tilelang.compile(_one_thread_return_prev(op_name, val))(dst, prev)
+    assert prev[0] == 3.0 and dst[0] == after
+    ptxas(tilelang.compile(_one_thread_return_prev(op_name, val),
+                           target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op_name, val, after", [("atomic_max", 5.0, 5.0),
+                                                 ("atomic_add", 2.0, 5.0)])
+def test_return_prev_in_a_block_of_one_thread_on_the_gpu(op_name, val, after):
+    import torch
+    import tilejit as tilelang
+    dst, prev = torch.tensor([3.0], device="cuda"), torch.zeros(1, device="cuda")
+    tilelang.compile(_one_thread_return_prev(op_name, val))(dst, prev)
+    assert prev.item() == 3.0 and dst.item() == after

@@ -190,7 +190,8 @@ def _element_impl(op):
         else:
             def access(ptr):
                 return atomic_rmw(builder, op, elem, ptr, args[2], order)
-        if per_lane_ty.literal_value:
+        if per_lane_ty.literal_value or current_kernel().threads == 1:
+            # (a block of one thread: its one thread, which returns the previous value)
             ptr = element_ptr(context, builder, dst_ty, args[0], index_ty, args[1])
             old = access(ptr)
         else:

@@ -20,6 +20,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
+from tilejit.ir.kernel_config import current_kernel_or_none
 from tilejit.language.atomics import (DTYPES, call_signature, element_dtype_error,
                                       memory_order_error)
 from tilejit.codegen.typing.templates import infer_global
@@ -84,13 +85,20 @@ class _ElementAtomic(AbstractTemplate):
             raise errors.TypingError(f"{what}: the value must be a number, got {value}")
         prev = _literal_bool(return_prev, f"{what}'s return_prev")
         lanes = _literal_bool(per_lane, what)
-        if prev and not lanes:
+        if prev and not lanes and _block_threads() != 1:
             raise errors.TypingError(
                 f"{what}(..., return_prev=True) outside a T.Parallel: the block performs "
                 f"the atomic once, so there is no per-thread previous value; move it into "
                 f"a T.Parallel loop")
         ret = dst.element if prev else types.none
         return signature(ret, dst, index, dst.element, return_prev, per_lane, order)
+
+
+def _block_threads():
+    """The threads of the block being compiled (None outside a compilation): a block of
+    one thread performs an atomic outside a T.Parallel once, as its one thread."""
+    config = current_kernel_or_none()
+    return None if config is None else config.threads
 
 
 class _RegionAtomic(AbstractTemplate):
