@@ -293,3 +293,54 @@ def test_a_copy_of_run_time_extents_on_the_gpu(form):
         b = torch.zeros(rows, 8, dtype=torch.float16, device="cuda")
         kernel(a.cuda(), b)
         torch.testing.assert_close(b.cpu(), a.half(), rtol=0, atol=0)
+
+
+def run_time_prefix(form):
+    """`T.copy(A[0:n], s[0:n])`: a run-time length into a shared tile's prefix (a varlen
+    load; it was refused: neither operand says how large the copy is), and back."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((64,), "float32")
+            T.fill(s, -1)
+            if form == "in":
+                T.copy(A[0:n], s[0:n])
+                T.copy(s, B)
+            else:
+                for i in T.Parallel(64):
+                    s[i] = B[i] * 2.0
+                T.copy(s[0:n], A[0:n])
+    return main
+
+
+@pytest.mark.parametrize("form", ["in", "out"])
+def test_a_run_time_length_into_and_out_of_a_shared_prefix(form, ptxas):
+    for length in (1, 17, 64):
+        a = torch.randn(length)
+        b = torch.randn(64)
+        a0, b0 = a.clone(), b.clone()
+        tilelang.compile(run_time_prefix(form), target="sim")(a, b)
+        if form == "in":
+            want = torch.full((64,), -1.0)
+            want[:length] = a0
+            torch.testing.assert_close(b, want, rtol=0, atol=0)
+        else:
+            torch.testing.assert_close(a, 2 * b0[:length], rtol=0, atol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(run_time_prefix(form)).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["in", "out"])
+def test_a_run_time_length_and_a_shared_prefix_on_the_gpu(form):
+    kernel = tilelang.compile(run_time_prefix(form))
+    for length in (1, 17, 64):
+        a = torch.randn(length)
+        b = torch.randn(64)
+        sa, sb = a.clone(), b.clone()
+        ga, gb = a.cuda(), b.cuda()
+        kernel(ga, gb)
+        tilelang.compile(run_time_prefix(form), target="sim")(sa, sb)
+        torch.testing.assert_close((ga.cpu(), gb.cpu()), (sa, sb), rtol=0, atol=0)

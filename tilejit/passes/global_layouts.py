@@ -159,11 +159,13 @@ class _Rewrite(syntax.NodeTransformer):
                     extent = int(shape[d] if b is None else b) - int(a)
                 except (NotStatic, TypeError, ValueError):
                     extent = 0
-            if extent <= 0 and tensor is not None:
-                # known at run time: (its end, or the tensor's edge) - its start
+            if extent <= 0 and (tensor is not None or tile is not None):
+                # known at run time: (its end, or the tensor's or tile's edge) - its start
                 end = ends[d]
-                end = _shape_of(name, d) if isinstance(end, ast.Constant) and \
-                    end.value is None else copy.deepcopy(end)
+                if isinstance(end, ast.Constant) and end.value is None:
+                    end = _shape_of(name, d) if tile is None else ast.Constant(shape[d])
+                else:
+                    end = copy.deepcopy(end)
                 extent = ast.BinOp(end, ast.Sub(), copy.deepcopy(starts[d]))
             ranged.append((d, extent if not isinstance(extent, int) or extent > 0 else None))
         return name, list(starts), ranged, tile, tensor
@@ -268,13 +270,24 @@ class _Rewrite(syntax.NodeTransformer):
             return self.generic_visit(node)
         ops = copy_operands(node, self.ctx.namespace)
         if ops is not None and (any(self._whole_or_region(x) for x in ops)
-                                or _tensor_copy(ops, self.ctx.params)):
+                                or _tensor_copy(ops, self.ctx.params)
+                                or self._run_time_prefix(ops, node)):
             return self.generic_visit(self._copy(node, *ops))
         if len(call.args) == 4 and self._whole_or_region(call.args[0]):
             fn = resolve_static(call.func, self.ctx.namespace)
             if fn in _REGION_ATOMICS:
                 return self.generic_visit(self._atomic(node, fn, call))
         return self.generic_visit(node)
+
+    def _run_time_prefix(self, ops, stmt) -> bool:
+        """``T.copy(A[0:n], S[0:n])``: a tensor's region and a shared tile's whose
+        extents are known at run time only (a copy of a run-time length, TileLang's
+        varlen loads): the element loop over them (the tile planner needs the extents)."""
+        if not _run_time_prefix_copy(ops, self.ctx):
+            return False
+        parsed = [self._operand(x, stmt) for x in ops]
+        return any(not isinstance(e, int) and e is not None
+                   for op in parsed for _, e in op[2])
 
     def _whole_or_region(self, node):
         return (is_region(node) and node.args[0].id in self.annotated) or (
@@ -350,6 +363,19 @@ def _zero(op):
                                                  ast.Constant(op[4].dtype.name)], [])
 
 
+def _run_time_prefix_copy(ops, ctx) -> bool:
+    """A copy between a tensor's region and a shared tile's region, a sliced dimension
+    of either of an extent the source does not give (``A[0:n]``)."""
+    if ops is None or not all(is_region(x) for x in ops):
+        return False
+    kinds = ["tensor" if x.args[0].id in ctx.params else getattr(
+        ctx.plan.tiles.get(x.args[0].id), "kind", None) for x in ops]
+    if sorted(kinds) != ["shared", "tensor"]:
+        return False
+    return any(k == "s" and e in ("", "0") for x in ops
+               for k, e in zip(x.args[1].value, x.args[4].value.split(",")))
+
+
 def _tensor_copy(ops, params) -> bool:
     """Whether a copy's two operands are both tensors (whole or regions)."""
     return ops is not None and all(
@@ -361,8 +387,10 @@ def lay_out_global_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     statements = _annotations(fdef, ctx.namespace)
     if not any(isinstance(k, ast.Name) and k.id in ctx.params
                for s in statements for k in s.value.args[0].keys) and not any(
-            isinstance(s, ast.Expr) and _tensor_copy(copy_operands(s, ctx.namespace),
-                                                     ctx.params) for s in syntax.walk(fdef)):
+            isinstance(s, ast.Expr) and (
+                _tensor_copy(copy_operands(s, ctx.namespace), ctx.params)
+                or _run_time_prefix_copy(copy_operands(s, ctx.namespace), ctx))
+            for s in syntax.walk(fdef)):
         return fdef
     scope = AnnotationScope(ctx, fdef)
     annotated: dict = {}
