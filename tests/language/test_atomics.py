@@ -556,25 +556,6 @@ def every_thread_counts(S, P):
         P[tx] = T.atomic_add(S[4], 1.0, return_prev=True)
 
 
-def test_a_per_thread_atomic_at_one_address_is_each_threads():
-    s = np.zeros(5, np.float32)
-    p = np.zeros(64, np.float32)
-    every_thread_counts(s, p)
-    np.testing.assert_array_equal(s, [64, 64, 64, 64, 64])
-    np.testing.assert_array_equal(np.sort(p), np.arange(64))
-
-
-@pytest.mark.gpu
-def test_a_per_thread_atomic_at_one_address_on_the_gpu():
-    import torch
-    s = torch.zeros(5, device="cuda")
-    p = torch.zeros(64, device="cuda")
-    every_thread_counts(s, p)
-    torch.cuda.synchronize()
-    assert s.tolist() == [64.0] * 5
-    assert sorted(p.tolist()) == list(range(64))
-
-
 @tilejit.kernel
 def every_iteration_counts(S, P):
     """An element atomic at one address inside a T.Parallel: each iteration's (the GPU's
@@ -586,22 +567,27 @@ def every_iteration_counts(S, P):
             P[i] = T.atomic_add(S[1], 1.0, return_prev=True)
 
 
-def test_an_atomic_at_one_address_in_a_parallel_is_each_iterations():
-    s = np.zeros(2, np.float32)
+_ONE_ADDRESS = [(every_thread_counts, 5), (every_iteration_counts, 2)]
+
+
+@pytest.mark.parametrize("kernel, counters", _ONE_ADDRESS)
+def test_an_atomic_at_one_address_is_each_threads_or_iterations(kernel, counters):
+    s = np.zeros(counters, np.float32)
     p = np.zeros(64, np.float32)
-    every_iteration_counts(s, p)
-    np.testing.assert_array_equal(s, [64, 64])
+    kernel(s, p)
+    np.testing.assert_array_equal(s, [64] * counters)
     np.testing.assert_array_equal(np.sort(p), np.arange(64))
 
 
 @pytest.mark.gpu
-def test_an_atomic_at_one_address_in_a_parallel_on_the_gpu():
+@pytest.mark.parametrize("kernel, counters", _ONE_ADDRESS)
+def test_an_atomic_at_one_address_on_the_gpu(kernel, counters):
     import torch
-    s = torch.zeros(2, device="cuda")
+    s = torch.zeros(counters, device="cuda")
     p = torch.zeros(64, device="cuda")
-    every_iteration_counts(s, p)
+    kernel(s, p)
     torch.cuda.synchronize()
-    assert s.tolist() == [64.0, 64.0]
+    assert s.tolist() == [64.0] * counters
     assert sorted(p.tolist()) == list(range(64))
 
 

@@ -211,11 +211,10 @@ def _hashable(value) -> bool:
     return True
 
 
-def derived_names(body: ast.AST, seeds: set, every: bool = True) -> set:
+def derived_names(body: ast.AST, seeds: set) -> set:
     """``seeds`` and the names ``body`` binds only to values computed from them (every
     binding an assignment of such a value: a name also bound otherwise, by a loop or
-    another assignment, is not counted); with ``every=False``, the names any binding of
-    which is computed from them."""
+    another assignment, is not counted)."""
     bindings: dict = {}
     for n in syntax.walk(body):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -237,9 +236,8 @@ def derived_names(body: ast.AST, seeds: set, every: bool = True) -> set:
     while grew:
         grew = False
         for name, values in bindings.items():
-            test = all if every else any
-            if name not in derived and test(v is not None and _reads(v, derived)
-                                            for v in values):
+            if name not in derived and all(v is not None and _reads(v, derived)
+                                           for v in values):
                 derived.add(name)
                 grew = True
     return derived

@@ -34,11 +34,10 @@ import numpy as np
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.parallel_nests import derived_names
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ROLE_ATTR, SYNC, THREAD_INDEX
 from tilejit.passes.barriers import thread_dependent_names
-from tilejit.passes.dependence import reads_any
+from tilejit.passes.dependence import dependent_names, reads_any
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -130,7 +129,7 @@ class _Dynamic(syntax.NodeTransformer):
         if not subs:
             return None                 # the element loop serves it
         body = ast.Module(body=loop.body, type_ignores=[])
-        leading = derived_names(body, {n.id for n in names[:k]}, every=False)
+        leading = dependent_names(body, {n.id for n in names[:k]})
         if any(reads_any(sub.slice, leading) for sub in subs):
             return None
         # a tile element every leading iteration stores must get one value from each,

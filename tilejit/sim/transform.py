@@ -23,7 +23,6 @@ import copy
 import itertools
 
 from tilejit import syntax
-from tilejit.language.tiles import TILE_OPERATIONS
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import names_bound_to, resolve_static
@@ -47,18 +46,12 @@ def _lambda(expr):
                                     defaults=[]), expr)
 
 
-# calls whose subscript arguments are operands (regions, elements by address), not values
-_OPERAND_CALLS = frozenset(TILE_OPERATIONS) | {
-    "access_ptr", "address_of", "ptx_cp_async", "tma_copy", "copy_cluster", "atomic_add",
-    "atomic_max", "atomic_min", "atomic_or", "atomic_load", "atomic_store", "atomic_addx2",
-    "atomic_addx4", "cp_async_barrier_noinc", "__ldg", "ldg", "reinterpret"}
-
-
 class _LaneWise(syntax.NodeTransformer):
     """The body of a vectorised T.Parallel."""
 
-    def __init__(self):
+    def __init__(self, tuples=frozenset()):
         self.depth = 0   # how many masked regions enclose the current statement
+        self.tuples = tuples    # names bound to tuples or lists (``tuple_names``)
 
     def visit_If(self, node):
         cond = f"__tj_cond{next(_counter)}"
@@ -104,27 +97,14 @@ class _LaneWise(syntax.NodeTransformer):
             return self._blended(node, node.target, value)
         return node
 
-    def visit_Call(self, node):
-        # a tile operation's subscript operand (a region's corner, T.access_ptr's
-        # element), which the later rewrites read as written
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else \
-            func.id if isinstance(func, ast.Name) else ""
-        if name in _OPERAND_CALLS or name.startswith("__tj_atomic"):
-            for a in list(node.args) + [k.value for k in node.keywords]:
-                if isinstance(a, ast.Subscript):
-                    a.tj_operand = True
-        return self.generic_visit(node)
-
     def visit_Subscript(self, node):
-        """A read ``ws[i]`` of a tuple the kernel wrote (``ws = (1.0, 2.0)``) at the
-        loop's index array: ``item(ws, i)`` (a tuple takes no array index); anything
-        else is indexed as written."""
+        """A read ``ws[i]`` of a tuple the kernel holds (``ws = (1.0, 2.0)``) at the
+        loop's index array: ``item(ws, i)`` (a tuple takes no array index)."""
         node = self.generic_visit(node)
-        if not isinstance(node.ctx, ast.Load) or getattr(node, "tj_operand", False) or any(
-                isinstance(n, ast.Slice) for n in syntax.walk(node.slice)):
-            return node             # (a region: a tile operation's operand)
-        return ast.copy_location(_call("item", [node.value, node.slice]), node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.tuples:
+            return ast.copy_location(_call("item", [node.value, node.slice]), node)
+        return node
 
     def visit_IfExp(self, node):
         node = self.generic_visit(node)
@@ -194,8 +174,8 @@ class _ThreadLanes(_LaneWise):
     """The block of a kernel with per-thread code, one lane per thread
     (``threads.py``): T.Parallel loops are left to ``SimRewriter``."""
 
-    def __init__(self, namespace):
-        super().__init__()
+    def __init__(self, namespace, tuples=frozenset()):
+        super().__init__(tuples)
         self.namespace = namespace
 
     def visit_For(self, node):
@@ -276,10 +256,12 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset())
 
 
 class SimRewriter(syntax.NodeTransformer):
-    def __init__(self, namespace, local_tiles=frozenset(), fragments=frozenset()):
+    def __init__(self, namespace, local_tiles=frozenset(), fragments=frozenset(),
+                 tuples=frozenset()):
         self.namespace = namespace
         self.local_tiles = local_tiles
         self.fragments = fragments
+        self.tuples = tuples
 
     def visit_With(self, node):
         # with T.ws(j, k): body  →  if __tj_sim.in_role((j, k)):
@@ -310,7 +292,7 @@ class SimRewriter(syntax.NodeTransformer):
             it.keywords = []
             if not scalar:
                 body = []
-                lanes = _LaneWise()
+                lanes = _LaneWise(self.tuples)
                 for s in node.body:
                     r = lanes.visit(s)
                     body.extend(r if isinstance(r, list) else [r])
@@ -482,11 +464,23 @@ def _own_fragments(fdef, namespace) -> None:
         call.args = call.args[:2]
 
 
+def tuple_names(fdef: ast.FunctionDef, namespace) -> frozenset:
+    """The names a kernel reads that hold tuples or lists: bound to a literal one in the
+    kernel, or in its globals and closure."""
+    names = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)}
+    bound = {t.id for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
+             and isinstance(n.value, (ast.Tuple, ast.List))
+             for t in n.targets if isinstance(t, ast.Name)}
+    return frozenset(bound | {n for n in names if isinstance(namespace.get(n), (tuple, list))})
+
+
 def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.FunctionDef:
     fdef = _CIntegerOps(fdef, constexprs).visit(fdef)
+    tuples = tuple_names(fdef, namespace)
     if uses_thread_index(fdef):
         _own_fragments(fdef, namespace)
-        fdef.body = _ThreadLanes(namespace)._statements(fdef.body)
+        fdef.body = _ThreadLanes(namespace, tuples)._statements(fdef.body)
     return syntax.fix_missing_locations(
         SimRewriter(namespace, names_bound_to(fdef, namespace, (T.alloc_local,)),
-                    names_bound_to(fdef, namespace, (T.alloc_fragment,))).visit(fdef))
+                    names_bound_to(fdef, namespace, (T.alloc_fragment,)),
+                    tuples).visit(fdef))
