@@ -35,6 +35,23 @@ def reverse_add(A, n: T.constexpr = N):
 
 
 @tilejit.kernel
+def reverse_add_barriers_in_loops(A, n: T.constexpr = N):
+    """TileLang's cooperative test as it is written: the second barrier among the
+    T.Parallel body's statements, the loop cut in two there
+    (``frontend/parallel_barriers.py``)."""
+    with T.Kernel(T.ceildiv(n, 64), threads=128) as bx:
+        A_local = T.alloc_fragment((64,), T.float32)
+        base = bx * 64
+        for i in T.Parallel(64):
+            A[base + i] = base + i
+        T.sync_grid()
+        for i in T.Parallel(64):
+            A_local[i] = A[n - base - i - 1]
+            T.sync_grid()
+            A[base + i] = A[base + i] + A_local[i]
+
+
+@tilejit.kernel
 def smooth(X, Y, S, steps: T.constexpr = STEPS, n: T.constexpr = N):
     """``steps`` rounds of X[i] = (X[i-1] + 2 X[i] + X[i+1]) / 4 (ends fixed) through Y,
     a grid barrier after each half step; then every block sums X and writes the total
@@ -74,6 +91,20 @@ def test_blocks_see_each_others_writes_across_the_barrier_in_the_simulator():
     a = np.random.default_rng(0).random(N, dtype=np.float32)
     tilejit.kernel(reverse_add.func, target="sim")(a)
     np.testing.assert_array_equal(a, np.full(N, N - 1, np.float32))
+
+
+def test_a_barrier_in_a_parallel_body_cuts_the_loop_in_the_simulator():
+    a = np.random.default_rng(0).random(N, dtype=np.float32)
+    tilejit.kernel(reverse_add_barriers_in_loops.func, target="sim")(a)
+    np.testing.assert_array_equal(a, np.full(N, N - 1, np.float32))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_barrier_in_a_parallel_body_is_the_grids_in_ptx(ptxas, arch):
+    ptx = reverse_add_barriers_in_loops.compile(np.zeros(N, np.float32), target="cuda",
+                                                arch=arch).ptx
+    assert ptx.count("atom.add.release.gpu.global.u32") == 2
+    ptxas(ptx, arch)
 
 
 def test_barriers_in_a_loop_in_the_simulator():
@@ -146,7 +177,8 @@ def in_parallel(A):
     with T.Kernel(2, threads=128) as bx:
         for i in T.Parallel(64):
             A[bx * 64 + i] = i
-            T.sync_grid()
+            if i < 32:
+                T.sync_grid()
 
 
 @tilejit.kernel
@@ -180,7 +212,7 @@ def _line(text):
 
 
 @pytest.mark.parametrize("kernel, words, line", [
-    (in_parallel, "inside a T.Parallel loop", "for i in T.Parallel(64):\n"),
+    (in_parallel, "inside a T.Parallel loop", "            if i < 32:"),
     (under_thread_branch, "depends on the thread index", "        if tx < 64:"),
     (in_pipelined, "inside a T.Pipelined loop", "            T.sync_grid()\n            T.copy(S"),
     (with_argument, "takes no arguments", "T.sync_grid(1)"),
@@ -207,6 +239,15 @@ def test_gpu_blocks_see_each_others_writes():
     import torch
     a = torch.rand(N, device="cuda")
     reverse_add(a)
+    torch.cuda.synchronize()
+    assert torch.equal(a, torch.full_like(a, N - 1))
+
+
+@pytest.mark.gpu
+def test_gpu_a_barrier_in_a_parallel_body_cuts_the_loop():
+    import torch
+    a = torch.rand(N, device="cuda")
+    reverse_add_barriers_in_loops(a)
     torch.cuda.synchronize()
     assert torch.equal(a, torch.full_like(a, N - 1))
 

@@ -119,7 +119,8 @@ def barrier_in_a_parallel_loop(A):
         S = T.alloc_shared((64,), T.float32)
         for i in T.Parallel(64):
             S[i] = A[i]
-            T.sync_threads()
+            if i % 2 == 0:
+                T.sync_threads()
         T.copy(S, A)
 
 
@@ -239,3 +240,83 @@ def test_thread_dependent_stores_and_atomics_keep_barriers_out(kernel, args):
 def test_a_shape_made_from_the_thread_index_keeps_barriers_out():
     with pytest.raises(CompileError, match="depends on the thread index"):
         tilejit.compile(_shape_from_the_thread()).get_kernel_source(arch="sm_90a")
+
+
+# -- a barrier among a T.Parallel body's statements: the loop cut in two there ------------
+
+@tilejit.kernel
+def mirror_through_a_barrier_in_parallel(A, B):
+    """Each iteration stores its element in shared memory, then (after the barrier)
+    reads its mirror, another thread's; 256 iterations on 64 threads, four each, so
+    without the cut a thread's later iterations would store after others had read."""
+    with T.Kernel(1, threads=64) as bx:
+        S = T.alloc_shared((256,), T.float32)
+        F = T.alloc_fragment((256,), T.float32)
+        for i in T.Parallel(256):
+            F[i] = A[i] * 2.0
+            S[i] = F[i]
+            T.sync_threads()
+            B[i] = S[255 - i] + F[i]
+
+
+def test_a_barrier_in_a_parallel_body_cuts_the_loop():
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros_like(a)
+    mirror_through_a_barrier_in_parallel(a, b)
+    np.testing.assert_array_equal(b, 2 * a[::-1] + 2 * a)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = mirror_through_a_barrier_in_parallel.compile(a, b, target="cuda",
+                                                           arch=arch).ptx
+        assert "bar.sync" in ptx
+
+
+@pytest.mark.gpu
+def test_a_barrier_in_a_parallel_body_cuts_the_loop_on_the_gpu():
+    import torch
+    a = torch.randn(256, device="cuda")
+    b = torch.zeros_like(a)
+    mirror_through_a_barrier_in_parallel(a, b)
+    torch.cuda.synchronize()
+    want = torch.zeros(256)
+    tilejit.kernel(mirror_through_a_barrier_in_parallel.func, target="sim")(a.cpu(), want)
+    torch.testing.assert_close(b.cpu(), (2 * a.double().flip(0) + 2 * a.double()).float())
+    torch.testing.assert_close(b.cpu(), want)
+
+
+@tilejit.kernel
+def value_across_a_barrier(A, B):
+    with T.Kernel(1, threads=64) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        for i in T.Parallel(64):
+            v = A[i] + 1.0
+            S[i] = v
+            T.sync_threads()
+            B[i] = S[63 - i] + v
+
+
+@tilejit.kernel
+def continue_before_a_barrier(A, B):
+    with T.Kernel(1, threads=64) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        for i in T.Parallel(64):
+            if A[i] < 0:
+                continue
+            S[i] = A[i]
+            T.sync_threads()
+            B[i] = S[63 - i]
+
+
+@pytest.mark.parametrize("kernel, words, line", [
+    (value_across_a_barrier, "`v` is set in this T.Parallel loop before its "
+     "T.sync_threads()", "B[i] = S[63 - i] + v"),
+    (continue_before_a_barrier, "`continue` before the T.sync_threads()", "continue")])
+def test_what_a_cut_parallel_loop_cannot_carry_is_an_error(kernel, words, line):
+    a = np.zeros(64, np.float32)
+    want = next(n for n, src in enumerate(open(__file__), 1)
+                if src.strip() == line and n > kernel.func.__code__.co_firstlineno)
+    for run in (lambda: kernel(a, a.copy()),
+                lambda: kernel.compile(a, a.copy(), target="cuda", arch="sm_90a")):
+        with pytest.raises(CompileError) as e:
+            run()
+        assert words in str(e.value)
+        assert e.value.lineno == want

@@ -33,6 +33,7 @@ from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
 from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
+from tilejit.frontend.parallel_barriers import split_parallel_at_barriers
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
@@ -640,6 +641,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = forms.visit(unroll_gemm_regions(copy.deepcopy(ks.tree), known))
     # T.Parallel in T.Parallel: one loop where perfectly nested, else refused
     fdef = rewrite_parallel_nests(fdef, ks.namespace, ks.error)
+    # a barrier among a T.Parallel body's statements: the loop cut in two there
+    fdef = split_parallel_at_barriers(fdef, ks.namespace, ks.error)
     fdef = expand_emitter_calls(fdef, ks.namespace, ks.error,
                                 namespace if constants is None else constants)
     fdef = rewrite_pipelined_ranges(fdef, ks.namespace, ks.error)

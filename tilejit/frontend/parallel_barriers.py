@@ -1,0 +1,160 @@
+"""Front end: a block barrier (``T.sync_threads()``) or the grid's (``T.sync_grid()``)
+among the statements of a ``T.Parallel`` body, for the GPU and the simulator alike.
+
+TileLang keeps such a barrier inside the loop its threads share out, so that a thread
+with two iterations waits twice and one with none not at all (the barrier then works
+only where every thread has the same number of iterations and the others have left the
+kernel). What its programs mean by it is what they test: every iteration's statements
+before the barrier run, on all the threads (of the grid), before any iteration's
+statements after it. Here the loop is cut in two at the barrier, each part a
+``T.Parallel`` over the same extents with the same indices, the barrier between them:
+
+    for i in T.Parallel(64):          for i in T.Parallel(64):
+        F[i] = A[n - i - 1]      →        F[i] = A[n - i - 1]
+        T.sync_grid()                 T.sync_grid()
+        A[i] = A[i] + F[i]            for i in T.Parallel(64):
+                                          A[i] = A[i] + F[i]
+
+What crosses the barrier must live in a tile (a fragment indexed alike in both parts
+keeps its elements on the same threads). A name set before the barrier and read after it
+would be one thread's last iteration's value, so it is an error, as is a barrier under
+an ``if`` or in a loop inside the ``T.Parallel`` (not every iteration would reach it) and
+a body that leaves an iteration early (``continue``, ``break``, ``return``) before a
+barrier.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+
+_BARRIERS = (T.sync_threads, T.sync_grid)
+
+
+def _barrier(stmt, namespace):
+    """The barrier function ``stmt`` calls (a bare ``T.sync_threads()`` or
+    ``T.sync_grid()`` statement), else None. ``T.sync_threads(id, count)``, a named
+    barrier of some threads, is not one here."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    fn = resolve_static(stmt.value.func, namespace)
+    if fn not in _BARRIERS or (fn is T.sync_threads and (stmt.value.args or
+                                                         stmt.value.keywords)):
+        return None
+    return fn
+
+
+def _stored(stmts) -> dict:
+    """Names bound by ``stmts`` (assignments, loop targets, ``with ... as``), each with its
+    first binding node."""
+    out: dict = {}
+    for n in syntax.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.setdefault(n.id, n)
+    return out
+
+
+def _loaded(stmts) -> dict:
+    out: dict = {}
+    for n in syntax.walk(ast.Module(body=list(stmts), type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.setdefault(n.id, n)
+    return out
+
+
+class _Splits(syntax.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace = namespace
+        self.error = error
+
+    def _is_parallel(self, node) -> bool:
+        return isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
+            resolve_static(node.iter.func, self.namespace) is T.Parallel
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        if not self._is_parallel(node):
+            return node
+        self._check_nested(node)
+        cuts = [k for k, s in enumerate(node.body) if _barrier(s, self.namespace)]
+        if not cuts:
+            return node
+        segments, barriers, start = [], [], 0
+        for k in cuts:
+            segments.append(node.body[start:k])
+            barriers.append(node.body[k])
+            start = k + 1
+        segments.append(node.body[start:])
+        self._check_crossing(node, segments, barriers)
+        out = []
+        for k, segment in enumerate(segments):
+            if segment:
+                part = copy.deepcopy(node) if k else node
+                part.body = copy.deepcopy(segment) if k else segment
+                out.append(part)
+            if k < len(barriers):
+                out.append(barriers[k])
+        return out
+
+    def _check_nested(self, loop):
+        """A barrier below the loop's own statements (under an ``if``, in a serial loop):
+        not every iteration, so not every thread, would reach it."""
+        for stmt in loop.body:
+            if _barrier(stmt, self.namespace):
+                continue
+            for n in syntax.walk(stmt):
+                fn = _barrier(n, self.namespace)
+                if fn is not None:
+                    raise self.error(
+                        f"T.{fn.__name__}() inside a T.Parallel loop, under a statement of "
+                        f"its body: the loop's iterations are spread over the threads, and "
+                        f"not every thread would reach it; put the barrier before or after "
+                        f"the loop, or among the loop's own statements (the loop is then cut "
+                        f"in two there)", n)
+
+    def _check_crossing(self, loop, segments, barriers):
+        indices = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
+        for k, barrier in enumerate(barriers):
+            before, after = segments[:k + 1], segments[k + 1:]
+            flat_before = [s for seg in before for s in seg]
+            for n in syntax.walk(ast.Module(body=flat_before, type_ignores=[])):
+                if isinstance(n, (ast.Continue, ast.Break, ast.Return)) and \
+                        not self._in_inner_loop(flat_before, n):
+                    raise self.error(
+                        f"`{type(n).__name__.lower()}` before the "
+                        f"T.{_barrier(barrier, self.namespace).__name__}() in this "
+                        f"T.Parallel loop: the loop is cut in two at the barrier, and an "
+                        f"iteration that leaves early would still run its statements after "
+                        f"it; put the test in an `if` around the statements instead", n)
+            stored = _stored(flat_before)
+            loaded = _loaded([s for seg in after for s in seg])
+            crossing = sorted((set(stored) & set(loaded)) - indices)
+            if crossing:
+                name = crossing[0]
+                fn = _barrier(barrier, self.namespace).__name__
+                raise self.error(
+                    f"`{name}` is set in this T.Parallel loop before its T.{fn}() (line "
+                    f"{barrier.lineno}) and read after it: the loop is cut in two at the "
+                    f"barrier, every iteration's statements before it running first, so "
+                    f"`{name}` would hold one iteration's value only; keep it in a "
+                    f"fragment indexed by the loop's indices, or compute it again after "
+                    f"the barrier", loaded[name])
+
+    @staticmethod
+    def _in_inner_loop(stmts, target) -> bool:
+        """Whether ``target`` (a break/continue) belongs to a loop inside ``stmts``."""
+        for n in syntax.walk(ast.Module(body=list(stmts), type_ignores=[])):
+            if isinstance(n, (ast.For, ast.While)) and not isinstance(target, ast.Return) \
+                    and any(m is target for m in syntax.walk(n)):
+                return True
+        return False
+
+
+def split_parallel_at_barriers(fdef: ast.FunctionDef, namespace: dict,
+                               error) -> ast.FunctionDef:
+    """``fdef`` with each ``T.Parallel`` loop whose body holds ``T.sync_threads()`` or
+    ``T.sync_grid()`` statements cut into one loop per stretch between them."""
+    return _Splits(namespace, error).visit(fdef)
