@@ -142,10 +142,14 @@ LANGUAGE_DIFFERENCES = {
     "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
     "atomic_or": "int32, int64, uint32 and uint64 elements of a tensor or shared tile, as "
                  "TileLang's (no region form); `memory_order=` by fences",
-    "atomic_addx2": "two consecutive elements as two element atomics (no vector atomic "
-                    "yet); no `return_prev`",
-    "atomic_addx4": "four consecutive elements as four element atomics (no vector atomic "
-                    "yet); no `return_prev`",
+    "atomic_addx2": "two consecutive elements (the first, or a slice of them) as two "
+                    "element atomics, not one vector atomic: the two are not added as one; "
+                    "`P[i:i + 2] = T.atomic_addx2(..., return_prev=True)`, where "
+                    "each element's previous value is its own",
+    "atomic_addx4": "four consecutive elements (the first, or a slice of them) as four "
+                    "element atomics, not one vector atomic: the four are not added as one; "
+                    "`P[i:i + 4] = T.atomic_addx4(..., return_prev=True)`, where "
+                    "each element's previous value is its own",
     "atomic_load": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
                    "`memory_order=` by fences around a relaxed load",
     "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "

@@ -210,12 +210,61 @@ def test_pair_adds_are_element_atomics_in_the_ptx(arch, ptxas):
 
 @pytest.mark.parametrize("call, message", [
     ("T.atomic_addx2(F, F)", "first of 2 consecutive elements"),
-    ("T.atomic_addx2(F[0:2], F[2])", "not a slice"),
-    ("T.atomic_addx4(F[0], F[4], True)", "return_prev=True is not supported"),
+    ("T.atomic_addx2(F[0:3], F[2])", "a slice names the 2 elements"),
+    ("T.atomic_addx4(F[0], F[4], True)", "store them"),
+    ("P = T.atomic_addx4(F[0], F[4], True)", "store them into 4 consecutive elements"),
+    ("F[0:4] = T.atomic_addx4(F[0], F[4])", "returns nothing without return_prev=True"),
     ("T.atomic_addx2(F[0])", "takes a destination and a value"),
 ])
 def test_bad_pair_calls_are_compile_errors(call, message, tmp_path):
     test_bad_calls_are_compile_errors(call, message, tmp_path)
+
+
+@tilejit.kernel
+def pair_adds_returning(Dst, Val, Prev, Rows, width: T.constexpr = 2):
+    """TileLang's forms: the elements named by slices, a slice bound to a name first,
+    the previous values stored into a slice; one thread, so one previous value each."""
+    with T.Kernel(1, threads=1) as bx:
+        dst = Dst[0:2]
+        if width == 2:
+            Prev[0:2] = T.atomic_addx2(dst, Val[0:2], return_prev=True)
+        else:
+            Prev[0:4] = T.atomic_addx4(Dst[0:4], Val[0:4], return_prev=True)
+        T.atomic_addx4(Rows[Rows.shape[0] - 1, 4:8], Val[0:4])
+
+
+@pytest.mark.parametrize("width", [2, 4])
+def test_pair_adds_by_slices_return_the_previous_values(width):
+    dst = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    val = np.array([10.0, 20.0, 30.0, 40.0], np.float32)
+    prev, rows = np.zeros(4, np.float32), np.zeros((2, 8), np.float32)
+    pair_adds_returning(dst, val, prev, rows, width)
+    np.testing.assert_array_equal(prev[:width], [1.0, 2.0, 3.0, 4.0][:width])
+    np.testing.assert_array_equal(prev[width:], 0)
+    np.testing.assert_array_equal(dst, [11.0, 22.0, 3.0, 4.0] if width == 2 else
+                                  [11.0, 22.0, 33.0, 44.0])
+    np.testing.assert_array_equal(rows[1, 4:], val)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = pair_adds_returning.compile(dst, val, prev, rows, width, target="cuda",
+                                          arch=arch).ptx
+        # the returning adds and the quad into Rows, each element its own
+        assert len(re.findall(r"(?:atom|red)\.global\.add\.f32", ptx)) == width + 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [2, 4])
+def test_gpu_pair_adds_by_slices_return_the_previous_values(width):
+    dst = torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+    val = torch.tensor([10.0, 20.0, 30.0, 40.0], device="cuda")
+    prev, rows = torch.zeros(4, device="cuda"), torch.zeros(2, 8, device="cuda")
+    pair_adds_returning(dst, val, prev, rows, width)
+    torch.cuda.synchronize()
+    want = [np.array([1.0, 2.0, 3.0, 4.0], np.float32), val.cpu().numpy(),
+            np.zeros(4, np.float32), np.zeros((2, 8), np.float32)]
+    pair_adds_returning(*want, width)
+    for got, sim in zip((dst, val, prev, rows), want):
+        np.testing.assert_array_equal(got.cpu().numpy(), sim)
+    np.testing.assert_array_equal(prev.cpu().numpy()[:width], [1.0, 2.0, 3.0, 4.0][:width])
 
 
 @pytest.mark.gpu

@@ -97,11 +97,13 @@ def _split_allocations(node, namespace):
 def _region_aliases(tree, namespace) -> dict:
     """{name: its region subscript} for ``X = A[s0:e0, s1:e1]`` with A a tile the kernel
     allocates, every index a slice, X bound nowhere else and used only as a bare operand
-    of a call; {name: the tile's name} for ``X = A``, both bound once."""
+    of a call; {name: the tile's name} for ``X = A``, both bound once. A region of a
+    tensor parameter (``dst = Dst[0:2]``, then ``T.atomic_addx2(dst, ...)``) is one too."""
     tiles = {t.id for node in syntax.walk(tree) if isinstance(node, ast.Assign)
              and isinstance(node.value, ast.Call) and any(
                  _language_attr(node.value.func, a, namespace) for a in _ALLOCATIONS)
              for t in node.targets if isinstance(t, ast.Name)}
+    params = {a.arg for a in tree.args.args} if isinstance(tree, ast.FunctionDef) else set()
     stores: dict = {}
     for node in syntax.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -120,11 +122,15 @@ def _region_aliases(tree, namespace) -> dict:
     for node in syntax.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
                 isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Subscript) \
-                and isinstance(node.value.value, ast.Name) and node.value.value.id in tiles:
+                and isinstance(node.value.value, ast.Name) and \
+                node.value.value.id in tiles | params:
             index = node.value.slice
             elts = index.elts if isinstance(index, ast.Tuple) else [index]
-            if all(isinstance(e, ast.Slice) for e in elts) and \
-                    stores.get(node.targets[0].id) == 1:
+            tile = node.value.value.id in tiles
+            if (all(isinstance(e, ast.Slice) for e in elts) if tile else
+                    any(isinstance(e, ast.Slice) for e in elts)) and \
+                    stores.get(node.targets[0].id) == 1 and \
+                    (tile or stores.get(node.value.value.id, 0) == 0):
                 found[node.targets[0].id] = (node, node.value)
     operands = {id(a) for node in syntax.walk(tree) if isinstance(node, ast.Call)
                 for a in node.args + [k.value for k in node.keywords]}

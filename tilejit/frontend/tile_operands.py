@@ -16,6 +16,7 @@ alone).
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import syntax
 from tilejit import language as T
@@ -125,6 +126,21 @@ def _subscript_text(call_text: str) -> str:
         return call_text
 
 
+def _slice_length(part: ast.Slice):
+    """``b - a`` of the slice ``a:b`` where the source says it (two integers, or ``b`` is
+    ``a + n``), else None."""
+    lower = part.lower if part.lower is not None else ast.Constant(0)
+    upper = part.upper
+    if isinstance(lower, ast.Constant) and isinstance(upper, ast.Constant) and \
+            isinstance(lower.value, int) and isinstance(upper.value, int):
+        return upper.value - lower.value
+    if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add) and \
+            isinstance(upper.right, ast.Constant) and isinstance(upper.right.value, int) and \
+            ast.dump(upper.left) == ast.dump(lower):
+        return upper.right.value
+    return None
+
+
 class _Regions(syntax.NodeTransformer):
     def __init__(self, namespace, error, known=None):
         self.namespace = namespace
@@ -148,14 +164,62 @@ class _Regions(syntax.NodeTransformer):
         if fn in (T.atomic_addx2, T.atomic_addx4):
             return [ast.copy_location(ast.Expr(self._atomic(self.generic_visit(c),
                                                             T.atomic_add)), node)
-                    for c in self._pair_atomic(call, fn)]
+                    for c, _ in self._pair_atomic(call, fn)]
         return self.generic_visit(node)
 
-    def _pair_atomic(self, node, fn):
+    def visit_Assign(self, node):
+        """``P[0:2] = T.atomic_addx2(D[0:2], V[0:2], return_prev=True)``: each element of
+        P the previous value of its element of D (``P[k] = T.atomic_add(D[k], V[k],
+        return_prev=True)``)."""
+        call = node.value
+        fn = resolve_static(call.func, self.namespace) if isinstance(call, ast.Call) else None
+        if fn not in (T.atomic_addx2, T.atomic_addx4):
+            return self.generic_visit(node)
+        target = node.targets[0] if len(node.targets) == 1 else None
+        width = 2 if fn is T.atomic_addx2 else 4
+        if not isinstance(target, ast.Subscript):
+            raise self.error(f"T.{fn.__name__}(..., return_prev=True) gives {width} values: "
+                             f"store them into {width} consecutive elements (P[i:i + {width}] "
+                             f"= ...), got `{ast.unparse(node.targets[0])}`", node)
+        pairs = self._pair_atomic(call, fn, returns=True)
+        out = []
+        for k, (c, _) in enumerate(pairs):
+            dst = self._shifted(target, k, width, f"T.{fn.__name__}", node)
+            dst.ctx = ast.Store()
+            out.append(ast.copy_location(ast.Assign([self.generic_visit(dst)], self._atomic(
+                self.generic_visit(c), T.atomic_add)), node))
+        return out
+
+    def _shifted(self, sub, k, width, sig, node):
+        """Element ``k`` of the ``width`` consecutive elements ``sub`` names: its first
+        (``D[i, j]``) or the slice of them (``D[i, j:j + 4]``) along the last dimension."""
+        index = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        if any(isinstance(i, ast.Slice) for i in index[:-1]):
+            raise self.error(f"{sig}: the {width} elements are consecutive along the last "
+                             f"dimension; index the others with one value each, got "
+                             f"`{ast.unparse(sub)}`", node)
+        last = index[-1]
+        if isinstance(last, ast.Slice):
+            first = last.lower if last.lower is not None else ast.Constant(0)
+            size = _slice_length(last)
+            if last.step is not None or last.upper is None or \
+                    (size is not None and size != width):
+                raise self.error(f"{sig}: a slice names the {width} elements "
+                                 f"(D[i, j:j + {width}]), got `{ast.unparse(sub)}`", node)
+            last = first
+        last = ast.BinOp(copy.deepcopy(last), ast.Add(), ast.Constant(k)) if k else \
+            copy.deepcopy(last)
+        new = [copy.deepcopy(i) for i in index[:-1]] + [last]
+        return ast.Subscript(copy.deepcopy(sub.value), ast.Tuple(new, ast.Load())
+                             if len(new) > 1 else new[0], ast.Load())
+
+    def _pair_atomic(self, node, fn, returns=False):
         """``T.atomic_addx2(D[.., n], V[.., m])`` → ``T.atomic_add(D[.., n + k], V[.., m +
         k])`` for k = 0, 1 (x4: 0 … 3): TileLang's pair (quad) atomic, element by element
         (its own fallback when a vector atomic does not apply); a scalar value is added to
-        each element."""
+        each element. D and V may name the elements by a slice (``D[.., n:n + 2]``). With
+        ``returns`` (an assignment's value) return_prev=True gives each call its element's
+        previous value."""
         name = fn.__name__
         width = 2 if name == "atomic_addx2" else 4
         sig = f"T.{name}(dst, value, return_prev=False)"
@@ -168,20 +232,14 @@ class _Regions(syntax.NodeTransformer):
             args[pos] = k.value
         if len(args) < 2 or len(args) > 3 or args[0] is None or args[1] is None:
             raise self.error(f"{sig} takes a destination and a value", node)
-        if len(args) == 3 and not (isinstance(args[2], ast.Constant) and args[2].value is False):
-            raise self.error(f"{sig}: return_prev=True is not supported by tilejit (the "
-                             f"previous {width} values as one vector)", node)
-
-        def shifted(sub, k):
-            index = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-            if any(isinstance(i, ast.Slice) for i in index):
-                raise self.error(f"{sig}: index the first of the {width} elements "
-                                 f"(D[i, j]), not a slice", node)
-            last = ast.BinOp(index[-1], ast.Add(), ast.Constant(k)) if k else index[-1]
-            new = list(index[:-1]) + [last]
-            return ast.Subscript(sub.value, ast.Tuple(new, ast.Load()) if len(new) > 1
-                                 else new[0], ast.Load())
-
+        prev = len(args) == 3 and not (isinstance(args[2], ast.Constant) and
+                                       args[2].value is False)
+        if prev and not returns:
+            raise self.error(f"{sig}: return_prev=True gives the {width} previous values; "
+                             f"store them (P[i:i + {width}] = T.{name}(..., "
+                             f"return_prev=True))", node)
+        if returns and not prev:
+            raise self.error(f"{sig} returns nothing without return_prev=True", node)
         dst, value = args[0], args[1]
         if not isinstance(dst, ast.Subscript):
             raise self.error(f"{sig}: the destination is the first of {width} consecutive "
@@ -190,10 +248,13 @@ class _Regions(syntax.NodeTransformer):
         if isinstance(value, ast.Name) and value.id in self.tiles:
             raise self.error(f"{sig}: the value is the first of {width} elements (V[i, j]) "
                              f"or a scalar, not the whole tile {value.id!r}", node)
+        keywords = [ast.keyword("return_prev", args[2])] if prev else []
         # (the calls' func is the original's: _atomic rewrites them by the function given)
-        return [syntax.fix_missing_locations(ast.copy_location(ast.Call(
-            node.func, [shifted(dst, k), shifted(value, k) if isinstance(value, ast.Subscript)
-                        else value], []), node)) for k in range(width)]
+        return [(syntax.fix_missing_locations(ast.copy_location(ast.Call(
+            node.func, [self._shifted(dst, k, width, sig, node),
+                        self._shifted(value, k, width, sig, node)
+                        if isinstance(value, ast.Subscript) else copy.deepcopy(value)],
+            copy.deepcopy(keywords)), node)), k) for k in range(width)]
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
