@@ -157,6 +157,44 @@ def test_min_blocks_per_sm_is_a_launch_bound(tmp_path):
     assert np.array_equal(y, 2 * np.arange(1000, dtype=np.float32))
 
 
+@tilejit.kernel
+def _scaled_annotated(X, Y, blocks: T.constexpr = 3):
+    """TileLang's spelling: T.annotate_min_blocks_per_sm(K) in the T.Kernel block."""
+    N = X.shape[0]
+    with T.Kernel(T.ceildiv(N, 256), threads=256) as bx:
+        T.annotate_min_blocks_per_sm(blocks)
+        for i in T.Parallel(256):
+            if bx * 256 + i < N:
+                Y[bx * 256 + i] = X[bx * 256 + i] * 2.0
+
+
+def test_annotate_min_blocks_per_sm_is_the_launch_bound(tmp_path):
+    x = np.arange(1000, dtype=np.float32)
+    ptx = _scaled_annotated.compile(x, x, target="cuda", arch="sm_90a").ptx
+    assert ".maxntid 256" in ptx and ".minnctapersm 3" in ptx
+    if PTXAS is not None:
+        assemble(ptx, "sm_90a", tmp_path)
+    y = np.zeros_like(x)
+    _scaled_annotated(x, y)
+    assert np.array_equal(y, 2 * x)
+    with pytest.raises(ValueError, match="4096 threads per SM"):
+        _scaled_annotated(x, y, blocks=16)
+
+
+def _annotated_in_a_branch(X):
+    with T.Kernel(1, threads=32) as bx:
+        if X[0] > 0:
+            T.annotate_min_blocks_per_sm(2)
+        X[0] = 1.0
+
+
+def test_annotate_min_blocks_per_sm_under_a_branch_is_an_error():
+    # (found when the kernel is parsed: at its decoration)
+    with pytest.raises(tilejit.CompileError, match="not under an `if` or a loop") as e:
+        tilejit.kernel(_annotated_in_a_branch)(np.zeros(4, np.float32))
+    assert e.value.lineno == _annotated_in_a_branch.__code__.co_firstlineno + 3
+
+
 @pytest.mark.parametrize("blocks,message", [(0, "expected a positive int, got 0"),
                                             (2.5, "expected a positive int, got 2.5"),
                                             (16, "4096 threads per SM, more than the 2048")])

@@ -211,3 +211,24 @@ def test_a_tensor_indexed_with_too_few_indices_names_the_line():
                                                    r"indexed with 1") as info:
         tilejit.compile(main, out_idx=-1)
     assert "one index for a 2-d tensor" in str(info.value)
+
+
+# -- get_kernel_source() of a @tilejit.jit factory: the program for those arguments ---------
+@tilejit.jit(out_idx=[1])
+def doubled(n=256):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            T.annotate_min_blocks_per_sm(2)
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+    return main
+
+
+def test_a_factorys_kernel_source_is_its_programs(ptxas):
+    ptx = doubled.get_kernel_source()           # TileLang's, for the defaults
+    assert ".maxntid 128" in ptx and ".minnctapersm 2" in ptx
+    assert doubled.get_kernel_source(512) == doubled(512).get_kernel_source()
+    ptxas(ptx, ptx.split(".target ")[1].split()[0])
+    a = torch.arange(256, dtype=torch.float32)
+    torch.testing.assert_close(doubled()(a), a * 2)

@@ -59,3 +59,37 @@ def take_restrict_annotations(ks: KernelSource) -> None:
     ``ks.aliased``."""
     ks.tree = syntax.fix_missing_locations(_Annotations(ks).visit(ks.tree))
 
+
+
+def take_min_blocks_annotations(ks: KernelSource) -> None:
+    """TileLang's ``T.annotate_min_blocks_per_sm(K)``, a statement of the ``with T.Kernel``
+    block's body: the launch's ``min_blocks_per_sm=K`` (checked where the launch is made:
+    a positive int whose blocks fit an SM), the statement taken out. Elsewhere (under an
+    ``if``, in a loop, outside the block), twice, or beside the keyword it is an error at
+    its line."""
+    from tilejit.frontend.source import is_launch
+    launches = {id(s): s for s in ks.tree.body if isinstance(s, ast.With) and any(
+        is_launch(item.context_expr, ks.namespace) for item in s.items)}
+    for node in syntax.walk(ks.tree):
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                resolve_static(node.value.func, ks.namespace) is T.annotate_min_blocks_per_sm):
+            continue
+        call = node.value
+        block = next((w for w in launches.values() if any(s is node for s in w.body)), None)
+        if block is None:
+            raise ks.error("T.annotate_min_blocks_per_sm is a statement of the `with "
+                           "T.Kernel` block's body, not under an `if` or a loop (it holds "
+                           "for the whole launch)", node)
+        if len(call.args) + len(call.keywords) != 1 or (
+                call.keywords and call.keywords[0].arg != "min_blocks"):
+            raise ks.error("T.annotate_min_blocks_per_sm(min_blocks) takes one value",
+                           node)
+        value = call.args[0] if call.args else call.keywords[0].value
+        launch = next(item.context_expr for item in block.items
+                      if is_launch(item.context_expr, ks.namespace))
+        if any(k.arg == "min_blocks_per_sm" for k in launch.keywords):
+            raise ks.error("T.annotate_min_blocks_per_sm: the launch has "
+                           "min_blocks_per_sm already (given twice)", node)
+        launch.keywords.append(ast.keyword("min_blocks_per_sm", value))
+        block.body = [s for s in block.body if s is not node] or [ast.Pass()]
+    ks.tree = syntax.fix_missing_locations(ks.tree)

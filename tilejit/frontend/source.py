@@ -324,7 +324,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.thread_allreduce import rewrite_thread_allreduce  # (the same circle)
     from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     from tilejit.frontend.generic_reduce import rewrite_generic_reduces  # (the same circle)
-    from tilejit.frontend.restrict_annotations import take_restrict_annotations  # (the same)
+    from tilejit.frontend.restrict_annotations import (  # (the same circle)
+        take_min_blocks_annotations, take_restrict_annotations)
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
@@ -336,6 +337,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:
         take_restrict_annotations(ks)
+    if "annotate_min_blocks_per_sm" in spelled:
+        take_min_blocks_annotations(ks)
     if "reduce" in spelled:
         rewrite_generic_reduces(ks)
     if "__ldg" in spelled:

@@ -226,6 +226,14 @@ def annotate_restrict_buffers(*buffers):
     return None
 
 
+def annotate_min_blocks_per_sm(min_blocks):
+    """TileLang's ``T.annotate_min_blocks_per_sm(K)``, a statement of the ``with T.Kernel``
+    block: ``T.Kernel(..., min_blocks_per_sm=K)`` (CUDA's second launch bound,
+    ``.minnctapersm``: ptxas fits K blocks on an SM). The front end moves it into the
+    launch when the kernel is parsed (``frontend/restrict_annotations.py``)."""
+    return None
+
+
 def no_set_max_nreg():
     """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
     them from the producer warpgroup to the consumers (a scheduling hint: results never

@@ -658,6 +658,11 @@ class ClassicJit:
         arguments (the same as calling the factory)."""
         return self(*args, **kwargs)
 
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The PTX of the program for these compile-time arguments (TileLang's
+        ``factory.get_kernel_source()`` of a factory whose arguments all have defaults)."""
+        return self(*args, **kwargs).get_kernel_source()
+
     def with_pass_configs(self, pass_configs) -> "ClassicJit":
         """This program with ``pass_configs`` over its own (an autotune config's
         ``"pass_configs"`` entry); the same program when there are none. Each set of
