@@ -264,7 +264,8 @@ LANGUAGE_DIFFERENCES = {
     "cluster_wait": "as `T.cluster_sync`",
     "symbolic": "deprecated (a `DeprecationWarning`, as in TileLang): `T.dynamic`",
     "sync_threads": "`T.sync_threads()` every thread must reach (a `CompileError` under a "
-                    "thread-dependent branch); `T.sync_threads(id, count)`: named barriers "
+                    "thread-dependent branch; among a `T.Parallel` body's statements the "
+                    "loop is cut in two there); `T.sync_threads(id, count)`: named barriers "
                     "1…15 not used by tilejit in the kernel (NVPTX only); the simulator "
                     "counts the threads reaching each (whole warps) in per-thread code, "
                     "whole warpgroup roles between `T.ws` roles",
@@ -274,9 +275,11 @@ LANGUAGE_DIFFERENCES = {
     "FragmentBuffer": "as `T.SharedBuffer`", "LocalBuffer": "as `T.SharedBuffer`",
     "loop_break": "Python's `break` of the loop around it; in a `T.Parallel` loop a "
                   "`CompileError` (its iterations run on the threads at once)",
-    "sync_grid": "every thread of every block must reach it, not inside a `T.Parallel` or "
-                 "`T.Pipelined` loop (TileLang's own test calls it inside a `T.Parallel`: "
-                 "a `CompileError` here) nor in a `T.ws` role; CUDA only; the launch is "
+    "sync_grid": "every thread of every block must reach it: not inside a `T.Pipelined` "
+                 "loop nor in a `T.ws` role; among a `T.Parallel` body's statements "
+                 "(TileLang's own test) the loop is cut in two there, every iteration's "
+                 "statements before it running first (under an `if` of the body a "
+                 "`CompileError`); CUDA only; the launch is "
                  "cooperative and a grid larger than the device holds at once is a "
                  "`ValueError` before it runs; the simulator runs the blocks in turns between "
                  "barriers (a block that skips one: `DeadlockError`)",
@@ -406,6 +409,9 @@ def markdown() -> str:
         "`from tilelang import tvm` (TVM, which tilejit is built without) imports; reading "
         "its names raises the same error, except `tvm.DataType` (tilejit's dtype class), "
         "`tvm.arith.Analyzer().can_prove_equal` (on ints and layouts' index functions), "
+        "`tvm.target.Target` (a target string or dict, entered as a context that a compile "
+        "with target \"auto\" takes; TileLang's CPU targets `\"c\"` and `\"llvm\"` run "
+        "the program in the simulator on host tensors, not as compiled C), "
         "`tvm.tirx.decl_buffer` and the expression builders TileLang's dequantizing helpers "
         "use: `tirx.const`, `tirx.reinterpret(dtype, x)`, `tirx.Cast`, `tirx.Select` and "
         "`tirx.PrimExpr` (for annotations), with a value's `x.dtype` and `x.astype(dtype)`. "

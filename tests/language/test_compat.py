@@ -239,12 +239,15 @@ def test_tvm_imports_and_its_names_say_they_are_not_supported():
     use it: the import works; any name of it but DataType raises NotSupportedError."""
     from tilejit import tvm
     from tilejit.language.dtypes import DType as tilejit_dtype
-    for name in ("IRModule", "target", "tir", "testing"):
+    for name in ("IRModule", "tir", "testing"):
         with pytest.raises(NotSupportedError, match=rf"tvm\.{name} .* tilejit is built "
                                                     "without TVM"):
             getattr(tvm, name)
     # the one name it has: TVM's DataType(dtype).bits is tilejit's dtype class
     assert tvm.DataType is tilejit_dtype and tvm.DataType("float16").bits == 16
+    # tvm.target has its Target (tests/tilelang/test_cpu_targets.py), nothing else
+    with pytest.raises(NotSupportedError, match=r"tvm\.target\.list_tags .* without TVM"):
+        _ = tvm.target.list_tags
     with pytest.raises(AttributeError):
         _ = tvm.__wrapped__
 

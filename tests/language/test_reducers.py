@@ -618,3 +618,62 @@ def test_a_fold_at_an_index_read_from_a_tile_the_loop_writes_is_an_error():
     with pytest.raises(CompileError, match=r"values the loop does not change, got "
                                            r"\[l\[0\]\]"):
         tilejit.compile(kernel, out_idx=-1)(torch.ones(4, 256))
+
+
+# -- integer max and min reducers: their identities are the dtype's extremes --------------
+def int_row_reduce(M, N, dtype, op, v2):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, N), dtype), B: T.Tensor((M,), dtype)):
+        with T.Kernel(1, threads=64):
+            r = T.alloc_reducer((M,), dtype, op=op)
+            if v2:
+                T.reducer_init(r)       # the identity: T.min_value / T.max_value
+                for i, j in T.Parallel(M, N):
+                    T.reducer_update(r[i], A[i, j])
+                T.finalize_reducer(r, B)
+            else:
+                T.fill(r, T.min_value(dtype) if op == "max" else T.max_value(dtype))
+                for i, j in T.Parallel(M, N):
+                    r[i] = T.max(r[i], A[i, j]) if op == "max" else T.min(r[i], A[i, j])
+                T.finalize_reducer(r)
+                T.copy(r, B)
+    return kernel
+
+
+def _int_inputs(dtype):
+    info = torch.iinfo(getattr(torch, dtype))
+    a = torch.randint(info.min, info.max, (8, 32), dtype=getattr(torch, dtype))
+    a[0, :] = info.min          # a row at the type's smallest, one at its largest
+    a[1, :] = info.max
+    return a
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int8", "int64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("v2", [False, True])
+def test_integer_max_and_min_reducers(dtype, op, v2, ptxas):
+    a = _int_inputs(dtype)
+    b = tilejit.compile(int_row_reduce(8, 32, dtype, op, v2), out_idx=-1)(a)
+    torch.testing.assert_close(b, a.amax(1) if op == "max" else a.amin(1))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(int_row_reduce(8, 32, dtype, op, v2), out_idx=-1,
+                              target=f"cuda -arch={arch}").get_kernel_source()
+        ptxas(ptx, arch)
+
+
+def test_max_value_and_min_value():
+    assert T.max_value("int32") == 2 ** 31 - 1 and T.min_value(T.int8) == -128
+    assert float(T.max_value("float16")) == 65504.0
+    assert float(T.min_value("bfloat16")) == -3.3895313892515355e38
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["int32", "int8", "int64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("v2", [False, True])
+def test_integer_max_and_min_reducers_on_the_gpu(dtype, op, v2):
+    a = _int_inputs(dtype)
+    gpu = tilejit.compile(int_row_reduce(8, 32, dtype, op, v2), out_idx=-1)(a.cuda())
+    sim = tilejit.compile(int_row_reduce(8, 32, dtype, op, v2), out_idx=-1)(a)
+    torch.testing.assert_close(gpu.cpu(), a.amax(1) if op == "max" else a.amin(1))
+    torch.testing.assert_close(gpu.cpu(), sim)

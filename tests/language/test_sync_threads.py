@@ -320,3 +320,63 @@ def test_what_a_cut_parallel_loop_cannot_carry_is_an_error(kernel, words, line):
             run()
         assert words in str(e.value)
         assert e.value.lineno == want
+
+
+@tilejit.kernel
+def names_set_again_after_a_barrier(A, B):
+    """Nothing crosses the cut: `v` is set again after the barrier before it is read, and
+    `k` is each serial loop's own."""
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((64, 4), T.float32)
+        for i in T.Parallel(64):
+            v = A[i, 0] + 1.0
+            for k in T.serial(4):
+                S[i, k] = A[i, k] + v
+            T.sync_threads()
+            v = S[63 - i, 0]
+            for k in T.serial(4):
+                B[i, k] = S[63 - i, k] - v
+
+
+def test_names_set_again_after_the_cut_are_not_carried(ptxas):
+    a = np.random.default_rng(3).standard_normal((64, 4)).astype(np.float32)
+    b = np.zeros_like(a)
+    names_set_again_after_a_barrier(a, b)
+    mirrored = a[::-1]
+    np.testing.assert_allclose(b, mirrored - mirrored[:, :1], rtol=1e-6, atol=1e-6)
+    ptxas(names_set_again_after_a_barrier.compile(a, b, target="cuda", arch="sm_90a").ptx,
+          "sm_90a")
+
+
+@pytest.mark.gpu
+def test_names_set_again_after_the_cut_on_the_gpu():
+    import torch
+    a = torch.randn(64, 4, device="cuda")
+    b = torch.zeros_like(a)
+    names_set_again_after_a_barrier(a, b)
+    torch.cuda.synchronize()
+    want = np.zeros((64, 4), np.float32)
+    names_set_again_after_a_barrier(a.cpu().numpy(), want)
+    np.testing.assert_allclose(b.cpu().numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+@T.macro
+def _mirror_stage(S, A, B, i, n):
+    w = A[i] * 3.0
+    S[i] = w
+    T.sync_threads()
+    B[i] = S[n - 1 - i] + w
+
+
+@tilejit.kernel
+def macro_value_across_a_barrier(A, B):
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        for i in T.Parallel(64):
+            _mirror_stage(S, A, B, i, 64)
+
+
+def test_a_macros_name_across_a_barrier_is_named_as_written():
+    a = np.zeros(64, np.float32)
+    with pytest.raises(CompileError, match="^`w` is set in this T.Parallel loop"):
+        macro_value_across_a_barrier(a, a.copy())

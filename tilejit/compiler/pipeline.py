@@ -412,14 +412,18 @@ _SPECIFIC = "Rejected as the implementation raised a specific error:"
 def _specific_errors(lines: list[str]) -> list[str]:
     """The reasons a tilejit template gave (``TypingError: ...`` after Numba's
     "Rejected as the implementation raised a specific error"), without Numba's list of
-    the candidates it tried; [] when there are none."""
+    the candidates it tried; [] when there are none. A template that prefers literal
+    arguments is tried again with them widened (``True`` to ``bool``), and that try's
+    complaint ("... got a run-time bool") is not the reason where the first try gave
+    one."""
     out = []
     for before, line in zip(lines, lines[1:]):
         if before == _SPECIFIC and line.startswith("TypingError: "):
             reason = line[len("TypingError: "):]
             if reason not in out:
                 out.append(reason)
-    return out
+    literal = [r for r in out if "must be a compile-time" not in r or "got a run-time" not in r]
+    return literal or out
 
 
 def _name_parallel_extent(message: str, ks: KernelSource, lineno) -> str:

@@ -57,11 +57,56 @@ def _stored(stmts) -> dict:
     return out
 
 
-def _loaded(stmts) -> dict:
+def _exposed(stmts) -> dict:
+    """The names ``stmts`` read before they set them (their values come from before the
+    statements), each with its first such read. A name set in a branch or loop body is
+    not taken as set after it; a loop's target is set in its body."""
     out: dict = {}
-    for n in syntax.walk(ast.Module(body=list(stmts), type_ignores=[])):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            out.setdefault(n.id, n)
+
+    def reads(node, defined):
+        for n in syntax.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
+                    n.id not in defined:
+                out.setdefault(n.id, n)
+
+    def block(body, defined):
+        defined = set(defined)
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.AsyncFor)):
+                reads(stmt.iter, defined)
+                block(stmt.body, defined | set(_stored([ast.Expr(stmt.target)])))
+                block(stmt.orelse, defined)
+            elif isinstance(stmt, ast.While):
+                reads(stmt.test, defined)
+                block(stmt.body, defined)
+                block(stmt.orelse, defined)
+            elif isinstance(stmt, ast.If):
+                reads(stmt.test, defined)
+                block(stmt.body, defined)
+                block(stmt.orelse, defined)
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    reads(item.context_expr, defined)
+                block(stmt.body, defined | set(_stored([ast.Expr(i.optional_vars)
+                                                        for i in stmt.items
+                                                        if i.optional_vars is not None])))
+            elif isinstance(stmt, ast.AugAssign):
+                reads(stmt, defined)
+                target = stmt.target
+                if isinstance(target, ast.Name) and target.id not in defined:
+                    out.setdefault(target.id, target)       # `x += 1` reads x
+            else:
+                value = getattr(stmt, "value", None)
+                reads(value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and
+                      value is not None else stmt, defined)
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for t in targets:       # a subscript target reads its base and index
+                        if not isinstance(t, ast.Name):
+                            reads(t, defined)
+                    defined |= set(_stored([ast.Expr(t) for t in targets]))
+
+    block(list(stmts), set())
     return out
 
 
@@ -130,10 +175,10 @@ class _Splits(syntax.NodeTransformer):
                         f"iteration that leaves early would still run its statements after "
                         f"it; put the test in an `if` around the statements instead", n)
             stored = _stored(flat_before)
-            loaded = _loaded([s for seg in after for s in seg])
+            loaded = _exposed([s for seg in after for s in seg])
             crossing = sorted((set(stored) & set(loaded)) - indices)
             if crossing:
-                name = crossing[0]
+                name = getattr(loaded[crossing[0]], "tj_name", crossing[0])
                 fn = _barrier(barrier, self.namespace).__name__
                 raise self.error(
                     f"`{name}` is set in this T.Parallel loop before its T.{fn}() (line "
@@ -141,7 +186,7 @@ class _Splits(syntax.NodeTransformer):
                     f"barrier, every iteration's statements before it running first, so "
                     f"`{name}` would hold one iteration's value only; keep it in a "
                     f"fragment indexed by the loop's indices, or compute it again after "
-                    f"the barrier", loaded[name])
+                    f"the barrier", loaded[crossing[0]])
 
     @staticmethod
     def _in_inner_loop(stmts, target) -> bool:

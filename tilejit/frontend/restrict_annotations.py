@@ -17,7 +17,7 @@ import ast
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, resolve_static
+from tilejit.frontend.source import KernelSource, is_launch, resolve_static
 
 
 def _is_annotation(node, namespace) -> bool:
@@ -67,7 +67,6 @@ def take_min_blocks_annotations(ks: KernelSource) -> None:
     a positive int whose blocks fit an SM), the statement taken out. Elsewhere (under an
     ``if``, in a loop, outside the block), twice, or beside the keyword it is an error at
     its line."""
-    from tilejit.frontend.source import is_launch
     launches = {id(s): s for s in ks.tree.body if isinstance(s, ast.With) and any(
         is_launch(item.context_expr, ks.namespace) for item in s.items)}
     for node in syntax.walk(ks.tree):

@@ -330,10 +330,12 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
     from tilejit.frontend.trace_prints import run_trace_time_prints  # (the same circle)
+    from tilejit.frontend.static_branches import fold_static_branches  # (the same circle)
     rewrite_let_bindings(ks)
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
+    fold_static_branches(ks)
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:
         take_restrict_annotations(ks)

@@ -146,11 +146,13 @@ def _helper(obj):
 
 
 def _rename_locals(module, suffix):
-    """The names the inlined body assigns, renamed apart from the kernel's."""
+    """The names the inlined body assigns, renamed apart from the kernel's; each keeps the
+    name its source spells as ``tj_name``, for messages."""
     stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
     for n in syntax.walk(module):
         if isinstance(n, ast.Name) and n.id in stored:
+            n.tj_name = getattr(n, "tj_name", n.id)
             n.id = n.id + suffix
 
 

@@ -21,6 +21,7 @@ from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.atomics import memory_order_error
 from tilejit.language.dtypes import as_dtype
+from tilejit.language.numerics import FLOAT_MAX
 from tilejit.ir.markers import DP4A_MESSAGE
 
 UNSUPPORTED = {
@@ -344,7 +345,8 @@ def _literal_number(node):
 
 def _unrepresentable(value, dtype) -> str | None:
     if dtype.is_float and math.isfinite(value):
-        finfo = _FLOAT_MAX.get(dtype.name)
+        # (float64 is as Python's; float4 saturates, as its conversions do)
+        finfo = None if dtype.name in ("float64", "float4_e2m1fn") else FLOAT_MAX.get(dtype.name)
         if finfo is not None and abs(value) > finfo:
             return (f"{abs(value)!r} exceeds maximum of {dtype.name} ({finfo!r}); write "
                     f"T.infinity({dtype.name}) for an infinity")
@@ -355,12 +357,6 @@ def _unrepresentable(value, dtype) -> str | None:
         if not info.min <= value <= info.max:
             return f"{value!r} is outside {dtype.name}'s range [{info.min}, {info.max}]"
     return None
-
-
-# the largest finite value of each float dtype (bfloat16's: 0x7F7F)
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
-              "float32": 3.4028234663852886e38, "float8_e4m3": 448.0, "float8_e5m2": 57344.0,
-              "float8_e8m0fnu": 2.0 ** 127}
 
 
 def first_unknown_language_name(ks: KernelSource):

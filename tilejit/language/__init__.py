@@ -106,7 +106,8 @@ __all__ = [
     "grid", "dp4a",
     "unroll", "vectorized", "ceildiv", "reinterpret",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
-    "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "empty", "macro",
+    "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "max_value",
+    "min_value", "empty", "macro",
     "Unroll", "Vectorized",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", *_scalar_math.NAMES, *_math_intrinsics.NAMES,
@@ -454,6 +455,20 @@ def infinity(dtype):
     have no infinity, as the GPU's conversion saturates)."""
     dtype = as_dtype(dtype)
     return dtype(np.inf) if dtype.held_in_float32 else dtype.numpy.type(np.inf)
+
+
+def max_value(dtype):
+    """The largest finite value of ``dtype`` (TIR's ``max_value``): an integer type's
+    largest, a float's largest finite (not an infinity)."""
+    dtype = as_dtype(dtype)
+    return dtype(_num.finite_range(dtype)[1])
+
+
+def min_value(dtype):
+    """The smallest finite value of ``dtype`` (TIR's ``min_value``): an integer type's
+    smallest, a float's largest finite negated."""
+    dtype = as_dtype(dtype)
+    return dtype(_num.finite_range(dtype)[0])
 
 
 # TileLang's (TIR's) spelling of ``T.cast(value, dtype)``: TIR's expression builder itself,

@@ -22,6 +22,24 @@ def round_to_bfloat16(x) -> np.ndarray:
 
 # the largest finite value of each 8-bit float
 FLOAT8_MAX = {float8_e4m3: 448.0, float8_e5m2: 57344.0, float8_e8m0fnu: 2.0 ** 127}
+# ... and of each float dtype (bfloat16's: 0x7F7F)
+FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+             "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
+             "float8_e4m3": 448.0, "float8_e5m2": 57344.0, "float8_e8m0fnu": 2.0 ** 127,
+             "float4_e2m1fn": 6.0}
+
+
+def finite_range(dtype: DType) -> tuple:
+    """(the smallest, the largest) finite value of ``dtype`` (TIR's ``min_value`` and
+    ``max_value``): an integer type's range; a float's largest finite magnitude, negated
+    for the smallest (float8_e8m0fnu, which has no sign and no zero: 2^-127)."""
+    if dtype.name == "bool":
+        return False, True
+    if dtype.is_float:
+        top = FLOAT_MAX[dtype.name]
+        return (2.0 ** -127 if dtype.name == "float8_e8m0fnu" else -top), top
+    info = np.iinfo(dtype.numpy)
+    return int(info.min), int(info.max)
 
 
 def _round_to_e8m0(a: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
+from tilejit.tilelang.tvm_target import Target as TvmTarget
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.sim.runner import FRESH_OUTPUTS
 from tilejit.tilelang.jit import JITKernel, KernelConveniences, pass_config_options
@@ -517,9 +518,18 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     return compiled
 
 
+def _current_target(target):
+    """``target``, or for "auto" (None) the ``tvm.target.Target`` entered as a context;
+    a Target as its text."""
+    if target in (None, "auto"):
+        target = TvmTarget.current() or target
+    return str(target) if isinstance(target, TvmTarget) else target
+
+
 def _target_kind(target) -> str:
     """"sim", "cuda" or "auto" for TileLang's target argument: "cuda" (with an arch or
     not) checks the GPU's front end even without a device."""
+    target = _current_target(target)
     named = target.get("kind") if isinstance(target, dict) else \
         (str(target).split() or ["auto"])[0]
     return named if named in ("sim", "cuda") else "auto"
@@ -594,7 +604,10 @@ def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
 def target_and_arch(target) -> tuple[str, str | None]:
     """TileLang's target as ("sim" or "auto", arch or None): a name (``"cuda"``, ``"auto"``,
     ``"sim"``), a target string with ``-arch=sm_XX``, or a dict with ``"kind"`` and
-    ``"arch"``. Other backends' names run where the tensors live, as ``"auto"``."""
+    ``"arch"``, or a ``tvm.target.Target`` (``"auto"`` takes the one entered as a context,
+    ``with tvm.target.Target(...)``). Other backends' names (TileLang's CPU targets
+    ``"c"`` and ``"llvm"`` among them) run where the tensors live, as ``"auto"``."""
+    target = _current_target(target)
     if isinstance(target, dict):
         kind, arch = target.get("kind", "auto"), target.get("arch")
     else:

@@ -8,7 +8,8 @@ dtype, what tilelang.layout's swizzles read); the expression builders that TileL
 dequantizing helpers use, ``tirx.const``, ``tirx.reinterpret``, ``tirx.Cast``,
 ``tirx.Select`` and ``tirx.PrimExpr`` (``language/tir_exprs.py``); and
 ``arith.Analyzer().can_prove_equal`` on ints and on the index functions tilejit's layouts
-return where TileLang returns a ``PrimExpr`` (equal at every index of their shape)."""
+return where TileLang returns a ``PrimExpr`` (equal at every index of their shape); and
+``target.Target`` (``tvm_target.py``: a target string, a context a compile takes)."""
 from __future__ import annotations
 
 import types
@@ -20,8 +21,9 @@ from tilejit.language.dtypes import DType as DataType
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.layout import IndexFunction
 from tilejit.language.tir_exprs import Cast, PrimExpr, Select, const, reinterpret
+from tilejit.tilelang.tvm_target import Target
 
-__all__ = ["DataType", "arith", "tirx"]
+__all__ = ["DataType", "arith", "target", "tirx"]
 
 
 def _not_supported(module: str, name: str):
@@ -76,6 +78,8 @@ tirx.decl_buffer, tirx.Buffer, tirx.PrimExpr = decl_buffer, Buffer, PrimExpr
 tirx.const, tirx.reinterpret, tirx.Cast, tirx.Select = const, reinterpret, Cast, Select
 arith = _Namespace("tvm.arith")
 arith.Analyzer = Analyzer
+target = _Namespace("tvm.target")
+target.Target = Target
 
 
 def __getattr__(name):

@@ -11,10 +11,12 @@ from numba.core.imputils import impl_ret_untracked
 
 from tilejit import language as T
 from tilejit.language import tir_exprs
+from tilejit.codegen.typing.templates import named_dtype
 from tilejit.codegen.typing.types import BFloat16, DTypeType, StorageFloat, WeakFloat
 from tilejit.codegen.lowering.registry import (lower, lower_cast, lower_constant,
                                                lower_getattr)
 from tilejit.ir.kernel_config import current_kernel_or_none
+from tilejit.language.numerics import finite_range
 
 I8, I16, I32, F32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
 
@@ -387,6 +389,29 @@ def infinity_impl(context, builder, sig, args):
     if isinstance(ty, StorageFloat):        # float8_e4m3 has none: its largest, 448
         return from_f32(builder, ty, F32(math.inf))
     return context.get_value_type(ty)(math.inf)
+
+
+def _finite_limit(context, builder, sig, largest: bool):
+    ty = sig.return_type
+    low, high = finite_range(named_dtype(sig.args[0]))
+    value = high if largest else low
+    if isinstance(ty, StorageFloat):
+        return from_f32(builder, ty, F32(value))
+    if isinstance(ty, types.Integer):
+        return context.get_constant(ty, int(value))
+    return context.get_value_type(ty)(value)
+
+
+@lower(T.max_value, types.StringLiteral)
+@lower(T.max_value, DTypeType)
+def max_value_impl(context, builder, sig, args):
+    return _finite_limit(context, builder, sig, True)
+
+
+@lower(T.min_value, types.StringLiteral)
+@lower(T.min_value, DTypeType)
+def min_value_impl(context, builder, sig, args):
+    return _finite_limit(context, builder, sig, False)
 
 
 @lower(DTypeType, types.Any)

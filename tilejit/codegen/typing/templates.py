@@ -405,6 +405,19 @@ class InfinityTemplate(AbstractTemplate):
         return signature(numba_type(dtype), d)
 
 
+@infer_global(T.max_value)
+@infer_global(T.min_value)
+class FiniteLimitTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        (d,) = args
+        dtype = dtype_of(d)
+        if dtype is None or not (dtype.is_float or dtype.is_int) or \
+                dtype.name in ("float4_e2m1fn", "float8_e8m0fnu"):
+            raise errors.TypingError(f"T.max_value / T.min_value expect an integer or float "
+                                     f"dtype, got {d}")
+        return signature(numba_type(dtype), d)
+
+
 @infer_getattr
 class GlobalTensorAttributes(AttributeTemplate):
     key = GlobalTensorType
