@@ -721,3 +721,32 @@ def test_a_parameter_the_prologue_binds_again_is_a_compile_time_extent():
     want = x * 2
     rebound_extents(x, 4, 96, 64)          # h_blk = gcd(96, 64) = 32, block_r = 32
     torch.testing.assert_close(x, want)
+
+
+# -- par_compile: the programs of several configs compiled ahead of their calls -------------
+@tilelang.jit
+def scaled(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32), block: int = 64):
+    with T.Kernel(128 // block, threads=64) as bx:
+        for i in T.Parallel(block):
+            B[bx * block + i] = A[bx * block + i] * 2.0
+
+
+def test_par_compile_gives_each_configs_program(ptxas):
+    configs = [{"A": T.Tensor((128,), T.float32), "B": T.Tensor((128,), T.float32),
+                "block": b} for b in (32, 64)]
+    programs = scaled.par_compile(configs)
+    assert len(programs) == 2
+    for program, b in zip(programs, (32, 64)):
+        ptx = program.get_kernel_source()
+        assert ptx == scaled.get_kernel_source(block=b)
+        ptxas(ptx, ptx.split(".target ")[1].split()[0])
+    # a config that does not build: None with ignore_error, else its error
+    assert scaled.par_compile([{"blocks": 32}], ignore_error=True) == [None]
+    with pytest.raises(TypeError, match="blocks"):
+        scaled.par_compile([{"blocks": 32}])
+    with pytest.raises(TypeError, match="expected a list of dicts"):
+        scaled.par_compile({"block": 32})
+    a = torch.arange(128, dtype=torch.float32)
+    b = torch.zeros(128)
+    scaled(a, b, 32)
+    torch.testing.assert_close(b, a * 2)

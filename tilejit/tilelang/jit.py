@@ -541,6 +541,37 @@ class JitFunction:
         arguments), as TileLang's ``tl_gemm.get_kernel_source(M=..., block_N=...)``."""
         return self.compile(*args, **kwargs).get_kernel_source()
 
+    def par_compile(self, configs, num_workers=None, ignore_error=False):
+        """TileLang's ``f.par_compile([{param: value, ...}, ...])``: the program for each
+        config (``.compile``'s keywords; a tensor parameter given as an annotation, such
+        as ``T.ptr()``, is left to its annotation), in order, each compiled for the GPU
+        now, so that the calls with those values find their kernel compiled (the disk
+        cache; ``@tilejit.autotune`` is where configs compile in parallel processes).
+        With ``ignore_error``, a config that does not compile gives None."""
+        if not isinstance(configs, (list, tuple)):
+            raise TypeError(f"{self.__name__}.par_compile(configs): expected a list of dicts "
+                            f"of parameter values, got {type(configs).__name__}")
+        out = []
+        for config in configs:
+            if not isinstance(config, dict):
+                raise TypeError(f"{self.__name__}.par_compile: each config is a dict of "
+                                f"parameter values, got {type(config).__name__}")
+            params = {k: v for k, v in config.items()
+                      if not (k in self.sugar.tensors and _is_annotation_value(v))}
+            try:
+                out.append(self.compile(**params))
+            except (CompileError, TypeError, ValueError):
+                if not ignore_error:
+                    raise
+                out.append(None)
+        return out
+
+
+def _is_annotation_value(value) -> bool:
+    """A tensor parameter's value that is a type, not a tensor (``T.ptr()``,
+    ``T.Tensor((m, n), dtype)``)."""
+    return not hasattr(value, "shape") or type(value).__module__.startswith("tilejit.")
+
 
 class KernelConveniences:
     """What TileLang's JITKernel offers beside calling it, over ``get_profiler()`` and
