@@ -55,8 +55,9 @@ LANGUAGE_DIFFERENCES = {
     "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
             "saying so): pack two values a byte",
     "ptr": "a `T.ptr` parameter takes a tensor (its data pointer; the kernel runs where it "
-           "lives) or an int address; `T.Tensor([G], T.ptr)` is an int64 tensor of "
-           "addresses",
+           "lives) or an int address, in a `@T.prim_func` and in an eager `@tilejit.jit` "
+           "program (`A = T.make_tensor(A, (M, K), dtype)` binding the name again); "
+           "`T.Tensor([G], T.ptr)` is an int64 tensor of addresses",
     "print": "a buffer prints as `msg[i, j] = value` lines (the block and thread before them "
              "on the GPU); a global tensor from one thread (TileLang: every thread); a "
              "parameter needs a `T.Tensor` annotation to print whole; the simulator reports "

@@ -203,3 +203,45 @@ def test_gpu_pointer_tables_match_the_simulator():
     gpu = kernel(_table(on_gpu, "cuda"))
     assert torch.equal(gpu.cpu(), kernel(_table(srcs, "cpu")))
     assert all(t.is_cuda for t in run_grouped("cuda"))
+
+
+# -- the eager @tilejit.jit form: `A: T.ptr` bound again by `A = T.make_tensor(A, ...)` ----
+@tilejit.jit
+def eager_gemm_by_pointers(A: T.ptr, B: T.ptr, C: T.ptr, M: int, N: int, K: int,
+                           dtype: T.dtype, out_dtype: T.dtype, block_M: int = 64,
+                           block_N: int = 64, block_K: int = 32):
+    A = T.make_tensor(A, (M, K), dtype)
+    B = T.make_tensor(B, (K, N), dtype)
+    C = T.make_tensor(C, (M, N), out_dtype)
+    with T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K), dtype)
+        B_shared = T.alloc_shared((block_K, block_N), dtype)
+        C_local = T.alloc_fragment((block_M, block_N), out_dtype)
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[bx * block_M, k * block_K], A_shared)
+            T.copy(B[k * block_K, by * block_N], B_shared)
+            T.gemm(A_shared, B_shared, C_local)
+        T.copy(C_local, C[bx * block_M, by * block_N])
+
+
+def test_eager_pointer_parameters_bound_again_as_tensors(ptxas):
+    config = {"A": T.ptr(), "B": T.ptr(), "C": T.ptr(), "M": 128, "N": 128, "K": 64,
+              "dtype": T.float16, "out_dtype": T.float32}
+    program, = eager_gemm_by_pointers.par_compile([config])     # TileLang's test's form
+    ptx = program.get_kernel_source()
+    ptxas(ptx, ptx.split(".target ")[1].split()[0])
+    a = torch.randint(-3, 4, (128, 64)).half()
+    b = torch.randint(-3, 4, (64, 128)).half()
+    c = torch.zeros(128, 128)
+    eager_gemm_by_pointers(a, b, c, 128, 128, 64, T.float16, T.float32)
+    torch.testing.assert_close(c, a.float() @ b.float())
+
+
+@pytest.mark.gpu
+def test_eager_pointer_parameters_on_the_gpu():
+    a = torch.randn(256, 128, device="cuda").half()
+    b = torch.randn(128, 192, device="cuda").half()
+    c = torch.zeros(256, 192, device="cuda")
+    eager_gemm_by_pointers(a, b, c, 256, 192, 128, T.float16, T.float32)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)

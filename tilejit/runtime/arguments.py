@@ -281,3 +281,19 @@ def is_compile_time_value(value) -> bool:
     kernel; everything else is a run-time argument."""
     return value is None or isinstance(value, (DType, str, tuple)) or (
         type(value).__module__ == "torch" and type(value).__name__ == "dtype")
+
+
+def pointer_argument(name, value):
+    """A ``T.ptr`` argument's address: a tensor's data pointer (a ``DevicePointer``, which
+    tells where it lives) or an int."""
+    arg = as_tensor_arg(value)
+    if arg is not None:
+        return DevicePointer(arg.ptr, arg.device, arg.obj if arg.is_torch else None)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        # an address given as an int (``tensor.data_ptr()``): where the driver says it
+        # was allocated, else host memory (the simulator). Loaded for such a call only
+        from tilejit.runtime import cuda_driver
+        device = cuda_driver.address_device(int(value))
+        return DevicePointer(int(value), device) if device >= 0 else int(value)
+    raise TypeError(f"argument {name!r}: expected a tensor or an address (an int, "
+                    f"tensor.data_ptr()) for a T.ptr parameter, got {type(value).__name__}")

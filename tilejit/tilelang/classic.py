@@ -21,8 +21,8 @@ import numpy as np
 from tilejit import syntax
 from tilejit.errors import CompileError, GridError
 from tilejit.frontend.analysis import compile_time_shapes, unread_params
-from tilejit.runtime.arguments import (DevicePointer, TensorSpec, as_declared, as_tensor_arg,
-                                       typed_scalar)
+from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
+                                       pointer_argument, typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
@@ -201,7 +201,7 @@ class CompiledPrimFunc(KernelConveniences):
         ``_check_computed``)."""
         ann = self.prim.annotations[name]
         if getattr(ann, "pointer", False):
-            _pointer(name, value)
+            pointer_argument(name, value)
             return None
         if getattr(ann, "scalar", False):
             _check_scalar(name, value, ann.dtype)
@@ -302,7 +302,8 @@ class CompiledPrimFunc(KernelConveniences):
         self._check_computed(sizes)
         if any(v is None for v in values):
             values = self._null_pointers(values, sizes)
-        values = [_pointer(name, v) if getattr(self.prim.annotations[name], "pointer", False)
+        values = [pointer_argument(name, v)
+                  if getattr(self.prim.annotations[name], "pointer", False)
                   else typed_scalar(name, v, self.prim.annotations[name].dtype)
                   if getattr(self.prim.annotations[name], "scalar", False)
                   else v if v is None
@@ -463,22 +464,6 @@ def _unknown_symbols(shape, sizes) -> list[str]:
     """The names of the symbols of ``shape``'s extents that ``sizes`` has no value for."""
     return list(dict.fromkeys(s.name for d in shape if isinstance(d, SymbolicInt)
                               for s in d.symbols() if s.name not in sizes))
-
-
-def _pointer(name, value):
-    """A ``T.ptr`` argument's address: a tensor's data pointer (a ``DevicePointer``, which
-    tells where it lives) or an int."""
-    arg = as_tensor_arg(value)
-    if arg is not None:
-        return DevicePointer(arg.ptr, arg.device, arg.obj if arg.is_torch else None)
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        # an address given as an int (``tensor.data_ptr()``): where the driver says it
-        # was allocated, else host memory (the simulator). Loaded for such a call only
-        from tilejit.runtime import cuda_driver
-        device = cuda_driver.address_device(int(value))
-        return DevicePointer(int(value), device) if device >= 0 else int(value)
-    raise TypeError(f"argument {name!r}: expected a tensor or an address (an int, "
-                    f"tensor.data_ptr()) for a T.ptr parameter, got {type(value).__name__}")
 
 
 def _check_scalar(name, value, dtype):

@@ -34,7 +34,8 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
-from tilejit.runtime.arguments import TensorSpec, as_declared, as_tensor_arg, typed_scalar
+from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
+                                       pointer_argument, typed_scalar)
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
@@ -175,6 +176,7 @@ class _Desugared:
             if name not in params:
                 raise CompileError(f"annotated tensor {name!r} is not a parameter",
                                    self.filename, fdef.lineno)
+        self.pointers = self._pointer_params(fdef)
         # a scalar annotated with its dtype (`alpha: T.float32`) is a run-time value, as
         # TileLang's typed variable; any other parameter specializes the kernel
         for a in fdef.args.args:
@@ -185,6 +187,31 @@ class _Desugared:
         fdef.decorator_list = []
         self.fdef = syntax.fix_missing_locations(fdef)
         self.params = params
+
+    def _pointer_params(self, fdef) -> frozenset:
+        """The parameters annotated ``T.ptr`` (an address, passed at each call). One the
+        body binds again, ``A = T.make_tensor(A, (M, K), dtype)`` as TileLang's eager
+        programs write it, is renamed in the kernel (``__tj_ptr_A``) where it is read up
+        to that binding, so that the name is the address before and the tensor after."""
+        out = []
+        for a in fdef.args.args:
+            if a.annotation is None or resolve_static(a.annotation, self.namespace) \
+                    is not T.ptr:
+                continue
+            out.append(a.arg)
+            rebinding = next((k for k, stmt in enumerate(fdef.body) if any(
+                isinstance(n, ast.Name) and n.id == a.arg and isinstance(n.ctx, ast.Store)
+                for n in syntax.walk(stmt))), None)
+            if rebinding is None:
+                continue
+            renamed = f"__tj_ptr_{a.arg}"
+            for stmt in fdef.body[:rebinding + 1]:
+                for n in syntax.walk(stmt):
+                    if isinstance(n, ast.Name) and n.id == a.arg and \
+                            isinstance(n.ctx, ast.Load):
+                        n.id = renamed
+            a.arg = renamed
+        return frozenset(out)
 
     def _is_scalar_annotation(self, annotation) -> bool:
         if annotation is None:
@@ -281,7 +308,8 @@ class JitFunction:
         # scalar parameter -> its annotation's dtype (`alpha: T.float32` in the signature;
         # one annotated in the body when its annotations are evaluated)
         self._scalars = {n: a for n, a in getattr(func, "__annotations__", {}).items()
-                         if isinstance(a, DType) and a.held}
+                         if isinstance(a, DType) and a.held and n not in sugar.pointers}
+        self._pointers = sugar.pointers     # `A: T.ptr`: a tensor's address at each call
         self._tensor_names = frozenset(sugar.tensors)
         self._tensor_positions = frozenset(i for i, p in enumerate(sugar.params)
                                            if p in self._tensor_names)
@@ -439,6 +467,9 @@ class JitFunction:
         values = [args[i] if i >= 0 else kwargs.get(p, d) for i, p, d in order]
         if self._scalars:
             values = [typed_scalar(p, v, self._scalars[p]) if p in self._scalars else v
+                      for v, (_, p, _) in zip(values, order)]
+        if self._pointers:
+            values = [pointer_argument(p, v) if p in self._pointers else v
                       for v, (_, p, _) in zip(values, order)]
         if self._packed_names:      # byte tensors of float4_e2m1fn parameters
             values = [as_declared(v, self._packed_names[p]) if p in self._packed_names
