@@ -188,6 +188,19 @@ def _annotated_in_a_branch(X):
         X[0] = 1.0
 
 
+def _annotated_with_a_value_of_the_block(X):
+    with T.Kernel(1, threads=32) as bx:
+        nb = 2
+        T.annotate_min_blocks_per_sm(nb)
+        X[0] = 1.0
+
+
+def test_annotate_min_blocks_per_sm_of_a_value_set_in_the_block_is_an_error():
+    with pytest.raises(tilejit.CompileError, match="nb is set inside it") as e:
+        tilejit.kernel(_annotated_with_a_value_of_the_block)(np.zeros(4, np.float32))
+    assert e.value.lineno == _annotated_with_a_value_of_the_block.__code__.co_firstlineno + 3
+
+
 def test_annotate_min_blocks_per_sm_under_a_branch_is_an_error():
     # (found when the kernel is parsed: at its decoration)
     with pytest.raises(tilejit.CompileError, match="not under an `if` or a loop") as e:

@@ -677,3 +677,50 @@ def test_integer_max_and_min_reducers_on_the_gpu(dtype, op, v2):
     sim = tilejit.compile(int_row_reduce(8, 32, dtype, op, v2), out_idx=-1)(a)
     torch.testing.assert_close(gpu.cpu(), a.amax(1) if op == "max" else a.amin(1))
     torch.testing.assert_close(gpu.cpu(), sim)
+
+
+@tilejit.kernel
+def max_of_the_tensors_dtype(A, B):
+    """The reducer's dtype known only when the kernel compiles (A.dtype)."""
+    M, N = A.shape
+    with T.Kernel(1, threads=64) as bx:
+        r = T.alloc_reducer((M,), A.dtype, op="max")
+        T.reducer_init(r)
+        for i, j in T.Parallel(M, N):
+            T.reducer_update(r[i], A[i, j])
+        T.finalize_reducer(r, B)
+
+
+@tilejit.kernel
+def min_of_the_tensors_dtype(A, B):
+    M, N = A.shape
+    with T.Kernel(1, threads=64) as bx:
+        r = T.alloc_reducer((M,), A.dtype, op="min")
+        T.reducer_init(r)
+        for i, j in T.Parallel(M, N):
+            T.reducer_update(r[i], A[i, j])
+        T.finalize_reducer(r, B)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int16", "float32", "float16"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_a_reducers_identity_for_a_dtype_known_at_compile_time(dtype, op, ptxas):
+    a = (torch.randn(8, 32) * 100).to(getattr(torch, dtype))
+    b = torch.zeros(8, dtype=a.dtype)
+    kernel = max_of_the_tensors_dtype if op == "max" else min_of_the_tensors_dtype
+    kernel(a, b)
+    torch.testing.assert_close(b, a.amax(1) if op == "max" else a.amin(1))
+    ptxas(kernel.compile(a, b, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["int32", "float16"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_a_reducers_identity_for_a_dtype_known_at_compile_time_on_the_gpu(dtype, op):
+    a = (torch.randn(8, 32) * 100).to(getattr(torch, dtype))
+    b, sim = torch.zeros(8, dtype=a.dtype, device="cuda"), torch.zeros(8, dtype=a.dtype)
+    kernel = max_of_the_tensors_dtype if op == "max" else min_of_the_tensors_dtype
+    kernel(a.cuda(), b)
+    kernel(a, sim)
+    torch.testing.assert_close(b.cpu(), a.amax(1) if op == "max" else a.amin(1))
+    torch.testing.assert_close(b.cpu(), sim)

@@ -279,6 +279,7 @@ def test_a_barrier_in_a_parallel_body_cuts_the_loop_on_the_gpu():
     torch.cuda.synchronize()
     want = torch.zeros(256)
     tilejit.kernel(mirror_through_a_barrier_in_parallel.func, target="sim")(a.cpu(), want)
+    a = a.cpu()
     torch.testing.assert_close(b.cpu(), (2 * a.double().flip(0) + 2 * a.double()).float())
     torch.testing.assert_close(b.cpu(), want)
 
@@ -380,3 +381,40 @@ def test_a_macros_name_across_a_barrier_is_named_as_written():
     a = np.zeros(64, np.float32)
     with pytest.raises(CompileError, match="^`w` is set in this T.Parallel loop"):
         macro_value_across_a_barrier(a, a.copy())
+
+
+@tilejit.kernel
+def local_across_a_barrier(A, B):
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        t = T.alloc_local((1,), T.float32)
+        for i in T.Parallel(64):
+            t[0] = A[i] + 1.0
+            S[i] = A[i]
+            T.sync_threads()
+            B[i] = S[63 - i] + t[0]
+
+
+@tilejit.kernel
+def set_on_both_paths_after_a_barrier(A, B):
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((64,), T.float32)
+        for i in T.Parallel(64):
+            t = A[i] * 2.0
+            S[i] = t
+            T.sync_threads()
+            if i % 2 == 0:
+                t = S[63 - i]
+            else:
+                t = -S[63 - i]
+            B[i] = t
+
+
+def test_a_local_tile_across_the_cut_is_an_error_and_a_name_set_on_both_paths_is_not():
+    a = np.arange(64, dtype=np.float32)
+    with pytest.raises(CompileError, match="^`t` is set in this T.Parallel loop"):
+        local_across_a_barrier(a, a.copy())
+    b = np.zeros_like(a)
+    set_on_both_paths_after_a_barrier(a, b)
+    want = 2 * a[::-1] * np.where(np.arange(64) % 2 == 0, 1, -1)
+    np.testing.assert_array_equal(b, want)

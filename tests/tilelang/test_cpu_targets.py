@@ -77,6 +77,23 @@ def test_the_target_context():
         tvm.target.Target(3)
 
 
+@tilelang.jit(out_idx=[1])
+def reduced(M=4):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(M):
+                B[i] = A[i] * 2.0
+    return main
+
+
+def test_a_factorys_programs_are_kept_per_entered_target():
+    with tvm.target.Target("cuda -arch=sm_80"):
+        assert ".target sm_80" in reduced().get_kernel_source()
+    with tvm.target.Target("cuda -arch=sm_90a"):
+        assert ".target sm_90a" in reduced().get_kernel_source()
+
+
 @pytest.mark.gpu
 def test_the_same_program_on_the_gpu():
     a = torch.randn(4, 8)

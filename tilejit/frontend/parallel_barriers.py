@@ -16,8 +16,9 @@ statements after it. Here the loop is cut in two at the barrier, each part a
                                           A[i] = A[i] + F[i]
 
 What crosses the barrier must live in a tile (a fragment indexed alike in both parts
-keeps its elements on the same threads). A name set before the barrier and read after it
-would be one thread's last iteration's value, so it is an error, as is a barrier under
+keeps its elements on the same threads). A name, or a ``T.alloc_local`` / ``T.alloc_var``
+tile (each thread's own), set before the barrier and read after it would hold one
+thread's last iteration's value, so it is an error, as is a barrier under
 an ``if`` or in a loop inside the ``T.Parallel`` (not every iteration would reach it) and
 a body that leaves an iteration early (``continue``, ``break``, ``return``) before a
 barrier.
@@ -29,7 +30,7 @@ import copy
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import names_bound_to, resolve_static
 
 _BARRIERS = (T.sync_threads, T.sync_grid)
 
@@ -59,8 +60,9 @@ def _stored(stmts) -> dict:
 
 def _exposed(stmts) -> dict:
     """The names ``stmts`` read before they set them (their values come from before the
-    statements), each with its first such read. A name set in a branch or loop body is
-    not taken as set after it; a loop's target is set in its body."""
+    statements), each with its first such read. A name set in a loop body, or in one
+    branch of an ``if`` only, is not taken as set after it; a loop's target is set in
+    its body. An element store (``t[0] = x``) reads ``t``: it sets an element only."""
     out: dict = {}
 
     def reads(node, defined):
@@ -82,8 +84,10 @@ def _exposed(stmts) -> dict:
                 block(stmt.orelse, defined)
             elif isinstance(stmt, ast.If):
                 reads(stmt.test, defined)
-                block(stmt.body, defined)
-                block(stmt.orelse, defined)
+                taken = block(stmt.body, defined)
+                other = block(stmt.orelse, defined)
+                if stmt.orelse:                 # set on both paths: set after the `if`
+                    defined |= taken & other
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
                     reads(item.context_expr, defined)
@@ -105,15 +109,17 @@ def _exposed(stmts) -> dict:
                         if not isinstance(t, ast.Name):
                             reads(t, defined)
                     defined |= set(_stored([ast.Expr(t) for t in targets]))
+        return defined
 
     block(list(stmts), set())
     return out
 
 
 class _Splits(syntax.NodeTransformer):
-    def __init__(self, namespace, error):
+    def __init__(self, namespace, error, locals_=frozenset()):
         self.namespace = namespace
         self.error = error
+        self.locals = locals_       # T.alloc_local / T.alloc_var tiles: each thread's own
 
     def _is_parallel(self, node) -> bool:
         return isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
@@ -174,9 +180,13 @@ class _Splits(syntax.NodeTransformer):
                         f"T.Parallel loop: the loop is cut in two at the barrier, and an "
                         f"iteration that leaves early would still run its statements after "
                         f"it; put the test in an `if` around the statements instead", n)
-            stored = _stored(flat_before)
+            stored = set(_stored(flat_before)) | {
+                n.value.id for n in syntax.walk(ast.Module(body=flat_before, type_ignores=[]))
+                if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and
+                isinstance(n.value, ast.Name) and n.value.id in self.locals}
             loaded = _exposed([s for seg in after for s in seg])
-            crossing = sorted((set(stored) & set(loaded)) - indices)
+            crossing = sorted((stored & set(loaded)) - indices,
+                              key=lambda n: (loaded[n].lineno, loaded[n].col_offset))
             if crossing:
                 name = getattr(loaded[crossing[0]], "tj_name", crossing[0])
                 fn = _barrier(barrier, self.namespace).__name__
@@ -202,4 +212,7 @@ def split_parallel_at_barriers(fdef: ast.FunctionDef, namespace: dict,
                                error) -> ast.FunctionDef:
     """``fdef`` with each ``T.Parallel`` loop whose body holds ``T.sync_threads()`` or
     ``T.sync_grid()`` statements cut into one loop per stretch between them."""
-    return _Splits(namespace, error).visit(fdef)
+    if not any(isinstance(n, ast.Expr) and _barrier(n, namespace) for n in syntax.walk(fdef)):
+        return fdef
+    locals_ = frozenset(names_bound_to(fdef, namespace, (T.alloc_local, T.alloc_var)))
+    return _Splits(namespace, error, locals_).visit(fdef)

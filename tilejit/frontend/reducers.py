@@ -78,8 +78,8 @@ def _finalize_forms(call):
 def _identity(op, dtype, namespace=None):
     """The op's starting value for the reducer's dtype (the node ``dtype``): 0, all ones,
     or for max and min -inf and +inf of a float dtype and the smallest and largest value
-    of an integer one (``T.min_value`` / ``T.max_value``; a dtype the rewrite cannot read
-    is taken for a float)."""
+    of an integer one (``T.min_value`` / ``T.max_value``; for a dtype the rewrite cannot
+    read, ``T.reducer_identity`` decides where it is known)."""
     if op == "sum":
         return ast.Constant(0.0)
     if op in _BITWISE:
@@ -87,10 +87,12 @@ def _identity(op, dtype, namespace=None):
     named = dtype.value if isinstance(dtype, ast.Constant) else \
         resolve_static(dtype, namespace or {})
     try:
-        integer = named is not None and not as_dtype(named).is_float
+        known = as_dtype(named) if named is not None else None
     except TypeError:
-        integer = False
-    if integer:
+        known = None
+    if known is None:       # a constexpr, `A.dtype`: decided where the dtype is known
+        return _language("reducer_identity", [ast.Constant(op), copy.deepcopy(dtype)])
+    if not known.is_float:
         return _language("min_value" if op == "max" else "max_value", [copy.deepcopy(dtype)])
     inf = _language("infinity", [copy.deepcopy(dtype)])
     return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf

@@ -84,6 +84,15 @@ def take_min_blocks_annotations(ks: KernelSource) -> None:
             raise ks.error("T.annotate_min_blocks_per_sm(min_blocks) takes one value",
                            node)
         value = call.args[0] if call.args else call.keywords[0].value
+        inside = {n.id for s in block.body for n in syntax.walk(s)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} | {
+                      n.id for item in block.items if item.optional_vars is not None
+                      for n in syntax.walk(item.optional_vars) if isinstance(n, ast.Name)}
+        late = sorted({n.id for n in syntax.walk(value) if isinstance(n, ast.Name)} & inside)
+        if late:
+            raise ks.error(f"T.annotate_min_blocks_per_sm: the launch's bound must be known "
+                           f"before the `with T.Kernel` block; {', '.join(late)} is set "
+                           f"inside it", node)
         launch = next(item.context_expr for item in block.items
                       if is_launch(item.context_expr, ks.namespace))
         if any(k.arg == "min_blocks_per_sm" for k in launch.keywords):

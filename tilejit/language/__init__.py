@@ -471,6 +471,17 @@ def min_value(dtype):
     return dtype(_num.finite_range(dtype)[0])
 
 
+def reducer_identity(op, dtype):
+    """Where a max or min reducer of ``dtype`` starts (``frontend/reducers.py``, when the
+    dtype is known only at compile time: a constexpr, ``A.dtype``): -inf / +inf of a
+    float dtype (as ``T.infinity``), an integer type's smallest / largest."""
+    dtype = as_dtype(dtype)
+    if dtype.is_float:
+        value = infinity(dtype)
+        return -value if op == "max" else value
+    return min_value(dtype) if op == "max" else max_value(dtype)
+
+
 # TileLang's (TIR's) spelling of ``T.cast(value, dtype)``: TIR's expression builder itself,
 # typed in device-function helpers too (TileLang's DeepSeek-V4 quantizer calls it in one)
 from tilejit.language.tir_exprs import Cast  # noqa: E402

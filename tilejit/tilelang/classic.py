@@ -631,7 +631,9 @@ class ClassicJit:
 
     def __call__(self, *args, **kwargs):
         try:
-            key = (args, tuple(sorted(kwargs.items())))
+            # (the target entered as a context, `with tvm.target.Target(...)`, is part of
+            # the program a call makes)
+            key = (args, tuple(sorted(kwargs.items())), str(_current_target(self.target)))
             hash(key)
         except TypeError:
             key = None

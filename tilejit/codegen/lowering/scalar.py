@@ -414,6 +414,20 @@ def min_value_impl(context, builder, sig, args):
     return _finite_limit(context, builder, sig, False)
 
 
+@lower(T.reducer_identity, types.StringLiteral, types.StringLiteral)
+@lower(T.reducer_identity, types.StringLiteral, DTypeType)
+def reducer_identity_impl(context, builder, sig, args):
+    largest = sig.args[0].literal_value == "min"
+    dtype = named_dtype(sig.args[1])
+    if not dtype.is_float:
+        return _finite_limit(context, builder, sig.replace(args=sig.args[1:]), largest)
+    value = math.inf if largest else -math.inf
+    ty = sig.return_type
+    if isinstance(ty, StorageFloat):        # float8_e4m3 has no infinity: its largest
+        return from_f32(builder, ty, F32(value))
+    return context.get_value_type(ty)(value)
+
+
 @lower(DTypeType, types.Any)
 @lower("number.astype", types.Number, types.StringLiteral)
 @lower("number.astype", types.Number, DTypeType)

@@ -418,6 +418,18 @@ class FiniteLimitTemplate(AbstractTemplate):
         return signature(numba_type(dtype), d)
 
 
+@infer_global(T.reducer_identity)
+class ReducerIdentityTemplate(AbstractTemplate):
+    def generic(self, args, kws):
+        op, d = args
+        dtype = dtype_of(d)
+        if not isinstance(op, types.StringLiteral) or op.literal_value not in ("max", "min") \
+                or dtype is None or not (dtype.is_float or dtype.is_int):
+            raise errors.TypingError(f"a max or min reducer's dtype must be a float or "
+                                     f"integer dtype, got {d}")
+        return signature(numba_type(dtype), op, d)
+
+
 @infer_getattr
 class GlobalTensorAttributes(AttributeTemplate):
     key = GlobalTensorType

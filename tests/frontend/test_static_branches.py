@@ -1,0 +1,73 @@
+"""Compile-time ``if`` statements and conditional expressions on a factory's closure
+values, decided when the kernel is parsed (``frontend/static_branches.py``): module
+globals are read when the kernel first compiles, so their tests stay; a lambda's
+parameters are its own."""
+import numpy as np
+import torch
+
+import tilejit
+import tilejit.language as T
+
+MODE = 1
+
+
+@tilejit.kernel
+def on_a_global(A):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(32):
+            if MODE == 1:
+                A[i] = 1.0
+            else:
+                A[i] = 2.0
+
+
+def test_a_global_bound_again_before_the_first_compile_is_read_then():
+    global MODE
+    MODE = 2
+    try:
+        a = np.zeros(32, np.float32)
+        on_a_global(a)
+        assert (a == 2.0).all()
+    finally:
+        MODE = 1
+
+
+x, y = 1, 2         # globals a lambda's parameters share names with
+
+
+def max_by_a_lambda(M):
+    @T.prim_func
+    def main(A: T.Tensor((M,), "int32"), B: T.Tensor((M,), "int32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            red = T.alloc_local((1,), "int32")
+            with T.attr(T.comm_reducer(lambda x, y: x if x > y else y, [T.int32(-(2 ** 31))]),
+                        "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), A[tx], True, red[0], tx,
+                                                  dtype="handle"))
+            B[tx] = red[0]
+    return main
+
+
+def test_a_lambdas_parameters_are_not_the_globals_of_the_same_name():
+    a = torch.randint(-100, 100, (32,), dtype=torch.int32)
+    a[5] = 1000
+    b = tilejit.compile(max_by_a_lambda(32), out_idx=[1])(a)
+    assert (b == 1000).all()
+
+
+def factory(op):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = A[i] * 2.0 if op == "double" else A[i] + 1.0
+                if op == "double":
+                    B[i] = B[i] + 0.5
+    return main
+
+
+def test_a_closures_value_decides_the_branch():
+    a = torch.arange(8, dtype=torch.float32)
+    torch.testing.assert_close(tilejit.compile(factory("double"), out_idx=[1])(a), a * 2 + 0.5)
+    torch.testing.assert_close(tilejit.compile(factory("inc"), out_idx=[1])(a), a + 1)
