@@ -232,3 +232,41 @@ def test_a_factorys_kernel_source_is_its_programs(ptxas):
     ptxas(ptx, ptx.split(".target ")[1].split()[0])
     a = torch.arange(256, dtype=torch.float32)
     torch.testing.assert_close(doubled()(a), a * 2)
+
+
+# -- a T.dynamic tensor moved whole to a tile: its size must be the tile's ---------------------
+def whole_into_a_tile():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), O: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64,), "float32")
+            T.copy(A, S)
+            for i in T.Parallel(64):
+                S[i] = S[i] + 1.0
+            T.copy(S, O)
+    return main
+
+
+def test_a_dynamic_tensor_moved_whole_to_a_tile_is_refused_at_another_size(ptxas):
+    """The kernel is specialized on the tensor's shape (a whole copy has the tile's
+    extents): the size of the tile runs, another is the compile-time error of a static
+    shape, at the call, where the simulator refuses it too."""
+    kernel = tilejit.compile(whole_into_a_tile(), out_idx=[1])    # not checked yet
+    torch.testing.assert_close(kernel(torch.ones(64)), torch.full((64,), 2.0))
+    with pytest.raises(tilejit.CompileError, match="has shape \\(40,\\) and tile 'S'"):
+        kernel(torch.ones(40))
+    with pytest.raises(tilejit.CompileError, match="has shape \\(40,\\) and tile 'S'"):
+        kernel.get_kernel_source(tensors=[torch.ones(40), torch.ones(40)])
+    ptx = kernel.get_kernel_source(tensors=[torch.ones(64), torch.ones(64)])
+    ptxas(ptx, ptx.split(".target ")[1].split()[0])
+
+
+@pytest.mark.gpu
+def test_a_dynamic_tensor_moved_whole_to_a_tile_on_the_gpu():
+    kernel = tilejit.compile(whole_into_a_tile(), out_idx=[1])
+    torch.testing.assert_close(kernel(torch.ones(64, device="cuda")).cpu(),
+                               torch.full((64,), 2.0))
+    with pytest.raises(tilejit.CompileError, match="has shape \\(40,\\) and tile 'S'"):
+        kernel(torch.ones(40, device="cuda"))

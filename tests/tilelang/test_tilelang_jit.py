@@ -88,7 +88,7 @@ def dynamic_whole_copy(A, W):
     n = T.dynamic("n")
     m = T.dynamic("m")
     A: T.Tensor((n, 64), T.float32)
-    W: T.Tensor((m,), T.float32)               # dynamic: one kernel for every length
+    W: T.Tensor((m,), T.float32)               # dynamic, but moved whole to a tile
     B = T.empty((n, 64), T.float32)
     with T.Kernel(n, threads=64) as row:
         w = T.alloc_fragment((64,), T.float32)
@@ -98,10 +98,15 @@ def dynamic_whole_copy(A, W):
     return B
 
 
-def test_a_tensor_with_a_dynamic_extent_is_not_specialized_for_a_whole_copy():
-    assert dynamic_whole_copy.kernel.whole_copies == ()
+def test_a_dynamic_tensor_moved_whole_to_a_tile_has_the_tiles_extent():
+    """Specialized on its shape (the tile's extents are the copy's): another length is
+    refused at the call, in the simulator as on the GPU (whose copy was bounds-checked
+    where the simulator refused it)."""
+    assert dynamic_whole_copy.kernel.whole_copies == ("W",)
     a, w = torch.randn(5, 64), torch.randn(64)
     torch.testing.assert_close(dynamic_whole_copy(a, w), a * w)
+    with pytest.raises(tilelang.CompileError, match="has shape \\(40,\\) and tile 'w'"):
+        dynamic_whole_copy(a, torch.randn(40))
 
 
 def test_seed_vector_add_runs_as_written():

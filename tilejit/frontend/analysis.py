@@ -157,6 +157,28 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     return tuple(sorted(out)), laid_out
 
 
+def tile_copied_params(ks: KernelSource) -> frozenset:
+    """The tensor parameters a ``T.copy`` moves whole to or from a tile the kernel
+    allocates (``T.copy(A, S)``): the tensor's extents must be the tile's, so such a tensor
+    is specialized on its shape even where its annotation says ``T.dynamic`` (a size
+    other than the tile's is then the compile-time error a static one gives, as the
+    simulator's)."""
+    params = set(ks.params) - set(ks.constexpr_params)
+    tiles = {t.id for node in syntax.walk(ks.tree) if isinstance(node, ast.Assign)
+             and isinstance(node.value, ast.Call) and resolve_static(
+                 node.value.func, ks.namespace) in (T.alloc_shared, T.alloc_fragment,
+                                                    T.alloc_local)
+             for t in node.targets if isinstance(t, ast.Name)}
+    out = set()
+    for node in syntax.walk(ks.tree):
+        if is_call_to(node, T.copy, ks.namespace):
+            operands = copy_operand_nodes(node)
+            names = [a.id if isinstance(a, ast.Name) else None for a in operands]
+            if len(names) == 2 and any(n in tiles for n in names):
+                out.update(n for n in names if n in params)
+    return frozenset(out)
+
+
 def copy_operand_nodes(call: ast.Call) -> list:
     """A ``T.copy`` call's operands, positional or by keyword (``src=``, ``dst=``)."""
     operands = list(call.args[:2])
@@ -236,4 +258,5 @@ def unread_params(ks: KernelSource) -> frozenset:
 
 
 __all__ = ["kernel_outputs", "live_walk", "unread_params", "plain_value", "settled",
-           "compile_time_shapes", "whole_shape_params", "shape_environment", "resolve_static"]
+           "compile_time_shapes", "whole_shape_params", "tile_copied_params",
+           "shape_environment", "resolve_static"]

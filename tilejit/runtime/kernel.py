@@ -15,7 +15,7 @@ from operator import attrgetter
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
 from tilejit.frontend.analysis import (compile_time_shapes, kernel_outputs, live_walk,
-                                        whole_shape_params)
+                                        tile_copied_params, whole_shape_params)
 from tilejit.frontend.explicit_sync import explicit_forms
 from tilejit.frontend.host_queries import host_query_calls, host_query_values
 from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
@@ -59,6 +59,7 @@ class KernelFunction:
         self.tensor_uses = tensor_params(self.source)
         self.written = written_params(self.source)
         self.whole_copies, self.laid_out = whole_shape_params(self.source)
+        self.tile_copies = tile_copied_params(self.source)  # specialized even if T.dynamic
         # addressed as a flat array: views, and tensors laid out by T.annotate_layout
         self.viewed = {**self.laid_out, **viewed_params(self.source)}
         self.integer_constexprs = integer_constexprs(self.source)

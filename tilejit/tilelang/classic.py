@@ -145,10 +145,11 @@ class CompiledPrimFunc(KernelConveniences):
                                    f"annotation: shape {tuple(shape)}), indexed with {rank}",
                                    self.kernel.source.filename, line)
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
-        # its shape because a T.copy moves it whole
+        # its shape because a T.copy moves it whole to another tensor (one moved whole to
+        # a tile has the tile's extents: specialized, a size that differs refused)
         self.kernel.whole_copies = tuple(
-            p for p in self.kernel.whole_copies
-            if not any(getattr(e, "dynamic", False)
+            p for p in self.kernel.whole_copies if p in self.kernel.tile_copies
+            or not any(getattr(e, "dynamic", False)
                        for e in getattr(pf.annotations.get(p), "shape", ())))
         # a dynamic symbol that only T.Parallel extents need is read at run time there
         # (passes/dynamic_parallel.py), as TileLang's loops over it are
@@ -174,6 +175,11 @@ class CompiledPrimFunc(KernelConveniences):
         simulator."""
         if isinstance(self.kernel, KernelSequence):
             return              # several launches (and their scratch): at the first call
+        if any(p in self.kernel.tile_copies and any(
+                getattr(e, "dynamic", False) for e in getattr(self.prim.annotations.get(p),
+                                                               "shape", ()))
+               for p in self.kernel.whole_copies):
+            return      # a T.dynamic tensor moved whole to a tile: its size is the call's
         try:        # a T.dynamic extent takes its placeholder; a T.symbolic one waits
             specs = self._specs(None)
         except TypeError:

@@ -296,7 +296,8 @@ class JitFunction:
         # a tensor with a dynamic extent is one kernel for every size: no specializing on
         # its shape because a T.copy moves it whole
         self.kernel.whole_copies = tuple(p for p in self.kernel.whole_copies
-                                         if not self._has_dynamic_extent(p))
+                                         if p in self.kernel.tile_copies
+                                         or not self._has_dynamic_extent(p))
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:
