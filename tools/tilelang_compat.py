@@ -54,6 +54,12 @@ LANGUAGE_DIFFERENCES = {
                      "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
     "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
             "saying so): pack two values a byte",
+    "annotate_l2_hit_ratio": "one tensor parameter (a launch holds one L2 access policy "
+                             "window) and a ratio known when the kernel is defined; the "
+                             "window is the launch's own (`cuLaunchKernelEx`), the "
+                             "persisting set-aside raised towards the tensor's bytes and "
+                             "left so (TileLang resets it after each launch); cluster and "
+                             "cooperative launches and the simulator leave it out",
     "ptr": "a `T.ptr` parameter takes a tensor (its data pointer; the kernel runs where it "
            "lives) or an int address, in a `@T.prim_func` and in an eager `@tilejit.jit` "
            "program (`A = T.make_tensor(A, (M, K), dtype)` binding the name again); "

@@ -10,13 +10,18 @@ to be tensor parameters (a ``CompileError`` at its line otherwise) and kept in
 ``KernelSource.aliased``; the pipeline compiles the entry without ``noalias`` on them.
 In the simulator numpy views of one array share its memory; the arrays it computes on
 copies of (bfloat16, device tensors) are written back only where the kernel changed
-them (``sim/runner.py``), so a copy left alone does not undo another's writes."""
+them (``sim/runner.py``), so a copy left alone does not undo another's writes.
+
+Two more of TileLang's launch annotations are taken out here: ``T.annotate_min_blocks_per_sm
+(K)`` becomes the launch's ``min_blocks_per_sm=K``, and ``T.annotate_l2_hit_ratio({A: r})``
+``KernelSource.l2_window``, the L2 access policy window each GPU launch sets over ``A``."""
 from __future__ import annotations
 
 import ast
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.analysis import plain_value
 from tilejit.frontend.source import KernelSource, is_launch, resolve_static
 
 
@@ -101,3 +106,53 @@ def take_min_blocks_annotations(ks: KernelSource) -> None:
         launch.keywords.append(ast.keyword("min_blocks_per_sm", value))
         block.body = [s for s in block.body if s is not node] or [ast.Pass()]
     ks.tree = syntax.fix_missing_locations(ks.tree)
+
+
+def take_l2_annotations(ks: KernelSource) -> None:
+    """TileLang's ``T.annotate_l2_hit_ratio({A: r})``, a statement of the kernel's body or
+    of its ``with T.Kernel`` block: ``ks.l2_window = (A, r)``, the statement taken out. A
+    launch holds one L2 access policy window, so the dict names one tensor parameter; r is
+    a number in (0, 1] known when the kernel is defined (a literal, a closure's value)."""
+    allowed = _Annotations(ks).allowed
+    for node in syntax.walk(ks.tree):
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                resolve_static(node.value.func, ks.namespace) is T.annotate_l2_hit_ratio):
+            continue
+        call = node.value
+        if id(node) not in allowed:
+            raise ks.error("T.annotate_l2_hit_ratio is a statement of the kernel's body or of "
+                           "its `with T.Kernel` block, not under an `if` or a loop (it "
+                           "holds for the whole launch)", node)
+        mapping = call.args[0] if len(call.args) == 1 and not call.keywords else None
+        if not isinstance(mapping, ast.Dict) or len(mapping.keys) != 1:
+            raise ks.error("T.annotate_l2_hit_ratio({A: ratio}) takes a dict of one tensor "
+                           "parameter and its hit ratio (a launch holds one L2 access "
+                           "policy window)", node)
+        key, ratio = mapping.keys[0], mapping.values[0]
+        if not (isinstance(key, ast.Name) and key.id in ks.params
+                and key.id not in ks.constexpr_params):
+            raise ks.error(f"T.annotate_l2_hit_ratio: expected a tensor parameter of the "
+                           f"kernel, got `{ast.unparse(key) if key else '**'}`", node)
+        value, known = plain_value(ratio, ks.namespace, (int, float))
+        if not known or isinstance(value, bool) or not 0 < value <= 1:
+            raise ks.error(f"T.annotate_l2_hit_ratio: the hit ratio is a number in (0, 1] "
+                           f"known when the kernel is defined, got `{ast.unparse(ratio)}`"
+                           + (f" = {value!r}" if known else ""), node)
+        if ks.l2_window is not None:
+            raise ks.error("T.annotate_l2_hit_ratio given twice: a launch holds one L2 "
+                           "access policy window", node)
+        ks.l2_window = (key.id, float(value))
+    ks.tree = syntax.fix_missing_locations(_Dropped(ks.namespace).visit(ks.tree))
+
+
+class _Dropped(syntax.NodeTransformer):
+    """``T.annotate_l2_hit_ratio`` statements as ``pass``."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Call) and resolve_static(
+                node.value.func, self.namespace) is T.annotate_l2_hit_ratio:
+            return ast.copy_location(ast.Pass(), node)
+        return node

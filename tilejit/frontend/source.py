@@ -34,6 +34,9 @@ class KernelSource:
     reads: list = field(default_factory=list)  # references.Read: what it read, resolved
     # tensor parameters that may alias (T.annotate_restrict_buffers): not noalias
     aliased: set = field(default_factory=set)
+    # T.annotate_l2_hit_ratio({A: r}): (A, the ratio expression) for the launch's L2
+    # access policy window (runtime/kernel.py)
+    l2_window: tuple | None = None
     # names the front end binds in ``namespace``: {name: (helper, its own name)}, a value
     # an inlined helper reads that the kernel does not see (kernel_macros.inline_call)
     bindings: dict = field(default_factory=dict)
@@ -325,7 +328,7 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     from tilejit.frontend.generic_reduce import rewrite_generic_reduces  # (the same circle)
     from tilejit.frontend.restrict_annotations import (  # (the same circle)
-        take_min_blocks_annotations, take_restrict_annotations)
+        take_l2_annotations, take_min_blocks_annotations, take_restrict_annotations)
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
@@ -341,6 +344,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
         take_restrict_annotations(ks)
     if "annotate_min_blocks_per_sm" in spelled:
         take_min_blocks_annotations(ks)
+    if "annotate_l2_hit_ratio" in spelled:
+        take_l2_annotations(ks)
     if "reduce" in spelled:
         rewrite_generic_reduces(ks)
     if "__ldg" in spelled:

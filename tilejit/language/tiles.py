@@ -234,6 +234,15 @@ def annotate_min_blocks_per_sm(min_blocks):
     return None
 
 
+def annotate_l2_hit_ratio(hit_ratio_map):
+    """TileLang's ``T.annotate_l2_hit_ratio({A: 0.8})``, a statement of the kernel: each
+    launch on the GPU sets an L2 access policy window over the tensor ``A`` (that
+    fraction of its lines persisting in L2's set-aside, the rest streaming;
+    ``runtime/kernel.py``). A hint: results never change. The front end takes it out
+    when the kernel is parsed (``frontend/restrict_annotations.py``)."""
+    return None
+
+
 def no_set_max_nreg():
     """Keep a warp-specialized kernel's registers as launched: no ``setmaxnreg`` moving
     them from the producer warpgroup to the consumers (a scheduling hint: results never

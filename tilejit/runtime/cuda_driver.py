@@ -351,6 +351,38 @@ class Launcher:
         self.cluster_launch(cluster, cooperative)(self._func, gx, gy, gz, bx, by, bz,
                                                   shared_bytes, stream, self._params_addr, 0)
 
+    def launch_l2_window(self, grid, block, shared_bytes, stream, values, window) -> None:
+        """A launch whose L2 access policy window is ``window`` = (address, bytes, hit
+        ratio): that fraction of the lines it touches in the range persist in L2's
+        set-aside (``T.annotate_l2_hit_ratio``), the rest stream; the window holds for
+        this launch only. The set-aside is raised to the window's bytes, at most the
+        device's (``persisting_l2``), and the window cut to the device's largest."""
+        self._pack(self._view, 0, *values)
+        address, size, ratio = window
+        set_aside, largest = persisting_l2(self._ordinal, size)
+        config = _drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = shared_bytes
+        config.hStream = stream or 0
+        attribute = _drv.CUlaunchAttribute()
+        attribute.id = _drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+        policy = attribute.value.accessPolicyWindow
+        policy.base_ptr = int(address)
+        policy.num_bytes = min(int(size), largest)
+        policy.hitRatio = float(ratio)
+        policy.hitProp = _drv.CUaccessProperty.CU_ACCESS_PROPERTY_PERSISTING
+        policy.missProp = _drv.CUaccessProperty.CU_ACCESS_PROPERTY_STREAMING
+        config.attrs = [attribute]
+        config.numAttrs = 1
+        err, = _drv.cuLaunchKernelEx(config, self._func, self._params_addr, 0)
+        if err:
+            raise CudaError("cuLaunchKernelEx", err,
+                            f"kernel {getattr(self.module, 'kernel_name', '?')}, grid="
+                            f"{tuple(grid)}, block={tuple(block)}, L2 window of "
+                            f"{policy.num_bytes} bytes (hit ratio {ratio}; set-aside "
+                            f"{set_aside} bytes)")
+
     def configured_launch(self, grid, block, shared_bytes, stream):
         """(``cuLaunchKernelEx``, a launch configuration of this geometry on ``stream``):
         the monomorphic fast path's launch, four arguments where ``cuLaunchKernel`` takes
@@ -455,6 +487,33 @@ def tensor_pointer(x) -> tuple[int, int]:
         # DLDeviceType: 2 = kDLCUDA, 13 = kDLCUDAManaged; 1 = kDLCPU, 3 = kDLCUDAHost (pinned)
         return ptr, (int(dev_id) if int(dev_type) in (2, 13) else -1)
     raise TypeError(f"cannot get a device pointer from {type(x).__name__}")
+
+
+_PERSISTING = {}        # device ordinal -> (its largest set-aside, its largest window)
+
+
+def persisting_l2(ordinal: int, size: int) -> tuple[int, int]:
+    """(the bytes of L2 set aside for persisting accesses in the current context, the
+    device's largest access policy window), the set-aside first raised towards ``size``
+    (at most the device's largest; never lowered: a set-aside that persisting lines do not
+    use is L2 for the others)."""
+    found = _PERSISTING.get(ordinal)
+    if found is None:
+        dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        attrs = _drv.CUdevice_attribute
+        most = _check(_drv.cuDeviceGetAttribute(
+            attrs.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute")
+        window = _check(_drv.cuDeviceGetAttribute(
+            attrs.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev), "cuDeviceGetAttribute")
+        found = _PERSISTING[ordinal] = (int(most), int(window))
+    most, window = found
+    limit = _drv.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+    now = int(_check(_drv.cuCtxGetLimit(limit), "cuCtxGetLimit"))
+    want = min(int(size), most)
+    if now < want:
+        _check(_drv.cuCtxSetLimit(limit, want), "cuCtxSetLimit")
+        now = want
+    return now, window
 
 
 def address_device(address: int) -> int:

@@ -237,7 +237,7 @@ class KernelFunction:
             run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)
-            loaded.launch(launch, call.runtime)
+            loaded.launch(launch, call.runtime, self.source.l2_window)
             if target == "cuda":
                 self._remember_fast(values, loaded, launch, call)
         return self._result(launch.outputs)
@@ -252,6 +252,8 @@ class KernelFunction:
 
     def _remember_fast(self, values, loaded, launch, call):
         if loaded.compiled.cooperative:     # its residency check and stream order: launch()
+            return
+        if self.source.l2_window is not None:   # its window over a tensor: launch()
             return
         if self._fast is None:
             self._fast = fast_launcher_for(self, values)
@@ -424,7 +426,7 @@ class _Loaded:
         self.resident = {}
         self.last_stream = None
 
-    def launch(self, launch: host.LaunchConfig, runtime):
+    def launch(self, launch: host.LaunchConfig, runtime, l2_window=None):
         # the driver (cuda.bindings) stays off `import tilejit`; loaded by __init__ above
         from tilejit.runtime import cuda_driver
         values, torch_tensor = flat_values(runtime)
@@ -444,6 +446,18 @@ class _Loaded:
             self.launcher.launch_cluster(grid, block, self.compiled.shared_bytes, stream,
                                          tuple(values), launch.cluster)
             return
+        if l2_window is not None:       # T.annotate_l2_hit_ratio({A: r}): a window over A
+            name, ratio = l2_window
+            tensor = dict(runtime).get(name)
+            if isinstance(tensor, TensorArg) and tensor.ptr and all(tensor.shape):
+                # the bytes from its first element to its last (strides in elements)
+                span = 1 + sum((n - 1) * abs(st) for n, st in zip(tensor.shape,
+                                                                 tensor.strides))
+                size = span * tensor.dtype.itemsize
+                self.launcher.launch_l2_window(grid, block, self.compiled.shared_bytes,
+                                               stream, tuple(values),
+                                               (tensor.ptr, size, ratio))
+                return
         self.launcher.launch(grid, block, self.compiled.shared_bytes, stream, tuple(values))
 
     def _launch_cooperative(self, launch, block, stream, values):
@@ -489,7 +503,7 @@ class _HipLoaded:
         self.module = hip_driver.HipModule(compiled.code_object, compiled.name, max(device, 0))
         self.launcher = hip_driver.HipLauncher(self.module, compiled.param_formats)
 
-    def launch(self, launch: host.LaunchConfig, runtime):
+    def launch(self, launch: host.LaunchConfig, runtime, l2_window=None):
         values, torch_tensor = flat_values(runtime)
         # the current stream of the tensors' device (on ROCm torch, a hipStream_t)
         stream = 0 if torch_tensor is None else \
