@@ -126,11 +126,9 @@ def make_tensor(ptr, shape, dtype="float32", strides=None):
     """``T.make_tensor`` in simulation: a tensor over this process's memory at ``ptr``
     (a host tensor's data pointer), read when the kernel first touches its elements (a
     launch's host program, which computes the grid, makes it too) and checked then to
-    lie inside a writable mapping, so that a wrong address is an error, not a crash."""
+    lie inside a writable mapping, so that a wrong address is an error, not a crash; a
+    dtype the simulator holds in float32 (bfloat16, float8) is refused then too."""
     dtype = as_dtype(dtype)
-    if dtype.held_in_float32:
-        raise TypeError(f"T.make_tensor: {dtype.name} in the simulator, which holds it in "
-                        f"float32, is not supported (its bits are not at the address)")
     try:
         address = int(ptr)
     except (TypeError, ValueError):
@@ -171,6 +169,11 @@ class AddressTensor(SimTensor):
 
 
 def _at_address(address, shape, strides, dtype):
+    # (when the kernel reads it: a GPU launch's host program makes such a tensor for its
+    # shape alone)
+    if dtype.held_in_float32:
+        raise TypeError(f"T.make_tensor: {dtype.name} in the simulator, which holds it in "
+                        f"float32, is not supported (its bits are not at the address)")
     span = (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * dtype.itemsize \
         if all(shape) else 0
     if span and not _mapped(address, span):
