@@ -755,3 +755,25 @@ def test_par_compile_gives_each_configs_program(ptxas):
     b = torch.zeros(128)
     scaled(a, b, 32)
     torch.testing.assert_close(b, a * 2)
+
+
+@tilelang.jit
+def filled_by_atomics(out, value: float = 1.0):
+    out: T.Tensor[(16, 16), T.float32]
+    with T.Kernel(1):
+        out_shared = T.alloc_shared((16, 16), dtype=T.float32)
+        T.fill(out_shared, value)
+        T.atomic_add(out, out_shared)
+
+
+def test_compile_takes_a_tensor_as_its_annotation(ptxas):
+    """TileLang's ``f.compile(out=T.Tensor[(16, 16), T.float32])``: the tensor's shape and
+    dtype from the annotation, as from an example tensor."""
+    by_annotation = filled_by_atomics.compile(out=T.Tensor[(16, 16), T.float32])
+    by_example = filled_by_atomics.compile(out=torch.zeros(16, 16))
+    ptx = by_annotation.get_kernel_source()
+    assert ptx == by_example.get_kernel_source()
+    ptxas(ptx, ptx.split(".target ")[1].split()[0])
+    out = torch.zeros(16, 16)
+    filled_by_atomics(out)
+    torch.testing.assert_close(out, torch.ones(16, 16))

@@ -531,6 +531,11 @@ class JitFunction:
         Returns a kernel with ``get_kernel_source()``, called with the tensors only."""
         symbols = {k: params.pop(k) for k in list(params)
                    if k in self.sugar.symbols and k not in self.sugar.params}
+        # a tensor given as its annotation (TileLang's `f.compile(out=T.Tensor[(16, 16),
+        # T.float32])`): its shape and dtype
+        params = {k: TensorSpec(v.shape, v.dtype) if k in self.sugar.tensors and
+                  isinstance(v, TensorAnnotation) and all(isinstance(d, int) for d in v.shape)
+                  else v for k, v in params.items()}
         given = self._bind(args, params, partial=True)
         tensors = {k: v for k, v in given.items() if k in self.sugar.tensors}
         settings = {k: v for k, v in given.items() if k not in self.sugar.tensors}
