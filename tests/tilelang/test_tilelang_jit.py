@@ -777,3 +777,56 @@ def test_compile_takes_a_tensor_as_its_annotation(ptxas):
     out = torch.zeros(16, 16)
     filled_by_atomics(out)
     torch.testing.assert_close(out, torch.ones(16, 16))
+
+
+# -- annotations: a conditional shape; globals defined below the program --------------------
+@tilelang.jit
+def matmul_maybe_transposed(A, B, block_M=64, block_N=64, block_K=32, trans_A=False):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((K, M) if trans_A else (M, K), T.float16)
+    B: T.Tensor((K, N), T.float16)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K), T.float16)
+        B_shared = T.alloc_shared((block_K, block_N), T.float16)
+        C_local = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * block_K], A_shared)
+            T.copy(B[k * block_K, bx * block_N], B_shared)
+            T.gemm(A_shared, B_shared, C_local)
+        T.copy(C_local, C[by * block_M, bx * block_N])
+    return C
+
+
+def test_compile_with_a_conditional_annotation(ptxas):
+    kernel = matmul_maybe_transposed.compile(M=64, N=64, K=64)
+    ptx = kernel.get_kernel_source()
+    ptxas(ptx, ptx.split(".target ")[1].split()[0])
+    a = torch.randint(-2, 3, (64, 64)).half()
+    b = torch.randint(-2, 3, (64, 64)).half()
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float())
+
+
+@tilelang.jit
+def doubled_rows(X, BLOCK_N=64):
+    X: T.Tensor([ROWS_BELOW, COLS_BELOW], T.float32)     # globals defined below
+    Y = T.empty([ROWS_BELOW, COLS_BELOW], T.float32)
+    with T.Kernel(ROWS_BELOW, threads=64) as i_m:
+        x = T.alloc_fragment([BLOCK_N], T.float32)
+        for i_n in T.serial(T.ceildiv(COLS_BELOW, BLOCK_N)):
+            T.copy(X[i_m, i_n * BLOCK_N], x)
+            for j in T.Parallel(BLOCK_N):
+                x[j] = x[j] * 2
+            T.copy(x, Y[i_m, i_n * BLOCK_N])
+    return Y
+
+
+ROWS_BELOW = 4
+COLS_BELOW = 128
+
+
+def test_annotations_read_globals_defined_below_the_program():
+    """As TileLang's online-softmax example, whose M and N follow the program."""
+    x = torch.randn(ROWS_BELOW, COLS_BELOW)
+    torch.testing.assert_close(doubled_rows(x), 2 * x)

@@ -15,6 +15,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.references import user_function
+from tilejit.frontend.source import function_def_from_file
 
 
 def is_helper(value) -> bool:
@@ -38,7 +39,8 @@ def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
     if fn in done:
         return done[fn]
     scope = dict(fn.__globals__)
-    copy_ = FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    code = _without_assert_messages(fn) or fn.__code__
+    copy_ = FunctionType(code, scope, fn.__name__, fn.__defaults__, fn.__closure__)
     copy_.__kwdefaults__, copy_.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     copy_.__module__ = fn.__module__
     done[fn] = copy_
@@ -46,6 +48,34 @@ def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
         if is_helper(scope.get(name)):
             scope[name] = T.macro(_inlinable(scope[name], done))
     return copy_
+
+
+def _without_assert_messages(fn: FunctionType):
+    """``fn``'s code with its asserts' computed messages left out (``assert val.dtype ==
+    d, f"{val.dtype} != {d}"``, TileLang's dequantizing helpers: Numba cannot format
+    them on the device; the condition stays), or None when it has none, or when its
+    source cannot be read or it has a closure (its code is kept as it is)."""
+    if fn.__closure__:
+        return None
+    found = function_def_from_file(fn)
+    if found is None:
+        return None
+    filename, fdef = found
+    asserts = [n for n in syntax.walk(fdef) if isinstance(n, ast.Assert) and n.msg is not None
+               and not isinstance(n.msg, ast.Constant)]
+    if not asserts:
+        return None
+    for node in asserts:
+        node.msg = ast.Constant(ast.unparse(node.msg))      # its source text instead
+    fdef.decorator_list = []
+    module = syntax.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
+    space: dict = {}
+    try:
+        exec(compile(module, filename, "exec"), dict(fn.__globals__), space)  # noqa: S102
+    except Exception:       # noqa: BLE001 - as the function is written, then
+        return None
+    made = space.get(fn.__name__)
+    return made.__code__ if isinstance(made, FunctionType) else None
 
 
 # what Numba cannot compile in an inlined helper and fails on without saying where

@@ -7,12 +7,16 @@ plain Python in the simulator, it would compute in numpy's types instead (``int8
 wraps in int8). The simulator therefore runs each helper the kernel names through the
 same rewrite as the kernel (``transform._CIntegerOps``, its parameters variables, as a
 device function's are), compiled from the helper's own source, with its own globals and
-closure, and the helpers it names in turn. A helper whose source cannot be read (a
-lambda, one typed at a prompt) runs as it is."""
+closure, and the helpers it names in turn; a value's ``x.astype(dtype)`` there is
+``T.cast`` for numbers and arrays (a loop index is a Python int here, a typed integer
+there), as in the kernel's own body. A helper whose source cannot be read (a lambda, one
+typed at a prompt) runs as it is."""
 from __future__ import annotations
 
 import ast
 import weakref
+
+import numpy as np
 
 from tilejit import language as T
 from tilejit import syntax
@@ -23,6 +27,7 @@ from tilejit.sim import runtime
 from tilejit.sim.transform import SIM, _CIntegerOps
 
 _BUILT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ASTYPE = "__tj_astype"
 _BUILDING: set = set()
 
 
@@ -50,9 +55,10 @@ def simulated_helper(obj):
     if any(not _is_macro_decorator(d, own) for d in fdef.decorator_list):
         return obj          # another decorator: what it does is its own (run as it is)
     fdef.decorator_list = []
-    fdef = syntax.fix_missing_locations(_CIntegerOps(fdef).visit(fdef))
+    fdef = syntax.fix_missing_locations(_Astype().visit(_CIntegerOps(fdef).visit(fdef)))
     namespace = own
     namespace[SIM] = runtime
+    namespace[_ASTYPE] = _astype
     _BUILDING.add(fn)
     try:
         simulated_helpers(namespace, {n.id for n in syntax.walk(fdef)
@@ -69,3 +75,23 @@ def simulated_helper(obj):
 
 def _is_macro_decorator(node, namespace) -> bool:
     return resolve_static(node, namespace) is T.macro
+
+
+class _Astype(syntax.NodeTransformer):
+    """``x.astype(dtype)`` → ``__tj_astype(x, dtype)``."""
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype" and \
+                len(node.args) == 1 and not node.keywords:
+            return ast.copy_location(ast.Call(ast.Name(_ASTYPE, ast.Load()),
+                                              [node.func.value, node.args[0]], []), node)
+        return node
+
+
+def _astype(value, dtype):
+    """A helper's ``value.astype(dtype)``: ``T.cast`` of a number or an array (what the
+    GPU's typed value does), the value's own ``astype`` otherwise (TIR's expressions)."""
+    if isinstance(value, (bool, int, float, np.generic, np.ndarray)):
+        return T.cast(value, dtype)
+    return value.astype(dtype)

@@ -40,6 +40,7 @@ from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
                                              TensorAnnotation, warn_symbolic)
+from tilejit.frontend.references import current_namespace
 from tilejit.options import compile_options
 from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_shape,
                                             annotation_strides,
@@ -139,7 +140,9 @@ class _Desugared:
             raise CompileError(f"cannot read the source of {func.__qualname__}; a "
                                "tilejit.jit program must be defined in a file")
         self.filename, fdef = found
+        self.func = func
         self.namespace = function_namespace(func)
+        self.static_locals = {}     # `dtype = T.float16` in the body, before annotations
         self.symbols: dict[str, bool] = {}          # name -> dynamic?
         self.annotations: list[tuple[str, ast.expr, int]] = []
         body = []
@@ -245,6 +248,15 @@ class _Desugared:
             return
         if isinstance(value, (DType, str, int, float, bool)):
             self.namespace[stmt.targets[0].id] = value
+            self.static_locals[stmt.targets[0].id] = value
+
+    def current(self) -> dict:
+        """The names the annotations read as they are now: the function's globals and
+        closure at the call (a global defined below the function, as TileLang's online
+        softmax example defines its M and N), the body's compile-time locals over them."""
+        ns = current_namespace(self.func)
+        ns.update(self.static_locals)
+        return ns
 
     def _symbol_statement(self, stmt):
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
@@ -369,7 +381,7 @@ class JitFunction:
         return specs
 
     def _evaluate_annotations(self, settings):
-        env = dict(self.sugar.namespace)
+        env = self.sugar.current()
         env.update(settings)
         for s in self.sugar.symbols:
             env[s] = T.Symbol(s, dynamic=False)
@@ -432,7 +444,7 @@ class JitFunction:
         for sym, first in loose.items():        # any stride does there: the first
             sizes.setdefault(sym, first)
         if derived:
-            env = dict(self.sugar.namespace)
+            env = self.sugar.current()
             env.update((k, v) for k, v in values.items() if k not in self._tensor_names)
             env.update((sym, size) for sym, (_, size) in sizes.items())
             for name, dim, want, have, line, what in derived:
@@ -545,7 +557,7 @@ class JitFunction:
                             f"{', '.join(missing)}")
         for sym, (_, size) in self._check_annotations(given).items():
             symbols.setdefault(sym, size)
-        env = dict(self.sugar.namespace)
+        env = self.sugar.current()
         env.update(settings)
         env.update(symbols)
         unsized = []

@@ -97,7 +97,9 @@ def _extents(shape):
     if isinstance(shape, ast.IfExp):
         body, orelse = _extents(shape.body), _extents(shape.orelse)
         if body is not None and orelse is not None and len(body) == len(orelse):
-            return [ast.IfExp(shape.test, b, o) for b, o in zip(body, orelse)]
+            # (located: the annotations' extents are evaluated as Python)
+            return [ast.copy_location(ast.IfExp(shape.test, b, o), shape)
+                    for b, o in zip(body, orelse)]
         return None
     return [shape]
 
