@@ -679,27 +679,22 @@ def test_integer_max_and_min_reducers_on_the_gpu(dtype, op, v2):
     torch.testing.assert_close(gpu.cpu(), sim)
 
 
-@tilejit.kernel
-def max_of_the_tensors_dtype(A, B):
+def extreme_of_the_tensors_dtype(op):
     """The reducer's dtype known only when the kernel compiles (A.dtype)."""
-    M, N = A.shape
-    with T.Kernel(1, threads=64) as bx:
-        r = T.alloc_reducer((M,), A.dtype, op="max")
-        T.reducer_init(r)
-        for i, j in T.Parallel(M, N):
-            T.reducer_update(r[i], A[i, j])
-        T.finalize_reducer(r, B)
+    @tilejit.kernel
+    def kernel(A, B):
+        M, N = A.shape
+        with T.Kernel(1, threads=64) as bx:
+            r = T.alloc_reducer((M,), A.dtype, op=op)
+            T.reducer_init(r)
+            for i, j in T.Parallel(M, N):
+                T.reducer_update(r[i], A[i, j])
+            T.finalize_reducer(r, B)
+    return kernel
 
 
-@tilejit.kernel
-def min_of_the_tensors_dtype(A, B):
-    M, N = A.shape
-    with T.Kernel(1, threads=64) as bx:
-        r = T.alloc_reducer((M,), A.dtype, op="min")
-        T.reducer_init(r)
-        for i, j in T.Parallel(M, N):
-            T.reducer_update(r[i], A[i, j])
-        T.finalize_reducer(r, B)
+max_of_the_tensors_dtype = extreme_of_the_tensors_dtype("max")
+min_of_the_tensors_dtype = extreme_of_the_tensors_dtype("min")
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int16", "float32", "float16"])
