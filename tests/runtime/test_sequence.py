@@ -96,6 +96,35 @@ def test_each_launch_is_a_kernel_of_its_own(arch, ptxas):
     assert len(handle.handles) == 2 and handle.ptx.count(".entry") == 2
     for h in handle.handles:
         ptxas(h.ptx, arch)
+    # the program's source: one module ptxas takes, the entries named apart
+    ptxas(handle.ptx, arch)
+    assert handle.ptx.count(".version") == 1 and ".entry two_pass_sum_kernel_1(" in handle.ptx
+
+
+def staged_through_shared(N):
+    """Two launches, the first moving a whole tensor to a tile (T.copy(A, S))."""
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        tmp = T.alloc_global([N], T.float32)
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((N,), T.float32)
+            T.copy(A, S)
+            for i in T.Parallel(N):
+                tmp[i] = S[i] * 2
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(N):
+                B[i] = tmp[i] + 1
+    return main
+
+
+def test_a_sequences_whole_copy_and_its_source_for_the_targets_arch(ptxas):
+    kernel = tilelang.compile(staged_through_shared(128), out_idx=[1],
+                              target="cuda -arch=sm_80")
+    a = torch.randn(128)
+    torch.testing.assert_close(kernel(a), a * 2 + 1)
+    ptx = kernel.get_kernel_source()
+    assert ".target sm_80" in ptx and ptx.count(".entry") == 2
+    ptxas(ptx, "sm_80")
 
 
 def test_statements_between_the_launches_are_refused_at_decoration():

@@ -21,6 +21,8 @@ Statements between or after the blocks (other than a final ``return``) are refus
 """
 from __future__ import annotations
 
+import re
+
 import ast
 import copy
 import inspect
@@ -154,6 +156,10 @@ class KernelSequence:
         return self.stages[0].target
 
     @property
+    def arch(self):
+        return self.stages[0].arch
+
+    @property
     def whole_copies(self):
         return tuple(sorted({p for s in self.stages for p in s.whole_copies}))
 
@@ -161,6 +167,10 @@ class KernelSequence:
     def whole_copies(self, value):
         for s in self.stages:
             s.whole_copies = tuple(p for p in s.whole_copies if p in value)
+
+    @property
+    def tile_copies(self):
+        return frozenset(p for s in self.stages for p in s.tile_copies)
 
     @property
     def shape_entries(self):
@@ -222,10 +232,68 @@ class SequenceHandle:
 
     @property
     def ptx(self) -> str:
-        return "\n".join(h.ptx for h in self.handles)
+        """The launches' PTX as one module that ptxas assembles (TileLang's source holds
+        every kernel of a program): ``merged_ptx``."""
+        return merged_ptx([h.ptx for h in self.handles])
 
     def __getattr__(self, name):
         return getattr(self.handles[0], name)
+
+
+_ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
+_SYMBOL = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:global|const)\b.*?"
+                     r"([A-Za-z_$][\w$]*)\s*(?:\[|=|;)")
+
+
+def merged_ptx(modules: list[str]) -> str:
+    """PTX modules (one kernel each, as the launches of a sequence compile) as one module:
+    the highest ``.version`` and the first ``.target``; the second kernel's entry (and its
+    parameters) named ``<name>_1`` and so on; a module-level declaration repeated word for
+    word kept once (``.extern .shared`` buffers), one of another module's name under a new
+    one (``<symbol>_<k>``)."""
+    if len(modules) <= 1:
+        return "".join(modules)
+    versions, target, body = [], None, []
+    seen_lines: set = set()
+    declared: dict = {}          # symbol -> its declaring line
+    for k, ptx in enumerate(modules):
+        lines = ptx.splitlines()
+        start = next((i + 1 for i, ln in enumerate(lines)
+                      if ln.strip().startswith(".address_size")), 0)
+        for ln in lines[:start]:
+            word = ln.strip()
+            if word.startswith(".version"):
+                versions.append(tuple(int(x) for x in word.split()[1].split(".")))
+            elif word.startswith(".target") and target is None:
+                target = word
+        text = "\n".join(lines[start:])
+        renames = {}
+        if k:
+            renames.update({name: f"{name}_{k}" for name in _ENTRY.findall(text)})
+        depth = 0
+        for ln in text.splitlines():
+            if depth == 0:
+                match = _SYMBOL.match(ln)
+                if match and match.group(1) in declared and declared[match.group(1)] != ln:
+                    renames[match.group(1)] = f"{match.group(1)}_{k}"
+                elif match:
+                    declared[match.group(1)] = ln
+            depth += ln.count("{") - ln.count("}")
+        for old, new in renames.items():
+            text = re.sub(rf"(?<![\w$]){re.escape(old)}(?=(_param_\d+)?(?![\w$]))", new, text)
+        depth = 0
+        for ln in text.splitlines():
+            at_top = depth == 0
+            depth += ln.count("{") - ln.count("}")
+            if at_top and ln.strip().startswith((".extern", ".global", ".const")):
+                if ln in seen_lines:
+                    continue
+                seen_lines.add(ln)
+            body.append(ln)
+        body.append("")
+    version = ".".join(map(str, max(versions))) if versions else "8.0"
+    header = [f".version {version}", target or ".target sm_90", ".address_size 64", ""]
+    return "\n".join(header + body)
 
 
 def _tensor_or_none(value):
