@@ -3,6 +3,7 @@ its block mask: copied whole from global memory (`T.copy(Mask[bx, 0], mask)`) an
 an index every thread computes alike (`mask[k]` in a serial loop); in simulation against
 numpy, PTX assembled by ptxas, on the GPU against torch and the simulator."""
 import numpy as np
+import torch
 import pytest
 
 import tilejit
@@ -147,3 +148,47 @@ def test_whole_fragment_reductions_on_the_gpu_against_the_simulator():
     whole_reductions(x, sim)
     np.testing.assert_allclose(out.cpu().numpy(), _whole_reference(x), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(out.cpu().numpy(), sim)
+
+
+# -- a row reduced through shared memory, its value read at a constant index --------------
+def row_sum_then_centre(N):
+    """A row of N elements reduced into a (1,) fragment read as ``s[0]``, outside a loop
+    and inside one: a row whose threads are not a power-of-two group (N = 100 on 128
+    threads) is reduced through shared memory, and every thread is then given the sum."""
+    @T.prim_func
+    def main(X: T.Tensor((4, N), "float32"), S: T.Tensor((4,), "float32"),
+             Y: T.Tensor((4, N), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            x = T.alloc_fragment((N,), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            T.copy(X[bx, :], x)
+            T.reduce_sum(x, s, dim=0)
+            S[bx] = s[0]
+            for j in T.Parallel(N):
+                x[j] = x[j] - s[0] / N
+            T.copy(x, Y[bx, :])
+    return main
+
+
+@pytest.mark.parametrize("N", [100, 128, 150])
+def test_a_reduced_rows_value_is_read_at_a_constant_index(N, ptxas):
+    x = torch.randn(4, N)
+    s, y = tilejit.compile(row_sum_then_centre(N), out_idx=[1, 2])(x)
+    torch.testing.assert_close(s.double(), x.double().sum(1), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(y.double(), x.double() - x.double().mean(1, keepdim=True),
+                               atol=1e-5, rtol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(row_sum_then_centre(N), out_idx=[1, 2],
+                              target=f"cuda -arch={arch}").get_kernel_source()
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N", [100, 150])
+def test_a_reduced_rows_value_is_read_at_a_constant_index_on_the_gpu(N):
+    x = torch.randn(4, N)
+    s, y = tilejit.compile(row_sum_then_centre(N), out_idx=[1, 2])(x.cuda())
+    sim_s, sim_y = tilejit.compile(row_sum_then_centre(N), out_idx=[1, 2])(x)
+    torch.testing.assert_close(s.cpu().double(), x.double().sum(1), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(s.cpu(), sim_s, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(y.cpu(), sim_y, atol=1e-5, rtol=1e-5)

@@ -85,8 +85,8 @@ from tilejit.passes.fragment_subscripts import (constant_index, dropped_position
                                                 partial_positions)
 from tilejit.passes.dependence import dependent_names
 from tilejit.passes.prefix_loops import widen_prefix_loops
-from tilejit.passes.whole_fragments import (GATHERED_FRAGMENT_MAX, gathered_fragments,
-                                            scalar_fragments)
+from tilejit.passes.whole_fragments import (GATHERED_FRAGMENT_MAX, constant_read_fragments,
+                                            gathered_fragments, scalar_fragments)
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
 from tilejit.passes.user_fragments import annotated_fragment
@@ -750,7 +750,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
             viewed |= {t.name, t.view_of}
     scalars = (scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
-    _resolve(ctx, views, groups, fixed, derived, col.partners, scalars)
+    _resolve(ctx, views, groups, fixed, derived, col.partners, scalars,
+             constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed)
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
     partial_names = {}           # (loop id, fragment) -> the loop indices of a mixed use
@@ -1289,10 +1290,13 @@ def _indexing(layout, vec=None):
 
 
 
-def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
+def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
+             constant_reads=frozenset()):
     """Each group of tied fragments gets its layout: a fixed one (gemm), one derived from
     a resolved fragment (a reduction, a subset index), else the T.Parallel distribution
-    (``scalars``, fragments used only at constant indices: every thread holds all)."""
+    (``scalars``, fragments used only at constant indices: every thread holds all; so
+    does the destination of a reduction through shared memory read at a constant index,
+    ``constant_reads``: ``S[bx] = s[0]`` after a row of 100)."""
     frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
     members: dict[str, list[str]] = {}
     for n in frags:
@@ -1384,6 +1388,13 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset()):
                 layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
                 assign(root, layout, 1, tiles[names[0]].line,
                        "used at constant indices only: every thread holds it", names[0])
+                continue
+            if not needs and any(n in constant_reads for n in names) and any(
+                    groups.find(derived[m][1]) == root for m in dropped_edges):
+                layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
+                assign(root, layout, 1, tiles[names[0]].line,
+                       "the destination of a reduction through shared memory, read at a "
+                       "constant index: every thread holds it", names[0])
                 continue
             layout, vec = _parallel_layout(tiles[names[0]].shape, dtypes, ctx.threads,
                                            usable if needs else None)

@@ -122,3 +122,20 @@ def gathered_fragments(fdef, ctx, static) -> frozenset:
 # int32 fragment at [i, j // 32]; past the registers a thread has, check_registers warns
 # of the spill (or refuses past its limit)
 GATHERED_FRAGMENT_MAX = 256
+
+
+def constant_read_fragments(fdef, ctx) -> frozenset:
+    """Small fragments read at constant indices (``S[bx] = s[0]`` after a reduction into
+    ``s``, ``x[j] - mx[0]`` in a T.Parallel; stored at one only outside T.Parallel
+    loops): where such a fragment is the destination of a
+    reduction that goes through shared memory (which may leave its result in any layout),
+    every thread is given the whole of it (``layout_inference._resolve``)."""
+    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
+             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
+    in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
+                   and is_parallel(loop, ctx) for n in syntax.walk(loop)}
+    return frozenset(
+        node.value.id for node in syntax.walk(fdef)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+        and node.value.id in frags and constant_index(node) is not None
+        and (id(node) not in in_parallel or isinstance(node.ctx, ast.Load)))
