@@ -145,7 +145,10 @@ LANGUAGE_DIFFERENCES = {
                       "threads below `stop - start` run; kernels written as TIR thread "
                       "loops without `T.Kernel` are not supported",
     "atomic_add": "no `use_tma=`; `memory_order=` by fences around a relaxed atomic; "
-                  "element and region forms",
+                  "element and region forms; an element atomic in a `T.Parallel` over a "
+                  "fragment every thread holds (a reduction's result, a gemm operand in "
+                  "registers) is a `CompileError` (each thread would apply it): use the "
+                  "region form",
     "atomic_max": "`memory_order=` by fences", "atomic_min": "`memory_order=` by fences",
     "atomic_or": "int32, int64, uint32 and uint64 elements of a tensor or shared tile, as "
                  "TileLang's (no region form); `memory_order=` by fences",

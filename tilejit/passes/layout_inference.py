@@ -763,7 +763,9 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             raise ctx.error("an atomic in a T.Parallel over a replicated fragment (a T.gemm "
                             "A operand in registers, or a reduction's result): its "
                             "iterations run on several threads, and the atomic would be "
-                            "applied several times", loop.lineno)
+                            "applied several times; add the whole fragment at once with "
+                            "the region form (T.atomic_add(DW[a:b], dw)), or copy it to a "
+                            "shared tile first and loop over that", loop.lineno)
         for n, (dropped, _) in subset.items():
             red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
