@@ -144,7 +144,8 @@ LANGUAGE_DIFFERENCES = {
     "thread_binding": "inside `with T.Kernel` only: an expression, or a loop whose body the "
                       "threads below `stop - start` run; kernels written as TIR thread "
                       "loops without `T.Kernel` are not supported",
-    "atomic_add": "no `use_tma=`; `memory_order=` by fences around a relaxed atomic; "
+    "atomic_add": "`use_tma=True` accepted, the region added by ordinary atomics (no TMA "
+                  "reduction); `memory_order=` by fences around a relaxed atomic; "
                   "element and region forms; an element atomic in a `T.Parallel` over a "
                   "fragment every thread holds (a reduction's result, a gemm operand in "
                   "registers) is a `CompileError` (each thread would apply it): use the "
