@@ -719,3 +719,46 @@ def test_a_reducers_identity_for_a_dtype_known_at_compile_time_on_the_gpu(dtype,
     kernel(a, sim)
     torch.testing.assert_close(b.cpu(), a.amax(1) if op == "max" else a.amin(1))
     torch.testing.assert_close(b.cpu(), sim)
+
+
+# -- a local-complete fold at the loop's indices permuted: acc[j, i] in a loop over (i, j) --
+def permuted_fold(M, N, op):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, N), T.float32), B: T.Tensor((N, M), T.float32)):
+        with T.Kernel(1, threads=128):
+            src = T.alloc_fragment((M, N), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((N, M), T.float32, op=op)
+            T.reducer_init(acc, 1.0)
+            for i, j in T.Parallel(M, N):
+                T.reducer_update(acc[j, i], src[i, j])
+            result = T.alloc_fragment((N, M), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+    return kernel
+
+
+def _permuted_reference(a, op):
+    t = a.t().double()
+    return {"sum": t + 1.0, "max": t.clamp(min=1.0), "min": t.clamp(max=1.0)}[op]
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_a_fold_at_the_loops_indices_permuted(op, ptxas):
+    a = torch.randn(8, 16) * 3
+    b = tilejit.compile(permuted_fold(8, 16, op), out_idx=-1)(a)
+    torch.testing.assert_close(b.double(), _permuted_reference(a, op))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(permuted_fold(8, 16, op), out_idx=-1,
+                              target=f"cuda -arch={arch}").get_kernel_source()
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_fold_at_the_loops_indices_permuted_on_the_gpu(op):
+    a = torch.randn(8, 16) * 3
+    gpu = tilejit.compile(permuted_fold(8, 16, op), out_idx=-1)(a.cuda())
+    sim = tilejit.compile(permuted_fold(8, 16, op), out_idx=-1)(a)
+    torch.testing.assert_close(gpu.cpu().double(), _permuted_reference(a, op))
+    torch.testing.assert_close(gpu.cpu(), sim)

@@ -24,7 +24,9 @@ op's identity without ``init``: the starting value counts once per output),
 ``T.max`` / ``T.min``, and ``T.finalize_reducer(r, dst)`` is ``T.copy(r, dst)``. A fold must
 index ``r`` with loop variables in the loop's order, reducing one of its dimensions; or
 with every loop variable, when each iteration folds into its own element (TileLang's
-local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile). Its index may also
+local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile; with the loop
+variables permuted, ``r[j, i]`` in a loop over ``(i, j)``, a fold tile in the loop's order
+copied transposed and combined after the loop). Its index may also
 hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
 loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
 combined into the elements it picks. Anything else is a ``CompileError`` at the line.
@@ -231,6 +233,9 @@ class _Reducers(syntax.NodeTransformer):
             node.body.insert(0, init)
         out.append(node)
         for key, (fold, op, dims) in folds.items():
+            if isinstance(key, tuple) and key[-1] == "permuted":
+                out += self._permuted_combine(key, fold, op, names, node.iter.args)
+                continue
             if isinstance(key, tuple):
                 out += self._into_element(key, fold, op, dims, names, node.iter.args)
                 continue
@@ -241,6 +246,36 @@ class _Reducers(syntax.NodeTransformer):
                                    ast.keyword("clear", ast.Constant(False))]
                 out.append(ast.Expr(reduce))
         return [ast.copy_location(s, node) for s in out]
+
+    def _permuted_combine(self, key, fold, op, names, extents):
+        """A fold each iteration of which has its own element of the reducer, at the
+        loop's indices permuted (``acc[j, i]`` in a loop over ``(i, j)``): the fold tile,
+        in the loop's order, copied transposed into a tile of the reducer's shape (a
+        transposed write, through shared memory: ``passes/fragment_transposes.py``),
+        then combined into the reducer element by element in its own order."""
+        name, index = key[0], key[2]
+        dtype = self.reducers[name][1]
+        order = [i.id for i in (index.elts if isinstance(index, ast.Tuple) else [index])]
+        by_name = dict(zip(names, extents))
+        shape = [copy.deepcopy(by_name[n]) for n in order]
+        moved = f"{fold}_t"
+        out = [ast.Assign([ast.Name(moved, ast.Store())], _language(
+            "alloc_fragment", [ast.Tuple(shape, ast.Load()), copy.deepcopy(dtype)]))]
+
+        def target(ids):
+            return ast.Tuple([ast.Name(n, ast.Store()) for n in ids], ast.Store()) \
+                if len(ids) > 1 else ast.Name(ids[0], ast.Store())
+        transpose = ast.Assign([ast.Subscript(ast.Name(moved, ast.Load()),
+                                              copy.deepcopy(index), ast.Store())],
+                               self._element(fold, names, ast.Load))
+        out.append(ast.For(target(names), _language("Parallel", [copy.deepcopy(e)
+                                                                 for e in extents]),
+                           [transpose], [], None))
+        value = ast.Subscript(ast.Name(moved, ast.Load()), copy.deepcopy(index), ast.Load())
+        combine = self._direct_fold(name, copy.deepcopy(index), op, value)
+        out.append(ast.For(target(order), _language("Parallel", copy.deepcopy(shape)),
+                           [combine], [], None))
+        return out
 
     def _into_element(self, key, fold, op, dims, names, extents):
         """A fold whose reducer index holds constants or values the loop does not change
@@ -321,6 +356,20 @@ class _Reducers(syntax.NodeTransformer):
                 continue
             name, index, op, value = fold
             dims, fixed = self._reduced_dims(index, names, stmt)
+            if fixed == "permuted":
+                # `acc[j, i]` folded in a loop over (i, j): a fold tile in the loop's order,
+                # combined after the loop through a transposed copy (_permuted_combine)
+                key = (name, ast.dump(index), index, "permuted")
+                if key not in folds:
+                    folds[key] = (f"__tj_fold{self.count}", op, [])
+                    self.count += 1
+                tile = folds[key][0]
+                acc = self._element(tile, names, ast.Load)
+                new = ast.BinOp(acc, ast.Add() if op == "sum" else _BITWISE[op](), value) \
+                    if op in ("sum", *_BITWISE) else _language(op, [acc, value])
+                out.append(ast.copy_location(
+                    ast.Assign([self._element(tile, names, ast.Store)], new), stmt))
+                continue
             if not dims:
                 # every iteration folds into its own element (TileLang's local-complete
                 # plan): the reducer itself, no fold tile and no reduction
@@ -418,10 +467,14 @@ class _Reducers(syntax.NodeTransformer):
             raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
                              "variables, constants or values the loop does not change, got "
                              f"[{ast.unparse(index)}]", stmt)
-        if used != [n for n in names if n in used]:
-            raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
-                             "variables in the loop's order", stmt)
         dims = [d for d, n in enumerate(names) if n not in used]
+        in_order = used == [n for n in names if n in used]
+        if not dims and not in_order and not others:
+            return [], "permuted"   # each iteration its own element, the indices permuted
+        if not in_order:
+            raise self.error("a reducer folded in a T.Parallel loop is indexed by the loop's "
+                             "variables in the loop's order (or by all of them, permuted, "
+                             "each iteration into its own element)", stmt)
         if not dims:
             return [], False        # each iteration its own element
         if len(dims) != 1:
