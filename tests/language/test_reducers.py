@@ -762,3 +762,44 @@ def test_a_fold_at_the_loops_indices_permuted_on_the_gpu(op):
     sim = tilejit.compile(permuted_fold(8, 16, op), out_idx=-1)(a)
     torch.testing.assert_close(gpu.cpu().double(), _permuted_reference(a, op))
     torch.testing.assert_close(gpu.cpu(), sim)
+
+
+# -- a fold at a constant index of a unit dimension: acc[0, i] of a (1, M) reducer ------------
+def unit_dim_fold(M, K, op):
+    @T.prim_func
+    def kernel(A: T.Tensor((M, K), T.float32), B: T.Tensor((1, M), T.float32)):
+        with T.Kernel(1, threads=128):
+            src = T.alloc_fragment((M, K), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((1, M), T.float32, op=op)
+            T.reducer_init(acc)
+            for i, k in T.Parallel(M, K):
+                T.reducer_update(acc[0, i], src[i, k])
+            result = T.alloc_fragment((1, M), T.float32)
+            T.finalize_reducer(acc, result)
+            T.copy(result, B)
+    return kernel
+
+
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("M, K", [(16, 16), (8, 64)])
+def test_a_fold_at_a_unit_dimensions_constant_index(op, M, K, ptxas):
+    a = torch.randn(M, K)
+    b = tilejit.compile(unit_dim_fold(M, K, op), out_idx=-1)(a)
+    want = a.double().sum(1) if op == "sum" else a.double().amax(1)
+    torch.testing.assert_close(b.double(), want.reshape(1, M), atol=1e-4, rtol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(unit_dim_fold(M, K, op), out_idx=-1,
+                              target=f"cuda -arch={arch}").get_kernel_source()
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_fold_at_a_unit_dimensions_constant_index_on_the_gpu(op):
+    a = torch.randn(16, 16)
+    gpu = tilejit.compile(unit_dim_fold(16, 16, op), out_idx=-1)(a.cuda())
+    sim = tilejit.compile(unit_dim_fold(16, 16, op), out_idx=-1)(a)
+    want = a.double().sum(1) if op == "sum" else a.double().amax(1)
+    torch.testing.assert_close(gpu.cpu().double(), want.reshape(1, 16), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(gpu.cpu(), sim, atol=1e-5, rtol=1e-5)

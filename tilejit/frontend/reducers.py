@@ -26,7 +26,9 @@ index ``r`` with loop variables in the loop's order, reducing one of its dimensi
 with every loop variable, when each iteration folds into its own element (TileLang's
 local-complete plan: ``r[i] += x`` straight into ``r``, no fold tile; with the loop
 variables permuted, ``r[j, i]`` in a loop over ``(i, j)``, a fold tile in the loop's order
-copied transposed and combined after the loop). Its index may also
+copied transposed and combined after the loop). A view of a reducer (``T.reshape(acc,
+(M,))``) folds into it as one, and a fold at constant zeros of its unit dimensions
+(``acc[0, i]`` of a (1, M) reducer) folds into such a view. Its index may also
 hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
 loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
 combined into the elements it picks. Anything else is a ``CompileError`` at the line.
@@ -108,6 +110,17 @@ class _Reducers(syntax.NodeTransformer):
 
     # -- allocation and finalize ----------------------------------------------------
     def visit_Assign(self, node):
+        if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and node.value.args
+                and isinstance(node.value.args[0], ast.Name)
+                and node.value.args[0].id in self.reducers
+                and (is_call_to(node.value, T.reshape, self.namespace)
+                     or is_call_to(node.value, T.view, self.namespace))):
+            # a view of a reducer (`flat = T.reshape(acc, (M,))`) folds into it as one
+            op, dtype, _ = self.reducers[node.value.args[0].id]
+            shape = node.value.args[1] if len(node.value.args) > 1 else None
+            self.reducers[node.targets[0].id] = (op, dtype, shape)
+            return node
         if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and is_call_to(node.value, T.alloc_reducer, self.namespace)):
             call = node.value
@@ -217,12 +230,14 @@ class _Reducers(syntax.NodeTransformer):
                  if isinstance(t, ast.Name)]
         folds = {}
         self.invariant_of = _assigned_in(node.body) | set(names)
+        self.views = []             # reducers' views the folds made (_squeezed)
         node.body = self._folds(node.body, names, folds)
+        views = self.views
         self._check_rest(node.body, {key[0] if isinstance(key, tuple) else key
                                      for key in folds})
         if not folds:
             return node
-        out = []
+        out = list(views)
         for key, (fold, op, _) in folds.items():
             dtype = self.reducers[key[0] if isinstance(key, tuple) else key][1]
             extents = ast.Tuple([copy.deepcopy(a) for a in node.iter.args], ast.Load())
@@ -246,6 +261,38 @@ class _Reducers(syntax.NodeTransformer):
                                    ast.keyword("clear", ast.Constant(False))]
                 out.append(ast.Expr(reduce))
         return [ast.copy_location(s, node) for s in out]
+
+    def _squeezed(self, name, index, names):
+        """(the view of reducer ``name`` without its unit dimensions, the index into it)
+        when ``index`` holds constant zeros at the reducer's dimensions of extent 1 and the
+        loop's variables in its order elsewhere; else None. The view's statement goes
+        before the loop (``self.views``)."""
+        shape = self.reducers[name][2]
+        extents = shape.elts if isinstance(shape, (ast.Tuple, ast.List)) else [shape]
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        if len(items) != len(extents):
+            return None
+        kept_items, kept_extents = [], []
+        for item, extent in zip(items, extents):
+            if isinstance(item, ast.Constant) and item.value == 0:
+                if not (isinstance(extent, ast.Constant) and extent.value == 1):
+                    return None
+                continue
+            if not (isinstance(item, ast.Name) and item.id in names):
+                return None
+            kept_items.append(item)
+            kept_extents.append(extent)
+        if not kept_items:
+            return None
+        view = f"__tj_{name}_squeezed"
+        if view not in self.reducers:
+            op, dtype, _ = self.reducers[name]
+            new_shape = ast.Tuple([copy.deepcopy(e) for e in kept_extents], ast.Load())
+            self.reducers[view] = (op, dtype, new_shape)
+            self.views.append(ast.Assign([ast.Name(view, ast.Store())], _language(
+                "reshape", [ast.Name(name, ast.Load()), copy.deepcopy(new_shape)])))
+        index = kept_items[0] if len(kept_items) == 1 else ast.Tuple(kept_items, ast.Load())
+        return view, copy.deepcopy(index)
 
     def _permuted_combine(self, key, fold, op, names, extents):
         """A fold each iteration of which has its own element of the reducer, at the
@@ -375,6 +422,12 @@ class _Reducers(syntax.NodeTransformer):
                 # plan): the reducer itself, no fold tile and no reduction
                 out.append(ast.copy_location(self._direct_fold(name, index, op, value), stmt))
                 continue
+            squeezed = self._squeezed(name, index, names) if fixed else None
+            if squeezed is not None:
+                # `acc[0, i]` of a (1, M) reducer: a fold into its view without the unit
+                # dimension (`T.reshape(acc, (M,))`, made before the loop)
+                name, index = squeezed
+                fixed = False
             # a fold into elements an index of constants or loop-invariant values picks
             # has a fold tile of its own, combined into those elements after the loop
             key = (name, ast.dump(index), index) if fixed else name
