@@ -344,3 +344,39 @@ def test_four_consumer_warpgroups_on_the_gpu():
     tilejit.compile(_four_warpgroup_gemm())(a.cuda(), b.cuda(), c)
     torch.cuda.synchronize()
     assert torch.equal(c.cpu().float(), a.float() @ b.float())
+
+
+def three_warpgroup_gemm(M=192, N=256, K=128):
+    """Three consumer warpgroups with 128-word accumulators (192 x 256 over 384 threads):
+    a producer warpgroup would make the block 512 threads, whose 128 registers a thread
+    cannot hold a wgmma on such an accumulator (ptxas refused the kernel)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, 256), T.ceildiv(M, 192), threads=384) as (bx, by):
+            A_s = T.alloc_shared((192, 64), T.float16)
+            B_s = T.alloc_shared((64, 256), T.float16)
+            C_f = T.alloc_fragment((192, 256), T.float32)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 64), num_stages=2):
+                T.copy(A[by * 192, k * 64], A_s)
+                T.copy(B[k * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 192, bx * 256])
+    return main
+
+
+def test_no_producer_warpgroup_where_it_would_starve_the_accumulators(ptxas):
+    ptx = tilejit.compile(three_warpgroup_gemm(), out_idx=[2],
+                          target="cuda -arch=sm_90a").get_kernel_source()
+    assert ".maxntid 384" in ptx and "setmaxnreg" not in ptx
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_no_producer_warpgroup_where_it_would_starve_the_accumulators_on_the_gpu():
+    a = torch.randint(-2, 3, (192, 128)).half()
+    b = torch.randint(-2, 3, (128, 256)).half()
+    c = tilejit.compile(three_warpgroup_gemm(), out_idx=[2])(a.cuda(), b.cuda())
+    torch.testing.assert_close(c.cpu(), a.float() @ b.float())

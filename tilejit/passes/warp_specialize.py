@@ -42,7 +42,10 @@ It applies to one pipelined loop, at the top level of the kernel's body or insid
 ``for`` and ``if`` statements, whose copies all became TMA's, whose consumers contain a
 gemm planned on wgmma and cannot ``continue`` past the release, in a block of whole
 warpgroups with room for one more, when every name the producer's copy of the
-statements reads is computed there too. ``T.no_set_max_nreg()`` (TileLang's
+statements reads is computed there too, and when the registers a thread of the larger
+block is launched with leave room for a wgmma on the largest fragment (``.maxntid``
+caps every thread's registers: three consumer warpgroups of 128-word accumulators, 512
+threads, 128 registers, is a kernel ptxas refuses). ``T.no_set_max_nreg()`` (TileLang's
 ``T.disable_warp_group_reg_alloc()``) in the kernel keeps the registers as launched: no
 ``setmaxnreg``. ``TILEJIT_WS=0``
 (``CompileOptions.warp_specialize``) turns it off. Anything else keeps ``tma.py``'s
@@ -113,6 +116,16 @@ def _wgmma_gemm_in(stmts, plan):
                     and plan.gemms[node.args[3].value][0].engine == "wgmma"):
                 return True
     return False
+
+
+# registers a wgmma loop needs beside its accumulator (descriptors, addresses, the loop's
+# counters and barriers' phases): ptxas asked 154 for a 128-word accumulator
+_WGMMA_OVERHEAD = 32
+
+
+def _largest_fragment(plan) -> int:
+    """The 32-bit words a thread holds of the kernel's largest fragment."""
+    return max((n for n, _ in plan.register_shares()), default=0)
 
 
 def _consumer_registers(threads: int) -> int:
@@ -270,6 +283,11 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     loads = [s for s in syntax.walk(prologue) if _is_call(s, TMA_LOAD)]
     if not loads or not _wgmma_gemm_in(loop.body, plan):
+        return fdef
+    if _largest_fragment(plan) + _WGMMA_OVERHEAD > launch_registers(threads + WARPGROUP):
+        # the producer warpgroup would cap every thread's registers below what a wgmma
+        # on the largest accumulator needs live at once (ptxas refuses the kernel:
+        # three consumer warpgroups of 128-word accumulators, 512 threads, 128 registers)
         return fdef
     seq = ctx.number("ws")
     ps, eph, kk = f"__tj_ps{seq}", f"__tj_eph{seq}", f"__tj_pk{seq}"
