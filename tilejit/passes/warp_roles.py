@@ -142,7 +142,9 @@ class _Roles(syntax.NodeTransformer):
             raise self._error("T.ws roles do not nest", node)
         if len(call.args) != 1 or any(k.arg != "role_threads" for k in call.keywords) or \
                 node.items[0].optional_vars is not None:
-            raise self._error("with T.ws(k): takes one warpgroup index", node)
+            raise self._error("with T.ws(k): takes one warpgroup index (a role of several "
+                              "warpgroups, T.ws(j, k), is not built: write a role per "
+                              "warpgroup, each with its share of the work)", node)
         try:
             role = self.static.value(call.args[0])
         except NotStatic:
