@@ -270,10 +270,10 @@ def ws(*warp_group_idx, role_threads=WARPGROUP_THREADS):
     """``with T.ws(k):`` the block runs only in warpgroup role k, the threads ``128k …
     128k+127`` (warps 4k … 4k+3); one index (a role of two warpgroups, TileLang's
     ``T.ws(j, k)``, is a ``CompileError`` naming it: write a role per warpgroup). Roles
-    run concurrently and synchronize through mbarriers. Only meaningful as a ``with`` statement of a kernel
-    body. ``role_threads`` (tilejit's, 32 or 64; the front end's roles of branches on the
-    thread index narrower than a warpgroup, ``frontend/thread_roles.py``): role k is the
-    threads ``role_threads · k …``."""
+    run concurrently and synchronize through mbarriers. Only meaningful as a ``with``
+    statement of a kernel body. ``role_threads`` (tilejit's, 32 or 64; the front end's
+    roles of branches on the thread index narrower than a warpgroup,
+    ``frontend/thread_roles.py``): role k is the threads ``role_threads · k …``."""
     return meaning("ws")(*warp_group_idx)
 
 
