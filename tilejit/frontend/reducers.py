@@ -46,7 +46,6 @@ from tilejit import language as T
 from tilejit.frontend.reducer_epochs import check_reducer_epochs
 from tilejit.frontend.source import assigned_names, is_call_to, resolve_static, static_truth
 from tilejit.ir.markers import LANGUAGE
-from tilejit.language.dtypes import as_dtype
 
 _REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min",
            "bitand": "reduce_bitand", "bitor": "reduce_bitor", "bitxor": "reduce_bitxor"}
@@ -79,27 +78,16 @@ def _finalize_forms(call):
     return dst, batch
 
 
-def _identity(op, dtype, namespace=None):
+def _identity(op, dtype):
     """The op's starting value for the reducer's dtype (the node ``dtype``): 0, all ones,
-    or for max and min -inf and +inf of a float dtype and the smallest and largest value
-    of an integer one (``T.min_value`` / ``T.max_value``; for a dtype the rewrite cannot
-    read, ``T.reducer_identity`` decides where it is known)."""
+    or for max and min ``T.reducer_identity``: -inf and +inf of a float dtype, the
+    smallest and largest value of an integer one (decided where the dtype is known: a
+    constexpr's, ``A.dtype``)."""
     if op == "sum":
         return ast.Constant(0.0)
     if op in _BITWISE:
         return ast.Constant(-1 if op == "bitand" else 0)
-    named = dtype.value if isinstance(dtype, ast.Constant) else \
-        resolve_static(dtype, namespace or {})
-    try:
-        known = as_dtype(named) if named is not None else None
-    except TypeError:
-        known = None
-    if known is None:       # a constexpr, `A.dtype`: decided where the dtype is known
-        return _language("reducer_identity", [ast.Constant(op), copy.deepcopy(dtype)])
-    if not known.is_float:
-        return _language("min_value" if op == "max" else "max_value", [copy.deepcopy(dtype)])
-    inf = _language("infinity", [copy.deepcopy(dtype)])
-    return ast.UnaryOp(ast.USub(), inf) if op == "max" else inf
+    return _language("reducer_identity", [ast.Constant(op), copy.deepcopy(dtype)])
 
 
 class _Reducers(syntax.NodeTransformer):
@@ -167,7 +155,7 @@ class _Reducers(syntax.NodeTransformer):
                 self.assigned and self.namespace[init.id] is None)
             if not none:
                 self._check_init_dtype(name, dtype, init, node)
-            value = _identity(op, dtype, self.namespace) if none else init
+            value = _identity(op, dtype) if none else init
             return ast.copy_location(ast.Expr(_language("fill", [
                 ast.Name(name, ast.Load()), value])), node)
         return self.generic_visit(node)
@@ -244,7 +232,7 @@ class _Reducers(syntax.NodeTransformer):
             out.append(ast.Assign([ast.Name(fold, ast.Store())],
                                   _language("alloc_fragment", [extents, copy.deepcopy(dtype)])))
             init = ast.Assign([self._element(fold, names, ast.Store)],
-                              _identity(op, dtype, self.namespace))
+                              _identity(op, dtype))
             node.body.insert(0, init)
         out.append(node)
         for key, (fold, op, dims) in folds.items():

@@ -472,9 +472,8 @@ def min_value(dtype):
 
 
 def reducer_identity(op, dtype):
-    """Where a max or min reducer of ``dtype`` starts (``frontend/reducers.py``, when the
-    dtype is known only at compile time: a constexpr, ``A.dtype``): -inf / +inf of a
-    float dtype (as ``T.infinity``), an integer type's smallest / largest."""
+    """Where a max or min reducer of ``dtype`` starts (``frontend/reducers.py``): -inf /
+    +inf of a float dtype (as ``T.infinity``), an integer type's smallest / largest."""
     dtype = as_dtype(dtype)
     if dtype.is_float:
         value = infinity(dtype)

@@ -382,19 +382,9 @@ def ceildiv_impl(context, builder, sig, args):
     return builder.sdiv(num, b) if sig.args[0].signed else builder.udiv(num, b)
 
 
-@lower(T.infinity, types.StringLiteral)
-@lower(T.infinity, DTypeType)
-def infinity_impl(context, builder, sig, args):
-    ty = sig.return_type
-    if isinstance(ty, StorageFloat):        # float8_e4m3 has none: its largest, 448
-        return from_f32(builder, ty, F32(math.inf))
-    return context.get_value_type(ty)(math.inf)
-
-
-def _finite_limit(context, builder, sig, largest: bool):
-    ty = sig.return_type
-    low, high = finite_range(named_dtype(sig.args[0]))
-    value = high if largest else low
+def _constant(context, builder, ty, value):
+    """``value`` as a constant of the numeric type ``ty`` (a storage float converted from
+    float32, as its stores round: float8_e4m3's infinity is its largest, 448)."""
     if isinstance(ty, StorageFloat):
         return from_f32(builder, ty, F32(value))
     if isinstance(ty, types.Integer):
@@ -402,30 +392,34 @@ def _finite_limit(context, builder, sig, largest: bool):
     return context.get_value_type(ty)(value)
 
 
+@lower(T.infinity, types.StringLiteral)
+@lower(T.infinity, DTypeType)
+def infinity_impl(context, builder, sig, args):
+    return _constant(context, builder, sig.return_type, math.inf)
+
+
 @lower(T.max_value, types.StringLiteral)
 @lower(T.max_value, DTypeType)
 def max_value_impl(context, builder, sig, args):
-    return _finite_limit(context, builder, sig, True)
+    return _constant(context, builder, sig.return_type,
+                     finite_range(named_dtype(sig.args[0]))[1])
 
 
 @lower(T.min_value, types.StringLiteral)
 @lower(T.min_value, DTypeType)
 def min_value_impl(context, builder, sig, args):
-    return _finite_limit(context, builder, sig, False)
+    return _constant(context, builder, sig.return_type,
+                     finite_range(named_dtype(sig.args[0]))[0])
 
 
 @lower(T.reducer_identity, types.StringLiteral, types.StringLiteral)
 @lower(T.reducer_identity, types.StringLiteral, DTypeType)
 def reducer_identity_impl(context, builder, sig, args):
-    largest = sig.args[0].literal_value == "min"
+    largest = sig.args[0].literal_value == "min"        # where a min starts
     dtype = named_dtype(sig.args[1])
-    if not dtype.is_float:
-        return _finite_limit(context, builder, sig.replace(args=sig.args[1:]), largest)
-    value = math.inf if largest else -math.inf
-    ty = sig.return_type
-    if isinstance(ty, StorageFloat):        # float8_e4m3 has no infinity: its largest
-        return from_f32(builder, ty, F32(value))
-    return context.get_value_type(ty)(value)
+    value = (math.inf if largest else -math.inf) if dtype.is_float else \
+        finite_range(dtype)[1 if largest else 0]
+    return _constant(context, builder, sig.return_type, value)
 
 
 @lower(DTypeType, types.Any)
