@@ -17,7 +17,8 @@ import ast
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, is_call_to, is_launch, resolve_static
+from tilejit.frontend.source import (KernelSource, is_call_to, is_launch, names_bound_to,
+                                     resolve_static)
 
 
 def kernel_outputs(ks: KernelSource) -> tuple[list[str], tuple[str, ...] | None]:
@@ -164,11 +165,8 @@ def tile_copied_params(ks: KernelSource) -> frozenset:
     other than the tile's is then the compile-time error a static one gives, as the
     simulator's)."""
     params = set(ks.params) - set(ks.constexpr_params)
-    tiles = {t.id for node in syntax.walk(ks.tree) if isinstance(node, ast.Assign)
-             and isinstance(node.value, ast.Call) and resolve_static(
-                 node.value.func, ks.namespace) in (T.alloc_shared, T.alloc_fragment,
-                                                    T.alloc_local)
-             for t in node.targets if isinstance(t, ast.Name)}
+    tiles = names_bound_to(ks.tree, ks.namespace,
+                           (T.alloc_shared, T.alloc_fragment, T.alloc_local))
     out = set()
     for node in syntax.walk(ks.tree):
         if is_call_to(node, T.copy, ks.namespace):

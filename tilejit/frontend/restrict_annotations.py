@@ -30,14 +30,36 @@ def _is_annotation(node, namespace) -> bool:
             and resolve_static(node.value.func, namespace) is T.annotate_restrict_buffers)
 
 
+def _kernel_level(ks: KernelSource) -> set:
+    """The ids of the statements of the kernel's body and of its ``with`` blocks' bodies:
+    where an annotation that holds for the whole kernel may be."""
+    allowed = {id(s) for s in ks.tree.body}
+    for stmt in ks.tree.body:
+        if isinstance(stmt, ast.With):
+            allowed.update(id(s) for s in stmt.body)
+    return allowed
+
+
+def _annotations(ks: KernelSource, fn) -> list:
+    """The statements of ``ks.tree`` that call the language function ``fn``."""
+    return [n for n in syntax.walk(ks.tree) if isinstance(n, ast.Expr)
+            and isinstance(n.value, ast.Call)
+            and resolve_static(n.value.func, ks.namespace) is fn]
+
+
+def _take_out(ks: KernelSource, node) -> None:
+    """``node``, a statement of the kernel's body or of one of its ``with`` blocks, out of
+    it (a ``pass`` where the block would be left empty)."""
+    for body in [ks.tree.body] + [s.body for s in ks.tree.body if isinstance(s, ast.With)]:
+        if any(s is node for s in body):
+            body[:] = [s for s in body if s is not node] or [ast.Pass()]
+            return
+
+
 class _Annotations(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource):
         self.ks = ks
-        # the kernel's body and its `with` blocks' bodies: where the statement may be
-        self.allowed = {id(s) for s in ks.tree.body}
-        for stmt in ks.tree.body:
-            if isinstance(stmt, ast.With):
-                self.allowed.update(id(s) for s in stmt.body)
+        self.allowed = _kernel_level(ks)
 
     def visit_Expr(self, node):
         if not _is_annotation(node, self.ks.namespace):
@@ -65,7 +87,6 @@ def take_restrict_annotations(ks: KernelSource) -> None:
     ks.tree = syntax.fix_missing_locations(_Annotations(ks).visit(ks.tree))
 
 
-
 def take_min_blocks_annotations(ks: KernelSource) -> None:
     """TileLang's ``T.annotate_min_blocks_per_sm(K)``, a statement of the ``with T.Kernel``
     block's body: the launch's ``min_blocks_per_sm=K`` (checked where the launch is made:
@@ -74,10 +95,7 @@ def take_min_blocks_annotations(ks: KernelSource) -> None:
     its line."""
     launches = {id(s): s for s in ks.tree.body if isinstance(s, ast.With) and any(
         is_launch(item.context_expr, ks.namespace) for item in s.items)}
-    for node in syntax.walk(ks.tree):
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
-                resolve_static(node.value.func, ks.namespace) is T.annotate_min_blocks_per_sm):
-            continue
+    for node in _annotations(ks, T.annotate_min_blocks_per_sm):
         call = node.value
         block = next((w for w in launches.values() if any(s is node for s in w.body)), None)
         if block is None:
@@ -104,7 +122,7 @@ def take_min_blocks_annotations(ks: KernelSource) -> None:
             raise ks.error("T.annotate_min_blocks_per_sm: the launch has "
                            "min_blocks_per_sm already (given twice)", node)
         launch.keywords.append(ast.keyword("min_blocks_per_sm", value))
-        block.body = [s for s in block.body if s is not node] or [ast.Pass()]
+        _take_out(ks, node)
     ks.tree = syntax.fix_missing_locations(ks.tree)
 
 
@@ -113,11 +131,8 @@ def take_l2_annotations(ks: KernelSource) -> None:
     of its ``with T.Kernel`` block: ``ks.l2_window = (A, r)``, the statement taken out. A
     launch holds one L2 access policy window, so the dict names one tensor parameter; r is
     a number in (0, 1] known when the kernel is defined (a literal, a closure's value)."""
-    allowed = _Annotations(ks).allowed
-    for node in syntax.walk(ks.tree):
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
-                resolve_static(node.value.func, ks.namespace) is T.annotate_l2_hit_ratio):
-            continue
+    allowed = _kernel_level(ks)
+    for node in _annotations(ks, T.annotate_l2_hit_ratio):
         call = node.value
         if id(node) not in allowed:
             raise ks.error("T.annotate_l2_hit_ratio is a statement of the kernel's body or of "
@@ -142,17 +157,5 @@ def take_l2_annotations(ks: KernelSource) -> None:
             raise ks.error("T.annotate_l2_hit_ratio given twice: a launch holds one L2 "
                            "access policy window", node)
         ks.l2_window = (key.id, float(value))
-    ks.tree = syntax.fix_missing_locations(_Dropped(ks.namespace).visit(ks.tree))
-
-
-class _Dropped(syntax.NodeTransformer):
-    """``T.annotate_l2_hit_ratio`` statements as ``pass``."""
-
-    def __init__(self, namespace):
-        self.namespace = namespace
-
-    def visit_Expr(self, node):
-        if isinstance(node.value, ast.Call) and resolve_static(
-                node.value.func, self.namespace) is T.annotate_l2_hit_ratio:
-            return ast.copy_location(ast.Pass(), node)
-        return node
+        _take_out(ks, node)
+    ks.tree = syntax.fix_missing_locations(ks.tree)

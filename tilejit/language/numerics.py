@@ -20,13 +20,13 @@ def round_to_bfloat16(x) -> np.ndarray:
     return out if isinstance(x, np.ndarray) else np.float32(out)
 
 
-# the largest finite value of each 8-bit float
-FLOAT8_MAX = {float8_e4m3: 448.0, float8_e5m2: 57344.0, float8_e8m0fnu: 2.0 ** 127}
-# ... and of each float dtype (bfloat16's: 0x7F7F)
+# the largest finite value of each float dtype (bfloat16's: 0x7F7F)
 FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
              "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
              "float8_e4m3": 448.0, "float8_e5m2": 57344.0, "float8_e8m0fnu": 2.0 ** 127,
              "float4_e2m1fn": 6.0}
+# ... of each 8-bit float, by its dtype
+FLOAT8_MAX = {d: FLOAT_MAX[d.name] for d in (float8_e4m3, float8_e5m2, float8_e8m0fnu)}
 
 
 def finite_range(dtype: DType) -> tuple:

@@ -18,6 +18,18 @@ from tilejit.passes.fragment_subscripts import (constant_index, dropped_position
 from tilejit.passes.static_eval import NotStatic
 
 
+def _small_fragments(ctx) -> set:
+    """The fragments of at most ``SCALAR_FRAGMENT_MAX`` elements."""
+    return {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
+            and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
+
+
+def _inside_parallel_loops(fdef, ctx) -> set:
+    """The ids of the nodes inside T.Parallel loops."""
+    return {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
+            and is_parallel(loop, ctx) for n in syntax.walk(loop)}
+
+
 def scalar_fragments(fdef, ctx) -> set:
     """Small fragments used only element by element at indices every thread computes
     alike (``m[0] = -inf``, ``x = m[0] * 2``, a block mask's ``mask[k]`` in a serial
@@ -26,13 +38,11 @@ def scalar_fragments(fdef, ctx) -> set:
     copied whole (``T.copy(Mask[bx, 0], mask)``) or reduced (when also indexed outside
     T.Parallel loops): TileLang gives each thread the whole of such a fragment, as a
     local array every thread computes alike."""
-    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
-             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
+    frags = _small_fragments(ctx)
     parallel_vars = {n.id for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
                      and is_parallel(loop, ctx) for n in syntax.walk(loop.target)
                      if isinstance(n, ast.Name)}
-    in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
-                   and is_parallel(loop, ctx) for n in syntax.walk(loop)}
+    in_parallel = _inside_parallel_loops(fdef, ctx)
     allowed = set()               # ids of the Name nodes of allowed uses
     outside = set()               # indexed element by element outside T.Parallel loops
     reductions = []
@@ -130,10 +140,8 @@ def constant_read_fragments(fdef, ctx) -> frozenset:
     loops): where such a fragment is the destination of a
     reduction that goes through shared memory (which may leave its result in any layout),
     every thread is given the whole of it (``layout_inference._resolve``)."""
-    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT
-             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
-    in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
-                   and is_parallel(loop, ctx) for n in syntax.walk(loop)}
+    frags = _small_fragments(ctx)
+    in_parallel = _inside_parallel_loops(fdef, ctx)
     return frozenset(
         node.value.id for node in syntax.walk(fdef)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)

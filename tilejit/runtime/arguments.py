@@ -26,6 +26,11 @@ class TensorArg:
         return len(self.shape)
 
     @property
+    def span_bytes(self) -> int:
+        """The bytes from its first element to its last (0 when it has none)."""
+        return element_span(self.shape, self.strides) * self.dtype.itemsize
+
+    @property
     def contiguous_last(self) -> bool:
         return self.ndim == 0 or self.strides[-1] == 1 or self.shape[-1] == 1
 
@@ -297,3 +302,8 @@ def pointer_argument(name, value):
         return DevicePointer(int(value), device) if device >= 0 else int(value)
     raise TypeError(f"argument {name!r}: expected a tensor or an address (an int, "
                     f"tensor.data_ptr()) for a T.ptr parameter, got {type(value).__name__}")
+
+
+def element_span(shape, strides) -> int:
+    """The elements from a strided tensor's first to its last (0 when it has none)."""
+    return 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides)) if all(shape) else 0

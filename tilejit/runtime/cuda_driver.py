@@ -489,15 +489,17 @@ def tensor_pointer(x) -> tuple[int, int]:
     raise TypeError(f"cannot get a device pointer from {type(x).__name__}")
 
 
-_PERSISTING = {}        # device ordinal -> (its largest set-aside, its largest window)
+_PERSISTING = {}    # device ordinal -> [largest set-aside, largest window, set-aside now]
 
 
 def persisting_l2(ordinal: int, size: int) -> tuple[int, int]:
     """(the bytes of L2 set aside for persisting accesses in the current context, the
     device's largest access policy window), the set-aside first raised towards ``size``
     (at most the device's largest; never lowered: a set-aside that persisting lines do not
-    use is L2 for the others)."""
+    use is L2 for the others). The driver is asked once per device, and again only when
+    a launch wants more than was set aside."""
     found = _PERSISTING.get(ordinal)
+    limit = _drv.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
     if found is None:
         dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
         attrs = _drv.CUdevice_attribute
@@ -505,14 +507,13 @@ def persisting_l2(ordinal: int, size: int) -> tuple[int, int]:
             attrs.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute")
         window = _check(_drv.cuDeviceGetAttribute(
             attrs.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, dev), "cuDeviceGetAttribute")
-        found = _PERSISTING[ordinal] = (int(most), int(window))
-    most, window = found
-    limit = _drv.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
-    now = int(_check(_drv.cuCtxGetLimit(limit), "cuCtxGetLimit"))
+        now = _check(_drv.cuCtxGetLimit(limit), "cuCtxGetLimit")
+        found = _PERSISTING[ordinal] = [int(most), int(window), int(now)]
+    most, window, now = found
     want = min(int(size), most)
     if now < want:
         _check(_drv.cuCtxSetLimit(limit, want), "cuCtxSetLimit")
-        now = want
+        found[2] = now = want
     return now, window
 
 

@@ -449,14 +449,10 @@ class _Loaded:
         if l2_window is not None:       # T.annotate_l2_hit_ratio({A: r}): a window over A
             name, ratio = l2_window
             tensor = dict(runtime).get(name)
-            if isinstance(tensor, TensorArg) and tensor.ptr and all(tensor.shape):
-                # the bytes from its first element to its last (strides in elements)
-                span = 1 + sum((n - 1) * abs(st) for n, st in zip(tensor.shape,
-                                                                 tensor.strides))
-                size = span * tensor.dtype.itemsize
+            if isinstance(tensor, TensorArg) and tensor.ptr and tensor.span_bytes:
                 self.launcher.launch_l2_window(grid, block, self.compiled.shared_bytes,
                                                stream, tuple(values),
-                                               (tensor.ptr, size, ratio))
+                                               (tensor.ptr, tensor.span_bytes, ratio))
                 return
         self.launcher.launch(grid, block, self.compiled.shared_bytes, stream, tuple(values))
 

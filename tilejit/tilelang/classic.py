@@ -21,7 +21,7 @@ import numpy as np
 from tilejit import syntax
 from tilejit.errors import CompileError, GridError
 from tilejit.frontend.analysis import compile_time_shapes, unread_params
-from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
+from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, element_span,
                                        pointer_argument, typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
@@ -409,8 +409,7 @@ def _with_strides(out, name, ann, sizes):
     if min(strides) < 0 or not hasattr(out, "as_strided") and not isinstance(out, np.ndarray):
         raise ValueError(f"output {name!r} (out_idx): T.StridedTensor strides {tuple(strides)} "
                          "need a torch or numpy output with nonnegative strides; pass it in")
-    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
-    base = allocate_output([span], ann.dtype)
+    base = allocate_output([element_span(shape, strides)], ann.dtype)
     if hasattr(base, "as_strided"):
         return base.as_strided(shape, strides)
     return np.lib.stride_tricks.as_strided(base, shape, [s * base.itemsize for s in strides])
