@@ -1,8 +1,9 @@
 """What the compiler may ask about the hardware it compiles for: one ``Target`` value.
 
-A target is a kind (``"cuda"``; ``"sim"``, the CPU simulator; later ``"amdgpu"``) and,
-for a GPU, an arch (``"sm_90a"``). Every capability question a pass, a lowering rule,
-the host or a TileLang door has is a property here; nothing else compares arch names.
+A target is a kind (``"cuda"``; ``"sim"``, the CPU simulator; ``"cpu"``, TileLang's CPU
+backends as the simulator runs them; ``"amdgpu"``) and, for a GPU, an arch (``"sm_90a"``).
+Every capability question a pass, a lowering rule, the host or a TileLang door has is a
+property here; nothing else compares arch names.
 The bottom layer of the tree: imports nothing from tilejit.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-KINDS = ("cuda", "sim", "amdgpu")
+KINDS = ("cuda", "sim", "cpu", "amdgpu")
 DEFAULT_CUDA_ARCH = "sm_90"     # what a compile without a device and without an arch means
 # the most threads any supported SM holds (sm_80, sm_90; sm_86/sm_89 hold 1536): the
 # check a launch's min_blocks_per_sm gets before any target is known
@@ -101,7 +102,7 @@ def check_amdgpu_arch(arch) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    kind: str               # "cuda" | "sim" | "amdgpu"
+    kind: str               # "cuda" | "sim" | "cpu" | "amdgpu"
     arch: str = ""          # "sm_90a", …; "" for the simulator
 
     def __post_init__(self):
@@ -111,8 +112,8 @@ class Target:
             check_arch(self.arch)
         if self.kind == "amdgpu":
             check_amdgpu_arch(self.arch)
-        if self.kind == "sim" and self.arch:
-            raise ValueError(f"target 'sim' takes no arch, got {self.arch!r}")
+        if self.kind in ("sim", "cpu") and self.arch:
+            raise ValueError(f"target {self.kind!r} takes no arch, got {self.arch!r}")
 
     @classmethod
     def cuda(cls, arch: str) -> "Target":
@@ -126,6 +127,10 @@ class Target:
     def sim(cls) -> "Target":
         return SIM
 
+    @classmethod
+    def cpu(cls) -> "Target":
+        return CPU
+
     def __str__(self):
         return self.arch or self.kind
 
@@ -136,8 +141,31 @@ class Target:
     # -- what it is ---------------------------------------------------------------------
     @property
     def is_sim(self) -> bool:
-        """The simulator: kernels are type-checked, not compiled to device code."""
-        return self.kind == "sim"
+        """The simulator: kernels are type-checked, not compiled to device code (the
+        ``"cpu"`` target too)."""
+        return self.kind in ("sim", "cpu")
+
+    @property
+    def is_cpu(self) -> bool:
+        """TileLang's CPU backends (``target="c"``, ``"llvm"``), run by the simulator as
+        those backends run a kernel: a block is one thread unless ``T.Kernel`` names its
+        threads (``block_threads``), so its local tiles are the block's and ``T.gemm``
+        takes them, and there are no tensor cores (``has_tensor_cores``). No GPU runs
+        it, so the GPU's compile-time checks (registers, gemm engines) do not apply: the
+        simulator's checks at run time do."""
+        return self.kind == "cpu"
+
+    def block_threads(self, named: bool, threads: int) -> int:
+        """The threads of a block whose ``T.Kernel`` gave ``threads`` (``named``: the
+        program wrote ``threads=``; else the default): one on a CPU target unless named."""
+        return 1 if self.is_cpu and not named else threads
+
+    @property
+    def has_tensor_cores(self) -> bool:
+        """Whether ``T.gemm`` multiplies on tensor cores, float32 operands rounded to
+        TensorFloat-32 as they do (the simulator follows the GPU); a CPU multiplies
+        float32 as float32."""
+        return not self.is_cpu
 
     @property
     def is_cuda(self) -> bool:
@@ -254,3 +282,4 @@ class Target:
 
 
 SIM = Target("sim")
+CPU = Target("cpu")

@@ -129,7 +129,8 @@ def compile_time_shapes(ks: KernelSource, parallel=True) -> tuple[tuple[str, int
 
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
     """(the tensor parameters named bare as a ``T.copy`` operand, copied region to region
-    with another tensor (a parameter or a ``T.empty`` output), or laid out by
+    with another tensor (a parameter or a ``T.empty`` output), transposed
+    (``T.transpose``: whole, or a region whose slice may run to its edge), or laid out by
     ``T.annotate_layout``: every dimension of their
     shape is specialized on, the rank being known at the call; {each laid-out parameter:
     the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
@@ -150,6 +151,12 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
             if len(named) == 2 and all(n in params or n in outputs for n in named) and \
                     any(n in params for n in named):     # an output's extents are the other's
                 out.update(n for n in named if n in params)
+        elif is_call_to(node, T.transpose, ks.namespace):
+            # its operands' extents are compile-time (a whole tensor's, an open slice's)
+            for a in list(node.args[:2]) + [k.value for k in node.keywords]:
+                base = a.value if isinstance(a, ast.Subscript) else a
+                if isinstance(base, ast.Name) and base.id in params:
+                    out.add(base.id)
         elif _laid_out(node, ks.namespace):
             for k in node.args[0].keys:
                 if isinstance(k, ast.Name) and k.id in params:

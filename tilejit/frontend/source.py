@@ -56,6 +56,14 @@ class KernelSource:
     def launch(self) -> ast.With:
         return self.tree.body[self.launch_index]
 
+    @property
+    def threads_named(self) -> bool:
+        """Whether the kernel's ``T.Kernel(...)`` gives ``threads=`` (or ``**options``
+        that may), rather than taking the default."""
+        call = self.launch.items[0].context_expr
+        return isinstance(call, ast.Call) and any(k.arg in ("threads", None)
+                                                  for k in call.keywords)
+
     def resolve(self, *others: dict) -> None:
         """Read the function's globals and closure values now, once: at the kernel's
         first compilation (its first call or ``compile()``), not at decoration, so names

@@ -28,10 +28,12 @@ from tilejit.language.atomics import call_signature, memory_order_error
 # the operand positions of tile operations that may be regions
 REGION_OPERANDS = {T.copy: (0, 1), T.clear: (0,), T.fill: (0,), T.atomic_add: (0, 1),
                    T.atomic_max: (0, 1), T.atomic_min: (0, 1), T.tma_copy: (0, 1),
-                   T.copy_cluster: (0, 1), T.cumsum: (0, 1), T.cummax: (0, 1)}
+                   T.copy_cluster: (0, 1), T.cumsum: (0, 1), T.cummax: (0, 1),
+                   T.transpose: (0, 1)}
 # the operands that may be regions, given by keyword (TileLang's scans: ``src=``, ``dst=``;
 # on the GPU ``passes/tile_allocation.py`` scans a region in a tile of its own first)
-REGION_KEYWORDS = {T.cumsum: ("src", "dst"), T.cummax: ("src", "dst")}
+REGION_KEYWORDS = {T.cumsum: ("src", "dst"), T.cummax: ("src", "dst"),
+                   T.transpose: ("src", "dst")}
 
 
 def _call(name, args):

@@ -349,8 +349,10 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
 
 
 def transpose(src, dst, annotations=None):
-    """``dst[j, i] = src[i, j]`` for two whole 2-d tiles (src (M, N), dst (N, M)),
-    converting dtype; TileLang's shared-memory transpose (fragments work too)."""
+    """``dst[..., j, i] = src[..., i, j]``: tiles (shared, fragment), tensors or regions
+    of either, of two or more dimensions, dst's extents src's with the last two swapped
+    (the leading ones a batch), converting dtype. As ``T.copy``, a tensor's elements
+    outside it are never read (they read as 0) nor written."""
     return meaning("transpose")(src, dst)
 
 

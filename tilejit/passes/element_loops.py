@@ -1,9 +1,11 @@
 """What the passes that turn a tile operation into the element loop it means share
-(``global_copies.py``, ``fragment_regions.py``): recognising a plain ``T.copy(src, dst)``
-statement and building ``for i, j in T.Parallel(e0, e1): <body>``."""
+(``global_copies.py``, ``fragment_regions.py``, ``safe_values.py``, ``transposes.py``):
+recognising a plain ``T.copy(src, dst)`` statement, building ``for i, j in
+T.Parallel(e0, e1): <body>`` and the test that an element lies inside its tensor."""
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
@@ -39,3 +41,12 @@ def parallel_loop(names: list, extents: list, body: list) -> ast.For:
                         [e if isinstance(e, ast.AST) else ast.Constant(e) for e in extents],
                         [])
     return ast.For(target, parallel, body, [], None)
+
+
+def inside_tensor(name, elts):
+    """``0 <= i < X.shape[0] and …`` for the indices of tensor ``name``."""
+    tests = [ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()], [
+        copy.deepcopy(e), ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "shape",
+                                                      ast.Load()), ast.Constant(d), ast.Load())])
+        for d, e in enumerate(elts)]
+    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)

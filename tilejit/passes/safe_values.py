@@ -30,7 +30,7 @@ from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import assigned_names, resolve_static, static_truth
 from tilejit.ir.markers import CAST
-from tilejit.passes.element_loops import index, is_region, parallel_loop
+from tilejit.passes.element_loops import index, inside_tensor, is_region, parallel_loop
 
 
 def _annotation(stmt, namespace):
@@ -271,25 +271,16 @@ class _Copies(syntax.NodeTransformer):
         outside = ast.Call(ast.Name(CAST, ast.Load()),
                            [ast.Name(self.variables[src.name], ast.Load()),
                             ast.Constant(self._dtype(dst.name))], [])
-        value = ast.IfExp(_inside(src.name, s_idx), read, outside)
+        value = ast.IfExp(inside_tensor(src.name, s_idx), read, outside)
         stmt = ast.Assign([ast.Subscript(ast.Name(dst.name, ast.Load()), index(d_idx),
                                          ast.Store())], value)
         if dst.tensor:                  # a tile copy never writes past a tensor's edge
-            stmt = ast.If(_inside(dst.name, d_idx), [stmt], [])
+            stmt = ast.If(inside_tensor(dst.name, d_idx), [stmt], [])
         return parallel_loop(names, extents, [stmt]) if extents else stmt
 
     def _dtype(self, name) -> str:
         tile = self.ctx.plan.tiles.get(name)
         return (tile.dtype if tile is not None else self.ctx.params[name].dtype).name
-
-
-def _inside(name, elts):
-    """``0 <= i < X.shape[0] and …`` for the indices of tensor ``name``."""
-    tests = [ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()], [
-        copy.deepcopy(e), ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "shape",
-                                                      ast.Load()), ast.Constant(d), ast.Load())])
-        for d, e in enumerate(elts)]
-    return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
 
 
 def expand_safe_value_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:

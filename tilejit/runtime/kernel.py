@@ -26,9 +26,11 @@ from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_k
                                      tensor_params, viewed_params, written_params)
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
-from tilejit.target import DEFAULT_CUDA_ARCH, SIM, Target
+from tilejit.target import CPU, DEFAULT_CUDA_ARCH, SIM, Target
 
-_TARGETS = ("auto", "cuda", "sim", "amdgpu")
+# "cpu": TileLang's CPU backends, in the simulator (target.Target.is_cpu)
+_TARGETS = ("auto", "cuda", "sim", "cpu", "amdgpu")
+_SIMULATED = ("sim", "cpu")
 
 
 class KernelFunction:
@@ -112,6 +114,8 @@ class KernelFunction:
 
     def _target_for(self, device: int) -> str:
         target = self._env_target or self.target
+        if target == "sim" and self.target == "cpu":
+            target = "cpu"      # TILEJIT_TARGET=sim: a CPU target is simulated already
         if target == "auto":
             if device < 0:
                 return "sim"
@@ -132,8 +136,8 @@ class KernelFunction:
     def _compile_target(self, target: str, arch: str | None, device: int) -> Target:
         """The Target of a compilation: the simulator, or CUDA for the explicit arch, the
         kernel's, or the device's."""
-        if target == "sim":
-            return SIM
+        if target in _SIMULATED:
+            return CPU if target == "cpu" else SIM
         if target == "amdgpu":
             return Target.amdgpu(arch or self.arch or (rocm_arch(device) if device >= 0
                                                        else "gfx942"))
@@ -165,12 +169,15 @@ class KernelFunction:
         # tilejit.compiler only from a kernel's first call on: `import tilejit` loads none
         # of it (specialization.py itself is light: options and target)
         from tilejit.compiler.specialization import Specialization
+        compile_target = self._compile_target(target, arch, call.device)
+        # a CPU target's block is one thread unless T.Kernel names its threads
+        launch.threads = compile_target.block_threads(self.source.threads_named,
+                                                      launch.threads)
         spec = Specialization(
             params=tuple((name, key) for (name, _), key in zip(
                 call.runtime, [k for k in call.key if k[0] != "const"])),
             constexprs=tuple(call.constexprs) + self._host_queries(), shape_constants=shapes,
-            outputs=tuple(self.outputs), threads=launch.threads,
-            target=self._compile_target(target, arch, call.device),
+            outputs=tuple(self.outputs), threads=launch.threads, target=compile_target,
             options=compile_options(fast_math=self.fast_math, debug=self.debug,
                                     dump_dir=self.dump_dir, **self.switches),
             min_blocks_per_sm=launch.min_blocks_per_sm, cluster=launch.cluster)
@@ -224,16 +231,17 @@ class KernelFunction:
     def _call_bound(self, values):
         """The full path of a call whose arguments are bound, one value per parameter."""
         call, launch, target, spec = self._prepare(values)
-        if target == "sim":
+        if target in _SIMULATED:
             # the simulator's runner (and its transform) only when a kernel is simulated
             from tilejit.sim.runner import run_simulation
             if self._explicit_sync is None:     # read after _prepare resolved the globals
                 self._explicit_sync = bool(explicit_forms(self.source.tree,
                                                           self.source.namespace))
-            if not self._explicit_sync:
+            if not self._explicit_sync and not spec.target.is_cpu:
                 self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging) …
             # … not for mbarriers, T.tma_copy and T.ws (the simulator runs T.ws roles as
-            # coroutines, the GPU as warpgroups: passes/warp_roles.py)
+            # coroutines, the GPU as warpgroups: passes/warp_roles.py), nor for a CPU
+            # target, which no GPU runs
             run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)

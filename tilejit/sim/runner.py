@@ -230,10 +230,11 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state = runtime.STATE           # this thread's
     outer = (state.block, state.mask, state.grid, state.threads, state.role_threads,
              state.lanes, state.in_parallel, state.cluster, state.multicasts,
-             state.safe_memory)
+             state.safe_memory, state.tensor_cores)
     state.grid, state.threads = tuple(launch.grid), launch.threads
     state.cluster, state.multicasts = launch.cluster, {}
     state.safe_memory = bool(spec is not None and spec.options.safe_memory)
+    state.tensor_cores = spec is None or spec.target.has_tensor_cores
     state.role_threads = launch.threads     # an mbarrier arrival without T.ws roles
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
@@ -272,7 +273,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         runtime.restore_laid_out(write_back=done)
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
          state.lanes, state.in_parallel, state.cluster, state.multicasts,
-         state.safe_memory) = outer
+         state.safe_memory, state.tensor_cores) = outer
     for obj, data, before in writebacks:
         if data.tobytes() == before:
             continue

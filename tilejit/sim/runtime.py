@@ -39,6 +39,7 @@ class _State(threading.local):
         self.cluster = (1, 1, 1)  # T.ClusterKernel's cluster_dims
         self.multicasts = {}      # T.copy_cluster's regions (sim/cluster.py)
         self.safe_memory = False  # TileLang's masking of global accesses outside a tensor
+        self.tensor_cores = True  # T.gemm as tensor cores multiply (not on a CPU target)
         self.laid_out = {}        # tensors T.annotate_layout lays out: lay_out_global
         self.threads = 0          # the block's threads
         # warpgroup roles (sim/roles.py): the block's BlockRoles when the kernel has T.ws

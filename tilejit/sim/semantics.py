@@ -304,6 +304,14 @@ def copy(src, dst):
         src, dst, "T.copy")
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
     d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    _move(s_t, s_idx, s_in, d_t, d_idx, d_in)
+
+
+def _move(s_t, s_idx, s_in, d_t, d_idx, d_in):
+    """``d_t`` at ``d_idx`` (index arrays, which are inside it: ``d_in``) gets ``s_t`` at
+    ``s_idx`` (``s_in``) element by element in dtype ``d_t``'s: an element outside the
+    source reads as 0 (or its ``T.annotate_safe_value``), one outside the destination is
+    not written."""
     s_data = s_t.data
     safe = tuple(np.where(s_in, i, 0) for i in s_idx)
     keep = d_in.reshape(-1)
@@ -324,22 +332,28 @@ def copy(src, dst):
 
 
 def transpose(src, dst):
-    """``dst[j, i] = src[i, j]`` of two whole 2-d tiles, converting dtype."""
-    for t, what in ((src, "src"), (dst, "dst")):
-        if getattr(t, "kind", None) is None or len(t.shape) != 2:
-            raise ValueError(f"T.transpose: {what} must be a whole 2-d tile (shared or "
-                             f"fragment), got {getattr(t, 'name', t)!r}")
-    if tuple(dst.shape) != tuple(src.shape)[::-1]:
-        raise ValueError(f"T.transpose: dst's shape {tuple(dst.shape)} must be src's "
-                         f"{tuple(src.shape)} reversed")
-    rows, cols = np.indices(tuple(src.shape))
-    if src.unwritten is not None:
-        src.check_written((rows.ravel(), cols.ravel()), np.ones(rows.size, bool))
-    values = src.data.T
-    stored = _to_storage(values if dst.dtype.held_in_float32 else _num.cast(values, dst.dtype),
-                         dst.dtype, dst.data.dtype)
-    dst.data[...] = stored
-    dst.wrote((cols.T.ravel(), rows.T.ravel()))
+    """``dst[..., j, i] = src[..., i, j]``: tiles, tensors or regions of either, of two or
+    more dimensions, ``dst``'s extents ``src``'s with the last two swapped; as ``T.copy``,
+    converting dtype, a tensor's elements outside it never read (0) nor written."""
+    ops = []
+    for x, what in ((src, "src"), (dst, "dst")):
+        t, start, ranged, ext = _operand(x)
+        if ext is None:
+            ext = _to_tensor_end(x, ranged)
+        if ranged is None or ext is None or len(ranged) < 2:
+            raise ValueError(f"T.transpose: {what} must be a tile, a tensor or a region of "
+                             f"two or more sliced dimensions of known extents, got "
+                             f"{getattr(t, 'name', t)!r}{_caller_location(2)}")
+        ops.append((t, start, ranged, tuple(ext)))
+    (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = ops
+    want = s_ext[:-2] + (s_ext[-1], s_ext[-2])
+    if d_ext != want:
+        raise ValueError(f"T.transpose: dst {d_t.name!r} has extents {d_ext}; src's {s_ext} "
+                         f"with the last two swapped are {want}{_caller_location(2)}")
+    s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
+    d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    d_idx = [np.swapaxes(i, -1, -2) for i in d_idx]     # in src's order of elements
+    _move(s_t, s_idx, s_in, d_t, d_idx, np.swapaxes(d_in, -1, -2))
 
 
 def fill(buf, value):
@@ -473,7 +487,8 @@ def _check_gemm_operands(A, B, C, transpose_A, transpose_B):
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
-    inputs are rounded to TensorFloat-32 first, as the tensor cores do; float64, which
+    inputs are rounded to TensorFloat-32 first, as the tensor cores do, except on a CPU
+    target (``Target.has_tensor_cores``); float64, which
     no tensor-core instruction here takes, is multiplied and summed in float64)."""
     _check_gemm_operands(A, B, C, bool(transpose_A), bool(transpose_B))
     A, B, C = (tile_view(x, "T.gemm") for x in (A, B, C))
@@ -505,7 +520,7 @@ def accumulate(a, b, a_dtype, C, clear_accum):
     if acc.name == "float64":
         C.data[...] = C.data + a.astype(np.float64) @ b.astype(np.float64)
         return
-    if a_dtype.name == "float32":
+    if a_dtype.name == "float32" and STATE.tensor_cores:
         a, b = _tf32(a), _tf32(b)
     a, b = a.astype(np.float32), b.astype(np.float32)
     if acc.name == "float16":

@@ -173,8 +173,9 @@ class CompiledPrimFunc(KernelConveniences):
         covers, a shared layout that is not injective) fails here, not at the first call.
         For the GPU when the target says CUDA or a CUDA device is present, else for the
         simulator."""
-        if isinstance(self.kernel, KernelSequence):
-            return              # several launches (and their scratch): at the first call
+        if isinstance(self.kernel, KernelSequence) or target == "cpu":
+            return              # several launches (and their scratch): at the first call;
+            #                     a CPU target's program has no GPU front end to pass
         if any(p in self.kernel.tile_copies and any(
                 getattr(e, "dynamic", False) for e in getattr(self.prim.annotations.get(p),
                                                                "shape", ()))
@@ -516,12 +517,18 @@ def _current_target(target):
     return str(target) if isinstance(target, TvmTarget) else target
 
 
+# TileLang's CPU backends: the simulator runs their programs as they do (Target.is_cpu)
+_CPU_TARGETS = ("c", "llvm")
+
+
 def _target_kind(target) -> str:
-    """"sim", "cuda" or "auto" for TileLang's target argument: "cuda" (with an arch or
-    not) checks the GPU's front end even without a device."""
+    """"sim", "cpu", "cuda" or "auto" for TileLang's target argument: "cuda" (with an arch
+    or not) checks the GPU's front end even without a device; "c" and "llvm" are "cpu"."""
     target = _current_target(target)
     named = target.get("kind") if isinstance(target, dict) else \
         (str(target).split() or ["auto"])[0]
+    if named in _CPU_TARGETS:
+        return "cpu"
     return named if named in ("sim", "cuda") else "auto"
 
 
@@ -592,11 +599,12 @@ def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
 
 
 def target_and_arch(target) -> tuple[str, str | None]:
-    """TileLang's target as ("sim" or "auto", arch or None): a name (``"cuda"``, ``"auto"``,
-    ``"sim"``), a target string with ``-arch=sm_XX``, or a dict with ``"kind"`` and
-    ``"arch"``, or a ``tvm.target.Target`` (``"auto"`` takes the one entered as a context,
-    ``with tvm.target.Target(...)``). Other backends' names (TileLang's CPU targets
-    ``"c"`` and ``"llvm"`` among them) run where the tensors live, as ``"auto"``."""
+    """TileLang's target as ("sim", "cpu" or "auto", arch or None): a name (``"cuda"``,
+    ``"auto"``, ``"sim"``), a target string with ``-arch=sm_XX``, or a dict with ``"kind"``
+    and ``"arch"``, or a ``tvm.target.Target`` (``"auto"`` takes the one entered as a
+    context, ``with tvm.target.Target(...)``). TileLang's CPU targets ``"c"`` and
+    ``"llvm"`` are ``"cpu"`` (the simulator, a block of one thread: ``Target.is_cpu``);
+    other backends' names run where the tensors live, as ``"auto"``."""
     target = _current_target(target)
     if isinstance(target, dict):
         kind, arch = target.get("kind", "auto"), target.get("arch")
@@ -608,7 +616,7 @@ def target_and_arch(target) -> tuple[str, str | None]:
                 arch = word[len("-arch="):]
             elif word == "-arch" and i + 1 < len(words):
                 arch = words[i + 1]
-    kind = "sim" if kind == "sim" else "auto"
+    kind = "sim" if kind == "sim" else "cpu" if kind in _CPU_TARGETS else "auto"
     if arch is not None and kind == "auto":
         Target.cuda(arch)        # a malformed arch: a clear error now
     return kind, arch

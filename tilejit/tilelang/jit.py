@@ -298,7 +298,7 @@ class JitFunction:
         self._packed_names: dict = {}   # parameters given as bytes: their packed dtype
         sugar = _Desugared(func)
         self.sugar = sugar
-        tj_target = {"sim": "sim"}.get(
+        tj_target = {"sim": "sim", "c": "cpu", "llvm": "cpu"}.get(
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
