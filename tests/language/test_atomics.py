@@ -628,3 +628,69 @@ def test_return_prev_in_a_block_of_one_thread_on_the_gpu(op_name, val, after):
     dst, prev = torch.tensor([3.0], device="cuda"), torch.zeros(1, device="cuda")
     tilelang.compile(_one_thread_return_prev(op_name, val))(dst, prev)
     assert prev.item() == 3.0 and dst.item() == after
+
+
+# a region atomic of whole tensors (TileLang's CPU/LLVM atomic tests: T.atomic_add(B, A)):
+# their extents are their shapes, which the kernel is specialized on
+def _whole_tensor_atomic(op, M, N, dtype, sliced=False):
+    import tilejit as tl
+    emit = {"add": T.atomic_add, "max": T.atomic_max, "min": T.atomic_min}[op]
+
+    @T.prim_func
+    def whole(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(1, threads=128):
+            emit(B, A)
+
+    @T.prim_func
+    def into_rows(A: T.Tensor((M - 2, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(1, threads=128):
+            emit(B[1:M - 1, :], A)
+    return tl, (into_rows if sliced else whole)
+
+
+def _whole_tensor_ref(op, a, b, sliced):
+    want = b.clone()
+    rows = slice(1, b.shape[0] - 1) if sliced else slice(None)
+    fn = {"add": torch.add, "max": torch.maximum, "min": torch.minimum}[op]
+    want[rows] = fn(want[rows], a)
+    return want
+
+
+WHOLE = [("add", False, "float32"), ("add", True, "float32"), ("max", False, "float32"),
+         ("min", False, "int32"), ("add", False, "int32")]
+
+
+@pytest.mark.parametrize("op,sliced,dtype", WHOLE)
+def test_region_atomic_of_whole_tensors(op, sliced, dtype):
+    tl, program = _whole_tensor_atomic(op, 8, 24, dtype, sliced)
+    a = _ints(24 * (6 if sliced else 8), -40, 40).reshape(-1, 24).to(getattr(torch, dtype))
+    b = _ints(8 * 24, -40, 40, seed=3).reshape(8, 24).to(getattr(torch, dtype))
+    want = _whole_tensor_ref(op, a, b, sliced)
+    tl.compile(program, target="sim")(a, b)
+    assert torch.equal(b, want)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("op,sliced,dtype", WHOLE)
+def test_region_atomic_of_whole_tensors_assembles(op, sliced, dtype, arch, tmp_path):
+    tl, program = _whole_tensor_atomic(op, 8, 24, dtype, sliced)
+    ptx = tl.compile(program).get_kernel_source(arch=arch)
+    assert "atom." in ptx or "red." in ptx
+    if PTXAS:
+        path = tmp_path / "k.ptx"
+        path.write_text(ptx)
+        subprocess.run([PTXAS, f"-arch={arch}", str(path), "-o", str(tmp_path / "k.cubin")],
+                       check=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op,sliced,dtype", WHOLE)
+def test_gpu_region_atomic_of_whole_tensors(op, sliced, dtype):
+    tl, program = _whole_tensor_atomic(op, 8, 24, dtype, sliced)
+    a = _ints(24 * (6 if sliced else 8), -40, 40).reshape(-1, 24).to(getattr(torch, dtype))
+    b = _ints(8 * 24, -40, 40, seed=3).reshape(8, 24).to(getattr(torch, dtype))
+    want = _whole_tensor_ref(op, a, b, sliced)
+    b_gpu, b_sim = b.cuda(), b.clone()
+    tl.compile(program)(a.cuda(), b_gpu)
+    tl.compile(program, target="sim")(a, b_sim)
+    assert torch.equal(b_gpu.cpu(), want) and torch.equal(b_sim, want)

@@ -1,8 +1,10 @@
-"""``tilejit.compile(prim_func)`` with every shape static runs the front end at once, as
-TileLang compiles there: a T.gemm no warp partition covers (TileLang's issue 2537) and a
-shared layout that is not injective (issue 2632) fail at ``compile``, not at the first
-call; a program with a symbolic extent is checked at its first call, as before; a good
-program compiles and runs."""
+"""``tilejit.compile(prim_func)`` with every shape static compiles at once, as TileLang
+compiles there: a T.gemm no warp partition covers (TileLang's issue 2537), a shared
+layout that is not injective (issue 2632) and a typing error (an IEEE operation's
+rounding mode a half type does not have) fail at ``compile``, not at the first call, and
+the kernel compiled there is the one the first call runs (compiled once); a program with
+a symbolic extent is checked at its first call, as before; a good program compiles and
+runs."""
 import numpy as np
 import pytest
 import torch
@@ -270,3 +272,37 @@ def test_a_dynamic_tensor_moved_whole_to_a_tile_on_the_gpu():
                                torch.full((64,), 2.0))
     with pytest.raises(tilejit.CompileError, match="has shape \\(40,\\) and tile 'S'"):
         kernel(torch.ones(40, device="cuda"))
+
+
+def ieee_add(dtype, mode):
+    @T.prim_func
+    def main(A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), C: T.Tensor((64,), dtype)):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                C[i] = T.ieee_add(A[i], B[i], mode)
+    return main
+
+
+@pytest.mark.parametrize("target", ["auto", "cuda"])
+def test_a_typing_error_fails_at_compile(target):
+    with pytest.raises(tilejit.CompileError, match="Only rounding mode 'rn' is available for "
+                                                   "half precision") as e:
+        tilejit.compile(ieee_add("float16", "rz"), out_idx=[2], target=target)
+    assert "compile-time string" not in str(e.value)     # the typing retry's reason: not it
+
+
+def test_the_kernel_compiled_at_compile_is_the_one_the_call_runs(monkeypatch):
+    import tilejit.compiler.pipeline as pipeline
+    calls = []
+    original = pipeline.compile_kernel
+    monkeypatch.setattr(pipeline, "compile_kernel",
+                        lambda ks, spec: calls.append(spec) or original(ks, spec))
+    kernel = tilejit.compile(ieee_add("float32", "rz"), out_idx=[2])
+    assert len(calls) == 1
+    a, b = torch.randn(64), torch.randn(64)
+    c = kernel(a, b)
+    c = kernel(a, b)
+    assert len(calls) == 1
+    want = (a.double() + b.double())
+    assert torch.all(torch.abs(c.double()) <= torch.abs(want) + 1e-30)      # toward zero
+    torch.testing.assert_close(c, want.float(), rtol=2 ** -22, atol=0)

@@ -62,3 +62,45 @@ def test_compile_and_par_compile_of_a_factory():
         kernel(a, c, None)
         torch.testing.assert_close(c, 2 * a)
     assert add_bias.par_compile([("bad",)], ignore_error=True) == [None]
+
+
+@tilelang.jit
+def shape_of_the_nullable(with_bias=False):
+    """TileLang's nullable-buffer test: tensors sharing a symbolic extent, any of them None;
+    the kernel reads only the symbol (bound from a tensor given, else 0)."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(a: T.Tensor[(m,), T.int32], b: T.Tensor[(m,), T.int32],
+             out: T.Tensor[(2,), T.int32]):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            if tx == 0:
+                out[0] = m
+                out[1] = b[0] if with_bias else 7
+    return main
+
+
+@pytest.mark.parametrize("given", ["a", "b", "both", "none"])
+def test_a_symbol_of_tensors_passed_as_none(given):
+    x = torch.arange(5, dtype=torch.int32)
+    out = torch.zeros(2, dtype=torch.int32)
+    a = x if given in ("a", "both") else None
+    b = x if given in ("b", "both") else None
+    shape_of_the_nullable()(a, b, out)
+    assert out.tolist() == [0 if given == "none" else 5, 7]
+
+
+def test_none_for_a_tensor_read_where_its_shape_is_too_is_refused():
+    with pytest.raises(TypeError, match="argument 'b': expected a tensor, got NoneType"):
+        shape_of_the_nullable(with_bias=True)(torch.zeros(5, dtype=torch.int32), None,
+                                              torch.zeros(2, dtype=torch.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("given", ["a", "b", "none"])
+def test_gpu_a_symbol_of_tensors_passed_as_none(given):
+    x = torch.arange(5, dtype=torch.int32, device="cuda")
+    out = torch.zeros(2, dtype=torch.int32, device="cuda")
+    shape_of_the_nullable()(x if given == "a" else None, x if given == "b" else None, out)
+    assert out.cpu().tolist() == [0 if given == "none" else 5, 7]

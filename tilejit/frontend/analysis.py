@@ -127,12 +127,15 @@ def compile_time_shapes(ks: KernelSource, parallel=True) -> tuple[tuple[str, int
     return tuple(sorted(needed))
 
 
+_REGION_ATOMICS = (T.atomic_add, T.atomic_max, T.atomic_min)
+
+
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
-    """(the tensor parameters named bare as a ``T.copy`` operand, copied region to region
-    with another tensor (a parameter or a ``T.empty`` output), transposed
-    (``T.transpose``: whole, or a region whose slice may run to its edge), or laid out by
-    ``T.annotate_layout``: every dimension of their
-    shape is specialized on, the rank being known at the call; {each laid-out parameter:
+    """(the tensor parameters named bare as a ``T.copy`` or region atomic operand, copied
+    region to region with another tensor (a parameter or a ``T.empty`` output),
+    transposed (``T.transpose``: whole, or a region whose slice may run to its edge), or
+    laid out by ``T.annotate_layout``: every dimension of their shape is specialized on,
+    the rank being known at the call; {each laid-out parameter:
     the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
     from one walk of the kernel (it runs at every decoration)."""
     params = set(ks.params) - set(ks.constexpr_params)
@@ -142,7 +145,10 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     out = set()
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
-        if is_call_to(node, T.copy, ks.namespace):
+        if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
+            # a region atomic of whole tensors (T.atomic_add(B, A)): their extents
+            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+        elif is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             out.update(a.id for a in operands if isinstance(a, ast.Name) and a.id in params)
             # a copy between two tensors' regions: an open slice runs to the tensor's edge
@@ -176,7 +182,10 @@ def tile_copied_params(ks: KernelSource) -> frozenset:
                            (T.alloc_shared, T.alloc_fragment, T.alloc_local))
     out = set()
     for node in syntax.walk(ks.tree):
-        if is_call_to(node, T.copy, ks.namespace):
+        if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
+            # a region atomic of whole tensors (T.atomic_add(B, A)): their extents
+            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+        elif is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             names = [a.id if isinstance(a, ast.Name) else None for a in operands]
             if len(names) == 2 and any(n in tiles for n in names):
@@ -241,8 +250,9 @@ def live_walk(tree: ast.AST, namespace: dict):
 
 def unread_params(ks: KernelSource) -> frozenset:
     """The parameters the kernel never mentions once its compile-time branches are
-    settled (``if with_bias:`` with ``with_bias`` False): a TileLang program may pass
-    None for such a tensor (``tilelang.jit``'s null pointer)."""
+    settled (``if with_bias:`` with ``with_bias`` False), but for their shape (``A.shape``,
+    a symbol bound from it: the call supplies it): a TileLang program may pass None for
+    such a tensor (``tilelang.jit``'s null pointer)."""
     used = set()
 
     def visit(node):
@@ -252,6 +262,9 @@ def unread_params(ks: KernelSource) -> frozenset:
                 for stmt in node.body if truth else node.orelse:
                     visit(stmt)
                 return
+        if isinstance(node, ast.Attribute) and node.attr == "shape" and \
+                isinstance(node.value, ast.Name):
+            return
         if isinstance(node, ast.Name):
             used.add(node.id)
         for child in syntax.iter_child_nodes(node):

@@ -335,12 +335,12 @@ TILE_OPERATIONS = BLOCK_WIDE + ("fill", "clear")
 
 # TileLang's hints to T.copy: how to lower it, never what it computes (tilejit picks the
 # instructions itself: TMA, cp.async, vector width); accepted and not used
-COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "annotations",
-              "loop_layout")
+COPY_HINTS = ("coalesced_width", "disable_tma", "eviction_policy", "prefer_instruction",
+              "annotations", "loop_layout")
 
 
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
-         annotations=None, loop_layout=None):
+         prefer_instruction=None, annotations=None, loop_layout=None):
     """Copy a tile or region into another, converting dtype. Elements of a global region
     outside the tensor are never read (the destination gets 0) and never written.
     TileLang's lowering hints (``COPY_HINTS``) are accepted; tilejit chooses the copy's

@@ -71,6 +71,7 @@ class KernelFunction:
         ns[LAUNCH_CONFIG] = host.LaunchConfig
         self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)
         self._cache: dict = {}
+        self._built: dict = {}      # {spec: CompiledKernel} compiled by `check`, not loaded
         self._lock = threading.Lock()
         params = self.source.params
         self._nparams = len(params)
@@ -196,7 +197,8 @@ class KernelFunction:
             with self._lock:
                 entry = self._cache.get((spec, device))
                 if entry is None:
-                    compiled = load_or_compile(self, spec)
+                    # compiled ahead by `check` (tilejit.compile of a T.prim_func), or now
+                    compiled = self._built.pop(spec, None) or load_or_compile(self, spec)
                     loaded = _HipLoaded if spec.target.kind == "amdgpu" else _Loaded
                     entry = compiled if spec.target.is_sim else loaded(compiled, device)
                     self._cache[(spec, device)] = entry
@@ -234,14 +236,8 @@ class KernelFunction:
         if target in _SIMULATED:
             # the simulator's runner (and its transform) only when a kernel is simulated
             from tilejit.sim.runner import run_simulation
-            if self._explicit_sync is None:     # read after _prepare resolved the globals
-                self._explicit_sync = bool(explicit_forms(self.source.tree,
-                                                          self.source.namespace))
-            if not self._explicit_sync and not spec.target.is_cpu:
-                self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging) …
-            # … not for mbarriers, T.tma_copy and T.ws (the simulator runs T.ws roles as
-            # coroutines, the GPU as warpgroups: passes/warp_roles.py), nor for a CPU
-            # target, which no GPU runs
+            if self._typed_for_simulation(spec):
+                self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging)
             run_simulation(self, values, launch, as_tensor_arg, spec)
         else:
             loaded = self._compiled(spec, call.device)
@@ -249,6 +245,15 @@ class KernelFunction:
             if target == "cuda":
                 self._remember_fast(values, loaded, launch, call)
         return self._result(launch.outputs)
+
+    def _typed_for_simulation(self, spec) -> bool:
+        """Whether a simulated call compiles first (the GPU's checks, typing): not for
+        mbarriers, T.tma_copy and T.ws (the simulator runs T.ws roles as coroutines, the
+        GPU as warpgroups: passes/warp_roles.py), nor for a CPU target, which no GPU
+        runs."""
+        if self._explicit_sync is None:     # read after _prepare resolved the globals
+            self._explicit_sync = bool(explicit_forms(self.source.tree, self.source.namespace))
+        return not self._explicit_sync and not spec.target.is_cpu
 
     def _result(self, outputs):
         if self.returns is None:
@@ -302,14 +307,20 @@ class KernelFunction:
         return self._prepare(values, target=chosen, arch=arch)[3]
 
     def check(self, *args, target=None, arch=None, **kwargs) -> None:
-        """The front end alone for the arguments' types (the tile program's passes: tiles,
-        layouts, gemm plans, barriers; no Numba, no LLVM): raises at once what compiling
-        would raise from them. ``tilejit.compile`` of a ``T.prim_func`` whose shapes are
-        all static calls it, where TileLang compiles."""
+        """Compile now for the arguments' types, raising what compiling raises (the front
+        end's errors, typing's); the kernel is kept for the first call whose
+        specialization is this one. ``tilejit.compile`` of a ``T.prim_func`` whose shapes
+        are all static calls it, where TileLang compiles."""
         spec = self._spec_without_launch(args, kwargs, target, arch)
-        # tilejit.compiler only when asked for (as a compile loads it)
-        from tilejit.compiler.pipeline import build_device_function
-        build_device_function(self.source, spec)
+        if spec.target.is_sim and not self._typed_for_simulation(spec):
+            # the front end alone, as a simulated call of it checks
+            from tilejit.compiler.pipeline import build_device_function
+            build_device_function(self.source, spec)
+            return
+        if not any(s == spec for s, _ in self._cache):      # not compiled for a call yet
+            with self._lock:
+                if spec not in self._built:
+                    self._built[spec] = load_or_compile(self, spec)
 
 
 class _OutputMaker:

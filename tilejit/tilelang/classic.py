@@ -241,13 +241,16 @@ class CompiledPrimFunc(KernelConveniences):
 
     def _null_pointers(self, values, sizes):
         """None for an unread tensor as a tensor of its shape that holds no memory of its
-        own (one element, broadcast), where the other tensors live."""
+        own (one element, broadcast), where the other tensors live; a symbol no tensor
+        given binds is 0 (TileLang binds it so)."""
         like = next((a for a in map(as_tensor_arg, values) if a is not None), None)
+        if like is None:
+            like = placement_without_inputs(self.kernel)
         out = []
         for name, value in zip(self.prim.params, values):
             if value is None:
                 ann = self.prim.annotations[name]
-                shape = [1 if _unknown_symbols((d,), sizes) else _extent(d, sizes)
+                shape = [0 if _unknown_symbols((d,), sizes) else _extent(d, sizes)
                          for d in ann.shape]
                 with allocating_like(like):
                     value = allocate_output([1] * len(shape), ann.dtype)
@@ -331,7 +334,8 @@ class CompiledPrimFunc(KernelConveniences):
                 FRESH_OUTPUTS.reset(token)
         if not outputs:
             return None
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        # TileLang's list of outputs (its adapters return one tensor, or a list)
+        return outputs[0] if len(outputs) == 1 else list(outputs)
 
     def get_kernel_source(self, arch=None, tensors=None, kernel_only=True) -> str:
         """The PTX for the annotated shapes; symbolic extents take their sizes from

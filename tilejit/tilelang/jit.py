@@ -488,9 +488,9 @@ class JitFunction:
             values = [as_declared(v, self._packed_names[p]) if p in self._packed_names
                       else v for v, (_, p, _) in zip(values, order)]
         if not self._scalars:
-            return self.kernel(*values)
+            return _as_list(self.kernel(*values))
         try:
-            return self.kernel(*values)
+            return _as_list(self.kernel(*values))
         except CompileError as e:
             raise self._typed_scalar_hint(e) from None
 
@@ -774,6 +774,11 @@ class FailedProgram:
 
     def __repr__(self):
         return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
+
+
+def _as_list(result):
+    """Several outputs as TileLang's adapters return them: a list (one stays itself)."""
+    return list(result) if isinstance(result, tuple) else result
 
 
 def _returns_prim_func(func) -> bool:

@@ -229,6 +229,10 @@ def _region_impl(op):
             _scalar_into(context, builder, op, sig.args[0], dst, value, order)
             return context.get_dummy_value()
         src = _copy.describe(context, builder, sig.args[1], args[1])
+        if src.extents is None and dst.extents is None:
+            # a whole tensor's extents where the specialization knows its shape (a region
+            # atomic of whole tensors, T.atomic_add(B, A): frontend/analysis.py)
+            src.extents = _whole_tensor_extents(src)
         try:
             (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
@@ -240,6 +244,14 @@ def _region_impl(op):
             _from_shared(context, builder, op, src, dst, extents, order)
         return context.get_dummy_value()
     return impl
+
+
+def _whole_tensor_extents(side):
+    """A whole global tensor's shape when every entry is compiled in, else None."""
+    shape = side.static_shape if side.kind == "global" else None
+    if shape is None or None in shape or side.ranged != list(range(side.ndim)):
+        return None
+    return tuple(shape)
 
 
 def _from_fragment(context, builder, op, src, dst, order):

@@ -42,10 +42,14 @@ class _Rounded(AbstractTemplate):
             raise errors.TypingError(f"T.{name} takes {n} value(s) and a rounding mode, got "
                                      f"{len(args)} argument(s){' and keywords' if kws else ''}")
         values, mode = args[:n], (args[n] if len(args) > n else None)
-        if mode is not None and not (isinstance(mode, types.StringLiteral)
-                                     and mode.literal_value in IEEE_ROUNDING_MODES):
-            raise errors.TypingError(f"T.{name}: Invalid rounding mode {mode}; expected one of "
-                                     f"{', '.join(IEEE_ROUNDING_MODES)}, written in the call")
+        if mode is not None and not isinstance(mode, types.StringLiteral):
+            raise errors.TypingError(f"T.{name}: the rounding mode must be a compile-time "
+                                     f"string ({', '.join(IEEE_ROUNDING_MODES)}) written in "
+                                     f"the call, got a run-time {mode}")
+        if mode is not None and mode.literal_value not in IEEE_ROUNDING_MODES:
+            raise errors.TypingError(f"T.{name}: Invalid rounding mode "
+                                     f"{mode.literal_value!r}; expected one of "
+                                     f"{', '.join(IEEE_ROUNDING_MODES)}")
         ty = float_operands(name, values)
         if ty.name in HALF_TYPES and mode is not None and mode.literal_value != "rn":
             raise errors.TypingError(half_mode_message(name, ty.name, mode.literal_value))
