@@ -62,3 +62,64 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     floor_div_mod(a, d, sq, sr)
     np.testing.assert_array_equal(q.cpu().numpy(), sq)
     np.testing.assert_array_equal(r.cpu().numpy(), sr)
+
+
+# floats: Python's `//` and `%` (Numba's, rounding the quotient with math.floor) and
+# T.floordiv / T.floormod, as TVM's floordiv and floormod of floats
+@tilejit.kernel
+def float_div_mod(A, Q, R, Q2, R2, block: T.constexpr = 128):
+    N = A.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            j = bx * block + i
+            if j < N:
+                Q[j] = A[j] // 0.5
+                R[j] = A[j] % 1.5
+                Q2[j] = T.floordiv(A[j], -0.75)
+                R2[j] = T.floormod(A[j], -0.75)
+
+
+def _float_case(dtype, n=1000, device="cpu"):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    a = (torch.randn(n, generator=g, dtype=torch.float64) * 4).to(getattr(torch, dtype))
+    outs = [torch.zeros(n, dtype=a.dtype, device=device) for _ in range(4)]
+    return a.to(device), outs
+
+
+def _float_want(a):
+    import torch
+    x = a.double().cpu()
+    return [torch.floor(x / 0.5), torch.remainder(x, 1.5), torch.floor(x / -0.75),
+            torch.remainder(x, -0.75)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_floats_in_simulation(dtype):
+    import torch
+    a, outs = _float_case(dtype)
+    float_div_mod(a, *outs)
+    # the remainder is exact in the operands' precision, rounded once into the dtype
+    for got, want in zip(outs, _float_want(a)):
+        torch.testing.assert_close(got.double(), want.to(got.dtype).double(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_floats_ptx(dtype, arch, ptxas):
+    a, outs = _float_case(dtype, 256)
+    ptxas(float_div_mod.compile(a, *outs, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_floats_on_the_gpu_against_torch_and_the_simulator(dtype):
+    import torch
+    a, outs = _float_case(dtype, 5000, "cuda")
+    float_div_mod(a, *outs)
+    sim_a, sim_outs = _float_case(dtype, 5000)
+    float_div_mod(sim_a, *sim_outs)
+    for got, sim, want in zip(outs, sim_outs, _float_want(a)):
+        assert torch.equal(got.cpu(), sim)
+        torch.testing.assert_close(got.cpu().double(), want.to(got.dtype).double(), rtol=0,
+                                   atol=0)

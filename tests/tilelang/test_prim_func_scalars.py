@@ -33,7 +33,7 @@ def test_scalars_are_passed_at_each_call():
 
 def test_a_scalar_of_the_wrong_kind_names_the_parameter():
     kernel = tilelang.compile(window(64))
-    with pytest.raises(TypeError, match="'lo': expected a int32 scalar, got float"):
+    with pytest.raises(TypeError, match="'lo': expected an int32 scalar, got float"):
         kernel(torch.zeros(64), 1.5, 3, 1.0)
     with pytest.raises(TypeError, match="'hi'"):
         kernel(torch.zeros(64), 1, torch.zeros(1), 1.0)
@@ -127,3 +127,28 @@ def test_a_typed_scalar_used_as_a_tile_size_says_why():
     with pytest.raises(tilelang.CompileError, match=r"'block' is annotated T.int32: a "
                                                     r"run-time value"):
         _typed_block(torch.zeros(256), 64)
+
+
+@tilelang.jit
+def eager_scaled(A: T.Tensor[(4,), T.float32], s: T.float32, n: T.int32):
+    B = T.empty((4,), T.float32)
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(4):
+            B[i] = A[i] * s + n
+    return B
+
+
+@pytest.mark.parametrize("s, n, match", [
+    (None, 1, "argument 's': expected a float32 scalar, got NoneType"),
+    (2.0, 1.7, "argument 'n': expected an int32 scalar, got float 1.7"),
+    (2.0, "3", "argument 'n': expected an int32 scalar, got str '3'"),
+    ([1.0], 1, "argument 's': expected a float32 scalar, got list"),
+    (True, 1, "argument 's': expected a float32 scalar, got bool True")])
+def test_an_eager_programs_typed_scalars_are_checked(s, n, match):
+    with pytest.raises(TypeError, match=match):
+        eager_scaled(torch.ones(4), s, n)
+
+
+def test_an_eager_programs_typed_scalars():
+    assert eager_scaled(torch.ones(4), 2, 3).tolist() == [5.0] * 4
+    assert eager_scaled(torch.ones(4), np.float32(0.5), np.int64(1)).tolist() == [1.5] * 4

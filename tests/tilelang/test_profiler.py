@@ -65,7 +65,7 @@ def test_bad_arguments_are_clear_errors():
     kernel = make_matmul(64, 64, 64)
     with pytest.raises(TypeError, match="tensor_supply_type must be a TensorSupplyType"):
         kernel.get_profiler(tensor_supply_type="normal")
-    with pytest.raises(ValueError, match="backend must be 'event', 'cupti' or 'cudagraph'"):
+    with pytest.raises(ValueError, match="backend must be one of 'event', 'cupti', 'cudagraph'"):
         kernel.get_profiler().do_bench(backend="tvm")
 
 
@@ -171,3 +171,28 @@ def test_gpu_do_bench_sizes_dynamic_symbols_by_name(dtype):
 def test_get_kernel_source_on_the_program_takes_the_compile_arguments():
     ptx = row_scale.get_kernel_source(M=64, N=32, scale=3.0, blk_m=8)
     assert ".entry" in ptx and ".maxntid 128" in ptx
+
+
+def test_the_modules_do_bench_takes_tilelangs_keywords():
+    """``tilelang.profiler.do_bench(fn, backend="cupti")`` as TileLang's examples call it;
+    quantiles give a list, return_mode summarises (TileLang's default: the mean)."""
+    from tilejit.profiler import do_bench
+    calls = []
+
+    def fn():
+        calls.append(1)
+    assert isinstance(do_bench(fn, backend="cupti"), float)
+    calls.clear()
+    do_bench(fn, _n_warmup=2, _n_repeat=5)
+    assert len(calls) == 7
+    low, mid, high = do_bench(fn, quantiles=[0.2, 0.5, 0.8], rep=9)
+    assert low <= mid <= high
+    for mode in ("min", "max", "mean", "median"):
+        assert do_bench(fn, return_mode=mode, rep=3) >= 0
+    with pytest.raises(ValueError, match="backend must be one of 'event', 'cupti', "
+                                         "'cudagraph', got 'cuda'"):
+        do_bench(fn, backend="cuda")
+    with pytest.raises(ValueError, match="return_mode must be one of"):
+        do_bench(fn, return_mode="average")
+    with pytest.raises(ValueError, match=r"quantiles must lie in \[0, 1\], got 50"):
+        do_bench(fn, quantiles=[50])

@@ -92,3 +92,33 @@ def test_on_the_gpu_against_torch_and_the_simulator(trans):
     sim = scaled(host, s, trans)
     np.testing.assert_allclose(got.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got.cpu().numpy(), sim, rtol=0, atol=0)
+
+
+@tilelang.jit
+def one_declaration_per_symbol(A, B):
+    """``m, n = T.dynamic("m"), T.dynamic("n")``: a tuple of declarations, one each (and
+    of T.const, mixed with a dynamic one)."""
+    m, n = T.dynamic("m"), T.dynamic("n")
+    K, d = T.const("K"), T.dynamic("d")
+    A: T.Tensor[[m, n], T.float32]
+    B: T.Tensor[[K, d], T.float32]
+    C = T.empty((m, n), T.float32)
+    with T.Kernel(T.ceildiv(m, 32), threads=32) as bx:
+        for i, j in T.Parallel(32, 4):
+            if bx * 32 + i < m and j < n:
+                C[bx * 32 + i, j] = A[bx * 32 + i, j] + B[K - 1, d - 1]
+    return C
+
+
+@pytest.mark.parametrize("rows", [40, 64])
+def test_a_tuple_of_symbol_declarations(rows):
+    a, b = torch.randn(rows, 4), torch.randn(3, 5)
+    torch.testing.assert_close(one_declaration_per_symbol(a, b), a + b[2, 4])
+
+
+@pytest.mark.gpu
+def test_gpu_a_tuple_of_symbol_declarations():
+    a, b = torch.randn(40, 4, device="cuda"), torch.randn(3, 5, device="cuda")
+    torch.testing.assert_close(one_declaration_per_symbol(a, b), a + b[2, 4])
+    torch.testing.assert_close(one_declaration_per_symbol(a.cpu(), b.cpu()),
+                               (a + b[2, 4]).cpu())

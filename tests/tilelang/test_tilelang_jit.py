@@ -770,9 +770,10 @@ def test_compile_takes_a_tensor_as_its_annotation(ptxas):
     """TileLang's ``f.compile(out=T.Tensor[(16, 16), T.float32])``: the tensor's shape and
     dtype from the annotation, as from an example tensor."""
     by_annotation = filled_by_atomics.compile(out=T.Tensor[(16, 16), T.float32])
+    by_position = filled_by_atomics.compile(T.Tensor[(16, 16), T.float32])
     by_example = filled_by_atomics.compile(out=torch.zeros(16, 16))
     ptx = by_annotation.get_kernel_source()
-    assert ptx == by_example.get_kernel_source()
+    assert ptx == by_example.get_kernel_source() == by_position.get_kernel_source()
     ptxas(ptx, ptx.split(".target ")[1].split()[0])
     out = torch.zeros(16, 16)
     filled_by_atomics(out)
@@ -830,3 +831,53 @@ def test_annotations_read_globals_defined_below_the_program():
     """As TileLang's online-softmax example, whose M and N follow the program."""
     x = torch.randn(ROWS_BELOW, COLS_BELOW)
     torch.testing.assert_close(doubled_rows(x), 2 * x)
+
+
+def _two_outputs():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.float32), B: T.Tensor((8,), T.float32),
+             C: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = A[i] + 1
+                C[i] = A[i] * 2
+    return main
+
+
+@pytest.mark.parametrize("out_idx", [[2, 1], [-1, -2], [1, 2]])
+def test_outputs_come_back_in_the_order_out_idx_names_them(out_idx):
+    """TileLang's adapters return ``[tensor_list[i] for i in out_idx]``: a list, in that
+    order."""
+    a = torch.full((8,), 5.0)
+    out = tilelang.compile(_two_outputs(), out_idx=out_idx)(a)
+    assert isinstance(out, list)
+    want = {1: 6.0, 2: 10.0}
+    assert [o[0].item() for o in out] == [want[i % 3] for i in out_idx]
+
+
+@pytest.mark.parametrize("out_idx, error, match", [
+    ([1, 1], ValueError, r"out_idx \[1, 1\] names parameter\(s\) \['B'\] more than once"),
+    ([-1, 2], ValueError, r"names parameter\(s\) \['C'\] more than once"),
+    (1.0, TypeError, "out_idx: expected an int or a list of ints, got 1.0"),
+    ([True], ValueError, "out of range")])
+def test_bad_out_idx_is_refused_at_compile(out_idx, error, match):
+    with pytest.raises(error, match=match):
+        tilelang.compile(_two_outputs(), out_idx=out_idx)
+
+
+@tilelang.jit
+def copied_rows(A):
+    M = T.const("M")
+    A: T.Tensor[[M, 4], T.float32]
+    B = T.empty((M, 4), T.float32)
+    with T.Kernel(1, threads=32):
+        for i, j in T.Parallel(M, 4):
+            B[i, j] = A[i, j]
+    return B
+
+
+@pytest.mark.parametrize("bad", [None, "x", [[1.0] * 4] * 2])
+def test_something_else_than_a_tensor_for_an_annotated_tensor_is_named(bad):
+    with pytest.raises(TypeError, match=f"argument 'A': expected a tensor \\(line \\d+\\), "
+                                        f"got {type(bad).__name__}"):
+        copied_rows(bad)

@@ -2,6 +2,8 @@
 run before any launch (SPEC, Errors)."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from tilejit.language.dtypes import DType, as_dtype
@@ -244,11 +246,27 @@ def launch_stream(tensors, device: int, torch_tensor) -> tuple[int, list]:
     return stream, [s for s in named if s != stream]
 
 
+def check_scalar(name: str, value, dtype) -> None:
+    """A scalar parameter's value: a Python or numpy number of the annotation's kind (an
+    integer for an integer dtype; a bool only for bool), else a TypeError naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        ok = dtype.name == "bool"           # a bool is not taken for a number
+    else:
+        ok = isinstance(value, numbers.Integral) if not dtype.is_float else isinstance(
+            value, numbers.Real)
+    if not ok:
+        article = "an" if dtype.name[0] in "aeiou" else "a"
+        raise TypeError(f"argument {name!r}: expected {article} {dtype.name} scalar, got "
+                        f"{type(value).__name__}" + (f" {value!r}" if isinstance(
+                            value, (numbers.Number, str, np.bool_)) else ""))
+
+
 def typed_scalar(name: str, value, dtype):
     """A scalar parameter's value in its annotation's dtype (``alpha: T.float32`` is a
     float32 in the kernel, as TileLang's typed variable: ``alpha * x`` of a float16 x is
-    computed in float32, not rounded to float16 as a Python float's would be); bool and
-    the dtypes numpy has no scalar of stay as given."""
+    computed in float32, not rounded to float16 as a Python float's would be), checked
+    (``check_scalar``); bool and the dtypes numpy has no scalar of stay as given."""
+    check_scalar(name, value, dtype)
     if dtype.name not in _NUMPY_SCALARS or isinstance(value, (bool, np.bool_)):
         return value
     kind = np.dtype(dtype.name)

@@ -475,11 +475,13 @@ class _Bench:
         torch.cuda.synchronize()
         if len(self.inputs) == len(params):
             full = list(self.inputs)
-            results = [full[i] for i in out_idx] or full
+            results = [full[i] for i in getattr(kernel, "out_order", out_idx)] or full
         else:
-            results = list(outputs) if isinstance(outputs, tuple) else [outputs]
-            it, produced = iter(self.inputs), iter(results)
-            full = [next(produced) if i in out_idx else next(it) for i in range(len(params))]
+            results = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+            # (returned in the order out_idx names them)
+            produced = dict(zip(getattr(kernel, "out_order", out_idx), results))
+            it = iter(self.inputs)
+            full = [produced[i] if i in produced else next(it) for i in range(len(params))]
         profile = self.tuner.profile
         if profile.ref_prog is not None or profile.manual_check_prog is not None:
             if not profile.skip_check:

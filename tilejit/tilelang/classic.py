@@ -13,7 +13,6 @@ needed (a ``T.Parallel`` or tile extent) is a CompileError."""
 from __future__ import annotations
 
 import ast
-import numbers
 import warnings
 
 import numpy as np
@@ -21,7 +20,8 @@ import numpy as np
 from tilejit import syntax
 from tilejit.errors import CompileError, GridError
 from tilejit.frontend.analysis import compile_time_shapes, unread_params
-from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, element_span,
+from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, check_scalar,
+                                       element_span,
                                        pointer_argument, typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
@@ -118,12 +118,20 @@ class CompiledPrimFunc(KernelConveniences):
         n = len(pf.params)
         if out_idx is None:
             out_idx = []
-        elif isinstance(out_idx, int):
+        elif isinstance(out_idx, int) and not isinstance(out_idx, bool):
             out_idx = [out_idx]
-        if any(not isinstance(i, int) or not -n <= i < n for i in out_idx):
+        if not isinstance(out_idx, (list, tuple)):
+            raise TypeError(f"out_idx: expected an int or a list of ints, got {out_idx!r}")
+        if any(isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n
+               for i in out_idx):
             raise ValueError(f"out_idx {out_idx} out of range for the {n} parameters of "
                              f"{pf.__name__}")
-        self.out_idx = sorted(i % n for i in out_idx)
+        # the outputs are returned in the order out_idx names them (TileLang's)
+        self.out_order = [i % n for i in out_idx]
+        twice = sorted({pf.params[i] for i in self.out_order if self.out_order.count(i) > 1})
+        if twice:
+            raise ValueError(f"out_idx {out_idx} names parameter(s) {twice} more than once")
+        self.out_idx = sorted(self.out_order)
         for i in self.out_idx:
             if getattr(pf.annotations[pf.params[i]], "scalar", False):
                 raise ValueError(f"out_idx {i}: parameter {pf.params[i]!r} of {pf.__name__} "
@@ -211,7 +219,7 @@ class CompiledPrimFunc(KernelConveniences):
             pointer_argument(name, value)
             return None
         if getattr(ann, "scalar", False):
-            _check_scalar(name, value, ann.dtype)
+            check_scalar(name, value, ann.dtype)
             return None
         if value is None and name in self._unread():
             return None         # TileLang's null pointer: the kernel never reads it
@@ -334,8 +342,12 @@ class CompiledPrimFunc(KernelConveniences):
                 FRESH_OUTPUTS.reset(token)
         if not outputs:
             return None
-        # TileLang's list of outputs (its adapters return one tensor, or a list)
-        return outputs[0] if len(outputs) == 1 else list(outputs)
+        # TileLang's list of outputs (its adapters return one tensor, or a list), in the
+        # order out_idx names them
+        if len(outputs) == 1:
+            return outputs[0]
+        by_index = dict(zip(self.out_idx, outputs))
+        return [by_index[i] for i in self.out_order]
 
     def get_kernel_source(self, arch=None, tensors=None, kernel_only=True) -> str:
         """The PTX for the annotated shapes; symbolic extents take their sizes from
@@ -474,17 +486,6 @@ def _unknown_symbols(shape, sizes) -> list[str]:
     """The names of the symbols of ``shape``'s extents that ``sizes`` has no value for."""
     return list(dict.fromkeys(s.name for d in shape if isinstance(d, SymbolicInt)
                               for s in d.symbols() if s.name not in sizes))
-
-
-def _check_scalar(name, value, dtype):
-    """A scalar parameter's value: a Python or numpy number of the annotation's kind."""
-    if isinstance(value, bool) and dtype.name != "bool":
-        value = None                        # a bool is not taken for a number here
-    ok = isinstance(value, numbers.Integral) if not dtype.is_float else isinstance(
-        value, numbers.Real)
-    if not ok:
-        raise TypeError(f"argument {name!r}: expected a {dtype.name} scalar, got "
-                        f"{type(value).__name__}")
 
 
 # TileLang's other keywords of compile(): they choose its host code and C++ compiler

@@ -259,21 +259,37 @@ class _Desugared:
         return ns
 
     def _symbol_statement(self, stmt):
+        """{name: whether it is dynamic} of a statement declaring symbols: ``M =
+        T.const("M")``, ``m, n = T.dynamic("m, n")``, ``m, n = T.dynamic("m"),
+        T.dynamic("n")`` (one call per name); else None."""
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             return None
-        call = stmt.value
-        dynamic = any(is_call_to(call, f, self.namespace) for f in (T.dynamic, T.symbolic))
-        if is_call_to(call, T.symbolic, self.namespace):
-            warn_symbolic((self.filename, stmt.lineno))
-        if isinstance(call, ast.Subscript) and isinstance(call.value, ast.Attribute) and \
-                call.value.attr == "dyn":
-            dynamic = True
-        elif not dynamic and not is_call_to(call, T.const, self.namespace):
-            return None
         target = stmt.targets[0]
+        if isinstance(stmt.value, ast.Tuple) and isinstance(target, ast.Tuple) and \
+                len(stmt.value.elts) == len(target.elts) and \
+                all(isinstance(e, ast.Name) for e in target.elts):
+            kinds = [self._symbol_kind(call, stmt) for call in stmt.value.elts]
+            if None in kinds:
+                return None
+            return {e.id: dynamic for e, dynamic in zip(target.elts, kinds)}
+        dynamic = self._symbol_kind(stmt.value, stmt)
+        if dynamic is None:
+            return None
         names = [target.id] if isinstance(target, ast.Name) else [
             e.id for e in getattr(target, "elts", []) if isinstance(e, ast.Name)]
         return {n: dynamic for n in names}
+
+    def _symbol_kind(self, call, stmt):
+        """True for a dynamic symbol's declaration (T.dynamic, T.symbolic, ``T.dyn[...]``),
+        False for T.const's, None for anything else."""
+        if is_call_to(call, T.symbolic, self.namespace):
+            warn_symbolic((self.filename, stmt.lineno))
+        if any(is_call_to(call, f, self.namespace) for f in (T.dynamic, T.symbolic)):
+            return True
+        if isinstance(call, ast.Subscript) and isinstance(call.value, ast.Attribute) and \
+                call.value.attr == "dyn":
+            return True
+        return False if is_call_to(call, T.const, self.namespace) else None
 
 
 class JitFunction:
@@ -424,7 +440,10 @@ class JitFunction:
                 arg = as_tensor_arg(declared)
                 if arg is not None and arg.dtype.packed > 1:
                     x, packed = arg, True
-            shape = tuple(getattr(x, "shape", ()))
+            if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+                raise TypeError(f"argument {name!r}: expected a tensor (line {line}), got "
+                                f"{type(x).__name__}")
+            shape = tuple(x.shape)
             if len(shape) != len(spec.shape):
                 raise ValueError(f"argument {name!r}: expected a {len(spec.shape)}-d tensor "
                                  f"(line {line}), got shape {shape}")
@@ -545,10 +564,8 @@ class JitFunction:
                    if k in self.sugar.symbols and k not in self.sugar.params}
         # a tensor given as its annotation (TileLang's `f.compile(out=T.Tensor[(16, 16),
         # T.float32])`): its shape and dtype
-        params = {k: TensorSpec(v.shape, v.dtype) if k in self.sugar.tensors and
-                  isinstance(v, TensorAnnotation) and all(isinstance(d, int) for d in v.shape)
-                  else v for k, v in params.items()}
-        given = self._bind(args, params, partial=True)
+        given = {k: _annotation_spec(v) if k in self.sugar.tensors else v
+                 for k, v in self._bind(args, params, partial=True).items()}
         tensors = {k: v for k, v in given.items() if k in self.sugar.tensors}
         settings = {k: v for k, v in given.items() if k not in self.sugar.tensors}
         missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
@@ -774,6 +791,14 @@ class FailedProgram:
 
     def __repr__(self):
         return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
+
+
+def _annotation_spec(value):
+    """A tensor given to ``compile`` as its annotation (``T.Tensor[(16, 16), T.float32]``,
+    by position or keyword) as the TensorSpec of its shape and dtype; else ``value``."""
+    if isinstance(value, TensorAnnotation) and all(isinstance(d, int) for d in value.shape):
+        return TensorSpec(value.shape, value.dtype)
+    return value
 
 
 def _as_list(result):

@@ -1,5 +1,5 @@
-"""TileLang's ``tilelang.profiler``: ``do_bench(fn, warmup, rep)`` (the median time in
-milliseconds, ``tilejit.testing.do_bench``), and the ``Profiler`` that
+"""TileLang's ``tilelang.profiler``: ``do_bench(fn, warmup, rep, ..., quantiles=,
+backend=, return_mode=)`` (milliseconds, TileLang's signature), and the ``Profiler`` that
 ``kernel.get_profiler(tensor_supply_type=...)`` returns for a compiled ``@T.prim_func``:
 it makes the kernel's inputs from their annotations, runs the kernel (on the GPU for a
 CUDA machine, in the simulator otherwise), compares it with a reference program
@@ -10,11 +10,50 @@ extent (``T.dynamic("m")``, or ``m // 2``) gets its size from
 ``input_tensors``."""
 from __future__ import annotations
 
+import statistics
+
 from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
-from tilejit.tuning.bench import do_bench
+from tilejit.tuning.bench import bench_times
 
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
+
+_BACKENDS = ("event", "cupti", "cudagraph")
+_RETURN_MODES = {"min": min, "max": max, "mean": statistics.fmean,
+                 "median": statistics.median}
+
+
+def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0,
+             _n_repeat: int = 0, quantiles=None, fast_flush: bool = True,
+             backend: str = "event", return_mode: str = "mean", device=None,
+             cache_size: int = 256, early_stop_baseline=None):
+    """TileLang's ``tilelang.profiler.do_bench``: the calls' milliseconds summarised by
+    ``return_mode`` ("mean", TileLang's default; "median", "min", "max"), or their
+    ``quantiles`` (a list). ``warmup``/``rep`` count calls here (TileLang reads them as
+    milliseconds), ``_n_warmup``/``_n_repeat`` override them when given; every backend
+    times with CUDA events on a GPU, an L2-sized buffer rewritten before each call
+    (``perf_counter`` in the simulator); ``fast_flush``, ``device``, ``cache_size`` and
+    ``early_stop_baseline`` are accepted and not used."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"do_bench: backend must be one of {', '.join(map(repr, _BACKENDS))}, "
+                         f"got {backend!r}")
+    if return_mode not in _RETURN_MODES:
+        raise ValueError(f"do_bench: return_mode must be one of "
+                         f"{', '.join(map(repr, _RETURN_MODES))}, got {return_mode!r}")
+    times = bench_times(fn, int(_n_warmup or warmup), int(_n_repeat or rep))
+    if quantiles is not None:
+        return [_quantile(times, q) for q in quantiles]
+    return float(_RETURN_MODES[return_mode](times))
+
+
+def _quantile(times, q) -> float:
+    """The ``q`` quantile of sorted ``times``, interpolated linearly (torch.quantile's)."""
+    if not 0 <= q <= 1:
+        raise ValueError(f"do_bench: quantiles must lie in [0, 1], got {q!r}")
+    pos = q * (len(times) - 1)
+    low = int(pos)
+    high = min(low + 1, len(times) - 1)
+    return float(times[low] + (times[high] - times[low]) * (pos - low))
 
 
 def prim_func_inputs(kernel) -> list:
@@ -146,18 +185,14 @@ class Profiler:
 
     def do_bench(self, func=None, warmup: int = 25, rep: int = 100, n_warmup: int = 0,
                  n_repeat: int = 0, input_tensors=None, backend: str = "event",
+                 quantiles=None, return_mode: str = "mean",
                  dynamic_symbolic_constraints: dict | None = None, **_):
-        """Median milliseconds of ``func`` (default: the kernel) on fixed inputs
+        """The milliseconds of ``func`` (default: the kernel) on fixed inputs
         (``input_tensors``, else made with ``dynamic_symbolic_constraints`` giving the
-        symbols' sizes). ``warmup``/``rep`` count calls here (TileLang reads them as
-        milliseconds), and ``n_warmup``/``n_repeat`` override them when given; every
-        backend times with CUDA events on a GPU (``perf_counter`` in the simulator);
-        ``quantiles``, ``return_mode``, ``device`` and ``early_stop_baseline`` are
-        accepted and not used."""
-        if backend not in ("event", "cupti", "cudagraph"):
-            raise ValueError(f"do_bench: backend must be 'event', 'cupti' or 'cudagraph', "
-                             f"got {backend!r}")
+        symbols' sizes), as the module's ``do_bench`` gives them (``n_warmup``/
+        ``n_repeat`` its ``_n_warmup``/``_n_repeat``); ``device`` and
+        ``early_stop_baseline`` are accepted and not used."""
         tensors = input_tensors or self.input_tensors(dynamic_symbolic_constraints)
         fn = func or self.kernel
-        return do_bench(lambda: fn(*tensors), warmup=n_warmup or warmup,
-                        rep=n_repeat or rep)
+        return do_bench(lambda: fn(*tensors), warmup, rep, n_warmup, n_repeat,
+                        quantiles=quantiles, backend=backend, return_mode=return_mode)

@@ -9,7 +9,15 @@ import time
 
 def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
               warmup_ms: float = 25.0) -> float:
-    """Median milliseconds of ``fn()`` on the current CUDA stream, timed with events;
+    """Median milliseconds of ``fn()`` on the current CUDA stream (``event_times``)."""
+    times = event_times(fn, warmup, rep, flush_l2, warmup_ms)
+    return times[len(times) // 2]
+
+
+def event_times(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
+                warmup_ms: float = 25.0) -> list:
+    """The milliseconds of ``rep`` calls of ``fn()`` on the current CUDA stream, sorted,
+    timed with events;
     with ``flush_l2`` an L2-sized buffer is rewritten between runs so no run starts from
     a warm cache (needless when the data is many times the L2). The warm-up runs
     ``fn`` ``warmup`` times and at least ``warmup_ms``, so the clocks settle on this
@@ -38,7 +46,7 @@ def median_ms(fn, warmup: int = 10, rep: int = 50, flush_l2: bool = True,
         end.synchronize()
         times.append(start.elapsed_time(end))
     times.sort()
-    return times[len(times) // 2]
+    return times
 
 
 def interleaved_times(named_fns, rounds: int = 3, timer=None, warm_round: bool = True,
@@ -108,11 +116,18 @@ def _cuda_available() -> bool:
 
 
 def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) -> float:
-    """Median milliseconds of ``fn()`` over ``rep`` calls after ``warmup`` calls.
+    """Median milliseconds of ``fn()`` over ``rep`` calls after ``warmup`` calls
+    (``bench_times``)."""
+    return float(statistics.median(bench_times(fn, warmup, rep, cuda=cuda)))
 
-    With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is timed with
-    CUDA events on the current stream, and a 256 MB buffer is rewritten before each so
-    no call starts from a warm L2. Without (CPU, simulator), ``time.perf_counter``."""
+
+def bench_times(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) -> list:
+    """The milliseconds of ``rep`` calls of ``fn()`` after ``warmup`` calls, sorted.
+
+    With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is
+    timed with CUDA events on the current stream, and a 256 MB buffer is rewritten before
+    each so no call starts from a warm L2. Without (CPU, simulator),
+    ``time.perf_counter``."""
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
     warmup = check_count("warmup", warmup, 0)
@@ -121,9 +136,9 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) 
         cuda = _cuda_available()
     if cuda:
         import torch
-        ms = median_ms(fn, warmup=warmup, rep=rep, flush_l2=True)
+        times = event_times(fn, warmup=warmup, rep=rep, flush_l2=True)
         torch.cuda.synchronize()
-        return float(ms)
+        return [float(t) for t in times]
     for _ in range(warmup):
         fn()
     times = []
@@ -131,4 +146,4 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = None) 
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return float(statistics.median(times))
+    return sorted(times)

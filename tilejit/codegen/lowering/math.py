@@ -762,6 +762,10 @@ def _register():
     for op in (operator.pow, operator.ipow):
         for ty in (types.float32, types.float64):
             lower(op, ty, ty)(_pow_rule)
+    # Numba's float `//` and `%` (Python's, as TileLang's floordiv and floormod of floats)
+    # round their quotient with math.floor: the intrinsic
+    for ty in (types.float32, types.float64):
+        lower(math.floor, ty)(_unary_rule(floor))
 
 
 _register()
