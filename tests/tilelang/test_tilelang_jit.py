@@ -881,3 +881,73 @@ def test_something_else_than_a_tensor_for_an_annotated_tensor_is_named(bad):
     with pytest.raises(TypeError, match=f"argument 'A': expected a tensor \\(line \\d+\\), "
                                         f"got {type(bad).__name__}"):
         copied_rows(bad)
+
+
+def test_a_factorys_programs_are_keyed_by_its_bound_arguments():
+    """``f(16)``, ``f(16, 1.0)`` and ``f(N=16)`` are one program (defaults applied,
+    keywords bound to their parameters); ``1`` and ``1.0`` are not."""
+    made = []
+
+    @tilelang.jit
+    def fill(N, val: float = 1.0, **options):
+        made.append((N, val, options))
+
+        @T.prim_func
+        def main(A: T.Tensor((N,), T.float32)):
+            with T.Kernel(1, threads=32):
+                for i in T.Parallel(N):
+                    A[i] = val
+        return main
+
+    assert fill(16) is fill(16, 1.0) is fill(N=16) is fill(val=1.0, N=16)
+    assert fill(16, 1) is not fill(16)
+    assert fill(16, extra=2) is fill(N=16, extra=2) is not fill(16)
+    assert len(made) == 3
+    a = torch.zeros(16)
+    fill(16, 2.5)(a)
+    assert a.tolist() == [2.5] * 16
+
+
+@tilelang.jit
+def element_wise(A, fn):
+    """TileLang's eager notebook: a function passed for a compile-time parameter is a
+    helper the kernel calls (inlined)."""
+    N = T.dynamic("N")
+    A: T.Tensor[[N], T.float32]
+    B = T.empty((N,), dtype=A.dtype)
+    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            idx = bx * 128 + i
+            if idx < N:
+                B[idx] = fn(A[idx])
+    return B
+
+
+@T.macro
+def plus_one(x):
+    return x + 1
+
+
+def twice(x):
+    return x * 2
+
+
+def test_a_function_or_macro_as_an_argument():
+    a = torch.randn(300)
+    torch.testing.assert_close(element_wise(a, plus_one), a + 1)
+    torch.testing.assert_close(element_wise(a, twice), a * 2)
+    torch.testing.assert_close(element_wise(a, lambda x: x - 3), a - 3)
+    # another function, the same name and code but another closure value: another kernel
+    for k in (2.0, 5.0):
+        torch.testing.assert_close(element_wise(a, lambda x: x * k), a * k)
+    with pytest.raises(TypeError, match="argument 'fn': a T.constexpr must be .* a function "
+                                        "or @T.macro of your own, or None, got builtin"):
+        element_wise(a, abs)
+
+
+@pytest.mark.gpu
+def test_gpu_a_function_or_macro_as_an_argument():
+    a = torch.randn(300, device="cuda")
+    torch.testing.assert_close(element_wise(a, plus_one), a + 1)
+    torch.testing.assert_close(element_wise(a, twice), a * 2)
+    torch.testing.assert_close(element_wise(a.cpu(), twice), a.cpu() * 2)

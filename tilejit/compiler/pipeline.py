@@ -28,7 +28,7 @@ from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
 from tilejit.frontend.explicit_sync import uses_warp_roles
-from tilejit.frontend.helpers import helper_problem, helpers_as_macros
+from tilejit.frontend.helpers import binding, helper_problem, helpers_as_macros
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
@@ -219,7 +219,8 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     # the host, as TileLang programs pass one to T.view) is a constant tuple in the
     # device program: the device cannot change the host's list
     namespace = {name: _frozen_list(value) for name, value in ks.namespace.items()}
-    namespace.update(dict(spec.constexprs))
+    # (a function given for a compile-time parameter: the function, a helper it calls)
+    namespace.update({name: binding(value) for name, value in spec.constexprs})
     namespace.update(markers.NAMESPACE)      # the names the front end and the passes insert
     namespace[markers.LANGUAGE] = language
     # plain helpers the kernel calls are inlined (frontend/helpers.py)

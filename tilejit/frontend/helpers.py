@@ -136,3 +136,41 @@ def _code_names(code) -> set:
         if hasattr(const, "co_names"):
             names |= _code_names(const)
     return names
+
+
+class HelperArgument:
+    """A function or ``@T.macro`` of the user's given for a compile-time parameter
+    (TileLang's eager ``element_wise(A, add_one)``): the kernel calls it as a helper of
+    its own, inlined (``binding``). Equal for the same function; its repr, which the disk
+    cache's key holds, names it with ``key`` (``runtime/host._fingerprint``: a digest of
+    its source and what it reads)."""
+    __slots__ = ("fn", "_text")
+    _made: dict = {}            # id(fn) -> HelperArgument (which keeps fn alive)
+
+    @classmethod
+    def of(cls, fn, key) -> "HelperArgument":
+        """The one for ``fn``, made (``key(fn)`` its digest) the first time."""
+        made = cls._made.get(id(fn))
+        if made is None or made.fn is not fn:
+            made = cls._made[id(fn)] = cls(fn, key(fn))
+        return made
+
+    def __init__(self, fn, key: str):
+        self.fn = fn
+        name = getattr(user_function(fn), "__qualname__", type(fn).__name__)
+        self._text = f"helper {name} {key}"
+
+    def __eq__(self, other):
+        return isinstance(other, HelperArgument) and other.fn is self.fn
+
+    def __hash__(self):
+        return hash(id(self.fn))
+
+    def __repr__(self):
+        return self._text
+
+
+def binding(value):
+    """What a compile-time value is to the kernel's code: a helper argument's function,
+    else the value."""
+    return value.fn if isinstance(value, HelperArgument) else value

@@ -6,6 +6,7 @@ import linecache
 import re
 import sys
 import threading
+import uuid
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from tilejit.language import (_semantics, check_cluster_grid, check_min_blocks, 
                               launch_shape)
 from tilejit.language.dtypes import DType, as_dtype, bfloat16
 from tilejit.language.layout import Layout
+from tilejit.frontend.helpers import HelperArgument
+from tilejit.frontend.references import user_function
+from tilejit.runtime.disk_cache import Unkeyable, function_fingerprint
 
 
 class LaunchConfig:
@@ -340,6 +344,15 @@ def check_rank(kernel, name, tensor: TensorArg):
             f"{tuple(tensor.shape)}")
 
 
+def _fingerprint(fn) -> str:
+    """A helper argument's digest (its source and what it reads), or a text unique to
+    this process where that cannot be taken."""
+    try:
+        return function_fingerprint(fn, strict=True)
+    except (Unkeyable, TypeError):
+        return f"{id(fn)}-{uuid.uuid4().hex}"
+
+
 def constexpr_value(name, value, integer: str | None = None):
     """A compile-time argument's value, checked the same for every target: an int,
     float, bool, str, tuple, dtype, layout (``T.Fragment`` for ``loop_layout=``) or None
@@ -351,10 +364,13 @@ def constexpr_value(name, value, integer: str | None = None):
         value = value.item()
     if isinstance(value, list):         # TileLang's programs pass lists: a tuple here
         value = _frozen(value)
+    if user_function(value) is not None:
+        return HelperArgument.of(value, _fingerprint)
     if not (value is None or isinstance(value, (int, float, bool, str, tuple, DType, Layout))):
         array = as_tensor_arg_or_none(value) is not None
         raise TypeError(f"argument {name!r}: a T.constexpr must be an int, float, bool, str, "
-                        f"tuple, dtype, T.Layout/T.Fragment or None, got "
+                        f"tuple, dtype, T.Layout/T.Fragment, a function or @T.macro of "
+                        f"your own, or None, got "
                         f"{type(value).__name__}"
                         + ("; a tensor or array goes to a parameter not annotated "
                            "T.constexpr" if array else ""))

@@ -22,6 +22,7 @@ from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, 
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
                                 THREAD_INDEX, WARP_SIZE, CP_ASYNC)
 from tilejit.errors import CompileError
+from tilejit.frontend.helpers import binding
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
@@ -207,7 +208,8 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     """Run every block of the launch on numpy. ``classify`` is the runtime's description
     of an argument (a ``TensorArg`` for an array, None for a scalar)."""
     # compile-time values as the compiler sees them (a list as a FrozenList)
-    constexprs = dict(spec.constexprs) if spec is not None else {}
+    constexprs = {name: binding(value) for name, value in spec.constexprs} \
+        if spec is not None else {}
     fn = simulator_function(kernel, constexprs)
     args, writebacks = [], []
     names = list(kernel.source.params) + list(kernel.outputs)

@@ -13,6 +13,7 @@ needed (a ``T.Parallel`` or tile extent) is a CompileError."""
 from __future__ import annotations
 
 import ast
+import inspect
 import warnings
 
 import numpy as np
@@ -648,13 +649,7 @@ class ClassicJit:
         self._compiled: dict = {}
 
     def __call__(self, *args, **kwargs):
-        try:
-            # (the target entered as a context, `with tvm.target.Target(...)`, is part of
-            # the program a call makes)
-            key = (args, tuple(sorted(kwargs.items())), str(_current_target(self.target)))
-            hash(key)
-        except TypeError:
-            key = None
+        key = self._call_key(args, kwargs)
         if key is not None and key in self._compiled:
             return self._compiled[key]
         pf = self.factory(*args, **kwargs)
@@ -670,6 +665,37 @@ class ClassicJit:
         if key is not None:
             self._compiled[key] = compiled
         return compiled
+
+    def _call_key(self, args, kwargs):
+        """The factory's arguments bound to its parameters, defaults applied, each value
+        with its type (``1``, ``1.0`` and ``True`` are different programs), and the target
+        entered as a context (``with tvm.target.Target(...)``): one program for
+        ``f(16)``, ``f(16, 1.0)`` and ``f(N=16)``. None when a value is unhashable (the
+        program is then made at every call) or the arguments do not bind (the factory's
+        own call raises)."""
+        signature = self.__dict__.get("_signature")
+        if signature is None:
+            signature = self._signature = inspect.signature(self.factory)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        values = []
+        for name, value in bound.arguments.items():
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                values.extend((k, type(v), v) for k, v in sorted(value.items()))
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                values.extend((name, type(v), v) for v in value)
+            else:
+                values.append((name, type(value), value))
+        key = (tuple(values), str(_current_target(self.target)))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def compile(self, *args, **kwargs):
         """TileLang's ``kernel.compile(*args)``: the program for these compile-time
