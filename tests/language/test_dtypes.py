@@ -86,3 +86,17 @@ def test_a_select_of_a_bfloat16_or_float8_and_another_type(dt, form, ptxas):
                                equal_nan=True)
     ptxas(tilelang.compile(_select_with(dt, form),
                            target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")
+
+
+def test_float8_e4m3fn_is_float8_e4m3_by_either_spelling():
+    """TileLang's (torch's) spelling float8_e4m3fn names tilejit's float8_e4m3: equal by
+    either name, ``T.dtype(torch.float8_e4m3fn)`` keeps torch's so ``getattr(torch, d)``
+    finds it, a tensor annotated so compares equal to either in a program."""
+    import torch
+    d = T.dtype(torch.float8_e4m3fn)
+    assert all(d == x and x == d and T.float8_e4m3 == x
+               for x in (T.float8_e4m3fn, T.float8_e4m3, "float8_e4m3fn", "float8_e4m3"))
+    assert not (d != T.float8_e4m3) and T.float8_e4m3 != T.float8_e5m2
+    assert getattr(torch, d) is torch.float8_e4m3fn and T.dtype("float8_e4m3fn") is d
+    assert {"float8_e4m3fn": 1}[d] == 1 and {"float16": 2}[T.float16] == 2
+    assert tilejit.language.dtypes.as_dtype(d) is T.float8_e4m3

@@ -1,6 +1,7 @@
 """The simulator's ``+``, ``-``, ``*`` on integers compute in the GPU's types (Numba's
 rule, as the compiler's typing gives it: 64 bits, unsigned only where every operand is
-unsigned, a boolean counting as unsigned), not numpy's: ``int8 + int8`` is int64 on the
+unsigned, a boolean counting as unsigned; but C's wrapping uint32 for integers of at most
+32 bits among which a uint32, as TileLang's C++), not numpy's: ``int8 + int8`` is int64 on the
 GPU, where numpy wraps in int8 (100 + 100 = -56) and raises OverflowError for
 ``int8 + 300``. A loop or block index is an int64 variable there, a constant a literal."""
 import numpy as np
@@ -123,7 +124,7 @@ B = 7      # a closure's constant: a literal on the GPU
 def variables_and_literals(kind):
     """A loop or block index is an int64 variable on the GPU: ``U[i] - i`` is int64 (the
     difference may be negative); a closure's constant is a literal that takes the
-    unsigned operand's type: ``U[i] - B`` is uint64 and wraps."""
+    unsigned operand's type: ``U[i] - B`` is uint32 and wraps, as C's."""
     @T.prim_func
     def main(U: T.Tensor((N,), "uint32"), C: T.Tensor((N,), "float64")):
         with T.Kernel(1, threads=32):
@@ -156,7 +157,7 @@ def variables_and_literals(kind):
 def _variable_reference(u, kind):
     u = u.tolist()
     if kind in ("closure_literal", "nested_literal", "local_constant"):
-        return [float((v - B) % 2 ** 64) for v in u]
+        return [float((v - B) % 2 ** 32) for v in u]
     return [float(v - i) for i, v in enumerate(u)]
 
 
@@ -188,7 +189,7 @@ def test_gpu_indices_and_literals_match_the_simulator(kind):
 
 @tilejit.kernel
 def constexpr_and_shift(U, S, C, D, k: T.constexpr = 7):
-    """A constexpr parameter is a literal (``U[i] - k`` is uint64 on the GPU); a loop
+    """A constexpr parameter is a literal (``U[i] - k`` is uint32 on the GPU); a loop
     index on the left of a shift an int64 variable (``(j + 100) << S[j]`` in 64 bits)."""
     n = U.shape[0]
     with T.Kernel(1, threads=32):
@@ -204,11 +205,11 @@ def test_constexpr_parameters_are_literals_and_shifted_indices_64_bits(ptxas):
     c = torch.zeros(N, dtype=torch.float64)
     d = torch.zeros(N, dtype=torch.int64)
     tilejit.kernel(constexpr_and_shift.func, target="sim")(u, s, c, d)
-    assert c.tolist() == [float((v - 7) % 2 ** 64) for v in u.tolist()]
+    assert c.tolist() == [float((v - 7) % 2 ** 32) for v in u.tolist()]
     assert d.tolist() == [(j + 100) << int(w) for j, w in enumerate(s.tolist())]
     ptx = constexpr_and_shift.compile(u.numpy(), s.numpy(), c.numpy(), d.numpy(),
                                       target="cuda", arch="sm_90a").ptx
-    assert "cvt.rn.f64.u64" in ptx and "shl.b64" in ptx
+    assert "cvt.rn.f64.u32" in ptx and "shl.b64" in ptx
     ptxas(ptx, "sm_90a")
 
 
@@ -250,3 +251,39 @@ def test_a_literal_meeting_a_float16_on_the_gpu():
     half_with_a_literal(x.cuda(), *outs)
     for got, want in zip(outs, _half_literal_reference(x)):
         torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+def _uint32_case():
+    """``+ - *`` of uint32 values (and of a uint32 with an int32, converted as C converts
+    it) wrap in 32 bits before a shift or a division reads them (a hash's arithmetic),
+    on both targets alike."""
+    @T.prim_func
+    def main(X: T.Tensor((4,), "uint32"), Y: T.Tensor((4,), "uint32"),
+             Z: T.Tensor((4,), "int32"), H: T.Tensor((4, 4), "uint32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                H[0, i] = (X[i] * Y[i]) >> 16
+                H[1, i] = (X[i] + Y[i]) // 2
+                H[2, i] = (X[i] - Y[i]) >> 3
+                H[3, i] = (X[i] * Z[i] + 7) >> 5
+    x = np.array([0x9E3779B1, 0x3C6EF362, 0xDAA66D13, 0x78DDE6C4], dtype=np.uint32)
+    y = np.full(4, 0xFFFFFFF0, dtype=np.uint32)
+    z = np.array([-3, 5, -70000, 123456], dtype=np.int32)
+    with np.errstate(over="ignore"):
+        want = np.stack([(x * y) >> 16, (x + y) // 2, (x - y) >> 3,
+                         (x * z.astype(np.uint32) + 7) >> 5])
+    as_u32 = lambda v: torch.from_numpy(v.view(np.int32).copy()).to(torch.uint32)  # noqa
+    return tilejit.compile(main, out_idx=[3]), (as_u32(x), as_u32(y), torch.from_numpy(z)), want
+
+
+def test_uint32_arithmetic_wraps_as_cs(ptxas):
+    kernel, args, want = _uint32_case()
+    assert np.array_equal(kernel(*args).numpy().view(np.uint32), want)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+@pytest.mark.gpu
+def test_gpu_uint32_arithmetic_wraps_as_cs():
+    kernel, args, want = _uint32_case()
+    got = kernel(*(a.cuda() for a in args)).cpu()
+    assert np.array_equal(got.numpy().view(np.uint32), want)

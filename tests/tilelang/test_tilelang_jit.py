@@ -938,8 +938,10 @@ def test_a_function_or_macro_as_an_argument():
     torch.testing.assert_close(element_wise(a, twice), a * 2)
     torch.testing.assert_close(element_wise(a, lambda x: x - 3), a - 3)
     # another function, the same name and code but another closure value: another kernel
+    def scaled(k):
+        return lambda x: x * k
     for k in (2.0, 5.0):
-        torch.testing.assert_close(element_wise(a, lambda x: x * k), a * k)
+        torch.testing.assert_close(element_wise(a, scaled(k)), a * k)
     with pytest.raises(TypeError, match="argument 'fn': a T.constexpr must be .* a function "
                                         "or @T.macro of your own, or None, got builtin"):
         element_wise(a, abs)

@@ -34,6 +34,7 @@ from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
 from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.parallel_barriers import split_parallel_at_barriers
+from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
@@ -639,6 +640,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     # T.unroll loops whose gemm regions move with their index, unrolled (before
     # _DeviceForms makes T.unroll a range)
     fdef = forms.visit(unroll_gemm_regions(copy.deepcopy(ks.tree), known))
+    # A[-1], A[-i - 1]: counted from the end, where provably negative (TileLang's)
+    fdef = legalize_negative_indices(fdef, ks)
     # T.Parallel in T.Parallel: one loop where perfectly nested, else refused
     fdef = rewrite_parallel_nests(fdef, ks.namespace, ks.error)
     # a barrier among a T.Parallel body's statements: the loop cut in two there

@@ -26,7 +26,10 @@ class DType(str):
         # kind: "float", "int", "uint", "bool"; held: a tensor or tile may hold it (a
         # dtype TileLang has that tilejit only names is not: NOT_HELD)
         if bits is None and kind is None:
-            return as_dtype(name)
+            found = as_dtype(name)
+            # TileLang's spelling of it (torch's): the dtype that keeps that name
+            spelled = str(name).rsplit(".", 1)[-1]
+            return float8_e4m3fn if spelled == "float8_e4m3fn" else found
         self = super().__new__(cls, name)
         object.__setattr__(self, "_fields", (bits, kind, lanes, held))
         return self
@@ -69,6 +72,21 @@ class DType(str):
 
     def __reduce__(self):
         return (as_dtype, (self.name,))
+
+    # float8_e4m3 and TileLang's (torch's) spelling float8_e4m3fn are one dtype: equal,
+    # also to the other's name; each hashes as its own name (a dict keyed by either
+    # spelling finds it by that spelling)
+    def __eq__(self, other):
+        if isinstance(other, str):
+            mine, theirs = str.__str__(self), str.__str__(other)
+            return _SAME.get(mine, mine) == _SAME.get(theirs, theirs)
+        return NotImplemented
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
 
     def as_torch(self):
         """The torch dtype (TileLang's ``T.float16.as_torch()``)."""
@@ -158,6 +176,8 @@ float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
 float4_e2m1fn = DType("float4_e2m1fn", 4, "float")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
                               "float8_e8m0fnu", "float4_e2m1fn"))
+# the names of one dtype (float8_e4m3fn is TileLang's and torch's spelling of ours)
+_SAME = {"float8_e4m3fn": "float8_e4m3"}
 # torch's (and ml_dtypes') names where they differ from ours
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "float4_e2m1fn": "float4_e2m1fn_x2",
                 "float4_e2m1fnx2": "float4_e2m1fn_x2"}

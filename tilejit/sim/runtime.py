@@ -376,6 +376,19 @@ def _wide_type(kinds, values):
     return np.dtype(np.uint64) if unsigned else np.dtype(np.int64)
 
 
+def _arith_type(kinds, values):
+    """``+ - *``'s type: C's uint32, wrapping, for integers of at most 32 bits among which
+    a uint32 (no boolean; Python ints in its range), as the compiler's typing gives it
+    (``codegen/typing/context._unsigned_32``); else ``_wide_type``."""
+    ints = [k for k in kinds if isinstance(k, np.dtype)]
+    literals = [v for k, v in zip(kinds, values) if k == "literal"]
+    if len(ints) + len(literals) == len(kinds) and np.dtype(np.uint32) in ints and all(
+            k.kind in "iu" and k.itemsize <= 4 for k in ints) and all(
+            0 <= v <= 0xFFFFFFFF for v in literals):
+        return np.dtype(np.uint32)
+    return _wide_type(kinds, values)
+
+
 def _as(x, is_np, ty):
     """``x`` in ``ty``, wrapped as the GPU's conversion wraps it."""
     return np.asarray(x).astype(ty) if is_np else np.array(x).astype(ty)[()]
@@ -383,10 +396,11 @@ def _as(x, is_np, ty):
 
 def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     """``a + b``, ``a - b``, ``a * b`` (``op``: "add", "sub", "mul") in the GPU's types
-    where an operand is a numpy integer or boolean (Numba's rule, as the compiler's typing
-    gives it, ``_wide_type``): 64 bits, uint64 only where every operand is unsigned,
-    wrapping as the GPU wraps. ``int8 + int8`` is int64 there, where numpy wraps in int8 (100 + 100
-    = -56) and raises OverflowError for ``int8 + 300``. Anything else (Python numbers,
+    where an operand is a numpy integer or boolean (as the compiler's typing gives it,
+    ``_arith_type``): Numba's 64 bits, uint64 only where every operand is unsigned, but
+    C's uint32 among 32-bit integers with a uint32; wrapping as the GPU wraps.
+    ``int8 + int8`` is int64 there, where numpy wraps in int8 (100 + 100 = -56) and
+    raises OverflowError for ``int8 + 300``. Anything else (Python numbers,
     floats, objects) as Python and numpy combine it. A Python int is a literal or an
     int64 variable as ``a_static``/``b_static`` say (``bitwise``)."""
     a_np, b_np = isinstance(a, (np.ndarray, np.generic)), isinstance(b, (np.ndarray,
@@ -396,7 +410,7 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     kinds = [_bitwise_kind(a, a_np, a_static), _bitwise_kind(b, b_np, b_static)]
     if None in kinds:
         return _ARITH_PY[op](a, b)
-    ty = _wide_type(kinds, [a, b])
+    ty = _arith_type(kinds, [a, b])
     with np.errstate(over="ignore"):
         out = _ARITH_NP[op](_as(a, a_np, ty), _as(b, b_np, ty))
     return out if np.ndim(out) else out[()]

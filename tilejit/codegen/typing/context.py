@@ -36,6 +36,24 @@ _UNARY = {operator.neg, operator.pos}
 NUMERIC_OPS = set(_ARITH) | _FLOAT_RESULT | _COMPARE | _UNARY
 
 
+# ``+ - *`` of 32-bit integers among which a uint32: C's, so TileLang's, wrapping
+# unsigned arithmetic (a hash's, a generator's), not Numba's 64 bits
+_WRAPPING = {operator.add, operator.sub, operator.mul, operator.iadd, operator.isub,
+             operator.imul}
+
+
+def _unsigned_32(args) -> bool:
+    """Whether every operand is an integer of at most 32 bits (a literal in uint32's
+    range), not a boolean, and one is a uint32 variable: C converts them to uint32."""
+    if not all(isinstance(a, types.Integer) for a in args):
+        return False
+    strong = [a for a in args if not isinstance(a, types.IntegerLiteral)]
+    return any(a == types.uint32 for a in strong) and all(
+        a.bitwidth <= 32 for a in strong) and all(
+        0 <= a.literal_value <= 0xFFFFFFFF for a in args
+        if isinstance(a, types.IntegerLiteral))
+
+
 def _is_weak(ty) -> bool:
     return isinstance(ty, (WeakFloat, types.IntegerLiteral, types.BooleanLiteral))
 
@@ -145,6 +163,8 @@ class TilejitTypingContext(BaseContext):
         folded = _fold_integer_literals(key, args)
         if folded is not None:
             return folded
+        if key in _WRAPPING and _unsigned_32(args):
+            return signature(types.uint32, *((types.uint32,) * len(args)))
         compute, result = harmonize(tuple(args))
         if result is None:
             if key not in (operator.truediv, operator.itruediv) or not all(
