@@ -147,7 +147,8 @@ def test_tilelangs_float8_e4m3fn_is_a_str_of_torchs_name_and_a_t_empty_output():
     assert T.float8_e4m3fn == "float8_e4m3fn"
     assert getattr(torch, T.float8_e4m3fn) is torch.float8_e4m3fn
     assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn
-    assert T.dtype(T.float8_e4m3fn) is T.float8_e4m3
+    spelled = T.dtype(T.float8_e4m3fn)
+    assert spelled is T.float8_e4m3fn and spelled == T.float8_e4m3
     assert {"float8_e4m3fn": 1}[T.float8_e4m3fn] == 1
 
     @tilelang.jit

@@ -473,7 +473,7 @@ def tensor_params(ks: KernelSource) -> dict[str, int]:
 
 
 # the tile operations' destination operand: its position (and keyword)
-_DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
+DESTINATIONS = {"copy": 1, "fill": 0, "clear": 0, "gemm": 2, "reduce_sum": 1,
                  "reduce_max": 1, "reduce_min": 1, "reduce_abssum": 1, "reduce_absmax": 1,
                  "reduce_bitand": 1, "reduce_bitor": 1, "reduce_bitxor": 1, "cumsum": 1,
                  "cummax": 1, "atomic_add": 0, "atomic_max": 0, "atomic_min": 0, "atomic_or": 0,
@@ -544,7 +544,7 @@ def written_params(ks: KernelSource) -> dict[str, int]:
             note(node, node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-            position = _DESTINATIONS.get(name)
+            position = DESTINATIONS.get(name)
             if position is None:
                 continue
             dst = next((k.value for k in node.keywords if k.arg == "dst"), None)

@@ -54,9 +54,9 @@ from dataclasses import dataclass
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import SubstituteLoads, resolve_static
-from tilejit.ir.markers import (COMMIT, COPY_ASYNC, GEMM, MULTICAST_ATTR, REGION, STAGE, SYNC,
-                                TILE, WAIT)
+from tilejit.frontend.source import DESTINATIONS, SubstituteLoads, resolve_static
+from tilejit.ir.markers import (ATOMICS, COMMIT, COPY_ASYNC, GEMM, MULTICAST_ATTR, REGION,
+                                STAGE, SYNC, TILE, WAIT)
 from tilejit.ir.plan import SHARED
 from tilejit.passes.barriers import shared_writes
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -91,6 +91,47 @@ def _assigned(stmts) -> set[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.add(n.id)
     return out
+
+
+# the tile operations' destinations (an element atomic's marker: its first argument)
+_ELEMENT_ATOMICS = frozenset(ATOMICS.values())
+
+
+def _written(stmts) -> set[str]:
+    """The names the statements assign, and the tiles and tensors they write: an element
+    (``X[i] = …``), or as a tile operation's destination (``T.copy(S, X[r])``, ``T.fill``,
+    a gemm's accumulator, an atomic's target)."""
+    out = _assigned(stmts)
+    for s in stmts:
+        for n in syntax.walk(s):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                out.add(_base_name(n))
+            elif isinstance(n, ast.Call):
+                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(
+                    n.func, "id", None)
+                position = 0 if name in _ELEMENT_ATOMICS else DESTINATIONS.get(name)
+                dst = next((k.value for k in n.keywords if k.arg == "dst"), None)
+                if dst is None and position is not None and position < len(n.args):
+                    dst = n.args[position]
+                if dst is not None:
+                    out.add(_base_name(dst))
+    out.discard(None)
+    return out
+
+
+def _base_name(node):
+    """The tile or tensor an operand names: ``X``, ``X[i]``, ``__tj_region(X, …)``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id in (REGION, STAGE) and node.args:
+        node = node.args[0]
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _reads(stmt, name) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               for n in syntax.walk(stmt))
 
 
 class _StageTiles(syntax.NodeTransformer):
@@ -212,7 +253,9 @@ class _Pipeliner(syntax.NodeTransformer):
         # layout annotations (declarations of the block's tiles, not loop statements)
         allocs = [s for s in node.body if _is_declaration(s, self.ctx.namespace)]
         body = [s for s in node.body if not _is_declaration(s, self.ctx.namespace)]
-        varying = _assigned(body) | {loop_var}
+        # what the body assigns or writes: a copy whose source region reads any of it (an
+        # index a tile holds, the tensor itself) cannot run ahead of the body
+        varying = _written(body) | {loop_var}
         stage_list, order = values.get("stage"), values.get("order")
         for name, lst in (("stage", stage_list), ("order", order)):
             if lst is not None and len(lst) != len(body):
@@ -225,6 +268,10 @@ class _Pipeliner(syntax.NodeTransformer):
                         " (counted once the @T.macro and helper calls in it are inlined: "
                         "one entry per statement they expand to)" if inlined else ""), node)
         targets = [self._producer_target(s, loop_var, varying) for s in body]
+        # nor one whose tile a statement before it reads (that reads the previous
+        # iteration's version, which running ahead would have replaced)
+        targets = [None if t is not None and any(_reads(b, t) for b in body[:i]) else t
+                   for i, t in enumerate(targets)]
         if stage_list is not None and max(stage_list) > 0:
             for i, (s, st) in enumerate(zip(body, stage_list)):
                 if st == 0 and targets[i] is None:
@@ -240,7 +287,7 @@ class _Pipeliner(syntax.NodeTransformer):
         tiles = {t for t, p in zip(targets, is_producer) if p}
         for name in tiles:
             t = self.ctx.plan.tiles[name]
-            t.stages = stages
+            t.stages = max(t.stages, stages)    # (staged by several loops: the most)
         consumers_idx = [i for i, p in enumerate(is_producer) if not p]
         if order is not None:
             consumers_idx.sort(key=lambda i: order[i])

@@ -1,6 +1,7 @@
 """Pass: ``T.use_swizzle(panel_size, order="row", enable=True)``, block rasterization.
 
-The statement is replaced by a remapping of the block indices: blocks launched one
+The statement becomes a remapping of the block indices where they are bound (every use
+of them sees it, as TileLang's, also one above the statement): blocks launched one
 after another (linear id ``by * gx + bx``) walk a panel of ``panel_size`` block rows
 column by column before moving on, instead of a whole row of the grid, so the A rows
 and B columns they read stay in L2 (``order="col"`` swaps the roles of x and y). The
@@ -58,9 +59,25 @@ class _Rasterize(syntax.NodeTransformer):
                             ast.Name(self.names[1], ast.Store())], ast.Store())
         value = ast.Call(ast.Name(SWIZZLE_BLOCKS, ast.Load()),
                          [ast.Constant(panel), ast.Constant(order == "row")], [])
-        return ast.copy_location(ast.Assign([target], value), node)
+        if self.remap is not None:
+            raise self.ctx.error("T.use_swizzle: one per kernel (the block order is the "
+                                 "kernel's)", node)
+        self.remap = ast.copy_location(ast.Assign([target], value), node)
+        return ast.copy_location(ast.Pass(), node)
 
 
 def rasterize_blocks(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    """The remap takes the place of the block indices where they are bound, at the top
+    of the block, as TileLang's rasterization does: every use of them (also one above the
+    ``T.use_swizzle`` line, ``row0 = by * bm``) sees the remapped blocks."""
+    names = _block_names(fdef)
     static = StaticEval(ctx.namespace, ctx.param_dtypes, fdef)
-    return _Rasterize(ctx, static, _block_names(fdef)).visit(fdef)
+    rasterize = _Rasterize(ctx, static, names)
+    rasterize.remap = None
+    fdef = rasterize.visit(fdef)
+    if rasterize.remap is not None:
+        last = max(i for i, stmt in enumerate(fdef.body) if isinstance(stmt, ast.Assign)
+                   and isinstance(stmt.targets[0], ast.Name)
+                   and stmt.targets[0].id in names.values())
+        fdef.body.insert(last + 1, rasterize.remap)
+    return fdef
