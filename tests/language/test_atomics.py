@@ -694,3 +694,38 @@ def test_gpu_region_atomic_of_whole_tensors(op, sliced, dtype):
     tl.compile(program)(a.cuda(), b_gpu)
     tl.compile(program, target="sim")(a, b_sim)
     assert torch.equal(b_gpu.cpu(), want) and torch.equal(b_sim, want)
+
+
+def _counted(M=40, N=16, bm=16, open_slice=True):
+    import tilejit as tl
+
+    @T.prim_func
+    def main(Cnt: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            if open_slice:
+                T.atomic_add(Cnt[bx * bm:(bx + 1) * bm, :], 1)    # `:`: to the edge
+            else:
+                T.atomic_add(Cnt[bx * bm:(bx + 1) * bm, 0:N], 1)
+    return tl, main
+
+
+@pytest.mark.parametrize("open_slice", [True, False])
+def test_a_number_into_a_region_open_to_the_tensors_edge(open_slice, tmp_path):
+    tl, program = _counted(open_slice=open_slice)
+    c = torch.zeros(40, 16, dtype=torch.int32)
+    tl.compile(program, target="sim")(c)
+    assert (c == 1).all()
+    ptx = tl.compile(program).get_kernel_source(arch="sm_90a")
+    if PTXAS:
+        path = tmp_path / "k.ptx"
+        path.write_text(ptx)
+        subprocess.run([PTXAS, "-arch=sm_90a", str(path), "-o", str(tmp_path / "k.cubin")],
+                       check=True)
+
+
+@pytest.mark.gpu
+def test_gpu_a_number_into_a_region_open_to_the_tensors_edge():
+    tl, program = _counted()
+    c = torch.zeros(40, 16, dtype=torch.int32, device="cuda")
+    tl.compile(program)(c)
+    assert (c.cpu() == 1).all()

@@ -146,8 +146,16 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
-            # a region atomic of whole tensors (T.atomic_add(B, A)): their extents
-            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+            # a region atomic of whole tensors (T.atomic_add(B, A)), or of a region open
+            # to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their extents
+            for a in node.args[:2]:
+                if isinstance(a, ast.Subscript) and any(
+                        isinstance(i, ast.Slice) and i.upper is None
+                        for i in (a.slice.elts if isinstance(a.slice, ast.Tuple)
+                                  else [a.slice])):
+                    a = a.value
+                if isinstance(a, ast.Name) and a.id in params:
+                    out.add(a.id)
         elif is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             out.update(a.id for a in operands if isinstance(a, ast.Name) and a.id in params)
@@ -183,8 +191,16 @@ def tile_copied_params(ks: KernelSource) -> frozenset:
     out = set()
     for node in syntax.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
-            # a region atomic of whole tensors (T.atomic_add(B, A)): their extents
-            out.update(a.id for a in node.args[:2] if isinstance(a, ast.Name) and a.id in params)
+            # a region atomic of whole tensors (T.atomic_add(B, A)), or of a region open
+            # to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their extents
+            for a in node.args[:2]:
+                if isinstance(a, ast.Subscript) and any(
+                        isinstance(i, ast.Slice) and i.upper is None
+                        for i in (a.slice.elts if isinstance(a.slice, ast.Tuple)
+                                  else [a.slice])):
+                    a = a.value
+                if isinstance(a, ast.Name) and a.id in params:
+                    out.add(a.id)
         elif is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             names = [a.id if isinstance(a, ast.Name) else None for a in operands]

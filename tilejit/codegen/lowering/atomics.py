@@ -330,6 +330,8 @@ def _scalar_into(context, builder, op, dst_ty, dst, value, order):
     if isinstance(dst_ty, RegionType) and not dst.ranged:
         dst.extents, dst.ranged = (), []        # one element
     if dst.extents is None and isinstance(dst_ty, RegionType):
+        dst.extents = _to_the_edge(dst_ty, dst)
+    if dst.extents is None and isinstance(dst_ty, RegionType):
         raise CompileError(f"T.atomic_{op}: the region's extent is unknown; slice it (as "
                            f"A[r, 0:n] with n known at compile time)")
     tid = builder.zext(thread_index(context, builder), I64)
@@ -348,6 +350,24 @@ def _scalar_into(context, builder, op, dst_ty, dst, value, order):
         else:
             ptr = _copy._global_pointer(builder, dst, unflatten(builder, flat, dst.shape))
             atomic_rmw(builder, op, dst.element, ptr, value, order)
+
+
+def _to_the_edge(ty, side):
+    """A tensor region's extents where a slice open at its end (``X[r0:r1, :]``) runs to
+    the tensor's edge from a compile-time start, the tensor's shape compiled in
+    (``frontend/analysis.whole_shape_params``); None where one stays unknown."""
+    shape = side.static_shape if side.kind == "global" else None
+    if shape is None or ty.static_starts is None:
+        return None
+    extents = []
+    for d in side.ranged:
+        n = ty.extents[d]
+        if not n and shape[d] is not None and ty.static_starts[d] is not None:
+            n = shape[d] - ty.static_starts[d]
+        if not n or n < 0:
+            return None
+        extents.append(n)
+    return tuple(extents)
 
 
 def _from_shared(context, builder, op, src, dst, extents, order):
