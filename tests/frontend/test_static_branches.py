@@ -3,6 +3,7 @@ values, decided when the kernel is parsed (``frontend/static_branches.py``): mod
 globals are read when the kernel first compiles, so their tests stay; a lambda's
 parameters are its own."""
 import numpy as np
+import pytest
 import torch
 
 import tilejit
@@ -71,3 +72,41 @@ def test_a_closures_value_decides_the_branch():
     a = torch.arange(8, dtype=torch.float32)
     torch.testing.assert_close(tilejit.compile(factory("double"), out_idx=[1])(a), a * 2 + 0.5)
     torch.testing.assert_close(tilejit.compile(factory("inc"), out_idx=[1])(a), a + 1)
+
+
+SHAPE, GRID = (64, 64), (1, 1)
+
+
+def spelled_out(variant):
+    """``T.Parallel(*shape)``, ``T.Kernel(*grid)`` and the tile operations' operands by
+    keyword, as TileLang's Python passes them."""
+    M = N = K = 64
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(*GRID, threads=128) as (bx, by):
+            A_s = T.alloc_shared(shape=(M, K), dtype="float16")
+            B_s = T.alloc_shared((K, N), dtype="float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.fill(acc, value=0)
+            if variant == "keywords":
+                T.gemm(A_s, B_s, C=acc, policy=T.GemmWarpPolicy.FullRow)
+            else:
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(*SHAPE):
+                acc[i, j] = acc[i, j] * 2
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("variant", ["keywords", "positional"])
+def test_starred_tuples_and_keywords_are_spelled_out(variant, ptxas):
+    import torch
+    a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half()
+    kernel = tilejit.compile(spelled_out(variant), out_idx=[2])
+    torch.testing.assert_close(kernel(a, b).double(), 2 * a.double() @ b.double(),
+                               rtol=1e-3, atol=1e-3)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")

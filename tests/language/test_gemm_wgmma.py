@@ -236,3 +236,46 @@ def test_persistent_wgmma_gemm_gpu_matches_torch_and_simulator(M, N, K, cfg):
     c_sim = torch.zeros(M, N, dtype=torch.float16)
     tilejit.kernel(gemm_persistent.func, target="sim")(A.cpu(), B.cpu(), c_sim, **cfg)
     np.testing.assert_allclose(got.numpy(), c_sim.double().numpy(), rtol=2e-2, atol=0.1)
+
+
+def _int8_gemm(M, N, K, bM, bN, bK, threads):
+    import tilejit as tl
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "int8"), B: T.Tensor((N, K), "int8"),
+             C: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "int8")
+            B_s = T.alloc_shared((bN, bK), "int8")
+            C_l = T.alloc_fragment((bM, bN), "int32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                T.copy(A[by * bM, k * bK], A_s)
+                T.copy(B[bx * bN, k * bK], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * bM, bx * bN])
+    return tl.compile(main, out_idx=[2])
+
+
+@pytest.mark.parametrize("N, bN, threads", [(40, 40, 128), (80, 80, 256), (48, 48, 128)])
+def test_integer_wgmma_takes_only_its_shapes(N, bN, threads, ptxas):
+    """Integer wgmma's N is 8, 16, 24 or a multiple of 16: an int8 tile of 40 columns a
+    warpgroup (or 80 over two) stays on mma.sync, one of 48 takes wgmma; exact either way."""
+    import torch
+    kernel = _int8_gemm(64, N, 128, 64, bN, 64, threads)
+    a = torch.randint(-8, 8, (64, 128), dtype=torch.int8)
+    b = torch.randint(-8, 8, (N, 128), dtype=torch.int8)
+    assert torch.equal(kernel(a, b), a.int() @ b.int().T)
+    ptx = kernel.get_kernel_source(arch="sm_90a")
+    assert ("wgmma.mma_async" in ptx) == (N == 48)
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N, bN, threads", [(40, 40, 128), (80, 80, 256), (48, 48, 128)])
+def test_gpu_integer_wgmma_shapes(N, bN, threads):
+    import torch
+    kernel = _int8_gemm(64, N, 128, 64, bN, 64, threads)
+    a = torch.randint(-8, 8, (64, 128), dtype=torch.int8)
+    b = torch.randint(-8, 8, (N, 128), dtype=torch.int8)
+    assert torch.equal(kernel(a.cuda(), b.cuda()).cpu(), a.int() @ b.int().T)

@@ -146,10 +146,14 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
-            # a region atomic of whole tensors (T.atomic_add(B, A)), or of a region open
-            # to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their extents
+            # a region atomic of whole tensors (T.atomic_add(B, A)), or a number into a
+            # region open to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their
+            # extents (a tile's value gives the region's extents itself)
+            number = len(node.args) > 1 and all(
+                isinstance(n, (ast.Constant, ast.UnaryOp, ast.BinOp, ast.operator,
+                               ast.unaryop)) for n in syntax.walk(node.args[1]))
             for a in node.args[:2]:
-                if isinstance(a, ast.Subscript) and any(
+                if number and isinstance(a, ast.Subscript) and any(
                         isinstance(i, ast.Slice) and i.upper is None
                         for i in (a.slice.elts if isinstance(a.slice, ast.Tuple)
                                   else [a.slice])):
@@ -191,10 +195,14 @@ def tile_copied_params(ks: KernelSource) -> frozenset:
     out = set()
     for node in syntax.walk(ks.tree):
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
-            # a region atomic of whole tensors (T.atomic_add(B, A)), or of a region open
-            # to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their extents
+            # a region atomic of whole tensors (T.atomic_add(B, A)), or a number into a
+            # region open to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their
+            # extents (a tile's value gives the region's extents itself)
+            number = len(node.args) > 1 and all(
+                isinstance(n, (ast.Constant, ast.UnaryOp, ast.BinOp, ast.operator,
+                               ast.unaryop)) for n in syntax.walk(node.args[1]))
             for a in node.args[:2]:
-                if isinstance(a, ast.Subscript) and any(
+                if number and isinstance(a, ast.Subscript) and any(
                         isinstance(i, ast.Slice) and i.upper is None
                         for i in (a.slice.elts if isinstance(a.slice, ast.Tuple)
                                   else [a.slice])):

@@ -9,13 +9,25 @@ constexpr parameter, a tensor's shape, a value the kernel computes) stay for the
 steps, and so do tests of module globals: a global may be bound again between the
 kernel's definition and its first compilation, which reads it (``KernelSource.resolve``);
 a closure's value is the factory call's. Lambdas (a ``T.comm_reducer``'s combiner) and
-nested functions keep their tests: their parameters are their own names."""
+nested functions keep their tests: their parameters are their own names.
+
+The same parse also spells out what TileLang's Python would pass: a starred tuple the
+closure (or a module global) holds (``T.Parallel(*shape)``, ``T.Kernel(*grid)``) as its
+elements, and the keywords of the tile operations whose operands the later steps read by
+position (``T.alloc_shared(shape=..., dtype=...)``, ``T.fill(buf, value=...)``,
+``T.gemm(A, B, C=...)``) in their places."""
 from __future__ import annotations
 
 import ast
 
 from tilejit import syntax
-from tilejit.frontend.source import KernelSource, assigned_names, static_truth
+from tilejit import language as T
+from tilejit.frontend.source import KernelSource, assigned_names, resolve_static, static_truth
+
+# the operations whose keywords are put in their places: {op: its parameters, in order}
+_POSITIONAL = {T.alloc_shared: ("shape", "dtype"), T.alloc_fragment: ("shape", "dtype"),
+               T.alloc_local: ("shape", "dtype"), T.fill: ("buf", "value"),
+               T.gemm: ("A", "B", "C")}
 
 
 class _Fold(syntax.NodeTransformer):
@@ -47,8 +59,55 @@ class _Fold(syntax.NodeTransformer):
         return node.body if truth else node.orelse
 
 
+class _Spell(syntax.NodeTransformer):
+    def __init__(self, namespace, assigned):
+        self.namespace, self.assigned = namespace, assigned
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            args = []
+            for a in node.args:
+                value = self._tuple(a.value) if isinstance(a, ast.Starred) else None
+                if isinstance(a, ast.Starred) and value is None:
+                    return node             # a starred value not known here: as written
+                args.extend([ast.copy_location(ast.Constant(v), a) for v in value]
+                            if isinstance(a, ast.Starred) else [a])
+            node.args = args
+        names = _POSITIONAL.get(resolve_static(node.func, self.namespace))
+        placed = [k for k in node.keywords if names and k.arg in names]
+        if placed and len(node.args) <= len(names):
+            given = dict(zip(names, node.args))
+            if any(k.arg in given for k in placed):
+                return node                 # given twice: the operation's own error
+            given.update((k.arg, k.value) for k in placed)
+            # in their places when they leave no gap (a later operand given, an earlier
+            # one not: as written)
+            count = next((i for i, n in enumerate(names) if n not in given), len(names))
+            if all(n not in given for n in names[count:]):
+                node.args = [given[n] for n in names[:count]]
+                node.keywords = [k for k in node.keywords if k not in placed]
+        return node
+
+    def _tuple(self, node):
+        """The ints of a tuple (or list) a name not assigned by the kernel holds, or
+        None."""
+        if not isinstance(node, ast.Name) or node.id in self.assigned:
+            return None
+        value = self.namespace.get(node.id)
+        if isinstance(value, (tuple, list)) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+        return None
+
+
 def fold_static_branches(ks: KernelSource) -> None:
-    """``ks.tree`` with its compile-time ``if`` statements decided."""
+    """``ks.tree`` with its compile-time ``if`` statements decided, starred tuples and the
+    tile operations' keywords spelled out."""
+    if any(isinstance(n, ast.Starred) for n in syntax.walk(ks.tree)) or any(
+            isinstance(n, ast.Call) and n.keywords for n in syntax.walk(ks.tree)):
+        spell = _Spell(ks.namespace, assigned_names(ks.tree))
+        ks.tree = syntax.fix_missing_locations(spell.visit(ks.tree))
     closure = getattr(getattr(ks.func, "__code__", None), "co_freevars", ())
     if not closure or not any(isinstance(n, (ast.If, ast.IfExp))
                               for n in syntax.walk(ks.tree)):

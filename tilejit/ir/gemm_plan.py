@@ -430,6 +430,8 @@ def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
         n = gp.N // gn if gp.N % gn == 0 else 0
         if gp.M % (64 * gm) or n == 0 or n % 8 or n > 256:
             continue
+        if gp.kind == "s8" and n > 24 and n % 16:
+            continue            # integer wgmma's N: 8, 16, 24, then multiples of 16
         if not gp.transpose_B and n % b_smem[1]:
             continue
         fits.append((gm, gn))
