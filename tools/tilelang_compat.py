@@ -430,8 +430,8 @@ def markdown() -> str:
         "use: `tirx.const`, `tirx.reinterpret(dtype, x)`, `tirx.Cast`, `tirx.Select` and "
         "`tirx.PrimExpr` (for annotations), with a value's `x.dtype` and `x.astype(dtype)`. "
         "A helper computes as the kernel does: bitwise operations and shifts on integers of "
-        "one type in C's types (int32 at least), `+ - *` with a uint32 among integers of "
-        "at most 32 bits wrapping in uint32 as C's, the rest of its integer arithmetic in "
+        "one type in C's types (int32 at least), `+ - *` of unsigned integers of at most "
+        "32 bits with a uint32 wrapping in uint32 as C's, the rest of its integer arithmetic in "
         "64 bits, so `tirx.reinterpret` first cuts an integer to the width of its dtype; "
         "`x.dtype` of a bfloat16 or float8 value is refused (the simulator holds those in "
         "float32).",

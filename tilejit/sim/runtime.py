@@ -377,13 +377,14 @@ def _wide_type(kinds, values):
 
 
 def _arith_type(kinds, values):
-    """``+ - *``'s type: C's uint32, wrapping, for integers of at most 32 bits among which
-    a uint32 (no boolean; Python ints in its range), as the compiler's typing gives it
+    """``+ - *``'s type: C's uint32, wrapping, for unsigned integers of at most 32 bits
+    among which a uint32 (no boolean; Python ints in its range), as the compiler's typing
+    gives it
     (``codegen/typing/context._unsigned_32``); else ``_wide_type``."""
     ints = [k for k in kinds if isinstance(k, np.dtype)]
     literals = [v for k, v in zip(kinds, values) if k == "literal"]
     if len(ints) + len(literals) == len(kinds) and np.dtype(np.uint32) in ints and all(
-            k.kind in "iu" and k.itemsize <= 4 for k in ints) and all(
+            k.kind == "u" and k.itemsize <= 4 for k in ints) and all(
             0 <= v <= 0xFFFFFFFF for v in literals):
         return np.dtype(np.uint32)
     return _wide_type(kinds, values)
@@ -398,7 +399,7 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     """``a + b``, ``a - b``, ``a * b`` (``op``: "add", "sub", "mul") in the GPU's types
     where an operand is a numpy integer or boolean (as the compiler's typing gives it,
     ``_arith_type``): Numba's 64 bits, uint64 only where every operand is unsigned, but
-    C's uint32 among 32-bit integers with a uint32; wrapping as the GPU wraps.
+    C's uint32 among unsigned 32-bit integers with a uint32; wrapping as the GPU wraps.
     ``int8 + int8`` is int64 there, where numpy wraps in int8 (100 + 100 = -56) and
     raises OverflowError for ``int8 + 300``. Anything else (Python numbers,
     floats, objects) as Python and numpy combine it. A Python int is a literal or an

@@ -36,20 +36,22 @@ _UNARY = {operator.neg, operator.pos}
 NUMERIC_OPS = set(_ARITH) | _FLOAT_RESULT | _COMPARE | _UNARY
 
 
-# ``+ - *`` of 32-bit integers among which a uint32: C's, so TileLang's, wrapping
-# unsigned arithmetic (a hash's, a generator's), not Numba's 64 bits
+# ``+ - *`` of unsigned integers of at most 32 bits among which a uint32: C's, so
+# TileLang's, wrapping unsigned arithmetic (a hash's, a generator's), not Numba's 64 bits
 _WRAPPING = {operator.add, operator.sub, operator.mul, operator.iadd, operator.isub,
              operator.imul}
 
 
 def _unsigned_32(args) -> bool:
-    """Whether every operand is an integer of at most 32 bits (a literal in uint32's
-    range), not a boolean, and one is a uint32 variable: C converts them to uint32."""
+    """Whether every operand is an unsigned integer of at most 32 bits (or a literal in
+    uint32's range), not a boolean, and one is a uint32 variable: C computes them in
+    uint32. (A signed operand keeps Numba's 64 bits: the simulator holds a loop's index as
+    int64, which the GPU may type narrower.)"""
     if not all(isinstance(a, types.Integer) for a in args):
         return False
     strong = [a for a in args if not isinstance(a, types.IntegerLiteral)]
     return any(a == types.uint32 for a in strong) and all(
-        a.bitwidth <= 32 for a in strong) and all(
+        not a.signed and a.bitwidth <= 32 for a in strong) and all(
         0 <= a.literal_value <= 0xFFFFFFFF for a in args
         if isinstance(a, types.IntegerLiteral))
 
