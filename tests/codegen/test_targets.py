@@ -204,3 +204,25 @@ def test_spilled_fragments_on_the_gpu_against_the_simulator():
     np.testing.assert_allclose(b.cpu().numpy(), a.astype(np.float64).sum(1), rtol=1e-5,
                                atol=1e-4)
     np.testing.assert_allclose(b.cpu().numpy(), sim, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [128, 1024])
+def test_a_fragment_every_thread_holds_whole_is_named_not_more_threads(threads):
+    """A 1 × 2049 row reduced and broadcast: its odd width splits over no group of the
+    block's threads, so each holds all of it; the error says so instead of asking for more
+    threads (which would not shrink it)."""
+    @T.prim_func
+    def main(A: T.Tensor((1, 2049), "float32"), O: T.Tensor((1, 2049), "float32")):
+        with T.Kernel(1, threads=threads):
+            f = T.alloc_fragment((1, 2049), "float32")
+            r = T.alloc_fragment((1,), "float32")
+            T.copy(A, f)
+            T.reduce_max(f, r, dim=1)
+            for i, j in T.Parallel(1, 2049):
+                f[i, j] = f[i, j] - r[i]
+            T.copy(f, O)
+    with pytest.raises(CompileError, match=r"every thread holds all of f 1x2049 .* more "
+                                           r"threads do not shrink it\): give it extents of "
+                                           r"power-of-two factors") as e:
+        tilejit.compile(main, out_idx=[1]).get_kernel_source(arch="sm_90a")
+    assert "use more threads" not in str(e.value)

@@ -17,6 +17,7 @@ GPU, so what would not compile does not simulate either.
 from __future__ import annotations
 
 import ast
+import math
 import warnings
 
 from tilejit import syntax
@@ -66,12 +67,29 @@ def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                        for n, t in shares if n)
     line = min((t.line for _, t in shares if t.line), default=None)
     need = f"the kernel's fragments and local tiles need {words} 32-bit registers per thread "
+    whole = _held_whole(shares, plan.threads)
     if words > max(SPILL_LIMIT, limit):
         raise ctx.error(f"{need}({detail}); a thread has at most {limit} registers, and "
                         f"tilejit spills at most {SPILL_LIMIT} words of tiles to local memory: "
-                        f"use more threads (T.Kernel(threads=...)) or smaller tiles", line)
+                        + (whole or "use more threads (T.Kernel(threads=...)) or smaller "
+                           "tiles"), line)
     where = ctx.error(f"{need}({detail}); a thread has {limit}: the rest is spilled to local "
-                      f"memory, and every access of it is a memory access. More threads "
-                      f"(T.Kernel(threads=...)) or smaller tiles keep them in registers", line)
+                      f"memory, and every access of it is a memory access. " + (
+                          whole or "More threads (T.Kernel(threads=...)) or smaller tiles "
+                          "keep them in registers"), line)
     warnings.warn(str(where), RegisterSpillWarning, stacklevel=2)
     return fdef
+
+
+def _held_whole(shares, threads) -> str | None:
+    """The advice where a fragment over several threads is held whole by every one (its
+    extents have no split over the threads: an odd row width, 1 × 2049): more threads do
+    not shrink it; None where none is."""
+    whole = [t for n, t in shares if n and threads > 1 and t.kind == "fragment"
+             and t.indexing is not None and t.indexing.slots >= math.prod(t.shape) > 1]
+    if not whole:
+        return None
+    names = ", ".join(f"{t.name} {'x'.join(map(str, t.shape))}" for t in whole)
+    return (f"every thread holds all of {names} (its extents split over no group of the "
+            f"block's threads, so more threads do not shrink it): give it extents of "
+            f"power-of-two factors (pad the odd width), or stage it in shared memory")
