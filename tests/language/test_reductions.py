@@ -1301,3 +1301,55 @@ def test_a_fragment_reduced_into_a_shared_tile_gpu(clear):
                                rtol=1e-5, atol=1e-5)
     # float32 sums of 64 terms, added in another order on the GPU than in numpy
     torch.testing.assert_close(got.cpu(), sim, rtol=1e-5, atol=1e-5)
+
+
+def _three_column_reductions():
+    bM, bN, bK = 192, 128, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((bM, bK), "float16"), B: T.Tensor((bK, bN), "float16"),
+             S: T.Tensor((bN,), "float32"), MX: T.Tensor((bN,), "float32"),
+             MN: T.Tensor((bN,), "float32")):
+        with T.Kernel(1, threads=384):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bK, bN), "float16")
+            acc = T.alloc_fragment((bM, bN), "float32")
+            s = T.alloc_fragment((bN,), "float32")
+            mx = T.alloc_fragment((bN,), "float32")
+            mn = T.alloc_fragment((bN,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(acc)
+            T.gemm(A_s, B_s, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.reduce_sum(acc, s, dim=0)
+            T.reduce_max(acc, mx, dim=0)
+            T.reduce_min(acc, mn, dim=0)
+            T.copy(s, S)
+            T.copy(mx, MX)
+            T.copy(mn, MN)
+    return tilejit.compile(main, out_idx=[2, 3, 4])
+
+
+def test_reductions_through_shared_memory_share_their_scratch(ptxas):
+    """Three column reductions of a 192 x 128 accumulator on 12 warps (no shuffle
+    pattern: through shared memory) take one 96 KiB scratch between barriers, not three
+    (315 KiB, over every GPU's limit)."""
+    kernel = _three_column_reductions()
+    a, b = torch.randn(192, 32).half(), torch.randn(32, 128).half()
+    s, mx, mn = kernel(a, b)
+    c = a.double() @ b.double()
+    torch.testing.assert_close(s.double(), c.sum(0), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(mx.double(), c.amax(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(mn.double(), c.amin(0), rtol=1e-5, atol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_reductions_through_shared_memory_share_their_scratch():
+    kernel = _three_column_reductions()
+    a, b = torch.randn(192, 32).half(), torch.randn(32, 128).half()
+    got = kernel(a.cuda(), b.cuda())
+    sim = kernel(a, b)
+    for g, h in zip(got, sim):
+        torch.testing.assert_close(g.cpu(), h, rtol=1e-4, atol=1e-3)

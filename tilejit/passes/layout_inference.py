@@ -1451,9 +1451,11 @@ def _plan_reduction_scratch(ctx, tiles):
     (``lowering/reductions.py``), so one after another they may share one scratch tile,
     ``__tj_red``, as large as the largest needs: two of MLA's row reductions no longer
     take 2 KiB each. A kernel with ``T.ws`` roles, whose roles may reduce at the same
-    time, keeps a scratch per reduction."""
+    time, keeps a scratch per reduction. Reductions through shared memory (no shuffle
+    pattern) share theirs too, one per source shape and compute type."""
     shared_scratch = not ctx.plan.role_threads
     largest = None          # (bytes, compute dtype, line) of the shared scratch
+    memory_scratch: dict = {}   # (shape, compute dtype) -> a scratch through shared memory
     for k, (src, dst, dim, line) in enumerate(ctx.plan.reductions):
         if tiles[src].kind != FRAGMENT or tiles[dst].kind != FRAGMENT:
             continue
@@ -1461,11 +1463,17 @@ def _plan_reduction_scratch(ctx, tiles):
         d = tiles[dst].dtype
         compute = compute_dtype(d)
         if _reduction_or_none(tiles[src].layout, (dim,), keep) is None:
-            # no shuffle pattern: the source goes to shared memory and is reduced there
-            name = f"__tj_redmem{k}"
-            tiles[name] = Tile(name, SHARED, tiles[src].shape, compute, line,
-                               layout=row_major(tiles[src].shape),
-                               layout_reason="a reduction through shared memory")
+            # no shuffle pattern: the source goes to shared memory and is reduced there,
+            # between barriers, so reductions of one shape and type one after another
+            # share the scratch (not with T.ws roles)
+            shape = tuple(tiles[src].shape)
+            name = memory_scratch.get((shape, compute.name)) if shared_scratch else None
+            if name is None:
+                name = f"__tj_redmem{k}"
+                tiles[name] = Tile(name, SHARED, shape, compute, line,
+                                   layout=row_major(shape),
+                                   layout_reason="a reduction through shared memory")
+                memory_scratch[(shape, compute.name)] = name
             ctx.plan.scratch[k] = name
             continue
         _, _, steps = _reduction(ctx, tiles[src].layout, (dim,), keep, line)
