@@ -1,6 +1,6 @@
-"""Front end: a one-index ``T.Parallel`` that reads its index split in two
-(``i // c`` and ``i % c``, TileLang's fused-index form) becomes the two-index loop it
-walks, so a fragment indexed ``F[i // c, i % c]`` is indexed by the loop's own indices::
+"""Front end: a one-index ``T.Parallel`` that indexes a tile or tensor by its index split
+in two (``F[i // c, i % c]``, TileLang's fused-index form) becomes the two-index loop it
+walks, so the fragment is indexed by the loop's own indices::
 
     for i in T.Parallel(M * N):             for i_0, i_1 in T.Parallel(M, N):
         B[i] = F[i // N, i % N]       →         B[i_0 * N + i_1] = F[i_0, i_1]
@@ -82,11 +82,18 @@ class _Split(syntax.NodeTransformer):
         return ast.copy_location(loop, node)
 
     def _both(self, node, var, c) -> bool:
-        """Whether the body reads both ``var // c`` and ``var % c``."""
-        ops = {type(n.op) for n in syntax.walk(node) if isinstance(n, ast.BinOp)
-               and isinstance(n.left, ast.Name) and n.left.id == var
-               and isinstance(n.op, (ast.FloorDiv, ast.Mod)) and self._static(n.right) == c}
-        return ops == {ast.FloorDiv, ast.Mod}
+        """Whether a subscript of the body is indexed by both ``var // c`` and ``var % c``
+        (``F[var // c, var % c]``; one of them alone, ``B[i // 2]``, is a quotient the
+        layout pass reads as it is)."""
+        def split(e):
+            return (isinstance(e, ast.BinOp) and isinstance(e.left, ast.Name)
+                    and e.left.id == var and isinstance(e.op, (ast.FloorDiv, ast.Mod))
+                    and self._static(e.right) == c) and type(e.op)
+        for n in syntax.walk(node):
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple):
+                if {split(e) for e in n.slice.elts} >= {ast.FloorDiv, ast.Mod}:
+                    return True
+        return False
 
 
 class _Substitute(syntax.NodeTransformer):
