@@ -114,8 +114,8 @@ LANGUAGE_DIFFERENCES = {
     "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
               "T.gemm and the warp shuffles are a compile error (they need whole warps); "
               "no grid extent is one block; no cluster dimensions; a grid extent that is 0 at "
-              "the call (an empty input) launches nothing, as torch does for empty "
-              "tensors (TileLang raises)",
+              "the call (an empty input) is an error naming the extent (EmptyGridError), as "
+              "TileLang raises and CUDA's launch refuses: skip the call for an empty input",
     "get_thread_binding": "in a kernel's `with T.Kernel` body (not in a `@T.macro`); "
                           "dimensions 1 and 2 need `threads=(x, y[, z])` written as a tuple "
                           "in `T.Kernel`. The simulator runs such a block lane-wise: tile "
