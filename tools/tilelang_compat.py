@@ -135,7 +135,8 @@ LANGUAGE_DIFFERENCES = {
     "tvm_thread_allreduce": "only the thread all-reduce idiom (see `T.attr`): "
                             "`T.uint32(1)` (one value), every thread of a group gets the "
                             "result, folded in thread order in the identity's dtype",
-    "evaluate": "only the thread all-reduce idiom (see `T.attr`)",
+    "evaluate": "a statement of its own, `T.evaluate(x)`, is the expression `x` evaluated "
+                "and dropped; and the thread all-reduce idiom (see `T.attr`)",
     "reinterpret": "a bitcast between integer and float dtypes of one width; "
                    "`T.reinterpret(T.uint64(0), dtype=\"handle\")` only as the thread "
                    "all-reduce idiom's `reduce_scope` value (see `T.attr`)",

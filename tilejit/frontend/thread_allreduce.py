@@ -400,15 +400,33 @@ class _Leftovers(syntax.NodeVisitor):
 _SPELLINGS = frozenset(name.split(".")[-1] for name in _TVM_NAMES.values())
 
 
+class _Evaluations(syntax.NodeTransformer):
+    """``T.evaluate(x)`` as a statement outside the idiom (TileLang's tests evaluate a
+    tensor element, ``T.evaluate(A[0, 0])``): the expression statement ``x``, evaluated
+    and its value dropped, as TVM's Evaluate is."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Expr(self, node):
+        call = node.value
+        if _is(call, T.evaluate, self.namespace) and len(call.args) == 1 \
+                and not call.keywords \
+                and not _is(call.args[0], T.tvm_thread_allreduce, self.namespace):
+            return ast.copy_location(ast.Expr(call.args[0]), node)
+        return node
+
+
 def rewrite_thread_allreduce(ks: KernelSource) -> None:
     if not any(isinstance(n, ast.Attribute) and n.attr in _SPELLINGS
                or isinstance(n, ast.Name) and n.id in _SPELLINGS for n in syntax.walk(ks.tree)):
         return
     if not any(_is(node, T.attr, ks.namespace) for node in syntax.walk(ks.tree)):
+        ks.tree = _Evaluations(ks.namespace).visit(ks.tree)
         _Leftovers(ks).visit(ks.tree)
         return
     rewriter = _AllReduces(ks)
     launch = rewriter.visit(ks.launch)
     launch.body[:0] = rewriter.scratch
-    ks.tree = syntax.fix_missing_locations(ks.tree)
+    ks.tree = syntax.fix_missing_locations(_Evaluations(ks.namespace).visit(ks.tree))
     _Leftovers(ks).visit(ks.tree)
