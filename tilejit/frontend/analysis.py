@@ -194,22 +194,7 @@ def tile_copied_params(ks: KernelSource) -> frozenset:
                            (T.alloc_shared, T.alloc_fragment, T.alloc_local))
     out = set()
     for node in syntax.walk(ks.tree):
-        if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
-            # a region atomic of whole tensors (T.atomic_add(B, A)), or a number into a
-            # region open to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their
-            # extents (a tile's value gives the region's extents itself)
-            number = len(node.args) > 1 and all(
-                isinstance(n, (ast.Constant, ast.UnaryOp, ast.BinOp, ast.operator,
-                               ast.unaryop)) for n in syntax.walk(node.args[1]))
-            for a in node.args[:2]:
-                if number and isinstance(a, ast.Subscript) and any(
-                        isinstance(i, ast.Slice) and i.upper is None
-                        for i in (a.slice.elts if isinstance(a.slice, ast.Tuple)
-                                  else [a.slice])):
-                    a = a.value
-                if isinstance(a, ast.Name) and a.id in params:
-                    out.add(a.id)
-        elif is_call_to(node, T.copy, ks.namespace):
+        if is_call_to(node, T.copy, ks.namespace):
             operands = copy_operand_nodes(node)
             names = [a.id if isinstance(a, ast.Name) else None for a in operands]
             if len(names) == 2 and any(n in tiles for n in names):

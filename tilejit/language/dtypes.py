@@ -77,10 +77,10 @@ class DType(str):
     # also to the other's name; each hashes as its own name (a dict keyed by either
     # spelling finds it by that spelling)
     def __eq__(self, other):
-        if isinstance(other, str):
-            mine, theirs = str.__str__(self), str.__str__(other)
-            return _SAME.get(mine, mine) == _SAME.get(theirs, theirs)
-        return NotImplemented
+        same = str.__eq__(self, other)      # True, False, or NotImplemented (not a str)
+        if same is False and str.__str__(self) in _SPELLINGS:
+            return str.__str__(other) in _SPELLINGS
+        return same
 
     def __ne__(self, other):
         equal = self.__eq__(other)
@@ -176,8 +176,8 @@ float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
 float4_e2m1fn = DType("float4_e2m1fn", 4, "float")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
                               "float8_e8m0fnu", "float4_e2m1fn"))
-# the names of one dtype (float8_e4m3fn is TileLang's and torch's spelling of ours)
-_SAME = {"float8_e4m3fn": "float8_e4m3"}
+# the two names of one dtype (float8_e4m3fn is TileLang's and torch's spelling of ours)
+_SPELLINGS = frozenset(("float8_e4m3", "float8_e4m3fn"))
 # torch's (and ml_dtypes') names where they differ from ours
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "float4_e2m1fn": "float4_e2m1fn_x2",
                 "float4_e2m1fnx2": "float4_e2m1fn_x2"}

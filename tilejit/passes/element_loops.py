@@ -8,6 +8,7 @@ import ast
 import copy
 
 from tilejit import language as T
+from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import LANGUAGE, REGION
 
@@ -50,3 +51,16 @@ def inside_tensor(name, elts):
                                                       ast.Load()), ast.Constant(d), ast.Load())])
         for d, e in enumerate(elts)]
     return tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+
+
+def known_shape(ctx, name) -> tuple | None:
+    """A tile's shape, or a tensor parameter's where the specialization compiled every
+    entry in; None for a tensor whose shape is not all known (or a name that is
+    neither)."""
+    if name in ctx.plan.tiles:
+        return tuple(ctx.plan.tiles[name].shape)
+    if name in ctx.params:
+        shape = tuple(ctx.namespace.get(shape_constant_name(name, d))
+                      for d in range(ctx.params[name].ndim))
+        return shape if all(isinstance(e, int) for e in shape) else None
+    return None

@@ -27,10 +27,10 @@ import copy
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import assigned_names, resolve_static, static_truth
 from tilejit.ir.markers import CAST
-from tilejit.passes.element_loops import index, inside_tensor, is_region, parallel_loop
+from tilejit.passes.element_loops import (index, inside_tensor, is_region, known_shape,
+                                           parallel_loop)
 
 
 def _annotation(stmt, namespace):
@@ -159,14 +159,8 @@ class _Copies(syntax.NodeTransformer):
 
     def _shape(self, name, call):
         ctx = self.ctx
-        if name in ctx.plan.tiles:
-            return tuple(ctx.plan.tiles[name].shape)
-        if name in ctx.params:
-            shape = tuple(ctx.namespace.get(shape_constant_name(name, d))
-                          for d in range(ctx.params[name].ndim))
-            if all(isinstance(e, int) for e in shape):
-                return shape
-            return None
+        if name in ctx.plan.tiles or name in ctx.params:
+            return known_shape(ctx, name)
         raise ctx.error(f"T.copy from a tensor with a safe value: the operand {name!r} is "
                         "not a tile or a tensor parameter; copy into a whole tile, a region "
                         f"of one, or a region of a tensor (`{ast.unparse(call)}`)", call)

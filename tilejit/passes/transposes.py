@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_operands import region_source
 from tilejit.ir.markers import CAST
-from tilejit.passes.element_loops import index, inside_tensor, is_region, parallel_loop
+from tilejit.passes.element_loops import (index, inside_tensor, is_region, known_shape,
+                                           parallel_loop)
 
 
 @dataclass
@@ -88,25 +88,13 @@ class _Transposes(syntax.NodeTransformer):
     def _text(node) -> str:
         return region_source(ast.unparse(node))
 
-    def _shape(self, name):
-        """A tile's shape, a tensor parameter's where the compilation knows it, else
-        None."""
-        ctx = self.ctx
-        if name in ctx.plan.tiles:
-            return tuple(ctx.plan.tiles[name].shape)
-        if name in ctx.params:
-            shape = tuple(ctx.namespace.get(shape_constant_name(name, d))
-                          for d in range(ctx.params[name].ndim))
-            return shape if all(isinstance(e, int) for e in shape) else None
-        return None
-
     def _operand(self, node, role, call) -> _Operand:
         ctx = self.ctx
         name = node.args[0].id if is_region(node) else getattr(node, "id", None)
         if name not in ctx.plan.tiles and name not in ctx.params:
             raise self._error(f"T.transpose: {role} must be a tile, a tensor or a region of "
                               f"one, got `{self._text(node)}`", call)
-        shape = self._shape(name)
+        shape = known_shape(ctx, name)
         if not is_region(node):
             if shape is None:
                 raise self._error(f"T.transpose: the shape of tensor {name!r} is not known "

@@ -232,7 +232,7 @@ def _region_impl(op):
         if src.extents is None and dst.extents is None:
             # a whole tensor's extents where the specialization knows its shape (a region
             # atomic of whole tensors, T.atomic_add(B, A): frontend/analysis.py)
-            src.extents = _whole_tensor_extents(src)
+            src.extents = _extents_from_shape(sig.args[1], src)
         try:
             (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
@@ -244,14 +244,6 @@ def _region_impl(op):
             _from_shared(context, builder, op, src, dst, extents, order)
         return context.get_dummy_value()
     return impl
-
-
-def _whole_tensor_extents(side):
-    """A whole global tensor's shape when every entry is compiled in, else None."""
-    shape = side.static_shape if side.kind == "global" else None
-    if shape is None or None in shape or side.ranged != list(range(side.ndim)):
-        return None
-    return tuple(shape)
 
 
 def _from_fragment(context, builder, op, src, dst, order):
@@ -330,7 +322,7 @@ def _scalar_into(context, builder, op, dst_ty, dst, value, order):
     if isinstance(dst_ty, RegionType) and not dst.ranged:
         dst.extents, dst.ranged = (), []        # one element
     if dst.extents is None and isinstance(dst_ty, RegionType):
-        dst.extents = _to_the_edge(dst_ty, dst)
+        dst.extents = _extents_from_shape(dst_ty, dst)
     if dst.extents is None and isinstance(dst_ty, RegionType):
         raise CompileError(f"T.atomic_{op}: the region's extent is unknown; slice it (as "
                            f"A[r, 0:n] with n known at compile time)")
@@ -352,18 +344,21 @@ def _scalar_into(context, builder, op, dst_ty, dst, value, order):
             atomic_rmw(builder, op, dst.element, ptr, value, order)
 
 
-def _to_the_edge(ty, side):
-    """A tensor region's extents where a slice open at its end (``X[r0:r1, :]``) runs to
-    the tensor's edge from a compile-time start, the tensor's shape compiled in
-    (``frontend/analysis.whole_shape_params``); None where one stays unknown."""
+def _extents_from_shape(ty, side):
+    """Extents the specialization's compiled-in shape gives (``frontend/analysis.
+    whole_shape_params``): a whole tensor's shape, or a region's whose slices open at their
+    end (``X[r0:r1, :]``) run to the tensor's edge from a compile-time start; None where
+    one stays unknown."""
     shape = side.static_shape if side.kind == "global" else None
-    if shape is None or ty.static_starts is None:
+    region = isinstance(ty, RegionType)
+    if shape is None or (region and ty.static_starts is None):
         return None
     extents = []
     for d in side.ranged:
-        n = ty.extents[d]
-        if not n and shape[d] is not None and ty.static_starts[d] is not None:
-            n = shape[d] - ty.static_starts[d]
+        n = ty.extents[d] if region else 0
+        start = ty.static_starts[d] if region else 0
+        if not n and shape[d] is not None and start is not None:
+            n = shape[d] - start
         if not n or n < 0:
             return None
         extents.append(n)
