@@ -38,6 +38,41 @@ def test_a_split_that_does_not_divide_the_extent_stays():
         tilelang.compile(flatten(32, 32, extent=1000), out_idx=[1])
 
 
+def sum_of_squares(dk, dv):
+    """TileLang's gated-delta-rule backward: a flat fragment whose shape is one extent
+    (``(dv * dk)``, no tuple) written at ``i`` from shared memory read at ``i // dv, i % dv``."""
+    @T.prim_func
+    def main(A: T.Tensor((dk, dv), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((dk, dv), "float32")
+            F = T.alloc_fragment((dv * dk), "float32")
+            S = T.alloc_fragment((1,), "float32")
+            T.copy(A, A_s)
+            T.clear(S)
+            for i in T.Parallel(dk * dv):
+                F[i] = A_s[i // dv, i % dv] * A_s[i // dv, i % dv]
+            T.reduce_sum(F, S, dim=-1, clear=False)
+            B[0] = S[0]
+    return main
+
+
+def test_a_flat_fragment_of_one_extent(ptxas):
+    a = torch.randn(64, 32, dtype=torch.float32)
+    kernel = tilelang.compile(sum_of_squares(64, 32), out_idx=[1])
+    torch.testing.assert_close(kernel(a), (a.double() ** 2).sum().float().reshape(1))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_flat_fragment_of_one_extent():
+    a = torch.randn(64, 32)
+    kernel = tilelang.compile(sum_of_squares(64, 32), out_idx=[1])
+    torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(kernel(a.cuda()).cpu().double(),
+                               (a.double() ** 2).sum().reshape(1), rtol=1e-5, atol=1e-3)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("bm, bn", [(32, 32), (16, 64)])
 def test_gpu_matches_the_simulator(bm, bn):

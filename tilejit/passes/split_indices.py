@@ -96,7 +96,8 @@ def _shown(name, fragments, p, n, static) -> str:
 
 def _fragment_allocations(fdef, ctx) -> dict:
     """{name: (its `name = T.alloc_fragment(shape, ...)` statement, the shape's
-    expressions)} of fragments allocated once with a literal shape."""
+    expressions)} of fragments allocated once with a literal shape or one extent (an
+    expression that is not an int, a tuple's name, is not split where it is used)."""
     found, seen = {}, {}
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
@@ -105,9 +106,10 @@ def _fragment_allocations(fdef, ctx) -> dict:
             seen[name] = seen.get(name, 0) + 1
             call = node.value
             if isinstance(call, ast.Call) and call.args and resolve_static(
-                    call.func, ctx.namespace) is T.alloc_fragment and isinstance(
-                        call.args[0], (ast.Tuple, ast.List)):
-                found[name] = (node, call.args[0].elts)
+                    call.func, ctx.namespace) is T.alloc_fragment:
+                shape = call.args[0]      # (M, N), or one extent: (M * N), a name
+                found[name] = (node, shape.elts if isinstance(shape, (ast.Tuple, ast.List))
+                               else [shape])
     return {n: v for n, v in found.items() if seen[n] == 1}
 
 
