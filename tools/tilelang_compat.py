@@ -54,6 +54,11 @@ LANGUAGE_DIFFERENCES = {
                      "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
     "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
             "saying so): pack two values a byte",
+    "annotate_compile_flags": "kept as the function's attribute; flags of NVIDIA's C++ "
+                              "compiler, which tilejit does not run, so they change nothing",
+    "annotate_pass_configs": "a statement at the top of the function's body, its argument "
+                             "known when the function is defined; compile()'s pass_configs "
+                             "apply over it",
     "annotate_l2_hit_ratio": "one tensor parameter (a launch holds one L2 access policy "
                              "window) and a ratio known when the kernel is defined; the "
                              "window is the launch's own (`cuLaunchKernelEx`), the "

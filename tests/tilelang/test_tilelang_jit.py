@@ -176,18 +176,20 @@ def test_dynamic_symbol_stays_runtime():
     assert dynamic_copy.kernel.shape_entries == ()
 
 
-def test_dynamic_symbol_as_tile_extent_is_an_error():
+def test_dynamic_symbol_as_a_parallel_extent_specializes():
+    """(One kernel per size, as T.const: logged at INFO.)"""
     @tilelang.jit
-    def bad(A):
+    def fill(A):
         n = T.dynamic("n")
         A: T.Tensor((n,), T.float32)
         with T.Kernel(1, threads=32) as bx:
             for i in T.Parallel(n):
-                A[i] = bx
-    with pytest.raises(tilelang.CompileError, match="T.dynamic"):
-        bad(np.zeros(4, np.float32))
-    with pytest.raises(tilelang.CompileError, match="T.dynamic"):
-        bad.compile(np.zeros(4, np.float32))
+                A[i] = bx + i
+    for n in (4, 40):
+        a = np.zeros(n, np.float32)
+        fill(a)
+        np.testing.assert_array_equal(a, np.arange(n, dtype=np.float32))
+    assert ".entry" in fill.compile(np.zeros(4, np.float32)).get_kernel_source()
 
 
 def test_a_program_that_does_not_compile_raises_when_used_not_when_defined():
@@ -199,6 +201,9 @@ def test_a_program_that_does_not_compile_raises_when_used_not_when_defined():
                 A[0] = bx
     assert "does not compile" in repr(blackwell_only)
     assert not hasattr(blackwell_only, "_repr_html_")     # a probe is not a use
+    # nor pytest's, collecting a program named test_*
+    assert getattr(blackwell_only, "patchings", None) is None
+    assert not hasattr(blackwell_only, "pytestmark")
     assert blackwell_only.__name__ == "blackwell_only"
     for use in (lambda: blackwell_only(np.zeros(128, np.float32)),
                 lambda: blackwell_only.get_kernel_source(),
@@ -213,7 +218,7 @@ def test_pass_configs_accepted_and_unknown_warns_once():
         warnings.simplefilter("always")
         for _ in range(2):
             @tilelang.jit(pass_configs={tilelang.PassConfigKey.TL_ENABLE_DUMP_IR: False,
-                                        "tl.no_such_thing": True}, out_idx=[-1])
+                                        "tl.no_such_thing": True})
             def k(A):
                 n = T.const("n")
                 A: T.Tensor((n,), T.float32)
@@ -374,9 +379,10 @@ def test_classic_symbol_used_only_in_the_body(monkeypatch):
         torch.testing.assert_close(kernel(a), a + 1.0)
 
 
-def test_classic_dynamic_symbol_as_tile_extent_is_an_error():
+def dynamic_tile_extent():
+    """TileLang's dynamic shared memory: a T.dynamic symbol as a tile's extent."""
     @tilelang.jit(out_idx=[1])
-    def bad(block=64):
+    def staged(block=64):
         n = T.dynamic("n")
 
         @T.prim_func
@@ -384,13 +390,56 @@ def test_classic_dynamic_symbol_as_tile_extent_is_an_error():
             with T.Kernel(1, threads=64) as bx:
                 S = T.alloc_shared((n,), "float32")
                 for i in T.Parallel(n):
-                    S[i] = A[i] + bx
+                    S[i] = A[i] + bx + 1
                 for i in T.Parallel(n):
-                    B[i] = S[i]
+                    B[i] = S[i] * 2
         return main
-    with pytest.raises(tilelang.CompileError, match="dynamic symbol n is used where a "
-                                                    "compile-time extent is needed"):
-        bad()
+    return staged()
+
+
+def test_classic_dynamic_symbol_as_tile_extent_specializes(ptxas, caplog):
+    with caplog.at_level("INFO", logger="tilejit"):
+        kernel = dynamic_tile_extent()
+        for n in (100, 200, 100):
+            a = torch.randn(n)
+            torch.testing.assert_close(kernel(a), (a + 1) * 2)
+    assert "dynamic symbol n is a tile extent" in caplog.text
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+def eager_dynamic_tile_extent():
+    @tilelang.jit
+    def staged(A):
+        n = T.dynamic("n")
+        A: T.Tensor[[n], T.float32]
+        B = T.empty([n], T.float32)
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((n,), T.float32)
+            for i in T.Parallel(n):
+                S[i] = A[i] - 1
+            for i in T.Parallel(n):
+                B[i] = S[i] * 3
+        return B
+    return staged
+
+
+def test_eager_dynamic_symbol_as_tile_extent_specializes():
+    kernel = eager_dynamic_tile_extent()
+    for n in (48, 96):
+        a = torch.randn(n)
+        torch.testing.assert_close(kernel(a), (a - 1) * 3)
+
+
+@pytest.mark.gpu
+def test_gpu_classic_dynamic_symbol_as_tile_extent():
+    a = torch.randn(96)
+    eager = eager_dynamic_tile_extent()
+    torch.testing.assert_close(eager(a.cuda()).cpu(), eager(a))
+    kernel = dynamic_tile_extent()
+    for n in (100, 200, 100):
+        a = torch.randn(n)
+        torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a))
 
 
 def test_classic_dynamic_symbol_as_a_parallel_extent_is_read_at_run_time():

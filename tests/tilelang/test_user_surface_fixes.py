@@ -116,3 +116,36 @@ def test_on_the_gpu():
     _check_all("cuda")
     kernel = _doubled(1000)
     assert kernel.latency > 0 and kernel.config["block"] in (32, 64)
+
+
+def numpy_extents(m, n):
+    """TileLang's typed constants as extents (``dim = T.int32(dim)``: a numpy integer
+    here) in tensor annotations, tile shapes, the grid and T.Parallel."""
+    m, n, block = T.int32(m), T.int32(n), T.int32(32)
+
+    @T.prim_func
+    def main(A: T.Tensor([m, n], "float32"), B: T.Tensor([m, n], "float32")):
+        with T.Kernel(T.ceildiv(m, block), threads=128) as bx:
+            s = T.alloc_shared([block, n], "float32")
+            f = T.alloc_fragment([block, n], "float32")
+            T.copy(A[bx * block, 0], s)
+            T.copy(s, f)
+            for i, j in T.Parallel(block, n):
+                f[i, j] = f[i, j] + 1
+            T.copy(f, B[bx * block, 0])
+    return main
+
+
+def test_numpy_integer_extents(ptxas):
+    kernel = tilelang.compile(numpy_extents(64, 32), out_idx=[1])
+    a = torch.randn(64, 32)
+    torch.testing.assert_close(kernel(a), a + 1)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_numpy_integer_extents():
+    kernel = tilelang.compile(numpy_extents(64, 32), out_idx=[1])
+    a = torch.randn(64, 32)
+    torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a))

@@ -12,6 +12,11 @@ In the simulator numpy views of one array share its memory; the arrays it comput
 copies of (bfloat16, device tensors) are written back only where the kernel changed
 them (``sim/runner.py``), so a copy left alone does not undo another's writes.
 
+TileLang's function-level ``T.annotate_pass_configs`` / ``T.annotate_compile_flags`` are
+read where the function is defined (``language/function_attrs.py``: the TileLang doors
+merge the configs into the compile options); here they are taken out of the tree, and one
+below the top of the body is refused.
+
 Two more of TileLang's launch annotations are taken out here: ``T.annotate_min_blocks_per_sm
 (K)`` becomes the launch's ``min_blocks_per_sm=K``, and ``T.annotate_l2_hit_ratio({A: r})``
 ``KernelSource.l2_window``, the L2 access policy window each GPU launch sets over ``A``."""
@@ -23,6 +28,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.analysis import plain_value
 from tilejit.frontend.source import KernelSource, is_launch, resolve_static
+from tilejit.language.function_attrs import annotation_kind, nested_annotation
 
 
 def _is_annotation(node, namespace) -> bool:
@@ -159,3 +165,17 @@ def take_l2_annotations(ks: KernelSource) -> None:
         ks.l2_window = (key.id, float(value))
         _take_out(ks, node)
     ks.tree = syntax.fix_missing_locations(ks.tree)
+
+
+def take_function_annotations(ks: KernelSource) -> None:
+    """TileLang's ``T.annotate_pass_configs(...)`` / ``T.annotate_compile_flags(...)``,
+    statements at the top of the kernel function's body: taken out (their values were read
+    when the function was defined); one inside a block is a CompileError at its line."""
+    nested = nested_annotation(ks.tree, ks.namespace)
+    if nested is not None:
+        kind = annotation_kind(nested, ks.namespace)
+        raise ks.error(f"T.{kind} is a statement at the top of the kernel function's body "
+                       f"(outside `with T.Kernel`, not under an `if` or a loop): it holds "
+                       f"for the whole program", nested)
+    ks.tree.body = [s for s in ks.tree.body if annotation_kind(s, ks.namespace) is None] or [
+        ast.Pass()]

@@ -45,6 +45,9 @@ class KernelSource:
     made: dict = field(default_factory=dict)
     # {name: (the factory's call, the factory, its (args, kwargs))}: checked at resolve
     made_from: dict = field(default_factory=dict)
+    # helpers defined in the kernel's body: {name: the names they read that only the
+    # kernel binds} (local_helpers.py: inlined where called as statements)
+    local_helpers: dict = field(default_factory=dict)
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
@@ -336,16 +339,23 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.print_buffers import rewrite_prints        # (the same circle)
     from tilejit.frontend.generic_reduce import rewrite_generic_reduces  # (the same circle)
     from tilejit.frontend.restrict_annotations import (  # (the same circle)
-        take_l2_annotations, take_min_blocks_annotations, take_restrict_annotations)
+        take_function_annotations, take_l2_annotations, take_min_blocks_annotations,
+        take_restrict_annotations)
     from tilejit.frontend.let_bindings import rewrite_ldg            # (the same circle)
     from tilejit.frontend.tma_store_forms import rewrite_tma_store_forms  # (the same)
     from tilejit.frontend.helper_factories import bind_made_helpers   # (the same circle)
+    from tilejit.frontend.local_helpers import (  # (the same circle)
+        check_local_helper_calls, define_local_helpers)
     from tilejit.frontend.trace_prints import run_trace_time_prints  # (the same circle)
     from tilejit.frontend.static_branches import fold_static_branches  # (the same circle)
+    if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
+        define_local_helpers(ks)
     rewrite_let_bindings(ks)
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
+    if ks.local_helpers:
+        check_local_helper_calls(ks)
     fold_static_branches(ks)
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:
@@ -354,6 +364,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
         take_min_blocks_annotations(ks)
     if "annotate_l2_hit_ratio" in spelled:
         take_l2_annotations(ks)
+    if spelled & {"annotate_pass_configs", "annotate_compile_flags"}:
+        take_function_annotations(ks)
     if "reduce" in spelled:
         rewrite_generic_reduces(ks)
     if "__ldg" in spelled:

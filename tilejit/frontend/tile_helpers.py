@@ -87,8 +87,11 @@ class _Inliner:
         place = isinstance(target, T.macro) and any(
             isinstance(a, ast.Subscript) for a in stmt.value.args + [
                 k.value for k in stmt.value.keywords])
+        # a helper of the kernel's body reading the kernel's own names (local_helpers.py)
+        closure = self.ks.local_helpers.get(getattr(stmt.value.func, "id", None))
         if not found or not (reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
-                                     depth) or self._passes_fragment(stmt.value) or place):
+                                     depth) or self._passes_fragment(stmt.value) or place
+                             or closure):
             return None
         body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
         self.count += 1

@@ -45,6 +45,7 @@ from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer
 from tilejit.language.compat import dtype_names as _tilelang_dtype_names
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.random import rng_init, rng_rand, rng_rand_float
+from tilejit.language.function_attrs import annotate_compile_flags, annotate_pass_configs
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
                                       get_warp_idx, get_warp_idx_sync, get_thread_binding,
@@ -139,6 +140,7 @@ __all__ = [
     "rng_init", "rng_rand", "rng_rand_float",
     "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
     "annotate_restrict_buffers", "__ldg", "annotate_min_blocks_per_sm", "annotate_l2_hit_ratio",
+    "annotate_pass_configs", "annotate_compile_flags",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",

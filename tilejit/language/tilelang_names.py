@@ -8,7 +8,9 @@ from __future__ import annotations
 import ast
 import warnings
 
+from tilejit.errors import CompileError
 from tilejit.language._semantics import meaning
+from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.dtypes import DType, as_dtype, not_held, ptr
 
 
@@ -421,6 +423,42 @@ def _annotated_in_body(func) -> set:
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
 
 
+def _returned_count(func) -> int:
+    """How many values the function's own body returns (``return B, C``: 2), or 0."""
+    fdef = _body(func)
+    todo, found = list(fdef.body) if fdef is not None else [], 0
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            found = max(found, len(node.value.elts) if isinstance(node.value, ast.Tuple) else 1)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _function_attrs(func) -> dict:
+    """The function's ``T.annotate_pass_configs`` / ``T.annotate_compile_flags``, read now
+    (``function_attrs.py``); a malformed one is a CompileError at its line."""
+    import inspect
+    fdef = _body(func)
+    if fdef is None:
+        return {}
+    namespace = dict(func.__globals__)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:          # a cell not filled yet
+            pass
+    try:
+        found, _ = function_annotations(fdef.body, namespace)
+    except AnnotationError as e:
+        filename = inspect.getsourcefile(func) or "<unknown>"
+        line = func.__code__.co_firstlineno + e.node.lineno - 1
+        raise CompileError(str(e), filename, line) from None
+    return found
+
+
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
@@ -438,6 +476,8 @@ class PrimFunc:
         unannotated = [n for n in self.params if n not in annotations]
         in_body = _annotated_in_body(func) if unannotated else set()
         self.lazy = bool(unannotated) and set(unannotated) <= in_body
+        # T.annotate_pass_configs / T.annotate_compile_flags at the top of the body
+        self.function_attrs = _function_attrs(func)
         if self.lazy:
             return
         if in_body & set(unannotated):
@@ -464,6 +504,25 @@ class PrimFunc:
         # what TileLang reports as the program is defined: the front end's check, which
         # reads the source (``frontend/validate.check_definition``)
         meaning("prim_func")(func)
+
+    @property
+    def attrs(self) -> dict:
+        """TileLang's PrimFunc attributes: ``global_symbol`` (the function's name), the
+        body's ``tilelang_pass_configs`` and ``tilelang_compile_flags`` where it annotates
+        them, and ``tilelang_out_idx`` where it returns the outputs it makes with T.empty
+        (the last parameters of the compiled kernel: ``[-1]`` for one)."""
+        out = {"global_symbol": self.__name__}
+        out.update({k: (dict(v) if isinstance(v, dict) else list(v))
+                    for k, v in self.function_attrs.items()})
+        returned = _returned_count(self.func) if self.lazy else 0
+        if returned:
+            out["tilelang_out_idx"] = list(range(-returned, 0))
+        return out
+
+    @property
+    def pass_configs(self) -> dict:
+        """The pass configs the body annotates (``T.annotate_pass_configs``), or {}."""
+        return dict(self.function_attrs.get(PASS_CONFIGS, {}))
 
     def __call__(self, *args, **kwargs):
         raise TypeError("a T.prim_func is compiled first: tilejit.compile(func) or a "

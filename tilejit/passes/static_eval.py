@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import numbers
 import math
 import operator
 
@@ -147,7 +148,9 @@ class StaticEval:
 
     def shape(self, node: ast.AST) -> tuple[int, ...]:
         v = self.value(node)
-        v = (v,) if isinstance(v, int) else tuple(v)
-        if not v or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+        # (a numpy integer, TileLang's T.int32(64) constant, counts as the int it is)
+        v = (v,) if isinstance(v, numbers.Integral) else tuple(v)
+        if not v or not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) and
+                            x > 0 for x in v):
             raise NotStatic(f"shape {v!r}")
-        return v
+        return tuple(int(x) for x in v)

@@ -8,8 +8,10 @@ input: torch stays torch, on its device) and returns them.
 A shape symbol (``n = T.dynamic("n")``, or the deprecated ``T.symbolic``) used in the
 body means the run-time extent of the first parameter dimension it annotates: the
 kernel's source gets ``n = A.shape[0]`` before ``T.Kernel``, as the eager style does, so
-one compiled kernel serves every ``n``; a dynamic symbol where a compile-time value is
-needed (a ``T.Parallel`` or tile extent) is a CompileError."""
+one compiled kernel serves every ``n``; a dynamic symbol only a ``T.Parallel`` extent
+needs is read at run time there; one that is a tile's extent (TileLang's dynamic shared
+memory) specializes the kernel on its size, one compiled kernel per size (as ``T.const``
+does; logged at INFO)."""
 from __future__ import annotations
 
 import ast
@@ -25,6 +27,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, c
                                        element_span,
                                        pointer_argument, typed_scalar)
 from tilejit.frontend.source import function_def_from_file, function_namespace
+from tilejit.log import logger
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
@@ -140,7 +143,8 @@ class CompiledPrimFunc(KernelConveniences):
         target, arch = target_and_arch(target)
         # TileLang's target names a backend; tilejit runs where the tensors live (the
         # GPU for device tensors, the simulator for host ones), as the seeds expect
-        options = pass_config_options(dict(pass_configs or {}))
+        # the body's own T.annotate_pass_configs, compile()'s over them key by key
+        options = pass_config_options({**pf.pass_configs, **(pass_configs or {})})
         if arch is not None:
             options["arch"] = arch
         order = [p for i, p in enumerate(pf.params) if i not in self.out_idx] + \
@@ -171,10 +175,10 @@ class CompiledPrimFunc(KernelConveniences):
                     self.kernel.shape_entries = tuple(
                         e for e in self.kernel.shape_entries if e != entry[:2])
                     continue
-                raise CompileError(f"@T.prim_func {pf.__name__}: dynamic symbol "
-                                   f"{symbol.name} is used where a compile-time extent is "
-                                   "needed (a T.Parallel or tile extent); use a constant",
-                                   self.kernel.source.filename, self.kernel.source.tree.lineno)
+                # a tile's extent (TileLang's dynamic shared memory): the kernel is
+                # specialized on it, one compiled kernel per size, as for T.const
+                logger.info("@T.prim_func %s: dynamic symbol %s is a tile extent; one "
+                            "kernel is compiled per size", pf.__name__, symbol.name)
 
     def _check_now(self, target: str) -> None:
         """TileLang compiles at ``tilejit.compile``: with every shape static, the front end
@@ -543,16 +547,12 @@ def _compile_lazy(func, out_idx, target, pass_configs):
     the eager @tilejit.jit program of its function, compiled for the shapes of each call
     (its ``T.empty`` outputs returned). ``out_idx`` is for a program that does not return
     its outputs itself: given for one that does, it is TileLang's "Out index conflict";
-    given for one that writes its parameters, it is not supported yet (pass them)."""
+    the parameters it names are allocated and returned (``output_params.py``)."""
     from tilejit.tilelang.jit import jit          # this module is imported by jit.py
-    if out_idx is not None:
-        if _returns(func.func):
-            raise ValueError(f"Out index conflict: @T.prim_func {func.__name__} returns its "
-                             f"outputs (T.empty); out_idx={out_idx!r} names outputs too")
-        raise TypeError(f"out_idx={out_idx!r} with a lazy @T.prim_func ({func.__name__}: "
-                        f"parameters annotated in its body) is not supported: pass every "
-                        f"tensor, or make the outputs with T.empty and return them")
-    return jit(func.func, target=target, pass_configs=pass_configs)
+    if out_idx is not None and _returns(func.func):
+        raise ValueError(f"Out index conflict: @T.prim_func {func.__name__} returns its "
+                         f"outputs (T.empty); out_idx={out_idx!r} names outputs too")
+    return jit(func.func, out_idx=out_idx, target=target, pass_configs=pass_configs)
 
 
 def _returns(f) -> bool:

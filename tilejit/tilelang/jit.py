@@ -31,12 +31,15 @@ import warnings
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.log import logger
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
 from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
                                        pointer_argument, typed_scalar)
 from tilejit.runtime.kernel import default_arch, kernel_function
+from tilejit.tilelang.output_params import outputs_as_empty
+from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
                                              TensorAnnotation, warn_symbolic)
@@ -134,7 +137,7 @@ _WARNED: set = set()
 class _Desugared:
     """What the eager-style source says: tensors, symbols, annotations, the kernel."""
 
-    def __init__(self, func):
+    def __init__(self, func, out_idx=None):
         found = function_def_from_file(func)
         if found is None:
             raise CompileError(f"cannot read the source of {func.__qualname__}; a "
@@ -147,12 +150,20 @@ class _Desugared:
         self.annotations: list[tuple[str, ast.expr, int]] = []
         body = []
         prologue = Prologue()
+        # out_idx's parameters: outputs the program allocates (T.empty) and returns
+        self.outputs = [] if out_idx is None else outputs_as_empty(
+            fdef, out_idx, self._is_tensor_annotation, self.filename, func.__name__)
         # ``def f(A: T.Tensor((M, N), dtype), ...)``: a tensor annotated in the signature,
         # as one annotated at the top of the body
         for a in fdef.args.args:
             if self._is_tensor_annotation(a.annotation):
                 self.annotations.append((a.arg, a.annotation, a.lineno))
-        for stmt in fdef.body:
+        # T.annotate_pass_configs / T.annotate_compile_flags: read now, taken out
+        try:
+            self.function_attrs, statements = function_annotations(fdef.body, self.namespace)
+        except AnnotationError as e:
+            raise CompileError(str(e), self.filename, e.node.lineno) from None
+        for stmt in statements:
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
                 self.symbols.update(symbols)
@@ -307,13 +318,16 @@ class JitFunction:
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
-        self.pass_configs = dict(pass_configs or {})
+        sugar = _Desugared(func, out_idx)
+        self.sugar = sugar
+        # the body's own T.annotate_pass_configs, @tilejit.jit's over them key by key
+        self.attrs = {"global_symbol": func.__name__, **sugar.function_attrs}
+        self.pass_configs = {**sugar.function_attrs.get(PASS_CONFIGS, {}),
+                             **(pass_configs or {})}
         options = pass_config_options(self.pass_configs)
         self.out_idx = out_idx
         self.verbose = verbose
         self._packed_names: dict = {}   # parameters given as bytes: their packed dtype
-        sugar = _Desugared(func)
-        self.sugar = sugar
         tj_target = {"sim": "sim", "c": "cpu", "llvm": "cpu"}.get(
             str(target).split()[0] if target else "auto", "auto")
         # TileLang's target names a backend; tilejit runs where the tensors live (the
@@ -329,9 +343,11 @@ class JitFunction:
         dynamic_used = [p for p, d in self.kernel.shape_entries if self._symbol_of(p, d)
                         and sugar.symbols[self._symbol_of(p, d)]]
         if dynamic_used:
-            raise CompileError(f"T.dynamic symbol(s) used as compile-time extents: "
-                               f"{dynamic_used}; use T.const for tile extents",
-                               sugar.filename, sugar.fdef.lineno)
+            # a tile's or T.Parallel's extent (TileLang's dynamic shared memory): the
+            # kernel is specialized on it, one compiled kernel per size, as for T.const
+            logger.info("%s: T.dynamic extent(s) %s are compile-time extents here; one "
+                        "kernel is compiled per size (T.const says so)", func.__name__,
+                        dynamic_used)
         self._checks = {}       # compile-time settings -> evaluated annotations
         self._checked = {}      # _call_key of a call that passed the checks -> _argument_order
         # scalar parameter -> its annotation's dtype (`alpha: T.float32` in the signature;
@@ -785,12 +801,20 @@ class FailedProgram:
         return self             # tuning it raises the error too, when it is called
 
     def __getattr__(self, name):
-        if name.startswith("_"):         # probes (hasattr(p, "_repr_html_")): not a use
-            raise AttributeError(name)
-        self._raise()
+        # a use is what a compiled program has (f.compile, f.kernel, ...); any other name
+        # is a probe (hasattr(p, "_repr_html_"); pytest's, collecting a program named
+        # test_*), not a use
+        if name in _USES:
+            self._raise()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self):
         return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
+
+
+# what a use of a program reads: JitFunction's public methods and attributes
+_USES = frozenset(n for n in dir(JitFunction) if not n.startswith("_")) | frozenset((
+    "kernel", "sugar", "pass_configs", "attrs", "out_idx", "verbose", "func"))
 
 
 def _annotation_spec(value):

@@ -1,0 +1,118 @@
+"""``out_idx`` for a program whose tensors are annotated in its body or signature
+(TileLang's lazy ``@T.prim_func`` compiled with ``tilejit.compile(f, out_idx=[-1])``,
+an eager ``@tilejit.jit(out_idx=[-1])`` program): the parameters it names are outputs
+the program allocates and returns, written as the ``T.empty`` form it already has::
+
+    def f(A, B):                              def f(A):
+        A: T.Tensor[[M, N], T.float32]            A: T.Tensor[[M, N], T.float32]
+        B: T.Tensor[[M, N], T.float32]   →        B = T.empty([M, N], T.float32)
+        with T.Kernel(...): ...                   with T.Kernel(...): ...
+                                                  return B
+
+A call passes the other parameters; the outputs come back in ``out_idx``'s order (a
+list for several). Their extents are the inputs' symbols, compile-time parameters and
+constants (a symbol only an output has is reported: no input gives its size). A program
+that returns its outputs itself cannot name them in ``out_idx`` too (TileLang's "Out
+index conflict")."""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import syntax
+from tilejit.errors import CompileError
+
+
+def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name) -> list:
+    """``fdef`` rewritten in place for ``out_idx`` (module docstring); the names of the
+    outputs, in out_idx's order."""
+    params = [a.arg for a in fdef.args.args]
+    order = _positions(out_idx, params, name)
+    if _returns(fdef):
+        raise ValueError(f"Out index conflict: {name} returns its outputs (T.empty); "
+                         f"out_idx={out_idx!r} names outputs too")
+    outputs = [params[i] for i in order]
+    defaults_from = len(params) - len(fdef.args.defaults)
+    for i in order:
+        if i >= defaults_from:
+            raise TypeError(f"out_idx={out_idx!r}: output parameter {params[i]!r} of {name} "
+                            f"has a default value; an output is allocated by the kernel")
+    signature = {a.arg: a for a in fdef.args.args}
+    front = []
+    for out in outputs:
+        arg = signature[out]
+        where = next((k for k, s in enumerate(fdef.body) if isinstance(s, ast.AnnAssign)
+                      and isinstance(s.target, ast.Name) and s.target.id == out
+                      and s.value is None), None)
+        annotation = fdef.body[where].annotation if where is not None else arg.annotation
+        if annotation is None or not is_tensor(annotation):
+            raise TypeError(f"out_idx={out_idx!r}: output parameter {out!r} of {name} needs "
+                            f"a T.Tensor annotation (its shape and dtype are what the kernel "
+                            f"allocates), got "
+                            f"{ast.unparse(annotation) if annotation is not None else 'none'}")
+        empty = ast.Assign([ast.Name(out, ast.Store())], _empty_call(annotation, filename,
+                                                                      arg.lineno))
+        if where is not None:
+            fdef.body[where] = ast.copy_location(empty, fdef.body[where])
+        else:
+            front.append(ast.copy_location(empty, fdef.body[0]))
+            arg.annotation = None
+    fdef.body[:0] = front
+    fdef.args.args = [a for a in fdef.args.args if a.arg not in outputs]
+    value = ast.Name(outputs[0], ast.Load()) if len(outputs) == 1 else ast.Tuple(
+        [ast.Name(o, ast.Load()) for o in outputs], ast.Load())
+    fdef.body.append(ast.copy_location(ast.Return(value), fdef.body[-1]))
+    syntax.fix_missing_locations(fdef)
+    return outputs
+
+
+def _positions(out_idx, params, name) -> list:
+    n = len(params)
+    if isinstance(out_idx, int) and not isinstance(out_idx, bool):
+        out_idx = [out_idx]
+    if not isinstance(out_idx, (list, tuple)) or any(
+            isinstance(i, bool) or not isinstance(i, int) for i in out_idx):
+        raise TypeError(f"out_idx: expected an int or a list of ints, got {out_idx!r}")
+    if any(not -n <= i < n for i in out_idx):
+        raise ValueError(f"out_idx {list(out_idx)} out of range for the {n} parameters of "
+                         f"{name}")
+    order = [i % n for i in out_idx]
+    twice = sorted({params[i] for i in order if order.count(i) > 1})
+    if twice:
+        raise ValueError(f"out_idx {list(out_idx)} names parameter(s) {twice} more than once")
+    return order
+
+
+def _empty_call(annotation, filename, line) -> ast.Call:
+    """``T.empty(shape, dtype)`` of a ``T.Tensor[shape, dtype]`` / ``T.Tensor(shape,
+    dtype)`` annotation, spelled through the annotation's own module name."""
+    head = annotation.func if isinstance(annotation, ast.Call) else annotation.value
+    shape = dtype = None
+    if isinstance(annotation, ast.Call):
+        shape = annotation.args[0] if annotation.args else next(
+            (k.value for k in annotation.keywords if k.arg == "shape"), None)
+        dtype = annotation.args[1] if len(annotation.args) > 1 else next(
+            (k.value for k in annotation.keywords if k.arg == "dtype"), None)
+    elif isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts:
+        shape = annotation.slice.elts[0]
+        dtype = annotation.slice.elts[1] if len(annotation.slice.elts) > 1 else None
+    if shape is None or not isinstance(head, ast.Attribute):
+        raise CompileError(f"an output's annotation `{ast.unparse(annotation)}` must be "
+                           f"T.Tensor[shape, dtype] (its shape and dtype allocate it)",
+                           filename, line)
+    # (T.Tensor's dtype defaults to float32, as TileLang's)
+    args = [copy.deepcopy(shape), copy.deepcopy(dtype) if dtype is not None
+            else ast.Constant("float32")]
+    return ast.Call(ast.Attribute(copy.deepcopy(head.value), "empty", ast.Load()), args, [])
+
+
+def _returns(fdef) -> bool:
+    todo = list(fdef.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
