@@ -572,7 +572,7 @@ def test_a_draw_in_a_helper_used_in_an_expression_is_named(tmp_path):
         tmp_path, "noisy", "import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
         "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
         "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
-        "        for i in T.Parallel(32):\n            A[i] = noisy(A[i])\n")
+        "        for i in T.Parallel(32):\n            A[i] = noisy(A[i]) * 2\n")
     with pytest.raises(CompileError, match=r"T.rng_rand_float in a helper compiled by itself"):
         module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
 

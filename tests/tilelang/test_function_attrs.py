@@ -195,3 +195,71 @@ def test_gpu_matches_the_simulator():
     x = torch.arange(19, dtype=torch.float32)
     for got, want in zip(two(x.cuda()), two(x)):
         torch.testing.assert_close(got.cpu(), want)
+
+
+Buf = T.Tensor((8,), "float32")
+
+
+def test_output_annotation_forms():
+    """An output annotated by a name bound to a T.Tensor, with no dtype (float32), or
+    through `Tensor` imported by name."""
+    @T.prim_func
+    def aliased(A, B):
+        A: Buf
+        B: Buf
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                B[i] = A[i] + 1
+    torch.testing.assert_close(tilelang.compile(aliased, out_idx=[-1])(torch.zeros(8)),
+                               torch.ones(8))
+
+    @tilelang.jit(out_idx=[-1])
+    def untyped(A, B):
+        n = T.dynamic("n")
+        A: T.Tensor[(n,)]
+        B: T.Tensor[(n,)]
+        with T.Kernel(1, threads=8):
+            for i in T.serial(n):
+                B[i] = A[i] + 1
+    out = untyped(torch.zeros(5))
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.ones(5))
+
+    @tilelang.jit(out_idx=[-1])
+    def by_name(A, B):
+        A: Tensor[[8], T.float32]
+        B: Tensor[[8], T.float16]
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                B[i] = A[i] + 1
+    out = by_name(torch.zeros(8))
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out, torch.ones(8, dtype=torch.float16))
+
+
+Tensor = T.Tensor
+
+
+def test_compile_specs_of_numpy_extents_and_dynamic_placeholders(ptxas):
+    import numpy as np
+
+    @tilelang.jit(out_idx=[-1])
+    def copy(A, B):
+        n = T.dynamic("n")
+        A: T.Tensor[[n], T.float32]
+        B: T.Tensor[[n], T.float32]
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    B[bx * 32 + i] = A[bx * 32 + i]
+    spec = copy.compile(A=T.Tensor[[np.int64(64)], T.float32], arch="sm_90a")
+    ptxas(spec.get_kernel_source(), "sm_90a")
+    # a T.dynamic symbol no tensor sizes takes a placeholder: the kernel is one for all
+    ptxas(copy.get_kernel_source(arch="sm_80"), "sm_80")
+    ptxas(spec.get_kernel_source(arch="sm_80"), "sm_80")
+
+
+def test_future_annotations_of_a_classic_prim_func():
+    from tests.tilelang.future_annotations_program import doubled
+    a = torch.randn(16)
+    torch.testing.assert_close(tilelang.compile(doubled, out_idx=[-1])(a), a * 2)

@@ -149,3 +149,115 @@ def test_gpu_numpy_integer_extents():
     kernel = tilelang.compile(numpy_extents(64, 32), out_idx=[1])
     a = torch.randn(64, 32)
     torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a))
+
+
+def test_typed_constant_written_in_a_shape():
+    @tilelang.jit(out_idx=[-1])
+    def staged(A, B):
+        A: T.Tensor[[16], T.float32]
+        B: T.Tensor[[16], T.float32]
+        with T.Kernel(1, threads=16):
+            s = T.alloc_shared((T.int32(16),), T.float32)
+            T.copy(A, s)
+            T.copy(s, B)
+    a = torch.randn(16)
+    torch.testing.assert_close(staged(a), a)
+
+
+def test_compile_of_a_program_with_a_run_time_scalar(ptxas):
+    """`alpha: T.float32` not given to compile(): a run-time scalar, typed by its
+    annotation; the compiled program takes it at each call."""
+    @tilelang.jit
+    def scale(A, alpha, blk):
+        N = T.const("N")
+        A: T.Tensor((N,), T.float32)
+        alpha: T.float32
+        B = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, blk), threads=128) as bx:
+            for i in T.Parallel(blk):
+                if bx * blk + i < N:
+                    B[bx * blk + i] = A[bx * blk + i] * alpha
+        return B
+    compiled = scale.compile(N=100, blk=64, arch="sm_90a")
+    ptxas(compiled.get_kernel_source(), "sm_90a")
+    ptxas(compiled.get_kernel_source(arch="sm_80"), "sm_80")
+    torch.testing.assert_close(compiled(torch.ones(100), 3.0), torch.full((100,), 3.0))
+
+
+def test_unknown_language_name_in_a_helper_is_named_at_its_line():
+    def act(x):
+        return T.expm1(x)               # marker: expm1
+
+    @tilelang.jit(out_idx=[1])
+    def k(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(N):
+                    Y[i] = act(X[i])
+        return main
+    with pytest.raises(tilelang.CompileError, match=r"unknown name T.expm1: tilejit.language "
+                       r"has no 'expm1'; did you mean") as info:
+        k(128)(torch.randn(128))
+    assert "marker: expm1" in str(info.value)
+
+
+def test_python_math_of_compile_time_values_is_folded():
+    @tilelang.jit(out_idx=[1])
+    def scale(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(N):
+                    Y[i] = X[i] * math.pi / math.sqrt(N)
+        return main
+    x = torch.randn(64)
+    torch.testing.assert_close(scale(64)(x), x * math.pi / 8)
+
+    @tilelang.jit(out_idx=[1])
+    def runtime(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(N):
+                    Y[i] = math.sqrt(X[i])
+        return main
+    with pytest.raises(tilelang.CompileError, match=r"math.sqrt of a value of the kernel: "
+                       r"Python's math module computes at compile time only.*use T.sqrt"):
+        runtime(64)(x)
+
+
+def unit_loop_accumulation(d=64, rows=8):
+    """TileLang's layernorm backward: ``for i, j in T.Parallel(1, D)`` accumulating into a
+    (D,) fragment indexed ``[j]`` alone (i has extent 1: one element per iteration)."""
+    @T.prim_func
+    def main(X: T.Tensor((rows, d), "float32"), G: T.Tensor((d,), "float32")):
+        with T.Kernel(1, threads=64):
+            X_s = T.alloc_shared((1, d), "float32")
+            acc = T.alloc_fragment((d,), "float32")
+            T.clear(acc)
+            for k in T.serial(rows):
+                T.copy(X[k, 0], X_s)
+                for i, j in T.Parallel(1, d):
+                    acc[j] += X_s[i, j] * 2
+            for j in T.Parallel(d):
+                G[j] = acc[j]
+    return main
+
+
+@pytest.mark.parametrize("d", [64, 256])
+def test_unit_loop_index_write(d, ptxas):
+    kernel = tilelang.compile(unit_loop_accumulation(d), out_idx=[1])
+    x = torch.randn(8, d)
+    torch.testing.assert_close(kernel(x), (x.double().sum(0) * 2).float(), rtol=1e-5,
+                               atol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 256])
+def test_gpu_unit_loop_index_write(d):
+    kernel = tilelang.compile(unit_loop_accumulation(d), out_idx=[1])
+    x = torch.randn(8, d)
+    torch.testing.assert_close(kernel(x.cuda()).cpu(), kernel(x), rtol=1e-5, atol=1e-5)

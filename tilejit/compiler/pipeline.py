@@ -404,7 +404,20 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
             keep.append(stripped)
     message = "\n".join(_specific_errors(keep) or keep[:12]) or type(e).__name__
     message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno), ks)
-    return CompileError(message, filename, lineno)
+    return CompileError(_python_math_hint(message), filename, lineno)
+
+
+def _python_math_hint(message: str) -> str:
+    """Numba's "Unknown attribute 'sqrt' of type Module(<module 'math' ...>)": Python's
+    math of a kernel value, which the front end folds only from compile-time values."""
+    found = re.search(r"Unknown attribute '(\w+)' of type Module\(<module 'math'", message)
+    if found is None:
+        return message
+    name = found.group(1)
+    return (f"math.{name} of a value of the kernel: Python's math module computes at "
+            f"compile time only, from compile-time values (constants, the program's "
+            f"globals and closure); in the kernel use T.{name} (or compute it before "
+            f"`with T.Kernel`)")
 
 
 _SPECIFIC = "Rejected as the implementation raised a specific error:"

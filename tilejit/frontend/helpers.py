@@ -14,7 +14,7 @@ from types import FunctionType
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
-from tilejit.frontend.references import user_function
+from tilejit.frontend.references import current_namespace, user_function
 from tilejit.frontend.source import function_def_from_file
 
 
@@ -107,11 +107,26 @@ def helper_problem(fn: FunctionType) -> CompileError | None:
             if found is None:
                 continue
             filename, fdef = found
+            unknown = _unknown_language_attribute(fdef, current_namespace(target))
+            if unknown is not None:
+                # validate.py imports this module's neighbours (a circle broken here)
+                from tilejit.frontend.validate import unknown_language_name_message
+                return CompileError(unknown_language_name_message(unknown), filename,
+                                    unknown.lineno)
             what, line = _not_inlinable(fdef)
             if what is not None:
                 return CompileError(f"unsupported in {target.__qualname__}(), a helper the "
                                     f"kernel calls: {what}; a helper is compiled inline as "
                                     "kernel code, which cannot hold it", filename, line)
+    return None
+
+
+def _unknown_language_attribute(fdef, namespace):
+    """The first ``T.<name>`` of ``fdef`` that tilejit.language does not have, or None."""
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                namespace.get(node.value.id) is T and not hasattr(T, node.attr):
+            return node
     return None
 
 

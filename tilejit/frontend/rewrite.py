@@ -38,7 +38,8 @@ from tilejit.frontend.fused_indices import split_fused_indices
 from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
-from tilejit.frontend.source import (KernelSource, block_index_names, flatten_statements,
+from tilejit.frontend.source import (KernelSource, assigned_names, block_index_names,
+                                     flatten_statements,
                                      kernel_call, resolve_static)
 from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
@@ -158,6 +159,7 @@ class _DeviceForms(syntax.NodeTransformer):
         self.inline_views = 0   # views written inside a tile operation's call, named
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
         self.parallel = 0       # T.Parallel loops around the statement visited
+        self.assigned = None    # the names the kernel binds (visit_FunctionDef)
 
     # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
     # elements before the statement, into a flag the statement reads
@@ -165,6 +167,29 @@ class _DeviceForms(syntax.NodeTransformer):
         hoisted = self._hoist_bool_reductions(node, "test")
         node = self.generic_visit(node)
         return hoisted + [node] if hoisted else node
+
+    def visit_FunctionDef(self, node):
+        if self.assigned is None:       # the kernel's own names (its locals)
+            self.assigned = assigned_names(node)
+        return self.generic_visit(node)
+
+    def _python_math(self, node):
+        """``math.sqrt(N)`` of compile-time values (constants, the kernel's globals and
+        closure values it does not assign): the value, computed here as TileLang's parser
+        computes it in Python; else the call as written."""
+        values = [plain_value(a, {k: v for k, v in self.namespace.items()
+                                  if k not in (self.assigned or ())}, (int, float))
+                  for a in node.args]
+        if not node.keywords and all(known for _, known in values):
+            try:
+                result = resolve_static(node.func, self.namespace)(*(v for v, _ in values))
+            except (ValueError, OverflowError, TypeError) as e:
+                raise self.error(f"`{ast.unparse(node)}`: {e}", node) from None
+            if isinstance(result, (int, float)) and not isinstance(result, bool):
+                return ast.copy_location(ast.Constant(result), node)
+        # (of a parameter's value: the prologue computes it in Python; of a value of the
+        # kernel, typing names it: pipeline._python_math_hint)
+        return node
 
     def visit_Assign(self, node):
         hoisted = self._hoist_bool_reductions(node, "value")
@@ -351,6 +376,8 @@ class _DeviceForms(syntax.NodeTransformer):
             if attribute is not None:
                 node.func = attribute
         target = resolve_static(node.func, self.namespace)
+        if getattr(target, "__module__", None) == "math" and callable(target):
+            return self._python_math(node)
         if target in (T.wgmma_gemm, T.wgmma_gemm_sp):   # T.gemm(_sp), which waits where
             node.keywords = [k for k in node.keywords if k.arg != "annotations"]   # needed
             name = "gemm" if target is T.wgmma_gemm else "gemm_sp"

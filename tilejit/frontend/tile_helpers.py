@@ -77,14 +77,19 @@ class _Inliner:
             stmts[:] = out
 
     def _inline(self, stmt, depth):
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        # `v = helper(...)`: the body, its last statement `return e` made `v = e`
+        assign = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.value, ast.Call)
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)) and \
+                not assign:
             return None
         target = resolve_static(stmt.value.func, self.ks.namespace)
         fn = _helper(target)
         found = fn is not None and function_def_from_file(fn)
         # a @T.macro handed an element or region (`addto(C[i % 4], v)`): TileLang's macro
         # takes the place itself, which a device function, taking values, cannot
-        place = isinstance(target, T.macro) and any(
+        # (in an assignment a device function takes elements as values: as before)
+        place = not assign and isinstance(target, T.macro) and any(
             isinstance(a, ast.Subscript) for a in stmt.value.args + [
                 k.value for k in stmt.value.keywords])
         # a helper of the kernel's body reading the kernel's own names (local_helpers.py)
@@ -93,10 +98,27 @@ class _Inliner:
                                      depth) or self._passes_fragment(stmt.value) or place
                              or closure):
             return None
+        if assign and not (found[1].body and isinstance(found[1].body[-1], ast.Return)
+                           and found[1].body[-1].value is not None):
+            raise self.ks.error(f"{found[1].name}(), inlined here, gives its value by a "
+                                f"`return` as its last statement", stmt)
         body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
         self.count += 1
         module = ast.Module(body=body, type_ignores=[])
-        _rename_locals(module, f"__{found[1].name}{self.count}")
+        suffix = f"__{found[1].name}{self.count}"
+        _rename_locals(module, suffix)
+        if assign:
+            result = module.body.pop()
+            if isinstance(result.value, ast.Name) and isinstance(stmt.targets[0], ast.Name) \
+                    and result.value.id.endswith(suffix):
+                # a tile the body made and returns (`s = total(f)`): named `s` itself, not
+                # aliased (a tile is not a value a name can take)
+                for n in syntax.walk(module):
+                    if isinstance(n, ast.Name) and n.id == result.value.id:
+                        n.id = stmt.targets[0].id
+            else:
+                module.body.append(ast.copy_location(ast.Assign(stmt.targets, result.value),
+                                                     stmt))
         _expand_static_kwargs(module, self.ks)
         self.run(module, depth - 1)
         return module.body

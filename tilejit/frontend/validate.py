@@ -95,7 +95,7 @@ def check_supported(ks: KernelSource) -> None:
                 raise ks.error(f"unsupported in a kernel: {what}", node)
             if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
                     and resolve_static(node.value, ks.namespace) is _language:
-                raise ks.error(_unknown_language_name(node), node)
+                raise ks.error(unknown_language_name_message(node), node)
             if isinstance(node, ast.Call) and \
                     resolve_static(node.func, ks.namespace) is builtins.print:
                 raise ks.error("unsupported in a kernel: print() as a value (a print() "
@@ -108,7 +108,7 @@ def check_supported(ks: KernelSource) -> None:
                     for n in syntax.walk(item.context_expr):
                         if isinstance(n, ast.Attribute) and not hasattr(_language, n.attr) \
                                 and resolve_static(n.value, ks.namespace) is _language:
-                            raise ks.error(_unknown_language_name(n), n)
+                            raise ks.error(unknown_language_name_message(n), n)
                 raise ks.error("unsupported in a kernel: a `with` block other than "
                                "`with T.Kernel(...)` and `with T.ws(...)`", node)
             if isinstance(node, ast.While) and node.orelse or (
@@ -367,11 +367,11 @@ def first_unknown_language_name(ks: KernelSource):
     for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
                 and resolve_static(node.value, ks.namespace) is _language:
-            return ks.error(_unknown_language_name(node), node)
+            return ks.error(unknown_language_name_message(node), node)
     return None
 
 
-def _unknown_language_name(node: ast.Attribute) -> str:
+def unknown_language_name_message(node: ast.Attribute) -> str:
     """``T.no_such_prim``: the name as written, and the closest names the language has;
     for one of TileLang's names that tilejit does not have, that it is not supported."""
     prefix = ast.unparse(node.value)

@@ -437,6 +437,33 @@ def _returned_count(func) -> int:
     return found
 
 
+def _namespace(func) -> dict:
+    """The function's globals and closure values now."""
+    namespace = dict(func.__globals__)
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+        try:
+            namespace[name] = cell.cell_contents
+        except ValueError:          # a cell not filled yet
+            pass
+    return namespace
+
+
+def _evaluated_annotations(func) -> dict:
+    """The function's annotations, those written as strings (``from __future__ import
+    annotations``) evaluated where it is defined; one that does not evaluate stays a
+    string (and is reported as the annotation it is)."""
+    annotations = dict(getattr(func, "__annotations__", {}))
+    if any(isinstance(a, str) for a in annotations.values()):
+        namespace = _namespace(func)
+        for name, a in annotations.items():
+            if isinstance(a, str):
+                try:
+                    annotations[name] = eval(a, namespace)  # noqa: S307 - the program's own
+                except Exception:       # noqa: BLE001 - left as written, reported so
+                    pass
+    return annotations
+
+
 def _function_attrs(func) -> dict:
     """The function's ``T.annotate_pass_configs`` / ``T.annotate_compile_flags``, read now
     (``function_attrs.py``); a malformed one is a CompileError at its line."""
@@ -444,14 +471,8 @@ def _function_attrs(func) -> dict:
     fdef = _body(func)
     if fdef is None:
         return {}
-    namespace = dict(func.__globals__)
-    for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
-        try:
-            namespace[name] = cell.cell_contents
-        except ValueError:          # a cell not filled yet
-            pass
     try:
-        found, _ = function_annotations(fdef.body, namespace)
+        found, _ = function_annotations(fdef.body, _namespace(func))
     except AnnotationError as e:
         filename = inspect.getsourcefile(func) or "<unknown>"
         line = func.__code__.co_firstlineno + e.node.lineno - 1
@@ -468,7 +489,7 @@ class PrimFunc:
         self.__name__ = func.__name__
         self.__wrapped__ = func
         self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
-        annotations = getattr(func, "__annotations__", {})
+        annotations = _evaluated_annotations(func)
         self.annotations = {}
         # TileLang's "lazy" form: parameters annotated in the body (``A: T.Tensor[...]``),
         # outputs made with ``T.empty`` and returned, as an eager @tilejit.jit program

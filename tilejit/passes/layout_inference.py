@@ -245,7 +245,11 @@ class _RewriteLoops(syntax.NodeTransformer):
             return self.generic_visit(node)
         lid, names, loop_vars = key
         outer = self.current
-        self.current = (set(names), loop_vars, lid)
+        # the loop's indices of extent 1 (`T.Parallel(1, D)`): a fragment indexed by the
+        # others is still one element per iteration
+        units = {v for v, a in zip(loop_vars, node.iter.args)
+                 if isinstance(a, ast.Constant) and a.value == 1}
+        self.current = (set(names), loop_vars, lid, units)
         body = [self.visit(s) for s in node.body]
         self.current = outer
         slot = f"{SLOT}{self.counter}"
@@ -365,7 +369,7 @@ class _RewriteLoops(syntax.NodeTransformer):
             return self._partial_slot(sub)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
                 and index_names(sub) != list(self.current[1])):
-            if store:
+            if store and not set(self.current[1]) - set(index_names(sub)) <= self.current[3]:
                 raise self.ctx.error(
                     f"fragment {name!r} is indexed with only some of the loop's indices; it "
                     f"can be read there, but written only in a T.Parallel over its own shape",

@@ -125,6 +125,11 @@ class StaticEval:
                 return not v
         if isinstance(node, ast.Call):
             fn = self.value(node.func)
+            # (TileLang's typed constants: T.int32(16), np.int32(16))
+            typed = isinstance(fn, T.DType) or (isinstance(fn, type) and
+                                                issubclass(fn, numbers.Number))
+            if typed and len(node.args) == 1 and not node.keywords:
+                return fn(self.value(node.args[0]))
             if any(fn is p for p in _PURE):
                 args = [self.value(a) for a in node.args]
                 kwargs = {k.arg: self.value(k.value) for k in node.keywords}

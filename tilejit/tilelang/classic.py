@@ -34,7 +34,8 @@ from tilejit.target import Target
 from tilejit.tilelang.tvm_target import Target as TvmTarget
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.sim.runner import FRESH_OUTPUTS
-from tilejit.tilelang.jit import JITKernel, KernelConveniences, pass_config_options
+from tilejit.tilelang.jit import (DYNAMIC_PLACEHOLDER, JITKernel, KernelConveniences,
+                                  pass_config_options)
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
                                              SymbolicInt)
 
@@ -475,11 +476,6 @@ def _extent(d, sizes, name=None) -> int:
     return int(d)
 
 
-# the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()): the
-# kernel is the same for every size but for the alignment of rows (a size that leaves a
-# tensor's rows off 16 bytes compiles a variant without vector accesses); this one keeps
-# them aligned
-DYNAMIC_PLACEHOLDER = 1024
 
 
 def _is_dynamic(shape, name) -> bool:

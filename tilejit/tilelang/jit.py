@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 
 import ast
+import numbers
 import copy
 import os
 import warnings
@@ -152,7 +153,8 @@ class _Desugared:
         prologue = Prologue()
         # out_idx's parameters: outputs the program allocates (T.empty) and returns
         self.outputs = [] if out_idx is None else outputs_as_empty(
-            fdef, out_idx, self._is_tensor_annotation, self.filename, func.__name__)
+            fdef, out_idx, self._is_tensor_annotation, self.filename, func.__name__,
+            self.namespace)
         # ``def f(A: T.Tensor((M, N), dtype), ...)``: a tensor annotated in the signature,
         # as one annotated at the top of the body
         for a in fdef.args.args:
@@ -590,6 +592,11 @@ class JitFunction:
                             f"{', '.join(missing)}")
         for sym, (_, size) in self._check_annotations(given).items():
             symbols.setdefault(sym, size)
+        # a T.dynamic symbol no tensor sizes: the kernel is the same for every size but for
+        # the rows' alignment, which this placeholder keeps (as the classic door's)
+        for sym, dynamic in self.sugar.symbols.items():
+            if dynamic:
+                symbols.setdefault(sym, DYNAMIC_PLACEHOLDER)
         env = self.sugar.current()
         env.update(settings)
         env.update(symbols)
@@ -597,18 +604,17 @@ class JitFunction:
         for name, ann, _ in self.sugar.annotations:
             if name in tensors:
                 continue
-            shape = []
-            for node in annotation_shape(ann) or []:
-                if isinstance(node, ast.Name) and node.id in self.sugar.symbols \
-                        and node.id not in symbols:
-                    unsized.append(node.id)
-                    continue
-                shape.append(eval(compile(ast.Expression(node), self.sugar.filename, "eval"),
-                                  env))
-            dtype_node = ann.args[1] if isinstance(ann, ast.Call) and len(ann.args) > 1 else (
-                ann.slice.elts[1] if isinstance(ann, ast.Subscript) else ast.Constant("float32"))
-            dtype = eval(compile(ast.Expression(dtype_node), self.sugar.filename, "eval"), env)
-            tensors[name] = TensorSpec(tuple(shape), as_dtype(dtype))
+            missing = [node.id for node in annotation_shape(ann) or []
+                       if isinstance(node, ast.Name) and node.id in self.sugar.symbols
+                       and node.id not in symbols]
+            if missing:
+                unsized += missing
+                continue
+            value = eval(compile(ast.Expression(ann), self.sugar.filename, "eval"), env)
+            if isinstance(value, TensorAnnotation):
+                tensors[name] = TensorSpec(tuple(int(d) for d in value.shape), value.dtype)
+            else:           # a run-time scalar (`alpha: T.float32`): its type alone
+                tensors[name] = typed_scalar(name, 0, as_dtype(value))
         if unsized:
             raise TypeError(f"{self.__name__}.compile(): give the size of symbol(s) "
                             f"{', '.join(sorted(set(unsized)))} (as keywords, or example "
@@ -687,9 +693,15 @@ class CompiledProgram(KernelConveniences):
         self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
         self.tensors = tensors or {}
 
-    def get_kernel_source(self, kernel_only: bool = True) -> str:
-        """The PTX (only the kernel's: ``kernel_only`` is TileLang's, always so here)."""
-        return self.handle.ptx
+    def get_kernel_source(self, kernel_only: bool = True, arch=None) -> str:
+        """The PTX (only the kernel's: ``kernel_only`` is TileLang's, always so here);
+        ``arch="sm_80"`` compiles the same specialization for another GPU, as a compiled
+        prim_func's ``get_kernel_source(arch=)`` does."""
+        if arch is None:
+            return self.handle.ptx
+        values = [self.tensors[p] if p in self.tensors else self.params[p]
+                  for p in self.program.sugar.params]
+        return self.program.kernel.compile(*values, target="cuda", arch=arch).ptx
 
     def get_profiler(self, tensor_supply_type=None):
         """TileLang's profiler (``tilelang/profiler.py``) over this program's tensors."""
@@ -812,6 +824,13 @@ class FailedProgram:
         return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
 
 
+# the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()): the
+# kernel is the same for every size but for the alignment of rows (a size that leaves a
+# tensor's rows off 16 bytes compiles a variant without vector accesses); this one keeps
+# them aligned
+DYNAMIC_PLACEHOLDER = 1024
+
+
 # what a use of a program reads: JitFunction's public methods and attributes
 _USES = frozenset(n for n in dir(JitFunction) if not n.startswith("_")) | frozenset((
     "kernel", "sugar", "pass_configs", "attrs", "out_idx", "verbose", "func"))
@@ -820,8 +839,9 @@ _USES = frozenset(n for n in dir(JitFunction) if not n.startswith("_")) | frozen
 def _annotation_spec(value):
     """A tensor given to ``compile`` as its annotation (``T.Tensor[(16, 16), T.float32]``,
     by position or keyword) as the TensorSpec of its shape and dtype; else ``value``."""
-    if isinstance(value, TensorAnnotation) and all(isinstance(d, int) for d in value.shape):
-        return TensorSpec(value.shape, value.dtype)
+    if isinstance(value, TensorAnnotation) and all(
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in value.shape):
+        return TensorSpec(tuple(int(d) for d in value.shape), value.dtype)
     return value
 
 

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import ast
 import copy
+import numbers
 
+from tilejit import language as T
 from tilejit import syntax
 from tilejit.errors import CompileError
+from tilejit.frontend.source import resolve_static
+from tilejit.language.dtypes import DType
+from tilejit.language.tilelang_names import TensorAnnotation
 
 
-def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name) -> list:
+def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name,
+                     namespace) -> list:
     """``fdef`` rewritten in place for ``out_idx`` (module docstring); the names of the
     outputs, in out_idx's order."""
     params = [a.arg for a in fdef.args.args]
@@ -45,13 +51,16 @@ def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name) 
                       and isinstance(s.target, ast.Name) and s.target.id == out
                       and s.value is None), None)
         annotation = fdef.body[where].annotation if where is not None else arg.annotation
-        if annotation is None or not is_tensor(annotation):
+        alias = resolve_static(annotation, namespace) if isinstance(
+            annotation, (ast.Name, ast.Attribute)) else None
+        if annotation is None or not (is_tensor(annotation) or isinstance(
+                alias, TensorAnnotation)):
             raise TypeError(f"out_idx={out_idx!r}: output parameter {out!r} of {name} needs "
                             f"a T.Tensor annotation (its shape and dtype are what the kernel "
                             f"allocates), got "
                             f"{ast.unparse(annotation) if annotation is not None else 'none'}")
-        empty = ast.Assign([ast.Name(out, ast.Store())], _empty_call(annotation, filename,
-                                                                      arg.lineno))
+        empty = ast.Assign([ast.Name(out, ast.Store())], _empty_call(
+            annotation, alias, namespace, filename, arg.lineno))
         if where is not None:
             fdef.body[where] = ast.copy_location(empty, fdef.body[where])
         else:
@@ -83,27 +92,63 @@ def _positions(out_idx, params, name) -> list:
     return order
 
 
-def _empty_call(annotation, filename, line) -> ast.Call:
+def _empty_call(annotation, alias, namespace, filename, line) -> ast.Call:
     """``T.empty(shape, dtype)`` of a ``T.Tensor[shape, dtype]`` / ``T.Tensor(shape,
-    dtype)`` annotation, spelled through the annotation's own module name."""
-    head = annotation.func if isinstance(annotation, ast.Call) else annotation.value
-    shape = dtype = None
+    dtype)`` annotation (``T.Tensor[shape]``: float32, as TileLang's), or of a name bound
+    to one (``B: Buf``, its extents numbers)."""
+    def fail(why):
+        return CompileError(f"an output's annotation `{ast.unparse(annotation)}` {why}",
+                            filename, line)
+    language = next((ast.Name(k, ast.Load()) for k, v in namespace.items() if v is T), None)
+    if isinstance(alias, TensorAnnotation):
+        if not all(isinstance(d, numbers.Integral) for d in alias.shape):
+            raise fail("names a tensor type of symbolic extents: write T.Tensor[shape, "
+                       "dtype] in the program for an output")
+        shape = ast.Tuple([ast.Constant(int(d)) for d in alias.shape], ast.Load())
+        dtype = ast.Constant(alias.dtype.name)
+    else:
+        head = annotation.func if isinstance(annotation, ast.Call) else annotation.value
+        if isinstance(head, ast.Attribute):
+            language = head.value
+        shape, dtype = _shape_and_dtype(annotation, namespace)
+        if shape is None:
+            raise fail("must be T.Tensor[shape, dtype] (its shape and dtype allocate it)")
+    if language is None:
+        raise fail("is read through a name of its own; the program's module must import "
+                   "tilejit.language (as T) for the output's T.empty")
+    # (T.Tensor's dtype defaults to float32, as TileLang's)
+    args = [copy.deepcopy(shape), copy.deepcopy(dtype) if dtype is not None
+            else ast.Constant("float32")]
+    return ast.Call(ast.Attribute(copy.deepcopy(language), "empty", ast.Load()), args, [])
+
+
+def _shape_and_dtype(annotation, namespace):
+    """(shape, dtype or None) expressions of a T.Tensor annotation, as
+    ``TensorAnnotation.__class_getitem__`` reads a subscript: a pair whose second entry
+    names a dtype is (shape, dtype), anything else the shape."""
     if isinstance(annotation, ast.Call):
         shape = annotation.args[0] if annotation.args else next(
             (k.value for k in annotation.keywords if k.arg == "shape"), None)
         dtype = annotation.args[1] if len(annotation.args) > 1 else next(
             (k.value for k in annotation.keywords if k.arg == "dtype"), None)
-    elif isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts:
-        shape = annotation.slice.elts[0]
-        dtype = annotation.slice.elts[1] if len(annotation.slice.elts) > 1 else None
-    if shape is None or not isinstance(head, ast.Attribute):
-        raise CompileError(f"an output's annotation `{ast.unparse(annotation)}` must be "
-                           f"T.Tensor[shape, dtype] (its shape and dtype allocate it)",
-                           filename, line)
-    # (T.Tensor's dtype defaults to float32, as TileLang's)
-    args = [copy.deepcopy(shape), copy.deepcopy(dtype) if dtype is not None
-            else ast.Constant("float32")]
-    return ast.Call(ast.Attribute(copy.deepcopy(head.value), "empty", ast.Load()), args, [])
+        return shape, dtype
+    item = annotation.slice
+    if isinstance(item, ast.Tuple) and len(item.elts) == 2 and _names_dtype(item.elts[1],
+                                                                          namespace):
+        return item.elts[0], item.elts[1]
+    return item, None
+
+
+def _names_dtype(node, namespace) -> bool:
+    """Whether the expression names a dtype (``"float16"``, ``T.float16``, a name bound
+    to one; a name the function binds itself, ``dtype``, is taken to be one): not an
+    extent."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        value = resolve_static(node, namespace)
+        return value is None or isinstance(value, (str, DType))
+    return False
 
 
 def _returns(fdef) -> bool:
