@@ -176,3 +176,29 @@ def test_a_process_killed_by_a_signal_is_reported_with_its_last_case(tmp_path):
     early = corpus.run_file(str(tmp_path), "test_dies_early.py", 120)
     assert early["cases"][-1]["message"].startswith(
         "the pytest process died by SIGABRT before any case ran (while collecting)")
+
+
+def test_the_scripts_runner_runs_each_script_swapped_and_reports_it(tmp_path):
+    """tools/tilelang_scripts.py: every .py of the script's folder (subfolders too) is
+    rewritten, not emptied (an earlier runner opened each file for writing before
+    reading it), and the script's own exit status and output are what it reports."""
+    spec = importlib.util.spec_from_file_location(
+        "tilelang_scripts", os.path.join(os.path.dirname(_PATH), "tilelang_scripts.py"))
+    scripts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scripts)
+    mirror = tmp_path / "mirror"
+    (mirror / "examples" / "demo" / "helpers").mkdir(parents=True)
+    (mirror / "examples" / "demo" / "helpers" / "util.py").write_text(
+        "import tilelang.language as T\nNAME = T.__name__\n")
+    (mirror / "examples" / "demo" / "run_me.py").write_text(
+        "import tilelang\nfrom helpers.util import NAME\nprint(tilelang.__name__, NAME)\n")
+    (mirror / "examples" / "demo" / "fails.py").write_text("raise SystemExit(3)\n")
+    out = tmp_path / "out"
+    rc = scripts.main(["--mirror", str(mirror), "--out", str(out), "--jobs", "2",
+                       "demo/run_me.py", "demo/fails.py"])
+    assert rc == 1
+    log = (out / "demo__run_me.py.log").read_text()
+    assert "tilejit tilejit.language" in log
+    import json
+    summary = json.loads((out / "scripts.json").read_text())
+    assert summary["demo/run_me.py"]["rc"] == 0 and summary["demo/fails.py"]["rc"] == 3
