@@ -47,8 +47,8 @@ from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
 from tilejit.tuning.bench import check_count
 from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check_timeout,
                                      compare_results, cuda_device_name, first_line,
-                                     json_config, plain_value, progress, skippable_errors,
-                                     timed, snapshot)
+                                     json_config, plain_value, progress,
+                                     settled_reference, skippable_errors, timed, snapshot)
 from tilejit.tilelang.classic import ClassicJit
 from tilejit.tilelang.jit import JitFunction, pass_config_options
 
@@ -461,6 +461,24 @@ class _Bench:
             if original is not None:
                 tensor.copy_(original)
 
+    def _outputs(self, kernel):
+        """(the results, every argument) of one launch of ``kernel`` on the inputs as
+        they were first."""
+        torch = self.torch
+        self.restore()
+        params, out_idx = kernel.prim.params, kernel.out_idx
+        outputs = kernel(*self.inputs)
+        torch.cuda.synchronize()
+        if len(self.inputs) == len(params):
+            full = list(self.inputs)
+            return [full[i] for i in getattr(kernel, "out_order", out_idx)] or full, full
+        results = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        # (returned in the order out_idx names them)
+        produced = dict(zip(getattr(kernel, "out_order", out_idx), results))
+        it = iter(self.inputs)
+        full = [produced[i] if i in produced else next(it) for i in range(len(params))]
+        return results, full
+
     def run(self, kernel, config):
         """(milliseconds or None, note) of one config's kernel."""
         torch = self.torch
@@ -469,19 +487,8 @@ class _Bench:
         if self.originals is None:        # scalars among the inputs stay as given
             self.originals = [t.detach().clone() if isinstance(t, torch.Tensor) else None
                               for t in self.inputs]
-        self.restore()
-        params, out_idx = kernel.prim.params, kernel.out_idx
-        outputs = kernel(*self.inputs)
-        torch.cuda.synchronize()
-        if len(self.inputs) == len(params):
-            full = list(self.inputs)
-            results = [full[i] for i in getattr(kernel, "out_order", out_idx)] or full
-        else:
-            results = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-            # (returned in the order out_idx names them)
-            produced = dict(zip(getattr(kernel, "out_order", out_idx), results))
-            it = iter(self.inputs)
-            full = [produced[i] if i in produced else next(it) for i in range(len(params))]
+        out_idx = kernel.out_idx
+        results, full = self._outputs(kernel)
         profile = self.tuner.profile
         if profile.ref_prog is not None or profile.manual_check_prog is not None:
             if not profile.skip_check:
@@ -493,7 +500,9 @@ class _Bench:
         elif not profile.skip_check:
             results = [snapshot(r) for r in results]
             if self.reference is None:
-                self.reference, self.reference_config = results, config
+                again = [snapshot(r) for r in self._outputs(kernel)[0]]
+                self.reference = settled_reference(results, again)
+                self.reference_config = config
             else:
                 problem = compare_results(self.reference, results)
                 if problem:
