@@ -8,6 +8,8 @@ import torch
 
 import tilejit as tilelang
 import tilejit.language as T
+from tests.tilelang.test_lazy_prim_func import written_outputs
+
 PassConfigKey = tilelang.PassConfigKey
 
 FAST = {PassConfigKey.TL_ENABLE_FAST_MATH: True}
@@ -124,24 +126,9 @@ def test_annotation_of_a_value_not_known_at_definition():
 
 # -- out_idx of annotated parameters ------------------------------------------------------
 
-def lazy_two_outputs():
-    @T.prim_func
-    def kernel(A, B, C):
-        m = T.dynamic("m")
-        A: T.Tensor[[m], T.float32]
-        B: T.Tensor[[m * 2 + 1], T.float32]
-        C: T.Tensor[[m + 1], T.float32]
-        with T.Kernel(1, threads=1):
-            for i in T.serial(m * 2 + 1):
-                B[i] = A[i % m] + 1.0
-            for i in T.serial(m + 1):
-                C[i] = T.cast(i, T.float32)
-    return kernel
-
-
 @pytest.mark.parametrize("out_idx", [[1, 2], [2, 1], [-2, -1]])
 def test_lazy_out_idx_allocates_and_returns_in_order(out_idx):
-    compiled = tilelang.compile(lazy_two_outputs(), out_idx=out_idx)
+    compiled = tilelang.compile(written_outputs(), out_idx=out_idx)
     a = torch.arange(19, dtype=torch.float32)
     b, c = compiled(a) if out_idx[0] % 3 == 1 else compiled(a)[::-1]
     torch.testing.assert_close(b, a.repeat(3)[:39] + 1.0)
@@ -191,7 +178,7 @@ def test_gpu_matches_the_simulator():
     torch.testing.assert_close(compiled(a.cuda()).cpu(), compiled(a), rtol=2e-6, atol=1e-6)
     torch.testing.assert_close(compiled(a.cuda()).cpu().double(), torch.exp2(a.double()),
                                rtol=1e-5, atol=1e-6)
-    two = tilelang.compile(lazy_two_outputs(), out_idx=[2, 1])
+    two = tilelang.compile(written_outputs(), out_idx=[2, 1])
     x = torch.arange(19, dtype=torch.float32)
     for got, want in zip(two(x.cuda()), two(x)):
         torch.testing.assert_close(got.cpu(), want)
