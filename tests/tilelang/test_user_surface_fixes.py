@@ -261,3 +261,81 @@ def test_gpu_unit_loop_index_write(d):
     kernel = tilelang.compile(unit_loop_accumulation(d), out_idx=[1])
     x = torch.randn(8, d)
     torch.testing.assert_close(kernel(x.cuda()).cpu(), kernel(x), rtol=1e-5, atol=1e-5)
+
+
+@T.macro
+def _copy_rows(X, Y):
+    M, N = X.shape                   # the caller's T.const names, rebound in the macro
+    with T.Kernel(1, threads=32):
+        t = T.alloc_fragment((M, N), T.float32)
+        T.copy(X[0, 0], t)
+        T.copy(t, Y[0, 0])
+
+
+def test_a_kernel_macro_rebinding_the_callers_symbol_names():
+    @tilelang.jit
+    def copied(X):
+        M, N = T.const("M N")
+        X: T.Tensor[[M, N], T.float32]
+        Y = T.empty((M, N), T.float32)
+        _copy_rows(X, Y)
+        return Y
+    x = torch.randn(16, 16)
+    torch.testing.assert_close(copied(x), x, rtol=0, atol=0)
+
+
+def test_run_time_scalar_of_the_signature_in_compile(ptxas):
+    @tilelang.jit
+    def axpy(A, B, scale: T.float32):
+        N = T.const("N")
+        A: T.Tensor[[N], T.float32]
+        B: T.Tensor[[N], T.float32]
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N):
+                B[i] = A[i] * scale
+    ptxas(axpy.get_kernel_source(N=8), "sm_90a")
+    a, b = torch.randn(8), torch.zeros(8)
+    compiled = axpy.compile(a, b, 1.0)        # the scalar's value: not baked in
+    compiled(a, b, 2.0)
+    torch.testing.assert_close(b, a * 2)
+    compiled(a, b, 3.0)
+    torch.testing.assert_close(b, a * 3)
+
+
+def _doubling(n, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(n):
+                B[i] = A[i] * 2
+    return main
+
+
+def test_a_factory_returning_a_prim_func_another_function_builds():
+    @tilelang.jit(out_idx=[-1])
+    def double(N, dtype=T.float32):
+        return _doubling(N, dtype)
+    torch.testing.assert_close(double(16)(torch.ones(16)), torch.full((16,), 2.0))
+
+    @tilelang.jit(out_idx=[-1])
+    def typed(N: int, dtype: str = "float32"):
+        return _doubling(N, dtype)
+    torch.testing.assert_close(typed(8)(torch.ones(8)), torch.full((8,), 2.0))
+
+
+def test_get_tir_and_par_compile_of_eager_programs(ptxas):
+    @tilelang.jit
+    def copy(A, B):
+        N, M = T.const("N, M")
+        A: T.Tensor[[N, M], T.float32]
+        B: T.Tensor[[N, M], T.float32]
+        with T.Kernel(T.ceildiv(N, 16), threads=32) as bx:
+            T.copy(A[bx * 16:bx * 16 + 16, 0:M], B[bx * 16:bx * 16 + 16, 0:M])
+    compiled = tilelang.par_compile([copy.get_tir(T.Tensor((32, 16)), T.Tensor((32, 16)))])
+    ptxas(compiled[0].get_kernel_source(), "sm_90a")
+    (again,) = copy.par_compile([{"A": T.Tensor((32, 16), T.float32),
+                                  "B": T.Tensor((32, 16), T.float32)}])
+    ptxas(again.get_kernel_source(), "sm_90a")
+    a, b = torch.randn(32, 16), torch.zeros(32, 16)
+    copy(a, b)
+    torch.testing.assert_close(b, a, rtol=0, atol=0)

@@ -59,6 +59,7 @@ def _helper_function(obj):
 def inline_kernel_macros(ks) -> None:
     """``ks.tree``'s top-level calls of helpers that hold the ``with T.Kernel`` block,
     replaced by the helpers' bodies (in place), when the kernel has no launch of its own."""
+    renamed = 0
     for _ in range(_DEPTH):
         if _launches(ks.tree.body):
             return
@@ -70,8 +71,13 @@ def inline_kernel_macros(ks) -> None:
             found = fn is not None and function_def_from_file(fn)
             if not found or not _holds_launch(found[1], fn, _DEPTH):
                 continue
-            ks.tree.body[index:index + 1] = inline_call(
-                ks, stmt, fn, *found, "the kernel's `with T.Kernel` block is in")
+            module = ast.Module(inline_call(
+                ks, stmt, fn, *found, "the kernel's `with T.Kernel` block is in"), [])
+            # the names the helper binds, its own (`M, N = A.shape` in a macro the kernel
+            # calls does not rebind the kernel's T.const M, N)
+            renamed += 1
+            rename_locals(module, f"__{found[1].name}{renamed}")
+            ks.tree.body[index:index + 1] = module.body
             break
         else:
             return
@@ -182,3 +188,14 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         body = body[:-1]                # the kernel does not return what the helper does
     renamed = SubstituteLoads(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
     return arguments + renamed.body
+
+
+def rename_locals(module, suffix):
+    """The names the inlined body assigns, renamed apart from the kernel's; each keeps the
+    name its source spells as ``tj_name``, for messages."""
+    stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)}
+    for n in syntax.walk(module):
+        if isinstance(n, ast.Name) and n.id in stored:
+            n.tj_name = getattr(n, "tj_name", n.id)
+            n.id = n.id + suffix

@@ -37,7 +37,7 @@ from collections import Counter
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
-from tilejit.frontend.kernel_macros import inline_call
+from tilejit.frontend.kernel_macros import inline_call, rename_locals
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import (function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
@@ -106,7 +106,7 @@ class _Inliner:
         self.count += 1
         module = ast.Module(body=body, type_ignores=[])
         suffix = f"__{found[1].name}{self.count}"
-        _rename_locals(module, suffix)
+        rename_locals(module, suffix)
         if assign:
             result = module.body.pop()
             if isinstance(result.value, ast.Name) and isinstance(stmt.targets[0], ast.Name) \
@@ -168,17 +168,6 @@ def _helper(obj):
     if isinstance(obj, T.macro):
         obj = obj.func
     return obj if is_helper(obj) else None
-
-
-def _rename_locals(module, suffix):
-    """The names the inlined body assigns, renamed apart from the kernel's; each keeps the
-    name its source spells as ``tj_name``, for messages."""
-    stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Store)}
-    for n in syntax.walk(module):
-        if isinstance(n, ast.Name) and n.id in stored:
-            n.tj_name = getattr(n, "tj_name", n.id)
-            n.id = n.id + suffix
 
 
 def _expand_static_kwargs(module, ks):

@@ -34,8 +34,8 @@ from tilejit.target import Target
 from tilejit.tilelang.tvm_target import Target as TvmTarget
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.sim.runner import FRESH_OUTPUTS
-from tilejit.tilelang.jit import (DYNAMIC_PLACEHOLDER, JITKernel, KernelConveniences,
-                                  pass_config_options)
+from tilejit.tilelang.jit import (DYNAMIC_PLACEHOLDER, BoundProgram, JITKernel,
+                                  KernelConveniences, pass_config_options)
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
                                              SymbolicInt)
 
@@ -499,6 +499,8 @@ def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 
     """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``; the
     target may name an arch as TileLang's do (``"cuda -arch=sm_80"``,
     ``{"kind": "cuda", "arch": "sm_80"}``)."""
+    if isinstance(func, BoundProgram):     # an eager program's get_tir(...)
+        return func.compile()
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
     unknown = [k for k in keywords if k not in _COMPILE_KEYWORDS_WITHOUT_EFFECT]

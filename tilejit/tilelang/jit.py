@@ -357,6 +357,8 @@ class JitFunction:
         self._scalars = {n: a for n, a in getattr(func, "__annotations__", {}).items()
                          if isinstance(a, DType) and a.held and n not in sugar.pointers}
         self._pointers = sugar.pointers     # `A: T.ptr`: a tensor's address at each call
+        # what a call gives at run time: the tensors and the typed scalars
+        self._runtime_names = frozenset(sugar.tensors) | frozenset(self._scalars)
         self._tensor_names = frozenset(sugar.tensors)
         self._tensor_positions = frozenset(i for i, p in enumerate(sugar.params)
                                            if p in self._tensor_names)
@@ -584,8 +586,11 @@ class JitFunction:
         # T.float32])`): its shape and dtype
         given = {k: _annotation_spec(v) if k in self.sugar.tensors else v
                  for k, v in self._bind(args, params, partial=True).items()}
-        tensors = {k: v for k, v in given.items() if k in self.sugar.tensors}
-        settings = {k: v for k, v in given.items() if k not in self.sugar.tensors}
+        # a run-time scalar of the signature (`scale: T.float32`): its type alone, given a
+        # value or not (the compiled program takes it at each call, as the tensors)
+        given.update({k: typed_scalar(k, 0, dtype) for k, dtype in self._scalars.items()})
+        tensors = {k: v for k, v in given.items() if k in self._runtime_names}
+        settings = {k: v for k, v in given.items() if k not in self._runtime_names}
         missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
         if missing:
             raise TypeError(f"{self.__name__}.compile(): missing compile-time argument(s) "
@@ -629,6 +634,13 @@ class JitFunction:
         arguments), as TileLang's ``tl_gemm.get_kernel_source(M=..., block_N=...)``."""
         return self.compile(*args, **kwargs).get_kernel_source()
 
+    def get_tir(self, *args, **kwargs) -> "BoundProgram":
+        """TileLang's ``f.get_tir(T.Tensor((128, 128)), ...)``: the program for these
+        arguments (``.compile``'s), not compiled yet; ``tilejit.par_compile`` of a list
+        of them compiles each (there is no TIR: tilejit emits PTX from the source)."""
+        self._bind(args, kwargs, partial=True)      # a wrong argument: an error now
+        return BoundProgram(self, args, kwargs)
+
     def par_compile(self, configs, num_workers=None, ignore_error=False):
         """TileLang's ``f.par_compile([{param: value, ...}, ...])``: the program for each
         config (``.compile``'s keywords; a tensor parameter given as an annotation, such
@@ -644,8 +656,11 @@ class JitFunction:
             if not isinstance(config, dict):
                 raise TypeError(f"{self.__name__}.par_compile: each config is a dict of "
                                 f"parameter values, got {type(config).__name__}")
+            # (a T.Tensor annotation of numbers stays: compile() takes it as the tensor's
+            # shape and dtype)
             params = {k: v for k, v in config.items()
-                      if not (k in self.sugar.tensors and _is_annotation_value(v))}
+                      if not (k in self.sugar.tensors and _is_annotation_value(v)
+                              and isinstance(_annotation_spec(v), type(v)))}
             try:
                 out.append(self.compile(**params))
             except (CompileError, TypeError, ValueError):
@@ -681,6 +696,21 @@ class KernelConveniences:
             print("// tilejit launches from Python (cuda.bindings); no host source")
 
 
+class BoundProgram:
+    """A program and the arguments ``get_tir`` was given: what ``par_compile`` compiles
+    (``program.compile(*args, **kwargs)``)."""
+
+    def __init__(self, program: "JitFunction", args, kwargs):
+        self.program, self.args, self.kwargs = program, args, kwargs
+        self.__name__ = program.__name__
+
+    def compile(self, **options):
+        return self.program.compile(*self.args, **{**self.kwargs, **options})
+
+    def __repr__(self):
+        return f"<tilejit program {self.__name__} bound for par_compile>"
+
+
 class CompiledProgram(KernelConveniences):
     """A compiled TileLang program: ``get_kernel_source()`` gives the PTX; calling it
     with the tensors (in parameter order) runs it with the compile-time parameters it
@@ -690,7 +720,8 @@ class CompiledProgram(KernelConveniences):
         self.program = program
         self.handle = handle
         self.params = params
-        self.tensor_params = [p for p in program.sugar.params if p in program.sugar.tensors]
+        # the run-time arguments, in parameter order: tensors and typed scalars
+        self.tensor_params = [p for p in program.sugar.params if p in program._runtime_names]
         self.tensors = tensors or {}
 
     def get_kernel_source(self, kernel_only: bool = True, arch=None) -> str:
@@ -851,16 +882,30 @@ def _as_list(result):
 
 
 def _returns_prim_func(func) -> bool:
-    """The classic style: the function defines a nested ``@T.prim_func``."""
+    """The classic style: the function defines a nested ``@T.prim_func``, or is a factory
+    that returns one another function builds (``return build(N, dtype)``): no tensor
+    annotated in its body or signature (only plain types: ``N: int``), no ``with`` block,
+    T.empty or T.Kernel of its own, a value returned."""
     found = function_def_from_file(func)
     if found is None:
         return False
+    fdef = found[1]
     namespace = function_namespace(func)
-    for node in syntax.walk(found[1]):
-        if isinstance(node, ast.FunctionDef) and node is not found[1] and any(
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.FunctionDef) and node is not fdef and any(
                 resolve_static(d, namespace) is T.prim_func for d in node.decorator_list):
             return True
-    return False
+    plain = (int, float, bool, str, type(None))
+    signature = [a.annotation for a in fdef.args.args + fdef.args.kwonlyargs
+                 if a.annotation is not None]
+    makes_outputs = any(isinstance(n, ast.Call) and resolve_static(n.func, namespace) in (
+        T.empty, T.Kernel) for n in syntax.walk(fdef))
+    return (not makes_outputs
+            and not any(isinstance(s, (ast.AnnAssign, ast.With)) for s in fdef.body)
+            and all(resolve_static(a, namespace) in plain or (
+                isinstance(a, ast.Constant) and a.value in ("int", "float", "bool", "str"))
+                for a in signature)
+            and any(isinstance(s, ast.Return) and s.value is not None for s in fdef.body))
 
 
 JITKernel.register(CompiledProgram)
