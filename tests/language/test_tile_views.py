@@ -320,20 +320,38 @@ def test_a_view_of_a_tile_with_an_annotated_swizzle_reads_through_it(ptxas):
     ptxas(swizzled_and_viewed.compile(a, b, target="cuda", arch="sm_90a").ptx, "sm_90a")
 
 
-def test_a_view_in_another_dtype_keeps_row_major_against_an_annotated_swizzle():
-    """A view that changes the element size renumbers bytes, not elements: refused."""
-    @tilejit.kernel
-    def widened(A, B):
-        with T.Kernel(1, threads=128) as bx:
-            S = T.alloc_shared((64, 64), T.float16)
-            T.annotate_layout({S: tilejit.layout.make_swizzled_layout(S)})
-            V = T.view(S, (64, 32), T.int32)
-            T.copy(A[0:64, 0:64], S)
-            T.copy(V, B[0:64, 0:32])
-    a, b = np.zeros((64, 64), np.float16), np.zeros((64, 32), np.int32)
-    with pytest.raises(CompileError, match=r"T.annotate_layout: 'S' has views \(T.reshape / "
-                                           r"T.view at line \d+\)"):
-        widened.compile(a, b, target="cuda", arch="sm_90a")
+@tilejit.kernel
+def widened(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((64, 64), T.float16)
+        T.annotate_layout({S: tilejit.layout.make_swizzled_layout(S)})
+        V = T.view(S, (64, 32), T.int32)
+        T.copy(A[0:64, 0:64], S)
+        T.copy(V, B[0:64, 0:32])
+
+
+def test_a_view_in_another_dtype_keeps_row_major_against_an_annotated_swizzle(ptxas, caplog):
+    """A view that changes the element size renumbers bytes, not elements: the annotated
+    swizzle is set aside (logged), the tile row-major, the bits read as written
+    (TileLang's reinterpreting-view tests)."""
+    a = np.random.default_rng(7).standard_normal((64, 64)).astype(np.float16)
+    b = np.zeros((64, 32), np.int32)
+    widened(a, b)
+    np.testing.assert_array_equal(b, a.view(np.int32))
+    with caplog.at_level("WARNING", logger="tilejit"):
+        ptx = widened.compile(a, b, target="cuda", arch="sm_90a").ptx
+    assert "T.annotate_layout of 'S' set aside" in caplog.text
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_gpu_view_in_another_dtype_against_an_annotated_swizzle():
+    import torch
+    a = torch.randn(64, 64).half()
+    b = torch.zeros(64, 32, dtype=torch.int32, device="cuda")
+    widened(a.cuda(), b)
+    torch.cuda.synchronize()
+    assert torch.equal(b.cpu(), a.view(torch.int32))
 
 
 def test_a_view_of_a_pipelined_tile_is_an_error():

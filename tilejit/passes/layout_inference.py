@@ -63,6 +63,7 @@ import math
 import numpy as np
 
 from tilejit import syntax
+from tilejit.log import logger
 from tilejit import language as T
 from tilejit.frontend.source import flatten_statements, resolve_static
 from tilejit.layouts import (make_swizzled_layout, offset_table, parallel_fragment,
@@ -894,9 +895,11 @@ def _viewed_shared_layouts(ctx):
                                 f"a pipelined shared tile is not supported; copy into a tile "
                                 f"allocated outside the pipelined loop's copies", t.line)
             if u.layout_reason.startswith("T.annotate_layout") and not _is_row_major(u):
-                raise ctx.error(f"T.annotate_layout: {u.name!r} has views (T.reshape / T.view "
-                                f"at line {t.line}), which read it row-major; a tile with "
-                                f"views keeps the row-major layout", t.line)
+                # a layout is where the elements lie, not what they are: the views (another
+                # dtype, or a staged tile's) read the tile row-major, so it is laid out so
+                logger.warning("T.annotate_layout of %r set aside (line %s): its views "
+                               "(T.reshape / T.view at line %s) read it row-major",
+                               u.name, u.line, t.line)
             u.layout = row_major(u.shape)
             u.layout_reason = (f"row-major: viewed as {t.name} at line {t.line}" if u is base
                                else f"row-major: a view of {base.name}")
