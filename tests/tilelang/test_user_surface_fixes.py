@@ -339,3 +339,30 @@ def test_get_tir_and_par_compile_of_eager_programs(ptxas):
     a, b = torch.randn(32, 16), torch.zeros(32, 16)
     copy(a, b)
     torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_extra_keywords_of_an_eager_program():
+    """`**metadata` (TileLang's argument-binding tests): extra keywords are accepted and
+    reach no kernel; a body that reads them is an error naming them."""
+    @tilelang.jit
+    def tiled_copy(A, B, block: int = 8, **metadata):
+        M, N = T.const("M N")
+        A: T.Tensor[[M, N], T.float32]
+        B: T.Tensor[[M, N], T.float32]
+        with T.Kernel(T.ceildiv(M, block), T.ceildiv(N, block), threads=32) as (pm, pn):
+            T.copy(A[pm * block:(pm + 1) * block, pn * block:(pn + 1) * block],
+                   B[pm * block:(pm + 1) * block, pn * block:(pn + 1) * block])
+    a = torch.randn(16, 16)
+    for kwargs in ({}, {"block": 4, "tag": "x"}):
+        b = torch.zeros(16, 16)
+        tiled_copy(a, b, **kwargs)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+    @tilelang.jit
+    def reads(A, **metadata):
+        A: T.Tensor[[8], T.float32]
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                A[i] = metadata["x"]
+    with pytest.raises(tilelang.CompileError, match=r"the body reads \*\*metadata"):
+        reads(torch.zeros(8))

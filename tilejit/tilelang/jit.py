@@ -151,6 +151,16 @@ class _Desugared:
         self.annotations: list[tuple[str, ast.expr, int]] = []
         body = []
         prologue = Prologue()
+        # `**metadata` (TileLang's lazy programs take extra keywords): accepted by a call
+        # and dropped; the body may not read it (nothing of it reaches the kernel)
+        self.var_keywords = fdef.args.kwarg.arg if fdef.args.kwarg is not None else None
+        if self.var_keywords is not None:
+            if any(isinstance(n, ast.Name) and n.id == self.var_keywords
+                   for s in fdef.body for n in syntax.walk(s)):
+                raise CompileError(f"{func.__name__}: the body reads **{self.var_keywords}; "
+                                   f"extra keywords reach no kernel (name the parameters "
+                                   f"the kernel uses)", self.filename, fdef.lineno)
+            fdef.args.kwarg = None
         # out_idx's parameters: outputs the program allocates (T.empty) and returns
         self.outputs = [] if out_idx is None else outputs_as_empty(
             fdef, out_idx, self._is_tensor_annotation, self.filename, func.__name__,
@@ -393,6 +403,8 @@ class JitFunction:
             if k in values:
                 raise TypeError(f"{self.__name__}() got two values for argument {k!r}")
             if k not in self.sugar.params:
+                if self.sugar.var_keywords is not None:
+                    continue        # `**metadata`: extra keywords, which the body never reads
                 raise TypeError(f"{self.__name__}() got an unexpected argument {k!r}")
             values[k] = v
         for name, default in self.kernel.source.defaults.items():
