@@ -161,8 +161,9 @@ def dynamic_scale(block=128, threads=128):
 def test_classic_symbolic_shapes_tune_on_the_given_inputs():
     tuned = autotune(configs=[{"block": 96, "threads": 96}, {"block": 256}])(dynamic_scale)
     a = torch.randn(1000)
-    with pytest.raises(TypeError, match=r"A has symbolic extent\(s\) n; give example "
-                                        "tensors"):
+    with pytest.raises(ValueError, match=r"A has symbolic extent\(s\) n; tuning needs "
+                                         r"inputs of real sizes: give them with `with "
+                                         r"set_autotune_inputs"):
         tuned()
     with set_autotune_inputs(a):
         kernel = tuned()

@@ -374,7 +374,16 @@ class ClassicAutotuner:
                     kernel = self._run(config, args, kwargs)
                     if bench is None:
                         # the sizes the GPU's timing would need, also in simulation
-                        kernel._specs(inputs, placeholders=False)
+                        try:
+                            kernel._specs(inputs, placeholders=False)
+                        except TypeError as e:
+                            if inputs is not None or "symbolic extent" not in str(e):
+                                raise
+                            raise MissingInputsError(
+                                f"tilejit.autotune {self.__name__}: "
+                                f"{str(e).split(': ', 1)[1].split(';')[0]}; tuning needs "
+                                f"inputs of real sizes: give them with `with "
+                                f"set_autotune_inputs(...)`") from None
                         kernel.get_kernel_source(arch=arch, tensors=inputs)
                         chosen, valid, note = index, True, SIMULATION_NOTE
                     else:
@@ -442,9 +451,10 @@ class _Bench:
                     f"tilejit.autotune {self.tuner.__name__}: input {name!r} is a scalar "
                     f"({ann.dtype.name}); give the inputs with `with set_autotune_inputs(...)`")
             if any(not isinstance(d, int) for d in ann.shape):
-                raise TypeError(f"tilejit.autotune {self.tuner.__name__}: input {name!r} has "
-                                 f"symbolic extents {ann.shape}; random inputs need static "
-                                 "shapes: give real ones with `with set_autotune_inputs(...)`")
+                raise MissingInputsError(
+                    f"tilejit.autotune {self.tuner.__name__}: input {name!r} has symbolic "
+                    f"extents {ann.shape}; random inputs need static shapes: give real ones "
+                    f"with `with set_autotune_inputs(...)`")
             dtype = ann.dtype.as_torch()
             if dtype.is_floating_point:
                 t = torch.randn(ann.shape, device="cuda").to(dtype)
