@@ -234,15 +234,32 @@ def test_a_view_as_another_dtype_must_hold_the_same_bytes():
             run()
 
 
-def test_bfloat16_bits_viewed_as_int32_compile_and_the_simulator_says_it_does_not_reinterpret():
+def test_bfloat16_bits_viewed_as_int32_in_the_simulator(ptxas):
+    """The simulator holds bfloat16 in float32 and reinterprets its bits through a view
+    (sim/runtime._reinterpreted): each int32 is two bfloat16's bits, the first the low
+    half, as the GPU's little-endian bytes."""
     import torch
     a, b = torch.randn(8, 16).bfloat16(), torch.zeros(8, 8, dtype=torch.int32)
-    ptxas_ok = bf16_bits.compile(a, b, target="cuda", arch="sm_90a").ptx
-    assert ".entry" in ptxas_ok
-    with pytest.raises(RuntimeError, match=r"S\[0, 0\] \(int32\) is read after its bytes were "
-                                           r"written as bfloat16 through a view .*not "
-                                           r"supported in simulation"):
-        bf16_bits(a, b)
+    ptxas(bf16_bits.compile(a, b, target="cuda", arch="sm_90a").ptx, "sm_90a")
+    bf16_bits(a, b)
+    assert torch.equal(b, a.view(torch.int32))
+
+
+@tilejit.kernel
+def float8_bits(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((4, 64), T.int32)
+        E = T.view(S, (4, 256), dtype=T.float8_e4m3)
+        T.copy(A[0:4, 0:64], S)
+        T.copy(E, B[0:4, 0:256])
+
+
+def test_int32_bits_viewed_as_float8_in_the_simulator():
+    import torch
+    raw = torch.randint(0, 127, (4, 256), dtype=torch.uint8)   # finite e4m3 codes
+    a, b = raw.view(torch.int32), torch.zeros(4, 256, dtype=torch.float8_e4m3fn)
+    float8_bits(a, b)
+    assert torch.equal(b.view(torch.uint8), raw)
 
 
 @T.prim_func
@@ -299,6 +316,9 @@ def test_bfloat16_views_on_the_gpu():
     bf16_bits(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b, a.view(torch.int32))
+    sim = torch.zeros(8, 8, dtype=torch.int32)
+    bf16_bits(a.cpu(), sim)
+    assert torch.equal(b.cpu(), sim)            # the simulator reads the same bits
 
 
 def test_a_view_of_a_fragment_shares_its_registers():

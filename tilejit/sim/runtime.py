@@ -492,6 +492,62 @@ def assigned_name(frame) -> str | None:
     return _ASSIGNED[key]
 
 
+def _bits(values, dtype):
+    """The bytes of ``values`` (held as the simulator holds ``dtype``) as the GPU stores
+    them, or None where the simulator does not know the type's bits."""
+    values = np.ascontiguousarray(values)
+    if dtype.name == "bfloat16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).view(
+            np.uint8)
+    if dtype.name in ("float8_e4m3", "float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes    # (a dependency of the package; float8 bits, on use)
+        kind = ml_dtypes.float8_e5m2 if dtype.name == "float8_e5m2" else \
+            ml_dtypes.float8_e4m3fn
+        return values.astype(kind).view(np.uint8)
+    if dtype.held_in_float32:
+        return None
+    return values.astype(dtype.numpy, copy=False).view(np.uint8)
+
+
+def _from_bits(raw, dtype):
+    """``_bits``'s inverse: the values (as the simulator holds them) of these bytes."""
+    if dtype.name == "bfloat16":
+        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    if dtype.name in ("float8_e4m3", "float8_e4m3fn", "float8_e5m2"):
+        import ml_dtypes    # (as in _bits)
+        kind = ml_dtypes.float8_e5m2 if dtype.name == "float8_e5m2" else \
+            ml_dtypes.float8_e4m3fn
+        return raw.view(kind).astype(np.float32)
+    return raw.view(dtype.numpy)
+
+
+def _reinterpreted(reader, writer, flat, mine) -> bool:
+    """The bits ``writer`` wrote at its elements ``flat`` copied into ``reader`` (a tile
+    over the same bytes in another dtype), whose elements ``mine`` they touch; an element
+    of ``reader`` is written once all its bytes are. False where either type's bits are
+    not known here."""
+    written = _bits(writer.data.reshape(-1), writer.dtype)
+    held = _bits(reader.data.reshape(-1), reader.dtype)
+    if written is None or held is None:
+        return False
+    a, b = writer.dtype.itemsize, reader.dtype.itemsize
+    touched = (flat[:, None] * a + np.arange(a)).reshape(-1)
+    held = held.copy()
+    held[touched] = written[touched]
+    reader.data.reshape(-1)[mine] = _from_bits(held, reader.dtype)[mine]
+    # the bytes written so far through the writer: its written elements and these
+    done = np.ones(writer.data.size, dtype=bool) if writer.unwritten is None else \
+        ~writer.unwritten.reshape(-1)
+    done[flat] = True
+    whole = np.repeat(done, a).reshape(-1, b).all(axis=1)
+    if reader.unwritten is None:
+        reader.unwritten = np.zeros(reader.data.shape, dtype=bool)
+    reader.unwritten.reshape(-1)[mine] = ~whole[mine]
+    if reader.stale is not None:
+        reader.stale[0].reshape(-1)[mine] = False
+    return True
+
+
 class SimTensor:
     """A global tensor or a tile in simulation: a numpy array (bfloat16 and float8
     held in float32). A tile (``kind`` "fragment", "shared" or "local") also has ``unwritten``:
@@ -550,13 +606,18 @@ class SimTensor:
 
     def clobbered(self, writer, idx):
         """``writer`` (a tile over the same bytes in another dtype) wrote its elements
-        ``idx``: the elements of this tile those bytes hold read as written in another
-        dtype (``check_written``)."""
+        ``idx``: the elements of this tile those bytes hold take the bits written
+        (``_reinterpreted``: bfloat16 and the float8s through their bits); an element
+        whose bytes are not all written yet reads as unwritten. Where a dtype's bits are
+        not known here (float4, e8m0) such an element reads as written in another dtype
+        (``check_written``)."""
         flat = np.arange(writer.data.size) if idx is None else np.ravel_multi_index(
             tuple(np.asarray(i).reshape(-1) for i in np.broadcast_arrays(*idx)),
             writer.data.shape)
         a, b = writer.dtype.itemsize, self.dtype.itemsize
         mine = ((flat * a // b)[:, None] + np.arange(max(1, a // b))).reshape(-1)
+        if _reinterpreted(self, writer, flat, mine):
+            return
         if self.unwritten is None:
             self.unwritten = np.zeros(self.data.shape, dtype=bool)
         self.unwritten.reshape(-1)[mine] = True

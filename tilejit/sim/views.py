@@ -83,10 +83,12 @@ def _view(buffer, shape, dtype, what):
 def overlay(buffer, shape, to, what):
     """A view of a shared tile as another dtype where either is held in float32 (bfloat16,
     the float8s): a tile of its own values over the same bytes (the GPU's), linked to
-    ``buffer`` (and its other overlays) so that a write through one makes the elements of
-    the others that those bytes hold read as written in another dtype
-    (``SimTensor.clobbered``): a view reused as scratch (TileLang's ``T.view(KV_shared,
-    shape, dtype=accum_dtype)``) runs; a read of bits through another dtype is an error."""
+    ``buffer`` (and its other overlays) so that a write through one gives the elements of
+    the others those bytes hold the bits written (``SimTensor.clobbered``: bfloat16 and
+    the float8s through their bits; float4 and e8m0 elements read as written in another
+    dtype, an error): a view reused as scratch (TileLang's ``T.view(KV_shared, shape,
+    dtype=accum_dtype)``) runs, and so does a bit reinterpretation (bfloat16 pairs read
+    as int32)."""
     shape = tuple(int(s) for s in shape)
     held, asked = buffer.data.size * buffer.dtype.itemsize, math.prod(shape) * to.itemsize
     if held != asked:
