@@ -1002,3 +1002,12 @@ def test_gpu_a_function_or_macro_as_an_argument():
     torch.testing.assert_close(element_wise(a, plus_one), a + 1)
     torch.testing.assert_close(element_wise(a, twice), a * 2)
     torch.testing.assert_close(element_wise(a.cpu(), twice), a.cpu() * 2)
+
+
+def test_pass_config_keys_are_an_enum_of_their_strings():
+    """TileLang's PassConfigKey is a str enum: `.value` (its tma_copy tests build the
+    config dict from it), equal to and hashed as its string, iterable."""
+    key = tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+    assert key.value == "tl.disable_warp_specialized" == key
+    assert {key.value: True}.get(key) is True and f"{key}" == key.value
+    assert tilelang.PassConfigKey.TL_ENABLE_FAST_MATH in list(tilelang.PassConfigKey)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import abc
 
 import ast
+import enum
 import numbers
 import copy
 import os
@@ -58,8 +59,9 @@ class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations
     ``.compile(...)`` (``CompiledProgram``) return are its (virtual) subclasses."""
 
 
-class PassConfigKey:
-    """TileLang's pass configuration keys. All are accepted; these have a tilejit meaning
+class PassConfigKey(enum.StrEnum):
+    """TileLang's pass configuration keys (an enum of strings, as TileLang's: a key is its
+    string, ``PassConfigKey.TL_ENABLE_FAST_MATH.value`` too). All are accepted; these have a tilejit meaning
     and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
     ``TILEJIT_DUMP_IR`` does, under ``TL_DUMP_IR_DIR``, else ``$TILEJIT_DUMP_IR``, else
     ``./tilejit_dump_ir``), ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the ``.approx``
@@ -130,8 +132,7 @@ class PassConfigKey:
     TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
 
 
-_KNOWN_PASS_CONFIGS = {v for k, v in vars(PassConfigKey).items()
-                       if k.startswith(("TL_", "TIR_"))}
+_KNOWN_PASS_CONFIGS = {key.value for key in PassConfigKey}
 _WARNED: set = set()
 
 
