@@ -61,8 +61,8 @@ class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations
 
 class PassConfigKey(enum.StrEnum):
     """TileLang's pass configuration keys (an enum of strings, as TileLang's: a key is its
-    string, ``PassConfigKey.TL_ENABLE_FAST_MATH.value`` too). All are accepted; these have a tilejit meaning
-    and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
+    string, ``PassConfigKey.TL_ENABLE_FAST_MATH.value`` too). All are accepted; these have
+    a tilejit meaning and are honoured: ``TL_ENABLE_DUMP_IR`` (every compilation stage written as
     ``TILEJIT_DUMP_IR`` does, under ``TL_DUMP_IR_DIR``, else ``$TILEJIT_DUMP_IR``, else
     ``./tilejit_dump_ir``), ``TL_ENABLE_FAST_MATH`` (``fast_math=True``: the ``.approx``
     PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it), ``TL_DISABLE_TMA_LOWER``,
