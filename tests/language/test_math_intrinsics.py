@@ -1,5 +1,5 @@
 """TileLang's math intrinsics: ``T.ieee_add/sub/mul/fdiv/fmaf/frcp/fsqrt`` with an explicit
-rounding mode, ``T.ieee_frsqrt``, and the fast ``T.__exp`` family.
+rounding mode, ``T.ieee_frsqrt``, and the fast ``T.__exp`` family (``T.fast_rcp`` too).
 
 The simulator is checked against the definition (one rounding of the exact result: each
 result brackets the exact value as its mode says, and round-to-nearest equals numpy's
@@ -211,7 +211,7 @@ def test_the_rounded_instructions_assemble(arch, ptxas):
 
 def fast_functions(dtype):
     @T.prim_func
-    def main(A: T.Tensor((N,), dtype), Out: T.Tensor((8, N), dtype)):
+    def main(A: T.Tensor((N,), dtype), Out: T.Tensor((9, N), dtype)):
         with T.Kernel(1, threads=128):
             for i in T.Parallel(N):
                 Out[0, i] = T.__exp(A[i])
@@ -222,18 +222,19 @@ def fast_functions(dtype):
                 Out[5, i] = T.__sin(A[i])
                 Out[6, i] = T.__cos(A[i])
                 Out[7, i] = T.__tan(A[i])
+                Out[8, i] = T.fast_rcp(A[i])
     return main
 
 
 def _fast_reference(x):
     x = x.astype(np.float64)
     return np.stack([np.exp(x), 10 ** x, np.log(np.abs(x)), np.log2(np.abs(x)),
-                     np.log10(np.abs(x)), np.sin(x), np.cos(x), np.tan(x)])
+                     np.log10(np.abs(x)), np.sin(x), np.cos(x), np.tan(x), 1 / x])
 
 
 def test_fast_functions_simulate_the_accurate_ones():
     x = np.linspace(-1.5, 1.5, N).astype(np.float32)
-    out = np.zeros((8, N), np.float32)
+    out = np.zeros((9, N), np.float32)
     tilejit.compile(fast_functions("float32"), target="sim")(x, out)
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(out, _fast_reference(x), rtol=2e-6, atol=1e-6)
@@ -243,7 +244,8 @@ def test_fast_functions_use_the_special_function_unit_without_fast_math(ptxas):
     for arch in ("sm_80", "sm_90a"):
         ptx = tilejit.compile(fast_functions("float32"),
                               target=f"cuda -arch={arch}").get_kernel_source()
-        for ins in ("ex2.approx", "lg2.approx", "sin.approx", "cos.approx"):
+        for ins in ("ex2.approx", "lg2.approx", "sin.approx", "cos.approx",
+                    "rcp.approx.ftz.f32"):
             assert ins in ptx, ins
         ptxas(ptx, arch)
     ptx = tilejit.compile(fast_functions("float16"), target="cuda").get_kernel_source()
@@ -284,14 +286,14 @@ def test_rounded_operations_on_gpu_equal_the_simulator(dtype, mode):
 def test_fast_functions_on_gpu(dtype):
     tdt = getattr(torch, dtype)
     x = torch.linspace(-1.5, 1.5, N).to(tdt)
-    out = torch.zeros(8, N, dtype=tdt, device="cuda")
+    out = torch.zeros(9, N, dtype=tdt, device="cuda")
     tilejit.compile(fast_functions(dtype))(x.cuda(), out)
     ref = torch.from_numpy(_fast_reference(x.float().numpy()))
     tol = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
     finite = torch.isfinite(ref)
     torch.testing.assert_close(out.cpu().double()[finite], ref[finite], rtol=tol * 4,
                                atol=tol * 4)
-    sim = torch.zeros(8, N, dtype=tdt)
+    sim = torch.zeros(9, N, dtype=tdt)
     tilejit.compile(fast_functions(dtype), target="sim")(x, sim)
     torch.testing.assert_close(out.cpu().double()[finite], sim.double()[finite],
                                rtol=tol * 4, atol=tol * 4)

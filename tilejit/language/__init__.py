@@ -90,7 +90,7 @@ from tilejit.language.scalar_math import (  # noqa: F401  (T.<name>)
 from tilejit.language import math_intrinsics as _math_intrinsics
 from tilejit.language.math_intrinsics import (  # noqa: F401  (T.<name>)
     __cos, __exp, __exp10, __log, __log10, __log2, __sin, __tan, ieee_add, ieee_fdiv,
-    ieee_fmaf, ieee_frcp, ieee_frsqrt, ieee_fsqrt, ieee_mul, ieee_sub)
+    fast_rcp, ieee_fmaf, ieee_frcp, ieee_frsqrt, ieee_fsqrt, ieee_mul, ieee_sub)
 from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 

@@ -13,9 +13,10 @@ rounding mode, and the fast approximate functions of CUDA's ``__expf`` family.
   to nearest) and rounded to float32, then to the operand's type; float64 is refused
   (as in TileLang).
 - ``T.__exp``, ``__exp10``, ``__log``, ``__log2``, ``__log10``, ``__sin``, ``__cos``,
-  ``__tan``: on float32 (and the half types, through float32) the special function
-  unit's approximations whatever the kernel's ``fast_math`` (``ex2.approx``,
-  ``lg2.approx``, ``sin.approx``, ``cos.approx``; a few ulp, CUDA's ``__expf``);
+  ``__tan``, and ``T.fast_rcp`` (1/x): on float32 (and the half types, through float32)
+  the special function unit's approximations whatever the kernel's ``fast_math``
+  (``ex2.approx``, ``lg2.approx``, ``sin.approx``, ``cos.approx``, ``rcp.approx.ftz``;
+  a few ulp, CUDA's ``__expf``);
   float64 computes the accurate function. The simulator computes every one of them
   accurately: the GPU's results are within the approximations' error of it.
 
@@ -33,7 +34,8 @@ IEEE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 # (name, number of values) of the rounded operations
 IEEE_OPS = {"ieee_add": 2, "ieee_sub": 2, "ieee_mul": 2, "ieee_fdiv": 2, "ieee_fmaf": 3,
             "ieee_frcp": 1, "ieee_fsqrt": 1}
-FAST_UNARY = ("__exp", "__exp10", "__log", "__log2", "__log10", "__sin", "__cos", "__tan")
+FAST_UNARY = ("__exp", "__exp10", "__log", "__log2", "__log10", "__sin", "__cos", "__tan",
+              "fast_rcp")
 
 
 def check_rounding_mode(name: str, rounding_mode) -> str:
@@ -134,6 +136,11 @@ def __cos(x):
 def __tan(x):
     """Tangent, fast (``sin.approx / cos.approx``)."""
     return meaning("__tan")(x)
+
+
+def fast_rcp(x):
+    """1/x, fast (``rcp.approx.ftz.f32``: about 1 ulp, subnormals flushed to zero)."""
+    return meaning("fast_rcp")(x)
 
 
 NAMES = (*IEEE_OPS, "ieee_frsqrt", *FAST_UNARY)

@@ -175,6 +175,15 @@ def ieee_frsqrt(x):
     return r[()] if r.ndim == 0 else r
 
 
+def _reciprocal(x):
+    """1/x in the operand's type (the GPU's approximation is within an ulp of it)."""
+    a = np.asarray(x)
+    out = a.dtype if a.dtype.kind == "f" else np.dtype(np.float32)
+    with np.errstate(divide="ignore"):
+        r = (np.float32(1) / a.astype(np.float32)).astype(out)
+    return r[()] if r.ndim == 0 else r
+
+
 MEANINGS = {
     **{name: _ieee(name, op) for name, op in (
         ("ieee_add", "add"), ("ieee_sub", "sub"), ("ieee_mul", "mul"), ("ieee_fdiv", "div"),
@@ -182,5 +191,5 @@ MEANINGS = {
     "ieee_frsqrt": ieee_frsqrt,
     "__exp": exp, "__exp10": _SCALAR["exp10"], "__log": log, "__log2": log2,
     "__log10": _SCALAR["log10"], "__sin": _SCALAR["sin"], "__cos": _SCALAR["cos"],
-    "__tan": _SCALAR["tan"],
+    "__tan": _SCALAR["tan"], "fast_rcp": _reciprocal,
 }

@@ -103,8 +103,15 @@ def _rsqrt_rule(context, builder, sig, args):
     return _in_float32(builder, sig.return_type, build, args)
 
 
+def rcp(builder, x, fast=False):
+    """1/x: ``rcp.approx.ftz.f32`` where ``fast``, else the division."""
+    if fast:
+        return builder.call(intrinsic(builder, "llvm.nvvm.rcp.approx.ftz.f", F32, [F32]), [x])
+    return builder.fdiv(ir.Constant(x.type, 1.0), x)
+
+
 _FAST = {"__exp": exp, "__exp10": exp10, "__log": log, "__log2": log2, "__log10": log10,
-         "__sin": sin, "__cos": cos, "__tan": tan}
+         "__sin": sin, "__cos": cos, "__tan": tan, "fast_rcp": rcp}
 
 
 def _fast_rule(name: str):
