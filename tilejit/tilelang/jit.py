@@ -40,6 +40,7 @@ from tilejit.frontend.source import (function_def_from_file, function_namespace,
 from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
                                        pointer_argument, typed_scalar)
 from tilejit.runtime.kernel import default_arch, kernel_function
+from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.output_params import outputs_as_empty
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.dtypes import DType, as_dtype
@@ -139,8 +140,8 @@ _WARNED: set = set()
 class _Desugared:
     """What the eager-style source says: tensors, symbols, annotations, the kernel."""
 
-    def __init__(self, func, out_idx=None):
-        found = function_def_from_file(func)
+    def __init__(self, func, out_idx=None, source=None):
+        found = source or function_def_from_file(func)
         if found is None:
             raise CompileError(f"cannot read the source of {func.__qualname__}; a "
                                "tilejit.jit program must be defined in a file")
@@ -326,12 +327,14 @@ class JitFunction:
         return for_program(self, configs, warmup, rep, key, timeout, **profile)
 
     def __init__(self, func, out_idx=None, target="auto", pass_configs=None, verbose=False,
-                 execution_backend=None, **ignored):
+                 execution_backend=None, source=None, **ignored):
         self.func = func
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
-        sugar = _Desugared(func, out_idx)
+        # (source: (filename, FunctionDef) of a body other than the function's file's, the
+        # branch a BranchingProgram chose)
+        sugar = _Desugared(func, out_idx, source)
         self.sugar = sugar
         # the body's own T.annotate_pass_configs, @tilejit.jit's over them key by key
         self.attrs = {"global_symbol": func.__name__, **sugar.function_attrs}
@@ -825,9 +828,16 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
             # classic.py imports this module (pass_config_options): imported here, on use
             from tilejit.tilelang.classic import ClassicJit
             return ClassicJit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
-        try:
+        def make(source=None):
             return JitFunction(f, out_idx=out_idx, target=target, pass_configs=pass_configs,
-                               verbose=verbose, execution_backend=execution_backend, **options)
+                               verbose=verbose, execution_backend=execution_backend,
+                               source=source, **options)
+        found = function_def_from_file(f)
+        if found is not None and launching_ifs(found[1], function_namespace(f)):
+            # an `if` of the body around its T.Kernel: one program per outcome
+            return BranchingProgram(f, *found, lambda filename, fdef: make((filename, fdef)))
+        try:
+            return make()
         except CompileError as error:
             return FailedProgram(f, error)
     return wrap(func) if func is not None else wrap
