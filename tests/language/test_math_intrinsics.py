@@ -364,3 +364,15 @@ def test_the_rounding_mode_by_keyword_and_no_contraction_on_amdgpu():
     out = np.zeros(64, np.float32)
     tilejit.kernel(mul_add_rn.func, target="sim")(a, b, c, out)
     np.testing.assert_array_equal(out, (a * b) + c)          # two roundings
+
+
+def test_fast_rcp_of_float64_is_the_division_in_simulation():
+    @T.prim_func
+    def main(A: T.Tensor((3,), "float64"), B: T.Tensor((3,), "float64")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(3):
+                B[i] = T.fast_rcp(A[i])
+    a = np.array([3.0, 1e-40, 1e300])
+    b = np.zeros(3)
+    tilejit.compile(main, target="sim")(a, b)
+    np.testing.assert_array_equal(b, 1 / a)

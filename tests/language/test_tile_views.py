@@ -418,3 +418,21 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     sim_c = np.zeros((64, 64), np.float32)
     gemm_on_a_view(an, bn, sim_c)
     np.testing.assert_allclose(c.cpu().numpy(), sim_c, rtol=1e-3, atol=1e-3)
+
+
+@tilejit.kernel
+def int32_written_bf16_read(A, B):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((8, 16), T.float32)
+        Vi = T.view(S, (8, 16), dtype=T.int32)        # memory shared with S
+        Vb = T.view(S, (8, 32), dtype=T.bfloat16)     # an overlay in the simulator
+        T.copy(A[0:8, 0:16], Vi)
+        T.copy(Vb, B[0:8, 0:32])
+
+
+def test_a_write_through_a_same_size_view_reaches_the_overlays():
+    import torch
+    x = torch.randn(8, 32).bfloat16()
+    b = torch.zeros(8, 32, dtype=torch.bfloat16)
+    int32_written_bf16_read(x.view(torch.int32), b)
+    assert torch.equal(b, x)

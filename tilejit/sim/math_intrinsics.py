@@ -176,11 +176,13 @@ def ieee_frsqrt(x):
 
 
 def _reciprocal(x):
-    """1/x in the operand's type (the GPU's approximation is within an ulp of it)."""
+    """1/x in the operand's type (the GPU's approximation is within an ulp of it;
+    float64 divides exactly, as its ``rcp.rn.f64``)."""
     a = np.asarray(x)
     out = a.dtype if a.dtype.kind == "f" else np.dtype(np.float32)
-    with np.errstate(divide="ignore"):
-        r = (np.float32(1) / a.astype(np.float32)).astype(out)
+    wide = np.float64 if out == np.float64 else np.float32
+    with np.errstate(divide="ignore", over="ignore"):
+        r = (wide(1) / a.astype(wide)).astype(out)
     return r[()] if r.ndim == 0 else r
 
 

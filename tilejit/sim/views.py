@@ -77,7 +77,26 @@ def _view(buffer, shape, dtype, what):
     else:
         out.unwritten = buffer.unwritten.reshape(lanes + shape)      # a view: shared
     out.races = buffer.races if out.data.shape == data.shape else None
+    if buffer.kind == "shared":
+        # its bytes are the buffer's: a write through it reaches the buffer's overlays
+        # (those made later too)
+        out.overlaid = _Linked(buffer)
     return out
+
+
+class _Linked:
+    """The overlays of a view sharing its buffer's memory (a numpy view): the buffer's,
+    read when they are used; one added through it is added to the buffer."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __iter__(self):
+        return iter(self.base.overlaid)
+
+    def __add__(self, more):
+        self.base.overlaid = self.base.overlaid + tuple(more)
+        return self
 
 
 def overlay(buffer, shape, to, what):

@@ -29,6 +29,7 @@ import inspect
 
 from tilejit import syntax
 from tilejit.errors import CompileError
+from tilejit.frontend.kernel_macros import launching_call
 from tilejit.frontend.source import function_namespace, is_launch
 
 
@@ -38,25 +39,41 @@ def launching_ifs(fdef: ast.FunctionDef, namespace) -> list:
 
 
 def _launching(stmt, namespace) -> bool:
+    """An ``if`` holding a ``with T.Kernel`` block, or a call of a macro holding one."""
     return isinstance(stmt, ast.If) and any(
-        isinstance(w, ast.With) and any(is_launch(i.context_expr, namespace) for i in w.items)
-        for w in syntax.walk(stmt))
+        (isinstance(w, ast.With) and any(is_launch(i.context_expr, namespace)
+                                         for i in w.items))
+        or launching_call(w, namespace) for w in syntax.walk(stmt))
 
 
 class BranchingProgram:
     """One eager program per outcome of the launching ``if``s (module docstring)."""
 
-    def __init__(self, func, filename, fdef, make_program):
+    def __init__(self, func, filename, fdef, make_program, out_idx=None):
         self.func, self.filename, self.fdef = func, filename, fdef
         self.__name__, self.__doc__, self.__wrapped__ = func.__name__, func.__doc__, func
         self._make = make_program           # (filename, FunctionDef) -> a JitFunction
-        self._signature = inspect.signature(func)
+        # a call's arguments: out_idx's parameters are the program's outputs, not given
+        signature = inspect.signature(func)
+        params = list(signature.parameters.values())
+        outputs = set()
+        if out_idx is not None:
+            positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                          p.POSITIONAL_OR_KEYWORD)]
+            for i in ([out_idx] if isinstance(out_idx, int) else list(out_idx)):
+                if isinstance(i, int) and -len(positional) <= i < len(positional):
+                    outputs.add(positional[i].name)
+        self._signature = signature.replace(
+            parameters=[p for p in params if p.name not in outputs])
+        self._var_keywords = any(p.kind == p.VAR_KEYWORD for p in params)
         self._programs: dict = {}
 
     def _choose(self, args, kwargs):
         """(the outcomes, the body with each launching ``if`` replaced by its branch)."""
-        # (compile()'s symbol sizes, `N=100`, are not parameters: they decide nothing)
-        kwargs = {k: v for k, v in kwargs.items() if k in self._signature.parameters}
+        # (compile()'s symbol sizes, `N=100`, are not parameters: they decide nothing,
+        # but for a **kwargs the test may read)
+        if not self._var_keywords:
+            kwargs = {k: v for k, v in kwargs.items() if k in self._signature.parameters}
         try:
             bound = self._signature.bind_partial(*args, **kwargs)
         except TypeError as e:
@@ -81,11 +98,18 @@ class BranchingProgram:
         return tuple(outcomes), body
 
     def _decide(self, node, env) -> bool:
-        bound_first = {n.id for s in self.fdef.body for n in syntax.walk(s)
+        # the names the body binds before the `if` (a parameter it assigns again
+        # included), and those it binds anywhere that are no parameter
+        before = self.fdef.body[:next((k for k, s in enumerate(self.fdef.body)
+                                       if any(n is node for n in syntax.walk(s))),
+                                      len(self.fdef.body))]
+        bound_first = {n.id for s in before for n in syntax.walk(s)
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        params = set(self._signature.parameters)
+        bound_first |= {n.id for s in self.fdef.body for n in syntax.walk(s)
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                        and n.id not in self._signature.parameters}
         late = sorted({n.id for n in syntax.walk(node.test) if isinstance(n, ast.Name)}
-                      & (bound_first - params))
+                      & bound_first)
         if late:
             raise CompileError(f"the `if` around `with T.Kernel` reads {', '.join(late)}, "
                                f"which the body binds: it is decided when the program is "
@@ -119,7 +143,15 @@ class BranchingProgram:
     def get_kernel_source(self, *args, **params) -> str:
         return self.compile(*args, **params).get_kernel_source()
 
+    def get_tir(self, *args, **kwargs):
+        """TileLang's ``f.get_tir(...)`` of the program these arguments choose."""
+        return self.program(*args, **kwargs).get_tir(*args, **kwargs)
+
     def par_compile(self, configs, num_workers=None, ignore_error=False):
+        if not isinstance(configs, (list, tuple)) or not all(isinstance(c, dict)
+                                                             for c in configs):
+            raise TypeError(f"{self.__name__}.par_compile(configs): expected a list of dicts "
+                            f"of parameter values, got {configs!r:.80}")
         out = []
         for config in configs:
             try:

@@ -835,7 +835,8 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
         found = function_def_from_file(f)
         if found is not None and launching_ifs(found[1], function_namespace(f)):
             # an `if` of the body around its T.Kernel: one program per outcome
-            return BranchingProgram(f, *found, lambda filename, fdef: make((filename, fdef)))
+            return BranchingProgram(f, *found, lambda filename, fdef: make((filename, fdef)),
+                                    out_idx=out_idx)
         try:
             return make()
         except CompileError as error:
