@@ -243,6 +243,13 @@ def test_scalar_inputs_given_with_set_autotune_inputs_in_simulation():
     torch.testing.assert_close(a, before + 0.25)
 
 
+def test_scalar_inputs_without_set_autotune_inputs_in_simulation(cache_dir):
+    """As on the GPU (the simulator is never kinder): tuning cannot make a scalar input."""
+    with pytest.raises(ValueError, match=r"input 's' is a scalar \(float32\); give the "
+                                         r"inputs with `with set_autotune_inputs"):
+        add_scalar(N=1024)
+
+
 @pytest.mark.gpu
 def test_scalar_inputs_on_the_gpu():
     """TileLang's scalar-input autotune test: a scalar among the tuning inputs stays as

@@ -373,7 +373,12 @@ class ClassicAutotuner:
                 try:
                     kernel = self._run(config, args, kwargs)
                     if bench is None:
-                        # the sizes the GPU's timing would need, also in simulation
+                        # the inputs and sizes the GPU's timing would need, also in
+                        # simulation (which is never kinder than the GPU)
+                        scalar = _scalar_input(kernel, self.profile) if inputs is None \
+                            else None
+                        if scalar is not None:
+                            raise MissingInputsError(_scalar_message(self.__name__, *scalar))
                         try:
                             kernel._specs(inputs, placeholders=False)
                         except TypeError as e:
@@ -413,6 +418,25 @@ class ClassicAutotuner:
         return configs[chosen]
 
 
+def _scalar_input(kernel, profile):
+    """(name, annotation) of the first scalar input of a classic kernel that tuning
+    would have to make (none supplied by the profile), or None."""
+    if profile is not None and (profile.supply_prog is not None
+                                or profile.supply_type is not None):
+        return None
+    prim, out = kernel.prim, kernel.out_idx
+    for i, name in enumerate(prim.params):
+        ann = prim.annotations[name]
+        if i not in out and getattr(ann, "scalar", False):
+            return name, ann
+    return None
+
+
+def _scalar_message(tuner: str, name, ann) -> str:
+    return (f"tilejit.autotune {tuner}: input {name!r} is a scalar ({ann.dtype.name}); "
+            f"give the inputs with `with set_autotune_inputs(...)`")
+
+
 class MissingInputsError(ValueError):
     """The tuning cannot make its inputs (a scalar input with none given): no config can
     run, so it is raised, not a config's failure to skip."""
@@ -447,9 +471,7 @@ class _Bench:
                 continue
             ann = prim.annotations[name]
             if getattr(ann, "scalar", False):
-                raise MissingInputsError(
-                    f"tilejit.autotune {self.tuner.__name__}: input {name!r} is a scalar "
-                    f"({ann.dtype.name}); give the inputs with `with set_autotune_inputs(...)`")
+                raise MissingInputsError(_scalar_message(self.tuner.__name__, name, ann))
             if any(not isinstance(d, int) for d in ann.shape):
                 raise MissingInputsError(
                     f"tilejit.autotune {self.tuner.__name__}: input {name!r} has symbolic "
