@@ -39,8 +39,7 @@ from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, assigned_names, block_index_names,
-                                     flatten_statements,
-                                     kernel_call, resolve_static)
+                                     flatten_statements, kernel_call, resolve_static)
 from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
@@ -177,9 +176,8 @@ class _DeviceForms(syntax.NodeTransformer):
         """``math.sqrt(N)`` of compile-time values (constants, the kernel's globals and
         closure values it does not assign): the value, computed here as TileLang's parser
         computes it in Python; else the call as written."""
-        values = [plain_value(a, {k: v for k, v in self.namespace.items()
-                                  if k not in (self.assigned or ())}, (int, float))
-                  for a in node.args]
+        known = {k: v for k, v in self.namespace.items() if k not in (self.assigned or ())}
+        values = [plain_value(a, known, (int, float)) for a in node.args]
         if not node.keywords and all(known for _, known in values):
             try:
                 result = resolve_static(node.func, self.namespace)(*(v for v, _ in values))

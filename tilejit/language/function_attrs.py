@@ -87,10 +87,10 @@ class AnnotationError(ValueError):
         self.node = node
 
 
-def function_annotations(body, namespace, local_values=None) -> tuple[dict, list]:
+def function_annotations(body, namespace) -> tuple[dict, list]:
     """({attribute: value} of the annotations among ``body``'s statements, the statements
-    left). ``local_values``: values the body bound before them that are known now
-    (``cfg = {...}``). A repeated annotation merges (configs key by key, flags appended)."""
+    left); their arguments are evaluated in ``namespace``. A repeated annotation merges
+    (configs key by key, flags appended)."""
     attrs, kept = {}, []
     for stmt in body:
         kind = annotation_kind(stmt, namespace)
@@ -100,10 +100,9 @@ def function_annotations(body, namespace, local_values=None) -> tuple[dict, list
         call = stmt.value
         if len(call.args) != 1 or call.keywords:
             raise AnnotationError(f"T.{kind} takes one argument", stmt)
-        env = {**namespace, **(local_values or {})}
         try:
             value = eval(compile(ast.Expression(call.args[0]), "<annotation>", "eval"),  # noqa: S307
-                         env)
+                         dict(namespace))
         except Exception as e:       # noqa: BLE001 - any failure: not known at definition
             raise AnnotationError(f"T.{kind}: the argument `{ast.unparse(call.args[0])}` must "
                                   f"be a value known when the function is defined "

@@ -60,7 +60,8 @@ def _e8m0_values(codes) -> np.ndarray:
     return np.where(codes == 255, np.float32(np.nan), values)
 
 
-def _ml_dtype(dtype: DType):
+def ml_dtype(dtype: DType):
+    """ml_dtypes' numpy type of an 8-bit float (its bits are the GPU's)."""
     try:
         import ml_dtypes    # numpy's float8 types, imported where a float8 value is made
     except ImportError:     # pragma: no cover - a dependency of the package
@@ -83,7 +84,7 @@ def round_to_float8(x, dtype: DType) -> np.ndarray:
         limit = FLOAT8_MAX[dtype]
         a = np.clip(a, -limit, limit)
     with np.errstate(invalid="ignore", over="ignore"):
-        out = a.astype(_ml_dtype(dtype)).astype(np.float32)
+        out = a.astype(ml_dtype(dtype)).astype(np.float32)
     return out if isinstance(x, np.ndarray) else np.float32(out)
 
 
@@ -91,7 +92,7 @@ def from_float8_bits(bits, dtype: DType) -> np.ndarray:
     """The float32 values of 8-bit float codes (a uint8 array)."""
     if dtype == float8_e8m0fnu:
         return _e8m0_values(bits)
-    return np.asarray(bits, dtype=np.uint8).view(_ml_dtype(dtype)).astype(np.float32)
+    return np.asarray(bits, dtype=np.uint8).view(ml_dtype(dtype)).astype(np.float32)
 
 
 # float4_e2m1fn's eight magnitudes, by code (the sign is the code's bit 3)

@@ -423,9 +423,9 @@ def _annotated_in_body(func) -> set:
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
 
 
-def _returned_count(func) -> int:
-    """How many values the function's own body returns (``return B, C``: 2), or 0."""
-    fdef = _body(func)
+def returned_count(fdef) -> int:
+    """How many values the function's own body returns (``return B, C``: 2; a function
+    defined in it is not the body), or 0."""
     todo, found = list(fdef.body) if fdef is not None else [], 0
     while todo:
         node = todo.pop()
@@ -535,7 +535,7 @@ class PrimFunc:
         out = {"global_symbol": self.__name__}
         out.update({k: (dict(v) if isinstance(v, dict) else list(v))
                     for k, v in self.function_attrs.items()})
-        returned = _returned_count(self.func) if self.lazy else 0
+        returned = returned_count(_body(self.func)) if self.lazy else 0
         if returned:
             out["tilelang_out_idx"] = list(range(-returned, 0))
         return out

@@ -492,6 +492,10 @@ def assigned_name(frame) -> str | None:
     return _ASSIGNED[key]
 
 
+# the 8-bit floats whose bits ml_dtypes gives (numerics.ml_dtype)
+_FLOAT8 = ("float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+
+
 def _bits(values, dtype):
     """The bytes of ``values`` (held as the simulator holds ``dtype``) as the GPU stores
     them, or None where the simulator does not know the type's bits."""
@@ -499,11 +503,8 @@ def _bits(values, dtype):
     if dtype.name == "bfloat16":
         return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).view(
             np.uint8)
-    if dtype.name in ("float8_e4m3", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes    # (a dependency of the package; float8 bits, on use)
-        kind = ml_dtypes.float8_e5m2 if dtype.name == "float8_e5m2" else \
-            ml_dtypes.float8_e4m3fn
-        return values.astype(kind).view(np.uint8)
+    if dtype.name in _FLOAT8:
+        return values.astype(numerics.ml_dtype(dtype)).view(np.uint8)
     if dtype.held_in_float32:
         return None
     return values.astype(dtype.numpy, copy=False).view(np.uint8)
@@ -513,11 +514,8 @@ def _from_bits(raw, dtype):
     """``_bits``'s inverse: the values (as the simulator holds them) of these bytes."""
     if dtype.name == "bfloat16":
         return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    if dtype.name in ("float8_e4m3", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes    # (as in _bits)
-        kind = ml_dtypes.float8_e5m2 if dtype.name == "float8_e5m2" else \
-            ml_dtypes.float8_e4m3fn
-        return raw.view(kind).astype(np.float32)
+    if dtype.name in _FLOAT8:
+        return raw.view(numerics.ml_dtype(dtype)).astype(np.float32)
     return raw.view(dtype.numpy)
 
 

@@ -49,7 +49,7 @@ from tilejit.tuning.autotune import (Autotuner, AutotuneWarning, autotune, check
                                      compare_results, cuda_device_name, first_line,
                                      json_config, plain_value, progress,
                                      settled_reference, skippable_errors, timed, snapshot)
-from tilejit.tilelang.classic import ClassicJit
+from tilejit.tilelang.classic import ClassicJit, unknown_symbols
 from tilejit.tilelang.jit import JitFunction, pass_config_options
 
 from tilejit.tilelang import autotuner_class as param
@@ -375,20 +375,9 @@ class ClassicAutotuner:
                     if bench is None:
                         # the inputs and sizes the GPU's timing would need, also in
                         # simulation (which is never kinder than the GPU)
-                        scalar = _scalar_input(kernel, self.profile) if inputs is None \
-                            else None
-                        if scalar is not None:
-                            raise MissingInputsError(_scalar_message(self.__name__, *scalar))
-                        try:
-                            kernel._specs(inputs, placeholders=False)
-                        except TypeError as e:
-                            if inputs is not None or "symbolic extent" not in str(e):
-                                raise
-                            raise MissingInputsError(
-                                f"tilejit.autotune {self.__name__}: "
-                                f"{str(e).split(': ', 1)[1].split(';')[0]}; tuning needs "
-                                f"inputs of real sizes: give them with `with "
-                                f"set_autotune_inputs(...)`") from None
+                        if inputs is None:
+                            _check_inputs_can_be_made(self.__name__, kernel, self.profile)
+                        kernel._specs(inputs, placeholders=False)
                         kernel.get_kernel_source(arch=arch, tensors=inputs)
                         chosen, valid, note = index, True, SIMULATION_NOTE
                     else:
@@ -418,23 +407,28 @@ class ClassicAutotuner:
         return configs[chosen]
 
 
-def _scalar_input(kernel, profile):
-    """(name, annotation) of the first scalar input of a classic kernel that tuning
-    would have to make (none supplied by the profile), or None."""
+def _check_inputs_can_be_made(tuner: str, kernel, profile) -> None:
+    """The tuning's inputs are made (random tensors of the annotations' shapes) unless
+    the profile supplies them: a MissingInputsError naming set_autotune_inputs for a
+    scalar input or one of symbolic extents, which nothing can make."""
     if profile is not None and (profile.supply_prog is not None
                                 or profile.supply_type is not None):
-        return None
+        return
     prim, out = kernel.prim, kernel.out_idx
     for i, name in enumerate(prim.params):
         ann = prim.annotations[name]
-        if i not in out and getattr(ann, "scalar", False):
-            return name, ann
-    return None
-
-
-def _scalar_message(tuner: str, name, ann) -> str:
-    return (f"tilejit.autotune {tuner}: input {name!r} is a scalar ({ann.dtype.name}); "
-            f"give the inputs with `with set_autotune_inputs(...)`")
+        if i in out:
+            continue
+        if getattr(ann, "scalar", False):
+            raise MissingInputsError(f"tilejit.autotune {tuner}: input {name!r} is a scalar "
+                                     f"({ann.dtype.name}); give the inputs with `with "
+                                     f"set_autotune_inputs(...)`")
+        symbols = unknown_symbols(ann.shape, {})
+        if symbols:
+            raise MissingInputsError(f"tilejit.autotune {tuner}: {name} has symbolic "
+                                     f"extent(s) {', '.join(symbols)}; tuning needs inputs of "
+                                     f"real sizes: give them with `with "
+                                     f"set_autotune_inputs(...)`")
 
 
 class MissingInputsError(ValueError):
@@ -465,18 +459,12 @@ class _Bench:
             from tilejit.tilelang.utils import get_tensor_supply  # torch's helpers, on use
             supply = get_tensor_supply(profile.supply_type)
             return [supply(p) for p in params]
+        _check_inputs_can_be_made(self.tuner.__name__, kernel, profile)
         tensors = []
         for i, name in enumerate(prim.params):
             if i in out:
                 continue
             ann = prim.annotations[name]
-            if getattr(ann, "scalar", False):
-                raise MissingInputsError(_scalar_message(self.tuner.__name__, name, ann))
-            if any(not isinstance(d, int) for d in ann.shape):
-                raise MissingInputsError(
-                    f"tilejit.autotune {self.tuner.__name__}: input {name!r} has symbolic "
-                    f"extents {ann.shape}; random inputs need static shapes: give real ones "
-                    f"with `with set_autotune_inputs(...)`")
             dtype = ann.dtype.as_torch()
             if dtype.is_floating_point:
                 t = torch.randn(ann.shape, device="cuda").to(dtype)

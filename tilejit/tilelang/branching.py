@@ -67,6 +67,24 @@ class BranchingProgram:
             parameters=[p for p in params if p.name not in outputs])
         self._var_keywords = any(p.kind == p.VAR_KEYWORD for p in params)
         self._programs: dict = {}
+        # each launching `if` (an `elif` too): its test compiled, and the names it reads
+        # that the body binds first (a CompileError when it is decided), read once here:
+        # a call only evaluates the tests
+        namespace = function_namespace(func)
+        body_binds = {n.id for s in fdef.body for n in syntax.walk(s)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self._tests = {}
+        for k, stmt in enumerate(fdef.body):
+            # a parameter bound again before the `if` is the body's (`mode = mode.lower()`)
+            before = {n.id for s in fdef.body[:k] for n in syntax.walk(s)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            late_names = before | (body_binds - set(self._signature.parameters))
+            for node in syntax.walk(stmt):
+                if _launching(node, namespace):
+                    late = sorted({n.id for n in syntax.walk(node.test)
+                                   if isinstance(n, ast.Name)} & late_names)
+                    self._tests[id(node)] = (
+                        compile(ast.Expression(node.test), filename, "eval"), late)
 
     def _choose(self, args, kwargs):
         """(the outcomes, the body with each launching ``if`` replaced by its branch)."""
@@ -79,15 +97,22 @@ class BranchingProgram:
         except TypeError as e:
             raise TypeError(f"{self.__name__}(): {e}") from None
         bound.apply_defaults()
-        env = {**function_namespace(self.func), **bound.arguments}
-        namespace = function_namespace(self.func)
+        # the test's names: the call's arguments, the closure, the globals as they are now
+        func = self.func
+        local = {}
+        for name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+            try:
+                local[name] = cell.cell_contents
+            except ValueError:          # a cell not filled yet
+                pass
+        local.update(bound.arguments)
         outcomes = []
 
         def chosen(stmts):
             out = []
             for s in stmts:
-                if _launching(s, namespace):
-                    taken = self._decide(s, env)
+                if id(s) in self._tests:
+                    taken = self._decide(s, func.__globals__, local)
                     outcomes.append(taken)
                     out.extend(chosen(s.body if taken else s.orelse))
                 else:
@@ -97,27 +122,15 @@ class BranchingProgram:
         body = chosen(self.fdef.body)
         return tuple(outcomes), body
 
-    def _decide(self, node, env) -> bool:
-        # the names the body binds before the `if` (a parameter it assigns again
-        # included), and those it binds anywhere that are no parameter
-        before = self.fdef.body[:next((k for k, s in enumerate(self.fdef.body)
-                                       if any(n is node for n in syntax.walk(s))),
-                                      len(self.fdef.body))]
-        bound_first = {n.id for s in before for n in syntax.walk(s)
-                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        bound_first |= {n.id for s in self.fdef.body for n in syntax.walk(s)
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-                        and n.id not in self._signature.parameters}
-        late = sorted({n.id for n in syntax.walk(node.test) if isinstance(n, ast.Name)}
-                      & bound_first)
+    def _decide(self, node, globals_, local) -> bool:
+        code, late = self._tests[id(node)]
         if late:
             raise CompileError(f"the `if` around `with T.Kernel` reads {', '.join(late)}, "
                                f"which the body binds: it is decided when the program is "
                                f"called, from its arguments, globals and closure",
                                self.filename, node.lineno)
         try:
-            return bool(eval(compile(ast.Expression(node.test), self.filename, "eval"),  # noqa: S307
-                             env))
+            return bool(eval(code, globals_, local))  # noqa: S307 - the program's own test
         except Exception as e:      # noqa: BLE001 - any failure: named at the test
             raise CompileError(f"the `if` around `with T.Kernel` could not be decided from "
                                f"the call's arguments: {type(e).__name__}: {e}",

@@ -33,11 +33,12 @@ from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
 from tilejit.tilelang.tvm_target import Target as TvmTarget
 from tilejit.runtime.sequence import KernelSequence
+from tilejit.tilelang.output_params import out_positions
 from tilejit.sim.runner import FRESH_OUTPUTS
 from tilejit.tilelang.jit import (DYNAMIC_PLACEHOLDER, BoundProgram, JITKernel,
                                   KernelConveniences, pass_config_options)
 from tilejit.language.tilelang_names import (SYMBOLIC, LinearExtent, PrimFunc, Symbol,
-                                             SymbolicInt)
+                                             SymbolicInt, returned_count)
 
 
 def _bind_symbols(pf: PrimFunc, order):
@@ -120,22 +121,9 @@ class CompiledPrimFunc(KernelConveniences):
 
     def __init__(self, pf: PrimFunc, out_idx=None, target="auto", pass_configs=None):
         self.prim = pf
-        n = len(pf.params)
-        if out_idx is None:
-            out_idx = []
-        elif isinstance(out_idx, int) and not isinstance(out_idx, bool):
-            out_idx = [out_idx]
-        if not isinstance(out_idx, (list, tuple)):
-            raise TypeError(f"out_idx: expected an int or a list of ints, got {out_idx!r}")
-        if any(isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n
-               for i in out_idx):
-            raise ValueError(f"out_idx {out_idx} out of range for the {n} parameters of "
-                             f"{pf.__name__}")
         # the outputs are returned in the order out_idx names them (TileLang's)
-        self.out_order = [i % n for i in out_idx]
-        twice = sorted({pf.params[i] for i in self.out_order if self.out_order.count(i) > 1})
-        if twice:
-            raise ValueError(f"out_idx {out_idx} names parameter(s) {twice} more than once")
+        self.out_order = out_positions([] if out_idx is None else out_idx, pf.params,
+                                       pf.__name__)
         self.out_idx = sorted(self.out_order)
         for i in self.out_idx:
             if getattr(pf.annotations[pf.params[i]], "scalar", False):
@@ -264,7 +252,7 @@ class CompiledPrimFunc(KernelConveniences):
         for name, value in zip(self.prim.params, values):
             if value is None:
                 ann = self.prim.annotations[name]
-                shape = [0 if _unknown_symbols((d,), sizes) else _extent(d, sizes)
+                shape = [0 if unknown_symbols((d,), sizes) else _extent(d, sizes)
                          for d in ann.shape]
                 with allocating_like(like):
                     value = allocate_output([1] * len(shape), ann.dtype)
@@ -303,7 +291,7 @@ class CompiledPrimFunc(KernelConveniences):
                 for i, name in enumerate(params):
                     if i in self.out_idx:
                         ann = self.prim.annotations[name]
-                        unsized = _unknown_symbols(ann.shape, sizes)
+                        unsized = unknown_symbols(ann.shape, sizes)
                         if unsized:
                             raise ValueError(
                                 f"output {name!r} (out_idx): symbol(s) {', '.join(unsized)} "
@@ -392,7 +380,7 @@ class CompiledPrimFunc(KernelConveniences):
             if getattr(ann, "scalar", False):     # any value of its kind: a run-time scalar
                 specs.append(1.0 if ann.dtype.is_float else 1)
                 continue
-            unsized = _unknown_symbols(ann.shape, sizes)
+            unsized = unknown_symbols(ann.shape, sizes)
             if unsized and strict and placeholders and all(_is_dynamic(ann.shape, n)
                                                            for n in unsized):
                 # a T.dynamic extent is a run-time value, never specialized on: the
@@ -417,15 +405,15 @@ def _with_strides(out, name, ann, sizes):
     shape = list(out.shape)
     row_major = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
     missing = [s for s, n in zip(ann.strides, shape)
-               if n != 1 and _unknown_symbols((s,), sizes)]
+               if n != 1 and unknown_symbols((s,), sizes)]
     if missing:
-        names = ", ".join(dict.fromkeys(n for s in missing for n in _unknown_symbols((s,),
+        names = ", ".join(dict.fromkeys(n for s in missing for n in unknown_symbols((s,),
                                                                                  sizes)))
         raise ValueError(f"output {name!r} (out_idx): stride symbol(s) {names} are not "
                          "extents or strides of any input, so its strides are unknown; "
                          "call with all the tensors")
     # a dimension of one element: any stride (its symbol may be unknown)
-    strides = [r if n == 1 and _unknown_symbols((s,), sizes) else _extent(s, sizes)
+    strides = [r if n == 1 and unknown_symbols((s,), sizes) else _extent(s, sizes)
                for s, n, r in zip(ann.strides, shape, row_major)]
     if all(n == 1 or s == r for n, s, r in zip(shape, strides, row_major)):
         return out
@@ -467,7 +455,7 @@ def _cuda_present() -> bool:
 def _extent(d, sizes, name=None) -> int:
     """An annotation's extent, its symbols' values in ``sizes`` ({name: (from, value)})."""
     if isinstance(d, SymbolicInt):
-        missing = _unknown_symbols((d,), sizes)
+        missing = unknown_symbols((d,), sizes)
         if missing:
             raise ValueError(f"{'argument ' + repr(name) + ': ' if name else ''}the extent "
                              f"{d!r} needs symbol(s) {', '.join(missing)}, which no tensor's "
@@ -483,7 +471,7 @@ def _is_dynamic(shape, name) -> bool:
                for s in d.symbols())
 
 
-def _unknown_symbols(shape, sizes) -> list[str]:
+def unknown_symbols(shape, sizes) -> list[str]:
     """The names of the symbols of ``shape``'s extents that ``sizes`` has no value for."""
     return list(dict.fromkeys(s.name for d in shape if isinstance(d, SymbolicInt)
                               for s in d.symbols() if s.name not in sizes))
@@ -556,18 +544,7 @@ def _compile_lazy(func, out_idx, target, pass_configs):
 def _returns(f) -> bool:
     """Whether the function's own body (not a function defined in it) returns a value."""
     found_def = function_def_from_file(f, copy_tree=False)
-    if found_def is None:
-        return False
-    found, todo = False, list(found_def[1].body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                             ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            found = True
-        todo.extend(ast.iter_child_nodes(node))
-    return found
+    return found_def is not None and returned_count(found_def[1]) > 0
 
 
 def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",

@@ -23,11 +23,10 @@ Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
 from __future__ import annotations
 
 import abc
-
 import ast
+import copy
 import enum
 import numbers
-import copy
 import os
 import warnings
 
@@ -676,7 +675,7 @@ class JitFunction:
             # shape and dtype)
             params = {k: v for k, v in config.items()
                       if not (k in self.sugar.tensors and _is_annotation_value(v)
-                              and isinstance(_annotation_spec(v), type(v)))}
+                              and not isinstance(_annotation_spec(v), TensorSpec))}
             try:
                 out.append(self.compile(**params))
             except (CompileError, TypeError, ValueError):

@@ -25,7 +25,7 @@ from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
 from tilejit.language.dtypes import DType
-from tilejit.language.tilelang_names import TensorAnnotation
+from tilejit.language.tilelang_names import TensorAnnotation, returned_count
 
 
 def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name,
@@ -33,8 +33,8 @@ def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name,
     """``fdef`` rewritten in place for ``out_idx`` (module docstring); the names of the
     outputs, in out_idx's order."""
     params = [a.arg for a in fdef.args.args]
-    order = _positions(out_idx, params, name)
-    if _returns(fdef):
+    order = out_positions(out_idx, params, name)
+    if returned_count(fdef):
         raise ValueError(f"Out index conflict: {name} returns its outputs (T.empty); "
                          f"out_idx={out_idx!r} names outputs too")
     outputs = [params[i] for i in order]
@@ -75,14 +75,15 @@ def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name,
     return outputs
 
 
-def _positions(out_idx, params, name) -> list:
+def out_positions(out_idx, params, name) -> list:
+    """The parameter positions ``out_idx`` names (an int or a list of ints, negative
+    from the end), in its order; a TypeError or ValueError saying what is wrong."""
     n = len(params)
     if isinstance(out_idx, int) and not isinstance(out_idx, bool):
         out_idx = [out_idx]
-    if not isinstance(out_idx, (list, tuple)) or any(
-            isinstance(i, bool) or not isinstance(i, int) for i in out_idx):
+    if not isinstance(out_idx, (list, tuple)):
         raise TypeError(f"out_idx: expected an int or a list of ints, got {out_idx!r}")
-    if any(not -n <= i < n for i in out_idx):
+    if any(isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n for i in out_idx):
         raise ValueError(f"out_idx {list(out_idx)} out of range for the {n} parameters of "
                          f"{name}")
     order = [i % n for i in out_idx]
@@ -148,16 +149,4 @@ def _names_dtype(node, namespace) -> bool:
     if isinstance(node, (ast.Name, ast.Attribute)):
         value = resolve_static(node, namespace)
         return value is None or isinstance(value, (str, DType))
-    return False
-
-
-def _returns(fdef) -> bool:
-    todo = list(fdef.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            return True
-        todo.extend(ast.iter_child_nodes(node))
     return False

@@ -425,6 +425,16 @@ class Autotuner:
                 else:
                     array.copy_(original)
 
+        def results_of(config):
+            """Snapshots of what a launch of ``config`` returns, or of the arrays it
+            takes (an in-place kernel)."""
+            out = self._launch(args, kwargs, config)
+            if cuda and torch is not None:
+                torch.cuda.synchronize()
+            if out is not None:
+                out = list(out) if isinstance(out, (tuple, list)) else [out]
+            return [snapshot(v) for v in (arrays if out is None else out)]
+
         if cuda:
             self._precompile(args, kwargs)
         skippable = skippable_errors()
@@ -435,21 +445,10 @@ class Autotuner:
                 restore()
                 ms, note = None, None
                 try:
-                    out = self._launch(args, kwargs, config)
-                    if cuda and torch is not None:
-                        torch.cuda.synchronize()
-                    if out is not None:
-                        out = list(out) if isinstance(out, (tuple, list)) else [out]
-                    results = [snapshot(v) for v in (arrays if out is None else out)]
+                    results = results_of(config)
                     if reference is None:
                         restore()
-                        again = self._launch(args, kwargs, config)
-                        if cuda and torch is not None:
-                            torch.cuda.synchronize()
-                        if again is not None:
-                            again = list(again) if isinstance(again, (tuple, list)) else [again]
-                        reference = settled_reference(results, [
-                            snapshot(v) for v in (arrays if again is None else again)])
+                        reference = settled_reference(results, results_of(config))
                         reference_config = config
                     else:
                         problem = compare_results(reference, results)
