@@ -142,6 +142,26 @@ def test_bad_ids_and_counts_are_compile_errors_at_the_line(full, count, message,
     assert f"line {_line(where)}" in str(info.value)
 
 
+def test_an_id_held_in_a_numpy_integer_is_that_int(ptxas):
+    """``T.int32(1)`` (a numpy integer) names barrier 1, in the simulator and on the
+    GPU, as TileLang's ``barrier_id = T.int32(1); T.sync_threads(barrier_id)`` does."""
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            barrier_id = T.int32(1)
+            T.sync_threads(barrier_id)
+            if tx < 128:
+                T.sync_threads(barrier_id + 1, T.int32(128))
+            A[tx] = 1.0
+    a = np.zeros(256, np.float32)
+    tilejit.compile(main, target="sim")(a)
+    assert (a == 1).all()
+    ptx = tilejit.compile(main, target="cuda -arch=sm_80").get_kernel_source()
+    assert ptx.count("barrier.sync") == 2
+    ptxas(ptx, "sm_80")
+
+
 def test_in_a_t_parallel_loop_it_is_refused():
     @T.prim_func
     def main(A: T.Tensor((128,), "float32")):

@@ -73,7 +73,7 @@ def test_a_handoff_through_shared_memory_needs_the_wait():
     message = str(info.value)
     assert "race on shared tile s[0]: warpgroup role 1 reads it here" in message
     assert f'line {_line("# role 1 reads")}' in message
-    assert f'while role 0 written it here\n  File "{__file__}", line {_line("# role 0 writes")}' \
+    assert f'while role 0 wrote it here\n  File "{__file__}", line {_line("# role 0 writes")}' \
         in message or f'line {_line("# role 0 writes")}' in message
 
 

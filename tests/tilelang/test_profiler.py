@@ -49,6 +49,29 @@ def test_assert_allclose_catches_a_wrong_kernel():
         profiler.assert_allclose(reference, atol=1e-2, rtol=1e-2)
 
 
+def test_a_mismatch_names_nan_and_infinite_outputs_and_the_first_element():
+    profiler = make_matmul(64, 64, 64, wrong=True).get_profiler(tilelang.TensorSupplyType.Zero)
+
+    def nan_then_inf(A, B):
+        ref = reference(A, B)
+        ref[0, 0], ref[0, 1] = float("nan"), float("inf")
+        return ref
+    with pytest.raises(AssertionError) as e:
+        profiler.assert_allclose(nan_then_inf, atol=1e-2, rtol=1e-2)
+    assert "largest finite difference 1; " in str(e.value)
+    assert "first at [0, 0]: 1, reference nan" in str(e.value)
+    good = make_matmul(64, 64, 64).get_profiler(tilelang.TensorSupplyType.Zero)
+    a, b = good.input_tensors()
+    a[0, 0] = float("inf")              # row 0 of the product: inf * 0, NaN
+    with pytest.raises(AssertionError) as e:
+        good.assert_allclose(lambda A, B: reference(A, B).nan_to_num(0.0),
+                             input_tensors=[a, b])
+    assert str(e.value).endswith(
+        "(1.56%) differ by more than atol=0.01 + rtol=0.01·|reference| (allowed 1.00%); "
+        "no finite element differs; 64 element(s) NaN where the reference's are not; "
+        "first at [0, 0]: nan, reference 0")
+
+
 def test_do_bench_and_run_once():
     kernel = make_matmul(64, 64, 64)
     profiler = kernel.get_profiler()

@@ -8,6 +8,7 @@ at a time, a tile a ``SimTensor`` holding the whole tile).
 from __future__ import annotations
 
 import enum
+import numbers
 
 from tilejit.language._semantics import meaning
 
@@ -301,7 +302,11 @@ NAMED_BARRIERS = 16      # bar.sync's ids: 0 is the block's (__syncthreads), 1â€
 def check_named_barrier(what: str, barrier_id, arrive_count, block_threads: int) -> str | None:
     """Why a named barrier's ``barrier_id`` / ``arrive_count`` (ints, or None where not
     known before the kernel runs) are wrong in a block of ``block_threads``, or None. Id 0
-    is the block's own barrier: only ``T.sync_threads(0)`` of every thread may name it."""
+    is the block's own barrier: only ``T.sync_threads(0)`` of every thread may name it.
+    A numpy integer (``T.int32(1)``) counts as the int it holds."""
+    barrier_id, arrive_count = (
+        int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+        for v in (barrier_id, arrive_count))
     if barrier_id is not None:
         if isinstance(barrier_id, bool) or not isinstance(barrier_id, int) or \
                 not 0 <= barrier_id < NAMED_BARRIERS:

@@ -144,7 +144,7 @@ class SharedRaces:
         unknown = (writer >= 0) & (writer != me) & (
             self.w_epoch[sel] > clock[np.maximum(writer, 0)])
         if unknown.any():
-            self._report(does, "written", sel, unknown, writer, self.w_loc[sel])
+            self._report(does, "wrote", sel, unknown, writer, self.w_loc[sel])
         return me, clock, sel
 
     def _report(self, does, done, sel, unknown, who, locs):

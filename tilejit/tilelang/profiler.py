@@ -56,6 +56,23 @@ def _quantile(times, q) -> float:
     return float(times[low] + (times[high] - times[low]) * (pos - low))
 
 
+def _mismatch_details(out, ref, bad) -> str:
+    """The largest finite difference, how many elements of the kernel's output are NaN
+    or infinite where the reference's are not, and the first mismatching element."""
+    import torch    # called with torch tensors only
+    finite = torch.isfinite(out) & torch.isfinite(ref)
+    diff = (out - ref).abs()[finite & bad]
+    parts = [f"largest finite difference {diff.max().item():.4g}" if diff.numel()
+             else "no finite element differs"]
+    for what, mask in (("NaN", torch.isnan), ("infinite", torch.isinf)):
+        n = int((mask(out) & ~mask(ref)).sum())
+        if n:
+            parts.append(f"{n} element(s) {what} where the reference's are not")
+    at = tuple(int(i) for i in torch.nonzero(bad)[0])
+    parts.append(f"first at {list(at)}: {out[at].item():.6g}, reference {ref[at].item():.6g}")
+    return "; ".join(parts)
+
+
 def prim_func_inputs(kernel) -> list:
     """(name, shape, dtype, scalar?) of each parameter of a compiled ``@T.prim_func`` that
     is not an output (``out_idx``); a shape's extents are ints or symbolic
@@ -177,11 +194,10 @@ class Profiler:
             bad = ~torch.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
             ratio = bad.double().mean().item() if bad.numel() else 0.0
             if ratio > max_mismatched_ratio:
-                worst = (out - ref).abs().nan_to_num(float("inf")).max().item()
                 raise AssertionError(
                     f"output {k}: {int(bad.sum())} of {bad.numel()} elements ({ratio:.2%}) "
                     f"differ by more than atol={atol} + rtol={rtol}·|reference| (allowed "
-                    f"{max_mismatched_ratio:.2%}); largest difference {worst:.4g}")
+                    f"{max_mismatched_ratio:.2%}); {_mismatch_details(out, ref, bad)}")
 
     def do_bench(self, func=None, warmup: int = 25, rep: int = 100, n_warmup: int = 0,
                  n_repeat: int = 0, input_tensors=None, backend: str = "event",
