@@ -435,6 +435,14 @@ _FINAL = "T.finalize_reducer(acc, out)"
      r"match reducer 'acc' of float32"),
     ([_INIT, _UPDATE, "for k in T.serial(1):\n            " + _FINAL],
      "acc: T.finalize_reducer not in the scope of its T.reducer_init"),
+    (["for k in T.serial(1):\n            " + _INIT + "\n            " +
+      _UPDATE.replace("\n", "\n    "), _FINAL],
+     r"acc: T.finalize_reducer not in the scope of its T.reducer_init \(line 11\): it is "
+     r"in another block of statements \(a loop, or a branch the init is not in\)"),
+    ([_INIT, _UPDATE, "if A[0, 0] > 0:\n            for k in T.serial(2):\n"
+      "                " + _FINAL], "acc: T.finalize_reducer not in the scope of its"),
+    ([_INIT, _UPDATE, "if A[0, 0] > 0:\n            " + _FINAL + "\n        " + _INIT +
+      "\n        " + _FINAL], None),
 ])
 def test_a_broken_reducer_epoch_is_an_error_at_its_line(body, message, tmp_path):
     source = _EPOCH.format(body="\n        ".join(body))
@@ -443,10 +451,56 @@ def test_a_broken_reducer_epoch_is_an_error_at_its_line(body, message, tmp_path)
     import importlib.util
     spec = importlib.util.spec_from_file_location("epoch_kernel", path)
     module = importlib.util.module_from_spec(spec)
+    if message is None:         # a branch that finalizes closes the epoch for what follows
+        spec.loader.exec_module(module)
+        tilejit.compile(module.kernel, out_idx=-1)(torch.zeros(64, 64))
+        return
     with pytest.raises(CompileError, match=message) as info:
         spec.loader.exec_module(module)
         tilejit.compile(module.kernel, out_idx=-1)(torch.zeros(64, 64))
     assert "epoch_kernel.py" in str(info.value)
+
+
+def conditional_finalize(extent=8, threads=128):
+    """TileLang's sum_smaller_probs pattern: the epoch opens for every block, and only
+    the blocks that take the branch update and finalize it (at most once per epoch)."""
+    @T.prim_func
+    def kernel(A: T.Tensor((extent,), T.float32), S: T.Tensor((2,), T.int32),
+               B: T.Tensor((2,), T.float32)):
+        with T.Kernel(2, threads=threads) as bx:
+            src = T.alloc_fragment((extent,), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((1,), T.float32, op="sum")
+            T.reducer_init(acc)
+            if S[bx] < 0:
+                if T.get_thread_binding() == 0:
+                    B[bx] = -1.0
+            else:
+                for i in T.Parallel(extent):
+                    T.reducer_update(acc[0], src[i] * S[bx])
+                result = T.alloc_fragment((1,), T.float32)
+                T.finalize_reducer(acc, result)
+                if T.get_thread_binding() == 0:
+                    B[bx] = result[0]
+    return kernel
+
+
+def test_a_finalize_in_a_uniform_branch_of_the_epoch(ptxas):
+    a, s = torch.arange(1.0, 9.0), torch.tensor([-1, 3], dtype=torch.int32)
+    kernel = tilejit.compile(conditional_finalize(), out_idx=-1)
+    torch.testing.assert_close(kernel(a, s), torch.tensor([-1.0, 108.0]), atol=0, rtol=0)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(conditional_finalize(), out_idx=-1,
+                              target="cuda").get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_a_finalize_in_a_uniform_branch_of_the_epoch_on_the_gpu():
+    a, s = torch.arange(1.0, 9.0), torch.tensor([3, -1], dtype=torch.int32)
+    kernel = tilejit.compile(conditional_finalize(), out_idx=-1)
+    gpu = kernel(a.cuda(), s.cuda()).cpu()
+    torch.testing.assert_close(gpu, torch.tensor([108.0, -1.0]), atol=0, rtol=0)
+    torch.testing.assert_close(gpu, kernel(a, s), atol=0, rtol=0)
 
 
 @pytest.mark.gpu

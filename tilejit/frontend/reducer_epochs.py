@@ -10,7 +10,9 @@ While a reducer is open its values are partial (in TileLang, each thread's share
 nothing else may read it, store into it, clear or fill it; an update needs an open
 epoch and a ``T.Parallel`` loop around it; an epoch is opened once and closed once, by a
 finalize in the same block of statements as its init (the same loop iteration and
-branch). Each broken rule is a ``CompileError`` at the statement. A reducer used without
+branch), or in a branch inside it (``if S[bx] < 0: ... else: ...; T.finalize_reducer``:
+it runs at most once per epoch; where it does not, the partials go unread), never in a
+loop the init is not in (it would combine the combined partials again). Each broken rule is a ``CompileError`` at the statement. A reducer used without
 ``T.reducer_init`` (TileLang's v1: ``T.clear``, folds ``r[i] += x``, ``T.finalize_reducer(r)``)
 is not checked here (``reducers.py`` checks its folds).
 """
@@ -78,10 +80,13 @@ class _Epochs:
         if final is not None and final.args and isinstance(final.args[0], ast.Name):
             name = final.args[0].id
             if name in self.open:
-                if self.open[name][1] != scope:
+                opened = self.open[name][1]
+                if scope[:len(opened)] != opened or \
+                        any(kind != "if" for _, kind in scope[len(opened):]):
                     raise self.error(f"{name}: T.finalize_reducer not in the scope of its "
                                      f"T.reducer_init (line {self.open[name][0].lineno}): "
-                                     f"it is in another block of statements (loop or branch)", stmt)
+                                     f"it is in another block of statements (a loop, or a "
+                                     f"branch the init is not in)", stmt)
                 del self.open[name]
             return
         for fn in (T.clear, T.fill):
@@ -95,12 +100,18 @@ class _Epochs:
                 [stmt.test] if isinstance(stmt, (ast.While, ast.If)) else \
                 [item.context_expr for item in stmt.items]
             self._reads(heads, stmt)
-            inner = scope + (id(stmt),)
+            kind = "if" if isinstance(stmt, ast.If) else "loop"
             in_parallel = parallel or (isinstance(stmt, ast.For) and isinstance(
                 stmt.iter, ast.Call) and resolve_static(stmt.iter.func, self.namespace)
                 is T.Parallel)
-            self.block(stmt.body, inner, in_parallel)
-            self.block(getattr(stmt, "orelse", []), inner + ("else",), in_parallel)
+            before = dict(self.open)
+            self.block(stmt.body, scope + ((id(stmt), kind),), in_parallel)
+            after_body, self.open = self.open, dict(before)
+            self.block(getattr(stmt, "orelse", []), scope + ((id(stmt), kind + " else"),)
+                       if kind == "loop" else scope + ((id(stmt.orelse), "if"),), in_parallel)
+            closed = (before.keys() - after_body.keys()) | (before.keys() - self.open.keys())
+            self.open = {k: v for k, v in {**after_body, **self.open}.items()
+                         if k not in closed}
             return
         for node in syntax.walk(stmt):
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
