@@ -12,9 +12,10 @@ epoch and a ``T.Parallel`` loop around it; an epoch is opened once and closed on
 finalize in the same block of statements as its init (the same loop iteration and
 branch), or in a branch inside it (``if S[bx] < 0: ... else: ...; T.finalize_reducer``:
 it runs at most once per epoch; where it does not, the partials go unread), never in a
-loop the init is not in (it would combine the combined partials again). Each broken rule is a ``CompileError`` at the statement. A reducer used without
-``T.reducer_init`` (TileLang's v1: ``T.clear``, folds ``r[i] += x``, ``T.finalize_reducer(r)``)
-is not checked here (``reducers.py`` checks its folds).
+loop the init is not in (it would combine the combined partials again). Each broken
+rule is a ``CompileError`` at the statement. A reducer used without ``T.reducer_init``
+(TileLang's v1: ``T.clear``, folds ``r[i] += x``, ``T.finalize_reducer(r)``) is not
+checked here (``reducers.py`` checks its folds).
 """
 from __future__ import annotations
 
