@@ -82,7 +82,8 @@ LANGUAGE_DIFFERENCES = {
                         "into `dst`",
     "reducer_init": "fills the reducer with `init` (or the op's identity), so `init` counts "
                     "once per output; the epoch rules (init before updates, one finalize in "
-                    "the same block, no other reads or stores while open) are compile errors",
+                    "the same block or a branch inside it, none in a loop the init is not "
+                    "in, no other reads or stores while open) are compile errors",
     "reducer_update": "the fold `r[i] += x` / `T.max` / `T.min` of the reducer's op, in a "
                       "`T.Parallel` loop; ops sum, max and min (no bitwise ops)",
     "reduce_sum": "`batch` is checked (a positive integer) and has no effect: a reduction "
@@ -172,8 +173,16 @@ LANGUAGE_DIFFERENCES = {
     "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
                     "`memory_order=` by fences around a relaxed store; outside a T.Parallel "
                     "the block stores once",
+    "alloc_fragment": "an index is checked against the shape declared: a T.Parallel whose "
+                      "index runs past a fragment's extent is a CompileError naming both "
+                      "(TileLang lays the fragment out after the loop and lets it, as its "
+                      "attention-sink backward examples do with a (heads,) fragment and a "
+                      "block_M loop)",
     "copy": "`coalesced_width=`, `disable_tma=`, `eviction_policy=`, `annotations=` and "
-            "`loop_layout=` are accepted and not used (tilejit chooses the copy's form)",
+            "`loop_layout=` are accepted and not used (tilejit chooses the copy's form); "
+            "regions whose extents differ (beyond dimensions of extent 1 that one side "
+            "leaves out) are a CompileError naming both: TileLang picks one side's "
+            "extents by an internal rule its documentation warns about",
     "gemm": "takes `wg_wait=`, not `mbar=`; `k_pack` accepted; B in a fragment is copied into "
             "a shared tile before the tensor cores read it; `clear_accum` may be a run-time "
             "condition",
