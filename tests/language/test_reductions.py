@@ -565,6 +565,43 @@ def test_reduce_dim_out_of_range_is_an_error():
         _compile(bad, np.zeros((4, 64), np.float32), np.zeros(4, np.float32))
 
 
+def test_tilelang_parameters_order_names_and_defaults():
+    """TileLang's signatures: ``reduce_max(buffer, out, dim, clear, batch, nan_propagate,
+    annotations)`` (batch before nan_propagate), ``out=`` by keyword, ``annotations=``
+    accepted, and the scans along dim 0 unless told."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 64), T.float32), M: T.Tensor((8,), T.float32),
+             C: T.Tensor((8, 64), T.float32)):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((8, 64), T.float32)
+            m = T.alloc_fragment((8,), T.float32)
+            s = T.alloc_shared((8, 64), T.float32)
+            T.copy(X, x)
+            T.reduce_max(x, m, 1, True, 2, True, annotations={"hint": 1})
+            T.reduce_sum(buffer=x, out=m, dim=1, clear=False)
+            T.copy(m, M)
+            T.copy(X, s)
+            T.cumsum(s, annotations=None)
+            T.copy(s, C)
+    x = torch.randn(8, 64)
+    x[2, 5] = float("nan")
+    m, c = tilejit.compile(main, out_idx=[1, 2])(x)
+    want = x.max(1).values + x.sum(1)
+    assert torch.isnan(m[2]) and torch.isnan(want[2])
+    torch.testing.assert_close(m, want, equal_nan=True)
+    torch.testing.assert_close(c, x.cumsum(0), equal_nan=True)
+    with pytest.raises(tilejit.CompileError, match=r"T.reduce_sum: unknown argument 'src'"):
+        @T.prim_func
+        def old(X: T.Tensor((8, 64), T.float32), M: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=128):
+                x = T.alloc_fragment((8, 64), T.float32)
+                m = T.alloc_fragment((8,), T.float32)
+                T.copy(X, x)
+                T.reduce_sum(src=x, dst=m, dim=1)
+                T.copy(m, M)
+        tilejit.compile(old, out_idx=[1])(x)
+
+
 @tilejit.kernel
 def scan_fragments(X, Y, bm: T.constexpr = 8, bn: T.constexpr = 64, rev: T.constexpr = False):
     """Row scans of a fragment into another, a fragment epilogue, then an in-place column

@@ -72,6 +72,27 @@ def test_a_mismatch_names_nan_and_infinite_outputs_and_the_first_element():
         "first at [0, 0]: nan, reference 0")
 
 
+def test_assert_allclose_checks_dtypes_and_skips_none_outputs():
+    profiler = make_matmul(64, 64, 64).get_profiler(tilelang.TensorSupplyType.Normal)
+    with pytest.raises(AssertionError, match="output 0: dtype torch.float16, the "
+                                             "reference's torch.float32"):
+        profiler.assert_allclose(lambda A, B: A.float() @ B.float())
+    profiler.assert_allclose(lambda A, B: (None,))    # not compared: TileLang's skip
+
+
+def test_assert_allclose_runs_the_reference_first():
+    """A kernel that writes its input (B += 1 in place) is compared with the reference
+    of the inputs as they were, as TileLang's profiler runs the reference first."""
+    @T.prim_func
+    def bump(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = A[i] * 2.0
+                A[i] = A[i] + 1.0
+    profiler = tilelang.compile(bump, out_idx=[1]).get_profiler(TensorSupplyType.Normal)
+    profiler.assert_allclose(lambda A: A * 2.0, atol=1e-6, rtol=1e-6)
+
+
 def test_do_bench_and_run_once():
     kernel = make_matmul(64, 64, 64)
     profiler = kernel.get_profiler()
@@ -191,9 +212,51 @@ def test_gpu_do_bench_sizes_dynamic_symbols_by_name(dtype):
                                profiler.func(a.cpu(), b.cpu()).float(), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.gpu
+def test_gpu_do_bench_backends():
+    """On the GPU: ``backend="cupti"`` is the kernel's own time (the CUDA profiler's
+    records), at most the CUDA events' time of the same calls plus noise; the numbers
+    of calls follow the millisecond budgets."""
+    from tilejit.profiler import do_bench
+    profiler = make_matmul(2048, 2048, 2048).get_profiler(TensorSupplyType.Normal)
+    a, b = profiler.input_tensors()
+    calls = []
+
+    def fn():
+        calls.append(1)
+        profiler.func(a, b)
+    event = do_bench(fn, warmup=5, rep=20)
+    assert 0 < event < 20
+    assert 4 <= len(calls) <= 6 + 5 / event + 20 / event + 2
+    kernel = do_bench(fn, warmup=5, rep=20, backend="cupti")
+    assert 0 < kernel <= event * 1.2
+    assert do_bench(fn, _n_warmup=1, _n_repeat=3, quantiles=[0.5]) > 0
+
+
 def test_get_kernel_source_on_the_program_takes_the_compile_arguments():
     ptx = row_scale.get_kernel_source(M=64, N=32, scale=3.0, blk_m=8)
     assert ".entry" in ptx and ".maxntid 128" in ptx
+
+
+def test_warmup_and_rep_are_milliseconds_as_in_tilelang():
+    """``warmup=10, rep=20`` of a 2 ms function: one call for the estimate, then about
+    5 to warm up and 10 timed (TileLang's numbers of calls from its estimate), not 10 +
+    20 calls; an estimate above ``early_stop_baseline`` is returned at once."""
+    import time
+
+    from tilejit.profiler import do_bench
+    calls = []
+
+    def fn():
+        calls.append(1)
+        time.sleep(0.002)
+    ms = do_bench(fn, warmup=10, rep=20)
+    assert 2 <= ms < 10 and 4 <= len(calls) <= 16
+    calls.clear()
+    assert do_bench(fn, warmup=10, rep=20, early_stop_baseline=0.5) >= 2 and len(calls) == 1
+    with pytest.raises(ValueError, match=r"do_bench: rep is a time in milliseconds, a "
+                                         r"number >= 0; got '100'"):
+        do_bench(fn, rep="100")
 
 
 def test_the_modules_do_bench_takes_tilelangs_keywords():
@@ -210,6 +273,7 @@ def test_the_modules_do_bench_takes_tilelangs_keywords():
     assert len(calls) == 7
     low, mid, high = do_bench(fn, quantiles=[0.2, 0.5, 0.8], rep=9)
     assert low <= mid <= high
+    assert isinstance(do_bench(fn, quantiles=[0.5], rep=3), float)   # one quantile: a number
     for mode in ("min", "max", "mean", "median"):
         assert do_bench(fn, return_mode=mode, rep=3) >= 0
     with pytest.raises(ValueError, match="backend must be one of 'event', 'cupti', "

@@ -15,7 +15,7 @@ The same parse also spells out what TileLang's Python would pass: a starred tupl
 closure (or a module global) holds (``T.Parallel(*shape)``, ``T.Kernel(*grid)``) as its
 elements, and the keywords of the tile operations whose operands the later steps read by
 position (``T.alloc_shared(shape=..., dtype=...)``, ``T.fill(buf, value=...)``,
-``T.gemm(A, B, C=...)``) in their places."""
+``T.gemm(A, B, C=...)``) in their places; their ``annotations=`` is dropped."""
 from __future__ import annotations
 
 import ast
@@ -26,8 +26,12 @@ from tilejit.frontend.source import KernelSource, assigned_names, resolve_static
 
 # the operations whose keywords are put in their places: {op: its parameters, in order}
 _POSITIONAL = {T.alloc_shared: ("shape", "dtype"), T.alloc_fragment: ("shape", "dtype"),
-               T.alloc_local: ("shape", "dtype"), T.fill: ("buf", "value"),
+               T.alloc_local: ("shape", "dtype"), T.fill: ("buffer", "value"),
                T.gemm: ("A", "B", "C")}
+# the operations whose ``annotations=`` (TileLang's per-operation lowering hints) is
+# dropped here: hints to TileLang's passes, the operation's result the same
+_ANNOTATED = (T.fill, T.clear, T.gemm, T.atomic_add, T.atomic_max, T.atomic_min,
+              T.finalize_reducer)
 
 
 class _Fold(syntax.NodeTransformer):
@@ -74,7 +78,10 @@ class _Spell(syntax.NodeTransformer):
                 args.extend([ast.copy_location(ast.Constant(v), a) for v in value]
                             if isinstance(a, ast.Starred) else [a])
             node.args = args
-        names = _POSITIONAL.get(resolve_static(node.func, self.namespace))
+        fn = resolve_static(node.func, self.namespace)
+        if fn in _ANNOTATED and any(k.arg == "annotations" for k in node.keywords):
+            node.keywords = [k for k in node.keywords if k.arg != "annotations"]
+        names = _POSITIONAL.get(fn)
         placed = [k for k in node.keywords if names and k.arg in names]
         if placed and len(node.args) <= len(names):
             given = dict(zip(names, node.args))

@@ -89,7 +89,8 @@ def element_dtype_error(op: str, dtype_name: str) -> str | None:
             f"{'source' if op == 'load' else 'destination'} is {dtype_name}")
 
 
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False,
+               annotations=None):
     """``dst += value`` atomically: ``dst`` an element (``C[i, j]``, a global tensor or a
     shared tile) or a region (``C[r0:r1, c0:c1]``) with a tile ``value``. With
     ``return_prev=True`` (element form) returns the element's previous value.
@@ -99,12 +100,12 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     return meaning("atomic_add")(dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst, value, memory_order=None, return_prev=False):
+def atomic_max(dst, value, memory_order=None, return_prev=False, annotations=None):
     """``dst = max(dst, value)`` atomically (a NaN operand is ignored, as ``T.max``)."""
     return meaning("atomic_max")(dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst, value, memory_order=None, return_prev=False):
+def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=None):
     """``dst = min(dst, value)`` atomically (a NaN operand is ignored, as ``T.min``)."""
     return meaning("atomic_min")(dst, value, memory_order, return_prev)
 

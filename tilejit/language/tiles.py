@@ -63,7 +63,7 @@ def reducer_update(target, value):
                     "T.Parallel loop of a kernel's body")
 
 
-def finalize_reducer(reducer, dst=None, batch=1):
+def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
     """Every thread's copy of ``reducer`` holds the reduced values (in tilejit they do
     once the folding loop ends: only ``batch`` is checked, an int >= 1 dividing the
     reducer's elements); with ``dst`` (reducer v2) they are copied into that fragment."""
@@ -374,18 +374,18 @@ def all_of(buf):
     return meaning("all_of")(buf)
 
 
-def fill(buf, value):
+def fill(buffer, value, annotations=None):
     """Set every element of a tile (or region) to ``value``."""
-    return meaning("fill")(buf, value)
+    return meaning("fill")(buffer, value)
 
 
-def clear(buf):
+def clear(buffer, annotations=None):
     """Set every element of a tile to 0."""
-    return meaning("clear")(buf)
+    return meaning("clear")(buffer)
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
-         clear_accum=False, k_pack=1, wg_wait=0):
+         clear_accum=False, k_pack=1, wg_wait=0, annotations=None):
     """``C += op(A) @ op(B)`` with the products accumulated in C's dtype (float32
     inputs are rounded to TensorFloat-32 first, as the tensor cores do).
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import math
 from dataclasses import replace
 
@@ -308,40 +309,43 @@ class _Tiles(syntax.NodeTransformer):
                                  f"got `{ast.unparse(arg)}`", node)
         return self.plan.tiles[arg.id]
 
-    def _options(self, node, names, defaults, what):
-        values = dict(zip(names, node.args))
+    def _options(self, node, fn, what):
+        """The call's arguments by the parameters of the language's declaration ``fn``
+        (TileLang's names, order and defaults), each an expression."""
+        params = inspect.signature(fn).parameters
+        positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+        if len(node.args) > len(positional):
+            raise self.ctx.error(f"{what}: takes at most {len(positional)} positional "
+                                 f"arguments ({', '.join(positional)}), got "
+                                 f"{len(node.args)}", node)
+        values = dict(zip(positional, node.args))
         for k in node.keywords:
-            if k.arg not in names:
+            if k.arg not in params:
                 raise self.ctx.error(f"{what}: unknown argument {k.arg!r}", node)
+            if k.arg in values:
+                raise self.ctx.error(f"{what}: argument {k.arg!r} given twice", node)
             values[k.arg] = k.value
         out = {}
-        for name in names:
+        for name, p in params.items():
             if name in values:
                 out[name] = values[name]
-            elif name in defaults:
-                out[name] = defaults[name]
+            elif p.default is not p.empty:
+                out[name] = ast.Constant(p.default)
             else:
                 raise self.ctx.error(f"{what}: missing argument {name!r}", node)
         return out
 
     def _reduction(self, node, op):
         what = f"T.reduce_{op}"
-        names, defaults = ("src", "dst", "dim", "clear"), {"dim": ast.Constant(-1),
-                                                           "clear": ast.Constant(True),
-                                                           "batch": ast.Constant(1)}
-        if op in ("max", "min", "absmax"):      # TileLang's keyword: NaN in, NaN out
-            names += ("nan_propagate",)
-            defaults["nan_propagate"] = ast.Constant(False)
-        names += ("batch",)                     # TileLang's barrier tuning: checked only
-        a = self._options(node, names, defaults, what)
-        batch = self._static(a["batch"], f"{what}'s batch")
+        a = self._options(node, getattr(T, f"reduce_{op}"), what)
+        batch = self._static(a["batch"], f"{what}'s batch")     # TileLang's tuning: checked
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise self.ctx.error(f"{what}: batch must be a positive integer, got {batch!r}",
                                  node)
         if "nan_propagate" in a and self._static(a["nan_propagate"], f"{what}'s nan_propagate"):
             op += "_nan"
-        src = self._tile_arg(node, a["src"], "src", what)
-        dst = self._tile_arg(node, a["dst"], "dst", what)
+        src = self._tile_arg(node, a["buffer"], "buffer", what)
+        dst = self._tile_arg(node, a["out"], "out", what)
         dim = self._static(a["dim"], f"{what}'s dim")
         clear = bool(self._static(a["clear"], f"{what}'s clear"))
         if op.startswith("bit") and not all(t.dtype.name.startswith(("int", "uint"))
@@ -360,15 +364,13 @@ class _Tiles(syntax.NodeTransformer):
                                  f"{src.name} {src.shape} along dim {dim} gives {kept}", node)
         rid = len(self.plan.reductions)
         self.plan.reductions.append((src.name, dst.name, dim, node.lineno))
-        return ast.copy_location(_call(REDUCE, [a["src"], a["dst"], ast.Constant(op),
+        return ast.copy_location(_call(REDUCE, [a["buffer"], a["out"], ast.Constant(op),
                                                 ast.Constant(dim), ast.Constant(clear),
                                                 ast.Constant(rid)]), node)
 
     def _cumsum(self, node, op):
         what = "T.cumsum" if op == "sum" else "T.cummax"
-        a = self._options(node, ("src", "dst", "dim", "reverse"), {
-            "dst": ast.Constant(None), "dim": ast.Constant(-1), "reverse": ast.Constant(False)},
-            what)
+        a = self._options(node, T.cumsum if op == "sum" else T.cummax, what)
         src = self._tile_arg(node, a["src"], "src", what)
         dst_arg = a["dst"] if not (isinstance(a["dst"], ast.Constant)
                                   and a["dst"].value is None) else a["src"]

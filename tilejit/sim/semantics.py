@@ -568,53 +568,53 @@ def _reduce(op, src, dst, dim, clear):
     dst.wrote()
 
 
-def reduce_sum(src, dst, dim=-1, clear=True):
+def reduce_sum(src, dst, dim, clear):
     """dst = Σ src along dim."""
     _reduce("sum", src, dst, dim, clear)
 
 
-def reduce_max(src, dst, dim=-1, clear=True, nan_propagate=False):
+def reduce_max(src, dst, dim, clear, nan_propagate):
     """dst = max of src along dim (NaN ignored, or propagated with nan_propagate)."""
     _reduce("max_nan" if nan_propagate else "max", src, dst, dim, clear)
 
 
-def reduce_min(src, dst, dim=-1, clear=True, nan_propagate=False):
+def reduce_min(src, dst, dim, clear, nan_propagate):
     """dst = min of src along dim (NaN ignored, or propagated with nan_propagate)."""
     _reduce("min_nan" if nan_propagate else "min", src, dst, dim, clear)
 
 
-def reduce_abssum(src, dst, dim=-1, clear=True):
+def reduce_abssum(src, dst, dim, clear):
     """dst = Σ |src| along dim."""
     _reduce("abssum", src, dst, dim, clear)
 
 
-def reduce_absmax(src, dst, dim=-1, clear=True, nan_propagate=False):
+def reduce_absmax(src, dst, dim, clear, nan_propagate):
     """dst = max |src| along dim (NaN ignored, or propagated with nan_propagate)."""
     _reduce("absmax_nan" if nan_propagate else "absmax", src, dst, dim, clear)
 
 
-def reduce_bitand(src, dst, dim=-1, clear=True):
+def reduce_bitand(src, dst, dim, clear):
     """dst = & of src along dim (integers)."""
     _reduce("bitand", src, dst, dim, clear)
 
 
-def reduce_bitor(src, dst, dim=-1, clear=True):
+def reduce_bitor(src, dst, dim, clear):
     """dst = | of src along dim (integers)."""
     _reduce("bitor", src, dst, dim, clear)
 
 
-def reduce_bitxor(src, dst, dim=-1, clear=True):
+def reduce_bitxor(src, dst, dim, clear):
     """dst = ^ of src along dim (integers)."""
     _reduce("bitxor", src, dst, dim, clear)
 
 
-def cumsum(src, dst=None, dim=-1, reverse=False):
+def cumsum(src, dst, dim, reverse):
     """Inclusive prefix sum of src along dim into dst (src itself when dst is None);
     ``reverse=True`` sums from the end."""
     _scan(lambda v, axis: np.cumsum(v, axis=axis, dtype=v.dtype), src, dst, dim, reverse)
 
 
-def cummax(src, dst=None, dim=-1, reverse=False):
+def cummax(src, dst, dim, reverse):
     """Inclusive running maximum along dim, NaN ignored (``np.fmax``, as the GPU's
     ``llvm.maxnum``)."""
     _scan(lambda v, axis: np.fmax.accumulate(v, axis=axis), src, dst, dim, reverse)

@@ -14,7 +14,7 @@ import statistics
 
 from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
-from tilejit.tuning.bench import bench_times
+from tilejit.tuning.bench import tilelang_times
 
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
 
@@ -27,22 +27,28 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0,
              _n_repeat: int = 0, quantiles=None, fast_flush: bool = True,
              backend: str = "event", return_mode: str = "mean", device=None,
              cache_size: int = 256, early_stop_baseline=None):
-    """TileLang's ``tilelang.profiler.do_bench``: the calls' milliseconds summarised by
-    ``return_mode`` ("mean", TileLang's default; "median", "min", "max"), or their
-    ``quantiles`` (a list). ``warmup``/``rep`` count calls here (TileLang reads them as
-    milliseconds), ``_n_warmup``/``_n_repeat`` override them when given; every backend
-    times with CUDA events on a GPU, an L2-sized buffer rewritten before each call
-    (``perf_counter`` in the simulator); ``fast_flush``, ``device``, ``cache_size`` and
-    ``early_stop_baseline`` are accepted and not used."""
+    """TileLang's ``tilelang.profiler.do_bench``: ``warmup`` and ``rep`` are
+    milliseconds, turned into numbers of calls from an estimate (``_n_warmup``/
+    ``_n_repeat`` instead when nonzero), an L2-sized buffer rewritten before each call
+    (``tuning/bench.tilelang_times``); the calls' milliseconds summarised by
+    ``return_mode`` ("mean", TileLang's default; "median", "min", "max") or their
+    ``quantiles`` (a list; one quantile, a number). ``backend="cupti"``: the kernels'
+    own time per call as the CUDA profiler records it (no launch overhead; one value,
+    which ``return_mode`` and ``quantiles`` leave as it is); "event" and "cudagraph"
+    time each call with CUDA events. ``early_stop_baseline``: an estimate above it is
+    returned at once. ``fast_flush``, ``device`` and ``cache_size`` are accepted and not
+    used. In the simulator, ``time.perf_counter``."""
     if backend not in _BACKENDS:
         raise ValueError(f"do_bench: backend must be one of {', '.join(map(repr, _BACKENDS))}, "
                          f"got {backend!r}")
     if return_mode not in _RETURN_MODES:
         raise ValueError(f"do_bench: return_mode must be one of "
                          f"{', '.join(map(repr, _RETURN_MODES))}, got {return_mode!r}")
-    times = bench_times(fn, int(_n_warmup or warmup), int(_n_repeat or rep))
+    times = tilelang_times(fn, warmup, rep, _n_warmup, _n_repeat,
+                           kernel_only=backend == "cupti", early_stop_ms=early_stop_baseline)
     if quantiles is not None:
-        return [_quantile(times, q) for q in quantiles]
+        values = [_quantile(times, q) for q in quantiles]
+        return values[0] if len(values) == 1 else values
     return float(_RETURN_MODES[return_mode](times))
 
 
@@ -174,20 +180,28 @@ class Profiler:
 
     def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2,
                         rtol: float = 1e-2, max_mismatched_ratio: float = 0.01):
-        """Run the kernel and ``reference_program`` on the same inputs and compare every
-        output: at most ``max_mismatched_ratio`` of the elements of each may differ by
-        more than ``atol + rtol * |reference|`` (NaN where the reference is not counts as
-        a mismatch)."""
+        """Run ``reference_program``, then the kernel, on the same inputs (TileLang's
+        order: a kernel that writes an input does it after the reference read it) and
+        compare every output: the same shape and dtype, and at most
+        ``max_mismatched_ratio`` of the elements of each may differ by more than ``atol
+        + rtol * |reference|`` (NaN where the reference is not counts as a mismatch). An
+        output either side gives as None is not compared (TileLang's num-split
+        references)."""
         import torch    # the profiler makes torch tensors; torch is only needed here
         tensors = input_tensors or self.input_tensors()
-        ours = self._run(None, tensors)
         refs = self._run(reference_program, tensors)
+        ours = self._run(None, tensors)
         if len(ours) != len(refs):
             raise AssertionError(f"the kernel returned {len(ours)} output(s), the reference "
                                  f"program {len(refs)}")
         for k, (out, ref) in enumerate(zip(ours, refs)):
-            out = torch.as_tensor(out).detach().to("cpu", torch.float64)
-            ref = torch.as_tensor(ref).detach().to("cpu", torch.float64)
+            if out is None or ref is None:
+                continue
+            out, ref = torch.as_tensor(out).detach(), torch.as_tensor(ref).detach()
+            if out.dtype != ref.dtype:
+                raise AssertionError(f"output {k}: dtype {out.dtype}, the reference's "
+                                     f"{ref.dtype}")
+            out, ref = out.to("cpu", torch.float64), ref.to("cpu", torch.float64)
             if out.shape != ref.shape:
                 raise AssertionError(f"output {k}: shape {tuple(out.shape)}, the reference's "
                                      f"{tuple(ref.shape)}")
@@ -199,16 +213,18 @@ class Profiler:
                     f"differ by more than atol={atol} + rtol={rtol}·|reference| (allowed "
                     f"{max_mismatched_ratio:.2%}); {_mismatch_details(out, ref, bad)}")
 
-    def do_bench(self, func=None, warmup: int = 25, rep: int = 100, n_warmup: int = 0,
+    def do_bench(self, func=None, warmup: float = 25, rep: float = 100, n_warmup: int = 0,
                  n_repeat: int = 0, input_tensors=None, backend: str = "event",
                  quantiles=None, return_mode: str = "mean",
-                 dynamic_symbolic_constraints: dict | None = None, **_):
+                 dynamic_symbolic_constraints: dict | None = None,
+                 early_stop_baseline=None, **_):
         """The milliseconds of ``func`` (default: the kernel) on fixed inputs
         (``input_tensors``, else made with ``dynamic_symbolic_constraints`` giving the
-        symbols' sizes), as the module's ``do_bench`` gives them (``n_warmup``/
-        ``n_repeat`` its ``_n_warmup``/``_n_repeat``); ``device`` and
-        ``early_stop_baseline`` are accepted and not used."""
+        symbols' sizes), as the module's ``do_bench`` gives them (``warmup``/``rep`` in
+        milliseconds, ``n_warmup``/``n_repeat`` its ``_n_warmup``/``_n_repeat``);
+        ``device`` is accepted and not used."""
         tensors = input_tensors or self.input_tensors(dynamic_symbolic_constraints)
         fn = func or self.kernel
         return do_bench(lambda: fn(*tensors), warmup, rep, n_warmup, n_repeat,
-                        quantiles=quantiles, backend=backend, return_mode=return_mode)
+                        quantiles=quantiles, backend=backend, return_mode=return_mode,
+                        early_stop_baseline=early_stop_baseline)

@@ -101,6 +101,101 @@ def round_orders(n: int, rounds: int) -> list:
     return orders
 
 
+def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup: int = 0,
+                   n_repeat: int = 0, *, kernel_only: bool = False,
+                   early_stop_ms: float | None = None, cuda: bool | None = None) -> list:
+    """The milliseconds of ``fn()`` as TileLang's ``do_bench`` measures them, sorted.
+
+    On a GPU: one call, then five (each after the 256 MB L2 flush) whose mean is the
+    estimate; above ``early_stop_ms`` the estimate alone is returned. Then
+    ``max(1, warmup_ms // estimate)`` calls to warm up and ``max(1, rep_ms // estimate)``
+    timed ones (``n_warmup``/``n_repeat`` instead when nonzero), each after the flush:
+    each timed with CUDA events, or with ``kernel_only`` (TileLang's ``cupti`` backend)
+    one value, the mean time per call of the kernels ``fn`` launched as the CUDA
+    profiler (CUPTI, through ``torch.profiler``) records them, the flush left out (CUDA
+    events when the profiler records no kernel). Without a GPU (the simulator) the same
+    protocol with ``time.perf_counter``, the first call the estimate; with both counts
+    given, just those calls."""
+    if not callable(fn):
+        raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
+    for name, value in (("warmup", warmup_ms), ("rep", rep_ms)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"do_bench: {name} is a time in milliseconds, a number >= 0; "
+                             f"got {value!r}")
+    n_warmup = check_count("_n_warmup", n_warmup, 0)
+    n_repeat = check_count("_n_repeat", n_repeat, 0)
+    if cuda is None:
+        cuda = _cuda_available()
+    if not cuda:
+        return _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms)
+    import torch
+    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        cache.zero_()
+        fn()
+    end.record()
+    end.synchronize()
+    estimate = max(start.elapsed_time(end) / 5, 1e-6)
+    if early_stop_ms is not None and estimate > early_stop_ms:
+        return [estimate]
+    for _ in range(n_warmup or max(1, int(warmup_ms / estimate))):
+        fn()
+    n_repeat = n_repeat or max(1, int(rep_ms / estimate))
+    if kernel_only:
+        ms = _profiled_kernel_ms(fn, cache, n_repeat)
+        if ms is not None:
+            return [ms]
+    return event_times(fn, warmup=0, rep=n_repeat, flush_l2=True, warmup_ms=0.0)
+
+
+_FLUSH_LABEL = "tilejit::l2_flush"
+
+
+def _profiled_kernel_ms(fn, cache, n_repeat: int) -> float | None:
+    """Mean milliseconds per call of the kernels ``fn`` launches, from the CUDA
+    profiler's records (the flush's, under ``_FLUSH_LABEL``, left out); None when it
+    records no kernel (no CUPTI)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n_repeat):
+            with record_function(_FLUSH_LABEL):
+                cache.zero_()
+            fn()
+        torch.cuda.synchronize()
+    total = flush = 0.0
+    for event in prof.events():
+        if getattr(getattr(event, "device_type", None), "name", "") != "CUDA":
+            continue
+        if not event.is_user_annotation:
+            total += event.self_device_time_total
+        elif event.key == _FLUSH_LABEL:
+            flush += event.self_device_time_total
+    if total <= 0:
+        return None
+    return (total - flush) / n_repeat * 1e-3
+
+
+def _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms) -> list:
+    def timed():
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    if not (n_warmup and n_repeat):
+        estimate = max(timed(), 1e-3)      # at most 1000 calls per millisecond asked
+        if early_stop_ms is not None and estimate > early_stop_ms:
+            return [estimate]
+        n_warmup = n_warmup or max(1, int(warmup_ms / estimate))
+        n_repeat = n_repeat or max(1, int(rep_ms / estimate))
+    for _ in range(n_warmup):
+        fn()
+    return sorted(timed() for _ in range(n_repeat))
+
+
 def check_count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"do_bench: {name} is a number of calls, an int >= {minimum}; "
