@@ -1,8 +1,9 @@
 """TileLang's ``annotations=`` keyword of the tile operations (per-operation hints to its
 lowering: T.fill, T.clear, T.gemm, T.atomic_add / max / min, T.finalize_reducer; the
-reductions' and scans' are in test_reductions.py) is accepted and does not change the result, and ``T.fill`` takes
-TileLang's parameter names (``buffer=``, ``value=``). In simulation and PTX (sm_80 and
-sm_90a); the GPU twin runs it on the device against the simulator."""
+reductions' and scans' are in test_reductions.py) is accepted and does not change the
+result, and ``T.fill`` takes TileLang's parameter names (``buffer=``, ``value=``). In
+simulation and PTX (sm_80 and sm_90a); the GPU twin runs it on the device against the
+simulator."""
 import pytest
 import torch
 

@@ -4,16 +4,17 @@ reduce_abssum | reduce_absmax | reduce_bitand | reduce_bitor | reduce_bitxor`` (
 bitwise ones on integer tiles) and the scans ``T.cumsum | cummax``.
 
 Declarations, with TileLang's parameters in TileLang's order (the compiler reads them
-from here: ``passes/tile_allocation.py``; ``annotations=`` is accepted and not used): the
-GPU lowering is ``codegen/lowering/reductions.py``, the simulator's meaning
+from here: ``passes/tile_allocation.py``; ``annotations=`` is accepted and not used):
+the GPU lowering is ``codegen/lowering/reductions.py``, the simulator's meaning
 ``sim/semantics.py``. ``out`` has ``buffer``'s shape without ``dim`` (or with it kept as
 1). Values are converted to ``out``'s dtype before they are combined. With
-``clear=False`` the result is combined with ``out``'s previous values, once per
-element. The scans run along ``dim=0`` unless told (TileLang's default). ``reduce_max``/``reduce_min``/``reduce_absmax`` ignore NaN (as ``T.max``/
-``T.min`` and PTX ``max``/``min`` do): the result is NaN only when every value is; with
+``clear=False`` the result is combined with ``out``'s previous values, once per element.
+The scans run along ``dim=0`` unless told (TileLang's default).
+``reduce_max``/``reduce_min``/``reduce_absmax`` ignore NaN (as ``T.max``/``T.min`` and
+PTX ``max``/``min`` do): the result is NaN only when every value is; with
 ``nan_propagate=True`` (TileLang's keyword) any NaN makes the result NaN (PTX
-``max.NaN``/``min.NaN``, LLVM's ``maximum``/``minimum``). ``batch`` (TileLang's: how many
-outputs one of its shared-memory all-reduces combines, a barrier-count tuning) is
+``max.NaN``/``min.NaN``, LLVM's ``maximum``/``minimum``). ``batch`` (TileLang's: how
+many outputs one of its shared-memory all-reduces combines, a barrier-count tuning) is
 accepted and checked at compile time (a positive integer); it changes nothing here,
 where a reduction across threads is warp shuffles.
 """
