@@ -1,6 +1,7 @@
 """``tilejit.testing``: TileLang's ``tilelang.testing`` path: ``do_bench(fn, warmup,
 rep)`` (``tuning/bench.py``), ``torch_assert_close`` (``tilelang/utils.py``),
-``set_random_seed``, ``main()`` (pytest on the calling file) and the test decorators
+``set_random_seed``, ``main()`` (pytest on the calling file), the performance-regression
+harness ``process_func``/``regression`` (``tuning/regression.py``) and the test decorators
 TileLang's tests put on GPU tests: ``requires_cuda``, ``requires_cuda_compute_version``
 and its ``_ge/_gt/_eq/_lt/_le`` forms (skip unless the device's compute capability
 compares so), ``requires_rocm``/``requires_cdna``/``requires_gfx950``/
@@ -14,8 +15,10 @@ import sys
 
 from tilejit.tilelang.utils import torch_assert_close
 from tilejit.tuning.bench import do_bench
+from tilejit.tuning.regression import process_func, regression
 
-__all__ = ["do_bench", "torch_assert_close", "set_random_seed", "main", "requires_cuda",
+__all__ = ["do_bench", "process_func", "regression", "torch_assert_close", "set_random_seed",
+           "main", "requires_cuda",
            "requires_cuda_compute_version", "requires_cuda_compute_version_ge",
            "requires_cuda_compute_version_gt", "requires_cuda_compute_version_eq",
            "requires_cuda_compute_version_lt", "requires_cuda_compute_version_le",

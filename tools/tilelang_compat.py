@@ -333,15 +333,22 @@ TILELANG_DIFFERENCES = {
                    "call; `@tilejit.autotune` is what compiles in parallel processes); "
                    "`ignore_error` gives None (and a warning) for a prim_func that fails "
                    "to build; an error in its device code shows at its first call",
-    "autotune": "`configs`, `warmup`, `rep`, `timeout` (skips a config whose timing would "
-                "take longer); explicit tuned values skip the tuning; no `ref_prog`, "
-                "`supply_prog`, `rtol`/`atol`, `skip_check` or `cache_input_tensors`; "
-                "simulation picks the first config that compiles; the tuned kernel has "
-                "`config`, `latency` (ms; NaN in simulation) and `ref_latency` (None)",
+    "autotune": "`configs`, `warmup` and `rep` (numbers of calls; TileLang's are "
+                "milliseconds), `timeout` (skips a config whose timing would take longer; "
+                "none unless given, TileLang's is 100 s); explicit tuned values skip the "
+                "tuning; a classic factory's `ref_prog`, `supply_prog`, `supply_type`, "
+                "`rtol`/`atol`, `max_mismatched_ratio`, `skip_check`, `manual_check_prog` "
+                "and `cache_input_tensors` act; no `early_stop`; simulation picks the first "
+                "config that compiles; the tuned kernel has `config`, `latency` (ms; NaN in "
+                "simulation) and `ref_latency`",
     "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`; `func` (the kernel), "
-                "`assert_allclose`, `do_bench` (`dynamic_symbolic_constraints={'m': ...}` "
-                "sizes symbolic inputs by symbol name; `quantiles`, `return_mode`, `device` "
-                "are accepted and not used), `run_once`, `input_tensors`",
+                "`assert_allclose` (the reference first, dtypes checked, None outputs "
+                "skipped), `do_bench` (TileLang's milliseconds and estimate; `backend="
+                "\"cupti\"` the kernels' own time from the CUDA profiler, \"cudagraph\" "
+                "CUDA events; `dynamic_symbolic_constraints={'m': ...}` sizes symbolic inputs "
+                "by symbol name; `device` accepted and not used), `run_once`, "
+                "`input_tensors`",
+    "profiler": "`do_bench` as the Profiler's (TileLang's `tilelang.profiler.do_bench`)",
     "PassConfigKey": "the keys tilejit reads (fast math, dump IR, TMA/wgmma/warp "
                      "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",
@@ -352,7 +359,9 @@ TILELANG_DIFFERENCES = {
     "JITKernel": "a class for `isinstance` and annotations: what `tilejit.compile` and an "
                  "eager program's `.compile(...)` return are its subclasses; not constructed "
                  "directly",
-    "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, and the "
+    "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, the "
+               "performance-regression harness `process_func` and `regression` (results "
+               "printed as `name: latency`; no environment filter, `only=` instead), and the "
                "decorators `requires_cuda`, `requires_cuda_compute_version[_ge/_gt/_eq/_lt/_le]`, "
                "`requires_package`, `requires_llvm` (AMD and Metal ones skip)",
     "utils": "the tensor helpers (`TensorSupplyType`, `get_tensor_supply`, "

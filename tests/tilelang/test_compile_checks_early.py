@@ -120,6 +120,10 @@ def test_compile_names_a_keyword_it_does_not_take():
     # TileLang's keywords that choose its host code are taken
     tilejit.compile(matmul(64, 64, 32, 128), execution_backend="cython", verbose=True,
                     target_host=None, compile_flags=["-O3"])
+    # ... in TileLang's order: (func, out_idx, execution_backend, target, ...)
+    ptx = tilejit.compile(matmul(64, 64, 32, 128), [2], "tvm_ffi",
+                          "cuda -arch=sm_80").get_kernel_source()
+    assert ".target sm_80" in ptx
 
 
 # -- get_kernel_source() of a program with T.dynamic extents, without tensors ----------------

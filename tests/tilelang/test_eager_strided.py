@@ -43,6 +43,15 @@ def copy_out(A):
 
 
 @tilejit.jit
+def copy_default_dtype(A):
+    M, N = T.const("M, N")
+    A: T.Tensor[[M, N], T.float32]
+    B = T.empty(M, N)
+    copy_tiles(A, B)
+    return B
+
+
+@tilejit.jit
 def computed_stride_copy(A, B):
     N, M = T.const("N, M")
     A: T.StridedTensor[[N, M], [M * 2, 2], T.float32]
@@ -95,8 +104,8 @@ def test_a_number_must_match():
 def test_empty_with_extents_and_a_dtype_keyword():
     a = torch.randn(64, 96)
     assert torch.equal(copy_out(a), a)
-    with pytest.raises(TypeError, match="the dtype is missing"):
-        T.empty(4, 4)
+    out = copy_default_dtype(a)         # T.empty(M, N): float32, TileLang's default
+    assert out.dtype == torch.float32 and torch.equal(out, a)
 
 
 @pytest.mark.gpu

@@ -9,7 +9,7 @@ import pytest
 import tilejit as tilelang
 import tilejit.language as T
 from tilejit.autotuner import (AutotuneWarning, ClassicAutotuner, EagerAutotuner, autotune,
-                               set_autotune_inputs)
+                               get_autotune_inputs, set_autotune_inputs)
 
 torch = pytest.importorskip("torch")
 
@@ -165,7 +165,9 @@ def test_classic_symbolic_shapes_tune_on_the_given_inputs():
                                          r"inputs of real sizes: give them with `with "
                                          r"set_autotune_inputs"):
         tuned()
+    assert get_autotune_inputs() is None
     with set_autotune_inputs(a):
+        assert get_autotune_inputs()[0] is a
         kernel = tuned()
     assert tuned.best_config == {"block": 96, "threads": 96}
     torch.testing.assert_close(kernel(a), a * 3.0)

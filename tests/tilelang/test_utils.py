@@ -122,6 +122,17 @@ def test_integer_supply(dtype, values):
     assert set(t.tolist()) == values
 
 
+@pytest.mark.parametrize("kind", [TensorSupplyType.Integer, TensorSupplyType.Auto])
+def test_float8_integer_supply_is_the_int8_range_as_values(kind):
+    """TileLang's: integers in [-128, 127] converted to float8 (e4m3 rounds the large
+    ones), so a float8 GEMM's inputs span its range rather than [-2, 2]."""
+    t = get_tensor_supply(kind)(T.Tensor((4096,), "float8_e4m3"))
+    assert t.dtype == torch.float8_e4m3fn
+    values = t.float()
+    assert values.min() >= -128 and values.max() <= 128 and values.abs().max() > 64
+    assert (values == values.round()).all()
+
+
 def test_supply_kinds():
     supply = lambda kind, dtype="float32": get_tensor_supply(kind)(  # noqa: E731
         T.Tensor((4096,), dtype))

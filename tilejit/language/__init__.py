@@ -427,17 +427,14 @@ def empty(*shape, dtype=None):
     """An output of the kernel, allocated on the host before the launch (write it before
     ``with T.Kernel`` and ``return`` it): a tensor of the inputs' kind (torch stays
     torch) on the inputs' device. ``T.empty((M, N), dtype)``, or TileLang's
-    ``T.empty(M, N, dtype=dtype)``."""
+    ``T.empty(M, N, dtype=dtype)``; without a dtype float32 (TileLang's default)."""
     args = list(shape)
     if dtype is None and len(args) >= 2 and not isinstance(args[-1], (int, np.integer)) \
             and not _is_extent(args[-1]):
         dtype = args.pop()
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = list(args[0])
-    if dtype is None:
-        raise TypeError(f"T.empty{tuple(shape)}: the dtype is missing (T.empty(shape, "
-                        f"dtype) or T.empty(*extents, dtype=dtype))")
-    return meaning("empty")(tuple(args), dtype)
+    return meaning("empty")(tuple(args), float32 if dtype is None else dtype)
 
 
 def _is_extent(value) -> bool:

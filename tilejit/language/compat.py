@@ -182,6 +182,10 @@ LANGUAGE_GROUPS = tuple((where, _names(text)) for where, text in (
     ('tilelang.cuda.language.warpgroup', """
     WarpSpecialize WarpSpecializeFrame ws
     """),
+    ('tilelang.language.ws_schedule (after 0.1.13)', """
+    annotate_ws_schedule ws_op WSID WSInstr WSOpRef WSPipeline WSRole WSSchedule WSScope
+    WSSync WSSyncKind
+    """),
 ))
 
 # what a name that is not supported is, by where TileLang defines it
@@ -200,6 +204,10 @@ _GROUP_REASON = {
     "TVM's TIR script parser (re-exported by tilelang.language)": "TVM's TIR script "
                                                                   "(tilejit is built without "
                                                                   "TVM)",
+    "tilelang.language.ws_schedule (after 0.1.13)": "TileLang's explicit warp-specialization "
+                                                    "schedule (its compiler's schedule IR); "
+                                                    "tilejit's roles are T.ws blocks and "
+                                                    "its own pipelining",
 }
 _CUDA_REASON = ("a CUDA extension of TileLang (explicit PTX, Blackwell tcgen05/TMEM, "
                 "clusters, descriptors) that tilejit does not build")

@@ -62,7 +62,7 @@ sys.modules[__name__ + ".param"] = param
 sys.modules["tilejit.autotuner.param"] = param
 
 # ``autotune`` is tuning's: it takes a @tilejit.kernel, or either style of @tilejit.jit
-__all__ = ["autotune", "set_autotune_inputs", "Autotuner", "AutotuneWarning",
+__all__ = ["autotune", "set_autotune_inputs", "get_autotune_inputs", "Autotuner", "AutotuneWarning",
            "EagerAutotuner", "ClassicAutotuner", "AutoTuner", "AutotuneResult",
            "CompileArgs", "ProfileArgs", "param"]
 
@@ -83,6 +83,12 @@ def set_autotune_inputs(*tensors):
         yield
     finally:
         _INPUTS.tensors = outer
+
+
+def get_autotune_inputs():
+    """The tensors of the innermost ``with set_autotune_inputs(...)`` (a tuple), or
+    None outside one."""
+    return getattr(_INPUTS, "tensors", None)
 
 
 def _ptx_arch() -> str:

@@ -478,27 +478,27 @@ def unknown_symbols(shape, sizes) -> list[str]:
 
 
 # TileLang's other keywords of compile(): they choose its host code and C++ compiler
-_COMPILE_KEYWORDS_WITHOUT_EFFECT = ("execution_backend", "target_host", "verbose",
-                                    "compile_flags")
-
-
-def compile(func, out_idx=None, target="auto", pass_configs=None,  # noqa: A001 - TileLang's
-            **keywords):
-    """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``; the
-    target may name an arch as TileLang's do (``"cuda -arch=sm_80"``,
-    ``{"kind": "cuda", "arch": "sm_80"}``)."""
+def compile(func, out_idx=None, execution_backend=None,  # noqa: A001 - TileLang's name
+            target="auto", target_host=None, verbose=None, pass_configs=None,
+            compile_flags=None, **unknown):
+    """``tilelang.compile(prim_func, out_idx=..., target=..., pass_configs=...)``, its
+    parameters in TileLang's order; the target may name an arch as TileLang's do
+    (``"cuda -arch=sm_80"``, ``{"kind": "cuda", "arch": "sm_80"}``; None: "auto").
+    ``execution_backend``, ``target_host``, ``verbose`` and ``compile_flags`` (NVIDIA's
+    C++ compiler's) are accepted and not used: tilejit launches its PTX itself."""
     if isinstance(func, BoundProgram):     # an eager program's get_tir(...)
         return func.compile()
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilejit.compile expects a @T.prim_func, got {type(func).__name__}")
-    unknown = [k for k in keywords if k not in _COMPILE_KEYWORDS_WITHOUT_EFFECT]
-    if func.lazy and not unknown:
-        return _compile_lazy(func, out_idx, target, pass_configs)
     if unknown:
         raise TypeError(f"tilejit.compile() got unexpected keyword argument(s) "
-                        f"{', '.join(map(repr, unknown))}; it takes out_idx, target, "
-                        f"pass_configs and TileLang's {', '.join(_COMPILE_KEYWORDS_WITHOUT_EFFECT)}"
-                        " (an arch goes in the target: target=\"cuda -arch=sm_80\")")
+                        f"{', '.join(map(repr, unknown))}; it takes TileLang's out_idx, "
+                        f"execution_backend, target, target_host, verbose, pass_configs and "
+                        f"compile_flags (an arch goes in the target: "
+                        f"target=\"cuda -arch=sm_80\")")
+    target = "auto" if target is None else target
+    if func.lazy:
+        return _compile_lazy(func, out_idx, target, pass_configs)
     compiled = CompiledPrimFunc(func, out_idx=out_idx, target=target,
                                 pass_configs=pass_configs)
     compiled._check_now(_target_kind(target))

@@ -71,7 +71,7 @@ class PassConfigKey(enum.StrEnum):
     writes outside a tensor are no longer masked: ``CompileOptions.safe_memory``). The
     others tune TileLang's own TVM passes; they are accepted and change nothing."""
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
-    TL_DUMP_IR_DIR = "tl.dump_ir_dir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_path"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_DISABLE_WGMMA = "tl.disable_wgmma"

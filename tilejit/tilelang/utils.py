@@ -4,12 +4,13 @@ and ``get_tensor_supply`` fill a kernel's inputs, and ``torch_assert_close``, th
 comparison that allows a fraction of the elements to differ.
 
 The inputs are filled as TileLang fills them: ``Auto`` is uniform in [-1, 1) for
-float16, bfloat16 and float32, integers in [0, 2] for unsigned, {0, 1} for bool and
-[-2, 2] for the other dtypes; ``Integer`` integers in those ranges for every dtype;
-``Uniform`` uniform in [-1, 1); ``Normal`` normal with mean -1 and standard deviation 1
-(TileLang's); ``Randn`` standard normal; int8 tensors asked to be ``Uniform`` or
-``Normal`` are ones. They are made on the current CUDA device, or in host memory (where
-the kernels run in the simulator) when there is none.
+float16, bfloat16 and float32, integers in [0, 2] for unsigned, {0, 1} for bool, the
+int8 range [-128, 127] as values for float8 and [-2, 2] for the other dtypes;
+``Integer`` integers in those ranges for every dtype; ``Uniform`` uniform in [-1, 1);
+``Normal`` normal with mean -1 and standard deviation 1 (TileLang's); ``Randn`` standard
+normal; int8 tensors asked to be ``Uniform`` or ``Normal`` are ones. They are made on
+the current CUDA device, or in host memory (where the kernels run in the simulator) when
+there is none.
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def _device():
 
 def _integers(shape, dtype, tdtype, device):
     import torch    # the helpers make torch tensors; torch is only needed here
+    if dtype.name.startswith("float8"):     # TileLang's: the int8 range as float8 values
+        return torch.randint(-128, 128, shape, device=device, dtype=torch.int8).to(tdtype)
     low, high = (0, 3) if dtype.kind == "uint" else (0, 2) if dtype.kind == "bool" else (-2, 3)
     return torch.randint(low, high, shape, device=device).to(tdtype)
 
