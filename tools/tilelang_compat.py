@@ -235,6 +235,9 @@ LANGUAGE_DIFFERENCES = {
     "max": "a NaN operand is ignored (PTX `max`)", "min": "a NaN operand is ignored",
     "sin": "float32 and the half types (computed in float32), within 1 ulp over the whole "
            "range; float64 is not supported", "cos": "as `T.sin`", "tan": "as `T.sin`",
+    **{name: "float32 and the half types (computed in float32); float64 is a CompileError "
+             "naming it" for name in ("asin", "acos", "atan", "sinh", "cosh", "asinh",
+                                      "acosh", "atanh", "atan2", "fmod", "hypot")},
     "popcount": "the count as an int32", "clz": "the count as an int32",
     "unroll": "a sequential loop (LLVM decides the unrolling)",
     "Unroll": "as `T.unroll`",

@@ -16,6 +16,7 @@ import contextlib
 import copy
 import gc
 import linecache
+import os
 import re
 import threading
 
@@ -404,7 +405,33 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
             keep.append(stripped)
     message = "\n".join(_specific_errors(keep) or keep[:12]) or type(e).__name__
     message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno), ks)
+    if filename.startswith(_NUMBA_DIR):
+        # an implementation of Numba's own (compiled inside the kernel's statement): the
+        # kernel's line that asked for it is the place to name
+        filename, lineno = _kernel_location(e.__traceback__) or (ks.filename, ks.tree.lineno)
+        if re.search(r"Module\(<module 'math'", message) and "pow" in message:
+            return CompileError(
+                "an integer raised to a power (`**` or pow() of an integer, or of a float "
+                "by an integer exponent) is not built in a kernel (Numba's integer power "
+                "falls back to Python's math.pow); write the product (x * x) or use "
+                "T.pow on floats", filename, lineno)
     return CompileError(_python_math_hint(message), filename, lineno)
+
+
+_NUMBA_DIR = os.path.dirname(os.path.abspath(numba_errors.__file__)).rsplit(os.sep, 1)[0]
+
+
+def _kernel_location(tb):
+    """(file, line) of the innermost statement being typed or lowered that is not in
+    Numba's own files (the kernel's or its helper's); None where there is none."""
+    found = None
+    while tb is not None:
+        loc = getattr(tb.tb_frame.f_locals.get("self"), "loc", None)
+        name = getattr(loc, "filename", None)
+        if getattr(loc, "line", None) and name and not name.startswith(_NUMBA_DIR):
+            found = (name, loc.line)
+        tb = tb.tb_next
+    return found
 
 
 def _python_math_hint(message: str) -> str:

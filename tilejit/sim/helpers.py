@@ -1,16 +1,18 @@
 """Helpers and ``@T.macro``s in the simulator: their integer operators in the GPU's types.
 
-On the GPU a helper a kernel calls (a plain function, or a ``@T.macro``) is compiled from
-its bytecode as a device function (``codegen/macros.py``), so Numba types its ``+ - *``,
-``& | ^`` and shifts as the kernel's own (64-bit arithmetic, C's bitwise types). Run as
-plain Python in the simulator, it would compute in numpy's types instead (``int8 + int8``
-wraps in int8). The simulator therefore runs each helper the kernel names through the
-same rewrite as the kernel (``transform._CIntegerOps``, its parameters variables, as a
-device function's are), compiled from the helper's own source, with its own globals and
-closure, and the helpers it names in turn; a value's ``x.astype(dtype)`` there is
-``T.cast`` for numbers and arrays (a loop index is a Python int here, a typed integer
-there), as in the kernel's own body. A helper whose source cannot be read (a lambda, one
-typed at a prompt) runs as it is."""
+On the GPU a helper a kernel calls (a plain function, or a ``@T.macro``) is compiled
+from its bytecode as a device function (``codegen/macros.py``), so Numba types its ``+ -
+*``, ``& | ^`` and shifts as the kernel's own (64-bit arithmetic, C's bitwise types).
+Run as plain Python in the simulator, it would compute in numpy's types instead (``int8
++ int8`` wraps in int8). The simulator therefore runs each helper the kernel names
+through the same rewrite as the kernel (``transform._CIntegerOps``, its parameters
+variables, as a device function's are) and the lane-wise forms of its expressions
+(``transform.LaneExpressions``: a helper called in a T.Parallel body gets lane arrays,
+``x - y if x > y else 0.0`` selects lane by lane), compiled from the helper's own
+source, with its own globals and closure, and the helpers it names in turn; a value's
+``x.astype(dtype)`` there is ``T.cast`` for numbers and arrays (a loop index is a Python
+int here, a typed integer there), as in the kernel's own body. A helper whose source
+cannot be read (a lambda, one typed at a prompt) runs as it is."""
 from __future__ import annotations
 
 import ast
@@ -24,7 +26,7 @@ from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import function_def_from_file, resolve_static
 from tilejit.sim import runtime
-from tilejit.sim.transform import SIM, _CIntegerOps
+from tilejit.sim.transform import SIM, LaneExpressions, _CIntegerOps
 
 _BUILT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _ASTYPE = "__tj_astype"
@@ -55,7 +57,8 @@ def simulated_helper(obj):
     if any(not _is_macro_decorator(d, own) for d in fdef.decorator_list):
         return obj          # another decorator: what it does is its own (run as it is)
     fdef.decorator_list = []
-    fdef = syntax.fix_missing_locations(_Astype().visit(_CIntegerOps(fdef).visit(fdef)))
+    fdef = _CIntegerOps(fdef).visit(fdef)
+    fdef = syntax.fix_missing_locations(_Astype().visit(LaneExpressions().visit(fdef)))
     namespace = own
     namespace[SIM] = runtime
     namespace[_ASTYPE] = _astype

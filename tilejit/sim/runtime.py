@@ -426,25 +426,78 @@ def _python_bitwise(a, b, op):
 
 
 def logical_and(a, b_fn):
-    """``a and b`` lane-wise, ``b`` (``b_fn()``) evaluated where ``a`` holds only."""
+    """``a and b`` lane-wise, as Python (and the GPU's code, Numba's) gives it: ``b``
+    where ``a`` is true, else ``a`` itself (``3 and 6`` is 6, ``0 and 6`` is 0); ``b``
+    (``b_fn()``) evaluated where ``a`` holds only."""
     if np.ndim(a) == 0 and STATE.mask is None:
-        return np.logical_and(a, b_fn()) if a else np.False_
-    with where(a):
-        b = b_fn() if any_active() else False
-    return np.logical_and(a, b)
+        return b_fn() if a else a
+    truth = np.not_equal(a, 0)
+    with where(truth):
+        if not any_active():
+            return a
+        b = b_fn()
+    return np.where(truth, b, a)
 
 
 def logical_or(a, b_fn):
-    """``a or b`` lane-wise, ``b`` evaluated where ``a`` does not hold only."""
+    """``a or b`` lane-wise, as Python gives it: ``a`` where it is true, else ``b``
+    (``3 or 6`` is 3, ``0 or 6`` is 6); ``b`` evaluated where ``a`` does not hold
+    only."""
     if np.ndim(a) == 0 and STATE.mask is None:
-        return np.True_ if a else np.logical_or(a, b_fn())
-    with where(a, negate=True):
-        b = b_fn() if any_active() else False
-    return np.logical_or(a, b)
+        return a if a else b_fn()
+    truth = np.not_equal(a, 0)
+    with where(truth, negate=True):
+        if not any_active():
+            return a
+        b = b_fn()
+    return np.where(truth, a, b)
 
 
 def logical_not(a):
     return np.logical_not(a)
+
+
+def negative(a):
+    """``-a``: a bool (a comparison's lanes) negated as an integer, as the GPU's code
+    (Numba) does (``-(x > 0)`` is -1 or 0), not numpy's refusal."""
+    if np.asarray(a).dtype == np.bool_:
+        return -np.asarray(a, dtype=np.int64)
+    return -a
+
+
+def _lane_extreme(greater):
+    def pick(*args):
+        acc = args[0]
+        for x in args[1:]:          # Python's (and Numba's): a later value wins only if
+            acc = np.where(greater(x, acc), x, acc)     # strictly beyond, NaN never
+        return acc
+    return pick
+
+
+def _lane_int(x):
+    x = np.asarray(x)
+    return (np.trunc(x) if x.dtype.kind == "f" else x).astype(np.int64)
+
+
+def _lane_round(x, ndigits=None):
+    return np.rint(x).astype(np.int64) if ndigits is None else np.round(x, ndigits)
+
+
+# Python's builtins the GPU's code computes per value (Numba's): their lane-wise forms
+_LANE_BUILTINS = {max: _lane_extreme(np.greater), min: _lane_extreme(np.less),
+                  abs: np.abs, bool: lambda x: np.not_equal(x, 0), int: _lane_int,
+                  float: lambda x: np.asarray(x, dtype=np.float64), round: _lane_round}
+
+
+def builtin(fn, *args, **kwargs):
+    """``fn(*args)`` in a lane-wise body: one of Python's builtins above on lane arrays
+    computes lane by lane (``max(A[i], 0.0)``), as each GPU thread's code does; anything
+    else, or scalars, as written."""
+    lane = _LANE_BUILTINS.get(fn) if isinstance(fn, (type(abs), type)) else None
+    if lane is None or kwargs or len(args) == 1 and fn in (max, min) or \
+            all(np.ndim(a) == 0 for a in args):
+        return fn(*args, **kwargs)
+    return lane(*args)
 
 
 # the simulator's and the language's own files: a kernel's frame is the first outside them

@@ -46,7 +46,67 @@ def _lambda(expr):
                                     defaults=[]), expr)
 
 
-class _LaneWise(syntax.NodeTransformer):
+_BUILTIN_NAMES = frozenset(("max", "min", "abs", "bool", "int", "float", "round"))
+
+
+class LaneExpressions(syntax.NodeTransformer):
+    """The expressions whose Python meaning takes one truth or one value where a lane
+    array stands (``and``/``or``, ``a if c else b``, chained comparisons, ``not``, ``-``
+    of a bool, ``max``/``min``/``abs``/``bool``/``int``/``float``/``round``) in their
+    lane-wise forms (``runtime``), which on scalars are Python's: the body of a
+    vectorised T.Parallel, and the helpers a kernel calls (``helpers.py``)."""
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES and \
+                not any(isinstance(a, ast.Starred) for a in node.args):
+            # the name as the program binds it: the builtin, or what shadows it
+            return ast.copy_location(ast.Call(
+                ast.Attribute(ast.Name(SIM, ast.Load()), "builtin", ast.Load()),
+                [node.func, *node.args], node.keywords), node)
+        return node
+
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        return ast.copy_location(_call("ifexp", [node.test, _lambda(node.body),
+                                                 _lambda(node.orelse)]), node)
+
+    def visit_BoolOp(self, node):
+        """``a and b`` → ``logical_and(a, lambda: b)``: ``b`` evaluated on the lanes
+        where ``a`` holds only, as the GPU's ``&&`` reads it (``p > 0 and loc[p - 1]``
+        never reads ``loc[-1]``), each lane's value Python's (``3 and 6`` is 6)."""
+        node = self.generic_visit(node)
+        name = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
+        expr = node.values[0]
+        for v in node.values[1:]:
+            expr = _call(name, [expr, _lambda(v)])
+        return ast.copy_location(expr, node)
+
+    def visit_Compare(self, node):
+        """``a < b < c`` → ``logical_and(a < b, b < c)``: Python's chained comparison
+        takes the truth of ``a < b``, which an array of lanes has not (the GPU path
+        compares lane by lane: Numba)."""
+        node = self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        operands = [node.left] + node.comparators
+        pairs = [ast.Compare(operands[k], [op], [operands[k + 1]])
+                 for k, op in enumerate(node.ops)]
+        expr = pairs[0]
+        for pair in pairs[1:]:
+            expr = _call("logical_and", [expr, _lambda(pair)])
+        return ast.copy_location(syntax.fix_missing_locations(expr), node)
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(_call("logical_not", [node.operand]), node)
+        if isinstance(node.op, ast.USub):
+            return ast.copy_location(_call("negative", [node.operand]), node)
+        return node
+
+
+class _LaneWise(LaneExpressions):
     """The body of a vectorised T.Parallel."""
 
     def __init__(self, tuples=frozenset()):
@@ -106,42 +166,6 @@ class _LaneWise(syntax.NodeTransformer):
             return ast.copy_location(_call("item", [node.value, node.slice]), node)
         return node
 
-    def visit_IfExp(self, node):
-        node = self.generic_visit(node)
-        return ast.copy_location(_call("ifexp", [node.test, _lambda(node.body),
-                                                 _lambda(node.orelse)]), node)
-
-    def visit_BoolOp(self, node):
-        """``a and b`` → ``logical_and(a, lambda: b)``: ``b`` evaluated on the lanes
-        where ``a`` holds only, as the GPU's ``&&`` reads it (``p > 0 and loc[p - 1]``
-        never reads ``loc[-1]``)."""
-        node = self.generic_visit(node)
-        name = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
-        expr = node.values[0]
-        for v in node.values[1:]:
-            expr = _call(name, [expr, _lambda(v)])
-        return ast.copy_location(expr, node)
-
-    def visit_Compare(self, node):
-        """``a < b < c`` → ``logical_and(a < b, b < c)``: Python's chained comparison
-        takes the truth of ``a < b``, which an array of lanes has not (the GPU path
-        compares lane by lane: Numba)."""
-        node = self.generic_visit(node)
-        if len(node.ops) == 1:
-            return node
-        operands = [node.left] + node.comparators
-        pairs = [ast.Compare(operands[k], [op], [operands[k + 1]])
-                 for k, op in enumerate(node.ops)]
-        expr = pairs[0]
-        for pair in pairs[1:]:
-            expr = _call("logical_and", [expr, _lambda(pair)])
-        return ast.copy_location(syntax.fix_missing_locations(expr), node)
-
-    def visit_UnaryOp(self, node):
-        node = self.generic_visit(node)
-        if isinstance(node.op, ast.Not):
-            return ast.copy_location(_call("logical_not", [node.operand]), node)
-        return node
 
 
 def _is_parallel(node, namespace) -> bool:

@@ -766,6 +766,14 @@ def _register():
     # round their quotient with math.floor: the intrinsic
     for ty in (types.float32, types.float64):
         lower(math.floor, ty)(_unary_rule(floor))
+    # Python's abs() of a float is Numba's math.fabs: the intrinsic, exact in any width
+    for ty in (types.float16, types.float32, types.float64):
+        lower(math.fabs, ty)(_fabs_rule)
+
+
+def _fabs_rule(context, builder, sig, args):
+    fabs = builder.module.declare_intrinsic("llvm.fabs", [args[0].type])
+    return builder.call(fabs, [args[0]])
 
 
 _register()
