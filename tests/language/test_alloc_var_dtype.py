@@ -101,6 +101,47 @@ def test_representable_initializers_and_infinities_are_kept():
     assert out[0] == np.float32(3.4e38) and out[1] == -np.inf and out[2] == -128
 
 
+def _all_forms():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            a = T.alloc_var(T.float32, "local.var")
+            b = T.alloc_var(T.float32, 2.0, "local.var")
+            c = T.alloc_var(T.float32, scope="local.var", init=3.0)
+            d = T.alloc_var(T.float32, "local.var", init=4.0)
+            e = T.alloc_var(T.int8, 5)
+            for i in T.Parallel(64):
+                C[i] = A[i] + a + b + c + d + e
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tilelangs_forms_of_init_and_scope(arch, ptxas):
+    """``alloc_var(dtype, scope)``, ``(dtype, init, scope)``, ``init=``/``scope=``."""
+    a = torch.randn(64)
+    torch.testing.assert_close(tilejit.compile(_all_forms(), out_idx=[1])(a), a + 14)
+    ptxas(tilejit.compile(_all_forms(), out_idx=[1], target="cuda").get_kernel_source(
+        arch=arch), arch)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("T.alloc_var(T.float32, 1.0, 'shared')", r"T.alloc_var: scope 'shared': a variable is "
+                                               r"each thread's register"),
+    ("T.alloc_var(T.float32, 1.0, init=2.0)", r"T.alloc_var: init given twice")])
+def test_a_scope_other_than_local_var_or_a_second_init_is_an_error(call, message, tmp_path):
+    import importlib.util
+    path = tmp_path / "scope_kernel.py"
+    path.write_text("import tilejit.language as T\n\n\n@T.prim_func\n"
+                    "def kernel(A: T.Tensor((1,), 'float32')):\n    with T.Kernel(1):\n"
+                    f"        v = {call}\n        A[0] = v\n")
+    spec = importlib.util.spec_from_file_location("scope_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(tilejit.CompileError, match=message) as info:
+        tilejit.compile(module.kernel, target="sim")(np.zeros(1, np.float32))
+    assert "line 7" in str(info.value)
+
+
 def test_a_bitwise_reducer_of_floats_is_an_error_when_defined(tmp_path):
     """TileLang asserts that bitand/bitor/bitxor reducers hold integers as the program is
     defined; tilejit's is also a CompileError at the line."""

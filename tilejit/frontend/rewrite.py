@@ -38,8 +38,9 @@ from tilejit.frontend.fused_indices import split_fused_indices
 from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
-from tilejit.frontend.source import (KernelSource, assigned_names, block_index_names,
-                                     flatten_statements, kernel_call, resolve_static)
+from tilejit.frontend.source import (KernelSource, alloc_var_arguments, assigned_names,
+                                     block_index_names, flatten_statements, kernel_call,
+                                     resolve_static)
 from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
@@ -215,8 +216,10 @@ class _DeviceForms(syntax.NodeTransformer):
         value = node.value
         if isinstance(value, ast.Call) and resolve_static(value.func, self.namespace) \
                 is T.alloc_var:
-            dtype = value.args[0] if value.args else next(
-                (k.value for k in value.keywords if k.arg == "dtype"), None)
+            try:
+                dtype = alloc_var_arguments(value).get("dtype")
+            except TypeError:
+                dtype = None        # the allocation's own error, where it is made
             if dtype is not None:
                 self.variables[name] = dtype
             return

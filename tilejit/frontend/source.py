@@ -220,6 +220,31 @@ def flatten_statements(statements) -> list:
     return out
 
 
+VARIABLE_SCOPES = ("local.var", "local")
+
+
+def alloc_var_arguments(call: ast.Call) -> dict:
+    """``{"dtype": …, "init": …, "scope": …}`` (expressions; the ones not given left
+    out) of ``T.alloc_var`` called as TileLang takes it: ``(dtype, init)``, ``(dtype,
+    "local.var")``, ``(dtype, init, scope)``, ``init=`` and ``scope=`` by keyword. A
+    ``TypeError`` saying which when the call gives one twice."""
+    out = dict(zip(("dtype",), call.args))
+    rest = call.args[1:]
+    if len(rest) == 1:
+        only = rest[0]
+        out["scope" if isinstance(only, ast.Constant) and isinstance(only.value, str)
+            else "init"] = only
+    elif len(rest) == 2:
+        out["init"], out["scope"] = rest
+    elif len(rest) > 2:
+        raise TypeError("T.alloc_var(dtype, init, scope) takes at most three arguments")
+    for k in call.keywords:
+        if k.arg in out:
+            raise TypeError(f"T.alloc_var: {k.arg} given twice")
+        out[k.arg] = k.value
+    return out
+
+
 def is_call_to(node: ast.AST, obj, namespace: dict) -> bool:
     return isinstance(node, ast.Call) and resolve_static(node.func, namespace) is obj
 

@@ -15,8 +15,9 @@ from tilejit.frontend.reducers import rewrite_reducers, uses_reducers
 from tilejit.language import compat as _compat
 from tilejit.language import _semantics
 from tilejit.frontend.explicit_sync import is_ws
-from tilejit.frontend.source import (KernelSource, function_def_from_file,
-                                     function_namespace, resolve_static, static_truth)
+from tilejit.frontend.source import (KernelSource, alloc_var_arguments,
+                                     function_def_from_file, function_namespace,
+                                     resolve_static, static_truth)
 from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import ValueCompileError, DefinitionError
 from tilejit.language.atomics import memory_order_error
@@ -174,8 +175,10 @@ def _check_initializers(tree, namespace, filename) -> None:
         if not (isinstance(node, ast.Call) and
                 resolve_static(node.func, namespace) is _language.alloc_var):
             continue
-        given = dict(zip(("dtype", "init"), node.args))
-        given.update({k.arg: k.value for k in node.keywords})
+        try:
+            given = alloc_var_arguments(node)
+        except TypeError:
+            continue                # the allocation's own error, where it is made
         value = _literal_number(given.get("init"))
         if value is None or "dtype" not in given:
             continue

@@ -71,9 +71,27 @@ def finalize_reducer(reducer, dst=None, batch=1, annotations=None):
                     "kernel's body")
 
 
-def alloc_var(dtype, init=0):
-    """Each thread's own scalar, initialised to ``init``."""
-    return meaning("alloc_var")(dtype, init)
+def alloc_var(dtype, *args, scope="local.var", init=None):
+    """Each thread's own scalar, initialised to ``init`` (0 when not given). TileLang's
+    forms: ``alloc_var(dtype, init)``, ``alloc_var(dtype, "local.var")``,
+    ``alloc_var(dtype, init, scope)``, ``init=``/``scope=`` by keyword; the scope is
+    "local.var" (or "local")."""
+    if len(args) == 1 and isinstance(args[0], str):
+        scope = args[0]
+    elif len(args) == 1:
+        init = args[0] if init is None else _twice("init")
+    elif len(args) == 2:
+        (init, scope) = args if init is None else _twice("init")
+    elif args:
+        raise TypeError("T.alloc_var(dtype, init, scope) takes at most three arguments")
+    if scope not in ("local.var", "local"):
+        raise ValueError(f"T.alloc_var: scope {scope!r}: a variable is each thread's "
+                         f"register ('local.var')")
+    return meaning("alloc_var")(dtype, 0 if init is None else init)
+
+
+def _twice(name):
+    raise TypeError(f"T.alloc_var: {name} given twice")
 
 
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,  # noqa: N802

@@ -30,7 +30,7 @@ from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.gemm_operands import (GemmOperand, dynamic_bound_error, form_error,
                                              region_errors, shape_error)
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import VARIABLE_SCOPES, alloc_var_arguments, resolve_static
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.ir.gemm_plan import (FLOAT8_GEMMS, FMA, GemmPlanError, plan_fma, plan_gemm,
                                   plan_mfma)
@@ -85,10 +85,19 @@ class _Tiles(syntax.NodeTransformer):
                                      "(`V = T.reshape(S, shape)`)", node)
             return self._view(node, node.targets[0].id, target, call)
         if target is T.alloc_var:
-            args = list(call.args) + [k.value for k in call.keywords]
-            dtype = args[0]
-            init = args[1] if len(args) > 1 else ast.Constant(0)
-            node.value = ast.copy_location(_call(CAST, [init, dtype]), call)
+            try:
+                given = alloc_var_arguments(call)
+            except TypeError as e:
+                raise self.ctx.error(str(e), node) from None
+            scope = given.get("scope")
+            if scope is not None and not (isinstance(scope, ast.Constant)
+                                          and scope.value in VARIABLE_SCOPES):
+                raise self.ctx.error(f"T.alloc_var: scope {ast.unparse(scope)}: a variable "
+                                     f"is each thread's register ('local.var')", node)
+            if "dtype" not in given:
+                raise self.ctx.error("T.alloc_var(dtype, init=0): the dtype is missing", node)
+            init = given.get("init", ast.Constant(0))
+            node.value = ast.copy_location(_call(CAST, [init, given["dtype"]]), call)
             return node
         return self.generic_visit(node)
 
