@@ -356,9 +356,13 @@ TILELANG_DIFFERENCES = {
                      "specialization off, safe memory access off) act; the others are "
                      "accepted with a warning",
     "carver": "`carver.arch.driver` (`get_num_sms()`, the device limits), `carver.arch.CUDA` "
-              "and the templates `MatmulTemplate`, `FlashAttentionTemplate`, "
+              "(`get_arch`, `auto_infer_current_arch`, the `is_*_arch` tests; `CDNA` an "
+              "error to make) and the templates `MatmulTemplate`, `FlashAttentionTemplate`, "
               "`ElementwiseTemplate`, `GeneralReductionTemplate` (`recommend_hints`, "
-              "`get_hardware_aware_configs`) with tilejit's own search, not TVM's roller",
+              "`get_hardware_aware_configs`) with tilejit's own search, not TVM's roller; "
+              "a hint has the roller's `block`, `warp`, `rstep`, `pipeline_stage` and "
+              "`rasterization_plan` (`carver.roller.rasterization.NoRasterization`); "
+              "`equivalent_function()` is a torch reference, not a PrimFunc",
     "JITKernel": "a class for `isinstance` and annotations: what `tilejit.compile` and an "
                  "eager program's `.compile(...)` return are its subclasses; not constructed "
                  "directly",

@@ -109,6 +109,33 @@ class Hint:
     def block(self) -> tuple:
         return (self.block_M, self.block_N)
 
+    # TileLang's roller hint fields, for programs that read configs off them
+    @property
+    def warp(self) -> tuple:
+        """(rows, columns) of C one warp computes: the block's warps as near square as
+        the tile divides (``block_M // warp_M · block_N // warp_N · 32 = threads``)."""
+        warps = max(1, self.threads // 32)
+        rows = max((r for r in range(1, warps + 1)
+                    if warps % r == 0 and self.block_M % r == 0
+                    and self.block_N % (warps // r) == 0),
+                   key=lambda r: (-abs(self.block_M / r - self.block_N / (warps // r)), r),
+                   default=1)
+        return (self.block_M // rows, self.block_N // (warps // rows))
+
+    @property
+    def rstep(self) -> tuple:
+        return (self.block_K,)
+
+    @property
+    def pipeline_stage(self) -> int:
+        return self.num_stages
+
+    @property
+    def rasterization_plan(self):
+        # the roller's plans are a module of their own (TileLang's path); none is chosen
+        from tilejit.carver.roller.rasterization import NoRasterization
+        return NoRasterization()
+
 
 def _candidates(extent: int, granule: int, cap: int = 256) -> list[int]:
     out = {granule << k for k in range(8) if granule << k <= cap}
@@ -135,6 +162,15 @@ class Template:
         self.arch = arch
         return self
 
+    def equivalent_function(self):
+        """What the template computes, as a function of torch tensors (TileLang's is a
+        TVM PrimFunc of it): the reference a tuned kernel's results are checked
+        against."""
+        return self.reference
+
+    def reference(self, *tensors):
+        raise NotImplementedError(f"{type(self).__name__} has no reference function")
+
     def get_hardware_aware_configs(self, arch: CUDA | None = None, topk: int = 10):
         """TileLang's name for ``recommend_hints`` (with the arch given here)."""
         if arch is not None:
@@ -153,6 +189,13 @@ class MatmulTemplate(Template):
     out_dtype: str = "float16"
     accum_dtype: str = "float32"
     arch: CUDA | None = None
+
+    def reference(self, A, B):
+        """C = A @ B, accumulated in ``accum_dtype``, in ``out_dtype``."""
+        import torch    # a reference of torch tensors: only when it is called
+        acc = getattr(torch, str(getattr(self.accum_dtype, "name", self.accum_dtype)))
+        out = getattr(torch, str(getattr(self.out_dtype, "name", self.out_dtype)))
+        return (A.to(acc) @ B.to(acc)).to(out)
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         arch = self.arch or CUDA()
