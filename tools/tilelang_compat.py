@@ -341,7 +341,8 @@ TILELANG_DIFFERENCES = {
                 "none unless given, TileLang's is 100 s); explicit tuned values skip the "
                 "tuning; a classic factory's `ref_prog`, `supply_prog`, `supply_type`, "
                 "`rtol`/`atol`, `max_mismatched_ratio`, `skip_check`, `manual_check_prog` "
-                "and `cache_input_tensors` act; no `early_stop`; simulation picks the first "
+                "`cache_input_tensors`, `early_stop` and `early_stop_factor` act (and "
+                "`AutoTuner.run(early_stop=...)`'s); simulation picks the first "
                 "config that compiles; the tuned kernel has `config`, `latency` (ms; NaN in "
                 "simulation) and `ref_latency`",
     "Profiler": "made by `kernel.get_profiler(tensor_supply_type=...)`; `func` (the kernel), "

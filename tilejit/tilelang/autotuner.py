@@ -387,7 +387,8 @@ class ClassicAutotuner:
                         kernel.get_kernel_source(arch=arch, tensors=inputs)
                         chosen, valid, note = index, True, SIMULATION_NOTE
                     else:
-                        ms, note = bench.run(kernel, config)
+                        ms, note = bench.run(kernel, config, self.profile.stop_ms(
+                            t[1] for t in timings))
                         valid = ms is not None
                 except MissingInputsError:
                     raise                     # the tuning's inputs, not this config
@@ -505,8 +506,9 @@ class _Bench:
         full = [produced[i] if i in produced else next(it) for i in range(len(params))]
         return results, full
 
-    def run(self, kernel, config):
-        """(milliseconds or None, note) of one config's kernel."""
+    def run(self, kernel, config, stop_ms=None):
+        """(milliseconds or None, note) of one config's kernel (``stop_ms``: TileLang's
+        early stop, ``autotune.timed``)."""
         torch = self.torch
         if self.inputs is None:
             self.inputs = self._make_inputs(kernel)
@@ -536,6 +538,6 @@ class _Bench:
                                   f"{problem}")
         launch = kernel.kernel
         ms, why = timed(lambda: launch(*full), self.tuner.warmup, self.tuner.rep, True,
-                        self.tuner.timeout)
+                        self.tuner.timeout, stop_ms)
         return ms, why or "ok"
 

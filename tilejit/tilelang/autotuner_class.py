@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tilejit.runtime.kernel import default_arch
-from tilejit.tuning.autotune import (AutotuneWarning, first_line, skippable_errors, snapshot,
-                                     timed)
+from tilejit.tuning.autotune import (AutotuneWarning, check_early_stop, first_line,
+                                     skippable_errors, snapshot, timed)
 
 
 def _hash_fields(obj) -> int:
@@ -86,6 +86,18 @@ class ProfileArgs:
     skip_check: bool = False
     manual_check_prog: Callable | None = None
     cache_input_tensors: bool = True
+    early_stop: bool = False            # TileLang's: a config whose estimate is past
+    early_stop_factor: float = 2.0      # factor × the best so far is not timed in full
+
+    def __post_init__(self):
+        check_early_stop(self.early_stop, self.early_stop_factor)
+
+    def stop_ms(self, timed_ms) -> float | None:
+        """The estimate past which a config is not timed in full: ``early_stop_factor``
+        × the best of ``timed_ms`` (None: time it in full)."""
+        best = min((m for m in timed_ms if m is not None), default=None)
+        return best * self.early_stop_factor if self.early_stop and best is not None \
+            else None
 
     def __hash__(self):
         return _hash_fields(self)
@@ -181,11 +193,21 @@ class AutoTuner:
         return [dict(c) for c in configs]
 
     def run(self, warmup: int = 25, rep: int = 100, timeout: int = 180,
+            early_stop: bool | None = None, early_stop_factor: float | None = None,
             **ignored) -> AutotuneResult:
+        """Tune: each config compiled, checked and timed (``early_stop``: one whose
+        estimate is past ``early_stop_factor`` × the best so far is not timed in full,
+        TileLang's; default: the profile args')."""
         configs = self._configs()
         name = getattr(self.fn, "__name__", "kernel")
         gpu = _cuda_available() and self.compile_args.target in ("auto", "cuda")
-        bench = _Profile(self.profile_args, warmup, rep, timeout) if gpu else None
+        profile = self.profile_args
+        if early_stop is not None or early_stop_factor is not None:
+            profile = dataclasses.replace(
+                profile, early_stop=profile.early_stop if early_stop is None else early_stop,
+                early_stop_factor=profile.early_stop_factor if early_stop_factor is None
+                else early_stop_factor)
+        bench = _Profile(profile, warmup, rep, timeout) if gpu else None
         skippable = skippable_errors()
         best, timings = None, []
         for config in configs:
@@ -200,7 +222,7 @@ class AutoTuner:
                     kernel.get_kernel_source(arch=default_arch())
                     ms, note = None, "compiles (simulation: not timed)"
                 else:
-                    ms, note = bench.run(kernel)
+                    ms, note = bench.run(kernel, profile.stop_ms(t[1] for t in timings))
             except skippable as e:
                 ms, note, kernel, program = None, f"failed: {type(e).__name__}: " \
                     f"{first_line(e)}", None, None
@@ -265,7 +287,7 @@ class _Profile:
         shim = type("Tuner", (), {"__name__": kernel.prim.__name__})()
         return _Bench(shim, None)._make_inputs(kernel)
 
-    def run(self, kernel):
+    def run(self, kernel, stop_ms=None):
         torch = self.torch
         if self.inputs is None:
             self.inputs = self._make_inputs(kernel)
@@ -278,7 +300,7 @@ class _Profile:
                 return None, f"results differ from the reference: {problem}"
         launch = kernel
         ms, why = timed(lambda: launch(*self.inputs), self.warmup, self.rep, True,
-                        self.timeout)
+                        self.timeout, stop_ms)
         return ms, (f"skipped: {why}" if why else "ok")
 
     def _check(self, outputs) -> str | None:

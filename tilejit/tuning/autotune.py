@@ -27,7 +27,8 @@ class AutotuneWarning(UserWarning):
 # classic style (a factory returning a @T.prim_func) takes them (tilelang/autotuner.py)
 PROFILE_OPTIONS = ("supply_type", "supply_prog", "ref_prog", "rtol", "atol",
                    "max_mismatched_ratio", "skip_check", "manual_check_prog",
-                   "cache_input_tensors", "do_not_specialize")
+                   "cache_input_tensors", "do_not_specialize", "early_stop",
+                   "early_stop_factor")
 
 
 def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None,
@@ -75,6 +76,15 @@ def check_workers(workers):
     return workers
 
 
+def check_early_stop(early_stop, factor) -> None:
+    """TileLang's: ``early_stop_factor`` at least 1 (a config within it of the best is
+    timed in full)."""
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Real):
+        raise ValueError(f"early_stop_factor must be a number >= 1.0, got {factor!r}")
+    if early_stop and factor < 1.0:
+        raise ValueError(f"early_stop_factor must be >= 1.0, got {factor}")
+
+
 def check_timeout(timeout):
     """None (no limit) or a positive number of seconds; TileLang's 0 or less is no
     limit."""
@@ -95,10 +105,15 @@ def _wall(run, cuda: bool) -> float:
     return time.perf_counter() - start
 
 
-def timed(run, warmup: int, rep: int, cuda: bool, timeout) -> tuple:
+def timed(run, warmup: int, rep: int, cuda: bool, timeout, stop_ms=None) -> tuple:
     """(median ms, None) of ``run``, or (None, why) when timing it takes longer than
     ``timeout`` seconds: one run is timed first and the config skipped when the whole
-    timing would take longer, else skipped when it did."""
+    timing would take longer, else skipped when it did. With ``stop_ms`` (TileLang's
+    early stop) a first run slower than it is the config's time, not timed further."""
+    if stop_ms is not None:
+        estimate = _wall(run, cuda) * 1e3
+        if estimate > stop_ms:
+            return estimate, None
     if timeout is None:
         return do_bench(run, warmup, rep, cuda=cuda), None
     estimate = _wall(run, cuda) * (warmup + rep)
