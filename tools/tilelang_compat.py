@@ -340,7 +340,7 @@ TILELANG_DIFFERENCES = {
                 "milliseconds), `timeout` (skips a config whose timing would take longer; "
                 "none unless given, TileLang's is 100 s); explicit tuned values skip the "
                 "tuning; a classic factory's `ref_prog`, `supply_prog`, `supply_type`, "
-                "`rtol`/`atol`, `max_mismatched_ratio`, `skip_check`, `manual_check_prog` "
+                "`rtol`/`atol`, `max_mismatched_ratio`, `skip_check`, `manual_check_prog`, "
                 "`cache_input_tensors`, `early_stop` and `early_stop_factor` act (and "
                 "`AutoTuner.run(early_stop=...)`'s); simulation picks the first "
                 "config that compiles; the tuned kernel has `config`, `latency` (ms; NaN in "
