@@ -366,3 +366,20 @@ def test_extra_keywords_of_an_eager_program():
                 A[i] = metadata["x"]
     with pytest.raises(tilelang.CompileError, match=r"the body reads \*\*metadata"):
         reads(torch.zeros(8))
+
+
+def test_a_classic_factorys_func_and_get_tir():
+    """TileLang's ``f.func`` (the factory) and ``f.get_tir(...)`` (the prim_func for
+    those arguments, compiled by ``tilelang.compile``) of a classic-style program."""
+    @tilelang.jit(out_idx=[-1])
+    def doubled(N=64):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=64):
+                for i in T.Parallel(N):
+                    B[i] = A[i] * 2.0
+        return main
+    assert doubled.func(N=32).__name__ == "main"
+    prim = doubled.get_tir(N=32)
+    a = torch.randn(32)
+    torch.testing.assert_close(tilelang.compile(prim, out_idx=[-1])(a), a * 2)

@@ -623,6 +623,21 @@ class ClassicJit:
         self.__wrapped__ = factory
         self._compiled: dict = {}
 
+    @property
+    def func(self):
+        """The factory (TileLang's ``JITImpl.func``)."""
+        return self.factory
+
+    def get_tir(self, *args, **kwargs) -> PrimFunc:
+        """TileLang's ``f.get_tir(...)``: the @T.prim_func the factory returns for these
+        arguments, not compiled (``tilejit.compile`` of it compiles; there is no TIR:
+        tilejit emits PTX from the program's source)."""
+        pf = self.factory(*args, **kwargs)
+        if not isinstance(pf, PrimFunc):
+            raise TypeError(f"{self.__name__}() must return a @T.prim_func, returned "
+                            f"{type(pf).__name__}")
+        return pf
+
     def __call__(self, *args, **kwargs):
         key = self._call_key(args, kwargs)
         if key is not None and key in self._compiled:
