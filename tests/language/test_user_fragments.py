@@ -59,6 +59,10 @@ LAYOUTS = {
     "half_the_threads": lambda M, N: T.Fragment(
         (M, N), forward_thread_fn=lambda i, j: j // 2,
         forward_index_fn=lambda i, j: i * 2 + j % 2),
+    # threads [32, 96) of the 128 (TileLang's thread-offset partial reductions): the
+    # digits read t - 32; the others hold copies
+    "thread_offset": lambda M, N: T.Fragment(
+        (M, N), forward_fn=lambda i, j: (32 + j // 2, i * 2 + j % 2)),
 }
 
 
@@ -220,7 +224,8 @@ def test_copy_and_elementwise_through_a_user_fragment_simulated(layout):
     np.testing.assert_allclose(y.numpy(), x64 * 2 + x64 * x64, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("layout", ["warp_rows", "thread_per_row", "forward_fn", "replicated"])
+@pytest.mark.parametrize("layout", ["warp_rows", "thread_per_row", "forward_fn", "replicated",
+                                    "thread_offset"])
 def test_reduction_of_a_user_fragment_simulated(layout):
     x = _x(seed=1)
     y = torch.zeros(8)
@@ -250,12 +255,57 @@ def _ptx(kernel, arch, *args, **kw):
     return kernel.compile(*args, target="cuda", arch=arch, **kw).ptx
 
 
+def offset_normalize(offset=32, rows=2, width=512, vec=8):
+    """TileLang's thread-offset partial reduction: threads [offset, offset + 64) of 128
+    hold the rows (eight consecutive columns each), the sums replicated on them."""
+    @T.prim_func
+    def main(x: T.Tensor((rows, width), "float32"), out: T.Tensor((rows, width), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((rows, width), "float32")
+            s = T.alloc_fragment((rows,), "float32")
+            T.annotate_layout({
+                f: T.Fragment(f.shape, forward_fn=lambda i, j: (offset + j // vec,
+                                                                 i * vec + j % vec)),
+                s: T.Fragment(s.shape, forward_fn=lambda i, rep: (offset + rep, i),
+                              replicate=64)})
+            for i, j in T.Parallel(rows, width):
+                f[i, j] = x[i, j]
+            T.reduce_sum(f, s, dim=1)
+            for i, j in T.Parallel(rows, width):
+                out[i, j] = f[i, j] / s[i]
+    return main
+
+
+def test_a_layout_starting_at_a_thread_offset(ptxas):
+    x = torch.rand(2, 512)
+    kernel = tilejit.compile(offset_normalize(), out_idx=[1])
+    torch.testing.assert_close(kernel(x), x / x.sum(1, keepdim=True), rtol=1e-5, atol=1e-6)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(offset_normalize(), out_idx=[1],
+                              target="cuda").get_kernel_source(arch=arch), arch)
+    with pytest.raises(tilejit.CompileError, match=r"element \[0, 0\] is on thread 16 at "
+                                                   r"local index 0 \(a layout may start at a "
+                                                   r"thread that is a multiple of 32"):
+        tilejit.compile(offset_normalize(offset=16), out_idx=[1],
+                        target="cuda").get_kernel_source(arch="sm_80")
+
+
+@pytest.mark.gpu
+def test_a_layout_starting_at_a_thread_offset_gpu():
+    x = torch.rand(2, 512)
+    kernel = tilejit.compile(offset_normalize(), out_idx=[1])
+    gpu = kernel(x.cuda()).cpu()
+    torch.testing.assert_close(gpu.double(), (x.double() / x.double().sum(1, keepdim=True)),
+                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gpu, kernel(x), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_user_fragments_compile_and_assemble(arch, ptxas):
     x, y = _x(), torch.zeros(8, 128)
     for layout in sorted(LAYOUTS):
         ptxas(_ptx(elementwise, arch, x, y, layout=layout), arch)
-    for layout in ("warp_rows", "thread_per_row", "replicated"):
+    for layout in ("warp_rows", "thread_per_row", "replicated", "thread_offset"):
         ptx = _ptx(row_sum, arch, x, torch.zeros(8), layout=layout)
         ptxas(ptx, arch)
     # lanes 0..31 of warp w hold rows w, w + 4 (warp_rows): the reduction is within a warp
@@ -335,7 +385,8 @@ def test_copy_and_elementwise_through_a_user_fragment_gpu(layout):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("layout", ["warp_rows", "thread_per_row", "forward_fn", "replicated"])
+@pytest.mark.parametrize("layout", ["warp_rows", "thread_per_row", "forward_fn", "replicated",
+                                    "thread_offset"])
 def test_reduction_of_a_user_fragment_gpu(layout):
     x = _x(seed=1).cuda()
     y = torch.zeros(8, device="cuda")

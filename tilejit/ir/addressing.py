@@ -296,17 +296,18 @@ def _writer(layout) -> Expr | None:
            for t in range(layout.threads)]
     if all(o == t for t, o in enumerate(own)):
         return None
+    tv = layout.thread() if getattr(layout, "base", 0) else T_VAR   # t - base, mod n
     if all(_pow2(d.size) and _pow2(d.stride) for d in digits):
         covered = 0
         for d in digits:
             covered |= (d.size - 1) * d.stride
-        return BinOp("lt", T_VAR & ((layout.threads - 1) & ~covered), Const(1))
+        return BinOp("lt", tv & ((layout.threads - 1) & ~covered), Const(1))
     if any(o > t for t, o in enumerate(own)):
         raise ValueError(f"{layout}: overlapping thread digits")
     expr: Expr = Const(1)
     for d in digits:
-        expr = expr + ((T_VAR // d.stride) % d.size) * d.stride
-    return BinOp("lt", T_VAR, expr)             # t < own(t) + 1, i.e. t == own(t)
+        expr = expr + ((tv // d.stride) % d.size) * d.stride
+    return BinOp("lt", tv, expr)            # t < own(t) + 1, i.e. t == own(t)
 
 
 def _pow2(x: int) -> bool:

@@ -34,8 +34,8 @@ class Digit:
     size: int
     place: int
 
-    def expr(self) -> Expr:
-        var = T_VAR if self.src == "t" else S_VAR
+    def expr(self, thread: Expr = T_VAR) -> Expr:
+        var = thread if self.src == "t" else S_VAR
         return ((var // self.stride) % self.size) * self.place
 
 
@@ -49,21 +49,30 @@ class DigitLayout:
     threads: int
     slots: int
     name: str = ""
+    base: int = 0       # the thread of element (0, ...): the digits read t - base (mod
+    #                     threads), a layout of threads [base, base + n) of the block
 
     def __eq__(self, other):
         return (isinstance(other, DigitLayout) and self.shape == other.shape
                 and self.dims == other.dims and self.threads == other.threads
-                and self.slots == other.slots)
+                and self.slots == other.slots and self.base == other.base)
 
     def __hash__(self):
-        return hash((self.shape, self.dims, self.threads, self.slots))
+        return hash((self.shape, self.dims, self.threads, self.slots, self.base))
+
+    def thread(self) -> Expr:
+        """The thread index the digits read: ``t``, or ``(t - base) mod threads``."""
+        if not self.base:
+            return T_VAR
+        return (T_VAR + Const(self.threads - self.base)) % Const(self.threads)
 
     def coords(self) -> tuple[Expr, ...]:
+        thread = self.thread()
         out = []
         for digits in self.dims:
             e: Expr = Const(0)
             for d in digits:
-                e = e + d.expr()
+                e = e + d.expr(thread)
             out.append(e)
         return tuple(out)
 
@@ -132,6 +141,8 @@ def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False,
     """The reduction of ``src`` along ``dim`` (None when its thread digits along dim are
     not powers of two, which shuffles cannot combine); ``warp``: the lanes one exchange
     reaches (the target's ``warp_size``)."""
+    if src.base % warp:
+        return None             # lanes exchanged by shuffles: the offset keeps lane bits
     kept = [k for k in range(len(src.shape)) if k != dim]
     slot_digits = sorted((d for k in kept for d in src.dims[k] if d.src == "s"),
                          key=lambda d: d.stride)
@@ -164,7 +175,7 @@ def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False,
         else:
             return None
     result = DigitLayout(tuple(shape), tuple(dims), src.threads, acc,
-                         f"{src.name} reduced along dim {dim}")
+                         f"{src.name} reduced along dim {dim}", src.base)
     return Reduction(src, dim, result, slot_map, tuple(lane), tuple(across))
 
 
@@ -183,7 +194,8 @@ def merged_digits(layout: DigitLayout) -> DigitLayout:
             else:
                 out.append(d)
         dims.append(tuple(out))
-    return DigitLayout(layout.shape, tuple(dims), layout.threads, layout.slots, layout.name)
+    return DigitLayout(layout.shape, tuple(dims), layout.threads, layout.slots, layout.name,
+                       layout.base)
 
 
 class ReshapeError(ValueError):
@@ -239,7 +251,7 @@ def reshape_layout(src: DigitLayout, shape, name: str = "") -> DigitLayout:
                 stride, size, place = stride * q, size // q, bounds[m]
     out = tuple(tuple(sorted(ds, key=lambda d: d.place)) for ds in dims)
     return DigitLayout(shape, out, src.threads, src.slots,
-                       name or f"{src.name or 'layout'} reshaped to {shape}")
+                       name or f"{src.name or 'layout'} reshaped to {shape}", src.base)
 
 
 def _row_major_strides(shape) -> list[int]:

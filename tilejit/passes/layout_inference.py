@@ -1131,7 +1131,8 @@ def _expand(layout, fixed, shape):
     dims = tuple(((Digit("s", strides[k], shape[k], 1),) if shape[k] > 1 else ())
                  if k in strides else next(kept) for k in range(len(shape)))
     return DigitLayout(tuple(shape), dims, dl.threads, acc,
-                       f"{dl.name or 'layout'} held per thread along dims {list(fixed)}")
+                       f"{dl.name or 'layout'} held per thread along dims {list(fixed)}",
+                       dl.base)
 
 
 def _compact_slots(dl) -> bool:

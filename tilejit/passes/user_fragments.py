@@ -61,7 +61,8 @@ def annotated_fragment(ctx, scope, name, tile, value_node, line):
             f"tilejit can build: {problem}. tilejit builds fragment layouts whose thread and "
             f"local index are sums, over the dimensions, of mixed-radix digits of each index "
             f"(`i % 4 * 32 + j % 32`, `i // 4 * 4 + j // 32`), element (0, ..., 0) on thread "
-            f"0 at local index 0, the local indices dense", line)
+            f"0 (or a multiple of 32: a range of the block's threads) at local index 0, the "
+            f"local indices dense", line)
     return layout, line, f"the T.Fragment given to {name!r} by T.annotate_layout"
 
 
@@ -69,11 +70,14 @@ def digit_form(thread, slot, shape, threads, name=""):
     """(the digit layout placing every element at ``thread[..., rep]`` and ``slot``, "")
     or (None, why not). ``thread``: int64 of ``shape + (replicas,)``; ``slot``: of
     ``shape``."""
-    own = thread[..., 0]
     origin = (0,) * len(shape)
-    if own[origin] or slot[origin]:
-        return None, (f"element {list(origin)} is on thread {int(own[origin])} at local "
-                      f"index {int(slot[origin])}")
+    base = int(thread[origin + (0,)])
+    if slot[origin] or base % 32:
+        return None, (f"element {list(origin)} is on thread {base} at local index "
+                      f"{int(slot[origin])} (a layout may start at a thread that is a "
+                      f"multiple of 32, at local index 0)")
+    thread = (thread - base) % threads      # the digits read the thread less the offset
+    own = thread[..., 0]
     dims = []
     for k, n in enumerate(shape):
         line = tuple(slice(None) if d == k else 0 for d in range(len(shape)))
@@ -86,8 +90,8 @@ def digit_form(thread, slot, shape, threads, name=""):
     if slots != int(slot.max()) + 1:
         return None, (f"the local indices are not dense: {int(slot.max()) + 1} local "
                       f"indices for {slots} elements per thread")
-    layout = merged_digits(DigitLayout(shape, tuple(dims), threads, slots, name))
-    problem = _verify(layout, thread, slot)
+    layout = merged_digits(DigitLayout(shape, tuple(dims), threads, slots, name, base))
+    problem = _verify(layout, (thread + base) % threads, slot)
     return (layout, "") if problem is None else (None, problem)
 
 

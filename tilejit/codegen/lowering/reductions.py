@@ -210,8 +210,9 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                                ir.PointerType(partial[0].type, 3))
         group, place = I32(0), 1
+        rotated = emit(builder, dl.thread(), {"t": tid})    # t - base (mod n): the digits'
         for d in red.warp_digits:
-            digit = builder.urem(builder.udiv(tid, I32(d.stride)), I32(d.size))
+            digit = builder.urem(builder.udiv(rotated, I32(d.stride)), I32(d.size))
             group = builder.add(group, builder.mul(digit, I32(place)))
             place *= d.size
         size = math.prod(red.result.shape)
