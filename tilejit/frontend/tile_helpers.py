@@ -94,15 +94,17 @@ class _Inliner:
                 k.value for k in stmt.value.keywords])
         # a helper of the kernel's body reading the kernel's own names (local_helpers.py)
         closure = self.ks.local_helpers.get(getattr(stmt.value.func, "id", None))
-        if not found or not (reaches(found[1], {**current_namespace(fn), "T": T}, _tile_op,
-                                     depth) or self._passes_fragment(stmt.value) or place
-                             or closure):
+        if not found or not (reaches(found[1], {**current_namespace(fn), "T": T},
+                                     _front_end_op, depth) or
+                             self._passes_fragment(stmt.value) or place or closure):
             return None
         if assign and not (found[1].body and isinstance(found[1].body[-1], ast.Return)
                            and found[1].body[-1].value is not None):
             raise self.ks.error(f"{found[1].name}(), inlined here, gives its value by a "
                                 f"`return` as its last statement", stmt)
-        body = inline_call(self.ks, stmt, fn, *found, "a helper with tile operations,")
+        body = inline_call(self.ks, stmt, fn, *found,
+                           "a helper with tile operations (or T.serial loops, T.alloc_var "
+                           "variables, element atomics: what the front end rewrites),")
         self.count += 1
         module = ast.Module(body=body, type_ignores=[])
         suffix = f"__{found[1].name}{self.count}"
@@ -140,10 +142,37 @@ _FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reduce
                          if hasattr(T, n)}
 
 
+# what the front end rewrites in a kernel's own body and Numba cannot type in a device
+# function: a helper that uses one is inlined too, where a call statement names it
+_FRONT_END_ONLY = {getattr(T, name) for name in (
+    "serial", "unroll", "vectorized", "grid", "Pipelined", "Serial", "Unroll", "Vectorized",
+    "alloc_var", "alloc_local", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "shift_left", "shift_right", "floordiv", "floormod", "align_up", "index_to_coordinates",
+    "get_lane_idx", "loop_break", "atomic_load", "atomic_store", "atomic_add", "atomic_max",
+    "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let", "print")
+    if hasattr(T, name)}
+
+
 def _tile_op(call, namespace) -> bool:
     """A call only the tile passes lower, or one passing ``**`` a dict."""
     return any(k.arg is None for k in call.keywords) or \
         resolve_static(call.func, namespace) in _TILE_OPS
+
+
+def _front_end_op(call, namespace) -> bool:
+    """A tile operation, or a call only the front end rewrites (``T.serial``, ``T.alloc_var``,
+    an element atomic, …), or one with the keywords the front end takes off
+    (``T.Parallel(..., coalesced_width=4)``, ``rounding_mode=``)."""
+    if _tile_op(call, namespace):
+        return True
+    fn = resolve_static(call.func, namespace)
+    try:
+        if fn in _FRONT_END_ONLY:
+            return True
+    except TypeError:           # an unhashable value called: not one of them
+        return False
+    return bool(call.keywords) and (fn is T.Parallel or any(
+        k.arg == "rounding_mode" for k in call.keywords))
 
 
 def reaches(fdef, namespace, hit, depth=_DEPTH) -> bool:
