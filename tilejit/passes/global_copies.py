@@ -7,7 +7,8 @@ in ``T.copy`` has its shape specialized; a view's is its ``shape`` argument):
 
     T.copy(X, Y)   →   for i0, i1 in T.Parallel(e0, e1):  Y[i0, i1] = X[i0, i1]
 
-The two shapes must hold the same extents once dimensions of extent 1 are set aside
+Between dtypes the element is converted (``T.cast``, float to int included, as a tile
+copy converts). The two shapes must hold the same extents once dimensions of extent 1 are set aside
 (those are indexed at 0). A shape that is not known at compile time leaves the copy as
 written (the copy planner then says what it needs).
 """
@@ -19,6 +20,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import CAST
 from tilejit.passes.element_loops import copy_operands, index, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
@@ -72,8 +74,13 @@ class _Copies(syntax.NodeTransformer):
                 [ast.Name(next(it), ast.Load()) if e != 1 else ast.Constant(0)
                  for e in shape]), ctx)
 
-        store = ast.Assign([element(dst.id, d_shape, ast.Store())],
-                           element(src.id, s_shape, ast.Load()))
+        value = element(src.id, s_shape, ast.Load())
+        s_dtype, d_dtype = (self.ctx.param_dtypes.get(x.id) for x in (src, dst))
+        if s_dtype is not None and d_dtype is not None and s_dtype != d_dtype:
+            # a copy between dtypes converts (as a tile copy does), float to int too
+            value = ast.Call(ast.Name(CAST, ast.Load()), [value, ast.Constant(d_dtype.name)],
+                             [])
+        store = ast.Assign([element(dst.id, d_shape, ast.Store())], value)
         return ast.copy_location(parallel_loop(names, extents or [1], [store]), node)
 
 
