@@ -238,7 +238,8 @@ class _Rewrite(syntax.NodeTransformer):
             # the destination is not stored
             d_elem.ctx = ast.Store()
             value = s_elem if s_inside is None else ast.IfExp(s_inside, s_elem, _zero(s))
-            if s[4].dtype != d[4].dtype:    # between dtypes the copy converts
+            if s[4] is not None and d[4] is not None and s[4].dtype != d[4].dtype:
+                # between the dtypes of two tensors the copy converts
                 value = ast.Call(ast.Name(CAST, ast.Load()), [value, ast.Constant(
                     d[4].dtype.name)], [])
             store = [ast.Assign([d_elem], value)]
