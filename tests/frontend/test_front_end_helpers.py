@@ -71,3 +71,25 @@ def test_on_the_gpu():
     torch.testing.assert_close(o.cpu(), o_sim, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(f.cpu(), f_sim)
     assert c.item() == c_sim.item() == 8
+
+
+def square(x):
+    return x * x
+
+
+def activation(x, fn=square):
+    return fn(x)
+
+
+def test_a_helper_as_a_default_argument_of_a_helper(ptxas):
+    """``def act(x, fn=square)`` called as ``act(A[i])``: the default helper is inlined as
+    one the body names (it was an internal error: Numba cannot type a function value)."""
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = activation(A[i])
+    a = torch.randn(64)
+    torch.testing.assert_close(tilelang.compile(main, out_idx=[1])(a), a * a)
+    ptxas(tilelang.compile(main, out_idx=[1], target="cuda").get_kernel_source(arch="sm_80"),
+          "sm_80")

@@ -44,6 +44,10 @@ def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
     copy_.__kwdefaults__, copy_.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     copy_.__module__ = fn.__module__
     done[fn] = copy_
+    if fn.__defaults__ and any(map(is_helper, fn.__defaults__)):
+        # a helper as a default argument (`def act(x, fn=square)`): inlined as one named
+        copy_.__defaults__ = tuple(T.macro(_inlinable(d, done)) if is_helper(d) else d
+                                   for d in fn.__defaults__)
     for name in fn.__code__.co_names:
         if is_helper(scope.get(name)):
             scope[name] = T.macro(_inlinable(scope[name], done))
