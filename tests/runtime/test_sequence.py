@@ -198,3 +198,39 @@ def test_launches_alike_in_threads_and_parameters_are_cached_apart():
         first, second = kernel.compile(a, out, target="cuda", arch="sm_90a").handles
         assert first.ptx != second.ptx
         assert second.ptx.count("ld.global") > 0 and first.ptx.count("st.global") > 0
+
+
+def test_a_bfloat16_scratch_or_output_compiles_without_a_device(ptxas):
+    """Compiling a program of several kernels without a device sizes its T.empty outputs
+    and scratch by shape and dtype (numpy has no bfloat16: it was a TypeError)."""
+    import tilejit as tilelang
+
+    @tilelang.jit
+    def two_steps(X):
+        N = T.const("N")
+        X: T.Tensor[[N], T.float32]
+        Y = T.empty((N,), T.bfloat16)
+        S = T.empty((N,), T.float32)
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                S[i] = X[i] * 2
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                Y[i] = S[i]
+        return Y, S
+
+    @T.prim_func
+    def scratch(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        S = T.alloc_global((128,), "bfloat16")
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                S[i] = X[i] * 2
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                Y[i] = S[i]
+    x = torch.randn(128)
+    y, _ = two_steps(x)
+    torch.testing.assert_close(y, (x * 2).bfloat16())
+    ptxas(two_steps.compile(x, target="cuda", arch="sm_90a").get_kernel_source(), "sm_90a")
+    ptxas(tilelang.compile(scratch, out_idx=[1], target="cuda -arch=sm_80").get_kernel_source(),
+          "sm_80")

@@ -36,7 +36,7 @@ from tilejit.frontend.source import (_function_def, function_namespace, is_launc
                                      resolve_static)
 from tilejit.ir.markers import LANGUAGE
 from tilejit.runtime import host
-from tilejit.runtime.arguments import as_tensor_arg
+from tilejit.runtime.arguments import TensorSpec, as_tensor_arg
 
 
 def _launch(stmt, namespace) -> bool:
@@ -199,8 +199,9 @@ class KernelSequence:
 
     def scratch_tensors(self, values, on_host=False) -> tuple:
         """The scratch tensors (and T.empty outputs) of a call with ``values``: like its
-        first tensor, or numpy arrays (``on_host``: a compile without a device)."""
-        like = None if on_host else next(
+        first tensor, or (``on_host``: a compile without a device) shapes and dtypes
+        only (``TensorSpec``: a bfloat16 one too, which numpy has not)."""
+        like = TensorSpec((1,), "float32").as_arg() if on_host else next(
             (t for t in map(_tensor_or_none, values) if t is not None), None)
         with host.allocating_like(like):
             return tuple(self._allocate(*values))
