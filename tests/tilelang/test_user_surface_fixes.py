@@ -383,3 +383,25 @@ def test_a_classic_factorys_func_and_get_tir():
     prim = doubled.get_tir(N=32)
     a = torch.randn(32)
     torch.testing.assert_close(tilelang.compile(prim, out_idx=[-1])(a), a * 2)
+
+
+@tilelang.jit
+def add_one_to_m(A, M):
+    M: T.int32
+    A: T.Tensor[[M], T.float32]
+    B = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, 32), threads=32) as bx:
+        for i in T.Parallel(32):
+            if bx * 32 + i < M:
+                B[bx * 32 + i] = A[bx * 32 + i] + 1
+    return B
+
+
+def test_a_scalar_annotated_in_the_body_is_a_run_time_value(ptxas):
+    """TileLang's eager notebook's ``M: T.int32`` in the body (not the signature), then
+    ``A: T.Tensor[[M], ...]``: a run-time scalar and the tensor's extent (it was a
+    NameError from the annotations' evaluation)."""
+    for n in (50, 77):
+        a = torch.randn(n)
+        torch.testing.assert_close(add_one_to_m(a, n), a + 1)
+    ptxas(add_one_to_m.get_kernel_source(torch.randn(50), 50, arch="sm_80"), "sm_80")

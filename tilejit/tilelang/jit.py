@@ -150,6 +150,7 @@ class _Desugared:
         self.static_locals = {}     # `dtype = T.float16` in the body, before annotations
         self.symbols: dict[str, bool] = {}          # name -> dynamic?
         self.annotations: list[tuple[str, ast.expr, int]] = []
+        self.scalars: dict[str, ast.expr] = {}     # parameter -> its dtype, annotated in the body
         body = []
         prologue = Prologue()
         # `**metadata` (TileLang's lazy programs take extra keywords): accepted by a call
@@ -186,6 +187,11 @@ class _Desugared:
             self._static_local(stmt)
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                     and stmt.value is None:
+                if self._is_scalar_annotation(stmt.annotation) and stmt.target.id in {
+                        a.arg for a in fdef.args.args}:
+                    # `M: T.int32` in the body: a run-time scalar, as in the signature
+                    self.scalars[stmt.target.id] = stmt.annotation
+                    continue
                 self.annotations.append((stmt.target.id, prologue.substitute(stmt.annotation),
                                          stmt.lineno))
                 continue
@@ -207,6 +213,7 @@ class _Desugared:
         # a scalar annotated with its dtype (`alpha: T.float32`) is a run-time value, as
         # TileLang's typed variable; any other parameter specializes the kernel
         for a in fdef.args.args:
+            a.annotation = self.scalars.get(a.arg, a.annotation)
             runtime = a.arg in self.tensors or self._is_scalar_annotation(a.annotation)
             a.annotation = None if runtime else ast.Attribute(
                 ast.Name("T", ast.Load()), "constexpr", ast.Load())
@@ -369,6 +376,8 @@ class JitFunction:
         # one annotated in the body when its annotations are evaluated)
         self._scalars = {n: a for n, a in getattr(func, "__annotations__", {}).items()
                          if isinstance(a, DType) and a.held and n not in sugar.pointers}
+        self._scalars.update({n: resolve_static(a, sugar.namespace)
+                              for n, a in sugar.scalars.items()})
         self._pointers = sugar.pointers     # `A: T.ptr`: a tensor's address at each call
         # what a call gives at run time: the tensors and the typed scalars
         self._runtime_names = frozenset(sugar.tensors) | frozenset(self._scalars)
@@ -601,9 +610,11 @@ class JitFunction:
         # T.float32])`): its shape and dtype
         given = {k: _annotation_spec(v) if k in self.sugar.tensors else v
                  for k, v in self._bind(args, params, partial=True).items()}
-        # a run-time scalar of the signature (`scale: T.float32`): its type alone, given a
-        # value or not (the compiled program takes it at each call, as the tensors)
-        given.update({k: typed_scalar(k, 0, dtype) for k, dtype in self._scalars.items()})
+        # a run-time scalar (`scale: T.float32`): its type (the compiled program takes it at
+        # each call, as the tensors); the value given, else 1, sizes what the host code
+        # computes from it here (a grid of T.ceildiv(M, 32) blocks: 0 would be no launch)
+        given.update({k: typed_scalar(k, given.get(k, 1), dtype)
+                      for k, dtype in self._scalars.items()})
         tensors = {k: v for k, v in given.items() if k in self._runtime_names}
         settings = {k: v for k, v in given.items() if k not in self._runtime_names}
         missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
