@@ -42,6 +42,7 @@ from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.output_params import outputs_as_empty
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
+from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType, as_dtype
 from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
                                              TensorAnnotation, warn_symbolic)
@@ -201,6 +202,7 @@ class _Desugared:
         body[:0] = bindings
         unbound = set(self.symbols) - bound
         if unbound:
+            self._unsupported_names(body)       # the cause, where one is (T.match_buffer)
             raise CompileError(f"symbol(s) {', '.join(sorted(unbound))} are not the extent of "
                                "any annotated tensor", self.filename, fdef.lineno)
         self.tensors = [name for name, _, _ in self.annotations]
@@ -221,6 +223,22 @@ class _Desugared:
         fdef.decorator_list = []
         self.fdef = syntax.fix_missing_locations(fdef)
         self.params = params
+
+    def _unsupported_names(self, body) -> None:
+        """A ``T.<name>`` of TileLang's that tilejit does not have, used in the body: its
+        error at its line (it is why a symbol goes unbound: ``A = T.match_buffer(A, [M,
+        N], dtype)`` sizes M and N in TileLang)."""
+        for stmt in body:
+            for node in syntax.walk(stmt):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                        self.namespace.get(node.value.id) is T:
+                    try:
+                        getattr(T, node.attr)
+                    except NotSupportedError as e:
+                        hint = (" (annotate the tensor instead, `A: T.Tensor[[M, N], dtype]`, "
+                                "or make one of a T.ptr, `A = T.make_tensor(A, (M, N), dtype)`)"
+                                if node.attr == "match_buffer" else "")
+                        raise CompileError(f"{e}{hint}", self.filename, node.lineno) from None
 
     def _pointer_params(self, fdef) -> frozenset:
         """The parameters annotated ``T.ptr`` (an address, passed at each call). One the
