@@ -226,6 +226,8 @@ def _operand(x):
                     for d, e in enumerate(ends)]
         if ranged and all(ends[d] is not None for d in ranged):
             extents = tuple(ends[d] - x.starts[d] for d in ranged)
+        else:       # the extent from the other operand: `B[0:1, :]` is the point `B[0, :]`
+            ranged = [d for d in ranged if ends[d] is None or ends[d] - x.starts[d] != 1]
         return x.tensor, list(x.starts), ranged or None, extents
     shape = tuple(x.shape)
     return x, [0] * len(shape), list(range(len(shape))), shape

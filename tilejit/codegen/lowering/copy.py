@@ -93,6 +93,11 @@ def describe(context, builder, ty, value) -> Side:
         base.static_starts = ty.static_starts
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
         known = [ty.extents[d] for d in ranged] if ty.extents else []
+        if known and not all(e > 0 for e in known):
+            # the extent comes from the other operand: a slice of one element
+            # (`B[0:1, :]`) is the point it names, as an index is (`B[0, :]`)
+            ranged = [d for d in ranged if ty.extents[d] != 1]
+            known = [ty.extents[d] for d in ranged]
         base.ranged = ranged or None
         base.extents = tuple(known) if known and all(e > 0 for e in known) else None
         return base
