@@ -16,7 +16,7 @@ instead) and never written. Values convert to the destination's dtype.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -69,6 +69,9 @@ class Side:
     # a region's end per dimension (i64; the largest where its slice names none), read
     # when called
     stops: object = None
+    # a region's slices of one element, when its extents are not all known: the points
+    # they name where the other operand's extents leave them out (``operands``)
+    unit_dims: list = field(default_factory=list)
 
     @property
     def ndim(self):
@@ -93,13 +96,11 @@ def describe(context, builder, ty, value) -> Side:
         base.static_starts = ty.static_starts
         ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
         known = [ty.extents[d] for d in ranged] if ty.extents else []
-        if known and not all(e > 0 for e in known):
-            # the extent comes from the other operand: a slice of one element
-            # (`B[0:1, :]`) is the point it names, as an index is (`B[0, :]`)
-            ranged = [d for d in ranged if ty.extents[d] != 1]
-            known = [ty.extents[d] for d in ranged]
         base.ranged = ranged or None
         base.extents = tuple(known) if known and all(e > 0 for e in known) else None
+        # slices of one element, for a copy whose extent the other operand gives
+        base.unit_dims = [d for d in ranged if ty.extents and ty.extents[d] == 1] \
+            if base.extents is None else []
         return base
     zeros = [I64(0)] * ty.ndim
     if isinstance(ty, GlobalTensorType):
@@ -881,7 +882,16 @@ def operands(context, builder, arg_types, args):
         (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
             (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
     except RegionError as e:
-        raise CompileError(str(e)) from None
+        # `T.copy(f, B[0:1, :])` with a (64,) fragment: a slice of one element is the
+        # point it names, as an index is (`B[0, :]`)
+        for side in (src, dst):
+            if side.unit_dims:
+                side.ranged = [d for d in side.ranged if d not in side.unit_dims] or None
+        try:
+            (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+                (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
+        except RegionError:
+            raise CompileError(str(e)) from None
     return src, dst, extents
 
 
