@@ -106,3 +106,84 @@ def test_an_integer_power_is_an_error_at_the_kernels_line():
     assert info.value.filename == __file__
     assert "marker: integer power" in open(__file__).read().splitlines()[
         info.value.lineno - 1]
+
+
+SCALE = None
+EMPTY = ()
+OPTIONS = (2, 3)
+USE_DOUBLE = True
+
+
+def scaled(x):
+    s = SCALE or 2.0                    # Python values: Python's `or`, under a lane mask too
+    return x * s
+
+
+def picked(x):
+    o = EMPTY or OPTIONS
+    return x + max(o[0], o[1])
+
+
+def doubled(x):
+    return x * 2
+
+
+def tripled(x):
+    return x * 3
+
+
+def chosen(x):
+    f = doubled if USE_DOUBLE else tripled
+    return f(x)
+
+
+def _masked(helper):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                if A[i] > 0:
+                    C[i] = helper(A[i])
+                else:
+                    C[i] = 0.0
+    return main
+
+
+@pytest.mark.parametrize("helper, want", [(scaled, lambda a: a * 2),
+                                          (picked, lambda a: a + 3),
+                                          (chosen, lambda a: a * 2)])
+def test_python_values_in_a_helper_keep_pythons_meaning(helper, want):
+    """``None or 2.0``, ``() or (2, 3)``, ``max`` of Python ints and a choice between two
+    functions, in a helper called under a lane mask: Python's, not the lanes' forms."""
+    a = torch.randn(64)
+    c = torch.zeros(64)
+    tilejit.compile(_masked(helper))(a, c)
+    torch.testing.assert_close(c, torch.where(a > 0, want(a), torch.zeros(64)))
+
+
+def test_max_of_narrow_lanes_and_a_python_number_promotes_as_on_the_gpu():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int8"), C: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                C[i] = max(A[i], 200)
+    c = torch.zeros(4, dtype=torch.int32)
+    tilejit.compile(main)(torch.tensor([1, -5, 100, 127], dtype=torch.int8), c)
+    assert c.tolist() == [200, 200, 200, 200]
+
+
+def shown(C, i, v):
+    v = v + 1                           # assigns its parameter: not inlined, as before
+    T.print(v)
+    C[i] = v
+
+
+def test_a_helper_that_cannot_be_inlined_stays_a_device_function(capfd):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32"), C: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                shown(C, i, A[i])
+    c = torch.zeros(4, dtype=torch.int32)
+    tilejit.compile(main)(torch.arange(4, dtype=torch.int32), c)
+    assert c.tolist() == [1, 2, 3, 4]

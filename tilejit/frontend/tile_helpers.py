@@ -36,6 +36,7 @@ from collections import Counter
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.errors import CompileError
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.kernel_macros import inline_call, rename_locals
 from tilejit.frontend.references import current_namespace
@@ -94,10 +95,24 @@ class _Inliner:
                 k.value for k in stmt.value.keywords])
         # a helper of the kernel's body reading the kernel's own names (local_helpers.py)
         closure = self.ks.local_helpers.get(getattr(stmt.value.func, "id", None))
-        if not found or not (reaches(found[1], {**current_namespace(fn), "T": T},
-                                     _front_end_op, depth) or
-                             self._passes_fragment(stmt.value) or place or closure):
+        if not found:
             return None
+        own = {**current_namespace(fn), "T": T}
+        must = reaches(found[1], own, _tile_op, depth) or \
+            self._passes_fragment(stmt.value) or place or closure
+        if not must and not reaches(found[1], own, _front_end_op, depth):
+            return None
+        if not must:
+            # what the front end rewrites, which a device function cannot hold: inlined
+            # where the helper can be; where not (it assigns a parameter, it is in another
+            # module), a device function as before, whose error names what Numba lacks
+            try:
+                return self._inlined(stmt, fn, found, assign, depth)
+            except CompileError:
+                return None
+        return self._inlined(stmt, fn, found, assign, depth)
+
+    def _inlined(self, stmt, fn, found, assign, depth):
         if assign and not (found[1].body and isinstance(found[1].body[-1], ast.Return)
                            and found[1].body[-1].value is not None):
             raise self.ks.error(f"{found[1].name}(), inlined here, gives its value by a "
@@ -149,7 +164,7 @@ _FRONT_END_ONLY = {getattr(T, name) for name in (
     "alloc_var", "alloc_local", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "shift_left", "shift_right", "floordiv", "floormod", "align_up", "index_to_coordinates",
     "get_lane_idx", "loop_break", "atomic_load", "atomic_store", "atomic_add", "atomic_max",
-    "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let", "print")
+    "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let")
     if hasattr(T, name)}
 
 

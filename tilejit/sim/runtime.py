@@ -254,8 +254,9 @@ def item(obj, index):
 
 
 def ifexp(cond, then_fn, else_fn):
-    """``a if c else b``: each side evaluated under its mask, then selected."""
-    if np.ndim(cond) == 0 and STATE.mask is None:
+    """``a if c else b``: each side evaluated under its mask, then selected; a condition
+    that is not lanes (one value for every lane) picks its side, as Python."""
+    if not _lanes(cond):
         return then_fn() if cond else else_fn()
     with where(cond):
         a = then_fn() if any_active() else 0
@@ -425,11 +426,17 @@ def _python_bitwise(a, b, op):
     return a & b if op == "and" else a | b if op == "or" else a ^ b
 
 
+def _lanes(x) -> bool:
+    """Whether ``x`` is lane data (an array of lanes), not a Python value of the program
+    (a flag, None, a tuple, a function) that Python's own meaning applies to."""
+    return isinstance(x, np.ndarray) and x.ndim > 0
+
+
 def logical_and(a, b_fn):
     """``a and b`` lane-wise, as Python (and the GPU's code, Numba's) gives it: ``b``
     where ``a`` is true, else ``a`` itself (``3 and 6`` is 6, ``0 and 6`` is 0); ``b``
-    (``b_fn()``) evaluated where ``a`` holds only."""
-    if np.ndim(a) == 0 and STATE.mask is None:
+    (``b_fn()``) evaluated where ``a`` holds only. A value that is not lanes: Python's."""
+    if not _lanes(a):
         return b_fn() if a else a
     truth = np.not_equal(a, 0)
     with where(truth):
@@ -443,7 +450,7 @@ def logical_or(a, b_fn):
     """``a or b`` lane-wise, as Python gives it: ``a`` where it is true, else ``b``
     (``3 or 6`` is 3, ``0 or 6`` is 6); ``b`` evaluated where ``a`` does not hold
     only."""
-    if np.ndim(a) == 0 and STATE.mask is None:
+    if not _lanes(a):
         return a if a else b_fn()
     truth = np.not_equal(a, 0)
     with where(truth, negate=True):
@@ -454,19 +461,28 @@ def logical_or(a, b_fn):
 
 
 def logical_not(a):
-    return np.logical_not(a)
+    return np.logical_not(a) if _lanes(a) or isinstance(a, np.generic) else not a
 
 
 def negative(a):
     """``-a``: a bool (a comparison's lanes) negated as an integer, as the GPU's code
     (Numba) does (``-(x > 0)`` is -1 or 0), not numpy's refusal."""
-    if np.asarray(a).dtype == np.bool_:
+    if isinstance(a, (np.ndarray, np.bool_)) and a.dtype == np.bool_:
         return -np.asarray(a, dtype=np.int64)
     return -a
 
 
+def _typed(x):
+    """A Python number as Numba types it (int64, float64), so that lanes of a narrower
+    type meeting it promote as on the GPU (``max(int8 lanes, 200)`` is 200)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return x
+    return np.int64(x) if isinstance(x, int) else np.float64(x)
+
+
 def _lane_extreme(greater):
     def pick(*args):
+        args = [_typed(a) for a in args]
         acc = args[0]
         for x in args[1:]:          # Python's (and Numba's): a later value wins only if
             acc = np.where(greater(x, acc), x, acc)     # strictly beyond, NaN never
@@ -495,7 +511,7 @@ def builtin(fn, *args, **kwargs):
     else, or scalars, as written."""
     lane = _LANE_BUILTINS.get(fn) if isinstance(fn, (type(abs), type)) else None
     if lane is None or kwargs or len(args) == 1 and fn in (max, min) or \
-            all(np.ndim(a) == 0 for a in args):
+            not any(map(_lanes, args)):
         return fn(*args, **kwargs)
     return lane(*args)
 

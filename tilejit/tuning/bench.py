@@ -149,6 +149,7 @@ def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup:
         ms = _profiled_kernel_ms(fn, cache, n_repeat)
         if ms is not None:
             return [ms]
+    del cache           # event_times flushes with a buffer of its own
     return event_times(fn, warmup=0, rep=n_repeat, flush_l2=True, warmup_ms=0.0)
 
 
