@@ -102,15 +102,15 @@ class _Inliner:
             self._passes_fragment(stmt.value) or place or closure
         if not must and not reaches(found[1], own, _front_end_op, depth):
             return None
-        if not must:
-            # what the front end rewrites, which a device function cannot hold: inlined
-            # where the helper can be; where not (it assigns a parameter, it is in another
-            # module), a device function as before, whose error names what Numba lacks
-            try:
-                return self._inlined(stmt, fn, found, assign, depth)
-            except CompileError:
-                return None
-        return self._inlined(stmt, fn, found, assign, depth)
+        try:
+            return self._inlined(stmt, fn, found, assign, depth)
+        except CompileError:
+            if must:
+                raise
+            # only what the front end rewrites (T.serial, T.alloc_var, ...): a helper that
+            # cannot be inlined (it assigns a parameter, it is in another module) stays a
+            # device function as before, whose error names what Numba lacks
+            return None
 
     def _inlined(self, stmt, fn, found, assign, depth):
         if assign and not (found[1].body and isinstance(found[1].body[-1], ast.Return)

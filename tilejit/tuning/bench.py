@@ -129,27 +129,20 @@ def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup:
     if not cuda:
         return _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms)
     import torch
-    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     fn()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        cache.zero_()
-        fn()
-    end.record()
-    end.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-6)
+    estimate = max(statistics.fmean(event_times(fn, 0, 5, True, 0.0)), 1e-6)
     if early_stop_ms is not None and estimate > early_stop_ms:
         return [estimate]
     for _ in range(n_warmup or max(1, int(warmup_ms / estimate))):
         fn()
     n_repeat = n_repeat or max(1, int(rep_ms / estimate))
     if kernel_only:
+        cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
         ms = _profiled_kernel_ms(fn, cache, n_repeat)
         if ms is not None:
             return [ms]
-    del cache           # event_times flushes with a buffer of its own
+        del cache       # event_times flushes with a buffer of its own
     return event_times(fn, warmup=0, rep=n_repeat, flush_l2=True, warmup_ms=0.0)
 
 
