@@ -148,9 +148,14 @@ LANGUAGE_DIFFERENCES = {
                    "all-reduce idiom's `reduce_scope` value (see `T.attr`)",
     "get_thread_extent": "as `T.get_thread_binding`",
     "get_thread_extents": "as `T.get_thread_binding`",
-    "thread_binding": "inside `with T.Kernel` only: an expression, or a loop whose body the "
-                      "threads below `stop - start` run; kernels written as TIR thread "
-                      "loops without `T.Kernel` are not supported",
+    "thread_binding": "an expression, or a loop whose body the threads below `stop - start` "
+                      "run; a kernel with no `T.Kernel` whose body opens with these loops "
+                      "(or `T.launch_thread` statements) is launched with the extents they "
+                      "bind, one extent per axis (`frontend/raw_launches.py`)",
+    "launch_thread": "`T.launch_thread(\"threadIdx.x\", n)` is the index along that axis: "
+                     "in a `T.Kernel` body `n` must be T.Kernel's own extent; opening a "
+                     "kernel with no `T.Kernel`, the statements make the launch (see "
+                     "`T.thread_binding`); TVM's `T.env_thread` variables are not taken",
     "atomic_add": "`use_tma=True` accepted, the region added by ordinary atomics (no TMA "
                   "reduction); `memory_order=` by fences around a relaxed atomic; "
                   "element and region forms; an element atomic in a `T.Parallel` over a "

@@ -373,11 +373,14 @@ def parse_kernel(func, tree=None) -> KernelSource:
         check_local_helper_calls, define_local_helpers)
     from tilejit.frontend.trace_prints import run_trace_time_prints  # (the same circle)
     from tilejit.frontend.static_branches import fold_static_branches  # (the same circle)
+    from tilejit.frontend.raw_launches import rewrite_raw_launches  # (the same circle)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
         define_local_helpers(ks)
     rewrite_let_bindings(ks)
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
+    if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
+        rewrite_raw_launches(ks)
     inline_tile_helpers(ks)
     if ks.local_helpers:
         check_local_helper_calls(ks)

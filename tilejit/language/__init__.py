@@ -50,7 +50,8 @@ from tilejit.language.threads import (get_block_binding, get_block_bindings, get
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
                                       get_warp_idx, get_warp_idx_sync, get_thread_binding,
                                       get_thread_bindings, get_thread_extent,
-                                      get_thread_extents, thread_binding)
+                                      get_thread_extents, launch_thread,
+                                      thread_binding)
 from tilejit.language.reductions import (cummax, cumsum, reduce, reduce_abssum, reduce_absmax,
                                          reduce_bitand, reduce_bitor, reduce_bitxor,
                                          reduce_max, reduce_min, reduce_sum)
@@ -138,7 +139,8 @@ __all__ = [
     "index_to_coordinates",
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "rng_init", "rng_rand", "rng_rand_float",
-    "thread_binding", "Select", "align_up", "floordiv", "floormod", "no_set_max_nreg",
+    "thread_binding", "launch_thread", "Select", "align_up", "floordiv", "floormod",
+    "no_set_max_nreg",
     "annotate_restrict_buffers", "__ldg", "annotate_min_blocks_per_sm", "annotate_l2_hit_ratio",
     "annotate_pass_configs", "annotate_compile_flags",
     "set_max_nreg", "inc_max_nreg", "dec_max_nreg", "annotate_producer_reg_dealloc",

@@ -93,3 +93,10 @@ def thread_binding(start, stop=None, thread=None, annotations=None):
     a ``for`` loop over ``[start, stop)``."""
     _in_kernel_only("thread_binding")
 
+
+
+def launch_thread(thread, extent):
+    """TVM's ``T.launch_thread("threadIdx.x", n)``: the index along that axis, launched
+    with ``n`` (the kernel's own ``T.Kernel`` extent; opening a kernel's body, it makes
+    the launch, ``frontend/raw_launches.py``)."""
+    _in_kernel_only("launch_thread")
