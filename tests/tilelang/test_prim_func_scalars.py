@@ -152,3 +152,78 @@ def test_an_eager_programs_typed_scalars_are_checked(s, n, match):
 def test_an_eager_programs_typed_scalars():
     assert eager_scaled(torch.ones(4), 2, 3).tolist() == [5.0] * 4
     assert eager_scaled(torch.ones(4), np.float32(0.5), np.int64(1)).tolist() == [1.5] * 4
+
+
+# a review's findings: a dtype annotation is the dtype, never a name evaluated again (a
+# dtype is a str: `T.bool` read as Python's `bool`, `T.float32` as a module's float32)
+float32 = np.float32        # a module-level name spelled as a dtype
+
+
+def flagged(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), flag: T.bool,
+             s: T.float32):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                Y[i] = T.if_then_else(flag, X[i] * s, X[i])
+    return main
+
+
+def test_bool_and_float_scalars_annotated_with_dtypes():
+    kernel = tilelang.compile(flagged(8), out_idx=[1])
+    x = torch.randn(8)
+    torch.testing.assert_close(kernel(x, True, 2.0), x * 2)
+    torch.testing.assert_close(kernel(x, False, 2.0), x)
+    with pytest.raises(TypeError, match="'flag': expected a bool scalar"):
+        kernel(x, 1.5, 2.0)
+
+
+@pytest.mark.gpu
+def test_bool_and_float_scalars_on_the_gpu():
+    kernel = tilelang.compile(flagged(64), out_idx=[1])
+    x = torch.randn(64, device="cuda")
+    torch.testing.assert_close(kernel(x, True, 3.0), x * 3)
+    torch.testing.assert_close(kernel(x, False, 3.0), x)
+    sim = tilelang.compile(flagged(64), out_idx=[1], target="sim")
+    torch.testing.assert_close(kernel(x, True, 3.0).cpu(), sim(x.cpu(), True, 3.0))
+
+
+def test_a_misspelled_dtype_string_is_named():
+    def cast_to(dtype):
+        @T.prim_func
+        def main(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(8):
+                    Y[i] = T.cast(X[i], dtype)
+        return main
+
+    with pytest.raises(tilelang.CompileError, match=r"T.cast\(value, dtype\): unknown dtype "
+                       r"'flaot16'") as info:
+        @T.prim_func
+        def literal(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(8):
+                    Y[i] = T.cast(X[i], "flaot16")
+        tilelang.compile(literal, out_idx=[1])
+    assert 'T.cast(X[i], "flaot16")' in str(info.value)
+    with pytest.raises(tilelang.CompileError, match=r"unknown dtype 'flaot16'"):
+        tilelang.compile(cast_to("flaot16"), out_idx=[1])
+
+    with pytest.raises(tilelang.CompileError, match=r"T.alloc_var: unknown dtype 'floatt32'"):
+        @T.prim_func
+        def variable(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                v = T.alloc_var("floatt32", init=1.0)
+                for i in T.Parallel(8):
+                    Y[i] = X[i] + v
+        tilelang.compile(variable, out_idx=[1])
+
+    @T.prim_func
+    def tensor_init(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            v = T.alloc_var("float16", init=X)
+            for i in T.Parallel(8):
+                Y[i] = X[i] + v
+    with pytest.raises(tilelang.CompileError, match=r"expected one value \(a number, an "
+                       r"element\) to convert to float16, got GlobalTensor"):
+        tilelang.compile(tensor_init, out_idx=[1])

@@ -19,7 +19,7 @@ from tilejit.frontend.source import (KernelSource, alloc_var_arguments,
                                      function_def_from_file, function_namespace,
                                      resolve_static, static_truth)
 from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
-from tilejit.errors import ValueCompileError, DefinitionError
+from tilejit.errors import CompileError, ValueCompileError, DefinitionError
 from tilejit.language.atomics import memory_order_error
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.numerics import FLOAT_MAX
@@ -78,6 +78,7 @@ def check_supported(ks: KernelSource) -> None:
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
                   if is_prologue_value(stmt) for n in syntax.walk(stmt.value)}
     _check_initializers(ks.tree, ks.namespace, ks.filename)
+    _check_dtype_strings(ks.tree, ks.namespace, ks.filename)
     for index, stmt in enumerate(ks.tree.body):
         # host code's asserts, at the top or in its `if` blocks (their messages may be
         # f-strings): the host program checks them; rewrite.device_tree drops them
@@ -128,6 +129,7 @@ def check_definition(func) -> None:
     filename, tree = found
     namespace = function_namespace(func)
     _check_initializers(tree, namespace, filename)
+    _check_dtype_strings(tree, namespace, filename)
     # the parameters' annotations, where the body never binds the name to something else
     rebound = {n.id for n in syntax.walk(tree) if isinstance(n, ast.Name)
                and isinstance(n.ctx, ast.Store)}
@@ -167,6 +169,21 @@ def _check_memory_orders(tree, namespace, filename) -> None:
             raise ValueCompileError(message, filename, node.lineno)
 
 
+def _check_dtype_strings(tree, namespace, filename) -> None:
+    """``T.cast(x, "flaot16")`` / ``T.reinterpret(x, "...")``: a dtype written as a string
+    the language has no dtype of is an error naming it, when the program is defined."""
+    for node in syntax.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) == 2 and \
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            fn = resolve_static(node.func, namespace)
+            if fn is _language.cast or fn is _language.reinterpret:
+                try:
+                    as_dtype(node.args[1].value)
+                except TypeError as e:
+                    raise CompileError(f"T.{fn.__name__}(value, dtype): {e}", filename,
+                                       node.lineno) from None
+
+
 def _check_initializers(tree, namespace, filename) -> None:
     """``T.alloc_var(dtype, init=v)`` with a literal ``v`` the dtype cannot hold is an
     error when the program is defined (TileLang's ValueError), never a silent infinity
@@ -179,15 +196,19 @@ def _check_initializers(tree, namespace, filename) -> None:
             given = alloc_var_arguments(node)
         except TypeError:
             continue                # the allocation's own error, where it is made
-        value = _literal_number(given.get("init"))
-        if value is None or "dtype" not in given:
+        if "dtype" not in given:
             continue
         dtype = resolve_static(given["dtype"], namespace)
         if isinstance(given["dtype"], ast.Constant):
             dtype = given["dtype"].value
         try:
             dtype = as_dtype(dtype)
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError) as e:
+            if isinstance(dtype, str):      # a dtype string the language does not have
+                raise CompileError(f"T.alloc_var: {e}", filename, node.lineno) from None
+            continue
+        value = _literal_number(given.get("init"))
+        if value is None:
             continue
         problem = _unrepresentable(value, dtype)
         if problem:

@@ -453,10 +453,11 @@ def _evaluated_annotations(func) -> dict:
     annotations``) evaluated where it is defined; one that does not evaluate stays a
     string (and is reported as the annotation it is)."""
     annotations = dict(getattr(func, "__annotations__", {}))
-    if any(isinstance(a, str) for a in annotations.values()):
+    # (a dtype is a str too, TileLang's are: T.bool is the dtype, not a name to evaluate)
+    if any(isinstance(a, str) and not isinstance(a, DType) for a in annotations.values()):
         namespace = _namespace(func)
         for name, a in annotations.items():
-            if isinstance(a, str):
+            if isinstance(a, str) and not isinstance(a, DType):
                 try:
                     annotations[name] = eval(a, namespace)  # noqa: S307 - the program's own
                 except Exception:       # noqa: BLE001 - left as written, reported so

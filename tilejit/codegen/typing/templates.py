@@ -258,15 +258,33 @@ def named_dtype(ty):
     return None
 
 
+def _dtype_problem(sig, args):
+    """What is wrong with the dtype argument of ``sig`` (its second): a string the
+    language has no dtype of, one not known at compile time, or no dtype at all."""
+    if len(args) != 2:
+        return f"{sig}: expected a value and a dtype, got {len(args)} argument(s)"
+    ty = args[1]
+    if isinstance(ty, types.StringLiteral):
+        try:
+            as_dtype(ty.literal_value)
+        except TypeError as e:
+            return f"{sig}: {e}"
+    if isinstance(ty, types.UnicodeType):
+        return (f"{sig}: the dtype must be known when the kernel is compiled (a dtype such as "
+                f"T.float16, a string constant or a tensor's .dtype), got a string computed "
+                f"in the kernel")
+    return f"{sig}: expected a dtype (T.float16, \"float16\", A.dtype) second, got {ty}"
+
+
 @infer_global(T.cast)
 class CastTemplate(AbstractTemplate):
     def generic(self, args, kws):
         dtype = dtype_of(args[1]) if len(args) == 2 else None
         if dtype is None:
-            raise errors.TypingError(f"T.cast(value, dtype): expected a value and a dtype, "
-                                     f"got {args}")
+            raise errors.TypingError(_dtype_problem("T.cast(value, dtype)", args))
         if not isinstance(args[0], (types.Number, types.Boolean)):
-            raise errors.TypingError(f"T.cast: cannot convert {args[0]}")
+            raise errors.TypingError(f"T.cast: expected one value (a number, an element) to "
+                                     f"convert to {dtype.name}, got {args[0]}")
         return signature(numba_type(dtype), *args)
 
 
@@ -275,8 +293,9 @@ class ReinterpretTemplate(AbstractTemplate):
     def generic(self, args, kws):
         dtype = dtype_of(args[1]) if len(args) == 2 and not kws else None
         if dtype is None:
-            raise errors.TypingError(f"T.reinterpret(value, dtype): expected a value and a "
-                                     f"dtype, got {args}")
+            raise errors.TypingError(_dtype_problem("T.reinterpret(value, dtype)", args)
+                                     if not kws else "T.reinterpret(value, dtype) takes no "
+                                     "keyword arguments")
         value, to = types.unliteral(args[0]), numba_type(dtype)
         if isinstance(args[0], types.IntegerLiteral):
             # a number has no bits of its own (the simulator's error too)
