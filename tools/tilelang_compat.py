@@ -341,9 +341,9 @@ TILELANG_DIFFERENCES = {
                    "call; `@tilejit.autotune` is what compiles in parallel processes); "
                    "`ignore_error` gives None (and a warning) for a prim_func that fails "
                    "to build; an error in its device code shows at its first call",
-    "autotune": "`configs`, `warmup` and `rep` (numbers of calls; TileLang's are "
-                "milliseconds), `timeout` (skips a config whose timing would take longer; "
-                "none unless given, TileLang's is 100 s); explicit tuned values skip the "
+    "autotune": "`configs`, `warmup` and `rep` (numbers of calls, as TileLang's "
+                "`n_warmup`/`n_repeat`), `timeout` (100 s by default, as TileLang's: skips "
+                "a config whose timing would take longer); explicit tuned values skip the "
                 "tuning; a classic factory's `ref_prog`, `supply_prog`, `supply_type`, "
                 "`rtol`/`atol`, `max_mismatched_ratio`, `skip_check`, `manual_check_prog`, "
                 "`cache_input_tensors`, `early_stop` and `early_stop_factor` act (and "

@@ -155,6 +155,7 @@ def test_timeout_values():
     for no_limit in (None, 0, -1):
         assert autotune(configs=BLOCKS, timeout=no_limit)(add).timeout is None
     assert autotune(configs=BLOCKS, timeout=30)(add).timeout == 30.0
+    assert autotune(configs=BLOCKS)(add).timeout == 100.0     # TileLang's default
     with pytest.raises(ValueError, match="timeout: expected seconds"):
         autotune(configs=BLOCKS, timeout="10s")
 

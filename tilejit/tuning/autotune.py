@@ -32,14 +32,15 @@ PROFILE_OPTIONS = ("supply_type", "supply_prog", "ref_prog", "rtol", "atol",
                    "early_stop_factor")
 
 
-def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=None,
+def autotune(configs, warmup: int = 25, rep: int = 100, key=None, timeout=100,
              compile_workers=None, **profile):
     """Decorator factory, stacked above ``@tilejit.kernel`` or ``@tilejit.jit`` (either
     TileLang style: ``autotuner.py``). ``configs``: a non-empty list of dicts of the
     kernel's constexpr parameters. ``key``: parameter names whose values (not only
     types) also select the tuned config, e.g. a scalar size. ``timeout``: seconds the
     timing of one config may take (TileLang's meaning); a config that would take longer
-    is skipped with an ``AutotuneWarning`` (None, or 0 or less: no limit).
+    is skipped with an ``AutotuneWarning`` (100 by default, as TileLang's; None, or 0 or
+    less: no limit).
     ``compile_workers``: processes that compile the configs before they are timed on a
     GPU (``precompile.py``; None: the CPUs this process may use; 1: one by one).
 
