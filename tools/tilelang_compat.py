@@ -152,6 +152,12 @@ LANGUAGE_DIFFERENCES = {
                       "run; a kernel with no `T.Kernel` whose body opens with these loops "
                       "(or `T.launch_thread` statements) is launched with the extents they "
                       "bind, one extent per axis (`frontend/raw_launches.py`)",
+    "async_copy": "a global region into a shared tile; the tile may be used only after a "
+                  "`T.ptx_wait_group(n)` that covers its copy (each copy one group), checked "
+                  "along every path (a use while it may be in flight is a compile error; a "
+                  "tile is in flight as a whole, so double buffering in two halves of one "
+                  "tile is refused: use two tiles); a program that waits is compiled as "
+                  "`T.copy` (cp.async, or pipelined in `T.Pipelined`), its waits taken out",
     "launch_thread": "`T.launch_thread(\"threadIdx.x\", n)` is the index along that axis: "
                      "in a `T.Kernel` body `n` must be T.Kernel's own extent; opening a "
                      "kernel with no `T.Kernel`, the statements make the launch (see "

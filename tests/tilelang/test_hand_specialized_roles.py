@@ -2,7 +2,7 @@
 kernels write it: branches on the thread index taken by one warpgroup each
 (``frontend/thread_roles.py``: they become ``T.ws`` roles, each with its own
 fragments), a producer warpgroup gathering rows with its threads' own ``T.ptx_cp_async``
-and ``T.cp_async_barrier_noinc`` (``language/async_copy.py``), consumers running gemms on
+and ``T.cp_async_barrier_noinc`` (``language/cp_async.py``), consumers running gemms on
 a region of one stage of the ring (``KV_s[s, :, :D // 2]``). The thread index the kernel
 reads is the block's, inside a role too. Simulation against float64 torch, the sm_90a
 PTX assembled by ptxas, GPU twins."""

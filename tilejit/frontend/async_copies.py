@@ -1,6 +1,6 @@
 """``T.ptx_cp_async(T.access_ptr(D[i..], "w", n), T.access_ptr(S[j..], "r", n), n,
 predicate)`` → ``__tj_cp_async(D, (i..), S, (j..), n, predicate)``, for the GPU and the
-simulator alike (``language/async_copy.py`` says what it means).
+simulator alike (``language/cp_async.py`` says what it means).
 
 The operands must be ``T.access_ptr`` of one element each (every dimension indexed): the
 destination a shared tile's, the source a global tensor's; ``n`` a compile-time count

@@ -374,6 +374,7 @@ def parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.trace_prints import run_trace_time_prints  # (the same circle)
     from tilejit.frontend.static_branches import fold_static_branches  # (the same circle)
     from tilejit.frontend.raw_launches import rewrite_raw_launches  # (the same circle)
+    from tilejit.frontend.async_tile_copies import rewrite_async_tile_copies  # (the same)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
         define_local_helpers(ks)
     rewrite_let_bindings(ks)
@@ -381,6 +382,8 @@ def parse_kernel(func, tree=None) -> KernelSource:
     inline_kernel_macros(ks)
     if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
         rewrite_raw_launches(ks)
+    if "async_copy" in spelled_names(ks.tree):
+        rewrite_async_tile_copies(ks)
     inline_tile_helpers(ks)
     if ks.local_helpers:
         check_local_helper_calls(ks)

@@ -26,8 +26,8 @@ from tilejit.language.dtypes import (BUILTIN_NAMED, DType, as_dtype, bfloat16, b
 from tilejit.errors import EmptyGridError, GridError
 from tilejit.language import numerics as _num
 from tilejit.language._semantics import meaning
-from tilejit.language.async_copy import (access_ptr, cp_async_barrier_noinc, ptx_commit_group,
-                                         ptx_cp_async, ptx_wait_group)
+from tilejit.language.cp_async import (access_ptr, async_copy, cp_async_barrier_noinc,
+                                      ptx_commit_group, ptx_cp_async, ptx_wait_group)
 from tilejit.language.atomics import (atomic_add, atomic_addx2, atomic_addx4, atomic_load,
                                       atomic_max, atomic_min, atomic_or, atomic_store)
 from tilejit.language.cluster import (block_rank_in_cluster, check_cluster_grid,
@@ -130,7 +130,8 @@ __all__ = [
     "match_all_sync", "sync_warp", "syncthreads_count",
     "syncthreads_and", "syncthreads_or", "__ffs", "__fns",
     "Persistent", "PersistentTileScheduler", "WarpSpecialize", "alloc_barrier",
-    "access_ptr", "ptx_cp_async", "cp_async_barrier_noinc", "ptx_commit_group", "ptx_wait_group",
+    "access_ptr", "async_copy", "ptx_cp_async", "cp_async_barrier_noinc", "ptx_commit_group",
+    "ptx_wait_group",
     "mbarrier_arrive", "mbarrier_wait_parity", "barrier_arrive", "barrier_wait", "tma_copy",
     "tma_store_arrive", "tma_store_wait", "fence_proxy_async", "pdl_sync", "pdl_trigger",
     "ws",

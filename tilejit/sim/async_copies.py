@@ -1,4 +1,4 @@
-"""A thread's own asynchronous copies in the simulator (``language/async_copy.py``).
+"""A thread's own asynchronous copies in the simulator (``language/cp_async.py``).
 
 ``T.ptx_cp_async`` reads its source elements when it is issued and holds them, pending,
 with the issuing thread's other copies in flight (per lane in per-thread code: PTX
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.async_copy import CP_ASYNC_BYTES
+from tilejit.language.cp_async import CP_ASYNC_BYTES
 from tilejit.sim.roles import _arrivals, _barrier, mbarrier_arrive
 from tilejit.sim.runtime import STATE, SimTensor, _caller_location
 

@@ -1,4 +1,4 @@
-"""Lowering of a thread's own asynchronous copies (``language/async_copy.py``), NVPTX.
+"""Lowering of a thread's own asynchronous copies (``language/cp_async.py``), NVPTX.
 
 ``__tj_cp_async`` is one ``cp.async`` of 4, 8 (``.ca``) or 16 bytes (``.cg``, L2 only)
 from the source element's address to the destination's, its source size 0 where the

@@ -1,4 +1,4 @@
-"""Typing of a thread's own asynchronous copies (``language/async_copy.py``)."""
+"""Typing of a thread's own asynchronous copies (``language/cp_async.py``)."""
 from __future__ import annotations
 
 from numba.core import errors, types
@@ -7,7 +7,7 @@ from numba.core.typing.templates import AbstractTemplate
 
 from tilejit import language as T
 from tilejit.ir import markers
-from tilejit.language.async_copy import CP_ASYNC_BYTES
+from tilejit.language.cp_async import CP_ASYNC_BYTES
 from tilejit.codegen.typing.templates import infer_global
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import GlobalTensorType

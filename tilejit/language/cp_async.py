@@ -53,3 +53,11 @@ def ptx_commit_group():
 def ptx_wait_group(num):
     """Wait until at most ``num`` of this thread's committed copy groups are in flight."""
     return meaning("ptx_wait_group")(num)
+
+
+def async_copy(src, dst, *, coalesced_width=None, annotations=None, loop_layout=None):
+    """TileLang's ``T.async_copy``: the block copies a global region into a shared tile
+    without waiting for it (cp.async); ``T.ptx_wait_group(n)`` waits until at most the
+    ``n`` latest such copies may still be in flight, and the tile may be used only after
+    a wait covers its copy (``frontend/async_tile_copies.py`` checks that)."""
+    raise TypeError("T.async_copy(src, dst) runs inside a kernel")
