@@ -120,13 +120,42 @@ def test_raw_launches_assemble(arch, ptxas):
 def test_mismatched_extents_are_errors():
     @T.prim_func
     def twice(A: T.Tensor((64,), "float32")):
-        for tx in T.thread_binding(64, thread="threadIdx.x"):
-            A[tx] = 1.0
-        for tx in T.thread_binding(32, thread="threadIdx.x"):
-            A[tx] = 2.0
+        for bx in T.thread_binding(1, thread="blockIdx.x"):
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                A[tx] = 1.0
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                A[tx] = 2.0
     with pytest.raises(tilejit.CompileError, match=r"threadIdx.x is bound with extent 32 "
                        r"here and 64 at line \d+"):
         tilelang.compile(twice, target="sim")
+
+    @T.prim_func
+    def two_launches(A: T.Tensor((64,), "float32")):
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            A[tx] = 1.0
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            A[tx] = A[63 - tx]
+    with pytest.raises(tilejit.CompileError, match=r"has one launch, the loop nest at line "
+                       r"\d+: this statement after it would be another"):
+        tilelang.compile(two_launches, target="sim")
+
+    @T.prim_func
+    def nested(A: T.Tensor((64,), "float32")):
+        for i in T.serial(2):
+            for tx in T.thread_binding(64, thread="threadIdx.x"):
+                A[tx] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"at the top level of the function; this "
+                       r"one is nested"):
+        tilelang.compile(nested, target="sim")
+
+    @T.prim_func
+    def too_many(A: T.Tensor((64,), "float32")):
+        for ty in T.thread_binding(64, thread="threadIdx.y"):
+            for tx in T.thread_binding(32, thread="threadIdx.x"):
+                A[ty] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"the launch's block has 2048 threads "
+                       r"\(32 × 64, the threadIdx extents bound\); a block has 1 to 1024"):
+        tilelang.compile(too_many, target="sim")
 
     @T.prim_func
     def wrong_threads(A: T.Tensor((64,), "float32")):
@@ -134,8 +163,26 @@ def test_mismatched_extents_are_errors():
             tx = T.launch_thread("threadIdx.x", 32)
             A[tx] = 1.0
     with pytest.raises(tilejit.CompileError, match=r"launch_thread\(\"threadIdx.x\", 32\): "
-                       r"the kernel's block has 64 thread"):
+                       r"the kernel's block has 64 along x"):
         tilelang.compile(wrong_threads, target="sim")
+
+    half = 32
+
+    @T.prim_func
+    def wrong_threads_by_name(A: T.Tensor((64,), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            tx = T.launch_thread("threadIdx.x", half)
+            A[tx] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"block has 64 along x"):
+        tilelang.compile(wrong_threads_by_name, target="sim")
+
+    @T.prim_func
+    def wrong_blocks(A: T.Tensor((64,), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            b = T.launch_thread("blockIdx.x", 8)
+            A[b] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"grid has 4 along x"):
+        tilelang.compile(wrong_blocks, target="sim")
 
     @T.prim_func
     def bad_axis(A: T.Tensor((64,), "float32")):

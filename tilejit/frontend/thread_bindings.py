@@ -126,6 +126,8 @@ class _Bindings(syntax.NodeTransformer):
             raise self.error("T.thread_binding(start, stop, thread=\"threadIdx.x\") takes "
                              "the range and the thread axis", node)
         start, stop, thread = (args + [None] * 3)[:3]
+        if thread is None and isinstance(stop, ast.Constant) and isinstance(stop.value, str):
+            stop, thread = None, stop           # TVM's T.thread_binding(n, "threadIdx.x")
         if stop is None:
             start, stop = ast.Constant(0), start
         axis = thread.value if isinstance(thread, ast.Constant) else None
