@@ -120,7 +120,7 @@ def test_raw_launches_assemble(arch, ptxas):
 def test_mismatched_extents_are_errors():
     @T.prim_func
     def twice(A: T.Tensor((64,), "float32")):
-        for bx in T.thread_binding(1, thread="blockIdx.x"):
+        for _bx in T.thread_binding(1, thread="blockIdx.x"):
             for tx in T.thread_binding(64, thread="threadIdx.x"):
                 A[tx] = 1.0
             for tx in T.thread_binding(32, thread="threadIdx.x"):
@@ -141,7 +141,7 @@ def test_mismatched_extents_are_errors():
 
     @T.prim_func
     def nested(A: T.Tensor((64,), "float32")):
-        for i in T.serial(2):
+        for _i in T.serial(2):
             for tx in T.thread_binding(64, thread="threadIdx.x"):
                 A[tx] = 1.0
     with pytest.raises(tilejit.CompileError, match=r"at the top level of the function; this "
@@ -151,7 +151,7 @@ def test_mismatched_extents_are_errors():
     @T.prim_func
     def too_many(A: T.Tensor((64,), "float32")):
         for ty in T.thread_binding(64, thread="threadIdx.y"):
-            for tx in T.thread_binding(32, thread="threadIdx.x"):
+            for _tx in T.thread_binding(32, thread="threadIdx.x"):
                 A[ty] = 1.0
     with pytest.raises(tilejit.CompileError, match=r"the launch's block has 2048 threads "
                        r"\(32 × 64, the threadIdx extents bound\); a block has 1 to 1024"):
