@@ -23,6 +23,7 @@ from numba.core.typed_passes import InlineOverloads, NativeLowering
 from numba.core.untyped_passes import (InlineClosureLikes, InlineInlinables, ReconstructSSA,
                                        fixup_var_define_in_scope)
 
+from tilejit.codegen.lowering.debug import _thread_prefix, emit_printf, emit_trap
 from tilejit.codegen.sparse_ssa import TilejitReconstructSSA
 from tilejit.errors import CompileError
 from tilejit.codegen.typing.context import BITWISE as C_BITWISE
@@ -30,6 +31,22 @@ from tilejit.codegen.typing.types import WeakFloat, is_half
 
 
 class TilejitLower(lowering.Lower):
+    def return_exception(self, exc_class, exc_args=None, loc=None):
+        """A ``raise`` (an ``assert``) in kernel code, a helper's: the thread prints where
+        and what, and traps (the launch fails, as ``T.device_assert``'s does), where
+        Numba's convention would return a status no caller reads and end the thread
+        without a word. A check whose condition is known at compile time folds away."""
+        where = loc or self.loc
+        name = getattr(exc_class, "__name__", "exception")
+        message = ", ".join(str(a) for a in (exc_args or ()) if isinstance(a, (str, int,
+                                                                               float)))
+        text = f"{getattr(where, 'filename', '?')}:{getattr(where, 'line', '?')}: {name}" + \
+            (f": {message}" if message else "")
+        prefix, ids = _thread_prefix(self.context, self.builder)
+        emit_printf(self.builder, prefix + text.replace("%", "%%") + "\n", ids)
+        emit_trap(self.builder)
+        self.builder.unreachable()
+
     def lower_normal_function(self, fndesc):
         self.context.unroll_headers = []
         super().lower_normal_function(fndesc)

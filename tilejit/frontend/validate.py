@@ -116,6 +116,21 @@ def check_supported(ks: KernelSource) -> None:
             if isinstance(node, ast.While) and node.orelse or (
                     isinstance(node, ast.For) and node.orelse):
                 raise ks.error("unsupported in a kernel: a loop's `else` clause", node)
+    _check_parallel_returns(ks)
+
+
+def _check_parallel_returns(ks) -> None:
+    """``return`` inside a ``T.Parallel`` (or ``T.vectorized``) body: its iterations are
+    spread over the threads, so there is no one place the kernel would end."""
+    for node in syntax.walk(ks.launch):
+        if isinstance(node, ast.For) and resolve_static(getattr(node.iter, "func", None),
+                                                        ks.namespace) in (
+                _language.Parallel, _language.vectorized):
+            for inner in syntax.walk(node):
+                if isinstance(inner, ast.Return):
+                    raise ks.error("unsupported in a kernel: return inside a T.Parallel "
+                                   "loop (its iterations are spread over the block's "
+                                   "threads; guard the body with `if` instead)", inner)
 
 
 def check_definition(func) -> None:

@@ -235,6 +235,22 @@ def any_active() -> bool:
     return STATE.mask is None or bool(np.any(STATE.mask))
 
 
+def raise_where_active(exc):
+    """A helper's ``raise`` under a mask: raised where some lane reaches it."""
+    if any_active():
+        raise exc if exc is not None else RuntimeError("re-raise in a kernel helper")
+
+
+def assert_where_active(cond, msg=""):
+    """A helper's ``assert cond, msg`` under a mask: fails where an active lane's
+    ``cond`` is false."""
+    bad = np.logical_not(np.asarray(cond, dtype=bool))
+    if STATE.mask is not None:
+        bad = bad & STATE.mask
+    if np.any(bad):
+        raise AssertionError(msg) if msg != "" else AssertionError()
+
+
 def blend(old, new):
     """A name assigned under a mask keeps its old value on inactive lanes."""
     mask = STATE.mask
