@@ -31,7 +31,7 @@ from tilejit.log import logger
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
-from tilejit.tilelang.tvm_target import Target as TvmTarget
+from tilejit.tilelang.tvm_target import Target as TvmTarget, check_target
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.output_params import out_positions
 from tilejit.sim.runner import FRESH_OUTPUTS
@@ -496,6 +496,7 @@ def compile(func, out_idx=None, execution_backend=None,  # noqa: A001 - TileLang
                         f"execution_backend, target, target_host, verbose, pass_configs and "
                         f"compile_flags (an arch goes in the target: "
                         f"target=\"cuda -arch=sm_80\")")
+    check_target(target, "tilelang.compile")
     target = "auto" if target is None else target
     if func.lazy:
         return _compile_lazy(func, out_idx, target, pass_configs)

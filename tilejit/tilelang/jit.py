@@ -41,6 +41,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.output_params import outputs_as_empty
+from tilejit.tilelang.tvm_target import check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType, as_dtype
@@ -848,9 +849,20 @@ def pass_config_options(configs) -> dict:
     return {"fast_math": fast_math, "dump_dir": dump, "switches": switches}
 
 
+_JIT_OPTIONS = ("out_idx", "target", "target_host", "execution_backend", "verbose",
+                "pass_configs", "debug_root_path", "compile_flags")
+
+
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=False,
         execution_backend=None, **options):
-    """TileLang's ``@tilelang.jit`` (bare or with options)."""
+    """TileLang's ``@tilelang.jit`` (bare or with options): TileLang's options; another
+    keyword (a misspelling such as ``out_idxx``) is a TypeError naming them."""
+    unknown = sorted(set(options) - set(_JIT_OPTIONS))
+    if unknown:
+        raise TypeError(f"@tilelang.jit: unexpected option(s) {', '.join(map(repr, unknown))};"
+                        f" it takes {', '.join(_JIT_OPTIONS)}")
+    check_target(target, "@tilelang.jit")
+
     def wrap(f):
         if _returns_prim_func(f):
             # classic.py imports this module (pass_config_options): imported here, on use

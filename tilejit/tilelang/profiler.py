@@ -188,6 +188,18 @@ class Profiler:
         output either side gives as None is not compared (TileLang's num-split
         references)."""
         import torch    # the profiler makes torch tensors; torch is only needed here
+        for name, value in (("atol", atol), ("rtol", rtol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"assert_allclose: {name} must be a number >= 0, got "
+                                 f"{value!r}")
+        if isinstance(max_mismatched_ratio, bool) or not isinstance(
+                max_mismatched_ratio, (int, float)) or not 0 <= max_mismatched_ratio <= 1:
+            raise ValueError(f"assert_allclose: max_mismatched_ratio must be a number in "
+                             f"[0, 1], got {max_mismatched_ratio!r}")
+        if not callable(reference_program):
+            raise TypeError(f"assert_allclose: reference_program must be callable (the "
+                            f"reference, called with the inputs), got "
+                            f"{type(reference_program).__name__}")
         tensors = input_tensors or self.input_tensors()
         refs = self._run(reference_program, tensors)
         ours = self._run(None, tensors)

@@ -83,3 +83,29 @@ class Target:
 
     def __hash__(self):
         return hash(self.text)
+
+
+# TileLang's target kinds (``tilelang.utils.target``); "sim" is tilejit's simulator
+KINDS = ("auto", "cuda", "hip", "metal", "llvm", "c", "webgpu", "cutedsl", "sim")
+
+
+def check_target(target, who: str) -> None:
+    """A TypeError / ValueError naming ``who``'s ``target`` when it is not a target
+    TileLang takes: None, a string or dict whose kind is one of ``KINDS`` (a TVM tag such
+    as ``"nvidia/nvidia-h100"`` too), or a ``Target``."""
+    if target is None or isinstance(target, Target):
+        return
+    if isinstance(target, dict):
+        kind = target.get("kind")
+    elif isinstance(target, str):
+        words = target.split()
+        kind = words[0] if words else None
+        if kind is not None and "/" in kind:
+            return                      # a TVM target tag ("nvidia/geforce-rtx-4090")
+    else:
+        raise TypeError(f"{who} target: expected a string such as \"cuda\" or \"cuda "
+                        f"-arch=sm_90a\", a dict or a tvm.target.Target, got "
+                        f"{type(target).__name__} {target!r}")
+    if kind not in KINDS:
+        raise ValueError(f"{who} target: expected one of {', '.join(KINDS)} (with options "
+                         f"such as -arch=sm_90a), got {target!r}")

@@ -1,0 +1,67 @@
+"""Host-side arguments TileLang's users get wrong, each a clear error naming it before
+anything runs: a misspelled ``@tilelang.jit`` option, a target TileLang does not have,
+``assert_allclose`` tolerances out of range."""
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+
+
+def copy_program(N=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[i]
+    return main
+
+
+def test_a_misspelled_jit_option_is_named():
+    with pytest.raises(TypeError, match=r"@tilelang.jit: unexpected option\(s\) 'out_idxx'; "
+                       r"it takes out_idx, target"):
+        @tilelang.jit(out_idxx=[1])
+        def factory(N):
+            return copy_program(N)
+    with pytest.raises(TypeError, match=r"'pass_config', 'targt'"):
+        tilelang.jit(pass_config={}, targt="cuda")
+
+    @tilelang.jit(out_idx=[1], target_host="c", debug_root_path=None, compile_flags=None)
+    def accepted(N):
+        return copy_program(N)
+    a = torch.randn(64)
+    assert torch.equal(accepted(64)(a), a)
+
+
+@pytest.mark.parametrize("target, error, match", [
+    ("bogus", ValueError, r"expected one of auto, cuda, hip, .* got 'bogus'"),
+    ("CUDA", ValueError, r"got 'CUDA'"),
+    ("", ValueError, r"got ''"),
+    ({"kind": "bogus"}, ValueError, r"got \{'kind': 'bogus'\}"),
+    (42, TypeError, r"a dict or a tvm.target.Target, got int 42"),
+])
+def test_a_target_tilelang_does_not_have_is_named(target, error, match):
+    with pytest.raises(error, match="tilelang.compile target: .*" + match):
+        tilelang.compile(copy_program(), out_idx=[1], target=target)
+    with pytest.raises(error, match="@tilelang.jit target: .*" + match):
+        tilelang.jit(target=target)
+
+
+@pytest.mark.parametrize("target", ["auto", "sim", "c", "llvm", "cuda -arch=sm_90a",
+                                    {"kind": "cuda", "arch": "sm_80"}, "nvidia/nvidia-h100"])
+def test_targets_tilelang_has_are_taken(target):
+    tilelang.compile(copy_program(), out_idx=[1], target=target)
+
+
+def test_assert_allclose_checks_its_tolerances():
+    profiler = tilelang.compile(copy_program(), out_idx=[1]).get_profiler()
+    for kwargs, match in (({"max_mismatched_ratio": -1}, r"max_mismatched_ratio must be a "
+                                                         r"number in \[0, 1\], got -1"),
+                          ({"max_mismatched_ratio": 1.5}, r"got 1.5"),
+                          ({"atol": -1e-3}, r"atol must be a number >= 0, got -0.001"),
+                          ({"rtol": "1e-2"}, r"rtol must be a number >= 0, got '1e-2'")):
+        with pytest.raises(ValueError, match=match):
+            profiler.assert_allclose(lambda a: a, **kwargs)
+    with pytest.raises(TypeError, match="reference_program must be callable"):
+        profiler.assert_allclose(None)
+    profiler.assert_allclose(lambda a: a, max_mismatched_ratio=0)
