@@ -111,3 +111,56 @@ def test_a_failing_check_fails_the_launch_on_the_gpu(tmp_path):
     assert out.stdout.startswith("ok"), out.stderr
     assert out.returncode != 0
     assert "ValueError: positive" in out.stdout + out.stderr
+
+
+# -- a review's findings: recursion and tiles sized by mistake are named, fast ------------
+@T.macro
+def fill_first(C, n):
+    if n > 0:
+        C[n - 1] = 1.0
+        fill_first(C, n - 1)
+
+
+@T.macro
+def ping(C, n):
+    pong(C, n)
+
+
+@T.macro
+def pong(C, n):
+    ping(C, n)
+
+
+def test_a_helper_that_calls_itself_is_named():
+    @T.prim_func
+    def bounded(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            fill_first(C, 4)
+
+    @T.prim_func
+    def mutual(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            ping(C, 0)
+    with pytest.raises(tilejit.CompileError, match=r"fill_first\(\) calls itself \(fill_first "
+                       r"→ fill_first\): kernel code has no recursion"):
+        tilelang.compile(bounded, target="cuda -arch=sm_90a")
+    with pytest.raises(tilejit.CompileError, match=r"ping → pong → ping"):
+        tilelang.compile(mutual, target="cuda -arch=sm_90a")
+
+
+@pytest.mark.parametrize("shape", [(8192, 8192), (1 << 31,)])
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_a_fragment_far_past_the_registers_is_refused_at_once(shape, target):
+    import time
+
+    @T.prim_func
+    def huge(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment(shape, "float32")
+            T.fill(F, 0)
+            T.copy(A, C)
+    start = time.perf_counter()
+    with pytest.raises(tilejit.CompileError, match=r"need at least \d+ 32-bit registers per "
+                       r"thread \(F fragment .*spread evenly over the 128 threads\)"):
+        tilelang.compile(huge, out_idx=[1], target=target)
+    assert time.perf_counter() - start < 5

@@ -29,7 +29,8 @@ from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
 from tilejit.errors import CompileError
 from tilejit.frontend.explicit_sync import uses_warp_roles
-from tilejit.frontend.helpers import binding, helper_problem, helpers_as_macros
+from tilejit.frontend.helpers import (binding, helper_problem, helpers_as_macros,
+                                      recursive_helper)
 from tilejit.frontend.rewrite import device_tree, materialize, shape_constant_name
 from tilejit.frontend.source import KernelSource
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
@@ -72,6 +73,7 @@ SOURCE_PASSES = (
     sparse_gemms.expand_sparse_gemms,        # T.gemm_sp → A expanded in shared; T.gemm
     split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
+    registers.check_register_floor,          # no fragment past the spill limit, early
     safe_values.expand_safe_value_copies,    # T.annotate_safe_value: copies from A → loops
     transposes.expand_transposes,            # T.transpose(S, S_t) → an element loop
     safe_memory.guard_global_accesses,       # TileLang's doors: reads/writes outside masked
@@ -340,7 +342,8 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
     except numba_errors.NumbaError as e:
         # a helper holding what kernel code cannot (print(), try/except) is the cause
         # Numba meets as a typing error of its own ("Cannot cast Literal[str]")
-        raise helper_problem(device_fn) or _compile_error(ks, e) from None
+        raise helper_problem(device_fn) or recursive_helper(device_fn) or \
+            _compile_error(ks, e) from None
     except numba_errors.UnsupportedBytecodeError as e:
         # Python the kernel's code cannot hold, most often in a helper it calls (compiled
         # inline: frontend/helpers.py); Numba names the place
@@ -360,7 +363,7 @@ def type_and_lower(ks: KernelSource, device_fn, argtypes, target=None):
         raise CompileError(str(e), filename, line) from None
     except Exception as e:  # a fault of the compiler, not of the kernel …
         # … unless a helper the kernel calls holds what kernel code cannot (try/except)
-        problem = helper_problem(device_fn)
+        problem = helper_problem(device_fn) or recursive_helper(device_fn)
         if problem is not None:
             raise problem from None
         raise CompileError(f"internal compiler error while compiling {ks.tree.name}: "

@@ -125,6 +125,53 @@ def helper_problem(fn: FunctionType) -> CompileError | None:
     return None
 
 
+def recursive_helper(fn: FunctionType) -> CompileError | None:
+    """A helper (or ``@T.macro``) ``fn`` calls, directly or through others, that calls
+    itself: kernel code has no recursion (helpers compile inline), as a CompileError at
+    the helper's definition naming the cycle; None when there is none."""
+    from tilejit.frontend.source import function_def_from_file    # (the circle above)
+
+    def callees(f):
+        cells = []
+        for c in f.__closure__ or ():
+            try:
+                cells.append(c.cell_contents)
+            except ValueError:          # an empty cell
+                pass
+        out = []
+        for value in [f.__globals__.get(n) for n in sorted(_code_names(f.__code__))] + cells:
+            value = value.func if isinstance(value, T.macro) else value
+            if is_helper(value) and value not in out:
+                out.append(value)
+        return out
+
+    path, done = [], set()
+
+    def visit(f):
+        if f.__code__ in done or len(done) > 256:
+            return None
+        if any(g.__code__ is f.__code__ for g in path):
+            cycle = path[[g.__code__ for g in path].index(f.__code__):] + [f]
+            found = function_def_from_file(f, copy_tree=False)
+            filename, line = (found[0], found[1].lineno) if found else (
+                f.__code__.co_filename, f.__code__.co_firstlineno)
+            names = " → ".join(g.__name__ for g in cycle)
+            return CompileError(f"{f.__qualname__}() calls itself ({names}): kernel code has "
+                                f"no recursion (a helper is compiled inline); repeat it "
+                                f"with a loop over a compile-time count (T.unroll)",
+                                filename, line)
+        path.append(f)
+        for g in callees(f):
+            problem = visit(g)
+            if problem is not None:
+                return problem
+        path.pop()
+        done.add(f.__code__)
+        return None
+
+    return visit(fn)
+
+
 def _unknown_language_attribute(fdef, namespace):
     """The first ``T.<name>`` of ``fdef`` that tilejit.language does not have, or None."""
     for node in syntax.walk(fdef):

@@ -22,6 +22,7 @@ import warnings
 
 from tilejit import syntax
 from tilejit.ir.markers import ROLE_ATTR
+from tilejit.ir.plan import FRAGMENT, LOCAL
 
 # the register file per thread on every CUDA arch; the simulator uses the same
 MAX_REGISTERS = 255
@@ -53,6 +54,36 @@ def _role_shares(fdef, plan):
         if sum(n for n, _ in mine) > sum(n for n, _ in best):
             best = mine
     return best
+
+
+def check_register_floor(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    """Before any layout is built: the fewest words a thread could hold of its fragments
+    (spread evenly over the block's threads) and local tiles. Past the spill limit the
+    kernel is refused at once, not after layout inference has listed every element of a
+    fragment sized by mistake (a (8192, 8192) one)."""
+    plan = ctx.plan
+    limit = MAX_REGISTERS if ctx.target.is_sim else ctx.target.max_registers_per_thread
+    threads = max(plan.threads or 1, 1)
+    shares = []
+    for t in plan.tiles.values():
+        if t.view_of:
+            continue
+        if t.kind == FRAGMENT:
+            shares.append((-(-math.prod(t.shape) * t.dtype.itemsize // (4 * threads)), t))
+        elif t.kind == LOCAL:
+            shares.append((-(-t.nbytes // 4), t))
+    words = sum(n for n, _ in shares)
+    if words <= max(SPILL_LIMIT, limit):
+        return fdef
+    shares = sorted(shares, key=lambda s: -s[0])
+    detail = ", ".join(f"{t.name} {t.kind} {'x'.join(map(str, t.shape))} {t.dtype.name}: "
+                       f"{n}" for n, t in shares if n)
+    line = min((t.line for _, t in shares if t.line), default=None)
+    raise ctx.error(f"the kernel's fragments and local tiles need at least {words} 32-bit "
+                    f"registers per thread ({detail}; a fragment spread evenly over the "
+                    f"{threads} threads); a thread has at most {limit} registers, and tilejit "
+                    f"spills at most {SPILL_LIMIT} words of tiles to local memory: use more "
+                    f"threads (T.Kernel(threads=...)) or smaller tiles", line)
 
 
 def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
