@@ -65,3 +65,21 @@ def test_assert_allclose_checks_its_tolerances():
     with pytest.raises(TypeError, match="reference_program must be callable"):
         profiler.assert_allclose(None)
     profiler.assert_allclose(lambda a: a, max_mismatched_ratio=0)
+
+
+@pytest.mark.parametrize("threads, match", [
+    (0, r"expected a count in \[1, 1024\], got 0"),
+    (2000, r"expected a count in \[1, 1024\], got 2000"),
+    ("a", r"or a tuple of 1 to 3 block extents \(ints\), got 'a'"),
+    ((4, 4, 4, 1), r"got \(4, 4, 4, 1\)"),
+])
+def test_an_invalid_launch_names_the_kernels_line(threads, match):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            for i in T.Parallel(64):
+                C[i] = A[i]
+    with pytest.raises(ValueError, match=r"main\(\): an invalid launch computing the launch on "
+                       r"the host, at .*test_host_argument_checks.py, line \d+: `with "
+                       r"T.Kernel\(1, threads=threads\) as bx:`.*" + match):
+        tilelang.compile(main, out_idx=[1], target="sim")(torch.ones(64))

@@ -9,6 +9,7 @@ helper is an ordinary call."""
 from __future__ import annotations
 
 import ast
+import dis
 from types import FunctionType
 
 from tilejit import syntax
@@ -139,7 +140,7 @@ def recursive_helper(fn: FunctionType) -> CompileError | None:
             except ValueError:          # an empty cell
                 pass
         out = []
-        for value in [f.__globals__.get(n) for n in sorted(_code_names(f.__code__))] + cells:
+        for value in [f.__globals__.get(n) for n in sorted(_global_loads(f.__code__))] + cells:
             value = value.func if isinstance(value, T.macro) else value
             if is_helper(value) and value not in out:
                 out.append(value)
@@ -194,6 +195,17 @@ def _not_inlinable(fdef: ast.FunctionDef):
                 return ("print() (use T.print(value, msg), which prints a number)",
                         node.lineno)
     return None, None
+
+
+def _global_loads(code) -> set:
+    """The global names ``code`` (and the code nested in it) loads: not its attribute
+    names (``T.ieee_add`` names no global ``ieee_add``)."""
+    names = {i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            names |= _global_loads(const)
+    return names
 
 
 def _code_names(code) -> set:

@@ -233,6 +233,14 @@ def run_host_program(kernel, call: Call) -> LaunchConfig:
         return kernel._host(*call.host_args)
     except ZeroDivisionError as e:
         raise ZeroDivisionError(_host_error(kernel, call, e, "division by zero")) from None
+    except ValueError as e:
+        # a launch the language refuses (threads=0, 2000 or "a"; a grid extent of 0):
+        # its own message, with the kernel's line that computed it
+        try:
+            error = type(e)(_host_error(kernel, call, e, "an invalid launch"))
+        except TypeError:       # an error type made otherwise: as it is
+            raise
+        raise error from None
 
 
 def _host_error(kernel, call: Call, e: BaseException, what: str) -> str:
