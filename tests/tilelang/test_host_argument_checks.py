@@ -83,3 +83,41 @@ def test_an_invalid_launch_names_the_kernels_line(threads, match):
                        r"the host, at .*test_host_argument_checks.py, line \d+: `with "
                        r"T.Kernel\(1, threads=threads\) as bx:`.*" + match):
         tilelang.compile(main, out_idx=[1], target="sim")(torch.ones(64))
+
+
+def gemm_program(num_stages=2, transpose_A=False, clear_accum=False, k_pack=1):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+             C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 32), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=num_stages):
+                T.copy(A[0:64, k * 32:(k + 1) * 32], A_s)
+                T.copy(B[0:64, k * 32:(k + 1) * 32], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=transpose_A, transpose_B=True,
+                       clear_accum=clear_accum, k_pack=k_pack)
+            T.copy(C_f, C)
+    return main
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: gemm_program(num_stages=-1), r"num_stages is an int >= 0 .*got -1"),
+    (lambda: gemm_program(num_stages="3"), r"num_stages is an int >= 0 .*got '3'"),
+    (lambda: gemm_program(transpose_A="yes"), r"transpose_A is True or False, got 'yes'"),
+    (lambda: gemm_program(clear_accum="no"), r"clear_accum is True or False, got 'no'"),
+    (lambda: gemm_program(k_pack=3), r"k_pack is 1 or 2 \(TileLang's\), got 3"),
+])
+def test_tile_operation_options_are_checked(make, match):
+    with pytest.raises(tilelang.CompileError, match=match):
+        tilelang.compile(make(), target="sim")
+
+
+def test_valid_options_still_compute():
+    a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half()
+    c = torch.zeros(64, 64)
+    tilelang.compile(gemm_program(num_stages=0, k_pack=1, clear_accum=False),
+                     target="sim")(a, b, c)
+    torch.testing.assert_close(c, (a.double() @ b.double().T).float(), rtol=1e-3, atol=1e-3)

@@ -52,6 +52,8 @@ import ast
 import copy
 from dataclasses import dataclass
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import DESTINATIONS, SubstituteLoads, resolve_static
@@ -244,7 +246,12 @@ class _Pipeliner(syntax.NodeTransformer):
                                      f"`{ast.unparse(v)}`", node) from None
         plain = ast.copy_location(ast.For(node.target, _call("range", [it.args[0]]), node.body,
                                           node.orelse, None), node)
-        stages = int(values.get("num_stages", 0) or 0)
+        stages = values.get("num_stages", 0)
+        stages = 0 if stages is None else stages
+        if isinstance(stages, bool) or not isinstance(stages, (int, np.integer)) or stages < 0:
+            raise self.ctx.error(f"T.Pipelined's num_stages is an int >= 0 (0 or 1: no "
+                                 f"pipelining), got {stages!r}", node)
+        stages = int(stages)
         if stages < 2 or not isinstance(node.target, ast.Name):
             return plain
         loop_var = node.target.id

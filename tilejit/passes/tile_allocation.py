@@ -25,6 +25,8 @@ import inspect
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
@@ -411,6 +413,10 @@ class _Tiles(syntax.NodeTransformer):
         target = self.ctx.target
         opts = dict(zip(_GEMM_OPTIONS, node.args[3:]))
         for k in node.keywords:
+            if k.arg is None:
+                raise self.ctx.error(f"T.gemm: options passed as `**{ast.unparse(k.value)}` "
+                                     f"are not taken; name each ({', '.join(_GEMM_OPTIONS)})",
+                                     node)
             if k.arg not in _GEMM_OPTIONS:
                 raise self.ctx.error(f"T.gemm: unknown option {k.arg!r}; expected one of "
                                      f"{', '.join(_GEMM_OPTIONS)}", node)
@@ -427,6 +433,12 @@ class _Tiles(syntax.NodeTransformer):
                 raise self.ctx.error(f"T.gemm: operand {role} must be a 2-d "
                                      f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
                                      f"shape {t.shape}", node)
+        for k in ("transpose_A", "transpose_B", "clear_accum"):
+            if k in values and not isinstance(values[k], (bool, np.bool_, int)):
+                raise self.ctx.error(f"T.gemm: {k} is True or False, got {values[k]!r}", node)
+        if "k_pack" in values and values["k_pack"] not in (1, 2):
+            raise self.ctx.error(f"T.gemm: k_pack is 1 or 2 (TileLang's), got "
+                                 f"{values['k_pack']!r}", node)
         ta, tb = bool(values.get("transpose_A", False)), bool(values.get("transpose_B", False))
         if sparse:          # the operands' shapes were checked (language/sparse.py)
             M, N = c.shape
