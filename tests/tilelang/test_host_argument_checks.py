@@ -121,3 +121,25 @@ def test_valid_options_still_compute():
     tilelang.compile(gemm_program(num_stages=0, k_pack=1, clear_accum=False),
                      target="sim")(a, b, c)
     torch.testing.assert_close(c, (a.double() @ b.double().T).float(), rtol=1e-3, atol=1e-3)
+
+
+def test_definition_mistakes_are_named():
+    with pytest.raises(TypeError, match=r"T.Tensor: extent 0 of the shape \('M',\) is 'M'; an "
+                       r"extent is an int, or a symbol .*T.dynamic\(\"M\"\)"):
+        T.Tensor(("M",), "float32")
+    with pytest.raises(TypeError, match=r"pass_configs: expected a dict .*got list"):
+        tilelang.compile(copy_program(), out_idx=[1], pass_configs=["tl.disable_tma_lower"])
+    with pytest.raises(TypeError, match=r"@tilelang.jit pass_configs: expected a dict"):
+        tilelang.jit(pass_configs=("tl.disable_tma_lower",))
+
+    @T.macro
+    def store(C, n):
+        C[0] = n
+
+    @T.prim_func
+    def too_few(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            store(C)
+    with pytest.raises(tilelang.CompileError, match=r"a helper called with arguments its "
+                       r"signature \(C, n\) does not take: missing a required argument: 'n'"):
+        tilelang.compile(too_few, target="cuda -arch=sm_90a")

@@ -407,6 +407,12 @@ def _compile_error(ks: KernelSource, e: Exception) -> CompileError:
         if stripped:
             keep.append(stripped)
     message = "\n".join(_specific_errors(keep) or keep[:12]) or type(e).__name__
+    bind = re.search(r"Cannot bind 'args=\((.*)\) kws=(\{.*\})' to signature '(\(.*\))' "
+                     r"due to \"TypeError: (.*)\"", message)
+    if bind:        # a helper or macro called with arguments its signature does not take
+        message = (f"a helper called with arguments its signature {bind.group(3)} does not "
+                   f"take: {bind.group(4)} (given {bind.group(1).rstrip(',') or 'none'}"
+                   + (f", keywords {bind.group(2)}" if bind.group(2) != "{}" else "") + ")")
     message = _untyped_function_hint(_name_parallel_extent(message, ks, lineno), ks)
     if filename.startswith(_NUMBA_DIR):
         # an implementation of Numba's own (compiled inside the kernel's statement): the

@@ -497,6 +497,10 @@ def compile(func, out_idx=None, execution_backend=None,  # noqa: A001 - TileLang
                         f"compile_flags (an arch goes in the target: "
                         f"target=\"cuda -arch=sm_80\")")
     check_target(target, "tilelang.compile")
+    if pass_configs is not None and not isinstance(pass_configs, dict):
+        raise TypeError(f"tilelang.compile pass_configs: expected a dict of "
+                        f"{{PassConfigKey: value}}, got {type(pass_configs).__name__} "
+                        f"{pass_configs!r}")
     target = "auto" if target is None else target
     if func.lazy:
         return _compile_lazy(func, out_idx, target, pass_configs)

@@ -862,6 +862,9 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
         raise TypeError(f"@tilelang.jit: unexpected option(s) {', '.join(map(repr, unknown))};"
                         f" it takes {', '.join(_JIT_OPTIONS)}")
     check_target(target, "@tilelang.jit")
+    if pass_configs is not None and not isinstance(pass_configs, dict):
+        raise TypeError(f"@tilelang.jit pass_configs: expected a dict of {{PassConfigKey: "
+                        f"value}}, got {type(pass_configs).__name__} {pass_configs!r}")
 
     def wrap(f):
         if _returns_prim_func(f):
