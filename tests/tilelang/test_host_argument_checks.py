@@ -143,3 +143,25 @@ def test_definition_mistakes_are_named():
     with pytest.raises(tilelang.CompileError, match=r"a helper called with arguments its "
                        r"signature \(C, n\) does not take: missing a required argument: 'n'"):
         tilelang.compile(too_few, target="cuda -arch=sm_90a")
+
+
+def test_a_tensor_as_an_index_is_named():
+    @T.prim_func
+    def self_indexed(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            C[0] = A[A]
+    with pytest.raises(tilelang.CompileError, match=r"`A\[A\]` indexes with `A`, a tensor or "
+                       r"tile: an index is a number"):
+        tilelang.compile(self_indexed, target="sim")
+
+    @tilelang.jit
+    def add(A, B, blk=64):
+        M = T.const("M")
+        A: T.Tensor((M,), T.float32)
+        B: T.Tensor((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, blk), threads=64) as bx:
+            for i in T.Parallel(blk):
+                B[bx * blk + i] = A[bx * blk + i]
+    with pytest.raises(TypeError, match=r"add\(\): a value of the wrong kind computing the "
+                       r"launch on the host, at .*line \d+: `with T.Kernel.*\(with blk='32'\)"):
+        add(torch.zeros(64), torch.zeros(64), blk="32")

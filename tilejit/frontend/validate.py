@@ -117,6 +117,28 @@ def check_supported(ks: KernelSource) -> None:
                     isinstance(node, ast.For) and node.orelse):
                 raise ks.error("unsupported in a kernel: a loop's `else` clause", node)
     _check_parallel_returns(ks)
+    _check_tensor_indices(ks)
+
+
+def _check_tensor_indices(ks) -> None:
+    """``A[B]`` with ``B`` a tensor or tile (a name the kernel indexes elsewhere): an index
+    is a number; the typing's overload list would not say so."""
+    bases = {n.value.id for n in syntax.walk(ks.launch) if isinstance(n, ast.Subscript)
+             and isinstance(n.value, ast.Name)}
+    # a T.alloc_var variable is a value by its name (`x[0]` reads it too)
+    bases -= {t.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Assign)
+              and isinstance(n.value, ast.Call)
+              and resolve_static(n.value.func, ks.namespace) is _language.alloc_var
+              for t in n.targets if isinstance(t, ast.Name)}
+    for node in syntax.walk(ks.launch):
+        if not isinstance(node, ast.Subscript):
+            continue
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for i in index:
+            if isinstance(i, ast.Name) and i.id in bases:
+                raise ks.error(f"`{ast.unparse(node)}` indexes with `{i.id}`, a tensor or "
+                               f"tile: an index is a number (an element of it, "
+                               f"`{i.id}[...]`, is one)", node)
 
 
 def _check_parallel_returns(ks) -> None:

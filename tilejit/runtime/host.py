@@ -233,11 +233,13 @@ def run_host_program(kernel, call: Call) -> LaunchConfig:
         return kernel._host(*call.host_args)
     except ZeroDivisionError as e:
         raise ZeroDivisionError(_host_error(kernel, call, e, "division by zero")) from None
-    except ValueError as e:
-        # a launch the language refuses (threads=0, 2000 or "a"; a grid extent of 0):
-        # its own message, with the kernel's line that computed it
+    except (ValueError, TypeError) as e:
+        # a launch the language refuses (threads=0, 2000 or "a"; a grid extent of 0), or
+        # a value of the wrong kind in the host's arithmetic (a block size given as '32'):
+        # its own message, with the kernel's line that computed it and the values it read
+        what = "an invalid launch" if isinstance(e, ValueError) else "a value of the wrong kind"
         try:
-            error = type(e)(_host_error(kernel, call, e, "an invalid launch"))
+            error = type(e)(_host_error(kernel, call, e, what))
         except TypeError:       # an error type made otherwise: as it is
             raise
         raise error from None
