@@ -164,3 +164,21 @@ def test_a_fragment_far_past_the_registers_is_refused_at_once(shape, target):
                        r"thread \(F fragment .*spread evenly over the 128 threads\)"):
         tilelang.compile(huge, out_idx=[1], target=target)
     assert time.perf_counter() - start < 5
+
+
+def located(x, i):
+    if x < 0:
+        raise ValueError("negative at index", i)
+    return x
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_raise_with_run_time_values_traps_too(arch, ptxas):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                C[i] = located(A[i], i)
+    ptx = tilelang.compile(main, target=f"cuda -arch={arch}").get_kernel_source()
+    assert "trap;" in ptx and "vprintf" in ptx
+    ptxas(ptx, arch)

@@ -99,3 +99,100 @@ def test_branching_helpers_on_the_gpu():
     for got, want, ref in zip(out, sim, _expected(a.cpu().numpy(), 2)):
         np.testing.assert_allclose(got.cpu().numpy(), ref, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# -- a review's findings ------------------------------------------------------------------
+def scaled(x, scales):
+    y = x
+    if scales:                  # a tuple of the program's: Python's truth, not lanes
+        y = x * scales[0]
+    return y
+
+
+def count(flag):
+    if flag:
+        return 4
+    return 2
+
+
+def ordered(x, y):
+    if x < y:
+        lo, hi = x, y
+    else:
+        lo, hi = y, x
+    return lo, hi
+
+
+def signed(x):
+    if x < 0:
+        return x, 1
+    return -x, 2
+
+
+@T.prim_func
+def review_cases(A: T.Tensor((32,), "float32"), S: T.Tensor((32,), "float32"),
+                 P: T.Tensor((32,), "float32"), L: T.Tensor((32,), "float32"),
+                 H: T.Tensor((32,), "float32"), V: T.Tensor((32,), "float32"),
+                 W: T.Tensor((32,), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.serial(32):
+            S[i] = scaled(A[i], (2.0, 0.0))
+        for i in T.Parallel(32):
+            P[i] = scaled(A[i], (2.0, 0.0))
+            if A[i] > 3:                       # a one-value helper under a lane branch
+                s = T.alloc_var(T.float32)
+                s = 0.0
+                for _k in T.serial(count(True)):
+                    s += A[i]
+                P[i] = s
+            lo, hi = ordered(A[i], T.float32(3.5))
+            L[i] = lo
+            H[i] = hi
+            v, w = signed(A[i] - 4)
+            V[i] = v
+            W[i] = w
+
+
+def _review_expected(a):
+    p = np.where(a > 3, a * 4, a * 2)
+    v = np.where(a - 4 < 0, a - 4, -(a - 4))
+    return (a * 2, p, np.minimum(a, 3.5), np.maximum(a, 3.5), v,
+            np.where(a - 4 < 0, 1, 2).astype(np.int32))
+
+
+def test_a_reviews_helper_cases():
+    a = torch.arange(32, dtype=torch.float32)
+    outs = [torch.zeros(32) for _ in range(5)] + [torch.zeros(32, dtype=torch.int32)]
+    tilelang.compile(review_cases, target="sim")(a, *outs)
+    for got, want in zip(outs, _review_expected(a.numpy())):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.gpu
+def test_a_reviews_helper_cases_on_the_gpu():
+    a = torch.arange(32, dtype=torch.float32, device="cuda")
+    outs = [torch.zeros(32, device="cuda") for _ in range(5)] + [
+        torch.zeros(32, dtype=torch.int32, device="cuda")]
+    tilelang.compile(review_cases)(a, *outs)
+    for got, want in zip(outs, _review_expected(a.cpu().numpy())):
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
+def test_a_tuple_assigned_under_a_lane_branch_in_a_kernel():
+    @T.prim_func
+    def swap(A: T.Tensor((8,), "float32"), L: T.Tensor((8,), "float32"),
+             H: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                lo = A[i]
+                hi = A[i]
+                if A[i] < 3.5:
+                    lo, hi = A[i], T.float32(3.5)
+                else:
+                    lo, hi = T.float32(3.5), A[i]
+                L[i] = lo
+                H[i] = hi
+    a, lo, hi = torch.arange(8.0), torch.zeros(8), torch.zeros(8)
+    tilelang.compile(swap, target="sim")(a, lo, hi)
+    np.testing.assert_array_equal(lo.numpy(), np.minimum(a.numpy(), 3.5))
+    np.testing.assert_array_equal(hi.numpy(), np.maximum(a.numpy(), 3.5))

@@ -167,3 +167,24 @@ def test_async_copy_on_the_gpu():
     sim = torch.zeros(512, 384).half()
     tilelang.compile(relu_matmul(512, 384, 256), target="sim")(a.cpu(), b.cpu(), sim)
     torch.testing.assert_close(c.cpu(), sim, rtol=2e-3, atol=2e-3)
+
+
+@T.macro
+def load(A, S, k):
+    T.async_copy(A[k * 128:(k + 1) * 128], S)
+
+
+def test_a_macros_async_copy_and_a_computed_wait():
+    stages = 2
+
+    @T.prim_func
+    def in_macro(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128,), T.float32)
+            for k in T.serial(2):
+                load(A, S, k)
+                T.ptx_wait_group(stages - 2)
+                T.copy(S, B[k * 128:(k + 1) * 128])
+    a, b = torch.randn(256), torch.zeros(256)
+    tilelang.compile(in_macro, target="sim")(a, b)
+    assert torch.equal(a, b)

@@ -165,3 +165,31 @@ def test_a_tensor_as_an_index_is_named():
     with pytest.raises(TypeError, match=r"add\(\): a value of the wrong kind computing the "
                        r"launch on the host, at .*line \d+: `with T.Kernel.*\(with blk='32'\)"):
         add(torch.zeros(64), torch.zeros(64), blk="32")
+
+
+def test_a_reviews_cases_stay_accepted():
+    import numpy as np
+    from tilejit.target import Target
+    profiler = tilelang.compile(copy_program(), out_idx=[1]).get_profiler()
+    profiler.assert_allclose(lambda a: a, atol=np.float32(1e-2), rtol=torch.tensor(1e-2),
+                             max_mismatched_ratio=np.float32(0.01))
+    a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half()
+    c = torch.zeros(64, 64)
+    tilelang.compile(gemm_program(transpose_A=np.int64(0), k_pack=np.int64(1)),
+                     target="sim")(a, b, c)
+    torch.testing.assert_close(c, (a.double() @ b.double().T).float(), rtol=1e-3, atol=1e-3)
+    for target in ("rocm", Target.sim(), Target.cuda("sm_90a")):
+        tilelang.compile(copy_program(), out_idx=[1], target=target)
+
+    is_hip = False
+
+    @T.prim_func
+    def dead_branch(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                if is_hip:
+                    B[i] = T.cast(T.cast(A[i], "float8_e4m3fnuz"), "float32")
+                else:
+                    B[i] = A[i]
+    x = torch.arange(8.0)
+    assert torch.equal(tilelang.compile(dead_branch, out_idx=[1], target="sim")(x), x)

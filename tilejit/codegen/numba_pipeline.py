@@ -47,6 +47,12 @@ class TilejitLower(lowering.Lower):
         emit_trap(self.builder)
         self.builder.unreachable()
 
+    def return_dynamic_exception(self, exc_class, exc_args, nb_types, loc=None):
+        """``raise ValueError("...", x)``: as ``return_exception``, with the arguments
+        known at compile time (a run-time value is not printed)."""
+        self.return_exception(exc_class, tuple(a for a in exc_args or ()
+                                               if isinstance(a, (str, int, float))), loc)
+
     def lower_normal_function(self, fndesc):
         self.context.unroll_headers = []
         super().lower_normal_function(fndesc)

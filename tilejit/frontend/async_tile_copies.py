@@ -20,9 +20,12 @@ from __future__ import annotations
 import ast
 import copy
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import KernelSource, resolve_static, statement_lists
+from tilejit.frontend.source import (KernelSource, assigned_names, resolve_static,
+                                     statement_lists)
 
 _ISSUED = "__tj_async_tile_copy"      # the attribute marking a T.copy made from one
 
@@ -86,6 +89,7 @@ class _Check:
 
     def __init__(self, ks, keep_waits):
         self.ks, self.keep_waits = ks, keep_waits
+        self.runtime = assigned_names(ks.tree) | set(ks.params)
         self.dropped = set()        # ids of the waits and commits to take out
 
     def body(self, stmts, pending):
@@ -132,15 +136,24 @@ class _Check:
     def wait(self, call, pending):
         n = call.args[0] if call.args else next(
             (k.value for k in call.keywords if k.arg == "num"), None)
-        try:
-            n = ast.literal_eval(n) if n is not None else None
-        except ValueError:
-            n = resolve_static(n, self.ks.namespace) if isinstance(n, ast.Name) else None
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        n = self.static(n) if n is not None else None
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
             raise self.ks.error("T.ptx_wait_group(num): num is the number of copy groups that "
                                 "may stay in flight, a non-negative int known at compile time",
                                 call)
         return pending[len(pending) - n:] if n else []
+
+    def static(self, expr):
+        """``expr``'s value where it reads only compile-time names (``stages - 2``)."""
+        for n in syntax.walk(expr):
+            if isinstance(n, ast.Name) and (n.id in self.runtime or
+                                            n.id not in self.ks.namespace):
+                return None
+        try:
+            return eval(compile(ast.Expression(copy.deepcopy(expr)), "<num>", "eval"),  # noqa: S307
+                        {"__builtins__": {}}, dict(self.ks.namespace))
+        except Exception:       # noqa: BLE001 - not a compile-time value
+            return None
 
     def names(self, node, pending, stmt):
         if not pending:
@@ -151,7 +164,8 @@ class _Check:
                 raise self.ks.error(
                     f"'{n.id}' is used while the T.async_copy into it (line "
                     f"{flight[n.id].lineno}) may still be in flight: wait for it first "
-                    f"(T.ptx_wait_group(0))", stmt)
+                    f"(T.ptx_wait_group(0)); a tile is in flight as a whole, so give each "
+                    f"stage of a double buffer a tile of its own", stmt)
 
 
 def _merge(a, b):

@@ -24,6 +24,8 @@ from __future__ import annotations
 import ast
 import copy
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit.frontend.source import (KernelSource, assigned_names, flatten_statements,
                                      is_launch, resolve_static)
@@ -117,6 +119,8 @@ class _Static:
                          {"__builtins__": {}}, dict(self.namespace))
         except Exception:       # noqa: BLE001 - not a compile-time value
             return None
+        if isinstance(value, np.integer):
+            value = int(value)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

@@ -382,9 +382,9 @@ def parse_kernel(func, tree=None) -> KernelSource:
     inline_kernel_macros(ks)
     if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
         rewrite_raw_launches(ks)
-    if "async_copy" in spelled_names(ks.tree):
-        rewrite_async_tile_copies(ks)
     inline_tile_helpers(ks)
+    if "async_copy" in spelled_names(ks.tree):      # (after the helpers it may be in)
+        rewrite_async_tile_copies(ks)
     if ks.local_helpers:
         check_local_helper_calls(ks)
     fold_static_branches(ks)

@@ -164,7 +164,8 @@ _FRONT_END_ONLY = {getattr(T, name) for name in (
     "alloc_var", "alloc_local", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "shift_left", "shift_right", "floordiv", "floormod", "align_up", "index_to_coordinates",
     "get_lane_idx", "loop_break", "atomic_load", "atomic_store", "atomic_add", "atomic_max",
-    "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let")
+    "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let",
+    "async_copy", "ptx_wait_group")
     if hasattr(T, name)}
 
 

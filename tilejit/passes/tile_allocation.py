@@ -434,7 +434,7 @@ class _Tiles(syntax.NodeTransformer):
                                      f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
                                      f"shape {t.shape}", node)
         for k in ("transpose_A", "transpose_B", "clear_accum"):
-            if k in values and not isinstance(values[k], (bool, np.bool_, int)):
+            if k in values and not isinstance(values[k], (bool, np.bool_, int, np.integer)):
                 raise self.ctx.error(f"T.gemm: {k} is True or False, got {values[k]!r}", node)
         if "k_pack" in values and values["k_pack"] not in (1, 2):
             raise self.ctx.error(f"T.gemm: k_pack is 1 or 2 (TileLang's), got "

@@ -240,8 +240,10 @@ def run_host_program(kernel, call: Call) -> LaunchConfig:
         what = "an invalid launch" if isinstance(e, ValueError) else "a value of the wrong kind"
         try:
             error = type(e)(_host_error(kernel, call, e, what))
-        except TypeError:       # an error type made otherwise: as it is
-            raise
+        except Exception:       # noqa: BLE001 - an error type made otherwise: as it is
+            error = None
+        if error is None:
+            raise e
         raise error from None
 
 

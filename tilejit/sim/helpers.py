@@ -135,8 +135,9 @@ def _single_exit(fdef) -> list:
     and marks the lanes done; the statements after a branch that returned run for the
     lanes not done; ``raise`` and ``assert`` act only where a lane reaches them."""
     body, _ = _exits(fdef.body)
-    return [_assign(_RET, ast.Constant(None)), _assign(_DONE, ast.Constant(False)),
-            *body, ast.Return(ast.Name(_RET, ast.Load()))]
+    scope = ast.With([ast.withitem(_sim_call("helper_scope", []), None)], [
+        _assign(_RET, ast.Constant(None)), _assign(_DONE, ast.Constant(False)), *body])
+    return [ast.copy_location(scope, fdef.body[0]), ast.Return(ast.Name(_RET, ast.Load()))]
 
 
 def _exits(stmts):

@@ -210,12 +210,18 @@ class where:
 
     def __enter__(self):
         self.outer = STATE.mask
+        if not _lanes(self.cond):
+            # one value of the program (a flag, a tuple, a number): Python's truth; the
+            # branch it selects keeps the mask it was entered with, the same object (so a
+            # helper's names assigned there stay one value: ``blend``)
+            if bool(self.cond) != bool(self.negate):
+                return STATE.mask
+            STATE.mask = np.asarray(False) if self.outer is None else \
+                np.zeros_like(self.outer, dtype=bool)
+            return STATE.mask
         cond = np.asarray(self.cond, dtype=bool)
         if self.negate:
             cond = ~cond
-        if self.outer is None and cond.ndim == 0 and cond:
-            STATE.mask = None           # one value that selects the branch: every lane
-            return STATE.mask
         STATE.mask = cond if self.outer is None else (self.outer & cond)
         return STATE.mask
 
@@ -225,8 +231,9 @@ class where:
 
 
 def may_run(cond, negate=False) -> bool:
-    """False only when a branch's condition is one scalar value that excludes it."""
-    if np.ndim(cond) == 0:
+    """False only when a branch's condition is one value (not lanes: a number, a flag, a
+    tuple of the program's) that excludes it."""
+    if not _lanes(cond):
         return bool(cond) != bool(negate)
     return True
 
@@ -244,6 +251,11 @@ def raise_where_active(exc):
 def assert_where_active(cond, msg=""):
     """A helper's ``assert cond, msg`` under a mask: fails where an active lane's
     ``cond`` is false."""
+    if not _lanes(cond):
+        bad = not cond
+        if bad and any_active():
+            raise AssertionError(msg) if msg != "" else AssertionError()
+        return
     bad = np.logical_not(np.asarray(cond, dtype=bool))
     if STATE.mask is not None:
         bad = bad & STATE.mask
@@ -251,11 +263,28 @@ def assert_where_active(cond, msg=""):
         raise AssertionError(msg) if msg != "" else AssertionError()
 
 
+class helper_scope:     # noqa: N801 - used as `with __tj_sim.helper_scope():`
+    """A simulated helper's body: the mask it was called under is every lane to it (its
+    own names are its own: a lane the caller left out never reads them), so a name it
+    assigns under one-value branches stays one value."""
+
+    def __enter__(self):
+        STATE.helper_masks = getattr(STATE, "helper_masks", []) + [STATE.mask]
+
+    def __exit__(self, *exc):
+        STATE.helper_masks = STATE.helper_masks[:-1]
+        return False
+
+
 def blend(old, new):
-    """A name assigned under a mask keeps its old value on inactive lanes."""
+    """A name assigned under a mask keeps its old value on inactive lanes (a tuple, each
+    of its items)."""
     mask = STATE.mask
-    if mask is None or old is None:
+    entry = getattr(STATE, "helper_masks", None)
+    if mask is None or old is None or (entry and mask is entry[-1]):
         return new
+    if isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old):
+        return tuple(blend(o, n) for o, n in zip(old, new))
     if np.ndim(mask) == 0:
         return new if bool(mask) else old
     return np.where(mask, new, old)

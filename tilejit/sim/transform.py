@@ -148,6 +148,17 @@ class _LaneWise(LaneExpressions):
         node = self.generic_visit(node)
         if self.depth and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             return self._blended(node, node.targets[0], node.value)
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if self.depth and isinstance(target, (ast.Tuple, ast.List)) and all(
+                isinstance(e, ast.Name) for e in target.elts):
+            # `lo, hi = x, y` under a mask: the values once, then each name blended
+            tmp = f"__tj_unpack{next(_counter)}"
+            out = [ast.copy_location(ast.Assign([ast.Name(tmp, ast.Store())], node.value),
+                                     node)]
+            for k, e in enumerate(target.elts):
+                item = ast.Subscript(ast.Name(tmp, ast.Load()), ast.Constant(k), ast.Load())
+                out.append(self._blended(node, e, item))
+            return out
         return node
 
     def visit_AugAssign(self, node):

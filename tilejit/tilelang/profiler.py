@@ -188,14 +188,8 @@ class Profiler:
         output either side gives as None is not compared (TileLang's num-split
         references)."""
         import torch    # the profiler makes torch tensors; torch is only needed here
-        for name, value in (("atol", atol), ("rtol", rtol)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"assert_allclose: {name} must be a number >= 0, got "
-                                 f"{value!r}")
-        if isinstance(max_mismatched_ratio, bool) or not isinstance(
-                max_mismatched_ratio, (int, float)) or not 0 <= max_mismatched_ratio <= 1:
-            raise ValueError(f"assert_allclose: max_mismatched_ratio must be a number in "
-                             f"[0, 1], got {max_mismatched_ratio!r}")
+        atol, rtol = (_tolerance(v, n, None) for v, n in ((atol, "atol"), (rtol, "rtol")))
+        max_mismatched_ratio = _tolerance(max_mismatched_ratio, "max_mismatched_ratio", 1.0)
         if not callable(reference_program):
             raise TypeError(f"assert_allclose: reference_program must be callable (the "
                             f"reference, called with the inputs), got "
@@ -243,3 +237,16 @@ class Profiler:
         return do_bench(lambda: fn(*tensors), warmup, rep, n_warmup, n_repeat,
                         quantiles=quantiles, backend=backend, return_mode=return_mode,
                         early_stop_baseline=early_stop_baseline)
+
+
+def _tolerance(value, name, most):
+    """``value`` as a float (a Python, numpy or one-element torch number), >= 0 and at
+    most ``most`` where given; else a ValueError naming ``name``."""
+    try:
+        number = None if isinstance(value, (bool, str)) else float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not number >= 0 or (most is not None and number > most):
+        where = f"in [0, {most:g}]" if most is not None else ">= 0"
+        raise ValueError(f"assert_allclose: {name} must be a number {where}, got {value!r}")
+    return number

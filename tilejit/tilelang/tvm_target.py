@@ -86,14 +86,15 @@ class Target:
 
 
 # TileLang's target kinds (``tilelang.utils.target``); "sim" is tilejit's simulator
-KINDS = ("auto", "cuda", "hip", "metal", "llvm", "c", "webgpu", "cutedsl", "sim")
+KINDS = ("auto", "cuda", "hip", "rocm", "metal", "llvm", "c", "webgpu", "cutedsl", "sim")
 
 
 def check_target(target, who: str) -> None:
     """A TypeError / ValueError naming ``who``'s ``target`` when it is not a target
     TileLang takes: None, a string or dict whose kind is one of ``KINDS`` (a TVM tag such
     as ``"nvidia/nvidia-h100"`` too), or a ``Target``."""
-    if target is None or isinstance(target, Target):
+    if target is None or isinstance(target, Target) or \
+            type(target).__module__ == "tilejit.target":      # tilejit's own Target
         return
     if isinstance(target, dict):
         kind = target.get("kind")
