@@ -125,8 +125,24 @@ def test_valid_options_still_compute():
 
 def test_definition_mistakes_are_named():
     with pytest.raises(TypeError, match=r"T.Tensor: extent 0 of the shape \('M',\) is 'M'; an "
-                       r"extent is an int, or a symbol .*T.dynamic\(\"M\"\)"):
+                       r"extent is an int >= 0, or a symbol .*T.dynamic\(\"M\"\)"):
         T.Tensor(("M",), "float32")
+    with pytest.raises(TypeError, match=r"extent 0 of the shape \(-4,\) is -4"):
+        T.Tensor((-4,), "float32")
+
+    @T.prim_func
+    def local_shared(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((64,), "float32", scope="local")
+            T.copy(A, S)
+            T.copy(S, A)
+    with pytest.raises(tilelang.CompileError, match=r"T.alloc_shared: scope 'local' is not "
+                       r"this allocation's; it takes 'shared.dyn' or 'shared'"):
+        tilelang.compile(local_shared, target="sim")
+    profiler = tilelang.compile(copy_program(), out_idx=[1]).get_profiler()
+    with pytest.raises(TypeError, match=r"do_bench\(\) got an unexpected keyword argument "
+                       r"'bogus'"):
+        profiler.do_bench(bogus=1)
     with pytest.raises(TypeError, match=r"pass_configs: expected a dict .*got list"):
         tilelang.compile(copy_program(), out_idx=[1], pass_configs=["tl.disable_tma_lower"])
     with pytest.raises(TypeError, match=r"@tilelang.jit pass_configs: expected a dict"):

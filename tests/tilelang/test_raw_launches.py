@@ -227,3 +227,21 @@ def test_raw_launches_on_the_gpu():
     x = torch.zeros(256, device="cuda")
     tilelang.compile(launch_thread_in_kernel)(x)
     np.testing.assert_array_equal(x.cpu().numpy(), _expect_launch_thread())
+
+
+@T.macro
+def fill_rows(A, value):
+    for bx in T.thread_binding(4, thread="blockIdx.x"):
+        for tx in T.thread_binding(64, thread="threadIdx.x"):
+            A[bx, tx] = value + bx
+
+
+def test_a_macro_holding_the_launch():
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), "float32")):
+        fill_rows(A, 1.0)
+    a = torch.zeros(4, 64)
+    tilelang.compile(main, target="sim")(a)
+    assert torch.equal(a, (torch.arange(4.0) + 1)[:, None].expand(4, 64))
+    ptx = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    assert "%ctaid.x" in ptx and "%tid.x" in ptx

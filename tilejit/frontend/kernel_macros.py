@@ -39,7 +39,26 @@ _DEPTH = 8          # helpers holding the launch that call one another
 def _launches(stmts) -> bool:
     return any(isinstance(s, ast.With) and any(
         isinstance(i.context_expr, ast.Call) and _is_kernel(i.context_expr.func)
-        for i in s.items) for s in stmts)
+        for i in s.items) for s in stmts) or any(_raw_launch(s) for s in stmts)
+
+
+def _raw_launch(stmt) -> bool:
+    """A statement that opens a launch as TIR writes it (``raw_launches.py``): a ``for``
+    over ``T.thread_binding``, or a ``T.launch_thread`` assignment or ``with``."""
+    if isinstance(stmt, ast.For):
+        call, wanted = stmt.iter, "thread_binding"
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
+        call, wanted = stmt.value, "launch_thread"
+    elif isinstance(stmt, ast.With) and stmt.items:
+        call, wanted = stmt.items[0].context_expr, "launch_thread"
+    else:
+        return False
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else \
+        func.id if isinstance(func, ast.Name) else None
+    return name == wanted
 
 
 def _is_kernel(func) -> bool:

@@ -302,9 +302,10 @@ class TensorAnnotation:
     def __init__(self, shape, dtype="float32"):
         self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         for k, d in enumerate(self.shape):
-            if isinstance(d, (str, float, bool)) or d is None:
+            if isinstance(d, (str, float, bool)) or d is None or (
+                    isinstance(d, int) and d < 0):
                 raise TypeError(f"T.Tensor: extent {k} of the shape {self.shape} is {d!r}; an "
-                                f"extent is an int, or a symbol for a size known at the call "
+                                f"extent is an int >= 0, or a symbol for a size known at the call "
                                 f"(T.dynamic(\"{d if isinstance(d, str) else 'n'}\"), "
                                 f"T.symbolic(...))")
         self.dtype = as_dtype(dtype)

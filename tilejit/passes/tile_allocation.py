@@ -49,6 +49,8 @@ REDUCTIONS = {T.reduce_sum: "sum", T.reduce_max: "max", T.reduce_min: "min",
 # the tile allocations and the kind of tile each makes (also read by sparse_gemms.py and
 # thread_branches.py)
 ALLOCATION_KINDS = {T.alloc_shared: SHARED, T.alloc_fragment: FRAGMENT, T.alloc_local: LOCAL}
+_SCOPES = {SHARED: ("shared.dyn", "shared"), FRAGMENT: ("local.fragment",),
+           LOCAL: ("local",)}
 
 
 def _call(name, args):
@@ -111,10 +113,19 @@ class _Tiles(syntax.NodeTransformer):
         if len(call.args) > 1:
             args["dtype"] = call.args[1]
         for k in call.keywords:
-            if k.arg in ("shape", "dtype"):
+            if k.arg in ("shape", "dtype", "scope"):
                 args[k.arg] = k.value
+        if len(call.args) > 2:
+            args["scope"] = call.args[2]
         if "dtype" not in args:
             raise self.ctx.error(f"{what}(shape, dtype): the dtype is missing", call)
+        scope = args.get("scope")
+        if scope is not None:
+            value = self._static(scope, f"{what}'s scope")
+            if value not in _SCOPES[kind]:
+                raise self.ctx.error(f"{what}: scope {value!r} is not this allocation's; it "
+                                     f"takes {' or '.join(map(repr, _SCOPES[kind]))} (the "
+                                     f"other scopes have their own T.alloc_*)", call)
         try:
             shape = self.static.shape(args["shape"])
         except NotStatic:

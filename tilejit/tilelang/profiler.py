@@ -225,8 +225,8 @@ class Profiler:
     def do_bench(self, func=None, warmup: float = 25, rep: float = 100, n_warmup: int = 0,
                  n_repeat: int = 0, input_tensors=None, backend: str = "event",
                  quantiles=None, return_mode: str = "mean",
-                 dynamic_symbolic_constraints: dict | None = None,
-                 early_stop_baseline=None, **_):
+                 dynamic_symbolic_constraints: dict | None = None, device=None,
+                 early_stop_baseline=None):
         """The milliseconds of ``func`` (default: the kernel) on fixed inputs
         (``input_tensors``, else made with ``dynamic_symbolic_constraints`` giving the
         symbols' sizes), as the module's ``do_bench`` gives them (``warmup``/``rep`` in
