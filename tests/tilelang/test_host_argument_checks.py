@@ -209,3 +209,15 @@ def test_a_reviews_cases_stay_accepted():
                     B[i] = A[i]
     x = torch.arange(8.0)
     assert torch.equal(tilelang.compile(dead_branch, out_idx=[1], target="sim")(x), x)
+
+
+def test_a_tensor_written_before_the_kernel_is_named():
+    @T.prim_func
+    def early_write(A: T.Tensor((64,), "float32")):
+        A[0] = 5.0
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] + 1
+    with pytest.raises(tilelang.CompileError, match=r"before `with T.Kernel` run on the host "
+                       r"and may only compute values: a tensor is written inside"):
+        tilelang.compile(early_write, target="sim")

@@ -441,6 +441,11 @@ def _find_launch(ks: KernelSource) -> int:
             if isinstance(node, (ast.For, ast.While, ast.With, ast.Return)):
                 raise ks.error("the statements before `with T.Kernel` run on the host and "
                                "may only compute values (no loops, with or return)", node)
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                    isinstance(node.value, ast.Name) and node.value.id in ks.params:
+                raise ks.error("the statements before `with T.Kernel` run on the host and "
+                               "may only compute values: a tensor is written inside the "
+                               "kernel's `with T.Kernel` block", node)
     return index
 
 
