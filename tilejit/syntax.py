@@ -12,6 +12,9 @@ at 0.55 of the time per node on the CPU machine.
 from __future__ import annotations
 
 import ast
+import contextlib
+import sys
+import threading
 from collections import deque
 
 _AST = ast.AST
@@ -125,3 +128,29 @@ def _fix(node, lineno, col_offset, end_lineno, end_col_offset):
             for item in value:
                 if isinstance(item, _AST):
                     _fix(item, lineno, col_offset, end_lineno, end_col_offset)
+
+
+# the recursion a deep expression (a sum of 300 terms: a left-leaning tree 300 deep) needs
+# in the recursive walks of a compile (copy.deepcopy, the transformers, Numba's), over
+# Python's default of 1000
+_DEEP_LIMIT = 20000
+_DEEP = threading.Lock()
+_deep_users = [0, 0]        # compilations under way; the limit before the first
+
+
+@contextlib.contextmanager
+def deep_trees():
+    """Python's recursion limit raised (to ``_DEEP_LIMIT``, never lowered) while a kernel
+    compiles, restored after the last of nested and concurrent compilations."""
+    with _DEEP:
+        if _deep_users[0] == 0:
+            _deep_users[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep_users[1], _DEEP_LIMIT))
+        _deep_users[0] += 1
+    try:
+        yield
+    finally:
+        with _DEEP:
+            _deep_users[0] -= 1
+            if _deep_users[0] == 0:
+                sys.setrecursionlimit(_deep_users[1])

@@ -106,7 +106,7 @@ SOURCE_PASSES = (
 
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
-    with _cyclic_gc_paused():
+    with _cyclic_gc_paused(), syntax.deep_trees():
         return _compile_kernel(ks, spec)
 
 

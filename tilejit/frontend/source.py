@@ -311,7 +311,10 @@ def function_def_from_file(func, copy_tree: bool = True):
                 if isinstance(node, ast.FunctionDef) and node.name == func.__name__:
                     first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
                     if first == code.co_firstlineno:
-                        return filename, copy.deepcopy(node) if copy_tree else node
+                        if not copy_tree:
+                            return filename, node
+                        with syntax.deep_trees():
+                            return filename, copy.deepcopy(node)
     return None
 
 
@@ -335,6 +338,11 @@ def _function_def(func):
 def parse_kernel(func, tree=None) -> KernelSource:
     """The kernel's source; ``tree`` = (filename, FunctionDef) gives it pre-parsed (a
     front end that desugared it, such as ``tilejit.jit``)."""
+    with syntax.deep_trees():
+        return _parse_kernel(func, tree)
+
+
+def _parse_kernel(func, tree=None) -> KernelSource:
     filename, fdef = tree if tree is not None else _function_def(func)
     first = fdef.lineno
     if not isinstance(fdef, ast.FunctionDef):

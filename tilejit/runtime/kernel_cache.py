@@ -10,6 +10,7 @@ import importlib.util
 import os
 import warnings
 
+from tilejit import syntax
 from tilejit.log import logger
 from tilejit.version import __version__
 from tilejit.runtime.disk_cache import (CacheWarning, DiskCache, Unkeyable, cache_dir,
@@ -154,6 +155,11 @@ def load_or_compile(kernel, spec):
     compilation asked to dump its stages (``CompileOptions.dump_dir``) does not read the
     cache, so its stages are written. A global the kernel reads that was rebound since its
     first compilation is reported (once per name)."""
+    with syntax.deep_trees():       # the cache key's and the compile's walks of the tree
+        return _load_or_compile(kernel, spec)
+
+
+def _load_or_compile(kernel, spec):
     _warn_changed_globals(kernel)
     if spec.target.is_sim:
         # the compiler (Numba) only when a kernel is first simulated: its type check always

@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.mma_emitter_calls import builds_emitter_in_prologue
@@ -53,7 +54,7 @@ def simulator_function(kernel, constexprs=None):
         fn = per_spec.get(key)
         if fn is not None:
             return fn
-    with _BUILDING:
+    with _BUILDING, syntax.deep_trees():
         fn = getattr(kernel, "_sim_fn", None)
         if fn is not None:
             return fn
