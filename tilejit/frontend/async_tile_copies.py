@@ -24,18 +24,15 @@ import numpy as np
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import (KernelSource, assigned_names, resolve_static,
+from tilejit.frontend.source import (KernelSource, assigned_names, is_call_to,
                                      statement_lists)
+from tilejit.frontend.static_prologue import evaluate_static
 
 _ISSUED = "__tj_async_tile_copy"      # the attribute marking a T.copy made from one
 
 
-def _is(ks, node, fn) -> bool:
-    return isinstance(node, ast.Call) and resolve_static(node.func, ks.namespace) is fn
-
-
 def _call_of(ks, stmt, fn):
-    if isinstance(stmt, ast.Expr) and _is(ks, stmt.value, fn):
+    if isinstance(stmt, ast.Expr) and is_call_to(stmt.value, fn, ks.namespace):
         return stmt.value
     return None
 
@@ -55,7 +52,7 @@ class _Issue(syntax.NodeTransformer):
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
-        if not _is(self.ks, node, T.async_copy):
+        if not is_call_to(node, T.async_copy, self.ks.namespace):
             return node
         sig = "T.async_copy(src, dst, *, coalesced_width=None, annotations=None, loop_layout=None)"
         args = list(node.args)
@@ -145,15 +142,9 @@ class _Check:
 
     def static(self, expr):
         """``expr``'s value where it reads only compile-time names (``stages - 2``)."""
-        for n in syntax.walk(expr):
-            if isinstance(n, ast.Name) and (n.id in self.runtime or
-                                            n.id not in self.ks.namespace):
-                return None
-        try:
-            return eval(compile(ast.Expression(copy.deepcopy(expr)), "<num>", "eval"),  # noqa: S307
-                        {"__builtins__": {}}, dict(self.ks.namespace))
-        except Exception:       # noqa: BLE001 - not a compile-time value
-            return None
+        value, known = evaluate_static(copy.deepcopy(expr), dict(self.ks.namespace),
+                                       self.runtime)
+        return value if known else None
 
     def names(self, node, pending, stmt):
         if not pending:
@@ -178,7 +169,8 @@ def _merge(a, b):
 
 def _allocated(ks, fn):
     return {t.id for node in syntax.walk(ks.tree) if isinstance(node, ast.Assign)
-            and _is(ks, node.value, fn) for t in node.targets if isinstance(t, ast.Name)}
+            and is_call_to(node.value, fn, ks.namespace)
+            for t in node.targets if isinstance(t, ast.Name)}
 
 
 def rewrite_async_tile_copies(ks: KernelSource) -> None:
@@ -186,7 +178,7 @@ def rewrite_async_tile_copies(ks: KernelSource) -> None:
     ks.namespace.setdefault("__tj_tile_copy", T.copy)
     shared = _allocated(ks, T.alloc_shared)
     ks.tree = _Issue(ks, shared, set(ks.params)).visit(ks.tree)
-    keep = any(_is(ks, n, T.ptx_cp_async) for n in syntax.walk(ks.tree))
+    keep = any(is_call_to(n, T.ptx_cp_async, ks.namespace) for n in syntax.walk(ks.tree))
     check = _Check(ks, keep)
     check.body(ks.tree.body, [])
     check.drop(ks.tree)

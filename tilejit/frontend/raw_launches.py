@@ -28,7 +28,8 @@ import numpy as np
 
 from tilejit import syntax
 from tilejit.frontend.source import (KernelSource, assigned_names, flatten_statements,
-                                     is_launch, resolve_static)
+                                     is_call_to, is_launch, resolve_static)
+from tilejit.frontend.static_prologue import evaluate_static
 from tilejit import language as TL
 from tilejit.language import threads as TH
 
@@ -39,26 +40,22 @@ _KERNEL = "__tj_raw_kernel"
 MAX_THREADS = 1024
 
 
-def _language_call(ks, node, fn) -> bool:
-    return isinstance(node, ast.Call) and resolve_static(node.func, ks.namespace) is fn
-
-
 def _is_binding(ks, node) -> bool:
-    return _language_call(ks, node, TH.thread_binding) or \
-        _language_call(ks, node, TH.launch_thread)
+    return is_call_to(node, TH.thread_binding, ks.namespace) or \
+        is_call_to(node, TH.launch_thread, ks.namespace)
 
 
 def _opening(ks, stmt):
     """The binding call a statement of the function's body opens a launch with: a
     ``for`` over ``T.thread_binding``, ``x = T.launch_thread(...)`` (or annotated), or
     ``with T.launch_thread(...) as x``; else None."""
-    if isinstance(stmt, ast.For) and _language_call(ks, stmt.iter, TH.thread_binding):
+    if isinstance(stmt, ast.For) and is_call_to(stmt.iter, TH.thread_binding, ks.namespace):
         return stmt.iter
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and stmt.value is not None \
             and _is_binding(ks, stmt.value):
         return stmt.value
     if isinstance(stmt, ast.With) and len(stmt.items) == 1 and \
-            _language_call(ks, stmt.items[0].context_expr, TH.launch_thread):
+            is_call_to(stmt.items[0].context_expr, TH.launch_thread, ks.namespace):
         return stmt.items[0].context_expr
     return None
 
@@ -104,24 +101,20 @@ def _extent(start, stop):
 
 
 class _Static:
-    """An expression's value where it reads only the program's compile-time names."""
+    """An expression's int value where it reads only the program's compile-time names
+    (``static_prologue.evaluate_static``), else None."""
 
     def __init__(self, ks):
         self.namespace = ks.namespace
         self.runtime = assigned_names(ks.tree) | set(ks.params)
 
     def __call__(self, expr):
-        for n in syntax.walk(expr):
-            if isinstance(n, ast.Name) and (n.id in self.runtime or n.id not in self.namespace):
-                return None
-        try:
-            value = eval(compile(ast.Expression(copy.deepcopy(expr)), "<extent>", "eval"),
-                         {"__builtins__": {}}, dict(self.namespace))
-        except Exception:       # noqa: BLE001 - not a compile-time value
-            return None
+        value, known = evaluate_static(copy.deepcopy(expr), dict(self.namespace),
+                                       self.runtime)
         if isinstance(value, np.integer):
             value = int(value)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if known and isinstance(value, int) and not isinstance(value, bool) \
+            else None
 
 
 def _same_extent(static, a, b) -> bool:
@@ -171,7 +164,7 @@ class _Bindings(syntax.NodeTransformer):
         self.ks, self.static, self.known, self.region = ks, static, known, region
 
     def visit_For(self, node):
-        if not (self.region and _language_call(self.ks, node.iter, TH.thread_binding)):
+        if not (self.region and is_call_to(node.iter, TH.thread_binding, self.ks.namespace)):
             return self.generic_visit(node)
         if not isinstance(node.target, ast.Name) or node.orelse:
             raise self.ks.error("`for tx in T.thread_binding(...)` binds one name and has no "
@@ -182,7 +175,7 @@ class _Bindings(syntax.NodeTransformer):
 
     def visit_With(self, node):
         item = node.items[0] if len(node.items) == 1 else None
-        if item is None or not _language_call(self.ks, item.context_expr, TH.launch_thread):
+        if item is None or not is_call_to(item.context_expr, TH.launch_thread, self.ks.namespace):
             return self.generic_visit(node)
         if not isinstance(item.optional_vars, ast.Name):
             raise self.ks.error("`with T.launch_thread(axis, n) as x:` binds one name", node)
@@ -193,7 +186,7 @@ class _Bindings(syntax.NodeTransformer):
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
-        if not _language_call(self.ks, node, TH.launch_thread):
+        if not is_call_to(node, TH.launch_thread, self.ks.namespace):
             return node
         axis, start, stop = axis_and_range(self.ks, node)
         if self.known is not None:

@@ -194,14 +194,16 @@ def launch_shape(grid, threads):
     if len(grid) > 3:
         raise ValueError(f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
     grid = tuple(grid) or (1,)
-    parts = list(threads) if isinstance(threads, (tuple, list)) else [threads]
-    if not 1 <= len(parts) <= 3 or any(isinstance(t, (bool, str, float)) or not isinstance(
-            t, _numbers.Integral) and not hasattr(t, "__index__") for t in parts):
-        raise ValueError(f"T.Kernel threads: expected a count in [1, 1024] or a tuple of 1 to "
-                         f"3 block extents (ints), got {threads!r}")
-    threads = 1
-    for t in parts:
-        threads *= int(t)
+    if type(threads) is not int:        # (every launch comes here: an int goes straight on)
+        parts = list(threads) if isinstance(threads, (tuple, list)) else [threads]
+        if not 1 <= len(parts) <= 3 or any(
+                isinstance(t, (bool, str, float)) or not isinstance(t, _numbers.Integral)
+                and not hasattr(t, "__index__") for t in parts):
+            raise ValueError(f"T.Kernel threads: expected a count in [1, 1024] or a tuple of "
+                             f"1 to 3 block extents (ints), got {threads!r}")
+        threads = 1
+        for t in parts:
+            threads *= int(t)
     if not 1 <= threads <= 1024:
         raise ValueError(f"T.Kernel threads: expected a count in [1, 1024], got {threads}")
     dims = tuple(int(g) for g in grid)

@@ -35,6 +35,7 @@ class _State(threading.local):
     def __init__(self):
         self.block = (0, 0, 0)
         self.mask = None          # boolean array over the current T.Parallel tile
+        self.helper_masks = []    # the masks simulated helpers were called under
         self.grid = (1, 1, 1)
         self.cluster = (1, 1, 1)  # T.ClusterKernel's cluster_dims
         self.multicasts = {}      # T.copy_cluster's regions (sim/cluster.py)
@@ -269,10 +270,10 @@ class helper_scope:     # noqa: N801 - used as `with __tj_sim.helper_scope():`
     assigns under one-value branches stays one value."""
 
     def __enter__(self):
-        STATE.helper_masks = getattr(STATE, "helper_masks", []) + [STATE.mask]
+        STATE.helper_masks.append(STATE.mask)
 
     def __exit__(self, *exc):
-        STATE.helper_masks = STATE.helper_masks[:-1]
+        STATE.helper_masks.pop()
         return False
 
 
@@ -280,7 +281,7 @@ def blend(old, new):
     """A name assigned under a mask keeps its old value on inactive lanes (a tuple, each
     of its items)."""
     mask = STATE.mask
-    entry = getattr(STATE, "helper_masks", None)
+    entry = STATE.helper_masks
     if mask is None or old is None or (entry and mask is entry[-1]):
         return new
     if isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old):
