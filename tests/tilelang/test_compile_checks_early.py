@@ -310,3 +310,24 @@ def test_the_kernel_compiled_at_compile_is_the_one_the_call_runs(monkeypatch):
     want = (a.double() + b.double())
     assert torch.all(torch.abs(c.double()) <= torch.abs(want) + 1e-30)      # toward zero
     torch.testing.assert_close(c, want.float(), rtol=2 ** -22, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_source_of_a_compiled_kernel_is_not_compiled_again(monkeypatch, arch):
+    """``tilejit.compile(..., target="cuda")`` then ``get_kernel_source()`` (TileLang's
+    way to look at the code) compile once, whether or not the disk cache is on."""
+    import tilejit.compiler.pipeline as pipeline
+    import tilejit.runtime.kernel_cache as kernel_cache
+    monkeypatch.setattr(kernel_cache, "cache_dir", lambda: None)
+    calls = []
+    original = pipeline.compile_kernel
+    monkeypatch.setattr(pipeline, "compile_kernel",
+                        lambda ks, spec: calls.append(spec) or original(ks, spec))
+    kernel = tilejit.compile(ieee_add("float32", "rn"), out_idx=[2],
+                             target=f"cuda -arch={arch}")
+    assert len(calls) == 1
+    ptx = kernel.get_kernel_source()
+    assert len(calls) == 1 and f".target {arch}" in ptx
+    assert kernel.get_kernel_source() == ptx and len(calls) == 1
+    kernel.get_kernel_source(arch="sm_86" if arch == "sm_80" else "sm_80")  # another arch
+    assert len(calls) == 2

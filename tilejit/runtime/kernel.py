@@ -294,8 +294,20 @@ class KernelFunction:
         """Compile for the arguments' types without launching. With ``target="cuda"``
         and an ``arch``, works without a GPU (numpy arrays supply the types)."""
         spec = self._spec_without_launch(args, kwargs, target, arch)
-        return CompiledKernelHandle(self, load_or_compile(self, spec),
+        return CompiledKernelHandle(self, self._compiled_for(spec),
                                     simulated=spec.target.is_sim, spec=spec)
+
+    def _compiled_for(self, spec):
+        """The kernel compiled for ``spec`` without loading it: what ``check`` built or
+        a call loaded (``tilejit.compile`` then ``get_kernel_source`` compile once), else
+        compiled now."""
+        built = self._built.get(spec)
+        if built is not None:
+            return built
+        for (s, _), entry in list(self._cache.items()):
+            if s == spec:
+                return entry if spec.target.is_sim else entry.compiled
+        return load_or_compile(self, spec)
 
     def _spec_without_launch(self, args, kwargs, target, arch):
         """The specialization ``compile`` and ``check`` work on: for ``target`` (the
