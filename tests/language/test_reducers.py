@@ -857,3 +857,83 @@ def test_a_fold_at_a_unit_dimensions_constant_index_on_the_gpu(op):
     want = a.double().sum(1) if op == "sum" else a.double().amax(1)
     torch.testing.assert_close(gpu.cpu().double(), want.reshape(1, 16), atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(gpu.cpu(), sim, atol=1e-5, rtol=1e-5)
+
+
+# -- a fold into one element of a reducer spread over the threads: acc[i, j] of serial i, j ---
+def pairwise_dots(K, threads, fixed=False, op="sum"):
+    """TileLang's reducer v2 "wide plan" test shape: each (i, j) of serial loops folds a
+    row product into acc[i, j] of a (4, 4) reducer, which the finalize into a fragment
+    spreads over the block's threads (so no thread holds every element: the combine is a
+    T.Parallel over the reducer that updates the element the index picks); `fixed` folds
+    into the constant element [2, 3] only."""
+    @T.prim_func
+    def kernel(A: T.Tensor((4, K), T.float32), A2: T.Tensor((4, K), T.float32),
+               B: T.Tensor((4, 4), T.float32), C: T.Tensor((4, 4), T.float32)):
+        with T.Kernel(1, threads=threads):
+            src = T.alloc_fragment((4, K), T.float32)
+            src2 = T.alloc_fragment((4, K), T.float32)
+            T.copy(A, src)
+            T.copy(A2, src2)
+            acc = T.alloc_reducer((4, 4), T.float32, op=op)
+            T.reducer_init(acc)
+            if fixed:
+                for k in T.Parallel(K):
+                    T.reducer_update(acc[2, 3], src[2, k] * src2[3, k])
+            else:
+                for i in T.serial(4):
+                    for j in T.serial(4):
+                        for k in T.Parallel(K):
+                            T.reducer_update(acc[i, j], src[i, k] * src2[j, k])
+            result = T.alloc_fragment((4, 4), T.float32)
+            T.finalize_reducer(acc, result)
+            doubled = T.alloc_fragment((4, 4), T.float32)
+            for i, j in T.Parallel(4, 4):
+                doubled[i, j] = result[i, j] * 2.0
+            T.copy(result, B)
+            T.copy(doubled, C)
+    return kernel
+
+
+def _pairwise_reference(a, a2, fixed, op):
+    prod = a.double()[:, None, :] * a2.double()[None, :, :]
+    want = prod.sum(2) if op == "sum" else prod.amax(2)
+    if fixed:
+        ident = torch.zeros if op == "sum" else (lambda *s, **k: torch.full(s, -torch.inf,
+                                                                              **k))
+        out = ident(4, 4, dtype=torch.float64)
+        out[2, 3] = want[2, 3]
+        return out
+    return want
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("K, threads", [(256, 128), (64, 32)])
+def test_a_fold_into_one_element_of_a_spread_reducer(fixed, op, K, threads):
+    a, a2 = torch.randn(4, K), torch.randn(4, K)
+    b, c = tilejit.compile(pairwise_dots(K, threads, fixed, op), out_idx=[-2, -1])(a, a2)
+    want = _pairwise_reference(a, a2, fixed, op)
+    torch.testing.assert_close(b.double(), want, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(c.double(), 2 * want, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_fold_into_one_element_of_a_spread_reducer_assembles(arch, ptxas):
+    for fixed in (False, True):
+        ptxas(tilejit.compile(pairwise_dots(256, 128, fixed), out_idx=[-2, -1],
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_a_fold_into_one_element_of_a_spread_reducer_on_the_gpu(fixed, op):
+    a, a2 = torch.randn(4, 256), torch.randn(4, 256)
+    kernel = tilejit.compile(pairwise_dots(256, 128, fixed, op), out_idx=[-2, -1])
+    b, c = kernel(a.cuda(), a2.cuda())
+    sim_b, sim_c = tilejit.compile(pairwise_dots(256, 128, fixed, op), out_idx=[-2, -1])(a, a2)
+    want = _pairwise_reference(a, a2, fixed, op)
+    torch.testing.assert_close(b.cpu().double(), want, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(c.cpu().double(), 2 * want, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(b.cpu(), sim_b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(c.cpu(), sim_c, atol=1e-5, rtol=1e-5)

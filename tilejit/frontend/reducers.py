@@ -31,7 +31,9 @@ copied transposed and combined after the loop). A view of a reducer (``T.reshape
 (``acc[0, i]`` of a (1, M) reducer) folds into such a view. Its index may also
 hold constants and values the loop does not change (``acc[i]`` of an enclosing serial
 loop): the fold tile is then reduced into a tile of the dimensions the index keeps and
-combined into the elements it picks. Anything else is a ``CompileError`` at the line.
+combined into the elements it picks (when it keeps none, by a T.Parallel over the
+reducer that updates the element its index equals: a reducer spread over the threads,
+``acc[i, j]`` of a (4, 4) one, takes it too). Anything else is a ``CompileError`` at the line.
 Folds inside a serial loop of the ``T.Parallel`` body accumulate once per its iteration.
 The simulator and the GPU run the rewritten program.
 """
@@ -331,6 +333,10 @@ class _Reducers(syntax.NodeTransformer):
         at = [ast.Name(n, ast.Load()) for n, _ in kept] or [ast.Constant(0)]
         value = ast.Subscript(ast.Name(part, ast.Load()),
                               at[0] if len(at) == 1 else ast.Tuple(at, ast.Load()), ast.Load())
+        if not kept:
+            over_whole = self._over_whole_reducer(name, index, op, value)
+            if over_whole is not None:
+                return out + [over_whole]
         combine = self._direct_fold(name, copy.deepcopy(index), op, value)
         if kept:
             target = ast.Tuple([ast.Name(n, ast.Store()) for n, _ in kept], ast.Store()) \
@@ -338,6 +344,44 @@ class _Reducers(syntax.NodeTransformer):
             combine = ast.For(target, _language("Parallel", [copy.deepcopy(e) for _, e in kept]),
                               [combine], [], None)
         return out + [combine]
+
+    def _over_whole_reducer(self, name, index, op, value):
+        """The combine of a fold into the one element ``index`` picks (constants or
+        values the loop does not change: ``acc[i, j]`` of enclosing serial loops) of a
+        reducer of more than one element, as a T.Parallel over the reducer's shape that
+        updates the element its index equals. A statement on the element alone needs every
+        thread to hold it, which a reducer spread over the threads (one a T.copy or
+        T.finalize_reducer into a fragment lays out so) does not; the T.Parallel is the
+        reducer's own layout in either case. None where the shape is not known here or is
+        a single element (the statement then)."""
+        shape = self.reducers[name][2]
+        if isinstance(shape, (ast.Tuple, ast.List)):
+            extents = list(shape.elts)
+        else:
+            known = shape.value if isinstance(shape, ast.Constant) else \
+                resolve_static(shape, self.namespace)
+            if isinstance(known, int):
+                known = (known,)
+            if not isinstance(known, (tuple, list)) or \
+                    not all(isinstance(e, int) for e in known):
+                return None
+            extents = [ast.Constant(e) for e in known]
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        sizes = [e.value if isinstance(e, ast.Constant) else resolve_static(e, self.namespace)
+                 for e in extents]
+        if len(items) != len(extents) or all(s == 1 for s in sizes):
+            return None
+        names = [f"__tj_at{self.count}_{d}" for d in range(len(extents))]
+        self.count += 1
+        at = [ast.Name(n, ast.Load()) for n in names]
+        test = [ast.Compare(a, [ast.Eq()], [copy.deepcopy(item)]) for a, item in zip(at, items)]
+        update = ast.If(test[0] if len(test) == 1 else ast.BoolOp(ast.And(), test),
+                        [self._direct_fold(name, at[0] if len(at) == 1 else
+                                           ast.Tuple(at, ast.Load()), op, value)], [])
+        target = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()) \
+            if len(names) > 1 else ast.Name(names[0], ast.Store())
+        return ast.For(target, _language("Parallel", [copy.deepcopy(e) for e in extents]),
+                       [update], [], None)
 
     def _check_rest(self, body, folds):
         """What is left of a T.Parallel body after its folds: no other write into a
