@@ -245,3 +245,108 @@ def test_a_macro_holding_the_launch():
     assert torch.equal(a, (torch.arange(4.0) + 1)[:, None].expand(4, 64))
     ptx = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
     assert "%ctaid.x" in ptx and "%tid.x" in ptx
+
+
+# -- found by review: extents the pass builds are checked, extents read no launch name,
+# -- a macro may open with `bx = T.thread_binding(...)`, helpers holding bindings inline
+def test_an_offset_binding_and_the_default_block_are_checked():
+    @T.prim_func
+    def offset(A: T.Tensor((128,), "float32")):
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            for tx in T.thread_binding(64, 128, thread="threadIdx.x"):     # extent 64
+                A[bx * 64 + tx - 64] = 1.0
+            for tx in T.thread_binding(64, thread="threadIdx.x"):          # extent 64
+                A[bx * 64 + tx] = A[bx * 64 + tx] + 1.0
+    a = np.zeros(128, np.float32)
+    tilelang.compile(offset, target="sim")(a)
+    np.testing.assert_array_equal(a, np.full(128, 2.0, np.float32))
+
+    @T.prim_func
+    def default_block(A: T.Tensor((1,), "int32")):
+        with T.Kernel(1) as bx:                                            # 128 threads
+            tx = T.launch_thread("threadIdx.x", 64)
+            T.atomic_add(A[0], 1)
+    with pytest.raises(tilejit.CompileError, match=r"block has 128 along x"):
+        tilelang.compile(default_block, target="sim")
+
+    shape = (32, 4)
+
+    @T.prim_func
+    def named_tuple(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=shape) as bx:
+            ty = T.launch_thread("threadIdx.y", 8)
+            A[ty] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"block has 4 along y"):
+        tilelang.compile(named_tuple, target="sim")
+
+    @T.prim_func
+    def tall(A: T.Tensor((64,), "float32")):
+        for ty in T.thread_binding(2048, thread="threadIdx.y"):
+            A[0] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"block has 2048 threads"):
+        tilelang.compile(tall, target="sim")
+
+
+def test_bad_extents_and_forms_are_errors_at_the_binding():
+    @T.prim_func
+    def inner_extent(A: T.Tensor((64,), "float32")):
+        bx = T.launch_thread("blockIdx.x", 2)
+        tx = T.launch_thread("threadIdx.x", bx * 32)    # EXTENT-READS-BX
+        A[tx] = 2.0
+    with pytest.raises(tilejit.CompileError, match=r"the extent of threadIdx.x, `bx \* 32`, "
+                       r"reads bx, which the launch itself binds") as e:
+        tilelang.compile(inner_extent, target="sim")
+    assert "EXTENT-READS-BX" in str(e.value)
+
+    @T.prim_func
+    def negative(A: T.Tensor((64,), "float32")):
+        for ty in T.thread_binding(-2, thread="threadIdx.y"):
+            for tx in T.thread_binding(-16, thread="threadIdx.x"):
+                A[0] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"threadIdx.(x|y) is bound with extent "
+                       r"-(2|16): an extent of a launch is at least 1"):
+        tilelang.compile(negative, target="sim")
+    with pytest.raises(ValueError, match=r"each block extent is at least 1"):
+        T.launch_shape((1,), (-16, -2))
+
+    @T.prim_func
+    def two_in_one(A: T.Tensor((64,), "float32")):
+        bx, tx = T.launch_thread("blockIdx.x", 1), T.launch_thread("threadIdx.x", 64)
+        A[tx] = 1.0
+    with pytest.raises(tilejit.CompileError, match=r"one binding per statement"):
+        tilelang.compile(two_in_one, target="sim")
+
+
+@T.macro
+def _opens_with_bindings(A):
+    bx = T.thread_binding(0, 2, thread="blockIdx.x")
+    tx = T.thread_binding(64, thread="threadIdx.x")
+    A[bx * 64 + tx] = T.float32(tx + bx)
+
+
+@T.macro
+def _binds_the_threads(A, bx):
+    for tx in T.thread_binding(64, thread="threadIdx.x"):
+        A[bx * 64 + tx] = T.float32(tx * 2 + bx)
+
+
+def test_macros_that_open_or_hold_the_bindings(ptxas):
+    @T.prim_func
+    def opens(A: T.Tensor((128,), "float32")):
+        _opens_with_bindings(A)
+
+    @T.prim_func
+    def holds(A: T.Tensor((128,), "float32")):
+        for bx in T.thread_binding(2, thread="blockIdx.x"):
+            _binds_the_threads(A, bx)
+    tx, bx = np.arange(64, dtype=np.float32), np.repeat([0, 1], 64).astype(np.float32)
+    a = np.zeros(128, np.float32)
+    tilelang.compile(opens, target="sim")(a)
+    np.testing.assert_array_equal(a, np.tile(tx, 2) + bx)
+    tilelang.compile(holds, target="sim")(a)
+    np.testing.assert_array_equal(a, np.tile(tx, 2) * 2 + bx)
+    for arch in ("sm_80", "sm_90a"):
+        for f in (opens, holds):
+            ptx = tilelang.compile(f, target=f"cuda -arch={arch}").get_kernel_source()
+            assert ".maxntid 64\n" in ptx and "%ctaid.x" in ptx and "%tid.x" in ptx
+            ptxas(ptx, arch)

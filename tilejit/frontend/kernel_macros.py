@@ -48,7 +48,7 @@ def _raw_launch(stmt) -> bool:
     if isinstance(stmt, ast.For):
         call, wanted = stmt.iter, "thread_binding"
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)):
-        call, wanted = stmt.value, "launch_thread"
+        call, wanted = stmt.value, ("launch_thread", "thread_binding")
     elif isinstance(stmt, ast.With) and stmt.items:
         call, wanted = stmt.items[0].context_expr, "launch_thread"
     else:
@@ -58,7 +58,7 @@ def _raw_launch(stmt) -> bool:
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else \
         func.id if isinstance(func, ast.Name) else None
-    return name == wanted
+    return name in wanted if isinstance(wanted, tuple) else name == wanted
 
 
 def _is_kernel(func) -> bool:

@@ -109,8 +109,10 @@ class _Static:
         self.runtime = assigned_names(ks.tree) | set(ks.params)
 
     def __call__(self, expr):
-        value, known = evaluate_static(copy.deepcopy(expr), dict(self.namespace),
-                                       self.runtime)
+        # the extents this pass builds (`stop - start`, the 1 of an axis not bound) have
+        # no line of their own: the evaluation compiles them
+        value, known = evaluate_static(ast.fix_missing_locations(copy.deepcopy(expr)),
+                                       dict(self.namespace), self.runtime)
         if isinstance(value, np.integer):
             value = int(value)
         return value if known and isinstance(value, int) and not isinstance(value, bool) \
@@ -125,7 +127,8 @@ def _same_extent(static, a, b) -> bool:
 
 
 def _launch_extents(ks, region, static):
-    """{axis: extent} over every binding in the region, one extent per axis."""
+    """{axis: (extent, the first binding of it)} over every binding in the region, one
+    extent per axis."""
     found = {}
     for stmt in region:
         for node in syntax.walk(stmt):
@@ -138,7 +141,22 @@ def _launch_extents(ks, region, static):
                                    f"{found[axis][1].lineno}: a launch has one extent per "
                                    "axis", node)
                 found.setdefault(axis, (extent, node))
-    return {axis: extent for axis, (extent, _) in found.items()}
+    return found
+
+
+def _check_host_extents(ks, region, found):
+    """The launch's extents are computed before it starts: one that reads a name the
+    launch's own statements bind (an index, a value assigned inside) is an error at it."""
+    bound = {n.id for stmt in region for n in syntax.walk(stmt)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for axis, (extent, binding) in found.items():
+        inner = sorted({n.id for n in syntax.walk(extent)
+                        if isinstance(n, ast.Name) and n.id in bound})
+        if inner:
+            raise ks.error(f"the extent of {axis}, `{ast.unparse(extent)}`, reads "
+                           f"{', '.join(inner)}, which the launch itself binds; a launch's "
+                           "extents are known before it starts (compute them before its "
+                           "bindings, or from the kernel's arguments)", binding)
 
 
 def _extents(found, kind):
@@ -235,6 +253,12 @@ def rewrite_raw_launches(ks: KernelSource) -> None:
         return
     start = next((i for i, s in enumerate(body) if _opening(ks, s) is not None), None)
     if start is None:
+        top = next((s for s in body if any(_is_binding(ks, n) for n in syntax.walk(s))),
+                   None)
+        if top is not None and not isinstance(top, (ast.For, ast.While, ast.If)):
+            raise ks.error("a launch opens with one binding per statement: `bx = "
+                           "T.launch_thread(\"blockIdx.x\", n)`, `with T.launch_thread(...) "
+                           "as bx:` (one item) or `for bx in T.thread_binding(...)`", top)
         inner = next((n for n in syntax.walk(ks.tree) if _is_binding(ks, n)), None)
         if inner is not None:
             raise ks.error("a kernel with no `with T.Kernel(...)` is launched by the "
@@ -250,9 +274,18 @@ def rewrite_raw_launches(ks: KernelSource) -> None:
         raise ks.error("a kernel launched by its binding loops has one launch, the loop nest "
                        f"at line {region[0].lineno}: this statement after it would be another "
                        "(put it inside the nest, or in a kernel of its own)", region[1])
-    found = _launch_extents(ks, region, static)
+    bindings = _launch_extents(ks, region, static)
+    _check_host_extents(ks, region, bindings)
+    found = {axis: extent for axis, (extent, _) in bindings.items()}
     grid, threads = _extents(found, "block"), _extents(found, "thread")
     counts = [static(t) for t in threads]
+    for axis, (extent, binding) in bindings.items():
+        count = static(extent)
+        if isinstance(count, int) and count < 1:
+            text = ast.unparse(extent)
+            text += "" if text == str(count) else f" = {count}"
+            raise ks.error(f"{axis} is bound with extent {text}: an extent of a launch is "
+                           "at least 1", binding)
     if all(isinstance(c, int) for c in counts):
         total = 1
         for c in counts:

@@ -388,9 +388,9 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     rewrite_let_bindings(ks)
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
-    if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
-        rewrite_raw_launches(ks)
     inline_tile_helpers(ks)
+    if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
+        rewrite_raw_launches(ks)        # (after the helpers: one may hold a binding)
     if "async_copy" in spelled_names(ks.tree):      # (after the helpers it may be in)
         rewrite_async_tile_copies(ks)
     if ks.local_helpers:

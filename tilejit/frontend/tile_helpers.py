@@ -53,7 +53,12 @@ _TILE_OPS = {getattr(T, name) for name in (
     "any_of", "alloc_reducer", "reducer_init", "reducer_update", "finalize_reducer",
     "sync_threads", "sync_grid", "annotate_restrict_buffers",
     "copy_cluster", "gemm_sp", "block_rank_in_cluster",   # rewritten by the source passes
-    "rng_init", "rng_rand", "rng_rand_float")       # the kernel's random stream
+    "rng_init", "rng_rand", "rng_rand_float",       # the kernel's random stream
+    # the launch's indices and extents (frontend/thread_bindings.py, raw_launches.py)
+    "thread_binding", "launch_thread", "get_thread_binding", "get_thread_bindings",
+    "get_thread_extent", "get_thread_extents", "get_block_binding", "get_block_bindings",
+    "get_block_extent", "get_block_extents", "get_lane_idx", "get_warp_idx",
+    "get_warp_idx_sync", "get_warp_group_idx")
     if hasattr(T, name)}
 
 

@@ -201,6 +201,9 @@ def launch_shape(grid, threads):
                 and not hasattr(t, "__index__") for t in parts):
             raise ValueError(f"T.Kernel threads: expected a count in [1, 1024] or a tuple of "
                              f"1 to 3 block extents (ints), got {threads!r}")
+        if any(int(t) < 1 for t in parts):
+            raise ValueError(f"T.Kernel threads: each block extent is at least 1, got "
+                             f"{threads!r}")
         threads = 1
         for t in parts:
             threads *= int(t)
