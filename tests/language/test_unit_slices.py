@@ -26,7 +26,7 @@ def _kernel():
 
 def _run(device="cpu"):
     torch.manual_seed(0)
-    a = torch.randn(64, 64, device=device)
+    a = torch.randn(64, 64).to(device)      # the same numbers on either device
     b = torch.zeros(64, 64, device=device)
     c = torch.zeros(64, 64, device=device)
     tilejit.compile(_kernel())(a, b, c)

@@ -54,7 +54,7 @@ def _expected(a, b):
 
 def _run_builtins(device="cpu"):
     torch.manual_seed(0)
-    a, b = torch.randn(64, device=device), torch.randn(64, device=device)
+    a, b = torch.randn(64).to(device), torch.randn(64).to(device)  # same on either device
     c = torch.zeros(8, 64, device=device)
     tilejit.compile(_builtins())(a, b, c)
     return a, b, c

@@ -39,8 +39,8 @@ def _annotated():
 
 def _run(device="cpu"):
     torch.manual_seed(0)
-    a = torch.randn(64, 32, dtype=torch.float16, device=device)
-    b = torch.randn(32, 64, dtype=torch.float16, device=device)
+    a = torch.randn(64, 32, dtype=torch.float16).to(device)    # the same numbers on
+    b = torch.randn(32, 64, dtype=torch.float16).to(device)    # either device
     s = torch.zeros(128, device=device)
     c = tilelang.compile(_annotated(), out_idx=[2])(a, b, s)
     return a, b, c, s
