@@ -143,16 +143,71 @@ def _check_tensor_indices(ks) -> None:
 
 def _check_parallel_returns(ks) -> None:
     """``return`` inside a ``T.Parallel`` (or ``T.vectorized``) body: its iterations are
-    spread over the threads, so there is no one place the kernel would end."""
-    for node in syntax.walk(ks.launch):
-        if isinstance(node, ast.For) and resolve_static(getattr(node.iter, "func", None),
-                                                        ks.namespace) in (
-                _language.Parallel, _language.vectorized):
-            for inner in syntax.walk(node):
-                if isinstance(inner, ast.Return):
-                    raise ks.error("unsupported in a kernel: return inside a T.Parallel "
-                                   "loop (its iterations are spread over the block's "
-                                   "threads; guard the body with `if` instead)", inner)
+    spread over the threads, so there is no one place the kernel would end. The same in
+    the helpers and macros the kernel calls (there ``break`` and ``continue`` too, which
+    the kernel's own rewrite refuses in its body): each thread would leave only its own
+    iterations."""
+    _parallel_exits(ks.launch, ks.namespace, ks.error, returns_only=True)
+    for fdef, namespace, error in _called_helpers(ks):
+        _parallel_exits(fdef, namespace, error, returns_only=False)
+
+
+def _parallel_exits(tree, namespace, error, returns_only) -> None:
+    for node in syntax.walk(tree):
+        if not (isinstance(node, ast.For) and resolve_static(
+                getattr(node.iter, "func", None), namespace) in (_language.Parallel,
+                                                                 _language.vectorized)):
+            continue
+        for inner in _exits(node.body, returns_only):
+            what = "return" if isinstance(inner, ast.Return) else \
+                "break" if isinstance(inner, ast.Break) else "continue"
+            raise error(f"unsupported in a kernel: {what} inside a T.Parallel loop (its "
+                        "iterations are spread over the block's threads, each thread "
+                        "would leave only its own; guard the body with `if` instead)", inner)
+
+
+def _exits(body, returns_only):
+    """The returns in ``body``, and (not ``returns_only``) the breaks and continues that
+    leave the loop it is the body of (not those of loops nested in it)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return) or (not returns_only and isinstance(
+                node, (ast.Break, ast.Continue))):
+            yield node
+        if isinstance(node, (ast.For, ast.While)) and not returns_only:
+            stack.extend(n for s in node.body + node.orelse for n in syntax.walk(s)
+                         if isinstance(n, ast.Return))
+            continue
+        if not isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            stack.extend(syntax.iter_child_nodes(node))
+
+
+def _called_helpers(ks, limit=64):
+    """(source tree, namespace, error maker) of each helper and macro the kernel calls,
+    directly or through one another (those whose source can be read)."""
+    from tilejit.frontend.helpers import is_helper          # (a circle broken here)
+    from tilejit.frontend.references import current_namespace
+    seen, found = set(), []
+    pending = [(ks.tree, ks.namespace)]
+    while pending and len(seen) < limit:
+        tree, namespace = pending.pop()
+        for node in syntax.walk(tree):
+            if not isinstance(node, (ast.Name, ast.Attribute)):
+                continue
+            value = resolve_static(node, namespace)
+            fn = value.func if isinstance(value, _language.macro) else value
+            if not is_helper(fn) or fn in seen:
+                continue
+            seen.add(fn)
+            source = function_def_from_file(fn, copy_tree=False)
+            if source is None:
+                continue
+            filename, fdef = source
+            own = current_namespace(fn)
+            found.append((fdef, own, lambda msg, n, f=filename: CompileError(msg, f, n.lineno)))
+            pending.append((fdef, own))
+    return found
 
 
 def check_definition(func) -> None:

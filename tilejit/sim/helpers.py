@@ -26,59 +26,136 @@ from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import function_def_from_file, resolve_static
 from tilejit.sim import runtime
-from tilejit.sim.transform import SIM, LaneExpressions, _CIntegerOps, _LaneWise
+from tilejit.sim.transform import (SIM, LaneExpressions, _CIntegerOps, _LaneWise,
+                                   tuple_names)
 
-_BUILT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CODE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # fn -> _Code or None
 _ASTYPE = "__tj_astype"
-_BUILDING: set = set()
+_HELPER = "__tj_helper"
 
 
-def simulated_helpers(namespace: dict, names) -> None:
+class _Code:
+    """A helper's simulated form, compiled once: the module code that defines it, the
+    names it reads (helpers among them are simulated too), and whether it runs lane by
+    lane (``_per_lane``)."""
+
+    def __init__(self, code, name, names, chains, per_lane):
+        self.code, self.name, self.names = code, name, names
+        self.chains, self.per_lane = chains, per_lane
+
+
+def simulated_helpers(namespace: dict, names, built=None) -> None:
     """Each of ``names`` bound in ``namespace`` to a helper or a macro, rebound to its
-    simulated version."""
+    simulated version. ``built``: the versions made for this kernel so far (a helper is
+    made once per kernel, in the globals it reads now: a global rebound since another
+    kernel was simulated is read as the GPU's compilation reads it)."""
+    built = {} if built is None else built
     for name in names:
         value = namespace.get(name)
         if isinstance(value, T.macro) or is_helper(value):
-            namespace[name] = simulated_helper(value)
+            namespace[name] = simulated_helper(value, built)
 
 
-def simulated_helper(obj):
+def simulated_helper(obj, built=None):
     fn = obj.func if isinstance(obj, T.macro) else obj
-    if not is_helper(fn) or fn in _BUILDING:
+    built = {} if built is None else built
+    if not is_helper(fn):
         return obj
-    built = _BUILT.get(fn)
-    if built is not None:
-        return built
+    if fn in built:
+        return built[fn]
+    if fn not in _CODE:
+        _CODE[fn] = _compile(fn)
+    code = _CODE[fn]
+    if code is None:
+        return obj
+    namespace = current_namespace(fn)
+    namespace[SIM] = runtime
+    namespace[_ASTYPE] = _astype
+    built[fn] = obj         # a helper that calls itself: the call runs it as it is
+    simulated_helpers(namespace, code.names, built)
+    bind_attribute_helpers(namespace, code.chains, built)
+    exec(code.code, namespace)
+    made = namespace[code.name]
+    made.__defaults__ = fn.__defaults__
+    made.__kwdefaults__ = fn.__kwdefaults__
+    if code.per_lane:
+        made = _per_lane(made, fn.__name__)
+    built[fn] = made
+    return made
+
+
+def _compile(fn):
     found = function_def_from_file(fn)
     if not found:
-        return obj
+        return None
     filename, fdef = found
     own = current_namespace(fn)
     if any(not _is_macro_decorator(d, own) for d in fdef.decorator_list):
-        return obj          # another decorator: what it does is its own (run as it is)
+        return None         # another decorator: what it does is its own (run as it is)
     fdef.decorator_list = []
     fdef = _Raises().visit(_CIntegerOps(fdef).visit(fdef))
-    if _branching_value_helper(fdef):
+    per_lane = _lane_dependent_control(fdef)
+    tuples = tuple_names(fdef, own)
+    if not per_lane and _branching_value_helper(fdef):
         fdef.body = _single_exit(fdef)
-        lanes = _LaneWise()
+        lanes = _LaneWise(tuples)
+    elif not per_lane and _branching_void_helper(fdef):
+        fdef.body = [ast.copy_location(ast.With([ast.withitem(
+            _sim_call("helper_scope", []), None)], fdef.body), fdef.body[0])]
+        lanes = _LaneWise(tuples)
     else:
-        lanes = LaneExpressions()
+        lanes = LaneExpressions(tuples)
+    attributes = AttributeHelpers(own)
+    fdef = attributes.visit(fdef)
     fdef = syntax.fix_missing_locations(_Astype().visit(lanes.visit(fdef)))
-    namespace = own
-    namespace[SIM] = runtime
-    namespace[_ASTYPE] = _astype
-    _BUILDING.add(fn)
-    try:
-        simulated_helpers(namespace, {n.id for n in syntax.walk(fdef)
-                                      if isinstance(n, ast.Name)})
-        exec(compile(ast.Module([fdef], []), filename, "exec"), namespace)
-    finally:
-        _BUILDING.discard(fn)
-    built = namespace[fdef.name]
-    built.__defaults__ = fn.__defaults__
-    built.__kwdefaults__ = fn.__kwdefaults__
-    _BUILT[fn] = built
-    return built
+    names = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)}
+    code = compile(ast.Module([fdef], []), filename, "exec")
+    return _Code(code, fdef.name, names, attributes.chains, per_lane)
+
+
+class AttributeHelpers(syntax.NodeTransformer):
+    """A helper called through a module or an object (``ops.relu(x)``, ``cfg.act(x)``)
+    called by a name of its own (``__tj_helper<k>``; ``chains``: each name's attribute
+    chain), which the simulator binds to its simulated version
+    (``bind_attribute_helpers``): a bare name's helper is rebound in the namespace, an
+    attribute's would run as plain Python."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self.chains = {}
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        chain = _chain(node.func)
+        if chain is not None and len(chain) > 1:
+            target = resolve_static(node.func, self.namespace)
+            if isinstance(target, T.macro) or is_helper(target):
+                name = f"{_HELPER}{len(self.chains)}"
+                self.chains[name] = chain
+                node.func = ast.copy_location(ast.Name(name, ast.Load()), node.func)
+        return node
+
+
+def _chain(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def bind_attribute_helpers(namespace, chains, built=None) -> None:
+    """Each name of ``chains`` bound to the simulated helper its attribute chain names in
+    ``namespace`` now."""
+    built = {} if built is None else built
+    for name, chain in chains.items():
+        target = namespace.get(chain[0])
+        for attr in chain[1:]:
+            target = getattr(target, attr, None)
+        if target is not None:
+            namespace[name] = simulated_helper(target, built)
 
 
 def _is_macro_decorator(node, namespace) -> bool:
@@ -124,6 +201,106 @@ def _branching_value_helper(fdef) -> bool:
         return False
     return not any(isinstance(n, (ast.For, ast.While)) and
                    any(isinstance(r, ast.Return) for r in syntax.walk(n)) for n in nodes)
+
+
+def _lane_dependent_control(fdef) -> bool:
+    """Whether a helper's control flow may differ lane by lane in a way masks cannot
+    follow: a ``while``, a ``break`` or ``continue``, a ``return`` inside a loop, or a
+    loop whose bounds read its parameters or its own names. Such a helper runs one lane
+    at a time (``_per_lane``; a T.Parallel calling it runs one iteration at a time:
+    ``transform._needs_scalar``). Not a macro's tile code (a ``with``: its branches are
+    the block's)."""
+    nodes = list(syntax.walk(fdef))
+    if any(isinstance(n, (ast.With, ast.FunctionDef, ast.Try)) and n is not fdef
+           for n in nodes):
+        return False
+    local = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs + fdef.args.posonlyargs} \
+        | {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for n in nodes:
+        if isinstance(n, (ast.While, ast.Break, ast.Continue)):
+            return True
+        if isinstance(n, ast.For) and (
+                any(isinstance(r, ast.Return) for r in syntax.walk(n)) or
+                any(isinstance(x, ast.Name) and x.id in local for x in syntax.walk(n.iter))):
+            return True
+    return False
+
+
+def lane_by_lane(obj) -> bool:
+    """Whether helper (or macro) ``obj`` runs one lane at a time in the simulator."""
+    fn = obj.func if isinstance(obj, T.macro) else obj
+    if not is_helper(fn):
+        return False
+    if fn not in _CODE:
+        _CODE[fn] = _compile(fn)
+    return _CODE[fn] is not None and _CODE[fn].per_lane
+
+
+def _per_lane(made, name):
+    """``made`` called once per active lane with that lane's values where lane arrays
+    arrive (a T.Parallel's index arrays, per-thread code's lanes), its results
+    reassembled into lane arrays (a tuple's items each); with no lane array, as it is."""
+    def run(*args, **kwargs):
+        values = list(args) + list(kwargs.values())
+        lanes = [v for v in values if isinstance(v, np.ndarray) and v.ndim > 0]
+        if not lanes:
+            return made(*args, **kwargs)
+        if any(isinstance(v, runtime.SimTensor) for v in values):
+            from tilejit.sim.threads import ThreadCodeError     # (imports the runtime)
+            raise ThreadCodeError(
+                f"the helper {name}() has loops or returns that depend on lane values and "
+                "takes tensors: the simulator runs such a helper one lane at a time only "
+                "in a T.Parallel loop (not in per-thread code)")
+        mask = runtime.STATE.mask
+        shape = np.broadcast_shapes(*(v.shape for v in lanes),
+                                    *(() if mask is None else (np.shape(mask),)))
+        active = np.broadcast_to(True if mask is None else mask, shape)
+        spread = [np.broadcast_to(v, shape) if isinstance(v, np.ndarray) and v.ndim > 0
+                  else None for v in args]
+        kspread = {k: np.broadcast_to(v, shape) for k, v in kwargs.items()
+                   if isinstance(v, np.ndarray) and v.ndim > 0}
+        results = {}
+        runtime.STATE.mask = None       # one lane, active, at a time
+        try:
+            for at in np.ndindex(shape):
+                if active[at]:
+                    a = [s[at] if s is not None else v for s, v in zip(spread, args)]
+                    k = {n: kspread[n][at] if n in kspread else v for n, v in kwargs.items()}
+                    results[at] = made(*a, **k)
+        finally:
+            runtime.STATE.mask = mask
+        return _reassembled(results, shape)
+    run.__name__ = name
+    return run
+
+
+def _reassembled(results, shape):
+    if not results:
+        return None
+    first = next(iter(results.values()))
+    if first is None:
+        return None
+    if isinstance(first, tuple):
+        return tuple(_reassembled({at: r[k] for at, r in results.items()}, shape)
+                     for k in range(len(first)))
+    out = np.zeros(shape, dtype=np.asarray(first).dtype)
+    for at, r in results.items():
+        out[at] = r
+    return out
+
+
+def _branching_void_helper(fdef) -> bool:
+    """A helper that returns nothing and branches (``if v > 0: C[i] = v``): its branches
+    run masked, as a T.Parallel body's (only a final bare ``return``)."""
+    nodes = list(syntax.walk(fdef))
+    if not any(isinstance(n, ast.If) for n in nodes):
+        return False
+    if any(isinstance(n, (ast.With, ast.FunctionDef, ast.Try)) and n is not fdef
+           for n in nodes):
+        return False
+    returns = [n for n in nodes if isinstance(n, ast.Return)]
+    return all(r.value is None for r in returns) and (
+        not returns or (len(returns) == 1 and fdef.body[-1] is returns[0]))
 
 
 def _assign(name, value):

@@ -30,7 +30,7 @@ from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import async_copies, mma, random, runtime, threads
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
-from tilejit.sim.helpers import simulated_helpers
+from tilejit.sim.helpers import AttributeHelpers, bind_attribute_helpers, simulated_helpers
 from tilejit.sim.roles import run_block_roles
 from tilejit.sim.semantics import SIM_ELEMENT, own_fragment, region
 from tilejit.sim.transform import (OWN_FRAGMENT, SIM, THREADS, simulator_tree,
@@ -71,8 +71,9 @@ def simulator_function(kernel, constexprs=None):
             constants = dict(constexprs or {})
         namespace = dict(ks.namespace)
         # helpers and macros the kernel names: integer operators in the GPU's types
+        built = {}
         simulated_helpers(namespace, {n.id for n in ast.walk(ks.tree)
-                                      if isinstance(n, ast.Name)})
+                                      if isinstance(n, ast.Name)}, built)
         namespace[SIM] = runtime
         namespace[OWN_FRAGMENT] = own_fragment     # transform._own_fragments
         namespace[BLOCK_INDEX] = runtime.block_index
@@ -99,8 +100,12 @@ def simulator_function(kernel, constexprs=None):
         # T.ws roles, as written or made of warpgroup branches (frontend/thread_roles.py)
         warp_roles = uses_warp_roles(tree, ks.namespace)
         role_threads = role_threads_of(tree, ks.namespace)
-        fn = materialize(ks, simulator_tree(tree, ks.namespace, ks.constexpr_params),
-                         namespace)
+        simulated = simulator_tree(tree, ks.namespace, ks.constexpr_params)
+        # helpers called through a module or an object (`ops.relu(x)`) simulated too
+        attributes = AttributeHelpers(ks.namespace)
+        simulated = attributes.visit(simulated)
+        bind_attribute_helpers(namespace, attributes.chains, built)
+        fn = materialize(ks, simulated, namespace)
         fn.warp_roles, fn.role_threads = warp_roles, role_threads
         grid_syncs = [n for n in ast.walk(ks.tree) if isinstance(n, ast.Call)
                       and resolve_static(n.func, ks.namespace) is T.sync_grid]

@@ -308,6 +308,10 @@ def ifexp(cond, then_fn, else_fn):
         a = then_fn() if any_active() else 0
     with where(cond, negate=True):
         b = else_fn() if any_active() else 0
+    if isinstance(a, tuple) or isinstance(b, tuple):    # `(x, 1.0) if c else (-x, 2.0)`
+        a = a if isinstance(a, tuple) else (a,) * len(b)
+        b = b if isinstance(b, tuple) else (b,) * len(a)
+        return tuple(np.where(cond, x, y) for x, y in zip(a, b))
     return np.where(cond, a, b)
 
 

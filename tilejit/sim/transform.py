@@ -56,6 +56,18 @@ class LaneExpressions(syntax.NodeTransformer):
     lane-wise forms (``runtime``), which on scalars are Python's: the body of a
     vectorised T.Parallel, and the helpers a kernel calls (``helpers.py``)."""
 
+    def __init__(self, tuples=frozenset()):
+        self.tuples = tuples    # names bound to tuples or lists (``tuple_names``)
+
+    def visit_Subscript(self, node):
+        """A read ``ws[i]`` of a tuple the kernel holds (``ws = (1.0, 2.0)``) at the
+        loop's index array: ``item(ws, i)`` (a tuple takes no array index)."""
+        node = self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.tuples:
+            return ast.copy_location(_call("item", [node.value, node.slice]), node)
+        return node
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES and \
@@ -110,8 +122,8 @@ class _LaneWise(LaneExpressions):
     """The body of a vectorised T.Parallel."""
 
     def __init__(self, tuples=frozenset()):
+        super().__init__(tuples)
         self.depth = 0   # how many masked regions enclose the current statement
-        self.tuples = tuples    # names bound to tuples or lists (``tuple_names``)
 
     def visit_If(self, node):
         cond = f"__tj_cond{next(_counter)}"
@@ -146,19 +158,34 @@ class _LaneWise(LaneExpressions):
 
     def visit_Assign(self, node):
         node = self.generic_visit(node)
-        if self.depth and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if not self.depth or not any(_names_in(t) for t in node.targets):
+            return node         # (a store into a tensor or tile takes the mask itself)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             return self._blended(node, node.targets[0], node.value)
-        target = node.targets[0] if len(node.targets) == 1 else None
-        if self.depth and isinstance(target, (ast.Tuple, ast.List)) and all(
-                isinstance(e, ast.Name) for e in target.elts):
-            # `lo, hi = x, y` under a mask: the values once, then each name blended
-            tmp = f"__tj_unpack{next(_counter)}"
-            out = [ast.copy_location(ast.Assign([ast.Name(tmp, ast.Store())], node.value),
-                                     node)]
+        # `p = q = x`, `(a, b), c = ...` under a mask: the value once, then each name
+        # blended (an item of a tuple target its item of the value)
+        tmp = f"__tj_unpack{next(_counter)}"
+        out = [ast.copy_location(ast.Assign([ast.Name(tmp, ast.Store())], node.value), node)]
+        for target in node.targets:
+            out += self._blended_target(node, target, ast.Name(tmp, ast.Load()))
+        return out
+
+    def _blended_target(self, node, target, value):
+        if isinstance(target, ast.Name):
+            return [self._blended(node, target, value)]
+        if isinstance(target, (ast.Tuple, ast.List)) and \
+                not any(isinstance(e, ast.Starred) for e in target.elts):
+            out = []
             for k, e in enumerate(target.elts):
-                item = ast.Subscript(ast.Name(tmp, ast.Load()), ast.Constant(k), ast.Load())
-                out.append(self._blended(node, e, item))
+                item = ast.Subscript(copy.deepcopy(value), ast.Constant(k), ast.Load())
+                out += self._blended_target(node, e, item)
             return out
+        return [ast.copy_location(ast.Assign([target], value), node)]
+
+    def visit_AnnAssign(self, node):
+        node = self.generic_visit(node)
+        if self.depth and node.value is not None and isinstance(node.target, ast.Name):
+            return self._blended(node, node.target, node.value)     # `u: T.float32 = x`
         return node
 
     def visit_AugAssign(self, node):
@@ -168,15 +195,11 @@ class _LaneWise(LaneExpressions):
             return self._blended(node, node.target, value)
         return node
 
-    def visit_Subscript(self, node):
-        """A read ``ws[i]`` of a tuple the kernel holds (``ws = (1.0, 2.0)``) at the
-        loop's index array: ``item(ws, i)`` (a tuple takes no array index)."""
-        node = self.generic_visit(node)
-        if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
-                node.value.id in self.tuples:
-            return ast.copy_location(_call("item", [node.value, node.slice]), node)
-        return node
 
+
+def _names_in(target) -> bool:
+    return any(isinstance(n, ast.Name) for n in syntax.walk(target)) and \
+        not isinstance(target, (ast.Subscript, ast.Attribute))
 
 
 def _is_parallel(node, namespace) -> bool:
@@ -290,6 +313,16 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset())
     return False
 
 
+def _calls_lane_by_lane(loop: ast.For, namespace) -> bool:
+    """A T.Parallel body calling a helper that runs one lane at a time (its loops or
+    returns depend on lane values: ``helpers.lane_by_lane``) runs one iteration at a
+    time: the helper then takes each iteration's own values."""
+    from tilejit.sim.helpers import lane_by_lane     # (helpers.py imports this module)
+    return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+               and lane_by_lane(resolve_static(n.func, namespace))
+               for s in loop.body for n in syntax.walk(s))
+
+
 class SimRewriter(syntax.NodeTransformer):
     def __init__(self, namespace, local_tiles=frozenset(), fragments=frozenset(),
                  tuples=frozenset()):
@@ -320,7 +353,8 @@ class SimRewriter(syntax.NodeTransformer):
     def visit_For(self, node):
         it = node.iter
         if isinstance(it, ast.Call) and resolve_static(it.func, self.namespace) is T.Parallel:
-            scalar = _needs_scalar(node, self.local_tiles, self.fragments)
+            scalar = _needs_scalar(node, self.local_tiles, self.fragments) or \
+                _calls_lane_by_lane(node, self.namespace)
             it.func = ast.Attribute(ast.Name(SIM, ast.Load()),
                                     "parallel_scalar" if scalar else "parallel_vectorized",
                                     ast.Load())

@@ -1,0 +1,217 @@
+"""Helpers whose control flow the simulator's lane masks cannot follow, and assignments
+under masks (found by review): a helper with ``break``/``continue``, a ``return`` in a
+loop, a ``while``, or a loop bound read from a lane value runs one lane at a time (a
+T.Parallel calling it one iteration at a time); a helper that returns nothing and
+branches runs masked; chained, nested-tuple and annotated assignments under a mask
+blend each name; ``a if c else b`` of tuples selects item by item; a helper indexing a
+global tuple at a lane value, and one called through a module or an object, are
+simulated; a helper reads its globals as they are when a kernel is built (as the GPU's
+compilation does); ``return``/``break`` in a T.Parallel of a macro is a CompileError, as
+in the kernel's own body. In simulation against per-element Python, in PTX (sm_80,
+sm_90a) and, in the GPU twin, on the device against the simulator."""
+import types
+
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+
+
+def prefix_sum(x):                  # break: the sum of k for k < x
+    s = 0
+    for k in range(8):
+        if k >= x:
+            break
+        s += k
+    return s
+
+
+def odd_sum(x):                     # continue
+    s = 0
+    for k in range(8):
+        if k % 2 == 0 or k > x:
+            continue
+        s += k
+    return s
+
+
+def first_at_least(x):              # a return in a loop
+    for k in range(8):
+        if k >= x:
+            return k * 10
+    return 99
+
+
+def ceil_sqrt(x):                   # a while over a lane value
+    n = 0
+    while n * n < x:
+        n += 1
+    return n
+
+
+def triangle(n):                    # a loop bound read from a lane value
+    s = 0
+    for k in range(n):
+        s += k
+    return s
+
+
+LUT = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def lookup(k):                      # a global tuple at a lane value
+    return LUT[k]
+
+
+def clamp_sign(x):
+    if x < 3:
+        return x * 0
+    return x
+
+
+ops = types.SimpleNamespace(triangle=triangle, clamp_sign=clamp_sign)
+
+
+def _python(fn, x):
+    return [fn(v) for v in x]
+
+
+HELPERS = {"prefix_sum": prefix_sum, "odd_sum": odd_sum, "first_at_least": first_at_least,
+           "ceil_sqrt": ceil_sqrt, "triangle": triangle, "lookup": lookup}
+
+
+def applied(name):
+    helper = HELPERS[name]
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = helper(A[i])
+    return main
+
+
+def store_positive(C, i, v):        # returns nothing, branches
+    if v > 2:
+        C[i] = v * 3
+
+
+@T.prim_func
+def stores_and_attributes(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32"),
+                          C: T.Tensor((8,), "int32"), D: T.Tensor((8,), "int32")):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(8):
+            B[i] = -1
+            store_positive(B, i, A[i])
+            C[i] = ops.triangle(A[i])
+            D[i] = ops.clamp_sign(A[i])
+
+
+@T.prim_func
+def masked_assignments(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32"),
+                       C: T.Tensor((8,), "float32"), D: T.Tensor((8,), "float32")):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(8):
+            p = -1.0
+            q = -1.0
+            u = -5.0
+            r = 0.0
+            z = 0.0
+            if A[i] > 0:
+                p = q = A[i]
+                u: T.float32 = A[i] * 2.0
+                (r, z), w = (A[i], 3.0), 1.0
+            s, t = (A[i], 1.0) if A[i] < 0 else (-A[i], 2.0)
+            B[i] = p + q
+            C[i] = u + r * z
+            D[i] = s * t
+
+
+def _run(device="cpu"):
+    x = torch.arange(8, dtype=torch.int32)
+    out = {}
+    for name in HELPERS:
+        b = torch.zeros(8, dtype=torch.int32).to(device)
+        tilejit.compile(applied(name))(x.to(device), b)
+        out[name] = b.cpu().tolist()
+    bcd = [torch.zeros(8, dtype=torch.int32).to(device) for _ in range(3)]
+    tilejit.compile(stores_and_attributes)(x.to(device), *bcd)
+    out["stores"] = [t.cpu().tolist() for t in bcd]
+    f = torch.tensor([-2.0, -1.0, 1.0, 2.0, 0.0, 3.0, -4.0, 5.0])
+    bcd = [torch.zeros(8).to(device) for _ in range(3)]
+    tilejit.compile(masked_assignments)(f.to(device), *bcd)
+    out["masked"] = [t.cpu().tolist() for t in bcd]
+    return out
+
+
+def _expected():
+    x = list(range(8))
+    out = {name: _python(fn, x) for name, fn in HELPERS.items()}
+    out["stores"] = [[v * 3 if v > 2 else -1 for v in x], _python(triangle, x),
+                     _python(clamp_sign, x)]
+    f = [-2.0, -1.0, 1.0, 2.0, 0.0, 3.0, -4.0, 5.0]
+    out["masked"] = [[2 * v if v > 0 else -2.0 for v in f],
+                     [2 * v + 3 * v if v > 0 else -5.0 for v in f],
+                     [v * 1.0 if v < 0 else -v * 2.0 for v in f]]
+    return out
+
+
+def test_in_simulation():
+    assert _run() == _expected()
+
+
+def test_a_helpers_globals_are_read_when_a_kernel_is_built():
+    global LUT
+    saved = LUT
+    try:
+        x = torch.arange(8, dtype=torch.int32)
+        b = torch.zeros(8, dtype=torch.int32)
+        tilejit.compile(applied("lookup"))(x, b)
+        assert b.tolist() == list(saved)
+        LUT = tuple(v + 1000 for v in saved)
+        tilejit.compile(applied("lookup"))(x, b)
+        assert b.tolist() == list(LUT)
+    finally:
+        LUT = saved
+
+
+@T.macro
+def fill_until(B, A):
+    for i in T.Parallel(8):
+        if A[i] > 3:
+            return                  # RETURN-IN-MACRO
+        B[i] = 1.0
+
+
+def leave_early(B, A):
+    for i in T.Parallel(8):
+        if A[i] > 3:
+            break                   # BREAK-IN-HELPER
+        B[i] = 1.0
+
+
+@pytest.mark.parametrize("helper, mark, what", [(fill_until, "RETURN-IN-MACRO", "return"),
+                                                (leave_early, "BREAK-IN-HELPER", "break")])
+def test_leaving_a_parallel_loop_of_a_helper_is_an_error(helper, mark, what):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            helper(B, A)
+    with pytest.raises(tilejit.CompileError, match=f"{what} inside a T.Parallel loop") as e:
+        tilejit.compile(main)(torch.zeros(8), torch.zeros(8))
+    assert mark in str(e.value)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_they_assemble(ptxas, arch):
+    for f in [applied(name) for name in HELPERS] + [stores_and_attributes,
+                                                    masked_assignments]:
+        ptxas(tilejit.compile(f, target="cuda").get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_as_in_the_simulator():
+    gpu = _run("cuda")
+    assert gpu == _expected()
+    assert gpu == _run()
