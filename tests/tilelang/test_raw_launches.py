@@ -281,7 +281,7 @@ def test_an_offset_binding_and_the_default_block_are_checked():
 
     @T.prim_func
     def tall(A: T.Tensor((64,), "float32")):
-        for ty in T.thread_binding(2048, thread="threadIdx.y"):
+        for _ty in T.thread_binding(2048, thread="threadIdx.y"):
             A[0] = 1.0
     with pytest.raises(tilejit.CompileError, match=r"block has 2048 threads"):
         tilelang.compile(tall, target="sim")
@@ -300,8 +300,8 @@ def test_bad_extents_and_forms_are_errors_at_the_binding():
 
     @T.prim_func
     def negative(A: T.Tensor((64,), "float32")):
-        for ty in T.thread_binding(-2, thread="threadIdx.y"):
-            for tx in T.thread_binding(-16, thread="threadIdx.x"):
+        for _ty in T.thread_binding(-2, thread="threadIdx.y"):
+            for _tx in T.thread_binding(-16, thread="threadIdx.x"):
                 A[0] = 1.0
     with pytest.raises(tilejit.CompileError, match=r"threadIdx.(x|y) is bound with extent "
                        r"-(2|16): an extent of a launch is at least 1"):
