@@ -215,3 +215,23 @@ def test_on_the_gpu_as_in_the_simulator():
     gpu = _run("cuda")
     assert gpu == _expected()
     assert gpu == _run()
+
+
+def test_an_index_that_is_a_tensor_parameter_is_an_error():
+    @T.prim_func
+    def bare(A: T.Tensor((8,), "float32"), I: T.Tensor((8,), "int32"),
+             B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = A[I]
+
+    @T.prim_func
+    def summed(A: T.Tensor((8,), "float32"), I: T.Tensor((8,), "int32"),
+               B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = A[I + 1]
+    for f in (bare, summed):
+        with pytest.raises(tilejit.CompileError, match=r"indexes with `I`, a tensor or tile"):
+            tilejit.compile(f)(torch.zeros(8), torch.zeros(8, dtype=torch.int32),
+                               torch.zeros(8))

@@ -125,6 +125,15 @@ def _check_tensor_indices(ks) -> None:
     is a number; the typing's overload list would not say so."""
     bases = {n.value.id for n in syntax.walk(ks.launch) if isinstance(n, ast.Subscript)
              and isinstance(n.value, ast.Name)}
+    # the tensor parameters too (one the kernel only ever uses as an index: `B[i] = A[I]`)
+    tensor_kinds = {getattr(_language, k) for k in ("Tensor", "Buffer", "StridedTensor")
+                    if hasattr(_language, k)}
+    for arg in ks.tree.args.args:
+        ann = arg.annotation
+        head = ann.func if isinstance(ann, ast.Call) else \
+            ann.value if isinstance(ann, ast.Subscript) else None
+        if head is not None and resolve_static(head, ks.namespace) in tensor_kinds:
+            bases.add(arg.arg)
     # a T.alloc_var variable is a value by its name (`x[0]` reads it too)
     bases -= {t.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Assign)
               and isinstance(n.value, ast.Call)
@@ -135,10 +144,23 @@ def _check_tensor_indices(ks) -> None:
             continue
         index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         for i in index:
-            if isinstance(i, ast.Name) and i.id in bases:
-                raise ks.error(f"`{ast.unparse(node)}` indexes with `{i.id}`, a tensor or "
-                               f"tile: an index is a number (an element of it, "
-                               f"`{i.id}[...]`, is one)", node)
+            for name in _bare_names(i):
+                if name in bases:
+                    raise ks.error(f"`{ast.unparse(node)}` indexes with `{name}`, a tensor "
+                                   f"or tile: an index is a number (an element of it, "
+                                   f"`{name}[...]`, is one)", node)
+
+
+def _bare_names(expr):
+    """The names ``expr`` uses as values themselves (``I`` of ``I + 1``; not of ``I[0]``
+    or ``I.shape[0]``)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif not isinstance(node, (ast.Subscript, ast.Attribute, ast.Slice)):
+            stack.extend(syntax.iter_child_nodes(node))
 
 
 def _check_parallel_returns(ks) -> None:
