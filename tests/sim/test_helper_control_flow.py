@@ -235,3 +235,22 @@ def test_an_index_that_is_a_tensor_parameter_is_an_error():
         with pytest.raises(tilejit.CompileError, match=r"indexes with `I`, a tensor or tile"):
             tilejit.compile(f)(torch.zeros(8), torch.zeros(8, dtype=torch.int32),
                                torch.zeros(8))
+
+
+def count_positive(C, x):
+    if x > 0:
+        T.atomic_add(C[0], 1)
+        return x
+    return x * 0
+
+
+def test_an_element_atomic_in_a_helper_that_cannot_be_inlined_says_why():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), C: T.Tensor((1,), "int32"),
+             B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = count_positive(C, A[i])
+    with pytest.raises(tilejit.CompileError, match=r"count_positive\(\), called here: its "
+                                                   r"only `return` may be its last"):
+        tilejit.compile(main, target="cuda").get_kernel_source(arch="sm_90a")

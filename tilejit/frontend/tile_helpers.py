@@ -110,8 +110,8 @@ class _Inliner:
         try:
             return self._inlined(stmt, fn, found, assign, depth)
         except CompileError:
-            if must:
-                raise
+            if must or reaches(found[1], own, _element_atomic, depth):
+                raise       # (a device function cannot hold an element atomic either)
             # only what the front end rewrites (T.serial, T.alloc_var, ...): a helper that
             # cannot be inlined (it assigns a parameter, it is in another module) stays a
             # device function as before, whose error names what Numba lacks
@@ -172,6 +172,18 @@ _FRONT_END_ONLY = {getattr(T, name) for name in (
     "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let",
     "async_copy", "ptx_wait_group")
     if hasattr(T, name)}
+
+
+_ELEMENT_ATOMICS = {getattr(T, name) for name in (
+    "atomic_load", "atomic_store", "atomic_add", "atomic_max", "atomic_min", "atomic_or",
+    "atomic_addx2", "atomic_addx4") if hasattr(T, name)}
+
+
+def _element_atomic(call, namespace) -> bool:
+    try:
+        return resolve_static(call.func, namespace) in _ELEMENT_ATOMICS
+    except TypeError:           # an unhashable value called: not one of them
+        return False
 
 
 def _tile_op(call, namespace) -> bool:
