@@ -128,6 +128,13 @@ def masked_assignments(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32"
             D[i] = s * t
 
 
+@T.prim_func
+def per_thread(B: T.Tensor((32,), "int32")):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        B[tx] = prefix_sum(tx % 9) + ceil_sqrt(tx)
+
+
 def _run(device="cpu"):
     x = torch.arange(8, dtype=torch.int32)
     out = {}
@@ -142,6 +149,9 @@ def _run(device="cpu"):
     bcd = [torch.zeros(8).to(device) for _ in range(3)]
     tilejit.compile(masked_assignments)(f.to(device), *bcd)
     out["masked"] = [t.cpu().tolist() for t in bcd]
+    b = torch.zeros(32, dtype=torch.int32).to(device)
+    tilejit.compile(per_thread)(b)          # lanes are threads here (per-thread code)
+    out["per_thread"] = b.cpu().tolist()
     return out
 
 
@@ -154,6 +164,7 @@ def _expected():
     out["masked"] = [[2 * v if v > 0 else -2.0 for v in f],
                      [2 * v + 3 * v if v > 0 else -5.0 for v in f],
                      [v * 1.0 if v < 0 else -v * 2.0 for v in f]]
+    out["per_thread"] = [prefix_sum(t % 9) + ceil_sqrt(t) for t in range(32)]
     return out
 
 
@@ -206,7 +217,7 @@ def test_leaving_a_parallel_loop_of_a_helper_is_an_error(helper, mark, what):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_they_assemble(ptxas, arch):
     for f in [applied(name) for name in HELPERS] + [stores_and_attributes,
-                                                    masked_assignments]:
+                                                    masked_assignments, per_thread]:
         ptxas(tilejit.compile(f, target="cuda").get_kernel_source(arch=arch), arch)
 
 
