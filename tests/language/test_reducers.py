@@ -937,3 +937,39 @@ def test_a_fold_into_one_element_of_a_spread_reducer_on_the_gpu(fixed, op):
     torch.testing.assert_close(c.cpu().double(), 2 * want, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(b.cpu(), sim_b, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(c.cpu(), sim_c, atol=1e-5, rtol=1e-5)
+
+
+def _folded_at(offset, constant):
+    @T.prim_func
+    def kernel(A: T.Tensor((4, 64), T.float32), B: T.Tensor((4, 4), T.float32)):
+        with T.Kernel(1, threads=32):
+            src = T.alloc_fragment((4, 64), T.float32)
+            T.copy(A, src)
+            acc = T.alloc_reducer((4, 4), T.float32, op="sum")
+            T.reducer_init(acc)
+            if constant:
+                for k in T.Parallel(64):
+                    T.reducer_update(acc[1, 4], src[1, k])
+            else:
+                for i in T.serial(4):
+                    for k in T.Parallel(64):
+                        T.reducer_update(acc[i, i + offset], src[i, k])
+            res = T.alloc_fragment((4, 4), T.float32)
+            T.finalize_reducer(acc, res)
+            T.copy(res, B)
+    return kernel
+
+
+def test_a_fold_into_one_element_out_of_the_reducer_is_an_error():
+    """The combine through a T.Parallel over the reducer would drop a fold whose index is
+    outside it (no element equals it): a constant index is refused, one known when the
+    kernel runs is checked there."""
+    b = torch.zeros(4, 4)
+    tilejit.compile(_folded_at(0, False))(torch.ones(4, 64), b)
+    assert torch.equal(b, torch.eye(4) * 64)
+    with pytest.raises(CompileError, match=r"acc\[1, 4\]: index 4 is out of the reducer's "
+                                           r"extent 4"):
+        tilejit.compile(_folded_at(0, True))(torch.ones(4, 64), torch.zeros(4, 4))
+    with pytest.raises(AssertionError, match=r"acc\[i, i \+ offset\]: an index out of the "
+                                             r"reducer's extent 4"):
+        tilejit.compile(_folded_at(1, False))(torch.ones(4, 64), torch.zeros(4, 4))

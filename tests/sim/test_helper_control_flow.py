@@ -265,3 +265,93 @@ def test_an_element_atomic_in_a_helper_that_cannot_be_inlined_says_why():
     with pytest.raises(tilejit.CompileError, match=r"count_positive\(\), called here: its "
                                                    r"only `return` may be its last"):
         tilejit.compile(main, target="cuda").get_kernel_source(arch="sm_90a")
+
+
+# -- found by review of the above: a loop bound one value for every lane stays lane-wise -----
+def row_total(A, r, n):
+    s = 0.0
+    for k in range(n):              # n: one value for every lane (16)
+        s += A[r, k]
+    return s
+
+
+def through(A, i):
+    return row_total(A, i, 16)
+
+
+def halved(x, n):
+    s = x
+    for _ in range(n):
+        s = s * 0.5
+    return s
+
+
+def first_half(x):                  # an int `return 0` beside a float one
+    for k in range(4):
+        if x > k:
+            return x * 0.5
+    return 0
+
+
+def pick(x, k):                     # a tuple of lane values at a lane index
+    vals = (x, x * 2.0, x * 3.0)
+    return vals[k]
+
+
+@T.prim_func
+def uniform_bounds(A: T.Tensor((32, 16), "float32"), B: T.Tensor((32,), "float32"),
+                   C: T.Tensor((32,), "float32"), D: T.Tensor((32, 16), "float32")):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            B[i] = through(A, i)
+        for i, j in T.Parallel(32, 16):
+            D[i, j] = halved(A[i, j], 2)
+        tx = T.get_thread_binding()
+        C[tx] = row_total(A, tx, 16)
+
+
+@T.prim_func
+def mixed_returns(A: T.Tensor((32,), "float32"), K: T.Tensor((32,), "int32"),
+                  B: T.Tensor((32,), "float32"), C: T.Tensor((32,), "float32")):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            C[i] = pick(A[i], K[i])
+        tx = T.get_thread_binding()
+        B[tx] = first_half(A[tx])
+
+
+def _run_uniform(device="cpu"):
+    a = torch.randn(32, 16)
+    b, c, d = torch.zeros(32), torch.zeros(32), torch.zeros(32, 16)
+    outs = [t.to(device) for t in (b, c, d)]
+    tilejit.compile(uniform_bounds)(a.to(device), *outs)
+    x = torch.arange(32) * 0.5
+    k = torch.arange(32, dtype=torch.int32) % 3
+    bc = [torch.zeros(32).to(device) for _ in range(2)]
+    tilejit.compile(mixed_returns)(x.to(device), k.to(device), *bc)
+    return a, x, k, [t.cpu() for t in outs + bc]
+
+
+def test_uniform_loop_bounds_and_mixed_returns():
+    a, x, k, (b, c, d, half, picked) = _run_uniform()
+    torch.testing.assert_close(b, a.sum(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(c, a.sum(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(d, a / 4)
+    assert half.tolist() == [first_half(v) for v in x.tolist()]
+    assert picked.tolist() == (x * (k + 1)).tolist()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_uniform_bounds_and_mixed_returns_assemble(ptxas, arch):
+    for f in (uniform_bounds, mixed_returns):
+        ptxas(tilejit.compile(f, target="cuda").get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_uniform_loop_bounds_and_mixed_returns_on_the_gpu():
+    torch.manual_seed(0)
+    *_, gpu = _run_uniform("cuda")
+    torch.manual_seed(0)
+    *_, sim = _run_uniform()
+    for g, s in zip(gpu, sim):
+        torch.testing.assert_close(g, s, atol=1e-5, rtol=1e-5)

@@ -66,6 +66,13 @@ def _language(name, args):
     return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()), args, [])
 
 
+def _text(index) -> str:
+    """An index's source as written inside the brackets (``i, j``, not ``(i, j)``)."""
+    if isinstance(index, ast.Tuple):
+        return ", ".join(ast.unparse(e) for e in index.elts)
+    return ast.unparse(index)
+
+
 def _finalize_forms(call):
     """(dst or None, batch or None) of ``T.finalize_reducer``: TileLang's v2 form is
     ``(r, dst, batch)``, the v1 form ``(r, batch)`` (an integer in second place)."""
@@ -336,7 +343,7 @@ class _Reducers(syntax.NodeTransformer):
         if not kept:
             over_whole = self._over_whole_reducer(name, index, op, value)
             if over_whole is not None:
-                return out + [over_whole]
+                return out + over_whole
         combine = self._direct_fold(name, copy.deepcopy(index), op, value)
         if kept:
             target = ast.Tuple([ast.Name(n, ast.Store()) for n, _ in kept], ast.Store()) \
@@ -371,6 +378,22 @@ class _Reducers(syntax.NodeTransformer):
                  for e in extents]
         if len(items) != len(extents) or all(s == 1 for s in sizes):
             return None
+        checks = []
+        for item, extent, size in zip(items, extents, sizes):
+            at = item.value if isinstance(item, ast.Constant) else \
+                resolve_static(item, self.namespace) if isinstance(item, ast.Name) else None
+            if isinstance(at, int) and isinstance(size, int):
+                if not 0 <= at < size:
+                    raise self.error(f"{name}[{_text(index)}]: index {at} is out of "
+                                     f"the reducer's extent {size}", index)
+                continue
+            # a value known when the kernel runs: checked there (the simulator always,
+            # the GPU in a debug build), as an element's index would be
+            bound = ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()],
+                                [copy.deepcopy(item), copy.deepcopy(extent)])
+            checks.append(ast.Expr(_language("device_assert", [
+                bound, ast.Constant(f"{name}[{_text(index)}]: an index out of the "
+                                    f"reducer's extent {ast.unparse(extent)}")])))
         names = [f"__tj_at{self.count}_{d}" for d in range(len(extents))]
         self.count += 1
         at = [ast.Name(n, ast.Load()) for n in names]
@@ -380,8 +403,9 @@ class _Reducers(syntax.NodeTransformer):
                                            ast.Tuple(at, ast.Load()), op, value)], [])
         target = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store()) \
             if len(names) > 1 else ast.Name(names[0], ast.Store())
-        return ast.For(target, _language("Parallel", [copy.deepcopy(e) for e in extents]),
-                       [update], [], None)
+        return checks + [ast.For(target, _language("Parallel", [copy.deepcopy(e)
+                                                                for e in extents]),
+                                 [update], [], None)]
 
     def _check_rest(self, body, folds):
         """What is left of a T.Parallel body after its folds: no other write into a

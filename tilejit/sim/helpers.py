@@ -16,6 +16,7 @@ cannot be read (a lambda, one typed at a prompt) runs as it is."""
 from __future__ import annotations
 
 import ast
+import inspect
 import weakref
 
 import numpy as np
@@ -79,7 +80,7 @@ def simulated_helper(obj, built=None):
     made.__defaults__ = fn.__defaults__
     made.__kwdefaults__ = fn.__kwdefaults__
     if code.per_lane:
-        made = _per_lane(made, fn.__name__)
+        made = _per_lane(made, fn.__name__, code.per_lane)
     built[fn] = made
     return made
 
@@ -96,10 +97,10 @@ def _compile(fn):
     fdef = _Raises().visit(_CIntegerOps(fdef).visit(fdef))
     per_lane = _lane_dependent_control(fdef)
     tuples = tuple_names(fdef, own)
-    if not per_lane and _branching_value_helper(fdef):
+    if _branching_value_helper(fdef):
         fdef.body = _single_exit(fdef)
         lanes = _LaneWise(tuples)
-    elif not per_lane and _branching_void_helper(fdef):
+    elif _branching_void_helper(fdef):
         fdef.body = [ast.copy_location(ast.With([ast.withitem(
             _sim_call("helper_scope", []), None)], fdef.body), fdef.body[0])]
         lanes = _LaneWise(tuples)
@@ -203,62 +204,111 @@ def _branching_value_helper(fdef) -> bool:
                    any(isinstance(r, ast.Return) for r in syntax.walk(n)) for n in nodes)
 
 
-def _lane_dependent_control(fdef) -> bool:
-    """Whether a helper's control flow may differ lane by lane in a way masks cannot
-    follow: a ``while``, a ``break`` or ``continue``, a ``return`` inside a loop, or a
-    loop whose bounds read its parameters or its own names. Such a helper runs one lane
-    at a time (``_per_lane``; a T.Parallel calling it runs one iteration at a time:
-    ``transform._needs_scalar``). Not a macro's tile code (a ``with``: its branches are
+def _lane_dependent_control(fdef) -> tuple:
+    """The parameters whose values a helper's control flow reads where masks cannot
+    follow it: a loop's bounds, a ``while``'s test, the test of a branch that leaves a
+    loop (``break``, ``continue``, ``return``), directly or through the names computed
+    from them. Called with a lane array for one of these, the helper runs one lane at a
+    time (``_per_lane``; a T.Parallel handing it one runs one iteration at a time:
+    ``transform._calls_lane_by_lane``); with one value for every lane (a bound of 16, a
+    tile's shape), as it is. Empty for a macro's tile code (a ``with``: its branches are
     the block's)."""
     nodes = list(syntax.walk(fdef))
     if any(isinstance(n, (ast.With, ast.FunctionDef, ast.Try)) and n is not fdef
            for n in nodes):
-        return False
-    local = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs + fdef.args.posonlyargs} \
-        | {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for n in nodes:
-        if isinstance(n, (ast.While, ast.Break, ast.Continue)):
-            return True
-        if isinstance(n, ast.For) and (
-                any(isinstance(r, ast.Return) for r in syntax.walk(n)) or
-                any(isinstance(x, ast.Name) and x.id in local for x in syntax.walk(n.iter))):
-            return True
-    return False
+        return ()
+    params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args + fdef.args.kwonlyargs]
+    control = _control_expressions(fdef)
+    if not control:
+        return ()
+    reads = set()
+    for expr in control:
+        reads |= {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
+    return tuple(p for p in params if _flows_from(p, nodes) & reads)
 
 
-def lane_by_lane(obj) -> bool:
-    """Whether helper (or macro) ``obj`` runs one lane at a time in the simulator."""
+def _control_expressions(fdef) -> list:
+    out = []
+
+    def visit(stmts, in_loop):
+        for stmt in stmts:
+            if isinstance(stmt, ast.For):
+                out.append(stmt.iter)
+                visit(stmt.body, True)
+                visit(stmt.orelse, in_loop)
+            elif isinstance(stmt, ast.While):
+                out.append(stmt.test)
+                visit(stmt.body, True)
+                visit(stmt.orelse, in_loop)
+            elif isinstance(stmt, ast.If):
+                if in_loop and any(isinstance(n, (ast.Break, ast.Continue, ast.Return))
+                                   for s in stmt.body + stmt.orelse for n in syntax.walk(s)):
+                    out.append(stmt.test)
+                visit(stmt.body, in_loop)
+                visit(stmt.orelse, in_loop)
+    visit(fdef.body, False)
+    return out
+
+
+def _flows_from(param, nodes) -> set:
+    """The names whose values are computed from ``param`` (itself among them)."""
+    flows = {param}
+    changed = True
+    while changed:
+        changed = False
+        for n in nodes:
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                source = n.value
+            elif isinstance(n, ast.For):
+                targets, source = [n.target], n.iter
+            else:
+                continue
+            if any(isinstance(x, ast.Name) and x.id in flows for x in syntax.walk(source)):
+                for t in targets:
+                    for x in syntax.walk(t):
+                        if isinstance(x, ast.Name) and x.id not in flows:
+                            flows.add(x.id)
+                            changed = True
+    return flows
+
+
+def control_parameters(obj) -> tuple:
+    """The parameters of helper (or macro) ``obj`` that decide, lane by lane, what its
+    control flow does (``_lane_dependent_control``); empty when none, or not a helper."""
     fn = obj.func if isinstance(obj, T.macro) else obj
     if not is_helper(fn):
-        return False
+        return ()
     if fn not in _CODE:
         _CODE[fn] = _compile(fn)
-    return _CODE[fn] is not None and _CODE[fn].per_lane
+    return _CODE[fn].per_lane if _CODE[fn] is not None else ()
 
 
-def _per_lane(made, name):
-    """``made`` called once per active lane with that lane's values where lane arrays
-    arrive (a T.Parallel's index arrays, per-thread code's lanes), its results
-    reassembled into lane arrays (a tuple's items each); with no lane array, as it is."""
+def _is_lanes(value) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim > 0
+
+
+def _per_lane(made, name, control):
+    """``made`` called once per active lane with that lane's values where a lane array (a
+    T.Parallel's index arrays, per-thread code's lanes) reaches one of the ``control``
+    parameters, its results reassembled into lane arrays (a tuple's items each); as it is
+    otherwise. Tensors and tiles pass as they are (every lane's same one)."""
+    signature = inspect.signature(made)
+
     def run(*args, **kwargs):
-        values = list(args) + list(kwargs.values())
-        lanes = [v for v in values if isinstance(v, np.ndarray) and v.ndim > 0]
-        if not lanes:
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return made(*args, **kwargs)        # (Python's own error, as the call would)
+        if not any(_is_lanes(bound.get(p)) for p in control):
             return made(*args, **kwargs)
-        if any(isinstance(v, runtime.SimTensor) for v in values):
-            from tilejit.sim.threads import ThreadCodeError     # (imports the runtime)
-            raise ThreadCodeError(
-                f"the helper {name}() has loops or returns that depend on lane values and "
-                "takes tensors: the simulator runs such a helper one lane at a time only "
-                "in a T.Parallel loop (not in per-thread code)")
+        lanes = [v for v in list(args) + list(kwargs.values()) if _is_lanes(v)]
         mask = runtime.STATE.mask
         shape = np.broadcast_shapes(*(v.shape for v in lanes),
                                     *(() if mask is None else (np.shape(mask),)))
         active = np.broadcast_to(True if mask is None else mask, shape)
-        spread = [np.broadcast_to(v, shape) if isinstance(v, np.ndarray) and v.ndim > 0
-                  else None for v in args]
-        kspread = {k: np.broadcast_to(v, shape) for k, v in kwargs.items()
-                   if isinstance(v, np.ndarray) and v.ndim > 0}
+        spread = [np.broadcast_to(v, shape) if _is_lanes(v) else None for v in args]
+        kspread = {k: np.broadcast_to(v, shape) for k, v in kwargs.items() if _is_lanes(v)}
         results = {}
         runtime.STATE.mask = None       # one lane, active, at a time
         try:
@@ -283,7 +333,9 @@ def _reassembled(results, shape):
     if isinstance(first, tuple):
         return tuple(_reassembled({at: r[k] for at, r in results.items()}, shape)
                      for k in range(len(first)))
-    out = np.zeros(shape, dtype=np.asarray(first).dtype)
+    # the type every lane's value takes (Numba unifies a helper's returns: an int
+    # `return 0` beside a float `return x * 0.5` is a float)
+    out = np.zeros(shape, dtype=np.result_type(*results.values()))
     for at, r in results.items():
         out[at] = r
     return out

@@ -295,6 +295,15 @@ def item(obj, index):
     """``obj[index]``; a tuple or list indexed by the loop's index arrays reads as an
     array (each lane its element)."""
     if isinstance(obj, (tuple, list)) and isinstance(index, np.ndarray):
+        if any(isinstance(v, np.ndarray) and v.ndim > 0 for v in obj):
+            # items that are lane values themselves (`(x, 2 * x)[k]`): each lane its
+            # item's own lane
+            *items, at = np.broadcast_arrays(*obj, index)
+            bad = at[(at < -len(items)) | (at >= len(items))]
+            if bad.size:
+                raise IndexError(f"tuple index out of range (the tuple has {len(items)} "
+                                 f"items, an index is {int(bad.flat[0])})")
+            return np.take_along_axis(np.stack(items), (at % len(items))[None], 0)[0]
         return np.asarray(obj)[index]
     return obj[index]
 

@@ -314,13 +314,45 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset())
 
 
 def _calls_lane_by_lane(loop: ast.For, namespace) -> bool:
-    """A T.Parallel body calling a helper that runs one lane at a time (its loops or
-    returns depend on lane values: ``helpers.lane_by_lane``) runs one iteration at a
-    time: the helper then takes each iteration's own values."""
-    from tilejit.sim.helpers import lane_by_lane     # (helpers.py imports this module)
-    return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
-               and lane_by_lane(resolve_static(n.func, namespace))
-               for s in loop.body for n in syntax.walk(s))
+    """A T.Parallel body handing a helper an iteration's own value (one its loop indices
+    or its own names compute) where the helper's control flow reads it (its loop bounds,
+    a ``while``, a branch leaving a loop: ``helpers.control_parameters``) runs one
+    iteration at a time: the helper then takes each iteration's values."""
+    from tilejit.sim.helpers import control_parameters  # (helpers.py imports this module)
+    lane_names = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)} | {
+        n.id for s in loop.body for n in syntax.walk(s)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for s in loop.body:
+        for call in syntax.walk(s):
+            if not (isinstance(call, ast.Call) and
+                    isinstance(call.func, (ast.Name, ast.Attribute))):
+                continue
+            helper = resolve_static(call.func, namespace)
+            control = control_parameters(helper)
+            if control and any(_reads(arg, lane_names)
+                               for arg in _arguments_of(helper, call, control)):
+                return True
+    return False
+
+
+def _arguments_of(helper, call, names):
+    """The argument expressions ``call`` passes to ``helper``'s parameters ``names`` (every
+    argument where the call cannot be matched to the signature: ``*args``)."""
+    import inspect
+    fn = helper.func if isinstance(helper, T.macro) else helper
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if any(isinstance(a, ast.Starred) for a in call.args) or \
+            any(k.arg is None for k in call.keywords) or not params:
+        return list(call.args) + [k.value for k in call.keywords]
+    given = dict(zip(params, call.args)) | {k.arg: k.value for k in call.keywords}
+    return [given[n] for n in names if n in given]
+
+
+def _reads(expr, names) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in syntax.walk(expr))
 
 
 class SimRewriter(syntax.NodeTransformer):
