@@ -1,6 +1,7 @@
 """Host-side arguments TileLang's users get wrong, each a clear error naming it before
 anything runs: a misspelled ``@tilelang.jit`` option, a target TileLang does not have,
 ``assert_allclose`` tolerances out of range."""
+import numpy as np
 import pytest
 import torch
 
@@ -109,6 +110,12 @@ def gemm_program(num_stages=2, transpose_A=False, clear_accum=False, k_pack=1):
     (lambda: gemm_program(transpose_A="yes"), r"transpose_A is True or False, got 'yes'"),
     (lambda: gemm_program(clear_accum="no"), r"clear_accum is True or False, got 'no'"),
     (lambda: gemm_program(k_pack=3), r"k_pack is 1 or 2 \(TileLang's\), got 3"),
+    # a flag is a bool (or 0 / 1), k_pack an int: 2 was taken as True, 2.0 and True as ints
+    (lambda: gemm_program(transpose_A=2), r"transpose_A is True or False, got 2"),
+    (lambda: gemm_program(clear_accum=2), r"clear_accum is True or False, got 2"),
+    (lambda: gemm_program(k_pack=2.0), r"k_pack is 1 or 2 \(TileLang's\), got 2.0"),
+    (lambda: gemm_program(k_pack=True), r"k_pack is 1 or 2 \(TileLang's\), got True"),
+    (lambda: gemm_program(k_pack=np.True_), r"k_pack is 1 or 2 \(TileLang's\), got np.True_"),
 ])
 def test_tile_operation_options_are_checked(make, match):
     with pytest.raises(tilelang.CompileError, match=match):
@@ -184,7 +191,6 @@ def test_a_tensor_as_an_index_is_named():
 
 
 def test_a_reviews_cases_stay_accepted():
-    import numpy as np
     from tilejit.target import Target
     profiler = tilelang.compile(copy_program(), out_idx=[1]).get_profiler()
     profiler.assert_allclose(lambda a: a, atol=np.float32(1e-2), rtol=torch.tensor(1e-2),
@@ -221,3 +227,181 @@ def test_a_tensor_written_before_the_kernel_is_named():
     with pytest.raises(tilelang.CompileError, match=r"before `with T.Kernel` run on the host "
                        r"and may only compute values: a tensor is written inside"):
         tilelang.compile(early_write, target="sim")
+
+
+@pytest.mark.parametrize("statement, shown", [
+    ("T.clear(A)", r"a tile operation \(T.clear\)"),
+    ("T.fill(A, 0.0)", r"a tile operation \(T.fill\)"),
+    ("T.copy(A, B)", r"a tile operation \(T.copy\)"),
+    ("T.atomic_add(A[0], 1.0)", r"a tile operation \(T.atomic_add\)"),
+    ("n = T.access_ptr(A)", r"T.access_ptr of the tensor parameter 'A'"),
+    ("A.fill_(0)", r"a method of the tensor parameter 'A' \(.fill_\(\)\)"),
+])
+def test_a_tile_operation_before_the_kernel_is_named(statement, shown, tmp_path, monkeypatch):
+    """A tile operation among the statements before `with T.Kernel` (run on the host,
+    where a tensor is its shape and address): the front end's error at its line, where
+    the simulator failed inside ('TensorArg' object has no attribute 'data')."""
+    (tmp_path / "host_tile_op.py").write_text(
+        "import tilejit.language as T\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((64,), 'float32'), B: T.Tensor((64,), 'float32')):\n"
+        f"    {statement}\n"
+        "    with T.Kernel(1, threads=64) as bx:\n"
+        "        for i in T.Parallel(64):\n"
+        "            B[i] = A[i] + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+    sys.modules.pop("host_tile_op", None)
+    program = importlib.import_module("host_tile_op").main
+    for target in ("sim", "cuda -arch=sm_90a"):
+        with pytest.raises(tilelang.CompileError, match=r"before `with T.Kernel` run on the "
+                           r"host and may only compute values: " + shown + r" runs inside the "
+                           r"kernel's `with T.Kernel` block") as info:
+            tilelang.compile(program, target=target)
+        assert info.value.lineno == 4 and statement in str(info.value)
+
+
+def test_a_helper_reading_a_tensors_shape_before_the_kernel_stays_accepted():
+    """A helper of the user's handed a tensor may read its shape on the host; one holding
+    a tile operation is inlined, and the operation named."""
+    def rows(t):
+        return t.shape[0]
+
+    def init(t):
+        T.clear(t)
+
+    @T.prim_func
+    def shaped(A: T.Tensor((64,), "float32")):
+        n = rows(A)
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] + n
+    a = torch.zeros(64)
+    tilelang.compile(shaped, target="sim")(a)
+    assert torch.equal(a, torch.full((64,), 64.0))
+
+    @T.prim_func
+    def cleared(A: T.Tensor((64,), "float32")):
+        init(A)
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] + 1
+    with pytest.raises(tilelang.CompileError, match=r"a tile operation \(T.clear\) runs "
+                                                    r"inside the kernel's"):
+        tilelang.compile(cleared, target="sim")
+
+
+@pytest.mark.parametrize("extent, shown", [
+    (np.int64(-1), r"np.int64\(-1\)"), (np.int32(-8), r"np.int32\(-8\)"),
+    (np.bool_(True), r"np.True_"), (True, r"True"), (np.float32(8.0), r"np.float32\(8.0\)"),
+    ((8,), r"\(8,\)"), ([8], r"\[8\]"), (8 + 0j, r"\(8\+0j\)"),
+    (object(), r"<object object at 0x[0-9a-f]+>"),
+])
+def test_an_extent_that_is_no_int_or_symbol_is_named(extent, shown):
+    """Only an int >= 0 (a numpy one too) or a symbol is an extent: a nested tuple or a
+    complex failed inside (int() of it), a negative np.int64, a bool or a float was kept."""
+    with pytest.raises(TypeError, match=r"T.Tensor: extent 1 of the shape \(4, " + shown +
+                       r",?\) is " + shown + r"; an extent is an int >= 0, or a symbol"):
+        T.Tensor((4, extent), "float32")
+
+
+def test_extents_tilelang_writes_stay_accepted():
+    n = T.dynamic("n")
+    ann = T.Tensor((np.int64(4), 0, n, n * 2 + 1, T.const("m")), "float32")
+    assert ann.shape[:2] == (4, 0) and type(ann.shape[0]) is int
+
+
+@pytest.mark.parametrize("target, shown", [
+    ("cuda --arch=sm_80", r"the option '--arch=sm_80' of the cuda target 'cuda --arch=sm_80' "
+                          r"is not -key=value \(such as -arch=sm_90a\)"),
+    ("cuda arch=sm_80", r"the option 'arch=sm_80' of the cuda target .* is not -key=value"),
+    ("cuda -arch", r"the option '-arch' of the cuda target 'cuda -arch' has no value: "
+                   r"-arch=<str> \(such as -arch=sm_90a\)"),
+    ("cuda -arch=sm_80 -foo=bar", r"the cuda target 'cuda -arch=sm_80 -foo=bar' has no option "
+                                  r"'-foo=bar'.*; its options are -arch, "),
+    ("cuda -mcpu=sm_80", r".* has no option '-mcpu=sm_80' \(the CUDA arch is -arch=sm_XX\)"),
+    ("cuda -max_num_threads=abc", r"the option '-max_num_threads=abc' of the cuda target "
+                                  r".*: -max_num_threads takes an integer, got 'abc'"),
+    ("c -arch=sm_80", r"the c target 'c -arch=sm_80' has no option '-arch=sm_80'"),
+    ({"kind": "cuda", "arch": "sm_80", "foo": 1}, r"the cuda target .* has no option 'foo'"),
+])
+def test_a_target_option_tilelang_does_not_have_is_named(target, shown):
+    """Every option after the kind is -key=value (or TVM's -key value) with a key of the
+    kind: one that is not was skipped, and the kernel compiled for the default arch."""
+    for call, who in ((lambda: tilelang.compile(copy_program(), out_idx=[1], target=target),
+                       "tilelang.compile"),
+                      (lambda: tilelang.jit(target=target), "@tilelang.jit")):
+        with pytest.raises(ValueError, match=who + " target: " + shown):
+            call()
+    if isinstance(target, str):
+        from tilejit.tilelang import tvm
+        with pytest.raises(ValueError, match="tvm.target.Target: " + shown):
+            tvm.target.Target(target)
+
+
+@pytest.mark.parametrize("target", [
+    "cuda -arch sm_86", "hip -mcpu=gfx950", "rocm -mcpu=gfx942",
+    "cuda -arch=sm_90a -max_num_threads=1024 -thread_warp_size=32 -keys=cuda,gpu",
+    "llvm -mcpu=skylake -fast-math", "c -mcpu=x86-64", "sim -arch=sm_80"])
+def test_target_options_tilelang_writes_are_taken(target):
+    tilelang.jit(target=target)
+    from tilejit.tilelang.tvm_target import check_target
+    check_target(target, "tilelang.compile")
+
+
+@pytest.mark.parametrize("given", [[1], "cuda", 5])
+def test_an_option_given_to_jit_by_position_is_named(given):
+    """`@tilelang.jit([1])` or `tilelang.jit(out_idx=[1])(5)`: the decorator takes a
+    function (it failed inside, asking for the option's __name__)."""
+    shown = rf"got {type(given).__name__} {given!r}".replace("[", r"\[").replace("]", r"\]")
+    with pytest.raises(TypeError, match=r"@tilelang.jit takes a function; its options are "
+                                        r"keywords, e.g. out_idx=\[1\]; " + shown):
+        tilelang.jit(given)
+    with pytest.raises(TypeError, match=r"@tilelang.jit takes a function; .*" + shown):
+        tilelang.jit(out_idx=[1])(given)
+    import tilejit
+    with pytest.raises(TypeError, match=r"@tilejit.kernel takes a function; its options are "
+                                        r"keywords, e.g. target=\"cuda\"; " + shown):
+        tilejit.kernel(given)
+
+
+@pytest.mark.parametrize("backend, error, shown", [
+    ("bogus", ValueError, r"got 'bogus'"), (5, TypeError, r"got int 5"),
+    ("TVM_FFI", ValueError, r"got 'TVM_FFI'")])
+def test_an_execution_backend_tilelang_does_not_have_is_named(backend, error, shown):
+    accepted = (r"expected one of 'auto', 'tvm_ffi', 'cython', 'nvrtc', 'torch', 'cutedsl', "
+                r"'dlpack', 'ctypes' or None, ")
+    with pytest.raises(error, match=r"tilelang.compile execution_backend: " + accepted + shown):
+        tilelang.compile(copy_program(), out_idx=[1], execution_backend=backend)
+    with pytest.raises(error, match=r"@tilelang.jit execution_backend: " + accepted + shown):
+        tilelang.jit(execution_backend=backend)
+    with pytest.raises(error, match=r"tilelang.par_compile execution_backend: "):
+        tilelang.par_compile([copy_program()], execution_backend=backend, ignore_error=True)
+    for backend in ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl", "dlpack", None):
+        tilelang.compile(copy_program(), out_idx=[1], execution_backend=backend)
+
+
+@pytest.mark.parametrize("out_idx", [[1.0], [True], [None], [0, "1"]])
+def test_an_out_idx_entry_that_is_no_int_is_named(out_idx):
+    """It said "out of range", which a 1.0 or None is not."""
+    bad = next(i for i in out_idx if not isinstance(i, int) or isinstance(i, bool))
+    with pytest.raises(TypeError, match=rf"out_idx .*: {bad!r} is not an int \(a parameter's "
+                                        rf"position, negative from the end\)"):
+        tilelang.compile(copy_program(), target="sim", out_idx=out_idx)
+    a = torch.randn(64)
+    assert torch.equal(tilelang.compile(copy_program(), out_idx=[np.int64(1)])(a), a)
+
+
+@pytest.mark.parametrize("dtype", [None, 5])
+def test_alloc_var_of_no_dtype_names_alloc_var(dtype):
+    """The variable's stores are casts: the typing named T.cast(value, dtype)."""
+    with pytest.raises(tilelang.CompileError, match=r"T.alloc_var\(dtype\): expected a dtype "
+                       rf"\(T.float16, \"float16\", A.dtype\) first, got {dtype!r}") as info:
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                v = T.alloc_var(dtype)
+                v = 3
+                B[0] = v
+    assert "v = T.alloc_var(dtype)" in str(info.value)

@@ -283,3 +283,46 @@ def test_the_modules_do_bench_takes_tilelangs_keywords():
         do_bench(fn, return_mode="average")
     with pytest.raises(ValueError, match=r"quantiles must lie in \[0, 1\], got 50"):
         do_bench(fn, quantiles=[50])
+
+
+def test_arguments_of_the_wrong_kind_are_named_before_anything_runs():
+    """A quantile not in a list, a func or input_tensors that is no callable or list, a
+    non-number early stop or tolerance (b"1" and np.True_ convert to floats): each a
+    clear error (they failed inside: 'float' object is not iterable, 'int' object is not
+    callable, or were taken)."""
+    import numpy as np
+    from tilejit.profiler import do_bench
+    calls = []
+
+    def fn():
+        calls.append(1)
+    for quantiles, kind in ((0.5, "float 0.5"), ("0.5", "str '0.5'"), ([True], r"list")):
+        with pytest.raises(TypeError, match=r"do_bench: quantiles must be a list of numbers "
+                                            r"in \[0, 1\] .*got " + kind):
+            do_bench(fn, quantiles=quantiles)
+    with pytest.raises(TypeError, match=r"do_bench: fn must be callable .*got int 5"):
+        do_bench(5)
+    with pytest.raises(TypeError, match=r"early_stop_baseline must be a time in milliseconds "
+                                        r"\(a number\) or None, got str 'x'"):
+        do_bench(fn, early_stop_baseline="x")
+    with pytest.raises(ValueError, match=r"quantiles must lie in \[0, 1\], got 50"):
+        do_bench(fn, quantiles=(0.5, 50))
+    assert not calls                # nothing ran
+    assert len(do_bench(fn, quantiles=np.array([0.2, 0.8]), rep=3)) == 2
+
+    profiler = make_matmul(64, 64, 64).get_profiler()
+    with pytest.raises(TypeError, match=r"Profiler.do_bench: func must be callable \(the kernel "
+                                        r"when not given\), got int 5"):
+        profiler.do_bench(5)
+    with pytest.raises(TypeError, match=r"Profiler.do_bench: input_tensors must be a list of "
+                                        r"the kernel's inputs .*got int 5"):
+        profiler.do_bench(input_tensors=5)
+    with pytest.raises(TypeError, match=r"assert_allclose: input_tensors must be a list"):
+        profiler.assert_allclose(reference, input_tensors=5)
+    with pytest.raises(TypeError, match=r"Profiler.run_once: func must be callable"):
+        profiler.run_once(func="kernel")
+    for kwargs, shown in (({"atol": b"1"}, r"atol .* got b'1'"),
+                          ({"rtol": np.True_}, r"rtol .* got np.True_"),
+                          ({"atol": torch.tensor(True)}, r"atol .* got tensor\(True\)")):
+        with pytest.raises(ValueError, match=r"assert_allclose: " + shown):
+            profiler.assert_allclose(reference, **kwargs)

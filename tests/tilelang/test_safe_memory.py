@@ -116,3 +116,50 @@ def test_on_gpu_against_simulator_and_numpy():
     tilelang.compile(past_the_edge(7, 300), target="sim")(torch.from_numpy(a),
                                                           torch.from_numpy(idx), c_sim)
     np.testing.assert_array_equal(c.cpu().numpy(), c_sim.numpy())
+
+
+def _many_reads(tmp_path, monkeypatch, n, name):
+    """`B[i] = A[i] + A[(i + 1) % 8] + ...`: n reads at computed indices in one statement."""
+    terms = " + ".join(f"A[(i + {k}) % 8]" for k in range(n))
+    (tmp_path / f"{name}.py").write_text(
+        "import tilejit.language as T\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((8,), 'float32'), B: T.Tensor((8,), 'float32')):\n"
+        "    with T.Kernel(1, threads=32) as bx:\n"
+        "        for i in T.Parallel(8):\n"
+        f"            B[i] = {terms}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+    sys.modules.pop(name, None)
+    return importlib.import_module(name).main
+
+
+def test_a_statement_of_too_many_guarded_reads_is_refused_at_its_line(tmp_path, monkeypatch):
+    """Each guarded read is a branch, and Numba's analyses of a function's branches take
+    time and memory growing with the square of their number (400 reads: 68 s and 6 GB;
+    1000: killed for memory): past 64 in one statement, a CompileError at its line
+    before Numba runs; with the guards off (the pass config) it compiles as before."""
+    from tilejit.passes.safe_memory import MAX_GUARDED_READS
+    program = _many_reads(tmp_path, monkeypatch, 200, "many_guarded_reads")
+    for target in ("sim", "cuda -arch=sm_90a"):
+        with pytest.raises(tilelang.CompileError, match=rf"200 reads of tensor elements at "
+                           rf"computed indices in one statement \(at most {MAX_GUARDED_READS}\)"
+                           r": safe memory access checks each .*pass_configs=\{'tl.disable_"
+                           r"safe_memory_legalize': True\}") as info:
+            tilelang.compile(program, target=target)
+        assert info.value.lineno == 6
+    a = torch.arange(8.0)
+    b = torch.zeros(8)
+    tilelang.compile(program, target="sim", pass_configs={
+        PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS: True})(a, b)
+    assert torch.equal(b, torch.full((8,), 25.0 * 28))
+
+
+def test_a_statement_at_the_limit_compiles(tmp_path, monkeypatch):
+    from tilejit.passes.safe_memory import MAX_GUARDED_READS
+    program = _many_reads(tmp_path, monkeypatch, MAX_GUARDED_READS, "limit_guarded_reads")
+    a = torch.arange(8.0)
+    b = torch.zeros(8)
+    tilelang.compile(program, target="sim")(a, b)
+    assert torch.equal(b, torch.full((8,), MAX_GUARDED_READS // 8 * 28.0))

@@ -909,7 +909,9 @@ def test_outputs_come_back_in_the_order_out_idx_names_them(out_idx):
     ([1, 1], ValueError, r"out_idx \[1, 1\] names parameter\(s\) \['B'\] more than once"),
     ([-1, 2], ValueError, r"names parameter\(s\) \['C'\] more than once"),
     (1.0, TypeError, "out_idx: expected an int or a list of ints, got 1.0"),
-    ([True], ValueError, "out of range")])
+    ([True], TypeError, r"out_idx \[True\]: True is not an int"),
+    ([2.0], TypeError, r"out_idx \[2.0\]: 2.0 is not an int"),
+    ([5], ValueError, "out of range")])
 def test_bad_out_idx_is_refused_at_compile(out_idx, error, match):
     with pytest.raises(error, match=match):
         tilelang.compile(_two_outputs(), out_idx=out_idx)

@@ -444,6 +444,7 @@ def _find_launch(ks: KernelSource) -> int:
     for stmt in ks.tree.body[index + 1:]:
         if not isinstance(stmt, ast.Return):
             raise ks.error("only `return` may follow the `with T.Kernel(...)` block", stmt)
+    tensors = None          # the tensor parameters, when a host statement makes a call
     for stmt in ks.tree.body[:index]:
         for node in syntax.walk(stmt):
             if isinstance(node, (ast.For, ast.While, ast.With, ast.Return)):
@@ -454,7 +455,70 @@ def _find_launch(ks: KernelSource) -> int:
                 raise ks.error("the statements before `with T.Kernel` run on the host and "
                                "may only compute values: a tensor is written inside the "
                                "kernel's `with T.Kernel` block", node)
+            if isinstance(node, ast.Call):
+                if tensors is None:
+                    tensors = _tensor_param_names(ks)
+                _check_host_call(ks, node, tensors)
     return index
+
+
+# the language's operations a host statement may hand a tensor parameter: they make or
+# describe a tensor (T.make_tensor, T.match_buffer: its own error) or annotate the
+# kernel's tensors, none runs on the tensor's elements
+_HOST_TENSOR_CALLS = ("make_tensor", "match_buffer", "annotate_restrict_buffers",
+                      "annotate_l2_hit_ratio", "annotate_layout", "annotate_safe_value")
+# the tile operations (a whole block's work on tiles or tensors); on the host, where a
+# tensor parameter is only its shape and address, the simulator had them fail inside
+_HOST_TILE_OPS = T.tiles.TILE_OPERATIONS + (
+    "reduce", "cummax", "gemm_v1", "gemm_v2", "wgmma_gemm", "wgmma_gemm_sp", "atomic_store",
+    "atomic_load", "atomic_addx2", "atomic_addx4", "tma_copy", "copy_cluster", "async_copy",
+    "finalize_reducer", "reducer_init", "reducer_update", "c2d_im2col", "im2col")
+
+
+def _check_host_call(ks: KernelSource, call: ast.Call, tensors: set) -> None:
+    """A call before ``T.Kernel`` (run on the host, where a tensor argument is its shape
+    and address only): refused if it is a tile operation, a language call handed a tensor
+    parameter, or a method of a tensor parameter (``A.fill_(0)``). A helper of the user's
+    handed a tensor stays allowed: it may read ``A.shape`` (a helper with tile operations
+    was inlined, its operations checked here)."""
+    message = ("the statements before `with T.Kernel` run on the host and may only compute "
+               "values: {what} runs inside the kernel's `with T.Kernel` block")
+    fn = resolve_static(call.func, ks.namespace)
+    name = _language_name(fn)
+    if name in _HOST_TILE_OPS:
+        raise ks.error(message.format(what=f"a tile operation (T.{name})"), call)
+    if name is not None and name not in _HOST_TENSOR_CALLS:
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            if isinstance(arg, ast.Starred):
+                arg = arg.value
+            if isinstance(arg, ast.Name) and arg.id in tensors:
+                raise ks.error(message.format(
+                    what=f"T.{name} of the tensor parameter {arg.id!r}"), call)
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) and \
+            call.func.value.id in tensors:
+        raise ks.error(message.format(
+            what=f"a method of the tensor parameter {call.func.value.id!r} "
+                 f"(.{call.func.attr}())"), call)
+
+
+def _language_name(fn) -> str | None:
+    """The name ``fn`` has in the language (``T.clear`` -> "clear"), or None."""
+    if fn is None or not callable(fn):
+        return None
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str) and getattr(T, name, None) is fn:
+        return name
+    return next((n for n, v in vars(T).items() if v is fn and not n.startswith("_")), None)
+
+
+def _tensor_param_names(ks: KernelSource) -> set:
+    """The parameters known to be tensors: annotated ``T.Tensor(...)`` (or
+    ``T.Buffer``...), indexed or asked for ``.shape`` / ``.strides`` in the source, or
+    viewed (``T.reshape(P, ...)``)."""
+    annotations = getattr(ks.func, "__annotations__", None) or {}
+    annotated = {p for p in ks.params
+                 if isinstance(annotations.get(p), T.tilelang_names.TensorAnnotation)}
+    return annotated | set(tensor_params(ks)) | set(viewed_params(ks))
 
 
 def kernel_call(ks: KernelSource) -> ast.Call:

@@ -299,6 +299,19 @@ def _check_dtype_strings(tree, namespace, filename) -> None:
                             node.lineno) from None
 
 
+def _known_value(node, tree, namespace) -> bool:
+    """Whether ``node`` is a constant, or a name of the kernel's globals or closure that
+    the kernel neither assigns nor takes as a parameter: its value known as it is defined."""
+    if isinstance(node, ast.Constant):
+        return True
+    if not isinstance(node, ast.Name) or node.id not in namespace:
+        return False
+    if isinstance(tree, ast.FunctionDef) and any(a.arg == node.id for a in tree.args.args):
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                   for n in syntax.walk(tree))
+
+
 def _check_initializers(tree, namespace, filename) -> None:
     """``T.alloc_var(dtype, init=v)`` with a literal ``v`` the dtype cannot hold is an
     error when the program is defined (TileLang's ValueError), never a silent infinity
@@ -316,6 +329,13 @@ def _check_initializers(tree, namespace, filename) -> None:
         dtype = resolve_static(given["dtype"], namespace)
         if isinstance(given["dtype"], ast.Constant):
             dtype = given["dtype"].value
+        if (dtype is None or isinstance(dtype, (bool, int, float))) and \
+                _known_value(given["dtype"], tree, namespace):
+            # (as_dtype(None) is numpy's float64; the typing named T.cast, which the
+            # variable's stores become)
+            raise CompileError(f"T.alloc_var(dtype): expected a dtype (T.float16, "
+                               f"\"float16\", A.dtype) first, got {dtype!r}", filename,
+                               node.lineno)
         try:
             dtype = as_dtype(dtype)
         except (TypeError, ValueError, KeyError) as e:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import warnings
 
+import numpy as np
+
 from tilejit.errors import CompileError
 from tilejit.language._semantics import meaning
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
@@ -296,18 +298,29 @@ def _names_a_dtype(value) -> bool:
     return not isinstance(value, int)
 
 
+def _is_extent(d) -> bool:
+    """An int >= 0 (a numpy integer too, not a bool) or a symbol (T.dynamic, T.symbolic,
+    T.const, an expression of them; an extent @tilelang.jit keeps as source until its
+    symbols have sizes, whose class says ``is_extent``)."""
+    if isinstance(d, SymbolicInt) or getattr(type(d), "is_extent", False) is True:
+        return True
+    return isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+
+
 class TensorAnnotation:
     """``A: T.Tensor((M, K), dtype)`` / ``T.Tensor[[M, K], dtype]`` / ``T.Buffer``."""
 
     def __init__(self, shape, dtype="float32"):
         self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         for k, d in enumerate(self.shape):
-            if isinstance(d, (str, float, bool)) or d is None or (
-                    isinstance(d, int) and d < 0):
+            # an int (a numpy one too) or a symbol: a bool, a float (np.float32(8.0)), a
+            # nested tuple or a negative np.int64 was kept, and failed later, inside
+            if not _is_extent(d):
                 raise TypeError(f"T.Tensor: extent {k} of the shape {self.shape} is {d!r}; an "
                                 f"extent is an int >= 0, or a symbol for a size known at the call "
                                 f"(T.dynamic(\"{d if isinstance(d, str) else 'n'}\"), "
                                 f"T.symbolic(...))")
+        self.shape = tuple(int(d) if isinstance(d, np.integer) else d for d in self.shape)
         self.dtype = as_dtype(dtype)
 
     def __class_getitem__(cls, item):

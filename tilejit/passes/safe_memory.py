@@ -85,7 +85,7 @@ class _Guard(syntax.NodeTransformer):
         test = self._inside(node)
         if test is None:
             return node
-        return ast.copy_location(ast.IfExp(test, node, self._outside(name)), node)
+        return _counted(ast.copy_location(ast.IfExp(test, node, self._outside(name)), node))
 
     def _store(self, node, target):
         node = self.generic_visit(node)
@@ -117,7 +117,8 @@ class _Guard(syntax.NodeTransformer):
         test = self._atomic(node) if self.writes else None
         if test is None:
             return node
-        return ast.copy_location(ast.IfExp(test, node, self._outside(node.args[0].id)), node)
+        return _counted(ast.copy_location(ast.IfExp(test, node, self._outside(node.args[0].id)),
+                                          node))
 
     def visit_Assign(self, node):
         if len(node.targets) == 1:
@@ -135,4 +136,44 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
                if ctx.options.safe_memory or name in values}
     guard = _Guard(tensors, values, writes=ctx.options.safe_memory)
-    return syntax.fix_missing_locations(guard.visit(fdef))
+    fdef = guard.visit(fdef)
+    _check_guarded_reads(fdef, ctx)
+    return syntax.fix_missing_locations(fdef)
+
+
+# The guarded reads one statement may hold. Each is a branch in the device code, and
+# Numba's liveness and reaching-definition analyses take time and memory growing with the
+# square of the branches of a function: measured on the CPU machine (the compile of
+# `B[i] = A[i] + A[i] + ...`, n reads, to PTX), n = 32: 1.3 s, 64: 2.8 s / 0.36 GB,
+# 128: 8 s / 1 GB, 200: 18 s / 1.6 GB, 400: 68 s / 6 GB, 1000: killed for memory. TileLang's
+# programs and tilejit's tests hold at most 4 in a statement (14 in a kernel).
+MAX_GUARDED_READS = 64
+
+
+def _counted(node: ast.IfExp) -> ast.IfExp:
+    node._tj_guarded_read = True
+    return node
+
+
+def _check_guarded_reads(fdef: ast.FunctionDef, ctx) -> None:
+    """A CompileError at the first statement holding more than MAX_GUARDED_READS guarded
+    reads (its own expressions, not the statements nested in it), before Numba meets it."""
+    for stmt in syntax.walk(fdef):
+        if not isinstance(stmt, ast.stmt) or stmt is fdef:
+            continue
+        count = 0
+        for name in stmt._fields:
+            value = getattr(stmt, name, None)
+            for expr in value if isinstance(value, list) else [value]:
+                if isinstance(expr, ast.expr):
+                    count += sum(getattr(n, "_tj_guarded_read", False)
+                                 for n in syntax.walk(expr))
+        if count > MAX_GUARDED_READS:
+            raise ctx.error(
+                f"{count} reads of tensor elements at computed indices in one statement (at "
+                f"most {MAX_GUARDED_READS}): safe memory access checks each against the "
+                f"tensor's extent, a branch each, and compiling that many branches takes time "
+                f"and memory growing with the square of their number; read an element used "
+                f"again once into a variable (a = A[i]), sum over a loop (for k in "
+                f"T.serial(n): acc += A[i, k]), or turn the checks off with "
+                f"pass_configs={{'tl.disable_safe_memory_legalize': True}}", stmt)

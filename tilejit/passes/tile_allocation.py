@@ -445,11 +445,17 @@ class _Tiles(syntax.NodeTransformer):
                                      f"{' or '.join(kinds)} tile, got {t.kind} tile {t.name} of "
                                      f"shape {t.shape}", node)
         for k in ("transpose_A", "transpose_B", "clear_accum"):
-            if k in values and not isinstance(values[k], (bool, np.bool_, int, np.integer)):
-                raise self.ctx.error(f"T.gemm: {k} is True or False, got {values[k]!r}", node)
-        if "k_pack" in values and values["k_pack"] not in (1, 2):
+            # a bool, or the 0 / 1 of C-like code: a 2 was taken as True
+            v = values.get(k, False)
+            if not (isinstance(v, (bool, np.bool_)) or (
+                    isinstance(v, (int, np.integer)) and v in (0, 1))):
+                raise self.ctx.error(f"T.gemm: {k} is True or False, got {v!r}", node)
+        k_pack = values.get("k_pack", 1)
+        # an int: 2.0 and True (== 1) were taken
+        if not (isinstance(k_pack, (int, np.integer)) and not isinstance(k_pack, bool)
+                and k_pack in (1, 2)):
             raise self.ctx.error(f"T.gemm: k_pack is 1 or 2 (TileLang's), got "
-                                 f"{values['k_pack']!r}", node)
+                                 f"{k_pack!r}", node)
         ta, tb = bool(values.get("transpose_A", False)), bool(values.get("transpose_B", False))
         if sparse:          # the operands' shapes were checked (language/sparse.py)
             M, N = c.shape

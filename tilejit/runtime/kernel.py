@@ -12,6 +12,7 @@ import sys
 import threading
 from operator import attrgetter
 
+from tilejit import syntax
 from tilejit.runtime import host
 from tilejit.runtime.kernel_cache import load_or_compile
 from tilejit.frontend.analysis import (compile_time_shapes, kernel_outputs, live_walk,
@@ -69,7 +70,10 @@ class KernelFunction:
         self.shape_entries = compile_time_shapes(self.source)
         ns = dict(self.source.namespace)
         ns[LAUNCH_CONFIG] = host.LaunchConfig
-        self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)
+        # the host statements copied and compiled: a deep expression there (`m = 1 + 1 +
+        # ...`) recurses as deep as the kernel's own passes, which run under deep_trees
+        with syntax.deep_trees():
+            self._host = materialize(self.source, host_tree(self.source, self.outputs), ns)
         self._cache: dict = {}
         self._built: dict = {}      # {spec: CompiledKernel} compiled by `check`, not loaded
         self._lock = threading.Lock()
@@ -613,6 +617,10 @@ def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False)
     """Decorate a tile kernel. See SPEC: ``@tilejit.kernel`` or
     ``@tilejit.kernel(target=..., arch=..., fast_math=..., debug=...)``."""
     def wrap(f):
+        # (an option given by position, `@tilejit.kernel("cuda")`: it failed inside)
+        if not callable(f) or not hasattr(f, "__code__"):
+            raise TypeError(f"@tilejit.kernel takes a function; its options are keywords, "
+                            f"e.g. target=\"cuda\"; got {type(f).__name__} {f!r:.80}")
         return kernel_function(f, target=target, arch=arch, fast_math=fast_math, debug=debug)
     return wrap(func) if func is not None else wrap
 
@@ -621,5 +629,7 @@ def kernel_function(func, source_tree=None, **options):
     """A ``KernelFunction``, or a ``KernelSequence`` for a function of several launches or
     with global scratch tensors (``runtime/sequence.py``)."""
     if is_sequence(func, source_tree):
-        return KernelSequence(func, source_tree=source_tree, **options)
+        # a sequence copies its whole tree per launch (a deep host expression recurses)
+        with syntax.deep_trees():
+            return KernelSequence(func, source_tree=source_tree, **options)
     return KernelFunction(func, source_tree=source_tree, **options)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tilejit.runtime.kernel import default_arch
+from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.tuning.autotune import (AutotuneWarning, check_early_stop, first_line,
                                      skippable_errors, snapshot, timed)
 
@@ -136,6 +137,9 @@ class AutoTuner:
 
     def set_compile_args(self, out_idx=None, target="auto", execution_backend="auto",
                          target_host=None, verbose=False, pass_configs=None) -> "AutoTuner":
+        # (each config compiles with them, where a bad one would be that config's failure)
+        check_target(target, "AutoTuner.set_compile_args")
+        check_execution_backend(execution_backend, "AutoTuner.set_compile_args")
         self.compile_args = CompileArgs(out_idx=out_idx, execution_backend=execution_backend,
                                         target=target, target_host=target_host,
                                         verbose=verbose, pass_configs=pass_configs)

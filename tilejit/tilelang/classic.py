@@ -31,7 +31,8 @@ from tilejit.log import logger
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
-from tilejit.tilelang.tvm_target import Target as TvmTarget, check_target
+from tilejit.tilelang.tvm_target import (Target as TvmTarget, check_execution_backend,
+                                         check_target)
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.output_params import out_positions
 from tilejit.sim.runner import FRESH_OUTPUTS
@@ -497,6 +498,7 @@ def compile(func, out_idx=None, execution_backend=None,  # noqa: A001 - TileLang
                         f"compile_flags (an arch goes in the target: "
                         f"target=\"cuda -arch=sm_80\")")
     check_target(target, "tilelang.compile")
+    check_execution_backend(execution_backend, "tilelang.compile")
     if pass_configs is not None and not isinstance(pass_configs, dict):
         raise TypeError(f"tilelang.compile pass_configs: expected a dict of "
                         f"{{PassConfigKey: value}}, got {type(pass_configs).__name__} "
@@ -567,6 +569,9 @@ def par_compile(funcs, out_idx=None, execution_backend=None, target="auto",
                                     or not isinstance(num_workers, int) or num_workers < 1):
         raise ValueError(f"tilejit.par_compile: num_workers must be a positive int or None, "
                          f"got {num_workers!r}")
+    # (checked once: ignore_error would take them for each function's own failure)
+    check_target(target, "tilelang.par_compile")
+    check_execution_backend(execution_backend, "tilelang.par_compile")
     keywords = {k: v for k, v in (("execution_backend", execution_backend),
                                   ("target_host", target_host), ("verbose", verbose),
                                   ("compile_flags", compile_flags)) if v is not None}

@@ -41,7 +41,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.output_params import outputs_as_empty
-from tilejit.tilelang.tvm_target import check_target
+from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType, as_dtype
@@ -862,11 +862,17 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
         raise TypeError(f"@tilelang.jit: unexpected option(s) {', '.join(map(repr, unknown))};"
                         f" it takes {', '.join(_JIT_OPTIONS)}")
     check_target(target, "@tilelang.jit")
+    check_execution_backend(execution_backend, "@tilelang.jit")
     if pass_configs is not None and not isinstance(pass_configs, dict):
         raise TypeError(f"@tilelang.jit pass_configs: expected a dict of {{PassConfigKey: "
                         f"value}}, got {type(pass_configs).__name__} {pass_configs!r}")
 
     def wrap(f):
+        # `@tilelang.jit([1])` / `tilelang.jit("cuda")`: an option given by position, which
+        # failed inside asking it for its __name__
+        if not callable(f) or not isinstance(getattr(f, "__name__", None), str):
+            raise TypeError(f"@tilelang.jit takes a function; its options are keywords, "
+                            f"e.g. out_idx=[1]; got {type(f).__name__} {f!r:.80}")
         if _returns_prim_func(f):
             # classic.py imports this module (pass_config_options): imported here, on use
             from tilejit.tilelang.classic import ClassicJit

@@ -20,6 +20,8 @@ import ast
 import copy
 import numbers
 
+import numpy as np
+
 from tilejit import language as T
 from tilejit import syntax
 from tilejit.errors import CompileError
@@ -75,15 +77,26 @@ def outputs_as_empty(fdef: ast.FunctionDef, out_idx, is_tensor, filename, name,
     return outputs
 
 
+def _is_int(value) -> bool:
+    """A Python or numpy int, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def out_positions(out_idx, params, name) -> list:
     """The parameter positions ``out_idx`` names (an int or a list of ints, negative
     from the end), in its order; a TypeError or ValueError saying what is wrong."""
     n = len(params)
-    if isinstance(out_idx, int) and not isinstance(out_idx, bool):
+    if _is_int(out_idx):
         out_idx = [out_idx]
     if not isinstance(out_idx, (list, tuple)):
         raise TypeError(f"out_idx: expected an int or a list of ints, got {out_idx!r}")
-    if any(isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n for i in out_idx):
+    for i in out_idx:
+        # (a 1.0, True or None was "out of range", which it is not: it is no position)
+        if not _is_int(i):
+            raise TypeError(f"out_idx {list(out_idx)}: {i!r} is not an int (a parameter's "
+                            f"position, negative from the end)")
+    out_idx = [int(i) for i in out_idx]
+    if any(not -n <= i < n for i in out_idx):
         raise ValueError(f"out_idx {list(out_idx)} out of range for the {n} parameters of "
                          f"{name}")
     order = [i % n for i in out_idx]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
+
 from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import tilelang_times
@@ -44,12 +46,54 @@ def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0,
     if return_mode not in _RETURN_MODES:
         raise ValueError(f"do_bench: return_mode must be one of "
                          f"{', '.join(map(repr, _RETURN_MODES))}, got {return_mode!r}")
+    # what the timing loop and the quantiles would fail on inside (`'int' object is not
+    # callable`, `'float' object is not iterable`): named before anything runs
+    if not callable(fn):
+        raise TypeError(f"do_bench: fn must be callable (the function to time), got "
+                        f"{type(fn).__name__} {fn!r:.80}")
+    if quantiles is not None and not isinstance(quantiles, (str, bytes)) and hasattr(
+            quantiles, "__iter__"):
+        quantiles = list(quantiles)
+    if quantiles is not None and (not isinstance(quantiles, list) or not all(
+            _is_number(q) for q in quantiles)):
+        raise TypeError(f"do_bench: quantiles must be a list of numbers in [0, 1] (such as "
+                        f"[0.5, 0.2, 0.8]), got {type(quantiles).__name__} {quantiles!r:.80}")
+    for q in quantiles or ():
+        if not 0 <= float(q) <= 1:
+            raise ValueError(f"do_bench: quantiles must lie in [0, 1], got {q!r}")
+    if early_stop_baseline is not None and not _is_number(early_stop_baseline):
+        raise TypeError(f"do_bench: early_stop_baseline must be a time in milliseconds (a "
+                        f"number) or None, got {type(early_stop_baseline).__name__} "
+                        f"{early_stop_baseline!r:.80}")
     times = tilelang_times(fn, warmup, rep, _n_warmup, _n_repeat,
                            kernel_only=backend == "cupti", early_stop_ms=early_stop_baseline)
     if quantiles is not None:
         values = [_quantile(times, q) for q in quantiles]
         return values[0] if len(values) == 1 else values
     return float(_RETURN_MODES[return_mode](times))
+
+
+def _is_number(value) -> bool:
+    """A real number (a Python, numpy or one-element torch one): not a bool, a string
+    or bytes (which float() takes too)."""
+    if isinstance(value, (bool, np.bool_, str, bytes, bytearray)) or str(
+            getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, complex)
+
+
+def _inputs(input_tensors, who: str):
+    """``input_tensors`` as given (a list or tuple of the kernel's inputs), or None; a
+    TypeError naming ``who`` for anything else (an int failed inside, at the call)."""
+    if input_tensors is None or isinstance(input_tensors, (list, tuple)):
+        return input_tensors
+    raise TypeError(f"{who}: input_tensors must be a list of the kernel's inputs (its "
+                    f"tensors and scalars, in order), got {type(input_tensors).__name__} "
+                    f"{input_tensors!r:.80}")
 
 
 def _quantile(times, q) -> float:
@@ -176,7 +220,11 @@ class Profiler:
 
     def run_once(self, func=None, input_tensors=None):
         """Run ``func`` (default: the kernel) once on (fresh) inputs; its result."""
-        return (func or self.kernel)(*(input_tensors or self.input_tensors()))
+        if func is not None and not callable(func):
+            raise TypeError(f"Profiler.run_once: func must be callable (the kernel when not "
+                            f"given), got {type(func).__name__} {func!r:.80}")
+        return (func or self.kernel)(*(_inputs(input_tensors, "Profiler.run_once")
+                                       or self.input_tensors()))
 
     def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2,
                         rtol: float = 1e-2, max_mismatched_ratio: float = 0.01):
@@ -194,7 +242,7 @@ class Profiler:
             raise TypeError(f"assert_allclose: reference_program must be callable (the "
                             f"reference, called with the inputs), got "
                             f"{type(reference_program).__name__}")
-        tensors = input_tensors or self.input_tensors()
+        tensors = _inputs(input_tensors, "assert_allclose") or self.input_tensors()
         refs = self._run(reference_program, tensors)
         ours = self._run(None, tensors)
         if len(ours) != len(refs):
@@ -232,7 +280,11 @@ class Profiler:
         symbols' sizes), as the module's ``do_bench`` gives them (``warmup``/``rep`` in
         milliseconds, ``n_warmup``/``n_repeat`` its ``_n_warmup``/``_n_repeat``);
         ``device`` is accepted and not used."""
-        tensors = input_tensors or self.input_tensors(dynamic_symbolic_constraints)
+        if func is not None and not callable(func):
+            raise TypeError(f"Profiler.do_bench: func must be callable (the kernel when "
+                            f"not given), got {type(func).__name__} {func!r:.80}")
+        tensors = _inputs(input_tensors, "Profiler.do_bench") or \
+            self.input_tensors(dynamic_symbolic_constraints)
         fn = func or self.kernel
         return do_bench(lambda: fn(*tensors), warmup, rep, n_warmup, n_repeat,
                         quantiles=quantiles, backend=backend, return_mode=return_mode,
@@ -242,10 +294,8 @@ class Profiler:
 def _tolerance(value, name, most):
     """``value`` as a float (a Python, numpy or one-element torch number), >= 0 and at
     most ``most`` where given; else a ValueError naming ``name``."""
-    try:
-        number = None if isinstance(value, (bool, str)) else float(value)
-    except (TypeError, ValueError):
-        number = None
+    # (float() takes b"1", np.True_ and a bool tensor too: none is a tolerance)
+    number = float(value) if _is_number(value) else None
     if number is None or not number >= 0 or (most is not None and number > most):
         where = f"in [0, {most:g}]" if most is not None else ">= 0"
         raise ValueError(f"assert_allclose: {name} must be a number {where}, got {value!r}")

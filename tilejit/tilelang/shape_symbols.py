@@ -160,6 +160,7 @@ def symbol_bindings(annotations, symbols) -> tuple[list[ast.stmt], set[str]]:
 class DerivedExtent:
     """An annotated extent computed from symbols (``T.ceildiv(K, 128)``): checked once
     the symbols have their sizes."""
+    is_extent = True        # an extent T.Tensor takes (language/tilelang_names._is_extent)
 
     def __init__(self, expr: ast.expr, filename: str):
         self.text = ast.unparse(expr)

@@ -34,6 +34,11 @@ class Target:
             text = target["kind"] + (f" -arch={target['arch']}" if target.get("arch") else "")
         elif isinstance(target, str) and target.split():
             text = " ".join(target.split())
+            if "/" not in text.split()[0]:      # (a TVM tag: "nvidia/nvidia-h100")
+                try:
+                    target_options(text)
+                except ValueError as e:
+                    raise ValueError(f"tvm.target.Target: {e}") from None
         else:
             raise ValueError(f"tvm.target.Target: expected a target string (\"cuda\", "
                              f"\"cuda -arch=sm_90a\", \"c\", \"llvm\") or a dict, got "
@@ -88,6 +93,78 @@ class Target:
 # TileLang's target kinds (``tilelang.utils.target``); "sim" is tilejit's simulator
 KINDS = ("auto", "cuda", "hip", "rocm", "metal", "llvm", "c", "webgpu", "cutedsl", "sim")
 
+# The options a target string may give after its kind, as TVM's target kinds register them
+# (src/target/target_kind.cc: the attributes of every kind, then each kind's own): a key
+# no kind has, or one without its value, was skipped, so that `cuda --arch=sm_80` or
+# `cuda arch=sm_80` compiled for the default arch. tilejit reads -arch (the CUDA arch);
+# the others describe the device, which tilejit asks the driver about, and are taken as
+# TileLang's programs may write them (`hip -mcpu=gfx950`). {key: "int", "bool" or "str"}
+_COMMON_OPTIONS = {"keys": "str", "libs": "str", "device": "str", "model": "str",
+                   "tag": "str", "host": "str", "from_device": "int",
+                   "target_device_type": "int"}
+_GPU_LIMITS = {"max_num_threads": "int", "max_threads_per_block": "int",
+               "max_shared_memory_per_block": "int", "thread_warp_size": "int"}
+# (TVM's cuda kind has -mcpu too, which its CUDA code generation does not read: `cuda
+# -mcpu=sm_80` meant as the arch is refused, its message naming -arch)
+_CUDA_OPTIONS = {"arch": "str", "registers_per_block": "int",
+                 "l2_cache_size_bytes": "int", **_GPU_LIMITS}
+_ROCM_OPTIONS = {"mcpu": "str", "mtriple": "str", "mattr": "str", **_GPU_LIMITS}
+_LLVM_OPTIONS = {"mattr": "str", "mcpu": "str", "mtriple": "str", "mfloat-abi": "str",
+                 "mabi": "str", "num-cores": "int", "opt-level": "int", "cl-opt": "str",
+                 "jit": "str", "vector-width": "int", "fast-math": "bool",
+                 **{f"fast-math-{f}": "bool" for f in ("nnan", "ninf", "nsz", "arcp",
+                                                       "contract", "reassoc")}}
+_OPTIONS = {
+    "cuda": _CUDA_OPTIONS, "auto": _CUDA_OPTIONS, "sim": _CUDA_OPTIONS,
+    "cutedsl": _CUDA_OPTIONS, "hip": _ROCM_OPTIONS, "rocm": _ROCM_OPTIONS,
+    "llvm": _LLVM_OPTIONS,
+    "c": {"mcpu": "str", "march": "str", "workspace-byte-alignment": "int",
+          "constants-byte-alignment": "int"},
+    "metal": {"max_function_args": "int", **_GPU_LIMITS},
+    "webgpu": {"max_num_threads": "int"},
+}
+
+
+def target_options(text: str) -> dict:
+    """The options of a target string (``"cuda -arch=sm_90a"``): {key: value}, each
+    written ``-key=value`` or ``-key value`` (a bool one also ``-key`` alone), its key one
+    the kind has; a ValueError naming the first option that is not."""
+    words = text.split()
+    kind, rest = words[0], words[1:]
+    known = {**_COMMON_OPTIONS, **_OPTIONS.get(kind, {})}
+    example = "-arch=sm_90a" if "arch" in known else "-mcpu=gfx950" if "mcpu" in known \
+        else "-key=value"
+    options = {}
+    i = 0
+    while i < len(rest):
+        word = rest[i]
+        i += 1
+        if not word.startswith("-") or word.startswith("--") or len(word) < 2:
+            raise ValueError(f"the option {word!r} of the {kind} target {text!r} is not "
+                             f"-key=value (such as {example})")
+        key, eq, value = word[1:].partition("=")
+        if key not in known:
+            hint = " (the CUDA arch is -arch=sm_XX)" if "arch" in known else ""
+            raise ValueError(f"the {kind} target {text!r} has no option {word!r}{hint}; its "
+                             f"options are -{', -'.join(sorted(known))}")
+        kind_of = known[key]
+        if not eq and i < len(rest) and not rest[i].startswith("-"):
+            value = rest[i]             # `-arch sm_86`, as TVM reads it
+            i += 1
+        elif not eq and kind_of == "bool":
+            value = "true"
+        if not value:
+            raise ValueError(f"the option {word!r} of the {kind} target {text!r} has no "
+                             f"value: -{key}=<{kind_of}>" + (
+                                 f" (such as {example})" if key in example else ""))
+        if kind_of in ("int", "bool") and not (
+                value.lower() in ("true", "false") or value.lstrip("+-").isdigit()):
+            raise ValueError(f"the option {word!r} of the {kind} target {text!r}: "
+                             f"-{key} takes an {'integer' if kind_of == 'int' else 'bool'}, "
+                             f"got {value!r}")
+        options[key] = value
+    return options
+
 
 def check_target(target, who: str) -> None:
     """A TypeError / ValueError naming ``who``'s ``target`` when it is not a target
@@ -110,3 +187,42 @@ def check_target(target, who: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"{who} target: expected one of {', '.join(KINDS)} (with options "
                          f"such as -arch=sm_90a), got {target!r}")
+    try:
+        if isinstance(target, str):
+            target_options(target)
+        else:
+            _check_dict_options(target)
+    except ValueError as e:
+        raise ValueError(f"{who} target: {e}") from None
+
+
+def _check_dict_options(target: dict) -> None:
+    """A dict target's keys besides "kind" are its options (``{"kind": "cuda", "arch":
+    "sm_80"}``): one the kind does not have is refused as in a string."""
+    known = {**_COMMON_OPTIONS, **_OPTIONS.get(target["kind"], {})}
+    for key in target:
+        if key != "kind" and key not in known:
+            raise ValueError(f"the {target['kind']} target {target!r} has no option "
+                             f"{key!r}; its options are {', '.join(sorted(known))}")
+
+
+# TileLang's execution backends (``tilelang.jit``'s ``execution_backend``: its current
+# ones, and "dlpack" and "ctypes" of its earlier releases). tilejit launches its PTX
+# itself and uses none, but a name TileLang has not (a misspelling) was taken silently
+EXECUTION_BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "torch", "cutedsl", "dlpack",
+                      "ctypes")
+
+
+def check_execution_backend(backend, who: str) -> None:
+    """A TypeError / ValueError naming ``who``'s ``execution_backend`` when it is not
+    None or one of ``EXECUTION_BACKENDS``."""
+    if backend is None:
+        return
+    if not isinstance(backend, str):
+        raise TypeError(f"{who} execution_backend: expected one of "
+                        f"{', '.join(map(repr, EXECUTION_BACKENDS))} or None, got "
+                        f"{type(backend).__name__} {backend!r:.80}")
+    if backend not in EXECUTION_BACKENDS:
+        raise ValueError(f"{who} execution_backend: expected one of "
+                         f"{', '.join(map(repr, EXECUTION_BACKENDS))} or None, got "
+                         f"{backend!r:.80}")
