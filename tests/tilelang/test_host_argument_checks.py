@@ -405,3 +405,12 @@ def test_alloc_var_of_no_dtype_names_alloc_var(dtype):
                 v = 3
                 B[0] = v
     assert "v = T.alloc_var(dtype)" in str(info.value)
+
+
+def test_a_dtype_of_none():
+    """``T.Tensor(shape, None)`` is TileLang's default float32 (numpy would read None as
+    float64); a dtype of None anywhere else is an error naming it."""
+    assert T.Tensor((4,), None).dtype == T.float32
+    from tilejit.language.dtypes import as_dtype
+    with pytest.raises(TypeError, match=r"expected a dtype .*got None"):
+        as_dtype(None)

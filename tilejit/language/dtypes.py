@@ -300,6 +300,9 @@ def is_torch_dtype(value) -> bool:
 
 
 def _from_object(value) -> DType:
+    if value is None:       # (numpy reads None as float64: no dtype was named)
+        raise TypeError("expected a dtype (a name such as 'float16', T.float16, a torch "
+                        "or numpy dtype), got None")
     name = str(value)
     if name.startswith("torch."):
         name = name[len("torch."):]

@@ -321,7 +321,8 @@ class TensorAnnotation:
                                 f"(T.dynamic(\"{d if isinstance(d, str) else 'n'}\"), "
                                 f"T.symbolic(...))")
         self.shape = tuple(int(d) if isinstance(d, np.integer) else d for d in self.shape)
-        self.dtype = as_dtype(dtype)
+        # None is TileLang's default too (a buffer declared without a dtype: float32)
+        self.dtype = as_dtype("float32" if dtype is None else dtype)
 
     def __class_getitem__(cls, item):
         """``T.Tensor[shape, dtype]``, or ``T.Tensor[shape]`` (float32, as TileLang's
