@@ -414,3 +414,34 @@ def test_a_dtype_of_none():
     from tilejit.language.dtypes import as_dtype
     with pytest.raises(TypeError, match=r"expected a dtype .*got None"):
         as_dtype(None)
+
+
+def _numpy_dtypes_kernel(dt):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32"),
+             C: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            v = T.alloc_var(dt, init=2.0)
+            for i in T.Parallel(8):
+                B[i] = T.cast(T.cast(A[i], dt), "float32") + v
+                C[i] = T.cast(T.reinterpret(A[i], np.uint32) >> 31, "float32")
+    return main
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int8, np.float16, np.dtype("int16"),
+                                torch.float32], ids=str)
+def test_numpy_and_torch_dtypes_in_kernel_code(dt, ptxas):
+    """numpy's scalar types (np.float32) and dtypes (np.dtype("int16")) name dtypes in a
+    kernel's T.cast / T.reinterpret / T.alloc_var as torch's and TileLang's do (they were
+    typing's "expected a dtype", got class(float32))."""
+    a = torch.tensor([-2.7, -1.2, 0.0, 0.4, 1.6, 2.5, 3.9, 100.0])
+    b, c = torch.zeros(8), torch.zeros(8)
+    tilelang.compile(_numpy_dtypes_kernel(dt))(a, b, c)
+    npd = np.dtype(dt) if not isinstance(dt, torch.dtype) else np.float32
+    want = torch.from_numpy(a.numpy().astype(npd).astype(np.float32)) + \
+        float(np.asarray(2.0).astype(npd))
+    torch.testing.assert_close(b, want)
+    assert c.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(_numpy_dtypes_kernel(dt), target="cuda").get_kernel_source(
+            arch=arch), arch)

@@ -281,6 +281,7 @@ def number_to_storage_float(context, builder, fromty, toty, val):
 
 @lower(T.cast, types.Any, types.StringLiteral)
 @lower(T.cast, types.Any, DTypeType)
+@lower(T.cast, types.Any, types.NumberClass)        # numpy's scalar type: np.float32
 def cast_impl(context, builder, sig, args):
     fromty = sig.args[0]
     toty = sig.return_type
@@ -291,6 +292,7 @@ def cast_impl(context, builder, sig, args):
 
 @lower(T.reinterpret, types.Number, types.StringLiteral)
 @lower(T.reinterpret, types.Number, DTypeType)
+@lower(T.reinterpret, types.Number, types.NumberClass)
 def reinterpret_impl(context, builder, sig, args):
     return _bitcast(context, builder, args[0], sig.args[0], sig.return_type)
 

@@ -10,6 +10,8 @@ constant), which is what makes tile extents such as ``T.Parallel(block_M * 2)`` 
 """
 from __future__ import annotations
 
+import numpy as np
+
 import operator
 import types as pytypes
 
@@ -143,6 +145,11 @@ class TilejitTypingContext(BaseContext):
             return weak_float
         if isinstance(val, DType):
             return DTypeType(val)
+        if isinstance(val, np.dtype):   # numpy's dtype object: np.dtype("float32")
+            try:
+                return DTypeType(as_dtype(val))
+            except TypeError as e:
+                raise TypingError(f"{val} is not a dtype tilejit has: {e}") from None
         if is_torch_dtype(val):         # a global or closure dtype = torch.uint8
             try:
                 return DTypeType(as_dtype(val))

@@ -255,6 +255,8 @@ def named_dtype(ty):
             return as_dtype(ty.literal_value)
         except TypeError:
             return None
+    if isinstance(ty, types.NumberClass):       # numpy's scalar type: np.float32
+        return dtype_of_number(ty.instance_type)
     return None
 
 
