@@ -257,6 +257,11 @@ def test_warmup_and_rep_are_milliseconds_as_in_tilelang():
     with pytest.raises(ValueError, match=r"do_bench: rep is a time in milliseconds, a "
                                          r"number >= 0; got '100'"):
         do_bench(fn, rep="100")
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"do_bench: (rep|warmup) is a time in"):
+            do_bench(fn, rep=bad)
+        with pytest.raises(ValueError, match=r"do_bench: (rep|warmup) is a time in"):
+            do_bench(fn, warmup=bad)
 
 
 def test_the_modules_do_bench_takes_tilelangs_keywords():

@@ -119,7 +119,8 @@ def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup:
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
     for name, value in (("warmup", warmup_ms), ("rep", rep_ms)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 <= value < float("inf"):          # (NaN and infinity too)
             raise ValueError(f"do_bench: {name} is a time in milliseconds, a number >= 0; "
                              f"got {value!r}")
     n_warmup = check_count("_n_warmup", n_warmup, 0)
