@@ -457,7 +457,7 @@ def _find_launch(ks: KernelSource) -> int:
                                "kernel's `with T.Kernel` block", node)
             if isinstance(node, ast.Call):
                 if tensors is None:
-                    tensors = _tensor_param_names(ks)
+                    tensors = tensor_param_names(ks)
                 _check_host_call(ks, node, tensors)
     return index
 
@@ -511,7 +511,7 @@ def _language_name(fn) -> str | None:
     return next((n for n, v in vars(T).items() if v is fn and not n.startswith("_")), None)
 
 
-def _tensor_param_names(ks: KernelSource) -> set:
+def tensor_param_names(ks: KernelSource) -> set:
     """The parameters known to be tensors: annotated ``T.Tensor(...)`` (or
     ``T.Buffer``...), indexed or asked for ``.shape`` / ``.strides`` in the source, or
     viewed (``T.reshape(P, ...)``)."""

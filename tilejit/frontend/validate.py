@@ -17,7 +17,7 @@ from tilejit.language import _semantics
 from tilejit.frontend.explicit_sync import is_ws
 from tilejit.frontend.source import (KernelSource, alloc_var_arguments,
                                      function_def_from_file, function_namespace,
-                                     resolve_static, static_truth)
+                                     resolve_static, static_truth, tensor_param_names)
 from tilejit.frontend.static_prologue import evaluate_static, is_prologue_value
 from tilejit.errors import CompileError, ValueCompileError, DefinitionError
 from tilejit.language.atomics import memory_order_error
@@ -126,14 +126,7 @@ def _check_tensor_indices(ks) -> None:
     bases = {n.value.id for n in syntax.walk(ks.launch) if isinstance(n, ast.Subscript)
              and isinstance(n.value, ast.Name)}
     # the tensor parameters too (one the kernel only ever uses as an index: `B[i] = A[I]`)
-    tensor_kinds = {getattr(_language, k) for k in ("Tensor", "Buffer", "StridedTensor")
-                    if hasattr(_language, k)}
-    for arg in ks.tree.args.args:
-        ann = arg.annotation
-        head = ann.func if isinstance(ann, ast.Call) else \
-            ann.value if isinstance(ann, ast.Subscript) else None
-        if head is not None and resolve_static(head, ks.namespace) in tensor_kinds:
-            bases.add(arg.arg)
+    bases |= tensor_param_names(ks)
     # a T.alloc_var variable is a value by its name (`x[0]` reads it too)
     bases -= {t.id for n in syntax.walk(ks.tree) if isinstance(n, ast.Assign)
               and isinstance(n.value, ast.Call)

@@ -26,6 +26,7 @@ from tilejit import syntax
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import function_def_from_file, resolve_static
+from tilejit.frontend.thread_tests import dependent_names
 from tilejit.sim import runtime
 from tilejit.sim.transform import (SIM, LaneExpressions, _CIntegerOps, _LaneWise,
                                    tuple_names)
@@ -224,7 +225,9 @@ def _lane_dependent_control(fdef) -> tuple:
     reads = set()
     for expr in control:
         reads |= {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
-    return tuple(p for p in params if _flows_from(p, nodes) & reads)
+    # (a helper's own source never calls the front end's thread index: the names each
+    # parameter's value flows into)
+    return tuple(p for p in params if dependent_names(fdef, {p}) & reads)
 
 
 def _control_expressions(fdef) -> list:
@@ -248,29 +251,6 @@ def _control_expressions(fdef) -> list:
                 visit(stmt.orelse, in_loop)
     visit(fdef.body, False)
     return out
-
-
-def _flows_from(param, nodes) -> set:
-    """The names whose values are computed from ``param`` (itself among them)."""
-    flows = {param}
-    changed = True
-    while changed:
-        changed = False
-        for n in nodes:
-            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                source = n.value
-            elif isinstance(n, ast.For):
-                targets, source = [n.target], n.iter
-            else:
-                continue
-            if any(isinstance(x, ast.Name) and x.id in flows for x in syntax.walk(source)):
-                for t in targets:
-                    for x in syntax.walk(t):
-                        if isinstance(x, ast.Name) and x.id not in flows:
-                            flows.add(x.id)
-                            changed = True
-    return flows
 
 
 def control_parameters(obj) -> tuple:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import itertools
 
 from tilejit import syntax
@@ -196,7 +197,6 @@ class _LaneWise(LaneExpressions):
         return node
 
 
-
 def _names_in(target) -> bool:
     return any(isinstance(n, ast.Name) for n in syntax.walk(target)) and \
         not isinstance(target, (ast.Subscript, ast.Attribute))
@@ -296,9 +296,7 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset())
     holds whole, ``t[0] = x``): each iteration has the array to itself (its thread's),
     where the lane-wise body would give all iterations one."""
     targets = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)}
-    lane_names = set(targets)
-    lane_names |= {n.id for s in loop.body for n in syntax.walk(s)
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    lane_names = _lane_names(loop)
     for node in syntax.walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(node, (ast.While, ast.Break, ast.Continue, ast.Return)):
             return True
@@ -313,15 +311,21 @@ def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset())
     return False
 
 
+def _lane_names(loop: ast.For) -> set:
+    """The names that may hold a different value in each iteration of a T.Parallel: its
+    indices and the names its body assigns."""
+    return {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)} | {
+        n.id for s in loop.body for n in syntax.walk(s)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def _calls_lane_by_lane(loop: ast.For, namespace) -> bool:
     """A T.Parallel body handing a helper an iteration's own value (one its loop indices
     or its own names compute) where the helper's control flow reads it (its loop bounds,
     a ``while``, a branch leaving a loop: ``helpers.control_parameters``) runs one
     iteration at a time: the helper then takes each iteration's values."""
     from tilejit.sim.helpers import control_parameters  # (helpers.py imports this module)
-    lane_names = {n.id for n in syntax.walk(loop.target) if isinstance(n, ast.Name)} | {
-        n.id for s in loop.body for n in syntax.walk(s)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    lane_names = _lane_names(loop)
     for s in loop.body:
         for call in syntax.walk(s):
             if not (isinstance(call, ast.Call) and
@@ -338,7 +342,6 @@ def _calls_lane_by_lane(loop: ast.For, namespace) -> bool:
 def _arguments_of(helper, call, names):
     """The argument expressions ``call`` passes to ``helper``'s parameters ``names`` (every
     argument where the call cannot be matched to the signature: ``*args``)."""
-    import inspect
     fn = helper.func if isinstance(helper, T.macro) else helper
     try:
         params = list(inspect.signature(fn).parameters)
