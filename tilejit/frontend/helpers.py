@@ -17,6 +17,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.references import current_namespace, user_function
 from tilejit.frontend.source import function_def_from_file
+from tilejit.frontend.static_sequences import static_sequences
 
 
 def is_helper(value) -> bool:
@@ -32,15 +33,18 @@ def helpers_as_macros(namespace: dict, names) -> None:
     """Each of ``names`` bound to a helper in ``namespace`` made a macro."""
     done: dict = {}
     for name in names:
-        if is_helper(namespace.get(name)):
-            namespace[name] = as_macro(namespace[name], done)
+        value = namespace.get(name)
+        if is_helper(value):
+            namespace[name] = as_macro(value, done)
+        elif isinstance(value, T.macro) and is_helper(value.func):
+            namespace[name] = as_macro(value.func, done)    # its code as kernel code holds it
 
 
 def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
     if fn in done:
         return done[fn]
     scope = dict(fn.__globals__)
-    code = _without_assert_messages(fn) or fn.__code__
+    code = device_code(fn) or fn.__code__
     copy_ = FunctionType(code, scope, fn.__name__, fn.__defaults__, fn.__closure__)
     copy_.__kwdefaults__, copy_.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     copy_.__module__ = fn.__module__
@@ -50,16 +54,23 @@ def _inlinable(fn: FunctionType, done: dict) -> FunctionType:
         copy_.__defaults__ = tuple(T.macro(_inlinable(d, done)) if is_helper(d) else d
                                    for d in fn.__defaults__)
     for name in fn.__code__.co_names:
-        if is_helper(scope.get(name)):
-            scope[name] = T.macro(_inlinable(scope[name], done))
+        value = scope.get(name)
+        if is_helper(value):
+            scope[name] = T.macro(_inlinable(value, done))
+        elif isinstance(value, T.macro) and is_helper(value.func):
+            scope[name] = T.macro(_inlinable(value.func, done))
     return copy_
 
 
-def _without_assert_messages(fn: FunctionType):
-    """``fn``'s code with its asserts' computed messages left out (``assert val.dtype ==
-    d, f"{val.dtype} != {d}"``, TileLang's dequantizing helpers: Numba cannot format
-    them on the device; the condition stays), or None when it has none, or when its
-    source cannot be read or it has a closure (its code is kept as it is)."""
+def device_code(fn: FunctionType):
+    """``fn``'s code as kernel code holds it, or None where it is as written (or its
+    source cannot be read, or it has a closure: its code is kept as it is):
+
+    - its asserts' computed messages left out (``assert val.dtype == d, f"{val.dtype} !=
+      {d}"``, TileLang's dequantizing helpers: Numba cannot format them on the device;
+      the condition stays);
+    - its lists of a length known from its text made tuples (``static_sequences.py``;
+      a list appended to in a loop is a CompileError at its line)."""
     if fn.__closure__:
         return None
     found = function_def_from_file(fn)
@@ -68,10 +79,10 @@ def _without_assert_messages(fn: FunctionType):
     filename, fdef = found
     asserts = [n for n in syntax.walk(fdef) if isinstance(n, ast.Assert) and n.msg is not None
                and not isinstance(n.msg, ast.Constant)]
-    if not asserts:
-        return None
     for node in asserts:
         node.msg = ast.Constant(ast.unparse(node.msg))      # its source text instead
+    if not static_sequences(fdef, filename) and not asserts:
+        return None
     fdef.decorator_list = []
     module = syntax.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
     space: dict = {}

@@ -190,7 +190,8 @@ def reinterpret(value, dtype: DType):
     if arr.dtype.itemsize != dtype.itemsize:
         raise TypeError(f"T.reinterpret: {arr.dtype} ({arr.dtype.itemsize * 8} bits) as "
                         f"{dtype.name} ({dtype.itemsize * 8} bits): the widths differ")
-    out = np.ascontiguousarray(arr).view(dtype.numpy)
+    # (np.ascontiguousarray gives a 0-d array one dimension: the shape is put back)
+    out = np.ascontiguousarray(arr).view(dtype.numpy).reshape(arr.shape)
     return out if isinstance(value, np.ndarray) else out[()]
 
 

@@ -26,6 +26,7 @@ from tilejit import syntax
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import function_def_from_file, resolve_static
+from tilejit.frontend.static_sequences import static_sequences
 from tilejit.frontend.thread_tests import dependent_names
 from tilejit.sim import runtime
 from tilejit.sim.transform import (SIM, LaneExpressions, _CIntegerOps, _LaneWise,
@@ -95,6 +96,7 @@ def _compile(fn):
     if any(not _is_macro_decorator(d, own) for d in fdef.decorator_list):
         return None         # another decorator: what it does is its own (run as it is)
     fdef.decorator_list = []
+    static_sequences(fdef, filename)     # its lists as the compiled helper's tuples
     fdef = _Raises().visit(_CIntegerOps(fdef).visit(fdef))
     per_lane = _lane_dependent_control(fdef)
     tuples = tuple_names(fdef, own)

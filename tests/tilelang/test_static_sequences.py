@@ -1,0 +1,190 @@
+"""A helper's Python lists, as TileLang's helpers use them while it builds a kernel: a loop
+over ``[v0, v1]`` appending to ``res``, a generator over ``[x0, x1]`` its caller wraps in
+``list(...)``, a comprehension over ``range(4)``. Compiled, they are tuples of a length
+fixed when the kernel compiles (``frontend/static_sequences.py``); the simulator runs the
+same rewritten helper. Written as a TileLang user writes them (dtype names, tirx)."""
+import numpy as np
+import pytest
+import torch
+
+import tilejit
+import tilejit.language as T
+from tilejit.tilelang.tvm import tirx
+
+U16 = (1 << 16) - 1
+
+
+def pack_bf16x2(v0, v1):
+    """Two float32 values rounded to bfloat16 (to nearest even, NaN and inf kept) and
+    packed in a uint32, v0 in the low half."""
+    halves = []
+    for value in [v0, v1]:
+        bits = tirx.reinterpret(T.uint32, value)
+        exponent = (bits >> tirx.const(23, T.uint32)) & tirx.const(0xFF, T.uint32)
+        bias = ((bits >> tirx.const(16, T.uint32)) & tirx.const(1, T.uint32)) + \
+            tirx.const(0x7FFF, T.uint32)
+        bits = tirx.Select(exponent == tirx.const(0xFF, T.uint32), bits, bits + bias)
+        halves.append((bits >> tirx.const(16, T.uint32)) & tirx.const(U16, T.uint32))
+    return halves[0] | (halves[1] << tirx.const(16, T.uint32))
+
+
+def unpack_bf16x2(word):
+    """The two bfloat16 halves of a uint32 as float32, a generator over a list."""
+    low = word & tirx.const(U16, T.uint32)
+    high = (word >> tirx.const(16, T.uint32)) & tirx.const(U16, T.uint32)
+    return (tirx.reinterpret(T.float32, h << tirx.const(16, T.uint32)) for h in [low, high])
+
+
+def powers(x):
+    """x, x**2, x**3, x**4 summed through a list comprehension over range(4)."""
+    terms = [x ** (k + 1) for k in range(4)]
+    total = 0.0
+    for t in terms:
+        total += t
+    return total
+
+
+def appends_in_a_loop(x, n):
+    out = []
+    for k in range(n):
+        out.append(x * k)
+    return out[0]
+
+
+@T.macro
+def mixed_items(a):
+    """A loop over items of two types (Numba's tuple iteration would refuse it)."""
+    acc = a
+    for w in (2, 0.5):
+        acc = acc * w + 1.0
+    return acc
+
+
+def round_trip(n):
+    @T.prim_func
+    def main(bits: T.Tensor((n,), "uint32"), out: T.Tensor((n,), "float32"),
+             packed: T.Tensor((n // 2,), "uint32")):
+        with T.Kernel(n // 2, threads=1) as bx:
+            f0 = T.reinterpret(bits[bx * 2], T.float32)
+            f1 = T.reinterpret(bits[bx * 2 + 1], T.float32)
+            word = pack_bf16x2(f0, f1)
+            packed[bx] = word
+            halves = list(unpack_bf16x2(word))
+            out[bx * 2] = halves[0]
+            out[bx * 2 + 1] = halves[1]
+    return main
+
+
+def lane_wise(fn):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = fn(A[i])
+    return main
+
+
+SPECIAL = [0x7FFF8C22, 0x7FFFFFFF, 0x7F800000, 0xFF800000, 0x3F808000, 0x3F818000,
+           0x00000001, 0xC0490FDB]
+
+
+def _bits(device="cpu"):
+    values = torch.tensor(SPECIAL + list(range(0x3F000000, 0x3F000000 + 8 * 0x12345,
+                                               0x12345)), dtype=torch.int64)
+    return values.to(torch.uint32).to(device)
+
+
+def _expected(bits):
+    """float32 -> bfloat16 by torch (round to nearest even), back to float32."""
+    return bits.view(torch.float32).to(torch.bfloat16).to(torch.float32)
+
+
+def _check(out, packed, bits):
+    want = _expected(bits.cpu())
+    got = out.cpu()
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan)
+    assert torch.equal(got[~nan], want[~nan])
+    words = packed.cpu().to(torch.int64)
+    low = (words & U16).to(torch.int32) << 16
+    assert torch.equal(low.view(torch.float32)[~nan[0::2]], want[0::2][~nan[0::2]])
+
+
+def test_pack_and_unpack_round_as_torch_in_the_simulator():
+    bits = _bits()
+    kernel = tilejit.compile(round_trip(bits.numel()), target="llvm")
+    out = torch.zeros(bits.numel())
+    packed = torch.zeros(bits.numel() // 2, dtype=torch.int64).to(torch.uint32)
+    kernel(bits, out, packed)
+    _check(out, packed, bits)
+    assert torch.isinf(out[2]) and out[2] > 0 and torch.isinf(out[3]) and out[3] < 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_pack_and_unpack_ptx_assembles(arch, ptxas):
+    kernel = tilejit.compile(round_trip(16), target="cuda")
+    ptx = kernel.get_kernel_source(arch=arch)
+    assert ptx.count(", 32767;") == 2      # the rounding bias, once for each unrolled half
+    ptxas(ptx, arch)
+
+
+@pytest.mark.parametrize("fn, want", [
+    (powers, lambda a: a + a ** 2 + a ** 3 + a ** 4),
+    (mixed_items, lambda a: (a * 2 + 1.0) * 0.5 + 1.0),
+])
+def test_comprehension_and_mixed_tuple_loop(fn, want, ptxas):
+    kernel = tilejit.compile(lane_wise(fn), out_idx=[1])
+    a = torch.linspace(-2, 2, 64)
+    torch.testing.assert_close(kernel(a).double(), want(a.double()), rtol=1e-5, atol=1e-5)
+    ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+def _appends(n):
+    return lambda x: appends_in_a_loop(x, n)
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda -arch=sm_90a"])
+def test_appending_in_a_loop_is_a_compile_error_at_its_line(target):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"),
+             n: T.int32):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = appends_in_a_loop(A[i], n)
+
+    with pytest.raises(tilejit.CompileError, match=r"out.append\(x \* k\)` in a loop") as e:
+        kernel = tilejit.compile(main, target=target)
+        if target == "llvm":
+            kernel(torch.zeros(64), torch.zeros(64), 3)
+        else:
+            kernel.get_kernel_source()
+    assert "test_static_sequences.py" in str(e.value)
+
+
+def test_reinterpret_of_a_scalar_is_a_scalar():
+    assert np.ndim(tirx.reinterpret(T.uint32, np.float32(1.0))) == 0
+    assert tirx.reinterpret(T.uint32, np.float32(1.0)) == 0x3F800000
+    assert np.shape(tirx.reinterpret(T.uint32, np.ones(3, np.float32))) == (3,)
+
+
+@pytest.mark.gpu
+def test_gpu_pack_and_unpack_match_torch_and_the_simulator():
+    bits = _bits()
+    kernel = tilejit.compile(round_trip(bits.numel()))
+    out = torch.zeros(bits.numel(), device="cuda")
+    packed = torch.zeros(bits.numel() // 2, dtype=torch.int64).to(torch.uint32).cuda()
+    kernel(bits.cuda(), out, packed)
+    _check(out, packed, bits)
+    sim_out = torch.zeros(bits.numel())
+    sim_packed = torch.zeros(bits.numel() // 2, dtype=torch.int64).to(torch.uint32)
+    kernel(bits, sim_out, sim_packed)
+    assert torch.equal(out.cpu().view(torch.int32), sim_out.view(torch.int32))
+    assert torch.equal(packed.cpu().to(torch.int64), sim_packed.to(torch.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fn", [powers, mixed_items])
+def test_gpu_comprehension_and_mixed_tuple_loop_match_the_simulator(fn):
+    kernel = tilejit.compile(lane_wise(fn), out_idx=[1])
+    a = torch.linspace(-2, 2, 64)
+    torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a), rtol=1e-6, atol=1e-6)
