@@ -79,3 +79,49 @@ def test_gpu_matches_the_simulator(bm, bn):
     a = torch.randn(bm, bn)
     kernel = tilelang.compile(flatten(bm, bn), out_idx=[1])
     torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a))
+
+
+def two_index(M, N, bm, bk, vec=32):
+    """TileLang's fused-replicate layout test, with the fragment written first: a
+    fragment of bm * bk / vec rows of vec, read in a T.Parallel over (bm, bk) at
+    ``[idx // vec, idx % vec]`` with ``idx = i * bk + j``."""
+    @T.prim_func
+    def main(a: T.Tensor((M, N), "bfloat16"), out: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), T.ceildiv(N, bk), threads=128) as (pm, pn):
+            f = T.alloc_fragment((bm * bk // vec, vec), "float32")
+            for r, v in T.Parallel(bm * bk // vec, vec):
+                f[r, v] = a[pm * bm + (r * vec + v) // bk, pn * bk + (r * vec + v) % bk]
+            for i, j in T.Parallel(bm, bk):
+                idx = i * bk + j
+                out[pm * bm + i, pn * bk + j] = f[idx // vec, idx % vec] * 2.0 + i - j
+    return main
+
+
+def _two_index_want(a):
+    i = torch.arange(a.shape[0])[:, None] % 32
+    j = torch.arange(a.shape[1])[None, :] % 64
+    return a.double() * 2 + i - j
+
+
+@pytest.mark.parametrize("vec", [32, 16, 128])
+def test_two_index_loop_reading_a_fused_index(vec, ptxas):
+    a = torch.randn(64, 128).bfloat16()
+    kernel = tilelang.compile(two_index(64, 128, 32, 64, vec), out_idx=[1])
+    torch.testing.assert_close(kernel(a).double(), _two_index_want(a))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+def test_two_index_loop_whose_fused_split_does_not_divide_stays():
+    with pytest.raises(tilelang.CompileError, match="not the T.Parallel's own"):
+        tilelang.compile(two_index(64, 128, 32, 64, vec=24), out_idx=[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vec", [32, 128])
+def test_gpu_two_index_loop_reading_a_fused_index(vec):
+    a = torch.randn(64, 128).bfloat16()
+    kernel = tilelang.compile(two_index(64, 128, 32, 64, vec), out_idx=[1])
+    gpu = kernel(a.cuda()).cpu()
+    torch.testing.assert_close(gpu.double(), _two_index_want(a))
+    assert torch.equal(gpu, kernel(a))

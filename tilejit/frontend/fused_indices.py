@@ -54,6 +54,8 @@ class _Split(syntax.NodeTransformer):
     def visit_For(self, node):
         node = self.generic_visit(node)
         it = node.iter
+        if isinstance(node.target, ast.Tuple) and is_call_to(it, T.Parallel, self.namespace):
+            return self._refolded(node)
         if not (isinstance(node.target, ast.Name) and is_call_to(it, T.Parallel, self.namespace)
                 and len(it.args) == 1 and not it.keywords):
             return node
@@ -80,6 +82,75 @@ class _Split(syntax.NodeTransformer):
                                 [ast.Constant(extent // c), ast.Constant(c)], []),
                        body, node.orelse, None)
         return ast.copy_location(loop, node)
+
+    def _refolded(self, node):
+        """``for i, j in T.Parallel(M, N)`` whose body opens with ``idx = i * N + j`` and
+        indexes a tile by ``idx // c`` and ``idx % c`` (TileLang's fused fragment index:
+        ``F[idx // 32, idx % 32]`` of a fragment of M * N / 32 rows): the loop over that
+        tile's indices, ``idx``, ``i`` and ``j`` computed from them::
+
+            for i__tj_hi, i__tj_lo in T.Parallel(M * N // c, c):
+                idx = i__tj_hi * c + i__tj_lo
+                i, j = idx // N, idx % N
+                ... F[i__tj_hi, i__tj_lo] ...
+        """
+        it = node.iter
+        names = [t.id for t in node.target.elts if isinstance(t, ast.Name)]
+        if len(names) != 2 or len(names) != len(node.target.elts) or len(it.args) != 2 or \
+                it.keywords or not node.body:
+            return node
+        first = node.body[0]
+        extents = [self._static(a) for a in it.args]
+        if None in extents or not (isinstance(first, ast.Assign) and len(first.targets) == 1
+                                   and isinstance(first.targets[0], ast.Name)):
+            return node
+        fused = first.targets[0].id
+        i, j = names
+        n = extents[1]
+        if fused in names or not self._row_major(first.value, i, j, n):
+            return node
+        rest = ast.Module(node.body[1:], [])
+        if any(isinstance(x, ast.Name) and x.id in (fused, i, j) and
+               not isinstance(x.ctx, ast.Load) for x in syntax.walk(rest)):
+            return node
+        divisors = {self._static(x.right) for x in syntax.walk(rest)
+                    if isinstance(x, ast.BinOp) and isinstance(x.op, (ast.FloorDiv, ast.Mod))
+                    and isinstance(x.left, ast.Name) and x.left.id == fused}
+        if len(divisors) != 1:
+            return node
+        c = divisors.pop()
+        total = extents[0] * n
+        if not c or c <= 1 or total % c or not self._both(rest, fused, c):
+            return node
+        hi, lo = f"{i}__tj_hi{self.count}", f"{i}__tj_lo{self.count}"
+        self.count += 1
+        split = _Substitute(fused, c, hi, lo)
+        body = [ast.Assign([ast.Name(fused, ast.Store())], split.visit_Name(
+                    ast.Name(fused, ast.Load()))),
+                ast.Assign([ast.Name(i, ast.Store())], ast.BinOp(
+                    ast.Name(fused, ast.Load()), ast.FloorDiv(), ast.Constant(n))),
+                ast.Assign([ast.Name(j, ast.Store())], ast.BinOp(
+                    ast.Name(fused, ast.Load()), ast.Mod(), ast.Constant(n)))]
+        body = [ast.copy_location(a, first) for a in body]
+        body += [_SplitOnly(fused, hi, lo).visit(s) for s in rest.body]
+        loop = ast.For(ast.Tuple([ast.Name(hi, ast.Store()), ast.Name(lo, ast.Store())],
+                                 ast.Store()),
+                       ast.Call(copy.deepcopy(it.func),
+                                [ast.Constant(total // c), ast.Constant(c)], []),
+                       body, node.orelse, None)
+        return ast.copy_location(loop, node)
+
+    def _row_major(self, value, i, j, n) -> bool:
+        """Whether ``value`` is ``i * n + j`` (or ``j + i * n``, ``n * i + j``)."""
+        if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+            return False
+        for prod, last in ((value.left, value.right), (value.right, value.left)):
+            if isinstance(last, ast.Name) and last.id == j and isinstance(prod, ast.BinOp) \
+                    and isinstance(prod.op, ast.Mult):
+                for a, b in ((prod.left, prod.right), (prod.right, prod.left)):
+                    if isinstance(a, ast.Name) and a.id == i and self._static(b) == n:
+                        return True
+        return False
 
     def _both(self, node, var, c) -> bool:
         """Whether a subscript of the body is indexed by both ``var // c`` and ``var % c``
@@ -114,3 +185,17 @@ class _Substitute(syntax.NodeTransformer):
                               ast.Add(), ast.Name(self.lo, ast.Load()))
             return ast.copy_location(fused, node)
         return node
+
+
+class _SplitOnly(syntax.NodeTransformer):
+    """``var // c`` and ``var % c`` as the two indices; ``var`` itself stays (bound)."""
+
+    def __init__(self, var, hi, lo):
+        self.var, self.hi, self.lo = var, hi, lo
+
+    def visit_BinOp(self, node):
+        if isinstance(node.left, ast.Name) and node.left.id == self.var and isinstance(
+                node.op, (ast.FloorDiv, ast.Mod)):
+            name = self.hi if isinstance(node.op, ast.FloorDiv) else self.lo
+            return ast.copy_location(ast.Name(name, ast.Load()), node)
+        return self.generic_visit(node)
