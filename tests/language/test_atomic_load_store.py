@@ -209,7 +209,8 @@ def test_pair_adds_are_element_atomics_in_the_ptx(arch, ptxas):
 
 
 @pytest.mark.parametrize("call, message", [
-    ("T.atomic_addx2(F, F)", "first of 2 consecutive elements"),
+    ("T.atomic_addx2(F, F[0])", "first of 2 consecutive elements"),
+    ("P = T.atomic_addx2(F, F, return_prev=True)", "store them into 2 consecutive elements"),
     ("T.atomic_addx2(F[0:3], F[2])", "a slice names the 2 elements"),
     ("T.atomic_addx4(F[0], F[4], True)", "store them"),
     ("P = T.atomic_addx4(F[0], F[4], True)", "store them into 4 consecutive elements"),
@@ -218,6 +219,49 @@ def test_pair_adds_are_element_atomics_in_the_ptx(arch, ptxas):
 ])
 def test_bad_pair_calls_are_compile_errors(call, message, tmp_path):
     test_bad_calls_are_compile_errors(call, message, tmp_path)
+
+
+@tilejit.kernel
+def whole_buffer_adds(Val, Init, Dst, quads: T.constexpr = False):
+    """TileLang's whole-buffer form, ``T.atomic_addx2(Dst, Val)``: every element of Dst
+    gets its element of Val (the region atomic of the two tensors)."""
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(Dst.shape[0]):
+            Dst[i] = Init[i]
+        if quads:
+            T.atomic_addx4(Dst, Val)
+        else:
+            T.atomic_addx2(Dst, Val)
+
+
+@pytest.mark.parametrize("n, dtype, quads", [(2, np.float16, False), (8, np.float32, True),
+                                             (64, np.float32, False), (6, np.int32, False)])
+def test_whole_buffer_pair_adds(n, dtype, quads, ptxas):
+    rng = np.random.default_rng(n)
+    val, init = ((rng.standard_normal(n) * 8).astype(dtype) for _ in range(2))
+    dst = np.zeros_like(val)
+    whole_buffer_adds(val, init, dst, quads)
+    want = (val.astype(np.float64) + init.astype(np.float64)).astype(dtype)
+    np.testing.assert_array_equal(dst, want)
+    kind = {np.float16: "f16", np.float32: "f32", np.int32: "[su]32"}[dtype]
+    for arch in ("sm_80", "sm_90a"):
+        ptx = whole_buffer_adds.compile(val, init, dst, quads, target="cuda", arch=arch).ptx
+        assert re.search(rf"(?:red|atom)\.global(?:\.v\d)?\.(?:noftz\.)?add\.(?:noftz\.)?"
+                         rf"{kind}", ptx), ptx[-2000:]
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, dtype, quads", [(2, torch.float16, False), (64, torch.float32,
+                                                                         True)])
+def test_gpu_whole_buffer_pair_adds(n, dtype, quads):
+    val, init = (torch.randn(n).to(dtype) for _ in range(2))
+    dst = torch.zeros(n, dtype=dtype, device="cuda")
+    whole_buffer_adds(val.cuda(), init.cuda(), dst, quads)
+    sim = torch.zeros(n, dtype=dtype)
+    whole_buffer_adds(val, init, sim, quads)
+    assert torch.equal(dst.cpu(), sim)
+    assert torch.equal(sim, (val.double() + init.double()).to(dtype))
 
 
 @tilejit.kernel

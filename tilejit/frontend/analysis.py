@@ -127,7 +127,8 @@ def compile_time_shapes(ks: KernelSource, parallel=True) -> tuple[tuple[str, int
     return tuple(sorted(needed))
 
 
-_REGION_ATOMICS = (T.atomic_add, T.atomic_max, T.atomic_min)
+_REGION_ATOMICS = (T.atomic_add, T.atomic_max, T.atomic_min,
+                   T.atomic_addx2, T.atomic_addx4)      # (their whole-buffer form)
 
 
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:

@@ -22,7 +22,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import ATOMICS, REGION, THREAD_INDEX
+from tilejit.ir.markers import ATOMICS, LANGUAGE, REGION, THREAD_INDEX
 from tilejit.language.atomics import call_signature, memory_order_error
 
 # the operand positions of tile operations that may be regions
@@ -243,6 +243,13 @@ class _Regions(syntax.NodeTransformer):
         if returns and not prev:
             raise self.error(f"{sig} returns nothing without return_prev=True", node)
         dst, value = args[0], args[1]
+        if isinstance(dst, ast.Name) and dst.id not in self.tiles and not prev and \
+                not isinstance(value, ast.Subscript):
+            # the whole-buffer form (TileLang's `T.atomic_addx2(Dst, Val)`): every element,
+            # the tile-level T.atomic_add of the whole operands (a region, vectorized)
+            self.namespace.setdefault(LANGUAGE, T)
+            add = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "atomic_add", ast.Load())
+            return [(ast.copy_location(ast.Call(add, [dst, value], []), node), 0)]
         if not isinstance(dst, ast.Subscript):
             raise self.error(f"{sig}: the destination is the first of {width} consecutive "
                              f"elements of a tensor or shared tile (D[i, j]), got "
