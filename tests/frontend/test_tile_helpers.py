@@ -104,7 +104,7 @@ def test_on_the_gpu(op):
 
 
 def _counted(p):
-    """A helper with a barrier, called in an expression: it cannot be inlined."""
+    """A helper with a barrier, called in an expression."""
     T.sync_threads()
     return p + 1
 
@@ -113,16 +113,34 @@ def _counted(p):
 def _barrier_helper_in_an_expression(A: T.Tensor((64,), T.float32)):
     with T.Kernel(1, threads=64):
         tx = T.get_thread_binding()
-        v = _counted(tx) * 2      # (`v = _counted(tx)` alone is inlined)
+        v = _counted(tx) * 2      # hoisted (`__tj_call0 = _counted(tx)`), then inlined
         A[tx] = v
+
+
+@T.prim_func
+def _barrier_helper_under_an_and(A: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding()
+        v = tx > 0 and _counted(tx)     # evaluated only where tx > 0: not hoisted
+        A[tx] = v
+
+
+def test_a_barrier_helper_in_an_expression_is_inlined(ptxas):
+    kernel = tilejit.compile(_barrier_helper_in_an_expression)
+    a = torch.zeros(64)
+    kernel(a)
+    assert torch.equal(a, (torch.arange(64) + 1.0) * 2)
+    ptx = kernel.get_kernel_source(arch="sm_90a")
+    assert "bar.sync" in ptx
+    ptxas(ptx, "sm_90a")
 
 
 def test_a_barrier_in_a_helper_that_cannot_be_inlined_is_named():
     from tilejit.errors import CompileError
     with pytest.raises(CompileError, match=r"T.sync_threads\(\) in a helper compiled as a "
                                            r"device function") as e:
-        tilejit.compile(_barrier_helper_in_an_expression).get_kernel_source(arch="sm_90a")
-    assert "v = _counted(tx) * 2" in str(e.value)
+        tilejit.compile(_barrier_helper_under_an_and).get_kernel_source(arch="sm_90a")
+    assert "v = tx > 0 and _counted(tx)" in str(e.value)
 
 
 # -- a macro handed a fragment, with nothing but T.Parallel loops over it ---------------
@@ -226,3 +244,47 @@ def test_a_macros_default_is_its_own_and_a_place_is_passed_as_written():
                 if i % 4 == r) for r in range(4)]
     np.testing.assert_allclose(d, want, rtol=1e-5, atol=1e-5)
     defaults_and_places.compile(a, c, d, target="cuda", arch="sm_90a")
+
+
+def _lane():
+    return T.get_thread_binding() % 32
+
+
+def _warp(dim=0):
+    return T.get_thread_binding(dim) // 32
+
+
+@T.prim_func
+def _thread_index_helpers_in_expressions(B: T.Tensor((128,), T.int32)):
+    with T.Kernel(2, threads=128) as bx:
+        tid = T.get_thread_binding()
+        if _lane() == 0:
+            B[tid] = -_warp()
+        else:
+            B[tid] = _lane() + _warp(0) * 100 + bx * 0
+
+
+def _thread_index_want():
+    tid = torch.arange(128, dtype=torch.int32)
+    return torch.where(tid % 32 == 0, -(tid // 32), tid % 32 + (tid // 32) * 100)
+
+
+def test_thread_index_helpers_in_expressions(ptxas):
+    kernel = tilejit.compile(_thread_index_helpers_in_expressions)
+    b = torch.zeros(128, dtype=torch.int32)
+    kernel(b)
+    assert torch.equal(b, _thread_index_want())
+    for arch in ("sm_80", "sm_90a"):
+        ptx = kernel.get_kernel_source(arch=arch)
+        assert "%tid.x" in ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_gpu_thread_index_helpers_in_expressions():
+    kernel = tilejit.compile(_thread_index_helpers_in_expressions)
+    b = torch.zeros(128, dtype=torch.int32, device="cuda")
+    kernel(b)
+    sim = torch.zeros(128, dtype=torch.int32)
+    kernel(sim)
+    assert torch.equal(b.cpu(), _thread_index_want()) and torch.equal(b.cpu(), sim)

@@ -78,9 +78,62 @@ class _Inliner:
         for stmts in statement_lists(node):
             out = []
             for stmt in stmts:
-                body = self._inline(stmt, depth) if depth else None
-                out.extend(body if body is not None else [stmt])
+                for part in (self._hoisted(stmt) if depth else [stmt]):
+                    body = self._inline(part, depth) if depth else None
+                    out.extend(body if body is not None else [part])
             stmts[:] = out
+
+    def _hoisted(self, stmt) -> list:
+        """``B[tid] = lane() + 1``, ``if lane() == 0:`` with ``lane`` a helper that must be
+        inlined (it reads the thread's index, holds a tile operation, ...): each such call
+        inside the statement's expression first bound to a name of its own, in the order
+        Python evaluates them (``__tj_call0 = lane()``), so it is a call statement the
+        inliner replaces; calls under ``and``/``or``/``x if c else y`` or in a ``while``'s
+        test (evaluated only sometimes, or again) stay."""
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+            field = "value"
+        elif isinstance(stmt, ast.If):
+            field = "test"
+        elif isinstance(stmt, ast.Expr):
+            field = "value"
+        else:
+            return [stmt]
+        expr = getattr(stmt, field)
+        if expr is None:
+            return [stmt]
+        top = expr if (isinstance(stmt, (ast.Assign, ast.Expr)) and
+                       isinstance(expr, ast.Call)) else None
+        calls = []
+        self._hoistable(expr, top, calls)
+        if not calls:
+            return [stmt]
+        names = {}
+        for call in calls:
+            names[id(call)] = f"__tj_call{self.count}"
+            self.count += 1
+        setattr(stmt, field, _ByName(names).visit(expr))
+        before = [ast.copy_location(ast.Assign([ast.Name(names[id(c)], ast.Store())],
+                                               _ByName(names, c).visit(c)), stmt)
+                  for c in calls]
+        return before + [stmt]
+
+    def _hoistable(self, node, top, out):
+        if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp,
+                             ast.DictComp, ast.GeneratorExp, ast.NamedExpr)):
+            return
+        for child in syntax.iter_child_nodes(node):
+            self._hoistable(child, top, out)
+        if isinstance(node, ast.Call) and node is not top and self._must_inline(node):
+            out.append(node)
+
+    def _must_inline(self, call) -> bool:
+        fn = _helper(resolve_static(call.func, self.ks.namespace))
+        found = fn is not None and function_def_from_file(fn)
+        if not found or not (found[1].body and isinstance(found[1].body[-1], ast.Return)):
+            return False
+        own = {**current_namespace(fn), "T": T}
+        return reaches(found[1], own, _tile_op, _DEPTH) or \
+            reaches(found[1], own, _front_end_op, _DEPTH)
 
     def _inline(self, stmt, depth):
         # `v = helper(...)`: the body, its last statement `return e` made `v = e`
@@ -156,6 +209,18 @@ class _Inliner:
                                             _FRAGMENT_ALLOCATIONS)
         return any(isinstance(a, ast.Name) and a.id in self.fragments
                    for a in list(call.args) + [k.value for k in call.keywords])
+
+
+class _ByName(syntax.NodeTransformer):
+    """Each call of ``names`` (by identity) read from its name, but ``keep`` itself."""
+
+    def __init__(self, names, keep=None):
+        self.names, self.keep = names, keep
+
+    def visit_Call(self, node):
+        if node is not self.keep and id(node) in self.names:
+            return ast.copy_location(ast.Name(self.names[id(node)], ast.Load()), node)
+        return self.generic_visit(node)
 
 
 _FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")

@@ -809,10 +809,10 @@ class _BarrierInADeviceFunction(AbstractTemplate):
         name = getattr(self.key, "__name__", "sync_threads")
         raise errors.TypingError(
             f"T.{name}() in a helper compiled as a device function: a helper holding a "
-            f"barrier is inlined into the kernel, which needs the call to be a statement of "
-            f"its own (`f(...)`, not `v = f(...)`), its arguments names or constants, its "
-            f"parameters not assigned and the helper in the kernel's file; or write the "
-            f"barrier in the kernel")
+            f"barrier is inlined into the kernel, which needs the call made each time its "
+            f"statement runs (not under `and`/`or`/`x if c else y` or in a `while` test), "
+            f"its arguments names or constants, its parameters not assigned and the helper "
+            f"in the kernel's file; or write the barrier in the kernel")
 
 
 @infer_global(T.sync_warp)
