@@ -188,3 +188,106 @@ def test_gpu_comprehension_and_mixed_tuple_loop_match_the_simulator(fn):
     kernel = tilejit.compile(lane_wise(fn), out_idx=[1])
     a = torch.linspace(-2, 2, 64)
     torch.testing.assert_close(kernel(a.cuda()).cpu(), kernel(a), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# lists only read, changed in place, copied, or walked with zip/enumerate; a module's own
+# `list`
+
+def read_only(x):
+    """A list never appended to: kernel code cannot build it even to read it."""
+    vals = [x, x * 2.0, x * 3.0]
+    return vals[0] + vals[2]
+
+
+def changed_in_place(x):
+    res = [0.0, 0.0, 0.0]
+    for i in range(3):
+        res[i] = x * i               # an index the unrolled loop fixes
+    res[-3] = x * 10.0
+    res += [x]
+    res.extend([x * 5.0])
+    return res[0] + res[2] + res[3] + res[4]
+
+
+def copied(x):
+    a = [x, x]
+    b = list(a)
+    b[0] = x * 10.0                  # b is a copy: a stays as it is
+    return a[0] + b[0]
+
+
+def zipped(x):
+    total = 0.0
+    for i, v in enumerate([x, x * 2.0, x * 3.0]):
+        total += v * i
+    for a, w in zip([x, x * x], (1.0, 3.0)):
+        total += a * w
+    scaled = [v * i for i, v in enumerate((x, 4.0))]
+    return total + scaled[1]
+
+
+def as_list(x):
+    return [x, x * 3.0]
+
+
+def returned(x):
+    pair = as_list(x)
+    return pair[0] + pair[1]
+
+
+@pytest.mark.parametrize("fn, want", [
+    (read_only, lambda a: 4 * a),
+    (changed_in_place, lambda a: 10 * a + 2 * a + a + 5 * a),
+    (copied, lambda a: 11 * a),
+    (zipped, lambda a: 8 * a + a + 3 * a * a + 4.0),
+    (returned, lambda a: 4 * a),
+])
+def test_read_changed_copied_zipped_lists_as_python(fn, want, ptxas):
+    kernel = tilejit.compile(lane_wise(fn), out_idx=[1])
+    a = torch.linspace(-2, 2, 64)
+    torch.testing.assert_close(kernel(a).double(), want(a.double()), rtol=1e-5, atol=1e-5)
+    ptxas(tilejit.compile(lane_wise(fn), target="cuda").get_kernel_source(arch="sm_90a"),
+          "sm_90a")
+
+
+def item_at_a_run_time_index(x):
+    res = [x, x]
+    i = 1
+    if x > 0:
+        i = 0
+    res[i] = x * 3.0
+    return res[0]
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda -arch=sm_90a"])
+def test_item_at_a_run_time_index_is_a_compile_error_at_its_line(target):
+    with pytest.raises(tilejit.CompileError, match=r"`res\[i\] = x \* 3.0`") as e:
+        kernel = tilejit.compile(lane_wise(item_at_a_run_time_index), target=target)
+        if target == "llvm":
+            kernel(torch.zeros(64), torch.zeros(64))
+        else:
+            kernel.get_kernel_source()
+    assert "test_static_sequences.py" in str(e.value)
+
+
+OWN_LIST = """
+def list(t):        # the module's own `list`, not the builtin
+    return t[0] * 100.0
+
+
+def own_list(x):
+    return list((x, 1.0))
+"""
+
+
+def test_a_modules_own_list_is_called(tmp_path, monkeypatch, ptxas):
+    (tmp_path / "seq_own_list.py").write_text(OWN_LIST)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import seq_own_list
+    kernel = tilejit.compile(lane_wise(seq_own_list.own_list), out_idx=[1])
+    a = torch.linspace(-2, 2, 64)
+    torch.testing.assert_close(kernel(a), a * 100, rtol=1e-6, atol=1e-6)
+    ptx = tilejit.compile(lane_wise(seq_own_list.own_list),
+                          target="cuda").get_kernel_source(arch="sm_90a")
+    ptxas(ptx, "sm_90a")

@@ -96,7 +96,7 @@ def _compile(fn):
     if any(not _is_macro_decorator(d, own) for d in fdef.decorator_list):
         return None         # another decorator: what it does is its own (run as it is)
     fdef.decorator_list = []
-    static_sequences(fdef, filename)     # its lists as the compiled helper's tuples
+    static_sequences(fdef, filename, own)    # its lists as the compiled helper's tuples
     fdef = _Raises().visit(_CIntegerOps(fdef).visit(fdef))
     per_lane = _lane_dependent_control(fdef)
     tuples = tuple_names(fdef, own)
