@@ -192,7 +192,7 @@ def test_gpu_comprehension_and_mixed_tuple_loop_match_the_simulator(fn):
 
 # ---------------------------------------------------------------------------------------
 # lists only read, changed in place, copied, or walked with zip/enumerate; a module's own
-# `list`
+# `list`; a helper that closes over its kernel factory's values
 
 def read_only(x):
     """A list never appended to: kernel code cannot build it even to read it."""
@@ -236,12 +236,22 @@ def returned(x):
     return pair[0] + pair[1]
 
 
+def scaled_by(scale):
+    def helper(x):
+        res = []
+        for w in [1.0, 2.0]:
+            res.append(x * w * scale)
+        return res[0] + res[1]
+    return helper
+
+
 @pytest.mark.parametrize("fn, want", [
     (read_only, lambda a: 4 * a),
     (changed_in_place, lambda a: 10 * a + 2 * a + a + 5 * a),
     (copied, lambda a: 11 * a),
     (zipped, lambda a: 8 * a + a + 3 * a * a + 4.0),
     (returned, lambda a: 4 * a),
+    (scaled_by(3.0), lambda a: 9 * a),
 ])
 def test_read_changed_copied_zipped_lists_as_python(fn, want, ptxas):
     kernel = tilejit.compile(lane_wise(fn), out_idx=[1])

@@ -70,9 +70,11 @@ def device_code(fn: FunctionType):
       {d}"``, TileLang's dequantizing helpers: Numba cannot format them on the device;
       the condition stays);
     - its lists of a length known from its text made tuples (``static_sequences.py``;
-      a list appended to in a loop is a CompileError at its line)."""
-    if fn.__closure__:
-        return None
+      a list appended to in a loop is a CompileError at its line).
+
+    A closure's (a helper defined in the kernel's factory, reading its sizes) is made
+    inside a function that binds the same free names, so that it takes ``fn``'s cells (the
+    simulator rewrites it all the same: kernel code must not be kinder)."""
     found = function_def_from_file(fn)
     if found is None:
         return None
@@ -81,17 +83,27 @@ def device_code(fn: FunctionType):
                and not isinstance(n.msg, ast.Constant)]
     for node in asserts:
         node.msg = ast.Constant(ast.unparse(node.msg))      # its source text instead
-    if not static_sequences(fdef, filename) and not asserts:
+    if not static_sequences(fdef, filename, current_namespace(fn)) and not asserts:
         return None
     fdef.decorator_list = []
-    module = syntax.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
+    free = fn.__code__.co_freevars
+    body: list = [fdef]
+    if free:
+        cells = ast.Assign([ast.Tuple([ast.Name(n, ast.Store()) for n in free], ast.Store())],
+                           ast.Tuple([ast.Constant(None)] * len(free), ast.Load()))
+        outer = ast.parse("def __tj_closure():\n    pass").body[0]
+        outer.body = [cells, fdef, ast.Return(ast.Name(fdef.name, ast.Load()))]
+        body = [outer]
+    module = syntax.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     space: dict = {}
     try:
         exec(compile(module, filename, "exec"), dict(fn.__globals__), space)  # noqa: S102
+        made = space["__tj_closure"]() if free else space.get(fn.__name__)
     except Exception:       # noqa: BLE001 - as the function is written, then
         return None
-    made = space.get(fn.__name__)
-    return made.__code__ if isinstance(made, FunctionType) else None
+    if not isinstance(made, FunctionType) or made.__code__.co_freevars != free:
+        return None         # (a free name the rewrite dropped: as written, then)
+    return made.__code__
 
 
 # what Numba cannot compile in an inlined helper and fails on without saying where
