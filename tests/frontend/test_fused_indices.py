@@ -125,3 +125,49 @@ def test_gpu_two_index_loop_reading_a_fused_index(vec):
     gpu = kernel(a.cuda()).cpu()
     torch.testing.assert_close(gpu.double(), _two_index_want(a))
     assert torch.equal(gpu, kernel(a))
+
+
+SPLIT = 32
+
+
+def rebound_split(M, N, two_index):
+    """The split's divisor a name the kernel binds (``SPLIT = 16``) where the module has
+    ``SPLIT = 32``: the kernel's value, the module's is not compile-time here."""
+    @T.prim_func
+    def main(a: T.Tensor((64, 64), "float32"), out: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((64, 64), "float32")
+            T.copy(a, s)
+            SPLIT = 16
+            if two_index:
+                for i, j in T.Parallel(M, N):
+                    idx = i * N + j
+                    out[i, j] = s[idx // SPLIT, idx % SPLIT] + i
+            else:
+                for k in T.Parallel(M * N):
+                    out[k // N, k % N] = s[k // SPLIT, k % SPLIT] + k // N
+    return main
+
+
+def _rebound_want(a, M, N):
+    return a.double()[:, :16].reshape(-1)[:M * N].reshape(M, N) + \
+        torch.arange(M, dtype=torch.float64)[:, None]
+
+
+@pytest.mark.parametrize("two_index", [True, False])
+def test_a_divisor_the_kernel_binds_is_its_own(two_index, ptxas):
+    a = torch.randn(64, 64)
+    kernel = tilelang.compile(rebound_split(4, 32, two_index), out_idx=[1])
+    torch.testing.assert_close(kernel(a).double(), _rebound_want(a, 4, 32))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("two_index", [True, False])
+def test_gpu_a_divisor_the_kernel_binds_is_its_own(two_index):
+    a = torch.randn(64, 64)
+    kernel = tilelang.compile(rebound_split(4, 32, two_index), out_idx=[1])
+    gpu = kernel(a.cuda()).cpu()
+    torch.testing.assert_close(gpu.double(), _rebound_want(a, 4, 32))
+    assert torch.equal(gpu, kernel(a))

@@ -29,17 +29,22 @@ def split_fused_indices(fdef: ast.FunctionDef, namespace: dict) -> ast.FunctionD
     if not any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
                for n in syntax.walk(fdef)):
         return fdef
-    return syntax.fix_missing_locations(_Split(namespace).visit(fdef))
+    # a name the kernel binds itself is not the namespace's: a local `W = 16` is not the
+    # global `W`, so neither an extent nor a divisor read through it is compile-time here
+    stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)}
+    return syntax.fix_missing_locations(_Split(namespace, stored).visit(fdef))
 
 
 class _Split(syntax.NodeTransformer):
-    def __init__(self, namespace):
+    def __init__(self, namespace, stored=()):
         self.namespace = namespace
+        self.static = {k: v for k, v in namespace.items() if k not in stored}
         self.count = 0
 
     def _static(self, node):
-        """An int the expression is at compile time (constants, the namespace's names,
-        ``+ - * //`` of them), or None."""
+        """An int the expression is at compile time (constants, the namespace's names
+        the kernel does not bind itself, ``+ - * //`` of them), or None."""
         if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITH_TYPES):
             a, b = self._static(node.left), self._static(node.right)
             if a is None or b is None or (isinstance(node.op, ast.FloorDiv) and not b):
@@ -48,7 +53,7 @@ class _Split(syntax.NodeTransformer):
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and \
                 not isinstance(node.value, bool):
             return node.value
-        value = resolve_static(node, self.namespace) if isinstance(node, ast.Name) else None
+        value = resolve_static(node, self.static) if isinstance(node, ast.Name) else None
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def visit_For(self, node):
