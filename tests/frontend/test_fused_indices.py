@@ -171,3 +171,74 @@ def test_gpu_a_divisor_the_kernel_binds_is_its_own(two_index):
     gpu = kernel(a.cuda()).cpu()
     torch.testing.assert_close(gpu.double(), _rebound_want(a, 4, 32))
     assert torch.equal(gpu, kernel(a))
+
+
+def split_beside_a_fragment(M, N, c, tile):
+    """A shared tile (``tile="shared"``) or the output tensor (``"global"``) indexed at
+    ``[idx // c, idx % c]`` beside a fragment indexed at ``[i, j]``: a loop over (M, N) as
+    written, no rewrite (the fragment is laid out over it)."""
+    R = M * N // c
+    shape = (M, N) if tile == "shared" else (R, c)
+
+    @T.prim_func
+    def main(a: T.Tensor((R, c), "float32"), b: T.Tensor((M, N), "float32"),
+             out: T.Tensor(shape, "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((R, c), "float32")
+            g = T.alloc_fragment((M, N), "float32")
+            T.copy(a, s)
+            T.copy(b, g)
+            if tile == "shared":
+                for i, j in T.Parallel(M, N):
+                    idx = i * N + j
+                    g[i, j] = g[i, j] * 2.0 + s[idx // c, idx % c]
+                T.copy(g, out)
+            else:
+                for i, j in T.Parallel(M, N):
+                    idx = i * N + j
+                    out[idx // c, idx % c] = g[i, j] * 2.0 + a[idx // c, idx % c]
+    return main
+
+
+@pytest.mark.parametrize("tile", ["shared", "global"])
+def test_a_split_tile_beside_a_fragment_at_i_j_stays(tile, ptxas):
+    a, b = torch.randn(12, 32), torch.randn(16, 24)
+    kernel = tilelang.compile(split_beside_a_fragment(16, 24, 32, tile), out_idx=[2])
+    want = b.double() * 2 + a.double().reshape(16, 24)
+    if tile == "global":
+        want = want.reshape(12, 32)
+    torch.testing.assert_close(kernel(a, b).double(), want)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(kernel.get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", ["shared", "global"])
+def test_gpu_a_split_tile_beside_a_fragment_at_i_j_stays(tile):
+    a, b = torch.randn(12, 32), torch.randn(16, 24)
+    kernel = tilelang.compile(split_beside_a_fragment(16, 24, 32, tile), out_idx=[2])
+    gpu = kernel(a.cuda(), b.cuda()).cpu()
+    torch.testing.assert_close(gpu, kernel(a, b))
+
+
+def two_fragments(M, N, c):
+    R = M * N // c
+
+    @T.prim_func
+    def main(a: T.Tensor((R, c), "float32"), b: T.Tensor((M, N), "float32"),
+             out: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((R, c), "float32")
+            g = T.alloc_fragment((M, N), "float32")
+            T.copy(a, f)
+            T.copy(b, g)
+            for i, j in T.Parallel(M, N):
+                idx = i * N + j
+                out[i, j] = f[idx // c, idx % c] + g[i, j]
+    return main
+
+
+def test_a_second_fragment_at_i_j_is_refused_in_the_loop_as_written():
+    with pytest.raises(tilelang.CompileError, match=r"T.Parallel\(16, 24\) over i, j") as e:
+        tilelang.compile(two_fragments(16, 24, 32), out_idx=[2])
+    assert "test_fused_indices.py" in str(e.value)

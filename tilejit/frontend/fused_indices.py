@@ -17,7 +17,7 @@ import operator
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import is_call_to, resolve_static
+from tilejit.frontend.source import is_call_to, names_bound_to, resolve_static
 
 
 _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -33,13 +33,19 @@ def split_fused_indices(fdef: ast.FunctionDef, namespace: dict) -> ast.FunctionD
     # global `W`, so neither an extent nor a divisor read through it is compile-time here
     stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
-    return syntax.fix_missing_locations(_Split(namespace, stored).visit(fdef))
+    fragments = names_bound_to(fdef, namespace, _FRAGMENT_ALLOCATIONS)
+    return syntax.fix_missing_locations(_Split(namespace, stored, fragments).visit(fdef))
+
+
+_FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
+                         if hasattr(T, n)}
 
 
 class _Split(syntax.NodeTransformer):
-    def __init__(self, namespace, stored=()):
+    def __init__(self, namespace, stored=(), fragments=()):
         self.namespace = namespace
         self.static = {k: v for k, v in namespace.items() if k not in stored}
+        self.fragments = fragments
         self.count = 0
 
     def _static(self, node):
@@ -98,6 +104,11 @@ class _Split(syntax.NodeTransformer):
                 idx = i__tj_hi * c + i__tj_lo
                 i, j = idx // N, idx % N
                 ... F[i__tj_hi, i__tj_lo] ...
+
+        Only where ``F`` is a fragment (a shared tile or a tensor is read at any index as
+        it is) and no fragment is indexed by ``i``, ``j`` or ``idx`` other than split: one
+        laid out over the loop as written (``G[i, j]``, ``G[idx]``) is not over ``F``'s,
+        so the loop stays, and the error names the loop the kernel has, not this one.
         """
         it = node.iter
         names = [t.id for t in node.target.elts if isinstance(t, ast.Name)]
@@ -125,7 +136,13 @@ class _Split(syntax.NodeTransformer):
             return node
         c = divisors.pop()
         total = extents[0] * n
-        if not c or c <= 1 or total % c or not self._both(rest, fused, c):
+        if not c or c <= 1 or total % c or not self._both(rest, fused, c, self.fragments):
+            return node
+        if any(isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name)
+               and x.value.id in self.fragments and any(
+                   isinstance(y, ast.Name) and y.id in (i, j, fused) for y in syntax.walk(
+                       _SplitOnly(fused, "", "").visit(copy.deepcopy(x.slice))))
+               for x in syntax.walk(rest)):
             return node
         hi, lo = f"{i}__tj_hi{self.count}", f"{i}__tj_lo{self.count}"
         self.count += 1
@@ -157,16 +174,17 @@ class _Split(syntax.NodeTransformer):
                         return True
         return False
 
-    def _both(self, node, var, c) -> bool:
+    def _both(self, node, var, c, tiles=None) -> bool:
         """Whether a subscript of the body is indexed by both ``var // c`` and ``var % c``
         (``F[var // c, var % c]``; one of them alone, ``B[i // 2]``, is a quotient the
-        layout pass reads as it is)."""
+        layout pass reads as it is); with ``tiles``, a subscript of one of those names."""
         def split(e):
             return (isinstance(e, ast.BinOp) and isinstance(e.left, ast.Name)
                     and e.left.id == var and isinstance(e.op, (ast.FloorDiv, ast.Mod))
                     and self._static(e.right) == c) and type(e.op)
         for n in syntax.walk(node):
-            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple):
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Tuple) and (
+                    tiles is None or isinstance(n.value, ast.Name) and n.value.id in tiles):
                 if {split(e) for e in n.slice.elts} >= {ast.FloorDiv, ast.Mod}:
                     return True
         return False
