@@ -174,11 +174,13 @@ LANGUAGE_DIFFERENCES = {
     "atomic_addx2": "two consecutive elements (the first, or a slice of them) as two "
                     "element atomics, not one vector atomic: the two are not added as one; "
                     "`P[i:i + 2] = T.atomic_addx2(..., return_prev=True)`, where "
-                    "each element's previous value is its own",
+                    "each element's previous value is its own; the whole-buffer form "
+                    "`T.atomic_addx2(Dst, Val)` is the region atomic of the two tensors",
     "atomic_addx4": "four consecutive elements (the first, or a slice of them) as four "
                     "element atomics, not one vector atomic: the four are not added as one; "
                     "`P[i:i + 4] = T.atomic_addx4(..., return_prev=True)`, where "
-                    "each element's previous value is its own",
+                    "each element's previous value is its own; the whole-buffer form "
+                    "`T.atomic_addx4(Dst, Val)` is the region atomic of the two tensors",
     "atomic_load": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "
                    "`memory_order=` by fences around a relaxed load",
     "atomic_store": "one element of a tensor or shared tile; 32- and 64-bit dtypes; "

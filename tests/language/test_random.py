@@ -567,12 +567,33 @@ def test_a_macro_that_draws_on_the_gpu():
     assert 0.6 < keep < 0.9                      # 0.75 expected
 
 
-def test_a_draw_in_a_helper_used_in_an_expression_is_named(tmp_path):
+def test_a_draw_in_a_helper_used_in_an_expression_is_inlined(tmp_path):
+    """``noisy(A[i]) * 2``: the call is bound to a name first and inlined, so it draws
+    from the kernel's stream as the draw written in place does."""
+    source = ("import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
+              "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
+              "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
+              "        for i in T.Parallel(32):\n            A[i] = noisy(A[i]) * 2\n\n\n"
+              "@tilejit.kernel\ndef inline(A):\n"
+              "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
+              "        for i in T.Parallel(32):\n"
+              "            A[i] = (A[i] + T.rng_rand_float()) * 2\n")
+    module = kernel_module(tmp_path, "noisy", source)
+    a, b = np.ones(32, np.float32), np.ones(32, np.float32)
+    module.k(a)
+    module.inline(b)
+    np.testing.assert_array_equal(a, b)
+    assert len(set(a.tolist())) > 16
+    module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
+
+
+def test_a_draw_in_a_helper_evaluated_only_sometimes_is_named(tmp_path):
     module = kernel_module(
-        tmp_path, "noisy", "import tilejit\nimport tilejit.language as T\n\n\ndef noisy(x):\n"
-        "    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
+        tmp_path, "noisy2", "import tilejit\nimport tilejit.language as T\n\n\n"
+        "def noisy(x):\n    return x + T.rng_rand_float()\n\n\n@tilejit.kernel\ndef k(A):\n"
         "    with T.Kernel(1, threads=32):\n        T.rng_init(1, 0, 0)\n"
-        "        for i in T.Parallel(32):\n            A[i] = noisy(A[i]) * 2\n")
+        "        for i in T.Parallel(32):\n"
+        "            A[i] = noisy(A[i]) * 2 if i > 3 else A[i]\n")
     with pytest.raises(CompileError, match=r"T.rng_rand_float in a helper compiled by itself"):
         module.k.compile(np.zeros(32, np.float32), target="cuda", arch="sm_90a")
 

@@ -28,6 +28,7 @@ from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import async_copies, mma, random, runtime, threads
+from tilejit.sim.block_races import BLOCK_RACES_MAX, BlockRaces
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
 from tilejit.sim.helpers import AttributeHelpers, bind_attribute_helpers, simulated_helpers
@@ -234,6 +235,14 @@ def run_simulation(kernel, values, launch, classify, spec=None):
             # (T.annotate_restrict_buffers: aliased tensors)
             writebacks.append((*writeback, writeback[1].tobytes()))
     gx, gy, gz = launch.grid
+    if gx * gy * gz > 1 and not fn.grid_sync:
+        # which block wrote each element of a global tensor: races between the blocks
+        for a in args:
+            if isinstance(a, runtime.SimTensor) and a.kind is None and \
+                    a.data.flags.writeable and a.data.size <= BLOCK_RACES_MAX:
+                a.blocks = BlockRaces(a.data)
+                if a.unwritten is None:
+                    a.unwritten = np.zeros(a.data.shape, dtype=bool)
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles
     state = runtime.STATE           # this thread's
     outer = (state.block, state.mask, state.grid, state.threads, state.role_threads,
@@ -247,6 +256,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
     state.laid_out = {}
+    state.block_acquired = set()
     done = False
     try:
         blocks = [(bx, by, bz) for bz, by, bx in itertools.product(range(gz), range(gy),

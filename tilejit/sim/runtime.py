@@ -70,6 +70,8 @@ class _State(threading.local):
         # T.sync_grid (sim/grid.py): the launch's GridTurns and this block's place in it
         self.grid_turns = None
         self.grid_block = 0
+        # the blocks of the launch that made an acquiring access (block_races.py)
+        self.block_acquired = set()
 
 
 STATE = _State()
@@ -93,6 +95,7 @@ def lay_out_global(tensor: SimTensor, layout) -> None:
                              f"different layouts in one launch")
         return
     physical = tensor.data
+    tensor.blocks = None            # (its elements move: not checked for block races)
     where = np.unravel_index(layout.offsets(), physical.shape)
     tensor.data = physical[where]
     STATE.laid_out[id(tensor)] = (tensor, layout, physical, where)
@@ -683,7 +686,7 @@ class SimTensor:
     array, so that every access reaches ``wrote``/``check_written``."""
 
     __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations",
-                 "safe_value", "gpu_strides", "overlaid", "stale")
+                 "safe_value", "gpu_strides", "overlaid", "stale", "blocks")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None,
                  gpu_strides: tuple | None = None):
@@ -701,6 +704,9 @@ class SimTensor:
         # elements whose bytes one of them wrote last: (mask, that tile)
         self.overlaid = ()
         self.stale = None
+        # a global tensor of a launch of several blocks: which block wrote each element
+        # (``block_races.py``); its ``unwritten`` is then an array, so every access is seen
+        self.blocks = None
 
     def outside(self):
         """What an element outside this global tensor reads as: its
@@ -715,6 +721,10 @@ class SimTensor:
             other.clobbered(self, idx)
         if getattr(self, "stale", None) is not None:
             self.stale[0][... if idx is None else idx] = False
+        if getattr(self, "blocks", None) is not None:
+            self.blocks.write(self, idx)
+            self.unwritten[... if idx is None else idx] = False
+            return
         if self.races is not None:
             self.races.write(idx)
             self.unwritten[... if idx is None else idx] = False
@@ -757,6 +767,8 @@ class SimTensor:
         first element nothing has written and the kernel's line."""
         if self.races is not None:
             self.races.read(idx, active)
+        if getattr(self, "blocks", None) is not None:
+            self.blocks.read(self, idx, active)
         unwritten = self.unwritten
         if unwritten is None:
             return

@@ -37,6 +37,7 @@ from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy, check_max_nreg
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
+from tilejit.sim.block_races import block_id
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
 from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
                                  varies)
@@ -724,6 +725,9 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     v_b = np.broadcast_to(np.asarray(v, dtype=tensor.data.dtype), shape)
     sel = active.reshape(-1)
     where = tuple(i.reshape(-1)[sel] for i in idx_b)
+    if return_prev or op == "load":
+        # an acquiring access: the block orders its later reads itself (block_races.py)
+        STATE.block_acquired.add(block_id())
     if op == "load":
         old = tensor.data[where]
     elif op == "store":         # lanes storing to one element: the last in lane order

@@ -1,0 +1,158 @@
+"""Races between the blocks of one launch on a global tensor, found in simulation.
+
+The simulator runs a launch's blocks one after another, in block order; the GPU runs
+them in any order, or at once. A kernel whose result depends on that order computes one
+answer here and any of several there, so the simulator reports it instead (it is never
+kinder than the GPU):
+
+- two blocks writing one element different values (bit for bit): the element ends as
+  either block's;
+- a block reading an element another block wrote in the same launch, whose value the
+  write changed: on the GPU the read may come first.
+
+Writes of the same value (every block storing one flag) and reads of an element a write
+left as it was are not races in effect and pass. Atomics (``T.atomic_*``) are ordered by
+the hardware: they do not take an element, and their reads (an atomic reads its
+destination) are checked as reads. A block that makes an acquiring access (an atomic
+that returns a value, ``T.atomic_load``) orders its later reads itself (the flag and
+counter protocols of stream-K, the last block of a split reduction): its reads are not
+checked from then on. A kernel with ``T.sync_grid()`` orders its blocks with the barrier
+and is not checked (``grid.py``), nor are tensors laid out by ``T.annotate_layout``,
+read-only ones or those of more than ``BLOCK_RACES_MAX`` elements.
+
+Each global tensor of a launch of more than one block gets a record (``BlockRaces``):
+the block that last wrote each element, the value it wrote and its line, and the
+tensor's values when the launch began. ``SimTensor.wrote``/``check_written`` consult it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tilejit.sim.runtime import STATE, format_location, kernel_frame
+
+
+# the largest tensor checked, in elements (its record holds two copies of it and two
+# int32s an element); a read-only one (an input the kernel cannot write, a broadcast
+# view) has no writes to order
+BLOCK_RACES_MAX = 1 << 24
+
+
+class BlockRaceError(RuntimeError):
+    """Two blocks of one launch access one element of a global tensor, one of them
+    writing, in an order the GPU does not guarantee."""
+
+
+def block_id() -> int:
+    bx, by, bz = STATE.block
+    gx, gy, _ = STATE.grid
+    return bx + gx * (by + gy * bz)
+
+
+def _coords(flat: int) -> tuple:
+    gx, gy, _ = STATE.grid
+    return (flat % gx, flat // gx % gy, flat // (gx * gy))
+
+
+def _location():
+    frame = kernel_frame(2)
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _at(what: str, loc) -> str:
+    return "" if loc is None else f"\n{what}:{format_location(*loc)}"
+
+
+class BlockRaces:
+    """The launch's record of one global tensor's elements."""
+
+    __slots__ = ("owner", "written", "before", "lines", "line_ids")
+
+    def __init__(self, data: np.ndarray):
+        self.owner = np.full(data.shape, -1, dtype=np.int32)
+        self.written = np.empty_like(data)
+        self.before = data.copy()
+        self.lines = [None]
+        self.line_ids = np.zeros(data.shape, dtype=np.int32)
+
+    def _line_id(self) -> int:
+        loc = _location()
+        try:
+            return self.lines.index(loc)
+        except ValueError:
+            self.lines.append(loc)
+            return len(self.lines) - 1
+
+    def write(self, tensor, idx) -> None:
+        key = ... if idx is None else idx
+        me = block_id()
+        owners = self.owner[key]
+        new = tensor.data[key]
+        other = (owners >= 0) & (owners != me)
+        if np.any(other):
+            differ = other & ~_same_bits(self.written[key], new)
+            if np.any(differ):
+                self._report_write(tensor, key, differ, owners, new)
+        self.owner[key] = me
+        self.written[key] = new
+        self.line_ids[key] = self._line_id()
+
+    def read(self, tensor, idx, active) -> None:
+        me = block_id()
+        if me in STATE.block_acquired:
+            return
+        key = ... if idx is None else idx
+        owners = self.owner[key]
+        other = (owners >= 0) & (owners != me)
+        if active is not None:
+            other = other & active
+        if not np.any(other):
+            return
+        differ = other & ~_same_bits(self.before[key], tensor.data[key])
+        if np.any(differ):
+            self._report_read(tensor, key, differ, owners)
+
+    # -- the reports -------------------------------------------------------------------
+    def _first(self, key, bad):
+        """The first offending element's index in the tensor, and its place in ``bad``."""
+        if key is ...:
+            pos = tuple(int(i) for i in np.argwhere(bad)[0])
+            return pos, pos
+        if not np.ndim(bad):
+            return tuple(int(i) for i in key), ()
+        pos = tuple(np.argwhere(np.asarray(bad))[0])
+        return tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in key), pos
+
+    def _report_write(self, tensor, key, differ, owners, new):
+        element, pos = self._first(key, differ)
+        other = int(np.asarray(owners)[pos])
+        old, value = self.written[element].item(), np.asarray(new)[pos].item()
+        raise BlockRaceError(
+            f"race on tensor {tensor.name!r}, element {element}: blocks {_coords(other)} and "
+            f"{STATE.block} of one launch write it different values ({old!r} and "
+            f"{value!r}): the GPU runs blocks in any order, so it ends as either. Write "
+            f"each element from one block, or combine the values with T.atomic_add/max/min"
+            f"{_at(f'block {_coords(other)} writes it', self.lines[self.line_ids[element]])}"
+            f"{_at(f'block {STATE.block} writes it', _location())}")
+
+    def _report_read(self, tensor, key, differ, owners):
+        element, pos = self._first(key, differ)
+        other = int(np.asarray(owners)[pos])
+        raise BlockRaceError(
+            f"race on tensor {tensor.name!r}, element {element}: block {STATE.block} reads "
+            f"it after block {_coords(other)} of the same launch wrote it: the GPU runs "
+            f"blocks in any order, so the read may see the value from before the write. "
+            f"Read it in a later launch, or order the blocks (T.sync_grid(), or a flag the "
+            f"writer sets and the reader takes with an atomic that returns it)"
+            f"{_at(f'block {_coords(other)} writes it', self.lines[self.line_ids[element]])}"
+            f"{_at(f'block {STATE.block} reads it', _location())}")
+
+
+def _same_bits(a, b):
+    """Element-wise: whether ``a`` and ``b`` hold the same bytes (NaN equals NaN)."""
+    a = np.asarray(a)
+    b = np.asarray(b, dtype=a.dtype)
+    if a.dtype.kind == "f":
+        bits = np.dtype(f"u{a.dtype.itemsize}")
+        return (np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
+                ).reshape(a.shape)
+    return a == b
