@@ -72,6 +72,44 @@ def test_buffers_messages_and_values_print_in_the_simulator(capsys):
     assert sum("buffer<shared_buf" in line for line in lines) == 12
 
 
+def test_elements_nothing_wrote_print_marked_in_the_simulator(capsys):
+    """TileLang's own debug-print tests print a fresh shared tile: the GPU prints what the
+    memory held; the simulator prints such an element marked `(unwritten)` (a print
+    changes no value), a fragment's through its shared copy too."""
+    @T.prim_func
+    def program(Q: T.Tensor((2, 2), "float16")):
+        with T.Kernel(2, threads=64) as bx:
+            s = T.alloc_shared([2, 2], "float16")
+            f = T.alloc_fragment([2, 2], "float32")
+            for j in T.Parallel(2):
+                s[0, j] = j + 1.0
+            for i, j in T.Parallel(2, 2):
+                if i == 1:
+                    f[i, j] = i + j
+            if bx == 1:
+                T.print(s, msg="s")
+                T.print(f, msg="f")
+
+    tilejit.compile(program)(_q()[:, :2].copy())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["s[0, 0] = 1.0", "s[0, 1] = 2.0", "s[1, 0] = (unwritten)",
+                     "s[1, 1] = (unwritten)", "f[0, 0] = (unwritten)",
+                     "f[0, 1] = (unwritten)", "f[1, 0] = 1.0", "f[1, 1] = 2.0"]
+
+
+def test_a_value_read_from_an_unwritten_tile_is_still_an_error():
+    from tilejit.sim.runtime import UninitializedReadError
+
+    @T.prim_func
+    def program(Q: T.Tensor((2, 2), "float16")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared([2, 2], "float16")
+            T.print(s[1, 1] + 1)
+
+    with pytest.raises(UninitializedReadError, match=r"s\[1, 1\] is read before"):
+        tilejit.compile(program)(_q()[:, :2].copy())
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_buffer_prints_assemble(arch, ptxas):
     ptx = printing().get_kernel_source(arch=arch)

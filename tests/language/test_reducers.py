@@ -649,7 +649,8 @@ def test_folds_into_chosen_elements_on_the_gpu(op, fixed):
     sim = tilejit.compile(rows_at_a_serial_index(256, op, fixed), out_idx=-1)(a)
     torch.testing.assert_close(b.cpu().double(), _rows_reference(a, op, fixed), rtol=1e-5,
                                atol=1e-5)
-    torch.testing.assert_close(b.cpu(), sim, rtol=1e-6, atol=1e-6)
+    # (sums of 256 in another order: a few float32 ulps of the row's magnitude apart)
+    torch.testing.assert_close(b.cpu(), sim, rtol=1e-5, atol=1e-5)
     a2 = torch.randn(2, 16, 64)
     b2 = tilejit.compile(grid_at_a_serial_index(16, 64), out_idx=-1)(a2.cuda())
     torch.testing.assert_close(b2.cpu().double(), 2 * a2.double().sum(2), rtol=1e-5,

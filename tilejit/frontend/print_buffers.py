@@ -31,6 +31,7 @@ from tilejit.language.dtypes import DType
 _ALLOCATIONS = {T.alloc_shared: "shared", T.alloc_fragment: "fragment",
                 T.alloc_local: "local"}
 _PARAMETERS = ("obj", "msg", "warp_group_id", "warp_id")
+PRINT_SCRATCH = "__tj_print"    # a fragment's shared copy for printing: its name's start
 
 
 def _buffers(ks: KernelSource) -> dict:
@@ -125,7 +126,7 @@ class _Prints(syntax.NodeTransformer):
         text = text or (f"buffer<{name}, {dtype}>" if dtype else f"buffer<{name}>")
         source, stmts = name, []
         if kind == "fragment":
-            source = f"__tj_print{len(self.scratch)}_{name}"
+            source = f"{PRINT_SCRATCH}{len(self.scratch)}_{name}"
             self.scratch.append(self.located(ast.Assign(
                 [ast.Name(source, ast.Store())],
                 self.call(call, "alloc_shared", ast.Tuple(

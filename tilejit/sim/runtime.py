@@ -72,6 +72,10 @@ class _State(threading.local):
         self.grid_block = 0
         # the blocks of the launch that made an acquiring access (block_races.py)
         self.block_acquired = set()
+        # a buffer's print reading its elements (``peeking``), and whether one it read
+        # was never written
+        self.peeking = False
+        self.peeked = False
 
 
 STATE = _State()
@@ -265,6 +269,18 @@ def assert_where_active(cond, msg=""):
         bad = bad & STATE.mask
     if np.any(bad):
         raise AssertionError(msg) if msg != "" else AssertionError()
+
+
+class peeking:     # noqa: N801 - used as `with __tj_sim.peeking():`
+    """A buffer's print: its elements read without the check that they were written
+    (``STATE.peeked`` says whether one was not); T.print_at marks such a line."""
+
+    def __enter__(self):
+        STATE.peeking, STATE.peeked = True, False
+
+    def __exit__(self, *exc):
+        STATE.peeking = STATE.peeked = False
+        return False
 
 
 class helper_scope:     # noqa: N801 - used as `with __tj_sim.helper_scope():`
@@ -765,6 +781,12 @@ class SimTensor:
         """Reading elements ``idx`` (a tuple of index arrays or ints; None: all) on the
         lanes where ``active`` holds (None: all): ``UninitializedReadError`` naming the
         first element nothing has written and the kernel's line."""
+        if STATE.peeking:
+            unwritten = self.unwritten
+            if unwritten is not None:
+                bad = unwritten if idx is None else unwritten[idx]
+                STATE.peeked |= bool(np.any(bad if active is None else bad & active))
+            return
         if self.races is not None:
             self.races.read(idx, active)
         if getattr(self, "blocks", None) is not None:

@@ -332,6 +332,13 @@ def _move(s_t, s_idx, s_in, d_t, d_idx, d_in):
     written = tuple(i[keep] for i in d_flat)
     d_t.data[written] = np.asarray(stored).reshape(-1)[keep]
     d_t.wrote(written)
+    if STATE.peeking and s_t.unwritten is not None:
+        # a fragment copied for its print: what nothing wrote stays marked so
+        bad = (s_t.unwritten[tuple(i.reshape(-1) for i in safe)] & s_in.reshape(-1))[keep]
+        if bad.any():
+            if d_t.unwritten is None:
+                d_t.unwritten = np.zeros(d_t.data.shape, dtype=bool)
+            d_t.unwritten[tuple(i[bad] for i in written)] = True
 
 
 def transpose(src, dst):
@@ -980,6 +987,10 @@ def print_at(value, msg, lane, *index):
     """``msg[index] = value``, once for the block (thread ``lane``'s value where the
     element differs between threads), or every thread's for ``lane`` -1."""
     where = ", ".join(str(int(i)) for i in np.asarray(index).reshape(len(index), -1)[:, 0])
+    if STATE.peeking and STATE.peeked:
+        # an element nothing wrote (on the GPU: whatever the memory held)
+        builtins.print(f"{msg}[{where}] = (unwritten)")
+        return
     if np.ndim(value) == 0:
         builtins.print(f"{msg}[{where}] = {value}")
     elif lane >= 0:

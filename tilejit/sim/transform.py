@@ -26,6 +26,7 @@ import itertools
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.explicit_sync import is_ws
+from tilejit.frontend.print_buffers import PRINT_SCRATCH
 from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
@@ -281,7 +282,9 @@ def _step(original, node):
     if not any(isinstance(n, ast.Subscript) for n in syntax.walk(original)):
         return node
     call = ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), "step", ast.Load()), [], [])
-    return ast.copy_location(ast.With([ast.withitem(call, None)], [node]), original)
+    # (a tuple target under a mask is several statements: `a[0], a[1] = a[1], a[0]`)
+    body = node if isinstance(node, list) else [node]
+    return ast.copy_location(ast.With([ast.withitem(call, None)], body), original)
 
 
 def uses_thread_index(fdef: ast.FunctionDef) -> bool:
@@ -375,6 +378,22 @@ class SimRewriter(syntax.NodeTransformer):
         ids = ast.Tuple(list(node.items[0].context_expr.args), ast.Load())
         inner = ast.With([ast.withitem(_call("role_body", []), None)], node.body)
         return ast.copy_location(ast.If(_call("in_role", [ids]), [inner], []), node)
+
+    def visit_Expr(self, node):
+        """A buffer's print (``print_buffers.py``: each element's ``T.print_at``, and a
+        fragment's copy into its shared scratch first) reads its elements with
+        ``peeking``: one nothing wrote is printed marked so, not an error (the GPU prints
+        whatever the memory held; printing it changes no value)."""
+        node = self.generic_visit(node)
+        call = node.value
+        if not isinstance(call, ast.Call):
+            return node
+        fn = resolve_static(call.func, self.namespace)
+        if fn is T.print_at or (fn is T.copy and len(call.args) == 2 and isinstance(
+                call.args[1], ast.Name) and call.args[1].id.startswith(PRINT_SCRATCH)):
+            return ast.copy_location(ast.With([ast.withitem(_call("peeking", []), None)],
+                                              [node]), node)
+        return node
 
     def visit_Call(self, node):
         # a stage of a multi-buffered tile as a T.gemm operand (T.gemm(A_s[k % 2, :, :],
