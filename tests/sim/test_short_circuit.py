@@ -41,3 +41,26 @@ def test_and_or_read_their_right_side_where_the_left_asks():
     want_z[:5] = np.where(x > 0, 1.0, np.where(x < -1, 2.0, 0.0))
     np.testing.assert_array_equal(z, want_z)
     guarded_reads.compile(x, y, z, target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def swaps_under_a_branch(X, Y):
+    """A tuple assignment with subscripts under a per-thread `if` (TileLang's sparse
+    compress: `nz_idx[0], nz_idx[1] = nz_idx[1], nz_idx[0]`): several statements in the
+    simulator's masked body (it had nested a list there: a TypeError at compile)."""
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        pair = T.alloc_local((2,), "float32")
+        pair[0] = X[tx]
+        pair[1] = X[tx] * 10
+        if tx % 2 == 1:
+            pair[0], pair[1] = pair[1], pair[0]
+        Y[tx] = pair[0] - pair[1]
+
+
+def test_a_swap_under_a_per_thread_branch(ptxas):
+    x = np.arange(1, 33, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    swaps_under_a_branch(x, y)
+    np.testing.assert_array_equal(y, np.where(np.arange(32) % 2 == 1, 9 * x, -9 * x))
+    ptxas(swaps_under_a_branch.compile(x, y, target="cuda", arch="sm_90a").ptx, "sm_90a")
