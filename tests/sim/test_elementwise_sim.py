@@ -217,3 +217,78 @@ def test_the_simulator_takes_gpu_tensors(dtype):
     tol = 1e-5 if dtype == "float32" else 1e-2
     torch.testing.assert_close(y_sim.double(), ref, rtol=tol, atol=tol)
     torch.testing.assert_close(y_sim, y_gpu, rtol=tol, atol=tol)
+
+
+def _iota(n):
+    @T.prim_func
+    def main(out: T.Tensor((n,), "int32")):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                out[bx * 64 + i] = bx * 64 + i
+    return main
+
+
+@pytest.mark.gpu
+def test_a_kernel_without_inputs_simulated_puts_its_outputs_on_the_device(monkeypatch):
+    """TileLang's `kernel()` of a fill, simulated on a GPU machine (TILEJIT_TARGET=sim):
+    the output where the GPU's launch puts it, as TileLang's tests compare it there."""
+    monkeypatch.setenv("TILEJIT_TARGET", "sim")
+    out = tilejit.compile(_iota(256), out_idx=[0])()
+    assert out.device.type == "cuda"
+    assert torch.equal(out.cpu(), torch.arange(256, dtype=torch.int32))
+    monkeypatch.delenv("TILEJIT_TARGET")
+    assert torch.equal(tilejit.compile(_iota(256), out_idx=[0])(), out)
+
+
+def _scaled(n, block=64):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2
+    return main
+
+
+@pytest.mark.gpu
+def test_autotune_simulated_on_a_gpu_machine_takes_the_first_config(monkeypatch):
+    """Under TILEJIT_TARGET=sim with CUDA inputs the autotuner simulates each config (no
+    timing: a simulated launch has none) and keeps the first that runs."""
+    import tilejit as tilelang
+    monkeypatch.setenv("TILEJIT_TARGET", "sim")
+
+    @tilelang.autotune(configs=[{"block": 32}, {"block": 64}])
+    @tilelang.jit(out_idx=[1])
+    def scaled(n, block=128):
+        return _scaled(n, block)
+
+    a = torch.randn(256, device="cuda")
+    b = scaled(256)(a)
+    assert b.device.type == "cuda"
+    torch.testing.assert_close(b, a * 2)
+
+
+@pytest.mark.gpu
+def test_eager_autotune_simulated_with_device_inputs(monkeypatch):
+    """TileLang's eager autotune test under TILEJIT_TARGET=sim: its inputs on the device
+    (set_autotune_inputs) had made the tuner time simulated launches with the GPU's
+    events, and every config failed."""
+    import tilejit as tilelang
+    from tilejit.autotuner import set_autotune_inputs
+    monkeypatch.setenv("TILEJIT_TARGET", "sim")
+
+    @tilelang.autotune(configs=[{"block": 32}, {"block": 64}])
+    @tilelang.jit
+    def eager(A, block=128):
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        B = T.empty((n,), "float32")
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                B[bx * block + i] = A[bx * block + i] * 2
+        return B
+
+    a = torch.randn(256).cuda()
+    with set_autotune_inputs([a]):
+        b = eager(a)
+    assert b.device.type == "cuda"
+    torch.testing.assert_close(b, a * 2)

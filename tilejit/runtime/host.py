@@ -206,7 +206,8 @@ def placement_without_inputs(kernel) -> _Placement:
     """A kernel whose only tensors are its outputs (``kernel()`` of a fill or an iota)
     runs on the current CUDA device when its target allows one and torch and a device
     are there, with torch outputs; else in the simulator, with torch CPU outputs when
-    torch is imported (what TileLang's kernels return) and numpy ones otherwise."""
+    torch is imported (what TileLang's kernels return) and numpy ones otherwise; the
+    simulator as the target on a machine with a device puts them on the device."""
     torch = sys.modules.get("torch")
     target = kernel._env_target or kernel.target
     if target in ("auto", "cuda"):
@@ -222,6 +223,11 @@ def placement_without_inputs(kernel) -> _Placement:
                                     "its T.empty outputs allocates them with torch on the "
                                     "GPU; torch is not installed") from None
             return _Placement(torch.cuda.current_device(), True)
+    if target == "sim" and torch is not None and torch.cuda.is_available():
+        # the simulator standing in for the GPU on a machine that has one (TileLang's
+        # tests under TILEJIT_TARGET=sim): the outputs where the GPU's would be, simulated
+        # on host copies and written back (sim/runner._wrap)
+        return _Placement(torch.cuda.current_device(), True)
     return _Placement(-1, torch is not None)
 
 

@@ -309,6 +309,8 @@ class ClassicAutotuner:
     def _device(self, inputs) -> str:
         """"sim", or "cuda:<arch>:<name>" of the device the configs run on."""
         torch = sys.modules.get("torch")
+        if target_override() == "sim" or self.program.target == "sim":
+            return "sim"        # (CUDA tensors too: simulated on host copies, not timed)
         if inputs:
             on_cuda = [t for t in inputs if torch is not None and isinstance(t, torch.Tensor)
                        and t.is_cuda]
@@ -316,8 +318,6 @@ class ClassicAutotuner:
                 return "sim"
             index = on_cuda[0].get_device()
         else:
-            if target_override() == "sim" or self.program.target == "sim":
-                return "sim"
             try:
                 import torch
             except ImportError:

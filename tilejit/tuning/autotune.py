@@ -346,6 +346,9 @@ class Autotuner:
                 device = cuda if device is None else device
         if len(args) > len(params):
             parts.append(("extra positional", len(args)))
+        if (getattr(self.kernel, "_env_target", None) or
+                getattr(self.kernel, "target", None)) == "sim":
+            device = None       # CUDA tensors too: simulated on host copies, not timed
         return tuple(parts), ("sim" if device is None else cuda_device_name(device))
 
     def _disk_key(self, sig) -> str:
