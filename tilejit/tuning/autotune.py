@@ -16,6 +16,7 @@ import numpy as np
 
 from tilejit.runtime.disk_cache import DiskCache, digest, function_fingerprint
 from tilejit.errors import CompileError
+from tilejit.options import target_override
 from tilejit.tuning.bench import check_count, do_bench, event_times
 from tilejit.tuning.precompile import default_workers, precompile
 
@@ -346,8 +347,8 @@ class Autotuner:
                 device = cuda if device is None else device
         if len(args) > len(params):
             parts.append(("extra positional", len(args)))
-        if (getattr(self.kernel, "_env_target", None) or
-                getattr(self.kernel, "target", None)) == "sim":
+        inner = getattr(self.kernel, "kernel", self.kernel)     # (a @tilejit.jit program's)
+        if target_override() == "sim" or getattr(inner, "target", None) == "sim":
             device = None       # CUDA tensors too: simulated on host copies, not timed
         return tuple(parts), ("sim" if device is None else cuda_device_name(device))
 
