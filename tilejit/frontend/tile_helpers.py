@@ -73,6 +73,7 @@ class _Inliner:
         self.ks = ks
         self.count = 0
         self.fragments = None       # the kernel's fragments' names, when first asked
+        self.must = {}              # helper -> whether a call of it must be inlined
 
     def run(self, node, depth):
         for stmts in statement_lists(node):
@@ -128,12 +129,16 @@ class _Inliner:
 
     def _must_inline(self, call) -> bool:
         fn = _helper(resolve_static(call.func, self.ks.namespace))
-        found = fn is not None and function_def_from_file(fn)
-        if not found or not (found[1].body and isinstance(found[1].body[-1], ast.Return)):
+        if fn is None:
             return False
-        own = {**current_namespace(fn), "T": T}
-        return reaches(found[1], own, _tile_op, _DEPTH) or \
-            reaches(found[1], own, _front_end_op, _DEPTH)
+        if fn not in self.must:         # (one answer per helper: its source is read once)
+            found = function_def_from_file(fn)
+            own = {**current_namespace(fn), "T": T} if found else None
+            self.must[fn] = bool(found) and bool(found[1].body) and isinstance(
+                found[1].body[-1], ast.Return) and (
+                    reaches(found[1], own, _tile_op, _DEPTH) or
+                    reaches(found[1], own, _front_end_op, _DEPTH))
+        return self.must[fn]
 
     def _inline(self, stmt, depth):
         # `v = helper(...)`: the body, its last statement `return e` made `v = e`
