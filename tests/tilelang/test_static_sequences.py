@@ -301,3 +301,23 @@ def test_a_modules_own_list_is_called(tmp_path, monkeypatch, ptxas):
     ptx = tilejit.compile(lane_wise(seq_own_list.own_list),
                           target="cuda").get_kernel_source(arch="sm_90a")
     ptxas(ptx, "sm_90a")
+
+
+def grows_on_some_lanes(a):
+    res = [a]
+    if a > 0:
+        res.append(a * 2)
+    return res[0] + len(res)
+
+
+def test_a_list_that_grows_under_a_lane_branch_is_refused_in_both():
+    """Its length would differ between threads: the compile cannot type it, and the
+    simulator (which had given every lane the longer one) says so at the append."""
+    with pytest.raises(TypeError, match=r"gets another length under a branch on a "
+                                        r"thread's value \(1 items, then 2\)") as e:
+        tilejit.compile(lane_wise(grows_on_some_lanes), out_idx=[1], target="llvm")(
+            torch.linspace(-2, 2, 64))
+    assert "res.append(a * 2)" in str(e.value)
+    with pytest.raises(tilejit.CompileError):
+        tilejit.compile(lane_wise(grows_on_some_lanes), out_idx=[1],
+                        target="cuda").get_kernel_source(arch="sm_90a")

@@ -305,6 +305,13 @@ def blend(old, new):
         return new
     if isinstance(new, tuple) and isinstance(old, tuple) and len(new) == len(old):
         return tuple(blend(o, n) for o, n in zip(old, new))
+    if isinstance(new, tuple) and isinstance(old, tuple) and np.ndim(mask) > 0:
+        # (a helper's list appended to under `if x > 0:`, static_sequences.py)
+        raise TypeError(f"a tuple (or a helper's list) gets another length under a branch "
+                        f"on a thread's value ({len(old)} items, then {len(new)}): kernel "
+                        f"code fixes a sequence's length when it compiles (the GPU's "
+                        f"compile refuses it); give it one length on every path"
+                        f"{_caller_location(2)}")
     if np.ndim(mask) == 0:
         return new if bool(mask) else old
     return np.where(mask, new, old)
