@@ -44,6 +44,21 @@ def powers(x):
     return total
 
 
+def folds(a):
+    """``[a] * 3``, sum/max of displays, enumerate(reversed(...)): trace-time Python."""
+    zs = [a] * 3
+    total = sum([a, 2.0, 1.0])
+    hi = max([a, 1.0])
+    acc = 0.0
+    for i, v in enumerate(reversed([a, 2.0])):
+        acc += v * (i + 1)
+    return total + hi + acc + zs[2]
+
+
+def _folds_want(a):
+    return (a + 3) + torch.clamp(a, min=1.0) + (2 + a * 2) + a
+
+
 def appends_in_a_loop(x, n):
     out = []
     for k in range(n):
@@ -130,6 +145,7 @@ def test_pack_and_unpack_ptx_assembles(arch, ptxas):
 
 @pytest.mark.parametrize("fn, want", [
     (powers, lambda a: a + a ** 2 + a ** 3 + a ** 4),
+    (folds, _folds_want),
     (mixed_items, lambda a: (a * 2 + 1.0) * 0.5 + 1.0),
 ])
 def test_comprehension_and_mixed_tuple_loop(fn, want, ptxas):
@@ -183,7 +199,7 @@ def test_gpu_pack_and_unpack_match_torch_and_the_simulator():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fn", [powers, mixed_items])
+@pytest.mark.parametrize("fn", [powers, mixed_items, folds])
 def test_gpu_comprehension_and_mixed_tuple_loop_match_the_simulator(fn):
     kernel = tilejit.compile(lane_wise(fn), out_idx=[1])
     a = torch.linspace(-2, 2, 64)

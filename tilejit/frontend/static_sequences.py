@@ -20,6 +20,9 @@ tuples, in simulation as on the GPU (the simulator runs the same rewritten helpe
   ``res[k] = v`` at an index ``k`` known from the text (the tuple rebuilt); such a change
   left in a loop that could not be unrolled, or at another index, is a CompileError at
   its line; ``return [a, b]`` returns the tuple;
+- ``[x] * 3`` of names and constants: the display repeated; ``sum``, ``max`` and
+  ``min`` of a known sequence: its items folded (``0 + a + b``, ``max(a, b)``: Numba's
+  device code has no sum of a sequence); ``reversed`` of one: its items reversed;
 - ``list(t)`` / ``tuple(t)``: ``t`` (as in the kernel's body: ``rewrite._SequenceCalls``),
   unless the helper or its module binds the name to something of its own.
 """
@@ -33,7 +36,7 @@ from tilejit import syntax
 from tilejit.errors import CompileError
 
 _SEQUENCE_NAMES = ("list", "tuple")
-_ITERATORS = ("range", "zip", "enumerate")      # over displays: their items known too
+_ITERATORS = ("range", "zip", "enumerate", "reversed")     # over displays: items known too
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
            ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)
 
@@ -44,16 +47,18 @@ def static_sequences(fdef: ast.FunctionDef, filename: str = "<helper>",
     changed. Raises CompileError for a list appended to in a loop that stays a loop.
     ``namespace``: the helper's globals, where a ``list``/``tuple`` of the user's own is
     not the builtin (its calls are left as they are)."""
-    shadowed = {n for n in _SEQUENCE_NAMES + _ITERATORS
+    shadowed = {n for n in _SEQUENCE_NAMES + _ITERATORS + ("sum", "max", "min")
                 if (namespace or {}).get(n, builtins.__dict__[n]) is not builtins.__dict__[n]}
     shadowed |= _assigned_names(fdef)
+    repeats = _Repeats()
+    repeats.visit(fdef)
     lists = _static_lists(fdef, shadowed)
     rewriter = _Rewriter(lists, shadowed)
     fdef.body = rewriter.statements(fdef.body)
     if lists:
         _check_no_loop_updates(fdef, lists, filename)
         _Updates(lists, shadowed, filename).visit(fdef)
-    if rewriter.changed or lists:
+    if rewriter.changed or lists or repeats.changed:
         syntax.fix_missing_locations(fdef)
         return True
     return False
@@ -261,6 +266,9 @@ def _items(iterable, shadowed=frozenset()) -> list | None:
         if any(isinstance(e, ast.Starred) for e in iterable.elts):
             return None
         return list(iterable.elts)
+    if _call_of(iterable, "reversed") and len(iterable.args) == 1:
+        items = _items(iterable.args[0], shadowed)
+        return None if items is None else items[::-1]
     if _call_of(iterable, "enumerate") and len(iterable.args) == 1:
         items = _items(iterable.args[0], shadowed)
         return None if items is None else \
@@ -329,6 +337,27 @@ class _Substitute(syntax.NodeTransformer):
         return node
 
 
+class _Repeats(syntax.NodeTransformer):
+    """Run first, so that ``zs = [0.0] * 3`` is a list display the rest reads."""
+
+    def __init__(self):
+        self.changed = False
+
+    def visit_BinOp(self, node):
+        """``[x] * 3`` (or ``3 * [x]``) of names and constants: the display repeated."""
+        node = self.generic_visit(node)
+        if not isinstance(node.op, ast.Mult):
+            return node
+        for seq, count in ((node.left, node.right), (node.right, node.left)):
+            n = _int_constant(count)
+            if isinstance(seq, (ast.List, ast.Tuple)) and n is not None and 0 <= n <= 64 and \
+                    all(isinstance(e, (ast.Name, ast.Constant)) for e in seq.elts):
+                self.changed = True
+                elts = [copy.deepcopy(e) for _ in range(n) for e in seq.elts]
+                return ast.copy_location(type(seq)(elts, ast.Load()), node)
+        return node
+
+
 class _Rewriter(syntax.NodeTransformer):
     def __init__(self, lists, shadowed):
         self.lists = lists
@@ -357,8 +386,29 @@ class _Rewriter(syntax.NodeTransformer):
             node.value = ast.copy_location(ast.Tuple(node.value.elts, ast.Load()), node.value)
         return node
 
+    def _folded(self, node):
+        """``sum([a, b])`` as ``0 + a + b``, ``max([a, b])`` as ``max(a, b)`` (and of the
+        other known sequences): Numba's device code has no sum or max of a sequence."""
+        name = node.func.id
+        items = _items(node.args[0], self.shadowed)
+        if items is None or not items or name in self.shadowed:
+            return None
+        self.changed = True
+        if name != "sum":
+            return ast.Call(ast.Name(name, ast.Load()), items, []) if len(items) > 1 \
+                else items[0]
+        out = ast.Constant(0)
+        for item in items:
+            out = ast.BinOp(out, ast.Add(), item)
+        return out
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
+        if _call_of(node, "sum") and len(node.args) == 1 or (
+                (_call_of(node, "max") or _call_of(node, "min")) and len(node.args) == 1):
+            folded = self._folded(node)
+            if folded is not None:
+                return ast.copy_location(folded, node)
         if isinstance(node.func, ast.Name) and node.func.id in _SEQUENCE_NAMES and \
                 node.func.id not in self.shadowed and len(node.args) == 1 and \
                 not node.keywords and not isinstance(
