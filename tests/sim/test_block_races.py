@@ -87,6 +87,92 @@ def last_block_reduces(A: T.Tensor((256,), "float32"), P: T.Tensor((4,), "float3
                 Out[0] = P[0] + P[1] + P[2] + P[3]
 
 
+@T.prim_func
+def serial_split_k(A: T.Tensor((4, 64), "float32"), Sem: T.Tensor((1,), "int32"),
+                   C: T.Tensor((64,), "float32")):
+    """CUTLASS's serial split-K: split bx waits until the semaphore reads bx (an atomic
+    load), adds its part into C and hands the semaphore on: the read-modify-writes of C
+    are ordered."""
+    with T.Kernel(4, threads=64) as bx:
+        tx = T.get_thread_binding()
+        if bx == 0:
+            C[tx] = A[0, tx]
+        else:
+            while T.atomic_load(Sem[0]) != bx:
+                pass
+            C[tx] = C[tx] + A[bx, tx]
+        T.sync_threads()
+        if tx == 0:
+            T.atomic_store(Sem[0], bx + 1)
+
+
+@T.prim_func
+def last_block_resets(A: T.Tensor((4,), "float32"), P: T.Tensor((4,), "float32"),
+                      Count: T.Tensor((1,), "int32"), Out: T.Tensor((1,), "float32")):
+    """The last block reduces the partials and clears the workspace for the next launch."""
+    with T.Kernel(4, threads=32) as bx:
+        tx = T.get_thread_binding()
+        if tx == 0:
+            P[bx] = A[bx] * 2.0
+            if T.atomic_add(Count[0], 1, return_prev=True) == 3:
+                Out[0] = P[0] + P[1] + P[2] + P[3]
+                for k in T.serial(4):
+                    P[k] = 0.0
+                Count[0] = 0
+
+
+@T.prim_func
+def hands_rows_across_the_cluster(A: T.Tensor((128,), "float32"),
+                                  B: T.Tensor((128,), "float32")):
+    """Rank 0 writes its row; past the cluster barrier (release, acquire) rank 1 reads it
+    and clears it."""
+    with T.ClusterKernel(4, threads=32, cluster_dims=2) as bx:
+        rank = T.block_rank_in_cluster()
+        if rank == 0:
+            for i in T.Parallel(32):
+                A[bx * 32 + i] = bx + i
+        T.cluster_sync()
+        if rank == 1:
+            for i in T.Parallel(32):
+                B[bx * 32 + i] = A[(bx - 1) * 32 + i] * 2.0
+                A[(bx - 1) * 32 + i] = 0.0
+
+
+@T.prim_func
+def reads_the_other_clusters_row(A: T.Tensor((128,), "float32"),
+                                 B: T.Tensor((128,), "float32")):
+    with T.ClusterKernel(4, threads=32, cluster_dims=2) as bx:
+        for i in T.Parallel(32):
+            A[bx * 32 + i] = bx + i
+        T.cluster_sync()
+        for i in T.Parallel(32):
+            B[bx * 32 + i] = A[(bx + 2) % 4 * 32 + i]
+
+
+@T.prim_func
+def one_role_acquires_another_reads(A: T.Tensor((32,), "float32"),
+                                    Flag: T.Tensor((1,), "int32"),
+                                    B: T.Tensor((32,), "float32")):
+    """Role 0 of block 1 spins on block 0's flag, role 1 then (an mbarrier) reads block
+    0's row: the acquire orders the whole block."""
+    with T.Kernel(2, threads=256) as bx:
+        bar = T.alloc_barrier([128])
+        with T.ws(0):
+            if bx == 0:
+                for i in T.Parallel(32):
+                    A[i] = i
+                T.atomic_add(Flag[0], 1)
+            else:
+                while T.atomic_load(Flag[0]) == 0:
+                    pass
+            T.mbarrier_arrive(bar[0])
+        with T.ws(1):
+            T.mbarrier_wait_parity(bar[0], 0)
+            if bx == 1:
+                for i in T.Parallel(32):
+                    B[i] = A[i] + 1.0
+
+
 def _run(kernel, *args):
     tilejit.compile(kernel, target="llvm")(*args)
 
@@ -149,3 +235,36 @@ def test_a_block_that_acquires_orders_its_reads():
     assert count.item() == 4
     torch.testing.assert_close(out.double(), a.double().sum().reshape(1), rtol=1e-5,
                                atol=1e-4)
+
+
+def test_a_semaphore_orders_the_writes_of_its_holders():
+    a, sem, c = torch.randn(4, 64), torch.zeros(1, dtype=torch.int32), torch.zeros(64)
+    _run(serial_split_k, a, sem, c)
+    assert sem.item() == 4
+    torch.testing.assert_close(c, a.sum(0))
+
+
+def test_the_last_block_rewrites_what_the_others_wrote():
+    a, p = torch.randn(4), torch.zeros(4)
+    count, out = torch.zeros(1, dtype=torch.int32), torch.zeros(1)
+    for _ in range(2):                      # the workspace cleared for the next launch
+        _run(last_block_resets, a, p, count, out)
+        assert count.item() == 0 and torch.equal(p, torch.zeros(4))
+        torch.testing.assert_close(out, (a * 2).sum().reshape(1))
+
+
+def test_a_cluster_barrier_orders_the_clusters_blocks():
+    a, b = torch.zeros(128), torch.zeros(128)
+    _run(hands_rows_across_the_cluster, a, b)
+    want = torch.arange(32.0) * 2
+    assert torch.equal(b[32:64], want) and torch.equal(b[96:], want + 4)
+    assert torch.equal(a, torch.zeros(128))
+    with pytest.raises(BlockRaceError, match=r"block \(2, 0, 0\) reads it after block "
+                                             r"\(0, 0, 0\)"):
+        _run(reads_the_other_clusters_row, torch.zeros(128), torch.zeros(128))
+
+
+def test_an_acquire_orders_the_other_roles_of_the_block():
+    a, flag, b = torch.zeros(32), torch.zeros(1, dtype=torch.int32), torch.zeros(32)
+    _run(one_role_acquires_another_reads, a, flag, b)
+    assert torch.equal(b, torch.arange(32.0) + 1)

@@ -14,9 +14,13 @@ Writes of the same value (every block storing one flag) and reads of an element 
 left as it was are not races in effect and pass. Atomics (``T.atomic_*``) are ordered by
 the hardware: they do not take an element, and their reads (an atomic reads its
 destination) are checked as reads. A block that makes an acquiring access (an atomic
-that returns a value, ``T.atomic_load``) orders its later reads itself (the flag and
-counter protocols of stream-K, the last block of a split reduction): its reads are not
-checked from then on. A kernel with ``T.sync_grid()`` orders its blocks with the barrier
+that returns a value, ``T.atomic_load``) orders its later accesses itself (the flag and
+counter protocols of stream-K, the last block of a split reduction, the semaphore of a
+serial split-K whose splits add into C in turn): its reads and writes are not checked
+from then on. A block past its cluster's barrier (``T.cluster_wait``/``T.cluster_sync``:
+release and acquire across the cluster) is ordered after its cluster's blocks: its
+accesses are not checked against theirs. A kernel with ``T.sync_grid()`` orders its
+blocks with the barrier
 and is not checked (``grid.py``), nor are tensors laid out by ``T.annotate_layout``,
 read-only ones or those of more than ``BLOCK_RACES_MAX`` elements.
 
@@ -53,6 +57,22 @@ def _coords(flat: int) -> tuple:
     return (flat % gx, flat // gx % gy, flat // (gx * gy))
 
 
+def _unordered(owners, me: int):
+    """Which of ``owners`` (the blocks that last wrote elements, -1 where none did) wrote
+    them unordered with block ``me``'s access: another block, not one of its cluster once
+    ``me`` has waited at the cluster's barrier."""
+    other = (owners >= 0) & (owners != me)
+    if me in STATE.cluster_waited:
+        gx, gy, _ = STATE.grid
+        cx, cy, cz = STATE.cluster
+        bx, by, bz = STATE.block
+        owners = np.asarray(owners)
+        peer = (owners % gx // cx == bx // cx) & (owners // gx % gy // cy == by // cy) & \
+            (owners // (gx * gy) // cz == bz // cz)
+        other = other & ~peer
+    return other
+
+
 def _location():
     frame = kernel_frame(2)
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
@@ -85,13 +105,14 @@ class BlockRaces:
     def write(self, tensor, idx) -> None:
         key = ... if idx is None else idx
         me = block_id()
-        owners = self.owner[key]
         new = tensor.data[key]
-        other = (owners >= 0) & (owners != me)
-        if np.any(other):
-            differ = other & ~_same_bits(self.written[key], new)
-            if np.any(differ):
-                self._report_write(tensor, key, differ, owners, new)
+        if me not in STATE.block_acquired:
+            owners = self.owner[key]
+            other = _unordered(owners, me)
+            if np.any(other):
+                differ = other & ~_same_bits(self.written[key], new)
+                if np.any(differ):
+                    self._report_write(tensor, key, differ, owners, new)
         self.owner[key] = me
         self.written[key] = new
         self.line_ids[key] = self._line_id()
@@ -102,7 +123,7 @@ class BlockRaces:
             return
         key = ... if idx is None else idx
         owners = self.owner[key]
-        other = (owners >= 0) & (owners != me)
+        other = _unordered(owners, me)
         if active is not None:
             other = other & active
         if not np.any(other):

@@ -16,6 +16,7 @@ import numpy as np
 
 from tilejit.language.cluster import check_cluster_mask
 from tilejit.sim import semantics
+from tilejit.sim.block_races import block_id
 from tilejit.sim.runtime import _INTERNAL, STATE, kernel_frame
 
 
@@ -109,7 +110,11 @@ def cluster_barrier(kind):
     run one after another (lower ranks first), and blocks of a cluster share no memory
     but the global tensors. A program that hands data through a global tensor from a
     higher rank to a lower one across the barrier computes differently here than on the
-    GPU (and one that races across it is not reported)."""
+    GPU (and one that races across it is not reported). A wait (acquire) orders the
+    block's later accesses to global tensors after its cluster's blocks' (``block_races.py``:
+    a row one rank writes and another reads across the barrier is no race)."""
+    if kind in ("wait", "sync"):
+        STATE.cluster_waited.add(block_id())
     return None
 
 

@@ -332,9 +332,12 @@ class BlockRoles:
                          f"{barrier.describe()}{location}")
         return "\n".join(lines)
 
-    def _role(self, k, fn, args, grid, threads):
+    def _role(self, k, fn, args, grid, threads, acquired):
         state = STATE
         state.block, state.mask, state.grid, state.threads = self.block, None, grid, threads
+        # the launch's blocks ordered by an acquire or a cluster barrier (block_races.py):
+        # one role's acquire orders the block's accesses from every role after it
+        state.block_acquired, state.cluster_waited = acquired
         state.roles, state.role, state.role_threads = self, k, self.size
         # a kernel that reads its thread index runs each role lane-wise over its own
         # warpgroup's threads (sim/threads.py: the index is the block's, 128 k + lane)
@@ -361,7 +364,9 @@ class BlockRoles:
                 self.cond.notify_all()
 
     def run(self, fn, args, grid, threads):
-        workers = [threading.Thread(target=self._role, args=(k, fn, args, grid, threads),
+        acquired = (STATE.block_acquired, STATE.cluster_waited)
+        workers = [threading.Thread(target=self._role,
+                                    args=(k, fn, args, grid, threads, acquired),
                                     name=f"tilejit-sim-role-{k}", daemon=True)
                    for k in range(self.nroles)]
         for w in workers:

@@ -256,7 +256,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state.lanes = launch.threads if fn.per_thread else 0
     state.in_parallel = 0
     state.laid_out = {}
-    state.block_acquired = set()
+    state.block_acquired, state.cluster_waited = set(), set()
     done = False
     try:
         blocks = [(bx, by, bz) for bz, by, bx in itertools.product(range(gz), range(gy),

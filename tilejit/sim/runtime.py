@@ -72,6 +72,8 @@ class _State(threading.local):
         self.grid_block = 0
         # the blocks of the launch that made an acquiring access (block_races.py)
         self.block_acquired = set()
+        # ... and those past a barrier of their cluster (T.cluster_wait, T.cluster_sync)
+        self.cluster_waited = set()
         # a buffer's print reading its elements (``peeking``), and whether one it read
         # was never written
         self.peeking = False
