@@ -285,3 +285,18 @@ def test_a_warp_specialized_gemm_with_ragged_edges():
     c = torch.zeros(100, 90, dtype=torch.float32)
     ws_gemm(a, b, c, 32)
     torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-3, rtol=1e-3)
+
+
+@tilejit.kernel
+def ws_cluster_ranks(R):
+    with T.ClusterKernel(4, threads=256, cluster_dims=2) as bx:
+        with T.ws(1):
+            R[bx] = T.block_rank_in_cluster()
+
+
+def test_a_role_knows_its_blocks_cluster():
+    """A role runs on a thread of its own, which takes the launch's cluster (and its safe
+    memory access, laid-out tensors, multicasts) from the block's: its rank was 0."""
+    r = torch.full((4,), -1, dtype=torch.int32)
+    ws_cluster_ranks(r)
+    assert r.tolist() == [0, 1, 0, 1]

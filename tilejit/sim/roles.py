@@ -332,12 +332,15 @@ class BlockRoles:
                          f"{barrier.describe()}{location}")
         return "\n".join(lines)
 
-    def _role(self, k, fn, args, grid, threads, acquired):
+    def _role(self, k, fn, args, grid, threads, launch):
         state = STATE
         state.block, state.mask, state.grid, state.threads = self.block, None, grid, threads
-        # the launch's blocks ordered by an acquire or a cluster barrier (block_races.py):
-        # one role's acquire orders the block's accesses from every role after it
-        state.block_acquired, state.cluster_waited = acquired
+        # the launch's place as the block's thread has it: its cluster, safe memory access,
+        # tensor cores, laid-out tensors and multicasts, and the blocks ordered by an
+        # acquire or a cluster barrier (block_races.py: one role's acquire orders every
+        # role's accesses after it)
+        (state.cluster, state.safe_memory, state.tensor_cores, state.laid_out,
+         state.multicasts, state.block_acquired, state.cluster_waited) = launch
         state.roles, state.role, state.role_threads = self, k, self.size
         # a kernel that reads its thread index runs each role lane-wise over its own
         # warpgroup's threads (sim/threads.py: the index is the block's, 128 k + lane)
@@ -364,9 +367,10 @@ class BlockRoles:
                 self.cond.notify_all()
 
     def run(self, fn, args, grid, threads):
-        acquired = (STATE.block_acquired, STATE.cluster_waited)
+        launch = (STATE.cluster, STATE.safe_memory, STATE.tensor_cores, STATE.laid_out,
+                  STATE.multicasts, STATE.block_acquired, STATE.cluster_waited)
         workers = [threading.Thread(target=self._role,
-                                    args=(k, fn, args, grid, threads, acquired),
+                                    args=(k, fn, args, grid, threads, launch),
                                     name=f"tilejit-sim-role-{k}", daemon=True)
                    for k in range(self.nroles)]
         for w in workers:
