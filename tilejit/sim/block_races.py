@@ -85,14 +85,19 @@ def _at(what: str, loc) -> str:
 class BlockRaces:
     """The launch's record of one global tensor's elements."""
 
-    __slots__ = ("owner", "written", "before", "lines", "line_ids")
+    __slots__ = ("owner", "written", "before", "lines", "line_ids", "writers", "fresh")
 
-    def __init__(self, data: np.ndarray):
-        self.owner = np.full(data.shape, -1, dtype=np.int32)
-        self.written = np.empty_like(data)
+    def __init__(self, data: np.ndarray, fresh: bool = False):
+        # per element the block that last wrote it, the value and the line: made by the
+        # launch's first write (a tensor the launch only reads, its inputs, has none)
+        self.owner = self.written = self.line_ids = None
         self.before = data.copy()
         self.lines = [None]
-        self.line_ids = np.zeros(data.shape, dtype=np.int32)
+        # the blocks that wrote it: a block is checked only once another one has
+        self.writers = set()
+        # whether the tensor's ``unwritten`` records unwritten elements (T.empty's memory);
+        # else it is all False, there only to route the accesses here, and not consulted
+        self.fresh = fresh
 
     def _line_id(self) -> int:
         loc = _location()
@@ -102,24 +107,33 @@ class BlockRaces:
             self.lines.append(loc)
             return len(self.lines) - 1
 
+    def _others_wrote(self, me: int) -> bool:
+        """Whether a block other than ``me`` wrote the tensor in this launch."""
+        return len(self.writers) > 1 or (bool(self.writers) and me not in self.writers)
+
     def write(self, tensor, idx) -> None:
         key = ... if idx is None else idx
         me = block_id()
         new = tensor.data[key]
-        if me not in STATE.block_acquired:
+        if self.owner is None:
+            self.owner = np.full(tensor.data.shape, -1, dtype=np.int32)
+            self.written = np.empty_like(tensor.data)
+            self.line_ids = np.zeros(tensor.data.shape, dtype=np.int32)
+        elif me not in STATE.block_acquired and self._others_wrote(me):
             owners = self.owner[key]
             other = _unordered(owners, me)
             if np.any(other):
                 differ = other & ~_same_bits(self.written[key], new)
                 if np.any(differ):
                     self._report_write(tensor, key, differ, owners, new)
+        self.writers.add(me)
         self.owner[key] = me
         self.written[key] = new
         self.line_ids[key] = self._line_id()
 
     def read(self, tensor, idx, active) -> None:
         me = block_id()
-        if me in STATE.block_acquired:
+        if me in STATE.block_acquired or not self._others_wrote(me):
             return
         key = ... if idx is None else idx
         owners = self.owner[key]

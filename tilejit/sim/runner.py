@@ -240,7 +240,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
         for a in args:
             if isinstance(a, runtime.SimTensor) and a.kind is None and \
                     a.data.flags.writeable and a.data.size <= BLOCK_RACES_MAX:
-                a.blocks = BlockRaces(a.data)
+                a.blocks = BlockRaces(a.data, fresh=a.unwritten is not None)
                 if a.unwritten is None:
                     a.unwritten = np.zeros(a.data.shape, dtype=bool)
     roles = getattr(fn, "warp_roles", False)    # T.ws: each block as warpgroup roles

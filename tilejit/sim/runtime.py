@@ -746,9 +746,11 @@ class SimTensor:
             other.clobbered(self, idx)
         if getattr(self, "stale", None) is not None:
             self.stale[0][... if idx is None else idx] = False
-        if getattr(self, "blocks", None) is not None:
-            self.blocks.write(self, idx)
-            self.unwritten[... if idx is None else idx] = False
+        blocks = getattr(self, "blocks", None)
+        if blocks is not None:
+            blocks.write(self, idx)
+            if blocks.fresh:
+                self.unwritten[... if idx is None else idx] = False
             return
         if self.races is not None:
             self.races.write(idx)
@@ -798,8 +800,11 @@ class SimTensor:
             return
         if self.races is not None:
             self.races.read(idx, active)
-        if getattr(self, "blocks", None) is not None:
-            self.blocks.read(self, idx, active)
+        blocks = getattr(self, "blocks", None)
+        if blocks is not None:
+            blocks.read(self, idx, active)
+            if not blocks.fresh:
+                return          # its ``unwritten`` is all False
         unwritten = self.unwritten
         if unwritten is None:
             return
