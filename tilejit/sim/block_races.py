@@ -20,9 +20,10 @@ serial split-K whose splits add into C in turn): its reads and writes are not ch
 from then on. A block past its cluster's barrier (``T.cluster_wait``/``T.cluster_sync``:
 release and acquire across the cluster) is ordered after its cluster's blocks: its
 accesses are not checked against theirs. A kernel with ``T.sync_grid()`` orders its
-blocks with the barrier
-and is not checked (``grid.py``), nor are tensors laid out by ``T.annotate_layout``,
-read-only ones or those of more than ``BLOCK_RACES_MAX`` elements.
+blocks with the barrier and is not checked (``grid.py``), nor are tensors laid out by
+``T.annotate_layout``, read-only ones or those of more than ``BLOCK_RACES_MAX`` elements;
+nor are accesses through a ``T.view``/``T.reshape`` of a global tensor (``views.py``
+makes it a tensor of its own).
 
 Each global tensor of a launch of more than one block gets a record (``BlockRaces``):
 the block that last wrote each element, the value it wrote and its line, and the
