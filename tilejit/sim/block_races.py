@@ -155,6 +155,15 @@ class BlockRaces:
             return pos, pos
         if not np.ndim(bad):
             return tuple(int(i) for i in key), ()
+        if any(isinstance(k, slice) for k in key):      # a basic key (semantics._basic_copy)
+            grids, arrays, r = np.indices(np.shape(bad)), [], 0
+            for k in key:
+                if isinstance(k, slice):
+                    arrays.append(k.start + grids[r])
+                    r += 1
+                else:
+                    arrays.append(np.full(np.shape(bad), k))
+            key = tuple(arrays)
         pos = tuple(np.argwhere(np.asarray(bad))[0])
         return tuple(int(np.broadcast_to(i, np.shape(bad))[pos]) for i in key), pos
 

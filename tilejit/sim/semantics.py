@@ -305,9 +305,60 @@ def copy(src, dst):
     ``T.annotate_safe_value``) and never written."""
     (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext) = _resolve(
         src, dst, "T.copy")
+    if _basic_copy(s_t, s_start, s_ranged, s_ext, d_t, d_start, d_ranged, d_ext):
+        return
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
     d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
     _move(s_t, s_idx, s_in, d_t, d_idx, d_in)
+
+
+def _basic_key(start, ranged, extents, shape):
+    """The region as a tuple of slices and ints (numpy's basic indexing: a view, no index
+    arrays), or None where it is not wholly inside the tensor or a start is not one int."""
+    key, r = [], 0
+    for d, n in enumerate(shape):
+        s = start[d]
+        if not isinstance(s, (int, np.integer)):
+            return None
+        if d in ranged:
+            e = extents[r]
+            r += 1
+            if s < 0 or s + e > n:
+                return None
+            key.append(slice(int(s), int(s) + e))
+        else:
+            if not 0 <= s < n:
+                return None
+            key.append(int(s))
+    return tuple(key)
+
+
+def _basic_copy(s_t, s_start, s_ranged, s_ext, d_t, d_start, d_ranged, d_ext) -> bool:
+    """``_move``'s result for a copy of two regions wholly inside their tensors, read and
+    written as views (the simulator's most frequent operation: a tile copy of every
+    block's every step), where no record needs each element's own index: False (nothing
+    done) for a tile of per-thread lanes or a view, a shared tile under warp-role race
+    checks or overlaid in another dtype, an element of the source not yet written (the
+    general path reports it), and under a buffer's print."""
+    if type(s_t) is not SimTensor or type(d_t) is not SimTensor or STATE.peeking or \
+            s_t.races is not None or d_t.races is not None or d_t.overlaid or \
+            d_t.stale is not None or s_t.stale is not None:
+        return False
+    s_key = _basic_key(s_start, s_ranged, s_ext, s_t.shape)
+    d_key = _basic_key(d_start, d_ranged, d_ext, d_t.shape) if s_key is not None else None
+    if d_key is None:
+        return False
+    if s_t.unwritten is not None and s_t.unwritten[s_key].any():
+        return False
+    s_t.check_written(s_key)            # (the block-race record takes a basic key too)
+    values = s_t.data[s_key]
+    if not d_t.dtype.held_in_float32:
+        values = _num.cast(values, d_t.dtype)
+    d_view = d_t.data[d_key]
+    d_t.data[d_key] = np.asarray(_to_storage(values, d_t.dtype, d_t.data.dtype)).reshape(
+        np.shape(d_view))
+    d_t.wrote(d_key)
+    return True
 
 
 def _move(s_t, s_idx, s_in, d_t, d_idx, d_in):
