@@ -1,7 +1,6 @@
 """``T.copy`` of regions wholly inside their tensors is simulated on numpy views
 (``semantics._basic_copy``), the general path (index arrays, masks for the elements
 outside) for the rest: the same values, dtype conversions and errors either way."""
-import numpy as np
 import pytest
 import torch
 
