@@ -12,7 +12,9 @@ tuples, in simulation as on the GPU (the simulator runs the same rewritten helpe
   ``for i in range(4)`` whose body changes such a list) is unrolled, each item bound to
   ``x`` in turn (the items evaluated first, as Python does), where the body has no
   ``break``/``continue`` of its own;
-- ``[f(x) for x in [a, b]]``, ``(f(x) for x in (a, b))`` or over ``range(n)`` with a
+- ``[f(x) for x in [a, b]]``, ``(f(x) for x in (a, b))`` (with ``if`` conditions on the
+  items that are constants' once the item is put in: ``if k % 2 == 0``) or over
+  ``range(n)`` with a
   constant ``n`` (or ``zip``/``enumerate`` of those): the tuple ``(f(a), f(b))``;
 - ``res = [a, b]`` (or ``[]``, or ``list(t)``: a copy) is a tuple, where ``res`` is
   otherwise only read (indexed, passed, returned, its ``len``) or changed by
@@ -423,7 +425,7 @@ class _Rewriter(syntax.NodeTransformer):
             return node
         gen = node.generators[0]
         items = _items(gen.iter, self.shadowed)
-        if items is None or gen.ifs or gen.is_async or \
+        if items is None or gen.is_async or \
                 any(isinstance(n, _SCOPES) for n in syntax.walk(node.elt)):
             return node
         if isinstance(gen.target, ast.Name):
@@ -436,6 +438,14 @@ class _Rewriter(syntax.NodeTransformer):
             pairs = [{t.id: e for t, e in zip(gen.target.elts, item.elts)} for item in items]
         else:
             return node
+        if gen.ifs:
+            # `if k % 2 == 0`: kept where each item's condition is a constant's
+            keep = [_constant_truth(_Substitute(values).visit(copy.deepcopy(cond)))
+                    for values in pairs for cond in gen.ifs]
+            if None in keep:
+                return node
+            n = len(gen.ifs)
+            pairs = [v for k, v in enumerate(pairs) if all(keep[k * n:(k + 1) * n])]
         self.changed = True
         elts = [_Substitute(values).visit(copy.deepcopy(node.elt)) for values in pairs]
         return ast.copy_location(ast.Tuple(elts, ast.Load()), node)
@@ -477,6 +487,19 @@ class _Rewriter(syntax.NodeTransformer):
                 body = [_Substitute({name: value}).visit(stmt) for stmt in body]
             out.extend(body)
         return out
+
+
+def _constant_truth(expr):
+    """The truth of an expression of constants only (``2 % 2 == 0``), or None."""
+    if any(isinstance(n, (ast.Name, ast.Call, ast.Attribute, ast.Subscript, ast.Lambda,
+                          ast.NamedExpr, *_SCOPES)) for n in syntax.walk(expr)):
+        return None
+    try:
+        value = eval(compile(syntax.fix_missing_locations(ast.Expression(expr)),  # noqa: S307
+                             "<condition>", "eval"), {"__builtins__": {}})
+    except Exception:       # noqa: BLE001 - not a constant's: left to the compile
+        return None
+    return bool(value)
 
 
 def _assigned_names(tree) -> set:
