@@ -314,7 +314,9 @@ def copy(src, dst):
 
 def _basic_key(start, ranged, extents, shape):
     """The region as a tuple of slices and ints (numpy's basic indexing: a view, no index
-    arrays), or None where it is not wholly inside the tensor or a start is not one int."""
+    arrays), or None where it is not wholly inside the tensor, a start is not one int or
+    an extent is below 0 (a run-time end before its start, ``A[n:m]``: a slice would be
+    empty, the general path's answer is its own)."""
     key, r = [], 0
     for d, n in enumerate(shape):
         s = start[d]
@@ -323,7 +325,7 @@ def _basic_key(start, ranged, extents, shape):
         if d in ranged:
             e = extents[r]
             r += 1
-            if s < 0 or s + e > n:
+            if e < 0 or s < 0 or s + e > n:
                 return None
             key.append(slice(int(s), int(s) + e))
         else:
