@@ -99,3 +99,23 @@ def test_an_end_before_its_start_is_left_to_the_general_path(general):
     finally:
         if general:
             semantics._basic_copy = original
+
+
+@T.prim_func
+def writes_past_a_tile(A: T.Tensor((8, 32), "float32"), B: T.Tensor((8, 32), "float32")):
+    with T.Kernel(1, threads=128):
+        S = T.alloc_shared((8, 32), "float32")
+        T.copy(A, S)
+        T.copy(A[0, 0:32], S[8, 0:32])          # row 8 of an 8-row tile
+        T.copy(S, B)
+
+
+def test_a_tile_region_past_the_tile_is_an_error():
+    """A global region past its tensor is guarded (nothing read or written there, as
+    TileLang's safe memory access); a tile's is not: on the GPU the copy writes past the
+    shared tile. The simulator had skipped those elements silently."""
+    with pytest.raises(IndexError, match=r"T.copy: S\[8, 0\] is out of bounds for shape "
+                                         r"\(8, 32\) \(a shared tile\)") as e:
+        tilejit.compile(writes_past_a_tile, target="llvm")(torch.randn(8, 32),
+                                                          torch.zeros(8, 32))
+    assert "row 8 of an 8-row tile" in str(e.value)

@@ -309,6 +309,14 @@ def copy(src, dst):
         return
     s_idx, s_in = _block_index(s_start, s_ranged, s_ext, s_t.shape)
     d_idx, d_in = _block_index(d_start, d_ranged, d_ext, d_t.shape)
+    for t, idx, inside in ((s_t, s_idx, s_in), (d_t, d_idx, d_in)):
+        if getattr(t, "kind", None) is not None and not inside.all():
+            # a tile is not guarded as a global tensor is: on the GPU the copy reads or
+            # writes past it (whatever shared memory or registers lie there)
+            pos = tuple(np.argwhere(~inside)[0])
+            first = ", ".join(str(int(i[pos])) for i in idx)
+            raise IndexError(f"T.copy: {t.name}[{first}] is out of bounds for shape "
+                             f"{tuple(t.shape)} (a {t.kind} tile){_caller_location(3)}")
     _move(s_t, s_idx, s_in, d_t, d_idx, d_in)
 
 
