@@ -119,3 +119,11 @@ def test_a_tile_region_past_the_tile_is_an_error():
         tilejit.compile(writes_past_a_tile, target="llvm")(torch.randn(8, 32),
                                                           torch.zeros(8, 32))
     assert "row 8 of an 8-row tile" in str(e.value)
+
+
+def test_the_compile_refuses_it_too():
+    with pytest.raises(tilejit.CompileError, match=r"T.copy: the region of shared tile 'S' "
+                                                   r"\(shape \(8, 32\)\) runs past it: "
+                                                   r"dimension 0 from 8 to 8") as e:
+        tilejit.compile(writes_past_a_tile, target="cuda").get_kernel_source(arch="sm_90a")
+    assert "row 8 of an 8-row tile" in str(e.value)

@@ -892,7 +892,32 @@ def operands(context, builder, arg_types, args):
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
         except RegionError:
             raise CompileError(str(e)) from None
+    for side in (src, dst):
+        _check_tile_bounds(side)
     return src, dst, extents
+
+
+def _check_tile_bounds(side: Side) -> None:
+    """A tile's region whose compile-time start and extent run past the tile (``S[8,
+    0:32]`` of an 8-row tile): a CompileError, as the simulator's IndexError. A global
+    tensor's region is guarded element by element instead (safe memory access); a
+    tile's is not, so the copy would read or write past it."""
+    starts = side.static_starts
+    if side.kind == "global" or starts is None:
+        return
+    ranged = list(side.ranged or [])
+    extents = list(side.extents or ())
+    for d, n in enumerate(side.ty.shape):
+        s = starts[d] if d < len(starts) else None
+        if s is None:
+            continue
+        k = ranged.index(d) if d in ranged else None
+        e = extents[k] if k is not None and k < len(extents) else 1
+        if s < 0 or s + e > n:
+            raise CompileError(
+                f"T.copy: the region of {side.kind} tile {side.ty.tile_name!r} (shape "
+                f"{tuple(side.ty.shape)}) runs past it: dimension {d} from {s} to "
+                f"{s + e - 1}, where the tile ends at {n - 1}")
 
 
 @lower(T.copy, types.Any, types.Any)
