@@ -282,6 +282,31 @@ def test_a_tile_operation_or_a_pipeline_in_a_parallel_is_refused():
 
 
 @tilejit.kernel
+def region_copy_in_a_parallel(A, B):
+    with T.Kernel(1, threads=128):
+        s = T.alloc_shared((8, 32), T.float32)
+        for i in T.Parallel(8):
+            T.copy(A[i, 0:32], s[i, 0:32])
+        for i, j in T.Parallel(8, 32):
+            T.copy(A[i, j], s[i, j])             # one element each: allowed
+        T.copy(s, B)
+
+
+def test_a_region_copy_in_a_parallel_is_refused_in_both():
+    """It compiled for the GPU (meaning unchecked) and was an internal TypeError in the
+    simulator: a region is the whole block's to copy, as TileLang's element-wise body."""
+    x = np.zeros((8, 32), np.float32)
+    for run in (lambda: region_copy_in_a_parallel(x, x.copy()),
+                lambda: region_copy_in_a_parallel.compile(x, x.copy(), target="cuda",
+                                                          arch="sm_90a")):
+        with pytest.raises(LoopNestError, match=r"a T.copy of a region inside the T.Parallel "
+                                                r"at line \d+: a region's copy is the whole "
+                                                r"block's work") as e:
+            run()
+        assert "T.copy(A[i, 0:32], s[i, 0:32])" in str(e.value)
+
+
+@tilejit.kernel
 def local_stored_by_the_loop(X, Y):
     """A thread's own array indexed by the iterations that are spread over the threads:
     each thread's copy would hold only its iterations' elements, where the simulator

@@ -186,6 +186,12 @@ class _Nests(syntax.NodeTransformer):
                             f"T.{name} inside the T.Parallel at line {loop.lineno}: a tile "
                             f"operation is the whole block's work, not one iteration's; "
                             f"call it outside the loop", node)
+                    if fn is T.copy and _region_operand(node):
+                        raise self.error(
+                            f"a T.copy of a region inside the T.Parallel at line "
+                            f"{loop.lineno}: a region's copy is the whole block's work, not "
+                            f"one iteration's; copy the whole region once outside the loop, "
+                            f"or write the loop's elements (S[i, j] = A[i, j])", node)
                     self._check_helper(fn, node, loop)
 
     def _check_helper(self, fn, call, loop):
@@ -201,6 +207,16 @@ class _Nests(syntax.NodeTransformer):
                 f"{ast.unparse(call.func)}() holds a T.Parallel loop and is called inside the "
                 f"T.Parallel at line {loop.lineno}: T.Parallel loops nest only directly (one "
                 f"loop over both); call it outside the loop, or write its loop here", call)
+
+
+def _region_operand(call) -> bool:
+    """Whether a T.copy names a region (a slice) rather than one element."""
+    for arg in list(call.args) + [k.value for k in call.keywords]:
+        if isinstance(arg, ast.Subscript):
+            index = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
+            if any(isinstance(i, ast.Slice) for i in index):
+                return True
+    return False
 
 
 def _hashable(value) -> bool:
