@@ -76,23 +76,24 @@ class _Split(syntax.NodeTransformer):
                                  and isinstance(n.ctx, ast.Store)
                                  for s in node.body for n in syntax.walk(s)):
             return node
-        divisors = {self._static(n.right) for n in syntax.walk(node)
-                    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod))
-                    and isinstance(n.left, ast.Name) and n.left.id == var}
-        if len(divisors) != 1:
-            return node
-        c = divisors.pop()
+        c = self._divisor(node, var)
         if not c or c <= 1 or extent % c or not self._both(node, var, c):
             return node
-        hi, lo = f"{var}__tj_hi{self.count}", f"{var}__tj_lo{self.count}"
-        self.count += 1
+        hi, lo = self._names(var)
         body = [_Substitute(var, c, hi, lo).visit(copy.deepcopy(s)) for s in node.body]
-        loop = ast.For(ast.Tuple([ast.Name(hi, ast.Store()), ast.Name(lo, ast.Store())],
-                                 ast.Store()),
-                       ast.Call(copy.deepcopy(it.func),
-                                [ast.Constant(extent // c), ast.Constant(c)], []),
-                       body, node.orelse, None)
-        return ast.copy_location(loop, node)
+        return _split_loop(node, hi, lo, extent // c, c, body)
+
+    def _divisor(self, tree, var):
+        """The one compile-time ``c`` the tree divides ``var`` by (``var // c``, ``var %
+        c``), or None (none, several, or one not known at compile time)."""
+        divisors = {self._static(n.right) for n in syntax.walk(tree)
+                    if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Mod))
+                    and isinstance(n.left, ast.Name) and n.left.id == var}
+        return divisors.pop() if len(divisors) == 1 else None
+
+    def _names(self, var):
+        self.count += 1
+        return f"{var}__tj_hi{self.count - 1}", f"{var}__tj_lo{self.count - 1}"
 
     def _refolded(self, node):
         """``for i, j in T.Parallel(M, N)`` whose body opens with ``idx = i * N + j`` and
@@ -129,12 +130,7 @@ class _Split(syntax.NodeTransformer):
         if any(isinstance(x, ast.Name) and x.id in (fused, i, j) and
                not isinstance(x.ctx, ast.Load) for x in syntax.walk(rest)):
             return node
-        divisors = {self._static(x.right) for x in syntax.walk(rest)
-                    if isinstance(x, ast.BinOp) and isinstance(x.op, (ast.FloorDiv, ast.Mod))
-                    and isinstance(x.left, ast.Name) and x.left.id == fused}
-        if len(divisors) != 1:
-            return node
-        c = divisors.pop()
+        c = self._divisor(rest, fused)
         total = extents[0] * n
         if not c or c <= 1 or total % c or not self._both(rest, fused, c, self.fragments):
             return node
@@ -144,8 +140,7 @@ class _Split(syntax.NodeTransformer):
                        _SplitOnly(fused, "", "").visit(copy.deepcopy(x.slice))))
                for x in syntax.walk(rest)):
             return node
-        hi, lo = f"{i}__tj_hi{self.count}", f"{i}__tj_lo{self.count}"
-        self.count += 1
+        hi, lo = self._names(i)
         split = _Substitute(fused, c, hi, lo)
         body = [ast.Assign([ast.Name(fused, ast.Store())], split.visit_Name(
                     ast.Name(fused, ast.Load()))),
@@ -155,12 +150,7 @@ class _Split(syntax.NodeTransformer):
                     ast.Name(fused, ast.Load()), ast.Mod(), ast.Constant(n)))]
         body = [ast.copy_location(a, first) for a in body]
         body += [_SplitOnly(fused, hi, lo).visit(s) for s in rest.body]
-        loop = ast.For(ast.Tuple([ast.Name(hi, ast.Store()), ast.Name(lo, ast.Store())],
-                                 ast.Store()),
-                       ast.Call(copy.deepcopy(it.func),
-                                [ast.Constant(total // c), ast.Constant(c)], []),
-                       body, node.orelse, None)
-        return ast.copy_location(loop, node)
+        return _split_loop(node, hi, lo, total // c, c, body)
 
     def _row_major(self, value, i, j, n) -> bool:
         """Whether ``value`` is ``i * n + j`` (or ``j + i * n``, ``n * i + j``)."""
@@ -190,24 +180,14 @@ class _Split(syntax.NodeTransformer):
         return False
 
 
-class _Substitute(syntax.NodeTransformer):
-    def __init__(self, var, c, hi, lo):
-        self.var, self.c, self.hi, self.lo = var, c, hi, lo
-
-    def visit_BinOp(self, node):
-        if isinstance(node.left, ast.Name) and node.left.id == self.var and isinstance(
-                node.op, (ast.FloorDiv, ast.Mod)):
-            name = self.hi if isinstance(node.op, ast.FloorDiv) else self.lo
-            return ast.copy_location(ast.Name(name, ast.Load()), node)
-        return self.generic_visit(node)
-
-    def visit_Name(self, node):
-        if node.id == self.var and isinstance(node.ctx, ast.Load):
-            fused = ast.BinOp(ast.BinOp(ast.Name(self.hi, ast.Load()), ast.Mult(),
-                                        ast.Constant(self.c)),
-                              ast.Add(), ast.Name(self.lo, ast.Load()))
-            return ast.copy_location(fused, node)
-        return node
+def _split_loop(node, hi, lo, rows, c, body):
+    """``for hi, lo in T.Parallel(rows, c): body`` in the place of the loop ``node``."""
+    loop = ast.For(ast.Tuple([ast.Name(hi, ast.Store()), ast.Name(lo, ast.Store())],
+                             ast.Store()),
+                   ast.Call(copy.deepcopy(node.iter.func),
+                            [ast.Constant(rows), ast.Constant(c)], []),
+                   body, node.orelse, None)
+    return ast.copy_location(loop, node)
 
 
 class _SplitOnly(syntax.NodeTransformer):
@@ -222,3 +202,19 @@ class _SplitOnly(syntax.NodeTransformer):
             name = self.hi if isinstance(node.op, ast.FloorDiv) else self.lo
             return ast.copy_location(ast.Name(name, ast.Load()), node)
         return self.generic_visit(node)
+
+
+class _Substitute(_SplitOnly):
+    """``_SplitOnly``'s split, and ``var`` itself read as ``hi * c + lo``."""
+
+    def __init__(self, var, c, hi, lo):
+        super().__init__(var, hi, lo)
+        self.c = c
+
+    def visit_Name(self, node):
+        if node.id == self.var and isinstance(node.ctx, ast.Load):
+            fused = ast.BinOp(ast.BinOp(ast.Name(self.hi, ast.Load()), ast.Mult(),
+                                        ast.Constant(self.c)),
+                              ast.Add(), ast.Name(self.lo, ast.Load()))
+            return ast.copy_location(fused, node)
+        return node

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilejit.sim.races import same_bits
 from tilejit.sim.runtime import STATE, format_location, kernel_frame
 
 
@@ -124,7 +125,7 @@ class BlockRaces:
             owners = self.owner[key]
             other = _unordered(owners, me)
             if np.any(other):
-                differ = other & ~_same_bits(self.written[key], new)
+                differ = other & ~same_bits(self.written[key], new)
                 if np.any(differ):
                     self._report_write(tensor, key, differ, owners, new)
         self.writers.add(me)
@@ -143,7 +144,7 @@ class BlockRaces:
             other = other & active
         if not np.any(other):
             return
-        differ = other & ~_same_bits(self.before[key], tensor.data[key])
+        differ = other & ~same_bits(self.before[key], tensor.data[key])
         if np.any(differ):
             self._report_read(tensor, key, differ, owners)
 
@@ -190,14 +191,3 @@ class BlockRaces:
             f"writer sets and the reader takes with an atomic that returns it)"
             f"{_at(f'block {_coords(other)} writes it', self.lines[self.line_ids[element]])}"
             f"{_at(f'block {STATE.block} reads it', _location())}")
-
-
-def _same_bits(a, b):
-    """Element-wise: whether ``a`` and ``b`` hold the same bytes (NaN equals NaN)."""
-    a = np.asarray(a)
-    b = np.asarray(b, dtype=a.dtype)
-    if a.dtype.kind == "f":
-        bits = np.dtype(f"u{a.dtype.itemsize}")
-        return (np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
-                ).reshape(a.shape)
-    return a == b

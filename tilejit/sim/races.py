@@ -306,7 +306,7 @@ class IterationRaces:
         if write:
             other_read = (read == -2) | ((read >= 0) & (read != lanes))
             if values is not None and (other_write.any() or other_read.any()):
-                held = _same_bits(tile.data[idx], values)      # the bytes already there
+                held = same_bits(tile.data[idx], values)      # the bytes already there
                 other_write &= ~held
                 other_read &= ~held
             # one element written by two iterations of this access
@@ -315,7 +315,7 @@ class IterationRaces:
             same = (flat[1:] == flat[:-1]) & (lanes[order][1:] != lanes[order][:-1])
             if values is not None:
                 v = values[order]
-                same &= ~_same_bits(v[1:], v[:-1])
+                same &= ~same_bits(v[1:], v[:-1])
             if other_write.any() or other_read.any() or same.any():
                 what = ("written by another iteration" if other_write.any() or same.any()
                         else "read by another iteration")
@@ -342,11 +342,13 @@ class IterationRaces:
 
 
 
-def _same_bits(a, b):
-    """Element-wise: whether ``a`` and ``b`` hold the same bytes (NaN equals NaN)."""
+def same_bits(a, b):
+    """Element-wise: whether ``a`` and ``b`` hold the same bytes (NaN equals NaN); of
+    two 0-d values a 0-d answer (np.ascontiguousarray makes a 0-d array 1-d)."""
     a = np.asarray(a)
     b = np.asarray(b, dtype=a.dtype)
     if a.dtype.kind == "f":
         bits = np.dtype(f"u{a.dtype.itemsize}")
-        return np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
+        same = np.ascontiguousarray(a).view(bits) == np.ascontiguousarray(b).view(bits)
+        return same.reshape(()) if a.ndim == 0 and b.ndim == 0 else same
     return a == b
