@@ -1,7 +1,8 @@
 """Kernels whose only tensors are their T.empty outputs (a fill, an iota; TileLang's
 ``kernel()`` with ``out_idx``): on a machine with a CUDA device they run there and return
-torch CUDA tensors; in the simulator they return torch CPU tensors when torch is
-imported, as TileLang's kernels return torch tensors."""
+torch CUDA tensors; in the simulator they return torch tensors when torch is imported,
+as TileLang's kernels return torch tensors: CPU ones, or on a machine with a device,
+simulated on host copies and put where the GPU's launch would put them."""
 import numpy as np
 import pytest
 import torch
@@ -34,8 +35,9 @@ iota_sim = tilejit.kernel(iota.func, target="sim")
 
 def test_the_simulator_returns_torch_tensors_when_torch_is_there():
     y = iota_sim(n=100)
-    assert isinstance(y, torch.Tensor) and y.device.type == "cpu"
-    np.testing.assert_array_equal(y.numpy(), np.arange(100, dtype=np.int32))
+    assert isinstance(y, torch.Tensor)
+    assert y.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    np.testing.assert_array_equal(y.cpu().numpy(), np.arange(100, dtype=np.int32))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
@@ -51,6 +53,8 @@ def test_outputs_only_run_on_the_gpu():
     y = iota(n=1000)
     assert isinstance(y, torch.Tensor) and y.is_cuda
     torch.testing.assert_close(y.cpu(), torch.arange(1000, dtype=torch.int32))
-    torch.testing.assert_close(y.cpu(), iota_sim(n=1000))
+    simulated = iota_sim(n=1000)
+    assert simulated.is_cuda
+    torch.testing.assert_close(y, simulated)
     out = fill_inf("float16")()
     assert out.is_cuda and torch.all(out == torch.inf)
