@@ -49,7 +49,8 @@ LANGUAGE_DIFFERENCES = {
     "make_tensor": "`T.make_tensor(ptr, shape, dtype, strides=None)` of a `T.ptr` parameter or "
                    "a pointer table's element; its copies are element loads (no cp.async or "
                    "TMA); the simulator reads host memory at the address (checked to be "
-                   "mapped; not bfloat16 or float8)",
+                   "mapped; not bfloat16 or float8), or on a GPU machine a CUDA "
+                   "allocation's through a host copy written back after the launch",
     "import_source": "`None` only (what TileLang's programs pass when they call no extern "
                      "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
     "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
@@ -363,7 +364,8 @@ TILELANG_DIFFERENCES = {
                 "skipped), `do_bench` (TileLang's milliseconds and estimate; `backend="
                 "\"cupti\"` the kernels' own time from the CUDA profiler, \"cudagraph\" "
                 "CUDA events; `dynamic_symbolic_constraints={'m': ...}` sizes symbolic inputs "
-                "by symbol name; `device` accepted and not used), `run_once`, "
+                "by symbol name; `device` accepted and not used; a simulated kernel is "
+                "timed by one call), `run_once`, "
                 "`input_tensors`",
     "profiler": "`do_bench` as the Profiler's (TileLang's `tilelang.profiler.do_bench`)",
     "PassConfigKey": "the keys tilejit reads (fast math, dump IR, TMA/wgmma/warp "

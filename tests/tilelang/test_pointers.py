@@ -2,7 +2,8 @@
 with ``T.make_tensor(ptr, shape, dtype)``: a kernel that reads and writes tensors it is
 given by address, as TileLang's pointer tests and grouped GEMMs write it (a GEMM over
 three pointers, a table of source pointers, a grouped GEMM whose groups are found
-through a table). In the simulator the addresses are host memory."""
+through a table). In the simulator the addresses are host memory, or on a machine with a
+device (TILEJIT_TARGET=sim there) CUDA memory read through host copies."""
 import math
 
 import pytest
@@ -252,3 +253,24 @@ def test_eager_pointer_parameters_on_the_gpu(dtype):
     eager_gemm_by_pointers(a, b, c, 256, 192, 128, dtype, T.float32)
     torch.testing.assert_close(c, a.double() @ b.double(), atol=1e-2, rtol=1e-2,
                                check_dtype=False)
+
+
+@pytest.mark.gpu
+def test_gpu_device_addresses_in_the_simulator(monkeypatch):
+    """TileLang's pointer tests simulated on a GPU machine: the tables hold CUDA tensors'
+    addresses, which the simulator reads through host copies (one per launch, every
+    block's tensor at an address sharing it) and writes back; a span past the end of the
+    driver's allocation is an error, not a read of whatever lies there."""
+    from tilejit.runtime import cuda_driver
+    monkeypatch.setenv("TILEJIT_TARGET", "sim")
+    assert run_gemm("cuda").is_cuda
+    assert run_gather("cuda").is_cuda
+    assert all(t.is_cuda for t in run_grouped("cuda"))
+    kernel = tilejit.compile(gather_rows(1, 64), out_idx=[1])
+    address = cuda_driver.alloc(128)
+    try:
+        with pytest.raises(ValueError, match="run 2 bytes past the end of the device "
+                                             "allocation"):
+            kernel(torch.tensor([address + 2], dtype=torch.int64, device="cuda"))
+    finally:
+        cuda_driver.free(address)

@@ -331,3 +331,64 @@ def test_arguments_of_the_wrong_kind_are_named_before_anything_runs():
                           ({"atol": torch.tensor(True)}, r"atol .* got tensor\(True\)")):
         with pytest.raises(ValueError, match=r"assert_allclose: " + shown):
             profiler.assert_allclose(reference, **kwargs)
+
+
+class _CountingKernel:
+    """The profiler's kernel, its calls counted."""
+
+    def __init__(self, kernel):
+        self.kernel, self.calls = kernel, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.kernel(*args)
+
+
+def _simulated_calls(kernel, bench):
+    counting = _CountingKernel(kernel)
+    ms = bench(counting)
+    assert isinstance(ms, float) and ms > 0
+    return counting.calls
+
+
+def test_a_simulated_kernel_is_timed_by_one_call():
+    """TileLang's examples time every kernel they test (``profiler.do_bench(warmup=500)``):
+    in the simulator each call would simulate the whole launch again, and its time is
+    the simulator's; the first call's time is returned, as for the module's do_bench
+    and ``tilejit.testing``'s, while a function that simulates nothing keeps the
+    protocol (an estimate, warm-up and timed calls)."""
+    from tilejit.profiler import do_bench
+    from tilejit.testing import do_bench as testing_do_bench
+    kernel = make_matmul(64, 64, 64)
+    profiler = kernel.get_profiler()
+    a, b = profiler.input_tensors()
+    assert _simulated_calls(kernel, lambda k: profiler.do_bench(k, warmup=500)) == 1
+    assert _simulated_calls(kernel, lambda k: do_bench(lambda: k(a, b), rep=100)) == 1
+    assert _simulated_calls(kernel, lambda k: do_bench(lambda: k(a, b), _n_warmup=3,
+                                                       _n_repeat=4)) == 1
+    assert _simulated_calls(kernel, lambda k: testing_do_bench(lambda: k(a, b))) == 1
+    plain = []
+    assert testing_do_bench(lambda: plain.append(1), warmup=2, rep=3) >= 0
+    assert len(plain) == 5
+
+
+@pytest.mark.gpu
+def test_gpu_a_kernel_simulated_on_a_gpu_machine_is_timed_by_one_call(monkeypatch):
+    """TILEJIT_TARGET=sim on a machine with a device (how TileLang's tests are simulated
+    there): the profiler's CUDA inputs are simulated on host copies, once, not timed
+    with CUDA events over hundreds of simulated launches; a torch reference on the device
+    is timed as on the GPU."""
+    monkeypatch.setenv("TILEJIT_TARGET", "sim")
+    kernel = make_matmul(64, 64, 64)
+    profiler = kernel.get_profiler()
+    a, b = profiler.input_tensors()
+    assert a.is_cuda
+    assert _simulated_calls(kernel, lambda k: profiler.do_bench(k, warmup=500)) == 1
+    torch.testing.assert_close(profiler.run_once(input_tensors=[a, b]).float(),
+                               reference(a, b).float(), rtol=1e-2, atol=1e-2)
+    reference_calls = []
+
+    def ref(A, B):
+        reference_calls.append(1)
+        return reference(A, B)
+    assert profiler.do_bench(ref, warmup=1, rep=2) > 0 and len(reference_calls) > 2

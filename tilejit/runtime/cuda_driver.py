@@ -537,6 +537,23 @@ def address_device(address: int) -> int:
         return -1
 
 
+def address_allocation(address: int) -> tuple[int, int] | None:
+    """(start, bytes) of the device allocation the driver made that holds ``address``, or
+    None when it is not device memory (``address_device``). Never raises."""
+    if address_device(address) < 0:
+        return None
+    try:
+        attrs = _drv.CUpointer_attribute
+        err, start = _drv.cuPointerGetAttribute(
+            attrs.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address)
+        if err:
+            return None
+        err, size = _drv.cuPointerGetAttribute(attrs.CU_POINTER_ATTRIBUTE_RANGE_SIZE, address)
+        return None if err else (int(start), int(size))
+    except Exception:       # noqa: BLE001 - as address_device
+        return None
+
+
 def current_stream(ordinal: int, tensors_are_torch: bool) -> int:
     """torch's current stream on ``ordinal`` for torch arguments, else 0 (legacy default stream)."""
     if tensors_are_torch:

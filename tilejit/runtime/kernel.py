@@ -242,7 +242,7 @@ class KernelFunction:
             from tilejit.sim.runner import run_simulation
             if self._typed_for_simulation(spec):
                 self._compiled(spec, -1)    # the GPU's checks first (SPEC: Debugging)
-            run_simulation(self, values, launch, as_tensor_arg, spec)
+            run_simulation(self, values, launch, as_tensor_arg, spec, _device_allocation)
         else:
             loaded = self._compiled(spec, call.device)
             loaded.launch(launch, call.runtime, self.source.l2_window)
@@ -633,3 +633,11 @@ def kernel_function(func, source_tree=None, **options):
         with syntax.deep_trees():
             return KernelSequence(func, source_tree=source_tree, **options)
     return KernelFunction(func, source_tree=source_tree, **options)
+
+
+def _device_allocation(address: int):
+    """(start, bytes) of the CUDA allocation holding ``address``, or None: how the
+    simulator on a GPU machine reads a T.make_tensor of device memory (sim/views.py)."""
+    # (the driver's bindings only when a simulated kernel makes a tensor at an address)
+    from tilejit.runtime.cuda_driver import address_allocation
+    return address_allocation(address)

@@ -16,6 +16,7 @@ the device (``runtime/kernel.py``); the simulator has no device to ask and runs 
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numpy as np
@@ -92,8 +93,10 @@ class GridTurns:
     def _turn(self, block, body):
         self.back.clear()
         if block.thread is None:
-            block.thread = threading.Thread(target=self._block, args=(block, body),
-                                            daemon=True, name=f"tilejit-sim-block-{block.index}")
+            # (in the launch's context: its device memory, sim/views.py)
+            block.thread = threading.Thread(target=contextvars.copy_context().run,
+                                            args=(self._block, block, body), daemon=True,
+                                            name=f"tilejit-sim-block-{block.index}")
             block.thread.start()
         else:
             block.go.set()

@@ -27,6 +27,7 @@ access against the order the arrivals and waits guarantee (``RaceError``).
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numpy as np
@@ -369,8 +370,8 @@ class BlockRoles:
     def run(self, fn, args, grid, threads):
         launch = (STATE.cluster, STATE.safe_memory, STATE.tensor_cores, STATE.laid_out,
                   STATE.multicasts, STATE.block_acquired, STATE.cluster_waited)
-        workers = [threading.Thread(target=self._role,
-                                    args=(k, fn, args, grid, threads, launch),
+        workers = [threading.Thread(target=contextvars.copy_context().run,   # (the launch's)
+                                    args=(self._role, k, fn, args, grid, threads, launch),
                                     name=f"tilejit-sim-role-{k}", daemon=True)
                    for k in range(self.nroles)]
         for w in workers:

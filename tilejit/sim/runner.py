@@ -27,7 +27,7 @@ from tilejit.frontend.helpers import binding
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import async_copies, mma, random, runtime, threads
+from tilejit.sim import async_copies, mma, random, runtime, threads, views
 from tilejit.sim.block_races import BLOCK_RACES_MAX, BlockRaces
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
@@ -39,6 +39,15 @@ from tilejit.sim.transform import (OWN_FRAGMENT, SIM, THREADS, simulator_tree,
 
 
 _BUILDING = threading.Lock()        # one thread builds a kernel's simulated program
+_LAUNCHES = itertools.count(1)      # the simulated launches begun in this process
+_launches_begun = 0
+
+
+def simulated_launches() -> int:
+    """How many launches the simulator has begun in this process: ``do_bench`` calls a
+    function once more only when that call ran no simulated kernel (a simulated launch's
+    time measures the simulator, not a GPU, and repeating it says nothing more)."""
+    return _launches_begun
 
 
 def simulator_function(kernel, constexprs=None):
@@ -211,10 +220,14 @@ def _fresh(value) -> bool:
         data_ptr() in pointers
 
 
-def run_simulation(kernel, values, launch, classify, spec=None):
+def run_simulation(kernel, values, launch, classify, spec=None, device_allocation=None):
     """Run every block of the launch on numpy. ``classify`` is the runtime's description
-    of an argument (a ``TensorArg`` for an array, None for a scalar)."""
+    of an argument (a ``TensorArg`` for an array, None for a scalar);
+    ``device_allocation(address)``: the (start, bytes) of the device allocation holding
+    an address, or None (a T.make_tensor of device memory, views.DeviceMemory)."""
     # compile-time values as the compiler sees them (a list as a FrozenList)
+    global _launches_begun
+    _launches_begun = next(_LAUNCHES)
     constexprs = {name: binding(value) for name, value in spec.constexprs} \
         if spec is not None else {}
     fn = simulator_function(kernel, constexprs)
@@ -257,7 +270,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
     state.in_parallel = 0
     state.laid_out = {}
     state.block_acquired, state.cluster_waited = set(), set()
-    done = False
+    done, device_memory = False, views.open_device_memory(device_allocation)
     try:
         blocks = [(bx, by, bz) for bz, by, bx in itertools.product(range(gz), range(gy),
                                                                      range(gx))]
@@ -289,6 +302,7 @@ def run_simulation(kernel, values, launch, classify, spec=None):
                          f"argument {' or '.join(map(repr, readonly))} ({e})") from e
     finally:
         runtime.restore_laid_out(write_back=done)
+        views.close_device_memory(device_memory, write_back=done)
         (state.block, state.mask, state.grid, state.threads, state.role_threads,
          state.lanes, state.in_parallel, state.cluster, state.multicasts,
          state.safe_memory, state.tensor_cores) = outer

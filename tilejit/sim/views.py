@@ -12,6 +12,7 @@ views (``passes/tile_allocation.py``: a view of a fragment, a view as another dt
 a fragment) run before the simulation, as they run for the GPU."""
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import math
 
@@ -143,12 +144,85 @@ def _mapped(address: int, nbytes: int) -> bool:
     return False
 
 
+class DeviceMemory:
+    """Host copies of the device memory ``T.make_tensor`` reaches during one simulated
+    launch (the simulator on a GPU machine, TILEJIT_TARGET=sim: a pointer table holds
+    CUDA tensors' addresses): each span read once, shared by every block's tensor at that
+    address, and the spans the launch changed written back after it, as the launch's
+    CUDA arguments are. A span must lie inside one allocation of the driver's."""
+
+    def __init__(self, allocation_of):
+        self.allocation_of = allocation_of  # address -> (start, bytes) or None
+        self.spans = []         # [address, host bytes, the bytes as read]
+
+    def host(self, address: int, nbytes: int):
+        """Host bytes standing for [address, address + nbytes) of device memory, or None
+        when the driver allocated no memory there."""
+        for start, data, _ in self.spans:
+            if start <= address and address + nbytes <= start + data.size:
+                return data[address - start:address - start + nbytes]
+            if address < start + data.size and start < address + nbytes:
+                raise ValueError(
+                    f"T.make_tensor: the {nbytes} bytes at address {address:#x} overlap, "
+                    f"without lying inside, the {data.size} bytes at {start:#x} another "
+                    f"T.make_tensor of this launch reaches: not supported in the simulator "
+                    f"(make both from one address)")
+        found = self.allocation_of(address) if self.allocation_of is not None else None
+        if found is None:
+            return None
+        start, size = found
+        if address + nbytes > start + size:
+            raise ValueError(f"T.make_tensor: the {nbytes} bytes at address {address:#x} "
+                             f"run {address + nbytes - start - size} bytes past the end of "
+                             f"the device allocation at {start:#x} ({size} bytes) that "
+                             f"holds its start: an access out of bounds")
+        data = _device_tensor(address, nbytes).cpu().numpy()
+        self.spans.append([address, data, data.tobytes()])
+        return data
+
+    def write_back(self) -> None:
+        for address, data, before in self.spans:
+            if data.tobytes() != before:
+                import torch
+                _device_tensor(address, data.size).copy_(torch.from_numpy(data))
+
+
+def _device_tensor(address: int, nbytes: int):
+    """A torch CUDA byte tensor over [address, address + nbytes) (no copy)."""
+    import torch
+
+    class Span:
+        __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                    "data": (address, False), "version": 3}
+    return torch.as_tensor(Span(), device="cuda")
+
+
+_DEVICE_MEMORY: contextvars.ContextVar = contextvars.ContextVar("device_memory",
+                                                                default=None)
+
+
+def open_device_memory(allocation_of):
+    """A launch's ``DeviceMemory`` begins (the token ``close_device_memory`` takes);
+    ``allocation_of(address)``: the runtime's (start, bytes) of a device allocation."""
+    return _DEVICE_MEMORY.set(DeviceMemory(allocation_of))
+
+
+def close_device_memory(token, write_back: bool) -> None:
+    """The launch's end: its device memory written back when it completed."""
+    memory = _DEVICE_MEMORY.get()
+    _DEVICE_MEMORY.reset(token)
+    if write_back:
+        memory.write_back()
+
+
 def make_tensor(ptr, shape, dtype="float32", strides=None):
     """``T.make_tensor`` in simulation: a tensor over this process's memory at ``ptr``
     (a host tensor's data pointer), read when the kernel first touches its elements (a
     launch's host program, which computes the grid, makes it too) and checked then to
     lie inside a writable mapping, so that a wrong address is an error, not a crash; a
-    dtype the simulator holds in float32 (bfloat16, float8) is refused then too."""
+    dtype the simulator holds in float32 (bfloat16, float8) is refused then too. On a
+    GPU machine an address of device memory is read through a host copy
+    (``DeviceMemory``), checked to lie inside the driver's allocation."""
     dtype = as_dtype(dtype)
     try:
         address = int(ptr)
@@ -197,6 +271,12 @@ def _at_address(address, shape, strides, dtype):
                         f"float32, is not supported (its bits are not at the address)")
     span = (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * dtype.itemsize \
         if all(shape) else 0
+    memory = _DEVICE_MEMORY.get()
+    device = memory.host(address, span) if memory is not None and span else None
+    if device is not None:
+        return np.lib.stride_tricks.as_strided(
+            device.view(dtype.numpy), shape, tuple(s * dtype.itemsize for s in strides),
+            writeable=True)
     if span and not _mapped(address, span):
         raise ValueError(f"T.make_tensor: the {span} bytes at address {address:#x} are not "
                          f"in this process's memory: the simulator reads host tensors "

@@ -114,8 +114,9 @@ def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup:
     one value, the mean time per call of the kernels ``fn`` launched as the CUDA
     profiler (CUPTI, through ``torch.profiler``) records them, the flush left out (CUDA
     events when the profiler records no kernel). Without a GPU (the simulator) the same
-    protocol with ``time.perf_counter``, the first call the estimate; with both counts
-    given, just those calls."""
+    protocol with ``time.perf_counter``, the first call the estimate and the first
+    warm-up; with both counts given, just those calls. A first call that ran a kernel in
+    the simulator is the only one: its time is returned alone."""
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
     for name, value in (("warmup", warmup_ms), ("rep", rep_ms)):
@@ -127,11 +128,13 @@ def tilelang_times(fn, warmup_ms: float = 25.0, rep_ms: float = 100.0, n_warmup:
     n_repeat = check_count("_n_repeat", n_repeat, 0)
     if cuda is None:
         cuda = _cuda_available()
+    first_ms, simulated = _first_call(fn)
+    if simulated:
+        return [first_ms]
     if not cuda:
-        return _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms)
+        return _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms,
+                          first_ms)
     import torch
-    fn()
-    torch.cuda.synchronize()
     estimate = max(statistics.fmean(event_times(fn, 0, 5, True, 0.0)), 1e-6)
     if early_stop_ms is not None and estimate > early_stop_ms:
         return [estimate]
@@ -175,18 +178,18 @@ def _profiled_kernel_ms(fn, cache, n_repeat: int) -> float | None:
     return (total - flush) / n_repeat * 1e-3
 
 
-def _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms) -> list:
+def _cpu_times(fn, warmup_ms, rep_ms, n_warmup, n_repeat, early_stop_ms, first_ms) -> list:
     def timed():
         start = time.perf_counter()
         fn()
         return (time.perf_counter() - start) * 1e3
     if not (n_warmup and n_repeat):
-        estimate = max(timed(), 1e-3)      # at most 1000 calls per millisecond asked
+        estimate = max(first_ms, 1e-3)      # at most 1000 calls per millisecond asked
         if early_stop_ms is not None and estimate > early_stop_ms:
             return [estimate]
         n_warmup = n_warmup or max(1, int(warmup_ms / estimate))
         n_repeat = n_repeat or max(1, int(rep_ms / estimate))
-    for _ in range(n_warmup):
+    for _ in range(n_warmup - 1):          # (the first call was the first warm-up)
         fn()
     return sorted(timed() for _ in range(n_repeat))
 
@@ -198,6 +201,25 @@ def check_count(name: str, value, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"do_bench: {name} must be >= {minimum}, got {value}")
     return value
+
+
+def _simulated_launches() -> int:
+    runner = sys.modules.get("tilejit.sim.runner")  # not imported: nothing was simulated
+    return runner.simulated_launches() if runner is not None else 0
+
+
+def _first_call(fn):
+    """The milliseconds of one call of ``fn()`` (the device's work included), and whether
+    the call ran a kernel in the simulator: then its time is the simulator's and no
+    further call is made (TileLang's examples time each kernel they test; on the
+    simulator each call would simulate the whole launch again)."""
+    before = _simulated_launches()
+    start = time.perf_counter()
+    fn()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3, _simulated_launches() != before
 
 
 def _cuda_available() -> bool:
@@ -217,21 +239,27 @@ def bench_times(fn, warmup: int = 25, rep: int = 100, *, cuda: bool | None = Non
     With CUDA (``cuda=None``: when torch is imported and sees a CUDA device) each call is
     timed with CUDA events on the current stream, and a 256 MB buffer is rewritten before
     each so no call starts from a warm L2. Without (CPU, simulator),
-    ``time.perf_counter``."""
+    ``time.perf_counter``. A first call that ran a kernel in the simulator is the only
+    one: its time is returned alone."""
     if not callable(fn):
         raise TypeError(f"do_bench: fn must be callable, got {type(fn).__name__}")
     warmup = check_count("warmup", warmup, 0)
     rep = check_count("rep", rep, 1)
     if cuda is None:
         cuda = _cuda_available()
-    if cuda:
+    first_ms, simulated = _first_call(fn)
+    if simulated:                       # a kernel in the simulator: its time, once
+        return [first_ms]
+    if cuda:                            # (the first call was the first warm-up)
         import torch
-        times = event_times(fn, warmup=warmup, rep=rep, flush_l2=True)
+        times = event_times(fn, warmup=max(warmup - 1, 0), rep=rep, flush_l2=True)
         torch.cuda.synchronize()
         return [float(t) for t in times]
+    # the first call was the first warm-up, or without any the first timed call
+    times = [] if warmup else [first_ms]
+    warmup, rep = max(warmup - 1, 0), rep - len(times)
     for _ in range(warmup):
         fn()
-    times = []
     for _ in range(rep):
         start = time.perf_counter()
         fn()
