@@ -79,19 +79,23 @@ def ldmatrix(local, offset, shared, row, col, count, trans):
         raise IndexError(f"{name}: thread {t} addresses {shared.name}[{row[t]}, "
                          f"{col[t]}:{col[t] + per_row}], not a 16-byte row of the "
                          f"{rows}x{cols} tile{_caller_location(2)}")
+    # every register q and element e at once: index arrays (count, per_register, lanes)
     base, t = lane - lane % WARP, lane % WARP
-    for q in range(count):
-        for e in range(per_register):
-            if trans:
-                src = base + 8 * q + 2 * (t % 4) + e
-                r, c = row[src], col[src] + t // 4
-            else:
-                src = base + 8 * q + t // 4
-                r, c = row[src], col[src] + per_register * (t % 4) + e
-            shared.check_written((r, c))
-            slot = offset + q * per_register + e
-            local.data[lane, slot] = shared.data[r, c]
-            local.wrote((lane, np.full(lanes, slot)))
+    q = np.arange(count)[:, None, None]
+    e = np.arange(per_register)[None, :, None]
+    shape = (count, per_register, lanes)
+    if trans:
+        src = base + 8 * q + 2 * (t % 4) + e
+        r, c = row[src], col[src] + t // 4
+    else:
+        src = np.broadcast_to(base + 8 * q + t // 4, shape)
+        r, c = row[src], col[src] + per_register * (t % 4) + e
+    r, c = np.broadcast_to(r, shape), np.broadcast_to(c, shape)
+    shared.check_written((r, c))
+    slot = np.broadcast_to(offset + q * per_register + e, shape)
+    at = np.broadcast_to(lane, shape)
+    local.data[at, slot] = shared.data[r, c]
+    local.wrote((at, slot))
 
 
 @lru_cache(maxsize=None)
@@ -105,10 +109,17 @@ def _fragment(dtype: str, operand: str):
     return rc[..., 0], rc[..., 1], frag.shape
 
 
+@lru_cache(maxsize=None)
+def _lane_column(lanes: int):
+    column = np.arange(lanes)[:, None]
+    column.flags.writeable = False      # (shared by every call: an index, never written)
+    return column
+
+
 def _gather(name, what, tile, offset, dtype, operand, lanes):
     rows, cols, shape = _fragment(dtype, operand)
     slots = _slots(name, what, tile, offset, rows.shape[1])
-    lane = np.arange(lanes)[:, None]
+    lane = _lane_column(lanes)
     tile.check_written((lane, slots[None, :]))
     values = tile.data[:, slots].reshape(lanes // WARP, WARP, -1)
     wide = np.int64 if tile.dtype.is_int else np.float64
@@ -137,4 +148,4 @@ def mma_sync(c, c_offset, a, a_offset, b, b_offset):
         values = values.astype(c.dtype.numpy).astype(c.data.dtype)
     slots = _slots(name, "C", c, c_offset, rows.shape[1])
     c.data[:, slots] = values
-    c.wrote((np.arange(lanes)[:, None], slots[None, :]))
+    c.wrote((_lane_column(lanes), slots[None, :]))

@@ -496,6 +496,11 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
                                                                          np.generic))
     if not a_np and not b_np:
         return _ARITH_PY[op](a, b)
+    if _int64_operand(a, a_np) and _int64_operand(b, b_np):
+        # (the common case, a thread's int64 index and a literal: _arith_type's int64)
+        with np.errstate(over="ignore"):
+            out = _ARITH_NP[op](a, b, dtype=np.int64)
+        return out if np.ndim(out) else out[()]
     kinds = [_bitwise_kind(a, a_np, a_static), _bitwise_kind(b, b_np, b_static)]
     if None in kinds:
         return _ARITH_PY[op](a, b)
@@ -505,6 +510,15 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     return out if np.ndim(out) else out[()]
 
 
+def _int64_operand(x, is_np) -> bool:
+    """An int64 numpy value, or a Python int (not a bool) in int64's range: with another
+    such, ``arith``'s type is int64 whatever the literal (``_wide_type``)."""
+    if is_np:
+        return x.dtype == _INT64_DTYPE
+    return type(x) is int and _INT64.min <= x <= _INT64.max
+
+
+_INT64_DTYPE = np.dtype(np.int64)
 _ARITH_NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
 _ARITH_PY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
 
