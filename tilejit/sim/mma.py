@@ -116,16 +116,24 @@ def _lane_column(lanes: int):
     return column
 
 
-def _gather(name, what, tile, offset, dtype, operand, lanes):
+@lru_cache(maxsize=None)
+def _element_order(dtype: str, operand: str):
+    """For each element of the operand's matrix, in row-major order, its place in a
+    warp's (lane, slot) values flattened: the fragment maps the two one to one."""
     rows, cols, shape = _fragment(dtype, operand)
-    slots = _slots(name, what, tile, offset, rows.shape[1])
-    lane = _lane_column(lanes)
-    tile.check_written((lane, slots[None, :]))
-    values = tile.data[:, slots].reshape(lanes // WARP, WARP, -1)
+    order = np.empty(shape[0] * shape[1], np.int64)
+    order[rows.reshape(-1) * shape[1] + cols.reshape(-1)] = np.arange(rows.size)
+    return order, tuple(shape)
+
+
+def _gather(name, what, tile, offset, dtype, operand, lanes):
+    order, shape = _element_order(dtype, operand)
+    count = order.size // WARP
+    slots = _slots(name, what, tile, offset, count)
+    tile.check_written((_lane_column(lanes), slots[None, :]))
+    values = tile.data[:, offset:offset + count].reshape(lanes // WARP, WARP * count)
     wide = np.int64 if tile.dtype.is_int else np.float64
-    out = np.zeros((lanes // WARP,) + tuple(shape), dtype=wide)
-    out[:, rows, cols] = values
-    return out
+    return values[:, order].astype(wide).reshape((lanes // WARP,) + shape)
 
 
 def mma_sync(c, c_offset, a, a_offset, b, b_offset):
