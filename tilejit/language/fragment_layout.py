@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilejit.language.layout import (Layout, LayoutError, _arity, _name, _shape,
+from tilejit.language.layout import (Layout, _Evaluation, LayoutError, _arity, _name, _shape,
                                      evaluate_user_function)
 
 
@@ -111,6 +111,7 @@ class Fragment(Layout):
         self._thread_what, self._index_what = thread_what, index_what
         self._threads = None
         self._outputs = None
+        self._known = _Evaluation()     # its own: its values depend on both functions
         if index_fn is None:
             index_fn = self._ranks_by_thread()
             index_what = "T.Fragment's local index (no forward_index_fn: each element's rank"\

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +87,61 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
+class _Evaluation:
+    """A layout function's values over a shape and what was checked of them."""
+    __slots__ = ("outputs", "offsets", "bijective", "injective")
+
+    def __init__(self):
+        self.outputs = self.offsets = None
+        self.bijective = self.injective = False
+
+
+_EVALUATIONS: OrderedDict = OrderedDict()    # _function_key -> _Evaluation, recent last
+_EVALUATIONS_KEPT = 16
+_EVALUATIONS_LOCK = threading.Lock()         # (threads may simulate at once)
+
+
+def _function_key(fn, shape):
+    """What a function's values over ``shape`` depend on: its code, defaults, closure
+    values and the module globals its code names (each value with its type: ``1`` and
+    ``1.0`` give other values); None when one of them is not hashable."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        names = getattr(fn, "__globals__", {})
+        key = (code, shape, fn.__defaults__,
+               tuple((type(c.cell_contents), c.cell_contents) for c in fn.__closure__ or ()),
+               tuple((n, type(names[n]), names[n]) for n in code.co_names if n in names))
+        hash(key)
+    except (TypeError, ValueError):     # an unhashable value, an empty cell
+        return None
+    return key
+
+
+def _frozen(values: np.ndarray) -> np.ndarray:
+    values.flags.writeable = False      # (shared by the layouts of one function)
+    return values
+
+
+def _evaluation(fn, shape) -> _Evaluation:
+    """The evaluation layouts of one function share: a kernel makes its layout anew in
+    every block (``T.Layout(shape, lambda ...)`` in its body), and the simulator checks
+    it at each; the same code over the same values is the same map."""
+    key = _function_key(fn, shape)
+    if key is None:
+        return _Evaluation()
+    with _EVALUATIONS_LOCK:
+        found = _EVALUATIONS.get(key)
+        if found is None:
+            found = _EVALUATIONS[key] = _Evaluation()
+            if len(_EVALUATIONS) > _EVALUATIONS_KEPT:
+                _EVALUATIONS.popitem(last=False)
+        else:
+            _EVALUATIONS.move_to_end(key)
+    return found
+
+
 class ForwardVar(NamedTuple):
     """An input dimension of a layout: TileLang's ``IterVar`` ``name`` over ``[0, extent)``."""
     name: str
@@ -141,9 +198,7 @@ class Layout:
                 f"dimension of shape {list(self._shape)}), got {_name(forward_fn)} taking "
                 f"{takes}")
         self.forward_fn = forward_fn
-        self._outputs = None
-        self._bijective = False
-        self._injective = False
+        self._known = None          # its _Evaluation, found at the first use
 
     # -- TileLang's methods ----------------------------------------------------------
 
@@ -189,6 +244,8 @@ class Layout:
         every index (TileLang compares the output expressions structurally)."""
         if not isinstance(other, Layout) or other._shape != self._shape:
             return False
+        if self._evaluation is other._evaluation:
+            return True         # one function over the same values
         mine, theirs = self._evaluated(), other._evaluated()
         return (self.get_output_shape() == other.get_output_shape()
                 and all(np.array_equal(a, b) for a, b in zip(mine, theirs)))
@@ -299,9 +356,16 @@ class Layout:
             return tuple(out)
         return (out,)
 
+    @property
+    def _evaluation(self) -> _Evaluation:
+        if self._known is None:
+            self._known = _evaluation(self.forward_fn, self._shape)
+        return self._known
+
     def _evaluated(self) -> tuple:
         """Each output expression over the whole shape, int64 arrays of ``shape``."""
-        if self._outputs is None:
+        known = self._evaluation
+        if known.outputs is None:
             grid = tuple(np.indices(self._shape, dtype=np.int64))
             outs = evaluate_user_function(
                 lambda *g: tuple(np.broadcast_to(np.asarray(o), self._shape)
@@ -312,12 +376,18 @@ class Layout:
                     raise LayoutError(
                         f"T.Layout forward_fn {_name(self.forward_fn)}: expected integer "
                         f"physical indices, got values of type {o.dtype}")
-            self._outputs = tuple(o.astype(np.int64) for o in outs)
-        return self._outputs
+            known.outputs = tuple(_frozen(o.astype(np.int64)) for o in outs)
+        return known.outputs
 
     def offsets(self):
         """The flat physical index of every element (int64, of the input shape): the
         outputs stored row-major over the output shape."""
+        known = self._evaluation
+        if known.offsets is None:
+            known.offsets = _frozen(self._offsets())
+        return known.offsets
+
+    def _offsets(self):
         outs = self._evaluated()
         for k, o in enumerate(outs):
             if (o < 0).any():
@@ -345,7 +415,8 @@ class Layout:
             raise LayoutError(f"T.annotate_layout: the layout of {name} has input shape "
                               f"{list(self._shape)}, expected the tile's shape "
                               f"{[int(s) for s in shape]}")
-        if self._bijective or (injective and self._injective):
+        known = self._evaluation
+        if known.bijective or (injective and known.injective):
             return              # checked once (the simulator asks at every block)
         flat = self.offsets()
         size = self.size
@@ -361,8 +432,8 @@ class Layout:
                     f"(forward_fn {fn}) must be injective: indices {[int(x) for x in a]} and "
                     f"{[int(x) for x in b]} both map to physical coordinates "
                     f"{int(ranked[same[0]])}")
-            self._injective = True
-            self._bijective = bool(flat.max() < size) if flat.size else True
+            known.injective = True
+            known.bijective = bool(flat.max() < size) if flat.size else True
             return
         if (flat >= size).any():
             at = tuple(int(x) for x in np.argwhere(flat >= size)[0])
@@ -381,7 +452,7 @@ class Layout:
                 f"{[int(x) for x in a]} and {[int(x) for x in b]} both map to physical "
                 f"index {int(ranked[same[0]])}; expected each of the {size} elements at its "
                 f"own index in [0, {size})")
-        self._bijective = True
+        known.bijective = True
 
 
 # -- the swizzles ------------------------------------------------------------------------
