@@ -28,6 +28,7 @@ from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import async_copies, mma, random, runtime, threads, views
+from tilejit.sim.blas_threads import one_blas_thread
 from tilejit.sim.block_races import BLOCK_RACES_MAX, BlockRaces
 from tilejit.sim.cluster import check_multicasts_complete
 from tilejit.sim.grid import GridTurns
@@ -221,10 +222,16 @@ def _fresh(value) -> bool:
 
 
 def run_simulation(kernel, values, launch, classify, spec=None, device_allocation=None):
-    """Run every block of the launch on numpy. ``classify`` is the runtime's description
-    of an argument (a ``TensorArg`` for an array, None for a scalar);
-    ``device_allocation(address)``: the (start, bytes) of the device allocation holding
-    an address, or None (a T.make_tensor of device memory, views.DeviceMemory)."""
+    """Run every block of the launch on numpy, with numpy's BLAS on one thread
+    (``blas_threads.py``). ``classify`` is the runtime's description of an argument (a
+    ``TensorArg`` for an array, None for a scalar); ``device_allocation(address)``: the
+    (start, bytes) of the device allocation holding an address, or None (a
+    T.make_tensor of device memory, views.DeviceMemory)."""
+    with one_blas_thread():
+        _run_simulation(kernel, values, launch, classify, spec, device_allocation)
+
+
+def _run_simulation(kernel, values, launch, classify, spec, device_allocation):
     # compile-time values as the compiler sees them (a list as a FrozenList)
     global _launches_begun
     _launches_begun = next(_LAUNCHES)
