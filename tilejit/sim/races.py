@@ -298,38 +298,48 @@ class IterationRaces:
             values = None if values is None else values.reshape(-1)
         if lanes.size == 0:
             return
-        fresh = self.stamp[idx] != loop.epoch
-        wrote = np.where(fresh, -1, self.wrote[idx])
-        read = np.where(fresh, -1, self.read[idx])
+        # the records read and written through flat indices (one take each, not a gather
+        # of every dimension); the indices are inside the tile (checked before)
+        flat = np.ravel_multi_index(idx, tile.data.shape)
+        stamp, wrote_at, read_at = (a.reshape(-1) for a in (self.stamp, self.wrote,
+                                                              self.read))
+        fresh = stamp[flat] != loop.epoch
+        wrote = np.where(fresh, -1, wrote_at[flat])
+        read = np.where(fresh, -1, read_at[flat])
         other_write = (wrote >= 0) & (wrote != lanes)
-        self.stamp[idx] = loop.epoch
+        stamp[flat] = loop.epoch
         if write:
             other_read = (read == -2) | ((read >= 0) & (read != lanes))
             if values is not None and (other_write.any() or other_read.any()):
                 held = same_bits(tile.data[idx], values)      # the bytes already there
                 other_write &= ~held
                 other_read &= ~held
-            # one element written by two iterations of this access
-            order = np.lexsort((lanes,) + tuple(idx))
-            flat = np.ravel_multi_index(idx, tile.data.shape)[order]
-            same = (flat[1:] == flat[:-1]) & (lanes[order][1:] != lanes[order][:-1])
-            if values is not None:
-                v = values[order]
-                same &= ~same_bits(v[1:], v[:-1])
-            if other_write.any() or other_read.any() or same.any():
-                what = ("written by another iteration" if other_write.any() or same.any()
+            # one element written by two iterations of this access (looked for only
+            # where some element is written twice: a loop's own indices never are)
+            same = order = None
+            if flat.size > 1 and np.bincount(flat).max() > 1:
+                order = np.lexsort((lanes, flat))
+                ranked = flat[order]
+                same = (ranked[1:] == ranked[:-1]) & (lanes[order][1:] != lanes[order][:-1])
+                if values is not None:
+                    v = values[order]
+                    same &= ~same_bits(v[1:], v[:-1])
+                if not same.any():
+                    same = None
+            if other_write.any() or other_read.any() or same is not None:
+                what = ("written by another iteration" if other_write.any() or same is not None
                         else "read by another iteration")
                 pos = int(np.argmax(other_write | other_read)) if (
                     other_write.any() or other_read.any()) else int(order[1:][same][0])
                 self._report(loop, tile, idx, pos, "writes", what)
-            self.read[idx] = read
-            self.wrote[idx] = lanes
+            read_at[flat] = read
+            wrote_at[flat] = lanes
         else:
             if other_write.any():
                 self._report(loop, tile, idx, int(np.argmax(other_write)), "reads",
                              "written by another iteration")
-            self.wrote[idx] = wrote
-            self.read[idx] = np.where((read == -1) | (read == lanes), lanes, -2)
+            wrote_at[flat] = wrote
+            read_at[flat] = np.where((read == -1) | (read == lanes), lanes, -2)
 
     @staticmethod
     def _report(loop, tile, idx, pos, does, what):
