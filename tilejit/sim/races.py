@@ -256,19 +256,40 @@ class IterationRaces:
     a loop; a tensor of more than ``LIMIT`` elements is not tracked (its record would
     outweigh the simulation). A write of the bytes an element already holds is no race
     (eight producer threads flagging one row valid, every iteration storing one value):
-    on the GPU either order leaves the same bytes."""
+    on the GPU either order leaves the same bytes.
 
-    __slots__ = ("stamp", "wrote", "read")
+    A read before any write to the tile in the running loop cannot find a race then (only
+    a later write can, against it): it is kept as given and recorded when the loop's
+    first write to the tile comes, or dropped with the loop (most loops only read the
+    shared tiles they read)."""
+
+    __slots__ = ("stamp", "wrote", "read", "pending", "written_in")
     LIMIT = 1 << 23
 
     def __init__(self):
         self.stamp = None
+        self.pending = None         # (loop epoch, [(idx, active, loop)]) of unrecorded reads
+        self.written_in = 0         # the epoch of the last loop that wrote the tile
 
     def access(self, tile, idx, active, write: bool, values=None):
         """``values``: what a write stores, when known."""
         loop = STATE.parallel
         if loop is None or STATE.quiet_races:
             return
+        if not write and self.written_in != loop.epoch:
+            if self.pending is None or self.pending[0] != loop.epoch:
+                self.pending = (loop.epoch, [])
+            self.pending[1].append((idx, active, loop))
+            return
+        if write:
+            if self.pending is not None and self.pending[0] == loop.epoch:
+                reads, self.pending = self.pending[1], None
+                for read_idx, read_active, read_loop in reads:   # (in their order)
+                    self._record(read_loop, tile, read_idx, read_active, False, None)
+            self.written_in = loop.epoch
+        self._record(loop, tile, idx, active, write, values)
+
+    def _record(self, loop, tile, idx, active, write: bool, values):
         if self.stamp is None:
             if tile.data.size > self.LIMIT:
                 self.stamp = False

@@ -83,6 +83,19 @@ class _State(threading.local):
 STATE = _State()
 
 
+def _within(index, extent: int) -> bool:
+    """Whether every value of ``index`` (an int or an index array) is in [0, extent)."""
+    if isinstance(index, (int, np.integer)):
+        return 0 <= index < extent
+    values = np.asarray(index)
+    if values.size == 0:
+        return True
+    if values.strides and 0 in values.strides:     # a broadcast: its distinct values
+        values = values[tuple(slice(0, 1) if st == 0 else slice(None)
+                              for st in values.strides)]
+    return bool(values.min() >= 0) and bool(values.max() < extent)
+
+
 class UninitializedReadError(RuntimeError):
     """A tile element read before anything wrote it (on the GPU: whatever the register
     or the shared memory held)."""
@@ -880,6 +893,8 @@ class SimTensor:
                 f"{self.kind} {self.name}: a range of threads does a T.Parallel on shared "
                 f"tiles and tensors by itself, not on a {self.kind}, which the whole block "
                 f"holds{_caller_location(3)}")
+        if all(_within(i, n) for i, n in zip(idx, self.data.shape)):
+            return          # (every index inside, whichever lanes are active)
         shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
                                     np.shape(active) if active is not None else ())
         bad = np.zeros(shape, dtype=bool)
