@@ -156,6 +156,39 @@ def test_iterations_of_a_parallel_loop_that_share_a_shared_element_race():
 
 
 @tilejit.kernel
+def read_then_write(A, B, form: T.constexpr):
+    N = A.shape[0]
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((N,), A.dtype)
+        for i in T.Parallel(N):
+            s[i] = A[i]
+        for i in T.Parallel(N):
+            if form == 0:
+                B[i] = s[i] + 1                 # its own element
+            else:
+                B[i] = s[(i + 1) % N] + 1       # its neighbour's
+            s[i] = B[i] * 2                     # a later statement writes its own
+        for i in T.Parallel(N):
+            B[i] = s[i]
+
+
+def test_a_read_is_checked_against_a_later_statements_write_in_the_loop():
+    """A loop's reads of a tile it has not written yet are recorded only when its first
+    write to the tile comes (sim/races.IterationRaces: most loops only read), so an
+    element one iteration reads and another writes in a later statement of the same
+    loop is still a race, reported at the write."""
+    a = np.arange(64, dtype=np.float32)
+    b = np.zeros_like(a)
+    read_then_write(a, b, 0)
+    np.testing.assert_array_equal(b, (a + 1) * 2)
+    with pytest.raises(RaceError, match=r"race on shared tile s\[\d+\]: an iteration of a "
+                                        r"T.Parallel loop writes it and it is read by "
+                                        r"another iteration") as info:
+        read_then_write(a, np.zeros_like(a), 1)
+    assert f'line {_line("a later statement writes")}' in str(info.value)
+
+
+@tilejit.kernel
 def per_thread(A, B, form: T.constexpr):
     with T.Kernel(1, threads=128) as bx:
         s = T.alloc_shared((129,), A.dtype)
