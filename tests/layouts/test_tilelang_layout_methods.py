@@ -294,3 +294,34 @@ def test_any_other_inverse_is_a_compile_error():
                                                     r"the GPU: Layout.inverse of <lambda> is "
                                                     r"evaluated by table"):
         through_inverse(x, torch.zeros_like(x), which="transpose")
+
+
+def test_layouts_of_one_function_share_one_evaluation():
+    """A kernel makes its T.Layout anew in every block (the lambda in its body): layouts
+    of the same code over the same constant values share their evaluation and checks
+    (the simulator checked each block's again); other values, or a captured object whose
+    attributes may change between launches, get their own."""
+
+    def make(n):
+        return Layout((4, 8), lambda i, j: i * 8 + (j ^ n))
+    first, again = make(1), make(1)
+    assert first._evaluation is again._evaluation
+    np.testing.assert_array_equal(again.offsets(), np.arange(32).reshape(4, 8) ^ 1)
+    other = make(2)
+    assert other._evaluation is not first._evaluation
+    np.testing.assert_array_equal(other.offsets(), np.arange(32).reshape(4, 8) ^ 2)
+
+    class Config:
+        shift = 1
+    config = Config()
+
+    def make_from(cfg):
+        return Layout((4, 8), lambda i, j: i * 8 + (j ^ cfg.shift))
+    before = make_from(config)
+    np.testing.assert_array_equal(before.offsets(), np.arange(32).reshape(4, 8) ^ 1)
+    config.shift = 3
+    after = make_from(config)
+    assert after._evaluation is not before._evaluation
+    np.testing.assert_array_equal(after.offsets(), np.arange(32).reshape(4, 8) ^ 3)
+    with pytest.raises(ValueError, match="read-only"):
+        after.offsets()[0, 0] = 5           # shared values are not to be changed

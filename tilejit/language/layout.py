@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import math
 import threading
+import types
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -104,19 +105,32 @@ _EVALUATIONS_LOCK = threading.Lock()         # (threads may simulate at once)
 def _function_key(fn, shape):
     """What a function's values over ``shape`` depend on: its code, defaults, closure
     values and the module globals its code names (each value with its type: ``1`` and
-    ``1.0`` give other values); None when one of them is not hashable."""
+    ``1.0`` give other values); None when one of them is not a value that cannot change
+    (a number, a string, a tuple of them, a module, a function or a class: an object
+    whose attributes may change between two launches is not one)."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
     try:
         names = getattr(fn, "__globals__", {})
-        key = (code, shape, fn.__defaults__,
-               tuple((type(c.cell_contents), c.cell_contents) for c in fn.__closure__ or ()),
-               tuple((n, type(names[n]), names[n]) for n in code.co_names if n in names))
-        hash(key)
-    except (TypeError, ValueError):     # an unhashable value, an empty cell
+        values = [c.cell_contents for c in fn.__closure__ or ()]
+        values += [names[n] for n in code.co_names if n in names]
+        values += list(fn.__defaults__ or ())
+    except ValueError:                  # an empty cell
         return None
-    return key
+    if not all(_constant(v) for v in values):
+        return None
+    return (code, shape, tuple((type(v), v) for v in values))
+
+
+_CONSTANT_TYPES = (int, float, complex, bool, str, bytes, type(None), np.generic, type,
+                   types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+
+
+def _constant(value) -> bool:
+    if isinstance(value, (tuple, frozenset)):
+        return all(_constant(v) for v in value)
+    return isinstance(value, _CONSTANT_TYPES)
 
 
 def _frozen(values: np.ndarray) -> np.ndarray:
