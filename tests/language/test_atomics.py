@@ -729,3 +729,37 @@ def test_gpu_a_number_into_a_region_open_to_the_tensors_edge():
     c = torch.zeros(40, 16, dtype=torch.int32, device="cuda")
     tl.compile(program)(c)
     assert (c.cpu() == 1).all()
+
+
+@tilejit.kernel
+def binned(Bins, Keys, Vals, Prev, block: T.constexpr = 256):
+    """Many lanes into few elements, each lane's previous value kept (a histogram's
+    ticket): the simulator adds an integer type's lanes at once, in lane order."""
+    N = Keys.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                Prev[bx * block + i] = T.atomic_add(Bins[Keys[bx * block + i]],
+                                                    Vals[bx * block + i], return_prev=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64, np.uint64])
+def test_integer_adds_of_many_lanes_into_few_elements_in_lane_order(dtype):
+    """Each lane sees its element plus the values of the lanes before it (lane order,
+    block after block), wrapping in the element's type (two bins start near its
+    greatest value); a per-lane reference."""
+    rng = np.random.default_rng(7)
+    n, bins = 1000, 5
+    keys = rng.integers(0, bins, n).astype(np.int32)
+    info = np.iinfo(dtype)
+    vals = rng.integers(0 if info.min == 0 else -100, 100, n).astype(dtype)
+    start = np.array([0, 3, 9, info.max - 40, info.max - 2000], dtype=dtype)
+    got_bins, prev = start.copy(), np.zeros(n, dtype)
+    binned(got_bins, keys, vals, prev)
+    want_bins, want_prev = start.copy(), np.zeros(n, dtype)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            want_prev[k] = want_bins[keys[k]]
+            want_bins[keys[k]] = want_bins[keys[k]] + vals[k]
+    np.testing.assert_array_equal(prev, want_prev)
+    np.testing.assert_array_equal(got_bins, want_bins)
