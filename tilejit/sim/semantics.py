@@ -736,6 +736,12 @@ def _apply(op, tensor, idx, values):
     if op == "add" and data.dtype.kind in "iu":
         _add_integers(data, idx, flat, values, old_out)
         return old_out
+    ranked = np.sort(flat)
+    if not (ranked[1:] == ranked[:-1]).any():       # every lane its own element: one round
+        old = data[idx]
+        old_out[:] = old
+        data[idx] = _to_storage(_combine(op, old, values, dtype), dtype, data.dtype)
+        return old_out
     remaining = np.arange(n)
     while remaining.size:
         # the first remaining lane of each element goes this round
