@@ -82,5 +82,5 @@ def one_blas_thread():
     finally:
         with _LOCK:
             _depth -= 1
-            if _depth == 0:
+            if _depth == 0 and _saved >= 1:     # (a count the library gave back)
                 set_fn(_saved)
