@@ -338,7 +338,7 @@ class IterationRaces:
             # one element written by two iterations of this access (looked for only
             # where some element is written twice: a loop's own indices never are)
             same = order = None
-            if flat.size > 1 and np.bincount(flat).max() > 1:
+            if repeats(flat):
                 order = np.lexsort((lanes, flat))
                 ranked = flat[order]
                 same = (ranked[1:] == ranked[:-1]) & (lanes[order][1:] != lanes[order][:-1])
@@ -371,6 +371,13 @@ class IterationRaces:
             f"race on {noun} {tile.name}{element}: {loop.who} {does} it and it is "
             f"{what}{_caller_location(1)}\n({loop.advice})")
 
+
+
+def repeats(flat) -> bool:
+    """Whether a value occurs twice in ``flat`` (1-d flat indices): sorted, neighbours
+    compared (the elements touched, not the tensor's size)."""
+    ranked = np.sort(flat)
+    return bool((ranked[1:] == ranked[:-1]).any())
 
 
 def same_bits(a, b):

@@ -38,6 +38,7 @@ from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
 from tilejit.sim.block_races import block_id
+from tilejit.sim.races import repeats
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
 from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
                                  varies)
@@ -736,8 +737,7 @@ def _apply(op, tensor, idx, values):
     if op == "add" and data.dtype.kind in "iu":
         _add_integers(data, idx, flat, values, old_out)
         return old_out
-    ranked = np.sort(flat)
-    if not (ranked[1:] == ranked[:-1]).any():       # every lane its own element: one round
+    if not repeats(flat):                           # every lane its own element: one round
         old = data[idx]
         old_out[:] = old
         data[idx] = _to_storage(_combine(op, old, values, dtype), dtype, data.dtype)
