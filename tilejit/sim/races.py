@@ -305,6 +305,7 @@ class IterationRaces:
         if lanes is None:
             return
         full = lanes.shape
+        distinct = write and one_to_one(idx, full)
         idx = tuple(np.broadcast_to(i, full) for i in idx)
         if values is not None:
             values = np.broadcast_to(values, full)
@@ -338,7 +339,7 @@ class IterationRaces:
             # one element written by two iterations of this access (looked for only
             # where some element is written twice: a loop's own indices never are)
             same = order = None
-            if repeats(flat):
+            if not distinct and repeats(flat):
                 order = np.lexsort((lanes, flat))
                 ranked = flat[order]
                 same = (ranked[1:] == ranked[:-1]) & (lanes[order][1:] != lanes[order][:-1])
@@ -378,6 +379,31 @@ def repeats(flat) -> bool:
     compared (the elements touched, not the tensor's size)."""
     ranked = np.sort(flat)
     return bool((ranked[1:] == ranked[:-1]).any())
+
+
+def one_to_one(idx, shape) -> bool:
+    """Whether an access at the index arrays ``idx``, broadcast over the positions
+    ``shape``, reaches a different element from every position, seen from the arrays'
+    shapes alone (no sort of the whole access): each axis of ``shape`` longer than 1 is
+    the only long axis of exactly one index, whose values along it differ (a T.Parallel's
+    open-mesh index, an expression of it, a gather by it). False means "not known", and
+    the caller looks at the elements."""
+    covered = set()
+    for i in idx:
+        dims = np.shape(i)
+        long = [a for a, n in enumerate(dims) if n > 1]
+        if not long:
+            continue
+        if len(long) > 1:
+            return False
+        axis = long[0] + len(shape) - len(dims)      # numpy aligns shapes at the right
+        if axis in covered or np.asarray(i).strides[long[0]] == 0:
+            return False
+        covered.add(axis)
+        values = np.sort(np.asarray(i).reshape(-1))
+        if (values[1:] == values[:-1]).any():
+            return False
+    return all(n <= 1 or a in covered for a, n in enumerate(shape))
 
 
 def same_bits(a, b):

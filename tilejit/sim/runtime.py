@@ -171,7 +171,11 @@ def parallel_vectorized(*extents):
     extents = tuple(max(0, int(e)) for e in extents)
     if 0 in extents:
         return          # (the body's statements at fixed indices would still run once)
-    grids = np.indices(extents, dtype=np.int64)
+    # open-mesh indices (each of shape 1 in every other dimension): an expression of
+    # some of the loop's indices is computed over those only, and broadcast to the loop's
+    # shape where it meets the others or is stored (an index of the rows alone gathers
+    # one value per row, not one per element)
+    grids = np.indices(extents, dtype=np.int64, sparse=True)
     outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
     try:
         yield grids[0] if len(extents) == 1 else tuple(grids)
@@ -917,6 +921,8 @@ class SimTensor:
         if self.kind is not None or not (STATE.safe_memory or (
                 self.safe_value is not None and not write)):
             return mask
+        if all(_within(i, n) for i, n in zip(idx, self.data.shape)):
+            return mask         # (every index inside: the lanes as they are)
         inside = True
         for i, n in zip(idx, self.data.shape):
             inside = inside & (np.asarray(i) >= 0) & (np.asarray(i) < n)
@@ -935,17 +941,22 @@ class SimTensor:
             if self.unwritten is not None:
                 self.check_written(key)
             return self.data[key]
-        arrays = np.broadcast_arrays(*idx, *(() if mask is None else (mask,)))
-        idx_b = arrays[:len(idx)]
-        active = None if mask is None else arrays[-1]
-        self._check(idx_b, active)
+        # the index arrays as they come (a T.Parallel's open-mesh indices, or an
+        # expression of some of them): numpy broadcasts them where they meet
+        idx = tuple(idx)
+        active = mask
+        if active is not None:
+            shape = np.broadcast_shapes(*(np.shape(i) for i in idx), np.shape(active))
+            if np.shape(active) != shape:
+                active = np.broadcast_to(active, shape)
+        self._check(idx, active)
         if self.iterations is not None and STATE.parallel is not None:
-            self.iterations.access(self, tuple(idx_b), active, write=False)
+            self.iterations.access(self, idx, active, write=False)
         if active is None:
             if self.unwritten is not None:
-                self.check_written(tuple(idx_b))
-            return self.data[tuple(idx_b)]
-        safe = tuple(np.where(active, i, 0) for i in idx_b)
+                self.check_written(idx)
+            return self.data[idx]
+        safe = tuple(np.where(active, i, 0) for i in idx)
         if self.unwritten is not None:
             self.check_written(safe, active)
         return np.where(active, self.data[safe],
@@ -972,9 +983,11 @@ class SimTensor:
         arrays = np.broadcast_arrays(*idx, value, *(() if mask is None else (mask,)))
         idx_b, value_b = arrays[:len(idx)], arrays[len(idx)]
         active = None if mask is None else arrays[-1]
-        self._check(idx_b, active)
+        self._check(idx if active is None else idx_b, active)
         if self.iterations is not None and STATE.parallel is not None:
-            self.iterations.access(self, tuple(idx_b), active, write=True, values=value_b)
+            # the indices as they come: their shapes tell the race check whether two
+            # iterations can meet at one element (races.one_to_one)
+            self.iterations.access(self, tuple(idx), active, write=True, values=value)
         if active is None:
             key = tuple(idx_b)
             self.data[key] = value_b

@@ -38,7 +38,7 @@ from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
 from tilejit.sim import views
 from tilejit.sim.block_races import block_id
-from tilejit.sim.races import repeats
+from tilejit.sim.races import one_to_one, repeats
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
 from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
                                  varies)
@@ -725,19 +725,23 @@ def _check_dtype(tensor, what):
                         f"{tensor.dtype.name} destination")
 
 
-def _apply(op, tensor, idx, values):
+def _apply(op, tensor, idx, values, distinct=False):
     """Combine ``values`` into ``tensor.data[idx]`` one lane at a time (in lane order when
-    several lanes share an element); the previous value of every lane."""
+    several lanes share an element; ``distinct``: known not to); the previous value of
+    every lane."""
     data, dtype = tensor.data, tensor.dtype
     n = values.shape[0]
     old_out = np.empty(n, dtype=data.dtype)
     if n == 0:
         return old_out
-    flat = np.ravel_multi_index(idx, data.shape)
-    if op == "add" and data.dtype.kind in "iu":
-        _add_integers(data, idx, flat, values, old_out)
-        return old_out
-    if not repeats(flat):                           # every lane its own element: one round
+    if distinct:
+        flat = None
+    else:
+        flat = np.ravel_multi_index(idx, data.shape)
+        if op == "add" and data.dtype.kind in "iu":
+            _add_integers(data, idx, flat, values, old_out)
+            return old_out
+    if flat is None or not repeats(flat):           # every lane its own element: one round
         old = data[idx]
         old_out[:] = old
         data[idx] = _to_storage(_combine(op, old, values, dtype), dtype, data.dtype)
@@ -816,7 +820,9 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
         shapes.append(STATE.parallel.shape)
     shape = np.broadcast_shapes(*shapes)
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
-    idx_b = [np.broadcast_to(np.asarray(i, dtype=np.int64), shape) for i in idx]
+    idx = [np.asarray(i, dtype=np.int64) for i in idx]
+    distinct = one_to_one(idx, shape)      # (every lane its own element: one round)
+    idx_b = [np.broadcast_to(i, shape) for i in idx]
     tensor._check(idx_b, active)
     if tensor.unwritten is not None and op != "store":   # an atomic reads its destination
         tensor.check_written(tuple(np.where(active, i, 0) for i in idx_b), active)
@@ -836,7 +842,7 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
         if tensor.unwritten is not None:
             tensor.unwritten[where] = False
     else:
-        old = _apply(op, tensor, where, v_b.reshape(-1)[sel])
+        old = _apply(op, tensor, where, v_b.reshape(-1)[sel], distinct)
     if not return_prev:
         return None
     out = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=tensor.data.dtype)
