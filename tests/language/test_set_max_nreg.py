@@ -99,6 +99,12 @@ def test_tilejit_compile_for_cuda_checks_it_at_once():
             A[tx] = 1.0
     with pytest.raises(CompileError, match="setmaxnreg needs sm_90a; the target is sm_80"):
         tilejit.compile(main, target="cuda -arch=sm_80")       # no device needed
+    # sm_90 (what a machine without a device compiles for) says how to name sm_90a
+    with pytest.raises(CompileError, match=r"the target is sm_90; name the arch \(arch="
+                                           r"\"sm_90a\", .*without a CUDA device a compile "
+                                           r"is for sm_90"):
+        tilejit.compile(main, target="cuda -arch=sm_90")
+    assert "setmaxnreg" in tilejit.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
 
 
 @tilejit.kernel

@@ -219,8 +219,11 @@ class _RegisterHints(syntax.NodeTransformer):
         if target.is_sim:
             new = ast.Pass()
         elif not target.has_wgmma:
+            hint = ("; name the arch (arch=\"sm_90a\", get_kernel_source(arch=\"sm_90a\"), "
+                    "tilejit.compile(..., target=\"cuda -arch=sm_90a\")): without a CUDA "
+                    "device a compile is for sm_90") if target.arch == "sm_90" else ""
             raise self.ctx.error(f"T.{fn.__name__}: setmaxnreg needs sm_90a; the target is "
-                                 f"{target.arch}", node)
+                                 f"{target.arch}{hint}", node)
         else:
             self.user = True
             new = _expr(SETMAXNREG, [ast.Constant(bool(is_inc)),
