@@ -763,3 +763,80 @@ def test_integer_adds_of_many_lanes_into_few_elements_in_lane_order(dtype):
             want_bins[keys[k]] = want_bins[keys[k]] + vals[k]
     np.testing.assert_array_equal(prev, want_prev)
     np.testing.assert_array_equal(got_bins, want_bins)
+
+
+@tilejit.kernel
+def binned_no_prev(Bins, Keys, Vals, op: T.constexpr, block: T.constexpr = 256):
+    """Many lanes into few elements, no lane's previous value wanted (a histogram): the
+    simulator combines them in place, lane after lane (``semantics._apply``)."""
+    N = Keys.shape[0]
+    with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < N:
+                if op == "add":
+                    T.atomic_add(Bins[Keys[bx * block + i]], Vals[bx * block + i])
+                else:
+                    T.atomic_max(Bins[Keys[bx * block + i]], Vals[bx * block + i])
+
+
+@pytest.mark.parametrize("dtype, op", [(np.int32, "add"), (np.uint32, "add"),
+                                       (np.float32, "add"), (np.float16, "add"),
+                                       ("bfloat16", "add"), (np.float32, "max"),
+                                       (np.int64, "max")])
+def test_lanes_into_few_elements_without_previous_values_in_lane_order(dtype, op):
+    """The values combine into each element in lane order, block after block: float sums
+    bit for bit as a per-lane loop gives them (rounded to float16 at each add, and to
+    bfloat16, which the simulator holds in float32, at each store), integers wrapping,
+    a NaN value ignored by max."""
+    from tilejit.language.numerics import round_to_bfloat16
+    rng = np.random.default_rng(11)
+    n, bins = 1000, 5
+    keys = rng.integers(0, bins, n).astype(np.int32)
+    held = np.float32 if dtype == "bfloat16" else dtype
+    if np.issubdtype(held, np.integer):
+        info = np.iinfo(held)
+        vals = rng.integers(0 if info.min == 0 else -100, 100, n).astype(held)
+        start = np.array([0, 3, 9, info.max - 40, info.max - 2000], dtype=held)
+    else:
+        vals = (rng.standard_normal(n) * 1000).astype(held)
+        if op == "max":
+            vals[::7] = np.nan
+        start = np.array([0, 0.5, -3, 1e4, 7], dtype=held)
+    rnd = round_to_bfloat16 if dtype == "bfloat16" else (lambda x: x)
+    vals, start = rnd(vals).astype(held), rnd(start).astype(held)
+    want = start.copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(n):
+            v = want[keys[k]]
+            want[keys[k]] = rnd(v + vals[k] if op == "add" else
+                                (v if np.isnan(vals[k]) else max(v, vals[k])))
+    if dtype == "bfloat16":
+        import torch
+        got = torch.from_numpy(start).to(torch.bfloat16)
+        binned_no_prev(got, keys, torch.from_numpy(vals).to(torch.bfloat16), op)
+        got = got.float().numpy()
+    else:
+        got = start.copy()
+        binned_no_prev(got, keys, vals, op)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, op", [(torch.int32, "add"), (torch.float32, "add"),
+                                       (torch.float32, "max"), (torch.int64, "max")])
+def test_gpu_lanes_into_few_elements_without_previous_values(dtype, op):
+    """On the GPU against the simulator: integers and max exactly, float sums (whose
+    order the GPU does not fix) to rounding."""
+    g = torch.Generator().manual_seed(5)
+    keys = torch.randint(0, 5, (1000,), generator=g, dtype=torch.int32)
+    vals = (torch.randint(-100, 100, (1000,), generator=g) if not dtype.is_floating_point
+            else torch.randn(1000, generator=g) * 1000).to(dtype)
+    sim = torch.zeros(5, dtype=dtype)
+    binned_no_prev(sim, keys, vals, op)
+    gpu = torch.zeros(5, dtype=dtype, device="cuda")
+    binned_no_prev(gpu, keys.cuda(), vals.cuda(), op)
+    torch.cuda.synchronize()
+    if dtype == torch.float32 and op == "add":
+        torch.testing.assert_close(gpu.cpu(), sim, rtol=1e-5, atol=1e-2)
+    else:
+        assert torch.equal(gpu.cpu(), sim)

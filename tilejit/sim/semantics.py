@@ -725,11 +725,24 @@ def _check_dtype(tensor, what):
                         f"{tensor.dtype.name} destination")
 
 
-def _apply(op, tensor, idx, values, distinct=False):
+# the element-wise function of each op, where the tensor holds its dtype exactly (not a
+# bfloat16 or float8 held in float32 and rounded at every store): ``ufunc.at`` combines
+# repeated elements one at a time in the order given, which is lane order
+_UFUNCS = {"add": (np.add, np.add), "max": (np.fmax, np.maximum),
+           "min": (np.fmin, np.minimum), "or": (np.bitwise_or, np.bitwise_or)}
+
+
+def _apply(op, tensor, idx, values, distinct=False, previous=True):
     """Combine ``values`` into ``tensor.data[idx]`` one lane at a time (in lane order when
     several lanes share an element; ``distinct``: known not to); the previous value of
-    every lane."""
+    every lane (``previous=False``: None, not computed)."""
     data, dtype = tensor.data, tensor.dtype
+    if not previous and not distinct and not dtype.held_in_float32:
+        # lanes sharing elements, and no lane needs what it found (a histogram's adds):
+        # in place, lane after lane
+        with np.errstate(over="ignore", invalid="ignore"):
+            _UFUNCS[op][0 if dtype.is_float else 1].at(data, idx, values)
+        return None
     n = values.shape[0]
     old_out = np.empty(n, dtype=data.dtype)
     if n == 0:
@@ -842,7 +855,7 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
         if tensor.unwritten is not None:
             tensor.unwritten[where] = False
     else:
-        old = _apply(op, tensor, where, v_b.reshape(-1)[sel], distinct)
+        old = _apply(op, tensor, where, v_b.reshape(-1)[sel], distinct, return_prev)
     if not return_prev:
         return None
     out = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=tensor.data.dtype)
@@ -876,7 +889,7 @@ def region_atomic(op, dst, value, return_prev=False, memory_order=None):
     values = _num.cast(values.astype(np.float32) if d_t.dtype.held_in_float32 else values,
                        d_t.dtype)
     _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
-           np.asarray(values, dtype=d_t.data.dtype)[keep])
+           np.asarray(values, dtype=d_t.data.dtype)[keep], previous=False)
     return None
 
 
@@ -893,7 +906,7 @@ def _scalar_atomic(op, dst, value, what):
     values = _num.cast(values.astype(np.float32) if d_t.dtype.held_in_float32 else values,
                        d_t.dtype)
     _apply(op, d_t, tuple(i.reshape(-1)[keep] for i in d_idx),
-           np.asarray(values, dtype=d_t.data.dtype)[keep])
+           np.asarray(values, dtype=d_t.data.dtype)[keep], previous=False)
     return None
 
 
