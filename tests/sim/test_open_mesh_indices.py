@@ -101,3 +101,30 @@ def test_gathers_and_atomics_on_the_gpu(idx):
         torch.cuda.synchronize()
         np.testing.assert_array_equal(tout.cpu().numpy(), out)
         np.testing.assert_array_equal(ts.cpu().numpy(), s)
+
+
+@tilejit.kernel
+def one_element_per_thread_values(A, B, same: T.constexpr):
+    with T.Kernel(1, threads=128):
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((4,), "float32")
+        if same:
+            s[0] = A[0]             # every thread the same value: a flag
+        else:
+            s[0] = A[tx]            # every thread its own value, one element
+        T.sync_threads()
+        if tx == 0:
+            B[0] = s[0]
+
+
+def test_threads_storing_their_own_values_to_one_element_race():
+    """The index is the same in every thread, the value is not: the store's value counts
+    in the access's shape (a review found the race missed when only the indices'
+    shapes were looked at)."""
+    a = np.arange(128, dtype=np.float32) + 1
+    b = np.zeros(1, np.float32)
+    one_element_per_thread_values(a, b, True)
+    assert b[0] == 1
+    with pytest.raises(RaceError, match=r"race on shared tile s\[0\]: a thread writes it and "
+                                        r"it is written by another thread"):
+        one_element_per_thread_values(a, b, False)

@@ -299,8 +299,10 @@ class IterationRaces:
                 self.read = np.full(tile.data.shape, -1, np.int32)
         if self.stamp is False:
             return
+        # (a store's value counts: one element stored a value per thread is per thread)
         shape = np.broadcast_shapes(*(np.shape(i) for i in idx),
-                                    np.shape(active) if active is not None else ())
+                                    np.shape(active) if active is not None else (),
+                                    np.shape(values) if values is not None else ())
         lanes = loop.lanes(shape)
         if lanes is None:
             return
