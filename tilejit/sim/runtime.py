@@ -941,14 +941,9 @@ class SimTensor:
             if self.unwritten is not None:
                 self.check_written(key)
             return self.data[key]
-        # the index arrays as they come (a T.Parallel's open-mesh indices, or an
-        # expression of some of them): numpy broadcasts them where they meet
-        idx = tuple(idx)
+        # the index arrays and the mask as they come (a T.Parallel's open-mesh indices,
+        # or an expression of some of them): numpy broadcasts them where they meet
         active = mask
-        if active is not None:
-            shape = np.broadcast_shapes(*(np.shape(i) for i in idx), np.shape(active))
-            if np.shape(active) != shape:
-                active = np.broadcast_to(active, shape)
         self._check(idx, active)
         if self.iterations is not None and STATE.parallel is not None:
             self.iterations.access(self, idx, active, write=False)
@@ -983,7 +978,7 @@ class SimTensor:
         arrays = np.broadcast_arrays(*idx, value, *(() if mask is None else (mask,)))
         idx_b, value_b = arrays[:len(idx)], arrays[len(idx)]
         active = None if mask is None else arrays[-1]
-        self._check(idx if active is None else idx_b, active)
+        self._check(idx, active)
         if self.iterations is not None and STATE.parallel is not None:
             # the indices as they come: their shapes tell the race check whether two
             # iterations can meet at one element (races.one_to_one)
