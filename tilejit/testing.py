@@ -16,6 +16,7 @@ import sys
 from tilejit.tilelang.utils import torch_assert_close
 from tilejit.tuning.bench import do_bench
 from tilejit.tuning.regression import process_func, regression
+from tilejit.language.compat import module_getattr
 
 __all__ = ["do_bench", "process_func", "regression", "torch_assert_close", "set_random_seed",
            "main", "requires_cuda",
@@ -129,3 +130,9 @@ def requires_package(*names):
     """Skip the test unless every package in ``names`` imports."""
     missing = [n for n in names if importlib.util.find_spec(n) is None]
     return _skip_unless(not missing, f"needs the package(s) {', '.join(missing)}")
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+__getattr__ = module_getattr(
+    "tilelang.testing", __name__,
+    "of TileLang's testing helpers tilejit has main, do_bench, torch_assert_close, "
+    "set_random_seed, the regression harness and the requires_* decorators")

@@ -1,7 +1,8 @@
 """The carver's attention, elementwise and reduction templates: every hint keeps the
 limits its docstring states, the ranking follows (traffic + 1) · waves, the figures
 match ones computed by hand, and what it recommends compiles (the attention kernel) and
-runs in the simulator (the elementwise and reduction kernels)."""
+runs in the simulator (the elementwise, reduction and GEMV kernels; the GEMV's on the
+device too)."""
 import math
 import os
 import sys
@@ -9,9 +10,12 @@ import sys
 import numpy as np
 import pytest
 
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit import carver
 from tilejit.carver.recommend import CUDA
 from tilejit.carver.template import (ElementwiseTemplate, FlashAttentionTemplate,
-                                     GeneralReductionTemplate)
+                                     GEMVTemplate, GeneralReductionTemplate)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -103,8 +107,100 @@ def test_reduction_hints_hold_rows_in_registers():
         bm, t = h.config["block_M"], h.config["threads"]
         assert 16384 % bm == 0 and math.ceil(bm * 8192 / t) <= 96
         assert h.blocks_per_sm * t <= 2048
-    with pytest.raises(ValueError, match="structure 'SR'"):
-        GeneralReductionTemplate("SSR", (4, 4, 4)).recommend_hints()
+    with pytest.raises(ValueError, match="one letter an axis"):
+        GeneralReductionTemplate("SR", (4, 4, 4)).recommend_hints()
+    with pytest.raises(ValueError, match="one letter an axis"):
+        GeneralReductionTemplate("SX", (4, 4)).recommend_hints()
+
+
+@pytest.mark.parametrize("structure, shape, rows, length", [
+    ("SSR", (64, 16, 1024), 1024, 1024), ("SRS", (64, 1024, 16), 1024, 1024),
+    ("SS", (1024, 1024), 1 << 20, 1), ("RSR", (2, 512, 8), 512, 16)])
+def test_reduction_structures_multiply_into_rows_and_row_length(structure, shape, rows,
+                                                                length):
+    """TileLang's structures: the spatial extents multiply into the rows, the reduced
+    ones into the row length; the hints are those of that (rows, length) as "SR"."""
+    device = CUDA("sm_90a")
+    got = GeneralReductionTemplate(structure, shape, "float16").with_arch(device) \
+        .recommend_hints(topk=5)
+    same = GeneralReductionTemplate("SR", (rows, length), "float16").with_arch(device) \
+        .recommend_hints(topk=5)
+    assert got and got == same
+    assert all(h.traffic == 2 * h.block_M * length * 2 for h in got)
+
+
+def test_gemv_hints_fill_the_device_before_saving_traffic():
+    device = CUDA("sm_90a")
+    hints = GEMVTemplate(N=16384, K=4096, in_dtype="float16").with_arch(device) \
+        .recommend_hints(topk=50)
+    assert hints
+    for h in hints:
+        bn, rt = h.config["BLOCK_N"], h.config["reduce_threads"]
+        assert h.threads == bn * rt <= 1024 and h.block_K == rt * 8
+        assert h.traffic == (bn + 1) * 4096 * 2 + bn * 2
+        per_sm = min(2048 // h.threads, 32)
+        assert h.num_wave == math.ceil(math.ceil(16384 / bn) / (per_sm * 132))
+    keys = [(h.num_wave, -min(math.ceil(16384 / h.block_N), h.blocks_per_sm * 132) * h.threads,
+             h.score) for h in hints]
+    assert keys == sorted(keys)
+    # a short K leaves out reduction widths wider than it
+    short = GEMVTemplate(N=64, K=256).recommend_hints(topk=100)
+    assert {h.config["reduce_threads"] for h in short} == {32}
+    with pytest.raises(ValueError, match="K must be a positive int"):
+        GEMVTemplate(N=64, K=0).recommend_hints()
+
+
+@tilelang.jit
+def _gemv(A, B, BLOCK_N: int, reduce_threads: int, dtype: T.dtype = T.float16):
+    """y = B @ a as TileLang's GEMV examples take the template's config: BLOCK_N rows a
+    block, reduce_threads threads a row, 8 elements a thread a step."""
+    N = T.const("N")
+    K = T.const("K")
+    A: T.Tensor((K,), dtype)
+    B: T.Tensor((N, K), dtype)
+    C = T.empty((N,), T.float32)
+    BK = reduce_threads * 8
+    with T.Kernel(T.ceildiv(N, BLOCK_N), threads=BLOCK_N * reduce_threads) as bn:
+        prod = T.alloc_fragment((BLOCK_N, BK), T.float32)
+        part = T.alloc_fragment((BLOCK_N,), T.float32)
+        acc = T.alloc_fragment((BLOCK_N,), T.float32)
+        T.clear(acc)
+        for k in T.serial(T.ceildiv(K, BK)):
+            for i, j in T.Parallel(BLOCK_N, BK):
+                prod[i, j] = T.cast(B[bn * BLOCK_N + i, k * BK + j], T.float32) * \
+                    T.cast(A[k * BK + j], T.float32)
+            T.reduce_sum(prod, part, dim=1)
+            for i in T.Parallel(BLOCK_N):
+                acc[i] += part[i]
+        for i in T.Parallel(BLOCK_N):
+            C[bn * BLOCK_N + i] = acc[i]
+    return C
+
+
+def _gemv_check(N, K, device):
+    torch = pytest.importorskip("torch")
+    hint = carver.GEMVTemplate(N=N, K=K, in_dtype=T.float16).recommend_hints(topk=1)[0]
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(K, generator=g).half()
+    b = torch.randn(N, K, generator=g).half()
+    ref = b.double() @ a.double()
+    y = _gemv(a.to(device), b.to(device), **hint.config).cpu()
+    torch.testing.assert_close(y.double(), ref, rtol=1e-4, atol=1e-3)
+    return hint, a, b, y
+
+
+def test_gemv_hint_runs_a_gemv_in_the_simulator():
+    """TileLang's spelling: ``from tilelang import carver; carver.GEMVTemplate(...)``."""
+    hint, *_ = _gemv_check(256, 512, "cpu")
+    assert hint.config["reduce_threads"] in (32, 64)
+
+
+@pytest.mark.gpu
+def test_gpu_gemv_hint_runs_a_gemv_on_the_device():
+    torch = pytest.importorskip("torch")
+    hint, a, b, y = _gemv_check(1024, 2048, "cuda")
+    sim = _gemv(a, b, **hint.config)
+    torch.testing.assert_close(y, sim, rtol=1e-5, atol=1e-5)
 
 
 def test_reduction_hint_runs_softmax_in_the_simulator():

@@ -46,7 +46,7 @@ def test_persistent_gemm_factory_as_the_seed_calls_it():
 def _answering(monkeypatch, sms):
     """``driver.get_num_sms()`` answers ``sms``: the machine has no GPU, and the
     simulator's count is ``sms`` (the kernel reads the same function throughout)."""
-    monkeypatch.setattr(driver.cuda_driver, "cuda_available", lambda: False)
+    monkeypatch.setattr(driver._cuda_driver, "cuda_available", lambda: False)
     monkeypatch.setattr(driver, "SIMULATED_NUM_SMS", sms)
 
 

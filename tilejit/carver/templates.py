@@ -134,8 +134,10 @@ class ElementwiseTemplate(Template):
 
 @dataclass
 class GeneralReductionTemplate(Template):
-    """Rows of ``shape = (M, N)`` reduced along N, each row read and written once
-    (``structure`` "SR": spatial, reduced — TileLang's spelling; the only one here)."""
+    """``shape`` reduced along the axes ``structure`` marks "R" (TileLang's spelling: one
+    letter an axis, "S" spatial, "R" reduced; "SR" is rows reduced along N). The spatial
+    extents multiply into the rows M and the reduced ones into the row length N (1 with
+    none: a copy); each row is read and written once."""
     structure: str = "SR"
     shape: tuple = (1, 1)
     dtype: str = "float16"
@@ -143,15 +145,21 @@ class GeneralReductionTemplate(Template):
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         name = "GeneralReductionTemplate"
-        if self.structure != "SR" or len(tuple(self.shape)) != 2:
-            raise ValueError(f"{name}: structure 'SR' over a 2-D shape (rows, reduced), got "
-                             f"structure={self.structure!r}, shape={self.shape!r}")
-        M, N = self.shape
-        _positive(name, M=M, N=N)
+        shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
+        if not isinstance(self.structure, str) or len(self.structure) != len(shape) or \
+                set(self.structure) - set("SR"):
+            raise ValueError(f"{name}: structure must be one letter an axis of shape, 'S' "
+                             f"(spatial) or 'R' (reduced), got structure={self.structure!r}, "
+                             f"shape={self.shape!r}")
+        _positive(name, **{f"shape[{i}]": s for i, s in enumerate(shape)})
+        M = math.prod(s for s, a in zip(shape, self.structure) if a == "S")
+        N = math.prod(s for s, a in zip(shape, self.structure) if a == "R")
         arch = self.arch or CUDA()
         nbytes = dtype_bytes(name, self.dtype)
         hints = []
-        for bm in _candidates(M, 1, cap=8):
+        # rows a block: up to 8 long rows, more where a row is shorter than a block's
+        # threads (a block holds at least one value a thread)
+        for bm in _candidates(M, 1, cap=max(8, 1024 // N)):
             for threads in (128, 256, 512, 1024):
                 values = math.ceil(bm * N / threads)      # float32 values a thread holds
                 if values > 96 or threads > bm * N:
@@ -167,4 +175,54 @@ class GeneralReductionTemplate(Template):
                                   waves, per_sm, 0, dict(block_M=bm, threads=threads)))
         # ties: more threads resident per SM (more loads in flight), then fewer rows
         hints.sort(key=lambda h: (h.score, -h.threads * h.blocks_per_sm, h.block_M))
+        return hints[:topk]
+
+
+@dataclass
+class GEMVTemplate(Template):
+    """y[N] = B[N, K] @ a[K] (TileLang's GEMV template), the kernel of
+    ``examples/gemv``: ``BLOCK_N`` rows a block, each row reduced by ``reduce_threads``
+    threads (``threads=(BLOCK_N, reduce_threads)``), 16 bytes a thread a step. B is read
+    once, so the search is for a grid that keeps every SM's loads in flight: the fewest
+    waves, then the most threads resident, then the shorter block."""
+    N: int = 1
+    K: int = 1
+    in_dtype: str = "float16"
+    out_dtype: str = "float16"
+    accum_dtype: str = "float32"
+    arch: CUDA | None = None
+
+    def reference(self, A, B):
+        """y = B @ a, accumulated in ``accum_dtype``, in ``out_dtype``."""
+        import torch    # a reference of torch tensors: only when it is called
+        acc = getattr(torch, str(getattr(self.accum_dtype, "name", self.accum_dtype)))
+        out = getattr(torch, str(getattr(self.out_dtype, "name", self.out_dtype)))
+        return (B.to(acc) @ A.to(acc)).to(out)
+
+    def recommend_hints(self, topk: int = 10) -> list[Hint]:
+        name = "GEMVTemplate"
+        _positive(name, N=self.N, K=self.K)
+        arch = self.arch or CUDA()
+        a_bytes, c_bytes = dtype_bytes(name, self.in_dtype), dtype_bytes(name, self.out_dtype)
+        dtype_bytes(name, self.accum_dtype)
+        vector = max(1, 16 // a_bytes)
+        hints = []
+        for bn in (1, 2, 4, 8, 16, 32, 64):
+            if bn > max(self.N, 1):
+                break
+            for rt in (32, 64, 128, 256):
+                threads = bn * rt
+                if threads > 1024 or (rt > 32 and rt * vector > self.K):
+                    continue
+                per_sm = min(_THREADS_PER_SM // threads, _BLOCKS_PER_SM)
+                waves = math.ceil(math.ceil(self.N / bn) / (per_sm * arch.num_sms))
+                traffic = (bn + 1) * self.K * a_bytes + bn * c_bytes
+                hints.append(Hint(1, bn, rt * vector, threads, 1, (traffic + 1) * waves,
+                                  traffic, waves, per_sm, bn * 4,
+                                  dict(BLOCK_N=bn, reduce_threads=rt)))
+        # the fewest waves, then the most threads in flight (the grid's blocks, at most
+        # what the SMs hold), then the least traffic a block
+        in_flight = {id(h): min(math.ceil(self.N / h.block_N), h.blocks_per_sm * arch.num_sms)
+                     * h.threads for h in hints}
+        hints.sort(key=lambda h: (h.num_wave, -in_flight[id(h)], h.score, h.block_N))
         return hints[:topk]

@@ -5,3 +5,9 @@ names the front end and the passes insert into the device program, each declared
 with the stub Numba types and lowers (``markers``); what a TMA copy moves
 (``tma_box``); the ``KernelConfig`` lowering rules read (``kernel_config``). May import
 ``language``, ``layouts``, ``target``, ``errors``."""
+from tilejit.language.compat import module_getattr
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+__getattr__ = module_getattr(
+    "tilelang.ir", __name__,
+    "TileLang's TVM IR nodes (tilejit.ir is tilejit's own compiler IR, another module)")

@@ -16,10 +16,12 @@ script that TileLang's own examples and tests use as ``T.<name>``.
 """
 from __future__ import annotations
 
+import dis
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 
 VERSION = "0.1.13"
@@ -27,7 +29,35 @@ VERSION = "0.1.13"
 
 class NotSupportedError(AttributeError):
     """A TileLang name tilejit does not have (an ``AttributeError``, so ``hasattr``
-    and ``getattr(T, name, default)`` keep working)."""
+    and ``getattr(T, name, default)`` keep working). Made while the program's line is a
+    ``from module import name`` it is a ``NotSupportedImportError`` instead: Python
+    turns an ``AttributeError`` there into its own "cannot import name", which drops the
+    message."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is NotSupportedError and _importing_a_name():
+            return NotSupportedImportError(*args)
+        return super().__new__(cls, *args, **kwargs)
+
+
+class NotSupportedImportError(ImportError):
+    """``NotSupportedError``'s message, for ``from module import name``."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+
+
+def _importing_a_name() -> bool:
+    """Whether the program's frame (the nearest outside tilejit) is at an ``IMPORT_FROM``
+    (``from m import name`` reading ``name`` from ``m``)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    if frame is None or frame.f_lasti < 0:
+        return False
+    code = frame.f_code.co_code
+    return frame.f_lasti < len(code) and code[frame.f_lasti] == _IMPORT_FROM
 
 
 def _names(text: str) -> tuple:
@@ -296,6 +326,79 @@ def not_supported(name: str, tilelang_module: str, module: str) -> AttributeErro
     return AttributeError(f"module {module!r} has no attribute {name!r}")
 
 
+def not_in_module(name: str, tilelang_module: str, module: str, why: str) -> AttributeError:
+    """The error for ``module.<name>`` where ``module`` is tilejit's module standing for
+    TileLang's ``tilelang_module`` and has no ``name``: ``NotSupportedError`` naming
+    TileLang's name and saying ``why`` (what tilejit's module has instead); a special
+    name (``__path__``, a probe) gets Python's ``AttributeError``."""
+    if name.startswith("__") and name.endswith("__"):
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    return NotSupportedError(f"{tilelang_module}.{name} is not supported by tilejit: {why}; "
+                             f"see docs/tilelang-compat.md")
+
+
+def module_getattr(tilelang_module: str, module: str, why: str):
+    """A module ``__getattr__`` raising ``not_in_module`` for every name the module lacks
+    (``__getattr__ = module_getattr("tilelang.testing", __name__, "...")``)."""
+    def __getattr__(name):
+        raise not_in_module(name, tilelang_module, module, why)
+    return __getattr__
+
+
+# TileLang's classes tilejit has objects standing for, and their attributes tilejit's do
+# not all have (of TileLang at the version above; TVM's for PrimFunc and DataType)
+TILELANG_ATTRIBUTES = {
+    "JITKernel": _names("""adapter artifact backend backend_context compile_flags config
+        execution_backend execution_backend_spec export_library export_ptx export_sass
+        export_sources from_database from_tilelang_function get_host_source
+        get_kernel_source get_profiler get_tuner_result host_source kernel_source latency
+        n_max_threads n_regs n_spills out_idx params pass_configs prim_func
+        print_source_code ref_latency resource_usage run_once show_ptx show_sass
+        show_source target target_host torch_function update_tuner_result verbose"""),
+    "JITImpl": _names("""compile compile_flags debug_root_path execution_backend func
+        func_source get_kernel_source get_tir initialize_jit_mode is_lazy_mode mode out_idx
+        par_compile parse_cache_key parse_args pass_configs set_mode signature target
+        target_host verbose"""),
+    "Profiler": _names("""adapter assert_allclose assert_consistent do_bench func
+        manual_assert_close params result_idx run_once supply_type with_default_adapter"""),
+    "AutoTuner": _names("""cache_dir compile_args configs fn from_kernel generate_cache_key
+        jit_compile jit_elaborate jit_input_tensors profile_args ref_input_tensors
+        ref_latency_cache run set_compile_args set_kernel_parameters set_profile_args"""),
+    "PrimFunc": _names("""attrs body buffer_map params ret_type script show specialize span
+        struct_info with_attr with_attrs with_body without_attr astext"""),
+    "DataType": _names("""type_code bits lanes bytes itemsize with_lanes with_bits
+        is_scalable vscale_factor with_scalable_vscale_factor matches as_torch is_float4
+        is_float4_e2m1_unpacked is_float4_e2m1fn"""),
+}
+
+
+def missing_attribute(obj, name: str, tilelang_class: str, why: str) -> AttributeError:
+    """The error for ``obj.<name>`` where ``obj`` is tilejit's object standing for
+    TileLang's ``tilelang_class`` (``TILELANG_ATTRIBUTES``) and has no ``name``:
+    ``NotSupportedError`` naming TileLang's attribute, saying ``why`` and what tilejit's
+    object has, for one of TileLang's names; Python's ``AttributeError`` for any other
+    (a probe: ``getattr(x, "dtype", None)``, ``_repr_html_``). An attribute the class
+    defines that raised an ``AttributeError`` itself (a property) is read again, so that
+    its own error shows."""
+    if any(name in vars(k) for k in type(obj).__mro__):
+        object.__getattribute__(obj, name)
+        return AttributeError(f"{type(obj).__name__}.{name} raised AttributeError")
+    if name not in TILELANG_ATTRIBUTES.get(tilelang_class, ()):
+        return AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    builtin = {n for k in type(obj).__mro__ if k.__module__ == "builtins" for n in vars(k)}
+    has = ", ".join(sorted(n for n in dir(type(obj)) if not n.startswith("_")
+                           and n not in builtin))
+    return NotSupportedError(f"{tilelang_class}.{name} (TileLang's) is not supported by "
+                             f"tilejit: {why} (tilejit's has {has}); see "
+                             f"docs/tilelang-compat.md")
+
+
+# tilejit's packages that stand for TileLang's (``tilelang.<x>`` imported as
+# ``tilejit.<x>``): a submodule of one that tilejit does not have is TileLang's
+SHIM_PACKAGES = ("tilejit.tilelang", "tilejit.language", "tilejit.carver", "tilejit.utils",
+                 "tilejit.autotuner", "tilejit.profiler", "tilejit.testing")
+
+
 class MissingModules:
     """A last finder on ``sys.meta_path``: an import of one of TileLang's top-level
     modules tilejit does not have (``TILELANG``), written with the import swapped
@@ -326,10 +429,27 @@ class MissingModules:
                                                    _Alias(f"tilejit.tilelang.{rest}"))
         why = TILELANG.get(top)
         if why is None or _exists(f"{package}.{top}"):
-            return None     # not one of TileLang's missing modules: Python's own answer
+            return _missing_submodule(fullname)
         raise ModuleNotFoundError(f"tilelang.{rest} (imported as {fullname}) is not "
                                   f"supported by tilejit: {why}; see docs/tilelang-compat.md",
                                   name=fullname)
+
+
+def _missing_submodule(fullname: str) -> None:
+    """A module under one of ``SHIM_PACKAGES`` whose parent tilejit has and which it does
+    not (``tilejit.tilelang.engine.lower``, ``tilejit.language.tir``): a
+    ``ModuleNotFoundError`` saying that TileLang's module is not supported; anything else:
+    None (Python's own answer)."""
+    parent, _, child = fullname.rpartition(".")
+    if not parent.startswith(SHIM_PACKAGES) or parent not in sys.modules or \
+            child.startswith("_"):
+        return None
+    tilelang = "tilelang." + fullname.split(".", 2)[2] if fullname.startswith(
+        "tilejit.tilelang.") else "tilelang." + fullname.split(".", 1)[1]
+    raise ModuleNotFoundError(f"{tilelang} (imported as {fullname}) is not supported by "
+                              f"tilejit: tilejit does not have this module of TileLang's "
+                              f"(TVM's passes, backends and internals are not built); see "
+                              f"docs/tilelang-compat.md", name=fullname)
 
 
 class _Alias(importlib.abc.Loader):

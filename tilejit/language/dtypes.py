@@ -37,6 +37,11 @@ class DType(str):
     def __setattr__(self, name, value):
         raise AttributeError(f"{self!r} is immutable")
 
+    def __getattr__(self, name):
+        from tilejit.language.compat import missing_attribute    # compat reads this module
+        raise missing_attribute(self, name, "DataType", "a part of TVM's DataType (TileLang's "
+                                "dtype class) that tilejit's does not have")
+
     @property
     def name(self) -> str:
         return str.__str__(self)
@@ -352,4 +357,7 @@ def __getattr__(name):
                       torch.short: "int16", torch.int: "int32", torch.long: "int64"})
         globals()[name] = table
         return table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tilejit.language.compat import not_in_module  # compat reads this module's names
+    raise not_in_module(name, "tilelang.language.dtypes", __name__,
+                        "of TileLang's dtype helpers tilejit has the dtypes, DType (T.dtype) "
+                        "and its methods (as_torch, bits, is_float8, ...), as_dtype")

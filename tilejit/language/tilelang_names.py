@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from tilejit.errors import CompileError
+from tilejit.language.compat import missing_attribute
 from tilejit.language._semantics import meaning
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.dtypes import DType, as_dtype, not_held, ptr
@@ -505,6 +506,11 @@ def _function_attrs(func) -> dict:
 class PrimFunc:
     """What ``@T.prim_func`` returns: the kernel function and its annotations
     (compiled by ``tilejit/tilelang/classic.py``)."""
+
+    def __getattr__(self, name):
+        raise missing_attribute(self, name, "PrimFunc", "TVM's PrimFunc (its IR: body, "
+                                "buffer_map, script); tilejit compiles the program's Python "
+                                "and keeps no TVM IR")
 
     def __init__(self, func):
         self.func = func

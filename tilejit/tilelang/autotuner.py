@@ -55,6 +55,7 @@ from tilejit.tilelang.jit import JitFunction, pass_config_options
 from tilejit.tilelang import autotuner_class as param
 from tilejit.tilelang.autotuner_class import (AutoTuner, AutotuneResult, CompileArgs,
                                               ProfileArgs, check_outputs)
+from tilejit.language.compat import module_getattr
 
 # TileLang's ``tilelang.autotuner.param`` (CompileArgs, ProfileArgs, AutotuneResult), by
 # both of this module's names (``tilejit.autotuner`` is this module too)
@@ -541,3 +542,11 @@ class _Bench:
                         self.tuner.timeout, stop_ms)
         return ms, why or "ok"
 
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+# TileLang's autotuner is a package: its submodules tilejit lacks are refused too
+__path__ = []
+__getattr__ = module_getattr(
+    "tilelang.autotuner", __name__,
+    "of TileLang's autotuner tilejit has autotune, AutoTuner, set/get_autotune_inputs and "
+    "autotuner.param's CompileArgs, ProfileArgs and AutotuneResult")

@@ -39,6 +39,7 @@ from tilejit.runtime.kernel import default_arch
 from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.tuning.autotune import (AutotuneWarning, check_early_stop, first_line,
                                      skippable_errors, snapshot, timed)
+from tilejit.language.compat import missing_attribute, module_getattr
 
 
 def _hash_fields(obj) -> int:
@@ -119,6 +120,11 @@ class AutotuneResult:
 
 class AutoTuner:
     """``AutoTuner(fn, configs)``: ``fn(**config)`` returns a ``@T.prim_func``."""
+
+    def __getattr__(self, name):
+        raise missing_attribute(self, name, "AutoTuner", "a part of TileLang's AutoTuner "
+                                "that tilejit's does not have (its TVM elaboration and "
+                                "cache internals)")
 
     def __init__(self, fn: Callable, configs):
         if not callable(fn):
@@ -349,3 +355,9 @@ def check_outputs(args: ProfileArgs, inputs, outputs, reference):
             return (f"output {index}: {ratio:.2%} of the elements differ beyond rtol "
                     f"{args.rtol}, atol {args.atol}"), reference
     return None, reference
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+__getattr__ = module_getattr(
+    "tilelang.autotuner.param", __name__,
+    "of TileLang's autotuner parameters tilejit has CompileArgs, ProfileArgs and AutotuneResult"
+    " (its tuning cache is tilejit's own: `python -m tilejit cache`)")

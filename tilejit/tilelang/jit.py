@@ -53,6 +53,7 @@ from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_
                                             annotation_strides,
                                             derived_extents, has_computed_extents,
                                             symbol_bindings)
+from tilejit.language.compat import missing_attribute, module_getattr
 
 
 class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
@@ -344,6 +345,12 @@ class _Desugared:
 
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
+
+    def __getattr__(self, name):
+        # (a property that raised, or a TileLang name: JITImpl's internals are TileLang's)
+        raise missing_attribute(self, name, "JITImpl", "a part of TileLang's @jit object "
+                                "(its argument binding and cache internals) that tilejit's "
+                                "does not have")
 
     def make_autotuner(self, configs, warmup, rep, key, timeout=None, **profile):
         """What ``@tilejit.autotune`` makes of this program (tuning/autotune.py asks)."""
@@ -725,6 +732,10 @@ class KernelConveniences:
     """What TileLang's JITKernel offers beside calling it, over ``get_profiler()`` and
     ``get_kernel_source()``."""
 
+    def __getattr__(self, name):
+        raise missing_attribute(self, name, "JITKernel", _KERNEL_MISSING.get(
+            name, "a part of TileLang's compiled kernel that tilejit's does not have"))
+
     def run_once(self, func=None):
         """Run the kernel (or ``func``) once on inputs the profiler makes; its result."""
         return self.get_profiler().run_once(func)
@@ -744,6 +755,10 @@ class KernelConveniences:
 class BoundProgram:
     """A program and the arguments ``get_tir`` was given: what ``par_compile`` compiles
     (``program.compile(*args, **kwargs)``)."""
+
+    def __getattr__(self, name):
+        # TileLang's get_tir gives a TVM PrimFunc
+        raise missing_attribute(self, name, "PrimFunc", _TVM_PRIM_FUNC)
 
     def __init__(self, program: "JitFunction", args, kwargs):
         self.program, self.args, self.kwargs = program, args, kwargs
@@ -928,6 +943,23 @@ class FailedProgram:
         return f"<tilejit.jit program {self.__name__} that does not compile: {self.error}>"
 
 
+# why TileLang's compiled kernel's names tilejit's lacks are not there
+_BACKENDS = ("TileLang's execution backends (tvm_ffi, cython, nvrtc, ...) and their "
+             "adapters; tilejit's one launch path is the CUDA driver, from Python")
+_KERNEL_MISSING = {
+    "get_host_source": "tilejit launches from Python through the CUDA driver: there is no "
+                       "host source",
+    "host_source": "tilejit launches from Python through the CUDA driver: there is no host "
+                   "source",
+    "adapter": _BACKENDS, "execution_backend": _BACKENDS, "backend": _BACKENDS,
+    "execution_backend_spec": _BACKENDS, "backend_context": _BACKENDS,
+    "torch_function": _BACKENDS, "artifact": _BACKENDS,
+    "prim_func": "TileLang's TVM PrimFunc (tilejit compiles the program's Python)",
+}
+_TVM_PRIM_FUNC = ("TVM's PrimFunc (its IR: body, buffer_map, script); tilejit compiles the "
+                  "program's Python and keeps no TVM IR")
+
+
 # the size a T.dynamic extent takes where no tensor gives one (get_kernel_source()): the
 # kernel is the same for every size but for the alignment of rows (a size that leaves a
 # tensor's rows off 16 bytes compiles a variant without vector accesses); this one keeps
@@ -982,3 +1014,11 @@ def _returns_prim_func(func) -> bool:
 
 
 JITKernel.register(CompiledProgram)
+
+# TileLang's names this module does not have: an error naming them (``compat.py``); TileLang's
+# jit is a package (``jit.adapter``, ``jit.kernel``): its submodules are refused too
+__path__ = []
+__getattr__ = module_getattr(
+    "tilelang.jit", __name__,
+    "of TileLang's jit module tilejit has jit, compile, par_compile, JITKernel and "
+    "PassConfigKey (its adapters, execution backends and cache are TileLang's own)")

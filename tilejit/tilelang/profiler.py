@@ -17,6 +17,7 @@ import numpy as np
 from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import tilelang_times
+from tilejit.language.compat import missing_attribute, module_getattr
 
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
 
@@ -143,6 +144,11 @@ class Profiler:
     ``inputs``, (name, shape, dtype, scalar?) of each parameter the kernel is called with
     (a ``@T.prim_func``'s from its annotations, ``prim_func_inputs``). ``func`` is the
     kernel, and calling the profiler calls it, as in TileLang."""
+
+    def __getattr__(self, name):
+        raise missing_attribute(self, name, "Profiler", "a part of TileLang's profiler that "
+                                "tilejit's does not have (its adapters are TileLang's "
+                                "execution backends)")
 
     def __init__(self, kernel, tensor_supply_type=TensorSupplyType.Auto, inputs=None):
         if not isinstance(tensor_supply_type, TensorSupplyType):
@@ -300,3 +306,10 @@ def _tolerance(value, name, most):
         where = f"in [0, {most:g}]" if most is not None else ">= 0"
         raise ValueError(f"assert_allclose: {name} must be a number {where}, got {value!r}")
     return number
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+# TileLang's profiler is a package: its submodules tilejit lacks are refused too
+__path__ = []
+__getattr__ = module_getattr(
+    "tilelang.profiler", __name__,
+    "of TileLang's profiler tilejit has do_bench and the Profiler that kernel.get_profiler() makes")

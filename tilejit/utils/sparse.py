@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.sparse import GROUP_CONFIG
+from tilejit.language.compat import module_getattr
 
 
 def compress(dense, meta_dtype=None):
@@ -45,3 +46,8 @@ def compress(dense, meta_dtype=None):
     if meta.kind == "int":     # the word's bits as a signed integer of meta's width
         word = torch.where(word >= 2 ** (meta.bits - 1), word - 2 ** meta.bits, word)
     return values, word.to(meta.as_torch())
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+__getattr__ = module_getattr(
+    "tilelang.utils.sparse", __name__,
+    "of TileLang's sparse helpers tilejit has compress")

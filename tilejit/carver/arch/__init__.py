@@ -4,6 +4,7 @@ view of a device: ``recommend.py``), and TileLang's ways to get one: ``get_arch(
 ``CDNA`` (an AMD device) is a name to import, and making one is an error saying so."""
 from tilejit.carver.recommend import CUDA
 from tilejit.target import sm_number
+from tilejit.language.compat import module_getattr
 
 __all__ = ["CUDA", "CDNA", "get_arch", "auto_infer_current_arch", "is_cuda_arch",
            "is_volta_arch", "is_ampere_arch", "is_ada_arch", "is_hopper_arch",
@@ -66,3 +67,9 @@ def is_cdna_arch(arch) -> bool:
 
 
 is_rdna_arch = is_metal_arch = is_cpu_arch = is_cdna_arch
+
+# TileLang's names this module does not have: an error naming them (``compat.py``)
+__getattr__ = module_getattr(
+    "tilelang.carver.arch", __name__,
+    "tilejit's carver knows CUDA devices (CUDA, get_arch, auto_infer_current_arch, the "
+    "is_*_arch tests, driver)")

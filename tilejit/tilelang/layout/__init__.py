@@ -5,7 +5,7 @@
 and ``make_metadata_layout`` are not built (reading one says so)."""
 from __future__ import annotations
 
-from tilejit.language.compat import NotSupportedError
+from tilejit.language.compat import NotSupportedError, not_in_module
 from tilejit.language.fragment_layout import (Fragment, make_fully_replicated_layout_fragment,
                                               make_gemm_fragment_8x8,
                                               make_gemm_fragment_8x8_transposed)
@@ -39,7 +39,10 @@ def not_built(module: str, name: str):
         return NotSupportedError(
             f"tilejit.{module}.{name} (tilelang.{module}.{name} in TileLang) is not supported "
             f"by tilejit: {_NOT_BUILT[name]}; see docs/tilelang-compat.md")
-    return AttributeError(f"module 'tilejit.{module}' has no attribute {name!r}")
+    return not_in_module(name, f"tilelang.{module}", f"tilejit.tilelang.{module}",
+                         "of TileLang's layouts tilejit has Layout, Fragment and the "
+                         "shared-memory swizzles (make_swizzled_layout and the bank "
+                         "swizzles, get_swizzle_layout, make_mma_swizzle_layout)")
 
 
 def __getattr__(name):

@@ -1,0 +1,147 @@
+"""What a TileLang program meets where tilejit lacks one of TileLang's names outside
+``tilelang.language``: an error naming TileLang's name and saying it is not supported,
+never Python's bare "cannot import name", "No module named ..., not a package" or
+"object has no attribute" from inside tilejit (``compat.py``: ``NotSupportedError``, its
+``from m import name`` form ``NotSupportedImportError``, ``not_in_module``,
+``missing_attribute``, ``MissingModules``). Probes keep Python's answers: ``hasattr`` is
+False, ``getattr(x, name, default)`` the default, a name TileLang does not have either a
+plain ``AttributeError``."""
+import importlib
+
+import pytest
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.language.compat import NotSupportedError, NotSupportedImportError
+
+
+@pytest.mark.parametrize("module, name, says", [
+    ("tilejit.language", "match_all_sync_x", None),
+    ("tilejit.language.dtypes", "is_float4_e2m1", "tilelang.language.dtypes"),
+    ("tilejit.testing", "_check_is_gfx950", "tilelang.testing"),
+    ("tilejit.tilelang.transform", "PassContext", "tilelang.transform"),
+    ("tilejit.tilelang.layout", "SwizzleMode", "tilelang.layout"),
+    ("tilejit.tilelang.contrib", "cc", "tilelang.contrib"),
+    ("tilejit.carver.roller", "PrimFuncNode", "tilelang.carver.roller"),
+    ("tilejit.carver.arch", "cuda", "tilelang.carver.arch"),
+    ("tilejit.autotuner.param", "BEST_CONFIG_PATH", "tilelang.autotuner.param"),
+    ("tilejit.tilelang.cuda.intrinsics.macro.mma_macro_generator",
+     "TensorCoreIntrinEmitterWithLadderTransform", "mma_macro_generator"),
+    ("tilejit.ir", "get_buffer_span", "tilelang.ir"),
+    ("tilejit.tilelang.tvm", "te", "tvm.te"),
+])
+def test_importing_a_name_tilejit_lacks_says_it_is_not_supported(module, name, says):
+    namespace = {}
+    if says is None:        # a name neither has: Python's own answer
+        with pytest.raises(ImportError, match="cannot import name"):
+            exec(f"from {module} import {name}", namespace)
+        return
+    with pytest.raises(NotSupportedImportError, match="is not supported by tilejit") as e:
+        exec(f"from {module} import {name}", namespace)
+    assert says in str(e.value) and name in str(e.value)
+    assert "docs/tilelang-compat.md" in str(e.value)
+    # reading it is the AttributeError form; the probes keep Python's answers
+    mod = importlib.import_module(module)
+    with pytest.raises(NotSupportedError, match=name):
+        getattr(mod, name)
+    assert not hasattr(mod, name)
+    assert getattr(mod, name, "default") == "default"
+
+
+def test_importing_a_name_tilejit_has_and_one_it_lacks_together():
+    with pytest.raises(NotSupportedImportError, match="tilelang.transform.PassContext"):
+        exec("from tilejit.tilelang.transform import PassConfigKey, PassContext", {})
+
+
+@pytest.mark.parametrize("module, tilelang_module", [
+    ("tilejit.tilelang.engine.lower", "tilelang.engine.lower"),
+    ("tilejit.tilelang.jit.adapter", "tilelang.jit.adapter"),
+    ("tilejit.tilelang.jit.kernel", "tilelang.jit.kernel"),
+    ("tilejit.language.tir", "tilelang.language.tir"),
+    ("tilejit.profiler.bench", "tilelang.profiler.bench"),
+    ("tilejit.autotuner.tuner", "tilelang.autotuner.tuner"),
+    ("tilejit.carver.roller.hint", "tilelang.carver.roller.hint"),
+    ("tilejit.carver.arch.driver.cuda_driver", "tilelang.carver.arch.driver.cuda_driver"),
+    ("tilejit.tilelang.cuda.pipeline", "tilelang.cuda.pipeline"),
+])
+def test_a_module_of_tilelangs_tilejit_lacks_is_refused_by_name(module, tilelang_module):
+    """Also below a module tilejit keeps as one file where TileLang has a package
+    (``tilelang.jit``, ``tilelang.profiler``, ``tilelang.carver.arch.driver``), which
+    Python would answer with "... is not a package"."""
+    with pytest.raises(ModuleNotFoundError, match=f"{tilelang_module} \\(imported as "
+                                                  f"{module}\\) is not supported by tilejit"):
+        importlib.import_module(module)
+    # outside the packages that stand for TileLang's: Python's answer
+    assert importlib.util.find_spec("tilejit.sim.no_such_module") is None
+
+
+@T.prim_func
+def _copy(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            B[i] = A[i]
+
+
+@tilelang.jit
+def _eager_copy(A, n: int = 64):
+    A: T.Tensor((n,), T.float32)
+    B = T.empty((n,), T.float32)
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(n):
+            B[i] = A[i]
+    return B
+
+
+def _objects():
+    kernel = tilelang.compile(_copy, out_idx=[1])
+    profiler = kernel.get_profiler()
+    tuner = tilelang.autotuner.AutoTuner(lambda n=64: _copy, [{"n": 64}])
+    return {"JITKernel": kernel, "Profiler": profiler, "JITImpl": _eager_copy,
+            "PrimFunc": _copy, "AutoTuner": tuner, "DataType": T.float16,
+            "compiled eager": _eager_copy.compile(n=64)}
+
+
+@pytest.mark.parametrize("which, name, says", [
+    ("JITKernel", "get_host_source", "no host source"),
+    ("JITKernel", "adapter", "execution backends"),
+    ("compiled eager", "execution_backend", "execution backends"),
+    ("Profiler", "with_default_adapter", "TileLang's profiler"),
+    ("JITImpl", "parse_args", "@jit object"),
+    ("PrimFunc", "script", "TVM's PrimFunc"),
+    ("PrimFunc", "buffer_map", "TVM's PrimFunc"),
+    ("AutoTuner", "jit_compile", "AutoTuner"),
+    ("DataType", "type_code", "DataType"),
+])
+def test_an_attribute_of_tilelangs_object_tilejit_lacks_says_so(which, name, says):
+    obj = _objects()[which]
+    with pytest.raises(NotSupportedError, match="is not supported by tilejit") as e:
+        getattr(obj, name)
+    assert says in str(e.value) and name in str(e.value) and "tilejit's has" in str(e.value)
+    assert not hasattr(obj, name)
+    # a name TileLang's object does not have either, a private one: Python's answer
+    for other in ("no_such_attribute", "_repr_html_"):
+        with pytest.raises(AttributeError) as plain:
+            getattr(obj, other)
+        assert type(plain.value) is AttributeError
+
+
+def test_a_property_that_raises_shows_its_own_error():
+    class Kernel(tilelang.tilelang.jit.KernelConveniences):
+        @property
+        def latency(self):
+            raise AttributeError("latency is known after tuning")
+    with pytest.raises(AttributeError, match="known after tuning"):
+        Kernel().latency
+
+
+def test_carver_templates_are_names_of_the_package():
+    """``from tilelang import carver; carver.MatmulTemplate(...)``, as TileLang's tests
+    spell it; a name the package lacks says so."""
+    from tilejit import carver
+    from tilejit.carver import template
+    for name in ("MatmulTemplate", "GEMVTemplate", "ElementwiseTemplate",
+                 "GeneralReductionTemplate", "FlashAttentionTemplate"):
+        assert getattr(carver, name) is getattr(template, name)
+    assert carver.CUDA is importlib.import_module("tilejit.carver.arch").CUDA
+    with pytest.raises(NotSupportedError, match="tilelang.carver.ConvTemplate is not"):
+        carver.ConvTemplate
