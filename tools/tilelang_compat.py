@@ -373,9 +373,13 @@ TILELANG_DIFFERENCES = {
                      "accepted with a warning",
     "carver": "`carver.arch.driver` (`get_num_sms()`, the device limits), `carver.arch.CUDA` "
               "(`get_arch`, `auto_infer_current_arch`, the `is_*_arch` tests; `CDNA` an "
-              "error to make) and the templates `MatmulTemplate`, `FlashAttentionTemplate`, "
-              "`ElementwiseTemplate`, `GeneralReductionTemplate` (`recommend_hints`, "
-              "`get_hardware_aware_configs`) with tilejit's own search, not TVM's roller; "
+              "error to make) and the templates `MatmulTemplate`, `GEMVTemplate` (its config "
+              "`BLOCK_N`, `reduce_threads`), `FlashAttentionTemplate`, "
+              "`ElementwiseTemplate`, `GeneralReductionTemplate` (any structure of "
+              "\"S\"/\"R\" axes: the spatial extents multiply into rows, the reduced into "
+              "the row length), as `carver.<name>` and `carver.template.<name>` "
+              "(`recommend_hints`, `get_hardware_aware_configs`) with tilejit's own search, "
+              "not TVM's roller; "
               "a hint has the roller's `block`, `warp`, `rstep`, `pipeline_stage` and "
               "`rasterization_plan` (`carver.roller.rasterization.NoRasterization`); "
               "`equivalent_function()` is a torch reference, not a PrimFunc",
@@ -463,6 +467,18 @@ def markdown() -> str:
         "",
         "    T.match_any_sync (tilelang.language.match_any_sync in TileLang) is not supported "
         "by tilejit: warp matches (match.sync) are not built; see docs/tilelang-compat.md",
+        "",
+        "The same holds outside `tilelang.language`: `from tilelang.x import name` of a name "
+        "tilejit's module lacks raises `NotSupportedImportError` (an `ImportError`) with that "
+        "message, not Python's bare \"cannot import name\"; a submodule of TileLang's that "
+        "tilejit lacks (`tilelang.engine.lower`, `tilelang.jit.adapter`, "
+        "`tilelang.language.tir`) raises `ModuleNotFoundError` saying so, also where "
+        "tilejit keeps TileLang's package as one module (Python would say \"not a "
+        "package\"); an attribute of TileLang's compiled kernel (`JITKernel`), `@jit` object, "
+        "profiler, `AutoTuner`, `PrimFunc` or `DataType` that tilejit's lacks "
+        "(`kernel.get_host_source()`, `kernel.adapter`, `func.script()`, "
+        "`T.float16.type_code`) raises `NotSupportedError` naming it and listing what "
+        "tilejit's object has. Probes keep Python's answers (`hasattr` is False).",
         "",
         "`from tilelang import tvm` (TVM, which tilejit is built without) imports; reading "
         "its names raises the same error, except `tvm.DataType` (tilejit's dtype class), "

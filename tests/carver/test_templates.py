@@ -200,7 +200,8 @@ def test_gpu_gemv_hint_runs_a_gemv_on_the_device():
     torch = pytest.importorskip("torch")
     hint, a, b, y = _gemv_check(1024, 2048, "cuda")
     sim = _gemv(a, b, **hint.config)
-    torch.testing.assert_close(y, sim, rtol=1e-5, atol=1e-5)
+    # (float32 sums of 2048 products in another order: the GPU's tree, the simulator's)
+    torch.testing.assert_close(y, sim, rtol=1e-4, atol=1e-4)
 
 
 def test_reduction_hint_runs_softmax_in_the_simulator():

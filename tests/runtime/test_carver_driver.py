@@ -7,6 +7,7 @@ import tilejit
 import tilejit.language as T
 from tilejit.carver.arch import driver
 from tilejit.errors import CompileError
+from tilejit.language.compat import NotSupportedError
 from tilejit.runtime import cuda_driver
 
 
@@ -22,8 +23,8 @@ def test_without_a_device_the_simulated_count(monkeypatch):
 
 
 def test_unsupported_names_say_so():
-    with pytest.raises(AttributeError, match=r"tilejit.carver.arch.driver has no "
-                                             r"'get_device_name'.*get_num_sms"):
+    with pytest.raises(NotSupportedError, match=r"tilelang.carver.arch.driver.get_device_name "
+                                                r"is not supported by tilejit.*get_num_sms"):
         getattr(driver, "get_device_name")  # noqa: B009
 
 
