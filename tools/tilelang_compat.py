@@ -480,7 +480,10 @@ def markdown() -> str:
         "`T.float16.type_code`) raises `NotSupportedError` naming it and listing what "
         "tilejit's object has. Probes keep Python's answers (`hasattr` is False).",
         "",
-        "`from tilelang import tvm` (TVM, which tilejit is built without) imports; reading "
+        "`from tilelang import tvm` (TVM, which tilejit is built without) imports, and so "
+        "does `import tvm` where TVM is not installed (TileLang makes its bundled TVM "
+        "importable; a TVM module the stand-in lacks, `tvm.ir`, `tvm.tirx.expr`, and "
+        "`tvm_ffi` are refused by name); reading "
         "its names raises the same error, except `tvm.DataType` (tilejit's dtype class), "
         "`tvm.arith.Analyzer().can_prove_equal` (on ints and layouts' index functions), "
         "`tvm.target.Target` (a target string or dict, entered as a context that a compile "

@@ -145,3 +145,25 @@ def test_carver_templates_are_names_of_the_package():
     assert carver.CUDA is importlib.import_module("tilejit.carver.arch").CUDA
     with pytest.raises(NotSupportedError, match="tilelang.carver.ConvTemplate is not"):
         getattr(carver, "ConvTemplate")  # noqa: B009
+
+
+def test_import_tvm_gives_the_stand_in_and_refuses_the_rest_by_name():
+    """TileLang makes its bundled TVM importable (``import tvm``, ``from tvm.tirx import
+    ...``); with no TVM installed, tilejit's stand-in (``from tilelang import tvm``'s) is
+    that module, and a TVM module it lacks, or ``tvm_ffi``, is refused by name."""
+    import tvm
+    from tilejit.tilelang import tvm as stand_in
+    if tvm is not stand_in:
+        pytest.skip("TVM itself is installed here")
+    assert tvm.DataType("float16").bits == 16
+    namespace = {}
+    exec("import tvm.tirx as tirx\nfrom tvm.arith import Analyzer", namespace)
+    assert namespace["tirx"] is stand_in.tirx
+    assert namespace["Analyzer"]().can_prove_equal(4, 4)
+    for module in ("tvm.ir", "tvm.tirx.expr", "tvm.script", "tvm_ffi"):
+        with pytest.raises(ModuleNotFoundError, match=f"{module} is not supported by tilejit"):
+            importlib.import_module(module)
+    with pytest.raises(NotSupportedImportError, match="tvm.arith.Z3ContextScope"):
+        exec("from tvm.arith import Z3ContextScope", {})
+    # TileLang's requires_package skips on a module refused by name
+    assert not tilelang.testing._importable("tvm_ffi")

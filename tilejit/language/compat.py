@@ -410,6 +410,8 @@ class MissingModules:
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
+        if fullname.split(".")[0] in ("tvm", "tvm_ffi"):
+            return _tvm_spec(fullname)
         if not fullname.startswith("tilejit."):
             return None
         rest = fullname[len("tilejit."):]
@@ -435,6 +437,26 @@ class MissingModules:
                                   name=fullname)
 
 
+def _tvm_spec(fullname: str):
+    """``import tvm`` (no TVM installed: this finder is the last): TileLang makes its
+    bundled TVM importable, and tilejit's stand-in is ``from tilelang import tvm``'s
+    (``tilejit/tilelang/tvm.py``), with its namespaces ``tvm.tirx``, ``tvm.arith`` and
+    ``tvm.target``; any other TVM module, and ``tvm_ffi``, is refused by name."""
+    stand_in = importlib.import_module("tilejit.tilelang.tvm")
+    if fullname == "tvm":
+        return importlib.util.spec_from_loader(fullname, _Alias(stand_in.__name__))
+    parts = fullname.split(".")
+    namespace = getattr(stand_in, parts[1], None) if len(parts) == 2 else None
+    if parts[0] == "tvm" and isinstance(namespace, type(sys)):
+        return importlib.util.spec_from_loader(fullname, _Alias(namespace))
+    why = ("TVM's FFI, which TileLang's execution backends call (tilejit launches through "
+           "the CUDA driver)") if parts[0] == "tvm_ffi" else (
+        "TVM, which TileLang bundles: tilejit is built without it (of it tilejit has "
+        "DataType and a few names of tvm.tirx, tvm.arith and tvm.target)")
+    raise ModuleNotFoundError(f"{fullname} is not supported by tilejit: {why}; see "
+                              f"docs/tilelang-compat.md", name=fullname)
+
+
 def _missing_submodule(fullname: str) -> None:
     """A module under one of ``SHIM_PACKAGES`` whose parent tilejit has and which it does
     not (``tilejit.tilelang.engine.lower``, ``tilejit.language.tir``): a
@@ -453,12 +475,15 @@ def _missing_submodule(fullname: str) -> None:
 
 
 class _Alias(importlib.abc.Loader):
-    """Loads a module under another name: the module itself, imported by its own."""
+    """Loads a module under another name: the module itself, imported by its own (or
+    the module object given)."""
 
-    def __init__(self, target: str):
+    def __init__(self, target):
         self.target = target
 
     def create_module(self, spec):
+        if isinstance(self.target, type(sys)):
+            return self.target
         return importlib.import_module(self.target)
 
     def exec_module(self, module):

@@ -73,6 +73,10 @@ class Analyzer:
         raise _not_supported("arith.Analyzer.", name)
 
 
+# ``import tvm`` gives this module (``compat.MissingModules``, where no TVM is installed):
+# it and its namespaces are packages, so that an import of a TVM module tilejit lacks
+# (``tvm.ir``, ``tvm.tirx.expr``) reaches the finder, which refuses it by name
+__path__ = []
 tirx = _Namespace("tvm.tirx")
 tirx.decl_buffer, tirx.Buffer, tirx.PrimExpr = decl_buffer, Buffer, PrimExpr
 tirx.const, tirx.reinterpret, tirx.Cast, tirx.Select = const, reinterpret, Cast, Select
@@ -80,6 +84,7 @@ arith = _Namespace("tvm.arith")
 arith.Analyzer = Analyzer
 target = _Namespace("tvm.target")
 target.Target = Target
+tirx.__path__ = arith.__path__ = target.__path__ = []
 
 
 def __getattr__(name):
