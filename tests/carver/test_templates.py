@@ -213,3 +213,21 @@ def test_reduction_hint_runs_softmax_in_the_simulator():
     softmax(x, y, **hint.config)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_small_problems_and_numpy_extents_and_torch_dtypes():
+    """A reduction smaller than a block gets a warp, not 128 rows of one; numpy ints are
+    extents; the references take torch's dtypes as well as names."""
+    torch = pytest.importorskip("torch")
+    tiny = GeneralReductionTemplate("SR", (3, 5)).recommend_hints(topk=10)
+    assert tiny and all(h.block_M <= 3 and h.threads == 32 for h in tiny)
+    hint = GeneralReductionTemplate("SR", (np.int64(4), np.int64(64))).recommend_hints(1)[0]
+    assert type(hint.block_N) is int and type(hint.traffic) is int
+    assert ElementwiseTemplate(np.int64(4096)).recommend_hints(1)
+    gemv = GEMVTemplate(N=4, K=8, in_dtype=torch.float16, accum_dtype=torch.float32,
+                        out_dtype="float16")
+    y = gemv.reference(torch.ones(8).half(), torch.ones(4, 8).half())
+    assert y.dtype == torch.float16 and y.tolist() == [8.0] * 4
+    matmul = carver.MatmulTemplate(M=4, N=4, K=4, out_dtype=torch.bfloat16)
+    assert matmul.reference(torch.ones(4, 4).half(), torch.ones(4, 4).half()).dtype == \
+        torch.bfloat16

@@ -70,8 +70,12 @@ def test_a_module_of_tilelangs_tilejit_lacks_is_refused_by_name(module, tilelang
     Python would answer with "... is not a package"."""
     with pytest.raises(ModuleNotFoundError, match=f"{tilelang_module} \\(imported as "
                                                   f"{module}\\) is not supported by tilejit"):
+        exec(f"import {module}", {})
+    # a probe is told there is none, as Python tells it; so is a module outside the
+    # packages that stand for TileLang's
+    assert importlib.util.find_spec(module) is None
+    with pytest.raises(ModuleNotFoundError, match="No module named"):
         importlib.import_module(module)
-    # outside the packages that stand for TileLang's: Python's answer
     assert importlib.util.find_spec("tilejit.sim.no_such_module") is None
 
 
@@ -151,7 +155,9 @@ def test_import_tvm_gives_the_stand_in_and_refuses_the_rest_by_name():
     """TileLang makes its bundled TVM importable (``import tvm``, ``from tvm.tirx import
     ...``); with no TVM installed, tilejit's stand-in (``from tilelang import tvm``'s) is
     that module, and a TVM module it lacks, or ``tvm_ffi``, is refused by name."""
-    import tvm
+    namespace = {}
+    exec("import tvm", namespace)
+    tvm = namespace["tvm"]
     from tilejit.tilelang import tvm as stand_in
     if tvm is not stand_in:
         pytest.skip("TVM itself is installed here")
@@ -162,8 +168,56 @@ def test_import_tvm_gives_the_stand_in_and_refuses_the_rest_by_name():
     assert namespace["Analyzer"]().can_prove_equal(4, 4)
     for module in ("tvm.ir", "tvm.tirx.expr", "tvm.script", "tvm_ffi"):
         with pytest.raises(ModuleNotFoundError, match=f"{module} is not supported by tilejit"):
-            importlib.import_module(module)
+            exec(f"import {module}", {})
     with pytest.raises(NotSupportedImportError, match="tvm.arith.Z3ContextScope"):
         exec("from tvm.arith import Z3ContextScope", {})
-    # TileLang's requires_package skips on a module refused by name
-    assert not tilelang.testing._importable("tvm_ffi")
+    # probes are told there is none (torch's `has_tvm()`, TileLang's requires_package)
+    import sys
+    saved = sys.modules.pop("tvm")
+    try:
+        for module in ("tvm", "tvm_ffi"):
+            assert importlib.util.find_spec(module) is None
+            assert not tilelang.testing._importable(module)
+    finally:
+        sys.modules["tvm"] = saved
+    # the stand-in keeps its own spec under its second name (a reload finds its file)
+    assert stand_in.__spec__.name == "tilejit.tilelang.tvm"
+
+
+def test_a_misspelt_name_is_offered_the_one_meant():
+    with pytest.raises(NotSupportedError, match="did you mean 'requires_cuda'"):
+        getattr(tilelang.testing, "requires_cud")  # noqa: B009
+
+
+def test_a_submodule_being_imported_is_found_where_python_looks_for_it():
+    """``from m import x`` falls back to ``sys.modules["m.x"]`` on an AttributeError (a
+    stub module, an import cycle): the module's ``__getattr__`` leaves it to Python."""
+    import sys
+    import types
+    stub = types.ModuleType("tilejit.carver.stub")
+    sys.modules["tilejit.carver.stub"] = stub
+    try:
+        namespace = {}
+        exec("from tilejit.carver import stub", namespace)
+        assert namespace["stub"] is stub
+    finally:
+        del sys.modules["tilejit.carver.stub"]
+
+
+def test_a_property_of_properties_is_read_again_once():
+    calls = []
+
+    class Kernel(tilelang.tilelang.jit.KernelConveniences):
+        def __getattr__(self, name):
+            return super().__getattr__(name)
+
+    for k in range(12):     # p11 reads p10 ... reads p0, which raises
+        def getter(self, k=k):
+            calls.append(k)
+            if k == 0:
+                raise AttributeError("p0 is not known yet")
+            return getattr(self, f"p{k - 1}")
+        setattr(Kernel, f"p{k}", property(getter))
+    with pytest.raises(AttributeError):
+        getattr(Kernel(), "p11")  # noqa: B009
+    assert len(calls) <= 12 * 13        # (each level read again once: not 2 ** 12)

@@ -64,3 +64,51 @@ def test_a_swap_under_a_per_thread_branch(ptxas):
     swaps_under_a_branch(x, y)
     np.testing.assert_array_equal(y, np.where(np.arange(32) % 2 == 1, 9 * x, -9 * x))
     ptxas(swaps_under_a_branch.compile(x, y, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+@tilejit.kernel
+def counts_past_its_local_array(X, Y):
+    """TileLang's 2:4 compressor's pattern: ``nz[count] = ...`` with ``count`` reaching the
+    length of ``nz`` on the threads whose group has every value nonzero."""
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        nz = T.alloc_local((2,), "int32")
+        nz[0] = 0
+        nz[1] = 0
+        count = T.alloc_var("int32")
+        count = 0
+        for i in T.unroll(3):
+            nz[count] = T.if_then_else(X[tx * 3 + i] != 0, i, nz[count])
+            count = T.if_then_else(X[tx * 3 + i] != 0, count + 1, count)
+        Y[tx] = count
+
+
+def test_a_threads_local_array_read_past_its_end_names_the_tile_and_thread():
+    """The message shows the tile's own shape and index and the thread (the simulator
+    holds every thread's copy in one array, the thread first)."""
+    import pytest
+    x = np.ones(96, np.float32)
+    x[:6] = 0               # threads 0 and 1 count nothing; thread 2 reaches nz[2]
+    y = np.zeros(32, np.int32)
+    with pytest.raises(IndexError, match=r"nz\[2\] is out of bounds for shape \(2,\) "
+                                         r"\(thread 2's T.alloc_local tile"):
+        counts_past_its_local_array(x, y)
+
+
+@tilejit.kernel
+def reads_its_local_array_first(X, Y):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        v = T.alloc_local((4,), "float32")
+        if tx > 5:
+            v[1] = X[tx]
+        Y[tx] = v[1]
+
+
+def test_a_threads_unwritten_local_element_names_the_tile_and_thread():
+    import pytest
+    from tilejit.sim.runtime import UninitializedReadError
+    x = np.ones(32, np.float32)
+    with pytest.raises(UninitializedReadError, match=r"v\[1\] is read before it is written "
+                                                     r"\(thread 0's local tile v, shape \(4,\)"):
+        reads_its_local_array_first(x, np.zeros(32, np.float32))

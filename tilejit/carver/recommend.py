@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tilejit.language.dtypes import as_dtype
 from tilejit.target import Target, sm_number
 
 _BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "int32": 4,
@@ -153,6 +154,14 @@ def dtype_bytes(template: str, dtype) -> int:
     return _BYTES[name]
 
 
+def torch_dtype(dtype):
+    """torch's dtype for ``dtype`` (a name, a tilejit dtype or torch's own)."""
+    import torch    # a reference of torch tensors: only when one is computed
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    return as_dtype(dtype).as_torch()
+
+
 class Template:
     """What every template has: ``with_arch`` and TileLang's
     ``get_hardware_aware_configs`` over its ``recommend_hints``."""
@@ -192,10 +201,8 @@ class MatmulTemplate(Template):
 
     def reference(self, A, B):
         """C = A @ B, accumulated in ``accum_dtype``, in ``out_dtype``."""
-        import torch    # a reference of torch tensors: only when it is called
-        acc = getattr(torch, str(getattr(self.accum_dtype, "name", self.accum_dtype)))
-        out = getattr(torch, str(getattr(self.out_dtype, "name", self.out_dtype)))
-        return (A.to(acc) @ B.to(acc)).to(out)
+        return (A.to(torch_dtype(self.accum_dtype)) @ B.to(torch_dtype(self.accum_dtype))) \
+            .to(torch_dtype(self.out_dtype))
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         arch = self.arch or CUDA()

@@ -27,9 +27,10 @@ What each template assumes of its kernel (the examples' kernels):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
-from tilejit.carver.recommend import CUDA, Hint, Template, _candidates, dtype_bytes
+from tilejit.carver.recommend import CUDA, Hint, Template, _candidates, dtype_bytes, torch_dtype
 
 _THREADS_PER_SM = 2048      # resident threads per SM (sm_80 … sm_90)
 _BLOCKS_PER_SM = 32         # resident blocks per SM
@@ -37,7 +38,7 @@ _BLOCKS_PER_SM = 32         # resident blocks per SM
 
 def _positive(template: str, **values) -> None:
     for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{template}: {name} must be a positive int, got {value!r}")
 
 
@@ -111,8 +112,10 @@ class ElementwiseTemplate(Template):
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         name = "ElementwiseTemplate"
-        shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
+        shape = (self.shape,) if isinstance(self.shape, numbers.Integral) else \
+            tuple(self.shape)
         _positive(name, threads=self.threads, **{f"shape[{i}]": s for i, s in enumerate(shape)})
+        shape = tuple(int(s) for s in shape)
         arch = self.arch or CUDA()
         size, nbytes = math.prod(shape), dtype_bytes(name, self.dtype)
         vector = max(1, 16 // nbytes)       # a 16-byte access per thread
@@ -145,13 +148,15 @@ class GeneralReductionTemplate(Template):
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         name = "GeneralReductionTemplate"
-        shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
+        shape = (self.shape,) if isinstance(self.shape, numbers.Integral) else \
+            tuple(self.shape)
         if not isinstance(self.structure, str) or len(self.structure) != len(shape) or \
                 set(self.structure) - set("SR"):
             raise ValueError(f"{name}: structure must be one letter an axis of shape, 'S' "
                              f"(spatial) or 'R' (reduced), got structure={self.structure!r}, "
                              f"shape={self.shape!r}")
         _positive(name, **{f"shape[{i}]": s for i, s in enumerate(shape)})
+        shape = tuple(int(s) for s in shape)
         M = math.prod(s for s, a in zip(shape, self.structure) if a == "S")
         N = math.prod(s for s, a in zip(shape, self.structure) if a == "R")
         arch = self.arch or CUDA()
@@ -159,10 +164,13 @@ class GeneralReductionTemplate(Template):
         hints = []
         # rows a block: up to 8 long rows, more where a row is shorter than a block's
         # threads (a block holds at least one value a thread)
-        for bm in _candidates(M, 1, cap=max(8, 1024 // N)):
-            for threads in (128, 256, 512, 1024):
+        for bm in (b for b in _candidates(M, 1, cap=max(8, 1024 // N)) if b <= M):
+            # (fewer than 128 threads only where the block has fewer values)
+            for threads in (32, 64, 128, 256, 512, 1024):
+                if threads < 128 and bm * N >= 128:
+                    continue
                 values = math.ceil(bm * N / threads)      # float32 values a thread holds
-                if values > 96 or threads > bm * N:
+                if values > 96 or threads > max(bm * N, 32):
                     continue
                 registers = (values + 32 + 7) // 8 * 8
                 per_sm = min(_THREADS_PER_SM // threads, _BLOCKS_PER_SM,
@@ -194,35 +202,34 @@ class GEMVTemplate(Template):
 
     def reference(self, A, B):
         """y = B @ a, accumulated in ``accum_dtype``, in ``out_dtype``."""
-        import torch    # a reference of torch tensors: only when it is called
-        acc = getattr(torch, str(getattr(self.accum_dtype, "name", self.accum_dtype)))
-        out = getattr(torch, str(getattr(self.out_dtype, "name", self.out_dtype)))
-        return (B.to(acc) @ A.to(acc)).to(out)
+        acc = torch_dtype(self.accum_dtype)
+        return (B.to(acc) @ A.to(acc)).to(torch_dtype(self.out_dtype))
 
     def recommend_hints(self, topk: int = 10) -> list[Hint]:
         name = "GEMVTemplate"
         _positive(name, N=self.N, K=self.K)
+        N, K = int(self.N), int(self.K)
         arch = self.arch or CUDA()
         a_bytes, c_bytes = dtype_bytes(name, self.in_dtype), dtype_bytes(name, self.out_dtype)
         dtype_bytes(name, self.accum_dtype)
         vector = max(1, 16 // a_bytes)
         hints = []
         for bn in (1, 2, 4, 8, 16, 32, 64):
-            if bn > max(self.N, 1):
+            if bn > max(N, 1):
                 break
             for rt in (32, 64, 128, 256):
                 threads = bn * rt
-                if threads > 1024 or (rt > 32 and rt * vector > self.K):
+                if threads > 1024 or (rt > 32 and rt * vector > K):
                     continue
                 per_sm = min(_THREADS_PER_SM // threads, _BLOCKS_PER_SM)
-                waves = math.ceil(math.ceil(self.N / bn) / (per_sm * arch.num_sms))
-                traffic = (bn + 1) * self.K * a_bytes + bn * c_bytes
+                waves = math.ceil(math.ceil(N / bn) / (per_sm * arch.num_sms))
+                traffic = (bn + 1) * K * a_bytes + bn * c_bytes
                 hints.append(Hint(1, bn, rt * vector, threads, 1, (traffic + 1) * waves,
                                   traffic, waves, per_sm, bn * 4,
                                   dict(BLOCK_N=bn, reduce_threads=rt)))
         # the fewest waves, then the most threads in flight (the grid's blocks, at most
         # what the SMs hold), then the least traffic a block
-        in_flight = {id(h): min(math.ceil(self.N / h.block_N), h.blocks_per_sm * arch.num_sms)
+        in_flight = {id(h): min(math.ceil(N / h.block_N), h.blocks_per_sm * arch.num_sms)
                      * h.threads for h in hints}
         hints.sort(key=lambda h: (h.num_wave, -in_flight[id(h)], h.score, h.block_N))
         return hints[:topk]

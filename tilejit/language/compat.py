@@ -16,13 +16,16 @@ script that TileLang's own examples and tests use as ``T.<name>``.
 """
 from __future__ import annotations
 
+import difflib
 import dis
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
+import threading
 
 VERSION = "0.1.13"
 
@@ -46,18 +49,30 @@ class NotSupportedImportError(ImportError):
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
+def _programs_opcode(skip_importlib: bool = False) -> int | None:
+    """The opcode the program's frame is at: the nearest frame outside tilejit (and, with
+    ``skip_importlib``, outside importlib's own frames), None if there is none."""
+    frame = sys._getframe(1).f_back
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE) or (
+            skip_importlib and frame.f_code.co_filename.startswith("<frozen importlib"))):
+        frame = frame.f_back
+    if frame is None or not 0 <= frame.f_lasti < len(frame.f_code.co_code):
+        return None
+    return frame.f_code.co_code[frame.f_lasti]
 
 
 def _importing_a_name() -> bool:
-    """Whether the program's frame (the nearest outside tilejit) is at an ``IMPORT_FROM``
-    (``from m import name`` reading ``name`` from ``m``)."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back
-    if frame is None or frame.f_lasti < 0:
-        return False
-    code = frame.f_code.co_code
-    return frame.f_lasti < len(code) and code[frame.f_lasti] == _IMPORT_FROM
+    """Whether the program's line is reading a name in ``from m import name``."""
+    return _programs_opcode() == _IMPORT_FROM
+
+
+def _import_statement() -> bool:
+    """Whether the module being looked for is asked for by an ``import`` statement of the
+    program's (not a probe: ``importlib.util.find_spec``, ``importlib.import_module``)."""
+    return _programs_opcode(skip_importlib=True) == _IMPORT_NAME
 
 
 def _names(text: str) -> tuple:
@@ -315,7 +330,8 @@ def message(name: str, why: str, tilelang_module: str = "tilelang.language",
 def not_supported(name: str, tilelang_module: str, module: str) -> AttributeError:
     """The error for ``module.<name>`` that does not exist: ``NotSupportedError`` naming
     it when it is one of TileLang's names, else a plain ``AttributeError``."""
-    if not (name.startswith("__") and name.endswith("__")):
+    if not (name.startswith("__") and name.endswith("__")) and \
+            f"{module}.{name}" not in sys.modules:
         if tilelang_module == "tilelang.language":
             why = reason(name)
             if why is not None:
@@ -329,12 +345,17 @@ def not_supported(name: str, tilelang_module: str, module: str) -> AttributeErro
 def not_in_module(name: str, tilelang_module: str, module: str, why: str) -> AttributeError:
     """The error for ``module.<name>`` where ``module`` is tilejit's module standing for
     TileLang's ``tilelang_module`` and has no ``name``: ``NotSupportedError`` naming
-    TileLang's name and saying ``why`` (what tilejit's module has instead); a special
-    name (``__path__``, a probe) gets Python's ``AttributeError``."""
-    if name.startswith("__") and name.endswith("__"):
+    TileLang's name and saying ``why`` (what tilejit's module has instead), with the
+    module's names close to it (a misspelling); Python's ``AttributeError`` for a special
+    name (``__path__``, a probe) and for a submodule being imported (``from m import x``
+    falls back to ``sys.modules["m.x"]`` on an ``AttributeError``: a stub, a cycle)."""
+    if name.startswith("__") and name.endswith("__") or f"{module}.{name}" in sys.modules:
         return AttributeError(f"module {module!r} has no attribute {name!r}")
-    return NotSupportedError(f"{tilelang_module}.{name} is not supported by tilejit: {why}; "
-                             f"see docs/tilelang-compat.md")
+    close = difflib.get_close_matches(name, [n for n in dir(sys.modules.get(module))
+                                             if not n.startswith("_")], n=1)
+    near = f" (did you mean {close[0]!r}?)" if close else ""
+    return NotSupportedError(f"{tilelang_module}.{name} is not supported by tilejit{near}: "
+                             f"{why}; see docs/tilelang-compat.md")
 
 
 def module_getattr(tilelang_module: str, module: str, why: str):
@@ -380,17 +401,34 @@ def missing_attribute(obj, name: str, tilelang_class: str, why: str) -> Attribut
     (a probe: ``getattr(x, "dtype", None)``, ``_repr_html_``). An attribute the class
     defines that raised an ``AttributeError`` itself (a property) is read again, so that
     its own error shows."""
-    if any(name in vars(k) for k in type(obj).__mro__):
-        object.__getattribute__(obj, name)
-        return AttributeError(f"{type(obj).__name__}.{name} raised AttributeError")
+    defined, has = _class_names(type(obj))
+    rereading = _REREADING.__dict__
+    if name in defined and id(obj) not in rereading:
+        # (not inside another such read of the object: a property reading a property
+        # that raises would be read again at every level, 2 ** depth times)
+        rereading[id(obj)] = True
+        try:
+            object.__getattribute__(obj, name)
+        finally:
+            del rereading[id(obj)]
     if name not in TILELANG_ATTRIBUTES.get(tilelang_class, ()):
         return AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
-    builtin = {n for k in type(obj).__mro__ if k.__module__ == "builtins" for n in vars(k)}
-    has = ", ".join(sorted(n for n in dir(type(obj)) if not n.startswith("_")
-                           and n not in builtin))
     return NotSupportedError(f"{tilelang_class}.{name} (TileLang's) is not supported by "
                              f"tilejit: {why} (tilejit's has {has}); see "
                              f"docs/tilelang-compat.md")
+
+
+_REREADING = threading.local()      # the ids of the objects an attribute is being read again of
+
+
+@functools.lru_cache(maxsize=None)
+def _class_names(cls) -> tuple:
+    """The names ``cls`` and its bases define, and its public ones (not a builtin
+    base's: a ``str``'s methods) as a message lists them."""
+    defined = frozenset(n for k in cls.__mro__ for n in vars(k))
+    builtin = {n for k in cls.__mro__ if k.__module__ == "builtins" for n in vars(k)}
+    return defined, ", ".join(sorted(n for n in defined if not n.startswith("_")
+                                     and n not in builtin))
 
 
 # tilejit's packages that stand for TileLang's (``tilelang.<x>`` imported as
@@ -406,11 +444,20 @@ class MissingModules:
     ``ModuleNotFoundError`` saying that TileLang's module is not supported and why, not
     Python's bare "No module named"; one tilejit keeps under ``tilejit.tilelang``
     (``tilejit.layout`` for ``tilelang.layout``) is that module; any other missing name
-    gets Python's answer (so ``importlib.util.find_spec`` of it is None)."""
+    gets Python's answer (so ``importlib.util.find_spec`` of it is None). An ``import``
+    statement of ``tvm`` where no TVM is installed gets tilejit's stand-in, and one of a
+    missing submodule of a package standing for TileLang's (``SHIM_PACKAGES``), a TVM
+    module or ``tvm_ffi`` an error naming it; a probe of those gets None."""
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
         if fullname.split(".")[0] in ("tvm", "tvm_ffi"):
+            # (a probe, importlib.util.find_spec("tvm"), is told there is none; a TVM
+            # that is installed is found before this finder, and its modules are its own)
+            stand_in = sys.modules.get("tilejit.tilelang.tvm")
+            if not _import_statement() or fullname.startswith("tvm.") and (
+                    stand_in is None or sys.modules.get("tvm") is not stand_in):
+                return None
             return _tvm_spec(fullname)
         if not fullname.startswith("tilejit."):
             return None
@@ -464,7 +511,7 @@ def _missing_submodule(fullname: str) -> None:
     None (Python's own answer)."""
     parent, _, child = fullname.rpartition(".")
     if not parent.startswith(SHIM_PACKAGES) or parent not in sys.modules or \
-            child.startswith("_"):
+            child.startswith("_") or not _import_statement():
         return None
     tilelang = "tilelang." + fullname.split(".", 2)[2] if fullname.startswith(
         "tilejit.tilelang.") else "tilelang." + fullname.split(".", 1)[1]
@@ -482,12 +529,15 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        if isinstance(self.target, type(sys)):
-            return self.target
-        return importlib.import_module(self.target)
+        module = self.target if isinstance(self.target, type(sys)) else \
+            importlib.import_module(self.target)
+        self.spec = getattr(module, "__spec__", None)
+        return module
 
     def exec_module(self, module):
-        pass
+        # the import set the alias's spec on the module: its own again (reload finds it)
+        if self.spec is not None:
+            module.__spec__ = self.spec
 
 
 # tilejit.tilelang's own modules that are no TileLang module name

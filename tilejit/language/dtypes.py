@@ -9,6 +9,10 @@ import re
 
 import numpy as np
 
+from tilejit.language.compat import TILELANG_ATTRIBUTES, missing_attribute, not_in_module
+
+_DATATYPE_NAMES = TILELANG_ATTRIBUTES["DataType"]
+
 
 class DType(str):
     """An element type. As in TileLang, a dtype is its name as a ``str``:
@@ -38,7 +42,8 @@ class DType(str):
         raise AttributeError(f"{self!r} is immutable")
 
     def __getattr__(self, name):
-        from tilejit.language.compat import missing_attribute    # compat reads this module
+        if name not in _DATATYPE_NAMES:     # (a probe, numpy's `dtype`: at once)
+            raise AttributeError(name)
         raise missing_attribute(self, name, "DataType", "a part of TVM's DataType (TileLang's "
                                 "dtype class) that tilejit's does not have")
 
@@ -357,7 +362,6 @@ def __getattr__(name):
                       torch.short: "int16", torch.int: "int32", torch.long: "int64"})
         globals()[name] = table
         return table
-    from tilejit.language.compat import not_in_module  # compat reads this module's names
     raise not_in_module(name, "tilelang.language.dtypes", __name__,
                         "of TileLang's dtype helpers tilejit has the dtypes, DType (T.dtype) "
                         "and its methods (as_torch, bits, is_float8, ...), as_dtype")

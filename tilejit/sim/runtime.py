@@ -863,9 +863,10 @@ class SimTensor:
                 f"{stale[1].dtype.name} apart and does not reinterpret one's bits as the "
                 f"other's (not supported in simulation; a view reused as scratch, written "
                 f"before it is read, runs){_caller_location(2)}")
+        element, shape, whose = self._element(first)
         raise UninitializedReadError(
-            f"{self.name}[{', '.join(map(str, first))}] is read before it is written "
-            f"({what}, shape {tuple(self.data.shape)}; on the GPU an element nothing wrote "
+            f"{element} is read before it is written "
+            f"({whose}{what}, shape {shape}; on the GPU an element nothing wrote "
             f"holds garbage){_caller_location(2)}")
 
     @property
@@ -909,8 +910,18 @@ class SimTensor:
         if bad.any():
             pos = tuple(np.argwhere(bad)[0]) if bad.ndim else ()
             first = tuple(int(np.broadcast_to(i, shape)[pos]) for i in idx)
-            raise IndexError(f"{self.name}[{', '.join(map(str, first))}] is out of bounds "
-                             f"for shape {tuple(self.data.shape)}{_caller_location(3)}")
+            raise IndexError(self._out_of_bounds(first) + _caller_location(3))
+
+    def _out_of_bounds(self, first) -> str:
+        element, shape, whose = self._element(first)
+        return f"{element} is out of bounds for shape {shape}" + (
+            f" ({whose}T.alloc_local tile; on the GPU an access outside a local array is "
+            f"undefined)" if whose else "")
+
+    def _element(self, first) -> tuple:
+        """How a message names element ``first`` of ``data``: ``name[i, j]``, the shape,
+        and whose copy it is ("" here: one copy)."""
+        return f"{self.name}[{', '.join(map(str, first))}]", tuple(self.data.shape), ""
 
     def _mask(self, idx, write=False):
         """The lanes that access the tensor: the T.Parallel mask, and with TileLang's

@@ -171,6 +171,12 @@ class LaneTensor(SimTensor):
                              f"{len(idx)} index(es){_caller_location(3)}")
         return (np.arange(STATE.lanes, dtype=np.int64),) + idx      # each lane its own
 
+    def _element(self, first) -> tuple:
+        # (the first index is the thread's copy: the tile's own index and shape without it)
+        thread = first[0] + (STATE.role * STATE.lanes if STATE.roles is not None else 0)
+        return (f"{self.name}[{', '.join(map(str, first[1:]))}]", tuple(self.shape),
+                f"thread {thread}'s ")
+
     def fill(self, value, store):
         """Every element of the active threads' copies."""
         active = _active()

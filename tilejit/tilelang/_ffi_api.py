@@ -3,6 +3,8 @@ directly): only the ``Layout_*`` ones, each the ``Layout`` method of the same me
 (``language/layout.py``), with its checks. Any other name says it is not built."""
 from __future__ import annotations
 
+import sys
+
 from tilejit.language.compat import NotSupportedError
 
 
@@ -43,7 +45,7 @@ def Layout_forward_vars(layout):
 
 
 def __getattr__(name):
-    if name.startswith("__") and name.endswith("__"):
+    if name.startswith("__") and name.endswith("__") or f"{__name__}.{name}" in sys.modules:
         raise AttributeError(f"module 'tilejit._ffi_api' has no attribute {name!r}")
     raise NotSupportedError(
         f"tilelang._ffi_api.{name} (TileLang's C++ entry point) is not supported by tilejit: "

@@ -12,6 +12,7 @@ return where TileLang returns a ``PrimExpr`` (equal at every index of their shap
 ``target.Target`` (``tvm_target.py``: a target string, a context a compile takes)."""
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
@@ -37,8 +38,9 @@ class _Namespace(types.ModuleType):
     """A TVM submodule of which tilejit has a few names; the others raise."""
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__") and name.endswith("__") or \
+                f"{self.__name__}.{name}" in sys.modules:
+            raise AttributeError(name)      # (a submodule being imported: Python finds it)
         raise _not_supported(f"{self.__name__.rpartition('.')[2]}.", name)
 
 
@@ -88,7 +90,7 @@ tirx.__path__ = arith.__path__ = target.__path__ = []
 
 
 def __getattr__(name):
-    if name.startswith("__") and name.endswith("__"):
+    if name.startswith("__") and name.endswith("__") or f"tvm.{name}" in sys.modules:
         raise AttributeError(f"module 'tilejit.tvm' has no attribute {name!r}")
     raise NotSupportedError(
         f"tvm.{name} (TVM, which TileLang programs import as `from tilelang import tvm`) "

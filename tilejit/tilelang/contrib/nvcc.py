@@ -5,6 +5,7 @@ tilejit emits PTX itself and never runs nvcc; reading one raises ``NotSupportedE
 naming it."""
 from __future__ import annotations
 
+import sys
 import re
 
 from tilejit.language.compat import NotSupportedError
@@ -86,8 +87,8 @@ def have_fp8(compute_version) -> bool:
 
 
 def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
+    if name.startswith("__") or f"{__name__}.{name}" in sys.modules:
+        raise AttributeError(name)      # (a submodule being imported: Python finds it)
     raise NotSupportedError(f"tilelang.contrib.nvcc.{name} is not supported by tilejit: it "
                             f"runs NVIDIA's compiler, and tilejit emits PTX itself (no nvcc, "
                             f"no NVRTC); see docs/tilelang-compat.md")
