@@ -343,3 +343,18 @@ def test_gpu_cast_dtype_first_in_a_helper():
     tilejit.compile(log2_ceil_kernel)(a.cuda(), b, p)
     torch.cuda.synchronize()
     assert torch.equal(b.cpu(), want) and torch.equal(p.cpu(), pow2)
+
+
+@pytest.mark.parametrize("name, bits, per_byte", [("uint4", 4, 2), ("int2", 2, 4),
+                                                  ("uint1", 1, 8), ("int4", 4, 2)])
+def test_sub_byte_integer_names_are_dtypes_that_no_tensor_holds(name, bits, per_byte):
+    """TVM's integers narrower than a byte, which TileLang's ``T.dtype("uint4")`` parses
+    (its tests parametrize over them): a dtype to name and compare; a tensor of one is a
+    TypeError saying how to pack it."""
+    d = T.dtype(name)
+    assert d == name and d.bits == bits and not d.held
+    with pytest.raises(TypeError, match=rf"{name} .*no tensor or tile can hold: pack "
+                                        rf"(two|{per_byte}) values a byte"):
+        T.Tensor((8,), d)
+    with pytest.raises(TypeError, match="unknown dtype 'int3'"):
+        T.dtype("int3")

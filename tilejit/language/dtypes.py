@@ -30,6 +30,9 @@ class DType(str):
         # kind: "float", "int", "uint", "bool"; held: a tensor or tile may hold it (a
         # dtype TileLang has that tilejit only names is not: NOT_HELD)
         if bits is None and kind is None:
+            if isinstance(name, str) and not isinstance(name, DType) and (
+                    _SUB_BYTE_INT.match(name) or name in NOT_HELD):
+                return not_held(name)   # a name, as T.int4 is: holding it says why not
             found = as_dtype(name)
             # TileLang's spelling of it (torch's): the dtype that keeps that name
             spelled = str(name).rsplit(".", 1)[-1]
@@ -218,6 +221,7 @@ float8_e4m3fn = DType("float8_e4m3fn", 8, "float")
 NOT_HELD: dict = {}
 _NARROW = re.compile(r"^(u?int|float|bfloat|tfloat)(\d+)((?:_[a-z0-9]+)*)$")
 _LANES = re.compile(r"^(.+?)x(\d+)$")
+_SUB_BYTE_INT = re.compile(r"^u?int[124]$")
 
 
 def not_held(name: str) -> DType | None:
@@ -244,6 +248,11 @@ def _not_held_message(d: DType) -> str:
         return ("int4 (4-bit integers) is a dtype name tilejit has but no tensor or tile can "
                 "hold: pack two values a byte in a uint8/int8 tensor and unpack them "
                 "(x >> 4, x & 15)")
+    if d.kind in ("int", "uint") and d.bits < 8 and d.lanes == 1:
+        return (f"{d.name} ({d.bits}-bit {'un' if d.kind == 'uint' else ''}signed integers) "
+                f"is a dtype name tilejit has but no tensor or tile can hold: pack "
+                f"{8 // d.bits} values a byte in a uint8/int8 tensor and unpack them "
+                f"(shifts and masks)")
     if d.lanes > 1:
         return (f"{d.name} (a vector of {d.lanes} values) is a dtype name tilejit has but no "
                 f"tensor or tile can hold: tilejit's tiles hold scalars (give the tile "
@@ -284,7 +293,9 @@ def as_dtype(value) -> DType:
             return _BY_NAME[value]
         except KeyError:
             from tilejit.language.compat import dtype_names   # the error path only
-            named = not_held(value) if value in dtype_names() else None
+            # (TVM's integers of 1, 2 and 4 bits, which TileLang's DataType parses)
+            named = not_held(value) if value in dtype_names() or _SUB_BYTE_INT.match(
+                value) else None
             if named is not None:
                 raise TypeError(_not_held_message(named)) from None
             raise TypeError(f"unknown dtype {value!r}; expected one of "
