@@ -97,6 +97,27 @@ def test_elements_nothing_wrote_print_marked_in_the_simulator(capsys):
                      "f[0, 1] = (unwritten)", "f[1, 0] = 1.0", "f[1, 1] = 2.0"]
 
 
+def test_an_element_nothing_wrote_prints_marked_in_a_parallel_loop(capsys):
+    """TileLang's debug-print test of a fresh fragment's elements, each thread its own
+    (``T.print(register_buf[i, j])`` in a T.Parallel): marked, not an error; the
+    elements written print their values."""
+    @T.prim_func
+    def program(Q: T.Tensor((2, 2), "float16")):
+        with T.Kernel(1, threads=64):
+            fresh = T.alloc_fragment([16, 16], "float16")
+            done = T.alloc_fragment([2], "float32")
+            for i in T.Parallel(2):
+                done[i] = i + 0.5
+            for i, j in T.Parallel(16, 16):
+                T.print(fresh[i, j], msg="fresh")
+            for i in T.Parallel(2):
+                T.print(done[i], msg="done")
+
+    tilejit.compile(program)(_q()[:, :2].copy())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["fresh(unwritten)", "done[0.5 1.5]"]
+
+
 def test_a_value_read_from_an_unwritten_tile_is_still_an_error():
     from tilejit.sim.runtime import UninitializedReadError
 

@@ -1090,6 +1090,10 @@ def assume(cond):
 def print(value, msg=""):  # noqa: A001 - TileLang's name
     """Print ``value`` from the device (each thread that reaches it), prefixed by
     ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
+    if STATE.peeking and STATE.peeked:
+        # read from elements nothing wrote (on the GPU: whatever the memory held)
+        builtins.print(f"{msg}(unwritten)")
+        return
     mask = STATE.mask
     shown = value if mask is None or np.ndim(value) == 0 else np.where(mask, value, 0)
     builtins.print(f"{msg}{shown}" if msg else shown)

@@ -380,20 +380,12 @@ class SimRewriter(syntax.NodeTransformer):
         return ast.copy_location(ast.If(_call("in_role", [ids]), [inner], []), node)
 
     def visit_Expr(self, node):
-        """A buffer's print (``print_buffers.py``: each element's ``T.print_at``, and a
-        fragment's copy into its shared scratch first) reads its elements with
-        ``peeking``: one nothing wrote is printed marked so, not an error (the GPU prints
-        whatever the memory held; printing it changes no value)."""
-        node = self.generic_visit(node)
-        call = node.value
-        if not isinstance(call, ast.Call):
-            return node
-        fn = resolve_static(call.func, self.namespace)
-        if fn is T.print_at or (fn is T.copy and len(call.args) == 2 and isinstance(
-                call.args[1], ast.Name) and call.args[1].id.startswith(PRINT_SCRATCH)):
-            return ast.copy_location(ast.With([ast.withitem(_call("peeking", []), None)],
-                                              [node]), node)
-        return node
+        """A print of an element (``T.print(buf[i, j])``) or of a buffer
+        (``print_buffers.py``: each element's ``T.print_at``, and a fragment's copy into
+        its shared scratch first) reads with ``peeking``: an element nothing wrote is
+        printed marked so, not an error (the GPU prints whatever the memory held;
+        printing it changes no value). A value computed from one is still an error."""
+        return _peeking_print(self.generic_visit(node), self.namespace)
 
     def visit_Call(self, node):
         # a stage of a multi-buffered tile as a T.gemm operand (T.gemm(A_s[k % 2, :, :],
@@ -416,12 +408,39 @@ class SimRewriter(syntax.NodeTransformer):
             if not scalar:
                 body = []
                 lanes = _LaneWise(self.tuples)
+                prints = _PrintPeeks(self.namespace)
                 for s in node.body:
                     r = lanes.visit(s)
-                    body.extend(r if isinstance(r, list) else [r])
+                    body.extend(prints.visit(x) for x in (r if isinstance(r, list) else [r]))
                 node.body = body
                 return node
         return self.generic_visit(node)
+
+
+def _peeking_print(node, namespace):
+    """``node`` (an expression statement) in ``with peeking():`` where it prints an
+    element or a buffer (``Transformer.visit_Expr``)."""
+    call = node.value
+    if not isinstance(call, ast.Call):
+        return node
+    fn = resolve_static(call.func, namespace)
+    element = fn is T.print and call.args and isinstance(call.args[0], ast.Subscript)
+    if fn is T.print_at or element or (fn is T.copy and len(call.args) == 2 and isinstance(
+            call.args[1], ast.Name) and call.args[1].id.startswith(PRINT_SCRATCH)):
+        return ast.copy_location(ast.With([ast.withitem(_call("peeking", []), None)],
+                                          [node]), node)
+    return node
+
+
+class _PrintPeeks(syntax.NodeTransformer):
+    """The prints of a vectorized T.Parallel body (which the transformer's own visit
+    does not reach), each in ``with peeking():``."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+
+    def visit_Expr(self, node):
+        return _peeking_print(node, self.namespace)
 
 
 _BITWISE = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
