@@ -351,8 +351,8 @@ def not_in_module(name: str, tilelang_module: str, module: str, why: str) -> Att
     falls back to ``sys.modules["m.x"]`` on an ``AttributeError``: a stub, a cycle)."""
     if name.startswith("__") and name.endswith("__") or f"{module}.{name}" in sys.modules:
         return AttributeError(f"module {module!r} has no attribute {name!r}")
-    close = difflib.get_close_matches(name, [n for n in dir(sys.modules.get(module))
-                                             if not n.startswith("_")], n=1)
+    names = dir(sys.modules[module]) if module in sys.modules else []
+    close = difflib.get_close_matches(name, [n for n in names if not n.startswith("_")], n=1)
     near = f" (did you mean {close[0]!r}?)" if close else ""
     return NotSupportedError(f"{tilelang_module}.{name} is not supported by tilejit{near}: "
                              f"{why}; see docs/tilelang-compat.md")
