@@ -111,6 +111,7 @@ def _objects():
     ("compiled eager", "execution_backend", "execution backends"),
     ("Profiler", "with_default_adapter", "TileLang's profiler"),
     ("JITImpl", "parse_args", "@jit object"),
+    ("JITImpl", "adapter", "execution backends"),
     ("PrimFunc", "script", "TVM's PrimFunc"),
     ("PrimFunc", "buffer_map", "TVM's PrimFunc"),
     ("AutoTuner", "jit_compile", "AutoTuner"),

@@ -53,7 +53,7 @@ from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_
                                             annotation_strides,
                                             derived_extents, has_computed_extents,
                                             symbol_bindings)
-from tilejit.language.compat import missing_attribute, module_getattr
+from tilejit.language.compat import TILELANG_ATTRIBUTES, missing_attribute, module_getattr
 
 
 class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
@@ -347,7 +347,11 @@ class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
 
     def __getattr__(self, name):
-        # (a property that raised, or a TileLang name: JITImpl's internals are TileLang's)
+        # (a property that raised, or a TileLang name: JITImpl's internals are TileLang's;
+        # its lazy programs answer for their compiled kernel, JITKernel's names too)
+        if name in TILELANG_ATTRIBUTES["JITKernel"]:
+            raise missing_attribute(self, name, "JITKernel", _KERNEL_MISSING.get(
+                name, "a part of TileLang's compiled kernel that tilejit's does not have"))
         raise missing_attribute(self, name, "JITImpl", "a part of TileLang's @jit object "
                                 "(its argument binding and cache internals) that tilejit's "
                                 "does not have")
