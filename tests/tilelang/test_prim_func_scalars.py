@@ -227,3 +227,36 @@ def test_a_misspelled_dtype_string_is_named():
     with pytest.raises(tilelang.CompileError, match=r"expected one value \(a number, an "
                        r"element\) to convert to float16, got GlobalTensor"):
         tilelang.compile(tensor_init, out_idx=[1])
+
+
+def gated(N, block=64):
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), on: T.bool, n: T.int32, s: T.float32):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if on and bx * block + i < n:
+                    A[bx * block + i] = s
+    return main
+
+
+@pytest.mark.parametrize("program", [window, gated])
+def test_the_kernel_compiled_at_compile_is_the_one_the_call_runs(program, monkeypatch):
+    """``tilejit.compile`` checks the program by compiling it (TileLang compiles there);
+    its scalars take the annotations' dtypes, as a call's do, so the call reuses that
+    kernel: one compilation, not two (block-causal attention's varlen test compiled
+    every kernel twice, int64 then int32)."""
+    import tilejit.compiler.pipeline as pipeline
+    calls = []
+    compile_kernel = pipeline.compile_kernel
+    monkeypatch.setattr(pipeline, "compile_kernel",
+                        lambda ks, spec: calls.append(spec) or compile_kernel(ks, spec))
+    monkeypatch.setenv("TILEJIT_CACHE_DIR", "")
+    tilelang.disable_cache()
+    try:
+        kernel = tilelang.compile(program(256))
+        args = (10, 500, 0.5) if program is window else (True, 100, 2.0)
+        kernel(torch.zeros(256), *args)
+        kernel(torch.zeros(256), *args)
+    finally:
+        tilelang.enable_cache()
+    assert len(calls) == 1, calls

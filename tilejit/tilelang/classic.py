@@ -379,7 +379,10 @@ class CompiledPrimFunc(KernelConveniences):
                 continue
             ann = self.prim.annotations[name]
             if getattr(ann, "scalar", False):     # any value of its kind: a run-time scalar
-                specs.append(1.0 if ann.dtype.is_float else 1)
+                # (in the annotation's dtype, as a call passes it: the same specialization,
+                # so the kernel compiled here is the one the call runs)
+                specs.append(True if ann.dtype.kind == "bool" else typed_scalar(
+                    name, 1.0 if ann.dtype.is_float else 1, ann.dtype))
                 continue
             unsized = unknown_symbols(ann.shape, sizes)
             if unsized and strict and placeholders and all(_is_dynamic(ann.shape, n)
