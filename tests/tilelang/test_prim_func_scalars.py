@@ -250,13 +250,10 @@ def test_the_kernel_compiled_at_compile_is_the_one_the_call_runs(program, monkey
     compile_kernel = pipeline.compile_kernel
     monkeypatch.setattr(pipeline, "compile_kernel",
                         lambda ks, spec: calls.append(spec) or compile_kernel(ks, spec))
-    monkeypatch.setenv("TILEJIT_CACHE_DIR", "")
-    tilelang.disable_cache()
-    try:
-        kernel = tilelang.compile(program(256))
-        args = (10, 500, 0.5) if program is window else (True, 100, 2.0)
-        kernel(torch.zeros(256), *args)
-        kernel(torch.zeros(256), *args)
-    finally:
-        tilelang.enable_cache()
+    import tilejit.options
+    monkeypatch.setattr(tilejit.options, "_cache_choice", [False])     # no disk cache
+    kernel = tilelang.compile(program(256))
+    args = (10, 500, 0.5) if program is window else (True, 100, 2.0)
+    kernel(torch.zeros(256), *args)
+    kernel(torch.zeros(256), *args)
     assert len(calls) == 1, calls
