@@ -129,7 +129,7 @@ def requires_llvm(func):
 def _importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except ImportError:     # (one of TileLang's modules tilejit refuses by name: tvm_ffi)
+    except ImportError:     # (a TileLang module tilejit refuses by name, even to a probe)
         return False
 
 

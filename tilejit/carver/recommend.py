@@ -156,9 +156,6 @@ def dtype_bytes(template: str, dtype) -> int:
 
 def torch_dtype(dtype):
     """torch's dtype for ``dtype`` (a name, a tilejit dtype or torch's own)."""
-    import torch    # a reference of torch tensors: only when one is computed
-    if isinstance(dtype, torch.dtype):
-        return dtype
     return as_dtype(dtype).as_torch()
 
 

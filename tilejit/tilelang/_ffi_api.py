@@ -3,9 +3,7 @@ directly): only the ``Layout_*`` ones, each the ``Layout`` method of the same me
 (``language/layout.py``), with its checks. Any other name says it is not built."""
 from __future__ import annotations
 
-import sys
-
-from tilejit.language.compat import NotSupportedError
+from tilejit.language.compat import module_getattr
 
 
 def Layout_repeat(layout, dim, factor):
@@ -44,10 +42,7 @@ def Layout_forward_vars(layout):
     return layout.get_forward_vars()
 
 
-def __getattr__(name):
-    if name.startswith("__") and name.endswith("__") or f"{__name__}.{name}" in sys.modules:
-        raise AttributeError(f"module 'tilejit._ffi_api' has no attribute {name!r}")
-    raise NotSupportedError(
-        f"tilelang._ffi_api.{name} (TileLang's C++ entry point) is not supported by tilejit: "
-        f"only its Layout_* functions are built (the Layout methods); see "
-        f"docs/tilelang-compat.md")
+__getattr__ = module_getattr(
+    "tilelang._ffi_api", __name__,
+    "TileLang's C++ entry point; only its Layout_* functions are built (the Layout "
+    "methods)")

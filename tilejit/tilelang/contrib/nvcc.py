@@ -5,10 +5,9 @@ tilejit emits PTX itself and never runs nvcc; reading one raises ``NotSupportedE
 naming it."""
 from __future__ import annotations
 
-import sys
 import re
 
-from tilejit.language.compat import NotSupportedError
+from tilejit.language.compat import module_getattr
 
 _ARCH = re.compile(r"sm_(\d+?)(\d)[af]?$")
 
@@ -86,9 +85,6 @@ def have_fp8(compute_version) -> bool:
     return (major, minor) >= (8, 9)
 
 
-def __getattr__(name):
-    if name.startswith("__") or f"{__name__}.{name}" in sys.modules:
-        raise AttributeError(name)      # (a submodule being imported: Python finds it)
-    raise NotSupportedError(f"tilelang.contrib.nvcc.{name} is not supported by tilejit: it "
-                            f"runs NVIDIA's compiler, and tilejit emits PTX itself (no nvcc, "
-                            f"no NVRTC); see docs/tilelang-compat.md")
+__getattr__ = module_getattr(
+    "tilelang.contrib.nvcc", __name__,
+    "it runs NVIDIA's compiler, and tilejit emits PTX itself (no nvcc, no NVRTC)")

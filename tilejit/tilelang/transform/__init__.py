@@ -7,9 +7,7 @@ passes themselves (``ThreadSync``, ``LowerAccessPtr``, ``MergeIfStmt``, ...) tra
 TVM IR modules, which tilejit does not build: reading one raises ``NotSupportedError``."""
 from __future__ import annotations
 
-import sys
-
-from tilejit.language.compat import NotSupportedError
+from tilejit.language.compat import module_getattr
 from tilejit.tilelang.jit import PassConfigKey
 
 
@@ -19,13 +17,10 @@ def simplify_prim_func(func):
     return func
 
 
-def __getattr__(name):
-    if name.startswith("__") or f"{__name__}.{name}" in sys.modules:
-        raise AttributeError(name)      # (a submodule being imported: Python finds it)
-    raise NotSupportedError(f"tilelang.transform.{name} is not supported by tilejit: it is "
-                            f"a pass over TileLang's TVM IR, which tilejit does not build "
-                            f"(it compiles the program's Python itself); see "
-                            f"docs/tilelang-compat.md")
+__getattr__ = module_getattr(
+    "tilelang.transform", __name__,
+    "it is a pass over TileLang's TVM IR, which tilejit does not build (it compiles the "
+    "program's Python itself)")
 
 
 __all__ = ["simplify_prim_func", "PassConfigKey"]
