@@ -47,8 +47,8 @@ _LAZY = {
     "Layout": ("tilelang.layout", "Layout"),
     "Fragment": ("tilelang.layout", "Fragment"),
     "analysis": ("tilelang.unsupported", "analysis"),
-    "transform": ("tilelang.unsupported", "transform"),
-    "engine": ("tilelang.unsupported", "engine"),
+    "transform": ("tilelang.transform", None),    # its names tilejit has; the rest raise
+    "engine": ("tilelang.engine", None),    # its names tilejit has; the rest raise
     "tools": ("tilelang.unsupported", "tools"),
     "lower": ("tilelang.unsupported", "lower"),
     "register_cuda_postproc": ("tilelang.unsupported", "register_cuda_postproc"),
@@ -56,7 +56,7 @@ _LAZY = {
     "register_c_postproc": ("tilelang.unsupported", "register_c_postproc"),
     "tileop": ("tilelang.unsupported", "tileop"),
     "cpu": ("tilelang.unsupported", "cpu"),
-    "cuda": ("tilelang.unsupported", "cuda"),
+    "cuda": ("tilelang.cuda", None),    # its names tilejit has; the rest raise
     "rocm": ("tilelang.unsupported", "rocm"),
     "metal": ("tilelang.unsupported", "metal"),
     "webgpu": ("tilelang.unsupported", "webgpu"),
@@ -70,7 +70,7 @@ _LAZY = {
     "get_windows_runtime_dll_dirs": ("tilelang.unsupported", "get_windows_runtime_dll_dirs"),
     "prepend_dll_search_path": ("tilelang.unsupported", "prepend_dll_search_path"),
     "cache": ("tilelang.unsupported", "cache"),
-    "contrib": ("tilelang.unsupported", "contrib"),
+    "contrib": ("tilelang.contrib", None),    # its names tilejit has; the rest raise
     "layout": ("tilelang.layout", None),
     "_ffi_api": ("tilelang._ffi_api", None),   # its Layout_* functions only
     "backend": ("tilelang.unsupported", "backend"),

@@ -343,6 +343,17 @@ LANGUAGE_DIFFERENCES = {
                       "2^127 NaN); not a gemm operand; its vector forms are not built",
 }
 TILELANG_DIFFERENCES = {
+    "transform": "`simplify_prim_func` (returns the program: tilejit simplifies while "
+                 "lowering) and `PassConfigKey`; TVM's passes (`ThreadSync`, `Simplify`, ...) "
+                 "are refused by name",
+    "engine": "`engine.callback`'s post-processing hooks import and refuse to register "
+              "(tilejit emits PTX); the TVM lowering engine (`engine.lower`) is not built",
+    "cuda": "`tilelang.cuda.intrinsics`, the hand-written MMA path (`TensorCoreIntrinEmitter`, "
+            "its layout helpers, `make_mma_swizzle_layout`); the rest of TileLang's CUDA "
+            "backend package is refused by name",
+    "contrib": "`contrib.nvcc`'s compute-capability queries (`get_target_compute_version`, "
+               "`have_tensorcore`, ...); the source compilers (nvcc, NVRTC, hipcc, cc) are "
+               "refused by name",
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "
            "tensors live; `execution_backend` and other TVM options are accepted and ignored",
     "compile": "returns tilejit's compiled kernel; `get_kernel_source()` gives PTX, not CUDA C",
@@ -415,7 +426,8 @@ TILELANG_SUPPORTED = ["__version__", "jit", "compile", "par_compile", "autotune"
                       "language", "testing", "profiler", "Profiler", "TensorSupplyType",
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
                       "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",
-                      "layout", "Layout", "DataType", "Fragment", "set_log_level", "logger"]
+                      "layout", "Layout", "DataType", "Fragment", "set_log_level", "logger",
+                      "transform", "engine", "cuda", "contrib"]
 
 
 def _row(name, supported, difference, why, prefix):

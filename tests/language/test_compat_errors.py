@@ -222,3 +222,19 @@ def test_a_property_of_properties_is_read_again_once():
     with pytest.raises(AttributeError):
         getattr(Kernel(), "p11")  # noqa: B009
     assert len(calls) <= 12 * 13        # (each level read again once: not 2 ** 12)
+
+
+def test_tilelangs_partial_packages_are_attributes_of_the_top_module():
+    """``tilelang.cuda``, ``tilelang.contrib``, ``tilelang.transform``, ``tilelang.engine``
+    read off ``import tilelang``: tilejit's modules standing for them, their submodules
+    imported when first read (``tilelang.contrib.nvcc``); a name they lack says so."""
+    from tilejit.tilelang.cuda.intrinsics import TensorCoreIntrinEmitter
+    assert tilelang.cuda.intrinsics.TensorCoreIntrinEmitter is TensorCoreIntrinEmitter
+    assert tilelang.contrib.nvcc.have_tensorcore("9.0")
+    assert tilelang.transform.simplify_prim_func(len) is len
+    assert callable(tilelang.engine.callback.register_cuda_postproc_callback)
+    with pytest.raises(NotSupportedError, match="tilelang.cuda.pipeline is not supported"):
+        getattr(tilelang.cuda, "pipeline")  # noqa: B009
+    with pytest.raises(NotSupportedError, match="tilelang.contrib.cc is not supported"):
+        getattr(tilelang.contrib, "cc")  # noqa: B009
+    assert not hasattr(tilelang.contrib, "_private")

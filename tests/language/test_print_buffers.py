@@ -32,6 +32,7 @@ def printing(M=2, N=3, dtype=T.float16, warp_id=0):
                 T.print(msg="hello world")
                 T.print(bz + 5, msg="block plus five: ")
                 T.print(bz + 7)
+                T.print(bz + 9, msg="plus nine")      # a label: "plus nine: 9", not "plus nine9"
 
     return tilejit.compile(program)
 
@@ -68,6 +69,7 @@ def test_buffers_messages_and_values_print_in_the_simulator(capsys):
             assert sum(line in got for got in lines) == 2, line     # once per block
         assert f"block plus five: {block + 5}" in lines
         assert f"expr<bz + 7> {block + 7}" in lines
+        assert f"plus nine: {block + 9}" in lines
     # one thread prints a shared buffer: 6 lines a block, not 6 × 256
     assert sum("buffer<shared_buf" in line for line in lines) == 12
 
@@ -115,7 +117,7 @@ def test_an_element_nothing_wrote_prints_marked_in_a_parallel_loop(capsys):
 
     tilejit.compile(program)(_q()[:, :2].copy())
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["fresh(unwritten)", "done[0.5 1.5]"]
+    assert lines == ["fresh: (unwritten)", "done: [0.5 1.5]"]
 
 
 def test_a_value_read_from_an_unwritten_tile_is_still_an_error():
@@ -170,3 +172,4 @@ def test_buffer_prints_on_gpu_match_the_simulator(capfd):
     assert all("thread 32]" in got for got in lines if "buffer<Q" in got)
     for block in range(2):
         assert f"[block (0, 0, {block}), thread 0] block plus five: {block + 5}" in lines
+        assert f"[block (0, 0, {block}), thread 0] plus nine: {block + 9}" in lines

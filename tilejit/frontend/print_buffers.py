@@ -87,7 +87,7 @@ class _Prints(syntax.NodeTransformer):
             lane = 128 * self.constant(args.get("warp_group_id"), int, "warp_group_id") + \
                 32 * self.constant(args.get("warp_id"), int, "warp_id")
             return self.buffer(call, node, obj.id, text, lane)
-        text = text or f"expr<{ast.unparse(obj)}> "
+        text = _label(text) if text else f"expr<{ast.unparse(obj)}> "
         return self.located(ast.Expr(self.call(call, "print", obj, ast.Constant(text))), node)
 
     def bind(self, call) -> dict:
@@ -165,3 +165,12 @@ def rewrite_prints(ks: KernelSource) -> None:
     ks.tree = rewriter.visit(ks.tree)
     ks.launch.body[:0] = rewriter.scratch
     ks.tree = syntax.fix_missing_locations(ks.tree)
+
+
+def _label(msg: str) -> str:
+    """A value's message as its label: ``msg="hello world"`` prints ``hello world: 10``,
+    not ``hello world10``; a message that ends in a space, ``:`` or ``=`` keeps its own
+    separator (``"twice: "``, ``"x ="``)."""
+    if msg[-1].isspace():
+        return msg
+    return msg + (" " if msg[-1] in ":=" else ": ")

@@ -293,10 +293,6 @@ TILELANG = {
     "deprecated": "TileLang's deprecation decorator",
     "build_date": "TileLang's build date",
     "analysis": "TileLang's TVM analyses",
-    "transform": "TileLang's TVM passes (`tilejit.tilelang.transform` has its "
-                 "`simplify_prim_func`, which changes no result, and `PassConfigKey`)",
-    "engine": "TileLang's TVM lowering engine (`tilejit.tilelang.engine.callback`'s "
-              "source post-processing hooks import, and refuse to register)",
     "tools": "TileLang's tools",
     "lower": "TileLang's TVM lowering (tilejit.compile gives the PTX)",
     "register_cuda_postproc": "CUDA source post-processing (tilejit emits PTX, not CUDA C)",
@@ -306,15 +302,12 @@ TILELANG = {
           "module)",
     "tileop": "TileLang's tile operators as TVM nodes",
     "cpu": "the CPU backend (tilejit simulates on the CPU instead)",
-    "cuda": "the tilelang.cuda dialect module (its names that tilejit has are in "
-            "tilejit.language)",
     "rocm": "the ROCm backend", "metal": "the Metal backend", "webgpu": "the WebGPU backend",
     "env": "TileLang's environment object (tilejit reads TILEJIT_* variables)",
     "libinfo": "TileLang's shared-library lookup",
     "get_windows_runtime_dll_dirs": "TileLang's Windows DLL lookup",
     "prepend_dll_search_path": "TileLang's Windows DLL lookup",
     "cache": "TileLang's kernel cache module (tilejit's is `python -m tilejit cache`)",
-    "contrib": "TileLang's compiler wrappers (nvcc, hipcc)",
     "backend": "TileLang's backend registry (tilejit's targets: tilejit.target)",
     "instrumentation": "TileLang's TVM pass instrumentation",
     "autodd": "TileLang's delta-debugging tool",
@@ -360,10 +353,23 @@ def not_in_module(name: str, tilelang_module: str, module: str, why: str) -> Att
 
 def module_getattr(tilelang_module: str, module: str, why: str):
     """A module ``__getattr__`` raising ``not_in_module`` for every name the module lacks
-    (``__getattr__ = module_getattr("tilelang.testing", __name__, "...")``)."""
+    (``__getattr__ = module_getattr("tilelang.testing", __name__, "...")``); a submodule
+    the package has and nothing imported yet (``tilelang.contrib.nvcc`` read as an
+    attribute) is imported, as TileLang's packages import theirs."""
     def __getattr__(name):
+        if _has_submodule(module, name):
+            return importlib.import_module(f"{module}.{name}")
         raise not_in_module(name, tilelang_module, module, why)
     return __getattr__
+
+
+def _has_submodule(package: str, name: str) -> bool:
+    """Whether tilejit's package ``package`` has a submodule file or folder ``name``."""
+    if name.startswith("_"):
+        return False
+    paths = getattr(sys.modules.get(package), "__path__", None) or ()
+    return any(os.path.isfile(os.path.join(p, name + ".py")) or
+               os.path.isfile(os.path.join(p, name, "__init__.py")) for p in paths)
 
 
 # TileLang's classes tilejit has objects standing for, and their attributes tilejit's do
