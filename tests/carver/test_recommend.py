@@ -54,6 +54,15 @@ def test_every_hint_keeps_the_limits_and_the_ranking_follows_the_objective(arch)
                                "threads": 256, "num_stages": 4 if arch == "sm_90a" else 3}
 
 
+def test_tilelangs_dtype_spellings_are_the_dtypes_they_name():
+    """TileLang's auto-tuning tutorial writes ``accum_dtype="float"``: float32's hints."""
+    device = CUDA("sm_90a")
+    spelt = MatmulTemplate(512, 512, 512, in_dtype="half", accum_dtype="float")
+    named = MatmulTemplate(512, 512, 512, in_dtype="float16", accum_dtype="float32")
+    assert [h.config for h in spelt.with_arch(device).recommend_hints(topk=5)] == \
+        [h.config for h in named.with_arch(device).recommend_hints(topk=5)]
+
+
 def test_bad_figures_are_clear_errors():
     with pytest.raises(ValueError, match="arch"):
         CUDA("sm_91")

@@ -108,6 +108,41 @@ def test_num_stages_given_twice_is_refused():
         twice(a, np.zeros(1, np.float32))
 
 
+def splat_doubles(options):
+    """TileLang's documentation passes a loop's options as a dict: ``T.Pipelined(n,
+    **options)``, the dict a value of the program's closure."""
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((64,), "float32")
+            for ko in T.Pipelined(4, **options):
+                T.copy(A[ko * 64], S)
+                for i in T.Parallel(64):
+                    B[ko * 64 + i] = S[i] * 2
+    return tilejit.compile(main)
+
+
+def test_options_given_as_a_dict_of_the_closure():
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros_like(a)
+    kernel = splat_doubles(dict(num_stages=2))
+    kernel(a, b)
+    np.testing.assert_array_equal(b, 2 * a)
+    assert "cp.async" in kernel.get_kernel_source(arch="sm_80")
+
+
+def test_options_the_kernel_builds_are_refused_by_name():
+    @T.prim_func
+    def built(A: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=64):
+            options = dict(num_stages=2)
+            for ko in T.Pipelined(4, **options):
+                A[ko] = 1
+    with pytest.raises(CompileError, match=r"T.Pipelined\(..., \*\*options\): the options "
+                                           "must be known at compile time"):
+        tilejit.compile(built)(np.zeros(256, np.float32))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_a_loop_from_start_to_stop_on_the_gpu(stages):

@@ -147,7 +147,10 @@ def _candidates(extent: int, granule: int, cap: int = 256) -> list[int]:
 def dtype_bytes(template: str, dtype) -> int:
     """The bytes of an element of ``dtype`` (a name or a dtype object); a ValueError
     naming the template for a dtype it does not know."""
-    name = getattr(dtype, "name", None) or str(dtype)
+    try:
+        name = as_dtype(dtype).name        # TileLang's spellings: "float", "half", T.float32
+    except (TypeError, ValueError):
+        name = getattr(dtype, "name", None) or str(dtype)
     if name not in _BYTES:
         raise ValueError(f"{template}: unknown dtype {dtype!r}; expected one of "
                          f"{', '.join(_BYTES)}")

@@ -49,6 +49,10 @@ class _PipelinedRanges(syntax.NodeTransformer):
             return node
         args = dict(zip(_NAMES, it.args))
         for k in it.keywords:
+            if k.arg is None:
+                raise self.error("T.Pipelined(..., **options): the options must be known at "
+                                 "compile time (a dict of constants the program's closure or "
+                                 "globals hold, not one the kernel builds)", node)
             if k.arg in args or k.arg not in _NAMES:
                 raise self.error(f"T.Pipelined: {k.arg}= given twice or unknown; it takes "
                                  f"({', '.join(_NAMES)})", node)

@@ -23,6 +23,7 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, assigned_names, resolve_static, static_truth
+from tilejit.frontend.static_prologue import _constant
 
 # the operations whose keywords are put in their places: {op: its parameters, in order}
 _POSITIONAL = {T.alloc_shared: ("shape", "dtype"), T.alloc_fragment: ("shape", "dtype"),
@@ -78,6 +79,14 @@ class _Spell(syntax.NodeTransformer):
                 args.extend([ast.copy_location(ast.Constant(v), a) for v in value]
                             if isinstance(a, ast.Starred) else [a])
             node.args = args
+        if any(k.arg is None for k in node.keywords):
+            keywords = []
+            for k in node.keywords:
+                spelt = self._keywords(k.value) if k.arg is None else [k]
+                if spelt is None:
+                    return node             # a splat not known here: as written
+                keywords.extend(spelt)
+            node.keywords = keywords
         fn = resolve_static(node.func, self.namespace)
         if fn in _ANNOTATED and any(k.arg == "annotations" for k in node.keywords):
             node.keywords = [k for k in node.keywords if k.arg != "annotations"]
@@ -96,6 +105,21 @@ class _Spell(syntax.NodeTransformer):
                 node.keywords = [k for k in node.keywords if k not in placed]
         return node
 
+    def _keywords(self, node):
+        """``**name``'s keywords, where the name (not assigned by the kernel) holds a dict
+        of names to constants (``dict(num_stages=2)``), or None."""
+        if not isinstance(node, ast.Name) or node.id in self.assigned:
+            return None
+        value = self.namespace.get(node.id)
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and k.isidentifier() for k in value):
+            return None
+        spelt = {k: _constant(v) for k, v in value.items()}
+        if any(v is None for v in spelt.values()):
+            return None
+        return [ast.copy_location(ast.keyword(k, ast.copy_location(v, node)), node)
+                for k, v in spelt.items()]
+
     def _tuple(self, node):
         """The ints of a tuple (or list) a name not assigned by the kernel holds, or
         None."""
@@ -109,8 +133,8 @@ class _Spell(syntax.NodeTransformer):
 
 
 def fold_static_branches(ks: KernelSource) -> None:
-    """``ks.tree`` with its compile-time ``if`` statements decided, starred tuples and the
-    tile operations' keywords spelled out."""
+    """``ks.tree`` with its compile-time ``if`` statements decided, starred tuples,
+    ``**`` dicts of constants and the tile operations' keywords spelled out."""
     if any(isinstance(n, ast.Starred) for n in syntax.walk(ks.tree)) or any(
             isinstance(n, ast.Call) and n.keywords for n in syntax.walk(ks.tree)):
         spell = _Spell(ks.namespace, assigned_names(ks.tree))

@@ -21,8 +21,9 @@ compile, to run or the check is skipped with an ``AutotuneWarning``; none left i
 RuntimeError listing why each failed.
 
 Differences from TileLang: the result is not cached on disk by ``run()`` (``@autotune``
-is); the profiler backend, grouped or multi-GPU compilation and early stopping are
-accepted and not used; ``execution_backend`` and ``target_host`` likewise.
+is; ``result.save_to_disk(path)`` and ``AutotuneResult.load_from_disk(path, compile_args)``
+keep one by hand, ``autotune_result.py``); the profiler backend and grouped or multi-GPU
+compilation are accepted and not used; ``execution_backend`` and ``target_host`` likewise.
 """
 from __future__ import annotations
 
@@ -32,10 +33,13 @@ import inspect
 import json
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from tilejit.runtime.kernel import default_arch
+from tilejit.tilelang.autotune_result import (  # noqa: F401 - TileLang's param names
+    BEST_CONFIG_PATH, DEVICE_KERNEL_PATH, FUNCTION_PATH, LATENCY_PATH, OUT_IDX_PATH,
+    AutotuneResult)
 from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.tuning.autotune import (AutotuneWarning, check_early_stop, first_line,
                                      skippable_errors, snapshot, timed)
@@ -103,19 +107,6 @@ class ProfileArgs:
 
     def __hash__(self):
         return _hash_fields(self)
-
-
-@dataclass
-class AutotuneResult:
-    """The best config: its latency (ms; None in simulation), the reference program's,
-    the kernel's source, the prim_func and the compiled kernel."""
-    latency: float | None = None
-    config: dict | None = None
-    ref_latency: float | None = None
-    libcode: str | None = None
-    func: Callable | None = None
-    kernel: Callable | None = None
-    timings: list = field(default_factory=list)
 
 
 class AutoTuner:
@@ -257,7 +248,8 @@ class AutoTuner:
         except Exception:        # noqa: BLE001 - the source is informative only
             libcode = None
         return AutotuneResult(latency=ms, config=config, ref_latency=ref_latency,
-                              libcode=libcode, func=program, kernel=kernel, timings=timings)
+                              libcode=libcode, func=program, kernel=kernel, timings=timings,
+                              factory=self.fn, compile_args=self.compile_args)
 
 
 def _cuda_available() -> bool:
