@@ -477,8 +477,8 @@ def markdown() -> str:
         "`AttributeError`) naming it and saying so where the program reads it; in a kernel's "
         "body the front end reports it as a `CompileError` at its line:",
         "",
-        "    T.match_any_sync (tilelang.language.match_any_sync in TileLang) is not supported "
-        "by tilejit: warp matches (match.sync) are not built; see docs/tilelang-compat.md",
+        # (the message a name the table marks not supported gives now, not a copy of it)
+        "    " + compat.message("WSRole", compat.reason("WSRole")),
         "",
         "The same holds outside `tilelang.language`: `from tilelang.x import name` of a name "
         "tilejit's module lacks raises `NotSupportedImportError` (an `ImportError`) with that "

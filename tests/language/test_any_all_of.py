@@ -131,3 +131,18 @@ def test_a_loop_condition_is_refused_at_its_line():
                 tilejit.kernel(looping.func, target="sim")(np.zeros(4, bool),
                                                             np.zeros(1, np.int32))
         assert "while T.any_of(m)" in str(info.value)
+
+
+def test_conditions_for_a_buffer_are_told_to_use_and():
+    """TileLang's control-flow guide writes ``T.all_of(i < M, j < N)``; its T.all_of
+    takes one buffer: the error says so and what to write."""
+    @tilejit.kernel
+    def guarded(A):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                if T.all_of(i < 64, i >= 0):
+                    A[i] = 1
+    with pytest.raises(tilejit.CompileError, match=r"T.all_of\(buffer\) takes one buffer or "
+                       r"region .*got T.all_of\(i < 64, i >= 0\); for conditions write them "
+                       r"with `and`"):
+        guarded(np.zeros(64, np.float32))

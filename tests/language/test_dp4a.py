@@ -140,3 +140,40 @@ def test_on_gpu_a_branch_left_out_and_a_float16_accumulator(in_dtype):
     gpu = kernel(a.cuda(), a.cuda())
     assert torch.equal(gpu.cpu(), kernel(a, a))
     assert gpu.item() == int((a.long() * a.long()).sum())
+
+
+def whole_buffers():
+    """TileLang's instruction reference writes ``T.dp4a(a, b, c)`` of local buffers of 4,
+    4 and 1 elements: each buffer is its first element."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 4), "int8"), B: T.Tensor((32, 4), "int8"),
+             C: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32):
+            tid = T.get_thread_binding()
+            a = T.alloc_local((4,), "int8")
+            b = T.alloc_local((4,), "int8")
+            c = T.alloc_local((1,), "int32")
+            c[0] = 7
+            for k in T.serial(4):
+                a[k] = A[tid, k]
+                b[k] = B[tid, k]
+            T.dp4a(a, b, c)
+            C[tid] = c[0]
+    return main
+
+
+def test_whole_buffers_in_simulation():
+    a = torch.randint(-128, 128, (32, 4), dtype=torch.int8)
+    b = torch.randint(-128, 128, (32, 4), dtype=torch.int8)
+    out = tilelang.compile(whole_buffers(), out_idx=-1)(a, b)
+    assert torch.equal(out, (a.int() * b.int()).sum(1) + 7)
+
+
+@pytest.mark.gpu
+def test_on_gpu_whole_buffers():
+    a = torch.randint(-128, 128, (32, 4), dtype=torch.int8)
+    b = torch.randint(-128, 128, (32, 4), dtype=torch.int8)
+    kernel = tilelang.compile(whole_buffers(), out_idx=-1)
+    gpu = kernel(a.cuda(), b.cuda())
+    assert torch.equal(gpu.cpu(), (a.int() * b.int()).sum(1) + 7)
+    assert torch.equal(gpu.cpu(), kernel(a, b))

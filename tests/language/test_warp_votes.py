@@ -250,6 +250,47 @@ def test_a_predicate_barrier_every_thread_must_reach():
         barrier_in_a_parallel_loop(p, c)
 
 
+def guarded_block_votes(threads=64):
+    """TileLang's door: ``tilelang.compile`` guards each store to a tensor (safe memory
+    access); the barrier in the stored value is every thread's, the guard only the
+    store's (before: "inside a branch ... that depends on the thread index")."""
+    @T.prim_func
+    def main(A: T.Tensor((threads,), "float32"), O: T.Tensor((threads,), "int32"),
+             P: T.Tensor((threads,), "int32")):
+        with T.Kernel(1, threads=threads):
+            tid = T.get_thread_binding()
+            O[tid] = T.syncthreads_count(A[tid] > 0)
+            P[tid] += T.syncthreads_or(A[tid] > 1) + 2 * T.syncthreads_and(A[tid] > -9)
+    return tilejit.compile(main)
+
+
+def _guarded_expected(a):
+    n = a.size
+    return (np.full(n, (a > 0).sum(), np.int32),
+            np.full(n, 1 + int((a > 1).any()) + 2 * int((a > -9).all()), np.int32))
+
+
+def test_a_predicate_barrier_in_a_guarded_store():
+    a = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    o, p = np.zeros(64, np.int32), np.ones(64, np.int32)
+    kernel = guarded_block_votes()
+    kernel(a, o, p)
+    for got, want in zip((o, p), _guarded_expected(a)):
+        np.testing.assert_array_equal(got, want)
+    assert kernel.get_kernel_source(arch="sm_90a").count("bar.red") == 3
+
+
+@pytest.mark.gpu
+def test_gpu_a_predicate_barrier_in_a_guarded_store():
+    import torch
+    a = torch.randn(64, device="cuda")
+    o = torch.zeros(64, dtype=torch.int32, device="cuda")
+    p = torch.ones(64, dtype=torch.int32, device="cuda")
+    guarded_block_votes()(a, o, p)
+    for got, want in zip((o, p), _guarded_expected(a.cpu().numpy())):
+        np.testing.assert_array_equal(got.cpu().numpy(), want)
+
+
 @tilejit.kernel
 def vote_without_its_lane(P, A):
     with T.Kernel(1, threads=32):

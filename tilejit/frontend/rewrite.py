@@ -328,7 +328,11 @@ class _DeviceForms(syntax.NodeTransformer):
         if fn in (T.im2col, T.c2d_im2col):  # a T.Parallel loop over the column tile
             return self.visit(im2col_loop(call, node, self._language_name(call), self.error))
         if fn is T.dp4a and len(call.args) == 3 and not call.keywords and all(
-                isinstance(a, ast.Subscript) for a in call.args):
+                isinstance(a, (ast.Subscript, ast.Name)) for a in call.args):
+            # a whole buffer (TileLang's reference: `T.dp4a(a, b, c)` of local buffers of
+            # 4, 4 and 1 elements) is its first element
+            call.args = [ast.copy_location(ast.Subscript(a, ast.Constant(0), ast.Load()), a)
+                         if isinstance(a, ast.Name) else a for a in call.args]
             return [self.generic_visit(s) for s in _dp4a_loop(call, node)]
         # a view made in a tile operation's call, T.cumsum(T.view(S, (1, n)), dim=1)
         # (TileLang's issue 1001): a named view first, as the tile passes take views
@@ -414,6 +418,12 @@ class _DeviceForms(syntax.NodeTransformer):
         if target in (T.any_of, T.all_of) and self.error is not None:
             # what _hoist_bool_reductions did not take (a while test, an argument)
             name = "any_of" if target is T.any_of else "all_of"
+            if len(node.args) != 1 or node.keywords:
+                op = "or" if target is T.any_of else "and"
+                raise self.error(f"T.{name}(buffer) takes one buffer or region (whether "
+                                 f"{'any' if op == 'or' else 'every'} element of it is "
+                                 f"nonzero), got {ast.unparse(node)}; for conditions write "
+                                 f"them with `{op}`", node)
             raise self.error(f"T.{name}(x) is computed before the statement that uses it: "
                              "write it in an `if` test or on the right of an assignment "
                              f"(`flag = T.{name}(x)`), not in a loop condition or as an "

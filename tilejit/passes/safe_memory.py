@@ -29,6 +29,7 @@ import ast
 import copy
 
 from tilejit import syntax
+from tilejit.passes.barriers import _predicate_barrier
 from tilejit.ir.markers import (ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_OR,
                                 ATOMIC_STORE, CAST)
 
@@ -40,10 +41,12 @@ def _indices(node: ast.Subscript) -> list:
 
 
 class _Guard(syntax.NodeTransformer):
-    def __init__(self, tensors: dict, values: dict, writes: bool):
+    def __init__(self, tensors: dict, values: dict, writes: bool, barrier):
         self.tensors = tensors      # name -> dtype name
         self.values = values        # name -> the T.annotate_safe_value expression
         self.writes = writes        # writes and atomics guarded too (safe memory access)
+        self.barrier = barrier      # call -> whether it is a block barrier (a predicate's)
+        self.count = 0
 
     def _outside(self, name):
         """What an element outside tensor ``name`` reads as: its safe value, else 0."""
@@ -92,6 +95,14 @@ class _Guard(syntax.NodeTransformer):
         test = self._inside(target) if self.writes and self._tensor(target) else None
         if test is None:
             return node
+        if any(isinstance(n, ast.Call) and self.barrier(n) for n in syntax.walk(node.value)):
+            # `O[tid] = T.syncthreads_count(p)`: the block barrier is every thread's, so
+            # its value is taken before the guard and only the store is guarded
+            name = f"__tj_barrier_value{self.count}"
+            self.count += 1
+            value, node.value = node.value, ast.Name(name, ast.Load())
+            return [ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], value), node),
+                    ast.copy_location(ast.If(test, [node], []), node)]
         return ast.copy_location(ast.If(test, [node], []), node)
 
     def _atomic(self, node):
@@ -135,7 +146,8 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         return fdef
     tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
                if ctx.options.safe_memory or name in values}
-    guard = _Guard(tensors, values, writes=ctx.options.safe_memory)
+    guard = _Guard(tensors, values, writes=ctx.options.safe_memory,
+                   barrier=lambda call: _predicate_barrier(call, ctx) is not None)
     fdef = guard.visit(fdef)
     _check_guarded_reads(fdef, ctx)
     return syntax.fix_missing_locations(fdef)
