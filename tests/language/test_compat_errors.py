@@ -24,7 +24,7 @@ from tilejit.language.compat import NotSupportedError, NotSupportedImportError
     ("tilejit.tilelang.contrib", "cc", "tilelang.contrib"),
     ("tilejit.carver.roller", "PrimFuncNode", "tilelang.carver.roller"),
     ("tilejit.carver.arch", "cuda", "tilelang.carver.arch"),
-    ("tilejit.autotuner.param", "BEST_CONFIG_PATH", "tilelang.autotuner.param"),
+    ("tilejit.autotuner.param", "KERNEL_CUBIN_PATH", "tilelang.autotuner.param"),
     ("tilejit.tilelang.cuda.intrinsics.macro.mma_macro_generator",
      "TensorCoreIntrinEmitterWithLadderTransform", "mma_macro_generator"),
     ("tilejit.ir", "get_buffer_span", "tilelang.ir"),
