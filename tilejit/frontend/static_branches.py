@@ -23,7 +23,7 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import KernelSource, assigned_names, resolve_static, static_truth
-from tilejit.frontend.static_prologue import _constant
+from tilejit.frontend.static_prologue import constant_ast
 
 # the operations whose keywords are put in their places: {op: its parameters, in order}
 _POSITIONAL = {T.alloc_shared: ("shape", "dtype"), T.alloc_fragment: ("shape", "dtype"),
@@ -114,7 +114,7 @@ class _Spell(syntax.NodeTransformer):
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and k.isidentifier() for k in value):
             return None
-        spelt = {k: _constant(v) for k, v in value.items()}
+        spelt = {k: constant_ast(v) for k, v in value.items()}
         if any(v is None for v in spelt.values()):
             return None
         return [ast.copy_location(ast.keyword(k, ast.copy_location(v, node)), node)

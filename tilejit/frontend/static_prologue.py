@@ -36,7 +36,7 @@ def is_prologue_value(stmt: ast.stmt) -> bool:
             and isinstance(stmt.targets[0], ast.Name))
 
 
-def _constant(value):
+def constant_ast(value):
     """The AST of a number, string, bool, None or (nested) tuple/list of them; None when
     the value is of another kind."""
     # exact types only: a dtype is a str subclass, and a numpy scalar keeps its dtype as
@@ -44,7 +44,7 @@ def _constant(value):
     if value is None or type(value) in (bool, str, int, float):
         return ast.Constant(value)
     if isinstance(value, (tuple, list)):
-        elts = [_constant(v) for v in value]
+        elts = [constant_ast(v) for v in value]
         if any(e is None for e in elts):
             return None
         return ast.Tuple(elts, ast.Load())
@@ -86,9 +86,9 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
         if _is_chained(stmt):
             # `micro_size_x = micro_size_y = micro_size_k = 16`: one assignment per name
             value, ok = evaluate_static(stmt.value, env, runtime)
-            if ok and _constant(value) is not None:
+            if ok and constant_ast(value) is not None:
                 pending[:0] = [syntax.fix_missing_locations(ast.copy_location(
-                    ast.Assign([ast.Name(t.id, ast.Store())], _constant(value)), stmt))
+                    ast.Assign([ast.Name(t.id, ast.Store())], constant_ast(value)), stmt))
                                for t in stmt.targets]
                 continue
         if is_prologue_value(stmt):
@@ -96,7 +96,7 @@ def fold_static_prologue(prologue: list, body_after: list, namespace: dict,
             value, ok = evaluate_static(stmt.value, env, runtime)
             if ok:
                 env[name] = value
-                constant = _constant(value)
+                constant = constant_ast(value)
                 if constant is not None:
                     out.append(ast.copy_location(
                         ast.Assign([ast.Name(name, ast.Store())], constant), stmt))

@@ -357,19 +357,10 @@ def module_getattr(tilelang_module: str, module: str, why: str):
     the package has and nothing imported yet (``tilelang.contrib.nvcc`` read as an
     attribute) is imported, as TileLang's packages import theirs."""
     def __getattr__(name):
-        if _has_submodule(module, name):
+        if not name.startswith("_") and _exists(f"{module}.{name}"):
             return importlib.import_module(f"{module}.{name}")
         raise not_in_module(name, tilelang_module, module, why)
     return __getattr__
-
-
-def _has_submodule(package: str, name: str) -> bool:
-    """Whether tilejit's package ``package`` has a submodule file or folder ``name``."""
-    if name.startswith("_"):
-        return False
-    paths = getattr(sys.modules.get(package), "__path__", None) or ()
-    return any(os.path.isfile(os.path.join(p, name + ".py")) or
-               os.path.isfile(os.path.join(p, name, "__init__.py")) for p in paths)
 
 
 # TileLang's classes tilejit has objects standing for, and their attributes tilejit's do

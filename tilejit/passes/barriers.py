@@ -533,15 +533,15 @@ class _UserSyncs(syntax.NodeTransformer):
                     raise self.ctx.error(f"T.{fn.__name__}() inside a T.Parallel loop: the "
                                          "loop's iterations are spread over the threads; "
                                          "put the barrier before or after the loop", node)
-                if isinstance(n, ast.Call) and _predicate_barrier(n, self.ctx):
-                    name = _predicate_barrier(n, self.ctx)
+                if isinstance(n, ast.Call) and predicate_barrier(n, self.ctx):
+                    name = predicate_barrier(n, self.ctx)
                     raise self.ctx.error(f"T.{name}() inside a T.Parallel loop: the loop's "
                                          f"iterations are spread over the threads; put the "
                                          f"barrier before or after the loop", n)
         return self._visit_loop(node, node.iter)
 
     def visit_Call(self, node):
-        name = _predicate_barrier(node, self.ctx)
+        name = predicate_barrier(node, self.ctx)
         if name and self.divergent:
             raise self.ctx.error(f"T.{name}() inside a branch or loop that depends on the "
                                  f"thread index: it is a block barrier, and every thread of "
@@ -589,7 +589,7 @@ class _UserSyncs(syntax.NodeTransformer):
 _PREDICATE_BARRIERS = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
 
 
-def _predicate_barrier(call: ast.Call, ctx) -> str | None:
+def predicate_barrier(call: ast.Call, ctx) -> str | None:
     """The name of the predicate block barrier ``call`` calls, else None."""
     fn = resolve_static(call.func, ctx.namespace)
     return next((n for n in _PREDICATE_BARRIERS if fn is getattr(T, n)), None)
@@ -615,7 +615,7 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     syncs = any(isinstance(n, ast.Call) and (
         resolve_static(n.func, ctx.namespace) in (T.sync_threads, T.named_barrier_arrive,
                                                   T.sync_grid)
-        or _predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
+        or predicate_barrier(n, ctx)) for n in syntax.walk(fdef))
     # the kernel's own barriers, or its helpers': its tensors not noalias (codegen/entry.py)
     ctx.plan.user_barriers = reaches(fdef, ctx.namespace, _own_barrier)
     tensors = written_tensors(fdef, ctx)

@@ -29,7 +29,7 @@ import ast
 import copy
 
 from tilejit import syntax
-from tilejit.passes.barriers import _predicate_barrier
+from tilejit.passes.barriers import predicate_barrier
 from tilejit.ir.markers import (ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_OR,
                                 ATOMIC_STORE, CAST)
 
@@ -147,7 +147,7 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
                if ctx.options.safe_memory or name in values}
     guard = _Guard(tensors, values, writes=ctx.options.safe_memory,
-                   barrier=lambda call: _predicate_barrier(call, ctx) is not None)
+                   barrier=lambda call: predicate_barrier(call, ctx) is not None)
     fdef = guard.visit(fdef)
     _check_guarded_reads(fdef, ctx)
     return syntax.fix_missing_locations(fdef)
