@@ -240,7 +240,7 @@ def test_tvm_imports_and_its_names_say_they_are_not_supported():
     use it: the import works; any name of it but DataType raises NotSupportedError."""
     from tilejit import tvm
     from tilejit.language.dtypes import DType as tilejit_dtype
-    for name in ("IRModule", "tir", "testing"):
+    for name in ("IRModule", "relax", "testing"):
         with pytest.raises(NotSupportedError, match=rf"tvm\.{name} .* tilejit is built "
                                                     "without TVM"):
             getattr(tvm, name)
@@ -251,6 +251,21 @@ def test_tvm_imports_and_its_names_say_they_are_not_supported():
         _ = tvm.target.list_tags
     with pytest.raises(AttributeError):
         _ = tvm.__wrapped__
+
+
+def test_tvm_tir_is_the_older_name_of_tirx_and_te_var_a_dynamic_dimension():
+    """BitBLAS's and older TileLang programs write `from tvm import tir` (TileLang's fork
+    renamed it tirx) and declare run-time dimensions with `tvm.te.var("m")`."""
+    from tvm import te, tir
+    from tilejit import tvm
+    assert tir.const is tvm.tirx.const and tir.Cast is tvm.tirx.Cast
+    assert str(tir.const(7, "int8").dtype) == "int8"
+    m = te.var("m")
+    assert isinstance(m, T.Var) and m.name == "m" and m.dynamic
+    with pytest.raises(NotSupportedError, match=r"tvm\.tir\.IRModule .* without TVM"):
+        _ = tir.IRModule
+    with pytest.raises(NotSupportedError, match=r"tvm\.te\.compute .* without TVM"):
+        _ = te.compute
 
 
 @pytest.mark.parametrize("module, missing, why", [

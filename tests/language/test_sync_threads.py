@@ -94,6 +94,51 @@ def test_on_the_gpu_against_torch_and_the_simulator():
 
 
 @tilejit.kernel
+def reverse_through_tvm_storage_sync(A, B):
+    """TVM's spelling of the barrier (KernelBench TileLang solutions write it)."""
+    with T.Kernel(A.shape[0] // 128, threads=128) as bx:
+        tx = T.get_thread_binding()
+        S = T.alloc_shared((128,), T.float32)
+        S[tx] = A[bx * 128 + tx]
+        T.tvm_storage_sync("shared")
+        B[bx * 128 + tx] = S[127 - tx]
+
+
+GRID = "global"
+
+
+@tilejit.kernel
+def grid_storage_sync(A):
+    with T.Kernel(1, threads=128) as bx:
+        A[0] = 1.0
+        T.tvm_storage_sync(GRID)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tvm_storage_sync_is_the_blocks_barrier(arch, ptxas):
+    a = np.arange(512, dtype=np.float32)
+    b = np.zeros_like(a)
+    reverse_through_tvm_storage_sync(a, b)
+    np.testing.assert_array_equal(b, a.reshape(4, 128)[:, ::-1].reshape(-1))
+    ptx = reverse_through_tvm_storage_sync.compile(a, b, target="cuda", arch=arch).ptx
+    assert re.search(r"bar\.sync\s+0;", ptx)
+    ptxas(ptx, arch)
+    with pytest.raises(CompileError, match=r"T.tvm_storage_sync\(scope\): expected \"shared\""
+                                           r".*got T.tvm_storage_sync\(GRID\)"):
+        grid_storage_sync(a)
+
+
+@pytest.mark.gpu
+def test_tvm_storage_sync_on_the_gpu():
+    import torch
+    a = torch.randn(4096)
+    b = torch.zeros(4096, device="cuda")
+    reverse_through_tvm_storage_sync(a.cuda(), b)
+    torch.testing.assert_close(b.cpu(), a.reshape(32, 128).flip(1).reshape(-1), rtol=0,
+                               atol=0)
+
+
+@tilejit.kernel
 def barrier_after_a_divergent_continue(A):
     with T.Kernel(1, threads=64) as bx:
         tx = T.get_thread_binding()

@@ -179,3 +179,61 @@ def test_a_flat_fragment_indexed_by_a_composed_index_on_the_gpu():
     b = tilejit.compile(composable_copy(1024, 1024, 128, 128), out_idx=[1], target="cuda")(a)
     torch.cuda.synchronize()
     torch.testing.assert_close(b, a.flatten(), rtol=0, atol=0)
+
+
+@tilejit.kernel
+def gated_chunks(A, Bm, G, O):
+    """flash-linear-attention's RWKV6 intra-chunk pattern: a 1-d fragment of gates read at
+    ``kb * 32 + c`` through a name the body binds (``k_idx = kb * 32 + c``), by a loop
+    writing a gemm's register operand and by one writing a shared tile (no fragment there
+    indexed with all the loop's indices: the loop follows the gate fragment)."""
+    with T.Kernel(1, threads=32):
+        gf = T.alloc_fragment((64,), T.float32)
+        x = T.alloc_fragment((16, 32), T.float32)
+        bs = T.alloc_shared((16, 32), T.float32)
+        acc = T.alloc_fragment((16, 16), T.float32)
+        T.clear(acc)
+        for c in T.Parallel(64):
+            gf[c] = G[c]
+        for kb in T.serial(2):
+            for i, c in T.Parallel(16, 32):
+                k_idx = kb * 32 + c
+                x[i, c] = A[i, k_idx] * gf[k_idx]
+            for j, c in T.Parallel(16, 32):
+                bs[j, c] = Bm[j, kb * 32 + c] * gf[kb * 32 + c]
+            T.gemm(x, bs, acc, transpose_B=True)
+        T.copy(acc, O)
+
+
+def _gated_operands(device="cpu"):
+    g = torch.Generator().manual_seed(3)
+    a, bm = torch.randn(16, 64, generator=g), torch.randn(16, 64, generator=g)
+    gates = torch.randn(64, generator=g)
+    ref = ((a.double() * gates.double()) @ (bm.double() * gates.double()).T).float()
+    return [t.to(device) for t in (a, bm, gates)], ref
+
+
+def test_an_index_bound_to_a_name_and_a_loop_over_a_shared_tile():
+    (a, bm, gates), ref = _gated_operands()
+    o = torch.zeros(16, 16)
+    tilejit.kernel(gated_chunks.func, target="sim")(a, bm, gates, o)
+    torch.testing.assert_close(o, ref, rtol=2e-2, atol=2e-2)     # tf32 gemm
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_an_index_bound_to_a_name_assembles(ptxas, arch):
+    (a, bm, gates), _ = _gated_operands()
+    ptxas(gated_chunks.compile(a.numpy(), bm.numpy(), gates.numpy(),
+                               np.zeros((16, 16), np.float32), target="cuda", arch=arch).ptx,
+          arch)
+
+
+@pytest.mark.gpu
+def test_an_index_bound_to_a_name_on_the_gpu():
+    (a, bm, gates), ref = _gated_operands("cuda")
+    o = torch.zeros(16, 16, device="cuda")
+    gated_chunks(a, bm, gates, o)
+    so = torch.zeros(16, 16)
+    tilejit.kernel(gated_chunks.func, target="sim")(a.cpu(), bm.cpu(), gates.cpu(), so)
+    torch.testing.assert_close(o.cpu(), ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(o.cpu(), so, rtol=1e-4, atol=1e-4)

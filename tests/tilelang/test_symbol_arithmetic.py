@@ -119,6 +119,24 @@ def test_a_symbol_no_extent_gives_is_a_compile_error():
         tilelang.compile(only_half)
 
 
+def test_one_call_declares_several_symbols():
+    # flash-linear-attention's TileLang kernels write `B, Tt = T.dynamic("B, Tt")` around
+    # their prim_func; TileLang splits the names at commas, else at spaces
+    m, n, k = T.dynamic("m, n, k")
+    assert (m.name, n.name, k.name) == ("m", "n", "k") and m.dynamic and k.dynamic
+    p, q = T.dynamic("p q")
+    assert (p.name, q.name) == ("p", "q")
+    assert isinstance(T.dynamic("m"), T.Var)
+    kernel = tilelang.compile(matmul(m, n, k, 32, 32, 32), out_idx=-1)
+    for shape in ((32, 64, 96), (96, 32, 64)):
+        _check_matmul(kernel, *shape, "float16")
+    with pytest.raises(ValueError, match=r"T.dynamic\(name\): expected one name or names "
+                                         r"separated by commas .*got 'm, 2n'"):
+        T.dynamic("m, 2n")
+    with pytest.raises(TypeError, match="T.const\\(name\\): the name must be a str .*got int 3"):
+        T.const(3)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_a_grid_of_ceildiv_over_dynamic_symbols(dtype):

@@ -410,3 +410,35 @@ def test_a_thread_binding_narrower_than_the_launch_is_an_error():
                                                    r"but T.Kernel launches 32 there"):
         tilelang.compile(gemv_named_by_thread_binding(16, 128, reduce_threads=32,
                                                       binding=16))
+
+
+def async_scope_copy(n, threads=128):
+    """sglang's sparse attention wraps its per-thread global-to-shared copies in TVM's
+    ``with T.attr("default", "async_scope", 1):`` (cp.async where TVM can): the copies
+    run as written."""
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float16"), B: T.Tensor((n,), "float16")):
+        with T.Kernel(n // threads, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((threads,), "float16")
+            with T.attr("default", "async_scope", 1):
+                S[tx] = A[bx * threads + tx]
+            T.sync_threads()
+            B[bx * threads + tx] = S[threads - 1 - tx]
+    return main
+
+
+def test_an_async_scope_attribute_runs_its_copies(ptxas):
+    a = torch.randn(512).half()
+    b = tilelang.compile(async_scope_copy(512), out_idx=[1])(a)
+    assert torch.equal(b, a.view(4, 128).flip(1).reshape(-1))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(async_scope_copy(512), out_idx=[1], target=f"cuda -arch={arch}")
+              .get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_an_async_scope_attribute_runs_its_copies():
+    a = torch.randn(4096, device="cuda").half()
+    b = tilelang.compile(async_scope_copy(4096), out_idx=[1])(a)
+    assert torch.equal(b.cpu(), a.cpu().view(32, 128).flip(1).reshape(-1))

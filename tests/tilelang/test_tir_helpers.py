@@ -260,6 +260,44 @@ def test_tir_helpers_outside_a_kernel():
     assert tirx.Select(np.bool_(False), np.int32(1), np.int32(2)) == 2
 
 
+def old_order_reinterpret(n):
+    """DeepSeek's and sglang's kernels write TileLang's deprecated ``T.reinterpret(dtype,
+    value)``; TileLang takes it with a warning, and so does tilejit."""
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "uint32"),
+             Z: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.serial(n):
+                Y[i] = T.reinterpret("uint32", X[i])
+                Z[i] = T.reinterpret(Y[i], T.float32) * 2.0
+    return main
+
+
+def test_reinterpret_takes_tilelangs_old_argument_order(ptxas, monkeypatch):
+    from tilejit.language import tir_exprs
+    monkeypatch.setattr(tir_exprs, "_OLD_REINTERPRET_WARNED", False)    # once per process
+    x = torch.tensor([1.0, 2.0, -0.5, 3.0])
+    y, z = torch.zeros(4, dtype=torch.uint32), torch.zeros(4)
+    with pytest.warns(DeprecationWarning, match=r"T.reinterpret\(dtype, value\) is deprecated"):
+        kernel = tilejit.compile(old_order_reinterpret(4))
+        kernel(x, y, z)
+    assert torch.equal(y, x.view(torch.int32).to(torch.uint32)) and torch.equal(z, 2 * x)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(old_order_reinterpret(4), target=f"cuda -arch={arch}")
+              .get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_old_order_reinterpret():
+    x = torch.randn(64)
+    y, z = torch.zeros(64, dtype=torch.uint32), torch.zeros(64)
+    kernel = tilejit.compile(old_order_reinterpret(64))
+    yc, zc = y.cuda(), z.cuda()
+    kernel(x.cuda(), yc, zc)
+    kernel(x, y, z)
+    assert torch.equal(yc.cpu(), y) and torch.equal(zc.cpu(), 2 * x) and torch.equal(z, 2 * x)
+
+
 @pytest.mark.gpu
 def test_gpu_helper_made_by_a_factory_matches_the_simulator():
     kernel = tilejit.compile(made_by_a_factory(), out_idx=[1])

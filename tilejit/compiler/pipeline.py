@@ -47,7 +47,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             transposes,
                             global_copies, global_layouts, grid_sync,
                             layout_conversion,
-                            layout_inference, packed_tensors, parallel_guards, pipeline,
+                            layout_inference, packed_tensors, parallel_guards,
+                            parallel_order, pipeline,
                             rasterization,
                             registers, safe_memory, safe_values, shared_memory,
                             shifted_fragments, softmax_turns, sparse_gemms,
@@ -71,6 +72,7 @@ SOURCE_PASSES = (
     grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
     global_copies.expand_global_copies,      # T.copy(global, global) → an element loop
     sparse_gemms.expand_sparse_gemms,        # T.gemm_sp → A expanded in shared; T.gemm
+    parallel_order.order_parallel_loops,     # for h, i in T.Parallel(H, N): F[i, h] → (N, H)
     split_indices.split_fragment_indices,    # F[i, X * n + j] → a view's F_s[i, X, j]
     tile_allocation.allocate_tiles,          # tiles into the plan; regions, gemm forms
     registers.check_register_floor,          # no fragment past the spill limit, early

@@ -46,6 +46,8 @@ from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
 from tilejit.frontend.unrolled_regions import unroll_gemm_regions
 from tilejit.language.tiles import COPY_HINTS
+from tilejit.language.dtypes import DType, as_dtype
+from tilejit.language.tir_exprs import warn_old_reinterpret
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
@@ -373,6 +375,23 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.Tuple(node.elts, ast.Load()), node)
         return node
 
+    def _storage_sync(self, node):
+        """``T.tvm_storage_sync("shared")``: ``T.sync_threads()`` (``"warp"``:
+        ``T.sync_warp()``)."""
+        scopes = {"shared": "sync_threads", "shared.dyn": "sync_threads", "warp": "sync_warp"}
+        scope, ok = plain_value(node.args[0], self.namespace, (str,)) \
+            if len(node.args) == 1 and not node.keywords else (None, False)
+        scope = scope if ok else None
+        if scope not in scopes:
+            raise self.error(
+                f"T.tvm_storage_sync(scope): expected \"shared\", \"shared.dyn\" (a block "
+                f"barrier, T.sync_threads()) or \"warp\" (T.sync_warp()), got "
+                f"{ast.unparse(node)}; a grid-wide barrier is T.sync_grid() in a cooperative "
+                f"launch", node)
+        call = ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), scopes[scope],
+                                      ast.Load()), [], [])
+        return ast.copy_location(call, node)
+
     def visit_Call(self, node):
         node = self.generic_visit(node)
         if isinstance(node.func, ast.Call):
@@ -428,6 +447,16 @@ class _DeviceForms(syntax.NodeTransformer):
                              "write it in an `if` test or on the right of an assignment "
                              f"(`flag = T.{name}(x)`), not in a loop condition or as an "
                              "argument", node)
+        if target is T.tvm_storage_sync:
+            return self._storage_sync(node)
+        if target is T.reinterpret and len(node.args) == 2 and not node.keywords and \
+                _is_dtype(node.args[0], self.namespace) and \
+                not _is_dtype(node.args[1], self.namespace):
+            # TileLang's deprecated T.reinterpret(dtype, value) (DeepSeek's and sglang's
+            # kernels): the arguments in today's order, with TileLang's warning
+            warn_old_reinterpret()
+            node.args = node.args[::-1]
+            return node
         if target is T.clamp:
             return self._clamp(node)
         if target is T.index_to_coordinates:
@@ -818,6 +847,18 @@ def _copy_operands_positional(node: ast.Call) -> ast.Call:
             args.append(given[0].value)
     rest = [k for k in node.keywords if k.arg not in ("src", "dst")]
     return ast.copy_location(ast.Call(node.func, args, rest), node)
+
+
+def _is_dtype(expr, namespace) -> bool:
+    """Whether ``expr`` is a dtype known at compile time (``"uint32"``, ``T.float16``)."""
+    value, ok = plain_value(expr, namespace, (str, DType))
+    if not ok:
+        return False
+    try:
+        as_dtype(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:

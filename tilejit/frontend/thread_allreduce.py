@@ -32,7 +32,8 @@ values differs from the sequential order's). Only this shape is built: one value
 reducer ``lambda x, y: <expr>`` with one identity (``T.cast(v, dtype)`` or
 ``dtype(v)``), thread variables bound by ``T.get_thread_binding(d)``. Any other use of
 ``T.attr``, ``T.comm_reducer``, ``T.tvm_thread_allreduce`` or ``T.evaluate`` in a kernel
-is a CompileError at its line."""
+is a CompileError at its line, but for ``with T.attr(..., "async_scope", 1):``, TVM's hint
+that the copies inside may be asynchronous: they run as written (plain copies)."""
 from __future__ import annotations
 
 import ast
@@ -174,6 +175,17 @@ class _AllReduces(syntax.NodeTransformer):
 
     def visit_With(self, node):
         if len(node.items) == 1 and _is(node.items[0].context_expr, T.attr, self.namespace):
+            attr = node.items[0].context_expr
+            if len(attr.args) == 3 and isinstance(attr.args[1], ast.Constant) and \
+                    attr.args[1].value == "async_scope" and node.items[0].optional_vars is None:
+                # TVM's hint that the copies inside may be cp.async (sglang's sparse
+                # attention, before its T.cp_async_barrier_noinc): they run as plain
+                # copies, done before the barrier arrives
+                out = []
+                for stmt in node.body:
+                    new = self.visit(stmt)
+                    out.extend(new if isinstance(new, list) else [new])
+                return out
             return self.rewrite(node)
         return self.generic_visit(node)
 

@@ -484,8 +484,8 @@ class MissingModules:
 def _tvm_spec(fullname: str):
     """``import tvm`` (no TVM installed: this finder is the last): TileLang makes its
     bundled TVM importable, and tilejit's stand-in is ``from tilelang import tvm``'s
-    (``tilejit/tilelang/tvm.py``), with its namespaces ``tvm.tirx``, ``tvm.arith`` and
-    ``tvm.target``; any other TVM module, and ``tvm_ffi``, is refused by name."""
+    (``tilejit/tilelang/tvm.py``), with its namespaces ``tvm.tirx`` (``tvm.tir``),
+    ``tvm.arith``, ``tvm.target`` and ``tvm.te``; any other TVM module, and ``tvm_ffi``, is refused by name."""
     stand_in = importlib.import_module("tilejit.tilelang.tvm")
     if fullname == "tvm":
         return importlib.util.spec_from_loader(fullname, _Alias(stand_in.__name__))
@@ -496,7 +496,7 @@ def _tvm_spec(fullname: str):
     why = ("TVM's FFI, which TileLang's execution backends call (tilejit launches through "
            "the CUDA driver)") if parts[0] == "tvm_ffi" else (
         "TVM, which TileLang bundles: tilejit is built without it (of it tilejit has "
-        "DataType and a few names of tvm.tirx, tvm.arith and tvm.target)")
+        "DataType and a few names of tvm.tirx, tvm.arith, tvm.target and tvm.te)")
     raise ModuleNotFoundError(f"{fullname} is not supported by tilejit: {why}; see "
                               f"docs/tilelang-compat.md", name=fullname)
 

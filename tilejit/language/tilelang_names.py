@@ -245,16 +245,30 @@ class LinearExtent(SymbolicExpr):
 SYMBOLIC = (SymbolicInt,)
 
 
+def _symbol_names(names, what: str) -> list[str]:
+    """The names of ``"M"``, ``"M, N"`` or ``"M N"`` (TileLang splits at commas, else at
+    spaces)."""
+    if not isinstance(names, str):
+        raise TypeError(f"{what}(name): the name must be a str such as \"M\" or \"M, N\", "
+                        f"got {type(names).__name__} {names!r}")
+    parts = [n.strip() for n in names.replace(" ", ",").split(",") if n.strip()]
+    if not parts or not all(p.isidentifier() for p in parts):
+        raise ValueError(f"{what}(name): expected one name or names separated by commas "
+                         f"(\"M, N\"), got {names!r}")
+    return parts
+
+
 def const(names: str):
     """``M = T.const("M")`` or ``M, N = T.const("M, N")``."""
-    parts = [n.strip() for n in names.replace(" ", ",").split(",") if n.strip()]
-    symbols = tuple(Symbol(n, dynamic=False) for n in parts)
+    symbols = tuple(Symbol(n, dynamic=False) for n in _symbol_names(names, "T.const"))
     return symbols[0] if len(symbols) == 1 else symbols
 
 
 def dynamic(name: str, dtype=None):
-    """``T.dynamic("m")``: a run-time dimension (never a specialization)."""
-    return Symbol(name, dtype, dynamic=True)
+    """``T.dynamic("m")``: a run-time dimension (never a specialization); ``m, n =
+    T.dynamic("m, n")`` declares several, as in TileLang."""
+    symbols = tuple(Symbol(n, dtype, dynamic=True) for n in _symbol_names(name, "T.dynamic"))
+    return symbols[0] if len(symbols) == 1 else symbols
 
 
 _SYMBOLIC_WARNED = False

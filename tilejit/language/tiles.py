@@ -196,6 +196,14 @@ def sync_threads(barrier_id=None, arrive_count=None):
     return meaning("sync_threads")(barrier_id, arrive_count)
 
 
+def tvm_storage_sync(scope="shared"):
+    """TVM's TIR barrier, as TileLang programs write it: ``T.tvm_storage_sync("shared")``
+    (or ``"shared.dyn"``) is ``T.sync_threads()``, ``"warp"`` is ``T.sync_warp()``; a
+    grid-wide ``"global"`` is a ``CompileError`` (``T.sync_grid()`` in a cooperative
+    launch is tilejit's)."""
+    raise RuntimeError("T.tvm_storage_sync is a barrier inside a kernel")
+
+
 def loop_break():
     """TileLang's ``T.loop_break()``: Python's ``break`` of the innermost loop (the front
     end writes it so; a ``T.serial`` or ``T.Parallel`` loop, as ``break`` there)."""

@@ -12,6 +12,8 @@ dtype: the bits TIR's narrower arithmetic would have left where nothing shifted 
 past them."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from tilejit.language import numerics as _num
@@ -30,6 +32,19 @@ def const(value, dtype=None):
 
 def unsigned_of(dtype: DType) -> DType:
     return as_dtype(f"uint{dtype.bits}")
+
+
+_OLD_REINTERPRET_WARNED = False
+
+
+def warn_old_reinterpret() -> None:
+    """TileLang deprecated ``T.reinterpret(dtype, value)`` for ``T.reinterpret(value,
+    dtype)`` and still takes it: so does tilejit, with the warning (once per process)."""
+    global _OLD_REINTERPRET_WARNED
+    if not _OLD_REINTERPRET_WARNED:
+        _OLD_REINTERPRET_WARNED = True
+        warnings.warn("T.reinterpret(dtype, value) is deprecated (as in TileLang): use "
+                      "T.reinterpret(value, dtype)", DeprecationWarning, stacklevel=3)
 
 
 def reinterpret(dtype, value):

@@ -715,7 +715,20 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                 f"indices of extents {kept}", sub)
             derived.append((lead, n, dropped, False, sub.lineno,
                             f"indexed by a subset of the loop over {lead!r}", False))
-        for n, uses in col.mixed.get(id(loop), {}).items():
+        mixed = col.mixed.get(id(loop), {})
+        if lead is None and mixed:
+            # no fragment has all the loop's indices, one is read at some of them and fixed
+            # positions (fla's `s[j, c] = ... * g[kb * 32 + c]`, g split to g_v[kb, c]):
+            # the loop follows a stand-in of its shape whose layout is that fragment's,
+            # restricted to the fixed positions, each thread taking every dropped index
+            lead = f"__tj_part{k}"
+            first = next(iter(mixed))
+            views[lead] = Tile(lead, FRAGMENT, tuple(extents), tiles[first].dtype, loop.lineno)
+            col.partners[lead] = set(col.partners.get(first, ()))
+            stand_in = lead
+        else:
+            stand_in = None
+        for n, uses in mixed.items():
             # b[k, j] in a loop over (i, j): the loop's layout without i (each thread
             # holding a j of it, as a reduction's result), then every k held in slots
             (held, dropped), sub = uses[0]
@@ -735,6 +748,9 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                    f"positions) in the T.Parallel at line {loop.lineno}")
             derived.append((lead, row, dropped, False, sub.lineno, why, False))
             derived.append((row, n, held, _EXPAND, sub.lineno, why, False))
+            if stand_in is not None:
+                derived.append((n, row, held, _RESTRICT, sub.lineno, why, False))
+                derived.append((row, stand_in, dropped, _EXPAND, sub.lineno, why, False))
             mixed_uses[(f"L{k}", n)] = (held, dropped)
         for n, uses in col.quotients.get(id(loop), {}).items():
             quotient_views[(f"L{k}", n)] = _quotient_view(ctx, views, derived, k, n, uses,

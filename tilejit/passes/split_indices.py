@@ -42,12 +42,15 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         names = [t.id for t in (loop.target.elts if isinstance(loop.target, ast.Tuple)
                                 else [loop.target]) if isinstance(t, ast.Name)]
         extents = dict(zip(names, loop.iter.args))
+        lets = _let_bindings(loop)
         for sub in [n for stmt in loop.body for n in syntax.walk(stmt)
                     if isinstance(n, ast.Subscript)]:
             if not (isinstance(sub.value, ast.Name) and sub.value.id in fragments):
                 continue
             elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
             for p, index in enumerate(elts):
+                if isinstance(index, ast.Name) and index.id in lets:
+                    index = lets[index.id]      # `k_idx = kb * 32 + c; F[k_idx]`
                 split = _split(index, extents, set(names), static)
                 if split is None:
                     continue
@@ -65,7 +68,8 @@ def split_fragment_indices(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                     ctx.shown_names[views[key]] = _shown(sub.value.id, fragments, p, n,
                                                          static)
                 sub.value = ast.Name(views[key], ast.Load())
-                new = elts[:p] + [fixed, ast.Name(var, ast.Load())] + elts[p + 1:]
+                new = elts[:p] + [copy.deepcopy(fixed), ast.Name(var, ast.Load())] + \
+                    elts[p + 1:]
                 sub.slice = ast.Tuple(new, ast.Load())
                 break                 # one split per subscript
     for (name, p, n), view in views.items():
@@ -111,6 +115,26 @@ def _fragment_allocations(fdef, ctx) -> dict:
                 found[name] = (node, shape.elts if isinstance(shape, (ast.Tuple, ast.List))
                                else [shape])
     return {n: v for n, v in found.items() if seen[n] == 1}
+
+
+def _let_bindings(loop) -> dict:
+    """{name: expression} of the names a T.Parallel body binds once, at its top level, to an
+    expression of names the body does not rebind (fla's `k_idx = k_blk * BK + k_i` before
+    `g[k_idx]`): an index through such a name is split as the expression would be."""
+    stores: dict[str, int] = {}
+    for node in syntax.walk(loop):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    targets = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+    indices = {t.id for t in targets if isinstance(t, ast.Name)}
+    lets = {}
+    for stmt in loop.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name) and stores[stmt.targets[0].id] == 1:
+            used = {n.id for n in syntax.walk(stmt.value) if isinstance(n, ast.Name)}
+            if not any(u in stores and u not in indices for u in used):
+                lets[stmt.targets[0].id] = stmt.value
+    return lets
 
 
 def _split(index, extents, loop_names, static):

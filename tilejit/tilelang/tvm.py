@@ -6,7 +6,8 @@ exceptions: ``DataType`` (``from tvm import DataType``; ``DataType(dtype).bits``
 tilejit's dtype class, as ``tilejit.DataType``; ``tirx.decl_buffer`` (a buffer of a shape and
 dtype, what tilelang.layout's swizzles read); the expression builders that TileLang's
 dequantizing helpers use, ``tirx.const``, ``tirx.reinterpret``, ``tirx.Cast``,
-``tirx.Select`` and ``tirx.PrimExpr`` (``language/tir_exprs.py``); and
+``tirx.Select`` and ``tirx.PrimExpr`` (``language/tir_exprs.py``), also under TVM's older
+name ``tir``; ``te.var`` (a run-time dimension, ``T.dynamic``); and
 ``arith.Analyzer().can_prove_equal`` on ints and on the index functions tilejit's layouts
 return where TileLang returns a ``PrimExpr`` (equal at every index of their shape); and
 ``target.Target`` (``tvm_target.py``: a target string, a context a compile takes)."""
@@ -21,10 +22,11 @@ from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType as DataType
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.layout import IndexFunction
+from tilejit.language.tilelang_names import Symbol
 from tilejit.language.tir_exprs import Cast, PrimExpr, Select, const, reinterpret
 from tilejit.tilelang.tvm_target import Target
 
-__all__ = ["DataType", "arith", "target", "tirx"]
+__all__ = ["DataType", "arith", "target", "te", "tir", "tirx"]
 
 
 def _not_supported(module: str, name: str):
@@ -80,13 +82,27 @@ class Analyzer:
 # (``tvm.ir``, ``tvm.tirx.expr``) reaches the finder, which refuses it by name
 __path__ = []
 tirx = _Namespace("tvm.tirx")
-tirx.decl_buffer, tirx.Buffer, tirx.PrimExpr = decl_buffer, Buffer, PrimExpr
-tirx.const, tirx.reinterpret, tirx.Cast, tirx.Select = const, reinterpret, Cast, Select
+# ``tvm.tir``: TVM's name of the same module before TileLang's fork renamed it ``tirx``
+# (BitBLAS's and older TileLang programs' `from tvm import tir`; `tir.const(...)`)
+tir = _Namespace("tvm.tir")
+for _ns in (tirx, tir):
+    _ns.decl_buffer, _ns.Buffer, _ns.PrimExpr = decl_buffer, Buffer, PrimExpr
+    _ns.const, _ns.reinterpret, _ns.Cast, _ns.Select = const, reinterpret, Cast, Select
 arith = _Namespace("tvm.arith")
 arith.Analyzer = Analyzer
 target = _Namespace("tvm.target")
 target.Target = Target
-tirx.__path__ = arith.__path__ = target.__path__ = []
+te = _Namespace("tvm.te")
+
+
+def _te_var(name: str = "tindex", dtype="int32", span=None):
+    """``tvm.te.var("m")``: a shape variable, as older TileLang programs declare a run-time
+    dimension (``T.dynamic("m")``)."""
+    return Symbol(name, dtype, dynamic=True)
+
+
+te.var = _te_var
+tirx.__path__ = tir.__path__ = arith.__path__ = target.__path__ = te.__path__ = []
 
 
 def __getattr__(name):
