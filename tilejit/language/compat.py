@@ -485,7 +485,8 @@ def _tvm_spec(fullname: str):
     """``import tvm`` (no TVM installed: this finder is the last): TileLang makes its
     bundled TVM importable, and tilejit's stand-in is ``from tilelang import tvm``'s
     (``tilejit/tilelang/tvm.py``), with its namespaces ``tvm.tirx`` (``tvm.tir``),
-    ``tvm.arith``, ``tvm.target`` and ``tvm.te``; any other TVM module, and ``tvm_ffi``, is refused by name."""
+    ``tvm.arith``, ``tvm.target`` and ``tvm.te``; any other TVM module, and ``tvm_ffi``,
+    is refused by name."""
     stand_in = importlib.import_module("tilejit.tilelang.tvm")
     if fullname == "tvm":
         return importlib.util.spec_from_loader(fullname, _Alias(stand_in.__name__))
