@@ -134,8 +134,12 @@ LANGUAGE_DIFFERENCES = {
             "<expr>, [identity]), \"reduce_scope\", ...): T.evaluate(T.tvm_thread_allreduce("
             "T.uint32(1), value, cond, result, *thread_vars, dtype=\"handle\"))`, one value, "
             "thread variables bound by `T.get_thread_binding(d)`; rewritten into a shared "
-            "scratch, barriers and a sequential fold (`frontend/thread_allreduce.py`); any "
-            "other use is a compile error at its line",
+            "scratch, barriers and a sequential fold (`frontend/thread_allreduce.py`); and "
+            "`with T.attr(..., \"async_scope\", 1):`, whose copies run as written (plain "
+            "copies, not cp.async); any other use is a compile error at its line",
+    "tvm_storage_sync": "`\"shared\"` and `\"shared.dyn\"` are `T.sync_threads()`, "
+                        "`\"warp\"` is `T.sync_warp()`; another scope (`\"global\"`) is a "
+                        "compile error (`T.sync_grid()` in a cooperative launch is tilejit's)",
     "comm_reducer": "only the thread all-reduce idiom (see `T.attr`): one value, "
                     "`lambda x, y: <expr>` (or a lambda passed in) and `[identity]` written "
                     "`T.cast(v, dtype)` or `dtype(v)`",
@@ -144,7 +148,8 @@ LANGUAGE_DIFFERENCES = {
                             "result, folded in thread order in the identity's dtype",
     "evaluate": "a statement of its own, `T.evaluate(x)`, is the expression `x` evaluated "
                 "and dropped; and the thread all-reduce idiom (see `T.attr`)",
-    "reinterpret": "a bitcast between integer and float dtypes of one width; "
+    "reinterpret": "a bitcast between integer and float dtypes of one width; TileLang's "
+                   "deprecated `T.reinterpret(dtype, value)` with its DeprecationWarning; "
                    "`T.reinterpret(T.uint64(0), dtype=\"handle\")` only as the thread "
                    "all-reduce idiom's `reduce_scope` value (see `T.attr`)",
     "get_thread_extent": "as `T.get_thread_binding`",
@@ -506,7 +511,9 @@ def markdown() -> str:
         "tensor cores)), "
         "`tvm.tirx.decl_buffer` and the expression builders TileLang's dequantizing helpers "
         "use: `tirx.const`, `tirx.reinterpret(dtype, x)`, `tirx.Cast`, `tirx.Select` and "
-        "`tirx.PrimExpr` (for annotations), with a value's `x.dtype` and `x.astype(dtype)`. "
+        "`tirx.PrimExpr` (for annotations), with a value's `x.dtype` and `x.astype(dtype)`, "
+        "the same under TVM's older name `tvm.tir` (BitBLAS's), and `tvm.te.var(name)` (a "
+        "run-time dimension, `T.dynamic`). "
         "A helper computes as the kernel does: bitwise operations and shifts on integers of "
         "one type in C's types (int32 at least), `+ - *` of unsigned integers of at most "
         "32 bits with a uint32 wrapping in uint32 as C's, the rest of its integer arithmetic in "
