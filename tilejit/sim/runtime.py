@@ -983,8 +983,8 @@ class SimTensor:
             if self.iterations is not None and STATE.parallel is not None:
                 self.iterations.access(self, key, None, write=True, values=value)
             self.data[key] = value
-            if self.unwritten is not None:
-                self.wrote(key)
+            if self.unwritten is not None or self.overlaid:
+                self.wrote(key)         # (overlays: their bytes change even once all written)
             return
         arrays = np.broadcast_arrays(*idx, value, *(() if mask is None else (mask,)))
         idx_b, value_b = arrays[:len(idx)], arrays[len(idx)]
@@ -1000,7 +1000,7 @@ class SimTensor:
         else:
             key = tuple(i[active] for i in idx_b)
             self.data[key] = value_b[active]
-        if self.unwritten is not None:
+        if self.unwritten is not None or self.overlaid:
             self.wrote(key)
 
 

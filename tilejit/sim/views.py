@@ -4,12 +4,30 @@ numpy array.
 A view shares the tensor's elements (writes through it are writes to the tensor), so
 the tensor must be contiguous; the element count (the byte count, for a view as another
 dtype) must be the same. bfloat16 and float8 tensors are held as float32 copies here,
-whose bits are not theirs: a view between dtypes of those is not supported. A view of a
-tile is a tile of the same kind sharing its record of unwritten elements (for a view as
-another dtype, whose elements straddle the tile's, that record is dropped from both: no
-read through either is then reported as uninitialized). The compiler's checks of tile
-views (``passes/tile_allocation.py``: a view of a fragment, a view as another dtype of
-a fragment) run before the simulation, as they run for the GPU."""
+whose bits are not theirs: a view of a global tensor between dtypes of those is not
+supported. A view of a tile is a tile of the same kind sharing its record of unwritten
+elements (for a view as another dtype numpy holds, whose elements straddle the tile's,
+that record is dropped from both: no read through either is then reported as
+uninitialized).
+
+A view of a shared tile as another dtype where either is held in float32 (a uint8 tile
+read as float8_e4m3fn or bfloat16, as sglang's fp8 paged MQA logits does) is an
+``overlay``: a tile of its own over the same bytes, reinterpreting them as the GPU does.
+Made after elements of the tile were written (``T.copy`` into the uint8 tile, then
+``T.view``), it starts from the bytes held then: an element all of whose bytes are
+written is decoded from them with the view's dtype (``runtime._from_bits``: bfloat16 and
+the float8s through their bits, not numpy's ``.view`` of the float32 copies) and is
+written; one with a byte nothing wrote stays unwritten, and reading it is an
+``UninitializedReadError``, as it is for a view made before the writes. Later writes
+through either side reach the other (``SimTensor.clobbered``) the same way. Bits are
+reinterpreted between any two dtypes whose bits the simulator knows (integers, float16,
+float32, bfloat16, the float8s, in any order of writing); where either dtype's bits are
+not known (float4, float8_e8m0fnu) nothing is reinterpreted: an element whose bytes were
+written in the other dtype reads as an error naming that dtype (``stale``,
+``SimTensor.check_written``), and a view used as scratch, written before it is read,
+runs. The compiler's checks of tile views (``passes/tile_allocation.py``: a view of a
+fragment, a view as another dtype of a fragment) run before the simulation, as they run
+for the GPU."""
 from __future__ import annotations
 
 import contextvars
@@ -19,7 +37,7 @@ import math
 import numpy as np
 
 from tilejit.language.dtypes import as_dtype
-from tilejit.sim.runtime import SimTensor
+from tilejit.sim.runtime import SimTensor, _bits, _from_bits
 from tilejit.sim.threads import LaneTensor
 
 
@@ -115,11 +133,45 @@ def overlay(buffer, shape, to, what):
         raise ValueError(f"{what}: {buffer.name} holds {held} bytes; the shape {shape} of "
                          f"{to.name} holds {asked}")
     out = SimTensor(np.zeros(shape, dtype=to.numpy), to, buffer.name, buffer.kind)
+    _decode_into(out, buffer)
     out.overlaid = (buffer,) + tuple(buffer.overlaid)
     for other in buffer.overlaid:
         other.overlaid = other.overlaid + (out,)
     buffer.overlaid = buffer.overlaid + (out,)
     return out
+
+
+def _decode_into(out, buffer) -> None:
+    """A new overlay ``out`` of ``buffer`` starts from the bytes ``buffer`` holds now (a
+    view made after a copy into the tile reads what the copy wrote): an element all of
+    whose bytes ``buffer`` has written takes their bits in ``out``'s dtype
+    (``runtime._from_bits``: bfloat16 and the float8s decoded, as the GPU reads them) and
+    is written; one with a byte not written stays unwritten. Where either dtype's bits
+    are not known here (float4, e8m0) nothing is decoded: an element with a byte written
+    reads as written in another dtype (``stale``, as ``SimTensor.clobbered`` records a
+    later write). ``buffer``'s own stale bytes (written in such a dtype through another
+    overlay) stay stale in ``out``."""
+    unwritten = buffer.unwritten
+    if unwritten is not None and unwritten.all():
+        return                      # nothing written yet (a view made before its copy)
+    a, b = buffer.dtype.itemsize, out.dtype.itemsize
+    done = np.ones(buffer.data.size, dtype=bool) if unwritten is None else \
+        ~unwritten.reshape(-1)
+    per_byte = np.repeat(done, a).reshape(-1, b)
+    raw = _bits(buffer.data.reshape(-1), buffer.dtype)
+    if raw is None or _bits(out.data.reshape(-1), out.dtype) is None:
+        touched = per_byte.any(axis=1).reshape(out.data.shape)
+        if touched.any():
+            out.stale = (touched, buffer)
+        return
+    whole = per_byte.all(axis=1)
+    out.data.reshape(-1)[whole] = _from_bits(raw, out.dtype)[whole]
+    out.unwritten.reshape(-1)[whole] = False
+    if buffer.stale is not None and buffer.stale[0].any():
+        stale = np.repeat(buffer.stale[0].reshape(-1), a).reshape(-1, b).any(axis=1)
+        out.stale = (stale.reshape(out.data.shape), buffer.stale[1])
+    if not out.unwritten.any():
+        out.unwritten = None
 
 
 def _mapped(address: int, nbytes: int) -> bool:
