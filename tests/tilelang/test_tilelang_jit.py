@@ -299,6 +299,46 @@ def test_classic_on_gpu():
     torch.testing.assert_close(z, 2 * x + y)
 
 
+def jitted_prim_func(n, block=64, scale=2.0, decorated=True):
+    """KernelBench-style TileLang solutions (and older TileLang) put @tilelang.jit over a
+    @T.prim_func: the prim_func compiled as tilelang.compile does it."""
+    def main(X: T.Tensor((n,), "float16"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    Y[bx * block + i] = T.Cast("float32", X[bx * block + i]) * scale
+    prim = T.prim_func(main)
+    return tilelang.jit(out_idx=-1)(prim) if decorated else tilelang.jit(prim)
+
+
+def test_jit_over_a_prim_func_is_its_compiled_kernel():
+    x = torch.randn(200).half()
+    y = jitted_prim_func(200)(x)
+    torch.testing.assert_close(y, x.float() * 2.0)
+    kernel = jitted_prim_func(200, decorated=False)          # bare: no out_idx
+    out = torch.zeros(200)
+    kernel(x, out)
+    torch.testing.assert_close(out, x.float() * 2.0)
+    assert ".entry" in kernel.get_kernel_source()
+
+    @T.prim_func
+    def broken(X: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            X[bx] = T.no_such_op(1.0)
+    program = tilelang.jit(out_idx=-1)(broken)      # the error when used, not defined
+    with pytest.raises(tilelang.CompileError, match=r"T.no_such_op"):
+        program(torch.zeros(8))
+
+
+@pytest.mark.gpu
+def test_jit_over_a_prim_func_on_the_gpu():
+    x = torch.randn(1000, device="cuda").half()
+    y = jitted_prim_func(1000, block=128, scale=0.5)(x)
+    assert y.is_cuda
+    torch.testing.assert_close(y, x.float() * 0.5)
+    torch.testing.assert_close(y.cpu(), jitted_prim_func(1000, 128, 0.5)(x.cpu()))
+
+
 # -- f.compile(...): parameters not given take their defaults ---------------------------
 @tilelang.jit
 def scale(A, block_M: int = 128, factor: float = 2.0):

@@ -45,7 +45,7 @@ from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
 from tilejit.language.compat import NotSupportedError
 from tilejit.language.dtypes import DType, as_dtype
-from tilejit.language.tilelang_names import (LinearExtent, StridedTensorAnnotation,
+from tilejit.language.tilelang_names import (LinearExtent, PrimFunc, StridedTensorAnnotation,
                                              TensorAnnotation, warn_symbolic)
 from tilejit.frontend.references import current_namespace
 from tilejit.options import compile_options
@@ -145,7 +145,8 @@ class _Desugared:
     def __init__(self, func, out_idx=None, source=None):
         found = source or function_def_from_file(func)
         if found is None:
-            raise CompileError(f"cannot read the source of {func.__qualname__}; a "
+            raise CompileError(f"cannot read the source of "
+                               f"{getattr(func, '__qualname__', func.__name__)}; a "
                                "tilejit.jit program must be defined in a file")
         self.filename, fdef = found
         self.func = func
@@ -185,7 +186,7 @@ class _Desugared:
             if symbols is not None:
                 self.symbols.update(symbols)
                 for name in symbols:
-                    prologue.values.pop(name, None)
+                    prologue.declare(name)
                 continue
             self._static_local(stmt)
             if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
@@ -195,11 +196,13 @@ class _Desugared:
                     # `M: T.int32` in the body: a run-time scalar, as in the signature
                     self.scalars[stmt.target.id] = stmt.annotation
                     continue
-                self.annotations.append((stmt.target.id, prologue.substitute(stmt.annotation),
-                                         stmt.lineno))
+                annotation = prologue.substitute(stmt.annotation)
+                prologue.check(annotation, self.filename, stmt.lineno)
+                self.annotations.append((stmt.target.id, annotation, stmt.lineno))
                 continue
             prologue.follow(stmt)
             body.append(stmt)
+        self.symbols.update(self._outer_symbols(statements, fdef))
         bindings, bound = symbol_bindings(self.annotations, self.symbols)
         body[:0] = bindings
         unbound = set(self.symbols) - bound
@@ -308,6 +311,29 @@ class _Desugared:
         ns = current_namespace(self.func)
         ns.update(self.static_locals)
         return ns
+
+    def _outer_symbols(self, statements, fdef) -> dict:
+        """{name: whether it is dynamic} of the symbols made outside the function (``N =
+        T.dynamic("N")`` at module level, or in an enclosing function) that an annotated
+        extent names: declared symbols of their kind, sized by the tensor they annotate
+        (as one declared in the body), not a symbol without a value in the kernel. A name
+        the body or the signature binds is the body's own."""
+        local = {a.arg for a in fdef.args.args} | set(self.symbols)
+        local.update(n.id for stmt in statements for n in syntax.walk(stmt)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+        found = {}
+        for _, annotation, _ in self.annotations:
+            extents = (annotation_shape(annotation) or []) + \
+                (annotation_strides(annotation) or [])
+            for extent in extents:
+                for node in syntax.walk(extent):
+                    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) \
+                            or node.id in local:
+                        continue
+                    value = self.namespace.get(node.id)
+                    if isinstance(value, T.Symbol):
+                        found.setdefault(node.id, bool(value.dynamic))
+        return found
 
     def _symbol_statement(self, stmt):
         """{name: whether it is dynamic} of a statement declaring symbols: ``M =
@@ -473,8 +499,8 @@ class JitFunction:
     def _evaluate_annotations(self, settings):
         env = self.sugar.current()
         env.update(settings)
-        for s in self.sugar.symbols:
-            env[s] = T.Symbol(s, dynamic=False)
+        for s, dynamic in self.sugar.symbols.items():
+            env[s] = T.Symbol(s, dynamic=dynamic)
         specs = []
         for name, ann, line in self.sugar.annotations:
             try:
@@ -892,6 +918,15 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, verbose=Fa
         if not callable(f) or not isinstance(getattr(f, "__name__", None), str):
             raise TypeError(f"@tilelang.jit takes a function; its options are keywords, "
                             f"e.g. out_idx=[1]; got {type(f).__name__} {f!r:.80}")
+        if isinstance(f, PrimFunc):
+            # `@tilelang.jit(out_idx=-1)` over `@T.prim_func` (KernelBench solutions, older
+            # TileLang): the prim_func compiled as tilelang.compile does it
+            from tilejit.tilelang.classic import compile as compile_prim_func
+            try:
+                return compile_prim_func(f, out_idx=out_idx, target=target,
+                                         pass_configs=pass_configs)
+            except CompileError as error:
+                return FailedProgram(f, error)
         if _returns_prim_func(f):
             # classic.py imports this module (pass_config_options): imported here, on use
             from tilejit.tilelang.classic import ClassicJit

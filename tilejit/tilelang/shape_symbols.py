@@ -24,14 +24,34 @@ import ast
 import copy
 
 from tilejit import syntax
+from tilejit.errors import CompileError
 from tilejit.language.tilelang_names import LinearExtent, Symbol, SymbolicInt
 
 
 class Prologue:
-    """The values of the body's top-level names so far, as expressions."""
+    """The values of the body's top-level names so far, as expressions; a name bound in a
+    way not followed (in a loop, under an ``if`` with other statements) is ``unknown``."""
 
     def __init__(self):
         self.values: dict[str, ast.expr] = {}
+        self.unknown: dict[str, tuple[str, int]] = {}   # name -> (how it is bound, line)
+
+    def declare(self, name: str):
+        """A symbol declared in the body (``M = T.const("M")``): the annotations' own."""
+        self.values.pop(name, None)
+        self.unknown.pop(name, None)
+
+    def check(self, annotation: ast.expr, filename, line: int):
+        """A CompileError where the (substituted) annotation reads a name the body binds
+        in a way not followed: the annotation would read another value than the body's."""
+        for node in syntax.walk(annotation):
+            if isinstance(node, ast.Name) and node.id in self.unknown:
+                how, where = self.unknown[node.id]
+                raise CompileError(
+                    f"{node.id!r} is assigned {how} (line {where}) before the annotation "
+                    f"that uses it, which is evaluated on the host without it: compute it "
+                    f"in one expression (`{node.id} = a if cond else b`) or pass it as an "
+                    f"argument", filename, line)
 
     def substitute(self, expr: ast.expr) -> ast.expr:
         values = self.values
@@ -46,23 +66,85 @@ class Prologue:
 
     def follow(self, stmt: ast.stmt):
         """Remember what a top-level statement binds: ``x = e`` and ``a, b = e1, e2`` by
-        value; a name bound any other way (a loop, a branch, ``+=``) is forgotten."""
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target, value = stmt.targets[0], stmt.value
-            if isinstance(target, ast.Name):
-                self.values[target.id] = self.substitute(value)
-                return
-            if isinstance(target, (ast.Tuple, ast.List)) and \
-                    isinstance(value, (ast.Tuple, ast.List)) and \
-                    len(target.elts) == len(value.elts) and \
-                    all(isinstance(t, ast.Name) for t in target.elts):
-                new = [self.substitute(v) for v in value.elts]
-                for t, v in zip(target.elts, new):
-                    self.values[t.id] = v
-                return
-        for node in syntax.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                self.values.pop(node.id, None)
+        value; an ``if`` whose branches only assign so (``if n < 0: n = 8``) as conditional
+        values (``8 if n < 0 else n``); a name bound any other way (a loop, ``+=``, a
+        branch doing more) is forgotten and ``unknown``."""
+        if self._assign(stmt) or self._branches(stmt):
+            return
+        how = {ast.If: "under an if", ast.For: "in a for loop", ast.While: "in a while loop",
+               ast.With: "in a with block", ast.AugAssign: "by an augmented assignment"}.get(
+            type(stmt), "by a statement the annotations do not follow")
+        for name in _stored(stmt):
+            self.values.pop(name, None)
+            self.unknown[name] = (how, stmt.lineno)
+
+    def _assign(self, stmt) -> bool:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return False
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Name):
+            self.values[target.id] = self.substitute(value)
+            self.unknown.pop(target.id, None)
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)) and \
+                isinstance(value, (ast.Tuple, ast.List)) and \
+                len(target.elts) == len(value.elts) and \
+                all(isinstance(t, ast.Name) for t in target.elts):
+            new = [self.substitute(v) for v in value.elts]
+            for t, v in zip(target.elts, new):
+                self.values[t.id] = v
+                self.unknown.pop(t.id, None)
+            return True
+        return False
+
+    def _branches(self, stmt) -> bool:
+        """``if c: x = e1 else: x = e2`` (branches of assignments followed as above, nested
+        ``if``s, asserts, ``pass``): each name bound as ``e1 if c else e2``, a branch that
+        does not bind it giving its value before the ``if``."""
+        if not isinstance(stmt, ast.If):
+            return False
+        sides = [self._branch(stmt.body), self._branch(stmt.orelse)]
+        if None in sides:
+            return False
+        test = self.substitute(stmt.test)
+        for name in dict.fromkeys(n for side in sides for n in side):
+            before = self.values.get(name, ast.Name(name, ast.Load()))
+            body, orelse = (side.get(name, before) for side in sides)
+            self.values[name] = syntax.fix_missing_locations(ast.copy_location(
+                ast.IfExp(copy.deepcopy(test), copy.deepcopy(body), copy.deepcopy(orelse)),
+                stmt))
+        return True
+
+    def _branch(self, statements):
+        """{name: value} a branch binds, or None when it does more than assign."""
+        inner = Prologue()
+        inner.values = dict(self.values)
+        bound = set()
+        for stmt in statements:
+            if isinstance(stmt, (ast.Pass, ast.Assert)):
+                continue
+            if not (inner._assign(stmt) or inner._branches(stmt)):
+                return None
+            bound.update(_stored(stmt))
+        return {name: inner.values[name] for name in bound}
+
+
+def _stored(stmt) -> list[str]:
+    """The names a statement binds in the function's scope (not in a nested function's,
+    a lambda's or a comprehension's)."""
+    out, stack = [], [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.append(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(node.name)
+            continue
+        elif isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                               ast.GeneratorExp)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return list(dict.fromkeys(out))
 
 
 def annotation_shape(annotation):
