@@ -28,7 +28,7 @@ from tilejit.language.compat import NotSupportedError, NotSupportedImportError
     ("tilejit.tilelang.cuda.intrinsics.macro.mma_macro_generator",
      "TensorCoreIntrinEmitterWithLadderTransform", "mma_macro_generator"),
     ("tilejit.ir", "get_buffer_span", "tilelang.ir"),
-    ("tilejit.tilelang.tvm", "te", "tvm.te"),
+    ("tilejit.tilelang.tvm", "relax", "tvm.relax"),
 ])
 def test_importing_a_name_tilejit_lacks_says_it_is_not_supported(module, name, says):
     namespace = {}
