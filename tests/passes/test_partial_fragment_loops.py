@@ -373,3 +373,49 @@ def test_gpu_matches_simulator_and_torch(name, kernel, make, out, constexprs, wa
     got = gpu[out].cpu()
     torch.testing.assert_close(got, torch.from_numpy(sim[out]), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got.float(), torch.from_numpy(want), rtol=1e-4, atol=1e-4)
+
+
+def column_sums(R, C, threads):
+    """vllm's mHC post: a (R, C) fragment read at a serial loop's row inside each
+    iteration of a T.Parallel over (R, C), in a block wider than the loop's layout uses:
+    the threads the loop leaves out hold replicas it does not read (only a fragment the
+    loop writes must be held by threads that run it)."""
+    @T.prim_func
+    def main(B: T.Tensor((R, C), "float32"), X: T.Tensor((R, C), "float32")):
+        with T.Kernel(1, threads=threads):
+            b = T.alloc_fragment((R, C), "float32")
+            x = T.alloc_fragment((R, C), "float32")
+            T.copy(B, b)
+            for o, h in T.Parallel(R, C):
+                x[o, h] = 0.0
+                for i in T.serial(R):
+                    x[o, h] += b[i, h] * (o + 1)
+            T.copy(x, X)
+    return main
+
+
+COLUMN_CASES = [(4, 64, 128), (4, 64, 256), (4, 128, 256), (8, 32, 256)]
+
+
+@pytest.mark.parametrize("R, C, threads", COLUMN_CASES)
+def test_a_row_read_inside_the_iteration_in_a_wide_block(R, C, threads, ptxas):
+    import torch
+    b = torch.randn(R, C)
+    x = tilejit.compile(column_sums(R, C, threads), out_idx=[1])(b)
+    want = b.double().sum(0, keepdim=True) * torch.arange(1, R + 1).double()[:, None]
+    torch.testing.assert_close(x.double(), want, rtol=1e-5, atol=1e-5)
+    for arch in ARCHS:
+        ptxas(tilejit.compile(column_sums(R, C, threads), out_idx=[1],
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("R, C, threads", COLUMN_CASES)
+def test_gpu_a_row_read_inside_the_iteration_in_a_wide_block(R, C, threads):
+    import torch
+    b = torch.randn(R, C)
+    kernel = tilejit.compile(column_sums(R, C, threads), out_idx=[1])
+    x = kernel(b.cuda()).cpu()
+    want = b.double().sum(0, keepdim=True) * torch.arange(1, R + 1).double()[:, None]
+    torch.testing.assert_close(x.double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x, kernel(b), rtol=1e-6, atol=1e-6)

@@ -796,7 +796,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             kept_slot, strides = _partial_slots(ctx, tiles[n], held, loop.lineno)
             slot_map = _compose(kept_slot, red[1])
             _check_partial(ctx, tiles[n], lead.indexing, slot_map, strides, loop.lineno,
-                           dropped)
+                           dropped, written=n in _stored_fragments(loop))
             plan.slot_maps[(lid, n)] = slot_map
             partial_slots[(lid, n)] = strides
             partial_names[(lid, n)] = [v for j, v in enumerate(loop_ids[id(loop)][2])
@@ -808,7 +808,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         for n in partial:
             slot_map, strides = _partial_slots(ctx, tiles[n], partial_uses[(lid, n)],
                                                loop.lineno)
-            _check_partial(ctx, tiles[n], lead.indexing, slot_map, strides, loop.lineno)
+            _check_partial(ctx, tiles[n], lead.indexing, slot_map, strides, loop.lineno,
+                           written=n in _stored_fragments(loop))
             plan.slot_maps[(lid, n)] = slot_map
             partial_slots[(lid, n)] = strides
     _plan_reduction_scratch(ctx, tiles)
@@ -1256,17 +1257,28 @@ def _check_values(digits, extent):
     return sorted(values) if extent > 8 else range(extent)
 
 
-def _check_partial(ctx, tile, loop_ix, slot_map, strides, line, dropped=()):
+def _stored_fragments(loop) -> set:
+    """The names a T.Parallel body stores elements of (``F[...] = ``, ``F[...] += ``)."""
+    return {node.value.id for node in syntax.walk(loop)
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)}
+
+
+def _check_partial(ctx, tile, loop_ix, slot_map, strides, line, dropped=(), written=True):
     """Every thread's slot of ``tile[..c.., j]`` holds that element, for each (t, s) of
-    the loop and each value c of the fixed positions (``_check_values``)."""
+    the loop and each value c of the fixed positions (``_check_values``). A thread that
+    holds elements of a tile the loop writes must run the loop (else its copies go
+    stale); one the loop only reads may hold replicas the loop does not use (a block
+    wider than the loop: vllm's mHC post reads a (4, 64) fragment's columns in a loop
+    over 64 of 128 threads)."""
     ix = tile.indexing
     fixed = sorted(strides)
     values = [_check_values(strides[k], tile.shape[k]) for k in fixed]
     for t in range(ctx.threads):
         runs = [s for s in range(loop_ix.slots)
                 if loop_ix.valid is None or evaluate(loop_ix.valid, {"t": t, "s": s})]
-        if not runs and (ix.valid is None or any(evaluate(ix.valid, {"t": t, "s": s})
-                                                 for s in range(ix.slots))):
+        if not runs and written and (ix.valid is None or any(
+                evaluate(ix.valid, {"t": t, "s": s}) for s in range(ix.slots))):
             raise ctx.error(f"internal: fragment {tile.name!r} indexed in part: thread {t} "
                             f"holds elements of it but the loop leaves the thread out", line)
         for s in runs:
