@@ -419,3 +419,45 @@ def test_gpu_a_row_read_inside_the_iteration_in_a_wide_block(R, C, threads):
     want = b.double().sum(0, keepdim=True) * torch.arange(1, R + 1).double()[:, None]
     torch.testing.assert_close(x.double(), want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(x, kernel(b), rtol=1e-6, atol=1e-6)
+
+
+def mixed_rows(HC, HB, threads=128):
+    """vllm's mHC post mean: a loop over one row's columns (the row a serial loop's
+    outside it) reads another fragment at a serial loop's row *inside* each iteration,
+    `b[i, h]` with all of the loop's indices: each thread holds every row of its columns."""
+    @T.prim_func
+    def main(B: T.Tensor((HC, HB), "float32"), A: T.Tensor((HC, HC), "float32"),
+             X: T.Tensor((HC, HB), "float32")):
+        with T.Kernel(1, threads=threads):
+            b = T.alloc_fragment((HC, HB), "float32")
+            a = T.alloc_fragment((HC, HC), "float32")
+            x = T.alloc_fragment((HC, HB), "float32")
+            T.copy(B, b)
+            T.copy(A, a)
+            for o in T.serial(HC):
+                for h in T.Parallel(HB):
+                    x[o, h] = 0.0
+                    for i in T.serial(HC):
+                        x[o, h] += a[i, o] * b[i, h]
+            T.copy(x, X)
+    return main
+
+
+def test_a_row_of_a_serial_loop_inside_the_iteration(ptxas):
+    import torch
+    b, a = torch.randn(4, 128), torch.randn(4, 4)
+    x = tilejit.compile(mixed_rows(4, 128), out_idx=[2])(b, a)
+    torch.testing.assert_close(x.double(), a.double().T @ b.double(), rtol=1e-5, atol=1e-5)
+    for arch in ARCHS:
+        ptxas(tilejit.compile(mixed_rows(4, 128), out_idx=[2], target=f"cuda -arch={arch}")
+              .get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_gpu_a_row_of_a_serial_loop_inside_the_iteration():
+    import torch
+    b, a = torch.randn(4, 128), torch.randn(4, 4)
+    kernel = tilejit.compile(mixed_rows(4, 128), out_idx=[2])
+    x = kernel(b.cuda(), a.cuda()).cpu()
+    torch.testing.assert_close(x.double(), a.double().T @ b.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x, kernel(b, a), rtol=1e-6, atol=1e-6)

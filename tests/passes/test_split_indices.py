@@ -106,25 +106,64 @@ def test_on_the_gpu_against_the_simulator():
 
 @tilejit.kernel
 def split_inside_the_iteration(X, O):
+    """The split's fixed part a serial loop's variable inside the iteration: each thread
+    holds every jj of its (i, j) in registers."""
     with T.Kernel(1, threads=128):
         xf = T.alloc_fragment((32, 64), T.float32)
         sq = T.alloc_fragment((32, 4), T.float32)
         T.copy(X, xf)
         T.clear(sq)
         for i, j in T.Parallel(32, 4):
-            for jj in T.serial(16):              # the serial loop inside: not a split
+            for jj in T.serial(16):
                 sq[i, j] += xf[i, jj * 4 + j]
         T.copy(sq, O)
 
 
+@tilejit.kernel
+def split_of_an_accumulator(Q, O):
+    """The same over a wgmma accumulator, whose layout spreads a row over threads."""
+    with T.Kernel(1, threads=128):
+        qs = T.alloc_shared((64, 64), T.float16)
+        acc = T.alloc_fragment((64, 64), T.float32)
+        sq = T.alloc_fragment((64, 4), T.float32)
+        T.copy(Q, qs)
+        T.clear(acc)
+        T.gemm(qs, qs, acc, transpose_B=True)
+        T.clear(sq)
+        for i, j in T.Parallel(64, 4):
+            for jj in T.serial(16):
+                sq[i, j] += acc[i, jj * 4 + j]
+        T.copy(sq, O)
+
+
+def test_a_split_by_a_serial_loop_inside_the_iteration(ptxas):
+    x = np.random.default_rng(2).standard_normal((32, 64)).astype(np.float32)
+    o = np.zeros((32, 4), np.float32)
+    tilejit.kernel(split_inside_the_iteration.func, target="sim")(x, o)
+    np.testing.assert_allclose(o, x.astype(np.float64).reshape(32, 16, 4).sum(1), rtol=1e-5,
+                               atol=1e-5)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(split_inside_the_iteration.compile(x, o, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_split_by_a_serial_loop_inside_the_iteration_on_the_gpu():
+    x = torch.randn(32, 64)
+    o = torch.zeros(32, 4, device="cuda")
+    split_inside_the_iteration(x.cuda(), o)
+    torch.testing.assert_close(o.cpu().double(), x.double().view(32, 16, 4).sum(1),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_an_error_through_the_split_names_it_as_a_reshape_of_the_fragment():
-    x = np.zeros((32, 64), np.float32)
+    q = np.zeros((64, 64), np.float16)
     with pytest.raises(CompileError) as info:
-        split_inside_the_iteration.compile(x, np.zeros((32, 4), np.float32), target="cuda",
-                                           arch="sm_90a")
+        split_of_an_accumulator.compile(q, np.zeros((64, 4), np.float32), target="cuda",
+                                        arch="sm_90a")
     message = str(info.value)
-    assert "fragment 'xf.reshape(32, 16, 4)'" in message and "__tj_" not in message
-    assert "sq[i, j] += xf[i, jj * 4 + j]" in message        # the line as written
+    assert "fragment 'acc.reshape(64, 16, 4)'" in message and "__tj_" not in message
+    assert "sq[i, j] += acc[i, jj * 4 + j]" in message        # the line as written
+    assert "spreads them over threads" in message
 
 
 def composable_copy(M, N, block_M, block_N, dtype="float16"):

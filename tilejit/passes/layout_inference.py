@@ -175,6 +175,10 @@ class _Collect(syntax.NodeVisitor):
             # a serial loop's variable over a range of its own is not one of these:
             # b[k, j] with `for k in T.serial(n)` inside holds every k in each thread
             dependent = dependent_names(body, loop_vars)
+            # and a serial loop's variable inside the iteration fixes a position too:
+            # F[i, j] over `for i in T.serial(n)` in a loop over j (vllm's mHC post mean)
+            inner = {n.target.id for n in syntax.walk(body) if isinstance(n, ast.For)
+                     and isinstance(n.target, ast.Name)} - dependent
             for sub in syntax.walk(body):
                 if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
                         and sub.value.id in self.frags):
@@ -183,7 +187,8 @@ class _Collect(syntax.NodeVisitor):
                 if constant_index(sub) is not None:
                     continue                  # F[0]: an element every thread holds
                 dropped = dropped_positions(idx, loop_vars)
-                fixed = partial_positions(sub, loop_vars, varying) if loop_vars else None
+                fixed = partial_positions(sub, loop_vars, varying - inner) if loop_vars \
+                    else None
                 mixed = mixed_positions(sub, loop_vars, dependent) if loop_vars else None
                 if dropped and name not in full:
                     subset.setdefault(name, (dropped, sub))
@@ -1207,7 +1212,8 @@ def _part_layout(ctx, layout, fixed, kind, shape, line, frag, why, origin):
     raise ctx.error(f"fragment {frag!r} is {why}: a loop over part of a fragment needs the "
                     f"dimension(s) it fixes, {list(fixed)}, held in each thread's registers, but "
                     f"{frag!r} is laid out as {layout!s} ({origin}), which spreads them over "
-                    f"threads", line)
+                    f"threads (to sum or take the maximum along a dimension use T.reduce_sum / "
+                    f"T.reduce_max; otherwise go through a shared tile)", line)
 
 
 def _partial_slots(ctx, tile, fixed, line):
