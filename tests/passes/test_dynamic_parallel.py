@@ -174,8 +174,9 @@ def dynamic_rows(N=64, form=0):
     count, the extent read at run time (TileLang's loops over a dynamic extent). Form 1
     reads a fragment indexed by the compile-time index only, form 2 stores one value
     into it from every row: the rows run one after another around a laid-out loop over
-    the columns. Form 3 indexes the fragment by the row, form 4 accumulates over the
-    rows in it: both refused."""
+    the columns. Form 3 indexes the fragment by the row: refused. Form 4 accumulates
+    over the rows in it: the rows in turn around a loop over the columns
+    (``frontend/accumulating_loops.py``), as the thread holding f[j] runs them."""
     rows = T.dynamic("rows")
 
     @T.prim_func
@@ -202,15 +203,21 @@ def dynamic_rows(N=64, form=0):
             else:
                 for i, j in T.Parallel(rows, N):
                     f[j] += X[i, j]                 # carried from row to row
+                for j in T.Parallel(N):
+                    Y[0, j] = f[j]
     return main
 
 
 def _rows_expected(x, w, form):
     x64 = x.astype(np.float64)
+    if form == 4:
+        y = np.zeros_like(x64)
+        y[0] = w + x64.sum(0)
+        return y
     return {0: x64 * 2, 1: x64 * w, 2: x64 + 3}[form]
 
 
-@pytest.mark.parametrize("form", [0, 1, 2])
+@pytest.mark.parametrize("form", [0, 1, 2, 4])
 def test_a_dynamic_extent_of_a_prim_func_is_read_at_run_time(form, ptxas):
     rng = np.random.default_rng(form)
     w = rng.random(64, dtype=np.float32)
@@ -219,7 +226,8 @@ def test_a_dynamic_extent_of_a_prim_func_is_read_at_run_time(form, ptxas):
         x = rng.random((rows, 64), dtype=np.float32)
         y = np.zeros_like(x)
         kernel(x, w, y)
-        np.testing.assert_allclose(y, _rows_expected(x, w, form), rtol=1e-6)
+        np.testing.assert_allclose(y, _rows_expected(x, w, form),
+                                   rtol=1e-5 if form == 4 else 1e-6)
     for arch in ("sm_80", "sm_90a"):
         ptxas(tilejit.compile(dynamic_rows(form=form),
                               target=f"cuda -arch={arch}").get_kernel_source(), arch)
@@ -227,8 +235,7 @@ def test_a_dynamic_extent_of_a_prim_func_is_read_at_run_time(form, ptxas):
 
 @pytest.mark.parametrize("form, message", [
     (3, r"T.Parallel\(rows\)`: a T.Parallel over extents known only at run time indexes "
-        r"fragment 'f'"),
-    (4, r"indexes fragment 'f'")])
+        r"fragment 'f'")])
 @pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
 def test_a_fragment_a_dynamic_extent_reaches_is_refused(form, message, target):
     """As TileLang refuses it, with a ValueError, when the program is compiled."""
@@ -238,7 +245,7 @@ def test_a_fragment_a_dynamic_extent_reaches_is_refused(form, message, target):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", [0, 1, 2])
+@pytest.mark.parametrize("form", [0, 1, 2, 4])
 def test_a_dynamic_extent_of_a_prim_func_on_the_gpu(form):
     import torch
     rng = np.random.default_rng(10 + form)
@@ -250,7 +257,8 @@ def test_a_dynamic_extent_of_a_prim_func_on_the_gpu(form):
         kernel(torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda(), y)
         sim = np.zeros_like(x)
         tilejit.compile(dynamic_rows(form=form), target="sim")(x, w, sim)
-        np.testing.assert_allclose(y.cpu().numpy(), _rows_expected(x, w, form), rtol=1e-6)
+        np.testing.assert_allclose(y.cpu().numpy(), _rows_expected(x, w, form),
+                                   rtol=1e-5 if form == 4 else 1e-6)   # (sums of 300)
         np.testing.assert_array_equal(y.cpu().numpy(), sim)
 
 

@@ -59,3 +59,4 @@ def order_parallel_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         loop.target.elts = [loop.target.elts[k] for k in perm]
         loop.iter.args = [loop.iter.args[k] for k in perm]
     return fdef
+
