@@ -156,7 +156,8 @@ def test_a_fragment_of_224_elements_read_at_a_computed_index():
 
 def test_a_serial_walk_along_a_distributed_fragment_names_reduce_sum():
     with pytest.raises(CompileError, match=r"fragment 'acc' is indexed in part, `acc\[i, j\]`"
-                       r".*spreads them over threads \(to sum .* use T.reduce_sum"):
+                       r".*spreads them over threads: a thread-distributed fragment .*"
+                       r"T.reduce_sum"):
         serial_row_sum.compile(np.zeros((64, 64), np.float16), target="cuda", arch="sm_90a")
 
 

@@ -1212,7 +1212,8 @@ def _part_layout(ctx, layout, fixed, kind, shape, line, frag, why, origin):
     raise ctx.error(f"fragment {frag!r} is {why}: a loop over part of a fragment needs the "
                     f"dimension(s) it fixes, {list(fixed)}, held in each thread's registers, but "
                     f"{frag!r} is laid out as {layout!s} ({origin}), which spreads them over "
-                    f"threads (to sum or take the maximum along a dimension use T.reduce_sum / "
+                    f"threads: a thread-distributed fragment each thread holds only part of "
+                    f"(to sum or take the maximum along a dimension use T.reduce_sum / "
                     f"T.reduce_max; otherwise go through a shared tile)", line)
 
 
