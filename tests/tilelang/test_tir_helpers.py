@@ -260,16 +260,22 @@ def test_tir_helpers_outside_a_kernel():
     assert tirx.Select(np.bool_(False), np.int32(1), np.int32(2)) == 2
 
 
+def _pow2_of(e):
+    """DeepSeek's fast_pow2, a helper the kernel calls: the old order inside it."""
+    return T.reinterpret("float32", (e + 127) << 23)
+
+
 def old_order_reinterpret(n):
     """DeepSeek's and sglang's kernels write TileLang's deprecated ``T.reinterpret(dtype,
-    value)``; TileLang takes it with a warning, and so does tilejit."""
+    value)``; TileLang takes it with a warning, and so does tilejit (in the kernel and
+    in a helper it calls)."""
     @T.prim_func
     def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "uint32"),
              Z: T.Tensor((n,), "float32")):
         with T.Kernel(1, threads=32):
             for i in T.serial(n):
                 Y[i] = T.reinterpret("uint32", X[i])
-                Z[i] = T.reinterpret(Y[i], T.float32) * 2.0
+                Z[i] = T.reinterpret(Y[i], T.float32) * 2.0 * _pow2_of(T.int32(i % 3))
     return main
 
 
@@ -281,7 +287,8 @@ def test_reinterpret_takes_tilelangs_old_argument_order(ptxas, monkeypatch):
     with pytest.warns(DeprecationWarning, match=r"T.reinterpret\(dtype, value\) is deprecated"):
         kernel = tilejit.compile(old_order_reinterpret(4))
         kernel(x, y, z)
-    assert torch.equal(y, x.view(torch.int32).to(torch.uint32)) and torch.equal(z, 2 * x)
+    scale = torch.tensor([1.0, 2.0, 4.0, 1.0])
+    assert torch.equal(y, x.view(torch.int32).to(torch.uint32)) and torch.equal(z, 2 * x * scale)
     for arch in ("sm_80", "sm_90a"):
         ptxas(tilejit.compile(old_order_reinterpret(4), target=f"cuda -arch={arch}")
               .get_kernel_source(), arch)
@@ -295,7 +302,8 @@ def test_gpu_old_order_reinterpret():
     yc, zc = y.cuda(), z.cuda()
     kernel(x.cuda(), yc, zc)
     kernel(x, y, z)
-    assert torch.equal(yc.cpu(), y) and torch.equal(zc.cpu(), 2 * x) and torch.equal(z, 2 * x)
+    scale = 2.0 ** (torch.arange(64) % 3).float()
+    assert torch.equal(yc.cpu(), y) and torch.equal(zc.cpu(), z) and torch.equal(z, 2 * x * scale)
 
 
 @pytest.mark.gpu

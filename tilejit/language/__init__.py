@@ -391,7 +391,13 @@ def reinterpret(value, dtype):
     float8 only from an integer (a ``TypeError`` otherwise, a ``CompileError`` in a
     kernel). An integer wider
     than ``dtype`` gives its low bits (a kernel's integer arithmetic may run in 64 bits
-    where TileLang's runs in 32: ``T.reinterpret((e + 127) << 23, "float32")``)."""
+    where TileLang's runs in 32: ``T.reinterpret((e + 127) << 23, "float32")``).
+    TileLang's deprecated order ``T.reinterpret(dtype, value)`` is taken with its
+    DeprecationWarning."""
+    if isinstance(value, (str, DType)) and not isinstance(dtype, (str, DType)):
+        from tilejit.language.tir_exprs import warn_old_reinterpret
+        warn_old_reinterpret()
+        value, dtype = dtype, value
     return _num.reinterpret(value, as_dtype(dtype))
 
 

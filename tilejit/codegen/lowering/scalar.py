@@ -297,6 +297,14 @@ def reinterpret_impl(context, builder, sig, args):
     return _bitcast(context, builder, args[0], sig.args[0], sig.return_type)
 
 
+@lower(T.reinterpret, types.StringLiteral, types.Number)
+@lower(T.reinterpret, DTypeType, types.Number)
+@lower(T.reinterpret, types.NumberClass, types.Number)
+def reinterpret_old_order_impl(context, builder, sig, args):
+    """TileLang's deprecated ``T.reinterpret(dtype, value)``."""
+    return _bitcast(context, builder, args[1], sig.args[1], sig.return_type)
+
+
 def _bitcast(context, builder, value, ty, to):
     """``value`` (of ``ty``)'s bits as ``to``; an integer of another width is cut to (a
     wider one's low bits) or zero-extended to ``to``'s width first."""

@@ -293,6 +293,12 @@ class CastTemplate(AbstractTemplate):
 @infer_global(T.reinterpret)
 class ReinterpretTemplate(AbstractTemplate):
     def generic(self, args, kws):
+        given = args
+        if len(args) == 2 and not kws and dtype_of(args[1]) is None and \
+                dtype_of(args[0]) is not None and isinstance(args[1], types.Number):
+            # TileLang's deprecated T.reinterpret(dtype, value) (DeepSeek's helpers)
+            tir_exprs.warn_old_reinterpret()
+            args = (args[1], args[0])
         dtype = dtype_of(args[1]) if len(args) == 2 and not kws else None
         if dtype is None:
             raise errors.TypingError(_dtype_problem("T.reinterpret(value, dtype)", args)
@@ -308,7 +314,7 @@ class ReinterpretTemplate(AbstractTemplate):
             # in 64 bits where TileLang's stays in 32: ``(e + 127) << 23`` as float32)
             value = numba_type(tir_exprs.unsigned_of(dtype))
         _check_bitcast(value, to, dtype)
-        return signature(to, *args)
+        return signature(to, *given)
 
 
 def _check_bitcast(value, to, dtype):
