@@ -53,7 +53,7 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             registers, safe_memory, safe_values, shared_memory,
                             shifted_fragments, softmax_turns, sparse_gemms,
                             split_indices,
-                            thread_branches,
+                            thread_branches, tile_names,
                             tile_allocation, tma, tma_store, warp_roles, warp_specialize,
                             wgmma_waits)
 from tilejit.passes.context import PassContext
@@ -67,6 +67,7 @@ from tilejit.codegen.typing.types import (BFloat16, GlobalTensorType, TensorMapT
 
 
 SOURCE_PASSES = (
+    tile_names.rename_reallocated_tiles,     # a name allocated again: a tile of its own
     clusters.lower_cluster_forms,            # T.block_rank_in_cluster, T.copy_cluster
     thread_branches.check_thread_branches,   # no tile op under `if tx < 128` (a check)
     grid_sync.check_grid_syncs,              # T.sync_grid: checked; a cooperative launch
