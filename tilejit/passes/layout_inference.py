@@ -279,7 +279,7 @@ class _RewriteLoops(syntax.NodeTransformer):
     def _one_copy_stores(self, stmt, lid):
         """In a loop over a layout several threads hold copies of (every copy runs each
         iteration), a store to a tensor or a shared tile made by one copy only: `Y[i] =
-        Y[i] + r[i]` by two copies would add twice."""
+        Y[i] + r[i]` by two copies would add twice; an atomic statement likewise."""
         memory = set(self.ctx.params) | {n for n, t in self.ctx.plan.tiles.items()
                                          if t.kind == SHARED}
 
@@ -296,6 +296,14 @@ class _RewriteLoops(syntax.NodeTransformer):
 
             def visit_AugAssign(self, node):
                 return self._guarded(node, [node.target])
+
+            def visit_Expr(self, node):
+                # an atomic statement (fla's gated backward: T.atomic_add(dg[j], r[j])
+                # over a reduction's result): applied by one copy, as a store is
+                if not _is_atomic(node.value):
+                    return node
+                test = ast.Call(ast.Name(FRAG_WRITER, ast.Load()), [ast.Constant(lid)], [])
+                return ast.copy_location(ast.If(test, [node], []), node)
 
             def visit_For(self, node):
                 return self.generic_visit(node)
@@ -785,13 +793,13 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         lid = loop_ids[id(loop)][0]
         lead = views[leads[id(loop)]]
         plan.loops[lid] = (lead.layout, lead.indexing)
-        if lead.indexing.writer is not None and _has_atomic(loop):
-            raise ctx.error("an atomic in a T.Parallel over a replicated fragment (a T.gemm "
-                            "A operand in registers, or a reduction's result): its "
-                            "iterations run on several threads, and the atomic would be "
-                            "applied several times; add the whole fragment at once with "
-                            "the region form (T.atomic_add(DW[a:b], dw)), or copy it to a "
-                            "shared tile first and loop over that", loop.lineno)
+        if lead.indexing.writer is not None and _has_valued_atomic(loop):
+            raise ctx.error("an atomic whose previous value is used, in a T.Parallel over a "
+                            "replicated fragment (a T.gemm A operand in registers, or a "
+                            "reduction's result): its iterations run on several threads, "
+                            "and only one copy may apply the atomic, so the others would "
+                            "have no previous value; copy the fragment to a shared tile "
+                            "first and loop over that", loop.lineno)
         for n, (dropped, _) in subset.items():
             red = _reduction(ctx, lead.layout, dropped, False, loop.lineno)
             plan.slot_maps[(lid, n)] = red[1]
@@ -1480,11 +1488,17 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
             tiles[n].layout_reason = f"{reason} (line {line})"
 
 
-def _has_atomic(loop) -> bool:
-    """Whether a loop's body makes an element atomic (``tile_operands.py``'s form)."""
-    names = set(ATOMICS.values())
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names
-               for n in syntax.walk(loop))
+def _is_atomic(node) -> bool:
+    """An element atomic call (``tile_operands.py``'s form)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id in set(ATOMICS.values())
+
+
+def _has_valued_atomic(loop) -> bool:
+    """Whether a loop's body uses the value an element atomic returns (anything but an
+    atomic statement of its own)."""
+    statements = {id(n.value) for n in syntax.walk(loop) if isinstance(n, ast.Expr)}
+    return any(_is_atomic(n) and id(n) not in statements for n in syntax.walk(loop))
 
 
 def _plan_reduction_scratch(ctx, tiles):
