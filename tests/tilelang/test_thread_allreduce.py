@@ -442,3 +442,35 @@ def test_gpu_an_async_scope_attribute_runs_its_copies():
     a = torch.randn(4096, device="cuda").half()
     b = tilelang.compile(async_scope_copy(4096), out_idx=[1])(a)
     assert torch.equal(b.cpu(), a.cpu().view(32, 128).flip(1).reshape(-1))
+
+
+def wide_allreduce(n=1024, threads=256):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=threads):
+            tid = T.get_thread_binding(0)
+            part = T.alloc_local((1,), "float32")
+            total = T.alloc_local((1,), "float32")
+            part[0] = 0.0
+            for k in T.serial(n // threads):
+                part[0] += X[k * threads + tid]
+            with T.attr(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope",
+                        T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), part[0], True, total[0], tid,
+                                                  dtype="handle"))
+            if tid == 0:
+                Y[0] = total[0]
+    return main
+
+
+def test_a_spill_of_the_allreduces_own_scratch_says_so(monkeypatch):
+    """The warning names the all-reduce's per-thread copy of its group, which more threads
+    make larger (it advised more threads)."""
+    from tilejit.passes.registers import RegisterSpillWarning
+    monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
+    x = torch.randn(1024)
+    with pytest.warns(RegisterSpillWarning, match=r"T.tvm_thread_allreduce's own scratch "
+                                                   r"\(256 words.*an all-reduce over fewer "
+                                                   r"threads"):
+        y = tilelang.compile(wide_allreduce(), out_idx=-1)(x)
+    torch.testing.assert_close(y.double(), x.double().sum().reshape(1), rtol=1e-5, atol=1e-4)

@@ -106,10 +106,24 @@ def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                            "tiles"), line)
     where = ctx.error(f"{need}({detail}); a thread has {limit}: the rest is spilled to local "
                       f"memory, and every access of it is a memory access. " + (
-                          whole or "More threads (T.Kernel(threads=...)) or smaller tiles "
-                          "keep them in registers"), line)
+                          _own_scratch(shares) or whole or "More threads "
+                          "(T.Kernel(threads=...)) or smaller tiles keep them in registers"),
+                      line)
     warnings.warn(str(where), RegisterSpillWarning, stacklevel=2)
     return fdef
+
+
+def _own_scratch(shares) -> str | None:
+    """The advice where the largest share is tilejit's own: the thread all-reduce's
+    per-thread copy of its group's values (``frontend/thread_allreduce.py``), which more
+    threads make larger, not smaller; None otherwise."""
+    n, t = shares[0]
+    if not t.name.startswith("__tj_allreduce"):
+        return None
+    return (f"The largest is T.tvm_thread_allreduce's own scratch ({n} words: every thread "
+            f"folds a copy of its group's values), which grows with the threads it reduces "
+            f"over: an all-reduce over fewer threads, or T.reduce_sum / T.reduce_max over a "
+            f"fragment, keeps it in registers")
 
 
 def _held_whole(shares, threads) -> str | None:
