@@ -97,7 +97,7 @@ def _after_cluster_forms(kernel, args, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("TILEJIT_DISABLE_CACHE", "1")
     assert kernel.compile(*args, target="cuda", arch="sm_90a").ptx
     (directory,) = tmp_path.iterdir()
-    return (directory / "02_after_lower_cluster_forms.py").read_text()
+    return (directory / "03_after_lower_cluster_forms.py").read_text()
 
 
 @tilejit.kernel

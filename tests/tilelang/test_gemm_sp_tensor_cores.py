@@ -107,7 +107,7 @@ def test_the_ir_dump_shows_no_dense_tile_and_the_sparse_plan(tmp_path, monkeypat
     tilejit.compile(_program(CASES[1]), out_idx=[3],
                     target="cuda -arch=sm_90a").get_kernel_source()
     (directory,) = tmp_path.iterdir()
-    after = (directory / "06_after_expand_sparse_gemms.py").read_text()
+    after = (directory / "07_after_expand_sparse_gemms.py").read_text()
     assert ".gemm_sp(A_s, E_s, B_s, C_f" in after and "__tj_sp" not in after
     text = "\n".join(p.read_text() for p in directory.iterdir())
     assert "wgmma.sp.m64n128k32" in text

@@ -395,6 +395,7 @@ def reinterpret(value, dtype):
     TileLang's deprecated order ``T.reinterpret(dtype, value)`` is taken with its
     DeprecationWarning."""
     if isinstance(value, (str, DType)) and not isinstance(dtype, (str, DType)):
+        # (tir_exprs imports this package's numerics: imported on use)
         from tilejit.language.tir_exprs import warn_old_reinterpret
         warn_old_reinterpret()
         value, dtype = dtype, value
