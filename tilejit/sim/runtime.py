@@ -520,11 +520,37 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
         return out if np.ndim(out) else out[()]
     kinds = [_bitwise_kind(a, a_np, a_static), _bitwise_kind(b, b_np, b_static)]
     if None in kinds:
+        mixed = _integer_with_float(a, a_np, b, b_np)
+        if mixed is not None:
+            # a typed integer (a thread's index, an int tile's element) with a float: in
+            # the float's type, as the compiler's typing gives it (codegen/typing/
+            # context.harmonize; TileLang's int32 * float32 is float32), where numpy
+            # would widen to float64; a half float computes in float32
+            compute, out = mixed
+            with np.errstate(all="ignore"):
+                r = _ARITH_NP[op](np.asarray(a, dtype=compute), np.asarray(b, dtype=compute))
+            r = r.astype(out, copy=False)
+            return r if np.ndim(r) else r[()]
         return _ARITH_PY[op](a, b)
     ty = _arith_type(kinds, [a, b])
     with np.errstate(over="ignore"):
         out = _ARITH_NP[op](_as(a, a_np, ty), _as(b, b_np, ty))
     return out if np.ndim(out) else out[()]
+
+
+def _integer_with_float(a, a_np, b, b_np):
+    """(compute dtype, result dtype) where one operand is a numpy integer or boolean and
+    the other a numpy float (float16, float32, float64) or a Python float (a literal:
+    float32, harmonize's weak float with a typed integer); else None."""
+    pair = [(a, a_np), (b, b_np)]
+    floats = [x.dtype for x, is_np in pair if is_np and x.dtype.kind == "f"]
+    ints = [x for x, is_np in pair if is_np and x.dtype.kind in "iub"]
+    if len(ints) == 1 and not floats and any(type(x) is float for x, _ in pair):
+        floats = [np.dtype(np.float32)]     # a float literal with a typed integer: float32
+    if len(floats) != 1 or len(ints) != 1:
+        return None
+    out = floats[0]
+    return (np.dtype(np.float32) if out.itemsize < 4 else out), out
 
 
 def _int64_operand(x, is_np) -> bool:
