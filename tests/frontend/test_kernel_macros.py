@@ -241,3 +241,39 @@ def test_two_macros_each_a_kernel_on_the_gpu():
     kernel = tilelang.compile(_split_and_combine(), out_idx=[2])
     b = kernel(torch.from_numpy(a).cuda(), torch.zeros(2, 128, device="cuda"))
     np.testing.assert_allclose(b.cpu().numpy(), (a[:128] + a[128:]) * 2.0, rtol=1e-6)
+
+
+@T.macro
+def doubled_with_a_layout(A, B, M, N):
+    """TileOPs' decode combine: a layout lambda over (i, j) beside a loop over i, j in a
+    macro (the lambda's parameters are its own, not the inlined body's names)."""
+    with T.Kernel(1, threads=128):
+        acc = T.alloc_fragment((M, N), "float32")
+        T.annotate_layout({acc: T.Fragment(acc.shape, forward_thread_fn=lambda i, j: i)})
+        T.copy(A, acc)
+        for i, j in T.Parallel(M, N):
+            acc[i, j] = acc[i, j] * 2
+        T.copy(acc, B)
+
+
+def macro_with_a_layout_lambda(M=16, N=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        doubled_with_a_layout(A, B, M, N)
+    return main
+
+
+def test_a_layout_lambda_in_a_macro_keeps_its_parameters(ptxas):
+    a = torch.randn(16, 64)
+    torch.testing.assert_close(tilejit.compile(macro_with_a_layout_lambda(), out_idx=[1])(a),
+                               a * 2)
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(macro_with_a_layout_lambda(), out_idx=[1],
+                              target=f"cuda -arch={arch}").get_kernel_source(), arch)
+
+
+@pytest.mark.gpu
+def test_a_layout_lambda_in_a_macro_on_the_gpu():
+    a = torch.randn(16, 64, device="cuda")
+    torch.testing.assert_close(tilejit.compile(macro_with_a_layout_lambda(), out_idx=[1])(a),
+                               a * 2)

@@ -214,7 +214,12 @@ def rename_locals(module, suffix):
     name its source spells as ``tj_name``, for messages."""
     stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
+    # a lambda's own parameters are its names, not the body's (TileOPs' decode combine:
+    # T.Fragment(shape, forward_thread_fn=lambda i, j: i) beside a loop over i, j)
+    own = {id(n) for lam in syntax.walk(module) if isinstance(lam, ast.Lambda)
+           for n in syntax.walk(lam.body) if isinstance(n, ast.Name)
+           and n.id in {a.arg for a in lam.args.args + lam.args.kwonlyargs}}
     for n in syntax.walk(module):
-        if isinstance(n, ast.Name) and n.id in stored:
+        if isinstance(n, ast.Name) and n.id in stored and id(n) not in own:
             n.tj_name = getattr(n, "tj_name", n.id)
             n.id = n.id + suffix
