@@ -95,3 +95,51 @@ def test_on_the_gpu():
     tilejit.kernel(warp_ops.func, target="sim")(x.cpu().numpy(), *sim.values())
     for k in out:
         np.testing.assert_array_equal(out[k].cpu().numpy(), sim[k], err_msg=k)
+
+
+def segment_sums(width=8):
+    """TileOPs' arg-reductions pass the shuffle's width (and mask) by keyword."""
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32"),
+             C: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            v = T.alloc_local((1,), "float32")
+            w = T.alloc_local((1,), "float32")
+            v[0] = A[tx]
+            w[0] = A[tx]
+            for s in T.serial(3):
+                v[0] = v[0] + T.shfl_xor(v[0], 4 >> s, width=width)
+                w[0] = T.max(w[0], T.shfl_xor(w[0], delta=4 >> s, mask=0xFFFFFFFF,
+                                              width=width))
+            B[tx] = v[0]
+            C[tx] = w[0]
+    return main
+
+
+def _segment_expected(a):
+    seg = a.view(4, 8)
+    return (seg.sum(1, keepdim=True).expand(4, 8).reshape(32),
+            seg.amax(1, keepdim=True).expand(4, 8).reshape(32))
+
+
+def test_shuffle_arguments_by_keyword(ptxas):
+    a = torch.randn(32)
+    b, c = tilejit.compile(segment_sums(), out_idx=[1, 2])(a)
+    want = _segment_expected(a)
+    torch.testing.assert_close(b, want[0], rtol=1e-6, atol=1e-6)
+    assert torch.equal(c, want[1])
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(segment_sums(), out_idx=[1, 2], target=f"cuda -arch={arch}") \
+            .get_kernel_source()
+        assert "shfl.sync.bfly" in ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_shuffle_arguments_by_keyword_on_the_gpu():
+    a = torch.randn(32)
+    b, c = tilejit.compile(segment_sums(), out_idx=[1, 2])(a.cuda())
+    want = _segment_expected(a)
+    torch.testing.assert_close(b.cpu(), want[0], rtol=1e-6, atol=1e-6)
+    assert torch.equal(c.cpu(), want[1])

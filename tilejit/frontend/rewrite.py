@@ -376,6 +376,24 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.Tuple(node.elts, ast.Load()), node)
         return node
 
+    def _shuffle_keywords(self, node, target):
+        """``T.shfl_xor(v, delta, width=w, mask=m)`` (TileOPs' arg-reductions) by
+        position: the typing takes the arguments in order, a width left out 32."""
+        names = _SHUFFLES[target]
+        given = dict(zip(names, node.args))
+        for k in node.keywords:
+            if k.arg not in names or k.arg in given:
+                raise self.error(f"T.{target.__name__}({', '.join(names)}): unexpected or "
+                                 f"repeated argument {k.arg!r}", node)
+            given[k.arg] = k.value
+        if names[1] not in given or names[0] not in given:
+            raise self.error(f"T.{target.__name__} needs {names[0]} and {names[1]}", node)
+        if "mask" in given:
+            given.setdefault("width", ast.Constant(32))
+        node.args = [given[n] for n in names if n in given]
+        node.keywords = []
+        return node
+
     def _storage_sync(self, node):
         """``T.tvm_storage_sync("shared")``: ``T.sync_threads()`` (``"warp"``:
         ``T.sync_warp()``)."""
@@ -450,6 +468,8 @@ class _DeviceForms(syntax.NodeTransformer):
                              "argument", node)
         if target is T.tvm_storage_sync:
             return self._storage_sync(node)
+        if target in _SHUFFLES and node.keywords:
+            return self._shuffle_keywords(node, target)
         if target is T.reinterpret and len(node.args) == 2 and not node.keywords and \
                 _is_dtype(node.args[0], self.namespace) and \
                 not _is_dtype(node.args[1], self.namespace):
@@ -850,6 +870,12 @@ def _copy_operands_positional(node: ast.Call) -> ast.Call:
             args.append(given[0].value)
     rest = [k for k in node.keywords if k.arg not in ("src", "dst")]
     return ast.copy_location(ast.Call(node.func, args, rest), node)
+
+
+_SHUFFLES = {T.shfl_xor: ("value", "delta", "width", "mask"),
+             T.shfl_down: ("value", "delta", "width", "mask"),
+             T.shfl_up: ("value", "delta", "width", "mask"),
+             T.shfl_sync: ("value", "src_lane", "width", "mask")}
 
 
 def _is_dtype(expr, namespace) -> bool:
