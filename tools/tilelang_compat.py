@@ -137,6 +137,9 @@ LANGUAGE_DIFFERENCES = {
             "scratch, barriers and a sequential fold (`frontend/thread_allreduce.py`); and "
             "`with T.attr(..., \"async_scope\", 1):`, whose copies run as written (plain "
             "copies, not cp.async); any other use is a compile error at its line",
+    "func_attr": "TVM's function attributes (`{\"tir.noalias\": True}`): the statement is "
+                 "dropped (nothing tilejit uses; also `T.And`/`T.Or`/`T.Not` of TIR are "
+                 "`and`/`or`/`not`)",
     "tvm_storage_sync": "`\"shared\"` and `\"shared.dyn\"` are `T.sync_threads()`, "
                         "`\"warp\"` is `T.sync_warp()`; another scope (`\"global\"`) is a "
                         "compile error (`T.sync_grid()` in a cooperative launch is tilejit's)",

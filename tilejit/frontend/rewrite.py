@@ -470,6 +470,13 @@ class _DeviceForms(syntax.NodeTransformer):
             return self._storage_sync(node)
         if target in _SHUFFLES and node.keywords:
             return self._shuffle_keywords(node, target)
+        if target is T.func_attr:       # TVM's function attributes: nothing tilejit uses
+            return ast.copy_location(ast.Constant(None), node)
+        if target in (T.And, T.Or) and len(node.args) == 2 and not node.keywords:
+            op = ast.And() if target is T.And else ast.Or()
+            return ast.copy_location(ast.BoolOp(op, list(node.args)), node)
+        if target is T.Not and len(node.args) == 1 and not node.keywords:
+            return ast.copy_location(ast.UnaryOp(ast.Not(), node.args[0]), node)
         if target is T.reinterpret and len(node.args) == 2 and not node.keywords and \
                 _is_dtype(node.args[0], self.namespace) and \
                 not _is_dtype(node.args[1], self.namespace):

@@ -204,6 +204,36 @@ def tvm_storage_sync(scope="shared"):
     raise RuntimeError("T.tvm_storage_sync is a barrier inside a kernel")
 
 
+def func_attr(attrs):
+    """TVM's ``T.func_attr({"global_symbol": ..., "tir.noalias": True})`` at the top of a
+    kernel (older TileLang programs): TVM's attributes of the function, nothing tilejit
+    uses; the statement is dropped."""
+    if not isinstance(attrs, dict):
+        raise TypeError(f"T.func_attr(attrs): expected a dict, got {type(attrs).__name__}")
+
+
+def And(a, b):  # noqa: N802 - TIR's name
+    """TIR's ``T.And(a, b)``: ``a and b`` (both conditions)."""
+    return _logical(a, b, "and")
+
+
+def Or(a, b):  # noqa: N802 - TIR's name
+    """TIR's ``T.Or(a, b)``: ``a or b``."""
+    return _logical(a, b, "or")
+
+
+def Not(a):  # noqa: N802 - TIR's name
+    """TIR's ``T.Not(a)``: ``not a``."""
+    return _logical(a, None, "not")
+
+
+def _logical(a, b, op):
+    import numpy as np    # (outside a kernel only: the front end writes these as and/or/not)
+    if op == "not":
+        return np.logical_not(a)
+    return (np.logical_and if op == "and" else np.logical_or)(a, b)
+
+
 def loop_break():
     """TileLang's ``T.loop_break()``: Python's ``break`` of the innermost loop (the front
     end writes it so; a ``T.serial`` or ``T.Parallel`` loop, as ``break`` there)."""
