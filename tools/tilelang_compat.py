@@ -137,6 +137,9 @@ LANGUAGE_DIFFERENCES = {
             "scratch, barriers and a sequential fold (`frontend/thread_allreduce.py`); and "
             "`with T.attr(..., \"async_scope\", 1):`, whose copies run as written (plain "
             "copies, not cp.async); any other use is a compile error at its line",
+    "If": "`with T.If(cond):` holding `with T.Then():` and `with T.Else():`, or `with "
+          "T.If(cond), T.Then():`, is Python's `if`/`else` (`frontend/tir_branches.py`)",
+    "Then": "see `T.If`", "Else": "see `T.If`",
     "func_attr": "TVM's function attributes (`{\"tir.noalias\": True}`): the statement is "
                  "dropped (nothing tilejit uses; also `T.And`/`T.Or`/`T.Not` of TIR are "
                  "`and`/`or`/`not`)",

@@ -383,6 +383,7 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.static_branches import fold_static_branches  # (the same circle)
     from tilejit.frontend.raw_launches import rewrite_raw_launches  # (the same circle)
     from tilejit.frontend.async_tile_copies import rewrite_async_tile_copies  # (the same)
+    from tilejit.frontend.tir_branches import rewrite_tir_branches  # (the same circle)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
         define_local_helpers(ks)
     rewrite_let_bindings(ks)
@@ -395,6 +396,8 @@ def _parse_kernel(func, tree=None) -> KernelSource:
         rewrite_async_tile_copies(ks)
     if ks.local_helpers:
         check_local_helper_calls(ks)
+    if spelled_names(ks.tree) & {"If", "Then", "Else"}:   # TVM's script branches: an if
+        rewrite_tir_branches(ks)
     fold_static_branches(ks)
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:

@@ -77,7 +77,8 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     annotate_producer_reg_dealloc,
                                     annotate_consumer_reg_alloc,
                                     sync_threads, sync_grid, loop_break, named_barrier_arrive,
-                                    tvm_storage_sync, func_attr, And, Or, Not,
+                                    tvm_storage_sync, func_attr, And, Or, Not, If, Then,
+                                    Else,
                                     transpose,
                                     use_swizzle, view, wgmma_gemm, wait_wgmma)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
@@ -149,7 +150,7 @@ __all__ = [
     "annotate_consumer_reg_alloc", "disable_warp_group_reg_alloc", "reshape",
     "make_tensor", "ptr", "int4", "import_source",
     "view", "sync_threads", "sync_grid", "loop_break", "named_barrier_arrive", "wgmma_gemm",
-    "tvm_storage_sync", "func_attr", "And", "Or", "Not",
+    "tvm_storage_sync", "func_attr", "And", "Or", "Not", "If", "Then", "Else",
     "wgmma_gemm_sp",
     "wait_wgmma",
     "im2col",

@@ -204,6 +204,22 @@ def tvm_storage_sync(scope="shared"):
     raise RuntimeError("T.tvm_storage_sync is a barrier inside a kernel")
 
 
+def If(cond):  # noqa: N802 - TVM's name
+    """TVM's script branch, ``with T.If(cond):`` holding ``with T.Then():`` and
+    ``with T.Else():`` (``frontend/tir_branches.py``): Python's ``if``/``else``."""
+    raise RuntimeError("T.If is a `with` block inside a kernel")
+
+
+def Then():  # noqa: N802 - TVM's name
+    """The taken side of ``with T.If(cond):`` (see ``T.If``)."""
+    raise RuntimeError("T.Then is a `with` block inside `with T.If(cond):`")
+
+
+def Else():  # noqa: N802 - TVM's name
+    """The other side of ``with T.If(cond):`` (see ``T.If``)."""
+    raise RuntimeError("T.Else is a `with` block inside `with T.If(cond):`")
+
+
 def func_attr(attrs):
     """TVM's ``T.func_attr({"global_symbol": ..., "tir.noalias": True})`` at the top of a
     kernel (older TileLang programs): TVM's attributes of the function, nothing tilejit
