@@ -1054,3 +1054,10 @@ def test_pass_config_keys_are_an_enum_of_their_strings():
     assert key.value == "tl.disable_warp_specialized" == key
     assert {key.value: True}.get(key) is True and f"{key}" == key.value
     assert tilelang.PassConfigKey.TL_ENABLE_FAST_MATH in list(tilelang.PassConfigKey)
+
+
+def test_jitimpl_names_what_the_decorator_returns():
+    """`from tilelang.jit import JITImpl` (a type annotation in Qwen-in-TileLang's kernel
+    runner): the class of an eager @tilelang.jit program."""
+    from tilejit.tilelang.jit import JITImpl
+    assert isinstance(scale, JITImpl)

@@ -1054,10 +1054,14 @@ def _returns_prim_func(func) -> bool:
 
 JITKernel.register(CompiledProgram)
 
+# ``from tilelang.jit import JITImpl`` (a type annotation of what ``@tilelang.jit``
+# returns, in programs that pass the decorated factory around): an eager program's class
+JITImpl = JitFunction
+
 # TileLang's names this module does not have: an error naming them (``compat.py``); TileLang's
 # jit is a package (``jit.adapter``, ``jit.kernel``): its submodules are refused too
 __path__ = []
 __getattr__ = module_getattr(
     "tilelang.jit", __name__,
-    "of TileLang's jit module tilejit has jit, compile, par_compile, JITKernel and "
-    "PassConfigKey (its adapters, execution backends and cache are TileLang's own)")
+    "of TileLang's jit module tilejit has jit, compile, par_compile, JITKernel, JITImpl "
+    "and PassConfigKey (its adapters, execution backends and cache are TileLang's own)")
