@@ -27,14 +27,12 @@ import copy
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.loop_fragments import fragment_names, fragment_subscripts, parallel_names
 from tilejit.frontend.source import resolve_static, statement_lists
 
 
 def serialize_accumulations(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef:
-    fragments = {node.targets[0].id for node in syntax.walk(fdef)
-                 if isinstance(node, ast.Assign) and len(node.targets) == 1
-                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
-                 and resolve_static(node.value.func, namespace) is T.alloc_fragment}
+    fragments = fragment_names(fdef, namespace)
     if not fragments:
         return fdef
     for block in list(statement_lists(fdef)):
@@ -47,27 +45,18 @@ def serialize_accumulations(fdef: ast.FunctionDef, namespace) -> ast.FunctionDef
 def _serialized(loop, fragments, namespace):
     """``loop`` with the indices its fragment stores leave out as serial loops around it,
     or ``loop`` as it is."""
-    if not (isinstance(loop.iter, ast.Call) and
-            resolve_static(loop.iter.func, namespace) is T.Parallel):
+    names = parallel_names(loop, namespace)
+    if names is None or len(names) < 2:
         return loop
     targets = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
-    names = [t.id if isinstance(t, ast.Name) else None for t in targets]
-    if len(names) < 2 or None in names or len(loop.iter.args) != len(names) or \
-            any(isinstance(a, ast.Starred) for a in loop.iter.args):
-        return loop
     stored, full = set(), False
-    for stmt in loop.body:
-        for sub in syntax.walk(stmt):
-            if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
-                    and sub.value.id in fragments):
-                continue
-            elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-            used = [e.id for e in elts if isinstance(e, ast.Name) and e.id in names]
-            full |= sorted(used) == sorted(names)
-            if isinstance(sub.ctx, ast.Store):
-                if len(used) != len(elts):
-                    return loop         # a store at an index that is not the loop's own
-                stored.add(tuple(used))
+    for sub, elts, used in fragment_subscripts(loop, fragments, names):
+        used = [n for n in used if n is not None]
+        full |= sorted(used) == sorted(names)
+        if isinstance(sub.ctx, ast.Store):
+            if len(used) != len(elts):
+                return loop         # a store at an index that is not the loop's own
+            stored.add(tuple(used))
     if full or len(stored) != 1:
         return loop
     if not _only_accumulations(loop.body, fragments, namespace):

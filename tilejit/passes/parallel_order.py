@@ -20,36 +20,21 @@ from __future__ import annotations
 import ast
 
 from tilejit import syntax
-from tilejit import language as T
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.loop_fragments import fragment_names, fragment_subscripts, parallel_names
 
 
 def order_parallel_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    fragments = {node.targets[0].id for node in syntax.walk(fdef)
-                 if isinstance(node, ast.Assign) and len(node.targets) == 1
-                 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
-                 and resolve_static(node.value.func, ctx.namespace) is T.alloc_fragment}
+    fragments = fragment_names(fdef, ctx.namespace)
     if not fragments:
         return fdef
     for loop in [n for n in syntax.walk(fdef) if isinstance(n, ast.For)]:
-        if not (isinstance(loop.iter, ast.Call) and isinstance(loop.target, ast.Tuple) and
-                resolve_static(loop.iter.func, ctx.namespace) is T.Parallel):
-            continue
-        names = [t.id if isinstance(t, ast.Name) else None for t in loop.target.elts]
-        if None in names or len(set(names)) != len(names) or \
-                len(loop.iter.args) != len(names) or \
-                any(isinstance(a, ast.Starred) for a in loop.iter.args):
+        names = parallel_names(loop, ctx.namespace)
+        if names is None or len(names) < 2:
             continue
         orders = set()
-        for stmt in loop.body:
-            for sub in syntax.walk(stmt):
-                if not (isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
-                        and sub.value.id in fragments):
-                    continue
-                elts = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-                used = tuple(e.id if isinstance(e, ast.Name) else None for e in elts)
-                if sorted(filter(None, used)) == sorted(names) and len(used) == len(names):
-                    orders.add(used)
+        for _sub, _elts, used in fragment_subscripts(loop, fragments, names):
+            if sorted(filter(None, used)) == sorted(names) and len(used) == len(names):
+                orders.add(tuple(used))
         if len(orders) != 1:
             continue
         order = orders.pop()
@@ -59,4 +44,3 @@ def order_parallel_loops(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         loop.target.elts = [loop.target.elts[k] for k in perm]
         loop.iter.args = [loop.iter.args[k] for k in perm]
     return fdef
-
