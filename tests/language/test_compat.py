@@ -120,20 +120,20 @@ def test_a_tilelang_module_swapped_by_hand_is_tilejits():
 
 
 def test_a_with_block_of_one_names_it():
-    """`with T.If(c), T.Then():` (TVM's script) says T.If is not supported, not that a
-    `with` block is unsupported."""
+    """`with T.sblock("b"), T.Then():` (TVM's script) says T.sblock is not supported, not
+    that a `with` block is unsupported (`with T.If(c), T.Then():` is an `if`)."""
     def make():
         @tilejit.kernel
         def guarded(A, B):
             with T.Kernel(1, threads=128) as bx:
                 for i in T.Parallel(128):
-                    with T.If(i < 64), T.Then():
+                    with T.sblock("b"), T.Then():
                         B[i] = A[i]
         return guarded
     with pytest.raises(tilejit.CompileError) as info:
         make()
-    assert str(info.value).startswith("T.If (tilelang.language.If in TileLang) is not "
-                                      "supported by tilejit")
+    assert str(info.value).startswith("T.sblock (tilelang.language.sblock in TileLang) is "
+                                      "not supported by tilejit")
     assert info.value.lineno == make.__code__.co_firstlineno + 5
 
 

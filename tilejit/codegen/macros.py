@@ -14,12 +14,17 @@ _DISPATCHERS: dict = {}
 
 
 def dispatcher_for(macro):
-    key = (id(macro), id(current_kernel_or_none()))
+    kernel = current_kernel_or_none()
+    key = (id(macro), id(kernel))
     entry = _DISPATCHERS.get(key)
-    if entry is None or entry[0] is not macro:
+    if entry is None or entry[0] is not macro or entry[1] is not kernel:
         if len(_DISPATCHERS) > 256:
-            _DISPATCHERS.clear()
-        entry = (macro, TilejitDeviceDispatcher(macro.func, targetoptions={},
-                                                pipeline_class=TilejitCompiler))
+            # other kernels' dispatchers only: Numba's type of a dispatcher holds it by a
+            # weak reference, and the kernel being typed still uses its own (dropping one
+            # mid-compilation was "ReferenceError: underlying object has vanished")
+            for old in [k for k, e in _DISPATCHERS.items() if e[1] is not kernel]:
+                del _DISPATCHERS[old]
+        entry = (macro, kernel, TilejitDeviceDispatcher(macro.func, targetoptions={},
+                                                        pipeline_class=TilejitCompiler))
         _DISPATCHERS[key] = entry
-    return entry[1]
+    return entry[2]

@@ -40,11 +40,11 @@ class _Branches(syntax.NodeTransformer):
     def visit_With(self, node):
         first = node.items[0].context_expr
         if not self._is(first, T.If):
-            for item in node.items:
-                if self._is(item.context_expr, T.Then) or self._is(item.context_expr, T.Else):
-                    raise self.ks.error("T.Then() / T.Else() belong inside `with T.If(cond):`",
-                                        node)
-            return self.generic_visit(node)
+            if all(self._is(i.context_expr, T.Then) or self._is(i.context_expr, T.Else)
+                   for i in node.items):
+                raise self.ks.error("T.Then() / T.Else() belong inside `with T.If(cond):`",
+                                    node)
+            return self.generic_visit(node)     # (another block: the validation's to name)
         return self.generic_visit(self._branch(node, first))
 
     def _branch(self, node, first):
