@@ -40,6 +40,7 @@ from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, alloc_var_arguments, assigned_names,
+                                     bound_arguments,
                                      block_index_names, flatten_statements, kernel_call,
                                      resolve_static)
 from tilejit.frontend.async_copies import rewrite_async_copies
@@ -47,8 +48,6 @@ from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
 from tilejit.frontend.unrolled_regions import unroll_gemm_regions
 from tilejit.language.tiles import COPY_HINTS
-from tilejit.language.dtypes import DType, as_dtype
-from tilejit.language.tir_exprs import warn_old_reinterpret
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.static_prologue import fold_static_prologue
@@ -380,12 +379,9 @@ class _DeviceForms(syntax.NodeTransformer):
         """``T.shfl_xor(v, delta, width=w, mask=m)`` (TileOPs' arg-reductions) by
         position: the typing takes the arguments in order, a width left out 32."""
         names = _SHUFFLES[target]
-        given = dict(zip(names, node.args))
-        for k in node.keywords:
-            if k.arg not in names or k.arg in given:
-                raise self.error(f"T.{target.__name__}({', '.join(names)}): unexpected or "
-                                 f"repeated argument {k.arg!r}", node)
-            given[k.arg] = k.value
+        given = bound_arguments(node, names, lambda arg: self.error(
+            f"T.{target.__name__}({', '.join(names)}): unexpected or repeated argument "
+            f"{arg!r}", node))
         if names[1] not in given or names[0] not in given:
             raise self.error(f"T.{target.__name__} needs {names[0]} and {names[1]}", node)
         if "mask" in given:
@@ -477,14 +473,6 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.BoolOp(op, list(node.args)), node)
         if target is T.Not and len(node.args) == 1 and not node.keywords:
             return ast.copy_location(ast.UnaryOp(ast.Not(), node.args[0]), node)
-        if target is T.reinterpret and len(node.args) == 2 and not node.keywords and \
-                _is_dtype(node.args[0], self.namespace) and \
-                not _is_dtype(node.args[1], self.namespace):
-            # TileLang's deprecated T.reinterpret(dtype, value) (DeepSeek's and sglang's
-            # kernels): the arguments in today's order, with TileLang's warning
-            warn_old_reinterpret()
-            node.args = node.args[::-1]
-            return node
         if target is T.clamp:
             return self._clamp(node)
         if target is T.index_to_coordinates:
@@ -883,18 +871,6 @@ _SHUFFLES = {T.shfl_xor: ("value", "delta", "width", "mask"),
              T.shfl_down: ("value", "delta", "width", "mask"),
              T.shfl_up: ("value", "delta", "width", "mask"),
              T.shfl_sync: ("value", "src_lane", "width", "mask")}
-
-
-def _is_dtype(expr, namespace) -> bool:
-    """Whether ``expr`` is a dtype known at compile time (``"uint32"``, ``T.float16``)."""
-    value, ok = plain_value(expr, namespace, (str, DType))
-    if not ok:
-        return False
-    try:
-        as_dtype(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:

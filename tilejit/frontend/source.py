@@ -201,6 +201,18 @@ def spelled_names(tree: ast.AST) -> set:
             if isinstance(n, (ast.Name, ast.Attribute))}
 
 
+def bound_arguments(call: ast.Call, params, unexpected) -> dict:
+    """{parameter: argument expression} of ``call`` by position, then by keyword;
+    ``unexpected(name)`` is the error raised for a keyword ``params`` lacks or one given
+    twice."""
+    given = dict(zip(params, call.args))
+    for k in call.keywords:
+        if k.arg not in params or k.arg in given:
+            raise unexpected(k.arg)
+        given[k.arg] = k.value
+    return given
+
+
 def statement_lists(tree: ast.AST):
     """Every non-empty list of statements in ``tree`` (bodies, ``else`` and ``finally``
     branches), for a rewrite that works on neighbouring statements in place."""

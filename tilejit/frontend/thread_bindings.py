@@ -30,7 +30,7 @@ import ast
 import copy
 
 from tilejit import syntax
-from tilejit.frontend.source import (KernelSource, assigned_names, kernel_call,
+from tilejit.frontend.source import (KernelSource, assigned_names, bound_arguments, kernel_call,
                                      resolve_static)
 from tilejit.errors import ValueCompileError
 from tilejit.ir.markers import BLOCK_INDEX, GRID_DIM, THREAD_INDEX, WARP_SIZE
@@ -204,12 +204,8 @@ class _Bindings(syntax.NodeTransformer):
         if len(node.args) > len(params):
             raise self.error(f"T.{name}({', '.join(params)}) takes at most {len(params)} "
                              f"argument(s), got {len(node.args)}", node)
-        given = dict(zip(params, node.args))
-        for k in node.keywords:
-            if k.arg not in params or k.arg in given:
-                raise self.error(f"T.{name}: unexpected argument {k.arg!r} (it takes "
-                                 f"{', '.join(params)})", node)
-            given[k.arg] = k.value
+        given = bound_arguments(node, params, lambda arg: self.error(
+            f"T.{name}: unexpected argument {arg!r} (it takes {', '.join(params)})", node))
         given = {k: v for k, v in given.items() if not self._none(v)}
         if "warps_per_group" in given and "warp_size" not in given:
             e = self.error(f"T.{name}: warps_per_group needs warp_size (TileLang's rule)",
