@@ -19,6 +19,7 @@ import numpy as np
 
 from tilejit.language.cp_async import CP_ASYNC_BYTES
 from tilejit.sim.roles import _arrivals, _barrier, mbarrier_arrive
+from tilejit.sim import garbage
 from tilejit.sim.runtime import STATE, SimTensor, _caller_location
 
 
@@ -148,6 +149,7 @@ def _in_flight(dst, idx):
     if dst.unwritten is None:
         dst.unwritten = np.zeros(dst.data.shape, dtype=bool)
     dst.unwritten[idx] = True
+    garbage.pour(dst, idx)      # (a rerun's: the GPU's bytes are either's mid-copy)
 
 
 def _inside(t, index, n, what, where):

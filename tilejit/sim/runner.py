@@ -27,7 +27,7 @@ from tilejit.frontend.helpers import binding
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import async_copies, mma, random, runtime, threads, views
+from tilejit.sim import async_copies, garbage, mma, random, runtime, threads, views
 from tilejit.sim.blas_threads import one_blas_thread
 from tilejit.sim.block_races import BLOCK_RACES_MAX, BlockRaces
 from tilejit.sim.cluster import check_multicasts_complete
@@ -228,7 +228,24 @@ def run_simulation(kernel, values, launch, classify, spec=None, device_allocatio
     (start, bytes) of the device allocation holding an address, or None (a
     T.make_tensor of device memory, views.DeviceMemory)."""
     with one_blas_thread():
-        _run_simulation(kernel, values, launch, classify, spec, device_allocation)
+        names = list(kernel.source.params) + list(kernel.outputs)
+        saved = garbage.snapshot((name, t) for name, t in (
+            (name, classify(v)) for name, v in zip(names, list(values) + list(launch.outputs)))
+            if t is not None)
+        strict = garbage.Prints()
+        token = garbage.RUN.set(strict)
+        try:
+            _run_simulation(kernel, values, launch, classify, spec, device_allocation)
+            return
+        except runtime.UninitializedReadError as e:
+            if not getattr(e, "garbage_may_pass", False):
+                raise
+            error = e
+        finally:
+            garbage.RUN.reset(token)
+        # read memory nothing wrote: run again with garbage there (does its value matter?)
+        garbage.rerun(error, saved, strict.printed, lambda: _run_simulation(
+            kernel, values, launch, classify, spec, device_allocation))
 
 
 def _run_simulation(kernel, values, launch, classify, spec, device_allocation):
@@ -248,6 +265,7 @@ def _run_simulation(kernel, values, launch, classify, spec, device_allocation):
             # T.empty's memory (torch.empty's) holds garbage until the kernel writes it:
             # a read or an atomic before that is an error, as for a tile
             wrapped.unwritten = np.ones(wrapped.data.shape, dtype=bool)
+            garbage.pour(wrapped)
         args.append(wrapped)
         if writeback is not None:
             # with the bytes it had: a copy the kernel left alone is not written back, so

@@ -18,7 +18,6 @@ atomics arrive as ``__tj_atomic_*`` calls bound to ``SIM_ELEMENT``.
 """
 from __future__ import annotations
 
-import builtins
 import linecache
 import math as _math_module
 import sys
@@ -36,7 +35,7 @@ from tilejit.language.layout import Layout as UserLayout
 from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy, check_max_nreg
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
-from tilejit.sim import views
+from tilejit.sim import garbage, views
 from tilejit.sim.block_races import block_id
 from tilejit.sim.races import one_to_one, repeats
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
@@ -53,11 +52,11 @@ def _new_tile(shape, dtype, kind):
     frame = kernel_frame()
     name = (assigned_name(frame) if frame is not None else None) or f"{kind} tile"
     if kind == "shared":        # one per block, whichever warpgroup role allocates it
-        return shared_object(lambda: SimTensor(np.zeros(shape, dtype=storage), dtype, name,
+        return shared_object(lambda: SimTensor(garbage.fill(shape, storage), dtype, name,
                                                kind), f"{name}: {dtype.name}{list(shape)}")
     if kind == "local" and STATE.lanes:     # per-thread code: each thread's own copy
         return LaneTensor(shape, storage, dtype, name)
-    return SimTensor(np.zeros(shape, dtype=storage), dtype, name, kind)
+    return SimTensor(garbage.fill(shape, storage), dtype, name, kind)
 
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):
@@ -1092,11 +1091,11 @@ def print(value, msg=""):  # noqa: A001 - TileLang's name
     ``msg``; in the simulator, Python's print of the value (a whole tile at once)."""
     if STATE.peeking and STATE.peeked:
         # read from elements nothing wrote (on the GPU: whatever the memory held)
-        builtins.print(f"{msg}(unwritten)")
+        garbage.say(f"{msg}(unwritten)")
         return
     mask = STATE.mask
     shown = value if mask is None or np.ndim(value) == 0 else np.where(mask, value, 0)
-    builtins.print(f"{msg}{shown}" if msg else shown)
+    garbage.say(f"{msg}{shown}" if msg else shown)
 
 
 def print_at(value, msg, lane, *index):
@@ -1105,17 +1104,17 @@ def print_at(value, msg, lane, *index):
     where = ", ".join(str(int(i)) for i in np.asarray(index).reshape(len(index), -1)[:, 0])
     if STATE.peeking and STATE.peeked:
         # an element nothing wrote (on the GPU: whatever the memory held)
-        builtins.print(f"{msg}[{where}] = (unwritten)")
+        garbage.say(f"{msg}[{where}] = (unwritten)")
         return
     if np.ndim(value) == 0:
-        builtins.print(f"{msg}[{where}] = {value}")
+        garbage.say(f"{msg}[{where}] = {value}")
     elif lane >= 0:
-        builtins.print(f"{msg}[{where}] = {np.asarray(value).reshape(-1)[lane]}")
+        garbage.say(f"{msg}[{where}] = {np.asarray(value).reshape(-1)[lane]}")
     else:
         mask = STATE.mask
         for t, v in enumerate(np.asarray(value).reshape(-1)):
             if mask is None or np.asarray(mask).reshape(-1)[t]:
-                builtins.print(f"[thread {t}] {msg}[{where}] = {v}")
+                garbage.say(f"[thread {t}] {msg}[{where}] = {v}")
 
 
 def _block_wide(name, fn):

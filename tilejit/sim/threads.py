@@ -38,6 +38,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from tilejit.sim import garbage
 from tilejit.sim.runtime import STATE, SimTensor, _caller_location
 
 
@@ -147,7 +148,7 @@ class LaneTensor(SimTensor):
     __slots__ = ()
 
     def __init__(self, shape, storage, dtype, name):
-        super().__init__(np.zeros((STATE.lanes,) + tuple(shape), dtype=storage), dtype, name,
+        super().__init__(garbage.fill((STATE.lanes,) + tuple(shape), storage), dtype, name,
                          "local")
 
     @property

@@ -37,6 +37,7 @@ import math
 import numpy as np
 
 from tilejit.language.dtypes import as_dtype
+from tilejit.sim import garbage
 from tilejit.sim.runtime import SimTensor, _bits, _from_bits
 from tilejit.sim.threads import LaneTensor
 
@@ -132,7 +133,7 @@ def overlay(buffer, shape, to, what):
     if held != asked:
         raise ValueError(f"{what}: {buffer.name} holds {held} bytes; the shape {shape} of "
                          f"{to.name} holds {asked}")
-    out = SimTensor(np.zeros(shape, dtype=to.numpy), to, buffer.name, buffer.kind)
+    out = SimTensor(garbage.fill(shape, to.numpy), to, buffer.name, buffer.kind)
     _decode_into(out, buffer)
     out.overlaid = (buffer,) + tuple(buffer.overlaid)
     for other in buffer.overlaid:
