@@ -122,3 +122,56 @@ def test_gpu_a_tuple_of_symbol_declarations():
     torch.testing.assert_close(one_declaration_per_symbol(a, b), a + b[2, 4])
     torch.testing.assert_close(one_declaration_per_symbol(a.cpu(), b.cpu()),
                                (a + b[2, 4]).cpu())
+
+
+# -- a T.const symbol only an output's shape holds ----------------------------------------
+@tilelang.jit
+def unpack_nibbles(B, block: int = 16):
+    """N sizes the output; the input holds N // 2 bytes a row: no tensor passed gives N,
+    so the call (or .compile()) gives it by keyword, as TileLang takes it."""
+    M, N = T.const("M, N")
+    B: T.Tensor((M, N // 2), T.uint8)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(M, threads=32) as bx:
+        for j in T.Parallel(N // 2):
+            C[bx, 2 * j] = T.cast(B[bx, j] & 0x0F, T.float32)
+            C[bx, 2 * j + 1] = T.cast(B[bx, j] >> 4, T.float32)
+    return C
+
+
+def _nibbles(b):
+    b = torch.as_tensor(b)
+    return torch.stack([b & 0xF, b >> 4], -1).reshape(b.shape[0], -1).double()
+
+
+def test_a_symbol_only_an_output_holds_is_given_by_keyword():
+    b = torch.randint(0, 256, (4, 8), dtype=torch.uint8)
+    kernel = unpack_nibbles.compile(M=4, N=16, block=16)
+    torch.testing.assert_close(kernel(b).double(), _nibbles(b), rtol=0, atol=0)
+    torch.testing.assert_close(unpack_nibbles(b, N=16).double(), _nibbles(b), rtol=0, atol=0)
+
+
+def test_a_symbol_only_an_output_holds_must_be_given():
+    b = torch.randint(0, 256, (4, 8), dtype=torch.uint8)
+    with pytest.raises(TypeError, match=r"unpack_nibbles: give the size of symbol N \(a "
+                                        r"T.const no input tensor's shape gives\) as a "
+                                        r"keyword: unpack_nibbles\(\.\.\., N=\.\.\.\)"):
+        unpack_nibbles(b)
+    with pytest.raises(TypeError, match=r"unpack_nibbles.compile\(\.\.\., N=\.\.\.\)"):
+        unpack_nibbles.compile(M=4, block=16)
+    with pytest.raises(TypeError, match=r"argument 'N': T.constexpr N must be an int \(the "
+                                        r"kernel uses it in an extent at line \d+\), got "
+                                        r"the float 16.0"):
+        unpack_nibbles(b, N=16.0)
+    with pytest.raises(ValueError, match=r"argument 'B': shape\[1\] must be N // 2 = 5 "
+                                         r"\(line \d+\), got 8"):
+        unpack_nibbles(b, N=10)
+
+
+@pytest.mark.gpu
+def test_gpu_a_symbol_only_an_output_holds():
+    b = torch.randint(0, 256, (64, 32), dtype=torch.uint8)
+    got = unpack_nibbles(b.cuda(), N=64)
+    sim = unpack_nibbles.compile(M=64, N=64, target="sim")(b)
+    torch.testing.assert_close(got.cpu().double(), _nibbles(b), rtol=0, atol=0)
+    torch.testing.assert_close(got.cpu(), sim, rtol=0, atol=0)

@@ -16,7 +16,9 @@ is desugared, from its source, into a ``@tilejit.kernel`` function: parameters
 annotated in the body are tensors, every other parameter is compile-time (TileLang's
 rule); ``T.const``/``T.dynamic`` symbols become reads of the first annotated tensor
 dimension that binds them (``M = A.shape[0]``), so a symbol used as a tile extent
-specializes the kernel and any other stays a run-time value; the annotations become
+specializes the kernel and any other stays a run-time value (a ``T.const`` no input
+tensor binds, one only a ``T.empty`` output's shape holds, is a compile-time parameter
+the call or ``.compile()`` gives by keyword, as TileLang's); the annotations become
 checks made before the launch (rank, dtype, literal extents, one size per symbol).
 Line numbers are kept: errors and ``breakpoint()`` point at the user's source.
 """
@@ -206,6 +208,14 @@ class _Desugared:
         bindings, bound = symbol_bindings(self.annotations, self.symbols)
         body[:0] = bindings
         unbound = set(self.symbols) - bound
+        # a T.const symbol no input tensor's extent gives (one a T.empty output's shape
+        # alone holds): a compile-time value the call or .compile() gives by keyword, as
+        # TileLang takes it; a parameter after the others, None until given
+        self.keyword_symbols = sorted(s for s in unbound if not self.symbols[s])
+        for name in self.keyword_symbols:
+            fdef.args.args.append(ast.arg(arg=name))
+            fdef.args.defaults.append(ast.Constant(None))
+        unbound -= set(self.keyword_symbols)
         if unbound:
             self._unsupported_names(body)       # the cause, where one is (T.match_buffer)
             raise CompileError(f"symbol(s) {', '.join(sorted(unbound))} are not the extent of "
@@ -477,10 +487,22 @@ class JitFunction:
             values[k] = v
         for name, default in self.kernel.source.defaults.items():
             values.setdefault(name, default)
+        if partial:
+            return values
+        self._check_keyword_symbols(values, f"{self.__name__}(..., {{}}=...)")
         missing = [p for p in self.sugar.params if p not in values]
-        if missing and not partial:
+        if missing:
             raise TypeError(f"{self.__name__}() missing argument(s) {', '.join(missing)}")
         return values
+
+    def _check_keyword_symbols(self, values, call):
+        """Each symbol only a keyword sizes (``_Desugared.keyword_symbols``) given (the
+        kernel checks it is an int, as any T.constexpr extent)."""
+        for name in self.sugar.keyword_symbols:
+            if values.get(name) is None:
+                raise TypeError(f"{self.__name__}: give the size of symbol {name} (a T.const "
+                                f"no input tensor's shape gives) as a keyword: "
+                                f"{call.format(name)}")
 
     def _annotation_specs(self, values):
         """(name, TensorAnnotation, line) of each annotated tensor for these compile-time
@@ -573,7 +595,8 @@ class JitFunction:
                     raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want} = "
                                      f"{expected} (line {line}), got {have}")
         if all(name in values for name in self.sugar.tensors):
-            unsized = sorted(set(self.sugar.symbols) - set(sizes))
+            unsized = sorted(set(self.sugar.symbols) - set(sizes)
+                             - set(self.sugar.keyword_symbols))
             if unsized:
                 raise CompileError(f"symbol(s) {', '.join(unsized)} are not the extent of any "
                                    f"annotated tensor for these compile-time values",
@@ -673,6 +696,7 @@ class JitFunction:
                       for k, dtype in self._scalars.items()})
         tensors = {k: v for k, v in given.items() if k in self._runtime_names}
         settings = {k: v for k, v in given.items() if k not in self._runtime_names}
+        self._check_keyword_symbols(given, f"{self.__name__}.compile(..., {{}}=...)")
         missing = [p for p in self.sugar.params if p not in given and p not in self.sugar.tensors]
         if missing:
             raise TypeError(f"{self.__name__}.compile(): missing compile-time argument(s) "
