@@ -54,7 +54,7 @@ _LAZY = {
     "register_cuda_postproc": ("tilelang.unsupported", "register_cuda_postproc"),
     "register_hip_postproc": ("tilelang.unsupported", "register_hip_postproc"),
     "register_c_postproc": ("tilelang.unsupported", "register_c_postproc"),
-    "tileop": ("tilelang.unsupported", "tileop"),
+    "tileop": ("tilelang.tileop", None),    # GemmWarpPolicy; the rest raise
     "cpu": ("tilelang.unsupported", "cpu"),
     "cuda": ("tilelang.cuda", None),    # its names tilejit has; the rest raise
     "rocm": ("tilelang.unsupported", "rocm"),

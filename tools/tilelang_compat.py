@@ -365,6 +365,9 @@ TILELANG_DIFFERENCES = {
     "contrib": "`contrib.nvcc`'s compute-capability queries (`get_target_compute_version`, "
                "`have_tensorcore`, ...); the source compilers (nvcc, NVRTC, hipcc, cc) are "
                "refused by name",
+    "tileop": "`tileop.base.GemmWarpPolicy` (`T.GemmWarpPolicy`, which programs import from "
+              "there); the tile operators themselves (TVM nodes: `Gemm`, `GemmSP`) are refused "
+              "by name",
     "jit": "eager and classic styles; `target` picks the GPU or the simulator by where the "
            "tensors live; `execution_backend` and other TVM options are accepted and ignored",
     "compile": "returns tilejit's compiled kernel; `get_kernel_source()` gives PTX, not CUDA C",
@@ -438,7 +441,7 @@ TILELANG_SUPPORTED = ["__version__", "jit", "compile", "par_compile", "autotune"
                       "utils", "carver", "dtypes", "cdiv", "next_power_of_2", "math",
                       "disable_cache", "enable_cache", "is_cache_enabled", "JITKernel",
                       "layout", "Layout", "DataType", "Fragment", "set_log_level", "logger",
-                      "transform", "engine", "cuda", "contrib"]
+                      "transform", "engine", "cuda", "contrib", "tileop"]
 
 
 def _row(name, supported, difference, why, prefix):

@@ -300,7 +300,6 @@ TILELANG = {
     "register_c_postproc": "C source post-processing (tilejit emits PTX)",
     "ir": "TileLang's TVM IR nodes (tilejit.ir is tilejit's own compiler IR, another "
           "module)",
-    "tileop": "TileLang's tile operators as TVM nodes",
     "cpu": "the CPU backend (tilejit simulates on the CPU instead)",
     "rocm": "the ROCm backend", "metal": "the Metal backend", "webgpu": "the WebGPU backend",
     "env": "TileLang's environment object (tilejit reads TILEJIT_* variables)",

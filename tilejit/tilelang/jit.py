@@ -212,12 +212,13 @@ class _Desugared:
         # alone holds): a compile-time value the call or .compile() gives by keyword, as
         # TileLang takes it; a parameter after the others, None until given
         self.keyword_symbols = sorted(s for s in unbound if not self.symbols[s])
+        if unbound:
+            self._unsupported_names(body)       # the cause, where one is (T.match_buffer)
         for name in self.keyword_symbols:
             fdef.args.args.append(ast.arg(arg=name))
             fdef.args.defaults.append(ast.Constant(None))
         unbound -= set(self.keyword_symbols)
         if unbound:
-            self._unsupported_names(body)       # the cause, where one is (T.match_buffer)
             raise CompileError(f"symbol(s) {', '.join(sorted(unbound))} are not the extent of "
                                "any annotated tensor", self.filename, fdef.lineno)
         self.tensors = [name for name, _, _ in self.annotations]
