@@ -396,6 +396,9 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.raw_launches import rewrite_raw_launches  # (the same circle)
     from tilejit.frontend.async_tile_copies import rewrite_async_tile_copies  # (the same)
     from tilejit.frontend.tir_branches import rewrite_tir_branches  # (the same circle)
+    from tilejit.frontend.eval_strings import rewrite_eval_strings  # (the same circle)
+    if "eval" in spelled_names(ks.tree):    # Python's eval of a string the program gives
+        rewrite_eval_strings(ks)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
         define_local_helpers(ks)
     rewrite_let_bindings(ks)
