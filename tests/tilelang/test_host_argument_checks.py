@@ -313,8 +313,8 @@ def test_extents_tilelang_writes_stay_accepted():
 
 
 @pytest.mark.parametrize("target, shown", [
-    ("cuda --arch=sm_80", r"the option '--arch=sm_80' of the cuda target 'cuda --arch=sm_80' "
-                          r"is not -key=value \(such as -arch=sm_90a\)"),
+    ("cuda -- -arch=sm_80", r"the option '--' of the cuda target 'cuda -- -arch=sm_80' "
+                            r"is not -key=value \(such as -arch=sm_90a\)"),
     ("cuda arch=sm_80", r"the option 'arch=sm_80' of the cuda target .* is not -key=value"),
     ("cuda -arch", r"the option '-arch' of the cuda target 'cuda -arch' has no value: "
                    r"-arch=<str> \(such as -arch=sm_90a\)"),
@@ -343,11 +343,25 @@ def test_a_target_option_tilelang_does_not_have_is_named(target, shown):
 @pytest.mark.parametrize("target", [
     "cuda -arch sm_86", "hip -mcpu=gfx950", "rocm -mcpu=gfx942",
     "cuda -arch=sm_90a -max_num_threads=1024 -thread_warp_size=32 -keys=cuda,gpu",
-    "llvm -mcpu=skylake -fast-math", "c -mcpu=x86-64", "sim -arch=sm_80"])
+    "llvm -mcpu=skylake -fast-math", "c -mcpu=x86-64", "sim -arch=sm_80",
+    "cuda --arch=sm_80", "cuda --arch sm_86 ---max_num_threads=512"])
 def test_target_options_tilelang_writes_are_taken(target):
+    """(TVM's parser strips any number of leading dashes: `cuda --arch=sm_90`, as a
+    code generator's programs write it)"""
     tilelang.jit(target=target)
     from tilejit.tilelang.tvm_target import check_target
     check_target(target, "tilelang.compile")
+
+
+def test_the_arch_of_a_double_dash_target_is_the_kernels():
+    from tilejit.tilelang import tvm
+    from tilejit.tilelang.classic import target_and_arch
+    assert target_and_arch("cuda --arch=sm_80") == ("auto", "sm_80")
+    assert target_and_arch("cuda --arch sm_86") == ("auto", "sm_86")
+    assert tvm.target.Target("cuda --arch=sm_90a").arch == "sm_90a"
+    ptx = tilelang.compile(copy_program(), out_idx=[1], target="cuda --arch=sm_80")\
+        .get_kernel_source()
+    assert ".target sm_80" in ptx
 
 
 @pytest.mark.parametrize("given", [[1], "cuda", 5])

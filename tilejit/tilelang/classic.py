@@ -31,7 +31,7 @@ from tilejit.log import logger
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.target import Target
-from tilejit.tilelang.tvm_target import (Target as TvmTarget, check_execution_backend,
+from tilejit.tilelang.tvm_target import (Target as TvmTarget, arch_option, check_execution_backend,
                                          check_target)
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.output_params import out_positions
@@ -603,13 +603,8 @@ def target_and_arch(target) -> tuple[str, str | None]:
     if isinstance(target, dict):
         kind, arch = target.get("kind", "auto"), target.get("arch")
     else:
-        words = str(target or "auto").split()
-        kind, arch = (words or ["auto"])[0], None
-        for i, word in enumerate(words[1:], 1):
-            if word.startswith("-arch="):
-                arch = word[len("-arch="):]
-            elif word == "-arch" and i + 1 < len(words):
-                arch = words[i + 1]
+        words = str(target or "auto").split() or ["auto"]
+        kind, arch = words[0], arch_option(words)
     kind = "sim" if kind == "sim" else "cpu" if kind in _CPU_TARGETS else "auto"
     if arch is not None and kind == "auto":
         Target.cuda(arch)        # a malformed arch: a clear error now

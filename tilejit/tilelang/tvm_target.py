@@ -47,12 +47,7 @@ class Target:
         self.host = None if host is None else Target(host)
         words = text.split()
         self.kind = types.SimpleNamespace(name=words[0])
-        self.arch = None
-        for i, word in enumerate(words[1:], 1):
-            if word.startswith("-arch="):
-                self.arch = word[len("-arch="):]
-            elif word == "-arch" and i + 1 < len(words):
-                self.arch = words[i + 1]
+        self.arch = arch_option(words)
 
     def __enter__(self):
         _stack().append(self)
@@ -125,6 +120,21 @@ _OPTIONS = {
 }
 
 
+def arch_option(words) -> str | None:
+    """The ``-arch`` of a target string's words (``-arch=sm_90a``, ``-arch sm_90a``, with
+    any number of leading dashes, as TVM strips them), or None."""
+    arch = None
+    for i, word in enumerate(words[1:], 1):
+        key, eq, value = word.lstrip("-").partition("=")
+        if not word.startswith("-") or key != "arch":
+            continue
+        if eq:
+            arch = value
+        elif i + 1 < len(words):
+            arch = words[i + 1]
+    return arch
+
+
 def target_options(text: str) -> dict:
     """The options of a target string (``"cuda -arch=sm_90a"``): {key: value}, each
     written ``-key=value`` or ``-key value`` (a bool one also ``-key`` alone), its key one
@@ -139,10 +149,11 @@ def target_options(text: str) -> dict:
     while i < len(rest):
         word = rest[i]
         i += 1
-        if not word.startswith("-") or word.startswith("--") or len(word) < 2:
+        if not word.startswith("-") or not word.lstrip("-") or word.lstrip("-")[0] == "=":
             raise ValueError(f"the option {word!r} of the {kind} target {text!r} is not "
                              f"-key=value (such as {example})")
-        key, eq, value = word[1:].partition("=")
+        # (any number of leading dashes, as TVM's target parser strips them: --arch=sm_90)
+        key, eq, value = word.lstrip("-").partition("=")
         if key not in known:
             hint = " (the CUDA arch is -arch=sm_XX)" if "arch" in known else ""
             raise ValueError(f"the {kind} target {text!r} has no option {word!r}{hint}; its "
