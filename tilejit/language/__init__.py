@@ -503,6 +503,7 @@ def reducer_identity(op, dtype):
 # TileLang's (TIR's) spelling of ``T.cast(value, dtype)``: TIR's expression builder itself,
 # typed in device-function helpers too (TileLang's DeepSeek-V4 quantizer calls it in one)
 from tilejit.language.tir_exprs import Cast  # noqa: E402
+from tilejit.language import builtin  # noqa: E402,F401 - T.builtin.<name> (TileLang's module)
 
 
 Serial = serial

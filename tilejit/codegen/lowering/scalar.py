@@ -316,6 +316,31 @@ def _bitcast(context, builder, value, ty, to):
     return builder.bitcast(value, context.get_value_type(to))
 
 
+def _truth(context, builder, ty, value):
+    """A condition's i1: a boolean as it is, an integer ``!= 0``."""
+    if isinstance(ty, types.Boolean):
+        return context.cast(builder, value, ty, types.boolean)
+    return builder.icmp_unsigned("!=", value, ir.Constant(value.type, 0))
+
+
+@lower(T.And, types.Any, types.Any)
+def tir_and_impl(context, builder, sig, args):
+    """TIR's ``T.And`` in a helper: both operands evaluated, then combined."""
+    a, b = (_truth(context, builder, t, v) for t, v in zip(sig.args, args))
+    return builder.and_(a, b)
+
+
+@lower(T.Or, types.Any, types.Any)
+def tir_or_impl(context, builder, sig, args):
+    a, b = (_truth(context, builder, t, v) for t, v in zip(sig.args, args))
+    return builder.or_(a, b)
+
+
+@lower(T.Not, types.Any)
+def tir_not_impl(context, builder, sig, args):
+    return builder.not_(_truth(context, builder, sig.args[0], args[0]))
+
+
 @lower(T.if_then_else, types.boolean, types.Any, types.Any)
 def if_then_else_impl(context, builder, sig, args):
     cond, a, b = args

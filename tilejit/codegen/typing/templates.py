@@ -171,6 +171,36 @@ class IfThenElseTemplate(AbstractTemplate):
         return signature(ty, types.boolean, ty, ty)
 
 
+class _Logical(AbstractTemplate):
+    """TIR's ``T.And(a, b)``/``T.Or(a, b)``/``T.Not(a)`` in a helper the kernel calls (the
+    kernel body's are ``and``/``or``/``not``, frontend/rewrite.py): booleans (an integer
+    is its truth), both operands evaluated, as TIR's."""
+    def generic(self, args, kws):
+        key = type(self).key            # (self.key is a bound method of the function)
+        name, arity = key.__name__, 1 if key is T.Not else 2
+        if len(args) != arity or kws:
+            raise errors.TypingError(f"T.{name} takes {arity} condition(s), got {len(args)}")
+        for a in args:
+            if not isinstance(a, (types.Boolean, types.Integer)):
+                raise errors.TypingError(f"T.{name}: expected conditions (booleans), got {a}")
+        return signature(types.boolean, *args)
+
+
+@infer_global(T.And)
+class AndTemplate(_Logical):
+    pass
+
+
+@infer_global(T.Or)
+class OrTemplate(_Logical):
+    pass
+
+
+@infer_global(T.Not)
+class NotTemplate(_Logical):
+    pass
+
+
 class _BinaryMath(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) != 2 or kws:
