@@ -105,6 +105,17 @@ def test_do_bench_and_run_once():
     assert profiler.do_bench(lambda A, B: A @ B, warmup=1, rep=2, input_tensors=[a, b]) > 0
 
 
+def test_the_private_get_inputs_programs_call():
+    """TileLang's ``profiler._get_inputs()`` (an MLA decode benchmark makes its inputs so):
+    the inputs, as ``input_tensors()``; the outputs too are not made here."""
+    profiler = make_matmul(64, 32, 16).get_profiler(TensorSupplyType.One)
+    a, b = profiler._get_inputs()
+    assert tuple(a.shape) == (64, 16) and tuple(b.shape) == (16, 32) and bool((a == 1).all())
+    from tilejit.language.compat import NotSupportedError
+    with pytest.raises(NotSupportedError, match=r"_get_inputs\(with_output=True\)"):
+        profiler._get_inputs(with_output=True)
+
+
 def test_bad_arguments_are_clear_errors():
     kernel = make_matmul(64, 64, 64)
     with pytest.raises(TypeError, match="tensor_supply_type must be a TensorSupplyType"):

@@ -76,7 +76,7 @@ from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, m
 from tilejit.ir.markers import (ATOMICS, FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, FRAG_WRITER, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
-from tilejit.ir.plan import FRAGMENT, SHARED, Tile, compute_dtype
+from tilejit.ir.plan import FRAGMENT, LOCAL, SHARED, Tile, compute_dtype
 from tilejit.ir.smem_layouts import canonical_layout
 from tilejit.passes.warp_rows import unify_warp_rows
 from tilejit.passes.fragment_subscripts import (constant_index, dropped_positions,
@@ -1029,6 +1029,11 @@ def _annotate(call, ctx, scope):
         if tile is not None and tile.kind == FRAGMENT:
             ctx.plan.user_fragments[k.id] = annotated_fragment(ctx, scope, k.id, tile, v,
                                                                call.lineno)
+            continue
+        if tile is not None and tile.kind == LOCAL:
+            # each thread's own array: no layout over threads to give it (TileLang's older
+            # MLA decode examples annotate `T.alloc_local([1])` with a T.Fragment, which its
+            # layout inference, laying out fragments only, leaves unused)
             continue
         if tile is None or tile.kind != SHARED:
             raise ctx.error(f"T.annotate_layout: keys must be shared or fragment tiles, got "

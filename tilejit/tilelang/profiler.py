@@ -17,7 +17,7 @@ import numpy as np
 from tilejit.language.tilelang_names import SymbolicInt
 from tilejit.tilelang.utils import TensorSupplyType, supply
 from tilejit.tuning.bench import tilelang_times
-from tilejit.language.compat import missing_attribute, module_getattr
+from tilejit.language.compat import NotSupportedError, missing_attribute, module_getattr
 
 __all__ = ["do_bench", "Profiler", "TensorSupplyType"]
 
@@ -217,6 +217,16 @@ class Profiler:
             shape = self._shape(name, dynamic_symbolic_constraints)
             out.append(supply(shape, dtype, self.supply_type, device))
         return out
+
+    def _get_inputs(self, with_output=False, dynamic_symbolic_constraints=None) -> list:
+        """TileLang's private ``_get_inputs`` (programs call it to make their inputs):
+        ``input_tensors``; the outputs too (``with_output=True``) are not made here."""
+        if with_output:
+            raise NotSupportedError("Profiler._get_inputs(with_output=True) (TileLang's "
+                                    "private profiler method) is not supported by tilejit: "
+                                    "its profiler makes the kernel's inputs only "
+                                    "(input_tensors())")
+        return self.input_tensors(dynamic_symbolic_constraints)
 
     def _run(self, func, tensors):
         result = (func or self.kernel)(*tensors)
