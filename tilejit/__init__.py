@@ -76,6 +76,7 @@ _LAZY = {
     "backend": ("tilelang.unsupported", "backend"),
     "instrumentation": ("tilelang.unsupported", "instrumentation"),
     "autodd": ("tilelang.unsupported", "autodd"),
+    "quantize": ("tilelang.unsupported", "quantize"),
 }
 
 

@@ -409,8 +409,9 @@ TILELANG_DIFFERENCES = {
               "`rasterization_plan` (`carver.roller.rasterization.NoRasterization`); "
               "`equivalent_function()` is a torch reference, not a PrimFunc",
     "JITKernel": "a class for `isinstance` and annotations: what `tilejit.compile` and an "
-                 "eager program's `.compile(...)` return are its subclasses; not constructed "
-                 "directly",
+                 "eager program's `.compile(...)` return are its subclasses; "
+                 "`JITKernel(prim_func, out_idx=..., target=...)` compiles as "
+                 "`tilelang.compile` (`from_database` and `backend_context` are refused)",
     "testing": "`do_bench`, `torch_assert_close`, `set_random_seed`, `main`, the "
                "performance-regression harness `process_func` and `regression` (results "
                "printed as `name: latency`; no environment filter, `only=` instead), and the "

@@ -27,6 +27,22 @@ def test_run_once_runs_the_kernel_on_profiler_inputs():
     assert seen == [(256,)]
 
 
+def test_jitkernel_made_directly_compiles_as_tilelang_compile(ptxas):
+    """``tilelang.JITKernel(prim_func, out_idx=..., target=...)`` (a PTX tutorial builds its
+    kernels so): ``tilelang.compile``'s kernel."""
+    kernel = tilejit.JITKernel(scale(), out_idx=[1], target="cuda -arch=sm_80")
+    assert isinstance(kernel, tilejit.JITKernel)
+    ptxas(kernel.get_kernel_source(), "sm_80")
+    a = torch.arange(256, dtype=torch.float32)
+    sim = tilejit.JITKernel(scale(), out_idx=[1], target="sim")
+    assert torch.equal(sim(a), a * 2)
+    from tilejit.language.compat import NotSupportedError
+    with pytest.raises(NotSupportedError, match=r"JITKernel\(from_database=..."):
+        tilejit.JITKernel(scale(), from_database=True)
+    with pytest.raises(TypeError, match=r"tilejit.compile expects a @T.prim_func, got int"):
+        tilejit.JITKernel(5)
+
+
 @tilejit.jit
 def doubled(A, n: int = 256):
     A: T.Tensor((n,), T.float32)

@@ -310,6 +310,8 @@ TILELANG = {
     "backend": "TileLang's backend registry (tilejit's targets: tilejit.target)",
     "instrumentation": "TileLang's TVM pass instrumentation",
     "autodd": "TileLang's delta-debugging tool",
+    "quantize": "TileLang's dequantization helpers, which TileLang itself has moved out of "
+                "the package (to examples/dequantize_gemm): copy the helper the program uses",
 }
 
 

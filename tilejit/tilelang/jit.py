@@ -55,13 +55,30 @@ from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_
                                             annotation_strides,
                                             derived_extents, has_computed_extents,
                                             symbol_bindings)
-from tilejit.language.compat import TILELANG_ATTRIBUTES, missing_attribute, module_getattr
+from tilejit.language.compat import (TILELANG_ATTRIBUTES, NotSupportedError,
+                                     missing_attribute, module_getattr)
 
 
 class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
     """TileLang's class of compiled kernels, for ``isinstance`` and annotations: what
     ``tilelang.compile`` (``classic.CompiledPrimFunc``) and an eager program's
-    ``.compile(...)`` (``CompiledProgram``) return are its (virtual) subclasses."""
+    ``.compile(...)`` (``CompiledProgram``) return are its (virtual) subclasses. Made
+    directly, ``JITKernel(prim_func, out_idx=..., target=...)`` compiles as TileLang's
+    constructor does: it is ``tilelang.compile``'s kernel (``from_database`` and
+    ``backend_context``, TileLang's cache and backend internals, are not taken)."""
+
+    def __new__(cls, func=None, out_idx=None, execution_backend=None, target="auto",
+                target_host=None, verbose=False, pass_configs=None, from_database=False,
+                compile_flags=None, backend_context=None):
+        from tilejit.tilelang.classic import compile as compile_prim_func  # (it imports us)
+        if from_database or backend_context is not None:
+            raise NotSupportedError("JITKernel(from_database=..., backend_context=...) "
+                                    "(TileLang's kernel cache and backend internals) is not "
+                                    "supported by tilejit: JITKernel(prim_func, out_idx=..., "
+                                    "target=...) compiles as tilelang.compile does")
+        return compile_prim_func(func, out_idx=out_idx, execution_backend=execution_backend,
+                                 target=target, target_host=target_host, verbose=verbose,
+                                 pass_configs=pass_configs, compile_flags=compile_flags)
 
 
 class PassConfigKey(enum.StrEnum):
