@@ -55,8 +55,7 @@ from tilejit.tilelang.shape_symbols import (DerivedExtent, Prologue, annotation_
                                             annotation_strides,
                                             derived_extents, has_computed_extents,
                                             symbol_bindings)
-from tilejit.language.compat import (TILELANG_ATTRIBUTES, NotSupportedError,
-                                     missing_attribute, module_getattr)
+from tilejit.language.compat import TILELANG_ATTRIBUTES, missing_attribute, module_getattr
 
 
 class JITKernel(abc.ABC):  # noqa: B024 - a class for isinstance and annotations only
