@@ -457,3 +457,36 @@ def test_a_threads_own_copy_from_shared_runs_lane_by_lane():
     tilejit.compile(own_reads_of_shared, target="sim")(out)
     torch.testing.assert_close(out, torch.arange(512.0) * 2)
     tilejit.compile(own_reads_of_shared, target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def offsets_by_binding(nthreads):
+    """``threads=threads``, a number of the program's: the block is (n, 1, 1), so the
+    y and z thread indices are 0, as TileLang takes it (a debugger's examples)."""
+    threads = nthreads
+
+    @T.prim_func
+    def main(X: T.Tensor((nthreads,), "int32"), Y: T.Tensor((nthreads,), "int32")):
+        with T.Kernel(1, threads=threads):
+            tx = T.get_thread_binding(0) + T.get_thread_binding(1) * 16 + \
+                T.get_thread_binding(2) * 7
+            Y[tx] = X[tx] + 1
+    return main
+
+
+def test_threads_by_a_name_of_a_number_has_y_and_z_zero(ptxas):
+    x = torch.arange(64, dtype=torch.int32)
+    y = tilejit.compile(offsets_by_binding(64), out_idx=[1], target="sim")(x)
+    assert torch.equal(y, x + 1)
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(offsets_by_binding(64), out_idx=[1],
+                              target=f"cuda -arch={arch}").get_kernel_source()
+        assert "%tid.y" not in ptx and "%tid.z" not in ptx
+        ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_threads_by_a_name_of_a_number_on_the_gpu():
+    x = torch.arange(96, dtype=torch.int32)
+    y = tilejit.compile(offsets_by_binding(96), out_idx=[1])(x.cuda())
+    sim = tilejit.compile(offsets_by_binding(96), out_idx=[1], target="sim")(x)
+    assert torch.equal(y.cpu(), x + 1) and torch.equal(sim, x + 1)

@@ -65,6 +65,9 @@ class _Bindings(syntax.NodeTransformer):
             # threads=threads, a tuple of the program's (a closure's or a global's)
             value = ks.namespace[threads.id]
             self.dims, self.flat = [ast.Constant(int(n)) for n in value], len(value) == 1
+        elif isinstance(threads, ast.Name) and _int_tuple((ks.namespace.get(threads.id),)):
+            # threads=threads, a number of the program's: (n, 1, 1), as TileLang takes it
+            self.dims, self.flat = [ast.Constant(int(ks.namespace[threads.id]))], True
         else:
             # a name or an expression: one number (a tuple's parts are not known here)
             self.dims, self.flat, self.written = [threads], True, False
