@@ -7,6 +7,7 @@ import torch
 
 import tilejit
 import tilejit.language as T
+from tilejit.tilelang.layout import make_swizzled_layout
 
 
 @tilejit.kernel
@@ -87,3 +88,50 @@ def test_versions_on_gpu():
     ring_gemm(a.cuda(), b.cuda(), out := torch.empty(200, 136, device="cuda"))
     ring_gemm(a, b, c)
     torch.testing.assert_close(out.cpu(), c, rtol=1e-3, atol=1e-3)
+
+
+@tilejit.kernel
+def swizzled_ring(A, B, C):
+    """A stacked tile annotated with its own swizzle (TileOPs' GQA kernel lays out its K/V
+    ring so): each version is a gemm operand's tile, swizzled as such."""
+    with T.Kernel(1, threads=256) as bx:
+        As = T.alloc_shared((2, 64, 32), T.float16)
+        Bs = T.alloc_shared((64, 32), T.float16)
+        T.annotate_layout({As: make_swizzled_layout(As)})
+        acc = T.alloc_fragment((64, 64), T.float32)
+        acc2 = T.alloc_fragment((64, 64), T.float32)
+        T.copy(A[0:64, :], As[0, :, :])
+        T.copy(A[64:128, :], As[1, :, :])
+        T.copy(B, Bs)
+        T.gemm(As[0, :, :], Bs, acc, transpose_B=True, clear_accum=True)
+        T.gemm(As[1, :, :], Bs, acc2, transpose_B=True, clear_accum=True)
+        T.copy(acc, C[0:64, :])
+        T.copy(acc2, C[64:128, :])
+
+
+def _swizzled_inputs():
+    g = torch.Generator().manual_seed(5)
+    return torch.randn(128, 32, generator=g).half(), torch.randn(64, 32, generator=g).half()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_stacked_tile_annotated_with_its_own_swizzle_is_staged(arch, ptxas):
+    a, b = _swizzled_inputs()
+    c = torch.zeros(128, 64)
+    swizzled_ring(a, b, c)
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, rtol=1e-3, atol=1e-3)
+    compiled = swizzled_ring.compile(a, b, c, target="cuda", arch=arch)
+    assert compiled.shared_bytes >= 2 * 64 * 32 * 2 + 64 * 32 * 2
+    ptxas(compiled.ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_stacked_tile_annotated_with_its_own_swizzle_on_gpu():
+    a, b = _swizzled_inputs()
+    out = torch.zeros(128, 64, device="cuda")
+    swizzled_ring(a.cuda(), b.cuda(), out)
+    sim = torch.zeros(128, 64)
+    swizzled_ring(a, b, sim)
+    torch.testing.assert_close(out.cpu().double(), a.double() @ b.double().T, rtol=1e-3,
+                               atol=1e-3)
+    torch.testing.assert_close(out.cpu(), sim, rtol=1e-4, atol=1e-4)

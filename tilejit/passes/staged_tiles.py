@@ -16,7 +16,9 @@ allocated as ``num_stages`` versions of the rest (``Tile.stages``, each version 
 becomes ``__tj_stage(X, e)`` (an element ``__tj_stage(X, e)[i, j]``, a region
 ``__tj_stage(X, e)[:, :64]``): a gemm reads one version through its descriptors, TMA
 writes one version's boxes. Any other use (the tile itself) keeps the tile as it is
-written.
+written, but ``T.annotate_layout({X: make_swizzled_layout(X)})``: each version is a gemm
+operand's tile, laid out swizzled as such, and the entry is dropped (a GQA kernel
+annotates its stacked K/V ring so).
 
 The barrier pass takes a stage expression the kernel wrote as naming the whole tile
 (``Tile.user_staged``): unlike the pipeline's, nothing guarantees two of them differ.
@@ -110,17 +112,41 @@ def _element_index(node, name, ndim):
     return None
 
 
+def _swizzled_entries(node, namespace) -> list | None:
+    """The keys of a ``T.annotate_layout({X: make_swizzled_layout(X), ...})`` call whose
+    layout is X's own swizzle (None: not such a call)."""
+    if not (isinstance(node, ast.Call) and resolve_static(node.func, namespace)
+            is T.annotate_layout and len(node.args) == 1 and isinstance(node.args[0], ast.Dict)):
+        return None
+    out = []
+    for k, v in zip(node.args[0].keys, node.args[0].values):
+        fn = resolve_static(v.func, namespace) if isinstance(v, ast.Call) else None
+        if isinstance(k, ast.Name) and getattr(fn, "__name__", "") == "make_swizzled_layout" \
+                and getattr(fn, "__module__", "").startswith("tilejit.") and v.args and \
+                isinstance(v.args[0], ast.Name) and v.args[0].id == k.id:
+            out.append(k.id)
+    return out
+
+
 class _Uses(syntax.NodeVisitor):
     """Whether each candidate tile is used only as whole-version views."""
 
-    def __init__(self, candidates):
+    def __init__(self, candidates, namespace):
         self.candidates = candidates     # name -> ndim
+        self.namespace = namespace
         self.ok = {name: True for name in candidates}
 
     def visit_Subscript(self, node):
         self._check(node)
 
     def visit_Call(self, node):
+        swizzled = _swizzled_entries(node, self.namespace)
+        if swizzled:                    # X's own swizzle: each version's, as a gemm's
+            for k, v in zip(node.args[0].keys, node.args[0].values):
+                if not (isinstance(k, ast.Name) and k.id in swizzled):
+                    self.visit(k)
+                    self.visit(v)
+            return
         if not self._check(node):
             self.generic_visit(node)
 
@@ -156,8 +182,9 @@ class _Uses(syntax.NodeVisitor):
 
 
 class _Rewrite(syntax.NodeTransformer):
-    def __init__(self, staged):
+    def __init__(self, staged, namespace):
         self.staged = staged            # name -> ndim
+        self.namespace = namespace
 
     def _view(self, node):
         for name, ndim in self.staged.items():
@@ -193,6 +220,13 @@ class _Rewrite(syntax.NodeTransformer):
         return self._view(node) or self.generic_visit(node)
 
     def visit_Call(self, node):
+        swizzled = _swizzled_entries(node, self.namespace)
+        if swizzled:                    # a staged tile's own swizzle: its versions have it
+            pairs = [(k, v) for k, v in zip(node.args[0].keys, node.args[0].values)
+                     if not (isinstance(k, ast.Name) and k.id in swizzled
+                             and k.id in self.staged)]
+            node.args[0].keys = [k for k, _ in pairs]
+            node.args[0].values = [v for _, v in pairs]
         return self._view(node) or self.generic_visit(node)
 
 
@@ -214,13 +248,13 @@ def stage_views(fdef: ast.FunctionDef, ctx, static) -> tuple[ast.FunctionDef, di
             allocs[node.targets[0].id] = (node, shape)
     if not allocs:
         return fdef, {}
-    uses = _Uses({name: len(shape) for name, (_, shape) in allocs.items()})
+    uses = _Uses({name: len(shape) for name, (_, shape) in allocs.items()}, ctx.namespace)
     for stmt in fdef.body:
         uses.visit(stmt)
     staged = {name: len(allocs[name][1]) for name, ok in uses.ok.items() if ok}
     if not staged:
         return fdef, {}
-    fdef = _Rewrite(staged).visit(fdef)
+    fdef = _Rewrite(staged, ctx.namespace).visit(fdef)
     for name in staged:
         node, shape = allocs[name]
         node.value.args[0] = ast.copy_location(
