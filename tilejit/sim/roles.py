@@ -37,6 +37,7 @@ from tilejit.sim.races import Clocks, SharedRaces
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, assigned_name,
                                  kernel_frame)
 from tilejit.sim.semantics import _resolve, copy, tile_view
+from tilejit.sim.threads import uniform
 
 
 
@@ -109,7 +110,9 @@ class MBarriers:
         return len(self.barriers)
 
     def __getitem__(self, i):
-        i = int(i)
+        # (an index of per-thread code, `kfree[k % n]` with k a loop over a thread's
+        # T.alloc_var, is lanes: the same barrier in every active thread)
+        i = int(uniform(i, f"the index of mbarrier array {self.name}"))
         if not 0 <= i < len(self.barriers):
             raise IndexError(f"{self.name}[{i}]: {self.name} holds {len(self.barriers)} "
                              f"mbarrier(s){_caller_location(2)}")

@@ -259,11 +259,16 @@ class where:
 
 
 def may_run(cond, negate=False) -> bool:
-    """False only when a branch's condition is one value (not lanes: a number, a flag, a
-    tuple of the program's) that excludes it."""
+    """False when a branch's condition is one value (not lanes: a number, a flag, a tuple
+    of the program's) that excludes it, or lanes of which no active one takes it (no
+    thread runs the branch: an mbarrier wait there is no one's)."""
     if not _lanes(cond):
         return bool(cond) != bool(negate)
-    return True
+    taken = np.asarray(cond, dtype=bool)
+    if negate:
+        taken = ~taken
+    mask = STATE.mask
+    return bool(np.any(taken if mask is None else taken & mask))
 
 
 def any_active() -> bool:
