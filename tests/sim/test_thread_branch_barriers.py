@@ -59,3 +59,43 @@ def test_a_producer_branch_beside_a_consumer_role_on_the_gpu(loop_var):
     sim_b, sim_c = tilejit.compile(ring(loop_var), out_idx=[1, 2], target="sim")(a)
     assert torch.equal(b.cpu(), a * 2) and torch.equal(sim_b, a * 2)
     assert c.cpu().tolist() == [1, 2, 3, 4] == sim_c.tolist()
+
+
+def shared_ring():
+    """The handshake through a shared tile: the producer's stores need a barrier of the
+    block's threads inside its branch (the compiler orders shared-memory accesses with
+    barriers; TileLang's program turns that off with TL_DISABLE_THREAD_STORAGE_SYNC)."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), "float32"), B: T.Tensor((4, 64), "float32")):
+        with T.Kernel(1, threads=256):
+            S = T.alloc_shared([2, 64], "float32")
+            full = T.alloc_barrier([32] * 2)
+            free = T.alloc_barrier([128] * 2)
+            tx = T.get_thread_binding()
+            if tx >= 128 and tx < 160:  # marker: producer
+                for k in T.serial(4):
+                    T.mbarrier_wait_parity(free[k % 2], ((k // 2) % 2) ^ 1)
+                    for j in T.serial(2):
+                        S[k % 2, (tx - 128) * 2 + j] = A[k, (tx - 128) * 2 + j]
+                    T.mbarrier_arrive(full[k % 2])
+            with T.ws(0):
+                for k in T.serial(4):
+                    T.mbarrier_wait_parity(full[k % 2], (k // 2) % 2)
+                    if tx < 64:
+                        B[k, tx] = S[k % 2, tx] * 2
+                    T.mbarrier_arrive(free[k % 2])
+    return main
+
+
+@pytest.mark.parametrize("target", ["sim", "cuda -arch=sm_90a"])
+def test_a_barrier_inside_a_thread_branch_is_refused(target):
+    """It hung the GPU (every thread of the block waits at a barrier 32 of them reach);
+    the simulator ran it. Both refuse it now, naming the branch."""
+    with pytest.raises(tilejit.CompileError, match=r"this branch depends on the thread "
+                                                   r"index, .*\(the GPU would hang\)") as info:
+        kernel = tilejit.compile(shared_ring(), out_idx=[1], target=target)
+        if target == "sim":
+            kernel(torch.randn(4, 64))
+        else:
+            kernel.get_kernel_source()
+    assert "marker: producer" in str(info.value)

@@ -469,6 +469,18 @@ class _Syncer:
             clean = (set(), set())
             body, end1 = self.block(stmt.body, clean)
             orelse, end2 = self.block(stmt.orelse, clean) if stmt.orelse else ([], clean)
+        if _depends(stmt.test, self.tainted) and self.sync == SYNC and \
+                self._barriers_in(body + orelse):
+            # the block's barrier inside a branch some threads skip: they never reach it,
+            # and the GPU hangs (a producer warp's mbarrier handshake with a consumer role,
+            # which TileLang runs with its automatic barriers turned off)
+            raise self.ctx.error(
+                "this branch depends on the thread index, and its shared-memory accesses "
+                "need a barrier of all the block's threads inside it, which the threads "
+                "that skip the branch never reach (the GPU would hang): move the accesses "
+                "the barrier orders out of the branch, or order them with T.sync_threads() "
+                "outside it (tilejit places barriers itself; it has no "
+                "TL_DISABLE_THREAD_STORAGE_SYNC)", stmt)
         node = ast.copy_location(ast.If(stmt.test, body, orelse), stmt)
         return node, (end1[0] | end2[0], end1[1] | end2[1]), hoist
 
