@@ -76,6 +76,46 @@ def varies(value) -> bool:
     return seen.size > 0 and not np.all(seen == seen.reshape(-1)[0])
 
 
+def varies_any(values) -> bool:
+    """Whether any of ``values`` differs between the active threads."""
+    return any(varies(v) for v in values)
+
+
+def uniform_all(values, what: str) -> list:
+    return [uniform(v, what) for v in values]
+
+
+def _range_bounds(bounds):
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (
+        (bounds[0], bounds[1], 1) if len(bounds) == 2 else tuple(bounds))
+    step = uniform(step, "a loop's step")
+    if step == 0:
+        raise ValueError(f"range() arg 3 must not be zero{_caller_location(3)}")
+    return start, stop, step
+
+
+def lane_range(*bounds):
+    """``range(*bounds)`` with bounds that differ between the active threads (a
+    per-thread trip count, ``T.serial(tx % 4)``; the step is one for all): the longest
+    active thread's iterations, each value a thread's own (start + i * step), the threads
+    already past their own stop masked out by ``lane_live``."""
+    start, stop, step = _range_bounds(bounds)
+    start = np.broadcast_to(np.asarray(start, dtype=np.int64), (STATE.lanes,))
+    stop = np.broadcast_to(np.asarray(stop, dtype=np.int64), (STATE.lanes,))
+    trips = np.maximum(0, -((start - stop) // step) if step > 0 else -((stop - start) // -step))
+    active = _active()
+    if active is not None:
+        trips = np.where(np.broadcast_to(active, trips.shape), trips, 0)
+    for i in range(int(trips.max()) if trips.size else 0):
+        yield start + i * step
+
+
+def lane_live(k, *bounds):
+    """The threads whose own range ``bounds`` holds ``k`` (``lane_range``'s value)."""
+    _, stop, step = _range_bounds(bounds)
+    return k < stop if step > 0 else k > stop
+
+
 def uniform(value, what: str):
     """``value`` as one Python value: it must be the same in every active thread."""
     if np.ndim(value) == 0:

@@ -13,8 +13,10 @@
 A kernel that reads its thread index (the front end's ``__tj_thread_index()``, from
 ``T.get_thread_binding``: ``threads.py``) runs its whole block lane-wise, one lane per
 thread: its statements outside ``T.Parallel`` loops take the same rewrite as a
-vectorised ``T.Parallel`` body, and its loop bounds, ``while`` conditions and the
-conditions of branches that leave a loop are checked to be the same in every thread.
+vectorised ``T.Parallel`` body; a serial loop whose bounds differ between the threads
+runs the longest thread's iterations, each thread masked to its own (``threads.lane_range``);
+``while`` conditions, the bounds of a loop that ``break``s, and the conditions of branches
+that leave a loop are checked to be the same in every thread.
 """
 from __future__ import annotations
 
@@ -208,6 +210,10 @@ def _is_parallel(node, namespace) -> bool:
             and resolve_static(node.iter.func, namespace) is T.Parallel)
 
 
+def _call_threads(name, args):
+    return ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), name, ast.Load()), args, [])
+
+
 def _uniform(expr, what):
     call = ast.Call(ast.Attribute(ast.Name(THREADS, ast.Load()), "uniform", ast.Load()),
                     [expr, ast.Constant(what)], [])
@@ -241,11 +247,45 @@ class _ThreadLanes(_LaneWise):
         if _is_parallel(node, self.namespace):
             return node
         it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" \
+                and not it.keywords and 1 <= len(it.args) <= 3 and not node.orelse \
+                and isinstance(node.target, ast.Name) and not _leaves(node.body):
+            return self._lane_bounds(node)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
             it.args = [_uniform(self.visit(a), "a loop bound") for a in it.args]
         node.body = self._statements(node.body)
         node.orelse = self._statements(node.orelse)
         return node
+
+    def _lane_bounds(self, node):
+        """A serial loop whose bounds may differ between the threads (``T.serial(tx % 4)``,
+        a per-thread trip count): where they do, the longest trip count's iterations, each
+        under the mask of the threads still in their own range (``threads.lane_range``);
+        where they do not, Python's loop, as written."""
+        bounds = f"__tj_bounds{next(_counter)}"
+        live = f"__tj_live{next(_counter)}"
+        out = [ast.copy_location(ast.Assign([ast.Name(bounds, ast.Store())], ast.Tuple(
+            [self.visit(a) for a in node.iter.args], ast.Load())), node)]
+        masked_body = copy.deepcopy(node.body)
+        plain = ast.For(node.target, ast.Call(ast.Name("range", ast.Load()), [ast.Starred(
+            _call_threads("uniform_all", [ast.Name(bounds, ast.Load()),
+                                          ast.Constant("a loop bound")]), ast.Load())], []),
+            self._statements(node.body), [])
+        self.depth += 1
+        inner = self._statements(masked_body)
+        self.depth -= 1
+        item = ast.withitem(ast.Call(ast.Attribute(ast.Name(SIM, ast.Load()), "where",
+                                                   ast.Load()), [ast.Name(live, ast.Load())],
+                                     []), None)
+        varying = ast.For(copy.deepcopy(node.target), _call_threads(
+            "lane_range", [ast.Starred(ast.Name(bounds, ast.Load()), ast.Load())]),
+            [ast.Assign([ast.Name(live, ast.Store())], _call_threads(
+                "lane_live", [ast.Name(node.target.id, ast.Load()),
+                              ast.Starred(ast.Name(bounds, ast.Load()), ast.Load())])),
+             ast.With([item], inner)], [])
+        test = _call_threads("varies_any", [ast.Name(bounds, ast.Load())])
+        out.append(ast.copy_location(ast.If(test, [varying], [plain]), node))
+        return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in out]
 
     def visit_While(self, node):
         node.test = _uniform(self.visit(node.test), "a while loop's condition")
