@@ -17,7 +17,7 @@ def per_thread_trips(n):
         with T.Kernel(1, threads=n):
             tx = T.get_thread_binding()
             Y[tx] = 0
-            for k in T.serial(tx % 4):              # 0 to 3 trips
+            for _k in T.serial(tx % 4):             # 0 to 3 trips
                 Y[tx] = Y[tx] + X[tx]
             s = 0
             for k in T.serial(Lo[tx], Hi[tx]):      # a name summed over the own range
