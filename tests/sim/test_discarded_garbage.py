@@ -120,6 +120,37 @@ def prints_around_a_discarded_read(A, B, n: T.constexpr = 8):
         T.print(A[2], msg="after ")
 
 
+def role_handoff(discard: bool):
+    """Warpgroup roles (the simulator runs each in a thread of its own): the producer
+    writes all of S but its last element; the consumer reads it whole and keeps it or
+    not."""
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=256):
+            S = T.alloc_shared((64,), "float32")
+            bar = T.alloc_barrier([128])
+            with T.ws(1):
+                for i in T.Parallel(64):
+                    if i < 63:
+                        S[i] = A[i]
+                T.mbarrier_arrive(bar)
+            with T.ws(0):
+                T.mbarrier_wait_parity(bar, 0)
+                for i in T.Parallel(64):
+                    s = S[i]
+                    B[i] = T.if_then_else(i < 63, s, -1.0) if discard else s
+    return main
+
+
+def test_the_reruns_run_warpgroup_roles_too(reruns):
+    a = torch.randn(64)
+    b = tilejit.compile(role_handoff(True), out_idx=[1], target="sim")(a)
+    assert torch.equal(b[:63], a[:63]) and b[63].item() == -1.0 and len(reruns) == 1
+    with pytest.raises(UninitializedReadError, match=r"(?s)S\[63\] is read before it is "
+                                                     r"written.*other values to B"):
+        tilejit.compile(role_handoff(False), out_idx=[1], target="sim")(a)
+
+
 def test_a_discarded_arm_of_if_then_else_runs(reruns):
     a = np.arange(1, 33, dtype=np.float32)
     b = np.full((32, 32), 7.0, np.float32)
@@ -235,3 +266,7 @@ def test_discarded_garbage_on_the_gpu():
     x = torch.arange(64, dtype=torch.float32, device="cuda")
     bump_in_place(x)
     assert x.cpu().tolist() == [float(i + 1) for i in range(64)]
+
+    a = torch.randn(64)
+    b = tilejit.compile(role_handoff(True), out_idx=[1])(a.cuda())
+    assert torch.equal(b[:63].cpu(), a[:63]) and b[63].item() == -1.0
