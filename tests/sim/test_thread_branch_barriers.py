@@ -99,3 +99,38 @@ def test_a_barrier_inside_a_thread_branch_is_refused(target):
         else:
             kernel.get_kernel_source()
     assert "marker: producer" in str(info.value)
+
+
+def guarded_copy(guard):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((128,), "float32")
+            if tx < guard:
+                T.copy(A, S)
+                for i in T.Parallel(128):
+                    B[i] = S[127 - i]
+    return main
+
+
+@pytest.mark.parametrize("guard", [128, 64])
+def test_a_branch_every_thread_takes_keeps_its_barrier(guard, ptxas):
+    """``if tx < 128`` in a block of 128 threads: every thread reaches the barrier inside
+    (the block's); ``if tx < 64``: the branch's tile operations are those 64 threads'
+    (thread_ranges.py), with their own named barrier. Neither is refused."""
+    a = torch.randn(128)
+    got = tilejit.compile(guarded_copy(guard), out_idx=[1], target="sim")(a)
+    assert torch.equal(got, a.flip(0))
+    ptx = tilejit.compile(guarded_copy(guard), out_idx=[1], target="cuda -arch=sm_80")\
+        .get_kernel_source()
+    assert ("bar.sync \t0;" in ptx) == (guard == 128)
+    ptxas(ptx, "sm_80")
+
+
+@pytest.mark.gpu
+def test_a_branch_every_thread_takes_on_the_gpu():
+    a = torch.randn(128)
+    for guard in (128, 64):
+        got = tilejit.compile(guarded_copy(guard), out_idx=[1])(a.cuda())
+        assert torch.equal(got.cpu(), a.flip(0))

@@ -45,6 +45,7 @@ from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_helpers import reaches
+from tilejit.frontend.thread_tests import thread_names, thread_takers
 from tilejit.ir.markers import (ATOMICS, CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
                                 FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, INTERNAL_BARRIER_ATTR,
@@ -319,6 +320,9 @@ class _Syncer:
         self.tainted = tainted      # names computed from the thread index
         self.sync = sync            # the barrier this program's threads share
         self.sync_args = sync_args
+        # the thread index's names and the block's threads (a branch every thread takes
+        # may hold the block's barrier: _taken_by_all); none in a role's or consumers' walk
+        self.thread_names, self.threads = {}, 0
 
     def _barrier(self, node, reads=()):
         """The barrier before ``node`` (a list); with ``reads`` pending that include a tile
@@ -457,6 +461,14 @@ class _Syncer:
             end = new_end
         return body, end
 
+    def _taken_by_all(self, test) -> bool:
+        """Whether every thread of the block passes ``test`` (``if tx < 128`` in a block
+        of 128), where it compares the thread index with compile-time values."""
+        if not self.threads:
+            return False
+        takers = thread_takers(test, self.thread_names, self.threads, self.ctx.namespace)
+        return takers is not None and len(takers) == self.threads
+
     def _barriers_in(self, stmts) -> int:
         return sum(1 for s in stmts for n in syntax.walk(s) if _is_call(n, self.sync))
 
@@ -470,7 +482,7 @@ class _Syncer:
             body, end1 = self.block(stmt.body, clean)
             orelse, end2 = self.block(stmt.orelse, clean) if stmt.orelse else ([], clean)
         if _depends(stmt.test, self.tainted) and self.sync == SYNC and \
-                self._barriers_in(body + orelse):
+                self._barriers_in(body + orelse) and not self._taken_by_all(stmt.test):
             # the block's barrier inside a branch some threads skip: they never reach it,
             # and the GPU hangs (a producer warp's mbarrier handshake with a consumer role,
             # which TileLang runs with its automatic barriers turned off)
@@ -647,6 +659,8 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         users.named.check_ids(fdef)
     if not (shared or tensors):
         return fdef
-    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors,
-                           views=tensor_views(fdef, ctx)).block(fdef.body, (set(), set()))
+    syncer = _Syncer(ctx, tainted=tainted, tensors=tensors, views=tensor_views(fdef, ctx))
+    syncer.thread_names = thread_names(fdef)
+    syncer.threads = ctx.plan.launch_threads or ctx.threads
+    fdef.body, _ = syncer.block(fdef.body, (set(), set()))
     return fdef
