@@ -175,7 +175,7 @@ def check_static_bounds(fdef, namespace, constexprs, error) -> None:
     dynamic -= _static_prologue_names(fdef, dynamic, namespace)
     for node in syntax.walk(fdef):
         if not (isinstance(node, ast.Call)
-                and resolve_static(node.func, namespace) is T.gemm):
+                and resolve_static(node.func, namespace) in (T.gemm, T.wgmma_gemm)):
             continue
         for role, arg in zip("ABC", node.args[:3]):
             if not isinstance(arg, ast.Subscript):
