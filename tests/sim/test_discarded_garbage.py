@@ -270,3 +270,79 @@ def test_discarded_garbage_on_the_gpu():
     a = torch.randn(64)
     b = tilejit.compile(role_handoff(True), out_idx=[1])(a.cuda())
     assert torch.equal(b[:63].cpu(), a[:63]) and b[63].item() == -1.0
+
+
+# -- a review's findings ------------------------------------------------------------------
+def garbage_trip_count(n=32):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32):
+            C = T.alloc_shared((1,), "int32")
+            acc = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for _k in T.serial(C[0]):
+                for i in T.Parallel(n):
+                    acc[i] += A[i]
+            T.copy(acc, B)
+    return main
+
+
+def test_a_garbage_trip_count_is_reported_not_run_for_ever():
+    """(random integers over the whole int32 range ran a loop a billion times)"""
+    with pytest.raises(UninitializedReadError, match=r"(?s)C\[0\] is read before.*The value "
+                                                     r"matters"):
+        tilejit.compile(garbage_trip_count(), out_idx=[1], target="sim")(torch.ones(32))
+
+
+def half_written_output(n=64):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((n,), "float32")
+            for i in T.Parallel(n):
+                s = S[i]
+                if i < n // 2:
+                    B[i] = T.if_then_else(i < 0, s, A[i])
+    return main
+
+
+def test_an_output_left_partly_unwritten_is_not_the_garbage_reads(reruns):
+    """An out_idx output (torch.empty's memory) whose second half the kernel never writes:
+    each rerun fills that half with its own garbage, which is not the discarded read's
+    doing (the comparison leaves those elements out)."""
+    a = torch.randn(64)
+    b = tilejit.compile(half_written_output(), out_idx=[1], target="sim")(a)
+    assert torch.equal(b[:32], a[:32]) and len(reruns) == 1
+
+
+def test_arguments_that_need_grad_are_restored(reruns):
+    """(the restore copied into a leaf tensor that requires grad: a RuntimeError)"""
+    out = torch.zeros(64, requires_grad=True)
+    bump_in_place(out)
+    assert out.detach().tolist() == [1.0] * 64 and out.requires_grad and len(reruns) == 1
+
+
+@tilejit.kernel
+def branch_on_a_garbage_flag(A, B, n: T.constexpr = 64):
+    with T.Kernel(1, threads=64) as bx:
+        F = T.alloc_shared((1,), T.bool)
+        for i in T.Parallel(n):
+            if F[0]:
+                B[i] = A[i]
+            else:
+                B[i] = -A[i]
+
+
+def test_a_branch_on_an_unwritten_flag_is_an_error():
+    """(the three fills gave True for a one-element flag: accepted)"""
+    with pytest.raises(UninitializedReadError, match=r"(?s)F\[0\] is read before.*other "
+                                                     r"values to B"):
+        branch_on_a_garbage_flag(np.ones(64, np.float32), np.zeros(64, np.float32))
+
+
+def test_a_launch_too_large_to_keep_stays_strict(monkeypatch, reruns):
+    monkeypatch.setattr(garbage, "SNAPSHOT_MAX_BYTES", 64)
+    a = np.arange(64, dtype=np.float32)
+    with pytest.raises(UninitializedReadError, match=r"S\[0\] is read before it is written"):
+        bump_in_place(a)
+    assert len(reruns) == 1

@@ -8,16 +8,21 @@ stored and whose results no one stores, a pipelined loop's last stage reads ahea
 ``UninitializedReadError`` is not the end: the launch runs again from the arguments it
 started with, ``VARIANTS`` times, each time with other garbage in every element nothing
 wrote (a tile's at its allocation, a ``T.empty`` output's, a shared tile's while a
-``T.ptx_cp_async`` is in flight into it): NaN and all-ones bits first, then two seeded
-random fills. Where every run ends and leaves every argument with the same bytes, the
-garbage did not matter and the launch's result stands, as it would on the GPU whatever the
-memory held. Where a run stops (an index out of bounds, a block race, a deadlock) or two
-runs leave different bytes, the first strict error is raised, saying so: the value of the
-read reached the kernel's outputs, an index or a branch. Three fills are a test, not a
+``T.ptx_cp_async`` is in flight into it): NaN (-1, True) first, then seeded random
+positive and negative values (``garbage``: every element differs between the fills;
+integers stay small, so one used as a loop bound ends). Where every run ends and leaves
+every argument with the same bytes (an output's elements the launch never wrote left out:
+each run has its own garbage there), the garbage did not matter and the launch's result
+stands, as it would on the GPU whatever the memory held. A launch whose arguments hold
+more than ``SNAPSHOT_MAX_BYTES`` keeps the strict check (nothing to rerun from). Where a
+run stops (an index out of bounds, a block race, a deadlock) or two runs leave different
+bytes, the first strict error is raised, saying so: the value of the read reached the
+kernel's outputs, an index or a branch. Three fills are a test, not a
 proof; they are what a GPU's leftover registers would have to beat.
 
-The reruns print nothing but what the strict run did not reach (``Prints``). Device memory
-a kernel reaches through ``T.make_tensor`` of an address is not compared.
+The reruns print nothing but what the strict run did not reach (``Prints``). Memory a
+kernel reaches through ``T.make_tensor`` of an address is neither kept nor compared: a
+rerun's writes through it add to the strict run's.
 """
 from __future__ import annotations
 
@@ -76,24 +81,28 @@ def fill(shape, storage) -> np.ndarray:
 
 
 def garbage(shape, storage, k: int) -> np.ndarray:
-    """Fill ``k`` of an array: NaN (floats), all ones (integers) or True for 0; seeded
-    random values of either sign for the others (floats of a range every float dtype
-    holds, integers over the whole type)."""
+    """Fill ``k`` of an array, every element other than the other fills' (so that any use
+    of one changes something): fill 0 NaN (floats), True, -1 (signed integers) or 255
+    (unsigned); fill 1 seeded random positive values (floats of a range every float dtype
+    holds), False, 0…127; fill 2 negative ones, True and False in turn, -128…-2 (unsigned:
+    128…254). Integers stay small: one used as a loop bound runs at most a few hundred
+    iterations, not a billion."""
     storage = np.dtype(storage)
+    if storage.kind == "b":
+        if k == 2:
+            return (np.arange(int(np.prod(shape, dtype=np.int64))) % 2 == 0).reshape(shape)
+        return np.full(shape, k == 0, dtype=bool)
     if k == 0:
-        if storage.kind == "f":
-            return np.full(shape, np.nan, dtype=storage)
-        if storage.kind == "b":
-            return np.ones(shape, dtype=bool)
-        return np.full(shape, -1 if storage.kind == "i" else np.iinfo(storage).max,
-                       dtype=storage)
+        value = np.nan if storage.kind == "f" else -1 if storage.kind == "i" else 255
+        return np.full(shape, value, dtype=storage)
     rng = np.random.default_rng(0x5EED + k)
     if storage.kind == "f":
-        return (rng.integers(-448, 448, size=shape) * 0.25).astype(storage)
-    if storage.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    info = np.iinfo(storage)
-    return rng.integers(info.min, info.max, size=shape, dtype=storage, endpoint=True)
+        magnitude = rng.integers(1, 448, size=shape) * 0.25
+        return (magnitude if k == 1 else -magnitude).astype(storage)
+    if k == 1:
+        return rng.integers(0, 128, size=shape).astype(storage)
+    low, high = (-128, -2) if storage.kind == "i" else (128, 254)
+    return rng.integers(low, high, size=shape, endpoint=True).astype(storage)
 
 
 def pour(tensor, idx=None) -> None:
@@ -123,16 +132,26 @@ def _memory(tensor):
     return None
 
 
-def snapshot(arguments) -> list:
+# the most bytes of arguments a launch copies to be able to rerun (a larger launch keeps
+# the strict check: its reads of memory nothing wrote are errors, whatever their use)
+SNAPSHOT_MAX_BYTES = 64 << 20
+
+
+def snapshot(arguments) -> list | None:
     """The bytes of the tensor arguments (name, ``TensorArg``) before a launch, to start
-    each rerun from."""
-    saved = []
-    for name, tensor in arguments:
-        mem = _memory(tensor)
-        if mem is not None:
-            saved.append((name, mem,
-                          mem.copy() if isinstance(mem, np.ndarray) else mem.clone()))
-    return saved
+    each rerun from; None where they are more than ``SNAPSHOT_MAX_BYTES``."""
+    found = [(name, mem) for name, mem in ((n, _memory(t)) for n, t in arguments)
+             if mem is not None]
+    if sum(_nbytes(mem) for _, mem in found) > SNAPSHOT_MAX_BYTES:
+        return None
+    return [(name, mem, mem.copy() if isinstance(mem, np.ndarray) else
+             mem.detach().clone()) for name, mem in found]
+
+
+def _nbytes(mem) -> int:
+    if isinstance(mem, np.ndarray):
+        return mem.nbytes
+    return mem.numel() * mem.element_size()
 
 
 def restore(saved) -> None:
@@ -140,18 +159,29 @@ def restore(saved) -> None:
         if isinstance(mem, np.ndarray):
             np.copyto(mem, before)
         else:
-            mem.copy_(before)
+            mem.detach().copy_(before)      # (in place, also into a tensor needing grad)
 
 
-def contents(saved) -> list:
-    """The arguments' bytes now."""
+def contents(saved, unwritten=None) -> list:
+    """The arguments' bytes now; the elements of an output the launch left unwritten
+    (``unwritten``: {name: mask}, T.empty's and out_idx's memory) as zeros, since each
+    run fills those with its own garbage."""
     out = []
-    for _, mem, _ in saved:
+    for name, mem, _ in saved:
+        mask = (unwritten or {}).get(name)
         if isinstance(mem, np.ndarray):
-            out.append(np.ascontiguousarray(mem).tobytes())
+            data = np.ascontiguousarray(mem)
+            if mask is not None and mask.shape == data.shape and mask.any():
+                data = data.copy()
+                data[mask] = 0
+            out.append(data.tobytes())
             continue
         import torch    # (a torch argument's: torch is there)
-        flat = mem.detach().cpu().contiguous().reshape(-1)
+        data = mem.detach().cpu()
+        if mask is not None and tuple(mask.shape) == tuple(data.shape) and mask.any():
+            data = data.clone()
+            data[torch.from_numpy(mask)] = 0
+        flat = data.contiguous().reshape(-1)
         out.append(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
     return out
 
@@ -159,20 +189,24 @@ def contents(saved) -> list:
 def rerun(strict, saved, printed: int, run_once) -> None:
     """After the strict run's ``UninitializedReadError`` ``strict`` (having made
     ``printed`` device prints): ``run_once()`` again from the arguments ``saved`` with each
-    garbage fill; raises ``strict`` (with what the reruns found) unless all end alike."""
+    garbage fill (it returns the outputs' unwritten elements, ``contents``); raises
+    ``strict`` (with what the reruns found) unless all end alike, or at once where the
+    arguments were too large to keep (``saved`` None)."""
+    if saved is None:
+        raise strict
     seen = said = None
     for k in range(VARIANTS):
         restore(saved)
         run = Prints(k, skip=printed if k == 0 else 0, quiet=k > 0)
         token = RUN.set(run)
         try:
-            run_once()
+            unwritten = run_once()
         except Exception as e:          # noqa: BLE001 - what the garbage did
             raise _matters(strict, f"run again with garbage there, the launch stopped: "
                                    f"{type(e).__name__}: {_first_line(e)}") from e
         finally:
             RUN.reset(token)
-        now = contents(saved)
+        now = contents(saved, unwritten)
         if seen is not None and now != seen:
             which = next(saved[i][0] for i, (a, b) in enumerate(zip(seen, now)) if a != b)
             raise _matters(strict, f"run again with other garbage there, the launch wrote "

@@ -229,9 +229,9 @@ def run_simulation(kernel, values, launch, classify, spec=None, device_allocatio
     T.make_tensor of device memory, views.DeviceMemory)."""
     with one_blas_thread():
         names = list(kernel.source.params) + list(kernel.outputs)
-        saved = garbage.snapshot((name, t) for name, t in (
+        saved = garbage.snapshot([(name, t) for name, t in (
             (name, classify(v)) for name, v in zip(names, list(values) + list(launch.outputs)))
-            if t is not None)
+            if t is not None])
         strict = garbage.Prints()
         token = garbage.RUN.set(strict)
         try:
@@ -258,10 +258,11 @@ def _run_simulation(kernel, values, launch, classify, spec, device_allocation):
     args, writebacks = [], []
     names = list(kernel.source.params) + list(kernel.outputs)
     values = [constexprs.get(name, value) for name, value in zip(names, values)]
-    outputs = set(kernel.outputs)
+    outputs, fresh = set(kernel.outputs), set()
     for name, value in zip(names, list(values) + list(launch.outputs)):
         wrapped, writeback = _wrap(name, value, classify)
         if (name in outputs or _fresh(value)) and isinstance(wrapped, runtime.SimTensor):
+            fresh.add(name)
             # T.empty's memory (torch.empty's) holds garbage until the kernel writes it:
             # a read or an atomic before that is an error, as for a tile
             wrapped.unwritten = np.ones(wrapped.data.shape, dtype=bool)
@@ -342,6 +343,9 @@ def _run_simulation(kernel, values, launch, classify, spec, device_allocation):
             continue
         import torch
         obj.copy_(torch.from_numpy(data).to(obj.dtype))
+    # the outputs' elements the launch left unwritten (each rerun's garbage: garbage.py)
+    return {name: a.unwritten.copy() for name, a in zip(names, args)
+            if name in fresh and a.unwritten is not None}
 
 
 def _warp_size():

@@ -732,6 +732,16 @@ _UFUNCS = {"add": (np.add, np.add), "max": (np.fmax, np.maximum),
 
 
 def _apply(op, tensor, idx, values, distinct=False, previous=True):
+    """The atomic ``op`` of ``values`` into ``tensor`` at ``idx``; the elements count as
+    written after it (in a rerun with garbage, ``sim/garbage.py``, an atomic into an
+    output nothing wrote leaves a value that came from the garbage, which is compared)."""
+    old = _apply_values(op, tensor, idx, values, distinct, previous)
+    if tensor.unwritten is not None:
+        tensor.unwritten[idx] = False
+    return old
+
+
+def _apply_values(op, tensor, idx, values, distinct=False, previous=True):
     """Combine ``values`` into ``tensor.data[idx]`` one lane at a time (in lane order when
     several lanes share an element; ``distinct``: known not to); the previous value of
     every lane (``previous=False``: None, not computed)."""
