@@ -14,6 +14,7 @@ from tilejit import syntax
 from tilejit.errors import CompileError
 from tilejit import language as T
 from tilejit.frontend.references import check_reads, current_namespace, function_reads
+from tilejit.ir.markers import LANGUAGE
 
 _RESOLVING = threading.Lock()
 _MISSING = object()
@@ -145,10 +146,13 @@ def names_bound_to(tree: ast.AST, namespace: dict, functions) -> frozenset:
 def resolve_static(node: ast.AST, namespace: dict):
     """The Python object an expression such as ``T.Parallel`` or ``tilejit.language.copy``
     names, looked up in the kernel's globals and closure; None if it is not a plain
-    name or attribute chain, or is not found."""
+    name or attribute chain, or is not found. The front end's own name of the language
+    (``__tj_language``, in the calls its rewrites write) is the language."""
     if isinstance(node, ast.Name):
         if node.id in namespace:
             return namespace[node.id]
+        if node.id == LANGUAGE:
+            return T
         return getattr(builtins, node.id, None)
     if isinstance(node, ast.Attribute):
         base = resolve_static(node.value, namespace)

@@ -312,7 +312,7 @@ def _is_sync(stmt) -> bool:
 
 class _Syncer:
     def __init__(self, ctx, sync=SYNC, sync_args=(), tainted=frozenset(), tensors=(),
-                 views=None):
+                 views=None, thread_names=None, threads=0):
         self.ctx = ctx
         self.acc = _Access(ctx, tensors, views)
         self.tensors = tensors
@@ -322,7 +322,7 @@ class _Syncer:
         self.sync_args = sync_args
         # the thread index's names and the block's threads (a branch every thread takes
         # may hold the block's barrier: _taken_by_all); none in a role's or consumers' walk
-        self.thread_names, self.threads = {}, 0
+        self.thread_names, self.threads = thread_names or {}, threads
 
     def _barrier(self, node, reads=()):
         """The barrier before ``node`` (a list); with ``reads`` pending that include a tile
@@ -659,8 +659,8 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         users.named.check_ids(fdef)
     if not (shared or tensors):
         return fdef
-    syncer = _Syncer(ctx, tainted=tainted, tensors=tensors, views=tensor_views(fdef, ctx))
-    syncer.thread_names = thread_names(fdef)
-    syncer.threads = ctx.plan.launch_threads or ctx.threads
-    fdef.body, _ = syncer.block(fdef.body, (set(), set()))
+    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors,
+                           views=tensor_views(fdef, ctx), thread_names=thread_names(fdef),
+                           threads=ctx.plan.launch_threads or ctx.threads
+                           ).block(fdef.body, (set(), set()))
     return fdef

@@ -32,7 +32,7 @@ from tilejit.frontend.print_buffers import PRINT_SCRATCH
 from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
-from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
+from tilejit.ir.markers import THREAD_INDEX
 
 OWN_FRAGMENT = "__tj_own_fragment"   # semantics.own_fragment, bound by runner.py
 
@@ -41,12 +41,6 @@ THREADS = "__tj_threads"        # sim/threads.py, in a kernel with per-thread co
 _counter = itertools.count()
 # the gemms whose operands may be regions of tiles (TileLang's explicit Hopper gemm too)
 _GEMMS = (T.gemm, T.wgmma_gemm)
-
-
-def _language_gemm(func) -> bool:
-    """``__tj_language.gemm``: a gemm the front end renamed (``T.wgmma_gemm``'s)."""
-    return isinstance(func, ast.Attribute) and func.attr == "gemm" and \
-        isinstance(func.value, ast.Name) and func.value.id == LANGUAGE
 
 
 def _call(name, args):
@@ -439,7 +433,7 @@ class SimRewriter(syntax.NodeTransformer):
         # a stage of a multi-buffered tile as a T.gemm operand (T.gemm(A_s[k % 2, :, :],
         # …), as warp-specialized kernels write it): a region, as T.copy's operands are
         node = self.generic_visit(node)
-        if resolve_static(node.func, self.namespace) in _GEMMS or _language_gemm(node.func):
+        if resolve_static(node.func, self.namespace) in _GEMMS:
             node.args = [region_call(a) if i < 3 and isinstance(a, ast.Subscript) else a
                          for i, a in enumerate(node.args)]
         return node
