@@ -265,7 +265,10 @@ def fragment_indexing(frag: Fragment, parallel_vector: int | None = None) -> Fra
         coords = tuple(reversed(coords))
         per_round = threads * vec
         valid = None if total % per_round == 0 else BinOp("lt", flat, Const(total))
-        ix = FragmentIndexing(frag, coords, valid, frag.slots_per_thread)
+        # copies held by several thread groups (Fragment.replicated): the first writes
+        writer = BinOp("lt", T_VAR, Const(threads)) \
+            if getattr(frag, "num_threads", threads) > threads else None
+        ix = FragmentIndexing(frag, coords, valid, frag.slots_per_thread, writer)
         if isinstance(frag, ParallelLayout):
             return ix                   # the formula is the definition
     else:

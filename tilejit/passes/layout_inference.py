@@ -163,6 +163,11 @@ class _Collect(syntax.NodeVisitor):
         self.mixed: dict[int, dict] = {}
         # id(loop) -> {fragment: ({position: divisor}, subscript)}: ``B[i, j // 2]``
         self.quotients: dict[int, dict] = {}
+        # fragment -> its reads in T.Parallel loops at indices that name none of the
+        # loop's indices nor anything computed from them (``row_max[i]`` in a loop over j,
+        # i a serial loop's variable): every iteration reads one element, which every
+        # thread must then hold (TileLang replicates such a fragment)
+        self.broadcast: dict[str, list] = {}
 
     def visit_For(self, node):
         it = node.iter
@@ -186,6 +191,11 @@ class _Collect(syntax.NodeVisitor):
                 name, idx = sub.value.id, index_names(sub)
                 if constant_index(sub) is not None:
                     continue                  # F[0]: an element every thread holds
+                if loop_vars and isinstance(sub.ctx, ast.Load) and not (
+                        {n.id for n in syntax.walk(sub.slice) if isinstance(n, ast.Name)}
+                        & (dependent | (varying - inner))):
+                    self.broadcast.setdefault(name, []).append((sub, loop_vars))
+                    continue
                 dropped = dropped_positions(idx, loop_vars)
                 fixed = partial_positions(sub, loop_vars, varying - inner) if loop_vars \
                     else None
@@ -242,6 +252,8 @@ class _RewriteLoops(syntax.NodeTransformer):
         self.whole = set()          # scalar fragments (_scalar_fragments): held whole
         self.partial = {}           # (loop id, fragment) -> slot stride of each fixed position
         self.partial_names = {}     # (loop id, fragment) -> the loop indices it is indexed by
+        self.broadcast = {}         # id of a read at an index none of its loop's -> the
+        #                             loop's indices (_Collect.broadcast)
         self.current: set[str] | None = None
         self.counter = 0
 
@@ -310,16 +322,25 @@ class _RewriteLoops(syntax.NodeTransformer):
 
         return Guard().visit(stmt)
 
-    def _whole_slot(self, sub):
+    def _whole_slot(self, sub, loop=None):
         """``F[k]`` of a fragment every thread holds whole, at a computed index: slot s
         holds the element s in row-major order (checked), so the slot is the flat
-        index."""
+        index. ``loop``: the T.Parallel whose iterations all read the element (a read
+        at an index not the loop's own), for the error."""
         t = self.ctx.plan.tiles[sub.value.id]
         ix = t.indexing
         order = list(itertools.product(*(range(e) for e in t.shape)))
         if ix.slots != len(order) or any(
                 tuple(evaluate(c, {"t": th, "s": s}) for c in ix.coords) != order[s]
                 for th in range(self.ctx.threads) for s in range(ix.slots)):
+            if loop is not None:
+                raise self.ctx.error(
+                    f"`{ast.unparse(sub)}` reads fragment {sub.value.id!r} (shape {t.shape}) "
+                    f"at an index that is none of the T.Parallel's own ({', '.join(loop)}), "
+                    f"so every thread must hold all of it, and its layout spreads it over "
+                    f"the threads (a loop over its shape, a gemm or a reduction that lays it "
+                    f"out so); copy it to a shared tile, or to a fragment of at most "
+                    f"{GATHERED_FRAGMENT_MAX} elements used only this way", sub)
             raise self.ctx.error(
                 f"fragment {sub.value.id!r}: an element at a computed index, "
                 f"`{ast.unparse(sub)}`, needs a fragment every thread holds in order", sub)
@@ -379,6 +400,8 @@ class _RewriteLoops(syntax.NodeTransformer):
             return self._constant_slot(sub, consts)
         if name in self.whole and (self.current is None or name not in self.current[0]):
             return self._whole_slot(sub)
+        if id(sub) in self.broadcast:
+            return self._whole_slot(sub, self.broadcast[id(sub)])
         if self.current is not None and (self.current[2], name) in self.partial:
             return self._partial_slot(sub)
         if (self.current is not None and (self.current[2], name) in self.ctx.plan.slot_maps
@@ -785,7 +808,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             viewed |= {t.name, t.view_of}
     scalars = (scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
     _resolve(ctx, views, groups, fixed, derived, col.partners, scalars,
-             constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed)
+             constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed,
+             set(col.broadcast) - set(plan.user_fragments) - viewed)
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
     partial_names = {}           # (loop id, fragment) -> the loop indices of a mixed use
@@ -828,6 +852,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     _plan_reduction_scratch(ctx, tiles)
     rewrite = _RewriteLoops(ctx, loop_ids)
     rewrite.whole = scalars
+    rewrite.broadcast = {id(sub): loop_vars for uses in col.broadcast.values()
+                         for sub, loop_vars in uses}
     rewrite.partial = partial_slots
     rewrite.partial_names = partial_names
     return rewrite.visit(fdef)
@@ -1349,12 +1375,13 @@ def _indexing(layout, vec=None):
 
 
 def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
-             constant_reads=frozenset()):
+             constant_reads=frozenset(), broadcast=frozenset()):
     """Each group of tied fragments gets its layout: a fixed one (gemm), one derived from
     a resolved fragment (a reduction, a subset index), else the T.Parallel distribution
     (``scalars``, fragments used only at constant indices: every thread holds all; so
     does the destination of a reduction through shared memory read at a constant index,
-    ``constant_reads``: ``S[bx] = s[0]`` after a row of 100)."""
+    ``constant_reads``: ``S[bx] = s[0]`` after a row of 100; and a small group with a
+    fragment a T.Parallel reads at an index none of its own, ``broadcast``)."""
     frags = [n for n, t in tiles.items() if t.kind == FRAGMENT]
     members: dict[str, list[str]] = {}
     for n in frags:
@@ -1446,6 +1473,16 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
                 layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
                 assign(root, layout, 1, tiles[names[0]].line,
                        "used at constant indices only: every thread holds it", names[0])
+                continue
+            wide = [n for n in names if n in broadcast]
+            if wide and not needs and \
+                    math.prod(tiles[names[0]].shape) <= GATHERED_FRAGMENT_MAX:
+                # every thread runs each iteration of the loops over the group, on its own
+                # copy (stores to memory by one copy: _one_copy_stores)
+                layout = parallel_fragment(tiles[names[0]].shape, 1, 1).replicated(ctx.threads)
+                assign(root, layout, 1, tiles[names[0]].line,
+                       f"read at indices not a T.Parallel's own ({wide[0]!r}): every thread "
+                       f"holds it", names[0])
                 continue
             if not needs and any(n in constant_reads for n in names) and any(
                     groups.find(derived[m][1]) == root for m in dropped_edges):
