@@ -8,6 +8,7 @@ import pytest
 
 import tilejit
 import tilejit.language as T
+from tilejit.errors import CompileError
 from tilejit.language.compat import NotSupportedError
 
 # (the import as a TileLang program writes it, with `tilelang` swapped for `tilejit`)
@@ -31,6 +32,53 @@ def test_the_policy_is_t_gemm_warp_policy():
     assert GemmWarpPolicy is T.GemmWarpPolicy
     assert importlib.import_module("tilejit.tileop").GemmWarpPolicy is T.GemmWarpPolicy
     assert [p.name for p in GemmWarpPolicy] == ["Square", "FullRow", "FullCol"]
+
+
+@tilejit.kernel
+def numbered_policy_gemm(A, B, C, policy: T.constexpr):
+    with T.Kernel(1, threads=128) as bx:
+        As = T.alloc_shared((64, 32), T.float16)
+        Bs = T.alloc_shared((32, 64), T.float16)
+        Cf = T.alloc_fragment((64, 64), T.float32)
+        T.copy(A, As)
+        T.copy(B, Bs)
+        T.clear(Cf)
+        T.gemm(As, Bs, Cf, policy=policy)
+        T.copy(Cf, C)
+
+
+def test_the_policy_has_tilelangs_numbers():
+    """TileLang's enum is an IntEnum: int(policy), GemmWarpPolicy(1), the is_* tests."""
+    assert [int(p) for p in GemmWarpPolicy] == [0, 1, 2]
+    assert GemmWarpPolicy(1) is GemmWarpPolicy.FullRow
+    assert GemmWarpPolicy("FullCol") is GemmWarpPolicy.FullCol
+    assert GemmWarpPolicy.FullRow.is_full_row() and not GemmWarpPolicy.FullRow.is_square()
+    assert GemmWarpPolicy.Square.is_square() and GemmWarpPolicy.FullCol.is_full_col()
+    with pytest.raises(ValueError):
+        GemmWarpPolicy(3)
+
+
+@pytest.mark.parametrize("policy", [0, 1, 2, GemmWarpPolicy.FullCol])
+def test_a_policy_given_by_its_number_runs(policy):
+    g = np.random.default_rng(0)
+    a = g.standard_normal((64, 32)).astype(np.float16)
+    b = g.standard_normal((32, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    numbered_policy_gemm(a, b, c, policy)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3,
+                               atol=1e-3)
+    ptx_number = numbered_policy_gemm.compile(a, b, c, 1, target="cuda", arch="sm_80").ptx
+    ptx_named = numbered_policy_gemm.compile(a, b, c, GemmWarpPolicy.FullRow, target="cuda",
+                                             arch="sm_80").ptx
+    assert ptx_number == ptx_named
+
+
+def test_a_policy_number_out_of_range_is_a_compile_error():
+    z = np.zeros((64, 64), np.float32)
+    with pytest.raises(CompileError, match=r"T.gemm policy: expected a T.GemmWarpPolicy "
+                       r"\(or its number 0, 1, 2\), got 7"):
+        numbered_policy_gemm(np.zeros((64, 32), np.float16), np.zeros((32, 64), np.float16),
+                             z, 7)
 
 
 def test_a_gemm_with_the_imported_policy_runs():

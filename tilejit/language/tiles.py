@@ -20,6 +20,34 @@ class GemmWarpPolicy(str, enum.Enum):
     FullRow = "FullRow"
     FullCol = "FullCol"
 
+    # TileLang's enum is an IntEnum (Square 0, FullRow 1, FullCol 2): its programs convert
+    # a policy with int() and pass the number as the policy
+    def __int__(self):
+        return _POLICY_NUMBERS[self.value]
+
+    __index__ = __int__
+
+    def is_square(self) -> bool:
+        return self is GemmWarpPolicy.Square
+
+    def is_full_row(self) -> bool:
+        return self is GemmWarpPolicy.FullRow
+
+    def is_full_col(self) -> bool:
+        return self is GemmWarpPolicy.FullCol
+
+    @classmethod
+    def _missing_(cls, value):
+        # GemmWarpPolicy(1), as TileLang's IntEnum takes the number
+        if isinstance(value, int) and not isinstance(value, bool):
+            for name, number in _POLICY_NUMBERS.items():
+                if number == value:
+                    return cls(name)
+        return None
+
+
+_POLICY_NUMBERS = {"Square": 0, "FullRow": 1, "FullCol": 2}
+
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):
     """A tile in the block's shared memory (one per block, seen by all its threads)."""

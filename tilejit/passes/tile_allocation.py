@@ -468,6 +468,12 @@ class _Tiles(syntax.NodeTransformer):
             M, K = (op_a[1], op_a[0]) if ta else op_a
             N = c.shape[1]
         policy = values.get("policy", T.GemmWarpPolicy.Square)
+        if isinstance(policy, int) and not isinstance(policy, bool):
+            try:                        # TileLang's number of the policy (an IntEnum there)
+                policy = T.GemmWarpPolicy(policy)
+            except ValueError:
+                raise self.ctx.error(f"T.gemm policy: expected a T.GemmWarpPolicy (or its "
+                                     f"number 0, 1, 2), got {policy}", node) from None
         policy = getattr(policy, "value", policy)
         dtypes = (a.dtype.name, b.dtype.name, c.dtype.name)
         clear = bool(values.get("clear_accum", False))
