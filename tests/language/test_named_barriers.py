@@ -132,14 +132,24 @@ def test_the_handoff_is_barrier_arrive_and_sync_on_sm_90a(ptxas):
               r"got 16", "# producer arrives"),
     (4, 96 + 1, r"arrive_count must be a multiple of 32 \(a named barrier counts whole "
                 r"warps\) in \[32, 256\] \(the block's threads\), got 97", "# producer waits"),
-    (0, 256, r"barrier 0 is the block's own", "# producer arrives"),
-    (2, 256, r"named barrier 2 is warpgroup role 1's \(T.ws\(1\)\) in this kernel; name "
-             r"another \(free here: 3, 4", "# producer arrives")])
+    (0, 256, r"barrier 0 is the block's own", "# producer arrives")])
 def test_bad_ids_and_counts_are_compile_errors_at_the_line(full, count, message, where):
     a = np.zeros((2, 128), np.float32)
     with pytest.raises(CompileError, match=message) as info:
         handoff.compile(a, a.copy(), full=full, count=count, target="cuda", arch="sm_90a")
     assert f"line {_line(where)}" in str(info.value)
+
+
+def test_an_id_no_role_synchronizes_on_is_the_kernels(ptxas):
+    """Role k's own barrier is 1 + k where the role synchronizes (its tile operations'
+    barriers, a reduction's exchange); neither role of the handoff does, so 2 is free
+    (tests/tilelang/test_thread_storage_sync.py has the refusal)."""
+    a = np.arange(3 * 128, dtype=np.float32).reshape(3, 128)
+    ptx = handoff.compile(a, a.copy(), full=2, empty=1, target="cuda", arch="sm_90a").ptx
+    ptxas(ptx, "sm_90a")
+    b = np.zeros_like(a)
+    tilejit.kernel(handoff.func, target="sim")(a, b, full=2, empty=1)
+    np.testing.assert_array_equal(b, 2 * a)
 
 
 def test_an_id_held_in_a_numpy_integer_is_that_int(ptxas):

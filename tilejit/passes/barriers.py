@@ -34,6 +34,9 @@ An ``if`` whose test depends on the thread index, or a loop whose range does, ho
 per-thread code only (``if tx < 128:`` and scalar stores): no barrier goes inside (the
 threads that skip it would never reach it); its accesses count as one statement's, so
 the barrier goes before or after it.
+With ``CompileOptions.thread_sync`` off (TileLang's ``TL_DISABLE_THREAD_STORAGE_SYNC``)
+there is no walk: the kernel's own ``T.sync_threads()`` are its barriers (a role's in a
+``T.ws`` role, ``_OwnSyncs``).
 """
 from __future__ import annotations
 
@@ -652,15 +655,45 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
     memory = {n for n, t in ctx.plan.tiles.items() if t.kind == SHARED and stores[n] <= 1}
     tainted = thread_dependent_names(fdef, memory)      # one walk for both
+    walk = bool(shared or tensors)
+    users = None
     if syncs:
-        # with no shared tile there is no walk: the block's barrier, as asked
-        users = _UserSyncs(ctx, fdef, _USER_SYNC if shared or tensors else SYNC, tainted)
+        # with no walk: the block's barrier, as asked
+        users = _UserSyncs(ctx, fdef, _USER_SYNC if walk else SYNC, tainted)
         fdef = users.visit(fdef)
-        users.named.check_ids(fdef)
-    if not (shared or tensors):
-        return fdef
-    fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors,
-                           views=tensor_views(fdef, ctx), thread_names=thread_names(fdef),
-                           threads=ctx.plan.launch_threads or ctx.threads
-                           ).block(fdef.body, (set(), set()))
+    if walk and not ctx.options.thread_sync:
+        # TileLang's TL_DISABLE_THREAD_STORAGE_SYNC: the kernel orders its shared memory
+        # with its own barriers (and may use every named barrier id a role does not)
+        fdef = _OwnSyncs().visit(fdef)
+    elif walk:
+        fdef.body, _ = _Syncer(ctx, tainted=tainted, tensors=tensors,
+                               views=tensor_views(fdef, ctx), thread_names=thread_names(fdef),
+                               threads=ctx.plan.launch_threads or ctx.threads
+                               ).block(fdef.body, (set(), set()))
+    if users is not None:
+        users.named.check_ids(fdef)       # against the ids the walk gave its barriers
     return fdef
+
+
+class _OwnSyncs(syntax.NodeTransformer):
+    """With no walk: each ``T.sync_threads()`` of the kernel (and of the front end's
+    block reductions) is the block's barrier, or, inside a warpgroup role, the role's."""
+
+    def __init__(self):
+        self.role = None
+
+    def visit_If(self, node):
+        role = getattr(node, ROLE_ATTR, None)
+        if role is None:
+            return self.generic_visit(node)
+        outer, self.role = self.role, role
+        node = self.generic_visit(node)
+        self.role = outer
+        return node
+
+    def visit_Expr(self, node):
+        if not _is_call(node, _USER_SYNC):
+            return node
+        if self.role is None:
+            return _sync_stmt(node)
+        return _sync_stmt(node, SYNC_ROLE, (self.role,))

@@ -10,13 +10,14 @@ such as a producer's ``T.named_barrier_arrive(3, 256)`` and its consumers'
 lowered to ``barrier.sync`` / ``barrier.arrive`` without ``.aligned``: the warps may
 reach it from different branches) with the block's threads as the count left out.
 
-Checked here, before anything runs (``CompileError`` at the call's line): the id and count
-(``tiles.check_named_barrier``) where they are known at compile time; that the id is not
-one tilejit uses in this kernel (role k's ``1 + k``, a thread range's, counted down from
-15); that the target has named barriers (NVPTX). They are not block barriers, so the
-shared-memory walk (``barriers.py``) counts on none of them, and a kernel that names one
-is not warp-specialized by the compiler (``warp_specialize.py``): it keeps the threads it
-launched, which its counts describe.
+Checked here, before anything runs (``CompileError`` at the call's line): the id and
+count (``tiles.check_named_barrier``) where they are known at compile time; that the id
+is not one tilejit uses in this kernel (role k's ``1 + k`` where that role synchronizes:
+the barrier pass's barriers in it, a reduction or scan through shared memory; a thread
+range's, counted down from 15); that the target has named barriers (NVPTX). They are not
+block barriers, so the shared-memory walk (``barriers.py``) counts on none of them, and
+a kernel that names one is not warp-specialized by the compiler
+(``warp_specialize.py``): it keeps the threads it launched, which its counts describe.
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import ARRIVE_NAMED, ROLE_ATTR, SYNC_NAMED, SYNC_RANGE
+from tilejit.ir.markers import (ARRIVE_NAMED, CUMSUM, REDUCE, ROLE_ATTR, SYNC_NAMED,
+                                SYNC_RANGE, SYNC_ROLE)
+from tilejit.ir.plan import FRAGMENT
 from tilejit.language.tiles import check_named_barrier
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
@@ -89,16 +92,29 @@ class NamedBarriers:
         return ast.copy_location(ast.Expr(ast.Call(ast.Name(marker, ast.Load()),
                                                    [values["barrier_id"], count], [])), node)
 
+    def _role_barrier(self, node) -> bool:
+        """Whether ``node``, in a ``T.ws`` role, synchronizes the role on its named barrier
+        (``1 + k``): the barrier pass's, or a reduction's or scan's exchange through
+        shared memory (``lowering/tiles.tile_threads_barrier``)."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            return False
+        if node.func.id in (SYNC_ROLE, CUMSUM):
+            return True
+        if node.func.id != REDUCE:
+            return False
+        rid = node.args[-1].value
+        src = self.ctx.plan.tiles[self.ctx.plan.reductions[rid][0]]
+        return rid in self.ctx.plan.scratch or src.kind != FRAGMENT
+
     def check_ids(self, fdef: ast.FunctionDef) -> None:
         """No id the kernel names is one tilejit gives its own barriers here."""
         if not self.ids:
             return
         used = {}
-        roles = {getattr(n, ROLE_ATTR) for n in syntax.walk(fdef)
-                 if isinstance(n, ast.If) and getattr(n, ROLE_ATTR, None) is not None}
-        for k in roles:
-            used[1 + k] = f"warpgroup role {k}'s (T.ws({k}))"
         for n in syntax.walk(fdef):
+            k = getattr(n, ROLE_ATTR, None) if isinstance(n, ast.If) else None
+            if k is not None and any(self._role_barrier(c) for c in syntax.walk(n)):
+                used[1 + k] = f"warpgroup role {k}'s (T.ws({k}))"
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
                     n.func.id == SYNC_RANGE and isinstance(n.args[0], ast.Constant):
                 used[n.args[0].value] = ("the one tilejit gives a branch's range of threads "

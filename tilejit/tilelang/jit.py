@@ -89,8 +89,10 @@ class PassConfigKey(enum.StrEnum):
     PTX instructions; ``TL_DISABLE_FAST_MATH`` wins over it), ``TL_DISABLE_TMA_LOWER``,
     ``TL_DISABLE_WGMMA`` and ``TL_DISABLE_WARP_SPECIALIZED`` (``CompileOptions.tma``,
     ``wgmma``, ``warp_specialize`` off), ``TL_DISABLE_SAFE_MEMORY_ACCESS`` (global reads and
-    writes outside a tensor are no longer masked: ``CompileOptions.safe_memory``). The
-    others tune TileLang's own TVM passes; they are accepted and change nothing."""
+    writes outside a tensor are no longer masked: ``CompileOptions.safe_memory``),
+    ``TL_DISABLE_THREAD_STORAGE_SYNC`` (no block barriers inserted for shared memory: the
+    kernel's own only, ``CompileOptions.thread_sync``). The others tune TileLang's own TVM
+    passes; they are accepted and change nothing."""
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
     TL_DUMP_IR_DIR = "tl.dump_ir_path"
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
@@ -100,9 +102,9 @@ class PassConfigKey(enum.StrEnum):
     TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
     TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
     # TileLang's checks and TVM pass tuning: accepted, no effect in tilejit
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
-    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
     TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
     TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
@@ -929,7 +931,8 @@ def pass_config_options(configs) -> dict:
                                    or compile_options().dump_dir or "tilejit_dump_ir"))
     switches = {option: False for key, option in (
         (PassConfigKey.TL_DISABLE_TMA_LOWER, "tma"), (PassConfigKey.TL_DISABLE_WGMMA, "wgmma"),
-        (PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "warp_specialize")) if configs.get(key)}
+        (PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, "warp_specialize"),
+        (PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC, "thread_sync")) if configs.get(key)}
     # TileLang's programs rely on its safe memory access unless they turn it off
     switches["safe_memory"] = not configs.get(PassConfigKey.TL_DISABLE_SAFE_MEMORY_ACCESS)
     return {"fast_math": fast_math, "dump_dir": dump, "switches": switches}
