@@ -96,6 +96,22 @@ def gather_through_garbage(A, J, B, n: T.constexpr = 64):
 
 
 @tilejit.kernel
+def discard_then_overrun(A, B, n: T.constexpr = 32):
+    """A discarded read (diagonal_select's), then a store past the end of B whatever the
+    garbage held: the program's own error."""
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((n, n), T.float32)
+        for i, j in T.Parallel(n, n):
+            if i == j:
+                S[i, j] = A[i]
+        for i, j in T.Parallel(n, n):
+            d = S[i, j] * 2.0
+            B[i, j] = T.if_then_else(i == j, d, 0.0)
+        for i in T.Parallel(n):
+            B[i, n + i] = A[i]
+
+
+@tilejit.kernel
 def branch_on_garbage(A, B, n: T.constexpr = 64):
     with T.Kernel(1, threads=64) as bx:
         S = T.alloc_shared((n,), T.float32)
@@ -201,6 +217,18 @@ def test_garbage_used_as_an_index_is_an_error():
                                                      r"again with garbage there, the launch "
                                                      r"stopped: IndexError"):
         gather_through_garbage(a, j, np.zeros(64, np.float32))
+
+
+def test_an_error_every_garbage_run_meets_is_the_programs_own():
+    """Three runs with different garbage stop alike: that error, not "the value
+    matters", with a note of the read before it."""
+    a = np.arange(1, 33, dtype=np.float32)
+    with pytest.raises(IndexError) as info:
+        discard_then_overrun(a, np.zeros((32, 32), np.float32))
+    msg = str(info.value) + "".join(getattr(info.value, "__notes__", []))
+    assert "The value matters" not in msg, msg
+    assert "read memory nothing wrote: S[0, 1] is read before it is written" in msg, msg
+    assert "it stopped so each time: this error is not that value's" in msg, msg
 
 
 def test_garbage_deciding_a_branch_is_an_error():

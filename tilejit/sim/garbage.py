@@ -17,7 +17,9 @@ stands, as it would on the GPU whatever the memory held. A launch whose argument
 more than ``SNAPSHOT_MAX_BYTES`` keeps the strict check (nothing to rerun from). Where a
 run stops (an index out of bounds, a block race, a deadlock) or two runs leave different
 bytes, the first strict error is raised, saying so: the value of the read reached the
-kernel's outputs, an index or a branch. Three fills are a test, not a
+kernel's outputs, an index or a branch; where every rerun stops with the same error (its
+type and first line), that error is the program's own, whatever the garbage, and is
+raised itself, with a note of the read before it. Three fills are a test, not a
 proof; they are what a GPU's leftover registers would have to beat.
 
 The reruns print nothing but what the strict run did not reach (``Prints``). Memory a
@@ -202,6 +204,12 @@ def rerun(strict, saved, printed: int, run_once) -> None:
         try:
             unwritten = run_once()
         except Exception as e:          # noqa: BLE001 - what the garbage did
+            if k == 0 and _stops_alike(e, saved, run_once):
+                e.add_note(f"(Before it, the launch read memory nothing wrote: "
+                           f"{_first_line(strict)} Run with {VARIANTS} different garbage "
+                           f"values there, it stopped so each time: this error is not that "
+                           f"value's.)")
+                raise e from None
             raise _matters(strict, f"run again with garbage there, the launch stopped: "
                                    f"{type(e).__name__}: {_first_line(e)}") from e
         finally:
@@ -216,6 +224,25 @@ def rerun(strict, saved, printed: int, run_once) -> None:
             raise _matters(strict, f"run again with other garbage there, the launch printed "
                                    f"{line[1]!r} where it had printed {line[0]!r}") from strict
         seen, said = now, run.said
+
+
+def _stops_alike(first, saved, run_once) -> bool:
+    """Whether the launch, run with each other garbage fill, stops with the error
+    ``first`` stopped it with (its type and first line): an error of the program's own,
+    whatever the memory nothing wrote held."""
+    for k in range(1, VARIANTS):
+        restore(saved)
+        token = RUN.set(Prints(k, quiet=True))
+        try:
+            run_once()
+        except Exception as e:          # noqa: BLE001 - compared with the first
+            if type(e) is not type(first) or _first_line(e) != _first_line(first):
+                return False
+        else:
+            return False
+        finally:
+            RUN.reset(token)
+    return True
 
 
 def _first_line(e) -> str:
