@@ -1,15 +1,17 @@
-"""TileLang's explicit Hopper gemm, ``T.wgmma_gemm`` with ``T.wait_wgmma(n)``: the same
-product as ``T.gemm`` (which waits where the products are first needed, so the wait adds
-nothing), on wgmma on sm_90a, in the simulator and on the GPU."""
+"""TileLang's explicit Hopper gemm, ``T.wgmma_gemm`` with ``T.wait_wgmma(n)`` and
+``T.warpgroup_fence_operand``: the same product as ``T.gemm`` (which waits where the
+products are first needed, so the wait and the fence add nothing), on wgmma on sm_90a, in
+the simulator and on the GPU."""
 import numpy as np
 import pytest
 
 import tilejit
 import tilejit.language as T
+from tilejit.errors import CompileError
 
 
 @tilejit.kernel
-def explicit_wgmma(A, B, C):
+def explicit_wgmma(A, B, C, fence: T.constexpr = True):
     M, K = A.shape
     N = B.shape[1]
     with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
@@ -22,7 +24,18 @@ def explicit_wgmma(A, B, C):
             T.copy(B[k * 32, bx * 64], B_s)
             T.wgmma_gemm(A_s, B_s, C_f)
             T.wait_wgmma(0)
+            if fence:
+                T.warpgroup_fence_operand(C_f, num_regs=32)
         T.copy(C_f, C[by * 64, bx * 64])
+
+
+@tilejit.kernel
+def fences_a_number(A, B, C):
+    with T.Kernel(1, threads=128) as bx:
+        C_f = T.alloc_fragment((64, 64), T.float32)
+        T.clear(C_f)
+        T.warpgroup_fence_operand(64)
+        T.copy(C_f, C)
 
 
 def _operands(m=128, n=128, k=96):
@@ -45,6 +58,24 @@ def test_it_runs_on_wgmma_on_sm_90a(ptxas):
                                  arch="sm_90a").ptx
     assert "wgmma.mma_async" in ptx and "wgmma.wait_group.sync.aligned" in ptx
     ptxas(ptx, "sm_90a")
+
+
+def test_the_fence_changes_nothing(ptxas):
+    a, b, ref = _operands()
+    c = np.zeros(ref.shape, np.float32)
+    fenced = explicit_wgmma.compile(a, b, c, target="cuda", arch="sm_90a").ptx
+    bare = explicit_wgmma.compile(a, b, c, fence=False, target="cuda", arch="sm_90a").ptx
+    assert fenced == bare
+
+
+def test_the_fence_needs_a_fragment():
+    z = np.zeros((64, 64), np.float32)
+    with pytest.raises(CompileError, match=r"T.warpgroup_fence_operand\(buffer, offset, "
+                                           r"num_regs\): expected a wgmma accumulator "
+                                           r"fragment .*got `T.warpgroup_fence_operand\(64\)`"):
+        tilejit.kernel(fences_a_number.func, target="sim")(z, z, z)
+    with pytest.raises(TypeError, match="num_regs must be a positive int, got 0"):
+        T.warpgroup_fence_operand(None, num_regs=0)
 
 
 def test_a_wait_needs_a_count():

@@ -280,6 +280,19 @@ class _DeviceForms(syntax.NodeTransformer):
         self._check_break(node, "break")
         return node
 
+    def _check_fenced(self, call, node):
+        """T.warpgroup_fence_operand's operand: a tile (a fragment, checked where tiles
+        are known: tile_allocation) or an element of one."""
+        args = list(call.args) + [k.value for k in call.keywords
+                                  if k.arg == "buffer_or_ptr"]
+        target = args[0] if args else None
+        if isinstance(target, ast.Subscript):
+            target = target.value
+        if not isinstance(target, ast.Name) and self.error is not None:
+            raise self.error("T.warpgroup_fence_operand(buffer, offset, num_regs): expected "
+                             "a wgmma accumulator fragment (or an element of one) first, "
+                             f"got `{ast.unparse(call)}`", node)
+
     def _check_break(self, node, what):
         if self.loops and self.loops[-1] and self.error is not None:
             raise self.error(f"`{what}` in a T.Parallel loop: its iterations run on the "
@@ -296,6 +309,9 @@ class _DeviceForms(syntax.NodeTransformer):
         if self.strip_breakpoints and fn is breakpoint:
             return ast.copy_location(ast.Pass(), node)
         if fn is T.wait_wgmma:          # the gemms wait where their products are needed
+            return ast.copy_location(ast.Pass(), node)
+        if fn is T.warpgroup_fence_operand:     # so do their accumulators' registers
+            self._check_fenced(call, node)
             return ast.copy_location(ast.Pass(), node)
         if fn is T.loop_break:
             if (call.args or call.keywords or not self.loops) and self.error is not None:

@@ -80,7 +80,8 @@ from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fra
                                     tvm_storage_sync, func_attr, And, Or, Not, If, Then,
                                     Else,
                                     transpose,
-                                    use_swizzle, view, wgmma_gemm, wait_wgmma)
+                                    use_swizzle, view, wgmma_gemm, wait_wgmma,
+                                    warpgroup_fence_operand)
 from tilejit.language.tiles import view_of  # noqa: F401 - what kernels call T.view as
 from tilejit.language.mma_emitter import TensorCoreIntrinEmitter
 from tilejit.language.sparse import gemm_sp, wgmma_gemm_sp
@@ -152,7 +153,7 @@ __all__ = [
     "view", "sync_threads", "sync_grid", "loop_break", "named_barrier_arrive", "wgmma_gemm",
     "tvm_storage_sync", "func_attr", "And", "Or", "Not", "If", "Then", "Else",
     "wgmma_gemm_sp",
-    "wait_wgmma",
+    "wait_wgmma", "warpgroup_fence_operand",
     "im2col",
     "c2d_im2col",
     "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",

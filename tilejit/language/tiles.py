@@ -520,6 +520,18 @@ def wait_wgmma(id):
         raise TypeError(f"T.wait_wgmma(id): id must be a non-negative int, got {id!r}")
 
 
+def warpgroup_fence_operand(buffer_or_ptr, offset=0, num_regs=None, dtype=None):
+    """TileLang's fence on a wgmma accumulator's registers (an empty inline-assembly
+    statement on each, so that nvcc does not move their uses past the wgmma that writes
+    them): a no-op in tilejit, whose wgmma statements name the accumulator's registers
+    as their operands and wait for them where they are read (``passes/wgmma_waits.py``).
+    In a kernel the fragment (or an element of it) is checked to be a fragment."""
+    if num_regs is not None and (isinstance(num_regs, bool) or not isinstance(num_regs, int)
+                                 or num_regs < 1):
+        raise TypeError(f"T.warpgroup_fence_operand: num_regs must be a positive int, got "
+                        f"{num_regs!r}")
+
+
 def let(var, value, body=None):
     """TileLang's ``T.let(v, value)`` after ``v = T.int32()``: in a kernel, the statement
     is the assignment ``v = value`` (``frontend/let_bindings.py`` rewrites it before
