@@ -16,26 +16,7 @@ GemmWarpPolicy = importlib.import_module("tilejit.tileop.base").GemmWarpPolicy
 
 
 @tilejit.kernel
-def row_policy_gemm(A, B, C):
-    with T.Kernel(1, threads=128) as bx:
-        As = T.alloc_shared((64, 32), T.float16)
-        Bs = T.alloc_shared((32, 64), T.float16)
-        Cf = T.alloc_fragment((64, 64), T.float32)
-        T.copy(A, As)
-        T.copy(B, Bs)
-        T.clear(Cf)
-        T.gemm(As, Bs, Cf, policy=GemmWarpPolicy.FullRow)
-        T.copy(Cf, C)
-
-
-def test_the_policy_is_t_gemm_warp_policy():
-    assert GemmWarpPolicy is T.GemmWarpPolicy
-    assert importlib.import_module("tilejit.tileop").GemmWarpPolicy is T.GemmWarpPolicy
-    assert [p.name for p in GemmWarpPolicy] == ["Square", "FullRow", "FullCol"]
-
-
-@tilejit.kernel
-def numbered_policy_gemm(A, B, C, policy: T.constexpr):
+def row_policy_gemm(A, B, C, policy: T.constexpr = GemmWarpPolicy.FullRow):
     with T.Kernel(1, threads=128) as bx:
         As = T.alloc_shared((64, 32), T.float16)
         Bs = T.alloc_shared((32, 64), T.float16)
@@ -45,6 +26,12 @@ def numbered_policy_gemm(A, B, C, policy: T.constexpr):
         T.clear(Cf)
         T.gemm(As, Bs, Cf, policy=policy)
         T.copy(Cf, C)
+
+
+def test_the_policy_is_t_gemm_warp_policy():
+    assert GemmWarpPolicy is T.GemmWarpPolicy
+    assert importlib.import_module("tilejit.tileop").GemmWarpPolicy is T.GemmWarpPolicy
+    assert [p.name for p in GemmWarpPolicy] == ["Square", "FullRow", "FullCol"]
 
 
 def test_the_policy_has_tilelangs_numbers():
@@ -64,11 +51,11 @@ def test_a_policy_given_by_its_number_runs(policy):
     a = g.standard_normal((64, 32)).astype(np.float16)
     b = g.standard_normal((32, 64)).astype(np.float16)
     c = np.zeros((64, 64), np.float32)
-    numbered_policy_gemm(a, b, c, policy)
+    row_policy_gemm(a, b, c, policy)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3,
                                atol=1e-3)
-    ptx_number = numbered_policy_gemm.compile(a, b, c, 1, target="cuda", arch="sm_80").ptx
-    ptx_named = numbered_policy_gemm.compile(a, b, c, GemmWarpPolicy.FullRow, target="cuda",
+    ptx_number = row_policy_gemm.compile(a, b, c, 1, target="cuda", arch="sm_80").ptx
+    ptx_named = row_policy_gemm.compile(a, b, c, GemmWarpPolicy.FullRow, target="cuda",
                                              arch="sm_80").ptx
     assert ptx_number == ptx_named
 
@@ -77,7 +64,7 @@ def test_a_policy_number_out_of_range_is_a_compile_error():
     z = np.zeros((64, 64), np.float32)
     with pytest.raises(CompileError, match=r"T.gemm policy: expected a T.GemmWarpPolicy "
                        r"\(or its number 0, 1, 2\), got 7"):
-        numbered_policy_gemm(np.zeros((64, 32), np.float16), np.zeros((32, 64), np.float16),
+        row_policy_gemm(np.zeros((64, 32), np.float16), np.zeros((32, 64), np.float16),
                              z, 7)
 
 
