@@ -55,6 +55,26 @@ def role_handoff(D=128, bar=2):
     return main
 
 
+def pipelined_gemm(M=256, N=256, K=256):
+    """A TMA pipeline the compiler warp-specializes on sm_90a, with the kernel's own
+    T.sync_threads() in the consumers' loop."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // 128, M // 128, threads=128) as (bx, by):
+            As = T.alloc_shared((128, 64), T.float16)
+            Bs = T.alloc_shared((64, 128), T.float16)
+            Cf = T.alloc_fragment((128, 128), T.float32)
+            T.clear(Cf)
+            for k in T.Pipelined(K // 64, num_stages=3):
+                T.copy(A[by * 128, k * 64], As)
+                T.copy(B[k * 64, bx * 128], Bs)
+                T.gemm(As, Bs, Cf)
+                T.sync_threads()
+            T.copy(Cf, C[by * 128, bx * 128])
+    return main
+
+
 def _barriers(ptx):
     return len(re.findall(r"\b(?:bar|barrier)(?:\.cta)?\.sync", ptx))
 
@@ -84,6 +104,16 @@ def test_the_option_keys_the_compilation():
     assert pass_config_options(OFF)["switches"]["thread_sync"] is False
     assert "thread_sync" not in pass_config_options({})["switches"]
     assert compile_options(thread_sync=False).key() != compile_options().key()
+
+
+def test_in_warp_specialized_consumers_it_is_the_consumers_barrier(ptxas):
+    """The producer warpgroup never reaches the consumers' barriers: the kernel's own
+    T.sync_threads() there is theirs (named barrier 1 over the consumers' 128 threads), as
+    with the compiler's barriers on."""
+    ptx = tilelang.compile(pipelined_gemm(), target="cuda -arch=sm_90a",
+                           pass_configs=OFF).get_kernel_source()
+    assert "setmaxnreg" in ptx and "bar.sync 1, 128" in ptx
+    ptxas(ptx, "sm_90a")
 
 
 def test_a_roles_own_barrier_id_is_refused_while_it_synchronizes_there():

@@ -281,8 +281,9 @@ class _DeviceForms(syntax.NodeTransformer):
         return node
 
     def _check_fenced(self, call, node):
-        """T.warpgroup_fence_operand's operand: a tile (a fragment, checked where tiles
-        are known: tile_allocation) or an element of one."""
+        """T.warpgroup_fence_operand's operand: a name (the accumulator fragment) or an
+        element of one; the statement is then dropped, so which tile it names is not
+        checked."""
         args = list(call.args) + [k.value for k in call.keywords
                                   if k.arg == "buffer_or_ptr"]
         target = args[0] if args else None

@@ -525,7 +525,8 @@ def warpgroup_fence_operand(buffer_or_ptr, offset=0, num_regs=None, dtype=None):
     statement on each, so that nvcc does not move their uses past the wgmma that writes
     them): a no-op in tilejit, whose wgmma statements name the accumulator's registers
     as their operands and wait for them where they are read (``passes/wgmma_waits.py``).
-    In a kernel the fragment (or an element of it) is checked to be a fragment."""
+    In a kernel its first argument must name a tile or an element of one (checked, then
+    the statement is dropped)."""
     if num_regs is not None and (isinstance(num_regs, bool) or not isinstance(num_regs, int)
                                  or num_regs < 1):
         raise TypeError(f"T.warpgroup_fence_operand: num_regs must be a positive int, got "

@@ -677,23 +677,28 @@ def insert_barriers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
 
 class _OwnSyncs(syntax.NodeTransformer):
     """With no walk: each ``T.sync_threads()`` of the kernel (and of the front end's
-    block reductions) is the block's barrier, or, inside a warpgroup role, the role's."""
+    block reductions) is the block's barrier; inside a warpgroup role, the role's; in the
+    consumers of a warp-specialized pipeline (``warp_specialize.py``), theirs, as the walk
+    makes them."""
 
     def __init__(self):
-        self.role = None
+        self.sync = (SYNC, ())
 
     def visit_If(self, node):
         role = getattr(node, ROLE_ATTR, None)
-        if role is None:
+        if role is None and not getattr(node, WS_ATTR, False):
             return self.generic_visit(node)
-        outer, self.role = self.role, role
-        node = self.generic_visit(node)
-        self.role = outer
+        outer = self.sync
+        if role is not None:
+            self.sync = (SYNC_ROLE, (role,))
+            node.body = [self.visit(s) for s in node.body]
+        else:
+            self.sync = (SYNC_CONSUMERS, ())
+            node.orelse = [self.visit(s) for s in node.orelse]
+        self.sync = outer
         return node
 
     def visit_Expr(self, node):
         if not _is_call(node, _USER_SYNC):
             return node
-        if self.role is None:
-            return _sync_stmt(node)
-        return _sync_stmt(node, SYNC_ROLE, (self.role,))
+        return _sync_stmt(node, *self.sync)
