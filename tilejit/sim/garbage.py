@@ -198,11 +198,9 @@ def rerun(strict, saved, printed: int, run_once) -> None:
         raise strict
     seen = said = None
     for k in range(VARIANTS):
-        restore(saved)
         run = Prints(k, skip=printed if k == 0 else 0, quiet=k > 0)
-        token = RUN.set(run)
         try:
-            unwritten = run_once()
+            unwritten = _run_with(run, saved, run_once)
         except Exception as e:          # noqa: BLE001 - what the garbage did
             if k == 0 and _stops_alike(e, saved, run_once):
                 e.add_note(f"(Before it, the launch read memory nothing wrote: "
@@ -212,8 +210,6 @@ def rerun(strict, saved, printed: int, run_once) -> None:
                 raise e from None
             raise _matters(strict, f"run again with garbage there, the launch stopped: "
                                    f"{type(e).__name__}: {_first_line(e)}") from e
-        finally:
-            RUN.reset(token)
         now = contents(saved, unwritten)
         if seen is not None and now != seen:
             which = next(saved[i][0] for i, (a, b) in enumerate(zip(seen, now)) if a != b)
@@ -231,18 +227,25 @@ def _stops_alike(first, saved, run_once) -> bool:
     ``first`` stopped it with (its type and first line): an error of the program's own,
     whatever the memory nothing wrote held."""
     for k in range(1, VARIANTS):
-        restore(saved)
-        token = RUN.set(Prints(k, quiet=True))
         try:
-            run_once()
+            _run_with(Prints(k, quiet=True), saved, run_once)
         except Exception as e:          # noqa: BLE001 - compared with the first
             if type(e) is not type(first) or _first_line(e) != _first_line(first):
                 return False
         else:
             return False
-        finally:
-            RUN.reset(token)
     return True
+
+
+def _run_with(run: Prints, saved, run_once):
+    """``run_once()`` from the arguments ``saved``, with ``run``'s garbage fill and
+    prints."""
+    restore(saved)
+    token = RUN.set(run)
+    try:
+        return run_once()
+    finally:
+        RUN.reset(token)
 
 
 def _first_line(e) -> str:
