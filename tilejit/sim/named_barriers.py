@@ -35,7 +35,7 @@ import numpy as np
 from tilejit.language.tiles import check_named_barrier
 from tilejit.sim.roles import _Barrier
 from tilejit.sim.runtime import STATE, _caller_location
-from tilejit.sim.threads import ThreadCodeError, _active
+from tilejit.sim.threads import ThreadCodeError, _active, synced
 
 
 def _plain(value):
@@ -69,6 +69,7 @@ def sync_threads_named(barrier_id, arrive_count=None):
         _role_arrival(what, barrier_id, count, wait=True)
     elif STATE.lanes:
         _lanes_arrival(what, barrier_id, count)
+        synced()
     elif count != STATE.threads:
         raise ThreadCodeError(f"{what}: every one of the block's {STATE.threads} threads "
                               f"reaches it, and it expects {count} (on the GPU: undefined)"

@@ -248,6 +248,19 @@ class ThreadStep:
         return np.broadcast_to(np.arange(self.threads, dtype=np.int64), shape)
 
 
+class ThreadRegion(ThreadStep):
+    """A branch on the thread index holding per-thread code (``threads.region``): its
+    statements are one step, since no barrier can go inside it."""
+
+    __slots__ = ()
+    other = ("another thread in the same branch on the thread index (no barrier can go "
+             "inside it: the threads that skip it would never reach one)")
+    advice = ("the block's threads run the branch's statements without a barrier between "
+              "them; write in the branch and read after it (tilejit puts a block barrier "
+              "after the branch), or order the branch's threads with a named barrier, "
+              "T.sync_threads(id, count), or T.sync_warp() within a warp")
+
+
 class IterationRaces:
     """One shared tile's or global tensor's accesses in the running T.Parallel loop: per
     element, the iteration that wrote it (-1: none) and the one that read it (-1: none,

@@ -62,6 +62,7 @@ class _State(threading.local):
         self.role_depth = 0       # inside how many `with T.ws` bodies (role_body)
         self.cp_async = None      # this thread's cp.async copies in flight (async_copies.py)
         self.parallel = None      # the T.Parallel loop running (races.ParallelLoop)
+        self.thread_region = False  # in a per-thread branch's one step (threads.region)
         # a T.Parallel a range of the block's threads runs by itself (under `if tx < 128`,
         # threads.py): it may not reach a fragment, which the whole block holds
         self.range_loop = False

@@ -30,7 +30,9 @@ possible outcomes.
 - A statement that indexes a shared tile at a thread-dependent index is one step
   (``step``): an element that one thread writes and another reads or writes in the same
   statement (``S[tx] = S[tx + 1]``) is a ``RaceError``, since no barrier can come between
-  the halves of one statement; the lanes' order would hide it.
+  the halves of one statement; the lanes' order would hide it. A branch on the thread
+  index holding per-thread code only is one step as a whole (``region``): the compiler
+  puts no barrier inside it.
 """
 from __future__ import annotations
 
@@ -137,13 +139,50 @@ def uniform(value, what: str):
 @contextmanager
 def step():
     """One statement of per-thread code that indexes a tile: its shared-tile accesses at
-    thread-dependent indices are checked for races between threads (``races.ThreadStep``)."""
+    thread-dependent indices are checked for races between threads (``races.ThreadStep``).
+    Inside a ``region`` the statement is part of the region's step."""
     from tilejit.sim.races import ThreadStep        # races.py imports runtime, as we do
+    if STATE.thread_region:
+        yield
+        return
     outer, STATE.parallel = STATE.parallel, ThreadStep(STATE.lanes)
     try:
         yield
     finally:
         STATE.parallel = outer
+
+
+@contextmanager
+def region(*tests):
+    """A branch whose test depends on the thread index, or a loop whose bounds do,
+    holding per-thread code only (the transform checks that): the compiler puts no
+    barrier inside it (the threads that skip it would never reach one) and counts its
+    shared-memory accesses as one statement's (``passes/barriers.py``), so its statements
+    are one step here: an element one thread writes and another reads or writes anywhere
+    in it is a race (``races.ThreadRegion``). A named barrier or ``T.sync_warp`` inside
+    starts a new step (``synced``). A test that is one value in every thread is no
+    region."""
+    from tilejit.sim.races import ThreadRegion      # races.py imports runtime, as we do
+    if STATE.thread_region or STATE.in_parallel or not any(np.ndim(t) for t in tests):
+        yield
+        return
+    outer, STATE.parallel = STATE.parallel, ThreadRegion(STATE.lanes)
+    STATE.thread_region = True
+    try:
+        yield
+    finally:
+        STATE.parallel = outer
+        STATE.thread_region = False
+
+
+def synced():
+    """A barrier of some of the block's threads (a named barrier, ``T.sync_warp``) inside
+    a ``region``: the accesses before it are ordered with those after it (for the threads
+    it holds: the others' are not tracked further, which can hide a race, never make
+    one up)."""
+    if STATE.thread_region:
+        from tilejit.sim.races import ThreadRegion  # races.py imports runtime, as we do
+        STATE.parallel = ThreadRegion(STATE.lanes)
 
 
 # what a range of the block's threads may do by itself (``passes/thread_ranges.py``)

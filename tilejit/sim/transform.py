@@ -24,6 +24,7 @@ import ast
 import copy
 import inspect
 import itertools
+import types
 
 from tilejit import syntax
 from tilejit import language as T
@@ -33,6 +34,7 @@ from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
 from tilejit.ir.markers import THREAD_INDEX
+from tilejit.language.tiles import TILE_OPERATIONS
 
 OWN_FRAGMENT = "__tj_own_fragment"   # semantics.own_fragment, bound by runner.py
 
@@ -222,6 +224,35 @@ def _uniform(expr, what):
     return ast.copy_location(call, expr)
 
 
+# what a branch on the thread index may not hold to be per-thread code, whose statements
+# the compiler counts as one (``passes/barriers.py``'s ``_per_thread``): the block's tile
+# operations, T.Parallel, and the language's asynchronous copies, mbarriers, TMA, wgmma,
+# clusters and reductions; a call of the kernel's own functions may hold them too
+_BLOCK_WIDE = tuple(getattr(T, name) for name in TILE_OPERATIONS) + (T.Parallel,)
+_BLOCK_WIDE_MODULES = frozenset(f"tilejit.language.{m}" for m in (
+    "hopper", "cp_async", "cluster", "sparse", "convolution", "mma_emitter", "reductions",
+    "thread_allreduce"))
+
+
+def _per_thread_code(stmts, namespace) -> bool:
+    """Whether ``stmts`` hold per-thread code only (none of ``_BLOCK_WIDE``)."""
+    for node in (n for s in stmts for n in syntax.walk(s)):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = resolve_static(node.func, namespace)
+        module = getattr(fn, "__module__", None) or ""
+        if any(fn is op for op in _BLOCK_WIDE) or module in _BLOCK_WIDE_MODULES or (
+                isinstance(fn, types.FunctionType) and not module.startswith("tilejit")):
+            return False
+    return True
+
+
+def _in_region(stmts, tests):
+    """``with __tj_threads.region(*tests): stmts`` (``threads.region``)."""
+    item = ast.withitem(_call_threads("region", tests), None)
+    return syntax.fix_missing_locations(ast.copy_location(ast.With([item], stmts), stmts[0]))
+
+
 def _leaves(body) -> bool:
     """Whether statements leave an enclosing loop or the kernel (break, continue,
     return), not counting those of loops nested in them."""
@@ -286,7 +317,10 @@ class _ThreadLanes(_LaneWise):
                               ast.Starred(ast.Name(bounds, ast.Load()), ast.Load())])),
              ast.With([item], inner)], [])
         test = _call_threads("varies_any", [ast.Name(bounds, ast.Load())])
-        out.append(ast.copy_location(ast.If(test, [varying], [plain]), node))
+        loop = ast.copy_location(ast.If(test, [varying], [plain]), node)
+        if _per_thread_code(node.body, self.namespace):
+            loop = _in_region([loop], [ast.Starred(ast.Name(bounds, ast.Load()), ast.Load())])
+        out.append(loop)
         return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in out]
 
     def visit_While(self, node):
@@ -302,7 +336,12 @@ class _ThreadLanes(_LaneWise):
             node.body = self._statements(node.body)
             node.orelse = self._statements(node.orelse)
             return node
-        return super().visit_If(node)
+        per_thread = _per_thread_code(node.body + node.orelse, self.namespace)
+        out = super().visit_If(node)
+        if not per_thread or len(out) < 2:
+            return out
+        cond = out[0].targets[0].id
+        return [out[0], _in_region(out[1:], [ast.Name(cond, ast.Load())])]
 
     def _statements(self, body):
         out = []

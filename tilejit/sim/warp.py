@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilejit.sim.runtime import STATE
-from tilejit.sim.threads import ThreadCodeError, _active
+from tilejit.sim.threads import ThreadCodeError, _active, synced
 from tilejit.sim.runtime import _caller_location
 
 WARP = 32
@@ -207,6 +207,7 @@ def sync_warp(mask=FULL):
     _, active, _ = _block(0, "sync_warp")
     _members(np.broadcast_to(np.asarray(mask, dtype=np.int64) & FULL, active.shape), active,
              "sync_warp")
+    synced()
 
 
 MEANINGS["sync_warp"] = sync_warp
