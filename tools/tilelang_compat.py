@@ -266,6 +266,9 @@ LANGUAGE_DIFFERENCES = {
     "popcount": "the count as an int32", "clz": "the count as an int32",
     "unroll": "a sequential loop (LLVM decides the unrolling)",
     "Unroll": "as `T.unroll`",
+    "parallel": "TVM's parallel loop, laid out as TileLang lays it out: as `T.Parallel` "
+                "(a perfect nest of them as one loop of their extents; a start offsets the "
+                "index)",
     "vectorized": "a sequential loop (LLVM decides the vectorization)",
     "Vectorized": "as `T.vectorized`",
     "annotate_layout": "a `T.Layout` for a shared tile: one equal to a swizzle tilejit knows "

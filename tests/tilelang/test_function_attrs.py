@@ -250,3 +250,14 @@ def test_future_annotations_of_a_classic_prim_func():
     from tests.tilelang.future_annotations_program import doubled
     a = torch.randn(16)
     torch.testing.assert_close(tilelang.compile(doubled, out_idx=[-1])(a), a * 2)
+
+
+def test_future_annotations_read_the_factorys_locals(ptxas):
+    """An annotation string names ``dtype``, a local of the function the kernel is defined
+    in that its body never reads: evaluated with that function's locals."""
+    from tests.tilelang.future_annotations_program import scaled
+    a = torch.randn(100)
+    kernel = tilelang.compile(scaled(100, 64, 3.0), out_idx=[-1])
+    torch.testing.assert_close(kernel(a), a * 3)
+    ptxas(tilelang.compile(scaled(100, 64, 3.0), out_idx=[-1], target="cuda -arch=sm_80")
+          .get_kernel_source(), "sm_80")

@@ -401,6 +401,7 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.async_tile_copies import rewrite_async_tile_copies  # (the same)
     from tilejit.frontend.tir_branches import rewrite_tir_branches  # (the same circle)
     from tilejit.frontend.eval_strings import rewrite_eval_strings  # (the same circle)
+    from tilejit.frontend.tir_parallel import rewrite_tir_parallel  # (the same circle)
     if "eval" in spelled_names(ks.tree):    # Python's eval of a string the program gives
         rewrite_eval_strings(ks)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
@@ -417,6 +418,8 @@ def _parse_kernel(func, tree=None) -> KernelSource:
         check_local_helper_calls(ks)
     if spelled_names(ks.tree) & {"If", "Then", "Else"}:   # TVM's script branches: an if
         rewrite_tir_branches(ks)
+    if "parallel" in spelled_names(ks.tree):     # TVM's parallel loop: a T.Parallel
+        rewrite_tir_parallel(ks)
     fold_static_branches(ks)
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:

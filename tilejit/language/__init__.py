@@ -13,6 +13,7 @@ Imports nothing from tilejit but ``target`` (the bottom floor).
 from __future__ import annotations
 
 import itertools
+import sys
 import numbers as _numbers
 
 import numpy as np
@@ -100,14 +101,16 @@ from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle
 
 
 __all__ = [
-    "DType", "dtype", "as_dtype", "bfloat16", "bool_", "float16", "float32", "float64", "int8",
-    "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "half", "double",
+    "DType", "dtype", "DataType", "as_dtype", "bfloat16", "bool_", "float16", "float32",
+    "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "half", "double",
     "short", "long", "uint", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "float8_e8m0fnu", "float4_e2m1fn",
     "Buffer", "SharedBuffer", "FragmentBuffer", "LocalBuffer", "StridedTensor", "Symbol",
     "Var", "Tensor", "const", "dyn", "dynamic", "symbolic",
     "Cast", "Serial",
-    "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel", "serial",
+    "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel",
+    "parallel", "serial",
     "grid", "dp4a",
     "unroll", "vectorized", "ceildiv", "reinterpret",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
@@ -166,6 +169,7 @@ __all__ = [
 # TileLang's ``T.dtype`` (the dtype class: ``T.dtype("float16")``, ``isinstance(x,
 # T.dtype)``) and ``T.Var`` (the class of shape symbols)
 dtype = DType
+DataType = DType        # TVM's name, which TileLang's language module once re-exported
 Var = Symbol
 
 
@@ -301,6 +305,14 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None
     if len(extents) == 1:
         return iter(range(int(extents[0])))
     return itertools.product(*(range(int(e)) for e in extents))
+
+
+def parallel(start, stop=None, *, annotations=None):
+    """TVM's parallel loop, ``for i in T.parallel(n)`` (or ``(start, stop)``): TileLang
+    lays it out as a ``T.Parallel`` loop, and so does tilejit (nested ones as one
+    ``T.Parallel`` of their extents; ``frontend/tir_parallel.py``). Outside a kernel it
+    iterates in order."""
+    return range(start) if stop is None else range(start, stop)
 
 
 def serial(start, stop=None, step=1):
@@ -513,7 +525,15 @@ Serial = serial
 def prim_func(func):
     """TileLang's classic kernel: parameters annotated ``T.Tensor(shape, dtype)``
     (compiled by ``tilejit.compile(func)`` or a ``@tilejit.jit`` factory)."""
-    return _PrimFunc(func)
+    outer = None
+    if any(isinstance(a, str) for a in getattr(func, "__annotations__", {}).values()):
+        # annotations as strings (``from __future__ import annotations``) may read names
+        # of the function the kernel is defined in that its body does not read (so not
+        # in its closure): that function's locals, now
+        caller = sys._getframe(1)
+        outer = dict(caller.f_locals) if caller.f_code.co_name != "<module>" else None
+        del caller
+    return _PrimFunc(func, outer)
 
 
 # -- math functions -----------------------------------------------------------------

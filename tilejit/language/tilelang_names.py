@@ -484,14 +484,18 @@ def _namespace(func) -> dict:
     return namespace
 
 
-def _evaluated_annotations(func) -> dict:
+def _evaluated_annotations(func, outer=None) -> dict:
     """The function's annotations, those written as strings (``from __future__ import
-    annotations``) evaluated where it is defined; one that does not evaluate stays a
-    string (and is reported as the annotation it is)."""
+    annotations``) evaluated where it is defined: its globals, the locals of the function
+    it is defined in (``outer``, where known: a name only the annotations read is not in
+    the closure) and its closure; one that does not evaluate stays a string (and is
+    reported as the annotation it is)."""
     annotations = dict(getattr(func, "__annotations__", {}))
     # (a dtype is a str too, TileLang's are: T.bool is the dtype, not a name to evaluate)
     if any(isinstance(a, str) and not isinstance(a, DType) for a in annotations.values()):
         namespace = _namespace(func)
+        if outer:
+            namespace = {**func.__globals__, **outer, **namespace}
         for name, a in annotations.items():
             if isinstance(a, str) and not isinstance(a, DType):
                 try:
@@ -526,12 +530,13 @@ class PrimFunc:
                                 "buffer_map, script); tilejit compiles the program's Python "
                                 "and keeps no TVM IR")
 
-    def __init__(self, func):
+    def __init__(self, func, outer=None):
+        """``outer``: the locals of the function ``func`` is defined in, where known."""
         self.func = func
         self.__name__ = func.__name__
         self.__wrapped__ = func
         self.params = list(func.__code__.co_varnames[:func.__code__.co_argcount])
-        annotations = _evaluated_annotations(func)
+        annotations = _evaluated_annotations(func, outer)
         self.annotations = {}
         # TileLang's "lazy" form: parameters annotated in the body (``A: T.Tensor[...]``),
         # outputs made with ``T.empty`` and returned, as an eager @tilejit.jit program
