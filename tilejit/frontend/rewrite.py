@@ -47,6 +47,7 @@ from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
 from tilejit.frontend.unrolled_regions import unroll_gemm_regions
+from tilejit.language.numerics import cast_options_problem
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
@@ -492,6 +493,8 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.UnaryOp(ast.Not(), node.args[0]), node)
         if target is T.clamp:
             return self._clamp(node)
+        if target is T.cast and (node.keywords or len(node.args) > 2):
+            return self._cast(node)
         if target is T.index_to_coordinates:
             return self._coordinates(node)
         if target is T.align_up and len(node.args) == 2 and not node.keywords:
@@ -538,6 +541,37 @@ class _DeviceForms(syntax.NodeTransformer):
         if target in (T.serial, T.unroll, T.vectorized):
             return self._range(node)
         return node
+
+    def _cast(self, node):
+        """``T.cast(x, dtype, round="", sat=True, rbits=None, span=None)``: the options,
+        compile-time constants, checked (``T.cast_options_problem``) and dropped."""
+        names = ("value", "dtype", "round", "sat", "rbits", "span")
+        given = dict(zip(names, node.args))
+        for k in node.keywords:
+            if k.arg not in names or k.arg in given:
+                raise self.error(f"T.cast(): unknown or repeated keyword {k.arg}= (it takes "
+                                 f"value, dtype, round=, sat=, rbits=, span=)", node)
+            given[k.arg] = k.value
+        if len(node.args) > len(names) or "value" not in given or "dtype" not in given:
+            raise self.error("T.cast(value, dtype, round='', sat=True, rbits=None): a value "
+                             "and a dtype", node)
+        options = {}
+        for name, default in (("round", ""), ("sat", True), ("rbits", None)):
+            expr = given.get(name)
+            if expr is None:
+                options[name] = default
+            elif isinstance(expr, ast.Constant):
+                options[name] = expr.value
+            elif name == "rbits":
+                options[name] = expr        # (refused: stochastic rounding)
+            else:
+                raise self.error(f"T.cast({name}=...): a constant is expected, got "
+                                 f"`{ast.unparse(expr)}`", node)
+        problem = cast_options_problem(**options)
+        if problem:
+            raise self.error(problem, node)
+        return ast.copy_location(ast.Call(node.func, [given["value"], given["dtype"]], []),
+                                 node)
 
     def _range(self, node):
         """``range`` of ``T.serial(start, stop=None, step=1, *, annotations=None)`` (and

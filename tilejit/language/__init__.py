@@ -385,9 +385,15 @@ def if_then_else(cond, then_value, else_value):
 Select = if_then_else       # TileLang's (TIR's) name of the same select
 
 
-def cast(value, dtype):
+def cast(value, dtype, round="", sat=True, rbits=None, span=None):  # noqa: A002, F811
     """``value`` converted to ``dtype`` (floats round to nearest even; float to int
-    truncates toward zero)."""
+    truncates toward zero). TileLang's ``round=`` takes ``""`` or ``"rn"`` (the same);
+    its ``sat=`` (a bool) changes only stochastic rounding's conversions, which tilejit
+    has not (``round="rs"``, ``rbits=``: refused, as are ``"rz"``, ``"rp"``, ``"rm"``);
+    ``span`` is TVM's source location, not used."""
+    problem = _num.cast_options_problem(round, sat, rbits)
+    if problem:
+        raise ValueError(problem)
     return _num.cast(value, as_dtype(dtype))
 
 

@@ -124,6 +124,21 @@ def from_float4_codes(codes) -> np.ndarray:
     return np.where(codes & 8, -mag, mag).astype(np.float32)
 
 
+def cast_options_problem(round, sat, rbits) -> str | None:  # noqa: A002
+    """What is wrong with ``T.cast``'s ``round=``, ``sat=``, ``rbits=``, or None."""
+    if round not in ("", "rn", "rz", "rp", "rm", "rs"):
+        return (f"T.cast(round={round!r}): expected one of '', 'rn', 'rz', 'rp', 'rm', "
+                f"'rs'")
+    if round in ("rz", "rp", "rm", "rs") or rbits is not None:
+        return (f"T.cast(round={round!r}{', rbits=...' if rbits is not None else ''}) is "
+                f"not supported by tilejit: its conversions round to nearest even "
+                f"(round='' or 'rn'); TileLang's CUDA backend lowers only stochastic "
+                f"rounding ('rs') besides")
+    if not isinstance(sat, (bool, np.bool_)):
+        return f"T.cast(sat=...): expected a bool, got {type(sat).__name__} {sat!r}"
+    return None
+
+
 def cast(value, dtype: DType):
     if dtype == float4_e2m1fn:
         out = from_float4_codes(float4_codes(np.asarray(value).astype(np.float32)))
