@@ -2,7 +2,8 @@
 
 Evaluates literals, constexpr parameters and specialized shape entries (globals of the
 device program), ``A.dtype`` of tensor parameters, names assigned once from such values,
-arithmetic, tuples and a few pure functions (``T.ceildiv``, ``min``, ``max``, ``int``).
+arithmetic, tuples, a few pure functions (``T.ceildiv``, ``min``, ``max``, ``int``) and
+the program's own Python functions of such values (run at compile time).
 Anything else raises ``NotStatic``."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import builtins
 import numbers
 import math
 import operator
+import types
 
 from tilejit import syntax
 from tilejit import language as T
@@ -31,6 +33,15 @@ _PURE = (T.ceildiv, builtins.min, builtins.max, builtins.int, builtins.abs, buil
          builtins.round, builtins.float, builtins.pow, T.max, T.min, T.as_dtype,
          # Python's math on compile-time values (a shape `math.ceil(max_seqlen / block_N)`)
          math.ceil, math.floor, math.log2, math.log, math.sqrt, math.prod, math.gcd)
+
+
+def _program_function(fn) -> bool:
+    """A plain Python function of the program's (not tilejit's), also where the front end
+    made it a ``T.macro`` (a function a kernel calls): run on compile-time values it
+    computes one, or raises (a macro's tile operations need a kernel)."""
+    fn = fn.func if isinstance(fn, T.macro) else fn
+    return isinstance(fn, types.FunctionType) and not (
+        getattr(fn, "__module__", None) or "tilejit").startswith("tilejit")
 
 
 class _ParamDtype:
@@ -134,6 +145,15 @@ class StaticEval:
                 args = [self.value(a) for a in node.args]
                 kwargs = {k.arg: self.value(k.value) for k in node.keywords}
                 return fn(*args, **kwargs)
+            if _program_function(fn):
+                # the program's own Python function of compile-time values (a shape
+                # `align(num_groups, threads)`): run now, as TileLang's builder runs it
+                args = [self.value(a) for a in node.args]
+                kwargs = {k.arg: self.value(k.value) for k in node.keywords}
+                try:
+                    return fn(*args, **kwargs)
+                except Exception:       # noqa: BLE001 - device code, or not for these values
+                    raise NotStatic(ast.unparse(node)) from None
         if isinstance(node, ast.IfExp):
             return self.value(node.body) if self.value(node.test) else self.value(node.orelse)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP:
