@@ -1,10 +1,10 @@
 """The program's own Python functions of compile-time values where a compile-time value
 is needed (a tile's shape ``align(num_groups, threads)``, as DeepSeek's TileKernels
-write it): run at compile time, as TileLang's builder runs them (``passes/
-static_eval.py``), also where the front end made the function a macro because a kernel
-calls it. One that fails on those values, or computes no shape, leaves the shape
-unknown: a CompileError at its line. In simulation against torch, in PTX through ptxas, on the GPU against the
-simulator."""
+write it): run at compile time, as TileLang's builder runs them
+(``passes/static_eval.py``), also where the front end made the function a macro because
+a kernel calls it. One that fails on those values, or computes no shape, leaves the
+shape unknown: a CompileError at its line. In simulation against torch, in PTX through
+ptxas, on the GPU against the simulator."""
 import pytest
 import torch
 
