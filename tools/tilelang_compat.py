@@ -266,6 +266,9 @@ LANGUAGE_DIFFERENCES = {
     "popcount": "the count as an int32", "clz": "the count as an int32",
     "unroll": "a sequential loop (LLVM decides the unrolling)",
     "Unroll": "as `T.unroll`",
+    "cast": "`round=` '' or 'rn' (to nearest even, tilejit's conversion) and `sat=` (TileLang "
+            "applies it to stochastic rounding only) are taken; 'rz', 'rp', 'rm', 'rs' and "
+            "`rbits=` are refused by name",
     "parallel": "TVM's parallel loop, laid out as TileLang lays it out: as `T.Parallel` "
                 "(a perfect nest of them as one loop of their extents; a start offsets the "
                 "index)",

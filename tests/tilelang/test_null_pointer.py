@@ -104,3 +104,39 @@ def test_gpu_a_symbol_of_tensors_passed_as_none(given):
     out = torch.zeros(2, dtype=torch.int32, device="cuda")
     shape_of_the_nullable()(x if given == "a" else None, x if given == "b" else None, out)
     assert out.cpu().tolist() == [0 if given == "none" else 5, 7]
+
+
+@tilelang.jit
+def gather_rows(M, N, has_indices=False):
+    """lmdeploy's form: the optional tensor read on the side of a T.if_then_else (or a
+    conditional expression) that a compile-time flag settles."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32"),
+             Indices: T.Tensor((M,), "int32") = None):
+        with T.Kernel(M, threads=32) as bx:
+            row = T.if_then_else(has_indices, Indices[bx], bx)
+            scale = 2.0 if not has_indices else T.cast(Indices[0], "float32")
+            for j in T.Parallel(N):
+                C[bx, j] = A[row, j] * scale
+    return main
+
+
+def test_none_for_a_tensor_read_on_a_settled_side(ptxas):
+    a = torch.randn(8, 32)
+    c = torch.zeros(8, 32)
+    gather_rows(8, 32)(a, c, None)
+    torch.testing.assert_close(c, 2 * a)
+    ptxas(gather_rows(8, 32).get_kernel_source(), "sm_90a")
+    with pytest.raises(TypeError, match="argument 'Indices': expected a tensor, got NoneType"):
+        gather_rows(8, 32, has_indices=True)(a, c, None)
+    idx = torch.tensor([3, 1, 2, 0, 7, 6, 5, 4], dtype=torch.int32)
+    gather_rows(8, 32, has_indices=True)(a, c, idx)
+    torch.testing.assert_close(c, a[idx.long()] * 3)
+
+
+@pytest.mark.gpu
+def test_none_for_a_tensor_read_on_a_settled_side_on_the_gpu():
+    a = torch.randn(8, 32)
+    c = torch.zeros(8, 32, device="cuda")
+    gather_rows(8, 32)(a.cuda(), c, None)
+    torch.testing.assert_close(c.cpu().double(), 2 * a.double())

@@ -272,6 +272,17 @@ def unread_params(ks: KernelSource) -> frozenset:
                 for stmt in node.body if truth else node.orelse:
                     visit(stmt)
                 return
+        # `a if c else b` and TileLang's T.if_then_else(c, a, b) with `c` settled: the side
+        # it takes (`T.if_then_else(has_indices, Indices[b], b)` with has_indices False)
+        if isinstance(node, ast.IfExp):
+            truth = settled(node.test, ks.namespace)
+            if truth is not None:
+                return visit(node.body if truth else node.orelse)
+        if isinstance(node, ast.Call) and len(node.args) == 3 and not node.keywords and \
+                resolve_static(node.func, ks.namespace) is T.if_then_else:
+            truth = settled(node.args[0], ks.namespace)
+            if truth is not None:
+                return visit(node.args[1] if truth else node.args[2])
         if isinstance(node, ast.Attribute) and node.attr == "shape" and \
                 isinstance(node.value, ast.Name):
             return

@@ -118,6 +118,36 @@ def lane_live(k, *bounds):
     return k < stop if step > 0 else k > stop
 
 
+def leave(lanes_on):
+    """``lanes_on`` (``True``: every lane) less the active lanes: those that take a
+    ``continue`` or ``break`` (``lane_loops.py``)."""
+    on = np.ones(STATE.lanes, dtype=bool) if lanes_on is True else \
+        np.array(lanes_on, dtype=bool)
+    active = _active()
+    if active is None:
+        on[...] = False
+    else:
+        on &= ~np.broadcast_to(active, on.shape)
+    return on
+
+
+def any_on(lanes_on) -> bool:
+    """Whether an active lane is among ``lanes_on`` (``True``/``False``: all, none)."""
+    if lanes_on is True or lanes_on is False:
+        return lanes_on and (STATE.mask is None or bool(np.any(STATE.mask)))
+    active = _active()
+    return bool(np.any(lanes_on if active is None else lanes_on & active))
+
+
+def loop_on(test, still):
+    """The lanes that run a ``while`` loop's next iteration: those still in it whose
+    ``test`` holds (a lane whose test fails has left the loop)."""
+    if np.ndim(test) == 0:
+        return still if bool(test) else False
+    holds = np.asarray(test, dtype=bool)
+    return holds if still is True else holds & still
+
+
 def uniform(value, what: str):
     """``value`` as one Python value: it must be the same in every active thread."""
     if np.ndim(value) == 0:

@@ -34,6 +34,7 @@ from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
 from tilejit.ir.markers import THREAD_INDEX
+from tilejit.sim.lane_loops import LaneLoops
 from tilejit.language.tiles import TILE_OPERATIONS
 
 OWN_FRAGMENT = "__tj_own_fragment"   # semantics.own_fragment, bound by runner.py
@@ -268,13 +269,35 @@ def _leaves(body) -> bool:
     return False
 
 
-class _ThreadLanes(_LaneWise):
+def _returns_in(body) -> bool:
+    """Whether statements return from the kernel (a loop holding one keeps Python's
+    meaning: the branch that returns must be the same in every thread)."""
+    return any(isinstance(n, ast.Return) for s in body for n in syntax.walk(s))
+
+
+class _ThreadLanes(LaneLoops, _LaneWise):
     """The block of a kernel with per-thread code, one lane per thread
-    (``threads.py``): T.Parallel loops are left to ``SimRewriter``."""
+    (``threads.py``): T.Parallel loops are left to ``SimRewriter``; loops that threads
+    leave at different times are ``lane_loops.py``'s."""
+
+    _call_threads = staticmethod(_call_threads)
+    _call_sim = staticmethod(_call)
 
     def __init__(self, namespace, tuples=frozenset()):
         super().__init__(tuples)
         self.namespace = namespace
+
+    @staticmethod
+    def _where(cond, negate=False):
+        return ast.Call(ast.Attribute(ast.Name(SIM, ast.Load()), "where", ast.Load()), [cond],
+                        [ast.keyword("negate", ast.Constant(negate))])
+
+    def _body(self, body, node):
+        """(statements before the loop, its body): ``lane_loops`` where the body's
+        break/continue take some lanes out."""
+        if self.escaping(body):
+            return self.lane_loop_body(body, node)
+        return [], self._statements(body)
 
     def visit_For(self, node):
         if _is_parallel(node, self.namespace):
@@ -282,13 +305,16 @@ class _ThreadLanes(_LaneWise):
         it = node.iter
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" \
                 and not it.keywords and 1 <= len(it.args) <= 3 and not node.orelse \
-                and isinstance(node.target, ast.Name) and not _leaves(node.body):
+                and isinstance(node.target, ast.Name) and not _returns_in(node.body):
             return self._lane_bounds(node)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
             it.args = [_uniform(self.visit(a), "a loop bound") for a in it.args]
-        node.body = self._statements(node.body)
-        node.orelse = self._statements(node.orelse)
-        return node
+        if node.orelse:
+            node.body = self._statements(node.body)
+            node.orelse = self._statements(node.orelse)
+            return node
+        before, node.body = self._body(node.body, node)
+        return before + [node] if before else node
 
     def _lane_bounds(self, node):
         """A serial loop whose bounds may differ between the threads (``T.serial(tx % 4)``,
@@ -300,13 +326,15 @@ class _ThreadLanes(_LaneWise):
         out = [ast.copy_location(ast.Assign([ast.Name(bounds, ast.Store())], ast.Tuple(
             [self.visit(a) for a in node.iter.args], ast.Load())), node)]
         masked_body = copy.deepcopy(node.body)
+        before, plain_body = self._body(node.body, node)
         plain = ast.For(node.target, ast.Call(ast.Name("range", ast.Load()), [ast.Starred(
             _call_threads("uniform_all", [ast.Name(bounds, ast.Load()),
                                           ast.Constant("a loop bound")]), ast.Load())], []),
-            self._statements(node.body), [])
+            plain_body, [])
         self.depth += 1
-        inner = self._statements(masked_body)
+        varying_before, inner = self._body(masked_body, node)
         self.depth -= 1
+        out += before + varying_before
         item = ast.withitem(ast.Call(ast.Attribute(ast.Name(SIM, ast.Load()), "where",
                                                    ast.Load()), [ast.Name(live, ast.Load())],
                                      []), None)
@@ -324,6 +352,8 @@ class _ThreadLanes(_LaneWise):
         return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in out]
 
     def visit_While(self, node):
+        if not node.orelse and not _returns_in(node.body):
+            return self.lane_while(node)        # (its condition may differ between lanes)
         node.test = _uniform(self.visit(node.test), "a while loop's condition")
         node.body = self._statements(node.body)
         node.orelse = self._statements(node.orelse)
