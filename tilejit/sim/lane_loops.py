@@ -15,9 +15,10 @@ The loop runs while any active lane is in it (``threads.any_on``); its body runs
 ``where(on)``, and the statements after one that may take a lane out run under a fresh
 ``where(on)``, where a lane is left (the segments of ``LaneLoops._segments``). A
 ``continue``/``break`` itself becomes ``on = threads.leave(on)`` (and ``brk`` alike), and
-what follows it in its block is not run: every lane that reaches it leaves. With a condition the same in every thread
-the loop runs as Python's. A branch that also returns from the kernel keeps Python's
-meaning (its condition must be the same in every thread: ``transform._leaves``)."""
+what follows it in its block is not run: every lane that reaches it leaves. With a
+condition the same in every thread the loop runs as Python's. A branch that also returns
+from the kernel keeps Python's meaning (its condition must be the same in every thread:
+``transform._leaves``)."""
 from __future__ import annotations
 
 import ast
