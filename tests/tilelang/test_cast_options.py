@@ -3,13 +3,12 @@
 stochastic rounding's conversions in TileLang's CUDA backend, so both are taken; the
 other rounding modes and ``rbits`` are refused by name, in a kernel at its line. In
 simulation against torch, in PTX through ptxas, on the GPU against the simulator."""
-import importlib.util
-
 import pytest
 import torch
 
 import tilejit
 import tilejit.language as T
+from kernel_files import kernel_module
 
 
 @tilejit.jit
@@ -52,17 +51,13 @@ def test_the_options_tilejit_makes_are_taken(ptxas):
     ("flag=True", r"T.cast\(\): unknown or repeated keyword flag="),
 ])
 def test_other_options_are_refused_at_their_line(options, message, tmp_path):
-    path = tmp_path / "cast_case.py"
-    path.write_text(
+    module = kernel_module(tmp_path, "cast_case", (
         "import tilejit.language as T\n"
         "@T.prim_func\n"
         "def main(A: T.Tensor((64,), 'float32'), B: T.Tensor((64,), 'float16')):\n"
         "    with T.Kernel(1, threads=64):\n"
         "        for i in T.Parallel(64):\n"
-        f"            B[i] = T.cast(A[i], 'float16', {options})\n")
-    spec = importlib.util.spec_from_file_location("cast_case", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+        f"            B[i] = T.cast(A[i], 'float16', {options})\n"))
     with pytest.raises(tilejit.CompileError, match=message) as info:
         tilejit.compile(module.main, target="sim")(torch.zeros(64), torch.zeros(64).half())
     assert "line 6" in str(info.value) and "T.cast(A[i], 'float16'" in str(info.value)
