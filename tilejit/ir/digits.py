@@ -179,6 +179,17 @@ def reduce_layout(src: DigitLayout, dim: int, keep_dim: bool = False,
     return Reduction(src, dim, result, slot_map, tuple(lane), tuple(across))
 
 
+def idle_copies(source: DigitLayout, partial: bool, threads: int) -> bool:
+    """Whether a reduction of ``source`` leaves threads without the result: its thread
+    digits name fewer of the ``threads`` than there are (the others hold copies in its
+    digit form), and the layout is ``partial`` (its tile is smaller than one round of
+    the loop that laid it out: the copies are threads that loop gave no element, so
+    their partials are the identity). The result is then handed out through shared
+    memory (``lowering/reductions.py``, ``layout_inference._plan_reduction_scratch``)."""
+    named = math.prod(d.size for digits in source.dims for d in digits if d.src == "t")
+    return partial and named < threads
+
+
 def merged_digits(layout: DigitLayout) -> DigitLayout:
     """``layout`` with each run of adjacent digits of one source that continue each other
     (the next's stride and place those of the previous times its size) as one digit: the

@@ -71,8 +71,8 @@ from tilejit.layouts import (make_swizzled_layout, offset_table, parallel_fragme
 from tilejit.ir.addressing import (S_VAR, BinOp, Const, ParallelLayout, Var, digit_indexing,
                                    evaluate, fragment_indexing, row_major, substitute)
 from tilejit.ir.view_layout import ViewLayout
-from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, merged_digits,
-                               reduce_layout, reshape_layout)
+from tilejit.ir.digits import (Digit, DigitLayout, ReshapeError, digit_layout, idle_copies,
+                               merged_digits, reduce_layout, reshape_layout)
 from tilejit.ir.markers import (ATOMICS, FRAG_GET, FRAG_INDEX, FRAG_LOOP, FRAG_SET, FRAG_SLOT,
                                 FRAG_VALID, FRAG_WRITER, TILE)
 from tilejit.ir.gemm_plan import with_wgmma, with_wgmma_rs
@@ -1577,7 +1577,8 @@ def _plan_reduction_scratch(ctx, tiles):
             continue
         _, _, steps = _reduction(ctx, tiles[src].layout, (dim,), keep, line)
         red = steps[0]
-        if not red.warp_digits:
+        if not red.warp_digits and not idle_copies(
+                red.source, tiles[src].indexing.valid is not None, ctx.plan.threads):
             continue
         size = math.prod(red.result.shape)
         if shared_scratch:

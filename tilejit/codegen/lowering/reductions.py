@@ -31,7 +31,7 @@ from numba.core import cgutils, types
 from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.ir.addressing import digit_indexing, evaluate
-from tilejit.ir.digits import DigitLayout, digit_layout, reduce_layout
+from tilejit.ir.digits import DigitLayout, digit_layout, idle_copies, reduce_layout
 from tilejit.ir.kernel_config import current_kernel
 from tilejit.ir.plan import compute_dtype
 from tilejit.codegen.typing.tiles import TileType
@@ -205,7 +205,11 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
         turn_handover(context, builder, partial)
     for off in red.lane_offsets:
         partial = [_combine(builder, op, p, _shfl_xor(builder, p, off), ctype) for p in partial]
-    if red.warp_digits:
+    # threads past a partial layout's tile (its loops give them no element) hold copies of
+    # the result in its digit form, but identity partials: the result is handed to them
+    # through the scratch too (``idle_copies``)
+    idle = idle_copies(dl, st.indexing.valid is not None, plan().threads)
+    if red.warp_digits or idle:
         scratch = plan().tile(plan().scratch[rid])
         base = builder.bitcast(builder.gep(_smem(builder), [I32(0), I32(scratch.offset)]),
                                ir.PointerType(partial[0].type, 3))
@@ -222,9 +226,16 @@ def _reduce_fragment(context, builder, sig, args, op, dim, clear, rid):
             cs = [emit(builder, c, {"t": tid, "s": r}) for c in coords]
             flats.append(_flat(builder, cs, red.result.shape))
         # a block wider than the layout holds replicas of its threads (identity
-        # partials): only the copy that writes stores, or it would clobber a slot
+        # partials): only the copy that writes stores, or it would clobber a slot; where
+        # the copies are the idle threads of a partial layout as wide as the block, the
+        # threads holding a valid slot store
         writer = digit_indexing(dataclasses.replace(dl, threads=plan().threads)).writer
-        with guarded(builder, nonzero(builder, writer, {"t": tid}) if writer else None):
+        holds = nonzero(builder, writer, {"t": tid}) if writer else None
+        if idle and writer is None:
+            for s in range(st.indexing.slots):
+                v = nonzero(builder, st.indexing.valid, {"t": tid, "s": s})
+                holds = v if holds is None else builder.or_(holds, v)
+        with guarded(builder, holds):
             for r, p in enumerate(partial):
                 idx = builder.add(builder.mul(group, I32(size)), flats[r])
                 builder.store(p, builder.gep(base, [idx]))
