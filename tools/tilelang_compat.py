@@ -266,9 +266,10 @@ LANGUAGE_DIFFERENCES = {
     "popcount": "the count as an int32", "clz": "the count as an int32",
     "unroll": "a sequential loop (LLVM decides the unrolling)",
     "Unroll": "as `T.unroll`",
-    "cast": "`round=` '' or 'rn' (to nearest even, tilejit's conversion) and `sat=` (TileLang "
-            "applies it to stochastic rounding only) are taken; 'rz', 'rp', 'rm', 'rs' and "
-            "`rbits=` are refused by name",
+    "cast": "`round=` '' or 'rn' (to nearest even, tilejit's conversion), 'rz', 'rp', 'rm' "
+            "(TileLang reserves them and rounds to nearest: so does tilejit, with a warning) "
+            "and `sat=` (TileLang applies it to stochastic rounding only) are taken; "
+            "stochastic rounding ('rs' with `rbits=`) is refused by name",
     "parallel": "TVM's parallel loop, laid out as TileLang lays it out: as `T.Parallel` "
                 "(a perfect nest of them as one loop of their extents; a start offsets the "
                 "index)",
@@ -505,13 +506,16 @@ def markdown() -> str:
         "tilejit's module lacks raises `NotSupportedImportError` (an `ImportError`) with that "
         "message, not Python's bare \"cannot import name\"; a submodule of TileLang's that "
         "tilejit lacks (`tilelang.engine.lower`, `tilelang.jit.adapter`, "
-        "`tilelang.language.tir`) raises `ModuleNotFoundError` saying so, also where "
+        "`tilelang.language.tir.exports`) raises `ModuleNotFoundError` saying so, also where "
         "tilejit keeps TileLang's package as one module (Python would say \"not a "
         "package\"); an attribute of TileLang's compiled kernel (`JITKernel`), `@jit` object, "
         "profiler, `AutoTuner`, `PrimFunc` or `DataType` that tilejit's lacks "
         "(`kernel.get_host_source()`, `kernel.adapter`, `func.script()`, "
         "`T.float16.type_code`) raises `NotSupportedError` naming it and listing what "
-        "tilejit's object has. Probes keep Python's answers (`hasattr` is False).",
+        "tilejit's object has. Probes keep Python's answers (`hasattr` is False). "
+        "TileLang's `tilelang.language.tir.op` and `tilelang.language.tir.ir` (`from "
+        "tilelang.language.tir import op as tir_op`) give `tilelang.language`'s names: "
+        "`tir_op.abs` is `T.abs`, and a name the table marks not supported is refused so.",
         "",
         "`from tilelang import tvm` (TVM, which tilejit is built without) imports, and so "
         "does `import tvm` where TVM is not installed (TileLang makes its bundled TVM "

@@ -57,7 +57,7 @@ def test_importing_a_name_tilejit_has_and_one_it_lacks_together():
     ("tilejit.tilelang.engine.lower", "tilelang.engine.lower"),
     ("tilejit.tilelang.jit.adapter", "tilelang.jit.adapter"),
     ("tilejit.tilelang.jit.kernel", "tilelang.jit.kernel"),
-    ("tilejit.language.tir", "tilelang.language.tir"),
+    ("tilejit.language.tir.exports", "tilelang.language.tir.exports"),
     ("tilejit.profiler.bench", "tilelang.profiler.bench"),
     ("tilejit.autotuner.tuner", "tilelang.autotuner.tuner"),
     ("tilejit.carver.roller.hint", "tilelang.carver.roller.hint"),

@@ -1,8 +1,11 @@
 """TileLang's ``T.cast(value, dtype, round="", sat=True, rbits=None)``: ``round`` "" or
-"rn" is the conversion tilejit makes (to nearest even), ``sat`` (a bool) changes only
-stochastic rounding's conversions in TileLang's CUDA backend, so both are taken; the
-other rounding modes and ``rbits`` are refused by name, in a kernel at its line. In
-simulation against torch, in PTX through ptxas, on the GPU against the simulator."""
+"rn" is the conversion tilejit makes (to nearest even); "rz", "rp", "rm", which TileLang
+reserves (its CUDA backend rounds to nearest), round to nearest with a warning at the
+kernel's line; ``sat`` (a bool) changes only stochastic rounding's conversions in
+TileLang's CUDA backend, so it is taken; stochastic rounding (``round="rs"`` with
+``rbits``) is refused by name; bad options are TileLang's ValueErrors, in a kernel a
+CompileError at its line. In simulation against torch, in PTX through ptxas, on the GPU
+against the simulator."""
 import pytest
 import torch
 
@@ -44,10 +47,12 @@ def test_the_options_tilejit_makes_are_taken(ptxas):
 
 
 @pytest.mark.parametrize("options, message", [
-    ("round='rz'", r"T.cast\(round='rz'\) is not supported by tilejit"),
-    ("round='rs', rbits=7", r"T.cast\(round='rs', rbits=...\) is not supported"),
-    ("round='up'", r"T.cast\(round='up'\): expected one of"),
-    ("sat=1", r"T.cast\(sat=...\): expected a bool, got int 1"),
+    ("round='rs', rbits=7", r"T.cast\(round='rs', rbits=...\) \(stochastic rounding\) is not "
+                            r"supported by tilejit"),
+    ("round='rs'", r"rbits is required when round='rs'"),
+    ("round='rn', rbits=7", r"rbits is only valid with round='rs'"),
+    ("round='up'", r"Invalid round 'up'. Must be one of"),
+    ("sat=1", r"Invalid sat 1. Must be a bool"),
     ("flag=True", r"T.cast\(\): unknown or repeated keyword flag="),
 ])
 def test_other_options_are_refused_at_their_line(options, message, tmp_path):
@@ -65,8 +70,27 @@ def test_other_options_are_refused_at_their_line(options, message, tmp_path):
 
 def test_outside_a_kernel():
     assert T.cast(1.5, "float16", sat=False) == 1.5
-    with pytest.raises(ValueError, match=r"T.cast\(round='rm'\) is not supported"):
-        T.cast(1.5, "float16", round="rm")
+    with pytest.raises(ValueError, match=r"Invalid round 'x'"):
+        T.cast(1.5, "float16", round="x")
+
+
+@pytest.mark.parametrize("mode", ["rz", "rp", "rm"])
+def test_a_reserved_mode_rounds_to_nearest_with_a_warning(mode, tmp_path):
+    """TileLang reserves them: its CUDA backend rounds to nearest even, as tilejit does."""
+    with pytest.warns(UserWarning, match=f"T.cast\\(round='{mode}'\\): TileLang reserves"):
+        assert T.cast(1.5, "float16", round=mode) == 1.5
+    module = kernel_module(tmp_path, "cast_mode", (
+        "import tilejit.language as T\n"
+        "@T.prim_func\n"
+        "def main(A: T.Tensor((64,), 'float32'), B: T.Tensor((64,), 'float16')):\n"
+        "    with T.Kernel(1, threads=64):\n"
+        "        for i in T.Parallel(64):\n"
+        f"            B[i] = T.cast(A[i], 'float16', round='{mode}')\n"))
+    a = torch.randn(64)
+    with pytest.warns(UserWarning, match="TileLang reserves") as caught:
+        b = tilejit.compile(module.main, out_idx=[1], target="sim")(a)
+    assert torch.equal(b, a.half())
+    assert any(w.filename.endswith("cast_mode.py") and w.lineno == 6 for w in caught)
 
 
 @pytest.mark.gpu

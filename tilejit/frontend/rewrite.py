@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import copy
 import types
+import warnings
 
 from tilejit import syntax
 from tilejit import language as T
@@ -47,7 +48,7 @@ from tilejit.frontend.async_copies import rewrite_async_copies
 from tilejit.frontend.thread_bindings import rewrite_thread_bindings
 from tilejit.frontend.thread_roles import rewrite_thread_roles
 from tilejit.frontend.unrolled_regions import unroll_gemm_regions
-from tilejit.language.numerics import cast_options_problem
+from tilejit.language.numerics import cast_mode_warning, cast_options_problem
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
@@ -570,6 +571,10 @@ class _DeviceForms(syntax.NodeTransformer):
         problem = cast_options_problem(**options)
         if problem:
             raise self.error(problem, node)
+        if cast_mode_warning(options["round"]):
+            at = self.error(cast_mode_warning(options["round"]), node)    # (its place)
+            warnings.warn_explicit(at.bare_message, UserWarning, at.filename or "<kernel>",
+                                   at.lineno or 0)
         return ast.copy_location(ast.Call(node.func, [given["value"], given["dtype"]], []),
                                  node)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import warnings
 import numbers as _numbers
 
 import numpy as np
@@ -387,13 +388,16 @@ Select = if_then_else       # TileLang's (TIR's) name of the same select
 
 def cast(value, dtype, round="", sat=True, rbits=None, span=None):  # noqa: A002, F811
     """``value`` converted to ``dtype`` (floats round to nearest even; float to int
-    truncates toward zero). TileLang's ``round=`` takes ``""`` or ``"rn"`` (the same);
-    its ``sat=`` (a bool) changes only stochastic rounding's conversions, which tilejit
-    has not (``round="rs"``, ``rbits=``: refused, as are ``"rz"``, ``"rp"``, ``"rm"``);
-    ``span`` is TVM's source location, not used."""
+    truncates toward zero). TileLang's ``round=`` takes ``""`` or ``"rn"`` (the same;
+    ``"rz"``, ``"rp"``, ``"rm"``, which TileLang reserves and rounds to nearest, with a
+    warning); its ``sat=`` (a bool) changes only stochastic rounding's conversions, which
+    tilejit has not (``round="rs"`` with ``rbits=``: refused); ``span`` is TVM's source
+    location, not used. Bad options are TileLang's ValueErrors."""
     problem = _num.cast_options_problem(round, sat, rbits)
     if problem:
         raise ValueError(problem)
+    if _num.cast_mode_warning(round):
+        warnings.warn(_num.cast_mode_warning(round), stacklevel=2)
     return _num.cast(value, as_dtype(dtype))
 
 

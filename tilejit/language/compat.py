@@ -505,7 +505,7 @@ def _tvm_spec(fullname: str):
 
 def _missing_submodule(fullname: str) -> None:
     """A module under one of ``SHIM_PACKAGES`` whose parent tilejit has and which it does
-    not (``tilejit.tilelang.engine.lower``, ``tilejit.language.tir``): a
+    not (``tilejit.tilelang.engine.lower``, ``tilejit.language.tir.exports``): a
     ``ModuleNotFoundError`` saying that TileLang's module is not supported; anything else:
     None (Python's own answer)."""
     parent, _, child = fullname.rpartition(".")

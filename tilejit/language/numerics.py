@@ -124,18 +124,38 @@ def from_float4_codes(codes) -> np.ndarray:
     return np.where(codes & 8, -mag, mag).astype(np.float32)
 
 
+# TileLang's T.cast rounding modes (its tilelang.language.tir.ir's): "" and "rn" round to
+# nearest even; "rz", "rp", "rm" are reserved there (its CUDA backend rounds to nearest);
+# "rs" is stochastic rounding with random bits (rbits=)
+CAST_ROUNDING_MODES = frozenset(("", "rn", "rz", "rp", "rm", "rs"))
+
+
 def cast_options_problem(round, sat, rbits) -> str | None:  # noqa: A002
-    """What is wrong with ``T.cast``'s ``round=``, ``sat=``, ``rbits=``, or None."""
-    if round not in ("", "rn", "rz", "rp", "rm", "rs"):
-        return (f"T.cast(round={round!r}): expected one of '', 'rn', 'rz', 'rp', 'rm', "
-                f"'rs'")
-    if round in ("rz", "rp", "rm", "rs") or rbits is not None:
-        return (f"T.cast(round={round!r}{', rbits=...' if rbits is not None else ''}) is "
-                f"not supported by tilejit: its conversions round to nearest even "
-                f"(round='' or 'rn'); TileLang's CUDA backend lowers only stochastic "
-                f"rounding ('rs') besides")
+    """What is wrong with ``T.cast``'s ``round=``, ``sat=``, ``rbits=`` (TileLang's
+    checks, in its words), or what tilejit does not have (stochastic rounding), or None.
+    ``"rz"``, ``"rp"``, ``"rm"`` pass: TileLang reserves them and rounds to nearest, as
+    tilejit does (``cast_mode_warning`` says so)."""
+    if round not in CAST_ROUNDING_MODES:
+        return (f"T.cast: Invalid round {round!r}. Must be one of: "
+                f"{sorted(CAST_ROUNDING_MODES)}")
     if not isinstance(sat, (bool, np.bool_)):
-        return f"T.cast(sat=...): expected a bool, got {type(sat).__name__} {sat!r}"
+        return (f"T.cast: Invalid sat {sat!r}. Must be a bool (True for satfinite, False "
+                f"for no saturation), got {type(sat).__name__}")
+    if round == "rs" and rbits is None:
+        return "T.cast: rbits is required when round='rs' (stochastic rounding)"
+    if round != "rs" and rbits is not None:
+        return "T.cast: rbits is only valid with round='rs' (stochastic rounding)"
+    if round == "rs":
+        return ("T.cast(round='rs', rbits=...) (stochastic rounding) is not supported by "
+                "tilejit: its conversions round to nearest even")
+    return None
+
+
+def cast_mode_warning(round) -> str | None:  # noqa: A002
+    """The warning for a rounding mode TileLang reserves, or None."""
+    if round in ("rz", "rp", "rm"):
+        return (f"T.cast(round={round!r}): TileLang reserves this mode and its CUDA backend "
+                f"rounds to nearest even; so does tilejit")
     return None
 
 
