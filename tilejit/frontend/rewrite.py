@@ -36,6 +36,7 @@ from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
 from tilejit.frontend.pipelined_range import rewrite_pipelined_ranges
 from tilejit.frontend.parallel_barriers import split_parallel_at_barriers
 from tilejit.frontend.fused_indices import split_fused_indices
+from tilejit.frontend.loop_aliases import inline_loop_aliases
 from tilejit.frontend.accumulating_loops import serialize_accumulations
 from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
@@ -786,6 +787,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = rewrite_parallel_nests(fdef, ks.namespace, ks.error)
     # for i in T.Parallel(M * N) reading F[i // N, i % N]: the two-index loop
     fdef = split_fused_indices(fdef, ks.namespace)
+    # idx = d; frag[idx] in a T.Parallel over d: frag[d] (the loop's own index)
+    fdef = inline_loop_aliases(fdef, ks.namespace)
     # dot[i] += P[i, k] in T.Parallel(M, K): for k in range(K) around T.Parallel(M)
     fdef = serialize_accumulations(fdef, ks.namespace)
     # a barrier among a T.Parallel body's statements: the loop cut in two there
