@@ -546,7 +546,7 @@ class _DeviceForms(syntax.NodeTransformer):
 
     def _cast(self, node):
         """``T.cast(x, dtype, round="", sat=True, rbits=None, span=None)``: the options,
-        compile-time constants, checked (``T.cast_options_problem``) and dropped."""
+        compile-time values, checked (``numerics.cast_options_problem``) and dropped."""
         names = ("value", "dtype", "round", "sat", "rbits", "span")
         given = dict(zip(names, node.args))
         for k in node.keywords:
@@ -564,6 +564,8 @@ class _DeviceForms(syntax.NodeTransformer):
                 options[name] = default
             elif isinstance(expr, ast.Constant):
                 options[name] = expr.value
+            elif isinstance(resolve_static(expr, self.namespace), (str, bool)):
+                options[name] = resolve_static(expr, self.namespace)   # (a flag's name)
             elif name == "rbits":
                 options[name] = expr        # (refused: stochastic rounding)
             else:
