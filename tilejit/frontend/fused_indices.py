@@ -17,7 +17,7 @@ import operator
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import is_call_to, names_bound_to, resolve_static
+from tilejit.frontend.source import FRAGMENT_ALLOCATIONS, is_call_to, names_bound_to, resolve_static
 
 
 _ARITH = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -33,12 +33,10 @@ def split_fused_indices(fdef: ast.FunctionDef, namespace: dict) -> ast.FunctionD
     # global `W`, so neither an extent nor a divisor read through it is compile-time here
     stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
-    fragments = names_bound_to(fdef, namespace, _FRAGMENT_ALLOCATIONS)
+    fragments = names_bound_to(fdef, namespace, FRAGMENT_ALLOCATIONS)
     return syntax.fix_missing_locations(_Split(namespace, stored, fragments).visit(fdef))
 
 
-_FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
-                         if hasattr(T, n)}
 
 
 class _Split(syntax.NodeTransformer):

@@ -13,16 +13,14 @@ import copy
 
 from tilejit import syntax
 from tilejit import language as T
-from tilejit.frontend.source import names_bound_to, resolve_static
+from tilejit.frontend.source import FRAGMENT_ALLOCATIONS, names_bound_to, resolve_static
 
-_FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
-                         if hasattr(T, n)}
 _PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
          ast.Load, ast.expr_context)
 
 
 def inline_loop_aliases(fdef: ast.FunctionDef, namespace: dict) -> ast.FunctionDef:
-    fragments = names_bound_to(fdef, namespace, _FRAGMENT_ALLOCATIONS)
+    fragments = names_bound_to(fdef, namespace, FRAGMENT_ALLOCATIONS)
     if not fragments:
         return fdef
     for loop in [n for n in syntax.walk(fdef) if isinstance(n, ast.For) and isinstance(

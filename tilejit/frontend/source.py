@@ -133,6 +133,11 @@ class KernelSource:
         return CompileError(message, self.filename, getattr(node, "lineno", None))
 
 
+# the allocations whose names are fragments (``names_bound_to(tree, ns, these)``)
+FRAGMENT_ALLOCATIONS = frozenset(getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
+                                 if hasattr(T, n))
+
+
 def names_bound_to(tree: ast.AST, namespace: dict, functions) -> frozenset:
     """The names ``tree`` assigns the result of a call of one of ``functions``
     (``t = T.alloc_local(...)``: the names of its local tiles)."""

@@ -40,7 +40,7 @@ from tilejit.errors import CompileError
 from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.kernel_macros import inline_call, rename_locals
 from tilejit.frontend.references import current_namespace
-from tilejit.frontend.source import (function_def_from_file, names_bound_to,
+from tilejit.frontend.source import (FRAGMENT_ALLOCATIONS, function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
 
 _DEPTH = 8
@@ -211,7 +211,7 @@ class _Inliner:
         block's, laid out over its threads, so a device function cannot take it."""
         if self.fragments is None:
             self.fragments = names_bound_to(self.ks.tree, self.ks.namespace,
-                                            _FRAGMENT_ALLOCATIONS)
+                                            FRAGMENT_ALLOCATIONS)
         return any(isinstance(a, ast.Name) and a.id in self.fragments
                    for a in list(call.args) + [k.value for k in call.keywords])
 
@@ -228,8 +228,6 @@ class _ByName(syntax.NodeTransformer):
         return self.generic_visit(node)
 
 
-_FRAGMENT_ALLOCATIONS = {getattr(T, n) for n in ("alloc_fragment", "alloc_reducer")
-                         if hasattr(T, n)}
 
 
 # what the front end rewrites in a kernel's own body and Numba cannot type in a device

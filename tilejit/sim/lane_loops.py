@@ -39,13 +39,15 @@ def _own_escape(stmt) -> bool:
     return False
 
 
-def _returns(stmt) -> bool:
-    return any(isinstance(n, ast.Return) for n in syntax.walk(stmt))
+def returns_in(body) -> bool:
+    """Whether statements return from the kernel (a loop or branch holding one keeps
+    Python's meaning: the branch that returns must be the same in every thread)."""
+    return any(isinstance(n, ast.Return) for s in body for n in syntax.walk(s))
 
 
 def _maskable(stmt) -> bool:
     """An ``if`` whose break/continue the masks take (one that returns keeps Python's)."""
-    return isinstance(stmt, ast.If) and _own_escape(stmt) and not _returns(stmt)
+    return isinstance(stmt, ast.If) and _own_escape(stmt) and not returns_in([stmt])
 
 
 def _name(name, store=False):
@@ -53,8 +55,8 @@ def _name(name, store=False):
 
 
 class LaneLoops:
-    """Mixed into ``transform._ThreadLanes`` (its ``visit``, ``depth``, ``_call_threads``
-    and ``_where``)."""
+    """Mixed into ``transform._ThreadLanes`` (its ``visit``, ``depth``,
+    ``masked_branches``, ``_call_threads`` and ``_where``)."""
 
     @staticmethod
     def escaping(body) -> bool:
@@ -130,18 +132,7 @@ class LaneLoops:
             [_name(name, True)], self._call_threads("leave", [_name(name)])), stmt))
 
     def _escaping_if(self, node, on, brk):
-        """An ``if`` holding a break/continue: each side under its mask (``_LaneWise``'s
-        form), its statements ``_segments``."""
-        cond = f"__tj_escape_cond{next(_counter)}"   # (transform.py has __tj_cond)
-        out = [ast.copy_location(ast.Assign([_name(cond, True)], self.visit(node.test)),
-                                 node)]
-        for negate, body in ((False, node.body), (True, node.orelse)):
-            if not body:
-                continue
-            self.depth += 1
-            flat = self._segments(body, on, brk) or [ast.Pass()]
-            self.depth -= 1
-            masked = ast.With([ast.withitem(self._where(_name(cond), negate), None)], flat)
-            may_run = self._call_sim("may_run", [_name(cond), ast.Constant(negate)])
-            out.append(ast.If(may_run, [masked], []))
-        return [syntax.fix_missing_locations(ast.copy_location(s, node)) for s in out]
+        """An ``if`` holding a break/continue: each side under its mask
+        (``_LaneWise.masked_branches``), its statements ``_segments``."""
+        return [syntax.fix_missing_locations(s) for s in self.masked_branches(
+            node, lambda body: self._segments(body, on, brk))]

@@ -34,7 +34,7 @@ from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
 from tilejit.ir.markers import THREAD_INDEX
-from tilejit.sim.lane_loops import LaneLoops
+from tilejit.sim.lane_loops import LaneLoops, returns_in as _returns_in
 from tilejit.language.tiles import TILE_OPERATIONS
 
 OWN_FRAGMENT = "__tj_own_fragment"   # semantics.own_fragment, bound by runner.py
@@ -135,6 +135,18 @@ class _LaneWise(LaneExpressions):
         self.depth = 0   # how many masked regions enclose the current statement
 
     def visit_If(self, node):
+        return self.masked_branches(node, self._visited)
+
+    def _visited(self, body) -> list:
+        flat = []
+        for s in body:
+            r = self.visit(s)
+            flat.extend(r if isinstance(r, list) else [r])
+        return flat
+
+    def masked_branches(self, node, statements) -> list:
+        """``if c: a else: b`` as ``cond = c``, then each side that may run under
+        ``where(cond)`` (negated for the else), its statements ``statements(side)``."""
         cond = f"__tj_cond{next(_counter)}"
         out = [ast.copy_location(ast.Assign([ast.Name(cond, ast.Store())],
                                             self.visit(node.test)), node)]
@@ -142,11 +154,8 @@ class _LaneWise(LaneExpressions):
             if not body:
                 continue
             self.depth += 1
-            new_body = [self.visit(s) for s in body]
+            flat = statements(body) or [ast.Pass()]
             self.depth -= 1
-            flat = []
-            for s in new_body:
-                flat.extend(s if isinstance(s, list) else [s])
             item = ast.withitem(ast.Call(
                 ast.Attribute(ast.Name(SIM, ast.Load()), "where", ast.Load()),
                 [ast.Name(cond, ast.Load())],
@@ -269,19 +278,12 @@ def _leaves(body) -> bool:
     return False
 
 
-def _returns_in(body) -> bool:
-    """Whether statements return from the kernel (a loop holding one keeps Python's
-    meaning: the branch that returns must be the same in every thread)."""
-    return any(isinstance(n, ast.Return) for s in body for n in syntax.walk(s))
-
-
 class _ThreadLanes(LaneLoops, _LaneWise):
     """The block of a kernel with per-thread code, one lane per thread
     (``threads.py``): T.Parallel loops are left to ``SimRewriter``; loops that threads
     leave at different times are ``lane_loops.py``'s."""
 
     _call_threads = staticmethod(_call_threads)
-    _call_sim = staticmethod(_call)
 
     def __init__(self, namespace, tuples=frozenset()):
         super().__init__(tuples)
