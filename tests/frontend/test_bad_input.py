@@ -404,7 +404,21 @@ def add_a_zero_d(A, S):
             A[i] = A[i] + S[()]
 
 
-def test_a_zero_d_tensor_is_refused_by_name():
-    """Found by a review: a 0-d tensor argument was an internal compiler error."""
-    with pytest.raises(ValueError, match=r"argument 'S': a 0-d tensor is not supported"):
-        add_a_zero_d(np.zeros(64, np.float32), np.array(3.0, np.float32))
+def test_a_zero_d_tensor():
+    """Found by a review: a 0-d tensor argument was an internal compiler error. Read as
+    S[()] it is TileLang's 0-d tensor (tests/tilelang/test_scalar_tensors.py)."""
+    a = np.ones(64, np.float32)
+    add_a_zero_d(a, np.array(3.0, np.float32))
+    assert (a == 4).all()
+
+
+@tilejit.kernel
+def size_of(A, S, out):
+    with T.Kernel(1, threads=32):
+        out[0] = A.shape[0]
+
+
+def test_a_zero_d_tensor_the_kernel_does_not_read_as_one_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"argument 'S': a 0-d ndarray is not supported "
+                       r"here \(the kernel does not read it as S\[\(\)\]\)"):
+        size_of(np.zeros(4, np.float32), np.array(3.0, np.float32), np.zeros(1, np.int32))

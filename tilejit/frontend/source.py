@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from tilejit import syntax
+from tilejit.frontend.scalar_tensors import has_scalar_indexing, rewrite_scalar_indexing
 from tilejit.errors import CompileError
 from tilejit import language as T
 from tilejit.frontend.references import check_reads, current_namespace, function_reads
@@ -49,6 +50,8 @@ class KernelSource:
     # helpers defined in the kernel's body: {name: the names they read that only the
     # kernel binds} (local_helpers.py: inlined where called as statements)
     local_helpers: dict = field(default_factory=dict)
+    # 0-d tensor parameters, indexed ``P[()]``: {name: line} (scalar_tensors.py)
+    scalar_tensors: dict = field(default_factory=dict)
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
@@ -421,6 +424,8 @@ def _parse_kernel(func, tree=None) -> KernelSource:
         rewrite_async_tile_copies(ks)
     if ks.local_helpers:
         check_local_helper_calls(ks)
+    if has_scalar_indexing(ks.tree):             # 0-d tensors (after the helpers)
+        rewrite_scalar_indexing(ks)
     if spelled_names(ks.tree) & {"If", "Then", "Else"}:   # TVM's script branches: an if
         rewrite_tir_branches(ks)
     if "parallel" in spelled_names(ks.tree):     # TVM's parallel loop: a T.Parallel
@@ -580,7 +585,8 @@ def expected_ranks(ks: KernelSource, walk=syntax.walk) -> dict[str, tuple[int, i
     ``walk`` gives (``analysis.live_walk``: not in a branch a compile-time ``if`` does
     not take)."""
     params = set(ks.params)
-    found: dict[str, tuple[int, int]] = {}
+    # a 0-d tensor (``P[()]``, indexed P[0] from the front end on): rank 0
+    found: dict[str, tuple[int, int]] = {n: (0, line) for n, line in ks.scalar_tensors.items()}
     for node in walk(ks.tree):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
                 and node.value.id in params:

@@ -180,6 +180,16 @@ class TensorSpec:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = as_dtype(dtype)
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def reshape(self, *shape) -> "TensorSpec":
+        """The same elements described with another shape (a 0-d tensor's one-element
+        view: host.scalar_views)."""
+        return TensorSpec(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple)
+                          else shape, self.dtype)
+
     def as_arg(self) -> TensorArg:
         strides, acc = [], 1
         for n in reversed(self.shape):

@@ -350,16 +350,48 @@ def check_viewable(kernel, name, tensor: TensorArg):
 
 
 def check_rank(kernel, name, tensor: TensorArg):
-    if tensor.ndim == 0:
-        raise ValueError(f"argument {name!r}: a 0-d tensor is not supported (a kernel's "
-                         f"tensors have at least one dimension); pass {name}.reshape(1) and "
-                         f"index {name}[0], or pass the number as a scalar")
     rank = kernel.ranks.get(name)
+    if tensor.ndim == 0 and (rank is None or rank[0] == 0):
+        how = (f"reads it as {name}[()] at line {rank[1]}, which takes a 0-d torch tensor "
+               "or numpy array" if rank else f"does not read it as {name}[()]")
+        raise ValueError(f"argument {name!r}: a 0-d {type(tensor.obj).__name__} is not "
+                         f"supported here (the kernel {how}); pass {name}.reshape(1) and "
+                         f"index {name}[0], or pass the number as a scalar")
+    if rank is not None and rank[0] == 0:
+        rank = (1, rank[1])     # its one-element view (scalar_views checked the 0-d)
     if rank is not None and rank[0] != tensor.ndim:
         raise ValueError(
             f"argument {name!r}: expected a {rank[0]}-d tensor (the kernel uses {name} "
             f"that way at line {rank[1]}), got a {tensor.ndim}-d tensor of shape "
-            f"{tuple(tensor.shape)}")
+            f"{tuple(tensor.shape)}" + (f" (a kernel reads a 0-d tensor as {name}[()])"
+                                        if tensor.ndim == 0 else ""))
+
+
+def scalar_views(kernel, values):
+    """``values`` with each 0-d tensor the kernel reads as ``P[()]`` replaced by its
+    one-element view (a torch tensor's, a numpy array's or a TensorSpec's), which the
+    compiled kernel indexes ``P[0]`` (frontend/scalar_tensors.py); the same sequence
+    when there is none. A tensor of other rank there is a ValueError naming the use."""
+    views = None
+    scalar = kernel.source.scalar_tensors
+    for i, (name, value) in enumerate(zip(kernel.source.params, values)):
+        if name not in scalar or not isinstance(value, (np.ndarray, TensorSpec)) \
+                and not _is_torch_tensor(value):
+            continue
+        if value.ndim != 0:
+            raise ValueError(
+                f"argument {name!r}: expected a 0-d tensor (the kernel reads it as "
+                f"{name}[()] at line {scalar[name]}), got a {value.ndim}-d tensor of "
+                f"shape {tuple(value.shape)}")
+        if views is None:
+            views = list(values)
+        views[i] = value.reshape(1)
+    return values if views is None else type(values)(views)
+
+
+def _is_torch_tensor(value) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _fingerprint(fn) -> str:

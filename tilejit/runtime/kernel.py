@@ -236,6 +236,7 @@ class KernelFunction:
 
     def _call_bound(self, values):
         """The full path of a call whose arguments are bound, one value per parameter."""
+        given, values = values, host.scalar_views(self, values)
         call, launch, target, spec = self._prepare(values)
         if target in _SIMULATED:
             # the simulator's runner (and its transform) only when a kernel is simulated
@@ -246,7 +247,7 @@ class KernelFunction:
         else:
             loaded = self._compiled(spec, call.device)
             loaded.launch(launch, call.runtime, self.source.l2_window)
-            if target == "cuda":
+            if target == "cuda" and values is given:   # (a 0-d view: the full path)
                 self._remember_fast(values, loaded, launch, call)
         return self._result(launch.outputs)
 
@@ -316,7 +317,7 @@ class KernelFunction:
     def _spec_without_launch(self, args, kwargs, target, arch):
         """The specialization ``compile`` and ``check`` work on: for ``target`` (the
         kernel's own, or where the arguments live; CUDA when an ``arch`` is given)."""
-        values = self._bind(args, kwargs)
+        values = host.scalar_views(self, self._bind(args, kwargs))
         chosen = target or self._env_target or self.target
         if chosen == "auto":
             chosen = "cuda" if arch or host.classify(self, values).device >= 0 else "sim"
