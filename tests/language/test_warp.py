@@ -74,6 +74,56 @@ def test_a_shuffle_some_lanes_skip_is_reported():
         half_warp(np.ones(64, np.float32), np.zeros(64, np.float32))
 
 
+@tilejit.kernel
+def block_sum(X, Y):
+    """The two-level block reduction (a third-party image-metrics kernel's): each warp's
+    sum to shared memory, then warp 0 alone reduces those, under a branch that holds the
+    warp whole (half_warp's branch splits one: reported)."""
+    with T.Kernel(1, threads=128):
+        part = T.alloc_shared((4,), "float32")
+        tx = T.get_thread_binding()
+        warp, lane = T.get_warp_idx(), T.get_lane_idx()
+        acc = T.warp_reduce_sum(X[tx])
+        if lane == 0:
+            part[warp] = acc
+        T.sync_threads()
+        if warp == 0:
+            b = T.alloc_var("float32")
+            b = T.float32(0)
+            if lane < 4:
+                b = part[lane]
+            b = T.warp_reduce_sum(b)
+            if lane == 0:
+                Y[0] = b
+
+
+def test_a_branch_that_holds_whole_warps_may_shuffle():
+    x = np.arange(128, dtype=np.float32) / 7
+    y = np.zeros(1, np.float32)
+    block_sum(x, y)
+    np.testing.assert_allclose(y[0], x.astype(np.float64).sum(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_block_sum_ptx(arch, ptxas):
+    ptx = block_sum.compile(np.zeros(128, np.float32), np.zeros(1, np.float32),
+                            target="cuda", arch=arch).ptx
+    assert "shfl.sync.bfly.b32" in ptx and "bar.sync" in ptx
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_the_block_sum_on_the_gpu():
+    x = torch.rand(128) * 10
+    y = torch.zeros(1, device="cuda")
+    block_sum(x.cuda(), y)
+    sim = np.zeros(1, np.float32)
+    tilejit.kernel(block_sum.func, target="sim")(x.numpy(), sim)
+    torch.testing.assert_close(y.cpu().double(), x.double().sum().reshape(1), rtol=1e-6,
+                               atol=1e-5)
+    assert y.cpu().numpy()[0] == sim[0]
+
+
 def test_bit_reductions_take_integers():
     @tilejit.kernel
     def bad(X, Y):

@@ -1,6 +1,6 @@
 """TileLang's JITKernel conveniences on tilejit's compiled kernels: ``run_once()`` (the
-kernel on inputs the profiler makes), ``show_source()`` and ``get_kernel_source(
-kernel_only=True)``, for ``tilejit.compile`` of a T.prim_func and for a ``@tilejit.jit``
+kernel on inputs the profiler makes), ``show_source()``, ``export_sources()``, the
+deprecated ``print_source_code()`` and ``get_kernel_source(kernel_only=True)``, for ``tilejit.compile`` of a T.prim_func and for a ``@tilejit.jit``
 program."""
 import pytest
 import torch
@@ -65,6 +65,23 @@ def test_show_source_and_kernel_only(capsys):
     assert "no host source" in capsys.readouterr().out
     with pytest.raises(ValueError, match="`which` must be"):
         program.show_source("device")
+
+
+def test_export_sources_and_the_deprecated_print_source_code(capsys, tmp_path, caplog):
+    """A puzzle set calls ``kernel.print_source_code()``, TileLang's deprecated name."""
+    kernel = tilejit.compile(scale(), out_idx=[1])
+    with caplog.at_level("WARNING", logger="tilejit"):
+        kernel.print_source_code()
+    assert ".entry" in capsys.readouterr().out
+    assert "print_source_code is deprecated" in caplog.text
+    kernel.print_source_code(file=str(tmp_path / "k" / "kernel.ptx"))
+    assert ".entry" in (tmp_path / "k" / "kernel.ptx").read_text()
+    doubled.compile(n=256).export_sources(kernel_path=str(tmp_path / "d.ptx"),
+                                          host_path=str(tmp_path / "h.cc"))
+    assert ".entry" in (tmp_path / "d.ptx").read_text()
+    assert "no host source" in (tmp_path / "h.cc").read_text()
+    with pytest.raises(ValueError, match="give kernel_path or host_path"):
+        kernel.export_sources()
 
 
 @pytest.mark.gpu

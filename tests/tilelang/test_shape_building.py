@@ -168,10 +168,47 @@ def test_a_symbol_only_an_output_holds_must_be_given():
         unpack_nibbles(b, N=10)
 
 
+@tilelang.jit
+def unpack_renamed(B, block: int = 16):
+    """The symbols bound to other names than they declare (a notebook's ``M_, K_, N_ =
+    T.const("M, K, N")``): TileLang keys their sizes by the declared names."""
+    M_, N_ = T.const("M, N")
+    B: T.Tensor((M_, N_ // 2), T.uint8)
+    C = T.empty((M_, N_), T.float32)
+    with T.Kernel(M_, threads=32) as bx:
+        for j in T.Parallel(N_ // 2):
+            C[bx, 2 * j] = T.cast(B[bx, j] & 0x0F, T.float32)
+            C[bx, 2 * j + 1] = T.cast(B[bx, j] >> 4, T.float32)
+    return C
+
+
+def test_symbol_sizes_by_their_declared_names():
+    b = torch.randint(0, 256, (4, 8), dtype=torch.uint8)
+    torch.testing.assert_close(unpack_renamed.compile(M=4, N=16)(b).double(), _nibbles(b),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(unpack_renamed(b, N=16).double(), _nibbles(b), rtol=0, atol=0)
+    # the program's own names too (tilejit's before)
+    torch.testing.assert_close(unpack_renamed(b, N_=16).double(), _nibbles(b), rtol=0, atol=0)
+    with pytest.raises(TypeError, match=r"unpack_renamed\(\) got two values for symbol N_ "
+                                        r"\('N' and 'N_'\)"):
+        unpack_renamed(b, N=16, N_=16)
+    with pytest.raises(TypeError, match=r"unexpected argument 'K'"):
+        unpack_renamed(b, N=16, K=3)
+
+
 @pytest.mark.gpu
 def test_gpu_a_symbol_only_an_output_holds():
     b = torch.randint(0, 256, (64, 32), dtype=torch.uint8)
     got = unpack_nibbles(b.cuda(), N=64)
     sim = unpack_nibbles.compile(M=64, N=64, target="sim")(b)
+    torch.testing.assert_close(got.cpu().double(), _nibbles(b), rtol=0, atol=0)
+    torch.testing.assert_close(got.cpu(), sim, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_symbol_sizes_by_their_declared_names():
+    b = torch.randint(0, 256, (64, 32), dtype=torch.uint8)
+    got = unpack_renamed(b.cuda(), N=64)
+    sim = unpack_renamed.compile(M=64, N=64, target="sim")(b)
     torch.testing.assert_close(got.cpu().double(), _nibbles(b), rtol=0, atol=0)
     torch.testing.assert_close(got.cpu(), sim, rtol=0, atol=0)

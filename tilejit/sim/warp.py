@@ -33,13 +33,24 @@ WARP = 32
 def _lanes(value, name):
     lanes = STATE.lanes or WARP
     active = _active() if STATE.lanes else None
-    if active is not None and not np.all(active):
+    if active is not None and not np.all(active) and not _whole_warps(active):
         raise ThreadCodeError(
             f"T.{name} inside a branch that depends on the thread index: every lane of the "
             f"warp must reach a warp shuffle (the skipped lanes' values are undefined on "
             f"the GPU){_caller_location(3)}")
     array = np.asarray(value)
     return np.broadcast_to(array, (lanes,)).copy(), STATE.lanes == 0
+
+
+def _whole_warps(active) -> bool:
+    """Whether a branch holds each warp whole or not at all (``if warp_id == 0:``): the
+    lanes that reach the shuffle are all of their warps'. The other warps' lanes compute
+    values the branch discards."""
+    active = np.asarray(active, dtype=bool)
+    if active.ndim != 1:
+        return False
+    return all(w.all() or not w.any() for w in
+               (active[i:i + WARP] for i in range(0, active.shape[0], WARP)))
 
 
 def _result(values, uniform):

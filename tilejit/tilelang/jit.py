@@ -201,10 +201,15 @@ class _Desugared:
             self.function_attrs, statements = function_annotations(fdef.body, self.namespace)
         except AnnotationError as e:
             raise CompileError(str(e), self.filename, e.node.lineno) from None
+        # {a symbol's declared name: the program's name for it} where the two differ
+        # (``M_ = T.const("M")``): TileLang keys a symbol's size by its declared name
+        # (``f.compile(M=64)``), tilejit by the program's; ``keyword_names`` maps them
+        self.declared_names: dict = {}
         for stmt in statements:
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
                 self.symbols.update(symbols)
+                self.declared_names.update(_declared_names(stmt))
                 for name in symbols:
                     prologue.declare(name)
                 continue
@@ -385,6 +390,22 @@ class _Desugared:
             e.id for e in getattr(target, "elts", []) if isinstance(e, ast.Name)]
         return {n: dynamic for n in names}
 
+    def keyword_names(self, kwargs: dict) -> dict:
+        """``kwargs`` with a symbol's declared name (``M`` of ``M_ = T.const("M")``)
+        given as the program's name for it; a keyword that is a parameter's or the
+        program's own name stays."""
+        if not self.declared_names:
+            return kwargs
+        own = set(self.params) | set(self.symbols)
+        named, keys = {}, {}
+        for k, v in kwargs.items():
+            name = k if k in own else self.declared_names.get(k, k)
+            if name in named:
+                raise TypeError(f"{self.func.__name__}() got two values for symbol {name} "
+                                f"({keys[name]!r} and {k!r})")
+            named[name], keys[name] = v, k
+        return named
+
     def _symbol_kind(self, call, stmt):
         """True for a dynamic symbol's declaration (T.dynamic, T.symbolic, ``T.dyn[...]``),
         False for T.const's, None for anything else."""
@@ -396,6 +417,25 @@ class _Desugared:
                 call.value.attr == "dyn":
             return True
         return False if is_call_to(call, T.const, self.namespace) else None
+
+
+def _declared_names(stmt) -> dict:
+    """{declared name: target name} of a symbol declaration whose string names differ
+    from the names it binds (``M_, N_ = T.const("M, N")``, ``m_ = T.dynamic("m")``)."""
+    target, value = stmt.targets[0], stmt.value
+    targets = target.elts if isinstance(target, ast.Tuple) else [target]
+    calls = value.elts if isinstance(value, ast.Tuple) and isinstance(target, ast.Tuple) \
+        else [value]
+    declared = []
+    for call in calls:
+        if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[0].value, str)):
+            return {}
+        declared += [n.strip() for n in call.args[0].value.replace(" ", ",").split(",")
+                     if n.strip()]
+    if len(declared) != len(targets) or not all(isinstance(t, ast.Name) for t in targets):
+        return {}
+    return {d: t.id for d, t in zip(declared, targets) if d != t.id}
 
 
 class JitFunction:
@@ -496,7 +536,7 @@ class JitFunction:
             raise TypeError(f"{self.__name__}() takes {len(self.sugar.params)} argument(s) "
                             f"({', '.join(self.sugar.params)}), got {len(args)}")
         values = dict(zip(self.sugar.params, args))
-        for k, v in kwargs.items():
+        for k, v in self.sugar.keyword_names(kwargs).items():
             if k in values:
                 raise TypeError(f"{self.__name__}() got two values for argument {k!r}")
             if k not in self.sugar.params:
@@ -628,6 +668,8 @@ class JitFunction:
         return self.kernel.source
 
     def __call__(self, *args, **kwargs):
+        if kwargs and self.sugar.declared_names:
+            kwargs = self.sugar.keyword_names(kwargs)
         key = self._call_key(args, kwargs)
         order = self._checked.get(key) if key is not None else None
         if order is None:
@@ -702,6 +744,7 @@ class JitFunction:
         compile-time parameters; or ``f.compile(a, b, **params)`` with example tensors
         whose shapes give the symbols' sizes. Parameters not given take their defaults.
         Returns a kernel with ``get_kernel_source()``, called with the tensors only."""
+        params = self.sugar.keyword_names(params)
         symbols = {k: params.pop(k) for k in list(params)
                    if k in self.sugar.symbols and k not in self.sugar.params}
         # a tensor given as its annotation (TileLang's `f.compile(out=T.Tensor[(16, 16),
@@ -823,6 +866,30 @@ class KernelConveniences:
             print(self.get_kernel_source())
         if which in ("host", "both"):
             print("// tilejit launches from Python (cuda.bindings); no host source")
+
+    def export_sources(self, kernel_path=None, host_path=None) -> None:
+        """Write the kernel's PTX to ``kernel_path`` (its folder made); tilejit has no
+        host source, so ``host_path`` gets a line saying so. One of the two is needed."""
+        if kernel_path is None and host_path is None:
+            raise ValueError("export_sources: give kernel_path or host_path (or both)")
+        for path, text in ((kernel_path, self.get_kernel_source), (host_path, lambda: (
+                "// tilejit launches from Python (cuda.bindings); no host source\n"))):
+            if path is not None:
+                folder = os.path.dirname(path)
+                if folder:
+                    os.makedirs(folder, exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text())
+
+    def print_source_code(self, which: str = "kernel", file=None) -> None:
+        """TileLang's deprecated name: ``show_source(which)``, or with ``file`` the
+        kernel's source written there (``export_sources(kernel_path=file)``)."""
+        logger.warning("print_source_code is deprecated; use show_source() or "
+                       "export_sources() instead")
+        if file is not None:
+            self.export_sources(kernel_path=file)
+        else:
+            self.show_source(which)
 
 
 class BoundProgram:
