@@ -1,7 +1,7 @@
 """TileLang's JITKernel conveniences on tilejit's compiled kernels: ``run_once()`` (the
 kernel on inputs the profiler makes), ``show_source()``, ``export_sources()``, the
-deprecated ``print_source_code()`` and ``get_kernel_source(kernel_only=True)``, for ``tilejit.compile`` of a T.prim_func and for a ``@tilejit.jit``
-program."""
+deprecated ``print_source_code()`` and ``get_kernel_source(kernel_only=True)``, for
+``tilejit.compile`` of a T.prim_func and for a ``@tilejit.jit`` program."""
 import pytest
 import torch
 
