@@ -340,7 +340,19 @@ def blend(old, new):
                         f"{_caller_location(2)}")
     if np.ndim(mask) == 0:
         return new if bool(mask) else old
+    if np.ndim(old) and not _same_lanes(old, mask):
+        # the old value is a T.Parallel's (one per iteration), a name its body bound and
+        # that went out of scope with it, as TileLang's let does: no old value
+        return new
     return np.where(mask, new, old)
+
+
+def _same_lanes(old, mask) -> bool:
+    try:
+        np.broadcast_shapes(np.shape(old), np.shape(mask))
+    except ValueError:
+        return False
+    return True
 
 
 def item(obj, index):
