@@ -181,14 +181,49 @@ def test_warps_per_group_needs_the_warp_size():
         tilejit.compile(lane_with("group"))(torch.zeros(64, dtype=torch.int32))
 
 
-def test_the_thread_index_in_a_parallel_loop_is_not_simulated():
+def thread_in_parallel(extents, fragment=False):
+    """The thread index read in a T.Parallel: with as many iterations as threads and no
+    fragment in the body, iteration k runs on thread k (the GPU's schedule,
+    codegen/lowering/parallel.py), as an image-metrics kernel's tile load assumes."""
     @T.prim_func
-    def main(out: T.Tensor((64,), "int32")):
+    def main(out: T.Tensor((128,), "int32")):
         with T.Kernel(1, threads=64):
-            for i in T.Parallel(64):
-                out[i] = T.get_lane_idx()
-    with pytest.raises(RuntimeError, match="read inside a T.Parallel loop"):
-        tilejit.compile(main)(torch.zeros(64, dtype=torch.int32))
+            f = T.alloc_fragment((64,), "int32")
+            for i, j in T.Parallel(*extents):
+                if fragment:
+                    f[i * extents[1] + j] = 1
+                out[i * extents[1] + j] = T.get_warp_idx() * 100 + T.get_lane_idx()
+    return main
+
+
+def test_the_thread_index_in_a_parallel_loop_of_one_iteration_per_thread():
+    out = torch.full((128,), -1, dtype=torch.int32)
+    tilejit.compile(thread_in_parallel((2, 32)))(out)
+    k = np.arange(64)
+    np.testing.assert_array_equal(out[:64].numpy(), k // 32 * 100 + k % 32)
+
+
+def test_the_thread_index_in_other_parallel_loops_is_not_simulated():
+    for extents, fragment in (((4, 32), False), ((2, 32), True)):
+        with pytest.raises(RuntimeError, match="read inside a T.Parallel loop"):
+            tilejit.compile(thread_in_parallel(extents, fragment))(
+                torch.zeros(128, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_thread_index_in_a_parallel_loop_assembles(arch, ptxas):
+    ptx = tilejit.compile(thread_in_parallel((2, 32))).get_kernel_source(arch=arch)
+    assert "%tid.x" in ptx
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_the_thread_index_in_a_parallel_loop_on_the_gpu():
+    out = torch.full((128,), -1, dtype=torch.int32, device="cuda")
+    tilejit.compile(thread_in_parallel((2, 32)))(out)
+    sim = torch.full((128,), -1, dtype=torch.int32)
+    tilejit.compile(thread_in_parallel((2, 32)))(sim)
+    assert torch.equal(out.cpu(), sim)
 
 
 def test_index_to_coordinates_by_keyword():

@@ -56,6 +56,9 @@ class _State(threading.local):
         # how many T.Parallel loops are running
         self.lanes = 0
         self.in_parallel = 0
+        # a T.Parallel of one iteration per thread (``own_threads``): its iterations' flat
+        # indices, the thread each runs on (threads.thread_index); else None
+        self.iteration_threads = None
         # TMA bytes landing when an mbarrier phase completes: their race checks were made
         # when the load was issued, by its issuer (sim/races.py)
         self.quiet_races = False
@@ -164,10 +167,12 @@ def shared_object(make, what: str):
     return make() if roles is None else roles.shared(make, what)
 
 
-def parallel_vectorized(*extents):
-    """One iteration whose indices are whole-tile index arrays."""
+def parallel_vectorized(*extents, own_threads=False):
+    """One iteration whose indices are whole-tile index arrays. ``own_threads``: the
+    body indexes no fragment, so the GPU runs iteration k on thread k when there are as
+    many iterations as threads (``codegen/lowering/parallel.py``)."""
     if STATE.lanes:
-        yield from _block_loop(parallel_vectorized, extents)
+        yield from _block_loop(parallel_vectorized, extents, own_threads)
         return
     # an extent known at run time may be 0 or below: no iterations, as on the GPU
     extents = tuple(max(0, int(e)) for e in extents)
@@ -185,10 +190,10 @@ def parallel_vectorized(*extents):
         STATE.parallel = outer
 
 
-def parallel_scalar(*extents):
+def parallel_scalar(*extents, own_threads=False):
     """Every iteration, in row-major order, with Python int indices."""
     if STATE.lanes:
-        yield from _block_loop(parallel_scalar, extents)
+        yield from _block_loop(parallel_scalar, extents, own_threads)
         return
     extents = tuple(max(0, int(e)) for e in extents)
     outer, loop = STATE.parallel, _parallel_loop(extents)
@@ -211,14 +216,19 @@ def _parallel_loop(extents):
     return ParallelLoop(extents)
 
 
-def _block_loop(loop, extents):
+def _block_loop(loop, extents, own_threads=False):
     """A T.Parallel in a kernel with per-thread code (``threads.py``): the block's loop,
-    which every thread must reach, its body under no thread mask."""
+    which every thread must reach, its body under no thread mask. With one iteration per
+    thread of the whole block and no fragment in its body, iteration k runs on thread k,
+    as the GPU's schedule gives it: the thread index read there is k."""
     from tilejit.sim.threads import block_wide, uniform   # threads.py imports this module
     block_wide("Parallel")
     extents = [uniform(e, "a T.Parallel extent") for e in extents]
     lanes, mask, ranged = STATE.lanes, STATE.mask, STATE.range_loop
     partial = mask is not None and np.ndim(mask) > 0 and not np.all(mask)
+    outer_threads = STATE.iteration_threads
+    if own_threads and not partial and int(np.prod(extents)) == lanes:
+        STATE.iteration_threads = np.arange(lanes, dtype=np.int64).reshape(extents)
     STATE.lanes, STATE.mask = 0, None
     STATE.range_loop = ranged or bool(partial)
     STATE.in_parallel += 1
@@ -227,6 +237,7 @@ def _block_loop(loop, extents):
     finally:
         STATE.lanes, STATE.mask, STATE.range_loop = lanes, mask, ranged
         STATE.in_parallel -= 1
+        STATE.iteration_threads = outer_threads
 
 
 class where:

@@ -50,6 +50,14 @@ class ThreadCodeError(RuntimeError):
 
 def thread_index():
     """The block's thread indices, one lane each (what ``%tid.x`` is in each thread)."""
+    if STATE.in_parallel == 1 and STATE.iteration_threads is not None:
+        # one iteration per thread (runtime._block_loop): iteration k's thread is k
+        each = STATE.iteration_threads
+        first = STATE.role * each.size if STATE.roles is not None else 0
+        loop = STATE.parallel
+        if loop is not None and loop.lane is not None:     # the scalar loop: this one
+            return np.int64(first + each.reshape(-1)[loop.lane])
+        return first + each
     if STATE.in_parallel:
         raise ThreadCodeError(
             f"the thread index (T.get_thread_binding, T.get_lane_idx, ...) read inside a "

@@ -517,7 +517,11 @@ class SimRewriter(syntax.NodeTransformer):
             it.func = ast.Attribute(ast.Name(SIM, ast.Load()),
                                     "parallel_scalar" if scalar else "parallel_vectorized",
                                     ast.Load())
-            it.keywords = []
+            # no fragment in the body: the GPU's schedule, not a fragment's layout, says
+            # which thread runs an iteration (runtime._block_loop)
+            it.keywords = [] if any(isinstance(n, ast.Name) and n.id in self.fragments
+                                    for n in syntax.walk(node)) else [
+                ast.keyword("own_threads", ast.Constant(True))]
             if not scalar:
                 body = []
                 lanes = _LaneWise(self.tuples)
