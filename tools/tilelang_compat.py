@@ -117,7 +117,8 @@ LANGUAGE_DIFFERENCES = {
            "(`m // 2`) are checked once their symbols are known; a closure value computed "
            "from symbols is computed in the kernel from the tensors' sizes. Python cannot "
            "branch on a symbol, divide it with `/` or use it as an `int` (a TypeError naming "
-           "it)",
+           "it). As a `@T.macro` parameter's annotation it is `T.Ref` (TileLang's older "
+           "spelling)",
     "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
               "T.gemm and the warp shuffles are a compile error (they need whole warps); "
               "no grid extent is one block; no cluster dimensions; a grid extent that is 0 at "
@@ -243,6 +244,10 @@ LANGUAGE_DIFFERENCES = {
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",
+    "Ref": "a `@T.macro` parameter's annotation: the argument, a `T.alloc_var` name or an "
+           "element `buf[i]`, is substituted for the parameter (the macro is inlined), so "
+           "its element indices are evaluated where the macro reads them, not once at "
+           "the call",
     "Tensor": "`T.Tensor(shape, dtype)`; the dtype defaults to float32; it takes a tensor "
               "of any strides (TileLang's wants contiguous ones); in a kernel's body "
               "`T.Tensor(shape, dtype, X.data)` is `T.view(X, shape, dtype)`",

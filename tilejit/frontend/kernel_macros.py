@@ -150,13 +150,15 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         if kw.arg not in params or kw.arg in bound:
             raise error(f"unexpected or repeated argument {kw.arg!r}")
         bound[kw.arg] = kw.value
+    own = current_namespace(fn)
+    refs = _reference_params(fdef, own, bound, error)
     # an argument computed at the call (`load_rows(X, xf, bx * block_M)`): bound to a
     # name of its own before the body, evaluated once where the call is, as Python
     # evaluates it; a region or an element (`A[r, 0:n]`, `C[by * M, bx * N]`: a tile
     # operation's operand by its start) is passed as written
     arguments = []
     for p, value in list(bound.items()):
-        if isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or not any(
+        if p in refs or isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or not any(
                 isinstance(n, ast.Name) for n in syntax.walk(value)):
             continue                # (an expression of constants: as written)
         fresh = f"__tj_{name}_{p}_{stmt.lineno}_{stmt.col_offset}"
@@ -180,9 +182,10 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         raise error(f"missing argument(s) {', '.join(missing)}")
     assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
-    if assigned & set(params):
-        raise error(f"it assigns its parameter(s) {', '.join(sorted(assigned & set(params)))}")
-    own = current_namespace(fn)
+    if (assigned & set(params)) - set(refs):
+        raise error(f"it assigns its parameter(s) "
+                    f"{', '.join(sorted((assigned & set(params)) - set(refs)))} (annotate a "
+                    f"parameter T.Ref to assign the caller's variable)")
     for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
                 n.id not in assigned and n.id not in params and n.id in own:
@@ -205,21 +208,68 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         raise error("its only `return` may be its last statement (the kernel's outputs)")
     if returns and isinstance(stmt, ast.Expr):
         body = body[:-1]                # the kernel does not return what the helper does
-    renamed = SubstituteLoads(bound).visit(ast.Module(body=copy.deepcopy(body), type_ignores=[]))
+    module = ast.Module(body=copy.deepcopy(body), type_ignores=[])
+    if refs:
+        _StoreReferences(refs).visit(module)
+    renamed = SubstituteLoads(bound).visit(module)
     return arguments + renamed.body
+
+
+def has_reference_params(fdef, own) -> bool:
+    """Whether a helper has a parameter annotated ``T.Ref`` (or ``T.Var``): it is inlined,
+    which a device function, taking values, cannot stand for."""
+    return any(a.annotation is not None and resolve_static(a.annotation, own) in (T.Ref, T.Var)
+               for a in fdef.args.args)
+
+
+def _reference_params(fdef, own, bound, error) -> dict:
+    """{parameter: the caller's variable or element} of the parameters annotated
+    ``T.Ref`` (or TileLang's deprecated ``T.Var``), each of its names marked ``tj_ref``
+    so that ``rename_locals`` leaves them the caller's."""
+    refs = {}
+    for a in fdef.args.args:
+        if a.annotation is None or resolve_static(a.annotation, own) not in (T.Ref, T.Var):
+            continue
+        value = bound.get(a.arg)
+        if not isinstance(value, (ast.Name, ast.Subscript)):
+            raise error(f"parameter {a.arg!r} is a T.Ref: its argument must be a variable "
+                        f"(T.alloc_var) or an element (buf[i]), got "
+                        f"`{ast.unparse(value) if value is not None else 'nothing'}`")
+        value = copy.deepcopy(value)
+        for n in syntax.walk(value):
+            if isinstance(n, ast.Name):
+                n.tj_ref = True
+        bound[a.arg] = refs[a.arg] = value
+    return refs
+
+
+class _StoreReferences(syntax.NodeTransformer):
+    """A store to a ``T.Ref`` parameter stores into the caller's variable or element."""
+
+    def __init__(self, refs):
+        self.refs = refs
+
+    def visit_Name(self, node):
+        target = self.refs.get(node.id)
+        if target is None or not isinstance(node.ctx, ast.Store):
+            return node
+        store = copy.deepcopy(target)
+        store.ctx = ast.Store()
+        return ast.copy_location(store, node)
 
 
 def rename_locals(module, suffix):
     """The names the inlined body assigns, renamed apart from the kernel's; each keeps the
     name its source spells as ``tj_name``, for messages."""
     stored = {n.id for n in syntax.walk(module) if isinstance(n, ast.Name)
-              and isinstance(n.ctx, ast.Store)}
+              and isinstance(n.ctx, ast.Store) and not getattr(n, "tj_ref", False)}
     # a lambda's own parameters are its names, not the body's (TileOPs' decode combine:
     # T.Fragment(shape, forward_thread_fn=lambda i, j: i) beside a loop over i, j)
     own = {id(n) for lam in syntax.walk(module) if isinstance(lam, ast.Lambda)
            for n in syntax.walk(lam.body) if isinstance(n, ast.Name)
            and n.id in {a.arg for a in lam.args.args + lam.args.kwonlyargs}}
     for n in syntax.walk(module):
-        if isinstance(n, ast.Name) and n.id in stored and id(n) not in own:
+        if isinstance(n, ast.Name) and n.id in stored and id(n) not in own and \
+                not getattr(n, "tj_ref", False):       # (a T.Ref argument: the caller's)
             n.tj_name = getattr(n, "tj_name", n.id)
             n.id = n.id + suffix

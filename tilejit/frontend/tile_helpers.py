@@ -38,7 +38,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import is_helper
-from tilejit.frontend.kernel_macros import inline_call, rename_locals
+from tilejit.frontend.kernel_macros import has_reference_params, inline_call, rename_locals
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import (FRAGMENT_ALLOCATIONS, function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
@@ -162,7 +162,8 @@ class _Inliner:
             return None
         own = {**current_namespace(fn), "T": T}
         must = reaches(found[1], own, _tile_op, depth) or \
-            self._passes_fragment(stmt.value) or place or closure
+            self._passes_fragment(stmt.value) or place or closure or \
+            has_reference_params(found[1], own)
         if not must and not reaches(found[1], own, _front_end_op, depth):
             return None
         try:

@@ -448,6 +448,14 @@ def clamp(dst, min_val, max_val):
     return _num.minimum(_num.maximum(dst, min_val), max_val)
 
 
+class Ref:
+    """A ``@T.macro`` parameter annotation: the argument (a ``T.alloc_var`` name, or an
+    element ``buf[i]``) is passed by reference, so the macro's assignments to the
+    parameter store into it (``def warp_max(v: T.Ref): ... v = o``), as TileLang's
+    ``T.Ref`` (and its deprecated ``T.Var`` annotation) do. The front end substitutes
+    the argument for the parameter (``frontend/kernel_macros.inline_call``)."""
+
+
 class macro:
     """``@T.macro`` on a plain Python function makes it a piece of kernel code that
     kernels call: compiled inline into each kernel that uses it (in simulation, a

@@ -1517,11 +1517,16 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
                 f"{ctx.source_line(have[2])}); a view shares its fragment's registers, so "
                 f"the two must agree", line)
         if not same_layout(want, have[0]):
+            named = src if keep == _RESTRICT else dst
+            tied = [n for n in members.get(rd, ()) if n != named and not n.startswith("__tj")]
+            through = (f"; {named!r} shares one layout with {', '.join(map(repr, tied))} "
+                       f"(a T.Parallel or T.copy indexes them alike), so a constraint on "
+                       f"either is on both" if tied else "")
             raise ctx.error(
-                f"fragment {src if keep == _RESTRICT else dst!r} needs two different layouts: "
+                f"fragment {named!r} needs two different layouts: "
                 f"{why} (line {line}: "
                 f"{ctx.source_line(line)}) and {have[3]} (line {have[2]}: "
-                f"{ctx.source_line(have[2])})", line)
+                f"{ctx.source_line(have[2])}){through}", line)
     for root, names in members.items():
         layout, vec, line, reason, _ = chosen[root]
         ix = _indexing(layout, vec)

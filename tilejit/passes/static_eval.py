@@ -1,7 +1,8 @@
 """Compile-time values of kernel expressions: tile shapes, dtypes, gemm options.
 
 Evaluates literals, constexpr parameters and specialized shape entries (globals of the
-device program), ``A.dtype`` of tensor parameters, names assigned once from such values,
+device program), ``A.dtype`` of tensor parameters, names assigned once from such values
+(at the top of the body, or once in a loop's body),
 arithmetic, tuples, a few pure functions (``T.ceildiv``, ``min``, ``max``, ``int``) and
 the program's own Python functions of such values (run at compile time).
 Anything else raises ``NotStatic``."""
@@ -94,6 +95,20 @@ class StaticEval:
             elif isinstance(value, tuple) and len(value) == len(names):
                 for n, v in zip(names, value):
                     self.env[n.id] = v
+        # a name assigned once in a loop's body from compile-time values (`size = (BK + 1)
+        # // 2` in a T.Pipelined body, a T.Parallel's extent after it): the same value
+        # wherever it is read (before it, the program has no value at all)
+        top = {id(stmt) for stmt in fdef.body}
+        nested = sorted((n for n in syntax.walk(fdef) if isinstance(n, ast.Assign)
+                         and id(n) not in top and len(n.targets) == 1
+                         and isinstance(n.targets[0], ast.Name)
+                         and counts.get(n.targets[0].id) == 1),
+                        key=lambda n: (n.lineno, n.col_offset))
+        for stmt in nested:
+            try:
+                self.env[stmt.targets[0].id] = self.value(stmt.value)
+            except NotStatic:
+                continue
 
     def value(self, node: ast.AST):
         if isinstance(node, ast.Constant):
