@@ -244,6 +244,12 @@ LANGUAGE_DIFFERENCES = {
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",
+    "alloc_buffer": "`T.alloc_buffer(shape, dtype, scope=...)` is the allocation its scope "
+                    "names: \"global\" (the default) `T.alloc_global` (a scratch tensor the "
+                    "launches share, before the first `T.Kernel`), \"shared\"/\"shared.dyn\" "
+                    "`T.alloc_shared`, \"local\" `T.alloc_local`, \"local.fragment\" "
+                    "`T.alloc_fragment`; TVM's other arguments (`data`, `strides`, ...) and "
+                    "scopes are refused at the call",
     "Ref": "a `@T.macro` parameter's annotation: the argument, a `T.alloc_var` name or an "
            "element `buf[i]`, is substituted for the parameter (the macro is inlined), so "
            "its element indices are evaluated where the macro reads them, not once at "

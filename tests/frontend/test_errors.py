@@ -171,12 +171,12 @@ def test_a_lowering_rules_error_names_the_kernels_line():
     def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, threads=128):
             f = T.alloc_fragment((16, 16), "float32")
-            T.copy(A[0:8, 0:8], f)                  # 8 x 8 into 16 x 16
+            T.copy(A[0:32, 0:8], f)                 # 32 x 8 into 16 x 16
             T.copy(f, B[0:16, 0:16])
 
-    with pytest.raises(tilejit.CompileError, match=r"source's extent \(8, 8\)") as info:
+    with pytest.raises(tilejit.CompileError, match=r"source's extent \(32, 8\)") as info:
         tilejit.compile(main)(np.zeros((32, 32), np.float32), np.zeros((32, 32), np.float32))
-    assert info.value.lineno is not None and "8 x 8 into 16 x 16" in str(info.value)
+    assert info.value.lineno is not None and "32 x 8 into 16 x 16" in str(info.value)
 
 
 def test_a_list_chosen_by_a_compile_time_condition_is_a_shape():

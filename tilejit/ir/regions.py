@@ -6,7 +6,14 @@ tile; the sliced ones of a region; ``None`` for the start-index form ``A[r0, c0]
 its extents when known at compile time (a tile's shape). The copy's extent comes from
 the operand that knows it; the start-index form ranges over the last dimensions.
 Dimensions of extent 1 may appear on one side only (``Q[b, i:i+64, h, :]`` ↔ a 64 × d
-tile)."""
+tile).
+
+Where a global region's extents differ from a tile's, TileLang runs the copy over the
+tile's (its ``MakeIterVars``: the operand of the lower memory scope gives the loop's
+range), the region taken from its start as far as the tile reaches, bounded by the
+tensor: ``T.copy(A[r:r + 64, c:c + 64], S)`` into a 64 × 128 tile reads 128 columns
+from c (those past the tensor as 0). Into a tile smaller than the region it is
+TileLang's error as here (``tile_governs``)."""
 from __future__ import annotations
 
 
@@ -54,3 +61,17 @@ def copy_dims(src, dst, what="T.copy"):
         raise RegionError(f"{what}: the source's extent {tuple(s_e)} and the destination's "
                           f"{tuple(d_e)} differ")
     return (list(s_r), tuple(s_e)), (list(d_r), tuple(d_e)), tuple(s_nz)
+
+
+def tile_governs(src_tile: bool, src_extents, dst_tile: bool, dst_extents) -> bool:
+    """Whether a copy between a global region and a tile whose extents differ runs over
+    the tile's extents, as TileLang's does (module docstring): one operand a tile, the
+    other a global region, as many extents above 1 on each side, and a destination tile
+    no smaller than the region in each of them."""
+    if src_tile == dst_tile:
+        return False
+    s_nz = [e for e in src_extents if e != 1]
+    d_nz = [e for e in dst_extents if e != 1]
+    if len(s_nz) != len(d_nz):
+        return False
+    return src_tile or all(d >= s for s, d in zip(s_nz, d_nz))

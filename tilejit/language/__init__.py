@@ -160,7 +160,7 @@ __all__ = [
     "wait_wgmma", "warpgroup_fence_operand",
     "im2col",
     "c2d_im2col",
-    "alloc_global", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
+    "alloc_global", "alloc_buffer", "Ref", "ClusterKernel", "block_rank_in_cluster", "copy_cluster", "cluster_arrive",
     "cluster_arrive_relaxed", "cluster_wait", "cluster_sync",
     "TensorCoreIntrinEmitter",
     "Layout", "Fragment", "get_swizzle_layout", "make_mma_swizzle_layout",
@@ -497,6 +497,15 @@ def alloc_global(shape, dtype, scope="global"):
     """A global scratch tensor the kernel's launches share (``X = T.alloc_global(shape,
     dtype)`` before the first ``with T.Kernel``; ``runtime/sequence.py``): allocated as
     ``T.empty`` allocates, at each call, and not returned."""
+    return meaning("empty")(shape, dtype)
+
+
+def alloc_buffer(shape, dtype="float32", scope="global", **tvm_options):
+    """TVM's allocation that TileLang re-exports, by its scope: "global" (the default) is
+    ``T.alloc_global`` (a scratch tensor the launches share, before the first
+    ``T.Kernel``), "shared"/"shared.dyn" ``T.alloc_shared``, "local" ``T.alloc_local``,
+    "local.fragment" ``T.alloc_fragment`` (``frontend/tir_buffers.py`` writes the call so
+    before anything reads the kernel)."""
     return meaning("empty")(shape, dtype)
 
 

@@ -23,8 +23,11 @@ from tilejit.frontend.rewrite import LAUNCH_CONFIG, host_tree, materialize
 from tilejit.runtime.arguments import TensorArg, as_tensor_arg, launch_stream
 from tilejit.runtime.fastlaunch import MISSING, fast_launcher_for, param_kinds
 from tilejit.runtime.sequence import KernelSequence, is_sequence
-from tilejit.frontend.source import (expected_ranks, integer_constexprs, parse_kernel,
-                                     tensor_params, viewed_params, written_params)
+from tilejit.frontend.source import (expected_ranks, function_def_from_file,
+                                     function_namespace, integer_constexprs, parse_kernel,
+                                     spelled_names, tensor_params, viewed_params,
+                                     written_params)
+from tilejit.frontend.tir_buffers import rewrite_alloc_buffers
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
 from tilejit.target import CPU, DEFAULT_CUDA_ARCH, SIM, Target
@@ -629,11 +632,28 @@ def kernel(func=None, *, target="auto", arch=None, fast_math=False, debug=False)
 def kernel_function(func, source_tree=None, **options):
     """A ``KernelFunction``, or a ``KernelSequence`` for a function of several launches or
     with global scratch tensors (``runtime/sequence.py``)."""
+    source_tree = _with_alloc_buffers_written(func, source_tree)
     if is_sequence(func, source_tree):
         # a sequence copies its whole tree per launch (a deep host expression recurses)
         with syntax.deep_trees():
             return KernelSequence(func, source_tree=source_tree, **options)
     return KernelFunction(func, source_tree=source_tree, **options)
+
+
+def _with_alloc_buffers_written(func, source_tree):
+    """The kernel's tree with TVM's ``T.alloc_buffer`` calls written as the allocations
+    their scopes name (``frontend/tir_buffers.py``), or ``source_tree`` as it is when it
+    has none (None: the kernel reads its own source)."""
+    found = source_tree
+    if found is None:
+        try:
+            found = function_def_from_file(func)
+        except (TypeError, AttributeError):
+            found = None
+    if found is None or "alloc_buffer" not in spelled_names(found[1]):
+        return source_tree
+    rewrite_alloc_buffers(found[0], found[1], function_namespace(func))
+    return found
 
 
 def _device_allocation(address: int):

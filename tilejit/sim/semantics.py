@@ -39,6 +39,7 @@ from tilejit.sim import garbage, views
 from tilejit.sim.block_races import block_id
 from tilejit.sim.races import one_to_one, repeats
 from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
+from tilejit.ir.regions import tile_governs
 from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
                                  varies)
 
@@ -277,8 +278,15 @@ def _resolve(src, dst, what):
     if d_ext is None:
         d_ranged, d_ext = _match(None, d_ranged, len(d_t.shape), s_ext, what)
     if [e for e in s_ext if e != 1] != [e for e in d_ext if e != 1]:
-        raise ValueError(f"{what}: source extent {tuple(s_ext)} and destination extent "
-                         f"{tuple(d_ext)} differ")
+        s_tile, d_tile = (getattr(t, "kind", None) is not None for t in (s_t, d_t))
+        if what != "T.copy" or not tile_governs(s_tile, s_ext, d_tile, d_ext):
+            raise ValueError(f"{what}: source extent {tuple(s_ext)} and destination extent "
+                             f"{tuple(d_ext)} differ")
+        # TileLang's copy over the tile's extents from the region's start (ir/regions.py)
+        if s_tile:
+            d_ranged, d_ext = _match(None, d_ranged, len(d_t.shape), s_ext, what)
+        else:
+            s_ranged, s_ext = _match(None, s_ranged, len(s_t.shape), d_ext, what)
     return (s_t, s_start, s_ranged, s_ext), (d_t, d_start, d_ranged, d_ext)
 
 

@@ -28,7 +28,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir import markers
 from tilejit.ir.addressing import Var, evaluate, layout_offset, row_major
-from tilejit.ir.regions import RegionError, copy_dims
+from tilejit.ir.regions import RegionError, copy_dims, tile_governs
 from tilejit.layouts import offset_table
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
@@ -891,7 +891,14 @@ def operands(context, builder, arg_types, args):
             (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
                 (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
         except RegionError:
-            raise CompileError(str(e)) from None
+            if not (src.extents and dst.extents and tile_governs(
+                    src.kind != "global", src.extents, dst.kind != "global", dst.extents)):
+                raise CompileError(str(e)) from None
+            # TileLang's copy over the tile's extents from the region's start
+            region = src if src.kind == "global" else dst
+            region.extents = None
+            (src.ranged, src.extents), (dst.ranged, dst.extents), extents = copy_dims(
+                (src.ndim, src.ranged, src.extents), (dst.ndim, dst.ranged, dst.extents))
     for side in (src, dst):
         _check_tile_bounds(side)
     return src, dst, extents
