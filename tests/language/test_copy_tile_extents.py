@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-import tilejit
 import tilejit as tilelang
 import tilejit.language as T
 
