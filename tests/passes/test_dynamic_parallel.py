@@ -315,3 +315,46 @@ def test_a_loop_of_no_iterations_runs_no_statement():
     assert not f.any()
     tilejit.compile(main, target="sim")(f, 2)
     assert f[0] == 5.0
+
+
+def named_twice(N=64, BK=64):
+    """A name each T.Parallel body binds for itself (`n`), one of them over a run-time
+    extent: the loops' own names, not the thread's (a quantized GEMM's staging loops)."""
+    @T.prim_func
+    def main(X: T.Tensor((N, BK), "float32"), Y: T.Tensor((N, BK), "float32"),
+             size: T.int32):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((N, BK), "float32")
+            T.clear(S)
+            for i, j in T.Parallel(N, size):
+                n = bx * N + i
+                S[i, j] = X[n, j]
+            for i, j in T.Parallel(N, BK):
+                n = bx * N + i
+                Y[n, j] = S[i, j]
+    return main
+
+
+def _named_twice_expected(x, size):
+    out = x.copy()
+    out[:, size:] = 0
+    return out
+
+
+def test_a_name_two_parallel_bodies_bind(ptxas):
+    x = np.random.default_rng(1).random((64, 64), dtype=np.float32)
+    y = np.full((64, 64), 7.0, np.float32)
+    tilejit.compile(named_twice(), target="sim")(x, y, 40)
+    np.testing.assert_array_equal(y, _named_twice_expected(x, 40))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilejit.compile(named_twice(), target=f"cuda -arch={arch}").get_kernel_source(),
+              arch)
+
+
+@pytest.mark.gpu
+def test_a_name_two_parallel_bodies_bind_on_the_gpu():
+    import torch
+    x = torch.rand(64, 64)
+    y = torch.full((64, 64), 7.0, device="cuda")
+    tilejit.compile(named_twice())(x.cuda(), y, 40)
+    np.testing.assert_array_equal(y.cpu().numpy(), _named_twice_expected(x.numpy(), 40))

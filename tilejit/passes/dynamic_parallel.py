@@ -232,8 +232,13 @@ class _Dynamic(syntax.NodeTransformer):
 
 
     def _assigned_outside(self, loop) -> set:
-        """The names assigned in the kernel outside ``loop``."""
-        inside = {id(n) for s in loop.body for n in syntax.walk(s)}
+        """The names assigned in the kernel outside ``loop`` and outside the other
+        T.Parallel loops, whose bodies' names are their iterations' own (TileLang's let)."""
+        inside = {id(n) for other in syntax.walk(self.fdef)
+                  if other is loop or (isinstance(other, ast.For) and isinstance(
+                      other.iter, ast.Call) and resolve_static(
+                      other.iter.func, self.ctx.namespace) is T.Parallel)
+                  for s in other.body for n in syntax.walk(s)}
         return {n.id for n in syntax.walk(self.fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store) and id(n) not in inside}
 
