@@ -413,12 +413,15 @@ def test_a_row_read_inside_the_iteration_in_a_wide_block(R, C, threads, ptxas):
 @pytest.mark.parametrize("R, C, threads", COLUMN_CASES)
 def test_gpu_a_row_read_inside_the_iteration_in_a_wide_block(R, C, threads):
     import torch
-    b = torch.randn(R, C)
+    b = torch.randn(R, C, generator=torch.Generator().manual_seed(R * C))
     kernel = tilejit.compile(column_sums(R, C, threads), out_idx=[1])
     x = kernel(b.cuda()).cpu()
     want = b.double().sum(0, keepdim=True) * torch.arange(1, R + 1).double()[:, None]
     torch.testing.assert_close(x.double(), want, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(x, kernel(b), rtol=1e-6, atol=1e-6)
+    # the GPU contracts x += b * (o + 1) into an fma, the simulator rounds the product
+    # first: one rounding apart in each step (an H100 run saw 1.5e-6 where a column's sum
+    # cancels)
+    torch.testing.assert_close(x, kernel(b), rtol=1e-5, atol=1e-5)
 
 
 def mixed_rows(HC, HB, threads=128):
