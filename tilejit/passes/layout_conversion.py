@@ -204,6 +204,42 @@ def _insert(ctx, fdef, node, pair, where, count, groups):
     body, index = found
     note = (f"{groups.describe(src, ctx, False)} -> {groups.describe(dst, ctx, False)}, "
             f"{where}")
+    new = _scratch_statements(src, dst, name, note, body[index])
+    if loop:
+        _ReadFrom(src, name).visit(node)
+        body[index:index] = new
+    else:
+        copy = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy", ast.Load())
+        out = ast.Expr(ast.Call(copy, [ast.Name(name, ast.Load()), ast.Name(dst, ast.Load())],
+                                []))
+        body[index:index + 1] = new + [ast.copy_location(out, body[index])]
+
+
+def read_through_shared(ctx, fdef, loop: ast.For, src: str, why: str) -> None:
+    """The T.Parallel ``loop`` reads fragment ``src`` from a row-major shared copy made
+    just before it (``layout_inference.infer_layouts``: a broadcast read whose layout
+    would conflict with another derivation, ``why``). ``__tj_convert_layout`` marks it
+    in the IR dump."""
+    tiles = ctx.plan.tiles
+    name = f"{SCRATCH}_read{ctx.number('read_conversion')}"
+    like = tiles[src]
+    tiles[name] = Tile(name, SHARED, like.shape, like.dtype, loop.lineno,
+                       layout=row_major(like.shape),
+                       layout_reason=f"a shared copy of {src!r} the T.Parallel at line "
+                                     f"{loop.lineno} reads")
+    found = _statement_of(fdef, loop)
+    if found is None:
+        raise ctx.error(f"fragment {src!r}: {why}", loop)
+    body, index = found
+    note = (f"{src!r} read from shared memory in the T.Parallel at line {loop.lineno}, "
+            f"where its layout would conflict: {why}")
+    new = _scratch_statements(src, f"the T.Parallel at line {loop.lineno}", name, note, loop)
+    _ReadFrom(src, name).visit(loop)
+    body[index:index] = new
+
+
+def _scratch_statements(src, dst, name, note, where) -> list:
+    """The scratch tile's allocation, the conversion's marker, the copy into it."""
     copy = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "copy", ast.Load())
     new = [
         ast.Assign([ast.Name(name, ast.Store())],
@@ -213,14 +249,7 @@ def _insert(ctx, fdef, node, pair, where, count, groups):
                            ast.Constant(note)], [])),
         ast.Expr(ast.Call(copy, [ast.Name(src, ast.Load()), ast.Name(name, ast.Load())], [])),
     ]
-    new = [ast.copy_location(x, body[index]) for x in new]
-    if loop:
-        _ReadFrom(src, name).visit(node)
-        body[index:index] = new
-    else:
-        out = ast.Expr(ast.Call(copy, [ast.Name(name, ast.Load()), ast.Name(dst, ast.Load())],
-                                []))
-        body[index:index + 1] = new + [ast.copy_location(out, body[index])]
+    return [ast.copy_location(x, where) for x in new]
 
 
 class _ReadFrom(syntax.NodeTransformer):

@@ -57,6 +57,7 @@ explicitly; other shared tiles are row-major.
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import math
 
@@ -649,7 +650,43 @@ def fixed_fragment_layouts(ctx) -> dict[str, tuple]:
     return fixed
 
 
+class _DerivationConflict(Exception):
+    """Two derivations give one group of fragments different layouts: ``uses`` holds
+    (fragment, line) of each; ``error`` the CompileError naming both."""
+
+    def __init__(self, uses):
+        super().__init__("layout derivations conflict")
+        self.uses, self.error, self.loop = uses, None, None
+
+
+_MAX_READ_CONVERSIONS = 4
+
+
 def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
+    """Every fragment's layout (``_infer_layouts``). A fragment that a T.Parallel only
+    reads at a subset of its indices (``a[ii]`` in a loop over (ii, j), a broadcast),
+    whose layout that read would make conflict with another derivation (a reduction's
+    result tied to it), is read there from a shared copy instead, as a layout
+    conversion (``layout_conversion.read_through_shared``), and the layouts inferred
+    again; the IR dump marks the conversion."""
+    for _ in range(_MAX_READ_CONVERSIONS + 1):
+        tiles_before = dict(ctx.plan.tiles)
+        try:
+            return _infer_layouts(copy.deepcopy(fdef), ctx)
+        except _DerivationConflict as conflict:
+            ctx.plan.tiles.clear()
+            ctx.plan.tiles.update(tiles_before)
+            if conflict.loop is None:
+                raise conflict.error from None
+            name, line, col = conflict.loop
+            loop = next(n for n in syntax.walk(fdef) if isinstance(n, ast.For)
+                        and (n.lineno, n.col_offset) == (line, col))
+            from tilejit.passes.layout_conversion import read_through_shared  # (a circle)
+            read_through_shared(ctx, fdef, loop, name, conflict.error.bare_message)
+    raise conflict.error from None
+
+
+def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     plan = ctx.plan
     tiles = plan.tiles
     fdef = _widen_unit_loops(fdef, ctx)
@@ -672,6 +709,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     partial_uses = {}            # (loop id, fragment) -> the fixed positions
     quotient_views = {}          # (loop id, fragment) -> (stand-in, its dropped dims)
     mixed_uses = {}              # (loop id, fragment) -> (fixed positions, dropped loop dims)
+    subset_reads = {}            # (fragment, line) -> (it, its loop's line and column)
     for k, (loop, full, subset, partial) in enumerate(col.loops):
         loop_vars = loop_names(loop.target)
         if loop_vars is None:
@@ -751,6 +789,8 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                 f"indices of extents {kept}", sub)
             derived.append((lead, n, dropped, False, sub.lineno,
                             f"indexed by a subset of the loop over {lead!r}", False))
+            if n not in _stored_fragments(loop):
+                subset_reads[(n, sub.lineno)] = (n, loop.lineno, loop.col_offset)
         mixed = col.mixed.get(id(loop), {})
         if lead is None and mixed:
             # no fragment has all the loop's indices, one is read at some of them and fixed
@@ -807,9 +847,14 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
             viewed |= {t.name, t.view_of}
     scalars = (scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
-    _resolve(ctx, views, groups, fixed, derived, col.partners, scalars,
-             constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed,
-             set(col.broadcast) - set(plan.user_fragments) - viewed)
+    try:
+        _resolve(ctx, views, groups, fixed, derived, col.partners, scalars,
+                 constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed,
+                 set(col.broadcast) - set(plan.user_fragments) - viewed)
+    except _DerivationConflict as conflict:
+        conflict.loop = next((subset_reads[u] for u in conflict.uses if u in subset_reads),
+                             None)
+        raise
     _check_fragment_views(ctx, tiles)
     partial_slots = {}
     partial_names = {}           # (loop id, fragment) -> the loop indices of a mixed use
@@ -1517,16 +1562,19 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
                 f"{ctx.source_line(have[2])}); a view shares its fragment's registers, so "
                 f"the two must agree", line)
         if not same_layout(want, have[0]):
+            conflict = _DerivationConflict([(have[4], have[2]), (
+                src if keep == _RESTRICT else dst, line)])
             named = src if keep == _RESTRICT else dst
             tied = [n for n in members.get(rd, ()) if n != named and not n.startswith("__tj")]
             through = (f"; {named!r} shares one layout with {', '.join(map(repr, tied))} "
                        f"(a T.Parallel or T.copy indexes them alike), so a constraint on "
                        f"either is on both" if tied else "")
-            raise ctx.error(
+            conflict.error = ctx.error(
                 f"fragment {named!r} needs two different layouts: "
                 f"{why} (line {line}: "
                 f"{ctx.source_line(line)}) and {have[3]} (line {have[2]}: "
                 f"{ctx.source_line(have[2])}){through}", line)
+            raise conflict
     for root, names in members.items():
         layout, vec, line, reason, _ = chosen[root]
         ix = _indexing(layout, vec)
