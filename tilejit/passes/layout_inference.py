@@ -669,6 +669,7 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     result tied to it), is read there from a shared copy instead, as a layout
     conversion (``layout_conversion.read_through_shared``), and the layouts inferred
     again; the IR dump marks the conversion."""
+    last = None
     for _ in range(_MAX_READ_CONVERSIONS + 1):
         tiles_before = dict(ctx.plan.tiles)
         try:
@@ -676,14 +677,15 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         except _DerivationConflict as conflict:
             ctx.plan.tiles.clear()
             ctx.plan.tiles.update(tiles_before)
+            last = conflict.error
             if conflict.loop is None:
-                raise conflict.error from None
+                raise last from None
             name, line, col = conflict.loop
             loop = next(n for n in syntax.walk(fdef) if isinstance(n, ast.For)
                         and (n.lineno, n.col_offset) == (line, col))
             from tilejit.passes.layout_conversion import read_through_shared  # (a circle)
-            read_through_shared(ctx, fdef, loop, name, conflict.error.bare_message)
-    raise conflict.error from None
+            read_through_shared(ctx, fdef, loop, name, last.bare_message)
+    raise last from None
 
 
 def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
