@@ -672,8 +672,10 @@ def infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     last = None
     for _ in range(_MAX_READ_CONVERSIONS + 1):
         tiles_before = dict(ctx.plan.tiles)
+        with syntax.deep_trees():
+            attempt = copy.deepcopy(fdef)
         try:
-            return _infer_layouts(copy.deepcopy(fdef), ctx)
+            return _infer_layouts(attempt, ctx)
         except _DerivationConflict as conflict:
             ctx.plan.tiles.clear()
             ctx.plan.tiles.update(tiles_before)
