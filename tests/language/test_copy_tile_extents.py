@@ -1,6 +1,8 @@
 """A T.copy between a global region and a tile whose extents differ runs over the
 tile's, as TileLang's (ir/regions.tile_governs): an MLA decode copies a 64 x 64 region
-of its latent cache into a 64 x 128 tile and reads the first 64 columns."""
+of its latent cache into a 64 x 128 tile and reads the first 64 columns. Between two
+tensors' regions it runs over the source's (TileLang's copy test of mismatched shapes,
+``T.copy(A[:, :2], B[:, :3])``: passes/global_layouts.py)."""
 import numpy as np
 import pytest
 import torch
@@ -31,6 +33,22 @@ def short_store(M=32):
     return main
 
 
+@tilelang.jit
+def two_regions(M=128, N=128):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128):
+            T.copy(A[:, :2], B[:, :3])
+    return main
+
+
+def test_two_tensor_regions_copy_the_sources_extents():
+    a = torch.randn(128, 128, dtype=torch.float16)
+    b = torch.full((128, 128), 5.0, dtype=torch.float16)
+    two_regions()(a, b)
+    assert torch.equal(b[:, :2], a[:, :2]) and (b[:, 2:] == 5).all()
+
+
 def _wide_expected(a):
     out = np.zeros((a.shape[0], 64), np.float32)
     out[:, :32] = a[:, 48:80]
@@ -56,6 +74,7 @@ def test_a_tile_stored_into_a_shorter_region():
 def test_the_ptx_assembles(arch, ptxas):
     ptxas(wide_tile().get_kernel_source(arch=arch), arch)
     ptxas(short_store().get_kernel_source(arch=arch), arch)
+    ptxas(two_regions().get_kernel_source(arch=arch), arch)
 
 
 @pytest.mark.gpu
@@ -71,3 +90,7 @@ def test_on_gpu_against_numpy_and_the_simulator():
     short_store()(x, sim)
     assert torch.equal(b.cpu(), sim)
     assert torch.equal(sim[:, 24:], x[:, :24])
+    h = torch.randn(128, 128, dtype=torch.float16)
+    g = torch.full((128, 128), 5.0, dtype=torch.float16, device="cuda")
+    two_regions()(h.cuda(), g)
+    assert torch.equal(g[:, :2].cpu(), h[:, :2]) and (g[:, 2:] == 5).all()

@@ -183,14 +183,25 @@ class _Rewrite(syntax.NodeTransformer):
                                  f"{name!r} must be known at compile time", stmt)
         return name, starts, [(d, e) for (d, _), e in zip(ranged, known)], tile, tensor
 
-    def _loop(self, stmt, a, b, body_of):
+    def _loop(self, stmt, a, b, body_of, copy_of=False):
         """The element loop pairing operands ``a`` and ``b`` (as ``_operand`` gives them);
         ``body_of(a_elem, b_elem, a_inside, b_inside)`` the statements of one element,
         ``x_inside`` the test that the element is inside operand x's tensor (None for a
-        tile, or where every index is a constant)."""
+        tile, or where every index is a constant). ``copy_of``: ``a`` is a T.copy's source
+        and ``b`` its destination, whose extents may differ as TileLang's copy allows
+        (ir/regions.py): the loop runs over the tile's, or the source's between two
+        tensors, never past a destination tile."""
         a, b = self._resolve(a, b, stmt), self._resolve(b, a, stmt)
         a_ext = [e for _, e in a[2] if e != 1]
         b_ext = [e for _, e in b[2] if e != 1]
+        static = len(a_ext) == len(b_ext) and all(
+            isinstance(x, int) and isinstance(y, int) for x, y in zip(a_ext, b_ext))
+        if copy_of and static and a_ext != b_ext:
+            if b[3] is not None and a[3] is None:       # a tile destination: its extents
+                if all(y >= x for x, y in zip(a_ext, b_ext)):
+                    a_ext = b_ext
+            elif b[3] is None:                          # else the source's
+                b_ext = a_ext
         if len(a_ext) != len(b_ext) or any(
                 isinstance(x, int) and isinstance(y, int) and x != y
                 for x, y in zip(a_ext, b_ext)):
@@ -244,7 +255,7 @@ class _Rewrite(syntax.NodeTransformer):
                     d[4].dtype.name)], [])
             store = [ast.Assign([d_elem], value)]
             return store if d_inside is None else [ast.If(d_inside, store, [])]
-        return self._loop(stmt, s, d, body)
+        return self._loop(stmt, s, d, body, copy_of=True)
 
     def _atomic(self, stmt, fn, call):
         dst, value = call.args[0], call.args[1]
