@@ -239,6 +239,12 @@ def plain_value(expr, namespace, kinds=_PLAIN):
 def settled(test, namespace):
     """The truth of an ``if`` test made of compile-time values (``with_bias``, ``not
     has_sink``, ``window is None``), or None when it is not one."""
+    if isinstance(test, ast.BoolOp):       # one operand decides (source.static_truth)
+        parts = [settled(v, namespace) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in parts:
+            return decisive
+        return (not decisive) if None not in parts else None
     value, ok = plain_value(test, namespace)
     return bool(value) if ok else None
 

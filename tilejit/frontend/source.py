@@ -176,7 +176,16 @@ def assigned_names(fdef: ast.FunctionDef) -> set:
 
 def static_truth(test: ast.AST, namespace: dict, assigned: set):
     """The truth of a condition made of constants and names of the kernel's globals and
-    closure that the kernel does not assign (``op == "sum"``); None if it is not one."""
+    closure that the kernel does not assign (``op == "sum"``); None if it is not one.
+    An ``and`` with one such operand false is false, an ``or`` with one true is true,
+    whatever the others (``j == 3 and store_extra``), as TileLang's builder simplifies
+    its ``T.And``."""
+    if isinstance(test, ast.BoolOp):
+        parts = [static_truth(v, namespace, assigned) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in parts:
+            return decisive
+        return (not decisive) if None not in parts else None
     names = {n.id for n in syntax.walk(test) if isinstance(n, ast.Name)}
     if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
                               ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
@@ -426,6 +435,9 @@ def _parse_kernel(func, tree=None) -> KernelSource:
         check_local_helper_calls(ks)
     if has_scalar_indexing(ks.tree):             # 0-d tensors (after the helpers)
         rewrite_scalar_indexing(ks)
+    if {"alloc_var", "copy"} <= spelled_names(ks.tree):   # T.copy of one element
+        from tilejit.frontend.scalar_copies import rewrite_scalar_copies  # (the same circle)
+        rewrite_scalar_copies(ks)
     if spelled_names(ks.tree) & {"If", "Then", "Else"}:   # TVM's script branches: an if
         rewrite_tir_branches(ks)
     if "parallel" in spelled_names(ks.tree):     # TVM's parallel loop: a T.Parallel

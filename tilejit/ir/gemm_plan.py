@@ -200,7 +200,12 @@ class GemmPlan:
         of an M x K tile on warps_m warps (a m16n8kX A operand holds the same elements
         per thread as the m16n8 accumulators over its K columns), copied on each of the
         warps_n warp columns (on wgmma: the wgmma accumulator layout of M x K, copied on
-        each warpgroup column)."""
+        each warpgroup column). With ``transpose_A`` the fragment holds A^T (K x M): the
+        same layout transposed, each element at the slot its transpose has there."""
+        frag = self._a_fragment_of_a()
+        return frag.transposed() if self.transpose_A else frag
+
+    def _a_fragment_of_a(self):
         if self.engine == "wgmma":
             base = wgmma_fragment(self.warpgroups_m, 1, self.repeat_m, self.K // 8)
             return base.replicated(self.warps_n) if self.warps_n > 1 else base

@@ -136,6 +136,20 @@ class Fragment:
             table[key] = idx
         return FragmentInverse(self, MappingProxyType(table))
 
+    def transposed(self) -> Fragment:
+        """The 2-D distribution of the transposed tile: element ``(j, i)`` held where
+        this one holds ``(i, j)``, at the same slot (a T.gemm's A operand in registers
+        stored as A^T, ``transpose_A``)."""
+        if len(self.shape) != 2:
+            raise ValueError(f"Fragment.transposed: expected a 2-D fragment, got shape "
+                             f"{self.shape}")
+
+        def swap(lay):
+            return Layout((lay[1].shape, lay[0].shape), (lay[1].stride, lay[0].stride))
+        return Fragment((self.shape[1], self.shape[0]), swap(self.thread_layout),
+                        swap(self.slot_layout), self.num_threads, self.replicate,
+                        f"{self.name} transposed")
+
     def replicated(self, copies: int) -> Fragment:
         """The same distribution held ``copies`` times by disjoint thread groups."""
         if not is_int(copies) or copies < 1:

@@ -46,6 +46,24 @@ def _permuted(sub, loop_vars, tiles):
     return tuple(loop_vars.index(n) for n in names)
 
 
+def _written_permutation(loop, loop_vars, tiles):
+    """The permutation every fragment the loop writes is indexed with (all its uses in
+    the loop so), when there is one and it is not the loop's order; else None."""
+    stored = {sub.value.id for sub in syntax.walk(loop) if isinstance(sub, ast.Subscript)
+              and isinstance(sub.ctx, ast.Store) and isinstance(sub.value, ast.Name)
+              and sub.value.id in tiles and tiles[sub.value.id].kind == FRAGMENT}
+    if not stored or not isinstance(loop.target, ast.Tuple) or \
+            not all(isinstance(a, ast.expr) and not isinstance(a, ast.Starred)
+                    for a in loop.iter.args) or loop.iter.keywords:
+        return None
+    perms = {_permuted(sub, loop_vars, tiles) for sub in syntax.walk(loop)
+             if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name)
+             and sub.value.id in stored}
+    if len(perms) != 1 or None in perms:
+        return None
+    return next(iter(perms))
+
+
 class _Transposes(syntax.NodeTransformer):
     def __init__(self, ctx, fdef):
         self.ctx = ctx
@@ -64,6 +82,17 @@ class _Transposes(syntax.NodeTransformer):
         except (NotStatic, TypeError, ValueError):
             return node
         tiles = self.ctx.plan.tiles
+        perm = _written_permutation(node, loop_vars, tiles)
+        if perm is not None:
+            # every fragment the loop writes is indexed in one other order (`acc_T[j, i]
+            # += c[i, j]`, a swapped-operand GEMM's epilogue): the loop iterates in that
+            # order, which T.Parallel's meaning allows; what it reads in the old order is
+            # then a transposed read (below)
+            elts = node.target.elts
+            node.target.elts = [elts[p] for p in perm]
+            node.iter.args = [node.iter.args[p] for p in perm]
+            loop_vars = [loop_vars[p] for p in perm]
+            extents = [extents[p] for p in perm]
         uses: dict = {}         # fragment -> {"store"/"load": permutation}, "plain"
         updated = {id(s.target) for s in syntax.walk(node) if isinstance(s, ast.AugAssign)}
         # a store the scratch can take: a statement of the loop body itself (under an

@@ -496,9 +496,10 @@ class _Tiles(syntax.NodeTransformer):
             raise self.ctx.error(f"T.gemm: an A operand in registers needs float16, bfloat16 "
                                  f"or (on mma.sync) tfloat32/float32 or int8 inputs, got "
                                  f"{a.dtype.name}; put A in shared memory", node)
-        if a.kind == FRAGMENT and ta:
-            raise self.ctx.error("T.gemm: transpose_A is not supported for an A operand in "
-                                 "registers", node)
+        if a.kind == FRAGMENT and ta and plan.engine not in ("mma", "wgmma"):
+            raise self.ctx.error(f"T.gemm: transpose_A for an A operand in registers is "
+                                 f"supported on the tensor cores' mma.sync and wgmma, not "
+                                 f"on {plan.engine}; put A in shared memory", node)
         if not (operands[0].whole and operands[1].whole):
             if target.kind == "amdgpu" and plan.engine == "mfma":
                 raise self.ctx.error("T.gemm: a region of a shared tile as an operand is not "

@@ -56,6 +56,8 @@ def _register_slots(frag, gp, operand):
     else:                  # A in registers: 16 x width blocks over K
         tiles = [(rm, kb) for rm in range(gp.repeat_m) for kb in range(gp.K // width)]
     holder, slot_of = fragment_tables(frag)
+    if operand == "A" and gp.transpose_A:     # the fragment holds A^T: look up (k, m)
+        holder, slot_of = holder.T, slot_of.T
     warp = np.repeat(np.arange(gp.threads // 32), 32)
     lane = np.tile(np.arange(32), gp.threads // 32)
     thread = lane + 32 * warp
