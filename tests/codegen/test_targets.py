@@ -149,7 +149,8 @@ def test_fragments_past_the_register_file_spill_with_a_warning(target, ptxas):
             tilejit.kernel(row_sums_one_warp.func, target="sim")(a, b)
         else:
             ptx = row_sums_one_warp.compile(a, b, target="cuda", arch=target).ptx
-    assert "test_targets.py" in str(w[0].message)
+    # reported at the kernel's line of its file, not at the compiler's frame
+    assert w[0].filename.endswith("test_targets.py") and w[0].lineno > 0
     if target == "sim":
         np.testing.assert_allclose(b, a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
     else:

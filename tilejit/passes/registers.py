@@ -109,7 +109,9 @@ def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                           _own_scratch(shares) or whole or "More threads "
                           "(T.Kernel(threads=...)) or smaller tiles keep them in registers"),
                       line)
-    warnings.warn(str(where), RegisterSpillWarning, stacklevel=2)
+    # reported at the kernel's line (its file), not at the compiler's frame
+    warnings.warn_explicit(where.bare_message, RegisterSpillWarning,
+                           where.filename or "<kernel>", where.lineno or 0)
     return fdef
 
 
