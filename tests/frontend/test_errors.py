@@ -234,3 +234,28 @@ def test_a_tuple_indexed_by_a_parallel_index():
     tilejit.compile(weights)(a)
     np.testing.assert_array_equal(a, [2.0, 4.0, 6.0])
     assert tilejit.compile(weights, target="cuda -arch=sm_90a").get_kernel_source()
+
+
+def test_a_macros_names_are_shown_as_written():
+    """An error in an inlined macro names its locals as the source spells them, not as
+    renamed apart from the kernel's (`acc__step1`; found by a third-party FP8 GEMM)."""
+    import tilejit
+    import tilejit.language as T
+
+    @T.macro
+    def step(C_local, out):
+        acc = T.alloc_fragment((64, 64), "float32")
+        for i, j in T.Parallel(64, 64):
+            acc[j, i // 2] = C_local[i, j]
+        T.copy(acc, out)
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            c = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, c)
+            step(c, Y)
+
+    with pytest.raises(tilejit.CompileError) as info:
+        tilejit.compile(main, target="cuda -arch=sm_90a")
+    assert "`acc[j, i // 2]`" in str(info.value) and "__step" not in str(info.value)

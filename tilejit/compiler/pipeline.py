@@ -246,6 +246,10 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     if threads != spec.threads:
         ctx.plan.role_threads, ctx.plan.launch_threads = threads, spec.threads
     ctx.plan.cluster = spec.cluster
+    # an inlined macro's own names, renamed apart from the kernel's (kernel_macros.
+    # rename_locals), are shown in messages as the source spells them
+    ctx.shown_names.update({n.id: n.tj_name for n in syntax.walk(ks.tree)
+                            if isinstance(n, ast.Name) and getattr(n, "tj_name", n.id) != n.id})
     passes = [_bind(p, ctx) for p in SOURCE_PASSES]
     if dump is not None:
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
