@@ -244,6 +244,14 @@ LANGUAGE_DIFFERENCES = {
     "macro": "a `T.Kernel` inside a macro works when the kernel calls the macro as a "
              "statement (or `return macro(...)`) with names or constants as arguments, "
              "the macro in the kernel's file",
+    "call_extern": "CUDA's math functions by their C names only (`fmaxf`, `powf`, `exp2f`, "
+                   "`__fdiv_rn`, ...: `language/tvm_calls.CUDA_MATH`), as tilejit's function of "
+                   "the same meaning cast to the dtype; tilejit emits PTX and links no C, so "
+                   "another name (a program's own CUDA source) is refused at the call",
+    "tvm_warp_shuffle": "`T.shfl_sync(value, lane, width, mask)`; warp_size must be 32",
+    "tvm_warp_shuffle_down": "`T.shfl_down(value, delta, width, mask)`; warp_size must be 32",
+    "tvm_warp_shuffle_up": "`T.shfl_up(value, delta, width, mask)`; warp_size must be 32",
+    "tvm_warp_activemask": "`T.activemask()` as a uint32",
     "alloc_buffer": "`T.alloc_buffer(shape, dtype, scope=...)` is the allocation its scope "
                     "names: \"global\" (the default) `T.alloc_global` (a scratch tensor the "
                     "launches share, before the first `T.Kernel`), \"shared\"/\"shared.dyn\" "

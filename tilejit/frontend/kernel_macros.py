@@ -150,6 +150,12 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         if kw.arg not in params or kw.arg in bound:
             raise error(f"unexpected or repeated argument {kw.arg!r}")
         bound[kw.arg] = kw.value
+    # the caller's names in its arguments stay the caller's (rename_locals renames the
+    # helper's own apart from the kernel's)
+    for value in bound.values():
+        for n in syntax.walk(value):
+            if isinstance(n, ast.Name):
+                n.tj_ref = True
     own = current_namespace(fn)
     refs = _reference_params(fdef, own, bound, error)
     # an argument computed at the call (`load_rows(X, xf, bx * block_M)`): bound to a
@@ -182,10 +188,13 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         raise error(f"missing argument(s) {', '.join(missing)}")
     assigned = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Store)}
-    if (assigned & set(params)) - set(refs):
-        raise error(f"it assigns its parameter(s) "
-                    f"{', '.join(sorted((assigned & set(params)) - set(refs)))} (annotate a "
-                    f"parameter T.Ref to assign the caller's variable)")
+    # a parameter the body assigns (`value += shfl_down(value, 16)`) is the helper's own
+    # variable, as Python's parameters are (and TileLang's macro binds a value argument
+    # to a new variable): it starts as the argument; a T.Ref parameter is the caller's
+    for p in params:
+        if p in assigned and p not in refs:
+            arguments.append(ast.copy_location(
+                ast.Assign([ast.Name(p, ast.Store())], bound.pop(p)), stmt))
     for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
                 n.id not in assigned and n.id not in params and n.id in own:

@@ -435,6 +435,13 @@ def _parse_kernel(func, tree=None) -> KernelSource:
         check_local_helper_calls(ks)
     if has_scalar_indexing(ks.tree):             # 0-d tensors (after the helpers)
         rewrite_scalar_indexing(ks)
+    from tilejit.frontend.tvm_calls import rewrite_tvm_calls, spells_tvm_calls  # (circle)
+    if spells_tvm_calls(spelled_names(ks.tree)):     # thread_return, warp shuffles, extern
+        rewrite_tvm_calls(ks)
+    from tilejit.frontend.static_comprehensions import (  # (the same circle)
+        has_comprehensions, unroll_comprehensions)
+    if has_comprehensions(ks.tree):             # over compile-time sequences: unrolled
+        unroll_comprehensions(ks)
     if {"alloc_var", "copy"} <= spelled_names(ks.tree):   # T.copy of one element
         from tilejit.frontend.scalar_copies import rewrite_scalar_copies  # (the same circle)
         rewrite_scalar_copies(ks)

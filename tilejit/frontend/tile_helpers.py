@@ -239,7 +239,8 @@ _FRONT_END_ONLY = {getattr(T, name) for name in (
     "shift_left", "shift_right", "floordiv", "floormod", "align_up", "index_to_coordinates",
     "get_lane_idx", "loop_break", "atomic_load", "atomic_store", "atomic_add", "atomic_max",
     "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let",
-    "async_copy", "ptx_wait_group")
+    "async_copy", "ptx_wait_group", "thread_return", "tvm_warp_activemask",
+    "tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "call_extern")
     if hasattr(T, name)}
 
 

@@ -14,7 +14,7 @@ import ast
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
-from tilejit.frontend.source import resolve_static
+from tilejit.frontend.source import is_launch, resolve_static
 
 SCOPES = {"global": "alloc_global", "shared": "alloc_shared", "shared.dyn": "alloc_shared",
           "local": "alloc_local", "local.fragment": "alloc_fragment"}
@@ -32,6 +32,42 @@ def rewrite_alloc_buffers(filename: str, fdef: ast.FunctionDef, namespace) -> No
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Call) and _is_alloc_buffer(node, namespace):
             _rewrite(filename, node)
+
+
+def hoist_global_allocations(filename: str, fdef: ast.FunctionDef, namespace) -> None:
+    """A ``X = T.alloc_global(...)`` statement at the top of a ``with T.Kernel`` block's
+    body moved before the block, where a scratch tensor the launch uses is declared
+    (TileLang makes it a workspace the host allocates: a persistent kernel's grid-wide
+    scratch, btorch's GLIF3 SpMV). Its shape may read only names bound before the
+    block (a CompileError at its line otherwise); one deeper in the body is left to the
+    sequence's own check (``runtime/sequence.py``)."""
+    for index in range(len(fdef.body) - 1, -1, -1):
+        stmt = fdef.body[index]
+        if not (isinstance(stmt, ast.With) and any(
+                is_launch(item.context_expr, namespace) for item in stmt.items)):
+            continue
+        bound = {n.id for item in stmt.items if item.optional_vars is not None
+                 for n in syntax.walk(item.optional_vars) if isinstance(n, ast.Name)}
+        hoisted = []
+        for inner in list(stmt.body):
+            if not _is_global_allocation(inner, namespace):
+                continue
+            bound |= {n.id for s in stmt.body[:stmt.body.index(inner)] for n in syntax.walk(s)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if any(isinstance(n, ast.Name) and n.id in bound for n in syntax.walk(inner.value)):
+                raise CompileError("T.alloc_global in a `with T.Kernel` block: its shape and "
+                                   "dtype may read only names bound before the block (the "
+                                   "scratch tensor is allocated before the launch)",
+                                   filename, inner.lineno)
+            stmt.body.remove(inner)
+            hoisted.append(inner)
+        fdef.body[index:index] = hoisted
+
+
+def _is_global_allocation(stmt, namespace) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+        stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call) and resolve_static(
+        stmt.value.func, namespace) is T.alloc_global
 
 
 def _is_alloc_buffer(node, namespace) -> bool:
@@ -69,4 +105,4 @@ def _rewrite(filename, call: ast.Call) -> None:
     call.keywords = []
 
 
-__all__ = ["rewrite_alloc_buffers"]
+__all__ = ["rewrite_alloc_buffers", "hoist_global_allocations"]

@@ -64,6 +64,9 @@ from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballo
                                    match_all_sync, match_any_sync, sync_warp,
                                    syncthreads_and, syncthreads_count, syncthreads_or)
 from tilejit.language.warp import __ffs, __fns
+from tilejit.language.tvm_calls import (call_extern, thread_return,  # noqa: F401
+                                        tvm_warp_activemask, tvm_warp_shuffle,
+                                        tvm_warp_shuffle_down, tvm_warp_shuffle_up)
 from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from tilejit.language.tiles import (GemmWarpPolicy, Pipelined, all_of, alloc_fragment,
                                     alloc_local, alloc_reducer, alloc_shared, alloc_var,

@@ -27,7 +27,7 @@ from tilejit.frontend.source import (expected_ranks, function_def_from_file,
                                      function_namespace, integer_constexprs, parse_kernel,
                                      spelled_names, tensor_params, viewed_params,
                                      written_params)
-from tilejit.frontend.tir_buffers import rewrite_alloc_buffers
+from tilejit.frontend.tir_buffers import hoist_global_allocations, rewrite_alloc_buffers
 from tilejit.frontend.validate import check_supported
 from tilejit.options import compile_options, target_override
 from tilejit.target import CPU, DEFAULT_CUDA_ARCH, SIM, Target
@@ -642,17 +642,22 @@ def kernel_function(func, source_tree=None, **options):
 
 def _with_alloc_buffers_written(func, source_tree):
     """The kernel's tree with TVM's ``T.alloc_buffer`` calls written as the allocations
-    their scopes name (``frontend/tir_buffers.py``), or ``source_tree`` as it is when it
-    has none (None: the kernel reads its own source)."""
+    their scopes name and ``T.alloc_global`` moved out of a ``with T.Kernel`` block
+    (``frontend/tir_buffers.py``), or ``source_tree`` as it is when it has neither
+    (None: the kernel reads its own source)."""
     found = source_tree
     if found is None:
         try:
             found = function_def_from_file(func)
         except (TypeError, AttributeError):
             found = None
-    if found is None or "alloc_buffer" not in spelled_names(found[1]):
+    spelled = spelled_names(found[1]) if found is not None else set()
+    if not spelled & {"alloc_buffer", "alloc_global"}:
         return source_tree
-    rewrite_alloc_buffers(found[0], found[1], function_namespace(func))
+    namespace = function_namespace(func)
+    if "alloc_buffer" in spelled:
+        rewrite_alloc_buffers(found[0], found[1], namespace)
+    hoist_global_allocations(found[0], found[1], namespace)
     return found
 
 

@@ -1,0 +1,191 @@
+"""Comprehensions over compile-time sequences, unrolled as TileLang's Python builder
+runs them when it builds the program (an LLM-written depthwise convolution sums its
+taps so: ``O[i, j] = sum(X[i + ky, j + kx] * W[ky, kx] for (ky, kx) in TAPS)``)::
+
+    sum(e(k) for k in TAPS)          →   e(0) + e(1) + e(2)        (TAPS = (0, 1, 2))
+    [e(k) for k in range(3)]         →   [e(0), e(1), e(2)]
+    tuple(e(k) for k in range(3))    →   (e(0), e(1), e(2))
+
+A sequence is compile-time when it is ``range`` of compile-time numbers, a literal tuple
+or list of them, or a name of the kernel's closure or globals (not one the kernel
+assigns) bound to a tuple, list or range of numbers, strings or tuples of them; an
+``if`` clause must be decided by those values. Anything else (a sequence the kernel
+computes, a generator expression handed to another function) stays, and the front end
+refuses it at its line."""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import numbers
+
+from tilejit import syntax
+from tilejit.frontend.source import SubstituteLoads, assigned_names, resolve_static
+
+_LIMIT = 4096           # elements an unrolled comprehension may have
+_FOLDS = {builtins.sum: "sum", builtins.tuple: "tuple", builtins.list: "list"}
+
+
+def has_comprehensions(tree) -> bool:
+    return any(isinstance(n, (ast.GeneratorExp, ast.ListComp)) for n in syntax.walk(tree))
+
+
+def unroll_comprehensions(ks) -> None:
+    _Unroll(ks.namespace, assigned_names(ks.tree)).visit(ks.tree)
+
+
+class _Unroll(syntax.NodeTransformer):
+    def __init__(self, namespace, assigned):
+        self.namespace, self.assigned = namespace, assigned
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        fold = _FOLDS.get(resolve_static(node.func, self.namespace)) \
+            if isinstance(node.func, ast.Name) else None
+        if fold is None or not node.args or node.keywords or not isinstance(
+                node.args[0], (ast.GeneratorExp, ast.ListComp)):
+            return node
+        if fold != "sum" and len(node.args) != 1 or len(node.args) > 2:
+            return node
+        items = self._items(node.args[0])
+        if items is None:
+            return node
+        if fold == "tuple":
+            return ast.copy_location(ast.Tuple(items, ast.Load()), node)
+        if fold == "list":
+            return ast.copy_location(ast.List(items, ast.Load()), node)
+        start = node.args[1] if len(node.args) == 2 else None
+        terms = ([start] if start is not None else []) + items
+        if not terms:
+            return ast.copy_location(ast.Constant(0), node)
+        out = terms[0]
+        for t in terms[1:]:
+            out = ast.BinOp(out, ast.Add(), t)
+        return ast.copy_location(out, node)
+
+    def visit_ListComp(self, node):
+        self.generic_visit(node)
+        items = self._items(node)
+        return node if items is None else ast.copy_location(ast.List(items, ast.Load()), node)
+
+    def _items(self, comp):
+        """The element expressions of the comprehension, one per compile-time iteration,
+        or None where it is not one."""
+        envs = [{}]
+        for gen in comp.generators:
+            if gen.is_async:
+                return None
+            targets = _target_names(gen.target)
+            if targets is None:
+                return None
+            nxt = []
+            for env in envs:
+                seq = self._sequence(_substituted(gen.iter, env))
+                if seq is None:
+                    return None
+                for value in seq:
+                    bound = _bind(gen.target, value)
+                    if bound is None:
+                        return None
+                    new = {**env, **bound}
+                    keep = all(self._truth(_substituted(test, new)) for test in gen.ifs)
+                    if any(self._truth(_substituted(t, new)) is None for t in gen.ifs):
+                        return None
+                    if keep:
+                        nxt.append(new)
+                    if len(nxt) > _LIMIT:
+                        return None
+            envs = nxt
+        return [_substituted(comp.elt, env) for env in envs]
+
+    def _value(self, node):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name) and node.id not in self.assigned and \
+                node.id in self.namespace:
+            return self.namespace[node.id]
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self._value(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self._value(node.operand)
+            return -v if isinstance(v, numbers.Number) else _NO
+        if isinstance(node, ast.BinOp):
+            a, b = self._value(node.left), self._value(node.right)
+            if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+                try:
+                    return eval(compile(ast.Expression(ast.BinOp(  # noqa: S307
+                        ast.Constant(a), node.op, ast.Constant(b))), "<unroll>", "eval"),
+                        {"__builtins__": {}})
+                except Exception:        # noqa: BLE001 - not a compile-time value
+                    return _NO
+        if isinstance(node, ast.Call) and not node.keywords and \
+                resolve_static(node.func, self.namespace) is builtins.range:
+            args = [self._value(a) for a in node.args]
+            if all(isinstance(a, int) for a in args) and 1 <= len(args) <= 3:
+                return range(*args)
+        return _NO
+
+    def _sequence(self, node):
+        value = self._value(node)
+        if isinstance(value, (tuple, list, range)) and all(_plain(v) for v in value):
+            return list(value)
+        return None
+
+    def _truth(self, node):
+        value = self._value(node) if not isinstance(node, ast.Compare) else self._compare(node)
+        return None if value is _NO else bool(value)
+
+    def _compare(self, node):
+        values = [self._value(node.left)] + [self._value(c) for c in node.comparators]
+        if any(v is _NO for v in values):
+            return _NO
+        try:
+            return eval(compile(ast.Expression(ast.Compare(  # noqa: S307
+                ast.Constant(values[0]), node.ops, [ast.Constant(v) for v in values[1:]])),
+                "<unroll>", "eval"), {"__builtins__": {}})
+        except Exception:               # noqa: BLE001 - not a compile-time value
+            return _NO
+
+
+_NO = object()
+
+
+def _plain(v) -> bool:
+    return isinstance(v, (bool, numbers.Number, str)) or (
+        isinstance(v, tuple) and all(_plain(x) for x in v))
+
+
+def _target_names(target):
+    names = [n for n in syntax.walk(target) if isinstance(n, ast.Name)]
+    ok = all(isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Load))
+             for n in syntax.walk(target))
+    return names if ok and names else None
+
+
+def _bind(target, value) -> dict | None:
+    if isinstance(target, ast.Name):
+        return {target.id: value}
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, tuple) and \
+            len(value) == len(target.elts):
+        out = {}
+        for t, v in zip(target.elts, value):
+            b = _bind(t, v)
+            if b is None:
+                return None
+            out.update(b)
+        return out
+    return None
+
+
+def _constant(value):
+    if isinstance(value, tuple):
+        return ast.Tuple([_constant(v) for v in value], ast.Load())
+    return ast.Constant(value)
+
+
+def _substituted(expr, env):
+    return SubstituteLoads({k: _constant(v) for k, v in env.items()}).visit(
+        copy.deepcopy(expr)) if env else expr
+
+
+__all__ = ["has_comprehensions", "unroll_comprehensions"]

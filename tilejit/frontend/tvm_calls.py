@@ -1,0 +1,94 @@
+"""Front end: TVM's per-thread calls written as tilejit's (``language/tvm_calls.py``)::
+
+    T.thread_return()                          →  return
+    T.tvm_warp_activemask()                    →  T.cast(T.activemask(), "uint32")
+    T.tvm_warp_shuffle(m, v, lane, w, 32)      →  T.shfl_sync(v, lane, w, m)
+    T.tvm_warp_shuffle_down(m, v, d, w, 32)    →  T.shfl_down(v, d, w, m)   (_up alike)
+    T.call_extern("float32", "fmaxf", a, b)    →  T.cast(T.max(a, b), "float32")
+
+A warp size other than 32, or an external function tilejit does not know, is a
+``CompileError`` at the call."""
+from __future__ import annotations
+
+import ast
+
+from tilejit import syntax
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import LANGUAGE
+from tilejit.language import tvm_calls
+from tilejit.language.tvm_calls import CUDA_MATH
+
+_SHUFFLES = {tvm_calls.tvm_warp_shuffle: "shfl_sync",
+             tvm_calls.tvm_warp_shuffle_down: "shfl_down",
+             tvm_calls.tvm_warp_shuffle_up: "shfl_up"}
+
+
+def rewrite_tvm_calls(ks) -> None:
+    _Calls(ks).visit(ks.tree)
+    syntax.fix_missing_locations(ks.tree)
+
+
+def _language(name, args):
+    return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), name, ast.Load()), args, [])
+
+
+class _Calls(syntax.NodeTransformer):
+    def __init__(self, ks):
+        self.ks = ks
+
+    def visit_Expr(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Call) and resolve_static(
+                node.value.func, self.ks.namespace) is tvm_calls.thread_return:
+            return ast.copy_location(ast.Return(None), node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        fn = resolve_static(node.func, self.ks.namespace)
+        if fn is tvm_calls.tvm_warp_activemask:
+            return ast.copy_location(_language("cast", [_language("activemask", []),
+                                                        ast.Constant("uint32")]), node)
+        if fn in _SHUFFLES:
+            if len(node.args) != 5 or node.keywords:
+                raise self.ks.error(f"T.{fn.__name__} takes (mask, value, lane or delta, "
+                                    f"width, warp_size)", node)
+            mask, value, lane, width, warp_size = node.args
+            if not (isinstance(warp_size, ast.Constant) and warp_size.value == 32):
+                raise self.ks.error(f"T.{fn.__name__}: a warp of 32 lanes (the warp_size "
+                                    f"argument), got `{ast.unparse(warp_size)}`", node)
+            return ast.copy_location(_language(_SHUFFLES[fn], [value, lane, width, mask]),
+                                     node)
+        if fn is tvm_calls.call_extern:
+            return ast.copy_location(self._extern(node), node)
+        return node
+
+    def _extern(self, node):
+        # TileLang's T.call_extern takes its dtype first or as `dtype=` (then the name is
+        # first: `T.call_extern("fast_dequant", ..., dtype=out_dtype)`)
+        keywords = {k.arg: k.value for k in node.keywords}
+        args = list(node.args)
+        if "dtype" in keywords:
+            args.insert(0, keywords.pop("dtype"))
+        if len(args) < 2 or keywords or not (
+                isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)):
+            raise self.ks.error("T.call_extern takes (dtype, \"function name\", *args)", node)
+        dtype, name, args = args[0], args[1].value, args[2:]
+        known = CUDA_MATH.get(name)
+        if known is None:
+            raise self.ks.error(
+                f"T.call_extern of {name!r}: tilejit emits PTX and calls no C or CUDA "
+                f"function by name, but CUDA's math functions "
+                f"({', '.join(sorted(CUDA_MATH))})", node)
+        target, arity = known
+        if len(args) != arity:
+            raise self.ks.error(f"T.call_extern of {name!r}: {arity} argument(s), got "
+                                f"{len(args)}", node)
+        return _language("cast", [_language(target, list(args)), dtype])
+
+
+def spells_tvm_calls(spelled: set) -> bool:
+    return bool(spelled & set(tvm_calls.NAMES))
+
+
+__all__ = ["rewrite_tvm_calls", "spells_tvm_calls"]
