@@ -50,6 +50,18 @@ def _maskable(stmt) -> bool:
     return isinstance(stmt, ast.If) and _own_escape(stmt) and not returns_in([stmt])
 
 
+def _own_return(stmt) -> bool:
+    """Whether ``stmt`` is, or holds through ``if`` statements only, a bare ``return``
+    (a thread's early exit: ``if tx >= n: return``)."""
+    if isinstance(stmt, ast.Return):
+        return stmt.value is None
+    if isinstance(stmt, ast.If):
+        return any(_own_return(s) for s in stmt.body + stmt.orelse) and not any(
+            isinstance(n, (ast.For, ast.While, ast.Break, ast.Continue))
+            for s in stmt.body + stmt.orelse for n in syntax.walk(s))
+    return False
+
+
 def _name(name, store=False):
     return ast.Name(name, ast.Store() if store else ast.Load())
 
@@ -124,6 +136,42 @@ class LaneLoops:
                 masked = ast.With([ast.withitem(self._where(_name(on)), None)], inner)
                 out.append(syntax.fix_missing_locations(ast.copy_location(ast.If(
                     self._call_threads("any_on", [_name(on)]), [masked], []), rest[0])))
+            return out
+        return out
+
+    def kernel_body(self, stmts):
+        """The kernel's statements where a thread-dependent ``if`` returns (an early
+        exit some threads take): a ``return`` is ``alive = threads.leave(alive)``, and the
+        statements after such an ``if`` run under ``where(alive)``, where a lane is left,
+        as a loop's ``break`` (``_segments``). A tile operation or barrier after it then
+        needs every thread alive (``threads.block_wide``), as the GPU's barriers do."""
+        if not any(_own_return(s) for s in stmts):
+            return None
+        alive = f"__tj_alive{next(_counter)}"
+        start = ast.Assign([_name(alive, True)], ast.Constant(True))
+        return [syntax.fix_missing_locations(ast.copy_location(start, stmts[0]))] + \
+            self._return_segments(stmts, alive)
+
+    def _return_segments(self, stmts, alive):
+        out = []
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Return) and stmt.value is None:
+                out.append(self._leave(stmt, alive))
+                return out                      # (the rest: no lane that got here runs it)
+            if not _own_return(stmt):
+                visited = self.visit(stmt)
+                out.extend(visited if isinstance(visited, list) else [visited])
+                continue
+            out.extend(syntax.fix_missing_locations(s) for s in self.masked_branches(
+                stmt, lambda body: self._return_segments(body, alive)))
+            rest = stmts[i + 1:]
+            if rest:
+                self.depth += 1
+                inner = self._return_segments(rest, alive)
+                self.depth -= 1
+                masked = ast.With([ast.withitem(self._where(_name(alive)), None)], inner)
+                out.append(syntax.fix_missing_locations(ast.copy_location(ast.If(
+                    self._call_threads("any_on", [_name(alive)]), [masked], []), rest[0])))
             return out
         return out
 

@@ -738,7 +738,8 @@ def simulator_tree(fdef: ast.FunctionDef, namespace, constexprs=()) -> ast.Funct
     tuples = tuple_names(fdef, namespace)
     if uses_thread_index(fdef):
         _own_fragments(fdef, namespace)
-        fdef.body = _ThreadLanes(namespace, tuples)._statements(fdef.body)
+        lanes = _ThreadLanes(namespace, tuples)
+        fdef.body = lanes.kernel_body(fdef.body) or lanes._statements(fdef.body)
     return syntax.fix_missing_locations(
         SimRewriter(namespace, names_bound_to(fdef, namespace, (T.alloc_local,)),
                     names_bound_to(fdef, namespace, (T.alloc_fragment,)),
