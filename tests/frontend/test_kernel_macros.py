@@ -100,13 +100,19 @@ def _line(text):
     return next(n for n, src in enumerate(open(__file__), 1) if text in src)
 
 
+def test_a_macro_that_assigns_its_parameter_binds_its_own_name():
+    """``A = B`` in the macro rebinds the macro's own A, as Python's (and TileLang's
+    builder's) parameters are: the launch writes B."""
+    @tilejit.kernel
+    def assign(A, B):
+        assigns_a_parameter(A, B)
+    a, b = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    assign(a, b)
+    assert a.tolist() == [0, 0, 0, 0] and b.tolist() == [1, 0, 0, 0]
+
+
 def test_what_cannot_be_inlined_is_an_error_at_the_call():
     """Raised when the kernel is defined, at the call's line."""
-    with pytest.raises(tilejit.CompileError, match=r"it assigns its parameter\(s\) A") as e:
-        @tilejit.kernel
-        def bad_assign(A, B):
-            assigns_a_parameter(A, B)
-    assert f"line {_line('            assigns_a_parameter(A, B)')}" in str(e.value)
     with pytest.raises(tilejit.CompileError, match=r"unsupported in a kernel: lambda") as e:
         @tilejit.kernel
         def bad_argument(A, B):

@@ -115,6 +115,29 @@ def test_a_generator_expression_over_compile_time_taps():
     torch.testing.assert_close(box_sum()(x, w), _box(x, w))
 
 
+def test_a_list_comprehension_is_a_tuple_of_its_elements():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                w = [A[i] * k for k in range(1, 4)]
+                B[i] = w[0] + w[1] + list(2 * w[k] for k in range(3))[2]
+    a, b = torch.randn(32), torch.zeros(32)
+    tilelang.compile(main)(a, b)
+    torch.testing.assert_close(b, a + 2 * a + 6 * a)
+
+
+def test_an_assignment_expression_is_refused_at_its_line():
+    @T.prim_func
+    def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                Y[i] = (t := X[i] * 2) + t
+    with pytest.raises(tilejit.CompileError, match=r"unsupported in a kernel: an assignment "
+                       r"expression \(:=\)"):
+        tilelang.compile(main, target="cuda -arch=sm_90a")
+
+
 def test_a_comprehension_over_a_run_time_sequence_stays_refused():
     @T.prim_func
     def main(A: T.Tensor((32,), "float32"), n: T.int32):

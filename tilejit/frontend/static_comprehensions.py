@@ -3,7 +3,8 @@ runs them when it builds the program (an LLM-written depthwise convolution sums 
 taps so: ``O[i, j] = sum(X[i + ky, j + kx] * W[ky, kx] for (ky, kx) in TAPS)``)::
 
     sum(e(k) for k in TAPS)          →   e(0) + e(1) + e(2)        (TAPS = (0, 1, 2))
-    [e(k) for k in range(3)]         →   [e(0), e(1), e(2)]
+    [e(k) for k in range(3)]         →   (e(0), e(1), e(2))        (a kernel's sequences
+                                                                    are tuples)
     tuple(e(k) for k in range(3))    →   (e(0), e(1), e(2))
 
 A sequence is compile-time when it is ``range`` of compile-time numbers, a literal tuple
@@ -52,8 +53,8 @@ class _Unroll(syntax.NodeTransformer):
             return node
         if fold == "tuple":
             return ast.copy_location(ast.Tuple(items, ast.Load()), node)
-        if fold == "list":
-            return ast.copy_location(ast.List(items, ast.Load()), node)
+        if fold == "list":          # (a kernel holds tuples: a list is refused there)
+            return ast.copy_location(ast.Tuple(items, ast.Load()), node)
         start = node.args[1] if len(node.args) == 2 else None
         terms = ([start] if start is not None else []) + items
         if not terms:
@@ -66,7 +67,7 @@ class _Unroll(syntax.NodeTransformer):
     def visit_ListComp(self, node):
         self.generic_visit(node)
         items = self._items(node)
-        return node if items is None else ast.copy_location(ast.List(items, ast.Load()), node)
+        return node if items is None else ast.copy_location(ast.Tuple(items, ast.Load()), node)
 
     def _items(self, comp):
         """The element expressions of the comprehension, one per compile-time iteration,

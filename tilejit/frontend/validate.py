@@ -33,6 +33,7 @@ UNSUPPORTED = {
     ast.ClassDef: "a class definition", ast.ListComp: "a list comprehension",
     ast.SetComp: "a set comprehension", ast.DictComp: "a dict comprehension",
     ast.GeneratorExp: "a generator expression", ast.Global: "global",
+    ast.NamedExpr: "an assignment expression (:=); assign on a line of its own",
     ast.Nonlocal: "nonlocal", ast.Delete: "del", ast.JoinedStr: "an f-string",
     ast.Dict: "a dict", ast.Set: "a set", ast.List: "a list",
     ast.Import: "import", ast.ImportFrom: "import", ast.Assert: "assert (use T.device_assert)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tilejit.ir.register_file import launch_registers
 from tilejit.layouts import Fragment, Layout, mfma_fragment, mma_fragment, tile_fragment
 
 WARP = 32
@@ -398,6 +399,19 @@ def _atom_aligned(origin, mn_major: bool, width: int, k_step: int) -> bool:
     return row % 8 == 0 and col % k_step == 0
 
 
+# what a wgmma needs beside its accumulator registers (descriptors, addresses, the
+# loop): ptxas asked 138 registers for a 112-word accumulator
+WGMMA_REGISTER_OVERHEAD = 32
+
+
+def _wgmma_registers(gp) -> int:
+    """The registers a thread needs for the gemm's wgmma: its whole accumulator (the
+    instructions of all its repeats are live together; wgmma's accumulator cannot spill,
+    ptxas refuses it) and the overhead."""
+    words = gp.M * gp.N * (4 if gp.dtypes[2] in ("float32", "int32") else 2) // 4
+    return -(-words // gp.threads) + WGMMA_REGISTER_OVERHEAD
+
+
 def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
     table = WGMMA_SPARSE if gp.sparse else WGMMA
     if gp.dtypes not in table or gp.threads % WARPGROUP or b_smem is None:
@@ -442,6 +456,8 @@ def _wgmma(gp, a_smem, b_smem, a_regs, a_shape=None, b_shape=None):
         fits.append((gm, gn))
     if not fits:
         return None
+    if _wgmma_registers(gp) > launch_registers(gp.threads):
+        return None             # the accumulator cannot stay in registers: mma.sync spills
     if gp.policy == "FullCol":
         gm, gn = max(fits, key=lambda g: g[1])
     else:                   # the widest instruction N is the fastest (FullRow, Square)

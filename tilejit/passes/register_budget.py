@@ -25,19 +25,12 @@ import ast
 import copy
 
 from tilejit.ir.markers import ROLE_ATTR
+from tilejit.ir.register_file import REGISTER_FILE, launch_registers
 from tilejit.frontend.thread_tests import thread_names, thread_takers
 
-REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_80, sm_90)
-MAX_REGISTERS = 256          # a thread's at most: 255, allocated in 8s
 WARP = 32
 ROLE_THREADS = 128
 REQUEST_ATTR = "_tj_setmaxnreg"     # (the call as written, reg_count, is_inc) on a marker
-
-
-def launch_registers(threads: int) -> int:
-    """A thread's registers at launch, one ``threads``-thread block per SM."""
-    per = min(MAX_REGISTERS, REGISTER_FILE // threads)
-    return per - per % 8
 
 
 class _Unknown(Exception):

@@ -128,6 +128,11 @@ def _largest_fragment(plan) -> int:
     return max((n for n, _ in plan.register_shares()), default=0)
 
 
+def _fragment_words(plan) -> int:
+    """The 32-bit words a thread holds of all the kernel's fragments and local tiles."""
+    return sum(n for n, _ in plan.register_shares())
+
+
 def _consumer_registers(threads: int) -> int:
     """The consumers' budget (``threads`` consumer threads): ``setmaxnreg`` moves
     registers within the block's allocation at launch, the register file (64 K) spread
@@ -291,6 +296,15 @@ def specialize_warps(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         # the producer warpgroup would cap every thread's registers below what a wgmma
         # on the largest accumulator needs live at once (ptxas refuses the kernel:
         # three consumer warpgroups of 128-word accumulators, 512 threads, 128 registers)
+        return fdef
+    if 4 * _fragment_words(plan) > 5 * _consumer_registers(threads):
+        # the consumers' fragments well past what setmaxnreg can give them, where the
+        # wgmma accumulators cannot spill (FlashAttention at block 256 x 128, head 128,
+        # four consumer warpgroups: 180 words of fragments against 112 registers; ptxas
+        # refuses it). Without the producer the kernel keeps its registers. ptxas assigns
+        # registers by liveness, so fragments a little over the budget still fit (at
+        # 128 x 64 on one warpgroup: 244 words, 240 registers, compiled and fast): the
+        # bound is a quarter over.
         return fdef
     seq = ctx.number("ws")
     ps, eph, kk = f"__tj_ps{seq}", f"__tj_eph{seq}", f"__tj_pk{seq}"
