@@ -114,25 +114,38 @@ class LaneLoops:
     def _segments(self, stmts, on, brk):
         """``stmts`` with each break/continue a mask update, and what follows a statement
         that may take lanes out under a fresh ``where(on)``."""
+        def leaves(stmt):
+            if not isinstance(stmt, (ast.Break, ast.Continue)):
+                return None
+            return [self._leave(stmt, on)] + (
+                [self._leave(stmt, brk)] if isinstance(stmt, ast.Break) else [])
+        return self._segmented(stmts, on, leaves, _maskable,
+                               lambda body: self._segments(body, on, brk))
+
+    def _segmented(self, stmts, on, leaves, maskable, again):
+        """``stmts`` where ``leaves(stmt)`` gives the mask updates of a statement that
+        takes the lanes reaching it out (None for others), ``maskable(stmt)`` an ``if``
+        holding one, whose sides run under their masks (``again`` their statements), and
+        what follows it under a fresh ``where(on)``, where a lane is left."""
         out = []
         for i, stmt in enumerate(stmts):
-            if isinstance(stmt, (ast.Break, ast.Continue)):
-                out.append(self._leave(stmt, on))
-                if isinstance(stmt, ast.Break):
-                    out.append(self._leave(stmt, brk))
+            left = leaves(stmt)
+            if left is not None:
+                out.extend(left)
                 return out                      # (the rest: no lane that got here runs it)
-            if not _maskable(stmt):
+            if not maskable(stmt):
                 visited = self.visit(stmt)
                 out.extend(visited if isinstance(visited, list) else [visited])
                 continue
-            out.extend(self._escaping_if(stmt, on, brk))
+            out.extend(syntax.fix_missing_locations(s)
+                       for s in self.masked_branches(stmt, again))
             rest = stmts[i + 1:]
             if rest:
                 self.depth += 1
-                inner = self._segments(rest, on, brk)
+                inner = again(rest)
                 self.depth -= 1
-                # (only where a lane is left: no one reaches a barrier after a break all
-                # the lanes took)
+                # (only where a lane is left: no one reaches a barrier after a break or a
+                # return all the lanes took)
                 masked = ast.With([ast.withitem(self._where(_name(on)), None)], inner)
                 out.append(syntax.fix_missing_locations(ast.copy_location(ast.If(
                     self._call_threads("any_on", [_name(on)]), [masked], []), rest[0])))
@@ -143,8 +156,8 @@ class LaneLoops:
         """The kernel's statements where a thread-dependent ``if`` returns (an early
         exit some threads take): a ``return`` is ``alive = threads.leave(alive)``, and the
         statements after such an ``if`` run under ``where(alive)``, where a lane is left,
-        as a loop's ``break`` (``_segments``). A tile operation or barrier after it then
-        needs every thread alive (``threads.block_wide``), as the GPU's barriers do."""
+        as a loop's ``break`` (``_segments``). A barrier after it is the compiler's error
+        (``T.sync_threads() inside a branch ... that depends on the thread index``)."""
         if not any(_own_return(s) for s in stmts):
             return None
         alive = f"__tj_alive{next(_counter)}"
@@ -153,34 +166,13 @@ class LaneLoops:
             self._return_segments(stmts, alive)
 
     def _return_segments(self, stmts, alive):
-        out = []
-        for i, stmt in enumerate(stmts):
+        def leaves(stmt):
             if isinstance(stmt, ast.Return) and stmt.value is None:
-                out.append(self._leave(stmt, alive))
-                return out                      # (the rest: no lane that got here runs it)
-            if not _own_return(stmt):
-                visited = self.visit(stmt)
-                out.extend(visited if isinstance(visited, list) else [visited])
-                continue
-            out.extend(syntax.fix_missing_locations(s) for s in self.masked_branches(
-                stmt, lambda body: self._return_segments(body, alive)))
-            rest = stmts[i + 1:]
-            if rest:
-                self.depth += 1
-                inner = self._return_segments(rest, alive)
-                self.depth -= 1
-                masked = ast.With([ast.withitem(self._where(_name(alive)), None)], inner)
-                out.append(syntax.fix_missing_locations(ast.copy_location(ast.If(
-                    self._call_threads("any_on", [_name(alive)]), [masked], []), rest[0])))
-            return out
-        return out
+                return [self._leave(stmt, alive)]
+            return None
+        return self._segmented(stmts, alive, leaves, _own_return,
+                               lambda body: self._return_segments(body, alive))
 
     def _leave(self, stmt, name):
         return syntax.fix_missing_locations(ast.copy_location(ast.Assign(
             [_name(name, True)], self._call_threads("leave", [_name(name)])), stmt))
-
-    def _escaping_if(self, node, on, brk):
-        """An ``if`` holding a break/continue: each side under its mask
-        (``_LaneWise.masked_branches``), its statements ``_segments``."""
-        return [syntax.fix_missing_locations(s) for s in self.masked_branches(
-            node, lambda body: self._segments(body, on, brk))]
