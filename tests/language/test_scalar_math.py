@@ -248,3 +248,28 @@ def test_gpu_against_float64_and_the_simulator():
     want = np.zeros((8, a.size), np.int32)
     bits(a, b, want)
     assert (got.cpu().numpy() == want).all()
+
+
+def test_max_and_min_of_mixed_signedness_are_refused():
+    """``T.max(int32, uint32)``: the GPU read one operand in the other's type, which one
+    by the argument order, where the simulator widened (a fuzz round's find): refused,
+    naming both types; a Python number beside either stays the other's type."""
+    @tilejit.kernel
+    def mixed(X, Y, Z):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                Z[i] = T.max(X[i], Y[i])
+
+    @tilejit.kernel
+    def with_a_literal(Y, Z):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                Z[i] = T.min(Y[i], 7)
+
+    x, y = np.array([-3, 5, 0, 1], np.int32), np.array([4, 2, 9, 1], np.uint32)
+    with pytest.raises(tilejit.CompileError, match=r"T.max of int32 and uint32: one is "
+                       r"signed, the other not"):
+        mixed(x, y, np.zeros(4, np.int32))
+    z = np.zeros(4, np.uint32)
+    with_a_literal(y, z)
+    assert z.tolist() == [4, 2, 7, 1]

@@ -205,6 +205,14 @@ class _BinaryMath(AbstractTemplate):
     def generic(self, args, kws):
         if len(args) != 2 or kws:
             raise errors.TypingError(f"{self.key.__name__} takes two values, got {len(args)}")
+        ints = [types.unliteral(a) for a in args if isinstance(a, types.Integer)
+                and not isinstance(a, types.IntegerLiteral)]
+        if len(ints) == 2 and ints[0].signed != ints[1].signed:
+            # one of the two would be read in the other's type, and which one depends on
+            # the order (the simulator's numpy widens instead): the program says
+            raise errors.TypingError(
+                f"T.{self.key.__name__} of {ints[0]} and {ints[1]}: one is signed, the "
+                f"other not; cast one to the other's type (T.cast(x, \"{ints[0]}\"))")
         ty = _common(args, f"T.{self.key.__name__}")
         if isinstance(ty, WeakFloat):
             ty = types.float32
