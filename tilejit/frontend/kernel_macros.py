@@ -224,31 +224,30 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     return arguments + renamed.body
 
 
+def _is_reference(arg: ast.arg, own) -> bool:
+    """A parameter annotated ``T.Ref`` (or TileLang's deprecated ``T.Var``)."""
+    return arg.annotation is not None and resolve_static(arg.annotation, own) in (T.Ref, T.Var)
+
+
 def has_reference_params(fdef, own) -> bool:
-    """Whether a helper has a parameter annotated ``T.Ref`` (or ``T.Var``): it is inlined,
-    which a device function, taking values, cannot stand for."""
-    return any(a.annotation is not None and resolve_static(a.annotation, own) in (T.Ref, T.Var)
-               for a in fdef.args.args)
+    """Whether a helper has a ``T.Ref`` parameter: it is inlined, which a device
+    function, taking values, cannot stand for."""
+    return any(_is_reference(a, own) for a in fdef.args.args)
 
 
 def _reference_params(fdef, own, bound, error) -> dict:
-    """{parameter: the caller's variable or element} of the parameters annotated
-    ``T.Ref`` (or TileLang's deprecated ``T.Var``), each of its names marked ``tj_ref``
-    so that ``rename_locals`` leaves them the caller's."""
+    """{parameter: the caller's variable or element} of the ``T.Ref`` parameters (their
+    names already marked the caller's, ``tj_ref``, by ``inline_call``)."""
     refs = {}
     for a in fdef.args.args:
-        if a.annotation is None or resolve_static(a.annotation, own) not in (T.Ref, T.Var):
+        if not _is_reference(a, own):
             continue
         value = bound.get(a.arg)
         if not isinstance(value, (ast.Name, ast.Subscript)):
             raise error(f"parameter {a.arg!r} is a T.Ref: its argument must be a variable "
                         f"(T.alloc_var) or an element (buf[i]), got "
                         f"`{ast.unparse(value) if value is not None else 'nothing'}`")
-        value = copy.deepcopy(value)
-        for n in syntax.walk(value):
-            if isinstance(n, ast.Name):
-                n.tj_ref = True
-        bound[a.arg] = refs[a.arg] = value
+        refs[a.arg] = value
     return refs
 
 

@@ -21,9 +21,11 @@ import copy
 import numbers
 
 from tilejit import syntax
+from tilejit.frontend.analysis import plain_value
 from tilejit.frontend.source import SubstituteLoads, assigned_names, resolve_static
 
 _LIMIT = 4096           # elements an unrolled comprehension may have
+_KINDS = (bool, numbers.Number, str, type(None), tuple, list, range)
 _FOLDS = {builtins.sum: "sum", builtins.tuple: "tuple", builtins.list: "list"}
 
 
@@ -37,7 +39,9 @@ def unroll_comprehensions(ks) -> None:
 
 class _Unroll(syntax.NodeTransformer):
     def __init__(self, namespace, assigned):
-        self.namespace, self.assigned = namespace, assigned
+        self.namespace = namespace
+        # the names whose values are the program's (not ones the kernel assigns)
+        self.known = {k: v for k, v in namespace.items() if k not in assigned}
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -89,10 +93,10 @@ class _Unroll(syntax.NodeTransformer):
                     if bound is None:
                         return None
                     new = {**env, **bound}
-                    keep = all(self._truth(_substituted(test, new)) for test in gen.ifs)
-                    if any(self._truth(_substituted(t, new)) is None for t in gen.ifs):
+                    truths = [self._truth(_substituted(test, new)) for test in gen.ifs]
+                    if None in truths:
                         return None
-                    if keep:
+                    if all(truths):
                         nxt.append(new)
                     if len(nxt) > _LIMIT:
                         return None
@@ -100,31 +104,15 @@ class _Unroll(syntax.NodeTransformer):
         return [_substituted(comp.elt, env) for env in envs]
 
     def _value(self, node):
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name) and node.id not in self.assigned and \
-                node.id in self.namespace:
-            return self.namespace[node.id]
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self._value(e) for e in node.elts)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            v = self._value(node.operand)
-            return -v if isinstance(v, numbers.Number) else _NO
-        if isinstance(node, ast.BinOp):
-            a, b = self._value(node.left), self._value(node.right)
-            if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
-                try:
-                    return eval(compile(ast.Expression(ast.BinOp(  # noqa: S307
-                        ast.Constant(a), node.op, ast.Constant(b))), "<unroll>", "eval"),
-                        {"__builtins__": {}})
-                except Exception:        # noqa: BLE001 - not a compile-time value
-                    return _NO
+        """The compile-time value of ``node`` (``analysis.plain_value`` over the names the
+        kernel does not assign, and ``range`` of such numbers), or ``_NO``."""
         if isinstance(node, ast.Call) and not node.keywords and \
                 resolve_static(node.func, self.namespace) is builtins.range:
             args = [self._value(a) for a in node.args]
-            if all(isinstance(a, int) for a in args) and 1 <= len(args) <= 3:
-                return range(*args)
-        return _NO
+            ok = 1 <= len(args) <= 3 and all(isinstance(a, int) for a in args)
+            return range(*args) if ok else _NO
+        value, ok = plain_value(node, self.known, _KINDS)
+        return value if ok else _NO
 
     def _sequence(self, node):
         value = self._value(node)
@@ -133,19 +121,8 @@ class _Unroll(syntax.NodeTransformer):
         return None
 
     def _truth(self, node):
-        value = self._value(node) if not isinstance(node, ast.Compare) else self._compare(node)
+        value = self._value(node)
         return None if value is _NO else bool(value)
-
-    def _compare(self, node):
-        values = [self._value(node.left)] + [self._value(c) for c in node.comparators]
-        if any(v is _NO for v in values):
-            return _NO
-        try:
-            return eval(compile(ast.Expression(ast.Compare(  # noqa: S307
-                ast.Constant(values[0]), node.ops, [ast.Constant(v) for v in values[1:]])),
-                "<unroll>", "eval"), {"__builtins__": {}})
-        except Exception:               # noqa: BLE001 - not a compile-time value
-            return _NO
 
 
 _NO = object()

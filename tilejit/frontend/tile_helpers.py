@@ -229,8 +229,6 @@ class _ByName(syntax.NodeTransformer):
         return self.generic_visit(node)
 
 
-
-
 # what the front end rewrites in a kernel's own body and Numba cannot type in a device
 # function: a helper that uses one is inlined too, where a call statement names it
 _FRONT_END_ONLY = {getattr(T, name) for name in (

@@ -372,8 +372,10 @@ def scalar_views(kernel, values):
     one-element view (a torch tensor's, a numpy array's or a TensorSpec's), which the
     compiled kernel indexes ``P[0]`` (frontend/scalar_tensors.py); the same sequence
     when there is none. A tensor of other rank there is a ValueError naming the use."""
-    views = None
     scalar = kernel.source.scalar_tensors
+    if not scalar:
+        return values
+    views = None
     for i, (name, value) in enumerate(zip(kernel.source.params, values)):
         if name not in scalar or not isinstance(value, (np.ndarray, TensorSpec)) \
                 and not _is_torch_tensor(value):

@@ -646,14 +646,16 @@ def _with_alloc_buffers_written(func, source_tree):
     (``frontend/tir_buffers.py``), or ``source_tree`` as it is when it has neither
     (None: the kernel reads its own source)."""
     found = source_tree
-    if found is None:
+    if found is None:       # the file's shared tree, copied only to be rewritten
         try:
-            found = function_def_from_file(func)
+            found = function_def_from_file(func, copy_tree=False)
         except (TypeError, AttributeError):
             found = None
     spelled = spelled_names(found[1]) if found is not None else set()
     if not spelled & {"alloc_buffer", "alloc_global"}:
         return source_tree
+    if source_tree is None:
+        found = function_def_from_file(func)
     namespace = function_namespace(func)
     if "alloc_buffer" in spelled:
         rewrite_alloc_buffers(found[0], found[1], namespace)

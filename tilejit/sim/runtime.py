@@ -351,16 +351,19 @@ def blend(old, new):
                         f"{_caller_location(2)}")
     if np.ndim(mask) == 0:
         return new if bool(mask) else old
-    if np.ndim(old) and not _same_lanes(old, mask):
-        # the old value is a T.Parallel's (one per iteration), a name its body bound and
-        # that went out of scope with it, as TileLang's let does: no old value
-        return new
-    return np.where(mask, new, old)
-
-
-def _same_lanes(old, mask) -> bool:
     try:
-        np.broadcast_shapes(np.shape(old), np.shape(mask))
+        return np.where(mask, new, old)
+    except ValueError:
+        if not np.ndim(old) or _broadcasts(np.shape(old), np.shape(mask)):
+            raise
+        # the old value is a T.Parallel's (one per iteration, not the threads' lanes): a
+        # name its body bound, out of scope with it, as TileLang's let: no old value
+        return new
+
+
+def _broadcasts(a, b) -> bool:
+    try:
+        np.broadcast_shapes(a, b)
     except ValueError:
         return False
     return True
