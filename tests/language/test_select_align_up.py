@@ -49,3 +49,34 @@ def test_on_the_gpu():
     torch.cuda.synchronize()
     torch.testing.assert_close(b, torch.relu(a))
     torch.testing.assert_close(c.cpu(), (torch.arange(1000, dtype=torch.int32) + 31) // 32 * 32)
+
+
+@tilejit.kernel
+def unsigned_select(X, Z):
+    """The branches int literal and uint8 arithmetic: the literal takes the uint8 side's
+    type (Numba alone meets int64 and uint64 in float64, a store error)."""
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(8):
+            Z[i] = T.if_then_else(X[i] > 3, 3, X[i] + 1)
+
+
+_UNSIGNED = [1, 5, 200, 0, 3, 4, 255, 2]
+
+
+def test_an_integer_literal_branch_takes_the_unsigned_type(ptxas):
+    z = np.zeros(8, np.int32)
+    x = np.array(_UNSIGNED, np.uint8)
+    unsigned_select(x, z)
+    np.testing.assert_array_equal(z, np.where(x > 3, 3, x.astype(np.int32) + 1))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(unsigned_select.compile(x, z, target="cuda", arch=arch).ptx, arch)
+
+
+@pytest.mark.gpu
+def test_an_integer_literal_branch_on_the_gpu():
+    x = torch.tensor(_UNSIGNED, dtype=torch.uint8, device="cuda")
+    z = torch.zeros(8, dtype=torch.int32, device="cuda")
+    unsigned_select(x, z)
+    zs = np.zeros(8, np.int32)
+    unsigned_select(x.cpu().numpy(), zs)
+    assert z.cpu().tolist() == zs.tolist() == [2, 3, 3, 1, 4, 3, 3, 3]

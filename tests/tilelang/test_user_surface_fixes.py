@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+import tilejit
 import tilejit as tilelang
 import tilejit.language as T
 
@@ -225,6 +226,28 @@ def test_python_math_of_compile_time_values_is_folded():
     with pytest.raises(tilelang.CompileError, match=r"math.sqrt of a value of the kernel: "
                        r"Python's math module computes at compile time only.*use T.sqrt"):
         runtime(64)(x)
+
+
+c = 4       # a module global of a constexpr parameter's name: the parameter's value wins
+
+
+@tilejit.kernel
+def _sqrt_of_a_constexpr(X, Y, c: T.constexpr = 3):
+    with T.Kernel(1, threads=64):
+        for i in T.Parallel(64):
+            Y[i] = X[i] * math.sqrt(c)
+
+
+def test_python_math_of_a_constexpr_parameter_in_the_body(ptxas):
+    """math.sqrt(c) of a T.constexpr parameter after `with T.Kernel`: folded from the
+    specialization's value (a refusal before); the simulator computes it per call."""
+    x, y = torch.randn(64), torch.zeros(64)
+    for value in (3, 5):
+        _sqrt_of_a_constexpr(x, y, c=value)
+        torch.testing.assert_close(y, x * math.sqrt(value))
+    ptx = _sqrt_of_a_constexpr.compile(x, y, c=5, target="cuda", arch="sm_80").ptx
+    assert "0f400F1BBD" in ptx and "sqrt." not in ptx    # sqrt(5) as a float32 constant
+    ptxas(ptx, "sm_80")
 
 
 def unit_loop_accumulation(d=64, rows=8):

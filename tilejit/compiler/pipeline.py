@@ -458,9 +458,9 @@ def _python_math_hint(message: str) -> str:
         return message
     name = found.group(1)
     return (f"math.{name} of a value of the kernel: Python's math module computes at "
-            f"compile time only, from compile-time values (constants, the program's "
-            f"globals and closure); in the kernel use T.{name} (or compute it before "
-            f"`with T.Kernel`)")
+            f"compile time only, from compile-time values (constants, constexpr "
+            f"parameters, the program's globals and closure); in the kernel use "
+            f"T.{name} (or compute it before `with T.Kernel`)")
 
 
 _SPECIFIC = "Rejected as the implementation raised a specific error:"

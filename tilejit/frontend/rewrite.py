@@ -155,8 +155,9 @@ class _DeviceForms(syntax.NodeTransformer):
     TileLang's ``x.astype(dtype)`` is ``T.cast(x, dtype)`` and ``T.clamp(x, lo, hi)`` is
     ``T.min(T.max(x, lo), hi)``."""
 
-    def __init__(self, namespace, strip_breakpoints=True, error=None):
+    def __init__(self, namespace, strip_breakpoints=True, error=None, constexprs=None):
         self.namespace = namespace
+        self.constexprs = constexprs or {}  # the constexpr parameters' values, where known
         self.strip_breakpoints = strip_breakpoints
         self.error = error          # (message, node) -> CompileError at the kernel's line
         self.reductions = 0
@@ -176,13 +177,18 @@ class _DeviceForms(syntax.NodeTransformer):
     def visit_FunctionDef(self, node):
         if self.assigned is None:       # the kernel's own names (its locals)
             self.assigned = assigned_names(node)
+            self.kernel = node
         return self.generic_visit(node)
 
     def _python_math(self, node):
-        """``math.sqrt(N)`` of compile-time values (constants, the kernel's globals and
-        closure values it does not assign): the value, computed here as TileLang's parser
-        computes it in Python; else the call as written."""
+        """``math.sqrt(N)`` of compile-time values (constants, the kernel's globals,
+        closure values and constexpr parameters it does not assign): the value,
+        computed here as TileLang's parser computes it in Python; else the call as
+        written."""
         known = {k: v for k, v in self.namespace.items() if k not in (self.assigned or ())}
+        stored = {n.id for n in syntax.walk(self.kernel) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+        known.update({k: v for k, v in self.constexprs.items() if k not in stored})
         values = [plain_value(a, known, (int, float)) for a in node.args]
         if not node.keywords and all(known for _, known in values):
             try:
@@ -778,8 +784,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     (``static_prologue.py``). ``constants``: the compile-time values the simulator's
     program is built for, where it depends on them (an emitter built in the prologue:
     ``mma_emitter_calls.py``); the compiled program reads them from ``namespace``."""
-    forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error)
     known = {**ks.namespace, **(constants or {}), **(namespace or {})}
+    forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,
+                         constexprs={n: given[n] for given in (constants or {}, namespace or {})
+                                     for n in ks.constexpr_params if n in given})
     # T.unroll loops whose gemm regions move with their index, unrolled (before
     # _DeviceForms makes T.unroll a range)
     fdef = forms.visit(unroll_gemm_regions(copy.deepcopy(ks.tree), known))

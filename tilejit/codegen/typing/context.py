@@ -208,6 +208,19 @@ class TilejitTypingContext(BaseContext):
                 return types.float32 if isinstance(wide, Float4) else wide
             if isinstance(other, (types.Integer, types.Boolean)):
                 return types.float32
+        # two integers Numba would meet in float64 (int64 and uint64: the branches of
+        # T.if_then_else(c, 3, x + 1) with an unsigned x, a variable assigned both): a
+        # literal takes the other's type where it fits (as in arithmetic, harmonize, and
+        # TIR), else C's rule, the unsigned type
+        if isinstance(first, types.Integer) and isinstance(second, types.Integer):
+            met = super().unify_pairs(first, second)
+            if not isinstance(met, types.Float):
+                return met
+            for lit, other in ((first, second), (second, first)):
+                if isinstance(lit, types.IntegerLiteral) and not isinstance(
+                        other, types.IntegerLiteral) and _fits(lit.literal_value, other):
+                    return other
+            return types.uint64
         # a float literal meeting an integer (the branches of T.if_then_else, a variable
         # assigned both): float32, as the arithmetic of the two gives (harmonize)
         if {type(first), type(second)} & {WeakFloat} and any(
