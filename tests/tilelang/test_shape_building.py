@@ -5,6 +5,7 @@ that use a symbol before the annotation that binds it."""
 import numpy as np
 import pytest
 
+import tilejit
 import tilejit as tilelang
 import tilejit.language as T
 from tilejit.errors import CompileError
@@ -212,3 +213,62 @@ def test_gpu_symbol_sizes_by_their_declared_names():
     sim = unpack_renamed.compile(M=64, N=64, target="sim")(b)
     torch.testing.assert_close(got.cpu().double(), _nibbles(b), rtol=0, atol=0)
     torch.testing.assert_close(got.cpu(), sim, rtol=0, atol=0)
+
+
+def bare_shapes(M, N):
+    """A tensor's whole shape passed on: ``T.alloc_shared(A.shape, ...)``,
+    ``T.alloc_fragment(shape=B.shape, ...)``, ``T.Parallel(*A.shape)``."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared(A.shape, A.dtype)
+            f = T.alloc_fragment(shape=B.shape, dtype="float32")
+            T.copy(A, s)
+            T.copy(s, f)
+            for i, j in T.Parallel(*A.shape):
+                f[i, j] = f[i, j] * 2 + i
+            T.copy(f, B)
+    return main
+
+
+@tilejit.kernel
+def _native_bare_shape(X, Y):
+    with T.Kernel(1, threads=64):
+        t = T.alloc_shared(X.shape, "float32")
+        T.copy(X, t)
+        for i in T.Parallel(*X.shape):
+            Y[i] = t[i] + 1
+
+
+def _bare_expected(a):
+    return a * 2 + torch.arange(a.shape[0], dtype=a.dtype)[:, None]
+
+
+def test_a_bare_tensor_shape_is_its_entries(ptxas):
+    a = torch.randn(16, 32)
+    kernel = tilelang.compile(bare_shapes(16, 32))
+    b = torch.zeros(16, 32)
+    kernel(a, b)
+    torch.testing.assert_close(b, _bare_expected(a))
+    for arch in ("sm_80", "sm_90a"):
+        ptxas(tilelang.compile(bare_shapes(16, 32), target=f"cuda -arch={arch}")
+              .get_kernel_source(), arch)
+    x, y = torch.randn(48), torch.zeros(48)
+    _native_bare_shape(x, y)
+    torch.testing.assert_close(y, x + 1)
+    ptxas(_native_bare_shape.compile(x, y, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_gpu_a_bare_tensor_shape_is_its_entries():
+    a = torch.randn(16, 32, device="cuda")
+    b = torch.zeros(16, 32, device="cuda")
+    tilelang.compile(bare_shapes(16, 32))(a, b)
+    sim = torch.zeros(16, 32)
+    tilelang.compile(bare_shapes(16, 32))(a.cpu(), sim)
+    torch.testing.assert_close(b.cpu(), _bare_expected(a.cpu()))
+    torch.testing.assert_close(b.cpu(), sim)
+    for n in (48, 64):      # one compile per shape: the entries are compile-time
+        x, y = torch.randn(n, device="cuda"), torch.zeros(n, device="cuda")
+        _native_bare_shape(x, y)
+        torch.testing.assert_close(y, x + 1)

@@ -238,6 +238,9 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
         namespace[shape_constant_name(param, dim)] = value
     dropped = {name for name, _ in spec.constexprs}
     entries = [(p, d) for p, d, _ in spec.shape_constants]
+    ranks = {name: ty.ndim for (name, _), ty in zip(spec.params, numba_argtypes(spec))
+             if isinstance(ty, GlobalTensorType)}
+    whole = {p: r for p, r in ranks.items() if all((p, d) in entries for d in range(r))}
     threads = _role_threads(ks, spec, namespace) or spec.threads   # T.ws: one warpgroup's
     ctx = PassContext(namespace, ks.filename, threads, _param_dtypes(spec),
                       target=spec.target, options=spec.options,
@@ -255,7 +258,7 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
         passes = [dump.source_pass(_named(p, q)) for p, q in zip(passes, SOURCE_PASSES)]
     tree = device_tree(ks, drop_params=dropped, passes=passes, outputs=spec.outputs,
                        shape_entries=entries, on_rewritten=dump and dump.ast("device_program"),
-                       namespace=namespace)
+                       namespace=namespace, whole_shapes=whole)
     ctx.plan.atomic_access = any(isinstance(n, ast.Name) and n.id in _ATOMIC_ACCESSES
                                  for n in syntax.walk(tree))
     return materialize(ks, tree, namespace), ctx.plan

@@ -134,7 +134,8 @@ _REGION_ATOMICS = (T.atomic_add, T.atomic_max, T.atomic_min,
 def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int]]:
     """(the tensor parameters named bare as a ``T.copy`` or region atomic operand, copied
     region to region with another tensor (a parameter or a ``T.empty`` output),
-    transposed (``T.transpose``: whole, or a region whose slice may run to its edge), or
+    transposed (``T.transpose``: whole, or a region whose slice may run to its edge),
+    whose bare shape is a call's argument (``T.alloc_shared(A.shape, ...)``), or
     laid out by ``T.annotate_layout``: every dimension of their shape is specialized on,
     the rank being known at the call; {each laid-out parameter:
     the line of its annotation}, which must be contiguous: ``passes/global_layouts.py``),
@@ -146,6 +147,13 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     out = set()
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
+        if isinstance(node, ast.Call):
+            # a bare shape passed on (T.alloc_shared(A.shape, ...), T.Parallel(*A.shape)):
+            # all of its entries
+            given = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+            out.update(a.value.id for a in given + [k.value for k in node.keywords]
+                       if isinstance(a, ast.Attribute) and a.attr == "shape" and
+                       isinstance(a.value, ast.Name) and a.value.id in params)
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):
             # a region atomic of whole tensors (T.atomic_add(B, A)), or a number into a
             # region open to a tensor's edge (T.atomic_add(B[r0:r1, :], 1)): their

@@ -78,19 +78,38 @@ def shape_constant_name(param: str, dim: int) -> str:
 
 
 class _SpecializeShapes(syntax.NodeTransformer):
-    """``P.shape[i]`` → the specialization's constant, for the entries given."""
+    """``P.shape[i]`` → the specialization's constant, for the entries given; a bare
+    ``P.shape`` (``T.alloc_shared(A.shape, ...)``) → the tuple of them where every entry
+    of P is one (``ranks``: such a tensor's rank)."""
 
-    def __init__(self, entries):
+    def __init__(self, entries, ranks=None):
         self.entries = set(entries)
+        self.ranks = ranks or {}
 
     def visit_Subscript(self, node):
-        node = self.generic_visit(node)
         v = node.value
         if (isinstance(v, ast.Attribute) and v.attr == "shape" and isinstance(v.value, ast.Name)
                 and isinstance(node.slice, ast.Constant)
                 and (v.value.id, node.slice.value) in self.entries):
             return ast.copy_location(
                 ast.Name(shape_constant_name(v.value.id, node.slice.value), ast.Load()), node)
+        return self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        param = node.value.id if isinstance(node.value, ast.Name) else None
+        if node.attr != "shape" or param not in self.ranks or \
+                not isinstance(node.ctx, ast.Load):
+            return self.generic_visit(node)
+        return ast.copy_location(ast.Tuple([ast.Name(shape_constant_name(param, d), ast.Load())
+                                            for d in range(self.ranks[param])], ast.Load()), node)
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if any(isinstance(a, ast.Starred) and isinstance(a.value, ast.Tuple) for a in node.args):
+            # T.Parallel(*A.shape): the entries as arguments
+            node.args = [e for a in node.args for e in (
+                a.value.elts if isinstance(a, ast.Starred) and isinstance(a.value, ast.Tuple)
+                else [a])]
         return node
 
     def visit_Assign(self, node):
@@ -775,7 +794,7 @@ def _read_first(name: str, stmts: list) -> bool:
 
 def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                 outputs=(), shape_entries=(), on_rewritten=None,
-                namespace=None, constants=None) -> ast.FunctionDef:
+                namespace=None, constants=None, whole_shapes=None) -> ast.FunctionDef:
     """The device program; ``passes`` are source-level passes applied to it (the GPU
     pipeline's, such as the parallel-guard versioning; the simulator takes none, and
     keeps ``breakpoint()``). With ``namespace`` (the compiled program's globals, the
@@ -783,7 +802,9 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     (``attribute_chains.py``) and the prologue's compile-time assignments are folded
     (``static_prologue.py``). ``constants``: the compile-time values the simulator's
     program is built for, where it depends on them (an emitter built in the prologue:
-    ``mma_emitter_calls.py``); the compiled program reads them from ``namespace``."""
+    ``mma_emitter_calls.py``); the compiled program reads them from ``namespace``.
+    ``whole_shapes``: {tensor parameter: rank} of those whose every shape entry is in
+    ``shape_entries`` (a bare ``P.shape`` of one is the tuple of its entries)."""
     known = {**ks.namespace, **(constants or {}), **(namespace or {})}
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,
                          constexprs={n: given[n] for given in (constants or {}, namespace or {})
@@ -843,7 +864,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
         and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
     if namespace is not None:
         if shape_entries:
-            specialize = _SpecializeShapes(shape_entries)
+            specialize = _SpecializeShapes(shape_entries, whole_shapes)
             prologue = flatten_statements(specialize.visit(s) for s in prologue)
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
                                         ks.error, [a.arg for a in fdef.args.args] +
@@ -855,7 +876,7 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
                  for n in rebound] + prologue + _block_index_assignments(ks) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:
-        fdef = _SpecializeShapes(shape_entries).visit(fdef)
+        fdef = _SpecializeShapes(shape_entries, whole_shapes).visit(fdef)
     if on_rewritten is not None:
         on_rewritten(fdef)
     for source_pass in passes:
