@@ -73,6 +73,16 @@ def widening(kind):
                     C[i] = U[i] - 200
                 elif kind == "wide_literal":
                     C[i] = A[i] + 300
+                # a literal the unsigned operand's type cannot hold: int64 (numpy
+                # raised OverflowError); T.max/T.min as the typing's _common
+                elif kind == "negative_floordiv":
+                    C[i] = U[i] // -3
+                elif kind == "negative_mod":
+                    C[i] = U[i] % -3
+                elif kind == "negative_max":
+                    C[i] = T.max(-4, U[i]) + T.min(U[i], -1)
+                elif kind == "uint64_shift":       # uint64 >> int32, which numpy refuses
+                    C[i] = T.cast((U[i] + 1) >> (B[i] & 7), "int32")
     return main
 
 
@@ -84,6 +94,14 @@ def _reference(a, b, u, kind):
         return [x * y for x, y in zip(a, b)]
     if kind == "unsigned_difference":
         return [v - 200 for v in u]       # int64 on the GPU (a literal is int64)
+    if kind == "negative_floordiv":
+        return [v // -3 for v in u]
+    if kind == "negative_mod":
+        return [v % -3 for v in u]
+    if kind == "negative_max":
+        return [v - 1 for v in u]
+    if kind == "uint64_shift":
+        return [(v + 1) >> (y & 7) for v, y in zip(u, b)]
     return [x + 300 for x in a]
 
 
@@ -97,7 +115,8 @@ def _inputs(device="cpu"):
     return a.to(device), b.to(device), u.to(device)
 
 
-KINDS = ["mean", "product", "unsigned_difference", "wide_literal"]
+KINDS = ["mean", "product", "unsigned_difference", "wide_literal", "negative_floordiv",
+         "negative_mod", "negative_max", "uint64_shift"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -240,9 +240,28 @@ def _is_float(x) -> bool:
     return isinstance(x, float) or np.asarray(x).dtype.kind == "f"
 
 
+def wide_literal(a, b):
+    """A Python int beside a numpy integer whose type it does not fit (``T.max(-4, x)``
+    of a uint8 x): an int64 (uint64 past int64's range), as the compiler's typing widens
+    the two (``typing/templates._common``), where numpy raises OverflowError."""
+    def wide(v, other):
+        if type(v) is not int or not isinstance(other, (np.ndarray, np.generic)) or \
+                other.dtype.kind not in "iu":
+            return v
+        info = np.iinfo(other.dtype)
+        if info.min <= v <= info.max:
+            return v
+        return np.uint64(v) if v > np.iinfo(np.int64).max else np.int64(v)
+    return wide(a, b), wide(b, a)
+
+
 def maximum(a, b):
-    return np.fmax(a, b) if (_is_float(a) or _is_float(b)) else np.maximum(a, b)
+    if _is_float(a) or _is_float(b):
+        return np.fmax(a, b)
+    return np.maximum(*wide_literal(a, b))
 
 
 def minimum(a, b):
-    return np.fmin(a, b) if (_is_float(a) or _is_float(b)) else np.minimum(a, b)
+    if _is_float(a) or _is_float(b):
+        return np.fmin(a, b)
+    return np.minimum(*wide_literal(a, b))

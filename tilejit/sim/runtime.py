@@ -406,8 +406,9 @@ def shift(a, n, left: bool, a_static: bool = True):
     """``a << n`` (``left``) or ``a >> n`` as the GPU computes it: integers narrower than
     32 bits promoted to int32 and the shift in the left operand's type whatever the
     count's (a Python int on the left takes the count's type), a count at or past the
-    width (or negative) giving 0, or the sign for a signed right shift; 64-bit operands
-    and anything not an integer as Python/numpy shift them. ``a_static``: a Python int
+    width (or negative) giving 0, or the sign for a signed right shift (64-bit operands
+    too: ``uint64 >> int32``, which numpy refuses); anything not an integer as
+    Python/numpy shift it. ``a_static``: a Python int
     on the left is a literal on the GPU (else an int64 variable, a 64-bit shift)."""
     a_np, n_np = isinstance(a, (np.ndarray, np.generic)), isinstance(n, (np.ndarray,
                                                                          np.generic))
@@ -420,8 +421,6 @@ def shift(a, n, left: bool, a_static: bool = True):
             not a_np and not isinstance(a, (int, np.integer))):
         return a << n if left else a >> n
     ty = base if base.itemsize >= 4 else np.dtype(np.int32)
-    if ty.itemsize > 4:
-        return a << n if left else a >> n
     width = ty.itemsize * 8
     with np.errstate(over="ignore"):
         av = np.asarray(a).astype(ty)
@@ -569,6 +568,15 @@ def arith(a, b, op: str, a_static: bool = True, b_static: bool = True):
     with np.errstate(over="ignore"):
         out = _ARITH_NP[op](_as(a, a_np, ty), _as(b, b_np, ty))
     return out if np.ndim(out) else out[()]
+
+
+def divide(a, b, op: str):
+    """``a // b``, ``a % b`` (``op``: "floordiv", "mod"): as numpy computes them, but a
+    Python int that does not fit the other operand's integer type (``x // -3`` of a
+    uint8 x) widens the two to int64, as the compiler's typing does (Numba's rule where
+    ``harmonize`` gives none), where numpy raises OverflowError."""
+    a, b = numerics.wide_literal(a, b)
+    return a // b if op == "floordiv" else a % b
 
 
 def _integer_with_float(a, a_np, b, b_np):

@@ -562,12 +562,13 @@ class _PrintPeeks(syntax.NodeTransformer):
 
 _BITWISE = {ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
 _ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}
+_DIVIDE = {ast.FloorDiv: "floordiv", ast.Mod: "mod"}
 
 
 class _CIntegerOps(syntax.NodeTransformer):
     """``a << n`` / ``a >> n`` as ``runtime.shift``, ``a & b``, ``a | b``, ``a ^ b`` as
-    ``runtime.bitwise`` and ``a + b``, ``a - b``, ``a * b`` as ``runtime.arith`` (and
-    their in-place forms): in the types the GPU computes them in (C's for the bitwise
+    ``runtime.bitwise``, ``a + b``, ``a - b``, ``a * b`` as ``runtime.arith`` and
+    ``a // b``, ``a % b`` as ``runtime.divide`` (and their in-place forms): in the types the GPU computes them in (C's for the bitwise
     operations, ``codegen/typing/context._c_bitwise``; Numba's 64 bits for arithmetic),
     not numpy's.
 
@@ -628,6 +629,9 @@ class _CIntegerOps(syntax.NodeTransformer):
             return ast.copy_location(_call("shift", [
                 node.left, node.right, ast.Constant(isinstance(node.op, ast.LShift)),
                 ast.Constant(static[0])]), node)
+        if type(node.op) in _DIVIDE:
+            return ast.copy_location(_call("divide", [
+                node.left, node.right, ast.Constant(_DIVIDE[type(node.op)])]), node)
         names = _BITWISE if type(node.op) in _BITWISE else _ARITH
         if type(node.op) in names:
             return ast.copy_location(_call("bitwise" if names is _BITWISE else "arith", [
@@ -637,7 +641,7 @@ class _CIntegerOps(syntax.NodeTransformer):
 
     def visit_AugAssign(self, node):
         if (not isinstance(node.op, (ast.LShift, ast.RShift)) and type(node.op) not in _BITWISE
-                and type(node.op) not in _ARITH):
+                and type(node.op) not in _ARITH and type(node.op) not in _DIVIDE):
             return self.generic_visit(node)
         if not isinstance(node.target, (ast.Name, ast.Subscript, ast.Attribute)):
             return self.generic_visit(node)
