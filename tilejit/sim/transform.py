@@ -569,8 +569,9 @@ class _CIntegerOps(syntax.NodeTransformer):
     """``a << n`` / ``a >> n`` as ``runtime.shift``, ``a & b``, ``a | b``, ``a ^ b`` as
     ``runtime.bitwise``, ``a + b``, ``a - b``, ``a * b`` as ``runtime.arith`` and
     ``a // b``, ``a % b`` as ``runtime.divide`` (and their in-place forms): in the
-    types the GPU computes them in (C's for the bitwise operations, ``codegen/typing/context._c_bitwise``; Numba's 64 bits for arithmetic),
-    not numpy's.
+    types the GPU computes them in (C's for the bitwise operations,
+    ``codegen/typing/context._c_bitwise``; Numba's 64 bits for arithmetic), not
+    numpy's.
 
     Each call is told which operands the GPU types as integer literals (``_static``):
     constants, names the kernel never assigns that are not run-time parameters (a
