@@ -77,7 +77,7 @@ def test_gpu_follows_c_and_the_simulator(kind):
 
 def mixed(kind):
     """Shifts whose operands differ in type: counts of 64 bits, narrow left operands, an
-    in-place shift of a local element."""
+    in-place shift of a local element, a boolean shifted by an int8."""
     @T.prim_func
     def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int64"), U: T.Tensor((N,), "uint8"),
              C: T.Tensor((N,), "int64")):
@@ -88,6 +88,8 @@ def mixed(kind):
                     C[i] = A[i] << (i + 24)
                 elif kind == "wide_count":
                     C[i] = A[i] >> B[i]
+                elif kind == "boolean_left":        # Numba's 64 bits (numpy's int8)
+                    C[i] = (A[i] > 0) << T.cast(U[i] % 8, "int8")
                 else:
                     C[i] = U[i] << 8
             if kind == "local_in_place":
@@ -109,6 +111,8 @@ def _mixed_reference(a, b, u, kind):
         return [x >> min(n, 31) if n >= 0 else (-1 if x < 0 else 0) for x, n in zip(a, b)]
     if kind == "narrow":
         return [v << 8 for v in u]
+    if kind == "boolean_left":
+        return [int(x > 0) << (v % 8) for x, v in zip(a, u)]
     return [0 if n >= 32 or n < 0 else (x & 0xFFFFFFFF) >> n for x, n in zip(a, b)]
 
 
@@ -121,7 +125,7 @@ def _mixed_inputs(device="cpu"):
     return a.to(device), b.to(device), u.to(device)
 
 
-MIXED = ["index_count", "wide_count", "narrow", "local_in_place"]
+MIXED = ["index_count", "wide_count", "narrow", "local_in_place", "boolean_left"]
 
 
 @pytest.mark.parametrize("kind", MIXED)

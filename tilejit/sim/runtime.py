@@ -417,6 +417,8 @@ def shift(a, n, left: bool, a_static: bool = True):
     if not a_np and not a_static and type(a) is int and _INT64.min <= a <= _INT64.max:
         a, a_np = np.int64(a), True         # an int64 variable on the GPU: a 64-bit shift
     base = np.asarray(a).dtype if a_np else np.asarray(n).dtype
+    if base.kind == "b":        # a boolean shifted: Numba's 64 bits (_wide_type)
+        base = _wide_type(["bool", _bitwise_kind(n, n_np)], [a, n])
     if base.kind not in "iu" or np.asarray(n).dtype.kind not in "iub" or (
             not a_np and not isinstance(a, (int, np.integer))):
         return a << n if left else a >> n
