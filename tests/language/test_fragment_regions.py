@@ -341,3 +341,73 @@ def test_rows_of_a_fragment_on_the_gpu():
     ref_o, ref_p = _rows_reference(lv.numpy())
     torch.testing.assert_close(o.cpu(), torch.from_numpy(ref_o), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(p.cpu(), torch.from_numpy(ref_p), rtol=0, atol=0)
+
+
+# --- atomics whose value is a region of a fragment -----------------------------------------
+
+
+@tilejit.kernel
+def atomic_rows(A, Out, M, r: T.constexpr = 1):
+    """``T.atomic_add(Out[0, 0], F[r:r + 1, :])`` (the value's region gives the extents:
+    one row into Out's first row, from its corner) by every block, and
+    ``T.atomic_max(M[1, 4:20], F[2, 8:24])`` (a region pinned in one dimension)."""
+    with T.Kernel(4, threads=128) as bx:
+        F = T.alloc_fragment((16, 32), T.float32)
+        T.copy(A[bx * 16, 0], F)
+        T.atomic_add(Out[0, 0], F[r:r + 1, :])
+        T.atomic_max(M[1, 4:20], F[2, 8:24])
+
+
+def _atomic_reference(a, out, m, r=1):
+    out, m = out.copy(), m.copy()
+    blocks = a.reshape(4, 16, 32)
+    out[0] += blocks[:, r, :].sum(0, dtype=np.float64).astype(np.float32)
+    m[1, 4:20] = np.maximum(m[1, 4:20], blocks[:, 2, 8:24].max(0))
+    return out, m
+
+
+def _atomic_inputs():
+    a = np.random.default_rng(9).integers(-8, 8, (64, 32)).astype(np.float32)
+    return a, np.ones((2, 32), np.float32), np.full((2, 24), -100.0, np.float32)
+
+
+@pytest.mark.parametrize("r", [1, 7])
+def test_atomics_with_a_fragment_region_value(r, ptxas):
+    a, out, m = _atomic_inputs()
+    want = _atomic_reference(a, out, m, r)
+    atomic_rows(a, out, m, r=r)
+    np.testing.assert_array_equal(out, want[0])
+    np.testing.assert_array_equal(m, want[1])
+    for arch in ("sm_80", "sm_90a"):
+        ptx = atomic_rows.compile(a, out, m, r=r, target="cuda", arch=arch).ptx
+        assert "atom.global.add.f32" in ptx or "red.global.add.f32" in ptx
+        ptxas(ptx, arch)
+
+
+@tilejit.kernel
+def atomic_into_a_fragment(A):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_fragment((16, 32), T.float32)
+        G = T.alloc_fragment((16, 32), T.float32)
+        T.clear(F)
+        T.clear(G)
+        T.atomic_add(F, G[0:4, :])
+        T.copy(F, A)
+
+
+def test_an_atomic_into_a_fragment_is_a_compile_error():
+    with pytest.raises(CompileError, match="into a fragment is not supported"):
+        atomic_into_a_fragment.compile(np.zeros((16, 32), np.float32), target="cuda",
+                                       arch="sm_80")
+
+
+@pytest.mark.gpu
+def test_gpu_atomics_with_a_fragment_region_value():
+    a, out, m = _atomic_inputs()
+    want = _atomic_reference(a, out, m, 7)
+    got = [torch.from_numpy(x).cuda() for x in (a, out, m)]
+    atomic_rows(*got, r=7)
+    atomic_rows(a, out, m, r=7)
+    for g, s, w in zip(got[1:], (out, m), want):
+        np.testing.assert_array_equal(g.cpu().numpy(), w)      # integers: exact sums
+        np.testing.assert_array_equal(s, w)

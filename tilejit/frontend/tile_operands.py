@@ -359,7 +359,15 @@ class _Regions(syntax.NodeTransformer):
         dst = args[0]
         index = (dst.slice.elts if isinstance(dst, ast.Subscript)
                  and isinstance(dst.slice, ast.Tuple) else [getattr(dst, "slice", None)])
-        tile_value = isinstance(args[1], ast.Name) and args[1].id in self.tiles
+        value = args[1]
+        value_index = (value.slice.elts if isinstance(value, ast.Subscript)
+                       and isinstance(value.slice, ast.Tuple) else [getattr(value, "slice", None)])
+        # a whole tile, or a region of one (T.atomic_add(Out[0, 0], F[0:1, :])): the
+        # region form, whose extents are the value's
+        tile_value = isinstance(value, ast.Name) and value.id in self.tiles or (
+            isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)
+            and value.value.id in self.tiles and any(isinstance(i, ast.Slice)
+                                                     for i in value_index))
         if isinstance(dst, ast.Subscript) and not tile_value \
                 and not any(isinstance(i, ast.Slice) for i in index):
             out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[3],

@@ -3,7 +3,7 @@
 fragment, the same element loop over the tile):
 ``T.clear(C_local[:block_M, :block_K])``, ``T.fill(F[0:16, :], v)``,
 ``T.copy(acc_o[:valid_block_H, :], O_shared)``, ``T.copy(A_shared[k, :], F[:, 0:32])``,
-``T.copy(F[0:8, :], C[by * 8, 0])`` (issue 27).
+``T.copy(F[0:8, :], C[by * 8, 0])``, ``T.atomic_add(Out[0, 0], F[0:1, :])`` (issue 27).
 
 A fragment's elements are spread over the block's threads by its layout, so an operation
 on part of it is the loop over the whole fragment with the part selected; each thread
@@ -39,7 +39,7 @@ import copy
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
-from tilejit.ir.markers import CAST
+from tilejit.ir.markers import ATOMICS, CAST
 from tilejit.ir.plan import FRAGMENT, SHARED
 from tilejit.passes.element_loops import copy_operands, index, is_region, parallel_loop
 from tilejit.passes.static_eval import NotStatic, StaticEval
@@ -228,8 +228,10 @@ class _FragmentRegions(syntax.NodeTransformer):
         bounds = [("s", 0, int(n)) for n in tile.shape]
         return self._paired(stmt, tile, bounds, src if to_tile else dst, to_tile)
 
-    def _paired(self, stmt, fragment, bounds, other, to_fragment):
-        """The loop copying ``fragment``'s region ``bounds`` to or from ``other``."""
+    def _paired(self, stmt, fragment, bounds, other, to_fragment, update=None):
+        """The loop copying ``fragment``'s region ``bounds`` to or from ``other``;
+        ``update(target, value)``: the statement that puts a fragment element into
+        ``other``'s in place of the store (an atomic's)."""
         ranged_f = [(d, a, b) for d, (k, a, b) in enumerate(bounds) if k == "s"]
         frag_ext = [b - a for _, a, b in ranged_f]
         name, tile, starts, ranged, extents, tensor = self._other(other, frag_ext, stmt)
@@ -264,17 +266,24 @@ class _FragmentRegions(syntax.NodeTransformer):
                                     [ast.Constant(0), ast.Constant(tensor.dtype.name)], [])
                     o_elem = ast.IfExp(inside, o_elem, zero)
                 return [ast.Assign([f_elem], o_elem)]
-            o_elem.ctx = ast.Store()
-            store = ast.Assign([o_elem], f_elem)
+            if update is not None:
+                store = update(o_elem, f_elem)
+            else:
+                o_elem.ctx = ast.Store()
+                store = ast.Assign([o_elem], f_elem)
             return [ast.If(inside, [store], [])] if inside is not None else [store]
 
         return self._loop(fragment, bounds, body)
 
     def visit_Expr(self, node):
         call = node.value
-        if not isinstance(call, ast.Call) or call.keywords:
+        if not isinstance(call, ast.Call):
             return node
         fn = resolve_static(call.func, self.ctx.namespace)
+        if fn in ATOMICS and len(call.args) == 4 and self._fragment_region(call.args[1]):
+            return ast.copy_location(self._atomic(node, call, fn), node)
+        if call.keywords:
+            return node
         out = None
         if fn is T.clear and len(call.args) == 1 and self._fragment_region(call.args[0]):
             out = self._fill(node, call.args[0], ast.Constant(0))
@@ -308,6 +317,30 @@ class _FragmentRegions(syntax.NodeTransformer):
                 ast.Name(call.args[whole].args[0].id, ast.Load()), call.args[whole])
             return node
         return ast.copy_location(out, node)
+
+    def _atomic(self, stmt, call, fn):
+        """``T.atomic_add(X[...], F[r0:r1, ...])`` (also max and min), in its region form
+        ``(dst, value, memory_order, return_prev)`` (``frontend/tile_operands.py``): each
+        of the fragment region's elements added atomically into the tensor's or shared
+        tile's, paired as ``T.copy`` pairs them (a tensor region given by its corner takes
+        the fragment region's extents), each by the element atomic in the order given."""
+        dst, region, order, prev = call.args
+        fragment = self._fragment_region(region)
+        if self._fragment_region(dst) or self._tile_is(dst, FRAGMENT):
+            raise self.ctx.error(f"T.{fn.__name__} into a fragment is not supported (each of "
+                                 f"a fragment's elements is one thread's: add into it in a "
+                                 f"T.Parallel loop)", stmt)
+        if not (isinstance(prev, ast.Constant) and prev.value is False):
+            raise self.ctx.error(f"T.{fn.__name__} of a fragment region: return_prev=True "
+                                 f"is for one element", stmt)
+        bounds = self._bounds(region, fragment, stmt)
+
+        def update(target, value):
+            return ast.Expr(ast.Call(ast.Name(ATOMICS[fn], ast.Load()), [
+                target.value, ast.Tuple(list(target.slice.elts) if isinstance(
+                    target.slice, ast.Tuple) else [target.slice], ast.Load()),
+                value, ast.Constant(False), ast.Constant(True), copy.deepcopy(order)], []))
+        return self._paired(stmt, fragment, bounds, dst, False, update)
 
     def _rows(self, stmt, region, other, to_region):
         """``T.copy(F[k, :], G)`` (or the reverse) with G a whole fragment: fixed indices
