@@ -15,6 +15,35 @@ class CompileError(Exception):
         super().__init__(format_located(message, filename, lineno))
 
 
+def with_call_sites(error: CompileError, filename: str, kernel_lines: tuple[int, int],
+                    inlined) -> CompileError:
+    """``error`` at a line of a helper inlined into the kernel (``inlined``: (first line,
+    last line, name, the call's line) of each inlined call) with the calls that led there
+    added: the line shown is the helper's, which names its parameters, and the message
+    may name the caller's arguments."""
+    if error.filename != filename or not error.lineno or getattr(error, "call_sites", None):
+        return error
+    line, notes = error.lineno, []
+    first, last = kernel_lines
+    for _ in range(8):                  # helpers inlined into helpers, outward
+        if first <= line <= last:
+            break
+        calls = sorted({(c, n) for a, b, n, c in inlined if a <= line <= b})
+        if not calls:
+            break
+        name = calls[0][1]
+        if len(calls) > 1:
+            notes.append(f"  in {name}(), called at lines {', '.join(str(c) for c, _ in calls)}")
+            break
+        line = calls[0][0]
+        text = source_line(filename, line)
+        notes.append(f"  in {name}(), called at line {line}" + (f"\n    {text}" if text else ""))
+    if notes:
+        error.call_sites = notes
+        error.args = (str(error) + "\n" + "\n".join(notes),)
+    return error
+
+
 class AssumptionError(AssertionError, RuntimeError):
     """A ``T.assume`` that does not hold: found by the simulator, or on the host before a
     launch for a condition of the arguments' values and shapes only. An AssertionError,

@@ -96,3 +96,45 @@ def test_a_library_function_is_called_on_the_host():
     assert message.startswith("do_bench is a function of tilejit.")
     assert "which a kernel cannot call" in message and "call it on the host" in message
     assert "@T.macro to inline it" not in message
+
+
+@T.macro
+def _scale_into(dst, src):
+    for i, j in T.Parallel(8, 8):
+        dst[i, j] = src[i, j] * 1.5         # STORE-LINE
+
+
+@T.macro
+def _twice(dst, src):
+    _scale_into(dst, src)                   # INNER-CALL
+
+
+@tilejit.kernel
+def _bad_store_in_a_macro(A, C, nested: T.constexpr = False):
+    with T.Kernel(1, threads=128):
+        y = T.alloc_fragment((8, 8), T.float32)
+        z = T.alloc_shared((8, 8), T.int32)
+        T.copy(A[0, 0], y)
+        if nested:
+            _twice(z, y)                    # OUTER-CALL
+        else:
+            _scale_into(z, y)               # DIRECT-CALL
+        T.copy(z, C[0, 0])
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_an_error_inside_a_macro_names_the_calls_that_led_there(nested):
+    """The line shown is the macro's (`dst[i, j] = ...`, naming its parameter) while the
+    message names the caller's tile ('z'): the call sites follow, outward."""
+    with pytest.raises(tilejit.CompileError) as info:
+        _bad_store_in_a_macro.compile(np.zeros((8, 8), np.float32), np.zeros((8, 8), np.int32),
+                                      nested=nested, target="cuda", arch="sm_80")
+    text = str(info.value)
+    assert "cannot store a float32 value into 'z'" in text
+    assert f"line {_line('# STORE-LINE')}\n" in text
+    if nested:
+        assert f"in _scale_into(), called at line {_line('# INNER-CALL')}\n" in text
+        assert f"in _twice(), called at line {_line('# OUTER-CALL')}\n" in text
+    else:
+        assert f"in _scale_into(), called at line {_line('# DIRECT-CALL')}\n" in text
+        assert "_twice()" not in text

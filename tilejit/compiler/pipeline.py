@@ -27,7 +27,7 @@ from numba.core.target_extension import target_override
 from tilejit import syntax
 from tilejit.compiler.artifact import CompiledKernel
 from tilejit.compiler.dump import Dumper
-from tilejit.errors import CompileError
+from tilejit.errors import CompileError, with_call_sites
 from tilejit.frontend.explicit_sync import uses_warp_roles
 from tilejit.frontend.helpers import (binding, helper_problem, helpers_as_macros,
                                       recursive_helper)
@@ -110,7 +110,15 @@ SOURCE_PASSES = (
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     with _cyclic_gc_paused(), syntax.deep_trees():
-        return _compile_kernel(ks, spec)
+        ks.live_calls = None
+        try:
+            return _compile_kernel(ks, spec)
+        except CompileError as e:     # inside an inlined helper: the calls that led there
+            if not ks.inlined:
+                raise
+            inlined = {c for c in ks.inlined if ks.live_calls is None or c[3] in ks.live_calls}
+            raise with_call_sites(e, ks.filename, (ks.tree.lineno, ks.tree.end_lineno),
+                                  inlined or ks.inlined) from e.__cause__
 
 
 _GC_PAUSE = threading.Lock()
@@ -261,6 +269,8 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
                        namespace=namespace, whole_shapes=whole)
     ctx.plan.atomic_access = any(isinstance(n, ast.Name) and n.id in _ATOMIC_ACCESSES
                                  for n in syntax.walk(tree))
+    if ks.inlined:      # the helpers' calls this program holds (errors name them)
+        ks.live_calls = frozenset(getattr(n, "tj_call", None) for n in syntax.walk(tree)) - {None}
     return materialize(ks, tree, namespace), ctx.plan
 
 

@@ -217,10 +217,14 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         raise error("its only `return` may be its last statement (the kernel's outputs)")
     if returns and isinstance(stmt, ast.Expr):
         body = body[:-1]                # the kernel does not return what the helper does
+    ks.inlined.add((fdef.lineno, getattr(fdef, "end_lineno", fdef.lineno), name, stmt.lineno))
     module = ast.Module(body=copy.deepcopy(body), type_ignores=[])
     if refs:
         _StoreReferences(refs).visit(module)
     renamed = SubstituteLoads(bound).visit(module)
+    for node in syntax.walk(renamed):        # which call each statement came from
+        if not hasattr(node, "tj_call"):
+            node.tj_call = stmt.lineno
     return arguments + renamed.body
 
 
