@@ -60,9 +60,9 @@ def _head(op: GemmOperand) -> str:
 def dynamic_bound_error(role: str, text: str, which: str, bound: str) -> str:
     """A region whose start or end is not a compile-time constant."""
     return (f"T.gemm: operand {role} `{text}`: the region's {which} `{bound}` must be known "
-            f"at compile time (literals, T.constexpr parameters); a region of a shared tile "
-            f"that moves at run time is not supported as a gemm operand (copy it into a "
-            f"tile of its own)")
+            f"at compile time (literals, T.constexpr parameters); a region that moves at "
+            f"run time is not supported as a gemm operand (copy it into a shared tile of "
+            f"its own)")
 
 
 def form_error(role: str, text: str, shape, kinds: str) -> str | None:
