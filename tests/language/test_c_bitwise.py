@@ -3,6 +3,7 @@ C++): at least int32, a shift in its left operand's type, the bits a left shift 
 past the type's width dropped; a shift count at or past the width gives 0 (the sign for
 a signed right shift), as PTX's clamped shifts and the simulator's numpy do; the in-place
 forms (``x <<= n``) alike. The simulator and the GPU agree on each."""
+import numpy as np
 import pytest
 import torch
 
@@ -292,3 +293,24 @@ def test_the_simulators_bitwise_values():
     mask = bitwise(np.array([True, False]), np.array([True, True]), "and")
     assert mask.dtype == np.bool_ and mask.tolist() == [True, False]
     assert bitwise(6, 3, "xor") == 5 and bitwise(True, False, "or") is True
+
+
+@tilejit.kernel
+def _float_shift(X, Y, Z, op: T.constexpr = ">>"):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(8):
+            if op == ">>":
+                Z[i] = X[i] >> Y[i]
+            else:
+                Z[i] = X[i] & 1.5
+
+
+@pytest.mark.parametrize("op, text", [(">>", "`>>` of uint8 and float32"),
+                                      ("&", "`&` of uint8 and a float constant")])
+def test_a_bitwise_operation_on_a_float_is_a_clear_error(op, text):
+    """Not Numba's list of integer signatures (the integer was computed in the float's
+    type first): the operator and the operands' types, and what to write."""
+    args = (np.zeros(8, np.uint8), np.zeros(8, np.float32), np.zeros(8, np.float32))
+    with pytest.raises(tilejit.CompileError, match="take integers") as info:
+        _float_shift(*args, op=op)
+    assert text in str(info.value) and "No implementation" not in str(info.value)

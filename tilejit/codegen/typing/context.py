@@ -167,6 +167,17 @@ class TilejitTypingContext(BaseContext):
             sig = _c_bitwise(_INPLACE_BITWISE.get(key, key), tuple(args))
             if sig is not None:
                 return sig
+            if len(args) == 2 and any(isinstance(a, (types.Float, StorageFloat)) for a in args) \
+                    and all(isinstance(a, (types.Number, types.Boolean, StorageFloat))
+                            for a in args):
+                # (harmonize would compute the integer in the float's type, and Numba list
+                # its integer signatures)
+                symbol = _BITWISE_SYMBOLS[_INPLACE_BITWISE.get(key, key)]
+                raise TypingError(
+                    f"`{symbol}` of {' and '.join(_shown(a) for a in args)}: bitwise "
+                    f"operations and shifts "
+                    f"take integers (or booleans), not floats; convert with T.cast(x, "
+                    f"\"int32\") (or T.reinterpret for the float's bits)")
         if key not in NUMERIC_OPS or kws:
             return super().resolve_function_type(func, args, kws)
         folded = _fold_integer_literals(key, args)
@@ -230,6 +241,12 @@ class TilejitTypingContext(BaseContext):
 
 
 BITWISE = {operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift}
+def _shown(ty) -> str:
+    return "a float constant" if isinstance(ty, WeakFloat) else str(ty)
+
+
+_BITWISE_SYMBOLS = {operator.and_: "&", operator.or_: "|", operator.xor: "^",
+                    operator.lshift: "<<", operator.rshift: ">>"}
 # ``x <<= n`` and the like: typed as their copying operators here (the lowering of an
 # in-place operator on a number is the copying operator's)
 _INPLACE_BITWISE = {operator.iand: operator.and_, operator.ior: operator.or_,
