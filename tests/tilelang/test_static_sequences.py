@@ -343,3 +343,53 @@ def test_a_list_that_grows_under_a_lane_branch_is_refused_in_both():
     with pytest.raises(tilejit.CompileError):
         tilejit.compile(lane_wise(grows_on_some_lanes), out_idx=[1],
                         target="cuda").get_kernel_source(arch="sm_90a")
+
+
+@tilejit.kernel
+def _taps_of_a_constexpr(X, Y, n, taps: T.constexpr = 3, bad: T.constexpr = False):
+    """Comprehensions over a constexpr parameter's range, unrolled per specialization."""
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(8):
+            if bad:
+                Y[i] = sum(X[(i + t) % 8] for t in range(taps, n))     # n: a run-time value
+            else:
+                Y[i] = X[i] * sum([j for j in range(taps)]) + sum(
+                    X[(i + t) % 8] for t in range(taps))
+
+
+def _taps_reference(x, taps):
+    return x * sum(range(taps)) + sum(torch.roll(x, -t) for t in range(taps))
+
+
+def test_a_comprehension_over_a_constexpr_is_unrolled_per_value(ptxas):
+    x, y = torch.randn(8), torch.zeros(8)
+    for taps in (3, 5):
+        _taps_of_a_constexpr(x, y, 8, taps=taps)
+        torch.testing.assert_close(y, _taps_reference(x, taps))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = _taps_of_a_constexpr.compile(x, y, 8, taps=5, target="cuda", arch=arch).ptx
+        assert ptx.count("ld.global") >= 5        # the five taps' loads, unrolled
+        ptxas(ptx, arch)
+
+
+@pytest.mark.parametrize("target", ["cuda", "sim"])
+def test_a_comprehension_a_run_time_value_bounds_is_refused_at_its_line(target):
+    x, y = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    with pytest.raises(tilejit.CompileError, match="unsupported in a kernel: a generator "
+                                                   "expression") as info:
+        if target == "cuda":
+            _taps_of_a_constexpr.compile(x, y, 8, bad=True, target="cuda", arch="sm_80")
+        else:
+            _taps_of_a_constexpr(x, y, 8, bad=True)
+    assert "range(taps, n)" in str(info.value)
+
+
+@pytest.mark.gpu
+def test_gpu_a_comprehension_over_a_constexpr():
+    x = torch.randn(8)
+    y = torch.zeros(8, device="cuda")
+    _taps_of_a_constexpr(x.cuda(), y, 8, taps=4)
+    sim = torch.zeros(8)
+    _taps_of_a_constexpr(x, sim, 8, taps=4)
+    torch.testing.assert_close(y.cpu(), _taps_reference(x, 4))
+    torch.testing.assert_close(y.cpu(), sim)

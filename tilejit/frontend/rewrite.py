@@ -30,6 +30,8 @@ from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.analysis import plain_value
+from tilejit.frontend.static_comprehensions import (live_comprehensions, over_constexprs,
+                                                    unroll_for)
 from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
@@ -806,12 +808,24 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     ``whole_shapes``: {tensor parameter: rank} of those whose every shape entry is in
     ``shape_entries`` (a bare ``P.shape`` of one is the tuple of its entries)."""
     known = {**ks.namespace, **(constants or {}), **(namespace or {})}
+    constexprs = {n: given[n] for given in (constants or {}, namespace or {})
+                  for n in ks.constexpr_params if n in given}
+    fdef = copy.deepcopy(ks.tree)
+    if over_constexprs(ks):
+        unroll_for(fdef, ks.namespace, constexprs)
+        left = live_comprehensions(fdef, {**ks.namespace, **constexprs},
+                                   assigned_names(fdef) - set(constexprs))
+        if left:
+            what = "a list comprehension" if isinstance(left[0], ast.ListComp) else \
+                "a generator expression"
+            raise ks.error(f"unsupported in a kernel: {what} (only one over a sequence "
+                           f"compile-time values give, such as range of constexprs, is "
+                           f"unrolled)", left[0])
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,
-                         constexprs={n: given[n] for given in (constants or {}, namespace or {})
-                                     for n in ks.constexpr_params if n in given})
+                         constexprs=constexprs)
     # T.unroll loops whose gemm regions move with their index, unrolled (before
     # _DeviceForms makes T.unroll a range)
-    fdef = forms.visit(unroll_gemm_regions(copy.deepcopy(ks.tree), known))
+    fdef = forms.visit(unroll_gemm_regions(fdef, known))
     # A[-1], A[-i - 1]: counted from the end, where provably negative (TileLang's)
     fdef = legalize_negative_indices(fdef, ks)
     # T.Parallel in T.Parallel: one loop where perfectly nested, else refused

@@ -9,7 +9,8 @@ taps so: ``O[i, j] = sum(X[i + ky, j + kx] * W[ky, kx] for (ky, kx) in TAPS)``):
 
 A sequence is compile-time when it is ``range`` of compile-time numbers, a literal tuple
 or list of them, or a name of the kernel's closure or globals (not one the kernel
-assigns) bound to a tuple, list or range of numbers, strings or tuples of them; an
+assigns) bound to a tuple, list or range of numbers, strings or tuples of them, or of
+its constexpr parameters (unrolled per specialization: ``unroll_for``); an
 ``if`` clause must be decided by those values. Anything else (a sequence the kernel
 computes, a generator expression handed to another function) stays, and the front end
 refuses it at its line."""
@@ -22,7 +23,8 @@ import numbers
 
 from tilejit import syntax
 from tilejit.frontend.analysis import plain_value
-from tilejit.frontend.source import SubstituteLoads, assigned_names, resolve_static
+from tilejit.frontend.source import (SubstituteLoads, assigned_names, resolve_static,
+                                    static_truth)
 
 _LIMIT = 4096           # elements an unrolled comprehension may have
 _KINDS = (bool, numbers.Number, str, type(None), tuple, list, range)
@@ -35,6 +37,27 @@ def has_comprehensions(tree) -> bool:
 
 def unroll_comprehensions(ks) -> None:
     _Unroll(ks.namespace, assigned_names(ks.tree)).visit(ks.tree)
+
+
+def over_constexprs(ks) -> bool:
+    """Whether a comprehension the decorator left names a constexpr parameter
+    (``sum(W[k] for k in range(taps))``, taps a T.constexpr): it is unrolled per
+    specialization (``unroll_for``), the simulator's program built per set of values."""
+    names = set(ks.constexpr_params)
+    return bool(names) and any(
+        isinstance(n, ast.Name) and n.id in names for c in syntax.walk(ks.tree)
+        if isinstance(c, (ast.GeneratorExp, ast.ListComp)) for n in syntax.walk(c))
+
+
+def unroll_for(fdef, namespace, constexprs) -> None:
+    """The comprehensions of ``fdef`` (a device program) over sequences its constexpr
+    parameters' values (``constexprs``) decide, unrolled in place."""
+    stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)}
+    constexprs = {k: v for k, v in constexprs.items() if k not in stored}
+    unroll = _Unroll(namespace, assigned_names(fdef) - set(constexprs))
+    unroll.known.update(constexprs)
+    unroll.visit(fdef)
 
 
 class _Unroll(syntax.NodeTransformer):
@@ -123,6 +146,26 @@ class _Unroll(syntax.NodeTransformer):
     def _truth(self, node):
         value = self._value(node)
         return None if value is _NO else bool(value)
+
+
+def live_comprehensions(fdef, namespace, assigned) -> list:
+    """The comprehensions left in ``fdef`` outside the branches its compile-time
+    conditions (``if bad:`` of a constexpr) rule out."""
+    out = []
+
+    def walk(node):
+        if isinstance(node, ast.If):
+            truth = static_truth(node.test, namespace, assigned)
+            for child in ([node.test] + (node.body if truth is not False else [])
+                          + (node.orelse if truth is not True else [])):
+                walk(child)
+            return
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp)):
+            out.append(node)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+    walk(fdef)
+    return out
 
 
 _NO = object()

@@ -78,6 +78,12 @@ def check_supported(ks: KernelSource) -> None:
     # (static_prologue.py), which reports what stays unsupported
     call_args |= {id(n) for stmt in ks.tree.body[:max(ks.launch_index, 0)]
                   if is_prologue_value(stmt) for n in syntax.walk(stmt.value)}
+    # a comprehension over a constexpr parameter's values: unrolled per specialization
+    # (static_comprehensions.unroll_for), which refuses it if it is not unrolled then
+    call_args |= {id(c) for c in syntax.walk(ks.tree)
+                  if isinstance(c, (ast.GeneratorExp, ast.ListComp)) and any(
+                      isinstance(n, ast.Name) and n.id in ks.constexpr_params
+                      for n in syntax.walk(c))}
     _check_initializers(ks.tree, ks.namespace, ks.filename)
     _check_dtype_strings(ks.tree, ks.namespace, ks.filename)
     for index, stmt in enumerate(ks.tree.body):

@@ -19,6 +19,7 @@ from tilejit.frontend.random_draws import uses_random_draws
 from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.thread_roles import roles_depend_on_constexprs, role_threads_of
+from tilejit.frontend.static_comprehensions import over_constexprs
 from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
                                 THREAD_INDEX, WARP_SIZE, CP_ASYNC)
@@ -72,9 +73,10 @@ def simulator_function(kernel, constexprs=None):
         ks = kernel.source
         constants = None
         if builds_emitter_in_prologue(ks.tree, ks.namespace) or uses_random_draws(ks) or \
-                roles_depend_on_constexprs(ks):
+                roles_depend_on_constexprs(ks) or over_constexprs(ks):
             # built for the constexprs' values (an emitter's; a draw's bit= and dist=;
-            # the block's size, which decides its warpgroup roles)
+            # the block's size, which decides its warpgroup roles; a comprehension's
+            # sequence)
             per_spec = kernel.__dict__.setdefault("_sim_fns", {})
             key = _constexpr_key(constexprs)
             if key in per_spec:
