@@ -110,13 +110,13 @@ SOURCE_PASSES = (
 
 def compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
     with _cyclic_gc_paused(), syntax.deep_trees():
-        ks.live_calls = None
         try:
             return _compile_kernel(ks, spec)
         except CompileError as e:     # inside an inlined helper: the calls that led there
             if not ks.inlined:
                 raise
-            inlined = {c for c in ks.inlined if ks.live_calls is None or c[3] in ks.live_calls}
+            live = getattr(e, "live_calls", None)
+            inlined = {c for c in ks.inlined if live is None or c[3] in live}
             raise with_call_sites(e, ks.filename, (ks.tree.lineno, ks.tree.end_lineno),
                                   inlined or ks.inlined) from e.__cause__
 
@@ -161,7 +161,11 @@ def _compile_kernel(ks: KernelSource, spec: Specialization) -> CompiledKernel:
                           max_vector=_max_vector(argtypes), fast_math=spec.options.fast_math,
                           debug=spec.options.debug, tiles=tiles, target=spec.target)
     with compiling(config), stages.stage("typing and lowering"):
-        cres = type_and_lower(ks, device_fn, argtypes, spec.target)
+        try:
+            cres = type_and_lower(ks, device_fn, argtypes, spec.target)
+        except CompileError as e:
+            e.live_calls = tiles.live_calls     # (compile_kernel names the calls)
+            raise
     dump.text("numba_typed.txt", _typed_ir_text(cres))
     kernel = CompiledKernel(name, shared_bytes=tiles.shared_bytes,
                             block_threads=tiles.launch_threads, cooperative=tiles.grid_sync)
@@ -270,7 +274,8 @@ def build_device_function(ks: KernelSource, spec: Specialization, dump=None):
     ctx.plan.atomic_access = any(isinstance(n, ast.Name) and n.id in _ATOMIC_ACCESSES
                                  for n in syntax.walk(tree))
     if ks.inlined:      # the helpers' calls this program holds (errors name them)
-        ks.live_calls = frozenset(getattr(n, "tj_call", None) for n in syntax.walk(tree)) - {None}
+        ctx.plan.live_calls = frozenset(getattr(n, "tj_call", None)
+                                        for n in syntax.walk(tree)) - {None}
     return materialize(ks, tree, namespace), ctx.plan
 
 

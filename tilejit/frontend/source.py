@@ -55,9 +55,6 @@ class KernelSource:
     # helpers inlined into the kernel: {(first line, last line, name, the call's line)}
     # (kernel_macros.inline_call), to name the call of an error inside one
     inlined: set = field(default_factory=set)
-    # the lines of those calls whose statements the last device program kept (a call in
-    # a branch a constexpr removed is not there): build_device_function
-    live_calls: frozenset | None = None
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again

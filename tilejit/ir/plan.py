@@ -99,6 +99,9 @@ class TilePlan:
     # an atomic load or store of a tensor (T.atomic_load / T.atomic_store, however the
     # kernel spells or aliases them): its tensors are not noalias (compiler/pipeline.py)
     atomic_access: bool = False
+    # the lines of the inlined helpers' calls whose statements the device program kept
+    # (kernel_macros.inline_call marks them; a typing error inside one names them)
+    live_calls: frozenset | None = None
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
     user_fragments: dict = field(default_factory=dict)
