@@ -148,10 +148,12 @@ def whole_shape_params(ks: KernelSource) -> tuple[tuple[str, ...], dict[str, int
     laid_out: dict[str, int] = {}
     for node in syntax.walk(ks.tree):
         if isinstance(node, ast.Call):
-            # a bare shape passed on (T.alloc_shared(A.shape, ...), T.Parallel(*A.shape)):
-            # all of its entries
+            # a bare shape passed on (T.alloc_shared(A.shape, ...), T.Parallel(*A.shape),
+            # a slice of it, A.shape[-2:]): all of its entries
             given = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
-            out.update(a.value.id for a in given + [k.value for k in node.keywords]
+            given = [a.value if isinstance(a, ast.Subscript) and isinstance(a.slice, ast.Slice)
+                     else a for a in given + [k.value for k in node.keywords]]
+            out.update(a.value.id for a in given
                        if isinstance(a, ast.Attribute) and a.attr == "shape" and
                        isinstance(a.value, ast.Name) and a.value.id in params)
         if any(is_call_to(node, f, ks.namespace) for f in _REGION_ATOMICS):

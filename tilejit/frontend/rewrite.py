@@ -79,6 +79,21 @@ def shape_constant_name(param: str, dim: int) -> str:
     return f"__tj_shape_{param}_{dim}"
 
 
+_NOT_INT = object()
+
+
+def _int_constant(node):
+    """The int a slice bound spells (None where it is left out), else _NOT_INT."""
+    if node is None:
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_constant(node.operand)
+        return -inner if isinstance(inner, int) else _NOT_INT
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return _NOT_INT
+
+
 class _SpecializeShapes(syntax.NodeTransformer):
     """``P.shape[i]`` → the specialization's constant, for the entries given; a bare
     ``P.shape`` (``T.alloc_shared(A.shape, ...)``) → the tuple of them where every entry
@@ -95,7 +110,15 @@ class _SpecializeShapes(syntax.NodeTransformer):
                 and (v.value.id, node.slice.value) in self.entries):
             return ast.copy_location(
                 ast.Name(shape_constant_name(v.value.id, node.slice.value), ast.Load()), node)
-        return self.generic_visit(node)
+        node = self.generic_visit(node)
+        if isinstance(node.value, ast.Tuple) and isinstance(node.slice, ast.Slice):
+            # `A.shape[-2:]` of a whole shape: those entries
+            bounds = [_int_constant(b) for b in (node.slice.lower, node.slice.upper,
+                                                  node.slice.step)]
+            if all(b is not _NOT_INT for b in bounds):
+                return ast.copy_location(ast.Tuple(node.value.elts[slice(*bounds)],
+                                                   ast.Load()), node)
+        return node
 
     def visit_Attribute(self, node):
         param = node.value.id if isinstance(node.value, ast.Name) else None
