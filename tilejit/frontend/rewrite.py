@@ -834,9 +834,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
-    if over_constexprs(ks):
-        unroll_for(fdef, ks.namespace, constexprs)
-        left = live_comprehensions(fdef, {**ks.namespace, **constexprs},
+    if over_constexprs(ks):         # in the block's code (the prologue's are host Python)
+        launch = fdef.body[ks.launch_index]
+        unroll_for(fdef, launch, ks.namespace, constexprs)
+        left = live_comprehensions(launch, {**ks.namespace, **constexprs},
                                    assigned_names(fdef) - set(constexprs))
         if left:
             what = "a list comprehension" if isinstance(left[0], ast.ListComp) else \

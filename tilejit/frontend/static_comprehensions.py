@@ -40,24 +40,27 @@ def unroll_comprehensions(ks) -> None:
 
 
 def over_constexprs(ks) -> bool:
-    """Whether a comprehension the decorator left names a constexpr parameter
+    """Whether a comprehension the decorator left in the block's code (after ``with
+    T.Kernel``; the prologue's are host Python) names a constexpr parameter
     (``sum(W[k] for k in range(taps))``, taps a T.constexpr): it is unrolled per
     specialization (``unroll_for``), the simulator's program built per set of values."""
     names = set(ks.constexpr_params)
-    return bool(names) and any(
-        isinstance(n, ast.Name) and n.id in names for c in syntax.walk(ks.tree)
+    return bool(names) and ks.launch_index >= 0 and any(
+        isinstance(n, ast.Name) and n.id in names
+        for c in syntax.walk(ks.tree.body[ks.launch_index])
         if isinstance(c, (ast.GeneratorExp, ast.ListComp)) for n in syntax.walk(c))
 
 
-def unroll_for(fdef, namespace, constexprs) -> None:
-    """The comprehensions of ``fdef`` (a device program) over sequences its constexpr
-    parameters' values (``constexprs``) decide, unrolled in place."""
+def unroll_for(fdef, within, namespace, constexprs) -> None:
+    """The comprehensions in ``within`` (a statement of ``fdef``, a device program)
+    over sequences its constexpr parameters' values (``constexprs``) decide, unrolled
+    in place."""
     stored = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
               and isinstance(n.ctx, ast.Store)}
     constexprs = {k: v for k, v in constexprs.items() if k not in stored}
     unroll = _Unroll(namespace, assigned_names(fdef) - set(constexprs))
     unroll.known.update(constexprs)
-    unroll.visit(fdef)
+    unroll.visit(within)
 
 
 class _Unroll(syntax.NodeTransformer):
