@@ -222,7 +222,8 @@ class TilejitTypingContext(BaseContext):
         # two integers Numba would meet in float64 (int64 and uint64: the branches of
         # T.if_then_else(c, 3, x + 1) with an unsigned x, a variable assigned both): a
         # literal takes the other's type where it fits (as in arithmetic, harmonize, and
-        # TIR), else C's rule, the unsigned type
+        # TIR; numpy's where in the simulator alike); else float64 stays, as numpy
+        # meets them too
         if isinstance(first, types.Integer) and isinstance(second, types.Integer):
             met = super().unify_pairs(first, second)
             if not isinstance(met, types.Float):
@@ -231,7 +232,7 @@ class TilejitTypingContext(BaseContext):
                 if isinstance(lit, types.IntegerLiteral) and not isinstance(
                         other, types.IntegerLiteral) and _fits(lit.literal_value, other):
                     return other
-            return types.uint64
+            return met
         # a float literal meeting an integer (the branches of T.if_then_else, a variable
         # assigned both): float32, as the arithmetic of the two gives (harmonize)
         if {type(first), type(second)} & {WeakFloat} and any(
