@@ -63,6 +63,22 @@ def unsigned_select(X, Z):
 _UNSIGNED = [1, 5, 200, 0, 3, 4, 255, 2]
 
 
+@tilejit.kernel
+def unsigned_select_negative(X, Z, F):
+    """A literal the unsigned side cannot hold (-1): the two meet in int64 (float64
+    beside uint64 arithmetic), as Numba's typing meets them; the simulator's select
+    widens alike (numpy would wrap -1 to 255)."""
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(8):
+            Z[i] = T.if_then_else(X[i] > 3, -1, X[i])
+            F[i] = T.if_then_else(X[i] > 3, -1, X[i] + 1)
+
+
+def _negative_reference(x):
+    x = np.asarray(x, np.int64)
+    return np.where(x > 3, -1, x), np.where(x > 3, -1.0, x + 1.0)
+
+
 def test_an_integer_literal_branch_takes_the_unsigned_type(ptxas):
     z = np.zeros(8, np.int32)
     x = np.array(_UNSIGNED, np.uint8)
@@ -70,6 +86,17 @@ def test_an_integer_literal_branch_takes_the_unsigned_type(ptxas):
     np.testing.assert_array_equal(z, np.where(x > 3, 3, x.astype(np.int32) + 1))
     for arch in ("sm_80", "sm_90a"):
         ptxas(unsigned_select.compile(x, z, target="cuda", arch=arch).ptx, arch)
+
+
+def test_a_literal_the_unsigned_side_cannot_hold(ptxas):
+    x = np.array(_UNSIGNED, np.uint8)
+    z, f = np.zeros(8, np.int32), np.zeros(8, np.float32)
+    unsigned_select_negative(x, z, f)
+    want_z, want_f = _negative_reference(x)
+    np.testing.assert_array_equal(z, want_z)
+    np.testing.assert_array_equal(f, want_f)
+    ptxas(unsigned_select_negative.compile(x, z, f, target="cuda", arch="sm_90a").ptx,
+          "sm_90a")
 
 
 @pytest.mark.gpu
@@ -80,3 +107,7 @@ def test_an_integer_literal_branch_on_the_gpu():
     zs = np.zeros(8, np.int32)
     unsigned_select(x.cpu().numpy(), zs)
     assert z.cpu().tolist() == zs.tolist() == [2, 3, 3, 1, 4, 3, 3, 3]
+    f = torch.zeros(8, device="cuda")
+    unsigned_select_negative(x, z, f)
+    want_z, want_f = _negative_reference(_UNSIGNED)
+    assert z.cpu().tolist() == want_z.tolist() and f.cpu().tolist() == want_f.tolist()

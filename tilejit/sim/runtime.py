@@ -398,8 +398,10 @@ def ifexp(cond, then_fn, else_fn):
     if isinstance(a, tuple) or isinstance(b, tuple):    # `(x, 1.0) if c else (-x, 2.0)`
         a = a if isinstance(a, tuple) else (a,) * len(b)
         b = b if isinstance(b, tuple) else (b,) * len(a)
-        return tuple(np.where(cond, x, y) for x, y in zip(a, b))
-    return np.where(cond, a, b)
+        return tuple(np.where(cond, *numerics.wide_literal(x, y)) for x, y in zip(a, b))
+    # (a Python int the other side's integer type cannot hold: int64, or float64 beside
+    # a uint64, as the compiler's typing meets them, where numpy wrapped it)
+    return np.where(cond, *numerics.wide_literal(a, b))
 
 
 def shift(a, n, left: bool, a_static: bool = True):
