@@ -193,3 +193,59 @@ def test_shuffle_arguments_by_keyword_on_the_gpu():
     want = _segment_expected(a)
     torch.testing.assert_close(b.cpu(), want[0], rtol=1e-6, atol=1e-6)
     assert torch.equal(c.cpu(), want[1])
+
+
+@tilejit.kernel
+def shuffles_per_iteration(X, O, T_IDX, reads_thread: T.constexpr = False,
+                           branch: T.constexpr = False):
+    """`for tx in T.Parallel(64)` with 64 threads: iteration k runs on thread k, so a warp
+    primitive in the body runs across the iterations, as across the GPU's lanes (the
+    simulator had given every iteration lane 0's result), whether or not the kernel reads
+    its thread index elsewhere."""
+    with T.Kernel(1, threads=64):
+        if reads_thread:
+            t = T.get_thread_binding()
+            T_IDX[t] = t
+        for tx in T.Parallel(64):
+            if branch:
+                if tx < 5:
+                    O[tx] = T.shfl_xor(X[tx], 1)
+            else:
+                O[tx] = T.shfl_xor(X[tx], 1) + T.warp_reduce_sum(X[tx])
+
+
+def _per_iteration_reference(x):
+    x = np.asarray(x)
+    return x.reshape(32, 2)[:, ::-1].reshape(64) + np.repeat(x.reshape(2, 32).sum(1), 32)
+
+
+@pytest.mark.parametrize("reads_thread", [False, True])
+def test_a_shuffle_in_a_loop_of_one_iteration_per_thread(reads_thread, ptxas):
+    x = np.arange(64, dtype=np.float32)
+    o, t = np.zeros(64, np.float32), np.zeros(64, np.int32)
+    shuffles_per_iteration(x, o, t, reads_thread=reads_thread)
+    np.testing.assert_array_equal(o, _per_iteration_reference(x))
+    ptx = shuffles_per_iteration.compile(x, o, t, reads_thread=reads_thread, target="cuda",
+                                         arch="sm_90a").ptx
+    assert "shfl.sync.bfly" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+def test_a_shuffle_some_iterations_skip_is_reported():
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(ThreadCodeError, match="depends on the T.Parallel's index"):
+        shuffles_per_iteration(x, np.zeros(64, np.float32), np.zeros(64, np.int32),
+                               branch=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reads_thread", [False, True])
+def test_a_shuffle_in_a_loop_of_one_iteration_per_thread_on_the_gpu(reads_thread):
+    x = torch.randn(64)
+    o = torch.zeros(64, device="cuda")
+    t = torch.zeros(64, dtype=torch.int32, device="cuda")
+    shuffles_per_iteration(x.cuda(), o, t, reads_thread=reads_thread)
+    sim = np.zeros(64, np.float32)
+    shuffles_per_iteration(x.numpy(), sim, np.zeros(64, np.int32), reads_thread=reads_thread)
+    np.testing.assert_array_equal(o.cpu().numpy(), sim)
+    np.testing.assert_allclose(sim, _per_iteration_reference(x.numpy()), rtol=1e-5, atol=1e-5)

@@ -184,10 +184,16 @@ def parallel_vectorized(*extents, own_threads=False):
     # one value per row, not one per element)
     grids = np.indices(extents, dtype=np.int64, sparse=True)
     outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
+    outer_threads = STATE.iteration_threads
+    if own_threads and STATE.threads and int(np.prod(extents)) == STATE.threads:
+        # iteration k on thread k: a warp primitive in the body runs across the
+        # iterations (sim/warp.py), as it runs across the GPU's lanes
+        STATE.iteration_threads = np.arange(STATE.threads, dtype=np.int64).reshape(extents)
     try:
         yield grids[0] if len(extents) == 1 else tuple(grids)
     finally:
         STATE.parallel = outer
+        STATE.iteration_threads = outer_threads
 
 
 def parallel_scalar(*extents, own_threads=False):

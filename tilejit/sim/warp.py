@@ -30,7 +30,27 @@ from tilejit.sim.runtime import _caller_location
 WARP = 32
 
 
+def _iteration_lanes(value, name):
+    """In a T.Parallel of one iteration per thread (iteration k on thread k): the value
+    over the iterations, in the threads' order, or None elsewhere."""
+    each = STATE.iteration_threads
+    if STATE.lanes or each is None:
+        return None
+    mask = STATE.mask
+    if mask is not None and np.ndim(mask) > 0:
+        active = np.broadcast_to(mask, each.shape).reshape(-1)
+        if not np.all(active) and not _whole_warps(active):
+            raise ThreadCodeError(
+                f"T.{name} inside a branch that depends on the T.Parallel's index: every "
+                f"lane of the warp must reach a warp shuffle (the skipped lanes' values "
+                f"are undefined on the GPU){_caller_location(4)}")
+    return np.broadcast_to(np.asarray(value), each.shape).reshape(-1).copy()
+
+
 def _lanes(value, name):
+    per_iteration = _iteration_lanes(value, name)
+    if per_iteration is not None:
+        return per_iteration, STATE.iteration_threads.shape
     lanes = STATE.lanes or WARP
     active = _active() if STATE.lanes else None
     if active is not None and not np.all(active) and not _whole_warps(active):
@@ -54,6 +74,10 @@ def _whole_warps(active) -> bool:
 
 
 def _result(values, uniform):
+    """``uniform``: True (every thread holds the value: one of them), False (the lanes'
+    values), or the shape of the T.Parallel whose iterations are the lanes."""
+    if isinstance(uniform, tuple):
+        return values.reshape(uniform)
     return values[0].item() if uniform else values
 
 
