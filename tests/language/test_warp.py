@@ -249,3 +249,42 @@ def test_a_shuffle_in_a_loop_of_one_iteration_per_thread_on_the_gpu(reads_thread
     shuffles_per_iteration(x.numpy(), sim, np.zeros(64, np.int32), reads_thread=reads_thread)
     np.testing.assert_array_equal(o.cpu().numpy(), sim)
     np.testing.assert_allclose(sim, _per_iteration_reference(x.numpy()), rtol=1e-5, atol=1e-5)
+
+
+@tilejit.kernel
+def elected(C, group: T.constexpr = 128):
+    """TileLang's T.shuffle_elect(group): one thread of each group of `group` threads
+    (lane 0 of the group's first warp; 0: thread 0 of the block) counts itself."""
+    with T.Kernel(2, threads=256) as bx:
+        if T.shuffle_elect(group):
+            T.atomic_add(C[bx, T.get_thread_binding() // 32], 1)
+
+
+@pytest.mark.parametrize("group, warps", [(0, [0]), (32, list(range(8))), (128, [0, 4]),
+                                          (256, [0])])
+def test_shuffle_elect_elects_one_thread_per_group(group, warps, ptxas):
+    c = np.zeros((2, 8), np.int32)
+    elected(c, group=group)
+    want = np.zeros((2, 8), np.int32)
+    want[:, warps] = 1
+    np.testing.assert_array_equal(c, want)
+    ptxas(elected.compile(c, group=group, target="cuda", arch="sm_90a").ptx, "sm_90a")
+
+
+def test_shuffle_elect_takes_a_group_of_whole_warps():
+    with pytest.raises(tilejit.CompileError, match="0 or a multiple of 32, got 48"):
+        @tilejit.kernel
+        def odd(C):
+            with T.Kernel(1, threads=64):
+                if T.shuffle_elect(48):
+                    C[0] = 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("group", [0, 32, 128, 256])
+def test_shuffle_elect_on_the_gpu(group):
+    c = torch.zeros(2, 8, dtype=torch.int32, device="cuda")
+    elected(c, group=group)
+    sim = np.zeros((2, 8), np.int32)
+    elected(sim, group=group)
+    np.testing.assert_array_equal(c.cpu().numpy(), sim)

@@ -5,6 +5,9 @@
     T.tvm_warp_shuffle(m, v, lane, w, 32)      →  T.shfl_sync(v, lane, w, m)
     T.tvm_warp_shuffle_down(m, v, d, w, 32)    →  T.shfl_down(v, d, w, m)   (_up alike)
     T.call_extern("float32", "fmaxf", a, b)    →  T.cast(T.max(a, b), "float32")
+    T.shuffle_elect(n)                         →  tx == 0 if n == 0 else
+                                                  tx // 32 % (n // 32) == 0 and tx % 32 == 0
+                                                  (tx: T.get_thread_binding())
 
 A warp size other than 32, or an external function tilejit does not know, is a
 ``CompileError`` at the call."""
@@ -61,7 +64,42 @@ class _Calls(syntax.NodeTransformer):
                                      node)
         if fn is tvm_calls.call_extern:
             return ast.copy_location(self._extern(node), node)
+        if fn is tvm_calls.shuffle_elect:
+            return ast.copy_location(self._elect(node), node)
         return node
+
+    def _elect(self, node):
+        """One thread of each group of ``thread_extent`` threads: lane 0 of the group's
+        first warp (TileLang's ``tl_shuffle_elect``: the group's warp index 0 and
+        ``elect.sync``, which elects lane 0 of a whole warp); 0: thread 0 of the block.
+        A constant extent is checked here; a compile-time name (a constexpr) is used as
+        given: ``tx == 0 if n == 0 else tx // 32 % max(n // 32, 1) == 0 and tx % 32 ==
+        0``."""
+        given = {k.arg: k.value for k in node.keywords}
+        args = list(node.args) + ([given.pop("thread_extent")] if "thread_extent" in given
+                                  else [])
+        if len(args) != 1 or given:
+            raise self.ks.error("T.shuffle_elect takes one argument, thread_extent", node)
+        extent = args[0]
+        if isinstance(extent, ast.Constant) and (
+                not isinstance(extent.value, int) or isinstance(extent.value, bool)
+                or extent.value < 0 or extent.value % 32):
+            raise self.ks.error("T.shuffle_elect(thread_extent) takes a number of threads, "
+                                f"0 or a multiple of 32, got {extent.value!r}", node)
+
+        def tx():
+            return _language("get_thread_binding", [ast.Constant(0)])
+
+        def eq(a, b):
+            return ast.Compare(a, [ast.Eq()], [b])
+        # (at least 1: the side n == 0 does not take is compiled too)
+        warps = _language("max", [ast.BinOp(extent, ast.FloorDiv(), ast.Constant(32)),
+                                  ast.Constant(1)])
+        groups = ast.BinOp(ast.BinOp(tx(), ast.FloorDiv(), ast.Constant(32)), ast.Mod(), warps)
+        elect = ast.BoolOp(ast.And(), [eq(groups, ast.Constant(0)),
+                                       eq(ast.BinOp(tx(), ast.Mod(), ast.Constant(32)),
+                                          ast.Constant(0))])
+        return ast.IfExp(eq(extent, ast.Constant(0)), eq(tx(), ast.Constant(0)), elect)
 
     def _extern(self, node):
         # TileLang's T.call_extern takes its dtype first or as `dtype=` (then the name is

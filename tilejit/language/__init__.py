@@ -64,7 +64,8 @@ from tilejit.language.warp import (activemask, all_sync, any_sync, ballot, ballo
                                    match_all_sync, match_any_sync, sync_warp,
                                    syncthreads_and, syncthreads_count, syncthreads_or)
 from tilejit.language.warp import __ffs, __fns
-from tilejit.language.tvm_calls import (call_extern, thread_return,  # noqa: F401
+from tilejit.language.tvm_calls import (call_extern, shuffle_elect,  # noqa: F401
+                                        thread_return,
                                         tvm_warp_activemask, tvm_warp_shuffle,
                                         tvm_warp_shuffle_down, tvm_warp_shuffle_up)
 from tilejit.language.thread_allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce

@@ -2,8 +2,9 @@
 writes as tilejit's own (``frontend/tvm_calls.py``): ``T.thread_return()`` (a thread's
 early exit), ``T.tvm_warp_activemask()`` and ``T.tvm_warp_shuffle{,_down,_up}(mask,
 value, lane_or_delta, width, warp_size)`` (the warp shuffles), and ``T.call_extern(dtype,
-name, *args)`` of a CUDA math library function (``CUDA_MATH``). Called as Python outside
-a kernel they say so."""
+name, *args)`` of a CUDA math library function (``CUDA_MATH``), and TileLang's
+``T.shuffle_elect(thread_extent)`` (one thread per group, by the thread index). Called as
+Python outside a kernel they say so."""
 from __future__ import annotations
 
 # CUDA's math functions a program may name in T.call_extern: tilejit's function of the
@@ -65,5 +66,13 @@ def call_extern(dtype, func_name, *args):
     return _kernel_only("call_extern")()
 
 
+def shuffle_elect(thread_extent):
+    """TileLang's ``T.shuffle_elect(thread_extent)``: true in one thread of each group of
+    ``thread_extent`` threads (a multiple of 32): lane 0 of the group's first warp, the
+    lane ``elect.sync`` elects in a whole warp; ``0``: one thread of the block (thread
+    0)."""
+    return _kernel_only("shuffle_elect")()
+
+
 NAMES = ("thread_return", "tvm_warp_activemask", "tvm_warp_shuffle", "tvm_warp_shuffle_down",
-         "tvm_warp_shuffle_up", "call_extern")
+         "tvm_warp_shuffle_up", "call_extern", "shuffle_elect")
