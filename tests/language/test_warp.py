@@ -288,3 +288,36 @@ def test_shuffle_elect_on_the_gpu(group):
     sim = np.zeros((2, 8), np.int32)
     elected(sim, group=group)
     np.testing.assert_array_equal(c.cpu().numpy(), sim)
+
+
+def _pair_sum(val, mask):
+    """A plain helper passing the shuffle's mask by keyword (the Birkhoff projection's)."""
+    val += T.shfl_xor(val, 1, mask=mask)
+    return val
+
+
+@tilejit.kernel
+def pair_sums_in_a_helper(X, O):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        O[tx] = _pair_sum(X[tx], 0xFFFFFFFF)
+
+
+def test_shuffle_keywords_in_a_helper_the_kernel_inlines(ptxas):
+    x = np.arange(32, dtype=np.float32)
+    o = np.zeros(32, np.float32)
+    pair_sums_in_a_helper(x, o)
+    np.testing.assert_array_equal(o, np.repeat(x.reshape(16, 2).sum(1), 2))
+    ptx = pair_sums_in_a_helper.compile(x, o, target="cuda", arch="sm_80").ptx
+    assert "shfl.sync.bfly" in ptx
+    ptxas(ptx, "sm_80")
+
+
+@pytest.mark.gpu
+def test_shuffle_keywords_in_a_helper_on_the_gpu():
+    x = torch.randn(32)
+    o = torch.zeros(32, device="cuda")
+    pair_sums_in_a_helper(x.cuda(), o)
+    sim = np.zeros(32, np.float32)
+    pair_sums_in_a_helper(x.numpy(), sim)
+    np.testing.assert_array_equal(o.cpu().numpy(), sim)

@@ -17,6 +17,7 @@ from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.references import current_namespace, user_function
 from tilejit.frontend.source import function_def_from_file
+from tilejit.frontend.shuffle_keywords import positional_shuffles
 from tilejit.frontend.static_sequences import static_sequences
 
 
@@ -70,7 +71,8 @@ def device_code(fn: FunctionType):
       {d}"``, TileLang's dequantizing helpers: Numba cannot format them on the device;
       the condition stays);
     - its lists of a length known from its text made tuples (``static_sequences.py``;
-      a list appended to in a loop is a CompileError at its line).
+      a list appended to in a loop is a CompileError at its line);
+    - its warp shuffles' keyword arguments by position (``shuffle_keywords.py``).
 
     A closure's (a helper defined in the kernel's factory, reading its sizes) is made
     inside a function that binds the same free names, so that it takes ``fn``'s cells (the
@@ -83,7 +85,11 @@ def device_code(fn: FunctionType):
                and not isinstance(n.msg, ast.Constant)]
     for node in asserts:
         node.msg = ast.Constant(ast.unparse(node.msg))      # its source text instead
-    if not static_sequences(fdef, filename, current_namespace(fn)) and not asserts:
+    def error(message, node):
+        return CompileError(message, filename, getattr(node, "lineno", None))
+    shuffles = positional_shuffles(fdef, current_namespace(fn), error)
+    if not static_sequences(fdef, filename, current_namespace(fn)) and not asserts \
+            and not shuffles:
         return None
     fdef.decorator_list = []
     free = fn.__code__.co_freevars

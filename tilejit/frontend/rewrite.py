@@ -30,6 +30,7 @@ from tilejit import language as T
 from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.analysis import plain_value
+from tilejit.frontend.shuffle_keywords import SHUFFLES, positional_shuffle
 from tilejit.frontend.static_comprehensions import (live_comprehensions, over_constexprs,
                                                     unroll_for)
 from tilejit.frontend.attribute_chains import fold_attribute_chains
@@ -44,7 +45,6 @@ from tilejit.frontend.negative_indices import legalize_negative_indices
 from tilejit.frontend.parallel_nests import rewrite_parallel_nests
 from tilejit.frontend.persistent import rewrite_persistent
 from tilejit.frontend.source import (KernelSource, alloc_var_arguments, assigned_names,
-                                     bound_arguments,
                                      block_index_names, flatten_statements, kernel_call,
                                      resolve_static)
 from tilejit.frontend.async_copies import rewrite_async_copies
@@ -445,21 +445,6 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.Tuple(node.elts, ast.Load()), node)
         return node
 
-    def _shuffle_keywords(self, node, target):
-        """``T.shfl_xor(v, delta, width=w, mask=m)`` (TileOPs' arg-reductions) by
-        position: the typing takes the arguments in order, a width left out 32."""
-        names = _SHUFFLES[target]
-        given = bound_arguments(node, names, lambda arg: self.error(
-            f"T.{target.__name__}({', '.join(names)}): unexpected or repeated argument "
-            f"{arg!r}", node))
-        if names[1] not in given or names[0] not in given:
-            raise self.error(f"T.{target.__name__} needs {names[0]} and {names[1]}", node)
-        if "mask" in given:
-            given.setdefault("width", ast.Constant(32))
-        node.args = [given[n] for n in names if n in given]
-        node.keywords = []
-        return node
-
     def _storage_sync(self, node):
         """``T.tvm_storage_sync("shared")``: ``T.sync_threads()`` (``"warp"``:
         ``T.sync_warp()``)."""
@@ -534,8 +519,8 @@ class _DeviceForms(syntax.NodeTransformer):
                              "argument", node)
         if target is T.tvm_storage_sync:
             return self._storage_sync(node)
-        if target in _SHUFFLES and node.keywords:
-            return self._shuffle_keywords(node, target)
+        if target in SHUFFLES and node.keywords:
+            return positional_shuffle(node, target, self.error)
         if target is T.func_attr:       # TVM's function attributes: nothing tilejit uses
             return ast.copy_location(ast.Constant(None), node)
         if target in (T.And, T.Or) and len(node.args) == 2 and not node.keywords:
@@ -993,12 +978,6 @@ def _copy_operands_positional(node: ast.Call) -> ast.Call:
             args.append(given[0].value)
     rest = [k for k in node.keywords if k.arg not in ("src", "dst")]
     return ast.copy_location(ast.Call(node.func, args, rest), node)
-
-
-_SHUFFLES = {T.shfl_xor: ("value", "delta", "width", "mask"),
-             T.shfl_down: ("value", "delta", "width", "mask"),
-             T.shfl_up: ("value", "delta", "width", "mask"),
-             T.shfl_sync: ("value", "src_lane", "width", "mask")}
 
 
 def _static_getattr(call: ast.Call, namespace) -> ast.Attribute | None:
