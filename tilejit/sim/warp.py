@@ -5,7 +5,9 @@ value is an array over the block's threads, and lane ``t`` of warp ``t // 32`` i
 element ``t``. The reductions combine in the GPU's order (a butterfly: lane ``l`` adds
 lane ``l ^ 16``, then ``l ^ 8`` … ``l ^ 1``), so floating-point sums agree with the
 device bit for bit. In a kernel that does not, every thread holds the same value, and
-the primitives act on 32 copies of it. A primitive under a branch that some threads skip
+the primitives act on 32 copies of it; but in a T.Parallel of one iteration per thread
+(iteration k on thread k, ``runtime.parallel_vectorized``'s ``own_threads``) they act
+across the iterations, as across the GPU's lanes. A primitive under a branch that some threads skip
 is a ``ThreadCodeError``: on the GPU the skipped lanes' values are undefined.
 
 The votes (``T.any_sync``, ``T.all_sync``, ``T.ballot_sync``) run over the lanes of
