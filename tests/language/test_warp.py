@@ -321,3 +321,38 @@ def test_shuffle_keywords_in_a_helper_on_the_gpu():
     sim = np.zeros(32, np.float32)
     pair_sums_in_a_helper(x.numpy(), sim)
     np.testing.assert_array_equal(o.cpu().numpy(), sim)
+
+
+@tilejit.kernel
+def shuffle_of_two_iterations_per_thread(X, O):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(64):
+            O[i] = T.shfl_xor(X[i], 1)
+
+
+def test_a_shuffle_in_a_loop_of_more_iterations_than_threads_is_reported():
+    """Which lanes meet depends on how the compiler spreads 64 iterations over 32 threads:
+    the simulator does not guess (it had given every iteration lane 0's result)."""
+    with pytest.raises(ThreadCodeError, match="not one per thread"):
+        shuffle_of_two_iterations_per_thread(np.zeros(64, np.float32),
+                                             np.zeros(64, np.float32))
+
+
+@tilejit.kernel
+def shuffle_in_a_loop_run_one_iteration_at_a_time(X, O):
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            v = X[i]
+            for _ in T.serial(4):
+                if v > 10.0:
+                    T.loop_break()       # (a break: the simulator runs the iterations in turn)
+                v += T.shfl_xor(v, 1)
+            O[i] = v
+
+
+def test_a_shuffle_in_a_loop_the_simulator_runs_one_iteration_at_a_time_is_reported():
+    """Each iteration runs alone there, with no other iteration's value to exchange: an
+    error, not the wrong answer it gave."""
+    with pytest.raises(ThreadCodeError, match="one iteration at a time"):
+        shuffle_in_a_loop_run_one_iteration_at_a_time(np.zeros(32, np.float32),
+                                                      np.zeros(32, np.float32))

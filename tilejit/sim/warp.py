@@ -53,6 +53,23 @@ def _lanes(value, name):
     per_iteration = _iteration_lanes(value, name)
     if per_iteration is not None:
         return per_iteration, STATE.iteration_threads.shape
+    if not STATE.lanes and getattr(STATE.parallel, "lane", None) is not None:
+        # (a body with break, continue, while or a per-iteration local array runs one
+        # iteration at a time: no other iteration's value is there to exchange)
+        raise ThreadCodeError(
+            f"T.{name} in a T.Parallel the simulator runs one iteration at a time (its "
+            f"body has a break, continue, while, or a T.alloc_local array): a warp "
+            f"primitive there is not simulated; write the loop's per-thread code with "
+            f"T.get_thread_binding() in place of the T.Parallel{_caller_location(3)}")
+    if not STATE.lanes and STATE.parallel is not None and np.ndim(value) > 0 and \
+            np.size(value) > 1:
+        # a value over a T.Parallel's iterations that are not one per thread: which
+        # lanes meet is the compiler's distribution of them, not the program's
+        raise ThreadCodeError(
+            f"T.{name} in a T.Parallel whose iterations are not one per thread (a value "
+            f"over {np.size(value)} iterations): which lanes a warp primitive joins "
+            f"depends on how the compiler spreads them; give the loop as many iterations "
+            f"as the block has threads, or use T.get_thread_binding(){_caller_location(3)}")
     lanes = STATE.lanes or WARP
     active = _active() if STATE.lanes else None
     if active is not None and not np.all(active) and not _whole_warps(active):
