@@ -31,8 +31,7 @@ from tilejit.errors import AssumptionError
 from tilejit.frontend.assumptions import RaiseAssumptions
 from tilejit.frontend.analysis import plain_value
 from tilejit.frontend.shuffle_keywords import SHUFFLES, positional_shuffle
-from tilejit.frontend.static_comprehensions import (live_comprehensions, over_constexprs,
-                                                    unroll_for)
+from tilejit.frontend.static_comprehensions import unroll_constexpr_comprehensions
 from tilejit.frontend.attribute_chains import fold_attribute_chains
 from tilejit.frontend.host_queries import replace_host_queries
 from tilejit.frontend.mma_emitter_calls import expand_emitter_calls
@@ -819,17 +818,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
-    if over_constexprs(ks):         # in the block's code (the prologue's are host Python)
-        launch = fdef.body[ks.launch_index]
-        unroll_for(fdef, launch, ks.namespace, constexprs)
-        left = live_comprehensions(launch, {**ks.namespace, **constexprs},
-                                   assigned_names(fdef) - set(constexprs))
-        if left:
-            what = "a list comprehension" if isinstance(left[0], ast.ListComp) else \
-                "a generator expression"
-            raise ks.error(f"unsupported in a kernel: {what} (only one over a sequence "
-                           f"compile-time values give, such as range of constexprs, is "
-                           f"unrolled)", left[0])
+    # comprehensions over a constexpr's sequence in the block's code, unrolled
+    unroll_constexpr_comprehensions(ks, fdef, constexprs)
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,
                          constexprs=constexprs)
     # T.unroll loops whose gemm regions move with their index, unrolled (before

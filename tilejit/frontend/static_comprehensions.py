@@ -151,6 +151,25 @@ class _Unroll(syntax.NodeTransformer):
         return None if value is _NO else bool(value)
 
 
+def unroll_constexpr_comprehensions(ks, fdef, constexprs) -> None:
+    """In ``fdef`` (a copy of the kernel's tree), the comprehensions of the block's code
+    that name constexprs unrolled for ``constexprs``' values (the prologue's are host
+    Python); one they leave, outside the branches those values rule out, is a
+    CompileError at its line."""
+    if not over_constexprs(ks):
+        return
+    launch = fdef.body[ks.launch_index]
+    unroll_for(fdef, launch, ks.namespace, constexprs)
+    left = live_comprehensions(launch, {**ks.namespace, **constexprs},
+                               assigned_names(fdef) - set(constexprs))
+    if left:
+        what = "a list comprehension" if isinstance(left[0], ast.ListComp) else \
+            "a generator expression"
+        raise ks.error(f"unsupported in a kernel: {what} (only one over a sequence "
+                       f"compile-time values give, such as range of constexprs, is "
+                       f"unrolled)", left[0])
+
+
 def live_comprehensions(fdef, namespace, assigned) -> list:
     """The comprehensions left in ``fdef`` outside the branches its compile-time
     conditions (``if bad:`` of a constexpr) rule out."""
