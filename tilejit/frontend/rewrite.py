@@ -209,6 +209,7 @@ class _DeviceForms(syntax.NodeTransformer):
         self.variables = {}     # name -> the dtype expression of its T.alloc_var
         self.parallel = 0       # T.Parallel loops around the statement visited
         self.assigned = None    # the names the kernel binds (visit_FunctionDef)
+        self.stored = set()     # the names the kernel's body stores to
 
     # T.any_of(X[...]) / T.all_of(X) in an `if` test or an assignment: a loop over the
     # elements before the statement, into a flag the statement reads
@@ -220,7 +221,9 @@ class _DeviceForms(syntax.NodeTransformer):
     def visit_FunctionDef(self, node):
         if self.assigned is None:       # the kernel's own names (its locals)
             self.assigned = assigned_names(node)
-            self.kernel = node
+            # (a constexpr the body stores to is not its parameter's value there)
+            self.stored = {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)
+                           and isinstance(n.ctx, ast.Store)}
         return self.generic_visit(node)
 
     def _python_math(self, node):
@@ -229,9 +232,7 @@ class _DeviceForms(syntax.NodeTransformer):
         computed here as TileLang's parser computes it in Python; else the call as
         written."""
         known = {k: v for k, v in self.namespace.items() if k not in (self.assigned or ())}
-        stored = {n.id for n in syntax.walk(self.kernel) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, ast.Store)}
-        known.update({k: v for k, v in self.constexprs.items() if k not in stored})
+        known.update({k: v for k, v in self.constexprs.items() if k not in self.stored})
         values = [plain_value(a, known, (int, float)) for a in node.args]
         if not node.keywords and all(known for _, known in values):
             try:

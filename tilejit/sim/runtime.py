@@ -585,7 +585,8 @@ def divide(a, b, op: str):
     Python int that does not fit the other operand's integer type (``x // -3`` of a
     uint8 x) widens the two to int64, as the compiler's typing does (Numba's rule where
     ``harmonize`` gives none), where numpy raises OverflowError."""
-    a, b = numerics.wide_literal(a, b)
+    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
+        a, b = numerics.wide_literal(a, b)      # (Python numbers: as Python divides them)
     return a // b if op == "floordiv" else a % b
 
 
