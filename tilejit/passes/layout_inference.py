@@ -1505,9 +1505,16 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
             continue
         # a loop over part of a fragment and that fragment derive from each other: the
         # loop's layout is chosen first (a T.Parallel distribution of its own shape)
+        # else a loop's own fragment before the fragments it reads by a subset of its
+        # indices (Mamba3's `PsiV[cs, r, p] = v[cs, p] * Psi[r, p]`: Psi follows PsiV's
+        # distribution, each thread holding the Psi elements its PsiV elements read)
         roots = [r for r in pending if r not in targets] or [
             r for r in pending if any(k == _EXPAND and groups.find(s) == r
-                                      for s, _, _, k, *_ in derived)][:1] or pending[:1]
+                                      for s, _, _, k, *_ in derived)][:1] or [
+            r for r in pending if any(k is False and not o and dm and groups.find(s) == r
+                                      and groups.find(d) in pending
+                                      for s, d, dm, k, _, _, o in derived)][:1] \
+            or pending[:1]
         for root in roots:
             names = members[root]
             dtypes = [tiles[n].dtype for n in names]
@@ -1565,6 +1572,15 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
                 f"{ctx.source_line(chosen[rs][2])}), and {have[3]} (line {have[2]}: "
                 f"{ctx.source_line(have[2])}); a view shares its fragment's registers, so "
                 f"the two must agree", line)
+        if keep is False and not optional and isinstance(want, DigitLayout) \
+                and not isinstance(have[0], DigitLayout) and same_layout(want, have[0]) \
+                and _holders(have[0]) < _holders(want):
+            # a fragment read by a subset of a loop's indices, its layout chosen as a
+            # distribution of its own before the loop's: the same placement, but the
+            # distribution's own form leaves the threads beyond its elements empty,
+            # while the loop's threads there read its replicas; its digit form holds them
+            chosen[rd] = (want,) + have[1:]
+            continue
         if not same_layout(want, have[0]):
             conflict = _DerivationConflict([(have[4], have[2]), (
                 src if keep == _RESTRICT else dst, line)])
@@ -1585,6 +1601,17 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
         for n in names:
             tiles[n].layout, tiles[n].indexing = layout, ix
             tiles[n].layout_reason = f"{reason} (line {line})"
+
+
+def _holders(layout) -> int:
+    """How many of the block's threads hold elements of ``layout``: in a digit form all
+    of them (those past its digits hold replicas); in a distribution's own form those
+    its thread layout reaches, times its replicas."""
+    if isinstance(layout, DigitLayout):
+        return layout.threads
+    if isinstance(layout, ParallelLayout):
+        return min(layout.threads, -(-math.prod(layout.shape) // layout.vec))
+    return layout.thread_layout.cosize * layout.replicate
 
 
 def _is_atomic(node) -> bool:
