@@ -8,7 +8,9 @@ device bit for bit. In a kernel that does not, every thread holds the same value
 the primitives act on 32 copies of it; but in a T.Parallel of one iteration per thread
 (iteration k on thread k, ``runtime.parallel_vectorized``'s ``own_threads``) they act
 across the iterations, as across the GPU's lanes. A primitive under a branch that some threads skip
-is a ``ThreadCodeError``: on the GPU the skipped lanes' values are undefined.
+is a ``ThreadCodeError``: on the GPU the skipped lanes' values are undefined; a shuffle
+whose mask names only lanes that run it with the same mask (half-warps apart, each
+with its own) is not, and reading a lane outside the mask is.
 
 The votes (``T.any_sync``, ``T.all_sync``, ``T.ballot_sync``) run over the lanes of
 their mask, as ``vote.sync`` does: a lane whose mask does not name it, or a lane of some
@@ -32,7 +34,7 @@ from tilejit.sim.runtime import _caller_location
 WARP = 32
 
 
-def _iteration_lanes(value, name):
+def _iteration_lanes(value, name, members=None):
     """In a T.Parallel of one iteration per thread (iteration k on thread k): the value
     over the iterations, in the threads' order, or None elsewhere."""
     each = STATE.iteration_threads
@@ -41,7 +43,8 @@ def _iteration_lanes(value, name):
     mask = STATE.mask
     if mask is not None and np.ndim(mask) > 0:
         active = np.broadcast_to(mask, each.shape).reshape(-1)
-        if not np.all(active) and not _whole_warps(active):
+        if not np.all(active) and not _whole_warps(active) and \
+                not _masked(members, active, name):
             raise ThreadCodeError(
                 f"T.{name} inside a branch that depends on the T.Parallel's index: every "
                 f"lane of the warp must reach a warp shuffle (the skipped lanes' values "
@@ -49,8 +52,39 @@ def _iteration_lanes(value, name):
     return np.broadcast_to(np.asarray(value), each.shape).reshape(-1).copy()
 
 
-def _lanes(value, name):
-    per_iteration = _iteration_lanes(value, name)
+def _masked(members, active, name) -> bool:
+    """Whether a shuffle under a branch names in its mask only lanes that run it, with
+    the same mask (``mask=0xFFFF`` in half-warps that part ways): ``_members`` checks it
+    as ``shfl.sync`` requires. The full mask keeps the branch error."""
+    if members is None:
+        return False
+    masks = np.broadcast_to(np.asarray(members, dtype=np.int64) & FULL, active.shape)
+    if np.all(masks[active] == FULL):
+        return False
+    _members(masks, active, name)
+    return True
+
+
+def _sources(mask, lane, src, name):
+    """A shuffle that reads a lane outside the reading lane's mask reads an undefined
+    value on the GPU (PTX ISA, shfl.sync): an error here."""
+    masks = np.broadcast_to(np.asarray(mask, dtype=np.int64) & FULL, lane.shape)
+    if np.all(masks == FULL):
+        return
+    active = _active() if STATE.lanes else None
+    active = np.ones(lane.shape, bool) if active is None else np.broadcast_to(active, lane.shape)
+    named = (masks >> (src % WARP)) & 1
+    bad = np.flatnonzero(active & (named == 0))
+    if bad.size:
+        t = int(bad[0])
+        raise ThreadCodeError(
+            f"T.{name}: lane {t % WARP} of warp {t // WARP} reads lane {int(src[t]) % WARP}, "
+            f"which its mask {int(masks[t]):#010x} does not name (undefined on the GPU)"
+            f"{_caller_location(3)}")
+
+
+def _lanes(value, name, members=None):
+    per_iteration = _iteration_lanes(value, name, members)
     if per_iteration is not None:
         return per_iteration, STATE.iteration_threads.shape
     if not STATE.lanes and getattr(STATE.parallel, "lane", None) is not None:
@@ -72,7 +106,8 @@ def _lanes(value, name):
             f"as the block has threads, or use T.get_thread_binding(){_caller_location(3)}")
     lanes = STATE.lanes or WARP
     active = _active() if STATE.lanes else None
-    if active is not None and not np.all(active) and not _whole_warps(active):
+    if active is not None and not np.all(active) and not _whole_warps(active) and \
+            not _masked(members, np.asarray(active, dtype=bool), name):
         raise ThreadCodeError(
             f"T.{name} inside a branch that depends on the thread index: every lane of the "
             f"warp must reach a warp shuffle (the skipped lanes' values are undefined on "
@@ -120,11 +155,14 @@ def _butterfly(name, combine):
 
 def _shuffle(name, source):
     def shuffle(value, delta, width=WARP, mask=0xFFFFFFFF):
-        x, uniform = _lanes(value, name)
+        x, uniform = _lanes(value, name, mask)
         w = _width(width, name)
         lane = np.arange(x.shape[0])
         d = np.broadcast_to(np.asarray(delta, dtype=np.int64), lane.shape)
-        return _result(x[source(lane, d, w)], uniform)
+        src = source(lane, d, w)
+        if uniform is False:
+            _sources(mask, lane, src, name)
+        return _result(x[src], uniform)
     shuffle.__name__ = name
     return shuffle
 

@@ -1,5 +1,5 @@
 """Lowering of the warp primitives (``language/warp.py``), NVPTX: ``shfl.sync`` with the
-full mask, values moved as ``reductions.exchange_value`` moves them;
+call's mask (the full one by default), values moved as ``reductions.exchange_value`` moves them;
 the reductions are butterflies (lane ``l`` combines with ``l ^ 16``, ``l ^ 8`` … ``l ^ 1``:
 every lane ends with the warp's result, in the order the simulator reproduces)."""
 from __future__ import annotations
@@ -30,11 +30,18 @@ def _whole_cuda_warps(what, kind="warp shuffles"):
                            f"the block has {threads} threads: use a multiple of 32")
 
 
-def _shuffle(builder, kind, v, lane, clamp):
-    """``v`` of the lane ``shfl.sync.<kind>`` names (``lane``, ``clamp``: i32)."""
+def _shuffle(builder, kind, v, lane, clamp, mask=None):
+    """``v`` of the lane ``shfl.sync.<kind>`` names (``lane``, ``clamp``, ``mask``: i32;
+    the full mask when None)."""
     fn = intrinsic(builder, f"llvm.nvvm.shfl.sync.{kind}.i32", I32, [I32] * 4)
-    return exchange_value(builder, v,
-                          lambda x: builder.call(fn, [ir.Constant(I32, FULL), x, lane, clamp]))
+    mask = ir.Constant(I32, FULL) if mask is None else mask
+    return exchange_value(builder, v, lambda x: builder.call(fn, [mask, x, lane, clamp]))
+
+
+def _as_i32(builder, value):
+    if value.type == I32:
+        return value
+    return builder.trunc(value, I32) if value.type.width > 32 else builder.zext(value, I32)
 
 
 def _clamp(builder, kind, width):
@@ -75,7 +82,10 @@ def _register_shuffles():
             _whole_cuda_warps(fn.__name__)
             lane = builder.trunc(args[1], I32)
             width = args[2] if len(args) > 2 else I64(32)
-            return _shuffle(builder, kind, args[0], lane, _clamp(builder, kind, width))
+            # the lanes of the mask run the shuffle together (half-warps apart in
+            # divergent code: ``mask=0xFFFF`` and ``0xFFFF0000``)
+            mask = _as_i32(builder, args[3]) if len(args) > 3 else None
+            return _shuffle(builder, kind, args[0], lane, _clamp(builder, kind, width), mask)
         for n in (2, 3, 4):
             lower(fn, *[types.Any] * n)(impl)
 
