@@ -255,15 +255,41 @@ def count_positive(C, x):
     return x * 0
 
 
-def test_an_element_atomic_in_a_helper_that_cannot_be_inlined_says_why():
+def test_an_element_atomic_in_a_helper_with_an_early_return_is_inlined():
+    """(Before the early returns were restructured, tail_returns.py, this helper could
+    not be inlined, and a device function cannot hold an element atomic: an error.)"""
     @T.prim_func
     def main(A: T.Tensor((8,), "float32"), C: T.Tensor((1,), "int32"),
              B: T.Tensor((8,), "float32")):
         with T.Kernel(1, threads=32):
             for i in T.Parallel(8):
                 B[i] = count_positive(C, A[i])
-    with pytest.raises(tilejit.CompileError, match=r"count_positive\(\), called here: its "
-                                                   r"only `return` may be its last"):
+    a = torch.tensor([1.0, -2.0, 3.0, 0.0, -1.0, 5.0, 2.0, -3.0])
+    c, b = torch.zeros(1, dtype=torch.int32), torch.zeros(8)
+    tilejit.compile(main)(a, c, b)
+    torch.testing.assert_close(b, torch.where(a > 0, a, a * 0))
+    assert c.item() == 4
+    ptx = tilejit.compile(main, target="cuda").get_kernel_source(arch="sm_90a")
+    assert "atom.global.add" in ptx or "red.global.add" in ptx
+
+
+def first_positive(C, x):
+    for k in T.serial(4):
+        if x > k:
+            T.atomic_add(C[0], 1)
+            return x
+    return x * 0
+
+
+def test_a_return_inside_a_loop_of_a_helper_to_inline_says_why():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), C: T.Tensor((1,), "int32"),
+             B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(8):
+                B[i] = first_positive(C, A[i])
+    with pytest.raises(tilejit.CompileError, match=r"first_positive\(\), called here: a "
+                                                   r"`return` inside a loop or `with`"):
         tilejit.compile(main, target="cuda").get_kernel_source(arch="sm_90a")
 
 

@@ -34,6 +34,8 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import as_macro, is_helper
+from tilejit.frontend.object_arguments import (callee_function, drop_parameters,
+                                               object_parameters, without_parameters)
 from tilejit.frontend.references import LIBRARY_MODULES, current_namespace, user_function
 from tilejit.language.dtypes import as_dtype, is_torch_dtype
 
@@ -58,7 +60,8 @@ class _ChainFolder(syntax.NodeTransformer):
         self.namespace = namespace
         self.error = error
         self.memo = memo              # function -> its folded T.macro (None: unchanged)
-        self.outside = set(namespace) - _bound_names(fdef)
+        self.local = _bound_names(fdef)
+        self.outside = set(namespace) - self.local
         self.bound: dict[str, str] = {}     # "cfg.BLOCK" -> the global's name
         self.changed = False
 
@@ -94,6 +97,24 @@ class _ChainFolder(syntax.NodeTransformer):
             self.bound[dotted] = name
         self.changed = True
         return ast.copy_location(ast.Name(name, ast.Load()), node)
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        if not isinstance(node.func, ast.Name) or node.func.id not in self.namespace or \
+                node.func.id in self.local:
+            return node
+        fn = callee_function(self.namespace[node.func.id])
+        fixed = fn and object_parameters(
+            fn, node, lambda n: None if n in self.local else self.namespace.get(n))
+        if not fixed:
+            return node
+        special = _specialized_macro(fn, fixed, self.memo)
+        if special is None:
+            return node
+        name = _global_name(f"{fn.__name__}.objects", self.namespace)
+        self.namespace[name] = special
+        self.changed = True
+        return without_parameters(node, fn, fixed, name)
 
     def _fold(self, dotted, values, root, node):
         """The value the chain's global is bound to, or _LEAVE (Numba types it)."""
@@ -321,3 +342,35 @@ def _folded_macro(value, memo):
     new.__module__ = fn.__module__
     memo[fn] = T.macro(new)
     return memo[fn]
+
+
+def _specialized_macro(fn, fixed: dict, memo):
+    """A ``T.macro`` of ``fn`` without the parameters of ``fixed``, its body reading each
+    as a global bound to its object (``object_arguments.py``), chains folded; one per
+    function and objects; None without its source."""
+    # breaking a circle: source.py imports the module this one imports (references.py)
+    from tilejit.frontend.source import function_def_from_file
+    key = (fn, tuple(sorted((k, id(v)) for k, v in fixed.items())))
+    if key in memo:
+        return memo[key][0]
+    found = function_def_from_file(fn)
+    if found is None:
+        return None
+    filename, fdef = found
+    defaults, kwdefaults = drop_parameters(fdef, fn, fixed)
+    namespace = current_namespace(fn)
+    namespace.update(fixed)
+    memo[key] = (None, fixed)           # (keeps the objects alive while the key holds ids)
+
+    def error(message, node):
+        return CompileError(message, filename, getattr(node, "lineno", None))
+    fdef = _ChainFolder(fdef, namespace, error, memo).visit(fdef)
+    _fold_called_macros(_loaded_names(fdef), namespace, memo)
+    fdef.decorator_list = []
+    module = compile(syntax.fix_missing_locations(ast.Module([fdef], [])), filename, "exec")
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    new = types.FunctionType(code, namespace, fn.__name__, defaults, None)
+    new.__kwdefaults__, new.__qualname__ = kwdefaults, fn.__qualname__
+    new.__module__ = fn.__module__
+    memo[key] = (T.macro(new), fixed)
+    return memo[key][0]

@@ -29,6 +29,7 @@ import ast
 import copy
 
 from tilejit import syntax
+from tilejit.frontend.tail_returns import single_exit
 from tilejit import language as T
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import SubstituteLoads, function_def_from_file, resolve_static
@@ -214,8 +215,12 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         s is fdef.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     returns = [n for s in body for n in syntax.walk(s) if isinstance(n, ast.Return)]
     if any(r is not body[-1] for r in returns):
-        raise error("its only `return` may be its last statement (the kernel's outputs)")
-    if returns and isinstance(stmt, ast.Expr):
+        # early returns under `if`s: one exit (tail_returns.py), or the rule's error
+        body = single_exit(body, None if isinstance(stmt, ast.Expr) else f"__tj_{name}_ret")
+        if body is None:
+            raise error("a `return` inside a loop or `with` cannot be inlined; its "
+                        "returns may end its body or the branches of its `if`s")
+    elif returns and isinstance(stmt, ast.Expr):
         body = body[:-1]                # the kernel does not return what the helper does
     ks.inlined.add((fdef.lineno, getattr(fdef, "end_lineno", fdef.lineno), name, stmt.lineno))
     module = ast.Module(body=copy.deepcopy(body), type_ignores=[])

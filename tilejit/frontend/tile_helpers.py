@@ -35,6 +35,7 @@ import builtins
 from collections import Counter
 
 from tilejit import syntax
+from tilejit.frontend.tail_returns import always_returns
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import is_helper
@@ -134,8 +135,7 @@ class _Inliner:
         if fn not in self.must:         # (one answer per helper: its source is read once)
             found = function_def_from_file(fn)
             own = {**current_namespace(fn), "T": T} if found else None
-            self.must[fn] = bool(found) and bool(found[1].body) and isinstance(
-                found[1].body[-1], ast.Return) and (
+            self.must[fn] = bool(found) and always_returns(found[1].body) and (
                     reaches(found[1], own, _tile_op, _DEPTH) or
                     reaches(found[1], own, _front_end_op, _DEPTH))
         return self.must[fn]
@@ -177,8 +177,8 @@ class _Inliner:
             return None
 
     def _inlined(self, stmt, fn, found, assign, depth):
-        if assign and not (found[1].body and isinstance(found[1].body[-1], ast.Return)
-                           and found[1].body[-1].value is not None):
+        if assign and not (always_returns(found[1].body) and not any(
+                isinstance(n, ast.Return) and n.value is None for n in syntax.walk(found[1]))):
             raise self.ks.error(f"{found[1].name}(), inlined here, gives its value by a "
                                 f"`return` as its last statement", stmt)
         body = inline_call(self.ks, stmt, fn, *found,

@@ -662,3 +662,9 @@ def print_at(value, msg, lane, *index):
     """One element of a buffer, printed as ``msg[index] = value`` by the block's thread
     ``lane`` (every thread for -1): what ``T.print(buffer)`` becomes."""
     return meaning("print_at")(value, msg, lane, *index)
+
+
+# TileLang's tilelang.language.annotations by attribute too (last: the name `annotations`
+# of `from __future__ import annotations`, here and in star-imported modules, would answer)
+import importlib as _importlib  # noqa: E402
+globals()["annotations"] = _importlib.import_module("tilejit.language.annotations")
