@@ -386,8 +386,9 @@ TILELANG_DIFFERENCES = {
     "engine": "`engine.callback`'s post-processing hooks import and refuse to register "
               "(tilejit emits PTX); the TVM lowering engine (`engine.lower`) is not built",
     "cuda": "`tilelang.cuda.intrinsics`, the hand-written MMA path (`TensorCoreIntrinEmitter`, "
-            "its layout helpers, `make_mma_swizzle_layout`); the rest of TileLang's CUDA "
-            "backend package is refused by name",
+            "its layout helpers, `make_mma_swizzle_layout`), and `tilelang.cuda.language`, the "
+            "CUDA dialect (`from tilelang.cuda import language as T`: tilejit's language "
+            "itself); the rest of TileLang's CUDA backend package is refused by name",
     "contrib": "`contrib.nvcc`'s compute-capability queries (`get_target_compute_version`, "
                "`have_tensorcore`, ...); the source compilers (nvcc, NVRTC, hipcc, cc) are "
                "refused by name",

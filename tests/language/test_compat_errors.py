@@ -235,6 +235,10 @@ def test_tilelangs_partial_packages_are_attributes_of_the_top_module():
     assert callable(tilelang.engine.callback.register_cuda_postproc_callback)
     with pytest.raises(NotSupportedError, match="tilelang.cuda.pipeline is not supported"):
         getattr(tilelang.cuda, "pipeline")  # noqa: B009
+    # TileLang's CUDA dialect (`from tilelang.cuda import language as T`) is the language
+    from tilejit.tilelang.cuda import language as cuda_language
+    import tilejit.tilelang.cuda.language as cuda_language_too
+    assert cuda_language is cuda_language_too is tilelang.language
     with pytest.raises(NotSupportedError, match="tilelang.contrib.cc is not supported"):
         getattr(tilelang.contrib, "cc")  # noqa: B009
     assert not hasattr(tilelang.contrib, "_private")
