@@ -95,3 +95,54 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     tilejit.compile(row_reduction(8, 128, MEAN), target="sim")(a, sim)
     torch.testing.assert_close(c.cpu().double(), a.double().mean(1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c.cpu(), sim, rtol=1e-6, atol=1e-6)
+
+
+# -- f-strings of values the program gives (TileLang's issue tests pick a reduction by name)
+def picked_reduction(op, spec=""):
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "int32"), B: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_fragment((32, 32), "int32")
+            b = T.alloc_fragment((32,), "int32")
+            T.copy(A, a)
+            getattr(T, f"reduce_{op!s:{spec}}")(a, b, dim=1)
+            T.copy(b, B)
+    return main
+
+
+def test_an_f_string_of_known_values_is_folded(ptxas):
+    a = np.random.default_rng(0).integers(0, 2**30, (32, 32), dtype=np.int32)
+    b = np.zeros(32, np.int32)
+    tilejit.compile(picked_reduction("bitor"))(a, b)
+    assert np.array_equal(b, np.bitwise_or.reduce(a, axis=1))
+    b = np.zeros(32, np.int32)
+    tilejit.compile(picked_reduction("max", "<3"))(a, b)
+    assert np.array_equal(b, a.max(1))
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(picked_reduction("bitor"), target=f"cuda -arch={arch}") \
+            .get_kernel_source()
+        assert "or.b32" in ptx
+        ptxas(ptx, arch)
+
+
+def test_an_f_string_of_a_value_the_kernel_computes_is_an_error():
+    with pytest.raises(CompileError, match="unsupported in a kernel: an f-string"):
+        @tilejit.kernel
+        def computed(A, B):
+            with T.Kernel(1, threads=32) as bx:
+                x = A[0]
+                s = f"{x}"
+                B[0] = x
+
+
+@pytest.mark.gpu
+def test_a_picked_reduction_on_the_gpu_against_numpy_and_the_simulator():
+    import torch
+    a = torch.randint(0, 2**30, (32, 32), dtype=torch.int32)
+    kernel = tilejit.compile(picked_reduction("bitor"))
+    b = torch.zeros(32, dtype=torch.int32, device="cuda")
+    kernel(a.cuda(), b)
+    sim = torch.zeros(32, dtype=torch.int32)
+    kernel(a, sim)
+    assert np.array_equal(b.cpu().numpy(), np.bitwise_or.reduce(a.numpy(), axis=1))
+    assert torch.equal(b.cpu(), sim)

@@ -2,7 +2,11 @@
 literal, a global, a closure's: ``C[bx] = T.Cast(dt, eval(post))`` with ``post = "r[0] /
 N"``): the expression is parsed into the kernel at the call's line, as TileLang's parser
 evaluates it with the kernel's names in scope. A string the kernel computes, or
-``eval`` with globals or locals, is a CompileError at the line."""
+``eval`` with globals or locals, is a CompileError at the line.
+
+An f-string of values the program's Python gives (``getattr(T, f"reduce_{op}")``, as
+TileLang's issue tests pick a reduction) is folded to its string here too; one that
+formats a value the kernel computes stays, and is the validator's error."""
 from __future__ import annotations
 
 import ast
@@ -20,6 +24,31 @@ class _Evals(syntax.NodeTransformer):
     def __init__(self, ks):
         self.ks = ks
         self.local = assigned_names(ks.tree)
+
+    def visit_JoinedStr(self, node):
+        text = self._formatted(node)
+        return node if text is None else ast.copy_location(ast.Constant(text), node)
+
+    def _formatted(self, node):
+        """The string of an f-string whose values are all known, else None."""
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            value = self._text(part.value)
+            if value is None or value is _COMPUTED:
+                return None
+            if part.conversion != -1:
+                value = {ord("r"): repr, ord("s"): str, ord("a"): ascii}[part.conversion](value)
+            spec = "" if part.format_spec is None else self._formatted(part.format_spec)
+            if spec is None:
+                return None
+            try:
+                parts.append(format(value, spec))
+            except (TypeError, ValueError):
+                return None
+        return "".join(parts)
 
     def visit_Call(self, node):
         self.generic_visit(node)

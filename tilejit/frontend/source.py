@@ -422,7 +422,8 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.tir_branches import rewrite_tir_branches  # (the same circle)
     from tilejit.frontend.eval_strings import rewrite_eval_strings  # (the same circle)
     from tilejit.frontend.tir_parallel import rewrite_tir_parallel  # (the same circle)
-    if "eval" in spelled_names(ks.tree):    # Python's eval of a string the program gives
+    if "eval" in spelled_names(ks.tree) or any(      # eval of a string the program gives,
+            isinstance(n, ast.JoinedStr) for n in syntax.walk(ks.tree)):    # an f-string
         rewrite_eval_strings(ks)
     if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) for s in ks.tree.body):
         define_local_helpers(ks)
