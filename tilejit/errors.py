@@ -92,6 +92,11 @@ class ValueCompileError(CompileError, ValueError):
     raises when the program is defined."""
 
 
+class UnsupportedDtypeError(CompileError, RuntimeError):
+    """An operation TileLang's lowering refuses for a dtype with a RuntimeError (a max or
+    min reduction of bool tiles): a CompileError naming the line, and that RuntimeError."""
+
+
 class DefinitionError(CompileError, AssertionError):
     """A program TileLang refuses with an assertion as ``@T.prim_func`` defines it (a
     view to a shape that does not hold the tensor's bytes, a bitwise reducer of floats):

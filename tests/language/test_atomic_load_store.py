@@ -125,8 +125,8 @@ def test_a_tensor_stored_atomically_is_not_read_through_the_read_only_cache():
     ("T.atomic_load(F[0], memory_order='strong')", "atomic_load does not support memory_order"),
     ("T.atomic_load(F[0], memory_order='release')", "atomic_load does not support memory_order"),
     ("T.atomic_store(F[0], 1, memory_order='acquire')",
-     "atomic_store does not support memory_order 'acquire': a store takes 'relaxed', "
-     "'release', 'seq_cst'"),
+     "atomic_store does not support memory_order 'acquire' \\(illegal for a store\\): a "
+     "store takes 'relaxed', 'release', 'seq_cst'"),
     ("T.atomic_load(F[0], order='acquire')", "unexpected argument 'order'"),
 ])
 def test_bad_calls_are_compile_errors(call, message, tmp_path):

@@ -1283,10 +1283,35 @@ def test_bitwise_reductions_ptx(op, arch, ptxas):
 
 
 def test_a_bitwise_reduction_of_floats_is_an_error():
+    """A CompileError, and the ValueError TileLang's check raises (its issue 2570)."""
     a = np.zeros((32, 256), np.float32)
-    with pytest.raises(tilejit.CompileError, match=r"T.reduce_bitxor: a bitwise reduction "
-                                                   r"needs integer tiles, got a float32"):
+    with pytest.raises(ValueError, match=r"T.reduce_bitxor: a bitwise reduction requires an "
+                                         r"integer or bool buffer \(integer tiles here\), "
+                                         r"got a float32"):
         _bitwise_rows.compile(a, np.zeros(32, np.float32), target="cuda", arch="sm_90a")
+
+
+@tilejit.kernel
+def _max_rows(A, B):
+    M, N = A.shape
+    with T.Kernel(1, threads=128) as bx:
+        a = T.alloc_fragment((M, N), A.dtype)
+        r = T.alloc_fragment((M,), A.dtype)
+        T.copy(A, a)
+        T.reduce_max(a, r, dim=1)
+        T.copy(r, B)
+
+
+@pytest.mark.parametrize("kernel", [_max_rows, _bitwise_rows])
+def test_a_reduction_of_bool_tiles_is_an_error(kernel):
+    """A CompileError, and the RuntimeError TileLang's lowering raises (its issue 2568)."""
+    a = np.zeros((32, 256), np.bool_)
+    name = "max" if kernel is _max_rows else "bitxor"
+    with pytest.raises(RuntimeError, match=rf"T.reduce_{name} is not supported for bool "
+                                           rf"tiles, got a bool and r bool"):
+        kernel.compile(a, np.zeros(32, np.bool_), target="cuda", arch="sm_90a")
+    with pytest.raises(tilejit.CompileError, match="not supported for bool"):
+        kernel(a, np.zeros(32, np.bool_))
 
 
 @pytest.mark.gpu

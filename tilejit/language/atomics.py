@@ -70,8 +70,8 @@ def memory_order_error(op: str, order) -> str | None:
         allowed = OP_MEMORY_ORDERS[op]
         if order in allowed:
             return None
-        return (f"T.atomic_{op} does not support memory_order {order!r}: a {op} takes "
-                f"{', '.join(repr(o) for o in allowed)}")
+        return (f"T.atomic_{op} does not support memory_order {order!r} (illegal for a "
+                f"{op}): a {op} takes {', '.join(repr(o) for o in allowed)}")
     if order is None or (isinstance(order, str) and order in MEMORY_ORDERS):
         return None
     expected = ", ".join(repr(o) for o in MEMORY_ORDERS)

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from tilejit.errors import UnsupportedDtypeError, ValueCompileError
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.rewrite import shape_constant_name
@@ -370,11 +371,18 @@ class _Tiles(syntax.NodeTransformer):
         dst = self._tile_arg(node, a["out"], "out", what)
         dim = self._static(a["dim"], f"{what}'s dim")
         clear = bool(self._static(a["clear"], f"{what}'s clear"))
+        got = f"got {src.name} {src.dtype.name} and {dst.name} {dst.dtype.name}"
+        if any(t.dtype.name == "bool" for t in (src, dst)):
+            # (TileLang's lowering: a RuntimeError "not supported for bool")
+            e = self.ctx.error(f"{what} is not supported for bool tiles, {got}: reduce an "
+                               f"int8 or int32 copy", node)
+            raise UnsupportedDtypeError(e.bare_message, e.filename, e.lineno)
         if op.startswith("bit") and not all(t.dtype.name.startswith(("int", "uint"))
                                             for t in (src, dst)):
-            raise self.ctx.error(f"{what}: a bitwise reduction needs integer tiles, got "
-                                 f"{src.name} {src.dtype.name} and {dst.name} "
-                                 f"{dst.dtype.name}", node)
+            # (TileLang's check: a ValueError "requires an integer or bool buffer")
+            e = self.ctx.error(f"{what}: a bitwise reduction requires an integer or bool "
+                               f"buffer (integer tiles here), {got}", node)
+            raise ValueCompileError(e.bare_message, e.filename, e.lineno)
         if not isinstance(dim, int) or not -len(src.shape) <= dim < len(src.shape):
             raise self.ctx.error(f"{what}: dim must be an integer in [{-len(src.shape)}, "
                                  f"{len(src.shape)}), got {dim!r}", node)
