@@ -30,6 +30,7 @@ import copy
 import enum
 import numbers
 import os
+import sys
 import warnings
 
 from tilejit import syntax
@@ -159,6 +160,28 @@ _KNOWN_PASS_CONFIGS = {key.value for key in PassConfigKey}
 _WARNED: set = set()
 
 
+def _definition_scope(func, fdef, namespace) -> dict:
+    """{name: value} of the names the function's annotations read that its globals and
+    closure lack, from the frame of the function that defines it (TileLang's builder
+    takes the annotations Python evaluated there: a stride symbol `T.dynamic` made in a
+    builder and named only in a parameter's annotation). Empty where that frame is not
+    on the stack (the decorator applied elsewhere)."""
+    annotations = [a.annotation for a in fdef.args.args + fdef.args.kwonlyargs
+                   if a.annotation is not None]
+    annotations += [s.annotation for s in syntax.walk(fdef) if isinstance(s, ast.AnnAssign)]
+    wanted = {n.id for a in annotations for n in syntax.walk(a)
+              if isinstance(n, ast.Name) and n.id not in namespace}
+    if not wanted:
+        return {}
+    frame = sys._getframe(1)
+    while frame is not None and func.__code__ not in frame.f_code.co_consts:
+        frame = frame.f_back
+    if frame is None:
+        return {}
+    local = frame.f_locals
+    return {name: local[name] for name in wanted if name in local}
+
+
 class _Desugared:
     """What the eager-style source says: tensors, symbols, annotations, the kernel."""
 
@@ -171,6 +194,10 @@ class _Desugared:
         self.filename, fdef = found
         self.func = func
         self.namespace = function_namespace(func)
+        # names only the annotations read, locals of the function that defines this one
+        # (Python evaluated the signature's there; they are no closure cells of it)
+        self.outer = _definition_scope(func, fdef, self.namespace)
+        self.namespace.update(self.outer)
         self.static_locals = {}     # `dtype = T.float16` in the body, before annotations
         self.symbols: dict[str, bool] = {}          # name -> dynamic?
         self.annotations: list[tuple[str, ast.expr, int]] = []
@@ -343,6 +370,8 @@ class _Desugared:
         closure at the call (a global defined below the function, as TileLang's online
         softmax example defines its M and N), the body's compile-time locals over them."""
         ns = current_namespace(self.func)
+        for name, value in self.outer.items():
+            ns.setdefault(name, value)
         ns.update(self.static_locals)
         return ns
 
