@@ -140,3 +140,49 @@ def test_none_for_a_tensor_read_on_a_settled_side_on_the_gpu():
     c = torch.zeros(8, 32, device="cuda")
     gather_rows(8, 32)(a.cuda(), c, None)
     torch.testing.assert_close(c.cpu().double(), 2 * a.double())
+
+
+# -- a branch settled by an attribute of an object of the user's (DeepSeek TileKernels'
+# per-channel cast reads `x_sf_invs` only `if in_config.with_sf:` on a frozen dataclass)
+class _Format:
+    def __init__(self, with_bias, nested=None):
+        self.with_bias = with_bias
+        self.inner = nested
+
+
+@tilelang.jit
+def add_bias_by_format(M, N, fmt):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32"),
+             Bias: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            for i, j in T.Parallel(32, N):
+                if fmt.with_bias and not fmt.inner.with_bias:
+                    C[bx * 32 + i, j] = A[bx * 32 + i, j] + Bias[j]
+                else:
+                    C[bx * 32 + i, j] = A[bx * 32 + i, j] * 2
+    return main
+
+
+def test_none_for_a_tensor_an_objects_attribute_leaves_unread(ptxas):
+    a, c = torch.randn(64, 16), torch.zeros(64, 16)
+    add_bias_by_format(64, 16, _Format(False, _Format(False)))(a, c, None)
+    torch.testing.assert_close(c, 2 * a)
+    add_bias_by_format(64, 16, _Format(True, _Format(True)))(a, c, None)
+    torch.testing.assert_close(c, 2 * a)
+    with pytest.raises(TypeError, match="argument 'Bias': expected a tensor, got NoneType"):
+        add_bias_by_format(64, 16, _Format(True, _Format(False)))(a, c, None)
+    bias = torch.randn(16)
+    add_bias_by_format(64, 16, _Format(True, _Format(False)))(a, c, bias)
+    torch.testing.assert_close(c, a + bias)
+    ptx = add_bias_by_format(64, 16, _Format(False, _Format(False))).get_kernel_source()
+    assert "ld.global" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_none_for_a_tensor_an_objects_attribute_leaves_unread_on_the_gpu():
+    a = torch.randn(64, 16)
+    c = torch.zeros(64, 16, device="cuda")
+    add_bias_by_format(64, 16, _Format(False, _Format(False)))(a.cuda(), c, None)
+    torch.testing.assert_close(c.cpu().double(), 2 * a.double())

@@ -234,7 +234,12 @@ _PLAIN = (bool, int, float, str, type(None))
 def plain_value(expr, namespace, kinds=_PLAIN):
     """(value, True) of an expression of literals and names bound to plain values
     (``kinds``) with no calls, attributes or subscripts (``not has_sink``, ``"reduce_" +
-    op``); (None, False) when it is not one."""
+    op``), or attributes of an object of the user's that lead to one (TileKernels'
+    ``if in_config.with_sf:`` on a frozen dataclass); (None, False) when it is not one."""
+    if any(isinstance(n, ast.Attribute) for n in syntax.walk(expr)):
+        expr, namespace = _object_attributes(expr, namespace, kinds)
+        if expr is None:
+            return None, False
     names = {n.id for n in syntax.walk(expr) if isinstance(n, ast.Name)}
     if any(not isinstance(namespace.get(n, ...), kinds) for n in names) or any(
             isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)) for n in syntax.walk(expr)):
@@ -244,6 +249,41 @@ def plain_value(expr, namespace, kinds=_PLAIN):
                     {"__builtins__": {}}, {n: namespace[n] for n in names}), True
     except Exception:       # not a compile-time value
         return None, False
+
+
+def _object_attributes(expr, namespace, kinds):
+    """``expr`` with each attribute chain through an object of the user's (a dataclass, a
+    namespace: ``object_arguments.is_config_object``) that ends at a value of ``kinds``
+    made a name bound to that value, and the namespace with those names; (None, None)
+    when another attribute stays."""
+    from tilejit.frontend.object_arguments import is_config_object   # (a circle)
+    bound = {}
+
+    class _Chains(syntax.NodeTransformer):
+        def visit_Attribute(self, node):
+            chain, base = [], node
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if not isinstance(base, ast.Name) or not is_config_object(namespace.get(base.id)):
+                return node
+            value = namespace[base.id]
+            try:
+                for attr in reversed(chain):
+                    value = getattr(value, attr)
+            except Exception:   # noqa: BLE001 - a missing attribute, a failing property
+                return node
+            if not isinstance(value, kinds):
+                return node
+            name = f"__tj_attr{len(bound)}"
+            bound[name] = value
+            return ast.copy_location(ast.Name(name, ast.Load()), node)
+
+    import copy as _copy
+    expr = _Chains().visit(_copy.deepcopy(expr))
+    if any(isinstance(n, ast.Attribute) for n in syntax.walk(expr)):
+        return None, None
+    return expr, {**namespace, **bound}
 
 
 def settled(test, namespace):
