@@ -454,6 +454,8 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     if "parallel" in spelled_names(ks.tree):     # TVM's parallel loop: a T.Parallel
         rewrite_tir_parallel(ks)
     fold_static_branches(ks)
+    from tilejit.frontend.layout_values import bind_layout_values  # (the same circle)
+    bind_layout_values(ks)              # `a_layout = T.Fragment(...)`: computed now
     spelled = spelled_names(ks.tree)
     if "annotate_restrict_buffers" in spelled:
         take_restrict_annotations(ks)
