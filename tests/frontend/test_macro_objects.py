@@ -56,6 +56,27 @@ def clipped(v, limit):
     return r * 1.0
 
 
+@T.macro
+def store_clipped(B, i, v, limit):
+    """A call statement (its value unused) whose body returns early."""
+    if v > limit:
+        B[i] = limit
+        return
+    B[i] = v
+
+
+def test_a_statement_call_with_an_early_return_is_inlined(ptxas):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                store_clipped(B, i, A[i], 1.0)
+    a, b = torch.randn(64) * 2, torch.zeros(64)
+    tilelang.compile(main)(a, b)
+    torch.testing.assert_close(b, a.clamp(max=1.0))
+    ptxas(tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")
+
+
 def program(n, fmt, limit=3.0):
     @T.prim_func
     def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),

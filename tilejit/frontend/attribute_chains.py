@@ -367,7 +367,11 @@ def _specialized_macro(fn, fixed: dict, memo):
     fdef = _ChainFolder(fdef, namespace, error, memo).visit(fdef)
     _fold_called_macros(_loaded_names(fdef), namespace, memo)
     fdef.decorator_list = []
-    module = compile(syntax.fix_missing_locations(ast.Module([fdef], [])), filename, "exec")
+    try:
+        module = compile(syntax.fix_missing_locations(ast.Module([fdef], [])), filename,
+                         "exec")
+    except SyntaxError:         # e.g. `nonlocal`, which needs its enclosing function
+        return None
     code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
     new = types.FunctionType(code, namespace, fn.__name__, defaults, None)
     new.__kwdefaults__, new.__qualname__ = kwdefaults, fn.__qualname__

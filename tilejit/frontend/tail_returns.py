@@ -23,8 +23,8 @@ def single_exit(body: list, result: str | None) -> list | None:
     call whose value is not used, each ``return`` dropped); None when a ``return`` sits
     where no such form exists."""
     tail = _tail_form(list(body))
-    if tail is None or not always_returns(tail):
-        return None
+    if tail is None or (result is not None and not always_returns(tail)):
+        return None                 # (a call whose value is unused may fall off the end)
     out = _assign_returns(tail, result)
     if result is None:
         return out
