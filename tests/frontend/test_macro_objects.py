@@ -148,3 +148,58 @@ def test_on_the_gpu_against_float64_and_the_simulator(fmt):
     kernel(a, sb, sc)
     assert np.allclose(b.cpu().numpy(), sb.numpy(), rtol=1e-6, atol=1e-6)
     assert torch.equal(c.cpu(), sc)
+
+
+# -- a macro with keyword-only parameters (RWKV-7's GEMV macros: `def _impl(bx, x, *, out)`)
+def scaling_macro(n):
+    @T.macro
+    def scale(bx, x: T.Tensor((n,), "float32"), *, out: T.Tensor((n,), "float32"),
+              factor=2.0):
+        acc = T.alloc_fragment((32,), "float32")
+        for i in T.Parallel(32):
+            acc[i] = x[bx * 32 + i] * factor
+        T.copy(acc, out[bx * 32:bx * 32 + 32])
+    return scale
+
+
+def keyword_only_program(n, factor=None):
+    scale = scaling_macro(n)
+
+    @T.prim_func
+    def main(x: T.Tensor((n,), "float32"), out: T.Tensor((n,), "float32")):
+        with T.Kernel(n // 32, threads=32) as bx:
+            if factor is None:
+                scale(bx, x, out=out)
+            else:
+                scale(bx, x, factor=factor, out=out)
+    return main
+
+
+@pytest.mark.parametrize("factor", [None, 3.0])
+def test_a_macro_with_keyword_only_parameters_is_inlined(factor, ptxas):
+    x = torch.randn(64)
+    out = tilelang.compile(keyword_only_program(64, factor), out_idx=[1])(x)
+    torch.testing.assert_close(out, x * (2.0 if factor is None else factor))
+    ptxas(tilelang.compile(keyword_only_program(64, factor), out_idx=[1],
+                           target="cuda -arch=sm_90a").get_kernel_source(), "sm_90a")
+
+
+def test_a_keyword_only_parameter_given_by_position_is_an_error():
+    scale = scaling_macro(64)
+
+    @T.prim_func
+    def main(x: T.Tensor((64,), "float32"), out: T.Tensor((64,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            scale(bx, x, out)
+    with pytest.raises(tilejit.CompileError, match=r"scale\(\), called here: it takes 2 "
+                                                   r"positional argument\(s\), got 3"):
+        tilelang.compile(main, out_idx=[1])(torch.randn(64))
+
+
+@pytest.mark.gpu
+def test_a_macro_with_keyword_only_parameters_on_the_gpu():
+    x = torch.randn(64)
+    kernel = tilelang.compile(keyword_only_program(64), out_idx=[1])
+    out = kernel(x.cuda()).cpu()
+    torch.testing.assert_close(out, x * 2)
+    assert torch.equal(out, kernel(x))

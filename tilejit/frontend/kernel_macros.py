@@ -143,12 +143,16 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         raise error(f"{name} is defined in {filename}; a helper inlined into the kernel must "
                     f"be in the kernel's file")
     params = [a.arg for a in fdef.args.args]
-    if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or \
+    keyword_only = [a.arg for a in fdef.args.kwonlyargs]     # after `*` (RWKV's `*, out`)
+    if fdef.args.vararg or fdef.args.kwarg or fdef.args.posonlyargs or \
             any(isinstance(a, ast.Starred) for a in call.args):
-        raise error("its parameters must be plain positional ones")
+        raise error("its parameters must be plain positional ones (or keyword-only after "
+                    "a bare `*`)")
+    if len(call.args) > len(params):
+        raise error(f"it takes {len(params)} positional argument(s), got {len(call.args)}")
     bound = dict(zip(params, call.args))
     for kw in call.keywords:
-        if kw.arg not in params or kw.arg in bound:
+        if kw.arg not in params + keyword_only or kw.arg in bound:
             raise error(f"unexpected or repeated argument {kw.arg!r}")
         bound[kw.arg] = kw.value
     # the caller's names in its arguments stay the caller's (rename_locals renames the
@@ -175,7 +179,10 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     # a parameter left out: its default, the value Python computed when the helper was
     # defined (in the helper's scope, not the kernel's)
     values = (fn.__defaults__ or ()) if callable(fn) else ()
-    for p, value in zip(params[len(params) - len(values):], values):
+    defaults = list(zip(params[len(params) - len(values):], values))
+    defaults += list(((getattr(fn, "__kwdefaults__", None) or {}) if callable(fn)
+                      else {}).items())
+    for p, value in defaults:
         if p in bound:
             continue
         if value is None or isinstance(value, (bool, int, float, str)):
@@ -184,6 +191,7 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
             fresh = f"__tj_{name}_{p}_default"
             ks.made[fresh] = ks.namespace[fresh] = value
             bound[p] = ast.Name(fresh, ast.Load())
+    params = params + keyword_only
     missing = [p for p in params if p not in bound]
     if missing:
         raise error(f"missing argument(s) {', '.join(missing)}")
@@ -241,14 +249,14 @@ def _is_reference(arg: ast.arg, own) -> bool:
 def has_reference_params(fdef, own) -> bool:
     """Whether a helper has a ``T.Ref`` parameter: it is inlined, which a device
     function, taking values, cannot stand for."""
-    return any(_is_reference(a, own) for a in fdef.args.args)
+    return any(_is_reference(a, own) for a in fdef.args.args + fdef.args.kwonlyargs)
 
 
 def _reference_params(fdef, own, bound, error) -> dict:
     """{parameter: the caller's variable or element} of the ``T.Ref`` parameters (their
     names already marked the caller's, ``tj_ref``, by ``inline_call``)."""
     refs = {}
-    for a in fdef.args.args:
+    for a in fdef.args.args + fdef.args.kwonlyargs:
         if not _is_reference(a, own):
             continue
         value = bound.get(a.arg)
