@@ -564,6 +564,8 @@ class _DeviceForms(syntax.NodeTransformer):
         if target in (T.floordiv, T.floormod) and len(node.args) == 2 and not node.keywords:
             op = ast.FloorDiv() if target is T.floordiv else ast.Mod()
             return ast.copy_location(ast.BinOp(node.args[0], op, node.args[1]), node)
+        if target in (T.truncdiv, T.truncmod) and len(node.args) == 2 and not node.keywords:
+            return ast.copy_location(_truncated(target is T.truncdiv, *node.args), node)
         if target is T.copy and any(k.arg in ("src", "dst") for k in node.keywords):
             node = _copy_operands_positional(node)
         if target is T.copy and node.keywords and all(k.arg in COPY_HINTS
@@ -1024,3 +1026,21 @@ def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:
     check = ast.Expr(ast.Call(ast.Name(DP4A_OPERANDS, ast.Load()),
                               [copy.deepcopy(x) for x in (a, b, c)], []))
     return [syntax.fix_missing_locations(ast.copy_location(s, stmt)) for s in (check, loop)]
+
+
+def _truncated(quotient: bool, a, b):
+    """C's ``a / b`` (``quotient``) or ``a % b`` on integers from Python's floor forms: one
+    step toward zero where the remainder is not 0 and the signs differ, in the operands'
+    type (``T.if_then_else(c, a // b + 1, a // b)``)."""
+    def copy_(e):
+        return copy.deepcopy(e)
+    floor = ast.BinOp(copy_(a), ast.FloorDiv() if quotient else ast.Mod(), copy_(b))
+    negative = [ast.Compare(copy_(x), [ast.Lt()], [ast.Constant(0)]) for x in (a, b)]
+    inexact = ast.Compare(ast.BinOp(copy_(a), ast.Mod(), copy_(b)), [ast.NotEq()],
+                          [ast.Constant(0)])
+    cond = ast.BinOp(inexact, ast.BitAnd(), ast.Compare(negative[0], [ast.NotEq()],
+                                                        [negative[1]]))
+    step = ast.BinOp(copy_(floor), ast.Add(), ast.Constant(1)) if quotient else \
+        ast.BinOp(copy_(floor), ast.Sub(), copy_(b))
+    select = ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "if_then_else", ast.Load())
+    return ast.Call(select, [cond, step, floor], [])

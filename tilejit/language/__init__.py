@@ -152,6 +152,7 @@ __all__ = [
     "get_block_binding", "get_block_bindings", "get_block_extent", "get_block_extents",
     "rng_init", "rng_rand", "rng_rand_float",
     "thread_binding", "launch_thread", "Select", "align_up", "floordiv", "floormod",
+    "truncdiv", "truncmod",
     "no_set_max_nreg",
     "annotate_restrict_buffers", "__ldg", "annotate_min_blocks_per_sm", "annotate_l2_hit_ratio",
     "annotate_pass_configs", "annotate_compile_flags",
@@ -369,6 +370,20 @@ def floormod(a, b):
     """``a - floordiv(a, b) * b``, the sign of ``b`` (TVM's ``floormod``: Python's ``%``).
     In a kernel the front end writes it as ``a % b``."""
     return a % b
+
+
+def truncdiv(a, b):
+    """``a / b`` rounded toward zero (TVM's ``truncdiv``: C's integer division, not
+    Python's ``//``): ``-7 / 2`` is -3. In a kernel the front end writes it with ``//``
+    and ``%``, in the operands' type."""
+    return a // b + ((a % b != 0) & ((a < 0) != (b < 0)))
+
+
+def truncmod(a, b):
+    """``a - truncdiv(a, b) * b``, the sign of ``a`` (TVM's ``truncmod``: C's ``%``):
+    ``-7 % 2`` is -1. In a kernel the front end writes it with ``%``."""
+    r = a % b
+    return r - b * ((r != 0) & ((a < 0) != (b < 0)))
 
 
 def align_up(value, alignment):
