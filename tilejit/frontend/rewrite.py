@@ -245,6 +245,16 @@ class _DeviceForms(syntax.NodeTransformer):
         # kernel, typing names it: pipeline._python_math_hint)
         return node
 
+    def _int_method(self, node):
+        """``(n - 1).bit_length()`` of a compile-time int (as ``_python_math``'s values):
+        its value, as TileLang's parser computes it in Python; else None."""
+        known = {k: v for k, v in self.namespace.items() if k not in (self.assigned or ())}
+        known.update({k: v for k, v in self.constexprs.items() if k not in self.stored})
+        value, ok = plain_value(node.func.value, known, (int,))
+        if not ok or isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return ast.copy_location(ast.Constant(getattr(value, node.func.attr)()), node)
+
     def visit_Assign(self, node):
         hoisted = self._hoist_bool_reductions(node, "value")
         self._typed_variable_store(node)
@@ -469,6 +479,11 @@ class _DeviceForms(syntax.NodeTransformer):
             attribute = _static_getattr(node.func, self.namespace)
             if attribute is not None:
                 node.func = attribute
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _INT_METHODS and \
+                not node.args and not node.keywords:
+            folded = self._int_method(node)     # `(batch - 1).bit_length()`
+            if folded is not None:
+                return folded
         target = resolve_static(node.func, self.namespace)
         if getattr(target, "__module__", None) == "math" and callable(target):
             return self._python_math(node)
@@ -1026,6 +1041,10 @@ def _dp4a_loop(call: ast.Call, stmt: ast.stmt) -> list:
     check = ast.Expr(ast.Call(ast.Name(DP4A_OPERANDS, ast.Load()),
                               [copy.deepcopy(x) for x in (a, b, c)], []))
     return [syntax.fix_missing_locations(ast.copy_location(s, stmt)) for s in (check, loop)]
+
+
+# Python's int methods of no argument a kernel may call on a compile-time int (folded)
+_INT_METHODS = ("bit_length", "bit_count")
 
 
 def _truncated(quotient: bool, a, b):

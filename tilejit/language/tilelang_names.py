@@ -578,14 +578,32 @@ class PrimFunc:
         """TileLang's PrimFunc attributes: ``global_symbol`` (the function's name), the
         body's ``tilelang_pass_configs`` and ``tilelang_compile_flags`` where it annotates
         them, and ``tilelang_out_idx`` where it returns the outputs it makes with T.empty
-        (the last parameters of the compiled kernel: ``[-1]`` for one)."""
+        (the last parameters of the compiled kernel: ``[-1]`` for one); then those
+        ``with_attr`` set."""
         out = {"global_symbol": self.__name__}
         out.update({k: (dict(v) if isinstance(v, dict) else list(v))
                     for k, v in self.function_attrs.items()})
         returned = returned_count(_body(self.func)) if self.lazy else 0
         if returned:
             out["tilelang_out_idx"] = list(range(-returned, 0))
+        out.update(self.__dict__.get("_set_attrs", {}))
         return out
+
+    def with_attr(self, key, value) -> "PrimFunc":
+        """TVM's ``PrimFunc.with_attr``: a copy with attribute ``key`` set (the program is
+        the same). ``"global_symbol"`` names the copy (TileLang's programs name each
+        specialized kernel so); the others are kept for ``attrs`` and change nothing."""
+        if not isinstance(key, str):
+            raise TypeError(f"PrimFunc.with_attr: key must be a str, got {key!r}")
+        new = object.__new__(PrimFunc)
+        new.__dict__.update(self.__dict__)
+        new._set_attrs = {**self.__dict__.get("_set_attrs", {}), key: value}
+        if key == "global_symbol":
+            if not isinstance(value, str) or not value.isidentifier():
+                raise ValueError(f"PrimFunc.with_attr: global_symbol must be an identifier, "
+                                 f"got {value!r}")
+            new.__name__ = value
+        return new
 
     @property
     def pass_configs(self) -> dict:
