@@ -283,3 +283,83 @@ def test_a_layout_lambda_in_a_macro_on_the_gpu():
     a = torch.randn(16, 64, device="cuda")
     torch.testing.assert_close(tilejit.compile(macro_with_a_layout_lambda(), out_idx=[1])(a),
                                a * 2)
+
+
+# -- a launching macro a factory makes from the program's shape symbol (RWKV-7's layer
+# norm: `ln_macro(LEN, C, DTYPE)(x, weight, bias, out=out)` with `LEN = T.dynamic("LEN")`)
+def rows_macro(LEN, C):
+    @T.macro
+    def launch(x: T.Tensor((LEN, C), "float32"), *, out: T.Tensor((LEN, C), "float32")):
+        with T.Kernel(LEN, threads=32) as n:
+            for i in T.Parallel(C):
+                out[n, i] = x[n, i] * 2.0 + n
+    return launch
+
+
+@tilejit.jit(out_idx=[1])
+def rows_program(C):
+    LEN = T.dynamic("LEN")
+
+    @T.prim_func
+    def main(x: T.Tensor((LEN, C), "float32"), out: T.Tensor((LEN, C), "float32")):
+        rows_macro(LEN, C)(x, out=out)
+    return main
+
+
+@pytest.mark.parametrize("rows", [3, 7])
+def test_a_launching_macro_made_from_a_shape_symbol(rows, ptxas):
+    x = torch.randn(rows, 64)
+    out = rows_program(64)(x)
+    torch.testing.assert_close(out, x * 2 + torch.arange(rows, dtype=torch.float32)[:, None])
+    ptx = rows_program(64).get_kernel_source(arch="sm_90a")
+    assert "st.global" in ptx
+    ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_a_launching_macro_made_from_a_shape_symbol_on_the_gpu():
+    x = torch.randn(5, 64)
+    out = rows_program(64)(x.cuda()).cpu()
+    torch.testing.assert_close(out, x * 2 + torch.arange(5, dtype=torch.float32)[:, None])
+
+
+# -- two macros of one name, each reading its own factory's closure (RWKV-7's GEMV
+# factories each return an `_impl` that calls its own `main`)
+def scaler(factor):
+    main = factor * 2.0
+
+    @T.macro
+    def _impl(x, out, i):
+        acc = T.alloc_fragment((32,), "float32")
+        for j in T.Parallel(32):
+            acc[j] = x[i, j] * main
+        T.copy(acc, out[i, :])
+    return _impl
+
+
+def two_scalers():
+    first, second = scaler(1.0), scaler(3.0)
+
+    @T.prim_func
+    def main(x: T.Tensor((2, 32), "float32"), out: T.Tensor((2, 32), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            first(x, out, 0)
+            second(x, out, 1)
+    return main
+
+
+def test_two_macros_of_one_name_each_read_their_own_closure(ptxas):
+    x = torch.randn(2, 32)
+    out = torch.zeros(2, 32)
+    tilejit.compile(two_scalers())(x, out)
+    torch.testing.assert_close(out, x * torch.tensor([[2.0], [6.0]]))
+    ptxas(tilejit.compile(two_scalers(), target="cuda -arch=sm_90a").get_kernel_source(),
+          "sm_90a")
+
+
+@pytest.mark.gpu
+def test_two_macros_of_one_name_on_the_gpu():
+    x = torch.randn(2, 32)
+    out = torch.zeros(2, 32, device="cuda")
+    tilejit.compile(two_scalers())(x.cuda(), out)
+    torch.testing.assert_close(out.cpu(), x * torch.tensor([[2.0], [6.0]]))

@@ -41,6 +41,11 @@ _UNKNOWN = object()
 def _value(node, namespace, assigned):
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.Name) and isinstance(namespace.get(node.id), T.Symbol):
+        # a shape symbol (`LEN = T.dynamic("LEN")` of the program's factory): the kernel
+        # binds its name from a tensor's extent, and the helper made with the symbol reads
+        # it by that name (RWKV-7's `ln_macro(LEN, C)` launching `T.Kernel(LEN)`)
+        return namespace[node.id]
     names = {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)}
     if names & assigned or not isinstance(node, (ast.Name, ast.Attribute)):
         return _UNKNOWN

@@ -212,11 +212,12 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
                 # thing): a macro made in a program's factory reads the factory's
                 # parameters (`block_M`) that the kernel's own body may never name. Its
                 # value, bound under a name of its own in the kernel's namespace
-                fresh = f"__tj_{name}_{n.id}"
-                if ks.namespace.get(fresh, own[n.id]) is not own[n.id]:
-                    raise error(f"it uses {n.id!r}, which means something else in the "
-                                f"kernel and in another helper of the same name; pass it "
-                                f"as an argument")
+                # (numbered apart from another helper of the same name's: RWKV-7's
+                # macro factories each return an `_impl` reading its own `main`)
+                fresh, k = f"__tj_{name}_{n.id}", 1
+                while ks.namespace.get(fresh, own[n.id]) is not own[n.id]:
+                    k += 1
+                    fresh = f"__tj_{name}_{n.id}_{k}"
                 ks.bind(fresh, fn, n.id)
                 bound[n.id] = ast.Name(fresh, ast.Load())
     body = [s for s in fdef.body if not (
