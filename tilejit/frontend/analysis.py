@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import syntax
 from tilejit import language as T
@@ -279,8 +280,7 @@ def _object_attributes(expr, namespace, kinds):
             bound[name] = value
             return ast.copy_location(ast.Name(name, ast.Load()), node)
 
-    import copy as _copy
-    expr = _Chains().visit(_copy.deepcopy(expr))
+    expr = _Chains().visit(copy.deepcopy(expr))
     if any(isinstance(n, ast.Attribute) for n in syntax.walk(expr)):
         return None, None
     return expr, {**namespace, **bound}

@@ -41,7 +41,8 @@ def bind_layout_values(ks: KernelSource) -> None:
             fresh = f"__tj_layout_{name}"
             ks.made[fresh] = ks.namespace[fresh] = value
             renamed[name] = fresh
-        block[:] = kept or [ast.Pass()]
+        if len(kept) != len(block):
+            block[:] = kept or [ast.Pass()]
     if renamed:
         for n in syntax.walk(ks.tree):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in renamed:

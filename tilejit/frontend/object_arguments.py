@@ -23,8 +23,7 @@ import numpy as np
 
 from tilejit import language as T
 from tilejit.frontend.helpers import is_helper
-
-_LIBRARIES = ("tilejit", "numba", "numpy", "torch", "llvmlite", "builtins")
+from tilejit.frontend.references import LIBRARY_MODULES
 
 
 def is_config_object(value) -> bool:
@@ -38,7 +37,7 @@ def is_config_object(value) -> bool:
     if callable(value):
         return False
     module = type(value).__module__ or ""
-    if module.split(".")[0] in _LIBRARIES and not isinstance(value, types.SimpleNamespace):
+    if module.split(".")[0] in LIBRARY_MODULES and not isinstance(value, types.SimpleNamespace):
         return False
     return (dataclasses.is_dataclass(value) or isinstance(value, types.SimpleNamespace)
             or hasattr(value, "__dict__") or hasattr(type(value), "__slots__"))
