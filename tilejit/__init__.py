@@ -10,7 +10,8 @@ from tilejit.version import __version__  # noqa: E402
 
 from tilejit import language  # noqa: E402
 from tilejit.errors import AssumptionError, CompileError  # noqa: E402
-from tilejit.language.compat import MissingModules  # noqa: E402
+from tilejit.language.compat import (AliasedSubmodules, MissingModules,  # noqa: E402
+                                     ModuleOfName)
 from tilejit.runtime.kernel import kernel  # noqa: E402
 # the simulator gives the T.* operations their Python meaning; it is imported the first
 # time one runs as Python (simulated kernels, direct calls), not by a compiled launch
@@ -18,6 +19,13 @@ language._semantics.install_on_demand(lambda: importlib.import_module("tilejit.s
 # TileLang's modules tilejit does not have: their import says so (language/compat.py)
 if MissingModules not in sys.meta_path:
     sys.meta_path.append(MissingModules)
+if AliasedSubmodules not in sys.meta_path:
+    sys.meta_path.insert(0, AliasedSubmodules)
+# `tilejit.jit` is TileLang's decorator, and `tilelang.jit` is a package too, whose names
+# programs import (`from tilelang.jit import JITKernel, JITImpl`): that module is
+# tilejit.tilelang.jit, registered under the name so that importing it does not put a
+# module in the decorator's place (language/compat.py)
+sys.modules.setdefault(f"{__name__}.jit", ModuleOfName(f"{__name__}.jit", "tilejit.tilelang.jit"))
 
 _LAZY = {
     "autotune": ("tuning.autotune", "autotune"),

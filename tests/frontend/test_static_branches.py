@@ -110,3 +110,39 @@ def test_starred_tuples_and_keywords_are_spelled_out(variant, ptxas):
     torch.testing.assert_close(kernel(a, b).double(), 2 * a.double() @ b.double(),
                                rtol=1e-3, atol=1e-3)
     ptxas(kernel.get_kernel_source(arch="sm_90a"), "sm_90a")
+
+
+RANKED = (16,)
+
+
+def _by_rank(A, B):
+    with T.Kernel(1, threads=32):
+        if len(RANKED) == 1:
+            for i in T.Parallel(32):
+                B[i] = A[i] + RANKED[0]
+        else:
+            for i in T.Parallel(32):
+                B[i] = A[i] + RANKED[1]      # out of range for a 1-d RANKED: never typed
+
+
+@pytest.mark.parametrize("target", ["sim", "cuda"])
+def test_a_test_of_a_global_through_len_leaves_the_other_branch_untyped(target):
+    a = np.arange(32, dtype=np.float32)
+    if target == "sim":
+        b = np.zeros(32, np.float32)
+        tilejit.kernel(_by_rank, target="sim")(a, b)
+        np.testing.assert_array_equal(b, a + 16)
+    else:
+        ptx = tilejit.kernel(_by_rank).compile(a, np.zeros(32, np.float32), target="cuda",
+                                               arch="sm_90a").ptx
+        assert "add.f32" in ptx
+
+
+def test_only_pure_builtins_fold():
+    from tilejit.frontend.source import static_truth
+    import ast
+    test = ast.parse("len(s) == 2 and max(s) > 3", mode="eval").body
+    assert static_truth(test, {"s": (1, 4)}, set()) is True
+    # a name the program binds to something else, or a call that is not a pure builtin
+    assert static_truth(test, {"s": (1, 4), "len": lambda x: 0}, set()) is None
+    assert static_truth(ast.parse("print(s)", mode="eval").body, {"s": 1}, set()) is None

@@ -54,6 +54,7 @@ from tilejit.language.numerics import cast_mode_warning, cast_options_problem
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
+from tilejit.frontend.static_branches import fold_compile_time_branches
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, DP4A_OPERANDS, LANGUAGE
@@ -589,9 +590,13 @@ class _DeviceForms(syntax.NodeTransformer):
             return ast.copy_location(ast.Call(node.func, node.args, []), node)
         if target is T.Parallel and node.keywords and all(k.arg in PARALLEL_HINTS
                                                           for k in node.keywords):
-            # TileLang's scheduling hints (loop_layout=, coalesced_width=): tilejit lays
-            # the loop out itself and the iterations' results do not depend on it
-            return ast.copy_location(ast.Call(node.func, node.args, []), node)
+            # TileLang's scheduling hints (coalesced_width=, ...): tilejit lays the loop
+            # out itself and the iterations' results do not depend on them. `loop_layout=`
+            # stays: which thread runs an iteration is the program's, and warp shuffles or
+            # the thread index in the body read it (passes/loop_layouts.py)
+            kept = [k for k in node.keywords if k.arg == "loop_layout"
+                    and not (isinstance(k.value, ast.Constant) and k.value.value is None)]
+            return ast.copy_location(ast.Call(node.func, node.args, kept), node)
         if target in (T.serial, T.unroll, T.vectorized):
             return self._range(node)
         return node
@@ -836,6 +841,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
+    # `if len(shape) == 1:` of a module global: decided with this compilation's value
+    fdef = fold_compile_time_branches(fdef, known)
     # comprehensions over a constexpr's sequence in the block's code, unrolled
     unroll_constexpr_comprehensions(ks, fdef, constexprs)
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,

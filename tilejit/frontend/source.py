@@ -177,6 +177,9 @@ def assigned_names(fdef: ast.FunctionDef) -> set:
             and isinstance(n.ctx, ast.Store)} | {a.arg for a in fdef.args.args}
 
 
+_PURE_BUILTINS = {"len": len, "min": min, "max": max, "abs": abs}
+
+
 def static_truth(test: ast.AST, namespace: dict, assigned: set):
     """The truth of a condition made of constants and names of the kernel's globals and
     closure that the kernel does not assign (``op == "sum"``); None if it is not one.
@@ -189,8 +192,14 @@ def static_truth(test: ast.AST, namespace: dict, assigned: set):
         if decisive in parts:
             return decisive
         return (not decisive) if None not in parts else None
-    names = {n.id for n in syntax.walk(test) if isinstance(n, ast.Name)}
-    if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp,
+    calls = [n for n in syntax.walk(test) if isinstance(n, ast.Call)]
+    # `len(shape) == 1`: a pure builtin of such values (not one the program rebinds)
+    if any(not isinstance(c.func, ast.Name) or c.func.id not in _PURE_BUILTINS
+           or c.keywords or c.func.id in namespace or c.func.id in assigned for c in calls):
+        return None
+    called = {c.func.id for c in calls}
+    names = {n.id for n in syntax.walk(test) if isinstance(n, ast.Name)} - called
+    if not all(isinstance(n, (ast.Name, ast.Constant, ast.Compare, ast.BoolOp, ast.Call,
                               ast.UnaryOp, ast.Load, ast.cmpop, ast.boolop, ast.unaryop))
                for n in syntax.walk(test)):
         return None
@@ -198,7 +207,8 @@ def static_truth(test: ast.AST, namespace: dict, assigned: set):
         return None
     try:
         value = eval(compile(ast.Expression(test), "<test>", "eval"),  # noqa: S307
-                     {"__builtins__": {}}, {n: namespace[n] for n in names})
+                     {"__builtins__": {n: _PURE_BUILTINS[n] for n in called}},
+                     {n: namespace[n] for n in names})
     except Exception:       # noqa: BLE001 - not a compile-time condition after all
         return None
     return bool(value) if isinstance(value, (bool, int, str)) else None

@@ -147,3 +147,17 @@ def fold_static_branches(ks: KernelSource) -> None:
     fold = _Fold(values, assigned_names(ks.tree))
     fold.top = ks.tree
     ks.tree = syntax.fix_missing_locations(fold.visit(ks.tree))
+
+
+def fold_compile_time_branches(fdef: ast.FunctionDef, namespace: dict) -> ast.FunctionDef:
+    """``fdef`` with the ``if`` statements whose tests read the program's globals (and
+    constants) decided with their values as this compilation reads them (``if len(shape)
+    == 1:`` of a module's ``shape``): the values the kernel is compiled with, so the
+    branch left out is never typed, as TileLang's Python never builds it."""
+    if not any(isinstance(n, (ast.If, ast.IfExp)) for n in syntax.walk(fdef)):
+        return fdef
+    params = {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
+    fold = _Fold(namespace, assigned_names(fdef) | params)
+    fold.top = fdef
+    return syntax.fix_missing_locations(fold.visit(fdef))
+

@@ -105,6 +105,9 @@ class TilePlan:
     tma_stored: set = field(default_factory=set)     # tiles stored by TMA (tma_store.py)
     # fragment -> (layout, line, why) of a T.Fragment in T.annotate_layout (user_fragments.py)
     user_fragments: dict = field(default_factory=dict)
+    # fragments every thread holds whole because of how they are used (serial code only,
+    # passes/whole_fragments.py), not because their extents do not split
+    whole_by_use: frozenset = frozenset()
     # wgmma gemms whose wait comes later, at a __tj_wgmma_wait (passes/wgmma_waits.py), and,
     # while the kernel is lowered, each one's accumulator registers until that wait
     deferred_waits: set = field(default_factory=set)

@@ -520,6 +520,42 @@ def _missing_submodule(fullname: str) -> None:
                               f"docs/tilelang-compat.md", name=fullname)
 
 
+class AliasedSubmodules:
+    """A first finder on ``sys.meta_path``: a submodule of a module tilejit imported
+    under another name (``tilejit.engine``, which is ``tilejit.tilelang.engine``) is the
+    submodule of the module itself (``tilejit.engine.param`` is
+    ``tilejit.tilelang.engine.param``), not a second copy of its file that Python's path
+    finder would load from the package's folder under the alias."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        if not fullname.startswith("tilejit."):
+            return None
+        parent, _, child = fullname.rpartition(".")
+        module = sys.modules.get(parent)
+        own = getattr(module, "__name__", parent)
+        if module is None or own == parent or not isinstance(own, str) or \
+                not _exists(f"{own}.{child}"):
+            return None
+        return importlib.util.spec_from_loader(fullname, _Alias(f"{own}.{child}"))
+
+
+class ModuleOfName(type(sys)):
+    """A module registered under a name the package also binds to something else
+    (``tilejit.jit``, the decorator): its names are ``target``'s, loaded on first use;
+    a package, so that its submodules are asked of ``MissingModules``."""
+
+    def __init__(self, name: str, target: str):
+        super().__init__(name)
+        self.__path__ = []
+        self._target = target
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(importlib.import_module(self._target), name)
+
+
 class _Alias(importlib.abc.Loader):
     """Loads a module under another name: the module itself, imported by its own (or
     the module object given)."""

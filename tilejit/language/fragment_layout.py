@@ -153,6 +153,9 @@ class Fragment(Layout):
             return table[tuple(idx)]
         return index_in_thread
 
+    def __tj_key__(self):
+        return [list(self._shape), list(self._evaluated()), self.thread_table()]
+
     def _evaluated(self) -> tuple:
         if self._outputs is None:
             grid = tuple(np.indices(self._shape, dtype=np.int64))

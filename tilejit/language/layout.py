@@ -376,6 +376,11 @@ class Layout:
             self._known = _evaluation(self.forward_fn, self._shape)
         return self._known
 
+    def __tj_key__(self):
+        """What the disk cache keys a kernel that reads this layout by: its values
+        (``runtime/disk_cache._value_data``), not its functions' code."""
+        return [list(self._shape), list(self._evaluated())]
+
     def _evaluated(self) -> tuple:
         """Each output expression over the whole shape, int64 arrays of ``shape``."""
         known = self._evaluation

@@ -91,6 +91,8 @@ from tilejit.passes.whole_fragments import (GATHERED_FRAGMENT_MAX, constant_read
                                             gathered_fragments, scalar_fragments)
 from tilejit.passes.static_eval import NotStatic, StaticEval
 from tilejit.passes.tma_store import copy_to_tensor
+from tilejit.passes.loop_layouts import (loop_layout, loop_layout_node, observable,
+                                         reads_threads)
 from tilejit.passes.user_fragments import annotated_fragment
 from tilejit.passes.user_layouts import AnnotationScope, annotated_layout
 
@@ -169,6 +171,8 @@ class _Collect(syntax.NodeVisitor):
         # i a serial loop's variable): every iteration reads one element, which every
         # thread must then hold (TileLang replicates such a fragment)
         self.broadcast: dict[str, list] = {}
+        self.reads_threads = False      # the kernel reads the thread index / warp lanes
+        self.schedules: list = []       # loops whose loop_layout= is a schedule only
 
     def visit_For(self, node):
         it = node.iter
@@ -221,7 +225,14 @@ class _Collect(syntax.NodeVisitor):
                 partial.pop(name, None)
                 mixed.pop(name, None)
                 quotients.pop(name, None)
-            if full or subset or partial or mixed or quotients:
+            if loop_layout_node(node) is not None and not observable(
+                    node, bool(full or subset or partial or mixed or quotients),
+                    self.reads_threads, self.ctx.namespace):
+                # a schedule only (loop_layouts.py): checked, then tilejit's own lays the
+                # loop out
+                self.schedules.append(node)
+            elif full or subset or partial or mixed or quotients or \
+                    loop_layout_node(node) is not None:
                 self.loops.append((node, full, subset, partial))
         self.generic_visit(node)
 
@@ -466,6 +477,17 @@ class _RewriteLoops(syntax.NodeTransformer):
         return self.generic_visit(node)
 
 
+def _static_extents(loop, static) -> list:
+    """The loop's extents, each a compile-time value or None."""
+    extents = []
+    for a in loop.iter.args:
+        try:
+            extents.append(static.value(a))
+        except NotStatic:
+            extents.append(None)
+    return extents
+
+
 def _parallel_layout(shape, dtypes, threads, usable=None):
     """The T.Parallel distribution, each thread holding runs of 16 bytes of the
     narrowest dtype involved (the fragment's and those of the tensors it is copied
@@ -698,9 +720,15 @@ def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     fdef = widen_prefix_loops(fdef, ctx, static)
     gathered = gathered_fragments(fdef, ctx, static)
     col = _Collect(ctx, gathered, static)
+    col.reads_threads = reads_threads(fdef, ctx.namespace)
     col.visit(fdef)
     groups = UnionFind()
     fixed = fixed_fragment_layouts(ctx)
+    scope = AnnotationScope(ctx, fdef) if col.schedules or any(
+        loop_layout_node(loop) is not None for loop, *_ in col.loops) else None
+    for loop in col.schedules:
+        loop_layout(ctx, scope, loop, _static_extents(loop, static))      # (its checks)
+        loop.iter.keywords = [k for k in loop.iter.keywords if k.arg != "loop_layout"]
     for src, dst, line in col.copies:
         if tiles[src].shape != tiles[dst].shape:
             raise ctx.error(f"T.copy between fragments of different shapes {tiles[src].shape} "
@@ -718,12 +746,7 @@ def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
         loop_vars = loop_names(loop.target)
         if loop_vars is None:
             raise ctx.error("a T.Parallel over a fragment must bind plain names", loop)
-        extents = []
-        for a in loop.iter.args:
-            try:
-                extents.append(static.value(a))
-            except NotStatic:
-                extents.append(None)
+        extents = _static_extents(loop, static)
         for n in full:
             if tuple(extents) != tiles[n].shape:
                 _foreign_index_error(ctx, loop, loop_vars, tiles[n])
@@ -735,6 +758,16 @@ def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                                 f"`F[k, j]` in a loop over j, k a serial loop's variable)", loop)
             groups.union(n, full[0])
         lead = full[0] if full else None
+        if loop_layout_node(loop) is not None:
+            # T.Parallel(..., loop_layout=F): a stand-in of the loop's shape whose layout
+            # is F's (loop_layouts.py); the fragments the loop indexes take it
+            stand = f"__tj_loop{k}"
+            dtype = tiles[lead].dtype if lead is not None else T.float32
+            views[stand] = Tile(stand, FRAGMENT, tuple(extents), dtype, loop.lineno)
+            fixed[stand] = loop_layout(ctx, scope, loop, extents)
+            if lead is not None:
+                groups.union(stand, lead)
+            lead = stand
         if partial:
             # a stand-in fragment of the loop's shape: the loop iterates its layout, and
             # each fragment indexed in part holds, per thread, that layout's elements for
@@ -851,6 +884,7 @@ def _infer_layouts(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             derived.append((t.name, t.view_of, None, _RESHAPE, t.line, why, False))
             viewed |= {t.name, t.view_of}
     scalars = (scalar_fragments(fdef, ctx) | gathered) - set(plan.user_fragments) - viewed
+    plan.whole_by_use = frozenset(scalars)
     try:
         _resolve(ctx, views, groups, fixed, derived, col.partners, scalars,
                  constant_read_fragments(fdef, ctx) - set(plan.user_fragments) - viewed,
@@ -1453,6 +1487,8 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
     def shown(name):
         if name.startswith("__tj_part"):     # the stand-in of a loop over part of one
             return f"(the T.Parallel at line {tiles[name].line})"
+        if name.startswith("__tj_loop"):     # the stand-in of a loop_layout=
+            return f"(the loop_layout of the T.Parallel at line {tiles[name].line})"
         return repr(name)
 
     for root, names in members.items():

@@ -98,7 +98,7 @@ def check_registers(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                        for n, t in shares if n)
     line = min((t.line for _, t in shares if t.line), default=None)
     need = f"the kernel's fragments and local tiles need {words} 32-bit registers per thread "
-    whole = _held_whole(shares, plan.threads)
+    whole = _held_whole(shares, plan.threads, plan.whole_by_use)
     if words > max(SPILL_LIMIT, limit):
         raise ctx.error(f"{need}({detail}); a thread has at most {limit} registers, and "
                         f"tilejit spills at most {SPILL_LIMIT} words of tiles to local memory: "
@@ -128,14 +128,21 @@ def _own_scratch(shares) -> str | None:
             f"fragment, keeps it in registers")
 
 
-def _held_whole(shares, threads) -> str | None:
+def _held_whole(shares, threads, by_use=frozenset()) -> str | None:
     """The advice where a fragment over several threads is held whole by every one (its
-    extents have no split over the threads: an odd row width, 1 × 2049): more threads do
-    not shrink it; None where none is."""
+    extents have no split over the threads: an odd row width, 1 × 2049; or only serial
+    code indexes it, ``by_use``): more threads do not shrink it; None where none is."""
     whole = [t for n, t in shares if n and threads > 1 and t.kind == "fragment"
              and t.indexing is not None and t.indexing.slots >= math.prod(t.shape) > 1]
     if not whole:
         return None
+    serial = [t for t in whole if t.name in by_use]
+    if serial:
+        names = ", ".join(f"{t.name} {'x'.join(map(str, t.shape))}" for t in serial)
+        return (f"every thread holds all of {names}: only serial code indexes it (outside "
+                f"T.Parallel loops and tile operations), so each thread runs that code on "
+                f"its own copy, as TileLang's floating fragments; index it in T.Parallel "
+                f"loops over its shape to spread it over the threads")
     names = ", ".join(f"{t.name} {'x'.join(map(str, t.shape))}" for t in whole)
     return (f"every thread holds all of {names} (its extents split over no group of the "
             f"block's threads, so more threads do not shrink it): give it extents of "

@@ -47,23 +47,32 @@ def annotated_fragment(ctx, scope, name, tile, value_node, line):
             else repr(user)
         raise ctx.error(f"T.annotate_layout: expected a T.Fragment for fragment {name!r}, "
                         f"got {what} (`{text}`)", line)
+    layout = fragment_digits(ctx, user, tuple(tile.shape), repr(name),
+                             f"T.Fragment of {name!r} (T.annotate_layout at line {line})",
+                             f"T.annotate_layout: the T.Fragment of {name!r} (`{text}`)", line)
+    return layout, line, f"the T.Fragment given to {name!r} by T.annotate_layout"
+
+
+def fragment_digits(ctx, user, shape, name, title, where, line):
+    """The digit layout of the user's ``T.Fragment`` over ``shape`` in this kernel (its
+    threads), checked; a ``CompileError`` at ``line`` (``where`` names the layout) when
+    it is not one of those layouts. ``title``: the layout's name in the IR dump."""
     try:
-        user.check(tile.shape, repr(name), ctx.threads)
+        user.check(shape, name, ctx.threads)
         thread = user.thread_table()
         slot = user.offsets()
     except LayoutError as e:
         raise ctx.error(str(e), line) from None
-    layout, problem = digit_form(thread, slot, tuple(tile.shape), ctx.threads,
-                                 f"T.Fragment of {name!r} (T.annotate_layout at line {line})")
+    layout, problem = digit_form(thread, slot, shape, ctx.threads, title)
     if layout is None:
         raise ctx.error(
-            f"T.annotate_layout: the T.Fragment of {name!r} (`{text}`) is not a layout "
+            f"{where} is not a layout "
             f"tilejit can build: {problem}. tilejit builds fragment layouts whose thread and "
             f"local index are sums, over the dimensions, of mixed-radix digits of each index "
             f"(`i % 4 * 32 + j % 32`, `i // 4 * 4 + j // 32`), element (0, ..., 0) on thread "
             f"0 (or a multiple of 32: a range of the block's threads) at local index 0, the "
             f"local indices dense", line)
-    return layout, line, f"the T.Fragment given to {name!r} by T.annotate_layout"
+    return layout
 
 
 def digit_form(thread, slot, shape, threads, name=""):

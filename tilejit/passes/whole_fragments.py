@@ -1,7 +1,8 @@
 """Fragments every thread holds whole (layout inference, ``layout_inference.py``):
 small ones used only at indices every thread computes alike (TileLang's (1,)-shaped
-running values, block masks), and small ones a ``T.Parallel`` reads at indices not its
-own (TileLang replicates them)."""
+running values, block masks), ones of any size only serial code indexes (TileLang's
+floating fragments, ``_floating_fragments``), and small ones a ``T.Parallel`` reads at
+indices not its own (TileLang replicates them)."""
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,30 @@ def _small_fragments(ctx) -> set:
             and len(t.shape) >= 1 and math.prod(t.shape) <= _SCALAR_FRAGMENT_MAX}
 
 
+def _floating_fragments(fdef, ctx) -> set:
+    """Fragments of any size only ever indexed element by element outside T.Parallel
+    loops (serial code: ``P[i, j] = ...`` in ``T.serial`` loops), never a tile
+    operation's operand: TileLang's "floating" fragments, which it lays out fully
+    replicated, every thread holding the whole of one as its own array (larger ones in
+    local memory)."""
+    in_parallel = _inside_parallel_loops(fdef, ctx)
+    frags = {n for n, t in ctx.plan.tiles.items() if t.kind == FRAGMENT and len(t.shape) >= 1}
+    elements = set()
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id in frags:
+            if id(node) in in_parallel or any(isinstance(i, ast.Slice)
+                                              for i in syntax.walk(node.slice)):
+                frags.discard(node.value.id)
+            else:
+                elements.add(id(node.value))
+    for node in syntax.walk(fdef):
+        if isinstance(node, ast.Name) and node.id in frags and id(node) not in elements \
+                and not isinstance(node.ctx, ast.Store):
+            frags.discard(node.id)
+    return frags
+
+
 def _inside_parallel_loops(fdef, ctx) -> set:
     """The ids of the nodes inside T.Parallel loops."""
     return {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
@@ -38,7 +63,7 @@ def scalar_fragments(fdef, ctx) -> set:
     copied whole (``T.copy(Mask[bx, 0], mask)``) or reduced (when also indexed outside
     T.Parallel loops): TileLang gives each thread the whole of such a fragment, as a
     local array every thread computes alike."""
-    frags = _small_fragments(ctx)
+    frags = _small_fragments(ctx) | _floating_fragments(fdef, ctx)
     parallel_vars = {n.id for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
                      and is_parallel(loop, ctx) for n in syntax.walk(loop.target)
                      if isinstance(n, ast.Name)}

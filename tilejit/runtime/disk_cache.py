@@ -154,6 +154,15 @@ def _value_data(value, name: str, strict: bool, function_data, depth: int = 0):
     named = _named(value)
     if named is not None:
         return ["named"] + named
+    keyed = getattr(type(value), "__tj_key__", None)
+    if keyed is not None:                     # a T.Layout / T.Fragment: by its values
+        try:
+            data = keyed(value)
+        except Exception:                     # a layout the compile will refuse
+            if strict:
+                raise Unkeyable(name, value) from None
+            return ["object", _named(type(value))]
+        return ["keyed", _named(type(value)), inner(data)]
     attributes = getattr(value, "__dict__", None)
     if isinstance(attributes, dict):          # e.g. a config object, T.const's symbols
         return ["object", _named(type(value)), inner(attributes)]

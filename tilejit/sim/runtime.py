@@ -59,6 +59,11 @@ class _State(threading.local):
         # a T.Parallel of one iteration per thread (``own_threads``): its iterations' flat
         # indices, the thread each runs on (threads.thread_index); else None
         self.iteration_threads = None
+        # a T.Parallel with loop_layout= (passes/loop_layouts.py): each iteration's local
+        # index on its thread (the iterations at one local index meet in a warp
+        # primitive, sim/warp.py), and the (thread, local index) pairs no iteration has
+        self.iteration_slots = None
+        self.iteration_holes = None
         # TMA bytes landing when an mbarrier phase completes: their race checks were made
         # when the load was issued, by its issuer (sim/races.py)
         self.quiet_races = False
@@ -167,12 +172,13 @@ def shared_object(make, what: str):
     return make() if roles is None else roles.shared(make, what)
 
 
-def parallel_vectorized(*extents, own_threads=False):
+def parallel_vectorized(*extents, own_threads=False, loop_layout=None):
     """One iteration whose indices are whole-tile index arrays. ``own_threads``: the
     body indexes no fragment, so the GPU runs iteration k on thread k when there are as
-    many iterations as threads (``codegen/lowering/parallel.py``)."""
+    many iterations as threads (``codegen/lowering/parallel.py``). ``loop_layout``: the
+    loop's T.Fragment, which says the thread and local index of each iteration."""
     if STATE.lanes:
-        yield from _block_loop(parallel_vectorized, extents, own_threads)
+        yield from _block_loop(parallel_vectorized, extents, own_threads, loop_layout)
         return
     # an extent known at run time may be 0 or below: no iterations, as on the GPU
     extents = tuple(max(0, int(e)) for e in extents)
@@ -184,8 +190,10 @@ def parallel_vectorized(*extents, own_threads=False):
     # one value per row, not one per element)
     grids = np.indices(extents, dtype=np.int64, sparse=True)
     outer, STATE.parallel = STATE.parallel, _parallel_loop(extents)
-    outer_threads = STATE.iteration_threads
-    if own_threads and STATE.threads and int(np.prod(extents)) == STATE.threads:
+    outer_threads = _iteration_map()
+    if loop_layout is not None:
+        _laid_out(loop_layout, extents, STATE.threads)
+    elif own_threads and STATE.threads and int(np.prod(extents)) == STATE.threads:
         # iteration k on thread k: a warp primitive in the body runs across the
         # iterations (sim/warp.py), as it runs across the GPU's lanes
         STATE.iteration_threads = np.arange(STATE.threads, dtype=np.int64).reshape(extents)
@@ -193,13 +201,37 @@ def parallel_vectorized(*extents, own_threads=False):
         yield grids[0] if len(extents) == 1 else tuple(grids)
     finally:
         STATE.parallel = outer
-        STATE.iteration_threads = outer_threads
+        _restore_iteration_map(outer_threads)
 
 
-def parallel_scalar(*extents, own_threads=False):
+def _iteration_map():
+    return STATE.iteration_threads, STATE.iteration_slots, STATE.iteration_holes
+
+
+def _restore_iteration_map(saved):
+    STATE.iteration_threads, STATE.iteration_slots, STATE.iteration_holes = saved
+
+
+def _laid_out(layout, extents, threads):
+    """The iterations' threads and local indices under ``loop_layout`` (one copy each:
+    a replicated layout runs an iteration on several threads, and which of them a warp
+    primitive or the thread index stands for is left unsimulated, ``threads.py``)."""
+    thread = np.asarray(layout.thread_table())
+    slot = np.asarray(layout.offsets())
+    if thread.shape[:-1] != tuple(extents) or layout.get_replicate_size() > 1:
+        return
+    thread = thread[..., 0]
+    STATE.iteration_threads = thread
+    STATE.iteration_slots = slot
+    holes = np.ones((max(threads, int(thread.max()) + 1), int(slot.max()) + 1), bool)
+    holes[thread, slot] = False
+    STATE.iteration_holes = holes
+
+
+def parallel_scalar(*extents, own_threads=False, loop_layout=None):
     """Every iteration, in row-major order, with Python int indices."""
     if STATE.lanes:
-        yield from _block_loop(parallel_scalar, extents, own_threads)
+        yield from _block_loop(parallel_scalar, extents, own_threads, loop_layout)
         return
     extents = tuple(max(0, int(e)) for e in extents)
     outer, loop = STATE.parallel, _parallel_loop(extents)
@@ -222,7 +254,7 @@ def _parallel_loop(extents):
     return ParallelLoop(extents)
 
 
-def _block_loop(loop, extents, own_threads=False):
+def _block_loop(loop, extents, own_threads=False, loop_layout=None):
     """A T.Parallel in a kernel with per-thread code (``threads.py``): the block's loop,
     which every thread must reach, its body under no thread mask. With one iteration per
     thread of the whole block and no fragment in its body, iteration k runs on thread k,
@@ -232,8 +264,10 @@ def _block_loop(loop, extents, own_threads=False):
     extents = [uniform(e, "a T.Parallel extent") for e in extents]
     lanes, mask, ranged = STATE.lanes, STATE.mask, STATE.range_loop
     partial = mask is not None and np.ndim(mask) > 0 and not np.all(mask)
-    outer_threads = STATE.iteration_threads
-    if own_threads and not partial and int(np.prod(extents)) == lanes:
+    outer_threads = _iteration_map()
+    if loop_layout is not None:
+        _laid_out(loop_layout, [max(0, int(e)) for e in extents], lanes)
+    elif own_threads and not partial and int(np.prod(extents)) == lanes:
         STATE.iteration_threads = np.arange(lanes, dtype=np.int64).reshape(extents)
     STATE.lanes, STATE.mask = 0, None
     STATE.range_loop = ranged or bool(partial)
@@ -243,7 +277,7 @@ def _block_loop(loop, extents, own_threads=False):
     finally:
         STATE.lanes, STATE.mask, STATE.range_loop = lanes, mask, ranged
         STATE.in_parallel -= 1
-        STATE.iteration_threads = outer_threads
+        _restore_iteration_map(outer_threads)
 
 
 class where:

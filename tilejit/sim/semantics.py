@@ -38,7 +38,6 @@ from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage
 from tilejit.sim import garbage, views
 from tilejit.sim.block_races import block_id
 from tilejit.sim.races import one_to_one, repeats
-from tilejit.ir.plan import SCALAR_FRAGMENT_MAX
 from tilejit.ir.regions import tile_governs
 from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wide, uniform,
                                  varies)
@@ -73,11 +72,9 @@ def alloc_fragment(shape, dtype, scope="local.fragment"):
 
 def own_fragment(shape, dtype):
     """A fragment of per-thread code used only element by element outside T.Parallel
-    loops (``transform._own_fragments``): each thread's own when it is small enough for
-    the compiler to give every thread all of it (``ir.plan.SCALAR_FRAGMENT_MAX``
-    elements), else the block's fragment, as the compiler lays it out."""
-    n = int(np.prod(shape)) if np.ndim(shape) else int(shape)
-    return _new_tile(shape, dtype, "local" if n <= SCALAR_FRAGMENT_MAX else "fragment")
+    loops (``transform._own_fragments``): each thread's own, as the compiler gives every
+    thread all of it (``passes/whole_fragments.py``, TileLang's floating fragments)."""
+    return _new_tile(shape, dtype, "local")
 
 
 def alloc_local(shape, dtype, scope="local"):

@@ -518,10 +518,12 @@ class SimRewriter(syntax.NodeTransformer):
                                     "parallel_scalar" if scalar else "parallel_vectorized",
                                     ast.Load())
             # no fragment in the body: the GPU's schedule, not a fragment's layout, says
-            # which thread runs an iteration (runtime._block_loop)
-            it.keywords = [] if any(isinstance(n, ast.Name) and n.id in self.fragments
-                                    for n in syntax.walk(node)) else [
-                ast.keyword("own_threads", ast.Constant(True))]
+            # which thread runs an iteration (runtime._block_loop); loop_layout= says it
+            # whatever the body holds (passes/loop_layouts.py)
+            laid_out = [k for k in it.keywords if k.arg == "loop_layout"]
+            it.keywords = laid_out or ([] if any(
+                isinstance(n, ast.Name) and n.id in self.fragments
+                for n in syntax.walk(node)) else [ast.keyword("own_threads", ast.Constant(True))])
             if not scalar:
                 body = []
                 lanes = _LaneWise(self.tuples)
@@ -671,10 +673,9 @@ def _own_fragments(fdef, namespace) -> None:
     """In a kernel with per-thread code, a fragment only ever indexed element by element
     outside a ``T.Parallel`` (TileLang's producer keeps its prefetched row indices so:
     ``idx[stage, r] = Indices[..., (tx - 256) // 8]``) is each thread's own: the compiler
-    gives every thread all of it (``layout_inference``: used at indices a loop's
-    variables do not decide) when it holds at most ``SCALAR_FRAGMENT_MAX`` elements,
-    so here it is then a ``T.alloc_local`` array, one per lane (``semantics.own_fragment``
-    decides by its size)."""
+    gives every thread all of it (``passes/whole_fragments.py``: used at indices a loop's
+    variables do not decide), so here it is a ``T.alloc_local`` array, one per lane
+    (``semantics.own_fragment``)."""
     allocs = {}
     for node in syntax.walk(fdef):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(

@@ -42,14 +42,51 @@ def _iteration_lanes(value, name, members=None):
         return None
     mask = STATE.mask
     if mask is not None and np.ndim(mask) > 0:
-        active = np.broadcast_to(mask, each.shape).reshape(-1)
-        if not np.all(active) and not _whole_warps(active) and \
-                not _masked(members, active, name):
+        active = np.broadcast_to(mask, each.shape)
+        flat = _by_lane(active, False).reshape(-1) if STATE.iteration_slots is not None \
+            else active.reshape(-1)
+        if not np.all(active) and not _whole_warps(flat) and \
+                not _masked(members, flat, name):
             raise ThreadCodeError(
                 f"T.{name} inside a branch that depends on the T.Parallel's index: every "
                 f"lane of the warp must reach a warp shuffle (the skipped lanes' values "
                 f"are undefined on the GPU){_caller_location(4)}")
+    if STATE.iteration_slots is not None:
+        return _by_lane(value, 0)
     return np.broadcast_to(np.asarray(value), each.shape).reshape(-1).copy()
+
+
+def _by_lane(value, fill):
+    """A value over a ``loop_layout=`` loop's iterations as an array over (thread, local
+    index): the iterations that run at one local index meet in a warp primitive, as the
+    threads' loops over their local indices do on the GPU (``fill`` where a thread has
+    no iteration)."""
+    each, slot = STATE.iteration_threads, STATE.iteration_slots
+    array = np.broadcast_to(np.asarray(value), each.shape)
+    out = np.full(STATE.iteration_holes.shape, fill, dtype=array.dtype)
+    out[each, slot] = array
+    return out
+
+
+def _from_lanes(values):
+    """The inverse of ``_by_lane``: each iteration's value."""
+    return values[STATE.iteration_threads, STATE.iteration_slots]
+
+
+def _no_holes(src, name):
+    """A warp primitive of a ``loop_layout=`` loop reading a lane that runs no iteration
+    at that local index (the layout gives that thread fewer, or none): undefined."""
+    holes = STATE.iteration_holes
+    slots = np.broadcast_to(np.arange(holes.shape[1]), src.shape)
+    readers = ~holes
+    bad = readers & holes[np.minimum(src, holes.shape[0] - 1), slots]
+    if bad.any():
+        t, s = (int(x) for x in np.argwhere(bad)[0])
+        raise ThreadCodeError(
+            f"T.{name} in a T.Parallel with loop_layout=: thread {t} reads lane "
+            f"{int(src[t, s]) % WARP} of its warp at local index {s}, where the layout "
+            f"gives that lane no iteration (its value is undefined on the GPU)"
+            f"{_caller_location(3)}")
 
 
 def _masked(members, active, name) -> bool:
@@ -85,6 +122,8 @@ def _sources(mask, lane, src, name):
 
 def _lanes(value, name, members=None):
     per_iteration = _iteration_lanes(value, name, members)
+    if per_iteration is not None and STATE.iteration_slots is not None:
+        return per_iteration, _from_lanes
     if per_iteration is not None:
         return per_iteration, STATE.iteration_threads.shape
     if not STATE.lanes and getattr(STATE.parallel, "lane", None) is not None:
@@ -130,6 +169,8 @@ def _whole_warps(active) -> bool:
 def _result(values, uniform):
     """``uniform``: True (every thread holds the value: one of them), False (the lanes'
     values), or the shape of the T.Parallel whose iterations are the lanes."""
+    if callable(uniform):
+        return uniform(values)
     if isinstance(uniform, tuple):
         return values.reshape(uniform)
     return values[0].item() if uniform else values
@@ -145,9 +186,15 @@ def _butterfly(name, combine):
     def reduce(value):
         x, uniform = _lanes(value, f"warp_reduce_{name}")
         lane = np.arange(x.shape[0])
+        if x.ndim == 2:                 # over (thread, local index): loop_layout=
+            lane = lane[:, None]
+            for offset in (16, 8, 4, 2, 1):
+                _no_holes(np.broadcast_to(lane ^ offset, x.shape), f"warp_reduce_{name}")
         with np.errstate(all="ignore"):
             for offset in (16, 8, 4, 2, 1):
-                x = combine(x, x[lane ^ offset]).astype(x.dtype)
+                x = combine(x, x[lane ^ offset, ...] if x.ndim == 1 else
+                            np.take_along_axis(x, np.broadcast_to(lane ^ offset, x.shape),
+                                               0)).astype(x.dtype)
         return _result(x, uniform)
     reduce.__name__ = f"warp_reduce_{name}"
     return reduce
@@ -158,6 +205,15 @@ def _shuffle(name, source):
         x, uniform = _lanes(value, name, mask)
         w = _width(width, name)
         lane = np.arange(x.shape[0])
+        if x.ndim == 2:                 # over (thread, local index): loop_layout=
+            lane = np.broadcast_to(lane[:, None], x.shape)
+            d = _by_lane(np.asarray(delta, dtype=np.int64), 0)
+            src = source(lane, d, w)
+            masks = _by_lane(np.asarray(mask, dtype=np.int64), FULL)
+            for s in range(x.shape[1]):
+                _sources(masks[:, s], lane[:, s], src[:, s], name)
+            _no_holes(src, name)
+            return _result(np.take_along_axis(x, src, 0), uniform)
         d = np.broadcast_to(np.asarray(delta, dtype=np.int64), lane.shape)
         src = source(lane, d, w)
         if uniform is False:

@@ -198,6 +198,20 @@ class CompiledPrimFunc(KernelConveniences):
             #             sizes checked here are placeholders: the call checks its grid
 
 
+    @property
+    def params(self) -> list:
+        """TileLang's ``kernel.params``: a ``KernelParam`` of each parameter, in order (a
+        symbolic extent as its symbol's name, a scalar's shape ``[]``)."""
+        from tilejit.tilelang.engine.param import KernelParam
+        out = []
+        for name in self.prim.params:
+            ann = self.prim.annotations[name]
+            shape = [] if getattr(ann, "scalar", False) else [
+                int(d) if isinstance(d, int) else str(getattr(d, "name", d))
+                for d in getattr(ann, "shape", ())]
+            out.append(KernelParam(ann.dtype, shape))
+        return out
+
     def get_profiler(self, tensor_supply_type=None):
         """TileLang's ``kernel.get_profiler(tensor_supply_type=...)`` (``profiler.py``)."""
         # loaded when a program first asks for a profiler (nothing else imports it)

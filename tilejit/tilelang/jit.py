@@ -33,6 +33,8 @@ import os
 import sys
 import warnings
 
+import numpy as np
+
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.log import logger
@@ -826,7 +828,39 @@ class JitFunction:
         values = [tensors[p] if p in tensors else settings[p] for p in self.sugar.params]
         handle = self.kernel.compile(*values, target=target or "cuda",
                                      arch=arch or default_arch())
-        return CompiledProgram(self, handle, settings, tensors)
+        return CompiledProgram(self, handle, settings, tensors,
+                               self._kernel_params(tensors, env))
+
+    def _kernel_params(self, tensors, env) -> list:
+        """TileLang's ``kernel.params``: a ``KernelParam`` of each run-time parameter, in
+        order, then of each ``T.empty`` output (its shape evaluated with the sizes
+        given)."""
+        from tilejit.tilelang.engine.param import KernelParam
+        out = []
+        for name in self.sugar.params:
+            value = tensors.get(name)
+            if value is None:
+                continue
+            if hasattr(value, "shape") and hasattr(value, "dtype") and np.ndim(value) > 0:
+                out.append(KernelParam(as_dtype(value.dtype), [int(d) for d in value.shape]))
+            else:
+                out.append(KernelParam(as_dtype(np.asarray(value).dtype), []))
+        for stmt in self.sugar.fdef.body:
+            call = stmt.value if isinstance(stmt, ast.Assign) else None
+            if not (isinstance(call, ast.Call) and is_call_to(call, T.empty, self.sugar.namespace)
+                    and call.args):
+                continue
+            try:
+                shape = eval(compile(ast.Expression(call.args[0]), self.sugar.filename,
+                                     "eval"), env)
+                dtype = eval(compile(ast.Expression(call.args[1]), self.sugar.filename,
+                                     "eval"), env) if len(call.args) > 1 else T.float32
+            except Exception:       # (a shape the kernel computes: not listed)
+                continue
+            shape = shape if isinstance(shape, (list, tuple)) else [shape]
+            out.append(KernelParam(as_dtype(dtype), [int(d) if isinstance(d, numbers.Integral)
+                                                     else str(d) for d in shape]))
+        return out
 
     def get_kernel_source(self, *args, **kwargs) -> str:
         """The PTX for these compile-time values and symbol sizes (``.compile``'s
@@ -947,10 +981,11 @@ class CompiledProgram(KernelConveniences):
     with the tensors (in parameter order) runs it with the compile-time parameters it
     was compiled for; ``get_profiler()`` makes its inputs from the compiled shapes."""
 
-    def __init__(self, program: JitFunction, handle, params, tensors=None):
+    def __init__(self, program: JitFunction, handle, constants, tensors=None, params=()):
         self.program = program
         self.handle = handle
-        self.params = params
+        self.constants = constants          # the compile-time parameters' values
+        self.params = list(params)          # TileLang's list[KernelParam]
         # the run-time arguments, in parameter order: tensors and typed scalars
         self.tensor_params = [p for p in program.sugar.params if p in program._runtime_names]
         self.tensors = tensors or {}
@@ -961,7 +996,7 @@ class CompiledProgram(KernelConveniences):
         prim_func's ``get_kernel_source(arch=)`` does."""
         if arch is None:
             return self.handle.ptx
-        values = [self.tensors[p] if p in self.tensors else self.params[p]
+        values = [self.tensors[p] if p in self.tensors else self.constants[p]
                   for p in self.program.sugar.params]
         return self.program.kernel.compile(*values, target="cuda", arch=arch).ptx
 
@@ -978,7 +1013,7 @@ class CompiledProgram(KernelConveniences):
         if len(tensors) != len(self.tensor_params):
             raise TypeError(f"compiled {self.program.__name__}() takes the tensor(s) "
                             f"{', '.join(self.tensor_params)}, got {len(tensors)} argument(s)")
-        return self.program(**dict(zip(self.tensor_params, tensors)), **self.params)
+        return self.program(**dict(zip(self.tensor_params, tensors)), **self.constants)
 
 
 def _match_entry(name, what, dim, want, have, line, sizes, derived) -> None:
@@ -1203,7 +1238,14 @@ JITImpl = JitFunction
 # TileLang's names this module does not have: an error naming them (``compat.py``); TileLang's
 # jit is a package (``jit.adapter``, ``jit.kernel``): its submodules are refused too
 __path__ = []
-__getattr__ = module_getattr(
+_missing_name = module_getattr(
     "tilelang.jit", __name__,
     "of TileLang's jit module tilejit has jit, compile, par_compile, JITKernel, JITImpl "
     "and PassConfigKey (its adapters, execution backends and cache are TileLang's own)")
+
+
+def __getattr__(name):
+    if name in ("compile", "par_compile"):     # `from tilelang.jit import compile`
+        from tilejit.tilelang import classic    # (it imports this module)
+        return getattr(classic, name)
+    return _missing_name(name)
