@@ -227,10 +227,19 @@ LANGUAGE_DIFFERENCES = {
                    "starts when this one ends",
     "let": "the statement `T.let(v, value)` (after `v = T.int32()`) is the assignment "
            "`v = value`; the expression form `T.let(v, value, body)` is not built",
-    "Parallel": "`loop_layout=` (a `T.Fragment`), `coalesced_width=`, `prefer_async=` and "
-                "`annotations=` are accepted as scheduling hints and not used: tilejit lays "
-                "the loop out itself (the results are the same, the PTX that of the loop "
-                "without them); a `T.Fragment` may be a compile-time argument",
+    "Ramp": "in a statement (an index or a value), the statement once per lane "
+            "(`base + stride * lane`); all vectors of a statement of one lane count; no "
+            "vector registers are formed beyond what the per-lane accesses give",
+    "Broadcast": "in a statement with `T.Ramp` indices, the value in every lane",
+    "Parallel": "`loop_layout=` (a `T.Fragment` over the loop's extents, checked) places "
+                "each iteration on its thread and local index where that shows in the "
+                "results: the loop indexes fragments (they take its layout), calls a warp "
+                "primitive, or the kernel reads the thread index; in a loop of none of "
+                "these, an element map over shared or global memory, it is a schedule "
+                "tilejit replaces with its own (16-byte accesses; the results are the "
+                "same). A replicated layout's warp primitives are not simulated. "
+                "`coalesced_width=`, `prefer_async=` and `annotations=` are scheduling "
+                "hints not used; a `T.Fragment` may be a compile-time argument",
     "Pipelined": "`order=`/`stage=` with one entry per statement schedule the loop; with "
                  "`group=` (entries per group of TileLang's lowered statements) the three "
                  "are a hint not used: the copies to run ahead are found as without them "

@@ -54,6 +54,7 @@ from tilejit.language.numerics import cast_mode_warning, cast_options_problem
 from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
+from tilejit.frontend.ramp_vectors import expand_vector_lanes
 from tilejit.frontend.static_branches import fold_compile_time_branches
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
@@ -843,6 +844,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     fdef = copy.deepcopy(ks.tree)
     # `if len(shape) == 1:` of a module global: decided with this compilation's value
     fdef = fold_compile_time_branches(fdef, known)
+    # B[i, T.Ramp(j * 4, 1, 4)] = ...: the statement once per lane
+    fdef = expand_vector_lanes(fdef, ks.namespace, ks.error)
     # comprehensions over a constexpr's sequence in the block's code, unrolled
     unroll_constexpr_comprehensions(ks, fdef, constexprs)
     forms = _DeviceForms(ks.namespace, strip_breakpoints=not simulator, error=ks.error,

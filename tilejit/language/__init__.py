@@ -117,7 +117,7 @@ __all__ = [
     "prim_func", "device_assert", "assume", "print", "constexpr", "Kernel", "Parallel",
     "parallel", "serial",
     "grid", "dp4a",
-    "unroll", "vectorized", "ceildiv", "reinterpret",
+    "unroll", "vectorized", "ceildiv", "reinterpret", "Ramp", "Broadcast",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
     "if_then_else", "cast", "max", "min", "abs", "clamp", "cdiv", "infinity", "max_value",
     "min_value", "empty", "macro",
@@ -341,6 +341,23 @@ def unroll(start, stop=None, step=1):
 def vectorized(start, stop=None, step=1):
     """A sequential loop the compiler may vectorize."""
     return serial(start, stop, step)
+
+
+def Ramp(base, stride, lanes):
+    """TVM's vector index ``base, base + stride, ..., base + (lanes - 1) * stride``, as
+    TileLang's programs index with it (``B[i, T.Ramp(j * 4, 1, 4)] = A[i, T.Ramp(j * 4,
+    1, 4)]``, a store of 4 elements): in a kernel, a statement that holds Ramps (of one
+    lane count) is that statement for each lane (``frontend/ramp_vectors.py``). Outside a
+    kernel, the indices as an array."""
+    import numpy as np
+    return base + stride * np.arange(int(lanes))
+
+
+def Broadcast(value, lanes):
+    """TVM's vector of ``lanes`` copies of ``value``: in a statement with Ramps, the value
+    in every lane (``frontend/ramp_vectors.py``); outside a kernel, an array."""
+    import numpy as np
+    return np.full(int(lanes), value)
 
 
 def ceildiv(a, b):

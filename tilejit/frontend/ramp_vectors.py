@@ -1,0 +1,82 @@
+"""Front end: TVM's vector expressions in a statement, as TileLang's programs write them:
+``B[i, T.Ramp(j * 4, 1, 4)] = A[i, T.Ramp(j * 4, 1, 4)] * T.Broadcast(s, 4)`` stores four
+elements. A statement that holds ``T.Ramp(base, stride, lanes)`` or
+``T.Broadcast(value, lanes)`` calls, all of one lane count, is that statement for each
+lane: ``for l in range(lanes):`` around it (a serial loop, unrolled where ``lanes`` is
+known), each Ramp the index ``base + stride * l``
+and each Broadcast its value. Lanes of different counts in one statement are a
+``CompileError`` naming both."""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+
+_LANE = "__tj_lane"
+
+
+class _Lanes(syntax.NodeTransformer):
+    def __init__(self, namespace, error):
+        self.namespace = namespace
+        self.error = error
+        self.count = 0
+
+    def _vector_calls(self, stmt):
+        return [n for n in syntax.walk(stmt) if isinstance(n, ast.Call)
+                and resolve_static(n.func, self.namespace) in (T.Ramp, T.Broadcast)]
+
+    def _statement(self, node):
+        calls = self._vector_calls(node)
+        if not calls:
+            return self.generic_visit(node)
+        for c in calls:
+            want = 3 if resolve_static(c.func, self.namespace) is T.Ramp else 2
+            if len(c.args) != want or c.keywords:
+                what = "T.Ramp(base, stride, lanes)" if want == 3 else \
+                    "T.Broadcast(value, lanes)"
+                raise self.error(f"{what} takes {want} positional arguments, got "
+                                 f"`{ast.unparse(c)}`", c)
+        lanes = {ast.dump(c.args[-1]): c for c in calls}
+        if len(lanes) > 1:
+            a, b = list(lanes.values())[:2]
+            raise self.error(f"vectors of different lane counts in one statement: "
+                             f"`{ast.unparse(a)}` and `{ast.unparse(b)}`", node)
+        lane = f"{_LANE}{self.count}"
+        self.count += 1
+        count = copy.deepcopy(calls[0].args[-1])
+        body = _Scalar(self.namespace, lane).visit(node)
+        loop = ast.For(ast.Name(lane, ast.Store()),
+                       ast.Call(ast.Name("range", ast.Load()), [count], []), [body], [], None)
+        return syntax.fix_missing_locations(ast.copy_location(loop, node))
+
+    visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Expr = _statement
+
+
+class _Scalar(syntax.NodeTransformer):
+    def __init__(self, namespace, lane):
+        self.namespace = namespace
+        self.lane = lane
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        fn = resolve_static(node.func, self.namespace)
+        if fn is T.Ramp:
+            base, stride, _ = node.args
+            index = ast.BinOp(base, ast.Add(), ast.BinOp(stride, ast.Mult(),
+                                                         ast.Name(self.lane, ast.Load())))
+            return ast.copy_location(index, node)
+        if fn is T.Broadcast:
+            return node.args[0]
+        return node
+
+
+def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
+    """``fdef`` with each statement holding T.Ramp / T.Broadcast one per lane."""
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+               and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("Ramp", "Broadcast")
+               for n in syntax.walk(fdef)):
+        return fdef
+    return _Lanes(namespace, error).visit(fdef)
