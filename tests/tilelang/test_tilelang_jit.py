@@ -355,13 +355,13 @@ def scale(A, block_M: int = 128, factor: float = 2.0):
 def test_compile_applies_the_defaults_of_parameters_not_given():
     a = torch.randn(1000)
     kernel = scale.compile(M=1000, factor=3.0)          # block_M left at its default
-    assert kernel.params == {"block_M": 128, "factor": 3.0}
+    assert kernel.constants == {"block_M": 128, "factor": 3.0}
     torch.testing.assert_close(kernel(a), a * 3.0)
     kernel = scale.compile(M=1000, block_M=256)         # factor left at its default
-    assert kernel.params == {"block_M": 256, "factor": 2.0}
+    assert kernel.constants == {"block_M": 256, "factor": 2.0}
     torch.testing.assert_close(kernel(a), a * 2.0)
     kernel = scale.compile(a, 64, 4.0)                  # an example tensor, positional params
-    assert kernel.params == {"block_M": 64, "factor": 4.0}
+    assert kernel.constants == {"block_M": 64, "factor": 4.0}
     torch.testing.assert_close(kernel(a), a * 4.0)
     with pytest.raises(TypeError, match=r"compiled scale\(\) takes the tensor\(s\) A"):
         kernel(a, a)

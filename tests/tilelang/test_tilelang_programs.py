@@ -91,7 +91,7 @@ def test_eager_flash_attention_against_sdpa():
 
 def test_eager_flash_attention_compiles_to_mma():
     kernel = flash_attention.compile(B=1, H=2, S=128, D=64, block_N=32)
-    assert kernel.params["block_N"] == 32 and kernel.params["block_M"] == 64
+    assert kernel.constants["block_N"] == 32 and kernel.constants["block_M"] == 64
     ptx = kernel.get_kernel_source()
     assert "mma.sync" in ptx and ".entry flash_attention_kernel" in ptx
     q, k, v = _qkv(1, 2, 128, 64, "cpu")

@@ -33,6 +33,7 @@ from tilejit.frontend.tail_returns import single_exit
 from tilejit import language as T
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import SubstituteLoads, function_def_from_file, resolve_static
+from tilejit.language.tilelang_names import SymbolicInt
 
 _DEPTH = 8          # helpers holding the launch that call one another
 
@@ -204,9 +205,15 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         if p in assigned and p not in refs:
             arguments.append(ast.copy_location(
                 ast.Assign([ast.Name(p, ast.Store())], bound.pop(p)), stmt))
+    # shape symbols the kernel binds at its top (`n = cu.shape[0] - 1`, classic.py's
+    # _bind_symbols, for those its helpers read): the helper reads the kernel's value
+    symbols = {t.id for s in ks.tree.body if isinstance(s, ast.Assign)
+               for t in s.targets if isinstance(t, ast.Name)
+               and isinstance(own.get(t.id), SymbolicInt)}
     for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and \
-                n.id not in assigned and n.id not in params and n.id in own:
+                n.id not in assigned and n.id not in params and n.id in own and \
+                n.id not in symbols:
             if resolve_static(n, ks.namespace) is not own[n.id] and n.id not in bound:
                 # a name the helper sees and the kernel does not (or sees as another
                 # thing): a macro made in a program's factory reads the factory's

@@ -43,6 +43,7 @@ from tilejit.frontend.kernel_macros import has_reference_params, inline_call, re
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import (FRAGMENT_ALLOCATIONS, function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
+from tilejit.language.tilelang_names import SymbolicInt
 
 _DEPTH = 8
 # the tile operations only the tile passes lower: a helper that uses one cannot be a
@@ -161,8 +162,12 @@ class _Inliner:
         if not found:
             return None
         own = {**current_namespace(fn), "T": T}
+        # a shape symbol read from the helper's factory (`return n`, n = T.dynamic("n")):
+        # the kernel's value of it, which a device function cannot see
+        symbols = any(isinstance(n, ast.Name) and isinstance(own.get(n.id), SymbolicInt)
+                      for n in syntax.walk(found[1]))
         must = reaches(found[1], own, _tile_op, depth) or \
-            self._passes_fragment(stmt.value) or place or closure or \
+            self._passes_fragment(stmt.value) or place or closure or symbols or \
             has_reference_params(found[1], own)
         if not must and not reaches(found[1], own, _front_end_op, depth):
             return None
@@ -294,10 +299,14 @@ def reaches(fdef, namespace, hit, depth=_DEPTH) -> bool:
     return False
 
 
-def _helper(obj):
+def helper_of(obj):
+    """The function of a ``@T.macro`` or plain helper the kernel calls, else None."""
     if isinstance(obj, T.macro):
         obj = obj.func
     return obj if is_helper(obj) else None
+
+
+_helper = helper_of
 
 
 def _expand_static_kwargs(module, ks):

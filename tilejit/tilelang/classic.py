@@ -26,7 +26,10 @@ from tilejit.frontend.analysis import compile_time_shapes, unread_params
 from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, check_scalar,
                                        element_span,
                                        pointer_argument, typed_scalar)
-from tilejit.frontend.source import function_def_from_file, function_namespace
+from tilejit import language as T
+from tilejit.frontend.references import current_namespace
+from tilejit.frontend.source import function_def_from_file, function_namespace, resolve_static
+from tilejit.frontend.tile_helpers import helper_of
 from tilejit.log import logger
 from tilejit.runtime.host import allocate_output, allocating_like, placement_without_inputs
 from tilejit.runtime.kernel import default_arch, kernel_function
@@ -35,6 +38,7 @@ from tilejit.tilelang.tvm_target import (Target as TvmTarget, arch_option, check
                                          check_target)
 from tilejit.runtime.sequence import KernelSequence
 from tilejit.tilelang.output_params import out_positions
+from tilejit.tilelang.engine.param import KernelParam
 from tilejit.sim.runner import FRESH_OUTPUTS
 from tilejit.tilelang.jit import (DYNAMIC_PLACEHOLDER, BoundProgram, JITKernel,
                                   KernelConveniences, pass_config_options)
@@ -66,9 +70,12 @@ def _bind_symbols(pf: PrimFunc, order):
         return None, dims
     filename, fdef = found
     namespace = function_namespace(pf.func)
+    # (and those the macros it calls read from their factory)
+    namespace = {**symbols_read_by_helpers(fdef, namespace), **namespace}
     used = sorted({node.id for stmt in fdef.body for node in syntax.walk(stmt)
                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-                   and isinstance(namespace.get(node.id), SymbolicInt)})
+                   and isinstance(namespace.get(node.id), SymbolicInt)}
+                  | set(symbols_read_by_helpers(fdef, namespace)))
     if not used:
         return None, dims
 
@@ -100,6 +107,36 @@ def _bind_symbols(pf: PrimFunc, order):
             ast.Assign([ast.Name(name, ast.Store())], value.to_ast(read)), fdef))
     fdef.body = bindings + fdef.body
     return (filename, syntax.fix_missing_locations(fdef)), dims
+
+
+def symbols_read_by_helpers(fdef, namespace, depth=4) -> dict:
+    """{name: symbol} of the shape symbols that the macros and helpers ``fdef`` calls
+    (and those they call, ``depth`` levels) read from their factory, where the kernel's
+    namespace names no other value so (mate's varlen cumsum: a ``@T.macro`` returning
+    ``real_batch_size``, a ``T.dynamic`` the kernel's annotations bind): the kernel
+    binds them at its top, as those it reads itself, and the inlined body reads them
+    (``kernel_macros.inline_call``)."""
+    found = {}
+    for node in syntax.walk(fdef):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
+            continue
+        try:
+            inner = helper_of(resolve_static(node.func, namespace))
+        except TypeError:           # an unhashable value called
+            continue
+        source = inner is not None and function_def_from_file(inner)
+        if not source:
+            continue
+        own = current_namespace(inner)
+        found.update({n.id: own[n.id] for n in syntax.walk(source[1])
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                      and isinstance(own.get(n.id), SymbolicInt)
+                      and namespace.get(n.id, own[n.id]) is own[n.id]})
+        if depth > 1:
+            inner_found = symbols_read_by_helpers(source[1], {**own, "T": T}, depth - 1)
+            found.update({n: v for n, v in inner_found.items()
+                          if namespace.get(n, v) is v})
+    return found
 
 
 def _stride_read(candidates) -> ast.expr:
@@ -202,7 +239,6 @@ class CompiledPrimFunc(KernelConveniences):
     def params(self) -> list:
         """TileLang's ``kernel.params``: a ``KernelParam`` of each parameter, in order (a
         symbolic extent as its symbol's name, a scalar's shape ``[]``)."""
-        from tilejit.tilelang.engine.param import KernelParam
         out = []
         for name in self.prim.params:
             ann = self.prim.annotations[name]

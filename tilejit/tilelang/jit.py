@@ -45,6 +45,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
                                        pointer_argument, typed_scalar)
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
+from tilejit.tilelang.engine.param import KernelParam
 from tilejit.tilelang.output_params import outputs_as_empty
 from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
@@ -835,7 +836,6 @@ class JitFunction:
         """TileLang's ``kernel.params``: a ``KernelParam`` of each run-time parameter, in
         order, then of each ``T.empty`` output (its shape evaluated with the sizes
         given)."""
-        from tilejit.tilelang.engine.param import KernelParam
         out = []
         for name in self.sugar.params:
             value = tensors.get(name)
