@@ -257,3 +257,43 @@ def test_the_kernel_compiled_at_compile_is_the_one_the_call_runs(program, monkey
     kernel(torch.zeros(256), *args)
     kernel(torch.zeros(256), *args)
     assert len(calls) == 1, calls
+
+
+def tokens_plus_one(block=32):
+    """``tokens: n``: a parameter annotated with the shape symbol itself (a third-party
+    Q/K-norm RoPE kernel passes its token count so); it sizes ``x`` and bounds the
+    grid."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(tokens: n, x: T.Tensor((n, 4), T.float32)):
+        with T.Kernel(T.ceildiv(tokens, block), threads=block) as b:
+            i = b * block + T.get_thread_binding()
+            if i < tokens:
+                for j in T.serial(4):
+                    x[i, j] = x[i, j] + i
+    return main
+
+
+@pytest.mark.parametrize("count", [1, 40, 100])
+def test_a_parameter_annotated_with_a_symbol_is_its_value(count):
+    x = torch.zeros(count, 4)
+    tilelang.compile(tokens_plus_one(), target="sim")(count, x)
+    torch.testing.assert_close(x, torch.arange(count, dtype=torch.float32)[:, None].expand(
+        count, 4).contiguous())
+
+
+def test_a_symbols_value_and_a_tensors_extent_must_agree():
+    kernel = tilelang.compile(tokens_plus_one(), target="sim")
+    with pytest.raises(ValueError, match="symbol n: tokens has 40 but x.shape"):
+        kernel(40, torch.zeros(50, 4))
+    assert [p.shape for p in kernel.params] == [[], ["n", 4]]
+
+
+@pytest.mark.gpu
+def test_a_symbol_parameter_on_the_gpu_against_the_simulator():
+    x = torch.randn(70, 4, device="cuda")
+    sim = x.cpu().clone()
+    tilelang.compile(tokens_plus_one())(70, x)
+    tilelang.compile(tokens_plus_one(), target="sim")(70, sim)
+    torch.testing.assert_close(x.cpu(), sim)

@@ -418,11 +418,12 @@ class ScalarAnnotation:
     shape = ()
     scalar = True
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, symbol=None):
         self.dtype = as_dtype(dtype)
+        self.symbol = symbol        # `tokens: n`: the shape symbol this parameter is
 
     def __repr__(self):
-        return f"T.{self.dtype.name}"
+        return repr(self.symbol) if self.symbol is not None else f"T.{self.dtype.name}"
 
 
 class PointerAnnotation(ScalarAnnotation):
@@ -560,6 +561,10 @@ class PrimFunc:
                 ann = PointerAnnotation()
             elif isinstance(ann, DType):
                 ann = ScalarAnnotation(ann)
+            elif isinstance(ann, Symbol):
+                # `tokens: n` (n = T.dynamic("n")): the parameter is the symbol itself, a
+                # scalar of its dtype whose value sizes the tensors that name it
+                ann = ScalarAnnotation(ann.dtype, symbol=ann)
             if not isinstance(ann, (TensorAnnotation, ScalarAnnotation)) or \
                     isinstance(ann, BufferAnnotation):
                 what = (" (a shared, fragment or local tile is allocated in the body; "

@@ -56,6 +56,10 @@ def _bind_symbols(pf: PrimFunc, order):
     found = function_def_from_file(pf.func)
     dims: dict = {}
     strided: dict = {}      # symbol -> every (parameter, dimension) whose stride it is
+    for name in order:       # `tokens: n`: the parameter is the symbol's value
+        symbol = getattr(pf.annotations[name], "symbol", None)
+        if symbol is not None:
+            dims.setdefault(symbol, (name, None, 1, 0, "scalar"))
     for what in ("shape", "strides"):
         for linear in (False, True):
             for name in order:
@@ -95,6 +99,8 @@ def _bind_symbols(pf: PrimFunc, order):
                     "but is not an extent of any parameter's annotation (an extent n or "
                     "a * n + b gives n; one such as n // 2 does not)", filename, line_of(name))
             param, dim, a, b, what = dims[symbol]
+            if what == "scalar":
+                return ast.Name(param, ast.Load())
             if what == "strides" and symbol in strided:   # a plain symbol (not a * n + b)
                 return _stride_read(strided[symbol])
             expr = ast.Subscript(ast.Attribute(ast.Name(param, ast.Load()), what,
@@ -265,6 +271,8 @@ class CompiledPrimFunc(KernelConveniences):
             return None
         if getattr(ann, "scalar", False):
             check_scalar(name, value, ann.dtype)
+            if getattr(ann, "symbol", None) is not None:     # `tokens: n`: n's value
+                _match(name, "value", 0, ann.symbol, int(value), sizes)
             return None
         if value is None and name in self._unread():
             return None         # TileLang's null pointer: the kernel never reads it
@@ -492,8 +500,9 @@ def _match(name, what, dim, want, have, sizes) -> None:
         first = sizes.setdefault(want.name, (name, value))
         if first[1] != value:
             said = f"is {have}" if isinstance(want, Symbol) else f"= {have} makes it {value}"
+            where = name if what == "value" else f"{name}.{what}[{dim}]"
             raise ValueError(f"symbol {want.name}: {first[0]} has {first[1]} but "
-                             f"{name}.{what}[{dim}] {said}")
+                             f"{where} {said}")
     elif isinstance(want, SYMBOLIC):
         sizes.setdefault("", []).append((name, what, dim, want, have))
     elif int(want) != have:
