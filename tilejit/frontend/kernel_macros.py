@@ -145,6 +145,13 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
                     f"be in the kernel's file")
     params = [a.arg for a in fdef.args.args]
     keyword_only = [a.arg for a in fdef.args.kwonlyargs]     # after `*` (RWKV's `*, out`)
+    # `body(*ops)` where a helper inlined before made `ops` a tuple the call spells out
+    # (`emit((x, y))` calling `body(*ops)`): its elements, as Python passes them
+    if any(isinstance(a, ast.Starred) and isinstance(a.value, (ast.Tuple, ast.List))
+           for a in call.args):
+        call.args = [e for a in call.args for e in (
+            a.value.elts if isinstance(a, ast.Starred) and isinstance(
+                a.value, (ast.Tuple, ast.List)) else [a])]
     if fdef.args.vararg or fdef.args.kwarg or fdef.args.posonlyargs or \
             any(isinstance(a, ast.Starred) for a in call.args):
         raise error("its parameters must be plain positional ones (or keyword-only after "
@@ -171,8 +178,11 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     arguments = []
     for p, value in list(bound.items()):
         if p in refs or isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or not any(
-                isinstance(n, ast.Name) for n in syntax.walk(value)):
-            continue                # (an expression of constants: as written)
+                isinstance(n, ast.Name) for n in syntax.walk(value)) or (
+                isinstance(value, (ast.Tuple, ast.List)) and all(
+                    isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
+            continue                # (an expression of constants, a tuple of names: as
+            #                           written, so that `body(*ops)` spells them out)
         fresh = f"__tj_{name}_{p}_{stmt.lineno}_{stmt.col_offset}"
         arguments.append(ast.copy_location(
             ast.Assign([ast.Name(fresh, ast.Store())], value), stmt))

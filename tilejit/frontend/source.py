@@ -432,6 +432,7 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     from tilejit.frontend.tir_branches import rewrite_tir_branches  # (the same circle)
     from tilejit.frontend.eval_strings import rewrite_eval_strings  # (the same circle)
     from tilejit.frontend.tir_parallel import rewrite_tir_parallel  # (the same circle)
+    from tilejit.frontend.index_helpers import spell_index_helpers  # (the same circle)
     if "eval" in spelled_names(ks.tree) or any(      # eval of a string the program gives,
             isinstance(n, ast.JoinedStr) for n in syntax.walk(ks.tree)):    # an f-string
         rewrite_eval_strings(ks)
@@ -441,6 +442,7 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     bind_made_helpers(ks)
     inline_kernel_macros(ks)
     inline_tile_helpers(ks)
+    spell_index_helpers(ks)             # y[coords(r, c)]: the tuple the helper returns
     if spelled_names(ks.tree) & {"thread_binding", "launch_thread"}:
         rewrite_raw_launches(ks)        # (after the helpers: one may hold a binding)
     if "async_copy" in spelled_names(ks.tree):      # (after the helpers it may be in)
