@@ -396,8 +396,8 @@ def test_roles_of_a_warp_and_two_on_the_gpu():
 
 def wide_branch_reads_a_derived_index():
     """The else branch (96 threads, wider than the role size 32) reads ``j = tx - 32``:
-    run in its first 32 threads only it would leave 64 elements unwritten, so it stays a
-    branch (and the fragment under ``if tx < 32`` its error)."""
+    run in its first 32 threads only it would leave 64 elements unwritten; per-thread
+    code, it is run by each of its three roles, every thread for itself."""
     @T.prim_func
     def main(A: T.Tensor((32, 32), T.float32), O: T.Tensor((32, 32), T.float32),
              P: T.Tensor((96,), T.float32)):
@@ -413,7 +413,81 @@ def wide_branch_reads_a_derived_index():
     return main
 
 
-def test_a_wide_branch_reading_the_thread_index_is_not_a_narrow_role():
+def test_a_wide_branch_reading_the_thread_index_runs_in_every_role_of_its_threads():
+    a = torch.randn(32, 32)
+    o, p = torch.zeros(32, 32), torch.zeros(96)
+    tilejit.compile(wide_branch_reads_a_derived_index(), target="sim")(a, o, p)
+    assert torch.equal(o, a) and torch.equal(p, torch.ones(96))       # all 96 written
+
+
+def wide_branch_with_a_tile_operation():
+    """The else branch (96 threads) copies a shared tile: the block's operation, which
+    three roles would each do: it stays a branch, and the fragment its error."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), T.float32), O: T.Tensor((32, 32), T.float32),
+             P: T.Tensor((32,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            f = T.alloc_fragment((32, 32), T.float32)
+            s = T.alloc_shared((32,), T.float32)
+            tx = T.get_thread_binding()
+            if tx < 32:
+                T.copy(A, f)
+                T.copy(f, O)
+            else:
+                T.fill(s, 1.0)
+                P[tx % 32] = s[tx % 32]
+    return main
+
+
+def test_a_wide_branch_with_a_tile_operation_is_not_split_into_roles():
     with pytest.raises(CompileError, match=r"inside a branch that depends on the thread index"):
-        tilejit.compile(wide_branch_reads_a_derived_index(),
+        tilejit.compile(wide_branch_with_a_tile_operation(),
                         target="cuda -arch=sm_80").get_kernel_source()
+
+
+def warp_and_the_rest(rows=4, cols=8):
+    """Warp 0 (threads 0…31) does the block's tile work on its fragments (an exp, a row
+    sum); the other 96 threads, one branch, each store their own value: roles of 32, the
+    wide branch of per-thread code run by each of its three roles (a vLLM DeepSeek mHC
+    finalize splits its block so)."""
+    @T.prim_func
+    def main(x: T.Tensor((rows, cols), "float32"), rs: T.Tensor((rows,), "float32"),
+             z: T.Tensor((96,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            if tx < 32:
+                e = T.alloc_fragment((rows, cols), "float32")
+                s = T.alloc_fragment((rows,), "float32")
+                for i, j in T.Parallel(rows, cols):
+                    e[i, j] = T.exp(x[i, j])
+                T.reduce_sum(e, s, dim=1)
+                for i in T.Parallel(rows):
+                    rs[i] = s[i]
+            else:
+                z[tx - 32] = T.cast(tx, "float32") * 2.0
+    return main
+
+
+def test_a_warps_tile_work_beside_the_other_threads_own_code():
+    x = torch.randn(4, 8)
+    rs, z = torch.zeros(4), torch.zeros(96)
+    tilejit.compile(warp_and_the_rest(), target="sim")(x, rs, z)
+    torch.testing.assert_close(rs, x.double().exp().sum(1).float())
+    torch.testing.assert_close(z, torch.arange(32, 128, dtype=torch.float32) * 2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_warps_tile_work_assembles(arch, ptxas):
+    ptxas(tilejit.compile(warp_and_the_rest()).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_a_warps_tile_work_on_the_gpu_against_torch_and_the_simulator():
+    x = torch.randn(4, 8)
+    rs, z = torch.zeros(4, device="cuda"), torch.zeros(96, device="cuda")
+    tilejit.compile(warp_and_the_rest())(x.cuda(), rs, z)
+    sim_rs, sim_z = torch.zeros(4), torch.zeros(96)
+    tilejit.compile(warp_and_the_rest(), target="sim")(x, sim_rs, sim_z)
+    torch.testing.assert_close(rs.cpu(), x.double().exp().sum(1).float())
+    torch.testing.assert_close(rs.cpu(), sim_rs)
+    assert torch.equal(z.cpu(), sim_z)

@@ -27,13 +27,18 @@ reduction, which a branch of the block's threads cannot (``passes/thread_branche
 maps only shared-memory operations onto a range of threads), and each fragment the
 branches name is one branch's alone (every role holds its own copy: a fragment one
 branch writes and code after the chain reads would be read where it was never written,
-so such a kernel keeps its branches and their error). The chain may be at the
+so such a kernel keeps its branches and their error). Roles may be narrower than a
+warpgroup (``role_size``: a warp or two where the branches' bounds need it); a branch
+wider than its role that is per-thread code only (no fragment, no tile operation, no
+T.Parallel: ``if tx < 32: <tile work> else: z[tx - 32] = ...``) becomes one role for
+each group of its threads, each running it for its own threads. The chain may be at the
 kernel's top level or inside loops and branches that every thread reaches; a kernel
 that already has ``T.ws`` roles is left as written.
 """
 from __future__ import annotations
 
 import ast
+import copy
 
 from tilejit import syntax
 from tilejit import language as T
@@ -42,9 +47,13 @@ from tilejit.frontend.thread_tests import (dependent_names, reads_thread, thread
                                            thread_takers)
 from tilejit.ir.markers import LANGUAGE, THREAD_INDEX
 from tilejit.language.hopper import WARPGROUP_THREADS
+from tilejit.language.tiles import TILE_OPERATIONS
 
 WARP = 32
 MAX_ROLES = 15          # named barriers 1 … 15, one a role
+# the block's operations (its threads share them): a branch holding one is no role's own
+_BLOCK_OPERATIONS = frozenset(getattr(T, n) for n in TILE_OPERATIONS
+                              if n not in ("sync_threads",))
 
 # what a branch of the block's threads cannot do by itself: its own registers' work
 _OWN_REGISTERS = frozenset((T.gemm, T.wgmma_gemm, T.alloc_fragment, T.reduce, T.reduce_max,
@@ -159,8 +168,13 @@ class _Roles:
                 ranges = self.chains.get(id(st))
                 if ranges is not None:
                     self.made += 1
-                    return [self._role(lo // self.size, body, where, self.size)
-                            for lo, _hi, body, where in ranges]
+                    # a branch of per-thread code wider than a role: one role each of its
+                    # groups of threads, running the branch for its own threads
+                    return [self._role(k, body if k == lo // self.size else
+                                       copy.deepcopy(body), where, self.size)
+                            for lo, hi, body, where in ranges
+                            for k in range(lo // self.size, hi // self.size
+                                           if self._per_thread(body) else lo // self.size + 1)]
             else:
                 ranges = self._chain(st)
                 if ranges is not None:
@@ -261,9 +275,24 @@ class _Roles:
         for ranges in self.chains.values():
             for lo, hi, body, _ in ranges:
                 if hi - lo > size and reads_thread(ast.Module(body=list(body), type_ignores=[]),
-                                             dependent):
+                                             dependent) and not self._per_thread(body):
                     return 0
         return size
+
+    def _per_thread(self, body) -> bool:
+        """Whether a branch is per-thread code only (no fragment, no tile operation, no
+        T.Parallel): each role of its threads may run it for its own threads, as the
+        branch's threads each run it."""
+        if self._own_registers(body):
+            return False
+        for node in syntax.walk(ast.Module(body=list(body), type_ignores=[])):
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and \
+                    resolve_static(node.iter.func, self.ks.namespace) is T.Parallel:
+                return False
+            if isinstance(node, ast.Call) and resolve_static(
+                    node.func, self.ks.namespace) in _BLOCK_OPERATIONS:
+                return False
+        return True
 
     @staticmethod
     def _role(k, body, where, size):
