@@ -83,3 +83,23 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     torch.testing.assert_close(y.cpu(), sim)
     torch.testing.assert_close(y.cpu(), (x.cpu().reshape(4, 64).T * 1.5
                                           + torch.arange(4.0)).reshape(256))
+
+
+def broadcast_into_a_slice(dtype, lanes=32):
+    """TileLang's issue-2480 form: ``packed[0:LANES] = T.Broadcast(src[0], LANES)``."""
+    @T.prim_func
+    def main(src: T.Tensor((1,), dtype), out: T.Tensor((lanes,), dtype)):
+        with T.Kernel(1, threads=1) as _:
+            packed = T.alloc_local((lanes,), dtype)
+            packed[0:lanes] = T.Broadcast(src[0], lanes)
+            for i in T.serial(lanes):
+                out[i] = packed[i]
+    return main
+
+
+@pytest.mark.parametrize("dtype, value", [("int8", -37), ("uint8", 213)])
+def test_a_broadcast_into_a_slice_sets_each_lane(dtype, value):
+    src = torch.tensor([value]).to(T.dtype(dtype).as_torch())
+    out = torch.zeros(32, dtype=src.dtype)
+    tilelang.compile(broadcast_into_a_slice(dtype), target="sim")(src, out)
+    torch.testing.assert_close(out, torch.full_like(out, value), rtol=0, atol=0)

@@ -4,8 +4,9 @@ elements. A statement that holds ``T.Ramp(base, stride, lanes)`` or
 ``T.Broadcast(value, lanes)`` calls, all of one lane count, is that statement for each
 lane: ``for l in range(lanes):`` around it (a serial loop, unrolled where ``lanes`` is
 known), each Ramp the index ``base + stride * l``
-and each Broadcast its value. Lanes of different counts in one statement are a
-``CompileError`` naming both."""
+and each Broadcast its value; a slice ``a[s:e]`` in the statement (``packed[0:LANES] =
+T.Broadcast(v, LANES)``) is its element ``s + l``. Lanes of different counts in one
+statement are a ``CompileError`` naming both."""
 from __future__ import annotations
 
 import ast
@@ -59,6 +60,15 @@ class _Scalar(syntax.NodeTransformer):
     def __init__(self, namespace, lane):
         self.namespace = namespace
         self.lane = lane
+
+    def visit_Slice(self, node):
+        # `packed[0:LANES] = T.Broadcast(v, LANES)`: a slice of the lanes' extent, lane l
+        # its element `start + l`
+        if node.step is not None:
+            return node
+        start = node.lower if node.lower is not None else ast.Constant(0)
+        return ast.copy_location(ast.BinOp(self.visit(start), ast.Add(),
+                                           ast.Name(self.lane, ast.Load())), node)
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
