@@ -46,7 +46,10 @@ def _floating_fragments(fdef, ctx) -> set:
         if isinstance(node, ast.Name) and node.id in frags and id(node) not in elements \
                 and not isinstance(node.ctx, ast.Store):
             frags.discard(node.id)
-    return frags
+    # (one never indexed, allocated and left unused, is no serial code's)
+    indexed = {node.value.id for node in syntax.walk(fdef) if isinstance(node, ast.Subscript)
+               and id(node.value) in elements}
+    return frags & indexed
 
 
 def _inside_parallel_loops(fdef, ctx) -> set:
