@@ -90,7 +90,8 @@ def shared_histogram(X, H, block: T.constexpr = 256, bins: T.constexpr = 16):
 
 @tilejit.kernel
 def block_counter(Count, A):
-    """Outside a T.Parallel the block performs the atomic once."""
+    """Outside a T.Parallel every thread of the block performs the atomic (TileLang runs a
+    block's statement in each thread: its atomic tests expect nthreads adds)."""
     N = A.shape[0]
     with T.Kernel(N, threads=128) as bx:
         T.atomic_add(Count[0], A[bx])
@@ -238,13 +239,42 @@ def test_shared_memory_atomics_then_copy_out():
     np.testing.assert_array_equal(h.numpy(), ref)
 
 
-def test_block_level_atomic_runs_once_per_block():
+def test_block_level_atomic_runs_in_every_thread():
     a = _ints(50, -9, 10, seed=6)
     c = torch.zeros(1, dtype=torch.int32)
     block_counter(c, a)
-    assert c.item() == a.sum().item()
+    assert c.item() == 128 * a.sum().item()
     ptx = block_counter.compile(c, a, target="cuda", arch="sm_80").ptx
-    assert "tid.x" in ptx
+    assert "tid.x" not in ptx           # no thread singled out
+
+
+@tilejit.kernel
+def block_previous(A, B, P):
+    """``P[tx] = T.atomic_add(B[0], A[0], return_prev=True)`` at the block's level (no
+    T.Parallel): each thread its own previous value, all of them together every value
+    from B[0] before to before the last add."""
+    with T.Kernel(1, threads=64) as bx:
+        tx = T.get_thread_binding()
+        P[tx] = T.atomic_add(B[0], A[0], return_prev=True)
+
+
+@tilejit.kernel
+def block_previous_untouched(A, B, Q):
+    """The same without the thread index: every thread adds (B ends 64 higher); the
+    previous values are each thread's, stored by none."""
+    with T.Kernel(1, threads=64) as bx:
+        prev = T.atomic_add(B[0], A[0], return_prev=True)
+        Q[0] = T.max(Q[0], 0)
+
+
+def test_block_level_return_prev_gives_each_thread_its_own():
+    a, b, p = torch.ones(1, dtype=torch.int32), torch.full((1,), 5, dtype=torch.int32), \
+        torch.zeros(64, dtype=torch.int32)
+    tilejit.kernel(block_previous.func, target="sim")(a, b, p)
+    assert b.item() == 69 and sorted(p.tolist()) == list(range(5, 69))
+    b2, q = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    tilejit.kernel(block_previous_untouched.func, target="sim")(a, b2, q)
+    assert b2.item() == 64
 
 
 @pytest.mark.parametrize("M,N,K", [(64, 64, 64), (50, 70, 32)])
@@ -307,11 +337,6 @@ def test_unsupported_forms_are_compile_errors():
                 T.atomic_add(A[i], 1)
 
     @tilejit.kernel
-    def prev_at_block_level(A, B):
-        with T.Kernel(1, threads=128) as bx:
-            B[0] = T.atomic_add(A[0], 1, return_prev=True)
-
-    @tilejit.kernel
     def runtime_flag(A, flag):
         with T.Kernel(1, threads=128) as bx:
             for i in T.Parallel(128):
@@ -327,9 +352,6 @@ def test_unsupported_forms_are_compile_errors():
     f32 = torch.zeros(128)
     _compile_error(on_fragment, f32, match="private to each thread")
     _compile_error(on_int8, torch.zeros(128, dtype=torch.int8), match="atomics support")
-    message = _compile_error(prev_at_block_level, f32, f32, match="outside a T.Parallel")
-    # (only the reason: not Numba's second try's "got a run-time bool" for the literal)
-    assert "run-time" not in message
     _compile_error(runtime_flag, f32, 1, match="compile-time True or False")
     _compile_error(region_prev, f32, match="needs an element destination")
 
@@ -527,7 +549,16 @@ def test_gpu_block_counter():
     a = _ints(5000, -9, 10, seed=6)
     (got,) = _gpu_check(block_counter, block_counter_sim,
                         lambda: [torch.zeros(1, dtype=torch.int32), a], [0])
-    assert got.item() == a.sum().item()
+    assert got.item() == 128 * a.sum().item()
+
+
+@pytest.mark.gpu
+def test_gpu_block_level_return_prev():
+    a, b, p = (torch.ones(1, dtype=torch.int32, device="cuda"),
+               torch.full((1,), 5, dtype=torch.int32, device="cuda"),
+               torch.zeros(64, dtype=torch.int32, device="cuda"))
+    block_previous(a, b, p)
+    assert b.item() == 69 and sorted(p.cpu().tolist()) == list(range(5, 69))
 
 
 @pytest.mark.gpu

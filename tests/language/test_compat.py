@@ -292,3 +292,52 @@ def test_modules_tilejit_has_still_import_and_others_get_pythons_answer():
     # tests/language/test_compat_errors.py)
     importlib.import_module("tilejit.sim")
     importlib.import_module("tilejit.tilelang.cuda.intrinsics.sparse_layout")
+
+
+def test_a_missing_submodule_of_an_aliased_package_says_so():
+    """`from tilelang.transform.simplify import apply_simplify` swapped to tilejit: the
+    not-supported error, not Python's bare one; a probe is told there is none."""
+    import importlib.util
+    with pytest.raises(ModuleNotFoundError, match="tilelang.transform.simplify .* is not "
+                                                  "supported by tilejit"):
+        from tilejit.transform.simplify import apply_simplify  # noqa: F401
+    assert importlib.util.find_spec("tilejit.transform.simplify") is None
+    # one tilejit has is the module itself under either name
+    import tilejit.engine.param as a
+    import tilejit.tilelang.engine.param as b
+    assert a is b
+
+
+def test_programs_named_test_are_not_collected_by_pytest(tmp_path):
+    """A `@tilelang.jit` program or `@tilejit.kernel` named test_* in a test file is not
+    a test (TileLang's JITImpl is not collected either)."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "test_named.py").write_text("""
+import tilejit as tilelang
+import tilejit.language as T
+
+@tilelang.jit
+def test_kernel(A, B):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    B: T.Tensor((N,), T.float32)
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(N):
+            B[i] = A[i]
+
+@tilelang.kernel
+def test_raw(A):
+    with T.Kernel(1, threads=32):
+        A[0] = 1.0
+
+def test_real():
+    assert True
+""")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, PYTEST_ADDOPTS="")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:xdist", str(tmp_path / "test_named.py")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-2000:]

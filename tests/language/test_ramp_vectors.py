@@ -103,3 +103,31 @@ def test_a_broadcast_into_a_slice_sets_each_lane(dtype, value):
     out = torch.zeros(32, dtype=src.dtype)
     tilelang.compile(broadcast_into_a_slice(dtype), target="sim")(src, out)
     torch.testing.assert_close(out, torch.full_like(out, value), rtol=0, atol=0)
+
+
+def ramp_from_the_end():
+    """TileLang's issue-2554 form: a Ramp whose lanes are negative only at run time count
+    from the tensor's end (``A[T.Ramp(t - 2, 1, 4)]`` at t = 0: A[-2], A[-1], A[0], A[1])."""
+    @T.prim_func
+    def main(A: T.Tensor((1024,), T.float32), B: T.Tensor((4, 4), T.float32)):
+        with T.Kernel(1, threads=1) as _:
+            for t in T.serial(4):
+                B[t, T.Ramp(0, 1, 4)] = A[T.Ramp(t - 2, 1, 4)]
+    return main
+
+
+def test_a_ramps_negative_lanes_count_from_the_end():
+    b = tilelang.compile(ramp_from_the_end(), out_idx=[1], target="sim")(
+        torch.arange(1024, dtype=torch.float32))
+    want = torch.tensor([[(t - 2 + k) % 1024 for k in range(4)] for t in range(4)],
+                        dtype=torch.float32)
+    torch.testing.assert_close(b, want)
+
+
+@pytest.mark.gpu
+def test_a_ramp_from_the_end_on_the_gpu():
+    a = torch.arange(1024, dtype=torch.float32, device="cuda")
+    b = tilelang.compile(ramp_from_the_end(), out_idx=[1])(a)
+    want = torch.tensor([[(t - 2 + k) % 1024 for k in range(4)] for t in range(4)],
+                        dtype=torch.float32)
+    torch.testing.assert_close(b.cpu(), want)

@@ -3,10 +3,11 @@
 elements. A statement that holds ``T.Ramp(base, stride, lanes)`` or
 ``T.Broadcast(value, lanes)`` calls, all of one lane count, is that statement for each
 lane: ``for l in range(lanes):`` around it (a serial loop, unrolled where ``lanes`` is
-known), each Ramp the index ``base + stride * l``
-and each Broadcast its value; a slice ``a[s:e]`` in the statement (``packed[0:LANES] =
-T.Broadcast(v, LANES)``) is its element ``s + l``. Lanes of different counts in one
-statement are a ``CompileError`` naming both."""
+known), each Ramp the index ``base + stride * l`` and each Broadcast its value. A lane of
+a Ramp indexing a tensor that is negative when the kernel runs counts from the
+dimension's end, as TileLang wraps it; a slice ``a[s:e]`` in the statement
+(``packed[0:LANES] = T.Broadcast(v, LANES)``) is its element ``s + l``. Lanes of
+different counts in one statement are a ``CompileError`` naming both."""
 from __future__ import annotations
 
 import ast
@@ -48,7 +49,7 @@ class _Lanes(syntax.NodeTransformer):
         lane = f"{_LANE}{self.count}"
         self.count += 1
         count = copy.deepcopy(calls[0].args[-1])
-        body = _Scalar(self.namespace, lane).visit(node)
+        body = _Scalar(self.namespace, lane, self.tensors).visit(node)
         loop = ast.For(ast.Name(lane, ast.Store()),
                        ast.Call(ast.Name("range", ast.Load()), [count], []), [body], [], None)
         return syntax.fix_missing_locations(ast.copy_location(loop, node))
@@ -57,9 +58,33 @@ class _Lanes(syntax.NodeTransformer):
 
 
 class _Scalar(syntax.NodeTransformer):
-    def __init__(self, namespace, lane):
+    def __init__(self, namespace, lane, tensors=frozenset()):
         self.namespace = namespace
         self.lane = lane
+        self.tensors = tensors
+
+    def visit_Subscript(self, node):
+        # a lane of a Ramp index into a tensor that is negative when the kernel runs
+        # counts from the dimension's end (TileLang's LegalizeNegativeIndex wraps each
+        # lane of a Ramp whose sign is not known: `A[T.Ramp(t - 2, 1, 4)]` at t = 0 reads
+        # A[-2], A[-1], A[0], A[1])
+        ramps = []
+        if isinstance(node.value, ast.Name) and node.value.id in self.tensors:
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            ramps = [k for k, e in enumerate(elts) if isinstance(e, ast.Call)
+                     and resolve_static(e.func, self.namespace) is T.Ramp]
+        node = self.generic_visit(node)
+        if not ramps:
+            return node
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for k in ramps:
+            e = elts[k]
+            extent = ast.Subscript(ast.Attribute(ast.Name(node.value.id, ast.Load()), "shape",
+                                                 ast.Load()), ast.Constant(k), ast.Load())
+            elts[k] = ast.IfExp(ast.Compare(copy.deepcopy(e), [ast.GtE()], [ast.Constant(0)]),
+                                copy.deepcopy(e), ast.BinOp(copy.deepcopy(e), ast.Add(), extent))
+        node.slice = ast.Tuple(elts, ast.Load()) if len(elts) > 1 else elts[0]
+        return node
 
     def visit_Slice(self, node):
         # `packed[0:LANES] = T.Broadcast(v, LANES)`: a slice of the lanes' extent, lane l
@@ -89,4 +114,6 @@ def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.Fu
                and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("Ramp", "Broadcast")
                for n in syntax.walk(fdef)):
         return fdef
-    return _Lanes(namespace, error).visit(fdef)
+    lanes = _Lanes(namespace, error)
+    lanes.tensors = {a.arg for a in fdef.args.args}
+    return lanes.visit(fdef)

@@ -6,9 +6,11 @@ alone).
   ``T.copy(A[by * 128, k * 32], A_s)`` → ``T.copy(__tj_region(A, "pp", (…, …), (None, None)), A_s)``
   (``"s"`` marks a sliced dimension, ``"p"`` a point; slice ends ride along for checks).
 - An element atomic becomes its own call: ``T.atomic_add(C[i, j], v, mo, rp)`` →
-  ``__tj_atomic_add(C, (i, j), v, rp, per_lane, mo)`` (``per_lane``: inside a
-  ``T.Parallel``, or anywhere in a kernel that reads its thread index, whose statements
-  are each thread's: ``thread_bindings.py``; ``mo``, the memory order, a constant None or
+  ``__tj_atomic_add(C, (i, j), v, rp, per_lane, mo)`` (``per_lane``: True for the
+  read-modify-write atomics, which every thread performs, outside a ``T.Parallel`` too,
+  as TileLang runs a block's statement in each thread; for ``T.atomic_load`` /
+  ``T.atomic_store``, inside a ``T.Parallel`` or in a kernel that reads its thread index,
+  else the block's one access; ``mo``, the memory order, a constant None or
   string, checked here); the region form keeps its call with its four operands
   positional. With a tile as the value, ``C[i, j]`` is the corner of a region of the
   tile's shape (``T.atomic_add(C[by * 128, bx * 128], C_local)``, as ``T.copy`` reads it).
@@ -370,9 +372,10 @@ class _Regions(syntax.NodeTransformer):
                                                      for i in value_index))
         if isinstance(dst, ast.Subscript) and not tile_value \
                 and not any(isinstance(i, ast.Slice) for i in index):
+            # every thread performs it, outside a T.Parallel too: TileLang runs a statement
+            # of the block in each of its threads (its atomic tests add nthreads times)
             out = _call(ATOMICS[fn], [dst.value, ast.Tuple(index, ast.Load()), args[1], args[3],
-                                      ast.Constant(self.parallel > 0 or self.per_thread),
-                                      args[2]])
+                                      ast.Constant(True), args[2]])
             return ast.copy_location(out, node)
         if bitwise:
             raise self.error(f"{sig}: the destination must be one element of a tensor or "

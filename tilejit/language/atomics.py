@@ -9,9 +9,12 @@ Two forms (the front end tells them apart in the source, ``frontend/tile_operand
 - element: ``dst`` is one element, ``C[i, j]`` of a global tensor or ``S[i]`` of a shared
   tile. The front end rewrites the call to ``__tj_atomic_add(C, (i, j), v, return_prev,
   per_lane, memory_order)`` (simulated by ``element_atomic`` in ``sim/semantics.py``). Inside a
-  ``T.Parallel`` each iteration performs its atomic once; outside one, the block
-  performs it once (thread 0 on the GPU), and ``return_prev=True`` is then a compile
-  error.
+  ``T.Parallel`` each iteration performs its atomic once; outside one, every thread of
+  the block performs it, as TileLang runs a block's statement in each of its threads
+  (its atomic tests expect ``nthreads`` adds), each thread with its own previous value
+  under ``return_prev=True`` (the simulator then runs the block lane-wise).
+  ``T.atomic_load`` / ``T.atomic_store`` outside a ``T.Parallel`` in a kernel that does
+  not read its thread index are the block's one access.
 - region: ``dst`` is a sliced region ``C[r0:r1, c0:c1]`` (or a whole tensor or shared
   tile) and ``value`` a tile of the same extent: every element of ``value`` is combined
   into its element of ``dst`` once; elements of a global region outside the tensor are

@@ -472,6 +472,16 @@ class MissingModules:
             # module would put it in the name's place)
             # `from tilelang.layout import ...` swapped by hand to `tilejit.layout`: the
             # module tilejit keeps for TileLang's name (tilejit.tilelang.layout)
+            if "." in rest and not _exists(f"tilejit.tilelang.{rest}", load=True):
+                # (a submodule of it tilejit lacks: `tilelang.transform.simplify`; a probe,
+                # find_spec, is told there is none)
+                if not _import_statement():
+                    return None
+                raise ModuleNotFoundError(
+                    f"tilelang.{rest} (imported as {fullname}) is not supported by tilejit: "
+                    f"tilejit does not have this module of TileLang's (TVM's passes, "
+                    f"backends and internals are not built); see docs/tilelang-compat.md",
+                    name=fullname)
             return importlib.util.spec_from_loader(fullname,
                                                    _Alias(f"tilejit.tilelang.{rest}"))
         why = TILELANG.get(top)

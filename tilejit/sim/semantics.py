@@ -845,6 +845,12 @@ def element_atomic(op, tensor, index, value, return_prev=False, per_lane=True,
     elif per_lane and getattr(STATE.parallel, "lane", 0) is None:
         # a T.Parallel run vectorized: every iteration performs it, as on the GPU
         shapes.append(STATE.parallel.shape)
+    elif per_lane and not STATE.lanes and STATE.parallel is None and op not in (
+            "load", "store") and (STATE.role_threads or STATE.threads) > 1:
+        # a statement of the block, which every thread runs: each performs the atomic
+        # (all alike: no thread index is read; a previous value each thread would hold
+        # its own of runs the kernel lane-wise, transform.uses_thread_index)
+        shapes.append((STATE.role_threads or STATE.threads,))
     shape = np.broadcast_shapes(*shapes)
     active = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(mask, shape)
     idx = [np.asarray(i, dtype=np.int64) for i in idx]

@@ -33,7 +33,7 @@ from tilejit.frontend.print_buffers import PRINT_SCRATCH
 from tilejit.frontend.source import names_bound_to, resolve_static
 from tilejit.frontend.thread_tests import dependent_names, reads_thread
 from tilejit.frontend.tile_operands import region_call
-from tilejit.ir.markers import THREAD_INDEX
+from tilejit.ir.markers import ATOMICS, THREAD_INDEX
 from tilejit.sim.lane_loops import LaneLoops, returns_in as _returns_in
 from tilejit.language.tiles import TILE_OPERATIONS
 
@@ -401,9 +401,25 @@ def _step(original, node):
 
 
 def uses_thread_index(fdef: ast.FunctionDef) -> bool:
-    """Whether a device program reads its thread index (``__tj_thread_index()``)."""
+    """Whether a device program reads its thread index (``__tj_thread_index()``), or
+    holds an element atomic outside a T.Parallel whose previous value it reads: every
+    thread performs that atomic and holds its own previous value, so the block runs
+    lane-wise (``semantics.element_atomic``)."""
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+           and n.func.id == THREAD_INDEX for n in syntax.walk(fdef)):
+        return True
+    in_parallel = {id(n) for loop in syntax.walk(fdef) if isinstance(loop, ast.For)
+                   and isinstance(loop.iter, ast.Call) and getattr(
+                       loop.iter.func, "attr", getattr(loop.iter.func, "id", None)) == "Parallel"
+                   for n in syntax.walk(loop)}
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id == THREAD_INDEX for n in syntax.walk(fdef))
+               and n.func.id in _RMW_ATOMICS and len(n.args) > 3
+               and isinstance(n.args[3], ast.Constant) and n.args[3].value is True
+               and id(n) not in in_parallel for n in syntax.walk(fdef))
+
+
+_RMW_ATOMICS = frozenset(m for fn, m in ATOMICS.items()
+                         if fn not in (T.atomic_load, T.atomic_store))
 
 
 def _needs_scalar(loop: ast.For, local_tiles=frozenset(), fragments=frozenset()) -> bool:

@@ -474,6 +474,9 @@ def _declared_names(stmt) -> dict:
 
 class JitFunction:
     """A TileLang program compiled by tilejit (what ``@tilejit.jit`` returns)."""
+    # not a test pytest collects (a program named `test_kernel` in a test file: pytest
+    # would unwrap it and call it with fixtures; TileLang's JITImpl is not collected)
+    __test__ = False
 
     def __getattr__(self, name):
         # (a property that raised, or a TileLang name: JITImpl's internals are TileLang's;

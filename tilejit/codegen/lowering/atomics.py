@@ -27,7 +27,10 @@ max/min below sm_90's ``.bf16``/``.f16`` forms). A statement that drops the resu
 turned into ``red.`` by ptxas where it can.
 
 Element form (``__tj_atomic_*``): inside a T.Parallel every thread performs its own
-iterations' atomics; outside one (``per_lane`` False) only thread 0 of the block does.
+iterations' atomics; outside one every thread performs it too (``per_lane`` True, the
+read-modify-write atomics always: TileLang's semantics), and where ``per_lane`` is False
+(a block-level ``T.atomic_load``/``T.atomic_store`` in a kernel that does not read its
+thread index) only thread 0 of the block does.
 Region form (``T.atomic_*(region, tile)``): a fragment value is combined slot by slot
 by the threads that hold it (copy 0 of a replicated fragment only); a shared, local
 (each thread its own copy's element) or global value is dealt element by element to the
