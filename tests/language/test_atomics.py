@@ -267,6 +267,25 @@ def block_previous_untouched(A, B, Q):
         Q[0] = T.max(Q[0], 0)
 
 
+RETURN_PREV = True
+
+
+@tilejit.kernel
+def first_arrival(Count, Flag, rp: T.constexpr = True):
+    """return_prev given by a global or a constexpr: each thread its own previous value
+    (the thread that found 0 sets the flag)."""
+    with T.Kernel(1, threads=32) as bx:
+        p = T.atomic_add(Count[0], 1, return_prev=RETURN_PREV and rp)
+        if p == 0:
+            Flag[0] = 7
+
+
+def test_return_prev_by_a_compile_time_name_is_each_threads_too():
+    count, flag = torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    tilejit.kernel(first_arrival.func, target="sim")(count, flag)
+    assert count.item() == 32 and flag.item() == 7
+
+
 def test_block_level_return_prev_gives_each_thread_its_own():
     a, b, p = torch.ones(1, dtype=torch.int32), torch.full((1,), 5, dtype=torch.int32), \
         torch.zeros(64, dtype=torch.int32)

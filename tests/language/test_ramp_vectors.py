@@ -131,3 +131,35 @@ def test_a_ramp_from_the_end_on_the_gpu():
     want = torch.tensor([[(t - 2 + k) % 1024 for k in range(4)] for t in range(4)],
                         dtype=torch.float32)
     torch.testing.assert_close(b.cpu(), want)
+
+
+def shift_in_place():
+    """A vector statement reading the buffer it writes loads every lane first: shared
+    ``s[1:5] = s[0:4]`` by Ramps, and a tensor's ``A[2:6] += A[1:5]``."""
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            s = T.alloc_shared((8,), "float32")
+            for i in T.serial(8):
+                s[i] = A[i]
+            s[T.Ramp(1, 1, 4)] = s[T.Ramp(0, 1, 4)]
+            A[T.Ramp(2, 1, 4)] += A[T.Ramp(1, 1, 4)]
+            for i in T.serial(8):
+                B[i] = s[i]
+    return main
+
+
+def test_a_vector_statement_loads_every_lane_before_it_stores():
+    a, b = torch.arange(8.0), torch.zeros(8)
+    tilelang.compile(shift_in_place(), target="sim")(a, b)
+    torch.testing.assert_close(b, torch.tensor([0., 0, 1, 2, 3, 5, 6, 7]))
+    torch.testing.assert_close(a, torch.tensor([0., 1, 3, 5, 7, 9, 6, 7]))
+
+
+def test_a_slice_of_another_extent_than_the_lanes_is_an_error():
+    @T.prim_func
+    def bad(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            A[0:8] = T.Broadcast(3.0, 4)
+    with pytest.raises(tilejit.CompileError, match="a slice of 8 element.* 4 lanes"):
+        tilelang.compile(bad, target="sim")(torch.zeros(8))

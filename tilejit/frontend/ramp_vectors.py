@@ -16,6 +16,7 @@ import copy
 from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import LANGUAGE
 
 _LANE = "__tj_lane"
 
@@ -46,13 +47,93 @@ class _Lanes(syntax.NodeTransformer):
             a, b = list(lanes.values())[:2]
             raise self.error(f"vectors of different lane counts in one statement: "
                              f"`{ast.unparse(a)}` and `{ast.unparse(b)}`", node)
+        for c in calls:
+            self._check_slices(node, c.args[-1])
         lane = f"{_LANE}{self.count}"
         self.count += 1
         count = copy.deepcopy(calls[0].args[-1])
+        target = self._overlapping_target(node)
+        if target is not None:
+            # `s[T.Ramp(1, 1, 4)] = s[T.Ramp(0, 1, 4)]`: a vector statement loads every lane
+            # before it stores any; the lanes' values go to an array of their own first
+            return self._two_phase(node, target, lane, count)
         body = _Scalar(self.namespace, lane, self.tensors).visit(node)
+        return self._loop(lane, count, [body], node)
+
+    @staticmethod
+    def _loop(lane, count, body, where):
         loop = ast.For(ast.Name(lane, ast.Store()),
-                       ast.Call(ast.Name("range", ast.Load()), [count], []), [body], [], None)
-        return syntax.fix_missing_locations(ast.copy_location(loop, node))
+                       ast.Call(ast.Name("range", ast.Load()), [copy.deepcopy(count)], []),
+                       body, [], None)
+        return syntax.fix_missing_locations(ast.copy_location(loop, where))
+
+    def _check_slices(self, node, lanes):
+        """A slice in a vector statement is one element a lane: its extent must be the
+        lanes' count where both are known, and it takes no step."""
+        for sl in syntax.walk(node):
+            if not isinstance(sl, ast.Slice):
+                continue
+            if sl.step is not None:
+                raise self.error(f"a slice with a step in a vector statement (lanes "
+                                 f"`{ast.unparse(lanes)}`): index the lanes with "
+                                 f"T.Ramp(start, step, lanes)", node)
+            lo = sl.lower.value if isinstance(sl.lower, ast.Constant) else (
+                0 if sl.lower is None else None)
+            hi = sl.upper.value if isinstance(sl.upper, ast.Constant) else None
+            n = lanes.value if isinstance(lanes, ast.Constant) else None
+            if None not in (lo, hi, n) and hi - lo != n:
+                raise self.error(f"a slice of {hi - lo} element(s) in a vector statement of "
+                                 f"{n} lanes: `{ast.unparse(node)}`", node)
+
+    def _overlapping_target(self, node):
+        """The name of the buffer an assignment stores into and also reads, or None."""
+        if not isinstance(node, (ast.Assign, ast.AugAssign)):
+            return None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = {t.value.id for t in targets if isinstance(t, ast.Subscript)
+                 and isinstance(t.value, ast.Name)}
+        read = {n.value.id for n in syntax.walk(node.value) if isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name)}
+        both = names & read
+        return next(iter(both)) if both else None
+
+    def _two_phase(self, node, target, lane, count):
+        dtype = self._dtype_of(target, node)
+        values = f"__tj_lanes{self.count}"
+        scalar = _Scalar(self.namespace, lane, self.tensors)
+        value = node.value if isinstance(node, ast.Assign) else ast.BinOp(
+            ast.Subscript(copy.deepcopy(node.target.value), copy.deepcopy(node.target.slice),
+                          ast.Load()), node.op, node.value)
+        first = ast.Assign([ast.Subscript(ast.Name(values, ast.Load()),
+                                          ast.Name(lane, ast.Load()), ast.Store())],
+                           scalar.visit(copy.deepcopy(value)))
+        dst = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        second = ast.Assign([scalar.visit(copy.deepcopy(dst))],
+                            ast.Subscript(ast.Name(values, ast.Load()),
+                                          ast.Name(lane, ast.Load()), ast.Load()))
+        alloc = ast.Assign([ast.Name(values, ast.Store())], ast.Call(
+            ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load()),
+            [ast.Tuple([copy.deepcopy(count)], ast.Load()), dtype], []))
+        return [syntax.fix_missing_locations(ast.copy_location(alloc, node)),
+                self._loop(lane, count, [ast.copy_location(first, node)], node),
+                self._loop(lane, count, [ast.copy_location(second, node)], node)]
+
+    def _dtype_of(self, name, node):
+        if name in self.tensors:
+            return ast.Attribute(ast.Name(name, ast.Load()), "dtype", ast.Load())
+        for n in syntax.walk(self.top):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(
+                    n.targets[0], ast.Name) and n.targets[0].id == name and isinstance(
+                    n.value, ast.Call) and resolve_static(n.value.func, self.namespace) in (
+                    T.alloc_shared, T.alloc_local, T.alloc_fragment):
+                given = n.value.args[1] if len(n.value.args) > 1 else next(
+                    (k.value for k in n.value.keywords if k.arg == "dtype"), None)
+                if given is not None:
+                    return copy.deepcopy(given)
+        raise self.error(f"a vector statement that reads the buffer it writes ({name!r}) "
+                         f"loads every lane first, into an array of the buffer's dtype, "
+                         f"which is not known here: copy the lanes into a T.alloc_local "
+                         f"yourself", node)
 
     visit_Assign = visit_AugAssign = visit_AnnAssign = visit_Expr = _statement
 
@@ -116,4 +197,5 @@ def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.Fu
         return fdef
     lanes = _Lanes(namespace, error)
     lanes.tensors = {a.arg for a in fdef.args.args}
+    lanes.top = fdef
     return lanes.visit(fdef)

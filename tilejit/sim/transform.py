@@ -412,9 +412,11 @@ def uses_thread_index(fdef: ast.FunctionDef) -> bool:
                    and isinstance(loop.iter, ast.Call) and getattr(
                        loop.iter.func, "attr", getattr(loop.iter.func, "id", None)) == "Parallel"
                    for n in syntax.walk(loop)}
+    # (a return_prev given by a name, a compile-time value, counts as True: lane-wise is
+    # right either way)
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and n.func.id in _RMW_ATOMICS and len(n.args) > 3
-               and isinstance(n.args[3], ast.Constant) and n.args[3].value is True
+               and not (isinstance(n.args[3], ast.Constant) and not n.args[3].value)
                and id(n) not in in_parallel for n in syntax.walk(fdef))
 
 
