@@ -47,8 +47,8 @@ def tickets(Counter, Out, order: T.constexpr = None, block: T.constexpr = 128):
 
 @tilejit.kernel
 def block_flags(A, Flag, Done):
-    """Block-level element atomics with literal orders: each block publishes its value
-    with release and counts itself with acq_rel."""
+    """Block-level element atomics with literal orders: each thread of each block
+    publishes its block's value with release and counts itself with acq_rel."""
     N = A.shape[0]
     with T.Kernel(N, threads=128) as bx:
         T.atomic_max(Flag[0], A[bx], memory_order="release")
@@ -134,7 +134,7 @@ def test_block_level_literal_orders():
     a = _ints((77,), -50, 50, seed=2)
     flag, done = torch.full((1,), -100, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
     block_flags(a, flag, done)
-    assert (flag.item(), done.item()) == (a.max().item(), 77)
+    assert (flag.item(), done.item()) == (a.max().item(), 77 * 128)
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -399,7 +399,7 @@ def test_gpu_block_level_literal_orders():
     flag, done = _gpu_check(block_flags, block_flags_sim,
                             lambda: [a, torch.full((1,), -10**6, dtype=torch.int32),
                                      torch.zeros(1, dtype=torch.int32)], [1, 2])
-    assert (flag.item(), done.item()) == (a.max().item(), 5000)
+    assert (flag.item(), done.item()) == (a.max().item(), 5000 * 128)
 
 
 @pytest.mark.gpu
