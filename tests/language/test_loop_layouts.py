@@ -219,3 +219,28 @@ def test_on_the_gpu_against_torch_and_the_simulator():
         w = torch.zeros(4, 32, dtype=torch.int32, device="cuda")
         tilelang.compile(who_runs(layout))(w)
         torch.testing.assert_close(w.cpu().long(), _who_runs_expected(layout))
+
+
+def test_a_loop_layout_writing_a_fragment_it_does_not_own_is_a_layout_conflict():
+    """TileLang's layout-inference test: a replicated loop layout writing a fragment whose
+    own annotated layout puts its elements on other threads is "Layout infer conflict"."""
+    def loop_fn(i, j, rep):
+        return i * 4 + rep % 4 + (rep // 4) * 32, j
+
+    def buffer_fn(i, j, rep):
+        return i * 4 + j + rep * 32, 0
+
+    loop_layout = T.Fragment((8, 4), forward_fn=loop_fn, replicate=8)
+    buffer_layout = T.Fragment((8, 4), forward_fn=buffer_fn, replicate=2)
+
+    @T.prim_func
+    def main(Out: T.Tensor((8, 4), "float32")):
+        with T.Kernel(1, threads=64):
+            frag = T.alloc_fragment((8, 4), T.float32)
+            T.annotate_layout({frag: buffer_layout})
+            for i, j in T.Parallel(8, 4, loop_layout=loop_layout):
+                frag[i, j] = T.float32(1.0)
+            T.copy(frag, Out)
+
+    with pytest.raises(CompileError, match="Layout infer conflict"):
+        tilelang.compile(main, target="sim")(torch.zeros(8, 4))

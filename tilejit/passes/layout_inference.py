@@ -655,15 +655,16 @@ def fixed_fragment_layouts(ctx) -> dict[str, tuple]:
             user = users.get(name)
             if user is not None and name not in fixed:
                 if not same_layout(user[0], frag):
-                    raise ctx.error(f"fragment {name!r} needs two different layouts: "
-                                    f"{user[2]} (line {user[1]}: "
+                    raise ctx.error(f"Layout infer conflict: fragment {name!r} needs two "
+                                    f"different layouts: {user[2]} (line {user[1]}: "
                                     f"{ctx.source_line(user[1])}) and {reason} (line {line}: "
                                     f"{ctx.source_line(line)}); annotate the gemm's own "
                                     f"layout, or let the gemm write another fragment and "
                                     f"T.copy it into this one", line)
             old = fixed.get(name)
             if old is not None and not same_fragment(old[0], frag):
-                raise ctx.error(f"fragment {name!r} needs two different layouts: {old[2]} (line "
+                raise ctx.error(f"Layout infer conflict: fragment {name!r} needs two different "
+                                f"layouts: {old[2]} (line "
                                 f"{old[1]}: {ctx.source_line(old[1])}) and {reason} (line "
                                 f"{line}: {ctx.source_line(line)})", line)
             fixed.setdefault(name, (frag, line, reason))
@@ -1476,7 +1477,8 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
         if old is not None:
             if not same_layout(old[0], layout):
                 raise ctx.error(
-                    f"fragments {shown(old[4])} and {shown(name)} need different layouts: "
+                    f"Layout infer conflict: fragments {shown(old[4])} and {shown(name)} need "
+                    f"different layouts: "
                     f"{old[3]} "
                     f"(line {old[2]}: {ctx.source_line(old[2])}) and {reason} (line {line}: "
                     f"{ctx.source_line(line)})", line)
@@ -1603,7 +1605,8 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
         have = chosen[rd]
         if keep == _RESHAPE and not same_layout(want, have[0]):
             raise ctx.error(
-                f"fragment {dst!r} needs two different layouts: {why}, which keeps each "
+                f"Layout infer conflict: fragment {dst!r} needs two different layouts: {why}, "
+                f"which keeps each "
                 f"element where {src!r} holds it ({chosen[rs][3]}, line {chosen[rs][2]}: "
                 f"{ctx.source_line(chosen[rs][2])}), and {have[3]} (line {have[2]}: "
                 f"{ctx.source_line(have[2])}); a view shares its fragment's registers, so "
@@ -1626,7 +1629,7 @@ def _resolve(ctx, tiles, groups, fixed, derived, partners, scalars=frozenset(),
                        f"(a T.Parallel or T.copy indexes them alike), so a constraint on "
                        f"either is on both" if tied else "")
             conflict.error = ctx.error(
-                f"fragment {named!r} needs two different layouts: "
+                f"Layout infer conflict: fragment {named!r} needs two different layouts: "
                 f"{why} (line {line}: "
                 f"{ctx.source_line(line)}) and {have[3]} (line {have[2]}: "
                 f"{ctx.source_line(have[2])}){through}", line)
