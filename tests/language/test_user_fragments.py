@@ -409,3 +409,46 @@ def test_gemm_accumulator_with_a_user_fragment_gpu(annotate):
     sim = torch.zeros(16, 32)
     gemm_acc(a, b, sim, annotate=annotate)         # CPU tensors: the simulator
     torch.testing.assert_close(c.cpu(), sim, rtol=1e-5, atol=1e-5)
+
+
+def replicated_readback(use_copy):
+    """TileLang's fully replicated fragment (``make_fully_replicated_layout_fragment``):
+    serial code fills every element in each thread, a T.Parallel or a T.copy reads it
+    back out (one copy stores)."""
+    import tilejit.tilelang as tilelang_door
+
+    @T.prim_func
+    def main(inp: T.Tensor((128,), T.float32), out: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128):
+            frag = T.alloc_fragment((128,), T.float32)
+            T.annotate_layout({frag: tilelang_door.layout.make_fully_replicated_layout_fragment(
+                frag, 128)})
+            for i in T.serial(128):
+                frag[i] = inp[i] * 2.0
+            if use_copy:
+                T.copy(frag, out)
+            else:
+                for i in T.Parallel(128):
+                    out[i] = frag[i]
+    return main
+
+
+@pytest.mark.parametrize("use_copy", [False, True])
+def test_a_fully_replicated_fragment_is_indexed_by_serial_code(use_copy):
+    x, y = torch.randn(128), torch.zeros(128)
+    tilejit.compile(replicated_readback(use_copy), target="sim")(x, y)
+    torch.testing.assert_close(y, x * 2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_fully_replicated_fragment_assembles(arch, ptxas):
+    ptxas(tilejit.compile(replicated_readback(True)).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_a_fully_replicated_fragment_on_the_gpu():
+    x = torch.randn(128)
+    for use_copy in (False, True):
+        y = torch.zeros(128, device="cuda")
+        tilejit.compile(replicated_readback(use_copy))(x.cuda(), y)
+        torch.testing.assert_close(y.cpu(), x * 2)

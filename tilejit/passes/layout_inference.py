@@ -410,7 +410,10 @@ class _RewriteLoops(syntax.NodeTransformer):
         consts = constant_index(sub)
         if consts is not None:
             return self._constant_slot(sub, consts)
-        if name in self.whole and (self.current is None or name not in self.current[0]):
+        if (name in self.whole or name in self.ctx.plan.user_fragments) and (
+                self.current is None or name not in self.current[0]):
+            # (a fragment annotated with a layout every thread holds whole, in order:
+            # TileLang's make_fully_replicated_layout_fragment, indexed by serial code)
             return self._whole_slot(sub)
         if id(sub) in self.broadcast:
             return self._whole_slot(sub, self.broadcast[id(sub)])
