@@ -219,6 +219,9 @@ def _laid_out(layout, extents, threads):
     thread = np.asarray(layout.thread_table())
     slot = np.asarray(layout.offsets())
     if thread.shape[:-1] != tuple(extents) or layout.get_replicate_size() > 1:
+        # (no one thread per iteration: a warp primitive or the thread index read in
+        # the body is the simulator's clear error, not an outer loop's map)
+        _restore_iteration_map((None, None, None))
         return
     thread = thread[..., 0]
     STATE.iteration_threads = thread
