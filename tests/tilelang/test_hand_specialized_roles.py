@@ -491,3 +491,48 @@ def test_a_warps_tile_work_on_the_gpu_against_torch_and_the_simulator():
     torch.testing.assert_close(rs.cpu(), x.double().exp().sum(1).float())
     torch.testing.assert_close(rs.cpu(), sim_rs)
     assert torch.equal(z.cpu(), sim_z)
+
+
+def handoff_through_named_barriers():
+    """TileLang's issue-2188 form: warp 0 writes a shared slot and arrives at barrier 10
+    without waiting, then waits at 11; warp 1 waits at 10, reads the slot, arrives at 11.
+    The branches become roles of 32, between which the simulator orders arrivals."""
+    @T.prim_func
+    def kernel(inp: T.Tensor((1,), T.int32), out: T.Tensor((1,), T.int32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            slot = T.alloc_shared((1,), T.int32)
+            ready_barrier = 10
+            empty_barrier = 11
+            if tx < 32:
+                if tx == 0:
+                    slot[0] = inp[0] + 1
+                T.named_barrier_arrive(ready_barrier, 64)
+                T.sync_threads(empty_barrier, 64)
+            else:
+                T.sync_threads(ready_barrier, 64)
+                if tx == 32:
+                    out[0] = slot[0]
+                T.named_barrier_arrive(empty_barrier, 64)
+    return kernel
+
+
+def test_a_handoff_through_named_barriers_in_simulation():
+    out = tilejit.compile(handoff_through_named_barriers(), out_idx=[1], target="sim")(
+        torch.tensor([41], dtype=torch.int32))
+    assert out.item() == 42
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_handoff_through_named_barriers_assembles(arch, ptxas):
+    ptx = tilejit.compile(handoff_through_named_barriers(), out_idx=[1]).get_kernel_source(
+        arch=arch)
+    assert sum("barrier.arrive" in ln for ln in ptx.splitlines()) == 2
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_a_handoff_through_named_barriers_on_the_gpu():
+    out = tilejit.compile(handoff_through_named_barriers(), out_idx=[1])(
+        torch.tensor([41], dtype=torch.int32, device="cuda"))
+    assert out.item() == 42

@@ -22,9 +22,12 @@ A chain is taken when the block is whole warpgroups (at least two), each test is
 comparison of the thread index with compile-time values (``thread_tests.thread_takers``,
 evaluated for every thread of the block; an ``elif`` sees the threads the tests before it
 left), every branch is taken by exactly one warpgroup (or by none: then it is dropped),
-and some branch needs its own registers: it names a fragment or runs a gemm or a
-reduction, which a branch of the block's threads cannot (``passes/thread_branches.py``
-maps only shared-memory operations onto a range of threads), and each fragment the
+and some branch needs its own registers (it names a fragment or runs a gemm or a
+reduction: a branch of the block's threads cannot, ``passes/thread_branches.py`` maps
+only shared-memory operations onto a range of threads) or arrives at a named barrier
+without waiting (``T.named_barrier_arrive``, ids constants past the roles' own: a warp
+handing another its data, which the simulator orders only between roles), and each
+fragment the
 branches name is one branch's alone (every role holds its own copy: a fragment one
 branch writes and code after the chain reads would be read where it was never written,
 so such a kernel keeps its branches and their error). Roles may be narrower than a
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections import Counter
 
 from tilejit import syntax
 from tilejit import language as T
@@ -226,7 +230,8 @@ class _Roles:
             if takers != set(range(lo, hi)) or lo % WARP or hi % WARP:
                 return None             # not a range of whole warps
             ranges.append((lo, hi, body, where))
-        if not ranges or not any(self._own_registers(body) for *_, body, _ in ranges):
+        if not ranges or not any(self._own_registers(body) or self._arrives(body)
+                                 for *_, body, _ in ranges):
             return None
         if not self._private_fragments(st, [body for *_, body, _ in ranges]):
             return None
@@ -244,6 +249,35 @@ class _Roles:
         in_chain = {id(n) for n in syntax.walk(chain)}
         return not any(isinstance(n, ast.Name) and n.id in named and id(n) not in in_chain
                        and isinstance(n.ctx, ast.Load) for n in syntax.walk(self.fdef))
+
+    def _arrives(self, body) -> bool:
+        """Whether a branch arrives at a named barrier without waiting
+        (``T.named_barrier_arrive``: a producer handing a consumer warp its data, TileLang's
+        issue-2188 form): roles, whose arrivals the simulator orders as the GPU does. Only
+        where every named barrier the chain names is a constant past the roles' own ids
+        (role k syncs on barrier 1 + k)."""
+        calls = [n for n in syntax.walk(ast.Module(body=list(body), type_ignores=[]))
+                 if isinstance(n, ast.Call) and resolve_static(n.func, self.ks.namespace) in (
+                     T.named_barrier_arrive, T.sync_threads) and n.args]
+        if not any(resolve_static(c.func, self.ks.namespace) is T.named_barrier_arrive
+                   for c in calls):
+            return False
+        # (an id the kernel names once: `ready_barrier = 10`)
+        stores = [n for n in syntax.walk(self.fdef) if isinstance(n, ast.Assign)
+                  and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+        stored = Counter(n.id for n in syntax.walk(self.fdef) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store))
+        once = {n.targets[0].id: n.value for n in stores if stored[n.targets[0].id] == 1}
+        for c in calls:
+            ident = c.args[0]
+            if isinstance(ident, ast.Name) and isinstance(once.get(ident.id), ast.Constant):
+                ident = once[ident.id]
+            value = ident.value if isinstance(ident, ast.Constant) else (
+                self.namespace.get(ident.id) if isinstance(ident, ast.Name) else None)
+            if not isinstance(value, int) or isinstance(value, bool) or \
+                    value <= self.threads // WARP:
+                return False
+        return True
 
     def _own_registers(self, body) -> bool:
         for node in syntax.walk(ast.Module(body=list(body), type_ignores=[])):
