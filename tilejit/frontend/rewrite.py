@@ -55,6 +55,7 @@ from tilejit.language.tiles import COPY_HINTS
 from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.ramp_vectors import expand_vector_lanes
+from tilejit.frontend.slice_vectors import expand_slice_statements
 from tilejit.frontend.static_branches import fold_compile_time_branches
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
@@ -842,6 +843,8 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
+    # A[0, 4:8] = A[0, 0:4] (a statement's slices): TVM's vector statement, in T.Ramp form
+    fdef = expand_slice_statements(fdef, ks)
     # `if len(shape) == 1:` of a module global: decided with this compilation's value
     fdef = fold_compile_time_branches(fdef, known)
     # B[i, T.Ramp(j * 4, 1, 4)] = ...: the statement once per lane

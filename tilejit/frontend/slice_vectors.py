@@ -1,0 +1,269 @@
+"""Front end: slices of a buffer in a statement of the block, as TileLang's programs write
+them outside tile operations. ``A[0, 4:8] = A[0, 0:4]`` stores four elements, ``s[0:8] =
+0.0`` eight, ``A[0, 4:8] += 1`` adds to four; ``b = A[0, 0:4]`` binds four values, loaded
+where the name is bound (TileLang's let of a vector: ``float4 b`` in its CUDA), and
+``A[0, 4:8] = b`` stores them. Each is TVM's vector statement, run by every thread that
+runs it: a slice ``s:e`` of a tensor parameter or of a buffer the kernel allocates is
+``T.Ramp(s, 1, e - s)`` (``s`` left out is 0, ``e`` the dimension's extent) and
+``ramp_vectors.py`` runs the statement once per lane, every lane loaded before any is
+stored where it reads what it writes. A bound vector is an array of the thread's own
+(``T.alloc_local`` of the first sliced buffer's dtype); its name read in a later vector
+statement is its lanes. A slice with a step, two sliced dimensions of one buffer and
+slices of different lengths in one statement are ``CompileError``s (TileLang refuses
+them); a region as an operand of a tile operation (``T.copy(A[0, 0:4], s)``) is not a
+statement's slice and stays as it is."""
+from __future__ import annotations
+
+import ast
+import copy
+
+from tilejit import syntax
+from tilejit import language as T
+from tilejit.frontend.source import resolve_static
+from tilejit.ir.markers import LANGUAGE
+
+_ALLOCATIONS = (T.alloc_shared, T.alloc_local, T.alloc_fragment)
+# calls whose operands are regions, not vectors: the statement is theirs
+# (``P[0:2] = T.atomic_addx2(D[0:2], V[0:2], return_prev=True)``)
+_REGION_CALLS = tuple(getattr(T, n) for n in ("atomic_addx2", "atomic_addx4", "atomic_add",
+                                              "atomic_max", "atomic_min", "copy"))
+
+
+def _polynomial(node, constants):
+    """{monomial: coefficient} of an integer expression made of +, -, * and atoms (a
+    monomial: the sorted tuple of its atoms' texts, () the constant), or None;
+    ``constants``: {name: int} of the kernel's compile-time names."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return {(): node.value}
+    if isinstance(node, ast.Name) and type(constants.get(node.id)) is int:
+        return {(): constants[node.id]}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _polynomial(node.operand, constants)
+        return None if inner is None else {k: -v for k, v in inner.items()}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _polynomial(node.left, constants), _polynomial(node.right, constants)
+        if a is None or b is None:
+            return None
+        out: dict = {}
+        if isinstance(node.op, ast.Mult):
+            for ka, va in a.items():
+                for kb, vb in b.items():
+                    key = tuple(sorted(ka + kb))
+                    out[key] = out.get(key, 0) + va * vb
+            return out
+        sign = 1 if isinstance(node.op, ast.Add) else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return {(ast.unparse(node),): 1}
+    return None
+
+
+def _length(lower, upper, constants):
+    """``upper - lower``: an int where the two differ by one, the difference's own terms
+    where they cancel to fewer (``(bx + 1) * BLOCK - bx * BLOCK`` is ``BLOCK``), else the
+    expression."""
+    a, b = _polynomial(lower, constants), _polynomial(upper, constants)
+    if a is not None and b is not None:
+        diff = dict(b)
+        for k, v in a.items():
+            diff[k] = diff.get(k, 0) - v
+        terms = [(k, v) for k, v in diff.items() if v != 0]
+        if all(k == () for k, _ in terms):
+            return ast.Constant(diff.get((), 0))
+        if len(terms) == 1 and terms[0][1] > 0:
+            (atoms, coefficient), = terms
+            out = ast.parse(atoms[0], mode="eval").body
+            for atom in atoms[1:]:
+                out = ast.BinOp(out, ast.Mult(), ast.parse(atom, mode="eval").body)
+            return out if coefficient == 1 else ast.BinOp(ast.Constant(coefficient),
+                                                           ast.Mult(), out)
+    if isinstance(lower, ast.Constant) and lower.value == 0:
+        return copy.deepcopy(upper)
+    return ast.BinOp(copy.deepcopy(upper), ast.Sub(), copy.deepcopy(lower))
+
+
+class _Vectors(syntax.NodeTransformer):
+    def __init__(self, namespace, error, dtypes, stores):
+        self.namespace = namespace
+        # the closure's and globals' ints the kernel does not bind again
+        self.constants = {k: v for k, v in namespace.items()
+                          if type(v) is int and k not in stores}
+        self.error = error
+        self.buffers = dtypes           # {tensor parameter or allocated buffer: its dtype}
+        self.stores = stores            # {name: how many times the kernel binds it}
+        self.vectors = {}               # {bound vector name: its lane count (an AST)}
+
+    # which statements are vector statements
+    def _sliced(self, node):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id in self.buffers):
+            return False
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return any(isinstance(e, ast.Slice) for e in elts)
+
+    def _vector_parts(self, expr):
+        """Whether ``expr`` reads a slice of a buffer or a bound vector (outside the
+        operands of region calls); None where a region call holds it."""
+        found = False
+        for n in syntax.walk(expr):
+            if isinstance(n, ast.Call) and resolve_static(n.func, self.namespace) in \
+                    _REGION_CALLS:
+                return None
+            found = found or self._sliced(n) or (
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.vectors)
+        return found
+
+    def _has_lanes(self, node):
+        """A statement that already spells its lanes (T.Ramp, T.Broadcast; its slices are
+        ``ramp_vectors.py``'s)."""
+        return any(isinstance(n, ast.Call) and resolve_static(n.func, self.namespace) in
+                   (T.Ramp, T.Broadcast) for n in syntax.walk(node))
+
+    def visit_Assign(self, node):
+        if len(node.targets) != 1 or self._has_lanes(node):
+            return node
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and target.id not in self.buffers and \
+                self.stores.get(target.id) == 1 and self._vector_parts(value):
+            return self._bind(target.id, node)
+        if self._sliced(target) and self._vector_parts(value) is not None:
+            lanes = []
+            new = ast.Assign([self._ramped(target, lanes, node)],
+                             self._ramped(value, lanes, node))
+            self._agree(lanes, node)
+            return syntax.fix_missing_locations(ast.copy_location(new, node))
+        return node
+
+    def visit_AugAssign(self, node):
+        if self._has_lanes(node):
+            return node
+        if self._sliced(node.target) and self._vector_parts(node.value) is not None:
+            lanes = []
+            new = ast.AugAssign(self._ramped(node.target, lanes, node), node.op,
+                                self._ramped(node.value, lanes, node))
+            self._agree(lanes, node)
+            return syntax.fix_missing_locations(ast.copy_location(new, node))
+        return node
+
+    def visit_Expr(self, node):
+        return node
+
+    def _bind(self, name, node):
+        """``b = A[0, 0:4] * 2``: an array of the thread's own, its lanes stored here."""
+        lanes = []
+        value = self._ramped(node.value, lanes, node)
+        count = self._agree(lanes, node)
+        first = next(n for n in syntax.walk(node.value) if self._sliced(n) or (
+            isinstance(n, ast.Name) and n.id in self.vectors))
+        base = first.value.id if isinstance(first, ast.Subscript) else first.id
+        dtype = self.buffers.get(base)
+        if dtype is None:
+            raise self.error(f"`{name} = {ast.unparse(node.value)}` binds a vector of "
+                             f"{base!r}'s dtype, which its allocation does not name", node)
+        alloc = ast.Assign([ast.Name(name, ast.Store())], ast.Call(
+            ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load()),
+            [ast.Tuple([copy.deepcopy(count)], ast.Load()), dtype], []))
+        store = ast.Assign([ast.Subscript(ast.Name(name, ast.Load()),
+                                          self._ramp(ast.Constant(0), count), ast.Store())],
+                           value)
+        self.vectors[name] = count
+        self.buffers[name] = dtype
+        return [syntax.fix_missing_locations(ast.copy_location(s, node))
+                for s in (alloc, store)]
+
+    @staticmethod
+    def _ramp(base, count):
+        return ast.Call(ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "Ramp", ast.Load()),
+                        [base, ast.Constant(1), copy.deepcopy(count)], [])
+
+    def _ramped(self, expr, lanes, stmt):
+        """``expr`` with each slice of a buffer a Ramp and each bound vector its lanes;
+        the lane counts met go to ``lanes``."""
+        outer = self
+
+        class Ramps(syntax.NodeTransformer):
+            def visit_Name(self, node):
+                if isinstance(node.ctx, ast.Load) and node.id in outer.vectors:
+                    count = outer.vectors[node.id]
+                    ramp = outer._ramp(ast.Constant(0), count)
+                    lanes.append((count, node, ramp))
+                    return ast.copy_location(ast.Subscript(
+                        ast.Name(node.id, ast.Load()), ramp, ast.Load()), node)
+                return node
+
+            def visit_Subscript(self, node):
+                if not outer._sliced(node):
+                    return self.generic_visit(node)
+                elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                sliced = [k for k, e in enumerate(elts) if isinstance(e, ast.Slice)]
+                if len(sliced) > 1:
+                    raise outer.error(f"`{ast.unparse(node)}` slices {len(sliced)} dimensions "
+                                      f"in a statement, a vector of one: slice one dimension "
+                                      f"(or copy the region with T.copy)", stmt)
+                k = sliced[0]
+                sl = elts[k]
+                if sl.step is not None:
+                    raise outer.error(f"a slice with a step in a statement (`{ast.unparse(node)}"
+                                      f"`) is not supported: index the elements with "
+                                      f"T.Ramp(start, step, lanes)", stmt)
+                lower = self.visit(sl.lower) if sl.lower is not None else ast.Constant(0)
+                upper = self.visit(sl.upper) if sl.upper is not None else ast.Subscript(
+                    ast.Attribute(ast.Name(node.value.id, ast.Load()), "shape", ast.Load()),
+                    ast.Constant(k), ast.Load())
+                count = _length(lower, upper, outer.constants)
+                new = [self.visit(e) for e in elts]
+                new[k] = outer._ramp(lower, count)
+                lanes.append((count, node, new[k]))
+                index = ast.Tuple(new, ast.Load()) if len(new) > 1 else new[0]
+                return ast.copy_location(ast.Subscript(node.value, index, node.ctx), node)
+
+        return syntax.fix_missing_locations(Ramps().visit(copy.deepcopy(expr)))
+
+    def _agree(self, lanes, stmt):
+        """The statement's lane count: every slice's, where they are numbers, the same;
+        a slice whose length is not a number (``A[4:]``: ``A.shape[0] - 4``) takes it."""
+        known = [(c.value, n) for c, n, _ in lanes if isinstance(c, ast.Constant)]
+        for value, n in known[1:]:
+            if value != known[0][0]:
+                raise self.error(f"slices of different lengths in one statement: "
+                                 f"`{ast.unparse(known[0][1])}` ({known[0][0]}) and "
+                                 f"`{ast.unparse(n)}` ({value})", stmt)
+        if known and known[0][0] <= 0:
+            raise self.error(f"an empty slice in a statement: `{ast.unparse(known[0][1])}`",
+                             stmt)
+        count = ast.Constant(known[0][0]) if known else lanes[0][0]
+        for _, _, ramp in lanes:
+            ramp.args[2] = copy.deepcopy(count)
+        return count
+
+
+def expand_slice_statements(fdef: ast.FunctionDef, ks) -> ast.FunctionDef:
+    """``fdef`` with the kernel body's slice statements in T.Ramp form (in place)."""
+    launch = fdef.body[ks.launch_index] if 0 <= ks.launch_index < len(fdef.body) else None
+    if launch is None or not any(isinstance(n, ast.Slice) for n in syntax.walk(launch)):
+        return fdef
+    # {buffer: its dtype as the kernel spells it}: a parameter's `.dtype`, an allocation's
+    # dtype argument
+    dtypes = {a.arg: ast.Attribute(ast.Name(a.arg, ast.Load()), "dtype", ast.Load())
+              for a in fdef.args.args}
+    for n in syntax.walk(fdef):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and \
+                resolve_static(n.value.func, ks.namespace) in _ALLOCATIONS:
+            call = n.value
+            given = call.args[1] if len(call.args) > 1 else next(
+                (k.value for k in call.keywords if k.arg == "dtype"), None)
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    dtypes[t.id] = given
+    stores: dict = {}
+    for n in syntax.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    fdef.body[ks.launch_index] = _Vectors(ks.namespace, ks.error, dtypes, stores).visit(launch)
+    return fdef
+
+
+__all__ = ["expand_slice_statements"]
