@@ -363,3 +363,74 @@ def test_two_macros_of_one_name_on_the_gpu():
     out = torch.zeros(2, 32, device="cuda")
     tilejit.compile(two_scalers())(x.cuda(), out)
     torch.testing.assert_close(out.cpu(), x * torch.tensor([[2.0], [6.0]]))
+
+
+# an emitter object whose __call__ holds the launch (a graph compiler's lowering rule
+# builds one per operation and calls it in the prim_func's body), with a local import
+@T.macro
+def _row_scale(source, out, rows, width, factor, threads, dtype):
+    with T.Kernel(rows, threads=threads) as row:
+        lane = T.get_thread_binding()
+        for chunk in T.serial(T.ceildiv(width, threads)):
+            col = chunk * threads + lane
+            if col < width:
+                out[row, col] = T.cast(T.cast(source[row, col], "float32") * factor, dtype)
+
+
+class _ScaleEmitter:
+    def __init__(self, shape, factor, threads, dtype):
+        self.shape, self.factor, self.threads, self.dtype = shape, factor, threads, dtype
+
+    def __call__(self, operands):
+        import math
+
+        _row_scale(*operands, math.prod(self.shape[:-1]), self.shape[-1], self.factor,
+                   self.threads, self.dtype)
+
+
+_EMITTER_SHAPE = (6, 200)
+_emitter = _ScaleEmitter(_EMITTER_SHAPE, 1.5, 64, "float16")
+
+
+@T.prim_func
+def emitted(x: T.Tensor(_EMITTER_SHAPE, "float16"), y: T.Tensor(_EMITTER_SHAPE, "float16")):
+    _emitter((x, y))
+
+
+def test_an_emitter_object_that_holds_the_launch():
+    x = torch.randn(_EMITTER_SHAPE).half()
+    y = torch.zeros_like(x)
+    tilejit.compile(emitted, target="sim")(x, y)
+    torch.testing.assert_close(y, (x.float() * 1.5).half(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_an_emitter_objects_ptx(arch, ptxas):
+    ptxas(tilejit.compile(emitted).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_an_emitter_object_on_the_gpu():
+    x = torch.randn(_EMITTER_SHAPE).half()
+    y, want = torch.zeros_like(x).cuda(), torch.zeros_like(x)
+    tilejit.compile(emitted)(x.cuda(), y)
+    tilejit.compile(emitted, target="sim")(x, want)
+    torch.testing.assert_close(y.cpu(), want, rtol=0, atol=0)
+    torch.testing.assert_close(want, (x.float() * 1.5).half(), rtol=0, atol=0)
+
+
+class _RelativeImporter:
+    def __call__(self, a):
+        from . import nothing   # noqa: F401
+        scaled_copy(a, a)
+
+
+_relative = _RelativeImporter()
+
+
+def test_a_helpers_relative_import_is_an_error_at_the_call():
+    @T.prim_func
+    def bad(a: T.Tensor((8, 8), "float32")):
+        _relative(a)
+    with pytest.raises(tilejit.CompileError, match="names its module absolutely"):
+        tilejit.compile(bad, target="sim")(torch.zeros(8, 8))

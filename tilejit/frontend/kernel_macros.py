@@ -11,6 +11,13 @@ that the kernel calls, as TileLang programs compose kernels:
     def copy(A, B):
         copy_impl(A, B)
 
+An object whose class defines ``__call__`` in Python (a graph compiler's emitter, built
+per operation and called in the prim_func's body: ``emitter((x, w, b, y))``) is its
+``__call__`` with the object first; the helper's own top-level imports (``import math``
+in that ``__call__``) bind what Python would, imported when the kernel is parsed; an
+argument that is an attribute chain through a global object (``self.shape``) is passed as
+written, its value known at compilation.
+
 The call statement (or ``return helper(...)``, the helper's own last statement being the
 ``return`` of the kernel's outputs) is replaced by the helper's body, its parameters renamed to the
 call's arguments (names or constants), before the kernel's launch is looked for. The
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 
 from tilejit import syntax
 from tilejit.frontend.tail_returns import single_exit
@@ -74,7 +82,18 @@ _LAUNCHES = ("Kernel", "ClusterKernel")
 def _helper_function(obj):
     if isinstance(obj, T.macro):
         return obj.func
-    return obj if callable(obj) and hasattr(obj, "__code__") else None
+    if callable(obj) and hasattr(obj, "__code__"):
+        return obj
+    return _call_method(obj)
+
+
+def _call_method(obj):
+    """``__call__`` of an object of a class written in Python (a program's emitter object
+    that holds the launch: ``emitter((x, w, b, y))``), or None."""
+    if isinstance(obj, type) or obj is None:
+        return None
+    method = getattr(type(obj), "__call__", None)
+    return method if hasattr(method, "__code__") else None
 
 
 def inline_kernel_macros(ks) -> None:
@@ -92,6 +111,9 @@ def inline_kernel_macros(ks) -> None:
             found = fn is not None and function_def_from_file(fn)
             if not found or not _holds_launch(found[1], fn, _DEPTH):
                 continue
+            if _call_method(resolve_static(stmt.value.func, ks.namespace)) is fn:
+                # `emitter(ops)` is `type(emitter).__call__(emitter, ops)`
+                stmt.value.args.insert(0, copy.deepcopy(stmt.value.func))
             module = ast.Module(inline_call(
                 ks, stmt, fn, *found, "the kernel's `with T.Kernel` block is in"), [])
             # the names the helper binds, its own (`M, N = A.shape` in a macro the kernel
@@ -177,7 +199,9 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
     # operation's operand by its start) is passed as written
     arguments = []
     for p, value in list(bound.items()):
-        if p in refs or isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or not any(
+        if p in refs or isinstance(value, (ast.Name, ast.Constant, ast.Subscript)) or (
+                isinstance(value, ast.Attribute) and _static_chain(value, ks.namespace)) \
+                or not any(
                 isinstance(n, ast.Name) for n in syntax.walk(value)) or (
                 isinstance(value, (ast.Tuple, ast.List)) and all(
                     isinstance(e, (ast.Name, ast.Constant)) for e in value.elts)):
@@ -239,6 +263,7 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
                 bound[n.id] = ast.Name(fresh, ast.Load())
     body = [s for s in fdef.body if not (
         s is fdef.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    body = _imports_bound(ks, body, name, bound, error)
     returns = [n for s in body for n in syntax.walk(s) if isinstance(n, ast.Return)]
     if any(r is not body[-1] for r in returns):
         # early returns under `if`s: one exit (tail_returns.py), or the rule's error
@@ -257,6 +282,44 @@ def inline_call(ks, stmt, fn, filename, fdef, what: str) -> list:
         if not hasattr(node, "tj_call"):
             node.tj_call = stmt.lineno
     return arguments + renamed.body
+
+
+def _static_chain(node, namespace) -> bool:
+    """``emitter.shape``: an attribute chain through a global or closure object of the
+    kernel's, passed as written (its value known when the kernel is compiled)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in namespace
+
+
+def _imports_bound(ks, body, name, bound, error) -> list:
+    """``body`` without the helper's own top-level imports (``import math`` in an
+    emitter's ``__call__``): each name one binds is the module (or its member) Python
+    would bind, a global of the kernel's (imported now, as the call would)."""
+    out = []
+    for stmt in body:
+        if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.append(stmt)
+            continue
+        if isinstance(stmt, ast.ImportFrom) and (stmt.level or any(
+                a.name == "*" for a in stmt.names)):
+            raise error(f"`{ast.unparse(stmt)}`: a helper's import is inlined where it names "
+                        f"its module absolutely and the names it binds")
+        try:
+            if isinstance(stmt, ast.Import):
+                values = {(a.asname or a.name.split(".")[0]):
+                          importlib.import_module(a.name if a.asname else a.name.split(".")[0])
+                          for a in stmt.names}
+            else:
+                module = importlib.import_module(stmt.module)
+                values = {(a.asname or a.name): getattr(module, a.name) for a in stmt.names}
+        except (ImportError, AttributeError) as e:
+            raise error(f"`{ast.unparse(stmt)}` fails: {e}") from None
+        for local, value in values.items():
+            fresh = f"__tj_{name}_{local}_module"
+            ks.made[fresh] = ks.namespace[fresh] = value
+            bound[local] = ast.Name(fresh, ast.Load())
+    return out
 
 
 def _is_reference(arg: ast.arg, own) -> bool:
