@@ -92,7 +92,8 @@ def _call_method(obj):
     that holds the launch: ``emitter((x, w, b, y))``), or None."""
     if isinstance(obj, type) or obj is None:
         return None
-    method = getattr(type(obj), "__call__", None)
+    method = type(obj).__dict__.get("__call__") or next(
+        (c.__dict__["__call__"] for c in type(obj).__mro__ if "__call__" in c.__dict__), None)
     return method if hasattr(method, "__code__") else None
 
 
