@@ -56,6 +56,7 @@ from tilejit.frontend.random_draws import rewrite_random_draws
 from tilejit.frontend.reducers import rewrite_reducers
 from tilejit.frontend.ramp_vectors import expand_vector_lanes
 from tilejit.frontend.slice_vectors import expand_slice_statements
+from tilejit.frontend.bit_moves import rewrite_bit_moves
 from tilejit.frontend.static_branches import fold_compile_time_branches
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
@@ -843,8 +844,10 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
+    # T.ldg128(X[i:i + 4]), T.stg128(Y[j:j + 4], v): the markers of explicit accesses
+    fdef, words = rewrite_bit_moves(fdef, ks)
     # A[0, 4:8] = A[0, 0:4] (a statement's slices): TVM's vector statement, in T.Ramp form
-    fdef = expand_slice_statements(fdef, ks)
+    fdef = expand_slice_statements(fdef, ks, words)
     # `if len(shape) == 1:` of a module global: decided with this compilation's value
     fdef = fold_compile_time_branches(fdef, known)
     # B[i, T.Ramp(j * 4, 1, 4)] = ...: the statement once per lane

@@ -240,8 +240,10 @@ class _Vectors(syntax.NodeTransformer):
         return count
 
 
-def expand_slice_statements(fdef: ast.FunctionDef, ks) -> ast.FunctionDef:
-    """``fdef`` with the kernel body's slice statements in T.Ramp form (in place)."""
+def expand_slice_statements(fdef: ast.FunctionDef, ks, tuples=None) -> ast.FunctionDef:
+    """``fdef`` with the kernel body's slice statements in T.Ramp form (in place).
+    ``tuples``: {name: (lanes, dtype name)} of names bound to tuples of values
+    (``bit_moves.py``), vectors too."""
     launch = fdef.body[ks.launch_index] if 0 <= ks.launch_index < len(fdef.body) else None
     if launch is None or not any(isinstance(n, ast.Slice) for n in syntax.walk(launch)):
         return fdef
@@ -262,7 +264,11 @@ def expand_slice_statements(fdef: ast.FunctionDef, ks) -> ast.FunctionDef:
     for n in syntax.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             stores[n.id] = stores.get(n.id, 0) + 1
-    fdef.body[ks.launch_index] = _Vectors(ks.namespace, ks.error, dtypes, stores).visit(launch)
+    vectors = _Vectors(ks.namespace, ks.error, dtypes, stores)
+    for name, (lanes, dtype) in (tuples or {}).items():
+        vectors.vectors[name] = ast.Constant(lanes)
+        dtypes[name] = ast.Constant(dtype)
+    fdef.body[ks.launch_index] = vectors.visit(launch)
     return fdef
 
 

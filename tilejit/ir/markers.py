@@ -112,6 +112,16 @@ ATOMIC_OR = _declare("__tj_atomic_or", "atomic_or", "as atomic_add, the bitwise 
 ATOMIC_LOAD = _declare("__tj_atomic_load", "atomic_load", "as atomic_add: the element read")
 ATOMIC_STORE = _declare("__tj_atomic_store", "atomic_store",
                         "as atomic_add: the element written")
+# T.ldg128(X[i:i + 4], pred) → __tj_bits_load(X, (i,), 4, pred, "global"): the words at
+# the element's address (a uint32 for one, else a tuple); T.stg128(Y[j:j + 4], v, pred) →
+# __tj_bits_store(Y, (j,), v, 4, pred, "global"); T.reinterpret(v, T.float32x4) of words
+# → __tj_bits_as(v, "float32", 4): their bits as a tuple of that dtype
+BITS_LOAD = _declare("__tj_bits_load", "bits_load",
+                     "(buffer, index, words, pred, memory) -> uint32 or a tuple of words")
+BITS_STORE = _declare("__tj_bits_store", "bits_store",
+                      "(buffer, index, value, words, pred, memory): the words stored")
+BITS_AS = _declare("__tj_bits_as", "bits_as",
+                   "(words, dtype name, lanes) -> a tuple of lanes elements of those bits")
 ATOMICS = {T.atomic_add: ATOMIC_ADD, T.atomic_max: ATOMIC_MAX, T.atomic_min: ATOMIC_MIN,
            T.atomic_or: ATOMIC_OR, T.atomic_load: ATOMIC_LOAD, T.atomic_store: ATOMIC_STORE}
 

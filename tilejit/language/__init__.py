@@ -47,6 +47,8 @@ from tilejit.language.tilelang_names import (Buffer, FragmentBuffer, LocalBuffer
 from tilejit.language.compat import dtype_names as _tilelang_dtype_names
 from tilejit.language.compat import not_supported as _not_supported
 from tilejit.language.random import rng_init, rng_rand, rng_rand_float
+from tilejit.language.bit_moves import (ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128,
+                                        stg32, stg64, stg128, stg256, sts32, sts64, sts128)
 from tilejit.language.function_attrs import annotate_compile_flags, annotate_pass_configs
 from tilejit.language.threads import (get_block_binding, get_block_bindings, get_block_extent,
                                       get_block_extents, get_lane_idx, get_warp_group_idx,
@@ -132,6 +134,8 @@ __all__ = [
     "any_of", "all_of",
     "use_swizzle", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_load",
     "atomic_store", "atomic_addx2", "atomic_addx4",
+    "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128",
+    "stg32", "stg64", "stg128", "stg256", "sts32", "sts64", "sts128",
     "cumsum", "cummax",
     "reduce", "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "reduce_bitand", "reduce_bitor", "reduce_bitxor",

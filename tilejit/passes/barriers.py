@@ -49,7 +49,8 @@ from tilejit.frontend.helpers import is_helper
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.tile_helpers import reaches
 from tilejit.frontend.thread_tests import thread_names, thread_takers
-from tilejit.ir.markers import (ATOMICS, CLUSTER_ARRIVE, CLUSTER_SYNC, CLUSTER_WAIT, COMMIT,
+from tilejit.ir.markers import (ATOMICS, BITS_LOAD, BITS_STORE, CLUSTER_ARRIVE, CLUSTER_SYNC,
+                                CLUSTER_WAIT, COMMIT,
                                 CONVERT_LAYOUT, COPY_ASYNC, CUMSUM, DISJOINT_STORES_ATTR,
                                 FRAG_LOOP, GEMM, GRID_SYNC, GROUPS, INTERNAL_BARRIER_ATTR,
                                 LDMATRIX, MBAR_ARRIVE,
@@ -183,6 +184,10 @@ class _Access:
                         reads.add(tiles[0])
                     if tiles[1]:
                         writes.add(tiles[1])
+                elif name == BITS_LOAD and tiles[0]:
+                    reads.add(tiles[0])     # T.lds*: one element's words
+                elif name == BITS_STORE and tiles[0]:
+                    writes.add(tiles[0])    # T.sts*
                 elif name == TMA_STORE and tiles[0]:
                     reads.add(tiles[0])     # by TMA, until the next barrier (tma_store.py)
                 elif name == LDMATRIX and tiles[2]:

@@ -20,7 +20,8 @@ from tilejit.frontend.rewrite import BLOCK_INDEX, device_tree, materialize
 from tilejit.frontend.source import resolve_static
 from tilejit.frontend.thread_roles import roles_depend_on_constexprs, role_threads_of
 from tilejit.frontend.static_comprehensions import over_constexprs
-from tilejit.ir.markers import (ATOMICS, DP4A_MESSAGE, DP4A_OPERANDS, GRID_DIM, LDMATRIX,
+from tilejit.ir.markers import (ATOMICS, BITS_AS, BITS_LOAD, BITS_STORE, DP4A_MESSAGE,
+                                DP4A_OPERANDS, GRID_DIM, LDMATRIX,
                                 MMA_SYNC, REGION, RNG_AT, RNG_INIT, RNG_NEXT, RNG_SKIP,
                                 THREAD_INDEX, WARP_SIZE, CP_ASYNC)
 from tilejit.errors import CompileError
@@ -28,7 +29,8 @@ from tilejit.frontend.helpers import binding
 from tilejit.language.numerics import float4_codes, from_float4_codes
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
-from tilejit.sim import async_copies, garbage, mma, random, runtime, threads, views
+from tilejit.sim import (async_copies, bit_moves, garbage, mma, random, runtime, threads,
+                         views)
 from tilejit.sim.blas_threads import one_blas_thread
 from tilejit.sim.block_races import BLOCK_RACES_MAX, BlockRaces
 from tilejit.sim.cluster import check_multicasts_complete
@@ -102,6 +104,8 @@ def simulator_function(kernel, constexprs=None):
         namespace.update({RNG_INIT: random.rng_init, RNG_NEXT: random.rng_next,
                           RNG_AT: random.rng_at, RNG_SKIP: random.rng_skip})
         namespace.update({name: SIM_ELEMENT[fn.__name__[7:]] for fn, name in ATOMICS.items()})
+        namespace.update({BITS_LOAD: bit_moves.bits_load, BITS_STORE: bit_moves.bits_store,
+                          BITS_AS: bit_moves.bits_as})
         def regions(fdef, ns):
             # a T.gemm region's bounds are compile-time values, as the compiler requires
             check_static_bounds(fdef, ns, ks.constexpr_params,

@@ -41,6 +41,6 @@ def load_rules():
     from tilejit.codegen.lowering import tma, warp_roles, warp_specialize  # noqa: F401
     from tilejit.codegen.lowering import cluster, grid_sync, warp  # noqa: F401
     from tilejit.codegen.lowering import mma_sync, random, sparse_gemm  # noqa: F401
-    from tilejit.codegen.lowering import async_copies  # noqa: F401
+    from tilejit.codegen.lowering import async_copies, bit_moves  # noqa: F401
     from tilejit.codegen.lowering import scalar_math  # noqa: F401
     from tilejit.codegen.lowering import elementary, math_intrinsics  # noqa: F401

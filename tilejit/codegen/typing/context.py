@@ -133,7 +133,7 @@ class TilejitTypingContext(BaseContext):
         # register the tile language
         from tilejit.codegen.typing import atomics, mma, templates, tiles  # noqa: F401
         from tilejit.codegen.typing import math_intrinsics, random, scalar_math  # noqa: F401
-        from tilejit.codegen.typing import async_copies  # noqa: F401
+        from tilejit.codegen.typing import async_copies, bit_moves  # noqa: F401
         self.install_registry(templates.registry)
 
     def init(self):
