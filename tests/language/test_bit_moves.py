@@ -156,3 +156,49 @@ def test_on_the_gpu_against_torch_and_the_simulator():
     y = torch.zeros_like(x).cuda()
     tilejit.compile(through_shared())(x.cuda(), y)
     assert torch.equal(y.cpu(), x)
+
+
+def packed_rows(rows=8):
+    """A cache packer's form: lanes 0..7 of each block move 8 bfloat16 values of a row
+    into 4 uint32 words of another tensor; a T.Parallel moves float16 rows by 128 bits."""
+    @T.prim_func
+    def main(A: T.Tensor((rows, 64), T.bfloat16), C: T.Tensor((rows, 32), T.uint32),
+             X: T.Tensor((64, 16), T.float16), Y: T.Tensor((64, 16), T.float16)):
+        with T.Kernel(rows, threads=32) as t:
+            lane = T.get_thread_binding()
+            if lane < 8:
+                e = lane * 8
+                packed = T.ldg128(A[t, e:e + 8])
+                T.stg128(C[t, e // 2:e // 2 + 4], packed)
+            for i, j in T.Parallel(64, 2):
+                v = T.ldg128(X[i, j * 8:j * 8 + 8])
+                T.stg128(Y[i, j * 8:j * 8 + 8], v, pred=t == 0)
+    return main
+
+
+def test_rows_packed_into_words():
+    a = torch.randn(8, 64).bfloat16()
+    c = torch.zeros(8, 32, dtype=torch.uint32)
+    x = torch.randn(64, 16).half()
+    y = torch.zeros_like(x)
+    tilejit.compile(packed_rows(), target="sim")(a, c, x, y)
+    assert torch.equal(c.view(torch.uint8), a.view(torch.uint8))
+    assert torch.equal(y, x)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_packed_rows_ptx(arch, ptxas):
+    ptx = tilejit.compile(packed_rows()).get_kernel_source(arch=arch)
+    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.b32", ptx)) >= 2
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+def test_rows_packed_into_words_on_the_gpu():
+    a = torch.randn(8, 64).bfloat16()
+    x = torch.randn(64, 16).half()
+    c = torch.zeros(8, 32, dtype=torch.uint32).cuda()
+    y = torch.zeros_like(x).cuda()
+    tilejit.compile(packed_rows())(a.cuda(), c, x.cuda(), y)
+    assert torch.equal(c.cpu().view(torch.uint8), a.view(torch.uint8))
+    assert torch.equal(y.cpu(), x)

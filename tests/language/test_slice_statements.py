@@ -169,3 +169,49 @@ def test_a_slice_as_long_as_a_constexpr():
     a, b = torch.randn(64), torch.zeros(64)
     blocks.compile(a, b, 8, target="sim")(a, b)
     torch.testing.assert_close(b, a - 1, rtol=0, atol=0)
+
+
+def tile_rows():
+    """Slices of a fragment's and a shared tile's rows in a T.Parallel over the rows."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 16), T.float16), B: T.Tensor((64, 16), T.float16),
+             C: T.Tensor((64, 16), T.float16)):
+        with T.Kernel(1, threads=128):
+            F = T.alloc_fragment((64, 16), T.float16)
+            S = T.alloc_shared((64, 16), T.float16)
+            for i in T.Parallel(64):
+                F[i, 0:16] = A[i, 0:16]
+                S[i, 0:8] = A[i, 0:8]
+                S[i, 8:16] = A[i, 8:16] * 2
+            for i, j in T.Parallel(64, 16):
+                F[i, j] = F[i, j] + 1
+            T.copy(F, B)
+            T.copy(S, C)
+    return main
+
+
+def test_slices_of_tile_rows():
+    a = torch.randn(64, 16).half()
+    b, c = torch.zeros_like(a), torch.zeros_like(a)
+    tilelang.compile(tile_rows(), target="sim")(a, b, c)
+    want = a.clone()
+    want[:, 8:] *= 2
+    torch.testing.assert_close(b, a + 1, rtol=0, atol=0)
+    torch.testing.assert_close(c, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tile_rows_ptx_assembles(arch, ptxas):
+    ptxas(tilelang.compile(tile_rows()).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_slices_of_tile_rows_on_the_gpu():
+    a = torch.randn(64, 16).half()
+    gpu = [a.cuda(), torch.zeros_like(a).cuda(), torch.zeros_like(a).cuda()]
+    sim = [a.clone(), torch.zeros_like(a), torch.zeros_like(a)]
+    tilelang.compile(tile_rows())(*gpu)
+    tilelang.compile(tile_rows(), target="sim")(*sim)
+    for g, s in zip(gpu, sim):
+        torch.testing.assert_close(g.cpu(), s, rtol=0, atol=0)
+    torch.testing.assert_close(sim[1], a + 1, rtol=0, atol=0)
