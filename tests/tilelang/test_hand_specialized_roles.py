@@ -445,17 +445,18 @@ def test_a_wide_branch_with_a_tile_operation_is_not_split_into_roles():
                         target="cuda -arch=sm_80").get_kernel_source()
 
 
-def warp_and_the_rest(rows=4, cols=8):
-    """Warp 0 (threads 0…31) does the block's tile work on its fragments (an exp, a row
+def warp_and_the_rest(rows=4, cols=8, first=0):
+    """Warp ``first // 32`` does the block's tile work on its fragments (an exp, a row
     sum); the other 96 threads, one branch, each store their own value: roles of 32, the
     wide branch of per-thread code run by each of its three roles (a vLLM DeepSeek mHC
-    finalize splits its block so)."""
+    finalize splits its block so). With the tile work in warp 1 the other threads are
+    two ranges apart, 0…31 and 64…127, each run by its own roles."""
     @T.prim_func
     def main(x: T.Tensor((rows, cols), "float32"), rs: T.Tensor((rows,), "float32"),
-             z: T.Tensor((96,), "float32")):
+             z: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=128):
             tx = T.get_thread_binding()
-            if tx < 32:
+            if tx >= first and tx < first + 32:
                 e = T.alloc_fragment((rows, cols), "float32")
                 s = T.alloc_fragment((rows,), "float32")
                 for i, j in T.Parallel(rows, cols):
@@ -464,30 +465,40 @@ def warp_and_the_rest(rows=4, cols=8):
                 for i in T.Parallel(rows):
                     rs[i] = s[i]
             else:
-                z[tx - 32] = T.cast(tx, "float32") * 2.0
+                z[tx] = T.cast(tx, "float32") * 2.0
     return main
 
 
-def test_a_warps_tile_work_beside_the_other_threads_own_code():
+def _rest_of_the_warps(first):
+    want = torch.arange(128, dtype=torch.float32) * 2
+    want[first:first + 32] = 0
+    return want
+
+
+@pytest.mark.parametrize("first", [0, 32])
+def test_a_warps_tile_work_beside_the_other_threads_own_code(first):
     x = torch.randn(4, 8)
-    rs, z = torch.zeros(4), torch.zeros(96)
-    tilejit.compile(warp_and_the_rest(), target="sim")(x, rs, z)
+    rs, z = torch.zeros(4), torch.zeros(128)
+    tilejit.compile(warp_and_the_rest(first=first), target="sim")(x, rs, z)
     torch.testing.assert_close(rs, x.double().exp().sum(1).float())
-    torch.testing.assert_close(z, torch.arange(32, 128, dtype=torch.float32) * 2)
+    torch.testing.assert_close(z, _rest_of_the_warps(first))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_a_warps_tile_work_assembles(arch, ptxas):
-    ptxas(tilejit.compile(warp_and_the_rest()).get_kernel_source(arch=arch), arch)
+@pytest.mark.parametrize("first", [0, 32])
+def test_a_warps_tile_work_assembles(first, arch, ptxas):
+    ptxas(tilejit.compile(warp_and_the_rest(first=first)).get_kernel_source(arch=arch), arch)
 
 
 @pytest.mark.gpu
-def test_a_warps_tile_work_on_the_gpu_against_torch_and_the_simulator():
+@pytest.mark.parametrize("first", [0, 32])
+def test_a_warps_tile_work_on_the_gpu_against_torch_and_the_simulator(first):
     x = torch.randn(4, 8)
-    rs, z = torch.zeros(4, device="cuda"), torch.zeros(96, device="cuda")
-    tilejit.compile(warp_and_the_rest())(x.cuda(), rs, z)
-    sim_rs, sim_z = torch.zeros(4), torch.zeros(96)
-    tilejit.compile(warp_and_the_rest(), target="sim")(x, sim_rs, sim_z)
+    rs, z = torch.zeros(4, device="cuda"), torch.zeros(128, device="cuda")
+    tilejit.compile(warp_and_the_rest(first=first))(x.cuda(), rs, z)
+    sim_rs, sim_z = torch.zeros(4), torch.zeros(128)
+    tilejit.compile(warp_and_the_rest(first=first), target="sim")(x, sim_rs, sim_z)
+    torch.testing.assert_close(z.cpu(), _rest_of_the_warps(first))
     torch.testing.assert_close(rs.cpu(), x.double().exp().sum(1).float())
     torch.testing.assert_close(rs.cpu(), sim_rs)
     assert torch.equal(z.cpu(), sim_z)

@@ -34,7 +34,8 @@ so such a kernel keeps its branches and their error). Roles may be narrower than
 warpgroup (``role_size``: a warp or two where the branches' bounds need it); a branch
 wider than its role that is per-thread code only (no fragment, no tile operation, no
 T.Parallel: ``if tx < 32: <tile work> else: z[tx - 32] = ...``) becomes one role for
-each group of its threads, each running it for its own threads. The chain may be at the
+each group of its threads, each running it for its own threads; such a branch may be
+taken by ranges of whole warps apart (``else`` of ``if tx >= 32 and tx < 64``). The chain may be at the
 kernel's top level or inside loops and branches that every thread reaches; a kernel
 that already has ``T.ws`` roles is left as written.
 """
@@ -139,6 +140,17 @@ def role_threads_of(tree, namespace) -> int:
     return 0
 
 
+def _runs(threads: set) -> list:
+    """The contiguous ranges (lo, hi) a set of thread indices is made of, in order."""
+    out = []
+    for t in sorted(threads):
+        if out and out[-1][1] == t:
+            out[-1][1] = t + 1
+        else:
+            out.append([t, t + 1])
+    return [tuple(r) for r in out]
+
+
 def _fragments(fdef, namespace) -> set:
     return {node.targets[0].id for node in syntax.walk(fdef)
             if isinstance(node, ast.Assign) and len(node.targets) == 1
@@ -172,13 +184,17 @@ class _Roles:
                 ranges = self.chains.get(id(st))
                 if ranges is not None:
                     self.made += 1
-                    # a branch of per-thread code wider than a role: one role each of its
-                    # groups of threads, running the branch for its own threads
-                    return [self._role(k, body if k == lo // self.size else
-                                       copy.deepcopy(body), where, self.size)
-                            for lo, hi, body, where in ranges
-                            for k in range(lo // self.size, hi // self.size
-                                           if self._per_thread(body) else lo // self.size + 1)]
+                    # a branch of per-thread code wider than a role (or taken by threads
+                    # apart): one role each of its groups of threads, running the branch
+                    # for its own threads
+                    out, placed = [], set()
+                    for lo, hi, body, where in ranges:
+                        last = hi // self.size if self._per_thread(body) else lo // self.size + 1
+                        for k in range(lo // self.size, last):
+                            out.append(self._role(k, copy.deepcopy(body) if id(body) in placed
+                                                  else body, where, self.size))
+                            placed.add(id(body))
+                    return out
             else:
                 ranges = self._chain(st)
                 if ranges is not None:
@@ -226,10 +242,12 @@ class _Roles:
             left = left - takers
             if not takers:
                 continue
-            lo, hi = min(takers), max(takers) + 1
-            if takers != set(range(lo, hi)) or lo % WARP or hi % WARP:
-                return None             # not a range of whole warps
-            ranges.append((lo, hi, body, where))
+            runs = _runs(takers)
+            if any(lo % WARP or hi % WARP for lo, hi in runs) or (
+                    len(runs) > 1 and not self._per_thread(body)):
+                return None             # not a range of whole warps (per-thread code:
+                #                           ranges, `else` of `if 32 <= tx < 64`)
+            ranges.extend((lo, hi, body, where) for lo, hi in runs)
         if not ranges or not any(self._own_registers(body) or self._arrives(body)
                                  for *_, body, _ in ranges):
             return None
