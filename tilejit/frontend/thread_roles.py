@@ -36,8 +36,8 @@ wider than its role that is per-thread code only (no fragment, no tile operation
 T.Parallel: ``if tx < 32: <tile work> else: z[tx - 32] = ...``) becomes one role for
 each group of its threads, each running it for its own threads; such a branch may be
 taken by ranges of whole warps apart (``else`` of ``if tx >= 32 and tx < 64``). The
-chain may be at the kernel's top level or inside loops and branches that every thread reaches; a kernel
-that already has ``T.ws`` roles is left as written.
+chain may be at the kernel's top level or inside loops and branches that every thread
+reaches; a kernel that already has ``T.ws`` roles is left as written.
 """
 from __future__ import annotations
 
