@@ -288,3 +288,62 @@ def test_gpu_thread_index_helpers_in_expressions():
     sim = torch.zeros(128, dtype=torch.int32)
     kernel(sim)
     assert torch.equal(b.cpu(), _thread_index_want()) and torch.equal(b.cpu(), sim)
+
+
+# objects of the program's own classes called in the kernel: their __call__ inlined with
+# the object first (a lowering rule's epilogue object; a value transform as an object)
+class _Scale:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, frag, rows, cols):
+        for i, j in T.Parallel(rows, cols):
+            frag[i, j] = frag[i, j] * self.factor
+
+
+class _Affine:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+    def __call__(self, x):
+        return x * self.a + self.b
+
+
+_scale, _affine = _Scale(3.0), _Affine(2.0, 1.0)
+
+
+@T.prim_func
+def called_objects(A: T.Tensor((16, 16), T.float32), B: T.Tensor((16, 16), T.float32),
+                   C: T.Tensor((16, 16), T.float32)):
+    with T.Kernel(1, threads=64):
+        F = T.alloc_fragment((16, 16), T.float32)
+        T.copy(A, F)
+        _scale(F, 16, 16)
+        T.copy(F, B)
+        for i, j in T.Parallel(16, 16):
+            C[i, j] = _affine(A[i, j])
+
+
+def test_objects_called_in_the_kernel_are_inlined():
+    a = torch.randn(16, 16)
+    b, c = torch.zeros(16, 16), torch.zeros(16, 16)
+    tilejit.compile(called_objects, target="sim")(a, b, c)
+    torch.testing.assert_close(b, a * 3, rtol=0, atol=0)
+    torch.testing.assert_close(c, a * 2 + 1, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_objects_called_in_the_kernel_assemble(arch, ptxas):
+    ptxas(tilejit.compile(called_objects).get_kernel_source(arch=arch), arch)
+
+
+@pytest.mark.gpu
+def test_objects_called_in_the_kernel_on_the_gpu():
+    a = torch.randn(16, 16)
+    gpu = [a.cuda(), torch.zeros(16, 16).cuda(), torch.zeros(16, 16).cuda()]
+    sim = [a.clone(), torch.zeros(16, 16), torch.zeros(16, 16)]
+    tilejit.compile(called_objects)(*gpu)
+    tilejit.compile(called_objects, target="sim")(*sim)
+    for g, s in zip(gpu, sim):
+        torch.testing.assert_close(g.cpu(), s, rtol=0, atol=0)
+    torch.testing.assert_close(sim[1], a * 3, rtol=0, atol=0)

@@ -84,10 +84,10 @@ def _helper_function(obj):
         return obj.func
     if callable(obj) and hasattr(obj, "__code__"):
         return obj
-    return _call_method(obj)
+    return call_method(obj)
 
 
-def _call_method(obj):
+def call_method(obj):
     """``__call__`` of an object of a class written in Python (a program's emitter object
     that holds the launch: ``emitter((x, w, b, y))``), or None."""
     if isinstance(obj, type) or obj is None:
@@ -112,7 +112,7 @@ def inline_kernel_macros(ks) -> None:
             found = fn is not None and function_def_from_file(fn)
             if not found or not _holds_launch(found[1], fn, _DEPTH):
                 continue
-            if _call_method(resolve_static(stmt.value.func, ks.namespace)) is fn:
+            if call_method(resolve_static(stmt.value.func, ks.namespace)) is fn:
                 # `emitter(ops)` is `type(emitter).__call__(emitter, ops)`
                 stmt.value.args.insert(0, copy.deepcopy(stmt.value.func))
             module = ast.Module(inline_call(

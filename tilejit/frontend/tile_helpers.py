@@ -26,12 +26,16 @@ parameters not assigned). The names the body assigns are renamed apart from the
 kernel's (``<name>__<helper><n>``), and a dict the body builds from compile-time values
 only to pass it as ``**kwargs`` is evaluated here and passed as keywords. The ``if``s on
 the now constant arguments (``op == "sum"``) are folded by the tile passes as any other
-compile-time ``if``. In simulation the helper is an ordinary Python call.
+compile-time ``if``. In simulation the helper is an ordinary Python call. An object of a
+class of the program's own called in the kernel (``scale(F, m, n)``, ``C[i] = affine(x)``)
+is its ``__call__`` with the object first, always inlined (a device function cannot be
+called through an object).
 """
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
 from collections import Counter
 
 from tilejit import syntax
@@ -39,7 +43,8 @@ from tilejit.frontend.tail_returns import always_returns
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import is_helper
-from tilejit.frontend.kernel_macros import has_reference_params, inline_call, rename_locals
+from tilejit.frontend.kernel_macros import (call_method, has_reference_params, inline_call,
+                                            rename_locals)
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import (FRAGMENT_ALLOCATIONS, function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
@@ -161,12 +166,17 @@ class _Inliner:
         closure = self.ks.local_helpers.get(getattr(stmt.value.func, "id", None))
         if not found:
             return None
+        method = fn is not target and not isinstance(target, T.macro)
+        if method:
+            # `scale(F, m, n)` of an object: `type(scale).__call__(scale, F, m, n)`, inlined
+            # (a device function cannot be called through an object)
+            stmt.value.args.insert(0, copy.deepcopy(stmt.value.func))
         own = {**current_namespace(fn), "T": T}
         # a shape symbol read from the helper's factory (`return n`, n = T.dynamic("n")):
         # the kernel's value of it, which a device function cannot see
         symbols = any(isinstance(n, ast.Name) and isinstance(own.get(n.id), SymbolicInt)
                       for n in syntax.walk(found[1]))
-        must = reaches(found[1], own, _tile_op, depth) or \
+        must = method or reaches(found[1], own, _tile_op, depth) or \
             self._passes_fragment(stmt.value) or place or closure or symbols or \
             has_reference_params(found[1], own)
         if not must and not reaches(found[1], own, _front_end_op, depth):
@@ -300,10 +310,14 @@ def reaches(fdef, namespace, hit, depth=_DEPTH) -> bool:
 
 
 def helper_of(obj):
-    """The function of a ``@T.macro`` or plain helper the kernel calls, else None."""
+    """The function of a ``@T.macro`` or plain helper the kernel calls (of an object of a
+    user's class, its ``__call__``), else None."""
     if isinstance(obj, T.macro):
         obj = obj.func
-    return obj if is_helper(obj) else None
+    if is_helper(obj):
+        return obj
+    method = call_method(obj)
+    return method if is_helper(method) else None
 
 
 _helper = helper_of
