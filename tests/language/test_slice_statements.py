@@ -215,3 +215,16 @@ def test_slices_of_tile_rows_on_the_gpu():
     for g, s in zip(gpu, sim):
         torch.testing.assert_close(g.cpu(), s, rtol=0, atol=0)
     torch.testing.assert_close(sim[1], a + 1, rtol=0, atol=0)
+
+
+def test_a_bound_vector_in_a_statement_of_ramps():
+    @T.prim_func
+    def ramps(A: T.Tensor((16,), T.float32), C: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=32):
+            b = A[0:4]
+            C[T.Ramp(4, 1, 4)] = b * T.Broadcast(2.0, 4)
+    a, c = torch.randn(16), torch.zeros(16)
+    tilelang.compile(ramps, target="sim")(a, c)
+    want = torch.zeros(16)
+    want[4:8] = a[0:4] * 2
+    torch.testing.assert_close(c, want, rtol=0, atol=0)

@@ -123,7 +123,9 @@ class _Vectors(syntax.NodeTransformer):
                    (T.Ramp, T.Broadcast) for n in syntax.walk(node))
 
     def visit_Assign(self, node):
-        if len(node.targets) != 1 or self._has_lanes(node):
+        if self._has_lanes(node):
+            return self._lanes_of_names(node)
+        if len(node.targets) != 1:
             return node
         target, value = node.targets[0], node.value
         if isinstance(target, ast.Name) and target.id not in self.buffers and \
@@ -139,7 +141,7 @@ class _Vectors(syntax.NodeTransformer):
 
     def visit_AugAssign(self, node):
         if self._has_lanes(node):
-            return node
+            return self._lanes_of_names(node)
         if self._sliced(node.target) and self._vector_parts(node.value) is not None:
             lanes = []
             new = ast.AugAssign(self._ramped(node.target, lanes, node), node.op,
@@ -150,6 +152,24 @@ class _Vectors(syntax.NodeTransformer):
 
     def visit_Expr(self, node):
         return node
+
+    def _lanes_of_names(self, node):
+        """A statement spelling its lanes (``C[T.Ramp(0, 1, 4)] = b``): each bound
+        vector it reads is its lanes (``b[T.Ramp(0, 1, 4)]``), its slices ramp_vectors'."""
+        if not any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
+                   n.id in self.vectors for n in syntax.walk(node)):
+            return node
+        outer = self
+
+        class Names(syntax.NodeTransformer):
+            def visit_Name(self, n):
+                if isinstance(n.ctx, ast.Load) and n.id in outer.vectors:
+                    return ast.copy_location(ast.Subscript(
+                        ast.Name(n.id, ast.Load()),
+                        outer._ramp(ast.Constant(0), outer.vectors[n.id]), ast.Load()), n)
+                return n
+
+        return syntax.fix_missing_locations(Names().visit(node))
 
     def _bind(self, name, node):
         """``b = A[0, 0:4] * 2``: an array of the thread's own, its lanes stored here."""
