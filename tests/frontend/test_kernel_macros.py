@@ -434,3 +434,29 @@ def test_a_helpers_relative_import_is_an_error_at_the_call():
         _relative(a)
     with pytest.raises(tilejit.CompileError, match="names its module absolutely"):
         tilejit.compile(bad, target="sim")(torch.zeros(8, 8))
+
+
+class _Floor:
+    def __call__(self, A, i):
+        from math import floor as f
+        A[i] = f(2.5)
+
+
+class _Ceil:
+    def __call__(self, A, i):
+        from math import ceil as f
+        A[i] = f(2.5)
+
+
+_floor, _ceil = _Floor(), _Ceil()
+
+
+def test_two_methods_importing_one_name_each_get_their_own():
+    @T.prim_func
+    def both(A: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=1):
+            _floor(A, 0)
+            _ceil(A, 1)
+    a = torch.zeros(2)
+    tilejit.compile(both, target="sim")(a)
+    torch.testing.assert_close(a, torch.tensor([2.0, 3.0]))

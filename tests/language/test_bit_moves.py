@@ -202,3 +202,67 @@ def test_rows_packed_into_words_on_the_gpu():
     tilejit.compile(packed_rows())(a.cuda(), c, x.cuda(), y)
     assert torch.equal(c.cpu().view(torch.uint8), a.view(torch.uint8))
     assert torch.equal(y.cpu(), x)
+
+
+def _one(body, dtype=T.float32):
+    @T.prim_func
+    def main(X: T.Tensor((16,), dtype), Y: T.Tensor((16,), dtype)):
+        with T.Kernel(1, threads=1):
+            body(X, Y)
+    return main
+
+
+@T.macro
+def _past_the_end(X, Y):
+    T.stg128(Y[0:4], T.ldg128(X[16:20]))
+
+
+@T.macro
+def _before_the_start(X, Y):
+    Y[1] = T.reinterpret(T.ldg32(X[-2]), T.float32)
+
+
+@T.macro
+def _scaled_words(X, Y):
+    Y[0:4] = T.reinterpret(T.ldg128(X[0:4]), T.float32x4) * 2.0
+
+
+@pytest.mark.parametrize("body, message", [(_past_the_end, "run outside its shape"),
+                                           (_before_the_start, "run outside its shape")])
+def test_an_access_outside_the_tensor_is_reported(body, message):
+    with pytest.raises(IndexError, match=message):
+        tilejit.compile(_one(body), target="sim")(torch.zeros(16), torch.zeros(16))
+
+
+def test_a_tensor_address_off_the_accesss_alignment_is_reported():
+    x = torch.arange(20.0)[1:17]        # 4 bytes past a 16-byte boundary
+    with pytest.raises(ValueError, match="not aligned to 16 bytes"):
+        tilejit.compile(copy_words(128, T.float32, n=16), target="sim")(x, torch.zeros(16))
+
+
+def test_elements_not_consecutive_in_memory_are_refused():
+    x = torch.arange(16.0).reshape(4, 4).t()
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 4), T.float32), Y: T.Tensor((4, 4), T.float32)):
+        with T.Kernel(1, threads=1):
+            T.stg128(Y[0, 0:4], T.ldg128(X[0, 0:4]))
+    with pytest.raises(ValueError, match="not consecutive in memory"):
+        tilejit.compile(main, target="sim")(x, torch.zeros(4, 4))
+
+
+def test_words_read_as_floats_in_an_expression():
+    x, y = torch.arange(16.0), torch.zeros(16)
+    tilejit.compile(_one(_scaled_words), target="sim")(x, y)
+    torch.testing.assert_close(y[:4], x[:4] * 2, rtol=0, atol=0)
+
+
+def test_a_wrong_value_is_one_message():
+    @T.prim_func
+    def main(X: T.Tensor((16,), T.float32), Y: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=1):
+            T.stg32(Y[0], X[1])
+    with pytest.raises(tilejit.CompileError) as info:
+        tilejit.compile(main).get_kernel_source(arch="sm_90a")
+    assert "the value is 32 bits" in str(info.value)
+    assert "compile-time value" not in str(info.value)

@@ -228,3 +228,71 @@ def test_a_bound_vector_in_a_statement_of_ramps():
     want = torch.zeros(16)
     want[4:8] = a[0:4] * 2
     torch.testing.assert_close(c, want, rtol=0, atol=0)
+
+
+def _run_source(tmp_path, body, *tensors, header="", name="kernel_review"):
+    """Compile and run (simulator) a one-block kernel whose body is ``body``."""
+    source = ("import tilejit.language as T\nWIDE = False\n" + header +
+              "\n@T.prim_func\n"
+              "def main(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):\n"
+              "    with T.Kernel(1, threads=1):\n" +
+              "".join(f"        {line}\n" for line in body.splitlines()))
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    namespace = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    tilelang.compile(namespace["main"], target="sim")(*tensors)
+
+
+@pytest.mark.parametrize("body, want", [
+    # a dead branch of a compile-time `if` is dropped before its slices are read
+    ("if WIDE:\n    B[0:8:2] = A[0:4]\nB[0:4] = A[0:4]", lambda a: torch.cat([a[:4], 0 * a[4:]])),
+    # one binding of a static if/else
+    ("if WIDE:\n    b = A[4:8]\nelse:\n    b = A[0:4]\nB[0:4] = b",
+     lambda a: torch.cat([a[:4], 0 * a[4:]])),
+    # an element of a vector is a scalar
+    ("b = A[0:4]\nx = b[1]\nB[0] = x\nB[4:8] = A[4:8]",
+     lambda a: torch.cat([a[1:2], 0 * a[1:4], a[4:8], 0 * a[8:]])),
+    # a bound vector updated in place (TileLang rebinds it to b + 1)
+    ("b = A[0:4]\nb += 1\nB[0:4] = b", lambda a: torch.cat([a[:4] + 1, 0 * a[4:]])),
+    # lengths through // (an atom of their own)
+    ("b = A[3 // 2 * 4:3 // 2 * 4 + 4]\nB[0:4] = b", lambda a: torch.cat([a[4:8], 0 * a[4:]])),
+])
+def test_review_forms(body, want, tmp_path):
+    a, b = torch.arange(1.0, 17.0), torch.zeros(16)
+    _run_source(tmp_path, body, a, b)
+    torch.testing.assert_close(b, want(a), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("body, error, message", [
+    ("b = A[-4:]\nB[0:4] = b", tilejit.CompileError, "a negative slice bound"),
+    ("b = A[12:]\nB[0:4] = b", tilejit.CompileError, "known only when the kernel runs"),
+    ("b = A[0:4]\nb = A[4:8]\nB[0:4] = b", tilejit.CompileError, "bound again elsewhere"),
+    ("B[8:] = A[0:4]", AssertionError, "T.assume"),
+    ("B[8:] = A[2:]", AssertionError, "T.assume"),
+])
+def test_review_errors(body, error, message, tmp_path):
+    with pytest.raises(error, match=message):
+        _run_source(tmp_path, body, torch.zeros(16), torch.zeros(16))
+
+
+@T.macro
+def _moved(A, B):
+    B[4:8] = A[0:4]
+
+
+def _moved_twice(A, B):
+    B[8:12] = A[0:4] * 2
+
+
+def test_slice_statements_in_a_macro_and_a_helper():
+    @T.prim_func
+    def main(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=1):
+            _moved(A, B)
+            _moved_twice(A, B)
+    a, b = torch.arange(1.0, 17.0), torch.zeros(16)
+    tilelang.compile(main, target="sim")(a, b)
+    want = torch.zeros(16)
+    want[4:8], want[8:12] = a[0:4], a[0:4] * 2
+    torch.testing.assert_close(b, want, rtol=0, atol=0)

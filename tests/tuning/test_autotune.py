@@ -258,6 +258,17 @@ def test_compile_uses_the_best_config():
     assert ".entry" in handle.ptx
 
 
+def test_compile_before_any_call_tunes_and_names_the_config():
+    """TileLang's ``compile`` of an autotuned program is its call returning the kernel:
+    it tunes on the arrays given and the kernel carries ``config``/``latency``."""
+    tuned = autotune(configs=BLOCKS[:2], warmup=1, rep=1)(add)
+    a, b, c = arrays()
+    handle = tuned.compile(a, b, c, target="cuda", arch="sm_90")
+    assert handle.config == tuned.best_config and handle.config in BLOCKS[:2]
+    assert handle.latency > 0 and handle.ref_latency is None
+    assert ".entry" in handle.ptx
+
+
 def test_do_bench_cpu_and_validation():
     ms = do_bench(lambda: time.sleep(0.002), warmup=1, rep=5)
     assert 1.5 < ms < 200

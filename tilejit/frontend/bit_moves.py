@@ -68,8 +68,8 @@ class _Moves(syntax.NodeTransformer):
             args[pos] = k.value
         required = len(params) - 1
         if len(args) > len(params) or len(args) < required or None in args[:required]:
-            raise self.error(f"T.{name} takes {', '.join(params[:required])} (and pred=)",
-                             node)
+            raise self.error(f"T.{name} takes {', '.join(params[:required])} (and pred=), "
+                             f"got `{ast.unparse(node)}`", node)
         args += [None] * (len(params) - len(args))
         if args[-1] is not None and ACCESSES[name][1] == "shared":
             raise self.error(f"T.{name}: a shared-memory access takes no pred= (TileLang's "
@@ -129,23 +129,38 @@ class _Moves(syntax.NodeTransformer):
 
     def visit_Assign(self, node):
         node = self.generic_visit(node)
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if isinstance(target, ast.Subscript):
+            return self._hoisted(node)
         vector = self._vector_of(node.value)
         if vector is None:
             return node
-        target = node.targets[0] if len(node.targets) == 1 else None
         if isinstance(target, ast.Name):
             self.vectors[target.id] = vector
             return node
-        if isinstance(target, ast.Subscript):
-            # `Y[i:i + 4] = T.reinterpret(T.ldg128(...), T.float32x4)`: the tuple once
-            fresh = f"__tj_bits{self.count}"
-            self.count += 1
-            self.vectors[fresh] = vector
-            bind = ast.copy_location(ast.Assign([ast.Name(fresh, ast.Store())], node.value),
-                                     node)
-            node.value = ast.copy_location(ast.Name(fresh, ast.Load()), node.value)
-            return [syntax.fix_missing_locations(bind), node]
         return node
+
+    def _hoisted(self, node):
+        """``Y[i:i + 4] = T.reinterpret(T.ldg128(...), T.float32x4) * 2``: each tuple the
+        value makes, bound to a name of its own first (evaluated once), then read by name."""
+        binds = []
+        outer = self
+
+        class Tuples(syntax.NodeTransformer):
+            def visit_Call(self, call):
+                call = self.generic_visit(call)
+                vector = outer._vector_of(call)
+                if vector is None:
+                    return call
+                fresh = f"__tj_bits{outer.count}"
+                outer.count += 1
+                outer.vectors[fresh] = vector
+                binds.append(syntax.fix_missing_locations(ast.copy_location(
+                    ast.Assign([ast.Name(fresh, ast.Store())], call), node)))
+                return ast.copy_location(ast.Name(fresh, ast.Load()), call)
+
+        node.value = Tuples().visit(node.value)
+        return binds + [node]
 
     @staticmethod
     def _vector_of(value):

@@ -92,8 +92,8 @@ def call_method(obj):
     that holds the launch: ``emitter((x, w, b, y))``), or None."""
     if isinstance(obj, type) or obj is None:
         return None
-    method = type(obj).__dict__.get("__call__") or next(
-        (c.__dict__["__call__"] for c in type(obj).__mro__ if "__call__" in c.__dict__), None)
+    method = next((c.__dict__["__call__"] for c in type(obj).__mro__
+                   if "__call__" in c.__dict__), None)
     return method if hasattr(method, "__code__") else None
 
 
@@ -317,7 +317,12 @@ def _imports_bound(ks, body, name, bound, error) -> list:
         except (ImportError, AttributeError) as e:
             raise error(f"`{ast.unparse(stmt)}` fails: {e}") from None
         for local, value in values.items():
-            fresh = f"__tj_{name}_{local}_module"
+            # (numbered apart from another helper's import of the name: every emitter's
+            # method is a `__call__`)
+            fresh, k = f"__tj_{name}_{local}_module", 1
+            while ks.namespace.get(fresh, value) is not value:
+                k += 1
+                fresh = f"__tj_{name}_{local}_module_{k}"
             ks.made[fresh] = ks.namespace[fresh] = value
             bound[local] = ast.Name(fresh, ast.Load())
     return out

@@ -844,12 +844,12 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     constexprs = {n: given[n] for given in (constants or {}, namespace or {})
                   for n in ks.constexpr_params if n in given}
     fdef = copy.deepcopy(ks.tree)
+    # `if len(shape) == 1:` of a module global: decided with this compilation's value
+    fdef = fold_compile_time_branches(fdef, known)
     # T.ldg128(X[i:i + 4]), T.stg128(Y[j:j + 4], v): the markers of explicit accesses
     fdef, words = rewrite_bit_moves(fdef, ks)
     # A[0, 4:8] = A[0, 0:4] (a statement's slices): TVM's vector statement, in T.Ramp form
     fdef = expand_slice_statements(fdef, ks, words)
-    # `if len(shape) == 1:` of a module global: decided with this compilation's value
-    fdef = fold_compile_time_branches(fdef, known)
     # B[i, T.Ramp(j * 4, 1, 4)] = ...: the statement once per lane
     fdef = expand_vector_lanes(fdef, ks.namespace, ks.error)
     # comprehensions over a constexpr's sequence in the block's code, unrolled

@@ -21,12 +21,14 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import LANGUAGE
+from tilejit.language.tiles import TILE_OPERATIONS
 
 _ALLOCATIONS = (T.alloc_shared, T.alloc_local, T.alloc_fragment)
 # calls whose operands are regions, not vectors: the statement is theirs
 # (``P[0:2] = T.atomic_addx2(D[0:2], V[0:2], return_prev=True)``)
-_REGION_CALLS = tuple(getattr(T, n) for n in ("atomic_addx2", "atomic_addx4", "atomic_add",
-                                              "atomic_max", "atomic_min", "copy"))
+_REGION_CALLS = tuple(getattr(T, n) for n in (
+    *TILE_OPERATIONS, "atomic_addx2", "atomic_addx4", "any_of", "all_of", "reduce",
+    "tma_copy", "async_copy", "view", "reshape") if hasattr(T, n))
 
 
 def _polynomial(node, constants):
@@ -56,9 +58,15 @@ def _polynomial(node, constants):
         for k, v in b.items():
             out[k] = out.get(k, 0) + sign * v
         return out
-    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
-        return {(ast.unparse(node),): 1}
-    return None
+    # anything else (a name, `A.shape[0]`, `bx // 2`) is an atom of its own
+    return {(ast.unparse(node),): 1}
+
+
+def _constant(node, constants):
+    """The int an expression is (of literals and the kernel's compile-time ints), or
+    None."""
+    p = _polynomial(node, constants)
+    return p.get((), 0) if p is not None and all(k == () for k in p) else None
 
 
 def _length(lower, upper, constants):
@@ -95,6 +103,7 @@ class _Vectors(syntax.NodeTransformer):
         self.buffers = dtypes           # {tensor parameter or allocated buffer: its dtype}
         self.stores = stores            # {name: how many times the kernel binds it}
         self.vectors = {}               # {bound vector name: its lane count (an AST)}
+        self.assumed = []               # the lengths of open slices a statement took
 
     # which statements are vector statements
     def _sliced(self, node):
@@ -108,12 +117,15 @@ class _Vectors(syntax.NodeTransformer):
         """Whether ``expr`` reads a slice of a buffer or a bound vector (outside the
         operands of region calls); None where a region call holds it."""
         found = False
+        # (`v[0]`: one element of a vector, a scalar)
+        elements = {id(n.value) for n in syntax.walk(expr) if isinstance(n, ast.Subscript)}
         for n in syntax.walk(expr):
             if isinstance(n, ast.Call) and resolve_static(n.func, self.namespace) in \
                     _REGION_CALLS:
                 return None
             found = found or self._sliced(n) or (
-                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.vectors)
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.vectors
+                and id(n) not in elements)
         return found
 
     def _has_lanes(self, node):
@@ -129,25 +141,45 @@ class _Vectors(syntax.NodeTransformer):
             return node
         target, value = node.targets[0], node.value
         if isinstance(target, ast.Name) and target.id not in self.buffers and \
-                self.stores.get(target.id) == 1 and self._vector_parts(value):
+                self._vector_parts(value):
+            if self.stores.get(target.id) != 1:
+                raise self.error(f"`{target.id}` is bound to a vector here "
+                                 f"(`{ast.unparse(value)}`) and bound again elsewhere in the "
+                                 f"kernel: a vector is a value bound once (TileLang's let); "
+                                 f"to update lanes, store into a T.alloc_local through a "
+                                 f"slice (`v[0:4] = ...`)", node)
             return self._bind(target.id, node)
         if self._sliced(target) and self._vector_parts(value) is not None:
             lanes = []
             new = ast.Assign([self._ramped(target, lanes, node)],
                              self._ramped(value, lanes, node))
             self._agree(lanes, node)
-            return syntax.fix_missing_locations(ast.copy_location(new, node))
+            return self._with_assumptions(
+                syntax.fix_missing_locations(ast.copy_location(new, node)), node)
         return node
 
     def visit_AugAssign(self, node):
         if self._has_lanes(node):
             return self._lanes_of_names(node)
+        if isinstance(node.target, ast.Name) and node.target.id in self.vectors and \
+                node.target.id in self.buffers and self._vector_parts(node.value) is not None:
+            # `b += 1` of a bound vector (TileLang rebinds it to `b + 1`): its lanes updated
+            name = node.target.id
+            ramp = self._ramp(ast.Constant(0), self.vectors[name])
+            lanes = [(self.vectors[name], node.target, ramp)]
+            value = self._ramped(node.value, lanes, node)
+            self._agree(lanes, node)
+            new = ast.AugAssign(ast.Subscript(ast.Name(name, ast.Load()), ramp, ast.Store()),
+                                node.op, value)
+            return self._with_assumptions(
+                syntax.fix_missing_locations(ast.copy_location(new, node)), node)
         if self._sliced(node.target) and self._vector_parts(node.value) is not None:
             lanes = []
             new = ast.AugAssign(self._ramped(node.target, lanes, node), node.op,
                                 self._ramped(node.value, lanes, node))
             self._agree(lanes, node)
-            return syntax.fix_missing_locations(ast.copy_location(new, node))
+            return self._with_assumptions(
+                syntax.fix_missing_locations(ast.copy_location(new, node)), node)
         return node
 
     def visit_Expr(self, node):
@@ -162,6 +194,12 @@ class _Vectors(syntax.NodeTransformer):
         outer = self
 
         class Names(syntax.NodeTransformer):
+            def visit_Subscript(self, n):
+                if isinstance(n.value, ast.Name) and n.value.id in outer.vectors:
+                    n.slice = self.visit(n.slice)
+                    return n            # `v[0]`: one element of a vector
+                return self.generic_visit(n)
+
             def visit_Name(self, n):
                 if isinstance(n.ctx, ast.Load) and n.id in outer.vectors:
                     return ast.copy_location(ast.Subscript(
@@ -176,6 +214,11 @@ class _Vectors(syntax.NodeTransformer):
         lanes = []
         value = self._ramped(node.value, lanes, node)
         count = self._agree(lanes, node)
+        if any(isinstance(n, ast.Attribute) and n.attr == "shape" for n in syntax.walk(count)):
+            raise self.error(f"`{name} = {ast.unparse(node.value)}` binds a vector of "
+                             f"`{ast.unparse(count)}` lanes, which is known only when the "
+                             f"kernel runs: give the slice its end (a length known at "
+                             f"compile time)", node)
         first = next(n for n in syntax.walk(node.value) if self._sliced(n) or (
             isinstance(n, ast.Name) and n.id in self.vectors))
         base = first.value.id if isinstance(first, ast.Subscript) else first.id
@@ -191,8 +234,8 @@ class _Vectors(syntax.NodeTransformer):
                            value)
         self.vectors[name] = count
         self.buffers[name] = dtype
-        return [syntax.fix_missing_locations(ast.copy_location(s, node))
-                for s in (alloc, store)]
+        return self._with_assumptions([syntax.fix_missing_locations(ast.copy_location(s, node))
+                                       for s in (alloc, store)], node)
 
     @staticmethod
     def _ramp(base, count):
@@ -215,6 +258,9 @@ class _Vectors(syntax.NodeTransformer):
                 return node
 
             def visit_Subscript(self, node):
+                if isinstance(node.value, ast.Name) and node.value.id in outer.vectors and \
+                        not outer._sliced(node):
+                    return node         # `v[0]`: one element of a vector
                 if not outer._sliced(node):
                     return self.generic_visit(node)
                 elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -229,6 +275,13 @@ class _Vectors(syntax.NodeTransformer):
                     raise outer.error(f"a slice with a step in a statement (`{ast.unparse(node)}"
                                       f"`) is not supported: index the elements with "
                                       f"T.Ramp(start, step, lanes)", stmt)
+                for bound in (sl.lower, sl.upper):
+                    value = None if bound is None else _constant(bound, outer.constants)
+                    if value is not None and value < 0:
+                        raise outer.error(f"a negative slice bound in a statement "
+                                          f"(`{ast.unparse(node)}`) is not supported: give "
+                                          f"the index from the start (`{node.value.id}.shape"
+                                          f"[{k}] - {-value}`)", stmt)
                 lower = self.visit(sl.lower) if sl.lower is not None else ast.Constant(0)
                 upper = self.visit(sl.upper) if sl.upper is not None else ast.Subscript(
                     ast.Attribute(ast.Name(node.value.id, ast.Load()), "shape", ast.Load()),
@@ -255,9 +308,23 @@ class _Vectors(syntax.NodeTransformer):
             raise self.error(f"an empty slice in a statement: `{ast.unparse(known[0][1])}`",
                              stmt)
         count = ast.Constant(known[0][0]) if known else lanes[0][0]
-        for _, _, ramp in lanes:
+        for c, _, ramp in lanes:
+            if not isinstance(c, ast.Constant) and (known or ast.dump(c) != ast.dump(count)):
+                # `B[8:] = A[0:4]`: the open slice's length is the statement's, assumed
+                # (checked by the simulator, as TVM checks lanes of static shapes)
+                self.assumed.append(ast.Compare(copy.deepcopy(c), [ast.Eq()],
+                                                [copy.deepcopy(count)]))
             ramp.args[2] = copy.deepcopy(count)
         return count
+
+    def _with_assumptions(self, stmt, node):
+        """``stmt`` (a statement or a list), after a ``T.assume`` of each length
+        ``_agree`` took for an open slice."""
+        out = [syntax.fix_missing_locations(ast.copy_location(ast.Expr(ast.Call(
+            ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "assume", ast.Load()), [test], [])),
+            node)) for test in self.assumed]
+        self.assumed = []
+        return out + (stmt if isinstance(stmt, list) else [stmt]) if out else stmt
 
 
 def expand_slice_statements(fdef: ast.FunctionDef, ks, tuples=None) -> ast.FunctionDef:
@@ -280,9 +347,11 @@ def expand_slice_statements(fdef: ast.FunctionDef, ks, tuples=None) -> ast.Funct
             for t in n.targets:
                 if isinstance(t, ast.Name):
                     dtypes[t.id] = given
+    # how many times each name is bound (`b += 1` updates a vector's lanes: not a binding)
+    updated = {id(n.target) for n in syntax.walk(fdef) if isinstance(n, ast.AugAssign)}
     stores: dict = {}
     for n in syntax.walk(fdef):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in updated:
             stores[n.id] = stores.get(n.id, 0) + 1
     vectors = _Vectors(ks.namespace, ks.error, dtypes, stores)
     for name, (lanes, dtype) in (tuples or {}).items():

@@ -48,6 +48,7 @@ from tilejit.frontend.kernel_macros import (call_method, has_reference_params, i
 from tilejit.frontend.references import current_namespace
 from tilejit.frontend.source import (FRAGMENT_ALLOCATIONS, function_def_from_file, names_bound_to,
                                      resolve_static, statement_lists)
+from tilejit.language.bit_moves import ACCESSES
 from tilejit.language.tilelang_names import SymbolicInt
 
 _DEPTH = 8
@@ -176,7 +177,7 @@ class _Inliner:
         # the kernel's value of it, which a device function cannot see
         symbols = any(isinstance(n, ast.Name) and isinstance(own.get(n.id), SymbolicInt)
                       for n in syntax.walk(found[1]))
-        must = method or reaches(found[1], own, _tile_op, depth) or \
+        must = method or _slice_statement(found[1]) or reaches(found[1], own, _tile_op, depth) or \
             self._passes_fragment(stmt.value) or place or closure or symbols or \
             has_reference_params(found[1], own)
         if not must and not reaches(found[1], own, _front_end_op, depth):
@@ -253,8 +254,21 @@ _FRONT_END_ONLY = {getattr(T, name) for name in (
     "get_lane_idx", "loop_break", "atomic_load", "atomic_store", "atomic_add", "atomic_max",
     "atomic_min", "atomic_or", "atomic_addx2", "atomic_addx4", "evaluate", "let",
     "async_copy", "ptx_wait_group", "thread_return", "tvm_warp_activemask",
-    "tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "call_extern")
-    if hasattr(T, name)}
+    "tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up", "call_extern",
+    *ACCESSES) if hasattr(T, name)}
+
+
+def _slice_statement(fdef) -> bool:
+    """Whether a helper assigns through a slice outside a call (``B[4:8] = A[0:4]``: a
+    vector statement, which the kernel's front end makes lanes, ``slice_vectors.py``)."""
+    for stmt in syntax.walk(fdef):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign)):
+            called = {id(n) for c in syntax.walk(stmt) if isinstance(c, ast.Call)
+                      for n in syntax.walk(c)}
+            if any(isinstance(n, ast.Slice) and id(n) not in called
+                   for n in syntax.walk(stmt)):
+                return True
+    return False
 
 
 _ELEMENT_ATOMICS = {getattr(T, name) for name in (

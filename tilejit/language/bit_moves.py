@@ -15,7 +15,7 @@ is a ``uint32``; a wider one a tuple of ``uint32`` words (TileLang's ``uint32x2`
 dtype of as many bits) reads as elements and a store of the same width takes back.
 ``pred=`` (global memory only) skips the access where false: a load then gives 0.
 In a kernel the front end rewrites each into one access of the GPU's vector width
-(``frontend/bit_moves.py``: ``ld.global.v4.u32`` for 128 bits); called anywhere else
+(``frontend/bit_moves.py``: ``ld.global.v4.b32`` for 128 bits); called anywhere else
 they raise."""
 from __future__ import annotations
 

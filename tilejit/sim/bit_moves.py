@@ -47,7 +47,9 @@ def _values(bits, dtype):
 
 def _layout(buffer, index, nbytes, what):
     """(index tuple, element size, the number of elements the bytes cover), after the
-    alignment and row checks."""
+    checks of what the GPU would fault on or read past: the address aligned to the
+    access's size (the tensor's own address counted), the bytes inside the buffer, and
+    consecutive in memory as its elements are."""
     dtype = buffer.dtype
     if dtype.bits < 8 or dtype.name == "bool":
         raise TypeError(f"{what}: {dtype.name} elements have no byte address of their own")
@@ -59,28 +61,48 @@ def _layout(buffer, index, nbytes, what):
         raise TypeError(f"{what}: {nbytes} bytes cut a {dtype.name} element of {size} bytes "
                         f"(not simulated)")
     count = nbytes // size
+    shape = buffer.data.shape
     strides = buffer.gpu_strides or tuple(s // buffer.data.itemsize
                                           for s in buffer.data.strides)
-    offset = sum(np.asarray(i, dtype=np.int64) * int(s) for i, s in zip(idx, strides))
-    bad = (np.asarray(offset) * size) % nbytes != 0
-    if STATE.mask is not None:
-        bad = bad & STATE.mask
+    if count > 1 and shape and strides[-1] != 1 and shape[-1] > 1:
+        raise ValueError(f"{what}: {buffer.name}'s last dimension has stride {strides[-1]}: "
+                         f"its elements are not consecutive in memory, which the access "
+                         f"reads as {count} consecutive elements")
+    active = STATE.mask
+    linear = 0
+    for i, n in zip(idx, shape):
+        linear = linear * n + np.asarray(i, dtype=np.int64)
+    outside = (np.asarray(linear) < 0) | (np.asarray(linear) + count > int(np.prod(shape)))
+    contiguous = tuple(strides) == tuple(int(np.prod(shape[k + 1:]))
+                                         for k in range(len(shape)))
+    if not contiguous and shape:
+        outside = outside | (np.asarray(idx[-1]) < 0) | (np.asarray(idx[-1]) + count > shape[-1])
+    if active is not None:
+        outside = outside & active
+    if np.any(outside):
+        first = tuple(int(np.broadcast_to(np.asarray(i), np.shape(outside))[outside][0])
+                      if np.ndim(outside) else int(i) for i in idx)
+        raise IndexError(f"{what}: {count} element(s) of {buffer.name} from {list(first)} "
+                         f"run outside its shape {tuple(shape)} (on the GPU an access past "
+                         f"the buffer)")
+    offset = sum(np.asarray(i, dtype=np.int64) * int(s) for i, s in zip(idx, strides)) * size
+    base = buffer.gpu_address if buffer.gpu_address is not None else (
+        buffer.data.ctypes.data if buffer.kind is None else 0)
+    bad = (np.asarray(offset) + base) % nbytes != 0
+    if active is not None:
+        bad = bad & active
     if np.any(bad):
         first = int(np.broadcast_to(np.asarray(offset), np.shape(bad))[bad][0]
                     if np.ndim(bad) else offset)
-        raise ValueError(f"{what}: {buffer.name}'s element at offset {first} is not aligned "
+        raise ValueError(f"{what}: {buffer.name}'s element at byte {first} (from an address "
+                         f"{base % nbytes} bytes past a {nbytes}-byte boundary) is not aligned "
                          f"to {nbytes} bytes (on the GPU a misaligned access is a fault)")
-    last = buffer.data.shape[-1] if buffer.data.ndim else 1
-    contiguous = tuple(strides) == tuple(int(np.prod(buffer.data.shape[k + 1:]))
-                                         for k in range(buffer.data.ndim))
-    if count > 1 and not contiguous and np.any(np.asarray(idx[-1]) + count > last):
-        raise IndexError(f"{what}: {count} elements from {buffer.name}'s index run past the "
-                         f"end of its row, and the tensor is not contiguous")
     return idx, size, count
 
 
 def _element(buffer, idx, k):
-    """The index of the ``k``-th element from ``idx`` in row-major order."""
+    """The index of the ``k``-th element from ``idx`` in row-major order (inside the
+    buffer: ``_layout`` checked it)."""
     if k == 0:
         return idx
     shape = buffer.data.shape

@@ -189,6 +189,12 @@ def _wrap(name, value, classify):
     tensor = classify(value)
     if tensor is None:
         return value, None
+    wrapped, back = _wrapped(name, value, tensor)
+    wrapped.gpu_address = tensor.ptr
+    return wrapped, back
+
+
+def _wrapped(name, value, tensor):
     if tensor.dtype.packed > 1:            # float4_e2m1fn: values, codes written back
         return _wrap_packed(name, tensor)
     if tensor.is_torch:

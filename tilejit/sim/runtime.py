@@ -857,7 +857,7 @@ class SimTensor:
     array, so that every access reaches ``wrote``/``check_written``."""
 
     __slots__ = ("data", "dtype", "name", "kind", "unwritten", "races", "iterations",
-                 "safe_value", "gpu_strides", "overlaid", "stale", "blocks")
+                 "safe_value", "gpu_strides", "overlaid", "stale", "blocks", "gpu_address")
 
     def __init__(self, data: np.ndarray, dtype: DType, name: str, kind: str | None = None,
                  gpu_strides: tuple | None = None):
@@ -865,6 +865,9 @@ class SimTensor:
         # a tensor simulated on a copy (bfloat16 and float8 in float32, float4 decoded):
         # the strides the GPU reads (``X.strides``), the argument's, not the copy's
         self.gpu_strides = gpu_strides
+        # the address the GPU reads a tensor argument at (its alignment counts for the
+        # explicit wide accesses, sim/bit_moves.py); None: the data's own
+        self.gpu_address = None
         self.unwritten = None if kind is None else np.ones(data.shape, dtype=bool)
         self.races = None
         self.iterations = _iteration_races() if kind in ("shared", None) else None

@@ -400,16 +400,40 @@ class Autotuner:
         return self._launch(args, kwargs, config)
 
     def compile(self, *args, **kwargs):
-        """``kernel.compile`` with the best config for these arguments when one is known
-        (else the last chosen, else the kernel's defaults)."""
+        """``kernel.compile`` with the best config for these arguments: the known one,
+        else tuned now on the arrays given, as a call would (TileLang's ``compile`` is its
+        call returning the kernel); where no array is given to time with, the last chosen,
+        else the kernel's defaults. The kernel carries TileLang's ``config``, ``latency``
+        (ms of the best config's timing, NaN where none was timed here) and
+        ``ref_latency`` (None: no reference program is timed)."""
         options = {k: kwargs.pop(k) for k in ("target", "arch") if k in kwargs}
         if self.explicit(args, kwargs):
             return self.kernel.compile(*args, **kwargs, **options)
         sig = self._signature(args, kwargs)
         config = self._best.get(sig)
         config = self._load(sig) if config is None else config
+        if config is None and self._has_arrays(args, kwargs):
+            with self._lock:
+                config = self._best.get(sig) or self._tune(sig, args, kwargs)
         config = (self.best_config or {}) if config is None else config
-        return self.kernel.compile(*args, **kwargs, **config, **options)
+        self.best_config = config
+        kernel = self.kernel.compile(*args, **kwargs, **config, **options)
+        timed_ms = next((ms for c, ms, _ in self.timings if c == config and ms is not None),
+                        None)
+        for name, value in (("config", dict(config)),
+                            ("latency", float("nan") if timed_ms is None else timed_ms),
+                            ("ref_latency", None)):
+            try:
+                setattr(kernel, name, value)
+            except AttributeError:      # a handle that takes no attributes: as it is
+                break
+        return kernel
+
+    @staticmethod
+    def _has_arrays(args, kwargs) -> bool:
+        torch = sys.modules.get("torch")
+        return any(isinstance(v, np.ndarray) or (torch is not None and isinstance(
+            v, torch.Tensor)) for v in list(args) + list(kwargs.values()))
 
     # -- tuning ------------------------------------------------------------------------
     def _precompile(self, args, kwargs):

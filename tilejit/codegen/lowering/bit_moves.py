@@ -1,6 +1,6 @@
 """Explicit loads and stores (``frontend/bit_moves.py``'s markers) in LLVM IR: one access
 of ``<words x i32>`` at the operand element's address, aligned to its size (PTX
-``ld.global.v4.u32`` for 128 bits, ``ld.shared.v2.u32`` for 64; 256 bits the backend's
+``ld.global.v4.b32`` for 128 bits, ``ld.shared.v2.b32`` for 64; 256 bits the backend's
 two v4 accesses below sm_100), under ``pred`` a branch around it (a load then gives 0).
 A shared tile's element address is its row-major one: a swizzled tile (one a gemm or
 a TMA copy reads) is refused. ``__tj_bits_as`` bitcasts the words to ``<lanes x T>``."""
@@ -25,8 +25,8 @@ def _address(context, builder, buffer_ty, buffer, index_ty, index, words, memory
     if isinstance(buffer_ty, TileType):
         t = plan().tile(buffer_ty.tile_name)
         if t.layout != row_major(t.shape):
-            raise CompileError(f"T.{'lds' if memory == 'shared' else 'ldg'}{32 * words}/"
-                               f"T.sts{32 * words} on shared tile {buffer_ty.tile_name!r}, "
+            raise CompileError(f"T.lds{32 * words} or T.sts{32 * words} on shared tile "
+                               f"{buffer_ty.tile_name!r}, "
                                f"which is laid out swizzled or padded (a gemm or TMA copy "
                                f"reads it): its elements' addresses are not row-major; use a "
                                f"tile of its own")

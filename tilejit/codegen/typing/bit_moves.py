@@ -24,11 +24,10 @@ from tilejit.codegen.typing.types import GlobalTensorType, numba_type
 _WORDS = (1, 2, 4, 8)
 
 
-def _literal(ty, what):
-    value = getattr(ty, "literal_value", None)
-    if value is None:
-        raise errors.TypingError(f"{what} must be a compile-time value, got {ty}")
-    return value
+def _literal(ty):
+    """A literal argument's value (the front end writes them), else None: Numba retries
+    a template without literals, which these refuse quietly (the first error stays)."""
+    return getattr(ty, "literal_value", None)
 
 
 def _access_name(load: bool, memory: str, words: int) -> str:
@@ -64,7 +63,9 @@ class BitsLoad(AbstractTemplate):
 
     def generic(self, args, kws):
         buffer, index, words, pred, memory = args
-        words, memory = _literal(words, "the word count"), _literal(memory, "the memory")
+        words, memory = _literal(words), _literal(memory)
+        if words is None or memory is None:
+            return None
         what = _access_name(True, memory, words)
         if words not in _WORDS:
             raise errors.TypingError(f"{what}: {words} words")
@@ -79,7 +80,9 @@ class BitsStore(AbstractTemplate):
 
     def generic(self, args, kws):
         buffer, index, value, words, pred, memory = args
-        words, memory = _literal(words, "the word count"), _literal(memory, "the memory")
+        words, memory = _literal(words), _literal(memory)
+        if words is None or memory is None:
+            return None
         what = _access_name(False, memory, words)
         _check_address(what, buffer, index, memory)
         _check_pred(what, pred)
@@ -101,7 +104,9 @@ class BitsAs(AbstractTemplate):
 
     def generic(self, args, kws):
         value, dtype, lanes = args
-        name, lanes = _literal(dtype, "the dtype"), _literal(lanes, "the lane count")
+        name, lanes = _literal(dtype), _literal(lanes)
+        if name is None or lanes is None:
+            return None
         dtype = as_dtype(name)
         what = f"T.reinterpret(..., T.{name}x{lanes})"
         if isinstance(value, (types.Integer,)) and value.bitwidth == 32:
