@@ -296,3 +296,10 @@ def test_slice_statements_in_a_macro_and_a_helper():
     want = torch.zeros(16)
     want[4:8], want[8:12] = a[0:4], a[0:4] * 2
     torch.testing.assert_close(b, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("body", ["b = A[0:4]\nB[0] = b",
+                                  "B[0] = T.reinterpret(T.ldg128(A[0:4]), T.float32x4)"])
+def test_a_vector_stored_into_one_element_is_an_error(body, tmp_path):
+    with pytest.raises(tilejit.CompileError, match="stores a vector"):
+        _run_source(tmp_path, body, torch.zeros(16), torch.zeros(16))

@@ -149,6 +149,13 @@ class _Vectors(syntax.NodeTransformer):
                                  f"to update lanes, store into a T.alloc_local through a "
                                  f"slice (`v[0:4] = ...`)", node)
             return self._bind(target.id, node)
+        if isinstance(target, ast.Subscript) and not self._sliced(target) and \
+                isinstance(target.value, ast.Name) and target.value.id in self.buffers and \
+                self._vector_parts(value):
+            raise self.error(f"the statement stores a vector into one element, "
+                             f"`{ast.unparse(target)}`: store it into a slice of as many "
+                             f"elements (`{ast.unparse(target.value)}[i:i + n]`) or take one "
+                             f"lane of it (`v[k]`)", node)
         if self._sliced(target) and self._vector_parts(value) is not None:
             lanes = []
             new = ast.Assign([self._ramped(target, lanes, node)],
@@ -332,7 +339,8 @@ def expand_slice_statements(fdef: ast.FunctionDef, ks, tuples=None) -> ast.Funct
     ``tuples``: {name: (lanes, dtype name)} of names bound to tuples of values
     (``bit_moves.py``), vectors too."""
     launch = fdef.body[ks.launch_index] if 0 <= ks.launch_index < len(fdef.body) else None
-    if launch is None or not any(isinstance(n, ast.Slice) for n in syntax.walk(launch)):
+    if launch is None or not tuples and not any(isinstance(n, ast.Slice)
+                                                for n in syntax.walk(launch)):
         return fdef
     # {buffer: its dtype as the kernel spells it}: a parameter's `.dtype`, an allocation's
     # dtype argument
