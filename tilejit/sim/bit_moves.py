@@ -156,11 +156,7 @@ def bits_store(buffer, index, value, words, pred, memory):
         idx, size, count = _layout(buffer, index, 4 * words, what)
         ws = _word_list(value, words)
         for k in range(count):
-            code = np.uint64(0)
-            for j in range(size):
-                byte = k * size + j
-                part = (ws[byte // 4] >> np.uint64(8 * (byte % 4))) & np.uint64(0xFF)
-                code = code | (part << np.uint64(8 * j))
+            code = _code_of_words(ws, k, size)
             buffer[_element(buffer, idx, k)] = _values(code, buffer.dtype)[()]
 
 
@@ -172,12 +168,14 @@ def bits_as(value, dtype, lanes):
     if d.bits < 8 or size * lanes != 4 * len(ws):
         raise TypeError(f"T.reinterpret(..., T.{dtype}x{lanes}): {lanes} {dtype} values are "
                         f"not the {32 * len(ws)} bits of the words")
-    out = []
-    for e in range(lanes):
-        code = np.uint64(0)
-        for j in range(size):
-            byte = e * size + j
-            part = (ws[byte // 4] >> np.uint64(8 * (byte % 4))) & np.uint64(0xFF)
-            code = code | (part << np.uint64(8 * j))
-        out.append(_values(code, d)[()])
-    return tuple(out)
+    return tuple(_values(_code_of_words(ws, e, size), d)[()] for e in range(lanes))
+
+
+def _code_of_words(ws, e, size):
+    """The code of element ``e`` (``size`` bytes) of little-endian 32-bit words."""
+    code = np.uint64(0)
+    for j in range(size):
+        byte = e * size + j
+        part = (ws[byte // 4] >> np.uint64(8 * (byte % 4))) & np.uint64(0xFF)
+        code = code | (part << np.uint64(8 * j))
+    return code
