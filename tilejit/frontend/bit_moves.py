@@ -18,7 +18,6 @@ shared-memory access, or a wrong argument count is a ``CompileError`` at the lin
 from __future__ import annotations
 
 import ast
-import re
 
 from tilejit import syntax
 from tilejit import language as T
@@ -40,8 +39,8 @@ def _vector_dtype(node, namespace):
             return None
     if not isinstance(value, DType) or value.lanes <= 1:
         return None
-    m = re.fullmatch(r"(.+?)x(\d+)", value.name)
-    return (m.group(1), int(m.group(2))) if m else None
+    suffix = f"x{value.lanes}"         # float32x4: float32, 4 lanes
+    return (value.name[:-len(suffix)], value.lanes) if value.name.endswith(suffix) else None
 
 
 class _Moves(syntax.NodeTransformer):

@@ -119,17 +119,9 @@ class _Lanes(syntax.NodeTransformer):
                 self._loop(lane, count, [ast.copy_location(second, node)], node)]
 
     def _dtype_of(self, name, node):
-        if name in self.tensors:
-            return ast.Attribute(ast.Name(name, ast.Load()), "dtype", ast.Load())
-        for n in syntax.walk(self.top):
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(
-                    n.targets[0], ast.Name) and n.targets[0].id == name and isinstance(
-                    n.value, ast.Call) and resolve_static(n.value.func, self.namespace) in (
-                    T.alloc_shared, T.alloc_local, T.alloc_fragment):
-                given = n.value.args[1] if len(n.value.args) > 1 else next(
-                    (k.value for k in n.value.keywords if k.arg == "dtype"), None)
-                if given is not None:
-                    return copy.deepcopy(given)
+        given = self.dtypes.get(name)
+        if given is not None:
+            return copy.deepcopy(given)
         raise self.error(f"a vector statement that reads the buffer it writes ({name!r}) "
                          f"loads every lane first, into an array of the buffer's dtype, "
                          f"which is not known here: copy the lanes into a T.alloc_local "
@@ -197,5 +189,25 @@ def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.Fu
         return fdef
     lanes = _Lanes(namespace, error)
     lanes.tensors = {a.arg for a in fdef.args.args}
-    lanes.top = fdef
+    lanes.dtypes = buffer_dtypes(fdef, namespace)
     return lanes.visit(fdef)
+
+
+_ALLOCATIONS = (T.alloc_shared, T.alloc_local, T.alloc_fragment)
+
+
+def buffer_dtypes(fdef: ast.FunctionDef, namespace: dict) -> dict:
+    """{buffer: its dtype as the kernel spells it}: a tensor parameter's ``P.dtype``, an
+    allocation's dtype argument (None where it gives none)."""
+    dtypes = {a.arg: ast.Attribute(ast.Name(a.arg, ast.Load()), "dtype", ast.Load())
+              for a in fdef.args.args}
+    for n in syntax.walk(fdef):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and \
+                resolve_static(n.value.func, namespace) in _ALLOCATIONS:
+            call = n.value
+            given = call.args[1] if len(call.args) > 1 else next(
+                (k.value for k in call.keywords if k.arg == "dtype"), None)
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    dtypes.setdefault(t.id, given)
+    return dtypes

@@ -19,11 +19,11 @@ import copy
 
 from tilejit import syntax
 from tilejit import language as T
+from tilejit.frontend.ramp_vectors import buffer_dtypes
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import LANGUAGE
 from tilejit.language.tiles import TILE_OPERATIONS
 
-_ALLOCATIONS = (T.alloc_shared, T.alloc_local, T.alloc_fragment)
 # calls whose operands are regions, not vectors: the statement is theirs
 # (``P[0:2] = T.atomic_addx2(D[0:2], V[0:2], return_prev=True)``)
 _REGION_CALLS = tuple(getattr(T, n) for n in (
@@ -342,19 +342,7 @@ def expand_slice_statements(fdef: ast.FunctionDef, ks, tuples=None) -> ast.Funct
     if launch is None or not tuples and not any(isinstance(n, ast.Slice)
                                                 for n in syntax.walk(launch)):
         return fdef
-    # {buffer: its dtype as the kernel spells it}: a parameter's `.dtype`, an allocation's
-    # dtype argument
-    dtypes = {a.arg: ast.Attribute(ast.Name(a.arg, ast.Load()), "dtype", ast.Load())
-              for a in fdef.args.args}
-    for n in syntax.walk(fdef):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and \
-                resolve_static(n.value.func, ks.namespace) in _ALLOCATIONS:
-            call = n.value
-            given = call.args[1] if len(call.args) > 1 else next(
-                (k.value for k in call.keywords if k.arg == "dtype"), None)
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    dtypes[t.id] = given
+    dtypes = buffer_dtypes(fdef, ks.namespace)
     # how many times each name is bound (`b += 1` updates a vector's lanes: not a binding)
     updated = {id(n.target) for n in syntax.walk(fdef) if isinstance(n, ast.AugAssign)}
     stores: dict = {}

@@ -412,7 +412,7 @@ class Autotuner:
         sig = self._signature(args, kwargs)
         config = self._best.get(sig)
         config = self._load(sig) if config is None else config
-        if config is None and self._has_arrays(args, kwargs):
+        if config is None and self._arrays(args, kwargs):
             with self._lock:
                 config = self._best.get(sig) or self._tune(sig, args, kwargs)
         config = (self.best_config or {}) if config is None else config
@@ -430,10 +430,16 @@ class Autotuner:
         return kernel
 
     @staticmethod
-    def _has_arrays(args, kwargs) -> bool:
+    def _arrays(args, kwargs) -> list:
+        """The call's arrays (numpy or torch), each once, in order."""
         torch = sys.modules.get("torch")
-        return any(isinstance(v, np.ndarray) or (torch is not None and isinstance(
-            v, torch.Tensor)) for v in list(args) + list(kwargs.values()))
+        arrays, seen = [], set()
+        for value in list(args) + list(kwargs.values()):
+            is_torch = torch is not None and isinstance(value, torch.Tensor)
+            if (is_torch or isinstance(value, np.ndarray)) and id(value) not in seen:
+                seen.add(id(value))
+                arrays.append(value)
+        return arrays
 
     # -- tuning ------------------------------------------------------------------------
     def _precompile(self, args, kwargs):
@@ -456,12 +462,7 @@ class Autotuner:
     def _tune(self, sig, args, kwargs) -> dict:
         torch = sys.modules.get("torch")
         cuda = sig[1] != "sim"
-        arrays, seen = [], set()
-        for value in list(args) + list(kwargs.values()):
-            is_torch = torch is not None and isinstance(value, torch.Tensor)
-            if (is_torch or isinstance(value, np.ndarray)) and id(value) not in seen:
-                seen.add(id(value))
-                arrays.append(value)
+        arrays = self._arrays(args, kwargs)
         originals = [a.copy() if isinstance(a, np.ndarray) else a.detach().clone()
                      for a in arrays]
 
