@@ -76,6 +76,22 @@ def test_the_guards_are_in_the_ptx(arch, ptxas):
     assert "f64" not in ptx         # the 0 of a masked read has the tensor's type
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_static_extents_are_compiled_in(arch, ptxas):
+    """The annotation's extents (5 x 200, checked at the call) are the kernel's: each
+    guard compares with a constant, and no shape is read from the launch's parameters
+    (only the three data pointers and the two strides of A and C the rows step by)."""
+    ptx = tilelang.compile(past_the_edge(5, 200)).get_kernel_source(arch=arch)
+    ptxas(ptx, arch)
+    tests = [line for line in ptx.splitlines() if "setp." in line]
+    assert tests and all(line.rstrip(";").split(",")[-1].strip().isdigit() for line in tests), \
+        tests
+    assert sum("ld.param" in line for line in ptx.splitlines()) == 5
+    with pytest.raises(ValueError, match="200"):
+        tilelang.compile(past_the_edge(5, 200), target="sim")(
+            torch.zeros(5, 201), torch.zeros(201, dtype=torch.int32), torch.zeros(5, 201))
+
+
 def atomics_past_the_edge(N, block=128):
     @T.prim_func
     def main(A: T.Tensor((N,), T.float32), C: T.Tensor((N,), T.float32),

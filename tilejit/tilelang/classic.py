@@ -159,6 +159,20 @@ def _stride_read(candidates) -> ast.expr:
     return expr
 
 
+def _with_static_extents(kernel, pf: PrimFunc) -> tuple:
+    """The kernel's shape entries and every integer extent of a tensor annotation that
+    the kernel reads: the call checks those (``_check``), so the kernel is compiled for
+    them as TileLang's is, and its bounds tests (safe memory access, tile copies' edges)
+    compare with constants LLVM folds, not with the shape the launch passes."""
+    read = set(kernel.source.params) - set(kernel.source.constexpr_params)
+    static = {(name, dim) for name in pf.params if name in read
+              and not getattr(pf.annotations[name], "scalar", False)
+              and not getattr(pf.annotations[name], "pointer", False)
+              for dim, extent in enumerate(getattr(pf.annotations[name], "shape", ()) or ())
+              if isinstance(extent, int) and not isinstance(extent, bool)}
+    return tuple(sorted(set(kernel.shape_entries) | static))
+
+
 class CompiledPrimFunc(KernelConveniences):
     """A compiled T.prim_func: ``kernel(*inputs)`` with ``out_idx`` outputs allocated and
     returned, or ``kernel(*all_tensors)``; ``get_kernel_source()`` gives the PTX."""
@@ -212,6 +226,8 @@ class CompiledPrimFunc(KernelConveniences):
                 # specialized on it, one compiled kernel per size, as for T.const
                 logger.info("@T.prim_func %s: dynamic symbol %s is a tile extent; one "
                             "kernel is compiled per size", pf.__name__, symbol.name)
+        if not isinstance(self.kernel, KernelSequence):
+            self.kernel.shape_entries = _with_static_extents(self.kernel, pf)
 
     def _check_now(self, target: str) -> None:
         """TileLang compiles at ``tilejit.compile``: with every shape static, the front end
