@@ -65,6 +65,19 @@ def shared_broadcast():
     return main
 
 
+def cast_vectors():
+    """``b = T.cast(I[0:4] * 0.5, "float32")`` of an int32 tensor holds floats (TVM's
+    float32x4), not int32 (I's) that would drop the halves."""
+    @T.prim_func
+    def main(I: T.Tensor((8,), T.int32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=1):
+            b = T.cast(I[0:4] * 0.5, "float32")
+            B[0:4] = b
+            c = I[4:8].astype("float32")
+            B[4:8] = c * 0.5
+    return main
+
+
 def test_a_bound_vector_is_its_elements_where_it_was_bound():
     a = torch.randn(16, 16)
     want = a.clone()
@@ -127,7 +140,7 @@ def test_what_tilelang_refuses_is_a_compile_error_at_the_line(body, message, tmp
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("program", [let_vector, row_vectors, bound_vectors, shifted_in_place,
-                                     shared_broadcast])
+                                     shared_broadcast, cast_vectors])
 def test_the_ptx_assembles(program, arch, ptxas):
     ptxas(tilelang.compile(program()).get_kernel_source(arch=arch), arch)
 
@@ -257,11 +270,35 @@ def _run_source(tmp_path, body, *tensors, header="", name="kernel_review"):
     ("b = A[0:4]\nb += 1\nB[0:4] = b", lambda a: torch.cat([a[:4] + 1, 0 * a[4:]])),
     # lengths through // (an atom of their own)
     ("b = A[3 // 2 * 4:3 // 2 * 4 + 4]\nB[0:4] = b", lambda a: torch.cat([a[4:8], 0 * a[4:]])),
+    # a cast outermost gives the bound vector its dtype (TVM's float16x4), not A's
+    ("b = T.cast(A[0:4] / 3.0, 'float16')\nB[0:4] = b",
+     lambda a: torch.cat([(a[:4] / 3.0).half().float(), 0 * a[4:]])),
+    ("b = (A[0:4] / 3.0).astype('float16')\nB[0:4] = b",
+     lambda a: torch.cat([(a[:4] / 3.0).half().float(), 0 * a[4:]])),
+    ("b = T.Cast('int32', A[0:4] * 2.5)\nB[0:4] = b + 0.25",
+     lambda a: torch.cat([(a[:4] * 2.5).int().float() + 0.25, 0 * a[4:]])),
+    # a comparison's vector is bool
+    ("b = A[0:4] > 2.0\nB[0:4] = T.if_then_else(b, A[0:4], -1.0)",
+     lambda a: torch.cat([torch.where(a[:4] > 2, a[:4], -1.0), 0 * a[4:]])),
 ])
 def test_review_forms(body, want, tmp_path):
     a, b = torch.arange(1.0, 17.0), torch.zeros(16)
     _run_source(tmp_path, body, a, b)
     torch.testing.assert_close(b, want(a), rtol=0, atol=0)
+
+
+def test_a_cast_gives_the_bound_vector_its_dtype():
+    i, b = torch.arange(1, 9, dtype=torch.int32), torch.zeros(8)
+    tilelang.compile(cast_vectors(), target="sim")(i, b)
+    torch.testing.assert_close(b, i.float() * 0.5, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_a_cast_gives_the_bound_vector_its_dtype_on_the_gpu():
+    i = torch.arange(1, 9, dtype=torch.int32)
+    b = torch.zeros(8, device="cuda")
+    tilelang.compile(cast_vectors())(i.cuda(), b)
+    torch.testing.assert_close(b.cpu(), i.float() * 0.5, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("body, error, message", [

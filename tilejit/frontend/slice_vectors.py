@@ -7,7 +7,8 @@ runs it: a slice ``s:e`` of a tensor parameter or of a buffer the kernel allocat
 ``T.Ramp(s, 1, e - s)`` (``s`` left out is 0, ``e`` the dimension's extent) and
 ``ramp_vectors.py`` runs the statement once per lane, every lane loaded before any is
 stored where it reads what it writes. A bound vector is an array of the thread's own
-(``T.alloc_local`` of the first sliced buffer's dtype); its name read in a later vector
+(``T.alloc_local`` of the first sliced buffer's dtype, or the dtype its outermost cast or
+comparison gives); its name read in a later vector
 statement is its lanes. A slice with a step, two sliced dimensions of one buffer and
 slices of different lengths in one statement are ``CompileError``s (TileLang refuses
 them); a region as an operand of a tile operation (``T.copy(A[0, 0:4], s)``) is not a
@@ -226,13 +227,16 @@ class _Vectors(syntax.NodeTransformer):
                              f"`{ast.unparse(count)}` lanes, which is known only when the "
                              f"kernel runs: give the slice its end (a length known at "
                              f"compile time)", node)
-        first = next(n for n in syntax.walk(node.value) if self._sliced(n) or (
-            isinstance(n, ast.Name) and n.id in self.vectors))
-        base = first.value.id if isinstance(first, ast.Subscript) else first.id
-        dtype = self.buffers.get(base)
+        dtype = self._result_dtype(node.value)
         if dtype is None:
-            raise self.error(f"`{name} = {ast.unparse(node.value)}` binds a vector of "
-                             f"{base!r}'s dtype, which its allocation does not name", node)
+            first = next(n for n in syntax.walk(node.value) if self._sliced(n) or (
+                isinstance(n, ast.Name) and n.id in self.vectors))
+            base = first.value.id if isinstance(first, ast.Subscript) else first.id
+            dtype = self.buffers.get(base)
+            if dtype is None:
+                raise self.error(f"`{name} = {ast.unparse(node.value)}` binds a vector of "
+                                 f"{base!r}'s dtype, which its allocation does not name",
+                                 node)
         alloc = ast.Assign([ast.Name(name, ast.Store())], ast.Call(
             ast.Attribute(ast.Name(LANGUAGE, ast.Load()), "alloc_local", ast.Load()),
             [ast.Tuple([copy.deepcopy(count)], ast.Load()), dtype], []))
@@ -243,6 +247,30 @@ class _Vectors(syntax.NodeTransformer):
         self.buffers[name] = dtype
         return self._with_assumptions([syntax.fix_missing_locations(ast.copy_location(s, node))
                                        for s in (alloc, store)], node)
+
+    def _result_dtype(self, value):
+        """The dtype a bound vector's value has where its outermost operation names one
+        (TVM's: a cast's ``T.cast(v, "float32")``, ``T.Cast("float32", v)``,
+        ``v.astype("float32")``, a comparison's bool); None: its first buffer's."""
+        if isinstance(value, ast.Compare) or (isinstance(value, ast.UnaryOp) and
+                                               isinstance(value.op, ast.Not)):
+            return ast.Constant("bool")
+        if not isinstance(value, ast.Call):
+            return None
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "astype" and \
+                len(value.args) == 1:
+            return copy.deepcopy(value.args[0])
+        called = resolve_static(value.func, self.namespace)
+        keyword = next((k.value for k in value.keywords if k.arg == "dtype"), None)
+        if called is T.cast:
+            given = value.args[1] if len(value.args) > 1 else keyword
+        elif called is getattr(T, "Cast", None):
+            given = value.args[0] if value.args else keyword
+        else:
+            return None
+        if given is None or getattr(resolve_static(given, self.namespace), "lanes", 1) != 1:
+            return None         # (a vector dtype's lanes are the slice's)
+        return copy.deepcopy(given)
 
     @staticmethod
     def _ramp(base, count):
