@@ -275,8 +275,13 @@ class NVPTXTargetContext(BaseContext):
         roles = config.tiles.role_threads if config is not None and config.tiles else 0
         return builder.and_(tid, ir.IntType(32)(roles - 1)) if roles else tid
 
-    def block_index(self, builder, axis):
-        return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])
+    def block_index(self, builder, axis, extent=None):
+        """%ctaid on ``axis``; within [0, extent) (LLVM range metadata) when given."""
+        value = self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])
+        if extent is not None:
+            i32 = ir.IntType(32)
+            value.set_metadata("range", builder.module.add_metadata([i32(0), i32(extent)]))
+        return value
 
     def grid_dim(self, builder, axis):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.nctaid." + "xyz"[axis])
@@ -306,8 +311,12 @@ class AMDGPUTargetContext(NVPTXTargetContext):
     def thread_index_here(self, builder):
         return self.thread_index(builder)
 
-    def block_index(self, builder, axis):
-        return self._sreg(builder, "llvm.amdgcn.workgroup.id." + "xyz"[axis])
+    def block_index(self, builder, axis, extent=None):
+        value = self._sreg(builder, "llvm.amdgcn.workgroup.id." + "xyz"[axis])
+        if extent is not None:
+            i32 = ir.IntType(32)
+            value.set_metadata("range", builder.module.add_metadata([i32(0), i32(extent)]))
+        return value
 
     def grid_dim(self, builder, axis):
         from tilejit.errors import CompileError   # the grid size needs the dispatch packet

@@ -58,6 +58,7 @@ from tilejit.frontend.ramp_vectors import expand_vector_lanes
 from tilejit.frontend.slice_vectors import expand_slice_statements
 from tilejit.frontend.bit_moves import rewrite_bit_moves
 from tilejit.frontend.static_branches import fold_compile_time_branches
+from tilejit.frontend.static_grid import static_grid
 from tilejit.frontend.static_prologue import fold_static_prologue
 from tilejit.frontend.validate import UNSUPPORTED
 from tilejit.ir.markers import BLOCK_INDEX, CAST, DP4A_OPERANDS, LANGUAGE
@@ -166,13 +167,18 @@ def _located(new: ast.AST, old: ast.AST) -> ast.AST:
     return new
 
 
-def _block_index_assignments(ks: KernelSource) -> list[ast.stmt]:
+def _block_index_assignments(ks: KernelSource, extents=()) -> list[ast.stmt]:
+    """``bx = __tj_block_index(0)``, with the axis's extent where the launch fixes it at
+    compile time (``static_grid.py``)."""
     launch = ks.launch
     out = []
     for axis, name in enumerate(block_index_names(ks)):
+        extent = extents[axis] if axis < len(extents) else None
         stmt = ast.Assign(targets=[ast.Name(name, ast.Store())],
                           value=ast.Call(ast.Name(BLOCK_INDEX, ast.Load()),
-                                         [ast.Constant(axis)], []))
+                                         [ast.Constant(axis)] + (
+                                             [] if extent is None else [ast.Constant(extent)]),
+                                         []))
         out.append(_located(stmt, launch.items[0].optional_vars or launch))
     return out
 
@@ -909,18 +915,21 @@ def device_tree(ks: KernelSource, drop_params=(), passes=(), simulator=False,
     prologue = [_without_asserts(s) for s in body[:ks.launch_index] if not (
         isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
         and s.targets[0].id in outputs) and not isinstance(s, ast.Assert)]
+    extents = []
     if namespace is not None:
         if shape_entries:
             specialize = _SpecializeShapes(shape_entries, whole_shapes)
             prologue = flatten_statements(specialize.visit(s) for s in prologue)
+        runtime = [a.arg for a in fdef.args.args] + list(outputs)
         prologue = fold_static_prologue(prologue, launch.body, namespace, UNSUPPORTED,
-                                        ks.error, [a.arg for a in fdef.args.args] +
-                                        list(outputs))
+                                        ks.error, runtime)
+        extents = static_grid(ks, prologue, namespace, runtime,
+                              _SpecializeShapes(shape_entries or (), whole_shapes))
     # (not one the folded prologue first assigns a constant: `h_blk = math.gcd(hidden,
     # h_blk)` folded to `h_blk = 128` stays a compile-time value)
     rebound = [n for n in rebound if _read_first(n, prologue + launch.body)]
     fdef.body = [ast.Assign([ast.Name(n, ast.Store())], ast.Name(f"__tj_param_{n}", ast.Load()))
-                 for n in rebound] + prologue + _block_index_assignments(ks) + launch.body
+                 for n in rebound] + prologue + _block_index_assignments(ks, extents) + launch.body
     fdef.args.args += [ast.arg(name) for name in outputs]
     if shape_entries:
         fdef = _SpecializeShapes(shape_entries, whole_shapes).visit(fdef)

@@ -30,6 +30,7 @@ import copy
 
 from tilejit import syntax
 from tilejit.passes.barriers import predicate_barrier
+from tilejit.passes.index_ranges import IndexRanges
 from tilejit.ir.markers import (ATOMIC_ADD, ATOMIC_LOAD, ATOMIC_MAX, ATOMIC_MIN, ATOMIC_OR,
                                 ATOMIC_STORE, CAST)
 
@@ -41,8 +42,11 @@ def _indices(node: ast.Subscript) -> list:
 
 
 class _Guard(syntax.NodeTransformer):
-    def __init__(self, tensors: dict, values: dict, writes: bool, barrier):
+    def __init__(self, tensors: dict, values: dict, writes: bool, barrier, shapes=None,
+                 ranges=None):
         self.tensors = tensors      # name -> dtype name
+        self.shapes = shapes or {}  # name -> its static shape (None where not known)
+        self.ranges = ranges        # index_ranges.IndexRanges: what an index can be
         self.values = values        # name -> the T.annotate_safe_value expression
         self.writes = writes        # writes and atomics guarded too (safe memory access)
         self.barrier = barrier      # call -> whether it is a block barrier (a predicate's)
@@ -68,9 +72,14 @@ class _Guard(syntax.NodeTransformer):
         if any(isinstance(i, ast.Slice) for i in indices):
             return None
         tests = []
+        shape = self.shapes.get(name) or ()
         for d, index in enumerate(indices):
             if isinstance(index, ast.Constant):
                 continue
+            known = self.ranges.of(index) if self.ranges is not None and d < len(shape) \
+                and shape[d] is not None else None
+            if known is not None and 0 <= known[0] and known[1] < shape[d]:
+                continue        # inside on every path (TileLang's analyzer proves it so)
             extent = ast.Subscript(ast.Attribute(ast.Name(name, ast.Load()), "shape", ast.Load()),
                                    ast.Constant(d), ast.Load())
             tests.append(ast.Compare(ast.Constant(0), [ast.LtE(), ast.Lt()],
@@ -147,7 +156,9 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     tensors = {name: ty.dtype.name for name, ty in ctx.params.items()
                if ctx.options.safe_memory or name in values}
     guard = _Guard(tensors, values, writes=ctx.options.safe_memory,
-                   barrier=lambda call: predicate_barrier(call, ctx) is not None)
+                   barrier=lambda call: predicate_barrier(call, ctx) is not None,
+                   shapes={name: ty.static_shape for name, ty in ctx.params.items()},
+                   ranges=IndexRanges(fdef, ctx))
     fdef = guard.visit(fdef)
     _check_guarded_reads(fdef, ctx)
     return syntax.fix_missing_locations(fdef)

@@ -142,8 +142,12 @@ def tile_loop_value(context, builder, sig, args):
 
 
 @lower(markers.stub(markers.BLOCK_INDEX), types.IntegerLiteral)
+@lower(markers.stub(markers.BLOCK_INDEX), types.IntegerLiteral, types.IntegerLiteral)
 def block_index_impl(context, builder, sig, args):
-    return context.block_index(builder, sig.args[0].literal_value)
+    """The block's index on an axis; with the grid's extent there (a launch fixed at
+    compile time: frontend/static_grid.py) it is known to lie in [0, extent)."""
+    extent = sig.args[1].literal_value if len(sig.args) > 1 else None
+    return context.block_index(builder, sig.args[0].literal_value, extent)
 
 
 @lower(markers.stub(markers.THREAD_INDEX))

@@ -120,9 +120,11 @@ class LaneIndexTemplate(AbstractTemplate):
 @infer_global(markers.stub(markers.BLOCK_INDEX))
 class BlockIndexTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        (axis,) = args
+        axis, *extent = args         # (the grid's extent there, when compile-time)
         _literal_int(axis, "block axis")
-        return signature(types.int32, axis)
+        for e in extent:
+            _literal_int(e, "grid extent")
+        return signature(types.int32, *args)
 
 
 class _Int32Query(AbstractTemplate):
