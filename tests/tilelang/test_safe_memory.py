@@ -145,42 +145,6 @@ def test_inside_on_gpu_against_simulator_and_torch():
         assert torch.equal(c.cpu(), c_sim)
 
 
-def test_the_index_ranges():
-    """What passes/index_ranges.py knows: block indices of a compile-time grid, loop
-    variables, names assigned once, +, -, *, // and %; nothing of a run-time value."""
-    import ast
-    from tilejit.passes.index_ranges import IndexRanges
-    from tilejit.frontend.rewrite import shape_constant_name
-
-    class Ctx:
-        namespace = {"T": T, "bm": 32, shape_constant_name("A", 0): 100}
-        param_dtypes = {}
-    fdef = ast.parse(
-        "def main(A, n):\n"
-        "    bx = __tj_block_index(0, 8)\n"
-        "    by = __tj_block_index(1)\n"
-        "    for i, j in T.Parallel(bm, 16):\n"
-        "        r = bx * bm + i\n"
-        "    for k in T.serial(2, 10):\n"
-        "        pass\n"
-        "    for k in range(4):\n"
-        "        pass\n"
-        "    for m in T.serial(n):\n"
-        "        pass\n"
-        "    q = 1\n"
-        "    q += 1\n").body[0]
-    ranges = IndexRanges(fdef, Ctx())
-
-    def of(text):
-        return ranges.of(ast.parse(text, mode="eval").body)
-    assert of("bx") == (0, 7) and of("by") is None
-    assert of("r") == (0, 255) and of("j") == (0, 15)
-    assert of("k") == (0, 9)                     # the union of its two loops
-    assert of("m") is None and of("q") is None and of("n") is None
-    assert of("(r - 3) // 4") == (-1, 63) and of("r % 7") == (0, 6) and of("-j") == (-15, 0)
-    assert of("__tj_shape_A_0 - 1") == (99, 99) and of("i * j") == (0, 31 * 15)
-
-
 def atomics_past_the_edge(N, block=128):
     @T.prim_func
     def main(A: T.Tensor((N,), T.float32), C: T.Tensor((N,), T.float32),

@@ -12,8 +12,9 @@ Known ranges, over the whole kernel (sound wherever the name is read):
 - a name assigned once, from an expression of known range;
 - compile-time values (``passes/static_eval.py``): constants, specialized shape entries.
 
-An expression of ``+``, ``-``, ``*``, ``//`` and ``%`` (by a positive constant) and unary
-``-`` of such names has the interval arithmetic's range; anything else is unknown (None)."""
+An expression of ``+``, ``-``, ``*``, ``//`` and ``%`` (of a non-negative value by a
+positive constant) and unary ``-`` of such names has the interval arithmetic's range;
+anything else is unknown (None), as is a range past 2**31 in magnitude."""
 from __future__ import annotations
 
 import ast
@@ -25,6 +26,7 @@ from tilejit.ir.markers import BLOCK_INDEX
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 _LOOPS = (T.Parallel, T.serial, T.unroll, T.vectorized, range)
+_INT32 = 2 ** 31
 
 
 class IndexRanges:
@@ -103,7 +105,14 @@ class IndexRanges:
         return start[0], max(start[0], stop[1] - 1)
 
     def of(self, node) -> tuple[int, int] | None:
-        """(lowest, highest) of ``node``'s values, or None."""
+        """(lowest, highest) of ``node``'s values, or None (also where a bound passes
+        2**31 in magnitude: an int32 computation of it could wrap)."""
+        found = self._of(node)
+        if found is None or max(abs(found[0]), abs(found[1])) >= _INT32:
+            return None
+        return found
+
+    def _of(self, node) -> tuple[int, int] | None:
         if isinstance(node, ast.Name) and node.id in self.ranges:
             return self.ranges[node.id]
         if isinstance(node, ast.BinOp):
@@ -117,12 +126,12 @@ class IndexRanges:
             if isinstance(node.op, ast.Mult):
                 products = [x * y for x in a for y in b]
                 return min(products), max(products)
-            if isinstance(node.op, ast.FloorDiv) and b[0] == b[1] and b[0] > 0:
+            # (of a non-negative operand only: there Python's floor and C's truncation
+            # agree, whichever the lowering computes)
+            if isinstance(node.op, ast.FloorDiv) and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
                 return a[0] // b[0], a[1] // b[0]
-            if isinstance(node.op, ast.Mod) and b[0] == b[1] and b[0] > 0:
-                if a[0] >= 0 and a[1] < b[0]:
-                    return a
-                return 0, b[0] - 1
+            if isinstance(node.op, ast.Mod) and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
+                return a if a[1] < b[0] else (0, b[0] - 1)
             return None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             a = self.of(node.operand)
