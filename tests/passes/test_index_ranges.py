@@ -57,6 +57,19 @@ def test_what_is_known_and_what_is_not():
     assert _of(ranges, "r * 100000000") is None      # past int32: it could wrap
 
 
+def test_a_parameter_has_no_range():
+    """A scalar parameter hides a global of its name, and a later loop variable of its
+    name does not give it the loop's range (both found by review)."""
+    ranges = _ranges(
+        "def main(A, off, k):\n"
+        "    for i in T.Parallel(64):\n"
+        "        pass\n"
+        "    for k in T.serial(1):\n"
+        "        pass\n", off=0)
+    assert _of(ranges, "off + i") is None and _of(ranges, "i + k") is None
+    assert _of(ranges, "k") is None
+
+
 def _expression(rng, names, depth):
     if depth == 0 or rng.random() < 0.3:
         return rng.choice(names + [str(rng.randint(-5, 40))])

@@ -145,6 +145,27 @@ def test_inside_on_gpu_against_simulator_and_torch():
         assert torch.equal(c.cpu(), c_sim)
 
 
+def rebound_view():
+    """A parameter's name bound again to a view of another shape: its accesses are the
+    view's, whose columns end at 32, not the parameter's 64 (found by review)."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), T.float32), C: T.Tensor((4, 64), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            A = T.reshape(A, (8, 32))
+            for r, c in T.Parallel(2, 64):
+                C[r, c] = A[r, c]
+    return main
+
+
+def test_a_rebound_parameter_keeps_its_guards():
+    ptx = tilelang.compile(rebound_view()).get_kernel_source(arch="sm_90a")
+    assert any(line.rstrip(";").endswith(("31", "32")) for line in ptx.splitlines()
+               if "setp." in line)
+    a, c = torch.arange(256.0).reshape(4, 64), torch.zeros(4, 64)
+    tilelang.compile(rebound_view(), target="sim")(a, c)
+    assert c[0, 30:34].tolist() == [30.0, 31.0, 0.0, 0.0]
+
+
 def atomics_past_the_edge(N, block=128):
     @T.prim_func
     def main(A: T.Tensor((N,), T.float32), C: T.Tensor((N,), T.float32),

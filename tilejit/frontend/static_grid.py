@@ -1,18 +1,23 @@
 """Front end: the grid extents a kernel's launch fixes at compile time.
 
-``with T.Kernel(T.ceildiv(M, 128), T.ceildiv(N, 256)) as (bx, by)`` whose extents read
-only compile-time values (globals, closure constants, constexpr parameters, the shape
-entries the kernel is specialized on, prologue names folded to constants) launches the
-same grid every call: the host computes it from the same values. The device program then
-reads each block index with its extent (``__tj_block_index(axis, extent)``): the GPU's
-read carries LLVM range metadata ``[0, extent)``, so a bounds test such as TileLang's
-safe-memory guard ``by * 128 + i < 8192`` folds away where the tile never passes the
-edge, and the simulator checks that the grid it runs is that one (were the two ever to
-differ, the range would be a lie the GPU acts on)."""
+``with T.Kernel(T.ceildiv(M, 128), T.ceildiv(N, 256)) as (bx, by)`` whose extents are
+arithmetic of compile-time numbers (literals, integer globals, closure constants,
+constexpr parameters, the shape entries the kernel is specialized on, prologue names
+folded to constants) launches the same grid every call the compiled kernel serves: the
+host computes it from the same values, and a change of any of them compiles another
+kernel. Only such arithmetic counts: an extent read from a dict or a list, an attribute
+or a program's function may change while the kernel is reused, and is not fixed. The
+device program then reads each block index with its extent
+(``__tj_block_index(axis, extent)``): the GPU's read carries LLVM range metadata
+``[0, extent)``, so a bounds test such as TileLang's safe-memory guard
+``by * 128 + i < 8192`` folds away where the tile never passes the edge (were the launch
+ever to differ, the range would be a lie the GPU acts on)"""
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
+import math
 import numbers
 
 from tilejit import language as T
@@ -50,11 +55,43 @@ def static_grid(ks: KernelSource, prologue: list, namespace: dict, runtime_names
     for arg in call.args:
         if isinstance(arg, ast.Starred):
             return []
-        value, ok = evaluate_static(specialize.visit(copy.deepcopy(arg)), env, runtime)
+        arg = specialize.visit(copy.deepcopy(arg))
+        if not _keyed(arg, env, runtime, ks.namespace):
+            out.append(None)
+            continue
+        value, ok = evaluate_static(arg, env, runtime)
         ok = ok and isinstance(value, numbers.Integral) and not isinstance(value, bool) \
             and 0 < value <= _MAX_EXTENT
         out.append(int(value) if ok else None)
     return out
+
+
+# the functions an extent may call: pure, of numbers
+_PURE = (T.ceildiv, builtins.min, builtins.max, builtins.int, math.ceil, math.floor)
+_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod)
+
+
+def _keyed(expr, env, runtime, namespace) -> bool:
+    """Whether ``expr`` is arithmetic of numbers the compiled kernel is keyed on, through
+    pure functions: not an element of a dict or a list, an attribute or a program's
+    function, which may give another value at the next call while the kernel is reused."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.Name):
+        value = env.get(expr.id)
+        return expr.id not in runtime and isinstance(value, numbers.Real) and \
+            not isinstance(value, bool)
+    if isinstance(expr, ast.BinOp):
+        return isinstance(expr.op, _OPERATORS) and \
+            _keyed(expr.left, env, runtime, namespace) and \
+            _keyed(expr.right, env, runtime, namespace)
+    if isinstance(expr, ast.UnaryOp):
+        return isinstance(expr.op, ast.USub) and _keyed(expr.operand, env, runtime, namespace)
+    if isinstance(expr, ast.Call):
+        return not expr.keywords and any(resolve_static(expr.func, namespace) is f
+                                         for f in _PURE) and \
+            all(_keyed(a, env, runtime, namespace) for a in expr.args)
+    return False
 
 
 __all__ = ["static_grid"]

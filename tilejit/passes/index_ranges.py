@@ -37,7 +37,11 @@ class IndexRanges:
         self._collect(fdef)
 
     def _collect(self, fdef):
-        stores: dict[str, list] = {}          # name -> the (kind, node) of each store
+        # name -> the (kind, node) of each store; a parameter is a store of a value
+        # known only when the kernel runs (and hides a global of its name)
+        stores: dict[str, list] = {a.arg: [("other", None, None)]
+                                   for a in fdef.args.args + fdef.args.kwonlyargs}
+        self.params = set(stores)
         for node in syntax.walk(fdef):
             if isinstance(node, ast.For):
                 targets = node.target.elts if isinstance(node.target, ast.Tuple) else \
@@ -115,6 +119,8 @@ class IndexRanges:
     def _of(self, node) -> tuple[int, int] | None:
         if isinstance(node, ast.Name) and node.id in self.ranges:
             return self.ranges[node.id]
+        if isinstance(node, ast.Name) and node.id in self.params:
+            return None
         if isinstance(node, ast.BinOp):
             a, b = self.of(node.left), self.of(node.right)
             if a is None or b is None:

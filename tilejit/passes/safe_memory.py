@@ -157,11 +157,19 @@ def guard_global_accesses(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
                if ctx.options.safe_memory or name in values}
     guard = _Guard(tensors, values, writes=ctx.options.safe_memory,
                    barrier=lambda call: predicate_barrier(call, ctx) is not None,
-                   shapes={name: ty.static_shape for name, ty in ctx.params.items()},
+                   shapes=_static_shapes(fdef, ctx),
                    ranges=IndexRanges(fdef, ctx))
     fdef = guard.visit(fdef)
     _check_guarded_reads(fdef, ctx)
     return syntax.fix_missing_locations(fdef)
+
+
+def _static_shapes(fdef, ctx) -> dict:
+    """{tensor parameter: its static shape}, for those the body never rebinds (``A =
+    T.reshape(A, ...)`` names a view of another shape)."""
+    rebound = {n.id for n in syntax.walk(fdef) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, (ast.Store, ast.Del))}
+    return {name: ty.static_shape for name, ty in ctx.params.items() if name not in rebound}
 
 
 # The guarded reads one statement may hold. Each is a branch in the device code, and

@@ -139,12 +139,7 @@ def restore_laid_out(write_back: bool) -> None:
     STATE.laid_out = {}
 
 
-def block_index(axis, extent=None):
-    """The block's index; ``extent``: the grid's there as compiled (frontend/static_grid.py),
-    which the GPU's code takes on trust: a launch of another grid is the compiler's bug."""
-    if extent is not None and STATE.grid[axis] != extent:
-        raise AssertionError(f"internal error: the kernel was compiled for a grid of "
-                             f"{extent} blocks on axis {axis} and runs {STATE.grid[axis]}")
+def block_index(axis):
     return STATE.block[axis]
 
 
