@@ -277,14 +277,20 @@ class NVPTXTargetContext(BaseContext):
 
     def block_index(self, builder, axis, extent=None):
         """%ctaid on ``axis``; within [0, extent) (LLVM range metadata) when given."""
-        value = self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." + "xyz"[axis])
-        if extent is not None:
-            i32 = ir.IntType(32)
-            value.set_metadata("range", builder.module.add_metadata([i32(0), i32(extent)]))
-        return value
+        return _in_range(builder, self._sreg(builder, "llvm.nvvm.read.ptx.sreg.ctaid." +
+                                             "xyz"[axis]), extent)
 
     def grid_dim(self, builder, axis):
         return self._sreg(builder, "llvm.nvvm.read.ptx.sreg.nctaid." + "xyz"[axis])
+
+
+def _in_range(builder, value, extent):
+    """``value`` (a read of a block index) known to lie in [0, extent): LLVM's range
+    metadata, where the launch's grid is compile-time (frontend/static_grid.py)."""
+    if extent is not None:
+        i32 = ir.IntType(32)
+        value.set_metadata("range", builder.module.add_metadata([i32(0), i32(extent)]))
+    return value
 
 
 class AMDGPUTargetContext(NVPTXTargetContext):
@@ -312,11 +318,8 @@ class AMDGPUTargetContext(NVPTXTargetContext):
         return self.thread_index(builder)
 
     def block_index(self, builder, axis, extent=None):
-        value = self._sreg(builder, "llvm.amdgcn.workgroup.id." + "xyz"[axis])
-        if extent is not None:
-            i32 = ir.IntType(32)
-            value.set_metadata("range", builder.module.add_metadata([i32(0), i32(extent)]))
-        return value
+        return _in_range(builder, self._sreg(builder, "llvm.amdgcn.workgroup.id." +
+                                             "xyz"[axis]), extent)
 
     def grid_dim(self, builder, axis):
         from tilejit.errors import CompileError   # the grid size needs the dispatch packet
