@@ -66,7 +66,9 @@ class StaticEval:
         for node in syntax.walk(fdef):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
-        self.assigned = set(counts)
+        # the run-time parameters hide the globals of their names (`def k(A, C, n)` in a
+        # module with `n = 64`: the call's n, never the global's 64)
+        self.assigned = set(counts) | {a.arg for a in fdef.args.args + fdef.args.kwonlyargs}
         for stmt in fdef.body:                  # straight-line top level only
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                 continue
