@@ -166,6 +166,45 @@ def test_a_rebound_parameter_keeps_its_guards():
     assert c[0, 30:34].tolist() == [30.0, 31.0, 0.0, 0.0]
 
 
+@T.macro
+def _put(C, A, base):
+    for i in T.Parallel(64):
+        j = base + i
+        C[j] = A[j] + 1
+
+
+def macro_past_the_edge():
+    """A @T.macro's element accesses past the edge (found by review: a macro compiled as a
+    device function had no guards, as TileLang's inlined macro has)."""
+    @T.prim_func
+    def main(A: T.Tensor((128,), T.float32), C: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            _put(C, A, 0)
+            _put(C, A, 100)         # 100 + 63 > 127: the writes past the end are dropped
+    return main
+
+
+def test_a_macros_accesses_are_guarded():
+    ptx = tilelang.compile(macro_past_the_edge()).get_kernel_source(arch="sm_90a")
+    assert "setp." in ptx           # (base + i < 128 folded to a test of the thread: i < 28)
+    a, c = torch.arange(128.0), torch.zeros(128)
+    tilelang.compile(macro_past_the_edge(), target="sim")(a, c)
+    torch.testing.assert_close(c, _macro_want(a), rtol=0, atol=0)
+
+
+def _macro_want(a):
+    want = torch.zeros(128)
+    want[:64], want[100:] = a[:64] + 1, a[100:] + 1
+    return want
+
+
+@pytest.mark.gpu
+def test_a_macros_accesses_are_guarded_on_gpu():
+    a, c = torch.arange(128.0), torch.zeros(128, device="cuda")
+    tilelang.compile(macro_past_the_edge())(a.cuda(), c)
+    torch.testing.assert_close(c.cpu(), _macro_want(a), rtol=0, atol=0)
+
+
 def atomics_past_the_edge(N, block=128):
     @T.prim_func
     def main(A: T.Tensor((N,), T.float32), C: T.Tensor((N,), T.float32),

@@ -55,6 +55,9 @@ class KernelSource:
     # helpers inlined into the kernel: {(first line, last line, name, the call's line)}
     # (kernel_macros.inline_call), to name the call of an error inside one
     inlined: set = field(default_factory=set)
+    # TileLang's doors (safe memory access): a @T.macro is inlined where it can be, so the
+    # passes (its element accesses' guards) see its body, as TileLang's parser inlines it
+    inline_macros: bool = False
 
     def bind(self, name: str, helper, helper_name: str) -> None:
         """``name`` in ``namespace`` is what ``helper_name`` is to ``helper`` (read again
@@ -381,14 +384,15 @@ def _function_def(func):
     return filename, module.body[0]
 
 
-def parse_kernel(func, tree=None) -> KernelSource:
+def parse_kernel(func, tree=None, inline_macros=False) -> KernelSource:
     """The kernel's source; ``tree`` = (filename, FunctionDef) gives it pre-parsed (a
-    front end that desugared it, such as ``tilejit.jit``)."""
+    front end that desugared it, such as ``tilejit.jit``); ``inline_macros``:
+    ``KernelSource.inline_macros``."""
     with syntax.deep_trees():
-        return _parse_kernel(func, tree)
+        return _parse_kernel(func, tree, inline_macros)
 
 
-def _parse_kernel(func, tree=None) -> KernelSource:
+def _parse_kernel(func, tree=None, inline_macros=False) -> KernelSource:
     filename, fdef = tree if tree is not None else _function_def(func)
     first = fdef.lineno
     if not isinstance(fdef, ast.FunctionDef):
@@ -408,7 +412,7 @@ def _parse_kernel(func, tree=None) -> KernelSource:
     defaults = {k: v.default for k, v in sig.parameters.items()
                 if v.default is not inspect.Parameter.empty}
     ks = KernelSource(func, filename, fdef, params, constexprs, defaults,
-                      namespace=function_namespace(func))
+                      namespace=function_namespace(func), inline_macros=inline_macros)
     # the two import this module (its source reading helpers): a circle broken here
     from tilejit.frontend.assumptions import hoist_host_assumptions
     from tilejit.frontend.kernel_macros import inline_kernel_macros  # (the same circle)

@@ -70,6 +70,12 @@ _TILE_OPS = {getattr(T, name) for name in (
     if hasattr(T, name)}
 
 
+def _indexes_a_parameter(fdef) -> bool:
+    params = {a.arg for a in fdef.args.args}
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+               and n.value.id in params for n in syntax.walk(fdef))
+
+
 def inline_tile_helpers(ks) -> None:
     """Every call statement in ``ks.tree`` of a helper that holds tile operations,
     replaced by the helper's body (in place)."""
@@ -180,7 +186,11 @@ class _Inliner:
         must = method or _slice_statement(found[1]) or reaches(found[1], own, _tile_op, depth) or \
             self._passes_fragment(stmt.value) or place or closure or symbols or \
             has_reference_params(found[1], own)
-        if not must and not reaches(found[1], own, _front_end_op, depth):
+        # TileLang's doors: a macro that indexes a parameter (a tensor's element access,
+        # which safe memory access guards) is inlined where it can be, so the guard is
+        prefer = self.ks.inline_macros and isinstance(target, T.macro) and \
+            _indexes_a_parameter(found[1])
+        if not must and not prefer and not reaches(found[1], own, _front_end_op, depth):
             return None
         try:
             return self._inlined(stmt, fn, found, assign, depth)

@@ -56,7 +56,8 @@ class KernelFunction:
         # which launch of a kernel of several this is (runtime/sequence.py): the launches
         # share their function's source, which the disk cache keys (kernel_cache.key_of)
         self.launch_index = launch_index
-        self.source = parse_kernel(func, source_tree)
+        self.source = parse_kernel(func, source_tree,
+                                   inline_macros=bool(self.switches.get("safe_memory")))
         check_supported(self.source)
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
