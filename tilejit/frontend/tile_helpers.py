@@ -71,9 +71,16 @@ _TILE_OPS = {getattr(T, name) for name in (
 
 
 def _indexes_a_parameter(fdef) -> bool:
+    """A body that indexes one of its parameters, with nothing only a device function
+    holds (an ``assert`` or ``raise``, which traps there; a call of itself)."""
     params = {a.arg for a in fdef.args.args}
+    nodes = list(syntax.walk(fdef))
+    if any(isinstance(n, (ast.Assert, ast.Raise, ast.Try)) or (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id == fdef.name) for n in nodes):
+        return False
     return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
-               and n.value.id in params for n in syntax.walk(fdef))
+               and n.value.id in params for n in nodes)
 
 
 def inline_tile_helpers(ks) -> None:
