@@ -2,14 +2,12 @@
 evaluation (passes/static_eval.py): `def k(A, C, n)` in a module with `n = 64` loops to
 the call's n, on the GPU as in the simulator (the GPU's code had taken the global's 64:
 a silent miscompile found by review)."""
-import importlib
-import sys
-
 import numpy as np
+from kernel_files import kernel_module
 
 
-def _module(tmp_path, monkeypatch, name, global_name):
-    (tmp_path / f"{name}.py").write_text(
+def _module(tmp_path, name, global_name):
+    return kernel_module(tmp_path, name,
         "import tilejit\nimport tilejit.language as T\n"
         f"{global_name} = 64\n"
         "@tilejit.kernel\n"
@@ -17,16 +15,13 @@ def _module(tmp_path, monkeypatch, name, global_name):
         "    with T.Kernel(1, threads=32) as bx:\n"
         "        for i in T.Parallel(n):\n"
         "            C[i] = A[i] * 2\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
 
 
-def test_a_parameter_hides_a_global_of_its_name(tmp_path, monkeypatch):
+def test_a_parameter_hides_a_global_of_its_name(tmp_path):
     a, c = np.arange(128, dtype=np.float32), np.zeros(128, np.float32)
     ptx = {}
     for name, global_name in (("shadowed", "n"), ("apart", "m")):
-        module = _module(tmp_path, monkeypatch, name, global_name)
+        module = _module(tmp_path, name, global_name)
         ptx[name] = module.k.compile(a, c, 128, target="cuda", arch="sm_90a").ptx
         out = np.zeros(128, np.float32)
         module.k(a, out, 128)

@@ -41,7 +41,6 @@ class IndexRanges:
         # known only when the kernel runs (and hides a global of its name)
         stores: dict[str, list] = {a.arg: [("other", None, None)]
                                    for a in fdef.args.args + fdef.args.kwonlyargs}
-        self.params = set(stores)
         for node in syntax.walk(fdef):
             if isinstance(node, ast.For):
                 targets = node.target.elts if isinstance(node.target, ast.Tuple) else \
@@ -119,8 +118,6 @@ class IndexRanges:
     def _of(self, node) -> tuple[int, int] | None:
         if isinstance(node, ast.Name) and node.id in self.ranges:
             return self.ranges[node.id]
-        if isinstance(node, ast.Name) and node.id in self.params:
-            return None
         if isinstance(node, ast.BinOp):
             a, b = self.of(node.left), self.of(node.right)
             if a is None or b is None:
