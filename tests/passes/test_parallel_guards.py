@@ -58,6 +58,55 @@ def test_other_bodies_are_left_alone(body):
     assert not versioned(src)
 
 
+def fast_path(src: str, params=("A", "B", "C")) -> str | None:
+    """The fast path (the lanes under ``if __tj_full``) the pass gives the kernel's first
+    T.Parallel, the tensors ``params`` global; None where it leaves no check."""
+    fdef = ast.parse(textwrap.dedent(src)).body[0]
+    out = version_parallel_guards(fdef, PassContext({"T": T}, params=dict.fromkeys(params)))
+    for n in ast.walk(out):
+        if isinstance(n, ast.If) and ast.unparse(n.test) == "__tj_full":
+            return ast.unparse(n.body[0])
+    return None
+
+
+def test_guarded_reads_of_an_element_wise_map_are_versioned():
+    """Safe memory's reads (``A[i] if 0 <= i < n else 0``) in a map whose write needed no
+    guard: the fast path reads plainly; the group's ends check the read's test."""
+    fast = fast_path("""
+    def k(A, C, n, bx):
+        for i in T.Parallel(256):
+            r = bx * 256 + i
+            C[r] = (A[r + 1] if 0 <= r + 1 < n else __tj_cast(0, 'float16')) * 2
+    """)
+    assert fast is not None and "C[r] = A[r + 1] * 2" in fast, fast
+
+
+def test_guarded_reads_under_a_write_guard_are_versioned():
+    fast = fast_path("""
+    def k(A, C, n, bx):
+        for i in T.Parallel(256):
+            r = bx * 256 + i
+            if 0 <= r < n:
+                C[r] = A[r] if 0 <= r < n else 0
+    """)
+    assert fast is not None and "C[r] = A[r]" in fast and " if " not in fast, fast
+
+
+@pytest.mark.parametrize("body", [
+    # the test's name is assigned again after the read: at the group's ends it would mean
+    # another thing
+    "r = bx * 256 + i\nx = A[r] if r < n else 0\nr = r + 9\nC[r] = x",
+    # a data-dependent test
+    "r = bx * 256 + i\nC[r] = A[r] if A[r] > 0 else 0",
+    # not an interval in the lane
+    "r = bx * 256 + i\nC[r] = A[r] if r % 3 < 1 else 0",
+])
+def test_other_conditional_reads_keep_their_guards(body):
+    src = ("def k(A, C, n, bx):\n    for i in T.Parallel(256):\n"
+           + textwrap.indent(body, " " * 8) + "\n")
+    assert fast_path(src) is None
+
+
 @tilejit.kernel
 def window(A, C, lo, hi, block: T.constexpr = 512):
     N = A.shape[0]

@@ -28,8 +28,11 @@ into::
 
 Applies when the body is pure assignments followed by one ``if`` without ``else``. A body
 of plain assignments whose only subscripts are elements of global tensors (an
-element-wise map with no guard) gets the groups and straight-line lanes alone; otherwise
-the loop is left alone. The simulator runs the original loop.
+element-wise map) gets the groups and straight-line lanes too. Conditional expressions
+whose tests are such intervals (safe memory's guarded reads, ``A[i] if 0 <= i < n else
+0``, ``safe_memory.py``) join the group's check, and the fast path takes their values
+plainly; a test whose names are assigned again after it, or that depends on data, stays
+where it is. Otherwise the loop is left alone. The simulator runs the original loop.
 """
 from __future__ import annotations
 
@@ -91,14 +94,10 @@ def _pure(expr) -> bool:
     return True
 
 
-def _split_body(loop: ast.For, innermost: str):
-    """(preamble, guard) when the body is pure assignments then one ``if`` whose test
-    is an interval in the innermost index; else None."""
-    if not loop.body:
-        return None
-    *pre, last = loop.body
-    if not isinstance(last, ast.If) or last.orelse:
-        return None
+def _lane_names(pre: list, innermost: str):
+    """(lane, nonaffine): the names the pure assignments ``pre`` make affine in the
+    innermost index, and those they make otherwise lane-dependent; None where ``pre`` is
+    not pure assignments to names or assigns the index itself."""
     lane, nonaffine = {innermost}, set()
     for stmt in pre:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
@@ -113,11 +112,65 @@ def _split_body(loop: ast.For, innermost: str):
             nonaffine.add(name)
         elif deps & lane:
             lane.add(name)
+    return lane, nonaffine
+
+
+def _split_body(loop: ast.For, innermost: str):
+    """(preamble, guard, lane, nonaffine) when the body is pure assignments then one
+    ``if`` whose test is an interval in the innermost index; else None."""
+    if not loop.body:
+        return None
+    *pre, last = loop.body
+    if not isinstance(last, ast.If) or last.orelse:
+        return None
+    names = _lane_names(pre, innermost)
+    if names is None:
+        return None
+    lane, nonaffine = names
     if _names(last.test) & nonaffine or not _pure(last.test):
         return None
     if not _interval_test(last.test, lane):
         return None
-    return pre, last
+    return pre, last, lane, nonaffine
+
+
+def _assigned(stmts) -> set[str]:
+    return {n.id for s in stmts for n in syntax.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+_LANE_GUARD = "_tj_lane_guard"
+
+
+def _conditional_guards(pre: list, guarded: list, lane: set, nonaffine: set) -> list:
+    """The tests of the conditional expressions (safe memory's guarded reads:
+    ``A[i] if 0 <= i < n else 0``) in ``pre`` and ``guarded`` that are intervals in the
+    lane and mean, after ``pre``, what they mean where they stand; each such expression
+    is marked so that the fast path takes its value branch (``_TakeValues``)."""
+    tests, seen = [], set()
+    places = [(stmt, _assigned(pre[k:])) for k, stmt in enumerate(pre)]
+    places += [(stmt, _assigned(guarded)) for stmt in guarded]
+    for stmt, later in places:
+        for n in syntax.walk(stmt):
+            if not isinstance(n, ast.IfExp):
+                continue
+            used = _names(n.test)
+            if used & (nonaffine | later) or not _pure(n.test) or \
+                    not _interval_test(n.test, lane):
+                continue
+            setattr(n, _LANE_GUARD, True)
+            key = ast.dump(n.test)
+            if key not in seen:
+                seen.add(key)
+                tests.append(n.test)
+    return tests
+
+
+class _TakeValues(syntax.NodeTransformer):
+    """Where a group's lanes all pass the guards: a marked conditional is its value."""
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        return node.body if getattr(node, _LANE_GUARD, False) else node
 
 
 def _call(name, args):
@@ -177,22 +230,36 @@ class _Versioner(syntax.NodeTransformer):
             return node
         split = _split_body(node, innermost)
         extents = it.args
-        if split is None:
-            if not (self.tensors and _element_wise(node, self.tensors)):
-                return node
+        if split is not None:
+            pre, guard, lane, nonaffine = split
+            guarded, tests = guard.body, [guard.test]
+        elif self.tensors and _element_wise(node, self.tensors):
+            count = 0
+            while count < len(node.body) and _lane_names(node.body[:count + 1],
+                                                         innermost) is not None:
+                count += 1
+            pre, guarded, guard = node.body[:count], node.body[count:], None
+            lane, nonaffine = _lane_names(pre, innermost)
+            tests = []
+        else:
+            return node
+        tests += _conditional_guards(pre, guarded, lane, nonaffine)
+        if not tests:
             lanes = _lane_loop("__tj_v", LANES, extents, target, node.body)
             new = ast.For(ast.Name("__tj_g", ast.Store()),
                           _call(GROUPS, copy.deepcopy(extents)), [lanes], [])
             return _located(new, node)
-        pre, guard = split
         full = "__tj_full"
         check = _lane_loop("__tj_v", ENDS, extents, target, pre + [ast.Assign(
             [ast.Name(full, ast.Store())],
-            ast.BoolOp(ast.And(), [ast.Name(full, ast.Load()), copy.deepcopy(guard.test)]))])
+            ast.BoolOp(ast.And(), [ast.Name(full, ast.Load()),
+                                   *(copy.deepcopy(t) for t in tests)]))])
         # the fast path walks its lanes last to first, so that its code never ends like
         # the guarded path's, which LLVM would otherwise sink into one shared tail
-        fast = _lane_loop("__tj_v", LANES_REVERSED, extents, target, pre + guard.body)
-        slow = _lane_loop("__tj_v", LANES, extents, target, pre + [guard])
+        taken = [_TakeValues().visit(copy.deepcopy(s)) for s in pre + guarded]
+        fast = _lane_loop("__tj_v", LANES_REVERSED, extents, target, taken)
+        slow = _lane_loop("__tj_v", LANES, extents, target,
+                          pre + ([guard] if guard is not None else guarded))
         body = [ast.Assign([ast.Name(full, ast.Store())], ast.Constant(True)), check,
                 ast.If(ast.Name(full, ast.Load()), [fast], [slow])]
         new = ast.For(ast.Name("__tj_g", ast.Store()), _call(GROUPS, copy.deepcopy(extents)),
