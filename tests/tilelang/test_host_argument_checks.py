@@ -459,3 +459,42 @@ def test_numpy_and_torch_dtypes_in_kernel_code(dt, ptxas):
     for arch in ("sm_80", "sm_90a"):
         ptxas(tilelang.compile(_numpy_dtypes_kernel(dt), target="cuda").get_kernel_source(
             arch=arch), arch)
+
+
+def test_a_call_of_the_annotated_tensors_goes_straight_to_the_kernel(monkeypatch):
+    """Torch tensors of the annotations' fixed dtypes and shapes skip the door's checks
+    (~10 µs a call, which a benchmark timing each call sees); any other call is checked
+    as before, with the same errors."""
+    from tilejit.tilelang.classic import CompiledPrimFunc
+    kernel = tilelang.compile(copy_program())
+    checked = []
+    real = CompiledPrimFunc._check
+    monkeypatch.setattr(CompiledPrimFunc, "_check",
+                        lambda self, *a: checked.append(a[0]) or real(self, *a))
+    a, b = torch.randn(64), torch.zeros(64)
+    kernel(a, b)
+    assert torch.equal(b, a) and checked == []
+    for bad, match in ((torch.zeros(65), r"argument 'B': shape\[0\] must be 64"),
+                       (torch.zeros(64, dtype=torch.float64), "expected dtype float32"),
+                       (torch.zeros(64, 1), "expected a 1-d tensor")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            kernel(a, bad)
+    assert checked
+    b2 = torch.zeros(64)
+    kernel(a.numpy(), b2.numpy())          # not torch tensors: checked, then run
+    assert torch.equal(b2, a)
+
+
+def test_symbolic_or_strided_annotations_keep_every_check():
+    from tilejit.tilelang.classic import CompiledPrimFunc
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[i]
+    kernel = tilelang.compile(main)
+    assert CompiledPrimFunc._fixed_signature(kernel) is None
+    with pytest.raises(ValueError, match="symbol n"):
+        kernel(torch.zeros(64), torch.zeros(65))

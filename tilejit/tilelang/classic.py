@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import warnings
 
 import numpy as np
@@ -179,6 +180,7 @@ class CompiledPrimFunc(KernelConveniences):
 
     def __init__(self, pf: PrimFunc, out_idx=None, target="auto", pass_configs=None):
         self.prim = pf
+        self._fixed = False     # the call signature of fixed tensors (unknown yet)
         # the outputs are returned in the order out_idx names them (TileLang's)
         self.out_order = out_positions([] if out_idx is None else out_idx, pf.params,
                                        pf.__name__)
@@ -346,7 +348,49 @@ class CompiledPrimFunc(KernelConveniences):
                 raise ValueError(f"argument {name!r}: {what}[{dim}] must be {want!r} = "
                                  f"{expected}, got {have}")
 
+    def _fixed_signature(self):
+        """Per parameter, the torch dtype and shape its tensor must have, where every
+        parameter is a tensor of fixed shape, dtype and layout (no symbol, declared
+        strides, packed dtype, pointer or scalar); None otherwise. A call of torch tensors
+        that match it passes every check ``_check`` makes and needs no conversion."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        signature = []
+        for name in self.prim.params:
+            ann = self.prim.annotations[name]
+            if getattr(ann, "pointer", False) or getattr(ann, "scalar", False) or \
+                    getattr(ann, "strides", None) is not None or ann.dtype.packed != 1 or \
+                    not all(type(d) is int for d in ann.shape):
+                return None
+            try:
+                dtype = ann.dtype.as_torch()
+            except (AttributeError, TypeError, ValueError):
+                return None
+            signature.append((dtype, tuple(ann.shape)))
+        return torch.Tensor, tuple(signature)
+
+    def _matches_fixed(self, args) -> bool:
+        fixed = self._fixed
+        if fixed is False:
+            fixed = self._fixed = self._fixed_signature()
+        if fixed is None:
+            return False
+        tensor, signature = fixed
+        if len(args) != len(signature):
+            return False
+        for arg, (dtype, shape) in zip(args, signature):
+            if type(arg) is not tensor or arg.dtype is not dtype or arg.shape != shape:
+                return False
+        return True
+
     def __call__(self, *args):
+        # the launch of a kernel is a few microseconds: a call of the tensors its fixed
+        # annotations name goes straight to it (the checks below cost ~10 µs a call, which
+        # a benchmark timing each call sees)
+        if self._matches_fixed(args):
+            self.kernel(*args)
+            return None
         params = self.prim.params
         inputs = [p for i, p in enumerate(params) if i not in self.out_idx]
         if len(args) == len(params):
