@@ -57,6 +57,24 @@ def test_what_is_known_and_what_is_not():
     assert _of(ranges, "r * 100000000") is None      # past int32: it could wrap
 
 
+def test_a_pipelined_loop_variable_has_its_range():
+    ranges = _ranges(
+        "def main(A, n):\n"
+        "    for k in T.Pipelined(16, num_stages=3):\n"
+        "        pass\n"
+        "    for k2 in T.Pipelined(2, 10, num_stages=2, order=[0, 1]):\n"
+        "        pass\n"
+        "    for k3 in T.Pipelined(0, stop=n):\n"
+        "        pass\n"
+        "    for k4 in T.Pipelined(0, stop=8):\n"
+        "        pass\n"
+        "    for k5 in T.Pipelined(n, num_stages=2):\n"
+        "        pass\n")
+    assert _of(ranges, "k * 64") == (0, 960) and _of(ranges, "k2") == (2, 9)
+    for name in ("k3", "k4", "k5"):      # a bound by keyword, a run-time bound
+        assert _of(ranges, name) is None, name
+
+
 def test_a_parameter_has_no_range():
     """A scalar parameter hides a global of its name, and a later loop variable of its
     name does not give it the loop's range (both found by review)."""

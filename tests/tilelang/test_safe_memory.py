@@ -181,6 +181,52 @@ def test_groups_at_the_edge_on_gpu_against_simulator_and_torch(m, n):
     assert torch.equal(c[:m].cpu(), c_sim) and bool((c[m] == -1).all())
 
 
+def pipelined_sums(M, K, bm=32, bk=64):
+    """Element reads inside a T.Pipelined loop: its variable's range (the loop's extent,
+    index_ranges.py; LLVM's trip count would also prove it) keeps them inside A when M
+    and K are multiples of the tile: no guard in the PTX. Past K's edge they are guarded."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), C: T.Tensor((M, 64), T.float32)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            acc = T.alloc_fragment((bm, bk), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                for i, j in T.Parallel(bm, bk):
+                    acc[i, j] += A[bx * bm + i, k * bk + j]
+            T.copy(acc, C[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_no_guard_on_reads_a_pipelined_loop_keeps_inside(arch, ptxas):
+    def compared(ptx):
+        return {line.rstrip(";").split(",")[-1].strip() for line in ptx.splitlines()
+                if "setp." in line}
+    ptx = tilelang.compile(pipelined_sums(256, 512)).get_kernel_source(arch=arch)
+    ptxas(ptx, arch)
+    assert not compared(ptx) & {"255", "256", "511", "512"}, compared(ptx)
+    edge = tilelang.compile(pipelined_sums(256, 520)).get_kernel_source(arch=arch)
+    assert compared(edge) & {"519", "520"}, compared(edge)
+    for k in (512, 520):
+        a, c = torch.randn(256, k).half(), torch.zeros(256, 64)
+        tilelang.compile(pipelined_sums(256, k), target="sim")(a, c)
+        ref = torch.nn.functional.pad(a.double(), (0, -k % 64)).reshape(256, -1, 64).sum(1)
+        torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_pipelined_reads_on_gpu_against_simulator_and_torch():
+    for k in (512, 520):
+        a = torch.randn(256, k).half()
+        c = torch.zeros(256, 64, device="cuda")
+        tilelang.compile(pipelined_sums(256, k))(a.cuda(), c)
+        c_sim = torch.zeros(256, 64)
+        tilelang.compile(pipelined_sums(256, k), target="sim")(a, c_sim)
+        ref = torch.nn.functional.pad(a.double(), (0, -k % 64)).reshape(256, -1, 64).sum(1)
+        torch.testing.assert_close(c.cpu().double(), ref, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(c.cpu(), c_sim, rtol=1e-6, atol=1e-5)
+
+
 def rebound_view():
     """A parameter's name bound again to a view of another shape: its accesses are the
     view's, whose columns end at 32, not the parameter's 64 (found by review)."""

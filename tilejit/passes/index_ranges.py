@@ -6,9 +6,10 @@ Known ranges, over the whole kernel (sound wherever the name is read):
 
 - a block index whose grid extent is compile-time (``bx = __tj_block_index(0, 64)``,
   ``frontend/static_grid.py``): [0, 63];
-- a loop variable of ``T.Parallel``, ``T.serial``, ``T.unroll``, ``T.vectorized`` or
-  ``range`` whose bounds have known ranges and no step: [start, stop - 1] (a name that is
-  the variable of several loops: the union; one also assigned elsewhere: unknown);
+- a loop variable of ``T.Parallel``, ``T.serial``, ``T.unroll``, ``T.vectorized``,
+  ``T.Pipelined`` or ``range`` whose bounds have known ranges and no step: [start,
+  stop - 1] (a name that is the variable of several loops: the union; one also assigned
+  elsewhere: unknown);
 - a name assigned once, from an expression of known range;
 - compile-time values (``passes/static_eval.py``): constants, specialized shape entries.
 
@@ -25,7 +26,9 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import BLOCK_INDEX
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
-_LOOPS = (T.Parallel, T.serial, T.unroll, T.vectorized, range)
+_LOOPS = (T.Parallel, T.serial, T.unroll, T.vectorized, T.Pipelined, range)
+# a bound or step given by keyword (``T.Pipelined(0, stop=n)``): not read here
+_BOUND_KEYWORDS = ("start", "stop", "step", None)
 _INT32 = 2 ** 31
 
 
@@ -88,7 +91,7 @@ class IndexRanges:
                 return None
             return self.of(value)
         if kind != "loop" or not isinstance(node.iter, ast.Call) or any(
-                k.arg in ("step", None) for k in node.iter.keywords):
+                k.arg in _BOUND_KEYWORDS for k in node.iter.keywords):
             return None
         loop = resolve_static(node.iter.func, self.namespace)
         if not any(loop is f for f in _LOOPS):
