@@ -108,9 +108,10 @@ class _Context:
         return None
 
 
-def _host_stream(seed, seq, off, plan):
+def _host_stream(seed, seq, off, plan, gen=0):
     """Run the GPU lowering's init and draws on this CPU: ``plan`` is a list of
-    (kind, word or None); returns the draws as float64 / uint32 values."""
+    (kind, word or None); returns the draws as float64 / uint32 values. ``gen``: the
+    generator (ir/random_state: 0 Philox, 1 XORWOW, 2 MRG32k3a)."""
     import llvmlite.binding as ll
     from llvmlite import ir
     from numba.core import types
@@ -125,18 +126,22 @@ def _host_stream(seed, seq, off, plan):
     b = ir.IRBuilder(fn.append_basic_block())
     state = b.alloca(ir.ArrayType(ir.IntType(32), rs.WORDS))
     state = b.bitcast(state, ir.IntType(32).as_pointer())
-    lr.rng_init_impl(_Context(), b, None, [state, i64(seed), i64(seq), i64(off)])
+    generator = types.IntegerLiteral(gen)
+
+    def sig(*args):
+        return type("S", (), {"args": (None, *args, generator)})
+    lr.rng_init_impl(_Context(), b, sig(None, None, None),
+                     [state, i64(seed), i64(seq), i64(off), None])
     for n, (kind, word) in enumerate(plan):
         lit = types.IntegerLiteral(kind)
         if word is None:
-            sig = type("S", (), {"args": (None, lit)})
-            value = lr.rng_next_impl(_Context(), b, sig, [state, None])
+            value = lr.rng_next_impl(_Context(), b, sig(lit), [state, None, None])
         elif word == "skip":
-            lr.rng_skip_impl(_Context(), b, None, [state, i64(kind)])
+            lr.rng_skip_impl(_Context(), b, sig(None), [state, i64(kind), None])
             continue
         else:
-            sig = type("S", (), {"args": (None, lit, None)})
-            value = lr.rng_at_impl(_Context(), b, sig, [state, None, i64(word)])
+            value = lr.rng_at_impl(_Context(), b, sig(lit, None),
+                                   [state, None, i64(word), None])
         if isinstance(value.type, ir.IntType):
             value = b.uitofp(value, f64)
         elif value.type != f64:
@@ -400,9 +405,9 @@ def _kernel(tmp_path, body: str, threads: int = 32):
 
 
 @pytest.mark.parametrize("body, message", [
-    ("T.rng_init(1, generator='curandStateXORWOW_t')\nA[0] = T.rng_rand()",
-     r"T.rng_init\(generator='curandStateXORWOW_t'\) is not supported: tilejit draws from "
-     r"cuRAND's Philox"),
+    ("T.rng_init(1, generator='curandStateXORWOW_t')\nT.rng_init(2)\nA[0] = T.rng_rand()",
+     r"T.rng_init calls with generators 'curandStateXORWOW_t' and "
+     r"'curandStatePhilox4_32_10_t': a kernel draws from one generator"),
     ("T.rng_init(1, generator='mt19937')\nA[0] = T.rng_rand()",
      r"T.rng_init: generator must be one of 'curandStatePhilox4_32_10_t', "),
     ("T.rng_init(1)\nA[0] = T.rng_rand_float(bit=16)",

@@ -15,10 +15,14 @@ A kernel that calls ``T.rng_init`` gets a local array, the thread's stream
   order, ``k`` this one's first), and after the loop ``__tj_rng_skip(__tj_rng, total *
   K)``: an iteration's numbers do not depend on which thread runs it or in which order.
 
-Checked here, with the line: the generator (Philox only), ``bit`` and ``dist`` (compile-
-time values), a draw with no ``T.rng_init`` in the kernel, ``T.rng_init`` in a
-``T.Parallel`` or as a value, and a draw in a loop nested in a ``T.Parallel`` body
-(its count of words per iteration would not be known).
+Each marker ends with the kernel's generator (``ir/random_state``: Philox, XORWOW or
+MRG32k3a, a literal): a kernel's ``T.rng_init`` calls name one. ``K`` counts the
+generator's words (``random_state.words_per_draw``).
+
+Checked here, with the line: the generator, ``bit`` and ``dist`` (compile-time values),
+two generators in one kernel, a draw with no ``T.rng_init`` in the kernel,
+``T.rng_init`` in a ``T.Parallel`` or as a value, and a draw in a loop nested in a
+``T.Parallel`` body (its count of words per iteration would not be known).
 """
 from __future__ import annotations
 
@@ -49,6 +53,7 @@ class _Draws(syntax.NodeTransformer):
     def __init__(self, ks: KernelSource, values: dict):
         self.ks = ks
         self.values = values        # where a draw's bit=, dist= and generator= are read
+        self.generator = rs.PHILOX  # the kernel's (``generator_of``)
         self.parallel = None        # (unit expression, {id(draw): first word}) in a T.Parallel
         self.started = False
         self.loops = 0              # T.Parallel loops around the statement
@@ -95,16 +100,24 @@ class _Draws(syntax.NodeTransformer):
             return ast.copy_location(ast.Expr(self._init(node.value)), node)
         return self.generic_visit(node)
 
+    def generator_of(self, calls) -> int:
+        """The one generator the kernel's ``T.rng_init`` calls name."""
+        named = {}
+        for call in calls:
+            args = self._bound(T.rng_init, call)
+            name = self._static(args["generator"], "T.rng_init: generator", GENERATORS) \
+                if "generator" in args else PHILOX
+            named.setdefault(name, call)
+        if len(named) > 1:
+            first, second = list(named)[:2]
+            raise self.ks.error(f"T.rng_init calls with generators {first!r} and "
+                                f"{second!r}: a kernel draws from one generator",
+                                named[second])
+        return rs.GENERATOR_NAMES[next(iter(named), PHILOX)]
+
     def _init(self, call):
         call = self.generic_visit(call)        # a draw among its arguments
         args = self._bound(T.rng_init, call)
-        if "generator" in args:
-            generator = self._static(args["generator"], "T.rng_init: generator", GENERATORS)
-            if generator != PHILOX:
-                raise self.ks.error(
-                    f"T.rng_init(generator={generator!r}) is not supported: tilejit draws "
-                    f"from cuRAND's Philox ({PHILOX!r}, the default) only; XORWOW and "
-                    f"MRG32k3a are not built", call)
         seq = args.get("seq")
         if seq is None or isinstance(seq, ast.Constant) and seq.value is None:
             self.ks.namespace.setdefault(LANGUAGE, T)
@@ -116,7 +129,8 @@ class _Draws(syntax.NodeTransformer):
                                                              binding[2]))
         self.started = True
         return ast.copy_location(_call(RNG_INIT, [ast.Name(STATE, ast.Load()), args["seed"],
-                                                  seq, args.get("off", _c(0))]), call)
+                                                  seq, args.get("off", _c(0)),
+                                                  _c(self.generator)]), call)
 
     def visit_Call(self, node):
         fn = self._fn(node)
@@ -127,11 +141,13 @@ class _Draws(syntax.NodeTransformer):
         if fn not in _DRAWS:
             return node
         state = ast.Name(STATE, ast.Load())
+        gen = _c(self.generator)
         if self.parallel is None:
-            return ast.copy_location(_call(RNG_NEXT, [state, _c(self.kind(node))]), node)
+            return ast.copy_location(_call(RNG_NEXT, [state, _c(self.kind(node)), gen]), node)
         unit, first = self.parallel
         word = ast.BinOp(unit, ast.Add(), _c(first[id(node)]))
-        return ast.copy_location(_call(RNG_AT, [state, _c(self.kind(node)), word]), node)
+        return ast.copy_location(_call(RNG_AT, [state, _c(self.kind(node)), word, gen]),
+                                 node)
 
     def visit_For(self, node):
         it = node.iter
@@ -155,7 +171,7 @@ class _Draws(syntax.NodeTransformer):
         first, words = {}, 0
         for d in draws:
             first[id(d)] = words
-            words += rs.WORDS_PER_DRAW[self.kind(d)]
+            words += rs.words_per_draw(self.generator, self.kind(d))
         names = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         extents = list(it.args)
         if len(names) != len(extents) or not all(isinstance(n, ast.Name) for n in names) \
@@ -175,7 +191,8 @@ class _Draws(syntax.NodeTransformer):
         self.loops -= 1
         self.parallel = outer
         skip = ast.Expr(_call(RNG_SKIP, [ast.Name(STATE, ast.Load()),
-                                          ast.BinOp(total, ast.Mult(), _c(words))]))
+                                          ast.BinOp(total, ast.Mult(), _c(words)),
+                                          _c(self.generator)]))
         return [node, ast.copy_location(skip, node)]
 
 
@@ -237,6 +254,8 @@ def rewrite_random_draws(fdef: ast.FunctionDef, ks: KernelSource,
                        f"would depend on the others; draw into a name first",
                        conditional.found)
     draws = _Draws(ks, ks.namespace if values is None else values)
+    draws.generator = draws.generator_of(
+        [c for c in calls if resolve_static(c.func, ks.namespace) is T.rng_init])
     fdef = draws.visit(fdef)
     if not draws.started:
         first = min((n for n in calls), key=lambda n: (n.lineno, n.col_offset))

@@ -255,15 +255,17 @@ LANE_INDEX = _declare("__tj_lane_index", "lane_index",
                       "(group, lane, *extents): the T.Parallel indices of a group's lane")
 
 # -- random streams (frontend/random_draws.py; ir/random_state.py) ---------------------
+# (each ends with the kernel's generator, a literal: ir/random_state.PHILOX, ...)
 RNG_INIT = _declare("__tj_rng_init", "rng_init",
-                    "(state, seed, seq, off): curand_init of Philox into the thread's state")
+                    "(state, seed, seq, off, gen): curand_init into the thread's state")
 RNG_NEXT = _declare("__tj_rng_next", "rng_next",
-                    "(state, kind) -> the thread's next draw of that kind, in order")
+                    "(state, kind, gen) -> the thread's next draw of that kind, in order")
 RNG_AT = _declare("__tj_rng_at", "rng_at",
-                  "(state, kind, word) -> the draw at the state's position + word, the "
-                  "state unchanged (a T.Parallel iteration's)")
+                  "(state, kind, word, gen) -> the draw at the state's position + word, "
+                  "the state unchanged (a T.Parallel iteration's)")
 RNG_SKIP = _declare("__tj_rng_skip", "rng_skip",
-                    "(state, words): the state's position moves on (after a T.Parallel)")
+                    "(state, words, gen): the state's position moves on (after a "
+                    "T.Parallel)")
 
 # -- a thread's own asynchronous copies (frontend/async_copies.py) ----------------------
 CP_ASYNC = _declare("__tj_cp_async", "cp_async",

@@ -22,8 +22,13 @@ thread's position when the loop starts; every thread's position then moves past 
 streams agree at the loop (the same seed, subsequence and offset); a normal drawn there
 is the first of its Box–Muller pair.
 
-Only Philox is built: cuRAND's XORWOW and MRG32k3a (``generator=``) are refused by
-name. The declarations here are rewritten by the front end
+``generator=`` picks cuRAND's ``curandStateXORWOW_t`` or ``curandStateMRG32k3a_t``
+instead (``ir/random_generators.py``): the same ``curand_init`` (subsequences of 2^67
+and 2^76 steps), ``curand``, ``curand_uniform`` and ``curand_uniform_double`` (XORWOW's
+takes two words, MRG32k3a's one step) and Box–Muller normals (MRG32k3a's from two
+uniforms, ``curand_box_muller_mrg``). Their positions move by jumps (a loop over the
+count's bits), so a ``T.Parallel`` draw costs more than Philox's. A kernel draws from
+one generator. The declarations here are rewritten by the front end
 (``frontend/random_draws.py``); called as Python they raise.
 """
 from __future__ import annotations
@@ -39,7 +44,8 @@ def _in_kernel_only(name):
 
 
 def rng_init(seed, seq=None, off=0, generator=PHILOX):
-    """Start this thread's random stream: ``curand_init(seed, seq, off)`` of Philox."""
+    """Start this thread's random stream: ``curand_init(seed, seq, off)`` of
+    ``generator`` (Philox by default)."""
     _in_kernel_only("rng_init")
 
 

@@ -1,6 +1,7 @@
 """The simulator's random streams: cuRAND's Philox4x32-10 on numpy, word for word what
 ``codegen/lowering/random.py`` computes on the GPU (``language/random.py`` says what the
-draws mean, ``ir/random_state.py`` how a thread's stream is held).
+draws mean, ``ir/random_state.py`` how a thread's stream is held); XORWOW and MRG32k3a
+in ``sim/random_sequential.py``, their draws' conversions here.
 
 The state is the kernel's ``__tj_rng`` local array: one row of ``WORDS`` uint32 per
 thread in a kernel with per-thread code (a ``LaneTensor``), else one for the block
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilejit.ir import random_generators as generators
 from tilejit.ir import random_state as rs
+from tilejit.sim import random_sequential as sequential
 from tilejit.sim.runtime import STATE, UninitializedReadError, _caller_location
 
 M0, M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -67,13 +70,18 @@ def _u64(value):
     return np.asarray(value).astype(np.int64).view(np.uint64)
 
 
-def rng_init(state, seed, seq, off):
-    """``curand_init(seed, seq, off)`` of Philox in each active thread's row."""
+def rng_init(state, seed, seq, off, gen):
+    """``curand_init(seed, seq, off)`` of generator ``gen`` in each active thread's row."""
     data, rows = _rows(state)
     n = data.shape[0]
     seed, seq, off = (_u64(_per_row(v, rows, n)) for v in (seed, seq, off))
-    block = off >> np.uint64(2)
     words = np.zeros((len(rows), rs.WORDS), dtype=np.uint32)
+    if gen != rs.PHILOX:
+        sequential.init(words, gen, seed, seq, off)
+        words[:, rs.READY] = 1
+        data[rows] = words
+        return
+    block = off >> np.uint64(2)
     words[:, rs.KEY] = (seed & LOW).astype(np.uint32)
     words[:, rs.KEY + 1] = (seed >> _32).astype(np.uint32)
     words[:, rs.COUNTER] = (block & LOW).astype(np.uint32)
@@ -177,13 +185,58 @@ _WHAT = {rs.UINT32: "T.rng_rand()", rs.UNIFORM: "T.rng_rand_float()",
          rs.NORMAL_DOUBLE: "T.rng_rand_float(bit=64, dist='normal')"}
 
 
-def _draw(words, kind):
+def mrg_uniform(x):
+    """``curand_uniform`` of MRG32k3a: (float)(x · MRG32K3A_NORM), x in 1 … m1."""
+    return (np.asarray(x, np.uint32).astype(np.float64) * generators.NORM).astype(np.float32)
+
+
+def box_muller_mrg(x, y):
+    """``curand_box_muller_mrg``: u = curand_uniform, v = curand_uniform · 2π in float,
+    (s·sin v, s·cos v) with ``s = sqrt(-2 log u)``."""
+    u = mrg_uniform(x).astype(np.float64)
+    v = (mrg_uniform(y) * np.float32(6.2831855)).astype(np.float64)
+    s = np.sqrt(-2.0 * np.log(u))
+    return (np.sin(v) * s).astype(np.float32), (np.cos(v) * s).astype(np.float32)
+
+
+def box_muller_mrg_double(x, y):
+    """``curand_box_muller_mrg_double`` of two steps: sin and cos of 2π·v as ``sincospi``
+    of 2v (cuRAND's ``sin(v · 2π)`` rounds the product first: within about 1e-15)."""
+    u = np.asarray(x, np.uint32).astype(np.float64) * generators.NORM
+    v = np.asarray(y, np.uint32).astype(np.float64) * generators.NORM
+    s = np.sqrt(-2.0 * np.log(u))
+    sin, cos = sincospi(2.0 * v)
+    return sin * s, cos * s
+
+
+def value(gen, kind, take):
+    """A draw of ``kind`` from generator ``gen``'s words, which ``take()`` hands out one
+    at a time; a normal's (first, second) pair."""
     if kind == rs.UINT32:
-        return _next(words)
+        return take()
     if kind == rs.UNIFORM:
-        return uniform(_next(words))
+        return mrg_uniform(take()) if gen == rs.MRG32K3A else uniform(take())
     if kind == rs.UNIFORM_DOUBLE:
-        return uniform_double(_next(words))
+        if gen == rs.PHILOX:
+            return uniform_double(take())
+        if gen == rs.MRG32K3A:
+            return np.asarray(take(), np.uint32).astype(np.float64) * generators.NORM
+        return _hq(take(), take()).astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
+    if gen == rs.MRG32K3A:
+        pair = box_muller_mrg if kind == rs.NORMAL else box_muller_mrg_double
+        return pair(take(), take())
+    if kind == rs.NORMAL:
+        return box_muller(take(), take())
+    return box_muller_double(take(), take(), take(), take())
+
+
+def _take(words, gen):
+    return _next(words) if gen == rs.PHILOX else sequential.next_words(words, gen)
+
+
+def _draw(words, kind, gen):
+    if kind not in (rs.NORMAL, rs.NORMAL_DOUBLE):
+        return value(gen, kind, lambda: _take(words, gen))
     flag, extra = (rs.NORMAL_FLAG, rs.NORMAL_EXTRA) if kind == rs.NORMAL else \
         (rs.NORMAL_FLAG_DOUBLE, rs.NORMAL_EXTRA_DOUBLE)
     dtype = _DTYPE[kind]
@@ -196,10 +249,7 @@ def _draw(words, kind):
     fresh = ~cached
     if np.any(fresh):
         sub = words[fresh]
-        if kind == rs.NORMAL:
-            first, second = box_muller(_next(sub), _next(sub))
-        else:
-            first, second = box_muller_double(*(_next(sub) for _ in range(4)))
+        first, second = value(gen, kind, lambda: _take(sub, gen))
         sub[:, extra:extra + dtype().itemsize // 4] = np.asarray(
             second, dtype).reshape(-1, 1).view(np.uint32)
         sub[:, flag] = 1
@@ -208,12 +258,12 @@ def _draw(words, kind):
     return out
 
 
-def rng_next(state, kind):
+def rng_next(state, kind, gen):
     """The active threads' next draw of ``kind`` (their streams move on)."""
     data, rows = _rows(state)
     words = data[rows]
     _ready(words, _WHAT[kind])
-    got = _draw(words, kind)
+    got = _draw(words, kind, gen)
     data[rows] = words
     if data.shape[0] == 1:
         return _DTYPE[kind](got[0])
@@ -257,30 +307,30 @@ def _word_at(row, count):
     return np.choose(lane.astype(np.int64), out).astype(np.uint32)
 
 
-def rng_at(state, kind, word):
+def rng_at(state, kind, word, gen):
     """The draw of ``kind`` at ``word`` words past the stream's position (a T.Parallel
     iteration's); the stream does not move."""
     row = _shared_stream(state, _WHAT[kind])
     word = np.asarray(word).astype(np.int64)
-    words = [_word_at(row, word + i) for i in range(rs.WORDS_PER_DRAW[kind])]
-    if kind == rs.UINT32:
-        got = words[0]
-    elif kind == rs.UNIFORM:
-        got = uniform(words[0])
-    elif kind == rs.UNIFORM_DOUBLE:
-        got = uniform_double(words[0])
-    elif kind == rs.NORMAL:
-        got = box_muller(*words)[0]
-    else:
-        got = box_muller_double(*words)[0]
+    count = rs.words_per_draw(gen, kind)
+    words = [_word_at(row, word + i) for i in range(count)] if gen == rs.PHILOX else \
+        sequential.words_at(row, gen, word, count)
+    got = value(gen, kind, iter(words).__next__)
+    if kind in (rs.NORMAL, rs.NORMAL_DOUBLE):
+        got = got[0]
+    got = np.asarray(got, _DTYPE[kind])
     return _DTYPE[kind](got) if np.ndim(got) == 0 else got
 
 
-def rng_skip(state, words):
+def rng_skip(state, words, gen):
     """Every active thread's stream moves ``words`` words on (after a T.Parallel)."""
     data, rows = _rows(state)
     sub = data[rows]
     _ready(sub, "a T.Parallel's random draws")
+    if gen != rs.PHILOX:
+        sequential.skip(sub, gen, int(words))
+        data[rows] = sub
+        return
     for row in sub:
         counter, lane = _ahead(row, int(words))
         row[rs.COUNTER:rs.COUNTER + 4] = [np.uint32(c) for c in counter]

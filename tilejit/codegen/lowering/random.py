@@ -1,5 +1,7 @@
 """Random streams on the GPU (``frontend/random_draws.py`` inserts the markers,
 ``ir/random_state.py`` lays out the state, ``sim/random.py`` is the same on numpy).
+XORWOW and MRG32k3a step and jump in ``lowering/random_sequential.py``; their words
+become draws here, as cuRAND converts them (``_value``).
 
 cuRAND's Philox4x32-10 as plain LLVM IR: a round is two 32×32→64-bit products (PTX
 ``mul.hi.u32`` and ``mul.lo``) and four xors, ten rounds with the key bumped by the
@@ -22,6 +24,8 @@ from numba.core import cgutils, types
 from tilejit.ir import markers
 from tilejit.ir import random_state as rs
 from tilejit.codegen.lowering import math as lm
+from tilejit.codegen.lowering import random_sequential as sequential
+from tilejit.ir import random_generators as generators
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.trig import cos, sin, sincospi_double
 from tilejit.codegen.lowering.tiles import intrinsic
@@ -96,18 +100,27 @@ def _pick(builder, words, lane):
     return out
 
 
-@lower(markers.stub(markers.RNG_INIT), TileType, types.int64, types.int64, types.int64)
+def _generator(sig) -> int:
+    return sig.args[-1].literal_value
+
+
+@lower(markers.stub(markers.RNG_INIT), TileType, types.int64, types.int64, types.int64,
+       types.IntegerLiteral)
 def rng_init_impl(context, builder, sig, args):
-    state, seed, seq, off = args
+    state, seed, seq, off = args[:4]
+    gen = _generator(sig)
+    for i in (rs.NORMAL_FLAG, rs.NORMAL_EXTRA, rs.NORMAL_FLAG_DOUBLE,
+              rs.NORMAL_EXTRA_DOUBLE, rs.NORMAL_EXTRA_DOUBLE + 1):
+        _store(builder, state, i, I32(0))
+    _store(builder, state, rs.READY, I32(1))
+    if gen != rs.PHILOX:
+        sequential.init(builder, state, seed, seq, off, gen)
+        return context.get_dummy_value()
     block = builder.lshr(off, I64(2))
     for i, word in enumerate(_halves(builder, seed) + _halves(builder, block)
                              + _halves(builder, seq)):
         _store(builder, state, rs.KEY + i, word)
     _store(builder, state, rs.INDEX, builder.trunc(builder.and_(off, I64(3)), I32))
-    for i in (rs.NORMAL_FLAG, rs.NORMAL_EXTRA, rs.NORMAL_FLAG_DOUBLE,
-              rs.NORMAL_EXTRA_DOUBLE, rs.NORMAL_EXTRA_DOUBLE + 1):
-        _store(builder, state, i, I32(0))
-    _store(builder, state, rs.READY, I32(1))
     _refill(builder, state)
     return context.get_dummy_value()
 
@@ -168,7 +181,61 @@ def box_muller_double(builder, x0, x1, y0, y1):
     return d.mul(sn, s), d.mul(cs, s)
 
 
-def _normal(builder, state, words, pair, flag, extra, ty):
+def mrg_uniform(builder, x):
+    """``curand_uniform`` of MRG32k3a: (float)(x · MRG32K3A_NORM)."""
+    return builder.fptrunc(builder.fmul(builder.uitofp(x, F64), F64(generators.NORM)), F32)
+
+
+def mrg_uniform_double(builder, x):
+    return builder.fmul(builder.uitofp(x, F64), F64(generators.NORM))
+
+
+def box_muller_mrg(builder, x, y):
+    """``curand_box_muller_mrg``: v = curand_uniform · 2π in float."""
+    e = lm._E(builder, F32)
+    u = mrg_uniform(builder, x)
+    v = e.mul(mrg_uniform(builder, y), 6.2831855)
+    s = e.sqrt(e.mul(lm.log(builder, u), -2.0))
+    return e.mul(sin(builder, v), s), e.mul(cos(builder, v), s)
+
+
+def box_muller_mrg_double(builder, x, y):
+    """``curand_box_muller_mrg_double``: sin and cos of 2π·v as sincospi of 2v (cuRAND
+    rounds v · 2π first: within about 1e-15)."""
+    d = lm._E(builder, F64)
+    u, v = mrg_uniform_double(builder, x), mrg_uniform_double(builder, y)
+    s = d.sqrt(d.mul(lm.log(builder, u), -2.0))
+    sn, cs = sincospi_double(builder, d.mul(v, 2.0))
+    return d.mul(sn, s), d.mul(cs, s)
+
+
+def _hq_double(builder, x, y):
+    """``_curand_uniform_double_hq``: 53 bits of two words."""
+    z = builder.xor(builder.zext(x, I64), builder.shl(builder.zext(y, I64), I64(21)))
+    return lm._E(builder, F64).fma(builder.uitofp(z, F64), 2.0 ** -53, 2.0 ** -54)
+
+
+def _value(builder, gen, kind, words):
+    """A draw of ``kind`` from generator ``gen``'s words, which ``words()`` hands out one
+    at a time; a normal's (first, second) pair."""
+    if kind == rs.UINT32:
+        return words()
+    if kind == rs.UNIFORM:
+        return (mrg_uniform if gen == rs.MRG32K3A else uniform)(builder, words())
+    if kind == rs.UNIFORM_DOUBLE:
+        if gen == rs.XORWOW:
+            return _hq_double(builder, words(), words())
+        return (mrg_uniform_double if gen == rs.MRG32K3A else uniform_double)(builder,
+                                                                             words())
+    if gen == rs.MRG32K3A:
+        pair = box_muller_mrg if kind == rs.NORMAL else box_muller_mrg_double
+        return pair(builder, words(), words())
+    if kind == rs.NORMAL:
+        return box_muller(builder, words(), words())
+    return box_muller_double(builder, *(words() for _ in range(4)))
+
+
+def _normal(builder, state, pair, flag, extra, ty):
     """``curand_normal``: the cached second value of the last pair, else a new pair's
     first (its second cached)."""
     result = cgutils.alloca_once(builder, ty)
@@ -181,7 +248,7 @@ def _normal(builder, state, words, pair, flag, extra, ty):
             builder.store(builder.bitcast(value, ty), result)
             _store(builder, state, flag, I32(0))
         with otherwise:
-            first, second = pair(builder, *(words() for _ in range(2 * n)))
+            first, second = pair()
             raw = builder.bitcast(second, ir.IntType(32 * n))
             for i, w in enumerate([raw] if n == 1 else _halves(builder, raw)):
                 _store(builder, state, extra + i, w)
@@ -190,30 +257,28 @@ def _normal(builder, state, words, pair, flag, extra, ty):
     return builder.load(result)
 
 
-def _from_words(builder, kind, words):
-    """A draw of ``kind`` from the words ``words()`` hands out one at a time."""
-    if kind == rs.UINT32:
-        return words()
-    if kind == rs.UNIFORM:
-        return uniform(builder, words())
-    if kind == rs.UNIFORM_DOUBLE:
-        return uniform_double(builder, words())
-    if kind == rs.NORMAL:
-        return box_muller(builder, words(), words())[0]
-    return box_muller_double(builder, *(words() for _ in range(4)))[0]
+def _first(value):
+    return value[0] if isinstance(value, tuple) else value
 
 
-@lower(markers.stub(markers.RNG_NEXT), TileType, types.IntegerLiteral)
+def _words_of(builder, state, gen):
+    if gen == rs.PHILOX:
+        return lambda: _next(builder, state)
+    return lambda: sequential.next_word(builder, state, gen)
+
+
+@lower(markers.stub(markers.RNG_NEXT), TileType, types.IntegerLiteral, types.IntegerLiteral)
 def rng_next_impl(context, builder, sig, args):
     state = args[0]
-    kind = sig.args[1].literal_value
+    kind, gen = sig.args[1].literal_value, _generator(sig)
+    words = _words_of(builder, state, gen)
     if kind == rs.NORMAL:
-        return _normal(builder, state, lambda: _next(builder, state), box_muller,
+        return _normal(builder, state, lambda: _value(builder, gen, kind, words),
                        rs.NORMAL_FLAG, rs.NORMAL_EXTRA, F32)
     if kind == rs.NORMAL_DOUBLE:
-        return _normal(builder, state, lambda: _next(builder, state), box_muller_double,
+        return _normal(builder, state, lambda: _value(builder, gen, kind, words),
                        rs.NORMAL_FLAG_DOUBLE, rs.NORMAL_EXTRA_DOUBLE, F64)
-    return _from_words(builder, kind, lambda: _next(builder, state))
+    return _value(builder, gen, kind, words)
 
 
 def _ahead(builder, state, count):
@@ -231,10 +296,15 @@ def _ahead(builder, state, count):
     return list(_halves(builder, moved)) + list(_halves(builder, seq)), lane
 
 
-@lower(markers.stub(markers.RNG_AT), TileType, types.IntegerLiteral, types.int64)
+@lower(markers.stub(markers.RNG_AT), TileType, types.IntegerLiteral, types.int64,
+       types.IntegerLiteral)
 def rng_at_impl(context, builder, sig, args):
-    state, _, word = args
-    kind = sig.args[1].literal_value
+    state, _, word = args[:3]
+    kind, gen = sig.args[1].literal_value, _generator(sig)
+    if gen != rs.PHILOX:            # a copy of the stream, moved on by `word`
+        copy = sequential.copy_of(builder, state)
+        sequential.skip(builder, copy, word, gen)
+        return _first(_value(builder, gen, kind, _words_of(builder, copy, gen)))
     key = [_load(builder, state, rs.KEY + i) for i in range(2)]
     taken = [0]
 
@@ -242,12 +312,16 @@ def rng_at_impl(context, builder, sig, args):
         counter, lane = _ahead(builder, state, builder.add(word, I64(taken[0])))
         taken[0] += 1
         return _pick(builder, philox(builder, counter, key), lane)
-    return _from_words(builder, kind, words)
+    return _first(_value(builder, gen, kind, words))
 
 
-@lower(markers.stub(markers.RNG_SKIP), TileType, types.int64)
+@lower(markers.stub(markers.RNG_SKIP), TileType, types.int64, types.IntegerLiteral)
 def rng_skip_impl(context, builder, sig, args):
-    state, count = args
+    state, count = args[:2]
+    gen = _generator(sig)
+    if gen != rs.PHILOX:
+        sequential.skip(builder, state, count, gen)
+        return context.get_dummy_value()
     counter, lane = _ahead(builder, state, count)
     for i, w in enumerate(counter):
         _store(builder, state, rs.COUNTER + i, w)

@@ -29,6 +29,13 @@ def _integer(ty, what):
         raise errors.TypingError(f"{what} must be an integer, got {ty}")
 
 
+def _generator(ty) -> int:
+    if not isinstance(ty, types.IntegerLiteral) or ty.literal_value not in (
+            rs.PHILOX, rs.XORWOW, rs.MRG32K3A):
+        raise errors.TypingError(f"a random stream's generator must be a literal, got {ty}")
+    return ty.literal_value
+
+
 def _kind(ty) -> int:
     if not isinstance(ty, types.IntegerLiteral) or ty.literal_value not in _RESULT:
         raise errors.TypingError(f"a random draw's kind must be a literal, got {ty}")
@@ -38,18 +45,21 @@ def _kind(ty) -> int:
 @infer_global(markers.stub(markers.RNG_INIT))
 class RngInitTemplate(AbstractTemplate):
     def generic(self, args, kws):
-        if len(args) != 4 or kws:
+        if len(args) != 5 or kws:
             raise errors.TypingError("T.rng_init(seed, seq, off)")
         _state(args[0], "T.rng_init")
-        for ty, what in zip(args[1:], ("seed", "seq", "off")):
+        for ty, what in zip(args[1:4], ("seed", "seq", "off")):
             _integer(ty, f"T.rng_init: {what}")
-        return signature(types.none, args[0], types.int64, types.int64, types.int64)
+        _generator(args[4])
+        return signature(types.none, args[0], types.int64, types.int64, types.int64,
+                         args[4])
 
 
 @infer_global(markers.stub(markers.RNG_NEXT))
 class RngNextTemplate(AbstractTemplate):
     def generic(self, args, kws):
         _state(args[0], "a random draw")
+        _generator(args[2])
         return signature(_RESULT[_kind(args[1])], *args)
 
 
@@ -58,7 +68,8 @@ class RngAtTemplate(AbstractTemplate):
     def generic(self, args, kws):
         _state(args[0], "a random draw")
         _integer(args[2], "a T.Parallel iteration's index")
-        return signature(_RESULT[_kind(args[1])], args[0], args[1], types.int64)
+        _generator(args[3])
+        return signature(_RESULT[_kind(args[1])], args[0], args[1], types.int64, args[3])
 
 
 @infer_global(markers.stub(markers.RNG_SKIP))
@@ -66,7 +77,8 @@ class RngSkipTemplate(AbstractTemplate):
     def generic(self, args, kws):
         _state(args[0], "a T.Parallel's random draws")
         _integer(args[1], "a T.Parallel's count of draws")
-        return signature(types.none, args[0], types.int64)
+        _generator(args[2])
+        return signature(types.none, args[0], types.int64, args[2])
 
 
 class _DrawOutsideTheKernel(AbstractTemplate):
