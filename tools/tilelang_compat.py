@@ -31,8 +31,9 @@ LANGUAGE_DIFFERENCES = {
                      "element loop; other tile operations on it are a CompileError); a tile "
                      "holds one a byte; conversions round to nearest even and saturate at "
                      "±6, NaN becomes +6",
-    "rng_init": "cuRAND's Philox only (`generator=` XORWOW or MRG32k3a is a compile error "
-                "naming it); the words and uniforms are cuRAND's bit for bit",
+    "rng_init": "cuRAND's Philox (the default), XORWOW and MRG32k3a (`generator=`; one "
+                "generator a kernel); the words and uniforms are cuRAND's bit for bit, the "
+                "normals within a few ulp (this compiler's log, sqrt, sin and cos)",
     "rng_rand": "in a T.Parallel an iteration's draws are keyed by the iteration (row-major "
                 "index × words per iteration past the thread's position), not by the order a "
                 "thread meets them: the same numbers whatever the layout; in a thread's own "
