@@ -67,6 +67,13 @@ def _words(bits):
 
 
 M1, M2 = 4294967087, 4294944443
+# CUDA 11.6's curand_kernel.h: MRG32K3A_NORM (1/m1) and MRG32K3A_BITS_NORM
+MRG_NORM, MRG_BITS_NORM = 2.3283065498378288e-10, 1.000000048662
+
+
+def curand_word(gen, w):
+    """``curand()``'s value of a stream word: MRG32k3a's scaled to 32 bits."""
+    return int(w * MRG_BITS_NORM) if gen == rs.MRG32K3A else w
 
 
 def mrg_ref(s1, s2, n):
@@ -121,6 +128,7 @@ def test_mrg32k3a_known_answer_and_offsets():
     p2 = -842977·12345 mod m2 = 2478282264, the first word their difference."""
     s1, s2 = g.mrg_init(0, 0, 0)
     assert g.mrg_next(s1, s2)[2] == 3023790853 - 2478282264 == 545508589
+    assert g.NORM == MRG_NORM and g.BITS_NORM == MRG_BITS_NORM
     seeded = g.mrg_start(77)
     words, _, _ = mrg_ref(*seeded, 600)
     for off in (0, 1, 599):
@@ -159,21 +167,22 @@ def test_the_gpu_lowering_draws_the_generators_words(gen, seed, seq, off):
                                       (rs.UINT32, 0), (rs.UINT32, 9), (rs.UNIFORM, 3),
                                       (13, "skip"), (rs.UINT32, None)]
     got = _host_stream(seed, seq, off, plan, gen=gen)
-    assert [int(x) for x in got[:5]] == w[:5]
+    assert [int(x) for x in got[:5]] == [curand_word(gen, x) for x in w[:5]]
     if gen == rs.XORWOW:
         assert np.float32(got[5]) == np.float32(w[5]) * np.float32(2.0 ** -32) + \
             np.float32(2.0 ** -33)
         assert got[6] == (w[6] ^ (w[7] << 21)) * 2.0 ** -53 + 2.0 ** -54
     else:
-        assert np.float32(got[5]) == np.float32(w[5] * g.NORM)
-        assert got[6] == w[6] * g.NORM
+        assert np.float32(got[5]) == np.float32(w[5] * MRG_NORM)
+        assert got[6] == w[6] * MRG_NORM
     pos = 6 + double_words
-    assert [int(got[7]), int(got[8])] == [w[pos], w[pos + 9]]
+    assert [int(got[7]), int(got[8])] == [curand_word(gen, w[pos]),
+                                          curand_word(gen, w[pos + 9])]
     at3 = w[pos + 3]
-    assert np.float32(got[9]) == (np.float32(at3 * g.NORM) if gen == rs.MRG32K3A else
+    assert np.float32(got[9]) == (np.float32(at3 * MRG_NORM) if gen == rs.MRG32K3A else
                                   np.float32(at3) * np.float32(2.0 ** -32)
                                   + np.float32(2.0 ** -33))
-    assert int(got[10]) == w[pos + 13]
+    assert int(got[10]) == curand_word(gen, w[pos + 13])
 
 
 @pytest.mark.parametrize("gen", [rs.XORWOW, rs.MRG32K3A])
@@ -228,15 +237,15 @@ def _rand_1d_expected(M, seed, gen):
         w = _reference_words(gen, seed, 0, blk * 128, 128 * (2 + dw))
         n = min(128, M - blk * 128)
         sl = slice(blk * 128, blk * 128 + n)
-        a[sl] = w[:n]
+        a[sl] = [curand_word(gen, x) for x in w[:n]]
         if gen == rs.XORWOW:
             b[sl] = np.array(w[128:128 + n], np.uint32).astype(np.float32) * \
                 np.float32(2.0 ** -32) + np.float32(2.0 ** -33)
             c[sl] = [(w[256 + 2 * j] ^ (w[257 + 2 * j] << 21)) * 2.0 ** -53 + 2.0 ** -54
                      for j in range(n)]
         else:
-            b[sl] = [np.float32(x * g.NORM) for x in w[128:128 + n]]
-            c[sl] = [x * g.NORM for x in w[256:256 + n]]
+            b[sl] = [np.float32(x * MRG_NORM) for x in w[128:128 + n]]
+            c[sl] = [x * MRG_NORM for x in w[256:256 + n]]
     return a, b, c
 
 
@@ -281,10 +290,10 @@ def _block_streams_expected(seed, gen):
         w = _reference_words(gen, seed, blk, 0, 8 * 64 * per + 64)
         for e in range(8 * 64):
             i, j = divmod(e, 64)
-            a[blk, i, j] = w[per * e]
+            a[blk, i, j] = curand_word(gen, w[per * e])
             b[blk, i, j] = (w[per * e + 1] ^ (w[per * e + 2] << 21)) * 2.0 ** -53 + \
-                2.0 ** -54 if gen == rs.XORWOW else w[per * e + 1] * g.NORM
-        a[blk, 8] = w[8 * 64 * per:]
+                2.0 ** -54 if gen == rs.XORWOW else w[per * e + 1] * MRG_NORM
+        a[blk, 8] = [curand_word(gen, x) for x in w[8 * 64 * per:]]
     return a, b
 
 
@@ -321,7 +330,7 @@ def test_a_guarded_init_draws_what_the_baseline_draws(generator):
     gen = rs.GENERATOR_NAMES[generator]
     a = np.full(16, 0xDEADBEEF, np.uint32)
     tilejit.compile(blockwise(16, 42, generator, guarded=True), target="sim")(a, 9)
-    want = [_reference_words(gen, 42, 0, b, 1)[0] for b in range(16)]
+    want = [curand_word(gen, _reference_words(gen, 42, 0, b, 1)[0]) for b in range(16)]
     assert a[:9].tolist() == want[:9] and (a[9:] == 0xDEADBEEF).all()
 
 
@@ -355,7 +364,7 @@ def test_the_generators_on_the_gpu_against_the_simulator(generator):
     tilejit.compile(blockwise(64, 42, generator, guarded=True))(guarded, 37)
     base = torch.zeros(64, dtype=torch.uint32, device="cuda")
     tilejit.compile(blockwise(64, 42, generator))(base, 64)
-    want = [_reference_words(gen, 42, 0, b, 1)[0] for b in range(64)]
+    want = [curand_word(gen, _reference_words(gen, 42, 0, b, 1)[0]) for b in range(64)]
     assert base.cpu().tolist() == want
     assert torch.equal(guarded[:37], base[:37])
     assert (guarded[37:].cpu().to(torch.int64) == 0xDEADBEEF).all()

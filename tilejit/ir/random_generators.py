@@ -17,8 +17,10 @@ MRG32k3a (L'Ecuyer's combined multiple recursive generator): two recurrences of 
 three, modulo m1 = 2^32 − 209 and m2 = 2^32 − 22853, each a 3×3 matrix A1, A2 on its
 state; a jump of n steps multiplies by ``A^n mod m``, the product of the table's
 ``A^(2^k)`` over n's set bits (offsets), or of ``A^(2^(76+k))`` (subsequences of 2^76
-steps; cuRAND masks the subsequence to 51 bits). Its output is ``p1 − p2`` if
-``p1 > p2`` else ``p1 − p2 + m1`` (in 1 … m1, never 0), as L'Ecuyer's reference.
+steps; the subsequence masked to 51 bits). Its word is ``p1 − p2`` if ``p1 > p2``
+else ``p1 − p2 + m1`` (in 1 … m1, never 0), as L'Ecuyer's reference; cuRAND's
+``curand`` returns it scaled to 32 bits (``(unsigned)(word · BITS_NORM)``), its uniforms
+``word · NORM`` (CUDA 11.6's ``curand_kernel.h`` and ``curand_uniform.h``).
 """
 from __future__ import annotations
 
@@ -143,9 +145,14 @@ def xorwow_init(seed: int, seq: int, off: int):
 # -- MRG32k3a ---------------------------------------------------------------------------
 M1, M2 = 4294967087, 4294944443
 A12, A13N, A21, A23N = 1403580, 810728, 527612, 1370589
-NORM = 2.328306549295728e-10        # cuRAND's MRG32K3A_NORM: (u32 · NORM) in double
+# cuRAND's MRG32K3A_NORM (1/m1; cuRAND's headers before CUDA 11 had 1/(m1 + 1)): a
+# uniform is the word times it, in double; its curand() scales the word by BITS_NORM
+NORM = 2.3283065498378288e-10
+BITS_NORM = 1.000000048662
 MRG_SUBSEQUENCE_LOG2 = 76
-MRG_SUBSEQUENCE_BITS = 51           # cuRAND masks the subsequence to 51 bits
+# cuRAND documents subsequences below 2^51 as valid (its table has 56 rows and is read
+# past them for larger ones); tilejit masks to 51 bits, as the documentation says
+MRG_SUBSEQUENCE_BITS = 51
 MRG_A1 = ((0, 1, 0), (0, 0, 1), (M1 - A13N, A12, 0))
 MRG_A2 = ((0, 1, 0), (0, 0, 1), (M2 - A23N, 0, A21))
 

@@ -213,6 +213,9 @@ def value(gen, kind, take):
     """A draw of ``kind`` from generator ``gen``'s words, which ``take()`` hands out one
     at a time; a normal's (first, second) pair."""
     if kind == rs.UINT32:
+        if gen == rs.MRG32K3A:      # curand(): the word scaled to 32 bits
+            return (np.asarray(take(), np.uint32).astype(np.float64)
+                    * generators.BITS_NORM).astype(np.uint32)
         return take()
     if kind == rs.UNIFORM:
         return mrg_uniform(take()) if gen == rs.MRG32K3A else uniform(take())

@@ -4,8 +4,8 @@ numbers; ``sim/random.py`` dispatches here for a kernel that draws from them).
 A thread's row holds the generator's six state words (``ir/random_state.SEQUENTIAL``). A
 step runs on every active row at once (numpy); ``curand_init`` and the jumps run per
 row on Python integers. A ``T.Parallel`` iteration's words are read from the one stream
-the block shares: stepped through where the loop reads fewer than 2^16 words past the
-position, else jumped to word by word.
+the block shares: one jump to the first word read, then steps, where the words read span
+fewer than 2^16, else a jump for each.
 """
 from __future__ import annotations
 
@@ -77,12 +77,17 @@ def words_at(row, gen, offsets, count):
     """For each offset (an array), the ``count`` words from ``offset`` words past the
     position of ``row``: a list of ``count`` arrays of offsets' shape."""
     offsets = np.asarray(offsets).astype(np.int64)
-    if offsets.size and offsets.min() < 0:
+    if not offsets.size:
+        return [np.zeros(offsets.shape, np.uint32) for _ in range(count)]
+    first = int(offsets.min())
+    if first < 0:
         raise ValueError("a random draw before the stream's position")
-    end = int(offsets.max()) + count if offsets.size else 0
-    if end <= _STEPPED:
-        stream = _stream(row, gen, end)
-        return [stream[offsets + i] for i in range(count)]
+    span = int(offsets.max()) - first + count
+    if span <= _STEPPED:            # one jump to the first word, then steps
+        start = row.copy()
+        skip(start[None], gen, first)
+        stream = _stream(start, gen, span)
+        return [stream[offsets - first + i] for i in range(count)]
     out = [np.zeros(offsets.shape, np.uint32) for _ in range(count)]
     for index, offset in np.ndenumerate(offsets):
         copy = row.copy()

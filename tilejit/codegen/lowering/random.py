@@ -219,6 +219,9 @@ def _value(builder, gen, kind, words):
     """A draw of ``kind`` from generator ``gen``'s words, which ``words()`` hands out one
     at a time; a normal's (first, second) pair."""
     if kind == rs.UINT32:
+        if gen == rs.MRG32K3A:      # curand(): the word scaled to 32 bits
+            return builder.fptoui(builder.fmul(builder.uitofp(words(), F64),
+                                               F64(generators.BITS_NORM)), I32)
         return words()
     if kind == rs.UNIFORM:
         return (mrg_uniform if gen == rs.MRG32K3A else uniform)(builder, words())
