@@ -17,6 +17,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import LANGUAGE
+from tilejit.language.packed import PACKED_OPS
 
 _LANE = "__tj_lane"
 
@@ -181,11 +182,92 @@ class _Scalar(syntax.NodeTransformer):
         return node
 
 
+_PACKED = tuple(getattr(T, name) for name in PACKED_OPS)
+
+
+def _check_packed(fdef: ast.FunctionDef, namespace: dict, error) -> None:
+    """TileLang's packed x2 operations (``language/packed.py``) only in statements of 2
+    lanes: a packed value is such a statement's two lanes."""
+    def vector_lanes(stmt):
+        calls = [n for n in syntax.walk(stmt) if isinstance(n, ast.Call)
+                 and resolve_static(n.func, namespace) in (T.Ramp, T.Broadcast)]
+        return calls[0].args[-1] if calls and calls[0].args else None
+    for stmt in syntax.walk(fdef):
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            continue
+        for call in syntax.walk(stmt):
+            if not (isinstance(call, ast.Call) and resolve_static(call.func, namespace)
+                    in _PACKED):
+                continue
+            name = ast.unparse(call.func)
+            lanes = vector_lanes(stmt)
+            if lanes is None:
+                raise error(f"{name} takes TileLang's packed x2 values (float32x2, "
+                            f"float16x2, bfloat16x2): write its statement on two lanes, "
+                            f"its operands indexed with T.Ramp(base, stride, 2)", call)
+            count = lanes.value if isinstance(lanes, ast.Constant) else \
+                resolve_static(lanes, namespace)
+            if isinstance(count, bool) or count != 2:
+                raise error(f"{name} in a statement of `{ast.unparse(lanes)}` lanes: a packed "
+                            f"x2 value is 2 lanes", call)
+
+
+class _VectorNames(syntax.NodeTransformer):
+    """A name bound once to an index vector (``idx = T.Ramp(tid * 2, 1, 2)``, as TVM's
+    let binds it) stands for that expression where it is read: each statement that reads
+    it holds the Ramp and is expanded per lane. The binding goes; the parts of the vector
+    must not change after it (a CompileError where one of its names is assigned again)."""
+
+    def __init__(self, bound: dict):
+        self.bound = bound          # name -> the vector expression
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+                node.targets[0].id in self.bound:
+            return None
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.bound:
+            return ast.copy_location(copy.deepcopy(self.bound[node.id]), node)
+        return node
+
+
+def _inline_vector_names(fdef, namespace, error):
+    stores: dict = {}
+    for n in syntax.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    stores.update({a.arg: stores.get(a.arg, 0) + 1 for a in fdef.args.args})
+    bound = {}
+    for n in syntax.walk(fdef):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                and resolve_static(n.value.func, namespace) in (T.Ramp, T.Broadcast)):
+            continue
+        name = n.targets[0].id
+        changing = sorted(m.id for m in syntax.walk(n.value) if isinstance(m, ast.Name)
+                          and stores.get(m.id, 0) > 1)
+        if stores[name] > 1 or changing:
+            raise error(f"`{name} = {ast.unparse(n.value)}`: a vector bound to a name is "
+                        f"read as its expression, so "
+                        + (f"`{name}` may not be assigned again" if stores[name] > 1 else
+                           f"its part(s) {', '.join(changing)} may not change after it")
+                        + "; write the vector in the statements that use it", n)
+        bound[name] = n.value
+    return _VectorNames(bound).visit(fdef) if bound else fdef
+
+
 def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:
     """``fdef`` with each statement holding T.Ramp / T.Broadcast one per lane."""
-    if not any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
-               and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("Ramp", "Broadcast")
-               for n in syntax.walk(fdef)):
+    called = {resolve_static(n.func, namespace) for n in syntax.walk(fdef)
+              if isinstance(n, ast.Call)}
+    if not called & {T.Ramp, T.Broadcast, *_PACKED}:
+        return fdef
+    fdef = _inline_vector_names(fdef, namespace, error)
+    if called & set(_PACKED):
+        _check_packed(fdef, namespace, error)
+    if not called & {T.Ramp, T.Broadcast}:
         return fdef
     lanes = _Lanes(namespace, error)
     lanes.tensors = {a.arg for a in fdef.args.args}

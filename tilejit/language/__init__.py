@@ -103,6 +103,7 @@ from tilejit.language import math_intrinsics as _math_intrinsics
 from tilejit.language.math_intrinsics import (  # noqa: F401  (T.<name>)
     __cos, __exp, __exp10, __log, __log10, __log2, __sin, __tan, ieee_add, ieee_fdiv,
     fast_rcp, ieee_fmaf, ieee_frcp, ieee_frsqrt, ieee_fsqrt, ieee_mul, ieee_sub)
+from tilejit.language.packed import abs2, add2, fma2, max2, min2, mul2, sub2  # noqa: F401
 from tilejit.language.fragment_layout import Fragment
 from tilejit.language.layout import Layout, get_swizzle_layout, make_mma_swizzle_layout
 

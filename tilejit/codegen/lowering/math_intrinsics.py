@@ -21,8 +21,10 @@ from numba.core import types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.language.math_intrinsics import FAST_UNARY, IEEE_OPS
+from tilejit.language.packed import PACKED_OPS
 from tilejit.ir.kernel_config import current_kernel_or_none
 from tilejit.codegen.lowering.math import F32, F64, _E, _in_float32, exp, log, log2
+from tilejit.codegen.lowering import scalar as lowering_scalar
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar_math import exp10, log10
 from tilejit.codegen.lowering.tiles import intrinsic
@@ -126,7 +128,18 @@ def _fast_rule(name: str):
     return impl
 
 
+def _packed_rule(scalar: str):
+    """One lane of a packed x2 operation: the scalar operation it is (rounded to
+    nearest)."""
+    if scalar in IEEE_OPS:
+        return _rounded_rule(scalar)
+    return {"max": lowering_scalar.max_impl, "min": lowering_scalar.min_impl,
+            "abs": lowering_scalar.abs_impl}[scalar]
+
+
 def _register():
+    for name, (n, scalar) in PACKED_OPS.items():
+        lower(getattr(T, name), *([types.Any] * n))(_packed_rule(scalar))
     for name in IEEE_OPS:
         fn = getattr(T, name)
         lower(fn, types.Any, *([types.Any] * (IEEE_OPS[name] - 1)))(_rounded_rule(name))

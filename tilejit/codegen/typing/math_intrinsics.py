@@ -12,6 +12,8 @@ from numba.core.typing.templates import AbstractTemplate
 from tilejit import language as T
 from tilejit.language.math_intrinsics import (FAST_UNARY, HALF_TYPES, IEEE_DTYPES, IEEE_OPS,
                                               IEEE_ROUNDING_MODES, half_mode_message)
+from tilejit.language.packed import PACKED_OPS
+from tilejit.language.packed import expected as packed_error
 from tilejit.codegen.typing.templates import _common, infer_global
 from tilejit.codegen.typing.types import WeakFloat
 
@@ -81,7 +83,27 @@ class _Fast(AbstractTemplate):
         return signature(ty, ty)
 
 
+class _Packed(AbstractTemplate):
+    """``T.add2`` ... (``language/packed.py``): one lane's operation on values of one of
+    float32, float16, bfloat16."""
+
+    def generic(self, args, kws):
+        name = self.key.__name__
+        n = PACKED_OPS[name][0]
+        if kws or len(args) != n:
+            raise errors.TypingError(f"T.{name} takes {n} packed value(s), got {len(args)} "
+                                     f"argument(s){' and keywords' if kws else ''}")
+        tys = [types.unliteral(a) for a in args]
+        message = packed_error(name, [getattr(t, "name", str(t)) for t in tys])
+        if message is not None:
+            raise errors.TypingError(message)
+        return signature(tys[0], *tys)
+
+
 def _register():
+    for name in PACKED_OPS:
+        fn = getattr(T, name)
+        infer_global(fn)(type(f"{name.title()}Template", (_Packed,), {"key": fn}))
     for name in IEEE_OPS:
         fn = getattr(T, name)
         infer_global(fn)(type(f"{name.title()}Template", (_Rounded,), {"key": fn}))

@@ -1,0 +1,185 @@
+"""TileLang's packed x2 math (``T.add2``, ``sub2``, ``mul2``, ``fma2``, ``max2``, ``min2``,
+``abs2``) written as TileLang's tests write it: the operands of a statement of two lanes,
+indexed by a ``T.Ramp`` bound to a name. Checked against torch in the simulator, through
+ptxas, and on the GPU against torch and the simulator; and the errors: outside a 2-lane
+statement, mixed dtypes, a vector name whose parts change."""
+import pytest
+import torch
+
+import tilejit as tilelang
+import tilejit.language as T
+from tilejit.errors import CompileError
+
+M = 128
+DTYPES = {"float32": (T.float32, torch.float32), "float16": (T.float16, torch.float16),
+          "bfloat16": (T.bfloat16, torch.bfloat16)}
+BINARY = {"add2": (T.add2, torch.add), "sub2": (T.sub2, torch.sub),
+          "mul2": (T.mul2, torch.mul), "max2": (T.max2, torch.maximum),
+          "min2": (T.min2, torch.minimum)}
+
+
+def binary(op, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), dtype=dtype), B: T.Tensor((M * 2,), dtype=dtype),
+             C: T.Tensor((M * 2,), dtype=dtype)):
+        with T.Kernel(1, 1, threads=M) as (bx, by):
+            tid = T.get_thread_binding()
+            idx = T.Ramp(tid * 2, 1, 2)
+            C[idx] = op(A[idx], B[idx])
+    return main
+
+
+def fused(dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), dtype=dtype), B: T.Tensor((M * 2,), dtype=dtype),
+             C: T.Tensor((M * 2,), dtype=dtype), D: T.Tensor((M * 2,), dtype=dtype)):
+        with T.Kernel(1, 1, threads=M) as (bx, by):
+            tid = T.get_thread_binding()
+            idx = T.Ramp(tid * 2, 1, 2)
+            D[idx] = T.fma2(A[idx], B[idx], C[idx])
+    return main
+
+
+def magnitude(dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), dtype=dtype), C: T.Tensor((M * 2,), dtype=dtype)):
+        with T.Kernel(1, 1, threads=M) as (bx, by):
+            tid = T.get_thread_binding()
+            C[T.Ramp(tid * 2, 1, 2)] = T.abs2(A[T.Ramp(tid * 2, 1, 2)])
+    return main
+
+
+def _fma_reference(a, b, c):
+    """x·y + z rounded once to the type: float64 holds a float32 product exactly, and its
+    sum rounded to float64 then to float32 is the fused result but for rare double
+    roundings (a one-ulp tolerance below)."""
+    return (a.double() * b.double() + c.double()).to(a.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_ops_in_simulation(name, dtype):
+    op, ref = BINARY[name]
+    tl_dtype, torch_dtype = DTYPES[dtype]
+    a, b = (torch.randn(M * 2, dtype=torch_dtype) for _ in range(2))
+    c = tilelang.compile(binary(op, tl_dtype), out_idx=[2], target="sim")(a, b)
+    torch.testing.assert_close(c, ref(a, b), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fma2_and_abs2_in_simulation(dtype):
+    tl_dtype, torch_dtype = DTYPES[dtype]
+    a, b, c = (torch.randn(M * 2, dtype=torch_dtype) for _ in range(3))
+    d = tilelang.compile(fused(tl_dtype), out_idx=[3], target="sim")(a, b, c)
+    torch.testing.assert_close(d, _fma_reference(a, b, c))
+    m = tilelang.compile(magnitude(tl_dtype), out_idx=[1], target="sim")(a)
+    assert torch.equal(m, a.abs())
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_ptx_rounds_each_lane_once(arch, ptxas):
+    """float32: two ``add.rn.f32`` and two ``fma.rn.f32`` (one rounding each, never
+    contracted with a neighbour); the half types through float32."""
+    add = tilelang.compile(binary(T.add2, T.float32), out_idx=[2]).get_kernel_source(arch=arch)
+    ptxas(add, arch)
+    assert add.count("add.rn.f32") == 2
+    fma = tilelang.compile(fused(T.float32), out_idx=[3]).get_kernel_source(arch=arch)
+    ptxas(fma, arch)
+    assert fma.count("fma.rn.f32") == 2
+    for dtype in (T.float16, T.bfloat16):
+        ptxas(tilelang.compile(binary(T.max2, dtype), out_idx=[2]).get_kernel_source(
+            arch=arch), arch)
+        ptxas(tilelang.compile(magnitude(dtype), out_idx=[1]).get_kernel_source(arch=arch),
+              arch)
+
+
+def _outside():
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), "float32"), C: T.Tensor((M * 2,), "float32")):
+        with T.Kernel(1, threads=M):
+            tid = T.get_thread_binding()
+            C[tid] = T.add2(A[tid], A[tid])
+    return main
+
+
+def _four_lanes():
+    @T.prim_func
+    def main(A: T.Tensor((M * 4,), "float32"), C: T.Tensor((M * 4,), "float32")):
+        with T.Kernel(1, threads=M):
+            tid = T.get_thread_binding()
+            C[T.Ramp(tid * 4, 1, 4)] = T.mul2(A[T.Ramp(tid * 4, 1, 4)], A[T.Ramp(tid * 4, 1, 4)])
+    return main
+
+
+def _mixed():
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), "float16"), B: T.Tensor((M * 2,), "float32"),
+             C: T.Tensor((M * 2,), "float32")):
+        with T.Kernel(1, threads=M):
+            tid = T.get_thread_binding()
+            idx = T.Ramp(tid * 2, 1, 2)
+            C[idx] = T.add2(A[idx], B[idx])
+    return main
+
+
+@pytest.mark.parametrize("program, error, match", [
+    (_outside, CompileError, r"T.add2 takes TileLang's packed x2 values .* T.Ramp\(base, "
+                             r"stride, 2\)"),
+    (_four_lanes, CompileError, r"T.mul2 in a statement of `4` lanes: a packed x2 value is 2 "
+                                r"lanes"),
+])
+def test_a_packed_op_outside_two_lanes_is_refused(program, error, match):
+    with pytest.raises(error, match=match):
+        tilelang.compile(program()).get_kernel_source(arch="sm_90a")
+    with pytest.raises(error, match=match):
+        tilelang.compile(program(), target="sim")
+
+
+def test_operands_of_two_dtypes_are_refused():
+    match = r"T.add2: Expected all packed x2 arguments to have the same dtype, got " \
+            r"\['float16x2', 'float32x2'\]"
+    with pytest.raises(CompileError, match=match):
+        tilelang.compile(_mixed()).get_kernel_source(arch="sm_90a")
+    with pytest.raises(CompileError, match=match):
+        tilelang.compile(_mixed(), target="sim")(torch.zeros(M * 2).half(), torch.zeros(M * 2),
+                                                 torch.zeros(M * 2))
+
+
+def _rebound():
+    @T.prim_func
+    def main(A: T.Tensor((M * 2,), "float32"), C: T.Tensor((M * 2,), "float32")):
+        with T.Kernel(1, threads=M):
+            base = T.get_thread_binding() * 2
+            idx = T.Ramp(base, 1, 2)
+            base = 0
+            C[idx] = A[idx]
+    return main
+
+
+def test_a_vector_name_reads_as_its_expression():
+    """``idx = T.Ramp(...)`` then ``C[idx] = ...``: both lanes (before, the binding was
+    expanded per lane on its own and the store took the last lane only, on both
+    targets); a vector whose part changes after it is a CompileError."""
+    a = torch.randn(M * 2)
+    c = tilelang.compile(binary(T.add2, T.float32), out_idx=[2], target="sim")(a, a)
+    assert torch.equal(c, a + a)
+    with pytest.raises(CompileError, match=r"its part\(s\) base may not change after it"):
+        tilelang.compile(_rebound(), target="sim")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_ops_on_the_gpu_against_torch_and_the_simulator(dtype):
+    tl_dtype, torch_dtype = DTYPES[dtype]
+    a, b, c = (torch.randn(M * 2, dtype=torch_dtype) for _ in range(3))
+    for name, (op, ref) in BINARY.items():
+        got = tilelang.compile(binary(op, tl_dtype), out_idx=[2])(a.cuda(), b.cuda())
+        sim = tilelang.compile(binary(op, tl_dtype), out_idx=[2], target="sim")(a, b)
+        torch.testing.assert_close(got.cpu(), ref(a, b), rtol=0, atol=0, msg=name)
+        assert torch.equal(got.cpu(), sim), name
+    got = tilelang.compile(fused(tl_dtype), out_idx=[3])(a.cuda(), b.cuda(), c.cuda())
+    sim = tilelang.compile(fused(tl_dtype), out_idx=[3], target="sim")(a, b, c)
+    torch.testing.assert_close(got.cpu(), _fma_reference(a, b, c))
+    assert torch.equal(got.cpu(), sim)
+    got = tilelang.compile(magnitude(tl_dtype), out_idx=[1])(a.cuda())
+    assert torch.equal(got.cpu(), a.abs())
