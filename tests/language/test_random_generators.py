@@ -186,6 +186,23 @@ def test_the_gpu_lowering_draws_the_generators_words(gen, seed, seq, off):
 
 
 @pytest.mark.parametrize("gen", [rs.XORWOW, rs.MRG32K3A])
+def test_the_cursor_of_parallel_draws(gen):
+    """A T.Parallel's draws read from a cursor that steps on from the last draw's words
+    (a thread meets its iterations in order), jumps where far, starts again from the
+    stream's position where the word is behind it, and is stale once the thread's own
+    stream moves (a draw of its own, a skip)."""
+    w = _reference_words(gen, 7, 2, 3, 90000)
+    words = [0, 1, 2, 2, 300, 301, 5000, 4999, 70000, 70001, 12]
+    # the cursor ends at word 13; the thread's own draw moves the stream by one and a
+    # skip by four more: a stale cursor would read w[20] and w[22]
+    plan = [(rs.UINT32, x) for x in words] + [(rs.UINT32, None), (rs.UINT32, 20),
+                                              (4, "skip"), (rs.UINT32, 22), (rs.UINT32, 0)]
+    got = [int(x) for x in _host_stream(7, 2, 3, plan, gen=gen)]
+    want = [w[x] for x in words] + [w[0], w[1 + 20], w[1 + 4 + 22], w[1 + 4]]
+    assert got == [curand_word(gen, x) for x in want]
+
+
+@pytest.mark.parametrize("gen", [rs.XORWOW, rs.MRG32K3A])
 def test_the_gpu_lowering_draws_the_generators_normals(gen):
     """A pair's first, then its cached second; a T.Parallel's normal is its pair's first;
     within a few ulp of the simulator's (float64 Box–Muller of the same words)."""

@@ -26,10 +26,11 @@ is the first of its Box–Muller pair.
 instead (``ir/random_generators.py``): the same ``curand_init`` (subsequences of 2^67
 and 2^76 steps), ``curand``, ``curand_uniform`` and ``curand_uniform_double`` (XORWOW's
 takes two words, MRG32k3a's one step) and Box–Muller normals (MRG32k3a's from two
-uniforms, ``curand_box_muller_mrg``). Their positions move by jumps (a loop over the
-count's bits), so a ``T.Parallel`` draw costs more than Philox's. A kernel draws from
-one generator. The declarations here are rewritten by the front end
-(``frontend/random_draws.py``); called as Python they raise.
+uniforms, ``curand_box_muller_mrg``). Their positions move by steps or jumps (a loop
+over the count's bits); a ``T.Parallel``'s draws step on from the thread's last one
+where it meets its iterations in order. A kernel draws from one generator. The
+declarations here are rewritten by the front end (``frontend/random_draws.py``); called
+as Python they raise.
 """
 from __future__ import annotations
 

@@ -114,6 +114,7 @@ def rng_init_impl(context, builder, sig, args):
         _store(builder, state, i, I32(0))
     _store(builder, state, rs.READY, I32(1))
     if gen != rs.PHILOX:
+        sequential.invalidate(builder)
         sequential.init(builder, state, seed, seq, off, gen)
         return context.get_dummy_value()
     block = builder.lshr(off, I64(2))
@@ -274,6 +275,8 @@ def _words_of(builder, state, gen):
 def rng_next_impl(context, builder, sig, args):
     state = args[0]
     kind, gen = sig.args[1].literal_value, _generator(sig)
+    if gen != rs.PHILOX:
+        sequential.invalidate(builder)
     words = _words_of(builder, state, gen)
     if kind == rs.NORMAL:
         return _normal(builder, state, lambda: _value(builder, gen, kind, words),
@@ -304,10 +307,11 @@ def _ahead(builder, state, count):
 def rng_at_impl(context, builder, sig, args):
     state, _, word = args[:3]
     kind, gen = sig.args[1].literal_value, _generator(sig)
-    if gen != rs.PHILOX:            # a copy of the stream, moved on by `word`
-        copy = sequential.copy_of(builder, state)
-        sequential.skip(builder, copy, word, gen)
-        return _first(_value(builder, gen, kind, _words_of(builder, copy, gen)))
+    if gen != rs.PHILOX:            # the cursor, moved to `word` past the stream's position
+        cursor = sequential.at(builder, state, word, gen)
+        value = _first(_value(builder, gen, kind, _words_of(builder, cursor, gen)))
+        sequential.moved(builder, word, rs.words_per_draw(gen, kind))
+        return value
     key = [_load(builder, state, rs.KEY + i) for i in range(2)]
     taken = [0]
 
@@ -323,6 +327,7 @@ def rng_skip_impl(context, builder, sig, args):
     state, count = args[:2]
     gen = _generator(sig)
     if gen != rs.PHILOX:
+        sequential.invalidate(builder)
         sequential.skip(builder, state, count, gen)
         return context.get_dummy_value()
     counter, lane = _ahead(builder, state, count)

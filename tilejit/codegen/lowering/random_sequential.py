@@ -201,10 +201,70 @@ def init(builder, state, seed, seq, off, gen):
     skip(builder, state, off, gen)
 
 
-def copy_of(builder, state):
-    """A copy of the stream's state words (a T.Parallel iteration's jump leaves the
-    thread's own state as it is)."""
-    copy = cgutils.alloca_once(builder, ir.ArrayType(I32, rs.WORDS))
-    copy = builder.bitcast(copy, I32.as_pointer())
-    _store(builder, copy, _load(builder, state, rs.SEQUENTIAL_WORDS))
-    return copy
+# below these many words a jump steps instead of walking the table (a step: a few xors,
+# or two products reduced; a set bit of the table: 160 Horner steps, or 18 products)
+_STEPPED = {rs.XORWOW: 256, rs.MRG32K3A: 16}
+
+
+def _cursor(builder):
+    """The kernel's cursor for T.Parallel draws: a copy of the stream's words at a
+    position past the thread's own, the position, and whether it is valid; allocated
+    (and marked invalid) in the function's entry block, once a function."""
+    fn = builder.function
+    cursor = getattr(fn, "_tj_rng_cursor", None)
+    if cursor is None:
+        array = cgutils.alloca_once(builder, ir.ArrayType(I32, rs.WORDS))
+        position = cgutils.alloca_once(builder, I64)
+        valid = cgutils.alloca_once(builder, ir.IntType(1))
+        with builder.goto_entry_block():        # used from any block: made where all are
+            words = builder.bitcast(array, I32.as_pointer())
+            builder.store(ir.IntType(1)(0), valid)
+        cursor = fn._tj_rng_cursor = (words, position, valid)
+    return cursor
+
+
+def invalidate(builder):
+    """The thread's stream moved (``T.rng_init``, a draw of its own, a skip): a cursor
+    derived from it is stale."""
+    if getattr(builder.function, "_tj_rng_cursor", None) is not None:
+        builder.store(ir.IntType(1)(0), builder.function._tj_rng_cursor[2])
+
+
+def _advance(builder, state, n, gen):
+    """``n`` words on: stepped where few, else jumped by the tables."""
+    few = builder.icmp_unsigned("<", n, I64(_STEPPED[gen]))
+    with builder.if_else(few) as (stepping, jumping):
+        with stepping:
+            with cgutils.for_range(builder, n):
+                next_word(builder, state, gen)
+        with jumping:
+            skip(builder, state, n, gen)
+
+
+def at(builder, state, word, gen):
+    """The cursor moved to ``word`` words past the stream's position, for a T.Parallel
+    iteration's draws (read from it with ``next_word``; ``moved`` after them). A thread
+    meets its iterations in order, so the cursor usually steps a little or not at all
+    where a jump from the stream's position would walk the table."""
+    words, position, valid = _cursor(builder)
+    ahead = builder.and_(builder.load(valid),
+                         builder.icmp_unsigned(">=", word, builder.load(position)))
+    with builder.if_else(ahead) as (onward, restart):
+        with onward:
+            onward_block = builder.block
+            delta_onward = builder.sub(word, builder.load(position))
+        with restart:
+            _store(builder, words, _load(builder, state, rs.SEQUENTIAL_WORDS))
+            restart_block = builder.block
+    delta = builder.phi(I64)
+    delta.add_incoming(delta_onward, onward_block)
+    delta.add_incoming(word, restart_block)
+    _advance(builder, words, delta, gen)
+    return words
+
+
+def moved(builder, word, taken: int):
+    """The cursor stands ``taken`` words past ``word`` (the draws read them)."""
+    words, position, valid = _cursor(builder)
+    builder.store(builder.add(word, I64(taken)), position)
+    builder.store(ir.IntType(1)(1), valid)
