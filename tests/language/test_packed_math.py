@@ -163,7 +163,7 @@ def test_a_vector_name_reads_as_its_expression():
     a = torch.randn(M * 2)
     c = tilelang.compile(binary(T.add2, T.float32), out_idx=[2], target="sim")(a, a)
     assert torch.equal(c, a + a)
-    with pytest.raises(CompileError, match=r"its part\(s\) base may not change after it"):
+    with pytest.raises(CompileError, match=r"`idx` read where its vector .* no longer holds"):
         tilelang.compile(_rebound(), target="sim")
 
 
@@ -183,3 +183,85 @@ def test_packed_ops_on_the_gpu_against_torch_and_the_simulator(dtype):
     assert torch.equal(got.cpu(), sim)
     got = tilelang.compile(magnitude(tl_dtype), out_idx=[1])(a.cuda())
     assert torch.equal(got.cpu(), a.abs())
+
+
+# -- found by review: vector names and the 2-lane check --------------------------------------
+
+@T.prim_func
+def _loop_variable_reused(A: T.Tensor((8,), "float32"), C: T.Tensor((8,), "float32")):
+    with T.Kernel(1, threads=1):
+        for i in T.serial(8):
+            C[i] = 0.0
+        for i in T.serial(4):
+            idx = T.Ramp(i * 2, 1, 2)
+            C[idx] = T.abs2(A[idx])
+        for i in T.serial(2):
+            idx = T.Ramp(i * 4, 1, 2)
+            jdx = idx + 1
+            C[jdx] = C[jdx] + T.Broadcast(10.0, 2)
+
+
+@T.prim_func
+def _literal_operand(A: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=2):
+        tid = T.get_thread_binding()
+        idx = T.Ramp(tid * 2, 1, 2)
+        C[idx] = T.add2(A[idx], T.Broadcast(1.0, 2))
+
+
+def test_vector_names_in_loops_and_aliases():
+    """A loop variable's name used by two loops, a vector name bound in sibling loops, an
+    alias `jdx = idx + 1`, a float literal broadcast as a packed operand."""
+    c = torch.ones(8)
+    tilelang.compile(_loop_variable_reused, target="sim")(-torch.arange(8.0), c)
+    assert c.tolist() == [0, 11, 12, 3, 4, 15, 16, 7]
+    tilelang.compile(_loop_variable_reused).get_kernel_source(arch="sm_90a")
+    c = torch.zeros(4)
+    tilelang.compile(_literal_operand, target="sim")(torch.arange(4.0), c)
+    assert c.tolist() == [1, 2, 3, 4]
+    assert "add.rn.f32" in tilelang.compile(_literal_operand).get_kernel_source(arch="sm_90a")
+
+
+@T.prim_func
+def _reread(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=1):
+        v = T.Broadcast(A[0], 4)
+        A[0] = 5.0
+        B[T.Ramp(0, 1, 4)] = v
+
+
+@T.prim_func
+def _annotated(A: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=1):
+        idx: T.int32 = T.Ramp(0, 1, 2)
+        C[idx] = A[idx]
+
+
+@T.prim_func
+def _scalar_operand(A: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=2):
+        tid = T.get_thread_binding()
+        C[T.Ramp(tid * 2, 1, 2)] = T.add2(A[tid], A[tid])
+
+
+@T.prim_func
+def _in_a_test(A: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=4):
+        tid = T.get_thread_binding()
+        if T.max2(A[tid], C[tid]) > 1.5:
+            C[tid] = 7.0
+
+
+@pytest.mark.parametrize("program, match", [
+    # the vector would be read again after A[0] changed (TVM's let reads it once)
+    (_reread, r"`v = T.Broadcast\(A\[0\], 4\)`: a vector bound to a name .* reads memory"),
+    # the name would hold its last lane only (both silently did before)
+    (_annotated, r"a statement of 2 lanes assigns `idx`, which would hold its last lane"),
+    (_scalar_operand, r"T.add2: its operand `A\[tid\]` is not a vector of 2 lanes"),
+    (_in_a_test, r"T.max2 takes TileLang's packed x2 values"),
+])
+def test_what_would_compute_something_else_is_refused(program, match):
+    with pytest.raises(CompileError, match=match):
+        tilelang.compile(program).get_kernel_source(arch="sm_90a")
+    with pytest.raises(CompileError, match=match):
+        tilelang.compile(program, target="sim")

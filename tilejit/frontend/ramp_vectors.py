@@ -17,6 +17,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import LANGUAGE
+from tilejit.language.dtypes import DType
 from tilejit.language.packed import PACKED_OPS
 
 _LANE = "__tj_lane"
@@ -50,6 +51,16 @@ class _Lanes(syntax.NodeTransformer):
                              f"`{ast.unparse(a)}` and `{ast.unparse(b)}`", node)
         for c in calls:
             self._check_slices(node, c.args[-1])
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [getattr(node, "target", None)]
+        named = [t for t in targets if isinstance(t, (ast.Name, ast.Tuple, ast.List))]
+        if named:
+            raise self.error(
+                f"`{ast.unparse(node)}`: a statement of {ast.unparse(calls[0].args[-1])} lanes "
+                f"assigns `{ast.unparse(named[0])}`, which would hold its last lane only "
+                f"(tilejit has no vector values): bind a vector of indices (T.Ramp of names "
+                f"and constants), or store the lanes into a T.alloc_local tile and read them "
+                f"from it", node)
         lane = f"{_LANE}{self.count}"
         self.count += 1
         count = copy.deepcopy(calls[0].args[-1])
@@ -187,75 +198,188 @@ _PACKED = tuple(getattr(T, name) for name in PACKED_OPS)
 
 def _check_packed(fdef: ast.FunctionDef, namespace: dict, error) -> None:
     """TileLang's packed x2 operations (``language/packed.py``) only in statements of 2
-    lanes: a packed value is such a statement's two lanes."""
-    def vector_lanes(stmt):
-        calls = [n for n in syntax.walk(stmt) if isinstance(n, ast.Call)
-                 and resolve_static(n.func, namespace) in (T.Ramp, T.Broadcast)]
-        return calls[0].args[-1] if calls and calls[0].args else None
+    lanes, each operand a vector (a packed value is such a statement's two lanes)."""
+    def vectors(node):
+        return [n for n in syntax.walk(node) if isinstance(n, ast.Call)
+                and resolve_static(n.func, namespace) in (T.Ramp, T.Broadcast)]
+
+    def own_expressions(stmt):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+            return [stmt]
+        return [v for f, v in ast.iter_fields(stmt) if isinstance(v, ast.AST)
+                and not isinstance(v, ast.stmt)] + [
+            i for f, v in ast.iter_fields(stmt) if isinstance(v, list)
+            for i in v if isinstance(i, (ast.expr, ast.withitem, ast.arguments))]
     for stmt in syntax.walk(fdef):
-        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
+        if not isinstance(stmt, ast.stmt):
             continue
-        for call in syntax.walk(stmt):
-            if not (isinstance(call, ast.Call) and resolve_static(call.func, namespace)
-                    in _PACKED):
-                continue
-            name = ast.unparse(call.func)
-            lanes = vector_lanes(stmt)
-            if lanes is None:
-                raise error(f"{name} takes TileLang's packed x2 values (float32x2, "
-                            f"float16x2, bfloat16x2): write its statement on two lanes, "
-                            f"its operands indexed with T.Ramp(base, stride, 2)", call)
-            count = lanes.value if isinstance(lanes, ast.Constant) else \
-                resolve_static(lanes, namespace)
-            if isinstance(count, bool) or count != 2:
-                raise error(f"{name} in a statement of `{ast.unparse(lanes)}` lanes: a packed "
-                            f"x2 value is 2 lanes", call)
+        for part in own_expressions(stmt):
+            for call in syntax.walk(part):
+                if not (isinstance(call, ast.Call) and resolve_static(call.func, namespace)
+                        in _PACKED):
+                    continue
+                name = ast.unparse(call.func)
+                lanes = vectors(stmt) if part is stmt else []
+                if not lanes:
+                    raise error(f"{name} takes TileLang's packed x2 values (float32x2, "
+                                f"float16x2, bfloat16x2): write its statement on two lanes, "
+                                f"its operands indexed with T.Ramp(base, stride, 2)", call)
+                count = lanes[0].args[-1] if lanes[0].args else None
+                value = count.value if isinstance(count, ast.Constant) else \
+                    resolve_static(count, namespace)
+                if isinstance(value, bool) or value != 2:
+                    raise error(f"{name} in a statement of `{ast.unparse(count)}` lanes: a "
+                                f"packed x2 value is 2 lanes", call)
+                for operand in call.args:
+                    if not vectors(operand):
+                        raise error(f"{name}: its operand `{ast.unparse(operand)}` is not a "
+                                    f"vector of 2 lanes (index it with a T.Ramp, or "
+                                    f"T.Broadcast a value)", call)
 
 
-class _VectorNames(syntax.NodeTransformer):
-    """A name bound once to an index vector (``idx = T.Ramp(tid * 2, 1, 2)``, as TVM's
-    let binds it) stands for that expression where it is read: each statement that reads
-    it holds the Ramp and is expanded per lane. The binding goes; the parts of the vector
-    must not change after it (a CompileError where one of its names is assigned again)."""
+_PURE_CALLS = ("Ramp", "Broadcast", "cast", "Cast", "min", "max", "ceildiv", "floordiv",
+               "floormod", "truncdiv", "truncmod", "get_thread_binding",
+               "get_block_binding", "get_thread_extent", "get_block_extent")
 
-    def __init__(self, bound: dict):
-        self.bound = bound          # name -> the vector expression
 
-    def visit_Assign(self, node):
-        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
-                node.targets[0].id in self.bound:
+def _shape_read(node) -> bool:
+    """``X.shape`` or ``X.shape[i]`` (and strides): a tensor's layout, not its memory."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")
+
+
+def _stored(node) -> set:
+    return {n.id for n in syntax.walk(node) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, (ast.Store, ast.Del))}
+
+
+class _VectorNames:
+    """A name bound to a vector of indices or values computed from names and constants
+    (``idx = T.Ramp(tid * 2, 1, 2)``, as TVM's let binds it) stands for that expression
+    in the statements after the binding in its block and the blocks inside them, each of
+    which is then expanded per lane; the binding goes. A binding stops where its name or
+    one of its parts is assigned again (and, entering a loop, where the loop assigns
+    one); a read of the name after that is a CompileError, as is a vector bound to a name
+    that reads memory or calls other functions (its value would be read again at each
+    use: a copy into a T.alloc_local tile says when)."""
+
+    def __init__(self, namespace, error):
+        self.namespace, self.error = namespace, error
+        self.removed = {}           # name -> its (last) binding, for the error
+
+    def _pure(self, expr) -> bool:
+        for n in syntax.walk(expr):
+            if isinstance(n, ast.Call):
+                fn = resolve_static(n.func, self.namespace)
+                if isinstance(fn, DType):
+                    continue                    # T.int32(x): a cast
+                if getattr(fn, "__name__", None) not in _PURE_CALLS or \
+                        getattr(fn, "__module__", "").split(".")[0] != "tilejit":
+                    return False
+            elif isinstance(n, (ast.Subscript, ast.Attribute)) and not _shape_read(n) \
+                    and not (isinstance(n, ast.Attribute) and
+                             resolve_static(n, self.namespace) is not None) \
+                    and not any(_shape_read(p) and n in list(syntax.walk(p))
+                                for p in syntax.walk(expr)):
+                return False
+            elif isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.Lambda)):
+                return False
+        return True
+
+    def _binding(self, stmt, active):
+        """The name ``stmt`` binds to a vector expression (one holding T.Ramp or
+        T.Broadcast, or a bound vector's name: ``jdx = idx + 2``), else None."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
             return None
-        return self.generic_visit(node)
+        for n in syntax.walk(stmt.value):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in active \
+                    or isinstance(n, ast.Call) and resolve_static(
+                        n.func, self.namespace) in (T.Ramp, T.Broadcast):
+                return stmt.targets[0].id
+        return None
 
-    def visit_Name(self, node):
-        if isinstance(node.ctx, ast.Load) and node.id in self.bound:
-            return ast.copy_location(copy.deepcopy(self.bound[node.id]), node)
-        return node
+    def _substitute(self, node, active):
+        class Sub(syntax.NodeTransformer):
+            def visit_Name(self, n):
+                if isinstance(n.ctx, ast.Load) and n.id in active:
+                    return ast.copy_location(copy.deepcopy(active[n.id][0]), n)
+                return n
+        return Sub().visit(node)
+
+    @staticmethod
+    def _kill(active, stored):
+        for name in [n for n, (_, parts) in active.items() if n in stored or parts & stored]:
+            del active[name]
+
+    def block(self, stmts, active):
+        active = dict(active)
+        out = []
+        for stmt in stmts:
+            name = self._binding(stmt, active)
+            if name is not None:
+                value = self._substitute(stmt.value, active)
+                if not self._pure(value):
+                    raise self.error(
+                        f"`{ast.unparse(stmt)}`: a vector bound to a name is read as its "
+                        f"expression where the name is used, and this one reads memory or "
+                        f"calls a function (it would be read again at each use); copy its "
+                        f"lanes into a T.alloc_local tile, or write the vector in the "
+                        f"statements that use it", stmt)
+                self._kill(active, {name})
+                parts = {n.id for n in syntax.walk(value) if isinstance(n, ast.Name)}
+                active[name] = (value, parts)
+                self.removed[name] = stmt
+                continue
+            out.append(self._statement(stmt, active))
+            self._kill(active, _stored(stmt))
+        return out or [ast.copy_location(ast.Pass(), stmts[0])]
+
+    def _statement(self, stmt, active):
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            inner = dict(active)
+            self._kill(inner, _stored(stmt))        # what the loop assigns changes
+            if isinstance(stmt, ast.While):
+                stmt.test = self._substitute(stmt.test, inner)
+            else:
+                stmt.iter = self._substitute(stmt.iter, active)
+            stmt.body = self.block(stmt.body, inner)
+            stmt.orelse = self.block(stmt.orelse, inner) if stmt.orelse else []
+            return stmt
+        if isinstance(stmt, ast.If):
+            stmt.test = self._substitute(stmt.test, active)
+            stmt.body = self.block(stmt.body, active)
+            stmt.orelse = self.block(stmt.orelse, active) if stmt.orelse else []
+            return stmt
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                item.context_expr = self._substitute(item.context_expr, active)
+            inner = dict(active)
+            self._kill(inner, _stored(ast.Module(body=[ast.Expr(i.optional_vars)
+                                                       for i in stmt.items
+                                                       if i.optional_vars], type_ignores=[])))
+            stmt.body = self.block(stmt.body, inner)
+            return stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return stmt
+        return self._substitute(stmt, active)
+
+    def check_reads(self, fdef):
+        for n in syntax.walk(fdef):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.removed:
+                raise self.error(
+                    f"`{n.id}` read where its vector `{ast.unparse(self.removed[n.id])}` no "
+                    f"longer holds (the name or a part of it was assigned again, or the read "
+                    f"is outside the block of the binding): a vector bound to a name is read "
+                    f"as its expression; write the vector where it is used", n)
 
 
 def _inline_vector_names(fdef, namespace, error):
-    stores: dict = {}
-    for n in syntax.walk(fdef):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            stores[n.id] = stores.get(n.id, 0) + 1
-    stores.update({a.arg: stores.get(a.arg, 0) + 1 for a in fdef.args.args})
-    bound = {}
-    for n in syntax.walk(fdef):
-        if not (isinstance(n, ast.Assign) and len(n.targets) == 1
-                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-                and resolve_static(n.value.func, namespace) in (T.Ramp, T.Broadcast)):
-            continue
-        name = n.targets[0].id
-        changing = sorted(m.id for m in syntax.walk(n.value) if isinstance(m, ast.Name)
-                          and stores.get(m.id, 0) > 1)
-        if stores[name] > 1 or changing:
-            raise error(f"`{name} = {ast.unparse(n.value)}`: a vector bound to a name is "
-                        f"read as its expression, so "
-                        + (f"`{name}` may not be assigned again" if stores[name] > 1 else
-                           f"its part(s) {', '.join(changing)} may not change after it")
-                        + "; write the vector in the statements that use it", n)
-        bound[name] = n.value
-    return _VectorNames(bound).visit(fdef) if bound else fdef
+    names = _VectorNames(namespace, error)
+    fdef.body = names.block(fdef.body, {})
+    names.check_reads(fdef)
+    return fdef
 
 
 def expand_vector_lanes(fdef: ast.FunctionDef, namespace: dict, error) -> ast.FunctionDef:

@@ -6,12 +6,16 @@ tilejit has no vector dtypes: a packed value is the two lanes of a vector statem
 written as TileLang's programs write it, ``C[T.Ramp(i * 2, 1, 2)] =
 T.add2(A[T.Ramp(i * 2, 1, 2)], B[T.Ramp(i * 2, 1, 2)])``; the front end makes that
 statement each lane's (``frontend/ramp_vectors.py``), so each call here is one lane's
-operation: the IEEE result rounded once to nearest (``T.ieee_add``, ``T.ieee_fmaf``;
-float16 and bfloat16 computed in float32 and rounded to the type), the larger or
+operation: the IEEE result rounded to nearest (``T.ieee_add``, ``T.ieee_fmaf``; float16
+and bfloat16 computed in float32 and rounded to the type, which is exact for add, sub
+and mul; for ``fma2`` it is float32's fused result rounded again, where CUDA's
+``__hfma2`` rounds once: they can differ by an ulp in rare halfway cases), the larger or
 smaller of two (a NaN loses, as CUDA's ``fmax2``) or the magnitude. A call outside a
-statement of 2 lanes is a CompileError, and so are operands of different dtypes or of
-another dtype (the simulator holds bfloat16 in float32, so there it cannot tell those
-two apart).
+statement of 2 lanes, an operand that is not a vector of the statement, and operands of
+different dtypes or of another dtype are CompileErrors. A float literal
+(``T.Broadcast(1.0, 2)``) takes its partners' type. The simulator holds bfloat16 in
+float32: a bfloat16 packed result used inside a larger expression is rounded to
+bfloat16 on the GPU and kept in float32 there until it is stored.
 """
 from __future__ import annotations
 
@@ -41,7 +45,9 @@ def expected(name: str, dtypes) -> str | None:
 
 
 def _checked(name, *values):
-    message = expected(name, [np.asarray(v).dtype.name for v in values])
+    # a float literal (T.Broadcast(1.0, 2)) takes its partners' type, as in the compiler
+    typed = [np.asarray(v).dtype.name for v in values if type(v) is not float]
+    message = expected(name, typed or ["float32"])
     if message is not None:
         raise TypeError(message)
 

@@ -94,10 +94,12 @@ class _Packed(AbstractTemplate):
             raise errors.TypingError(f"T.{name} takes {n} packed value(s), got {len(args)} "
                                      f"argument(s){' and keywords' if kws else ''}")
         tys = [types.unliteral(a) for a in args]
-        message = packed_error(name, [getattr(t, "name", str(t)) for t in tys])
+        # a float literal (T.Broadcast(1.0, 2)) takes its partners' type, or float32
+        typed = [t for t in tys if not isinstance(t, WeakFloat)] or [types.float32]
+        message = packed_error(name, [getattr(t, "name", str(t)) for t in typed])
         if message is not None:
             raise errors.TypingError(message)
-        return signature(tys[0], *tys)
+        return signature(typed[0], *([typed[0]] * n))
 
 
 def _register():
