@@ -53,9 +53,13 @@ def test_2d_conjunction_is_versioned():
     "if i != N:\n    C[i] = 1",
 ])
 def test_other_bodies_are_left_alone(body):
-    src = ("def k(A, C, N, bx):\n    for i in T.Parallel(256):\n"
-           + textwrap.indent(body, " " * 8) + "\n")
-    assert not versioned(src)
+    assert not versioned(_parallel_body("A, C, N, bx", body))
+
+
+def _parallel_body(params: str, body: str) -> str:
+    """A kernel's source: ``body`` inside ``for i in T.Parallel(256)``."""
+    return (f"def k({params}):\n    for i in T.Parallel(256):\n"
+            + textwrap.indent(body, " " * 8) + "\n")
 
 
 def fast_path(src: str, params=("A", "B", "C")) -> str | None:
@@ -102,9 +106,7 @@ def test_guarded_reads_under_a_write_guard_are_versioned():
     "r = bx * 256 + i\nC[r] = A[r] if r % 3 < 1 else 0",
 ])
 def test_other_conditional_reads_keep_their_guards(body):
-    src = ("def k(A, C, n, bx):\n    for i in T.Parallel(256):\n"
-           + textwrap.indent(body, " " * 8) + "\n")
-    assert fast_path(src) is None
+    assert fast_path(_parallel_body("A, C, n, bx", body)) is None
 
 
 @tilejit.kernel

@@ -104,11 +104,14 @@ def inside(M, N, bm=32, bn=64):
     return main
 
 
+def compared(ptx):
+    """What the kernel's tests compare with: the immediates of its setp instructions."""
+    return {line.rstrip(";").split(",")[-1].strip() for line in ptx.splitlines()
+            if "setp." in line}
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_no_guard_where_no_index_passes_an_edge(arch, ptxas):
-    def compared(ptx):         # what the kernel's tests compare with: immediates
-        return {line.rstrip(";").split(",")[-1].strip() for line in ptx.splitlines()
-                if "setp." in line}
     ptx = tilelang.compile(inside(256, 512)).get_kernel_source(arch=arch)
     ptxas(ptx, arch)
     assert not compared(ptx) & {"255", "256", "511", "512"}, compared(ptx)
@@ -199,9 +202,6 @@ def pipelined_sums(M, K, bm=32, bk=64):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_no_guard_on_reads_a_pipelined_loop_keeps_inside(arch, ptxas):
-    def compared(ptx):
-        return {line.rstrip(";").split(",")[-1].strip() for line in ptx.splitlines()
-                if "setp." in line}
     ptx = tilelang.compile(pipelined_sums(256, 512)).get_kernel_source(arch=arch)
     ptxas(ptx, arch)
     assert not compared(ptx) & {"255", "256", "511", "512"}, compared(ptx)
