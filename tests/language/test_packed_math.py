@@ -3,6 +3,7 @@
 indexed by a ``T.Ramp`` bound to a name. Checked against torch in the simulator, through
 ptxas, and on the GPU against torch and the simulator; and the errors: outside a 2-lane
 statement, mixed dtypes, a vector name whose parts change."""
+import numpy as np
 import pytest
 import torch
 
@@ -265,3 +266,65 @@ def test_what_would_compute_something_else_is_refused(program, match):
         tilelang.compile(program).get_kernel_source(arch="sm_90a")
     with pytest.raises(CompileError, match=match):
         tilelang.compile(program, target="sim")
+
+
+def _to_float16(exact) -> float:
+    """``exact`` (a Fraction) rounded once to float16, nearest with ties to even."""
+    from fractions import Fraction
+    guess = np.float16(float(exact))
+    best = min((np.nextafter(guess, np.float16(-np.inf)), guess,
+                np.nextafter(guess, np.float16(np.inf))),
+               key=lambda v: (abs(Fraction(float(v)) - exact),
+                              int(np.float16(v).view(np.uint16)) & 1))
+    return float(best)
+
+
+def _fma16_cases():
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal(4000).astype(np.float16) for _ in range(3))
+    # halfway cases for a rounding in float32 first (found by review): (1 + 2^-10) · 1.5
+    # − 2^-24 is 1.5009765625 rounded once, 1.501953125 through float32
+    a[0], b[0], c[0] = 1 + 2.0 ** -10, 1.5, -(2.0 ** -24)
+    for i in range(1, 400):
+        a[i], b[i] = np.float16(1 + i * 2.0 ** -10), np.float16(1 + (i % 7) * 2.0 ** -10)
+        c[i] = np.float16((-1) ** i * 2.0 ** -(14 + i % 10))
+    return a, b, c
+
+
+def test_fma2_of_float16_rounds_once():
+    """The simulator's rule and the GPU's IR (JIT-compiled for this CPU) against the exact
+    product-sum rounded once to float16; the PTX of a float16 fma2 assembles."""
+    import ctypes
+    from fractions import Fraction
+    import llvmlite.binding as ll
+    from llvmlite import ir
+    from tilejit.codegen.lowering import math_intrinsics as lowering
+    from tilejit.language.packed import fma_half_odd
+    a, b, c = _fma16_cases()
+    want = np.array([_to_float16(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))
+                     for x, y, z in zip(a, b, c)], np.float16)
+    assert want[0] == np.float16(1.5009765625)
+    np.testing.assert_array_equal(fma_half_odd(a, b, c).astype(np.float16), want)
+    ll.initialize_native_target()
+    ll.initialize_native_asmprinter()
+    module = ir.Module("fma16")
+    module.triple = ll.get_process_triple()
+    fn = ir.Function(module, ir.FunctionType(ir.FloatType(), [ir.FloatType()] * 3), "fma16")
+    builder = ir.IRBuilder(fn.append_basic_block())
+    # (the float16 conversions around it are libcalls this CPU's JIT lacks: numpy's)
+    builder.ret(lowering.fma_half_odd(builder, *fn.args))
+    engine = ll.create_mcjit_compiler(ll.parse_assembly(str(module)),
+                                      ll.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    run = ctypes.CFUNCTYPE(ctypes.c_float, *[ctypes.c_float] * 3)(
+        engine.get_function_address("fma16"))
+    got = np.array([run(float(x), float(y), float(z)) for x, y, z in zip(a, b, c)],
+                   np.float32).astype(np.float16)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_fma2_of_float16_assembles(arch, ptxas):
+    ptx = tilelang.compile(fused(T.float16), out_idx=[3]).get_kernel_source(arch=arch)
+    ptxas(ptx, arch)
+    assert "cvt.f32.f16" in ptx and "cvt.rn.f16.f32" in ptx

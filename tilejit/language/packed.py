@@ -8,8 +8,9 @@ T.add2(A[T.Ramp(i * 2, 1, 2)], B[T.Ramp(i * 2, 1, 2)])``; the front end makes th
 statement each lane's (``frontend/ramp_vectors.py``), so each call here is one lane's
 operation: the IEEE result rounded to nearest (``T.ieee_add``, ``T.ieee_fmaf``; float16
 and bfloat16 computed in float32 and rounded to the type, which is exact for add, sub
-and mul; for ``fma2`` it is float32's fused result rounded again, where CUDA's
-``__hfma2`` rounds once: they can differ by an ulp in rare halfway cases), the larger or
+and mul; ``fma2`` on float16 rounds once, as ``__hfma2``, through float32 rounded to
+odd; on bfloat16 it is float32's fused result rounded again, where ``__hfma2`` rounds
+once: they can differ by an ulp in rare halfway cases), the larger or
 smaller of two (a NaN loses, as CUDA's ``fmax2``) or the magnitude. A call outside a
 statement of 2 lanes, an operand that is not a vector of the statement, and operands of
 different dtypes or of another dtype are CompileErrors. A float literal
@@ -70,9 +71,31 @@ def mul2(x, y):
     return ieee_mul(x, y)
 
 
+def fma_half_odd(a, b, c):
+    """x · y + z of float16 values as float32 rounded to odd: the product is exact in
+    float32, the sum's rounding error comes from Knuth's two-sum, and an inexact sum with
+    an even last bit moves one ulp toward the exact value. Rounded to float16 (nearest)
+    after, that is the fused result rounded once (float32 carries more than 11 + 2 bits),
+    as ``__hfma2``. The GPU's lowering computes the same (``lowering/math_intrinsics``)."""
+    a, b, c = (np.asarray(v, np.float32) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        p = a * b
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        bits = np.asarray(s, np.float32).view(np.uint32)
+        odd = (e != 0) & ((bits & 1) == 0) & np.isfinite(s)
+        toward = np.where((e > 0) == (s > 0), bits + np.uint32(1), bits - np.uint32(1))
+        return np.where(odd, toward, bits).astype(np.uint32).view(np.float32)
+
+
 def fma2(x, y, z):
-    """x · y + z with one rounding in each lane."""
+    """x · y + z with one rounding in each lane (float32 and float16; bfloat16, which the
+    simulator holds in float32, through float32's fused result rounded again)."""
     _checked("fma2", x, y, z)
+    if np.asarray(x).dtype == np.float16:
+        r = fma_half_odd(x, y, z).astype(np.float16)
+        return r[()] if r.ndim == 0 else r
     return ieee_fmaf(x, y, z)
 
 

@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 from numba.core import types
 
@@ -31,6 +33,8 @@ from tilejit.codegen.lowering.tiles import intrinsic
 from tilejit.codegen.lowering.trig import cos, sin, tan
 
 # TileLang's rounding modes as PTX's
+I32 = ir.IntType(32)
+
 _PTX_MODE = {"rn": "rn", "rz": "rz", "ru": "rp", "rd": "rm"}
 # the NVVM operation and its operand count of each rounded operation
 _OPS = {"ieee_add": "add", "ieee_sub": "add", "ieee_mul": "mul", "ieee_fdiv": "div",
@@ -128,9 +132,44 @@ def _fast_rule(name: str):
     return impl
 
 
+def _fma_half(builder, a, b, c):
+    """float16 x · y + z rounded once (``language/packed.fma_half_odd`` says how): float32
+    rounded to odd, then to float16."""
+    wide = [builder.fpext(v, F32) for v in (a, b, c)]
+    return builder.fptrunc(fma_half_odd(builder, *wide), ir.HalfType())
+
+
+def fma_half_odd(builder, a, b, c):
+    """x · y + z of float16 values given as float32, in float32 rounded to odd."""
+    e = _E(builder, F32)
+    p = e._exact(builder.fmul(a, b))                 # exact: 11 + 11 bits
+    s = e._exact(builder.fadd(p, c))
+    bb = e._exact(builder.fsub(s, p))
+    err = e._exact(builder.fadd(e._exact(builder.fsub(p, e._exact(builder.fsub(s, bb)))),
+                                e._exact(builder.fsub(c, bb))))
+    bits = builder.bitcast(s, I32)
+    inexact = builder.fcmp_ordered("!=", err, ir.Constant(F32, 0.0))
+    even = builder.icmp_unsigned("==", builder.and_(bits, I32(1)), I32(0))
+    finite = builder.fcmp_ordered("<", builder.call(
+        builder.module.declare_intrinsic("llvm.fabs", [F32]), [s]), ir.Constant(F32, math.inf))
+    up = builder.icmp_unsigned("==", builder.fcmp_ordered(">", err, ir.Constant(F32, 0.0)),
+                               builder.fcmp_ordered(">", s, ir.Constant(F32, 0.0)))
+    toward = builder.select(up, builder.add(bits, I32(1)), builder.sub(bits, I32(1)))
+    odd = builder.and_(builder.and_(inexact, even), finite)
+    return builder.bitcast(builder.select(odd, toward, bits), F32)
+
+
+def _fma2_rule(context, builder, sig, args):
+    if sig.return_type == types.float16:
+        return _fma_half(builder, *args)
+    return _rounded_rule("ieee_fmaf")(context, builder, sig, args)
+
+
 def _packed_rule(scalar: str):
     """One lane of a packed x2 operation: the scalar operation it is (rounded to
     nearest)."""
+    if scalar == "ieee_fmaf":
+        return _fma2_rule
     if scalar in IEEE_OPS:
         return _rounded_rule(scalar)
     return {"max": lowering_scalar.max_impl, "min": lowering_scalar.min_impl,
