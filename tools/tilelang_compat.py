@@ -33,8 +33,8 @@ LANGUAGE_DIFFERENCES = {
                      "±6, NaN becomes +6",
     **{name: "no vector dtypes: a packed value is the two lanes of a statement indexed with "
              "T.Ramp(base, stride, 2) (a name bound to the Ramp reads as it); each lane "
-             "rounded once to nearest (bfloat16 fma2: float32's fma rounded again)" for name in ("add2", "sub2", "mul2", "fma2", "max2",
-                                                    "min2", "abs2")},
+             "rounded once to nearest (bfloat16 fma2: float32's fma rounded again)"
+       for name in ("add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2")},
     "rng_init": "cuRAND's Philox (the default), XORWOW and MRG32k3a (`generator=`; one "
                 "generator a kernel); the words and uniforms are cuRAND's bit for bit, the "
                 "normals within a few ulp (this compiler's log, sqrt, sin and cos)",
