@@ -207,12 +207,13 @@ def _literal_operand(A: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32"))
     with T.Kernel(1, threads=2):
         tid = T.get_thread_binding()
         idx = T.Ramp(tid * 2, 1, 2)
-        C[idx] = T.add2(A[idx], T.Broadcast(1.0, 2))
+        C[idx] = T.add2(y=T.Broadcast(1.0, 2), x=A[idx])
 
 
 def test_vector_names_in_loops_and_aliases():
     """A loop variable's name used by two loops, a vector name bound in sibling loops, an
-    alias `jdx = idx + 1`, a float literal broadcast as a packed operand."""
+    alias `jdx = idx + 1`, a float literal broadcast as a packed operand, operands by
+    TileLang's keywords."""
     c = torch.ones(8)
     tilelang.compile(_loop_variable_reused, target="sim")(-torch.arange(8.0), c)
     assert c.tolist() == [0, 11, 12, 3, 4, 15, 16, 7]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 
 from tilejit import syntax
 from tilejit import language as T
@@ -219,6 +220,14 @@ def _check_packed(fdef: ast.FunctionDef, namespace: dict, error) -> None:
                         in _PACKED):
                     continue
                 name = ast.unparse(call.func)
+                if call.keywords:               # T.add2(x=..., y=...): TileLang's names
+                    fn = resolve_static(call.func, namespace)
+                    try:
+                        bound = inspect.signature(fn).bind(
+                            *call.args, **{k.arg: k.value for k in call.keywords})
+                    except TypeError as e:
+                        raise error(f"{name}: {e}", call) from None
+                    call.args, call.keywords = list(bound.arguments.values()), []
                 lanes = vectors(stmt) if part is stmt else []
                 if not lanes:
                     raise error(f"{name} takes TileLang's packed x2 values (float32x2, "
