@@ -269,17 +269,6 @@ def test_what_would_compute_something_else_is_refused(program, match):
         tilelang.compile(program, target="sim")
 
 
-def _to_float16(exact) -> float:
-    """``exact`` (a Fraction) rounded once to float16, nearest with ties to even."""
-    from fractions import Fraction
-    guess = np.float16(float(exact))
-    best = min((np.nextafter(guess, np.float16(-np.inf)), guess,
-                np.nextafter(guess, np.float16(np.inf))),
-               key=lambda v: (abs(Fraction(float(v)) - exact),
-                              int(np.float16(v).view(np.uint16)) & 1))
-    return float(best)
-
-
 def _fma16_cases():
     rng = np.random.default_rng(5)
     a, b, c = (rng.standard_normal(4000).astype(np.float16) for _ in range(3))
@@ -301,9 +290,10 @@ def test_fma2_of_float16_rounds_once():
     from llvmlite import ir
     from tilejit.codegen.lowering import math_intrinsics as lowering
     from tilejit.language.packed import fma_half_odd
+    from test_random import rounded_once
     a, b, c = _fma16_cases()
-    want = np.array([_to_float16(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))
-                     for x, y, z in zip(a, b, c)], np.float16)
+    want = np.array([rounded_once(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)),
+                                  np.float16) for x, y, z in zip(a, b, c)], np.float16)
     assert want[0] == np.float16(1.5009765625)
     np.testing.assert_array_equal(fma_half_odd(a, b, c).astype(np.float16), want)
     ll.initialize_native_target()

@@ -48,14 +48,18 @@ def uniform_ref(words):
         np.float32(2.0 ** -33)
 
 
-def _to_float32(exact: Fraction) -> float:
-    """``exact`` rounded once to float32 (nearest, ties to even)."""
-    guess = np.float32(float(exact))
-    best = min((np.nextafter(guess, np.float32(-np.inf)), guess,
-                np.nextafter(guess, np.float32(np.inf))),
+def rounded_once(exact: Fraction, dtype=np.float32) -> float:
+    """``exact`` rounded once to ``dtype`` (nearest, ties to even)."""
+    guess = dtype(float(exact))
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    best = min((np.nextafter(guess, dtype(-np.inf)), guess, np.nextafter(guess, dtype(np.inf))),
                key=lambda c: (abs(Fraction(float(c)) - exact),
-                              int(np.float32(c).view(np.uint32)) & 1))
+                              int(dtype(c).view(bits)) & 1))
     return float(best)
+
+
+def _to_float32(exact: Fraction) -> float:
+    return rounded_once(exact, np.float32)
 
 
 PI = np.longdouble("3.14159265358979323846264338327950288")

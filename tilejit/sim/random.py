@@ -155,9 +155,19 @@ def _hq(lo, hi):
         np.asarray(hi, np.uint32).astype(np.uint64) << np.uint64(21))
 
 
+def uniform_double_hq(lo, hi):
+    """``_curand_uniform_double_hq``: 53 bits of two words, in (0, 1)."""
+    return _hq(lo, hi).astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
+
+
+def mrg_uniform_double(x):
+    """``curand_uniform_double`` of MRG32k3a: x · MRG32K3A_NORM."""
+    return np.asarray(x, np.uint32).astype(np.float64) * generators.NORM
+
+
 def box_muller_double(x0, x1, y0, y1):
     """``_curand_box_muller_double``: (sin, cos) float64 pair of 4 words."""
-    u = _hq(x0, x1).astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
+    u = uniform_double_hq(x0, x1)
     v = _hq(y0, y1).astype(np.float64) * 2.0 ** -52 + 2.0 ** -53
     s = np.sqrt(-2.0 * np.log(u))
     sin, cos = sincospi(v)
@@ -202,8 +212,7 @@ def box_muller_mrg(x, y):
 def box_muller_mrg_double(x, y):
     """``curand_box_muller_mrg_double`` of two steps: sin and cos of 2π·v as ``sincospi``
     of 2v (cuRAND's ``sin(v · 2π)`` rounds the product first: within about 1e-15)."""
-    u = np.asarray(x, np.uint32).astype(np.float64) * generators.NORM
-    v = np.asarray(y, np.uint32).astype(np.float64) * generators.NORM
+    u, v = mrg_uniform_double(x), mrg_uniform_double(y)
     s = np.sqrt(-2.0 * np.log(u))
     sin, cos = sincospi(2.0 * v)
     return sin * s, cos * s
@@ -223,8 +232,8 @@ def value(gen, kind, take):
         if gen == rs.PHILOX:
             return uniform_double(take())
         if gen == rs.MRG32K3A:
-            return np.asarray(take(), np.uint32).astype(np.float64) * generators.NORM
-        return _hq(take(), take()).astype(np.float64) * 2.0 ** -53 + 2.0 ** -54
+            return mrg_uniform_double(take())
+        return uniform_double_hq(take(), take())
     if gen == rs.MRG32K3A:
         pair = box_muller_mrg if kind == rs.NORMAL else box_muller_mrg_double
         return pair(take(), take())

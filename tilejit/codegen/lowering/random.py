@@ -168,15 +168,17 @@ def box_muller(builder, x, y):
     return e.mul(sin(builder, v), s), e.mul(cos(builder, v), s)
 
 
+def _hq(builder, lo, hi):
+    """The 53-bit integer of two words, as a double (``lo ^ hi << 21``)."""
+    return builder.uitofp(builder.xor(builder.zext(lo, I64),
+                                      builder.shl(builder.zext(hi, I64), I64(21))), F64)
+
+
 def box_muller_double(builder, x0, x1, y0, y1):
     """``_curand_box_muller_double``: 53-bit u and v from two words each."""
     d = lm._E(builder, F64)
-
-    def hq(lo, hi):
-        return builder.uitofp(builder.xor(builder.zext(lo, I64),
-                                          builder.shl(builder.zext(hi, I64), I64(21))), F64)
-    u = d.fma(hq(x0, x1), 2.0 ** -53, 2.0 ** -54)
-    v = d.fma(hq(y0, y1), 2.0 ** -52, 2.0 ** -53)
+    u = d.fma(_hq(builder, x0, x1), 2.0 ** -53, 2.0 ** -54)
+    v = d.fma(_hq(builder, y0, y1), 2.0 ** -52, 2.0 ** -53)
     s = d.sqrt(d.mul(lm.log(builder, u), -2.0))
     sn, cs = sincospi_double(builder, v)
     return d.mul(sn, s), d.mul(cs, s)
@@ -212,8 +214,7 @@ def box_muller_mrg_double(builder, x, y):
 
 def _hq_double(builder, x, y):
     """``_curand_uniform_double_hq``: 53 bits of two words."""
-    z = builder.xor(builder.zext(x, I64), builder.shl(builder.zext(y, I64), I64(21)))
-    return lm._E(builder, F64).fma(builder.uitofp(z, F64), 2.0 ** -53, 2.0 ** -54)
+    return lm._E(builder, F64).fma(_hq(builder, x, y), 2.0 ** -53, 2.0 ** -54)
 
 
 def _value(builder, gen, kind, words):
