@@ -186,6 +186,33 @@ def test_packed_ops_on_the_gpu_against_torch_and_the_simulator(dtype):
     assert torch.equal(got.cpu(), a.abs())
 
 
+
+def _bits(t):
+    return t.view(torch.int32 if t.dtype == torch.float32 else torch.int16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_max2_and_min2_of_signed_zeros_and_nans_match_the_simulator(dtype):
+    # the sign of max(-0, +0) and a NaN's loss, bit for bit: the simulator's numpy
+    # fmax/fmin against the GPU's max/min
+    tl_dtype, torch_dtype = DTYPES[dtype]
+    nan, inf = float("nan"), float("inf")
+    pairs = [(-0.0, 0.0), (0.0, -0.0), (-0.0, -0.0), (0.0, 0.0), (nan, 1.0), (1.0, nan),
+             (nan, nan), (-inf, nan), (-0.0, 1.0), (-1.0, -0.0)]
+    pairs = (pairs * (M * 2 // len(pairs) + 1))[:M * 2]
+    a = torch.tensor([x for x, _ in pairs], dtype=torch_dtype)
+    b = torch.tensor([y for _, y in pairs], dtype=torch_dtype)
+    for name in ("max2", "min2"):
+        op = BINARY[name][0]
+        got = tilelang.compile(binary(op, tl_dtype), out_idx=[2])(a.cuda(), b.cuda()).cpu()
+        sim = tilelang.compile(binary(op, tl_dtype), out_idx=[2], target="sim")(a, b)
+        nans = got.isnan()
+        assert torch.equal(nans, sim.isnan()), name
+        assert torch.equal(_bits(got)[~nans], _bits(sim)[~nans]), (
+            name, [(x, y, float(g), float(s)) for (x, y), g, s in zip(pairs, got, sim)
+                   if _bits(g.reshape(1)) != _bits(s.reshape(1))][:6])
+
 # -- found by review: vector names and the 2-lane check --------------------------------------
 
 @T.prim_func

@@ -145,8 +145,28 @@ def test_mrg32k3a_subsequences_are_2_to_the_76_steps_apart():
         want = ([sum(j1[i][k] * s1[k] for k in range(3)) % M1 for i in range(3)],
                 [sum(j2[i][k] * s2[k] for k in range(3)) % M2 for i in range(3)])
         assert g.mrg_init(5, seq, 0) == want
-    # cuRAND masks the subsequence to 51 bits
+    # the GPU's code masks the subsequence to cuRAND's valid 51 bits (the simulator
+    # refuses more: test_an_mrg32k3a_subsequence_past_cuRANDs_range_is_refused)
     assert g.mrg_init(5, (1 << 51) + 6, 0) == g.mrg_init(5, 6, 0)
+
+
+@tilejit.kernel
+def mrg_at(A, seq):
+    with T.Kernel(1, threads=32):
+        T.rng_init(7, seq, 0, generator=MRG)
+        for i in T.Parallel(32):
+            A[i] = T.rng_rand()
+
+
+@pytest.mark.parametrize("seq", [1 << 51, (1 << 53) + 3, -1])
+def test_an_mrg32k3a_subsequence_past_cuRANDs_range_is_refused(seq):
+    # real cuRAND (H100, 2026-12-07) left a zero state at 2^51 + 3: every draw m1
+    with pytest.raises(ValueError, match=r"argument `seq`: expected 0 … 2\^51 - 1 "
+                                         r"\(cuRAND's valid range\), got " + str(seq)):
+        tilejit.kernel(mrg_at.func, target="sim")(np.zeros(32, np.uint32), seq)
+    a = np.zeros(32, np.uint32)
+    tilejit.kernel(mrg_at.func, target="sim")(a, (1 << 51) - 1)
+    assert len(set(a.tolist())) == 32
 
 
 # -- the GPU's lowering, run on this CPU ---------------------------------------------------

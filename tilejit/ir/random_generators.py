@@ -17,7 +17,8 @@ MRG32k3a (L'Ecuyer's combined multiple recursive generator): two recurrences of 
 three, modulo m1 = 2^32 − 209 and m2 = 2^32 − 22853, each a 3×3 matrix A1, A2 on its
 state; a jump of n steps multiplies by ``A^n mod m``, the product of the table's
 ``A^(2^k)`` over n's set bits (offsets), or of ``A^(2^(76+k))`` (subsequences of 2^76
-steps; the subsequence masked to 51 bits). Its word is ``p1 − p2`` if ``p1 > p2``
+steps; the subsequence masked to 51 bits: cuRAND's valid range, see
+``MRG_SUBSEQUENCE_BITS``). Its word is ``p1 − p2`` if ``p1 > p2``
 else ``p1 − p2 + m1`` (in 1 … m1, never 0), as L'Ecuyer's reference; cuRAND's
 ``curand`` returns it scaled to 32 bits (``(unsigned)(word · BITS_NORM)``), its uniforms
 ``word · NORM`` (CUDA 11.6's ``curand_kernel.h`` and ``curand_uniform.h``).
@@ -150,8 +151,11 @@ A12, A13N, A21, A23N = 1403580, 810728, 527612, 1370589
 NORM = 2.3283065498378288e-10
 BITS_NORM = 1.000000048662
 MRG_SUBSEQUENCE_LOG2 = 76
-# cuRAND documents subsequences below 2^51 as valid (its table has 56 rows and is read
-# past them for larger ones); tilejit masks to 51 bits, as the documentation says
+# cuRAND documents subsequences 0 … 2^51 − 1 as valid ("masked to 51 bits"), but its
+# code does not mask: the table's rows 51 … 55 are zeros (a subsequence with one of
+# those bits set leaves a zero state, whose every word is m1: checked against cuRAND on
+# an H100, 2026-12-07) and higher bits read past the table. tilejit's GPU code masks to
+# 51 bits; the simulator refuses a larger subsequence (``sim/random_sequential.init``).
 MRG_SUBSEQUENCE_BITS = 51
 MRG_A1 = ((0, 1, 0), (0, 0, 1), (M1 - A13N, A12, 0))
 MRG_A2 = ((0, 1, 0), (0, 0, 1), (M2 - A23N, 0, A21))

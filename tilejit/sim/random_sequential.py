@@ -29,8 +29,18 @@ def _store(row, gen, state):
 
 
 def init(words, gen, seeds, seqs, offs):
-    """``curand_init(seed, seq, off)`` into each row of ``words`` (rows of uint32)."""
+    """``curand_init(seed, seq, off)`` into each row of ``words`` (rows of uint32). An
+    MRG32k3a subsequence past cuRAND's valid range is an error (cuRAND leaves a zero
+    state there, or reads past its table; tilejit's GPU code masks it to 51 bits)."""
     start = g.xorwow_init if gen == rs.XORWOW else g.mrg_init
+    if gen == rs.MRG32K3A:
+        top = int(np.max(seqs, initial=0))
+        if top >> g.MRG_SUBSEQUENCE_BITS:
+            raise ValueError(
+                f"T.rng_init(generator=\"curandStateMRG32k3a_t\"): argument `seq`: "
+                f"expected 0 … 2^{g.MRG_SUBSEQUENCE_BITS} - 1 (cuRAND's valid range), got "
+                f"{top if top < 1 << 63 else top - (1 << 64)}: cuRAND's curand_init leaves "
+                f"a zero state there (every draw the same) or reads past its table")
     for row, seed, seq, off in zip(words, seeds, seqs, offs):
         _store(row, gen, start(int(seed), int(seq), int(off)))
 

@@ -8,7 +8,7 @@ step is a few shifts and xors (XORWOW) or two 64-bit products reduced modulo m1 
 XORWOW applies ``z^(2^k) mod P`` to its words by Horner's rule (160 steps of the linear
 part, a loop), MRG32k3a multiplies its two vectors by the table's 3×3 matrices. The
 tables are internal constant arrays of the module (offsets: 64 entries; subsequences:
-64 for XORWOW, 51 for MRG32k3a, whose subsequence cuRAND masks to 51 bits).
+64 for XORWOW, 51 for MRG32k3a, whose subsequence tilejit masks to cuRAND's valid 51 bits).
 """
 from __future__ import annotations
 
