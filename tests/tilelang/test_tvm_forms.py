@@ -105,9 +105,31 @@ def test_an_unknown_extern_function_is_refused_naming_it():
         with T.Kernel(1, threads=32):
             for i in T.Parallel(32):
                 A[i] = T.call_extern("float32", "my_device_fn", A[i])
-    with pytest.raises(tilejit.CompileError, match=r"T.call_extern of 'my_device_fn': "
-                       r"tilejit emits PTX and calls no C or CUDA function by name"):
+    with pytest.raises(tilejit.CompileError, match=r"T.call_extern of 'my_device_fn' is "
+                       r"not supported by tilejit: it emits PTX itself and compiles no C"):
         tilelang.compile(main, target="cuda -arch=sm_90a")
+
+
+def _extern_by_variable(func_name):
+    # TileLang's dequantize examples: the function's name from a table, dtype= last
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                B[i] = T.call_extern(func_name, A[i], A[i], dtype="float32")
+    return main
+
+
+def test_an_extern_functions_name_may_be_a_variable():
+    a = torch.randn(32)
+    b = tilelang.compile(_extern_by_variable("fmaxf"), out_idx=[1], target="sim")(a)
+    torch.testing.assert_close(b, a)
+    with pytest.raises(tilejit.CompileError, match=r"T.call_extern of 'decode_i4s_to_f16' "
+                       r"is not supported by tilejit: .*T.import_source's source"):
+        tilelang.compile(_extern_by_variable("decode_i4s_to_f16"), target="sim")
+    with pytest.raises(tilejit.CompileError, match=r"the name a string known when the "
+                       r"kernel is compiled"):
+        tilelang.compile(_extern_by_variable(3), target="sim")
 
 
 def test_a_generator_expression_over_compile_time_taps():

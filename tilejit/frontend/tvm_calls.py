@@ -68,6 +68,16 @@ class _Calls(syntax.NodeTransformer):
             return ast.copy_location(self._elect(node), node)
         return node
 
+    def _function_name(self, node):
+        """The C name a call names: a string, or a name bound to one where the kernel is
+        defined (TileLang's dequantize examples: ``func_name = info["func_name"]``)."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name):
+            value = self.ks.namespace.get(node.id)
+            return value if isinstance(value, str) else None
+        return None
+
     def _elect(self, node):
         """One thread of each group of ``thread_extent`` threads: lane 0 of the group's
         first warp (TileLang's ``tl_shuffle_elect``: the group's warp index 0 and
@@ -108,15 +118,17 @@ class _Calls(syntax.NodeTransformer):
         args = list(node.args)
         if "dtype" in keywords:
             args.insert(0, keywords.pop("dtype"))
-        if len(args) < 2 or keywords or not (
-                isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)):
-            raise self.ks.error("T.call_extern takes (dtype, \"function name\", *args)", node)
-        dtype, name, args = args[0], args[1].value, args[2:]
+        name = self._function_name(args[1]) if len(args) >= 2 else None
+        if name is None or keywords:
+            raise self.ks.error("T.call_extern takes (dtype, \"function name\", *args), "
+                                "the name a string known when the kernel is compiled", node)
+        dtype, args = args[0], args[2:]
         known = CUDA_MATH.get(name)
         if known is None:
             raise self.ks.error(
-                f"T.call_extern of {name!r}: tilejit emits PTX and calls no C or CUDA "
-                f"function by name, but CUDA's math functions "
+                f"T.call_extern of {name!r} is not supported by tilejit: it emits PTX "
+                f"itself and compiles no C or CUDA C++ (a function of T.import_source's "
+                f"source included); it calls only CUDA's math functions by name "
                 f"({', '.join(sorted(CUDA_MATH))})", node)
         target, arity = known
         if len(args) != arity:
