@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilejit.language.minmax import FMAX, FMIN
+
 from tilejit.language.dtypes import (DType, bfloat16, float4_e2m1fn, float8_e4m3, float8_e5m2,
                                      float8_e8m0fnu)
 
@@ -256,12 +258,14 @@ def wide_literal(a, b):
 
 
 def maximum(a, b):
+    """The larger: of floats, PTX ``max``'s (a NaN loses, +0 above −0)."""
     if _is_float(a) or _is_float(b):
-        return np.fmax(a, b)
+        return FMAX(a, b)
     return np.maximum(*wide_literal(a, b))
 
 
 def minimum(a, b):
+    """The smaller: of floats, PTX ``min``'s (a NaN loses, −0 below +0)."""
     if _is_float(a) or _is_float(b):
-        return np.fmin(a, b)
+        return FMIN(a, b)
     return np.minimum(*wide_literal(a, b))

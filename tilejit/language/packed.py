@@ -11,7 +11,8 @@ and bfloat16 computed in float32 and rounded to the type, which is exact for add
 and mul; ``fma2`` on float16 rounds once, as ``__hfma2``, through float32 rounded to
 odd; on bfloat16 it is float32's fused result rounded again, where ``__hfma2`` rounds
 once: they can differ by an ulp in rare halfway cases), the larger or
-smaller of two (a NaN loses, as CUDA's ``fmax2``) or the magnitude. A call outside a
+smaller of two (a NaN loses and +0 is above −0, as PTX ``max``/``min``:
+``language/minmax.py``) or the magnitude. A call outside a
 statement of 2 lanes, an operand that is not a vector of the statement, and operands of
 different dtypes or of another dtype are CompileErrors. A float literal
 (``T.Broadcast(1.0, 2)``) takes its partners' type. The simulator holds bfloat16 in

@@ -32,6 +32,7 @@ from tilejit.language.atomics import (DTYPES, OPS, element_dtype_error,
 from tilejit.language.dtypes import as_dtype
 from tilejit.language.fragment_layout import Fragment as UserFragment
 from tilejit.language.layout import Layout as UserLayout
+from tilejit.language.minmax import FMAX, FMIN, MAXIMUM, MINIMUM
 from tilejit.language.tiles import BLOCK_WIDE, GemmWarpPolicy, check_max_nreg
 from tilejit.sim.runtime import (STATE, SimTensor, _caller_location, _to_storage,
                                  assigned_name, lay_out_global, kernel_frame, shared_object)
@@ -611,9 +612,9 @@ def accumulate(a, b, a_dtype, C, clear_accum):
 
 # -- reductions ----------------------------------------------------------------------
 
-_COMBINE = {"sum": np.add, "max": np.fmax, "min": np.fmin, "abssum": np.add,
-            "absmax": np.fmax, "max_nan": np.maximum, "min_nan": np.minimum,
-            "absmax_nan": np.maximum, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
+_COMBINE = {"sum": np.add, "max": FMAX, "min": FMIN, "abssum": np.add,
+            "absmax": FMAX, "max_nan": MAXIMUM, "min_nan": MINIMUM,
+            "absmax_nan": MAXIMUM, "bitand": np.bitwise_and, "bitor": np.bitwise_or,
             "bitxor": np.bitwise_xor}
 
 
@@ -691,9 +692,9 @@ def cumsum(src, dst, dim, reverse):
 
 
 def cummax(src, dst, dim, reverse):
-    """Inclusive running maximum along dim, NaN ignored (``np.fmax``, as the GPU's
-    ``llvm.maxnum``)."""
-    _scan(lambda v, axis: np.fmax.accumulate(v, axis=axis), src, dst, dim, reverse)
+    """Inclusive running maximum along dim, NaN ignored and +0 above −0 (the GPU's
+    ``llvm.maxnum``, PTX ``max``)."""
+    _scan(lambda v, axis: FMAX.accumulate(v, axis=axis), src, dst, dim, reverse)
 
 
 def _scan(accumulate, src, dst, dim, reverse):
@@ -717,10 +718,10 @@ def _combine(op, old, value, dtype):
         with np.errstate(over="ignore"):
             return old + value
     if op == "max":
-        return np.fmax(old, value) if dtype.is_float else np.maximum(old, value)
+        return FMAX(old, value) if dtype.is_float else np.maximum(old, value)
     if op == "or":
         return np.bitwise_or(old, value)
-    return np.fmin(old, value) if dtype.is_float else np.minimum(old, value)
+    return FMIN(old, value) if dtype.is_float else np.minimum(old, value)
 
 
 def _check_dtype(tensor, what):
@@ -732,8 +733,8 @@ def _check_dtype(tensor, what):
 # the element-wise function of each op, where the tensor holds its dtype exactly (not a
 # bfloat16 or float8 held in float32 and rounded at every store): ``ufunc.at`` combines
 # repeated elements one at a time in the order given, which is lane order
-_UFUNCS = {"add": (np.add, np.add), "max": (np.fmax, np.maximum),
-           "min": (np.fmin, np.minimum), "or": (np.bitwise_or, np.bitwise_or)}
+_UFUNCS = {"add": (np.add, np.add), "max": (None, np.maximum),
+           "min": (None, np.minimum), "or": (np.bitwise_or, np.bitwise_or)}
 
 
 def _apply(op, tensor, idx, values, distinct=False, previous=True):
@@ -751,7 +752,8 @@ def _apply_values(op, tensor, idx, values, distinct=False, previous=True):
     several lanes share an element; ``distinct``: known not to); the previous value of
     every lane (``previous=False``: None, not computed)."""
     data, dtype = tensor.data, tensor.dtype
-    if not previous and not distinct and not dtype.held_in_float32:
+    if not previous and not distinct and not dtype.held_in_float32 and not (
+            dtype.is_float and op in ("max", "min")):   # (float: the zeros' order below)
         # lanes sharing elements, and no lane needs what it found (a histogram's adds):
         # in place, lane after lane
         with np.errstate(over="ignore", invalid="ignore"):

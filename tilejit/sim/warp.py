@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilejit.language.minmax import FMAX, FMIN
 from tilejit.sim.runtime import STATE
 from tilejit.sim.threads import ThreadCodeError, _active, synced
 from tilejit.sim.runtime import _caller_location
@@ -303,8 +304,8 @@ def _ballot_bits(bits, chosen):
 
 MEANINGS = {
     "warp_reduce_sum": _butterfly("sum", np.add),
-    "warp_reduce_max": _butterfly("max", np.fmax),
-    "warp_reduce_min": _butterfly("min", np.fmin),
+    "warp_reduce_max": _butterfly("max", FMAX),
+    "warp_reduce_min": _butterfly("min", FMIN),
     "warp_reduce_bitand": _butterfly("bitand", np.bitwise_and),
     "warp_reduce_bitor": _butterfly("bitor", np.bitwise_or),
     "shfl_xor": _shuffle("shfl_xor", _xor),

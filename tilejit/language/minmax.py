@@ -1,0 +1,63 @@
+"""The larger and smaller of floats as the GPU computes them: PTX ``max``/``min`` (IEEE
+754-2019's maximumNumber/minimumNumber: a NaN loses) and ``max.NaN``/``min.NaN`` (its
+maximum/minimum: a NaN wins), both ordering −0 below +0. numpy's ``fmax``, ``fmin``,
+``maximum`` and ``minimum`` return either zero of two (which one depends on the dtype's
+loop), so each operation here fixes the sign where every operand it chose among is a
+zero: the larger is +0 unless all were −0, the smaller −0 unless all were +0.
+
+Each is called as a ufunc of two values (``FMAX(a, b)``) and has the ``reduce`` and
+``accumulate`` the simulator's reductions and scans use."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class _Ordered:
+    __slots__ = ("base", "larger", "__name__")
+
+    def __init__(self, base, larger: bool):
+        self.base, self.larger, self.__name__ = base, larger, base.__name__
+
+    def __call__(self, a, b):
+        out = self.base(a, b)
+        zeros = (np.asarray(a) == 0) & (np.asarray(b) == 0)
+        if not np.any(zeros):
+            return out
+        with np.errstate(all="ignore"):
+            # zeros only: a + b is +0 unless both are −0; −(−a − b) is −0 unless both +0
+            signed = a + b if self.larger else -((-a) + (-b))
+        fixed = np.where(zeros, signed, out).astype(np.asarray(out).dtype)
+        return fixed if np.ndim(out) else fixed[()]
+
+    def _fix(self, out, values, any_along):
+        out = np.asarray(out)
+        if not np.any(out == 0):
+            return out
+        sign = np.signbit(values)
+        other = (values == 0) & (~sign if self.larger else sign)
+        seen = any_along(other)
+        zero = np.zeros((), out.dtype)
+        other_zero = zero if self.larger else -zero
+        chosen = np.where(seen, other_zero, -other_zero).astype(out.dtype)
+        return np.where(out == 0, chosen, out)
+
+    def reduce(self, values, axis=0):
+        values = np.asarray(values)
+        out = self.base.reduce(values, axis=axis)
+        if values.dtype.kind != "f":
+            return out
+        fixed = self._fix(out, values, lambda m: np.any(m, axis=axis))
+        return fixed if np.ndim(out) else fixed[()]
+
+    def accumulate(self, values, axis=0):
+        values = np.asarray(values)
+        out = self.base.accumulate(values, axis=axis)
+        if values.dtype.kind != "f":
+            return out
+        return self._fix(out, values, lambda m: np.logical_or.accumulate(m, axis=axis))
+
+
+FMAX = _Ordered(np.fmax, True)          # PTX max: a NaN loses
+FMIN = _Ordered(np.fmin, False)         # PTX min
+MAXIMUM = _Ordered(np.maximum, True)    # PTX max.NaN: a NaN wins
+MINIMUM = _Ordered(np.minimum, False)   # PTX min.NaN
