@@ -1,6 +1,7 @@
 """The larger and smaller of floats as the GPU computes them: PTX ``max``/``min`` (IEEE
 754-2019's maximumNumber/minimumNumber: a NaN loses) and ``max.NaN``/``min.NaN`` (its
-maximum/minimum: a NaN wins), both ordering −0 below +0. numpy's ``fmax``, ``fmin``,
+maximum/minimum: a NaN wins), both ordering −0 below +0 (the PTX ISA's semantics of
+``max``: "+0.0 > -0.0 here"; of ``min`` alike). numpy's ``fmax``, ``fmin``,
 ``maximum`` and ``minimum`` return either zero of two (which one depends on the dtype's
 loop), so each operation here fixes the sign where every operand it chose among is a
 zero: the larger is +0 unless all were −0, the smaller −0 unless all were +0.
