@@ -198,3 +198,64 @@ def test_on_gpu_against_torch_and_the_simulator():
     torch.testing.assert_close(box_sum()(xx.cuda(), w.cuda()).cpu(), _box(xx, w))
     a64 = torch.randn(64)
     torch.testing.assert_close(scratch_in_the_block()(a64.cuda()).cpu(), a64 * 2 + 1)
+
+
+@T.macro
+def _exchange(buf, stride, warp_size):
+    # TileLang's Hadamard example: its sub-warp width passed as TVM's warp_size too
+    tx = T.get_thread_binding(0)
+    buf[tx] = T.tvm_warp_shuffle(0xFFFFFFFF, buf[tx], (tx ^ stride) % warp_size, warp_size,
+                                 warp_size)
+
+
+def _shuffled(width):
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            buf = T.alloc_shared((64,), "float32")
+            tx = T.get_thread_binding(0)
+            buf[tx] = A[tx]
+            _exchange(buf, 1, width)
+            B[tx] = buf[tx]
+    return main
+
+
+def _wavefront():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding(0)
+            B[tx] = T.tvm_warp_shuffle(0xFFFFFFFF, A[tx], tx ^ 1, 32, 64)
+    return main
+
+
+@pytest.mark.parametrize("width", [32, 16, 2])
+def test_tvms_warp_size_may_be_a_macro_parameter(width):
+    a = torch.randn(64)
+    b = tilelang.compile(_shuffled(width), out_idx=[1], target="sim")(a)
+    lanes = torch.arange(64)
+    torch.testing.assert_close(b, a[(lanes // width) * width + (lanes % width ^ 1)])
+
+
+def test_a_warp_size_past_32_is_refused():
+    with pytest.raises(tilejit.CompileError, match=r"a warp of 32 lanes \(the warp_size "
+                       r"argument: a power of two up to 32\), got `64`"):
+        tilelang.compile(_wavefront(), target="sim")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_sub_warp_shuffle_assembles(arch, ptxas):
+    ptx = tilelang.compile(_shuffled(16), target=f"cuda -arch={arch}").get_kernel_source()
+    assert "shfl.sync.idx.b32" in ptx
+    ptxas(ptx, arch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [32, 16, 2])
+def test_sub_warp_shuffles_on_the_gpu(width):
+    a = torch.randn(64)
+    got = tilelang.compile(_shuffled(width), out_idx=[1])(a.cuda()).cpu()
+    sim = tilelang.compile(_shuffled(width), out_idx=[1], target="sim")(a)
+    lanes = torch.arange(64)
+    assert torch.equal(got, a[(lanes // width) * width + (lanes % width ^ 1)])
+    assert torch.equal(got, sim)

@@ -57,9 +57,15 @@ class _Calls(syntax.NodeTransformer):
                 raise self.ks.error(f"T.{fn.__name__} takes (mask, value, lane or delta, "
                                     f"width, warp_size)", node)
             mask, value, lane, width, warp_size = node.args
-            if not (isinstance(warp_size, ast.Constant) and warp_size.value == 32):
+            # the last argument is TVM's warp size, which CUDA's __shfl_sync does not take
+            # (TileLang's Hadamard example passes its sub-warp width there, a macro
+            # parameter); a constant past 32 (AMD's wavefront of 64) is refused
+            if isinstance(warp_size, ast.Constant) and not (
+                    type(warp_size.value) is int and 0 < warp_size.value <= 32
+                    and warp_size.value & (warp_size.value - 1) == 0):
                 raise self.ks.error(f"T.{fn.__name__}: a warp of 32 lanes (the warp_size "
-                                    f"argument), got `{ast.unparse(warp_size)}`", node)
+                                    f"argument: a power of two up to 32), got "
+                                    f"`{ast.unparse(warp_size)}`", node)
             return ast.copy_location(_language(_SHUFFLES[fn], [value, lane, width, mask]),
                                      node)
         if fn is tvm_calls.call_extern:
