@@ -125,7 +125,10 @@ LANGUAGE_DIFFERENCES = {
            "it). As a `@T.macro` parameter's annotation it is `T.Ref` (TileLang's older "
            "spelling)",
     "Kernel": "`threads` any count in [1, 1024]; with a count that is not a multiple of 32 "
-              "T.gemm and the warp shuffles are a compile error (they need whole warps); "
+              "T.gemm and the warp reductions, votes and matches are a compile error (they "
+              "need whole warps), and a shuffle runs with its mask cut to the lanes the "
+              "last warp has (one reading a lane the warp lacks is an error in the "
+              "simulator: undefined on the GPU); "
               "no grid extent is one block; no cluster dimensions; a grid extent that is 0 at "
               "the call (an empty input) is an error naming the extent (EmptyGridError), as "
               "TileLang raises and CUDA's launch refuses: skip the call for an empty input",

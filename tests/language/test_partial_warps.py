@@ -1,15 +1,16 @@
 """A block of any thread count in [1, 1024], as TileLang and CUDA allow: ``threads=1``
 for scalar code, and counts that are not a multiple of 32, whose last warp is partial.
 A reduction across threads exchanges values only among the lanes the warp has (the
-shuffle's member mask); what needs whole warps (T.gemm, the warp shuffles) says so when
-it compiles, in simulation too. In simulation, PTX assembled by ptxas, and with
-``-m gpu`` on the device against the simulator."""
+shuffle's member mask), as a program's shuffle does; what needs whole warps (T.gemm, the
+warp reductions) says so when it compiles, in simulation too. In simulation, PTX
+assembled by ptxas, and with ``-m gpu`` on the device against the simulator."""
 import numpy as np
 import pytest
 import torch
 
 import tilejit
 import tilejit.language as T
+from tilejit.sim.threads import ThreadCodeError
 
 
 @tilejit.kernel
@@ -30,10 +31,10 @@ def row_max(A, B, threads: T.constexpr = 16):
 
 
 @tilejit.kernel
-def lane_swap(A, B):
+def lane_sum(A, B):
     with T.Kernel(1, threads=16) as _:
         tx = T.get_thread_binding()
-        B[tx] = T.shfl_xor(A[tx], 1)
+        B[tx] = T.warp_reduce_sum(A[tx])
 
 
 @tilejit.kernel
@@ -89,11 +90,63 @@ def test_the_shuffles_name_only_the_lanes_the_warp_has(threads, ptxas):
     ptxas(ptx, "sm_90a")
 
 
+@tilejit.kernel
+def partial_shuffles(A, B, threads: T.constexpr = 16, width: T.constexpr = 16):
+    with T.Kernel(1, threads=threads) as _:
+        tx = T.get_thread_binding()
+        B[tx] = T.shfl_xor(A[tx], 1, width) + T.shfl_down(A[tx], 2, width) * 100
+
+
+def _partial_expected(a, width):
+    lane = np.arange(a.shape[0])
+    seg = lane // width * width
+    down = np.where(lane % width + 2 < width, lane + 2, lane)
+    return a[seg + (lane % width ^ 1)] + a[down] * 100
+
+
+@pytest.mark.parametrize("threads, width", [(16, 16), (16, 8), (48, 16), (2, 2), (100, 4)])
+def test_a_shuffle_among_the_lanes_a_partial_warp_has(threads, width, ptxas):
+    """TileLang's Hadamard transform shuffles in blocks of 2 to 16 threads: a shuffle
+    whose lanes are all there runs, its mask cut to the lanes the warp has."""
+    a = np.arange(threads, dtype=np.float32)
+    b = np.zeros(threads, np.float32)
+    partial_shuffles(a, b, threads, width)
+    np.testing.assert_array_equal(b, _partial_expected(a, width))
+    ptx = partial_shuffles.compile(a, b, threads, width, target="cuda", arch="sm_90a").ptx
+    shuffles = [line for line in ptx.splitlines() if "shfl.sync" in line]
+    assert shuffles and "-1;" not in " ".join(shuffles)     # never the full mask
+    ptxas(ptx, "sm_90a")
+
+
+def test_a_shuffle_reading_a_lane_the_warp_lacks_is_reported():
+    a = np.zeros(16, np.float32)
+    # (shfl_xor(1) stays among lanes 0-15; shfl_down(2) of lane 14 reads lane 16)
+    with pytest.raises(ThreadCodeError, match=r"T.shfl_down: lane 14 of warp 0 reads lane "
+                                              r"16, which the block of 16 threads does "
+                                              r"not have"):
+        partial_shuffles(a, a.copy(), 16, 32)
+    with pytest.raises(ThreadCodeError, match=r"lane 14 of warp 1 reads lane 16, which "
+                                              r"the block of 48"):
+        partial_shuffles(np.zeros(48, np.float32), np.zeros(48, np.float32), 48, 32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads, width", [(16, 16), (48, 16), (2, 2), (100, 4)])
+def test_partial_warp_shuffles_on_the_gpu(threads, width):
+    a = torch.randn(threads)
+    b = torch.zeros(threads)
+    partial_shuffles(a.cuda(), got := b.cuda(), threads, width)
+    sim = b.clone()
+    tilejit.kernel(partial_shuffles.func, target="sim")(a, sim, threads, width)
+    assert torch.equal(got.cpu(), sim)
+    torch.testing.assert_close(sim, torch.from_numpy(_partial_expected(a.numpy(), width)))
+
+
 def test_what_needs_whole_warps_says_so():
     a = np.zeros(16, np.float32)
-    with pytest.raises(tilejit.CompileError, match=r"T.shfl_xor needs whole warps .* 16 "
-                                                   r"threads"):
-        lane_swap(a, a.copy())                      # in simulation too
+    with pytest.raises(tilejit.CompileError, match=r"T.warp_reduce_sum needs whole warps "
+                                                   r".* 16 threads"):
+        lane_sum(a, a.copy())                       # in simulation too
     h = np.zeros((16, 16), np.float16)
     with pytest.raises(tilejit.CompileError, match=r"T.gemm needs whole warps, the block "
                                                    r"has 16 threads"):

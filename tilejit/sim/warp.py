@@ -219,9 +219,22 @@ def _shuffle(name, source):
         src = source(lane, d, w)
         if uniform is False:
             _sources(mask, lane, src, name)
+            _launched(src, x.shape[0], name)
         return _result(x[src], uniform)
     shuffle.__name__ = name
     return shuffle
+
+
+def _launched(src, threads, name):
+    """A shuffle in a block whose last warp is partial reads only lanes that exist: one
+    never launched holds no value (undefined on the GPU)."""
+    if src.size and int(src.max()) >= threads:
+        t = int(np.argmax(src >= threads))
+        raise ThreadCodeError(
+            f"T.{name}: lane {t % WARP} of warp {t // WARP} reads lane {int(src[t]) % WARP}, "
+            f"which the block of {threads} threads does not have (its value is undefined "
+            f"on the GPU): a width that divides the threads keeps the lanes among them"
+            f"{_caller_location(3)}")
 
 
 def _xor(lane, d, w):

@@ -118,11 +118,11 @@ def _lane_exchange(builder, offset):
         address = builder.shl(builder.xor(lane, I32(offset)), I32(2))
         return lambda x: builder.call(fn, [address, x])
     fn = intrinsic(builder, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32] * 4)
-    mask = _present_lanes(builder)
+    mask = present_lanes(builder)
     return lambda x: builder.call(fn, [mask, x, I32(offset), I32(0x1F)])
 
 
-def _present_lanes(builder) -> ir.Value:
+def present_lanes(builder) -> ir.Value:
     """``shfl.sync``'s member mask: the whole warp, or in the last warp of a block whose
     thread count is not a multiple of 32 the lanes it has (a mask naming a lane that does
     not exist is undefined behaviour; the partners of a reduction's exchanges are threads

@@ -10,7 +10,7 @@ from numba.core import types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.lowering.reductions import exchange_value
+from tilejit.codegen.lowering.reductions import present_lanes, exchange_value
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import _min_max
 from tilejit.codegen.lowering.tiles import intrinsic
@@ -19,13 +19,17 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 FULL = 0xFFFFFFFF
 
 
-def _whole_cuda_warps(what, kind="warp shuffles"):
+def _whole_cuda_warps(what, kind="warp shuffles", partial=False):
+    """A CUDA target, and whole warps unless ``partial``: a shuffle in a block whose last
+    warp is partial (16 threads, 48) runs there with its mask cut to the lanes the warp
+    has (``reductions.present_lanes``); a lane reading one it does not have reads an
+    undefined value, which the simulator reports."""
     config = current_kernel()
     if config.target.kind == "amdgpu":
         raise CompileError(f"T.{what}: {kind} are built for CUDA only (on AMDGPU a "
                            f"wave is 64 lanes; not built yet)")
     threads = config.tiles.block_threads
-    if threads % 32:
+    if threads % 32 and not partial:
         raise CompileError(f"T.{what} needs whole warps (its mask names all 32 lanes), and "
                            f"the block has {threads} threads: use a multiple of 32")
 
@@ -79,12 +83,15 @@ def _register_shuffles():
     kinds = {T.shfl_xor: "bfly", T.shfl_down: "down", T.shfl_up: "up", T.shfl_sync: "idx"}
     for fn, kind in kinds.items():
         def impl(context, builder, sig, args, kind=kind, fn=fn):
-            _whole_cuda_warps(fn.__name__)
+            _whole_cuda_warps(fn.__name__, partial=True)
             lane = builder.trunc(args[1], I32)
             width = args[2] if len(args) > 2 else I64(32)
             # the lanes of the mask run the shuffle together (half-warps apart in
             # divergent code: ``mask=0xFFFF`` and ``0xFFFF0000``)
             mask = _as_i32(builder, args[3]) if len(args) > 3 else None
+            if current_kernel().tiles.block_threads % 32:
+                present = present_lanes(builder)
+                mask = present if mask is None else builder.and_(mask, present)
             return _shuffle(builder, kind, args[0], lane, _clamp(builder, kind, width), mask)
         for n in (2, 3, 4):
             lower(fn, *[types.Any] * n)(impl)
