@@ -1,7 +1,5 @@
 """A read of an element nothing wrote whose value the kernel throws away runs, as on the
-GPU; one whose value reaches a float output through arithmetic and copies alone leaves
-NaN there with a warning (the GPU leaves whatever the memory held); one that reaches an
-integer output, an index, a branch, a comparison or a print stays an
+GPU; one whose value reaches an output, an index, a branch or a print stays an
 ``UninitializedReadError`` (``sim/garbage.py``: the launch runs again from its arguments
 with other garbage there, and must end alike). The GPU twins run the passing kernels on
 the device beside torch and the simulator."""
@@ -164,10 +162,9 @@ def test_the_reruns_run_warpgroup_roles_too(reruns):
     a = torch.randn(64)
     b = tilejit.compile(role_handoff(True), out_idx=[1], target="sim")(a)
     assert torch.equal(b[:63], a[:63]) and b[63].item() == -1.0 and len(reruns) == 1
-    with pytest.warns(garbage.UninitializedValueWarning, match=r"B: 1 element\(s\), the "
-                      r"first at \(63,\).*S\[63\] is read before it is written"):
-        b = tilejit.compile(role_handoff(False), out_idx=[1], target="sim")(a)
-    assert torch.equal(b[:63], a[:63]) and b[63].isnan()
+    with pytest.raises(UninitializedReadError, match=r"(?s)S\[63\] is read before it is "
+                                                     r"written.*other values to B"):
+        tilejit.compile(role_handoff(False), out_idx=[1], target="sim")(a)
 
 
 def test_a_discarded_arm_of_if_then_else_runs(reruns):
@@ -200,53 +197,16 @@ def test_the_reruns_start_from_the_arguments_as_they_were(reruns):
     assert t.tolist() == [float(i + 1) for i in range(64)]
 
 
-def test_garbage_reaching_a_float_output_leaves_nan_there_and_warns():
-    # on the GPU B[63] holds whatever S[63]'s memory held times zero; the simulator says
-    # where it came from and leaves NaN (the other elements stand)
+def test_garbage_reaching_an_output_is_an_error():
     a = np.arange(64, dtype=np.float32)
     b = np.zeros(64, np.float32)
-    with pytest.warns(garbage.UninitializedValueWarning) as record:
+    with pytest.raises(UninitializedReadError) as info:
         times_zero(a, b)
-    np.testing.assert_array_equal(b[:63], 0.0)
-    assert np.isnan(b[63])
-    msg = str(record[0].message)
-    assert msg.startswith("B: 1 element(s), the first at (63,), were computed from memory "
-                          "nothing wrote (S[63] is read before it is written"), msg
-    assert "the simulator leaves NaN there" in msg, msg
-
-
-@tilejit.kernel
-def garbage_to_int(A, B, n: T.constexpr = 64):
-    with T.Kernel(1, threads=64) as bx:
-        S = T.alloc_shared((n,), T.int32)
-        for i in T.Parallel(n):
-            if i < n - 1:
-                S[i] = A[i]
-        for i in T.Parallel(n):
-            B[i] = S[i] + 1
-
-
-@tilejit.kernel
-def garbage_through_max(A, B, n: T.constexpr = 64):
-    with T.Kernel(1, threads=64) as bx:
-        S = T.alloc_shared((n,), T.float32)
-        for i in T.Parallel(n):
-            if i < n - 1:
-                S[i] = A[i]
-        for i in T.Parallel(n):
-            B[i] = T.max(S[i], 0.0)     # NaN loses: the NaN run's B[63] is 0
-
-
-def test_garbage_reaching_an_integer_or_through_a_decision_stays_an_error():
-    a = np.arange(64, dtype=np.int32)
-    with pytest.raises(UninitializedReadError, match=r"(?s)S\[63\] is read before it is "
-                                                     r"written.*The value matters: run again "
-                                                     r"with other garbage there, the launch "
-                                                     r"wrote other values to B\."):
-        garbage_to_int(a, np.zeros(64, np.int32))
-    with pytest.raises(UninitializedReadError, match=r"(?s)The value matters: .*other "
-                                                     r"values to B\."):
-        garbage_through_max(a.astype(np.float32), np.zeros(64, np.float32))
+    msg = str(info.value)
+    assert "S[63] is read before it is written (shared tile S" in msg, msg
+    assert __file__ in msg and "B[i] = S[i] * 0.0" in msg, msg
+    assert "The value matters: run again with other garbage there, the launch wrote " \
+           "other values to B." in msg, msg
 
 
 def test_garbage_used_as_an_index_is_an_error():

@@ -13,19 +13,13 @@ positive and negative values (``garbage``: every element differs between the fil
 integers stay small, so one used as a loop bound ends). Where every run ends and leaves
 every argument with the same bytes (an output's elements the launch never wrote left out:
 each run has its own garbage there), the garbage did not matter and the launch's result
-stands, as it would on the GPU whatever the memory held. Where the runs leave
-different values only in float elements that the NaN fill made NaN, the garbage reached
-them through arithmetic and copies alone (a tile's unwritten columns copied out, as
-TileLang's flash-decoding logits are): the GPU leaves whatever the memory held there, so
-the result stands with NaN in them and an ``UninitializedValueWarning`` names them and
-the read. A launch whose arguments hold more than ``SNAPSHOT_MAX_BYTES`` keeps the strict
-check (nothing to rerun from). Where a run stops (an index out of bounds, a block race, a
-deadlock) or two runs leave other differences (an integer, a float the NaN run left a
-number: a comparison, a branch or a max decided it), the first strict error is raised,
-saying so: the value of the read reached the kernel's outputs, an index or a branch;
-where every rerun stops with the same error (its type and first line), that error is the
-program's own, whatever the garbage, and is raised itself, with a note of the read
-before it. Three fills are a test, not a
+stands, as it would on the GPU whatever the memory held. A launch whose arguments hold
+more than ``SNAPSHOT_MAX_BYTES`` keeps the strict check (nothing to rerun from). Where a
+run stops (an index out of bounds, a block race, a deadlock) or two runs leave different
+bytes, the first strict error is raised, saying so: the value of the read reached the
+kernel's outputs, an index or a branch; where every rerun stops with the same error (its
+type and first line), that error is the program's own, whatever the garbage, and is
+raised itself, with a note of the read before it. Three fills are a test, not a
 proof; they are what a GPU's leftover registers would have to beat.
 
 The reruns print nothing but what the strict run did not reach (``Prints``). Memory a
@@ -170,16 +164,39 @@ def restore(saved) -> None:
             mem.detach().copy_(before)      # (in place, also into a tensor needing grad)
 
 
+def contents(saved, unwritten=None) -> list:
+    """The arguments' bytes now; the elements of an output the launch left unwritten
+    (``unwritten``: {name: mask}, T.empty's and out_idx's memory) as zeros, since each
+    run fills those with its own garbage."""
+    out = []
+    for name, mem, _ in saved:
+        mask = (unwritten or {}).get(name)
+        if isinstance(mem, np.ndarray):
+            data = np.ascontiguousarray(mem)
+            if mask is not None and mask.shape == data.shape and mask.any():
+                data = data.copy()
+                data[mask] = 0
+            out.append(data.tobytes())
+            continue
+        import torch    # (a torch argument's: torch is there)
+        data = mem.detach().cpu()
+        if mask is not None and tuple(mask.shape) == tuple(data.shape) and mask.any():
+            data = data.clone()
+            data[torch.from_numpy(mask)] = 0
+        flat = data.contiguous().reshape(-1)
+        out.append(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return out
+
+
 def rerun(strict, saved, printed: int, run_once) -> None:
     """After the strict run's ``UninitializedReadError`` ``strict`` (having made
     ``printed`` device prints): ``run_once()`` again from the arguments ``saved`` with each
-    garbage fill (it returns the outputs' unwritten elements); raises ``strict`` (with
-    what the reruns found) unless all end and print alike and differ at most in float
-    values the garbage reached alone (``_leave_garbage``), or at once where the arguments
-    were too large to keep (``saved`` None)."""
+    garbage fill (it returns the outputs' unwritten elements, ``contents``); raises
+    ``strict`` (with what the reruns found) unless all end alike, or at once where the
+    arguments were too large to keep (``saved`` None)."""
     if saved is None:
         raise strict
-    seen, said = [], None
+    seen = said = None
     for k in range(VARIANTS):
         run = Prints(k, skip=printed if k == 0 else 0, quiet=k > 0)
         try:
@@ -193,83 +210,16 @@ def rerun(strict, saved, printed: int, run_once) -> None:
                 raise e from None
             raise _matters(strict, f"run again with garbage there, the launch stopped: "
                                    f"{type(e).__name__}: {_first_line(e)}") from e
+        now = contents(saved, unwritten)
+        if seen is not None and now != seen:
+            which = next(saved[i][0] for i, (a, b) in enumerate(zip(seen, now)) if a != b)
+            raise _matters(strict, f"run again with other garbage there, the launch wrote "
+                                   f"other values to {which}") from strict
         if said is not None and run.said != said:
             line = next((a, b) for a, b in zip(said + [""], run.said + [""]) if a != b)
             raise _matters(strict, f"run again with other garbage there, the launch printed "
                                    f"{line[1]!r} where it had printed {line[0]!r}") from strict
-        seen.append(_bits(saved, unwritten))
-        said = run.said
-    _leave_garbage(strict, saved, seen)
-
-
-class UninitializedValueWarning(UserWarning):
-    """Float elements a launch computed from memory nothing wrote through arithmetic and
-    copies alone (the GPU leaves whatever that memory held there): the simulator's result
-    holds NaN in them."""
-
-
-def _bits(saved, unwritten):
-    """Each argument's elements as unsigned integers of their width (NaNs compare by
-    their bits), an output's elements the launch never wrote as zeros, and where the
-    argument holds floats, which elements are NaN."""
-    out = []
-    for name, mem, _ in saved:
-        if isinstance(mem, np.ndarray):
-            data = np.array(mem, copy=True)
-            nan = np.isnan(data) if data.dtype.kind == "f" else None
-        else:
-            import torch    # (a torch argument's: torch is there)
-            data = mem.detach().cpu().contiguous()
-            nan = torch.isnan(data).numpy() if data.is_floating_point() else None
-            width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-            data = data.view(width[data.element_size()]).numpy().copy()
-        data = data.view(np.uint8) if data.dtype.kind == "b" else \
-            data.view(f"u{data.dtype.itemsize}")
-        mask = (unwritten or {}).get(name)
-        if mask is not None and mask.shape == data.shape and mask.any():
-            data[mask] = 0
-            if nan is not None:
-                nan[mask] = False
-        out.append((data, nan))
-    return out
-
-
-def _leave_garbage(strict, saved, runs) -> None:
-    """After the garbage runs, which all ended and printed alike: elements of the
-    arguments whose values differ between the runs were computed from memory nothing
-    wrote. Where each is a float that the first run's fill (NaN) made NaN, the value
-    reached them through arithmetic and copies alone, and the GPU leaves whatever that
-    memory held there: the last run's result stands with NaN in them, and a warning names
-    them and the first such read. Any other difference (an integer, a float the NaN run
-    left a number: a branch, an index, a comparison or a max decided by the garbage)
-    raises ``strict``, saying so."""
-    import warnings
-    lenient = []
-    for (name, mem, _), *values in zip(saved, *runs):
-        bits = [v[0] for v in values]
-        differ = np.zeros(bits[0].shape, bool)
-        for b in bits[1:]:
-            differ |= b != bits[0]
-        if not differ.any():
-            continue
-        nan_first = values[0][1]
-        if nan_first is None or not nan_first[differ].all():
-            raise _matters(strict, f"run again with other garbage there, the launch wrote "
-                                   f"other values to {name}") from strict
-        lenient.append((name, mem, differ))
-    for name, mem, differ in lenient:
-        if isinstance(mem, np.ndarray):
-            mem[differ] = np.nan
-        else:
-            import torch
-            mem[torch.from_numpy(differ).to(mem.device)] = float("nan")
-        first = tuple(int(i) for i in np.argwhere(differ)[0])
-        where = str(strict).split("\n", 1)[1:]       # the read's file, line and source
-        warnings.warn(UninitializedValueWarning(
-            f"{name}: {int(differ.sum())} element(s), the first at {first}, were computed "
-            f"from memory nothing wrote ({_first_line(strict)}): on the GPU they hold "
-            f"whatever it held; the simulator leaves NaN there"
-            + ("\n" + where[0] if where else "")), stacklevel=5)
+        seen, said = now, run.said
 
 
 def _stops_alike(first, saved, run_once) -> bool:
