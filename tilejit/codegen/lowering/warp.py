@@ -10,7 +10,7 @@ from numba.core import types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.lowering.reductions import present_lanes, exchange_value
+from tilejit.codegen.lowering.reductions import exchange_value, present_lanes
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import _min_max
 from tilejit.codegen.lowering.tiles import intrinsic
