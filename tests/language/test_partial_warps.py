@@ -203,3 +203,46 @@ def test_on_the_gpu(threads):
     scalar(g)
     scalar(a)
     assert torch.equal(g.cpu(), a)
+
+
+@tilejit.kernel
+def shuffle_forms(A, B, form: T.constexpr = "branch", width: T.constexpr = 32):
+    """A shuffle reaching past a 48-thread block in four forms: lanes of warp 1 that do not
+    run it (a branch holding warp 0), a T.Parallel of one iteration per thread, one with
+    a loop_layout, and a value every lane holds."""
+    with T.Kernel(1, threads=48):
+        if form == "branch":
+            tx = T.get_thread_binding()
+            if tx < 32:
+                B[tx, 0] = T.shfl_xor(A[tx, 0], 16, width)
+        elif form == "parallel":
+            for i in T.Parallel(48):
+                B[i, 0] = T.shfl_xor(A[i, 0], 16, width)
+        elif form == "layout":
+            for i, j in T.Parallel(48, 4, loop_layout=ROWS):
+                B[i, j] = T.shfl_xor(A[i, j], 16, width)
+        else:
+            B[0, 0] = T.shfl_down(A[0, 0], 20, width)
+
+
+ROWS = T.Fragment((48, 4), forward_thread_fn=lambda i, j: i, forward_index_fn=lambda i, j: j)
+
+
+@pytest.mark.parametrize("form", ["parallel", "layout", "uniform"])
+def test_every_form_of_a_read_past_the_block_is_reported(form):
+    a = np.arange(192, dtype=np.float32).reshape(48, 4)
+    with pytest.raises(ThreadCodeError, match=r"reads lane (16|20), which the block of 48 "
+                                              r"threads does not have"):
+        shuffle_forms(a, np.zeros_like(a), form, 32)
+    b = np.zeros_like(a)
+    shuffle_forms(a, b, form, 16)               # a width of 16 stays in the block
+    if form != "uniform":
+        np.testing.assert_array_equal(b[:, 0], a[:, 0])    # xor 16 within 16: itself
+
+
+def test_lanes_that_do_not_run_the_shuffle_are_not_checked():
+    a = np.arange(192, dtype=np.float32).reshape(48, 4)
+    b = np.zeros_like(a)
+    shuffle_forms(a, b, "branch", 32)           # warp 1 (lanes 32-47) skips it
+    np.testing.assert_array_equal(b[:32, 0], a[np.arange(32) ^ 16, 0])
+    assert not b[32:].any()

@@ -153,3 +153,18 @@ def test_the_kernel_uses_ptx_max_and_min_and_assembles(arch, ptxas):
     ptx = zeros_kernel.compile(*args, target="cuda", arch=arch).ptx
     assert "max.f32" in ptx and "min.f32" in ptx
     ptxas(ptx, arch)
+
+
+def test_the_atomics_in_place_form_orders_zeros_and_stays_fast():
+    d = np.array([-0.0, 0.0, -0.0, 5.0, -0.0], np.float32)
+    FMAX.at(d, (np.array([0, 0, 1, 2, 2, 3]),),
+            np.array([-0.0, 0.0, -0.0, -0.0, -1.0, 7.0], np.float32))
+    assert _signs(d) == [False, False, True, False, True] and d[3] == 7.0
+    d = np.array([0.0, 0.0, -0.0], np.float32)
+    FMIN.at(d, (np.array([0, 1, 1]),), np.array([-0.0, 0.0, 0.0], np.float32))
+    assert _signs(d) == [True, False, True]
+    many = np.random.default_rng(1).standard_normal(200_000).astype(np.float32)
+    one = np.full(1, -np.inf, np.float32)
+    FMAX.at(one, (np.zeros(many.size, np.int64),), many)     # numpy's at, then the signs
+    assert one[0] == many.max()
+    assert FMIN(np.array([False]), np.array([False])).tolist() == [False]   # booleans

@@ -237,10 +237,23 @@ def test_tvms_warp_size_may_be_a_macro_parameter(width):
     torch.testing.assert_close(b, a[(lanes // width) * width + (lanes % width ^ 1)])
 
 
+WAVEFRONT = 64
+
+
+def _wavefront_by_name():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding(0)
+            B[tx] = T.tvm_warp_shuffle(0xFFFFFFFF, A[tx], tx ^ 1, 32, WAVEFRONT)
+    return main
+
+
 def test_a_warp_size_past_32_is_refused():
-    with pytest.raises(tilejit.CompileError, match=r"a warp of 32 lanes \(the warp_size "
-                       r"argument: a power of two up to 32\), got `64`"):
-        tilelang.compile(_wavefront(), target="sim")
+    for program, written in ((_wavefront, "64"), (_wavefront_by_name, "WAVEFRONT")):
+        with pytest.raises(tilejit.CompileError, match=r"a warp of 32 lanes \(the warp_size "
+                           r"argument: a power of two up to 32\), got `" + written + "`"):
+            tilelang.compile(program(), target="sim")
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

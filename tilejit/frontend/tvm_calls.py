@@ -26,6 +26,9 @@ _SHUFFLES = {tvm_calls.tvm_warp_shuffle: "shfl_sync",
              tvm_calls.tvm_warp_shuffle_up: "shfl_up"}
 
 
+_UNKNOWN = object()     # a value the front end cannot know (a macro parameter, a loop's)
+
+
 def rewrite_tvm_calls(ks) -> None:
     _Calls(ks).visit(ks.tree)
     syntax.fix_missing_locations(ks.tree)
@@ -59,10 +62,12 @@ class _Calls(syntax.NodeTransformer):
             mask, value, lane, width, warp_size = node.args
             # the last argument is TVM's warp size, which CUDA's __shfl_sync does not take
             # (TileLang's Hadamard example passes its sub-warp width there, a macro
-            # parameter); a constant past 32 (AMD's wavefront of 64) is refused
-            if isinstance(warp_size, ast.Constant) and not (
-                    type(warp_size.value) is int and 0 < warp_size.value <= 32
-                    and warp_size.value & (warp_size.value - 1) == 0):
+            # parameter); one known here past 32 (AMD's wavefront of 64) is refused
+            known = warp_size.value if isinstance(warp_size, ast.Constant) else \
+                self.ks.namespace.get(warp_size.id, _UNKNOWN) \
+                if isinstance(warp_size, ast.Name) else _UNKNOWN
+            if known is not _UNKNOWN and not (
+                    type(known) is int and 0 < known <= 32 and known & (known - 1) == 0):
                 raise self.ks.error(f"T.{fn.__name__}: a warp of 32 lanes (the warp_size "
                                     f"argument: a power of two up to 32), got "
                                     f"`{ast.unparse(warp_size)}`", node)

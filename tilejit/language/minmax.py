@@ -21,6 +21,8 @@ class _Ordered:
 
     def __call__(self, a, b):
         out = self.base(a, b)
+        if np.asarray(out).dtype.kind != "f":
+            return out
         zeros = (np.asarray(a) == 0) & (np.asarray(b) == 0)
         if not np.any(zeros):
             return out
@@ -49,6 +51,29 @@ class _Ordered:
             return out
         fixed = self._fix(out, values, lambda m: np.any(m, axis=axis))
         return fixed if np.ndim(out) else fixed[()]
+
+    def at(self, data, idx, values):
+        """``ufunc.at``: each of ``values`` combined into ``data[idx]`` in place (repeated
+        elements in turn); an element that ends at zero is +0 (the larger) if it or any
+        value combined into it was +0, else −0 (the smaller alike)."""
+        if data.dtype.kind != "f":
+            self.base.at(data, idx, values)
+            return
+        values = np.broadcast_to(np.asarray(values, dtype=data.dtype), np.shape(data[idx]))
+
+        def other(v):       # the zero that wins: +0 for the larger, −0 for the smaller
+            return (v == 0) & (~np.signbit(v) if self.larger else np.signbit(v))
+        seen = np.zeros(data.shape, bool)
+        touched = np.zeros(data.shape, bool)
+        touched[idx] = True
+        seen[touched] = other(data[touched])
+        np.logical_or.at(seen, idx, other(values))
+        self.base.at(data, idx, values)
+        zero = touched & (data == 0)
+        if zero.any():
+            wins = np.zeros((), data.dtype) if self.larger else -np.zeros((), data.dtype)
+            data[zero & seen] = wins
+            data[zero & ~seen] = -wins
 
     def accumulate(self, values, axis=0):
         values = np.asarray(values)

@@ -733,8 +733,8 @@ def _check_dtype(tensor, what):
 # the element-wise function of each op, where the tensor holds its dtype exactly (not a
 # bfloat16 or float8 held in float32 and rounded at every store): ``ufunc.at`` combines
 # repeated elements one at a time in the order given, which is lane order
-_UFUNCS = {"add": (np.add, np.add), "max": (None, np.maximum),
-           "min": (None, np.minimum), "or": (np.bitwise_or, np.bitwise_or)}
+_UFUNCS = {"add": (np.add, np.add), "max": (FMAX, np.maximum),
+           "min": (FMIN, np.minimum), "or": (np.bitwise_or, np.bitwise_or)}
 
 
 def _apply(op, tensor, idx, values, distinct=False, previous=True):
@@ -752,8 +752,7 @@ def _apply_values(op, tensor, idx, values, distinct=False, previous=True):
     several lanes share an element; ``distinct``: known not to); the previous value of
     every lane (``previous=False``: None, not computed)."""
     data, dtype = tensor.data, tensor.dtype
-    if not previous and not distinct and not dtype.held_in_float32 and not (
-            dtype.is_float and op in ("max", "min")):   # (float: the zeros' order below)
+    if not previous and not distinct and not dtype.held_in_float32:
         # lanes sharing elements, and no lane needs what it found (a histogram's adds):
         # in place, lane after lane
         with np.errstate(over="ignore", invalid="ignore"):

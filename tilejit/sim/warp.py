@@ -213,23 +213,48 @@ def _shuffle(name, source):
             masks = _by_lane(np.asarray(mask, dtype=np.int64), FULL)
             for s in range(x.shape[1]):
                 _sources(masks[:, s], lane[:, s], src[:, s], name)
+                _launched(src[:, s], x.shape[0], name, ~STATE.iteration_holes[:, s])
             _no_holes(src, name)
-            return _result(np.take_along_axis(x, src, 0), uniform)
+            return _result(np.take_along_axis(x, np.minimum(src, x.shape[0] - 1), 0),
+                           uniform)
         d = np.broadcast_to(np.asarray(delta, dtype=np.int64), lane.shape)
         src = source(lane, d, w)
         if uniform is False:
             _sources(mask, lane, src, name)
-            _launched(src, x.shape[0], name)
-        return _result(x[src], uniform)
+        if uniform is True:     # (one value in every lane: the lanes the block launched)
+            if STATE.threads and STATE.threads % WARP:
+                every = np.arange(STATE.threads)
+                _launched(source(every, np.broadcast_to(d[:1], every.shape), w),
+                          STATE.threads, name)
+        else:
+            _launched(src, x.shape[0], name, _running(uniform))
+        # (a lane that does not run the shuffle may name one past the block: its result
+        # is discarded)
+        return _result(x[np.minimum(src, x.shape[0] - 1)], uniform)
     shuffle.__name__ = name
     return shuffle
 
 
-def _launched(src, threads, name):
+def _running(uniform):
+    """The lanes running a warp primitive: the active threads, or in a T.Parallel of one
+    iteration per thread (``uniform`` its shape) the iterations its branch holds."""
+    if STATE.lanes:
+        return _active()
+    mask = STATE.mask
+    if isinstance(uniform, tuple) and mask is not None and np.ndim(mask) > 0:
+        return np.broadcast_to(mask, uniform).reshape(-1)
+    return None
+
+
+def _launched(src, threads, name, active=None):
     """A shuffle in a block whose last warp is partial reads only lanes that exist: one
-    never launched holds no value (undefined on the GPU)."""
-    if src.size and int(src.max()) >= threads:
-        t = int(np.argmax(src >= threads))
+    never launched holds no value (undefined on the GPU). ``active``: the lanes running
+    the shuffle (None: all)."""
+    bad = src >= threads
+    if active is not None:
+        bad &= np.broadcast_to(np.asarray(active, dtype=bool), bad.shape)
+    if bad.any():
+        t = int(np.argmax(bad))
         raise ThreadCodeError(
             f"T.{name}: lane {t % WARP} of warp {t // WARP} reads lane {int(src[t]) % WARP}, "
             f"which the block of {threads} threads does not have (its value is undefined "
