@@ -1061,3 +1061,14 @@ def test_jitimpl_names_what_the_decorator_returns():
     runner): the class of an eager @tilelang.jit program."""
     from tilejit.tilelang.jit import JITImpl
     assert isinstance(scale, JITImpl)
+
+
+def test_parse_cache_key_is_the_calls_key_without_running_it():
+    # TileLang's eager-JIT tutorial times f.parse_cache_key(A, B) beside a call
+    a, b = torch.randn(256), torch.randn(256)
+    key = vector_add.parse_cache_key(a, b)
+    assert key == vector_add.parse_cache_key(torch.zeros(256), torch.ones(256))  # no data
+    assert key != vector_add.parse_cache_key(torch.randn(512), torch.randn(512))
+    assert key != vector_add.parse_cache_key(a, b, block_M=64)
+    assert hash(key) is not None
+    assert vector_add.parse_cache_key(a, b, block_M=[64]) is None      # unhashable

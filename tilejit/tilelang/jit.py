@@ -747,6 +747,15 @@ class JitFunction:
                             f"unannotated, or `{n}: int`, for a compile-time one)",
                             e.filename, e.lineno)
 
+    def parse_cache_key(self, *args, **kwargs):
+        """TileLang's ``f.parse_cache_key(*args)``: the key a call with these arguments
+        finds its checked binding by (each tensor's kind, shape and dtype, every other
+        argument's value), without running it; None where a value is unhashable. Its
+        eager-JIT tutorial times it beside a call to show the dispatch's cost."""
+        if kwargs and self.sugar.declared_names:
+            kwargs = self.sugar.keyword_names(kwargs)
+        return self._call_key(args, kwargs)
+
     def _call_key(self, args, kwargs):
         """What the checks of a call depend on: each tensor's kind, shape and dtype (not
         its data) and every other argument's value; None where a value is unhashable. A
