@@ -63,9 +63,7 @@ class _Calls(syntax.NodeTransformer):
             # the last argument is TVM's warp size, which CUDA's __shfl_sync does not take
             # (TileLang's Hadamard example passes its sub-warp width there, a macro
             # parameter); one known here past 32 (AMD's wavefront of 64) is refused
-            known = warp_size.value if isinstance(warp_size, ast.Constant) else \
-                self.ks.namespace.get(warp_size.id, _UNKNOWN) \
-                if isinstance(warp_size, ast.Name) else _UNKNOWN
+            known = self._known(warp_size)
             if known is not _UNKNOWN and not (
                     type(known) is int and 0 < known <= 32 and known & (known - 1) == 0):
                 raise self.ks.error(f"T.{fn.__name__}: a warp of 32 lanes (the warp_size "
@@ -79,15 +77,15 @@ class _Calls(syntax.NodeTransformer):
             return ast.copy_location(self._elect(node), node)
         return node
 
-    def _function_name(self, node):
-        """The C name a call names: a string, or a name bound to one where the kernel is
-        defined (TileLang's dequantize examples: ``func_name = info["func_name"]``)."""
+    def _known(self, node):
+        """The value of a constant, or of a name bound where the kernel is defined
+        (TileLang's dequantize examples: ``func_name = info["func_name"]``); else
+        ``_UNKNOWN`` (a macro parameter, a loop's variable)."""
         if isinstance(node, ast.Constant):
-            return node.value if isinstance(node.value, str) else None
+            return node.value
         if isinstance(node, ast.Name):
-            value = self.ks.namespace.get(node.id)
-            return value if isinstance(value, str) else None
-        return None
+            return self.ks.namespace.get(node.id, _UNKNOWN)
+        return _UNKNOWN
 
     def _elect(self, node):
         """One thread of each group of ``thread_extent`` threads: lane 0 of the group's
@@ -129,8 +127,8 @@ class _Calls(syntax.NodeTransformer):
         args = list(node.args)
         if "dtype" in keywords:
             args.insert(0, keywords.pop("dtype"))
-        name = self._function_name(args[1]) if len(args) >= 2 else None
-        if name is None or keywords:
+        name = self._known(args[1]) if len(args) >= 2 else None
+        if not isinstance(name, str) or keywords:
             raise self.ks.error("T.call_extern takes (dtype, \"function name\", *args), "
                                 "the name a string known when the kernel is compiled", node)
         dtype, args = args[0], args[2:]

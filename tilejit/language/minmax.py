@@ -21,16 +21,18 @@ class _Ordered:
 
     def __call__(self, a, b):
         out = self.base(a, b)
-        if np.asarray(out).dtype.kind != "f":
+        result = np.asarray(out)
+        if result.dtype.kind != "f":
             return out
-        zeros = (np.asarray(a) == 0) & (np.asarray(b) == 0)
-        if not np.any(zeros):
+        zero = result == 0              # (usually none: one comparison)
+        if not zero.any():
             return out
+        zeros = zero & (np.asarray(a) == 0) & (np.asarray(b) == 0)
         with np.errstate(all="ignore"):
             # zeros only: a + b is +0 unless both are −0; −(−a − b) is −0 unless both +0
             signed = a + b if self.larger else -((-a) + (-b))
-        fixed = np.where(zeros, signed, out).astype(np.asarray(out).dtype)
-        return fixed if np.ndim(out) else fixed[()]
+        fixed = np.where(zeros, signed, result).astype(result.dtype)
+        return fixed if fixed.ndim else fixed[()]
 
     def _fix(self, out, values, any_along):
         out = np.asarray(out)

@@ -23,7 +23,7 @@ def _whole_cuda_warps(what, kind="warp shuffles", partial=False):
     """A CUDA target, and whole warps unless ``partial``: a shuffle in a block whose last
     warp is partial (16 threads, 48) runs there with its mask cut to the lanes the warp
     has (``reductions.present_lanes``); a lane reading one it does not have reads an
-    undefined value, which the simulator reports."""
+    undefined value, which the simulator reports. The block's thread count."""
     config = current_kernel()
     if config.target.kind == "amdgpu":
         raise CompileError(f"T.{what}: {kind} are built for CUDA only (on AMDGPU a "
@@ -32,6 +32,7 @@ def _whole_cuda_warps(what, kind="warp shuffles", partial=False):
     if threads % 32 and not partial:
         raise CompileError(f"T.{what} needs whole warps (its mask names all 32 lanes), and "
                            f"the block has {threads} threads: use a multiple of 32")
+    return threads
 
 
 def _shuffle(builder, kind, v, lane, clamp, mask=None):
@@ -83,13 +84,13 @@ def _register_shuffles():
     kinds = {T.shfl_xor: "bfly", T.shfl_down: "down", T.shfl_up: "up", T.shfl_sync: "idx"}
     for fn, kind in kinds.items():
         def impl(context, builder, sig, args, kind=kind, fn=fn):
-            _whole_cuda_warps(fn.__name__, partial=True)
+            threads = _whole_cuda_warps(fn.__name__, partial=True)
             lane = builder.trunc(args[1], I32)
             width = args[2] if len(args) > 2 else I64(32)
             # the lanes of the mask run the shuffle together (half-warps apart in
             # divergent code: ``mask=0xFFFF`` and ``0xFFFF0000``)
             mask = _as_i32(builder, args[3]) if len(args) > 3 else None
-            if current_kernel().tiles.block_threads % 32:
+            if threads % 32:
                 present = present_lanes(builder)
                 mask = present if mask is None else builder.and_(mask, present)
             return _shuffle(builder, kind, args[0], lane, _clamp(builder, kind, width), mask)
