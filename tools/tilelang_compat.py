@@ -58,8 +58,10 @@ LANGUAGE_DIFFERENCES = {
                    "allocation's through a host copy written back after the launch",
     "import_source": "`None` only (what TileLang's programs pass when they call no extern "
                      "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
-    "int4": "a name to compare dtypes with; no tensor or tile holds int4 (a TypeError "
-            "saying so): pack two values a byte",
+    "int4": "a tensor holds int4 two a byte (an int8 or uint8 torch tensor, element 2k "
+            "in the low four bits, as TileLang's programs pack them); a tile holds them one "
+            "a byte, as int8 (its `.dtype` says int8), and T.gemm of int4 tiles runs on "
+            "int8 tensor cores (wgmma or mma.sync .s8, not the .s4 forms)",
     "annotate_compile_flags": "kept as the function's attribute; flags of NVIDIA's C++ "
                               "compiler, which tilejit does not run, so they change nothing",
     "annotate_pass_configs": "a statement at the top of the function's body, its argument "

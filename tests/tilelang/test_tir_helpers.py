@@ -199,20 +199,6 @@ def test_dtype_of_a_bfloat16_value_is_a_clear_error():
                         target="cuda -arch=sm_90a")
 
 
-def _cast_to(dtype):
-    @T.prim_func
-    def main(A: T.Tensor((8,), "int32"), C: T.Tensor((8,), "int32")):
-        with T.Kernel(1, threads=32):
-            for i in T.Parallel(8):
-                C[i] = T.cast(A[i], dtype)
-    return main
-
-
-def test_a_cast_to_int4_says_no_value_holds_it():
-    with pytest.raises(tilejit.CompileError, match="no tensor or tile can hold"):
-        tilejit.compile(_cast_to(T.int4), out_idx=[1]).get_kernel_source(arch="sm_90a")
-
-
 def made_by_a_factory(K=256):
     @T.prim_func
     def main(B: T.Tensor((K // 2,), "int8"), C: T.Tensor((K,), "float16")):
@@ -392,7 +378,7 @@ def test_gpu_cast_dtype_first_in_a_helper():
 
 
 @pytest.mark.parametrize("name, bits, per_byte", [("uint4", 4, 2), ("int2", 2, 4),
-                                                  ("uint1", 1, 8), ("int4", 4, 2)])
+                                                  ("uint1", 1, 8)])
 def test_sub_byte_integer_names_are_dtypes_that_no_tensor_holds(name, bits, per_byte):
     """TVM's integers narrower than a byte, which TileLang's ``T.dtype("uint4")`` parses
     (its tests parametrize over them): a dtype to name and compare; a tensor of one is a

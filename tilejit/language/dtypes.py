@@ -31,8 +31,8 @@ class DType(str):
         # dtype TileLang has that tilejit only names is not: NOT_HELD)
         if bits is None and kind is None:
             if isinstance(name, str) and not isinstance(name, DType) and (
-                    _SUB_BYTE_INT.match(name) or name in NOT_HELD):
-                return not_held(name)   # a name, as T.int4 is: holding it says why not
+                    (_SUB_BYTE_INT.match(name) and name not in _BY_NAME) or name in NOT_HELD):
+                return not_held(name)   # a name, as T.uint4 is: holding it says why not
             found = as_dtype(name)
             # TileLang's spelling of it (torch's): the dtype that keeps that name
             spelled = str(name).rsplit(".", 1)[-1]
@@ -53,6 +53,11 @@ class DType(str):
     @property
     def name(self) -> str:
         return str.__str__(self)
+
+    @property
+    def with_article(self) -> str:
+        """Its name after its article, for messages: "an int4", "a float16"."""
+        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
 
     @property
     def bits(self) -> int:
@@ -112,8 +117,16 @@ class DType(str):
 
     @property
     def packed(self) -> int:
-        """Elements a byte holds: 2 for float4_e2m1fn (a tensor of it is bytes), else 1."""
+        """Elements a byte holds: 2 for float4_e2m1fn and int4 (a tensor of either is
+        bytes), else 1."""
         return max(1, 8 // self.bits)
+
+    @property
+    def in_tiles(self) -> DType:
+        """The dtype a tile of this dtype holds: int4's values one a byte, as int8 (a
+        tile's elements are addressed one by one, by threads and tensor-core operand
+        loads alike); itself for every other dtype."""
+        return int8 if self.name == "int4" else self
 
     @property
     def bytes(self) -> int:
@@ -140,6 +153,8 @@ class DType(str):
         in float32)."""
         if self.held_in_float32:
             return np.dtype(np.float32)
+        if self.name == "int4":         # its values, one a byte
+            return np.dtype(np.int8)
         return np.dtype(self.name if self.name != "bool" else np.bool_)
 
     def __repr__(self) -> str:
@@ -187,6 +202,11 @@ float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float")
 # 2k in the low four bits (torch's float4_e2m1fn_x2; TileLang's packed float4_e2m1fn); no
 # tile holds it (``packed``)
 float4_e2m1fn = DType("float4_e2m1fn", 4, "float")
+# 4-bit two's-complement integers, -8 … 7 (TileLang's T.int4). A tensor holds them two a
+# byte, element 2k in the low four bits, in an int8 or uint8 torch tensor (TileLang's
+# storage of them); a tile holds them one a byte, as int8 (``DType.in_tiles``), which
+# T.gemm multiplies on int8 tensor cores
+int4 = DType("int4", 4, "int")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
                               "float8_e8m0fnu", "float4_e2m1fn"))
 # the two names of one dtype (float8_e4m3fn is TileLang's and torch's spelling of ours)
@@ -208,7 +228,8 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  "float8_e4m3fn": float8_e4m3, "e4m3": float8_e4m3, "e5m2": float8_e5m2,
                  "e8m0": float8_e8m0fnu,
                  # torch's dtype of two e2m1 floats a byte: a tensor of it holds float4_e2m1fn
-                 "float4_e2m1fn": float4_e2m1fn, "float4_e2m1fn_x2": float4_e2m1fn})
+                 "float4_e2m1fn": float4_e2m1fn, "float4_e2m1fn_x2": float4_e2m1fn,
+                 "int4": int4})
 
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
@@ -244,10 +265,6 @@ def not_held(name: str) -> DType | None:
 
 
 def _not_held_message(d: DType) -> str:
-    if d.name == "int4":
-        return ("int4 (4-bit integers) is a dtype name tilejit has but no tensor or tile can "
-                "hold: pack two values a byte in a uint8/int8 tensor and unpack them "
-                "(x >> 4, x & 15)")
     if d.kind in ("int", "uint") and d.bits < 8 and d.lanes == 1:
         return (f"{d.name} ({d.bits}-bit {'un' if d.kind == 'uint' else ''}signed integers) "
                 f"is a dtype name tilejit has but no tensor or tile can hold: pack "
@@ -263,8 +280,6 @@ def _not_held_message(d: DType) -> str:
             f"and decode them")
 
 
-# TileLang's T.int4: named (programs compare dtypes with it), not a dtype of any tensor
-int4 = not_held("int4")
 # TileLang's T.ptr: an address. As a parameter annotation, a pointer argument (a tensor,
 # whose data pointer is passed, or an address); as a dtype (a table of pointers,
 # ``T.Tensor([G], T.ptr)``), int64, which it equals
@@ -348,9 +363,9 @@ def resolve_torch_storage_dtype(value) -> DType:
     stores ``value``'s elements: itself for a dtype tilejit holds; ``int8`` for ``int4``;
     ``float4_e2m1fnx2`` for the e2m1 floats where torch has ``float4_e2m1fn_x2``, else
     ``int8``."""
-    named = value if isinstance(value, DType) else not_held(str(value))
-    if named is None and str(value) in ("float4_e2m1fn", "float4_e2m1fn_x2"):
-        named = float4_e2m1fn
+    name = str(value)
+    named = value if isinstance(value, DType) else _BY_NAME.get(name) if name in (
+        "float4_e2m1fn", "float4_e2m1fn_x2", "int4") else not_held(name)
     if named is None or named.held and not named.packed > 1:
         return as_dtype(value)
     if named.is_float4():

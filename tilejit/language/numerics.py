@@ -6,7 +6,7 @@ import numpy as np
 from tilejit.language.minmax import FMAX, FMIN
 
 from tilejit.language.dtypes import (DType, bfloat16, float4_e2m1fn, float8_e4m3, float8_e5m2,
-                                     float8_e8m0fnu)
+                                     float8_e8m0fnu, int8)
 
 
 def round_to_bfloat16(x) -> np.ndarray:
@@ -119,6 +119,21 @@ def float4_codes(x) -> np.ndarray:
     return (code | (negative.astype(np.uint8) << 3)).astype(np.uint8)
 
 
+def packed_values(codes, dtype: DType) -> np.ndarray:
+    """The values of a packed tensor's 4-bit codes (uint8, 0…15): float4_e2m1fn's as
+    float32, int4's two's complement as int8."""
+    if dtype.name == "int4":
+        return ((np.asarray(codes, np.uint8).astype(np.int8) ^ 8) - 8).astype(np.int8)
+    return from_float4_codes(codes)
+
+
+def packed_codes(values, dtype: DType) -> np.ndarray:
+    """The 4-bit codes (uint8, 0…15) a packed tensor stores for ``values``."""
+    if dtype.name == "int4":
+        return (np.asarray(cast(np.asarray(values), dtype)) & 0xF).astype(np.uint8)
+    return float4_codes(values)
+
+
 def from_float4_codes(codes) -> np.ndarray:
     """The float32 values of float4_e2m1fn codes (signed zeros kept)."""
     codes = np.asarray(codes, dtype=np.uint8)
@@ -162,6 +177,10 @@ def cast_mode_warning(round) -> str | None:  # noqa: A002
 
 
 def cast(value, dtype: DType):
+    if dtype.name == "int4":        # as int8, then the low four bits, sign-extended
+        low = cast(value, int8) & np.int8(0xF)
+        out = (low ^ np.int8(8)) - np.int8(8)
+        return out if isinstance(value, np.ndarray) else out[()]
     if dtype == float4_e2m1fn:
         out = from_float4_codes(float4_codes(np.asarray(value).astype(np.float32)))
         return out if isinstance(value, np.ndarray) else out[()]
@@ -200,7 +219,7 @@ def reinterpret(value, dtype: DType):
     """The bits of a typed value (a numpy scalar or array) as ``dtype``, of the same width
     (an integer wider than ``dtype`` cut to its low bits first)."""
     if dtype.packed > 1:
-        raise TypeError(f"T.reinterpret: as {dtype.name}: a float4_e2m1fn value is four "
+        raise TypeError(f"T.reinterpret: as {dtype.name}: {dtype.with_article} value is four "
                         f"bits, which no integer is (not supported)")
     arr = np.asarray(value)
     if isinstance(value, (np.ndarray, np.generic)) and arr.dtype.kind in "iu" and \

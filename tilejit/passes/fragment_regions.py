@@ -1,5 +1,5 @@
 """Pass: tile operations on a rectangular region of a fragment, as TileLang writes them
-(and ``T.copy`` between a packed ``float4_e2m1fn`` tensor and a whole shared tile or
+(and ``T.copy`` between a packed ``float4_e2m1fn`` or ``int4`` tensor and a whole shared tile or
 fragment, the same element loop over the tile):
 ``T.clear(C_local[:block_M, :block_K])``, ``T.fill(F[0:16, :], v)``,
 ``T.copy(acc_o[:valid_block_H, :], O_shared)``, ``T.copy(A_shared[k, :], F[:, 0:32])``,
@@ -205,7 +205,7 @@ class _FragmentRegions(syntax.NodeTransformer):
         return self._paired(stmt, fragment, bounds, other, to_fragment)
 
     def _packed(self, node):
-        """The packed tensor (float4_e2m1fn) an operand names, or None."""
+        """The packed tensor (float4_e2m1fn, int4) an operand names, or None."""
         name = _name(node) if isinstance(node, ast.Name) or is_region(node) else None
         ty = self.ctx.params.get(name) if name else None
         return name if ty is not None and ty.dtype.packed > 1 else None
@@ -221,7 +221,7 @@ class _FragmentRegions(syntax.NodeTransformer):
         if tile is None or tile.kind not in (SHARED, FRAGMENT):
             packed = self._packed(src) or self._packed(dst)
             raise self.ctx.error(
-                f"T.copy of {packed}, a {self.ctx.params[packed].dtype.name} tensor (two "
+                f"T.copy of {packed}, {self.ctx.params[packed].dtype.with_article} tensor (two "
                 f"elements a byte), with `{ast.unparse(tile_node)}`: it is copied element "
                 f"by element to or from a whole shared tile or fragment only (not "
                 f"supported otherwise)", stmt)

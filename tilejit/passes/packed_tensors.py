@@ -1,5 +1,5 @@
-"""Pass (a check): tile operations on a packed tensor (``float4_e2m1fn``, two elements a
-byte) are refused, naming the operation and the tensor.
+"""Pass (a check): tile operations on a packed tensor (``float4_e2m1fn`` or ``int4``, two
+elements a byte) are refused, naming the operation and the tensor.
 
 A packed tensor's elements are read and written one at a time (``X[i, j]`` in a
 ``T.Parallel`` or a thread's own code: ``codegen/lowering/tensor.py`` reads its half of a
@@ -48,8 +48,8 @@ def check_packed_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             name = _tensor_named(arg)
             if name in packed:
                 raise ctx.error(
-                    f"T.{op} on {name}, a {packed[name].name} tensor: its elements are held "
-                    f"two a byte, which T.{op} does not move (not supported); read and "
+                    f"T.{op} on {name}, {packed[name].with_article} tensor: its elements are "
+                    f"held two a byte, which T.{op} does not move (not supported); read and "
                     f"write them one at a time ({name}[i, j] in a T.Parallel loop is one "
-                    f"element, as a float)", call)
+                    f"element, as a {'float' if packed[name].is_float else 'value'})", call)
     return fdef

@@ -134,7 +134,7 @@ class _Tiles(syntax.NodeTransformer):
                                  f"compile time, got `{ast.unparse(args['shape'])}`",
                                  call) from None
         try:
-            dtype = T.as_dtype(self._static(args["dtype"], f"{what}'s dtype"))
+            dtype = T.as_dtype(self._static(args["dtype"], f"{what}'s dtype")).in_tiles
         except TypeError as e:
             raise self.ctx.error(f"{what}: {e}", call) from None
         if name in self.plan.tiles:

@@ -41,7 +41,7 @@ class TensorArg:
         """Data 16-byte aligned and every row start too (all strides but the last a
         multiple of 16 bytes, and positive where the extent is above 1: no broadcast
         dimension): the condition for 16-byte vector accesses and for TMA's tensor maps.
-        A packed tensor (float4_e2m1fn) is accessed element by element: never."""
+        A packed tensor (float4_e2m1fn, int4) is accessed element by element: never."""
         if not self.contiguous_last or self.ptr % VECTOR_BYTES or self.dtype.packed > 1:
             return False
         per = VECTOR_BYTES // self.dtype.itemsize
@@ -53,10 +53,11 @@ class TensorArg:
 
 
 class PackedTensor:
-    """A tensor of float4_e2m1fn held in bytes, two elements a byte (element 2k in the
-    low four bits), as TileLang's programs pass one: a uint8 or int8 tensor (or torch's
-    float4_e2m1fn_x2) for a parameter annotated float4_e2m1fn. Its logical shape doubles
-    the last extent; its strides in elements double the others (the last must be 1)."""
+    """A tensor of float4_e2m1fn or int4 held in bytes, two elements a byte (element 2k in
+    the low four bits), as TileLang's programs pass one: a uint8 or int8 tensor (or
+    torch's float4_e2m1fn_x2) for a parameter annotated float4_e2m1fn or int4. Its
+    logical shape doubles the last extent; its strides in elements double the others
+    (the last must be 1)."""
 
     __slots__ = ("storage", "dtype")
 
@@ -64,7 +65,7 @@ class PackedTensor:
         self.storage, self.dtype = storage, as_dtype(dtype)
         if self.dtype.packed == 1:
             raise TypeError(f"PackedTensor holds a dtype of less than a byte "
-                            f"(float4_e2m1fn), got {self.dtype.name}")
+                            f"(float4_e2m1fn, int4), got {self.dtype.name}")
 
     @property
     def shape(self) -> tuple:
@@ -265,8 +266,7 @@ def check_scalar(name: str, value, dtype) -> None:
         ok = isinstance(value, numbers.Integral) if not dtype.is_float else isinstance(
             value, numbers.Real)
     if not ok:
-        article = "an" if dtype.name[0] in "aeiou" else "a"
-        raise TypeError(f"argument {name!r}: expected {article} {dtype.name} scalar, got "
+        raise TypeError(f"argument {name!r}: expected {dtype.with_article} scalar, got "
                         f"{type(value).__name__}" + (f" {value!r}" if isinstance(
                             value, (numbers.Number, str, np.bool_)) else ""))
 

@@ -113,9 +113,10 @@ def _device_of(like):
 
 
 def _allocate_packed(shape, dtype, like):
-    """``T.empty`` of float4_e2m1fn: its bytes, two elements each, as TileLang returns
-    them: torch's float4_e2m1fn_x2 (int8 where torch lacks it) beside torch inputs, uint8
-    beside numpy ones (the kernel reads either as float4_e2m1fn)."""
+    """``T.empty`` of float4_e2m1fn or int4: its bytes, two elements each, as TileLang
+    returns them: beside torch inputs, an int8 tensor for int4 and torch's
+    float4_e2m1fn_x2 (int8 where torch lacks it) for float4_e2m1fn; uint8 beside numpy
+    ones (the kernel reads any of them as the declared dtype)."""
     n = dtype.packed
     if not shape or shape[-1] % n:
         raise ValueError(f"T.empty: a {dtype.name} tensor is held {n} elements a byte; its "
@@ -123,7 +124,8 @@ def _allocate_packed(shape, dtype, like):
     stored = shape[:-1] + (shape[-1] // n,)
     if like is not None and like.is_torch:
         import torch
-        storage = getattr(torch, "float4_e2m1fn_x2", torch.int8)
+        storage = torch.int8 if dtype.kind == "int" else getattr(
+            torch, "float4_e2m1fn_x2", torch.int8)
         return torch.empty(stored, dtype=storage, device=_device_of(like))
     if like is not None and isinstance(like.obj, TensorSpec):
         return TensorSpec(shape, dtype)     # compiling from shapes: the logical shape

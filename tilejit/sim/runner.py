@@ -26,7 +26,7 @@ from tilejit.ir.markers import (ATOMICS, BITS_AS, BITS_LOAD, BITS_STORE, DP4A_ME
                                 THREAD_INDEX, WARP_SIZE, CP_ASYNC)
 from tilejit.errors import CompileError
 from tilejit.frontend.helpers import binding
-from tilejit.language.numerics import float4_codes, from_float4_codes
+from tilejit.language.numerics import packed_codes, packed_values
 from tilejit.frontend.gemm_operands import check_static_bounds
 from tilejit.frontend.tile_operands import rewrite_regions
 from tilejit.sim import (async_copies, bit_moves, garbage, mma, random, runtime, threads,
@@ -150,11 +150,11 @@ def _constexpr_key(constexprs):
 
 
 class _PackedBytes:
-    """A packed tensor's bytes (float4_e2m1fn, two a byte): the simulator works on its
-    values (float32, logical shape) and writes their codes back."""
+    """A packed tensor's bytes (float4_e2m1fn or int4, two a byte): the simulator works on
+    its values (float32 or int8, logical shape) and writes their codes back."""
 
-    def __init__(self, storage):
-        self.storage = storage
+    def __init__(self, storage, dtype):
+        self.storage, self.dtype = storage, dtype
 
     def host_bytes(self) -> np.ndarray:
         x = self.storage
@@ -164,7 +164,7 @@ class _PackedBytes:
         return x.detach().view(torch.uint8).cpu().numpy()
 
     def write(self, data) -> None:
-        codes = float4_codes(data)
+        codes = packed_codes(data, self.dtype)
         packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
         x = self.storage
         if isinstance(x, np.ndarray):
@@ -176,11 +176,11 @@ class _PackedBytes:
 
 def _wrap_packed(name, tensor):
     storage = tensor.obj.storage if hasattr(tensor.obj, "storage") else tensor.obj
-    where = _PackedBytes(storage)
+    where = _PackedBytes(storage, tensor.dtype)
     raw = where.host_bytes()
     codes = np.empty(raw.shape[:-1] + (raw.shape[-1] * 2,), np.uint8)
     codes[..., 0::2], codes[..., 1::2] = raw & 0xF, raw >> 4
-    data = from_float4_codes(codes)
+    data = packed_values(codes, tensor.dtype)
     return runtime.SimTensor(data, tensor.dtype, name, gpu_strides=tuple(tensor.strides)), \
         (where, data)
 
@@ -195,7 +195,7 @@ def _wrap(name, value, classify):
 
 
 def _wrapped(name, value, tensor):
-    if tensor.dtype.packed > 1:            # float4_e2m1fn: values, codes written back
+    if tensor.dtype.packed > 1:            # float4_e2m1fn, int4: values, codes written back
         return _wrap_packed(name, tensor)
     if tensor.is_torch:
         obj = value

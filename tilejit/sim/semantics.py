@@ -47,7 +47,7 @@ from tilejit.sim.threads import (LaneTensor, ThreadCodeError, _active, block_wid
 # -- tiles ----------------------------------------------------------------------------
 
 def _new_tile(shape, dtype, kind):
-    dtype = as_dtype(dtype)
+    dtype = as_dtype(dtype).in_tiles
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     storage = dtype.numpy
     frame = kernel_frame()

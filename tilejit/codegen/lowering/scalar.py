@@ -285,9 +285,12 @@ def number_to_storage_float(context, builder, fromty, toty, val):
 def cast_impl(context, builder, sig, args):
     fromty = sig.args[0]
     toty = sig.return_type
-    value = args[0]
     # float -> int: fptosi/fptoui truncate toward zero, as C and TileLang do
-    return impl_ret_untracked(context, builder, toty, context.cast(builder, value, fromty, toty))
+    value = context.cast(builder, args[0], fromty, toty)
+    dtype = named_dtype(sig.args[1])
+    if dtype is not None and dtype.name == "int4":      # held in a byte: the low four bits,
+        value = builder.ashr(builder.shl(value, value.type(4)), value.type(4))  # signed
+    return impl_ret_untracked(context, builder, toty, value)
 
 
 @lower(T.reinterpret, types.Number, types.StringLiteral)

@@ -73,10 +73,14 @@ def _packed(context, builder, ty, value, index_ty, index):
 @lower(operator.getitem, GlobalTensorType, types.Any)
 def tensor_getitem(context, builder, sig, args):
     ty, index_ty = sig.args
-    if ty.dtype.packed > 1:       # float4_e2m1fn: its half of the byte (element 2k low)
+    if ty.dtype.packed > 1:       # float4_e2m1fn, int4: its half of the byte (2k low)
         byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
+        i8 = ir.IntType(8)
+        if ty.dtype.kind == "int":      # int4: the half to the top, shifted back signed
+            top = builder.shl(builder.load(byte), builder.sub(i8(4), shift))
+            return builder.ashr(top, i8(4))
         code = builder.lshr(builder.load(byte), shift)
-        return builder.and_(code, ir.IntType(8)(0xF))
+        return builder.and_(code, i8(0xF))
     ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
     return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
 
@@ -93,10 +97,11 @@ def tensor_setitem(context, builder, sig, args):
 
 
 def _store_packed(context, builder, ty, args, index_ty):
-    """A float4_e2m1fn element written into its half of a byte: two atomics on the
-    aligned 32-bit word holding it (clear its four bits, then set them), since the
-    byte's other half may be another thread's element, written at the same time (a
-    T.Parallel over a row). Other bits of the word are left as they are."""
+    """A float4_e2m1fn or int4 element (its low four bits) written into its half of a
+    byte: two atomics on the aligned 32-bit word holding it (clear its four bits, then
+    set them), since the byte's other half may be another thread's element, written at
+    the same time (a T.Parallel over a row). Other bits of the word are left as they
+    are."""
     byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
     i32 = ir.IntType(32)
     address = builder.ptrtoint(byte, I64)

@@ -274,7 +274,7 @@ class AbsTemplate(AbstractTemplate):
 
 def dtype_of(ty):
     """The DType a compile-time dtype argument names (``T.float16``, ``A.dtype`` or a
-    dtype string such as ``"float16"``), or None. A dtype no value can have (``T.int4``)
+    dtype string such as ``"float16"``), or None. A dtype no value can have (``T.uint4``)
     is a TypingError saying so."""
     dtype = named_dtype(ty)
     if dtype is not None and dtype.name not in NUMBA_OF:
@@ -360,9 +360,10 @@ class ReinterpretTemplate(AbstractTemplate):
 def _check_bitcast(value, to, dtype):
     """A bitcast of ``value`` to ``to`` (of ``dtype``): integers and float16/32/64 of the
     same width, or an integer to bfloat16 / a float8 of its width. A float4_e2m1fn has
-    four bits, no integer's width: refused either way."""
+    four bits, no integer's width: refused either way, as is a bitcast to int4."""
     if dtype.packed > 1 or getattr(value, "name", "") == "float4_e2m1fn":
-        raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: a float4_e2m1fn "
+        four = dtype.with_article if dtype.packed > 1 else "a float4_e2m1fn"
+        raise errors.TypingError(f"T.reinterpret: {value} as {dtype.name}: {four} "
                                  f"value is four bits, which no integer is (not supported); "
                                  f"decode the byte's halves with shifts and T.cast")
     ok = (types.Integer, types.Float)
@@ -911,7 +912,8 @@ for _fn in (T.ballot, T.syncthreads_count, T.syncthreads_and, T.syncthreads_or):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_PredicateOp,), {}))
 
 
-_DTYPE_OF_NUMBA = {ty: as_dtype(name) for name, ty in NUMBA_OF.items()}
+# (an int4 element is read as an int8 value: int8 is its dtype)
+_DTYPE_OF_NUMBA = {ty: as_dtype(name) for name, ty in NUMBA_OF.items() if name != "int4"}
 
 
 def dtype_of_number(ty) -> DType | None:

@@ -1,0 +1,224 @@
+"""int4 (TileLang's T.int4, 4-bit two's complement, -8 … 7): a tensor holds it two a byte
+(element 2k in the low four bits, in int8 or uint8 bytes, as TileLang's programs pack
+it), a tile one a byte as int8, and T.gemm of int4 tiles multiplies on int8 tensor cores.
+The expected values come from the format's definition here (and torch's integer matmul),
+not from tilejit's tables."""
+import numpy as np
+import pytest
+
+import tilejit
+import tilejit.language as T
+from tilejit.errors import CompileError
+from tilejit.runtime.arguments import PackedTensor
+from kernel_files import kernel_module
+
+
+def wrap4(x):
+    """An integer's value as int4: its low four bits, two's complement."""
+    x = np.asarray(x, np.int64)
+    return ((x & 15) ^ 8) - 8
+
+
+def pack(values) -> np.ndarray:
+    """int4 values (the last extent even) → their bytes, element 2k in the low half."""
+    v = np.asarray(values, np.int64) & 15
+    return (v[..., 0::2] | (v[..., 1::2] << 4)).astype(np.uint8)
+
+
+def unpack(raw) -> np.ndarray:
+    raw = np.asarray(raw).view(np.uint8).astype(np.int64)
+    return wrap4(np.stack([raw & 15, raw >> 4], -1).reshape(raw.shape[:-1] + (-1,)))
+
+
+def test_the_dtype():
+    from tilejit.language.dtypes import resolve_torch_storage_dtype
+    assert T.int4 == "int4" and T.dtype("int4") is T.int4 and T.as_dtype("int4") is T.int4
+    assert (T.int4.bits, T.int4.packed, T.int4.held) == (4, 2, True)
+    assert T.int4.in_tiles is T.int8 and T.int8.in_tiles is T.int8
+    assert resolve_torch_storage_dtype(T.int4) == T.int8
+    assert resolve_torch_storage_dtype("int4") == T.int8
+
+
+def test_casts_to_int4_keep_the_low_four_bits_signed():
+    from tilejit.language.numerics import cast, packed_codes, packed_values
+    x = np.arange(-300, 300)
+    np.testing.assert_array_equal(cast(x, T.int4), wrap4(x))
+    np.testing.assert_array_equal(cast(np.float32([7.9, -8.7, 8.0, -9.5]), T.int4),
+                                  [7, -8, -8, 7])        # toward zero, then wrapped
+    assert cast(np.int32(9), T.int4) == -7
+    codes = np.arange(16, dtype=np.uint8)
+    np.testing.assert_array_equal(packed_values(codes, T.int4), wrap4(codes))
+    np.testing.assert_array_equal(packed_codes(packed_values(codes, T.int4), T.int4), codes)
+
+
+_PROGRAMS = '''
+import tilejit
+import tilejit.language as T
+
+
+def affine(M, N):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.int4), C: T.Tensor((M, N), T.int4)):
+        with T.Kernel(M, threads=32) as bx:
+            for j in T.Parallel(N):
+                C[bx, j] = T.cast(A[bx, j] * 3 + 1, T.int4)
+    return main
+
+
+def stored_unwrapped(M, N):
+    """A value outside -8 … 7 written to an int4 element: its low four bits are kept."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.int4), C: T.Tensor((M, N), T.int4)):
+        with T.Kernel(M, threads=32) as bx:
+            for j in T.Parallel(N):
+                C[bx, j] = A[bx, j] * 5
+    return main
+
+
+def through_shared(M, N):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.int4), C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(M, threads=32) as bx:
+            S = T.alloc_shared((N,), T.int4)
+            T.copy(A[bx, :], S)
+            for j in T.Parallel(N):
+                C[bx, j] = S[j] * 100
+    return main
+
+
+def matmul_nt_int4(M, N, K, block_M, block_N, block_K, threads=128, num_stages=3):
+    """TileLang's int4 GEMM example's program: int4 operands, int32 accumulator."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+             C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.int4)
+            B_shared = T.alloc_shared((block_N, block_K), T.int4)
+            C_local = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+'''
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    return kernel_module(tmp_path_factory.mktemp("int4"), "int4_programs", _PROGRAMS)
+
+
+def _sim(program):
+    return tilejit.compile(program, out_idx=-1, target="sim")
+
+
+def _values(shape, seed=0):
+    return np.random.default_rng(seed).integers(-8, 8, shape)
+
+
+def test_elements_are_read_and_written_in_their_half_byte(programs):
+    torch = pytest.importorskip("torch")
+    a = _values((4, 64))
+    c = _sim(programs.affine(4, 64))(torch.from_numpy(pack(a).view(np.int8)))
+    d = _sim(programs.stored_unwrapped(4, 64))(torch.from_numpy(pack(a)))      # uint8 bytes
+    w = _sim(programs.through_shared(4, 64))(torch.from_numpy(pack(a).view(np.int8)))
+    assert c.dtype == torch.int8 and c.shape == (4, 32)     # T.empty of int4: its bytes
+    np.testing.assert_array_equal(unpack(c.numpy()), wrap4(a * 3 + 1))
+    np.testing.assert_array_equal(unpack(d.numpy()), wrap4(a * 5))
+    np.testing.assert_array_equal(w.numpy(), a * 100)
+
+
+@pytest.mark.parametrize("M, N, K", [(64, 64, 128), (80, 48, 192)])   # the second: edges
+def test_tilelangs_int4_gemm_example(programs, M, N, K):
+    torch = pytest.importorskip("torch")
+    a, b = _values((M, K), 1), _values((N, K), 2)
+    c = _sim(programs.matmul_nt_int4(M, N, K, 64, 64, 64))(
+        torch.from_numpy(pack(a).view(np.int8)), torch.from_numpy(pack(b).view(np.int8)))
+    np.testing.assert_array_equal(c.numpy(), a @ b.T)
+
+
+@pytest.mark.parametrize("arch, mma", [("sm_90a", "wgmma.mma_async.sync.aligned.m64n128k32"
+                                                  ".s32.s8.s8"),
+                                       ("sm_80", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8")])
+def test_the_gemm_runs_on_int8_tensor_cores(programs, ptxas, arch, mma):
+    kernel = tilejit.compile(programs.matmul_nt_int4(1024, 1024, 1024, 128, 128, 64),
+                             out_idx=-1, target=f"cuda -arch={arch}")
+    ptx = kernel.get_kernel_source(arch=arch)
+    assert mma in ptx
+    ptxas(ptx, arch)
+
+
+def test_the_element_kernels_assemble(programs, ptxas):
+    for make in (programs.affine, programs.stored_unwrapped, programs.through_shared):
+        for arch in ("sm_80", "sm_90a"):
+            ptx = tilejit.compile(make(4, 64), out_idx=-1, target=f"cuda -arch={arch}"
+                                  ).get_kernel_source(arch=arch)
+            ptxas(ptx, arch)
+
+
+def test_tile_operations_on_an_int4_tensor_are_refused(tmp_path):
+    m = kernel_module(tmp_path, "int4_refused", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def k(A, C):
+    with T.Kernel(1, threads=128):
+        B = T.alloc_shared((64, 64), T.int4)
+        F = T.alloc_fragment((64, 64), T.int32)
+        T.clear(F)
+        T.fill(A, 0)
+        T.copy(F, C)
+''')
+    a = PackedTensor(np.zeros((64, 32), np.uint8), T.int4)
+    with pytest.raises(CompileError, match=r"T.fill on A, an int4 tensor: its elements are "
+                                           r"held two a byte.*as a value\)"):
+        m.k.compile(a, np.zeros((64, 64), np.int32), target="cuda", arch="sm_90a")
+
+
+def test_reinterpret_as_int4_is_refused(tmp_path):
+    m = kernel_module(tmp_path, "int4_bits", '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def k(B, Y):
+    with T.Kernel(1, threads=32):
+        for j in T.Parallel(32):
+            Y[j] = T.reinterpret(B[j], T.int4)
+''')
+    b, y = np.zeros(32, np.int8), np.zeros(32, np.int8)
+    with pytest.raises(CompileError, match="an int4 value is four bits"):
+        m.k.compile(b, y, target="cuda", arch="sm_90a")
+    with pytest.raises(CompileError, match="an int4 value is four bits"):
+        tilejit.kernel(m.k.func, target="sim")(b, y)
+
+
+@pytest.mark.gpu
+def test_int4_on_the_gpu_against_torch_and_the_simulator(programs):
+    import torch
+    a = _values((4, 64), 3)
+    dev = torch.from_numpy(pack(a).view(np.int8)).cuda()
+    for make, want in [(programs.affine, None), (programs.stored_unwrapped, None),
+                       (programs.through_shared, a * 100)]:
+        got = tilejit.compile(make(4, 64), out_idx=-1)(dev).cpu()
+        assert torch.equal(got, _sim(make(4, 64))(dev.cpu()))
+        if want is not None:
+            np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(unpack(tilejit.compile(programs.affine(4, 64), out_idx=-1)(
+        dev).cpu().numpy()), wrap4(a * 3 + 1))
+    for M, N, K in [(1024, 1024, 1024), (80, 48, 192)]:
+        x, y = _values((M, K), 4), _values((N, K), 5)
+        kernel = tilejit.compile(programs.matmul_nt_int4(M, N, K, 128 if M > 100 else 64,
+                                                         128 if N > 100 else 64, 64), out_idx=-1)
+        xa, ya = (torch.from_numpy(pack(v).view(np.int8)).cuda() for v in (x, y))
+        got = kernel(xa, ya).cpu()
+        want = torch.from_numpy(x).cuda().double() @ torch.from_numpy(y).cuda().double().T
+        assert torch.equal(got.double(), want.cpu())
+        if M < 100:
+            sim = _sim(programs.matmul_nt_int4(M, N, K, 64, 64, 64))(xa.cpu(), ya.cpu())
+            assert torch.equal(got, sim)
