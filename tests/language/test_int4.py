@@ -86,6 +86,21 @@ def through_shared(M, N):
     return main
 
 
+def round_trip(M, N, col0):
+    """Rows of A through a shared tile, times 3, into C at the same place: T.copy both
+    ways, from column col0 (odd: the chunks are not whole bytes), clipped at the
+    tensors' edges."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.int4), C: T.Tensor((M, N), T.int4)):
+        with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+            S = T.alloc_shared((16, 64), T.int4)
+            T.copy(A[bx * 16, col0], S)
+            for i, j in T.Parallel(16, 64):
+                S[i, j] = T.cast(S[i, j] * 3, T.int4)
+            T.copy(S, C[bx * 16, col0])
+    return main
+
+
 def matmul_nt_int4(M, N, K, block_M, block_N, block_K, threads=128, num_stages=3):
     """TileLang's int4 GEMM example's program: int4 operands, int32 accumulator."""
     @T.prim_func
@@ -128,6 +143,36 @@ def test_elements_are_read_and_written_in_their_half_byte(programs):
     np.testing.assert_array_equal(unpack(c.numpy()), wrap4(a * 3 + 1))
     np.testing.assert_array_equal(unpack(d.numpy()), wrap4(a * 5))
     np.testing.assert_array_equal(w.numpy(), a * 100)
+
+
+ROUND_TRIPS = [(32, 64, 0), (40, 72, 16), (24, 70, 1)]    # whole; clipped; odd start
+
+
+def _round_trip_expected(a, col0):
+    want = np.zeros_like(a)
+    want[:, col0:col0 + 64] = wrap4(a[:, col0:col0 + 64] * 3)
+    return want
+
+
+@pytest.mark.parametrize("M, N, col0", ROUND_TRIPS)
+def test_tile_copies_both_ways(programs, M, N, col0):
+    torch = pytest.importorskip("torch")
+    a = _values((M, N), 6)
+    c = torch.zeros((M, N // 2), dtype=torch.int8)
+    tilejit.compile(programs.round_trip(M, N, col0), target="sim")(
+        torch.from_numpy(pack(a).view(np.int8)), c)
+    np.testing.assert_array_equal(unpack(c.numpy()), _round_trip_expected(a, col0))
+
+
+def test_tile_copies_move_whole_words(programs, ptxas):
+    """16 elements a chunk: 8 bytes of the tensor (one load or store), 16 of the tile;
+    the nibbles unpacked by word arithmetic and byte permutes, no element loop."""
+    for arch in ("sm_80", "sm_90a"):
+        ptx = tilejit.compile(programs.round_trip(32, 64, 0), target=f"cuda -arch={arch}"
+                              ).get_kernel_source(arch=arch)
+        assert "ld.global.v2.b32" in ptx and "st.global.v2.b32" in ptx
+        assert "st.shared.v4.b32" in ptx and "ld.shared.v4.b32" in ptx and "prmt.b32" in ptx
+        ptxas(ptx, arch)
 
 
 @pytest.mark.parametrize("M, N, K", [(64, 64, 128), (80, 48, 192)])   # the second: edges
@@ -211,6 +256,12 @@ def test_int4_on_the_gpu_against_torch_and_the_simulator(programs):
             np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(unpack(tilejit.compile(programs.affine(4, 64), out_idx=-1)(
         dev).cpu().numpy()), wrap4(a * 3 + 1))
+    for M, N, col0 in ROUND_TRIPS:
+        x = _values((M, N), 7)
+        c = torch.zeros((M, N // 2), dtype=torch.int8, device="cuda")
+        tilejit.compile(programs.round_trip(M, N, col0))(
+            torch.from_numpy(pack(x).view(np.int8)).cuda(), c)
+        np.testing.assert_array_equal(unpack(c.cpu().numpy()), _round_trip_expected(x, col0))
     for M, N, K in [(1024, 1024, 1024), (80, 48, 192)]:
         x, y = _values((M, K), 4), _values((N, K), 5)
         kernel = tilejit.compile(programs.matmul_nt_int4(M, N, K, 128 if M > 100 else 64,

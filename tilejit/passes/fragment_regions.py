@@ -42,6 +42,7 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import ATOMICS, CAST
 from tilejit.ir.plan import FRAGMENT, SHARED
 from tilejit.passes.element_loops import copy_operands, index, is_region, parallel_loop
+from tilejit.passes.packed_tensors import moved_whole
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
@@ -210,14 +211,23 @@ class _FragmentRegions(syntax.NodeTransformer):
         ty = self.ctx.params.get(name) if name else None
         return name if ty is not None and ty.dtype.packed > 1 else None
 
+    def _moved_whole(self, src, dst) -> bool:
+        """Whether a copy between a packed tensor and a tile is the copy lowering's."""
+        packed = self._packed(src) or self._packed(dst)
+        return moved_whole(self.ctx.params[packed].dtype,
+                           self._tile_of(dst if self._packed(src) else src))
+
+    def _tile_of(self, node):
+        name = node.id if isinstance(node, ast.Name) else None
+        return self.ctx.plan.tiles.get(name) if name else None
+
     def _packed_copy(self, stmt, src, dst):
         """``T.copy`` between a packed tensor (whole or a region) and a whole shared tile
         or fragment: the loop over the tile, element by element (the tile's layout
         as any loop over it; the tensor's edges clip)."""
         to_tile = self._packed(src) is not None
         tile_node = dst if to_tile else src
-        name = tile_node.id if isinstance(tile_node, ast.Name) else None
-        tile = self.ctx.plan.tiles.get(name) if name else None
+        tile = self._tile_of(tile_node)
         if tile is None or tile.kind not in (SHARED, FRAGMENT):
             packed = self._packed(src) or self._packed(dst)
             raise self.ctx.error(
@@ -294,6 +304,8 @@ class _FragmentRegions(syntax.NodeTransformer):
         elif copy_operands(node, self.ctx.namespace) is not None:
             src, dst = call.args
             if self._packed(src) or self._packed(dst):
+                if self._moved_whole(src, dst):
+                    return node
                 return ast.copy_location(self._packed_copy(node, src, dst), node)
             if self._fragment_region(src) and not (
                     self._fragment_region(dst) or self._tile_is(dst, FRAGMENT)):

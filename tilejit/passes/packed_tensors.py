@@ -16,6 +16,7 @@ from tilejit import syntax
 from tilejit import language as T
 from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import REGION
+from tilejit.ir.plan import SHARED
 from tilejit.language.tiles import TILE_OPERATIONS
 
 _OPS = {getattr(T, name): name for name in TILE_OPERATIONS if hasattr(T, name)}
@@ -33,6 +34,23 @@ def _tensor_named(node):
     return None
 
 
+def moved_whole(dtype, tile) -> bool:
+    """Whether ``T.copy`` between a tensor of the packed ``dtype`` and ``tile`` (a Tile or
+    None) is a tile copy of the copy lowering (``codegen/lowering/packed_copy.py``): an
+    int4 tensor and a shared tile of bytes (an int4 tile holds int8), 16 elements at a
+    time. Any other copy of a packed tensor is an element loop
+    (``passes/fragment_regions.py``) or refused here."""
+    return dtype.name == "int4" and tile is not None and tile.kind == SHARED and \
+        tile.dtype.itemsize == 1
+
+
+def _copied_whole(call, name, dtype, ctx) -> bool:
+    if len(call.args) != 2 or call.keywords:
+        return False
+    other = call.args[1] if _tensor_named(call.args[0]) == name else call.args[0]
+    return isinstance(other, ast.Name) and moved_whole(dtype, ctx.plan.tiles.get(other.id))
+
+
 def check_packed_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     packed = {name: ty.dtype for name, ty in ctx.params.items()
               if getattr(ty.dtype, "packed", 1) > 1}
@@ -46,7 +64,8 @@ def check_packed_tensors(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
             continue
         for arg in list(call.args) + [k.value for k in call.keywords]:
             name = _tensor_named(arg)
-            if name in packed:
+            if name in packed and not (op == "copy" and _copied_whole(call, name,
+                                                                         packed[name], ctx)):
                 raise ctx.error(
                     f"T.{op} on {name}, {packed[name].with_article} tensor: its elements are "
                     f"held two a byte, which T.{op} does not move (not supported); read and "

@@ -51,6 +51,7 @@ from tilejit.ir.regions import RegionError, copy_dims
 from tilejit.codegen.typing.tiles import RegionType, TileType
 from tilejit.codegen.typing.types import BFloat16, GlobalTensorType
 from tilejit.codegen.lowering import copy as _copy
+from tilejit.codegen.lowering import copy_sides as sides
 from tilejit.codegen.lowering.debug import emit_bounds_check
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tensor import element_pointer
@@ -213,25 +214,25 @@ def _atomic_store(context, builder, op, side, offsets, value, order=None):
     """Combine ``value`` into the element of ``side`` at a copy coordinate (skipped
     outside a global tensor)."""
     if side.kind == "global":
-        coords = _copy._global_coords(builder, side, offsets)
-        with builder.if_then(_copy._inside(builder, side, coords)):
-            atomic_rmw(builder, op, side.element, _copy._global_pointer(builder, side, coords),
+        coords = sides.global_coords(builder, side, offsets)
+        with builder.if_then(sides.inside_tensor(builder, side, coords)):
+            atomic_rmw(builder, op, side.element, sides.global_pointer(builder, side, coords),
                        value, order)
         return
-    ptr = builder.gep(side.value, [_copy._tile_offset(builder, side, offsets)], inbounds=True)
+    ptr = builder.gep(side.value, [sides.tile_offset(builder, side, offsets)], inbounds=True)
     atomic_rmw(builder, op, side.element, ptr, value, order)
 
 
 def _region_impl(op):
     def impl(context, builder, sig, args):
         what = f"T.atomic_{op}"
-        dst = _copy.describe(context, builder, sig.args[0], args[0])
+        dst = sides.describe(context, builder, sig.args[0], args[0])
         order = memory_order_of(sig.args[2])
         if isinstance(sig.args[1], (types.Number, types.Boolean)):   # into every element
             value = context.cast(builder, args[1], sig.args[1], dst.element)
             _scalar_into(context, builder, op, sig.args[0], dst, value, order)
             return context.get_dummy_value()
-        src = _copy.describe(context, builder, sig.args[1], args[1])
+        src = sides.describe(context, builder, sig.args[1], args[1])
         if src.extents is None and dst.extents is None:
             # a whole tensor's extents where the specialization knows its shape (a region
             # atomic of whole tensors, T.atomic_add(B, A): frontend/analysis.py)
@@ -284,10 +285,10 @@ def _fragment_slots(context, builder, op, src, dst, t, runs, order=None):
                 builder, src.element, builder.gep(src.value, [I32(s0 + k)])),
                 src.element, dst.element) for k in range(length)]
             if runs is None:
-                _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), values[0],
+                _atomic_store(context, builder, op, dst, sides.side_offsets(dst, cc), values[0],
                               order)
             else:
-                _red_vector(builder, dst, _copy._dims(dst, cc), values)
+                _red_vector(builder, dst, sides.side_offsets(dst, cc), values)
 
 
 def _vector_red_width(op, dst, t, order=None) -> int:
@@ -298,7 +299,7 @@ def _vector_red_width(op, dst, t, order=None) -> int:
     if (op != "add" or LLVM_ORDERING[order] != "monotonic" or dst.kind != "global"
             or str(dst.dtype) != "float32"
             or t.shape[-1] < 2 or not current_kernel().target.has_vector_red
-            or not _copy._global_vectorizable(dst, 2)):
+            or not sides.global_vectorizable(dst, 2)):
         return 1
     return 4
 
@@ -307,7 +308,7 @@ def _red_vector(builder, dst, offsets, values):
     """``red.global.add.v{n}.f32`` of ``values`` at consecutive elements (n of 1 is a
     scalar ``red``)."""
     n = len(values)
-    ptr = _copy._global_pointer(builder, dst, _copy._global_coords(builder, dst, offsets))
+    ptr = sides.global_pointer(builder, dst, sides.global_coords(builder, dst, offsets))
     address = builder.ptrtoint(ptr, ir.IntType(64))     # a global address, no cvta
     vec = f".v{n}" if n > 1 else ""
     regs = ", ".join(f"${k + 1}" for k in range(n))
@@ -341,9 +342,9 @@ def _scalar_into(context, builder, op, dst_ty, dst, value, order):
             flat, _):
         if dst.extents is not None:
             coords = unflatten(builder, builder.trunc(flat, I32), wide)
-            _atomic_store(context, builder, op, dst, _copy._dims(dst, coords), value, order)
+            _atomic_store(context, builder, op, dst, sides.side_offsets(dst, coords), value, order)
         else:
-            ptr = _copy._global_pointer(builder, dst, unflatten(builder, flat, dst.shape))
+            ptr = sides.global_pointer(builder, dst, unflatten(builder, flat, dst.shape))
             atomic_rmw(builder, op, dst.element, ptr, value, order)
 
 
@@ -375,9 +376,9 @@ def _from_shared(context, builder, op, src, dst, extents, order):
     for flat, guard in rounds(context, builder, total):
         with guarded(builder, guard):
             cc = unflatten(builder, flat, extents)
-            v = _copy.load_element(context, builder, src, _copy._dims(src, cc))
+            v = _copy.load_element(context, builder, src, sides.side_offsets(src, cc))
             v = context.cast(builder, v, src.element, dst.element)
-            _atomic_store(context, builder, op, dst, _copy._dims(dst, cc), v, order)
+            _atomic_store(context, builder, op, dst, sides.side_offsets(dst, cc), v, order)
 
 
 def _register():

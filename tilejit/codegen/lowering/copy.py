@@ -16,7 +16,6 @@ instead) and never written. Values convert to the destination's dtype.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -27,9 +26,8 @@ from numba.core import cgutils, types
 from tilejit import language as T
 from tilejit.errors import CompileError
 from tilejit.ir import markers
-from tilejit.ir.addressing import Var, evaluate, layout_offset, row_major
+from tilejit.ir.addressing import evaluate
 from tilejit.ir.regions import RegionError, copy_dims, tile_governs
-from tilejit.layouts import offset_table
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
 from tilejit.codegen.lowering.chunk_addresses import ChunkAddresses, round_plan
@@ -37,203 +35,18 @@ from tilejit.codegen.lowering.slot_offsets import RunOffsets, run_plan
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import cast_values, narrowed_pair
 from tilejit.ir.kernel_config import current_kernel
-from tilejit.codegen.lowering.tiles import (SlotMemo, emit, fragment_slot, guarded, intrinsic,
+from tilejit.codegen.lowering.tiles import (SlotMemo, fragment_slot, guarded, intrinsic,
                                             opaque, plan, rounds, thread_index, unflatten,
                                             writer_guard)
+from tilejit.codegen.lowering.copy_sides import (Side, describe, element_at, element_offset,
+                                                 global_coords, global_pointer,
+                                                 global_vectorizable, inside_tensor,
+                                                 inside_tile, load_element, side_offsets,
+                                                 side_vector_ok, store_element, tile_offset)
+from tilejit.codegen.lowering import packed_copy
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
-
-@dataclass
-class Side:
-    ty: object                 # GlobalTensorType | TileType
-    kind: str                  # global | shared | fragment | local
-    value: object              # tensor struct (global) or tile pointer
-    starts: list               # i64 per dimension
-    ranged: list | None
-    extents: tuple | None
-    tensor: object = None      # the struct proxy of a global tensor
-    scalar_only: bool = False  # never the vector path (the misaligned fallback)
-    # a global tensor's data pointer, shape and strides, read from its struct once where
-    # the copy begins (``describe``: every use is after it in the copy's code) instead
-    # of a load and an extractvalue per dimension at each use
-    data: object = None
-    shape: list | None = None
-    strides: list | None = None
-    # known at compile time (None where nothing is): the tensor's shape entries the
-    # specialization fixed (GlobalTensorType.static_shape), the region's integer-literal
-    # starts (RegionType.static_starts). Code is still emitted from ``shape`` and
-    # ``starts``; these only decide which paths can be taken at all
-    static_shape: tuple | None = None
-    static_starts: tuple | None = None
-    # a region's end per dimension (i64; the largest where its slice names none), read
-    # when called
-    stops: object = None
-    # a region's slices of one element, when its extents are not all known: the points
-    # they name where the other operand's extents leave them out (``operands``)
-    unit_dims: list = field(default_factory=list)
-
-    @property
-    def ndim(self):
-        return self.ty.ndim
-
-    @property
-    def element(self):
-        return self.ty.element
-
-    @property
-    def dtype(self):
-        return self.ty.dtype
-
-
-def describe(context, builder, ty, value) -> Side:
-    if isinstance(ty, RegionType):
-        region = cgutils.create_struct_proxy(ty)(context, builder, value=value)
-        base = describe(context, builder, ty.base, region.base)
-        base.starts = cgutils.unpack_tuple(builder, region.starts, len(ty.kinds))
-        # read where a fill of run-time extent needs them (not at every region's use)
-        base.stops = lambda: cgutils.unpack_tuple(builder, region.stops, len(ty.kinds))
-        base.static_starts = ty.static_starts
-        ranged = [d for d, k in enumerate(ty.kinds) if k == "s"]
-        known = [ty.extents[d] for d in ranged] if ty.extents else []
-        base.ranged = ranged or None
-        base.extents = tuple(known) if known and all(e > 0 for e in known) else None
-        # slices of one element, for a copy whose extent the other operand gives
-        base.unit_dims = [d for d in ranged if ty.extents and ty.extents[d] == 1] \
-            if base.extents is None else []
-        return base
-    zeros = [I64(0)] * ty.ndim
-    if isinstance(ty, GlobalTensorType):
-        tensor = cgutils.create_struct_proxy(ty)(context, builder, value=value)
-        return Side(ty, "global", value, zeros, list(range(ty.ndim)), None, tensor,
-                    data=tensor.data,
-                    shape=cgutils.unpack_tuple(builder, tensor.shape, ty.ndim),
-                    strides=cgutils.unpack_tuple(builder, tensor.strides, ty.ndim),
-                    static_shape=ty.static_shape)
-    return Side(ty, ty.kind, value, zeros, list(range(ty.ndim)), tuple(ty.shape))
-
-
-def _dims(side: Side, copy_coords) -> list:
-    """The side's coordinate per dimension: start + the copy coordinate it ranges over
-    (i64 for global tensors, i32 for tiles); ``copy_coords`` are i32 values or ints."""
-    it = iter(copy_coords)
-    offsets = []
-    for d in range(side.ndim):
-        off = 0
-        if d in side.ranged:
-            if side.extents[side.ranged.index(d)] != 1:
-                off = next(it)
-        offsets.append(off)
-    return offsets
-
-
-def _global_coords(builder, side, offsets):
-    out = []
-    for start, off in zip(side.starts, offsets):
-        if isinstance(off, int) and off == 0:      # start + 0: start, as LLVM folds it
-            out.append(start)
-            continue
-        out.append(builder.add(start, builder.zext(off, I64) if isinstance(off, ir.Value)
-                               else I64(off)))
-    return out
-
-
-def _element_offset(builder, side, coords):
-    """The i64 element offset of global coordinates (each times its stride; the last
-    dimension of a contiguous tensor has stride 1)."""
-    strides = side.strides
-    offset = None
-    for d, c in enumerate(coords):
-        term = c if (d == side.ndim - 1 and side.ty.contiguous) else builder.mul(c, strides[d])
-        offset = term if offset is None else builder.add(offset, term)
-    return offset
-
-
-def _global_pointer(builder, side, coords, inbounds=True):
-    return builder.gep(side.data, [_element_offset(builder, side, coords)],
-                       inbounds=inbounds)
-
-
-def _inside(builder, side, coords):
-    shape = side.shape
-    ok = None
-    for c, n in zip(coords, shape):
-        b = builder.icmp_unsigned("<", c, n)
-        ok = b if ok is None else builder.and_(ok, b)
-    return ok
-
-
-def _inside_tile(builder, side, offsets):
-    """Whether start + offset lies inside the tile in every dimension."""
-    ok = ir.Constant(ir.IntType(1), 1)
-    for start, off, n in zip(side.starts, offsets, plan().tile(side.ty.tile_name).shape):
-        o = off if isinstance(off, ir.Value) else I32(off)
-        c = builder.add(builder.trunc(start, I32), o)
-        ok = builder.and_(ok, builder.icmp_unsigned("<", c, I32(n)))
-    return ok
-
-
-def _tile_offset(builder, side, offsets):
-    t = plan().tile(side.ty.tile_name)
-    coords = []
-    for start, off in zip(side.starts, offsets):
-        s = builder.trunc(start, I32) if not (isinstance(start, ir.Constant)
-                                              and start.constant == 0) else None
-        o = off if isinstance(off, ir.Value) else I32(off)
-        coords.append(o if s is None else builder.add(s, o))
-    if side.kind == "local":
-        layout = row_major(t.shape)
-    else:
-        layout = t.layout
-    names = [Var(f"c{k}") for k in range(len(coords))]
-    return emit(builder, layout_offset(layout, names), {n.name: c for n, c in zip(names, coords)})
-
-
-def _zero(context, elem):
-    return ir.Constant(context.get_value_type(elem), 0)
-
-
-def load_element(context, builder, side, offsets, checked=True):
-    """The element at a copy coordinate (0 outside a global tensor; ``checked=False``:
-    the caller knows it is inside)."""
-    if side.kind == "global":
-        coords = _global_coords(builder, side, offsets)
-        if not checked:
-            ptr = _global_pointer(builder, side, coords)
-            return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
-        inside = _inside(builder, side, coords)
-        with builder.if_else(inside) as (then, otherwise):
-            with then:
-                ptr = _global_pointer(builder, side, coords)
-                v = context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
-                b1 = builder.block
-            with otherwise:
-                z = _zero(context, side.element)
-                b2 = builder.block
-        phi = builder.phi(v.type)
-        phi.add_incoming(v, b1)
-        phi.add_incoming(z, b2)
-        return phi
-    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
-    return context.unpack_value(builder, side.element, ptr, align=side.dtype.itemsize)
-
-
-def store_element(context, builder, side, offsets, value, checked=True):
-    if side.kind == "global":
-        coords = _global_coords(builder, side, offsets)
-        if not checked:
-            context.pack_value(builder, side.element, value, _global_pointer(builder, side, coords),
-                               align=side.dtype.itemsize)
-            return
-        with builder.if_then(_inside(builder, side, coords)):
-            ptr = _global_pointer(builder, side, coords)
-            context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
-        return
-    ptr = builder.gep(side.value, [_tile_offset(builder, side, offsets)], inbounds=True)
-    context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
-
-
-# -- per-fragment-slot copies -------------------------------------------------------------
 
 @lru_cache(maxsize=None)
 def _slot_runs(ix, threads: int, shape: tuple, max_run: int) -> tuple:
@@ -293,7 +106,7 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     if other.kind in ("global", "shared") and t.shape[-1] > 1:
         max_run = max(1, 16 // other.dtype.itemsize)
         runs = _slot_runs(ix, plan().threads, tuple(t.shape), max_run)
-        if other.kind == "global" and _global_vectorizable(other, 2):
+        if other.kind == "global" and global_vectorizable(other, 2):
             fast = _aligned_start(builder, other, max(length for _, length in runs))
     if fast is None or dst.kind == "global" and ix.slots < _VERSIONED_STORE_SLOTS:
         _fragment_runs(context, builder, src, dst, t, runs, fast)
@@ -328,20 +141,21 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
     least = 4 if dst.kind in ("global", "shared") else 8
     vector = [length > 1 and fast is True or length * other.dtype.itemsize >= least and (
         other.kind == "global" and fast is not None
-        or other.kind == "shared" and _side_vector_ok(other, length, 0)) for _, length in runs]
+        or other.kind == "shared" and side_vector_ok(other, length, 0)) for _, length in runs]
     # the runs whose shared address is one access's: their offsets from a few bases
     offsets = _shared_run_offsets(builder, other, t, runs, [
         v or length == 1 for v, (_, length) in zip(vector, runs)])
     for r, (s0, length) in enumerate(runs):
         tile_coords, guard = fragment_slot(builder, ix, tid, s0, writer, memo)
         cc = [c for c, n in zip(tile_coords, t.shape) if n != 1]
-        at = _element_at(builder, cc)
+        at = element_at(builder, cc)
         vec_ok = vector[r]
         # the shared side's address, outside the guard: later runs reuse its base
         ptr = None
         if offsets is not None and offsets.covers(r):
             ptr = offsets.pointer(other.value, r,
-                                  lambda cc=cc: _tile_offset(builder, other, _dims(other, cc)))
+                                  lambda cc=cc: tile_offset(builder, other,
+                                                            side_offsets(other, cc)))
         with guarded(builder, guard):
             if src.kind == "fragment":
                 values = [context.unpack_value(builder, src.element,
@@ -351,9 +165,10 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
                 values = _load_vector(context, builder, src, ptr, length)
             elif vec_ok:
                 values = _load_chunk(context, builder, src,
-                                     lambda k, at=at: _dims(src, at(k)), length, fast)
+                                     lambda k, at=at: side_offsets(src, at(k)), length, fast)
             else:
-                values = [load_element(context, builder, src, _dims(src, at(k)), fast is not True)
+                values = [load_element(context, builder, src, side_offsets(src, at(k)),
+                                       fast is not True)
                           for k in range(length)]
             bits = None
             if ptr is not None and dst.kind == "shared" and length == 2:
@@ -369,11 +184,12 @@ def _fragment_runs(context, builder, src, dst, t, runs, fast):
             elif ptr is not None:
                 _store_vector(context, builder, dst, ptr, values)
             elif vec_ok:
-                _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)),
+                _store_chunk(context, builder, dst, lambda k, at=at: side_offsets(dst, at(k)),
                              values, length, fast)
             else:
                 for k, v in enumerate(values):
-                    store_element(context, builder, dst, _dims(dst, at(k)), v, fast is not True)
+                    store_element(context, builder, dst, side_offsets(dst, at(k)), v,
+                                  fast is not True)
 
 
 def _shared_run_offsets(builder, side, t, runs, covered):
@@ -385,7 +201,7 @@ def _shared_run_offsets(builder, side, t, runs, covered):
         return None
     # which fragment coordinate each dimension of the shared tile takes (None: its start)
     frag_dims = [d for d, n in enumerate(t.shape) if n != 1]
-    sources = _dims(side, [(frag_dims[i],) for i in range(len(frag_dims))])
+    sources = side_offsets(side, [(frag_dims[i],) for i in range(len(frag_dims))])
     dims = tuple((k[0] if isinstance(k, tuple) else None, start.constant)
                  for k, start in zip(sources, side.starts))
     layout = plan().tile(side.ty.tile_name).layout
@@ -394,56 +210,15 @@ def _shared_run_offsets(builder, side, t, runs, covered):
     return RunOffsets(builder, run_plan(t.indexing, plan().threads, layout, dims, firsts), index)
 
 
-def _element_at(builder, cc):
-    """``k → `` the copy coordinates of the k-th element of a run starting at ``cc``,
-    built when asked for (in the fallback's block rather than ahead of the vector
-    access, where they would hold registers across it)."""
-    return lambda k: cc[:-1] + [builder.add(cc[-1], I32(k))] if k else cc
-
-
-# -- every element, in every thread (local tiles) ----------------------------------------
-
 def _copy_serial(context, builder, src, dst, extents):
     import itertools
     for cc in itertools.product(*(range(n) for n in extents)):
-        v = load_element(context, builder, src, _dims(src, list(cc)))
-        store_element(context, builder, dst, _dims(dst, list(cc)),
+        v = load_element(context, builder, src, side_offsets(src, list(cc)))
+        store_element(context, builder, dst, side_offsets(dst, list(cc)),
                       context.cast(builder, v, src.element, dst.element))
 
 
 # -- global/shared chunks ------------------------------------------------------------------
-
-@lru_cache(maxsize=None)
-def _chunks_contiguous(layout, shape, vec) -> bool:
-    """Whether every run of ``vec`` elements along the last dimension (starting at a
-    multiple of vec) is contiguous and vec-aligned in ``layout``: the layout evaluated
-    over the whole tile at once (``layouts.offset_table``)."""
-    if shape[-1] % vec:
-        return False
-    runs = offset_table(layout, tuple(shape)).reshape(-1, vec)
-    return bool((runs[:, 0] % vec == 0).all()
-                and (runs == runs[:, :1] + np.arange(vec, dtype=np.int64)).all())
-
-
-def _side_vector_ok(side: Side, vec: int, last_extent: int) -> bool:
-    if vec == 1:
-        return True
-    if side.kind == "shared":
-        t = plan().tile(side.ty.tile_name)
-        last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
-        if not last or last[-1] != side.ndim - 1:
-            return False
-        starts_zero = all(isinstance(s, ir.Constant) and s.constant == 0 for s in side.starts)
-        return starts_zero and _chunks_contiguous(t.layout, t.shape, vec)
-    return True   # global: decided per chunk at run time (or element-wise)
-
-
-def _global_vectorizable(side: Side, vec: int) -> bool:
-    if vec == 1 or side.scalar_only or not (side.ty.contiguous and side.ty.aligned):
-        return False
-    last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
-    return bool(last) and last[-1] == side.ndim - 1
-
 
 def _vector_type(context, elem, vec):
     return ir.VectorType(context.get_data_type(elem), vec)
@@ -509,24 +284,24 @@ def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
     knows the chunk is inside and aligned) or an i1 (vector when it holds and the chunk
     is inside, else element by element)."""
     if side.kind == "shared":
-        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
+        ptr = builder.gep(side.value, [tile_offset(builder, side, at(0))], inbounds=True)
         return _load_vector(context, builder, side, ptr, vec)
     if fast is None:
         return [load_element(context, builder, side, at(k)) for k in range(vec)]
     vt = _vector_type(context, side.element, vec)
     if fast is True:
-        ptr = _global_pointer(builder, side, _global_coords(builder, side, at(0)))
+        ptr = global_pointer(builder, side, global_coords(builder, side, at(0)))
         return _load_vector(context, builder, side, ptr, vec)
     # global with a vector path when the chunk is inside and aligned
     slot = cgutils.alloca_once(builder, vt)
-    coords = _global_coords(builder, side, at(0))
+    coords = global_coords(builder, side, at(0))
     last = [c for c in coords]
     last[-1] = builder.add(coords[-1], I64(vec - 1))
-    ok = builder.and_(fast, _inside(builder, side, last))
-    ok = builder.and_(ok, _inside(builder, side, coords))
+    ok = builder.and_(fast, inside_tensor(builder, side, last))
+    ok = builder.and_(ok, inside_tensor(builder, side, coords))
     with builder.if_else(ok, likely=True) as (then, otherwise):
         with then:
-            ptr = _global_pointer(builder, side, coords)
+            ptr = global_pointer(builder, side, coords)
             raw = builder.load(builder.bitcast(ptr, ir.PointerType(vt, ptr.type.addrspace)),
                                align=vec * side.dtype.itemsize)
             builder.store(raw, slot)
@@ -545,25 +320,25 @@ def _load_chunk(context, builder, side, at, vec, fast, known_edges=False):
 
 def _store_chunk(context, builder, side, at, values, vec, fast, known_edges=False):
     if side.kind == "shared" and vec > 1:
-        ptr = builder.gep(side.value, [_tile_offset(builder, side, at(0))], inbounds=True)
+        ptr = builder.gep(side.value, [tile_offset(builder, side, at(0))], inbounds=True)
         _store_vector(context, builder, side, ptr, values)
         return
     if fast is None:
         for k, v in enumerate(values):
             store_element(context, builder, side, at(k), v)
         return
-    coords = _global_coords(builder, side, at(0))
+    coords = global_coords(builder, side, at(0))
 
     def vector_store():
-        _store_vector(context, builder, side, _global_pointer(builder, side, coords), values)
+        _store_vector(context, builder, side, global_pointer(builder, side, coords), values)
 
     if fast is True:
         vector_store()
         return
     last = list(coords)
     last[-1] = builder.add(coords[-1], I64(vec - 1))
-    ok = builder.and_(fast, builder.and_(_inside(builder, side, coords),
-                                          _inside(builder, side, last)))
+    ok = builder.and_(fast, builder.and_(inside_tensor(builder, side, coords),
+                                          inside_tensor(builder, side, last)))
     if known_edges and _chunk_all_or_none(side, vec):     # outside: nothing to store
         with builder.if_then(ok, likely=True):
             vector_store()
@@ -615,15 +390,18 @@ def _chunk_all_or_none(side, vec) -> bool:
 
 
 def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
+    if packed_copy.is_packed_copy(src, dst):       # an int4 tensor: never asynchronous
+        packed_copy.copy_packed(context, builder, src, dst, extents)
+        return
     total = math.prod(extents) if extents else 1
     last = extents[-1] if extents else 1
     vec = 16 // max(src.dtype.itemsize, dst.dtype.itemsize)
-    while vec > 1 and (last % vec or not _side_vector_ok(src, vec, last)
-                       or not _side_vector_ok(dst, vec, last)):
+    while vec > 1 and (last % vec or not side_vector_ok(src, vec, last)
+                       or not side_vector_ok(dst, vec, last)):
         vec //= 2
     fast = {}
     for side in (src, dst):
-        if side.kind == "global" and _global_vectorizable(side, vec):
+        if side.kind == "global" and global_vectorizable(side, vec):
             fast[id(side)] = _aligned_start(builder, side, vec)
     chunks = total // vec
     if (asynchronous and id(src) in fast and dst.kind == "shared" and src.dtype == dst.dtype
@@ -666,11 +444,12 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
     staged = []
     for chunk, guard in rounds(context, builder, chunks):
         cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-        at = _element_at(builder, cc)
+        at = element_at(builder, cc)
         holder = cgutils.alloca_once(builder, _vector_type(context, dst.element, vec)) \
             if guard is not None else None
         with guarded(builder, guard):
-            values = _load_chunk(context, builder, src, lambda k, at=at: _dims(src, at(k)), vec,
+            values = _load_chunk(context, builder, src,
+                                 lambda k, at=at: side_offsets(src, at(k)), vec,
                                  fast.get(id(src)), known_edges=True)
             values = cast_values(context, builder, values, src.element, dst.element)
             _hold(context, builder, dst, values, holder)
@@ -678,7 +457,8 @@ def _chunks(context, builder, src, dst, extents, vec, chunks, fast):
     for guard, at, values, holder in staged:
         with guarded(builder, guard):
             values = _held(context, builder, dst, values, holder)
-            _store_chunk(context, builder, dst, lambda k, at=at: _dims(dst, at(k)), values, vec,
+            _store_chunk(context, builder, dst, lambda k, at=at: side_offsets(dst, at(k)),
+                         values, vec,
                          fast.get(id(dst)), known_edges=True)
 
 
@@ -700,8 +480,8 @@ def _planned_chunks(context, builder, src, dst, vec, chunks, addresses, checked)
         ptrs = (global_ptr, shared_ptr) if glob is src else (shared_ptr, global_ptr)
         inside = None
         if checked:
-            delta = _dims(glob, list(addresses.deltas[r]))
-            inside = _inside(builder, glob, [builder.add(c, I64(k)) if k else c
+            delta = side_offsets(glob, list(addresses.deltas[r]))
+            inside = inside_tensor(builder, glob, [builder.add(c, I64(k)) if k else c
                                              for c, k in zip(addresses.coords0, delta)])
         holder = cgutils.alloca_once(builder, vt) if guard is not None else None
         with guarded(builder, guard):
@@ -771,12 +551,12 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
         with guarded(builder, guard):
             if addresses is None:
                 cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-                coords = _global_coords(builder, src, _dims(src, cc))
-                sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))],
+                coords = global_coords(builder, src, side_offsets(src, cc))
+                sptr = builder.gep(dst.value, [tile_offset(builder, dst, side_offsets(dst, cc))],
                                    inbounds=True)
-                gptr = _global_pointer(builder, src, coords)
+                gptr = global_pointer(builder, src, coords)
             else:
-                delta = _dims(src, list(addresses.deltas[r]))
+                delta = side_offsets(src, list(addresses.deltas[r]))
                 coords = [builder.add(c, I64(k)) if k else c for c, k in zip(first, delta)]
                 sptr, gptr = addresses.pointers(r)
             # a chunk starts inside the tensor when every coordinate is (unsigned: a
@@ -836,9 +616,9 @@ def _chunk_place(builder, src, dst, extents, vec, chunk, inbounds=True):
     """(shared pointer, global pointer, global coordinates) of one chunk, computed from
     its index (``inbounds``: the chunk is known to be inside the tensor)."""
     cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
-    coords = _global_coords(builder, src, _dims(src, cc))
-    sptr = builder.gep(dst.value, [_tile_offset(builder, dst, _dims(dst, cc))], inbounds=True)
-    return sptr, _global_pointer(builder, src, coords, inbounds), coords
+    coords = global_coords(builder, src, side_offsets(src, cc))
+    sptr = builder.gep(dst.value, [tile_offset(builder, dst, side_offsets(dst, cc))], inbounds=True)
+    return sptr, global_pointer(builder, src, coords, inbounds), coords
 
 
 def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True, opaque_steps=True):
@@ -851,7 +631,7 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True, opaq
     if not all(isinstance(s, ir.Constant) for s in dst.starts):
         return None
     # which copy coordinate each tile dimension takes (None: fixed at its start)
-    sources = _dims(dst, [(i,) for i in range(len(extents))])
+    sources = side_offsets(dst, [(i,) for i in range(len(extents))])
     dst_dims = tuple((src_[0] if isinstance(src_, tuple) else None, start.constant)
                      for src_, start in zip(sources, dst.starts))
     layout = plan().tile(dst.ty.tile_name).layout
@@ -862,7 +642,7 @@ def _chunk_addresses(context, builder, src, dst, extents, vec, inside=True, opaq
     sptr, gptr, coords = _chunk_place(builder, src, dst, extents, vec, tid, inbounds=inside)
 
     def byte_step(delta):
-        offset = _element_offset(builder, src, [I64(k) for k in _dims(src, list(delta))])
+        offset = element_offset(builder, src, [I64(k) for k in side_offsets(src, list(delta))])
         return builder.mul(offset, I64(src.dtype.itemsize))
 
     return ChunkAddresses(builder, steps, sptr, gptr, coords, byte_step, opaque_steps, inside)
@@ -1013,16 +793,16 @@ def _fill_global(context, builder, ty, arg, value_ty, value):
             # a region of a shared tile: what lies past the tile is skipped, as the
             # global edge is (the simulator reports it)
             coords = unflatten(builder, builder.trunc(flat, I32), wide)
-            offsets = _dims(side, coords)
-            with builder.if_then(_inside_tile(builder, side, offsets)):
+            offsets = side_offsets(side, coords)
+            with builder.if_then(inside_tile(builder, side, offsets)):
                 store_element(context, builder, side, offsets, v)
         elif side.extents is not None:          # i32 copy coordinates, bounds-checked
             coords = unflatten(builder, builder.trunc(flat, I32), wide)
-            store_element(context, builder, side, _dims(side, coords), v)
+            store_element(context, builder, side, side_offsets(side, coords), v)
         else:                                   # i64 coordinates inside the tensor
             coords = unflatten(builder, flat, shape)
             context.pack_value(builder, side.element, v,
-                               _global_pointer(builder, side, coords),
+                               global_pointer(builder, side, coords),
                                align=side.dtype.itemsize)
     return context.get_dummy_value()
 
@@ -1053,9 +833,9 @@ def _fill_dynamic_region(context, builder, side, v):
         coords = list(starts)
         for d, c in zip(side.ranged or [], unflatten(builder, flat, extents)):
             coords[d] = builder.add(starts[d], c)
-        inside = _inside(builder, side, coords)
+        inside = inside_tensor(builder, side, coords)
         with builder.if_then(inside):
-            context.pack_value(builder, side.element, v, _global_pointer(builder, side, coords),
+            context.pack_value(builder, side.element, v, global_pointer(builder, side, coords),
                                align=side.dtype.itemsize)
     return context.get_dummy_value()
 

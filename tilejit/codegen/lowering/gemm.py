@@ -29,7 +29,8 @@ from tilejit.ir.gemm_plan import A_OWN_LAYOUT
 from tilejit.layouts import mma_fragment
 from tilejit.ir.addressing import Var, fragment_indexing, fragment_tables, layout_offset, substitute
 from tilejit.codegen.typing.tiles import TileType
-from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
+from tilejit.codegen.lowering.copy import emit_copy_async
+from tilejit.codegen.lowering.copy_sides import chunks_contiguous
 from tilejit.codegen.lowering.ldmatrix import LaneAddresses
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index, uniform_slot
@@ -90,7 +91,7 @@ def _ldmatrix(builder, ptr, count, trans):
 
 def _ldmatrix_ok(tile) -> bool:
     """16-byte rows of 8 elements stay contiguous and aligned in the tile's layout."""
-    return tile.dtype.itemsize == 2 and _chunks_contiguous(tile.layout, tile.shape, 8)
+    return tile.dtype.itemsize == 2 and chunks_contiguous(tile.layout, tile.shape, 8)
 
 
 def _pack(context, builder, values, elem_bits):

@@ -38,7 +38,8 @@ from llvmlite import ir
 from tilejit.errors import CompileError
 from tilejit.ir.addressing import Var, fragment_tables, layout_offset
 from tilejit.layouts import WAVE_SIZE, mfma_fragment
-from tilejit.codegen.lowering.copy import _chunks_contiguous, emit_copy_async
+from tilejit.codegen.lowering.copy import emit_copy_async
+from tilejit.codegen.lowering.copy_sides import chunks_contiguous
 from tilejit.codegen.lowering.tiles import emit, intrinsic, plan, thread_index, uniform_slot
 
 I32 = ir.IntType(32)
@@ -139,7 +140,7 @@ class _Operand:
             size = self.tile.dtype.itemsize
             run = self.width
             while run > 1 and (run * size > RUN_BYTES or self.width % run
-                               or not _chunks_contiguous(self.tile.layout, self.tile.shape,
+                               or not chunks_contiguous(self.tile.layout, self.tile.shape,
                                                          run)):
                 run //= 2
             self.run = run

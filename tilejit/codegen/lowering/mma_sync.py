@@ -19,7 +19,7 @@ from numba.core import types
 
 from tilejit.errors import CompileError
 from tilejit.ir import markers
-from tilejit.codegen.lowering.copy import _chunks_contiguous
+from tilejit.codegen.lowering.copy_sides import chunks_contiguous
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import element_offset, intrinsic, plan
 from tilejit.codegen.typing.tiles import TileType
@@ -64,7 +64,7 @@ def ldmatrix_impl(context, builder, sig, args):
     local, _, shared, row, col, _, _ = args
     tile = plan().tile(shared_ty.tile_name)
     per_row = 16 // tile.dtype.itemsize
-    if not _chunks_contiguous(tile.layout, tile.shape, per_row):
+    if not chunks_contiguous(tile.layout, tile.shape, per_row):
         raise CompileError(f"TensorCoreIntrinEmitter: ldmatrix reads 16-byte rows of "
                            f"{shared_ty.tile_name}, and its layout does not keep {per_row} "
                            f"consecutive elements of a row contiguous and aligned (a "

@@ -60,27 +60,54 @@ def element_offset(context, builder, ty: GlobalTensorType, tensor, index_ty, ind
     return offset
 
 
-def _packed(context, builder, ty, value, index_ty, index):
-    """(the byte holding a packed element, the element's bit offset in it: an i8)."""
-    tensor = tensor_struct(context, builder, ty, value)
-    offset = element_offset(context, builder, ty, tensor, index_ty, index)
-    byte = builder.gep(tensor.data, [builder.ashr(offset, I64(1))], inbounds=True)
+def packed_place(builder, data, offset):
+    """(the byte holding a packed element, the element's bit offset in it: an i8) of the
+    element ``offset`` (i64, in elements) of a packed tensor whose bytes start at
+    ``data``: element 2k in the low four bits of byte k."""
+    byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
     shift = builder.shl(builder.trunc(builder.and_(offset, I64(1)), ir.IntType(8)),
                         ir.IntType(8)(2))
     return byte, shift
+
+
+def packed_load(builder, data, offset, dtype):
+    """A packed element's value, an i8: int4's sign-extended, float4_e2m1fn's code."""
+    byte, shift = packed_place(builder, data, offset)
+    i8 = ir.IntType(8)
+    if dtype.kind == "int":         # int4: the half to the top, shifted back signed
+        return builder.ashr(builder.shl(builder.load(byte), builder.sub(i8(4), shift)), i8(4))
+    return builder.and_(builder.lshr(builder.load(byte), shift), i8(0xF))
+
+
+def packed_store(builder, data, offset, value):
+    """A float4_e2m1fn or int4 element (the low four bits of the i8 ``value``) written
+    into its half of a byte: two atomics on the aligned 32-bit word holding it (clear its
+    four bits, then set them), since the byte's other half may be another thread's
+    element, written at the same time (a T.Parallel over a row). Other bits of the word
+    are left as they are."""
+    byte, shift = packed_place(builder, data, offset)
+    i32 = ir.IntType(32)
+    address = builder.ptrtoint(byte, I64)
+    word = builder.inttoptr(builder.and_(address, I64(~3)), i32.as_pointer(
+        byte.type.addrspace))
+    bits = builder.add(builder.shl(builder.trunc(builder.and_(address, I64(3)), i32),
+                                   i32(3)), builder.zext(shift, i32))
+    code = builder.and_(builder.zext(value, i32), i32(0xF))
+    builder.atomic_rmw("and", word, builder.not_(builder.shl(i32(0xF), bits)), "monotonic")
+    builder.atomic_rmw("or", word, builder.shl(code, bits), "monotonic")
+
+
+def _packed_offset(context, builder, ty, value, index_ty, index):
+    tensor = tensor_struct(context, builder, ty, value)
+    return tensor.data, element_offset(context, builder, ty, tensor, index_ty, index)
 
 
 @lower(operator.getitem, GlobalTensorType, types.Any)
 def tensor_getitem(context, builder, sig, args):
     ty, index_ty = sig.args
     if ty.dtype.packed > 1:       # float4_e2m1fn, int4: its half of the byte (2k low)
-        byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
-        i8 = ir.IntType(8)
-        if ty.dtype.kind == "int":      # int4: the half to the top, shifted back signed
-            top = builder.shl(builder.load(byte), builder.sub(i8(4), shift))
-            return builder.ashr(top, i8(4))
-        code = builder.lshr(builder.load(byte), shift)
-        return builder.and_(code, i8(0xF))
+        data, offset = _packed_offset(context, builder, ty, args[0], index_ty, args[1])
+        return packed_load(builder, data, offset, ty.dtype)
     ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
     return context.unpack_value(builder, ty.element, ptr, align=ty.dtype.itemsize)
 
@@ -89,29 +116,12 @@ def tensor_getitem(context, builder, sig, args):
 def tensor_setitem(context, builder, sig, args):
     ty, index_ty, value_ty = sig.args
     if ty.dtype.packed > 1:
-        _store_packed(context, builder, ty, args, index_ty)
+        data, offset = _packed_offset(context, builder, ty, args[0], index_ty, args[1])
+        packed_store(builder, data, offset, args[2])
         return context.get_dummy_value()
     ptr = element_pointer(context, builder, ty, args[0], index_ty, args[1])
     context.pack_value(builder, ty.element, args[2], ptr, align=ty.dtype.itemsize)
     return context.get_dummy_value()
-
-
-def _store_packed(context, builder, ty, args, index_ty):
-    """A float4_e2m1fn or int4 element (its low four bits) written into its half of a
-    byte: two atomics on the aligned 32-bit word holding it (clear its four bits, then
-    set them), since the byte's other half may be another thread's element, written at
-    the same time (a T.Parallel over a row). Other bits of the word are left as they
-    are."""
-    byte, shift = _packed(context, builder, ty, args[0], index_ty, args[1])
-    i32 = ir.IntType(32)
-    address = builder.ptrtoint(byte, I64)
-    word = builder.inttoptr(builder.and_(address, I64(~3)), i32.as_pointer(
-        byte.type.addrspace))
-    bits = builder.add(builder.shl(builder.trunc(builder.and_(address, I64(3)), i32),
-                                   i32(3)), builder.zext(shift, i32))
-    code = builder.and_(builder.zext(args[2], i32), i32(0xF))
-    builder.atomic_rmw("and", word, builder.not_(builder.shl(i32(0xF), bits)), "monotonic")
-    builder.atomic_rmw("or", word, builder.shl(code, bits), "monotonic")
 
 
 @lower_getattr(GlobalTensorType, "shape")

@@ -16,7 +16,8 @@ from numba.core import types
 from tilejit.ir import markers
 from tilejit.codegen.typing.tiles import TileType
 from tilejit.codegen.typing.types import TensorMapType
-from tilejit.codegen.lowering.copy import describe, operands
+from tilejit.codegen.lowering.copy import operands
+from tilejit.codegen.lowering.copy_sides import describe
 from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.tiles import I32, plan, shared_base
 from tilejit.codegen.lowering.cluster import cluster_rank

@@ -138,6 +138,16 @@ def _refuse_packed(op: str, args) -> None:
                 f"shared tile or fragment, or read and write its elements one at a time")
 
 
+def _int4_tile_copy(args) -> bool:
+    """An int4 tensor (or a region of one) and a shared tile of bytes: a tile copy
+    (``codegen/lowering/packed_copy.py``)."""
+    bases = [a.base if isinstance(a, RegionType) else a for a in args]
+    tensors = [b for b in bases if isinstance(b, GlobalTensorType)]
+    tiles = [b for b in bases if isinstance(b, TileType)]
+    return len(tensors) == 1 and tensors[0].dtype.name == "int4" and len(tiles) == 1 and \
+        tiles[0].kind == "shared" and tiles[0].dtype.itemsize == 1
+
+
 @infer_global(T.copy)
 class CopyTemplate(AbstractTemplate):
     def generic(self, args, kws):
@@ -147,7 +157,8 @@ class CopyTemplate(AbstractTemplate):
             if not _operand_ok(a):
                 raise errors.TypingError(f"T.copy: the {role} must be a tensor, a tile or a "
                                          f"region, got {a}")
-        _refuse_packed("copy", args)
+        if not _int4_tile_copy(args):
+            _refuse_packed("copy", args)
         return signature(types.none, *args)
 
 

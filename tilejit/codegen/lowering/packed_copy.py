@@ -1,0 +1,213 @@
+"""``T.copy`` between an int4 tensor (two elements a byte, element 2k in the low four
+bits) and a shared tile (one element a byte: an int4 tile holds int8,
+``DType.in_tiles``).
+
+The copy is cut into chunks of 16 consecutive elements along its last axis, dealt
+round-robin to the threads, as ``copy.py`` deals a copy between global and shared
+memory. A chunk moves as 8 bytes of the tensor and 16 of the tile, one vector access
+each, where its tensor side is wholly inside the tensor, starts on a byte and its 8
+bytes are 8-byte aligned (checked at run time, per chunk); otherwise element by
+element, reading or writing each half byte (``tensor.packed_load`` / ``packed_store``),
+with 0 for an element outside the tensor and nothing written there, as any tile copy
+clips at a tensor's edge.
+
+Unpacking 8 elements (one 32-bit word w of the tensor) is word arithmetic, no per-byte
+work: ``w & 0x0F0F0F0F`` holds elements 0, 2, 4, 6 in its bytes and ``(w >> 4) &
+0x0F0F0F0F`` elements 1, 3, 5, 7; a nibble's sign bit (0x08 in each byte) times 0x1E is
+0xF0 in that byte alone, which ORed in sign-extends the four nibbles at once; two byte
+shuffles (PTX ``prmt``) interleave the halves. Packing is the reverse: the even and
+odd elements gathered by two shuffles, the odd ones shifted into the high nibbles.
+
+Not asynchronous: a software pipeline's copy of an int4 tensor (``T.Pipelined``) loads
+into registers and stores to the stage's tile, as a copy with a conversion does.
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from tilejit.codegen.lowering.copy_sides import (Side, element_at, element_offset,
+                                                 global_coords, inside_tensor, side_offsets,
+                                                 side_vector_ok, tile_offset)
+from tilejit.codegen.lowering.scalar import cast_values
+from tilejit.codegen.lowering.tensor import packed_load, packed_store
+from tilejit.codegen.lowering.tiles import guarded, rounds, unflatten
+
+I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+VEC = 16                                    # elements a chunk: 8 bytes of the tensor
+_NIBBLES, _SIGNS = I32(0x0F0F0F0F), I32(0x08080808)
+# byte k of a shuffle's result takes byte mask[k] of (a, b) (b's bytes are 4 … 7)
+_EVEN_ODD_LOW, _EVEN_ODD_HIGH = [0, 4, 1, 5], [2, 6, 3, 7]     # interleave a's and b's
+_EVENS, _ODDS = [0, 2, 4, 6], [1, 3, 5, 7]                     # gather from two words
+
+
+def _shuffle(builder, a, b, mask):
+    """Bytes of the words ``a`` and ``b`` chosen by ``mask``, as a word."""
+    v4 = ir.VectorType(I8, 4)
+    out = builder.shuffle_vector(builder.bitcast(a, v4), builder.bitcast(b, v4),
+                                 ir.Constant(ir.VectorType(I32, 4), [I32(k) for k in mask]))
+    return builder.bitcast(out, I32)
+
+
+def _sign_extend_nibbles(builder, w):
+    """Each byte of ``w`` (0 … 15) as the int8 of its four-bit two's complement."""
+    signs = builder.and_(w, _SIGNS)
+    return builder.or_(w, builder.mul(signs, I32(0x1E)))
+
+
+def _unpack_word(builder, w):
+    """The 8 int4 elements of the word ``w`` as two words of int8 (elements 0-3, 4-7)."""
+    low = _sign_extend_nibbles(builder, builder.and_(w, _NIBBLES))
+    high = _sign_extend_nibbles(builder, builder.and_(builder.lshr(w, I32(4)), _NIBBLES))
+    return [_shuffle(builder, low, high, _EVEN_ODD_LOW),
+            _shuffle(builder, low, high, _EVEN_ODD_HIGH)]
+
+
+def _pack_words(builder, a, b):
+    """Two words of int8 (elements 0-3, 4-7) as one word of their low nibbles."""
+    evens = builder.and_(_shuffle(builder, a, b, _EVENS), _NIBBLES)
+    odds = builder.and_(_shuffle(builder, a, b, _ODDS), _NIBBLES)
+    return builder.or_(evens, builder.shl(odds, I32(4)))
+
+
+def is_packed_copy(src: Side, dst: Side) -> bool:
+    return any(s.kind == "global" and s.dtype.packed > 1 for s in (src, dst))
+
+
+def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
+    """The copy between a packed (int4) tensor and a shared tile."""
+    packed = src if src.kind == "global" else dst
+    tile = dst if packed is src else src
+    last = extents[-1] if extents else 1
+    vec = VEC if (last % VEC == 0 and tile.dtype.itemsize == 1
+                  and side_vector_ok(tile, VEC, last)) else 1
+    chunks = math.prod(extents) // vec if extents else 1
+    staged = []
+    for chunk, guard in rounds(context, builder, chunks):
+        cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+        at = element_at(builder, cc)
+        if packed is not src:
+            with guarded(builder, guard):
+                _store(context, builder, src, dst, at, vec)
+            continue
+        # a guarded chunk's value crosses from its load's block to its store's in memory
+        holder = None
+        with guarded(builder, guard):
+            value = _load(context, builder, src, tile, at, vec)
+            if guard is not None:
+                holder = cgutils.alloca_once(builder, value.type)
+                builder.store(value, holder)
+        staged.append((guard, at, value, holder))
+    for guard, at, value, holder in staged:  # every chunk's loads in flight, then the stores
+        with guarded(builder, guard):
+            value = builder.load(holder) if holder is not None else value
+            ptr = builder.gep(tile.value, [tile_offset(builder, tile,
+                                                       side_offsets(tile, at(0)))],
+                              inbounds=True)
+            if vec == 1:
+                context.pack_value(builder, tile.element, value, ptr, align=1)
+            else:
+                builder.store(value, builder.bitcast(ptr, value.type.as_pointer(
+                    ptr.type.addrspace)), align=16)
+
+
+def _chunk_place(builder, side, at, vec):
+    """(first element's offset, whether the chunk may move as whole bytes)."""
+    coords = global_coords(builder, side, side_offsets(side, at(0)))
+    offset = element_offset(builder, side, coords)
+    if vec == 1:
+        return offset, None
+    end = list(coords)
+    end[-1] = builder.add(coords[-1], I64(vec - 1))
+    byte = builder.gep(side.data, [builder.ashr(offset, I64(1))], inbounds=True)
+    misaligned = builder.or_(builder.and_(builder.ptrtoint(byte, I64), I64(7)),
+                             builder.and_(offset, I64(1)))
+    fast = builder.and_(builder.and_(inside_tensor(builder, side, coords),
+                                     inside_tensor(builder, side, end)),
+                        builder.icmp_unsigned("==", misaligned, I64(0)))
+    return offset, fast
+
+
+def _element(builder, side, at, k):
+    """Element k of the chunk from the packed tensor: its value (i8), 0 outside."""
+    coords = global_coords(builder, side, side_offsets(side, at(k)))
+    ok = inside_tensor(builder, side, coords)
+    with builder.if_else(ok) as (then, otherwise):
+        with then:
+            v = packed_load(builder, side.data, element_offset(builder, side, coords),
+                            side.dtype)
+            b1 = builder.block
+        with otherwise:
+            b2 = builder.block
+    phi = builder.phi(I8)
+    phi.add_incoming(v, b1)
+    phi.add_incoming(I8(0), b2)
+    return phi
+
+
+def _load(context, builder, src, tile, at, vec):
+    """One chunk of the tensor: a vector of four words of int8 (vec 16), or one element
+    in the tile's dtype (vec 1)."""
+    if vec == 1:
+        v = _element(builder, src, at, 0)
+        return cast_values(context, builder, [v], src.element, tile.element)[0]
+    offset, fast = _chunk_place(builder, src, at, vec)
+    vt = ir.VectorType(I32, 4)
+    with builder.if_else(fast, likely=True) as (then, otherwise):
+        with then:
+            byte = builder.gep(src.data, [builder.ashr(offset, I64(1))], inbounds=True)
+            two = builder.load(builder.bitcast(byte, ir.VectorType(I32, 2).as_pointer(
+                byte.type.addrspace)), align=8)
+            words = []
+            for k in range(2):
+                words += _unpack_word(builder, builder.extract_element(two, I32(k)))
+            whole = ir.Constant(vt, None)
+            for k, w in enumerate(words):
+                whole = builder.insert_element(whole, w, I32(k))
+            b1 = builder.block
+        with otherwise:
+            parts = ir.Constant(ir.VectorType(I8, VEC), None)
+            for k in range(VEC):
+                parts = builder.insert_element(parts, _element(builder, src, at, k), I32(k))
+            parts = builder.bitcast(parts, vt)
+            b2 = builder.block
+    phi = builder.phi(vt)
+    phi.add_incoming(whole, b1)
+    phi.add_incoming(parts, b2)
+    return phi
+
+
+def _store(context, builder, tile, dst, at, vec):
+    """One chunk of the tile into the tensor: 8 bytes where the chunk is inside and
+    aligned, else element by element (inside the tensor only)."""
+    ptr = builder.gep(tile.value, [tile_offset(builder, tile, side_offsets(tile, at(0)))],
+                      inbounds=True)
+    if vec == 1:
+        v = context.unpack_value(builder, tile.element, ptr, align=tile.dtype.itemsize)
+        v = cast_values(context, builder, [v], tile.element, dst.element)[0]
+        coords = global_coords(builder, dst, side_offsets(dst, at(0)))
+        with builder.if_then(inside_tensor(builder, dst, coords)):
+            packed_store(builder, dst.data, element_offset(builder, dst, coords), v)
+        return
+    vt = ir.VectorType(I32, 4)
+    raw = builder.load(builder.bitcast(ptr, vt.as_pointer(ptr.type.addrspace)), align=16)
+    offset, fast = _chunk_place(builder, dst, at, vec)
+    with builder.if_else(fast, likely=True) as (then, otherwise):
+        with then:
+            two = ir.Constant(ir.VectorType(I32, 2), None)
+            for k in range(2):
+                word = _pack_words(builder, builder.extract_element(raw, I32(2 * k)),
+                                   builder.extract_element(raw, I32(2 * k + 1)))
+                two = builder.insert_element(two, word, I32(k))
+            byte = builder.gep(dst.data, [builder.ashr(offset, I64(1))], inbounds=True)
+            builder.store(two, builder.bitcast(byte, two.type.as_pointer(
+                byte.type.addrspace)), align=8)
+        with otherwise:
+            values = builder.bitcast(raw, ir.VectorType(I8, VEC))
+            for k in range(VEC):
+                coords = global_coords(builder, dst, side_offsets(dst, at(k)))
+                with builder.if_then(inside_tensor(builder, dst, coords)):
+                    packed_store(builder, dst.data, element_offset(builder, dst, coords),
+                                 builder.extract_element(values, I32(k)))
