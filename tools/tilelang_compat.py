@@ -58,6 +58,10 @@ LANGUAGE_DIFFERENCES = {
                    "allocation's through a host copy written back after the launch",
     "import_source": "`None` only (what TileLang's programs pass when they call no extern "
                      "function); CUDA C++ source is a CompileError: tilejit compiles no C++",
+    "match_buffer": "an eager program's statement `A = T.match_buffer(A, shape, dtype)` "
+                    "(a `T.ptr` parameter, in a compile-time branch or not) is the "
+                    "annotation `A: T.Tensor[shape, dtype]` there; `strides=` and TVM's "
+                    "other buffer fields, or a use in a kernel, are errors saying so",
     "int4": "a tensor holds int4 two a byte (an int8 or uint8 torch tensor, element 2k "
             "in the low four bits, as TileLang's programs pack them); a tile holds them one "
             "a byte, as int8 (its `.dtype` says int8), and T.gemm of int4 tiles runs on "

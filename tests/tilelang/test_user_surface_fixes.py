@@ -428,20 +428,3 @@ def test_a_scalar_annotated_in_the_body_is_a_run_time_value(ptxas):
         a = torch.randn(n)
         torch.testing.assert_close(add_one_to_m(a, n), a + 1)
     ptxas(add_one_to_m.get_kernel_source(torch.randn(50), 50, arch="sm_80"), "sm_80")
-
-
-def test_match_buffer_in_an_eager_program_is_named_at_its_line():
-    """TileLang's notebook sizes M, N with ``A = T.match_buffer(A, [M, N], dtype)``: the
-    error names T.match_buffer at its line (it said the symbols were unbound, at the
-    def)."""
-    @tilelang.jit
-    def matched(A: T.ptr):
-        M, N = T.const("M, N")
-        A = T.match_buffer(A, [M, N], T.float32)      # marker: match_buffer
-        with T.Kernel(1, threads=32):
-            A[0, 0] = 1.0
-    with pytest.raises(tilelang.CompileError, match=r"T.match_buffer .* is not supported .*"
-                                                   r"`A = T.make_tensor\(A, \(M, N\), dtype\)`") \
-            as info:
-        matched(torch.zeros(4, 4))
-    assert "marker: match_buffer" in open(__file__).read().splitlines()[info.value.lineno - 1]

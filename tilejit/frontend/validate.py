@@ -105,6 +105,9 @@ def check_supported(ks: KernelSource) -> None:
             if isinstance(node, ast.Attribute) and not hasattr(_language, node.attr) \
                     and resolve_static(node.value, ks.namespace) is _language:
                 raise ks.error(unknown_language_name_message(node), node)
+            if isinstance(node, ast.Call) and resolve_static(
+                    node.func, ks.namespace) is _language.match_buffer:
+                raise ks.error(f"in a kernel: {_language.MATCH_BUFFER_USE}", node)
             if isinstance(node, ast.Call) and \
                     resolve_static(node.func, ks.namespace) is builtins.print:
                 raise ks.error("unsupported in a kernel: print() as a value (a print() "

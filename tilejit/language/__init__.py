@@ -128,8 +128,8 @@ __all__ = [
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "pow", "floor",
     "ceil", "erf", *_scalar_math.NAMES, *_math_intrinsics.NAMES,
     "GemmWarpPolicy", "Pipelined", "alloc_fragment", "alloc_local",
-    "alloc_shared", "alloc_var", "alloc_reducer", "finalize_reducer", "reducer_init",
-    "reducer_update",
+    "alloc_shared", "alloc_var", "alloc_reducer", "match_buffer", "finalize_reducer",
+    "reducer_init", "reducer_update",
     "annotate_layout", "annotate_safe_value", "clear", "copy", "fill", "gemm", "gemm_sp", "let",
     "transpose",
     "any_of", "all_of",
@@ -488,6 +488,22 @@ def clamp(dst, min_val, max_val):
     (TileLang's order: a NaN ``dst`` gives ``min_val``, as ``T.max`` ignores NaN). In a
     kernel the front end writes it as those two calls."""
     return _num.minimum(_num.maximum(dst, min_val), max_val)
+
+
+def match_buffer(param, shape, dtype="float32"):
+    """TileLang's ``A = T.match_buffer(A, shape, dtype)`` in an eager ``@tilejit.jit``
+    program's body: the annotation ``A: T.Tensor[shape, dtype]`` of its parameter A (a
+    ``T.ptr``), its ``T.const`` symbols sized by the call's tensor
+    (``tilelang/match_buffer.py`` rewrites it so). It has no other use: called anywhere
+    else it is a TypeError saying so."""
+    raise TypeError(MATCH_BUFFER_USE)
+
+
+MATCH_BUFFER_USE = ("T.match_buffer(A, shape, dtype) binds a parameter A of an eager "
+                    "@tilejit.jit program to a tensor of that shape (a statement of the "
+                    "program's body, before its kernel); elsewhere annotate the tensor "
+                    "(`A: T.Tensor[shape, dtype]`) or make one of a T.ptr "
+                    "(`T.make_tensor(A, shape, dtype)`)")
 
 
 class Ref:

@@ -46,6 +46,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.engine.param import KernelParam
+from tilejit.tilelang.match_buffer import match_buffer_annotation
 from tilejit.tilelang.output_params import outputs_as_empty
 from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
@@ -238,6 +239,7 @@ class _Desugared:
         # (``f.compile(M=64)``), tilejit by the program's; ``keyword_names`` maps them
         self.declared_names: dict = {}
         for stmt in statements:
+            stmt = match_buffer_annotation(stmt, self.namespace, fdef, self.filename) or stmt
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
                 self.symbols.update(symbols)
@@ -537,7 +539,8 @@ class JitFunction:
         # scalar parameter -> its annotation's dtype (`alpha: T.float32` in the signature;
         # one annotated in the body when its annotations are evaluated)
         self._scalars = {n: a for n, a in getattr(func, "__annotations__", {}).items()
-                         if isinstance(a, DType) and a.held and n not in sugar.pointers}
+                         if isinstance(a, DType) and a.held and n not in sugar.pointers
+                         and n not in sugar.tensors}
         self._scalars.update({n: resolve_static(a, sugar.namespace)
                               for n, a in sugar.scalars.items()})
         self._pointers = sugar.pointers     # `A: T.ptr`: a tensor's address at each call
