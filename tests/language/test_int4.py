@@ -273,3 +273,24 @@ def test_int4_on_the_gpu_against_torch_and_the_simulator(programs):
         if M < 100:
             sim = _sim(programs.matmul_nt_int4(M, N, K, 64, 64, 64))(xa.cpu(), ya.cpu())
             assert torch.equal(got, sim)
+
+
+def test_a_view_as_another_dtype_is_refused_on_both_targets(tmp_path):
+    m = kernel_module(tmp_path, "int4_view", '''
+import tilejit
+import tilejit.language as T
+
+
+def bytes_of(M, N):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.int4), C: T.Tensor((M, N // 2), T.int8)):
+        with T.Kernel(1, threads=32):
+            V = T.view(A, (M, N // 2), T.int8)
+            for i, j in T.Parallel(M, N // 2):
+                C[i, j] = V[i, j]
+    return main
+''')
+    for target in ("sim", "cuda -arch=sm_90a"):
+        with pytest.raises(CompileError, match=r"T.view: a view of the tensor \(an int4 tensor, "
+                                               r"two elements a byte\) as int8 is not supported"):
+            tilejit.compile(m.bytes_of(4, 32), out_idx=-1, target=target)

@@ -358,6 +358,14 @@ def _from_object(value) -> DType:
 dtype = DType
 
 
+def packed_view_message(what: str, name: str, dtype: DType, to: DType) -> str:
+    """The error of a view of a packed tensor (float4_e2m1fn, int4) as another dtype, on
+    both targets: its elements are half bytes, which no other dtype's view addresses."""
+    return (f"{what}: a view of {name} ({dtype.with_article} tensor, two elements a byte) "
+            f"as {to.name} is not supported; declare the parameter as its bytes "
+            f"(`T.Tensor((..., n // 2), T.uint8)`) and take the halves apart (x & 15, x >> 4)")
+
+
 def resolve_torch_storage_dtype(value) -> DType:
     """TileLang's ``resolve_torch_storage_dtype``: the dtype of the torch tensor that
     stores ``value``'s elements: itself for a dtype tilejit holds; ``int8`` for ``int4``;

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from tilejit.language.dtypes import as_dtype
+from tilejit.language.dtypes import as_dtype, packed_view_message
 from tilejit.sim import garbage
 from tilejit.sim.runtime import SimTensor, _bits, _from_bits
 from tilejit.sim.threads import LaneTensor
@@ -65,6 +65,8 @@ def _view(buffer, shape, dtype, what):
                         f"{to.name} (another size) needs its shape")
     if shape is None:
         shape = data.shape
+    if to != buffer.dtype and buffer.dtype.packed > 1:
+        raise TypeError(packed_view_message(what, buffer.name, buffer.dtype, to))
     if to != buffer.dtype:
         if (buffer.dtype.held_in_float32 or to.held_in_float32) and buffer.kind == "shared":
             return overlay(buffer, shape, to, what)

@@ -15,7 +15,7 @@ from numba.core.typing.typeof import typeof_impl
 from tilejit import language as T
 from tilejit.ir import markers
 from tilejit.language import tir_exprs
-from tilejit.language.dtypes import DType, as_dtype
+from tilejit.language.dtypes import DType, as_dtype, packed_view_message
 from tilejit.codegen.typing.context import harmonize
 from tilejit.codegen.typing.types import (NUMBA_OF, DTypeType, GlobalTensorType, ParallelType,
                                           StorageFloat,
@@ -395,6 +395,9 @@ class _ViewTemplate(AbstractTemplate):
         dtype = src.dtype
         if len(args) == 3 and not isinstance(args[2], types.NoneType):
             dtype = dtype_of(args[2])
+            if src.dtype.packed > 1 and dtype != src.dtype:
+                raise errors.TypingError(packed_view_message(what, "the tensor", src.dtype,
+                                                             dtype))
             ok = ("int", "uint", "float")
             if dtype is None or any(d.held_in_float32 or not d.name.startswith(ok)
                                     for d in (dtype, src.dtype)):
