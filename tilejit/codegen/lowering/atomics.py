@@ -261,7 +261,7 @@ def _from_fragment(context, builder, op, src, dst, order):
     # add element by element, each checked
     runs = _copy._slot_runs(t.indexing, plan().threads, tuple(t.shape), width)
     interior = builder.and_(_copy._aligned_start(builder, dst, max(n for _, n in runs)),
-                            _copy._region_inside(builder, dst, dst.shape))
+                            sides.region_inside(builder, dst, dst.shape))
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
             _fragment_slots(context, builder, op, src, dst, t, runs)

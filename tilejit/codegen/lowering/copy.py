@@ -41,7 +41,8 @@ from tilejit.codegen.lowering.tiles import (SlotMemo, fragment_slot, guarded, in
 from tilejit.codegen.lowering.copy_sides import (Side, describe, element_at, element_offset,
                                                  global_coords, global_pointer,
                                                  global_vectorizable, inside_tensor,
-                                                 inside_tile, load_element, side_offsets,
+                                                 inside_tile, load_element, region_inside,
+                                                 side_offsets,
                                                  side_vector_ok, store_element, tile_offset)
 from tilejit.codegen.lowering import packed_copy
 
@@ -116,7 +117,7 @@ def _copy_by_fragment(context, builder, src, dst, extents):
     # together, stores without a bounds check per run (the GEMM epilogue: 236 registers,
     # no spills, and the bias-and-ReLU example's epilogue spills are gone)
     shape = other.shape
-    interior = builder.and_(fast, _region_inside(builder, other, shape))
+    interior = builder.and_(fast, region_inside(builder, other, shape))
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
             _fragment_runs(context, builder, src, dst, t, runs, True)
@@ -414,7 +415,7 @@ def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
         return
     # a region wholly inside the tensor with an aligned start moves unchecked vectors
     shape = glob.shape
-    interior = builder.and_(fast[id(glob)], _region_inside(builder, glob, shape))
+    interior = builder.and_(fast[id(glob)], region_inside(builder, glob, shape))
     other = dst if glob is src else src
     with builder.if_else(interior, likely=True) as (inner, edge):
         with inner:
@@ -526,20 +527,6 @@ def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
     builder.call(fn, [dst, src, src_bytes])
 
 
-def _region_inside(builder, side, shape):
-    """Whether the whole region of a copy lies inside the tensor (a run-time check)."""
-    ok = None
-    for d, (start, n) in enumerate(zip(side.starts, shape)):
-        if d in side.ranged:
-            end = builder.add(start, I64(side.extents[side.ranged.index(d)]))
-            b = builder.icmp_signed("<=", end, n)
-        else:
-            b = builder.icmp_unsigned("<", start, n)
-        b = builder.and_(b, builder.icmp_signed(">=", start, I64(0)))
-        ok = b if ok is None else builder.and_(ok, b)
-    return ok
-
-
 def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, addresses):
     """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
     inside the tensor and zero-fills the rest. With ``addresses`` (a ChunkAddresses)
@@ -588,7 +575,7 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
         with then:
             # a tile wholly inside the tensor (every tile but the edges) skips the
             # per-chunk bounds arithmetic
-            interior = _region_inside(builder, src, shape)
+            interior = region_inside(builder, src, shape)
             with builder.if_else(interior, likely=True) as (inner, edge):
                 with inner:
                     addresses = _chunk_addresses(context, builder, src, dst, extents, vec)

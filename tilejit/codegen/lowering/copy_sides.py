@@ -256,3 +256,17 @@ def global_vectorizable(side: Side, vec: int) -> bool:
         return False
     last = [d for d in side.ranged if side.extents[side.ranged.index(d)] != 1]
     return bool(last) and last[-1] == side.ndim - 1
+
+
+def region_inside(builder, side, shape):
+    """Whether the whole region of a copy lies inside the tensor (a run-time check)."""
+    ok = None
+    for d, (start, n) in enumerate(zip(side.starts, shape)):
+        if d in side.ranged:
+            end = builder.add(start, I64(side.extents[side.ranged.index(d)]))
+            b = builder.icmp_signed("<=", end, n)
+        else:
+            b = builder.icmp_unsigned("<", start, n)
+        b = builder.and_(b, builder.icmp_signed(">=", start, I64(0)))
+        ok = b if ok is None else builder.and_(ok, b)
+    return ok

@@ -6,10 +6,12 @@ The copy is cut into chunks of 16 consecutive elements along its last axis, deal
 round-robin to the threads, as ``copy.py`` deals a copy between global and shared
 memory. A chunk moves as 8 bytes of the tensor and 16 of the tile, one vector access
 each, where its tensor side is wholly inside the tensor, starts on a byte and its 8
-bytes are 8-byte aligned (checked at run time, per chunk); otherwise element by
-element, reading or writing each half byte (``tensor.packed_load`` / ``packed_store``),
-with 0 for an element outside the tensor and nothing written there, as any tile copy
-clips at a tensor's edge.
+bytes are 8-byte aligned; otherwise element by element, reading or writing each half
+byte (``tensor.packed_load`` / ``packed_store``), with 0 for an element outside the
+tensor and nothing written there, as any tile copy clips at a tensor's edge. Where the
+whole region is inside and every chunk aligned (the data, the region's last start and
+the other strides: one uniform run-time check) the chunks move unchecked; otherwise each
+chunk is checked.
 
 Unpacking 8 elements (one 32-bit word w of the tensor) is word arithmetic, no per-byte
 work: ``w & 0x0F0F0F0F`` holds elements 0, 2, 4, 6 in its bytes and ``(w >> 4) &
@@ -29,8 +31,8 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from tilejit.codegen.lowering.copy_sides import (Side, element_at, element_offset,
-                                                 global_coords, inside_tensor, side_offsets,
-                                                 side_vector_ok, tile_offset)
+                                                 global_coords, inside_tensor, region_inside,
+                                                 side_offsets, side_vector_ok, tile_offset)
 from tilejit.codegen.lowering.scalar import cast_values
 from tilejit.codegen.lowering.tensor import packed_load, packed_store
 from tilejit.codegen.lowering.tiles import guarded, rounds, unflatten
@@ -83,6 +85,31 @@ def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
     last = extents[-1] if extents else 1
     vec = VEC if (last % VEC == 0 and tile.dtype.itemsize == 1
                   and side_vector_ok(tile, VEC, last)) else 1
+    if vec == 1:
+        _chunks(context, builder, src, dst, extents, 1, None)
+        return
+    # a region wholly inside the tensor whose every chunk is 8-byte aligned (the data, the
+    # region's last start and the other strides): unchecked vectors
+    with builder.if_else(_interior(builder, packed), likely=True) as (inner, edge):
+        with inner:
+            _chunks(context, builder, src, dst, extents, vec, True)
+        with edge:
+            _chunks(context, builder, src, dst, extents, vec, None)
+
+
+def _interior(builder, side):
+    odd = builder.and_(builder.ptrtoint(side.data, I64), I64(7))
+    for value in [side.starts[-1]] + list(side.strides[:-1]):
+        odd = builder.or_(odd, builder.and_(value, I64(VEC - 1)))
+    return builder.and_(region_inside(builder, side, side.shape),
+                        builder.icmp_unsigned("==", odd, I64(0)))
+
+
+def _chunks(context, builder, src, dst, extents, vec, fast):
+    """Every chunk of this thread's round-robin share; ``fast``: True (each chunk is
+    inside and aligned) or None (checked per chunk)."""
+    packed = src if src.kind == "global" else dst
+    tile = dst if packed is src else src
     chunks = math.prod(extents) // vec if extents else 1
     staged = []
     for chunk, guard in rounds(context, builder, chunks):
@@ -90,12 +117,12 @@ def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
         at = element_at(builder, cc)
         if packed is not src:
             with guarded(builder, guard):
-                _store(context, builder, src, dst, at, vec)
+                _store(context, builder, src, dst, at, vec, fast)
             continue
         # a guarded chunk's value crosses from its load's block to its store's in memory
         holder = None
         with guarded(builder, guard):
-            value = _load(context, builder, src, tile, at, vec)
+            value = _load(context, builder, src, tile, at, vec, fast)
             if guard is not None:
                 holder = cgutils.alloca_once(builder, value.type)
                 builder.store(value, holder)
@@ -113,12 +140,13 @@ def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
                     ptr.type.addrspace)), align=16)
 
 
-def _chunk_place(builder, side, at, vec):
-    """(first element's offset, whether the chunk may move as whole bytes)."""
+def _chunk_place(builder, side, at, vec, fast):
+    """(first element's offset, whether the chunk may move as whole bytes: ``fast`` when
+    the caller knows, else checked here)."""
     coords = global_coords(builder, side, side_offsets(side, at(0)))
     offset = element_offset(builder, side, coords)
-    if vec == 1:
-        return offset, None
+    if vec == 1 or fast is not None:
+        return offset, fast
     end = list(coords)
     end[-1] = builder.add(coords[-1], I64(vec - 1))
     byte = builder.gep(side.data, [builder.ashr(offset, I64(1))], inbounds=True)
@@ -147,25 +175,34 @@ def _element(builder, side, at, k):
     return phi
 
 
-def _load(context, builder, src, tile, at, vec):
+def _unpacked(builder, data, offset):
+    """The 16 elements from element ``offset`` (even, 8-byte aligned): 8 bytes loaded,
+    four words of int8."""
+    byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
+    two = builder.load(builder.bitcast(byte, ir.VectorType(I32, 2).as_pointer(
+        byte.type.addrspace)), align=8)
+    words = []
+    for k in range(2):
+        words += _unpack_word(builder, builder.extract_element(two, I32(k)))
+    whole = ir.Constant(ir.VectorType(I32, 4), None)
+    for k, w in enumerate(words):
+        whole = builder.insert_element(whole, w, I32(k))
+    return whole
+
+
+def _load(context, builder, src, tile, at, vec, fast):
     """One chunk of the tensor: a vector of four words of int8 (vec 16), or one element
     in the tile's dtype (vec 1)."""
     if vec == 1:
         v = _element(builder, src, at, 0)
         return cast_values(context, builder, [v], src.element, tile.element)[0]
-    offset, fast = _chunk_place(builder, src, at, vec)
+    offset, fast = _chunk_place(builder, src, at, vec, fast)
+    if fast is True:
+        return _unpacked(builder, src.data, offset)
     vt = ir.VectorType(I32, 4)
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
-            byte = builder.gep(src.data, [builder.ashr(offset, I64(1))], inbounds=True)
-            two = builder.load(builder.bitcast(byte, ir.VectorType(I32, 2).as_pointer(
-                byte.type.addrspace)), align=8)
-            words = []
-            for k in range(2):
-                words += _unpack_word(builder, builder.extract_element(two, I32(k)))
-            whole = ir.Constant(vt, None)
-            for k, w in enumerate(words):
-                whole = builder.insert_element(whole, w, I32(k))
+            whole = _unpacked(builder, src.data, offset)
             b1 = builder.block
         with otherwise:
             parts = ir.Constant(ir.VectorType(I8, VEC), None)
@@ -179,7 +216,7 @@ def _load(context, builder, src, tile, at, vec):
     return phi
 
 
-def _store(context, builder, tile, dst, at, vec):
+def _store(context, builder, tile, dst, at, vec, fast):
     """One chunk of the tile into the tensor: 8 bytes where the chunk is inside and
     aligned, else element by element (inside the tensor only)."""
     ptr = builder.gep(tile.value, [tile_offset(builder, tile, side_offsets(tile, at(0)))],
@@ -193,17 +230,13 @@ def _store(context, builder, tile, dst, at, vec):
         return
     vt = ir.VectorType(I32, 4)
     raw = builder.load(builder.bitcast(ptr, vt.as_pointer(ptr.type.addrspace)), align=16)
-    offset, fast = _chunk_place(builder, dst, at, vec)
+    offset, fast = _chunk_place(builder, dst, at, vec, fast)
+    if fast is True:
+        _packed_out(builder, raw, dst.data, offset)
+        return
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
-            two = ir.Constant(ir.VectorType(I32, 2), None)
-            for k in range(2):
-                word = _pack_words(builder, builder.extract_element(raw, I32(2 * k)),
-                                   builder.extract_element(raw, I32(2 * k + 1)))
-                two = builder.insert_element(two, word, I32(k))
-            byte = builder.gep(dst.data, [builder.ashr(offset, I64(1))], inbounds=True)
-            builder.store(two, builder.bitcast(byte, two.type.as_pointer(
-                byte.type.addrspace)), align=8)
+            _packed_out(builder, raw, dst.data, offset)
         with otherwise:
             values = builder.bitcast(raw, ir.VectorType(I8, VEC))
             for k in range(VEC):
@@ -211,3 +244,16 @@ def _store(context, builder, tile, dst, at, vec):
                 with builder.if_then(inside_tensor(builder, dst, coords)):
                     packed_store(builder, dst.data, element_offset(builder, dst, coords),
                                  builder.extract_element(values, I32(k)))
+
+
+def _packed_out(builder, raw, data, offset):
+    """Four words of int8 stored as the 8 bytes of their 16 elements from element
+    ``offset`` (even, 8-byte aligned)."""
+    two = ir.Constant(ir.VectorType(I32, 2), None)
+    for k in range(2):
+        word = _pack_words(builder, builder.extract_element(raw, I32(2 * k)),
+                           builder.extract_element(raw, I32(2 * k + 1)))
+        two = builder.insert_element(two, word, I32(k))
+    byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
+    builder.store(two, builder.bitcast(byte, two.type.as_pointer(byte.type.addrspace)),
+                  align=8)
