@@ -294,3 +294,136 @@ def bytes_of(M, N):
         with pytest.raises(CompileError, match=r"T.view: a view of the tensor \(an int4 tensor, "
                                                r"two elements a byte\) as int8 is not supported"):
             tilejit.compile(m.bytes_of(4, 32), out_idx=-1, target=target)
+
+
+_GPU_PATH = '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def round_trip(A, C, col0: T.constexpr):
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), T.int4)
+        T.copy(A[bx * 16, col0], S)
+        for i, j in T.Parallel(16, 64):
+            S[i, j] = T.cast(S[i, j] * 3, T.int4)
+        T.copy(S, C[bx * 16, col0])
+
+
+@tilejit.kernel
+def column(A, C, D, j0: T.constexpr):
+    """A column of A into a tile and back into a column of C; D: the tile as int32."""
+    with T.Kernel(1, threads=32):
+        S = T.alloc_shared((32,), T.int4)
+        T.copy(A[0:32, j0], S)
+        for i in T.Parallel(32):
+            D[i] = S[i]
+        T.copy(S, C[0:32, j0])
+
+
+@tilejit.kernel
+def pinned_last(A, D, k: T.constexpr):
+    with T.Kernel(1, threads=32):
+        S = T.alloc_shared((16, 16), T.int4)
+        T.copy(A[0:16, 0:16, k], S)
+        for i, j in T.Parallel(16, 16):
+            D[i, j] = S[i, j]
+
+
+@tilejit.kernel
+def other_tiles(A, F, U, C):
+    """An int4 tensor into a float8 and a uint8 tile, and the uint8 tile back."""
+    with T.Kernel(1, threads=32):
+        S8 = T.alloc_shared((16, 32), T.float8_e4m3)
+        SU = T.alloc_shared((16, 32), T.uint8)
+        T.copy(A[0, 0], S8)
+        T.copy(A[0, 0], SU)
+        for i, j in T.Parallel(16, 32):
+            F[i, j] = S8[i, j]
+            U[i, j] = SU[i, j]
+        T.copy(SU, C[0, 0])
+
+
+@tilejit.kernel
+def read_back(A, C, D):
+    """Values past -8 … 7 stored into int4 elements, read back in the same kernel."""
+    with T.Kernel(1, threads=32):
+        for i in T.Parallel(32):
+            C[i] = A[i]
+        T.sync_threads()
+        for i in T.Parallel(32):
+            D[i] = C[i]
+'''
+
+
+def _on_both(kernel, make, grid, threads, **constexprs):
+    """The kernel's GPU code (the AMDGPU lowering, whose copies are the NVPTX one's, run on
+    this CPU) and the simulator, each on fresh arguments from ``make()``."""
+    from amdgpu_cpu import run_kernel
+    gpu, sim = make(), make()
+    run_kernel(kernel.compile(*gpu, target="amdgpu", arch="gfx942", **constexprs), gpu,
+               grid, threads)
+    tilejit.kernel(kernel.func, target="sim")(*sim, **constexprs)
+    return gpu, sim
+
+
+def _host(x):
+    return unpack(x.storage) if isinstance(x, PackedTensor) else x
+
+
+@pytest.fixture(scope="module")
+def gpu_path(tmp_path_factory):
+    return kernel_module(tmp_path_factory.mktemp("int4_gpu_path"), "int4_gpu_path", _GPU_PATH)
+
+
+@pytest.mark.parametrize("M, N, col0", ROUND_TRIPS)
+def test_the_gpu_paths_copies_run_on_this_cpu(gpu_path, M, N, col0):
+    a = _values((M, N), 8)
+    gpu, sim = _on_both(gpu_path.round_trip, lambda: [
+        PackedTensor(pack(a), T.int4), PackedTensor(np.zeros((M, N // 2), np.uint8), T.int4)],
+        (-(-M // 16),), 64, col0=col0)
+    np.testing.assert_array_equal(_host(gpu[1]), _round_trip_expected(a, col0))
+    np.testing.assert_array_equal(_host(gpu[1]), _host(sim[1]))
+
+
+def test_columns_and_pinned_dimensions_move_element_by_element(gpu_path):
+    """A copy along a column (or with the last index pinned) is not 16 consecutive
+    elements: element by element, the rest of each row untouched."""
+    a, c0 = _values((32, 32), 9), _values((32, 32), 10)
+    gpu, sim = _on_both(gpu_path.column, lambda: [
+        PackedTensor(pack(a), T.int4), PackedTensor(pack(c0), T.int4),
+        np.zeros(32, np.int32)], (1,), 32, j0=3)
+    want = c0.copy()
+    want[:, 3] = a[:, 3]
+    for out in (gpu, sim):
+        np.testing.assert_array_equal(out[2], a[:, 3])
+        np.testing.assert_array_equal(_host(out[1]), want)
+    b = _values((16, 16, 16), 11)
+    for k in (0, 5):
+        gpu, sim = _on_both(gpu_path.pinned_last, lambda: [
+            PackedTensor(pack(b), T.int4), np.zeros((16, 16), np.int32)], (1,), 32, k=k)
+        np.testing.assert_array_equal(gpu[1], b[:, :, k])
+        np.testing.assert_array_equal(sim[1], b[:, :, k])
+
+
+def test_tiles_of_other_dtypes_convert(gpu_path):
+    a = _values((16, 32), 12)
+    gpu, sim = _on_both(gpu_path.other_tiles, lambda: [
+        PackedTensor(pack(a), T.int4), np.zeros((16, 32), np.float32),
+        np.zeros((16, 32), np.int32), PackedTensor(np.zeros((16, 16), np.uint8), T.int4)],
+        (1,), 32)
+    for out in (gpu, sim):
+        np.testing.assert_array_equal(out[1], a)                 # float8 holds -8 … 7
+        np.testing.assert_array_equal(out[2], a & 0xFF)          # uint8: 248 … 255 for < 0
+        np.testing.assert_array_equal(_host(out[3]), a)
+
+
+def test_a_stored_element_reads_back_as_its_four_bits(gpu_path):
+    a = np.arange(-48, 80, 4, dtype=np.int32)
+    gpu, sim = _on_both(gpu_path.read_back, lambda: [
+        a.copy(), PackedTensor(np.zeros(16, np.uint8), T.int4), np.zeros(32, np.int32)],
+        (1,), 32)
+    for out in (gpu, sim):
+        np.testing.assert_array_equal(out[2], wrap4(a))

@@ -242,11 +242,17 @@ _ENGINES = []           # the JIT engines stay alive (their code is called from 
 
 
 def run_kernel(handle, args, grid, threads: int) -> None:
-    """Run ``handle`` (compiled for AMDGPU from numpy ``args``) over ``grid`` (bx, by, bz
-    extents) on the CPU, writing the numpy arrays in ``args`` as the GPU would."""
+    """Run ``handle`` (compiled for AMDGPU from numpy ``args``, or PackedTensors of numpy
+    bytes) over ``grid`` (bx, by, bz extents) on the CPU, writing the numpy arrays in
+    ``args`` as the GPU would."""
+    from tilejit.runtime.arguments import PackedTensor
     flat = []
     for a in args:
-        if isinstance(a, np.ndarray):
+        if isinstance(a, PackedTensor):     # its bytes, by its logical shape and strides
+            b = a.storage
+            flat += [b.ctypes.data] + list(b.shape[:-1]) + [b.shape[-1] * a.dtype.packed]
+            flat += [s // b.itemsize * a.dtype.packed for s in b.strides[:-1]] + [1]
+        elif isinstance(a, np.ndarray):
             flat += [a.ctypes.data] + list(a.shape) + [s // a.itemsize for s in a.strides]
         else:
             flat.append(a)

@@ -81,6 +81,36 @@ def test_other_forms_are_named():
         renamed(torch.zeros(4))
 
 
+@tilelang.jit(out_idx=-1)
+def doubled(A: T.ptr, B: T.ptr):
+    """An output matched as the inputs are: out_idx makes it, as for an annotated one."""
+    N = T.const("N")
+    A = T.match_buffer(A, [N], T.float32)
+    B = T.match_buffer(B, [N], T.float32)
+    with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < N:
+                B[bx * 128 + i] = A[bx * 128 + i] * 2
+
+
+def test_a_matched_output_is_made_by_out_idx():
+    x = torch.randn(300, device=_device())
+    torch.testing.assert_close(doubled(x), x * 2)
+
+
+def test_a_match_under_a_branch_that_launches_no_kernel_says_where_it_may_stand():
+    with pytest.raises(tilelang.CompileError, match=r"statements at the top of its body \(or "
+                                                   r"of a branch that launches its kernel\)"):
+        @tilelang.jit
+        def branchy(A: T.ptr, is_2d=False):
+            if is_2d:
+                M, N = T.const("M, N")
+                A = T.match_buffer(A, [M, N], T.float32)
+            with T.Kernel(1, threads=32):
+                A[0, 0] = 1.0
+        branchy(torch.zeros(4, 4), is_2d=True)
+
+
 def test_in_a_kernel_it_says_what_it_is_for():
     @T.prim_func
     def main(A: T.Tensor((16,), "float32")):

@@ -57,7 +57,7 @@ class DType(str):
     @property
     def with_article(self) -> str:
         """Its name after its article, for messages: "an int4", "a float16"."""
-        return f"{'an' if self.name[0] in 'aeiou' else 'a'} {self.name}"
+        return f"{'an' if self.name[0] in 'aeio' else 'a'} {self.name}"    # a uint8
 
     @property
     def bits(self) -> int:

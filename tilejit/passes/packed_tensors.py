@@ -37,11 +37,11 @@ def _tensor_named(node):
 def moved_whole(dtype, tile) -> bool:
     """Whether ``T.copy`` between a tensor of the packed ``dtype`` and ``tile`` (a Tile or
     None) is a tile copy of the copy lowering (``codegen/lowering/packed_copy.py``): an
-    int4 tensor and a shared tile of bytes (an int4 tile holds int8), 16 elements at a
-    time. Any other copy of a packed tensor is an element loop
+    int4 tensor and a shared int8 or uint8 tile (an int4 tile holds int8), 16 elements
+    at a time. Any other copy of a packed tensor is an element loop
     (``passes/fragment_regions.py``) or refused here."""
     return dtype.name == "int4" and tile is not None and tile.kind == SHARED and \
-        tile.dtype.itemsize == 1
+        tile.dtype.name in ("int8", "uint8")
 
 
 def _copied_whole(call, name, dtype, ctx) -> bool:

@@ -46,7 +46,7 @@ from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
 from tilejit.tilelang.engine.param import KernelParam
-from tilejit.tilelang.match_buffer import match_buffer_annotation
+from tilejit.tilelang.match_buffer import matched_buffers
 from tilejit.tilelang.output_params import outputs_as_empty
 from tilejit.tilelang.tvm_target import check_execution_backend, check_target
 from tilejit.language.function_attrs import PASS_CONFIGS, AnnotationError, function_annotations
@@ -220,6 +220,8 @@ class _Desugared:
                                    f"extra keywords reach no kernel (name the parameters "
                                    f"the kernel uses)", self.filename, fdef.lineno)
             fdef.args.kwarg = None
+        # `A = T.match_buffer(A, shape, dtype)`: the annotation `A: T.Tensor[shape, dtype]`
+        fdef.body = matched_buffers(fdef, self.namespace, self.filename)
         # out_idx's parameters: outputs the program allocates (T.empty) and returns
         self.outputs = [] if out_idx is None else outputs_as_empty(
             fdef, out_idx, self._is_tensor_annotation, self.filename, func.__name__,
@@ -239,7 +241,6 @@ class _Desugared:
         # (``f.compile(M=64)``), tilejit by the program's; ``keyword_names`` maps them
         self.declared_names: dict = {}
         for stmt in statements:
-            stmt = match_buffer_annotation(stmt, self.namespace, fdef, self.filename) or stmt
             symbols = self._symbol_statement(stmt)
             if symbols is not None:
                 self.symbols.update(symbols)

@@ -30,6 +30,23 @@ def _match_buffer_call(node, namespace) -> bool:
         namespace.get(node.func.value.id) is T
 
 
+def matched_buffers(fdef, namespace, filename) -> list:
+    """``fdef``'s body with each top-level ``X = T.match_buffer(X, ...)`` its annotation;
+    one anywhere else outside the kernel (under an ``if`` that launches no kernel, in a
+    loop) is a CompileError saying where it may stand."""
+    body = [match_buffer_annotation(s, namespace, fdef, filename) or s for s in fdef.body]
+    pending = [s for s in body if not isinstance(s, ast.With)]
+    while pending:
+        node = pending.pop()
+        if _match_buffer_call(node, namespace):
+            raise CompileError("T.match_buffer: an eager program matches its parameters in "
+                               "statements at the top of its body (or of a branch that "
+                               "launches its kernel), not here; annotate the parameter "
+                               "there (`A: T.Tensor[shape, dtype]`)", filename, node.lineno)
+        pending.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.With))
+    return body
+
+
 def match_buffer_annotation(stmt, namespace, fdef, filename) -> ast.AnnAssign | None:
     """The annotation a ``X = T.match_buffer(X, shape, dtype)`` statement of a parameter
     stands for (the parameter's own annotation, ``T.ptr``, dropped), or None for any

@@ -213,9 +213,6 @@ def store_element(context, builder, side, offsets, value, checked=True):
     context.pack_value(builder, side.element, value, ptr, align=side.dtype.itemsize)
 
 
-# -- per-fragment-slot copies -------------------------------------------------------------
-
-
 def element_at(builder, cc):
     """``k → `` the copy coordinates of the k-th element of a run starting at ``cc``,
     built when asked for (in the fallback's block rather than ahead of the vector

@@ -83,8 +83,8 @@ def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
     packed = src if src.kind == "global" else dst
     tile = dst if packed is src else src
     last = extents[-1] if extents else 1
-    vec = VEC if (last % VEC == 0 and tile.dtype.itemsize == 1
-                  and side_vector_ok(tile, VEC, last)) else 1
+    vec = VEC if (last % VEC == 0 and tile.dtype.name in ("int8", "uint8")
+                  and _runs_along_rows(packed) and side_vector_ok(tile, VEC, last)) else 1
     if vec == 1:
         _chunks(context, builder, src, dst, extents, 1, None)
         return
@@ -95,6 +95,13 @@ def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
             _chunks(context, builder, src, dst, extents, vec, True)
         with edge:
             _chunks(context, builder, src, dst, extents, vec, None)
+
+
+def _runs_along_rows(side) -> bool:
+    """Whether the copy's last axis is the tensor's last dimension (its consecutive
+    elements, whose bytes a chunk moves): not a column or a pinned last index."""
+    ranged = [d for d in side.ranged or () if side.extents[side.ranged.index(d)] != 1]
+    return bool(ranged) and ranged[-1] == side.ndim - 1
 
 
 def _interior(builder, side):
@@ -149,9 +156,9 @@ def _chunk_place(builder, side, at, vec, fast):
         return offset, fast
     end = list(coords)
     end[-1] = builder.add(coords[-1], I64(vec - 1))
-    byte = builder.gep(side.data, [builder.ashr(offset, I64(1))], inbounds=True)
-    misaligned = builder.or_(builder.and_(builder.ptrtoint(byte, I64), I64(7)),
-                             builder.and_(offset, I64(1)))
+    # the chunk's address as an integer (no pointer to a chunk that may be outside)
+    byte = builder.add(builder.ptrtoint(side.data, I64), builder.ashr(offset, I64(1)))
+    misaligned = builder.or_(builder.and_(byte, I64(7)), builder.and_(offset, I64(1)))
     fast = builder.and_(builder.and_(inside_tensor(builder, side, coords),
                                      inside_tensor(builder, side, end)),
                         builder.icmp_unsigned("==", misaligned, I64(0)))

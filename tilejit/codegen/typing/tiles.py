@@ -139,13 +139,13 @@ def _refuse_packed(op: str, args) -> None:
 
 
 def _int4_tile_copy(args) -> bool:
-    """An int4 tensor (or a region of one) and a shared tile of bytes: a tile copy
+    """An int4 tensor (or a region of one) and a shared int8 or uint8 tile: a tile copy
     (``codegen/lowering/packed_copy.py``)."""
     bases = [a.base if isinstance(a, RegionType) else a for a in args]
     tensors = [b for b in bases if isinstance(b, GlobalTensorType)]
     tiles = [b for b in bases if isinstance(b, TileType)]
     return len(tensors) == 1 and tensors[0].dtype.name == "int4" and len(tiles) == 1 and \
-        tiles[0].kind == "shared" and tiles[0].dtype.itemsize == 1
+        tiles[0].kind == "shared" and tiles[0].dtype.name in ("int8", "uint8")
 
 
 @infer_global(T.copy)
