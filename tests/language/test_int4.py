@@ -347,6 +347,38 @@ def other_tiles(A, F, U, C):
 
 
 @tilejit.kernel
+def pipelined_sums(A, C):
+    """C[i, j] = the sum over k-blocks of A[i, 64 kb + j]: a pipeline of int4 copies."""
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), T.int4)
+        F = T.alloc_fragment((16, 64), T.int32)
+        T.clear(F)
+        for ko in T.Pipelined(T.ceildiv(K, 64), num_stages=3):
+            T.copy(A[bx * 16, ko * 64], S)
+            for i, j in T.Parallel(16, 64):
+                F[i, j] += S[i, j]
+        T.copy(F, C[bx * 16, 0])
+
+
+@tilejit.kernel
+def gemm_nt(A, B, C):
+    """TileLang's int4 GEMM example's program (64³ tiles, 3 stages), as a kernel."""
+    M, K = A.shape
+    N = B.shape[0]
+    with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((64, 64), T.int4)
+        B_shared = T.alloc_shared((64, 64), T.int4)
+        C_local = T.alloc_fragment((64, 64), T.int32)
+        T.clear(C_local)
+        for ko in T.Pipelined(T.ceildiv(K, 64), num_stages=3):
+            T.copy(A[by * 64, ko * 64], A_shared)
+            T.copy(B[bx * 64, ko * 64], B_shared)
+            T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+        T.copy(C_local, C[by * 64, bx * 64])
+
+
+@tilejit.kernel
 def read_back(A, C, D):
     """Values past -8 … 7 stored into int4 elements, read back in the same kernel."""
     with T.Kernel(1, threads=32):
@@ -427,3 +459,31 @@ def test_a_stored_element_reads_back_as_its_four_bits(gpu_path):
         (1,), 32)
     for out in (gpu, sim):
         np.testing.assert_array_equal(out[2], wrap4(a))
+
+
+@pytest.mark.parametrize("M, K", [(32, 256), (40, 200)])      # the second: edges
+def test_a_pipeline_stages_the_bytes_and_unpacks_them(gpu_path, ptxas, M, K):
+    """In a T.Pipelined loop the copy is the region's bytes, run ahead (cp.async where
+    the target has it), and an unpack before the compute (passes/packed_staging.py)."""
+    a = _values((M, K), 13)
+    gpu, sim = _on_both(gpu_path.pipelined_sums, lambda: [
+        PackedTensor(pack(a), T.int4), np.zeros((M, 64), np.int32)], (-(-M // 16),), 64)
+    padded = np.zeros((M, -(-K // 64) * 64), np.int64)
+    padded[:, :K] = a
+    want = padded.reshape(M, -1, 64).sum(1)
+    np.testing.assert_array_equal(gpu[1], want)
+    np.testing.assert_array_equal(sim[1], want)
+    args = [PackedTensor(pack(a), T.int4), np.zeros((M, 64), np.int32)]
+    for arch in ("sm_80", "sm_90a"):
+        ptx = gpu_path.pipelined_sums.compile(*args, target="cuda", arch=arch).ptx
+        assert "cp.async.cg.shared.global" in ptx and "prmt.b32" in ptx
+        ptxas(ptx, arch)
+
+
+def test_the_pipelined_gemm_runs_on_this_cpu(gpu_path):
+    a, b = _values((80, 192), 14), _values((48, 192), 15)
+    gpu, sim = _on_both(gpu_path.gemm_nt, lambda: [
+        PackedTensor(pack(a), T.int4), PackedTensor(pack(b), T.int4),
+        np.zeros((80, 48), np.int32)], (1, 2), 128)
+    np.testing.assert_array_equal(gpu[2], a @ b.T)
+    np.testing.assert_array_equal(sim[2], a @ b.T)

@@ -47,7 +47,8 @@ from tilejit.passes import (async_proxy, barriers, clear_folding, clusters, divi
                             transposes,
                             global_copies, global_layouts, grid_sync,
                             layout_conversion,
-                            layout_inference, packed_tensors, parallel_guards,
+                            layout_inference, packed_staging, packed_tensors,
+                            parallel_guards,
                             parallel_order, pipeline,
                             rasterization,
                             registers, safe_memory, safe_values, shared_memory,
@@ -89,6 +90,7 @@ SOURCE_PASSES = (
     clear_folding.fold_clears_into_gemms,    # T.clear(C); T.gemm(.., C) → a gemm that clears
     warp_roles.lower_warp_roles,             # T.ws roles, mbarriers, T.tma_copy (sm_90+)
     divisors.check_divisors,                 # no integer // or % by a compile-time 0
+    packed_staging.stage_packed_copies,      # T.Pipelined's int4 copies: bytes, unpacked
     pipeline.pipeline_loops,                 # T.Pipelined: staged tiles, async copies
     rasterization.rasterize_blocks,          # T.use_swizzle: block order for L2 reuse
     layout_inference.choose_operand_layouts,  # shared layouts, gemm engines (fixed layouts)

@@ -156,6 +156,9 @@ GRID_SYNC = _declare("__tj_grid_sync", "grid_sync",
 # -- cp.async pipelines (passes/pipeline.py) ------------------------------------------
 STAGE = _declare("__tj_stage", "stage", "stage(tile, index): one version of a tile")
 COPY_ASYNC = _declare("__tj_copy_async", "copy_async", "copy_async(src, dst): cp.async copy")
+UNPACK_INT4 = _declare("__tj_unpack_int4", "unpack_int4",
+                      "(bytes tile, tile): an int4 region's bytes, staged by a pipeline, "
+                      "unpacked one value a byte (passes/packed_staging.py)")
 COMMIT = _declare("__tj_cp_commit", "cp_commit", "Close this thread's group of async copies.")
 WAIT = _declare("__tj_cp_wait", "cp_wait", "cp_wait(n): at most n groups still pending")
 

@@ -47,6 +47,9 @@ class Tile:
     indexing: object = None      # fragment: FragmentIndexing of its layout
     align: int = 16              # shared: byte alignment of its offset (TMA boxes: 1024)
     user_staged: bool = False    # shared: stacked by the kernel (passes/staged_tiles.py)
+    # shared: an int4 region's bytes, two elements a byte (passes/packed_staging.py): a
+    # T.copy into it moves bytes, its last extent half the region's
+    holds_packed: bool = False
     # ``T.reshape`` / ``T.view`` of a tile: the tile whose storage it names (never a view
     # itself: a view of a view names the first tile), else None
     view_of: str | None = None

@@ -17,7 +17,7 @@ from numba.core import types
 from tilejit import language as T
 from tilejit.ir import markers
 from tilejit.codegen.lowering.atomics import element_ptr
-from tilejit.codegen.lowering.copy import _cp_async
+from tilejit.codegen.lowering.copy_sides import cp_async
 from tilejit.codegen.lowering.registry import lower
 from tilejit.ir.kernel_config import current_kernel
 from tilejit.codegen.lowering.tiles import I32, intrinsic, plan
@@ -53,7 +53,7 @@ def cp_async_impl(context, builder, sig, args):
     gptr = element_ptr(context, builder, src_ty, src, s_index_ty, s_index)
     on = context.cast(builder, pred, pred_ty, types.boolean)
     size = builder.select(on, I32(nbytes), I32(0))
-    _cp_async(builder, sptr, gptr, nbytes, size)
+    cp_async(builder, sptr, gptr, nbytes, size)
     return context.get_dummy_value()
 
 

@@ -42,6 +42,7 @@ from tilejit.codegen.lowering.copy_sides import (Side, describe, element_at, ele
                                                  global_coords, global_pointer,
                                                  global_vectorizable, inside_tensor,
                                                  inside_tile, load_element, region_inside,
+                                                 cp_async,
                                                  side_offsets,
                                                  side_vector_ok, store_element, tile_offset)
 from tilejit.codegen.lowering import packed_copy
@@ -392,7 +393,7 @@ def _chunk_all_or_none(side, vec) -> bool:
 
 def _copy_distributed(context, builder, src, dst, extents, asynchronous=False):
     if packed_copy.is_packed_copy(src, dst):       # an int4 tensor: never asynchronous
-        packed_copy.copy_packed(context, builder, src, dst, extents)
+        packed_copy.copy_packed(context, builder, src, dst, extents, asynchronous)
         return
     total = math.prod(extents) if extents else 1
     last = extents[-1] if extents else 1
@@ -514,19 +515,6 @@ def _held(context, builder, side, values, holder):
     return values if holder is None else _unpack(context, builder, side, builder.load(holder))
 
 
-def _cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
-    kind = "cg" if nbytes == 16 else "ca"
-    name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}.s"
-    i8 = ir.IntType(8)
-    fn = intrinsic(builder, name, ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1),
-                                                  I32])
-    dst = builder.bitcast(smem_ptr, ir.PointerType(i8, 3))
-    src = builder.bitcast(gmem_ptr, ir.PointerType(i8, gmem_ptr.type.addrspace))
-    if gmem_ptr.type.addrspace != 1:
-        src = builder.addrspacecast(src, ir.PointerType(i8, 1))
-    builder.call(fn, [dst, src, src_bytes])
-
-
 def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, addresses):
     """cp.async of a tile that crosses the tensor's edge: each chunk copies the bytes
     inside the tensor and zero-fills the rest. With ``addresses`` (a ChunkAddresses)
@@ -560,7 +548,7 @@ def _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape, ad
             data = src.data
             if gptr.type != data.type:
                 data = builder.addrspacecast(data, gptr.type)
-            _cp_async(builder, sptr, builder.select(inside, gptr, data), vec * itemsize, nbytes)
+            cp_async(builder, sptr, builder.select(inside, gptr, data), vec * itemsize, nbytes)
 
 
 def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
@@ -586,7 +574,7 @@ def _copy_async_chunks(context, builder, src, dst, extents, vec, chunks, fast):
                             else:
                                 sptr, gptr, _ = _chunk_place(builder, src, dst, extents,
                                                              vec, chunk)
-                            _cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
+                            cp_async(builder, sptr, gptr, vec * itemsize, I32(vec * itemsize))
                 with edge:
                     _copy_async_edge(context, builder, src, dst, extents, vec, chunks, shape,
                                      _chunk_addresses(context, builder, src, dst, extents, vec,

@@ -19,7 +19,7 @@ from tilejit.ir.addressing import Var, layout_offset, row_major
 from tilejit.layouts import offset_table
 from tilejit.codegen.typing.tiles import RegionType
 from tilejit.codegen.typing.types import GlobalTensorType
-from tilejit.codegen.lowering.tiles import emit, plan
+from tilejit.codegen.lowering.tiles import emit, intrinsic, plan
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -267,3 +267,16 @@ def region_inside(builder, side, shape):
         b = builder.and_(b, builder.icmp_signed(">=", start, I64(0)))
         ok = b if ok is None else builder.and_(ok, b)
     return ok
+
+
+def cp_async(builder, smem_ptr, gmem_ptr, nbytes, src_bytes):
+    kind = "cg" if nbytes == 16 else "ca"
+    name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}.s"
+    i8 = ir.IntType(8)
+    fn = intrinsic(builder, name, ir.VoidType(), [ir.PointerType(i8, 3), ir.PointerType(i8, 1),
+                                                  I32])
+    dst = builder.bitcast(smem_ptr, ir.PointerType(i8, 3))
+    src = builder.bitcast(gmem_ptr, ir.PointerType(i8, gmem_ptr.type.addrspace))
+    if gmem_ptr.type.addrspace != 1:
+        src = builder.addrspacecast(src, ir.PointerType(i8, 1))
+    builder.call(fn, [dst, src, src_bytes])

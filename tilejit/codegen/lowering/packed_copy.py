@@ -30,12 +30,18 @@ import math
 from llvmlite import ir
 from numba.core import cgutils
 
-from tilejit.codegen.lowering.copy_sides import (Side, element_at, element_offset,
-                                                 global_coords, inside_tensor, region_inside,
-                                                 side_offsets, side_vector_ok, tile_offset)
+
+from tilejit.codegen.lowering.copy_sides import (Side, chunks_contiguous, cp_async, describe,
+                                                 element_at, element_offset, global_coords,
+                                                 inside_tensor, region_inside, side_offsets,
+                                                 side_vector_ok, tile_offset)
+from tilejit.codegen.lowering.registry import lower
 from tilejit.codegen.lowering.scalar import cast_values
 from tilejit.codegen.lowering.tensor import packed_load, packed_store
-from tilejit.codegen.lowering.tiles import guarded, rounds, unflatten
+from tilejit.codegen.lowering.tiles import guarded, plan, rounds, unflatten
+from tilejit.codegen.typing.tiles import TileType
+from tilejit.ir import markers
+from tilejit.ir.kernel_config import current_kernel
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VEC = 16                                    # elements a chunk: 8 bytes of the tensor
@@ -78,8 +84,14 @@ def is_packed_copy(src: Side, dst: Side) -> bool:
     return any(s.kind == "global" and s.dtype.packed > 1 for s in (src, dst))
 
 
-def copy_packed(context, builder, src: Side, dst: Side, extents) -> None:
-    """The copy between a packed (int4) tensor and a shared tile."""
+def copy_packed(context, builder, src: Side, dst: Side, extents,
+                asynchronous: bool = False) -> None:
+    """The copy between a packed (int4) tensor and a shared tile: into a tile of its
+    bytes (``Tile.holds_packed``) the bytes, asynchronously where asked and the target
+    can; else unpacked (or packed) on the way."""
+    if dst.kind == "shared" and plan().tile(dst.ty.tile_name).holds_packed:
+        _copy_bytes(context, builder, src, dst, extents, asynchronous)
+        return
     packed = src if src.kind == "global" else dst
     tile = dst if packed is src else src
     last = extents[-1] if extents else 1
@@ -264,3 +276,155 @@ def _packed_out(builder, raw, data, offset):
     byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
     builder.store(two, builder.bitcast(byte, two.type.as_pointer(byte.type.addrspace)),
                   align=8)
+
+
+# -- a pipeline's staged bytes (passes/packed_staging.py) ---------------------------------
+
+BYTES = 16                                  # bytes a chunk of a byte copy: 32 elements
+
+
+def _copy_bytes(context, builder, src, dst, extents, asynchronous):
+    """The bytes of an int4 region (its corner ``src``; the copy's extents the byte tile's,
+    the region's last extent twice its last) into the byte tile ``dst``: 16 bytes a chunk,
+    one ``cp.async`` (or a load and a store) each where the region is inside the tensor and
+    16-byte aligned; otherwise byte by byte, 0 for a byte outside the tensor."""
+    last = extents[-1] if extents else 1
+    vec = BYTES if (last % BYTES == 0 and _runs_along_rows(src)
+                    and side_vector_ok(dst, BYTES, last)) else 1
+    chunks = math.prod(extents) // vec
+
+    def each(body):
+        for chunk, guard in rounds(context, builder, chunks):
+            cc = unflatten(builder, builder.mul(chunk, I32(vec)), extents)
+            with guarded(builder, guard):
+                ptr = builder.gep(dst.value, [tile_offset(builder, dst,
+                                                          side_offsets(dst, cc))],
+                                  inbounds=True)
+                body(_first_element(builder, src, cc), ptr)
+
+    def gathered(first, ptr):
+        _store_bytes(builder, ptr, [_byte(builder, src, first, k) for k in range(vec)])
+
+    if vec == 1:
+        each(gathered)
+        return
+    async_ = asynchronous and current_kernel().target.has_cp_async
+
+    def whole(first, ptr):
+        source = builder.gep(src.data, [builder.ashr(element_offset(builder, src, first),
+                                                     I64(1))], inbounds=True)
+        if async_:
+            cp_async(builder, ptr, source, BYTES, I32(BYTES))
+            return
+        vt = ir.VectorType(I32, 4)
+        raw = builder.load(builder.bitcast(source, vt.as_pointer(source.type.addrspace)),
+                           align=BYTES)
+        builder.store(raw, builder.bitcast(ptr, vt.as_pointer(ptr.type.addrspace)),
+                      align=BYTES)
+
+    with builder.if_else(_bytes_interior(builder, src, extents), likely=True) as (
+            inner, edge):
+        with inner:
+            each(whole)
+        with edge:
+            each(gathered)
+
+
+def _first_element(builder, src, cc):
+    """The tensor coordinates of the first element of the bytes at copy coordinates ``cc``
+    (the last counted in bytes: two elements each)."""
+    doubled = list(cc[:-1]) + [builder.shl(cc[-1], I32(1))] if cc else cc
+    return global_coords(builder, src, side_offsets(src, doubled))
+
+
+def _bytes_interior(builder, src, extents):
+    """Whether the region (its last extent twice the bytes') is inside the tensor and
+    every 16-byte chunk of it 16-byte aligned."""
+    ok = None
+    for d, start in enumerate(src.starts):
+        n = src.shape[d]
+        if d in (src.ranged or ()):
+            extent = src.extents[src.ranged.index(d)] * (2 if d == src.ndim - 1 else 1)
+            inside = builder.icmp_signed("<=", builder.add(start, I64(extent)), n)
+        else:
+            inside = builder.icmp_unsigned("<", start, n)
+        inside = builder.and_(inside, builder.icmp_signed(">=", start, I64(0)))
+        ok = inside if ok is None else builder.and_(ok, inside)
+    odd = builder.and_(builder.ptrtoint(src.data, I64), I64(BYTES - 1))
+    for value in [src.starts[-1]] + list(src.strides[:-1]):
+        odd = builder.or_(odd, builder.and_(value, I64(2 * BYTES - 1)))
+    return builder.and_(ok, builder.icmp_unsigned("==", odd, I64(0)))
+
+
+def _byte(builder, src, first, k):
+    """Byte k from the element ``first``: elements 2k and 2k+1 of the run (0 outside)."""
+    coords = list(first)
+    coords[-1] = builder.add(first[-1], I64(2 * k)) if k else first[-1]
+    ok = inside_tensor(builder, src, coords)
+    with builder.if_else(ok) as (then, otherwise):
+        with then:
+            offset = element_offset(builder, src, coords)
+            v = builder.load(builder.gep(src.data, [builder.ashr(offset, I64(1))],
+                                         inbounds=True))
+            b1 = builder.block
+        with otherwise:
+            b2 = builder.block
+    phi = builder.phi(I8)
+    phi.add_incoming(v, b1)
+    phi.add_incoming(I8(0), b2)
+    return phi
+
+
+def _store_bytes(builder, ptr, values):
+    if len(values) == 1:
+        builder.store(values[0], ptr)
+        return
+    vt = ir.VectorType(I8, len(values))
+    raw = ir.Constant(vt, None)
+    for k, v in enumerate(values):
+        raw = builder.insert_element(raw, v, I32(k))
+    builder.store(raw, builder.bitcast(ptr, vt.as_pointer(ptr.type.addrspace)),
+                  align=len(values))
+
+
+@lower(markers.stub(markers.UNPACK_INT4), TileType, TileType)
+def unpack_int4_impl(context, builder, sig, args):
+    """The staged bytes unpacked into the tile: 16 elements a chunk (8 bytes read, 16
+    written) dealt round-robin to the threads, all reads before the writes."""
+    packed = describe(context, builder, sig.args[0], args[0])
+    tile = describe(context, builder, sig.args[1], args[1])
+    shape = tuple(sig.args[1].shape)
+    whole = chunks_contiguous(plan().tile(tile.ty.tile_name).layout, shape, VEC) and \
+        chunks_contiguous(plan().tile(packed.ty.tile_name).layout,
+                          tuple(sig.args[0].shape), VEC // 2)
+    vec = VEC if whole else 1
+    staged = []
+    for chunk, guard in rounds(context, builder, math.prod(shape) // vec):
+        cc = unflatten(builder, builder.mul(chunk, I32(vec)), shape)
+        at = list(cc[:-1]) + [builder.lshr(cc[-1], I32(1))]
+        source = builder.gep(packed.value, [tile_offset(builder, packed, at)], inbounds=True)
+        holder = None
+        with guarded(builder, guard):
+            if whole:
+                two = builder.load(builder.bitcast(source, ir.VectorType(I32, 2).as_pointer(
+                    source.type.addrspace)), align=8)
+                words = [w for k in range(2) for w in _unpack_word(
+                    builder, builder.extract_element(two, I32(k)))]
+                value = ir.Constant(ir.VectorType(I32, 4), None)
+                for k, w in enumerate(words):
+                    value = builder.insert_element(value, w, I32(k))
+            else:                       # one element: its half of the byte, signed
+                half = builder.trunc(builder.shl(builder.and_(cc[-1], I32(1)), I32(2)), I8)
+                value = builder.ashr(builder.shl(builder.load(source),
+                                                 builder.sub(I8(4), half)), I8(4))
+            if guard is not None:
+                holder = cgutils.alloca_once(builder, value.type)
+                builder.store(value, holder)
+        staged.append((guard, cc, value, holder))
+    for guard, cc, value, holder in staged:
+        with guarded(builder, guard):
+            value = builder.load(holder) if holder is not None else value
+            ptr = builder.gep(tile.value, [tile_offset(builder, tile, cc)], inbounds=True)
+            builder.store(value, builder.bitcast(ptr, value.type.as_pointer(
+                ptr.type.addrspace)), align=vec)
+    return context.get_dummy_value()

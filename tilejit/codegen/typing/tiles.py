@@ -261,6 +261,16 @@ class CopyAsyncTemplate(CopyTemplate):
     pass
 
 
+@infer_global(markers.stub(markers.UNPACK_INT4))
+class UnpackInt4Template(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) != 2 or not all(isinstance(a, TileType) and a.kind == "shared"
+                                     for a in args):
+            raise errors.TypingError(f"unpack_int4(bytes tile, tile) takes two shared tiles, "
+                                     f"got {args}")
+        return signature(types.none, *args)
+
+
 @infer_global(markers.stub(markers.COMMIT))
 class CommitTemplate(AbstractTemplate):
     def generic(self, args, kws):
