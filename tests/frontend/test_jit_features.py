@@ -187,33 +187,18 @@ def test_dump_ir_files(tmp_path, monkeypatch):
     add_new.compile(a, a, target="cuda", arch="sm_80", block=128)
     (directory,) = tmp_path.iterdir()
     names = sorted(p.name for p in directory.iterdir())
-    assert names == ["00_source.py", "01_device_program.py",
-                    "02_after_rename_reallocated_tiles.py", "03_after_lower_cluster_forms.py",
-                    "04_after_check_thread_branches.py", "05_after_check_grid_syncs.py",
-                    "06_after_expand_global_copies.py", "07_after_expand_sparse_gemms.py",
-                    "08_after_order_parallel_loops.py",
-                    "09_after_split_fragment_indices.py", "10_after_allocate_tiles.py",
-                    "11_after_check_register_floor.py", "12_after_expand_safe_value_copies.py",
-                    "13_after_expand_transposes.py", "14_after_guard_global_accesses.py",
-                    "15_after_lay_out_global_tensors.py",
-                    "16_after_expand_fragment_region_copies.py",
-                    "17_after_check_packed_tensors.py",
-                    "18_after_expand_dynamic_parallel_loops.py",
-                    "19_after_transpose_fragments.py", "20_after_shift_fragment_loops.py",
-                    "21_after_fold_clears_into_gemms.py", "22_after_lower_warp_roles.py",
-                    "23_after_check_divisors.py", "24_after_pipeline_loops.py",
-                    "25_after_rasterize_blocks.py", "26_after_choose_operand_layouts.py",
-                    "27_after_convert_fragment_layouts.py", "28_after_infer_layouts.py",
-                    "29_after_check_registers.py", "30_after_use_tma.py",
-                    "31_after_specialize_warps.py", "32_after_take_turns.py",
-                    "33_after_stage_epilogues.py", "34_after_use_tma_stores.py",
-                    "35_after_fence_generic_writes.py", "36_after_plan_shared_memory.py",
-                    "37_after_insert_barriers.py", "38_after_defer_wgmma_waits.py",
-                    "39_after_version_parallel_guards.py", "40_tile_plan.txt",
-                    "41_numba_typed.txt", "42_llvm_lowered.ll", "43_llvm_optimized.ll",
-                    "44_kernel.ptx"]
-    assert "__tj_parallel_groups" in (directory / "39_after_version_parallel_guards.py").read_text()
-    assert ".entry add_new_kernel" in (directory / "44_kernel.ptx").read_text()
+    # the source, the device program, one file after each pass in the pipeline's order
+    # (compiler/pipeline.SOURCE_PASSES), then the plan, Numba's types, LLVM IR and PTX
+    from tilejit.compiler.pipeline import SOURCE_PASSES
+    steps = ["source.py", "device_program.py"] + [
+        f"after_{p.__name__}.py" for p in SOURCE_PASSES] + [
+        "tile_plan.txt", "numba_typed.txt", "llvm_lowered.ll", "llvm_optimized.ll",
+        "kernel.ptx"]
+    assert names == [f"{k:02d}_{step}" for k, step in enumerate(steps)]
+    assert "after_pipeline_loops.py" in steps and "after_allocate_tiles.py" in steps
+    guards = names[steps.index("after_version_parallel_guards.py")]
+    assert "__tj_parallel_groups" in (directory / guards).read_text()
+    assert ".entry add_new_kernel" in (directory / names[-1]).read_text()
 
 
 def test_import_does_not_load_numba():

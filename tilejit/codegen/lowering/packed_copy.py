@@ -20,8 +20,11 @@ work: ``w & 0x0F0F0F0F`` holds elements 0, 2, 4, 6 in its bytes and ``(w >> 4) &
 shuffles (PTX ``prmt``) interleave the halves. Packing is the reverse: the even and
 odd elements gathered by two shuffles, the odd ones shifted into the high nibbles.
 
-Not asynchronous: a software pipeline's copy of an int4 tensor (``T.Pipelined``) loads
-into registers and stores to the stage's tile, as a copy with a conversion does.
+A software pipeline's copy (``T.Pipelined``) is staged as bytes instead
+(``passes/packed_staging.py``): into a byte tile (``Tile.holds_packed``) the region's
+bytes, 16 a chunk, one ``cp.async`` each where the region is inside the tensor and
+aligned (byte by byte otherwise, zeros outside); ``__tj_unpack_int4`` then turns a stage
+of them into the tile, 8 bytes read and 16 written a chunk.
 """
 from __future__ import annotations
 
