@@ -183,11 +183,15 @@ def _chunk_place(builder, side, at, vec, fast):
 def _element(builder, side, at, k):
     """Element k of the chunk from the packed tensor: its value (i8), 0 outside."""
     coords = global_coords(builder, side, side_offsets(side, at(k)))
-    ok = inside_tensor(builder, side, coords)
-    with builder.if_else(ok) as (then, otherwise):
+    return _inside_or_zero(builder, side, coords, lambda offset: packed_load(
+        builder, side.data, offset, side.dtype))
+
+
+def _inside_or_zero(builder, side, coords, read):
+    """``read(element offset)`` (an i8) where ``coords`` are inside the tensor, else 0."""
+    with builder.if_else(inside_tensor(builder, side, coords)) as (then, otherwise):
         with then:
-            v = packed_load(builder, side.data, element_offset(builder, side, coords),
-                            side.dtype)
+            v = read(element_offset(builder, side, coords))
             b1 = builder.block
         with otherwise:
             b2 = builder.block
@@ -363,19 +367,8 @@ def _byte(builder, src, first, k):
     """Byte k from the element ``first``: elements 2k and 2k+1 of the run (0 outside)."""
     coords = list(first)
     coords[-1] = builder.add(first[-1], I64(2 * k)) if k else first[-1]
-    ok = inside_tensor(builder, src, coords)
-    with builder.if_else(ok) as (then, otherwise):
-        with then:
-            offset = element_offset(builder, src, coords)
-            v = builder.load(builder.gep(src.data, [builder.ashr(offset, I64(1))],
-                                         inbounds=True))
-            b1 = builder.block
-        with otherwise:
-            b2 = builder.block
-    phi = builder.phi(I8)
-    phi.add_incoming(v, b1)
-    phi.add_incoming(I8(0), b2)
-    return phi
+    return _inside_or_zero(builder, src, coords, lambda offset: builder.load(
+        builder.gep(src.data, [builder.ashr(offset, I64(1))], inbounds=True)))
 
 
 def _store_bytes(builder, ptr, values):
