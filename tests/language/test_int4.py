@@ -487,3 +487,19 @@ def test_the_pipelined_gemm_runs_on_this_cpu(gpu_path):
         np.zeros((80, 48), np.int32)], (1, 2), 128)
     np.testing.assert_array_equal(gpu[2], a @ b.T)
     np.testing.assert_array_equal(sim[2], a @ b.T)
+
+
+@pytest.mark.parametrize("argument, error, message", [
+    (lambda torch: torch.zeros(4, 4, dtype=torch.int32), TypeError,
+     r"expected dtype int4, got int32 \(an int4 tensor is passed as its bytes: an int8 or "
+     r"uint8 tensor of half the last extent"),
+    (lambda torch: torch.zeros(4, 8, dtype=torch.int8), ValueError,
+     r"shape\[1\] must be 8, got 16 \(an int4 tensor is passed as its bytes"),
+    (lambda torch: torch.zeros(4, 8, dtype=torch.int8)[:, ::2], ValueError,
+     r"an int4 tensor is held 2 elements a byte: its bytes' last dimension must be "
+     r"contiguous"),
+])
+def test_bad_arguments_say_how_int4_is_passed(programs, argument, error, message):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(error, match=message):
+        _sim(programs.through_shared(4, 8))(argument(torch))

@@ -103,10 +103,19 @@ def as_declared(value, dtype: DType):
     return PackedTensor(value, dtype)
 
 
+def packed_hint(dtype: DType) -> str:
+    """For a packed dtype (int4, float4_e2m1fn), how a tensor of it is passed (appended
+    to an argument's dtype or extent error); "" for any other."""
+    if dtype.packed == 1:
+        return ""
+    return (f" ({dtype.with_article} tensor is passed as its bytes: an int8 or uint8 tensor "
+            f"of half the last extent, element 2k in the low four bits)")
+
+
 def _packed_arg(storage: TensorArg, obj, dtype: DType) -> TensorArg:
     n = dtype.packed
     if storage.ndim == 0 or storage.strides[-1] != 1 and storage.shape[-1] > 1:
-        raise ValueError(f"a {dtype.name} tensor is held {n} elements a byte: its bytes' "
+        raise ValueError(f"{dtype.with_article} tensor is held {n} elements a byte: its bytes' "
                          f"last dimension must be contiguous (stride 1), got strides "
                          f"{storage.strides}")
     shape = storage.shape[:-1] + (storage.shape[-1] * n,)

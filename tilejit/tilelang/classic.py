@@ -25,7 +25,7 @@ from tilejit import syntax
 from tilejit.errors import CompileError, GridError
 from tilejit.frontend.analysis import compile_time_shapes, unread_params
 from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, check_scalar,
-                                       element_span,
+                                       element_span, packed_hint,
                                        pointer_argument, typed_scalar)
 from tilejit import language as T
 from tilejit.frontend.references import current_namespace
@@ -302,9 +302,14 @@ class CompiledPrimFunc(KernelConveniences):
                              f"shape {tuple(arg.shape)}")
         if arg.dtype != ann.dtype:
             raise TypeError(f"argument {name!r}: expected dtype {ann.dtype.name}, got "
-                            f"{arg.dtype.name}")
+                            f"{arg.dtype.name}" + packed_hint(ann.dtype))
         for dim, (want, have) in enumerate(zip(ann.shape, arg.shape)):
-            _match(name, "shape", dim, want, have, sizes)
+            try:
+                _match(name, "shape", dim, want, have, sizes)
+            except ValueError as e:
+                if dim != arg.ndim - 1 or ann.dtype.packed == 1:
+                    raise
+                raise ValueError(f"{e}{packed_hint(ann.dtype)}") from None
         for dim, want in enumerate(getattr(ann, "strides", ())):
             if arg.shape[dim] != 1:     # a dimension of one element: any stride
                 _match(name, "strides", dim, want, arg.strides[dim], sizes)

@@ -41,7 +41,7 @@ from tilejit.log import logger
 from tilejit.errors import CompileError
 from tilejit.frontend.source import (function_def_from_file, function_namespace, is_call_to,
                                      resolve_static)
-from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg,
+from tilejit.runtime.arguments import (TensorSpec, as_declared, as_tensor_arg, packed_hint,
                                        pointer_argument, typed_scalar)
 from tilejit.runtime.kernel import default_arch, kernel_function
 from tilejit.tilelang.branching import BranchingProgram, launching_ifs
@@ -672,9 +672,14 @@ class JitFunction:
             got = x.dtype if packed else as_dtype(x.dtype)
             if got != spec.dtype:
                 raise TypeError(f"argument {name!r}: expected dtype {spec.dtype.name} "
-                                f"(line {line}), got {got.name}")
+                                f"(line {line}), got {got.name}" + packed_hint(spec.dtype))
             for dim, (want, have) in enumerate(zip(spec.shape, shape)):
-                _match_entry(name, "shape", dim, want, have, line, sizes, derived)
+                try:
+                    _match_entry(name, "shape", dim, want, have, line, sizes, derived)
+                except ValueError as e:
+                    if not packed or dim != len(shape) - 1:
+                        raise
+                    raise ValueError(f"{e}{packed_hint(spec.dtype)}") from None
             for dim, want in enumerate(getattr(spec, "strides", ())):
                 have = x.strides[dim] if packed else _stride(x, dim)
                 if shape[dim] == 1:     # a dimension of one element: any stride
