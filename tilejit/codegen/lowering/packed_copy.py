@@ -33,7 +33,6 @@ import math
 from llvmlite import ir
 from numba.core import cgutils
 
-
 from tilejit.codegen.lowering.copy_sides import (Side, chunks_contiguous, cp_async, describe,
                                                  element_at, element_offset, global_coords,
                                                  inside_tensor, region_inside, side_offsets,
