@@ -101,6 +101,28 @@ def round_trip(M, N, col0):
     return main
 
 
+def w4a16(M, N, K, block=64):
+    """Activations in float16, weights int4 with a scale per output row: the weights'
+    tile dequantized in shared memory, then a float16 gemm (a W4A16 linear layer)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((N, K), T.int4),
+             scale: T.Tensor((N,), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block, block), T.float16)
+            B_int4 = T.alloc_shared((block, block), T.int4)
+            B_shared = T.alloc_shared((block, block), T.float16)
+            C_local = T.alloc_fragment((block, block), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block), num_stages=2):
+                T.copy(A[by * block, ko * block], A_shared)
+                T.copy(B[bx * block, ko * block], B_int4)
+                for i, j in T.Parallel(block, block):
+                    B_shared[i, j] = T.cast(B_int4[i, j], T.float16) * scale[bx * block + i]
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+            T.copy(C_local, C[by * block, bx * block])
+    return main
+
+
 def matmul_nt_int4(M, N, K, block_M, block_N, block_K, threads=128, num_stages=3):
     """TileLang's int4 GEMM example's program: int4 operands, int32 accumulator."""
     @T.prim_func
@@ -503,3 +525,47 @@ def test_bad_arguments_say_how_int4_is_passed(programs, argument, error, message
     torch = pytest.importorskip("torch")
     with pytest.raises(error, match=message):
         _sim(programs.through_shared(4, 8))(argument(torch))
+
+
+def _w4a16_inputs(M, N, K, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = _values((N, K), seed)
+    scale = rng.uniform(0.01, 0.1, N).astype(np.float16)
+    want = a.astype(np.float64) @ (b * scale.astype(np.float64)[:, None]).T
+    return a, b, scale, want
+
+
+def test_int4_weights_dequantized_for_a_float16_gemm(programs, ptxas):
+    torch = pytest.importorskip("torch")
+    for arch, mma in (("sm_90a", "wgmma.mma_async"), ("sm_80", "mma.sync.aligned.m16n8k16")):
+        ptx = tilejit.compile(programs.w4a16(256, 512, 1024), target=f"cuda -arch={arch}"
+                              ).get_kernel_source(arch=arch)
+        assert mma in ptx and "cp.async.cg.shared.global" in ptx and "prmt.b32" in ptx
+        ptxas(ptx, arch)
+    M, N, K = 64, 128, 192
+    a, b, scale, want = _w4a16_inputs(M, N, K, 16)
+    c = torch.zeros(M, N)
+    tilejit.compile(programs.w4a16(M, N, K), target="sim")(
+        torch.from_numpy(a), torch.from_numpy(pack(b).view(np.int8)), torch.from_numpy(scale), c)
+    np.testing.assert_allclose(c.numpy(), want, rtol=1e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_int4_weights_dequantized_on_the_gpu(programs):
+    import torch
+    for M, N, K in [(256, 512, 1024), (64, 128, 192)]:
+        a, b, scale, want = _w4a16_inputs(M, N, K, 17)
+        args = [torch.from_numpy(a), torch.from_numpy(pack(b).view(np.int8)),
+                torch.from_numpy(scale)]
+        c = torch.zeros(M, N, device="cuda")
+        tilejit.compile(programs.w4a16(M, N, K))(*(x.cuda() for x in args), c)
+        np.testing.assert_allclose(c.cpu().numpy(), want, rtol=1e-2, atol=5e-2)
+        if M == 64:                 # and as the simulator computes it (fp32 sums' order)
+            sim = torch.zeros(M, N)
+            _sim_run(programs.w4a16(M, N, K), *args, sim)
+            torch.testing.assert_close(c.cpu(), sim, rtol=1e-5, atol=1e-4)
+
+
+def _sim_run(program, *args):
+    tilejit.compile(program, target="sim")(*args)
