@@ -384,6 +384,22 @@ def pipelined_sums(A, C):
 
 
 @tilejit.kernel
+def scheduled_sums(A, C):
+    """pipelined_sums with its schedule given per statement (not staged: the lists count
+    the body's statements)."""
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), T.int4)
+        F = T.alloc_fragment((16, 64), T.int32)
+        T.clear(F)
+        for ko in T.Pipelined(T.ceildiv(K, 64), num_stages=2, order=[0, 1], stage=[0, 1]):
+            T.copy(A[bx * 16, ko * 64], S)
+            for i, j in T.Parallel(16, 64):
+                F[i, j] += S[i, j]
+        T.copy(F, C[bx * 16, 0])
+
+
+@tilejit.kernel
 def gemm_nt(A, B, C):
     """TileLang's int4 GEMM example's program (64³ tiles, 3 stages), as a kernel."""
     M, K = A.shape
@@ -500,6 +516,19 @@ def test_a_pipeline_stages_the_bytes_and_unpacks_them(gpu_path, ptxas, M, K):
         ptx = gpu_path.pipelined_sums.compile(*args, target="cuda", arch=arch).ptx
         assert "cp.async.cg.shared.global" in ptx and "prmt.b32" in ptx
         ptxas(ptx, arch)
+
+
+def test_a_schedule_given_per_statement_keeps_the_unpacking_copy(gpu_path, ptxas):
+    a = _values((32, 256), 18)
+    gpu, sim = _on_both(gpu_path.scheduled_sums, lambda: [
+        PackedTensor(pack(a), T.int4), np.zeros((32, 64), np.int32)], (2,), 64)
+    want = a.reshape(32, -1, 64).sum(1)
+    np.testing.assert_array_equal(gpu[1], want)
+    np.testing.assert_array_equal(sim[1], want)
+    ptx = gpu_path.scheduled_sums.compile(PackedTensor(pack(a), T.int4),
+                                          np.zeros((32, 64), np.int32), target="cuda",
+                                          arch="sm_90a").ptx
+    ptxas(ptx, "sm_90a")
 
 
 def test_the_pipelined_gemm_runs_on_this_cpu(gpu_path):

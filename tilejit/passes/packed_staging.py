@@ -17,7 +17,9 @@ stage the iteration computes on. S itself is written by the unpack, a consumer: 
 version. The results are the copy's (a region outside the tensor reads zeros in both).
 
 A copy of another form (a region given by slices, an odd or unknown last start, a tile
-whose last extent is not a multiple of 32) stays the unpacking copy.
+whose last extent is not a multiple of 32), or in a loop whose schedule is given per
+statement (``order=``, ``stage=``: lists over the body's statements), stays the
+unpacking copy.
 """
 from __future__ import annotations
 
@@ -65,6 +67,8 @@ class _Stager(syntax.NodeTransformer):
         if not (isinstance(it, ast.Call) and resolve_static(it.func, self.ctx.namespace)
                 is T.Pipelined):
             return False
+        if len(it.args) > 2 or any(k.arg in ("order", "stage", "group") for k in it.keywords):
+            return False        # a schedule per statement: the body's statements stay its
         given = it.args[1:2] + [k.value for k in it.keywords if k.arg == "num_stages"]
         try:
             stages = self.static.value(given[0]) if given else 0
