@@ -44,6 +44,9 @@ class CompileOptions:
     # the block barriers that order shared memory (passes/barriers.py); TileLang's
     # TL_DISABLE_THREAD_STORAGE_SYNC turns them off: the kernel's own barriers only
     thread_sync: bool = True
+    # a pipelined int4 copy staged as bytes (passes/packed_staging.py): None where the
+    # target has cp.async, True on every target (the AMDGPU IR the tests run on the CPU)
+    packed_staging: bool | None = None
     # where to write every stage (None: nowhere); not part of what is compiled
     dump_dir: str | None = field(default=None, compare=False, repr=False,
                                  metadata={"key": False})
@@ -66,7 +69,8 @@ def _switch(name: str) -> bool:
 def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool | None = None,
                     wgmma: bool | None = None, warp_specialize: bool | None = None,
                     softmax_turns: bool | None = None, dump_dir: str | None = None,
-                    safe_memory: bool = False, thread_sync: bool = True) -> CompileOptions:
+                    safe_memory: bool = False, thread_sync: bool = True,
+                    packed_staging: bool | None = None) -> CompileOptions:
     """The options of one compilation: the explicit values, the environment for the rest."""
     tma = _switch("TILEJIT_TMA") if tma is None else bool(tma)
     wgmma = _switch("TILEJIT_WGMMA") if wgmma is None else bool(wgmma)
@@ -79,7 +83,8 @@ def compile_options(*, fast_math: bool = False, debug: bool = False, tma: bool |
     return CompileOptions(fast_math=bool(fast_math), debug=bool(debug), tma=tma, wgmma=wgmma,
                           warp_specialize=bool(warp_specialize),
                           softmax_turns=bool(softmax_turns), dump_dir=dump_dir,
-                          safe_memory=bool(safe_memory), thread_sync=bool(thread_sync))
+                          safe_memory=bool(safe_memory), thread_sync=bool(thread_sync),
+                          packed_staging=packed_staging)
 
 
 def dump_dir_origin(dump_dir: str) -> str:

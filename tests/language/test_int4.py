@@ -206,6 +206,13 @@ def test_tilelangs_int4_gemm_example(programs, M, N, K):
     np.testing.assert_array_equal(c.numpy(), a @ b.T)
 
 
+def test_numpy_integers_for_the_schedule_stage_the_copies(programs):
+    kernel = tilejit.compile(programs.matmul_nt_int4(1024, 1024, 1024, np.int64(128), 128,
+                                                     np.int64(64), num_stages=np.int64(3)),
+                             out_idx=-1, target="cuda -arch=sm_90a")
+    assert "cp.async.cg.shared.global" in kernel.get_kernel_source(arch="sm_90a")
+
+
 @pytest.mark.parametrize("arch, mma", [("sm_90a", "wgmma.mma_async.sync.aligned.m64n128k32"
                                                   ".s32.s8.s8"),
                                        ("sm_80", "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8")])
@@ -384,6 +391,23 @@ def pipelined_sums(A, C):
 
 
 @tilejit.kernel
+def indirect_sums(A, I, C):
+    """pipelined_sums over the k-blocks I lists: the copy reads what the body computes,
+    so it is no producer and is not staged."""
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), T.int4)
+        F = T.alloc_fragment((16, 64), T.int32)
+        T.clear(F)
+        for ko in T.Pipelined(I.shape[0], num_stages=2):
+            kb = I[ko]
+            T.copy(A[bx * 16, kb * 64], S)
+            for i, j in T.Parallel(16, 64):
+                F[i, j] += S[i, j]
+        T.copy(F, C[bx * 16, 0])
+
+
+@tilejit.kernel
 def scheduled_sums(A, C):
     """pipelined_sums with its schedule given per statement (not staged: the lists count
     the body's statements)."""
@@ -430,10 +454,13 @@ def read_back(A, C, D):
 
 def _on_both(kernel, make, grid, threads, **constexprs):
     """The kernel's GPU code (the AMDGPU lowering, whose copies are the NVPTX one's, run on
-    this CPU) and the simulator, each on fresh arguments from ``make()``."""
+    this CPU; its pipelined int4 copies staged as on a target with cp.async, the byte
+    copies synchronous) and the simulator, each on fresh arguments from ``make()``."""
     from amdgpu_cpu import run_kernel
+    from tilejit.runtime.kernel import kernel_function
     gpu, sim = make(), make()
-    run_kernel(kernel.compile(*gpu, target="amdgpu", arch="gfx942", **constexprs), gpu,
+    staged = kernel_function(kernel.func, switches={"packed_staging": True})
+    run_kernel(staged.compile(*gpu, target="amdgpu", arch="gfx942", **constexprs), gpu,
                grid, threads)
     tilejit.kernel(kernel.func, target="sim")(*sim, **constexprs)
     return gpu, sim
@@ -499,7 +526,8 @@ def test_a_stored_element_reads_back_as_its_four_bits(gpu_path):
         np.testing.assert_array_equal(out[2], wrap4(a))
 
 
-@pytest.mark.parametrize("M, K", [(32, 256), (40, 200)])      # the second: edges
+@pytest.mark.parametrize("M, K", [(32, 256), (40, 200), (24, 272)])   # edges; rows of
+# 136 bytes, every other one off 16-byte alignment (its chunks byte by byte)
 def test_a_pipeline_stages_the_bytes_and_unpacks_them(gpu_path, ptxas, M, K):
     """In a T.Pipelined loop the copy is the region's bytes, run ahead (cp.async where
     the target has it), and an unpack before the compute (passes/packed_staging.py)."""
@@ -516,6 +544,19 @@ def test_a_pipeline_stages_the_bytes_and_unpacks_them(gpu_path, ptxas, M, K):
         ptx = gpu_path.pipelined_sums.compile(*args, target="cuda", arch=arch).ptx
         assert "cp.async.cg.shared.global" in ptx and "prmt.b32" in ptx
         ptxas(ptx, arch)
+
+
+def test_a_copy_of_what_the_body_computes_is_not_staged(gpu_path):
+    a, blocks = _values((32, 256), 19), np.array([3, 0, 2], np.int32)
+    gpu, sim = _on_both(gpu_path.indirect_sums, lambda: [
+        PackedTensor(pack(a), T.int4), blocks.copy(), np.zeros((32, 64), np.int32)], (2,), 64)
+    want = a.reshape(32, -1, 64)[:, blocks].sum(1)
+    np.testing.assert_array_equal(gpu[2], want)
+    np.testing.assert_array_equal(sim[2], want)
+    ptx = gpu_path.indirect_sums.compile(PackedTensor(pack(a), T.int4), blocks,
+                                         np.zeros((32, 64), np.int32), target="cuda",
+                                         arch="sm_90a").ptx
+    assert "cp.async.cg" not in ptx and "ld.global.v2.b32" in ptx    # the unpacking copy
 
 
 def test_a_schedule_given_per_statement_keeps_the_unpacking_copy(gpu_path, ptxas):

@@ -24,6 +24,7 @@ unpacking copy.
 from __future__ import annotations
 
 import ast
+import numbers
 
 from tilejit import syntax
 from tilejit import language as T
@@ -31,13 +32,15 @@ from tilejit.frontend.source import resolve_static
 from tilejit.ir.markers import REGION, TILE, UNPACK_INT4
 from tilejit.ir.plan import SHARED, Tile
 from tilejit.passes.packed_tensors import moved_whole
+from tilejit.passes.pipeline import written_names
 from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
 def stage_packed_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
     int4 = {name for name, dtype in ctx.param_dtypes.items() if dtype.name == "int4"}
-    if not int4:
-        return fdef
+    staging = ctx.options.packed_staging
+    if not int4 or staging is False or (staging is None and not ctx.target.has_cp_async):
+        return fdef     # (without cp.async the byte copy would not run ahead: no gain)
     return _Stager(ctx, int4, StaticEval(ctx.namespace, ctx.param_dtypes, fdef)).visit(fdef)
 
 
@@ -74,14 +77,18 @@ class _Stager(syntax.NodeTransformer):
             stages = self.static.value(given[0]) if given else 0
         except NotStatic:
             return False        # (the pipeline pass says so)
-        return isinstance(stages, int) and stages >= 2
+        return isinstance(loop.target, ast.Name) and _integer(stages) and stages >= 2
 
     def _stage(self, loop) -> list:
         """Declarations of the byte tiles of ``loop``'s staged copies (its body rewritten
         in place)."""
         declared, body = [], []
+        # what the body writes (its loop index aside): a copy whose source reads any of it
+        # is no producer (the pipeline would not run it ahead: staging would only add a
+        # pass over shared memory)
+        varying = written_names(loop.body) - {loop.target.id}
         for stmt in loop.body:
-            matched = self._copy(stmt)
+            matched = self._copy(stmt, varying)
             if matched is None:
                 body.append(stmt)
                 continue
@@ -101,7 +108,7 @@ class _Stager(syntax.NodeTransformer):
         loop.body = body
         return declared
 
-    def _copy(self, stmt):
+    def _copy(self, stmt, varying):
         """(source region, destination tile) of a copy this pass stages, or None."""
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             return None
@@ -116,8 +123,10 @@ class _Stager(syntax.NodeTransformer):
         base, kinds, starts = src.args[0], src.args[1], src.args[2]
         tile = self.ctx.plan.tiles.get(dst.id)
         if not (isinstance(base, ast.Name) and base.id in self.int4 and
-                moved_whole(T.int4, tile) and tile.view_of is None
+                moved_whole(T.int4, tile) and tile.view_of is None and not tile.holds_packed
                 and not tile.user_staged and tile.shape[-1] % 32 == 0):
+            return None
+        if {n.id for n in syntax.walk(src) if isinstance(n, ast.Name)} & varying:
             return None
         if not (isinstance(kinds, ast.Constant) and set(kinds.value) == {"p"} and
                 isinstance(starts, ast.Tuple) and starts.elts and self._even(starts.elts[-1])):
@@ -140,4 +149,8 @@ class _Stager(syntax.NodeTransformer):
             value = self.static.value(node)
         except NotStatic:
             return False
-        return isinstance(value, int) and not isinstance(value, bool) and test(value)
+        return _integer(value) and test(value)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -99,7 +99,7 @@ def _assigned(stmts) -> set[str]:
 _ELEMENT_ATOMICS = frozenset(ATOMICS.values())
 
 
-def _written(stmts) -> set[str]:
+def written_names(stmts) -> set[str]:
     """The names the statements assign, and the tiles and tensors they write: an element
     (``X[i] = …``), or as a tile operation's destination (``T.copy(S, X[r])``, ``T.fill``,
     a gemm's accumulator, an atomic's target)."""
@@ -262,7 +262,7 @@ class _Pipeliner(syntax.NodeTransformer):
         body = [s for s in node.body if not _is_declaration(s, self.ctx.namespace)]
         # what the body assigns or writes: a copy whose source region reads any of it (an
         # index a tile holds, the tensor itself) cannot run ahead of the body
-        varying = _written(body) | {loop_var}
+        varying = written_names(body) | {loop_var}
         stage_list, order = values.get("stage"), values.get("order")
         for name, lst in (("stage", stage_list), ("order", order)):
             if lst is not None and len(lst) != len(body):

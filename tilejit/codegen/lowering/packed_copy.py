@@ -292,8 +292,9 @@ BYTES = 16                                  # bytes a chunk of a byte copy: 32 e
 def _copy_bytes(context, builder, src, dst, extents, asynchronous):
     """The bytes of an int4 region (its corner ``src``; the copy's extents the byte tile's,
     the region's last extent twice its last) into the byte tile ``dst``: 16 bytes a chunk,
-    one ``cp.async`` (or a load and a store) each where the region is inside the tensor and
-    16-byte aligned; otherwise byte by byte, 0 for a byte outside the tensor."""
+    one ``cp.async`` (or a load and a store) each, unchecked where the whole region is
+    inside the tensor and 16-byte aligned; otherwise each chunk so where it is inside and
+    aligned, else byte by byte, 0 for a byte outside the tensor."""
     last = extents[-1] if extents else 1
     vec = BYTES if (last % BYTES == 0 and _runs_along_rows(src)
                     and side_vector_ok(dst, BYTES, last)) else 1
@@ -328,12 +329,29 @@ def _copy_bytes(context, builder, src, dst, extents, asynchronous):
         builder.store(raw, builder.bitcast(ptr, vt.as_pointer(ptr.type.addrspace)),
                       align=BYTES)
 
+    def checked(first, ptr):
+        """A chunk of an edge region: whole where it is inside and aligned (an aligned
+        region crossing the tensor's edge keeps its inner chunks' cp.async)."""
+        end = list(first)
+        end[-1] = builder.add(first[-1], I64(2 * BYTES - 1))
+        byte = builder.add(builder.ptrtoint(src.data, I64),
+                           builder.ashr(element_offset(builder, src, first), I64(1)))
+        ok = builder.and_(builder.and_(inside_tensor(builder, src, first),
+                                       inside_tensor(builder, src, end)),
+                          builder.icmp_unsigned("==", builder.and_(byte, I64(BYTES - 1)),
+                                                I64(0)))
+        with builder.if_else(ok, likely=True) as (then, otherwise):
+            with then:
+                whole(first, ptr)
+            with otherwise:
+                gathered(first, ptr)
+
     with builder.if_else(_bytes_interior(builder, src, extents), likely=True) as (
             inner, edge):
         with inner:
             each(whole)
         with edge:
-            each(gathered)
+            each(checked)
 
 
 def _first_element(builder, src, cc):
