@@ -18,7 +18,7 @@ def _line(text):
 
 
 def _message(target, what, dtype, value_dtype):
-    article = "an" if dtype[0] in "aeiou" else "a"
+    article = "an" if dtype[0] in "aeio" else "a"      # "a uint8"
     return (f"cannot store a {value_dtype} value into {target!r}, {article} {dtype} {what}: "
             f"a float is not converted to an integer implicitly; write "
             f'T.cast(value, "{dtype}") to convert it (toward zero)')

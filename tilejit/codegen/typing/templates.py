@@ -568,7 +568,7 @@ def is_typed_float(ty) -> bool:
 
 def float_to_int_message(target: str | None, what: str, dtype: str, value_dtype: str) -> str:
     """``what``: "tensor", "shared tile", "fragment" or "local tile"."""
-    article = "an" if dtype[0] in "aeiou" else "a"
+    article = "an" if dtype[0] in "aeio" else "a"      # a uint8
     into = f"{target!r}, {article} {dtype} {what}" if target else f"{article} {dtype} {what}"
     return (f"cannot store a {value_dtype} value into {into}: a float is not converted to an "
             f"integer implicitly; write T.cast(value, \"{dtype}\") to convert it (toward zero)")
