@@ -65,7 +65,8 @@ LANGUAGE_DIFFERENCES = {
     "int4": "a tensor holds int4 two a byte (an int8 or uint8 torch tensor, element 2k "
             "in the low four bits, as TileLang's programs pack them); a tile holds them one "
             "a byte, as int8 (its `.dtype` says int8), and T.gemm of int4 tiles runs on "
-            "int8 tensor cores (wgmma or mma.sync .s8, not the .s4 forms)",
+            "int8 tensor cores (wgmma or mma.sync .s8, not the .s4 forms); `\"uint4\"` "
+            "(`T.dtype(\"uint4\")`) the same, zero-extended, its tiles uint8 (no gemm)",
     "annotate_compile_flags": "kept as the function's attribute; flags of NVIDIA's C++ "
                               "compiler, which tilejit does not run, so they change nothing",
     "annotate_pass_configs": "a statement at the top of the function's body, its argument "

@@ -639,3 +639,89 @@ def test_int4_weights_dequantized_on_the_gpu(programs):
 
 def _sim_run(program, *args):
     tilejit.compile(program, target="sim")(*args)
+
+
+# -- uint4 (0 … 15: GPTQ's and AWQ's weights), the same machinery zero-extended ----------
+
+_UINT4 = '''
+import tilejit
+import tilejit.language as T
+
+
+@tilejit.kernel
+def round_trip(A, C, D, col0: T.constexpr):
+    """Rows of A through a uint4 tile (uint8) into C, times 3 (wrapping at four bits);
+    D: the tile's values as int32."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), "uint4")
+        T.copy(A[bx * 16, col0], S)
+        for i, j in T.Parallel(16, 64):
+            D[bx * 16 + i, j] = S[i, j]
+            S[i, j] = T.cast(S[i, j] * 3, "uint4")
+        T.copy(S, C[bx * 16, col0])
+
+
+@tilejit.kernel
+def pipelined_sums(A, C):
+    M, K = A.shape
+    with T.Kernel(T.ceildiv(M, 16), threads=64) as bx:
+        S = T.alloc_shared((16, 64), "uint4")
+        F = T.alloc_fragment((16, 64), T.int32)
+        T.clear(F)
+        for ko in T.Pipelined(T.ceildiv(K, 64), num_stages=3):
+            T.copy(A[bx * 16, ko * 64], S)
+            for i, j in T.Parallel(16, 64):
+                F[i, j] += S[i, j]
+        T.copy(F, C[bx * 16, 0])
+'''
+
+
+@pytest.fixture(scope="module")
+def uint4_path(tmp_path_factory):
+    return kernel_module(tmp_path_factory.mktemp("uint4"), "uint4_path", _UINT4)
+
+
+def _unsigned(raw):
+    raw = np.asarray(raw).view(np.uint8).astype(np.int64)
+    return np.stack([raw & 15, raw >> 4], -1).reshape(raw.shape[:-1] + (-1,))
+
+
+def test_uint4_is_zero_extended():
+    from tilejit.language.numerics import cast
+    assert T.dtype("uint4") == "uint4" and T.dtype("uint4").in_tiles is T.uint8
+    np.testing.assert_array_equal(cast(np.arange(-40, 40), T.dtype("uint4")),
+                                  np.arange(-40, 40) & 15)
+
+
+@pytest.mark.parametrize("M, N, col0", ROUND_TRIPS)
+def test_uint4_copies_on_this_cpu_and_in_the_simulator(uint4_path, M, N, col0):
+    a = np.random.default_rng(20).integers(0, 16, (M, N))
+    u4 = T.dtype("uint4")
+    gpu, sim = _on_both(uint4_path.round_trip, lambda: [
+        PackedTensor(pack(a), u4), PackedTensor(np.zeros((M, N // 2), np.uint8), u4),
+        np.zeros((-(-M // 16) * 16, 64), np.int32)], (-(-M // 16),), 64, col0=col0)
+    want = np.zeros_like(a)
+    want[:, col0:col0 + 64] = (a[:, col0:col0 + 64] * 3) & 15
+    for out in (gpu, sim):
+        np.testing.assert_array_equal(_unsigned(out[1].storage), want)
+        seen = np.zeros((out[2].shape[0], 64), np.int64)
+        seen[:M, :min(64, N - col0)] = a[:, col0:col0 + 64]
+        np.testing.assert_array_equal(out[2], seen)
+
+
+def test_a_uint4_pipeline_is_staged_unsigned(uint4_path, ptxas):
+    a = np.random.default_rng(21).integers(0, 16, (40, 200))
+    u4 = T.dtype("uint4")
+    gpu, sim = _on_both(uint4_path.pipelined_sums, lambda: [
+        PackedTensor(pack(a), u4), np.zeros((40, 64), np.int32)], (3,), 64)
+    padded = np.zeros((40, 256), np.int64)
+    padded[:, :200] = a
+    want = padded.reshape(40, -1, 64).sum(1)
+    np.testing.assert_array_equal(gpu[1], want)
+    np.testing.assert_array_equal(sim[1], want)
+    ptx = uint4_path.pipelined_sums.compile(PackedTensor(pack(a), u4),
+                                            np.zeros((40, 64), np.int32), target="cuda",
+                                            arch="sm_90a").ptx
+    assert "cp.async.cg.shared.global" in ptx
+    ptxas(ptx, "sm_90a")

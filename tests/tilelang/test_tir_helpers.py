@@ -377,7 +377,7 @@ def test_gpu_cast_dtype_first_in_a_helper():
     assert torch.equal(b.cpu(), want) and torch.equal(p.cpu(), pow2)
 
 
-@pytest.mark.parametrize("name, bits, per_byte", [("uint4", 4, 2), ("int2", 2, 4),
+@pytest.mark.parametrize("name, bits, per_byte", [("int2", 2, 4),
                                                   ("uint1", 1, 8)])
 def test_sub_byte_integer_names_are_dtypes_that_no_tensor_holds(name, bits, per_byte):
     """TVM's integers narrower than a byte, which TileLang's ``T.dtype("uint4")`` parses

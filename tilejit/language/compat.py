@@ -241,8 +241,9 @@ _GROUP_REASON = {
     "tilelang.language.dtypes": "tilejit's dtypes are float16, bfloat16, float32 (tfloat32), "
                                 "float64, float8_e4m3 (float8_e4m3fn), float8_e5m2, "
                                 "float8_e8m0fnu, (u)int8 to (u)int64, bool, and "
-                                "float4_e2m1fn and int4 (tensors hold them two a byte): no "
-                                "vector, fnuz/e3m4 fp8, fp6 or other sub-byte dtypes",
+                                "float4_e2m1fn, int4 and uint4 (tensors hold them two a "
+                                "byte): no vector, fnuz/e3m4 fp8, fp6 or other sub-byte "
+                                "dtypes",
     "tilelang.language.math_intrinsics": "TileLang's packed (x2) math intrinsics are not "
                                          "built (they take its vector dtypes)",
     "tilelang.language.tir.ir (TVM TIR operations)": "a TVM TIR operation (tilejit is built "

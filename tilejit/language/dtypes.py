@@ -122,11 +122,18 @@ class DType(str):
         return max(1, 8 // self.bits)
 
     @property
+    def is_packed_int(self) -> bool:
+        """int4 or uint4: integers a tensor holds two a byte."""
+        return self.packed > 1 and self.kind in ("int", "uint")
+
+    @property
     def in_tiles(self) -> DType:
-        """The dtype a tile of this dtype holds: int4's values one a byte, as int8 (a
-        tile's elements are addressed one by one, by threads and tensor-core operand
-        loads alike); itself for every other dtype."""
-        return int8 if self.name == "int4" else self
+        """The dtype a tile of this dtype holds: int4's values one a byte, as int8, and
+        uint4's as uint8 (a tile's elements are addressed one by one, by threads and
+        tensor-core operand loads alike); itself for every other dtype."""
+        if self.is_packed_int:
+            return int8 if self.kind == "int" else uint8
+        return self
 
     @property
     def bytes(self) -> int:
@@ -153,8 +160,8 @@ class DType(str):
         in float32)."""
         if self.held_in_float32:
             return np.dtype(np.float32)
-        if self.name == "int4":         # its values, one a byte
-            return np.dtype(np.int8)
+        if self.is_packed_int:          # its values, one a byte
+            return np.dtype(np.int8 if self.kind == "int" else np.uint8)
         return np.dtype(self.name if self.name != "bool" else np.bool_)
 
     def __repr__(self) -> str:
@@ -207,6 +214,9 @@ float4_e2m1fn = DType("float4_e2m1fn", 4, "float")
 # storage of them); a tile holds them one a byte, as int8 (``DType.in_tiles``), which
 # T.gemm multiplies on int8 tensor cores
 int4 = DType("int4", 4, "int")
+# 4-bit unsigned integers, 0 … 15 (TVM's and TileLang's "uint4"; GPTQ's and AWQ's weights):
+# as int4, but zero-extended; a tile holds them as uint8
+uint4 = DType("uint4", 4, "uint")
 _HELD_IN_FLOAT32 = frozenset(("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
                               "float8_e8m0fnu", "float4_e2m1fn"))
 # the two names of one dtype (float8_e4m3fn is TileLang's and torch's spelling of ours)
@@ -229,7 +239,7 @@ _BY_NAME.update({"half": float16, "float": float32, "double": float64, "bf16": b
                  "e8m0": float8_e8m0fnu,
                  # torch's dtype of two e2m1 floats a byte: a tensor of it holds float4_e2m1fn
                  "float4_e2m1fn": float4_e2m1fn, "float4_e2m1fn_x2": float4_e2m1fn,
-                 "int4": int4})
+                 "int4": int4, "uint4": uint4})
 
 # TileLang's float8_e4m3fn (torch's name), a str equal to "float8_e4m3fn" so that
 # ``getattr(torch, T.float8_e4m3fn)`` works, which ``as_dtype`` reads as float8_e4m3
@@ -373,7 +383,7 @@ def resolve_torch_storage_dtype(value) -> DType:
     ``int8``."""
     name = str(value)
     named = value if isinstance(value, DType) else _BY_NAME.get(name) if name in (
-        "float4_e2m1fn", "float4_e2m1fn_x2", "int4") else not_held(name)
+        "float4_e2m1fn", "float4_e2m1fn_x2", "int4", "uint4") else not_held(name)
     if named is None or named.held and not named.packed > 1:
         return as_dtype(value)
     if named.is_float4():

@@ -6,7 +6,7 @@ import numpy as np
 from tilejit.language.minmax import FMAX, FMIN
 
 from tilejit.language.dtypes import (DType, bfloat16, float4_e2m1fn, float8_e4m3, float8_e5m2,
-                                     float8_e8m0fnu, int8)
+                                     float8_e8m0fnu, int8, uint8)
 
 
 def round_to_bfloat16(x) -> np.ndarray:
@@ -121,7 +121,9 @@ def float4_codes(x) -> np.ndarray:
 
 def packed_values(codes, dtype: DType) -> np.ndarray:
     """The values of a packed tensor's 4-bit codes (uint8, 0…15): float4_e2m1fn's as
-    float32, int4's two's complement as int8."""
+    float32, int4's two's complement as int8, uint4's as uint8."""
+    if dtype.kind == "uint":
+        return np.asarray(codes, np.uint8) & np.uint8(0xF)
     if dtype.name == "int4":
         return ((np.asarray(codes, np.uint8).astype(np.int8) ^ 8) - 8).astype(np.int8)
     return from_float4_codes(codes)
@@ -129,7 +131,7 @@ def packed_values(codes, dtype: DType) -> np.ndarray:
 
 def packed_codes(values, dtype: DType) -> np.ndarray:
     """The 4-bit codes (uint8, 0…15) a packed tensor stores for ``values``."""
-    if dtype.name == "int4":
+    if dtype.is_packed_int:
         return (np.asarray(cast(np.asarray(values), dtype)) & 0xF).astype(np.uint8)
     return float4_codes(values)
 
@@ -177,7 +179,10 @@ def cast_mode_warning(round) -> str | None:  # noqa: A002
 
 
 def cast(value, dtype: DType):
-    if dtype.name == "int4":        # as int8, then the low four bits, sign-extended
+    if dtype.is_packed_int:         # as a byte, then the low four bits (int4: signed)
+        if dtype.kind == "uint":
+            out = cast(value, uint8) & np.uint8(0xF)
+            return out if isinstance(value, np.ndarray) else out[()]
         low = cast(value, int8) & np.int8(0xF)
         out = (low ^ np.int8(8)) - np.int8(8)
         return out if isinstance(value, np.ndarray) else out[()]

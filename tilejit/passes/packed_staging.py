@@ -37,7 +37,7 @@ from tilejit.passes.static_eval import NotStatic, StaticEval
 
 
 def stage_packed_copies(fdef: ast.FunctionDef, ctx) -> ast.FunctionDef:
-    int4 = {name for name, dtype in ctx.param_dtypes.items() if dtype.name == "int4"}
+    int4 = {name: dtype for name, dtype in ctx.param_dtypes.items() if dtype.is_packed_int}
     staging = ctx.options.packed_staging
     if not int4 or staging is False or (staging is None and not ctx.target.has_cp_async):
         return fdef     # (without cp.async the byte copy would not run ahead: no gain)
@@ -92,7 +92,7 @@ class _Stager(syntax.NodeTransformer):
             if matched is None:
                 body.append(stmt)
                 continue
-            region, tile = matched
+            region, tile, signed = matched
             name = f"__tj_bytes_{tile.name}_{self.ctx.number('packed_staging')}"
             self.ctx.plan.tiles[name] = Tile(name, SHARED, tile.shape[:-1] + (
                 tile.shape[-1] // 2,), T.int8, stmt.lineno, holds_packed=True)
@@ -104,12 +104,14 @@ class _Stager(syntax.NodeTransformer):
             body.append(stmt)
             body.append(ast.copy_location(ast.Expr(ast.Call(
                 ast.Name(UNPACK_INT4, ast.Load()),
-                [ast.Name(name, ast.Load()), ast.Name(tile.name, ast.Load())], [])), stmt))
+                [ast.Name(name, ast.Load()), ast.Name(tile.name, ast.Load()),
+                 ast.Constant(signed)], [])), stmt))
         loop.body = body
         return declared
 
     def _copy(self, stmt, varying):
-        """(source region, destination tile) of a copy this pass stages, or None."""
+        """(source region, destination tile, signed) of a copy this pass stages, or
+        None."""
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             return None
         call = stmt.value
@@ -123,7 +125,8 @@ class _Stager(syntax.NodeTransformer):
         base, kinds, starts = src.args[0], src.args[1], src.args[2]
         tile = self.ctx.plan.tiles.get(dst.id)
         if not (isinstance(base, ast.Name) and base.id in self.int4 and
-                moved_whole(T.int4, tile) and tile.view_of is None and not tile.holds_packed
+                moved_whole(self.int4[base.id], tile) and tile.view_of is None
+                and not tile.holds_packed
                 and not tile.user_staged and tile.shape[-1] % 32 == 0):
             return None
         if {n.id for n in syntax.walk(src) if isinstance(n, ast.Name)} & varying:
@@ -131,7 +134,7 @@ class _Stager(syntax.NodeTransformer):
         if not (isinstance(kinds, ast.Constant) and set(kinds.value) == {"p"} and
                 isinstance(starts, ast.Tuple) and starts.elts and self._even(starts.elts[-1])):
             return None     # a corner (extents the tile's) whose last start is even
-        return src, tile
+        return src, tile, self.int4[base.id].kind == "int"
 
     def _even(self, node) -> bool:
         """Whether an index expression is even whatever its run-time values."""

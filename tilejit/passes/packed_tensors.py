@@ -40,7 +40,7 @@ def moved_whole(dtype, tile) -> bool:
     int4 tensor and a shared int8 or uint8 tile (an int4 tile holds int8), 16 elements
     at a time. Any other copy of a packed tensor is an element loop
     (``passes/fragment_regions.py``) or refused here."""
-    return dtype.name == "int4" and tile is not None and tile.kind == SHARED and \
+    return dtype.is_packed_int and tile is not None and tile.kind == SHARED and \
         tile.dtype.name in ("int8", "uint8")
 
 

@@ -124,7 +124,7 @@ def _allocate_packed(shape, dtype, like):
     stored = shape[:-1] + (shape[-1] // n,)
     if like is not None and like.is_torch:
         import torch
-        storage = torch.int8 if dtype.kind == "int" else getattr(
+        storage = torch.int8 if dtype.is_packed_int else getattr(
             torch, "float4_e2m1fn_x2", torch.int8)
         return torch.empty(stored, dtype=storage, device=_device_of(like))
     if like is not None and isinstance(like.obj, TensorSpec):

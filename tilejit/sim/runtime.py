@@ -1170,7 +1170,7 @@ def _check_float_to_int_store(tensor: SimTensor, value) -> None:
 def _to_storage(value, dtype: DType, storage: np.dtype):
     if dtype.held_in_float32:       # bfloat16, float8: rounded to the type
         return numerics.cast(np.asarray(value, dtype=np.float32), dtype)
-    if dtype.name == "int4":        # its low four bits, as the GPU stores its half byte
+    if dtype.is_packed_int:         # its low four bits, as the GPU stores its half byte
         return numerics.cast(np.asarray(value), dtype)
     if dtype.is_int and np.asarray(value).dtype.kind == "f":
         with np.errstate(invalid="ignore"):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from llvmlite import ir
-from numba.core import cgutils
+from numba.core import cgutils, types
 
 from tilejit.codegen.lowering.copy_sides import (Side, chunks_contiguous, cp_async, describe,
                                                  element_at, element_offset, global_coords,
@@ -67,10 +67,13 @@ def _sign_extend_nibbles(builder, w):
     return builder.or_(w, builder.mul(signs, I32(0x1E)))
 
 
-def _unpack_word(builder, w):
-    """The 8 int4 elements of the word ``w`` as two words of int8 (elements 0-3, 4-7)."""
-    low = _sign_extend_nibbles(builder, builder.and_(w, _NIBBLES))
-    high = _sign_extend_nibbles(builder, builder.and_(builder.lshr(w, I32(4)), _NIBBLES))
+def _unpack_word(builder, w, signed=True):
+    """The 8 int4 (or uint4) elements of the word ``w`` as two words of int8 (uint8):
+    elements 0-3, 4-7."""
+    low = builder.and_(w, _NIBBLES)
+    high = builder.and_(builder.lshr(w, I32(4)), _NIBBLES)
+    if signed:
+        low, high = _sign_extend_nibbles(builder, low), _sign_extend_nibbles(builder, high)
     return [_shuffle(builder, low, high, _EVEN_ODD_LOW),
             _shuffle(builder, low, high, _EVEN_ODD_HIGH)]
 
@@ -200,15 +203,15 @@ def _inside_or_zero(builder, side, coords, read):
     return phi
 
 
-def _unpacked(builder, data, offset):
+def _unpacked(builder, data, offset, signed):
     """The 16 elements from element ``offset`` (even, 8-byte aligned): 8 bytes loaded,
-    four words of int8."""
+    four words of int8 (uint8 where not ``signed``)."""
     byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
     two = builder.load(builder.bitcast(byte, ir.VectorType(I32, 2).as_pointer(
         byte.type.addrspace)), align=8)
     words = []
     for k in range(2):
-        words += _unpack_word(builder, builder.extract_element(two, I32(k)))
+        words += _unpack_word(builder, builder.extract_element(two, I32(k)), signed)
     whole = ir.Constant(ir.VectorType(I32, 4), None)
     for k, w in enumerate(words):
         whole = builder.insert_element(whole, w, I32(k))
@@ -222,12 +225,13 @@ def _load(context, builder, src, tile, at, vec, fast):
         v = _element(builder, src, at, 0)
         return cast_values(context, builder, [v], src.element, tile.element)[0]
     offset, fast = _chunk_place(builder, src, at, vec, fast)
+    signed = src.dtype.kind == "int"
     if fast is True:
-        return _unpacked(builder, src.data, offset)
+        return _unpacked(builder, src.data, offset, signed)
     vt = ir.VectorType(I32, 4)
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
-            whole = _unpacked(builder, src.data, offset)
+            whole = _unpacked(builder, src.data, offset, signed)
             b1 = builder.block
         with otherwise:
             parts = ir.Constant(ir.VectorType(I8, VEC), None)
@@ -400,10 +404,12 @@ def _store_bytes(builder, ptr, values):
                   align=len(values))
 
 
-@lower(markers.stub(markers.UNPACK_INT4), TileType, TileType)
+@lower(markers.stub(markers.UNPACK_INT4), TileType, TileType, types.BooleanLiteral)
 def unpack_int4_impl(context, builder, sig, args):
     """The staged bytes unpacked into the tile: 16 elements a chunk (8 bytes read, 16
-    written) dealt round-robin to the threads, all reads before the writes."""
+    written) dealt round-robin to the threads, all reads before the writes; the third
+    argument: whether the elements are signed (int4) or not (uint4)."""
+    signed = sig.args[2].literal_value
     packed = describe(context, builder, sig.args[0], args[0])
     tile = describe(context, builder, sig.args[1], args[1])
     shape = tuple(sig.args[1].shape)
@@ -422,14 +428,14 @@ def unpack_int4_impl(context, builder, sig, args):
                 two = builder.load(builder.bitcast(source, ir.VectorType(I32, 2).as_pointer(
                     source.type.addrspace)), align=8)
                 words = [w for k in range(2) for w in _unpack_word(
-                    builder, builder.extract_element(two, I32(k)))]
+                    builder, builder.extract_element(two, I32(k)), signed)]
                 value = ir.Constant(ir.VectorType(I32, 4), None)
                 for k, w in enumerate(words):
                     value = builder.insert_element(value, w, I32(k))
-            else:                       # one element: its half of the byte, signed
+            else:                       # one element: its half of the byte
                 half = builder.trunc(builder.shl(builder.and_(cc[-1], I32(1)), I32(2)), I8)
-                value = builder.ashr(builder.shl(builder.load(source),
-                                                 builder.sub(I8(4), half)), I8(4))
+                top = builder.shl(builder.load(source), builder.sub(I8(4), half))
+                value = builder.ashr(top, I8(4)) if signed else builder.lshr(top, I8(4))
             if guard is not None:
                 holder = cgutils.alloca_once(builder, value.type)
                 builder.store(value, holder)

@@ -288,8 +288,11 @@ def cast_impl(context, builder, sig, args):
     # float -> int: fptosi/fptoui truncate toward zero, as C and TileLang do
     value = context.cast(builder, args[0], fromty, toty)
     dtype = named_dtype(sig.args[1])
-    if dtype is not None and dtype.name == "int4":      # held in a byte: the low four bits,
-        value = builder.ashr(builder.shl(value, value.type(4)), value.type(4))  # signed
+    if dtype is not None and dtype.is_packed_int:      # held in a byte: the low four bits
+        if dtype.kind == "uint":
+            value = builder.and_(value, value.type(0xF))
+        else:                                           # (int4: signed)
+            value = builder.ashr(builder.shl(value, value.type(4)), value.type(4))
     return impl_ret_untracked(context, builder, toty, value)
 
 

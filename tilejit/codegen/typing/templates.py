@@ -915,8 +915,9 @@ for _fn in (T.ballot, T.syncthreads_count, T.syncthreads_and, T.syncthreads_or):
     infer_global(_fn)(type(f"{_fn.__name__}_template", (_PredicateOp,), {}))
 
 
-# (an int4 element is read as an int8 value: int8 is its dtype)
-_DTYPE_OF_NUMBA = {ty: as_dtype(name) for name, ty in NUMBA_OF.items() if name != "int4"}
+# (an int4 element is read as an int8 value: int8 is its dtype; uint4's uint8)
+_DTYPE_OF_NUMBA = {ty: as_dtype(name) for name, ty in NUMBA_OF.items()
+                   if name not in ("int4", "uint4")}
 
 
 def dtype_of_number(ty) -> DType | None:

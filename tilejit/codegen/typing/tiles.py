@@ -144,7 +144,7 @@ def _int4_tile_copy(args) -> bool:
     bases = [a.base if isinstance(a, RegionType) else a for a in args]
     tensors = [b for b in bases if isinstance(b, GlobalTensorType)]
     tiles = [b for b in bases if isinstance(b, TileType)]
-    return len(tensors) == 1 and tensors[0].dtype.name == "int4" and len(tiles) == 1 and \
+    return len(tensors) == 1 and tensors[0].dtype.is_packed_int and len(tiles) == 1 and \
         tiles[0].kind == "shared" and tiles[0].dtype.name in ("int8", "uint8")
 
 
@@ -264,10 +264,11 @@ class CopyAsyncTemplate(CopyTemplate):
 @infer_global(markers.stub(markers.UNPACK_INT4))
 class UnpackInt4Template(AbstractTemplate):
     def generic(self, args, kws):
-        if len(args) != 2 or not all(isinstance(a, TileType) and a.kind == "shared"
-                                     for a in args):
-            raise errors.TypingError(f"unpack_int4(bytes tile, tile) takes two shared tiles, "
-                                     f"got {args}")
+        if len(args) != 3 or not all(isinstance(a, TileType) and a.kind == "shared"
+                                     for a in args[:2]) or not isinstance(
+                                         args[2], types.BooleanLiteral):
+            raise errors.TypingError(f"unpack_int4(bytes tile, tile, signed) takes two shared "
+                                     f"tiles and a bool, got {args}")
         return signature(types.none, *args)
 
 

@@ -114,6 +114,7 @@ _NUMBA_OF = {
     "bool": types.boolean, "float8_e4m3": float8_e4m3, "float8_e5m2": float8_e5m2,
     "float8_e8m0fnu": float8_e8m0fnu, "float4_e2m1fn": float4_e2m1fn,
     "int4": types.int8,     # an element read from an int4 tensor: its value, in a byte
+    "uint4": types.uint8,
 }
 
 
