@@ -725,3 +725,27 @@ def test_a_uint4_pipeline_is_staged_unsigned(uint4_path, ptxas):
                                             arch="sm_90a").ptx
     assert "cp.async.cg.shared.global" in ptx
     ptxas(ptx, "sm_90a")
+
+
+@pytest.mark.gpu
+def test_uint4_on_the_gpu_against_the_simulator(uint4_path):
+    import torch
+    u4 = T.dtype("uint4")
+    for M, N, col0 in ROUND_TRIPS:
+        a = np.random.default_rng(22).integers(0, 16, (M, N))
+        bytes_ = torch.from_numpy(pack(a))
+        got_c = torch.zeros((M, N // 2), dtype=torch.uint8, device="cuda")
+        got_d = torch.zeros((-(-M // 16) * 16, 64), dtype=torch.int32, device="cuda")
+        uint4_path.round_trip(PackedTensor(bytes_.cuda(), u4), PackedTensor(got_c, u4), got_d,
+                              col0=col0)
+        sim_c, sim_d = np.zeros((M, N // 2), np.uint8), np.zeros(tuple(got_d.shape), np.int32)
+        tilejit.kernel(uint4_path.round_trip.func, target="sim")(
+            PackedTensor(bytes_.numpy(), u4), PackedTensor(sim_c, u4), sim_d, col0=col0)
+        np.testing.assert_array_equal(got_c.cpu().numpy(), sim_c)
+        np.testing.assert_array_equal(got_d.cpu().numpy(), sim_d)
+    a = np.random.default_rng(23).integers(0, 16, (40, 200))
+    c = torch.zeros((40, 64), dtype=torch.int32, device="cuda")
+    uint4_path.pipelined_sums(PackedTensor(torch.from_numpy(pack(a)).cuda(), u4), c)
+    padded = np.zeros((40, 256), np.int64)
+    padded[:, :200] = a
+    np.testing.assert_array_equal(c.cpu().numpy(), padded.reshape(40, -1, 64).sum(1))
