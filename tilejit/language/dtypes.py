@@ -123,8 +123,10 @@ class DType(str):
 
     @property
     def is_packed_int(self) -> bool:
-        """int4 or uint4: integers a tensor holds two a byte."""
-        return self.packed > 1 and self.kind in ("int", "uint")
+        """int4 or uint4: integers a tensor holds two a byte (read on every simulated
+        cast: two field reads)."""
+        bits, kind = self._fields[0], self._fields[1]
+        return bits < 8 and kind in ("int", "uint")
 
     @property
     def in_tiles(self) -> DType:

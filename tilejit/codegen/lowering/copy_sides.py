@@ -255,12 +255,15 @@ def global_vectorizable(side: Side, vec: int) -> bool:
     return bool(last) and last[-1] == side.ndim - 1
 
 
-def region_inside(builder, side, shape):
-    """Whether the whole region of a copy lies inside the tensor (a run-time check)."""
+def region_inside(builder, side, shape, last_scale=1):
+    """Whether the whole region of a copy lies inside the tensor (a run-time check);
+    ``last_scale``: tensor elements per copy element along the last dimension (2 for the
+    bytes of an int4 region)."""
     ok = None
     for d, (start, n) in enumerate(zip(side.starts, shape)):
         if d in side.ranged:
-            end = builder.add(start, I64(side.extents[side.ranged.index(d)]))
+            extent = side.extents[side.ranged.index(d)]
+            end = builder.add(start, I64(extent * (last_scale if d == side.ndim - 1 else 1)))
             b = builder.icmp_signed("<=", end, n)
         else:
             b = builder.icmp_unsigned("<", start, n)

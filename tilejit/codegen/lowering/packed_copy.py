@@ -107,7 +107,8 @@ def copy_packed(context, builder, src: Side, dst: Side, extents,
         return
     # a region wholly inside the tensor whose every chunk is 8-byte aligned (the data, the
     # region's last start and the other strides): unchecked vectors
-    with builder.if_else(_interior(builder, packed), likely=True) as (inner, edge):
+    with builder.if_else(_aligned_inside(builder, packed, VEC), likely=True) as (
+            inner, edge):
         with inner:
             _chunks(context, builder, src, dst, extents, vec, True)
         with edge:
@@ -121,12 +122,31 @@ def _runs_along_rows(side) -> bool:
     return bool(ranged) and ranged[-1] == side.ndim - 1
 
 
-def _interior(builder, side):
-    odd = builder.and_(builder.ptrtoint(side.data, I64), I64(7))
+def _aligned_inside(builder, side, elements, last_scale=1):
+    """Whether the region lies inside the tensor and every run of ``elements`` of it (from
+    its start) is aligned to its bytes (``elements // 2``): the data, the region's last
+    start and the other strides (one uniform check)."""
+    odd = builder.and_(builder.ptrtoint(side.data, I64), I64(elements // 2 - 1))
     for value in [side.starts[-1]] + list(side.strides[:-1]):
-        odd = builder.or_(odd, builder.and_(value, I64(VEC - 1)))
-    return builder.and_(region_inside(builder, side, side.shape),
+        odd = builder.or_(odd, builder.and_(value, I64(elements - 1)))
+    return builder.and_(region_inside(builder, side, side.shape, last_scale),
                         builder.icmp_unsigned("==", odd, I64(0)))
+
+
+def _chunk_ok(builder, side, coords, elements, on_byte=False):
+    """Whether the run of ``elements`` from ``coords`` lies inside the tensor, starts on a
+    byte (``on_byte``: known to) and its bytes are aligned to their count (no pointer to
+    a run that may be outside: the address as an integer)."""
+    end = list(coords)
+    end[-1] = builder.add(coords[-1], I64(elements - 1))
+    offset = element_offset(builder, side, coords)
+    byte = builder.add(builder.ptrtoint(side.data, I64), builder.ashr(offset, I64(1)))
+    misaligned = builder.and_(byte, I64(elements // 2 - 1))
+    if not on_byte:
+        misaligned = builder.or_(misaligned, builder.and_(offset, I64(1)))
+    return builder.and_(builder.and_(inside_tensor(builder, side, coords),
+                                     inside_tensor(builder, side, end)),
+                        builder.icmp_unsigned("==", misaligned, I64(0)))
 
 
 def _chunks(context, builder, src, dst, extents, vec, fast):
@@ -171,15 +191,7 @@ def _chunk_place(builder, side, at, vec, fast):
     offset = element_offset(builder, side, coords)
     if vec == 1 or fast is not None:
         return offset, fast
-    end = list(coords)
-    end[-1] = builder.add(coords[-1], I64(vec - 1))
-    # the chunk's address as an integer (no pointer to a chunk that may be outside)
-    byte = builder.add(builder.ptrtoint(side.data, I64), builder.ashr(offset, I64(1)))
-    misaligned = builder.or_(builder.and_(byte, I64(7)), builder.and_(offset, I64(1)))
-    fast = builder.and_(builder.and_(inside_tensor(builder, side, coords),
-                                     inside_tensor(builder, side, end)),
-                        builder.icmp_unsigned("==", misaligned, I64(0)))
-    return offset, fast
+    return offset, _chunk_ok(builder, side, coords, vec)
 
 
 def _element(builder, side, at, k):
@@ -203,10 +215,9 @@ def _inside_or_zero(builder, side, coords, read):
     return phi
 
 
-def _unpacked(builder, data, offset, signed):
-    """The 16 elements from element ``offset`` (even, 8-byte aligned): 8 bytes loaded,
-    four words of int8 (uint8 where not ``signed``)."""
-    byte = builder.gep(data, [builder.ashr(offset, I64(1))], inbounds=True)
+def _unpacked(builder, byte, signed):
+    """The 16 elements of the 8 bytes at ``byte`` (8-byte aligned), loaded: four words of
+    int8 (uint8 where not ``signed``)."""
     two = builder.load(builder.bitcast(byte, ir.VectorType(I32, 2).as_pointer(
         byte.type.addrspace)), align=8)
     words = []
@@ -226,12 +237,17 @@ def _load(context, builder, src, tile, at, vec, fast):
         return cast_values(context, builder, [v], src.element, tile.element)[0]
     offset, fast = _chunk_place(builder, src, at, vec, fast)
     signed = src.dtype.kind == "int"
+
+    def unpacked():
+        return _unpacked(builder, builder.gep(src.data, [builder.ashr(offset, I64(1))],
+                                              inbounds=True), signed)
+
     if fast is True:
-        return _unpacked(builder, src.data, offset, signed)
+        return unpacked()
     vt = ir.VectorType(I32, 4)
     with builder.if_else(fast, likely=True) as (then, otherwise):
         with then:
-            whole = _unpacked(builder, src.data, offset, signed)
+            whole = unpacked()
             b1 = builder.block
         with otherwise:
             parts = ir.Constant(ir.VectorType(I8, VEC), None)
@@ -336,22 +352,15 @@ def _copy_bytes(context, builder, src, dst, extents, asynchronous):
     def checked(first, ptr):
         """A chunk of an edge region: whole where it is inside and aligned (an aligned
         region crossing the tensor's edge keeps its inner chunks' cp.async)."""
-        end = list(first)
-        end[-1] = builder.add(first[-1], I64(2 * BYTES - 1))
-        byte = builder.add(builder.ptrtoint(src.data, I64),
-                           builder.ashr(element_offset(builder, src, first), I64(1)))
-        ok = builder.and_(builder.and_(inside_tensor(builder, src, first),
-                                       inside_tensor(builder, src, end)),
-                          builder.icmp_unsigned("==", builder.and_(byte, I64(BYTES - 1)),
-                                                I64(0)))
+        ok = _chunk_ok(builder, src, first, 2 * BYTES, on_byte=True)
         with builder.if_else(ok, likely=True) as (then, otherwise):
             with then:
                 whole(first, ptr)
             with otherwise:
                 gathered(first, ptr)
 
-    with builder.if_else(_bytes_interior(builder, src, extents), likely=True) as (
-            inner, edge):
+    with builder.if_else(_aligned_inside(builder, src, 2 * BYTES, last_scale=2),
+                         likely=True) as (inner, edge):
         with inner:
             each(whole)
         with edge:
@@ -363,25 +372,6 @@ def _first_element(builder, src, cc):
     (the last counted in bytes: two elements each)."""
     doubled = list(cc[:-1]) + [builder.shl(cc[-1], I32(1))] if cc else cc
     return global_coords(builder, src, side_offsets(src, doubled))
-
-
-def _bytes_interior(builder, src, extents):
-    """Whether the region (its last extent twice the bytes') is inside the tensor and
-    every 16-byte chunk of it 16-byte aligned."""
-    ok = None
-    for d, start in enumerate(src.starts):
-        n = src.shape[d]
-        if d in (src.ranged or ()):
-            extent = src.extents[src.ranged.index(d)] * (2 if d == src.ndim - 1 else 1)
-            inside = builder.icmp_signed("<=", builder.add(start, I64(extent)), n)
-        else:
-            inside = builder.icmp_unsigned("<", start, n)
-        inside = builder.and_(inside, builder.icmp_signed(">=", start, I64(0)))
-        ok = inside if ok is None else builder.and_(ok, inside)
-    odd = builder.and_(builder.ptrtoint(src.data, I64), I64(BYTES - 1))
-    for value in [src.starts[-1]] + list(src.strides[:-1]):
-        odd = builder.or_(odd, builder.and_(value, I64(2 * BYTES - 1)))
-    return builder.and_(ok, builder.icmp_unsigned("==", odd, I64(0)))
 
 
 def _byte(builder, src, first, k):
@@ -425,13 +415,7 @@ def unpack_int4_impl(context, builder, sig, args):
         holder = None
         with guarded(builder, guard):
             if whole:
-                two = builder.load(builder.bitcast(source, ir.VectorType(I32, 2).as_pointer(
-                    source.type.addrspace)), align=8)
-                words = [w for k in range(2) for w in _unpack_word(
-                    builder, builder.extract_element(two, I32(k)), signed)]
-                value = ir.Constant(ir.VectorType(I32, 4), None)
-                for k, w in enumerate(words):
-                    value = builder.insert_element(value, w, I32(k))
+                value = _unpacked(builder, source, signed)
             else:                       # one element: its half of the byte
                 half = builder.trunc(builder.shl(builder.and_(cc[-1], I32(1)), I32(2)), I8)
                 top = builder.shl(builder.load(source), builder.sub(I8(4), half))
